@@ -1,0 +1,1 @@
+//! Server manifests (§17): canonical digest, changed domains, the server-side tracker and host-side review.

@@ -1,0 +1,1 @@
+//! The server session: the API a Rust MCPL server author writes against.

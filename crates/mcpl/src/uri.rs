@@ -1,0 +1,1 @@
+//! `mcpl://` URIs (RFC-004): string-level rejections, rewriting to `wss:` and the three resolved values.
