@@ -143,8 +143,11 @@ impl ErrorObject {
 
     /// `-32601` for `method`, with `data: { method }`.
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(codes::METHOD_NOT_FOUND, format!("Method not found: {method}"))
-            .with_data(serde_json::json!({ "method": method }))
+        Self::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+        .with_data(serde_json::json!({ "method": method }))
     }
 
     /// `-32602`: the params did not match the method.
@@ -312,8 +315,9 @@ impl Message {
     }
 
     /// Parses one JSON text as a single message.
-    pub fn from_str(text: &str) -> Result<Message, ParseError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Message, ParseError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
         Message::from_value(value).map_err(ParseError::Invalid)
     }
 
@@ -405,7 +409,9 @@ mod tests {
     #[test]
     fn zero_is_a_valid_id_and_string_one_differs_from_number_one() {
         let m = Message::from_value(json!({"jsonrpc":"2.0","id":0,"method":"ping"})).unwrap();
-        let Message::Request(r) = m else { panic!("not a request") };
+        let Message::Request(r) = m else {
+            panic!("not a request")
+        };
         assert_eq!(r.id, RequestId::from(0i64));
         assert_ne!(RequestId::from("1"), RequestId::from(1i64));
     }
@@ -416,7 +422,10 @@ mod tests {
         let b = Message::from_value(json!({"jsonrpc":"2.0","method":"x","params":null})).unwrap();
         assert_ne!(a, b);
         assert_eq!(a.to_value(), json!({"jsonrpc":"2.0","method":"x"}));
-        assert_eq!(b.to_value(), json!({"jsonrpc":"2.0","method":"x","params":null}));
+        assert_eq!(
+            b.to_value(),
+            json!({"jsonrpc":"2.0","method":"x","params":null})
+        );
     }
 
     #[test]
@@ -426,7 +435,7 @@ mod tests {
             id: Some(7i64.into()),
             outcome: Err(e.clone()),
         });
-        let back = Message::from_str(&m.to_json()).unwrap();
+        let back = Message::parse(&m.to_json()).unwrap();
         let Message::Response(r) = back else { panic!() };
         assert_eq!(r.outcome, Err(e));
     }
