@@ -1,10 +1,13 @@
 //! Capability paths (§5.4, §6.2, App. B.2): the closed vocabulary of 17 paths.
 //!
 //! [`Capability`] is the single source of truth for the vocabulary; the advertisement
-//! tree, pattern matching and [`Grant`](crate::capability) logic are derived from it.
+//! tree ([`advertised`]), `*` patterns ([`Pattern`]) and the [`Grant`] are derived from it,
+//! never from a hand-written list of nestable keys (§5.4).
 
 use std::fmt;
 use std::str::FromStr;
+
+use serde_json::{Map, Value};
 
 /// One of the 17 capability paths of §6.2 / App. B.2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -91,6 +94,44 @@ impl Capability {
     }
 }
 
+impl Capability {
+    /// Position of this path in [`Capability::ALL`] (the bit used by [`CapabilitySet`]).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The path's dot-separated segments.
+    pub fn segments(self) -> std::str::Split<'static, char> {
+        self.as_str().split('.')
+    }
+
+    /// Number of segments (1 for `tools`, 4 for the inject leaves).
+    pub fn depth(self) -> usize {
+        self.segments().count()
+    }
+
+    /// Whether `prefix` (dot-separated) names this path or an ancestor node of it in the
+    /// advertisement tree (e.g. `contextHooks.beforeInference` for the inject leaves).
+    pub fn is_at_or_below(self, prefix: &str) -> bool {
+        let path = self.as_str();
+        path == prefix
+            || (path.len() > prefix.len()
+                && path.starts_with(prefix)
+                && path.as_bytes()[prefix.len()] == b'.')
+    }
+
+    /// The injection leaf authorising a `contextInjections[].position` value (§10.4, App. B.4).
+    /// Unknown positions map to `None` and are denied.
+    pub fn for_position(position: &str) -> Option<Capability> {
+        match position {
+            "system" => Some(Capability::InjectSystem),
+            "beforeUser" => Some(Capability::InjectBeforeUser),
+            "afterUser" => Some(Capability::InjectAfterUser),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -112,6 +153,12 @@ impl FromStr for Capability {
     }
 }
 
+impl serde::Serialize for Capability {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// What a method requires of the grant (used by the method → capability table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
@@ -123,4 +170,540 @@ pub enum Requirement {
     AnyOf(&'static [Capability]),
     /// All of these paths (e.g. streaming `inference/request`).
     AllOf(&'static [Capability]),
+}
+
+impl Requirement {
+    /// The capabilities this requirement names, as a set (empty for [`Requirement::None`]).
+    pub fn capabilities(self) -> CapabilitySet {
+        match self {
+            Requirement::None => CapabilitySet::EMPTY,
+            Requirement::One(c) => CapabilitySet::EMPTY.with(c),
+            Requirement::AnyOf(cs) | Requirement::AllOf(cs) => cs.iter().copied().collect(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// CapabilitySet
+// ---------------------------------------------------------------------------------------
+
+/// A set of capability paths, stored as a bitset over [`Capability::ALL`]: `Copy`,
+/// allocation-free, and O(1) for membership.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CapabilitySet(u32);
+
+impl CapabilitySet {
+    /// The empty set.
+    pub const EMPTY: CapabilitySet = CapabilitySet(0);
+    /// All 17 paths.
+    pub const ALL: CapabilitySet = CapabilitySet((1 << Capability::ALL.len()) - 1);
+
+    /// This set plus `c`.
+    pub const fn with(self, c: Capability) -> CapabilitySet {
+        CapabilitySet(self.0 | (1 << c as u32))
+    }
+
+    /// This set minus `c`.
+    pub const fn without(self, c: Capability) -> CapabilitySet {
+        CapabilitySet(self.0 & !(1 << c as u32))
+    }
+
+    /// Adds `c`.
+    pub fn insert(&mut self, c: Capability) {
+        *self = self.with(c);
+    }
+
+    /// Removes `c`.
+    pub fn remove(&mut self, c: Capability) {
+        *self = self.without(c);
+    }
+
+    /// Whether `c` is in the set.
+    pub const fn contains(self, c: Capability) -> bool {
+        self.0 & (1 << c as u32) != 0
+    }
+
+    /// Union.
+    pub const fn union(self, other: CapabilitySet) -> CapabilitySet {
+        CapabilitySet(self.0 | other.0)
+    }
+
+    /// Intersection.
+    pub const fn intersection(self, other: CapabilitySet) -> CapabilitySet {
+        CapabilitySet(self.0 & other.0)
+    }
+
+    /// Paths in `self` that are not in `other`.
+    pub const fn difference(self, other: CapabilitySet) -> CapabilitySet {
+        CapabilitySet(self.0 & !other.0)
+    }
+
+    /// Whether every path of `self` is in `other`.
+    pub const fn is_subset(self, other: CapabilitySet) -> bool {
+        self.0 & !other.0 == 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Number of paths in the set.
+    pub const fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// The paths, in [`Capability::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL
+            .into_iter()
+            .filter(move |c| self.contains(*c))
+    }
+
+    /// The wire paths, sorted by string (the order used in every JSON output of this crate).
+    pub fn sorted_paths(self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.iter().map(Capability::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl fmt::Debug for CapabilitySet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.sorted_paths()).finish()
+    }
+}
+
+impl FromIterator<Capability> for CapabilitySet {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> Self {
+        iter.into_iter()
+            .fold(CapabilitySet::EMPTY, CapabilitySet::with)
+    }
+}
+
+impl serde::Serialize for CapabilitySet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.sorted_paths())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Patterns
+// ---------------------------------------------------------------------------------------
+
+/// A grant entry that is not a well-formed path or pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// Empty string or an empty segment (`""`, `"a..b"`, `".a"`).
+    #[error("capability pattern {0:?} has an empty segment")]
+    EmptySegment(String),
+    /// `*` used inside a segment (`"chan*"`): §5.4 defines `*` only as a whole segment.
+    #[error("capability pattern {0:?} uses '*' inside a segment; '*' must be a whole segment")]
+    PartialWildcard(String),
+}
+
+impl PatternError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PatternError::EmptySegment(_) => "pattern_empty_segment",
+            PatternError::PartialWildcard(_) => "pattern_partial_wildcard",
+        }
+    }
+}
+
+/// A §5.4 grant entry: an exact path or a pattern where a `*` segment matches exactly one
+/// segment and segment counts must be equal. It is resolved against the vocabulary once;
+/// an entry that names no path of the vocabulary (e.g. the bare parent `channels`) is
+/// well-formed and grants nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    text: String,
+    resolved: CapabilitySet,
+}
+
+impl Pattern {
+    /// Parses and resolves one entry. Fails on empty segments and on `*` inside a segment
+    /// (neither has a §5.4 meaning; refusing them is the fail-closed reading).
+    pub fn parse(text: &str) -> Result<Pattern, PatternError> {
+        for seg in text.split('.') {
+            if seg.is_empty() {
+                return Err(PatternError::EmptySegment(text.to_owned()));
+            }
+            if seg != "*" && seg.contains('*') {
+                return Err(PatternError::PartialWildcard(text.to_owned()));
+            }
+        }
+        let resolved = Capability::ALL
+            .into_iter()
+            .filter(|c| segments_match(text, c.as_str()))
+            .collect();
+        Ok(Pattern {
+            text: text.to_owned(),
+            resolved,
+        })
+    }
+
+    /// The entry as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether this pattern matches `c` (precomputed; O(1)).
+    pub fn matches(&self, c: Capability) -> bool {
+        self.resolved.contains(c)
+    }
+
+    /// Every vocabulary path this pattern matches.
+    pub fn resolved(&self) -> CapabilitySet {
+        self.resolved
+    }
+}
+
+/// §5.4 matching of a well-formed pattern against a path: equal segment counts, and each
+/// segment equal or `*`.
+fn segments_match(pattern: &str, path: &str) -> bool {
+    let mut p = pattern.split('.');
+    let mut q = path.split('.');
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == "*" || a == b => {}
+            _ => return false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Grant
+// ---------------------------------------------------------------------------------------
+
+/// The effective capability grant of one connection (§5.4): the sole authority. Absence is
+/// denial: [`Grant::none`] (also the `Default`) grants nothing. Patterns are resolved at
+/// construction, so [`Grant::allows`] and [`Grant::satisfies`] are bit tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Grant {
+    set: CapabilitySet,
+}
+
+impl Grant {
+    /// The grant of nothing.
+    pub const fn none() -> Grant {
+        Grant {
+            set: CapabilitySet::EMPTY,
+        }
+    }
+
+    /// A grant of exactly these paths.
+    pub const fn from_set(set: CapabilitySet) -> Grant {
+        Grant { set }
+    }
+
+    /// Builds a grant from `effectiveCapabilities` entries (exact paths or `*` patterns).
+    /// A malformed entry fails the whole grant: the caller then grants nothing.
+    pub fn from_patterns<'a, I>(entries: I) -> Result<Grant, PatternError>
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        let mut set = CapabilitySet::EMPTY;
+        for e in entries {
+            set = set.union(Pattern::parse(e)?.resolved());
+        }
+        Ok(Grant { set })
+    }
+
+    /// Whether `c` is granted.
+    #[inline]
+    pub const fn allows(&self, c: Capability) -> bool {
+        self.set.contains(c)
+    }
+
+    /// Whether the grant meets `req`. `AnyOf(&[])` is never satisfied; `AllOf(&[])` always is.
+    #[inline]
+    pub fn satisfies(&self, req: Requirement) -> bool {
+        match req {
+            Requirement::None => true,
+            Requirement::One(c) => self.allows(c),
+            Requirement::AnyOf(cs) => cs.iter().any(|c| self.allows(*c)),
+            Requirement::AllOf(cs) => cs.iter().all(|c| self.allows(*c)),
+        }
+    }
+
+    /// `Ok` if `req` is met, else the [`Denied`] capability to report in `-32002`.
+    /// For `AllOf` that is the first missing path; for `AnyOf`, the first listed path
+    /// (the spec gives `data` a single `capability`, so one representative is named).
+    pub fn check(&self, req: Requirement) -> Result<(), Denied> {
+        if self.satisfies(req) {
+            return Ok(());
+        }
+        let capability = match req {
+            Requirement::None => return Ok(()),
+            Requirement::One(c) => c,
+            Requirement::AllOf(cs) => match cs.iter().find(|c| !self.allows(**c)) {
+                Some(c) => *c,
+                None => return Ok(()),
+            },
+            Requirement::AnyOf(cs) => match cs.first() {
+                Some(c) => *c,
+                // An empty AnyOf can never be met; name nothing more specific than hooks.
+                None => Capability::Observe,
+            },
+        };
+        Err(Denied { capability })
+    }
+
+    /// The granted paths.
+    pub const fn capabilities(&self) -> CapabilitySet {
+        self.set
+    }
+
+    /// This grant narrowed to `other` (e.g. advertisement ∩ host policy).
+    pub const fn intersect(&self, other: CapabilitySet) -> Grant {
+        Grant {
+            set: self.set.intersection(other),
+        }
+    }
+
+    /// The grant as sorted `effectiveCapabilities` paths (exact paths, never patterns).
+    pub fn to_effective_capabilities(&self) -> Vec<&'static str> {
+        self.set.sorted_paths()
+    }
+}
+
+/// A capability-denied decision (§5.4, App. A `-32002`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("capability denied: {capability}")]
+pub struct Denied {
+    /// The path that is not granted.
+    pub capability: Capability,
+}
+
+impl Denied {
+    /// The wire error: `-32002` with `data: { capability }`.
+    pub fn to_error(&self) -> crate::jsonrpc::ErrorObject {
+        crate::jsonrpc::ErrorObject::capability_denied(self.capability.as_str())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Advertisement (§5.1)
+// ---------------------------------------------------------------------------------------
+
+/// Members of `experimental.mcpl` that are not capability nodes but are defined by the spec
+/// (§5.1, §6.1, §16.4, §17.1); they are never reported as unrecognised.
+const MCPL_META_MEMBERS: [&str; 4] = ["version", "revision", "featureSets", "tagOntology"];
+
+/// What kind of non-conformance an advertisement (or feature-set declaration) finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FindingKind {
+    /// `experimental.mcpl` is not an object: nothing is advertised.
+    McplNotObject,
+    /// `tools` inside `experimental.mcpl`: ignored, only the outer MCP `tools` counts
+    /// (§5.1; seed review finding 1).
+    ToolsInsideMcpl,
+    /// A member that names no node of the vocabulary: it advertises nothing.
+    UnrecognisedMember,
+    /// A capability node whose value is neither boolean, null nor object: nothing.
+    NotBooleanOrObject,
+    /// The 0.4 shape `channels: true`. §5.1 reads it as every channels leaf, which for a
+    /// 0.4 server includes leaves that did not exist then; reported so a human can check.
+    LegacyChannelsTrue,
+    /// The 0.4 shape `featureSets: [{ name, … }]`, read by name.
+    LegacyFeatureSetsArray,
+    /// `featureSets` is neither an object nor a 0.4 array: no declarations are read.
+    FeatureSetsMalformed,
+    /// A 0.4 array entry without a string `name`, or a duplicate name: dropped.
+    FeatureSetUnnamed,
+    /// A declaration that is not an object: dropped.
+    FeatureSetNotObject,
+    /// A declaration without a string `description` (§6.2 requires it).
+    MissingDescription,
+    /// A declaration whose `uses` is absent, empty, or names an unrecognised value (§6.4).
+    InvalidUses,
+}
+
+impl FindingKind {
+    /// Stable machine-readable code (snake_case).
+    pub fn code(self) -> &'static str {
+        match self {
+            FindingKind::McplNotObject => "mcpl_not_object",
+            FindingKind::ToolsInsideMcpl => "tools_inside_mcpl",
+            FindingKind::UnrecognisedMember => "unrecognised_member",
+            FindingKind::NotBooleanOrObject => "not_boolean_or_object",
+            FindingKind::LegacyChannelsTrue => "legacy_channels_true",
+            FindingKind::LegacyFeatureSetsArray => "legacy_feature_sets_array",
+            FindingKind::FeatureSetsMalformed => "feature_sets_malformed",
+            FindingKind::FeatureSetUnnamed => "feature_set_unnamed",
+            FindingKind::FeatureSetNotObject => "feature_set_not_object",
+            FindingKind::MissingDescription => "missing_description",
+            FindingKind::InvalidUses => "invalid_uses",
+        }
+    }
+}
+
+/// One non-conformance found while reading a peer's advertisement or declarations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What was wrong.
+    pub kind: FindingKind,
+    /// Where: a dot path inside `experimental.mcpl` (or a feature-set name).
+    pub path: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at {:?}", self.kind.code(), self.path)
+    }
+}
+
+/// The result of reading an advertisement: what it advertises, and what was non-conformant.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Advertisement {
+    /// The advertised paths.
+    pub capabilities: CapabilitySet,
+    /// Non-conformances (reading tolerated them).
+    pub findings: Vec<Finding>,
+}
+
+/// Whether `prefix` names a node of the advertisement tree that may appear inside
+/// `experimental.mcpl`, derived from the vocabulary (`tools` is excluded: it is sourced only
+/// from the outer MCP capabilities).
+fn is_mcpl_node(prefix: &str) -> bool {
+    Capability::ALL
+        .into_iter()
+        .any(|c| c != Capability::Tools && c.is_at_or_below(prefix))
+}
+
+/// Every path at or below `prefix`, excluding `tools`.
+fn mcpl_paths_below(prefix: &str) -> CapabilitySet {
+    Capability::ALL
+        .into_iter()
+        .filter(|c| *c != Capability::Tools && c.is_at_or_below(prefix))
+        .collect()
+}
+
+/// The paths advertised by an `experimental.mcpl` object (§5.1), by a generic recursive walk
+/// over the tree derived from [`Capability::ALL`]: `true` is every leaf beneath; `false`,
+/// `null`, absence and non-object values advertise nothing; an unrecognised member mints
+/// nothing; an object at a node that is itself a path advertises it and descends. `tools`
+/// is never sourced here (use [`advertised_from_capabilities`]). A non-object `mcpl`
+/// advertises nothing (fail closed; §5.1 shows it only as an object).
+pub fn advertised(mcpl: &Value) -> Advertisement {
+    let mut adv = Advertisement::default();
+    let Some(obj) = mcpl.as_object() else {
+        adv.findings.push(Finding {
+            kind: FindingKind::McplNotObject,
+            path: String::new(),
+        });
+        return adv;
+    };
+    for (k, v) in obj {
+        if k == "tools" {
+            adv.findings.push(Finding {
+                kind: FindingKind::ToolsInsideMcpl,
+                path: k.clone(),
+            });
+        } else if is_mcpl_node(k) {
+            if k == "channels" && *v == Value::Bool(true) {
+                adv.findings.push(Finding {
+                    kind: FindingKind::LegacyChannelsTrue,
+                    path: k.clone(),
+                });
+            }
+            walk(k, v, &mut adv);
+        } else if !MCPL_META_MEMBERS.contains(&k.as_str()) {
+            adv.findings.push(Finding {
+                kind: FindingKind::UnrecognisedMember,
+                path: k.clone(),
+            });
+        }
+    }
+    adv
+}
+
+fn walk(path: &str, v: &Value, adv: &mut Advertisement) {
+    match v {
+        Value::Bool(true) => adv.capabilities = adv.capabilities.union(mcpl_paths_below(path)),
+        Value::Bool(false) | Value::Null => {}
+        Value::Object(members) => {
+            if let Ok(c) = Capability::from_str(path) {
+                adv.capabilities.insert(c);
+            }
+            for (k, child) in members {
+                let child_path = format!("{path}.{k}");
+                if is_mcpl_node(&child_path) {
+                    walk(&child_path, child, adv);
+                } else {
+                    adv.findings.push(Finding {
+                        kind: FindingKind::UnrecognisedMember,
+                        path: child_path,
+                    });
+                }
+            }
+        }
+        _ => adv.findings.push(Finding {
+            kind: FindingKind::NotBooleanOrObject,
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// The paths advertised by a whole MCP `capabilities` object: the walk of
+/// `experimental.mcpl`, plus `tools` if and only if the outer MCP `capabilities.tools` is an
+/// object or `true`. Absent `experimental.mcpl` advertises no MCPL path (no finding).
+pub fn advertised_from_capabilities(capabilities: &Value) -> Advertisement {
+    let mut adv = match capabilities.get("experimental").and_then(|e| e.get("mcpl")) {
+        Some(mcpl) => advertised(mcpl),
+        None => Advertisement::default(),
+    };
+    if matches!(
+        capabilities.get("tools"),
+        Some(Value::Object(_)) | Some(Value::Bool(true))
+    ) {
+        adv.capabilities.insert(Capability::Tools);
+    }
+    adv
+}
+
+/// Writes `set` as a 0.5 `experimental.mcpl` capability tree (no `version`, no
+/// `featureSets`): explicit nested objects with `true` at leaves, and `{}` at a node that is
+/// itself a path but has none of its children advertised. `tools` is omitted (it belongs in
+/// the outer MCP capabilities). Reading the output back with [`advertised`] yields `set`
+/// minus `tools`, plus any path ancestor of a member (a `inferenceRequest.streaming` leaf
+/// cannot be written without advertising `inferenceRequest`, §5.1).
+pub fn advertisement_to_value(set: CapabilitySet) -> Value {
+    let mut root = Map::new();
+    for c in set.iter().filter(|c| *c != Capability::Tools) {
+        let segs: Vec<&str> = c.segments().collect();
+        insert_path(&mut root, &segs, "");
+    }
+    Value::Object(root)
+}
+
+fn insert_path(node: &mut Map<String, Value>, segs: &[&str], prefix: &str) {
+    let Some((first, rest)) = segs.split_first() else {
+        return;
+    };
+    let path = if prefix.is_empty() {
+        (*first).to_owned()
+    } else {
+        format!("{prefix}.{first}")
+    };
+    // A node with descendants in the vocabulary is written as an object; a pure leaf as true.
+    let has_children = Capability::ALL
+        .into_iter()
+        .any(|c| c != Capability::Tools && c.as_str() != path && c.is_at_or_below(&path));
+    if !has_children {
+        node.insert((*first).to_owned(), Value::Bool(true));
+        return;
+    }
+    let entry = node
+        .entry((*first).to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    if let Value::Object(child) = entry {
+        insert_path(child, rest, &path);
+    }
 }
