@@ -470,6 +470,13 @@ impl Grant {
     }
 }
 
+impl serde::Serialize for Grant {
+    /// Serialises as the sorted exact paths of `effectiveCapabilities`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.set.serialize(s)
+    }
+}
+
 /// A capability-denied decision (§5.4, App. A `-32002`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("capability denied: {capability}")]

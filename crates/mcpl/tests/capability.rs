@@ -380,3 +380,26 @@ proptest! {
         prop_assert_eq!(a.union(b).len() + a.intersection(b).len(), a.len() + b.len());
     }
 }
+
+#[test]
+fn s5_4_grant_serialises_as_sorted_exact_paths() {
+    let g = grant(&["channels.*", "tools"]);
+    let v = serde_json::to_value(g).unwrap();
+    assert_eq!(
+        v,
+        json!([
+            "channels.acknowledge",
+            "channels.incoming",
+            "channels.lifecycle",
+            "channels.publish",
+            "channels.register",
+            "channels.streaming",
+            "channels.typing",
+            "tools"
+        ])
+    );
+    assert_eq!(
+        Requirement::AllOf(&[Capability::Tools, Capability::PushEvents]).capabilities(),
+        grant(&["tools", "pushEvents"]).capabilities()
+    );
+}
