@@ -359,6 +359,41 @@ fn derive_one(
     }
 }
 
+/// Host-side feature-set check of a server-initiated message's `featureSet` (§6.5, §6.6),
+/// run **after** the grant has authorised the method: it can only narrow. An undeclared
+/// name is `-32003`, an unavailable one `-32001` with `data: { featureSet }`.
+pub fn check_feature_set(
+    statuses: &BTreeMap<String, FeatureSetStatus>,
+    name: &str,
+) -> Result<(), ErrorObject> {
+    match statuses.get(name) {
+        None => Err(ErrorObject::unknown_feature_set(name)),
+        Some(FeatureSetStatus::Available) => Ok(()),
+        Some(FeatureSetStatus::Unavailable { .. }) => {
+            Err(ErrorObject::feature_set_not_enabled(name))
+        }
+    }
+}
+
+/// The §6.4 declaration-mismatch diagnostic: the paths `required` names that the exercising
+/// set's `uses` does not declare (for `AnyOf`, only when none of them is declared). `None`
+/// when the declaration covers the use, the set is undeclared, or its `uses` is invalid.
+/// Diagnostic only: the grant decides, never the declaration.
+pub fn declaration_mismatch(
+    decls: &FeatureSets,
+    feature_set: &str,
+    required: Requirement,
+) -> Option<CapabilitySet> {
+    let uses = decls.sets.get(feature_set)?.validated_uses().ok()?;
+    let needed = required.capabilities();
+    let missing = needed.difference(uses);
+    let covered = match required {
+        Requirement::AnyOf(_) => needed.is_empty() || !needed.intersection(uses).is_empty(),
+        _ => missing.is_empty(),
+    };
+    (!covered).then_some(missing)
+}
+
 // ---------------------------------------------------------------------------------------
 // featureSets/update (§5.3, §6.7)
 // ---------------------------------------------------------------------------------------

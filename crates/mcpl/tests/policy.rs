@@ -827,3 +827,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn s6_6_feature_set_rejections_use_error_objects() {
+    let g = Grant::from_patterns(["pushEvents"]).unwrap();
+    let st = derive(&memory(), &g, &Selection::default());
+    assert!(check_feature_set(&st, "memory.proactive").is_ok());
+    let e = check_feature_set(&st, "memory.extraction").unwrap_err();
+    assert_eq!(e.code, -32001);
+    assert_eq!(e.data, Some(json!({"featureSet": "memory.extraction"})));
+    let e = check_feature_set(&st, "nope").unwrap_err();
+    assert_eq!(e.code, -32003);
+}
+
+#[test]
+fn s6_4_declaration_mismatch_is_diagnosed() {
+    let d = memory();
+    let push = method_requirement("push/event", None).unwrap();
+    assert_eq!(declaration_mismatch(&d, "memory.proactive", push), None);
+    assert_eq!(
+        declaration_mismatch(&d, "memory.extraction", push),
+        Some(CapabilitySet::EMPTY.with(Capability::PushEvents))
+    );
+    // AnyOf: one declared leaf covers the hook
+    assert_eq!(
+        declaration_mismatch(&d, "memory.retrieval", BEFORE_INFERENCE),
+        None
+    );
+    assert!(declaration_mismatch(&d, "tools.edit", BEFORE_INFERENCE).is_some());
+    assert_eq!(declaration_mismatch(&d, "undeclared", push), None);
+}
