@@ -498,9 +498,31 @@ impl From<IdPattern> for String {
 /// A host-defined treatment behaviour (`"immediate"`, `"mute"`, `{"debounce": 180000}`, …).
 ///
 /// The vocabulary is host territory (RFC-001 §6); the core carries it opaquely.
+///
+/// When loaded from JSON it must be a non-empty string or an object; `null`, numbers,
+/// booleans and arrays are refused rather than guessed at.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "Value", into = "Value")]
 pub struct Behavior(pub Value);
+
+impl TryFrom<Value> for Behavior {
+    type Error = RuleError;
+    fn try_from(v: Value) -> Result<Self, RuleError> {
+        match &v {
+            Value::String(s) if !s.is_empty() => Ok(Behavior(v)),
+            Value::Object(_) => Ok(Behavior(v)),
+            _ => Err(RuleError::Malformed(format!(
+                "behavior must be a string or an object, got {v}"
+            ))),
+        }
+    }
+}
+
+impl From<Behavior> for Value {
+    fn from(b: Behavior) -> Value {
+        b.0
+    }
+}
 
 impl Behavior {
     /// The behaviour's keyword when it is a plain string such as `"immediate"`.
@@ -1032,7 +1054,16 @@ fn parse_descriptor(
             }
         }
     }
-    out.suggested_treatment = d.get("suggestedTreatment").cloned().map(Behavior);
+    if let Some(v) = d.get("suggestedTreatment") {
+        match Behavior::try_from(v.clone()) {
+            Ok(b) => out.suggested_treatment = Some(b),
+            Err(e) => issue(
+                format!("{path}/suggestedTreatment"),
+                e.code(),
+                e.to_string(),
+            ),
+        }
+    }
     out.stability =
         match opt_string(d.get("stability"), &format!("{path}/stability"), issue).as_deref() {
             None => None,

@@ -371,7 +371,8 @@ fn s16_4_malformed_parts_reported_unknown_members_tolerated() {
             "bare": {"desc": "no namespace"},
             "vendor:ok": {"implies": ["chat:addressed", "mcpl:grant", "nope"], "extra": 1,
                           "stability": "beta"},
-            "vendor:notobj": 3
+            "vendor:notobj": 3,
+            "vendor:badhint": {"suggestedTreatment": null}
         },
         "suggestedTreatment": [
             {"tagsAny": ["chat:dm"], "behavior": "immediate"},
@@ -381,7 +382,8 @@ fn s16_4_malformed_parts_reported_unknown_members_tolerated() {
     }))
     .unwrap();
     assert_eq!(o.core_tags.len(), 1);
-    assert_eq!(o.tags.len(), 1);
+    assert_eq!(o.tags.len(), 2);
+    assert_eq!(o.tags["vendor:badhint"].suggested_treatment, None);
     let implies: Vec<_> = o.tags["vendor:ok"]
         .implies
         .iter()
@@ -400,6 +402,7 @@ fn s16_4_malformed_parts_reported_unknown_members_tolerated() {
             ("open", "not_boolean"),
             ("suggestedTreatment/1", "malformed_rule"),
             ("tags/bare", "not_namespaced"),
+            ("tags/vendor:badhint/suggestedTreatment", "malformed_rule"),
             ("tags/vendor:notobj", "not_object"),
             ("tags/vendor:ok/implies/1", "reserved_namespace"),
             ("tags/vendor:ok/implies/2", "not_namespaced"),
@@ -665,6 +668,9 @@ fn s16_7_rule_loading_fails_closed() {
             "malformed_rule",
         ),
         (json!({"channel": "", "behavior": "x"}), "malformed_rule"),
+        (json!({"behavior": null}), "malformed_rule"),
+        (json!({"behavior": 3}), "malformed_rule"),
+        (json!({"behavior": ""}), "malformed_rule"),
     ] {
         assert_eq!(
             TreatmentRule::from_json(&rule).unwrap_err().code(),
@@ -698,4 +704,54 @@ fn s16_7_rules_round_trip_through_json() {
             "chat:from-self"
         ]
     );
+}
+
+// ---- §16.1/§16.3 properties ----------------------------------------------------------------
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    const POOL: [&str; 10] = [
+        "chat:mention",
+        "chat:reply",
+        "chat:dm",
+        "chat:ambient",
+        "chat:addressed",
+        "chat:private",
+        "chat:from-bot",
+        "discord:pin",
+        "vendor:x",
+        "vendor:k=v",
+    ];
+
+    proptest! {
+        #[test]
+        fn s16_3_closure_laws(picks in proptest::collection::vec(0..POOL.len(), 0..12)) {
+            let raw: Vec<&str> = picks.iter().map(|&i| POOL[i]).collect();
+            let ev = event(Some(FS));
+            let out = tags(&raw).expand(&ev, &[]);
+            // Additive except for the ambient exclusion.
+            for t in &raw {
+                prop_assert!(out.contains(t) || *t == "chat:ambient");
+            }
+            // Core implications hold.
+            for (from, to) in CORE_IMPLICATIONS {
+                if out.contains(from) {
+                    prop_assert!(to.iter().all(|t| out.contains(t)));
+                }
+            }
+            // Mutual exclusion, and ambient only dropped because of addressed.
+            prop_assert!(!(out.contains("chat:addressed") && out.contains("chat:ambient")));
+            if raw.contains(&"chat:ambient") && !out.contains("chat:ambient") {
+                prop_assert!(out.contains("chat:addressed"));
+            }
+            // Order-free and idempotent.
+            let mut rev = raw.clone();
+            rev.reverse();
+            prop_assert_eq!(&tags(&rev).expand(&ev, &[]), &out);
+            let again: Vec<String> = out.to_strings();
+            prop_assert_eq!(TagSet::from_wire(&again).0.expand(&ev, &[]), out);
+        }
+    }
 }
