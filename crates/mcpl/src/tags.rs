@@ -26,8 +26,9 @@
 //! accepts them. An [`OntologyAcceptance`] is bound to a server, a feature set and the §17.2
 //! digest of that feature set's `tagOntology`; [`OntologyAcceptance::bind`] only yields an
 //! [`AcceptedOntology`] while the *current* digest equals the accepted one, so a changed
-//! ontology silently stops applying until it is accepted again. This module does not hash:
-//! the caller supplies digests computed by `crate::manifest`.
+//! ontology stops applying until it is accepted again (the host reports that as
+//! `ontology-acceptance-invalidated`, §17.6, and calls [`TreatmentRules::invalidate_stale`]).
+//! This module does not hash: the caller supplies digests computed by `crate::manifest`.
 //!
 //! # Readings where the spec is silent (fail closed)
 //!
@@ -42,6 +43,10 @@
 //!   a tag; inside `tagsNone` it would silently match everything, so it is refused at load.
 //! - **Unknown rule members** (e.g. a misspelt `tagsAnyy`) are refused at load rather than
 //!   ignored, since ignoring a matcher widens the rule.
+//! - **Behaviours** are host-defined and carried opaquely, but must be a non-empty string or
+//!   an object; anything else is refused at load (or reported, in a producer ontology).
+//! - **Ambient exclusion runs last**, after core *and* accepted producer edges, so no
+//!   expanded set ever holds both `chat:addressed` and `chat:ambient`.
 //! - **Empty matcher lists.** `tagsAny: []` matches nothing; `tagsAll: []` and `tagsNone: []`
 //!   impose no constraint. A rule with no matcher at all matches every event.
 //! - **`channel`** in a rule never matches an event that has no channel (a `push/event`).
@@ -49,7 +54,8 @@
 //!   accepted feature set; an event without a feature set gets no producer edges.
 //! - **Producer suggestions** are ordered per-tag suggestions first (in tag order), then the
 //!   top-level `suggestedTreatment` list, and are appended *after* the consumer's own rules
-//!   (consumer rules win). `defaultTreatment` is read only when `suggestedTreatment` is
+//!   (consumer rules win); a merged suggestion only ever matches events from its own server
+//!   and feature set. `defaultTreatment` is read only when `suggestedTreatment` is
 //!   absent; when both are present the alias is ignored and reported.
 
 use serde::{Deserialize, Serialize};
