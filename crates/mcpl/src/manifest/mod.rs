@@ -2,9 +2,11 @@
 //!
 //! - [`jcs`]: plain RFC 8785 canonicalisation of any JSON value;
 //! - [`digest`]: the §17.2 manifest digest (`revision`), step by step;
+//! - [`domains`]: the three change domains (§17.1) and their derivation (§17.3);
 //! - [`vectors`]: a runner for the shared conformance vector file.
 
 pub mod digest;
+pub mod domains;
 pub mod jcs;
 pub mod vectors;
 
@@ -12,3 +14,4 @@ pub use digest::{
     canonical_json, ontology_digest, revision, sha256_hex, value_digest, DigestError,
     ManifestDigest,
 };
+pub use domains::{changed_domains, ChangeDomain};
