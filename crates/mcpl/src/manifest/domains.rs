@@ -53,6 +53,39 @@ impl ChangeDomain {
     }
 }
 
+/// A host-derived change impact of the §17.6 receipt (App. B.4 `ChangeImpact`). Hosts derive
+/// these from their own diff; the server-side tracker never produces them (§17.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeImpact {
+    /// A capability in force is no longer granted.
+    CapabilityRevoked,
+    /// A capability is newly advertised and awaits a policy decision.
+    CapabilityExpansionPending,
+    /// A feature set was disabled by derivation.
+    FeatureDegraded,
+    /// A previously degraded feature set is available again.
+    FeatureRestored,
+    /// An accepted tag ontology no longer applies.
+    OntologyAcceptanceInvalidated,
+    /// A consumer rule references a tag the server no longer declares.
+    OntologyReferenceUndeclared,
+    /// Tools, resources, prompts or channels changed.
+    SurfaceChanged,
+}
+
+/// How a host handled one change impact (App. B.4 `Disposition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Disposition {
+    /// The host already applied it.
+    Applied,
+    /// A resident or operator decision is needed.
+    DecisionNeeded,
+    /// Nothing to do; for the record.
+    Informational,
+}
+
 /// The canonical projections of one manifest onto the three domains; comparing two of these
 /// is how domains are derived. Cheap to keep per installed manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,5 +263,13 @@ mod tests {
             json!(["capabilities", "featureSets", "tagOntology"])
         );
         assert_eq!(TagOntology.as_str(), "tagOntology");
+        assert_eq!(
+            serde_json::to_value(ChangeImpact::OntologyAcceptanceInvalidated).unwrap(),
+            json!("ontology-acceptance-invalidated")
+        );
+        assert_eq!(
+            serde_json::to_value(Disposition::DecisionNeeded).unwrap(),
+            json!("decision-needed")
+        );
     }
 }
