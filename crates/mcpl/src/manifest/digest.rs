@@ -151,7 +151,7 @@ pub fn value_digest(value: &Value) -> String {
 /// orderings of the same ontology share a digest. Same `sha256:` encoding as [`revision`].
 pub fn ontology_digest(tag_ontology: &Value) -> Result<String, DigestError> {
     let mut w = Writer::new(true, 256);
-    w.tag_ontology(tag_ontology, "tagOntology")?;
+    w.tag_ontology(tag_ontology, &Path::Root("tagOntology"))?;
     Ok(revision_of_canonical(&w.out))
 }
 
@@ -175,6 +175,49 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// A position in the manifest, rendered to a dotted string only when an error needs it, so
+/// the hot path never allocates for paths.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    /// The top of the walk, with a name prefix (empty for the manifest root).
+    Root(&'a str),
+    /// A named member of the parent.
+    Member(&'a Path<'a>, &'a str),
+    /// An array element of the parent.
+    Index(&'a Path<'a>, usize),
+    /// The member names of the parent object (`#key`).
+    Key(&'a Path<'a>),
+}
+
+impl Path<'_> {
+    fn render(&self) -> String {
+        let mut s = String::new();
+        self.render_into(&mut s);
+        s
+    }
+
+    fn render_into(&self, s: &mut String) {
+        match self {
+            Path::Root(name) => s.push_str(name),
+            Path::Member(parent, name) => {
+                parent.render_into(s);
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(name);
+            }
+            Path::Index(parent, i) => {
+                parent.render_into(s);
+                s.push_str(&format!("[{i}]"));
+            }
+            Path::Key(parent) => {
+                parent.render_into(s);
+                s.push_str(".#key");
+            }
+        }
+    }
+}
+
 /// Streaming writer for the manifest canonical form. With `check` off it never fails (used by
 /// the domain diff, which must be total over manifests that would fail the digest).
 pub(crate) struct Writer {
@@ -190,13 +233,44 @@ impl Writer {
         }
     }
 
-    fn ident(&self, value: &str, path: impl FnOnce() -> String) -> Result<(), DigestError> {
+    fn ident(&self, value: &str, path: &Path<'_>) -> Result<(), DigestError> {
         if self.check && !is_identifier(value) {
             return Err(DigestError::IdentifierCharset {
-                path: path(),
+                path: path.render(),
                 value: value.to_owned(),
             });
         }
+        Ok(())
+    }
+
+    /// Writes an object in JCS member order; `f` writes each member's value (after the name
+    /// is written), returning `Ok(None)` to drop the member again.
+    fn object<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        mut f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.out.push('{');
+        let mut first = true;
+        let mut result = Ok(());
+        jcs::for_each_member_sorted(map, |name, member| {
+            if result.is_err() {
+                return;
+            }
+            let mark = self.out.len();
+            if !first {
+                self.out.push(',');
+            }
+            jcs::write_string(&mut self.out, name);
+            self.out.push(':');
+            match f(self, name, member) {
+                Ok(Some(())) => first = false,
+                Ok(None) => self.out.truncate(mark),
+                Err(e) => result = Err(e),
+            }
+        });
+        result?;
+        self.out.push('}');
         Ok(())
     }
 
@@ -206,81 +280,49 @@ impl Writer {
         map: &Map<String, Value>,
         keep: impl Fn(&str) -> bool,
     ) -> Result<(), DigestError> {
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, member| {
-            if result.is_err() || name == "revision" || !keep(name) {
-                return;
+        let root = Path::Root("");
+        self.object(map, |w, name, member| {
+            if name == "revision" || !keep(name) {
+                return Ok(None);
             }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            jcs::write_string(&mut self.out, name);
-            self.out.push(':');
-            result = match name {
-                "version" => {
-                    jcs::write_value(&mut self.out, member);
-                    Ok(())
+            let path = Path::Member(&root, name);
+            match name {
+                "version" => jcs::write_value(&mut w.out, member),
+                "featureSets" => w.feature_sets(member, false)?,
+                _ => {
+                    w.ident(name, &path)?;
+                    w.capability(member, &path)?;
                 }
-                "featureSets" => self.feature_sets(member, false),
-                _ => self
-                    .ident(name, || name.to_owned())
-                    .and_then(|()| self.capability(member, name)),
-            };
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+            }
+            Ok(Some(()))
+        })
     }
 
     /// A capability subtree: every object member name at every depth is an identifier.
-    fn capability(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
+    fn capability(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         match v {
-            Value::Object(map) => {
-                self.out.push('{');
-                let mut first = true;
-                let mut result = Ok(());
-                jcs::for_each_member_sorted(map, |name, member| {
-                    if result.is_err() {
-                        return;
-                    }
-                    if !first {
-                        self.out.push(',');
-                    }
-                    first = false;
-                    let sub = || format!("{path}.{name}");
-                    result = self.ident(name, sub).and_then(|()| {
-                        jcs::write_string(&mut self.out, name);
-                        self.out.push(':');
-                        if self.check {
-                            self.capability(member, &sub())
-                        } else {
-                            self.capability(member, "")
-                        }
-                    });
-                });
-                result?;
-                self.out.push('}');
-            }
+            Value::Object(map) => self.object(map, |w, name, member| {
+                let sub = Path::Member(path, name);
+                w.ident(name, &sub)?;
+                w.capability(member, &sub)?;
+                Ok(Some(()))
+            }),
             Value::Array(items) => {
                 self.out.push('[');
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
                         self.out.push(',');
                     }
-                    if self.check {
-                        self.capability(item, &format!("{path}[{i}]"))?;
-                    } else {
-                        self.capability(item, "")?;
-                    }
+                    self.capability(item, &Path::Index(path, i))?;
                 }
                 self.out.push(']');
+                Ok(())
             }
-            scalar => jcs::write_value(&mut self.out, scalar),
+            scalar => {
+                jcs::write_value(&mut self.out, scalar);
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// The `featureSets` member. Only the object-keyed shape gets set semantics and checks;
@@ -295,158 +337,96 @@ impl Writer {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, fs| {
-            if result.is_err() {
-                return;
-            }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            result = self
-                .ident(name, || format!("featureSets.{name}"))
-                .and_then(|()| {
-                    jcs::write_string(&mut self.out, name);
-                    self.out.push(':');
-                    self.feature_set(fs, name, omit_ontology)
-                });
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+        let path = Path::Root("featureSets");
+        self.object(map, |w, name, fs| {
+            let sub = Path::Member(&path, name);
+            w.ident(name, &sub)?;
+            w.feature_set(fs, &sub, omit_ontology)?;
+            Ok(Some(()))
+        })
     }
 
     fn feature_set(
         &mut self,
         v: &Value,
-        fs_name: &str,
+        path: &Path<'_>,
         omit_ontology: bool,
     ) -> Result<(), DigestError> {
         let Value::Object(map) = v else {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, member| {
-            if result.is_err() || (omit_ontology && name == "tagOntology") {
-                return;
+        self.object(map, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match name {
+                "tagOntology" if omit_ontology => return Ok(None),
+                "uses" => w.set_array(member, &sub)?,
+                "tagOntology" => w.tag_ontology(member, &sub)?,
+                _ => jcs::write_value(&mut w.out, member),
             }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            jcs::write_string(&mut self.out, name);
-            self.out.push(':');
-            result = match name {
-                "uses" => self.set_array(member, || format!("featureSets.{fs_name}.uses")),
-                "tagOntology" => {
-                    self.tag_ontology(member, &format!("featureSets.{fs_name}.tagOntology"))
-                }
-                _ => {
-                    jcs::write_value(&mut self.out, member);
-                    Ok(())
-                }
-            };
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+            Ok(Some(()))
+        })
     }
 
     /// A `tagOntology` value (§16.4): `coreTags` and `tags.*.implies` are sets; `tags` and
     /// `keyed` keys, `keyed.*.values`, `tags.*.facet` and rule matchers are identifiers.
-    pub(crate) fn tag_ontology(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
+    pub(crate) fn tag_ontology(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         let Value::Object(map) = v else {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, member| {
-            if result.is_err() {
-                return;
+        self.object(map, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match name {
+                "coreTags" => w.set_array(member, &sub)?,
+                "tags" => w.keyed_objects(member, &sub, Self::tag_entry)?,
+                "keyed" => w.keyed_objects(member, &sub, Self::keyed_entry)?,
+                "suggestedTreatment" => w.rules(member, &sub)?,
+                _ => jcs::write_value(&mut w.out, member),
             }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            jcs::write_string(&mut self.out, name);
-            self.out.push(':');
-            let sub = || format!("{path}.{name}");
-            result = match name {
-                "coreTags" => self.set_array(member, sub),
-                "tags" => self.keyed_objects(member, &sub(), Self::tag_entry),
-                "keyed" => self.keyed_objects(member, &sub(), Self::keyed_entry),
-                "suggestedTreatment" => self.rules(member, &sub()),
-                _ => {
-                    jcs::write_value(&mut self.out, member);
-                    Ok(())
-                }
-            };
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+            Ok(Some(()))
+        })
     }
 
     /// An object whose member names are identifiers and whose values `entry` writes.
     fn keyed_objects(
         &mut self,
         v: &Value,
-        path: &str,
-        entry: fn(&mut Self, &Value, &str) -> Result<(), DigestError>,
+        path: &Path<'_>,
+        entry: fn(&mut Self, &Value, &Path<'_>) -> Result<(), DigestError>,
     ) -> Result<(), DigestError> {
         let Value::Object(map) = v else {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, member| {
-            if result.is_err() {
-                return;
-            }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            let sub = format!("{path}.{name}");
-            result = self.ident(name, || format!("{path}.#key")).and_then(|()| {
-                jcs::write_string(&mut self.out, name);
-                self.out.push(':');
-                entry(self, member, &sub)
-            });
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+        self.object(map, |w, name, member| {
+            w.ident(name, &Path::Member(&Path::Key(path), name))?;
+            entry(w, member, &Path::Member(path, name))?;
+            Ok(Some(()))
+        })
     }
 
-    fn tag_entry(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
-        self.members(v, |w, name, member| match (name, member) {
-            ("implies", _) => w.set_array(member, || format!("{path}.implies")),
-            ("facet", Value::String(s)) => {
-                w.ident(s, || format!("{path}.facet"))?;
-                jcs::write_string(&mut w.out, s);
-                Ok(())
-            }
-            _ => {
-                jcs::write_value(&mut w.out, member);
-                Ok(())
+    fn tag_entry(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        self.members(v, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match (name, member) {
+                ("implies", _) => w.set_array(member, &sub),
+                ("facet", Value::String(s)) => {
+                    w.ident(s, &sub)?;
+                    jcs::write_string(&mut w.out, s);
+                    Ok(())
+                }
+                _ => {
+                    jcs::write_value(&mut w.out, member);
+                    Ok(())
+                }
             }
         })
     }
 
-    fn keyed_entry(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
+    fn keyed_entry(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         self.members(v, |w, name, member| match name {
-            "values" => w.ident_list(member, &format!("{path}.values")),
+            "values" => w.ident_list(member, &Path::Member(path, name)),
             _ => {
                 jcs::write_value(&mut w.out, member);
                 Ok(())
@@ -455,18 +435,18 @@ impl Writer {
     }
 
     /// `suggestedTreatment` rule list: `tagsAny`/`tagsAll`/`tagsNone` are identifier lists.
-    fn rules(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
-        let rule = |w: &mut Self, rule: &Value, rpath: String| {
-            w.members(rule, |w, name, member| match name {
+    fn rules(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        fn rule(w: &mut Writer, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+            w.members(v, |w, name, member| match name {
                 "tagsAny" | "tagsAll" | "tagsNone" => {
-                    w.ident_list(member, &format!("{rpath}.{name}"))
+                    w.ident_list(member, &Path::Member(path, name))
                 }
                 _ => {
                     jcs::write_value(&mut w.out, member);
                     Ok(())
                 }
             })
-        };
+        }
         match v {
             Value::Array(items) => {
                 self.out.push('[');
@@ -474,13 +454,13 @@ impl Writer {
                     if i > 0 {
                         self.out.push(',');
                     }
-                    rule(self, item, format!("{path}[{i}]"))?;
+                    rule(self, item, &Path::Index(path, i))?;
                 }
                 self.out.push(']');
                 Ok(())
             }
             Value::Object(_) => self.members(v, |w, name, member| {
-                rule(w, member, format!("{path}.{name}"))
+                rule(w, member, &Path::Member(path, name))
             }),
             _ => {
                 jcs::write_value(&mut self.out, v);
@@ -499,32 +479,15 @@ impl Writer {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.out.push('{');
-        let mut first = true;
-        let mut result = Ok(());
-        jcs::for_each_member_sorted(map, |name, member| {
-            if result.is_err() {
-                return;
-            }
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            jcs::write_string(&mut self.out, name);
-            self.out.push(':');
-            result = f(self, name, member);
-        });
-        result?;
-        self.out.push('}');
-        Ok(())
+        self.object(map, |w, name, member| f(w, name, member).map(Some))
     }
 
     /// A list-valued identifier position: order kept, every string element checked.
-    fn ident_list(&mut self, v: &Value, path: &str) -> Result<(), DigestError> {
+    fn ident_list(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         if let Value::Array(items) = v {
             for (i, item) in items.iter().enumerate() {
                 if let Value::String(s) = item {
-                    self.ident(s, || format!("{path}[{i}]"))?;
+                    self.ident(s, &Path::Index(path, i))?;
                 }
             }
         }
@@ -534,7 +497,7 @@ impl Writer {
 
     /// A set-valued position: an all-string array is checked, deduped and sorted by UTF-8
     /// bytes; anything else is hashed verbatim (§17.2 totality).
-    fn set_array(&mut self, v: &Value, path: impl Fn() -> String) -> Result<(), DigestError> {
+    fn set_array(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         let Value::Array(items) = v else {
             jcs::write_value(&mut self.out, v);
             return Ok(());
@@ -550,7 +513,7 @@ impl Writer {
             }
         }
         for (i, s) in strings.iter().enumerate() {
-            self.ident(s, || format!("{}[{i}]", path()))?;
+            self.ident(s, &Path::Index(path, i))?;
         }
         strings.sort_unstable();
         strings.dedup();

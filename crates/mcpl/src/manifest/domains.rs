@@ -18,7 +18,7 @@
 //! - A non-object manifest has no members; comparing it with anything different announces all
 //!   three domains.
 
-use super::digest::Writer;
+use super::digest::{Path, Writer};
 use super::jcs;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -159,7 +159,7 @@ fn ontologies(sets: &Map<String, Value>) -> String {
             first = false;
             jcs::write_string(&mut w.out, name);
             w.out.push(':');
-            let _ = w.tag_ontology(onto, "");
+            let _ = w.tag_ontology(onto, &Path::Root(""));
         }
     });
     w.out.push('}');
