@@ -158,6 +158,19 @@ fn s17_4_manifest_result_equals_what_was_announced() {
 }
 
 #[test]
+fn s17_1_supplied_revision_is_replaced_by_the_digest() {
+    let (t, rec) = tracker_with_connection();
+    let mut next = base();
+    next["pushEvents"] = json!(false);
+    next["revision"] = json!("sha256:hand-maintained");
+    let out = t.set_manifest(next).unwrap();
+    let served = t.manifest_result();
+    assert_eq!(served["revision"], json!(out.revision));
+    assert_eq!(revision(&served).unwrap(), out.revision);
+    assert_eq!(rec.take()[0].revision, out.revision);
+}
+
+#[test]
 fn s17_2_refused_manifest_installs_nothing() {
     let (t, rec) = tracker_with_connection();
     let before = t.revision();
