@@ -214,6 +214,15 @@ mod tests {
     }
 
     #[test]
+    fn serde_json_arbitrary_precision_is_not_enabled() {
+        // With `arbitrary_precision` the parsed text would survive verbatim instead of
+        // becoming a double, and the digest would stop being RFC 8785.
+        let v: Value = serde_json::from_str("100000000000000000000000").unwrap();
+        assert_ne!(v.to_string(), "100000000000000000000000");
+        assert_eq!(to_string(&v), "1e+23");
+    }
+
+    #[test]
     fn rfc8785_string_escapes() {
         let s = "\"\\\u{8}\t\n\u{c}\r\u{1}\u{1f}\u{7f}\u{2028}\u{2029}é";
         assert_eq!(
