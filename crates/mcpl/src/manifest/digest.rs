@@ -1,0 +1,639 @@
+//! The canonical manifest digest of §17.2.
+//!
+//! `revision = "sha256:" + base64url_unpadded(SHA-256(JCS(manifest_without_revision)))`.
+//!
+//! The three steps are exposed separately ([`canonical_json`], [`sha256_hex`],
+//! [`revision_of_canonical`]) so that a conformance failure localises to canonicalisation,
+//! hashing or encoding. [`revision`] runs all three. The manifest rules (root-only `revision`
+//! strip, set semantics, identifier checks) are applied while writing, without copying the
+//! manifest.
+//!
+//! Readings where §17.2 is silent, each resolved fail-closed and documented here:
+//! - Identifier positions are those of the conformance file's `identifierPositions`, plus
+//!   every root member name other than `version`, `revision` and `featureSets`, plus every
+//!   object member name at any depth beneath such a capability member (through arrays too).
+//! - In list-valued identifier positions (`keyed.*.values`, `suggestedTreatment` matchers)
+//!   every *string* element is checked; non-string elements are hashed verbatim. A `facet`
+//!   is checked only when it is a string. A set-declared array with any non-string member is
+//!   hashed verbatim with no check at all (§17.2 second totality corollary).
+//! - `suggestedTreatment.*` means every element of the rule list (or every member value, if a
+//!   non-conforming server sent an object).
+
+use super::jcs;
+use base64::Engine;
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+use std::fmt;
+
+/// Why a manifest digest could not be computed (§17.2). The only refusals are these two.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DigestError {
+    /// An identifier position held an empty string or a character outside `[A-Za-z0-9._:*-]`.
+    #[error(
+        "identifier_charset: {value:?} at {path} is not a non-empty [A-Za-z0-9._:*-] identifier"
+    )]
+    IdentifierCharset {
+        /// Dotted path of the offending position (`featureSets.demo.uses[2]`, `channels.#key`).
+        path: String,
+        /// The offending identifier as received.
+        value: String,
+    },
+    /// The manifest was not a JSON object.
+    #[error("manifest_not_object: the manifest is a JSON {found}, not an object")]
+    ManifestNotObject {
+        /// The JSON type that was found instead (`array`, `string`, …).
+        found: &'static str,
+    },
+}
+
+impl DigestError {
+    /// The stable error code, as used in the conformance file's `errorCodes`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DigestError::IdentifierCharset { .. } => "identifier_charset",
+            DigestError::ManifestNotObject { .. } => "manifest_not_object",
+        }
+    }
+}
+
+/// The three intermediate results of a §17.2 digest, kept apart for diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestDigest {
+    /// The canonical JSON text (JCS after stripping `revision` and applying set semantics).
+    pub canonical: String,
+    /// Lowercase hex of SHA-256 over the canonical text's UTF-8 bytes.
+    pub sha256_hex: String,
+    /// The `sha256:<base64url unpadded>` revision.
+    pub revision: String,
+}
+
+/// Returns true when `s` is a non-empty run of `[A-Za-z0-9._:*-]` (§17.2 identifier charset).
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'*' | b'-'))
+}
+
+/// Sorts a set-valued array as §17.2 requires: duplicates removed, ascending UTF-8 bytes.
+pub fn sort_set<S: AsRef<str>>(items: &[S]) -> Vec<String> {
+    let mut v: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    v.sort_unstable();
+    v.dedup();
+    v.into_iter().map(str::to_owned).collect()
+}
+
+/// The canonical JSON of a manifest (§17.2): `revision` stripped at the root, set semantics
+/// applied at the three set positions, identifiers checked, then RFC 8785.
+pub fn canonical_json(manifest: &Value) -> Result<String, DigestError> {
+    let map = root_object(manifest)?;
+    let mut w = Writer::new(true, 512);
+    w.root(map, |_| true)?;
+    Ok(w.out)
+}
+
+/// Lowercase hex SHA-256 of a canonical text's UTF-8 bytes.
+pub fn sha256_hex(canonical: &str) -> String {
+    let hash = Sha256::digest(canonical.as_bytes());
+    let mut s = String::with_capacity(64);
+    for b in hash {
+        use fmt::Write;
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The `sha256:` revision of an already-canonical text (hash, then base64url unpadded).
+pub fn revision_of_canonical(canonical: &str) -> String {
+    encode_revision(&Sha256::digest(canonical.as_bytes()))
+}
+
+fn encode_revision(hash: &[u8]) -> String {
+    let mut s = String::with_capacity(7 + 43);
+    s.push_str("sha256:");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(hash, &mut s);
+    s
+}
+
+/// The manifest revision of §17.2: `sha256:` + base64url_unpadded(SHA-256(canonical)).
+pub fn revision(manifest: &Value) -> Result<String, DigestError> {
+    Ok(revision_of_canonical(&canonical_json(manifest)?))
+}
+
+/// Canonical text, SHA-256 hex and revision of a manifest in one call.
+pub fn digest(manifest: &Value) -> Result<ManifestDigest, DigestError> {
+    let canonical = canonical_json(manifest)?;
+    let hash = Sha256::digest(canonical.as_bytes());
+    let sha256_hex = hash.iter().fold(String::with_capacity(64), |mut s, b| {
+        use fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    });
+    Ok(ManifestDigest {
+        revision: encode_revision(&hash),
+        sha256_hex,
+        canonical,
+    })
+}
+
+/// The digest of an arbitrary JSON value: `sha256:` + base64url_unpadded(SHA-256(JCS(value)))
+/// with no manifest rules (no strip, no set semantics, no identifier check). Never fails.
+///
+/// Reading: §16.5/§17.5 bind ontology acceptance to "a revision", and §17.10 asks hosts to
+/// keep an "accepted ontology digest" without defining it. For a `tagOntology` use
+/// [`ontology_digest`], which applies the same set semantics the manifest digest does, so the
+/// ontology digest is unchanged exactly when the manifest digest would not see a change in it.
+pub fn value_digest(value: &Value) -> String {
+    revision_of_canonical(&jcs::to_string(value))
+}
+
+/// The digest of one feature set's `tagOntology` value, canonicalised exactly as it is inside
+/// the manifest digest (`coreTags` and `tags.*.implies` as sets, identifiers checked), so two
+/// orderings of the same ontology share a digest. Same `sha256:` encoding as [`revision`].
+pub fn ontology_digest(tag_ontology: &Value) -> Result<String, DigestError> {
+    let mut w = Writer::new(true, 256);
+    w.tag_ontology(tag_ontology, &Path::Root("tagOntology"))?;
+    Ok(revision_of_canonical(&w.out))
+}
+
+pub(crate) fn root_object(manifest: &Value) -> Result<&Map<String, Value>, DigestError> {
+    match manifest {
+        Value::Object(m) => Ok(m),
+        other => Err(DigestError::ManifestNotObject {
+            found: type_name(other),
+        }),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A position in the manifest, rendered to a dotted string only when an error needs it, so
+/// the hot path never allocates for paths.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    /// The top of the walk, with a name prefix (empty for the manifest root).
+    Root(&'a str),
+    /// A named member of the parent.
+    Member(&'a Path<'a>, &'a str),
+    /// An array element of the parent.
+    Index(&'a Path<'a>, usize),
+    /// The member names of the parent object (`#key`).
+    Key(&'a Path<'a>),
+}
+
+impl Path<'_> {
+    fn render(&self) -> String {
+        let mut s = String::new();
+        self.render_into(&mut s);
+        s
+    }
+
+    fn render_into(&self, s: &mut String) {
+        match self {
+            Path::Root(name) => s.push_str(name),
+            Path::Member(parent, name) => {
+                parent.render_into(s);
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(name);
+            }
+            Path::Index(parent, i) => {
+                parent.render_into(s);
+                s.push_str(&format!("[{i}]"));
+            }
+            Path::Key(parent) => {
+                parent.render_into(s);
+                s.push_str(".#key");
+            }
+        }
+    }
+}
+
+/// Streaming writer for the manifest canonical form. With `check` off it never fails (used by
+/// the domain diff, which must be total over manifests that would fail the digest).
+pub(crate) struct Writer {
+    pub(crate) out: String,
+    check: bool,
+}
+
+impl Writer {
+    pub(crate) fn new(check: bool, capacity: usize) -> Self {
+        Writer {
+            out: String::with_capacity(capacity),
+            check,
+        }
+    }
+
+    fn ident(&self, value: &str, path: &Path<'_>) -> Result<(), DigestError> {
+        if self.check && !is_identifier(value) {
+            return Err(DigestError::IdentifierCharset {
+                path: path.render(),
+                value: value.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes an object in JCS member order; `f` writes each member's value (after the name
+    /// is written), returning `Ok(None)` to drop the member again.
+    fn object<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        mut f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.out.push('{');
+        let mut first = true;
+        let mut result = Ok(());
+        jcs::for_each_member_sorted(map, |name, member| {
+            if result.is_err() {
+                return;
+            }
+            let mark = self.out.len();
+            if !first {
+                self.out.push(',');
+            }
+            jcs::write_string(&mut self.out, name);
+            self.out.push(':');
+            match f(self, name, member) {
+                Ok(Some(())) => first = false,
+                Ok(None) => self.out.truncate(mark),
+                Err(e) => result = Err(e),
+            }
+        });
+        result?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// Writes the root object minus `revision`, keeping only members `keep` accepts.
+    pub(crate) fn root(
+        &mut self,
+        map: &Map<String, Value>,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<(), DigestError> {
+        let root = Path::Root("");
+        self.object(map, |w, name, member| {
+            if name == "revision" || !keep(name) {
+                return Ok(None);
+            }
+            let path = Path::Member(&root, name);
+            match name {
+                "version" => jcs::write_value(&mut w.out, member),
+                "featureSets" => w.feature_sets(member, false)?,
+                _ => {
+                    w.ident(name, &path)?;
+                    w.capability(member, &path)?;
+                }
+            }
+            Ok(Some(()))
+        })
+    }
+
+    /// A capability subtree: every object member name at every depth is an identifier.
+    fn capability(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        match v {
+            Value::Object(map) => self.object(map, |w, name, member| {
+                let sub = Path::Member(path, name);
+                w.ident(name, &sub)?;
+                w.capability(member, &sub)?;
+                Ok(Some(()))
+            }),
+            Value::Array(items) => {
+                self.out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(',');
+                    }
+                    self.capability(item, &Path::Index(path, i))?;
+                }
+                self.out.push(']');
+                Ok(())
+            }
+            scalar => {
+                jcs::write_value(&mut self.out, scalar);
+                Ok(())
+            }
+        }
+    }
+
+    /// The `featureSets` member. Only the object-keyed shape gets set semantics and checks;
+    /// anything else is hashed verbatim. With `omit_ontology`, `tagOntology` members of the
+    /// feature sets are left out (the `featureSets` change domain, §17.1).
+    pub(crate) fn feature_sets(
+        &mut self,
+        v: &Value,
+        omit_ontology: bool,
+    ) -> Result<(), DigestError> {
+        let Value::Object(map) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        let path = Path::Root("featureSets");
+        self.object(map, |w, name, fs| {
+            let sub = Path::Member(&path, name);
+            w.ident(name, &sub)?;
+            w.feature_set(fs, &sub, omit_ontology)?;
+            Ok(Some(()))
+        })
+    }
+
+    fn feature_set(
+        &mut self,
+        v: &Value,
+        path: &Path<'_>,
+        omit_ontology: bool,
+    ) -> Result<(), DigestError> {
+        let Value::Object(map) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        self.object(map, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match name {
+                "tagOntology" if omit_ontology => return Ok(None),
+                "uses" => w.set_array(member, &sub)?,
+                "tagOntology" => w.tag_ontology(member, &sub)?,
+                _ => jcs::write_value(&mut w.out, member),
+            }
+            Ok(Some(()))
+        })
+    }
+
+    /// A `tagOntology` value (§16.4): `coreTags` and `tags.*.implies` are sets; `tags` and
+    /// `keyed` keys, `keyed.*.values`, `tags.*.facet` and rule matchers are identifiers.
+    pub(crate) fn tag_ontology(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        let Value::Object(map) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        self.object(map, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match name {
+                "coreTags" => w.set_array(member, &sub)?,
+                "tags" => w.keyed_objects(member, &sub, Self::tag_entry)?,
+                "keyed" => w.keyed_objects(member, &sub, Self::keyed_entry)?,
+                "suggestedTreatment" => w.rules(member, &sub)?,
+                _ => jcs::write_value(&mut w.out, member),
+            }
+            Ok(Some(()))
+        })
+    }
+
+    /// An object whose member names are identifiers and whose values `entry` writes.
+    fn keyed_objects(
+        &mut self,
+        v: &Value,
+        path: &Path<'_>,
+        entry: fn(&mut Self, &Value, &Path<'_>) -> Result<(), DigestError>,
+    ) -> Result<(), DigestError> {
+        let Value::Object(map) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        self.object(map, |w, name, member| {
+            w.ident(name, &Path::Member(&Path::Key(path), name))?;
+            entry(w, member, &Path::Member(path, name))?;
+            Ok(Some(()))
+        })
+    }
+
+    fn tag_entry(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        self.members(v, |w, name, member| {
+            let sub = Path::Member(path, name);
+            match (name, member) {
+                ("implies", _) => w.set_array(member, &sub),
+                ("facet", Value::String(s)) => {
+                    w.ident(s, &sub)?;
+                    jcs::write_string(&mut w.out, s);
+                    Ok(())
+                }
+                _ => {
+                    jcs::write_value(&mut w.out, member);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    fn keyed_entry(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        self.members(v, |w, name, member| match name {
+            "values" => w.ident_list(member, &Path::Member(path, name)),
+            _ => {
+                jcs::write_value(&mut w.out, member);
+                Ok(())
+            }
+        })
+    }
+
+    /// `suggestedTreatment` rule list: `tagsAny`/`tagsAll`/`tagsNone` are identifier lists.
+    fn rules(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        fn rule(w: &mut Writer, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+            w.members(v, |w, name, member| match name {
+                "tagsAny" | "tagsAll" | "tagsNone" => {
+                    w.ident_list(member, &Path::Member(path, name))
+                }
+                _ => {
+                    jcs::write_value(&mut w.out, member);
+                    Ok(())
+                }
+            })
+        }
+        match v {
+            Value::Array(items) => {
+                self.out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(',');
+                    }
+                    rule(self, item, &Path::Index(path, i))?;
+                }
+                self.out.push(']');
+                Ok(())
+            }
+            Value::Object(_) => self.members(v, |w, name, member| {
+                rule(w, member, &Path::Member(path, name))
+            }),
+            _ => {
+                jcs::write_value(&mut self.out, v);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes an object, delegating each member value to `f`; non-objects verbatim.
+    fn members(
+        &mut self,
+        v: &Value,
+        mut f: impl FnMut(&mut Self, &str, &Value) -> Result<(), DigestError>,
+    ) -> Result<(), DigestError> {
+        let Value::Object(map) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        self.object(map, |w, name, member| f(w, name, member).map(Some))
+    }
+
+    /// A list-valued identifier position: order kept, every string element checked.
+    fn ident_list(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        if let Value::Array(items) = v {
+            for (i, item) in items.iter().enumerate() {
+                if let Value::String(s) = item {
+                    self.ident(s, &Path::Index(path, i))?;
+                }
+            }
+        }
+        jcs::write_value(&mut self.out, v);
+        Ok(())
+    }
+
+    /// A set-valued position: an all-string array is checked, deduped and sorted by UTF-8
+    /// bytes; anything else is hashed verbatim (§17.2 totality).
+    fn set_array(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
+        let Value::Array(items) = v else {
+            jcs::write_value(&mut self.out, v);
+            return Ok(());
+        };
+        let mut strings: Vec<&str> = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Value::String(s) => strings.push(s),
+                _ => {
+                    jcs::write_value(&mut self.out, v);
+                    return Ok(());
+                }
+            }
+        }
+        for (i, s) in strings.iter().enumerate() {
+            self.ident(s, &Path::Index(path, i))?;
+        }
+        strings.sort_unstable();
+        strings.dedup();
+        self.out.push('[');
+        for (i, s) in strings.iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            jcs::write_string(&mut self.out, s);
+        }
+        self.out.push(']');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn worked_example() -> Value {
+        json!({"version":"0.5","pushEvents":true,"contextHooks":{"beforeInference":true},
+         "inferenceLifecycle":true,"channels":{"register":true,"publish":true,"incoming":true},
+         "featureSets":{"demo.messaging":{"description":"Demo",
+           "uses":["channels.publish","channels.incoming","pushEvents","tools"]}}})
+    }
+
+    #[test]
+    fn s17_2_worked_example_reproduces() {
+        let d = digest(&worked_example()).unwrap();
+        assert_eq!(
+            d.canonical,
+            r#"{"channels":{"incoming":true,"publish":true,"register":true},"contextHooks":{"beforeInference":true},"featureSets":{"demo.messaging":{"description":"Demo","uses":["channels.incoming","channels.publish","pushEvents","tools"]}},"inferenceLifecycle":true,"pushEvents":true,"version":"0.5"}"#
+        );
+        assert_eq!(
+            d.sha256_hex,
+            "fd86534b4875b6a4c031923a784942b3349013658dc77c610219a052f348f47e"
+        );
+        assert_eq!(
+            d.revision,
+            "sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4"
+        );
+        assert_eq!(revision(&worked_example()).unwrap(), d.revision);
+    }
+
+    #[test]
+    fn s17_2_revision_stripped_at_root_only() {
+        let mut m = worked_example();
+        m["revision"] = json!("sha256:wrong");
+        assert_eq!(revision(&m).unwrap(), revision(&worked_example()).unwrap());
+        let nested = json!({"version":"0.5","x":{"revision":"r"}});
+        assert!(canonical_json(&nested)
+            .unwrap()
+            .contains("\"revision\":\"r\""));
+    }
+
+    #[test]
+    fn s17_2_identifier_charset_refusal_carries_path_and_value() {
+        let m = json!({"version":"0.5","contextHooks":{"beforeInference":{"inject":{"before user":true}}}});
+        let e = canonical_json(&m).unwrap_err();
+        assert_eq!(e.code(), "identifier_charset");
+        assert_eq!(
+            e,
+            DigestError::IdentifierCharset {
+                path: "contextHooks.beforeInference.inject.before user".into(),
+                value: "before user".into()
+            }
+        );
+        let e = canonical_json(&json!({"featureSets":{"f":{"uses":["tools",""]}}})).unwrap_err();
+        assert_eq!(
+            e,
+            DigestError::IdentifierCharset {
+                path: "featureSets.f.uses[1]".into(),
+                value: String::new()
+            }
+        );
+    }
+
+    #[test]
+    fn s17_2_manifest_not_object() {
+        assert_eq!(
+            canonical_json(&json!([1])).unwrap_err(),
+            DigestError::ManifestNotObject { found: "array" }
+        );
+        assert_eq!(
+            revision(&Value::Null).unwrap_err().code(),
+            "manifest_not_object"
+        );
+    }
+
+    #[test]
+    fn s17_2_set_semantics_only_for_all_string_arrays_in_object_shape() {
+        let m = json!({"featureSets":{"f":{"uses":["tools",1,"tools"]}}});
+        assert_eq!(
+            canonical_json(&m).unwrap(),
+            r#"{"featureSets":{"f":{"uses":["tools",1,"tools"]}}}"#
+        );
+        let m = json!({"featureSets":[{"name":"f","uses":["tools","pushEvents"]}]});
+        assert_eq!(
+            canonical_json(&m).unwrap(),
+            r#"{"featureSets":[{"name":"f","uses":["tools","pushEvents"]}]}"#
+        );
+        let m = json!({"featureSets":{"f":{"tagOntology":{"coreTags":["b","a","a"],"tags":{"t":{"implies":["z","y"]}},"keyed":{"k":{"values":["z","y"]}}}}}});
+        assert_eq!(
+            canonical_json(&m).unwrap(),
+            r#"{"featureSets":{"f":{"tagOntology":{"coreTags":["a","b"],"keyed":{"k":{"values":["z","y"]}},"tags":{"t":{"implies":["y","z"]}}}}}}"#
+        );
+    }
+
+    #[test]
+    fn s17_2_ontology_digest_ignores_set_order() {
+        let a = json!({"coreTags":["chat:b","chat:a"],"tags":{"x:y":{"implies":["a","b"]}}});
+        let b = json!({"tags":{"x:y":{"implies":["b","a","a"]}},"coreTags":["chat:a","chat:b"]});
+        assert_eq!(ontology_digest(&a).unwrap(), ontology_digest(&b).unwrap());
+        assert_ne!(value_digest(&a), value_digest(&b));
+        assert_eq!(
+            ontology_digest(&json!({"tags":{"bad key":{}}}))
+                .unwrap_err()
+                .code(),
+            "identifier_charset"
+        );
+    }
+}
