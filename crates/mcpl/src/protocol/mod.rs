@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::capability::Requirement;
+use crate::jsonrpc::{parse_params, ErrorObject};
 
 /// Defines a zero-sized method marker type and its [`Method`] impl in one line.
 macro_rules! method {
@@ -69,41 +70,87 @@ pub struct EmptyObject {
     pub extra: Extra,
 }
 
-/// Every method name this crate types, MCP handshake pieces included. A name not in this
-/// list — including the removed `context/afterInference`, `featureSets/changed` and
-/// `scope/elevate` — is an unknown method.
-pub const METHOD_NAMES: &[&str] = &[
-    "initialize",
-    "notifications/initialized",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "push/event",
-    "context/beforeInference",
-    "inference/lifecycle",
-    "inference/request",
-    "inference/chunk",
-    "model/info",
-    "featureSets/update",
-    "state/rollback",
-    "channels/register",
-    "channels/changed",
-    "channels/list",
-    "channels/open",
-    "channels/close",
-    "channels/outgoing/chunk",
-    "channels/outgoing/complete",
-    "channels/publish",
-    "channels/incoming",
-    "channels/acknowledge",
-    "channels/typing",
-    "mcpl/manifest",
-    "mcpl/manifestChanged",
-];
+/// Lists every typed method once; the registry items below are generated from it.
+macro_rules! registry {
+    ($($m:ty),* $(,)?) => {
+        /// Every method name this crate types, MCP handshake pieces included. A name not in
+        /// this list — including the removed `context/afterInference`, `featureSets/changed`
+        /// and `scope/elevate` — is an unknown method.
+        pub const METHOD_NAMES: &[&str] = &[$(<$m as Method>::NAME),*];
+
+        /// Wire name, form and direction of every typed method, in [`METHOD_NAMES`] order.
+        pub const METHODS: &[MethodInfo] = &[$(MethodInfo {
+            name: <$m as Method>::NAME,
+            kind: <$m as Method>::KIND,
+            direction: <$m as Method>::DIRECTION,
+        }),*];
+
+        /// The capability a message requires, judged from its raw `params` (absent params
+        /// read as `{}`). An unknown method is `-32601`; params that do not parse as the
+        /// method's type are `-32602` — a requirement is never guessed from bad input.
+        pub fn requirement_of(
+            method: &str,
+            params: Option<Value>,
+        ) -> Result<Requirement, ErrorObject> {
+            $(
+                if method == <$m as Method>::NAME {
+                    let p: <$m as Method>::Params = parse_params(params)?;
+                    return Ok(<$m as Method>::requirement(&p));
+                }
+            )*
+            Err(ErrorObject::method_not_found(method))
+        }
+    };
+}
+
+registry!(
+    handshake::Initialize,
+    handshake::Initialized,
+    handshake::Ping,
+    handshake::ToolsList,
+    handshake::ToolsCall,
+    push::PushEvent,
+    hooks::BeforeInference,
+    lifecycle::InferenceLifecycle,
+    inference::InferenceRequest,
+    inference::InferenceChunk,
+    model::ModelInfoRequest,
+    feature_sets::FeatureSetsUpdate,
+    state::StateRollback,
+    channels::ChannelsRegister,
+    channels::ChannelsChanged,
+    channels::ChannelsList,
+    channels::ChannelsOpen,
+    channels::ChannelsClose,
+    channels::ChannelsOutgoingChunk,
+    channels::ChannelsOutgoingComplete,
+    channels::ChannelsPublish,
+    channels::ChannelsIncoming,
+    channels::ChannelsAcknowledge,
+    channels::ChannelsTyping,
+    manifest::ManifestFetch,
+    manifest::ManifestChanged,
+);
+
+/// A method's wire name, form and direction (§4.1), for dispatch without the type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodInfo {
+    /// Wire name.
+    pub name: &'static str,
+    /// Request, Notification or either.
+    pub kind: Kind,
+    /// Who sends it.
+    pub direction: Direction,
+}
+
+/// The [`MethodInfo`] of a typed method, `None` for an unknown (or removed) one.
+pub fn method_info(name: &str) -> Option<MethodInfo> {
+    METHODS.iter().copied().find(|m| m.name == name)
+}
 
 /// Whether `name` is a method this crate types (see [`METHOD_NAMES`]).
 pub fn is_known_method(name: &str) -> bool {
-    METHOD_NAMES.contains(&name)
+    method_info(name).is_some()
 }
 
 /// Serde helper for members whose `null` differs from their absence (`parent: null`, §8.3):
@@ -262,6 +309,44 @@ mod tests {
         assert_eq!(
             handshake::ToolsCall::requirement(&t),
             Requirement::One(C::Tools)
+        );
+    }
+
+    #[test]
+    fn s6_6_requirement_of_raw_messages() {
+        assert_eq!(
+            requirement_of(
+                "inference/request",
+                Some(json!({"featureSet":"f","messages":[],"stream":true}))
+            ),
+            Ok(Requirement::AllOf(&[
+                C::InferenceRequest,
+                C::InferenceRequestStreaming
+            ]))
+        );
+        // Absent params of a method whose params are all optional read as `{}`.
+        assert_eq!(
+            requirement_of("model/info", None),
+            Ok(Requirement::One(C::ModelInfo))
+        );
+        assert_eq!(requirement_of("ping", None), Ok(Requirement::None));
+        let e = requirement_of("scope/elevate", Some(json!({}))).unwrap_err();
+        assert_eq!(e.code, crate::jsonrpc::codes::METHOD_NOT_FOUND);
+        let e = requirement_of("push/event", Some(json!({"featureSet": 1}))).unwrap_err();
+        assert_eq!(e.code, crate::jsonrpc::codes::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn s4_1_registry_is_consistent() {
+        assert_eq!(METHODS.len(), METHOD_NAMES.len());
+        let mut names: Vec<&str> = METHOD_NAMES.to_vec();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), METHOD_NAMES.len(), "duplicate method name");
+        let info = method_info("channels/publish").unwrap();
+        assert_eq!(
+            (info.kind, info.direction),
+            (Kind::Either, Direction::HostToServer)
         );
     }
 
