@@ -17,7 +17,8 @@ use mcpl::protocol::hooks::{self, ChannelContext};
 use mcpl::protocol::manifest::{self, ManifestView};
 use mcpl::protocol::state::StateInfo;
 use mcpl::protocol::{
-    inference, is_known_method, lifecycle, model, push, state, Method, METHOD_NAMES,
+    inference, is_known_method, lifecycle, method_info, model, push, state, Kind, Method,
+    METHOD_NAMES,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -346,6 +347,18 @@ fn check_message(v: &Value) -> Result<(), String> {
     }
     let check = lookup(PARAMS, method).ok_or_else(|| format!("no params check for {method}"))?;
     check(v.get("params").unwrap_or(&json!({})))?;
+    // §4.1: an example with `jsonrpc` shows the form; it must be one the method allows.
+    if v.get("jsonrpc").is_some() {
+        let kind = method_info(method).ok_or("no method info")?.kind;
+        let ok = match (v.get("id").is_some(), kind) {
+            (_, Kind::Either) => true,
+            (true, k) => k == Kind::Request,
+            (false, k) => k == Kind::Notification,
+        };
+        if !ok {
+            return Err(format!("{method} sent in a form its Kind {kind:?} forbids"));
+        }
+    }
     envelope(v)
 }
 

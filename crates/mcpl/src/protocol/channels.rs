@@ -428,3 +428,28 @@ method!(
     ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject,
     |_p| Requirement::One(Capability::ChannelsTyping)
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s14_2_unknown_direction_claims_nothing() {
+        let d: ChannelDescriptor =
+            serde_json::from_value(json!({"id":"x","type":"t","direction":"sideways"})).unwrap();
+        let dir = d.direction.unwrap();
+        assert_eq!(dir, ChannelDirection::Other("sideways".into()));
+        assert!(!dir.is_inbound() && !dir.is_outbound());
+        assert!(ChannelDirection::Bidirectional.is_inbound());
+    }
+
+    #[test]
+    fn s14_5_itemized_result_round_trips() {
+        let v = json!({"results":[{"id":"a","accepted":true},
+                                  {"id":"b","accepted":false,"reason":"capability_denied"}]});
+        let r: ItemizedResult = serde_json::from_value(v.clone()).unwrap();
+        assert!(!r.results[1].accepted);
+        assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    }
+}

@@ -120,6 +120,9 @@ mod tests {
             serde_json::from_value(json!({"accepted": false, "fallback": "mcp-only"})).unwrap();
         assert_eq!(r.fallback, Some(Fallback::McpOnly));
         assert!(!r.missing_fallback());
+        let r: Receipt =
+            serde_json::from_value(json!({"accepted": false, "fallback": "retry"})).unwrap();
+        assert_eq!(r.fallback, Some(Fallback::Other("retry".into())));
     }
 
     #[test]

@@ -154,3 +154,27 @@ method!(
     InferenceChunk, "inference/chunk", Notification, HostToServer, InferenceChunkParams, (),
     |_p| Requirement::AllOf(STREAMING)
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn b4_finish_reason_keeps_unknown_values() {
+        let r: FinishReason = serde_json::from_value(json!("max_tokens")).unwrap();
+        assert_eq!(r, FinishReason::MaxTokens);
+        let r: FinishReason = serde_json::from_value(json!("tool_use")).unwrap();
+        assert_eq!(r, FinishReason::Other("tool_use".into()));
+        assert_eq!(serde_json::to_value(&r).unwrap(), json!("tool_use"));
+    }
+
+    #[test]
+    fn s11_4_chunk_request_id_keeps_its_type() {
+        for id in [json!(1), json!("1"), json!(0)] {
+            let v = json!({"requestId": id, "index": 0, "delta": "x"});
+            let c: InferenceChunkParams = serde_json::from_value(v.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&c).unwrap(), v);
+        }
+    }
+}

@@ -185,7 +185,8 @@ pub enum Kind {
     Request,
     /// Never carries an id.
     Notification,
-    /// Either form is valid (`featureSets/update`, `channels/changed`, `channels/publish`).
+    /// Either form is valid (`featureSets/update`, `channels/changed`, `channels/publish`;
+    /// also `channels/acknowledge` and `channels/typing`, whose form the spec leaves open).
     Either,
 }
 
