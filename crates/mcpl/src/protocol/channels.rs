@@ -1,0 +1,455 @@
+//! Channels (§14): descriptors, the §14.3 methods, `channels/acknowledge` and
+//! `channels/typing`, with itemized results for register/changed (§14.5).
+//!
+//! Capabilities follow the §14.1 table; channel methods carry no `featureSet`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::content::Content;
+use super::{EmptyObject, Extra};
+use crate::capability::{Capability, Requirement};
+
+/// Which way a channel carries messages (§14.2 `direction`).
+///
+/// Unknown values are kept as `Other` so one odd descriptor does not sink a whole
+/// registration (each descriptor is judged on its own, §14.5); an `Other` direction claims
+/// neither inbound nor outbound ability (fail closed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ChannelDirection {
+    /// `outbound`: host → surface.
+    Outbound,
+    /// `inbound`: surface → host.
+    Inbound,
+    /// `bidirectional`.
+    Bidirectional,
+    /// A value outside §14.2, kept as received.
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl ChannelDirection {
+    /// Whether the channel claims to accept outgoing messages.
+    pub fn is_outbound(&self) -> bool {
+        matches!(self, Self::Outbound | Self::Bidirectional)
+    }
+    /// Whether the channel claims to deliver incoming messages.
+    pub fn is_inbound(&self) -> bool {
+        matches!(self, Self::Inbound | Self::Bidirectional)
+    }
+}
+
+/// A channel descriptor (§14.2). Everything in it is server testimony.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelDescriptor {
+    /// Unique within the connection, e.g. `"discord:#general"`.
+    pub id: String,
+    /// Platform / provider.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Human label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Direction; tolerated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<ChannelDirection>,
+    /// Provider-specific address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<Value>,
+    /// Arbitrary metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/register` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisterParams {
+    /// The descriptors, each authorized independently (§14.5).
+    pub channels: Vec<ChannelDescriptor>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/changed` params (§14.3).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangedParams {
+    /// Newly added channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<Vec<ChannelDescriptor>>,
+    /// Removed channel ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Vec<String>>,
+    /// Updated channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<Vec<ChannelDescriptor>>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One entry of an itemized register/changed result (§14.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemResult {
+    /// The descriptor id.
+    pub id: String,
+    /// Whether the host accepted it.
+    pub accepted: bool,
+    /// Why not (e.g. `"capability_denied"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The itemized result of `channels/register` and Request-form `channels/changed`: one
+/// entry per submitted descriptor (§14.5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ItemizedResult {
+    /// One entry per descriptor.
+    pub results: Vec<ItemResult>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/list` result. §14.3 shows no result shape; the reading here is
+/// `{ channels: ChannelDescriptor[] }`, mirroring `channels/register`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListResult {
+    /// Known channels.
+    pub channels: Vec<ChannelDescriptor>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/open` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenParams {
+    /// Platform / provider.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Provider-specific address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<Value>,
+    /// Arbitrary metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/open` result (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenResult {
+    /// The opened channel.
+    pub channel: ChannelDescriptor,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Params naming one channel (`channels/close`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloseParams {
+    /// The channel.
+    pub channel_id: String,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/close` result (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CloseResult {
+    /// Whether the channel was closed.
+    pub closed: bool,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/outgoing/chunk` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutgoingChunkParams {
+    /// The inference producing the text.
+    pub inference_id: String,
+    /// The conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The target channel.
+    pub channel_id: String,
+    /// Monotonic per `inferenceId`, across channels.
+    pub index: u64,
+    /// Moderated text delta.
+    pub delta: String,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/outgoing/complete` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutgoingCompleteParams {
+    /// The inference.
+    pub inference_id: String,
+    /// The conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The channel.
+    pub channel_id: String,
+    /// The full moderated text for the channel.
+    pub content: Content,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/publish` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishParams {
+    /// The conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The target channel.
+    pub channel_id: String,
+    /// Stream flag, as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// The content to deliver.
+    pub content: Content,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/publish` result when sent as a Request (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishResult {
+    /// Whether the connector delivered it.
+    pub delivered: bool,
+    /// The platform message id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The author of an incoming message (§14.3): untrusted testimony.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Author {
+    /// Platform user id.
+    pub id: String,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One message of `channels/incoming` (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IncomingMessage {
+    /// The claimed channel; validated against the registered channel at receipt (§14.5).
+    pub channel_id: String,
+    /// Platform message id.
+    pub message_id: String,
+    /// Thread id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Author.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<Author>,
+    /// When it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// The message content.
+    pub content: Content,
+    /// Arbitrary metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// Event tags (§16.1); never authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/incoming` params (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncomingParams {
+    /// A batch of messages.
+    pub messages: Vec<IncomingMessage>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One per-message result of `channels/incoming` (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IncomingResultItem {
+    /// The message.
+    pub message_id: String,
+    /// Whether the host accepted it.
+    pub accepted: bool,
+    /// The conversation it was mapped to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/incoming` result (§14.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncomingResult {
+    /// One entry per message.
+    pub results: Vec<IncomingResultItem>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/acknowledge` params. §14.1 names the method but SPEC.md gives no shape; the
+/// reading here (from AUDIT-001: a read receipt, "seen, not opening") is the host telling
+/// the connector it saw `messageId` on `channelId`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcknowledgeParams {
+    /// The channel.
+    pub channel_id: String,
+    /// The acknowledged message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `channels/typing` params. Shape not given by SPEC.md; the reading here is liveness
+/// signalling by the host on `channelId`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypingParams {
+    /// The channel.
+    pub channel_id: String,
+    /// The conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+method!(
+    /// `channels/register` (§14.3): Server → Host Request; requires `channels.register`.
+    ChannelsRegister, "channels/register", Request, ServerToHost, RegisterParams,
+    ItemizedResult,
+    |_p| Requirement::One(Capability::ChannelsRegister)
+);
+method!(
+    /// `channels/changed` (§14.3, §14.5): Server → Host, Notification or Request; requires
+    /// `channels.register`.
+    ChannelsChanged, "channels/changed", Either, ServerToHost, ChangedParams, ItemizedResult,
+    |_p| Requirement::One(Capability::ChannelsRegister)
+);
+method!(
+    /// `channels/list` (§14.3): Request in either direction; requires `channels.register`.
+    ChannelsList, "channels/list", Request, Either, EmptyObject, ListResult,
+    |_p| Requirement::One(Capability::ChannelsRegister)
+);
+method!(
+    /// `channels/open` (§14.3): Host → Server Request; requires `channels.lifecycle`.
+    ChannelsOpen, "channels/open", Request, HostToServer, OpenParams, OpenResult,
+    |_p| Requirement::One(Capability::ChannelsLifecycle)
+);
+method!(
+    /// `channels/close` (§14.3): Host → Server Request; requires `channels.lifecycle`.
+    ChannelsClose, "channels/close", Request, HostToServer, CloseParams, CloseResult,
+    |_p| Requirement::One(Capability::ChannelsLifecycle)
+);
+method!(
+    /// `channels/outgoing/chunk` (§14.3): Host → Server Notification; requires
+    /// `channels.streaming`.
+    ChannelsOutgoingChunk, "channels/outgoing/chunk", Notification, HostToServer,
+    OutgoingChunkParams, (),
+    |_p| Requirement::One(Capability::ChannelsStreaming)
+);
+method!(
+    /// `channels/outgoing/complete` (§14.3): Host → Server Notification; requires
+    /// `channels.streaming`.
+    ChannelsOutgoingComplete, "channels/outgoing/complete", Notification, HostToServer,
+    OutgoingCompleteParams, (),
+    |_p| Requirement::One(Capability::ChannelsStreaming)
+);
+method!(
+    /// `channels/publish` (§14.3): Host → Server, Notification or Request; requires
+    /// `channels.publish`.
+    ChannelsPublish, "channels/publish", Either, HostToServer, PublishParams, PublishResult,
+    |_p| Requirement::One(Capability::ChannelsPublish)
+);
+method!(
+    /// `channels/incoming` (§14.3): Server → Host Request; requires `channels.incoming`.
+    ChannelsIncoming, "channels/incoming", Request, ServerToHost, IncomingParams,
+    IncomingResult,
+    |_p| Requirement::One(Capability::ChannelsIncoming)
+);
+method!(
+    /// `channels/acknowledge` (§14.1): requires `channels.acknowledge`. Direction and form are
+    /// not given by SPEC.md; the reading is Host → Server, Notification or Request (a
+    /// Request is answered with an empty object).
+    ChannelsAcknowledge, "channels/acknowledge", Either, HostToServer, AcknowledgeParams,
+    EmptyObject,
+    |_p| Requirement::One(Capability::ChannelsAcknowledge)
+);
+method!(
+    /// `channels/typing` (§14.1): requires `channels.typing`. Same reading as
+    /// [`ChannelsAcknowledge`]: Host → Server, Notification or Request.
+    ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject,
+    |_p| Requirement::One(Capability::ChannelsTyping)
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s14_2_unknown_direction_claims_nothing() {
+        let d: ChannelDescriptor =
+            serde_json::from_value(json!({"id":"x","type":"t","direction":"sideways"})).unwrap();
+        let dir = d.direction.unwrap();
+        assert_eq!(dir, ChannelDirection::Other("sideways".into()));
+        assert!(!dir.is_inbound() && !dir.is_outbound());
+        assert!(ChannelDirection::Bidirectional.is_inbound());
+    }
+
+    #[test]
+    fn s14_5_itemized_result_round_trips() {
+        let v = json!({"results":[{"id":"a","accepted":true},
+                                  {"id":"b","accepted":false,"reason":"capability_denied"}]});
+        let r: ItemizedResult = serde_json::from_value(v.clone()).unwrap();
+        assert!(!r.results[1].accepted);
+        assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    }
+}

@@ -1,0 +1,221 @@
+//! Content blocks (§10.3, App. B.1) and the `string | ContentBlock[]` content member.
+//!
+//! Reading of unknown block `type`s: **rejected** with a typed error. A block the receiver
+//! cannot type cannot be rendered faithfully, and guessing (e.g. showing it as text) would
+//! surface server bytes the host never understood. Unknown *members* of a known block are
+//! kept in `extra`.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::Extra;
+
+/// One MCP content block (§10.3): text, image, audio or resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ContentBlock {
+    /// `{"type":"text","text":…}`.
+    Text(TextBlock),
+    /// `{"type":"image", data+mimeType | uri}`.
+    Image(MediaBlock),
+    /// `{"type":"audio", data+mimeType | uri}`.
+    Audio(MediaBlock),
+    /// `{"type":"resource","uri":…}`.
+    Resource(ResourceBlock),
+}
+
+impl ContentBlock {
+    /// A text block with no extra members.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text(TextBlock {
+            text: text.into(),
+            extra: Extra::new(),
+        })
+    }
+}
+
+/// The body of a `text` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextBlock {
+    /// The text.
+    pub text: String,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The body of an `image` or `audio` block: inline `data` (base64) with `mimeType`, or a
+/// `uri` (App. B.1 `oneOf`). A block with neither form, or with both, is rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "RawMedia")]
+pub struct MediaBlock {
+    /// Base64 data, present in the inline form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// MIME type: required with `data`, optional with `uri`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Reference, present in the uri form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawMedia {
+    #[serde(default)]
+    data: Option<String>,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    uri: Option<String>,
+    #[serde(flatten)]
+    extra: Extra,
+}
+
+impl TryFrom<RawMedia> for MediaBlock {
+    type Error = String;
+    fn try_from(r: RawMedia) -> Result<Self, String> {
+        let inline = r.data.is_some() && r.mime_type.is_some();
+        let by_uri = r.uri.is_some();
+        match (inline, by_uri) {
+            (true, true) => Err("media block carries both data and uri (App. B.1 oneOf)".into()),
+            (false, false) if r.data.is_some() => {
+                Err("media block has data but no mimeType (App. B.1)".into())
+            }
+            (false, false) => Err("media block needs data+mimeType or uri (App. B.1)".into()),
+            _ => Ok(MediaBlock {
+                data: r.data,
+                mime_type: r.mime_type,
+                uri: r.uri,
+                extra: r.extra,
+            }),
+        }
+    }
+}
+
+/// The body of a `resource` block: a URI reference (§10.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceBlock {
+    /// The referenced resource.
+    pub uri: String,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A `content` member that the spec allows as a plain string (§10.3: equivalent to one text
+/// block) or as an array of blocks. The received form is kept so it round-trips.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// The plain-string form.
+    Text(String),
+    /// The array form.
+    Blocks(Vec<ContentBlock>),
+}
+
+impl Content {
+    /// The content as blocks: the string form becomes one text block (§10.3).
+    pub fn to_blocks(&self) -> Vec<ContentBlock> {
+        match self {
+            Content::Text(t) => vec![ContentBlock::text(t.clone())],
+            Content::Blocks(b) => b.clone(),
+        }
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Content::Text(t) => t.serialize(s),
+            Content::Blocks(b) => b.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(Content::Text(s)),
+            v @ Value::Array(_) => serde_json::from_value(v)
+                .map(Content::Blocks)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "content must be a string or an array of content blocks, got {}",
+                json_kind(&other)
+            ))),
+        }
+    }
+}
+
+/// A short name of a JSON value's type, for error messages.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s10_3_string_content_is_one_text_block() {
+        let c: Content = serde_json::from_value(json!("Simple text injection")).unwrap();
+        assert_eq!(
+            c.to_blocks(),
+            vec![ContentBlock::text("Simple text injection")]
+        );
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!("Simple text injection")
+        );
+    }
+
+    #[test]
+    fn s10_3_media_forms() {
+        let img: ContentBlock =
+            serde_json::from_value(json!({"type":"image","data":"iVBO","mimeType":"image/png"}))
+                .unwrap();
+        assert!(matches!(img, ContentBlock::Image(ref m) if m.data.as_deref() == Some("iVBO")));
+        let aud: ContentBlock =
+            serde_json::from_value(json!({"type":"audio","uri":"file:///a.wav"})).unwrap();
+        assert!(matches!(aud, ContentBlock::Audio(ref m) if m.uri.is_some()));
+    }
+
+    #[test]
+    fn b1_media_without_a_source_or_with_both_is_rejected() {
+        for bad in [
+            json!({"type":"image"}),
+            json!({"type":"image","data":"x"}),
+            json!({"type":"audio","data":"x","mimeType":"audio/wav","uri":"u"}),
+        ] {
+            assert!(serde_json::from_value::<ContentBlock>(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn b1_unknown_block_type_is_rejected() {
+        let e = serde_json::from_value::<ContentBlock>(json!({"type":"video","uri":"u"}));
+        assert!(e.is_err());
+        let e = serde_json::from_value::<Content>(json!(42)).unwrap_err();
+        assert!(e.to_string().contains("string or an array"));
+    }
+
+    #[test]
+    fn s8_unknown_block_members_survive() {
+        let v = json!({"type":"text","text":"hi","annotations":{"priority":1}});
+        let b: ContentBlock = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&b).unwrap(), v);
+    }
+}

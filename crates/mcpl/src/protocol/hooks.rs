@@ -1,0 +1,164 @@
+//! `context/beforeInference` (§10.1–§10.4, §14.4).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::content::Content;
+use super::model::ModelInfo;
+use super::Extra;
+use crate::capability::{Capability, Requirement};
+
+/// `context/beforeInference` params (§10.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeforeInferenceParams {
+    /// Unique id of this inference.
+    pub inference_id: String,
+    /// Persistent across turns.
+    pub conversation_id: String,
+    /// 0-indexed turn number.
+    pub turn_index: u64,
+    /// The user's input. Always written, as `null` when absent: `null` for continued
+    /// generation and whenever `observe` is not granted (§10.1). An absent member is read as
+    /// `null`.
+    #[serde(default)]
+    pub user_message: Option<String>,
+    /// Current model metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelInfo>,
+    /// Optional channel context (§14.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<ChannelContext>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The §14.4 `channels` member of `context/beforeInference` params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelContext {
+    /// The message that triggered this inference (`channelId`, `messageId`, `threadId` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incoming: Option<Value>,
+    /// Where output goes by default (`{ channelId }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_outgoing: Option<Value>,
+    /// Candidate channel ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `context/beforeInference` result (§10.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeforeInferenceResult {
+    /// The feature set the server claims (§6.5). Testimony only: authorization MUST NOT use
+    /// it (§5.4). Tolerated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_set: Option<String>,
+    /// The injections; an absent member is read as none. Each is authorized independently
+    /// by its [`Position`] at response-receipt (§10.8).
+    #[serde(default)]
+    pub context_injections: Vec<ContextInjection>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One context injection (§10.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextInjection {
+    /// Server-defined namespace (testimony, never authority).
+    pub namespace: String,
+    /// Where to inject.
+    pub position: Position,
+    /// The content: a string or content blocks.
+    pub content: Content,
+    /// Arbitrary metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Where an injection goes (App. B.4 Position).
+///
+/// An unknown value is kept as `Unknown` rather than failing the whole response, so the
+/// other injections of a mixed array can still be judged one by one (§10.8); an `Unknown`
+/// position maps to no capability and is therefore never authorized (absence is denial).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Position {
+    /// `system`.
+    System,
+    /// `beforeUser`.
+    BeforeUser,
+    /// `afterUser`.
+    AfterUser,
+    /// A value outside App. B.4, kept as received; never authorized.
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl Position {
+    /// The inject leaf that authorizes this position, or `None` for an unknown one (deny).
+    pub fn capability(&self) -> Option<Capability> {
+        match self {
+            Position::System => Some(Capability::InjectSystem),
+            Position::BeforeUser => Some(Capability::InjectBeforeUser),
+            Position::AfterUser => Some(Capability::InjectAfterUser),
+            Position::Unknown(_) => None,
+        }
+    }
+}
+
+/// Observe plus the three inject leaves: a server granted any one of them gets the hook.
+const HOOK_ANY: &[Capability] = &[
+    Capability::Observe,
+    Capability::InjectSystem,
+    Capability::InjectBeforeUser,
+    Capability::InjectAfterUser,
+];
+
+method!(
+    /// `context/beforeInference` (§10.1): Host → Server Request; sent to a server granted
+    /// `observe` or any inject leaf (§10.1: injection without observation still gets the call).
+    BeforeInference, "context/beforeInference", Request, HostToServer, BeforeInferenceParams,
+    BeforeInferenceResult,
+    |_p| Requirement::AnyOf(HOOK_ANY)
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s10_1_user_message_null_is_written() {
+        let p: BeforeInferenceParams =
+            serde_json::from_value(json!({"inferenceId":"i","conversationId":"c","turnIndex":0}))
+                .unwrap();
+        assert_eq!(p.user_message, None);
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(v["userMessage"], Value::Null);
+        assert!(v.as_object().unwrap().contains_key("userMessage"));
+    }
+
+    #[test]
+    fn b4_unknown_position_is_kept_and_never_authorized() {
+        let i: ContextInjection =
+            serde_json::from_value(json!({"namespace":"n","position":"top","content":"x"}))
+                .unwrap();
+        assert_eq!(i.position, Position::Unknown("top".into()));
+        assert_eq!(i.position.capability(), None);
+        assert_eq!(
+            Position::System.capability(),
+            Some(Capability::InjectSystem)
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! `inference/request` and `inference/chunk` (§11).
+
+use serde::{Deserialize, Serialize};
+
+use super::content::Content;
+use super::Extra;
+use crate::capability::{Capability, Requirement};
+use crate::jsonrpc::RequestId;
+
+/// Token usage (§10.5 `usage`, §11.3 `usage`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Input tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One message of an `inference/request` (§11.2 `messages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InferenceMessage {
+    /// The role, as received (`"user"`, `"assistant"` …).
+    pub role: String,
+    /// The message content: a string or content blocks.
+    pub content: Content,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `inference/request` `preferences` (§11.2); further advisory keys are kept in `extra`
+/// (host-defined, never binding).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    /// Max output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Advisory hints (`model`, `modelTier` …), kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `inference/request` params (§11.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceRequestParams {
+    /// The declaring feature set (testimony, never authority).
+    pub feature_set: String,
+    /// Conversation to associate with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// Whether to stream, as received; absent means `false` (§11.2). See [`Self::is_streaming`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Messages for inference.
+    pub messages: Vec<InferenceMessage>,
+    /// Generation preferences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferences: Option<Preferences>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl InferenceRequestParams {
+    /// Whether the request asks for streaming (`stream: true`; default `false`, §11.2).
+    pub fn is_streaming(&self) -> bool {
+        self.stream == Some(true)
+    }
+}
+
+/// Why generation stopped (App. B.4 FinishReason). Unknown values are kept as `Other`: the
+/// reason is descriptive and decides nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// `end_turn`.
+    EndTurn,
+    /// `max_tokens`.
+    MaxTokens,
+    /// `stop_sequence`.
+    StopSequence,
+    /// A value outside App. B.4, kept as received.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// `inference/request` result (§11.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceResult {
+    /// Generated content (a string per §11.3; blocks tolerated).
+    pub content: Content,
+    /// The model actually used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why generation stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    /// Token usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `inference/chunk` params (§11.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceChunkParams {
+    /// The JSON-RPC id of the streaming `inference/request`.
+    pub request_id: RequestId,
+    /// Chunk index, from 0.
+    pub index: u64,
+    /// The text delta.
+    pub delta: String,
+    /// Unknown members, kept verbatim.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Both leaves a streaming `inference/request` needs (§11.4).
+const STREAMING: &[Capability] = &[
+    Capability::InferenceRequest,
+    Capability::InferenceRequestStreaming,
+];
+
+method!(
+    /// `inference/request` (§11.1): Server → Host Request; requires `inferenceRequest`, plus
+    /// `inferenceRequest.streaming` when `stream: true`.
+    InferenceRequest, "inference/request", Request, ServerToHost, InferenceRequestParams,
+    InferenceResult,
+    |p| if p.is_streaming() {
+        Requirement::AllOf(STREAMING)
+    } else {
+        Requirement::One(Capability::InferenceRequest)
+    }
+);
+
+method!(
+    /// `inference/chunk` (§11.4): Host → Server Notification. Chunks exist only for a
+    /// streaming request, so the reading here is that they require both streaming leaves.
+    InferenceChunk, "inference/chunk", Notification, HostToServer, InferenceChunkParams, (),
+    |_p| Requirement::AllOf(STREAMING)
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn b4_finish_reason_keeps_unknown_values() {
+        let r: FinishReason = serde_json::from_value(json!("max_tokens")).unwrap();
+        assert_eq!(r, FinishReason::MaxTokens);
+        let r: FinishReason = serde_json::from_value(json!("tool_use")).unwrap();
+        assert_eq!(r, FinishReason::Other("tool_use".into()));
+        assert_eq!(serde_json::to_value(&r).unwrap(), json!("tool_use"));
+    }
+
+    #[test]
+    fn s11_4_chunk_request_id_keeps_its_type() {
+        for id in [json!(1), json!("1"), json!(0)] {
+            let v = json!({"requestId": id, "index": 0, "delta": "x"});
+            let c: InferenceChunkParams = serde_json::from_value(v.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&c).unwrap(), v);
+        }
+    }
+}
