@@ -44,9 +44,12 @@
 //!   diagnostic and **no** reply; a line that starts like JSON but does not parse gets a
 //!   diagnostic and a `-32700` reply with `"id": null`, as JSON-RPC 2.0 asks.
 //! - JSON that is not a valid message is answered `-32600` only when it has both a readable
-//!   id and a `method` member (a request gone wrong); a malformed *response* is never
-//!   answered (that could loop), but if its id matches a pending request, that request fails
-//!   at once with [`PeerError::InvalidResponse`] instead of waiting for its timeout.
+//!   id and a `method` member (a request gone wrong); without an id it is skipped with a
+//!   diagnostic (like a non-`"2.0"` line). Inside a batch every invalid request-like entry
+//!   (or non-object) is answered, with `"id": null` when no id is readable, as JSON-RPC 2.0
+//!   asks. A malformed *response* is never answered (that could loop), but if its id matches
+//!   a pending request, that request fails at once with [`PeerError::InvalidResponse`]
+//!   instead of waiting for its timeout.
 //! - Whitespace-only lines are skipped (logged at `trace`), not reported.
 //! - Inbound backpressure: while the [`Incoming`] queue is full the reader stops reading, so
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
@@ -1173,7 +1176,10 @@ fn classify(
     value: Value,
     batch: Option<&Arc<BatchCollector>>,
 ) -> Option<Parsed> {
-    let has_method = value.get("method").is_some();
+    // A request gone wrong is answered; a response gone wrong never is (that could loop).
+    // Inside a batch, JSON-RPC 2.0 answers every invalid entry, with `"id": null` if needed.
+    let request_like = value.get("method").is_some() || !value.is_object();
+    let in_batch = batch.is_some();
     match Message::from_value(value) {
         Ok(Message::Request(request)) => {
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
@@ -1189,21 +1195,19 @@ fn classify(
             None
         }
         Err(InvalidMessage { id, reason }) => {
-            if has_method {
-                if let Some(id) = id.clone() {
-                    shared.diagnose(Diagnostic::InvalidMessage {
-                        id: Some(id.clone()),
-                        reason: reason.clone(),
-                        answered: true,
-                    });
-                    let reply = Message::Response(Response {
-                        id: Some(id),
-                        outcome: Err(ErrorObject::invalid_request(format!(
-                            "Invalid Request: {reason}"
-                        ))),
-                    });
-                    return Some(Parsed::Reply(reply.to_value()));
-                }
+            if request_like && (id.is_some() || in_batch) {
+                shared.diagnose(Diagnostic::InvalidMessage {
+                    id: id.clone(),
+                    reason: reason.clone(),
+                    answered: true,
+                });
+                let reply = Message::Response(Response {
+                    id,
+                    outcome: Err(ErrorObject::invalid_request(format!(
+                        "Invalid Request: {reason}"
+                    ))),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
             }
             if let Some(id) = &id {
                 if let Some(tx) = lock(&shared.pending).remove(id) {
