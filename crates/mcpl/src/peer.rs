@@ -880,14 +880,14 @@ impl IncomingRequest {
     }
 
     /// Disarms the guard and returns the id, for answering later with [`Peer::respond`].
-    /// Not for requests that arrived in a batch (their answer would leave the batch
-    /// unanswered); those are answered `-32603` here and `None` is returned.
-    pub fn into_id(mut self) -> Option<RequestId> {
+    /// A request that arrived in a batch is handed back instead: its answer must go through
+    /// [`IncomingRequest::finish`] so that the batch's single response array is completed.
+    pub fn into_id(mut self) -> Result<RequestId, IncomingRequest> {
         if self.batch.is_some() {
-            return None;
+            return Err(self);
         }
         self.armed = false;
-        Some(self.request.id.clone())
+        Ok(self.request.id.clone())
     }
 }
 

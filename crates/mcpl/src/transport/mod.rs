@@ -19,6 +19,7 @@ pub mod child;
 pub mod memory;
 pub mod stdio;
 pub mod tcp;
+pub mod ws;
 
 /// A boxed, sendable future, as returned by the transport traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
