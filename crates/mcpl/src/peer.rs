@@ -442,10 +442,14 @@ impl Shared {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
-        self.out
-            .send(text)
-            .await
-            .map_err(|_| PeerError::Closed(self.close_reason().unwrap_or(CloseReason::Dropped)))
+        let mut closed = self.closed.subscribe();
+        let closed_error =
+            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
+        // A full queue in front of a stuck writer must not hold the sender past a close.
+        tokio::select! {
+            r = self.out.send(text) => r.map_err(|_| closed_error(self)),
+            _ = until_closed(&mut closed) => Err(closed_error(self)),
+        }
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
@@ -751,6 +755,11 @@ impl Peer {
     }
 }
 
+/// Resolves once the connection is closed (without holding the watch's read guard).
+async fn until_closed(rx: &mut watch::Receiver<Option<CloseReason>>) {
+    let _ = rx.wait_for(|c| c.is_some()).await;
+}
+
 async fn wait_closed(shared: &Shared) -> CloseReason {
     let mut rx = shared.closed.subscribe();
     let r = rx.wait_for(|c| c.is_some()).await;
@@ -973,7 +982,7 @@ async fn reader_task(
     let mut closed = shared.closed.subscribe();
     loop {
         let frame = tokio::select! {
-            _ = closed.wait_for(|c| c.is_some()) => break,
+            _ = until_closed(&mut closed) => break,
             f = next_frame(&shared, reader.as_mut()) => f,
         };
         match frame {
@@ -1151,7 +1160,7 @@ async fn handle_frame(
                             undeliverable(shared, msg);
                         }
                     }
-                    _ = closed.wait_for(|c| c.is_some()) => return false,
+                    _ = until_closed(closed) => return false,
                 }
             }
         }
@@ -1270,11 +1279,27 @@ async fn writer_task(
                 Some(t) => t,
                 None => break,
             },
-            _ = closed.wait_for(|c| c.is_some()) => break,
+            _ = until_closed(&mut closed) => break,
         };
-        if let Err(reason) = write_one(&shared, writer.as_mut(), &text, write_timeout).await {
+        let result = {
+            let write = write_one(&shared, writer.as_mut(), &text, write_timeout);
+            tokio::pin!(write);
+            tokio::select! {
+                r = &mut write => r,
+                // Closed mid-write: the frame in flight gets the drain allowance, no more.
+                _ = until_closed(&mut closed) => {
+                    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                    match tokio::time::timeout(drain, &mut write).await {
+                        Ok(r) => r,
+                        Err(_) => Err(CloseReason::WriteTimeout(drain)),
+                    }
+                }
+            }
+        };
+        if let Err(reason) = result {
             shared.close(reason);
             out.close();
+            drop(writer);
             drop(guard);
             return;
         }
@@ -1291,6 +1316,8 @@ async fn writer_task(
         }
     }
     let _ = tokio::time::timeout(drain, writer.close()).await;
+    // The writer (e.g. a child's stdin) goes first, then whatever the transport kept alive.
+    drop(writer);
     drop(guard);
 }
 

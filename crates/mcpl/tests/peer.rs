@@ -861,3 +861,16 @@ async fn typed_params_extraction_on_the_receiving_side() {
         .unwrap_err();
     assert_eq!(err.remote().map(|e| e.code), Some(codes::INVALID_PARAMS));
 }
+
+#[cfg(unix)]
+#[tokio::test(start_paused = true)]
+async fn closing_the_peer_kills_a_child_that_ignores_eof_after_the_grace() {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg("exec sleep 1000");
+    let (t, control) = transport::child::spawn(&mut cmd).unwrap();
+    let (peer, _incoming) = Peer::new(t, PeerConfig::default());
+    peer.close();
+    // Paused time: the grace elapses as soon as everything is idle; the child is then killed.
+    let status = control.wait().await.unwrap();
+    assert!(!status.success());
+}
