@@ -134,8 +134,13 @@ pub struct PeerConfig {
     pub idle_timeout: Option<Duration>,
     /// Capacity of the diagnostics stream (256); overflow is counted, not buffered.
     pub diagnostics_capacity: usize,
-    /// How many recently timed-out request ids are remembered to recognise late responses.
+    /// How many recently timed-out or cancelled request ids are remembered to recognise late
+    /// responses (1024).
     pub remembered_timeouts: usize,
+    /// The notification sent when a request times out or its future is dropped, with params
+    /// `{ requestId, reason }`: MCP's `notifications/cancelled` by default (MCP asks senders
+    /// to cancel what they stop waiting for). `None` sends nothing.
+    pub cancel_method: Option<&'static str>,
     /// Receives every frame in and out.
     pub tap: Option<Tap>,
 }
@@ -152,6 +157,7 @@ impl Default for PeerConfig {
             idle_timeout: None,
             diagnostics_capacity: 256,
             remembered_timeouts: 1024,
+            cancel_method: Some("notifications/cancelled"),
             tap: None,
         }
     }
@@ -281,7 +287,7 @@ pub enum Diagnostic {
     },
     /// An empty JSON array (invalid batch); answered `-32600`.
     EmptyBatch,
-    /// A response for a request that had already timed out; dropped.
+    /// A response for a request that had already timed out or been cancelled; dropped.
     LateResponse {
         /// Its id.
         id: RequestId,
@@ -468,7 +474,24 @@ impl Shared {
         }
     }
 
-    fn remember_timeout(&self, id: RequestId) {
+    /// A request this side no longer awaits (timed out or cancelled): remember its id so a
+    /// late response is recognised, and send the cancellation notification if configured.
+    fn abandon(self: &Arc<Self>, id: RequestId, reason: &str) {
+        self.remember_abandoned(id.clone());
+        if self.close_reason().is_some() {
+            return;
+        }
+        if let Some(method) = self.config.cancel_method {
+            let text = Message::Notification(Notification {
+                method: method.to_owned(),
+                params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
+            })
+            .to_json();
+            self.send_frame_detached(text);
+        }
+    }
+
+    fn remember_abandoned(&self, id: RequestId) {
         let mut q = lock(&self.timed_out);
         if self.config.remembered_timeouts == 0 {
             return;
@@ -506,16 +529,19 @@ impl fmt::Debug for Peer {
     }
 }
 
-/// Removes a pending entry if the request future is dropped before its response arrives.
+/// Removes a pending entry if the request future is dropped before its response arrives,
+/// and tells the other side the request was cancelled.
 struct PendingGuard<'a> {
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     id: Option<RequestId>,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            lock(&self.shared.pending).remove(&id);
+            if lock(&self.shared.pending).remove(&id).is_some() {
+                self.shared.abandon(id, "the caller stopped waiting");
+            }
         }
     }
 }
@@ -674,7 +700,7 @@ impl Peer {
                 Err(_) => {
                     guard.id = None;
                     lock(&shared.pending).remove(&id);
-                    shared.remember_timeout(id.clone());
+                    shared.abandon(id.clone(), &format!("timed out after {after:?}"));
                     return Err(PeerError::Timeout {
                         method: method.to_owned(),
                         id,
@@ -813,7 +839,7 @@ impl BatchCollector {
 }
 
 /// An incoming request with its responder guard: answer exactly once; if dropped unanswered
-/// it answers `-32601` (SPEC §6.6).
+/// it answers `-32601` (SPEC §6.6), or `-32603` if dropped by a panicking handler.
 pub struct IncomingRequest {
     request: Request,
     shared: Arc<Shared>,
@@ -906,11 +932,17 @@ impl Drop for IncomingRequest {
             return;
         }
         self.armed = false;
-        let error = ErrorObject::method_not_found(&self.request.method);
+        // Dropped while unwinding: the handler failed, it did not decline the method.
+        let error = if std::thread::panicking() {
+            ErrorObject::internal("the handler failed")
+        } else {
+            ErrorObject::method_not_found(&self.request.method)
+        };
         tracing::debug!(
-            "request {} ({}) dropped unanswered; answering -32601",
+            "request {} ({}) dropped unanswered; answering {}",
             self.request.id,
-            self.request.method
+            self.request.method,
+            error.code
         );
         let response = Message::Response(Response {
             id: Some(self.request.id.clone()),
