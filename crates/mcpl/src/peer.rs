@@ -55,6 +55,15 @@
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
 //! - The idle timeout counts traffic in both directions.
+//! - A request this side stops waiting for (timeout, or its future dropped) is cancelled
+//!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
+//!   and its id is remembered, so a response arriving afterwards is a
+//!   [`Diagnostic::LateResponse`] rather than an unknown one.
+//! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
+//!   not keep it open (handlers that need to send keep a `Peer` clone).
+//! - On close, frames already queued (e.g. final responses) are still written, each within
+//!   the write timeout (or 5 s without one), then the transport is shut down; for a child
+//!   process that closes its stdin (see [`crate::transport::child`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
