@@ -68,14 +68,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::jsonrpc::{
@@ -400,6 +400,10 @@ struct Shared {
     pending: Mutex<HashMap<RequestId, PendingSender>>,
     timed_out: Mutex<VecDeque<RequestId>>,
     next_id: AtomicU64,
+    /// Frames sent from `Drop` that found the queue full and wait in their own task.
+    detached: AtomicUsize,
+    /// Signalled each time one of those frames has been queued.
+    detached_done: Notify,
     closed: watch::Sender<Option<CloseReason>>,
     diagnostics: broadcast::Sender<Diagnostic>,
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
@@ -468,14 +472,20 @@ impl Shared {
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
+    /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
+    /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
+    /// (declined methods, §6.6) cannot pile up answers without bound.
     fn send_frame_detached(self: &Arc<Self>, text: String) {
         match self.out.try_send(text) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(text)) => {
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                    let out = self.out.clone();
+                    let shared = self.clone();
+                    self.detached.fetch_add(1, Ordering::AcqRel);
                     handle.spawn(async move {
-                        let _ = out.send(text).await;
+                        let _ = shared.out.send(text).await;
+                        shared.detached.fetch_sub(1, Ordering::AcqRel);
+                        shared.detached_done.notify_waiters();
                     });
                 }
             }
@@ -497,6 +507,20 @@ impl Shared {
             })
             .to_json();
             self.send_frame_detached(text);
+        }
+    }
+
+    /// Waits until fewer than `outgoing_capacity` detached frames are waiting for the queue.
+    async fn detached_backlog_clear(&self) {
+        let limit = self.config.outgoing_capacity.max(1);
+        loop {
+            let notified = self.detached_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.detached.load(Ordering::Acquire) < limit {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -585,6 +609,8 @@ impl Peer {
             pending: Mutex::new(HashMap::new()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
+            detached: AtomicUsize::new(0),
+            detached_done: Notify::new(),
             closed: closed_tx,
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
@@ -1024,7 +1050,11 @@ async fn reader_task(
     loop {
         let frame = tokio::select! {
             _ = until_closed(&mut closed) => break,
-            f = next_frame(&shared, reader.as_mut()) => f,
+            f = async {
+                // Answers sent from `Drop` are bounded like any other send: stop reading.
+                shared.detached_backlog_clear().await;
+                next_frame(&shared, reader.as_mut()).await
+            } => f,
         };
         match frame {
             Ok(Some(frame)) => {

@@ -79,6 +79,46 @@ async fn a_peer_that_stops_reading_bounds_the_writer_queue_and_loses_nothing() {
     assert_eq!(done.load(Ordering::SeqCst), SENDS);
 }
 
+/// A flooder sends requests this side declines (the dropped guard answers `-32601`, §6.6)
+/// and never reads the answers: the answers must not pile up without bound, so the flood
+/// itself must stall at the transport, and once the flooder reads, every request has
+/// exactly one answer.
+#[tokio::test(start_paused = true)]
+async fn s6_6_declined_request_flood_without_reading_stalls_and_answers_each_once() {
+    const FLOOD: usize = 2000;
+    let config = PeerConfig {
+        outgoing_capacity: 4,
+        ..PeerConfig::default()
+    };
+    let (_peer, mut incoming, read, mut write) = raw_peer(config, 256);
+    // The application drops every request (unknown method): the guard answers -32601.
+    tokio::spawn(async move { while incoming.recv().await.is_some() {} });
+    let mut flood = tokio::spawn(async move {
+        for i in 0..FLOOD {
+            let line = json!({"jsonrpc":"2.0","id":i,"method":"unknown/method"}).to_string();
+            write.write_all(line.as_bytes()).await.unwrap();
+            write.write_all(b"\n").await.unwrap();
+        }
+        write
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), &mut flood)
+            .await
+            .is_err(),
+        "{FLOOD} declined requests were buffered without bound while nobody read the answers"
+    );
+    let mut lines = BufReader::new(read).lines();
+    let mut seen = vec![0u32; FLOOD];
+    for _ in 0..FLOOD {
+        let line = lines.next_line().await.unwrap().unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["error"]["code"], json!(-32601));
+        seen[v["id"].as_u64().unwrap() as usize] += 1;
+    }
+    assert!(seen.iter().all(|n| *n == 1));
+    flood.await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_peer_that_stops_writing_mid_line_is_closed_by_the_idle_timeout() {
     let config = PeerConfig {
