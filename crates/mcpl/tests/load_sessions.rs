@@ -60,9 +60,18 @@ fn serve_echo(incoming: Incoming, tally: Arc<Tally>) -> tokio::task::JoinHandle<
 }
 
 /// One side's traffic: `requests` requests (8 in flight at a time) and as many notifications.
-async fn drive(peer: Peer, session: usize, side: u8, requests: usize, tally: Arc<Tally>) {
+/// `dial` is held until the first response arrived (the connection was accepted).
+async fn drive(
+    peer: Peer,
+    session: usize,
+    side: u8,
+    requests: usize,
+    tally: Arc<Tally>,
+    mut dial: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let mut in_flight = tokio::task::JoinSet::new();
     for i in 0..requests {
+        let dial = dial.take();
         if in_flight.len() >= 8 {
             in_flight.join_next().await.unwrap().unwrap();
         }
@@ -75,6 +84,7 @@ async fn drive(peer: Peer, session: usize, side: u8, requests: usize, tally: Arc
                 .await
                 .unwrap_or_else(|e| panic!("session {session} side {side} request {i}: {e}"));
             assert_eq!(r, json!({ "echo": p }), "a response for another request");
+            drop(dial);
             tally.answered.fetch_add(1, Ordering::SeqCst);
             peer.notify_raw("note", Some(json!({ "s": session, "side": side, "i": i })))
                 .await
@@ -115,7 +125,7 @@ async fn run(sessions: usize, requests: usize) {
                 sessions_done.spawn(async move {
                     // The server keys its traffic by accept order; `side` keeps the keys of the
                     // two directions apart.
-                    drive(peer.clone(), s, 1, requests, tally).await;
+                    drive(peer.clone(), s, 1, requests, tally, None).await;
                     (peer, served)
                 });
             }
@@ -127,14 +137,19 @@ async fn run(sessions: usize, requests: usize) {
         })
     };
 
+    // At most DIALS connections wait to be accepted at once: beyond the listen backlog the
+    // kernel resets them (seen at 1,000 simultaneous dials; RELIABILITY.md).
+    const DIALS: usize = 128;
+    let dials = Arc::new(tokio::sync::Semaphore::new(DIALS));
     let mut clients = tokio::task::JoinSet::new();
     for s in 0..sessions {
         let (tally, config) = (tally.clone(), config.clone());
+        let dial = dials.clone().acquire_owned().await.unwrap();
         clients.spawn(async move {
             let transport = tcp::connect(addr).await.unwrap();
             let (peer, incoming) = Peer::new(transport, config);
             let served = serve_echo(incoming, tally.clone());
-            drive(peer.clone(), s, 0, requests, tally).await;
+            drive(peer.clone(), s, 0, requests, tally, Some(dial)).await;
             (peer, served)
         });
     }
