@@ -122,6 +122,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
     }
 
+    /// The underlying buffered reader (with any bytes not yet framed).
+    pub fn into_inner(self) -> BufReader<R> {
+        self.inner
+    }
+
     fn finish_line(&mut self) -> Frame {
         let mut bytes = std::mem::take(&mut self.line);
         if bytes.last() == Some(&b'\r') {
