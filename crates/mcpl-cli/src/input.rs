@@ -101,8 +101,8 @@ pub fn type_name(v: &Value) -> &'static str {
 pub enum ShapeError {
     /// The document is not a JSON object.
     NotObject(&'static str),
-    /// The document is an `initialize` result/params (it has `capabilities`) but carries no
-    /// `capabilities.experimental.mcpl`.
+    /// The document is an `initialize` result/params or a `capabilities` object but carries
+    /// no `experimental.mcpl`.
     NoMcpl,
     /// The document is a JSON-RPC message whose `result`/`params` is missing or not an object.
     NotInitialize,
@@ -127,7 +127,7 @@ impl ShapeError {
             ),
             ShapeError::NoMcpl => {
                 "the initialize result/params has no capabilities.experimental.mcpl \
-                 (the server does not speak MCPL)"
+                 (the server does not advertise MCPL)"
                     .to_owned()
             }
             ShapeError::NotInitialize => {
@@ -154,26 +154,19 @@ pub fn unwrap_envelope(doc: &Value) -> Result<&Value, ShapeError> {
 
 /// The manifest (§17.1: the `experimental.mcpl` object) held by a document.
 ///
-/// Accepted shapes, checked in this order:
-/// 1. a JSON-RPC message carrying an `initialize` result or params (unwrapped first);
-/// 2. an `initialize` result or params, recognised by an object `capabilities` member:
-///    the manifest is `capabilities.experimental.mcpl` (missing → [`ShapeError::NoMcpl`]);
-/// 3. anything else that is an object is the manifest itself.
-///
-/// Reading: a manifest never has a member named `capabilities` (§17.1: "there is no nested
-/// `capabilities` wrapper"), so shape 2 cannot swallow a real manifest.
+/// A JSON-RPC message is unwrapped to its `result`/`params` first; the rest is
+/// [`mcpl::manifest::review::extract_manifest`] (an `initialize` result or params, an MCP
+/// `capabilities` object with `experimental`, or the manifest itself), so every subcommand
+/// finds the same manifest in the same document. A wrapper without `experimental.mcpl` is
+/// [`ShapeError::NoMcpl`]; a document that is not an object is [`ShapeError::NotObject`].
 pub fn manifest_of(doc: &Value) -> Result<&Value, ShapeError> {
     let doc = unwrap_envelope(doc)?;
-    let Some(obj) = doc.as_object() else {
+    if !doc.is_object() {
         return Err(ShapeError::NotObject(type_name(doc)));
-    };
-    match obj.get("capabilities") {
-        Some(Value::Object(caps)) => caps
-            .get("experimental")
-            .and_then(|e| e.get("mcpl"))
-            .ok_or(ShapeError::NoMcpl),
-        _ => Ok(doc),
     }
+    mcpl::manifest::review::extract_manifest(doc)
+        .map(|(manifest, _caps)| manifest)
+        .ok_or(ShapeError::NoMcpl)
 }
 
 #[cfg(test)]
@@ -190,6 +183,8 @@ mod tests {
         let envelope = json!({"jsonrpc":"2.0","id":1,"result":result});
         assert_eq!(manifest_of(&envelope), Ok(&m));
         assert_eq!(manifest_of(&m), Ok(&m));
+        let caps = json!({"tools":{},"experimental":{"mcpl":m}});
+        assert_eq!(manifest_of(&caps), Ok(&m));
     }
 
     #[test]

@@ -7,12 +7,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod diff;
 mod digest;
 mod grant;
 mod input;
 mod serve;
 mod term;
 mod uri;
+mod validate;
 mod vectors;
 
 /// The `mcpl` command line.
@@ -34,6 +36,10 @@ struct Cli {
 enum Command {
     /// Print a manifest's §17.2 revision (`sha256:…`) or its canonical JSON.
     Digest(digest::DigestArgs),
+    /// Report every validation finding of a manifest with severity and spec section.
+    Validate(validate::ValidateArgs),
+    /// Show the changed domains and the host's §17.6 change receipt between two manifests.
+    Diff(diff::DiffArgs),
     /// Show what a host would grant an advertisement under a policy (§5.4, §6.4).
     Grant(grant::GrantArgs),
     /// Resolve mcpl:// (and ws/wss) endpoint URIs into their three values (RFC-004).
@@ -60,6 +66,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Digest(args) => digest::main(args),
+        Command::Validate(args) => validate::main(args),
+        Command::Diff(args) => diff::main(args),
         Command::Grant(args) => grant::main(args),
         Command::Uri(args) => uri::main(args),
         Command::Vectors(args) => vectors::main(args),
