@@ -1,1 +1,1313 @@
-//! The bidirectional JSON-RPC connection: a cloneable handle for outgoing requests and notifications, a stream of incoming messages, pending-request matching and timeouts.
+//! The bidirectional JSON-RPC connection both MCPL sessions run on.
+//!
+//! [`Peer::new`] takes a [`Transport`] and returns a cloneable [`Peer`] handle (send requests
+//! and notifications, any number outstanding, each matched to its response by id) and an
+//! [`Incoming`] receiver (the other side's requests and notifications). Both sides send
+//! requests at once: a server's `push/event` may go out while the host's `tools/call` is open.
+//! Each direction has its own id space; ids this side sends are integers counting from 1.
+//!
+//! Every incoming request carries a responder guard ([`IncomingRequest`]): answer it with
+//! [`IncomingRequest::respond`] or [`IncomingRequest::respond_error`]; if it is dropped
+//! unanswered it answers `-32601` itself (SPEC §6.6: a request with an id always gets an
+//! answer). While the [`Incoming`] receiver is dropped, requests are answered `-32601` too.
+//!
+//! Defects of the other side (junk lines, oversized lines, invalid messages, late or unknown
+//! responses) never end the connection: they are logged with `tracing` and reported on the
+//! bounded [`Diagnostics`] stream ([`Peer::diagnostics`]).
+//!
+//! ```
+//! use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(PeerConfig::default());
+//! // The server answers `ping` and leaves every other method to the -32601 guard.
+//! tokio::spawn(async move {
+//!     while let Some(msg) = server_in.recv().await {
+//!         if let IncomingMessage::Request(req) = msg {
+//!             if req.method() == "ping" {
+//!                 let _ = req.respond(json!({})).await;
+//!             }
+//!         }
+//!     }
+//! });
+//! assert_eq!(host.request_raw("ping", None).await.unwrap(), json!({}));
+//! let err = host.request_raw("nope", None).await.unwrap_err();
+//! assert_eq!(err.remote().map(|e| e.code), Some(-32601));
+//! # drop(server);
+//! # }
+//! ```
+//!
+//! Readings where the issue or JSON-RPC left a choice:
+//! - A line that does not start with `{` or `[` (e.g. a server logging to stdout) gets a
+//!   diagnostic and **no** reply; a line that starts like JSON but does not parse gets a
+//!   diagnostic and a `-32700` reply with `"id": null`, as JSON-RPC 2.0 asks.
+//! - JSON that is not a valid message is answered `-32600` only when it has both a readable
+//!   id and a `method` member (a request gone wrong); without an id it is skipped with a
+//!   diagnostic (like a non-`"2.0"` line). Inside a batch every invalid request-like entry
+//!   (or non-object) is answered, with `"id": null` when no id is readable, as JSON-RPC 2.0
+//!   asks. A malformed *response* is never answered (that could loop), but if its id matches
+//!   a pending request, that request fails at once with [`PeerError::InvalidResponse`]
+//!   instead of waiting for its timeout.
+//! - Whitespace-only lines are skipped (logged at `trace`), not reported.
+//! - Inbound backpressure: while the [`Incoming`] queue is full the reader stops reading, so
+//!   responses to this side's own requests wait too. Drain `Incoming` (or use
+//!   [`Incoming::serve`]) concurrently with awaiting requests.
+//! - The idle timeout counts traffic in both directions.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore};
+use tokio::time::Instant;
+
+use crate::jsonrpc::{
+    ErrorObject, InvalidMessage, Message, Notification, Request, RequestId, Response,
+};
+use crate::protocol::Method;
+use crate::transport::{Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
+
+/// Whether a tapped frame was received or sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameDirection {
+    /// Received from the other side.
+    Inbound,
+    /// Sent to the other side.
+    Outbound,
+}
+
+/// One frame seen by the message tap.
+#[derive(Debug, Clone, Copy)]
+pub struct TapEvent<'a> {
+    /// Received or sent.
+    pub direction: FrameDirection,
+    /// When it was read or just before it was written.
+    pub at: SystemTime,
+    /// The frame text as on the wire (without the line terminator).
+    pub text: &'a str,
+}
+
+/// A callback receiving every text frame in and out, e.g. to log a transcript. It runs on the
+/// connection's reader or writer task, so it must be quick.
+#[derive(Clone)]
+pub struct Tap(Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
+
+impl Tap {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(TapEvent<'_>) + Send + Sync + 'static) -> Tap {
+        Tap(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for Tap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tap(..)")
+    }
+}
+
+/// Limits and timeouts of a connection. `PeerConfig::default()` is a sensible start.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Default timeout of each outgoing request (30 s); `None` waits forever.
+    pub request_timeout: Option<Duration>,
+    /// Largest message accepted, in bytes (16 MiB).
+    pub max_message_size: usize,
+    /// Capacity of the incoming queue (64); when full, the transport is not read.
+    pub incoming_capacity: usize,
+    /// Capacity of the outgoing frame queue (64); when full, senders wait.
+    pub outgoing_capacity: usize,
+    /// Most outgoing requests awaiting a response at once (1024); more fail at once.
+    pub max_pending_requests: usize,
+    /// A write taking longer than this closes the connection (the other side stopped
+    /// reading). `None` (default) waits forever.
+    pub write_timeout: Option<Duration>,
+    /// No traffic in either direction for this long closes the connection. `None` (default)
+    /// never does.
+    pub idle_timeout: Option<Duration>,
+    /// Capacity of the diagnostics stream (256); overflow is counted, not buffered.
+    pub diagnostics_capacity: usize,
+    /// How many recently timed-out request ids are remembered to recognise late responses.
+    pub remembered_timeouts: usize,
+    /// Receives every frame in and out.
+    pub tap: Option<Tap>,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        PeerConfig {
+            request_timeout: Some(Duration::from_secs(30)),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            incoming_capacity: 64,
+            outgoing_capacity: 64,
+            max_pending_requests: 1024,
+            write_timeout: None,
+            idle_timeout: None,
+            diagnostics_capacity: 256,
+            remembered_timeouts: 1024,
+            tap: None,
+        }
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The other side ended the stream (EOF, WebSocket close, child exit).
+    Eof,
+    /// [`Peer::close`] was called.
+    Local,
+    /// Every [`Peer`] handle was dropped.
+    Dropped,
+    /// Reading or writing failed.
+    Io(String),
+    /// A write did not complete within [`PeerConfig::write_timeout`].
+    WriteTimeout(Duration),
+    /// No traffic within [`PeerConfig::idle_timeout`].
+    IdleTimeout(Duration),
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Eof => f.write_str("the other side ended the connection"),
+            CloseReason::Local => f.write_str("closed locally"),
+            CloseReason::Dropped => f.write_str("every peer handle was dropped"),
+            CloseReason::Io(e) => write!(f, "I/O error: {e}"),
+            CloseReason::WriteTimeout(d) => write!(f, "a write did not complete within {d:?}"),
+            CloseReason::IdleTimeout(d) => write!(f, "no traffic for {d:?}"),
+        }
+    }
+}
+
+/// Why an outgoing request or notification failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PeerError {
+    /// The connection is closed (or closed while waiting).
+    #[error("connection closed: {0}")]
+    Closed(CloseReason),
+    /// No response arrived in time; a late response is reported as a diagnostic.
+    #[error("request {method} (id {id}) timed out after {after:?}")]
+    Timeout {
+        /// The method of the request.
+        method: String,
+        /// The id it was sent with.
+        id: RequestId,
+        /// The timeout in force.
+        after: Duration,
+    },
+    /// The other side answered with an error object (kept verbatim, `data` included).
+    #[error(transparent)]
+    Remote(ErrorObject),
+    /// [`PeerConfig::max_pending_requests`] requests are already awaiting responses.
+    #[error("too many pending requests (limit {limit})")]
+    TooManyPending {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The params could not be serialised.
+    #[error("cannot encode params of {method}: {reason}")]
+    Encode {
+        /// The method.
+        method: String,
+        /// The serde error.
+        reason: String,
+    },
+    /// The result did not match the method's result type.
+    #[error("cannot decode the result of {method}: {reason}")]
+    Decode {
+        /// The method.
+        method: String,
+        /// The serde error.
+        reason: String,
+    },
+    /// The other side answered with a response that is not valid JSON-RPC.
+    #[error("invalid response: {0}")]
+    InvalidResponse(String),
+}
+
+impl PeerError {
+    /// The remote error object, if the other side answered with one.
+    pub fn remote(&self) -> Option<&ErrorObject> {
+        match self {
+            PeerError::Remote(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A defect of the other side or of the connection, never fatal, reported on the
+/// diagnostics stream and through `tracing`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Diagnostic {
+    /// A line that is not JSON at all (e.g. log output); skipped without a reply.
+    JunkLine {
+        /// The start of the line.
+        excerpt: String,
+    },
+    /// A frame that looked like JSON but did not parse; answered `-32700`.
+    ParseError {
+        /// The parser's message.
+        error: String,
+    },
+    /// A frame larger than the limit, discarded.
+    Oversized {
+        /// Bytes discarded.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A frame that is not text (bad UTF-8, binary WebSocket frame), discarded.
+    NotText {
+        /// Why.
+        reason: String,
+    },
+    /// JSON that is not a valid JSON-RPC 2.0 message; answered `-32600` if it was a request
+    /// with an id.
+    InvalidMessage {
+        /// Its id, if one could be read.
+        id: Option<RequestId>,
+        /// What was wrong.
+        reason: String,
+        /// Whether a `-32600` reply was sent.
+        answered: bool,
+    },
+    /// An empty JSON array (invalid batch); answered `-32600`.
+    EmptyBatch,
+    /// A response for a request that had already timed out; dropped.
+    LateResponse {
+        /// Its id.
+        id: RequestId,
+    },
+    /// A response whose id matches no request this side sent; dropped.
+    UnknownResponse {
+        /// Its id (`None` for `"id": null`).
+        id: Option<RequestId>,
+        /// The error it carried, if it was an error response.
+        error: Option<ErrorObject>,
+    },
+    /// A notification arrived while nobody was receiving incoming messages.
+    UnhandledNotification {
+        /// Its method.
+        method: String,
+    },
+    /// This many diagnostics were lost because the stream's reader fell behind.
+    Dropped {
+        /// How many.
+        count: u64,
+    },
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Diagnostic::JunkLine { excerpt } => write!(f, "skipped a non-JSON line: {excerpt:?}"),
+            Diagnostic::ParseError { error } => write!(f, "unparseable JSON: {error}"),
+            Diagnostic::Oversized { bytes, limit } => {
+                write!(f, "discarded a {bytes}-byte message (limit {limit})")
+            }
+            Diagnostic::NotText { reason } => write!(f, "discarded a frame: {reason}"),
+            Diagnostic::InvalidMessage {
+                id,
+                reason,
+                answered,
+            } => {
+                write!(f, "invalid message")?;
+                if let Some(id) = id {
+                    write!(f, " (id {id})")?;
+                }
+                write!(f, ": {reason}")?;
+                if *answered {
+                    write!(f, "; answered -32600")?;
+                }
+                Ok(())
+            }
+            Diagnostic::EmptyBatch => f.write_str("empty batch; answered -32600"),
+            Diagnostic::LateResponse { id } => {
+                write!(f, "dropped a late response to timed-out request {id}")
+            }
+            Diagnostic::UnknownResponse { id: Some(id), .. } => {
+                write!(f, "dropped a response to unknown request {id}")
+            }
+            Diagnostic::UnknownResponse { id: None, error } => match error {
+                Some(e) => write!(f, "the other side reported an error without id: {e}"),
+                None => f.write_str("dropped a response with a null id"),
+            },
+            Diagnostic::UnhandledNotification { method } => {
+                write!(f, "notification {method} arrived with nobody receiving")
+            }
+            Diagnostic::Dropped { count } => write!(f, "{count} diagnostics were dropped"),
+        }
+    }
+}
+
+/// The bounded stream of [`Diagnostic`]s of one connection. Falling behind loses the oldest
+/// entries and yields one [`Diagnostic::Dropped`] with their count.
+#[derive(Debug)]
+pub struct Diagnostics {
+    rx: broadcast::Receiver<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// The next diagnostic; `None` once the connection has ended and all were read.
+    pub async fn recv(&mut self) -> Option<Diagnostic> {
+        match self.rx.recv().await {
+            Ok(d) => Some(d),
+            Err(broadcast::error::RecvError::Lagged(count)) => Some(Diagnostic::Dropped { count }),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// A diagnostic if one is ready, without waiting.
+    pub fn try_recv(&mut self) -> Option<Diagnostic> {
+        match self.rx.try_recv() {
+            Ok(d) => Some(d),
+            Err(broadcast::error::TryRecvError::Lagged(count)) => {
+                Some(Diagnostic::Dropped { count })
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+type PendingSender = oneshot::Sender<Result<Value, PeerError>>;
+
+struct Shared {
+    config: PeerConfig,
+    out: mpsc::Sender<String>,
+    pending: Mutex<HashMap<RequestId, PendingSender>>,
+    timed_out: Mutex<VecDeque<RequestId>>,
+    next_id: AtomicU64,
+    closed: watch::Sender<Option<CloseReason>>,
+    diagnostics: broadcast::Sender<Diagnostic>,
+    first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
+    last_activity: Mutex<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn close(&self, reason: CloseReason) {
+        let first = self.closed.send_if_modified(|state| {
+            if state.is_none() {
+                *state = Some(reason.clone());
+                true
+            } else {
+                false
+            }
+        });
+        if first {
+            tracing::debug!("connection closed: {reason}");
+        }
+        let reason = self.close_reason().unwrap_or(reason);
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(PeerError::Closed(reason.clone())));
+        }
+    }
+
+    fn close_reason(&self) -> Option<CloseReason> {
+        self.closed.borrow().clone()
+    }
+
+    fn diagnose(&self, d: Diagnostic) {
+        tracing::warn!(target: "mcpl::peer", "{d}");
+        let _ = self.diagnostics.send(d);
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_activity) = Instant::now();
+    }
+
+    fn tap(&self, direction: FrameDirection, text: &str) {
+        if let Some(tap) = &self.config.tap {
+            (tap.0)(TapEvent {
+                direction,
+                at: SystemTime::now(),
+                text,
+            });
+        }
+    }
+
+    async fn send_frame(&self, text: String) -> Result<(), PeerError> {
+        if let Some(reason) = self.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        self.out
+            .send(text)
+            .await
+            .map_err(|_| PeerError::Closed(self.close_reason().unwrap_or(CloseReason::Dropped)))
+    }
+
+    /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
+    fn send_frame_detached(self: &Arc<Self>, text: String) {
+        match self.out.try_send(text) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(text)) => {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    let out = self.out.clone();
+                    handle.spawn(async move {
+                        let _ = out.send(text).await;
+                    });
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    fn remember_timeout(&self, id: RequestId) {
+        let mut q = lock(&self.timed_out);
+        if self.config.remembered_timeouts == 0 {
+            return;
+        }
+        if q.len() >= self.config.remembered_timeouts {
+            q.pop_front();
+        }
+        q.push_back(id);
+    }
+}
+
+/// Closes the connection when the last user-facing handle goes away.
+struct HandleOwner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for HandleOwner {
+    fn drop(&mut self) {
+        self.shared.close(CloseReason::Dropped);
+    }
+}
+
+/// A cloneable handle to one connection: sends requests and notifications, answers by id,
+/// closes. Dropping the last handle closes the connection.
+#[derive(Clone)]
+pub struct Peer {
+    owner: Arc<HandleOwner>,
+}
+
+impl fmt::Debug for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Peer")
+            .field("closed", &self.owner.shared.close_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes a pending entry if the request future is dropped before its response arrives.
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    id: Option<RequestId>,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            lock(&self.shared.pending).remove(&id);
+        }
+    }
+}
+
+fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Option<Value>, PeerError> {
+    let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
+        method: method.to_owned(),
+        reason: e.to_string(),
+    })?;
+    // `()` and `None` params are sent without a `params` member.
+    Ok(if v.is_null() { None } else { Some(v) })
+}
+
+impl Peer {
+    /// Starts a connection over `transport`: spawns its reader and writer tasks (so it must be
+    /// called inside a tokio runtime) and returns the handle and the incoming receiver.
+    pub fn new(transport: Transport, config: PeerConfig) -> (Peer, Incoming) {
+        let Transport {
+            mut reader,
+            writer,
+            guard,
+            description,
+        } = transport;
+        reader.set_max_message_size(config.max_message_size);
+        let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
+        let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
+        let (diag_tx, diag_rx) = broadcast::channel(config.diagnostics_capacity.max(1));
+        let (closed_tx, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            config,
+            out: out_tx,
+            pending: Mutex::new(HashMap::new()),
+            timed_out: Mutex::new(VecDeque::new()),
+            next_id: AtomicU64::new(1),
+            closed: closed_tx,
+            diagnostics: diag_tx,
+            first_diagnostics: Mutex::new(Some(diag_rx)),
+            last_activity: Mutex::new(Instant::now()),
+        });
+        tracing::debug!("connection opened over {description}");
+        tokio::spawn(reader_task(shared.clone(), reader, in_tx));
+        tokio::spawn(writer_task(shared.clone(), writer, out_rx, guard));
+        let peer = Peer {
+            owner: Arc::new(HandleOwner {
+                shared: shared.clone(),
+            }),
+        };
+        (peer, Incoming { rx: in_rx, shared })
+    }
+
+    /// Two connected peers over an in-memory pipe (real framing), for tests.
+    pub fn memory_pair(config: PeerConfig) -> ((Peer, Incoming), (Peer, Incoming)) {
+        let (a, b) = crate::transport::memory::pair();
+        (Peer::new(a, config.clone()), Peer::new(b, config))
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.owner.shared
+    }
+
+    /// Sends a typed request and decodes its result, with the default timeout.
+    pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, PeerError> {
+        let timeout = self.shared().config.request_timeout;
+        self.request_typed::<M>(params, timeout).await
+    }
+
+    /// Sends a typed request with its own timeout.
+    pub async fn request_timeout<M: Method>(
+        &self,
+        params: &M::Params,
+        timeout: Duration,
+    ) -> Result<M::Result, PeerError> {
+        self.request_typed::<M>(params, Some(timeout)).await
+    }
+
+    async fn request_typed<M: Method>(
+        &self,
+        params: &M::Params,
+        timeout: Option<Duration>,
+    ) -> Result<M::Result, PeerError> {
+        let params = encode_params(M::NAME, params)?;
+        let value = self.call(M::NAME, params, timeout).await?;
+        serde_json::from_value(value).map_err(|e| PeerError::Decode {
+            method: M::NAME.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends a request by method name; `params: None` omits the member. Default timeout.
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, PeerError> {
+        let timeout = self.shared().config.request_timeout;
+        self.call(method, params, timeout).await
+    }
+
+    /// Sends a request by method name with its own timeout.
+    pub async fn request_raw_timeout(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, PeerError> {
+        self.call(method, params, Some(timeout)).await
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Option<Duration>,
+    ) -> Result<Value, PeerError> {
+        let shared = self.shared();
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&shared.pending);
+            let limit = shared.config.max_pending_requests;
+            if pending.len() >= limit {
+                return Err(PeerError::TooManyPending { limit });
+            }
+            pending.insert(id.clone(), tx);
+        }
+        let mut guard = PendingGuard {
+            shared,
+            id: Some(id.clone()),
+        };
+        // A close between the check above and the insert must not strand this entry.
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        let text = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        })
+        .to_json();
+        let exchange = async {
+            shared.send_frame(text).await?;
+            match rx.await {
+                Ok(r) => r,
+                Err(_) => Err(PeerError::Closed(
+                    shared.close_reason().unwrap_or(CloseReason::Dropped),
+                )),
+            }
+        };
+        let result = match timeout {
+            None => exchange.await,
+            Some(after) => match tokio::time::timeout(after, exchange).await {
+                Ok(r) => r,
+                Err(_) => {
+                    guard.id = None;
+                    lock(&shared.pending).remove(&id);
+                    shared.remember_timeout(id.clone());
+                    return Err(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id,
+                        after,
+                    });
+                }
+            },
+        };
+        guard.id = None;
+        result
+    }
+
+    /// Sends a typed notification.
+    pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), PeerError> {
+        let params = encode_params(M::NAME, params)?;
+        self.notify_raw(M::NAME, params).await
+    }
+
+    /// Sends a notification by method name; `params: None` omits the member.
+    pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
+        let text = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_json();
+        self.shared().send_frame(text).await
+    }
+
+    /// Answers request `id` with a result. Prefer [`IncomingRequest::respond`], which also
+    /// disarms the request's guard; use this after [`IncomingRequest::into_id`].
+    pub async fn respond(&self, id: RequestId, result: Value) -> Result<(), PeerError> {
+        self.send_response(Some(id), Ok(result)).await
+    }
+
+    /// Answers request `id` with an error object.
+    pub async fn respond_error(&self, id: RequestId, error: ErrorObject) -> Result<(), PeerError> {
+        self.send_response(Some(id), Err(error)).await
+    }
+
+    async fn send_response(
+        &self,
+        id: Option<RequestId>,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), PeerError> {
+        let text = Message::Response(Response { id, outcome }).to_json();
+        self.shared().send_frame(text).await
+    }
+
+    /// A stream of this connection's diagnostics. The first call gets every diagnostic since
+    /// the connection started (up to the capacity); later calls see only newer ones.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let shared = self.shared();
+        let rx = lock(&shared.first_diagnostics)
+            .take()
+            .unwrap_or_else(|| shared.diagnostics.subscribe());
+        Diagnostics { rx }
+    }
+
+    /// Closes the connection: pending requests fail with [`PeerError::Closed`], frames already
+    /// queued are still written, then the transport is shut down.
+    pub fn close(&self) {
+        self.shared().close(CloseReason::Local);
+    }
+
+    /// Whether the connection has ended, and why.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared().close_reason()
+    }
+
+    /// Waits until the connection has ended and returns why.
+    pub async fn closed(&self) -> CloseReason {
+        wait_closed(self.shared()).await
+    }
+
+    /// How many outgoing requests await a response.
+    pub fn pending_requests(&self) -> usize {
+        lock(&self.shared().pending).len()
+    }
+}
+
+async fn wait_closed(shared: &Shared) -> CloseReason {
+    let mut rx = shared.closed.subscribe();
+    let r = rx.wait_for(|c| c.is_some()).await;
+    match r.as_deref() {
+        Ok(Some(reason)) => reason.clone(),
+        _ => CloseReason::Dropped,
+    }
+}
+
+/// One message from the other side that this side must handle.
+#[derive(Debug)]
+pub enum IncomingMessage {
+    /// A request: answer it through the [`IncomingRequest`].
+    Request(IncomingRequest),
+    /// A notification: no answer.
+    Notification(Notification),
+}
+
+impl IncomingMessage {
+    /// The method name.
+    pub fn method(&self) -> &str {
+        match self {
+            IncomingMessage::Request(r) => r.method(),
+            IncomingMessage::Notification(n) => &n.method,
+        }
+    }
+}
+
+/// Collects the responses to the requests of one incoming batch and sends them as one array.
+struct BatchCollector {
+    state: Mutex<BatchState>,
+}
+
+struct BatchState {
+    remaining: usize,
+    responses: Vec<Value>,
+}
+
+impl BatchCollector {
+    /// Records one response; returns the array text once every request is answered.
+    fn add(&self, response: Value) -> Option<String> {
+        let mut st = lock(&self.state);
+        st.responses.push(response);
+        st.remaining = st.remaining.saturating_sub(1);
+        if st.remaining == 0 {
+            Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
+        } else {
+            None
+        }
+    }
+}
+
+/// An incoming request with its responder guard: answer exactly once; if dropped unanswered
+/// it answers `-32601` (SPEC §6.6).
+pub struct IncomingRequest {
+    request: Request,
+    shared: Arc<Shared>,
+    batch: Option<Arc<BatchCollector>>,
+    armed: bool,
+}
+
+impl fmt::Debug for IncomingRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IncomingRequest")
+            .field("request", &self.request)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IncomingRequest {
+    /// The request as received.
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The method name.
+    pub fn method(&self) -> &str {
+        &self.request.method
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &RequestId {
+        &self.request.id
+    }
+
+    /// Whether this is a request for method `M`.
+    pub fn is<M: Method>(&self) -> bool {
+        self.request.method == M::NAME
+    }
+
+    /// The params decoded as `P` (absent params read as `null`); a `-32602` error otherwise.
+    pub fn params<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
+        crate::jsonrpc::parse_params(self.request.params.clone())
+    }
+
+    /// The params decoded as method `M`'s params.
+    pub fn typed_params<M: Method>(&self) -> Result<M::Params, ErrorObject> {
+        self.params::<M::Params>()
+    }
+
+    /// Answers with a result (serialised; a serialisation failure answers `-32603`).
+    pub async fn respond(self, result: impl Serialize) -> Result<(), PeerError> {
+        let outcome = serde_json::to_value(result)
+            .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")));
+        self.finish(outcome).await
+    }
+
+    /// Answers with an error object.
+    pub async fn respond_error(self, error: ErrorObject) -> Result<(), PeerError> {
+        self.finish(Err(error)).await
+    }
+
+    /// Answers with a result or an error object.
+    pub async fn finish(mut self, outcome: Result<Value, ErrorObject>) -> Result<(), PeerError> {
+        self.armed = false;
+        let response = Message::Response(Response {
+            id: Some(self.request.id.clone()),
+            outcome,
+        });
+        match &self.batch {
+            Some(batch) => match batch.add(response.to_value()) {
+                Some(text) => self.shared.send_frame(text).await,
+                None => Ok(()),
+            },
+            None => self.shared.send_frame(response.to_json()).await,
+        }
+    }
+
+    /// Disarms the guard and returns the id, for answering later with [`Peer::respond`].
+    /// A request that arrived in a batch is handed back instead: its answer must go through
+    /// [`IncomingRequest::finish`] so that the batch's single response array is completed.
+    pub fn into_id(mut self) -> Result<RequestId, IncomingRequest> {
+        if self.batch.is_some() {
+            return Err(self);
+        }
+        self.armed = false;
+        Ok(self.request.id.clone())
+    }
+}
+
+impl Drop for IncomingRequest {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        let error = ErrorObject::method_not_found(&self.request.method);
+        tracing::debug!(
+            "request {} ({}) dropped unanswered; answering -32601",
+            self.request.id,
+            self.request.method
+        );
+        let response = Message::Response(Response {
+            id: Some(self.request.id.clone()),
+            outcome: Err(error),
+        });
+        let text = match &self.batch {
+            Some(batch) => batch.add(response.to_value()),
+            None => Some(response.to_json()),
+        };
+        if let Some(text) = text {
+            self.shared.send_frame_detached(text);
+        }
+    }
+}
+
+/// The other side's requests and notifications, in arrival order. `recv` is cancel-safe, so
+/// it can sit in `tokio::select!`. Dropping it makes every later request answer `-32601`.
+#[derive(Debug)]
+pub struct Incoming {
+    rx: mpsc::Receiver<IncomingMessage>,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Incoming {
+    /// The next message; `None` once the connection has ended and the queue is drained.
+    pub async fn recv(&mut self) -> Option<IncomingMessage> {
+        self.rx.recv().await
+    }
+
+    /// Runs `handler` on every incoming message, at most `concurrency` at once (each in its
+    /// own task), until the connection ends. No extra queue: when all slots are busy, the
+    /// bounded incoming queue fills and the transport stops being read.
+    pub async fn serve<F, Fut>(mut self, concurrency: usize, handler: F)
+    where
+        F: Fn(IncomingMessage) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+        let handler = Arc::new(handler);
+        while let Some(msg) = self.rx.recv().await {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                handler(msg).await;
+                drop(permit);
+            });
+        }
+    }
+
+    /// Waits until the connection has ended and returns why.
+    pub async fn closed(&self) -> CloseReason {
+        wait_closed(&self.shared).await
+    }
+}
+
+async fn reader_task(
+    shared: Arc<Shared>,
+    mut reader: Box<dyn FrameReader>,
+    inbound: mpsc::Sender<IncomingMessage>,
+) {
+    let mut closed = shared.closed.subscribe();
+    loop {
+        let frame = tokio::select! {
+            _ = closed.wait_for(|c| c.is_some()) => break,
+            f = next_frame(&shared, reader.as_mut()) => f,
+        };
+        match frame {
+            Ok(Some(frame)) => {
+                shared.touch();
+                if !handle_frame(&shared, frame, &inbound, &mut closed).await {
+                    break;
+                }
+            }
+            Ok(None) => {
+                shared.close(CloseReason::Eof);
+                break;
+            }
+            Err(ReadFailure::Io(e)) => {
+                shared.close(CloseReason::Io(e.to_string()));
+                break;
+            }
+            Err(ReadFailure::Idle(d)) => {
+                shared.close(CloseReason::IdleTimeout(d));
+                break;
+            }
+        }
+    }
+}
+
+enum ReadFailure {
+    Io(std::io::Error),
+    Idle(Duration),
+}
+
+async fn next_frame(
+    shared: &Shared,
+    reader: &mut dyn FrameReader,
+) -> Result<Option<Frame>, ReadFailure> {
+    let Some(idle) = shared.config.idle_timeout else {
+        return reader.next_frame().await.map_err(ReadFailure::Io);
+    };
+    loop {
+        let deadline = *lock(&shared.last_activity) + idle;
+        // `next_frame` is cancel-safe, so timing out loses nothing.
+        match tokio::time::timeout_at(deadline, reader.next_frame()).await {
+            Ok(r) => return r.map_err(ReadFailure::Io),
+            Err(_) => {
+                if *lock(&shared.last_activity) + idle <= Instant::now() {
+                    return Err(ReadFailure::Idle(idle));
+                }
+            }
+        }
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let mut end = text.len().min(80);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// One dispatched item: a message for the application, or an immediate error reply.
+enum Parsed {
+    Deliver(IncomingMessage),
+    Reply(Value),
+}
+
+/// Handles one frame; returns `false` when the connection closed while delivering.
+async fn handle_frame(
+    shared: &Arc<Shared>,
+    frame: Frame,
+    inbound: &mpsc::Sender<IncomingMessage>,
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+) -> bool {
+    let text = match frame {
+        Frame::Text(t) => t,
+        Frame::Oversized { bytes, limit } => {
+            shared.diagnose(Diagnostic::Oversized { bytes, limit });
+            return true;
+        }
+        Frame::NotText { reason } => {
+            shared.diagnose(Diagnostic::NotText { reason });
+            return true;
+        }
+    };
+    shared.tap(FrameDirection::Inbound, &text);
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        tracing::trace!("skipped a blank line");
+        return true;
+    }
+    if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        shared.diagnose(Diagnostic::JunkLine {
+            excerpt: excerpt(trimmed),
+        });
+        return true;
+    }
+    let value: Value = match serde_json::from_str(trimmed) {
+        Ok(v) => v,
+        Err(e) => {
+            shared.diagnose(Diagnostic::ParseError {
+                error: e.to_string(),
+            });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            return true;
+        }
+    };
+    let mut items = Vec::new();
+    match value {
+        Value::Array(entries) => {
+            if entries.is_empty() {
+                shared.diagnose(Diagnostic::EmptyBatch);
+                let reply = Message::Response(Response {
+                    id: None,
+                    outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
+                });
+                let _ = shared.send_frame(reply.to_json()).await;
+                return true;
+            }
+            let collector = Arc::new(BatchCollector {
+                state: Mutex::new(BatchState {
+                    remaining: 0,
+                    responses: Vec::new(),
+                }),
+            });
+            let mut replies = Vec::new();
+            for entry in entries {
+                if let Some(p) = classify(shared, entry, Some(&collector)) {
+                    match p {
+                        Parsed::Reply(v) => replies.push(v),
+                        other => items.push(other),
+                    }
+                }
+            }
+            let delivered_requests = items
+                .iter()
+                .filter(|p| matches!(p, Parsed::Deliver(IncomingMessage::Request(_))))
+                .count();
+            let ready = {
+                let mut st = lock(&collector.state);
+                st.remaining = delivered_requests;
+                st.responses.extend(replies);
+                // Nothing was delivered yet, so no guard can have answered before this.
+                if st.remaining == 0 && !st.responses.is_empty() {
+                    Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
+                } else {
+                    None
+                }
+            };
+            if let Some(text) = ready {
+                let _ = shared.send_frame(text).await;
+            }
+        }
+        single => {
+            if let Some(p) = classify(shared, single, None) {
+                items.push(p);
+            }
+        }
+    }
+    for item in items {
+        match item {
+            Parsed::Reply(v) => {
+                let _ = shared.send_frame(v.to_string()).await;
+            }
+            Parsed::Deliver(msg) => {
+                if inbound.is_closed() {
+                    undeliverable(shared, msg);
+                    continue;
+                }
+                tokio::select! {
+                    r = inbound.send(msg) => {
+                        if let Err(mpsc::error::SendError(msg)) = r {
+                            undeliverable(shared, msg);
+                        }
+                    }
+                    _ = closed.wait_for(|c| c.is_some()) => return false,
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Nobody receives incoming messages: a request's guard answers -32601 when dropped here.
+fn undeliverable(shared: &Shared, msg: IncomingMessage) {
+    if let IncomingMessage::Notification(n) = &msg {
+        shared.diagnose(Diagnostic::UnhandledNotification {
+            method: n.method.clone(),
+        });
+    }
+    drop(msg);
+}
+
+/// Classifies one JSON value: responses settle pending requests here; requests and
+/// notifications are returned for delivery; invalid requests get a `-32600` reply.
+fn classify(
+    shared: &Arc<Shared>,
+    value: Value,
+    batch: Option<&Arc<BatchCollector>>,
+) -> Option<Parsed> {
+    // A request gone wrong is answered; a response gone wrong never is (that could loop).
+    // Inside a batch, JSON-RPC 2.0 answers every invalid entry, with `"id": null` if needed.
+    let request_like = value.get("method").is_some() || !value.is_object();
+    let in_batch = batch.is_some();
+    match Message::from_value(value) {
+        Ok(Message::Request(request)) => {
+            Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
+                request,
+                shared: shared.clone(),
+                batch: batch.cloned(),
+                armed: true,
+            })))
+        }
+        Ok(Message::Notification(n)) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
+        Ok(Message::Response(response)) => {
+            settle(shared, response);
+            None
+        }
+        Err(InvalidMessage { id, reason }) => {
+            if request_like && (id.is_some() || in_batch) {
+                shared.diagnose(Diagnostic::InvalidMessage {
+                    id: id.clone(),
+                    reason: reason.clone(),
+                    answered: true,
+                });
+                let reply = Message::Response(Response {
+                    id,
+                    outcome: Err(ErrorObject::invalid_request(format!(
+                        "Invalid Request: {reason}"
+                    ))),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
+            if let Some(id) = &id {
+                if let Some(tx) = lock(&shared.pending).remove(id) {
+                    let _ = tx.send(Err(PeerError::InvalidResponse(reason.clone())));
+                }
+            }
+            shared.diagnose(Diagnostic::InvalidMessage {
+                id,
+                reason,
+                answered: false,
+            });
+            None
+        }
+    }
+}
+
+fn settle(shared: &Shared, response: Response) {
+    let Some(id) = response.id else {
+        shared.diagnose(Diagnostic::UnknownResponse {
+            id: None,
+            error: response.outcome.err(),
+        });
+        return;
+    };
+    let tx = lock(&shared.pending).remove(&id);
+    match tx {
+        Some(tx) => {
+            let _ = tx.send(response.outcome.map_err(PeerError::Remote));
+        }
+        None => {
+            let late = lock(&shared.timed_out).contains(&id);
+            if late {
+                shared.diagnose(Diagnostic::LateResponse { id });
+            } else {
+                shared.diagnose(Diagnostic::UnknownResponse {
+                    id: Some(id),
+                    error: response.outcome.err(),
+                });
+            }
+        }
+    }
+}
+
+/// How long queued frames may still take to be written after the connection closed, when no
+/// write timeout is configured.
+const CLOSE_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+async fn writer_task(
+    shared: Arc<Shared>,
+    mut writer: Box<dyn FrameWriter>,
+    mut out: mpsc::Receiver<String>,
+    guard: Option<Box<dyn std::any::Any + Send>>,
+) {
+    let mut closed = shared.closed.subscribe();
+    let write_timeout = shared.config.write_timeout;
+    loop {
+        let text = tokio::select! {
+            biased;
+            t = out.recv() => match t {
+                Some(t) => t,
+                None => break,
+            },
+            _ = closed.wait_for(|c| c.is_some()) => break,
+        };
+        if let Err(reason) = write_one(&shared, writer.as_mut(), &text, write_timeout).await {
+            shared.close(reason);
+            out.close();
+            drop(guard);
+            return;
+        }
+    }
+    // Closed: write what was already queued (e.g. final responses), then shut down.
+    out.close();
+    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+    while let Ok(text) = out.try_recv() {
+        if write_one(&shared, writer.as_mut(), &text, Some(drain))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = tokio::time::timeout(drain, writer.close()).await;
+    drop(guard);
+}
+
+async fn write_one(
+    shared: &Shared,
+    writer: &mut dyn FrameWriter,
+    text: &str,
+    timeout: Option<Duration>,
+) -> Result<(), CloseReason> {
+    shared.tap(FrameDirection::Outbound, text);
+    let result = match timeout {
+        None => writer.send(text).await,
+        Some(d) => match tokio::time::timeout(d, writer.send(text)).await {
+            Ok(r) => r,
+            Err(_) => return Err(CloseReason::WriteTimeout(d)),
+        },
+    };
+    shared.touch();
+    result.map_err(|e| CloseReason::Io(e.to_string()))
+}

@@ -1145,49 +1145,19 @@ pub fn method_requirement(method: &str, params: Option<&Value>) -> Option<Requir
         "channels/acknowledge" => Requirement::One(C::ChannelsAcknowledge),
         "channels/typing" => Requirement::One(C::ChannelsTyping),
         "featureSets/update" | "mcpl/manifest" | "mcpl/manifestChanged" => Requirement::None,
+        // The MCP handshake pieces MCPL rides on; `tools/list` only describes.
+        "initialize" | "notifications/initialized" | "ping" | "tools/list" => Requirement::None,
         _ => return None,
     })
 }
 
-/// Who may send a method (§4.1, §14.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Only the host sends it.
-    HostToServer,
-    /// Only the server sends it.
-    ServerToHost,
-    /// Either side (`channels/list`), or a promoted method whose direction the spec does not
-    /// state (`channels/acknowledge`, `channels/typing`): gated by the grant both ways.
-    Either,
-}
+pub use crate::protocol::Direction;
 
-/// The sending direction of each method in [`method_requirement`]'s table. A session
-/// receiving a method from the wrong side should answer `-32601`.
+/// The sending direction of a method (§4.1, §14.3), from the typed registry in
+/// [`crate::protocol`]. A session receiving a method from the wrong side should answer
+/// `-32601`.
 pub fn method_direction(method: &str) -> Option<Direction> {
-    use Direction::*;
-    Some(match method {
-        "push/event"
-        | "inference/request"
-        | "model/info"
-        | "channels/register"
-        | "channels/changed"
-        | "channels/incoming"
-        | "mcpl/manifestChanged" => ServerToHost,
-        "context/beforeInference"
-        | "inference/lifecycle"
-        | "inference/chunk"
-        | "featureSets/update"
-        | "state/rollback"
-        | "channels/open"
-        | "channels/close"
-        | "channels/outgoing/chunk"
-        | "channels/outgoing/complete"
-        | "channels/publish"
-        | "mcpl/manifest"
-        | "tools/call" => HostToServer,
-        "channels/list" | "channels/acknowledge" | "channels/typing" => Either,
-        _ => return None,
-    })
+    crate::protocol::method_info(method).map(|info| info.direction)
 }
 
 /// Why one `contextInjections` entry is refused (§5.4, §10.4).

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::content::Content;
 use super::{EmptyObject, Extra};
-use crate::capability::{Capability, Requirement};
 
 /// Which way a channel carries messages (§14.2 `direction`).
 ///
@@ -364,69 +363,58 @@ pub struct TypingParams {
 method!(
     /// `channels/register` (§14.3): Server → Host Request; requires `channels.register`.
     ChannelsRegister, "channels/register", Request, ServerToHost, RegisterParams,
-    ItemizedResult,
-    |_p| Requirement::One(Capability::ChannelsRegister)
+    ItemizedResult
 );
 method!(
     /// `channels/changed` (§14.3, §14.5): Server → Host, Notification or Request; requires
     /// `channels.register`.
-    ChannelsChanged, "channels/changed", Either, ServerToHost, ChangedParams, ItemizedResult,
-    |_p| Requirement::One(Capability::ChannelsRegister)
+    ChannelsChanged, "channels/changed", Either, ServerToHost, ChangedParams, ItemizedResult
 );
 method!(
     /// `channels/list` (§14.3): Request in either direction; requires `channels.register`.
-    ChannelsList, "channels/list", Request, Either, EmptyObject, ListResult,
-    |_p| Requirement::One(Capability::ChannelsRegister)
+    ChannelsList, "channels/list", Request, Either, EmptyObject, ListResult
 );
 method!(
     /// `channels/open` (§14.3): Host → Server Request; requires `channels.lifecycle`.
-    ChannelsOpen, "channels/open", Request, HostToServer, OpenParams, OpenResult,
-    |_p| Requirement::One(Capability::ChannelsLifecycle)
+    ChannelsOpen, "channels/open", Request, HostToServer, OpenParams, OpenResult
 );
 method!(
     /// `channels/close` (§14.3): Host → Server Request; requires `channels.lifecycle`.
-    ChannelsClose, "channels/close", Request, HostToServer, CloseParams, CloseResult,
-    |_p| Requirement::One(Capability::ChannelsLifecycle)
+    ChannelsClose, "channels/close", Request, HostToServer, CloseParams, CloseResult
 );
 method!(
     /// `channels/outgoing/chunk` (§14.3): Host → Server Notification; requires
     /// `channels.streaming`.
     ChannelsOutgoingChunk, "channels/outgoing/chunk", Notification, HostToServer,
-    OutgoingChunkParams, (),
-    |_p| Requirement::One(Capability::ChannelsStreaming)
+    OutgoingChunkParams, ()
 );
 method!(
     /// `channels/outgoing/complete` (§14.3): Host → Server Notification; requires
     /// `channels.streaming`.
     ChannelsOutgoingComplete, "channels/outgoing/complete", Notification, HostToServer,
-    OutgoingCompleteParams, (),
-    |_p| Requirement::One(Capability::ChannelsStreaming)
+    OutgoingCompleteParams, ()
 );
 method!(
     /// `channels/publish` (§14.3): Host → Server, Notification or Request; requires
     /// `channels.publish`.
-    ChannelsPublish, "channels/publish", Either, HostToServer, PublishParams, PublishResult,
-    |_p| Requirement::One(Capability::ChannelsPublish)
+    ChannelsPublish, "channels/publish", Either, HostToServer, PublishParams, PublishResult
 );
 method!(
     /// `channels/incoming` (§14.3): Server → Host Request; requires `channels.incoming`.
     ChannelsIncoming, "channels/incoming", Request, ServerToHost, IncomingParams,
-    IncomingResult,
-    |_p| Requirement::One(Capability::ChannelsIncoming)
+    IncomingResult
 );
 method!(
     /// `channels/acknowledge` (§14.1): requires `channels.acknowledge`. Direction and form are
     /// not given by SPEC.md; the reading is Host → Server, Notification or Request (a
     /// Request is answered with an empty object).
     ChannelsAcknowledge, "channels/acknowledge", Either, HostToServer, AcknowledgeParams,
-    EmptyObject,
-    |_p| Requirement::One(Capability::ChannelsAcknowledge)
+    EmptyObject
 );
 method!(
     /// `channels/typing` (§14.1): requires `channels.typing`. Same reading as
     /// [`ChannelsAcknowledge`]: Host → Server, Notification or Request.
-    ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject,
-    |_p| Requirement::One(Capability::ChannelsTyping)
+    ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject
 );
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Extra;
-use crate::capability::Requirement;
 
 /// `featureSets/update` params (§5.3). Lists are kept as received (patterns such as
 /// `channels.*` are legal grant entries, §5.4); absent and empty are kept apart.
@@ -103,8 +102,7 @@ impl Receipt {
 method!(
     /// `featureSets/update` (§6.7): Host → Server, Notification or Request; unprivileged
     /// (it is how the grant is delivered).
-    FeatureSetsUpdate, "featureSets/update", Either, HostToServer, UpdateParams, Receipt,
-    |_p| Requirement::None
+    FeatureSetsUpdate, "featureSets/update", Either, HostToServer, UpdateParams, Receipt
 );
 
 #[cfg(test)]

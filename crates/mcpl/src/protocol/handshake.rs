@@ -9,7 +9,6 @@ use super::content::ContentBlock;
 use super::manifest::Manifest;
 use super::state::StateInfo;
 use super::{EmptyObject, Extra};
-use crate::capability::{Capability, Requirement};
 
 /// MCP `capabilities` of either side; MCPL lives under `experimental.mcpl` (§5.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -171,31 +170,26 @@ pub struct ToolsCallResult {
 
 method!(
     /// MCP `initialize`: Host → Server Request; unprivileged.
-    Initialize, "initialize", Request, HostToServer, InitializeParams, InitializeResult,
-    |_p| Requirement::None
+    Initialize, "initialize", Request, HostToServer, InitializeParams, InitializeResult
 );
 
 method!(
     /// MCP `notifications/initialized`: Host → Server Notification; unprivileged.
-    Initialized, "notifications/initialized", Notification, HostToServer, EmptyObject, (),
-    |_p| Requirement::None
+    Initialized, "notifications/initialized", Notification, HostToServer, EmptyObject, ()
 );
 
 method!(
     /// MCP `ping`: Request in either direction; unprivileged.
-    Ping, "ping", Request, Either, EmptyObject, EmptyObject,
-    |_p| Requirement::None
+    Ping, "ping", Request, Either, EmptyObject, EmptyObject
 );
 
 method!(
     /// MCP `tools/list`: Host → Server Request. The reading here is that listing tools
     /// needs the same `tools` grant as calling them (fail closed).
-    ToolsList, "tools/list", Request, HostToServer, ToolsListParams, ToolsListResult,
-    |_p| Requirement::One(Capability::Tools)
+    ToolsList, "tools/list", Request, HostToServer, ToolsListParams, ToolsListResult
 );
 
 method!(
     /// MCP `tools/call` (§8.4): Host → Server Request; requires `tools`.
-    ToolsCall, "tools/call", Request, HostToServer, ToolsCallParams, ToolsCallResult,
-    |_p| Requirement::One(Capability::Tools)
+    ToolsCall, "tools/call", Request, HostToServer, ToolsCallParams, ToolsCallResult
 );

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::content::Content;
 use super::model::ModelInfo;
 use super::Extra;
-use crate::capability::{Capability, Requirement};
+use crate::capability::Capability;
 
 /// `context/beforeInference` params (§10.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,20 +117,11 @@ impl Position {
     }
 }
 
-/// Observe plus the three inject leaves: a server granted any one of them gets the hook.
-const HOOK_ANY: &[Capability] = &[
-    Capability::Observe,
-    Capability::InjectSystem,
-    Capability::InjectBeforeUser,
-    Capability::InjectAfterUser,
-];
-
 method!(
     /// `context/beforeInference` (§10.1): Host → Server Request; sent to a server granted
     /// `observe` or any inject leaf (§10.1: injection without observation still gets the call).
     BeforeInference, "context/beforeInference", Request, HostToServer, BeforeInferenceParams,
-    BeforeInferenceResult,
-    |_p| Requirement::AnyOf(HOOK_ANY)
+    BeforeInferenceResult
 );
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use serde::{Deserialize, Serialize};
 
 use super::content::Content;
 use super::Extra;
-use crate::capability::{Capability, Requirement};
 use crate::jsonrpc::RequestId;
 
 /// Token usage (§10.5 `usage`, §11.3 `usage`).
@@ -130,29 +129,17 @@ pub struct InferenceChunkParams {
     pub extra: Extra,
 }
 
-/// Both leaves a streaming `inference/request` needs (§11.4).
-const STREAMING: &[Capability] = &[
-    Capability::InferenceRequest,
-    Capability::InferenceRequestStreaming,
-];
-
 method!(
     /// `inference/request` (§11.1): Server → Host Request; requires `inferenceRequest`, plus
     /// `inferenceRequest.streaming` when `stream: true`.
     InferenceRequest, "inference/request", Request, ServerToHost, InferenceRequestParams,
-    InferenceResult,
-    |p| if p.is_streaming() {
-        Requirement::AllOf(STREAMING)
-    } else {
-        Requirement::One(Capability::InferenceRequest)
-    }
+    InferenceResult
 );
 
 method!(
     /// `inference/chunk` (§11.4): Host → Server Notification. Chunks exist only for a
     /// streaming request, so the reading here is that they require both streaming leaves.
-    InferenceChunk, "inference/chunk", Notification, HostToServer, InferenceChunkParams, (),
-    |_p| Requirement::AllOf(STREAMING)
+    InferenceChunk, "inference/chunk", Notification, HostToServer, InferenceChunkParams, ()
 );
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use super::inference::Usage;
 use super::model::ModelInfo;
 use super::Extra;
-use crate::capability::{Capability, Requirement};
 
 /// Member names that would carry message content, which §10.5 forbids on a lifecycle
 /// signal (the removed `context/afterInference` carried several of them).
@@ -97,8 +96,7 @@ impl LifecycleParams {
 
 method!(
     /// `inference/lifecycle` (§10.5): Host → Server Notification; requires `inferenceLifecycle`.
-    InferenceLifecycle, "inference/lifecycle", Notification, HostToServer, LifecycleParams, (),
-    |_p| Requirement::One(Capability::InferenceLifecycle)
+    InferenceLifecycle, "inference/lifecycle", Notification, HostToServer, LifecycleParams, ()
 );
 
 #[cfg(test)]

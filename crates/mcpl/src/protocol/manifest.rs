@@ -13,7 +13,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::{EmptyObject, Extra};
-use crate::capability::Requirement;
 
 /// The manifest as received: the `experimental.mcpl` JSON object, kept verbatim (§17.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -336,39 +335,9 @@ pub enum ChangeDomain {
     Other(String),
 }
 
-/// A change-receipt impact (§17.6, App. B.4 ChangeImpact). Host-derived and closed: unknown
-/// values are rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChangeImpact {
-    /// `capability-revoked`.
-    CapabilityRevoked,
-    /// `capability-expansion-pending`.
-    CapabilityExpansionPending,
-    /// `feature-degraded`.
-    FeatureDegraded,
-    /// `feature-restored`.
-    FeatureRestored,
-    /// `ontology-acceptance-invalidated`.
-    OntologyAcceptanceInvalidated,
-    /// `ontology-reference-undeclared`.
-    OntologyReferenceUndeclared,
-    /// `surface-changed`.
-    SurfaceChanged,
-}
-
-/// The disposition of a change impact (§17.6, App. B.4 Disposition). Closed; unknown values
-/// are rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Disposition {
-    /// `applied`.
-    Applied,
-    /// `decision-needed`.
-    DecisionNeeded,
-    /// `informational`.
-    Informational,
-}
+/// The host-derived change-receipt vocabulary (§17.6, App. B.4), defined once in
+/// [`crate::manifest::domains`].
+pub use crate::manifest::domains::{ChangeImpact, Disposition};
 
 /// `mcpl/manifestChanged` params (§17.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -394,15 +363,13 @@ impl ManifestChangedParams {
 method!(
     /// `mcpl/manifest` (§17.4): Host → Server Request returning the complete current manifest;
     /// unprivileged.
-    ManifestFetch, "mcpl/manifest", Request, HostToServer, EmptyObject, Manifest,
-    |_p| Requirement::None
+    ManifestFetch, "mcpl/manifest", Request, HostToServer, EmptyObject, Manifest
 );
 
 method!(
     /// `mcpl/manifestChanged` (§17.3): Server → Host Notification; deliberately ungated.
     ManifestChanged, "mcpl/manifestChanged", Notification, ServerToHost,
-    ManifestChangedParams, (),
-    |_p| Requirement::None
+    ManifestChangedParams, ()
 );
 
 #[cfg(test)]

@@ -27,8 +27,7 @@ use crate::jsonrpc::{parse_params, ErrorObject};
 macro_rules! method {
     (
         $(#[$meta:meta])*
-        $ty:ident, $name:literal, $kind:ident, $dir:ident, $params:ty, $result:ty,
-        |$p:pat_param| $req:expr
+        $ty:ident, $name:literal, $kind:ident, $dir:ident, $params:ty, $result:ty
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,9 +38,6 @@ macro_rules! method {
             const DIRECTION: $crate::protocol::Direction = $crate::protocol::Direction::$dir;
             type Params = $params;
             type Result = $result;
-            fn requirement($p: &Self::Params) -> $crate::capability::Requirement {
-                $req
-            }
         }
     };
 }
@@ -213,9 +209,17 @@ pub trait Method {
     type Params: Serialize + DeserializeOwned + Send + 'static;
     /// The `result` type (`()`-like for notifications).
     type Result: Serialize + DeserializeOwned + Send + 'static;
-    /// The capability the sender's peer must hold for this message (§5.4, §14.1), judged
-    /// from the params where the requirement depends on them.
-    fn requirement(params: &Self::Params) -> Requirement;
+    /// The capability the server's grant must hold for this message (§5.4, §14.1), judged
+    /// from the params where the requirement depends on them. The table itself lives in one
+    /// place, [`crate::policy::method_requirement`]; a method missing from it requires
+    /// nothing only if it is one of the MCP handshake pieces listed there.
+    fn requirement(params: &Self::Params) -> Requirement {
+        let value = serde_json::to_value(params).ok();
+        // Fail closed: a typed method the table does not know (impossible by the
+        // `every_typed_method_is_in_the_policy_table` test) would require every path.
+        crate::policy::method_requirement(Self::NAME, value.as_ref())
+            .unwrap_or(Requirement::AllOf(&crate::capability::Capability::ALL))
+    }
 }
 
 #[cfg(test)]
@@ -361,5 +365,15 @@ mod tests {
             assert!(!is_known_method(removed), "{removed}");
         }
         assert!(is_known_method("channels/acknowledge"));
+    }
+
+    #[test]
+    fn every_typed_method_is_in_the_policy_table() {
+        for name in METHOD_NAMES {
+            assert!(
+                crate::policy::method_requirement(name, None).is_some(),
+                "{name} has no entry in policy::method_requirement"
+            );
+        }
     }
 }

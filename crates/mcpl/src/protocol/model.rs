@@ -4,7 +4,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::{EmptyObject, Extra};
-use crate::capability::{Capability, Requirement};
 
 /// Metadata describing a model (§10.1 `model`, §12.2 result).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +27,5 @@ pub struct ModelInfo {
 
 method!(
     /// `model/info` (§12.1): Server → Host Request; requires `modelInfo`.
-    ModelInfoRequest, "model/info", Request, ServerToHost, EmptyObject, ModelInfo,
-    |_p| Requirement::One(Capability::ModelInfo)
+    ModelInfoRequest, "model/info", Request, ServerToHost, EmptyObject, ModelInfo
 );

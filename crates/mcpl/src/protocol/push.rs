@@ -5,7 +5,6 @@ use serde_json::{Map, Value};
 
 use super::content::Content;
 use super::Extra;
-use crate::capability::{Capability, Requirement};
 
 /// `push/event` params (§9.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +58,5 @@ pub struct PushEventResult {
 
 method!(
     /// `push/event` (§9.1): Server → Host Request; requires `pushEvents`.
-    PushEvent, "push/event", Request, ServerToHost, PushEventParams, PushEventResult,
-    |_p| Requirement::One(Capability::PushEvents)
+    PushEvent, "push/event", Request, ServerToHost, PushEventParams, PushEventResult
 );

@@ -4,7 +4,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Extra;
-use crate::capability::{Capability, Requirement};
 
 /// The `state` member of a stateful `tools/call` result (§8.2, §8.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,8 +62,7 @@ method!(
     /// `state/rollback` (§8.5): Host → Server Request. The spec names no capability for it;
     /// rollback undoes tool effects, so the reading here is that it requires `tools`
     /// (fail closed: a server without tools has nothing to roll back).
-    StateRollback, "state/rollback", Request, HostToServer, RollbackParams, RollbackResult,
-    |_p| Requirement::One(Capability::Tools)
+    StateRollback, "state/rollback", Request, HostToServer, RollbackParams, RollbackResult
 );
 
 #[cfg(test)]

@@ -1,1 +1,298 @@
-//! Transports: newline-delimited JSON framing over stdio, TCP, child processes, WebSocket (ws/wss) and an in-memory pair.
+//! Transports: how JSON-RPC message texts travel. A [`Transport`] is a boxed [`FrameReader`]
+//! plus a boxed [`FrameWriter`]; every line-based transport (stdio, TCP, child process,
+//! in-memory pair) shares one newline-delimited framing ([`LineReader`], [`LineWriter`]), and
+//! WebSocket maps text frames onto the same interface.
+//!
+//! Framing rules (newline-delimited JSON, as MCP's stdio transport): one message per line,
+//! `\r\n` tolerated, a configurable maximum message size (default [`DEFAULT_MAX_MESSAGE_SIZE`]).
+//! An oversized line is discarded up to the next newline without being buffered and reported
+//! as [`Frame::Oversized`]; the connection survives.
+
+use std::any::Any;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+pub mod child;
+pub mod memory;
+pub mod stdio;
+pub mod tcp;
+pub mod ws;
+
+/// A boxed, sendable future, as returned by the transport traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The default maximum size of one message: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// One unit read from a transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// The text of one message (or of one batch), without its line terminator.
+    Text(String),
+    /// A message larger than the limit was discarded; `bytes` is its size as far as it was
+    /// read (at least `limit + 1`).
+    Oversized {
+        /// How many bytes were discarded.
+        bytes: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A frame that is not text (invalid UTF-8 or a binary WebSocket frame), discarded.
+    NotText {
+        /// Why it was discarded.
+        reason: String,
+    },
+}
+
+/// The reading half of a transport.
+pub trait FrameReader: Send {
+    /// The next frame; `Ok(None)` at end of stream. Must be cancel-safe: dropping the future
+    /// before it completes loses no data.
+    fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>>;
+    /// Sets the maximum message size in bytes.
+    fn set_max_message_size(&mut self, limit: usize);
+}
+
+/// The writing half of a transport.
+pub trait FrameWriter: Send {
+    /// Sends one message text (which never contains a raw newline) and flushes it.
+    fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>>;
+    /// Ends the stream in an orderly way (shutdown, close frame).
+    fn close(&mut self) -> BoxFuture<'_, io::Result<()>>;
+}
+
+/// A connection's two halves plus whatever must live as long as the connection (a child
+/// process, a TLS session). Handed to [`crate::peer::Peer::new`].
+pub struct Transport {
+    /// The reading half.
+    pub reader: Box<dyn FrameReader>,
+    /// The writing half.
+    pub writer: Box<dyn FrameWriter>,
+    /// Kept alive until the connection ends, then dropped (e.g. kills a child process).
+    pub guard: Option<Box<dyn Any + Send>>,
+    /// A short human-readable description ("tcp 127.0.0.1:4000", "child sh").
+    pub description: String,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// A newline-delimited JSON transport over any byte reader and writer.
+    pub fn lines<R, W>(reader: R, writer: W, description: impl Into<String>) -> Transport
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        Transport {
+            reader: Box::new(LineReader::new(reader)),
+            writer: Box::new(LineWriter::new(writer)),
+            guard: None,
+            description: description.into(),
+        }
+    }
+}
+
+/// Newline-delimited framing over a byte stream, with a size limit that never buffers an
+/// oversized line.
+pub struct LineReader<R> {
+    inner: BufReader<R>,
+    line: Vec<u8>,
+    /// `Some(n)` while discarding an oversized line of which `n` bytes were seen.
+    discarding: Option<usize>,
+    limit: usize,
+}
+
+impl<R: AsyncRead + Unpin + Send> LineReader<R> {
+    /// Wraps a byte reader with the default limit.
+    pub fn new(inner: R) -> Self {
+        LineReader {
+            inner: BufReader::with_capacity(64 * 1024, inner),
+            line: Vec::new(),
+            discarding: None,
+            limit: DEFAULT_MAX_MESSAGE_SIZE,
+        }
+    }
+
+    fn finish_line(&mut self) -> Frame {
+        let mut bytes = std::mem::take(&mut self.line);
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+        match String::from_utf8(bytes) {
+            Ok(s) => Frame::Text(s),
+            Err(e) => Frame::NotText {
+                reason: format!("line is not valid UTF-8: {}", e.utf8_error()),
+            },
+        }
+    }
+
+    /// Reads the next frame. Cancel-safe: all progress lives in `self`.
+    pub async fn read_frame(&mut self) -> io::Result<Option<Frame>> {
+        loop {
+            let available = self.inner.fill_buf().await?;
+            if available.is_empty() {
+                if self.discarding.is_none() && self.line.is_empty() {
+                    return Ok(None);
+                }
+                // A final line without a terminator still counts as a message.
+                return Ok(Some(self.end_of_line()));
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.unwrap_or(available.len());
+            // The limit excludes the terminator; one `\r` before `\n` is tolerated on top,
+            // so at most `limit + 1` bytes are ever buffered.
+            if let Some(seen) = self.discarding.as_mut() {
+                *seen += take;
+            } else if self.line.len() + take > self.limit + 1 {
+                self.discarding = Some(self.line.len() + take);
+                self.line = Vec::new();
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+            }
+            let consumed = take + usize::from(newline.is_some());
+            self.inner.consume(consumed);
+            if newline.is_some() {
+                return Ok(Some(self.end_of_line()));
+            }
+        }
+    }
+
+    fn end_of_line(&mut self) -> Frame {
+        if let Some(bytes) = self.discarding.take() {
+            return Frame::Oversized {
+                bytes,
+                limit: self.limit,
+            };
+        }
+        let len = self.line.len();
+        if len > self.limit && !(len == self.limit + 1 && self.line.ends_with(b"\r")) {
+            self.line = Vec::new();
+            return Frame::Oversized {
+                bytes: len,
+                limit: self.limit,
+            };
+        }
+        self.finish_line()
+    }
+}
+
+impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
+    fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
+        Box::pin(self.read_frame())
+    }
+
+    fn set_max_message_size(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+}
+
+/// Newline-delimited framing for writing: each message followed by `\n`, then a flush.
+pub struct LineWriter<W> {
+    inner: W,
+}
+
+impl<W: AsyncWrite + Unpin + Send> LineWriter<W> {
+    /// Wraps a byte writer.
+    pub fn new(inner: W) -> Self {
+        LineWriter { inner }
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
+    fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            let mut buf = Vec::with_capacity(text.len() + 1);
+            buf.extend_from_slice(text.as_bytes());
+            buf.push(b'\n');
+            self.inner.write_all(&buf).await?;
+            self.inner.flush().await
+        })
+    }
+
+    fn close(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { self.inner.shutdown().await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    async fn frames(input: &[u8], limit: usize) -> Vec<Frame> {
+        let (mut a, b) = tokio::io::duplex(7); // tiny buffer: lines arrive in pieces
+        let input = input.to_vec();
+        tokio::spawn(async move {
+            a.write_all(&input).await.unwrap();
+        });
+        let mut r = LineReader::new(b);
+        r.set_max_message_size(limit);
+        let mut out = Vec::new();
+        while let Some(f) = r.read_frame().await.unwrap() {
+            out.push(f);
+        }
+        out
+    }
+
+    fn text(s: &str) -> Frame {
+        Frame::Text(s.into())
+    }
+
+    #[tokio::test]
+    async fn lines_split_on_newline_and_crlf_is_tolerated() {
+        let got = frames(b"{\"a\":1}\r\n{\"b\":2}\nlast", 100).await;
+        assert_eq!(
+            got,
+            vec![text("{\"a\":1}"), text("{\"b\":2}"), text("last")]
+        );
+    }
+
+    #[tokio::test]
+    async fn oversized_line_is_discarded_and_the_next_line_survives() {
+        let mut input = vec![b'x'; 50];
+        input.extend_from_slice(b"\nok\n");
+        let got = frames(&input, 10).await;
+        assert_eq!(
+            got,
+            vec![
+                Frame::Oversized {
+                    bytes: 50,
+                    limit: 10
+                },
+                text("ok")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_exactly_at_the_limit_passes_with_or_without_cr() {
+        let got = frames(b"0123456789\n0123456789\r\n01234567890\n", 10).await;
+        assert_eq!(
+            got,
+            vec![
+                text("0123456789"),
+                text("0123456789"),
+                Frame::Oversized {
+                    bytes: 11,
+                    limit: 10
+                }
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_not_text() {
+        let got = frames(b"\xff\xfe\nok\n", 10).await;
+        assert!(matches!(got[0], Frame::NotText { .. }));
+        assert_eq!(got[1], text("ok"));
+    }
+}

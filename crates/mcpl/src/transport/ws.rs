@@ -1,0 +1,283 @@
+//! WebSocket transport (client and server, `ws://` and `wss://` with rustls/ring): one
+//! JSON-RPC message per text frame; a text frame holding several newline-separated messages
+//! is accepted and split. Pings are answered and close frames handled by tungstenite; a close
+//! from the other side ends the stream like EOF.
+//!
+//! Readings:
+//! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic.
+//! - The peer's size limit applies to each message after a frame is split. tungstenite itself
+//!   refuses any single frame over [`WS_HARD_LIMIT`] (the connection then ends with an I/O
+//!   error), so nothing larger is ever buffered.
+//! - `wss://` needs a rustls `ClientConfig`: no root store is bundled, so connecting without
+//!   one fails closed with [`WsError::TlsConfigRequired`] rather than trusting anything.
+//! - `mcpl://` URIs are resolved elsewhere (`crate::uri`, RFC-004); here they are refused.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage};
+use tokio_tungstenite::WebSocketStream;
+
+use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
+
+/// The largest WebSocket message tungstenite will assemble (64 MiB); see the module docs.
+pub const WS_HARD_LIMIT: usize = 4 * DEFAULT_MAX_MESSAGE_SIZE;
+
+/// Why a WebSocket connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum WsError {
+    /// The URL is not a `ws://` or `wss://` URL.
+    #[error("invalid WebSocket URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `wss://` was asked for without a rustls client configuration.
+    #[error("wss:// needs a rustls ClientConfig (no root certificates are bundled); pass one")]
+    TlsConfigRequired,
+    /// The TLS handshake failed.
+    #[error("TLS handshake failed: {0}")]
+    Tls(io::Error),
+    /// The WebSocket handshake failed (HTTP upgrade refused, bad response…).
+    #[error("WebSocket handshake failed: {0}")]
+    Handshake(String),
+    /// Connecting or accepting failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(WS_HARD_LIMIT))
+        .max_frame_size(Some(WS_HARD_LIMIT))
+}
+
+fn handshake_error(e: TungError) -> WsError {
+    match e {
+        TungError::Io(e) => WsError::Io(e),
+        other => WsError::Handshake(other.to_string()),
+    }
+}
+
+/// Connects to a `ws://` or `wss://` URL. For `wss://`, `tls` is the rustls client
+/// configuration (roots to trust, ALPN…); it is ignored for `ws://`.
+pub async fn connect(
+    url: &str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<Transport, WsError> {
+    let parsed = url::Url::parse(url).map_err(|e| WsError::InvalidUrl {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let connector = match parsed.scheme() {
+        "ws" => tokio_tungstenite::Connector::Plain,
+        "wss" => match tls {
+            Some(config) => tokio_tungstenite::Connector::Rustls(config),
+            None => return Err(WsError::TlsConfigRequired),
+        },
+        "mcpl" => {
+            return Err(WsError::InvalidUrl {
+                url: url.to_owned(),
+                reason: "mcpl:// URIs must be resolved to wss:// first (crate::uri)".into(),
+            })
+        }
+        other => {
+            return Err(WsError::InvalidUrl {
+                url: url.to_owned(),
+                reason: format!("scheme {other:?} is not ws or wss"),
+            })
+        }
+    };
+    let (stream, _response) = tokio_tungstenite::connect_async_tls_with_config(
+        url,
+        Some(ws_config()),
+        true,
+        Some(connector),
+    )
+    .await
+    .map_err(handshake_error)?;
+    Ok(from_stream(stream, format!("websocket {url}")))
+}
+
+/// Performs the server side of the WebSocket handshake on an accepted stream (plain TCP or a
+/// TLS stream) and returns the transport.
+pub async fn accept<S>(stream: S) -> Result<Transport, WsError>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let ws = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config()))
+        .await
+        .map_err(handshake_error)?;
+    Ok(from_stream(ws, "websocket (accepted)".to_owned()))
+}
+
+/// A WebSocket server socket (`ws`, or `wss` when given a rustls `ServerConfig`) handing out
+/// one transport per connection, one session after another.
+pub struct Listener {
+    tcp: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("tcp", &self.tcp)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Listener {
+    /// Binds to `addr`; with `tls`, every connection is TLS first (`wss`).
+    pub async fn bind(
+        addr: impl ToSocketAddrs,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<Listener> {
+        Ok(Listener {
+            tcp: TcpListener::bind(addr).await?,
+            tls: tls.map(tokio_rustls::TlsAcceptor::from),
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+
+    /// Accepts the next connection and completes its TLS (if any) and WebSocket handshakes.
+    /// A failed handshake is returned as an error; call again for the next connection.
+    pub async fn accept(&self) -> Result<(Transport, SocketAddr), WsError> {
+        let (tcp, addr) = self.tcp.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        let mut transport = match &self.tls {
+            None => accept(tcp).await?,
+            Some(acceptor) => {
+                let tls = acceptor.accept(tcp).await.map_err(WsError::Tls)?;
+                accept(tls).await?
+            }
+        };
+        transport.description = format!("websocket from {addr}");
+        Ok((transport, addr))
+    }
+}
+
+fn from_stream<S>(stream: WebSocketStream<S>, description: String) -> Transport
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (sink, stream) = stream.split();
+    Transport {
+        reader: Box::new(WsReader {
+            stream,
+            queue: VecDeque::new(),
+            limit: DEFAULT_MAX_MESSAGE_SIZE,
+        }),
+        writer: Box::new(WsWriter { sink }),
+        guard: None,
+        description,
+    }
+}
+
+struct WsReader<S> {
+    stream: SplitStream<WebSocketStream<S>>,
+    /// Messages of a multi-message frame not yet handed out.
+    queue: VecDeque<Frame>,
+    limit: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
+    /// Splits one text frame into messages (newline-separated, `\r\n` tolerated, blank
+    /// parts skipped), each checked against the limit.
+    fn split_text(&mut self, text: &str) {
+        for part in text.split('\n') {
+            let part = part.strip_suffix('\r').unwrap_or(part);
+            if part.trim().is_empty() {
+                continue;
+            }
+            if part.len() > self.limit {
+                self.queue.push_back(Frame::Oversized {
+                    bytes: part.len(),
+                    limit: self.limit,
+                });
+            } else {
+                self.queue.push_back(Frame::Text(part.to_owned()));
+            }
+        }
+    }
+
+    /// Cancel-safe: `StreamExt::next` keeps no state of its own, and split messages wait
+    /// in `self.queue`.
+    async fn read(&mut self) -> io::Result<Option<Frame>> {
+        loop {
+            if let Some(frame) = self.queue.pop_front() {
+                return Ok(Some(frame));
+            }
+            match self.stream.next().await {
+                None => return Ok(None),
+                Some(Ok(WsMessage::Text(text))) => self.split_text(text.as_str()),
+                Some(Ok(WsMessage::Binary(bytes))) => {
+                    return Ok(Some(Frame::NotText {
+                        reason: format!("binary WebSocket frame of {} bytes", bytes.len()),
+                    }))
+                }
+                Some(Ok(WsMessage::Close(_))) => return Ok(None),
+                Some(Ok(WsMessage::Ping(_) | WsMessage::Pong(_) | WsMessage::Frame(_))) => {}
+                Some(Err(TungError::ConnectionClosed | TungError::AlreadyClosed)) => {
+                    return Ok(None)
+                }
+                Some(Err(TungError::Io(e))) => return Err(e),
+                Some(Err(e)) => return Err(io::Error::other(e)),
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
+    fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
+        Box::pin(self.read())
+    }
+
+    fn set_max_message_size(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+}
+
+struct WsWriter<S> {
+    sink: SplitSink<WebSocketStream<S>, WsMessage>,
+}
+
+fn write_error(e: TungError) -> io::Error {
+    match e {
+        TungError::Io(e) => e,
+        other => io::Error::other(other),
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameWriter for WsWriter<S> {
+    fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            self.sink
+                .send(WsMessage::text(text.to_owned()))
+                .await
+                .map_err(write_error)
+        })
+    }
+
+    fn close(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async move {
+            match self.sink.close().await {
+                Ok(()) | Err(TungError::ConnectionClosed | TungError::AlreadyClosed) => Ok(()),
+                Err(e) => Err(write_error(e)),
+            }
+        })
+    }
+}

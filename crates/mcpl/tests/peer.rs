@@ -1,0 +1,863 @@
+//! Wire-level tests of the peer: real JSON text over the in-memory, TCP and child-process
+//! transports. A "raw" side writes and reads lines directly so every byte is under test.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpl::jsonrpc::{codes, ErrorObject, RequestId};
+use mcpl::peer::{
+    CloseReason, Diagnostic, FrameDirection, Incoming, IncomingMessage, Peer, PeerConfig,
+    PeerError, Tap,
+};
+use mcpl::transport::{self, Transport};
+use serde_json::{json, Value};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+
+/// The other end of a peer's transport, spoken to in raw lines.
+struct Raw {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+}
+
+impl Raw {
+    async fn send(&mut self, line: &str) {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    async fn send_json(&mut self, v: Value) {
+        self.send(&v.to_string()).await;
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("raw side saw EOF");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+fn raw_peer_with(config: PeerConfig, buffer: usize) -> (Peer, Incoming, Raw) {
+    let (a, b) = tokio::io::duplex(buffer);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), config);
+    let raw = Raw {
+        lines: BufReader::new(br).lines(),
+        write: bw,
+    };
+    (peer, incoming, raw)
+}
+
+fn raw_peer(config: PeerConfig) -> (Peer, Incoming, Raw) {
+    raw_peer_with(config, 64 * 1024)
+}
+
+/// Answers `ping` with `{}` and `echo` with its params; drops everything else (-32601).
+fn spawn_ping_server(mut incoming: Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(req) = msg {
+                match req.method() {
+                    "ping" => req.respond(json!({})).await.unwrap(),
+                    "echo" => {
+                        let p = req.request().params.clone().unwrap_or(Value::Null);
+                        req.respond(p).await.unwrap()
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+}
+
+/// The raw side pings the peer and expects the answer as the very next line.
+async fn assert_ping_works(raw: &mut Raw, id: i64) {
+    raw.send_json(json!({"jsonrpc":"2.0","id":id,"method":"ping"}))
+        .await;
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":id,"result":{}})
+    );
+}
+
+/// Collects three requests, then answers them in reverse order of arrival.
+fn answer_three_reversed(mut incoming: Incoming, tag: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while held.len() < 3 {
+            match incoming.recv().await {
+                Some(IncomingMessage::Request(r)) => held.push(r),
+                Some(_) => {}
+                None => return,
+            }
+        }
+        while let Some(r) = held.pop() {
+            let n = r.request().params.clone().unwrap()["n"].clone();
+            r.respond(json!({"from": tag, "n": n})).await.unwrap();
+        }
+    })
+}
+
+#[tokio::test]
+async fn concurrent_requests_both_directions_with_interleaved_responses() {
+    let ((a, a_in), (b, b_in)) = Peer::memory_pair(PeerConfig::default());
+    // Each side holds all three requests before answering, so both directions have requests
+    // open at once and responses arrive out of order.
+    let ha = answer_three_reversed(a_in, "a");
+    let hb = answer_three_reversed(b_in, "b");
+    let calls: Vec<_> = (0..3)
+        .flat_map(|n| {
+            let (a, b) = (a.clone(), b.clone());
+            [
+                tokio::spawn(async move {
+                    ("a", n, a.request_raw("work", Some(json!({"n": n}))).await)
+                }),
+                tokio::spawn(async move {
+                    ("b", n, b.request_raw("work", Some(json!({"n": n}))).await)
+                }),
+            ]
+        })
+        .collect();
+    for c in calls {
+        let (caller, n, result) = c.await.unwrap();
+        let answerer = if caller == "a" { "b" } else { "a" };
+        assert_eq!(result.unwrap(), json!({"from": answerer, "n": n}));
+    }
+    ha.await.unwrap();
+    hb.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_wire_carries_jsonrpc_2_0_requests_with_integer_ids_and_omitted_params() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("ping", None).await });
+    let req = raw.recv().await;
+    assert_eq!(req, json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{"pong":true}}))
+        .await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({"pong": true}));
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_then_late_response_is_a_diagnostic() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    let p = peer.clone();
+    let call = tokio::spawn(async move {
+        p.request_raw_timeout("slow", None, Duration::from_secs(5))
+            .await
+    });
+    let req = raw.recv().await;
+    let err = call.await.unwrap().unwrap_err();
+    let PeerError::Timeout { method, id, after } = err else {
+        panic!("expected a timeout, got {err:?}")
+    };
+    assert_eq!((method.as_str(), after), ("slow", Duration::from_secs(5)));
+    assert_eq!(id.to_value(), req["id"]);
+    assert_eq!(peer.pending_requests(), 0);
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{}}))
+        .await;
+    assert_eq!(diags.recv().await, Some(Diagnostic::LateResponse { id }));
+    assert_ping_works(&mut raw, 9).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_timeout_applies_and_is_configurable() {
+    let config = PeerConfig {
+        request_timeout: Some(Duration::from_millis(1500)),
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer(config);
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("slow", None).await });
+    raw.recv().await;
+    match call.await.unwrap() {
+        Err(PeerError::Timeout { after, .. }) => assert_eq!(after, Duration::from_millis(1500)),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn local_close_fails_every_pending_request_at_once() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let p = peer.clone();
+            tokio::spawn(async move { p.request_raw("never", None).await })
+        })
+        .collect();
+    for _ in 0..3 {
+        raw.recv().await;
+    }
+    assert_eq!(peer.pending_requests(), 3);
+    peer.close();
+    for c in calls {
+        assert_eq!(c.await.unwrap(), Err(PeerError::Closed(CloseReason::Local)));
+    }
+    assert_eq!(
+        peer.request_raw("after", None).await,
+        Err(PeerError::Closed(CloseReason::Local))
+    );
+}
+
+#[tokio::test]
+async fn eof_fails_every_pending_request_and_ends_incoming() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let p = peer.clone();
+            tokio::spawn(async move { p.request_raw("never", None).await })
+        })
+        .collect();
+    raw.recv().await;
+    raw.recv().await;
+    drop(raw);
+    for c in calls {
+        assert_eq!(c.await.unwrap(), Err(PeerError::Closed(CloseReason::Eof)));
+    }
+    assert!(incoming.recv().await.is_none());
+    assert_eq!(peer.closed().await, CloseReason::Eof);
+}
+
+#[tokio::test]
+async fn junk_line_gets_a_diagnostic_and_no_reply_then_a_request_works() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send("server starting up on port 4000...").await;
+    raw.send("").await;
+    assert_ping_works(&mut raw, 1).await;
+    assert_eq!(
+        diags.try_recv(),
+        Some(Diagnostic::JunkLine {
+            excerpt: "server starting up on port 4000...".into()
+        })
+    );
+    assert_eq!(diags.try_recv(), None, "blank lines are not reported");
+}
+
+#[tokio::test]
+async fn unparseable_json_gets_32700_with_null_id_then_a_request_works() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"#).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], json!(codes::PARSE_ERROR));
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::ParseError { .. })
+    ));
+    assert_ping_works(&mut raw, 2).await;
+}
+
+#[tokio::test]
+async fn oversized_line_is_discarded_and_the_connection_survives() {
+    let config = PeerConfig {
+        max_message_size: 1024,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    let big = json!({"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"y".repeat(5000)}});
+    raw.send_json(big).await;
+    assert_ping_works(&mut raw, 2).await;
+    match diags.try_recv() {
+        Some(Diagnostic::Oversized { bytes, limit }) => {
+            assert_eq!(limit, 1024);
+            assert!(bytes > 5000);
+        }
+        other => panic!("expected an oversize diagnostic, got {other:?}"),
+    }
+    // A message just under the limit still passes.
+    raw.send_json(json!({"jsonrpc":"2.0","id":3,"method":"echo","params":{"x":"y".repeat(900)}}))
+        .await;
+    assert_eq!(raw.recv().await["result"]["x"], json!("y".repeat(900)));
+}
+
+#[tokio::test]
+async fn invalid_message_with_id_gets_32600_then_a_request_works() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send_json(json!({"jsonrpc":"1.0","id":"x7","method":"ping"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!("x7"));
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::InvalidMessage { answered: true, .. })
+    ));
+    // Params of the wrong type, too.
+    raw.send_json(json!({"jsonrpc":"2.0","id":8,"method":"ping","params":"str"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(8));
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
+    assert_ping_works(&mut raw, 9).await;
+}
+
+#[tokio::test]
+async fn non_2_0_json_without_id_is_skipped_with_a_diagnostic() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send(r#"{"level":"info","msg":"listening"}"#).await;
+    assert_ping_works(&mut raw, 1).await;
+    assert!(matches!(
+        diags.try_recv(),
+        Some(Diagnostic::InvalidMessage {
+            id: None,
+            answered: false,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn malformed_response_fails_its_pending_request_at_once() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("x", None).await });
+    let req = raw.recv().await;
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"]})).await;
+    assert!(matches!(
+        call.await.unwrap(),
+        Err(PeerError::InvalidResponse(_))
+    ));
+}
+
+#[tokio::test]
+async fn s6_6_unknown_method_is_answered_32601_by_the_dropped_guard() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    raw.send_json(json!({"jsonrpc":"2.0","id":0,"method":"tools/frobnicate"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(0));
+    assert_eq!(reply["error"]["code"], json!(codes::METHOD_NOT_FOUND));
+    assert_eq!(
+        reply["error"]["data"],
+        json!({"method": "tools/frobnicate"})
+    );
+}
+
+#[tokio::test]
+async fn s6_6_requests_are_answered_32601_when_nobody_receives() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    drop(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send_json(json!({"jsonrpc":"2.0","method":"note"}))
+        .await;
+    raw.send_json(json!({"jsonrpc":"2.0","id":"r1","method":"ping"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!("r1"));
+    assert_eq!(reply["error"]["code"], json!(codes::METHOD_NOT_FOUND));
+    assert_eq!(
+        diags.try_recv(),
+        Some(Diagnostic::UnhandledNotification {
+            method: "note".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn error_data_round_trips_verbatim() {
+    let ((a, _a_in), (_b, mut b_in)) = Peer::memory_pair(PeerConfig::default());
+    let data = json!({"capability": "pushEvents", "nested": [1, 2.5, null, {"k": "v"}]});
+    let sent = ErrorObject::new(codes::CAPABILITY_DENIED, "Capability denied").with_data(data);
+    let expected = sent.clone();
+    tokio::spawn(async move {
+        if let Some(IncomingMessage::Request(r)) = b_in.recv().await {
+            r.respond_error(sent).await.unwrap();
+        }
+    });
+    let err = a
+        .request_raw("push/event", Some(json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(err, PeerError::Remote(expected));
+}
+
+#[tokio::test]
+async fn a_batch_gets_one_array_of_responses_and_none_for_notifications() {
+    let (_peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            seen2.lock().unwrap().push(msg.method().to_owned());
+            if let IncomingMessage::Request(r) = msg {
+                if r.method() == "echo" {
+                    let p = r.request().params.clone().unwrap();
+                    r.respond(p).await.unwrap();
+                }
+            }
+        }
+    });
+    raw.send_json(json!([
+        {"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1}},
+        {"jsonrpc":"2.0","method":"note"},
+        {"jsonrpc":"2.0","id":2,"method":"nope"},
+        {"jsonrpc":"2.0","id":3,"method":"echo","params":{"b":2}},
+        1
+    ]))
+    .await;
+    let reply = raw.recv().await;
+    let arr = reply.as_array().expect("one array of responses");
+    assert_eq!(arr.len(), 4);
+    let by_id = |id: Value| arr.iter().find(|r| r["id"] == id).cloned().unwrap();
+    assert_eq!(by_id(json!(1))["result"], json!({"a":1}));
+    assert_eq!(by_id(json!(3))["result"], json!({"b":2}));
+    assert_eq!(
+        by_id(json!(2))["error"]["code"],
+        json!(codes::METHOD_NOT_FOUND)
+    );
+    assert_eq!(
+        by_id(Value::Null)["error"]["code"],
+        json!(codes::INVALID_REQUEST)
+    );
+    assert_eq!(*seen.lock().unwrap(), vec!["echo", "note", "nope", "echo"]);
+
+    // A batch of notifications only gets no reply at all: the next line answers the echo.
+    raw.send_json(json!([{"jsonrpc":"2.0","method":"note"},{"jsonrpc":"2.0","method":"note"}]))
+        .await;
+    raw.send_json(json!({"jsonrpc":"2.0","id":4,"method":"echo","params":[]}))
+        .await;
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":4,"result":[]})
+    );
+}
+
+#[tokio::test]
+async fn an_empty_batch_is_an_invalid_request() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send("[]").await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
+    assert_eq!(diags.recv().await, Some(Diagnostic::EmptyBatch));
+    assert_ping_works(&mut raw, 1).await;
+}
+
+#[tokio::test]
+async fn responses_inside_a_batch_settle_pending_requests() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let (p1, p2) = (peer.clone(), peer.clone());
+    let c1 = tokio::spawn(async move { p1.request_raw("a", None).await });
+    let c2 = tokio::spawn(async move { p2.request_raw("b", None).await });
+    let first = raw.recv().await;
+    let second = raw.recv().await;
+    let answer = |req: &Value| json!({"jsonrpc":"2.0","id":req["id"],"result":req["method"]});
+    raw.send_json(json!([answer(&second), answer(&first)]))
+        .await;
+    assert_eq!(c1.await.unwrap().unwrap(), json!("a"));
+    assert_eq!(c2.await.unwrap().unwrap(), json!("b"));
+}
+
+#[tokio::test]
+async fn unknown_response_id_is_a_diagnostic() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send_json(json!({"jsonrpc":"2.0","id":"nobody","result":{}}))
+        .await;
+    assert_ping_works(&mut raw, 1).await;
+    assert_eq!(
+        diags.try_recv(),
+        Some(Diagnostic::UnknownResponse {
+            id: Some(RequestId::from("nobody")),
+            error: None
+        })
+    );
+}
+
+#[tokio::test]
+async fn too_many_pending_requests_fail_at_once() {
+    let config = PeerConfig {
+        max_pending_requests: 2,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer(config);
+    for _ in 0..2 {
+        let p = peer.clone();
+        tokio::spawn(async move { p.request_raw("hold", None).await });
+    }
+    raw.recv().await;
+    raw.recv().await;
+    assert_eq!(
+        peer.request_raw("third", None).await,
+        Err(PeerError::TooManyPending { limit: 2 })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_stops_reading_hits_the_write_timeout() {
+    let config = PeerConfig {
+        write_timeout: Some(Duration::from_secs(2)),
+        ..PeerConfig::default()
+    };
+    // A 64-byte pipe and a raw side that never reads.
+    let (peer, _incoming, _raw) = raw_peer_with(config, 64);
+    let big = json!({"blob": "z".repeat(1000)});
+    let result = peer.request_raw("upload", Some(big)).await;
+    assert_eq!(
+        result,
+        Err(PeerError::Closed(CloseReason::WriteTimeout(
+            Duration::from_secs(2)
+        )))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idle_timeout_closes_a_silent_connection() {
+    let config = PeerConfig {
+        idle_timeout: Some(Duration::from_secs(10)),
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    assert_ping_works(&mut raw, 1).await;
+    assert_eq!(
+        peer.closed().await,
+        CloseReason::IdleTimeout(Duration::from_secs(10))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_flooding_peer_is_slowed_at_the_transport() {
+    let config = PeerConfig {
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (_peer, mut incoming, mut raw) = raw_peer_with(config, 256);
+    let mut flood = tokio::spawn(async move {
+        for i in 0..200 {
+            raw.send_json(json!({"jsonrpc":"2.0","method":"flood","params":{"i":i}}))
+                .await;
+        }
+        raw
+    });
+    // Nobody reads, so the flood must stall on the full pipe. With paused time this timeout
+    // only fires once every task is blocked: it is a deadlock check, not a wall-clock wait.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), &mut flood)
+            .await
+            .is_err(),
+        "the flood was buffered without bound"
+    );
+    for i in 0..200 {
+        let Some(IncomingMessage::Notification(n)) = incoming.recv().await else {
+            panic!("expected notification {i}")
+        };
+        assert_eq!(n.params, Some(json!({"i": i})));
+    }
+    flood.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_tap_sees_every_frame_in_and_out() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let log2 = log.clone();
+    let config = PeerConfig {
+        tap: Some(Tap::new(move |ev| {
+            log2.lock()
+                .unwrap()
+                .push((ev.direction, ev.text.to_owned()))
+        })),
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#)
+        .await;
+    raw.recv().await;
+    peer.notify_raw("note", Some(json!([1]))).await.unwrap();
+    raw.recv().await;
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        vec![
+            (
+                FrameDirection::Inbound,
+                r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#.to_owned()
+            ),
+            (
+                FrameDirection::Outbound,
+                r#"{"id":5,"jsonrpc":"2.0","result":{}}"#.to_owned()
+            ),
+            (
+                FrameDirection::Outbound,
+                r#"{"jsonrpc":"2.0","method":"note","params":[1]}"#.to_owned()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn diagnostics_overflow_is_counted_not_buffered() {
+    let config = PeerConfig {
+        diagnostics_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    for i in 0..5 {
+        raw.send(&format!("junk {i}")).await;
+    }
+    assert_ping_works(&mut raw, 1).await;
+    assert_eq!(diags.recv().await, Some(Diagnostic::Dropped { count: 3 }));
+    assert_eq!(
+        diags.recv().await,
+        Some(Diagnostic::JunkLine {
+            excerpt: "junk 3".into()
+        })
+    );
+    assert_eq!(
+        diags.recv().await,
+        Some(Diagnostic::JunkLine {
+            excerpt: "junk 4".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn handler_style_dispatch_serves_requests() {
+    let ((a, _a_in), (_b, b_in)) = Peer::memory_pair(PeerConfig::default());
+    tokio::spawn(b_in.serve(4, |msg| async move {
+        if let IncomingMessage::Request(r) = msg {
+            if r.method() == "add" {
+                let p: (i64, i64) = match r.params() {
+                    Ok(p) => p,
+                    Err(e) => return r.respond_error(e).await.unwrap(),
+                };
+                r.respond(p.0 + p.1).await.unwrap();
+            }
+        }
+    }));
+    assert_eq!(
+        a.request_raw("add", Some(json!([2, 3]))).await.unwrap(),
+        json!(5)
+    );
+    let bad = a
+        .request_raw("add", Some(json!({"x": 1})))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.remote().map(|e| e.code), Some(codes::INVALID_PARAMS));
+    let missing = a.request_raw("sub", None).await.unwrap_err();
+    assert_eq!(
+        missing.remote().map(|e| e.code),
+        Some(codes::METHOD_NOT_FOUND)
+    );
+}
+
+#[tokio::test]
+async fn incoming_recv_is_cancel_safe_in_select() {
+    let ((a, _a_in), (_b, mut b_in)) = Peer::memory_pair(PeerConfig::default());
+    let sender = tokio::spawn(async move {
+        for i in 0..50 {
+            a.notify_raw("n", Some(json!([i]))).await.unwrap();
+        }
+        a
+    });
+    // A competing branch that is often ready: a cancelled recv must not lose a message.
+    let mut got = Vec::new();
+    while got.len() < 50 {
+        tokio::select! {
+            m = b_in.recv() => got.push(m.unwrap()),
+            _ = tokio::task::yield_now() => {}
+        }
+    }
+    for (i, m) in got.iter().enumerate() {
+        let IncomingMessage::Notification(n) = m else {
+            panic!("expected a notification")
+        };
+        assert_eq!(n.params, Some(json!([i])));
+    }
+    sender.await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_every_handle_closes_the_connection() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    drop(peer);
+    assert!(raw.lines.next_line().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn tcp_listener_accepts_one_session_after_another() {
+    let listener = transport::tcp::Listener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        for session in 0..2 {
+            let (t, _) = listener.accept().await.unwrap();
+            let (peer, mut incoming) = Peer::new(t, PeerConfig::default());
+            // A server-initiated request while the client's request is still open.
+            if let Some(IncomingMessage::Request(r)) = incoming.recv().await {
+                let hello = peer.request_raw("client/hello", None).await.unwrap();
+                r.respond(json!({"session": session, "client": hello}))
+                    .await
+                    .unwrap();
+            }
+            peer.closed().await;
+        }
+    });
+    for session in 0..2 {
+        let t = transport::tcp::connect(addr).await.unwrap();
+        let (peer, mut incoming) = Peer::new(t, PeerConfig::default());
+        tokio::spawn(async move {
+            while let Some(IncomingMessage::Request(r)) = incoming.recv().await {
+                r.respond(json!("hi")).await.unwrap();
+            }
+        });
+        let r = peer.request_raw("work", None).await.unwrap();
+        assert_eq!(r, json!({"session": session, "client": "hi"}));
+        peer.close();
+        peer.closed().await;
+    }
+    server.await.unwrap();
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn child_process_exchange_reads_output_written_before_exit() {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(
+        r#"read line; echo 'log: got a request'; echo '{"jsonrpc":"2.0","id":1,"result":{"ok":true}}'"#,
+    );
+    let (t, _control) = transport::child::spawn(&mut cmd).unwrap();
+    let (peer, _incoming) = Peer::new(t, PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    assert_eq!(
+        peer.request_raw("ping", None).await.unwrap(),
+        json!({"ok": true})
+    );
+    assert_eq!(peer.closed().await, CloseReason::Eof);
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::JunkLine { .. })
+    ));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn child_killed_mid_request_fails_the_request_promptly() {
+    let mut cmd = tokio::process::Command::new("sh");
+    // The `sleep` grandchild keeps the stdout pipe open after `sh` dies: the child's exit
+    // itself must end the connection.
+    cmd.arg("-c")
+        .arg("read line; echo '{\"jsonrpc\":\"2.0\",\"method\":\"got\"}'; sleep 30; true");
+    let (t, control) = transport::child::spawn(&mut cmd).unwrap();
+    let config = PeerConfig {
+        request_timeout: Some(Duration::from_secs(600)),
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming) = Peer::new(t, config);
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("work", None).await });
+    // The child announces it read the request; then it is killed mid-request.
+    let Some(IncomingMessage::Notification(n)) = incoming.recv().await else {
+        panic!("the child did not announce")
+    };
+    assert_eq!(n.method, "got");
+    control.kill();
+    assert_eq!(
+        call.await.unwrap(),
+        Err(PeerError::Closed(CloseReason::Eof))
+    );
+    assert!(!control.wait().await.unwrap().success());
+}
+
+/// A typed method for the tests: `math/add` with `[a, b]` params and a `{ sum }` result.
+struct Add;
+
+#[derive(Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+struct Sum {
+    sum: i64,
+}
+
+impl mcpl::protocol::Method for Add {
+    const NAME: &'static str = "math/add";
+    const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Request;
+    const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::Either;
+    type Params = (i64, i64);
+    type Result = Sum;
+    fn requirement(_: &Self::Params) -> mcpl::capability::Requirement {
+        mcpl::capability::Requirement::None
+    }
+}
+
+/// A typed notification with unit params, sent without a `params` member.
+struct Tick;
+
+impl mcpl::protocol::Method for Tick {
+    const NAME: &'static str = "tick";
+    const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Notification;
+    const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::Either;
+    type Params = ();
+    type Result = ();
+    fn requirement(_: &Self::Params) -> mcpl::capability::Requirement {
+        mcpl::capability::Requirement::None
+    }
+}
+
+#[tokio::test]
+async fn typed_requests_and_notifications_round_trip() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request::<Add>(&(2, 40)).await });
+    let req = raw.recv().await;
+    assert_eq!(req["method"], json!("math/add"));
+    assert_eq!(req["params"], json!([2, 40]));
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{"sum":42}}))
+        .await;
+    assert_eq!(call.await.unwrap().unwrap(), Sum { sum: 42 });
+
+    // A result of the wrong shape is a decode error, not a panic.
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request::<Add>(&(1, 1)).await });
+    let req = raw.recv().await;
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":"two"}))
+        .await;
+    assert!(matches!(call.await.unwrap(), Err(PeerError::Decode { .. })));
+
+    peer.notify::<Tick>(&()).await.unwrap();
+    assert_eq!(raw.recv().await, json!({"jsonrpc":"2.0","method":"tick"}));
+}
+
+#[tokio::test]
+async fn typed_params_extraction_on_the_receiving_side() {
+    let ((a, _a_in), (_b, mut b_in)) = Peer::memory_pair(PeerConfig::default());
+    tokio::spawn(async move {
+        while let Some(IncomingMessage::Request(r)) = b_in.recv().await {
+            if r.is::<Add>() {
+                match r.typed_params::<Add>() {
+                    Ok((x, y)) => r.respond(Sum { sum: x + y }).await.unwrap(),
+                    Err(e) => r.respond_error(e).await.unwrap(),
+                }
+            }
+        }
+    });
+    assert_eq!(a.request::<Add>(&(3, 4)).await.unwrap(), Sum { sum: 7 });
+    let err = a
+        .request_raw("math/add", Some(json!({"a": 1})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.remote().map(|e| e.code), Some(codes::INVALID_PARAMS));
+}

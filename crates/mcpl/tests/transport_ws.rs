@@ -1,0 +1,242 @@
+//! WebSocket transport over real sockets: ws and wss (rustls/ring, self-signed certificate
+//! generated per test), multi-message frames, binary/ping/close handling.
+
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use mcpl::peer::{CloseReason, Diagnostic, Incoming, IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::ws::{self, WsError};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A self-signed certificate for `localhost`, and server and client configs built on it.
+fn tls_configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert: CertificateDer<'static> = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    let server = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (Arc::new(server), Arc::new(client))
+}
+
+/// Answers `echo` with its params, and `ask` by asking the other side `whoami` first.
+fn serve(peer: Peer, mut incoming: Incoming) -> tokio::task::JoinHandle<Peer> {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                match r.method() {
+                    "echo" => {
+                        let p = r.request().params.clone().unwrap_or(Value::Null);
+                        r.respond(p).await.unwrap();
+                    }
+                    "ask" => {
+                        let who = peer.request_raw("whoami", None).await.unwrap();
+                        r.respond(json!({"asked": who})).await.unwrap();
+                    }
+                    "whoami" => r.respond(json!("client")).await.unwrap(),
+                    _ => {}
+                }
+            }
+        }
+        peer
+    })
+}
+
+/// One exchange in each direction, with a request nested inside another.
+async fn exchange(client: &Peer) {
+    assert_eq!(
+        client
+            .request_raw("echo", Some(json!({"n": [1, 2.5, "three"]})))
+            .await
+            .unwrap(),
+        json!({"n": [1, 2.5, "three"]})
+    );
+    assert_eq!(
+        client.request_raw("ask", None).await.unwrap(),
+        json!({"asked": "client"})
+    );
+    let missing = client.request_raw("nope", None).await.unwrap_err();
+    assert_eq!(missing.remote().map(|e| e.code), Some(-32601));
+}
+
+#[tokio::test]
+async fn ws_exchange_in_both_directions() {
+    let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (t, _) = listener.accept().await.unwrap();
+        let (peer, incoming) = Peer::new(t, PeerConfig::default());
+        let peer = serve(peer, incoming).await.unwrap();
+        peer.close_reason()
+    });
+    let t = ws::connect(&format!("ws://127.0.0.1:{port}/mcpl"), None)
+        .await
+        .unwrap();
+    let (client, incoming) = Peer::new(t, PeerConfig::default());
+    let _client_side = serve(client.clone(), incoming);
+    exchange(&client).await;
+    client.close();
+    // The close frame ends the server's stream like EOF.
+    assert_eq!(server.await.unwrap(), Some(CloseReason::Eof));
+}
+
+#[tokio::test]
+async fn wss_exchange_with_a_self_signed_certificate() {
+    let (server_tls, client_tls) = tls_configs();
+    let listener = ws::Listener::bind("127.0.0.1:0", Some(server_tls))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        // The first connection (untrusting client) fails its handshake; serve the next.
+        loop {
+            match listener.accept().await {
+                Ok((t, _)) => {
+                    let (peer, incoming) = Peer::new(t, PeerConfig::default());
+                    serve(peer, incoming).await.unwrap();
+                    return;
+                }
+                Err(_) => continue,
+            }
+        }
+    });
+    let url = format!("wss://localhost:{port}/");
+
+    // Without a client config: refused before any connection is made.
+    assert!(matches!(
+        ws::connect(&url, None).await,
+        Err(WsError::TlsConfigRequired)
+    ));
+    // With a config that does not trust the certificate: the handshake fails.
+    let empty = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    assert!(ws::connect(&url, Some(Arc::new(empty))).await.is_err());
+
+    let t = ws::connect(&url, Some(client_tls)).await.unwrap();
+    let (client, incoming) = Peer::new(t, PeerConfig::default());
+    let _client_side = serve(client.clone(), incoming);
+    exchange(&client).await;
+}
+
+#[tokio::test]
+async fn non_websocket_urls_are_refused() {
+    for url in ["mcpl://example.com/x", "http://example.com/", "not a url"] {
+        assert!(
+            matches!(
+                ws::connect(url, None).await,
+                Err(WsError::InvalidUrl { .. })
+            ),
+            "{url}"
+        );
+    }
+}
+
+/// The next text frame as JSON, skipping pongs (whose payload must be the test's `hb`).
+async fn next_text<S>(raw: &mut tokio_tungstenite::WebSocketStream<S>) -> Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        match raw.next().await.unwrap().unwrap() {
+            WsMessage::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
+            WsMessage::Pong(p) => assert_eq!(&p[..], b"hb"),
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_frame_with_several_messages_binary_frames_and_pings() {
+    let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (t, _) = listener.accept().await.unwrap();
+        let config = PeerConfig {
+            max_message_size: 200,
+            ..PeerConfig::default()
+        };
+        let (peer, incoming) = Peer::new(t, config);
+        let diags = peer.diagnostics();
+        (serve(peer, incoming), diags)
+    });
+    let (mut raw, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let (server_task, mut diags) = server.await.unwrap();
+
+    // One text frame, three messages (one after \r\n, one notification, one oversized).
+    let frame = format!(
+        "{}\r\n{}\n{}\n{}",
+        json!({"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}),
+        json!({"jsonrpc":"2.0","method":"note"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"echo","params":["x".repeat(300)]}),
+        json!({"jsonrpc":"2.0","id":3,"method":"echo","params":[3]}),
+    );
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    let a = next_text(&mut raw).await;
+    let b = next_text(&mut raw).await;
+    assert_eq!(a, json!({"jsonrpc":"2.0","id":1,"result":[1]}));
+    assert_eq!(b, json!({"jsonrpc":"2.0","id":3,"result":[3]}));
+    match diags.recv().await {
+        Some(Diagnostic::Oversized { limit: 200, bytes }) => assert!(bytes > 300),
+        other => panic!("expected an oversize diagnostic, got {other:?}"),
+    }
+
+    // A binary frame is discarded with a diagnostic; a ping is answered; the link survives.
+    raw.send(WsMessage::binary(vec![1u8, 2, 3])).await.unwrap();
+    raw.send(WsMessage::Ping(b"hb".to_vec().into()))
+        .await
+        .unwrap();
+    raw.send(WsMessage::text(
+        json!({"jsonrpc":"2.0","id":4,"method":"echo","params":[4]}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let mut saw_pong = false;
+    loop {
+        match raw.next().await.unwrap().unwrap() {
+            WsMessage::Pong(p) => {
+                assert_eq!(&p[..], b"hb");
+                saw_pong = true;
+            }
+            WsMessage::Text(t) => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                assert_eq!(v, json!({"jsonrpc":"2.0","id":4,"result":[4]}));
+                break;
+            }
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+    assert!(
+        saw_pong,
+        "the ping was not answered before the next response"
+    );
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::NotText { .. })
+    ));
+
+    // A close frame from the client ends the server's connection.
+    raw.close(None).await.unwrap();
+    let peer = server_task.await.unwrap();
+    assert_eq!(peer.closed().await, CloseReason::Eof);
+}
