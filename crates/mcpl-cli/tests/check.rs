@@ -312,3 +312,42 @@ fn text_report_lists_failures_and_list_prints_the_catalogue() {
         .unwrap()
         .contains("push.event-shape"));
 }
+
+/// Forwards every frame between two transports until either side ends.
+async fn bridge(a: mcpl::transport::Transport, b: mcpl::transport::Transport) {
+    use mcpl::transport::Frame;
+    let (mut ar, mut aw, mut br, mut bw) = (a.reader, a.writer, b.reader, b.writer);
+    let _guards = (a.guard, b.guard);
+    loop {
+        tokio::select! {
+            f = ar.next_frame() => match f {
+                Ok(Some(Frame::Text(t))) => { if bw.send(&t).await.is_err() { break } }
+                _ => break,
+            },
+            f = br.next_frame() => match f {
+                Ok(Some(Frame::Text(t))) => { if aw.send(&t).await.is_err() { break } }
+                _ => break,
+            },
+        }
+    }
+}
+
+#[test]
+fn ws_target_is_checked_like_stdio() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(mcpl::transport::ws::Listener::bind("127.0.0.1:0", None))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = rt.spawn(async move {
+        let (ws, _) = listener.accept().await.unwrap();
+        let mut cmd = tokio::process::Command::new(FIXTURE);
+        cmd.arg("good");
+        let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+        bridge(ws, child).await;
+    });
+    let (code, doc) = check(&[&format!("ws://127.0.0.1:{port}/")]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    rt.block_on(server).unwrap();
+}

@@ -2,9 +2,12 @@
 //! stream, read on a thread so every wait is a bounded `recv_timeout`, with an optional
 //! JSON Lines transcript of every frame.
 //!
-//! This is a deliberately small stand-in for `mcpl::peer` (not yet on `main` when this was
-//! written): the checker needs raw frames (junk lines, notifications posing as requests,
-//! responses to ids it never sent) that a well-behaved peer would hide from it.
+//! WebSocket targets use `mcpl::transport::ws` on a private tokio runtime thread and feed
+//! the same event channel.
+//!
+//! This is deliberately not `mcpl::peer`: the checker needs raw frames (junk lines,
+//! notifications posing as requests, responses to ids it never sent, batches) that a
+//! well-behaved peer would answer or hide for it.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -79,9 +82,17 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// Where [`Conn::send`] writes.
+enum Sink {
+    /// A byte stream (child stdin, TCP) carrying newline-delimited JSON.
+    Bytes(Box<dyn Write + Send>),
+    /// The WebSocket writer task; one message text per frame.
+    Ws(tokio::sync::mpsc::UnboundedSender<String>),
+}
+
 /// A live connection to the server under test.
 pub struct Conn {
-    writer: Box<dyn Write + Send>,
+    writer: Sink,
     rx: Receiver<Event>,
     child: Option<Child>,
     tcp: Option<TcpStream>,
@@ -107,7 +118,7 @@ impl Conn {
         };
         let rx = start_reader(stdout, transcript.clone());
         Ok(Conn {
-            writer: Box::new(stdin),
+            writer: Sink::Bytes(Box::new(stdin)),
             rx,
             child: Some(child),
             tcp: None,
@@ -124,7 +135,7 @@ impl Conn {
                     let _ = s.set_nodelay(true);
                     let rx = start_reader(s.try_clone()?, transcript.clone());
                     return Ok(Conn {
-                        writer: Box::new(s.try_clone()?),
+                        writer: Sink::Bytes(Box::new(s.try_clone()?)),
                         rx,
                         child: None,
                         tcp: Some(s),
@@ -142,10 +153,93 @@ impl Conn {
         if let Some(t) = &self.transcript {
             t.write("sent", message.clone());
         }
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes())?;
-        self.writer.flush()
+        match &mut self.writer {
+            Sink::Bytes(w) => {
+                let mut line = message.to_string();
+                line.push('\n');
+                w.write_all(line.as_bytes())?;
+                w.flush()
+            }
+            Sink::Ws(tx) => tx
+                .send(message.to_string())
+                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "websocket closed")),
+        }
+    }
+
+    /// Connects to a `ws://` or `wss://` URL (TLS trusts `tls`), bounded by `timeout`.
+    pub fn ws(
+        url: &str,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        timeout: Duration,
+        transcript: Option<Transcript>,
+    ) -> io::Result<Conn> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        let (tx, rx) = mpsc::channel();
+        let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let url = url.to_owned();
+        let tr = transcript.clone();
+        thread::spawn(move || {
+            runtime.block_on(async move {
+                let connect = mcpl::transport::ws::connect(&url, tls);
+                let mut transport = match tokio::time::timeout(timeout, connect).await {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
+                        let _ = ready_tx.send(Err(io::Error::other(e.to_string())));
+                        return;
+                    }
+                    Err(_) => {
+                        let _ = ready_tx.send(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "WebSocket connect timed out",
+                        )));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                loop {
+                    tokio::select! {
+                        out = out_rx.recv() => match out {
+                            Some(text) => {
+                                if let Err(e) = transport.writer.send(&text).await {
+                                    let _ = tx.send(Event::Closed(format!("write error: {e}")));
+                                    return;
+                                }
+                            }
+                            None => {
+                                let _ = transport.writer.close().await;
+                                return;
+                            }
+                        },
+                        frame = transport.reader.next_frame() => {
+                            let event = match frame {
+                                Ok(Some(mcpl::transport::Frame::Text(text))) => classify(&text, tr.as_ref()),
+                                Ok(Some(other)) => Event::Junk(format!("{other:?}")),
+                                Ok(None) => Event::Closed("end of stream".into()),
+                                Err(e) => Event::Closed(format!("read error: {e}")),
+                            };
+                            let done = matches!(event, Event::Closed(_));
+                            if tx.send(event).is_err() || done {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        });
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Conn {
+                writer: Sink::Ws(out_tx),
+                rx,
+                child: None,
+                tcp: None,
+                transcript,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other("WebSocket thread ended")),
+        }
     }
 
     /// The next event, or `None` when `deadline` passes first.
@@ -205,26 +299,58 @@ fn start_reader<R: Read + Send + 'static>(
             if text.is_empty() {
                 continue;
             }
-            let event = match serde_json::from_str::<Value>(text) {
-                Ok(v) => {
-                    if let Some(t) = &transcript {
-                        t.write("received", v.clone());
-                    }
-                    Event::Frame(v)
-                }
-                Err(_) => {
-                    if let Some(t) = &transcript {
-                        t.write("received", Value::String(text.to_owned()));
-                    }
-                    Event::Junk(text.to_owned())
-                }
-            };
-            if tx.send(event).is_err() {
+            if tx.send(classify(text, transcript.as_ref())).is_err() {
                 return;
             }
         }
     });
     rx
+}
+
+/// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
+/// a JSON string).
+fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => {
+            if let Some(t) = transcript {
+                t.write("received", v.clone());
+            }
+            Event::Frame(v)
+        }
+        Err(_) => {
+            if let Some(t) = transcript {
+                t.write("received", Value::String(text.to_owned()));
+            }
+            Event::Junk(text.to_owned())
+        }
+    }
+}
+
+/// A rustls client configuration trusting the PEM certificates in `ca_file` (ring provider).
+pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca_file)
+        .map_err(|e| io::Error::other(format!("{}: {e}", ca_file.display())))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| io::Error::other(format!("{}: {e}", ca_file.display())))?;
+        // A single unusable certificate in a system bundle is skipped, not fatal.
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(io::Error::other(format!(
+            "{}: no usable CA certificates",
+            ca_file.display()
+        )));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| io::Error::other(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]

@@ -36,6 +36,10 @@ pub struct CheckArgs {
     /// Write every frame exchanged to FILE as JSON Lines (`direction`, `time`, `message`).
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default:
+    /// `$SSL_CERT_FILE`, else `/etc/ssl/certs/ca-certificates.crt`).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
     /// Target: `tcp://HOST:PORT`, `ws://…`, `wss://…`, `mcpl://…`, or `-- CMD ARGS…`.
     /// Without a target the bundled reference server is spawned (`mcpl serve --stdio`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -49,6 +53,8 @@ enum Target {
     Command(Vec<String>),
     /// `host:port` over TCP.
     Tcp(String),
+    /// A `ws://` or `wss://` URL (an `mcpl://` URI already resolved, RFC-004).
+    Ws(String),
 }
 
 /// Reads the positional target. A single argument with a URL scheme is an address;
@@ -75,16 +81,24 @@ fn parse_target(args: &[String]) -> Result<(Target, String), String> {
             }
             return Ok((Target::Tcp(hostport.to_owned()), one.clone()));
         }
-        for scheme in ["ws://", "wss://", "mcpl://"] {
-            if one.starts_with(scheme) {
-                return Err(format!(
-                    "{one}: WebSocket targets are not supported by this build of mcpl check yet; \
-                     use tcp://HOST:PORT or -- CMD ARGS"
-                ));
-            }
+        if one.starts_with("ws://") || one.starts_with("wss://") {
+            return Ok((Target::Ws(one.clone()), one.clone()));
+        }
+        if one.starts_with("mcpl://") {
+            let resolved = mcpl::uri::resolve(one).map_err(|e| format!("{one}: {e}"))?;
+            let label = format!("{one} ({})", resolved.resolved_transport());
+            return Ok((Target::Ws(resolved.resolved_transport().to_owned()), label));
         }
     }
     Ok((Target::Command(args.to_vec()), args.join(" ")))
+}
+
+/// The CA bundle for `wss://`: `--ca`, else `$SSL_CERT_FILE`, else the usual system path.
+fn ca_file(given: Option<&std::path::Path>) -> PathBuf {
+    given
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("SSL_CERT_FILE").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"))
 }
 
 fn seconds(name: &str, v: f64) -> Result<Duration, String> {
@@ -152,6 +166,18 @@ fn run(args: &CheckArgs) -> Report {
             .map_err(|e| format!("cannot start {:?}: {e}", argv.join(" "))),
         Target::Tcp(addr) => Conn::tcp(addr, timing.step, transcript)
             .map_err(|e| format!("cannot connect to {addr}: {e}")),
+        Target::Ws(url) => {
+            let tls = if url.starts_with("wss://") {
+                match conn::tls_config(&ca_file(args.ca.as_deref())) {
+                    Ok(c) => Some(c),
+                    Err(e) => return unreachable_report(label, format!("TLS setup: {e}")),
+                }
+            } else {
+                None
+            };
+            Conn::ws(url, tls, timing.step, transcript)
+                .map_err(|e| format!("cannot connect to {url}: {e}"))
+        }
     };
     let conn = match conn {
         Ok(c) => c,
@@ -176,6 +202,14 @@ mod tests {
             Ok(Target::Tcp("127.0.0.1:9".into()))
         );
         assert!(parse_target(&s(&["tcp://nohost"])).is_err());
+        assert_eq!(
+            parse_target(&s(&["ws://127.0.0.1:9/mcpl"])).map(|t| t.0),
+            Ok(Target::Ws("ws://127.0.0.1:9/mcpl".into()))
+        );
+        assert!(matches!(
+            parse_target(&s(&["mcpl://example.com/x"])).map(|t| t.0),
+            Ok(Target::Ws(url)) if url.starts_with("wss://example.com")
+        ));
         assert_eq!(
             parse_target(&s(&["srv", "--flag"])).map(|t| t.0),
             Ok(Target::Command(s(&["srv", "--flag"])))
