@@ -83,6 +83,7 @@ fn well_behaved_server_passes_every_check() {
         "rpc.unknown-method-errors",
         "hooks.answers-without-observe",
         "hooks.injection-positions",
+        "hooks.injection-shape",
         "push.event-is-request",
         "push.event-shape",
         "channels.descriptor-shape",
@@ -122,6 +123,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("bad-descriptor", &["channels.descriptor-shape"]),
         ("changed-payload", &["manifest.changed-shape"]),
         ("junk", &["transport.frames-valid"]),
+        ("injection-no-feature-set", &["hooks.injection-shape"]),
         ("no-init", &["initialize.answered"]),
     ];
     for (mode, expected) in cases {

@@ -2,7 +2,7 @@
 //! server and judges everything it sends on its own. Every wait is bounded by the step
 //! timeout, so an MCP-only, 0.4 or silent server still gets a complete report.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use mcpl::capability::{self, Capability, Grant, Requirement};
@@ -60,6 +60,9 @@ struct Session {
     available: BTreeSet<String>,
     registered: BTreeSet<String>,
     junk: Vec<String>,
+    /// Ids of our requests that timed out: a late answer is lateness (already reported by
+    /// the step that waited), not an invalid frame.
+    timed_out: HashSet<RequestId>,
     invalid: Vec<String>,
     privileged_before_ready: Vec<String>,
     push_seen: usize,
@@ -108,6 +111,7 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         available: BTreeSet::new(),
         registered: BTreeSet::new(),
         junk: Vec::new(),
+        timed_out: HashSet::new(),
         invalid: Vec::new(),
         privileged_before_ready: Vec::new(),
         push_seen: 0,
@@ -439,7 +443,11 @@ impl Session {
     }
 
     fn before_inference(&mut self, host_grant: &HostGrant) {
-        let (answered, positions) = ("hooks.answers-without-observe", "hooks.injection-positions");
+        let (answered, positions, shape) = (
+            "hooks.answers-without-observe",
+            "hooks.injection-positions",
+            "hooks.injection-shape",
+        );
         let inject = [
             Capability::InjectSystem,
             Capability::InjectBeforeUser,
@@ -449,18 +457,21 @@ impl Session {
             let why = "no injection position advertised";
             self.rec.record(answered, Status::Skip, why);
             self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
             return;
         }
         if !self.ready {
             let why = "policy not established: the host must not fan out hooks (§5.3)";
             self.rec.record(answered, Status::Skip, why);
             self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
             return;
         }
         if !policy::before_inference_applies(&self.grant) {
             let why = "injection not granted";
             self.rec.record(answered, Status::Skip, why);
             self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
             return;
         }
         let mut params = json!({
@@ -491,9 +502,18 @@ impl Session {
                 );
                 self.rec
                     .record(positions, Status::Skip, "no beforeInference result");
+                self.rec
+                    .record(shape, Status::Skip, "no beforeInference result");
                 return;
             }
         };
+        let defects = inspect::before_inference_defects(&result);
+        if defects.is_empty() {
+            self.rec
+                .record(shape, Status::Pass, "well-formed beforeInference result");
+        } else {
+            self.rec.record(shape, Status::Fail, defects.join("; "));
+        }
         // Authorized at response-receipt against the current grant (§5.4).
         let injections = match result.get("contextInjections") {
             None => {
@@ -660,6 +680,7 @@ impl Session {
         let deadline = Instant::now() + self.timing.step;
         loop {
             let Some(ev) = self.conn.recv(deadline) else {
+                self.timed_out.insert(id);
                 return Reply::Timeout;
             };
             if let Event::Frame(v) = &ev {
@@ -698,6 +719,11 @@ impl Session {
                 if let Some(id) = e.id {
                     self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
                 }
+            }
+            Ok(Message::Response(r))
+                if r.id.as_ref().is_some_and(|i| self.timed_out.contains(i)) =>
+            {
+                tracing::debug!("late response to timed-out request {:?}", r.id);
             }
             Ok(Message::Response(r)) => self.invalid.push(format!(
                 "response to an id the checker never sent or already settled: {}",

@@ -205,6 +205,50 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
     out
 }
 
+/// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5: each
+/// injection is an object with a string `namespace`, a string `position` and `content` that
+/// is a string or an array of content blocks (optional `metadata` an object); a result that
+/// injects anything names its `featureSet` (§6.5). Whether the position is *granted* is a
+/// separate check (`hooks.injection-positions`).
+pub fn before_inference_defects(result: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(obj) = result.as_object() else {
+        out.push("result is not an object".into());
+        return out;
+    };
+    let injections = match obj.get("contextInjections") {
+        None => return out,
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            out.push("contextInjections is not an array".into());
+            return out;
+        }
+    };
+    if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
+        out.push("injections returned without a featureSet (§6.5)".into());
+    }
+    for (i, inj) in injections.iter().enumerate() {
+        let at = format!("contextInjections[{i}]");
+        let Some(o) = inj.as_object() else {
+            out.push(format!("{at} is not an object"));
+            continue;
+        };
+        for field in ["namespace", "position"] {
+            if !o.get(field).is_some_and(Value::is_string) {
+                out.push(format!("{at}.{field} missing or not a string"));
+            }
+        }
+        match o.get("content") {
+            Some(Value::String(_)) => {}
+            c => content_defects(c, &format!("{at}.content"), &mut out),
+        }
+        if o.get("metadata").is_some_and(|m| !m.is_object()) {
+            out.push(format!("{at}.metadata is not an object"));
+        }
+    }
+    out
+}
+
 /// Defects of one channel descriptor against §14.2: a non-empty string `id`, a string
 /// `type`, and — when present — a string `label`, a `direction` of outbound / inbound /
 /// bidirectional, and object `address` / `metadata`.
@@ -341,6 +385,20 @@ mod tests {
         let d = push_event_defects(Some(&bad));
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(!push_event_defects(None).is_empty());
+    }
+
+    #[test]
+    fn s10_4_injection_shape() {
+        let ok = json!({"featureSet":"a","contextInjections":[
+            {"namespace":"n","position":"afterUser","content":"text"},
+            {"namespace":"n","position":"system","content":[{"type":"text","text":"t"}]}]});
+        assert!(before_inference_defects(&ok).is_empty());
+        assert!(before_inference_defects(&json!({})).is_empty());
+        let no_fs =
+            json!({"contextInjections":[{"namespace":"n","position":"system","content":"x"}]});
+        assert_eq!(before_inference_defects(&no_fs).len(), 1);
+        let bad = json!({"featureSet":"a","contextInjections":[{"position":"system","content":7}]});
+        assert_eq!(before_inference_defects(&bad).len(), 2);
     }
 
     #[test]

@@ -70,6 +70,7 @@ catalogue! {
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
+    "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
     "push.event-is-request", "§4.1", "push/event is sent as a Request";
     "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, timestamp, payload";
     "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";
