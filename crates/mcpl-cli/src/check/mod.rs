@@ -36,8 +36,8 @@ pub struct CheckArgs {
     /// Write every frame exchanged to FILE as JSON Lines (`direction`, `time`, `message`).
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
-    /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default:
-    /// `$SSL_CERT_FILE`, else `/etc/ssl/certs/ca-certificates.crt`).
+    /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default: the
+    /// bundled webpki (Mozilla) roots).
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
     /// Target: `tcp://HOST:PORT`, `ws://…`, `wss://…`, `mcpl://…`, or `-- CMD ARGS…`.
@@ -91,14 +91,6 @@ fn parse_target(args: &[String]) -> Result<(Target, String), String> {
         }
     }
     Ok((Target::Command(args.to_vec()), args.join(" ")))
-}
-
-/// The CA bundle for `wss://`: `--ca`, else `$SSL_CERT_FILE`, else the usual system path.
-fn ca_file(given: Option<&std::path::Path>) -> PathBuf {
-    given
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("SSL_CERT_FILE").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"))
 }
 
 fn seconds(name: &str, v: f64) -> Result<Duration, String> {
@@ -167,13 +159,13 @@ fn run(args: &CheckArgs) -> Report {
         Target::Tcp(addr) => Conn::tcp(addr, timing.step, transcript)
             .map_err(|e| format!("cannot connect to {addr}: {e}")),
         Target::Ws(url) => {
-            let tls = if url.starts_with("wss://") {
-                match conn::tls_config(&ca_file(args.ca.as_deref())) {
+            let tls = match (url.starts_with("wss://"), &args.ca) {
+                (false, _) => None,
+                (true, None) => Some(mcpl::transport::endpoint::default_tls_config()),
+                (true, Some(ca)) => match conn::tls_config(ca) {
                     Ok(c) => Some(c),
                     Err(e) => return unreachable_report(label, format!("TLS setup: {e}")),
-                }
-            } else {
-                None
+                },
             };
             Conn::ws(url, tls, timing.step, transcript)
                 .map_err(|e| format!("cannot connect to {url}: {e}"))
