@@ -64,6 +64,20 @@ fn assert_complete(doc: &Value) {
 }
 
 #[test]
+fn json_rpc_batches_are_split_and_judged() {
+    let (code, doc) = scripted("batch");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    for id in [
+        "rpc.unknown-method-errors",
+        "push.event-shape",
+        "channels.descriptor-shape",
+    ] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 0);
+}
+
+#[test]
 fn well_behaved_server_passes_every_check() {
     let (code, doc) = scripted("good");
     assert_complete(&doc);

@@ -34,6 +34,16 @@ impl Reply {
     }
 }
 
+/// What handling one event came to.
+enum Handled {
+    /// The awaited response arrived.
+    Awaited(Reply),
+    /// Anything else; keep waiting.
+    Continue,
+    /// The connection ended.
+    Closed,
+}
+
 /// Timing knobs of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -60,6 +70,8 @@ struct Session {
     available: BTreeSet<String>,
     registered: BTreeSet<String>,
     junk: Vec<String>,
+    /// While a batch is being handled: the answers to its requests, sent as one array.
+    batch: Option<Vec<Value>>,
     /// Ids of our requests that timed out: a late answer is lateness (already reported by
     /// the step that waited), not an invalid frame.
     timed_out: HashSet<RequestId>,
@@ -111,6 +123,7 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         available: BTreeSet::new(),
         registered: BTreeSet::new(),
         junk: Vec::new(),
+        batch: None,
         timed_out: HashSet::new(),
         invalid: Vec::new(),
         privileged_before_ready: Vec::new(),
@@ -558,7 +571,7 @@ impl Session {
         }
         let deadline = Instant::now() + self.timing.watch;
         while let Some(ev) = self.conn.recv(deadline) {
-            if !self.handle_event(ev, None) {
+            if let Handled::Closed = self.handle_event(ev, None) {
                 break;
             }
         }
@@ -683,42 +696,67 @@ impl Session {
                 self.timed_out.insert(id);
                 return Reply::Timeout;
             };
-            if let Event::Frame(v) = &ev {
-                if let Ok(Message::Response(r)) = Message::from_value(v.clone()) {
-                    if r.id.as_ref() == Some(&id) {
-                        return match r.outcome {
-                            Ok(v) => Reply::Result(v),
-                            Err(e) => Reply::Error(e),
-                        };
-                    }
+            match self.handle_event(ev, Some(&id)) {
+                Handled::Awaited(reply) => return reply,
+                Handled::Continue => {}
+                Handled::Closed => {
+                    return Reply::Closed(self.closed.clone().unwrap_or_default());
                 }
-            }
-            if !self.handle_event(ev, Some(&id)) {
-                return Reply::Closed(self.closed.clone().unwrap_or_default());
             }
         }
     }
 
-    /// Judges and answers one event that is not the awaited response. Returns false when
-    /// the connection is gone.
-    fn handle_event(&mut self, ev: Event, _awaiting: Option<&RequestId>) -> bool {
+    /// Judges and answers one event. A response to `awaiting` is handed back instead; a
+    /// JSON-RPC batch is split, and the answers to its requests go back as one batch.
+    fn handle_event(&mut self, ev: Event, awaiting: Option<&RequestId>) -> Handled {
         let v = match ev {
             Event::Frame(v) => v,
             Event::Junk(line) => {
                 self.junk.push(line);
-                return true;
+                return Handled::Continue;
             }
             Event::Closed(why) => {
                 self.closed = Some(why);
-                return false;
+                return Handled::Closed;
             }
         };
+        let Value::Array(items) = v else {
+            return self.handle_value(v, awaiting);
+        };
+        if items.is_empty() {
+            self.invalid.push("empty batch".into());
+            self.answer_now(json!({ "jsonrpc": "2.0", "id": null,
+                "error": ErrorObject::invalid_request("empty batch") }));
+            return Handled::Continue;
+        }
+        self.batch = Some(Vec::new());
+        let mut outcome = Handled::Continue;
+        for item in items {
+            if let Handled::Awaited(r) = self.handle_value(item, awaiting) {
+                outcome = Handled::Awaited(r);
+            }
+        }
+        if let Some(answers) = self.batch.take() {
+            if !answers.is_empty() {
+                self.answer_now(Value::Array(answers));
+            }
+        }
+        outcome
+    }
+
+    fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
                 if let Some(id) = e.id {
                     self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
                 }
+            }
+            Ok(Message::Response(r)) if r.id.is_some() && r.id.as_ref() == awaiting => {
+                return Handled::Awaited(match r.outcome {
+                    Ok(v) => Reply::Result(v),
+                    Err(e) => Reply::Error(e),
+                });
             }
             Ok(Message::Response(r))
                 if r.id.as_ref().is_some_and(|i| self.timed_out.contains(i)) =>
@@ -732,7 +770,7 @@ impl Session {
             Ok(Message::Notification(n)) => self.server_message(None, &n.method, n.params),
             Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
         }
-        true
+        Handled::Continue
     }
 
     fn answer(&mut self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
@@ -740,6 +778,13 @@ impl Session {
             Ok(result) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "result": result }),
             Err(e) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "error": e }),
         };
+        match &mut self.batch {
+            Some(answers) => answers.push(msg),
+            None => self.answer_now(msg),
+        }
+    }
+
+    fn answer_now(&mut self, msg: Value) {
         self.send(&msg);
     }
 
