@@ -99,6 +99,11 @@ fn host_capabilities() -> Value {
     })
 }
 
+/// The `ModelInfo` the checker presents (§10.1 `model`, §12.2).
+fn checker_model() -> Value {
+    json!({ "id": "mcpl-check", "vendor": "mcpl", "contextWindow": 8192, "capabilities": [] })
+}
+
 /// The checker's host policy: everything in the vocabulary except observe, so `userMessage:
 /// null` handling and injection-without-observe are exercised (§10.1).
 fn host_policy() -> Vec<&'static str> {
@@ -492,7 +497,7 @@ impl Session {
             "conversationId": "conv_mcpl_check",
             "turnIndex": 0,
             "userMessage": "this text must never reach a server denied observe",
-            "model": { "id": "mcpl-check", "vendor": "mcpl", "contextWindow": 8192, "capabilities": [] }
+            "model": checker_model()
         });
         policy::redact_before_inference(&self.grant, &mut params);
         let result = match self.request("context/beforeInference", params) {
@@ -947,6 +952,10 @@ impl Session {
                     .collect();
                 Ok(json!({ "results": results }))
             }
+            // §12.2: the model the checker's (pretend) inference would use.
+            "model/info" => Ok(checker_model()),
+            // The checker performs no inference; `inference/request`, `channels/list` and the
+            // rest are answered with an error rather than silence (§6.6).
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }
