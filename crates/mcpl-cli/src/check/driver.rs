@@ -248,6 +248,7 @@ impl Session {
             "manifest.fetch",
             "hooks.answers-without-observe",
             "hooks.injection-positions",
+            "hooks.injection-shape",
         ] {
             self.rec.record(id, Status::Skip, reason);
         }
@@ -479,7 +480,11 @@ impl Session {
             return;
         }
         if !self.ready {
-            let why = "policy not established: the host must not fan out hooks (§5.3)";
+            let why = if self.receipt_seen {
+                "no accepted, well-formed receipt: the host does not fan out hooks (§5.3, §6.7)"
+            } else {
+                "policy not established: the host must not fan out hooks (§5.3)"
+            };
             self.rec.record(answered, Status::Skip, why);
             self.rec.record(positions, Status::Skip, why);
             self.rec.record(shape, Status::Skip, why);
