@@ -64,6 +64,18 @@ fn assert_complete(doc: &Value) {
 }
 
 #[test]
+fn s6_4_undeclared_use_is_a_warning_not_a_failure() {
+    let (code, doc) = scripted("undeclared-use");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["featuresets.declaration-matches"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
 fn json_rpc_batches_are_split_and_judged() {
     let (code, doc) = scripted("batch");
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");

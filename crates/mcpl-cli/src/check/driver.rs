@@ -68,6 +68,11 @@ struct Session {
     grant: Grant,
     declared: BTreeSet<String>,
     available: BTreeSet<String>,
+    decls: FeatureSets,
+    /// Declaration mismatches seen (§6.4), as "set exercises paths".
+    mismatches: Vec<String>,
+    /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
+    tagged_uses: usize,
     registered: BTreeSet<String>,
     junk: Vec<String>,
     /// While a batch is being handled: the answers to its requests, sent as one array.
@@ -126,6 +131,9 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         grant: Grant::default(),
         declared: BTreeSet::new(),
         available: BTreeSet::new(),
+        decls: FeatureSets::default(),
+        mismatches: Vec::new(),
+        tagged_uses: 0,
         registered: BTreeSet::new(),
         junk: Vec::new(),
         batch: None,
@@ -212,6 +220,7 @@ impl Session {
         // §5.3: the initial policy Request, granting what is advertised except observe.
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
         self.declared = sets.sets.keys().cloned().collect();
+        self.decls = sets.clone();
         let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
         let host_grant = match HostGrant::compute(advertised, host_policy()) {
             Ok(g) => g,
@@ -554,6 +563,17 @@ impl Session {
                 return;
             }
         };
+        if let Some(fs) = result.get("featureSet").and_then(Value::as_str) {
+            for inj in &injections {
+                let leaf = inj
+                    .get("position")
+                    .and_then(Value::as_str)
+                    .and_then(Capability::for_position);
+                if let Some(leaf) = leaf {
+                    self.note_use(fs.to_owned(), Requirement::One(leaf));
+                }
+            }
+        }
         let mut bad = Vec::new();
         for (i, inj) in injections.iter().enumerate() {
             if let Err(e) = policy::authorize_injection(&self.grant, inj) {
@@ -619,6 +639,21 @@ impl Session {
                     self.privileged_before_ready.join(", ")
                 ),
             );
+        }
+        let decl = "featuresets.declaration-matches";
+        if !self.mismatches.is_empty() {
+            self.mismatches.dedup();
+            self.rec
+                .record(decl, Status::Warn, self.mismatches.join("; "));
+        } else if self.tagged_uses > 0 {
+            self.rec.record(
+                decl,
+                Status::Pass,
+                format!("{} tagged use(s), all declared", self.tagged_uses),
+            );
+        } else {
+            self.rec
+                .record(decl, Status::Skip, "no feature-set-tagged use observed");
         }
         let none = |what: &str| format!("server sent no {what}");
         for (ids, seen, what) in [
@@ -996,6 +1031,18 @@ impl Session {
                     format!("featureSet {fs:?} is not available under the grant"),
                 );
             }
+            self.note_use(fs.to_owned(), Requirement::One(Capability::PushEvents));
+        }
+    }
+
+    /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
+    fn note_use(&mut self, feature_set: String, required: Requirement) {
+        self.tagged_uses += 1;
+        if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
+            self.mismatches.push(format!(
+                "{feature_set:?} exercises {} without declaring it",
+                missing.sorted_paths().join(", ")
+            ));
         }
     }
 
