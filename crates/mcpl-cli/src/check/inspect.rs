@@ -333,6 +333,32 @@ mod tests {
     }
 
     #[test]
+    fn s5_1_tools_inside_mcpl_advertises_nothing_and_warns() {
+        assert_eq!(
+            advertisement_shape(&json!({"version":"0.5","tools":true})).0,
+            Status::Warn
+        );
+        assert_eq!(
+            advertisement_shape(&json!({"version":"0.5","pushEvents":true})).0,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn s6_7_receipt_defects_are_sorted_by_rule() {
+        let r = mcpl::policy::parse_receipt(&json!({"accepted": false}));
+        let (shape, fallback, mode) = receipt_defects(&r);
+        assert!(shape.is_empty() && mode.is_empty());
+        assert_eq!(fallback.len(), 1);
+        let r = mcpl::policy::parse_receipt(&json!({"accepted": true, "mode": "degraded"}));
+        let (shape, fallback, mode) = receipt_defects(&r);
+        assert!(shape.is_empty() && fallback.is_empty());
+        assert_eq!(mode.len(), 1);
+        let r = mcpl::policy::parse_receipt(&json!({"ok": true}));
+        assert_eq!(receipt_defects(&r).0.len(), 1);
+    }
+
+    #[test]
     fn s6_1_array_feature_sets_fail_shape() {
         let m = json!({"version":"0.4","featureSets":[{"name":"a","description":"d","uses":["tools"]}]});
         assert_eq!(feature_sets_shape(&m).0, Status::Fail);
