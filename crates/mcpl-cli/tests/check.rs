@@ -195,6 +195,18 @@ fn exit_2_when_the_command_does_not_exist() {
 }
 
 #[test]
+fn exit_2_on_an_unusable_timeout() {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--json", "--timeout", "0", "--", FIXTURE, "good"])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
+}
+
+#[test]
 fn exit_2_when_nobody_listens_on_the_tcp_port() {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

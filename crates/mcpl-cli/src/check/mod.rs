@@ -110,6 +110,9 @@ pub fn main(args: CheckArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let report = run(&args);
+    if let Some(e) = &report.error {
+        eprintln!("mcpl check: {e}");
+    }
     if args.json {
         println!("{}", report.to_json());
     } else {
