@@ -16,6 +16,7 @@ use std::pin::Pin;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 pub mod child;
+pub mod endpoint;
 pub mod memory;
 pub mod stdio;
 pub mod tcp;
