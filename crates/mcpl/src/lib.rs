@@ -6,13 +6,14 @@
 //!
 //! The crate has two layers:
 //! - the **protocol core** (always available, no I/O): [`jsonrpc`], [`protocol`],
-//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`];
+//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`], [`lifecycle`];
 //! - the **runtime** (feature `runtime`, on by default, tokio): [`transport`], [`peer`],
 //!   [`server`] and [`host`].
 #![warn(missing_docs)]
 
 pub mod capability;
 pub mod jsonrpc;
+pub mod lifecycle;
 pub mod manifest;
 pub mod policy;
 pub mod protocol;
