@@ -25,6 +25,8 @@ pub mod host;
 #[cfg(feature = "runtime")]
 pub mod peer;
 #[cfg(feature = "runtime")]
+pub mod reference;
+#[cfg(feature = "runtime")]
 pub mod server;
 #[cfg(feature = "runtime")]
 pub mod transport;

@@ -421,7 +421,7 @@ pub struct ServerBuilder {
     instructions: Option<String>,
     advertised: CapabilitySet,
     feature_sets: BTreeMap<String, FeatureSetDeclaration>,
-    tag_ontology: Option<Value>,
+    tag_ontologies: Vec<(String, Value)>,
     manifest_extra: Map<String, Value>,
     mcp_capabilities: Map<String, Value>,
     handlers: Handlers,
@@ -441,7 +441,7 @@ impl ServerBuilder {
             instructions: None,
             advertised: CapabilitySet::EMPTY,
             feature_sets: BTreeMap::new(),
-            tag_ontology: None,
+            tag_ontologies: Vec::new(),
             manifest_extra: Map::new(),
             mcp_capabilities: Map::new(),
             handlers: Handlers::default(),
@@ -493,9 +493,10 @@ impl ServerBuilder {
         self
     }
 
-    /// The manifest's `tagOntology` (§16.4).
-    pub fn tag_ontology(mut self, ontology: Value) -> Self {
-        self.tag_ontology = Some(ontology);
+    /// The `tagOntology` of a declared feature set (§16.4: producers advertise the tags
+    /// they emit on their feature-set declaration). Ignored for an undeclared set.
+    pub fn tag_ontology(mut self, feature_set: impl Into<String>, ontology: Value) -> Self {
+        self.tag_ontologies.push((feature_set.into(), ontology));
         self
     }
 
@@ -696,13 +697,15 @@ impl ServerBuilder {
         if let Value::Object(tree) = advertisement_to_value(self.advertised) {
             m.extend(tree);
         }
-        let sets = FeatureSets {
+        let mut sets = FeatureSets {
             sets: self.feature_sets.clone(),
         };
-        m.insert("featureSets".into(), sets.to_value());
-        if let Some(o) = &self.tag_ontology {
-            m.insert("tagOntology".into(), o.clone());
+        for (name, o) in &self.tag_ontologies {
+            if let Some(d) = sets.sets.get_mut(name) {
+                d.extra.insert("tagOntology".into(), o.clone());
+            }
         }
+        m.insert("featureSets".into(), sets.to_value());
         for (k, v) in &self.manifest_extra {
             m.entry(k.clone()).or_insert_with(|| v.clone());
         }
