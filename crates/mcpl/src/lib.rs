@@ -15,7 +15,7 @@
 //! A server declares feature sets, registers tools and handlers, and serves a transport. The
 //! session answers `initialize` with the manifest, stays inert until the host's policy
 //! Request, answers it with the degradation receipt, and refuses any send the grant does not
-//! allow (see [`server`]). [`reference`] is a fuller example.
+//! allow (see [`server`]). [`mod@reference`] is a fuller example.
 //!
 //! ```no_run
 //! use mcpl::capability::Capability;

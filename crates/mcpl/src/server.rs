@@ -28,7 +28,7 @@
 //!   missing capability ([`SendError`]), before anything reaches the wire; the ones that carry
 //!   a `featureSet` (§6.5) also refuse an undeclared or unavailable set.
 //! - **Lifecycle consumer (§10.5).** `inference/lifecycle` feeds a
-//!   [`LifecycleTracker`](crate::lifecycle::LifecycleTracker): the application gets one
+//!   [`LifecycleTracker`]: the application gets one
 //!   turn-start and one turn-end callback per `inferenceId`, a safety timeout ends turns
 //!   whose terminal never comes, and defects are reported as diagnostics.
 //! - **Delivery is never a side effect of a lifecycle event (§14.5).** The handlers for
