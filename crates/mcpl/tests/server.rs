@@ -721,3 +721,194 @@ fn build_refuses_reserved_custom_methods_and_invalid_uses() {
         Err(mcpl::server::BuildError::InvalidFeatureSet { .. })
     ));
 }
+
+fn inference_params(feature_set: &str) -> mcpl::protocol::inference::InferenceRequestParams {
+    serde_json::from_value(json!({
+        "featureSet": feature_set,
+        "messages": [{"role": "user", "content": "summarise"}]
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn s11_4_streaming_chunks_are_routed_by_request_id() {
+    let server = builder()
+        .feature_set(
+            "digest",
+            "Summaries",
+            &[
+                Capability::InferenceRequest,
+                Capability::InferenceRequestStreaming,
+            ],
+        )
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+
+    // Only inferenceRequest granted: streaming is refused locally, naming the missing leaf.
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"]}),
+    )
+    .await;
+    let e = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap_err();
+    // The set needs streaming too, so the grant check names the leaf first.
+    assert_eq!(
+        e,
+        SendError::CapabilityDenied {
+            capability: Capability::InferenceRequestStreaming
+        }
+    );
+
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
+    )
+    .await;
+    let mut stream = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    assert_eq!(req.method(), "inference/request");
+    assert_eq!(req.request().params.as_ref().unwrap()["stream"], true);
+    let id = req.id().to_value();
+    for (i, d) in ["Hel", "lo"].iter().enumerate() {
+        host.peer
+            .notify_raw(
+                "inference/chunk",
+                Some(json!({"requestId": id, "index": i, "delta": d})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    req.respond(
+        json!({"content": [{"type": "text", "text": "Hello"}], "finishReason": "end_turn"}),
+    )
+    .await
+    .unwrap();
+    let mut deltas = String::new();
+    while let Some(c) = stream.next_chunk().await {
+        deltas.push_str(&c.delta);
+    }
+    assert_eq!(deltas, "Hello");
+    let result = stream.finish().await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap()[0]["text"],
+        "Hello"
+    );
+}
+
+#[tokio::test]
+async fn s11_inference_request_needs_an_available_feature_set() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"], "enabled": ["alerts"]}),
+    )
+    .await;
+    let e = host
+        .session
+        .inference_request(inference_params("digest"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::FeatureSetUnavailable {
+            name: "digest".into(),
+            reason: "not_selected"
+        }
+    );
+    let e = host
+        .session
+        .inference_request(inference_params("undeclared"))
+        .await
+        .unwrap_err();
+    assert_eq!(e, SendError::UnknownFeatureSet("undeclared".into()));
+    sync(&host).await;
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s14_outgoing_stream_is_observed_only_when_streaming_is_granted() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let server = builder()
+        .on_outgoing_chunk(move |c| s1.lock().unwrap().push(c.delta.clone()))
+        .on_outgoing_complete(move |c| s2.lock().unwrap().push(format!("done {}", c.channel_id)))
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let chunk = json!({"inferenceId": "i", "channelId": "c", "index": 0, "delta": "hi"});
+    let complete = json!({"inferenceId": "i", "channelId": "c", "content": "hi"});
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    host.peer
+        .notify_raw("channels/outgoing/chunk", Some(chunk.clone()))
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert!(seen.lock().unwrap().is_empty());
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.streaming"]}),
+    )
+    .await;
+    host.peer
+        .notify_raw("channels/outgoing/chunk", Some(chunk))
+        .await
+        .unwrap();
+    host.peer
+        .notify_raw("channels/outgoing/complete", Some(complete))
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert_eq!(*seen.lock().unwrap(), ["hi", "done c"]);
+    // Observing the stream sent nothing (§14.5).
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_granted() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.register", "modelInfo"]}),
+    )
+    .await;
+    let session = host.session.clone();
+    let task = tokio::spawn(async move {
+        let change: mcpl::protocol::channels::ChangedParams =
+            serde_json::from_value(json!({"removed": ["x"]})).unwrap();
+        let r = session.channels_changed(change).await.unwrap();
+        let m = session.model_info().await.unwrap();
+        (r, m)
+    });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/changed as a request")
+    };
+    assert_eq!(req.method(), "channels/changed");
+    req.respond(json!({"results": [{"id": "x", "accepted": true}]}))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected model/info")
+    };
+    assert_eq!(req.method(), "model/info");
+    req.respond(json!({"id": "model-1"})).await.unwrap();
+    let (r, m) = task.await.unwrap();
+    assert!(r.results[0].accepted);
+    assert_eq!(m.id, "model-1");
+}
