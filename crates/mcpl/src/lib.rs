@@ -8,7 +8,7 @@
 //! - the **protocol core** (always available, no I/O): [`jsonrpc`], [`protocol`],
 //!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`], [`lifecycle`];
 //! - the **runtime** (feature `runtime`, on by default, tokio): [`transport`], [`peer`],
-//!   [`server`] and [`host`].
+//!   [`server`] and [`host`], and the reference server ([`mod@reference`]).
 //!
 //! # A complete server
 //!

@@ -213,7 +213,9 @@ pub struct SessionDiagnostic {
 /// change through [`Session::grant_changes`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrantState {
-    /// The host advertised MCPL (false: MCP-only, §3.2).
+    /// `initialize` has been answered (before that, whether the host speaks MCPL is unknown).
+    pub initialized: bool,
+    /// The host advertised MCPL (false: MCP-only, §3.2, or not yet initialized).
     pub mcpl: bool,
     /// The policy Request has been applied (§5.3).
     pub ready: bool,
@@ -226,6 +228,7 @@ pub struct GrantState {
 impl GrantState {
     fn inert() -> Self {
         GrantState {
+            initialized: false,
             mcpl: false,
             ready: false,
             grant: Grant::none(),
@@ -249,7 +252,7 @@ impl GrantState {
     }
 
     fn check(&self, req: Requirement) -> Result<(), SendError> {
-        if !self.mcpl {
+        if self.initialized && !self.mcpl {
             return Err(SendError::McpOnly);
         }
         let grant = if self.ready {
@@ -889,6 +892,7 @@ impl Conn {
 
     fn publish(&self, st: &ConnState) {
         let state = GrantState {
+            initialized: st.phase != Phase::New,
             mcpl: st.mcpl,
             ready: st.policy.is_ready(),
             grant: *st.policy.grant(),

@@ -912,3 +912,41 @@ async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_grante
     assert!(r.results[0].accepted);
     assert_eq!(m.id, "model-1");
 }
+
+#[tokio::test]
+async fn s6_7_a_reducing_request_applies_before_its_receipt() {
+    let server = builder().build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let session = server.start(server_t);
+    // Before initialize nothing is known, so nothing is allowed.
+    assert_eq!(
+        session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err(),
+        SendError::NotReady {
+            capability: Capability::PushEvents
+        }
+    );
+    drop(session);
+    drop(host_t);
+
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["pushEvents", "modelInfo"]}),
+    )
+    .await;
+    assert!(host.session.granted(Capability::ModelInfo));
+    let receipt = policy(&host, json!({"effectiveCapabilities": ["modelInfo"]})).await;
+    assert_eq!(receipt["unavailableFeatures"][0]["featureSet"], "alerts");
+    assert!(!host.session.granted(Capability::PushEvents));
+    assert!(matches!(
+        host.session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await,
+        Err(SendError::CapabilityDenied {
+            capability: Capability::PushEvents
+        })
+    ));
+}
