@@ -1052,9 +1052,18 @@ where
     };
     let session = Session { conn: conn.clone() };
     tokio::spawn(async move {
-        let out = handler(session, params).await;
+        let out = guarded(handler(session, params)).await;
         respond(req, out).await;
     });
+}
+
+/// Runs a handler future; a panic becomes a `-32603` answer instead of a dropped request.
+async fn guarded<R>(fut: BoxFut<HandlerResult<R>>) -> HandlerResult<R> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(out) => out,
+        Err(_) => Err(ErrorObject::internal("the handler panicked")),
+    }
 }
 
 async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
@@ -1251,7 +1260,7 @@ fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     };
     let conn = conn.clone();
     tokio::spawn(async move {
-        let out = handler(conn.grant_state(), params).await;
+        let out = guarded(handler(conn.grant_state(), params)).await;
         let out = out.map(|r| filter_injections(&conn, r, default_set.as_deref()));
         respond(req, out).await;
     });

@@ -950,3 +950,29 @@ async fn s6_7_a_reducing_request_applies_before_its_receipt() {
         })
     ));
 }
+
+#[tokio::test]
+async fn s6_6_a_panicking_handler_still_answers() {
+    let server = builder()
+        .tool(
+            "boom",
+            "Panics",
+            json!({"type": "object"}),
+            |_s, _p| async { panic!("tool bug") },
+        )
+        .build()
+        .unwrap();
+    let host = connect(&server, false).await;
+    let e = err_of(
+        host.peer
+            .request_raw("tools/call", Some(json!({"name": "boom"})))
+            .await,
+    );
+    assert_eq!(e.code, -32603);
+    let e = err_of(
+        host.peer
+            .request_raw("tools/call", Some(json!({"name": "nope"})))
+            .await,
+    );
+    assert_eq!(e.code, -32602);
+}
