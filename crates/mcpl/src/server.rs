@@ -84,8 +84,8 @@ use crate::protocol::channels::{
 };
 use crate::protocol::content::{Content, ContentBlock};
 use crate::protocol::handshake::{
-    Capabilities, Experimental, Implementation, InitializeParams, InitializeResult, Tool,
-    ToolsCallParams, ToolsCallResult, ToolsListResult,
+    Capabilities, Experimental, Implementation, InitializeResult, Tool, ToolsCallParams,
+    ToolsCallResult, ToolsListResult,
 };
 use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 use crate::protocol::inference::{InferenceChunkParams, InferenceRequestParams, InferenceResult};
@@ -1162,11 +1162,19 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
         let e = ErrorObject::invalid_request("already initialized");
         return respond::<()>(req, Err(e)).await;
     }
-    let params: InitializeParams = match req.params() {
-        Ok(p) => p,
-        Err(e) => return respond::<()>(req, Err(e)).await,
+    // Read leniently: only `protocolVersion` is required; the host speaks MCPL iff
+    // `capabilities.experimental.mcpl` is an object (anything else is MCP-only, §3.2).
+    let raw = req.request().params.clone().unwrap_or(Value::Null);
+    let Some(protocol_version) = raw.get("protocolVersion").and_then(Value::as_str) else {
+        let e = ErrorObject::invalid_params("initialize: protocolVersion must be a string");
+        return respond::<()>(req, Err(e)).await;
     };
-    let mcpl = params.capabilities.mcpl().is_some();
+    let protocol_version = protocol_version.to_owned();
+    let mcpl = raw
+        .get("capabilities")
+        .and_then(|c| c.get("experimental"))
+        .and_then(|e| e.get("mcpl"))
+        .is_some_and(Value::is_object);
     let snapshot: Arc<ManifestSnapshot> = conn.server.tracker.snapshot();
     let manifest = match snapshot.manifest() {
         Value::Object(m) => Manifest(m.clone()),
@@ -1175,7 +1183,7 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     let mut extra = conn.server.mcp_capabilities.clone();
     let tools = extra.remove("tools");
     let result = InitializeResult {
-        protocol_version: params.protocol_version.clone(),
+        protocol_version,
         capabilities: Capabilities {
             tools,
             experimental: Some(Experimental {

@@ -976,3 +976,24 @@ async fn s6_6_a_panicking_handler_still_answers() {
     );
     assert_eq!(e.code, -32602);
 }
+
+#[tokio::test]
+async fn s3_2_a_non_object_mcpl_advertisement_means_mcp_only() {
+    let server = builder().build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": true}}})),
+    )
+    .await
+    .unwrap();
+    assert!(!session.is_mcpl());
+    let e = err_of(
+        peer.request_raw("featureSets/update", Some(json!({})))
+            .await,
+    );
+    assert_eq!(e.code, -32601);
+}
