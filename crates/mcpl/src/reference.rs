@@ -1,9 +1,10 @@
 //! The reference MCPL 0.5 server, built only on the public [`crate::server`] API. It backs
 //! `mcpl serve` and is the default target of `mcpl check`.
 //!
-//! Use [`serve`] for one connection (stdio, one accepted TCP or WebSocket connection), or
-//! build one [`Server`] with [`server`] and call [`Server::serve`] per accepted connection so
-//! that all connections share one manifest tracker:
+//! Use [`serve`] for one connection (stdio, one accepted TCP or WebSocket connection),
+//! [`serve_tcp`] for a TCP listener, or build one [`Server`] with [`server`] and call
+//! [`Server::serve`] per accepted connection so that all connections share one manifest
+//! tracker (what [`serve_tcp`] does):
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -331,4 +332,19 @@ pub fn server() -> Server {
 /// Serves one connection with a fresh reference server until it ends.
 pub async fn serve(transport: Transport) -> CloseReason {
     server().serve(transport).await
+}
+
+/// Accepts TCP connections forever, serving each with one shared reference server (one
+/// manifest tracker for all connections). Returns only on an accept error.
+pub async fn serve_tcp(listener: crate::transport::tcp::Listener) -> std::io::Result<()> {
+    let srv = server();
+    loop {
+        let (transport, addr) = listener.accept().await?;
+        tracing::info!("reference server: connection from {addr}");
+        let srv = srv.clone();
+        tokio::spawn(async move {
+            let reason = srv.serve(transport).await;
+            tracing::info!("reference server: {addr} ended: {reason}");
+        });
+    }
 }
