@@ -364,6 +364,11 @@ pub fn utc_now_iso8601() -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    iso8601_from_unix(secs)
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC).
+fn iso8601_from_unix(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil-from-days.
@@ -1758,3 +1763,49 @@ impl Session {
 
 /// How long the built-in lifecycle consumer waits for a terminal by default.
 pub const DEFAULT_TURN_TIMEOUT: Duration = crate::lifecycle::DEFAULT_SAFETY_TIMEOUT;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s9_2_timestamps_are_iso8601_utc() {
+        assert_eq!(iso8601_from_unix(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601_from_unix(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso8601_from_unix(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(iso8601_from_unix(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    #[test]
+    fn s9_4_derived_event_id_ignores_timestamp_but_not_content() {
+        let a = PushEvent::text("s", "one");
+        assert_eq!(
+            a.stable_event_id(),
+            a.clone()
+                .timestamp("2001-01-01T00:00:00Z")
+                .stable_event_id()
+        );
+        assert_ne!(
+            a.stable_event_id(),
+            PushEvent::text("s", "two").stable_event_id()
+        );
+        assert_ne!(
+            a.stable_event_id(),
+            PushEvent::text("t", "one").stable_event_id()
+        );
+        assert_eq!(a.clone().event_id("mine").stable_event_id(), "mine");
+        assert!(a.stable_event_id().starts_with("evt_"));
+    }
+
+    #[test]
+    fn s5_3_inert_state_refuses_as_not_ready() {
+        let g = GrantState::inert();
+        assert!(!g.granted(Capability::PushEvents));
+        assert_eq!(
+            g.check(Requirement::One(Capability::PushEvents)),
+            Err(SendError::NotReady {
+                capability: Capability::PushEvents
+            })
+        );
+    }
+}
