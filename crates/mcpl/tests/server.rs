@@ -997,3 +997,63 @@ async fn s3_2_a_non_object_mcpl_advertisement_means_mcp_only() {
     );
     assert_eq!(e.code, -32601);
 }
+
+#[tokio::test]
+async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
+    let server = builder()
+        .on_channels_acknowledge(|_s, _p| async { Ok(()) })
+        .on_channels_typing(|_s, _p| async { Ok(()) })
+        .on_rollback(|_s, p| async move {
+            Ok(
+                serde_json::from_value(json!({"checkpoint": p.checkpoint, "success": true}))
+                    .unwrap(),
+            )
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.acknowledge"]}),
+    )
+    .await;
+    let ack = json!({"channelId": "c", "messageId": "m"});
+    assert_eq!(
+        host.peer
+            .request_raw("channels/acknowledge", Some(ack))
+            .await
+            .unwrap(),
+        json!({})
+    );
+    let e = err_of(
+        host.peer
+            .request_raw("channels/typing", Some(json!({"channelId": "c"})))
+            .await,
+    );
+    assert_eq!(e.data, Some(json!({"capability": "channels.typing"})));
+    let e = err_of(
+        host.peer
+            .request_raw("state/rollback", Some(json!({"checkpoint": "chk"})))
+            .await,
+    );
+    assert_eq!(e.data, Some(json!({"capability": "tools"})));
+    policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
+    let r = host
+        .peer
+        .request_raw("state/rollback", Some(json!({"checkpoint": "chk"})))
+        .await
+        .unwrap();
+    assert_eq!(r["success"], true);
+    // No handler registered for channels/open: -32601 even when granted.
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.lifecycle"]}),
+    )
+    .await;
+    let e = err_of(
+        host.peer
+            .request_raw("channels/open", Some(json!({"type": "x"})))
+            .await,
+    );
+    assert_eq!(e.code, -32601);
+}
