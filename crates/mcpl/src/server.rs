@@ -74,7 +74,8 @@ use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEnd, TurnEvent, Tu
 use crate::manifest::{ConnectionId, ManifestChanged, ManifestSnapshot, ManifestTracker};
 use crate::peer::{CloseReason, IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
 use crate::policy::{
-    self, FeatureSetDeclaration, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState,
+    self, Fallback, FeatureSetDeclaration, FeatureSetStatus, FeatureSets, Form, Receipt,
+    ServerPolicyState,
 };
 use crate::protocol::channels::{
     AcknowledgeParams, ChangedParams, ChannelDescriptor, CloseParams, CloseResult,
@@ -435,6 +436,7 @@ pub struct ServerBuilder {
     handlers: Handlers,
     lifecycle: LifecycleConfig,
     peer_config: PeerConfig,
+    required: Option<(CapabilitySet, Fallback)>,
 }
 
 impl ServerBuilder {
@@ -455,7 +457,18 @@ impl ServerBuilder {
             handlers: Handlers::default(),
             lifecycle: LifecycleConfig::default(),
             peer_config: PeerConfig::default(),
+            required: None,
         }
+    }
+
+    /// Capabilities without which this server refuses the policy (§6.7): a policy Request
+    /// whose grant lacks any of them is answered `accepted: false` with `fallback`, and the
+    /// server does what it names — [`Fallback::McpOnly`] turns MCPL off for the connection
+    /// (tools keep working, §3.2), [`Fallback::Close`] closes it after the answer. The
+    /// refusal is testimony only; the host must not widen in response.
+    pub fn require(mut self, capabilities: &[Capability], fallback: Fallback) -> Self {
+        self.required = Some((capabilities.iter().copied().collect(), fallback));
+        self
     }
 
     /// MCP `instructions`.
@@ -759,6 +772,7 @@ impl ServerBuilder {
                 handlers: self.handlers,
                 lifecycle: self.lifecycle,
                 peer_config: self.peer_config,
+                required: self.required,
             }),
         })
     }
@@ -776,6 +790,7 @@ struct ServerInner {
     handlers: Handlers,
     lifecycle: LifecycleConfig,
     peer_config: PeerConfig,
+    required: Option<(CapabilitySet, Fallback)>,
 }
 
 /// A built server: cheap to clone, serves any number of connections, all sharing one
@@ -1247,6 +1262,29 @@ async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
                 Some(r) => r,
                 None => lock(&conn.state).policy.receipt(),
             };
+            let refusal = conn.server.required.and_then(|(required, fallback)| {
+                let granted = lock(&conn.state).policy.grant().capabilities();
+                let missing = required.difference(granted);
+                (!missing.is_empty()).then(|| (missing, fallback))
+            });
+            if let Some((missing, fallback)) = refusal {
+                let refused = Receipt::refused(
+                    fallback,
+                    missing,
+                    Some("required capabilities are not granted".into()),
+                );
+                if fallback == Fallback::McpOnly {
+                    // Do what the receipt says: no MCPL on this connection from now on.
+                    let mut st = lock(&conn.state);
+                    st.mcpl = false;
+                    conn.publish(&st);
+                }
+                respond(req, Ok(refused.to_value())).await;
+                if fallback == Fallback::Close {
+                    conn.peer.close();
+                }
+                return;
+            }
             respond(req, Ok(receipt.to_value())).await;
             if let Some(ready) = conn.server.handlers.ready.clone() {
                 let session = Session { conn: conn.clone() };

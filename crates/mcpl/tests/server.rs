@@ -1057,3 +1057,46 @@ async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
     );
     assert_eq!(e.code, -32601);
 }
+
+#[tokio::test]
+async fn s6_7_a_refusal_names_its_fallback_and_the_server_does_it() {
+    let server = builder()
+        .require(&[Capability::PushEvents], mcpl::policy::Fallback::McpOnly)
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
+    assert_eq!(
+        receipt,
+        json!({"accepted": false, "fallback": "mcp-only",
+               "missingCapabilities": ["pushEvents"],
+               "reason": "required capabilities are not granted"})
+    );
+    // mcp-only: MCPL is off, tools keep working.
+    assert!(!host.session.is_mcpl());
+    assert_eq!(
+        host.session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err(),
+        SendError::McpOnly
+    );
+    let r = host
+        .peer
+        .request_raw(
+            "tools/call",
+            Some(json!({"name": "echo", "arguments": {"text": "still here"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "still here");
+
+    let server = builder()
+        .require(&[Capability::PushEvents], mcpl::policy::Fallback::Close)
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(&host, json!({})).await;
+    assert_eq!(receipt["fallback"], "close");
+    host.peer.closed().await;
+}
