@@ -1265,7 +1265,7 @@ async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
             let refusal = conn.server.required.and_then(|(required, fallback)| {
                 let granted = lock(&conn.state).policy.grant().capabilities();
                 let missing = required.difference(granted);
-                (!missing.is_empty()).then(|| (missing, fallback))
+                (!missing.is_empty()).then_some((missing, fallback))
             });
             if let Some((missing, fallback)) = refusal {
                 let refused = Receipt::refused(
