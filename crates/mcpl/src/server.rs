@@ -38,7 +38,11 @@
 //!   not a session, for the same reason and for §10.7 (hooks must not trigger inference).
 //!
 //! Readings where the spec is silent (each fails closed):
-//! - Requests other than `initialize` and `ping` before `initialize` are answered `-32600`.
+//! - Requests other than `initialize` and `ping` before `initialize` are answered `-32600`;
+//!   senders used before `initialize` refuse with [`SendError::NotReady`].
+//! - With [`ServerBuilder::require`], a policy Request whose grant lacks a required path is
+//!   answered `accepted: false` with the configured `fallback` (§6.7); after `mcp-only` MCPL
+//!   stays off for the rest of the connection (a later `featureSets/update` is `-32601`).
 //! - A second `initialize` is answered `-32600`.
 //! - In MCP-only mode `tools/list` and `tools/call` are not gated (there is no MCPL grant;
 //!   §3.2 says the server functions as a normal MCP server). With an MCPL host, `tools/call`
