@@ -69,13 +69,24 @@ fn join_or_none(items: &[&str]) -> String {
 /// members are objects with a string `description`. The 0.4 array form fails.
 pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
     let (sets, findings) = FeatureSets::from_mcpl(mcpl);
+    let described = |kind: FindingKind| kind == FindingKind::MissingDescription;
     let bad: Vec<String> = findings
         .iter()
-        .filter(|f| f.kind != FindingKind::InvalidUses)
+        .filter(|f| f.kind != FindingKind::InvalidUses && !described(f.kind))
         .map(ToString::to_string)
         .collect();
     if !bad.is_empty() {
         return fail(bad.join("; "));
+    }
+    // A missing `description` is graded as `mcpl validate` grades it (a warning): the
+    // declaration is still usable, only its `uses` decides validity (§6.4).
+    let undescribed: Vec<String> = findings
+        .iter()
+        .filter(|f| described(f.kind))
+        .map(ToString::to_string)
+        .collect();
+    if !undescribed.is_empty() {
+        return (Status::Warn, undescribed.join("; "));
     }
     match mcpl.get("featureSets") {
         None => pass("no featureSets declared"),
@@ -369,8 +380,8 @@ mod tests {
         let m = json!({"featureSets":{"a":{"uses":["tools"]}}});
         assert_eq!(
             feature_sets_shape(&m).0,
-            Status::Fail,
-            "description is required"
+            Status::Warn,
+            "a missing description is a warning, as in `mcpl validate`"
         );
     }
 
