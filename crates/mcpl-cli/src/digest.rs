@@ -21,7 +21,8 @@ pub struct DigestArgs {
     #[arg(long)]
     pub canonical: bool,
     /// Read JSON Lines (one manifest per line) and print one result per line, in order; a
-    /// refused line prints `error: <code>: <detail>` and the rest continue.
+    /// refused line prints `error: <code>: <detail>` and the rest continue. Exit 1 if any
+    /// line was refused, 2 if any line was not JSON.
     #[arg(long)]
     pub lines: bool,
     /// Print `{"revision","sha256Hex","canonicalJson"}` (one object per line with `--lines`;

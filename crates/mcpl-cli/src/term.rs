@@ -160,3 +160,23 @@ pub fn compact_json<T: serde::Serialize>(value: &T) -> String {
     s.push('\n');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_when_enabled() {
+        assert_eq!(Style { enabled: false }.bad("x"), "x");
+        assert_eq!(Style { enabled: true }.bad("x"), "\x1b[1;31mx\x1b[0m");
+    }
+
+    #[test]
+    fn errors_carry_their_exit_code() {
+        assert_eq!(CliError::usage("u").exit, EXIT_USAGE);
+        assert_eq!(
+            CliError::refused("r").with_hint("h").hint.as_deref(),
+            Some("h")
+        );
+    }
+}
