@@ -1,0 +1,213 @@
+//! `manifest::review::validate` — one manifest per finding code (§5.1, §6, §17.1, §17.2).
+
+use mcpl::manifest::review::{extract_manifest, has_errors, validate, Finding, Severity};
+use mcpl::manifest::revision;
+use serde_json::{json, Value};
+
+fn good() -> Value {
+    json!({"version":"0.5","pushEvents":true,
+           "featureSets":{"demo.push":{"description":"Push","uses":["pushEvents"]}}})
+}
+
+fn only(manifest: &Value, code: &str) -> Finding {
+    let f = validate(manifest);
+    let hits: Vec<_> = f.iter().filter(|x| x.code == code).cloned().collect();
+    assert_eq!(hits.len(), 1, "expected one {code} in {f:?}");
+    hits[0].clone()
+}
+
+#[test]
+fn s17_2_clean_manifest_has_no_findings() {
+    let mut m = good();
+    assert!(validate(&m).is_empty(), "{:?}", validate(&m));
+    let r = revision(&m).unwrap();
+    m["revision"] = json!(r);
+    assert!(validate(&m).is_empty());
+}
+
+#[test]
+fn s6_4_invalid_uses_per_feature_set() {
+    let m = json!({"version":"0.5","featureSets":{
+        "a":{"description":"x","uses":[]},
+        "b":{"description":"x","uses":["contextHooks.*"]},
+        "c":{"description":"x"},
+        "ok":{"description":"x","uses":["tools"]}}});
+    let f = validate(&m);
+    let mut paths: Vec<_> = f
+        .iter()
+        .filter(|x| x.code == "invalid_uses")
+        .map(|x| (x.path.clone(), x.severity, x.section))
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        vec![
+            ("featureSets.a".into(), Severity::Error, "§6.4"),
+            ("featureSets.b".into(), Severity::Error, "§6.4"),
+            ("featureSets.c".into(), Severity::Error, "§6.4"),
+        ]
+    );
+    assert!(has_errors(&f));
+}
+
+#[test]
+fn s17_2_identifier_charset_reported_with_path() {
+    let m = json!({"version":"0.5","featureSets":{"démo":{"description":"x","uses":["tools"]}}});
+    let f = only(&m, "identifier_charset");
+    assert_eq!(f.severity, Severity::Error);
+    assert_eq!(f.section, "§17.2");
+    assert!(f.path.starts_with("featureSets"), "{}", f.path);
+}
+
+#[test]
+fn s6_1_array_feature_sets_is_an_error() {
+    let m =
+        json!({"version":"0.5","featureSets":[{"name":"a","description":"x","uses":["tools"]}]});
+    let f = only(&m, "legacy_feature_sets_array");
+    assert_eq!(
+        (f.severity, f.path.as_str()),
+        (Severity::Error, "featureSets")
+    );
+}
+
+#[test]
+fn s6_2_missing_description_is_a_warning() {
+    let m = json!({"version":"0.5","featureSets":{"a":{"uses":["tools"]}}});
+    let f = validate(&m);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].code, "missing_description");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert_eq!(f[0].path, "featureSets.a");
+    assert!(!has_errors(&f));
+}
+
+#[test]
+fn s5_1_missing_version_is_an_error() {
+    let f = only(&json!({"pushEvents":true}), "missing_version");
+    assert_eq!((f.severity, f.path.as_str()), (Severity::Error, "version"));
+}
+
+#[test]
+fn s5_1_other_version_is_an_error() {
+    only(&json!({"version":"0.4"}), "unsupported_version");
+    only(&json!({"version":5}), "unsupported_version");
+}
+
+#[test]
+fn s17_2_revision_mismatch_is_an_error() {
+    let mut m = good();
+    m["revision"] = json!("sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4");
+    let f = only(&m, "revision_mismatch");
+    assert_eq!((f.severity, f.path.as_str()), (Severity::Error, "revision"));
+}
+
+#[test]
+fn s17_2_malformed_revision_is_an_error() {
+    for bad in [json!("v1.2.3"), json!(7), json!("sha256:short")] {
+        let mut m = good();
+        m["revision"] = bad;
+        assert_eq!(only(&m, "revision_malformed").severity, Severity::Error);
+    }
+}
+
+#[test]
+fn s5_1_unknown_capability_members_are_info() {
+    let m = json!({"version":"0.5","contextHooks":{"afterInference":true},"acme.vendor":{}});
+    let f = validate(&m);
+    let mut got: Vec<_> = f
+        .iter()
+        .map(|x| (x.code, x.severity, x.path.as_str()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("unrecognised_member", Severity::Info, "acme.vendor"),
+            (
+                "unrecognised_member",
+                Severity::Info,
+                "contextHooks.afterInference"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn s5_1_legacy_channels_true_is_a_warning() {
+    let f = only(
+        &json!({"version":"0.5","channels":true}),
+        "legacy_channels_true",
+    );
+    assert_eq!(
+        (f.severity, f.path.as_str()),
+        (Severity::Warning, "channels")
+    );
+}
+
+#[test]
+fn s5_1_non_boolean_capability_value_is_a_warning() {
+    let f = only(
+        &json!({"version":"0.5","pushEvents":"yes"}),
+        "not_boolean_or_object",
+    );
+    assert_eq!(
+        (f.severity, f.path.as_str()),
+        (Severity::Warning, "pushEvents")
+    );
+}
+
+#[test]
+fn s5_1_tools_inside_mcpl_is_a_warning() {
+    let f = only(&json!({"version":"0.5","tools":{}}), "tools_inside_mcpl");
+    assert_eq!((f.severity, f.path.as_str()), (Severity::Warning, "tools"));
+}
+
+#[test]
+fn s5_1_manifest_not_object_is_an_error() {
+    for v in [json!([]), json!("x"), json!(null), json!(true)] {
+        let f = validate(&v);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].code, f[0].severity),
+            ("manifest_not_object", Severity::Error)
+        );
+    }
+}
+
+#[test]
+fn s6_2_feature_set_not_object_and_malformed_feature_sets_are_errors() {
+    only(
+        &json!({"version":"0.5","featureSets":{"a":true}}),
+        "feature_set_not_object",
+    );
+    only(
+        &json!({"version":"0.5","featureSets":"x"}),
+        "feature_sets_malformed",
+    );
+}
+
+#[test]
+fn finding_serialises_to_the_five_members() {
+    let f = only(&json!({"pushEvents":true}), "missing_version");
+    let v = serde_json::to_value(&f).unwrap();
+    let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys.len(), 5);
+    assert_eq!(v["severity"], "error");
+    assert_eq!(v["section"], "§5.1");
+    assert_eq!(v["code"], "missing_version");
+    assert!(v["message"].as_str().unwrap().contains("0.5"));
+}
+
+#[test]
+fn s17_1_extract_manifest_from_initialize_result_capabilities_or_bare() {
+    let m = good();
+    let init = json!({"protocolVersion":"2024-11-05","capabilities":{"tools":{},"experimental":{"mcpl":m}}});
+    let (got, outer) = extract_manifest(&init).unwrap();
+    assert_eq!(got, &m);
+    assert_eq!(outer.unwrap()["tools"], json!({}));
+    let (got, outer) = extract_manifest(&init["capabilities"]).unwrap();
+    assert_eq!((got, outer.is_some()), (&m, true));
+    let (got, outer) = extract_manifest(&m).unwrap();
+    assert_eq!((got, outer), (&m, None));
+    assert!(extract_manifest(&json!({"capabilities":{"tools":{}}})).is_none());
+}
