@@ -554,6 +554,8 @@ impl HostSession {
                 {
                     let mut st = session.inner.state();
                     st.grant = hg.effective;
+                    // No MCPL to configure: the (tools-only) grant is final.
+                    st.ready = true;
                     st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
                 }
                 peer.notify_raw("notifications/initialized", None).await?;
@@ -1302,7 +1304,7 @@ impl HostSession {
                 let inbound_ok = desc
                     .and_then(|d| d.get("direction"))
                     .and_then(Value::as_str)
-                    .map_or(true, |d| d != "outbound");
+                    != Some("outbound");
                 (
                     desc.is_some(),
                     inbound_ok,
