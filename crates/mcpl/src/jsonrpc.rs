@@ -223,6 +223,20 @@ pub struct Notification {
     pub params: Option<Value>,
 }
 
+impl Request {
+    /// The params decoded as `P` (absent params read as `null`); `-32602` otherwise.
+    pub fn params_as<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
+        parse_params(self.params.clone())
+    }
+}
+
+impl Notification {
+    /// The params decoded as `P` (absent params read as `null`); `-32602` otherwise.
+    pub fn params_as<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
+        parse_params(self.params.clone())
+    }
+}
+
 /// A response: the id of the request and either a result or an error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Response {
@@ -438,6 +452,18 @@ mod tests {
         let back = Message::parse(&m.to_json()).unwrap();
         let Message::Response(r) = back else { panic!() };
         assert_eq!(r.outcome, Err(e));
+    }
+
+    #[test]
+    fn notification_params_decode_or_give_32602() {
+        let n = Notification {
+            method: "x".into(),
+            params: Some(json!({"a": 1})),
+        };
+        let ok: std::collections::BTreeMap<String, i64> = n.params_as().unwrap();
+        assert_eq!(ok["a"], 1);
+        let err = n.params_as::<Vec<i64>>().unwrap_err();
+        assert_eq!(err.code, codes::INVALID_PARAMS);
     }
 
     #[test]

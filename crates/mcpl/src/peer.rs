@@ -55,6 +55,15 @@
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
 //! - The idle timeout counts traffic in both directions.
+//! - A request this side stops waiting for (timeout, or its future dropped) is cancelled
+//!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
+//!   and its id is remembered, so a response arriving afterwards is a
+//!   [`Diagnostic::LateResponse`] rather than an unknown one.
+//! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
+//!   not keep it open (handlers that need to send keep a `Peer` clone).
+//! - On close, frames already queued (e.g. final responses) are still written, each within
+//!   the write timeout (or 5 s without one), then the transport is shut down; for a child
+//!   process that closes its stdin (see [`crate::transport::child`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -134,8 +143,13 @@ pub struct PeerConfig {
     pub idle_timeout: Option<Duration>,
     /// Capacity of the diagnostics stream (256); overflow is counted, not buffered.
     pub diagnostics_capacity: usize,
-    /// How many recently timed-out request ids are remembered to recognise late responses.
+    /// How many recently timed-out or cancelled request ids are remembered to recognise late
+    /// responses (1024).
     pub remembered_timeouts: usize,
+    /// The notification sent when a request times out or its future is dropped, with params
+    /// `{ requestId, reason }`: MCP's `notifications/cancelled` by default (MCP asks senders
+    /// to cancel what they stop waiting for). `None` sends nothing.
+    pub cancel_method: Option<&'static str>,
     /// Receives every frame in and out.
     pub tap: Option<Tap>,
 }
@@ -152,6 +166,7 @@ impl Default for PeerConfig {
             idle_timeout: None,
             diagnostics_capacity: 256,
             remembered_timeouts: 1024,
+            cancel_method: Some("notifications/cancelled"),
             tap: None,
         }
     }
@@ -281,7 +296,7 @@ pub enum Diagnostic {
     },
     /// An empty JSON array (invalid batch); answered `-32600`.
     EmptyBatch,
-    /// A response for a request that had already timed out; dropped.
+    /// A response for a request that had already timed out or been cancelled; dropped.
     LateResponse {
         /// Its id.
         id: RequestId,
@@ -442,10 +457,14 @@ impl Shared {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
-        self.out
-            .send(text)
-            .await
-            .map_err(|_| PeerError::Closed(self.close_reason().unwrap_or(CloseReason::Dropped)))
+        let mut closed = self.closed.subscribe();
+        let closed_error =
+            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
+        // A full queue in front of a stuck writer must not hold the sender past a close.
+        tokio::select! {
+            r = self.out.send(text) => r.map_err(|_| closed_error(self)),
+            _ = until_closed(&mut closed) => Err(closed_error(self)),
+        }
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
@@ -464,7 +483,24 @@ impl Shared {
         }
     }
 
-    fn remember_timeout(&self, id: RequestId) {
+    /// A request this side no longer awaits (timed out or cancelled): remember its id so a
+    /// late response is recognised, and send the cancellation notification if configured.
+    fn abandon(self: &Arc<Self>, id: RequestId, reason: &str) {
+        self.remember_abandoned(id.clone());
+        if self.close_reason().is_some() {
+            return;
+        }
+        if let Some(method) = self.config.cancel_method {
+            let text = Message::Notification(Notification {
+                method: method.to_owned(),
+                params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
+            })
+            .to_json();
+            self.send_frame_detached(text);
+        }
+    }
+
+    fn remember_abandoned(&self, id: RequestId) {
         let mut q = lock(&self.timed_out);
         if self.config.remembered_timeouts == 0 {
             return;
@@ -502,16 +538,19 @@ impl fmt::Debug for Peer {
     }
 }
 
-/// Removes a pending entry if the request future is dropped before its response arrives.
+/// Removes a pending entry if the request future is dropped before its response arrives,
+/// and tells the other side the request was cancelled.
 struct PendingGuard<'a> {
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     id: Option<RequestId>,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            lock(&self.shared.pending).remove(&id);
+            if lock(&self.shared.pending).remove(&id).is_some() {
+                self.shared.abandon(id, "the caller stopped waiting");
+            }
         }
     }
 }
@@ -670,7 +709,7 @@ impl Peer {
                 Err(_) => {
                     guard.id = None;
                     lock(&shared.pending).remove(&id);
-                    shared.remember_timeout(id.clone());
+                    shared.abandon(id.clone(), &format!("timed out after {after:?}"));
                     return Err(PeerError::Timeout {
                         method: method.to_owned(),
                         id,
@@ -751,6 +790,11 @@ impl Peer {
     }
 }
 
+/// Resolves once the connection is closed (without holding the watch's read guard).
+async fn until_closed(rx: &mut watch::Receiver<Option<CloseReason>>) {
+    let _ = rx.wait_for(|c| c.is_some()).await;
+}
+
 async fn wait_closed(shared: &Shared) -> CloseReason {
     let mut rx = shared.closed.subscribe();
     let r = rx.wait_for(|c| c.is_some()).await;
@@ -804,7 +848,7 @@ impl BatchCollector {
 }
 
 /// An incoming request with its responder guard: answer exactly once; if dropped unanswered
-/// it answers `-32601` (SPEC §6.6).
+/// it answers `-32601` (SPEC §6.6), or `-32603` if dropped by a panicking handler.
 pub struct IncomingRequest {
     request: Request,
     shared: Arc<Shared>,
@@ -897,11 +941,17 @@ impl Drop for IncomingRequest {
             return;
         }
         self.armed = false;
-        let error = ErrorObject::method_not_found(&self.request.method);
+        // Dropped while unwinding: the handler failed, it did not decline the method.
+        let error = if std::thread::panicking() {
+            ErrorObject::internal("the handler failed")
+        } else {
+            ErrorObject::method_not_found(&self.request.method)
+        };
         tracing::debug!(
-            "request {} ({}) dropped unanswered; answering -32601",
+            "request {} ({}) dropped unanswered; answering {}",
             self.request.id,
-            self.request.method
+            self.request.method,
+            error.code
         );
         let response = Message::Response(Response {
             id: Some(self.request.id.clone()),
@@ -973,7 +1023,7 @@ async fn reader_task(
     let mut closed = shared.closed.subscribe();
     loop {
         let frame = tokio::select! {
-            _ = closed.wait_for(|c| c.is_some()) => break,
+            _ = until_closed(&mut closed) => break,
             f = next_frame(&shared, reader.as_mut()) => f,
         };
         match frame {
@@ -1151,7 +1201,7 @@ async fn handle_frame(
                             undeliverable(shared, msg);
                         }
                     }
-                    _ = closed.wait_for(|c| c.is_some()) => return false,
+                    _ = until_closed(closed) => return false,
                 }
             }
         }
@@ -1270,11 +1320,27 @@ async fn writer_task(
                 Some(t) => t,
                 None => break,
             },
-            _ = closed.wait_for(|c| c.is_some()) => break,
+            _ = until_closed(&mut closed) => break,
         };
-        if let Err(reason) = write_one(&shared, writer.as_mut(), &text, write_timeout).await {
+        let result = {
+            let write = write_one(&shared, writer.as_mut(), &text, write_timeout);
+            tokio::pin!(write);
+            tokio::select! {
+                r = &mut write => r,
+                // Closed mid-write: the frame in flight gets the drain allowance, no more.
+                _ = until_closed(&mut closed) => {
+                    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                    match tokio::time::timeout(drain, &mut write).await {
+                        Ok(r) => r,
+                        Err(_) => Err(CloseReason::WriteTimeout(drain)),
+                    }
+                }
+            }
+        };
+        if let Err(reason) = result {
             shared.close(reason);
             out.close();
+            drop(writer);
             drop(guard);
             return;
         }
@@ -1291,6 +1357,8 @@ async fn writer_task(
         }
     }
     let _ = tokio::time::timeout(drain, writer.close()).await;
+    // The writer (e.g. a child's stdin) goes first, then whatever the transport kept alive.
+    drop(writer);
     drop(guard);
 }
 

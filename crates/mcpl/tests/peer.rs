@@ -163,6 +163,12 @@ async fn timeout_then_late_response_is_a_diagnostic() {
     assert_eq!((method.as_str(), after), ("slow", Duration::from_secs(5)));
     assert_eq!(id.to_value(), req["id"]);
     assert_eq!(peer.pending_requests(), 0);
+    // MCP's cancellation tells the other side to stop working on it.
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+               "params":{"requestId":req["id"],"reason":"timed out after 5s"}})
+    );
     raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{}}))
         .await;
     assert_eq!(diags.recv().await, Some(Diagnostic::LateResponse { id }));
@@ -860,4 +866,75 @@ async fn typed_params_extraction_on_the_receiving_side() {
         .await
         .unwrap_err();
     assert_eq!(err.remote().map(|e| e.code), Some(codes::INVALID_PARAMS));
+}
+
+#[cfg(unix)]
+#[tokio::test(start_paused = true)]
+async fn closing_the_peer_kills_a_child_that_ignores_eof_after_the_grace() {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg("exec sleep 1000");
+    let (t, control) = transport::child::spawn(&mut cmd).unwrap();
+    let (peer, _incoming) = Peer::new(t, PeerConfig::default());
+    peer.close();
+    // Paused time: the grace elapses as soon as everything is idle; the child is then killed.
+    let status = control.wait().await.unwrap();
+    assert!(!status.success());
+}
+
+#[tokio::test]
+async fn dropping_a_request_future_cancels_it_and_its_response_is_late() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("long", None).await });
+    let req = raw.recv().await;
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    let cancel = raw.recv().await;
+    assert_eq!(cancel["method"], json!("notifications/cancelled"));
+    assert_eq!(cancel["params"]["requestId"], req["id"]);
+    assert_eq!(peer.pending_requests(), 0);
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{}}))
+        .await;
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::LateResponse { .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancellation_notifications_can_be_turned_off() {
+    let config = PeerConfig {
+        cancel_method: None,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer(config);
+    let r = peer
+        .request_raw_timeout("slow", None, Duration::from_secs(1))
+        .await;
+    assert!(matches!(r, Err(PeerError::Timeout { .. })));
+    raw.recv().await; // the request itself
+    peer.notify_raw("marker", None).await.unwrap();
+    assert_eq!(raw.recv().await["method"], json!("marker"));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_32603() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    tokio::spawn(incoming.serve(2, |msg| async move {
+        if let IncomingMessage::Request(r) = msg {
+            if r.method() == "boom" {
+                panic!("handler bug (expected by this test)");
+            }
+            r.respond(json!("fine")).await.unwrap();
+        }
+    }));
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"method":"boom"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(1));
+    assert_eq!(reply["error"]["code"], json!(codes::INTERNAL_ERROR));
+    raw.send_json(json!({"jsonrpc":"2.0","id":2,"method":"ok"}))
+        .await;
+    assert_eq!(raw.recv().await["result"], json!("fine"));
 }

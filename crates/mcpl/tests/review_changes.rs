@@ -509,3 +509,30 @@ fn s17_8_tokens_refill_with_passed_in_time() {
         FetchDecision::FetchNow
     );
 }
+
+#[test]
+fn s17_5_refused_initial_manifest_grants_nothing_and_accepts_no_ontology() {
+    let mut m = base();
+    m["bad key"] = json!(true);
+    let (mut r, findings) = ManifestReview::initial(&m, None, ["*", "channels.*"], t(0)).unwrap();
+    assert!(findings.iter().any(|f| f.code == "identifier_charset"));
+    assert!(r.grant().grant.capabilities().is_empty());
+    assert_eq!(r.revision(), None);
+    assert!(r.accept_ontology("push.alerts").is_err());
+    assert!(r.surface_changed("tools").is_none());
+    // A later good manifest: everything is an addition, pending, nothing granted.
+    let rc = receipt(&mut r, &base());
+    assert_eq!(rc.previous_revision, None);
+    assert!(rc
+        .impacts
+        .iter()
+        .filter(|i| i.domain == Some(ChangeDomain::Capabilities))
+        .all(|i| i.impact == ChangeImpact::CapabilityExpansionPending));
+    assert!(r.grant().grant.capabilities().is_empty());
+}
+
+#[test]
+fn s5_4_bad_host_policy_pattern_is_an_error() {
+    let err = ManifestReview::initial(&base(), None, ["channels.pub*"], t(0)).unwrap_err();
+    assert!(!err.code().is_empty());
+}

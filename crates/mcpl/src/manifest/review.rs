@@ -725,6 +725,11 @@ impl ManifestReview {
             Ok(r) => r,
             Err(e) => {
                 self.failures = self.failures.saturating_add(1);
+                tracing::warn!(
+                    code = e.code(),
+                    consecutive_failures = self.failures,
+                    "§17.5: fetched manifest unusable; previous manifest stands"
+                );
                 return ChangeOutcome {
                     result: FetchResult::PreviousStands {
                         code: e.code(),
@@ -752,6 +757,9 @@ impl ManifestReview {
                      {rev}; the server must announce its content digest"
                 ),
             ));
+        }
+        for d in &defects {
+            tracing::warn!(code = d.code, "§17.2 conformance defect: {}", d.message);
         }
         if self.revision.as_deref() == Some(rev.as_str()) {
             self.findings = findings.clone();
@@ -826,7 +834,10 @@ impl ManifestReview {
     /// Records acceptance of feature set `name`'s current `tagOntology` (§16.5) and returns
     /// the accepted digest. A later fetch whose ontology digest differs invalidates it.
     pub fn accept_ontology(&mut self, name: &str) -> Result<String, ReviewError> {
-        let d = ontology_digest_of(&self.manifest, name)
+        let d = self
+            .revision
+            .as_ref()
+            .and_then(|_| ontology_digest_of(&self.manifest, name))
             .ok_or_else(|| ReviewError::NoOntology(name.to_owned()))?;
         self.accepted.insert(name.to_owned(), d.clone());
         Ok(d)
@@ -904,6 +915,8 @@ impl ManifestReview {
     /// A receipt for a §17.7 surface change (`tools`, `resources`, `prompts`, `channels`)
     /// learnt from MCP's `list_changed` or `channels/changed`, for the same changelog
     /// surface. `surface-changed`/`informational`, no domain; the manifest is unchanged.
+    /// `None` when no digested manifest is in force (non-object or refused at `initialize`),
+    /// since a receipt names the revision it applies to.
     pub fn surface_changed(&mut self, surface: &str) -> Option<ChangeReceipt> {
         let revision = self.revision.clone()?;
         let receipt = ChangeReceipt {
@@ -991,6 +1004,10 @@ impl FetchLimiter {
             true
         } else {
             self.dropped += 1;
+            tracing::warn!(
+                dropped = self.dropped,
+                "§17.8: mcpl/manifestChanged over the fetch limit dropped (conformance defect)"
+            );
             false
         }
     }

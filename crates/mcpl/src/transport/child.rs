@@ -2,8 +2,13 @@
 //!
 //! The child's exit ends the connection promptly even when a grandchild still holds its
 //! stdout open: once the exit is observed, output already written is read for a short grace
-//! period ([`EXIT_GRACE`]) and then the stream ends. Dropping the transport (i.e. the peer
-//! closing) kills the child.
+//! period ([`EXIT_GRACE`]) and then the stream ends.
+//!
+//! When the connection closes, the child's stdin is closed (its EOF is the usual signal to
+//! exit, as for MCP stdio servers); a child still running [`SHUTDOWN_GRACE`] later is killed.
+//! [`ChildControl::kill`] kills at once. Output the child writes after the connection closed
+//! is read and discarded until it exits, so a child logging on its way out does not die of
+//! a broken pipe.
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -17,6 +22,9 @@ use super::{BoxFuture, Frame, FrameReader, LineReader, LineWriter, Transport};
 
 /// How long output is still read after the child has exited.
 pub const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+/// How long a child may take to exit on its own after its stdin was closed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Control over a spawned child: its pid, killing it, and its exit status.
 #[derive(Debug, Clone)]
@@ -49,10 +57,10 @@ impl ChildControl {
     }
 }
 
-/// Kills the child when the transport is dropped.
-struct KillOnDrop(Arc<Notify>);
+/// Starts the graceful shutdown (wait, then kill) when the transport is dropped.
+struct ShutdownOnDrop(Arc<Notify>);
 
-impl Drop for KillOnDrop {
+impl Drop for ShutdownOnDrop {
     fn drop(&mut self) {
         self.0.notify_one();
     }
@@ -79,15 +87,22 @@ pub fn spawn(command: &mut Command) -> io::Result<(Transport, ChildControl)> {
     let pid = child.id();
     let kill = Arc::new(Notify::new());
     let (exit_tx, exit_rx) = watch::channel(None);
-    let kill_signal = kill.clone();
+    let shutdown = Arc::new(Notify::new());
+    let (kill_signal, shutdown_signal) = (kill.clone(), shutdown.clone());
     tokio::spawn(async move {
+        let kill_now = async {
+            kill_signal.notified().await;
+        };
+        let graceful = async {
+            shutdown_signal.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
         let status = tokio::select! {
             status = child.wait() => status,
-            _ = kill_signal.notified() => {
-                if let Err(e) = child.start_kill() {
-                    tracing::debug!("killing child: {e}");
-                }
-                child.wait().await
+            _ = kill_now => kill_and_wait(&mut child).await,
+            _ = graceful => {
+                tracing::debug!("child still running {SHUTDOWN_GRACE:?} after close; killing it");
+                kill_and_wait(&mut child).await
             }
         };
         let _ = exit_tx.send(Some(status));
@@ -98,42 +113,76 @@ pub fn spawn(command: &mut Command) -> io::Result<(Transport, ChildControl)> {
         exit: exit_rx.clone(),
     };
     let reader = ChildReader {
-        lines: LineReader::new(stdout),
+        lines: Some(LineReader::new(stdout)),
         exit: exit_rx,
         grace_until: None,
     };
     let transport = Transport {
         reader: Box::new(reader),
         writer: Box::new(LineWriter::new(stdin)),
-        guard: Some(Box::new(KillOnDrop(kill))),
+        guard: Some(Box::new(ShutdownOnDrop(shutdown))),
         description,
     };
     Ok((transport, control))
 }
 
+async fn kill_and_wait(child: &mut tokio::process::Child) -> io::Result<ExitStatus> {
+    if let Err(e) = child.start_kill() {
+        tracing::debug!("killing child: {e}");
+    }
+    child.wait().await
+}
+
 struct ChildReader {
-    lines: LineReader<ChildStdout>,
+    /// Always `Some` until dropped.
+    lines: Option<LineReader<ChildStdout>>,
     exit: watch::Receiver<Option<io::Result<ExitStatus>>>,
     grace_until: Option<tokio::time::Instant>,
 }
 
 impl ChildReader {
     async fn read(&mut self) -> io::Result<Option<Frame>> {
+        let Some(lines) = self.lines.as_mut() else {
+            return Ok(None);
+        };
         loop {
             if let Some(deadline) = self.grace_until {
-                return match tokio::time::timeout_at(deadline, self.lines.read_frame()).await {
+                return match tokio::time::timeout_at(deadline, lines.read_frame()).await {
                     Ok(r) => r,
                     Err(_) => Ok(None),
                 };
             }
             tokio::select! {
                 biased;
-                r = self.lines.read_frame() => return r,
-                _ = self.exit.wait_for(|e| e.is_some()) => {
+                r = lines.read_frame() => return r,
+                _ = exited(&mut self.exit) => {
                     self.grace_until = Some(tokio::time::Instant::now() + EXIT_GRACE);
                 }
             }
         }
+    }
+}
+
+/// Resolves once the child has exited (without holding the watch's read guard).
+async fn exited(rx: &mut watch::Receiver<Option<io::Result<ExitStatus>>>) {
+    let _ = rx.wait_for(|e| e.is_some()).await;
+}
+
+impl Drop for ChildReader {
+    fn drop(&mut self) {
+        let (Some(lines), Ok(handle)) = (self.lines.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let mut exit = self.exit.clone();
+        handle.spawn(async move {
+            let mut rest = lines.into_inner();
+            let mut sink = tokio::io::sink();
+            tokio::select! {
+                _ = tokio::io::copy_buf(&mut rest, &mut sink) => {}
+                _ = exited(&mut exit) => {}
+            }
+        });
     }
 }
 
@@ -143,6 +192,8 @@ impl FrameReader for ChildReader {
     }
 
     fn set_max_message_size(&mut self, limit: usize) {
-        self.lines.set_max_message_size(limit);
+        if let Some(lines) = self.lines.as_mut() {
+            lines.set_max_message_size(limit);
+        }
     }
 }

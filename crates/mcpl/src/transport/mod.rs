@@ -16,6 +16,7 @@ use std::pin::Pin;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 pub mod child;
+pub mod endpoint;
 pub mod memory;
 pub mod stdio;
 pub mod tcp;
@@ -120,6 +121,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             discarding: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
         }
+    }
+
+    /// The underlying buffered reader (with any bytes not yet framed).
+    pub fn into_inner(self) -> BufReader<R> {
+        self.inner
     }
 
     fn finish_line(&mut self) -> Frame {
