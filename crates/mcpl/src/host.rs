@@ -713,6 +713,29 @@ impl HostSession {
         st.review.as_ref().and_then(|r| r.last_receipt().cloned())
     }
 
+    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5); a later
+    /// manifest change to it invalidates the acceptance (§17.5). Returns its digest.
+    pub fn accept_ontology(
+        &self,
+        name: &str,
+    ) -> Result<String, crate::manifest::review::ReviewError> {
+        let mut st = self.inner.state();
+        match st.review.as_mut() {
+            Some(r) => r.accept_ontology(name),
+            None => Err(crate::manifest::review::ReviewError::NoOntology(
+                name.to_owned(),
+            )),
+        }
+    }
+
+    /// The accepted ontology digest of feature set `name`, if any is standing.
+    pub fn accepted_ontology(&self, name: &str) -> Option<String> {
+        let st = self.inner.state();
+        st.review
+            .as_ref()
+            .and_then(|r| r.accepted_ontology(name).map(str::to_owned))
+    }
+
     /// The channels this connection has registered and the host accepted.
     pub fn channels(&self) -> Vec<String> {
         self.inner.state().channels.keys().cloned().collect()
@@ -974,6 +997,12 @@ impl HostSession {
                 "channels": self.inner.state().channels.values().cloned().collect::<Vec<_>>()
             })),
             "inference/request" | "model/info" => {
+                if method == "inference/request" {
+                    if let Err(e) = self.check_request_feature_set(params.as_ref()) {
+                        let _ = req.respond_error(e).await;
+                        return;
+                    }
+                }
                 match self.inner.config.request_handler.clone() {
                     None => Err(ErrorObject::method_not_found(&method)),
                     Some(h) => {
@@ -1140,6 +1169,21 @@ impl HostSession {
             }
         }
         Ok(json!({ "accepted": true }))
+    }
+
+    /// `inference/request` names its `featureSet` (§11.1): undeclared `-32003`, unavailable
+    /// `-32001` — after the grant allowed the method, so it can only narrow.
+    fn check_request_feature_set(&self, params: Option<&Value>) -> Result<(), ErrorObject> {
+        const M: &str = "inference/request";
+        let fs = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.bad(M, "featureSet is required"))?;
+        let st = self.inner.state();
+        match st.review.as_ref() {
+            Some(r) => policy::check_feature_set(r.statuses(), fs),
+            None => Err(ErrorObject::unknown_feature_set(fs)),
+        }
     }
 
     /// Whether the host's channel patterns permit `id`.
@@ -1708,12 +1752,14 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                     s.inner.config.hook_timeout,
                 )
                 .await;
-            (s, r)
+            // The grant current at response receipt (§5.4), read the moment it arrived.
+            let grant = s.grant();
+            (s, r, grant)
         })
     });
     let answers = futures_util::future::join_all(calls).await;
     let mut out = Injections::default();
-    for (s, r) in answers {
+    for (s, r, grant) in answers {
         let server = s.label();
         out.consulted.push(server.clone());
         let fail = |out: &mut Injections, detail: String| {
@@ -1741,8 +1787,6 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                 continue;
             }
         };
-        // The grant current at response receipt (§5.4).
-        let grant = s.grant();
         for inj in items {
             match policy::authorize_injection(&grant, &inj) {
                 Ok(c) => {

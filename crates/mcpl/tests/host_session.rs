@@ -64,7 +64,9 @@ fn full_manifest() -> Value {
             "inject": { "system": true, "beforeUser": true, "afterUser": true } } },
         "channels": { "register": true, "incoming": true, "publish": true, "streaming": true },
         "featureSets": {
-            "alerts": { "description": "Alerts", "uses": ["pushEvents"] },
+            "alerts": { "description": "Alerts", "uses": ["pushEvents"],
+                "tagOntology": { "tags": { "acme:alert": { "desc": "An alert" } } } },
+            "assist": { "description": "Assist", "uses": ["inferenceRequest"] },
             "memory": { "description": "Memory",
                 "uses": ["contextHooks.beforeInference.observe",
                          "contextHooks.beforeInference.inject.beforeUser"] }
@@ -346,10 +348,20 @@ async fn s9_push_event_shape_and_feature_set_checked() {
 #[tokio::test]
 async fn s11_inference_request_gated_and_minus_32601_without_handler() {
     let (_s, _streams, server) = connected(&["inferenceRequest"], full_manifest()).await;
-    let p = json!({ "featureSet": "alerts", "messages": [] });
+    let p = json!({ "featureSet": "assist", "messages": [] });
     assert_eq!(
         server.call("inference/request", p.clone()).await,
         Err(-32601)
+    );
+    let undeclared = json!({ "featureSet": "nope", "messages": [] });
+    assert_eq!(
+        server.call("inference/request", undeclared).await,
+        Err(-32003)
+    );
+    let unavailable = json!({ "featureSet": "alerts", "messages": [] });
+    assert_eq!(
+        server.call("inference/request", unavailable).await,
+        Err(-32001)
     );
     let mut streaming = p.clone();
     streaming["stream"] = json!(true);
@@ -376,7 +388,7 @@ async fn s11_inference_request_answered_by_application_handler() {
     let r = server
         .call(
             "inference/request",
-            json!({ "featureSet": "alerts", "messages": [] }),
+            json!({ "featureSet": "assist", "messages": [] }),
         )
         .await
         .unwrap();
@@ -843,4 +855,33 @@ async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
             None => panic!("no ManifestFetchDropped diagnostic"),
         }
     }
+}
+
+#[tokio::test]
+async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
+    let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    let digest = s.accept_ontology("alerts").unwrap();
+    assert_eq!(s.accepted_ontology("alerts"), Some(digest));
+    let mut next = full_manifest();
+    next["featureSets"]["alerts"]["tagOntology"]["tags"]["acme:page"] = json!({});
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(next)
+        .await
+        .unwrap();
+    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    assert!(receipt
+        .impacts
+        .iter()
+        .any(|i| i.impact == ChangeImpact::OntologyAcceptanceInvalidated));
+    assert_eq!(s.accepted_ontology("alerts"), None);
+    // The grant did not change, so no policy Request was needed; one receipt was emitted.
+    assert!(matches!(
+        streams.events.recv().await,
+        Some(HostEvent::ManifestChange(_))
+    ));
+    assert!(streams.events.try_recv().is_err());
 }
