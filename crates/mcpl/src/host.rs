@@ -595,6 +595,15 @@ impl HostSession {
         let _g = self.inner.policy_lock.lock().await;
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        // The host's own selection narrows derivation at once (it can never widen).
+        if let Ok(up) = policy::UpdateParams::parse(&params) {
+            if let Some(r) = self.inner.state().review.as_mut() {
+                r.set_selection(policy::Selection {
+                    enabled: up.enabled,
+                    disabled: up.disabled,
+                });
+            }
+        }
         let answer = self
             .inner
             .peer

@@ -885,3 +885,67 @@ async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     ));
     assert!(streams.events.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn s5_3_host_disabled_feature_set_refuses_its_events_32001() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.disabled = vec!["alerts".into()];
+    let (task, mut server) = start(cfg, Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    assert_eq!(
+        upd.request().params.as_ref().unwrap()["disabled"],
+        json!(["alerts"])
+    );
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (_s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32001));
+}
+
+#[tokio::test]
+async fn s6_7_late_receipt_after_timeout_is_a_reported_defect() {
+    let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
+    let held = server.request("featureSets/update").await;
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    held.respond(json!({ "accepted": true })).await.unwrap();
+    // The late receipt changes nothing and is reported.
+    loop {
+        match streams.diagnostics.recv().await {
+            Some(HostDiagnostic::Connection(mcpl::peer::Diagnostic::LateResponse { .. })) => break,
+            Some(_) => {}
+            None => panic!("no late-response diagnostic"),
+        }
+    }
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    assert!(!s.grant().allows(Capability::PushEvents));
+}
+
+#[tokio::test]
+async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.suspend_after_failures = 2;
+    let (s, mut streams, mut server) = connected_cfg(cfg, full_manifest()).await;
+    let bad = json!({ "version": "0.5", "featureSets": { "bad name!": {} } });
+    for round in 1..=2 {
+        let s2 = s.clone();
+        let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+        server
+            .request("mcpl/manifest")
+            .await
+            .respond(bad.clone())
+            .await
+            .unwrap();
+        refresh.await.unwrap().unwrap();
+        if round == 1 {
+            assert_eq!(s.mode(), Mode::Mcpl);
+        }
+    }
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert!(matches!(
+        streams.events.recv().await,
+        Some(HostEvent::ModeChanged(Mode::McpOnly(
+            McpOnlyReason::Suspended
+        )))
+    ));
+}
