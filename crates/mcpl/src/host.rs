@@ -440,6 +440,12 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.peer.close();
+    }
+}
+
 /// The capability a requirement is reported under when nothing is granted.
 fn denied_of(grant: &Grant, req: Requirement) -> Option<Denied> {
     grant.check(req).err()
@@ -510,8 +516,8 @@ impl HostSession {
         // The dispatch loop runs from the start: anything privileged before the receipt is
         // rejected with -32002 by the readiness check (§5.3).
         let session = HostSession { inner };
-        let d = session.clone();
-        tokio::spawn(async move { d.run_incoming(incoming).await });
+        let weak = Arc::downgrade(&session.inner);
+        tokio::spawn(Self::run_incoming(weak, incoming));
 
         let cfg = &session.inner.config;
         let mut mcpl_adv = capability::advertisement_to_value(host_allows.capabilities());
@@ -927,13 +933,24 @@ impl HostSession {
     // Inbound
     // -----------------------------------------------------------------------------------
 
-    async fn run_incoming(self, mut incoming: crate::peer::Incoming) {
+    /// The dispatch loop. It holds the session weakly: dropping the last [`HostSession`]
+    /// closes the connection instead of leaking it.
+    async fn run_incoming(inner: std::sync::Weak<Inner>, mut incoming: crate::peer::Incoming) {
         while let Some(msg) = incoming.recv().await {
+            let Some(inner) = inner.upgrade() else {
+                break;
+            };
+            let s = HostSession { inner };
             match msg {
-                IncomingMessage::Request(req) => self.on_request(req).await,
-                IncomingMessage::Notification(n) => self.on_notification(n),
+                IncomingMessage::Request(req) => s.on_request(req).await,
+                IncomingMessage::Notification(n) => s.on_notification(n),
             }
         }
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.inner.peer.close();
     }
 
     /// The readiness and grant check of one inbound method (§5.3, §5.4). `Err` carries the

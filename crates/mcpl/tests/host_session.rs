@@ -949,3 +949,14 @@ async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
         )))
     ));
 }
+
+#[tokio::test]
+async fn dropping_the_last_session_handle_closes_the_connection() {
+    let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    drop(s);
+    drop(streams);
+    let end = tokio::time::timeout(Duration::from_secs(10), server.incoming.recv())
+        .await
+        .expect("connection stayed open");
+    assert!(end.is_none(), "unexpected {end:?}");
+}
