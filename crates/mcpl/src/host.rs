@@ -58,7 +58,7 @@ use crate::manifest::review::{
 use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
 use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
-use crate::tags::{AdmittedEvent, ExpandedTags, TagIssue, TagSet};
+use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
 use crate::transport::Transport;
 
 /// A future returned by an application request handler.
@@ -1124,7 +1124,42 @@ impl HostSession {
                 issue: format!("{i:?}"),
             });
         }
-        set.expand(&ev, &[])
+        // Producer `implies` edges apply only under a standing acceptance bound to the
+        // ontology's current digest (§16.3, §16.5).
+        let ontology = ev
+            .feature_set
+            .and_then(|fs| self.current_accepted_ontology(fs));
+        match &ontology {
+            Some((onto, digest)) => {
+                let fs = ev.feature_set.unwrap_or_default();
+                match OntologyAcceptance::accept(ev.source, fs, digest.as_str())
+                    .bind(onto, ev.source, fs, digest)
+                {
+                    Ok(accepted) => set.expand(&ev, &[accepted]),
+                    Err(_) => set.expand(&ev, &[]),
+                }
+            }
+            None => set.expand(&ev, &[]),
+        }
+    }
+
+    /// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
+    /// standing (the accepted digest equals the current one), with that digest.
+    fn current_accepted_ontology(&self, feature_set: &str) -> Option<(TagOntology, String)> {
+        let st = self.inner.state();
+        let review = st.review.as_ref()?;
+        let accepted = review.accepted_ontology(feature_set)?;
+        let value = review
+            .manifest()
+            .get("featureSets")?
+            .get(feature_set)?
+            .get("tagOntology")?;
+        let current = crate::manifest::ontology_digest(value).ok()?;
+        if current != accepted {
+            return None;
+        }
+        let (onto, _issues) = TagOntology::parse(value).ok()?;
+        Some((onto, current))
     }
 
     /// `push/event` (§9): required members, feature set, dedupe, delivery.

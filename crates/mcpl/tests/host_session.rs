@@ -960,3 +960,25 @@ async fn dropping_the_last_session_handle_closes_the_connection() {
         .expect("connection stayed open");
     assert!(end.is_none(), "unexpected {end:?}");
 }
+
+#[tokio::test]
+async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
+    let mut m = full_manifest();
+    m["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": { "desc": "A page", "implies": ["acme:urgent"] },
+                          "acme:urgent": { "desc": "Urgent" } } });
+    let (s, mut streams, server) = connected(&["pushEvents"], m).await;
+    let mut p = push("e1");
+    p["tags"] = json!(["acme:page"]);
+    server.call("push/event", p.clone()).await.unwrap();
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
+        other => panic!("unexpected {other:?}"),
+    }
+    s.accept_ontology("alerts").unwrap();
+    p["eventId"] = json!("e2");
+    server.call("push/event", p).await.unwrap();
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { tags, .. } => assert!(tags.contains("acme:urgent")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
