@@ -638,12 +638,18 @@ impl HostSession {
         match decision {
             Ok(receipt) => {
                 let mut st = self.inner.state();
-                st.grant = hg.effective;
+                // A manifest revocation that landed during the exchange stays applied.
+                let adv = st
+                    .review
+                    .as_ref()
+                    .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+                st.grant = hg.effective.intersect(adv);
                 st.ready = true;
                 st.mode = Mode::Mcpl;
                 st.last_receipt = Some(receipt);
+                let g = st.grant;
                 if let Some(r) = st.review.as_mut() {
-                    r.set_grant(hg.effective, SystemTime::now(), "initial-policy");
+                    r.set_grant(g, SystemTime::now(), "initial-policy");
                 }
             }
             Err(reason) => self.enter_mcp_only(reason),
@@ -1240,11 +1246,23 @@ impl HostSession {
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)
             .ok_or_else(|| self.bad(M, "featureSet is required"))?;
-        let st = self.inner.state();
-        match st.review.as_ref() {
-            Some(r) => policy::check_feature_set(r.statuses(), fs),
-            None => Err(ErrorObject::unknown_feature_set(fs)),
+        let mismatch = {
+            let st = self.inner.state();
+            let Some(r) = st.review.as_ref() else {
+                return Err(ErrorObject::unknown_feature_set(fs));
+            };
+            policy::check_feature_set(r.statuses(), fs)?;
+            let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
+            policy::declaration_mismatch(r.declarations(), fs, req)
+        };
+        if let Some(missing) = mismatch {
+            self.inner.diag(HostDiagnostic::DeclarationMismatch {
+                method: M.into(),
+                feature_set: fs.to_owned(),
+                missing: missing.sorted_paths(),
+            });
         }
+        Ok(())
     }
 
     /// Whether the host's channel patterns permit `id`.
