@@ -37,6 +37,21 @@
 //!   channel this connection never registered, `-32017` for one no longer permitted).
 //! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
 //!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
+//! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;
+//!   an unanswered or unusable later receipt leaves narrowing in force and never activates
+//!   a widening ([`PolicyChange::not_activated`]).
+//! - A manifest change that removes capabilities narrows host-side, then sends the policy
+//!   Request; one that only adds never sends one (additions wait for [`HostSession::set_policy`]).
+//!   `suspend_after_failures` consecutive unparseable manifests (at least 2) suspend MCPL.
+//! - `channels/changed` removals of a channel this connection registered are always applied
+//!   (a removal narrows); an `updated` descriptor no longer permitted removes the channel.
+//! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
+//!   receipt on the same event stream (§17.7).
+//!
+//! The application answers server-initiated `inference/request` and `model/info` through
+//! [`HostConfig::request_handler`]; [`before_inference`] fans a hook out over several
+//! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
+//! emission; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
