@@ -982,3 +982,54 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
+    let (_s, _streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [
+            { "id": "out", "kind": "k", "direction": "outbound" }]}),
+        )
+        .await
+        .unwrap();
+    let r = server
+        .call(
+            "channels/incoming",
+            json!({ "messages": [
+            { "channelId": "out", "messageId": "m1", "content": "hi" }]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], false);
+    assert_eq!(r["results"][0]["code"], -32017);
+}
+
+#[tokio::test]
+async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
+    let policy = ["contextHooks.beforeInference.inject.beforeUser"];
+    let (a, _sa, mut server_a) = connected(&policy, full_manifest()).await;
+    let (b, _sb, mut server_b) = connected(&policy, full_manifest()).await;
+    let (no_hooks, _sc, _server_c) = connected(&["tools"], full_manifest()).await;
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let fan = tokio::spawn(async move { before_inference(&[&a, &b, &no_hooks], &params).await });
+    // Both hooks are in flight at once: neither server has answered yet.
+    let held = server_a.request("context/beforeInference").await;
+    let hook_b = server_b.request("context/beforeInference").await;
+    hook_b
+        .respond(json!({ "contextInjections": [
+            { "namespace": "b", "position": "beforeUser", "content": "from b" }]}))
+        .await
+        .unwrap();
+    let inj = fan.await.unwrap(); // a times out: fail-open
+    assert_eq!(
+        inj.consulted.len(),
+        2,
+        "a server without hook grants is not consulted"
+    );
+    assert_eq!(inj.before_user.len(), 1);
+    assert_eq!(inj.failures.len(), 1);
+    drop(held);
+}
