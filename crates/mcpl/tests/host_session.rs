@@ -83,12 +83,23 @@ fn init_result(manifest: Option<Value>) -> Value {
             "serverInfo": { "name": "scripted", "version": "1" } })
 }
 
+/// Generous timeouts: tests that answer must never race them on a loaded machine.
 fn config(policy: &[&str]) -> HostConfig {
     HostConfig {
         policy: policy.iter().map(|s| s.to_string()).collect(),
-        policy_timeout: Duration::from_millis(300),
-        hook_timeout: Duration::from_millis(300),
+        policy_timeout: Duration::from_secs(30),
+        hook_timeout: Duration::from_secs(30),
         ..HostConfig::default()
+    }
+}
+
+/// Short timeouts, for the tests where the server never answers: the host's own timeout
+/// ends the wait (the test awaits the host's result, it never sleeps).
+fn short(policy: &[&str]) -> HostConfig {
+    HostConfig {
+        policy_timeout: Duration::from_secs(1),
+        hook_timeout: Duration::from_secs(1),
+        ..config(policy)
     }
 }
 
@@ -201,7 +212,7 @@ async fn s6_7_server_answering_32601_is_recorded_mcp_only() {
 
 #[tokio::test]
 async fn s6_7_unanswered_policy_request_times_out_into_mcp_only() {
-    let (task, mut server) = start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    let (task, mut server) = start(short(&["pushEvents", "tools"]), Some(full_manifest())).await;
     let held = server.request("featureSets/update").await; // never answered
     let (s, _streams) = task.await.unwrap().unwrap();
     assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
@@ -262,7 +273,7 @@ async fn s6_7_narrowing_takes_effect_before_the_request_goes_out() {
 
 #[tokio::test]
 async fn s6_7_unanswered_expansion_never_activates() {
-    let (s, _streams, mut server) = connected(&["tools"], full_manifest()).await;
+    let (s, _streams, mut server) = connected_cfg(short(&["tools"]), full_manifest()).await;
     let s2 = s.clone();
     let change = tokio::spawn(async move {
         s2.set_policy(vec!["tools".into(), "pushEvents".into()])
@@ -486,8 +497,11 @@ async fn s5_4_revocation_during_hook_rejects_its_injections() {
 
 #[tokio::test]
 async fn s10_hook_timeout_fails_open() {
-    let (s, _streams, mut server) =
-        connected(&["contextHooks.beforeInference.observe"], full_manifest()).await;
+    let (s, _streams, mut server) = connected_cfg(
+        short(&["contextHooks.beforeInference.observe"]),
+        full_manifest(),
+    )
+    .await;
     let s2 = s.clone();
     let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
     let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
@@ -903,7 +917,7 @@ async fn s5_3_host_disabled_feature_set_refuses_its_events_32001() {
 
 #[tokio::test]
 async fn s6_7_late_receipt_after_timeout_is_a_reported_defect() {
-    let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
+    let (task, mut server) = start(short(&["pushEvents"]), Some(full_manifest())).await;
     let held = server.request("featureSets/update").await;
     let (s, mut streams) = task.await.unwrap().unwrap();
     assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
@@ -1010,7 +1024,8 @@ async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
 #[tokio::test]
 async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
     let policy = ["contextHooks.beforeInference.inject.beforeUser"];
-    let (a, _sa, mut server_a) = connected(&policy, full_manifest()).await;
+    // `a` never answers and has a short hook timeout; `b` answers within a long one.
+    let (a, _sa, mut server_a) = connected_cfg(short(&policy), full_manifest()).await;
     let (b, _sb, mut server_b) = connected(&policy, full_manifest()).await;
     let (no_hooks, _sc, _server_c) = connected(&["tools"], full_manifest()).await;
     let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
