@@ -1048,3 +1048,30 @@ async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
     assert_eq!(inj.failures.len(), 1);
     drop(held);
 }
+
+#[tokio::test]
+async fn connect_over_a_transport_runs_the_same_handshake() {
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    let (peer, incoming) = Peer::new(server_t, PeerConfig::default());
+    let mut server = Server { peer, incoming };
+    let task = tokio::spawn(HostSession::connect(host_t, config(&["pushEvents"])));
+    server
+        .request("initialize")
+        .await
+        .respond(init_result(Some(full_manifest())))
+        .await
+        .unwrap();
+    server.notification("notifications/initialized").await;
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.label(), "scripted");
+    assert_eq!(
+        server.call("push/event", push("e1")).await.unwrap()["accepted"],
+        true
+    );
+}
