@@ -1075,3 +1075,33 @@ async fn connect_over_a_transport_runs_the_same_handshake() {
         true
     );
 }
+
+#[tokio::test]
+async fn s10_5_emitter_output_pairs_cleanly_in_the_consumer_tracker() {
+    use mcpl::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent, TurnOutcome};
+    use mcpl::protocol::lifecycle::LifecycleParams;
+    let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    // Three turns, three exit paths: completed, failed, dropped (aborted).
+    let t1 = s.start_turn("i1", "c", 0).await.unwrap();
+    t1.complete(None).await.unwrap();
+    let t2 = s.start_turn("i2", "c", 1).await.unwrap();
+    t2.fail().await.unwrap();
+    let t3 = s.start_turn("i3", "c", 2).await.unwrap();
+    drop(t3);
+    let mut tracker = LifecycleTracker::new(LifecycleConfig::default());
+    let mut ends = Vec::new();
+    for _ in 0..6 {
+        let p = server.notification("inference/lifecycle").await.unwrap();
+        let params: LifecycleParams = serde_json::from_value(p).unwrap();
+        let obs = tracker.observe(&params, std::time::Instant::now());
+        assert!(obs.diagnostics.is_empty(), "{:?}", obs.diagnostics);
+        if let Some(TurnEvent::Ended(end)) = obs.event {
+            ends.push((end.inference_id, end.outcome));
+        }
+    }
+    assert_eq!(ends.len(), 3);
+    assert!(matches!(ends[0], (ref id, TurnOutcome::Completed { .. }) if id == "i1"));
+    assert!(matches!(ends[1], (ref id, TurnOutcome::Failed) if id == "i2"));
+    assert!(matches!(ends[2], (ref id, TurnOutcome::Aborted) if id == "i3"));
+    assert_eq!(tracker.open_turns(), 0);
+}
