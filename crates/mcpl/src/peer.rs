@@ -61,6 +61,12 @@
 //!   [`Diagnostic::LateResponse`] rather than an unknown one.
 //! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
 //!   not keep it open (handlers that need to send keep a `Peer` clone).
+//! - The other side ending its stream (EOF; a half-close such as `echo req | mcpl serve`)
+//!   stops reading, ends [`Incoming`] and fails this side's pending requests at once (nobody
+//!   can answer them), but requests already delivered are still answered: the connection
+//!   closes with [`CloseReason::Eof`] once each has been answered (or its guard dropped), at
+//!   most [`PeerConfig::request_timeout`] (5 s without one) after the EOF. A request disarmed
+//!   with [`IncomingRequest::into_id`] is not waited for.
 //! - On close, frames already queued (e.g. final responses) are still written, each within
 //!   the write timeout (or 5 s without one), then the transport is shut down; for a child
 //!   process that closes its stdin (see [`crate::transport::child`]).
@@ -68,7 +74,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -404,6 +410,12 @@ struct Shared {
     detached: AtomicUsize,
     /// Signalled each time one of those frames has been queued.
     detached_done: Notify,
+    /// Incoming requests delivered whose answer is not queued yet (guards armed).
+    unanswered: AtomicUsize,
+    /// Signalled each time one of those has been answered.
+    unanswered_done: Notify,
+    /// The other side ended its stream: nothing more is read, nothing more will be answered.
+    input_ended: AtomicBool,
     closed: watch::Sender<Option<CloseReason>>,
     diagnostics: broadcast::Sender<Diagnostic>,
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
@@ -475,7 +487,9 @@ impl Shared {
     /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
     /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
     /// (declined methods, §6.6) cannot pile up answers without bound.
-    fn send_frame_detached(self: &Arc<Self>, text: String) {
+    /// With `answers_request`, the frame answers an incoming request, which counts as answered
+    /// once the frame is queued.
+    fn send_frame_detached(self: &Arc<Self>, text: String, answers_request: bool) {
         match self.out.try_send(text) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(text)) => {
@@ -486,11 +500,57 @@ impl Shared {
                         let _ = shared.out.send(text).await;
                         shared.detached.fetch_sub(1, Ordering::AcqRel);
                         shared.detached_done.notify_waiters();
+                        if answers_request {
+                            shared.answered_one();
+                        }
                     });
+                    return;
                 }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
+        if answers_request {
+            self.answered_one();
+        }
+    }
+
+    /// One delivered request has been answered (or will never be, by this side's doing).
+    fn answered_one(&self) {
+        self.unanswered.fetch_sub(1, Ordering::AcqRel);
+        self.unanswered_done.notify_waiters();
+    }
+
+    /// Resolves once every delivered request has been answered.
+    async fn all_answered(&self) {
+        loop {
+            let notified = self.unanswered_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.unanswered.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The other side ended its stream: fail this side's pending requests, let the requests
+    /// already delivered be answered (bounded), then close with [`CloseReason::Eof`].
+    async fn end_of_input(&self) {
+        self.input_ended.store(true, Ordering::SeqCst);
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(PeerError::Closed(CloseReason::Eof)));
+        }
+        let limit = self.config.request_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+        let mut closed = self.closed.subscribe();
+        tokio::select! {
+            _ = self.all_answered() => {}
+            _ = until_closed(&mut closed) => {}
+            _ = tokio::time::sleep(limit) => {
+                tracing::debug!("input ended; requests still unanswered after {limit:?}");
+            }
+        }
+        self.close(CloseReason::Eof);
     }
 
     /// A request this side no longer awaits (timed out or cancelled): remember its id so a
@@ -506,7 +566,7 @@ impl Shared {
                 params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
             })
             .to_json();
-            self.send_frame_detached(text);
+            self.send_frame_detached(text, false);
         }
     }
 
@@ -611,6 +671,9 @@ impl Peer {
             next_id: AtomicU64::new(1),
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
+            unanswered: AtomicUsize::new(0),
+            unanswered_done: Notify::new(),
+            input_ended: AtomicBool::new(false),
             closed: closed_tx,
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
@@ -720,6 +783,9 @@ impl Peer {
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
         }
+        if shared.input_ended.load(Ordering::SeqCst) {
+            return Err(PeerError::Closed(CloseReason::Eof));
+        }
         let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         {
@@ -737,6 +803,11 @@ impl Peer {
         // A close between the check above and the insert must not strand this entry.
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
+        }
+        if shared.input_ended.load(Ordering::SeqCst) {
+            guard.id = None;
+            lock(&shared.pending).remove(&id);
+            return Err(PeerError::Closed(CloseReason::Eof));
         }
         if let Some(f) = on_id {
             f(&id);
@@ -967,6 +1038,8 @@ impl IncomingRequest {
     /// Answers with a result or an error object.
     pub async fn finish(mut self, outcome: Result<Value, ErrorObject>) -> Result<(), PeerError> {
         self.armed = false;
+        // Counts as answered once queued (or if this future is dropped before).
+        let _answered = Answered(&self.shared);
         let response = Message::Response(Response {
             id: Some(self.request.id.clone()),
             outcome,
@@ -988,7 +1061,17 @@ impl IncomingRequest {
             return Err(self);
         }
         self.armed = false;
+        self.shared.answered_one();
         Ok(self.request.id.clone())
+    }
+}
+
+/// Marks one delivered request answered when dropped.
+struct Answered<'a>(&'a Shared);
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        self.0.answered_one();
     }
 }
 
@@ -1018,8 +1101,9 @@ impl Drop for IncomingRequest {
             Some(batch) => batch.add(response.to_value()),
             None => Some(response.to_json()),
         };
-        if let Some(text) = text {
-            self.shared.send_frame_detached(text);
+        match text {
+            Some(text) => self.shared.send_frame_detached(text, true),
+            None => self.shared.answered_one(),
         }
     }
 }
@@ -1095,8 +1179,10 @@ async fn reader_task(
                 }
             }
             Ok(None) => {
-                shared.close(CloseReason::Eof);
-                break;
+                // Requests already delivered are still answered (module docs).
+                drop(inbound);
+                shared.end_of_input().await;
+                return;
             }
             Err(ReadFailure::Io(e)) => {
                 shared.close(CloseReason::Io(e.to_string()));
@@ -1293,6 +1379,7 @@ fn classify(
     let in_batch = batch.is_some();
     match Message::from_value(value) {
         Ok(Message::Request(request)) => {
+            shared.unanswered.fetch_add(1, Ordering::AcqRel);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
                 request,
                 shared: shared.clone(),

@@ -211,3 +211,65 @@ async fn an_endless_line_is_discarded_not_buffered_and_the_connection_survives()
         })
     );
 }
+
+/// §6.6: a client that writes its requests and then ends its stream (`echo req | mcpl serve`,
+/// a TCP half-close) still gets every answer: EOF stops reading and ends `Incoming`, but
+/// requests already delivered are answered before the connection closes.
+#[tokio::test]
+async fn s6_6_requests_delivered_before_eof_are_still_answered() {
+    let (peer, mut incoming, read, mut write) = raw_peer(PeerConfig::default(), 4096);
+    for i in 0..3 {
+        let line = json!({"jsonrpc":"2.0","id":i,"method":"work"}).to_string();
+        write.write_all(line.as_bytes()).await.unwrap();
+        write.write_all(b"\n").await.unwrap();
+    }
+    write.shutdown().await.unwrap();
+    // The application answers only after it has seen the end of the input.
+    let mut held = Vec::new();
+    while let Some(msg) = incoming.recv().await {
+        if let IncomingMessage::Request(r) = msg {
+            held.push(r);
+        }
+    }
+    assert_eq!(held.len(), 3);
+    for r in held {
+        let id = r.id().clone();
+        r.respond(json!({"done": id.to_value()})).await.unwrap();
+    }
+    let mut lines = BufReader::new(read).lines();
+    let mut answered = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["result"]["done"], v["id"]);
+        answered.push(v["id"].as_u64().unwrap());
+    }
+    assert_eq!(answered, vec![0, 1, 2]);
+    assert_eq!(peer.closed().await, CloseReason::Eof);
+}
+
+/// The same, bounded: a request the application never answers does not keep a connection
+/// whose input ended open forever (the drain lasts at most the request timeout), and this
+/// side's own requests fail at once, since nobody can answer them any more.
+#[tokio::test(start_paused = true)]
+async fn after_eof_an_unanswered_request_does_not_hold_the_connection_open() {
+    let config = PeerConfig {
+        request_timeout: Some(Duration::from_secs(30)),
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming, _read, mut write) = raw_peer(config, 4096);
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"slow\"}\n")
+        .await
+        .unwrap();
+    write.shutdown().await.unwrap();
+    let Some(IncomingMessage::Request(held)) = incoming.recv().await else {
+        panic!("expected the request")
+    };
+    assert!(incoming.recv().await.is_none());
+    assert_eq!(
+        peer.request_raw("late", None).await,
+        Err(mcpl::peer::PeerError::Closed(CloseReason::Eof))
+    );
+    assert_eq!(peer.closed().await, CloseReason::Eof);
+    drop(held);
+}
