@@ -12,8 +12,9 @@ use std::io::{self, BufWriter, Write};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
+use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Frame, Transport};
 use serde_json::{json, Value};
@@ -49,7 +50,7 @@ impl Transcript {
     /// once on stderr rather than aborting the run.
     fn write(&self, direction: &str, message: Value) {
         self.write_line(
-            json!({ "direction": direction, "time": rfc3339(SystemTime::now()), "message": message }),
+            json!({ "direction": direction, "time": timestamp_millis(SystemTime::now()), "message": message }),
         );
     }
 
@@ -57,7 +58,7 @@ impl Transcript {
     /// `discarded` says why (there is no text to record).
     fn write_discarded(&self, why: &str) {
         self.write_line(
-            json!({ "direction": "received", "time": rfc3339(SystemTime::now()),
+            json!({ "direction": "received", "time": timestamp_millis(SystemTime::now()),
             "message": null, "discarded": why }),
         );
     }
@@ -69,30 +70,6 @@ impl Transcript {
             }
         }
     }
-}
-
-/// Formats a time as RFC 3339 UTC with milliseconds.
-pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (H. Hinnant), valid for the Unix era.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
 }
 
 /// What to open.
@@ -359,16 +336,4 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_709_251_200_123); // 2024-03-01
-        assert_eq!(rfc3339(t), "2024-03-01T00:00:00.123Z");
-    }
 }
