@@ -55,18 +55,16 @@
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
 //! - The idle timeout counts traffic in both directions.
+//! - EOF from the other side fails this side's pending requests at once (nobody can answer
+//!   them), but the connection stays open for writing until every request already received
+//!   is answered (bounded by the write timeout, else 5 s), so `printf '<request>\n' | server`
+//!   still gets its response.
 //! - A request this side stops waiting for (timeout, or its future dropped) is cancelled
 //!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
 //!   and its id is remembered, so a response arriving afterwards is a
 //!   [`Diagnostic::LateResponse`] rather than an unknown one.
 //! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
 //!   not keep it open (handlers that need to send keep a `Peer` clone).
-//! - The other side ending its stream (EOF; a half-close such as `echo req | mcpl serve`)
-//!   stops reading, ends [`Incoming`] and fails this side's pending requests at once (nobody
-//!   can answer them), but requests already delivered are still answered: the connection
-//!   closes with [`CloseReason::Eof`] once each has been answered (or its guard dropped), at
-//!   most [`PeerConfig::request_timeout`] (5 s without one) after the EOF. A request disarmed
-//!   with [`IncomingRequest::into_id`] is not waited for.
 //! - On close, frames already queued (e.g. final responses) are still written, each within
 //!   the write timeout (or 5 s without one), then the transport is shut down; for a child
 //!   process that closes its stdin (see [`crate::transport::child`]).
@@ -74,7 +72,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -410,16 +408,31 @@ struct Shared {
     detached: AtomicUsize,
     /// Signalled each time one of those frames has been queued.
     detached_done: Notify,
-    /// Incoming requests delivered whose answer is not queued yet (guards armed).
-    unanswered: AtomicUsize,
-    /// Signalled each time one of those has been answered.
-    unanswered_done: Notify,
-    /// The other side ended its stream: nothing more is read, nothing more will be answered.
-    input_ended: AtomicBool,
     closed: watch::Sender<Option<CloseReason>>,
     diagnostics: broadcast::Sender<Diagnostic>,
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
     last_activity: Mutex<Instant>,
+    /// How many incoming requests are delivered but not yet answered (their responses are
+    /// owed). At EOF the connection stays open for writing until this reaches zero.
+    owed: watch::Sender<usize>,
+    /// Set once the other side ended its stream: no response can arrive any more.
+    read_eof: std::sync::atomic::AtomicBool,
+}
+
+/// One owed response: counted while alive, released once the response is queued.
+struct Owed(Arc<Shared>);
+
+impl Owed {
+    fn new(shared: &Arc<Shared>) -> Owed {
+        shared.owed.send_modify(|n| *n += 1);
+        Owed(shared.clone())
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        self.0.owed.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -440,6 +453,11 @@ impl Shared {
             tracing::debug!("connection closed: {reason}");
         }
         let reason = self.close_reason().unwrap_or(reason);
+        self.fail_pending(reason);
+    }
+
+    /// Fails every request this side is waiting on.
+    fn fail_pending(&self, reason: CloseReason) {
         let pending: Vec<_> = lock(&self.pending).drain().collect();
         for (_, tx) in pending {
             let _ = tx.send(Err(PeerError::Closed(reason.clone())));
@@ -484,12 +502,11 @@ impl Shared {
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
+    /// `owed`, if any, is released only once the frame is queued.
     /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
     /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
     /// (declined methods, §6.6) cannot pile up answers without bound.
-    /// With `answers_request`, the frame answers an incoming request, which counts as answered
-    /// once the frame is queued.
-    fn send_frame_detached(self: &Arc<Self>, text: String, answers_request: bool) {
+    fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
         match self.out.try_send(text) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(text)) => {
@@ -500,57 +517,26 @@ impl Shared {
                         let _ = shared.out.send(text).await;
                         shared.detached.fetch_sub(1, Ordering::AcqRel);
                         shared.detached_done.notify_waiters();
-                        if answers_request {
-                            shared.answered_one();
-                        }
+                        drop(owed);
                     });
-                    return;
                 }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
-        if answers_request {
-            self.answered_one();
-        }
     }
 
-    /// One delivered request has been answered (or will never be, by this side's doing).
-    fn answered_one(&self) {
-        self.unanswered.fetch_sub(1, Ordering::AcqRel);
-        self.unanswered_done.notify_waiters();
-    }
-
-    /// Resolves once every delivered request has been answered.
-    async fn all_answered(&self) {
+    /// Waits until fewer than `outgoing_capacity` detached frames are waiting for the queue.
+    async fn detached_backlog_clear(&self) {
+        let limit = self.config.outgoing_capacity.max(1);
         loop {
-            let notified = self.unanswered_done.notified();
+            let notified = self.detached_done.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.unanswered.load(Ordering::Acquire) == 0 {
+            if self.detached.load(Ordering::Acquire) < limit {
                 return;
             }
             notified.await;
         }
-    }
-
-    /// The other side ended its stream: fail this side's pending requests, let the requests
-    /// already delivered be answered (bounded), then close with [`CloseReason::Eof`].
-    async fn end_of_input(&self) {
-        self.input_ended.store(true, Ordering::SeqCst);
-        let pending: Vec<_> = lock(&self.pending).drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(PeerError::Closed(CloseReason::Eof)));
-        }
-        let limit = self.config.request_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
-        let mut closed = self.closed.subscribe();
-        tokio::select! {
-            _ = self.all_answered() => {}
-            _ = until_closed(&mut closed) => {}
-            _ = tokio::time::sleep(limit) => {
-                tracing::debug!("input ended; requests still unanswered after {limit:?}");
-            }
-        }
-        self.close(CloseReason::Eof);
     }
 
     /// A request this side no longer awaits (timed out or cancelled): remember its id so a
@@ -566,21 +552,7 @@ impl Shared {
                 params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
             })
             .to_json();
-            self.send_frame_detached(text, false);
-        }
-    }
-
-    /// Waits until fewer than `outgoing_capacity` detached frames are waiting for the queue.
-    async fn detached_backlog_clear(&self) {
-        let limit = self.config.outgoing_capacity.max(1);
-        loop {
-            let notified = self.detached_done.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.detached.load(Ordering::Acquire) < limit {
-                return;
-            }
-            notified.await;
+            self.send_frame_detached(text, None);
         }
     }
 
@@ -671,13 +643,12 @@ impl Peer {
             next_id: AtomicU64::new(1),
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
-            unanswered: AtomicUsize::new(0),
-            unanswered_done: Notify::new(),
-            input_ended: AtomicBool::new(false),
             closed: closed_tx,
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
             last_activity: Mutex::new(Instant::now()),
+            owed: watch::channel(0).0,
+            read_eof: std::sync::atomic::AtomicBool::new(false),
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
@@ -783,9 +754,6 @@ impl Peer {
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
         }
-        if shared.input_ended.load(Ordering::SeqCst) {
-            return Err(PeerError::Closed(CloseReason::Eof));
-        }
         let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         {
@@ -804,9 +772,8 @@ impl Peer {
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
         }
-        if shared.input_ended.load(Ordering::SeqCst) {
-            guard.id = None;
-            lock(&shared.pending).remove(&id);
+        // Nor may the other side's EOF: it can no longer answer.
+        if shared.read_eof.load(Ordering::SeqCst) {
             return Err(PeerError::Closed(CloseReason::Eof));
         }
         if let Some(f) = on_id {
@@ -982,6 +949,7 @@ pub struct IncomingRequest {
     shared: Arc<Shared>,
     batch: Option<Arc<BatchCollector>>,
     armed: bool,
+    owed: Option<Owed>,
 }
 
 impl fmt::Debug for IncomingRequest {
@@ -1038,8 +1006,6 @@ impl IncomingRequest {
     /// Answers with a result or an error object.
     pub async fn finish(mut self, outcome: Result<Value, ErrorObject>) -> Result<(), PeerError> {
         self.armed = false;
-        // Counts as answered once queued (or if this future is dropped before).
-        let _answered = Answered(&self.shared);
         let response = Message::Response(Response {
             id: Some(self.request.id.clone()),
             outcome,
@@ -1061,17 +1027,9 @@ impl IncomingRequest {
             return Err(self);
         }
         self.armed = false;
-        self.shared.answered_one();
+        // Answered later through `Peer::respond`: no longer tracked for the EOF drain.
+        self.owed = None;
         Ok(self.request.id.clone())
-    }
-}
-
-/// Marks one delivered request answered when dropped.
-struct Answered<'a>(&'a Shared);
-
-impl Drop for Answered<'_> {
-    fn drop(&mut self) {
-        self.0.answered_one();
     }
 }
 
@@ -1101,9 +1059,8 @@ impl Drop for IncomingRequest {
             Some(batch) => batch.add(response.to_value()),
             None => Some(response.to_json()),
         };
-        match text {
-            Some(text) => self.shared.send_frame_detached(text, true),
-            None => self.shared.answered_one(),
+        if let Some(text) = text {
+            self.shared.send_frame_detached(text, self.owed.take());
         }
     }
 }
@@ -1179,10 +1136,22 @@ async fn reader_task(
                 }
             }
             Ok(None) => {
-                // Requests already delivered are still answered (module docs).
+                // The other side sent everything it will send: our own requests can no
+                // longer be answered, but the responses we owe are still written (bounded by
+                // the write timeout or the drain limit) before the connection closes.
+                shared.read_eof.store(true, Ordering::SeqCst);
+                shared.fail_pending(CloseReason::Eof);
+                // Nothing more will arrive: `Incoming` ends now, so an application that
+                // answers once it has seen the end of the input is not cut off.
                 drop(inbound);
-                shared.end_of_input().await;
-                return;
+                let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                let mut owed = shared.owed.subscribe();
+                tokio::select! {
+                    _ = tokio::time::timeout(drain, owed.wait_for(|n| *n == 0)) => {}
+                    _ = until_closed(&mut closed) => {}
+                }
+                shared.close(CloseReason::Eof);
+                break;
             }
             Err(ReadFailure::Io(e)) => {
                 shared.close(CloseReason::Io(e.to_string()));
@@ -1379,12 +1348,12 @@ fn classify(
     let in_batch = batch.is_some();
     match Message::from_value(value) {
         Ok(Message::Request(request)) => {
-            shared.unanswered.fetch_add(1, Ordering::AcqRel);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
                 request,
                 shared: shared.clone(),
                 batch: batch.cloned(),
                 armed: true,
+                owed: Some(Owed::new(shared)),
             })))
         }
         Ok(Message::Notification(n)) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),

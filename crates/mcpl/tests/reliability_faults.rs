@@ -248,15 +248,11 @@ async fn s6_6_requests_delivered_before_eof_are_still_answered() {
 }
 
 /// The same, bounded: a request the application never answers does not keep a connection
-/// whose input ended open forever (the drain lasts at most the request timeout), and this
+/// whose input ended open forever (the drain lasts at most the write timeout, else 5 s), and this
 /// side's own requests fail at once, since nobody can answer them any more.
 #[tokio::test(start_paused = true)]
 async fn after_eof_an_unanswered_request_does_not_hold_the_connection_open() {
-    let config = PeerConfig {
-        request_timeout: Some(Duration::from_secs(30)),
-        ..PeerConfig::default()
-    };
-    let (peer, mut incoming, _read, mut write) = raw_peer(config, 4096);
+    let (peer, mut incoming, _read, mut write) = raw_peer(PeerConfig::default(), 4096);
     write
         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"slow\"}\n")
         .await
