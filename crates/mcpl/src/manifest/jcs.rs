@@ -115,10 +115,20 @@ pub fn write_string(out: &mut String, s: &str) {
     while i < bytes.len() {
         // Eight bytes at a time while none of them needs escaping (the common case); a
         // shorter tail is padded with a byte that never needs escaping.
-        let n = (bytes.len() - i).min(8);
-        let mut word = [b'a'; 8];
-        word[..n].copy_from_slice(&bytes[i..i + n]);
-        if !word_needs_escape(u64::from_le_bytes(word)) {
+        // (Built in a register: a variable-length copy into a buffer stalls the load.)
+        let rest = &bytes[i..];
+        let (word, n) = match rest.first_chunk::<8>() {
+            Some(chunk) => (u64::from_le_bytes(*chunk), 8),
+            None => {
+                let mut w = u64::from_le_bytes([b'a'; 8]);
+                for (k, &b) in rest.iter().enumerate() {
+                    let shift = 8 * k;
+                    w = (w & !(0xff << shift)) | (u64::from(b) << shift);
+                }
+                (w, rest.len())
+            }
+        };
+        if !word_needs_escape(word) {
             i += n;
             continue;
         }
