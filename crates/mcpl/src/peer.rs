@@ -457,6 +457,16 @@ impl Shared {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
+        // Room in the queue: no need to watch for a close while waiting.
+        let text = match self.out.try_send(text) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(PeerError::Closed(
+                    self.close_reason().unwrap_or(CloseReason::Dropped),
+                ))
+            }
+            Err(mpsc::error::TrySendError::Full(text)) => text,
+        };
         let mut closed = self.closed.subscribe();
         let closed_error =
             |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
@@ -1313,6 +1323,7 @@ async fn writer_task(
 ) {
     let mut closed = shared.closed.subscribe();
     let write_timeout = shared.config.write_timeout;
+    let mut batch: Vec<String> = Vec::new();
     loop {
         let text = tokio::select! {
             biased;
@@ -1322,8 +1333,22 @@ async fn writer_task(
             },
             _ = until_closed(&mut closed) => break,
         };
+        // Frames already queued behind this one go out in the same write and flush (same
+        // bytes, fewer syscalls and wake-ups), up to a bounded batch.
+        batch.clear();
+        let mut bytes = text.len();
+        batch.push(text);
+        while batch.len() < WRITE_BATCH_FRAMES && bytes < WRITE_BATCH_BYTES {
+            match out.try_recv() {
+                Ok(t) => {
+                    bytes += t.len();
+                    batch.push(t);
+                }
+                Err(_) => break,
+            }
+        }
         let result = {
-            let write = write_one(&shared, writer.as_mut(), &text, write_timeout);
+            let write = write_batch(&shared, writer.as_mut(), &batch, write_timeout);
             tokio::pin!(write);
             tokio::select! {
                 r = &mut write => r,
@@ -1360,6 +1385,35 @@ async fn writer_task(
     // The writer (e.g. a child's stdin) goes first, then whatever the transport kept alive.
     drop(writer);
     drop(guard);
+}
+
+/// Most frames written with one write and flush.
+const WRITE_BATCH_FRAMES: usize = 64;
+/// Stop adding frames to a batch once it holds this many bytes.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Writes queued frames together (the write timeout applies to the batch).
+async fn write_batch(
+    shared: &Shared,
+    writer: &mut dyn FrameWriter,
+    texts: &[String],
+    timeout: Option<Duration>,
+) -> Result<(), CloseReason> {
+    if let [text] = texts {
+        return write_one(shared, writer, text, timeout).await;
+    }
+    for text in texts {
+        shared.tap(FrameDirection::Outbound, text);
+    }
+    let result = match timeout {
+        None => writer.send_many(texts).await,
+        Some(d) => match tokio::time::timeout(d, writer.send_many(texts)).await {
+            Ok(r) => r,
+            Err(_) => return Err(CloseReason::WriteTimeout(d)),
+        },
+    };
+    shared.touch();
+    result.map_err(|e| CloseReason::Io(e.to_string()))
 }
 
 async fn write_one(

@@ -61,6 +61,16 @@ pub trait FrameReader: Send {
 pub trait FrameWriter: Send {
     /// Sends one message text (which never contains a raw newline) and flushes it.
     fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>>;
+    /// Sends several message texts in order, each its own message, and flushes once at the
+    /// end. The default sends them one by one; byte-stream transports write them together.
+    fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            for text in texts {
+                self.send(text).await?;
+            }
+            Ok(())
+        })
+    }
     /// Ends the stream in an orderly way (shutdown, close frame).
     fn close(&mut self) -> BoxFuture<'_, io::Result<()>>;
 }
@@ -204,23 +214,52 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
 /// Newline-delimited framing for writing: each message followed by `\n`, then a flush.
 pub struct LineWriter<W> {
     inner: W,
+    /// Reused between writes; shrunk back after an unusually large message.
+    buf: Vec<u8>,
 }
+
+/// Capacity the write buffer keeps between messages.
+const WRITE_BUFFER_KEEP: usize = 64 * 1024;
 
 impl<W: AsyncWrite + Unpin + Send> LineWriter<W> {
     /// Wraps a byte writer.
     pub fn new(inner: W) -> Self {
-        LineWriter { inner }
+        LineWriter {
+            inner,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes the buffered lines with one `write_all` and one flush.
+    async fn write_buffer(&mut self) -> io::Result<()> {
+        let result = self.inner.write_all(&self.buf).await;
+        self.buf.clear();
+        if self.buf.capacity() > WRITE_BUFFER_KEEP {
+            self.buf.shrink_to(WRITE_BUFFER_KEEP);
+        }
+        result?;
+        self.inner.flush().await
     }
 }
 
 impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
     fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
         Box::pin(async move {
-            let mut buf = Vec::with_capacity(text.len() + 1);
-            buf.extend_from_slice(text.as_bytes());
-            buf.push(b'\n');
-            self.inner.write_all(&buf).await?;
-            self.inner.flush().await
+            self.buf.clear();
+            self.buf.extend_from_slice(text.as_bytes());
+            self.buf.push(b'\n');
+            self.write_buffer().await
+        })
+    }
+
+    fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            self.buf.clear();
+            for text in texts {
+                self.buf.extend_from_slice(text.as_bytes());
+                self.buf.push(b'\n');
+            }
+            self.write_buffer().await
         })
     }
 
