@@ -112,6 +112,11 @@ impl Transport {
     }
 }
 
+/// Read buffer of each line reader. Longer lines are assembled across reads, so this only
+/// trades syscalls against memory: 8 KiB keeps an idle connection small (the buffer is
+/// zero-filled, hence resident, from the start).
+const READ_BUFFER: usize = 8 * 1024;
+
 /// Newline-delimited framing over a byte stream, with a size limit that never buffers an
 /// oversized line.
 pub struct LineReader<R> {
@@ -126,7 +131,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// Wraps a byte reader with the default limit.
     pub fn new(inner: R) -> Self {
         LineReader {
-            inner: BufReader::with_capacity(64 * 1024, inner),
+            inner: BufReader::with_capacity(READ_BUFFER, inner),
             line: Vec::new(),
             discarding: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
@@ -218,8 +223,9 @@ pub struct LineWriter<W> {
     buf: Vec<u8>,
 }
 
-/// Capacity the write buffer keeps between messages.
-const WRITE_BUFFER_KEEP: usize = 64 * 1024;
+/// Capacity the write buffer keeps between messages (more is released after a burst, so an
+/// idle connection stays small).
+const WRITE_BUFFER_KEEP: usize = 8 * 1024;
 
 impl<W: AsyncWrite + Unpin + Send> LineWriter<W> {
     /// Wraps a byte writer.
