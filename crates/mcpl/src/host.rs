@@ -1,1 +1,1912 @@
-//! The host session: policy exchange, enforcement, hook fan-out, lifecycle and manifest review over a live connection.
+//! The host session: policy exchange, enforcement, hook fan-out, lifecycle and manifest
+//! review over a live connection.
+//!
+//! [`HostSession::connect`] runs the MCP handshake from the host side (`initialize`
+//! advertising MCPL under `capabilities.experimental.mcpl`, §5.2; `notifications/initialized`)
+//! and then the initial policy exchange (§5.3): a `featureSets/update` **Request** carrying
+//! the effective grant, sent even when nothing is enabled or disabled. Until its receipt
+//! arrives every privileged inbound method is rejected with `-32002`.
+//!
+//! The session is the runtime driver of the pure core: the grant comes from
+//! [`HostGrant::compute`], inbound methods are checked through
+//! [`policy::method_requirement`], injections through [`policy::authorize_injection`],
+//! receipts through [`policy::parse_receipt`], fetched manifests through
+//! [`ManifestReview`] and the fetch rate through [`FetchLimiter`].
+//!
+//! What the application sees: a [`HostEvent`] stream (admitted push events and channel
+//! messages, manifest change receipts, policy decisions) and a [`HostDiagnostic`] stream
+//! (every defect of the server), both handed out by `connect` in [`HostStreams`].
+//!
+//! Readings where the spec leaves a choice (each failing closed):
+//! - A server without `experimental.mcpl` is MCP-only (§3.3); its grant holds at most
+//!   `tools`, and no policy Request is sent (there is no MCPL to configure).
+//! - A `-32601`, any other error, a timeout, or an unusable (fatally malformed) receipt to the
+//!   initial policy Request all end in a recorded MCP-only decision ([`Mode::McpOnly`]);
+//!   MCP-only keeps `tools` only.
+//! - A refusal with `fallback: "close"` closes the connection and `connect` fails with
+//!   [`HostError::Refused`].
+//! - A duplicate `push/event` (same `eventId`, §9.4) is answered `accepted: true` with
+//!   `reason: "duplicate"` (the event was delivered once; a retry is acknowledged, not
+//!   redelivered) and reported as [`HostDiagnostic::DuplicateEvent`].
+//! - A `push/event` the application's event queue cannot take is answered `accepted: false,
+//!   reason: "host_busy"`, never blocking the connection.
+//! - Channel descriptors are authorized individually (§14.5) against the grant and the
+//!   host's channel patterns ([`HostConfig::channel_patterns`]); rejected descriptors carry
+//!   `reason: "capability_denied"` or `"invalid_descriptor"`. `channels/incoming` results
+//!   carry the Appendix A code of each rejection in an extra `code` member (`-32023` for a
+//!   channel this connection never registered, `-32017` for one no longer permitted).
+//! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
+//!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
+//! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;
+//!   an unanswered or unusable later receipt leaves narrowing in force and never activates
+//!   a widening ([`PolicyChange::not_activated`]).
+//! - A manifest change that removes capabilities narrows host-side, then sends the policy
+//!   Request; one that only adds never sends one (additions wait for [`HostSession::set_policy`]).
+//!   `suspend_after_failures` consecutive unparseable manifests (at least 2) suspend MCPL.
+//! - `channels/changed` removals of a channel this connection registered are always applied
+//!   (a removal narrows); an `updated` descriptor no longer permitted removes the channel.
+//! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
+//!   receipt on the same event stream (§17.7).
+//!
+//! The application answers server-initiated `inference/request` and `model/info` through
+//! [`HostConfig::request_handler`]; [`before_inference`] fans a hook out over several
+//! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
+//! emission; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::capability::{
+    self, Capability, CapabilitySet, Denied, Grant, PatternError, Requirement,
+};
+use crate::jsonrpc::{codes, ErrorObject, Notification};
+use crate::manifest::review::{
+    ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
+};
+use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
+use crate::policy::{self, Fallback, HostGrant, Receipt};
+use crate::protocol::{Direction, Method};
+use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
+use crate::transport::Transport;
+
+/// A future returned by an application request handler.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>>;
+
+/// The application's answer to server-initiated `inference/request` and `model/info`
+/// (§11, §12): called with the method name and raw params, after the grant allowed it.
+pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync>;
+
+/// Configuration of one host connection.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// `clientInfo.name` sent in `initialize`.
+    pub client_name: String,
+    /// `clientInfo.version` sent in `initialize`.
+    pub client_version: String,
+    /// MCP `protocolVersion` sent in `initialize`.
+    pub protocol_version: String,
+    /// Host policy: capability patterns (§5.4 `*` matching); the grant is advertised ∩ these.
+    pub policy: Vec<String>,
+    /// `enabled` allowlist of feature-set names sent with the grant (`None` omits it).
+    pub enabled: Option<Vec<String>>,
+    /// `disabled` feature-set names sent with the grant.
+    pub disabled: Vec<String>,
+    /// Channel ids this host accepts registrations for (`*` as a trailing wildcard); `None`
+    /// accepts any id the grant allows.
+    pub channel_patterns: Option<Vec<String>>,
+    /// How long to wait for the `initialize` response.
+    pub initialize_timeout: Duration,
+    /// How long to wait for a `featureSets/update` receipt before deciding without it.
+    pub policy_timeout: Duration,
+    /// Per-hook timeout of `context/beforeInference` (§10.1); 5 s by default.
+    pub hook_timeout: Duration,
+    /// How long to wait for `mcpl/manifest`.
+    pub manifest_timeout: Duration,
+    /// §17.8 token bucket: burst size.
+    pub manifest_fetch_burst: u32,
+    /// §17.8 token bucket: tokens per second.
+    pub manifest_fetch_per_sec: f64,
+    /// Consecutive unparseable manifests after which MCPL is suspended (at least 2, §17.5).
+    pub suspend_after_failures: u32,
+    /// Capacity of the event stream; a full stream refuses new push events.
+    pub event_capacity: usize,
+    /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged).
+    pub diagnostics_capacity: usize,
+    /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
+    pub dedupe_window: usize,
+    /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
+    pub request_handler: Option<RequestHandler>,
+    /// Configuration of the underlying peer (used by [`HostSession::connect`]).
+    pub peer: PeerConfig,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            client_name: "mcpl-host".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: "2024-11-05".into(),
+            policy: Vec::new(),
+            enabled: None,
+            disabled: Vec::new(),
+            channel_patterns: None,
+            initialize_timeout: Duration::from_secs(30),
+            policy_timeout: Duration::from_secs(10),
+            hook_timeout: Duration::from_secs(5),
+            manifest_timeout: Duration::from_secs(10),
+            manifest_fetch_burst: 3,
+            manifest_fetch_per_sec: 0.2,
+            suspend_after_failures: 3,
+            event_capacity: 1024,
+            diagnostics_capacity: 1024,
+            dedupe_window: 10_000,
+            request_handler: None,
+            peer: PeerConfig::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("client_name", &self.client_name)
+            .field("policy", &self.policy)
+            .field("policy_timeout", &self.policy_timeout)
+            .field("hook_timeout", &self.hook_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the session runs without MCPL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpOnlyReason {
+    /// The server did not advertise `experimental.mcpl` (§3.3).
+    NotAdvertised,
+    /// The server answered the policy Request with `-32601`: a 0.4-era server.
+    PolicyMethodNotFound,
+    /// The policy Request was not answered in time.
+    PolicyTimeout,
+    /// The policy Request failed otherwise (another error, an unusable receipt).
+    PolicyFailed(String),
+    /// The server refused with `fallback: "mcp-only"` (§6.7).
+    Refused,
+    /// Repeated unparseable manifests (§17.5).
+    Suspended,
+}
+
+/// The session's mode: a recorded decision, never an accident.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// MCPL is active under the current grant.
+    Mcpl,
+    /// MCPL is disabled; MCP tools/resources/prompts remain (§3.2).
+    McpOnly(McpOnlyReason),
+}
+
+/// A defect of the server or of the connection, also logged through `tracing`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostDiagnostic {
+    /// A privileged method arrived before the initial receipt (§5.3).
+    PrivilegedBeforeReady {
+        /// The method.
+        method: String,
+    },
+    /// A method arrived whose capability is not granted.
+    CapabilityDenied {
+        /// The method.
+        method: String,
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// A method the host does not receive (unknown or host → server).
+    UnexpectedMethod {
+        /// The method.
+        method: String,
+    },
+    /// Params of a server message were malformed.
+    BadParams {
+        /// The method.
+        method: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A `push/event` repeated an `eventId` (§9.4) and was not redelivered.
+    DuplicateEvent {
+        /// The repeated id.
+        event_id: String,
+    },
+    /// A feature set's `uses` does not declare the capability it exercised (§6.4).
+    DeclarationMismatch {
+        /// The method.
+        method: String,
+        /// The feature set.
+        feature_set: String,
+        /// Paths missing from `uses`.
+        missing: Vec<&'static str>,
+    },
+    /// A tag on an admitted message was malformed and ignored (§16).
+    TagIssue {
+        /// The method.
+        method: String,
+        /// The issue.
+        issue: String,
+    },
+    /// A receipt shape defect (§6.7).
+    ReceiptDefect {
+        /// Machine code from [`policy::ReceiptDefect`].
+        code: &'static str,
+        /// Where.
+        path: String,
+    },
+    /// A channel descriptor or message was rejected (itemized; §14.5).
+    ChannelRejected {
+        /// The method.
+        method: String,
+        /// Channel (or message) id.
+        id: String,
+        /// Reason code.
+        reason: &'static str,
+        /// Whether it came as a Notification and was filtered silently on the wire.
+        filtered_notification: bool,
+    },
+    /// A manifest validation finding (§17.5 step 1).
+    ManifestFinding {
+        /// Finding code.
+        code: &'static str,
+        /// Dotted path.
+        path: String,
+        /// Message.
+        message: String,
+    },
+    /// A manifest conformance defect (digest mismatch, §17.2).
+    ManifestDefect {
+        /// Code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+    /// A fetched manifest did not parse; the previous one stands (§17.5).
+    ManifestUnparseable {
+        /// Code.
+        code: &'static str,
+        /// Consecutive failures so far.
+        consecutive_failures: u32,
+    },
+    /// `mcpl/manifestChanged` over the rate limit, dropped (§17.8).
+    ManifestFetchDropped {
+        /// Total dropped on this connection.
+        dropped_total: u64,
+    },
+    /// `mcpl/manifest` failed.
+    ManifestFetchFailed {
+        /// Why.
+        detail: String,
+    },
+    /// A `context/beforeInference` call failed or timed out (fail-open).
+    HookFailed {
+        /// Server label.
+        server: String,
+        /// Why.
+        detail: String,
+    },
+    /// An injection was rejected by its position (§5.4).
+    InjectionRejected {
+        /// Server label.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// A lifecycle terminal could not be sent.
+    LifecycleNotSent {
+        /// The inference id.
+        inference_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A connection-level defect from the peer (junk lines, late responses…).
+    Connection(crate::peer::Diagnostic),
+}
+
+/// Something the application should act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostEvent {
+    /// An admitted `push/event` (§9) with its closure-expanded tags (§16.3).
+    Push {
+        /// The raw params.
+        params: Value,
+        /// `featureSet`.
+        feature_set: String,
+        /// `eventId`.
+        event_id: String,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// An admitted `channels/incoming` message (§14.4) with its expanded tags.
+    ChannelMessage {
+        /// The registered channel id.
+        channel_id: String,
+        /// The raw message object.
+        message: Value,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// One receipt per manifest change (§17.6).
+    ManifestChange(ChangeReceipt),
+    /// The mode changed (e.g. to MCP-only), a recorded decision.
+    ModeChanged(Mode),
+}
+
+/// The application's side of a session: events and diagnostics.
+#[derive(Debug)]
+pub struct HostStreams {
+    /// Admitted events, manifest receipts and mode changes.
+    pub events: mpsc::Receiver<HostEvent>,
+    /// Defects of the server and the connection.
+    pub diagnostics: mpsc::Receiver<HostDiagnostic>,
+}
+
+/// Why a host operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostError {
+    /// The host's own policy patterns are malformed.
+    #[error("host policy: {0}")]
+    Policy(#[from] PatternError),
+    /// The connection failed.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    /// `initialize` returned something unreadable.
+    #[error("bad initialize result: {0}")]
+    BadInitialize(String),
+    /// The server refused the policy with `fallback: "close"`; the connection was closed.
+    #[error("server refused the policy with fallback {0:?}")]
+    Refused(&'static str),
+    /// Refused locally: the server lacks the capability (outbound gating).
+    #[error("capability {0} not granted to this server")]
+    NotGranted(Capability),
+    /// Refused locally: the method is not sent by a host, or not known.
+    #[error("method {0} is not sent host to server")]
+    WrongDirection(String),
+    /// The operation needs MCPL, which is not active on this connection.
+    #[error("MCPL is not active on this connection: {0:?}")]
+    McpOnly(McpOnlyReason),
+    /// The params could not be encoded.
+    #[error("cannot encode params: {0}")]
+    Encode(String),
+}
+
+/// The result of [`HostSession::set_policy`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyChange {
+    /// Capabilities removed host-side before the Request went out.
+    pub narrowed: CapabilitySet,
+    /// Capabilities activated after an accepting receipt.
+    pub activated: CapabilitySet,
+    /// Capabilities that would widen the grant but did not activate (no accepting receipt).
+    pub not_activated: CapabilitySet,
+    /// The parsed receipt, when one arrived and was usable.
+    pub receipt: Option<Receipt>,
+    /// The grant now in force.
+    pub grant: Grant,
+}
+
+struct State {
+    mode: Mode,
+    ready: bool,
+    grant: Grant,
+    policy: Vec<String>,
+    review: Option<ManifestReview>,
+    last_receipt: Option<Receipt>,
+    seen_events: HashSet<String>,
+    seen_order: VecDeque<String>,
+    channels: BTreeMap<String, Value>,
+    limiter: FetchLimiter,
+    announced: Option<String>,
+}
+
+struct Inner {
+    peer: Peer,
+    label: std::sync::OnceLock<String>,
+    config: HostConfig,
+    state: Mutex<State>,
+    events: mpsc::Sender<HostEvent>,
+    diags: mpsc::Sender<HostDiagnostic>,
+    policy_lock: tokio::sync::Mutex<()>,
+    mcpl_advertised: AtomicBool,
+}
+
+/// One host ↔ server connection driven by the host rules of MCPL. Cheap to clone.
+#[derive(Clone)]
+pub struct HostSession {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for HostSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostSession")
+            .field("label", &self.inner.label.get())
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    fn diag(&self, d: HostDiagnostic) {
+        tracing::warn!(server = ?self.label.get(), diagnostic = ?d, "mcpl host diagnostic");
+        let _ = self.diags.try_send(d);
+    }
+
+    fn event(&self, e: HostEvent) -> bool {
+        self.events.try_send(e).is_ok()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.peer.close();
+    }
+}
+
+/// The capability a requirement is reported under when nothing is granted.
+fn denied_of(grant: &Grant, req: Requirement) -> Option<Denied> {
+    grant.check(req).err()
+}
+
+impl HostSession {
+    /// Connects over `transport`: handshake, then the initial policy exchange (§5.3).
+    pub async fn connect(
+        transport: Transport,
+        config: HostConfig,
+    ) -> Result<(HostSession, HostStreams), HostError> {
+        let (peer, incoming) = Peer::new(transport, config.peer.clone());
+        Self::connect_peer(peer, incoming, config).await
+    }
+
+    /// Like [`HostSession::connect`] over an existing peer and its incoming queue.
+    pub async fn connect_peer(
+        peer: Peer,
+        incoming: crate::peer::Incoming,
+        config: HostConfig,
+    ) -> Result<(HostSession, HostStreams), HostError> {
+        // The host's own policy must parse before anything is sent.
+        let host_allows = Grant::from_patterns(config.policy.iter().map(String::as_str))?;
+        let (etx, erx) = mpsc::channel(config.event_capacity.max(1));
+        let (dtx, drx) = mpsc::channel(config.diagnostics_capacity.max(1));
+        let inner = Arc::new(Inner {
+            peer: peer.clone(),
+            label: std::sync::OnceLock::new(),
+            state: Mutex::new(State {
+                mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
+                ready: false,
+                grant: Grant::none(),
+                policy: config.policy.clone(),
+                review: None,
+                last_receipt: None,
+                seen_events: HashSet::new(),
+                seen_order: VecDeque::new(),
+                channels: BTreeMap::new(),
+                limiter: FetchLimiter::new(
+                    config.manifest_fetch_burst,
+                    config.manifest_fetch_per_sec,
+                ),
+                announced: None,
+            }),
+            config,
+            events: etx,
+            diags: dtx,
+            policy_lock: tokio::sync::Mutex::new(()),
+            mcpl_advertised: AtomicBool::new(false),
+        });
+        let streams = HostStreams {
+            events: erx,
+            diagnostics: drx,
+        };
+
+        // Connection diagnostics are forwarded from the start.
+        let mut pd = peer.diagnostics();
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(d) = pd.recv().await {
+                match weak.upgrade() {
+                    Some(i) => i.diag(HostDiagnostic::Connection(d)),
+                    None => break,
+                }
+            }
+        });
+
+        // The dispatch loop runs from the start: anything privileged before the receipt is
+        // rejected with -32002 by the readiness check (§5.3).
+        let session = HostSession { inner };
+        let weak = Arc::downgrade(&session.inner);
+        tokio::spawn(Self::run_incoming(weak, incoming));
+
+        let cfg = &session.inner.config;
+        let mut mcpl_adv = capability::advertisement_to_value(host_allows.capabilities());
+        if let Some(o) = mcpl_adv.as_object_mut() {
+            o.insert("version".into(), json!("0.5"));
+            o.insert("featureSets".into(), json!(true));
+        }
+        let init = json!({
+            "protocolVersion": cfg.protocol_version,
+            "capabilities": { "experimental": { "mcpl": mcpl_adv } },
+            "clientInfo": { "name": cfg.client_name, "version": cfg.client_version },
+        });
+        let result = peer
+            .request_raw_timeout("initialize", Some(init), cfg.initialize_timeout)
+            .await?;
+        let caps = result
+            .get("capabilities")
+            .filter(|c| c.is_object())
+            .ok_or_else(|| HostError::BadInitialize("no capabilities object".into()))?;
+        let label = result
+            .pointer("/serverInfo/name")
+            .and_then(Value::as_str)
+            .unwrap_or("server")
+            .to_owned();
+        let _ = session.inner.label.set(label);
+        let manifest = caps.pointer("/experimental/mcpl").cloned();
+        let now = SystemTime::now();
+
+        match manifest {
+            None => {
+                // §3.3: MCP-only. Grant at most `tools`.
+                let mut adv = CapabilitySet::EMPTY;
+                if matches!(
+                    caps.get("tools"),
+                    Some(Value::Object(_)) | Some(Value::Bool(true))
+                ) {
+                    adv.insert(Capability::Tools);
+                }
+                let hg = HostGrant::compute(adv, cfg.policy.iter().map(String::as_str))?;
+                {
+                    let mut st = session.inner.state();
+                    st.grant = hg.effective;
+                    // No MCPL to configure: the (tools-only) grant is final.
+                    st.ready = true;
+                    st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+                }
+                peer.notify_raw("notifications/initialized", None).await?;
+                Ok((session, streams))
+            }
+            Some(manifest) => {
+                session.inner.mcpl_advertised.store(true, Ordering::SeqCst);
+                let (review, findings) = ManifestReview::initial(
+                    &manifest,
+                    Some(caps),
+                    cfg.policy.iter().map(String::as_str),
+                    now,
+                )
+                .map_err(|e| match e {
+                    crate::manifest::review::ReviewError::Policy(p) => HostError::Policy(p),
+                    other => HostError::BadInitialize(other.to_string()),
+                })?;
+                for f in findings {
+                    session.inner.diag(HostDiagnostic::ManifestFinding {
+                        code: f.code,
+                        path: f.path,
+                        message: f.message,
+                    });
+                }
+                let hg =
+                    HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
+                session.inner.state().review = Some(review);
+                peer.notify_raw("notifications/initialized", None).await?;
+                session.initial_policy(hg).await?;
+                Ok((session, streams))
+            }
+        }
+    }
+
+    /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
+    async fn initial_policy(&self, hg: HostGrant) -> Result<(), HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        // The host's own selection narrows derivation at once (it can never widen).
+        if let Ok(up) = policy::UpdateParams::parse(&params) {
+            if let Some(r) = self.inner.state().review.as_mut() {
+                r.set_selection(policy::Selection {
+                    enabled: up.enabled,
+                    disabled: up.disabled,
+                });
+            }
+        }
+        let answer = self
+            .inner
+            .peer
+            .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+            .await;
+        let decision = match answer {
+            Ok(v) => match self.read_receipt(&v) {
+                Some(Receipt::Refused {
+                    fallback: Fallback::Close,
+                    ..
+                }) => {
+                    self.inner.peer.close();
+                    return Err(HostError::Refused("close"));
+                }
+                Some(Receipt::Refused { .. }) => Err(McpOnlyReason::Refused),
+                Some(r @ Receipt::Accepted { .. }) => Ok(r),
+                None => Err(McpOnlyReason::PolicyFailed("unusable receipt".into())),
+            },
+            Err(PeerError::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                Err(McpOnlyReason::PolicyMethodNotFound)
+            }
+            Err(PeerError::Timeout { .. }) => Err(McpOnlyReason::PolicyTimeout),
+            Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c))),
+            Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
+        };
+        match decision {
+            Ok(receipt) => {
+                let mut st = self.inner.state();
+                // A manifest revocation that landed during the exchange stays applied.
+                let adv = st
+                    .review
+                    .as_ref()
+                    .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+                st.grant = hg.effective.intersect(adv);
+                st.ready = true;
+                st.mode = Mode::Mcpl;
+                st.last_receipt = Some(receipt);
+                let g = st.grant;
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(g, SystemTime::now(), "initial-policy");
+                }
+            }
+            Err(reason) => self.enter_mcp_only(reason),
+        }
+        Ok(())
+    }
+
+    /// Parses a receipt, reporting every defect; `None` when unusable.
+    fn read_receipt(&self, v: &Value) -> Option<Receipt> {
+        let report = policy::parse_receipt(v);
+        for d in report.defects {
+            self.inner.diag(HostDiagnostic::ReceiptDefect {
+                code: d.code,
+                path: d.path,
+            });
+        }
+        if let Some(r) = &report.receipt {
+            self.inner.state().last_receipt = Some(r.clone());
+        }
+        report.receipt
+    }
+
+    fn enter_mcp_only(&self, reason: McpOnlyReason) {
+        tracing::info!(server = ?self.inner.label.get(), ?reason, "MCPL disabled: MCP-only");
+        let mode = Mode::McpOnly(reason);
+        {
+            let mut st = self.inner.state();
+            st.grant = st
+                .grant
+                .intersect(CapabilitySet::EMPTY.with(Capability::Tools));
+            // `tools` is kept only if the server advertised it and policy allowed it.
+            if let Some(r) = st.review.as_ref() {
+                let adv = r
+                    .advertised()
+                    .intersection(CapabilitySet::EMPTY.with(Capability::Tools));
+                if let Ok(hg) = HostGrant::compute(adv, st.policy.iter().map(String::as_str)) {
+                    st.grant = hg.effective;
+                }
+            }
+            st.ready = true;
+            st.mode = mode.clone();
+        }
+        self.inner.event(HostEvent::ModeChanged(mode));
+    }
+
+    /// The session's mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.state().mode.clone()
+    }
+
+    /// The server's label (`serverInfo.name`).
+    pub fn label(&self) -> String {
+        self.inner.label.get().cloned().unwrap_or_default()
+    }
+
+    /// The grant currently in force (the only authority).
+    pub fn grant(&self) -> Grant {
+        self.inner.state().grant
+    }
+
+    /// Whether the initial policy exchange has completed (receipt or recorded decision).
+    pub fn is_ready(&self) -> bool {
+        self.inner.state().ready
+    }
+
+    /// The last usable receipt (testimony only).
+    pub fn last_receipt(&self) -> Option<Receipt> {
+        self.inner.state().last_receipt.clone()
+    }
+
+    /// The manifest currently in force and its recomputed revision.
+    pub fn manifest(&self) -> Option<(Value, Option<String>)> {
+        let st = self.inner.state();
+        st.review
+            .as_ref()
+            .map(|r| (r.manifest().clone(), r.revision().map(str::to_owned)))
+    }
+
+    /// The last change receipt emitted (§17.6).
+    pub fn last_change_receipt(&self) -> Option<ChangeReceipt> {
+        let st = self.inner.state();
+        st.review.as_ref().and_then(|r| r.last_receipt().cloned())
+    }
+
+    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5); a later
+    /// manifest change to it invalidates the acceptance (§17.5). Returns its digest.
+    pub fn accept_ontology(
+        &self,
+        name: &str,
+    ) -> Result<String, crate::manifest::review::ReviewError> {
+        let mut st = self.inner.state();
+        match st.review.as_mut() {
+            Some(r) => r.accept_ontology(name),
+            None => Err(crate::manifest::review::ReviewError::NoOntology(
+                name.to_owned(),
+            )),
+        }
+    }
+
+    /// The accepted ontology digest of feature set `name`, if any is standing.
+    pub fn accepted_ontology(&self, name: &str) -> Option<String> {
+        let st = self.inner.state();
+        st.review
+            .as_ref()
+            .and_then(|r| r.accepted_ontology(name).map(str::to_owned))
+    }
+
+    /// The channels this connection has registered and the host accepted.
+    pub fn channels(&self) -> Vec<String> {
+        self.inner.state().channels.keys().cloned().collect()
+    }
+
+    /// The underlying peer (for MCP traffic outside MCPL's gating).
+    pub fn peer(&self) -> &Peer {
+        &self.inner.peer
+    }
+
+    /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
+    /// Request goes out; a widening activates only after an accepting receipt.
+    pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let (hg, old) = {
+            let mut st = self.inner.state();
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+            let advertised = st
+                .review
+                .as_ref()
+                .map(|r| r.advertised())
+                .unwrap_or(CapabilitySet::EMPTY);
+            let hg = HostGrant::compute(advertised, patterns.iter().map(String::as_str))?;
+            let old = st.grant;
+            // Narrowing first, atomically (§6.7).
+            let kept = old.intersect(hg.effective.capabilities());
+            st.grant = kept;
+            st.policy = patterns.clone();
+            if let Some(r) = st.review.as_mut() {
+                r.set_grant(kept, SystemTime::now(), "policy-narrowing");
+            }
+            (hg, old)
+        };
+        let narrowed = old.capabilities().difference(hg.effective.capabilities());
+        let widening = hg.effective.capabilities().difference(old.capabilities());
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        let answer = self
+            .inner
+            .peer
+            .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+            .await;
+        let receipt = match answer {
+            Ok(v) => self.read_receipt(&v),
+            Err(e) => {
+                tracing::warn!(server = ?self.inner.label.get(), error = %e, "policy Request unanswered");
+                None
+            }
+        };
+        let mut activated = CapabilitySet::EMPTY;
+        match &receipt {
+            Some(Receipt::Accepted { .. }) => {
+                let mut st = self.inner.state();
+                // Re-intersect with whatever happened meanwhile (a manifest revocation).
+                let adv = st
+                    .review
+                    .as_ref()
+                    .map(|r| r.advertised())
+                    .unwrap_or(CapabilitySet::EMPTY);
+                let g = hg.effective.intersect(adv);
+                activated = g.capabilities().difference(st.grant.capabilities());
+                st.grant = g;
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(g, SystemTime::now(), "policy-receipt");
+                }
+            }
+            Some(Receipt::Refused {
+                fallback: Fallback::Close,
+                ..
+            }) => {
+                self.enter_mcp_only(McpOnlyReason::Refused);
+                self.inner.peer.close();
+            }
+            Some(Receipt::Refused { .. }) => self.enter_mcp_only(McpOnlyReason::Refused),
+            None => {}
+        }
+        let grant = self.grant();
+        Ok(PolicyChange {
+            narrowed,
+            activated,
+            not_activated: widening.difference(activated),
+            receipt,
+            grant,
+        })
+    }
+
+    /// Checks outbound gating for `method` with `params` (direction and grant), locally.
+    fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
+        match policy::method_direction(method) {
+            Some(Direction::HostToServer) | Some(Direction::Either) => {}
+            _ => return Err(HostError::WrongDirection(method.to_owned())),
+        }
+        let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
+        let st = self.inner.state();
+        if req != Requirement::None {
+            if !st.ready {
+                if let Some(d) = denied_of(&Grant::none(), req) {
+                    return Err(HostError::NotGranted(d.capability));
+                }
+            }
+            if let Some(d) = denied_of(&st.grant, req) {
+                return Err(HostError::NotGranted(d.capability));
+            }
+        }
+        let is_mcpl = !matches!(
+            method,
+            "tools/call" | "tools/list" | "ping" | "initialize" | "notifications/initialized"
+        );
+        if is_mcpl {
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a typed request after outbound gating (refused locally if not granted).
+    pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
+        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.gate(M::NAME, Some(&v))?;
+        Ok(self.inner.peer.request::<M>(params).await?)
+    }
+
+    /// Sends a typed notification after outbound gating (refused locally if not granted):
+    /// `channels/outgoing/*` needs `channels.streaming`, `inference/lifecycle` needs
+    /// `inferenceLifecycle`, and so on through the method table.
+    pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
+        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.gate(M::NAME, Some(&v))?;
+        Ok(self.inner.peer.notify::<M>(params).await?)
+    }
+
+    /// Sends a raw request after outbound gating.
+    pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
+        self.gate(method, Some(&params))?;
+        Ok(self.inner.peer.request_raw(method, Some(params)).await?)
+    }
+
+    /// Sends a raw notification after outbound gating.
+    pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
+        self.gate(method, Some(&params))?;
+        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
+    }
+
+    /// Fetches `mcpl/manifest` now (§17.4: a host MAY at any time) and reviews it.
+    pub async fn refresh_manifest(&self) -> Result<Option<ChangeReceipt>, HostError> {
+        if !self.inner.mcpl_advertised.load(Ordering::SeqCst) {
+            return Err(HostError::McpOnly(McpOnlyReason::NotAdvertised));
+        }
+        Ok(self.fetch_and_review(None).await)
+    }
+
+    /// Starts a turn: sends `inference/lifecycle` `started` (gated on `inferenceLifecycle`)
+    /// and returns a guard that sends exactly one terminal (§10.5): `completed`, `failed`,
+    /// or `aborted` when dropped unfinished.
+    pub async fn start_turn(
+        &self,
+        inference_id: &str,
+        conversation_id: &str,
+        turn_index: u64,
+    ) -> Result<Turn, HostError> {
+        let params = json!({
+            "inferenceId": inference_id,
+            "conversationId": conversation_id,
+            "turnIndex": turn_index,
+            "phase": "started",
+        });
+        self.notify_raw("inference/lifecycle", params).await?;
+        Ok(Turn {
+            session: Some(self.clone()),
+            inference_id: inference_id.to_owned(),
+            conversation_id: conversation_id.to_owned(),
+            turn_index,
+        })
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Inbound
+    // -----------------------------------------------------------------------------------
+
+    /// The dispatch loop. It holds the session weakly: dropping the last [`HostSession`]
+    /// closes the connection instead of leaking it.
+    async fn run_incoming(inner: std::sync::Weak<Inner>, mut incoming: crate::peer::Incoming) {
+        while let Some(msg) = incoming.recv().await {
+            let Some(inner) = inner.upgrade() else {
+                break;
+            };
+            let s = HostSession { inner };
+            match msg {
+                IncomingMessage::Request(req) => s.on_request(req).await,
+                IncomingMessage::Notification(n) => s.on_notification(n),
+            }
+        }
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.inner.peer.close();
+    }
+
+    /// The readiness and grant check of one inbound method (§5.3, §5.4). `Err` carries the
+    /// `-32002` error to answer.
+    fn admit(&self, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
+        let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
+        if req == Requirement::None {
+            return Ok(());
+        }
+        let (ready, grant) = {
+            let st = self.inner.state();
+            (st.ready, st.grant)
+        };
+        if !ready {
+            self.inner.diag(HostDiagnostic::PrivilegedBeforeReady {
+                method: method.to_owned(),
+            });
+            let d = denied_of(&Grant::none(), req);
+            return Err(d.map(|d| d.to_error()).unwrap_or_else(|| {
+                ErrorObject::new(codes::CAPABILITY_DENIED, "Capability denied")
+            }));
+        }
+        match denied_of(&grant, req) {
+            None => Ok(()),
+            Some(d) => {
+                self.inner.diag(HostDiagnostic::CapabilityDenied {
+                    method: method.to_owned(),
+                    capability: d.capability,
+                });
+                Err(d.to_error())
+            }
+        }
+    }
+
+    fn inbound_direction_ok(method: &str) -> bool {
+        matches!(
+            policy::method_direction(method),
+            Some(Direction::ServerToHost) | Some(Direction::Either)
+        )
+    }
+
+    async fn on_request(&self, req: IncomingRequest) {
+        let method = req.method().to_owned();
+        let params = req.request().params.clone();
+        if !Self::inbound_direction_ok(&method) {
+            self.inner.diag(HostDiagnostic::UnexpectedMethod {
+                method: method.clone(),
+            });
+            let _ = req
+                .respond_error(ErrorObject::method_not_found(&method))
+                .await;
+            return;
+        }
+        if let Err(e) = self.admit(&method, params.as_ref()) {
+            let _ = req.respond_error(e).await;
+            return;
+        }
+        let outcome = match method.as_str() {
+            "ping" => Ok(json!({})),
+            "push/event" => self.on_push(params.as_ref()),
+            "channels/register" => self
+                .on_register(params.as_ref(), false)
+                .map(Some)
+                .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
+            "channels/changed" => self
+                .on_changed(params.as_ref(), false)
+                .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
+            "channels/incoming" => self.on_incoming(params.as_ref()),
+            "channels/list" => Ok(json!({
+                "channels": self.inner.state().channels.values().cloned().collect::<Vec<_>>()
+            })),
+            "inference/request" | "model/info" => {
+                if method == "inference/request" {
+                    if let Err(e) = self.check_request_feature_set(params.as_ref()) {
+                        let _ = req.respond_error(e).await;
+                        return;
+                    }
+                }
+                match self.inner.config.request_handler.clone() {
+                    None => Err(ErrorObject::method_not_found(&method)),
+                    Some(h) => {
+                        // Answered from its own task so the connection keeps flowing.
+                        let p = params.unwrap_or(Value::Null);
+                        tokio::spawn(async move {
+                            let r = h(&method, p).await;
+                            let _ = req.finish(r).await;
+                        });
+                        return;
+                    }
+                }
+            }
+            _ => Err(ErrorObject::method_not_found(&method)),
+        };
+        let _ = req.finish(outcome).await;
+    }
+
+    fn on_notification(&self, n: Notification) {
+        let method = n.method.clone();
+        match method.as_str() {
+            "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
+            "channels/changed" => {
+                if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                    tracing::debug!(error = %e.message, "notification refused");
+                    return;
+                }
+                if let Err(e) = self.on_changed(n.params.as_ref(), true) {
+                    self.inner.diag(HostDiagnostic::BadParams {
+                        method,
+                        detail: e.message.into_owned(),
+                    });
+                }
+            }
+            "channels/register" => {
+                if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                    tracing::debug!(error = %e.message, "notification refused");
+                    return;
+                }
+                if let Err(e) = self.on_register(n.params.as_ref(), true) {
+                    self.inner.diag(HostDiagnostic::BadParams {
+                        method,
+                        detail: e.message.into_owned(),
+                    });
+                }
+            }
+            m if m.starts_with("notifications/") => {
+                if let Some(surface) = m
+                    .strip_prefix("notifications/")
+                    .and_then(|s| s.strip_suffix("/list_changed"))
+                {
+                    let r = self
+                        .inner
+                        .state()
+                        .review
+                        .as_mut()
+                        .and_then(|r| r.surface_changed(surface));
+                    if let Some(r) = r {
+                        self.inner.event(HostEvent::ManifestChange(r));
+                    }
+                }
+            }
+            _ => {
+                if !Self::inbound_direction_ok(&method) {
+                    self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
+                } else if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                    tracing::debug!(error = %e.message, "notification refused");
+                } else {
+                    self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
+                }
+            }
+        }
+    }
+
+    fn bad(&self, method: &str, detail: &str) -> ErrorObject {
+        self.inner.diag(HostDiagnostic::BadParams {
+            method: method.to_owned(),
+            detail: detail.to_owned(),
+        });
+        ErrorObject::invalid_params(detail.to_owned())
+    }
+
+    fn expand_tags(
+        &self,
+        method: &str,
+        tags: Option<&Value>,
+        ev: AdmittedEvent<'_>,
+    ) -> ExpandedTags {
+        let (set, issues): (TagSet, Vec<TagIssue>) = TagSet::from_json(tags);
+        for i in issues {
+            self.inner.diag(HostDiagnostic::TagIssue {
+                method: method.to_owned(),
+                issue: format!("{i:?}"),
+            });
+        }
+        // Producer `implies` edges apply only under a standing acceptance bound to the
+        // ontology's current digest (§16.3, §16.5).
+        let ontology = ev
+            .feature_set
+            .and_then(|fs| self.current_accepted_ontology(fs));
+        match &ontology {
+            Some((onto, digest)) => {
+                let fs = ev.feature_set.unwrap_or_default();
+                match OntologyAcceptance::accept(ev.source, fs, digest.as_str())
+                    .bind(onto, ev.source, fs, digest)
+                {
+                    Ok(accepted) => set.expand(&ev, &[accepted]),
+                    Err(_) => set.expand(&ev, &[]),
+                }
+            }
+            None => set.expand(&ev, &[]),
+        }
+    }
+
+    /// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
+    /// standing (the accepted digest equals the current one), with that digest.
+    fn current_accepted_ontology(&self, feature_set: &str) -> Option<(TagOntology, String)> {
+        let st = self.inner.state();
+        let review = st.review.as_ref()?;
+        let accepted = review.accepted_ontology(feature_set)?;
+        let value = review
+            .manifest()
+            .get("featureSets")?
+            .get(feature_set)?
+            .get("tagOntology")?;
+        let current = crate::manifest::ontology_digest(value).ok()?;
+        if current != accepted {
+            return None;
+        }
+        let (onto, _issues) = TagOntology::parse(value).ok()?;
+        Some((onto, current))
+    }
+
+    /// `push/event` (§9): required members, feature set, dedupe, delivery.
+    fn on_push(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        const M: &str = "push/event";
+        let p = params
+            .and_then(Value::as_object)
+            .ok_or_else(|| self.bad(M, "params must be an object"))?;
+        let s = |k: &str| p.get(k).and_then(Value::as_str);
+        let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
+        let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
+        s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
+        if p.get("payload").and_then(|x| x.get("content")).is_none() {
+            return Err(self.bad(M, "payload.content is required"));
+        }
+        {
+            let mut st = self.inner.state();
+            let Some(review) = st.review.as_ref() else {
+                return Err(ErrorObject::unknown_feature_set(fs));
+            };
+            policy::check_feature_set(review.statuses(), fs)?;
+            if let Some(missing) = policy::declaration_mismatch(
+                review.declarations(),
+                fs,
+                Requirement::One(Capability::PushEvents),
+            ) {
+                drop(st);
+                self.inner.diag(HostDiagnostic::DeclarationMismatch {
+                    method: M.into(),
+                    feature_set: fs.to_owned(),
+                    missing: missing.sorted_paths(),
+                });
+                st = self.inner.state();
+            }
+            if st.seen_events.contains(event_id) {
+                drop(st);
+                self.inner.diag(HostDiagnostic::DuplicateEvent {
+                    event_id: event_id.to_owned(),
+                });
+                return Ok(json!({ "accepted": true, "reason": "duplicate" }));
+            }
+        }
+        let label = self.label();
+        let tags = self.expand_tags(
+            M,
+            p.get("tags"),
+            AdmittedEvent {
+                source: &label,
+                feature_set: Some(fs),
+                channel: None,
+            },
+        );
+        let delivered = self.inner.event(HostEvent::Push {
+            params: Value::Object(p.clone()),
+            feature_set: fs.to_owned(),
+            event_id: event_id.to_owned(),
+            tags,
+        });
+        if !delivered {
+            return Ok(json!({ "accepted": false, "reason": "host_busy" }));
+        }
+        let mut st = self.inner.state();
+        st.seen_events.insert(event_id.to_owned());
+        st.seen_order.push_back(event_id.to_owned());
+        while st.seen_order.len() > self.inner.config.dedupe_window.max(1) {
+            if let Some(old) = st.seen_order.pop_front() {
+                st.seen_events.remove(&old);
+            }
+        }
+        Ok(json!({ "accepted": true }))
+    }
+
+    /// `inference/request` names its `featureSet` (§11.1): undeclared `-32003`, unavailable
+    /// `-32001` — after the grant allowed the method, so it can only narrow.
+    fn check_request_feature_set(&self, params: Option<&Value>) -> Result<(), ErrorObject> {
+        const M: &str = "inference/request";
+        let fs = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.bad(M, "featureSet is required"))?;
+        let mismatch = {
+            let st = self.inner.state();
+            let Some(r) = st.review.as_ref() else {
+                return Err(ErrorObject::unknown_feature_set(fs));
+            };
+            policy::check_feature_set(r.statuses(), fs)?;
+            let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
+            policy::declaration_mismatch(r.declarations(), fs, req)
+        };
+        if let Some(missing) = mismatch {
+            self.inner.diag(HostDiagnostic::DeclarationMismatch {
+                method: M.into(),
+                feature_set: fs.to_owned(),
+                missing: missing.sorted_paths(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether the host's channel patterns permit `id`.
+    fn channel_permitted(&self, id: &str) -> bool {
+        match &self.inner.config.channel_patterns {
+            None => true,
+            Some(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => id.starts_with(prefix),
+                None => p == id,
+            }),
+        }
+    }
+
+    /// Authorizes one descriptor (§14.5); `Ok(id)` or `(id, reason)`.
+    fn authorize_descriptor(&self, d: &Value) -> Result<String, (String, &'static str)> {
+        let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let kind_ok = d
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| !k.is_empty());
+        if id.is_empty() || !kind_ok {
+            return Err((id, "invalid_descriptor"));
+        }
+        if !self.grant().allows(Capability::ChannelsRegister) || !self.channel_permitted(&id) {
+            return Err((id, "capability_denied"));
+        }
+        Ok(id)
+    }
+
+    fn itemize(
+        &self,
+        method: &str,
+        descriptors: &[Value],
+        notification: bool,
+        results: &mut Vec<Value>,
+    ) {
+        let mut seen = HashSet::new();
+        for d in descriptors {
+            match self.authorize_descriptor(d) {
+                Ok(id) if seen.insert(id.clone()) => {
+                    self.inner.state().channels.insert(id.clone(), d.clone());
+                    results.push(json!({ "id": id, "accepted": true }));
+                }
+                Ok(id) => {
+                    self.reject_item(method, id, "duplicate_descriptor", notification, results)
+                }
+                Err((id, reason)) => self.reject_item(method, id, reason, notification, results),
+            }
+        }
+    }
+
+    fn reject_item(
+        &self,
+        method: &str,
+        id: String,
+        reason: &'static str,
+        notification: bool,
+        results: &mut Vec<Value>,
+    ) {
+        self.inner.diag(HostDiagnostic::ChannelRejected {
+            method: method.to_owned(),
+            id: id.clone(),
+            reason,
+            filtered_notification: notification,
+        });
+        results.push(json!({ "id": id, "accepted": false, "reason": reason }));
+    }
+
+    fn on_register(
+        &self,
+        params: Option<&Value>,
+        notification: bool,
+    ) -> Result<Value, ErrorObject> {
+        const M: &str = "channels/register";
+        let ds = params
+            .and_then(|p| p.get("channels"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| self.bad(M, "channels must be an array"))?;
+        let mut results = Vec::new();
+        self.itemize(M, ds, notification, &mut results);
+        Ok(json!({ "results": results }))
+    }
+
+    fn on_changed(
+        &self,
+        params: Option<&Value>,
+        notification: bool,
+    ) -> Result<Option<Value>, ErrorObject> {
+        const M: &str = "channels/changed";
+        let p = params
+            .and_then(Value::as_object)
+            .ok_or_else(|| self.bad(M, "params must be an object"))?;
+        let arr = |k: &str| -> Result<Vec<Value>, ErrorObject> {
+            match p.get(k) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(a)) => Ok(a.clone()),
+                Some(_) => Err(self.bad(M, &format!("{k} must be an array"))),
+            }
+        };
+        let (added, updated, removed) = (arr("added")?, arr("updated")?, arr("removed")?);
+        let mut results = Vec::new();
+        for r in removed {
+            let id = r.as_str().unwrap_or("").to_owned();
+            // A removal narrows: always applied when the channel is ours.
+            if self.inner.state().channels.remove(&id).is_some() {
+                results.push(json!({ "id": id, "accepted": true }));
+            } else {
+                self.reject_item(M, id, "unknown_channel", notification, &mut results);
+            }
+        }
+        self.itemize(M, &added, notification, &mut results);
+        for u in &updated {
+            let id = u.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+            if !self.inner.state().channels.contains_key(&id) {
+                self.reject_item(M, id, "unknown_channel", notification, &mut results);
+                continue;
+            }
+            match self.authorize_descriptor(u) {
+                Ok(id) => {
+                    self.inner.state().channels.insert(id.clone(), u.clone());
+                    results.push(json!({ "id": id, "accepted": true }));
+                }
+                Err((id, reason)) => {
+                    // An update that is no longer permitted removes the channel.
+                    self.inner.state().channels.remove(&id);
+                    self.reject_item(M, id, reason, notification, &mut results);
+                }
+            }
+        }
+        let receipt = self
+            .inner
+            .state()
+            .review
+            .as_mut()
+            .and_then(|r| r.surface_changed("channels"));
+        if let Some(r) = receipt {
+            self.inner.event(HostEvent::ManifestChange(r));
+        }
+        Ok(Some(json!({ "results": results })))
+    }
+
+    /// `channels/incoming` (§14.5): each message validated at receipt against the current
+    /// grant and the channel this connection actually registered.
+    fn on_incoming(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        const M: &str = "channels/incoming";
+        let msgs = params
+            .and_then(|p| p.get("messages"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| self.bad(M, "messages must be an array"))?;
+        let label = self.label();
+        let mut results = Vec::new();
+        for m in msgs {
+            let mid = m
+                .get("messageId")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let cid = m.get("channelId").and_then(Value::as_str).unwrap_or("");
+            let (registered, inbound_ok, granted) = {
+                let st = self.inner.state();
+                let desc = st.channels.get(cid);
+                let inbound_ok = desc
+                    .and_then(|d| d.get("direction"))
+                    .and_then(Value::as_str)
+                    != Some("outbound");
+                (
+                    desc.is_some(),
+                    inbound_ok,
+                    st.grant.allows(Capability::ChannelsIncoming),
+                )
+            };
+            let rejection = if mid.is_empty() || m.get("content").is_none() {
+                Some(("invalid_message", codes::INVALID_PARAMS))
+            } else if !registered {
+                Some(("unknown_channel", codes::UNKNOWN_CHANNEL))
+            } else if !granted || !inbound_ok || !self.channel_permitted(cid) {
+                Some(("channel_not_permitted", codes::CHANNEL_NOT_PERMITTED))
+            } else {
+                None
+            };
+            if let Some((reason, code)) = rejection {
+                self.inner.diag(HostDiagnostic::ChannelRejected {
+                    method: M.into(),
+                    id: mid.clone(),
+                    reason,
+                    filtered_notification: false,
+                });
+                results.push(json!({
+                    "messageId": mid, "accepted": false, "reason": reason, "code": code
+                }));
+                continue;
+            }
+            let tags = self.expand_tags(
+                M,
+                m.get("tags"),
+                AdmittedEvent {
+                    source: &label,
+                    feature_set: None,
+                    channel: Some(cid),
+                },
+            );
+            if self.inner.event(HostEvent::ChannelMessage {
+                channel_id: cid.to_owned(),
+                message: m.clone(),
+                tags,
+            }) {
+                results.push(json!({ "messageId": mid, "accepted": true }));
+            } else {
+                results.push(json!({ "messageId": mid, "accepted": false, "reason": "host_busy" }));
+            }
+        }
+        Ok(json!({ "results": results }))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Manifest review (§17.5–§17.8)
+    // -----------------------------------------------------------------------------------
+
+    fn on_manifest_changed(&self, params: Option<&Value>) {
+        if !self.inner.mcpl_advertised.load(Ordering::SeqCst) {
+            self.inner.diag(HostDiagnostic::UnexpectedMethod {
+                method: "mcpl/manifestChanged".into(),
+            });
+            return;
+        }
+        let announced = params
+            .and_then(|p| p.get("revision"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let decision = {
+            let mut st = self.inner.state();
+            if announced.is_some() {
+                st.announced = announced;
+            }
+            let d = st.limiter.on_notification(Instant::now());
+            (d, st.limiter.dropped())
+        };
+        match decision {
+            (FetchDecision::FetchNow, _) => {
+                let s = self.clone();
+                tokio::spawn(async move { s.fetch_loop().await });
+            }
+            (FetchDecision::Coalesced, _) => {}
+            (FetchDecision::Dropped, total) => {
+                self.inner.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                })
+            }
+        }
+    }
+
+    async fn fetch_loop(&self) {
+        loop {
+            let announced = self.inner.state().announced.take();
+            self.fetch_and_review(announced).await;
+            let (again, dropped) = {
+                let mut st = self.inner.state();
+                let before = st.limiter.dropped();
+                let again = st.limiter.on_fetch_complete(Instant::now());
+                (
+                    again,
+                    (st.limiter.dropped() > before).then(|| st.limiter.dropped()),
+                )
+            };
+            if let Some(total) = dropped {
+                self.inner.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                });
+            }
+            if !again {
+                break;
+            }
+        }
+    }
+
+    /// One `mcpl/manifest` fetch and its review; returns the change receipt, if any.
+    async fn fetch_and_review(&self, announced: Option<String>) -> Option<ChangeReceipt> {
+        let r = self
+            .inner
+            .peer
+            .request_raw_timeout(
+                "mcpl/manifest",
+                Some(json!({})),
+                self.inner.config.manifest_timeout,
+            )
+            .await;
+        let fetched = match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                    detail: e.to_string(),
+                });
+                return None;
+            }
+        };
+        let (outcome, narrowed_to, suspend) = {
+            let mut st = self.inner.state();
+            let review = st.review.as_mut()?;
+            let outcome = review.on_fetched(&fetched, announced.as_deref(), SystemTime::now());
+            let suspend = review.may_suspend(self.inner.config.suspend_after_failures);
+            let adv = review.advertised();
+            // Removals revoke host-side first (§17.5 step 3, §6.7).
+            let kept = st.grant.intersect(adv);
+            let narrowed = (kept != st.grant).then_some(kept);
+            if let Some(k) = narrowed {
+                st.grant = k;
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(k, SystemTime::now(), "manifest-revocation");
+                }
+            }
+            (outcome, narrowed.map(|k| (k, adv)), suspend)
+        };
+        for f in &outcome.findings {
+            self.inner.diag(HostDiagnostic::ManifestFinding {
+                code: f.code,
+                path: f.path.clone(),
+                message: f.message.clone(),
+            });
+        }
+        for f in &outcome.defects {
+            self.inner.diag(HostDiagnostic::ManifestDefect {
+                code: f.code,
+                message: f.message.clone(),
+            });
+        }
+        if let FetchResult::PreviousStands {
+            code,
+            consecutive_failures,
+        } = outcome.result
+        {
+            self.inner.diag(HostDiagnostic::ManifestUnparseable {
+                code,
+                consecutive_failures,
+            });
+            if suspend && self.mode() == Mode::Mcpl {
+                self.enter_mcp_only(McpOnlyReason::Suspended);
+            }
+        }
+        let receipt = outcome.receipt().cloned();
+        if let Some(r) = &receipt {
+            self.inner.event(HostEvent::ManifestChange(r.clone()));
+        }
+        if let Some((kept, adv)) = narrowed_to {
+            if self.mode() == Mode::Mcpl {
+                // Then the Request (§6.7): the receipt is testimony, never a widening.
+                let hg = HostGrant {
+                    advertised: adv,
+                    effective: kept,
+                    denied: adv.difference(kept.capabilities()),
+                };
+                let cfg = &self.inner.config;
+                let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+                let _g = self.inner.policy_lock.lock().await;
+                match self
+                    .inner
+                    .peer
+                    .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+                    .await
+                {
+                    Ok(v) => {
+                        if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
+                            self.enter_mcp_only(McpOnlyReason::Refused);
+                            if fallback == Fallback::Close {
+                                self.inner.peer.close();
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "revocation Request unanswered"),
+                }
+            }
+        }
+        receipt
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Lifecycle emitter (§10.5)
+// ---------------------------------------------------------------------------------------
+
+/// How a turn ended (§10.5 terminal phases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminal {
+    /// `completed`.
+    Completed,
+    /// `aborted`.
+    Aborted,
+    /// `failed`.
+    Failed,
+}
+
+impl Terminal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Terminal::Completed => "completed",
+            Terminal::Aborted => "aborted",
+            Terminal::Failed => "failed",
+        }
+    }
+}
+
+/// A started turn (§10.5): exactly one terminal per `started` on every exit path the host
+/// controls. Finish it with [`Turn::complete`], [`Turn::fail`] or [`Turn::abort`]; dropping it
+/// unfinished sends `aborted` (from a spawned task, when a tokio runtime is running).
+#[derive(Debug)]
+#[must_use = "dropping a turn sends `aborted`"]
+pub struct Turn {
+    session: Option<HostSession>,
+    inference_id: String,
+    conversation_id: String,
+    turn_index: u64,
+}
+
+impl Turn {
+    /// The inference id.
+    pub fn inference_id(&self) -> &str {
+        &self.inference_id
+    }
+
+    fn params(&self, t: Terminal, usage: Option<Value>) -> Value {
+        let mut p = json!({
+            "inferenceId": self.inference_id,
+            "conversationId": self.conversation_id,
+            "turnIndex": self.turn_index,
+            "phase": t.as_str(),
+        });
+        if let (Some(u), Some(o)) = (usage, p.as_object_mut()) {
+            o.insert("usage".into(), u);
+        }
+        p
+    }
+
+    async fn finish(mut self, t: Terminal, usage: Option<Value>) -> Result<(), HostError> {
+        let params = self.params(t, usage);
+        let Some(s) = self.session.take() else {
+            return Ok(());
+        };
+        let r = s.notify_raw("inference/lifecycle", params).await;
+        if let Err(e) = &r {
+            s.inner.diag(HostDiagnostic::LifecycleNotSent {
+                inference_id: self.inference_id.clone(),
+                detail: e.to_string(),
+            });
+        }
+        r
+    }
+
+    /// Sends `completed`, with `usage` (`{inputTokens, outputTokens}`) when given.
+    pub async fn complete(self, usage: Option<Value>) -> Result<(), HostError> {
+        self.finish(Terminal::Completed, usage).await
+    }
+
+    /// Sends `failed`.
+    pub async fn fail(self) -> Result<(), HostError> {
+        self.finish(Terminal::Failed, None).await
+    }
+
+    /// Sends `aborted`.
+    pub async fn abort(self) -> Result<(), HostError> {
+        self.finish(Terminal::Aborted, None).await
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some(s) = self.session.take() else {
+            return;
+        };
+        let params = self.params(Terminal::Aborted, None);
+        let id = self.inference_id.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(async move {
+                    if let Err(e) = s.notify_raw("inference/lifecycle", params).await {
+                        s.inner.diag(HostDiagnostic::LifecycleNotSent {
+                            inference_id: id,
+                            detail: e.to_string(),
+                        });
+                    }
+                });
+            }
+            Err(_) => s.inner.diag(HostDiagnostic::LifecycleNotSent {
+                inference_id: id,
+                detail: "no runtime to send `aborted` from".into(),
+            }),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// context/beforeInference fan-out (§10)
+// ---------------------------------------------------------------------------------------
+
+/// One accepted injection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceptedInjection {
+    /// The server's label.
+    pub server: String,
+    /// The injection object as received (its `featureSet`/`namespace` are testimony).
+    pub injection: Value,
+}
+
+/// One rejected injection and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedInjection {
+    /// The server's label.
+    pub server: String,
+    /// The injection object as received.
+    pub injection: Value,
+    /// Why it was refused.
+    pub reason: policy::InjectionDenied,
+}
+
+/// A hook that contributed nothing (fail-open).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFailure {
+    /// The server's label.
+    pub server: String,
+    /// Why (timeout, error, bad result).
+    pub detail: String,
+}
+
+/// The fan-out result, grouped by position (§10.4).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Injections {
+    /// `system` injections.
+    pub system: Vec<AcceptedInjection>,
+    /// `beforeUser` injections.
+    pub before_user: Vec<AcceptedInjection>,
+    /// `afterUser` injections.
+    pub after_user: Vec<AcceptedInjection>,
+    /// Every rejected injection.
+    pub rejected: Vec<RejectedInjection>,
+    /// Hooks that failed or timed out (fail-open).
+    pub failures: Vec<HookFailure>,
+    /// Servers the hook was sent to.
+    pub consulted: Vec<String>,
+}
+
+/// Sends `context/beforeInference` (§10.1) to every session granted observe or any inject
+/// leaf, concurrently, each with its own timeout, fail-open. `userMessage` is `null` where
+/// `observe` is not granted. Each returned injection is authorized by its `position` against
+/// that session's grant **current when the response is received** (§5.4); the claimed
+/// `featureSet` and `namespace` never enter the decision.
+pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
+    let calls = sessions.iter().filter_map(|s| {
+        let grant = {
+            let st = s.inner.state();
+            if st.mode != Mode::Mcpl || !st.ready {
+                return None;
+            }
+            st.grant
+        };
+        if !policy::before_inference_applies(&grant) {
+            return None;
+        }
+        let mut p = params.clone();
+        policy::redact_before_inference(&grant, &mut p);
+        let s = (*s).clone();
+        Some(async move {
+            let r = s
+                .inner
+                .peer
+                .request_raw_timeout(
+                    "context/beforeInference",
+                    Some(p),
+                    s.inner.config.hook_timeout,
+                )
+                .await;
+            // The grant current at response receipt (§5.4), read the moment it arrived.
+            let grant = s.grant();
+            (s, r, grant)
+        })
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    let mut out = Injections::default();
+    for (s, r, grant) in answers {
+        let server = s.label();
+        out.consulted.push(server.clone());
+        let fail = |out: &mut Injections, detail: String| {
+            s.inner.diag(HostDiagnostic::HookFailed {
+                server: server.clone(),
+                detail: detail.clone(),
+            });
+            out.failures.push(HookFailure {
+                server: server.clone(),
+                detail,
+            });
+        };
+        let v = match r {
+            Ok(v) => v,
+            Err(e) => {
+                fail(&mut out, e.to_string());
+                continue;
+            }
+        };
+        let items = match v.get("contextInjections") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => {
+                fail(&mut out, "contextInjections is not an array".into());
+                continue;
+            }
+        };
+        for inj in items {
+            match policy::authorize_injection(&grant, &inj) {
+                Ok(c) => {
+                    let a = AcceptedInjection {
+                        server: server.clone(),
+                        injection: inj,
+                    };
+                    match c {
+                        Capability::InjectSystem => out.system.push(a),
+                        Capability::InjectBeforeUser => out.before_user.push(a),
+                        _ => out.after_user.push(a),
+                    }
+                }
+                Err(reason) => {
+                    s.inner.diag(HostDiagnostic::InjectionRejected {
+                        server: server.clone(),
+                        reason: reason.to_string(),
+                    });
+                    out.rejected.push(RejectedInjection {
+                        server: server.clone(),
+                        injection: inj,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    out
+}

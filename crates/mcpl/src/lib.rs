@@ -6,13 +6,55 @@
 //!
 //! The crate has two layers:
 //! - the **protocol core** (always available, no I/O): [`jsonrpc`], [`protocol`],
-//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`];
+//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`], [`lifecycle`];
 //! - the **runtime** (feature `runtime`, on by default, tokio): [`transport`], [`peer`],
-//!   [`server`] and [`host`].
+//!   [`server`] and [`host`], and the reference server ([`mod@reference`]).
+//!
+//! # A complete server
+//!
+//! A server declares feature sets, registers tools and handlers, and serves a transport. The
+//! session answers `initialize` with the manifest, stays inert until the host's policy
+//! Request, answers it with the degradation receipt, and refuses any send the grant does not
+//! allow (see [`server`]). [`mod@reference`] is a fuller example.
+//!
+//! ```no_run
+//! use mcpl::capability::Capability;
+//! use mcpl::protocol::content::ContentBlock;
+//! use mcpl::protocol::handshake::ToolsCallResult;
+//! use mcpl::server::{PushEvent, Server, Session};
+//! use serde_json::json;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let server = Server::builder("greeter", "1.0.0")
+//!         .feature_set("greetings", "Say hello when asked", &[Capability::PushEvents])
+//!         .tool("greet", "Greet someone", json!({"type": "object"}), |s: Session, p| async move {
+//!             let who = p.arguments.as_ref().and_then(|a| a.get("name")).cloned();
+//!             let text = format!("Hello, {}!", who.unwrap_or(json!("world")));
+//!             // Refused locally (never sent) unless pushEvents is granted and the set is
+//!             // available.
+//!             if let Err(e) = s.push_event(PushEvent::text("greetings", text.clone())).await {
+//!                 eprintln!("not pushed: {e}");
+//!             }
+//!             Ok(ToolsCallResult {
+//!                 content: vec![ContentBlock::text(text)],
+//!                 is_error: None,
+//!                 state: None,
+//!                 extra: Default::default(),
+//!             })
+//!         })
+//!         .on_turn_end(|turn| eprintln!("turn {} ended: {:?}", turn.inference_id, turn.outcome))
+//!         .build()?;
+//!     let reason = server.serve(mcpl::transport::stdio::stdio()).await;
+//!     eprintln!("connection ended: {reason}");
+//!     Ok(())
+//! }
+//! ```
 #![warn(missing_docs)]
 
 pub mod capability;
 pub mod jsonrpc;
+pub mod lifecycle;
 pub mod manifest;
 pub mod policy;
 pub mod protocol;
@@ -23,6 +65,8 @@ pub mod uri;
 pub mod host;
 #[cfg(feature = "runtime")]
 pub mod peer;
+#[cfg(feature = "runtime")]
+pub mod reference;
 #[cfg(feature = "runtime")]
 pub mod server;
 #[cfg(feature = "runtime")]

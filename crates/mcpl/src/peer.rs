@@ -669,11 +669,36 @@ impl Peer {
         self.call(method, params, Some(timeout)).await
     }
 
+    /// Sends a request by method name with the default timeout, calling `on_id` with the id
+    /// it is sent under just before the frame goes out (e.g. to route `inference/chunk`
+    /// notifications, which name the request by id, §11.4). `on_id` is not called when the
+    /// request fails before an id is assigned.
+    pub async fn request_raw_with_id(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        on_id: impl FnOnce(&RequestId) + Send,
+    ) -> Result<Value, PeerError> {
+        let timeout = self.shared().config.request_timeout;
+        self.call_observed(method, params, timeout, Some(Box::new(on_id)))
+            .await
+    }
+
     async fn call(
         &self,
         method: &str,
         params: Option<Value>,
         timeout: Option<Duration>,
+    ) -> Result<Value, PeerError> {
+        self.call_observed(method, params, timeout, None).await
+    }
+
+    async fn call_observed(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Option<Duration>,
+        on_id: Option<OnId<'_>>,
     ) -> Result<Value, PeerError> {
         let shared = self.shared();
         if let Some(reason) = shared.close_reason() {
@@ -696,6 +721,9 @@ impl Peer {
         // A close between the check above and the insert must not strand this entry.
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
+        }
+        if let Some(f) = on_id {
+            f(&id);
         }
         let text = wire::request(&id, method, params.as_ref());
         let exchange = async {
@@ -795,6 +823,9 @@ impl Peer {
 async fn until_closed(rx: &mut watch::Receiver<Option<CloseReason>>) {
     let _ = rx.wait_for(|c| c.is_some()).await;
 }
+
+/// Observer of the id an outgoing request is sent under.
+type OnId<'a> = Box<dyn FnOnce(&RequestId) + Send + 'a>;
 
 async fn wait_closed(shared: &Shared) -> CloseReason {
     let mut rx = shared.closed.subscribe();

@@ -1,17 +1,217 @@
-//! `mcpl check`: the live conformance checker.
+//! `mcpl check`: the live conformance checker. Acts as a strict host against a live server
+//! and reports, check by check, what conforms (ids and sections in [`report::CATALOGUE`]).
+//!
+//! Exit codes: 0 nothing failed, 1 a check failed, 2 the target could not be started or
+//! reached (or the arguments were unusable).
 
+mod conn;
+mod driver;
+mod inspect;
+mod report;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use conn::{Conn, Transcript};
+use report::{Recorder, Report};
 
 /// Arguments of `mcpl check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
+    /// List every check (id, section, what conforms) and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Print the report as JSON: `{ target, checks: [{id, section, status, detail}], summary }`.
+    #[arg(long)]
+    pub json: bool,
+    /// Bound on every single wait, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub timeout: f64,
+    /// After the last step, keep listening this many seconds for messages the server sends
+    /// on its own (push events, channel registrations).
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub watch: f64,
+    /// Write every frame exchanged to FILE as JSON Lines (`direction`, `time`, `message`).
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default: the
+    /// bundled webpki (Mozilla) roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
     /// Target: `tcp://HOST:PORT`, `ws://…`, `wss://…`, `mcpl://…`, or `-- CMD ARGS…`.
+    /// Without a target the bundled reference server is spawned (`mcpl serve --stdio`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub target: Vec<String>,
 }
 
+/// Where the server under test is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// Spawn this command and talk over its stdio.
+    Command(Vec<String>),
+    /// `host:port` over TCP.
+    Tcp(String),
+    /// A `ws://` or `wss://` URL (an `mcpl://` URI already resolved, RFC-004).
+    Ws(String),
+}
+
+/// Reads the positional target. A single argument with a URL scheme is an address;
+/// anything else is a command line.
+fn parse_target(args: &[String]) -> Result<(Target, String), String> {
+    if args.is_empty() {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot locate the mcpl executable: {e}"))?;
+        let argv = vec![
+            exe.to_string_lossy().into_owned(),
+            "serve".into(),
+            "--stdio".into(),
+        ];
+        return Ok((
+            Target::Command(argv),
+            "reference server (mcpl serve --stdio)".into(),
+        ));
+    }
+    if let [one] = args {
+        if let Some(rest) = one.strip_prefix("tcp://") {
+            let hostport = rest.trim_end_matches('/');
+            if hostport.is_empty() || !hostport.contains(':') {
+                return Err(format!("{one}: expected tcp://HOST:PORT"));
+            }
+            return Ok((Target::Tcp(hostport.to_owned()), one.clone()));
+        }
+        if one.starts_with("ws://") || one.starts_with("wss://") {
+            return Ok((Target::Ws(one.clone()), one.clone()));
+        }
+        if one.starts_with("mcpl://") {
+            let resolved = mcpl::uri::resolve(one).map_err(|e| format!("{one}: {e}"))?;
+            let label = format!("{one} ({})", resolved.resolved_transport());
+            return Ok((Target::Ws(resolved.resolved_transport().to_owned()), label));
+        }
+    }
+    Ok((Target::Command(args.to_vec()), args.join(" ")))
+}
+
+fn seconds(name: &str, v: f64) -> Result<Duration, String> {
+    if (0.0..=86_400.0).contains(&v) {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!(
+            "--{name} must be a number of seconds between 0 and 86400"
+        ))
+    }
+}
+
 /// Runs `mcpl check` and returns its exit code.
-pub fn main(_args: CheckArgs) -> ExitCode {
-    eprintln!("mcpl check: not implemented yet");
-    ExitCode::from(2)
+pub fn main(args: CheckArgs) -> ExitCode {
+    if args.list {
+        print!("{}", report::catalogue_text());
+        return ExitCode::SUCCESS;
+    }
+    let report = run(&args);
+    if let Some(e) = &report.error {
+        eprintln!("mcpl check: {e}");
+    }
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    ExitCode::from(report.exit_code())
+}
+
+fn unreachable_report(target: String, error: String) -> Report {
+    let mut rec = Recorder::new(false);
+    rec.skip_rest("target could not be started or reached");
+    let mut r = rec.finish(target);
+    r.error = Some(error);
+    r
+}
+
+fn run(args: &CheckArgs) -> Report {
+    let label = if args.target.is_empty() {
+        "reference server".to_owned()
+    } else {
+        args.target.join(" ")
+    };
+    let timing = match (
+        seconds("timeout", args.timeout),
+        seconds("watch", args.watch),
+    ) {
+        (Ok(step), Ok(watch)) if !step.is_zero() => driver::Timing { step, watch },
+        (Err(e), _) | (_, Err(e)) => return unreachable_report(label, e),
+        _ => return unreachable_report(label, "--timeout must be greater than 0".into()),
+    };
+    let (target, label) = match parse_target(&args.target) {
+        Ok(t) => t,
+        Err(e) => return unreachable_report(label, e),
+    };
+    let transcript = match &args.transcript {
+        None => None,
+        Some(p) => match Transcript::create(p) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return unreachable_report(label, format!("cannot create {}: {e}", p.display()))
+            }
+        },
+    };
+    let conn = match &target {
+        Target::Command(argv) => Conn::spawn(argv, transcript)
+            .map_err(|e| format!("cannot start {:?}: {e}", argv.join(" "))),
+        Target::Tcp(addr) => Conn::tcp(addr, timing.step, transcript)
+            .map_err(|e| format!("cannot connect to {addr}: {e}")),
+        Target::Ws(url) => {
+            let tls = match (url.starts_with("wss://"), &args.ca) {
+                (false, _) => None,
+                (true, None) => Some(mcpl::transport::endpoint::default_tls_config()),
+                (true, Some(ca)) => match conn::tls_config(ca) {
+                    Ok(c) => Some(c),
+                    Err(e) => return unreachable_report(label, format!("TLS setup: {e}")),
+                },
+            };
+            Conn::ws(url, tls, timing.step, transcript)
+                .map_err(|e| format!("cannot connect to {url}: {e}"))
+        }
+    };
+    let conn = match conn {
+        Ok(c) => c,
+        Err(e) => return unreachable_report(label, e),
+    };
+    let progress = std::io::stderr().is_terminal();
+    driver::run(conn, timing, Recorder::new(progress)).finish(label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| (*x).to_owned()).collect()
+    }
+
+    #[test]
+    fn targets_are_read_by_scheme() {
+        assert_eq!(
+            parse_target(&s(&["tcp://127.0.0.1:9"])).map(|t| t.0),
+            Ok(Target::Tcp("127.0.0.1:9".into()))
+        );
+        assert!(parse_target(&s(&["tcp://nohost"])).is_err());
+        assert_eq!(
+            parse_target(&s(&["ws://127.0.0.1:9/mcpl"])).map(|t| t.0),
+            Ok(Target::Ws("ws://127.0.0.1:9/mcpl".into()))
+        );
+        assert!(matches!(
+            parse_target(&s(&["mcpl://example.com/x"])).map(|t| t.0),
+            Ok(Target::Ws(url)) if url.starts_with("wss://example.com")
+        ));
+        assert_eq!(
+            parse_target(&s(&["srv", "--flag"])).map(|t| t.0),
+            Ok(Target::Command(s(&["srv", "--flag"])))
+        );
+        assert!(matches!(
+            parse_target(&[]).map(|t| t.0),
+            Ok(Target::Command(argv)) if argv.ends_with(&s(&["serve", "--stdio"]))
+        ));
+    }
 }

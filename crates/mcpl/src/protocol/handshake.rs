@@ -184,8 +184,8 @@ method!(
 );
 
 method!(
-    /// MCP `tools/list`: Host → Server Request. The reading here is that listing tools
-    /// needs the same `tools` grant as calling them (fail closed).
+    /// MCP `tools/list`: Host → Server Request. Listing only describes, so it needs no grant
+    /// (see `policy::method_requirement`); calling a tool needs `tools`.
     ToolsList, "tools/list", Request, HostToServer, ToolsListParams, ToolsListResult
 );
 

@@ -1,0 +1,1081 @@
+//! The live run: a strict host that performs the handshake, sends policy, exercises the
+//! server and judges everything it sends on its own. Every wait is bounded by the step
+//! timeout, so an MCP-only, 0.4 or silent server still gets a complete report.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use mcpl::capability::{self, Capability, Grant, Requirement};
+use mcpl::jsonrpc::{codes, ErrorObject, Message, RequestId};
+use mcpl::policy::{self, FeatureSets, HostGrant};
+use serde_json::{json, Value};
+
+use super::conn::{Conn, Event};
+use super::inspect;
+use super::report::{Recorder, Status};
+
+/// How a request of ours ended.
+#[derive(Debug)]
+enum Reply {
+    Result(Value),
+    Error(ErrorObject),
+    Timeout,
+    Closed(String),
+}
+
+impl Reply {
+    fn describe(&self) -> String {
+        match self {
+            Reply::Result(_) => "a result".into(),
+            Reply::Error(e) => format!("error {} {:?}", e.code, e.message),
+            Reply::Timeout => "no response within the timeout".into(),
+            Reply::Closed(why) => format!("no response: {why}"),
+        }
+    }
+}
+
+/// What handling one event came to.
+enum Handled {
+    /// The awaited response arrived.
+    Awaited(Reply),
+    /// Anything else; keep waiting.
+    Continue,
+    /// The connection ended.
+    Closed,
+}
+
+/// Timing knobs of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Bound on every single wait.
+    pub step: Duration,
+    /// How long to keep listening for unsolicited messages after the last step.
+    pub watch: Duration,
+}
+
+/// Host state of a run.
+struct Session {
+    conn: Conn,
+    timing: Timing,
+    next_id: i64,
+    closed: Option<String>,
+    /// A valid accepted receipt was received: privileged inbound methods are now judged
+    /// against the grant (§5.3).
+    ready: bool,
+    /// The server answered the policy Request with a result: it has, by its own account,
+    /// received its policy, so privileged messages from now on are not "before ready".
+    receipt_seen: bool,
+    grant: Grant,
+    declared: BTreeSet<String>,
+    available: BTreeSet<String>,
+    decls: FeatureSets,
+    /// Declaration mismatches seen (§6.4), as "set exercises paths".
+    mismatches: Vec<String>,
+    /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
+    tagged_uses: usize,
+    registered: BTreeSet<String>,
+    junk: Vec<String>,
+    /// While a batch is being handled: the answers to its requests, sent as one array.
+    batch: Option<Vec<Value>>,
+    /// Ids of our requests that timed out: a late answer is lateness (already reported by
+    /// the step that waited), not an invalid frame.
+    timed_out: HashSet<RequestId>,
+    invalid: Vec<String>,
+    privileged_before_ready: Vec<String>,
+    push_seen: usize,
+    descriptors_seen: usize,
+    incoming_seen: usize,
+    register_seen: usize,
+    changed_seen: usize,
+    rec: Recorder,
+}
+
+/// Host capabilities the checker advertises (§5.2).
+fn host_capabilities() -> Value {
+    json!({
+        "experimental": { "mcpl": {
+            "version": "0.5",
+            "pushEvents": true,
+            "contextHooks": { "beforeInference": true },
+            "inferenceLifecycle": true,
+            "channels": { "register": true, "publish": true, "incoming": true },
+            "featureSets": true
+        }}
+    })
+}
+
+/// The `ModelInfo` the checker presents (§10.1 `model`, §12.2).
+fn checker_model() -> Value {
+    json!({ "id": "mcpl-check", "vendor": "mcpl", "contextWindow": 8192, "capabilities": [] })
+}
+
+/// The checker's host policy: everything in the vocabulary except observe, so `userMessage:
+/// null` handling and injection-without-observe are exercised (§10.1).
+fn host_policy() -> Vec<&'static str> {
+    Capability::ALL
+        .into_iter()
+        .filter(|c| *c != Capability::Observe)
+        .map(Capability::as_str)
+        .collect()
+}
+
+/// Runs every check against an open connection and returns the recorder.
+pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
+    let mut s = Session {
+        conn,
+        timing,
+        next_id: 0,
+        closed: None,
+        ready: false,
+        receipt_seen: false,
+        grant: Grant::default(),
+        declared: BTreeSet::new(),
+        available: BTreeSet::new(),
+        decls: FeatureSets::default(),
+        mismatches: Vec::new(),
+        tagged_uses: 0,
+        registered: BTreeSet::new(),
+        junk: Vec::new(),
+        batch: None,
+        timed_out: HashSet::new(),
+        invalid: Vec::new(),
+        privileged_before_ready: Vec::new(),
+        push_seen: 0,
+        descriptors_seen: 0,
+        incoming_seen: 0,
+        register_seen: 0,
+        changed_seen: 0,
+        rec,
+    };
+    s.exercise();
+    s.watch();
+    s.conclude();
+    s.rec
+}
+
+impl Session {
+    fn exercise(&mut self) {
+        // §4.1 / MCP: initialize, then notifications/initialized.
+        let init = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": host_capabilities(),
+                "clientInfo": { "name": "mcpl-check", "version": env!("CARGO_PKG_VERSION") }
+            }),
+        );
+        let init = match init {
+            Reply::Result(r) => {
+                self.rec
+                    .record("initialize.answered", Status::Pass, "initialize answered");
+                r
+            }
+            other => {
+                self.rec.record(
+                    "initialize.answered",
+                    Status::Fail,
+                    format!("initialize got {}", other.describe()),
+                );
+                self.rec
+                    .skip_rest("no initialize result: nothing further can be checked");
+                return;
+            }
+        };
+        let capabilities = init.get("capabilities").cloned().unwrap_or(Value::Null);
+        let mcpl = capabilities
+            .get("experimental")
+            .and_then(|e| e.get("mcpl"))
+            .cloned();
+        let _ = self.notify("notifications/initialized", json!({}));
+        let mcpl = match mcpl {
+            Some(m @ Value::Object(_)) => {
+                self.rec.record(
+                    "initialize.mcpl-present",
+                    Status::Pass,
+                    "experimental.mcpl advertised",
+                );
+                m
+            }
+            Some(other) => {
+                self.rec.record(
+                    "initialize.mcpl-present",
+                    Status::Fail,
+                    format!("experimental.mcpl is not an object: {other}"),
+                );
+                self.finish_mcp_only();
+                return;
+            }
+            None => {
+                self.rec.record(
+                    "initialize.mcpl-present",
+                    Status::Fail,
+                    "no capabilities.experimental.mcpl: an MCP-only server (§3.3)",
+                );
+                self.finish_mcp_only();
+                return;
+            }
+        };
+        self.judge_manifest(&mcpl);
+
+        // §5.3: the initial policy Request, granting what is advertised except observe.
+        let (sets, _) = FeatureSets::from_mcpl(&mcpl);
+        self.declared = sets.sets.keys().cloned().collect();
+        self.decls = sets.clone();
+        let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
+        let host_grant = match HostGrant::compute(advertised, host_policy()) {
+            Ok(g) => g,
+            Err(e) => {
+                // The policy is ours and built from the vocabulary; this cannot be input.
+                self.rec
+                    .skip_rest(&format!("internal: host policy invalid: {e}"));
+                return;
+            }
+        };
+        self.policy(&host_grant, &sets);
+
+        self.fetch_manifest(&mcpl);
+        self.unknown_method();
+        self.before_inference(&host_grant);
+    }
+
+    /// An MCP-only server: everything MCPL is skipped (§3.3), but what it sends on its own
+    /// is still judged, and an unknown method must still get an error.
+    fn finish_mcp_only(&mut self) {
+        self.unknown_method();
+        let reason = "server does not advertise MCPL (§3.3)";
+        for id in [
+            "initialize.version",
+            "initialize.advertisement-shape",
+            "manifest.feature-sets-shape",
+            "manifest.uses-valid",
+            "manifest.identifier-charset",
+            "manifest.revision-matches-digest",
+            "policy.request-answered",
+            "policy.receipt-shape",
+            "policy.refusal-names-fallback",
+            "policy.no-invented-mode",
+            "manifest.fetch",
+            "hooks.answers-without-observe",
+            "hooks.injection-positions",
+            "hooks.injection-shape",
+        ] {
+            self.rec.record(id, Status::Skip, reason);
+        }
+    }
+
+    fn judge_manifest(&mut self, mcpl: &Value) {
+        let (st, d) = inspect::version(mcpl);
+        self.rec.record("initialize.version", st, d);
+        let (st, d) = inspect::advertisement_shape(mcpl);
+        self.rec.record("initialize.advertisement-shape", st, d);
+        let (st, d) = inspect::feature_sets_shape(mcpl);
+        self.rec.record("manifest.feature-sets-shape", st, d);
+        let (st, d) = inspect::uses_valid(mcpl);
+        self.rec.record("manifest.uses-valid", st, d);
+        let (st, d) = inspect::identifier_charset(mcpl);
+        self.rec.record("manifest.identifier-charset", st, d);
+        let (st, d) = inspect::revision_matches(mcpl);
+        self.rec.record("manifest.revision-matches-digest", st, d);
+    }
+
+    fn policy(&mut self, host_grant: &HostGrant, sets: &FeatureSets) {
+        let params = host_grant.update_params(None, &[]);
+        let reply = self.request("featureSets/update", params);
+        let result = match reply {
+            Reply::Result(r) => {
+                self.receipt_seen = true;
+                self.rec
+                    .record("policy.request-answered", Status::Pass, "receipt received");
+                r
+            }
+            Reply::Error(e) => {
+                self.rec.record(
+                    "policy.request-answered",
+                    Status::Pass,
+                    format!("answered with error {}", e.code),
+                );
+                self.rec.record(
+                    "policy.receipt-shape",
+                    Status::Fail,
+                    format!(
+                        "answered with error {} {:?}, not a degradation receipt",
+                        e.code, e.message
+                    ),
+                );
+                self.skip_receipt_rules("no receipt");
+                return;
+            }
+            other => {
+                self.rec.record(
+                    "policy.request-answered",
+                    Status::Fail,
+                    format!("featureSets/update Request got {}", other.describe()),
+                );
+                self.rec
+                    .record("policy.receipt-shape", Status::Skip, "no receipt to judge");
+                self.skip_receipt_rules("no receipt to judge");
+                return;
+            }
+        };
+        let report = policy::parse_receipt(&result);
+        let (shape, fallback, mode) = inspect::receipt_defects(&report);
+        if shape.is_empty() {
+            self.rec
+                .record("policy.receipt-shape", Status::Pass, "well-formed receipt");
+        } else {
+            self.rec
+                .record("policy.receipt-shape", Status::Fail, shape.join("; "));
+        }
+        match report.accepted {
+            Some(false) if fallback.is_empty() => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Pass,
+                "refusal names its fallback",
+            ),
+            Some(false) => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Fail,
+                fallback.join("; "),
+            ),
+            _ => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Skip,
+                "policy was not refused",
+            ),
+        }
+        let degraded = result
+            .get("unavailableFeatures")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if report.accepted == Some(true) {
+            if !mode.is_empty() {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Fail,
+                    format!("mode {} with nothing degraded", result["mode"]),
+                );
+            } else if degraded {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Pass,
+                    "features degraded; mode may be present",
+                );
+            } else {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Pass,
+                    "nothing degraded and mode omitted",
+                );
+            }
+        } else {
+            self.rec.record(
+                "policy.no-invented-mode",
+                Status::Skip,
+                "no accepted receipt",
+            );
+        }
+        if report.accepted == Some(true) && shape.is_empty() {
+            // Ready (§5.3). Feature sets usable under the grant, for push/event replies.
+            self.ready = true;
+            self.grant = host_grant.effective;
+            let statuses = policy::derive(sets, &self.grant, &policy::Selection::default());
+            self.available = statuses
+                .iter()
+                .filter(|(_, st)| st.is_available())
+                .map(|(n, _)| n.clone())
+                .collect();
+        }
+    }
+
+    fn skip_receipt_rules(&mut self, why: &str) {
+        self.rec
+            .record("policy.refusal-names-fallback", Status::Skip, why);
+        self.rec
+            .record("policy.no-invented-mode", Status::Skip, why);
+    }
+
+    fn fetch_manifest(&mut self, initial: &Value) {
+        let supports = initial.get("revision").is_some();
+        match self.request("mcpl/manifest", json!({})) {
+            Reply::Result(m) if m.is_object() => {
+                let (st, d) = inspect::revision_matches(&m);
+                if st == Status::Fail {
+                    self.rec.record(
+                        "manifest.revision-matches-digest",
+                        Status::Fail,
+                        format!("fetched manifest: {d}"),
+                    );
+                }
+                let same = mcpl::manifest::canonical_json(&m).ok()
+                    == mcpl::manifest::canonical_json(initial).ok();
+                if same || self.changed_seen > 0 {
+                    self.rec
+                        .record("manifest.fetch", Status::Pass, "complete manifest returned");
+                } else {
+                    self.rec.record(
+                        "manifest.fetch",
+                        Status::Fail,
+                        "fetched manifest differs from initialize's with no mcpl/manifestChanged",
+                    );
+                }
+            }
+            Reply::Result(other) => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!("result is not the manifest object: {other}"),
+            ),
+            Reply::Error(e) if !supports => self.rec.record(
+                "manifest.fetch",
+                Status::Pass,
+                format!(
+                    "not supported (no revision); answered with error {}",
+                    e.code
+                ),
+            ),
+            Reply::Error(e) => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!(
+                    "advertises a revision (§17) but mcpl/manifest failed: {} {:?}",
+                    e.code, e.message
+                ),
+            ),
+            other => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!(
+                    "mcpl/manifest got {} (§6.6: must error, not silence)",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    fn unknown_method(&mut self) {
+        let id = "rpc.unknown-method-errors";
+        match self.request("mcpl-check/no-such-method", json!({})) {
+            Reply::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
+                self.rec.record(id, Status::Pass, "answered -32601")
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("answered error {} rather than -32601", e.code),
+            ),
+            Reply::Result(_) => {
+                self.rec
+                    .record(id, Status::Fail, "answered an unknown method with a result")
+            }
+            other => self.rec.record(id, Status::Fail, other.describe()),
+        }
+    }
+
+    fn before_inference(&mut self, host_grant: &HostGrant) {
+        let (answered, positions, shape) = (
+            "hooks.answers-without-observe",
+            "hooks.injection-positions",
+            "hooks.injection-shape",
+        );
+        let inject = [
+            Capability::InjectSystem,
+            Capability::InjectBeforeUser,
+            Capability::InjectAfterUser,
+        ];
+        if !inject.iter().any(|c| host_grant.advertised.contains(*c)) {
+            let why = "no injection position advertised";
+            self.rec.record(answered, Status::Skip, why);
+            self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
+            return;
+        }
+        if !self.ready {
+            let why = if self.receipt_seen {
+                "no accepted, well-formed receipt: the host does not fan out hooks (§5.3, §6.7)"
+            } else {
+                "policy not established: the host must not fan out hooks (§5.3)"
+            };
+            self.rec.record(answered, Status::Skip, why);
+            self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
+            return;
+        }
+        if !policy::before_inference_applies(&self.grant) {
+            let why = "injection not granted";
+            self.rec.record(answered, Status::Skip, why);
+            self.rec.record(positions, Status::Skip, why);
+            self.rec.record(shape, Status::Skip, why);
+            return;
+        }
+        let mut params = json!({
+            "inferenceId": "inf_mcpl_check_1",
+            "conversationId": "conv_mcpl_check",
+            "turnIndex": 0,
+            "userMessage": "this text must never reach a server denied observe",
+            "model": checker_model()
+        });
+        policy::redact_before_inference(&self.grant, &mut params);
+        let result = match self.request("context/beforeInference", params) {
+            Reply::Result(r) => {
+                self.rec.record(
+                    answered,
+                    Status::Pass,
+                    "answered with userMessage null and observe denied",
+                );
+                r
+            }
+            other => {
+                self.rec.record(
+                    answered,
+                    Status::Fail,
+                    format!(
+                        "beforeInference (userMessage null) got {}",
+                        other.describe()
+                    ),
+                );
+                self.rec
+                    .record(positions, Status::Skip, "no beforeInference result");
+                self.rec
+                    .record(shape, Status::Skip, "no beforeInference result");
+                return;
+            }
+        };
+        let defects = inspect::before_inference_defects(&result);
+        if defects.is_empty() {
+            self.rec
+                .record(shape, Status::Pass, "well-formed beforeInference result");
+        } else {
+            self.rec.record(shape, Status::Fail, defects.join("; "));
+        }
+        // Authorized at response-receipt against the current grant (§5.4).
+        let injections = match result.get("contextInjections") {
+            None => {
+                self.rec
+                    .record(positions, Status::Pass, "no injections returned");
+                return;
+            }
+            Some(Value::Array(a)) => a.clone(),
+            Some(other) => {
+                self.rec.record(
+                    positions,
+                    Status::Fail,
+                    format!("contextInjections is not an array: {other}"),
+                );
+                return;
+            }
+        };
+        if let Some(fs) = result.get("featureSet").and_then(Value::as_str) {
+            for inj in &injections {
+                let leaf = inj
+                    .get("position")
+                    .and_then(Value::as_str)
+                    .and_then(Capability::for_position);
+                if let Some(leaf) = leaf {
+                    self.note_use(fs.to_owned(), Requirement::One(leaf));
+                }
+            }
+        }
+        let mut bad = Vec::new();
+        for (i, inj) in injections.iter().enumerate() {
+            if let Err(e) = policy::authorize_injection(&self.grant, inj) {
+                bad.push(format!("contextInjections[{i}]: {e}"));
+            }
+        }
+        if bad.is_empty() {
+            self.rec.record(
+                positions,
+                Status::Pass,
+                format!(
+                    "{} injection(s), all at granted positions",
+                    injections.len()
+                ),
+            );
+        } else {
+            self.rec.record(positions, Status::Fail, bad.join("; "));
+        }
+    }
+
+    /// Keeps listening for unsolicited messages for the watch period.
+    fn watch(&mut self) {
+        if self.closed.is_some() {
+            return;
+        }
+        let deadline = Instant::now() + self.timing.watch;
+        while let Some(ev) = self.conn.recv(deadline) {
+            if let Handled::Closed = self.handle_event(ev, None) {
+                break;
+            }
+        }
+    }
+
+    fn conclude(&mut self) {
+        let frames = "transport.frames-valid";
+        if self.junk.is_empty() && self.invalid.is_empty() {
+            self.rec
+                .record(frames, Status::Pass, "every frame was JSON-RPC 2.0");
+        } else {
+            let mut all: Vec<String> = self
+                .junk
+                .iter()
+                .map(|j| format!("non-JSON line {:?}", truncate(j)))
+                .collect();
+            all.extend(self.invalid.iter().cloned());
+            self.rec.record(frames, Status::Fail, all.join("; "));
+        }
+        let early = "policy.no-privileged-before-ready";
+        if self.privileged_before_ready.is_empty() {
+            if !self.rec.has(early) {
+                self.rec.record(
+                    early,
+                    Status::Pass,
+                    "no privileged message before the receipt",
+                );
+            }
+        } else {
+            self.rec.record(
+                early,
+                Status::Fail,
+                format!(
+                    "before the policy receipt: {}",
+                    self.privileged_before_ready.join(", ")
+                ),
+            );
+        }
+        let decl = "featuresets.declaration-matches";
+        if !self.mismatches.is_empty() {
+            self.mismatches.dedup();
+            self.rec
+                .record(decl, Status::Warn, self.mismatches.join("; "));
+        } else if self.tagged_uses > 0 {
+            self.rec.record(
+                decl,
+                Status::Pass,
+                format!("{} tagged use(s), all declared", self.tagged_uses),
+            );
+        } else {
+            self.rec
+                .record(decl, Status::Skip, "no feature-set-tagged use observed");
+        }
+        let none = |what: &str| format!("server sent no {what}");
+        for (ids, seen, what) in [
+            (
+                &[
+                    "push.event-is-request",
+                    "push.event-shape",
+                    "push.feature-set-declared",
+                ][..],
+                self.push_seen,
+                "push/event",
+            ),
+            (
+                &["channels.descriptor-shape"][..],
+                self.descriptors_seen,
+                "channel descriptor",
+            ),
+            (
+                &["channels.register-is-request"][..],
+                self.register_seen,
+                "channels/register",
+            ),
+            (
+                &["channels.incoming-is-request"][..],
+                self.incoming_seen,
+                "channels/incoming",
+            ),
+            (
+                &["manifest.changed-shape"][..],
+                self.changed_seen,
+                "mcpl/manifestChanged",
+            ),
+        ] {
+            for id in ids {
+                if seen == 0 {
+                    self.rec.record(id, Status::Skip, none(what));
+                } else if !self.rec.has(id) {
+                    self.rec.record(
+                        id,
+                        Status::Pass,
+                        format!("{seen} {what} message(s) conform"),
+                    );
+                }
+            }
+        }
+        if let Some(why) = self.closed.clone() {
+            self.rec
+                .skip_rest(&format!("connection ended early: {why}"));
+        }
+    }
+
+    // ----------------------------------------------------------------------------------
+    // Wire
+    // ----------------------------------------------------------------------------------
+
+    fn notify(&mut self, method: &str, params: Value) -> bool {
+        let msg = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.send(&msg)
+    }
+
+    fn send(&mut self, msg: &Value) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        if let Err(e) = self.conn.send(msg) {
+            self.closed = Some(format!("write failed: {e}"));
+            return false;
+        }
+        true
+    }
+
+    /// Sends a request and waits (bounded) for its response, handling whatever else the
+    /// server sends meanwhile.
+    fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.next_id += 1;
+        let id = RequestId::Number(self.next_id.into());
+        let msg =
+            json!({ "jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params });
+        if !self.send(&msg) {
+            return Reply::Closed(self.closed.clone().unwrap_or_default());
+        }
+        let deadline = Instant::now() + self.timing.step;
+        loop {
+            let Some(ev) = self.conn.recv(deadline) else {
+                self.timed_out.insert(id);
+                return Reply::Timeout;
+            };
+            match self.handle_event(ev, Some(&id)) {
+                Handled::Awaited(reply) => return reply,
+                Handled::Continue => {}
+                Handled::Closed => {
+                    return Reply::Closed(self.closed.clone().unwrap_or_default());
+                }
+            }
+        }
+    }
+
+    /// Judges and answers one event. A response to `awaiting` is handed back instead; a
+    /// JSON-RPC batch is split, and the answers to its requests go back as one batch.
+    fn handle_event(&mut self, ev: Event, awaiting: Option<&RequestId>) -> Handled {
+        let v = match ev {
+            Event::Frame(v) => v,
+            Event::Junk(line) => {
+                self.junk.push(line);
+                return Handled::Continue;
+            }
+            Event::Closed(why) => {
+                self.closed = Some(why);
+                return Handled::Closed;
+            }
+        };
+        let Value::Array(items) = v else {
+            return self.handle_value(v, awaiting);
+        };
+        if items.is_empty() {
+            self.invalid.push("empty batch".into());
+            self.answer_now(json!({ "jsonrpc": "2.0", "id": null,
+                "error": ErrorObject::invalid_request("empty batch") }));
+            return Handled::Continue;
+        }
+        self.batch = Some(Vec::new());
+        let mut outcome = Handled::Continue;
+        for item in items {
+            if let Handled::Awaited(r) = self.handle_value(item, awaiting) {
+                outcome = Handled::Awaited(r);
+            }
+        }
+        if let Some(answers) = self.batch.take() {
+            if !answers.is_empty() {
+                self.answer_now(Value::Array(answers));
+            }
+        }
+        outcome
+    }
+
+    fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
+        match Message::from_value(v) {
+            Err(e) => {
+                self.invalid.push(e.reason.clone());
+                if let Some(id) = e.id {
+                    self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
+                }
+            }
+            Ok(Message::Response(r)) if r.id.is_some() && r.id.as_ref() == awaiting => {
+                return Handled::Awaited(match r.outcome {
+                    Ok(v) => Reply::Result(v),
+                    Err(e) => Reply::Error(e),
+                });
+            }
+            Ok(Message::Response(r))
+                if r.id.as_ref().is_some_and(|i| self.timed_out.contains(i)) =>
+            {
+                tracing::debug!("late response to timed-out request {:?}", r.id);
+            }
+            Ok(Message::Response(r)) => self.invalid.push(format!(
+                "response to an id the checker never sent or already settled: {}",
+                r.id.map_or("null".to_owned(), |i| i.to_string())
+            )),
+            Ok(Message::Notification(n)) => self.server_message(None, &n.method, n.params),
+            Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
+        }
+        Handled::Continue
+    }
+
+    fn answer(&mut self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
+        let msg = match outcome {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "result": result }),
+            Err(e) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "error": e }),
+        };
+        match &mut self.batch {
+            Some(answers) => answers.push(msg),
+            None => self.answer_now(msg),
+        }
+    }
+
+    fn answer_now(&mut self, msg: Value) {
+        self.send(&msg);
+    }
+
+    /// A message the server sent on its own: judged, and answered if it is a request.
+    fn server_message(&mut self, id: Option<RequestId>, method: &str, params: Option<Value>) {
+        let requirement = server_requirement(method, params.as_ref());
+        if let Some(req) = requirement {
+            if !self.receipt_seen && req != Requirement::None {
+                self.privileged_before_ready.push(method.to_owned());
+            }
+        }
+        match method {
+            "push/event" => self.judge_push(id.is_some(), params.as_ref()),
+            "channels/register" => {
+                self.register_seen += 1;
+                if id.is_none() {
+                    self.rec.record(
+                        "channels.register-is-request",
+                        Status::Fail,
+                        "channels/register sent as a notification (§4.1: Request)",
+                    );
+                }
+                let descs = params
+                    .as_ref()
+                    .and_then(|p| p.get("channels"))
+                    .and_then(Value::as_array)
+                    .cloned();
+                match descs {
+                    Some(d) => self.judge_descriptors(&d, "channels/register"),
+                    None => {
+                        self.descriptors_seen += 1;
+                        self.rec.record(
+                            "channels.descriptor-shape",
+                            Status::Fail,
+                            "channels/register params.channels is not an array",
+                        );
+                    }
+                }
+            }
+            "channels/changed" => {
+                for key in ["added", "updated"] {
+                    if let Some(d) = params
+                        .as_ref()
+                        .and_then(|p| p.get(key))
+                        .and_then(Value::as_array)
+                        .cloned()
+                    {
+                        self.judge_descriptors(&d, "channels/changed");
+                    }
+                }
+            }
+            "channels/incoming" => {
+                self.incoming_seen += 1;
+                if id.is_none() {
+                    self.rec.record(
+                        "channels.incoming-is-request",
+                        Status::Fail,
+                        "channels/incoming sent as a notification (§4.1: Request; §14.3 results)",
+                    );
+                }
+            }
+            "mcpl/manifestChanged" => {
+                self.changed_seen += 1;
+                let d = inspect::manifest_changed_defects(params.as_ref());
+                if !d.is_empty() {
+                    self.rec
+                        .record("manifest.changed-shape", Status::Fail, d.join("; "));
+                }
+            }
+            _ => {}
+        }
+        let Some(id) = id else { return };
+        let outcome = self.reply_to(method, params.as_ref(), requirement);
+        self.answer(&id, outcome);
+    }
+
+    /// The strict host's answer to a server request.
+    fn reply_to(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        requirement: Option<Requirement>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(req) = requirement else {
+            return match method {
+                "ping" => Ok(json!({})),
+                _ => Err(ErrorObject::method_not_found(method)),
+            };
+        };
+        if req != Requirement::None {
+            if !self.ready {
+                let cap = req.capabilities().sorted_paths();
+                let cap = cap.first().copied().unwrap_or("");
+                return Err(ErrorObject::capability_denied(cap));
+            }
+            if let Err(d) = self.grant.check(req) {
+                return Err(d.to_error());
+            }
+        }
+        match method {
+            "push/event" => {
+                if !inspect::push_event_defects(params).is_empty() {
+                    return Err(ErrorObject::invalid_params("push/event params malformed"));
+                }
+                let fs = params
+                    .and_then(|p| p.get("featureSet"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !self.declared.contains(fs) {
+                    Err(ErrorObject::unknown_feature_set(fs))
+                } else if !self.available.contains(fs) {
+                    Err(ErrorObject::feature_set_not_enabled(fs))
+                } else {
+                    Ok(json!({ "accepted": true }))
+                }
+            }
+            "channels/register" | "channels/changed" => {
+                let mut results = Vec::new();
+                let keys: &[&str] = if method == "channels/register" {
+                    &["channels"]
+                } else {
+                    &["added", "updated"]
+                };
+                for key in keys {
+                    for d in params
+                        .and_then(|p| p.get(*key))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let cid = d.get("id").and_then(Value::as_str).unwrap_or("");
+                        if inspect::descriptor_defects(d).is_empty() {
+                            self.registered.insert(cid.to_owned());
+                            results.push(json!({ "id": cid, "accepted": true }));
+                        } else {
+                            results.push(json!({ "id": cid, "accepted": false, "reason": "invalid_descriptor" }));
+                        }
+                    }
+                }
+                Ok(json!({ "results": results }))
+            }
+            "channels/incoming" => {
+                let results: Vec<Value> = params
+                    .and_then(|p| p.get("messages"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|m| {
+                        let mid = m.get("messageId").cloned().unwrap_or(Value::Null);
+                        let known = m
+                            .get("channelId")
+                            .and_then(Value::as_str)
+                            .is_some_and(|c| self.registered.contains(c));
+                        if known {
+                            json!({ "messageId": mid, "accepted": true })
+                        } else {
+                            json!({ "messageId": mid, "accepted": false, "reason": "unknown_channel" })
+                        }
+                    })
+                    .collect();
+                Ok(json!({ "results": results }))
+            }
+            // §12.2: the model the checker's (pretend) inference would use.
+            "model/info" => Ok(checker_model()),
+            // The checker performs no inference; `inference/request`, `channels/list` and the
+            // rest are answered with an error rather than silence (§6.6).
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    fn judge_push(&mut self, is_request: bool, params: Option<&Value>) {
+        self.push_seen += 1;
+        if !is_request {
+            self.rec.record(
+                "push.event-is-request",
+                Status::Fail,
+                "push/event sent as a notification (§4.1: Request)",
+            );
+        }
+        let d = inspect::push_event_defects(params);
+        if !d.is_empty() {
+            self.rec
+                .record("push.event-shape", Status::Fail, d.join("; "));
+        }
+        if let Some(fs) = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+        {
+            if !self.declared.contains(fs) {
+                self.rec.record(
+                    "push.feature-set-declared",
+                    Status::Fail,
+                    format!("featureSet {fs:?} is not declared"),
+                );
+            } else if self.ready && !self.available.contains(fs) {
+                self.rec.record(
+                    "push.feature-set-declared",
+                    Status::Fail,
+                    format!("featureSet {fs:?} is not available under the grant"),
+                );
+            }
+            self.note_use(fs.to_owned(), Requirement::One(Capability::PushEvents));
+        }
+    }
+
+    /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
+    fn note_use(&mut self, feature_set: String, required: Requirement) {
+        self.tagged_uses += 1;
+        if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
+            self.mismatches.push(format!(
+                "{feature_set:?} exercises {} without declaring it",
+                missing.sorted_paths().join(", ")
+            ));
+        }
+    }
+
+    fn judge_descriptors(&mut self, descs: &[Value], via: &str) {
+        for (i, d) in descs.iter().enumerate() {
+            self.descriptors_seen += 1;
+            let defects = inspect::descriptor_defects(d);
+            if !defects.is_empty() {
+                self.rec.record(
+                    "channels.descriptor-shape",
+                    Status::Fail,
+                    format!("{via} channels[{i}]: {}", defects.join("; ")),
+                );
+            }
+        }
+    }
+}
+
+/// The requirement of a method the server sent, or `None` for methods a server may not
+/// send (host→server methods, unknown ones): those are answered -32601.
+fn server_requirement(method: &str, params: Option<&Value>) -> Option<Requirement> {
+    match policy::method_direction(method) {
+        Some(policy::Direction::ServerToHost | policy::Direction::Either) => {
+            policy::method_requirement(method, params)
+        }
+        _ => None,
+    }
+}
+
+fn truncate(s: &str) -> String {
+    let mut out: String = s.chars().take(60).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}

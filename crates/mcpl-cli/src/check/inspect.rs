@@ -1,0 +1,462 @@
+//! Pure judgements over what the server sent: manifest checks at `initialize`, and the shape
+//! of push events, channel descriptors and manifest-change notifications. No I/O here, so
+//! every rule is unit-tested against the spec's pinned cases.
+
+use mcpl::capability::{self, FindingKind};
+use mcpl::manifest;
+use mcpl::policy::{FeatureSets, ReceiptReport};
+use serde_json::Value;
+
+use super::report::Status;
+
+/// An outcome and its one-line reason.
+pub type Verdict = (Status, String);
+
+fn pass(d: impl Into<String>) -> Verdict {
+    (Status::Pass, d.into())
+}
+fn fail(d: impl Into<String>) -> Verdict {
+    (Status::Fail, d.into())
+}
+
+/// `initialize.version` (§5.1): the extension version must be the string `"0.5"`.
+pub fn version(mcpl: &Value) -> Verdict {
+    match mcpl.get("version") {
+        Some(Value::String(v)) if v == "0.5" => pass("version 0.5"),
+        Some(Value::String(v)) => fail(format!("server speaks MCPL {v}, not 0.5")),
+        Some(other) => fail(format!("version is not a string: {other}")),
+        None => fail("experimental.mcpl has no version member"),
+    }
+}
+
+/// `initialize.advertisement-shape` (§5.1): members that advertise nothing or use the 0.4
+/// shapes are tolerated by the host (read fail-closed) and reported as `warn`.
+pub fn advertisement_shape(mcpl: &Value) -> Verdict {
+    let adv = capability::advertised(mcpl);
+    let odd: Vec<String> = adv
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind,
+                FindingKind::ToolsInsideMcpl
+                    | FindingKind::UnrecognisedMember
+                    | FindingKind::NotBooleanOrObject
+                    | FindingKind::LegacyChannelsTrue
+            )
+        })
+        .map(ToString::to_string)
+        .collect();
+    if odd.is_empty() {
+        pass(format!(
+            "advertises {}",
+            join_or_none(&adv.capabilities.sorted_paths())
+        ))
+    } else {
+        (Status::Warn, odd.join("; "))
+    }
+}
+
+fn join_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "nothing".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `manifest.feature-sets-shape` (§6.1, §6.2): `featureSets` absent, or an object whose
+/// members are objects with a string `description`. The 0.4 array form fails.
+pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
+    let (sets, findings) = FeatureSets::from_mcpl(mcpl);
+    let described = |kind: FindingKind| kind == FindingKind::MissingDescription;
+    let bad: Vec<String> = findings
+        .iter()
+        .filter(|f| f.kind != FindingKind::InvalidUses && !described(f.kind))
+        .map(ToString::to_string)
+        .collect();
+    if !bad.is_empty() {
+        return fail(bad.join("; "));
+    }
+    // A missing `description` is graded as `mcpl validate` grades it (a warning): the
+    // declaration is still usable, only its `uses` decides validity (§6.4).
+    let undescribed: Vec<String> = findings
+        .iter()
+        .filter(|f| described(f.kind))
+        .map(ToString::to_string)
+        .collect();
+    if !undescribed.is_empty() {
+        return (Status::Warn, undescribed.join("; "));
+    }
+    match mcpl.get("featureSets") {
+        None => pass("no featureSets declared"),
+        Some(_) => pass(format!("{} feature set(s) declared", sets.sets.len())),
+    }
+}
+
+/// `manifest.uses-valid` (§6.2, §6.4): every declaration's `uses` is non-empty and names
+/// only vocabulary paths.
+pub fn uses_valid(mcpl: &Value) -> Verdict {
+    let (sets, findings) = FeatureSets::from_mcpl(mcpl);
+    let bad: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::InvalidUses)
+        .map(|f| f.path.as_str())
+        .collect();
+    if bad.is_empty() {
+        pass(format!(
+            "{} declaration(s) with valid uses",
+            sets.sets.len()
+        ))
+    } else {
+        fail(format!(
+            "invalid_uses (absent, empty or unrecognised) in: {}",
+            bad.join(", ")
+        ))
+    }
+}
+
+/// `manifest.identifier-charset` (§17.2): the manifest can be digested, i.e. every
+/// identifier position is a non-empty `[A-Za-z0-9._:*-]` run.
+pub fn identifier_charset(mcpl: &Value) -> Verdict {
+    match manifest::revision(mcpl) {
+        Ok(_) => pass("all identifiers in charset"),
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+/// `manifest.revision-matches-digest` (§17.1): a `revision` member, when present, equals
+/// the §17.2 digest. Absent is `skip` (the manifest is then fixed, §5.1); a manifest that
+/// cannot be digested is judged by `manifest.identifier-charset` and skipped here.
+pub fn revision_matches(mcpl: &Value) -> Verdict {
+    let Some(claimed) = mcpl.get("revision") else {
+        return (
+            Status::Skip,
+            "no revision member (manifest fixed for the connection, §5.1)".into(),
+        );
+    };
+    let Some(claimed) = claimed.as_str() else {
+        return fail(format!("revision is not a string: {claimed}"));
+    };
+    match manifest::revision(mcpl) {
+        Ok(computed) if computed == claimed => pass(format!("revision {claimed}")),
+        Ok(computed) => fail(format!("revision {claimed} but digest is {computed}")),
+        Err(e) => (
+            Status::Skip,
+            format!("manifest cannot be digested ({})", e.code()),
+        ),
+    }
+}
+
+/// Which §6.7 rule a receipt defect belongs to: `fallback` (refusal without a valid
+/// fallback), `mode` (mode invented when nothing degraded) or `shape` (everything else).
+pub fn receipt_defects(report: &ReceiptReport) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut shape, mut fallback, mut mode) = (Vec::new(), Vec::new(), Vec::new());
+    for d in &report.defects {
+        let text = format!("{} at {:?}", d.code, d.path);
+        match d.code {
+            "fallback_missing" | "fallback_invalid" => fallback.push(text),
+            "mode_without_degradation" => mode.push(text),
+            _ => shape.push(text),
+        }
+    }
+    (shape, fallback, mode)
+}
+
+/// Whether a content array is a list of content blocks (§10.3): objects with a string
+/// `type`. A `text` block must carry a string `text`.
+fn content_defects(content: Option<&Value>, at: &str, out: &mut Vec<String>) {
+    match content {
+        Some(Value::Array(blocks)) => {
+            for (i, b) in blocks.iter().enumerate() {
+                match b.get("type").and_then(Value::as_str) {
+                    None => out.push(format!("{at}[{i}] has no string type")),
+                    Some("text") if !b.get("text").is_some_and(Value::is_string) => {
+                        out.push(format!("{at}[{i}] text block without string text"))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Some(_) => out.push(format!("{at} is not an array of content blocks")),
+        None => out.push(format!("{at} missing")),
+    }
+}
+
+/// Defects of `push/event` params against §9.2's required fields.
+pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(p) = params.and_then(Value::as_object) else {
+        out.push("params is not an object".into());
+        return out;
+    };
+    for field in ["featureSet", "eventId", "timestamp"] {
+        if !p.get(field).is_some_and(Value::is_string) {
+            out.push(format!("{field} missing or not a string"));
+        }
+    }
+    if let Some(o) = p.get("origin") {
+        if !o.is_object() {
+            out.push("origin is not an object".into());
+        }
+    }
+    if let Some(t) = p.get("tags") {
+        let ok = t.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if !ok {
+            out.push("tags is not an array of strings".into());
+        }
+    }
+    match p.get("payload") {
+        Some(Value::Object(payload)) => {
+            content_defects(payload.get("content"), "payload.content", &mut out)
+        }
+        Some(_) => out.push("payload is not an object".into()),
+        None => out.push("payload missing".into()),
+    }
+    out
+}
+
+/// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5: each
+/// injection is an object with a string `namespace`, a string `position` and `content` that
+/// is a string or an array of content blocks (optional `metadata` an object); a result that
+/// injects anything names its `featureSet` (§6.5). Whether the position is *granted* is a
+/// separate check (`hooks.injection-positions`).
+pub fn before_inference_defects(result: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(obj) = result.as_object() else {
+        out.push("result is not an object".into());
+        return out;
+    };
+    let injections = match obj.get("contextInjections") {
+        None => return out,
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            out.push("contextInjections is not an array".into());
+            return out;
+        }
+    };
+    if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
+        out.push("injections returned without a featureSet (§6.5)".into());
+    }
+    for (i, inj) in injections.iter().enumerate() {
+        let at = format!("contextInjections[{i}]");
+        let Some(o) = inj.as_object() else {
+            out.push(format!("{at} is not an object"));
+            continue;
+        };
+        for field in ["namespace", "position"] {
+            if !o.get(field).is_some_and(Value::is_string) {
+                out.push(format!("{at}.{field} missing or not a string"));
+            }
+        }
+        match o.get("content") {
+            Some(Value::String(_)) => {}
+            c => content_defects(c, &format!("{at}.content"), &mut out),
+        }
+        if o.get("metadata").is_some_and(|m| !m.is_object()) {
+            out.push(format!("{at}.metadata is not an object"));
+        }
+    }
+    out
+}
+
+/// Defects of one channel descriptor against §14.2: a non-empty string `id`, a string
+/// `type`, and — when present — a string `label`, a `direction` of outbound / inbound /
+/// bidirectional, and object `address` / `metadata`.
+pub fn descriptor_defects(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(o) = d.as_object() else {
+        out.push("descriptor is not an object".into());
+        return out;
+    };
+    if !o
+        .get("id")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        out.push("id missing, empty or not a string".into());
+    }
+    if !o.get("type").is_some_and(Value::is_string) {
+        out.push("type missing or not a string".into());
+    }
+    if o.get("label").is_some_and(|l| !l.is_string()) {
+        out.push("label is not a string".into());
+    }
+    match o.get("direction") {
+        None => {}
+        Some(Value::String(s))
+            if matches!(s.as_str(), "outbound" | "inbound" | "bidirectional") => {}
+        Some(other) => out.push(format!(
+            "direction {other} is not outbound|inbound|bidirectional"
+        )),
+    }
+    for field in ["address", "metadata"] {
+        if o.get(field).is_some_and(|v| !v.is_object()) {
+            out.push(format!("{field} is not an object"));
+        }
+    }
+    out
+}
+
+/// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
+/// `domains` a subset of capabilities | featureSets | tagOntology — no payload.
+pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(p) = params.and_then(Value::as_object) else {
+        out.push("params is not an object".into());
+        return out;
+    };
+    if !p.get("revision").is_some_and(Value::is_string) {
+        out.push("revision missing or not a string".into());
+    }
+    match p.get("domains").and_then(Value::as_array) {
+        None => out.push("domains missing or not an array".into()),
+        Some(ds) => {
+            for d in ds {
+                if !matches!(
+                    d.as_str(),
+                    Some("capabilities" | "featureSets" | "tagOntology")
+                ) {
+                    out.push(format!("unknown domain {d}"));
+                }
+            }
+        }
+    }
+    for k in p.keys() {
+        if k != "revision" && k != "domains" {
+            out.push(format!("carries payload member {k:?}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn s5_1_version_must_be_0_5() {
+        assert_eq!(version(&json!({"version": "0.5"})).0, Status::Pass);
+        assert_eq!(version(&json!({"version": "0.4"})).0, Status::Fail);
+        assert_eq!(version(&json!({})).0, Status::Fail);
+        assert_eq!(version(&json!({"version": 0.5})).0, Status::Fail);
+    }
+
+    #[test]
+    fn s5_1_tools_inside_mcpl_advertises_nothing_and_warns() {
+        assert_eq!(
+            advertisement_shape(&json!({"version":"0.5","tools":true})).0,
+            Status::Warn
+        );
+        assert_eq!(
+            advertisement_shape(&json!({"version":"0.5","pushEvents":true})).0,
+            Status::Pass
+        );
+    }
+
+    #[test]
+    fn s6_7_receipt_defects_are_sorted_by_rule() {
+        let r = mcpl::policy::parse_receipt(&json!({"accepted": false}));
+        let (shape, fallback, mode) = receipt_defects(&r);
+        assert!(shape.is_empty() && mode.is_empty());
+        assert_eq!(fallback.len(), 1);
+        let r = mcpl::policy::parse_receipt(&json!({"accepted": true, "mode": "degraded"}));
+        let (shape, fallback, mode) = receipt_defects(&r);
+        assert!(shape.is_empty() && fallback.is_empty());
+        assert_eq!(mode.len(), 1);
+        let r = mcpl::policy::parse_receipt(&json!({"ok": true}));
+        assert_eq!(receipt_defects(&r).0.len(), 1);
+    }
+
+    #[test]
+    fn s6_1_array_feature_sets_fail_shape() {
+        let m = json!({"version":"0.4","featureSets":[{"name":"a","description":"d","uses":["tools"]}]});
+        assert_eq!(feature_sets_shape(&m).0, Status::Fail);
+        assert_eq!(
+            feature_sets_shape(&json!({"version":"0.5"})).0,
+            Status::Pass
+        );
+        let m = json!({"featureSets":{"a":{"uses":["tools"]}}});
+        assert_eq!(
+            feature_sets_shape(&m).0,
+            Status::Warn,
+            "a missing description is a warning, as in `mcpl validate`"
+        );
+    }
+
+    #[test]
+    fn s6_2_uses_must_be_vocabulary_paths() {
+        let ok = json!({"featureSets":{"a":{"description":"d","uses":["pushEvents"]}}});
+        assert_eq!(uses_valid(&ok).0, Status::Pass);
+        for uses in [
+            json!([]),
+            json!(["contextHooks.beforeInference"]),
+            json!(null),
+        ] {
+            let m = json!({"featureSets":{"a":{"description":"d","uses":uses}}});
+            assert_eq!(uses_valid(&m).0, Status::Fail, "{uses}");
+        }
+    }
+
+    #[test]
+    fn s17_2_identifier_charset_and_s17_1_revision() {
+        let m = json!({"version":"0.5","featureSets":{"bad name":{"description":"d","uses":["tools"]}}});
+        assert_eq!(identifier_charset(&m).0, Status::Fail);
+        assert_eq!(revision_matches(&m).0, Status::Skip);
+        let mut good = json!({"version":"0.5","pushEvents":true});
+        assert_eq!(revision_matches(&good).0, Status::Skip);
+        let rev = manifest::revision(&good).unwrap();
+        good["revision"] = json!(rev);
+        assert_eq!(revision_matches(&good).0, Status::Pass);
+        good["revision"] = json!("sha256:AAAA");
+        assert_eq!(revision_matches(&good).0, Status::Fail);
+    }
+
+    #[test]
+    fn s9_2_push_event_required_fields() {
+        let ok = json!({"featureSet":"a","eventId":"e1","timestamp":"2026-01-01T00:00:00Z",
+            "payload":{"content":[{"type":"text","text":"hi"}]}});
+        assert!(push_event_defects(Some(&ok)).is_empty());
+        let bad = json!({"featureSet":"a","payload":{"content":"hi"}});
+        let d = push_event_defects(Some(&bad));
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(!push_event_defects(None).is_empty());
+    }
+
+    #[test]
+    fn s10_4_injection_shape() {
+        let ok = json!({"featureSet":"a","contextInjections":[
+            {"namespace":"n","position":"afterUser","content":"text"},
+            {"namespace":"n","position":"system","content":[{"type":"text","text":"t"}]}]});
+        assert!(before_inference_defects(&ok).is_empty());
+        assert!(before_inference_defects(&json!({})).is_empty());
+        let no_fs =
+            json!({"contextInjections":[{"namespace":"n","position":"system","content":"x"}]});
+        assert_eq!(before_inference_defects(&no_fs).len(), 1);
+        let bad = json!({"featureSet":"a","contextInjections":[{"position":"system","content":7}]});
+        assert_eq!(before_inference_defects(&bad).len(), 2);
+    }
+
+    #[test]
+    fn s14_2_descriptor_shape() {
+        assert!(
+            descriptor_defects(&json!({"id":"ui","type":"ui","direction":"bidirectional"}))
+                .is_empty()
+        );
+        assert_eq!(descriptor_defects(&json!({"id":"","type":"ui"})).len(), 1);
+        assert_eq!(
+            descriptor_defects(&json!({"id":"x","type":"ui","direction":"up"})).len(),
+            1
+        );
+        assert_eq!(descriptor_defects(&json!("x")).len(), 1);
+    }
+
+    #[test]
+    fn s17_3_manifest_changed_carries_no_payload() {
+        let ok = json!({"revision":"sha256:x","domains":["capabilities"]});
+        assert!(manifest_changed_defects(Some(&ok)).is_empty());
+        let bad = json!({"revision":"sha256:x","domains":["tools"],"added":["a"]});
+        assert_eq!(manifest_changed_defects(Some(&bad)).len(), 2);
+    }
+}

@@ -1,0 +1,342 @@
+//! The check catalogue and the report: every check has a stable id and a spec section, and
+//! every run reports every check exactly once (a check never reached is `skip`).
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The server conformed.
+    Pass,
+    /// The server violated a MUST.
+    Fail,
+    /// A SHOULD or a tolerated deviation.
+    Warn,
+    /// The check could not run (the reason says why).
+    Skip,
+}
+
+impl Status {
+    /// The lowercase wire name used in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Warn => "warn",
+            Status::Skip => "skip",
+        }
+    }
+}
+
+/// One entry of the catalogue: a stable id, the spec section it enforces, and what it means.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckDef {
+    /// Stable id (part of the CLI contract).
+    pub id: &'static str,
+    /// Spec section, e.g. `§5.3`.
+    pub section: &'static str,
+    /// One-line description of what conforms.
+    pub title: &'static str,
+}
+
+macro_rules! catalogue {
+    ($($id:literal, $section:literal, $title:literal;)*) => {
+        /// Every check `mcpl check` performs, in report order.
+        pub const CATALOGUE: &[CheckDef] = &[
+            $(CheckDef { id: $id, section: $section, title: $title },)*
+        ];
+    };
+}
+
+catalogue! {
+    "transport.frames-valid", "§4", "every frame the server writes is a JSON-RPC 2.0 message";
+    "initialize.answered", "§4.1", "the server answers initialize with a result";
+    "initialize.mcpl-present", "§5.1", "capabilities.experimental.mcpl is present and an object";
+    "initialize.version", "§5.1", "experimental.mcpl.version is \"0.5\"";
+    "initialize.advertisement-shape", "§5.1", "the advertisement mirrors the capability paths";
+    "manifest.feature-sets-shape", "§6.1", "featureSets is an object of {description, uses}";
+    "manifest.uses-valid", "§6.2", "every uses value is a capability path of the vocabulary";
+    "manifest.identifier-charset", "§17.2", "identifiers are non-empty [A-Za-z0-9._:*-]";
+    "manifest.revision-matches-digest", "§17.1", "revision is the canonical digest of the manifest";
+    "policy.request-answered", "§5.3", "the initial featureSets/update Request is answered";
+    "policy.receipt-shape", "§6.7", "the answer is a well-formed degradation receipt";
+    "policy.refusal-names-fallback", "§6.7", "a refusal carries fallback mcp-only or close";
+    "policy.no-invented-mode", "§6.7", "mode is omitted when nothing degraded";
+    "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
+    "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
+    "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
+    "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
+    "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
+    "hooks.injection-positions", "§5.4", "every injection is at a granted position";
+    "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
+    "push.event-is-request", "§4.1", "push/event is sent as a Request";
+    "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, timestamp, payload";
+    "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";
+    "featuresets.declaration-matches", "§6.4", "a feature set's uses declares what it exercises (SHOULD)";
+    "channels.descriptor-shape", "§14.2", "channel descriptors carry id, type and a valid direction";
+    "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
+    "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
+}
+
+/// The definition of a catalogue id, if it exists.
+#[cfg(test)]
+pub fn def(id: &str) -> Option<&'static CheckDef> {
+    CATALOGUE.iter().find(|d| d.id == id)
+}
+
+/// One reported check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckResult {
+    /// Catalogue id.
+    pub id: &'static str,
+    /// Spec section.
+    pub section: &'static str,
+    /// Outcome.
+    pub status: Status,
+    /// One-line reason.
+    pub detail: String,
+}
+
+/// Results collected while a run progresses; [`Recorder::finish`] turns them into a report
+/// that lists every catalogue check once.
+#[derive(Debug)]
+pub struct Recorder {
+    results: Vec<Option<(Status, String)>>,
+    progress: bool,
+}
+
+impl Recorder {
+    /// A recorder; `progress` prints each result to stderr as it is recorded.
+    pub fn new(progress: bool) -> Recorder {
+        Recorder {
+            results: vec![None; CATALOGUE.len()],
+            progress,
+        }
+    }
+
+    /// Records the outcome of `id`. The first record wins, except that a `fail` replaces an
+    /// earlier `pass`/`warn`/`skip` (a later observation can only make things worse).
+    ///
+    /// # Panics
+    /// Panics when `id` is not in the catalogue (a programming error, never input).
+    pub fn record(&mut self, id: &str, status: Status, detail: impl Into<String>) {
+        let Some(i) = CATALOGUE.iter().position(|d| d.id == id) else {
+            panic!("check id {id:?} is not in the catalogue");
+        };
+        let replace = match &self.results[i] {
+            None => true,
+            Some((old, _)) => status == Status::Fail && *old != Status::Fail,
+        };
+        if replace {
+            let detail = detail.into();
+            if self.progress {
+                eprintln!(
+                    "mcpl check: {:<4} {} ({})",
+                    status.as_str(),
+                    CATALOGUE[i].id,
+                    detail
+                );
+            }
+            self.results[i] = Some((status, detail));
+        }
+    }
+
+    /// Whether `id` already has an outcome.
+    pub fn has(&self, id: &str) -> bool {
+        CATALOGUE
+            .iter()
+            .position(|d| d.id == id)
+            .is_some_and(|i| self.results[i].is_some())
+    }
+
+    /// Marks every check without an outcome as skipped with `reason`.
+    pub fn skip_rest(&mut self, reason: &str) {
+        for d in CATALOGUE {
+            if !self.has(d.id) {
+                self.record(d.id, Status::Skip, reason);
+            }
+        }
+    }
+
+    /// The finished report; checks never recorded are `skip` ("not reached").
+    pub fn finish(self, target: String) -> Report {
+        let checks = CATALOGUE
+            .iter()
+            .zip(self.results)
+            .map(|(d, r)| {
+                let (status, detail) = r.unwrap_or((Status::Skip, "not reached".to_owned()));
+                CheckResult {
+                    id: d.id,
+                    section: d.section,
+                    status,
+                    detail,
+                }
+            })
+            .collect();
+        Report {
+            target,
+            checks,
+            error: None,
+        }
+    }
+}
+
+/// A finished run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The target as given (or `reference server`).
+    pub target: String,
+    /// One entry per catalogue check, in catalogue order.
+    pub checks: Vec<CheckResult>,
+    /// Why the target could not be started or reached, when it could not (exit 2).
+    pub error: Option<String>,
+}
+
+impl Report {
+    /// Counts of (pass, fail, warn, skip).
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let n = |s| self.checks.iter().filter(|c| c.status == s).count();
+        (
+            n(Status::Pass),
+            n(Status::Fail),
+            n(Status::Warn),
+            n(Status::Skip),
+        )
+    }
+
+    /// The ids of failed checks, in catalogue order.
+    pub fn failed(&self) -> Vec<&'static str> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(|c| c.id)
+            .collect()
+    }
+
+    /// Process exit code: 2 when the target was unreachable, 1 when a check failed, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.error.is_some() {
+            2
+        } else if self.counts().1 > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// The `--json` document: `{ target, checks: [{id, section, status, detail}], summary }`,
+    /// plus `error` when the target could not be reached.
+    pub fn to_json(&self) -> Value {
+        let (pass, fail, warn, skip) = self.counts();
+        let mut doc = json!({
+            "target": self.target,
+            "checks": self.checks.iter().map(|c| json!({
+                "id": c.id,
+                "section": c.section,
+                "status": c.status.as_str(),
+                "detail": c.detail,
+            })).collect::<Vec<_>>(),
+            "summary": { "pass": pass, "fail": fail, "warn": warn, "skip": skip },
+        });
+        if let (Some(e), Some(o)) = (&self.error, doc.as_object_mut()) {
+            o.insert("error".into(), Value::String(e.clone()));
+        }
+        doc
+    }
+
+    /// The human-readable report.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "mcpl check {}", self.target);
+        if let Some(e) = &self.error {
+            let _ = writeln!(s, "error: {e}");
+        }
+        let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
+        for c in &self.checks {
+            let _ = writeln!(
+                s,
+                "  {:<4}  {:<width$}  {:<6}  {}",
+                c.status.as_str().to_uppercase(),
+                c.id,
+                c.section,
+                c.detail
+            );
+        }
+        let (pass, fail, warn, skip) = self.counts();
+        let _ = writeln!(
+            s,
+            "{pass} passed, {fail} failed, {warn} warned, {skip} skipped"
+        );
+        if fail > 0 {
+            let _ = writeln!(s, "failed: {}", self.failed().join(", "));
+        }
+        s
+    }
+}
+
+/// The catalogue as text, one check per line (`mcpl check --list`).
+pub fn catalogue_text() -> String {
+    let width = CATALOGUE.iter().map(|d| d.id.len()).max().unwrap_or(0);
+    CATALOGUE.iter().fold(String::new(), |mut s, d| {
+        let _ = writeln!(s, "{:<width$}  {:<6}  {}", d.id, d.section, d.title);
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_ids_are_unique_and_include_the_contract() {
+        let mut ids: Vec<_> = CATALOGUE.iter().map(|d| d.id).collect();
+        ids.sort_unstable();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        for required in [
+            "initialize.mcpl-present",
+            "initialize.version",
+            "manifest.feature-sets-shape",
+            "manifest.uses-valid",
+            "manifest.identifier-charset",
+            "manifest.revision-matches-digest",
+            "policy.request-answered",
+            "policy.receipt-shape",
+            "policy.no-privileged-before-ready",
+            "manifest.fetch",
+            "rpc.unknown-method-errors",
+            "hooks.injection-positions",
+            "push.event-shape",
+            "channels.descriptor-shape",
+        ] {
+            assert!(def(required).is_some(), "{required} missing");
+        }
+    }
+
+    #[test]
+    fn fail_overrides_pass_but_not_the_reverse() {
+        let mut r = Recorder::new(false);
+        r.record("push.event-shape", Status::Pass, "ok");
+        r.record("push.event-shape", Status::Fail, "bad");
+        r.record("push.event-shape", Status::Pass, "ok again");
+        let rep = r.finish("t".into());
+        assert_eq!(rep.failed(), vec!["push.event-shape"]);
+        assert_eq!(rep.exit_code(), 1);
+        let (_, _, _, skip) = rep.counts();
+        assert_eq!(skip, CATALOGUE.len() - 1);
+    }
+
+    #[test]
+    fn json_shape_has_the_contract_fields() {
+        let rep = Recorder::new(false).finish("tcp://x:1".into());
+        let v = rep.to_json();
+        assert_eq!(v["target"], "tcp://x:1");
+        assert_eq!(v["checks"].as_array().map(Vec::len), Some(CATALOGUE.len()));
+        assert_eq!(v["checks"][0]["status"], "skip");
+        assert_eq!(v["summary"]["skip"], CATALOGUE.len());
+        assert_eq!(rep.exit_code(), 0);
+    }
+}

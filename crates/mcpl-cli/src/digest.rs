@@ -1,0 +1,165 @@
+//! `mcpl digest`: the §17.2 manifest revision (or canonical JSON) of one manifest, or of
+//! every line of a JSON Lines file.
+
+use std::process::ExitCode;
+
+use mcpl::manifest::digest;
+use serde_json::{json, Value};
+
+use crate::input::{manifest_of, Source};
+use crate::term::{compact_json, emit, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+
+/// Arguments of `mcpl digest`.
+#[derive(Debug, clap::Args)]
+pub struct DigestArgs {
+    /// The manifest: an `experimental.mcpl` object, or a whole `initialize` result or
+    /// params (its `capabilities.experimental.mcpl` is used). `-` or nothing reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
+    /// Print the canonical JSON (JCS, `revision` stripped, sets sorted) instead of the
+    /// revision.
+    #[arg(long)]
+    pub canonical: bool,
+    /// Read JSON Lines (one manifest per line) and print one result per line, in order; a
+    /// refused line prints `error: <code>: <detail>` and the rest continue. Exit 1 if any
+    /// line was refused, 2 if any line was not JSON.
+    #[arg(long)]
+    pub lines: bool,
+    /// Print `{"revision","sha256Hex","canonicalJson"}` (one object per line with `--lines`;
+    /// a refused line prints `{"error":{"code","message"}}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why one manifest got no digest.
+struct Refusal {
+    code: &'static str,
+    detail: String,
+    /// True for refusals of the manifest itself (exit 1); false for input that is not a
+    /// manifest document at all (not JSON, wrong type: exit 2).
+    refused: bool,
+}
+
+/// One manifest's outcome, rendered as one line (or one pretty document without `--lines`).
+fn digest_one(doc: &Value) -> Result<digest::ManifestDigest, Refusal> {
+    let manifest = manifest_of(doc).map_err(|e| Refusal {
+        code: e.code(),
+        detail: e.detail(),
+        refused: false,
+    })?;
+    digest::digest(manifest).map_err(|e| Refusal {
+        code: e.code(),
+        detail: detail_of(&e),
+        refused: true,
+    })
+}
+
+/// The error's message without its leading `code: ` (the CLI prints the code itself).
+fn detail_of(e: &digest::DigestError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(e.code()) {
+        Some(rest) => rest.trim_start_matches(':').trim_start().to_owned(),
+        None => text,
+    }
+}
+
+fn render(args: &DigestArgs, d: &digest::ManifestDigest) -> String {
+    if args.json {
+        compact_json(&json!({
+            "revision": d.revision,
+            "sha256Hex": d.sha256_hex,
+            "canonicalJson": d.canonical,
+        }))
+    } else if args.canonical {
+        format!("{}\n", d.canonical)
+    } else {
+        format!("{}\n", d.revision)
+    }
+}
+
+fn render_refusal(args: &DigestArgs, r: &Refusal) -> String {
+    if args.json {
+        compact_json(&json!({"error": {"code": r.code, "message": r.detail}}))
+    } else {
+        format!("error: {}: {}\n", r.code, r.detail)
+    }
+}
+
+/// Runs `mcpl digest`.
+pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
+    let source = args.file.as_deref().map_or_else(Source::stdin, Source::new);
+    if args.lines {
+        return lines(&args, &source);
+    }
+    let doc = source.read_json()?;
+    match digest_one(&doc) {
+        Ok(d) => {
+            emit(&render(&args, &d));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(r) => {
+            let err = format!("{}: {}: {}", source.name(), r.code, r.detail);
+            Err(if r.refused {
+                CliError::refused(err).with_hint(
+                    "§17.2 refuses identifiers outside [A-Za-z0-9._:*-]; fix the named position",
+                )
+            } else {
+                CliError::usage(err).with_hint(
+                    "pass an experimental.mcpl object or a whole initialize result/params",
+                )
+            })
+        }
+    }
+}
+
+/// `--lines`: every line gets exactly one output line, so results stay aligned with input.
+/// Exit 2 if any line was not JSON (or blank), else 1 if any JSON line got no digest (an
+/// identifier refusal, a non-object, an initialize result without MCPL), else 0.
+fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
+    let text = source.read_text()?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let mut out = String::new();
+    let mut worst = EXIT_OK;
+    for (i, line) in text.lines().enumerate() {
+        let outcome = if line.trim().is_empty() {
+            Err(Refusal {
+                code: "invalid_json",
+                detail: format!("line {}: blank line, expected a JSON manifest", i + 1),
+                refused: false,
+            })
+        } else {
+            match serde_json::from_str::<Value>(line) {
+                // A line that is JSON is a manifest document: whatever stops its digest
+                // (including `manifest_not_object`, a §17.2 refusal code) is a refusal.
+                Ok(doc) => digest_one(&doc).map_err(|r| Refusal { refused: true, ..r }),
+                Err(e) => Err(Refusal {
+                    code: "invalid_json",
+                    detail: format!("line {}: {e}", i + 1),
+                    refused: false,
+                }),
+            }
+        };
+        match outcome {
+            Ok(d) => out.push_str(&render(args, &d)),
+            Err(r) => {
+                worst = worst.max(if r.refused { EXIT_REFUSED } else { EXIT_USAGE });
+                out.push_str(&render_refusal(args, &r));
+            }
+        }
+    }
+    emit(&out);
+    Ok(ExitCode::from(worst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s17_2_detail_drops_the_code_prefix() {
+        let e = digest::canonical_json(&json!({"featureSets":{"a b":{}}})).unwrap_err();
+        let d = detail_of(&e);
+        assert!(!d.starts_with("identifier_charset"), "{d}");
+        assert!(d.contains("featureSets.a b"), "{d}");
+    }
+}

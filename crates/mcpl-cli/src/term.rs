@@ -1,0 +1,182 @@
+//! Terminal conventions shared by every subcommand: colour only on a terminal (and never
+//! when `NO_COLOR` is set and non-empty, per no-color.org), the error type that carries the
+//! exit code, and output that survives a closed pipe.
+
+use std::fmt;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the input was refused or a check failed.
+pub const EXIT_REFUSED: u8 = 1;
+/// Exit code: usage or I/O error (including input that is not JSON or has the wrong shape).
+pub const EXIT_USAGE: u8 = 2;
+
+/// Which standard stream a [`Style`] is for.
+#[derive(Debug, Clone, Copy)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// ANSI styling that is a no-op unless the stream is a terminal and `NO_COLOR` is unset.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    enabled: bool,
+}
+
+impl Style {
+    /// The style for `stream`, decided from `IsTerminal` and `NO_COLOR`.
+    pub fn for_stream(stream: Stream) -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let tty = match stream {
+            Stream::Stdout => std::io::stdout().is_terminal(),
+            Stream::Stderr => std::io::stderr().is_terminal(),
+        };
+        Style {
+            enabled: tty && !no_color,
+        }
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.enabled {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Bold red, for refusals and failures.
+    pub fn bad(self, text: &str) -> String {
+        self.paint("1;31", text)
+    }
+
+    /// Green, for passes and granted paths.
+    pub fn good(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    /// Yellow, for warnings and hints.
+    pub fn warn(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    /// Bold, for headings.
+    pub fn bold(self, text: &str) -> String {
+        self.paint("1", text)
+    }
+
+    /// Dimmed, for secondary detail.
+    pub fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+}
+
+/// A failure that ends a subcommand: its exit code, a message naming the input and the
+/// problem, and optionally what to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    /// The process exit code ([`EXIT_REFUSED`] or [`EXIT_USAGE`]).
+    pub exit: u8,
+    /// What went wrong, naming the file or argument concerned.
+    pub message: String,
+    /// What the user can do about it.
+    pub hint: Option<String>,
+}
+
+impl CliError {
+    /// A usage, I/O or bad-input error (exit 2).
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError {
+            exit: EXIT_USAGE,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Refused input (exit 1).
+    pub fn refused(message: impl Into<String>) -> CliError {
+        CliError {
+            exit: EXIT_REFUSED,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint line saying what to do next.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Prints the error (and hint) on stderr and returns its exit code.
+    pub fn report(&self) -> ExitCode {
+        let style = Style::for_stream(Stream::Stderr);
+        let mut text = format!("{} {}\n", style.bad("error:"), self.message);
+        if let Some(hint) = &self.hint {
+            text.push_str(&format!("{} {hint}\n", style.warn("hint:")));
+        }
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        ExitCode::from(self.exit)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Writes `text` to stdout in one go. A closed pipe (`mcpl … | head`) is not an error worth
+/// a panic: the write failure is ignored and the exit code stays the command's own.
+pub fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// Writes `text` to stderr (warnings that accompany a successful result).
+pub fn emit_err(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Serialises a value as pretty JSON followed by a newline.
+pub fn pretty_json<T: serde::Serialize>(value: &T) -> String {
+    // Serialising our own report types and `serde_json::Value` cannot fail (string keys
+    // only); fall back to an explicit marker rather than panicking.
+    let mut s = serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\":\"serialisation failed: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Serialises a value as one compact JSON line followed by a newline.
+pub fn compact_json<T: serde::Serialize>(value: &T) -> String {
+    let mut s = serde_json::to_string(value)
+        .unwrap_or_else(|e| format!("{{\"error\":\"serialisation failed: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_when_enabled() {
+        assert_eq!(Style { enabled: false }.bad("x"), "x");
+        assert_eq!(Style { enabled: true }.bad("x"), "\x1b[1;31mx\x1b[0m");
+    }
+
+    #[test]
+    fn errors_carry_their_exit_code() {
+        assert_eq!(CliError::usage("u").exit, EXIT_USAGE);
+        assert_eq!(
+            CliError::refused("r").with_hint("h").hint.as_deref(),
+            Some("h")
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! `mcpl uri`: resolve endpoint URIs (RFC-004) into their three values, or say why one is
+//! refused.
+
+use std::process::ExitCode;
+
+use mcpl::uri::{self, EndpointUri, RejectReason};
+use serde_json::{json, Value};
+
+use crate::term::{emit, pretty_json, CliError, Stream, Style};
+
+/// Arguments of `mcpl uri`.
+#[derive(Debug, clap::Args)]
+pub struct UriArgs {
+    /// One or more endpoint URIs (`mcpl://…`, `wss://…`, `ws://…`).
+    #[arg(value_name = "URI", required = true)]
+    pub uris: Vec<String>,
+    /// Print one JSON array with one object per URI, in argument order:
+    /// `{configuredUri, canonicalUri, resolvedTransport}`, or for a refused URI
+    /// `{configuredUri, error: {code, message}}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The JSON object of one URI's outcome (RFC-004 §5 values, or the refusal).
+fn to_json(configured: &str, outcome: &Result<EndpointUri, RejectReason>) -> Value {
+    match outcome {
+        Ok(e) => json!({
+            "configuredUri": e.configured_uri(),
+            "canonicalUri": e.canonical_uri(),
+            "resolvedTransport": e.resolved_transport(),
+        }),
+        Err(r) => json!({
+            "configuredUri": configured,
+            "error": {"code": r.code(), "message": r.to_string()},
+        }),
+    }
+}
+
+/// Runs `mcpl uri`. Exit 1 when any URI is refused; every URI is reported either way.
+///
+/// Output choice: `--json` prints a single JSON array (one document, so `jq '.[0]'` works
+/// and a consumer needs one parse), not JSON Lines.
+pub fn main(args: UriArgs) -> Result<ExitCode, CliError> {
+    let outcomes: Vec<_> = args
+        .uris
+        .iter()
+        .map(|u| (u.as_str(), uri::resolve(u)))
+        .collect();
+    let any_refused = outcomes.iter().any(|(_, o)| o.is_err());
+    if args.json {
+        let all: Vec<Value> = outcomes.iter().map(|(c, o)| to_json(c, o)).collect();
+        emit(&pretty_json(&all));
+    } else {
+        let s = Style::for_stream(Stream::Stdout);
+        let mut out = String::new();
+        for (i, (configured, outcome)) in outcomes.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(&format!("configuredUri      {configured}\n"));
+            match outcome {
+                Ok(e) => {
+                    out.push_str(&format!("canonicalUri       {}\n", e.canonical_uri()));
+                    out.push_str(&format!("resolvedTransport  {}\n", e.resolved_transport()));
+                }
+                Err(r) => {
+                    out.push_str(&format!(
+                        "{}              {}: {r}\n",
+                        s.bad("error"),
+                        r.code()
+                    ));
+                }
+            }
+        }
+        emit(&out);
+    }
+    Ok(if any_refused {
+        ExitCode::from(crate::term::EXIT_REFUSED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc004_rejected_json_names_code_and_configured_uri() {
+        let v = to_json("mcpl:///evil", &uri::resolve("mcpl:///evil"));
+        assert_eq!(v["configuredUri"], "mcpl:///evil");
+        assert_eq!(v["error"]["code"], "empty_authority");
+        assert!(v.get("canonicalUri").is_none());
+    }
+}

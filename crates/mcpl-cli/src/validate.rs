@@ -1,0 +1,88 @@
+//! `mcpl validate`: every validation finding of a manifest, with severity and the spec
+//! section that decides it (§5.1, §6, §17.1, §17.2).
+
+use std::process::ExitCode;
+
+use mcpl::manifest::review::{self, Finding, Severity};
+use serde_json::json;
+
+use crate::input::{manifest_of, Source};
+use crate::term::{emit, pretty_json, CliError, Stream, Style, EXIT_REFUSED};
+
+/// Arguments of `mcpl validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// The manifest: an `experimental.mcpl` object, an MCP `capabilities` object, or a
+    /// whole `initialize` result/params. `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Print `{"findings": [{code, severity, section, path, message}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn severity_name(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    }
+}
+
+/// Runs `mcpl validate`. Exit 1 when any finding is an error.
+pub fn main(args: ValidateArgs) -> Result<ExitCode, CliError> {
+    let source = Source::new(args.file.clone());
+    let doc = source.read_json()?;
+    let manifest = manifest_of(&doc).map_err(|e| {
+        CliError::usage(format!("{}: {}: {}", source.name(), e.code(), e.detail()))
+            .with_hint("pass an experimental.mcpl object or a whole initialize result/params")
+    })?;
+    let findings = review::validate(manifest);
+    if args.json {
+        emit(&pretty_json(&json!({ "findings": findings })));
+    } else {
+        emit(&human(&findings));
+    }
+    Ok(if review::has_errors(&findings) {
+        ExitCode::from(EXIT_REFUSED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One line per finding (`severity section path: code: message`), then a tally.
+fn human(findings: &[Finding]) -> String {
+    let s = Style::for_stream(Stream::Stdout);
+    let mut out = String::new();
+    for f in findings {
+        let sev = severity_name(f.severity);
+        let sev = match f.severity {
+            Severity::Error => s.bad(&format!("{sev:<7}")),
+            Severity::Warning => s.warn(&format!("{sev:<7}")),
+            Severity::Info => s.dim(&format!("{sev:<7}")),
+        };
+        let path = if f.path.is_empty() {
+            "(manifest)"
+        } else {
+            f.path.as_str()
+        };
+        out.push_str(&format!(
+            "{sev} {:<6} {path}: {}: {}\n",
+            f.section, f.code, f.message
+        ));
+    }
+    let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
+    let tally = format!(
+        "{} errors, {} warnings, {} info",
+        count(Severity::Error),
+        count(Severity::Warning),
+        count(Severity::Info)
+    );
+    out.push_str(&if count(Severity::Error) > 0 {
+        s.bad(&tally)
+    } else {
+        s.good(&tally)
+    });
+    out.push('\n');
+    out
+}

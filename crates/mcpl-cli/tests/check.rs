@@ -1,0 +1,453 @@
+//! `mcpl check` against scripted servers: exit codes, the `--json` contract, transcripts,
+//! and exactly which checks each misbehaviour fails.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(60);
+
+fn check(args: &[&str]) -> (i32, Value) {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--json", "--timeout", "1", "--watch", "0"])
+        .args(args)
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", out.stdout));
+    (out.status.code().unwrap(), doc)
+}
+
+fn scripted(mode: &str) -> (i32, Value) {
+    check(&["--", FIXTURE, mode])
+}
+
+fn ids_with(doc: &Value, status: &str) -> BTreeSet<String> {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == status)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn assert_complete(doc: &Value) {
+    let checks = doc["checks"].as_array().unwrap();
+    let ids: BTreeSet<&str> = checks.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), checks.len(), "ids unique");
+    assert!(checks.len() >= 14);
+    for c in checks {
+        assert!(c["section"].as_str().unwrap().starts_with('§'), "{c}");
+        assert!(["pass", "fail", "warn", "skip"].contains(&c["status"].as_str().unwrap()));
+        assert!(c["detail"].is_string());
+    }
+    let s = &doc["summary"];
+    let total: u64 = ["pass", "fail", "warn", "skip"]
+        .iter()
+        .map(|k| s[*k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total as usize, checks.len());
+}
+
+#[test]
+fn s6_4_undeclared_use_is_a_warning_not_a_failure() {
+    let (code, doc) = scripted("undeclared-use");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["featuresets.declaration-matches"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn json_rpc_batches_are_split_and_judged() {
+    let (code, doc) = scripted("batch");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    for id in [
+        "rpc.unknown-method-errors",
+        "push.event-shape",
+        "channels.descriptor-shape",
+    ] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn well_behaved_server_passes_every_check() {
+    let (code, doc) = scripted("good");
+    assert_complete(&doc);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+    for id in [
+        "initialize.mcpl-present",
+        "initialize.version",
+        "manifest.feature-sets-shape",
+        "manifest.uses-valid",
+        "manifest.identifier-charset",
+        "manifest.revision-matches-digest",
+        "policy.request-answered",
+        "policy.receipt-shape",
+        "policy.no-privileged-before-ready",
+        "manifest.fetch",
+        "rpc.unknown-method-errors",
+        "hooks.answers-without-observe",
+        "hooks.injection-positions",
+        "hooks.injection-shape",
+        "push.event-is-request",
+        "push.event-shape",
+        "channels.descriptor-shape",
+        "channels.incoming-is-request",
+    ] {
+        assert!(
+            ids_with(&doc, "pass").contains(id),
+            "{id} did not pass: {doc:#}"
+        );
+    }
+    assert_eq!(code, 0);
+    assert_eq!(doc["target"], format!("{FIXTURE} good"));
+}
+
+/// Each misbehaviour fails exactly its checks (and the run still completes).
+#[test]
+fn misbehaving_servers_fail_exactly_the_right_checks() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "v04",
+            &[
+                "initialize.version",
+                "manifest.feature-sets-shape",
+                "policy.request-answered",
+            ],
+        ),
+        ("mcp-only", &["initialize.mcpl-present"]),
+        ("silent", &["rpc.unknown-method-errors", "manifest.fetch"]),
+        ("wrong-receipt", &["policy.receipt-shape"]),
+        ("refusal-no-fallback", &["policy.refusal-names-fallback"]),
+        ("invented-mode", &["policy.no-invented-mode"]),
+        ("early-push", &["policy.no-privileged-before-ready"]),
+        ("bad-revision", &["manifest.revision-matches-digest"]),
+        ("notify-push", &["push.event-is-request"]),
+        ("bad-injection", &["hooks.injection-positions"]),
+        ("incoming-notification", &["channels.incoming-is-request"]),
+        ("bad-descriptor", &["channels.descriptor-shape"]),
+        ("changed-payload", &["manifest.changed-shape"]),
+        ("junk", &["transport.frames-valid"]),
+        ("injection-no-feature-set", &["hooks.injection-shape"]),
+        ("no-init", &["initialize.answered"]),
+    ];
+    for (mode, expected) in cases {
+        let (code, doc) = scripted(mode);
+        assert_complete(&doc);
+        assert_eq!(ids_with(&doc, "fail"), set(expected), "{mode}: {doc:#}");
+        assert_eq!(code, 1, "{mode}");
+    }
+}
+
+#[test]
+fn s3_3_mcp_only_server_skips_mcpl_checks_with_a_reason() {
+    let (_, doc) = scripted("mcp-only");
+    let checks = doc["checks"].as_array().unwrap();
+    let version = checks
+        .iter()
+        .find(|c| c["id"] == "initialize.version")
+        .unwrap();
+    assert_eq!(version["status"], "skip");
+    assert!(version["detail"].as_str().unwrap().contains("§3.3"));
+    assert!(ids_with(&doc, "pass").contains("rpc.unknown-method-errors"));
+}
+
+#[test]
+fn server_that_never_answers_initialize_gets_a_complete_report() {
+    let (code, doc) = scripted("no-init");
+    assert_complete(&doc);
+    assert_eq!(code, 1);
+    assert_eq!(doc["summary"]["fail"], 1);
+    assert_eq!(
+        doc["summary"]["skip"].as_u64().unwrap() + 1,
+        doc["checks"].as_array().unwrap().len() as u64
+    );
+}
+
+#[test]
+fn exit_2_when_the_command_does_not_exist() {
+    let (code, doc) = check(&["--", "/nonexistent/mcpl-no-such-server"]);
+    assert_eq!(code, 2);
+    assert!(doc["error"].as_str().unwrap().contains("cannot start"));
+    assert_complete(&doc);
+    assert_eq!(doc["summary"]["fail"], 0);
+}
+
+#[test]
+fn exit_2_on_an_unusable_timeout() {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--json", "--timeout", "0", "--", FIXTURE, "good"])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
+}
+
+#[test]
+fn exit_2_when_nobody_listens_on_the_tcp_port() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }; // listener dropped: nothing listens there now
+    let (code, doc) = check(&[&format!("tcp://127.0.0.1:{port}")]);
+    assert_eq!(code, 2, "{doc:#}");
+    assert!(doc["error"].as_str().unwrap().contains("cannot connect"));
+}
+
+#[test]
+fn tcp_target_is_checked_like_stdio() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bridge = std::thread::spawn(move || {
+        let (sock, _) = listener.accept().unwrap();
+        let mut child = StdCommand::new(FIXTURE)
+            .arg("good")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut to_child = child.stdin.take().unwrap();
+        let from_child = child.stdout.take().unwrap();
+        let mut sock_w = sock.try_clone().unwrap();
+        let up = std::thread::spawn(move || {
+            for line in BufReader::new(from_child).lines() {
+                let Ok(line) = line else { break };
+                if writeln!(sock_w, "{line}").is_err() {
+                    break;
+                }
+            }
+        });
+        for line in BufReader::new(sock).lines() {
+            let Ok(line) = line else { break };
+            if writeln!(to_child, "{line}").is_err() {
+                break;
+            }
+        }
+        drop(to_child);
+        let _ = child.wait();
+        let _ = up.join();
+    });
+    let (code, doc) = check(&[&format!("tcp://127.0.0.1:{port}")]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    bridge.join().unwrap();
+}
+
+#[test]
+fn transcript_is_valid_json_lines_of_every_frame() {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-transcript-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.jsonl");
+    let (code, _) = check(&[
+        "--transcript",
+        path.to_str().unwrap(),
+        "--",
+        FIXTURE,
+        "good",
+    ]);
+    assert_eq!(code, 0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for l in &lines {
+        assert!(
+            ["sent", "received"].contains(&l["direction"].as_str().unwrap()),
+            "{l}"
+        );
+        assert!(l["time"].as_str().unwrap().ends_with('Z'));
+        assert!(l["message"].is_object(), "{l}");
+    }
+    let sent: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["direction"] == "sent")
+        .filter_map(|l| l["message"]["method"].as_str())
+        .collect();
+    assert_eq!(
+        &sent[..3],
+        &[
+            "initialize",
+            "notifications/initialized",
+            "featureSets/update"
+        ]
+    );
+    // The policy Request carries the grant: everything advertised except observe (§10.1).
+    let update = lines
+        .iter()
+        .find(|l| l["message"]["method"] == "featureSets/update")
+        .unwrap();
+    let effective = update["message"]["params"]["effectiveCapabilities"]
+        .as_array()
+        .unwrap();
+    assert!(!effective
+        .iter()
+        .any(|c| c == "contextHooks.beforeInference.observe"));
+    assert!(effective.iter().any(|c| c == "pushEvents"));
+    // The strict host answered the server's push/event with an accepted result.
+    assert!(lines.iter().any(|l| l["direction"] == "sent"
+        && l["message"]["id"] == "s-push"
+        && l["message"]["result"]["accepted"] == true));
+    let received = lines
+        .iter()
+        .filter(|l| l["direction"] == "received")
+        .count();
+    assert!(received >= 7, "{received}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn text_report_lists_failures_and_list_prints_the_catalogue() {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+            "--",
+            FIXTURE,
+            "early-push",
+        ])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("failed: policy.no-privileged-before-ready"),
+        "{text}"
+    );
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("push.event-shape"));
+}
+
+/// Forwards every frame between two transports until either side ends.
+async fn bridge(a: mcpl::transport::Transport, b: mcpl::transport::Transport) {
+    use mcpl::transport::Frame;
+    let (mut ar, mut aw, mut br, mut bw) = (a.reader, a.writer, b.reader, b.writer);
+    let _guards = (a.guard, b.guard);
+    loop {
+        tokio::select! {
+            f = ar.next_frame() => match f {
+                Ok(Some(Frame::Text(t))) => { if bw.send(&t).await.is_err() { break } }
+                _ => break,
+            },
+            f = br.next_frame() => match f {
+                Ok(Some(Frame::Text(t))) => { if aw.send(&t).await.is_err() { break } }
+                _ => break,
+            },
+        }
+    }
+}
+
+#[test]
+fn ws_target_is_checked_like_stdio() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(mcpl::transport::ws::Listener::bind("127.0.0.1:0", None))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = rt.spawn(async move {
+        let (ws, _) = listener.accept().await.unwrap();
+        let mut cmd = tokio::process::Command::new(FIXTURE);
+        cmd.arg("good");
+        let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+        bridge(ws, child).await;
+    });
+    let (code, doc) = check(&[&format!("ws://127.0.0.1:{port}/")]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    rt.block_on(server).unwrap();
+}
+
+#[test]
+fn wss_target_trusts_only_the_bundled_roots_or_the_ca_flag() {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, certified.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
+    let server_config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![certified.cert.der().clone()], key)
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(mcpl::transport::ws::Listener::bind(
+            "127.0.0.1:0",
+            Some(std::sync::Arc::new(server_config)),
+        ))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = rt.spawn(async move {
+        // The first connection (no --ca) fails its TLS handshake; serve the next one.
+        let ws = loop {
+            if let Ok((ws, _)) = listener.accept().await {
+                break ws;
+            }
+        };
+        let mut cmd = tokio::process::Command::new(FIXTURE);
+        cmd.arg("good");
+        let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+        bridge(ws, child).await;
+    });
+    // Untrusted certificate (not under the bundled roots): the target cannot be reached.
+    let (code, doc) = check(&[&format!("wss://localhost:{port}/")]);
+    assert_eq!(code, 2, "{doc:#}");
+    let (code, doc) = check(&[
+        "--ca",
+        ca.to_str().unwrap(),
+        &format!("wss://localhost:{port}/"),
+    ]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    rt.block_on(server).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With no target, `mcpl check` spawns `mcpl serve --stdio` and a correct server passes.
+#[test]
+fn reference_server_passes_every_check() {
+    let (code, doc) = check(&[]);
+    assert_complete(&doc);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+}

@@ -1,0 +1,188 @@
+//! `mcpl diff` end to end: §17.1 changed domains and §17.6 impacts with dispositions, the
+//! `--json` shape, stdin and bad input.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Out {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    c.env("NO_COLOR", "1").args(args);
+    if let Some(s) = stdin {
+        c.write_stdin(s.to_owned());
+    }
+    let o = c.output().unwrap();
+    Out {
+        code: o.status.code().unwrap(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+fn temp_file(name: &str, v: &Value) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_diff_{name}"));
+    std::fs::write(&path, v.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn old() -> Value {
+    json!({"version":"0.5","pushEvents":true,
+      "channels":{"register":true,"publish":true},
+      "featureSets":{"demo.push":{"description":"Push","uses":["pushEvents"]}}})
+}
+
+/// `pushEvents` removed, `inferenceLifecycle` added.
+fn new() -> Value {
+    json!({"version":"0.5","inferenceLifecycle":true,
+      "channels":{"register":true,"publish":true},
+      "featureSets":{"demo.push":{"description":"Push","uses":["pushEvents"]}}})
+}
+
+fn impact<'a>(impacts: &'a [Value], kind: &str, subject: &str) -> &'a Value {
+    impacts
+        .iter()
+        .find(|i| i["impact"] == kind && i["subject"] == subject)
+        .unwrap_or_else(|| panic!("no {kind} {subject} in {impacts:?}"))
+}
+
+#[test]
+fn s17_6_json_domains_and_impacts_with_dispositions() {
+    let (a, b) = (temp_file("old.json", &old()), temp_file("new.json", &new()));
+    let o = run(&["diff", "--json", &a, &b], None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["domains", "impacts"]);
+    assert_eq!(v["domains"], json!(["capabilities"]));
+    let impacts = v["impacts"].as_array().unwrap();
+    let revoked = impact(impacts, "capability-revoked", "pushEvents");
+    assert_eq!(revoked["disposition"], "applied");
+    assert_eq!(revoked["domain"], "capabilities");
+    let pending = impact(
+        impacts,
+        "capability-expansion-pending",
+        "inferenceLifecycle",
+    );
+    assert_eq!(pending["disposition"], "decision-needed");
+    let degraded = impact(impacts, "feature-degraded", "demo.push");
+    assert_eq!(degraded["reason"], "capability_denied");
+}
+
+#[test]
+fn s17_3_absent_to_empty_feature_sets_is_a_change() {
+    let a = temp_file("bare.json", &json!({"version":"0.5"}));
+    let o = run(
+        &["diff", "--json", &a, "-"],
+        Some(r#"{"version":"0.5","featureSets":{}}"#),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["domains"], json!(["featureSets", "tagOntology"]));
+}
+
+#[test]
+fn readable_output_lists_domains_and_impacts() {
+    let (a, b) = (
+        temp_file("old2.json", &old()),
+        temp_file("new2.json", &new()),
+    );
+    let o = run(&["diff", &a, &b], None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with("changed domains: capabilities\n"),
+        "{}",
+        o.stdout
+    );
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("capability-revoked"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(
+        line.contains("applied") && line.ends_with("pushEvents"),
+        "{line}"
+    );
+    assert!(o.stdout.contains("decision-needed"), "{}", o.stdout);
+}
+
+#[test]
+fn identical_manifests_print_no_change() {
+    let a = temp_file("same.json", &old());
+    let o = run(&["diff", &a, "-"], Some(&old().to_string()));
+    assert_eq!(o.code, 0);
+    assert_eq!(o.stdout, "no change\n");
+    let o = run(&["diff", "--json", &a, &a], None);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v, json!({"domains": [], "impacts": []}));
+}
+
+#[test]
+fn initialize_results_are_compared_on_experimental_mcpl() {
+    let wrap = |m: Value| json!({"jsonrpc":"2.0","id":1,"result":{"capabilities":{"experimental":{"mcpl":m}}}});
+    let (a, b) = (
+        temp_file("init_old.json", &wrap(old())),
+        temp_file("init_new.json", &wrap(new())),
+    );
+    let o = run(&["diff", "--json", &a, &b], None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["domains"], json!(["capabilities"]));
+}
+
+#[test]
+fn invalid_new_manifest_is_diffed_with_a_warning() {
+    let a = temp_file("old3.json", &old());
+    let bad =
+        json!({"version":"0.5","featureSets":{"demo.push":{"description":"Push","uses":["nope"]}}});
+    let o = run(&["diff", "--json", &a, "-"], Some(&bad.to_string()));
+    assert_eq!(o.code, 0);
+    assert!(
+        o.stderr.contains("warning:") && o.stderr.contains("mcpl validate"),
+        "{}",
+        o.stderr
+    );
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let d = impact(
+        v["impacts"].as_array().unwrap(),
+        "feature-degraded",
+        "demo.push",
+    );
+    assert_eq!(d["reason"], "invalid_uses");
+}
+
+#[test]
+fn bad_input_not_json_wrong_type_missing_file_and_double_stdin() {
+    let a = temp_file("old4.json", &old());
+    let o = run(&["diff", &a, "-"], Some("nope"));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("<stdin>: not JSON"), "{}", o.stderr);
+
+    let o = run(&["diff", "-", &a], Some("[]"));
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("<stdin>") && o.stderr.contains("found array"),
+        "{}",
+        o.stderr
+    );
+
+    let o = run(&["diff", "/no/such/old.json", &a], None);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("/no/such/old.json: cannot read"),
+        "{}",
+        o.stderr
+    );
+
+    let o = run(&["diff", "-", "-"], Some("{}"));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("both be stdin"), "{}", o.stderr);
+
+    let o = run(&["diff", &a], None);
+    assert_eq!(o.code, 2, "NEW is required");
+}

@@ -1,0 +1,243 @@
+//! `mcpl digest` end to end: §17.2 worked example, stdin, `--canonical`, `--json`,
+//! `--lines`, initialize-shaped input and bad input.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+const WORKED_REVISION: &str = "sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4";
+const WORKED_CANONICAL: &str = r#"{"channels":{"incoming":true,"publish":true,"register":true},"contextHooks":{"beforeInference":true},"featureSets":{"demo.messaging":{"description":"Demo","uses":["channels.incoming","channels.publish","pushEvents","tools"]}},"inferenceLifecycle":true,"pushEvents":true,"version":"0.5"}"#;
+
+fn worked_example() -> Value {
+    json!({"version":"0.5","pushEvents":true,"contextHooks":{"beforeInference":true},
+     "inferenceLifecycle":true,"channels":{"register":true,"publish":true,"incoming":true},
+     "featureSets":{"demo.messaging":{"description":"Demo",
+       "uses":["channels.publish","channels.incoming","pushEvents","tools"]}}})
+}
+
+fn mcpl() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    c.env("NO_COLOR", "1");
+    c
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Out {
+    let mut c = mcpl();
+    c.args(args);
+    if let Some(s) = stdin {
+        c.write_stdin(s.to_owned());
+    }
+    let o = c.output().unwrap();
+    Out {
+        code: o.status.code().unwrap(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+fn temp_file(name: &str, contents: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_digest_{name}"));
+    std::fs::write(&path, contents).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn s17_2_worked_example_revision_from_file() {
+    let f = temp_file("worked.json", &worked_example().to_string());
+    let o = run(&["digest", &f], None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"));
+    assert_eq!(o.stderr, "");
+}
+
+#[test]
+fn s17_2_worked_example_canonical_text() {
+    let o = run(
+        &["digest", "--canonical", "-"],
+        Some(&worked_example().to_string()),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{WORKED_CANONICAL}\n"));
+}
+
+#[test]
+fn stdin_by_dash_and_by_default() {
+    let input = worked_example().to_string();
+    for args in [&["digest", "-"][..], &["digest"][..]] {
+        let o = run(args, Some(&input));
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"), "{args:?}");
+    }
+}
+
+#[test]
+fn s17_2_root_revision_is_not_hashed() {
+    let mut m = worked_example();
+    m["revision"] = json!("sha256:whatever");
+    let o = run(&["digest"], Some(&m.to_string()));
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"));
+}
+
+#[test]
+fn json_output_fields() {
+    let o = run(&["digest", "--json"], Some(&worked_example().to_string()));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["revision"], WORKED_REVISION);
+    assert_eq!(
+        v["sha256Hex"],
+        "fd86534b4875b6a4c031923a784942b3349013658dc77c610219a052f348f47e"
+    );
+    assert_eq!(v["canonicalJson"], WORKED_CANONICAL);
+    assert_eq!(v.as_object().unwrap().len(), 3);
+}
+
+#[test]
+fn s17_1_initialize_result_params_and_envelope_use_experimental_mcpl() {
+    let caps = json!({"tools":{},"experimental":{"mcpl":worked_example()}});
+    let result = json!({"protocolVersion":"2025-06-18","capabilities":caps,"serverInfo":{"name":"x","version":"1"}});
+    let params = json!({"protocolVersion":"2025-06-18","capabilities":caps,"clientInfo":{"name":"h","version":"1"}});
+    let envelope = json!({"jsonrpc":"2.0","id":1,"result":result});
+    for doc in [result, params, envelope] {
+        let o = run(&["digest"], Some(&doc.to_string()));
+        assert_eq!(o.code, 0, "{doc}: {}", o.stderr);
+        assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"), "{doc}");
+    }
+}
+
+#[test]
+fn s17_2_lines_refused_line_in_the_middle_keeps_order_and_exits_1() {
+    let refused =
+        json!({"version":"0.5","featureSets":{"demo/x":{"description":"d","uses":["tools"]}}});
+    let input = format!("{}\n{}\n{}\n", worked_example(), refused, json!({}));
+    let o = run(&["digest", "--lines"], Some(&input));
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    assert_eq!(lines[0], WORKED_REVISION);
+    assert!(
+        lines[1].starts_with("error: identifier_charset: "),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains("demo/x"), "{}", lines[1]);
+    assert_eq!(
+        lines[2],
+        "sha256:RBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o"
+    );
+}
+
+#[test]
+fn lines_canonical_and_json_forms() {
+    let input = format!("{}\n[1]\n", worked_example());
+    let o = run(&["digest", "--lines", "--canonical"], Some(&input));
+    assert_eq!(o.code, 1);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], WORKED_CANONICAL);
+    assert!(
+        lines[1].starts_with("error: manifest_not_object: "),
+        "{}",
+        lines[1]
+    );
+
+    let o = run(&["digest", "--lines", "--json"], Some(&input));
+    assert_eq!(o.code, 1);
+    let lines: Vec<Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["revision"], WORKED_REVISION);
+    assert_eq!(lines[1]["error"]["code"], "manifest_not_object");
+    assert!(lines[1]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("array"));
+}
+
+#[test]
+fn lines_with_a_non_json_line_reports_it_in_place_and_exits_2() {
+    let input = format!("{}\nnot json\n{}\n", json!({}), worked_example());
+    let o = run(&["digest", "--lines"], Some(&input));
+    assert_eq!(o.code, 2);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(
+        lines[1].starts_with("error: invalid_json: line 2"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2], WORKED_REVISION);
+}
+
+#[test]
+fn s17_2_identifier_charset_is_refused_with_exit_1() {
+    let m =
+        json!({"version":"0.5","contextHooks":{"beforeInference":{"inject":{"before user":true}}}});
+    let o = run(&["digest"], Some(&m.to_string()));
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+    assert!(o.stderr.contains("identifier_charset"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("contextHooks.beforeInference.inject.before user"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn bad_input_not_json_exits_2_naming_the_file() {
+    let f = temp_file("notjson.json", "{ this is not json");
+    let o = run(&["digest", &f], None);
+    assert_eq!(o.code, 2);
+    assert_eq!(o.stdout, "");
+    assert!(o.stderr.contains(&f), "{}", o.stderr);
+    assert!(o.stderr.contains("not JSON"), "{}", o.stderr);
+}
+
+#[test]
+fn bad_input_wrong_type_exits_2() {
+    let o = run(&["digest", "-"], Some("[\"version\"]"));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("<stdin>"), "{}", o.stderr);
+    assert!(o.stderr.contains("found array"), "{}", o.stderr);
+}
+
+#[test]
+fn bad_input_missing_file_exits_2() {
+    let o = run(&["digest", "/definitely/not/here.json"], None);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("/definitely/not/here.json: cannot read: no such file"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("hint:"), "{}", o.stderr);
+}
+
+#[test]
+fn bad_input_initialize_result_without_mcpl_exits_2() {
+    let o = run(&["digest"], Some(r#"{"capabilities":{"tools":{}}}"#));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("capabilities.experimental.mcpl"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn bad_input_empty_stdin_exits_2() {
+    let o = run(&["digest"], Some(""));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("empty input"), "{}", o.stderr);
+}

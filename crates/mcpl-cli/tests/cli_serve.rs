@@ -1,0 +1,170 @@
+//! `mcpl serve` end to end: the reference server answers `initialize` over stdio, TCP and
+//! WebSocket, and its advertised manifest carries the §17.2 revision that `mcpl digest`
+//! computes and no validation error.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command as StdCommand, Stdio};
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcpl");
+
+fn initialize() -> Value {
+    json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18",
+        "capabilities":{"experimental":{"mcpl":{"version":"0.5"}}},
+        "clientInfo":{"name":"cli_serve","version":"0"}}})
+}
+
+/// Checks an initialize response: MCPL manifest present, §17.2 revision right, valid.
+fn assert_initialize_response(line: &str) {
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["id"], 1, "{v}");
+    let manifest = &v["result"]["capabilities"]["experimental"]["mcpl"];
+    assert_eq!(manifest["version"], "0.5", "{v}");
+    let claimed = manifest["revision"].as_str().unwrap();
+
+    let digest = Command::new(BIN)
+        .args(["digest", "-"])
+        .write_stdin(v["result"].to_string())
+        .output()
+        .unwrap();
+    assert!(digest.status.success());
+    assert_eq!(String::from_utf8(digest.stdout).unwrap().trim(), claimed);
+
+    let validate = Command::new(BIN)
+        .args(["validate", "--json", "-"])
+        .write_stdin(manifest.to_string())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&validate.stdout).unwrap();
+    assert!(validate.status.success(), "{report}");
+}
+
+/// Sends `initialize` on the child's stdin, reads the response line, then closes stdin and
+/// expects exit 0. Stdin stays open until the answer arrives, as a host keeps it: the
+/// library closes the connection at EOF and can drop a response still being produced
+/// (reported to the `peer` owner), which this test does not depend on.
+fn stdio_round_trip(args: &[&str]) {
+    let mut child = StdCommand::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", initialize()).as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert_initialize_response(&line);
+    assert_eq!(status.code(), Some(0), "{args:?}");
+}
+
+#[test]
+fn stdio_answers_initialize_and_exits_0_when_stdin_closes() {
+    stdio_round_trip(&["serve", "--stdio"]);
+    // stdio is the default transport.
+    stdio_round_trip(&["serve"]);
+}
+
+/// A listening `mcpl serve`, killed when dropped.
+struct Listening {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `mcpl serve FLAG 127.0.0.1:0` and reads the bound address from its first stderr
+/// line (`mcpl serve: listening on SCHEME://ADDR`).
+fn listen(flag: &str, scheme: &str) -> Listening {
+    let mut child = StdCommand::new(BIN)
+        .args(["serve", flag, "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let prefix = format!("mcpl serve: listening on {scheme}://");
+    let addr = line
+        .trim()
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Listening { child, addr }
+}
+
+#[test]
+fn tcp_listener_answers_initialize() {
+    let server = listen("--tcp", "tcp");
+    let stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    writer
+        .write_all(format!("{}\n", initialize()).as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    assert_initialize_response(&line);
+}
+
+#[test]
+fn ws_listener_answers_initialize() {
+    let server = listen("--ws", "ws");
+    let url = format!("ws://{}", server.addr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let text = rt.block_on(async {
+        let mut t = mcpl::transport::ws::connect(&url, None).await.unwrap();
+        t.writer.send(&initialize().to_string()).await.unwrap();
+        match t.reader.next_frame().await.unwrap() {
+            Some(mcpl::transport::Frame::Text(s)) => s,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    });
+    assert_initialize_response(&text);
+}
+
+#[test]
+fn serve_takes_at_most_one_transport() {
+    let o = Command::new(BIN)
+        .args(["serve", "--stdio", "--tcp", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8(o.stderr).unwrap();
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn unusable_listen_address_is_exit_2_with_the_reason() {
+    let o = Command::new(BIN)
+        .args(["serve", "--tcp", "not-an-address"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        stderr.contains("cannot listen on tcp not-an-address"),
+        "{stderr}"
+    );
+}

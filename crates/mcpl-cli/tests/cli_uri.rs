@@ -1,0 +1,109 @@
+//! `mcpl uri` end to end: RFC-004 three values, rejection codes, `--json` array shape.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .env("NO_COLOR", "1")
+        .args(args)
+        .output()
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn rfc004_s3_three_values_readable() {
+    let o = run(&["uri", "mcpl://Example.COM:443/a?x=1"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "configuredUri      mcpl://Example.COM:443/a?x=1\n\
+         canonicalUri       mcpl://example.com/a?x=1\n\
+         resolvedTransport  wss://example.com/a?x=1\n"
+    );
+}
+
+#[test]
+fn rfc004_s3_json_array_one_object_per_uri() {
+    let o = run(&["uri", "--json", "mcpl://h/x", "ws://localhost:8080"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let a = v.as_array().unwrap();
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0]["configuredUri"], "mcpl://h/x");
+    assert_eq!(a[0]["canonicalUri"], "mcpl://h/x");
+    assert_eq!(a[0]["resolvedTransport"], "wss://h/x");
+    assert_eq!(a[0].as_object().unwrap().len(), 3);
+    assert_eq!(a[1]["configuredUri"], "ws://localhost:8080");
+    assert_eq!(a[1]["resolvedTransport"], "ws://localhost:8080/");
+}
+
+#[test]
+fn rfc004_s2_1_rejections_print_reason_code_and_exit_1() {
+    let cases = [
+        ("mcpl://h/x#frag", "fragment"),
+        ("mcpl://u:p@h/x", "userinfo"),
+        ("mcpl:///evil", "empty_authority"),
+        ("mcpl://h/a/../b", "dot_segment"),
+        ("mcpl://h/a/%2e%2e/b", "dot_segment"),
+        ("mcpl://h:99999/", "invalid_port"),
+        ("https://h/", "unsupported_scheme"),
+    ];
+    for (uri, code) in cases {
+        let o = run(&["uri", uri]);
+        assert_eq!(o.code, 1, "{uri}");
+        assert!(
+            o.stdout.contains(&format!("error              {code}: ")),
+            "{uri}: {}",
+            o.stdout
+        );
+        assert!(!o.stdout.contains("resolvedTransport"), "{uri}");
+
+        let o = run(&["uri", "--json", uri]);
+        assert_eq!(o.code, 1, "{uri}");
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v[0]["configuredUri"], uri);
+        assert_eq!(v[0]["error"]["code"], code, "{uri}");
+        assert!(v[0]["error"]["message"].as_str().unwrap().len() > 3);
+        assert!(v[0].get("canonicalUri").is_none());
+        assert!(v[0].get("resolvedTransport").is_none());
+    }
+}
+
+#[test]
+fn mixed_input_reports_every_uri_in_order() {
+    let o = run(&["uri", "--json", "mcpl://a/", "mcpl:///b", "wss://c/"]);
+    assert_eq!(o.code, 1);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let configured: Vec<&Value> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["configuredUri"])
+        .collect();
+    assert_eq!(
+        configured,
+        [&json!("mcpl://a/"), &json!("mcpl:///b"), &json!("wss://c/")]
+    );
+    assert!(v[0].get("error").is_none());
+    assert_eq!(v[1]["error"]["code"], "empty_authority");
+    assert_eq!(v[2]["resolvedTransport"], "wss://c/");
+}
+
+#[test]
+fn no_uri_is_a_usage_error() {
+    let o = run(&["uri"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("URI"), "{}", o.stderr);
+}

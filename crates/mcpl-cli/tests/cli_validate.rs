@@ -1,0 +1,213 @@
+//! `mcpl validate` end to end: findings with severity and section (§5.1, §6, §17.2), the
+//! `--json` shape, exit codes, accepted document shapes and bad input.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Out {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    c.env("NO_COLOR", "1").args(args);
+    if let Some(s) = stdin {
+        c.write_stdin(s.to_owned());
+    }
+    let o = c.output().unwrap();
+    Out {
+        code: o.status.code().unwrap(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+fn temp_file(name: &str, contents: &str) -> String {
+    let path =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_validate_{name}"));
+    std::fs::write(&path, contents).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn good() -> Value {
+    json!({"version":"0.5","pushEvents":true,
+      "featureSets":{"demo.push":{"description":"Push","uses":["pushEvents"]}}})
+}
+
+/// Runs `validate --json -` and returns (exit code, findings).
+fn findings(m: &Value) -> (i32, Vec<Value>) {
+    let o = run(&["validate", "--json", "-"], Some(&m.to_string()));
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v.as_object().unwrap().len(), 1, "only `findings`: {v}");
+    (o.code, v["findings"].as_array().unwrap().clone())
+}
+
+fn find<'a>(fs: &'a [Value], code: &str) -> &'a Value {
+    fs.iter()
+        .find(|f| f["code"] == code)
+        .unwrap_or_else(|| panic!("no {code} finding in {fs:?}"))
+}
+
+#[test]
+fn a_conforming_manifest_has_no_findings_and_exits_0() {
+    let (code, fs) = findings(&good());
+    assert_eq!(code, 0);
+    assert_eq!(fs, Vec::<Value>::new());
+    let o = run(&["validate", "-"], Some(&good().to_string()));
+    assert_eq!(o.code, 0);
+    assert_eq!(o.stdout, "0 errors, 0 warnings, 0 info\n");
+}
+
+#[test]
+fn json_finding_has_exactly_the_five_fields() {
+    let mut m = good();
+    m["featureSets"]["demo.push"]["uses"] = json!(["nope"]);
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    let f = find(&fs, "invalid_uses");
+    let obj = f.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["code", "message", "path", "section", "severity"]);
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["section"], "§6.4");
+    assert_eq!(f["path"], "featureSets.demo.push");
+    assert!(f["message"].as_str().unwrap().contains("demo.push"));
+}
+
+#[test]
+fn s5_1_missing_and_non_0_5_version_are_errors() {
+    let mut m = good();
+    m.as_object_mut().unwrap().remove("version");
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    assert_eq!(find(&fs, "missing_version")["severity"], "error");
+
+    m["version"] = json!("0.4");
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    let f = find(&fs, "unsupported_version");
+    assert_eq!(f["section"], "§5.1");
+    assert_eq!(f["path"], "version");
+}
+
+#[test]
+fn s6_1_array_form_feature_sets_and_s6_2_missing_description() {
+    let m = json!({"version":"0.5","pushEvents":true,
+      "featureSets":[{"name":"x","uses":["pushEvents"]}]});
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    assert_eq!(
+        find(&fs, "legacy_feature_sets_array")["path"],
+        "featureSets"
+    );
+    let d = find(&fs, "missing_description");
+    assert_eq!(d["section"], "§6.2");
+    assert_eq!(d["path"], "featureSets.x");
+}
+
+#[test]
+fn s17_2_identifier_charset_and_revision_mismatch() {
+    let m =
+        json!({"version":"0.5","contextHooks":{"beforeInference":{"inject":{"before user":true}}}});
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    let f = find(&fs, "identifier_charset");
+    assert_eq!(f["section"], "§17.2");
+    assert_eq!(f["path"], "contextHooks.beforeInference.inject.before user");
+
+    // A well-formed revision that is not the content digest.
+    let mut m = good();
+    m["revision"] = json!("sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4");
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 1);
+    let f = find(&fs, "revision_mismatch");
+    assert_eq!(f["path"], "revision");
+    assert_eq!(f["section"], "§17.2");
+
+    // The right revision (as `mcpl digest` computes it) is no finding.
+    let rev = run(&["digest"], Some(&good().to_string())).stdout;
+    let mut m = good();
+    m["revision"] = json!(rev.trim());
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 0, "{fs:?}");
+}
+
+#[test]
+fn s5_1_unknown_member_is_info_and_does_not_fail() {
+    let mut m = good();
+    m["vendorThing"] = json!(true);
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 0);
+    let f = find(&fs, "unrecognised_member");
+    assert_eq!(f["severity"], "info");
+    assert_eq!(f["path"], "vendorThing");
+}
+
+#[test]
+fn readable_output_names_severity_section_path_and_code() {
+    let m = json!({"version":"0.5","pushEvents":true,
+      "featureSets":{"x":{"description":"X","uses":[]}}});
+    let f = temp_file("invalid_uses.json", &m.to_string());
+    let o = run(&["validate", &f], None);
+    assert_eq!(o.code, 1);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.contains("invalid_uses"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(line.starts_with("error"), "{line}");
+    assert!(line.contains("§6.4"), "{line}");
+    assert!(line.contains("featureSets.x: invalid_uses: "), "{line}");
+    assert!(
+        o.stdout.lines().last().unwrap().starts_with("1 errors"),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn initialize_result_is_validated_on_its_experimental_mcpl() {
+    let result = json!({"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":{"pushEvents":true}}}});
+    let (code, fs) = findings(&result);
+    assert_eq!(code, 1);
+    // The manifest lacks `version`; the wrapper's own members are not findings.
+    assert_eq!(find(&fs, "missing_version")["path"], "version");
+    assert!(
+        fs.iter().all(|f| f["code"] != "unrecognised_member"),
+        "{fs:?}"
+    );
+}
+
+#[test]
+fn bad_input_not_json_wrong_type_missing_file() {
+    let o = run(&["validate", "-"], Some("{\"version\": "));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("<stdin>: not JSON"), "{}", o.stderr);
+
+    let f = temp_file("number.json", "42");
+    let o = run(&["validate", &f], None);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains(&f) && o.stderr.contains("found number"),
+        "{}",
+        o.stderr
+    );
+
+    let o = run(&["validate", "/no/such/manifest.json"], None);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("/no/such/manifest.json: cannot read"),
+        "{}",
+        o.stderr
+    );
+
+    let o = run(&["validate", "-"], Some(r#"{"capabilities":{"tools":{}}}"#));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+
+    let o = run(&["validate"], None);
+    assert_eq!(o.code, 2, "FILE is required");
+}

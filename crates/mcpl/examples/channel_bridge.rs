@@ -1,0 +1,158 @@
+//! A channel bridge: a fake chat platform living in memory, exposed as MCPL channels.
+//!
+//! - after the policy receipt it registers its rooms (`channels/register`);
+//! - a background "platform" produces user messages, forwarded with `channels/incoming`
+//!   (only while `channels.incoming` is granted — the session refuses otherwise);
+//! - `channels/publish` is the only delivery path: it appends to the room's history;
+//! - `channels/outgoing/chunk|complete` are observed for live rendering only. Those handlers
+//!   get no session, so they cannot deliver (§14.5).
+//!
+//! Run: `cargo run --example channel_bridge -- 127.0.0.1:7700` (TCP; one host at a time).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use mcpl::capability::Capability;
+use mcpl::jsonrpc::ErrorObject;
+use mcpl::protocol::channels::{
+    Author, ChannelDescriptor, ChannelDirection, IncomingMessage, ListResult, PublishResult,
+};
+use mcpl::protocol::content::{Content, ContentBlock};
+use mcpl::server::{utc_now_iso8601, Server, Session};
+use serde_json::Map;
+
+/// The fake platform: rooms and their message history.
+#[derive(Default)]
+struct Platform {
+    rooms: BTreeMap<String, Vec<String>>,
+}
+
+fn room(id: &str) -> ChannelDescriptor {
+    ChannelDescriptor {
+        id: format!("fakechat:{id}"),
+        kind: "fakechat".into(),
+        label: Some(format!("#{id}")),
+        direction: Some(ChannelDirection::Bidirectional),
+        address: None,
+        metadata: None,
+        extra: Map::new(),
+    }
+}
+
+fn lock(p: &Mutex<Platform>) -> std::sync::MutexGuard<'_, Platform> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:7700".into());
+    let platform = Arc::new(Mutex::new(Platform::default()));
+    for r in ["general", "random"] {
+        lock(&platform)
+            .rooms
+            .insert(format!("fakechat:{r}"), Vec::new());
+    }
+    let (p_publish, p_list) = (platform.clone(), platform.clone());
+
+    let server = Server::builder("fakechat-bridge", "0.1.0")
+        .feature_set(
+            "chat.bridge",
+            "Bridge the fakechat rooms",
+            &[
+                Capability::ChannelsRegister,
+                Capability::ChannelsPublish,
+                Capability::ChannelsIncoming,
+                Capability::ChannelsStreaming,
+            ],
+        )
+        .on_ready(|session: Session| async move {
+            if !session.granted(Capability::ChannelsRegister) {
+                return;
+            }
+            match session
+                .channels_register(vec![room("general"), room("random")])
+                .await
+            {
+                Ok(r) => eprintln!("registered: {:?}", r.results),
+                Err(e) => eprintln!("register refused: {e}"),
+            }
+            // The platform's users start talking once we are registered.
+            tokio::spawn(simulate_users(session));
+        })
+        .on_channels_publish(move |_s, p| {
+            let platform = p_publish.clone();
+            async move {
+                let mut pf = lock(&platform);
+                let Some(history) = pf.rooms.get_mut(&p.channel_id) else {
+                    return Err(ErrorObject::unknown_channel(&p.channel_id));
+                };
+                let text = match &p.content {
+                    Content::Text(t) => t.clone(),
+                    Content::Blocks(b) => format!("{} block(s)", b.len()),
+                };
+                history.push(format!("agent: {text}"));
+                Ok(PublishResult {
+                    delivered: true,
+                    message_id: Some(format!("{}#{}", p.channel_id, history.len())),
+                    extra: Map::new(),
+                })
+            }
+        })
+        .on_channels_list(move |_s| {
+            let platform = p_list.clone();
+            async move {
+                let ids: Vec<String> = lock(&platform).rooms.keys().cloned().collect();
+                let channels = ids
+                    .iter()
+                    .map(|id| room(id.trim_start_matches("fakechat:")))
+                    .collect();
+                Ok(ListResult {
+                    channels,
+                    extra: Map::new(),
+                })
+            }
+        })
+        .on_outgoing_chunk(|c| eprintln!("[{}] typing… {}", c.channel_id, c.delta))
+        .on_outgoing_complete(|c| eprintln!("[{}] stream settled", c.channel_id))
+        .build()?;
+
+    let listener = mcpl::transport::tcp::Listener::bind(addr.as_str()).await?;
+    eprintln!("fakechat bridge on {}", listener.local_addr()?);
+    loop {
+        let (transport, peer) = listener.accept().await?;
+        eprintln!("host connected from {peer}");
+        let reason = server.serve(transport).await;
+        eprintln!("host disconnected: {reason}");
+    }
+}
+
+/// The platform's users: a few messages, forwarded as `channels/incoming`.
+async fn simulate_users(session: Session) {
+    for (i, text) in ["hi bot", "what's the weather?", "thanks!"]
+        .iter()
+        .enumerate()
+    {
+        let msg = IncomingMessage {
+            channel_id: "fakechat:general".into(),
+            message_id: format!("m{i}"),
+            thread_id: None,
+            author: Some(Author {
+                id: "u1".into(),
+                name: Some("Alice".into()),
+                extra: Map::new(),
+            }),
+            timestamp: Some(utc_now_iso8601()),
+            content: Content::Blocks(vec![ContentBlock::text(*text)]),
+            metadata: None,
+            tags: Some(vec!["chat:mention".into(), "chat:addressed".into()]),
+            extra: Map::new(),
+        };
+        // Refused locally if channels.incoming is not (or no longer) granted.
+        if let Err(e) = session.channels_incoming(vec![msg]).await {
+            eprintln!("incoming not forwarded: {e}");
+            return;
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! A memory server that injects context before inference (§10.1, §15.1).
+//!
+//! - `memory.recall` injects remembered facts at `beforeUser`. It reads the user message
+//!   only when `observe` is granted (otherwise the host sends `null`), and the session drops
+//!   any injection whose position is not granted before the response goes out.
+//! - `memory.store` is an MCP tool that remembers a fact.
+//! - `memory.extraction` counts finished turns through the built-in lifecycle consumer; the
+//!   callback gets no session: nothing is ever sent because a turn ended (§14.5).
+//!
+//! Run: `cargo run --example memory_server` (stdio).
+
+use std::sync::{Arc, Mutex};
+
+use mcpl::capability::Capability;
+use mcpl::lifecycle::TurnOutcome;
+use mcpl::protocol::content::{Content, ContentBlock};
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+use mcpl::server::Server;
+use serde_json::{json, Map};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let facts: Arc<Mutex<Vec<String>>> = Arc::default();
+    let completed = Arc::new(Mutex::new(0u64));
+    let (f_store, f_recall, done) = (facts.clone(), facts.clone(), completed.clone());
+
+    let server = Server::builder("memory", "0.1.0")
+        .feature_set(
+            "memory.recall",
+            "Retrieve relevant memories before inference",
+            &[Capability::Observe, Capability::InjectBeforeUser],
+        )
+        .feature_set(
+            "memory.extraction",
+            "Notice finished turns",
+            &[Capability::InferenceLifecycle],
+        )
+        .feature_set("memory.store", "Remember facts on request", &[Capability::Tools])
+        .tool(
+            "remember",
+            "Remember a fact",
+            json!({"type": "object", "properties": {"fact": {"type": "string"}}, "required": ["fact"]}),
+            move |_s, p| {
+                let facts = f_store.clone();
+                async move {
+                    let fact = p
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get("fact"))
+                        .and_then(|f| f.as_str())
+                        .unwrap_or_default()
+                        .to_owned();
+                    let n = {
+                        let mut f = facts.lock().unwrap_or_else(|e| e.into_inner());
+                        f.push(fact);
+                        f.len()
+                    };
+                    Ok(ToolsCallResult {
+                        content: vec![ContentBlock::text(format!("{n} fact(s) remembered"))],
+                        is_error: None,
+                        state: None,
+                        extra: Map::new(),
+                    })
+                }
+            },
+        )
+        .on_before_inference("memory.recall", move |_grant, p| {
+            let facts = f_recall.clone();
+            async move {
+                let all = facts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                // With observe, pick facts sharing a word with the message; without, all.
+                let relevant: Vec<String> = match &p.user_message {
+                    Some(msg) => {
+                        let msg = msg.to_lowercase();
+                        all.into_iter()
+                            .filter(|f| f.to_lowercase().split_whitespace().any(|w| msg.contains(w)))
+                            .collect()
+                    }
+                    None => all,
+                };
+                let context_injections = if relevant.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![ContextInjection {
+                        namespace: "memory".into(),
+                        position: Position::BeforeUser,
+                        content: Content::Text(format!("Known facts:\n- {}", relevant.join("\n- "))),
+                        metadata: None,
+                        extra: Map::new(),
+                    }]
+                };
+                Ok(BeforeInferenceResult {
+                    feature_set: Some("memory.recall".into()),
+                    context_injections,
+                    extra: Map::new(),
+                })
+            }
+        })
+        .on_turn_end(move |turn| {
+            if matches!(turn.outcome, TurnOutcome::Completed { .. }) {
+                *done.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            }
+        })
+        .build()?;
+    let reason = server.serve(mcpl::transport::stdio::stdio()).await;
+    eprintln!(
+        "connection ended ({reason}); {} completed turn(s) seen",
+        completed.lock().unwrap_or_else(|e| e.into_inner())
+    );
+    Ok(())
+}

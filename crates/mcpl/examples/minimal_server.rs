@@ -1,0 +1,52 @@
+//! The smallest useful MCPL server: one tool and one push-event feature set, over stdio.
+//!
+//! Run: `cargo run --example minimal_server` and speak JSON lines on stdin.
+
+use mcpl::capability::Capability;
+use mcpl::protocol::content::ContentBlock;
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{PushEvent, Server, Session};
+use serde_json::json;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let server = Server::builder("minimal", "0.1.0")
+        .feature_set(
+            "pings",
+            "Push a note when the tool runs",
+            &[Capability::PushEvents],
+        )
+        .tool(
+            "note",
+            "Record a note and push it to the host",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            |session: Session, p| async move {
+                let text = p
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("text"))
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("(empty)")
+                    .to_owned();
+                // Only if granted and available; otherwise refused locally, nothing sent.
+                let pushed = if session.feature_available("pings") {
+                    session
+                        .push_event(PushEvent::text("pings", text.clone()))
+                        .await
+                        .is_ok()
+                } else {
+                    false
+                };
+                Ok(ToolsCallResult {
+                    content: vec![ContentBlock::text(format!("noted (pushed: {pushed})"))],
+                    is_error: None,
+                    state: None,
+                    extra: Default::default(),
+                })
+            },
+        )
+        .build()?;
+    let reason = server.serve(mcpl::transport::stdio::stdio()).await;
+    eprintln!("connection ended: {reason}");
+    Ok(())
+}

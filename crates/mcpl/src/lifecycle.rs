@@ -1,0 +1,734 @@
+//! The consumer side of `inference/lifecycle` (§10.5): a pure pairing tracker that turns the
+//! best-effort signal stream into at most one *turn start* and at most one *turn end* per
+//! `inferenceId`, with a safety timeout, and reports the sender's conformance defects.
+//!
+//! §10.5 obliges consumers to be defensive: deduplicate terminals by `inferenceId`, tolerate
+//! a missing terminal, and retain a safety timeout for anything gated on turn completion.
+//! [`LifecycleTracker`] does exactly that and nothing else. It has no clock and no runtime:
+//! the caller passes the current [`Instant`] to [`LifecycleTracker::observe`] and
+//! [`LifecycleTracker::expire`], and asks [`LifecycleTracker::next_deadline`] when to call
+//! `expire` next. Both the server session (which consumes the signal) and the host session
+//! (which checks its own emission, or a relay's) can use it.
+//!
+//! Readings where §10.5 is silent, all fail-closed (never a second callback):
+//! - a **second `started`** for an `inferenceId` already seen is dropped and reported
+//!   ([`LifecycleDiagnostic::DuplicateStarted`]); an inference id names one inference;
+//! - a **terminal with no preceding `started`** is a defect (§10.5) and produces no turn end:
+//!   no turn was open from the consumer's point of view;
+//! - a terminal that arrives **after the safety timeout** already ended the turn produces no
+//!   second turn end; it is reported as [`LifecycleDiagnostic::TerminalAfterTimeout`], which
+//!   is *not* a conformance defect (the host may simply be slow);
+//! - `usage` on a phase other than `completed` is reported (§10.5: "`completed` only") and
+//!   dropped from the turn end;
+//! - content-like members are reported (§10.5 "MUST NOT carry message content") and never
+//!   surfaced.
+//!
+//! Memory is bounded: open turns are bounded by the safety timeout, and the set of
+//! already-terminated ids is a ring of [`LifecycleConfig::remembered_terminals`] entries.
+//! A duplicate terminal for an id that has left the ring is reported as
+//! [`LifecycleDiagnostic::TerminalWithoutStarted`] — still a defect, still no callback.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::protocol::inference::Usage;
+use crate::protocol::lifecycle::{LifecycleParams, Phase};
+use crate::protocol::model::ModelInfo;
+
+/// Default safety timeout: how long a turn may stay open without a terminal before the
+/// tracker ends it itself. Generous, since it only bounds state after a lost terminal.
+pub const DEFAULT_SAFETY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Default number of terminated `inferenceId`s remembered for duplicate detection.
+pub const DEFAULT_REMEMBERED_TERMINALS: usize = 4096;
+
+/// Tuning of a [`LifecycleTracker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LifecycleConfig {
+    /// How long after `started` a turn is ended with [`TurnOutcome::TimedOut`] if no
+    /// terminal arrived (§10.5 "retain a safety timeout").
+    pub safety_timeout: Duration,
+    /// How many terminated `inferenceId`s are remembered to recognise a second terminal.
+    pub remembered_terminals: usize,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        LifecycleConfig {
+            safety_timeout: DEFAULT_SAFETY_TIMEOUT,
+            remembered_terminals: DEFAULT_REMEMBERED_TERMINALS,
+        }
+    }
+}
+
+/// A turn began: delivered once per `inferenceId`, on its first `started`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnStart {
+    /// The inference this turn is.
+    pub inference_id: String,
+    /// Conversation, if the host said.
+    pub conversation_id: Option<String>,
+    /// Turn number, if the host said.
+    pub turn_index: Option<u64>,
+    /// Model metadata, present only when the host sent it (`modelInfo` granted).
+    pub model: Option<ModelInfo>,
+    /// When the `started` was observed.
+    pub at: Instant,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// `phase: "completed"`, with `usage` if the host sent it.
+    Completed {
+        /// Token usage, if sent.
+        usage: Option<Usage>,
+    },
+    /// `phase: "aborted"`.
+    Aborted,
+    /// `phase: "failed"`.
+    Failed,
+    /// No terminal arrived within the safety timeout (§10.5).
+    TimedOut,
+}
+
+/// A turn ended: delivered at most once per `inferenceId`, and only after its [`TurnStart`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    /// The inference that ended.
+    pub inference_id: String,
+    /// Conversation, from the `started` (or the terminal if only it carried one).
+    pub conversation_id: Option<String>,
+    /// Turn number, from the `started` (or the terminal if only it carried one).
+    pub turn_index: Option<u64>,
+    /// How it ended.
+    pub outcome: TurnOutcome,
+    /// When the matching `started` was observed.
+    pub started_at: Instant,
+    /// When the end was decided (terminal observed, or the `now` of [`LifecycleTracker::expire`]).
+    pub at: Instant,
+}
+
+/// A turn boundary the application acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// See [`TurnStart`].
+    Started(TurnStart),
+    /// See [`TurnEnd`].
+    Ended(TurnEnd),
+}
+
+/// Something about the signal stream worth logging (§10.5 "SHOULD be logged").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LifecycleDiagnostic {
+    /// §10.5 conformance defect: a terminal for an `inferenceId` with no preceding `started`.
+    TerminalWithoutStarted {
+        /// The id.
+        inference_id: String,
+        /// The terminal phase received.
+        phase: Phase,
+    },
+    /// §10.5 conformance defect: a second terminal for an already-terminated `inferenceId`.
+    SecondTerminal {
+        /// The id.
+        inference_id: String,
+        /// The phase of the extra terminal.
+        phase: Phase,
+    },
+    /// A `started` for an `inferenceId` already started (open or ended); dropped.
+    DuplicateStarted {
+        /// The id.
+        inference_id: String,
+    },
+    /// The real terminal arrived after the safety timeout had ended the turn; not a
+    /// conformance defect, no second turn end.
+    TerminalAfterTimeout {
+        /// The id.
+        inference_id: String,
+        /// The phase received.
+        phase: Phase,
+    },
+    /// §10.5 conformance defect: `usage` on a phase other than `completed`; ignored.
+    UsageOnNonCompleted {
+        /// The id.
+        inference_id: String,
+        /// The phase that carried it.
+        phase: Phase,
+    },
+    /// §10.5 conformance defect: the signal carried content-like members; never surfaced.
+    ContentMembers {
+        /// The id.
+        inference_id: String,
+        /// The offending member names, sorted.
+        members: Vec<String>,
+    },
+}
+
+impl LifecycleDiagnostic {
+    /// Whether this is a conformance defect of the sender (§10.5), as opposed to an
+    /// informational note ([`Self::TerminalAfterTimeout`]).
+    pub fn is_conformance_defect(&self) -> bool {
+        !matches!(self, LifecycleDiagnostic::TerminalAfterTimeout { .. })
+    }
+
+    /// Stable machine-readable code, for logs and the CLI.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LifecycleDiagnostic::TerminalWithoutStarted { .. } => {
+                "lifecycle_terminal_without_started"
+            }
+            LifecycleDiagnostic::SecondTerminal { .. } => "lifecycle_second_terminal",
+            LifecycleDiagnostic::DuplicateStarted { .. } => "lifecycle_duplicate_started",
+            LifecycleDiagnostic::TerminalAfterTimeout { .. } => "lifecycle_terminal_after_timeout",
+            LifecycleDiagnostic::UsageOnNonCompleted { .. } => "lifecycle_usage_on_non_completed",
+            LifecycleDiagnostic::ContentMembers { .. } => "lifecycle_content_members",
+        }
+    }
+}
+
+impl std::fmt::Display for LifecycleDiagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LifecycleDiagnostic::TerminalWithoutStarted { inference_id, phase } => write!(
+                f,
+                "§10.5 defect: terminal {phase:?} for inferenceId {inference_id:?} with no preceding started"
+            ),
+            LifecycleDiagnostic::SecondTerminal { inference_id, phase } => write!(
+                f,
+                "§10.5 defect: second terminal {phase:?} for already-terminated inferenceId {inference_id:?}"
+            ),
+            LifecycleDiagnostic::DuplicateStarted { inference_id } => write!(
+                f,
+                "duplicate started for inferenceId {inference_id:?}; ignored"
+            ),
+            LifecycleDiagnostic::TerminalAfterTimeout { inference_id, phase } => write!(
+                f,
+                "terminal {phase:?} for inferenceId {inference_id:?} arrived after the safety timeout ended the turn"
+            ),
+            LifecycleDiagnostic::UsageOnNonCompleted { inference_id, phase } => write!(
+                f,
+                "§10.5 defect: usage on phase {phase:?} for inferenceId {inference_id:?} (completed only); ignored"
+            ),
+            LifecycleDiagnostic::ContentMembers { inference_id, members } => write!(
+                f,
+                "§10.5 defect: lifecycle signal for inferenceId {inference_id:?} carried content members {members:?}; not surfaced"
+            ),
+        }
+    }
+}
+
+/// What one observed signal produced: at most one turn event, and any diagnostics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observation {
+    /// The turn boundary to deliver, if this signal was the first of its kind for its id.
+    pub event: Option<TurnEvent>,
+    /// What to log.
+    pub diagnostics: Vec<LifecycleDiagnostic>,
+}
+
+#[derive(Debug, Clone)]
+struct OpenTurn {
+    conversation_id: Option<String>,
+    turn_index: Option<u64>,
+    started_at: Instant,
+    deadline: Instant,
+}
+
+/// How a remembered id was ended, to tell a late terminal from a second one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    ByTerminal,
+    ByTimeout,
+    /// A terminal arrived with no `started`; the id is remembered so that a second one is
+    /// a second terminal and a late `started` is a duplicate.
+    Orphan,
+}
+
+/// The pure §10.5 pairing state machine; see the module docs.
+#[derive(Debug, Clone)]
+pub struct LifecycleTracker {
+    config: LifecycleConfig,
+    open: HashMap<String, OpenTurn>,
+    ended: HashMap<String, Ended>,
+    ended_order: VecDeque<String>,
+}
+
+impl Default for LifecycleTracker {
+    fn default() -> Self {
+        Self::new(LifecycleConfig::default())
+    }
+}
+
+impl LifecycleTracker {
+    /// A tracker with no open turns.
+    pub fn new(config: LifecycleConfig) -> Self {
+        LifecycleTracker {
+            config,
+            open: HashMap::new(),
+            ended: HashMap::new(),
+            ended_order: VecDeque::new(),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> LifecycleConfig {
+        self.config
+    }
+
+    /// Number of turns started and not yet ended.
+    pub fn open_turns(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether `inference_id` is started and not yet ended.
+    pub fn is_open(&self, inference_id: &str) -> bool {
+        self.open.contains_key(inference_id)
+    }
+
+    /// The earliest safety deadline among open turns: call [`Self::expire`] at (or after)
+    /// that instant. `None` when no turn is open.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.open.values().map(|t| t.deadline).min()
+    }
+
+    /// Feed one received `inference/lifecycle` signal observed at `now`.
+    pub fn observe(&mut self, params: &LifecycleParams, now: Instant) -> Observation {
+        let id = &params.inference_id;
+        let mut diagnostics = Vec::new();
+        let mut members: Vec<String> = params
+            .content_like_members()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        if !members.is_empty() {
+            members.sort();
+            diagnostics.push(LifecycleDiagnostic::ContentMembers {
+                inference_id: id.clone(),
+                members,
+            });
+        }
+        if params.usage.is_some() && params.phase != Phase::Completed {
+            diagnostics.push(LifecycleDiagnostic::UsageOnNonCompleted {
+                inference_id: id.clone(),
+                phase: params.phase,
+            });
+        }
+
+        let event = if params.phase == Phase::Started {
+            if self.open.contains_key(id) || self.ended.contains_key(id) {
+                diagnostics.push(LifecycleDiagnostic::DuplicateStarted {
+                    inference_id: id.clone(),
+                });
+                None
+            } else {
+                let deadline = now.checked_add(self.config.safety_timeout).unwrap_or(now);
+                self.open.insert(
+                    id.clone(),
+                    OpenTurn {
+                        conversation_id: params.conversation_id.clone(),
+                        turn_index: params.turn_index,
+                        started_at: now,
+                        deadline,
+                    },
+                );
+                Some(TurnEvent::Started(TurnStart {
+                    inference_id: id.clone(),
+                    conversation_id: params.conversation_id.clone(),
+                    turn_index: params.turn_index,
+                    model: params.model.clone(),
+                    at: now,
+                }))
+            }
+        } else if let Some(turn) = self.open.remove(id) {
+            self.remember(id.clone(), Ended::ByTerminal);
+            let outcome = match params.phase {
+                Phase::Completed => TurnOutcome::Completed {
+                    usage: params.usage.clone(),
+                },
+                Phase::Aborted => TurnOutcome::Aborted,
+                // `Started` is handled above; the remaining phase is `Failed`.
+                Phase::Failed | Phase::Started => TurnOutcome::Failed,
+            };
+            Some(TurnEvent::Ended(TurnEnd {
+                inference_id: id.clone(),
+                conversation_id: turn
+                    .conversation_id
+                    .or_else(|| params.conversation_id.clone()),
+                turn_index: turn.turn_index.or(params.turn_index),
+                outcome,
+                started_at: turn.started_at,
+                at: now,
+            }))
+        } else {
+            match self.ended.get(id).copied() {
+                Some(Ended::ByTimeout) => {
+                    // The first real terminal after a timeout: a late one, not a defect.
+                    // Any further terminal is a second terminal.
+                    self.ended.insert(id.clone(), Ended::ByTerminal);
+                    diagnostics.push(LifecycleDiagnostic::TerminalAfterTimeout {
+                        inference_id: id.clone(),
+                        phase: params.phase,
+                    });
+                }
+                Some(Ended::ByTerminal) | Some(Ended::Orphan) => {
+                    diagnostics.push(LifecycleDiagnostic::SecondTerminal {
+                        inference_id: id.clone(),
+                        phase: params.phase,
+                    });
+                }
+                None => {
+                    self.remember(id.clone(), Ended::Orphan);
+                    diagnostics.push(LifecycleDiagnostic::TerminalWithoutStarted {
+                        inference_id: id.clone(),
+                        phase: params.phase,
+                    });
+                }
+            }
+            None
+        };
+        Observation { event, diagnostics }
+    }
+
+    /// End every open turn whose safety deadline is at or before `now`, returning their
+    /// [`TurnOutcome::TimedOut`] ends in deadline order (ties by id).
+    pub fn expire(&mut self, now: Instant) -> Vec<TurnEnd> {
+        let mut due: Vec<(Instant, String)> = self
+            .open
+            .iter()
+            .filter(|(_, t)| t.deadline <= now)
+            .map(|(id, t)| (t.deadline, id.clone()))
+            .collect();
+        due.sort();
+        let mut ends = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            if let Some(turn) = self.open.remove(&id) {
+                self.remember(id.clone(), Ended::ByTimeout);
+                ends.push(TurnEnd {
+                    inference_id: id,
+                    conversation_id: turn.conversation_id,
+                    turn_index: turn.turn_index,
+                    outcome: TurnOutcome::TimedOut,
+                    started_at: turn.started_at,
+                    at: now,
+                });
+            }
+        }
+        ends
+    }
+
+    /// End every open turn now (e.g. the connection closed, so no terminal can come),
+    /// as [`TurnOutcome::TimedOut`], in start order (ties by id).
+    pub fn close_all(&mut self, now: Instant) -> Vec<TurnEnd> {
+        let mut all: Vec<(Instant, String)> = self
+            .open
+            .iter()
+            .map(|(id, t)| (t.started_at, id.clone()))
+            .collect();
+        all.sort();
+        let mut ends = Vec::with_capacity(all.len());
+        for (_, id) in all {
+            if let Some(turn) = self.open.remove(&id) {
+                self.remember(id.clone(), Ended::ByTimeout);
+                ends.push(TurnEnd {
+                    inference_id: id,
+                    conversation_id: turn.conversation_id,
+                    turn_index: turn.turn_index,
+                    outcome: TurnOutcome::TimedOut,
+                    started_at: turn.started_at,
+                    at: now,
+                });
+            }
+        }
+        ends
+    }
+
+    /// The `inferenceId`s of open turns, sorted.
+    pub fn open_ids(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.open.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    fn remember(&mut self, id: String, how: Ended) {
+        if self.config.remembered_terminals == 0 {
+            return;
+        }
+        if self.ended.insert(id.clone(), how).is_none() {
+            self.ended_order.push_back(id);
+        }
+        while self.ended_order.len() > self.config.remembered_terminals {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sig(v: serde_json::Value) -> LifecycleParams {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn tracker(timeout_s: u64) -> LifecycleTracker {
+        LifecycleTracker::new(LifecycleConfig {
+            safety_timeout: Duration::from_secs(timeout_s),
+            remembered_terminals: 8,
+        })
+    }
+
+    #[test]
+    fn s10_5_started_then_completed_gives_one_start_and_one_end() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        let o = t.observe(
+            &sig(json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 3, "phase": "started"})),
+            t0,
+        );
+        assert!(o.diagnostics.is_empty());
+        match o.event {
+            Some(TurnEvent::Started(s)) => {
+                assert_eq!(s.inference_id, "i1");
+                assert_eq!(s.turn_index, Some(3));
+                assert_eq!(s.at, t0);
+            }
+            other => panic!("expected start, got {other:?}"),
+        }
+        assert!(t.is_open("i1"));
+        let t1 = t0 + Duration::from_secs(1);
+        let o = t.observe(
+            &sig(json!({"inferenceId": "i1", "phase": "completed", "usage": {"inputTokens": 5}})),
+            t1,
+        );
+        assert!(o.diagnostics.is_empty());
+        match o.event {
+            Some(TurnEvent::Ended(e)) => {
+                assert_eq!(e.conversation_id.as_deref(), Some("c"));
+                assert_eq!(e.turn_index, Some(3));
+                assert_eq!(e.started_at, t0);
+                assert_eq!(e.at, t1);
+                match e.outcome {
+                    TurnOutcome::Completed { usage: Some(u) } => {
+                        assert_eq!(u.input_tokens, Some(5))
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("expected end, got {other:?}"),
+        }
+        assert_eq!(t.open_turns(), 0);
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn s10_5_aborted_and_failed_are_terminal_outcomes() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        for (id, phase, want) in [
+            ("a", "aborted", TurnOutcome::Aborted),
+            ("f", "failed", TurnOutcome::Failed),
+        ] {
+            t.observe(&sig(json!({"inferenceId": id, "phase": "started"})), t0);
+            let o = t.observe(&sig(json!({"inferenceId": id, "phase": phase})), t0);
+            match o.event {
+                Some(TurnEvent::Ended(e)) => assert_eq!(e.outcome, want),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn s10_5_second_terminal_is_deduplicated_and_reported() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        t.observe(&sig(json!({"inferenceId": "i", "phase": "started"})), t0);
+        assert!(t
+            .observe(&sig(json!({"inferenceId": "i", "phase": "completed"})), t0)
+            .event
+            .is_some());
+        let o = t.observe(&sig(json!({"inferenceId": "i", "phase": "failed"})), t0);
+        assert_eq!(o.event, None);
+        assert_eq!(
+            o.diagnostics,
+            vec![LifecycleDiagnostic::SecondTerminal {
+                inference_id: "i".into(),
+                phase: Phase::Failed
+            }]
+        );
+        assert!(o.diagnostics[0].is_conformance_defect());
+        assert_eq!(o.diagnostics[0].code(), "lifecycle_second_terminal");
+    }
+
+    #[test]
+    fn s10_5_terminal_without_started_is_a_defect_and_no_turn_end() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        let o = t.observe(&sig(json!({"inferenceId": "x", "phase": "completed"})), t0);
+        assert_eq!(o.event, None);
+        assert_eq!(
+            o.diagnostics,
+            vec![LifecycleDiagnostic::TerminalWithoutStarted {
+                inference_id: "x".into(),
+                phase: Phase::Completed
+            }]
+        );
+        // A repeat is now a second terminal, and a late started is a duplicate, not a turn.
+        let o = t.observe(&sig(json!({"inferenceId": "x", "phase": "aborted"})), t0);
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::SecondTerminal { .. }]
+        ));
+        let o = t.observe(&sig(json!({"inferenceId": "x", "phase": "started"})), t0);
+        assert_eq!(o.event, None);
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::DuplicateStarted { .. }]
+        ));
+    }
+
+    #[test]
+    fn s10_5_duplicate_started_is_dropped() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        assert!(t
+            .observe(&sig(json!({"inferenceId": "i", "phase": "started"})), t0)
+            .event
+            .is_some());
+        let o = t.observe(
+            &sig(json!({"inferenceId": "i", "phase": "started"})),
+            t0 + Duration::from_secs(30),
+        );
+        assert_eq!(o.event, None);
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::DuplicateStarted { .. }]
+        ));
+        // The original deadline stands: the duplicate did not re-arm the timeout.
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn s10_5_safety_timeout_ends_the_turn_once_and_late_terminal_is_a_note() {
+        let t0 = Instant::now();
+        let mut t = tracker(10);
+        t.observe(
+            &sig(json!({"inferenceId": "b", "phase": "started"})),
+            t0 + Duration::from_secs(1),
+        );
+        t.observe(&sig(json!({"inferenceId": "a", "phase": "started"})), t0);
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(10)));
+        assert!(t.expire(t0 + Duration::from_secs(9)).is_empty());
+        let ends = t.expire(t0 + Duration::from_secs(10));
+        assert_eq!(ends.len(), 1);
+        assert_eq!(ends[0].inference_id, "a");
+        assert_eq!(ends[0].outcome, TurnOutcome::TimedOut);
+        let ends = t.expire(t0 + Duration::from_secs(100));
+        assert_eq!(
+            ends.iter()
+                .map(|e| e.inference_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        assert_eq!(t.open_turns(), 0);
+
+        let o = t.observe(
+            &sig(json!({"inferenceId": "a", "phase": "completed"})),
+            t0 + Duration::from_secs(200),
+        );
+        assert_eq!(o.event, None);
+        assert_eq!(
+            o.diagnostics,
+            vec![LifecycleDiagnostic::TerminalAfterTimeout {
+                inference_id: "a".into(),
+                phase: Phase::Completed
+            }]
+        );
+        assert!(!o.diagnostics[0].is_conformance_defect());
+        // A further terminal is a genuine second terminal.
+        let o = t.observe(
+            &sig(json!({"inferenceId": "a", "phase": "failed"})),
+            t0 + Duration::from_secs(201),
+        );
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::SecondTerminal { .. }]
+        ));
+    }
+
+    #[test]
+    fn s10_5_content_members_and_misplaced_usage_are_reported() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        t.observe(&sig(json!({"inferenceId": "i", "phase": "started"})), t0);
+        let o = t.observe(
+            &sig(
+                json!({"inferenceId": "i", "phase": "aborted", "usage": {"inputTokens": 1},
+                        "userMessage": "secret", "content": []}),
+            ),
+            t0,
+        );
+        assert!(matches!(
+            o.event,
+            Some(TurnEvent::Ended(TurnEnd {
+                outcome: TurnOutcome::Aborted,
+                ..
+            }))
+        ));
+        assert_eq!(
+            o.diagnostics,
+            vec![
+                LifecycleDiagnostic::ContentMembers {
+                    inference_id: "i".into(),
+                    members: vec!["content".into(), "userMessage".into()]
+                },
+                LifecycleDiagnostic::UsageOnNonCompleted {
+                    inference_id: "i".into(),
+                    phase: Phase::Aborted
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn s10_5_close_all_ends_open_turns_in_start_order() {
+        let t0 = Instant::now();
+        let mut t = tracker(60);
+        t.observe(&sig(json!({"inferenceId": "z", "phase": "started"})), t0);
+        t.observe(
+            &sig(json!({"inferenceId": "y", "phase": "started"})),
+            t0 + Duration::from_secs(1),
+        );
+        let ends = t.close_all(t0 + Duration::from_secs(2));
+        assert_eq!(
+            ends.iter()
+                .map(|e| e.inference_id.as_str())
+                .collect::<Vec<_>>(),
+            ["z", "y"]
+        );
+        assert_eq!(t.open_turns(), 0);
+    }
+
+    #[test]
+    fn remembered_terminals_are_bounded() {
+        let t0 = Instant::now();
+        let mut t = LifecycleTracker::new(LifecycleConfig {
+            safety_timeout: Duration::from_secs(60),
+            remembered_terminals: 2,
+        });
+        for id in ["a", "b", "c"] {
+            t.observe(&sig(json!({"inferenceId": id, "phase": "started"})), t0);
+            t.observe(&sig(json!({"inferenceId": id, "phase": "completed"})), t0);
+        }
+        assert_eq!(t.ended.len(), 2);
+        // "a" was forgotten: its repeat is still a defect, still no callback.
+        let o = t.observe(&sig(json!({"inferenceId": "a", "phase": "completed"})), t0);
+        assert_eq!(o.event, None);
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::TerminalWithoutStarted { .. }]
+        ));
+    }
+}

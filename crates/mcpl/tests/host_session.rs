@@ -1,0 +1,1107 @@
+//! Wire-level tests of the host session against scripted servers: real JSON over the
+//! in-memory transport pair, the server side driven step by step from the test.
+
+use std::time::Duration;
+
+use mcpl::capability::Capability;
+use mcpl::host::{
+    before_inference, HostConfig, HostDiagnostic, HostError, HostEvent, HostSession, HostStreams,
+    McpOnlyReason, Mode,
+};
+use mcpl::manifest::{ChangeImpact, Disposition};
+use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
+use serde_json::{json, Value};
+
+/// The scripted server side of one connection.
+struct Server {
+    peer: Peer,
+    incoming: Incoming,
+}
+
+impl Server {
+    async fn next(&mut self) -> IncomingMessage {
+        tokio::time::timeout(Duration::from_secs(10), self.incoming.recv())
+            .await
+            .expect("server waited too long for the host")
+            .expect("connection ended")
+    }
+
+    async fn request(&mut self, method: &str) -> IncomingRequest {
+        match self.next().await {
+            IncomingMessage::Request(r) if r.method() == method => r,
+            IncomingMessage::Request(r) => panic!("expected {method}, got request {}", r.method()),
+            IncomingMessage::Notification(n) => {
+                panic!("expected {method}, got notification {}", n.method)
+            }
+        }
+    }
+
+    async fn notification(&mut self, method: &str) -> Option<Value> {
+        match self.next().await {
+            IncomingMessage::Notification(n) if n.method == method => n.params,
+            IncomingMessage::Notification(n) => panic!("expected {method}, got {}", n.method),
+            IncomingMessage::Request(r) => panic!("expected {method}, got request {}", r.method()),
+        }
+    }
+
+    /// Sends a request to the host and returns the error code, if it answered with one.
+    async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
+        self.peer
+            .request_raw(method, Some(params))
+            .await
+            .map_err(|e| e.remote().map(|e| e.code).unwrap_or(0))
+    }
+}
+
+fn full_manifest() -> Value {
+    json!({
+        "version": "0.5",
+        "pushEvents": true,
+        "inferenceLifecycle": true,
+        "inferenceRequest": true,
+        "contextHooks": { "beforeInference": {
+            "observe": true,
+            "inject": { "system": true, "beforeUser": true, "afterUser": true } } },
+        "channels": { "register": true, "incoming": true, "publish": true, "streaming": true },
+        "featureSets": {
+            "alerts": { "description": "Alerts", "uses": ["pushEvents"],
+                "tagOntology": { "tags": { "acme:alert": { "desc": "An alert" } } } },
+            "assist": { "description": "Assist", "uses": ["inferenceRequest"] },
+            "memory": { "description": "Memory",
+                "uses": ["contextHooks.beforeInference.observe",
+                         "contextHooks.beforeInference.inject.beforeUser"] }
+        }
+    })
+}
+
+fn init_result(manifest: Option<Value>) -> Value {
+    let mut caps = json!({ "tools": {} });
+    if let Some(m) = manifest {
+        caps["experimental"] = json!({ "mcpl": m });
+    }
+    json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
+            "serverInfo": { "name": "scripted", "version": "1" } })
+}
+
+/// Generous timeouts: tests that answer must never race them on a loaded machine.
+fn config(policy: &[&str]) -> HostConfig {
+    HostConfig {
+        policy: policy.iter().map(|s| s.to_string()).collect(),
+        policy_timeout: Duration::from_secs(30),
+        hook_timeout: Duration::from_secs(30),
+        ..HostConfig::default()
+    }
+}
+
+/// Short timeouts, for the tests where the server never answers: the host's own timeout
+/// ends the wait (the test awaits the host's result, it never sleeps).
+fn short(policy: &[&str]) -> HostConfig {
+    HostConfig {
+        policy_timeout: Duration::from_secs(1),
+        hook_timeout: Duration::from_secs(1),
+        ..config(policy)
+    }
+}
+
+fn pair() -> ((Peer, Incoming), Server) {
+    let (h, (peer, incoming)) = Peer::memory_pair(PeerConfig::default());
+    (h, Server { peer, incoming })
+}
+
+type Connecting = tokio::task::JoinHandle<Result<(HostSession, HostStreams), HostError>>;
+
+/// Starts `connect` and answers `initialize`; returns with `notifications/initialized` read.
+async fn start(cfg: HostConfig, manifest: Option<Value>) -> (Connecting, Server) {
+    let ((hp, hin), mut server) = pair();
+    let task = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
+    let init = server.request("initialize").await;
+    let p = init.request().params.clone().unwrap();
+    assert_eq!(p["capabilities"]["experimental"]["mcpl"]["version"], "0.5");
+    init.respond(init_result(manifest)).await.unwrap();
+    server.notification("notifications/initialized").await;
+    (task, server)
+}
+
+/// A fully connected session whose initial receipt was `{accepted: true}`.
+async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStreams, Server) {
+    connected_cfg(config(policy), manifest).await
+}
+
+async fn connected_cfg(cfg: HostConfig, manifest: Value) -> (HostSession, HostStreams, Server) {
+    let (task, mut server) = start(cfg, Some(manifest)).await;
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::Mcpl);
+    (s, streams, server)
+}
+
+fn push(event_id: &str) -> Value {
+    json!({ "featureSet": "alerts", "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
+            "payload": { "content": [{ "type": "text", "text": "hi" }] },
+            "tags": ["chat:addressed"] })
+}
+
+fn drain_diags(streams: &mut HostStreams) -> Vec<HostDiagnostic> {
+    let mut v = Vec::new();
+    while let Ok(d) = streams.diagnostics.try_recv() {
+        v.push(d);
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// §5.3 / §6.7 policy exchange
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn s5_3_policy_request_sent_even_with_empty_grant() {
+    let (task, mut server) = start(config(&[]), Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    let p = upd.request().params.clone().unwrap();
+    assert_eq!(p["effectiveCapabilities"], json!([]));
+    assert!(p["deniedCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("pushEvents")));
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert!(s.is_ready());
+    assert!(s.grant().capabilities().is_empty());
+}
+
+#[tokio::test]
+async fn s5_3_privileged_push_before_receipt_rejected_32002() {
+    let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    // The receipt has not been sent: the host must refuse privileged methods.
+    let r = server
+        .peer
+        .request_raw("push/event", Some(push("e1")))
+        .await;
+    let err = r.unwrap_err();
+    let e = err.remote().unwrap();
+    assert_eq!(e.code, -32002);
+    assert_eq!(e.data.as_ref().unwrap()["capability"], "pushEvents");
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (_s, mut streams) = task.await.unwrap().unwrap();
+    // After the receipt the same method is admitted.
+    let ok = server.call("push/event", push("e2")).await.unwrap();
+    assert_eq!(ok["accepted"], true);
+    assert!(drain_diags(&mut streams).iter().any(
+        |d| matches!(d, HostDiagnostic::PrivilegedBeforeReady { method } if method == "push/event")
+    ));
+}
+
+#[tokio::test]
+async fn s6_7_server_answering_32601_is_recorded_mcp_only() {
+    let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    upd.respond_error(mcpl::jsonrpc::ErrorObject::method_not_found(
+        "featureSets/update",
+    ))
+    .await
+    .unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyMethodNotFound));
+    // MCP-only keeps tools, disables MCPL.
+    assert!(s.grant().capabilities().is_empty());
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+}
+
+#[tokio::test]
+async fn s6_7_unanswered_policy_request_times_out_into_mcp_only() {
+    let (task, mut server) = start(short(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    let held = server.request("featureSets/update").await; // never answered
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    assert!(s.grant().allows(Capability::Tools));
+    assert!(!s.grant().allows(Capability::PushEvents));
+    drop(held);
+}
+
+#[tokio::test]
+async fn s6_7_refusal_records_fallback_mcp_only() {
+    let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": false, "fallback": "mcp-only",
+                        "missingCapabilities": ["contextHooks.beforeInference.inject.system"] }))
+        .await
+        .unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Refused));
+    assert!(matches!(
+        s.last_receipt(),
+        Some(mcpl::policy::Receipt::Refused { .. })
+    ));
+    // The refusal widened nothing.
+    assert!(!s.grant().allows(Capability::InjectSystem));
+}
+
+#[tokio::test]
+async fn s3_3_server_without_mcpl_is_mcp_only() {
+    let (task, server) = start(config(&["*", "tools"]), None).await;
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::NotAdvertised));
+    assert!(s.grant().allows(Capability::Tools));
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+    let inj = before_inference(
+        &[&s],
+        &json!({"inferenceId":"i","conversationId":"c","turnIndex":0,"userMessage":"x"}),
+    )
+    .await;
+    assert!(inj.consulted.is_empty());
+}
+
+#[tokio::test]
+async fn s6_7_narrowing_takes_effect_before_the_request_goes_out() {
+    let (s, _streams, mut server) = connected(&["pushEvents", "tools"], full_manifest()).await;
+    assert!(s.grant().allows(Capability::PushEvents));
+    let s2 = s.clone();
+    let change = tokio::spawn(async move { s2.set_policy(vec!["tools".into()]).await });
+    let upd = server.request("featureSets/update").await;
+    let p = upd.request().params.clone().unwrap();
+    assert_eq!(p["effectiveCapabilities"], json!(["tools"]));
+    // The Request is on the wire but unanswered: the narrowing is already in force.
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let c = change.await.unwrap().unwrap();
+    assert!(c.narrowed.contains(Capability::PushEvents));
+    assert!(!s.grant().allows(Capability::PushEvents));
+}
+
+#[tokio::test]
+async fn s6_7_unanswered_expansion_never_activates() {
+    let (s, _streams, mut server) = connected_cfg(short(&["tools"]), full_manifest()).await;
+    let s2 = s.clone();
+    let change = tokio::spawn(async move {
+        s2.set_policy(vec!["tools".into(), "pushEvents".into()])
+            .await
+    });
+    let held = server.request("featureSets/update").await;
+    // While waiting for the receipt the widening is not active.
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+    let c = change.await.unwrap().unwrap(); // the host's timeout ends the wait
+    assert!(c.receipt.is_none());
+    assert!(c.not_activated.contains(Capability::PushEvents));
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert_eq!(server.call("push/event", push("e2")).await, Err(-32002));
+    drop(held);
+}
+
+#[tokio::test]
+async fn s6_7_answered_expansion_activates_after_receipt() {
+    let (s, _streams, mut server) = connected(&["tools"], full_manifest()).await;
+    let s2 = s.clone();
+    let change = tokio::spawn(async move {
+        s2.set_policy(vec!["tools".into(), "pushEvents".into()])
+            .await
+    });
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let c = change.await.unwrap().unwrap();
+    assert!(c.activated.contains(Capability::PushEvents));
+    assert_eq!(
+        server.call("push/event", push("e1")).await.unwrap()["accepted"],
+        true
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Enforcement
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn s9_4_duplicate_event_id_dropped_and_reported() {
+    let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    assert_eq!(
+        server.call("push/event", push("e1")).await.unwrap()["accepted"],
+        true
+    );
+    let second = server.call("push/event", push("e1")).await.unwrap();
+    assert_eq!(second["reason"], "duplicate");
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { event_id, tags, .. } => {
+            assert_eq!(event_id, "e1");
+            // §16.3 closure: chat:addressed implies more than itself and excludes ambient.
+            assert!(tags.contains("chat:addressed"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        streams.events.try_recv().is_err(),
+        "the duplicate was delivered"
+    );
+    assert!(drain_diags(&mut streams)
+        .iter()
+        .any(|d| matches!(d, HostDiagnostic::DuplicateEvent { event_id } if event_id == "e1")));
+}
+
+#[tokio::test]
+async fn s9_push_event_shape_and_feature_set_checked() {
+    let (_s, _streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    let mut p = push("e1");
+    p.as_object_mut().unwrap().remove("timestamp");
+    assert_eq!(server.call("push/event", p).await, Err(-32602));
+    let mut p = push("e2");
+    p["payload"] = json!({});
+    assert_eq!(server.call("push/event", p).await, Err(-32602));
+    let mut p = push("e3");
+    p["featureSet"] = json!("nope");
+    assert_eq!(server.call("push/event", p).await, Err(-32003));
+    // `memory` is declared but unavailable under this grant (observe not granted).
+    let mut p = push("e4");
+    p["featureSet"] = json!("memory");
+    assert_eq!(server.call("push/event", p).await, Err(-32001));
+}
+
+#[tokio::test]
+async fn s11_inference_request_gated_and_minus_32601_without_handler() {
+    let (_s, _streams, server) = connected(&["inferenceRequest"], full_manifest()).await;
+    let p = json!({ "featureSet": "assist", "messages": [] });
+    assert_eq!(
+        server.call("inference/request", p.clone()).await,
+        Err(-32601)
+    );
+    let undeclared = json!({ "featureSet": "nope", "messages": [] });
+    assert_eq!(
+        server.call("inference/request", undeclared).await,
+        Err(-32003)
+    );
+    let unavailable = json!({ "featureSet": "alerts", "messages": [] });
+    assert_eq!(
+        server.call("inference/request", unavailable).await,
+        Err(-32001)
+    );
+    let mut streaming = p.clone();
+    streaming["stream"] = json!(true);
+    assert_eq!(
+        server.call("inference/request", streaming).await,
+        Err(-32002)
+    );
+    assert_eq!(server.call("model/info", json!({})).await, Err(-32002));
+    // A host → server method sent by the server is not a method the host serves.
+    assert_eq!(
+        server.call("context/beforeInference", json!({})).await,
+        Err(-32601)
+    );
+}
+
+#[tokio::test]
+async fn s11_inference_request_answered_by_application_handler() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|method: &str, _p: Value| {
+        let m = method.to_owned();
+        Box::pin(async move { Ok(json!({ "content": [{"type":"text","text": m}] })) })
+    }));
+    let (_s, _streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let r = server
+        .call(
+            "inference/request",
+            json!({ "featureSet": "assist", "messages": [] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "inference/request");
+}
+
+#[tokio::test]
+async fn s10_system_injection_rejected_while_before_user_accepted() {
+    let (s, mut streams, mut server) = connected(
+        &[
+            "contextHooks.beforeInference.observe",
+            "contextHooks.beforeInference.inject.beforeUser",
+        ],
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let hook = server.request("context/beforeInference").await;
+    assert_eq!(
+        hook.request().params.as_ref().unwrap()["userMessage"],
+        "hello"
+    );
+    hook.respond(json!({ "featureSet": "memory", "contextInjections": [
+        { "namespace": "m", "position": "system", "content": "sys" },
+        { "namespace": "m", "position": "beforeUser", "content": "ctx" },
+        { "namespace": "m", "position": "sideways", "content": "?" }
+    ]}))
+    .await
+    .unwrap();
+    let inj = fan.await.unwrap();
+    assert_eq!(inj.before_user.len(), 1);
+    assert_eq!(inj.before_user[0].injection["content"], "ctx");
+    assert!(inj.system.is_empty());
+    assert_eq!(inj.rejected.len(), 2);
+    assert!(matches!(
+        &inj.rejected[0].reason,
+        mcpl::policy::InjectionDenied::Denied(d) if d.capability == Capability::InjectSystem
+    ));
+    assert!(drain_diags(&mut streams)
+        .iter()
+        .any(|d| matches!(d, HostDiagnostic::InjectionRejected { .. })));
+}
+
+#[tokio::test]
+async fn s10_1_user_message_null_without_observe() {
+    let (s, _streams, mut server) = connected(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"secret"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let hook = server.request("context/beforeInference").await;
+    assert_eq!(
+        hook.request().params.as_ref().unwrap()["userMessage"],
+        Value::Null
+    );
+    hook.respond(json!({ "contextInjections": [
+        { "namespace": "m", "position": "afterUser", "content": "x" }]}))
+        .await
+        .unwrap();
+    assert_eq!(fan.await.unwrap().after_user.len(), 1);
+}
+
+#[tokio::test]
+async fn s5_4_revocation_during_hook_rejects_its_injections() {
+    let (s, _streams, mut server) = connected(
+        &["contextHooks.beforeInference.inject.beforeUser", "tools"],
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let hook = server.request("context/beforeInference").await;
+    // The revocation lands while the hook is in flight.
+    let s3 = s.clone();
+    let change = tokio::spawn(async move { s3.set_policy(vec!["tools".into()]).await });
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    change.await.unwrap().unwrap();
+    hook.respond(json!({ "contextInjections": [
+        { "namespace": "m", "position": "beforeUser", "content": "late" }]}))
+        .await
+        .unwrap();
+    let inj = fan.await.unwrap();
+    assert!(inj.before_user.is_empty());
+    assert_eq!(inj.rejected.len(), 1);
+}
+
+#[tokio::test]
+async fn s10_hook_timeout_fails_open() {
+    let (s, _streams, mut server) = connected_cfg(
+        short(&["contextHooks.beforeInference.observe"]),
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let held = server.request("context/beforeInference").await;
+    let inj = fan.await.unwrap();
+    assert_eq!(inj.failures.len(), 1);
+    assert!(inj.before_user.is_empty() && inj.rejected.is_empty());
+    drop(held);
+}
+
+// ---------------------------------------------------------------------------------------
+// Channels (§14.5)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn s14_5_register_itemized_and_incoming_validated_per_message() {
+    let mut cfg = config(&["channels.register", "channels.incoming"]);
+    cfg.channel_patterns = Some(vec!["discord:acme/*".into()]);
+    let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [
+                { "id": "discord:acme/general", "kind": "discord" },
+                { "id": "discord:evil/admin", "kind": "discord" },
+                { "id": "", "kind": "discord" }
+            ]}),
+        )
+        .await
+        .unwrap();
+    let res = r["results"].as_array().unwrap();
+    assert_eq!(res.len(), 3);
+    assert_eq!(
+        res[0],
+        json!({ "id": "discord:acme/general", "accepted": true })
+    );
+    assert_eq!(res[1]["accepted"], false);
+    assert_eq!(res[1]["reason"], "capability_denied");
+    assert_eq!(res[2]["reason"], "invalid_descriptor");
+    assert_eq!(s.channels(), vec!["discord:acme/general".to_string()]);
+
+    let r = server
+        .call(
+            "channels/incoming",
+            json!({ "messages": [
+                { "channelId": "discord:acme/general", "messageId": "m1", "content": "hi" },
+                { "channelId": "discord:evil/admin", "messageId": "m2", "content": "hi" }
+            ]}),
+        )
+        .await
+        .unwrap();
+    let res = r["results"].as_array().unwrap();
+    assert_eq!(res[0]["accepted"], true);
+    assert_eq!(res[1]["accepted"], false);
+    assert_eq!(res[1]["code"], -32023);
+    match streams.events.recv().await.unwrap() {
+        HostEvent::ChannelMessage { channel_id, .. } => {
+            assert_eq!(channel_id, "discord:acme/general")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(streams.events.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn s14_5_incoming_after_grant_narrowed_is_not_permitted() {
+    let (s, _streams, mut server) = connected(
+        &["channels.register", "channels.incoming", "tools"],
+        full_manifest(),
+    )
+    .await;
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "c1", "kind": "k" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], true);
+    let s2 = s.clone();
+    let change = tokio::spawn(async move { s2.set_policy(vec!["channels.register".into()]).await });
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({"accepted": true}))
+        .await
+        .unwrap();
+    change.await.unwrap().unwrap();
+    // The whole method is now denied: channels.incoming was revoked.
+    assert_eq!(
+        server
+            .call(
+                "channels/incoming",
+                json!({ "messages": [
+                { "channelId": "c1", "messageId": "m1", "content": "hi" }]})
+            )
+            .await,
+        Err(-32002)
+    );
+}
+
+#[tokio::test]
+async fn s14_5_changed_notification_filtered_itemwise_with_diagnostic() {
+    let mut cfg = config(&["channels.register"]);
+    cfg.channel_patterns = Some(vec!["ok:*".into()]);
+    let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    server
+        .peer
+        .notify_raw(
+            "channels/changed",
+            Some(json!({ "added": [
+                { "id": "ok:1", "kind": "k" }, { "id": "bad:1", "kind": "k" }]})),
+        )
+        .await
+        .unwrap();
+    // A request after the notification: the host handles messages in order.
+    let r = server
+        .call("channels/changed", json!({ "removed": ["ok:1", "never"] }))
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0], json!({"id": "ok:1", "accepted": true}));
+    assert_eq!(r["results"][1]["reason"], "unknown_channel");
+    assert!(s.channels().is_empty());
+    let diags = drain_diags(&mut streams);
+    assert!(diags.iter().any(|d| matches!(d,
+        HostDiagnostic::ChannelRejected { id, filtered_notification: true, .. } if id == "bad:1")));
+}
+
+// ---------------------------------------------------------------------------------------
+// Outbound gating and lifecycle (§10.5)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn s14_outbound_gating_refuses_locally() {
+    let (s, _streams, mut server) =
+        connected(&["channels.publish", "tools"], full_manifest()).await;
+    let chunk = json!({ "inferenceId": "i", "channelId": "c", "index": 0, "delta": "x" });
+    assert_eq!(
+        s.notify_raw("channels/outgoing/chunk", chunk).await,
+        Err(HostError::NotGranted(Capability::ChannelsStreaming))
+    );
+    assert_eq!(
+        s.start_turn("i1", "c", 0).await.err(),
+        Some(HostError::NotGranted(Capability::InferenceLifecycle))
+    );
+    assert!(matches!(
+        s.notify_raw("push/event", json!({})).await,
+        Err(HostError::WrongDirection(_))
+    ));
+    // Nothing of the above reached the wire: the next message is this ping.
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    server
+        .request("ping")
+        .await
+        .respond(json!({}))
+        .await
+        .unwrap();
+    ping.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn s10_5_dropped_turn_sends_aborted_once() {
+    let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    let turn = s.start_turn("i1", "c", 3).await.unwrap();
+    let started = server.notification("inference/lifecycle").await.unwrap();
+    assert_eq!(started["phase"], "started");
+    drop(turn);
+    let term = server.notification("inference/lifecycle").await.unwrap();
+    assert_eq!(term["phase"], "aborted");
+    assert_eq!(term["inferenceId"], "i1");
+
+    let turn = s.start_turn("i2", "c", 4).await.unwrap();
+    server.notification("inference/lifecycle").await;
+    turn.complete(Some(json!({"inputTokens": 1, "outputTokens": 2})))
+        .await
+        .unwrap();
+    let term = server.notification("inference/lifecycle").await.unwrap();
+    assert_eq!(term["phase"], "completed");
+    assert_eq!(term["usage"]["outputTokens"], 2);
+    // Exactly one terminal: the next message is a ping, not a second terminal.
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    server
+        .request("ping")
+        .await
+        .respond(json!({}))
+        .await
+        .unwrap();
+    ping.await.unwrap().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// Manifest review (§17.5–§17.8)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn s17_5_partially_invalid_manifest_still_revokes_removals() {
+    let (s, mut streams, mut server) = connected(
+        &["pushEvents", "channels.register", "tools"],
+        full_manifest(),
+    )
+    .await;
+    let mut next = full_manifest();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    next["featureSets"]["broken"] = json!({ "description": "x", "uses": ["no.such.path"] });
+    server
+        .peer
+        .notify_raw(
+            "mcpl/manifestChanged",
+            Some(json!({ "revision": "sha256:whatever", "domains": ["capabilities"] })),
+        )
+        .await
+        .unwrap();
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(next)
+        .await
+        .unwrap();
+    // Host-first: revoked before the policy Request is answered.
+    let upd = server.request("featureSets/update").await;
+    let p = upd.request().params.clone().unwrap();
+    assert!(!p["effectiveCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("pushEvents")));
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert!(s.grant().allows(Capability::ChannelsRegister));
+    // Exactly one change receipt, with the revocation applied.
+    let receipt = match streams.events.recv().await.unwrap() {
+        HostEvent::ManifestChange(r) => r,
+        other => panic!("unexpected {other:?}"),
+    };
+    assert!(receipt
+        .impacts
+        .iter()
+        .any(|i| i.impact == ChangeImpact::CapabilityRevoked
+            && i.disposition == Disposition::Applied
+            && i.subject == "pushEvents"));
+    assert!(streams.events.try_recv().is_err());
+    let diags = drain_diags(&mut streams);
+    assert!(
+        diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::ManifestDefect { .. })),
+        "{diags:?}"
+    );
+    assert!(
+        diags.iter().any(
+            |d| matches!(d, HostDiagnostic::ManifestFinding { code, .. } if *code == "invalid_uses")
+        ),
+        "{diags:?}"
+    );
+}
+
+#[tokio::test]
+async fn s17_5_additions_never_auto_grant() {
+    let mut m = full_manifest();
+    m.as_object_mut().unwrap().remove("pushEvents");
+    let (s, mut streams, mut server) = connected(&["pushEvents", "tools"], m).await;
+    assert!(!s.grant().allows(Capability::PushEvents));
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(full_manifest())
+        .await
+        .unwrap();
+    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    assert!(receipt
+        .impacts
+        .iter()
+        .any(|i| i.impact == ChangeImpact::CapabilityExpansionPending
+            && i.disposition == Disposition::DecisionNeeded));
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert!(matches!(
+        streams.events.recv().await,
+        Some(HostEvent::ManifestChange(_))
+    ));
+}
+
+#[tokio::test]
+async fn s17_5_unparseable_manifest_leaves_previous_standing() {
+    let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    let before = s.manifest().unwrap();
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(
+            json!({ "version": "0.5", "featureSets": { "bad name!": {} }, "pushEvents": true }),
+        )
+        .await
+        .unwrap();
+    let r = refresh.await.unwrap().unwrap();
+    assert!(r.is_none());
+    assert_eq!(s.manifest().unwrap(), before);
+    assert!(s.grant().allows(Capability::PushEvents));
+    // A single failure never suspends MCPL.
+    assert_eq!(s.mode(), Mode::Mcpl);
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(
+        d,
+        HostDiagnostic::ManifestUnparseable {
+            consecutive_failures: 1,
+            ..
+        }
+    )));
+}
+
+#[tokio::test]
+async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.manifest_fetch_burst = 2;
+    cfg.manifest_fetch_per_sec = 0.0;
+    let (s, mut streams, mut server) = connected_cfg(cfg, full_manifest()).await;
+    let changed = json!({ "revision": "sha256:x", "domains": ["capabilities"] });
+    let storm = |server: &Server| {
+        let peer = server.peer.clone();
+        let changed = changed.clone();
+        tokio::spawn(async move {
+            for _ in 0..500 {
+                peer.notify_raw("mcpl/manifestChanged", Some(changed.clone()))
+                    .await
+                    .unwrap();
+            }
+            // Answered only after the host processed every notification before it.
+            peer.request_raw("ping", Some(json!({}))).await.unwrap();
+        })
+    };
+    // Round 1: the first notification fetches, the other 499 coalesce into one follow-up.
+    let round = storm(&server);
+    for _ in 0..2 {
+        server
+            .request("mcpl/manifest")
+            .await
+            .respond(full_manifest())
+            .await
+            .unwrap();
+    }
+    round.await.unwrap();
+    // Round 2: the bucket is empty (no refill): nothing more is fetched.
+    storm(&server).await.unwrap();
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    server
+        .request("ping")
+        .await
+        .respond(json!({}))
+        .await
+        .unwrap();
+    ping.await.unwrap().unwrap();
+    // The excess is reported as a defect.
+    loop {
+        match streams.diagnostics.recv().await {
+            Some(HostDiagnostic::ManifestFetchDropped { dropped_total }) => {
+                assert!(dropped_total >= 1);
+                break;
+            }
+            Some(_) => {}
+            None => panic!("no ManifestFetchDropped diagnostic"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
+    let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    let digest = s.accept_ontology("alerts").unwrap();
+    assert_eq!(s.accepted_ontology("alerts"), Some(digest));
+    let mut next = full_manifest();
+    next["featureSets"]["alerts"]["tagOntology"]["tags"]["acme:page"] = json!({});
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(next)
+        .await
+        .unwrap();
+    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    assert!(receipt
+        .impacts
+        .iter()
+        .any(|i| i.impact == ChangeImpact::OntologyAcceptanceInvalidated));
+    assert_eq!(s.accepted_ontology("alerts"), None);
+    // The grant did not change, so no policy Request was needed; one receipt was emitted.
+    assert!(matches!(
+        streams.events.recv().await,
+        Some(HostEvent::ManifestChange(_))
+    ));
+    assert!(streams.events.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn s5_3_host_disabled_feature_set_refuses_its_events_32001() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.disabled = vec!["alerts".into()];
+    let (task, mut server) = start(cfg, Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    assert_eq!(
+        upd.request().params.as_ref().unwrap()["disabled"],
+        json!(["alerts"])
+    );
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (_s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32001));
+}
+
+#[tokio::test]
+async fn s6_7_late_receipt_after_timeout_is_a_reported_defect() {
+    let (task, mut server) = start(short(&["pushEvents"]), Some(full_manifest())).await;
+    let held = server.request("featureSets/update").await;
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    held.respond(json!({ "accepted": true })).await.unwrap();
+    // The late receipt changes nothing and is reported.
+    loop {
+        match streams.diagnostics.recv().await {
+            Some(HostDiagnostic::Connection(mcpl::peer::Diagnostic::LateResponse { .. })) => break,
+            Some(_) => {}
+            None => panic!("no late-response diagnostic"),
+        }
+    }
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    assert!(!s.grant().allows(Capability::PushEvents));
+}
+
+#[tokio::test]
+async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.suspend_after_failures = 2;
+    let (s, mut streams, mut server) = connected_cfg(cfg, full_manifest()).await;
+    let bad = json!({ "version": "0.5", "featureSets": { "bad name!": {} } });
+    for round in 1..=2 {
+        let s2 = s.clone();
+        let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+        server
+            .request("mcpl/manifest")
+            .await
+            .respond(bad.clone())
+            .await
+            .unwrap();
+        refresh.await.unwrap().unwrap();
+        if round == 1 {
+            assert_eq!(s.mode(), Mode::Mcpl);
+        }
+    }
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert!(matches!(
+        streams.events.recv().await,
+        Some(HostEvent::ModeChanged(Mode::McpOnly(
+            McpOnlyReason::Suspended
+        )))
+    ));
+}
+
+#[tokio::test]
+async fn dropping_the_last_session_handle_closes_the_connection() {
+    let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    drop(s);
+    drop(streams);
+    let end = tokio::time::timeout(Duration::from_secs(10), server.incoming.recv())
+        .await
+        .expect("connection stayed open");
+    assert!(end.is_none(), "unexpected {end:?}");
+}
+
+#[tokio::test]
+async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
+    let mut m = full_manifest();
+    m["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": { "desc": "A page", "implies": ["acme:urgent"] },
+                          "acme:urgent": { "desc": "Urgent" } } });
+    let (s, mut streams, server) = connected(&["pushEvents"], m).await;
+    let mut p = push("e1");
+    p["tags"] = json!(["acme:page"]);
+    server.call("push/event", p.clone()).await.unwrap();
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
+        other => panic!("unexpected {other:?}"),
+    }
+    s.accept_ontology("alerts").unwrap();
+    p["eventId"] = json!("e2");
+    server.call("push/event", p).await.unwrap();
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { tags, .. } => assert!(tags.contains("acme:urgent")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
+    let (_s, _streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [
+            { "id": "out", "kind": "k", "direction": "outbound" }]}),
+        )
+        .await
+        .unwrap();
+    let r = server
+        .call(
+            "channels/incoming",
+            json!({ "messages": [
+            { "channelId": "out", "messageId": "m1", "content": "hi" }]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], false);
+    assert_eq!(r["results"][0]["code"], -32017);
+}
+
+#[tokio::test]
+async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
+    let policy = ["contextHooks.beforeInference.inject.beforeUser"];
+    // `a` never answers and has a short hook timeout; `b` answers within a long one.
+    let (a, _sa, mut server_a) = connected_cfg(short(&policy), full_manifest()).await;
+    let (b, _sb, mut server_b) = connected(&policy, full_manifest()).await;
+    let (no_hooks, _sc, _server_c) = connected(&["tools"], full_manifest()).await;
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let fan = tokio::spawn(async move { before_inference(&[&a, &b, &no_hooks], &params).await });
+    // Both hooks are in flight at once: neither server has answered yet.
+    let held = server_a.request("context/beforeInference").await;
+    let hook_b = server_b.request("context/beforeInference").await;
+    hook_b
+        .respond(json!({ "contextInjections": [
+            { "namespace": "b", "position": "beforeUser", "content": "from b" }]}))
+        .await
+        .unwrap();
+    let inj = fan.await.unwrap(); // a times out: fail-open
+    assert_eq!(
+        inj.consulted.len(),
+        2,
+        "a server without hook grants is not consulted"
+    );
+    assert_eq!(inj.before_user.len(), 1);
+    assert_eq!(inj.failures.len(), 1);
+    drop(held);
+}
+
+#[tokio::test]
+async fn connect_over_a_transport_runs_the_same_handshake() {
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    let (peer, incoming) = Peer::new(server_t, PeerConfig::default());
+    let mut server = Server { peer, incoming };
+    let task = tokio::spawn(HostSession::connect(host_t, config(&["pushEvents"])));
+    server
+        .request("initialize")
+        .await
+        .respond(init_result(Some(full_manifest())))
+        .await
+        .unwrap();
+    server.notification("notifications/initialized").await;
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.label(), "scripted");
+    assert_eq!(
+        server.call("push/event", push("e1")).await.unwrap()["accepted"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn s10_5_emitter_output_pairs_cleanly_in_the_consumer_tracker() {
+    use mcpl::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent, TurnOutcome};
+    use mcpl::protocol::lifecycle::LifecycleParams;
+    let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    // Three turns, three exit paths: completed, failed, dropped (aborted).
+    let t1 = s.start_turn("i1", "c", 0).await.unwrap();
+    t1.complete(None).await.unwrap();
+    let t2 = s.start_turn("i2", "c", 1).await.unwrap();
+    t2.fail().await.unwrap();
+    let t3 = s.start_turn("i3", "c", 2).await.unwrap();
+    drop(t3);
+    let mut tracker = LifecycleTracker::new(LifecycleConfig::default());
+    let mut ends = Vec::new();
+    for _ in 0..6 {
+        let p = server.notification("inference/lifecycle").await.unwrap();
+        let params: LifecycleParams = serde_json::from_value(p).unwrap();
+        let obs = tracker.observe(&params, std::time::Instant::now());
+        assert!(obs.diagnostics.is_empty(), "{:?}", obs.diagnostics);
+        if let Some(TurnEvent::Ended(end)) = obs.event {
+            ends.push((end.inference_id, end.outcome));
+        }
+    }
+    assert_eq!(ends.len(), 3);
+    assert!(matches!(ends[0], (ref id, TurnOutcome::Completed { .. }) if id == "i1"));
+    assert!(matches!(ends[1], (ref id, TurnOutcome::Failed) if id == "i2"));
+    assert!(matches!(ends[2], (ref id, TurnOutcome::Aborted) if id == "i3"));
+    assert_eq!(tracker.open_turns(), 0);
+}

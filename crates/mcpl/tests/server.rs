@@ -1,0 +1,1102 @@
+//! Wire-level tests of the server session: a scripted host (a real `Peer` over the in-memory
+//! transport, real JSON lines) drives a `Server` and checks every obligation on the wire.
+
+use std::sync::{Arc, Mutex};
+
+use mcpl::capability::Capability;
+use mcpl::jsonrpc::ErrorObject;
+use mcpl::peer::{FrameDirection, Incoming, IncomingMessage, Peer, PeerConfig, Tap};
+use mcpl::policy::{FeatureSets, Form, ServerPolicyState};
+use mcpl::protocol::content::{Content, ContentBlock};
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+use mcpl::server::{PushEvent, SendError, Server, ServerBuilder, Session};
+use mcpl::transport::memory;
+use serde_json::{json, Map, Value};
+
+/// Frames the host received, as parsed JSON.
+type Wire = Arc<Mutex<Vec<Value>>>;
+
+struct Host {
+    peer: Peer,
+    incoming: Incoming,
+    received: Wire,
+    session: Session,
+}
+
+fn builder() -> ServerBuilder {
+    Server::builder("test-server", "1.0.0")
+        .feature_set("alerts", "Push alerts", &[Capability::PushEvents])
+        .feature_set(
+            "memory.recall",
+            "Inject memories",
+            &[Capability::InjectBeforeUser, Capability::InjectSystem],
+        )
+        .feature_set("turns", "Watch turns", &[Capability::InferenceLifecycle])
+        .tool(
+            "echo",
+            "Echo",
+            json!({"type": "object"}),
+            |_s, p| async move {
+                let text = p
+                    .arguments
+                    .and_then(|a| a.get("text").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                Ok(ToolsCallResult {
+                    content: vec![ContentBlock::text(text)],
+                    is_error: None,
+                    state: None,
+                    extra: Map::new(),
+                })
+            },
+        )
+}
+
+fn host_config(received: Wire) -> PeerConfig {
+    PeerConfig {
+        tap: Some(Tap::new(move |ev| {
+            if ev.direction == FrameDirection::Inbound {
+                if let Ok(v) = serde_json::from_str::<Value>(ev.text) {
+                    received.lock().unwrap().push(v);
+                }
+            }
+        })),
+        ..PeerConfig::default()
+    }
+}
+
+async fn connect(server: &Server, mcpl: bool) -> Host {
+    let (host_t, server_t) = memory::pair();
+    let received: Wire = Arc::default();
+    let (peer, incoming) = Peer::new(host_t, host_config(received.clone()));
+    let session = server.start(server_t);
+    let mut caps = json!({});
+    if mcpl {
+        caps = json!({"experimental": {"mcpl": {"version": "0.5", "pushEvents": true,
+            "contextHooks": {"beforeInference": true}, "featureSets": true}}});
+    }
+    let init = peer
+        .request_raw(
+            "initialize",
+            Some(
+                json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                        "clientInfo": {"name": "scripted-host", "version": "0"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(init["capabilities"]["experimental"]["mcpl"]["revision"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    Host {
+        peer,
+        incoming,
+        received,
+        session,
+    }
+}
+
+async fn policy(host: &Host, params: Value) -> Value {
+    host.peer
+        .request_raw("featureSets/update", Some(params))
+        .await
+        .unwrap()
+}
+
+/// A round trip: everything the host sent before it has been processed by the session's
+/// (sequential) dispatch loop.
+async fn sync(host: &Host) {
+    host.peer.request_raw("ping", None).await.unwrap();
+}
+
+fn err_of(r: Result<Value, mcpl::peer::PeerError>) -> ErrorObject {
+    r.unwrap_err().remote().cloned().expect("a remote error")
+}
+
+fn methods_received(w: &Wire) -> Vec<String> {
+    w.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.get("method").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn s5_3_nothing_privileged_before_the_policy_request() {
+    let server = builder()
+        .on_before_inference("memory.recall", |_g, _p| async {
+            panic!("the hook must not run before the policy Request")
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    assert!(!host.session.grant_state().ready);
+    assert!(!host.session.granted(Capability::PushEvents));
+    assert!(!host.session.feature_available("alerts"));
+
+    let e = host
+        .session
+        .push_event(PushEvent::text("alerts", "hi"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::NotReady {
+            capability: Capability::PushEvents
+        }
+    );
+    assert!(matches!(
+        host.session.model_info().await,
+        Err(SendError::NotReady {
+            capability: Capability::ModelInfo
+        })
+    ));
+
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "tools/call",
+                Some(json!({"name": "echo", "arguments": {"text": "x"}})),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32002);
+    assert_eq!(e.data, Some(json!({"capability": "tools"})));
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "context/beforeInference",
+                Some(
+                    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                            "userMessage": null}),
+                ),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32002);
+
+    // tools/list only describes and is unprivileged; mcpl/manifest too.
+    let list = host.peer.request_raw("tools/list", None).await.unwrap();
+    assert_eq!(list["tools"][0]["name"], "echo");
+    sync(&host).await;
+    // The host saw responses only: no server-initiated request or notification.
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s6_7_receipt_matches_the_derivation() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let params = json!({
+        "effectiveCapabilities": ["pushEvents", "contextHooks.beforeInference.inject.beforeUser"],
+        "disabled": ["turns"]
+    });
+    let receipt = policy(&host, params.clone()).await;
+
+    let manifest = server.tracker().snapshot().manifest().clone();
+    let mut expected = ServerPolicyState::new(FeatureSets::from_mcpl(&manifest).0);
+    let outcome = expected.apply(Form::Request, &params).unwrap();
+    assert_eq!(receipt, outcome.receipt.unwrap().to_value());
+    assert_eq!(receipt["accepted"], true);
+    assert_eq!(receipt["mode"], "degraded");
+    let unavailable: Vec<&str> = receipt["unavailableFeatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["featureSet"].as_str().unwrap())
+        .collect();
+    assert_eq!(unavailable, ["memory.recall", "turns"]);
+    assert!(host.session.feature_available("alerts"));
+    assert!(host.session.granted(Capability::PushEvents));
+    assert!(!host.session.granted(Capability::InjectSystem));
+}
+
+#[tokio::test]
+async fn s6_7_nothing_degraded_omits_mode() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(
+        &host,
+        json!({"effectiveCapabilities": ["pushEvents", "inferenceLifecycle",
+            "contextHooks.beforeInference.inject.beforeUser",
+            "contextHooks.beforeInference.inject.system"]}),
+    )
+    .await;
+    assert_eq!(
+        receipt,
+        json!({"accepted": true, "unavailableFeatures": []})
+    );
+}
+
+#[tokio::test]
+async fn s5_3_malformed_policy_request_is_rejected_and_grants_nothing() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "featureSets/update",
+                Some(json!({"effectiveCapabilities": ["pushEvents"],
+                            "deniedCapabilities": ["pushEvents"]})),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32602);
+    assert!(!host.session.granted(Capability::PushEvents));
+}
+
+#[tokio::test]
+async fn s6_7_narrowing_notification_takes_effect_immediately_and_never_widens() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    assert!(host.session.feature_available("alerts"));
+    let mut changes = host.session.grant_changes();
+    changes.mark_unchanged();
+
+    host.peer
+        .notify_raw(
+            "featureSets/update",
+            Some(json!({"disabled": ["alerts"],
+                        "effectiveCapabilities": ["pushEvents", "modelInfo"]})),
+        )
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert!(changes.has_changed().unwrap());
+    assert!(!host.session.feature_available("alerts"));
+    // The widening in the Notification was discarded.
+    assert!(!host.session.granted(Capability::ModelInfo));
+    let before = host.received.lock().unwrap().len();
+    let e = host
+        .session
+        .push_event(PushEvent::text("alerts", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::FeatureSetUnavailable {
+            name: "alerts".into(),
+            reason: "disabled"
+        }
+    );
+    sync(&host).await;
+    // Only the ping response arrived: nothing was sent for the refused event.
+    assert_eq!(host.received.lock().unwrap().len(), before + 1);
+}
+
+#[tokio::test]
+async fn s5_4_denied_send_fails_locally_and_nothing_reaches_the_wire() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
+    let before = host.received.lock().unwrap().len();
+
+    let e = host
+        .session
+        .push_event(PushEvent::text("alerts", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::CapabilityDenied {
+            capability: Capability::PushEvents
+        }
+    );
+    assert_eq!(e.capability(), Some(Capability::PushEvents));
+    assert!(e.to_string().contains("pushEvents"));
+    assert!(matches!(
+        host.session.channels_register(vec![]).await,
+        Err(SendError::CapabilityDenied {
+            capability: Capability::ChannelsRegister
+        })
+    ));
+    assert!(matches!(
+        host.session.channels_incoming(vec![]).await,
+        Err(SendError::CapabilityDenied {
+            capability: Capability::ChannelsIncoming
+        })
+    ));
+    sync(&host).await;
+    assert_eq!(host.received.lock().unwrap().len(), before + 1);
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s9_4_push_event_is_stamped_and_event_id_is_stable() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let ev = PushEvent::text("alerts", "disk full").tags(["chat:mention"]);
+    let id = ev.stable_event_id();
+    assert_eq!(
+        id,
+        ev.clone()
+            .timestamp("2020-01-01T00:00:00Z")
+            .stable_event_id()
+    );
+    let session = host.session.clone();
+    let send = tokio::spawn(async move { session.push_event(ev).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected push/event")
+    };
+    assert_eq!(req.method(), "push/event");
+    let p = req.request().params.clone().unwrap();
+    assert_eq!(p["featureSet"], "alerts");
+    assert_eq!(p["eventId"], id);
+    assert_eq!(p["tags"], json!(["chat:mention"]));
+    assert!(p["timestamp"].as_str().unwrap().ends_with('Z'));
+    req.respond(json!({"accepted": true})).await.unwrap();
+    assert!(send.await.unwrap().unwrap().accepted);
+}
+
+#[tokio::test]
+async fn s3_2_mcp_only_host_gets_a_plain_mcp_server() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, false).await;
+    assert!(!host.session.is_mcpl());
+    let r = host
+        .peer
+        .request_raw(
+            "tools/call",
+            Some(json!({"name": "echo", "arguments": {"text": "hello"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "hello");
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "featureSets/update",
+                Some(json!({"effectiveCapabilities": ["pushEvents"]})),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32601);
+    assert_eq!(
+        host.session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err(),
+        SendError::McpOnly
+    );
+    // No manifest announcements for a host that does not speak MCPL.
+    let out = server
+        .tracker()
+        .transaction(|m| {
+            m["featureSets"]["extra"] = json!({"description": "x", "uses": ["pushEvents"]});
+        })
+        .unwrap();
+    assert!(out.changed);
+    assert_eq!(out.announced, 0);
+}
+
+#[tokio::test]
+async fn s6_6_unknown_and_removed_methods_are_minus_32601() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["tools", "pushEvents"]}),
+    )
+    .await;
+    for m in [
+        "context/afterInference",
+        "featureSets/changed",
+        "scope/elevate",
+        "no/such",
+        // Server → Host methods arriving from the host.
+        "push/event",
+        "model/info",
+    ] {
+        let e = err_of(host.peer.request_raw(m, Some(json!({}))).await);
+        assert_eq!(e.code, -32601, "{m}");
+    }
+    // A notification-only method sent as a request still gets exactly one answer.
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "inference/lifecycle",
+                Some(json!({"inferenceId": "i", "phase": "started"})),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32600);
+}
+
+#[tokio::test]
+async fn s5_4_inbound_without_capability_is_minus_32002_not_the_handler() {
+    let server = builder()
+        .on_channels_publish(|_s, _p| async { panic!("publish without channels.publish") })
+        .on_before_inference("memory.recall", |_g, _p| async {
+            panic!("hook without observe/inject")
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "channels/publish",
+                Some(json!({"channelId": "c", "content": "x"})),
+            )
+            .await,
+    );
+    assert_eq!(
+        (e.code, e.data),
+        (-32002, Some(json!({"capability": "channels.publish"})))
+    );
+    let e = err_of(
+        host.peer
+            .request_raw(
+                "context/beforeInference",
+                Some(
+                    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                            "userMessage": null}),
+                ),
+            )
+            .await,
+    );
+    assert_eq!(e.code, -32002);
+}
+
+#[tokio::test]
+async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
+    let server = builder()
+        .on_before_inference("memory.recall", |_g, p| async move {
+            let inj = |pos: Position, t: &str| ContextInjection {
+                namespace: "memory".into(),
+                position: pos,
+                content: Content::Text(t.into()),
+                metadata: None,
+                extra: Map::new(),
+            };
+            assert_eq!(p.user_message, None);
+            Ok(BeforeInferenceResult {
+                feature_set: None,
+                context_injections: vec![
+                    inj(Position::System, "sys"),
+                    inj(Position::BeforeUser, "before"),
+                    inj(Position::AfterUser, "after"),
+                ],
+                extra: Map::new(),
+            })
+        })
+        .feature_set(
+            "memory.recall",
+            "Inject memories",
+            &[Capability::InjectBeforeUser],
+        )
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["contextHooks.beforeInference.inject.beforeUser"]}),
+    )
+    .await;
+    let r = host
+        .peer
+        .request_raw(
+            "context/beforeInference",
+            Some(
+                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                        "userMessage": null}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["featureSet"], "memory.recall");
+    let positions: Vec<&str> = r["contextInjections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["position"].as_str().unwrap())
+        .collect();
+    assert_eq!(positions, ["beforeUser"]);
+    let d = diags.recv().await.unwrap();
+    assert_eq!(d.code, "injection_dropped");
+}
+
+#[tokio::test]
+async fn s10_5_lifecycle_consumer_dedupes_and_reports_defects_over_the_wire() {
+    let events = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (e1, e2) = (events.clone(), events.clone());
+    let server = builder()
+        .on_turn_start(move |s| e1.lock().unwrap().push(format!("start {}", s.inference_id)))
+        .on_turn_end(move |e| {
+            e2.lock()
+                .unwrap()
+                .push(format!("end {} {:?}", e.inference_id, e.outcome))
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceLifecycle"]}),
+    )
+    .await;
+    for (id, phase) in [
+        ("i1", "started"),
+        ("i1", "aborted"),
+        ("i1", "completed"),
+        ("i2", "failed"),
+    ] {
+        host.peer
+            .notify_raw(
+                "inference/lifecycle",
+                Some(json!({"inferenceId": id, "phase": phase})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    assert_eq!(*events.lock().unwrap(), ["start i1", "end i1 Aborted"]);
+    let codes = [
+        diags.recv().await.unwrap().code,
+        diags.recv().await.unwrap().code,
+    ];
+    assert_eq!(
+        codes,
+        [
+            "lifecycle_second_terminal",
+            "lifecycle_terminal_without_started"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn s10_5_lifecycle_without_grant_is_ignored() {
+    let started = Arc::new(Mutex::new(0));
+    let s2 = started.clone();
+    let server = builder()
+        .on_turn_start(move |_| *s2.lock().unwrap() += 1)
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    host.peer
+        .notify_raw(
+            "inference/lifecycle",
+            Some(json!({"inferenceId": "i", "phase": "started"})),
+        )
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert_eq!(*started.lock().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s10_5_safety_timeout_ends_a_turn_without_terminal() {
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ends.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = builder()
+        .lifecycle_config(mcpl::lifecycle::LifecycleConfig {
+            safety_timeout: std::time::Duration::from_secs(30),
+            remembered_terminals: 16,
+        })
+        .on_turn_end(move |e| {
+            e2.lock().unwrap().push(e.outcome.clone());
+            let _ = tx.send(());
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceLifecycle"]}),
+    )
+    .await;
+    host.peer
+        .notify_raw(
+            "inference/lifecycle",
+            Some(json!({"inferenceId": "i", "phase": "started"})),
+        )
+        .await
+        .unwrap();
+    sync(&host).await;
+    // Paused clock: the runtime advances time only when every task is idle.
+    rx.recv().await.unwrap();
+    assert_eq!(
+        *ends.lock().unwrap(),
+        [mcpl::lifecycle::TurnOutcome::TimedOut]
+    );
+}
+
+#[tokio::test]
+async fn s17_tracker_over_a_real_connection() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let initial = server.tracker().revision();
+
+    // A no-op edit: no revision change, nothing announced.
+    let out = server.tracker().transaction(|_| {}).unwrap();
+    assert!(!out.changed);
+    assert_eq!(out.announced, 0);
+
+    // One transaction of two edits: one announcement.
+    let out = server
+        .tracker()
+        .transaction(|m| {
+            m["featureSets"]["digest"] =
+                json!({"description": "Daily digest", "uses": ["pushEvents"]});
+            m["featureSets"]["alerts"]["description"] = json!("Push alerts (v2)");
+        })
+        .unwrap();
+    assert!(out.changed);
+    assert_eq!(out.announced, 1);
+
+    // The first message the host receives is that announcement: none was sent right after
+    // initialize or for the no-op edit.
+    let Some(IncomingMessage::Notification(n)) = host.incoming.recv().await else {
+        panic!("expected mcpl/manifestChanged")
+    };
+    assert_eq!(n.method, "mcpl/manifestChanged");
+    let p = n.params.unwrap();
+    assert_eq!(p["revision"], out.revision.as_str());
+    assert_ne!(p["revision"], initial.as_str());
+    assert_eq!(p["domains"], json!(["featureSets"]));
+
+    let m = host
+        .peer
+        .request_raw("mcpl/manifest", Some(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(m["revision"], out.revision.as_str());
+    assert_eq!(&m, server.tracker().snapshot().manifest());
+    // The new set is declared on the live session at once.
+    assert!(host.session.feature_available("digest"));
+    sync(&host).await;
+    assert_eq!(methods_received(&host.received), ["mcpl/manifestChanged"]);
+}
+
+#[tokio::test]
+async fn s5_3_requests_before_initialize_are_refused_and_initialize_once() {
+    let server = builder().build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let _session = server.start(server_t);
+    let e = err_of(peer.request_raw("tools/list", None).await);
+    assert_eq!(e.code, -32600);
+    assert_eq!(peer.request_raw("ping", None).await.unwrap(), json!({}));
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}});
+    peer.request_raw("initialize", Some(init.clone()))
+        .await
+        .unwrap();
+    let e = err_of(peer.request_raw("initialize", Some(init)).await);
+    assert_eq!(e.code, -32600);
+}
+
+#[test]
+fn build_refuses_reserved_custom_methods_and_invalid_uses() {
+    let r = Server::builder("s", "1")
+        .method("context/afterInference", |_s, _p| async { Ok(Value::Null) })
+        .build();
+    assert!(matches!(
+        r,
+        Err(mcpl::server::BuildError::ReservedMethod(_))
+    ));
+    let r = Server::builder("s", "1")
+        .feature_set_declaration(
+            "bad",
+            mcpl::policy::FeatureSetDeclaration {
+                description: Some("x".into()),
+                uses: Some(json!([])),
+                extra: Map::new(),
+            },
+        )
+        .build();
+    assert!(matches!(
+        r,
+        Err(mcpl::server::BuildError::InvalidFeatureSet { .. })
+    ));
+}
+
+fn inference_params(feature_set: &str) -> mcpl::protocol::inference::InferenceRequestParams {
+    serde_json::from_value(json!({
+        "featureSet": feature_set,
+        "messages": [{"role": "user", "content": "summarise"}]
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn s11_4_streaming_chunks_are_routed_by_request_id() {
+    let server = builder()
+        .feature_set(
+            "digest",
+            "Summaries",
+            &[
+                Capability::InferenceRequest,
+                Capability::InferenceRequestStreaming,
+            ],
+        )
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+
+    // Only inferenceRequest granted: streaming is refused locally, naming the missing leaf.
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"]}),
+    )
+    .await;
+    let e = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap_err();
+    // The set needs streaming too, so the grant check names the leaf first.
+    assert_eq!(
+        e,
+        SendError::CapabilityDenied {
+            capability: Capability::InferenceRequestStreaming
+        }
+    );
+
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
+    )
+    .await;
+    let mut stream = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    assert_eq!(req.method(), "inference/request");
+    assert_eq!(req.request().params.as_ref().unwrap()["stream"], true);
+    let id = req.id().to_value();
+    for (i, d) in ["Hel", "lo"].iter().enumerate() {
+        host.peer
+            .notify_raw(
+                "inference/chunk",
+                Some(json!({"requestId": id, "index": i, "delta": d})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    req.respond(
+        json!({"content": [{"type": "text", "text": "Hello"}], "finishReason": "end_turn"}),
+    )
+    .await
+    .unwrap();
+    let mut deltas = String::new();
+    while let Some(c) = stream.next_chunk().await {
+        deltas.push_str(&c.delta);
+    }
+    assert_eq!(deltas, "Hello");
+    let result = stream.finish().await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap()[0]["text"],
+        "Hello"
+    );
+}
+
+#[tokio::test]
+async fn s11_inference_request_needs_an_available_feature_set() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"], "enabled": ["alerts"]}),
+    )
+    .await;
+    let e = host
+        .session
+        .inference_request(inference_params("digest"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::FeatureSetUnavailable {
+            name: "digest".into(),
+            reason: "not_selected"
+        }
+    );
+    let e = host
+        .session
+        .inference_request(inference_params("undeclared"))
+        .await
+        .unwrap_err();
+    assert_eq!(e, SendError::UnknownFeatureSet("undeclared".into()));
+    sync(&host).await;
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s14_outgoing_stream_is_observed_only_when_streaming_is_granted() {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let server = builder()
+        .on_outgoing_chunk(move |c| s1.lock().unwrap().push(c.delta.clone()))
+        .on_outgoing_complete(move |c| s2.lock().unwrap().push(format!("done {}", c.channel_id)))
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let chunk = json!({"inferenceId": "i", "channelId": "c", "index": 0, "delta": "hi"});
+    let complete = json!({"inferenceId": "i", "channelId": "c", "content": "hi"});
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    host.peer
+        .notify_raw("channels/outgoing/chunk", Some(chunk.clone()))
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert!(seen.lock().unwrap().is_empty());
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.streaming"]}),
+    )
+    .await;
+    host.peer
+        .notify_raw("channels/outgoing/chunk", Some(chunk))
+        .await
+        .unwrap();
+    host.peer
+        .notify_raw("channels/outgoing/complete", Some(complete))
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert_eq!(*seen.lock().unwrap(), ["hi", "done c"]);
+    // Observing the stream sent nothing (§14.5).
+    assert!(methods_received(&host.received).is_empty());
+}
+
+#[tokio::test]
+async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_granted() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.register", "modelInfo"]}),
+    )
+    .await;
+    let session = host.session.clone();
+    let task = tokio::spawn(async move {
+        let change: mcpl::protocol::channels::ChangedParams =
+            serde_json::from_value(json!({"removed": ["x"]})).unwrap();
+        let r = session.channels_changed(change).await.unwrap();
+        let m = session.model_info().await.unwrap();
+        (r, m)
+    });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/changed as a request")
+    };
+    assert_eq!(req.method(), "channels/changed");
+    req.respond(json!({"results": [{"id": "x", "accepted": true}]}))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected model/info")
+    };
+    assert_eq!(req.method(), "model/info");
+    req.respond(json!({"id": "model-1"})).await.unwrap();
+    let (r, m) = task.await.unwrap();
+    assert!(r.results[0].accepted);
+    assert_eq!(m.id, "model-1");
+}
+
+#[tokio::test]
+async fn s6_7_a_reducing_request_applies_before_its_receipt() {
+    let server = builder().build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let session = server.start(server_t);
+    // Before initialize nothing is known, so nothing is allowed.
+    assert_eq!(
+        session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err(),
+        SendError::NotReady {
+            capability: Capability::PushEvents
+        }
+    );
+    drop(session);
+    drop(host_t);
+
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["pushEvents", "modelInfo"]}),
+    )
+    .await;
+    assert!(host.session.granted(Capability::ModelInfo));
+    let receipt = policy(&host, json!({"effectiveCapabilities": ["modelInfo"]})).await;
+    assert_eq!(receipt["unavailableFeatures"][0]["featureSet"], "alerts");
+    assert!(!host.session.granted(Capability::PushEvents));
+    assert!(matches!(
+        host.session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await,
+        Err(SendError::CapabilityDenied {
+            capability: Capability::PushEvents
+        })
+    ));
+}
+
+#[tokio::test]
+async fn s6_6_a_panicking_handler_still_answers() {
+    let server = builder()
+        .tool(
+            "boom",
+            "Panics",
+            json!({"type": "object"}),
+            |_s, _p| async { panic!("tool bug") },
+        )
+        .build()
+        .unwrap();
+    let host = connect(&server, false).await;
+    let e = err_of(
+        host.peer
+            .request_raw("tools/call", Some(json!({"name": "boom"})))
+            .await,
+    );
+    assert_eq!(e.code, -32603);
+    let e = err_of(
+        host.peer
+            .request_raw("tools/call", Some(json!({"name": "nope"})))
+            .await,
+    );
+    assert_eq!(e.code, -32602);
+}
+
+#[tokio::test]
+async fn s3_2_a_non_object_mcpl_advertisement_means_mcp_only() {
+    let server = builder().build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": true}}})),
+    )
+    .await
+    .unwrap();
+    assert!(!session.is_mcpl());
+    let e = err_of(
+        peer.request_raw("featureSets/update", Some(json!({})))
+            .await,
+    );
+    assert_eq!(e.code, -32601);
+}
+
+#[tokio::test]
+async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
+    let server = builder()
+        .on_channels_acknowledge(|_s, _p| async { Ok(()) })
+        .on_channels_typing(|_s, _p| async { Ok(()) })
+        .on_rollback(|_s, p| async move {
+            Ok(
+                serde_json::from_value(json!({"checkpoint": p.checkpoint, "success": true}))
+                    .unwrap(),
+            )
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.acknowledge"]}),
+    )
+    .await;
+    let ack = json!({"channelId": "c", "messageId": "m"});
+    assert_eq!(
+        host.peer
+            .request_raw("channels/acknowledge", Some(ack))
+            .await
+            .unwrap(),
+        json!({})
+    );
+    let e = err_of(
+        host.peer
+            .request_raw("channels/typing", Some(json!({"channelId": "c"})))
+            .await,
+    );
+    assert_eq!(e.data, Some(json!({"capability": "channels.typing"})));
+    let e = err_of(
+        host.peer
+            .request_raw("state/rollback", Some(json!({"checkpoint": "chk"})))
+            .await,
+    );
+    assert_eq!(e.data, Some(json!({"capability": "tools"})));
+    policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
+    let r = host
+        .peer
+        .request_raw("state/rollback", Some(json!({"checkpoint": "chk"})))
+        .await
+        .unwrap();
+    assert_eq!(r["success"], true);
+    // No handler registered for channels/open: -32601 even when granted.
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.lifecycle"]}),
+    )
+    .await;
+    let e = err_of(
+        host.peer
+            .request_raw("channels/open", Some(json!({"type": "x"})))
+            .await,
+    );
+    assert_eq!(e.code, -32601);
+}
+
+#[tokio::test]
+async fn s6_7_a_refusal_names_its_fallback_and_the_server_does_it() {
+    let server = builder()
+        .require(&[Capability::PushEvents], mcpl::policy::Fallback::McpOnly)
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
+    assert_eq!(
+        receipt,
+        json!({"accepted": false, "fallback": "mcp-only",
+               "missingCapabilities": ["pushEvents"],
+               "reason": "required capabilities are not granted"})
+    );
+    // mcp-only: MCPL is off, tools keep working.
+    assert!(!host.session.is_mcpl());
+    assert_eq!(
+        host.session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err(),
+        SendError::McpOnly
+    );
+    let r = host
+        .peer
+        .request_raw(
+            "tools/call",
+            Some(json!({"name": "echo", "arguments": {"text": "still here"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "still here");
+
+    let server = builder()
+        .require(&[Capability::PushEvents], mcpl::policy::Fallback::Close)
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(&host, json!({})).await;
+    assert_eq!(receipt["fallback"], "close");
+    host.peer.closed().await;
+}
