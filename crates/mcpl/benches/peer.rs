@@ -363,7 +363,7 @@ fn pipelined(c: &mut Criterion, rt: &Runtime, transport: &'static str) {
 const SERVERS: usize = 100;
 
 /// `context/beforeInference` to 100 in-memory servers at once, against one server's round
-/// trip, with raw peers (the host session was not yet on main when this was written).
+/// trip, with raw peers (the bare pattern, without the host session's bookkeeping).
 fn fan_out(c: &mut Criterion, rt: &Runtime) {
     let mut g = c.benchmark_group("fan_out");
     let hosts: Vec<Peer> = rt.block_on(async {
@@ -423,6 +423,91 @@ fn fan_out(c: &mut Criterion, rt: &Runtime) {
     g.finish();
 }
 
+/// A minimal MCPL server for the host fan-out: answers the handshake, the policy exchange
+/// and every `context/beforeInference` with one `system` injection.
+fn spawn_mcpl_server(mut incoming: Incoming, server: Peer) {
+    tokio::spawn(async move {
+        let _keep = server;
+        let init = json!({"protocolVersion": "2024-11-05",
+            "capabilities": {"tools": {}, "experimental": {"mcpl": {
+                "version": "0.5",
+                "contextHooks": {"beforeInference": {"observe": true, "inject": {"system": true}}},
+                "featureSets": {"memory": {"description": "Memory",
+                    "uses": ["contextHooks.beforeInference.observe",
+                             "contextHooks.beforeInference.inject.system"]}}}}},
+            "serverInfo": {"name": "bench", "version": "1"}});
+        let answer = json!({"contextInjections": [
+            {"position": "system", "featureSet": "memory", "content": "context"}]});
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(req) = msg {
+                let _ = match req.method() {
+                    "initialize" => req.respond(&init).await,
+                    "featureSets/update" => req.respond(json!({"accepted": true})).await,
+                    "context/beforeInference" => req.respond(&answer).await,
+                    _ => Ok(()), // dropped: the guard answers -32601
+                };
+            }
+        }
+    });
+}
+
+/// The same fan-out through the host session (`mcpl::host::before_inference`): 100 connected
+/// sessions against one.
+fn fan_out_host(c: &mut Criterion, rt: &Runtime) {
+    use mcpl::host::{before_inference, HostConfig, HostSession};
+    let mut g = c.benchmark_group("fan_out_host");
+    let sessions: Vec<HostSession> = rt.block_on(async {
+        let mut v = Vec::new();
+        for _ in 0..SERVERS {
+            let (a, b) = memory::pair();
+            let (hp, hin) = Peer::new(a, config());
+            let (sp, sin) = Peer::new(b, config());
+            spawn_mcpl_server(sin, sp);
+            let cfg = HostConfig {
+                policy: vec![
+                    "contextHooks.beforeInference.observe".into(),
+                    "contextHooks.beforeInference.inject.system".into(),
+                ],
+                peer: config(),
+                ..HostConfig::default()
+            };
+            let (s, streams) = HostSession::connect_peer(hp, hin, cfg).await.unwrap();
+            std::mem::forget(streams);
+            v.push(s);
+        }
+        v
+    });
+    let all: Vec<&HostSession> = sessions.iter().collect();
+    let params = json!({"inferenceId": "inf-1", "conversationId": "c1", "turnIndex": 3,
+        "userMessage": "What is the weather?"});
+    // Sanity: every server was consulted and its injection accepted.
+    let check = rt.block_on(before_inference(&all, &params));
+    assert_eq!(check.system.len(), SERVERS, "{check:?}");
+    g.bench_function("host_single_session", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(before_inference(&all[..1], &params).await);
+                }
+                record("fanhost/single", iters, t.elapsed())
+            })
+        })
+    });
+    g.bench_function("host_100_sessions", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    black_box(before_inference(&all, &params).await);
+                }
+                record("fanhost/100", iters, t.elapsed())
+            })
+        })
+    });
+    g.finish();
+}
+
 fn main() {
     let mut c = common::criterion();
     let rt = runtime();
@@ -431,6 +516,7 @@ fn main() {
     pipelined(&mut c, &rt, "memory");
     pipelined(&mut c, &rt, "tcp");
     fan_out(&mut c, &rt);
+    fan_out_host(&mut c, &rt);
     c.final_summary();
     report(
         "peer",
@@ -475,6 +561,12 @@ fn main() {
                 name: "fan-out to 100 servers / one server's round trip",
                 subject: "fan/100",
                 baseline: "fan/single",
+                target: Some(3.0),
+            },
+            Ratio {
+                name: "host::before_inference, 100 sessions / 1 session",
+                subject: "fanhost/100",
+                baseline: "fanhost/single",
                 target: Some(3.0),
             },
         ],
