@@ -341,6 +341,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn send_many_writes_each_text_as_its_own_line_in_order() {
+        let (a, b) = tokio::io::duplex(64);
+        let texts: Vec<String> = (0..100).map(|i| format!("{{\"n\":{i}}}")).collect();
+        let expected: Vec<Frame> = texts.iter().map(|t| text(t)).collect();
+        let writer = tokio::spawn(async move {
+            let mut w = LineWriter::new(a);
+            w.send("first").await.unwrap();
+            w.send_many(&texts).await.unwrap();
+            w.send_many(&[]).await.unwrap();
+            w.send("last").await.unwrap();
+        });
+        let mut r = LineReader::new(b);
+        let mut got = Vec::new();
+        while let Some(f) = r.read_frame().await.unwrap() {
+            got.push(f);
+        }
+        writer.await.unwrap();
+        assert_eq!(got.first(), Some(&text("first")));
+        assert_eq!(got.last(), Some(&text("last")));
+        assert_eq!(&got[1..got.len() - 1], &expected[..]);
+    }
+
+    #[tokio::test]
     async fn invalid_utf8_is_not_text() {
         let got = frames(b"\xff\xfe\nok\n", 10).await;
         assert!(matches!(got[0], Frame::NotText { .. }));
