@@ -74,6 +74,9 @@ pub struct Ratio {
 pub fn report(title: &str, ratios: &[Ratio]) {
     println!("\n== {title}: ratios (median s/iter, same run) ==");
     println!("{}", machine());
+    if !bench_mode() {
+        println!("(smoke run without --bench: one iteration each, unoptimised; not a measurement)");
+    }
     for r in ratios {
         match (median(r.subject), median(r.baseline)) {
             (Some(s), Some(b)) if b > 0.0 => {
