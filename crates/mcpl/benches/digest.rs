@@ -151,6 +151,54 @@ fn main() {
             .unwrap()
             .len()
     );
+    // Paired A/B rounds first (baseline and subject alternate every few milliseconds, so a
+    // change of machine load hits both alike); criterion's separate runs follow.
+    let (rounds, scale) = if common::bench_mode() {
+        (200, 1)
+    } else {
+        (2, 0)
+    };
+    let paired: Vec<(&str, f64, f64)> =
+        [("small", &small, 200usize, 2.0), ("large", &large, 2, 1.5)]
+            .into_iter()
+            .flat_map(|(name, v, k, target)| {
+                let k = (k * scale).max(1);
+                let text = serde_json::to_vec(v).unwrap();
+                let value = common::paired(
+                    || {
+                        black_box(bound(black_box(v)));
+                    },
+                    || {
+                        black_box(revision(black_box(v)).unwrap());
+                    },
+                    rounds,
+                    k,
+                );
+                let bytes = common::paired(
+                    || {
+                        let v: Value = serde_json::from_slice(black_box(&text)).unwrap();
+                        black_box(bound(&v));
+                    },
+                    || {
+                        let v: Value = serde_json::from_slice(black_box(&text)).unwrap();
+                        black_box(revision(&v).unwrap());
+                    },
+                    rounds,
+                    k,
+                );
+                let value_name = if name == "small" {
+                    "paired: revision / bound, §17.2 example"
+                } else {
+                    "paired: revision / bound, large"
+                };
+                let bytes_name = if name == "small" {
+                    "paired: bytes→revision / bound, small"
+                } else {
+                    "paired: bytes→revision / bound, large"
+                };
+                [(value_name, value, target), (bytes_name, bytes, target)]
+            })
+            .collect();
     bench_value(&mut c, "small", &small);
     bench_value(&mut c, "large", &large);
     bench_bytes(&mut c, "small", &small);
@@ -185,4 +233,7 @@ fn main() {
             },
         ],
     );
+    for (name, ratio, target) in paired {
+        common::report_paired(name, ratio, target);
+    }
 }

@@ -138,3 +138,40 @@ pub fn rates(keys: &[&str]) {
         }
     }
 }
+
+/// A paired measurement, robust to load that changes during the run: `rounds` rounds,
+/// each timing `k` calls of the baseline then `k` calls of the subject back to back; the
+/// result is the median of the per-round ratios (subject / baseline).
+pub fn paired(
+    mut baseline: impl FnMut(),
+    mut subject: impl FnMut(),
+    rounds: usize,
+    k: usize,
+) -> f64 {
+    let mut ratios = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = std::time::Instant::now();
+        for _ in 0..k {
+            baseline();
+        }
+        let b = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        for _ in 0..k {
+            subject();
+        }
+        let s = t.elapsed().as_secs_f64();
+        if b > 0.0 {
+            ratios.push(s / b);
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Prints one paired ratio with its verdict.
+pub fn report_paired(name: &str, ratio: f64, target: f64) {
+    println!(
+        "{name:<58} paired median ratio {ratio:>7.2}x  target <= {target:.1}x  {}",
+        if ratio <= target { "MET" } else { "MISSED" }
+    );
+}
