@@ -244,6 +244,19 @@ impl Writer {
         }
     }
 
+    /// Writes a string that has just passed [`Writer::ident`]: with checking on it is an
+    /// identifier, whose characters never need escaping, so the escape scan is skipped.
+    fn checked_string(&mut self, s: &str) {
+        if self.check {
+            self.out.reserve(s.len() + 2);
+            self.out.push('"');
+            self.out.push_str(s);
+            self.out.push('"');
+        } else {
+            jcs::write_string(&mut self.out, s);
+        }
+    }
+
     fn ident(&self, value: &str, path: &Path<'_>) -> Result<(), DigestError> {
         if self.check && !is_identifier(value) {
             return Err(DigestError::IdentifierCharset {
@@ -424,7 +437,7 @@ impl Writer {
                 ("implies", _) => w.set_array(member, &sub),
                 ("facet", Value::String(s)) => {
                     w.ident(s, &sub)?;
-                    jcs::write_string(&mut w.out, s);
+                    w.checked_string(s);
                     Ok(())
                 }
                 _ => {
@@ -533,7 +546,7 @@ impl Writer {
             if i > 0 {
                 self.out.push(',');
             }
-            jcs::write_string(&mut self.out, s);
+            self.checked_string(s);
         }
         self.out.push(']');
         Ok(())
