@@ -5,10 +5,11 @@
 use std::process::ExitCode;
 
 use mcpl::capability::{self, Pattern};
+use mcpl::jsonrpc::json_type_name;
 use mcpl::policy::{self, FeatureSets, GrantReport};
 use serde_json::Value;
 
-use crate::input::{type_name, unwrap_envelope, Source};
+use crate::input::{unwrap_envelope, Source};
 use crate::term::{emit, emit_err, pretty_json, CliError, Stream, Style};
 
 /// Arguments of `mcpl grant`.
@@ -36,7 +37,7 @@ fn report(doc: &Value, allow: &[String]) -> Result<GrantReport, String> {
         return Err(format!(
             "expected a JSON object (experimental.mcpl, capabilities or an initialize \
              result), found {}",
-            type_name(doc)
+            json_type_name(doc)
         ));
     }
     let patterns = allow.iter().map(String::as_str);

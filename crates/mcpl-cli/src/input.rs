@@ -84,18 +84,6 @@ pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
     })
 }
 
-/// The name of a JSON value's type, for messages.
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Why [`manifest_of`] could not find a manifest in a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShapeError {
@@ -162,7 +150,7 @@ pub fn unwrap_envelope(doc: &Value) -> Result<&Value, ShapeError> {
 pub fn manifest_of(doc: &Value) -> Result<&Value, ShapeError> {
     let doc = unwrap_envelope(doc)?;
     if !doc.is_object() {
-        return Err(ShapeError::NotObject(type_name(doc)));
+        return Err(ShapeError::NotObject(mcpl::jsonrpc::json_type_name(doc)));
     }
     mcpl::manifest::review::extract_manifest(doc)
         .map(|(manifest, _caps)| manifest)

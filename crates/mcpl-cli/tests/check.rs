@@ -149,6 +149,8 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("bad-descriptor", &["channels.descriptor-shape"]),
         ("changed-payload", &["manifest.changed-shape"]),
         ("junk", &["transport.frames-valid"]),
+        // Reported, and the connection survives it: every other check still completes.
+        ("oversized", &["transport.frames-valid"]),
         ("injection-no-feature-set", &["hooks.injection-shape"]),
         ("no-init", &["initialize.answered"]),
     ];
@@ -158,6 +160,30 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         assert_eq!(ids_with(&doc, "fail"), set(expected), "{mode}: {doc:#}");
         assert_eq!(code, 1, "{mode}");
     }
+}
+
+/// An over-long line is discarded by the transport and reported; the run goes on.
+#[test]
+fn oversized_line_fails_frames_valid_and_the_connection_survives() {
+    let (code, doc) = scripted("oversized");
+    let frames = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "transport.frames-valid")
+        .unwrap();
+    assert_eq!(frames["status"], "fail", "{doc:#}");
+    assert!(
+        frames["detail"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the 16777216-byte limit"),
+        "{frames}"
+    );
+    for id in ["policy.request-answered", "rpc.unknown-method-errors"] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 1);
 }
 
 #[test]

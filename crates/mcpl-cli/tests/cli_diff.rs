@@ -1,33 +1,14 @@
 //! `mcpl diff` end to end: §17.1 changed domains and §17.6 impacts with dispositions, the
 //! `--json` shape, stdin and bad input.
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+mod common;
+use common::{run, temp_file};
 
-fn run(args: &[&str], stdin: Option<&str>) -> Out {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    c.env("NO_COLOR", "1").args(args);
-    if let Some(s) = stdin {
-        c.write_stdin(s.to_owned());
-    }
-    let o = c.output().unwrap();
-    Out {
-        code: o.status.code().unwrap(),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
-}
-
-fn temp_file(name: &str, v: &Value) -> String {
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_diff_{name}"));
-    std::fs::write(&path, v.to_string()).unwrap();
-    path.to_string_lossy().into_owned()
+/// A temporary file holding `v`.
+fn temp_json(name: &str, v: &Value) -> String {
+    temp_file(name, &v.to_string())
 }
 
 fn old() -> Value {
@@ -52,7 +33,7 @@ fn impact<'a>(impacts: &'a [Value], kind: &str, subject: &str) -> &'a Value {
 
 #[test]
 fn s17_6_json_domains_and_impacts_with_dispositions() {
-    let (a, b) = (temp_file("old.json", &old()), temp_file("new.json", &new()));
+    let (a, b) = (temp_json("old.json", &old()), temp_json("new.json", &new()));
     let o = run(&["diff", "--json", &a, &b], None);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
@@ -76,7 +57,7 @@ fn s17_6_json_domains_and_impacts_with_dispositions() {
 
 #[test]
 fn s17_3_absent_to_empty_feature_sets_is_a_change() {
-    let a = temp_file("bare.json", &json!({"version":"0.5"}));
+    let a = temp_json("bare.json", &json!({"version":"0.5"}));
     let o = run(
         &["diff", "--json", &a, "-"],
         Some(r#"{"version":"0.5","featureSets":{}}"#),
@@ -89,8 +70,8 @@ fn s17_3_absent_to_empty_feature_sets_is_a_change() {
 #[test]
 fn readable_output_lists_domains_and_impacts() {
     let (a, b) = (
-        temp_file("old2.json", &old()),
-        temp_file("new2.json", &new()),
+        temp_json("old2.json", &old()),
+        temp_json("new2.json", &new()),
     );
     let o = run(&["diff", &a, &b], None);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -113,7 +94,7 @@ fn readable_output_lists_domains_and_impacts() {
 
 #[test]
 fn identical_manifests_print_no_change() {
-    let a = temp_file("same.json", &old());
+    let a = temp_json("same.json", &old());
     let o = run(&["diff", &a, "-"], Some(&old().to_string()));
     assert_eq!(o.code, 0);
     assert_eq!(o.stdout, "no change\n");
@@ -126,8 +107,8 @@ fn identical_manifests_print_no_change() {
 fn initialize_results_are_compared_on_experimental_mcpl() {
     let wrap = |m: Value| json!({"jsonrpc":"2.0","id":1,"result":{"capabilities":{"experimental":{"mcpl":m}}}});
     let (a, b) = (
-        temp_file("init_old.json", &wrap(old())),
-        temp_file("init_new.json", &wrap(new())),
+        temp_json("init_old.json", &wrap(old())),
+        temp_json("init_new.json", &wrap(new())),
     );
     let o = run(&["diff", "--json", &a, &b], None);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -137,7 +118,7 @@ fn initialize_results_are_compared_on_experimental_mcpl() {
 
 #[test]
 fn invalid_new_manifest_is_diffed_with_a_warning() {
-    let a = temp_file("old3.json", &old());
+    let a = temp_json("old3.json", &old());
     let bad =
         json!({"version":"0.5","featureSets":{"demo.push":{"description":"Push","uses":["nope"]}}});
     let o = run(&["diff", "--json", &a, "-"], Some(&bad.to_string()));
@@ -158,7 +139,7 @@ fn invalid_new_manifest_is_diffed_with_a_warning() {
 
 #[test]
 fn bad_input_not_json_wrong_type_missing_file_and_double_stdin() {
-    let a = temp_file("old4.json", &old());
+    let a = temp_json("old4.json", &old());
     let o = run(&["diff", &a, "-"], Some("nope"));
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("<stdin>: not JSON"), "{}", o.stderr);

@@ -1,8 +1,10 @@
 //! `mcpl digest` end to end: §17.2 worked example, stdin, `--canonical`, `--json`,
 //! `--lines`, initialize-shaped input and bad input.
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
+
+mod common;
+use common::{run, temp_file};
 
 const WORKED_REVISION: &str = "sha256:_YZTS0h1tqTAMZI6eElCszSQE2WNx3xhAhmgUvNI9H4";
 const WORKED_CANONICAL: &str = r#"{"channels":{"incoming":true,"publish":true,"register":true},"contextHooks":{"beforeInference":true},"featureSets":{"demo.messaging":{"description":"Demo","uses":["channels.incoming","channels.publish","pushEvents","tools"]}},"inferenceLifecycle":true,"pushEvents":true,"version":"0.5"}"#;
@@ -12,38 +14,6 @@ fn worked_example() -> Value {
      "inferenceLifecycle":true,"channels":{"register":true,"publish":true,"incoming":true},
      "featureSets":{"demo.messaging":{"description":"Demo",
        "uses":["channels.publish","channels.incoming","pushEvents","tools"]}}})
-}
-
-fn mcpl() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    c.env("NO_COLOR", "1");
-    c
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str], stdin: Option<&str>) -> Out {
-    let mut c = mcpl();
-    c.args(args);
-    if let Some(s) = stdin {
-        c.write_stdin(s.to_owned());
-    }
-    let o = c.output().unwrap();
-    Out {
-        code: o.status.code().unwrap(),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
-}
-
-fn temp_file(name: &str, contents: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_digest_{name}"));
-    std::fs::write(&path, contents).unwrap();
-    path.to_string_lossy().into_owned()
 }
 
 #[test]

@@ -1,34 +1,10 @@
 //! `mcpl grant` end to end: §5.4 effective = advertised ∩ policy, §6.4 derivation, the
 //! `--json` shape, pattern errors and bad input.
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str], stdin: Option<&str>) -> Out {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    c.env("NO_COLOR", "1").args(args);
-    if let Some(s) = stdin {
-        c.write_stdin(s.to_owned());
-    }
-    let o = c.output().unwrap();
-    Out {
-        code: o.status.code().unwrap(),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
-}
-
-fn temp_file(name: &str, contents: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_grant_{name}"));
-    std::fs::write(&path, contents).unwrap();
-    path.to_string_lossy().into_owned()
-}
+mod common;
+use common::{run, temp_file, Out};
 
 fn mcpl_manifest() -> Value {
     json!({"version":"0.5","pushEvents":true,

@@ -8,7 +8,8 @@ use std::process::{Child, Command as StdCommand, Stdio};
 use assert_cmd::Command;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcpl");
+mod common;
+use common::BIN;
 
 fn initialize() -> Value {
     json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{

@@ -1,25 +1,12 @@
 //! `mcpl uri` end to end: RFC-004 three values, rejection codes, `--json` array shape.
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+mod common;
+use common::Out;
 
 fn run(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_mcpl"))
-        .env("NO_COLOR", "1")
-        .args(args)
-        .output()
-        .unwrap();
-    Out {
-        code: o.status.code().unwrap(),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
+    common::run(args, None)
 }
 
 #[test]

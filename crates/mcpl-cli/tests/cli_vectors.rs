@@ -1,8 +1,10 @@
 //! `mcpl vectors` end to end against the frozen shared §17.2 corpus, its default location,
 //! `$MCPL_DIGEST_VECTORS`, a corrupted copy, and unreadable files.
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
+use common::{mcpl, output, temp_file, Out};
 
 const SHARED_VECTORS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -11,17 +13,9 @@ const SHARED_VECTORS: &str = concat!(
 /// The repository root: `../shared` relative to it is the default vector location.
 const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str], env: Option<&str>, cwd: Option<&str>, stdin: Option<&str>) -> Out {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    c.env("NO_COLOR", "1")
-        .env_remove("MCPL_DIGEST_VECTORS")
-        .args(args);
+    let mut c = mcpl();
+    c.env_remove("MCPL_DIGEST_VECTORS").args(args);
     if let Some(e) = env {
         c.env("MCPL_DIGEST_VECTORS", e);
     }
@@ -31,12 +25,7 @@ fn run(args: &[&str], env: Option<&str>, cwd: Option<&str>, stdin: Option<&str>)
     if let Some(s) = stdin {
         c.write_stdin(s.to_owned());
     }
-    let o = c.output().unwrap();
-    Out {
-        code: o.status.code().unwrap(),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
+    output(&mut c)
 }
 
 fn shared() -> Value {
@@ -94,9 +83,8 @@ fn s17_2_a_corrupted_digest_fails_by_name_and_exits_1() {
         .unwrap();
     victim["digest"] = Value::String("sha256:AAAA".into());
     let name = victim["name"].as_str().unwrap().to_owned();
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_vectors_corrupt.json");
-    std::fs::write(&path, v.to_string()).unwrap();
-    let o = run(&["vectors", path.to_str().unwrap()], None, None, None);
+    let path = temp_file("corrupt.json", &v.to_string());
+    let o = run(&["vectors", &path], None, None, None);
     assert_eq!(o.code, 1);
     assert!(
         o.stdout.contains(&format!("FAIL manifest {name}")),

@@ -123,6 +123,13 @@ pub struct HostConfig {
     pub dedupe_window: usize,
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
+    /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
+    /// counted together); a larger message is refused whole with `-32602` and
+    /// `data: { limit, count }` (1,024 by default).
+    pub max_channels_per_message: usize,
+    /// Most messages one `channels/incoming` may carry; a larger batch is refused whole with
+    /// `-32602` and `data: { limit, count }` (1,024 by default).
+    pub max_incoming_per_batch: usize,
     /// Configuration of the underlying peer (used by [`HostSession::connect`]).
     pub peer: PeerConfig,
 }
@@ -148,6 +155,8 @@ impl Default for HostConfig {
             diagnostics_capacity: 1024,
             dedupe_window: 10_000,
             request_handler: None,
+            max_channels_per_message: 1024,
+            max_incoming_per_batch: 1024,
             peer: PeerConfig::default(),
         }
     }
@@ -1124,6 +1133,23 @@ impl HostSession {
         }
     }
 
+    /// Refuses a message carrying more items than `limit` (a documented, configurable bound).
+    fn over_limit(
+        &self,
+        method: &str,
+        what: &str,
+        count: usize,
+        limit: usize,
+    ) -> Option<ErrorObject> {
+        (count > limit).then(|| {
+            self.bad(
+                method,
+                &format!("{count} {what} exceed the limit of {limit} per message"),
+            )
+            .with_data(json!({ "limit": limit, "count": count }))
+        })
+    }
+
     fn bad(&self, method: &str, detail: &str) -> ErrorObject {
         self.inner.diag(HostDiagnostic::BadParams {
             method: method.to_owned(),
@@ -1356,6 +1382,10 @@ impl HostSession {
             .and_then(|p| p.get("channels"))
             .and_then(Value::as_array)
             .ok_or_else(|| self.bad(M, "channels must be an array"))?;
+        let limit = self.inner.config.max_channels_per_message;
+        if let Some(e) = self.over_limit(M, "channel descriptors", ds.len(), limit) {
+            return Err(e);
+        }
         let mut results = Vec::new();
         self.itemize(M, ds, notification, &mut results);
         Ok(json!({ "results": results }))
@@ -1378,6 +1408,11 @@ impl HostSession {
             }
         };
         let (added, updated, removed) = (arr("added")?, arr("updated")?, arr("removed")?);
+        let count = added.len() + updated.len() + removed.len();
+        let limit = self.inner.config.max_channels_per_message;
+        if let Some(e) = self.over_limit(M, "channel entries", count, limit) {
+            return Err(e);
+        }
         let mut results = Vec::new();
         for r in removed {
             let id = r.as_str().unwrap_or("").to_owned();
@@ -1427,6 +1462,10 @@ impl HostSession {
             .and_then(|p| p.get("messages"))
             .and_then(Value::as_array)
             .ok_or_else(|| self.bad(M, "messages must be an array"))?;
+        let limit = self.inner.config.max_incoming_per_batch;
+        if let Some(e) = self.over_limit(M, "messages", msgs.len(), limit) {
+            return Err(e);
+        }
         let label = self.label();
         let mut results = Vec::new();
         for m in msgs {

@@ -400,6 +400,19 @@ pub enum ParseError {
     Invalid(InvalidMessage),
 }
 
+/// The name of a JSON value's type (`null`, `boolean`, `number`, `string`, `array`,
+/// `object`), for error messages and findings.
+pub fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Deserialises `params` into `P`, treating absent params as `null` (so `Option`/unit
 /// params accept a missing member). Errors become `-32602`.
 pub fn parse_params<P: DeserializeOwned>(params: Option<Value>) -> Result<P, ErrorObject> {
@@ -419,6 +432,25 @@ pub fn parse_params<P: DeserializeOwned>(params: Option<Value>) -> Result<P, Err
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_type_names_follow_the_json_vocabulary() {
+        let names: Vec<&str> = [
+            json!(null),
+            json!(true),
+            json!(0),
+            json!("s"),
+            json!([]),
+            json!({}),
+        ]
+        .iter()
+        .map(json_type_name)
+        .collect();
+        assert_eq!(
+            names,
+            ["null", "boolean", "number", "string", "array", "object"]
+        );
+    }
 
     #[test]
     fn zero_is_a_valid_id_and_string_one_differs_from_number_one() {

@@ -50,6 +50,37 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # A host
+//!
+//! A host connects, computes the grant (advertisement ∩ its policy patterns), runs the
+//! policy exchange and then enforces the grant on everything the server sends or is sent
+//! (see [`host`]). Here it talks to the bundled reference server over an in-memory pair and
+//! grants injection without observation: the server never sees the user's text, yet its
+//! `beforeUser` injection is accepted.
+//!
+//! ```
+//! use mcpl::host::{before_inference, HostConfig, HostSession};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (host_side, server_side) = mcpl::transport::memory::pair();
+//! tokio::spawn(mcpl::reference::serve(server_side));
+//! let config = HostConfig {
+//!     policy: vec!["pushEvents".into(), "contextHooks.beforeInference.inject.*".into()],
+//!     ..HostConfig::default()
+//! };
+//! let (session, _streams) = HostSession::connect(host_side, config).await?;
+//! assert!(session.is_ready());
+//! let params = json!({"inferenceId": "inf_1", "conversationId": "c1", "turnIndex": 0,
+//!                     "userMessage": "hello"});
+//! let injections = before_inference(&[&session], &params).await;
+//! assert!(!injections.before_user.is_empty());
+//! assert!(injections.system.is_empty());
+//! # Ok(())
+//! # }
+//! ```
 #![warn(missing_docs)]
 
 pub mod capability;

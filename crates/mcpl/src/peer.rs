@@ -55,6 +55,10 @@
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
 //! - The idle timeout counts traffic in both directions.
+//! - EOF from the other side fails this side's pending requests at once (nobody can answer
+//!   them), but the connection stays open for writing until every request already received
+//!   is answered (bounded by the write timeout, else 5 s), so `printf '<request>\n' | server`
+//!   still gets its response.
 //! - A request this side stops waiting for (timeout, or its future dropped) is cancelled
 //!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
 //!   and its id is remembered, so a response arriving afterwards is a
@@ -404,6 +408,27 @@ struct Shared {
     diagnostics: broadcast::Sender<Diagnostic>,
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
     last_activity: Mutex<Instant>,
+    /// How many incoming requests are delivered but not yet answered (their responses are
+    /// owed). At EOF the connection stays open for writing until this reaches zero.
+    owed: watch::Sender<usize>,
+    /// Set once the other side ended its stream: no response can arrive any more.
+    read_eof: std::sync::atomic::AtomicBool,
+}
+
+/// One owed response: counted while alive, released once the response is queued.
+struct Owed(Arc<Shared>);
+
+impl Owed {
+    fn new(shared: &Arc<Shared>) -> Owed {
+        shared.owed.send_modify(|n| *n += 1);
+        Owed(shared.clone())
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        self.0.owed.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -424,6 +449,11 @@ impl Shared {
             tracing::debug!("connection closed: {reason}");
         }
         let reason = self.close_reason().unwrap_or(reason);
+        self.fail_pending(reason);
+    }
+
+    /// Fails every request this side is waiting on.
+    fn fail_pending(&self, reason: CloseReason) {
         let pending: Vec<_> = lock(&self.pending).drain().collect();
         for (_, tx) in pending {
             let _ = tx.send(Err(PeerError::Closed(reason.clone())));
@@ -478,7 +508,8 @@ impl Shared {
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
-    fn send_frame_detached(self: &Arc<Self>, text: String) {
+    /// `owed`, if any, is released only once the frame is queued.
+    fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
         match self.out.try_send(text) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(text)) => {
@@ -486,6 +517,7 @@ impl Shared {
                     let out = self.out.clone();
                     handle.spawn(async move {
                         let _ = out.send(text).await;
+                        drop(owed);
                     });
                 }
             }
@@ -506,7 +538,7 @@ impl Shared {
                 params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
             })
             .to_json();
-            self.send_frame_detached(text);
+            self.send_frame_detached(text, None);
         }
     }
 
@@ -599,6 +631,8 @@ impl Peer {
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
             last_activity: Mutex::new(Instant::now()),
+            owed: watch::channel(0).0,
+            read_eof: std::sync::atomic::AtomicBool::new(false),
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
@@ -721,6 +755,10 @@ impl Peer {
         // A close between the check above and the insert must not strand this entry.
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
+        }
+        // Nor may the other side's EOF: it can no longer answer.
+        if shared.read_eof.load(Ordering::SeqCst) {
+            return Err(PeerError::Closed(CloseReason::Eof));
         }
         if let Some(f) = on_id {
             f(&id);
@@ -886,6 +924,7 @@ pub struct IncomingRequest {
     shared: Arc<Shared>,
     batch: Option<Arc<BatchCollector>>,
     armed: bool,
+    owed: Option<Owed>,
 }
 
 impl fmt::Debug for IncomingRequest {
@@ -968,6 +1007,8 @@ impl IncomingRequest {
             return Err(self);
         }
         self.armed = false;
+        // Answered later through `Peer::respond`: no longer tracked for the EOF drain.
+        self.owed = None;
         Ok(self.request.id.clone())
     }
 }
@@ -999,7 +1040,7 @@ impl Drop for IncomingRequest {
             None => Some(response.to_json()),
         };
         if let Some(text) = text {
-            self.shared.send_frame_detached(text);
+            self.shared.send_frame_detached(text, self.owed.take());
         }
     }
 }
@@ -1071,6 +1112,17 @@ async fn reader_task(
                 }
             }
             Ok(None) => {
+                // The other side sent everything it will send: our own requests can no
+                // longer be answered, but the responses we owe are still written (bounded by
+                // the write timeout or the drain limit) before the connection closes.
+                shared.read_eof.store(true, Ordering::SeqCst);
+                shared.fail_pending(CloseReason::Eof);
+                let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                let mut owed = shared.owed.subscribe();
+                tokio::select! {
+                    _ = tokio::time::timeout(drain, owed.wait_for(|n| *n == 0)) => {}
+                    _ = until_closed(&mut closed) => {}
+                }
                 shared.close(CloseReason::Eof);
                 break;
             }
@@ -1274,6 +1326,7 @@ fn classify(
                 shared: shared.clone(),
                 batch: batch.cloned(),
                 armed: true,
+                owed: Some(Owed::new(shared)),
             })))
         }
         Ok(Message::Notification(n)) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),

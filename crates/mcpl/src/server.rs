@@ -65,7 +65,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -363,39 +363,10 @@ impl PushEvent {
     }
 }
 
-/// The current UTC time as an RFC 3339 / ISO 8601 string (`YYYY-MM-DDTHH:MM:SSZ`).
+/// The current UTC time as an RFC 3339 / ISO 8601 string (`YYYY-MM-DDTHH:MM:SSZ`), for
+/// §9.2 push event timestamps; see [`crate::protocol::push::timestamp`].
 pub fn utc_now_iso8601() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    iso8601_from_unix(secs)
-}
-
-/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian, UTC).
-fn iso8601_from_unix(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 {
-        yoe + era * 400 + 1
-    } else {
-        yoe + era * 400
-    };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    crate::protocol::push::timestamp(SystemTime::now())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1809,14 +1780,6 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = crate::lifecycle::DEFAULT_SAFETY_TIME
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn s9_2_timestamps_are_iso8601_utc() {
-        assert_eq!(iso8601_from_unix(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso8601_from_unix(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(iso8601_from_unix(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(iso8601_from_unix(4_107_542_399), "2100-02-28T23:59:59Z");
-    }
 
     #[test]
     fn s9_4_derived_event_id_ignores_timestamp_but_not_content() {

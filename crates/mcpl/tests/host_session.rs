@@ -1105,3 +1105,52 @@ async fn s10_5_emitter_output_pairs_cleanly_in_the_consumer_tracker() {
     assert!(matches!(ends[2], (ref id, TurnOutcome::Aborted) if id == "i3"));
     assert_eq!(tracker.open_turns(), 0);
 }
+
+/// Host limits (RELIABILITY.md): a `channels/register` or `channels/incoming` carrying more
+/// items than configured is refused whole with `-32602` and `data: { limit, count }`; a
+/// message within the limit is still itemized normally.
+#[tokio::test]
+async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
+    let mut cfg = config(&["channels.register", "channels.incoming"]);
+    cfg.max_channels_per_message = 2;
+    cfg.max_incoming_per_batch = 1;
+    let (s, _streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let three: Vec<Value> = (0..3)
+        .map(|i| json!({ "id": format!("chat:{i}"), "kind": "chat" }))
+        .collect();
+    let e = server
+        .peer
+        .request_raw("channels/register", Some(json!({ "channels": three })))
+        .await
+        .unwrap_err();
+    let e = e.remote().unwrap();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data, Some(json!({ "limit": 2, "count": 3 })));
+    assert!(
+        s.channels().is_empty(),
+        "nothing registered from a refused message"
+    );
+
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "chat:0", "kind": "chat" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], true);
+    let e = server
+        .peer
+        .request_raw(
+            "channels/incoming",
+            Some(json!({ "messages": [
+                { "channelId": "chat:0", "messageId": "m1", "content": "a" },
+                { "channelId": "chat:0", "messageId": "m2", "content": "b" }
+            ]})),
+        )
+        .await
+        .unwrap_err();
+    let e = e.remote().unwrap();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data, Some(json!({ "limit": 1, "count": 2 })));
+}

@@ -938,3 +938,35 @@ async fn a_panicking_handler_answers_32603() {
         .await;
     assert_eq!(raw.recv().await["result"], json!("fine"));
 }
+
+/// §6.6: a request with an id always gets an answer — even when the other side ends its
+/// stream right after sending it (`printf '<request>\n' | server`). The response is still
+/// written after EOF; only then does the connection close.
+#[tokio::test(start_paused = true)]
+async fn s6_6_responses_owed_at_eof_are_still_written() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"method":"slow"}))
+        .await;
+    raw.write.shutdown().await.unwrap();
+    let IncomingMessage::Request(req) = incoming.recv().await.unwrap() else {
+        panic!("expected a request");
+    };
+    // Paused time only advances once every task is idle, so the reader has seen EOF by the
+    // time this handler answers.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        peer.close_reason().is_none(),
+        "closed before the owed answer"
+    );
+    req.respond(json!({"ok": true})).await.unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":1,"result":{"ok":true}})
+    );
+    assert!(matches!(peer.closed().await, CloseReason::Eof));
+    // Our own requests fail at once after EOF: nobody can answer them.
+    assert!(matches!(
+        peer.request_raw("x", None).await,
+        Err(PeerError::Closed(_))
+    ));
+}

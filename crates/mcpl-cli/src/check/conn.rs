@@ -1,36 +1,36 @@
-//! The checker's own connection: newline-delimited JSON over a child's stdio or a TCP
-//! stream, read on a thread so every wait is a bounded `recv_timeout`, with an optional
-//! JSON Lines transcript of every frame.
+//! The checker's own connection: any target (a child's stdio, `tcp://`, `ws://`, `wss://`,
+//! `mcpl://`) is opened as a library [`Transport`] and pumped on a private tokio runtime
+//! thread into a channel, so every wait of the checker is a bounded `recv_timeout`. An
+//! optional JSON Lines transcript records every frame.
 //!
-//! WebSocket targets use `mcpl::transport::ws` on a private tokio runtime thread and feed
-//! the same event channel.
-//!
-//! This is deliberately not `mcpl::peer`: the checker needs raw frames (junk lines,
-//! notifications posing as requests, responses to ids it never sent, batches) that a
-//! well-behaved peer would answer or hide for it.
+//! This is deliberately not `mcpl::peer`: the checker reads raw [`Frame`]s, because it must
+//! see what a well-behaved peer would answer or hide for it (junk lines, notifications posing
+//! as requests, responses to ids it never sent, batches, over-long lines).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::process::{Child, Command, Stdio};
+use std::io::{self, BufWriter, Write};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime};
 
+use mcpl::protocol::push::timestamp_millis;
+use mcpl::transport::child::ChildControl;
+use mcpl::transport::{endpoint, Frame, Transport};
 use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-/// Longest accepted line from the server; a longer one ends the connection (16 MiB).
-const MAX_LINE: u64 = 16 * 1024 * 1024;
-
-/// What the reader thread saw.
+/// What the pump saw.
 #[derive(Debug)]
 pub enum Event {
-    /// A line that parsed as JSON.
+    /// A frame that parsed as JSON.
     Frame(Value),
-    /// A line that is not JSON (kept for the report).
+    /// A text frame that is not JSON (kept for the report).
     Junk(String),
-    /// End of stream, a read error, or an over-long line.
+    /// A frame the transport discarded: an over-long line ([`Frame::Oversized`]) or one that
+    /// is not text ([`Frame::NotText`]). The connection survives it.
+    Invalid(String),
+    /// End of stream, or a read or write error.
     Closed(String),
 }
 
@@ -49,7 +49,21 @@ impl Transcript {
     /// Appends one frame; `direction` is `sent` or `received`. Write errors are reported
     /// once on stderr rather than aborting the run.
     fn write(&self, direction: &str, message: Value) {
-        let line = json!({ "direction": direction, "time": rfc3339(SystemTime::now()), "message": message });
+        self.write_line(
+            json!({ "direction": direction, "time": timestamp_millis(SystemTime::now()), "message": message }),
+        );
+    }
+
+    /// Records a received frame the transport discarded: `message` is `null` and
+    /// `discarded` says why (there is no text to record).
+    fn write_discarded(&self, why: &str) {
+        self.write_line(
+            json!({ "direction": "received", "time": timestamp_millis(SystemTime::now()),
+            "message": null, "discarded": why }),
+        );
+    }
+
+    fn write_line(&self, line: Value) {
         if let Ok(mut w) = self.0.lock() {
             if writeln!(w, "{line}").and_then(|()| w.flush()).is_err() {
                 eprintln!("mcpl check: cannot write the transcript");
@@ -58,188 +72,82 @@ impl Transcript {
     }
 }
 
-/// Formats a time as RFC 3339 UTC with milliseconds.
-pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (H. Hinnant), valid for the Unix era.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
-/// Where [`Conn::send`] writes.
-enum Sink {
-    /// A byte stream (child stdin, TCP) carrying newline-delimited JSON.
-    Bytes(Box<dyn Write + Send>),
-    /// The WebSocket writer task; one message text per frame.
-    Ws(tokio::sync::mpsc::UnboundedSender<String>),
+/// What to open.
+#[derive(Debug, Clone)]
+pub enum Dial {
+    /// Spawn this command line and talk over its stdin/stdout (stderr passes through).
+    Command(Vec<String>),
+    /// An address [`endpoint::connect`] understands (`tcp://…`, `ws://…`, `wss://…`,
+    /// `mcpl://…`); `tls` overrides the bundled roots for `wss:`.
+    Endpoint {
+        /// The address.
+        address: String,
+        /// Roots to trust for `wss:` instead of the bundled ones.
+        tls: Option<Arc<rustls::ClientConfig>>,
+    },
 }
 
 /// A live connection to the server under test.
 pub struct Conn {
-    writer: Sink,
+    /// Messages for the pump to write; dropped first to end the pump.
+    out: Option<UnboundedSender<String>>,
     rx: Receiver<Event>,
-    child: Option<Child>,
-    tcp: Option<TcpStream>,
+    pump: Option<JoinHandle<()>>,
     transcript: Option<Transcript>,
 }
 
 impl Conn {
-    /// Spawns `argv` and talks over its stdin/stdout (stderr is inherited).
-    pub fn spawn(argv: &[String], transcript: Option<Transcript>) -> io::Result<Conn> {
-        let (prog, args) = argv
-            .split_first()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-        let mut child = Command::new(prog)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::other("child has no stdio pipes"));
-        };
-        let rx = start_reader(stdout, transcript.clone());
-        Ok(Conn {
-            writer: Sink::Bytes(Box::new(stdin)),
-            rx,
-            child: Some(child),
-            tcp: None,
-            transcript,
-        })
-    }
-
-    /// Connects to `host:port`, waiting at most `timeout` per resolved address.
-    pub fn tcp(addr: &str, timeout: Duration, transcript: Option<Transcript>) -> io::Result<Conn> {
-        let mut last = io::Error::new(io::ErrorKind::NotFound, "address resolved to nothing");
-        for sa in addr.to_socket_addrs()? {
-            match TcpStream::connect_timeout(&sa, timeout) {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    let rx = start_reader(s.try_clone()?, transcript.clone());
-                    return Ok(Conn {
-                        writer: Sink::Bytes(Box::new(s.try_clone()?)),
-                        rx,
-                        child: None,
-                        tcp: Some(s),
-                        transcript,
-                    });
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
-    /// Sends one message as one line.
-    pub fn send(&mut self, message: &Value) -> io::Result<()> {
-        if let Some(t) = &self.transcript {
-            t.write("sent", message.clone());
-        }
-        match &mut self.writer {
-            Sink::Bytes(w) => {
-                let mut line = message.to_string();
-                line.push('\n');
-                w.write_all(line.as_bytes())?;
-                w.flush()
-            }
-            Sink::Ws(tx) => tx
-                .send(message.to_string())
-                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "websocket closed")),
-        }
-    }
-
-    /// Connects to a `ws://` or `wss://` URL (TLS trusts `tls`), bounded by `timeout`.
-    pub fn ws(
-        url: &str,
-        tls: Option<Arc<rustls::ClientConfig>>,
-        timeout: Duration,
-        transcript: Option<Transcript>,
-    ) -> io::Result<Conn> {
+    /// Opens `dial`; connecting (not spawning) is bounded by `timeout`, which also bounds
+    /// the orderly close when the connection is dropped.
+    pub fn open(dial: Dial, timeout: Duration, transcript: Option<Transcript>) -> io::Result<Conn> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
-        let (tx, rx) = mpsc::channel();
-        let (out_tx, mut out_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let url = url.to_owned();
+        let (events, rx) = mpsc::channel();
+        let (out, out_rx) = unbounded_channel::<String>();
         let tr = transcript.clone();
-        thread::spawn(move || {
+        let pump = thread::spawn(move || {
             runtime.block_on(async move {
-                let connect = mcpl::transport::ws::connect(&url, tls);
-                let mut transport = match tokio::time::timeout(timeout, connect).await {
-                    Ok(Ok(t)) => t,
-                    Ok(Err(e)) => {
-                        let _ = ready_tx.send(Err(io::Error::other(e.to_string())));
-                        return;
-                    }
-                    Err(_) => {
-                        let _ = ready_tx.send(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "WebSocket connect timed out",
-                        )));
+                let opened = match open(dial, timeout).await {
+                    Ok(opened) => opened,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                loop {
-                    tokio::select! {
-                        out = out_rx.recv() => match out {
-                            Some(text) => {
-                                if let Err(e) = transport.writer.send(&text).await {
-                                    let _ = tx.send(Event::Closed(format!("write error: {e}")));
-                                    return;
-                                }
-                            }
-                            None => {
-                                let _ = transport.writer.close().await;
-                                return;
-                            }
-                        },
-                        frame = transport.reader.next_frame() => {
-                            let event = match frame {
-                                Ok(Some(mcpl::transport::Frame::Text(text))) => classify(&text, tr.as_ref()),
-                                Ok(Some(other)) => Event::Junk(format!("{other:?}")),
-                                Ok(None) => Event::Closed("end of stream".into()),
-                                Err(e) => Event::Closed(format!("read error: {e}")),
-                            };
-                            let done = matches!(event, Event::Closed(_));
-                            if tx.send(event).is_err() || done {
-                                return;
-                            }
-                        }
-                    }
-                }
+                pump(opened, events, out_rx, tr, timeout).await;
             });
         });
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Conn {
-                writer: Sink::Ws(out_tx),
+                out: Some(out),
                 rx,
-                child: None,
-                tcp: None,
+                pump: Some(pump),
                 transcript,
             }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(io::Error::other("WebSocket thread ended")),
+            Ok(Err(e)) => {
+                let _ = pump.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = pump.join();
+                Err(io::Error::other("connection thread ended"))
+            }
         }
+    }
+
+    /// Sends one message as one frame (queued for the pump; a write failure arrives later
+    /// as [`Event::Closed`]).
+    pub fn send(&mut self, message: &Value) -> io::Result<()> {
+        if let Some(t) = &self.transcript {
+            t.write("sent", message.clone());
+        }
+        self.out
+            .as_ref()
+            .and_then(|out| out.send(message.to_string()).ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
     }
 
     /// The next event, or `None` when `deadline` passes first.
@@ -255,56 +163,126 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        if let Some(s) = &self.tcp {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-        if let Some(child) = &mut self.child {
-            // The run is over: a server that would not exit on its own must not outlive it.
-            let _ = child.kill();
-            let _ = child.wait();
+        // Ends the pump: it closes the transport and kills a child (the run is over: a
+        // server that would not exit on its own must not outlive it).
+        self.out = None;
+        if let Some(pump) = self.pump.take() {
+            let _ = pump.join();
         }
     }
 }
 
-fn start_reader<R: Read + Send + 'static>(
-    source: R,
-    transcript: Option<Transcript>,
-) -> Receiver<Event> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut reader = BufReader::new(source);
-        loop {
-            let mut buf = Vec::new();
-            let n = match reader
-                .by_ref()
-                .take(MAX_LINE + 1)
-                .read_until(b'\n', &mut buf)
-            {
-                Ok(0) => {
-                    let _ = tx.send(Event::Closed("end of stream".into()));
-                    return;
-                }
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tx.send(Event::Closed(format!("read error: {e}")));
-                    return;
-                }
-            };
-            if n as u64 > MAX_LINE {
-                let _ = tx.send(Event::Closed(format!("line longer than {MAX_LINE} bytes")));
-                return;
-            }
-            let text = String::from_utf8_lossy(&buf);
-            let text = text.trim();
-            if text.is_empty() {
-                continue;
-            }
-            if tx.send(classify(text, transcript.as_ref())).is_err() {
-                return;
+/// An opened transport, with the child's control when it is a process.
+struct Opened {
+    transport: Transport,
+    child: Option<ChildControl>,
+    /// Line framing: blank lines between messages are skipped (as JSON Lines readers do);
+    /// an empty WebSocket message is junk.
+    skip_blank: bool,
+}
+
+async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
+    match dial {
+        Dial::Command(argv) => {
+            let (prog, args) = argv
+                .split_first()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+            let mut command = tokio::process::Command::new(prog);
+            command.args(args);
+            let (transport, control) = mcpl::transport::child::spawn(&mut command)?;
+            Ok(Opened {
+                transport,
+                child: Some(control),
+                skip_blank: true,
+            })
+        }
+        Dial::Endpoint { address, tls } => {
+            let skip_blank = address.starts_with("tcp://");
+            match tokio::time::timeout(timeout, endpoint::connect(&address, tls)).await {
+                Ok(Ok(transport)) => Ok(Opened {
+                    transport,
+                    child: None,
+                    skip_blank,
+                }),
+                Ok(Err(e)) => Err(io::Error::other(e.to_string())),
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connecting to {address} timed out"),
+                )),
             }
         }
-    });
-    rx
+    }
+}
+
+/// Moves frames both ways until the [`Conn`] is dropped (its sender closes) or a write
+/// fails, then closes the transport (bounded by `bound`) and kills a child.
+async fn pump(
+    opened: Opened,
+    events: mpsc::Sender<Event>,
+    mut out: UnboundedReceiver<String>,
+    transcript: Option<Transcript>,
+    bound: Duration,
+) {
+    let Opened {
+        transport,
+        child,
+        skip_blank,
+    } = opened;
+    let Transport {
+        mut reader,
+        mut writer,
+        guard,
+        ..
+    } = transport;
+    let read = async {
+        loop {
+            let event = match reader.next_frame().await {
+                Ok(Some(Frame::Text(text))) => {
+                    let text = if skip_blank { text.trim() } else { &text };
+                    if skip_blank && text.is_empty() {
+                        continue;
+                    }
+                    classify(text, transcript.as_ref())
+                }
+                Ok(Some(Frame::Oversized { bytes, limit })) => discarded(
+                    format!(
+                        "a message of {bytes} bytes exceeds the {limit}-byte limit (discarded)"
+                    ),
+                    transcript.as_ref(),
+                ),
+                Ok(Some(Frame::NotText { reason })) => discarded(
+                    format!("a frame that is not text: {reason}"),
+                    transcript.as_ref(),
+                ),
+                Ok(None) => Event::Closed("end of stream".into()),
+                Err(e) => Event::Closed(format!("read error: {e}")),
+            };
+            let closed = matches!(event, Event::Closed(_));
+            if events.send(event).is_err() || closed {
+                break;
+            }
+        }
+        // The writer may still be in use; the pump ends when the writer side does.
+        std::future::pending::<()>().await;
+    };
+    let write = async {
+        while let Some(text) = out.recv().await {
+            if let Err(e) = writer.send(&text).await {
+                let _ = events.send(Event::Closed(format!("write failed: {e}")));
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        () = read => {}
+        () = write => {}
+    }
+    let _ = tokio::time::timeout(bound, writer.close()).await;
+    if let Some(child) = child {
+        child.kill();
+        let _ = tokio::time::timeout(bound, child.wait()).await;
+    }
+    drop((reader, writer, guard));
 }
 
 /// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
@@ -326,6 +304,13 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
     }
 }
 
+/// A frame the transport discarded, logged to the transcript.
+fn discarded(why: String, transcript: Option<&Transcript>) -> Event {
+    if let Some(t) = transcript {
+        t.write_discarded(&why);
+    }
+    Event::Invalid(why)
+}
 /// A rustls client configuration trusting the PEM certificates in `ca_file` (ring provider).
 pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientConfig>> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -351,16 +336,4 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_709_251_200_123); // 2024-03-01
-        assert_eq!(rfc3339(t), "2024-03-01T00:00:00.123Z");
-    }
 }

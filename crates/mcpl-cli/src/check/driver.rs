@@ -760,6 +760,10 @@ impl Session {
                 self.junk.push(line);
                 return Handled::Continue;
             }
+            Event::Invalid(why) => {
+                self.invalid.push(why);
+                return Handled::Continue;
+            }
             Event::Closed(why) => {
                 self.closed = Some(why);
                 return Handled::Closed;

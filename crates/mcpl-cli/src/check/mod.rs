@@ -156,24 +156,30 @@ fn run(args: &CheckArgs) -> Report {
             }
         },
     };
-    let conn = match &target {
-        Target::Command(argv) => Conn::spawn(argv, transcript)
-            .map_err(|e| format!("cannot start {:?}: {e}", argv.join(" "))),
-        Target::Tcp(addr) => Conn::tcp(addr, timing.step, transcript)
-            .map_err(|e| format!("cannot connect to {addr}: {e}")),
+    let (dial, what) = match target {
+        Target::Command(argv) => {
+            let what = format!("cannot start {:?}", argv.join(" "));
+            (conn::Dial::Command(argv), what)
+        }
+        Target::Tcp(addr) => {
+            let what = format!("cannot connect to {addr}");
+            let address = format!("tcp://{addr}");
+            (conn::Dial::Endpoint { address, tls: None }, what)
+        }
         Target::Ws(url) => {
+            // `None` lets the library trust its bundled (webpki) roots for `wss:`.
             let tls = match (url.starts_with("wss://"), &args.ca) {
-                (false, _) => None,
-                (true, None) => Some(mcpl::transport::endpoint::default_tls_config()),
                 (true, Some(ca)) => match conn::tls_config(ca) {
                     Ok(c) => Some(c),
                     Err(e) => return unreachable_report(label, format!("TLS setup: {e}")),
                 },
+                _ => None,
             };
-            Conn::ws(url, tls, timing.step, transcript)
-                .map_err(|e| format!("cannot connect to {url}: {e}"))
+            let what = format!("cannot connect to {url}");
+            (conn::Dial::Endpoint { address: url, tls }, what)
         }
     };
+    let conn = Conn::open(dial, timing.step, transcript).map_err(|e| format!("{what}: {e}"));
     let conn = match conn {
         Ok(c) => c,
         Err(e) => return unreachable_report(label, e),

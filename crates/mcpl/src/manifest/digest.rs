@@ -175,16 +175,7 @@ pub(crate) fn root_object(manifest: &Value) -> Result<&Map<String, Value>, Diges
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+use crate::jsonrpc::json_type_name as type_name;
 
 /// A position in the manifest, rendered to a dotted string only when an error needs it, so
 /// the hot path never allocates for paths.

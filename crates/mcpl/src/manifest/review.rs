@@ -135,7 +135,7 @@ fn validate_with_digest(manifest: &Value) -> (Vec<Finding>, Result<String, Diges
             "",
             format!(
                 "the manifest is a JSON {}; experimental.mcpl must be an object",
-                json_type(manifest)
+                crate::jsonrpc::json_type_name(manifest)
             ),
         ));
         let err = digest::revision(manifest);
@@ -288,17 +288,6 @@ fn from_capability_finding(f: &capability::Finding) -> Finding {
         _ => p,
     };
     Finding::new(f.kind.code(), severity, section, path, message)
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+//! Helpers shared by the `cli_*` end-to-end tests: the `mcpl` binary, running it with its
+//! output captured, and temporary input files. Each test file uses a subset of them.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+
+/// The `mcpl` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_mcpl");
+
+/// What one run of `mcpl` produced.
+pub struct Out {
+    /// The exit code.
+    pub code: i32,
+    /// Standard output, as UTF-8.
+    pub stdout: String,
+    /// Standard error, as UTF-8.
+    pub stderr: String,
+}
+
+/// `mcpl` with colours off (`NO_COLOR`), so output compares as plain text.
+pub fn mcpl() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("NO_COLOR", "1");
+    c
+}
+
+/// Runs a prepared command to completion and captures its exit code and output.
+pub fn output(c: &mut Command) -> Out {
+    let o = c.output().unwrap();
+    Out {
+        code: o.status.code().unwrap(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+/// Runs `mcpl ARGS`, feeding `stdin` when given.
+pub fn run(args: &[&str], stdin: Option<&str>) -> Out {
+    let mut c = mcpl();
+    c.args(args);
+    if let Some(s) = stdin {
+        c.write_stdin(s.to_owned());
+    }
+    output(&mut c)
+}
+
+/// Writes `contents` to `<test crate>_<name>` in Cargo's temporary directory (so test files
+/// running in parallel never share a file) and returns its path.
+pub fn temp_file(name: &str, contents: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{}_{name}", env!("CARGO_CRATE_NAME")));
+    std::fs::write(&path, contents).unwrap();
+    path.to_string_lossy().into_owned()
+}
