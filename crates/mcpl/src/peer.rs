@@ -491,6 +491,16 @@ impl Shared {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
+        // Room in the queue: no need to watch for a close while waiting.
+        let text = match self.out.try_send(text) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(PeerError::Closed(
+                    self.close_reason().unwrap_or(CloseReason::Dropped),
+                ))
+            }
+            Err(mpsc::error::TrySendError::Full(text)) => text,
+        };
         let mut closed = self.closed.subscribe();
         let closed_error =
             |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
@@ -779,12 +789,7 @@ impl Peer {
         if let Some(f) = on_id {
             f(&id);
         }
-        let text = Message::Request(Request {
-            id: id.clone(),
-            method: method.to_owned(),
-            params,
-        })
-        .to_json();
+        let text = wire::request(&id, method, params.as_ref());
         let exchange = async {
             shared.send_frame(text).await?;
             match rx.await {
@@ -822,11 +827,7 @@ impl Peer {
 
     /// Sends a notification by method name; `params: None` omits the member.
     pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
-        let text = Message::Notification(Notification {
-            method: method.to_owned(),
-            params,
-        })
-        .to_json();
+        let text = wire::notification(method, params.as_ref());
         self.shared().send_frame(text).await
     }
 
@@ -846,7 +847,7 @@ impl Peer {
         id: Option<RequestId>,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), PeerError> {
-        let text = Message::Response(Response { id, outcome }).to_json();
+        let text = wire::response(id.as_ref(), &outcome);
         self.shared().send_frame(text).await
     }
 
@@ -1006,16 +1007,21 @@ impl IncomingRequest {
     /// Answers with a result or an error object.
     pub async fn finish(mut self, outcome: Result<Value, ErrorObject>) -> Result<(), PeerError> {
         self.armed = false;
-        let response = Message::Response(Response {
-            id: Some(self.request.id.clone()),
-            outcome,
-        });
         match &self.batch {
-            Some(batch) => match batch.add(response.to_value()) {
-                Some(text) => self.shared.send_frame(text).await,
-                None => Ok(()),
-            },
-            None => self.shared.send_frame(response.to_json()).await,
+            Some(batch) => {
+                let response = Message::Response(Response {
+                    id: Some(self.request.id.clone()),
+                    outcome,
+                });
+                match batch.add(response.to_value()) {
+                    Some(text) => self.shared.send_frame(text).await,
+                    None => Ok(()),
+                }
+            }
+            None => {
+                let text = wire::response(Some(&self.request.id), &outcome);
+                self.shared.send_frame(text).await
+            }
         }
     }
 
@@ -1430,6 +1436,7 @@ async fn writer_task(
 ) {
     let mut closed = shared.closed.subscribe();
     let write_timeout = shared.config.write_timeout;
+    let mut batch: Vec<String> = Vec::new();
     loop {
         let text = tokio::select! {
             biased;
@@ -1439,8 +1446,22 @@ async fn writer_task(
             },
             _ = until_closed(&mut closed) => break,
         };
+        // Frames already queued behind this one go out in the same write and flush (same
+        // bytes, fewer syscalls and wake-ups), up to a bounded batch.
+        batch.clear();
+        let mut bytes = text.len();
+        batch.push(text);
+        while batch.len() < WRITE_BATCH_FRAMES && bytes < WRITE_BATCH_BYTES {
+            match out.try_recv() {
+                Ok(t) => {
+                    bytes += t.len();
+                    batch.push(t);
+                }
+                Err(_) => break,
+            }
+        }
         let result = {
-            let write = write_one(&shared, writer.as_mut(), &text, write_timeout);
+            let write = write_batch(&shared, writer.as_mut(), &batch, write_timeout);
             tokio::pin!(write);
             tokio::select! {
                 r = &mut write => r,
@@ -1479,6 +1500,35 @@ async fn writer_task(
     drop(guard);
 }
 
+/// Most frames written with one write and flush.
+const WRITE_BATCH_FRAMES: usize = 64;
+/// Stop adding frames to a batch once it holds this many bytes.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Writes queued frames together (the write timeout applies to the batch).
+async fn write_batch(
+    shared: &Shared,
+    writer: &mut dyn FrameWriter,
+    texts: &[String],
+    timeout: Option<Duration>,
+) -> Result<(), CloseReason> {
+    if let [text] = texts {
+        return write_one(shared, writer, text, timeout).await;
+    }
+    for text in texts {
+        shared.tap(FrameDirection::Outbound, text);
+    }
+    let result = match timeout {
+        None => writer.send_many(texts).await,
+        Some(d) => match tokio::time::timeout(d, writer.send_many(texts)).await {
+            Ok(r) => r,
+            Err(_) => return Err(CloseReason::WriteTimeout(d)),
+        },
+    };
+    shared.touch();
+    result.map_err(|e| CloseReason::Io(e.to_string()))
+}
+
 async fn write_one(
     shared: &Shared,
     writer: &mut dyn FrameWriter,
@@ -1495,4 +1545,149 @@ async fn write_one(
     };
     shared.touch();
     result.map_err(|e| CloseReason::Io(e.to_string()))
+}
+
+/// Encoding of outgoing envelopes straight from borrowed parts: the same text as
+/// [`Message::to_json`] (members in the same sorted order), without first deep-copying
+/// params or result into a fresh `Value` tree.
+mod wire {
+    use super::*;
+
+    /// Every envelope member, in the order `Message::to_json` writes them (sorted names).
+    #[derive(Serialize)]
+    struct Out<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<Value>,
+        /// Outer `None`: no `id` member (notification); inner `None`: `"id": null`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<Option<&'a RequestId>>,
+        jsonrpc: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        method: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        params: Option<&'a Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a Value>,
+    }
+
+    const EMPTY: Out<'static> = Out {
+        error: None,
+        id: None,
+        jsonrpc: "2.0",
+        method: None,
+        params: None,
+        result: None,
+    };
+
+    /// A request line.
+    pub(super) fn request(id: &RequestId, method: &str, params: Option<&Value>) -> String {
+        let out = Out {
+            id: Some(Some(id)),
+            method: Some(method),
+            params,
+            ..EMPTY
+        };
+        serde_json::to_string(&out).unwrap_or_else(|_| {
+            Message::Request(Request {
+                id: id.clone(),
+                method: method.to_owned(),
+                params: params.cloned(),
+            })
+            .to_json()
+        })
+    }
+
+    /// A notification line.
+    pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
+        let out = Out {
+            method: Some(method),
+            params,
+            ..EMPTY
+        };
+        serde_json::to_string(&out).unwrap_or_else(|_| {
+            Message::Notification(Notification {
+                method: method.to_owned(),
+                params: params.cloned(),
+            })
+            .to_json()
+        })
+    }
+
+    /// A response line. The (rare) error object goes through `Value`, as in `to_json`, so
+    /// its members keep the same order.
+    pub(super) fn response(id: Option<&RequestId>, outcome: &Result<Value, ErrorObject>) -> String {
+        let out = match outcome {
+            Ok(result) => Out {
+                id: Some(id),
+                result: Some(result),
+                ..EMPTY
+            },
+            Err(e) => Out {
+                error: Some(serde_json::to_value(e).unwrap_or(Value::Null)),
+                id: Some(id),
+                ..EMPTY
+            },
+        };
+        serde_json::to_string(&out).unwrap_or_else(|_| {
+            Message::Response(Response {
+                id: id.cloned(),
+                outcome: outcome.clone(),
+            })
+            .to_json()
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use serde_json::json;
+
+        /// The direct encoding is byte-identical to `Message::to_json` (JSON-RPC 2.0 §4, §5).
+        #[test]
+        fn jsonrpc_envelopes_match_message_to_json() {
+            let params = [
+                None,
+                Some(Value::Null),
+                Some(json!({"z": 1, "a": [1.5, "x", {"k": null}], "é\n": true})),
+                Some(json!([1, 2])),
+            ];
+            let ids = [
+                RequestId::from(0u64),
+                RequestId::from(-7i64),
+                RequestId::from("abc\"1"),
+            ];
+            for id in &ids {
+                for p in &params {
+                    let m = Message::Request(Request {
+                        id: id.clone(),
+                        method: "tools/call".into(),
+                        params: p.clone(),
+                    });
+                    assert_eq!(request(id, "tools/call", p.as_ref()), m.to_json());
+                }
+                let outcomes = [
+                    Ok(json!({"content": [{"type": "text", "text": "hi"}]})),
+                    Ok(Value::Null),
+                    Err(ErrorObject::method_not_found("x/y")),
+                    Err(ErrorObject::internal("boom").with_data(json!({"b": 1, "a": 2}))),
+                ];
+                for o in &outcomes {
+                    for rid in [Some(id), None] {
+                        let m = Message::Response(Response {
+                            id: rid.cloned(),
+                            outcome: o.clone(),
+                        });
+                        assert_eq!(response(rid, o), m.to_json());
+                    }
+                }
+            }
+            for p in &params {
+                let m = Message::Notification(Notification {
+                    method: "push/event".into(),
+                    params: p.clone(),
+                });
+                assert_eq!(notification("push/event", p.as_ref()), m.to_json());
+            }
+        }
+    }
 }

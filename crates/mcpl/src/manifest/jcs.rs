@@ -111,7 +111,28 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // Eight bytes at a time while none of them needs escaping (the common case); a
+        // shorter tail is padded with a byte that never needs escaping.
+        // (Built in a register: a variable-length copy into a buffer stalls the load.)
+        let rest = &bytes[i..];
+        let (word, n) = match rest.first_chunk::<8>() {
+            Some(chunk) => (u64::from_le_bytes(*chunk), 8),
+            None => {
+                let mut w = u64::from_le_bytes([b'a'; 8]);
+                for (k, &b) in rest.iter().enumerate() {
+                    let shift = 8 * k;
+                    w = (w & !(0xff << shift)) | (u64::from(b) << shift);
+                }
+                (w, rest.len())
+            }
+        };
+        if !word_needs_escape(word) {
+            i += n;
+            continue;
+        }
+        let b = bytes[i];
         let short = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -121,7 +142,10 @@ pub fn write_string(out: &mut String, s: &str) {
             0x0c => "\\f",
             b'\r' => "\\r",
             0x00..=0x1f => "",
-            _ => continue,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         // `i` is an ASCII byte, so both slice bounds are char boundaries.
         out.push_str(&s[start..i]);
@@ -133,10 +157,25 @@ pub fn write_string(out: &mut String, s: &str) {
         } else {
             out.push_str(short);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// Whether any byte of `w` is a quote, a backslash or a C0 control (exact, no false negatives; the
+/// classic SWAR "has a byte less than n" and "has a zero byte" tests).
+#[inline]
+const fn word_needs_escape(w: u64) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
+    let q = w ^ (LO * b'"' as u64);
+    let quote = q.wrapping_sub(LO) & !q & HI;
+    let bs = w ^ (LO * b'\\' as u64);
+    let backslash = bs.wrapping_sub(LO) & !bs & HI;
+    (control | quote | backslash) != 0
 }
 
 /// Compares two strings by their UTF-16 code-unit sequences, the member-name order of
@@ -229,6 +268,26 @@ mod tests {
             to_string(&json!(s)),
             "\"\\\"\\\\\\b\\t\\n\\f\\r\\u0001\\u001f\u{7f}\u{2028}\u{2029}é\""
         );
+    }
+
+    #[test]
+    fn rfc8785_string_escapes_at_every_offset_of_the_word_scan() {
+        // The 8-byte scan must find an escapable byte wherever it sits; serde_json's string
+        // escaping coincides with ECMAScript's for these characters.
+        for special in [
+            '"', '\\', '\u{0}', '\u{8}', '\t', '\n', '\u{1f}', '\u{7f}', 'é', '\u{2028}',
+        ] {
+            for len in 0..20 {
+                for at in 0..=len {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz"[..len].to_owned();
+                    s.insert(at, special);
+                    s.push(special);
+                    let mut out = String::new();
+                    write_string(&mut out, &s);
+                    assert_eq!(out, serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
     }
 
     #[test]

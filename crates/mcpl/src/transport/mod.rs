@@ -61,6 +61,16 @@ pub trait FrameReader: Send {
 pub trait FrameWriter: Send {
     /// Sends one message text (which never contains a raw newline) and flushes it.
     fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>>;
+    /// Sends several message texts in order, each its own message, and flushes once at the
+    /// end. The default sends them one by one; byte-stream transports write them together.
+    fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            for text in texts {
+                self.send(text).await?;
+            }
+            Ok(())
+        })
+    }
     /// Ends the stream in an orderly way (shutdown, close frame).
     fn close(&mut self) -> BoxFuture<'_, io::Result<()>>;
 }
@@ -102,6 +112,11 @@ impl Transport {
     }
 }
 
+/// Read buffer of each line reader. Longer lines are assembled across reads, so this only
+/// trades syscalls against memory: 8 KiB keeps an idle connection small (the buffer is
+/// zero-filled, hence resident, from the start).
+const READ_BUFFER: usize = 8 * 1024;
+
 /// Newline-delimited framing over a byte stream, with a size limit that never buffers an
 /// oversized line.
 pub struct LineReader<R> {
@@ -116,7 +131,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// Wraps a byte reader with the default limit.
     pub fn new(inner: R) -> Self {
         LineReader {
-            inner: BufReader::with_capacity(64 * 1024, inner),
+            inner: BufReader::with_capacity(READ_BUFFER, inner),
             line: Vec::new(),
             discarding: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
@@ -204,23 +219,53 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
 /// Newline-delimited framing for writing: each message followed by `\n`, then a flush.
 pub struct LineWriter<W> {
     inner: W,
+    /// Reused between writes; shrunk back after an unusually large message.
+    buf: Vec<u8>,
 }
+
+/// Capacity the write buffer keeps between messages (more is released after a burst, so an
+/// idle connection stays small).
+const WRITE_BUFFER_KEEP: usize = 8 * 1024;
 
 impl<W: AsyncWrite + Unpin + Send> LineWriter<W> {
     /// Wraps a byte writer.
     pub fn new(inner: W) -> Self {
-        LineWriter { inner }
+        LineWriter {
+            inner,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes the buffered lines with one `write_all` and one flush.
+    async fn write_buffer(&mut self) -> io::Result<()> {
+        let result = self.inner.write_all(&self.buf).await;
+        self.buf.clear();
+        if self.buf.capacity() > WRITE_BUFFER_KEEP {
+            self.buf.shrink_to(WRITE_BUFFER_KEEP);
+        }
+        result?;
+        self.inner.flush().await
     }
 }
 
 impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
     fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
         Box::pin(async move {
-            let mut buf = Vec::with_capacity(text.len() + 1);
-            buf.extend_from_slice(text.as_bytes());
-            buf.push(b'\n');
-            self.inner.write_all(&buf).await?;
-            self.inner.flush().await
+            self.buf.clear();
+            self.buf.extend_from_slice(text.as_bytes());
+            self.buf.push(b'\n');
+            self.write_buffer().await
+        })
+    }
+
+    fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            self.buf.clear();
+            for text in texts {
+                self.buf.extend_from_slice(text.as_bytes());
+                self.buf.push(b'\n');
+            }
+            self.write_buffer().await
         })
     }
 
@@ -293,6 +338,29 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn send_many_writes_each_text_as_its_own_line_in_order() {
+        let (a, b) = tokio::io::duplex(64);
+        let texts: Vec<String> = (0..100).map(|i| format!("{{\"n\":{i}}}")).collect();
+        let expected: Vec<Frame> = texts.iter().map(|t| text(t)).collect();
+        let writer = tokio::spawn(async move {
+            let mut w = LineWriter::new(a);
+            w.send("first").await.unwrap();
+            w.send_many(&texts).await.unwrap();
+            w.send_many(&[]).await.unwrap();
+            w.send("last").await.unwrap();
+        });
+        let mut r = LineReader::new(b);
+        let mut got = Vec::new();
+        while let Some(f) = r.read_frame().await.unwrap() {
+            got.push(f);
+        }
+        writer.await.unwrap();
+        assert_eq!(got.first(), Some(&text("first")));
+        assert_eq!(got.last(), Some(&text("last")));
+        assert_eq!(&got[1..got.len() - 1], &expected[..]);
     }
 
     #[tokio::test]

@@ -1,0 +1,199 @@
+//! Issue "Performance" item 5: one host process holding 1,000 concurrent loopback TCP
+//! connections to servers (in a child process: this binary re-run with `--scale-server`).
+//! Reports resident memory per idle connection (VmRSS from /proc/self/status, host side
+//! only) and the p50/p99 latency of a request while all 1,000 connections are sending.
+//!
+//! Run (the host needs one descriptor per connection, plus a few):
+//! `ulimit -n 4096 && cargo bench -p mcpl --bench scale`
+//! Under `cargo test --benches` (no `--bench` flag) it runs a 20-connection smoke version.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::tcp;
+use serde_json::json;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn open_files_soft_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// The server process: accepts connections forever, answers every request; exits when its
+/// stdin closes (the host went away).
+fn serve() {
+    let rt = runtime();
+    rt.block_on(async {
+        let listener = tcp::Listener::bind("127.0.0.1:0").await.expect("bind");
+        println!("{}", listener.local_addr().expect("addr").port());
+        std::io::stdout().flush().ok();
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            std::process::exit(0);
+        });
+        let result = json!({"content": [{"type": "text", "text": "hello"}]});
+        loop {
+            let Ok((transport, _)) = listener.accept().await else {
+                continue;
+            };
+            let (peer, mut incoming) = Peer::new(transport, PeerConfig::default());
+            let result = result.clone();
+            tokio::spawn(async move {
+                let _keep = peer;
+                while let Some(msg) = incoming.recv().await {
+                    if let IncomingMessage::Request(req) = msg {
+                        let _ = req.respond(&result).await;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--scale-server") {
+        serve();
+        return;
+    }
+    let bench = common::bench_mode();
+    let mut n: usize = if bench { 1000 } else { 20 };
+    let load_for = if bench {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_millis(200)
+    };
+    if let Some(limit) = open_files_soft_limit() {
+        let room = limit.saturating_sub(64) as usize;
+        if room < n {
+            println!("scale: open-files limit {limit} is too low for {n} connections; run `ulimit -n 4096` first. Using {room}.");
+            n = room;
+        }
+    }
+
+    let exe = std::env::current_exe().expect("current exe");
+    let mut child = Command::new(exe)
+        .arg("--scale-server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the server process");
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().expect("child stdout"))
+        .read_line(&mut port)
+        .expect("read the port");
+    let addr = format!("127.0.0.1:{}", port.trim());
+
+    let rt = runtime();
+    let params = json!({"name": "echo", "arguments": {"text": "hello"}});
+    let (rss0, rss1, mut latencies, wall) = rt.block_on(async {
+        // Warm the runtime, the allocator and the code paths with one connection first.
+        {
+            let (p, _i) = Peer::new(
+                tcp::connect(&addr).await.expect("connect"),
+                PeerConfig::default(),
+            );
+            p.request_raw("tools/call", Some(params.clone()))
+                .await
+                .expect("warm-up request");
+            p.close();
+        }
+        tokio::task::yield_now().await;
+        let rss0 = rss_kib();
+        let mut peers: Vec<(Peer, Incoming)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = tcp::connect(&addr).await.expect("connect");
+            peers.push(Peer::new(t, PeerConfig::default()));
+        }
+        // One exchange each, so every connection has done its first read and write.
+        let pings = peers
+            .iter()
+            .map(|(p, _)| p.request_raw("tools/call", Some(params.clone())));
+        for r in futures_util::future::join_all(pings).await {
+            r.expect("first request");
+        }
+        let rss1 = rss_kib();
+
+        // Every connection sends requests back to back for `load_for`.
+        let deadline = Instant::now() + load_for;
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (p, _) in &peers {
+            let p = p.clone();
+            let params = params.clone();
+            tasks.spawn(async move {
+                let mut lat = Vec::new();
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    if p.request_raw("tools/call", Some(params.clone()))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    lat.push(t.elapsed());
+                }
+                lat
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            all.extend(r.unwrap_or_default());
+        }
+        let wall = started.elapsed();
+        drop(peers);
+        (rss0, rss1, all, wall)
+    });
+    drop(child.stdin.take());
+    let _ = child.kill();
+    let _ = child.wait();
+
+    latencies.sort_unstable();
+    let per_conn = (rss1.saturating_sub(rss0)) as f64 / n.max(1) as f64;
+    println!("\n== scale: {n} loopback TCP connections, one host process ==");
+    println!("{}", common::machine());
+    println!(
+        "RSS before {rss0} KiB, after {n} idle connections {rss1} KiB: {per_conn:.1} KiB per idle connection  target <= 64 KiB  {}",
+        if per_conn <= 64.0 { "MET" } else { "MISSED" }
+    );
+    println!(
+        "{} requests in {:.2} s while all {n} send ({:.0} req/s): p50 {}  p99 {}  max {}",
+        latencies.len(),
+        wall.as_secs_f64(),
+        latencies.len() as f64 / wall.as_secs_f64(),
+        common::human(percentile(&latencies, 0.50).as_secs_f64()),
+        common::human(percentile(&latencies, 0.99).as_secs_f64()),
+        common::human(latencies.last().copied().unwrap_or_default().as_secs_f64()),
+    );
+}
