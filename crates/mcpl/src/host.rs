@@ -428,6 +428,26 @@ struct Inner {
     diags: mpsc::Sender<HostDiagnostic>,
     policy_lock: tokio::sync::Mutex<()>,
     mcpl_advertised: AtomicBool,
+    /// Wire position of the latest policy receipt read (0: none yet), stored by the peer as
+    /// the frame is read ([`Peer::request_raw_marked`]).
+    policy_read: Arc<std::sync::atomic::AtomicU64>,
+    /// Wire position of the latest policy receipt whose consequences are in force.
+    policy_applied: tokio::sync::watch::Sender<u64>,
+}
+
+/// Marks the policy receipts read so far as applied when a policy exchange ends (declared
+/// after the policy lock guard, so it runs while the lock is still held).
+struct PolicyApplied<'a>(&'a Inner);
+
+impl Drop for PolicyApplied<'_> {
+    fn drop(&mut self) {
+        let read = self.0.policy_read.load(Ordering::SeqCst);
+        self.0.policy_applied.send_if_modified(|a| {
+            let changed = *a < read;
+            *a = (*a).max(read);
+            changed
+        });
+    }
 }
 
 /// One host ↔ server connection driven by the host rules of MCPL. Cheap to clone.
@@ -518,6 +538,8 @@ impl HostSession {
             events: etx,
             diags: dtx,
             policy_lock: tokio::sync::Mutex::new(()),
+            policy_read: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            policy_applied: tokio::sync::watch::channel(0).0,
             mcpl_advertised: AtomicBool::new(false),
         });
         let streams = HostStreams {
@@ -623,6 +645,7 @@ impl HostSession {
     /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
     async fn initial_policy(&self, hg: HostGrant) -> Result<(), HostError> {
         let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
         // The host's own selection narrows derivation at once (it can never widen).
@@ -637,7 +660,12 @@ impl HostSession {
         let answer = self
             .inner
             .peer
-            .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+            .request_raw_marked(
+                "featureSets/update",
+                Some(params),
+                cfg.policy_timeout,
+                self.inner.policy_read.clone(),
+            )
             .await;
         let decision = match answer {
             Ok(v) => match self.read_receipt(&v) {
@@ -795,6 +823,7 @@ impl HostSession {
     /// Request goes out; a widening activates only after an accepting receipt.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
         let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
         let (hg, old) = {
             let mut st = self.inner.state();
             if let Mode::McpOnly(r) = &st.mode {
@@ -823,7 +852,12 @@ impl HostSession {
         let answer = self
             .inner
             .peer
-            .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+            .request_raw_marked(
+                "featureSets/update",
+                Some(params),
+                cfg.policy_timeout,
+                self.inner.policy_read.clone(),
+            )
             .await;
         let receipt = match answer {
             Ok(v) => self.read_receipt(&v),
@@ -983,6 +1017,20 @@ impl HostSession {
         self.inner.peer.close();
     }
 
+    /// Wire order (§5.3, §6.7): a request read after a policy receipt is judged under that
+    /// receipt's consequences, so wait (bounded by the policy timeout) until the policy
+    /// exchange that read it has applied them. A request read before the receipt is judged
+    /// under the state it arrived in — privileged before ready is still rejected.
+    async fn settle_policy_before(&self, seq: u64) {
+        let read = self.inner.policy_read.load(Ordering::SeqCst);
+        if read == 0 || read >= seq {
+            return;
+        }
+        let mut applied = self.inner.policy_applied.subscribe();
+        let wait = applied.wait_for(|a| *a >= read);
+        let _ = tokio::time::timeout(self.inner.config.policy_timeout, wait).await;
+    }
+
     /// The readiness and grant check of one inbound method (§5.3, §5.4). `Err` carries the
     /// `-32002` error to answer.
     fn admit(&self, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
@@ -1034,6 +1082,7 @@ impl HostSession {
                 .await;
             return;
         }
+        self.settle_policy_before(req.seq()).await;
         if let Err(e) = self.admit(&method, params.as_ref()) {
             let _ = req.respond_error(e).await;
             return;
@@ -1670,10 +1719,16 @@ impl HostSession {
                 let cfg = &self.inner.config;
                 let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
                 let _g = self.inner.policy_lock.lock().await;
+                let _applied = PolicyApplied(&self.inner);
                 match self
                     .inner
                     .peer
-                    .request_raw_timeout("featureSets/update", Some(params), cfg.policy_timeout)
+                    .request_raw_marked(
+                        "featureSets/update",
+                        Some(params),
+                        cfg.policy_timeout,
+                        self.inner.policy_read.clone(),
+                    )
                     .await
                 {
                     Ok(v) => {

@@ -417,6 +417,10 @@ struct Shared {
     owed: watch::Sender<usize>,
     /// Set once the other side ended its stream: no response can arrive any more.
     read_eof: std::sync::atomic::AtomicBool,
+    /// How many frames have been read so far: the wire position of the frame being handled.
+    frames_read: AtomicU64,
+    /// Requests whose response position is wanted ([`Peer::request_raw_marked`]).
+    settle_marks: Mutex<HashMap<RequestId, Arc<AtomicU64>>>,
 }
 
 /// One owed response: counted while alive, released once the response is queued.
@@ -614,6 +618,7 @@ struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
+            lock(&self.shared.settle_marks).remove(&id);
             if lock(&self.shared.pending).remove(&id).is_some() {
                 self.shared.abandon(id, "the caller stopped waiting");
             }
@@ -659,6 +664,8 @@ impl Peer {
             last_activity: Mutex::new(Instant::now()),
             owed: watch::channel(0).0,
             read_eof: std::sync::atomic::AtomicBool::new(false),
+            frames_read: AtomicU64::new(0),
+            settle_marks: Mutex::new(HashMap::new()),
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
@@ -741,6 +748,26 @@ impl Peer {
     ) -> Result<Value, PeerError> {
         let timeout = self.shared().config.request_timeout;
         self.call_observed(method, params, timeout, Some(Box::new(on_id)))
+            .await
+    }
+
+    /// Sends a request like [`Peer::request_raw_timeout`] and, when its response is read,
+    /// stores that frame's wire position ([`IncomingRequest::seq`] numbering) in `mark`
+    /// before the next frame is read. A session uses it to order a response against the
+    /// requests around it on the wire (e.g. a privileged request sent right after a policy
+    /// receipt, §5.3). `mark` stays untouched when no response arrives.
+    pub async fn request_raw_marked(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        mark: Arc<AtomicU64>,
+    ) -> Result<Value, PeerError> {
+        let shared = self.shared().clone();
+        let on_id = move |id: &RequestId| {
+            lock(&shared.settle_marks).insert(id.clone(), mark);
+        };
+        self.call_observed(method, params, Some(timeout), Some(Box::new(on_id)))
             .await
     }
 
@@ -951,6 +978,7 @@ pub struct IncomingRequest {
     batch: Option<Arc<BatchCollector>>,
     armed: bool,
     owed: Option<Owed>,
+    seq: u64,
 }
 
 impl fmt::Debug for IncomingRequest {
@@ -975,6 +1003,12 @@ impl IncomingRequest {
     /// The request id.
     pub fn id(&self) -> &RequestId {
         &self.request.id
+    }
+
+    /// The wire position of the frame that carried this request: frames read on this
+    /// connection are numbered from 1 (see [`Peer::request_raw_marked`]).
+    pub fn seq(&self) -> u64 {
+        self.seq
     }
 
     /// Whether this is a request for method `M`.
@@ -1137,6 +1171,7 @@ async fn reader_task(
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
+                shared.frames_read.fetch_add(1, Ordering::SeqCst);
                 if !handle_frame(&shared, frame, &inbound, &mut closed).await {
                     break;
                 }
@@ -1360,6 +1395,7 @@ fn classify(
                 batch: batch.cloned(),
                 armed: true,
                 owed: Some(Owed::new(shared)),
+                seq: shared.frames_read.load(Ordering::SeqCst),
             })))
         }
         Ok(Message::Notification(n)) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
@@ -1406,6 +1442,9 @@ fn settle(shared: &Shared, response: Response) {
         return;
     };
     let tx = lock(&shared.pending).remove(&id);
+    if let Some(mark) = lock(&shared.settle_marks).remove(&id) {
+        mark.store(shared.frames_read.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
     match tx {
         Some(tx) => {
             let _ = tx.send(response.outcome.map_err(PeerError::Remote));

@@ -1,9 +1,9 @@
 //! §5.3 ordering at the end of the initial policy exchange: a server that sends a privileged
 //! message right after its receipt (as `mcpl::reference` does with its greeting push) must
 //! have it judged by the grant the receipt completed — the receipt is first on the wire.
-//! Reproducer of the host-side race recorded in RELIABILITY.md (load test: 1,000 of 1,000
-//! greetings refused). It needs a multi-thread runtime to show; 50 rounds make it reliable.
-//! Run with `cargo test -p mcpl --test reliability_host_race -- --ignored`.
+//! Regression test of the host-side race recorded in RELIABILITY.md (load test: 1,000 of
+//! 1,000 greetings refused before the fix, which orders inbound requests against the receipt
+//! by wire position). It needs a multi-thread runtime to show; 50 rounds make it reliable.
 
 use mcpl::host::{HostConfig, HostSession};
 use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
@@ -25,8 +25,6 @@ fn manifest() -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "host.rs bug (not ours to edit): the dispatch loop refuses -32002 a push sent right \
-            after the receipt because `ready` is set only when connect() resumes; see RELIABILITY.md"]
 async fn s5_3_a_push_sent_right_after_the_receipt_is_admitted() {
     for _ in 0..50 {
         one_round().await;
