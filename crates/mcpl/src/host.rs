@@ -657,16 +657,7 @@ impl HostSession {
                 });
             }
         }
-        let answer = self
-            .inner
-            .peer
-            .request_raw_marked(
-                "featureSets/update",
-                Some(params),
-                cfg.policy_timeout,
-                self.inner.policy_read.clone(),
-            )
-            .await;
+        let answer = self.policy_request(params).await;
         let decision = match answer {
             Ok(v) => match self.read_receipt(&v) {
                 Some(Receipt::Refused {
@@ -849,16 +840,7 @@ impl HostSession {
         let widening = hg.effective.capabilities().difference(old.capabilities());
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
-        let answer = self
-            .inner
-            .peer
-            .request_raw_marked(
-                "featureSets/update",
-                Some(params),
-                cfg.policy_timeout,
-                self.inner.policy_read.clone(),
-            )
-            .await;
+        let answer = self.policy_request(params).await;
         let receipt = match answer {
             Ok(v) => self.read_receipt(&v),
             Err(e) => {
@@ -1015,6 +997,18 @@ impl HostSession {
     /// Closes the connection.
     pub fn close(&self) {
         self.inner.peer.close();
+    }
+
+    /// Sends `featureSets/update` as a Request (§6.7); the peer marks the wire position of
+    /// its receipt for [`Self::settle_policy_before`].
+    async fn policy_request(&self, params: Value) -> Result<Value, PeerError> {
+        let inner = &self.inner;
+        let mark = inner.policy_read.clone();
+        let timeout = inner.config.policy_timeout;
+        inner
+            .peer
+            .request_raw_marked("featureSets/update", Some(params), timeout, mark)
+            .await
     }
 
     /// Wire order (§5.3, §6.7): a request read after a policy receipt is judged under that
@@ -1720,17 +1714,7 @@ impl HostSession {
                 let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
                 let _g = self.inner.policy_lock.lock().await;
                 let _applied = PolicyApplied(&self.inner);
-                match self
-                    .inner
-                    .peer
-                    .request_raw_marked(
-                        "featureSets/update",
-                        Some(params),
-                        cfg.policy_timeout,
-                        self.inner.policy_read.clone(),
-                    )
-                    .await
-                {
+                match self.policy_request(params).await {
                     Ok(v) => {
                         if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
                             self.enter_mcp_only(McpOnlyReason::Refused);
