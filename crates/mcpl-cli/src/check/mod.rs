@@ -158,13 +158,13 @@ fn run(args: &CheckArgs) -> Report {
     };
     let (dial, what) = match target {
         Target::Command(argv) => {
-            let what = format!("cannot start {:?}", argv.join(" "));
+            let what = Some(format!("cannot start {:?}", argv.join(" ")));
             (conn::Dial::Command(argv), what)
         }
         Target::Tcp(addr) => {
-            let what = format!("cannot connect to {addr}");
+            // The library's endpoint errors already name the address.
             let address = format!("tcp://{addr}");
-            (conn::Dial::Endpoint { address, tls: None }, what)
+            (conn::Dial::Endpoint { address, tls: None }, None)
         }
         Target::Ws(url) => {
             // `None` lets the library trust its bundled (webpki) roots for `wss:`.
@@ -175,11 +175,13 @@ fn run(args: &CheckArgs) -> Report {
                 },
                 _ => None,
             };
-            let what = format!("cannot connect to {url}");
-            (conn::Dial::Endpoint { address: url, tls }, what)
+            (conn::Dial::Endpoint { address: url, tls }, None)
         }
     };
-    let conn = Conn::open(dial, timing.step, transcript).map_err(|e| format!("{what}: {e}"));
+    let conn = Conn::open(dial, timing.step, transcript).map_err(|e| match &what {
+        Some(what) => format!("{what}: {e}"),
+        None => e.to_string(),
+    });
     let conn = match conn {
         Ok(c) => c,
         Err(e) => return unreachable_report(label, e),
