@@ -3,7 +3,7 @@
 //! every rule is unit-tested against the spec's pinned cases.
 
 use mcpl::capability::{self, FindingKind};
-use mcpl::manifest;
+use mcpl::manifest::{self, ChangeDomain};
 use mcpl::policy::{FeatureSets, ReceiptReport};
 use serde_json::Value;
 
@@ -312,11 +312,14 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
     match p.get("domains").and_then(Value::as_array) {
         None => out.push("domains missing or not an array".into()),
         Some(ds) => {
+            if ds.is_empty() {
+                out.push("domains is empty (App. B.3: minItems 1)".into());
+            }
             for d in ds {
-                if !matches!(
-                    d.as_str(),
-                    Some("capabilities" | "featureSets" | "tagOntology")
-                ) {
+                let known = ChangeDomain::ALL
+                    .iter()
+                    .any(|c| Some(c.as_str()) == d.as_str());
+                if !known {
                     out.push(format!("unknown domain {d}"));
                 }
             }
@@ -458,5 +461,7 @@ mod tests {
         assert!(manifest_changed_defects(Some(&ok)).is_empty());
         let bad = json!({"revision":"sha256:x","domains":["tools"],"added":["a"]});
         assert_eq!(manifest_changed_defects(Some(&bad)).len(), 2);
+        let empty = json!({"revision":"sha256:x","domains":[]});
+        assert_eq!(manifest_changed_defects(Some(&empty)).len(), 1);
     }
 }

@@ -77,7 +77,8 @@ pub struct Receipt {
     /// Free-form notes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<Vec<Value>>,
-    /// REQUIRED when `accepted` is false (§6.7); see [`Receipt::missing_fallback`].
+    /// REQUIRED when `accepted` is false (§6.7); the rule is checked by
+    /// [`crate::policy::parse_receipt`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Fallback>,
     /// What a refusing server says it lacks (testimony).
@@ -89,14 +90,6 @@ pub struct Receipt {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
-}
-
-impl Receipt {
-    /// True when the receipt is a refusal without the REQUIRED `fallback` (§6.7) — a
-    /// conformance defect of the server the receiver should report.
-    pub fn missing_fallback(&self) -> bool {
-        !self.accepted && self.fallback.is_none()
-    }
 }
 
 method!(
@@ -112,12 +105,15 @@ mod tests {
 
     #[test]
     fn s6_7_refusal_without_fallback_is_flagged() {
-        let r: Receipt = serde_json::from_value(json!({"accepted": false})).unwrap();
-        assert!(r.missing_fallback());
+        // The typed receipt reads a refusal as sent; `policy::parse_receipt` reports the
+        // missing fallback (one place for the §6.7 rule).
+        let raw = json!({"accepted": false});
+        let r: Receipt = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(r.fallback, None);
+        assert!(crate::policy::parse_receipt(&raw).receipt.is_none());
         let r: Receipt =
             serde_json::from_value(json!({"accepted": false, "fallback": "mcp-only"})).unwrap();
         assert_eq!(r.fallback, Some(Fallback::McpOnly));
-        assert!(!r.missing_fallback());
         let r: Receipt =
             serde_json::from_value(json!({"accepted": false, "fallback": "retry"})).unwrap();
         assert_eq!(r.fallback, Some(Fallback::Other("retry".into())));

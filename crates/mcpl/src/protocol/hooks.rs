@@ -106,13 +106,22 @@ pub enum Position {
 }
 
 impl Position {
+    /// The wire value (`system`, `beforeUser`, `afterUser`, or the unknown value as received).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Position::System => "system",
+            Position::BeforeUser => "beforeUser",
+            Position::AfterUser => "afterUser",
+            Position::Unknown(s) => s,
+        }
+    }
+
     /// The inject leaf that authorizes this position, or `None` for an unknown one (deny).
+    /// The mapping itself is [`Capability::for_position`], the one the host enforces with.
     pub fn capability(&self) -> Option<Capability> {
         match self {
-            Position::System => Some(Capability::InjectSystem),
-            Position::BeforeUser => Some(Capability::InjectBeforeUser),
-            Position::AfterUser => Some(Capability::InjectAfterUser),
             Position::Unknown(_) => None,
+            known => Capability::for_position(known.as_str()),
         }
     }
 }
