@@ -1162,6 +1162,10 @@ impl HostSession {
                     if let Some(r) = r {
                         self.inner.event(HostEvent::ManifestChange(r));
                     }
+                } else {
+                    // An MCP notification the host session does not act on: reported, not
+                    // silently dropped.
+                    self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
                 }
             }
             _ => {

@@ -1370,12 +1370,14 @@ fn on_notification(conn: &Arc<Conn>, n: Notification) {
         _ => {}
     }
     if policy::method_requirement(method, None).is_none() {
-        if !method.starts_with("notifications/") {
-            conn.diagnostic(
-                "unknown_notification",
-                format!("ignored unknown notification {method}"),
-            );
-        }
+        // Nothing received vanishes: MCP notifications this session does not act on
+        // (`notifications/cancelled`, `…/message` …) are reported like unknown ones.
+        let code = if method.starts_with("notifications/") {
+            "ignored_notification"
+        } else {
+            "unknown_notification"
+        };
+        conn.diagnostic(code, format!("ignored notification {method}"));
         return;
     }
     if let Err(e) = gate(conn, method, n.params.as_ref()) {

@@ -1154,3 +1154,28 @@ async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
     assert_eq!(e.code, -32602);
     assert_eq!(e.data, Some(json!({ "limit": 1, "count": 2 })));
 }
+
+/// Nothing received vanishes: an MCP notification the host session does not act on (here a
+/// server log message) is reported as a diagnostic rather than dropped silently.
+#[tokio::test]
+async fn unhandled_mcp_notifications_are_reported() {
+    let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    server
+        .peer
+        .notify_raw(
+            "notifications/message",
+            Some(json!({"level": "info", "data": "hello"})),
+        )
+        .await
+        .unwrap();
+    loop {
+        match streams.diagnostics.recv().await {
+            Some(HostDiagnostic::UnexpectedMethod { method }) => {
+                assert_eq!(method, "notifications/message");
+                break;
+            }
+            Some(_) => {}
+            None => panic!("diagnostics ended without reporting the notification"),
+        }
+    }
+}

@@ -1100,3 +1100,25 @@ async fn s6_7_a_refusal_names_its_fallback_and_the_server_does_it() {
     assert_eq!(receipt["fallback"], "close");
     host.peer.closed().await;
 }
+
+/// Nothing received vanishes: a notification the session does not act on — an MCP one such
+/// as `notifications/cancelled`, or an unknown method — is reported as a diagnostic.
+#[tokio::test]
+async fn ignored_notifications_are_reported() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    host.peer
+        .notify_raw("notifications/cancelled", Some(json!({"requestId": 9})))
+        .await
+        .unwrap();
+    host.peer
+        .notify_raw("vendor/whatever", Some(json!({})))
+        .await
+        .unwrap();
+    let d = diags.recv().await.unwrap();
+    assert_eq!(d.code, "ignored_notification");
+    assert!(d.detail.contains("notifications/cancelled"));
+    let d = diags.recv().await.unwrap();
+    assert_eq!(d.code, "unknown_notification");
+}
