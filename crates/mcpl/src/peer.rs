@@ -86,7 +86,9 @@ use crate::jsonrpc::{
     ErrorObject, InvalidMessage, Message, Notification, Request, RequestId, Response,
 };
 use crate::protocol::Method;
-use crate::transport::{Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::transport::{
+    Frame, FrameReader, FrameWriter, Transport, TrySend, DEFAULT_MAX_MESSAGE_SIZE,
+};
 
 /// Whether a tapped frame was received or sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,7 +402,11 @@ type PendingSender = oneshot::Sender<Result<Value, PeerError>>;
 
 struct Shared {
     config: PeerConfig,
+    /// Frames for the writer task. An empty string is not a frame but a reminder to finish
+    /// a message the transport took only in part ([`TrySend::Partial`]).
     out: mpsc::Sender<String>,
+    /// The transport's writer while the writer task is not using it ([`Shared::send_now`]).
+    slot: Mutex<WriterSlot>,
     pending: Mutex<HashMap<RequestId, PendingSender>>,
     timed_out: Mutex<VecDeque<RequestId>>,
     next_id: AtomicU64,
@@ -421,6 +427,33 @@ struct Shared {
     frames_read: AtomicU64,
     /// Requests whose response position is wanted ([`Peer::request_raw_marked`]).
     settle_marks: Mutex<HashMap<RequestId, Arc<AtomicU64>>>,
+}
+
+/// Where the transport's writer rests between writes. A sender that finds it here, with no
+/// frame queued ahead, writes its frame itself if the transport takes it without waiting:
+/// no writer-task wake-up on the common path. Frame order is kept because `queued` counts
+/// every frame between "decided to queue" and "written", under the same lock.
+struct WriterSlot {
+    /// `None` while the writer task writes, and for good once it has shut down.
+    writer: Option<Box<dyn FrameWriter>>,
+    /// Frames (and reminders) committed to the queue and not yet written.
+    queued: usize,
+}
+
+/// Undoes a `queued` count if the frame never reached the queue (the sender's future was
+/// dropped while the queue was full, or the queue closed).
+struct QueuedFrame<'a> {
+    shared: &'a Shared,
+    armed: bool,
+}
+
+impl Drop for QueuedFrame<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut slot = lock(&self.shared.slot);
+            slot.queued = slot.queued.saturating_sub(1);
+        }
+    }
 }
 
 /// One owed response: counted while alive, released once the response is queued.
@@ -477,8 +510,58 @@ impl Shared {
         let _ = self.diagnostics.send(d);
     }
 
+    /// Records traffic for the idle timeout (nothing to record without one).
     fn touch(&self) {
-        *lock(&self.last_activity) = Instant::now();
+        if self.config.idle_timeout.is_some() {
+            *lock(&self.last_activity) = Instant::now();
+        }
+    }
+
+    /// The fast path of every send: with the writer at rest and nothing queued ahead, the
+    /// frame is written right here if the transport takes it without waiting. Returns the
+    /// frame back when it must be queued instead; a write error closes the connection.
+    fn send_now(&self, text: String) -> Result<Option<String>, PeerError> {
+        let mut slot = lock(&self.slot);
+        if slot.queued > 0 {
+            slot.queued += 1;
+            return Ok(Some(text));
+        }
+        let Some(writer) = slot.writer.as_mut() else {
+            slot.queued += 1;
+            return Ok(Some(text));
+        };
+        match writer.try_send_now(&text) {
+            Ok(TrySend::Written) => {
+                // Tapped under the lock, so taps keep the order of the wire.
+                self.tap(FrameDirection::Outbound, &text);
+                drop(slot);
+                self.touch();
+                Ok(None)
+            }
+            Ok(TrySend::Partial) => {
+                // The rest goes before anything else: the writer task is reminded while
+                // the lock still keeps every other sender behind it (the queue is empty,
+                // so there is room).
+                slot.queued += 1;
+                if self.out.try_send(String::new()).is_err() {
+                    slot.queued -= 1;
+                }
+                self.tap(FrameDirection::Outbound, &text);
+                drop(slot);
+                self.touch();
+                Ok(None)
+            }
+            Ok(TrySend::NotTaken) => {
+                slot.queued += 1;
+                Ok(Some(text))
+            }
+            Err(e) => {
+                drop(slot);
+                let reason = CloseReason::Io(e.to_string());
+                self.close(reason.clone());
+                Err(PeerError::Closed(self.close_reason().unwrap_or(reason)))
+            }
+        }
     }
 
     fn tap(&self, direction: FrameDirection, text: &str) {
@@ -495,9 +578,19 @@ impl Shared {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
+        let Some(text) = self.send_now(text)? else {
+            return Ok(());
+        };
+        let mut queued = QueuedFrame {
+            shared: self,
+            armed: true,
+        };
         // Room in the queue: no need to watch for a close while waiting.
         let text = match self.out.try_send(text) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                queued.armed = false;
+                return Ok(());
+            }
             Err(mpsc::error::TrySendError::Closed(_)) => {
                 return Err(PeerError::Closed(
                     self.close_reason().unwrap_or(CloseReason::Dropped),
@@ -509,10 +602,12 @@ impl Shared {
         let closed_error =
             |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
         // A full queue in front of a stuck writer must not hold the sender past a close.
-        tokio::select! {
+        let sent = tokio::select! {
             r = self.out.send(text) => r.map_err(|_| closed_error(self)),
             _ = until_closed(&mut closed) => Err(closed_error(self)),
-        }
+        };
+        queued.armed = sent.is_err();
+        sent
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
@@ -521,14 +616,27 @@ impl Shared {
     /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
     /// (declined methods, §6.6) cannot pile up answers without bound.
     fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
+        let text = match self.send_now(text) {
+            Ok(Some(text)) => text,
+            Ok(None) | Err(_) => return,
+        };
+        let mut queued = QueuedFrame {
+            shared: self,
+            armed: true,
+        };
         match self.out.try_send(text) {
-            Ok(()) => {}
+            Ok(()) => queued.armed = false,
             Err(mpsc::error::TrySendError::Full(text)) => {
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    // The task owns the count from here.
+                    queued.armed = false;
                     let shared = self.clone();
                     self.detached.fetch_add(1, Ordering::AcqRel);
                     handle.spawn(async move {
-                        let _ = shared.out.send(text).await;
+                        if shared.out.send(text).await.is_err() {
+                            let mut slot = lock(&shared.slot);
+                            slot.queued = slot.queued.saturating_sub(1);
+                        }
                         shared.detached.fetch_sub(1, Ordering::AcqRel);
                         shared.detached_done.notify_waiters();
                         drop(owed);
@@ -653,6 +761,10 @@ impl Peer {
         let shared = Arc::new(Shared {
             config,
             out: out_tx,
+            slot: Mutex::new(WriterSlot {
+                writer: Some(writer),
+                queued: 0,
+            }),
             pending: Mutex::new(HashMap::new()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -669,7 +781,7 @@ impl Peer {
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
-        tokio::spawn(writer_task(shared.clone(), writer, out_rx, guard));
+        tokio::spawn(writer_task(shared.clone(), out_rx, guard));
         let peer = Peer {
             owner: Arc::new(HandleOwner {
                 shared: shared.clone(),
@@ -1469,7 +1581,6 @@ const CLOSE_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 async fn writer_task(
     shared: Arc<Shared>,
-    mut writer: Box<dyn FrameWriter>,
     mut out: mpsc::Receiver<String>,
     guard: Option<Box<dyn std::any::Any + Send>>,
 ) {
@@ -1486,19 +1597,30 @@ async fn writer_task(
             _ = until_closed(&mut closed) => break,
         };
         // Frames already queued behind this one go out in the same write and flush (same
-        // bytes, fewer syscalls and wake-ups), up to a bounded batch.
+        // bytes, fewer syscalls and wake-ups), up to a bounded batch. Reminders (empty
+        // strings) only ask for a partly written frame to be finished, which any write does.
         batch.clear();
+        let mut taken = 1;
         let mut bytes = text.len();
-        batch.push(text);
-        while batch.len() < WRITE_BATCH_FRAMES && bytes < WRITE_BATCH_BYTES {
+        if !text.is_empty() {
+            batch.push(text);
+        }
+        while taken < WRITE_BATCH_FRAMES && bytes < WRITE_BATCH_BYTES {
             match out.try_recv() {
                 Ok(t) => {
+                    taken += 1;
                     bytes += t.len();
-                    batch.push(t);
+                    if !t.is_empty() {
+                        batch.push(t);
+                    }
                 }
                 Err(_) => break,
             }
         }
+        // Senders queue behind the batch while the writer is out of its slot.
+        let Some(mut writer) = lock(&shared.slot).writer.take() else {
+            break;
+        };
         let result = {
             let write = write_batch(&shared, writer.as_mut(), &batch, write_timeout);
             tokio::pin!(write);
@@ -1521,12 +1643,26 @@ async fn writer_task(
             drop(guard);
             return;
         }
+        let mut slot = lock(&shared.slot);
+        slot.queued = slot.queued.saturating_sub(taken);
+        slot.writer = Some(writer);
     }
-    // Closed: write what was already queued (e.g. final responses), then shut down.
+    // Closed: no more writes from senders; write what was already queued (e.g. final
+    // responses), then shut down.
     out.close();
+    let writer = lock(&shared.slot).writer.take();
+    let Some(mut writer) = writer else {
+        drop(guard);
+        return;
+    };
     let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
     while let Ok(text) = out.try_recv() {
-        if write_one(&shared, writer.as_mut(), &text, Some(drain))
+        let batch: &[String] = if text.is_empty() {
+            &[]
+        } else {
+            std::slice::from_ref(&text)
+        };
+        if write_batch(&shared, writer.as_mut(), batch, Some(drain))
             .await
             .is_err()
         {
@@ -1557,9 +1693,15 @@ async fn write_batch(
     for text in texts {
         shared.tap(FrameDirection::Outbound, text);
     }
+    // No frame: only the rest of a partly written one is owed.
+    let write = if texts.is_empty() {
+        writer.flush_pending()
+    } else {
+        writer.send_many(texts)
+    };
     let result = match timeout {
-        None => writer.send_many(texts).await,
-        Some(d) => match tokio::time::timeout(d, writer.send_many(texts)).await {
+        None => write.await,
+        Some(d) => match tokio::time::timeout(d, write).await {
             Ok(r) => r,
             Err(_) => return Err(CloseReason::WriteTimeout(d)),
         },

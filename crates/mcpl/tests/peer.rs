@@ -970,3 +970,39 @@ async fn s6_6_responses_owed_at_eof_are_still_written() {
         Err(PeerError::Closed(_))
     ));
 }
+
+/// Senders write their own frames when the writer is free and queue them otherwise; over a
+/// 64-byte pipe that forces partial writes, every frame still arrives whole and each
+/// sender's frames arrive in the order it sent them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn frames_stay_whole_and_in_order_when_senders_write_directly_or_queue() {
+    const SENDERS: u64 = 8;
+    const EACH: u64 = 200;
+    let (peer, _incoming, mut raw) = raw_peer_with(PeerConfig::default(), 64);
+    let mut tasks = Vec::new();
+    for task in 0..SENDERS {
+        let peer = peer.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..EACH {
+                let params = json!({"task": task, "n": n, "pad": "x".repeat((n % 50) as usize)});
+                peer.notify_raw("seq", Some(params)).await.unwrap();
+            }
+        }));
+    }
+    let mut next = vec![0u64; SENDERS as usize];
+    for _ in 0..SENDERS * EACH {
+        let v = raw.recv().await;
+        assert_eq!(v["method"], "seq");
+        let task = v["params"]["task"].as_u64().unwrap() as usize;
+        assert_eq!(
+            v["params"]["n"].as_u64().unwrap(),
+            next[task],
+            "sender {task}"
+        );
+        next[task] += 1;
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(next.iter().all(|&n| n == EACH));
+}

@@ -12,6 +12,7 @@ use std::any::Any;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -73,6 +74,31 @@ pub trait FrameWriter: Send {
     }
     /// Ends the stream in an orderly way (shutdown, close frame).
     fn close(&mut self) -> BoxFuture<'_, io::Result<()>>;
+    /// Tries to hand one message to the transport without waiting (the peer's fast path:
+    /// the sender writes its own frame instead of waking a writer task). The default
+    /// declines, so the message goes through [`FrameWriter::send`] as usual.
+    fn try_send_now(&mut self, text: &str) -> io::Result<TrySend> {
+        let _ = text;
+        Ok(TrySend::NotTaken)
+    }
+    /// Finishes a message that [`FrameWriter::try_send_now`] took only in part
+    /// ([`TrySend::Partial`]): writes the rest and flushes. The default has nothing to do.
+    fn flush_pending(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// What [`FrameWriter::try_send_now`] did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrySend {
+    /// Written and flushed: nothing left to do.
+    Written,
+    /// Taken, but part of it (or its flush) still waits: [`FrameWriter::flush_pending`], or
+    /// the next `send`, finishes it before anything else is written.
+    Partial,
+    /// Not taken at all (the transport would block, or does not write without waiting):
+    /// send it the usual way.
+    NotTaken,
 }
 
 /// A connection's two halves plus whatever must live as long as the connection (a child
@@ -221,6 +247,11 @@ pub struct LineWriter<W> {
     inner: W,
     /// Reused between writes; shrunk back after an unusually large message.
     buf: Vec<u8>,
+    /// How much of `buf` is already written (non-zero only after a partial
+    /// [`FrameWriter::try_send_now`]).
+    written: usize,
+    /// A flush is still owed for bytes already written.
+    unflushed: bool,
 }
 
 /// Capacity the write buffer keeps between messages (more is released after a burst, so an
@@ -233,25 +264,39 @@ impl<W: AsyncWrite + Unpin + Send> LineWriter<W> {
         LineWriter {
             inner,
             buf: Vec::new(),
+            written: 0,
+            unflushed: false,
+        }
+    }
+
+    /// Drops the already-written part of the buffer, keeping what a partial
+    /// `try_send_now` left, before new lines are appended.
+    fn compact(&mut self) {
+        if self.written > 0 {
+            self.buf.drain(..self.written);
+            self.written = 0;
         }
     }
 
     /// Writes the buffered lines with one `write_all` and one flush.
     async fn write_buffer(&mut self) -> io::Result<()> {
-        let result = self.inner.write_all(&self.buf).await;
+        let result = self.inner.write_all(&self.buf[self.written..]).await;
         self.buf.clear();
+        self.written = 0;
         if self.buf.capacity() > WRITE_BUFFER_KEEP {
             self.buf.shrink_to(WRITE_BUFFER_KEEP);
         }
         result?;
-        self.inner.flush().await
+        self.inner.flush().await?;
+        self.unflushed = false;
+        Ok(())
     }
 }
 
 impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
     fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
         Box::pin(async move {
-            self.buf.clear();
+            self.compact();
             self.buf.extend_from_slice(text.as_bytes());
             self.buf.push(b'\n');
             self.write_buffer().await
@@ -260,7 +305,7 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
 
     fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
         Box::pin(async move {
-            self.buf.clear();
+            self.compact();
             for text in texts {
                 self.buf.extend_from_slice(text.as_bytes());
                 self.buf.push(b'\n');
@@ -270,7 +315,62 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for LineWriter<W> {
     }
 
     fn close(&mut self) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(async move { self.inner.shutdown().await })
+        Box::pin(async move {
+            if self.written < self.buf.len() || self.unflushed {
+                self.write_buffer().await?;
+            }
+            self.inner.shutdown().await
+        })
+    }
+
+    /// Polls the byte writer once with a waker that is never woken: whatever it accepts
+    /// right now is written; a `Pending` costs nothing because the writer task polls again
+    /// with its own waker ([`FrameWriter::flush_pending`]).
+    fn try_send_now(&mut self, text: &str) -> io::Result<TrySend> {
+        if self.written < self.buf.len() || self.unflushed {
+            // Something is still owed: the writer task finishes it first.
+            return Ok(TrySend::NotTaken);
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(text.as_bytes());
+        self.buf.push(b'\n');
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        while self.written < self.buf.len() {
+            match Pin::new(&mut self.inner).poll_write(&mut cx, &self.buf[self.written..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote no bytes"));
+                }
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending if self.written == 0 => {
+                    self.buf.clear();
+                    return Ok(TrySend::NotTaken);
+                }
+                Poll::Pending => return Ok(TrySend::Partial),
+            }
+        }
+        self.buf.clear();
+        self.written = 0;
+        if self.buf.capacity() > WRITE_BUFFER_KEEP {
+            self.buf.shrink_to(WRITE_BUFFER_KEEP);
+        }
+        match Pin::new(&mut self.inner).poll_flush(&mut cx) {
+            Poll::Ready(Ok(())) => Ok(TrySend::Written),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => {
+                self.unflushed = true;
+                Ok(TrySend::Partial)
+            }
+        }
+    }
+
+    fn flush_pending(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async move {
+            if self.written < self.buf.len() || self.unflushed {
+                self.write_buffer().await?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -338,6 +438,71 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn try_send_now_writes_what_fits_and_the_rest_follows_first() {
+        // An 8-byte pipe: the first message fits, the second only in part, the third not at
+        // all until the reader drains it.
+        let (a, b) = tokio::io::duplex(8);
+        let mut w = LineWriter::new(a);
+        assert_eq!(w.try_send_now("[1]").unwrap(), TrySend::Written);
+        assert_eq!(w.try_send_now("[2,22]").unwrap(), TrySend::Partial);
+        // Something is owed: nothing else is taken without waiting.
+        assert_eq!(w.try_send_now("[3]").unwrap(), TrySend::NotTaken);
+        let reader = tokio::spawn(async move {
+            let mut r = LineReader::new(b);
+            let mut got = Vec::new();
+            while let Some(f) = r.read_frame().await.unwrap() {
+                got.push(f);
+            }
+            got
+        });
+        w.flush_pending().await.unwrap();
+        w.send("[4]").await.unwrap();
+        w.close().await.unwrap();
+        drop(w);
+        assert_eq!(
+            reader.await.unwrap(),
+            vec![text("[1]"), text("[2,22]"), text("[4]")]
+        );
+    }
+
+    #[tokio::test]
+    async fn try_send_now_on_a_full_pipe_takes_nothing_and_send_finishes_a_partial_one() {
+        let (a, b) = tokio::io::duplex(4);
+        let mut w = LineWriter::new(a);
+        assert_eq!(w.try_send_now("abc").unwrap(), TrySend::Written);
+        // The pipe is full: not a byte is taken, and nothing is owed afterwards.
+        assert_eq!(w.try_send_now("abcdefgh").unwrap(), TrySend::NotTaken);
+        let reader = tokio::spawn(async move {
+            let mut r = LineReader::new(b);
+            let mut got = Vec::new();
+            while let Some(f) = r.read_frame().await.unwrap() {
+                got.push(f);
+                if got.len() == 1 {
+                    break;
+                }
+            }
+            (r, got)
+        });
+        let (r, first) = reader.await.unwrap();
+        assert_eq!(first, vec![text("abc")]);
+        let b = r.into_inner();
+        assert_eq!(w.try_send_now("abcdefgh").unwrap(), TrySend::Partial);
+        let reader = tokio::spawn(async move {
+            let mut r = LineReader::new(b);
+            let mut got = Vec::new();
+            while let Some(f) = r.read_frame().await.unwrap() {
+                got.push(f);
+            }
+            got
+        });
+        // `send` writes the owed rest before its own message.
+        w.send("next").await.unwrap();
+        w.close().await.unwrap();
+        drop(w);
+        assert_eq!(reader.await.unwrap(), vec![text("abcdefgh"), text("next")]);
     }
 
     #[tokio::test]
