@@ -420,7 +420,9 @@ struct Shared {
     last_activity: Mutex<Instant>,
     /// How many incoming requests are delivered but not yet answered (their responses are
     /// owed). At EOF the connection stays open for writing until this reaches zero.
-    owed: watch::Sender<usize>,
+    owed: AtomicUsize,
+    /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
+    owed_settled: Notify,
     /// Set once the other side ended its stream: no response can arrive any more.
     read_eof: std::sync::atomic::AtomicBool,
     /// How many frames have been read so far: the wire position of the frame being handled.
@@ -461,14 +463,19 @@ struct Owed(Arc<Shared>);
 
 impl Owed {
     fn new(shared: &Arc<Shared>) -> Owed {
-        shared.owed.send_modify(|n| *n += 1);
+        shared.owed.fetch_add(1, Ordering::SeqCst);
         Owed(shared.clone())
     }
 }
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        self.0.owed.send_modify(|n| *n = n.saturating_sub(1));
+        let before = self.0.owed.fetch_sub(1, Ordering::SeqCst);
+        // Paired with the EOF drain: it sets `read_eof` before reading `owed`, this reads
+        // `read_eof` after writing `owed`, so one of the two sees the other.
+        if before == 1 && self.0.read_eof.load(Ordering::SeqCst) {
+            self.0.owed_settled.notify_waiters();
+        }
     }
 }
 
@@ -647,9 +654,25 @@ impl Shared {
         }
     }
 
+    /// Waits until every owed response is queued (after EOF; `read_eof` is set first).
+    async fn owed_settled(&self) {
+        loop {
+            let notified = self.owed_settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.owed.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Waits until fewer than `outgoing_capacity` detached frames are waiting for the queue.
     async fn detached_backlog_clear(&self) {
         let limit = self.config.outgoing_capacity.max(1);
+        if self.detached.load(Ordering::Acquire) < limit {
+            return;
+        }
         loop {
             let notified = self.detached_done.notified();
             tokio::pin!(notified);
@@ -774,7 +797,8 @@ impl Peer {
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
             last_activity: Mutex::new(Instant::now()),
-            owed: watch::channel(0).0,
+            owed: AtomicUsize::new(0),
+            owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             frames_read: AtomicU64::new(0),
             settle_marks: Mutex::new(HashMap::new()),
@@ -1139,7 +1163,14 @@ impl IncomingRequest {
     }
 
     /// Answers with a result (serialised; a serialisation failure answers `-32603`).
-    pub async fn respond(self, result: impl Serialize) -> Result<(), PeerError> {
+    pub async fn respond(mut self, result: impl Serialize) -> Result<(), PeerError> {
+        if self.batch.is_none() {
+            // Straight to text, without building a `Value` of the result first.
+            if let Some(text) = wire::result_response(&self.request.id, &result) {
+                self.armed = false;
+                return self.shared.send_frame(text).await;
+            }
+        }
         let outcome = serde_json::to_value(result)
             .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")));
         self.finish(outcome).await
@@ -1271,9 +1302,14 @@ async fn reader_task(
     inbound: mpsc::Sender<IncomingMessage>,
 ) {
     let mut closed = shared.closed.subscribe();
+    // One close watch for the whole loop, not one per frame.
+    let mut closed_loop = shared.closed.subscribe();
+    let stop = until_closed(&mut closed_loop);
+    tokio::pin!(stop);
     loop {
         let frame = tokio::select! {
-            _ = until_closed(&mut closed) => break,
+            biased;
+            _ = &mut stop => break,
             f = async {
                 // Answers sent from `Drop` are bounded like any other send: stop reading.
                 shared.detached_backlog_clear().await;
@@ -1298,9 +1334,8 @@ async fn reader_task(
                 // answers once it has seen the end of the input is not cut off.
                 drop(inbound);
                 let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
-                let mut owed = shared.owed.subscribe();
                 tokio::select! {
-                    _ = tokio::time::timeout(drain, owed.wait_for(|n| *n == 0)) => {}
+                    _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
                     _ = until_closed(&mut closed) => {}
                 }
                 shared.close(CloseReason::Eof);
@@ -1464,6 +1499,15 @@ async fn handle_frame(
                     undeliverable(shared, msg);
                     continue;
                 }
+                // Room in the queue: no need to watch for a close while waiting.
+                let msg = match inbound.try_send(msg) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::TrySendError::Closed(msg)) => {
+                        undeliverable(shared, msg);
+                        continue;
+                    }
+                    Err(mpsc::error::TrySendError::Full(msg)) => msg,
+                };
                 tokio::select! {
                     r = inbound.send(msg) => {
                         if let Err(mpsc::error::SendError(msg)) = r {
@@ -1794,6 +1838,27 @@ mod wire {
         })
     }
 
+    /// A result response line serialised straight from `result`; `None` if it cannot be
+    /// serialised (the caller then answers `-32603`).
+    pub(super) fn result_response<T: Serialize + ?Sized>(
+        id: &RequestId,
+        result: &T,
+    ) -> Option<String> {
+        /// Members in the same (sorted) order as [`Out`].
+        #[derive(Serialize)]
+        struct ResultOut<'a, T: ?Sized> {
+            id: &'a RequestId,
+            jsonrpc: &'static str,
+            result: &'a T,
+        }
+        serde_json::to_string(&ResultOut {
+            id,
+            jsonrpc: "2.0",
+            result,
+        })
+        .ok()
+    }
+
     /// A response line. The (rare) error object goes through `Value`, as in `to_json`, so
     /// its members keep the same order.
     pub(super) fn response(id: Option<&RequestId>, outcome: &Result<Value, ErrorObject>) -> String {
@@ -1859,6 +1924,12 @@ mod wire {
                             outcome: o.clone(),
                         });
                         assert_eq!(response(rid, o), m.to_json());
+                    }
+                    if let Ok(result) = o {
+                        assert_eq!(
+                            result_response(id, result).as_deref(),
+                            Some(response(Some(id), o).as_str())
+                        );
                     }
                 }
             }
