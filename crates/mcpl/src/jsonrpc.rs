@@ -321,17 +321,18 @@ impl Parts {
             Some(Value::String(s)) => Some(Some(RequestId::String(s))),
             Some(_) => return Err(invalid(None, "id must be a number, a string or null")),
         };
-        let known_id = id.clone().flatten();
+        // Cloned only on the way to an error, so a valid message never copies its id.
+        let known_id = || id.clone().flatten();
         if !jsonrpc_2_0 {
-            return Err(invalid(known_id, "\"jsonrpc\" must be \"2.0\""));
+            return Err(invalid(known_id(), "\"jsonrpc\" must be \"2.0\""));
         }
         if let Some(method) = method {
             let Value::String(method) = method else {
-                return Err(invalid(known_id, "method must be a string"));
+                return Err(invalid(known_id(), "method must be a string"));
             };
             if let Some(p) = &params {
                 if !(p.is_object() || p.is_array() || p.is_null()) {
-                    return Err(invalid(known_id, "params must be an object or an array"));
+                    return Err(invalid(known_id(), "params must be an object or an array"));
                 }
             }
             return match id {
