@@ -3,12 +3,19 @@
 //! keeps `Value`'s reading (a repeated member: the last one wins) and that what the fast path
 //! accepts (escaped member names, unknown members) is served as before.
 
+use std::hint::black_box;
+
+use mcpl::jsonrpc::Message;
 use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
 use mcpl::transport::Transport;
 use serde_json::{json, Value};
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
 };
+
+#[path = "support/alloc_count.rs"]
+mod alloc_count;
+use alloc_count::allocs;
 
 /// The other end of a peer's transport, spoken to in raw lines.
 struct Raw {
@@ -89,4 +96,27 @@ async fn s4_a_response_with_a_repeated_result_settles_with_the_last_one() {
     ))
     .await;
     assert_eq!(call.await.unwrap().unwrap(), json!({"last": true}));
+}
+
+/// Allocations made by `f` on this thread (a count, not a timing).
+fn allocs_of<T>(f: impl FnOnce() -> T) -> u64 {
+    let before = allocs();
+    let out = black_box(f());
+    let n = allocs() - before;
+    drop(out);
+    n
+}
+
+#[test]
+fn s4_the_fast_path_skips_the_outer_object_allocations() {
+    let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
+    let fast = allocs_of(|| Message::parse_object(black_box(text)).unwrap());
+    let slow = allocs_of(|| {
+        let v: Value = serde_json::from_str(black_box(text)).unwrap();
+        Message::from_value(v).unwrap()
+    });
+    // What the message owns: the method, the params map's node, its one key and one value.
+    assert!(fast <= 4, "fast path made {fast} allocations");
+    // The slow path also builds the outer map: its node, four key strings and "2.0".
+    assert!(slow >= fast + 6, "fast {fast} vs slow {slow}");
 }
