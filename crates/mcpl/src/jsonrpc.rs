@@ -3,7 +3,9 @@
 //!
 //! Messages are classified from a `serde_json::Value` by hand ([`Message::from_value`]) so
 //! that every distinction the wire makes survives: `0` is a valid id, `"1"` and `1` are
-//! different ids, and absent `params` differs from `"params": null`.
+//! different ids, and absent `params` differs from `"params": null`. [`Message::parse_object`]
+//! is the same classification read straight from the text (issue #8): it accepts only what
+//! `from_value` accepts, as the same message, and declines everything else.
 
 use std::borrow::Cow;
 use std::fmt;
