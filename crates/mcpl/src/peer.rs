@@ -1423,6 +1423,15 @@ async fn handle_frame(
         });
         return true;
     }
+    // Issue #8: a single object is read straight into a `Message` when it is a valid one;
+    // anything the fast path declines (batches, junk, invalid messages) takes the `Value`
+    // path below, which owns every diagnostic and error reply.
+    if trimmed.starts_with('{') {
+        if let Some(msg) = Message::parse_object(trimmed) {
+            let item = accept(shared, msg, None);
+            return deliver(shared, item, inbound, closed).await;
+        }
+    }
     let value: Value = match serde_json::from_str(trimmed) {
         Ok(v) => v,
         Err(e) => {
@@ -1490,32 +1499,47 @@ async fn handle_frame(
         }
     }
     for item in items {
-        match item {
-            Parsed::Reply(v) => {
-                let _ = shared.send_frame(v.to_string()).await;
+        if !deliver(shared, Some(item), inbound, closed).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// Sends one reply or delivers one message; returns `false` when the connection closed while
+/// delivering.
+async fn deliver(
+    shared: &Arc<Shared>,
+    item: Option<Parsed>,
+    inbound: &mpsc::Sender<IncomingMessage>,
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+) -> bool {
+    match item {
+        None => {}
+        Some(Parsed::Reply(v)) => {
+            let _ = shared.send_frame(v.to_string()).await;
+        }
+        Some(Parsed::Deliver(msg)) => {
+            if inbound.is_closed() {
+                undeliverable(shared, msg);
+                return true;
             }
-            Parsed::Deliver(msg) => {
-                if inbound.is_closed() {
+            // Room in the queue: no need to watch for a close while waiting.
+            let msg = match inbound.try_send(msg) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Closed(msg)) => {
                     undeliverable(shared, msg);
-                    continue;
+                    return true;
                 }
-                // Room in the queue: no need to watch for a close while waiting.
-                let msg = match inbound.try_send(msg) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Closed(msg)) => {
+                Err(mpsc::error::TrySendError::Full(msg)) => msg,
+            };
+            tokio::select! {
+                r = inbound.send(msg) => {
+                    if let Err(mpsc::error::SendError(msg)) = r {
                         undeliverable(shared, msg);
-                        continue;
                     }
-                    Err(mpsc::error::TrySendError::Full(msg)) => msg,
-                };
-                tokio::select! {
-                    r = inbound.send(msg) => {
-                        if let Err(mpsc::error::SendError(msg)) = r {
-                            undeliverable(shared, msg);
-                        }
-                    }
-                    _ = until_closed(closed) => return false,
                 }
+                _ = until_closed(closed) => return false,
             }
         }
     }
@@ -1544,21 +1568,7 @@ fn classify(
     let request_like = value.get("method").is_some() || !value.is_object();
     let in_batch = batch.is_some();
     match Message::from_value(value) {
-        Ok(Message::Request(request)) => {
-            Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
-                request,
-                shared: shared.clone(),
-                batch: batch.cloned(),
-                armed: true,
-                owed: Some(Owed::new(shared)),
-                seq: shared.frames_read.load(Ordering::SeqCst),
-            })))
-        }
-        Ok(Message::Notification(n)) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
-        Ok(Message::Response(response)) => {
-            settle(shared, response);
-            None
-        }
+        Ok(msg) => accept(shared, msg, batch),
         Err(InvalidMessage { id, reason }) => {
             if request_like && (id.is_some() || in_batch) {
                 shared.diagnose(Diagnostic::InvalidMessage {
@@ -1584,6 +1594,32 @@ fn classify(
                 reason,
                 answered: false,
             });
+            None
+        }
+    }
+}
+
+/// Takes one valid message, from either parse path: responses settle pending requests here;
+/// requests and notifications are returned for delivery.
+fn accept(
+    shared: &Arc<Shared>,
+    msg: Message,
+    batch: Option<&Arc<BatchCollector>>,
+) -> Option<Parsed> {
+    match msg {
+        Message::Request(request) => {
+            Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
+                request,
+                shared: shared.clone(),
+                batch: batch.cloned(),
+                armed: true,
+                owed: Some(Owed::new(shared)),
+                seq: shared.frames_read.load(Ordering::SeqCst),
+            })))
+        }
+        Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
+        Message::Response(response) => {
+            settle(shared, response);
             None
         }
     }

@@ -1,0 +1,122 @@
+//! Issue #8: the peer reads single-object frames with `Message::parse_object` and falls back
+//! to the `Value` path for everything it declines. These wire tests pin that the fallback
+//! keeps `Value`'s reading (a repeated member: the last one wins) and that what the fast path
+//! accepts (escaped member names, unknown members) is served as before.
+
+use std::hint::black_box;
+
+use mcpl::jsonrpc::Message;
+use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+
+#[path = "support/alloc_count.rs"]
+mod alloc_count;
+use alloc_count::allocs;
+
+/// The other end of a peer's transport, spoken to in raw lines.
+struct Raw {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+}
+
+impl Raw {
+    async fn send(&mut self, line: &str) {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = self.lines.next_line().await.unwrap().expect("EOF");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+fn raw_peer() -> (Peer, Incoming, Raw) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), PeerConfig::default());
+    let raw = Raw {
+        lines: BufReader::new(br).lines(),
+        write: bw,
+    };
+    (peer, incoming, raw)
+}
+
+/// Answers every request with its own method name and params.
+fn spawn_echo_server(mut incoming: Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(req) = msg {
+                let r = req.request();
+                let answer = json!({"method": r.method, "params": r.params});
+                req.respond(answer).await.unwrap();
+            }
+        }
+    });
+}
+
+#[tokio::test]
+async fn s4_1_a_repeated_id_takes_the_value_path_and_the_last_id_wins() {
+    let (_peer, incoming, mut raw) = raw_peer();
+    spawn_echo_server(incoming);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"a","id":"two"}"#)
+        .await;
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":"two","result":{"method":"a","params":null}})
+    );
+}
+
+#[tokio::test]
+async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
+    let (_peer, incoming, mut raw) = raw_peer();
+    spawn_echo_server(incoming);
+    raw.send(r#" {"x":[1e3,{"y":null}],"m\u0065thod":"p\u0069ng","jsonrpc":"2.0","id":-0,"params":[1.0]} "#)
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["result"], json!({"method":"ping","params":[1.0]}));
+    // The id goes back exactly as serde_json read it: `-0` is the float `-0.0` to it.
+    assert_eq!(reply["id"].to_string(), "-0.0");
+}
+
+#[tokio::test]
+async fn s4_a_response_with_a_repeated_result_settles_with_the_last_one() {
+    let (peer, _incoming, mut raw) = raw_peer();
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("x", None).await });
+    let req = raw.recv().await;
+    let id = req["id"].to_string();
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":1,"result":{{"last":true}}}}"#
+    ))
+    .await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({"last": true}));
+}
+
+/// Allocations made by `f` on this thread (a count, not a timing).
+fn allocs_of<T>(f: impl FnOnce() -> T) -> u64 {
+    let before = allocs();
+    let out = black_box(f());
+    let n = allocs() - before;
+    drop(out);
+    n
+}
+
+#[test]
+fn s4_the_fast_path_skips_the_outer_object_allocations() {
+    let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
+    let fast = allocs_of(|| Message::parse_object(black_box(text)).unwrap());
+    let slow = allocs_of(|| {
+        let v: Value = serde_json::from_str(black_box(text)).unwrap();
+        Message::from_value(v).unwrap()
+    });
+    // What the message owns: the method, the params map's node, its one key and one value.
+    assert!(fast <= 4, "fast path made {fast} allocations");
+    // The slow path also builds the outer map: its node, four key strings and "2.0".
+    assert!(slow >= fast + 6, "fast {fast} vs slow {slow}");
+}
