@@ -11,7 +11,7 @@
 mod common;
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::{record, report, Ratio};
 use criterion::{Criterion, Throughput};
@@ -423,9 +423,14 @@ fn fan_out(c: &mut Criterion, rt: &Runtime) {
     g.finish();
 }
 
+/// What the hook of a realistic server spends before it answers (its own I/O: a memory
+/// store, a database, a model). With it, a fan-out measures how well the host overlaps the
+/// waiting of 100 servers; without it (zero-cost hooks on one core), only CPU is measured.
+const HOOK_LATENCY: Duration = Duration::from_millis(1);
+
 /// A minimal MCPL server for the host fan-out: answers the handshake, the policy exchange
-/// and every `context/beforeInference` with one `system` injection.
-fn spawn_mcpl_server(mut incoming: Incoming, server: Peer) {
+/// and every `context/beforeInference` with one `system` injection, after `hook_latency`.
+fn spawn_mcpl_server(mut incoming: Incoming, server: Peer, hook_latency: Option<Duration>) {
     tokio::spawn(async move {
         let _keep = server;
         let init = json!({"protocolVersion": "2024-11-05",
@@ -443,7 +448,12 @@ fn spawn_mcpl_server(mut incoming: Incoming, server: Peer) {
                 let _ = match req.method() {
                     "initialize" => req.respond(&init).await,
                     "featureSets/update" => req.respond(json!({"accepted": true})).await,
-                    "context/beforeInference" => req.respond(&answer).await,
+                    "context/beforeInference" => {
+                        if let Some(d) = hook_latency {
+                            tokio::time::sleep(d).await;
+                        }
+                        req.respond(&answer).await
+                    }
                     _ => Ok(()), // dropped: the guard answers -32601
                 };
             }
@@ -452,17 +462,23 @@ fn spawn_mcpl_server(mut incoming: Incoming, server: Peer) {
 }
 
 /// The same fan-out through the host session (`mcpl::host::before_inference`): 100 connected
-/// sessions against one.
-fn fan_out_host(c: &mut Criterion, rt: &Runtime) {
+/// sessions against one; `hook_latency` is what each server's hook spends before answering.
+fn fan_out_host(c: &mut Criterion, rt: &Runtime, hook_latency: Option<Duration>) {
     use mcpl::host::{before_inference, HostConfig, HostSession};
-    let mut g = c.benchmark_group("fan_out_host");
+    let (group, key) = match hook_latency {
+        None => ("fan_out_host", "fanhost"),
+        Some(_) => ("fan_out_host_hook_1ms", "fanlat"),
+    };
+    let single_key: &'static str = Box::leak(format!("{key}/single").into_boxed_str());
+    let all_key: &'static str = Box::leak(format!("{key}/100").into_boxed_str());
+    let mut g = c.benchmark_group(group);
     let sessions: Vec<HostSession> = rt.block_on(async {
         let mut v = Vec::new();
         for _ in 0..SERVERS {
             let (a, b) = memory::pair();
             let (hp, hin) = Peer::new(a, config());
             let (sp, sin) = Peer::new(b, config());
-            spawn_mcpl_server(sin, sp);
+            spawn_mcpl_server(sin, sp, hook_latency);
             let cfg = HostConfig {
                 policy: vec![
                     "contextHooks.beforeInference.observe".into(),
@@ -490,7 +506,7 @@ fn fan_out_host(c: &mut Criterion, rt: &Runtime) {
                 for _ in 0..iters {
                     black_box(before_inference(&all[..1], &params).await);
                 }
-                record("fanhost/single", iters, t.elapsed())
+                record(single_key, iters, t.elapsed())
             })
         })
     });
@@ -501,7 +517,7 @@ fn fan_out_host(c: &mut Criterion, rt: &Runtime) {
                 for _ in 0..iters {
                     black_box(before_inference(&all, &params).await);
                 }
-                record("fanhost/100", iters, t.elapsed())
+                record(all_key, iters, t.elapsed())
             })
         })
     });
@@ -516,7 +532,8 @@ fn main() {
     pipelined(&mut c, &rt, "memory");
     pipelined(&mut c, &rt, "tcp");
     fan_out(&mut c, &rt);
-    fan_out_host(&mut c, &rt);
+    fan_out_host(&mut c, &rt, None);
+    fan_out_host(&mut c, &rt, Some(HOOK_LATENCY));
     c.final_summary();
     report(
         "peer",
@@ -567,6 +584,12 @@ fn main() {
                 name: "host::before_inference, 100 sessions / 1 session",
                 subject: "fanhost/100",
                 baseline: "fanhost/single",
+                target: Some(3.0),
+            },
+            Ratio {
+                name: "the same, each server's hook taking 1 ms",
+                subject: "fanlat/100",
+                baseline: "fanlat/single",
                 target: Some(3.0),
             },
         ],
