@@ -415,6 +415,8 @@ struct Shared {
     /// Signalled each time one of those frames has been queued.
     detached_done: Notify,
     closed: watch::Sender<Option<CloseReason>>,
+    /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
+    is_closed: std::sync::atomic::AtomicBool,
     diagnostics: broadcast::Sender<Diagnostic>,
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
     last_activity: Mutex<Instant>,
@@ -493,6 +495,7 @@ impl Shared {
                 false
             }
         });
+        self.is_closed.store(true, Ordering::Release);
         if first {
             tracing::debug!("connection closed: {reason}");
         }
@@ -509,6 +512,10 @@ impl Shared {
     }
 
     fn close_reason(&self) -> Option<CloseReason> {
+        // The flag is set after the reason, so an open connection costs one atomic load.
+        if !self.is_closed.load(Ordering::Acquire) {
+            return None;
+        }
         self.closed.borrow().clone()
     }
 
@@ -794,6 +801,7 @@ impl Peer {
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
             closed: closed_tx,
+            is_closed: std::sync::atomic::AtomicBool::new(false),
             diagnostics: diag_tx,
             first_diagnostics: Mutex::new(Some(diag_rx)),
             last_activity: Mutex::new(Instant::now()),

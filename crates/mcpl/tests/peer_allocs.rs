@@ -1,0 +1,59 @@
+//! Allocations per request/response round trip through two in-memory peers (issue #8: the
+//! count behind the round-trip bench's profile). A count, not a timing: everything runs on
+//! one current-thread runtime, so the per-thread counter sees both peers' work.
+
+#[path = "support/alloc_count.rs"]
+mod alloc_count;
+
+use alloc_count::allocs;
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+use serde_json::json;
+
+const ROUND_TRIPS: u64 = 1_000;
+
+#[test]
+fn an_in_memory_round_trip_stays_within_its_allocation_budget() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let per_round_trip = rt.block_on(async {
+        let config = PeerConfig {
+            request_timeout: None,
+            ..PeerConfig::default()
+        };
+        let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(config);
+        let result = json!({"content": [{"type": "text", "text": "hello"}]});
+        tokio::spawn(async move {
+            let _keep = server;
+            while let Some(msg) = server_in.recv().await {
+                if let IncomingMessage::Request(req) = msg {
+                    req.respond(&result).await.unwrap();
+                }
+            }
+        });
+        let params = json!({"name": "echo", "arguments": {"text": "hello"}});
+        // Warm up: buffers and queues reach their steady size.
+        for _ in 0..100 {
+            host.request_raw("tools/call", Some(params.clone()))
+                .await
+                .unwrap();
+        }
+        // The caller's params are built before counting: only the peers' work is counted.
+        let mut inputs: Vec<_> = (0..ROUND_TRIPS).map(|_| Some(params.clone())).collect();
+        let before = allocs();
+        for p in inputs.iter_mut() {
+            let answer = host.request_raw("tools/call", p.take()).await.unwrap();
+            assert_eq!(answer["content"][0]["text"], "hello");
+        }
+        (allocs() - before) / ROUND_TRIPS
+    });
+    println!("{per_round_trip} allocations per round trip");
+    // 23 measured (45 before senders wrote their own frames and envelopes were read
+    // without an outer map); 15 of them are the two `Value` trees the API hands out. The
+    // budget leaves a little slack, so a regression of a few allocations fails here.
+    assert!(
+        per_round_trip <= 26,
+        "{per_round_trip} allocations per round trip"
+    );
+}
