@@ -100,8 +100,10 @@ fn spawn_server(mut incoming: Incoming, done: Option<tokio::sync::mpsc::Sender<(
     });
 }
 
-/// Raw echo server: reads a line, writes the canned response line.
-fn spawn_raw_echo<R, W>(r: R, w: W)
+/// Raw echo server: reads a line, writes the canned response line. With `json`, it also
+/// does the JSON work a JSON-RPC server cannot skip: parses the line into a `Value` and
+/// serialises the response from one.
+fn spawn_raw_echo<R, W>(r: R, w: W, json: bool)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -109,13 +111,20 @@ where
     tokio::spawn(async move {
         let mut r = BufReader::with_capacity(64 * 1024, r);
         let mut w = w;
-        let resp = response_line();
+        let mut resp = response_line();
+        let response: Value = serde_json::from_slice(&resp).unwrap();
         let mut line = Vec::with_capacity(256);
         loop {
             line.clear();
             match r.read_until(b'\n', &mut line).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
+            }
+            if json {
+                black_box(serde_json::from_slice::<Value>(&line).unwrap());
+                resp.clear();
+                serde_json::to_writer(&mut resp, &response).unwrap();
+                resp.push(b'\n');
             }
             if w.write_all(&resp).await.is_err() || w.flush().await.is_err() {
                 break;
@@ -153,22 +162,34 @@ struct RawClient<R, W> {
     w: W,
     req: Vec<u8>,
     line: Vec<u8>,
+    /// `Some(request)`: serialise the request from this value and parse each answer.
+    json: Option<Value>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> RawClient<R, W> {
-    fn new(r: R, w: W) -> Self {
+    fn new(r: R, w: W, json: bool) -> Self {
+        let req = request_line();
         RawClient {
             r: BufReader::with_capacity(64 * 1024, r),
             w,
-            req: request_line(),
+            json: json.then(|| serde_json::from_slice(&req).unwrap()),
+            req,
             line: Vec::with_capacity(256),
         }
     }
     async fn round_trip(&mut self) {
+        if let Some(request) = &self.json {
+            self.req.clear();
+            serde_json::to_writer(&mut self.req, request).unwrap();
+            self.req.push(b'\n');
+        }
         self.w.write_all(&self.req).await.unwrap();
         self.w.flush().await.unwrap();
         self.line.clear();
         self.r.read_until(b'\n', &mut self.line).await.unwrap();
+        if self.json.is_some() {
+            black_box(serde_json::from_slice::<Value>(&self.line).unwrap());
+        }
     }
 }
 
@@ -195,22 +216,25 @@ fn round_trips(c: &mut Criterion, rt: &Runtime, transport: &'static str) {
     g.throughput(Throughput::Elements(1));
     let base_key: &'static str = Box::leak(format!("rt/{transport}/raw").into_boxed_str());
     let sub_key: &'static str = Box::leak(format!("rt/{transport}/peer").into_boxed_str());
+    let json_key: &'static str = Box::leak(format!("rt/{transport}/json").into_boxed_str());
 
-    let mut raw = rt.block_on(async {
+    let raw_client = |json: bool| async move {
         if transport == "memory" {
             let (a, b) = tokio::io::duplex(64 * 1024);
             let (br, bw) = tokio::io::split(b);
-            spawn_raw_echo(br, bw);
+            spawn_raw_echo(br, bw, json);
             let (ar, aw) = tokio::io::split(a);
-            Box::new(RawClient::new(ar, aw)) as Box<dyn RawRoundTrip>
+            Box::new(RawClient::new(ar, aw, json)) as Box<dyn RawRoundTrip>
         } else {
             let (client, server) = raw_tcp_pair().await;
             let (sr, sw) = server.into_split();
-            spawn_raw_echo(sr, sw);
+            spawn_raw_echo(sr, sw, json);
             let (cr, cw) = client.into_split();
-            Box::new(RawClient::new(cr, cw)) as Box<dyn RawRoundTrip>
+            Box::new(RawClient::new(cr, cw, json)) as Box<dyn RawRoundTrip>
         }
-    });
+    };
+    let mut raw = rt.block_on(raw_client(false));
+    let mut json = rt.block_on(raw_client(true));
     let host = rt.block_on(async {
         let (a, b) = if transport == "memory" {
             memory::pair()
@@ -233,6 +257,20 @@ fn round_trips(c: &mut Criterion, rt: &Runtime, transport: &'static str) {
                     raw.go().await;
                 }
                 record(base_key, iters, t.elapsed())
+            })
+        })
+    });
+    // Not a target baseline: the same echo plus the JSON work no JSON-RPC peer can skip
+    // (serialise and parse both messages as `Value`s), to separate the cost of the peer's
+    // machinery from the cost of JSON in the profile.
+    g.bench_function("json_line_echo", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    json.go().await;
+                }
+                record(json_key, iters, t.elapsed())
             })
         })
     });
@@ -545,10 +583,22 @@ fn main() {
                 target: Some(2.0),
             },
             Ratio {
+                name: "  in-memory: Peer / the same echo with JSON parse + serialise",
+                subject: "rt/memory/peer",
+                baseline: "rt/memory/json",
+                target: None,
+            },
+            Ratio {
                 name: "round trip, loopback TCP: Peer / raw socket line echo",
                 subject: "rt/tcp/peer",
                 baseline: "rt/tcp/raw",
                 target: Some(2.0),
+            },
+            Ratio {
+                name: "  TCP: Peer / the same echo with JSON parse + serialise",
+                subject: "rt/tcp/peer",
+                baseline: "rt/tcp/json",
+                target: None,
             },
             Ratio {
                 name: "100k notifications, in-memory: per message vs raw lines",
