@@ -55,6 +55,10 @@
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
 //! - The idle timeout counts traffic in both directions.
+//! - Outgoing frames: a sender whose frame the transport takes without waiting, with nothing
+//!   queued ahead of it, writes the frame itself (no writer-task wake-up); otherwise the frame
+//!   waits in the bounded outgoing queue for the writer task. Each sender's frames keep their
+//!   order either way, and the tap sees frames in wire order.
 //! - EOF from the other side fails this side's pending requests at once (nobody can answer
 //!   them), but the connection stays open for writing until every request already received
 //!   is answered (bounded by the write timeout, else 5 s), so `printf '<request>\n' | server`
