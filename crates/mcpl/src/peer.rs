@@ -411,6 +411,8 @@ struct Shared {
     out: mpsc::Sender<String>,
     /// The transport's writer while the writer task is not using it ([`Shared::send_now`]).
     slot: Mutex<WriterSlot>,
+    /// Messages delivered to [`Incoming`] and not yet received from it.
+    inbox: AtomicUsize,
     pending: Mutex<HashMap<RequestId, PendingSender>>,
     timed_out: Mutex<VecDeque<RequestId>>,
     next_id: AtomicU64,
@@ -539,8 +541,13 @@ impl Shared {
     /// frame is written right here if the transport takes it without waiting. Returns the
     /// frame back when it must be queued instead; a write error closes the connection.
     fn send_now(&self, text: String) -> Result<Option<String>, PeerError> {
+        // A burst is under way (requests in flight besides at most the sender's own, or
+        // received messages still waiting to be handled, whose answers will follow): queue,
+        // so the writer task puts many frames in one write. Writing each frame directly
+        // would cost one write (a syscall on sockets) per frame.
+        let quiet = self.inbox.load(Ordering::Relaxed) == 0 && lock(&self.pending).len() <= 1;
         let mut slot = lock(&self.slot);
-        if slot.queued > 0 {
+        if !quiet || slot.queued > 0 {
             slot.queued += 1;
             return Ok(Some(text));
         }
@@ -663,6 +670,16 @@ impl Shared {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
+    }
+
+    /// One delivered message left the inbox (received, or never enqueued). Saturating: the
+    /// count is reset when [`Incoming`] is dropped.
+    fn inbox_taken(&self) {
+        let _ = self
+            .inbox
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
     }
 
     /// Waits until every owed response is queued (after EOF; `read_eof` is set first).
@@ -799,6 +816,7 @@ impl Peer {
                 writer: Some(writer),
                 queued: 0,
             }),
+            inbox: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -1274,10 +1292,21 @@ impl fmt::Debug for Shared {
     }
 }
 
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        // Whatever was waiting is dropped with the queue: nothing is waiting any more.
+        self.shared.inbox.store(0, Ordering::Relaxed);
+    }
+}
+
 impl Incoming {
     /// The next message; `None` once the connection has ended and the queue is drained.
     pub async fn recv(&mut self) -> Option<IncomingMessage> {
-        self.rx.recv().await
+        let msg = self.rx.recv().await;
+        if msg.is_some() {
+            self.shared.inbox_taken();
+        }
+        msg
     }
 
     /// Runs `handler` on every incoming message, at most `concurrency` at once (each in its
@@ -1290,7 +1319,7 @@ impl Incoming {
     {
         let slots = Arc::new(Semaphore::new(concurrency.max(1)));
         let handler = Arc::new(handler);
-        while let Some(msg) = self.rx.recv().await {
+        while let Some(msg) = self.recv().await {
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 break;
             };
@@ -1536,10 +1565,13 @@ async fn deliver(
                 undeliverable(shared, msg);
                 return true;
             }
+            // Counted before it can be received, so `recv` never counts below zero.
+            shared.inbox.fetch_add(1, Ordering::Relaxed);
             // Room in the queue: no need to watch for a close while waiting.
             let msg = match inbound.try_send(msg) {
                 Ok(()) => return true,
                 Err(mpsc::error::TrySendError::Closed(msg)) => {
+                    shared.inbox_taken();
                     undeliverable(shared, msg);
                     return true;
                 }
@@ -1548,10 +1580,14 @@ async fn deliver(
             tokio::select! {
                 r = inbound.send(msg) => {
                     if let Err(mpsc::error::SendError(msg)) = r {
+                        shared.inbox_taken();
                         undeliverable(shared, msg);
                     }
                 }
-                _ = until_closed(closed) => return false,
+                _ = until_closed(closed) => {
+                    shared.inbox_taken();
+                    return false;
+                }
             }
         }
     }

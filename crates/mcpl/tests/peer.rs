@@ -1006,3 +1006,96 @@ async fn frames_stay_whole_and_in_order_when_senders_write_directly_or_queue() {
     }
     assert!(next.iter().all(|&n| n == EACH));
 }
+
+/// A writer that records how each frame reached it: `try_send_now` (the sender wrote it) or
+/// `send`/`send_many` (the writer task did).
+struct RecordingWriter {
+    log: tokio::sync::watch::Sender<Vec<(&'static str, String)>>,
+}
+
+impl transport::FrameWriter for RecordingWriter {
+    fn send<'a>(&'a mut self, text: &'a str) -> transport::BoxFuture<'a, std::io::Result<()>> {
+        self.log
+            .send_modify(|l| l.push(("queued", text.to_owned())));
+        Box::pin(async { Ok(()) })
+    }
+    fn send_many<'a>(
+        &'a mut self,
+        texts: &'a [String],
+    ) -> transport::BoxFuture<'a, std::io::Result<()>> {
+        self.log
+            .send_modify(|l| l.extend(texts.iter().map(|t| ("queued", t.clone()))));
+        Box::pin(async { Ok(()) })
+    }
+    fn close(&mut self) -> transport::BoxFuture<'_, std::io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn try_send_now(&mut self, text: &str) -> std::io::Result<transport::TrySend> {
+        self.log
+            .send_modify(|l| l.push(("direct", text.to_owned())));
+        Ok(transport::TrySend::Written)
+    }
+}
+
+/// A reader on which nothing ever arrives.
+struct SilentReader;
+
+impl transport::FrameReader for SilentReader {
+    fn next_frame(
+        &mut self,
+    ) -> transport::BoxFuture<'_, std::io::Result<Option<transport::Frame>>> {
+        Box::pin(std::future::pending())
+    }
+    fn set_max_message_size(&mut self, _limit: usize) {}
+}
+
+/// One frame at a time, senders write their own frames; once a burst is under way (more
+/// than one request in flight), frames go through the writer task so they can share writes.
+/// Either way every frame is written once, in order.
+#[tokio::test]
+async fn quiet_sends_are_written_directly_and_a_burst_is_left_to_the_writer_task() {
+    let (log, mut seen) = tokio::sync::watch::channel(Vec::new());
+    let t = Transport {
+        reader: Box::new(SilentReader),
+        writer: Box::new(RecordingWriter { log }),
+        guard: None,
+        description: "recording".into(),
+    };
+    let config = PeerConfig {
+        request_timeout: None,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming) = Peer::new(t, config);
+    for n in 0..5 {
+        peer.notify_raw("quiet", Some(json!({ "n": n })))
+            .await
+            .unwrap();
+    }
+    // 20 requests nobody answers: the first is the only one in flight when it is sent.
+    let burst: Vec<_> = (0..20)
+        .map(|_| {
+            let peer = peer.clone();
+            tokio::spawn(async move { peer.request_raw("burst", None).await })
+        })
+        .collect();
+    let log = seen.wait_for(|l| l.len() == 25).await.unwrap().clone();
+    let how: Vec<&str> = log.iter().map(|(how, _)| *how).collect();
+    assert_eq!(how[..5], ["direct"; 5], "{how:?}");
+    assert_eq!(how[5], "direct", "{how:?}");
+    assert!(how[6..].iter().all(|h| *h == "queued"), "{how:?}");
+    let ids: Vec<u64> = log[5..]
+        .iter()
+        .map(|(_, text)| {
+            serde_json::from_str::<Value>(text).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 20, "every request written once: {ids:?}");
+    for b in burst {
+        b.abort();
+    }
+}
