@@ -263,6 +263,27 @@ impl Writer {
     fn object<'v>(
         &mut self,
         map: &'v Map<String, Value>,
+        f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.object_named(map, None, f)
+    }
+
+    /// [`Writer::object`] for an object whose member names are identifier positions: each
+    /// name is checked (its error path is `parent.name`) before anything else of the member,
+    /// then written without the escape scan (an identifier never needs escaping).
+    fn ident_object<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        parent: &Path<'_>,
+        f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.object_named(map, Some(parent), f)
+    }
+
+    fn object_named<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        ident_parent: Option<&Path<'_>>,
         mut f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
     ) -> Result<(), DigestError> {
         self.out.push('{');
@@ -276,7 +297,16 @@ impl Writer {
             if !first {
                 self.out.push(',');
             }
-            jcs::write_string(&mut self.out, name);
+            match ident_parent {
+                Some(parent) if self.check => {
+                    if let Err(e) = self.ident(name, &Path::Member(parent, name)) {
+                        result = Err(e);
+                        return;
+                    }
+                    self.checked_string(name);
+                }
+                _ => jcs::write_string(&mut self.out, name),
+            }
             self.out.push(':');
             match f(self, name, member) {
                 Ok(Some(())) => first = false,
@@ -316,9 +346,8 @@ impl Writer {
     /// A capability subtree: every object member name at every depth is an identifier.
     fn capability(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         match v {
-            Value::Object(map) => self.object(map, |w, name, member| {
+            Value::Object(map) => self.ident_object(map, path, |w, name, member| {
                 let sub = Path::Member(path, name);
-                w.ident(name, &sub)?;
                 w.capability(member, &sub)?;
                 Ok(Some(()))
             }),
@@ -353,9 +382,8 @@ impl Writer {
             return Ok(());
         };
         let path = Path::Root("featureSets");
-        self.object(map, |w, name, fs| {
+        self.ident_object(map, &path, |w, name, fs| {
             let sub = Path::Member(&path, name);
-            w.ident(name, &sub)?;
             w.feature_set(fs, &sub, omit_ontology)?;
             Ok(Some(()))
         })
@@ -414,8 +442,7 @@ impl Writer {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.object(map, |w, name, member| {
-            w.ident(name, &Path::Member(&Path::Key(path), name))?;
+        self.ident_object(map, &Path::Key(path), |w, name, member| {
             entry(w, member, &Path::Member(path, name))?;
             Ok(Some(()))
         })
