@@ -119,18 +119,26 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Whether any byte of `b` is a quote, a backslash or a C0 control. Every byte is looked at
-/// through 8-byte words; a short or ragged tail is read with overlapping loads of real bytes
-/// (a byte seen twice changes nothing), so no padding word has to be assembled.
+/// Whether any byte of `b` is a quote, a backslash or a C0 control.
 #[inline]
 fn needs_escape(b: &[u8]) -> bool {
+    any_word(b, word_needs_escape)
+}
+
+/// Whether `hit` is true of any of the 8-byte little-endian words that cover `b`. Every byte
+/// is looked at through whole words; a short or ragged tail is read with overlapping loads of
+/// real bytes (a byte seen twice changes nothing), and strings under 4 bytes are padded with
+/// `a`, so `hit` must be false of `a` bytes. Shared by the escape scan and the §17.2
+/// identifier check.
+#[inline]
+pub(crate) fn any_word(b: &[u8], hit: impl Fn(u64) -> bool) -> bool {
     let n = b.len();
     if n >= 8 {
         let mut chunks = b.chunks_exact(8);
         for chunk in &mut chunks {
             let mut w = [0u8; 8];
             w.copy_from_slice(chunk);
-            if word_needs_escape(u64::from_le_bytes(w)) {
+            if hit(u64::from_le_bytes(w)) {
                 return true;
             }
         }
@@ -139,18 +147,24 @@ fn needs_escape(b: &[u8]) -> bool {
         }
         let mut w = [0u8; 8];
         w.copy_from_slice(&b[n - 8..]);
-        word_needs_escape(u64::from_le_bytes(w))
+        hit(u64::from_le_bytes(w))
     } else if n >= 4 {
         let mut lo = [0u8; 4];
         lo.copy_from_slice(&b[..4]);
         let mut hi = [0u8; 4];
         hi.copy_from_slice(&b[n - 4..]);
-        let w = u64::from(u32::from_le_bytes(lo)) | (u64::from(u32::from_le_bytes(hi)) << 32);
-        word_needs_escape(w)
+        hit(u64::from(u32::from_le_bytes(lo)) | (u64::from(u32::from_le_bytes(hi)) << 32))
     } else if n > 0 {
-        // Pad with `a`, which never needs escaping.
-        let w = u64::from_le_bytes([b[0], b[n / 2], b[n - 1], b'a', b'a', b'a', b'a', b'a']);
-        word_needs_escape(w)
+        hit(u64::from_le_bytes([
+            b[0],
+            b[n / 2],
+            b[n - 1],
+            b'a',
+            b'a',
+            b'a',
+            b'a',
+            b'a',
+        ]))
     } else {
         false
     }
