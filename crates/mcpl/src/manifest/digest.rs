@@ -68,6 +68,7 @@ pub struct ManifestDigest {
 }
 
 /// Returns true when `s` is a non-empty run of `[A-Za-z0-9._:*-]` (§17.2 identifier charset).
+#[inline]
 pub fn is_identifier(s: &str) -> bool {
     !s.is_empty() && !jcs::any_word(s.as_bytes(), |w| !word_is_identifier(w))
 }
@@ -233,6 +234,16 @@ impl Path<'_> {
     }
 }
 
+/// The refusal for a non-identifier, built out of line: the hot path only checks.
+#[cold]
+#[inline(never)]
+fn charset_error(value: &str, path: &Path<'_>) -> DigestError {
+    DigestError::IdentifierCharset {
+        path: path.render(),
+        value: value.to_owned(),
+    }
+}
+
 /// Streaming writer for the manifest canonical form. With `check` off it never fails (used by
 /// the domain diff, which must be total over manifests that would fail the digest).
 pub(crate) struct Writer {
@@ -250,6 +261,7 @@ impl Writer {
 
     /// Writes a string that has just passed [`Writer::ident`]: with checking on it is an
     /// identifier, whose characters never need escaping, so the escape scan is skipped.
+    #[inline]
     fn checked_string(&mut self, s: &str) {
         if self.check {
             self.out.reserve(s.len() + 2);
@@ -261,12 +273,10 @@ impl Writer {
         }
     }
 
+    #[inline]
     fn ident(&self, value: &str, path: &Path<'_>) -> Result<(), DigestError> {
         if self.check && !is_identifier(value) {
-            return Err(DigestError::IdentifierCharset {
-                path: path.render(),
-                value: value.to_owned(),
-            });
+            return Err(charset_error(value, path));
         }
         Ok(())
     }
