@@ -68,22 +68,36 @@ pub struct ManifestDigest {
 }
 
 /// Returns true when `s` is a non-empty run of `[A-Za-z0-9._:*-]` (§17.2 identifier charset).
+#[inline]
 pub fn is_identifier(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| IDENTIFIER_BYTE[b as usize])
+    !s.is_empty() && !jcs::any_word(s.as_bytes(), |w| !word_is_identifier(w))
 }
 
-/// `IDENTIFIER_BYTE[b]` is true exactly for the bytes of `[A-Za-z0-9._:*-]` (one load per
-/// byte instead of five comparisons; identifiers are checked on every digest).
-static IDENTIFIER_BYTE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'*' | b'-');
-        b += 1;
+/// Whether all eight bytes of `w` are in `[A-Za-z0-9._:*-]`, by SWAR range tests (identifiers
+/// are checked on every digest; this looks at eight bytes per step instead of one).
+#[inline]
+const fn word_is_identifier(w: u64) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    if w & HI != 0 {
+        return false;
     }
-    t
-};
+    // Every byte is below 0x80 from here, so `x + (0x80 - c)` stays within its byte and its
+    // top bit says `x >= c`.
+    const fn ge(x: u64, c: u8) -> u64 {
+        x.wrapping_add(LO * (0x80 - c as u64)) & HI
+    }
+    const fn within(x: u64, lo: u8, hi: u8) -> u64 {
+        ge(x, lo) & !ge(x, hi + 1)
+    }
+    // `| 0x20` folds A-Z onto a-z and maps nothing else into a-z.
+    let letter = within(w | (LO * 0x20), b'a', b'z');
+    let digit_or_colon = within(w, b'0', b':');
+    let dash_or_dot = within(w, b'-', b'.');
+    let star = within(w, b'*', b'*');
+    let underscore = within(w, b'_', b'_');
+    (letter | digit_or_colon | dash_or_dot | star | underscore) == HI
+}
 
 /// Sorts a set-valued array as §17.2 requires: duplicates removed, ascending UTF-8 bytes.
 pub fn sort_set<S: AsRef<str>>(items: &[S]) -> Vec<String> {
@@ -220,6 +234,16 @@ impl Path<'_> {
     }
 }
 
+/// The refusal for a non-identifier, built out of line: the hot path only checks.
+#[cold]
+#[inline(never)]
+fn charset_error(value: &str, path: &Path<'_>) -> DigestError {
+    DigestError::IdentifierCharset {
+        path: path.render(),
+        value: value.to_owned(),
+    }
+}
+
 /// Streaming writer for the manifest canonical form. With `check` off it never fails (used by
 /// the domain diff, which must be total over manifests that would fail the digest).
 pub(crate) struct Writer {
@@ -237,6 +261,7 @@ impl Writer {
 
     /// Writes a string that has just passed [`Writer::ident`]: with checking on it is an
     /// identifier, whose characters never need escaping, so the escape scan is skipped.
+    #[inline]
     fn checked_string(&mut self, s: &str) {
         if self.check {
             self.out.reserve(s.len() + 2);
@@ -248,12 +273,10 @@ impl Writer {
         }
     }
 
+    #[inline]
     fn ident(&self, value: &str, path: &Path<'_>) -> Result<(), DigestError> {
         if self.check && !is_identifier(value) {
-            return Err(DigestError::IdentifierCharset {
-                path: path.render(),
-                value: value.to_owned(),
-            });
+            return Err(charset_error(value, path));
         }
         Ok(())
     }
@@ -263,6 +286,27 @@ impl Writer {
     fn object<'v>(
         &mut self,
         map: &'v Map<String, Value>,
+        f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.object_named(map, None, f)
+    }
+
+    /// [`Writer::object`] for an object whose member names are identifier positions: each
+    /// name is checked (its error path is `parent.name`) before anything else of the member,
+    /// then written without the escape scan (an identifier never needs escaping).
+    fn ident_object<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        parent: &Path<'_>,
+        f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
+    ) -> Result<(), DigestError> {
+        self.object_named(map, Some(parent), f)
+    }
+
+    fn object_named<'v>(
+        &mut self,
+        map: &'v Map<String, Value>,
+        ident_parent: Option<&Path<'_>>,
         mut f: impl FnMut(&mut Self, &'v str, &'v Value) -> Result<Option<()>, DigestError>,
     ) -> Result<(), DigestError> {
         self.out.push('{');
@@ -276,7 +320,16 @@ impl Writer {
             if !first {
                 self.out.push(',');
             }
-            jcs::write_string(&mut self.out, name);
+            match ident_parent {
+                Some(parent) if self.check => {
+                    if let Err(e) = self.ident(name, &Path::Member(parent, name)) {
+                        result = Err(e);
+                        return;
+                    }
+                    self.checked_string(name);
+                }
+                _ => jcs::write_string(&mut self.out, name),
+            }
             self.out.push(':');
             match f(self, name, member) {
                 Ok(Some(())) => first = false,
@@ -316,9 +369,8 @@ impl Writer {
     /// A capability subtree: every object member name at every depth is an identifier.
     fn capability(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         match v {
-            Value::Object(map) => self.object(map, |w, name, member| {
+            Value::Object(map) => self.ident_object(map, path, |w, name, member| {
                 let sub = Path::Member(path, name);
-                w.ident(name, &sub)?;
                 w.capability(member, &sub)?;
                 Ok(Some(()))
             }),
@@ -353,9 +405,8 @@ impl Writer {
             return Ok(());
         };
         let path = Path::Root("featureSets");
-        self.object(map, |w, name, fs| {
+        self.ident_object(map, &path, |w, name, fs| {
             let sub = Path::Member(&path, name);
-            w.ident(name, &sub)?;
             w.feature_set(fs, &sub, omit_ontology)?;
             Ok(Some(()))
         })
@@ -414,8 +465,7 @@ impl Writer {
             jcs::write_value(&mut self.out, v);
             return Ok(());
         };
-        self.object(map, |w, name, member| {
-            w.ident(name, &Path::Member(&Path::Key(path), name))?;
+        self.ident_object(map, &Path::Key(path), |w, name, member| {
             entry(w, member, &Path::Member(path, name))?;
             Ok(Some(()))
         })
@@ -605,6 +655,37 @@ mod tests {
                 value: String::new()
             }
         );
+    }
+
+    #[test]
+    fn s17_2_identifier_charset_word_check_agrees_with_the_byte_rule() {
+        // The SWAR word check against the plain per-byte rule, for every byte at every
+        // offset of strings of 0..=20 bytes (short, exact-word and ragged-tail lengths).
+        let byte_rule = |s: &[u8]| {
+            !s.is_empty()
+                && s.iter().all(|&b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'*' | b'-')
+                })
+        };
+        for len in 0..=20usize {
+            for at in 0..len.max(1) {
+                for b in 0..=255u8 {
+                    let mut v = b"abcdefghijklmnopqrstuvwxyz"[..len].to_vec();
+                    if len > 0 {
+                        v[at] = b;
+                    }
+                    let expected = byte_rule(&v);
+                    match std::str::from_utf8(&v) {
+                        Ok(s) => assert_eq!(is_identifier(s), expected, "{v:?}"),
+                        Err(_) => assert!(!expected),
+                    }
+                }
+            }
+        }
+        assert!(is_identifier("chat:from-human.x_y*Z09"));
+        assert!(!is_identifier(""));
+        assert!(!is_identifier("before user"));
+        assert!(!is_identifier("caf\u{e9}"));
     }
 
     #[test]

@@ -109,6 +109,70 @@ fn push_u64(out: &mut String, mut v: u64) {
 pub fn write_string(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
+    if !needs_escape(s.as_bytes()) {
+        // The common case: one scan, one copy.
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    write_escaped_body(out, s);
+    out.push('"');
+}
+
+/// Whether any byte of `b` is a quote, a backslash or a C0 control.
+#[inline]
+fn needs_escape(b: &[u8]) -> bool {
+    any_word(b, word_needs_escape)
+}
+
+/// Whether `hit` is true of any of the 8-byte little-endian words that cover `b`. Every byte
+/// is looked at through whole words; a short or ragged tail is read with overlapping loads of
+/// real bytes (a byte seen twice changes nothing), and strings under 4 bytes are padded with
+/// `a`, so `hit` must be false of `a` bytes. Shared by the escape scan and the §17.2
+/// identifier check.
+#[inline]
+pub(crate) fn any_word(b: &[u8], hit: impl Fn(u64) -> bool) -> bool {
+    let n = b.len();
+    if n >= 8 {
+        let mut chunks = b.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            if hit(u64::from_le_bytes(w)) {
+                return true;
+            }
+        }
+        if chunks.remainder().is_empty() {
+            return false;
+        }
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[n - 8..]);
+        hit(u64::from_le_bytes(w))
+    } else if n >= 4 {
+        let mut lo = [0u8; 4];
+        lo.copy_from_slice(&b[..4]);
+        let mut hi = [0u8; 4];
+        hi.copy_from_slice(&b[n - 4..]);
+        hit(u64::from(u32::from_le_bytes(lo)) | (u64::from(u32::from_le_bytes(hi)) << 32))
+    } else if n > 0 {
+        hit(u64::from_le_bytes([
+            b[0],
+            b[n / 2],
+            b[n - 1],
+            b'a',
+            b'a',
+            b'a',
+            b'a',
+            b'a',
+        ]))
+    } else {
+        false
+    }
+}
+
+/// The escaping loop of [`write_string`], for a string known to need at least one escape;
+/// writes the body without the surrounding quotes.
+fn write_escaped_body(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
@@ -161,7 +225,6 @@ pub fn write_string(out: &mut String, s: &str) {
         start = i;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 /// Whether any byte of `w` is a quote, a backslash or a C0 control (exact, no false negatives; the
@@ -282,6 +345,23 @@ mod tests {
                     let mut s: String = "abcdefghijklmnopqrstuvwxyz"[..len].to_owned();
                     s.insert(at, special);
                     s.push(special);
+                    let mut out = String::new();
+                    write_string(&mut out, &s);
+                    assert_eq!(out, serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rfc8785_single_escape_found_by_overlapping_loads_at_every_length() {
+        // One escapable byte alone, at every offset of strings of 1..=24 bytes: the whole-string
+        // scan reads short and ragged tails with overlapping loads, and must see every byte.
+        for special in ['"', '\\', '\u{0}', '\u{1f}', '\n'] {
+            for len in 0..24 {
+                for at in 0..=len {
+                    let mut s: String = "abcdefghijklmnopqrstuvwxyz"[..len].to_owned();
+                    s.insert(at, special);
                     let mut out = String::new();
                     write_string(&mut out, &s);
                     assert_eq!(out, serde_json::to_string(&s).unwrap(), "{s:?}");
