@@ -11,52 +11,11 @@ use mcpl::peer::{
 };
 use mcpl::transport::{self, Transport};
 use serde_json::{json, Value};
-use tokio::io::{
-    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
-};
+use tokio::io::AsyncWriteExt;
 
-/// The other end of a peer's transport, spoken to in raw lines.
-struct Raw {
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    write: WriteHalf<DuplexStream>,
-}
-
-impl Raw {
-    async fn send(&mut self, line: &str) {
-        self.write.write_all(line.as_bytes()).await.unwrap();
-        self.write.write_all(b"\n").await.unwrap();
-    }
-
-    async fn send_json(&mut self, v: Value) {
-        self.send(&v.to_string()).await;
-    }
-
-    async fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("raw side saw EOF");
-        serde_json::from_str(&line).unwrap()
-    }
-}
-
-fn raw_peer_with(config: PeerConfig, buffer: usize) -> (Peer, Incoming, Raw) {
-    let (a, b) = tokio::io::duplex(buffer);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), config);
-    let raw = Raw {
-        lines: BufReader::new(br).lines(),
-        write: bw,
-    };
-    (peer, incoming, raw)
-}
-
-fn raw_peer(config: PeerConfig) -> (Peer, Incoming, Raw) {
-    raw_peer_with(config, 64 * 1024)
-}
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{raw_peer, raw_peer_with, Raw};
 
 /// Answers `ping` with `{}` and `echo` with its params; drops everything else (-32601).
 fn spawn_ping_server(mut incoming: Incoming) {

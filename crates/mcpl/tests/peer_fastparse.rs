@@ -6,46 +6,16 @@
 use std::hint::black_box;
 
 use mcpl::jsonrpc::Message;
-use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
-use mcpl::transport::Transport;
+use mcpl::peer::{Incoming, IncomingMessage, PeerConfig};
 use serde_json::{json, Value};
-use tokio::io::{
-    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
-};
 
 #[path = "support/alloc_count.rs"]
 mod alloc_count;
 use alloc_count::allocs;
 
-/// The other end of a peer's transport, spoken to in raw lines.
-struct Raw {
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    write: WriteHalf<DuplexStream>,
-}
-
-impl Raw {
-    async fn send(&mut self, line: &str) {
-        self.write.write_all(line.as_bytes()).await.unwrap();
-        self.write.write_all(b"\n").await.unwrap();
-    }
-
-    async fn recv(&mut self) -> Value {
-        let line = self.lines.next_line().await.unwrap().expect("EOF");
-        serde_json::from_str(&line).unwrap()
-    }
-}
-
-fn raw_peer() -> (Peer, Incoming, Raw) {
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), PeerConfig::default());
-    let raw = Raw {
-        lines: BufReader::new(br).lines(),
-        write: bw,
-    };
-    (peer, incoming, raw)
-}
+#[path = "support/raw.rs"]
+mod raw;
+use raw::raw_peer;
 
 /// Answers every request with its own method name and params.
 fn spawn_echo_server(mut incoming: Incoming) {
@@ -62,7 +32,7 @@ fn spawn_echo_server(mut incoming: Incoming) {
 
 #[tokio::test]
 async fn s4_1_a_repeated_id_takes_the_value_path_and_the_last_id_wins() {
-    let (_peer, incoming, mut raw) = raw_peer();
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
     spawn_echo_server(incoming);
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"a","id":"two"}"#)
         .await;
@@ -74,7 +44,7 @@ async fn s4_1_a_repeated_id_takes_the_value_path_and_the_last_id_wins() {
 
 #[tokio::test]
 async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
-    let (_peer, incoming, mut raw) = raw_peer();
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
     spawn_echo_server(incoming);
     raw.send(r#" {"x":[1e3,{"y":null}],"m\u0065thod":"p\u0069ng","jsonrpc":"2.0","id":-0,"params":[1.0]} "#)
         .await;
@@ -86,7 +56,7 @@ async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
 
 #[tokio::test]
 async fn s4_a_response_with_a_repeated_result_settles_with_the_last_one() {
-    let (peer, _incoming, mut raw) = raw_peer();
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
     let p = peer.clone();
     let call = tokio::spawn(async move { p.request_raw("x", None).await });
     let req = raw.recv().await;

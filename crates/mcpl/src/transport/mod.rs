@@ -394,6 +394,20 @@ mod tests {
         out
     }
 
+    /// Reads every frame from `r` until EOF, in a task.
+    fn collect_frames<R: AsyncRead + Unpin + Send + 'static>(
+        r: R,
+    ) -> tokio::task::JoinHandle<Vec<Frame>> {
+        tokio::spawn(async move {
+            let mut r = LineReader::new(r);
+            let mut got = Vec::new();
+            while let Some(f) = r.read_frame().await.unwrap() {
+                got.push(f);
+            }
+            got
+        })
+    }
+
     fn text(s: &str) -> Frame {
         Frame::Text(s.into())
     }
@@ -450,14 +464,7 @@ mod tests {
         assert_eq!(w.try_send_now("[2,22]").unwrap(), TrySend::Partial);
         // Something is owed: nothing else is taken without waiting.
         assert_eq!(w.try_send_now("[3]").unwrap(), TrySend::NotTaken);
-        let reader = tokio::spawn(async move {
-            let mut r = LineReader::new(b);
-            let mut got = Vec::new();
-            while let Some(f) = r.read_frame().await.unwrap() {
-                got.push(f);
-            }
-            got
-        });
+        let reader = collect_frames(b);
         w.flush_pending().await.unwrap();
         w.send("[4]").await.unwrap();
         w.close().await.unwrap();
@@ -490,14 +497,7 @@ mod tests {
         assert_eq!(first, vec![text("abc")]);
         let b = r.into_inner();
         assert_eq!(w.try_send_now("abcdefgh").unwrap(), TrySend::Partial);
-        let reader = tokio::spawn(async move {
-            let mut r = LineReader::new(b);
-            let mut got = Vec::new();
-            while let Some(f) = r.read_frame().await.unwrap() {
-                got.push(f);
-            }
-            got
-        });
+        let reader = collect_frames(b);
         // `send` writes the owed rest before its own message.
         w.send("next").await.unwrap();
         w.close().await.unwrap();

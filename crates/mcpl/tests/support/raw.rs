@@ -1,0 +1,58 @@
+//! The other end of a peer's transport, spoken to in raw lines: shared by the wire-level
+//! peer tests so every byte is under test.
+#![allow(dead_code)] // each test file uses a different part
+
+use mcpl::peer::{Incoming, Peer, PeerConfig};
+use mcpl::transport::Transport;
+use serde_json::Value;
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+
+/// The raw side: writes lines, reads lines as JSON.
+pub struct Raw {
+    pub lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    pub write: WriteHalf<DuplexStream>,
+}
+
+impl Raw {
+    /// Writes one line.
+    pub async fn send(&mut self, line: &str) {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    /// Writes one JSON value as a line.
+    pub async fn send_json(&mut self, v: Value) {
+        self.send(&v.to_string()).await;
+    }
+
+    /// Reads the next line as JSON.
+    pub async fn recv(&mut self) -> Value {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("raw side saw EOF");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+/// A peer over an in-memory pipe of `buffer` bytes, and the raw side of that pipe.
+pub fn raw_peer_with(config: PeerConfig, buffer: usize) -> (Peer, Incoming, Raw) {
+    let (a, b) = tokio::io::duplex(buffer);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), config);
+    let raw = Raw {
+        lines: BufReader::new(br).lines(),
+        write: bw,
+    };
+    (peer, incoming, raw)
+}
+
+/// [`raw_peer_with`] a 64 KiB pipe.
+pub fn raw_peer(config: PeerConfig) -> (Peer, Incoming, Raw) {
+    raw_peer_with(config, 64 * 1024)
+}
