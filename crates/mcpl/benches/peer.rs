@@ -444,9 +444,10 @@ fn fan_out(c: &mut Criterion, rt: &Runtime) {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let t = Instant::now();
-                for _ in 0..iters {
+                // One server at a time, cycling through all of them (see `RT_CONNECTIONS`).
+                for i in 0..iters {
                     black_box(
-                        hosts[0]
+                        hosts[i as usize % SERVERS]
                             .request_raw("context/beforeInference", Some(params.clone()))
                             .await
                             .unwrap(),
@@ -555,8 +556,10 @@ fn fan_out_host(c: &mut Criterion, rt: &Runtime, hook_latency: Option<Duration>)
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let t = Instant::now();
-                for _ in 0..iters {
-                    black_box(before_inference(&all[..1], &params).await);
+                // One session at a time, cycling through all of them (see `RT_CONNECTIONS`).
+                for i in 0..iters {
+                    let one = i as usize % SERVERS;
+                    black_box(before_inference(&all[one..=one], &params).await);
                 }
                 record(single_key, iters, t.elapsed())
             })
