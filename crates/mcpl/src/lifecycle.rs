@@ -392,41 +392,32 @@ impl LifecycleTracker {
     /// End every open turn whose safety deadline is at or before `now`, returning their
     /// [`TurnOutcome::TimedOut`] ends in deadline order (ties by id).
     pub fn expire(&mut self, now: Instant) -> Vec<TurnEnd> {
-        let mut due: Vec<(Instant, String)> = self
+        let due: Vec<(Instant, String)> = self
             .open
             .iter()
             .filter(|(_, t)| t.deadline <= now)
             .map(|(id, t)| (t.deadline, id.clone()))
             .collect();
-        due.sort();
-        let mut ends = Vec::with_capacity(due.len());
-        for (_, id) in due {
-            if let Some(turn) = self.open.remove(&id) {
-                self.remember(id.clone(), Ended::ByTimeout);
-                ends.push(TurnEnd {
-                    inference_id: id,
-                    conversation_id: turn.conversation_id,
-                    turn_index: turn.turn_index,
-                    outcome: TurnOutcome::TimedOut,
-                    started_at: turn.started_at,
-                    at: now,
-                });
-            }
-        }
-        ends
+        self.time_out(due, now)
     }
 
     /// End every open turn now (e.g. the connection closed, so no terminal can come),
     /// as [`TurnOutcome::TimedOut`], in start order (ties by id).
     pub fn close_all(&mut self, now: Instant) -> Vec<TurnEnd> {
-        let mut all: Vec<(Instant, String)> = self
+        let all: Vec<(Instant, String)> = self
             .open
             .iter()
             .map(|(id, t)| (t.started_at, id.clone()))
             .collect();
-        all.sort();
-        let mut ends = Vec::with_capacity(all.len());
-        for (_, id) in all {
+        self.time_out(all, now)
+    }
+
+    /// Ends the given open turns as [`TurnOutcome::TimedOut`], ordered by the instant paired
+    /// with each id (ties by id).
+    fn time_out(&mut self, mut turns: Vec<(Instant, String)>, now: Instant) -> Vec<TurnEnd> {
+        turns.sort();
+        let mut ends = Vec::with_capacity(turns.len());
+        for (_, id) in turns {
             if let Some(turn) = self.open.remove(&id) {
                 self.remember(id.clone(), Ended::ByTimeout);
                 ends.push(TurnEnd {

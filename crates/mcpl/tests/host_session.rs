@@ -44,6 +44,15 @@ impl Server {
         }
     }
 
+    /// Has the host ping this server and answers it: asserts that the ping is the very next
+    /// message the server receives (nothing else reached the wire before it).
+    async fn expect_ping_next(&mut self, host: &HostSession) {
+        let h = host.clone();
+        let ping = tokio::spawn(async move { h.request_raw("ping", json!({})).await });
+        self.request("ping").await.respond(json!({})).await.unwrap();
+        ping.await.unwrap().unwrap();
+    }
+
     /// Sends a request to the host and returns the error code, if it answered with one.
     async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
         self.peer
@@ -652,15 +661,7 @@ async fn s14_outbound_gating_refuses_locally() {
         Err(HostError::WrongDirection(_))
     ));
     // Nothing of the above reached the wire: the next message is this ping.
-    let s2 = s.clone();
-    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
-    server
-        .request("ping")
-        .await
-        .respond(json!({}))
-        .await
-        .unwrap();
-    ping.await.unwrap().unwrap();
+    server.expect_ping_next(&s).await;
 }
 
 #[tokio::test]
@@ -683,15 +684,7 @@ async fn s10_5_dropped_turn_sends_aborted_once() {
     assert_eq!(term["phase"], "completed");
     assert_eq!(term["usage"]["outputTokens"], 2);
     // Exactly one terminal: the next message is a ping, not a second terminal.
-    let s2 = s.clone();
-    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
-    server
-        .request("ping")
-        .await
-        .respond(json!({}))
-        .await
-        .unwrap();
-    ping.await.unwrap().unwrap();
+    server.expect_ping_next(&s).await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -849,15 +842,7 @@ async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
     round.await.unwrap();
     // Round 2: the bucket is empty (no refill): nothing more is fetched.
     storm(&server).await.unwrap();
-    let s2 = s.clone();
-    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
-    server
-        .request("ping")
-        .await
-        .respond(json!({}))
-        .await
-        .unwrap();
-    ping.await.unwrap().unwrap();
+    server.expect_ping_next(&s).await;
     // The excess is reported as a defect.
     loop {
         match streams.diagnostics.recv().await {

@@ -201,22 +201,35 @@ async fn run(sessions: usize, requests: usize) {
     );
 }
 
-#[test]
-fn load_concurrent_tcp_sessions_answer_every_request_exactly_once() {
+/// How many sessions a load test opens: 1,000 with `MCPL_LOAD_FULL=1`, else 50 (CI size
+/// stays well under 1024 fds, two sockets per session).
+fn load_sessions() -> usize {
     let full = std::env::var_os("MCPL_LOAD_FULL").is_some_and(|v| v == "1");
-    // CI size stays well under 1024 fds (two sockets per session).
-    let (sessions, requests) = if full { (1000, 20) } else { (50, 20) };
+    if full {
+        1000
+    } else {
+        50
+    }
+}
+
+/// Runs a load scenario on a two-worker runtime. The timeout is a hang guard, not a timing
+/// assertion: each run is bounded by its counts.
+fn run_guarded(scenario: impl std::future::Future<Output = ()>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        // A hang guard, not a timing assertion: the run is bounded by its counts.
-        tokio::time::timeout(Duration::from_secs(600), run(sessions, requests))
+        tokio::time::timeout(Duration::from_secs(600), scenario)
             .await
             .expect("the load run hung");
     });
+}
+
+#[test]
+fn load_concurrent_tcp_sessions_answer_every_request_exactly_once() {
+    run_guarded(run(load_sessions(), 20));
 }
 
 /// Session-level load: `HostSession`s over TCP against one reference server
@@ -330,16 +343,5 @@ async fn run_host_sessions(sessions: usize, calls: usize) {
 
 #[test]
 fn load_host_sessions_against_the_reference_server() {
-    let full = std::env::var_os("MCPL_LOAD_FULL").is_some_and(|v| v == "1");
-    let (sessions, calls) = if full { (1000, 20) } else { (50, 20) };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        tokio::time::timeout(Duration::from_secs(600), run_host_sessions(sessions, calls))
-            .await
-            .expect("the load run hung");
-    });
+    run_guarded(run_host_sessions(load_sessions(), 20));
 }

@@ -113,6 +113,19 @@ async fn sync(host: &Host) {
     host.peer.request_raw("ping", None).await.unwrap();
 }
 
+/// Sends the host's `context/beforeInference` for a minimal turn.
+async fn before_inference(host: &Host) -> Result<Value, mcpl::peer::PeerError> {
+    host.peer
+        .request_raw(
+            "context/beforeInference",
+            Some(
+                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                        "userMessage": null}),
+            ),
+        )
+        .await
+}
+
 fn err_of(r: Result<Value, mcpl::peer::PeerError>) -> ErrorObject {
     r.unwrap_err().remote().cloned().expect("a remote error")
 }
@@ -166,17 +179,7 @@ async fn s5_3_nothing_privileged_before_the_policy_request() {
     );
     assert_eq!(e.code, -32002);
     assert_eq!(e.data, Some(json!({"capability": "tools"})));
-    let e = err_of(
-        host.peer
-            .request_raw(
-                "context/beforeInference",
-                Some(
-                    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-                            "userMessage": null}),
-                ),
-            )
-            .await,
-    );
+    let e = err_of(before_inference(&host).await);
     assert_eq!(e.code, -32002);
 
     // tools/list only describes and is unprivileged; mcpl/manifest too.
@@ -451,17 +454,7 @@ async fn s5_4_inbound_without_capability_is_minus_32002_not_the_handler() {
         (e.code, e.data),
         (-32002, Some(json!({"capability": "channels.publish"})))
     );
-    let e = err_of(
-        host.peer
-            .request_raw(
-                "context/beforeInference",
-                Some(
-                    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-                            "userMessage": null}),
-                ),
-            )
-            .await,
-    );
+    let e = err_of(before_inference(&host).await);
     assert_eq!(e.code, -32002);
 }
 
@@ -501,17 +494,7 @@ async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
         json!({"effectiveCapabilities": ["contextHooks.beforeInference.inject.beforeUser"]}),
     )
     .await;
-    let r = host
-        .peer
-        .request_raw(
-            "context/beforeInference",
-            Some(
-                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-                        "userMessage": null}),
-            ),
-        )
-        .await
-        .unwrap();
+    let r = before_inference(&host).await.unwrap();
     assert_eq!(r["featureSet"], "memory.recall");
     let positions: Vec<&str> = r["contextInjections"]
         .as_array()

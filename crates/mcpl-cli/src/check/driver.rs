@@ -242,25 +242,25 @@ impl Session {
     /// is still judged, and an unknown method must still get an error.
     fn finish_mcp_only(&mut self) {
         self.unknown_method();
-        let reason = "server does not advertise MCPL (§3.3)";
-        for id in [
-            "initialize.version",
-            "initialize.advertisement-shape",
-            "manifest.feature-sets-shape",
-            "manifest.uses-valid",
-            "manifest.identifier-charset",
-            "manifest.revision-matches-digest",
-            "policy.request-answered",
-            "policy.receipt-shape",
-            "policy.refusal-names-fallback",
-            "policy.no-invented-mode",
-            "manifest.fetch",
-            "hooks.answers-without-observe",
-            "hooks.injection-positions",
-            "hooks.injection-shape",
-        ] {
-            self.rec.record(id, Status::Skip, reason);
-        }
+        self.rec.skip_all(
+            &[
+                "initialize.version",
+                "initialize.advertisement-shape",
+                "manifest.feature-sets-shape",
+                "manifest.uses-valid",
+                "manifest.identifier-charset",
+                "manifest.revision-matches-digest",
+                "policy.request-answered",
+                "policy.receipt-shape",
+                "policy.refusal-names-fallback",
+                "policy.no-invented-mode",
+                "manifest.fetch",
+                "hooks.answers-without-observe",
+                "hooks.injection-positions",
+                "hooks.injection-shape",
+            ],
+            "server does not advertise MCPL (§3.3)",
+        );
     }
 
     fn judge_manifest(&mut self, mcpl: &Value) {
@@ -471,11 +471,12 @@ impl Session {
     }
 
     fn before_inference(&mut self, host_grant: &HostGrant) {
-        let (answered, positions, shape) = (
+        let hooks = [
             "hooks.answers-without-observe",
             "hooks.injection-positions",
             "hooks.injection-shape",
-        );
+        ];
+        let [answered, positions, shape] = hooks;
         let inject = [
             Capability::InjectSystem,
             Capability::InjectBeforeUser,
@@ -483,9 +484,7 @@ impl Session {
         ];
         if !inject.iter().any(|c| host_grant.advertised.contains(*c)) {
             let why = "no injection position advertised";
-            self.rec.record(answered, Status::Skip, why);
-            self.rec.record(positions, Status::Skip, why);
-            self.rec.record(shape, Status::Skip, why);
+            self.rec.skip_all(&hooks, why);
             return;
         }
         if !self.ready {
@@ -494,16 +493,12 @@ impl Session {
             } else {
                 "policy not established: the host must not fan out hooks (§5.3)"
             };
-            self.rec.record(answered, Status::Skip, why);
-            self.rec.record(positions, Status::Skip, why);
-            self.rec.record(shape, Status::Skip, why);
+            self.rec.skip_all(&hooks, why);
             return;
         }
         if !policy::before_inference_applies(&self.grant) {
             let why = "injection not granted";
-            self.rec.record(answered, Status::Skip, why);
-            self.rec.record(positions, Status::Skip, why);
-            self.rec.record(shape, Status::Skip, why);
+            self.rec.skip_all(&hooks, why);
             return;
         }
         let mut params = json!({

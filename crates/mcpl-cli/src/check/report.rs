@@ -143,6 +143,13 @@ impl Recorder {
         }
     }
 
+    /// Records every check in `ids` as skipped, for one reason.
+    pub fn skip_all(&mut self, ids: &[&str], why: &str) {
+        for id in ids {
+            self.record(id, Status::Skip, why);
+        }
+    }
+
     /// Whether `id` already has an outcome.
     pub fn has(&self, id: &str) -> bool {
         CATALOGUE
