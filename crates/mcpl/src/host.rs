@@ -417,6 +417,97 @@ struct State {
     channels: BTreeMap<String, Value>,
     limiter: FetchLimiter,
     announced: Option<String>,
+    /// The states recent widenings replaced, for messages read before them.
+    before: Widenings,
+}
+
+impl State {
+    /// Puts `ready` and `grant` in force for messages read at wire position `boundary` or
+    /// later; a message read earlier keeps being judged under the previous state too.
+    fn set_in_force(&mut self, boundary: u64, ready: bool, grant: Grant) {
+        self.before
+            .record(boundary, (self.ready, self.grant), (ready, grant));
+        self.ready = ready;
+        self.grant = grant;
+    }
+
+    /// Narrows the grant (never widens it, so nothing needs recording).
+    fn narrow_to(&mut self, grant: Grant) {
+        self.grant = self.grant.intersect(grant.capabilities());
+    }
+
+    /// The readiness and grant a message read at wire position `seq` is judged under.
+    fn in_force_for(&self, seq: u64) -> (bool, Grant) {
+        self.before.judge(seq, (self.ready, self.grant))
+    }
+}
+
+/// The readiness and grant a widening (the session becoming ready, or the grant gaining a
+/// path) replaced, and the wire position from which the widening counts.
+#[derive(Debug, Clone, Copy)]
+struct Before {
+    boundary: u64,
+    ready: bool,
+    grant: Grant,
+}
+
+/// How many [`Before`] records a session keeps. Past it the two oldest merge into the
+/// stricter of both, which can only deny more (fail closed), never admit more.
+const BEFORE_LIMIT: usize = 32;
+
+/// Wire order for widenings (§5.3, §6.7): a message read before a receipt, or before a
+/// change the host made on its own, is judged under the state that change replaced as well
+/// as under the current one, however late it is handled. A narrowing needs no record: the
+/// current state already holds it for every message. Oldest record first.
+#[derive(Debug, Default)]
+struct Widenings(VecDeque<Before>);
+
+impl Widenings {
+    /// Records the change from `old` to `new` (readiness, grant) at `boundary`, if it widens.
+    fn record(&mut self, boundary: u64, old: (bool, Grant), new: (bool, Grant)) {
+        let widens = (new.0 && !old.0)
+            || !new
+                .1
+                .capabilities()
+                .difference(old.1.capabilities())
+                .is_empty();
+        if !widens {
+            return;
+        }
+        if self.0.len() >= BEFORE_LIMIT {
+            if let (Some(a), Some(b)) = (self.0.pop_front(), self.0.pop_front()) {
+                self.0.push_front(Before {
+                    boundary: b.boundary,
+                    ready: a.ready && b.ready,
+                    grant: a.grant.intersect(b.grant.capabilities()),
+                });
+            }
+        }
+        self.0.push_back(Before {
+            boundary,
+            ready: old.0,
+            grant: old.1,
+        });
+    }
+
+    /// `current`, intersected with every state a widening later on the wire than `seq`
+    /// replaced.
+    fn judge(&self, seq: u64, current: (bool, Grant)) -> (bool, Grant) {
+        self.0
+            .iter()
+            .filter(|b| b.boundary > seq)
+            .fold(current, |(ready, grant), b| {
+                (ready && b.ready, grant.intersect(b.grant.capabilities()))
+            })
+    }
+
+    /// Messages are handled in wire order: once the one at `seq` is reached, no later
+    /// message can be read before a boundary at or below it.
+    fn reached(&mut self, seq: u64) {
+        while self.0.front().is_some_and(|b| b.boundary <= seq) {
+            self.0.pop_front();
+        }
+    }
 }
 
 struct Inner {
@@ -533,6 +624,7 @@ impl HostSession {
                     config.manifest_fetch_per_sec,
                 ),
                 announced: None,
+                before: Widenings::default(),
             }),
             config,
             events: etx,
@@ -604,10 +696,10 @@ impl HostSession {
                 }
                 let hg = HostGrant::compute(adv, cfg.policy.iter().map(String::as_str))?;
                 {
+                    let now = session.next_position();
                     let mut st = session.inner.state();
-                    st.grant = hg.effective;
                     // No MCPL to configure: the (tools-only) grant is final.
-                    st.ready = true;
+                    st.set_in_force(now, true, hg.effective);
                     st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
                 }
                 peer.notify_raw("notifications/initialized", None).await?;
@@ -680,14 +772,15 @@ impl HostSession {
         };
         match decision {
             Ok(receipt) => {
+                // Only what is read after the receipt is judged as ready (§5.3).
+                let boundary = self.inner.policy_read.load(Ordering::SeqCst);
                 let mut st = self.inner.state();
                 // A manifest revocation that landed during the exchange stays applied.
                 let adv = st
                     .review
                     .as_ref()
                     .map_or(CapabilitySet::EMPTY, |r| r.advertised());
-                st.grant = hg.effective.intersect(adv);
-                st.ready = true;
+                st.set_in_force(boundary, true, hg.effective.intersect(adv));
                 st.mode = Mode::Mcpl;
                 st.last_receipt = Some(receipt);
                 let g = st.grant;
@@ -719,8 +812,9 @@ impl HostSession {
         tracing::info!(server = ?self.inner.label.get(), ?reason, "MCPL disabled: MCP-only");
         let mode = Mode::McpOnly(reason);
         {
+            let now = self.next_position();
             let mut st = self.inner.state();
-            st.grant = st
+            let mut grant = st
                 .grant
                 .intersect(CapabilitySet::EMPTY.with(Capability::Tools));
             // `tools` is kept only if the server advertised it and policy allowed it.
@@ -729,10 +823,10 @@ impl HostSession {
                     .advertised()
                     .intersection(CapabilitySet::EMPTY.with(Capability::Tools));
                 if let Ok(hg) = HostGrant::compute(adv, st.policy.iter().map(String::as_str)) {
-                    st.grant = hg.effective;
+                    grant = hg.effective;
                 }
             }
-            st.ready = true;
+            st.set_in_force(now, true, grant);
             st.mode = mode.clone();
         }
         self.inner.event(HostEvent::ModeChanged(mode));
@@ -829,7 +923,7 @@ impl HostSession {
             let old = st.grant;
             // Narrowing first, atomically (§6.7).
             let kept = old.intersect(hg.effective.capabilities());
-            st.grant = kept;
+            st.narrow_to(kept);
             st.policy = patterns.clone();
             if let Some(r) = st.review.as_mut() {
                 r.set_grant(kept, SystemTime::now(), "policy-narrowing");
@@ -851,6 +945,8 @@ impl HostSession {
         let mut activated = CapabilitySet::EMPTY;
         match &receipt {
             Some(Receipt::Accepted { .. }) => {
+                // The widening counts from the receipt's wire position (§6.7).
+                let boundary = self.inner.policy_read.load(Ordering::SeqCst);
                 let mut st = self.inner.state();
                 // Re-intersect with whatever happened meanwhile (a manifest revocation).
                 let adv = st
@@ -860,7 +956,8 @@ impl HostSession {
                     .unwrap_or(CapabilitySet::EMPTY);
                 let g = hg.effective.intersect(adv);
                 activated = g.capabilities().difference(st.grant.capabilities());
-                st.grant = g;
+                let ready = st.ready;
+                st.set_in_force(boundary, ready, g);
                 if let Some(r) = st.review.as_mut() {
                     r.set_grant(g, SystemTime::now(), "policy-receipt");
                 }
@@ -987,9 +1084,12 @@ impl HostSession {
                 break;
             };
             let s = HostSession { inner };
+            let seq = incoming.last_seq();
+            s.inner.state().before.reached(seq);
+            s.settle_policy_before(seq).await;
             match msg {
                 IncomingMessage::Request(req) => s.on_request(req).await,
-                IncomingMessage::Notification(n) => s.on_notification(n),
+                IncomingMessage::Notification(n) => s.on_notification(n, seq),
             }
         }
     }
@@ -997,6 +1097,12 @@ impl HostSession {
     /// Closes the connection.
     pub fn close(&self) {
         self.inner.peer.close();
+    }
+
+    /// The wire position of the next frame to be read: a change made now, not carried by a
+    /// receipt, counts from there.
+    fn next_position(&self) -> u64 {
+        self.inner.peer.frames_read() + 1
     }
 
     /// Sends `featureSets/update` as a Request (§6.7); the peer marks the wire position of
@@ -1011,10 +1117,11 @@ impl HostSession {
             .await
     }
 
-    /// Wire order (§5.3, §6.7): a request read after a policy receipt is judged under that
+    /// Wire order (§5.3, §6.7): a message read after a policy receipt is judged under that
     /// receipt's consequences, so wait (bounded by the policy timeout) until the policy
-    /// exchange that read it has applied them. A request read before the receipt is judged
-    /// under the state it arrived in — privileged before ready is still rejected.
+    /// exchange that read it has applied them. A message read before the receipt is judged
+    /// under the state it arrived in as well ([`Widenings`]): privileged before ready is
+    /// still rejected, however late it is handled.
     async fn settle_policy_before(&self, seq: u64) {
         let read = self.inner.policy_read.load(Ordering::SeqCst);
         if read == 0 || read >= seq {
@@ -1027,15 +1134,14 @@ impl HostSession {
 
     /// The readiness and grant check of one inbound method (§5.3, §5.4). `Err` carries the
     /// `-32002` error to answer.
-    fn admit(&self, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
+    /// `seq` is the message's wire position: a widening that came later on the wire does not
+    /// apply to it, however late it is handled.
+    fn admit(&self, method: &str, params: Option<&Value>, seq: u64) -> Result<(), ErrorObject> {
         let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
         if req == Requirement::None {
             return Ok(());
         }
-        let (ready, grant) = {
-            let st = self.inner.state();
-            (st.ready, st.grant)
-        };
+        let (ready, grant) = self.inner.state().in_force_for(seq);
         if !ready {
             self.inner.diag(HostDiagnostic::PrivilegedBeforeReady {
                 method: method.to_owned(),
@@ -1076,8 +1182,7 @@ impl HostSession {
                 .await;
             return;
         }
-        self.settle_policy_before(req.seq()).await;
-        if let Err(e) = self.admit(&method, params.as_ref()) {
+        if let Err(e) = self.admit(&method, params.as_ref(), req.seq()) {
             let _ = req.respond_error(e).await;
             return;
         }
@@ -1120,12 +1225,12 @@ impl HostSession {
         let _ = req.finish(outcome).await;
     }
 
-    fn on_notification(&self, n: Notification) {
+    fn on_notification(&self, n: Notification, seq: u64) {
         let method = n.method.clone();
         match method.as_str() {
             "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
             "channels/changed" => {
-                if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
                     tracing::debug!(error = %e.message, "notification refused");
                     return;
                 }
@@ -1137,7 +1242,7 @@ impl HostSession {
                 }
             }
             "channels/register" => {
-                if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
                     tracing::debug!(error = %e.message, "notification refused");
                     return;
                 }
@@ -1171,7 +1276,7 @@ impl HostSession {
             _ => {
                 if !Self::inbound_direction_ok(&method) {
                     self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
-                } else if let Err(e) = self.admit(&method, n.params.as_ref()) {
+                } else if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
                     tracing::debug!(error = %e.message, "notification refused");
                 } else {
                     self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
@@ -1669,7 +1774,7 @@ impl HostSession {
             let kept = st.grant.intersect(adv);
             let narrowed = (kept != st.grant).then_some(kept);
             if let Some(k) = narrowed {
-                st.grant = k;
+                st.narrow_to(k);
                 if let Some(r) = st.review.as_mut() {
                     r.set_grant(k, SystemTime::now(), "manifest-revocation");
                 }
@@ -1991,4 +2096,81 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(caps: &[Capability]) -> Grant {
+        Grant::from_set(caps.iter().fold(CapabilitySet::EMPTY, |s, c| s.with(*c)))
+    }
+
+    /// §5.3: a privileged message read before the receipt that made the session ready is
+    /// judged not ready, however late it is handled; one read after it is judged ready.
+    #[test]
+    fn s5_3_readiness_counts_from_the_receipt() {
+        let mut w = Widenings::default();
+        let push = g(&[Capability::PushEvents]);
+        w.record(10, (false, Grant::none()), (true, push));
+        assert_eq!(w.judge(9, (true, push)), (false, Grant::none()));
+        assert_eq!(w.judge(10, (true, push)), (true, push));
+        assert_eq!(w.judge(11, (true, push)), (true, push));
+    }
+
+    /// §6.7: a widening applies from its receipt on; a narrowing needs no record because
+    /// it applies to every message at once.
+    #[test]
+    fn s6_7_widening_counts_from_the_receipt_and_narrowing_at_once() {
+        let mut w = Widenings::default();
+        let tools = g(&[Capability::Tools]);
+        let both = g(&[Capability::Tools, Capability::PushEvents]);
+        w.record(5, (true, tools), (true, both));
+        assert_eq!(w.judge(4, (true, both)), (true, tools));
+        assert_eq!(w.judge(5, (true, both)), (true, both));
+        // A narrowing records nothing: the earlier message still sees the older state.
+        w.record(8, (true, both), (true, tools));
+        assert_eq!(w.0.len(), 1);
+        assert_eq!(w.judge(4, (true, tools)), (true, tools));
+        assert_eq!(w.judge(7, (true, Grant::none())), (true, Grant::none()));
+    }
+
+    #[test]
+    fn records_are_dropped_once_handling_passes_them() {
+        let mut w = Widenings::default();
+        let push = g(&[Capability::PushEvents]);
+        w.record(3, (false, Grant::none()), (true, Grant::none()));
+        w.record(7, (true, Grant::none()), (true, push));
+        w.reached(2);
+        assert_eq!(w.0.len(), 2);
+        w.reached(3);
+        assert_eq!(w.0.len(), 1);
+        w.reached(7);
+        assert!(w.0.is_empty());
+    }
+
+    /// Past the limit the two oldest records merge into the stricter of both: a message
+    /// between their boundaries is judged more strictly than before, never less.
+    #[test]
+    fn merged_records_only_ever_deny_more() {
+        let mut w = Widenings::default();
+        let push = g(&[Capability::PushEvents]);
+        let tools = g(&[Capability::Tools]);
+        w.record(1, (false, Grant::none()), (true, push));
+        for i in 0..BEFORE_LIMIT as u64 {
+            let (old, new) = if i % 2 == 0 {
+                (push, tools)
+            } else {
+                (tools, push)
+            };
+            w.record(2 + i, (true, old), (true, new));
+        }
+        assert_eq!(w.0.len(), BEFORE_LIMIT);
+        // Read before everything: not ready and nothing granted, as without the merge.
+        assert_eq!(w.judge(0, (true, push)), (false, Grant::none()));
+        // Read between the first two boundaries: now also judged not ready (stricter).
+        assert!(!w.judge(1, (true, push)).0);
+        // Read after every boundary: the current state.
+        assert_eq!(w.judge(1000, (true, push)), (true, push));
+    }
 }

@@ -841,7 +841,14 @@ impl Peer {
                 shared: shared.clone(),
             }),
         };
-        (peer, Incoming { rx: in_rx, shared })
+        (
+            peer,
+            Incoming {
+                rx: in_rx,
+                shared,
+                last_seq: 0,
+            },
+        )
     }
 
     /// Two connected peers over an in-memory pipe (real framing), for tests.
@@ -1074,6 +1081,12 @@ impl Peer {
     pub fn pending_requests(&self) -> usize {
         lock(&self.shared().pending).len()
     }
+
+    /// How many frames have been read from the transport so far: the wire position in
+    /// which [`IncomingRequest::seq`] and [`Incoming::last_seq`] count.
+    pub fn frames_read(&self) -> u64 {
+        self.shared().frames_read.load(Ordering::SeqCst)
+    }
 }
 
 /// Resolves once the connection is closed (without holding the watch's read guard).
@@ -1282,8 +1295,15 @@ impl Drop for IncomingRequest {
 /// it can sit in `tokio::select!`. Dropping it makes every later request answer `-32601`.
 #[derive(Debug)]
 pub struct Incoming {
-    rx: mpsc::Receiver<IncomingMessage>,
+    rx: mpsc::Receiver<Delivered>,
     shared: Arc<Shared>,
+    last_seq: u64,
+}
+
+/// One message in the incoming queue, with the wire position of the frame that carried it.
+struct Delivered {
+    seq: u64,
+    msg: IncomingMessage,
 }
 
 impl fmt::Debug for Shared {
@@ -1302,11 +1322,17 @@ impl Drop for Incoming {
 impl Incoming {
     /// The next message; `None` once the connection has ended and the queue is drained.
     pub async fn recv(&mut self) -> Option<IncomingMessage> {
-        let msg = self.rx.recv().await;
-        if msg.is_some() {
-            self.shared.inbox_taken();
-        }
-        msg
+        let d = self.rx.recv().await?;
+        self.shared.inbox_taken();
+        self.last_seq = d.seq;
+        Some(d.msg)
+    }
+
+    /// The wire position of the frame that carried the message [`Incoming::recv`] returned
+    /// last (0 before the first): notifications have no [`IncomingRequest::seq`] of their
+    /// own, so a consumer that orders them against responses reads it here.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// Runs `handler` on every incoming message, at most `concurrency` at once (each in its
@@ -1340,7 +1366,7 @@ impl Incoming {
 async fn reader_task(
     shared: Arc<Shared>,
     mut reader: Box<dyn FrameReader>,
-    inbound: mpsc::Sender<IncomingMessage>,
+    inbound: mpsc::Sender<Delivered>,
 ) {
     let mut closed = shared.closed.subscribe();
     // One close watch for the whole loop, not one per frame.
@@ -1438,7 +1464,7 @@ enum Parsed {
 async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
-    inbound: &mpsc::Sender<IncomingMessage>,
+    inbound: &mpsc::Sender<Delivered>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
 ) -> bool {
     let text = match frame {
@@ -1552,7 +1578,7 @@ async fn handle_frame(
 async fn deliver(
     shared: &Arc<Shared>,
     item: Option<Parsed>,
-    inbound: &mpsc::Sender<IncomingMessage>,
+    inbound: &mpsc::Sender<Delivered>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
 ) -> bool {
     match item {
@@ -1567,21 +1593,23 @@ async fn deliver(
             }
             // Counted before it can be received, so `recv` never counts below zero.
             shared.inbox.fetch_add(1, Ordering::Relaxed);
+            // The reader is still inside this frame's handling, so the count is its position.
+            let seq = shared.frames_read.load(Ordering::SeqCst);
             // Room in the queue: no need to watch for a close while waiting.
-            let msg = match inbound.try_send(msg) {
+            let d = match inbound.try_send(Delivered { seq, msg }) {
                 Ok(()) => return true,
-                Err(mpsc::error::TrySendError::Closed(msg)) => {
+                Err(mpsc::error::TrySendError::Closed(d)) => {
                     shared.inbox_taken();
-                    undeliverable(shared, msg);
+                    undeliverable(shared, d.msg);
                     return true;
                 }
-                Err(mpsc::error::TrySendError::Full(msg)) => msg,
+                Err(mpsc::error::TrySendError::Full(d)) => d,
             };
             tokio::select! {
-                r = inbound.send(msg) => {
-                    if let Err(mpsc::error::SendError(msg)) = r {
+                r = inbound.send(d) => {
+                    if let Err(mpsc::error::SendError(d)) = r {
                         shared.inbox_taken();
-                        undeliverable(shared, msg);
+                        undeliverable(shared, d.msg);
                     }
                 }
                 _ = until_closed(closed) => {

@@ -4,7 +4,11 @@
 //! Regression test of the host-side race recorded in RELIABILITY.md (load test: 1,000 of
 //! 1,000 greetings refused before the fix, which orders inbound requests against the receipt
 //! by wire position). It needs a multi-thread runtime to show; 50 rounds make it reliable.
+//! The mirror case: a privileged request written just *before* the receipt is judged under
+//! the state it arrived in (not ready: `-32002`), even when the host handles it only after
+//! the receipt has made the session ready.
 
+use futures_util::FutureExt;
 use mcpl::host::{HostConfig, HostSession};
 use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
 use serde_json::{json, Value};
@@ -31,7 +35,26 @@ async fn s5_3_a_push_sent_right_after_the_receipt_is_admitted() {
     }
 }
 
-async fn one_round() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_3_a_push_sent_right_before_the_receipt_is_refused() {
+    for _ in 0..50 {
+        one_round_push_first().await;
+    }
+}
+
+fn push_params() -> Value {
+    json!({"featureSet": "alerts", "eventId": "e1", "timestamp": "2026-01-01T00:00:00Z",
+           "payload": {"content": [{"type": "text", "text": "hi"}]}})
+}
+
+/// Connects a host with a `*` policy and answers `initialize`; returns the pending
+/// `featureSets/update` for the test to answer.
+async fn until_policy_request() -> (
+    tokio::task::JoinHandle<Result<(HostSession, mcpl::host::HostStreams), mcpl::host::HostError>>,
+    Peer,
+    Incoming,
+    IncomingRequest,
+) {
     let ((hp, hin), (server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
     let cfg = HostConfig {
         policy: vec!["*".into()],
@@ -46,14 +69,32 @@ async fn one_round() {
         .await
         .unwrap();
     let update = next_request(&mut incoming, "featureSets/update").await;
+    (connect, server, incoming, update)
+}
+
+async fn one_round_push_first() {
+    let (connect, server, _incoming, update) = until_policy_request().await;
+    // The push first: its first poll puts it on the wire (or in the writer's queue, which
+    // keeps order); then the receipt, so the host reads the push before the receipt.
+    // (On two worker threads the host may even answer within that first poll.)
+    let mut push = Box::pin(server.request_raw("push/event", Some(push_params())));
+    let early = (&mut push).now_or_never();
+    update.respond(json!({"accepted": true})).await.unwrap();
+    let result = match early {
+        Some(r) => r,
+        None => push.await,
+    };
+    let (session, _streams) = connect.await.unwrap().unwrap();
+    assert!(session.is_ready());
+    let err = result.expect_err("a push read before the receipt must be refused");
+    assert_eq!(err.remote().map(|e| e.code), Some(-32002), "{err}");
+}
+
+async fn one_round() {
+    let (connect, server, _incoming, update) = until_policy_request().await;
     // The receipt, then at once the push: both queued in this order on the wire.
     update.respond(json!({"accepted": true})).await.unwrap();
-    let push = server.request_raw(
-        "push/event",
-        Some(json!({"featureSet": "alerts", "eventId": "e1",
-                    "timestamp": "2026-01-01T00:00:00Z",
-                    "payload": {"content": [{"type": "text", "text": "hi"}]}})),
-    );
+    let push = server.request_raw("push/event", Some(push_params()));
     let result = push.await;
     connect.await.unwrap().unwrap();
     assert_eq!(result, Ok(json!({"accepted": true})));
