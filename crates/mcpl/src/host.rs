@@ -130,6 +130,10 @@ pub struct HostConfig {
     /// Most messages one `channels/incoming` may carry; a larger batch is refused whole with
     /// `-32602` and `data: { limit, count }` (1,024 by default).
     pub max_incoming_per_batch: usize,
+    /// Most channels one connection may hold registered at once (4,096 by default). A
+    /// descriptor that would add a channel past it is rejected item-wise with reason
+    /// `channel_limit` (§14.5 itemized results); updates and removals are unaffected.
+    pub max_channels: usize,
     /// Configuration of the underlying peer (used by [`HostSession::connect`]).
     pub peer: PeerConfig,
 }
@@ -157,6 +161,7 @@ impl Default for HostConfig {
             request_handler: None,
             max_channels_per_message: 1024,
             max_incoming_per_batch: 1024,
+            max_channels: 4096,
             peer: PeerConfig::default(),
         }
     }
@@ -1496,7 +1501,15 @@ impl HostSession {
         for d in descriptors {
             match self.authorize_descriptor(d) {
                 Ok(id) if seen.insert(id.clone()) => {
-                    self.inner.state().channels.insert(id.clone(), d.clone());
+                    let mut st = self.inner.state();
+                    let adds = !st.channels.contains_key(&id);
+                    if adds && st.channels.len() >= self.inner.config.max_channels {
+                        drop(st);
+                        self.reject_item(method, id, "channel_limit", notification, results);
+                        continue;
+                    }
+                    st.channels.insert(id.clone(), d.clone());
+                    drop(st);
                     results.push(json!({ "id": id, "accepted": true }));
                 }
                 Ok(id) => {

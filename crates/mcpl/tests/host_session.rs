@@ -1091,6 +1091,60 @@ async fn s10_5_emitter_output_pairs_cleanly_in_the_consumer_tracker() {
     assert_eq!(tracker.open_turns(), 0);
 }
 
+/// Host limit on channels held at once (§14.5 itemized results): past `max_channels` a new
+/// descriptor is rejected item-wise with `channel_limit` and a diagnostic, while a
+/// re-registration of a held channel, `updated` entries and removals still go through, and a
+/// removal makes room again.
+#[tokio::test]
+async fn limits_channels_held_per_connection_item_wise() {
+    let mut cfg = config(&["channels.register"]);
+    cfg.max_channels = 2;
+    let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let chans = |ids: &[&str]| -> Value {
+        ids.iter()
+            .map(|id| json!({ "id": id, "kind": "chat" }))
+            .collect()
+    };
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": chans(&["chat:a", "chat:b", "chat:c"]) }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r["results"],
+        json!([{ "id": "chat:a", "accepted": true }, { "id": "chat:b", "accepted": true },
+               { "id": "chat:c", "accepted": false, "reason": "channel_limit" }])
+    );
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(d,
+        HostDiagnostic::ChannelRejected { id, reason: "channel_limit", .. } if id == "chat:c")));
+    // Held channels can be re-registered and updated at the limit.
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": chans(&["chat:a"]) }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], true);
+    let r = server
+        .call(
+            "channels/changed",
+            json!({ "updated": chans(&["chat:b"]), "removed": ["chat:a"],
+                    "added": chans(&["chat:c"]) }),
+        )
+        .await
+        .unwrap();
+    // The removal is applied first, so the addition fits.
+    assert!(r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["accepted"] == true));
+    assert_eq!(s.channels(), ["chat:b", "chat:c"]);
+}
+
 /// Host limits (RELIABILITY.md): a `channels/register` or `channels/incoming` carrying more
 /// items than configured is refused whole with `-32602` and `data: { limit, count }`; a
 /// message within the limit is still itemized normally.
