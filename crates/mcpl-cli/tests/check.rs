@@ -112,6 +112,9 @@ fn well_behaved_server_passes_every_check() {
         "hooks.injection-shape",
         "push.event-is-request",
         "push.event-shape",
+        "inference.request-is-request",
+        "inference.request-shape",
+        "inference.feature-set-declared",
         "channels.descriptor-shape",
         "channels.incoming-is-request",
     ] {
@@ -153,6 +156,9 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("oversized", &["transport.frames-valid"]),
         ("injection-no-feature-set", &["hooks.injection-shape"]),
         ("no-init", &["initialize.answered"]),
+        ("notify-inference", &["inference.request-is-request"]),
+        ("bad-inference", &["inference.request-shape"]),
+        ("inference-undeclared", &["inference.feature-set-declared"]),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);

@@ -83,6 +83,7 @@ struct Session {
     invalid: Vec<String>,
     privileged_before_ready: Vec<String>,
     push_seen: usize,
+    inference_seen: usize,
     descriptors_seen: usize,
     incoming_seen: usize,
     register_seen: usize,
@@ -141,6 +142,7 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         invalid: Vec::new(),
         privileged_before_ready: Vec::new(),
         push_seen: 0,
+        inference_seen: 0,
         descriptors_seen: 0,
         incoming_seen: 0,
         register_seen: 0,
@@ -662,6 +664,15 @@ impl Session {
                 "push/event",
             ),
             (
+                &[
+                    "inference.request-is-request",
+                    "inference.request-shape",
+                    "inference.feature-set-declared",
+                ][..],
+                self.inference_seen,
+                "inference/request",
+            ),
+            (
                 &["channels.descriptor-shape"][..],
                 self.descriptors_seen,
                 "channel descriptor",
@@ -842,6 +853,7 @@ impl Session {
         }
         match method {
             "push/event" => self.judge_push(id.is_some(), params.as_ref()),
+            "inference/request" => self.judge_inference(id.is_some(), params.as_ref()),
             "channels/register" => {
                 self.register_seen += 1;
                 if id.is_none() {
@@ -993,8 +1005,27 @@ impl Session {
             }
             // §12.2: the model the checker's (pretend) inference would use.
             "model/info" => Ok(checker_model()),
-            // The checker performs no inference; `inference/request`, `channels/list` and the
-            // rest are answered with an error rather than silence (§6.6).
+            "inference/request" => {
+                if !inspect::inference_request_defects(params).is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "inference/request params malformed",
+                    ));
+                }
+                let fs = params
+                    .and_then(|p| p.get("featureSet"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !self.declared.contains(fs) {
+                    Err(ErrorObject::unknown_feature_set(fs))
+                } else if !self.available.contains(fs) {
+                    Err(ErrorObject::feature_set_not_enabled(fs))
+                } else {
+                    // The checker performs no inference: a host without a model (§6.6).
+                    Err(ErrorObject::method_not_found(method))
+                }
+            }
+            // `channels/list` and the rest are answered with an error rather than silence
+            // (§6.6).
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }
@@ -1032,6 +1063,44 @@ impl Session {
             }
             self.note_use(fs.to_owned(), Requirement::One(Capability::PushEvents));
         }
+    }
+
+    fn judge_inference(&mut self, is_request: bool, params: Option<&Value>) {
+        self.inference_seen += 1;
+        if !is_request {
+            self.rec.record(
+                "inference.request-is-request",
+                Status::Fail,
+                "inference/request sent as a notification (§4.1: Request; §11.3 result)",
+            );
+        }
+        let d = inspect::inference_request_defects(params);
+        if !d.is_empty() {
+            self.rec
+                .record("inference.request-shape", Status::Fail, d.join("; "));
+        }
+        let Some(fs) = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        if !self.declared.contains(fs) {
+            self.rec.record(
+                "inference.feature-set-declared",
+                Status::Fail,
+                format!("featureSet {fs:?} is not declared"),
+            );
+        } else if self.ready && !self.available.contains(fs) {
+            self.rec.record(
+                "inference.feature-set-declared",
+                Status::Fail,
+                format!("featureSet {fs:?} is not available under the grant"),
+            );
+        }
+        let required = policy::method_requirement("inference/request", params)
+            .unwrap_or(Requirement::One(Capability::InferenceRequest));
+        self.note_use(fs.to_owned(), required);
     }
 
     /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.

@@ -216,6 +216,61 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
     out
 }
 
+/// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
+/// array of objects each with a string `role` and `content` that is a string or content
+/// blocks; the optional members typed as the table gives them (`stream` boolean,
+/// `conversationId` string, `preferences` an object whose `maxTokens` is a non-negative
+/// integer and `temperature` a number). Advisory `preferences` keys are not judged.
+pub fn inference_request_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(p) = params.and_then(Value::as_object) else {
+        out.push("params is not an object".into());
+        return out;
+    };
+    if !p.get("featureSet").is_some_and(Value::is_string) {
+        out.push("featureSet missing or not a string".into());
+    }
+    match p.get("messages") {
+        Some(Value::Array(msgs)) => {
+            for (i, m) in msgs.iter().enumerate() {
+                let at = format!("messages[{i}]");
+                let Some(m) = m.as_object() else {
+                    out.push(format!("{at} is not an object"));
+                    continue;
+                };
+                if !m.get("role").is_some_and(Value::is_string) {
+                    out.push(format!("{at}.role missing or not a string"));
+                }
+                match m.get("content") {
+                    Some(Value::String(_)) => {}
+                    c => content_defects(c, &format!("{at}.content"), &mut out),
+                }
+            }
+        }
+        Some(_) => out.push("messages is not an array".into()),
+        None => out.push("messages missing".into()),
+    }
+    if p.get("stream").is_some_and(|v| !v.is_boolean()) {
+        out.push("stream is not a boolean".into());
+    }
+    if p.get("conversationId").is_some_and(|v| !v.is_string()) {
+        out.push("conversationId is not a string".into());
+    }
+    match p.get("preferences") {
+        None => {}
+        Some(Value::Object(prefs)) => {
+            if prefs.get("maxTokens").is_some_and(|v| !v.is_u64()) {
+                out.push("preferences.maxTokens is not a non-negative integer".into());
+            }
+            if prefs.get("temperature").is_some_and(|v| !v.is_number()) {
+                out.push("preferences.temperature is not a number".into());
+            }
+        }
+        Some(_) => out.push("preferences is not an object".into()),
+    }
+    out
+}
+
 /// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5: each
 /// injection is an object with a string `namespace`, a string `position` and `content` that
 /// is a string or an array of content blocks (optional `metadata` an object); a result that
@@ -336,6 +391,42 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// §11.1's example is well-formed; each §11.2 field is judged by its table type.
+    #[test]
+    fn s11_2_inference_request_params() {
+        let ok = json!({ "featureSet": "memory.consolidation", "conversationId": "conv_123",
+            "stream": false, "messages": [ { "role": "user", "content": "Summarize" } ],
+            "preferences": { "maxTokens": 500, "temperature": 0.7, "modelTier": "x" } });
+        assert_eq!(inference_request_defects(Some(&ok)), Vec::<String>::new());
+        let blocks = json!({ "featureSet": "a", "messages": [
+            { "role": "assistant", "content": [ { "type": "text", "text": "hi" } ] } ] });
+        assert_eq!(
+            inference_request_defects(Some(&blocks)),
+            Vec::<String>::new()
+        );
+        let bad = json!({ "stream": "yes", "conversationId": 3,
+            "messages": [ 1, { "content": [ { "type": "text" } ] } ],
+            "preferences": { "maxTokens": 1.5, "temperature": "hot" } });
+        assert_eq!(
+            inference_request_defects(Some(&bad)),
+            [
+                "featureSet missing or not a string",
+                "messages[0] is not an object",
+                "messages[1].role missing or not a string",
+                "messages[1].content[0] text block without string text",
+                "stream is not a boolean",
+                "conversationId is not a string",
+                "preferences.maxTokens is not a non-negative integer",
+                "preferences.temperature is not a number",
+            ]
+        );
+        assert_eq!(
+            inference_request_defects(Some(&json!({ "featureSet": "a" }))),
+            ["messages missing"]
+        );
+        assert_eq!(inference_request_defects(None), ["params is not an object"]);
+    }
     use serde_json::json;
 
     #[test]

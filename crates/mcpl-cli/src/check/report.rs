@@ -74,6 +74,9 @@ catalogue! {
     "push.event-is-request", "§4.1", "push/event is sent as a Request";
     "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, timestamp, payload";
     "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";
+    "inference.request-is-request", "§4.1", "inference/request is sent as a Request";
+    "inference.request-shape", "§11.2", "inference/request params carry featureSet and well-formed messages";
+    "inference.feature-set-declared", "§6.5", "inference/request names a declared, available feature set";
     "featuresets.declaration-matches", "§6.4", "a feature set's uses declares what it exercises (SHOULD)";
     "channels.descriptor-shape", "§14.2", "channel descriptors carry id, type and a valid direction";
     "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
