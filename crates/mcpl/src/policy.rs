@@ -733,6 +733,8 @@ pub struct UnavailableFeature {
 }
 
 /// The `featureSets/update` result (§6.7): testimony about what the server will do.
+/// The validated reading of the wire form [`crate::protocol::feature_sets::Receipt`]: a
+/// refusal always names a known fallback, which [`parse_receipt`] checks.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Receipt {
     /// `accepted: true`.

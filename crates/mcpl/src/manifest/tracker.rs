@@ -35,6 +35,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Params of the `mcpl/manifestChanged` notification (§17.3): a revision and changed domains.
+/// The strict form a server sends (closed domain vocabulary, no other members); a host reads
+/// the lenient [`crate::protocol::manifest::ManifestChangedParams`], which keeps unknown
+/// domains and members so they can be reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestChanged {

@@ -63,6 +63,11 @@ pub struct UnavailableFeature {
 
 /// The `featureSets/update` result: a degradation receipt or a refusal (§6.7). Testimony,
 /// never an input that widens a grant.
+///
+/// This is the lenient wire form (unknown members and fallbacks kept as sent). Its validated
+/// reading is [`crate::policy::Receipt`], produced by [`crate::policy::parse_receipt`] with
+/// every §6.7 defect listed; a server builds one with [`crate::policy::Receipt`] and writes
+/// it with [`crate::policy::Receipt::to_value`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {

@@ -339,7 +339,8 @@ pub enum ChangeDomain {
 /// [`crate::manifest::domains`].
 pub use crate::manifest::domains::{ChangeImpact, Disposition};
 
-/// `mcpl/manifestChanged` params (§17.3).
+/// `mcpl/manifestChanged` params (§17.3), as received: unknown domains and members are kept
+/// for reporting. A server sends the strict [`crate::manifest::tracker::ManifestChanged`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestChangedParams {
     /// The new revision (opaque; equality only).
