@@ -1137,16 +1137,16 @@ impl HostSession {
         let _ = tokio::time::timeout(self.inner.config.policy_timeout, wait).await;
     }
 
-    /// The readiness and grant check of one inbound method (§5.3, §5.4). `Err` carries the
-    /// `-32002` error to answer.
-    /// `seq` is the message's wire position: a widening that came later on the wire does not
-    /// apply to it, however late it is handled.
-    fn admit(&self, method: &str, params: Option<&Value>, seq: u64) -> Result<(), ErrorObject> {
+    /// The readiness and grant check of one inbound method (§5.3, §5.4). `seq` is the
+    /// message's wire position: a widening that came later on the wire does not apply to it,
+    /// however late it is handled. `Ok` carries the grant the message is judged under (for
+    /// its feature-set check); `Err` the `-32002` error to answer.
+    fn admit(&self, method: &str, params: Option<&Value>, seq: u64) -> Result<Grant, ErrorObject> {
+        let (ready, grant) = self.inner.state().in_force_for(seq);
         let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
         if req == Requirement::None {
-            return Ok(());
+            return Ok(grant);
         }
-        let (ready, grant) = self.inner.state().in_force_for(seq);
         if !ready {
             self.inner.diag(HostDiagnostic::PrivilegedBeforeReady {
                 method: method.to_owned(),
@@ -1157,7 +1157,7 @@ impl HostSession {
             }));
         }
         match denied_of(&grant, req) {
-            None => Ok(()),
+            None => Ok(grant),
             Some(d) => {
                 self.inner.diag(HostDiagnostic::CapabilityDenied {
                     method: method.to_owned(),
@@ -1187,13 +1187,16 @@ impl HostSession {
                 .await;
             return;
         }
-        if let Err(e) = self.admit(&method, params.as_ref(), req.seq()) {
-            let _ = req.respond_error(e).await;
-            return;
-        }
+        let judged = match self.admit(&method, params.as_ref(), req.seq()) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = req.respond_error(e).await;
+                return;
+            }
+        };
         let outcome = match method.as_str() {
             "ping" => Ok(json!({})),
-            "push/event" => self.on_push(params.as_ref()),
+            "push/event" => self.on_push(params.as_ref(), &judged),
             "channels/register" => self
                 .on_register(params.as_ref(), false)
                 .map(Some)
@@ -1207,7 +1210,7 @@ impl HostSession {
             })),
             "inference/request" | "model/info" => {
                 if method == "inference/request" {
-                    if let Err(e) = self.check_request_feature_set(params.as_ref()) {
+                    if let Err(e) = self.check_request_feature_set(params.as_ref(), &judged) {
                         let _ = req.respond_error(e).await;
                         return;
                     }
@@ -1367,7 +1370,9 @@ impl HostSession {
     }
 
     /// `push/event` (§9): required members, feature set, dedupe, delivery.
-    fn on_push(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+    /// `push/event` (§9), its feature set judged under `judged`, the grant the message is
+    /// judged under (see [`Self::admit`]).
+    fn on_push(&self, params: Option<&Value>, judged: &Grant) -> Result<Value, ErrorObject> {
         const M: &str = "push/event";
         let p = params
             .and_then(Value::as_object)
@@ -1384,7 +1389,7 @@ impl HostSession {
             let Some(review) = st.review.as_ref() else {
                 return Err(ErrorObject::unknown_feature_set(fs));
             };
-            policy::check_feature_set(review.statuses(), fs)?;
+            policy::check_feature_set(&review.statuses_under(judged), fs)?;
             if let Some(missing) = policy::declaration_mismatch(
                 review.declarations(),
                 fs,
@@ -1438,7 +1443,11 @@ impl HostSession {
 
     /// `inference/request` names its `featureSet` (§11.1): undeclared `-32003`, unavailable
     /// `-32001` — after the grant allowed the method, so it can only narrow.
-    fn check_request_feature_set(&self, params: Option<&Value>) -> Result<(), ErrorObject> {
+    fn check_request_feature_set(
+        &self,
+        params: Option<&Value>,
+        judged: &Grant,
+    ) -> Result<(), ErrorObject> {
         const M: &str = "inference/request";
         let fs = params
             .and_then(|p| p.get("featureSet"))
@@ -1449,7 +1458,7 @@ impl HostSession {
             let Some(r) = st.review.as_ref() else {
                 return Err(ErrorObject::unknown_feature_set(fs));
             };
-            policy::check_feature_set(r.statuses(), fs)?;
+            policy::check_feature_set(&r.statuses_under(judged), fs)?;
             let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
             policy::declaration_mismatch(r.declarations(), fs, req)
         };

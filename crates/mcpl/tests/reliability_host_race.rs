@@ -6,7 +6,9 @@
 //! by wire position). It needs a multi-thread runtime to show; 50 rounds make it reliable.
 //! The mirror case: a privileged request written just *before* the receipt is judged under
 //! the state it arrived in (not ready: `-32002`), even when the host handles it only after
-//! the receipt has made the session ready.
+//! the receipt has made the session ready. Likewise for a later widening: a push for a feature
+//! set that only the widened grant makes available is refused `-32001` when it was written
+//! before the receipt.
 
 use futures_util::FutureExt;
 use mcpl::host::{HostConfig, HostSession};
@@ -24,8 +26,11 @@ async fn next_request(incoming: &mut Incoming, method: &str) -> IncomingRequest 
 }
 
 fn manifest() -> Value {
-    json!({"version": "0.5", "pushEvents": true,
-           "featureSets": {"alerts": {"description": "Alerts", "uses": ["pushEvents"]}}})
+    json!({"version": "0.5", "pushEvents": true, "channels": {"register": true},
+           "featureSets": {
+               "alerts": {"description": "Alerts", "uses": ["pushEvents"]},
+               "relay": {"description": "Relays channel traffic",
+                         "uses": ["pushEvents", "channels.register"]}}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,13 +48,55 @@ async fn s5_3_a_push_sent_right_before_the_receipt_is_refused() {
 }
 
 fn push_params() -> Value {
-    json!({"featureSet": "alerts", "eventId": "e1", "timestamp": "2026-01-01T00:00:00Z",
+    push_for("alerts", "e1")
+}
+
+fn push_for(feature_set: &str, event_id: &str) -> Value {
+    json!({"featureSet": feature_set, "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
            "payload": {"content": [{"type": "text", "text": "hi"}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_7_a_push_for_a_set_only_the_receipt_enables_sent_before_it_is_refused() {
+    for _ in 0..50 {
+        one_round_widening().await;
+    }
+}
+
+/// `relay` needs `channels.register` too: unavailable under the initial grant, available
+/// once the widening's receipt is read.
+async fn one_round_widening() {
+    let (connect, server, mut incoming, update) = until_policy_request(&["pushEvents"]).await;
+    update.respond(json!({"accepted": true})).await.unwrap();
+    let (session, _streams) = connect.await.unwrap().unwrap();
+    let s = session.clone();
+    let widen = tokio::spawn(async move {
+        s.set_policy(vec!["pushEvents".into(), "channels.register".into()])
+            .await
+    });
+    let update = next_request(&mut incoming, "featureSets/update").await;
+    let mut push = Box::pin(server.request_raw("push/event", Some(push_for("relay", "r1"))));
+    let early = (&mut push).now_or_never();
+    update.respond(json!({"accepted": true})).await.unwrap();
+    let result = match early {
+        Some(r) => r,
+        None => push.await,
+    };
+    widen.await.unwrap().unwrap();
+    let err = result.expect_err("a push read before the widening's receipt must be refused");
+    assert_eq!(err.remote().map(|e| e.code), Some(-32001), "{err}");
+    // Read after the receipt, the same feature set is available.
+    let after = server
+        .request_raw("push/event", Some(push_for("relay", "r2")))
+        .await;
+    assert_eq!(after, Ok(json!({"accepted": true})));
 }
 
 /// Connects a host with a `*` policy and answers `initialize`; returns the pending
 /// `featureSets/update` for the test to answer.
-async fn until_policy_request() -> (
+async fn until_policy_request(
+    policy: &[&str],
+) -> (
     tokio::task::JoinHandle<Result<(HostSession, mcpl::host::HostStreams), mcpl::host::HostError>>,
     Peer,
     Incoming,
@@ -57,7 +104,7 @@ async fn until_policy_request() -> (
 ) {
     let ((hp, hin), (server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
     let cfg = HostConfig {
-        policy: vec!["*".into()],
+        policy: policy.iter().map(|p| p.to_string()).collect(),
         ..HostConfig::default()
     };
     let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
@@ -73,7 +120,7 @@ async fn until_policy_request() -> (
 }
 
 async fn one_round_push_first() {
-    let (connect, server, _incoming, update) = until_policy_request().await;
+    let (connect, server, _incoming, update) = until_policy_request(&["*"]).await;
     // The push first: its first poll puts it on the wire (or in the writer's queue, which
     // keeps order); then the receipt, so the host reads the push before the receipt.
     // (On two worker threads the host may even answer within that first poll.)
@@ -91,7 +138,7 @@ async fn one_round_push_first() {
 }
 
 async fn one_round() {
-    let (connect, server, _incoming, update) = until_policy_request().await;
+    let (connect, server, _incoming, update) = until_policy_request(&["*"]).await;
     // The receipt, then at once the push: both queued in this order on the wire.
     update.respond(json!({"accepted": true})).await.unwrap();
     let push = server.request_raw("push/event", Some(push_params()));

@@ -885,6 +885,20 @@ impl ManifestReview {
         &self.statuses
     }
 
+    /// The statuses as they would be under `grant` (borrowed when it is the grant in force):
+    /// how a host judges a message read before a later widening (§5.3, §6.7).
+    pub fn statuses_under(
+        &self,
+        grant: &Grant,
+    ) -> std::borrow::Cow<'_, BTreeMap<String, FeatureSetStatus>> {
+        if *grant == self.grant.grant {
+            std::borrow::Cow::Borrowed(&self.statuses)
+        } else {
+            let g = grant.intersect(self.advertised);
+            std::borrow::Cow::Owned(policy::derive(&self.decls, &g, &self.selection))
+        }
+    }
+
     /// The last receipt emitted.
     pub fn last_receipt(&self) -> Option<&ChangeReceipt> {
         self.last_receipt.as_ref()
