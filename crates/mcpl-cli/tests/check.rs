@@ -117,6 +117,8 @@ fn well_behaved_server_passes_every_check() {
         "inference.feature-set-declared",
         "channels.descriptor-shape",
         "channels.incoming-is-request",
+        "channels.list-answered",
+        "channels.unknown-channel-error",
     ] {
         assert!(
             ids_with(&doc, "pass").contains(id),
@@ -140,7 +142,15 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
             ],
         ),
         ("mcp-only", &["initialize.mcpl-present"]),
-        ("silent", &["rpc.unknown-method-errors", "manifest.fetch"]),
+        (
+            "silent",
+            &[
+                "rpc.unknown-method-errors",
+                "manifest.fetch",
+                "channels.list-answered",
+                "channels.unknown-channel-error",
+            ],
+        ),
         ("wrong-receipt", &["policy.receipt-shape"]),
         ("refusal-no-fallback", &["policy.refusal-names-fallback"]),
         ("invented-mode", &["policy.no-invented-mode"]),
@@ -159,6 +169,8 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("notify-inference", &["inference.request-is-request"]),
         ("bad-inference", &["inference.request-shape"]),
         ("inference-undeclared", &["inference.feature-set-declared"]),
+        ("unknown-channel-32004", &["channels.unknown-channel-error"]),
+        ("list-no-array", &["channels.list-answered"]),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);

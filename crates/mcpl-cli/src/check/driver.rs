@@ -238,6 +238,7 @@ impl Session {
         self.fetch_manifest(&mcpl);
         self.unknown_method();
         self.before_inference(&host_grant);
+        self.channel_probes();
     }
 
     /// An MCP-only server: everything MCPL is skipped (§3.3), but what it sends on its own
@@ -260,6 +261,8 @@ impl Session {
                 "hooks.answers-without-observe",
                 "hooks.injection-positions",
                 "hooks.injection-shape",
+                "channels.list-answered",
+                "channels.unknown-channel-error",
             ],
             "server does not advertise MCPL (§3.3)",
         );
@@ -469,6 +472,75 @@ impl Session {
                     .record(id, Status::Fail, "answered an unknown method with a result")
             }
             other => self.rec.record(id, Status::Fail, other.describe()),
+        }
+    }
+
+    /// Host→server channel requests a server must answer, never leave hanging (AUDIT-001
+    /// §4.2 items 5 and 9): `channels/list` (§14.3), and `channels/publish` to a channel id
+    /// the server never registered, which must be refused `-32023` (§14.6).
+    fn channel_probes(&mut self) {
+        let list = "channels.list-answered";
+        let unknown = "channels.unknown-channel-error";
+        if !self.ready {
+            let why = "policy not established: no channel request is sent (§5.3)";
+            self.rec.skip_all(&[list, unknown], why);
+            return;
+        }
+        if !self.grant.allows(Capability::ChannelsRegister) {
+            self.rec
+                .record(list, Status::Skip, "channels.register not advertised");
+        } else {
+            match self.request("channels/list", json!({})) {
+                Reply::Result(r) => match r.get("channels") {
+                    Some(Value::Array(a)) => self.rec.record(
+                        list,
+                        Status::Pass,
+                        format!("listed {} channel(s)", a.len()),
+                    ),
+                    _ => {
+                        self.rec
+                            .record(list, Status::Fail, "result has no channels array (§14.3)")
+                    }
+                },
+                Reply::Error(e) => self.rec.record(
+                    list,
+                    Status::Warn,
+                    format!(
+                        "answered error {} although channels.register is advertised",
+                        e.code
+                    ),
+                ),
+                other => self.rec.record(list, Status::Fail, other.describe()),
+            }
+        }
+        if !self.grant.allows(Capability::ChannelsPublish) {
+            self.rec
+                .record(unknown, Status::Skip, "channels.publish not advertised");
+            return;
+        }
+        let params = json!({
+            "conversationId": "conv_mcpl_check",
+            "channelId": "mcpl-check:never-registered",
+            "content": [ { "type": "text", "text": "mcpl check probe: not to be delivered" } ]
+        });
+        match self.request("channels/publish", params) {
+            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
+                self.rec.record(unknown, Status::Pass, "answered -32023")
+            }
+            Reply::Error(e) => self.rec.record(
+                unknown,
+                Status::Fail,
+                format!(
+                    "answered error {} rather than -32023 Unknown channel",
+                    e.code
+                ),
+            ),
+            Reply::Result(_) => self.rec.record(
+                unknown,
+                Status::Fail,
+                "answered a publish to a channel it never registered with a result",
+            ),
+            other => self.rec.record(unknown, Status::Fail, other.describe()),
         }
     }
 

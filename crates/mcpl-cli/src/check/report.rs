@@ -81,6 +81,8 @@ catalogue! {
     "channels.descriptor-shape", "§14.2", "channel descriptors carry id, type and a valid direction";
     "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
     "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
+    "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list";
+    "channels.unknown-channel-error", "§14.6", "channels/publish to an unregistered channel is refused -32023";
 }
 
 /// The definition of a catalogue id, if it exists.
