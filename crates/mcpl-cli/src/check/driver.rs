@@ -726,24 +726,8 @@ impl Session {
         }
         let none = |what: &str| format!("server sent no {what}");
         for (ids, seen, what) in [
-            (
-                &[
-                    "push.event-is-request",
-                    "push.event-shape",
-                    "push.feature-set-declared",
-                ][..],
-                self.push_seen,
-                "push/event",
-            ),
-            (
-                &[
-                    "inference.request-is-request",
-                    "inference.request-shape",
-                    "inference.feature-set-declared",
-                ][..],
-                self.inference_seen,
-                "inference/request",
-            ),
+            (&PUSH.ids()[..], self.push_seen, PUSH.method),
+            (&INFERENCE.ids()[..], self.inference_seen, INFERENCE.method),
             (
                 &["channels.descriptor-shape"][..],
                 self.descriptors_seen,
@@ -1017,17 +1001,8 @@ impl Session {
                 if !inspect::push_event_defects(params).is_empty() {
                     return Err(ErrorObject::invalid_params("push/event params malformed"));
                 }
-                let fs = params
-                    .and_then(|p| p.get("featureSet"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if !self.declared.contains(fs) {
-                    Err(ErrorObject::unknown_feature_set(fs))
-                } else if !self.available.contains(fs) {
-                    Err(ErrorObject::feature_set_not_enabled(fs))
-                } else {
-                    Ok(json!({ "accepted": true }))
-                }
+                self.feature_set_gate(params)
+                    .map(|()| json!({ "accepted": true }))
             }
             "channels/register" | "channels/changed" => {
                 let mut results = Vec::new();
@@ -1083,18 +1058,9 @@ impl Session {
                         "inference/request params malformed",
                     ));
                 }
-                let fs = params
-                    .and_then(|p| p.get("featureSet"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if !self.declared.contains(fs) {
-                    Err(ErrorObject::unknown_feature_set(fs))
-                } else if !self.available.contains(fs) {
-                    Err(ErrorObject::feature_set_not_enabled(fs))
-                } else {
-                    // The checker performs no inference: a host without a model (§6.6).
-                    Err(ErrorObject::method_not_found(method))
-                }
+                // The checker performs no inference: a host without a model (§6.6).
+                self.feature_set_gate(params)
+                    .and(Err(ErrorObject::method_not_found(method)))
             }
             // `channels/list` and the rest are answered with an error rather than silence
             // (§6.6).
@@ -1102,54 +1068,52 @@ impl Session {
         }
     }
 
-    fn judge_push(&mut self, is_request: bool, params: Option<&Value>) {
-        self.push_seen += 1;
-        if !is_request {
-            self.rec.record(
-                "push.event-is-request",
-                Status::Fail,
-                "push/event sent as a notification (§4.1: Request)",
-            );
-        }
-        let d = inspect::push_event_defects(params);
-        if !d.is_empty() {
-            self.rec
-                .record("push.event-shape", Status::Fail, d.join("; "));
-        }
-        if let Some(fs) = params
+    /// The strict host's feature-set check of a tagged request (§6.5, §6.6): `-32003` for
+    /// an undeclared set, `-32001` for one the grant leaves unavailable.
+    fn feature_set_gate(&self, params: Option<&Value>) -> Result<(), ErrorObject> {
+        let fs = params
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)
-        {
-            if !self.declared.contains(fs) {
-                self.rec.record(
-                    "push.feature-set-declared",
-                    Status::Fail,
-                    format!("featureSet {fs:?} is not declared"),
-                );
-            } else if self.ready && !self.available.contains(fs) {
-                self.rec.record(
-                    "push.feature-set-declared",
-                    Status::Fail,
-                    format!("featureSet {fs:?} is not available under the grant"),
-                );
-            }
-            self.note_use(fs.to_owned(), Requirement::One(Capability::PushEvents));
+            .unwrap_or("");
+        if !self.declared.contains(fs) {
+            Err(ErrorObject::unknown_feature_set(fs))
+        } else if !self.available.contains(fs) {
+            Err(ErrorObject::feature_set_not_enabled(fs))
+        } else {
+            Ok(())
         }
+    }
+
+    fn judge_push(&mut self, is_request: bool, params: Option<&Value>) {
+        self.push_seen += 1;
+        let defects = inspect::push_event_defects(params);
+        self.judge_tagged(&PUSH, is_request, params, defects);
     }
 
     fn judge_inference(&mut self, is_request: bool, params: Option<&Value>) {
         self.inference_seen += 1;
+        let defects = inspect::inference_request_defects(params);
+        self.judge_tagged(&INFERENCE, is_request, params, defects);
+    }
+
+    /// Judges one feature-set-tagged server message: its form, its shape `defects`, and its
+    /// feature set (declared; available once the grant is known), then notes the use.
+    fn judge_tagged(
+        &mut self,
+        t: &Tagged,
+        is_request: bool,
+        params: Option<&Value>,
+        defects: Vec<String>,
+    ) {
         if !is_request {
             self.rec.record(
-                "inference.request-is-request",
+                t.is_request,
                 Status::Fail,
-                "inference/request sent as a notification (§4.1: Request; §11.3 result)",
+                format!("{} sent as a notification (§4.1: Request)", t.method),
             );
         }
-        let d = inspect::inference_request_defects(params);
-        if !d.is_empty() {
-            self.rec
-                .record("inference.request-shape", Status::Fail, d.join("; "));
+        if !defects.is_empty() {
+            self.rec.record(t.shape, Status::Fail, defects.join("; "));
         }
         let Some(fs) = params
             .and_then(|p| p.get("featureSet"))
@@ -1159,20 +1123,20 @@ impl Session {
         };
         if !self.declared.contains(fs) {
             self.rec.record(
-                "inference.feature-set-declared",
+                t.declared,
                 Status::Fail,
                 format!("featureSet {fs:?} is not declared"),
             );
         } else if self.ready && !self.available.contains(fs) {
             self.rec.record(
-                "inference.feature-set-declared",
+                t.declared,
                 Status::Fail,
                 format!("featureSet {fs:?} is not available under the grant"),
             );
         }
-        let required = policy::method_requirement("inference/request", params)
-            .unwrap_or(Requirement::One(Capability::InferenceRequest));
-        self.note_use(fs.to_owned(), required);
+        if let Some(required) = policy::method_requirement(t.method, params) {
+            self.note_use(fs.to_owned(), required);
+        }
     }
 
     /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
@@ -1200,6 +1164,34 @@ impl Session {
         }
     }
 }
+
+/// The check ids of one kind of feature-set-tagged server request.
+struct Tagged {
+    method: &'static str,
+    is_request: &'static str,
+    shape: &'static str,
+    declared: &'static str,
+}
+
+impl Tagged {
+    fn ids(&self) -> [&'static str; 3] {
+        [self.is_request, self.shape, self.declared]
+    }
+}
+
+const PUSH: Tagged = Tagged {
+    method: "push/event",
+    is_request: "push.event-is-request",
+    shape: "push.event-shape",
+    declared: "push.feature-set-declared",
+};
+
+const INFERENCE: Tagged = Tagged {
+    method: "inference/request",
+    is_request: "inference.request-is-request",
+    shape: "inference.request-shape",
+    declared: "inference.feature-set-declared",
+};
 
 /// The requirement of a method the server sent, or `None` for methods a server may not
 /// send (host→server methods, unknown ones): those are answered -32601.
