@@ -624,7 +624,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Handles an inbound `channels/list` (needs `channels.register`).
+    /// Handles an inbound `channels/list` (needs `channels.register`). Without a handler it
+    /// is answered with the channels the host accepted ([`Session::channels`]).
     pub fn on_channels_list<F, Fut>(mut self, f: F) -> Self
     where
         F: Fn(Session) -> Fut + Send + Sync + 'static,
@@ -814,6 +815,7 @@ impl Server {
                 policy: ServerPolicyState::new(decls),
                 lifecycle: LifecycleTracker::new(self.inner.lifecycle),
                 tracker_id: None,
+                channels: BTreeMap::new(),
             }),
             grant_tx,
             diag_tx,
@@ -859,6 +861,9 @@ struct ConnState {
     policy: ServerPolicyState,
     lifecycle: LifecycleTracker,
     tracker_id: Option<ConnectionId>,
+    /// The channels the host accepted from this connection's `channels/register` and
+    /// `channels/changed` (§14.5 itemized results), by id.
+    channels: BTreeMap<String, ChannelDescriptor>,
 }
 
 type StreamTx = mpsc::UnboundedSender<InferenceChunkParams>;
@@ -1127,12 +1132,18 @@ async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
         "channels/close" => spawn_handler(conn, req, h.channels_close.clone()),
         "channels/publish" => spawn_handler(conn, req, h.channels_publish.clone()),
         "channels/list" => {
-            let handler = h.channels_list.clone().map(|f| {
-                let g: Handler<crate::protocol::EmptyObject, ListResult> =
-                    Arc::new(move |s, _| f(s, ()));
-                g
-            });
-            spawn_handler(conn, req, handler)
+            let Some(f) = h.channels_list.clone() else {
+                // No handler: the channels the host accepted from this connection (§14.3).
+                let channels = lock(&conn.state).channels.values().cloned().collect();
+                let list = ListResult {
+                    channels,
+                    extra: Map::new(),
+                };
+                return respond(req, Ok(list)).await;
+            };
+            let g: Handler<crate::protocol::EmptyObject, ListResult> =
+                Arc::new(move |s, _| f(s, ()));
+            spawn_handler(conn, req, Some(g))
         }
         "channels/acknowledge" => {
             spawn_handler(conn, req, empty_result(h.channels_acknowledge.clone()))
@@ -1680,7 +1691,42 @@ impl Session {
             channels,
             extra: Map::new(),
         };
-        self.request("channels/register", &params).await
+        let result: ItemizedResult = self.request("channels/register", &params).await?;
+        self.track_channels(&result, &params.channels, &[], &[]);
+        Ok(result)
+    }
+
+    /// The channels the host has accepted from this connection (by the itemized results of
+    /// [`Self::channels_register`] and [`Self::channels_changed`]); what an inbound
+    /// `channels/list` is answered with when no handler is set.
+    pub fn channels(&self) -> Vec<ChannelDescriptor> {
+        lock(&self.conn.state).channels.values().cloned().collect()
+    }
+
+    /// Applies an itemized result the way the host does (§14.5): `removed` ids are dropped,
+    /// an accepted descriptor is held (the first one sent under its id), a rejected addition
+    /// changes nothing, and a rejected update drops the channel.
+    fn track_channels(
+        &self,
+        result: &ItemizedResult,
+        added: &[ChannelDescriptor],
+        updated: &[ChannelDescriptor],
+        removed: &[String],
+    ) {
+        let mut st = lock(&self.conn.state);
+        for id in removed {
+            st.channels.remove(id);
+        }
+        for item in &result.results {
+            let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
+            if item.accepted {
+                if let Some(d) = find(added).or_else(|| find(updated)) {
+                    st.channels.insert(d.id.clone(), d);
+                }
+            } else if find(added).is_none() && find(updated).is_some() {
+                st.channels.remove(&item.id);
+            }
+        }
     }
 
     /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`).
@@ -1689,7 +1735,14 @@ impl Session {
         change: ChangedParams,
     ) -> Result<ItemizedResult, SendError> {
         self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
-        self.request("channels/changed", &change).await
+        let result: ItemizedResult = self.request("channels/changed", &change).await?;
+        self.track_channels(
+            &result,
+            change.added.as_deref().unwrap_or(&[]),
+            change.updated.as_deref().unwrap_or(&[]),
+            change.removed.as_deref().unwrap_or(&[]),
+        );
+        Ok(result)
     }
 
     /// Sends `channels/incoming` (§14.3; needs `channels.incoming`).

@@ -896,6 +896,74 @@ async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_grante
     assert_eq!(m.id, "model-1");
 }
 
+/// §14.3 / §14.5: with no `channels/list` handler the server answers with the channels the
+/// host accepted — itemized results applied as the host applies them: a rejected addition
+/// changes nothing, a rejected update drops the channel, a removal drops it.
+#[tokio::test]
+async fn s14_3_channels_list_without_handler_answers_what_the_host_accepted() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.register"]}),
+    )
+    .await;
+    let d = |id: &str, label: &str| -> mcpl::protocol::channels::ChannelDescriptor {
+        serde_json::from_value(json!({"id": id, "type": "chat", "label": label})).unwrap()
+    };
+    let session = host.session.clone();
+    let (a, b, c) = (d("chat:a", "A"), d("chat:b", "B"), d("chat:c", "C"));
+    let task = tokio::spawn(async move {
+        session
+            .channels_register(vec![a, b.clone(), c.clone()])
+            .await
+            .unwrap();
+        let change = mcpl::protocol::channels::ChangedParams {
+            added: Some(vec![d("chat:d", "D")]),
+            updated: Some(vec![d("chat:b", "B2"), d("chat:c", "C2")]),
+            removed: Some(vec!["chat:a".into()]),
+            extra: Default::default(),
+        };
+        session.channels_changed(change).await.unwrap();
+        session
+    });
+    let answer = |req: mcpl::peer::IncomingRequest, results: Value| async move {
+        req.respond(json!({ "results": results })).await.unwrap()
+    };
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/register")
+    };
+    answer(
+        req,
+        json!([{"id": "chat:a", "accepted": true}, {"id": "chat:b", "accepted": true},
+               {"id": "chat:c", "accepted": false, "reason": "capability_denied"}]),
+    )
+    .await;
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/changed")
+    };
+    // chat:d is refused, chat:b's update accepted, chat:c's update refused.
+    answer(
+        req,
+        json!([{"id": "chat:a", "accepted": true},
+               {"id": "chat:d", "accepted": false, "reason": "channel_limit"},
+               {"id": "chat:b", "accepted": true},
+               {"id": "chat:c", "accepted": false, "reason": "unknown_channel"}]),
+    )
+    .await;
+    let session = task.await.unwrap();
+    let listed = host
+        .peer
+        .request_raw("channels/list", Some(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed,
+        json!({"channels": [{"id": "chat:b", "type": "chat", "label": "B2"}]})
+    );
+    assert_eq!(session.channels().len(), 1);
+}
+
 #[tokio::test]
 async fn s6_7_a_reducing_request_applies_before_its_receipt() {
     let server = builder().build().unwrap();
