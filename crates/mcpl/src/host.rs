@@ -1486,11 +1486,15 @@ impl HostSession {
     /// Authorizes one descriptor (§14.5); `Ok(id)` or `(id, reason)`.
     fn authorize_descriptor(&self, d: &Value) -> Result<String, (String, &'static str)> {
         let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-        let kind_ok = d
-            .get("kind")
+        // §14.2: `type` names the platform; `direction`, when given, is one of the three.
+        let type_ok = d
+            .get("type")
             .and_then(Value::as_str)
             .is_some_and(|k| !k.is_empty());
-        if id.is_empty() || !kind_ok {
+        let direction_ok = d
+            .get("direction")
+            .is_none_or(|v| matches!(v.as_str(), Some("outbound" | "inbound" | "bidirectional")));
+        if id.is_empty() || !type_ok || !direction_ok {
             return Err((id, "invalid_descriptor"));
         }
         if !self.grant().allows(Capability::ChannelsRegister) || !self.channel_permitted(&id) {
@@ -1652,10 +1656,13 @@ impl HostSession {
             let (registered, inbound_ok, granted) = {
                 let st = self.inner.state();
                 let desc = st.channels.get(cid);
-                let inbound_ok = desc
-                    .and_then(|d| d.get("direction"))
-                    .and_then(Value::as_str)
-                    != Some("outbound");
+                // Only a channel that claims to deliver messages may (§14.2); a descriptor
+                // without a direction claims neither (fail closed).
+                let inbound_ok = matches!(
+                    desc.and_then(|d| d.get("direction"))
+                        .and_then(Value::as_str),
+                    Some("inbound" | "bidirectional")
+                );
                 (
                     desc.is_some(),
                     inbound_ok,

@@ -534,9 +534,9 @@ async fn s14_5_register_itemized_and_incoming_validated_per_message() {
         .call(
             "channels/register",
             json!({ "channels": [
-                { "id": "discord:acme/general", "kind": "discord" },
-                { "id": "discord:evil/admin", "kind": "discord" },
-                { "id": "", "kind": "discord" }
+                { "id": "discord:acme/general", "type": "discord", "direction": "bidirectional" },
+                { "id": "discord:evil/admin", "type": "discord", "direction": "bidirectional" },
+                { "id": "", "type": "discord", "direction": "bidirectional" }
             ]}),
         )
         .await
@@ -585,7 +585,7 @@ async fn s14_5_incoming_after_grant_narrowed_is_not_permitted() {
     let r = server
         .call(
             "channels/register",
-            json!({ "channels": [{ "id": "c1", "kind": "k" }] }),
+            json!({ "channels": [{ "id": "c1", "type": "k", "direction": "bidirectional" }] }),
         )
         .await
         .unwrap();
@@ -622,7 +622,7 @@ async fn s14_5_changed_notification_filtered_itemwise_with_diagnostic() {
         .notify_raw(
             "channels/changed",
             Some(json!({ "added": [
-                { "id": "ok:1", "kind": "k" }, { "id": "bad:1", "kind": "k" }]})),
+                { "id": "ok:1", "type": "k", "direction": "bidirectional" }, { "id": "bad:1", "type": "k", "direction": "bidirectional" }]})),
         )
         .await
         .unwrap();
@@ -982,6 +982,9 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
     }
 }
 
+/// §14.2 / §14.5: only a channel that claims to deliver messages (`inbound` or
+/// `bidirectional`) may; an outbound-only channel, or one whose descriptor gives no
+/// direction (it claims neither: fail closed), is refused per message with `-32017`.
 #[tokio::test]
 async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
     let (_s, _streams, server) =
@@ -990,7 +993,8 @@ async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
         .call(
             "channels/register",
             json!({ "channels": [
-            { "id": "out", "kind": "k", "direction": "outbound" }]}),
+            { "id": "out", "type": "k", "direction": "outbound" },
+            { "id": "undirected", "type": "k" }]}),
         )
         .await
         .unwrap();
@@ -998,12 +1002,45 @@ async fn s14_5_incoming_on_outbound_only_channel_is_not_permitted_32017() {
         .call(
             "channels/incoming",
             json!({ "messages": [
-            { "channelId": "out", "messageId": "m1", "content": "hi" }]}),
+            { "channelId": "out", "messageId": "m1", "content": "hi" },
+            { "channelId": "undirected", "messageId": "m2", "content": "hi" }]}),
         )
         .await
         .unwrap();
-    assert_eq!(r["results"][0]["accepted"], false);
-    assert_eq!(r["results"][0]["code"], -32017);
+    for i in 0..2 {
+        assert_eq!(r["results"][i]["accepted"], false, "{r}");
+        assert_eq!(r["results"][i]["code"], -32017, "{r}");
+    }
+}
+
+/// §14.2: a descriptor is `{id, type, direction?…}`. The spec's own example is accepted; one
+/// without a `type` (e.g. naming it `kind`) or with a direction outside the three is refused
+/// item-wise as `invalid_descriptor`.
+#[tokio::test]
+async fn s14_2_descriptors_are_judged_by_the_spec_shape() {
+    let (s, _streams, server) = connected(&["channels.register"], full_manifest()).await;
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [
+                { "id": "discord:#general", "type": "discord", "label": "#general (Acme Discord)",
+                  "direction": "outbound", "address": { "guild": "acme", "channel": "#general" },
+                  "metadata": { "serverId": "discord-connector" } },
+                { "id": "no-type", "kind": "discord", "direction": "inbound" },
+                { "id": "sideways", "type": "discord", "direction": "sideways" }
+            ]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r["results"],
+        json!([
+            { "id": "discord:#general", "accepted": true },
+            { "id": "no-type", "accepted": false, "reason": "invalid_descriptor" },
+            { "id": "sideways", "accepted": false, "reason": "invalid_descriptor" }
+        ])
+    );
+    assert_eq!(s.channels(), ["discord:#general"]);
 }
 
 #[tokio::test]
@@ -1102,7 +1139,7 @@ async fn limits_channels_held_per_connection_item_wise() {
     let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
     let chans = |ids: &[&str]| -> Value {
         ids.iter()
-            .map(|id| json!({ "id": id, "kind": "chat" }))
+            .map(|id| json!({ "id": id, "type": "chat", "direction": "bidirectional" }))
             .collect()
     };
     let r = server
@@ -1155,7 +1192,7 @@ async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
     cfg.max_incoming_per_batch = 1;
     let (s, _streams, server) = connected_cfg(cfg, full_manifest()).await;
     let three: Vec<Value> = (0..3)
-        .map(|i| json!({ "id": format!("chat:{i}"), "kind": "chat" }))
+        .map(|i| json!({ "id": format!("chat:{i}"), "type": "chat", "direction": "bidirectional" }))
         .collect();
     let e = server
         .peer
@@ -1173,7 +1210,7 @@ async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
     let r = server
         .call(
             "channels/register",
-            json!({ "channels": [{ "id": "chat:0", "kind": "chat" }] }),
+            json!({ "channels": [{ "id": "chat:0", "type": "chat", "direction": "bidirectional" }] }),
         )
         .await
         .unwrap();

@@ -291,7 +291,7 @@ impl Harness {
                 let r = self
                     .call(
                         "channels/register",
-                        json!({"channels": [{"id": id, "kind": "chat"}]}),
+                        json!({"channels": [{"id": id, "type": "chat", "direction": "bidirectional"}]}),
                     )
                     .await;
                 if self.allows(Capability::ChannelsRegister) {

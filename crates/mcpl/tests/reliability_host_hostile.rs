@@ -50,7 +50,7 @@ fn value() -> impl Strategy<Value = Value> {
         Just("channelId"),
         Just("messageId"),
         Just("id"),
-        Just("kind"),
+        Just("type"),
         Just("added"),
         Just("removed"),
         Just("updated"),

@@ -129,7 +129,7 @@ async fn s5_3_a_redialled_session_starts_from_an_empty_grant_until_its_own_recei
         code_of(
             &server2,
             "channels/register",
-            json!({"channels": [{"id": "c", "kind": "chat"}]})
+            json!({"channels": [{"id": "c", "type": "chat", "direction": "bidirectional"}]})
         )
         .await,
         Err(-32002)
@@ -150,7 +150,7 @@ async fn s5_3_a_redialled_session_starts_from_an_empty_grant_until_its_own_recei
     let r = code_of(
         &server2,
         "channels/register",
-        json!({"channels": [{"id": "c", "kind": "chat"}]}),
+        json!({"channels": [{"id": "c", "type": "chat", "direction": "bidirectional"}]}),
     )
     .await
     .unwrap();

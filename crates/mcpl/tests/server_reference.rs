@@ -242,3 +242,56 @@ async fn reference_server_degrades_and_stays_quiet_without_grants() {
         panic!("unexpected {}", msg.method());
     }
 }
+
+/// Our host against our reference server (§14.2, §14.3, §14.5): the lobby descriptor the
+/// server registers is accepted, and a message the server delivers on it reaches the host
+/// application; `channels/list` answers the same channel from both ends.
+#[tokio::test]
+async fn host_session_and_reference_server_agree_on_channels() {
+    use mcpl::host::{HostConfig, HostEvent, HostSession};
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    let srv = mcpl::reference::server();
+    tokio::spawn(async move { srv.serve(server_t).await });
+    let cfg = HostConfig {
+        policy: vec!["*".into(), "channels.*".into()],
+        ..HostConfig::default()
+    };
+    let (host, mut streams) = HostSession::connect(host_t, cfg).await.unwrap();
+    // The server registers its lobby, then pushes its greeting.
+    loop {
+        match streams.events.recv().await.expect("event stream ended") {
+            HostEvent::Push { event_id, .. } if event_id == "evt_ref_greeting" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(host.channels(), ["ref:lobby"]);
+    let listed = host.request_raw("channels/list", json!({})).await.unwrap();
+    assert_eq!(listed["channels"][0]["id"], "ref:lobby");
+    assert_eq!(listed["channels"][0]["type"], "reference-chat");
+    let said = host
+        .request_raw(
+            "tools/call",
+            json!({"name": "say", "arguments": {"text": "hello"}}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        said["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"accepted\":true"),
+        "{said}"
+    );
+    loop {
+        if let HostEvent::ChannelMessage {
+            channel_id,
+            message,
+            ..
+        } = streams.events.recv().await.expect("event stream ended")
+        {
+            assert_eq!(channel_id, "ref:lobby");
+            assert_eq!(message["content"][0]["text"], "hello");
+            break;
+        }
+    }
+}
