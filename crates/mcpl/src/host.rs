@@ -1491,9 +1491,10 @@ impl HostSession {
             .get("type")
             .and_then(Value::as_str)
             .is_some_and(|k| !k.is_empty());
-        let direction_ok = d
-            .get("direction")
-            .is_none_or(|v| matches!(v.as_str(), Some("outbound" | "inbound" | "bidirectional")));
+        let direction_ok = match d.get("direction") {
+            None => true,
+            Some(v) => matches!(v.as_str(), Some("outbound" | "inbound" | "bidirectional")),
+        };
         if id.is_empty() || !type_ok || !direction_ok {
             return Err((id, "invalid_descriptor"));
         }
