@@ -79,7 +79,7 @@ use crate::manifest::{ConnectionId, ManifestChanged, ManifestSnapshot, ManifestT
 use crate::peer::{CloseReason, IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
 use crate::policy::{
     self, Fallback, FeatureSetDeclaration, FeatureSetStatus, FeatureSets, Form, Receipt,
-    ServerPolicyState,
+    ServerPolicyState, UnavailableReason,
 };
 use crate::protocol::channels::{
     AcknowledgeParams, ChangedParams, ChannelDescriptor, CloseParams, CloseResult,
@@ -244,6 +244,33 @@ impl GrantState {
     /// Whether behaviour needing `c` may run now (MCPL active, ready, granted).
     pub fn granted(&self, c: Capability) -> bool {
         self.mcpl && self.ready && self.grant.allows(c)
+    }
+
+    /// What both states allow: readiness, grant and available feature sets only where both
+    /// have them (a set `other` does not know is unavailable).
+    fn meet(&self, other: &GrantState) -> GrantState {
+        let feature_sets = self
+            .feature_sets
+            .iter()
+            .map(|(name, status)| {
+                let status = match (status, other.feature_sets.get(name)) {
+                    (FeatureSetStatus::Available, Some(o)) => *o,
+                    (FeatureSetStatus::Available, None) => FeatureSetStatus::Unavailable {
+                        reason: UnavailableReason::CapabilityDenied,
+                        missing: CapabilitySet::EMPTY,
+                    },
+                    (unavailable, _) => *unavailable,
+                };
+                (name.clone(), status)
+            })
+            .collect();
+        GrantState {
+            initialized: self.initialized && other.initialized,
+            mcpl: self.mcpl && other.mcpl,
+            ready: self.ready && other.ready,
+            grant: self.grant.intersect(other.grant.capabilities()),
+            feature_sets,
+        }
     }
 
     /// Whether the named feature set is available now.
@@ -816,6 +843,7 @@ impl Server {
                 lifecycle: LifecycleTracker::new(self.inner.lifecycle),
                 tracker_id: None,
                 channels: BTreeMap::new(),
+                held: None,
             }),
             grant_tx,
             diag_tx,
@@ -864,6 +892,10 @@ struct ConnState {
     /// The channels the host accepted from this connection's `channels/register` and
     /// `channels/changed` (§14.5 itemized results), by id.
     channels: BTreeMap<String, ChannelDescriptor>,
+    /// The state in force before a policy Request whose receipt is not yet on the wire:
+    /// what is published meets it, so a narrowing reaches senders at once and a widening
+    /// (readiness included) only once the receipt is written ahead of them (§5.3, §6.7).
+    held: Option<GrantState>,
 }
 
 type StreamTx = mpsc::UnboundedSender<InferenceChunkParams>;
@@ -891,14 +923,22 @@ impl Conn {
     }
 
     fn publish(&self, st: &ConnState) {
-        let state = GrantState {
+        let state = Self::state_of(st);
+        let state = match &st.held {
+            Some(held) => state.meet(held),
+            None => state,
+        };
+        self.grant_tx.send_replace(state);
+    }
+
+    fn state_of(st: &ConnState) -> GrantState {
+        GrantState {
             initialized: st.phase != Phase::New,
             mcpl: st.mcpl,
             ready: st.policy.is_ready(),
             grant: *st.policy.grant(),
             feature_sets: st.policy.statuses(),
-        };
-        self.grant_tx.send_replace(state);
+        }
     }
 
     fn grant_state(&self) -> GrantState {
@@ -1227,14 +1267,28 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     }
 }
 
+/// Lifts [`ConnState::held`] when dropped (the receipt, or the error, has been written, or
+/// the exchange was abandoned) and publishes the full state.
+struct Release<'a>(&'a Conn);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.0.state);
+        st.held = None;
+        self.0.publish(&st);
+    }
+}
+
 async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
     let params = req.request().params.clone().unwrap_or(Value::Null);
     let outcome = {
         let mut st = lock(&conn.state);
+        st.held = Some(Conn::state_of(&st));
         let r = st.policy.apply(Form::Request, &params);
         conn.publish(&st);
         r
     };
+    let release = Release(conn);
     match outcome {
         Err(e) => {
             conn.diagnostic("policy_malformed", e.to_string());
@@ -1272,6 +1326,8 @@ async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
                 return;
             }
             respond(req, Ok(receipt.to_value())).await;
+            // The receipt is ahead of anything sent from now on: the widening may apply.
+            drop(release);
             if let Some(ready) = conn.server.handlers.ready.clone() {
                 let session = Session { conn: conn.clone() };
                 tokio::spawn(ready(session));

@@ -1173,3 +1173,35 @@ async fn ignored_notifications_are_reported() {
     let d = diags.recv().await.unwrap();
     assert_eq!(d.code, "unknown_notification");
 }
+
+/// §5.3 / §6.7 on the server's side of the wire: while the receipt of the initial policy
+/// Request is being written, the session does not yet report the widened grant to senders,
+/// so nothing privileged can be put on the wire ahead of that receipt. Observed from the
+/// server's own tap, at the moment the receipt frame goes out.
+#[tokio::test]
+async fn s5_3_the_widening_reaches_senders_only_after_the_receipt_is_written() {
+    let session_slot: Arc<std::sync::OnceLock<Session>> = Arc::default();
+    let seen: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let (slot, log) = (session_slot.clone(), seen.clone());
+    let tap = Tap::new(move |ev| {
+        let receipt = ev.direction == FrameDirection::Outbound
+            && serde_json::from_str::<Value>(ev.text)
+                .is_ok_and(|v| v["result"].get("accepted").is_some());
+        if let (true, Some(s)) = (receipt, slot.get()) {
+            log.lock().unwrap().push(s.granted(Capability::PushEvents));
+        }
+    });
+    let server = builder()
+        .peer_config(PeerConfig {
+            tap: Some(tap),
+            ..PeerConfig::default()
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let _ = session_slot.set(host.session.clone());
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    assert_eq!(*seen.lock().unwrap(), [false]);
+    sync(&host).await; // the exchange has finished on the server's side
+    assert!(host.session.granted(Capability::PushEvents));
+}
