@@ -831,6 +831,12 @@ impl HostSession {
                     grant = hg.effective;
                 }
             }
+            // Once a grant was in force, falling back can only keep part of it: a refused
+            // expansion that named `tools` must not activate it (§6.7: a receipt never
+            // widens).
+            if st.ready {
+                grant = grant.intersect(st.grant.capabilities());
+            }
             st.set_in_force(now, true, grant);
             st.mode = mode.clone();
         }

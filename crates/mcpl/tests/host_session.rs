@@ -248,6 +248,28 @@ async fn s6_7_refusal_records_fallback_mcp_only() {
     assert!(!s.grant().allows(Capability::InjectSystem));
 }
 
+/// §6.7: a receipt never widens. A later expansion that adds `tools` and is refused with
+/// `fallback: mcp-only` leaves the session MCP-only with what was in force and still
+/// allowed — not with the `tools` the refused policy named.
+#[tokio::test]
+async fn s6_7_a_refused_expansion_never_activates_what_it_named() {
+    let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    assert!(!s.grant().allows(Capability::Tools));
+    let s2 = s.clone();
+    let change = tokio::spawn(async move {
+        s2.set_policy(vec!["pushEvents".into(), "tools".into()])
+            .await
+    });
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": false, "fallback": "mcp-only", "reason": "no" }))
+        .await
+        .unwrap();
+    let c = change.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Refused));
+    assert!(!c.grant.allows(Capability::Tools), "{:?}", c.grant);
+    assert!(!s.grant().allows(Capability::Tools));
+}
+
 #[tokio::test]
 async fn s3_3_server_without_mcpl_is_mcp_only() {
     let (task, server) = start(config(&["*", "tools"]), None).await;
