@@ -426,8 +426,8 @@ fn fan_out(c: &mut Criterion, rt: &Runtime) {
                 let (server, mut server_in) = Peer::new(b, config());
                 tokio::spawn(async move {
                     let _keep = server;
-                    let answer = json!({"contextInjections": [
-                        {"position": "system", "featureSet": "demo", "content": "context"}]});
+                    let answer = json!({"featureSet": "memory", "contextInjections": [
+                        {"namespace": "bench", "position": "system", "content": "context"}]});
                     while let Some(msg) = server_in.recv().await {
                         if let IncomingMessage::Request(req) = msg {
                             let _ = req.respond(&answer).await;
@@ -494,8 +494,8 @@ fn spawn_mcpl_server(mut incoming: Incoming, server: Peer, hook_latency: Option<
                     "uses": ["contextHooks.beforeInference.observe",
                              "contextHooks.beforeInference.inject.system"]}}}}},
             "serverInfo": {"name": "bench", "version": "1"}});
-        let answer = json!({"contextInjections": [
-            {"position": "system", "featureSet": "memory", "content": "context"}]});
+        let answer = json!({"featureSet": "memory", "contextInjections": [
+            {"namespace": "bench", "position": "system", "content": "context"}]});
         while let Some(msg) = incoming.recv().await {
             if let IncomingMessage::Request(req) = msg {
                 let _ = match req.method() {

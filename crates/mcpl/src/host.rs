@@ -1391,7 +1391,7 @@ impl HostSession {
             return Err(self.bad(M, "payload.content is required"));
         }
         {
-            let mut st = self.inner.state();
+            let st = self.inner.state();
             let Some(review) = st.review.as_ref() else {
                 return Err(ErrorObject::unknown_feature_set(fs));
             };
@@ -1402,12 +1402,7 @@ impl HostSession {
                 Requirement::One(Capability::PushEvents),
             ) {
                 drop(st);
-                self.inner.diag(HostDiagnostic::DeclarationMismatch {
-                    method: M.into(),
-                    feature_set: fs.to_owned(),
-                    missing: missing.sorted_paths(),
-                });
-                st = self.inner.state();
+                return Err(self.declaration_mismatch(M, fs, missing));
             }
             if st.seen_events.contains(event_id) {
                 drop(st);
@@ -1468,14 +1463,29 @@ impl HostSession {
             let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
             policy::declaration_mismatch(r.declarations(), fs, req)
         };
-        if let Some(missing) = mismatch {
-            self.inner.diag(HostDiagnostic::DeclarationMismatch {
-                method: M.into(),
-                feature_set: fs.to_owned(),
-                missing: missing.sorted_paths(),
-            });
+        match mismatch {
+            Some(missing) => Err(self.declaration_mismatch(M, fs, missing)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// §6.4 rule 2: a use the exercising feature set did not declare is rejected, with a
+    /// declaration-mismatch diagnostic; the `-32002` names the capability exercised and the
+    /// set that failed to declare it.
+    fn declaration_mismatch(
+        &self,
+        method: &str,
+        feature_set: &str,
+        missing: CapabilitySet,
+    ) -> ErrorObject {
+        let paths = missing.sorted_paths();
+        let capability = paths.first().copied().unwrap_or("");
+        self.inner.diag(HostDiagnostic::DeclarationMismatch {
+            method: method.to_owned(),
+            feature_set: feature_set.to_owned(),
+            missing: paths,
+        });
+        ErrorObject::declaration_mismatch(capability, feature_set)
     }
 
     /// Whether the host's channel patterns permit `id`.
@@ -2104,8 +2114,19 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                 continue;
             }
         };
+        let feature_set = v.get("featureSet").and_then(Value::as_str);
+        let (decls, statuses) = {
+            let st = s.inner.state();
+            match st.review.as_ref() {
+                Some(r) => (
+                    r.declarations().clone(),
+                    r.statuses_under(&grant).into_owned(),
+                ),
+                None => Default::default(),
+            }
+        };
         for inj in items {
-            match policy::authorize_injection(&grant, &inj) {
+            match policy::judge_injection(&grant, &decls, &statuses, feature_set, &inj) {
                 Ok(c) => {
                     let a = AcceptedInjection {
                         server: server.clone(),

@@ -174,6 +174,17 @@ impl ErrorObject {
             .with_data(serde_json::json!({ "capability": capability }))
     }
 
+    /// `-32002` for a use the exercising feature set did not declare (§6.4 rule 2), naming
+    /// the capability and the set: `data: { capability, featureSet, reason:
+    /// "declaration_mismatch" }`.
+    pub fn declaration_mismatch(capability: &str, feature_set: &str) -> Self {
+        Self::capability_denied(capability).with_data(serde_json::json!({
+            "capability": capability,
+            "featureSet": feature_set,
+            "reason": "declaration_mismatch",
+        }))
+    }
+
     /// `-32003` (App. A, §6.6) with `data: { featureSet }`.
     pub fn unknown_feature_set(feature_set: &str) -> Self {
         Self::new(codes::UNKNOWN_FEATURE_SET, "Unknown feature set")

@@ -378,7 +378,8 @@ pub fn check_feature_set(
 /// The §6.4 declaration-mismatch diagnostic: the paths `required` names that the exercising
 /// set's `uses` does not declare (for `AnyOf`, only when none of them is declared). `None`
 /// when the declaration covers the use, the set is undeclared, or its `uses` is invalid.
-/// Diagnostic only: the grant decides, never the declaration.
+/// The grant authorizes; a mismatch only refuses more: the host rejects that use (§6.4
+/// rule 2), a server declines to send it.
 pub fn declaration_mismatch(
     decls: &FeatureSets,
     feature_set: &str,
@@ -1174,6 +1175,28 @@ pub enum InjectionDenied {
     /// The position's inject leaf is not granted.
     #[error(transparent)]
     Denied(#[from] Denied),
+    /// A required member is missing or mistyped (§10.4: `namespace` a string, `content` a
+    /// string or content blocks, `metadata` an object).
+    #[error("malformed injection: {0}")]
+    Malformed(String),
+    /// The response names no `featureSet`, an undeclared one, or one not available now
+    /// (§6.5, §6.6); `code` is `missing`, `unknown_feature_set` or `feature_set_not_enabled`.
+    #[error("feature set {feature_set:?}: {code}")]
+    FeatureSet {
+        /// The claimed set, if any.
+        feature_set: Option<String>,
+        /// Why it cannot carry the injection.
+        code: &'static str,
+    },
+    /// The claimed set's `uses` does not declare the position's inject leaf: the host rejects
+    /// that use (§6.4 rule 2, a declaration mismatch).
+    #[error("feature set {feature_set:?} does not declare {}", capability.as_str())]
+    Undeclared {
+        /// The claimed set.
+        feature_set: String,
+        /// The leaf exercised.
+        capability: Capability,
+    },
 }
 
 /// Authorises one injection by its `position` against the grant current at
@@ -1193,6 +1216,66 @@ pub fn authorize_injection(
     } else {
         Err(Denied { capability: c }.into())
     }
+}
+
+/// Judges one injection of a `context/beforeInference` response that claims `feature_set`:
+/// its position against `grant` ([`authorize_injection`], §5.4, §10.8), its shape (§10.4),
+/// then the claimed set — named, declared, available under `statuses`, and declaring the
+/// position's leaf (§6.5, §6.6, §6.4 rule 2). The grant authorizes; the set can only refuse.
+pub fn judge_injection(
+    grant: &Grant,
+    decls: &FeatureSets,
+    statuses: &BTreeMap<String, FeatureSetStatus>,
+    feature_set: Option<&str>,
+    injection: &Value,
+) -> Result<Capability, InjectionDenied> {
+    let c = authorize_injection(grant, injection)?;
+    if !injection.get("namespace").is_some_and(Value::is_string) {
+        return Err(InjectionDenied::Malformed(
+            "namespace missing or not a string".into(),
+        ));
+    }
+    let content_ok = match injection.get("content") {
+        Some(Value::String(_)) => true,
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .all(|b| b.get("type").is_some_and(Value::is_string)),
+        _ => false,
+    };
+    if !content_ok {
+        return Err(InjectionDenied::Malformed(
+            "content is neither a string nor content blocks".into(),
+        ));
+    }
+    if injection.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err(InjectionDenied::Malformed(
+            "metadata is not an object".into(),
+        ));
+    }
+    let Some(name) = feature_set else {
+        return Err(InjectionDenied::FeatureSet {
+            feature_set: None,
+            code: "missing",
+        });
+    };
+    let refuse = |code| InjectionDenied::FeatureSet {
+        feature_set: Some(name.to_owned()),
+        code,
+    };
+    match statuses.get(name) {
+        None => return Err(refuse("unknown_feature_set")),
+        Some(FeatureSetStatus::Unavailable { .. }) => {
+            return Err(refuse("feature_set_not_enabled"))
+        }
+        Some(FeatureSetStatus::Available) => {}
+    }
+    if declaration_mismatch(decls, name, Requirement::One(c)).is_some() {
+        return Err(InjectionDenied::Undeclared {
+            feature_set: name.to_owned(),
+            capability: c,
+        });
+    }
+    Ok(c)
 }
 
 /// Whether the host sends `context/beforeInference` to this server at all (§10.1: observe

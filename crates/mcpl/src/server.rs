@@ -175,6 +175,15 @@ pub enum SendError {
         /// `disabled`, `not_selected`, `capability_denied` or `invalid_uses`.
         reason: &'static str,
     },
+    /// The `featureSet`'s `uses` does not declare a capability the send exercises: a host
+    /// rejects that use (§6.4 rule 2), so it is refused before the wire.
+    #[error("feature set {name:?} does not declare {capability} in its uses (§6.4)")]
+    Undeclared {
+        /// The set.
+        name: String,
+        /// The capability exercised.
+        capability: Capability,
+    },
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -189,6 +198,7 @@ impl SendError {
             SendError::CapabilityDenied { .. } => "capability_denied",
             SendError::UnknownFeatureSet(_) => "unknown_feature_set",
             SendError::FeatureSetUnavailable { .. } => "feature_set_unavailable",
+            SendError::Undeclared { .. } => "declaration_mismatch",
             SendError::Peer(_) => "peer",
         }
     }
@@ -196,9 +206,9 @@ impl SendError {
     /// The capability this refusal names, if any.
     pub fn capability(&self) -> Option<Capability> {
         match self {
-            SendError::NotReady { capability } | SendError::CapabilityDenied { capability } => {
-                Some(*capability)
-            }
+            SendError::NotReady { capability }
+            | SendError::CapabilityDenied { capability }
+            | SendError::Undeclared { capability, .. } => Some(*capability),
             _ => None,
         }
     }
@@ -1386,9 +1396,10 @@ fn filter_injections(
         r.context_injections.clear();
         return r;
     }
+    let decls = lock(&conn.state).policy.declarations().clone();
+    let name = r.feature_set.clone().unwrap_or_default();
     r.context_injections.retain(|inj| {
-        let ok = inj.position.capability().is_some_and(|c| state.granted(c));
-        if !ok {
+        let Some(c) = inj.position.capability().filter(|c| state.granted(*c)) else {
             conn.diagnostic(
                 "injection_dropped",
                 format!(
@@ -1396,8 +1407,21 @@ fn filter_injections(
                     inj.position
                 ),
             );
+            return false;
+        };
+        // A host rejects a use the set's `uses` does not declare (§6.4 rule 2).
+        if policy::declaration_mismatch(&decls, &name, Requirement::One(c)).is_some() {
+            conn.diagnostic(
+                "injection_dropped",
+                format!(
+                    "dropped an injection at position {:?}: feature set {name:?} does not declare {} (§6.4)",
+                    inj.position,
+                    c.as_str()
+                ),
+            );
+            return false;
         }
-        ok
+        true
     });
     r
 }
@@ -1683,14 +1707,19 @@ impl Session {
         if let Some(name) = feature_set {
             state.check_feature_set(name)?;
             let decls = lock(&self.conn.state).policy.declarations().clone();
-            if let Some(missing) = policy::declaration_mismatch(&decls, name, req) {
+            let missing = policy::declaration_mismatch(&decls, name, req);
+            if let Some(capability) = missing.and_then(|m| m.iter().next()) {
                 self.conn.diagnostic(
                     "declaration_mismatch",
                     format!(
-                        "feature set {name:?} exercises {:?} without declaring it in uses (§6.4)",
-                        missing.sorted_paths()
+                        "feature set {name:?} exercises {} without declaring it in uses (§6.4)",
+                        capability.as_str()
                     ),
                 );
+                return Err(SendError::Undeclared {
+                    name: name.to_owned(),
+                    capability,
+                });
             }
         }
         Ok(())

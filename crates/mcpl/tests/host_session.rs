@@ -78,7 +78,11 @@ fn full_manifest() -> Value {
             "assist": { "description": "Assist", "uses": ["inferenceRequest"] },
             "memory": { "description": "Memory",
                 "uses": ["contextHooks.beforeInference.observe",
-                         "contextHooks.beforeInference.inject.beforeUser"] }
+                         "contextHooks.beforeInference.inject.beforeUser"] },
+            "notes": { "description": "Notes after the user message",
+                "uses": ["contextHooks.beforeInference.inject.afterUser"] },
+            "context": { "description": "Context before the user message",
+                "uses": ["contextHooks.beforeInference.inject.beforeUser"] }
         }
     })
 }
@@ -477,6 +481,101 @@ async fn s10_system_injection_rejected_while_before_user_accepted() {
         .any(|d| matches!(d, HostDiagnostic::InjectionRejected { .. })));
 }
 
+/// §6.4 rule 2: a use the exercising feature set did not declare is rejected — `-32002`
+/// naming the capability and the set — with a declaration-mismatch diagnostic, although
+/// the grant holds the capability.
+#[tokio::test]
+async fn s6_4_an_undeclared_use_is_rejected_with_a_declaration_mismatch() {
+    let (_s, mut streams, server) =
+        connected(&["pushEvents", "inferenceRequest"], full_manifest()).await;
+    let mut p = push("e1");
+    p["featureSet"] = json!("assist"); // uses: [inferenceRequest]
+    let e = server
+        .peer
+        .request_raw("push/event", Some(p))
+        .await
+        .unwrap_err();
+    let e = e.remote().unwrap();
+    assert_eq!(e.code, -32002);
+    assert_eq!(
+        e.data,
+        Some(json!({ "capability": "pushEvents", "featureSet": "assist",
+                     "reason": "declaration_mismatch" }))
+    );
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(d,
+        HostDiagnostic::DeclarationMismatch { feature_set, missing, .. }
+            if feature_set == "assist" && missing == &["pushEvents"])));
+    // The declared use goes through.
+    assert_eq!(
+        server.call("push/event", push("e2")).await.unwrap()["accepted"],
+        true
+    );
+}
+
+/// §10.4, §6.5, §6.4 rule 2: beyond its position, each injection is judged by its shape
+/// and by the set the response claims — named, declared, available, declaring the position.
+#[tokio::test]
+async fn s10_4_injections_are_judged_by_shape_and_by_the_claimed_set() {
+    let policy = [
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.beforeUser",
+        "contextHooks.beforeInference.inject.afterUser",
+    ];
+    let (s, _streams, mut server) = connected(&policy, full_manifest()).await;
+    let mut outcomes = Vec::new();
+    for result in [
+        // memory declares beforeUser, not afterUser; one malformed entry.
+        json!({ "featureSet": "memory", "contextInjections": [
+            { "namespace": "m", "position": "beforeUser", "content": "ok" },
+            { "namespace": "m", "position": "afterUser", "content": "undeclared" },
+            { "position": "beforeUser", "content": "no namespace" },
+            { "namespace": "m", "position": "beforeUser", "content": 7 } ]}),
+        // No featureSet, and an undeclared one.
+        json!({ "contextInjections": [
+            { "namespace": "m", "position": "beforeUser", "content": "unclaimed" } ]}),
+        json!({ "featureSet": "ghost", "contextInjections": [
+            { "namespace": "m", "position": "beforeUser", "content": "ghost" } ]}),
+    ] {
+        let s2 = s.clone();
+        let params =
+            json!({"inferenceId":"i","conversationId":"c","turnIndex":0,"userMessage":"u"});
+        let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+        server
+            .request("context/beforeInference")
+            .await
+            .respond(result)
+            .await
+            .unwrap();
+        outcomes.push(fan.await.unwrap());
+    }
+    use mcpl::policy::InjectionDenied as D;
+    let first = &outcomes[0];
+    assert_eq!(first.before_user.len(), 1);
+    assert_eq!(first.before_user[0].injection["content"], "ok");
+    let reasons: Vec<&D> = first.rejected.iter().map(|r| &r.reason).collect();
+    assert!(
+        matches!(reasons[0], D::Undeclared { feature_set, capability }
+        if feature_set == "memory" && *capability == Capability::InjectAfterUser)
+    );
+    assert!(matches!(reasons[1], D::Malformed(_)));
+    assert!(matches!(reasons[2], D::Malformed(_)));
+    assert!(matches!(
+        &outcomes[1].rejected[0].reason,
+        D::FeatureSet {
+            feature_set: None,
+            code: "missing"
+        }
+    ));
+    assert!(matches!(
+        &outcomes[2].rejected[0].reason,
+        D::FeatureSet {
+            code: "unknown_feature_set",
+            ..
+        }
+    ));
+    assert!(outcomes[1..].iter().all(|o| o.before_user.is_empty()));
+}
+
 #[tokio::test]
 async fn s10_1_user_message_null_without_observe() {
     let (s, _streams, mut server) = connected(
@@ -493,7 +592,7 @@ async fn s10_1_user_message_null_without_observe() {
         hook.request().params.as_ref().unwrap()["userMessage"],
         Value::Null
     );
-    hook.respond(json!({ "contextInjections": [
+    hook.respond(json!({ "featureSet": "notes", "contextInjections": [
         { "namespace": "m", "position": "afterUser", "content": "x" }]}))
         .await
         .unwrap();
@@ -517,7 +616,7 @@ async fn s5_4_revocation_during_hook_rejects_its_injections() {
     let upd = server.request("featureSets/update").await;
     upd.respond(json!({ "accepted": true })).await.unwrap();
     change.await.unwrap().unwrap();
-    hook.respond(json!({ "contextInjections": [
+    hook.respond(json!({ "featureSet": "context", "contextInjections": [
         { "namespace": "m", "position": "beforeUser", "content": "late" }]}))
         .await
         .unwrap();
@@ -1078,7 +1177,7 @@ async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
     let held = server_a.request("context/beforeInference").await;
     let hook_b = server_b.request("context/beforeInference").await;
     hook_b
-        .respond(json!({ "contextInjections": [
+        .respond(json!({ "featureSet": "context", "contextInjections": [
             { "namespace": "b", "position": "beforeUser", "content": "from b" }]}))
         .await
         .unwrap();

@@ -127,8 +127,27 @@ fn manifest(a: CapabilitySet) -> Value {
             json!({"description": "Alerts", "uses": ["pushEvents"]}),
         );
     }
+    // One hook set per advertised inject leaf: a response claims one of them, and only
+    // injections at that set's position are declared (§6.4 rule 2).
+    for (pos, leaf) in INJECT {
+        if a.contains(leaf) {
+            fs.insert(
+                format!("hook.{pos}"),
+                json!({"description": "Hook", "uses": [leaf.as_str()]}),
+            );
+        }
+    }
     m["featureSets"] = Value::Object(fs);
     m
+}
+
+/// The position whose hook set a response claims: the first injection's, or `system`.
+fn claimed_position(positions: &[u8]) -> usize {
+    positions
+        .first()
+        .map(|p| *p as usize)
+        .filter(|p| *p < INJECT.len())
+        .unwrap_or(0)
 }
 
 fn patterns(p: CapabilitySet) -> Vec<String> {
@@ -362,10 +381,11 @@ impl Harness {
                 .iter()
                 .map(|p| {
                     let pos = INJECT.get(*p as usize).map_or("sideways", |x| x.0);
-                    json!({"position": pos, "content": "x", "featureSet": "alerts"})
+                    json!({"namespace": "model", "position": pos, "content": "x"})
                 })
                 .collect();
-            req.respond(json!({"contextInjections": injections}))
+            let claimed = format!("hook.{}", INJECT[claimed_position(positions)].0);
+            req.respond(json!({"featureSet": claimed, "contextInjections": injections}))
                 .await
                 .unwrap();
         }
@@ -375,9 +395,11 @@ impl Harness {
                 Box::pin(self.run_policy(mask, &Answer::Accept)).await;
             }
         }
-        // Judged by the grant current when the response arrived.
+        // Judged by the grant current when the response arrived, and by the claimed set's
+        // declaration: only the claimed set's position can be carried.
+        let claimed = claimed_position(positions);
         let want = |cap: Capability, pos: usize| {
-            if applies && self.allows(cap) {
+            if applies && self.allows(cap) && pos == claimed {
                 positions.iter().filter(|p| **p as usize == pos).count()
             } else {
                 0

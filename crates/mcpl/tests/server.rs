@@ -1205,3 +1205,62 @@ async fn s5_3_the_widening_reaches_senders_only_after_the_receipt_is_written() {
     sync(&host).await; // the exchange has finished on the server's side
     assert!(host.session.granted(Capability::PushEvents));
 }
+
+/// §6.4 rule 2 from the server's side: a host rejects a use the exercising set does not
+/// declare, so the session refuses it before the wire — a push tagged with a set whose
+/// `uses` lacks `pushEvents`, and an injection at a position its set does not declare.
+#[tokio::test]
+async fn s6_4_undeclared_uses_are_refused_before_the_wire() {
+    let server = builder()
+        .on_before_inference("memory.recall", |_g, _p| async move {
+            Ok(BeforeInferenceResult {
+                feature_set: None,
+                context_injections: vec![
+                    ContextInjection {
+                        namespace: "m".into(),
+                        position: Position::BeforeUser,
+                        content: Content::Text("declared".into()),
+                        metadata: None,
+                        extra: Map::new(),
+                    },
+                    ContextInjection {
+                        namespace: "m".into(),
+                        position: Position::AfterUser,
+                        content: Content::Text("undeclared".into()),
+                        metadata: None,
+                        extra: Map::new(),
+                    },
+                ],
+                extra: Map::new(),
+            })
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["pushEvents", "inferenceLifecycle",
+            "contextHooks.beforeInference.inject.beforeUser",
+            "contextHooks.beforeInference.inject.afterUser",
+            "contextHooks.beforeInference.inject.system"]}),
+    )
+    .await;
+    let e = host
+        .session
+        .push_event(PushEvent::text("turns", "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SendError::Undeclared {
+            name: "turns".into(),
+            capability: Capability::PushEvents
+        }
+    );
+    let r = before_inference(&host).await.unwrap();
+    assert_eq!(r["featureSet"], "memory.recall");
+    let injections = r["contextInjections"].as_array().unwrap();
+    assert_eq!(injections.len(), 1, "{r}");
+    assert_eq!(injections[0]["content"], "declared");
+    assert!(!methods_received(&host.received).contains(&"push/event".to_owned()));
+}

@@ -1001,7 +1001,7 @@ impl Session {
                 if !inspect::push_event_defects(params).is_empty() {
                     return Err(ErrorObject::invalid_params("push/event params malformed"));
                 }
-                self.feature_set_gate(params)
+                self.feature_set_gate(method, params)
                     .map(|()| json!({ "accepted": true }))
             }
             "channels/register" | "channels/changed" => {
@@ -1059,7 +1059,7 @@ impl Session {
                     ));
                 }
                 // The checker performs no inference: a host without a model (§6.6).
-                self.feature_set_gate(params)
+                self.feature_set_gate(method, params)
                     .and(Err(ErrorObject::method_not_found(method)))
             }
             // `channels/list` and the rest are answered with an error rather than silence
@@ -1069,18 +1069,24 @@ impl Session {
     }
 
     /// The strict host's feature-set check of a tagged request (§6.5, §6.6): `-32003` for
-    /// an undeclared set, `-32001` for one the grant leaves unavailable.
-    fn feature_set_gate(&self, params: Option<&Value>) -> Result<(), ErrorObject> {
+    /// an undeclared set, `-32001` for one the grant leaves unavailable, and `-32002` for a
+    /// use the set's `uses` does not declare (§6.4 rule 2: the host rejects that use).
+    fn feature_set_gate(&self, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
         let fs = params
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)
             .unwrap_or("");
         if !self.declared.contains(fs) {
-            Err(ErrorObject::unknown_feature_set(fs))
-        } else if !self.available.contains(fs) {
-            Err(ErrorObject::feature_set_not_enabled(fs))
-        } else {
-            Ok(())
+            return Err(ErrorObject::unknown_feature_set(fs));
+        }
+        if !self.available.contains(fs) {
+            return Err(ErrorObject::feature_set_not_enabled(fs));
+        }
+        let required = policy::method_requirement(method, params);
+        let missing = required.and_then(|r| policy::declaration_mismatch(&self.decls, fs, r));
+        match missing.and_then(|m| m.sorted_paths().first().copied()) {
+            Some(capability) => Err(ErrorObject::declaration_mismatch(capability, fs)),
+            None => Ok(()),
         }
     }
 
