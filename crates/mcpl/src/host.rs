@@ -393,6 +393,21 @@ pub enum HostError {
     /// The params could not be encoded.
     #[error("cannot encode params: {0}")]
     Encode(String),
+    /// Refused locally: the method carries host-side obligations that only its dedicated
+    /// API keeps (redaction and per-injection judgement, grant bookkeeping, exactly one
+    /// terminal phase).
+    #[error("{method} is sent through {instead}, which keeps its obligations")]
+    UseDedicated {
+        /// The method.
+        method: String,
+        /// What to call instead.
+        instead: &'static str,
+    },
+    /// Refused locally: the channel is not one this server registered, or the host's
+    /// channel patterns do not permit it (§14.1, §14.5: channel methods are keyed on the
+    /// channel id).
+    #[error("channel {0:?} is not registered by this server or not permitted")]
+    ChannelNotPermitted(String),
 }
 
 /// The result of [`HostSession::set_policy`].
@@ -993,7 +1008,26 @@ impl HostSession {
         })
     }
 
-    /// Checks outbound gating for `method` with `params` (direction and grant), locally.
+    /// The gate of the public send paths: methods with a dedicated API are refused here
+    /// (the generic path would skip their obligations), then [`Self::gate`].
+    fn gate_public(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
+        let instead = match method {
+            "context/beforeInference" => Some("host::before_inference"),
+            "featureSets/update" => Some("HostSession::set_policy"),
+            "inference/lifecycle" => Some("HostSession::start_turn"),
+            _ => None,
+        };
+        if let Some(instead) = instead {
+            return Err(HostError::UseDedicated {
+                method: method.to_owned(),
+                instead,
+            });
+        }
+        self.gate(method, params)
+    }
+
+    /// Checks outbound gating for `method` with `params` (direction, grant, and for channel
+    /// methods the channel id), locally.
     fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
         match policy::method_direction(method) {
             Some(Direction::HostToServer) | Some(Direction::Either) => {}
@@ -1020,13 +1054,34 @@ impl HostSession {
                 return Err(HostError::McpOnly(r.clone()));
             }
         }
+        // §14.1 / §14.3: what goes to a channel goes to the server that registered it, and
+        // only where the host's patterns allow.
+        let keyed = matches!(
+            method,
+            "channels/publish"
+                | "channels/outgoing/chunk"
+                | "channels/outgoing/complete"
+                | "channels/acknowledge"
+                | "channels/typing"
+        );
+        if keyed {
+            let id = params
+                .and_then(|p| p.get("channelId"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let registered = st.channels.contains_key(id);
+            drop(st);
+            if !registered || !self.channel_permitted(id) {
+                return Err(HostError::ChannelNotPermitted(id.to_owned()));
+            }
+        }
         Ok(())
     }
 
     /// Sends a typed request after outbound gating (refused locally if not granted).
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.gate(M::NAME, Some(&v))?;
+        self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.request::<M>(params).await?)
     }
 
@@ -1035,18 +1090,24 @@ impl HostSession {
     /// `inferenceLifecycle`, and so on through the method table.
     pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.gate(M::NAME, Some(&v))?;
+        self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.notify::<M>(params).await?)
     }
 
     /// Sends a raw request after outbound gating.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
-        self.gate(method, Some(&params))?;
+        self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)
     }
 
     /// Sends a raw notification after outbound gating.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
+        self.gate_public(method, Some(&params))?;
+        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
+    }
+
+    /// [`Self::notify_raw`] for the session's own dedicated APIs (the lifecycle emitter).
+    async fn notify_gated(&self, method: &str, params: Value) -> Result<(), HostError> {
         self.gate(method, Some(&params))?;
         Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
     }
@@ -1074,7 +1135,7 @@ impl HostSession {
             "turnIndex": turn_index,
             "phase": "started",
         });
-        self.notify_raw("inference/lifecycle", params).await?;
+        self.notify_gated("inference/lifecycle", params).await?;
         Ok(Turn {
             session: Some(self.clone()),
             inference_id: inference_id.to_owned(),
@@ -1947,7 +2008,7 @@ impl Turn {
         let Some(s) = self.session.take() else {
             return Ok(());
         };
-        let r = s.notify_raw("inference/lifecycle", params).await;
+        let r = s.notify_gated("inference/lifecycle", params).await;
         if let Err(e) = &r {
             s.inner.diag(HostDiagnostic::LifecycleNotSent {
                 inference_id: self.inference_id.clone(),
@@ -1983,7 +2044,7 @@ impl Drop for Turn {
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(async move {
-                    if let Err(e) = s.notify_raw("inference/lifecycle", params).await {
+                    if let Err(e) = s.notify_gated("inference/lifecycle", params).await {
                         s.inner.diag(HostDiagnostic::LifecycleNotSent {
                             inference_id: id,
                             detail: e.to_string(),

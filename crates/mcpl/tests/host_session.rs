@@ -785,6 +785,61 @@ async fn s14_outbound_gating_refuses_locally() {
     server.expect_ping_next(&s).await;
 }
 
+/// The generic send paths keep no method's obligations, so methods that have them are
+/// refused there: `context/beforeInference` (redaction, per-injection judgement),
+/// `featureSets/update` (grant bookkeeping) and `inference/lifecycle` (one terminal).
+/// Channel methods are keyed on the channel id (§14.1, §14.5): only a channel this server
+/// registered, and the host's patterns permit, can be published to.
+#[tokio::test]
+async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channels() {
+    let mut cfg = config(&[
+        "channels.register",
+        "channels.publish",
+        "inferenceLifecycle",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ]);
+    cfg.channel_patterns = Some(vec!["chat:*".into(), "ops:allowed".into()]);
+    let (s, _streams, mut server) = connected_cfg(cfg, full_manifest()).await;
+    for (method, instead) in [
+        ("context/beforeInference", "host::before_inference"),
+        ("featureSets/update", "HostSession::set_policy"),
+        ("inference/lifecycle", "HostSession::start_turn"),
+    ] {
+        let e = s.request_raw(method, json!({})).await.unwrap_err();
+        assert_eq!(
+            e,
+            HostError::UseDedicated {
+                method: method.into(),
+                instead
+            }
+        );
+        assert!(s.notify_raw(method, json!({})).await.is_err());
+    }
+    let publish =
+        |id: &str| json!({ "channelId": id, "content": [{ "type": "text", "text": "hi" }] });
+    assert_eq!(
+        s.notify_raw("channels/publish", publish("chat:a")).await,
+        Err(HostError::ChannelNotPermitted("chat:a".into()))
+    );
+    server.expect_ping_next(&s).await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "chat:a", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    s.notify_raw("channels/publish", publish("chat:a"))
+        .await
+        .unwrap();
+    let got = server.notification("channels/publish").await.unwrap();
+    assert_eq!(got["channelId"], "chat:a");
+    assert_eq!(
+        s.notify_raw("channels/publish", publish("chat:b")).await,
+        Err(HostError::ChannelNotPermitted("chat:b".into()))
+    );
+}
+
 #[tokio::test]
 async fn s10_5_dropped_turn_sends_aborted_once() {
     let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
