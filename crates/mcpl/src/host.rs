@@ -1448,8 +1448,18 @@ impl HostSession {
         let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
         let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
         s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
-        if p.get("payload").and_then(|x| x.get("content")).is_none() {
-            return Err(self.bad(M, "payload.content is required"));
+        // §9.2: `payload.content` is ContentBlock[] (each block an object with a string `type`,
+        // a text block with a string `text`); `origin`, when given, an object.
+        let blocks_ok = p
+            .get("payload")
+            .and_then(|x| x.get("content"))
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| blocks.iter().all(policy::content_block_ok));
+        if !blocks_ok {
+            return Err(self.bad(M, "payload.content must be an array of content blocks"));
+        }
+        if p.get("origin").is_some_and(|o| !o.is_object()) {
+            return Err(self.bad(M, "origin must be an object"));
         }
         {
             let st = self.inner.state();
@@ -1511,6 +1521,13 @@ impl HostSession {
         judged: &Grant,
     ) -> Result<(), ErrorObject> {
         const M: &str = "inference/request";
+        // §11.2: `messages` is required.
+        if !params
+            .and_then(|p| p.get("messages"))
+            .is_some_and(Value::is_array)
+        {
+            return Err(self.bad(M, "messages must be an array"));
+        }
         let fs = params
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)

@@ -1237,9 +1237,7 @@ pub fn judge_injection(
     }
     let content_ok = match injection.get("content") {
         Some(Value::String(_)) => true,
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .all(|b| b.get("type").is_some_and(Value::is_string)),
+        Some(Value::Array(blocks)) => blocks.iter().all(content_block_ok),
         _ => false,
     };
     if !content_ok {
@@ -1276,6 +1274,16 @@ pub fn judge_injection(
         });
     }
     Ok(c)
+}
+
+/// One §10.3 content block as a host accepts it: an object with a string `type`; a `text`
+/// block also carries a string `text`. Other members and types are the host's to support.
+pub fn content_block_ok(block: &Value) -> bool {
+    match block.get("type").and_then(Value::as_str) {
+        Some("text") => block.get("text").is_some_and(Value::is_string),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// Whether the host sends `context/beforeInference` to this server at all (§10.1: observe

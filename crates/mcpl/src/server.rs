@@ -1756,7 +1756,8 @@ impl Session {
             feature_set: event.feature_set,
             origin: event.origin,
             payload: PushPayload {
-                content: event.content,
+                // §9.2: `payload.content` is ContentBlock[]; the string form becomes a block.
+                content: Content::Blocks(event.content.to_blocks()),
                 extra: Map::new(),
             },
             tags: event.tags,

@@ -382,6 +382,24 @@ async fn s9_push_event_shape_and_feature_set_checked() {
     let mut p = push("e2");
     p["payload"] = json!({});
     assert_eq!(server.call("push/event", p).await, Err(-32602));
+    // §9.2: payload.content is ContentBlock[], origin an object.
+    for (i, bad) in [
+        json!(null),
+        json!(42),
+        json!("a string"),
+        json!([{ "text": "no type" }]),
+        json!([{ "type": "text" }]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = push(&format!("c{i}"));
+        p["payload"]["content"] = bad;
+        assert_eq!(server.call("push/event", p).await, Err(-32602));
+    }
+    let mut p = push("o1");
+    p["origin"] = json!("somewhere");
+    assert_eq!(server.call("push/event", p).await, Err(-32602));
     let mut p = push("e3");
     p["featureSet"] = json!("nope");
     assert_eq!(server.call("push/event", p).await, Err(-32003));
@@ -398,6 +416,13 @@ async fn s11_inference_request_gated_and_minus_32601_without_handler() {
     assert_eq!(
         server.call("inference/request", p.clone()).await,
         Err(-32601)
+    );
+    // §11.2: messages is required.
+    assert_eq!(
+        server
+            .call("inference/request", json!({ "featureSet": "assist" }))
+            .await,
+        Err(-32602)
     );
     let undeclared = json!({ "featureSet": "nope", "messages": [] });
     assert_eq!(

@@ -355,6 +355,21 @@ async fn s9_4_push_event_is_stamped_and_event_id_is_stable() {
     assert!(p["timestamp"].as_str().unwrap().ends_with('Z'));
     req.respond(json!({"accepted": true})).await.unwrap();
     assert!(send.await.unwrap().unwrap().accepted);
+    // §9.2: payload.content goes out as ContentBlock[] even when built from a string.
+    let mut ev = PushEvent::text("alerts", "unused");
+    ev.content = Content::Text("plain".into());
+    let session = host.session.clone();
+    let send = tokio::spawn(async move { session.push_event(ev).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected push/event")
+    };
+    let p = req.request().params.clone().unwrap();
+    assert_eq!(
+        p["payload"]["content"],
+        json!([{"type": "text", "text": "plain"}])
+    );
+    req.respond(json!({"accepted": true})).await.unwrap();
+    assert!(send.await.unwrap().unwrap().accepted);
 }
 
 #[tokio::test]
