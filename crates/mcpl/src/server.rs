@@ -184,6 +184,10 @@ pub enum SendError {
         /// The capability exercised.
         capability: Capability,
     },
+    /// A tag the producer may not emit: un-namespaced, malformed, or in a reserved namespace
+    /// outside the core vocabulary (§16.1, §16.2).
+    #[error(transparent)]
+    InvalidTag(#[from] crate::tags::TagError),
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -199,6 +203,7 @@ impl SendError {
             SendError::UnknownFeatureSet(_) => "unknown_feature_set",
             SendError::FeatureSetUnavailable { .. } => "feature_set_unavailable",
             SendError::Undeclared { .. } => "declaration_mismatch",
+            SendError::InvalidTag(_) => "invalid_tag",
             SendError::Peer(_) => "peer",
         }
     }
@@ -1277,6 +1282,20 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     }
 }
 
+/// A producer's tags as sent (§16.1): each one namespaced, well-formed and outside the
+/// reserved namespaces unless core vocabulary; a set, so repeats are dropped (first kept).
+fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<String>>, SendError> {
+    let Some(tags) = tags else { return Ok(None) };
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        crate::tags::Tag::parse_producer(&t)?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(Some(out))
+}
+
 /// Lifts [`ConnState::held`] when dropped (the receipt, or the error, has been written, or
 /// the exchange was abandoned) and publishes the full state.
 struct Release<'a>(&'a Conn);
@@ -1760,7 +1779,7 @@ impl Session {
                 content: Content::Blocks(event.content.to_blocks()),
                 extra: Map::new(),
             },
-            tags: event.tags,
+            tags: producer_tags(event.tags)?,
             extra: Map::new(),
         };
         self.request("push/event", &params).await
@@ -1837,6 +1856,10 @@ impl Session {
         messages: Vec<ChannelMessage>,
     ) -> Result<IncomingResult, SendError> {
         self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
+        let mut messages = messages;
+        for m in &mut messages {
+            m.tags = producer_tags(m.tags.take())?;
+        }
         let params = IncomingParams {
             messages,
             extra: Map::new(),

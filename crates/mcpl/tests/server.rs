@@ -1279,3 +1279,38 @@ async fn s6_4_undeclared_uses_are_refused_before_the_wire() {
     assert_eq!(injections[0]["content"], "declared");
     assert!(!methods_received(&host.received).contains(&"push/event".to_owned()));
 }
+
+/// §16.1: producers must not emit un-namespaced tags, nor invent tags in the reserved
+/// `chat:` / `mcpl:` namespaces; tags are a set. Refused before the wire, repeats dropped.
+#[tokio::test]
+async fn s16_1_producer_tags_are_namespaced_and_a_set() {
+    use mcpl::tags::TagError;
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let s = &host.session;
+    for (tags, err) in [
+        (vec!["mention"], TagError::NotNamespaced("mention".into())),
+        (vec!["chat:bogus"], TagError::Reserved("chat:bogus".into())),
+        (vec!["mcpl:x"], TagError::Reserved("mcpl:x".into())),
+    ] {
+        let e = s
+            .push_event(PushEvent::text("alerts", "x").tags(tags))
+            .await
+            .unwrap_err();
+        assert_eq!(e, SendError::InvalidTag(err));
+    }
+    assert!(methods_received(&host.received).is_empty());
+    let session = s.clone();
+    let send = tokio::spawn(async move {
+        let ev = PushEvent::text("alerts", "x").tags(["acme:alert", "chat:mention", "acme:alert"]);
+        session.push_event(ev).await
+    });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected push/event")
+    };
+    let p = req.request().params.clone().unwrap();
+    assert_eq!(p["tags"], json!(["acme:alert", "chat:mention"]));
+    req.respond(json!({"accepted": true})).await.unwrap();
+    send.await.unwrap().unwrap();
+}

@@ -183,6 +183,25 @@ fn content_defects(content: Option<&Value>, at: &str, out: &mut Vec<String>) {
     }
 }
 
+/// §16.1: `tags` is an array of strings, each a tag a producer may emit (namespaced,
+/// well-formed, not inventing in the reserved `chat:` / `mcpl:` namespaces).
+fn tag_defects(tags: &Value, out: &mut Vec<String>) {
+    let Some(tags) = tags.as_array() else {
+        out.push("tags is not an array of strings".into());
+        return;
+    };
+    for t in tags {
+        match t.as_str() {
+            None => out.push("tags is not an array of strings".into()),
+            Some(t) => {
+                if let Err(e) = mcpl::tags::Tag::parse_producer(t) {
+                    out.push(format!("{e} (§16.1)"));
+                }
+            }
+        }
+    }
+}
+
 /// Defects of `push/event` params against §9.2's required fields.
 pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
     let mut out = Vec::new();
@@ -201,10 +220,7 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
         }
     }
     if let Some(t) = p.get("tags") {
-        let ok = t.as_array().is_some_and(|a| a.iter().all(Value::is_string));
-        if !ok {
-            out.push("tags is not an array of strings".into());
-        }
+        tag_defects(t, &mut out);
     }
     match p.get("payload") {
         Some(Value::Object(payload)) => {
@@ -516,6 +532,19 @@ mod tests {
         let d = push_event_defects(Some(&bad));
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(!push_event_defects(None).is_empty());
+    }
+
+    /// §16.1: un-namespaced tags, and tags invented in the reserved namespaces, are defects.
+    #[test]
+    fn s16_1_push_tags_a_producer_may_not_emit() {
+        let mut p = json!({"featureSet":"a","eventId":"e1","timestamp":"2026-01-01T00:00:00Z",
+            "payload":{"content":[{"type":"text","text":"hi"}]},
+            "tags": ["discord:everyone", "chat:mention"]});
+        assert!(push_event_defects(Some(&p)).is_empty());
+        p["tags"] = json!(["mention", "chat:bogus", "mcpl:x", 3]);
+        let d = push_event_defects(Some(&p));
+        assert_eq!(d.len(), 4, "{d:?}");
+        assert!(d[0].contains("not namespaced"), "{d:?}");
     }
 
     #[test]
