@@ -892,16 +892,26 @@ async fn s10_5_dropped_turn_sends_aborted_once() {
 // Manifest review (§17.5–§17.8)
 // ---------------------------------------------------------------------------------------
 
+/// §17.5 step 1: a partially invalid manifest still revokes what it removes — whether the
+/// invalid part is a declaration (`invalid_uses`) or an identifier the digest refuses.
 #[tokio::test]
 async fn s17_5_partially_invalid_manifest_still_revokes_removals() {
+    let mut next = full_manifest();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    next["featureSets"]["broken"] = json!({ "description": "x", "uses": ["no.such.path"] });
+    revokes_removals_of(next, "invalid_uses").await;
+    let mut next = full_manifest();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    next["featureSets"]["bad name!"] = json!({ "description": "x", "uses": ["tools"] });
+    revokes_removals_of(next, "identifier_charset").await;
+}
+
+async fn revokes_removals_of(next: Value, finding: &str) {
     let (s, mut streams, mut server) = connected(
         &["pushEvents", "channels.register", "tools"],
         full_manifest(),
     )
     .await;
-    let mut next = full_manifest();
-    next.as_object_mut().unwrap().remove("pushEvents");
-    next["featureSets"]["broken"] = json!({ "description": "x", "uses": ["no.such.path"] });
     server
         .peer
         .notify_raw(
@@ -947,9 +957,9 @@ async fn s17_5_partially_invalid_manifest_still_revokes_removals() {
         "{diags:?}"
     );
     assert!(
-        diags.iter().any(
-            |d| matches!(d, HostDiagnostic::ManifestFinding { code, .. } if *code == "invalid_uses")
-        ),
+        diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::ManifestFinding { code, .. } if *code == finding)),
         "{diags:?}"
     );
 }
@@ -990,9 +1000,7 @@ async fn s17_5_unparseable_manifest_leaves_previous_standing() {
     server
         .request("mcpl/manifest")
         .await
-        .respond(
-            json!({ "version": "0.5", "featureSets": { "bad name!": {} }, "pushEvents": true }),
-        )
+        .respond(json!("not a manifest"))
         .await
         .unwrap();
     let r = refresh.await.unwrap().unwrap();
@@ -1125,7 +1133,7 @@ async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
     let mut cfg = config(&["pushEvents"]);
     cfg.suspend_after_failures = 2;
     let (s, mut streams, mut server) = connected_cfg(cfg, full_manifest()).await;
-    let bad = json!({ "version": "0.5", "featureSets": { "bad name!": {} } });
+    let bad = json!([1, 2]);
     for round in 1..=2 {
         let s2 = s.clone();
         let refresh = tokio::spawn(async move { s2.refresh_manifest().await });

@@ -209,8 +209,10 @@ fn s17_2_matching_announcement_is_no_defect() {
 fn s17_5_unparseable_leaves_previous_standing_and_counts_failures() {
     let mut r = review_all(&base());
     let before = r.grant().clone();
-    let refused = json!({"version":"0.5","bad key":true});
-    for (i, bad) in [json!([1, 2]), json!("nope"), refused].iter().enumerate() {
+    for (i, bad) in [json!([1, 2]), json!("nope"), json!(null)]
+        .iter()
+        .enumerate()
+    {
         let out = r.on_fetched(bad, None, t(10));
         assert!(matches!(
             out.result,
@@ -234,18 +236,50 @@ fn s17_5_unparseable_leaves_previous_standing_and_counts_failures() {
     assert_eq!(r.consecutive_failures(), 0);
 }
 
+/// §17.5 step 1: a manifest that parses but that the digest refuses (a bad identifier) is
+/// partially invalid — every removal it shows applies, nothing it adds, and it is not an
+/// unparseable response (no failure counted towards suspension).
 #[test]
-fn s17_5_identifier_charset_refusal_reports_its_code() {
+fn s17_5_a_digest_refused_manifest_still_applies_its_removals() {
     let mut r = review_all(&base());
-    let out = r.on_fetched(&json!({"version":"0.5","bad key":true}), None, t(10));
-    assert!(matches!(
-        out.result,
-        FetchResult::PreviousStands {
-            code: "identifier_charset",
-            ..
-        }
-    ));
+    let before = r.grant().clone();
+    assert!(before.grant.allows(Capability::PushEvents));
+    // Drops pushEvents while adding a set under a bad identifier.
+    let mut next = base();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    next["featureSets"]["bad name"] = json!({"description": "x", "uses": ["channels.publish"]});
+    let out = r.on_fetched(&next, None, t(10));
     assert!(out.findings.iter().any(|f| f.code == "identifier_charset"));
+    assert!(out
+        .defects
+        .iter()
+        .any(|f| f.code == "partially_invalid_manifest"));
+    let receipt = out.receipt().expect("the removal is a change");
+    assert!(receipt
+        .impacts
+        .iter()
+        .any(|i| i.impact == ChangeImpact::CapabilityRevoked && i.subject == "pushEvents"));
+    assert!(!r.grant().grant.allows(Capability::PushEvents));
+    assert!(!r.manifest()["featureSets"]
+        .as_object()
+        .unwrap()
+        .contains_key("bad name"));
+    assert_eq!(r.consecutive_failures(), 0);
+    // Nothing removed: nothing changes, and still no failure counted.
+    let again = r.on_fetched(
+        &json!({"version":"0.5","bad key":true, "pushEvents": true}),
+        None,
+        t(11),
+    );
+    assert!(again
+        .defects
+        .iter()
+        .any(|f| f.code == "partially_invalid_manifest"));
+    assert!(
+        !r.grant().grant.allows(Capability::PushEvents),
+        "an addition never grants"
+    );
+    assert_eq!(r.consecutive_failures(), 0);
 }
 
 #[test]

@@ -11,9 +11,10 @@
 //! form. The empty string is the manifest itself.
 //!
 //! # Readings where the spec is silent (fail closed)
-//! - A manifest the §17.2 digest refuses (`identifier_charset`) is treated like an unparseable
-//!   one: on a fetch the previous manifest stands (§17.5 step 1); at `initialize` it grants
-//!   nothing (nothing was learned that could be trusted).
+//! - A fetched manifest that parses but that the §17.2 digest refuses (`identifier_charset`)
+//!   is partially invalid (§17.5 step 1): only its removals apply, by reviewing the manifest
+//!   in force with them applied ([`removals_only`]); it does not count towards suspension.
+//!   At `initialize` such a manifest grants nothing (there is nothing in force to narrow).
 //! - `tools` is sourced only from the outer MCP capabilities (§5.1), which `mcpl/manifest`
 //!   does not return, so a fetch keeps the `tools` advertisement seen at `initialize`.
 //! - A newly declared feature set that is available under the standing grant produces no
@@ -28,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::digest::{self, DigestError};
 use super::domains::{changed_domains, ChangeDomain, ChangeImpact, Disposition};
@@ -450,6 +451,52 @@ fn advertised_by(manifest: &Value, outer_tools: bool) -> CapabilitySet {
     adv
 }
 
+/// §17.5 step 1 for a manifest that parses but cannot be taken whole: `old` (the manifest
+/// in force) with only what `new` removes applied, never what it adds —
+/// - capabilities `new` no longer advertises are dropped;
+/// - feature sets `new` no longer declares are dropped;
+/// - a kept set requires the union of both `uses` (an invalid `uses` in `new` makes it
+///   invalid), so a changed declaration can only make it harder to run;
+/// - a kept set whose `tagOntology` changed loses it (prior acceptance does not carry over).
+fn removals_only(old: &Value, new: &Value) -> Value {
+    let kept = capability::advertised(old)
+        .capabilities
+        .intersection(capability::advertised(new).capabilities);
+    let mut merged = capability::advertisement_to_value(kept);
+    if let Some(v) = old.get("version") {
+        merged["version"] = v.clone();
+    }
+    let Some(old_raw) = old.get("featureSets").and_then(Value::as_object) else {
+        return merged;
+    };
+    let old_sets = FeatureSets::from_mcpl(old).0;
+    let new_sets = FeatureSets::from_mcpl(new).0;
+    let new_raw = new.get("featureSets").and_then(Value::as_object);
+    let mut sets = serde_json::Map::new();
+    for (name, old_decl) in old_raw {
+        let (Some(nd), Some(od)) = (new_sets.sets.get(name), old_sets.sets.get(name)) else {
+            continue; // removed (or unusable in the manifest in force)
+        };
+        let mut decl = old_decl.clone();
+        match (od.validated_uses(), nd.validated_uses()) {
+            (Ok(o), Ok(n)) => decl["uses"] = json!(o.union(n).sorted_paths()),
+            (_, Err(_)) => decl["uses"] = json!([]),
+            (Err(_), Ok(_)) => {}
+        }
+        let new_ontology = new_raw
+            .and_then(|r| r.get(name))
+            .and_then(|d| d.get("tagOntology"));
+        if old_decl.get("tagOntology") != new_ontology {
+            if let Some(o) = decl.as_object_mut() {
+                o.remove("tagOntology");
+            }
+        }
+        sets.insert(name.clone(), decl);
+    }
+    merged["featureSets"] = Value::Object(sets);
+    merged
+}
+
 /// Applies §17.5 step 3 to a parsed (object, digestible) or — for the offline diff — any
 /// manifest: removals revoke now (grant ∩ new advertisement), additions are pending, feature
 /// sets are re-derived, ontologies re-checked.
@@ -712,6 +759,26 @@ impl ManifestReview {
         let (findings, recomputed) = validate_with_digest(new);
         let rev = match recomputed {
             Ok(r) => r,
+            // §17.5 step 1: it parses, so every removal it shows applies; nothing it adds.
+            Err(e) if new.is_object() && self.revision.is_some() => {
+                // Built only from members of the manifest in force, whose digest succeeded,
+                // so this review takes the digestible path.
+                let merged = removals_only(&self.manifest, new);
+                let mut outcome = self.on_fetched(&merged, None, now);
+                outcome.findings = findings;
+                outcome.defects.push(Finding::new(
+                    "partially_invalid_manifest",
+                    Severity::Error,
+                    "§17.5",
+                    "",
+                    format!(
+                        "the fetched manifest parses but the digest refuses it ({}): only \
+                         its removals were applied",
+                        e.code()
+                    ),
+                ));
+                return outcome;
+            }
             Err(e) => {
                 self.failures = self.failures.saturating_add(1);
                 tracing::warn!(
