@@ -1929,6 +1929,16 @@ impl HostSession {
             });
             if suspend && self.mode() == Mode::Mcpl {
                 self.enter_mcp_only(McpOnlyReason::Suspended);
+                // The grant shrank: the server is told by Request like any reduction (§6.7).
+                let (adv, kept) = {
+                    let st = self.inner.state();
+                    let adv = st
+                        .review
+                        .as_ref()
+                        .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+                    (adv, st.grant)
+                };
+                self.tell_reduction(adv, kept).await;
             }
         }
         let receipt = outcome.receipt().cloned();
@@ -1937,30 +1947,37 @@ impl HostSession {
         }
         if let Some((kept, adv)) = narrowed_to {
             if self.mode() == Mode::Mcpl {
-                // Then the Request (§6.7): the receipt is testimony, never a widening.
-                let hg = HostGrant {
-                    advertised: adv,
-                    effective: kept,
-                    denied: adv.difference(kept.capabilities()),
-                };
-                let cfg = &self.inner.config;
-                let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
-                let _g = self.inner.policy_lock.lock().await;
-                let _applied = PolicyApplied(&self.inner);
-                match self.policy_request(params).await {
-                    Ok(v) => {
-                        if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
-                            self.enter_mcp_only(McpOnlyReason::Refused);
-                            if fallback == Fallback::Close {
-                                self.inner.peer.close();
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "revocation Request unanswered"),
-                }
+                self.tell_reduction(adv, kept).await;
             }
         }
         receipt
+    }
+
+    /// Sends the Request for a reduction already applied host-side (§6.7): the receipt is
+    /// testimony, never a widening; a refusal falls back as it says.
+    async fn tell_reduction(&self, adv: CapabilitySet, kept: Grant) {
+        let hg = HostGrant {
+            advertised: adv,
+            effective: kept,
+            denied: adv.difference(kept.capabilities()),
+        };
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
+        match self.policy_request(params).await {
+            Ok(v) => {
+                if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
+                    if self.mode() == Mode::Mcpl {
+                        self.enter_mcp_only(McpOnlyReason::Refused);
+                    }
+                    if fallback == Fallback::Close {
+                        self.inner.peer.close();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reduction Request unanswered"),
+        }
     }
 }
 

@@ -1143,6 +1143,13 @@ async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
             .respond(bad.clone())
             .await
             .unwrap();
+        if round == 2 {
+            // Suspension shrinks the grant: the server is told by Request (§6.7).
+            let upd = server.request("featureSets/update").await;
+            let p = upd.request().params.clone().unwrap();
+            assert_eq!(p["effectiveCapabilities"], json!([]));
+            upd.respond(json!({ "accepted": true })).await.unwrap();
+        }
         refresh.await.unwrap().unwrap();
         if round == 1 {
             assert_eq!(s.mode(), Mode::Mcpl);
