@@ -912,6 +912,27 @@ impl HostSession {
         }
     }
 
+    /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
+    /// edges stop applying to later messages. Returns the digest that was accepted, if any.
+    pub fn revoke_ontology(&self, name: &str) -> Option<String> {
+        self.inner
+            .state()
+            .review
+            .as_mut()
+            .and_then(|r| r.revoke_ontology(name))
+    }
+
+    /// Sets the tag patterns the host's treatment rules reference, so a manifest change that
+    /// drops a tag they name is reported as `ontology-reference-undeclared` (§17.6).
+    pub fn set_consumer_patterns<'a, I>(&self, patterns: I)
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        if let Some(r) = self.inner.state().review.as_mut() {
+            r.set_consumer_patterns(patterns);
+        }
+    }
+
     /// The accepted ontology digest of feature set `name`, if any is standing.
     pub fn accepted_ontology(&self, name: &str) -> Option<String> {
         let st = self.inner.state();

@@ -1065,6 +1065,33 @@ async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
     }
 }
 
+/// §17.6: with the host's treatment rules registered, a manifest change that drops a tag
+/// they reference is reported as `ontology-reference-undeclared`.
+#[tokio::test]
+async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
+    let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    s.set_consumer_patterns(["acme:alert"]);
+    let mut next = full_manifest();
+    next["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": {} } });
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(next)
+        .await
+        .unwrap();
+    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .any(|i| i.impact == ChangeImpact::OntologyReferenceUndeclared
+                && i.subject == "acme:alert"),
+        "{receipt:?}"
+    );
+}
+
 #[tokio::test]
 async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
@@ -1189,11 +1216,20 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
         other => panic!("unexpected {other:?}"),
     }
-    s.accept_ontology("alerts").unwrap();
+    let digest = s.accept_ontology("alerts").unwrap();
     p["eventId"] = json!("e2");
-    server.call("push/event", p).await.unwrap();
+    server.call("push/event", p.clone()).await.unwrap();
     match streams.events.recv().await.unwrap() {
         HostEvent::Push { tags, .. } => assert!(tags.contains("acme:urgent")),
+        other => panic!("unexpected {other:?}"),
+    }
+    // Acceptance stays revocable: after it, the edges no longer apply.
+    assert_eq!(s.revoke_ontology("alerts"), Some(digest));
+    assert_eq!(s.accepted_ontology("alerts"), None);
+    p["eventId"] = json!("e3");
+    server.call("push/event", p).await.unwrap();
+    match streams.events.recv().await.unwrap() {
+        HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
         other => panic!("unexpected {other:?}"),
     }
 }

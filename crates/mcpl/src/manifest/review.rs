@@ -899,6 +899,12 @@ impl ManifestReview {
         Ok(d)
     }
 
+    /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5: accepted
+    /// suggestions stay revocable); returns the digest that was accepted, if any.
+    pub fn revoke_ontology(&mut self, name: &str) -> Option<String> {
+        self.accepted.remove(name)
+    }
+
     /// The accepted ontology digest of feature set `name`, if acceptance still stands.
     pub fn accepted_ontology(&self, name: &str) -> Option<&str> {
         self.accepted.get(name).map(String::as_str)
