@@ -2231,18 +2231,24 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             }
         };
         let feature_set = v.get("featureSet").and_then(Value::as_str);
-        let (decls, statuses) = {
+        // Judged under one look at the review (no await while it is held).
+        let judged: Vec<_> = {
             let st = s.inner.state();
-            match st.review.as_ref() {
-                Some(r) => (
-                    r.declarations().clone(),
-                    r.statuses_under(&grant).into_owned(),
-                ),
-                None => Default::default(),
-            }
+            let none = (policy::FeatureSets::default(), BTreeMap::new());
+            let (decls, statuses) = match st.review.as_ref() {
+                Some(r) => (r.declarations(), r.statuses_under(&grant)),
+                None => (&none.0, std::borrow::Cow::Borrowed(&none.1)),
+            };
+            items
+                .into_iter()
+                .map(|inj| {
+                    let r = policy::judge_injection(&grant, decls, &statuses, feature_set, &inj);
+                    (inj, r)
+                })
+                .collect()
         };
-        for inj in items {
-            match policy::judge_injection(&grant, &decls, &statuses, feature_set, &inj) {
+        for (inj, verdict) in judged {
+            match verdict {
                 Ok(c) => {
                     let a = AcceptedInjection {
                         server: server.clone(),
