@@ -1150,7 +1150,7 @@ impl Session {
         self.tagged_uses += 1;
         if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
             self.mismatches.push(format!(
-                "{feature_set:?} exercises {} without declaring it",
+                "{feature_set:?} exercises {} without declaring it (a host rejects that use, §6.4 rule 2)",
                 missing.sorted_paths().join(", ")
             ));
         }
