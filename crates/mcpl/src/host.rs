@@ -439,6 +439,9 @@ struct State {
     announced: Option<String>,
     /// The states recent widenings replaced, for messages read before them.
     before: Widenings,
+    /// For each hook request in flight, the wire position when it was sent: its response
+    /// comes later, so widening records after it are kept until it is judged.
+    hook_pins: Vec<u64>,
 }
 
 impl State {
@@ -469,6 +472,26 @@ struct Before {
     boundary: u64,
     ready: bool,
     grant: Grant,
+}
+
+/// Keeps widening records for a hook in flight (see [`State::hook_pins`]) until dropped.
+struct HookPin(Arc<Inner>, u64);
+
+impl HookPin {
+    fn new(s: &HostSession) -> HookPin {
+        let at = s.inner.peer.frames_read();
+        s.inner.state().hook_pins.push(at);
+        HookPin(s.inner.clone(), at)
+    }
+}
+
+impl Drop for HookPin {
+    fn drop(&mut self) {
+        let mut st = self.0.state();
+        if let Some(i) = st.hook_pins.iter().position(|p| *p == self.1) {
+            st.hook_pins.swap_remove(i);
+        }
+    }
 }
 
 /// How many [`Before`] records a session keeps. Past it the two oldest merge into the
@@ -645,6 +668,7 @@ impl HostSession {
                 ),
                 announced: None,
                 before: Widenings::default(),
+                hook_pins: Vec::new(),
             }),
             config,
             events: etx,
@@ -791,9 +815,12 @@ impl HostSession {
             Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
         };
         match decision {
+            // MCPL was suspended while the exchange was in flight: nothing to activate.
+            Ok(_) if self.mode() == Mode::McpOnly(McpOnlyReason::Suspended) => {}
             Ok(receipt) => {
-                // Only what is read after the receipt is judged as ready (§5.3).
-                let boundary = self.inner.policy_read.load(Ordering::SeqCst);
+                // Only what is read after the receipt is judged as ready (§5.3); a batch
+                // carrying the receipt counts as before it (fail closed).
+                let boundary = self.inner.policy_read.load(Ordering::SeqCst) + 1;
                 let mut st = self.inner.state();
                 // A manifest revocation that landed during the exchange stays applied.
                 let adv = st
@@ -991,9 +1018,13 @@ impl HostSession {
         };
         let mut activated = CapabilitySet::EMPTY;
         match &receipt {
+            // MCPL was left (suspended) while the Request was in flight: a receipt widens
+            // nothing on an MCP-only connection.
+            Some(Receipt::Accepted { .. }) if self.mode() != Mode::Mcpl => {}
             Some(Receipt::Accepted { .. }) => {
-                // The widening counts from the receipt's wire position (§6.7).
-                let boundary = self.inner.policy_read.load(Ordering::SeqCst);
+                // The widening counts from just after the receipt's frame (§6.7): a batch
+                // carrying the receipt counts as before it (fail closed).
+                let boundary = self.inner.policy_read.load(Ordering::SeqCst) + 1;
                 let mut st = self.inner.state();
                 // Re-intersect with whatever happened meanwhile (a manifest revocation).
                 let adv = st
@@ -1090,9 +1121,19 @@ impl HostSession {
                 .and_then(|p| p.get("channelId"))
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let registered = st.channels.contains_key(id);
+            // Publishing and streaming need a channel that claims outbound ability; an
+            // acknowledgement answers an inbound message (§14.2; no direction claims neither).
+            let inbound = method == "channels/acknowledge";
+            let direction_ok = st
+                .channels
+                .get(id)
+                .and_then(|d| d.get("direction"))
+                .and_then(Value::as_str)
+                .is_some_and(|d| {
+                    d == "bidirectional" || d == if inbound { "inbound" } else { "outbound" }
+                });
             drop(st);
-            if !registered || !self.channel_permitted(id) {
+            if !direction_ok || !self.channel_permitted(id) {
                 return Err(HostError::ChannelNotPermitted(id.to_owned()));
             }
         }
@@ -1178,7 +1219,11 @@ impl HostSession {
             };
             let s = HostSession { inner };
             let seq = incoming.last_seq();
-            s.inner.state().before.reached(seq);
+            {
+                let mut st = s.inner.state();
+                let keep_from = st.hook_pins.iter().copied().min().unwrap_or(u64::MAX);
+                st.before.reached(seq.min(keep_from));
+            }
             s.settle_policy_before(seq).await;
             match msg {
                 IncomingMessage::Request(req) => s.on_request(req).await,
@@ -1951,32 +1996,33 @@ impl HostSession {
             if suspend && self.mode() == Mode::Mcpl {
                 self.enter_mcp_only(McpOnlyReason::Suspended);
                 // The grant shrank: the server is told by Request like any reduction (§6.7).
-                let (adv, kept) = {
-                    let st = self.inner.state();
-                    let adv = st
-                        .review
-                        .as_ref()
-                        .map_or(CapabilitySet::EMPTY, |r| r.advertised());
-                    (adv, st.grant)
-                };
-                self.tell_reduction(adv, kept).await;
+                self.tell_reduction().await;
             }
         }
         let receipt = outcome.receipt().cloned();
         if let Some(r) = &receipt {
             self.inner.event(HostEvent::ManifestChange(r.clone()));
         }
-        if let Some((kept, adv)) = narrowed_to {
-            if self.mode() == Mode::Mcpl {
-                self.tell_reduction(adv, kept).await;
-            }
+        if narrowed_to.is_some() && self.mode() == Mode::Mcpl {
+            self.tell_reduction().await;
         }
         receipt
     }
 
-    /// Sends the Request for a reduction already applied host-side (§6.7): the receipt is
-    /// testimony, never a widening; a refusal falls back as it says.
-    async fn tell_reduction(&self, adv: CapabilitySet, kept: Grant) {
+    /// Sends the Request for a reduction already applied host-side (§6.7), telling the grant
+    /// in force once no other exchange is in flight: the receipt is testimony, never a
+    /// widening; a refusal falls back as it says.
+    async fn tell_reduction(&self) {
+        let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
+        let (adv, kept) = {
+            let st = self.inner.state();
+            let adv = st
+                .review
+                .as_ref()
+                .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+            (adv, st.grant)
+        };
         let hg = HostGrant {
             advertised: adv,
             effective: kept,
@@ -1984,8 +2030,6 @@ impl HostSession {
         };
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
-        let _g = self.inner.policy_lock.lock().await;
-        let _applied = PolicyApplied(&self.inner);
         match self.policy_request(params).await {
             Ok(v) => {
                 if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
@@ -2186,17 +2230,23 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         policy::redact_before_inference(&grant, &mut p);
         let s = (*s).clone();
         Some(async move {
+            let pin = HookPin::new(&s);
+            let mark = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let r = s
                 .inner
                 .peer
-                .request_raw_timeout(
+                .request_raw_marked(
                     "context/beforeInference",
                     Some(p),
                     s.inner.config.hook_timeout,
+                    mark.clone(),
                 )
                 .await;
-            // The grant current at response receipt (§5.4), read the moment it arrived.
-            let grant = s.grant();
+            // The grant current at response receipt (§5.4): judged at the response's wire
+            // position, so a widening read after it does not apply, however soon it lands.
+            let at = mark.load(Ordering::SeqCst);
+            let grant = s.inner.state().in_force_for(at).1;
+            drop(pin);
             (s, r, grant)
         })
     });

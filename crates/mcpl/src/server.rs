@@ -1825,7 +1825,8 @@ impl Session {
         for item in &result.results {
             let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
             if item.accepted {
-                if let Some(d) = find(added).or_else(|| find(updated)) {
+                // The host applies additions before updates: an id in both ends as updated.
+                if let Some(d) = find(updated).or_else(|| find(added)) {
                     st.channels.insert(d.id.clone(), d);
                 }
             } else if find(added).is_none() && find(updated).is_some() {

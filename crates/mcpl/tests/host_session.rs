@@ -863,6 +863,21 @@ async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channe
         s.notify_raw("channels/publish", publish("chat:b")).await,
         Err(HostError::ChannelNotPermitted("chat:b".into()))
     );
+    // Publishing needs a channel that claims outbound ability (§14.2).
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "chat:in", "type": "chat", "direction": "inbound" },
+                                 { "id": "chat:any", "type": "chat" }] }),
+        )
+        .await
+        .unwrap();
+    for id in ["chat:in", "chat:any"] {
+        assert_eq!(
+            s.notify_raw("channels/publish", publish(id)).await,
+            Err(HostError::ChannelNotPermitted(id.into()))
+        );
+    }
 }
 
 #[tokio::test]

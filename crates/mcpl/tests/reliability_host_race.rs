@@ -146,3 +146,73 @@ async fn one_round() {
     connect.await.unwrap().unwrap();
     assert_eq!(result, Ok(json!({"accepted": true})));
 }
+
+/// §5.4 / §6.7 for hook responses: an injection is judged by the grant in force when its
+/// response was read. A widening whose receipt follows the response on the wire does not
+/// apply to it, however soon the policy exchange applies it. Two worker threads, 50 rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_4_a_hook_response_read_before_a_widening_is_judged_without_it() {
+    for _ in 0..50 {
+        hook_round().await;
+    }
+}
+
+async fn hook_round() {
+    let ((hp, hin), (server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
+    let cfg = HostConfig {
+        policy: vec!["contextHooks.beforeInference.inject.afterUser".into()],
+        ..HostConfig::default()
+    };
+    let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
+    let manifest = json!({"version": "0.5",
+        "contextHooks": {"beforeInference": {"inject": {"afterUser": true, "system": true}}},
+        "featureSets": {"ctx": {"description": "Context",
+            "uses": ["contextHooks.beforeInference.inject.afterUser",
+                     "contextHooks.beforeInference.inject.system"]},
+                        "late": {"description": "Late notes",
+            "uses": ["contextHooks.beforeInference.inject.afterUser"]}}});
+    next_request(&mut incoming, "initialize")
+        .await
+        .respond(json!({"protocolVersion": "2024-11-05",
+            "capabilities": {"experimental": {"mcpl": manifest}},
+            "serverInfo": {"name": "hooks", "version": "1"}}))
+        .await
+        .unwrap();
+    next_request(&mut incoming, "featureSets/update")
+        .await
+        .respond(json!({"accepted": true}))
+        .await
+        .unwrap();
+    let (session, _streams) = connect.await.unwrap().unwrap();
+    let s = session.clone();
+    let fan = tokio::spawn(async move {
+        let params = json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                            "userMessage": null});
+        mcpl::host::before_inference(&[&s], &params).await
+    });
+    let hook = next_request(&mut incoming, "context/beforeInference").await;
+    let s = session.clone();
+    let widen = tokio::spawn(async move {
+        s.set_policy(vec![
+            "contextHooks.beforeInference.inject.afterUser".into(),
+            "contextHooks.beforeInference.inject.system".into(),
+        ])
+        .await
+    });
+    let update = next_request(&mut incoming, "featureSets/update").await;
+    // The hook response first, then the receipt that widens: both on the wire in this order.
+    hook.respond(json!({"featureSet": "ctx", "contextInjections": [
+        {"namespace": "n", "position": "system", "content": "widened too soon"}]}))
+        .await
+        .unwrap();
+    update.respond(json!({"accepted": true})).await.unwrap();
+    widen.await.unwrap().unwrap();
+    let out = fan.await.unwrap();
+    assert!(out.system.is_empty(), "{out:?}");
+    assert!(matches!(
+        &out.rejected[0].reason,
+        mcpl::policy::InjectionDenied::Denied(d)
+            if d.capability == mcpl::capability::Capability::InjectSystem
+    ));
+    drop(server);
+}

@@ -265,21 +265,29 @@ fn s17_5_a_digest_refused_manifest_still_applies_its_removals() {
         .unwrap()
         .contains_key("bad name"));
     assert_eq!(r.consecutive_failures(), 0);
-    // Nothing removed: nothing changes, and still no failure counted.
-    let again = r.on_fetched(
-        &json!({"version":"0.5","bad key":true, "pushEvents": true}),
-        None,
-        t(11),
-    );
+    // Nothing removed (the manifest in force plus a bad addition): nothing changes, no
+    // receipt, and still no failure counted.
+    let in_force = r.manifest().clone();
+    let mut same = in_force.clone();
+    same["pushEvents"] = json!(true); // an addition: never granted
+    same["bad key"] = json!(true);
+    let again = r.on_fetched(&same, None, t(11));
     assert!(again
         .defects
         .iter()
         .any(|f| f.code == "partially_invalid_manifest"));
-    assert!(
-        !r.grant().grant.allows(Capability::PushEvents),
-        "an addition never grants"
-    );
+    assert!(again.receipt().is_none(), "{again:?}");
+    assert_eq!(r.manifest(), &in_force);
     assert_eq!(r.consecutive_failures(), 0);
+    // A changed declaration in such a manifest disables the set (neither old nor new uses).
+    let mut changed = in_force.clone();
+    changed["featureSets"]["chat.relay"]["uses"] = json!(["channels.publish"]);
+    changed["bad key"] = json!(true);
+    r.on_fetched(&changed, None, t(12));
+    assert!(matches!(
+        r.statuses().get("chat.relay"),
+        Some(FeatureSetStatus::Unavailable { .. })
+    ));
 }
 
 #[test]

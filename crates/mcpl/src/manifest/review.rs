@@ -13,7 +13,7 @@
 //! # Readings where the spec is silent (fail closed)
 //! - A fetched manifest that parses but that the §17.2 digest refuses (`identifier_charset`)
 //!   is partially invalid (§17.5 step 1): only its removals apply, by reviewing the manifest
-//!   in force with them applied ([`removals_only`]); it does not count towards suspension.
+//!   in force with them applied (`removals_only`); it does not count towards suspension.
 //!   At `initialize` such a manifest grants nothing (there is nothing in force to narrow).
 //! - `tools` is sourced only from the outer MCP capabilities (§5.1), which `mcpl/manifest`
 //!   does not return, so a fetch keeps the `tools` advertisement seen at `initialize`.
@@ -455,8 +455,9 @@ fn advertised_by(manifest: &Value, outer_tools: bool) -> CapabilitySet {
 /// in force) with only what `new` removes applied, never what it adds —
 /// - capabilities `new` no longer advertises are dropped;
 /// - feature sets `new` no longer declares are dropped;
-/// - a kept set requires the union of both `uses` (an invalid `uses` in `new` makes it
-///   invalid), so a changed declaration can only make it harder to run;
+/// - a kept set whose `uses` changed (or became invalid) is disabled (`uses: []`, so
+///   `invalid_uses`) until a manifest can be taken whole: neither its new requirements nor
+///   its new declared leaves are adopted, and the old ones no longer describe it;
 /// - a kept set whose `tagOntology` changed loses it (prior acceptance does not carry over).
 fn removals_only(old: &Value, new: &Value) -> Value {
     let kept = capability::advertised(old)
@@ -478,10 +479,8 @@ fn removals_only(old: &Value, new: &Value) -> Value {
             continue; // removed (or unusable in the manifest in force)
         };
         let mut decl = old_decl.clone();
-        match (od.validated_uses(), nd.validated_uses()) {
-            (Ok(o), Ok(n)) => decl["uses"] = json!(o.union(n).sorted_paths()),
-            (_, Err(_)) => decl["uses"] = json!([]),
-            (Err(_), Ok(_)) => {}
+        if od.validated_uses().ok() != nd.validated_uses().ok() {
+            decl["uses"] = json!([]);
         }
         let new_ontology = new_raw
             .and_then(|r| r.get(name))
