@@ -1207,6 +1207,55 @@ async fn s17_5_repeated_unparseable_manifests_may_suspend_never_one() {
     ));
 }
 
+/// §6.7 / §17.5: MCPL suspended while an expansion's Request is in flight — its accepting
+/// receipt then activates nothing, and the suspension's own Request tells the reduced grant.
+#[tokio::test]
+async fn s6_7_an_expansion_answered_after_suspension_activates_nothing() {
+    let mut cfg = config(&["tools"]);
+    cfg.suspend_after_failures = 2;
+    let (s, mut streams, mut server) = connected_cfg(cfg, full_manifest()).await;
+    let s2 = s.clone();
+    let widen = tokio::spawn(async move {
+        s2.set_policy(vec!["tools".into(), "pushEvents".into()])
+            .await
+    });
+    let held = server.request("featureSets/update").await;
+    let mut refreshes = Vec::new();
+    for _ in 0..2 {
+        let s3 = s.clone();
+        refreshes.push(tokio::spawn(async move { s3.refresh_manifest().await }));
+        server
+            .request("mcpl/manifest")
+            .await
+            .respond(json!("not a manifest"))
+            .await
+            .unwrap();
+    }
+    loop {
+        if let Some(HostEvent::ModeChanged(m)) = streams.events.recv().await {
+            assert_eq!(m, Mode::McpOnly(McpOnlyReason::Suspended));
+            break;
+        }
+    }
+    held.respond(json!({ "accepted": true })).await.unwrap();
+    let c = widen.await.unwrap().unwrap();
+    assert!(c.activated.is_empty(), "{c:?}");
+    assert!(!s.grant().allows(Capability::PushEvents));
+    let tell = server.request("featureSets/update").await;
+    assert!(
+        !tell.request().params.as_ref().unwrap()["effectiveCapabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("pushEvents"))
+    );
+    tell.respond(json!({ "accepted": true })).await.unwrap();
+    for r in refreshes {
+        r.await.unwrap().unwrap();
+    }
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
+    assert!(!s.grant().allows(Capability::PushEvents));
+}
+
 #[tokio::test]
 async fn dropping_the_last_session_handle_closes_the_connection() {
     let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
