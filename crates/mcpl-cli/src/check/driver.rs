@@ -1006,6 +1006,23 @@ impl Session {
             }
             "channels/register" | "channels/changed" => {
                 let mut results = Vec::new();
+                // Removals first (a removed channel delivers nothing more), as a host applies them.
+                for id in params
+                    .and_then(|p| p.get("removed"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|_| method == "channels/changed")
+                {
+                    if self.registered.remove(id) {
+                        results.push(json!({ "id": id, "accepted": true }));
+                    } else {
+                        results.push(
+                            json!({ "id": id, "accepted": false, "reason": "unknown_channel" }),
+                        );
+                    }
+                }
                 let keys: &[&str] = if method == "channels/register" {
                     &["channels"]
                 } else {
