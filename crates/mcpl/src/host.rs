@@ -772,14 +772,21 @@ impl HostSession {
                     HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
                 session.inner.state().review = Some(review);
                 peer.notify_raw("notifications/initialized", None).await?;
-                session.initial_policy(hg).await?;
+                if session.initial_policy(hg).await? {
+                    // A revocation landed during the exchange: the server was told a wider
+                    // grant than the one now in force, so it is told again (§6.7).
+                    session.tell_reduction().await;
+                }
                 Ok((session, streams))
             }
         }
     }
 
     /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
-    async fn initial_policy(&self, hg: HostGrant) -> Result<(), HostError> {
+    /// `Ok(true)` when the grant applied is narrower than the
+    /// one the Request told (a manifest revocation landed meanwhile): the caller tells the
+    /// reduction once the policy lock is free.
+    async fn initial_policy(&self, hg: HostGrant) -> Result<bool, HostError> {
         let _g = self.inner.policy_lock.lock().await;
         let _applied = PolicyApplied(&self.inner);
         let cfg = &self.inner.config;
@@ -814,6 +821,7 @@ impl HostSession {
             Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c))),
             Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
         };
+        let mut narrower_than_told = false;
         match decision {
             // MCPL was suspended while the exchange was in flight: nothing to activate.
             Ok(_) if self.mode() == Mode::McpOnly(McpOnlyReason::Suspended) => {}
@@ -827,7 +835,9 @@ impl HostSession {
                     .review
                     .as_ref()
                     .map_or(CapabilitySet::EMPTY, |r| r.advertised());
-                st.set_in_force(boundary, true, hg.effective.intersect(adv));
+                let applied = hg.effective.intersect(adv);
+                narrower_than_told = applied != hg.effective;
+                st.set_in_force(boundary, true, applied);
                 st.mode = Mode::Mcpl;
                 st.last_receipt = Some(receipt);
                 let g = st.grant;
@@ -837,7 +847,7 @@ impl HostSession {
             }
             Err(reason) => self.enter_mcp_only(reason),
         }
-        Ok(())
+        Ok(narrower_than_told)
     }
 
     /// Parses a receipt, reporting every defect; `None` when unusable.

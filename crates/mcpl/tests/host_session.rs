@@ -979,6 +979,47 @@ async fn revokes_removals_of(next: Value, finding: &str) {
     );
 }
 
+/// §6.7 / §17.5: a removal fetched while the initial policy Request is in flight narrows
+/// the grant that receipt activates — and since the Request told the wider grant, the
+/// server is told the narrower one by a second Request.
+#[tokio::test]
+async fn s6_7_a_removal_during_the_initial_exchange_is_told_again() {
+    let (task, mut server) = start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    let first = server.request("featureSets/update").await;
+    let told = first.request().params.clone().unwrap();
+    assert!(told["effectiveCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("pushEvents")));
+    let mut next = full_manifest();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    server
+        .peer
+        .notify_raw(
+            "mcpl/manifestChanged",
+            Some(json!({ "revision": "sha256:x", "domains": ["capabilities"] })),
+        )
+        .await
+        .unwrap();
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(next)
+        .await
+        .unwrap();
+    first.respond(json!({ "accepted": true })).await.unwrap();
+    let second = server.request("featureSets/update").await;
+    let p = second.request().params.clone().unwrap();
+    assert!(!p["effectiveCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("pushEvents")));
+    second.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert!(!s.grant().allows(Capability::PushEvents));
+    assert!(s.grant().allows(Capability::Tools));
+}
+
 #[tokio::test]
 async fn s17_5_additions_never_auto_grant() {
     let mut m = full_manifest();
