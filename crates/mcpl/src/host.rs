@@ -49,7 +49,8 @@
 //!   receipt on the same event stream (§17.7).
 //!
 //! The application answers server-initiated `inference/request` and `model/info` through
-//! [`HostConfig::request_handler`]; [`before_inference`] fans a hook out over several
+//! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and
+//! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
 //! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
 //! emission; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
 
@@ -75,6 +76,39 @@ use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
 use crate::transport::Transport;
+
+/// The application's streaming answer to an `inference/request` with `stream: true`
+/// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`
+/// notifications; the final result it returns is sent after every chunk it sent.
+pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + Sync>;
+
+/// Sends the `inference/chunk` notifications of one streaming `inference/request` (§11.4):
+/// `requestId` is that request's id, `index` counts from 0. Chunks go out before the final
+/// response, in order.
+#[derive(Debug, Clone)]
+pub struct ChunkSink {
+    peer: Peer,
+    request_id: crate::jsonrpc::RequestId,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ChunkSink {
+    /// Sends the next text delta.
+    pub async fn send(&self, delta: &str) -> Result<(), HostError> {
+        let index = self.next.fetch_add(1, Ordering::SeqCst);
+        let params = json!({ "requestId": self.request_id.to_value(), "index": index,
+                             "delta": delta });
+        Ok(self
+            .peer
+            .notify_raw("inference/chunk", Some(params))
+            .await?)
+    }
+
+    /// How many chunks were sent.
+    pub fn sent(&self) -> u64 {
+        self.next.load(Ordering::SeqCst)
+    }
+}
 
 /// A future returned by an application request handler.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>>;
@@ -123,6 +157,10 @@ pub struct HostConfig {
     pub dedupe_window: usize,
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
+    /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
+    /// is granted; without one such a request goes to `request_handler`, which answers with
+    /// the final result and no chunks.
+    pub stream_handler: Option<StreamHandler>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and
     /// `data: { limit, count }` (1,024 by default).
@@ -159,6 +197,7 @@ impl Default for HostConfig {
             diagnostics_capacity: 1024,
             dedupe_window: 10_000,
             request_handler: None,
+            stream_handler: None,
             max_channels_per_message: 1024,
             max_incoming_per_batch: 1024,
             max_channels: 4096,
@@ -1357,6 +1396,26 @@ impl HostSession {
                         let _ = req.respond_error(e).await;
                         return;
                     }
+                }
+                let streaming = method == "inference/request"
+                    && params
+                        .as_ref()
+                        .and_then(|p| p.get("stream"))
+                        .and_then(Value::as_bool)
+                        == Some(true);
+                if let (true, Some(h)) = (streaming, self.inner.config.stream_handler.clone()) {
+                    // admit() required the streaming leaf for `stream: true` (§11.4).
+                    let sink = ChunkSink {
+                        peer: self.inner.peer.clone(),
+                        request_id: req.id().clone(),
+                        next: Arc::default(),
+                    };
+                    let p = params.unwrap_or(Value::Null);
+                    tokio::spawn(async move {
+                        let r = h(p, sink).await;
+                        let _ = req.finish(r).await;
+                    });
+                    return;
                 }
                 match self.inner.config.request_handler.clone() {
                     None => Err(ErrorObject::method_not_found(&method)),

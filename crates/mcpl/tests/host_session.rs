@@ -8,6 +8,7 @@ use mcpl::host::{
     before_inference, HostConfig, HostDiagnostic, HostError, HostEvent, HostSession, HostStreams,
     McpOnlyReason, Mode,
 };
+use mcpl::jsonrpc::ErrorObject;
 use mcpl::manifest::{ChangeImpact, Disposition};
 use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
 use serde_json::{json, Value};
@@ -464,6 +465,53 @@ async fn s11_inference_request_answered_by_application_handler() {
         .await
         .unwrap();
     assert_eq!(r["content"][0]["text"], "inference/request");
+}
+
+/// §11.4: with a stream handler, a `stream: true` request gets its `inference/chunk`
+/// notifications (`requestId` its id, `index` from 0) before the final response.
+#[tokio::test]
+async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
+    let mut m = full_manifest();
+    m["inferenceRequest"] = json!({ "streaming": true });
+    m["featureSets"]["assist.stream"] = json!({ "description": "Streams",
+        "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
+    let mut cfg = config(&["inferenceRequest", "inferenceRequest.streaming"]);
+    cfg.stream_handler = Some(std::sync::Arc::new(
+        |_p: Value, sink: mcpl::host::ChunkSink| {
+            Box::pin(async move {
+                sink.send("Hel")
+                    .await
+                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                sink.send("lo")
+                    .await
+                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                Ok(json!({ "content": "Hello", "finishReason": "end_turn",
+                       "usage": { "outputTokens": sink.sent() } }))
+            })
+        },
+    ));
+    let (s, _streams, mut server) = connected_cfg(cfg, m).await;
+    assert!(s.grant().allows(Capability::InferenceRequestStreaming));
+    let peer = server.peer.clone();
+    let sent_as = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let id_slot = sent_as.clone();
+    let call = tokio::spawn(async move {
+        peer.request_raw_with_id(
+            "inference/request",
+            Some(json!({ "featureSet": "assist.stream", "stream": true,
+                         "messages": [{ "role": "user", "content": "hi" }] })),
+            move |id| *id_slot.lock().unwrap() = Some(id.to_value()),
+        )
+        .await
+    });
+    for (i, delta) in ["Hel", "lo"].into_iter().enumerate() {
+        let c = server.notification("inference/chunk").await.unwrap();
+        let id = sent_as.lock().unwrap().clone().unwrap();
+        assert_eq!(c, json!({ "requestId": id, "index": i, "delta": delta }));
+    }
+    let r = call.await.unwrap().unwrap();
+    assert_eq!(r["content"], "Hello");
+    assert_eq!(r["usage"]["outputTokens"], 2);
 }
 
 #[tokio::test]
