@@ -52,7 +52,7 @@
 //! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and
 //! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
 //! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
-//! emission; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
+//! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -360,6 +360,15 @@ pub enum HostDiagnostic {
     LifecycleNotSent {
         /// The inference id.
         inference_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A `channels/outgoing/complete` owed by a dropped [`OutgoingStream`] could not be sent.
+    OutgoingNotCompleted {
+        /// The inference id.
+        inference_id: String,
+        /// The channel.
+        channel_id: String,
         /// Why.
         detail: String,
     },
@@ -1116,6 +1125,9 @@ impl HostSession {
             "context/beforeInference" => Some("host::before_inference"),
             "featureSets/update" => Some("HostSession::set_policy"),
             "inference/lifecycle" => Some("HostSession::start_turn"),
+            "channels/outgoing/chunk" | "channels/outgoing/complete" => {
+                Some("HostSession::outgoing_stream")
+            }
             _ => None,
         };
         if let Some(instead) = instead {
@@ -2224,6 +2236,141 @@ impl Drop for Turn {
                 inference_id: id,
                 detail: "no runtime to send `aborted` from".into(),
             }),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Outgoing channel streams (§14.3)
+// ---------------------------------------------------------------------------------------
+
+/// Emits one inference's `channels/outgoing/chunk` and `channels/outgoing/complete` to one
+/// server (§14.3): `index` is one counter across all channels of the inference, each channel
+/// that received chunks gets exactly one `complete` carrying its whole text, on every exit
+/// path — [`OutgoingStream::finish`], or dropping the stream (sent from a spawned task).
+/// Every send is gated like any channel method: `channels.streaming` granted, and a channel
+/// this server registered as outbound and the host's patterns permit. The text passed in is
+/// what the host's delivery path would deliver (moderated: §14.3 fail closed).
+#[derive(Debug)]
+#[must_use = "dropping the stream completes its open channels"]
+pub struct OutgoingStream {
+    session: HostSession,
+    inference_id: String,
+    conversation_id: Option<String>,
+    next: u64,
+    open: BTreeMap<String, String>,
+}
+
+impl OutgoingStream {
+    /// Sends the next delta for `channel_id`.
+    pub async fn chunk(&mut self, channel_id: &str, delta: &str) -> Result<(), HostError> {
+        let mut params = json!({ "inferenceId": self.inference_id, "channelId": channel_id,
+                                 "index": self.next, "delta": delta });
+        if let Some(c) = &self.conversation_id {
+            params["conversationId"] = json!(c);
+        }
+        self.session
+            .notify_gated("channels/outgoing/chunk", params)
+            .await?;
+        self.next += 1;
+        self.open
+            .entry(channel_id.to_owned())
+            .or_default()
+            .push_str(delta);
+        Ok(())
+    }
+
+    /// Sends `complete` for `channel_id` with the whole text it streamed; a channel that got
+    /// no chunk gets nothing (§14.3: one per channel that received chunks).
+    pub async fn complete(&mut self, channel_id: &str) -> Result<(), HostError> {
+        let Some(text) = self.open.remove(channel_id) else {
+            return Ok(());
+        };
+        let params = complete_params(
+            &self.inference_id,
+            self.conversation_id.as_deref(),
+            channel_id,
+            &text,
+        );
+        self.session
+            .notify_gated("channels/outgoing/complete", params)
+            .await
+    }
+
+    /// Completes every channel still open; the first failure is returned after all tried.
+    pub async fn finish(mut self) -> Result<(), HostError> {
+        let mut first = Ok(());
+        let open: Vec<String> = self.open.keys().cloned().collect();
+        for ch in open {
+            if let Err(e) = self.complete(&ch).await {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+}
+
+fn complete_params(
+    inference_id: &str,
+    conversation_id: Option<&str>,
+    channel_id: &str,
+    text: &str,
+) -> Value {
+    let mut params = json!({ "inferenceId": inference_id, "channelId": channel_id,
+                             "content": [{ "type": "text", "text": text }] });
+    if let Some(c) = conversation_id {
+        params["conversationId"] = json!(c);
+    }
+    params
+}
+
+impl Drop for OutgoingStream {
+    fn drop(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        let s = self.session.clone();
+        let (inference, conversation) = (self.inference_id.clone(), self.conversation_id.clone());
+        let Ok(h) = tokio::runtime::Handle::try_current() else {
+            for channel_id in open.into_keys() {
+                s.inner.diag(HostDiagnostic::OutgoingNotCompleted {
+                    inference_id: inference.clone(),
+                    channel_id,
+                    detail: "no runtime to send `complete` from".into(),
+                });
+            }
+            return;
+        };
+        h.spawn(async move {
+            for (channel_id, text) in open {
+                let params =
+                    complete_params(&inference, conversation.as_deref(), &channel_id, &text);
+                if let Err(e) = s.notify_gated("channels/outgoing/complete", params).await {
+                    s.inner.diag(HostDiagnostic::OutgoingNotCompleted {
+                        inference_id: inference.clone(),
+                        channel_id,
+                        detail: e.to_string(),
+                    });
+                }
+            }
+        });
+    }
+}
+
+impl HostSession {
+    /// Starts the outgoing stream of inference `inference_id` to this server (§14.3).
+    pub fn outgoing_stream(
+        &self,
+        inference_id: &str,
+        conversation_id: Option<&str>,
+    ) -> OutgoingStream {
+        OutgoingStream {
+            session: self.clone(),
+            inference_id: inference_id.to_owned(),
+            conversation_id: conversation_id.map(str::to_owned),
+            next: 0,
+            open: BTreeMap::new(),
         }
     }
 }

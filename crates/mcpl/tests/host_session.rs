@@ -841,9 +841,8 @@ async fn s14_5_changed_notification_filtered_itemwise_with_diagnostic() {
 async fn s14_outbound_gating_refuses_locally() {
     let (s, _streams, mut server) =
         connected(&["channels.publish", "tools"], full_manifest()).await;
-    let chunk = json!({ "inferenceId": "i", "channelId": "c", "index": 0, "delta": "x" });
     assert_eq!(
-        s.notify_raw("channels/outgoing/chunk", chunk).await,
+        s.outgoing_stream("i", None).chunk("c", "x").await,
         Err(HostError::NotGranted(Capability::ChannelsStreaming))
     );
     assert_eq!(
@@ -926,6 +925,65 @@ async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channe
             Err(HostError::ChannelNotPermitted(id.into()))
         );
     }
+}
+
+/// §14.3 outgoing streams: one `index` counter across the inference's channels, exactly one
+/// `complete` per channel that got chunks carrying its whole text — the rest completed when
+/// the stream is dropped — and only to channels this server registered as outbound.
+#[tokio::test]
+async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once() {
+    let (s, _streams, mut server) = connected(
+        &["channels.register", "channels.streaming"],
+        full_manifest(),
+    )
+    .await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" },
+                                 { "id": "b", "type": "chat", "direction": "bidirectional" }] }),
+        )
+        .await
+        .unwrap();
+    let mut out = s.outgoing_stream("inf", Some("conv"));
+    assert_eq!(
+        out.chunk("nope", "x").await,
+        Err(HostError::ChannelNotPermitted("nope".into()))
+    );
+    out.chunk("a", "Hel").await.unwrap();
+    out.chunk("b", "Yo").await.unwrap();
+    out.chunk("a", "lo").await.unwrap();
+    out.complete("a").await.unwrap();
+    out.complete("a").await.unwrap(); // nothing more: a was completed
+    drop(out); // b still open: completed from a spawned task
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(
+            server
+                .notification("channels/outgoing/chunk")
+                .await
+                .unwrap(),
+        );
+    }
+    let indexes: Vec<_> = got.iter().map(|c| c["index"].clone()).collect();
+    assert_eq!(indexes, [json!(0), json!(1), json!(2)]);
+    assert_eq!(got[1]["channelId"], "b");
+    let done_a = server
+        .notification("channels/outgoing/complete")
+        .await
+        .unwrap();
+    assert_eq!(
+        done_a,
+        json!({ "inferenceId": "inf", "conversationId": "conv", "channelId": "a",
+                "content": [{ "type": "text", "text": "Hello" }] })
+    );
+    let done_b = server
+        .notification("channels/outgoing/complete")
+        .await
+        .unwrap();
+    assert_eq!(done_b["channelId"], "b");
+    assert_eq!(done_b["content"][0]["text"], "Yo");
+    server.expect_ping_next(&s).await;
 }
 
 #[tokio::test]
