@@ -87,24 +87,21 @@ pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + 
 /// response, in order.
 #[derive(Debug, Clone)]
 pub struct ChunkSink {
-    peer: Peer,
+    session: HostSession,
     request_id: crate::jsonrpc::RequestId,
     next: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ChunkSink {
-    /// Sends the next text delta.
+    /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
     pub async fn send(&self, delta: &str) -> Result<(), HostError> {
         let index = self.next.fetch_add(1, Ordering::SeqCst);
         let params = json!({ "requestId": self.request_id.to_value(), "index": index,
                              "delta": delta });
-        Ok(self
-            .peer
-            .notify_raw("inference/chunk", Some(params))
-            .await?)
+        self.session.notify_gated("inference/chunk", params).await
     }
 
-    /// How many chunks were sent.
+    /// How many chunks were sent (or attempted: a refused one still used its index).
     pub fn sent(&self) -> u64 {
         self.next.load(Ordering::SeqCst)
     }
@@ -1418,7 +1415,7 @@ impl HostSession {
                 if let (true, Some(h)) = (streaming, self.inner.config.stream_handler.clone()) {
                     // admit() required the streaming leaf for `stream: true` (§11.4).
                     let sink = ChunkSink {
-                        peer: self.inner.peer.clone(),
+                        session: self.clone(),
                         request_id: req.id().clone(),
                         next: Arc::default(),
                     };
