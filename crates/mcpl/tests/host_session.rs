@@ -54,6 +54,22 @@ impl Server {
         ping.await.unwrap().unwrap();
     }
 
+    /// Announces a manifest change (§17.3) and answers the host's `mcpl/manifest` fetch.
+    async fn announce_manifest(&mut self, manifest: Value) {
+        self.peer
+            .notify_raw(
+                "mcpl/manifestChanged",
+                Some(json!({ "revision": "sha256:announced", "domains": ["capabilities"] })),
+            )
+            .await
+            .unwrap();
+        self.request("mcpl/manifest")
+            .await
+            .respond(manifest)
+            .await
+            .unwrap();
+    }
+
     /// Sends a request to the host and returns the error code, if it answered with one.
     async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
         self.peer
@@ -148,6 +164,23 @@ async fn connected_cfg(cfg: HostConfig, manifest: Value) -> (HostSession, HostSt
     let (s, streams) = task.await.unwrap().unwrap();
     assert_eq!(s.mode(), Mode::Mcpl);
     (s, streams, server)
+}
+
+/// Has the host refresh its manifest (§17.4) and answers the fetch with `manifest`.
+async fn refresh_with(
+    s: &HostSession,
+    server: &mut Server,
+    manifest: Value,
+) -> Result<Option<mcpl::manifest::review::ChangeReceipt>, HostError> {
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(manifest)
+        .await
+        .unwrap();
+    refresh.await.unwrap()
 }
 
 fn push(event_id: &str) -> Value {
@@ -1033,20 +1066,7 @@ async fn revokes_removals_of(next: Value, finding: &str) {
         full_manifest(),
     )
     .await;
-    server
-        .peer
-        .notify_raw(
-            "mcpl/manifestChanged",
-            Some(json!({ "revision": "sha256:whatever", "domains": ["capabilities"] })),
-        )
-        .await
-        .unwrap();
-    server
-        .request("mcpl/manifest")
-        .await
-        .respond(next)
-        .await
-        .unwrap();
+    server.announce_manifest(next).await;
     // Host-first: revoked before the policy Request is answered.
     let upd = server.request("featureSets/update").await;
     let p = upd.request().params.clone().unwrap();
@@ -1099,20 +1119,7 @@ async fn s6_7_a_removal_during_the_initial_exchange_is_told_again() {
         .contains(&json!("pushEvents")));
     let mut next = full_manifest();
     next.as_object_mut().unwrap().remove("pushEvents");
-    server
-        .peer
-        .notify_raw(
-            "mcpl/manifestChanged",
-            Some(json!({ "revision": "sha256:x", "domains": ["capabilities"] })),
-        )
-        .await
-        .unwrap();
-    server
-        .request("mcpl/manifest")
-        .await
-        .respond(next)
-        .await
-        .unwrap();
+    server.announce_manifest(next).await;
     first.respond(json!({ "accepted": true })).await.unwrap();
     let second = server.request("featureSets/update").await;
     let p = second.request().params.clone().unwrap();
@@ -1235,15 +1242,7 @@ async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
     s.set_consumer_patterns(["acme:alert"]);
     let mut next = full_manifest();
     next["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": {} } });
-    let s2 = s.clone();
-    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
-    server
-        .request("mcpl/manifest")
-        .await
-        .respond(next)
-        .await
-        .unwrap();
-    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();
     assert!(
         receipt
             .impacts
@@ -1261,15 +1260,7 @@ async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     assert_eq!(s.accepted_ontology("alerts"), Some(digest));
     let mut next = full_manifest();
     next["featureSets"]["alerts"]["tagOntology"]["tags"]["acme:page"] = json!({});
-    let s2 = s.clone();
-    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
-    server
-        .request("mcpl/manifest")
-        .await
-        .respond(next)
-        .await
-        .unwrap();
-    let receipt = refresh.await.unwrap().unwrap().unwrap();
+    let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();
     assert!(receipt
         .impacts
         .iter()
