@@ -52,7 +52,8 @@
 //! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and
 //! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
 //! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
-//! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3; [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
+//! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3;
+//! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
