@@ -161,6 +161,10 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("incoming-notification", &["channels.incoming-is-request"]),
         ("bad-descriptor", &["channels.descriptor-shape"]),
         ("changed-payload", &["manifest.changed-shape"]),
+        (
+            "changed-wrong-revision",
+            &["manifest.changed-revision-matches"],
+        ),
         ("junk", &["transport.frames-valid"]),
         // Reported, and the connection survives it: every other check still completes.
         ("oversized", &["transport.frames-valid"]),

@@ -88,6 +88,8 @@ struct Session {
     incoming_seen: usize,
     register_seen: usize,
     changed_seen: usize,
+    /// The revision the last `mcpl/manifestChanged` announced, until it is checked.
+    announced: Option<String>,
     rec: Recorder,
 }
 
@@ -147,10 +149,12 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         incoming_seen: 0,
         register_seen: 0,
         changed_seen: 0,
+        announced: None,
         rec,
     };
     s.exercise();
     s.watch();
+    s.check_announced();
     s.conclude();
     s.rec
 }
@@ -664,6 +668,47 @@ impl Session {
     }
 
     /// Keeps listening for unsolicited messages for the watch period.
+    /// §17.3 / §17.2: the revision a `mcpl/manifestChanged` announces is the digest of the
+    /// manifest then served. Fetched once after the watch, for the last announcement.
+    fn check_announced(&mut self) {
+        let id = "manifest.changed-revision-matches";
+        let Some(announced) = self.announced.take() else {
+            let why = if self.changed_seen == 0 {
+                "server sent no mcpl/manifestChanged"
+            } else {
+                "no announced revision to compare"
+            };
+            self.rec.record(id, Status::Skip, why);
+            return;
+        };
+        if self.closed.is_some() {
+            return; // reported with the rest as skipped
+        }
+        match self.request("mcpl/manifest", json!({})) {
+            Reply::Result(m) => match mcpl::manifest::revision(&m) {
+                Ok(digest) if digest == announced => {
+                    self.rec
+                        .record(id, Status::Pass, "announced revision is the served digest")
+                }
+                Ok(digest) => self.rec.record(
+                    id,
+                    Status::Fail,
+                    format!("announced {announced} but the manifest served digests to {digest}"),
+                ),
+                Err(e) => self.rec.record(
+                    id,
+                    Status::Fail,
+                    format!("the manifest served after the announcement has no digest: {e}"),
+                ),
+            },
+            other => self.rec.record(
+                id,
+                Status::Fail,
+                format!("mcpl/manifest after the announcement: {}", other.describe()),
+            ),
+        }
+    }
+
     fn watch(&mut self) {
         if self.closed.is_some() {
             return;
@@ -960,6 +1005,11 @@ impl Session {
             }
             "mcpl/manifestChanged" => {
                 self.changed_seen += 1;
+                self.announced = params
+                    .as_ref()
+                    .and_then(|p| p.get("revision"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let d = inspect::manifest_changed_defects(params.as_ref());
                 if !d.is_empty() {
                     self.rec

@@ -67,6 +67,7 @@ catalogue! {
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
+    "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
