@@ -84,27 +84,32 @@ use crate::transport::Transport;
 pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + Sync>;
 
 /// Sends the `inference/chunk` notifications of one streaming `inference/request` (§11.4):
-/// `requestId` is that request's id, `index` counts from 0. Chunks go out before the final
-/// response, in order.
-#[derive(Debug, Clone)]
+/// `requestId` is that request's id, `index` counts the chunks sent, from 0. One sender, in
+/// order, and only until the final response: a chunk sent after it is refused.
+#[derive(Debug)]
 pub struct ChunkSink {
     session: HostSession,
     request_id: crate::jsonrpc::RequestId,
-    next: Arc<std::sync::atomic::AtomicU64>,
+    next: u64,
+    ended: Arc<AtomicBool>,
 }
 
 impl ChunkSink {
     /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
-    pub async fn send(&self, delta: &str) -> Result<(), HostError> {
-        let index = self.next.fetch_add(1, Ordering::SeqCst);
-        let params = json!({ "requestId": self.request_id.to_value(), "index": index,
+    pub async fn send(&mut self, delta: &str) -> Result<(), HostError> {
+        if self.ended.load(Ordering::SeqCst) {
+            return Err(HostError::StreamEnded);
+        }
+        let params = json!({ "requestId": self.request_id.to_value(), "index": self.next,
                              "delta": delta });
-        self.session.notify_gated("inference/chunk", params).await
+        self.session.notify_gated("inference/chunk", params).await?;
+        self.next += 1;
+        Ok(())
     }
 
-    /// How many chunks were sent (or attempted: a refused one still used its index).
+    /// How many chunks were sent.
     pub fn sent(&self) -> u64 {
-        self.next.load(Ordering::SeqCst)
+        self.next
     }
 }
 
@@ -454,6 +459,9 @@ pub enum HostError {
     /// channel id).
     #[error("channel {0:?} is not registered by this server or not permitted")]
     ChannelNotPermitted(String),
+    /// The streaming request was already answered: no chunk may follow its response (§11.4).
+    #[error("the streamed request was already answered")]
+    StreamEnded,
 }
 
 /// The result of [`HostSession::set_policy`].
@@ -1415,14 +1423,17 @@ impl HostSession {
                         == Some(true);
                 if let (true, Some(h)) = (streaming, self.inner.config.stream_handler.clone()) {
                     // admit() required the streaming leaf for `stream: true` (§11.4).
+                    let ended = Arc::new(AtomicBool::new(false));
                     let sink = ChunkSink {
                         session: self.clone(),
                         request_id: req.id().clone(),
-                        next: Arc::default(),
+                        next: 0,
+                        ended: ended.clone(),
                     };
                     let p = params.unwrap_or(Value::Null);
                     tokio::spawn(async move {
                         let r = h(p, sink).await;
+                        ended.store(true, Ordering::SeqCst);
                         let _ = req.finish(r).await;
                     });
                     return;
@@ -2281,18 +2292,21 @@ impl OutgoingStream {
     /// Sends `complete` for `channel_id` with the whole text it streamed; a channel that got
     /// no chunk gets nothing (§14.3: one per channel that received chunks).
     pub async fn complete(&mut self, channel_id: &str) -> Result<(), HostError> {
-        let Some(text) = self.open.remove(channel_id) else {
+        let Some(text) = self.open.get(channel_id) else {
             return Ok(());
         };
         let params = complete_params(
             &self.inference_id,
             self.conversation_id.as_deref(),
             channel_id,
-            &text,
+            text,
         );
+        // Still owed (and completed on drop) until it is sent.
         self.session
             .notify_gated("channels/outgoing/complete", params)
-            .await
+            .await?;
+        self.open.remove(channel_id);
+        Ok(())
     }
 
     /// Completes every channel still open; the first failure is returned after all tried.
@@ -2357,7 +2371,8 @@ impl Drop for OutgoingStream {
 }
 
 impl HostSession {
-    /// Starts the outgoing stream of inference `inference_id` to this server (§14.3).
+    /// Starts the outgoing stream of inference `inference_id` to this server (§14.3). One
+    /// stream per inference and server: the `index` counter lives in the stream.
     pub fn outgoing_stream(
         &self,
         inference_id: &str,
@@ -2459,6 +2474,9 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             // The grant current at response receipt (§5.4): judged at the response's wire
             // position, so a widening read after it does not apply, however soon it lands.
             let at = mark.load(Ordering::SeqCst);
+            // A policy receipt read before the response is applied first (a refusal's
+            // fallback included), as for inbound messages.
+            s.settle_policy_before(at).await;
             let grant = s.inner.state().in_force_for(at).1;
             drop(pin);
             (s, r, grant)

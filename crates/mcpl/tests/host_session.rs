@@ -510,7 +510,7 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
         "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
     let mut cfg = config(&["inferenceRequest", "inferenceRequest.streaming"]);
     cfg.stream_handler = Some(std::sync::Arc::new(
-        |_p: Value, sink: mcpl::host::ChunkSink| {
+        |_p: Value, mut sink: mcpl::host::ChunkSink| {
             Box::pin(async move {
                 sink.send("Hel")
                     .await
@@ -545,6 +545,30 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     let r = call.await.unwrap().unwrap();
     assert_eq!(r["content"], "Hello");
     assert_eq!(r["usage"]["outputTokens"], 2);
+    // On the wire, both chunks come before the response (wire positions of the frames).
+    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (peer, at) = (server.peer.clone(), mark.clone());
+    let call = tokio::spawn(async move {
+        peer.request_raw_marked(
+            "inference/request",
+            Some(json!({ "featureSet": "assist.stream", "stream": true,
+                         "messages": [{ "role": "user", "content": "again" }] })),
+            std::time::Duration::from_secs(30),
+            at,
+        )
+        .await
+    });
+    let mut chunk_positions = Vec::new();
+    for _ in 0..2 {
+        server.notification("inference/chunk").await.unwrap();
+        chunk_positions.push(server.incoming.last_seq());
+    }
+    call.await.unwrap().unwrap();
+    let response_at = mark.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        chunk_positions.iter().all(|p| *p < response_at),
+        "{chunk_positions:?} vs {response_at}"
+    );
 }
 
 #[tokio::test]

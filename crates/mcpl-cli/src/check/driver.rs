@@ -672,7 +672,7 @@ impl Session {
     /// manifest then served. Fetched once after the watch, for the last announcement.
     fn check_announced(&mut self) {
         let id = "manifest.changed-revision-matches";
-        let Some(announced) = self.announced.take() else {
+        if self.announced.is_none() {
             let why = if self.changed_seen == 0 {
                 "server sent no mcpl/manifestChanged"
             } else {
@@ -680,11 +680,20 @@ impl Session {
             };
             self.rec.record(id, Status::Skip, why);
             return;
-        };
+        }
         if self.closed.is_some() {
             return; // reported with the rest as skipped
         }
-        match self.request("mcpl/manifest", json!({})) {
+        let reply = self.request("mcpl/manifest", json!({}));
+        // Compared with the announcement standing when the manifest arrived (a newer one may
+        // have come in while the fetch was waiting).
+        let announced = self.announced.take().unwrap_or_default();
+        match reply {
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the fetch was answered: {why}"),
+            ),
             Reply::Result(m) => match mcpl::manifest::revision(&m) {
                 Ok(digest) if digest == announced => {
                     self.rec
@@ -1005,11 +1014,13 @@ impl Session {
             }
             "mcpl/manifestChanged" => {
                 self.changed_seen += 1;
-                self.announced = params
+                if let Some(r) = params
                     .as_ref()
                     .and_then(|p| p.get("revision"))
                     .and_then(Value::as_str)
-                    .map(str::to_owned);
+                {
+                    self.announced = Some(r.to_owned());
+                }
                 let d = inspect::manifest_changed_defects(params.as_ref());
                 if !d.is_empty() {
                     self.rec
@@ -1018,7 +1029,14 @@ impl Session {
             }
             _ => {}
         }
-        let Some(id) = id else { return };
+        let Some(id) = id else {
+            if matches!(method, "channels/register" | "channels/changed") {
+                // The Notification form changes the channel set as well (§14.3, §14.5): the
+                // strict host applies it (grant permitting) and has nothing to answer.
+                let _ = self.reply_to(method, params.as_ref(), requirement);
+            }
+            return;
+        };
         let outcome = self.reply_to(method, params.as_ref(), requirement);
         self.answer(&id, outcome);
     }
