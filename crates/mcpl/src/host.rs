@@ -826,9 +826,22 @@ impl HostSession {
                     HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
                 session.inner.state().review = Some(review);
                 peer.notify_raw("notifications/initialized", None).await?;
-                if session.initial_policy(hg).await? {
-                    // A revocation landed during the exchange: the server was told a wider
-                    // grant than the one now in force, so it is told again (§6.7).
+                let mut tell = session.initial_policy(hg).await?;
+                // Fetches that failed during the exchange count too (§17.5): suspension
+                // waits for MCPL to be in force, so it is checked once it is.
+                let due = {
+                    let st = session.inner.state();
+                    let threshold = session.inner.config.suspend_after_failures;
+                    st.mode == Mode::Mcpl
+                        && st.review.as_ref().is_some_and(|r| r.may_suspend(threshold))
+                };
+                if due {
+                    session.enter_mcp_only(McpOnlyReason::Suspended);
+                    tell = true;
+                }
+                if tell {
+                    // The server was told a wider grant than the one now in force (a
+                    // revocation or a suspension landed during the exchange): told again (§6.7).
                     session.tell_reduction().await;
                 }
                 Ok((session, streams))
@@ -877,8 +890,6 @@ impl HostSession {
         };
         let mut narrower_than_told = false;
         match decision {
-            // MCPL was suspended while the exchange was in flight: nothing to activate.
-            Ok(_) if self.mode() == Mode::McpOnly(McpOnlyReason::Suspended) => {}
             Ok(receipt) => {
                 // Only what is read after the receipt is judged as ready (§5.3); a batch
                 // carrying the receipt counts as before it (fail closed).

@@ -1418,6 +1418,43 @@ async fn s6_7_an_expansion_answered_after_suspension_activates_nothing() {
     assert!(!s.grant().allows(Capability::PushEvents));
 }
 
+/// §17.5: unparseable manifests fetched during the initial exchange count towards
+/// suspension; once the receipt makes MCPL active, the session is suspended and the server
+/// is told the reduced grant by Request (§6.7).
+#[tokio::test]
+async fn s17_5_failures_during_the_initial_exchange_suspend_once_mcpl_is_active() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.suspend_after_failures = 2;
+    let (task, mut server) = start(cfg, Some(full_manifest())).await;
+    let first = server.request("featureSets/update").await;
+    for _ in 0..2 {
+        server
+            .peer
+            .notify_raw(
+                "mcpl/manifestChanged",
+                Some(json!({ "revision": "sha256:x", "domains": ["capabilities"] })),
+            )
+            .await
+            .unwrap();
+        server
+            .request("mcpl/manifest")
+            .await
+            .respond(json!("not a manifest"))
+            .await
+            .unwrap();
+    }
+    first.respond(json!({ "accepted": true })).await.unwrap();
+    let tell = server.request("featureSets/update").await;
+    assert_eq!(
+        tell.request().params.as_ref().unwrap()["effectiveCapabilities"],
+        json!([])
+    );
+    tell.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
+    assert!(!s.grant().allows(Capability::PushEvents));
+}
+
 #[tokio::test]
 async fn dropping_the_last_session_handle_closes_the_connection() {
     let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
