@@ -1428,20 +1428,7 @@ async fn s17_5_failures_during_the_initial_exchange_suspend_once_mcpl_is_active(
     let (task, mut server) = start(cfg, Some(full_manifest())).await;
     let first = server.request("featureSets/update").await;
     for _ in 0..2 {
-        server
-            .peer
-            .notify_raw(
-                "mcpl/manifestChanged",
-                Some(json!({ "revision": "sha256:x", "domains": ["capabilities"] })),
-            )
-            .await
-            .unwrap();
-        server
-            .request("mcpl/manifest")
-            .await
-            .respond(json!("not a manifest"))
-            .await
-            .unwrap();
+        server.announce_manifest(json!("not a manifest")).await;
     }
     first.respond(json!({ "accepted": true })).await.unwrap();
     let tell = server.request("featureSets/update").await;
