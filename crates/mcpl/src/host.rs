@@ -528,6 +528,15 @@ struct Before {
     grant: Grant,
 }
 
+/// A registered descriptor's `direction` (§14.2), read by the protocol type so the host and
+/// the types agree on what each direction claims; `None` when absent or not a string.
+fn direction_of(descriptor: &Value) -> Option<crate::protocol::channels::ChannelDirection> {
+    descriptor
+        .get("direction")
+        .filter(|v| v.is_string())
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
 /// Keeps widening records for a hook in flight (see [`State::hook_pins`]) until dropped.
 struct HookPin(Arc<Inner>, u64);
 
@@ -826,20 +835,10 @@ impl HostSession {
                     HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
                 session.inner.state().review = Some(review);
                 peer.notify_raw("notifications/initialized", None).await?;
-                let mut tell = session.initial_policy(hg).await?;
+                let narrowed = session.initial_policy(hg).await?;
                 // Fetches that failed during the exchange count too (§17.5): suspension
                 // waits for MCPL to be in force, so it is checked once it is.
-                let due = {
-                    let st = session.inner.state();
-                    let threshold = session.inner.config.suspend_after_failures;
-                    st.mode == Mode::Mcpl
-                        && st.review.as_ref().is_some_and(|r| r.may_suspend(threshold))
-                };
-                if due {
-                    session.enter_mcp_only(McpOnlyReason::Suspended);
-                    tell = true;
-                }
-                if tell {
+                if narrowed | session.suspend_if_due() {
                     // The server was told a wider grant than the one now in force (a
                     // revocation or a suspension landed during the exchange): told again (§6.7).
                     session.tell_reduction().await;
@@ -893,7 +892,7 @@ impl HostSession {
             Ok(receipt) => {
                 // Only what is read after the receipt is judged as ready (§5.3); a batch
                 // carrying the receipt counts as before it (fail closed).
-                let boundary = self.inner.policy_read.load(Ordering::SeqCst) + 1;
+                let boundary = self.receipt_boundary();
                 let mut st = self.inner.state();
                 // A manifest revocation that landed during the exchange stays applied.
                 let adv = st
@@ -1099,7 +1098,7 @@ impl HostSession {
             Some(Receipt::Accepted { .. }) => {
                 // The widening counts from just after the receipt's frame (§6.7): a batch
                 // carrying the receipt counts as before it (fail closed).
-                let boundary = self.inner.policy_read.load(Ordering::SeqCst) + 1;
+                let boundary = self.receipt_boundary();
                 let mut st = self.inner.state();
                 // Re-intersect with whatever happened meanwhile (a manifest revocation).
                 let adv = st
@@ -1202,14 +1201,13 @@ impl HostSession {
             // Publishing and streaming need a channel that claims outbound ability; an
             // acknowledgement answers an inbound message (§14.2; no direction claims neither).
             let inbound = method == "channels/acknowledge";
-            let direction_ok = st
-                .channels
-                .get(id)
-                .and_then(|d| d.get("direction"))
-                .and_then(Value::as_str)
-                .is_some_and(|d| {
-                    d == "bidirectional" || d == if inbound { "inbound" } else { "outbound" }
-                });
+            let direction_ok = st.channels.get(id).and_then(direction_of).is_some_and(|d| {
+                if inbound {
+                    d.is_inbound()
+                } else {
+                    d.is_outbound()
+                }
+            });
             drop(st);
             if !direction_ok || !self.channel_permitted(id) {
                 return Err(HostError::ChannelNotPermitted(id.to_owned()));
@@ -1752,10 +1750,10 @@ impl HostSession {
             .get("type")
             .and_then(Value::as_str)
             .is_some_and(|k| !k.is_empty());
-        let direction_ok = match d.get("direction") {
-            None => true,
-            Some(v) => matches!(v.as_str(), Some("outbound" | "inbound" | "bidirectional")),
-        };
+        let direction_ok = d.get("direction").is_none()
+            || direction_of(d).is_some_and(|d| {
+                !matches!(d, crate::protocol::channels::ChannelDirection::Other(_))
+            });
         if id.is_empty() || !type_ok || !direction_ok {
             return Err((id, "invalid_descriptor"));
         }
@@ -1920,11 +1918,7 @@ impl HostSession {
                 let desc = st.channels.get(cid);
                 // Only a channel that claims to deliver messages may (§14.2); a descriptor
                 // without a direction claims neither (fail closed).
-                let inbound_ok = matches!(
-                    desc.and_then(|d| d.get("direction"))
-                        .and_then(Value::as_str),
-                    Some("inbound" | "bidirectional")
-                );
+                let inbound_ok = desc.and_then(direction_of).is_some_and(|d| d.is_inbound());
                 (
                     desc.is_some(),
                     inbound_ok,
@@ -2055,11 +2049,10 @@ impl HostSession {
                 return None;
             }
         };
-        let (outcome, narrowed_to, suspend) = {
+        let (outcome, narrowed) = {
             let mut st = self.inner.state();
             let review = st.review.as_mut()?;
             let outcome = review.on_fetched(&fetched, announced.as_deref(), SystemTime::now());
-            let suspend = review.may_suspend(self.inner.config.suspend_after_failures);
             let adv = review.advertised();
             // Removals revoke host-side first (§17.5 step 3, §6.7).
             let kept = st.grant.intersect(adv);
@@ -2070,7 +2063,7 @@ impl HostSession {
                     r.set_grant(k, SystemTime::now(), "manifest-revocation");
                 }
             }
-            (outcome, narrowed.map(|k| (k, adv)), suspend)
+            (outcome, narrowed.is_some())
         };
         for f in &outcome.findings {
             self.inner.diag(HostDiagnostic::ManifestFinding {
@@ -2094,8 +2087,7 @@ impl HostSession {
                 code,
                 consecutive_failures,
             });
-            if suspend && self.mode() == Mode::Mcpl {
-                self.enter_mcp_only(McpOnlyReason::Suspended);
+            if self.suspend_if_due() {
                 // The grant shrank: the server is told by Request like any reduction (§6.7).
                 self.tell_reduction().await;
             }
@@ -2104,10 +2096,30 @@ impl HostSession {
         if let Some(r) = &receipt {
             self.inner.event(HostEvent::ManifestChange(r.clone()));
         }
-        if narrowed_to.is_some() && self.mode() == Mode::Mcpl {
+        if narrowed && self.mode() == Mode::Mcpl {
             self.tell_reduction().await;
         }
         receipt
+    }
+
+    /// Suspends MCPL (§17.5) when it is active and enough consecutive fetches were
+    /// unusable; `true` when it did (the caller then tells the reduction).
+    fn suspend_if_due(&self) -> bool {
+        let due = {
+            let st = self.inner.state();
+            let threshold = self.inner.config.suspend_after_failures;
+            st.mode == Mode::Mcpl && st.review.as_ref().is_some_and(|r| r.may_suspend(threshold))
+        };
+        if due {
+            self.enter_mcp_only(McpOnlyReason::Suspended);
+        }
+        due
+    }
+
+    /// The wire position a receipt's consequences count from: the frame after it, so a
+    /// batch carrying the receipt counts as before it (fail closed).
+    fn receipt_boundary(&self) -> u64 {
+        self.inner.policy_read.load(Ordering::SeqCst) + 1
     }
 
     /// Sends the Request for a reduction already applied host-side (§6.7), telling the grant

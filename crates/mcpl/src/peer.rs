@@ -556,21 +556,17 @@ impl Shared {
             return Ok(Some(text));
         };
         match writer.try_send_now(&text) {
-            Ok(TrySend::Written) => {
-                // Tapped under the lock, so taps keep the order of the wire.
-                self.tap(FrameDirection::Outbound, &text);
-                drop(slot);
-                self.touch();
-                Ok(None)
-            }
-            Ok(TrySend::Partial) => {
-                // The rest goes before anything else: the writer task is reminded while
-                // the lock still keeps every other sender behind it (the queue is empty,
-                // so there is room).
-                slot.queued += 1;
-                if self.out.try_send(String::new()).is_err() {
-                    slot.queued -= 1;
+            Ok(taken @ (TrySend::Written | TrySend::Partial)) => {
+                if taken == TrySend::Partial {
+                    // The rest goes before anything else: the writer task is reminded while
+                    // the lock still keeps every other sender behind it (the queue is empty,
+                    // so there is room).
+                    slot.queued += 1;
+                    if self.out.try_send(String::new()).is_err() {
+                        slot.queued -= 1;
+                    }
                 }
+                // Tapped under the lock, so taps keep the order of the wire.
                 self.tap(FrameDirection::Outbound, &text);
                 drop(slot);
                 self.touch();
