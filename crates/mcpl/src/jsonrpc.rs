@@ -239,14 +239,14 @@ pub struct Notification {
 impl Request {
     /// The params decoded as `P` (absent params read as `null`); `-32602` otherwise.
     pub fn params_as<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
-        parse_params(self.params.clone())
+        params_of(self.params.as_ref())
     }
 }
 
 impl Notification {
     /// The params decoded as `P` (absent params read as `null`); `-32602` otherwise.
     pub fn params_as<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
-        parse_params(self.params.clone())
+        params_of(self.params.as_ref())
     }
 }
 
@@ -598,11 +598,17 @@ pub fn json_type_name(v: &Value) -> &'static str {
 /// Deserialises `params` into `P`, treating absent params as `null` (so `Option`/unit
 /// params accept a missing member). Errors become `-32602`.
 pub fn parse_params<P: DeserializeOwned>(params: Option<Value>) -> Result<P, ErrorObject> {
-    let value = params.unwrap_or(Value::Null);
-    serde_json::from_value(value.clone()).or_else(|e| {
+    params_of(params.as_ref())
+}
+
+/// [`parse_params`] reading borrowed params: decodes straight from the tree, without the
+/// deep copy an owned decode needs.
+pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, ErrorObject> {
+    let value = params.unwrap_or(&Value::Null);
+    P::deserialize(value).or_else(|e| {
         // A method whose params are all optional accepts absent/null params as `{}`.
         if value.is_null() {
-            serde_json::from_value(Value::Object(Map::new()))
+            P::deserialize(&Value::Object(Map::new()))
                 .map_err(|_| ErrorObject::invalid_params(format!("invalid params: {e}")))
         } else {
             Err(ErrorObject::invalid_params(format!("invalid params: {e}")))

@@ -1193,7 +1193,7 @@ impl IncomingRequest {
 
     /// The params decoded as `P` (absent params read as `null`); a `-32602` error otherwise.
     pub fn params<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
-        crate::jsonrpc::parse_params(self.request.params.clone())
+        crate::jsonrpc::params_of(self.request.params.as_ref())
     }
 
     /// The params decoded as method `M`'s params.
