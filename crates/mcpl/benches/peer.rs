@@ -317,6 +317,266 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> RawRoundTrip for RawClient<R, 
     }
 }
 
+/// The envelope members a JSON-RPC peer must read to route a message; the bodies (`params`,
+/// `result`) are checked for well-formedness and skipped, not built.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: &'a str,
+    id: Option<u64>,
+    #[serde(borrow)]
+    method: Option<&'a str>,
+    params: Option<serde::de::IgnoredAny>,
+    result: Option<serde::de::IgnoredAny>,
+}
+
+/// One rung of the floor ladder (in-memory round trips, item 2): the raw echo plus, with
+/// `hops`, the peer's task structure (a reader task handing each line over a channel to a
+/// handler task on the server, and to the waiting caller on the client: four task polls per
+/// round trip, as in [`Peer`]), and with `envelope`, the least JSON work a conforming peer
+/// does (read and check the envelope of both messages, skip the bodies, write the envelope
+/// around pre-encoded bodies).
+#[derive(Clone, Copy)]
+struct Rung {
+    hops: bool,
+    envelope: bool,
+}
+
+/// The encoded `params` and `result` bodies the envelope rungs wrap.
+fn bodies() -> (Vec<u8>, Vec<u8>) {
+    (
+        serde_json::to_vec(&tool_params()).unwrap(),
+        serde_json::to_vec(&tool_result()).unwrap(),
+    )
+}
+
+fn envelope_of(line: &[u8]) -> Envelope<'_> {
+    let env: Envelope<'_> = serde_json::from_slice(line).unwrap();
+    assert_eq!(env.jsonrpc, "2.0");
+    black_box((&env.method, &env.params, &env.result));
+    env
+}
+
+/// Writes `{"jsonrpc":"2.0","id":<id>,<key>:<body>}` and a newline into `out`.
+fn write_envelope(out: &mut Vec<u8>, id: u64, method: Option<&str>, key: &str, body: &[u8]) {
+    use std::io::Write;
+    out.clear();
+    write!(out, r#"{{"jsonrpc":"2.0","id":{id}"#).unwrap();
+    if let Some(m) = method {
+        write!(out, r#","method":"{m}""#).unwrap();
+    }
+    write!(out, r#","{key}":"#).unwrap();
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"}\n");
+}
+
+/// The server side of a rung: answers one request line (with `envelope`, from its id).
+struct RungResponder<W> {
+    w: W,
+    out: Vec<u8>,
+    result: Vec<u8>,
+    canned: Vec<u8>,
+    envelope: bool,
+}
+
+impl<W: AsyncWrite + Unpin> RungResponder<W> {
+    /// Writes the answer to `line`; `false` once the pipe is gone.
+    async fn answer(&mut self, line: &[u8]) -> bool {
+        if self.envelope {
+            let id = envelope_of(line).id.unwrap();
+            write_envelope(&mut self.out, id, None, "result", &self.result);
+        } else {
+            self.out.clear();
+            self.out.extend_from_slice(&self.canned);
+        }
+        self.w.write_all(&self.out).await.is_ok() && self.w.flush().await.is_ok()
+    }
+}
+
+fn spawn_rung_server<R, W>(r: R, w: W, rung: Rung)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut responder = RungResponder {
+        w,
+        out: Vec::with_capacity(256),
+        result: bodies().1,
+        canned: response_line(),
+        envelope: rung.envelope,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let mut inline = None;
+    if rung.hops {
+        tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                if !responder.answer(&line).await {
+                    break;
+                }
+            }
+        });
+    } else {
+        inline = Some(responder);
+    }
+    tokio::spawn(async move {
+        let mut r = BufReader::with_capacity(64 * 1024, r);
+        let mut line = Vec::with_capacity(256);
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let alive = match &mut inline {
+                Some(responder) => responder.answer(&line).await,
+                // A handed-over line is the handler's; the reader starts a new one.
+                None => tx
+                    .send(std::mem::replace(&mut line, Vec::with_capacity(256)))
+                    .await
+                    .is_ok(),
+            };
+            if !alive {
+                break;
+            }
+        }
+    });
+}
+
+/// The client side of a rung: writes a request, waits for the answer (read inline, or handed
+/// over by its reader task with `hops`), and with `envelope` checks the answer's id.
+struct RungClient<W> {
+    w: W,
+    lines: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    inline: Option<(
+        BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+        Vec<u8>,
+    )>,
+    rung: Rung,
+    params: Vec<u8>,
+    req: Vec<u8>,
+    next_id: u64,
+}
+
+impl RungClient<tokio::io::WriteHalf<tokio::io::DuplexStream>> {
+    fn new(rung: Rung) -> Self {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (br, bw) = tokio::io::split(b);
+        spawn_rung_server(br, bw, rung);
+        let (ar, aw) = tokio::io::split(a);
+        let (tx, lines) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+        let mut inline = None;
+        if rung.hops {
+            tokio::spawn(async move {
+                let mut r = BufReader::with_capacity(64 * 1024, ar);
+                loop {
+                    let mut line = Vec::with_capacity(256);
+                    match r.read_until(b'\n', &mut line).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if tx.send(line).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        } else {
+            inline = Some((
+                BufReader::with_capacity(64 * 1024, ar),
+                Vec::with_capacity(256),
+            ));
+        }
+        RungClient {
+            w: aw,
+            lines,
+            inline,
+            rung,
+            params: bodies().0,
+            req: request_line(),
+            next_id: 0,
+        }
+    }
+
+    async fn round_trip(&mut self) {
+        self.next_id += 1;
+        if self.rung.envelope {
+            write_envelope(
+                &mut self.req,
+                self.next_id,
+                Some("tools/call"),
+                "params",
+                &self.params,
+            );
+        }
+        self.w.write_all(&self.req).await.unwrap();
+        self.w.flush().await.unwrap();
+        let hopped;
+        let line: &[u8] = match &mut self.inline {
+            Some((r, line)) => {
+                line.clear();
+                r.read_until(b'\n', line).await.unwrap();
+                line
+            }
+            None => {
+                hopped = self.lines.recv().await.unwrap();
+                &hopped
+            }
+        };
+        if self.rung.envelope {
+            assert_eq!(envelope_of(line).id, Some(self.next_id));
+        }
+    }
+}
+
+/// The floor ladder, in memory: each rung adds one part of what [`Peer`] does to the raw
+/// echo, so the report can say how much of the round trip each part costs.
+fn floor_ladder(c: &mut Criterion, rt: &Runtime) {
+    let mut g = c.benchmark_group("round_trip/memory_floor");
+    g.throughput(Throughput::Elements(1));
+    let rungs = [
+        (
+            "hops",
+            "rt/memory/hops",
+            Rung {
+                hops: true,
+                envelope: false,
+            },
+        ),
+        (
+            "envelope",
+            "rt/memory/envelope",
+            Rung {
+                hops: false,
+                envelope: true,
+            },
+        ),
+        (
+            "hops_envelope",
+            "rt/memory/floor",
+            Rung {
+                hops: true,
+                envelope: true,
+            },
+        ),
+    ];
+    for (name, key, rung) in rungs {
+        let mut clients: Vec<_> = (0..RT_CONNECTIONS)
+            .map(|_| rt.block_on(async { RungClient::new(rung) }))
+            .collect();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let t = Instant::now();
+                    for i in 0..iters {
+                        clients[i as usize % RT_CONNECTIONS].round_trip().await;
+                    }
+                    record(key, iters, t.elapsed())
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 const NOTIFICATIONS: u64 = 100_000;
 const CONCURRENT: usize = 10_000;
 
@@ -583,6 +843,7 @@ fn main() {
     let mut c = common::criterion();
     let rt = runtime();
     round_trips(&mut c, &rt, "memory");
+    floor_ladder(&mut c, &rt);
     round_trips(&mut c, &rt, "tcp");
     pipelined(&mut c, &rt, "memory");
     pipelined(&mut c, &rt, "tcp");
@@ -603,6 +864,30 @@ fn main() {
                 name: "  in-memory: Peer / the same echo with JSON parse + serialise",
                 subject: "rt/memory/peer",
                 baseline: "rt/memory/json",
+                target: None,
+            },
+            Ratio {
+                name: "  floor ladder: raw echo + the peer's four task hops / raw",
+                subject: "rt/memory/hops",
+                baseline: "rt/memory/raw",
+                target: None,
+            },
+            Ratio {
+                name: "  floor ladder: raw echo + envelope-only JSON / raw",
+                subject: "rt/memory/envelope",
+                baseline: "rt/memory/raw",
+                target: None,
+            },
+            Ratio {
+                name: "  floor ladder: hops + envelope-only JSON / raw",
+                subject: "rt/memory/floor",
+                baseline: "rt/memory/raw",
+                target: None,
+            },
+            Ratio {
+                name: "  in-memory: Peer / hops + envelope-only JSON",
+                subject: "rt/memory/peer",
+                baseline: "rt/memory/floor",
                 target: None,
             },
             Ratio {
