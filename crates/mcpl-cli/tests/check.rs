@@ -119,6 +119,8 @@ fn well_behaved_server_passes_every_check() {
         "channels.incoming-is-request",
         "channels.list-answered",
         "channels.unknown-channel-error",
+        "policy.reduction-answered",
+        "policy.reduction-respected",
     ] {
         assert!(
             ids_with(&doc, "pass").contains(id),
@@ -175,6 +177,8 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("inference-undeclared", &["inference.feature-set-declared"]),
         ("unknown-channel-32004", &["channels.unknown-channel-error"]),
         ("list-no-array", &["channels.list-answered"]),
+        ("reduction-unanswered", &["policy.reduction-answered"]),
+        ("reduction-ignored", &["policy.reduction-respected"]),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);
@@ -497,5 +501,10 @@ fn reference_server_passes_every_check() {
     assert_complete(&doc);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+    // §6.7: the library server answers a reduction and drops injections under the sets it
+    // disabled (exercised through beforeInference, which needs no watch period).
+    for id in ["policy.reduction-answered", "policy.reduction-respected"] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
     assert_eq!(code, 0);
 }

@@ -2,7 +2,7 @@
 //! server and judges everything it sends on its own. Every wait is bounded by the step
 //! timeout, so an MCP-only, 0.4 or silent server still gets a complete report.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use mcpl::capability::{self, Capability, Grant, Requirement};
@@ -90,6 +90,22 @@ struct Session {
     changed_seen: usize,
     /// The revision the last `mcpl/manifestChanged` announced, until it is checked.
     announced: Option<String>,
+    /// The grant sent in the initial policy, reused by the reduction probe.
+    host_grant: Option<HostGrant>,
+    /// Feature sets the reduction probe disabled (§6.7): unavailable from the moment the
+    /// Request is sent (revocation takes effect first).
+    reduced: BTreeSet<String>,
+    /// The server answered the reduction: from here on, a use of a set in `reduced` breaks
+    /// "servers MUST immediately respect a reduction" (§6.7). Before the answer, the server
+    /// may not have read it yet; such a use is refused (`-32001`) but is not its failure.
+    reduction_answered: bool,
+    /// Feature-set-tagged messages judged after the reduction was answered.
+    after_reduction: usize,
+    /// Uses of a disabled set after the reduction was answered.
+    reduction_violations: Vec<String>,
+    /// Of those, how many were push events or inference requests, by the `declared` check
+    /// id that would otherwise count them as conforming.
+    reduction_hits: BTreeMap<&'static str, usize>,
     rec: Recorder,
 }
 
@@ -150,10 +166,17 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         register_seen: 0,
         changed_seen: 0,
         announced: None,
+        host_grant: None,
+        reduced: BTreeSet::new(),
+        reduction_answered: false,
+        after_reduction: 0,
+        reduction_violations: Vec::new(),
+        reduction_hits: BTreeMap::new(),
         rec,
     };
     s.exercise();
     s.watch();
+    s.reduction();
     s.check_announced();
     s.conclude();
     s.rec
@@ -243,6 +266,7 @@ impl Session {
         self.unknown_method();
         self.before_inference(&host_grant);
         self.channel_probes();
+        self.host_grant = Some(host_grant);
     }
 
     /// An MCP-only server: everything MCPL is skipped (§3.3), but what it sends on its own
@@ -267,6 +291,8 @@ impl Session {
                 "hooks.injection-shape",
                 "channels.list-answered",
                 "channels.unknown-channel-error",
+                "policy.reduction-answered",
+                "policy.reduction-respected",
             ],
             "server does not advertise MCPL (§3.3)",
         );
@@ -579,14 +605,7 @@ impl Session {
             self.rec.skip_all(&hooks, why);
             return;
         }
-        let mut params = json!({
-            "inferenceId": "inf_mcpl_check_1",
-            "conversationId": "conv_mcpl_check",
-            "turnIndex": 0,
-            "userMessage": "this text must never reach a server denied observe",
-            "model": checker_model()
-        });
-        policy::redact_before_inference(&self.grant, &mut params);
+        let params = self.hook_params(0);
         let result = match self.request("context/beforeInference", params) {
             Reply::Result(r) => {
                 self.rec.record(
@@ -664,6 +683,119 @@ impl Session {
             );
         } else {
             self.rec.record(positions, Status::Fail, bad.join("; "));
+        }
+    }
+
+    /// `context/beforeInference` params for turn `turn`, redacted for the grant (§10.1).
+    fn hook_params(&self, turn: u64) -> Value {
+        let mut params = json!({
+            "inferenceId": format!("inf_mcpl_check_{}", turn + 1),
+            "conversationId": "conv_mcpl_check",
+            "turnIndex": turn,
+            "userMessage": "this text must never reach a server denied observe",
+            "model": checker_model()
+        });
+        policy::redact_before_inference(&self.grant, &mut params);
+        params
+    }
+
+    /// §6.7 reduction probe, after the watch: disables every available feature set (taking
+    /// effect here first, then sent as a Request), expects a receipt, then asks for
+    /// injections again and keeps listening for the watch period. After the receipt, no
+    /// injection, push or inference request may name a disabled set (AUDIT-001 §2.1, §2.7:
+    /// servers that kept sending under disabled sets).
+    fn reduction(&mut self) {
+        let (answered, respected) = ("policy.reduction-answered", "policy.reduction-respected");
+        if self.closed.is_some() || self.rec.has(answered) {
+            return; // reported with the rest as skipped
+        }
+        let Some(host_grant) = self.host_grant.filter(|_| self.ready) else {
+            let why = "no accepted policy to reduce";
+            self.rec.skip_all(&[answered, respected], why);
+            return;
+        };
+        if self.available.is_empty() {
+            let why = "no feature set available to disable";
+            self.rec.skip_all(&[answered, respected], why);
+            return;
+        }
+        // Revocation first (§6.7): from here on the host refuses these sets with -32001.
+        self.reduced = std::mem::take(&mut self.available);
+        let disabled: Vec<String> = self.reduced.iter().cloned().collect();
+        let params = host_grant.update_params(None, &disabled);
+        let what = format!("disabling {}", disabled.join(", "));
+        match self.request("featureSets/update", params) {
+            Reply::Result(r) => {
+                self.reduction_answered = true;
+                let report = policy::parse_receipt(&r);
+                let (mut defects, fallback, _) = inspect::receipt_defects(&report);
+                if report.accepted == Some(false) {
+                    defects.extend(fallback);
+                }
+                if defects.is_empty() {
+                    let how = match report.accepted {
+                        Some(false) => "refused, naming its fallback",
+                        _ => "accepted",
+                    };
+                    self.rec
+                        .record(answered, Status::Pass, format!("{what}: receipt {how}"));
+                } else {
+                    let d = format!("{what}: {}", defects.join("; "));
+                    self.rec.record(answered, Status::Fail, d);
+                }
+            }
+            Reply::Error(e) => {
+                self.reduction_answered = true;
+                let d = format!(
+                    "{what}: answered with error {} {:?}, not a degradation receipt",
+                    e.code, e.message
+                );
+                self.rec.record(answered, Status::Fail, d);
+            }
+            other => {
+                let d = format!(
+                    "{what}: featureSets/update Request got {}",
+                    other.describe()
+                );
+                self.rec.record(answered, Status::Fail, d);
+                let why = "the reduction was not answered: no point from which to judge";
+                self.rec.record(respected, Status::Skip, why);
+                return;
+            }
+        }
+        if policy::before_inference_applies(&self.grant) {
+            let params = self.hook_params(1);
+            if let Reply::Result(r) = self.request("context/beforeInference", params) {
+                self.after_reduction += 1;
+                let injected = r
+                    .get("contextInjections")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let fs = r.get("featureSet").and_then(Value::as_str);
+                if injected > 0 && !fs.is_some_and(|f| self.available.contains(f)) {
+                    self.reduction_violations.push(format!(
+                        "beforeInference injected {injected} item(s) under featureSet {}",
+                        fs.map_or_else(|| "(none)".to_owned(), |f| format!("{f:?}"))
+                    ));
+                }
+            }
+        }
+        self.watch();
+        if !self.reduction_violations.is_empty() {
+            let d = format!(
+                "after the reduction receipt: {}",
+                self.reduction_violations.join("; ")
+            );
+            self.rec.record(respected, Status::Fail, d);
+        } else if self.after_reduction > 0 {
+            let d = format!(
+                "{} feature-set-tagged answer(s) or message(s) after the receipt, none under a disabled set",
+                self.after_reduction
+            );
+            self.rec.record(respected, Status::Pass, d);
+        } else if self.closed.is_none() {
+            let why = "nothing feature-set-tagged after the reduction receipt";
+            self.rec.record(respected, Status::Skip, why);
         }
     }
 
@@ -807,11 +939,14 @@ impl Session {
                 if seen == 0 {
                     self.rec.record(id, Status::Skip, none(what));
                 } else if !self.rec.has(id) {
-                    self.rec.record(
-                        id,
-                        Status::Pass,
-                        format!("{seen} {what} message(s) conform"),
-                    );
+                    let detail = match self.reduction_hits.get(id) {
+                        Some(&hits) => format!(
+                            "{} {what} message(s) conform; {hits} under a set disabled by the reduction (policy.reduction-respected)",
+                            seen - hits
+                        ),
+                        None => format!("{seen} {what} message(s) conform"),
+                    };
+                    self.rec.record(id, Status::Pass, detail);
                 }
             }
         }
@@ -1212,12 +1347,22 @@ impl Session {
         else {
             return;
         };
+        if self.reduction_answered {
+            self.after_reduction += 1;
+        }
         if !self.declared.contains(fs) {
             self.rec.record(
                 t.declared,
                 Status::Fail,
                 format!("featureSet {fs:?} is not declared"),
             );
+        } else if self.reduced.contains(fs) {
+            // Judged by the reduction check, and only once the server has answered it.
+            if self.reduction_answered {
+                self.reduction_violations
+                    .push(format!("{} under featureSet {fs:?}", t.method));
+                *self.reduction_hits.entry(t.declared).or_default() += 1;
+            }
         } else if self.ready && !self.available.contains(fs) {
             self.rec.record(
                 t.declared,

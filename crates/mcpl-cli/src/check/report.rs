@@ -65,6 +65,8 @@ catalogue! {
     "policy.refusal-names-fallback", "§6.7", "a refusal carries fallback mcp-only or close";
     "policy.no-invented-mode", "§6.7", "mode is omitted when nothing degraded";
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
+    "policy.reduction-answered", "§6.7", "a reduction (featureSets/update disabling sets) is answered with a receipt";
+    "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled feature set";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
