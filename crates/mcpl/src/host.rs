@@ -462,6 +462,10 @@ pub enum HostError {
     /// The streaming request was already answered: no chunk may follow its response (§11.4).
     #[error("the streamed request was already answered")]
     StreamEnded,
+    /// Refused locally: this session already has an outgoing stream for the inference, open
+    /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
+    #[error("an outgoing stream for inference {0:?} was already started on this connection")]
+    StreamExists(String),
 }
 
 /// The result of [`HostSession::set_policy`].
@@ -496,6 +500,48 @@ struct State {
     /// For each hook request in flight, the wire position when it was sent: its response
     /// comes later, so widening records after it are kept until it is judged.
     hook_pins: Vec<u64>,
+    /// Inference ids with an outgoing stream (§14.3) open or recently ended.
+    streams: StreamIds,
+}
+
+/// How many ended outgoing streams a session remembers, to refuse restarting one.
+const ENDED_STREAMS_REMEMBERED: usize = 4096;
+
+/// The inference ids a session's outgoing streams were started for (§14.3: `index` is one
+/// counter per `inferenceId`, and each channel gets one `complete`). A second stream for
+/// the same inference would restart the index at 0 and complete its channels again, so it
+/// is refused while the first is open and for the last [`ENDED_STREAMS_REMEMBERED`] ended
+/// ones.
+#[derive(Debug, Default)]
+struct StreamIds {
+    live: HashSet<String>,
+    ended: HashSet<String>,
+    ended_order: VecDeque<String>,
+}
+
+impl StreamIds {
+    /// Claims `inference_id` for a new stream; `false` if it is open or remembered as ended.
+    fn start(&mut self, inference_id: &str) -> bool {
+        if self.live.contains(inference_id) || self.ended.contains(inference_id) {
+            return false;
+        }
+        self.live.insert(inference_id.to_owned());
+        true
+    }
+
+    /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
+    fn end(&mut self, inference_id: &str) {
+        if !self.live.remove(inference_id) {
+            return;
+        }
+        self.ended.insert(inference_id.to_owned());
+        self.ended_order.push_back(inference_id.to_owned());
+        while self.ended_order.len() > ENDED_STREAMS_REMEMBERED {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
 }
 
 impl State {
@@ -724,6 +770,7 @@ impl HostSession {
                 last_receipt: None,
                 seen_events: HashSet::new(),
                 seen_order: VecDeque::new(),
+                streams: StreamIds::default(),
                 channels: BTreeMap::new(),
                 limiter: FetchLimiter::new(
                     config.manifest_fetch_burst,
@@ -2361,6 +2408,9 @@ fn complete_params(
 
 impl Drop for OutgoingStream {
     fn drop(&mut self) {
+        lock(&self.session.inner.state)
+            .streams
+            .end(&self.inference_id);
         if self.open.is_empty() {
             return;
         }
@@ -2395,19 +2445,23 @@ impl Drop for OutgoingStream {
 
 impl HostSession {
     /// Starts the outgoing stream of inference `inference_id` to this server (§14.3). One
-    /// stream per inference and server: the `index` counter lives in the stream.
+    /// stream per inference and server, carrying all its channels: a second one for the same
+    /// inference, while the first is open or after it ended, is [`HostError::StreamExists`].
     pub fn outgoing_stream(
         &self,
         inference_id: &str,
         conversation_id: Option<&str>,
-    ) -> OutgoingStream {
-        OutgoingStream {
+    ) -> Result<OutgoingStream, HostError> {
+        if !lock(&self.inner.state).streams.start(inference_id) {
+            return Err(HostError::StreamExists(inference_id.to_owned()));
+        }
+        Ok(OutgoingStream {
             session: self.clone(),
             inference_id: inference_id.to_owned(),
             conversation_id: conversation_id.map(str::to_owned),
             next: 0,
             open: BTreeMap::new(),
-        }
+        })
     }
 }
 

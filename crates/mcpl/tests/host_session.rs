@@ -899,7 +899,7 @@ async fn s14_outbound_gating_refuses_locally() {
     let (s, _streams, mut server) =
         connected(&["channels.publish", "tools"], full_manifest()).await;
     assert_eq!(
-        s.outgoing_stream("i", None).chunk("c", "x").await,
+        s.outgoing_stream("i", None).unwrap().chunk("c", "x").await,
         Err(HostError::NotGranted(Capability::ChannelsStreaming))
     );
     assert_eq!(
@@ -1002,7 +1002,12 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
         )
         .await
         .unwrap();
-    let mut out = s.outgoing_stream("inf", Some("conv"));
+    let mut out = s.outgoing_stream("inf", Some("conv")).unwrap();
+    // One stream per inference: a second would restart `index` at 0.
+    assert_eq!(
+        s.outgoing_stream("inf", None).err(),
+        Some(HostError::StreamExists("inf".into()))
+    );
     assert_eq!(
         out.chunk("nope", "x").await,
         Err(HostError::ChannelNotPermitted("nope".into()))
@@ -1041,6 +1046,23 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
     assert_eq!(done_b["channelId"], "b");
     assert_eq!(done_b["content"][0]["text"], "Yo");
     server.expect_ping_next(&s).await;
+    // Ended, it is not restarted either (its channels were completed); another inference is
+    // a new stream.
+    assert_eq!(
+        s.outgoing_stream("inf", None).err(),
+        Some(HostError::StreamExists("inf".into()))
+    );
+    let mut next = s.outgoing_stream("inf2", None).unwrap();
+    next.chunk("a", "x").await.unwrap();
+    let first = server
+        .notification("channels/outgoing/chunk")
+        .await
+        .unwrap();
+    assert_eq!(
+        (first["inferenceId"].clone(), first["index"].clone()),
+        (json!("inf2"), json!(0))
+    );
+    next.finish().await.unwrap();
 }
 
 #[tokio::test]
