@@ -864,6 +864,7 @@ impl Server {
             diag_tx,
             announce_tx,
             streams: Mutex::new(HashMap::new()),
+            channel_ops: tokio::sync::Mutex::new(()),
         });
         let forward_peer = peer;
         tokio::spawn(async move {
@@ -923,6 +924,9 @@ struct Conn {
     diag_tx: broadcast::Sender<SessionDiagnostic>,
     announce_tx: mpsc::UnboundedSender<ManifestChanged>,
     streams: Mutex<HashMap<RequestId, StreamTx>>,
+    /// Held across each `channels/register` / `channels/changed` exchange, so they go out
+    /// one at a time and their results are applied in the order the host applied them.
+    channel_ops: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -1786,11 +1790,12 @@ impl Session {
     }
 
     /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
-    /// descriptor (§14.5).
+    /// descriptor (§14.5). Channel changes from one connection go out one at a time.
     pub async fn channels_register(
         &self,
         channels: Vec<ChannelDescriptor>,
     ) -> Result<ItemizedResult, SendError> {
+        let _in_order = self.conn.channel_ops.lock().await;
         self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
         let params = RegisterParams {
             channels,
@@ -1835,11 +1840,13 @@ impl Session {
         }
     }
 
-    /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`).
+    /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`), after
+    /// any earlier channel change of this connection has been answered.
     pub async fn channels_changed(
         &self,
         change: ChangedParams,
     ) -> Result<ItemizedResult, SendError> {
+        let _in_order = self.conn.channel_ops.lock().await;
         self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
         let result: ItemizedResult = self.request("channels/changed", &change).await?;
         self.track_channels(

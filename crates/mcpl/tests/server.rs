@@ -979,6 +979,69 @@ async fn s14_3_channels_list_without_handler_answers_what_the_host_accepted() {
     assert_eq!(session.channels().len(), 1);
 }
 
+/// §14.5: the server's view of its channels follows the host's, which applies register and
+/// changed in the order they arrive. A removal sent while a registration is still unanswered
+/// goes out only after it, so answers can never be applied in the other order.
+#[tokio::test(start_paused = true)]
+async fn s14_5_concurrent_channel_changes_apply_in_the_order_sent() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.register"]}),
+    )
+    .await;
+    let x: mcpl::protocol::channels::ChannelDescriptor =
+        serde_json::from_value(json!({"id": "chat:x", "type": "chat"})).unwrap();
+    let (s1, s2) = (host.session.clone(), host.session.clone());
+    let register = tokio::spawn(async move { s1.channels_register(vec![x]).await.unwrap() });
+    let remove = tokio::spawn(async move {
+        let change = mcpl::protocol::channels::ChangedParams {
+            added: None,
+            updated: None,
+            removed: Some(vec!["chat:x".into()]),
+            extra: Default::default(),
+        };
+        s2.channels_changed(change).await.unwrap()
+    });
+    let Some(IncomingMessage::Request(first)) = host.incoming.recv().await else {
+        panic!("expected channels/register")
+    };
+    assert_eq!(first.method(), "channels/register");
+    // Paused clock: the timeout fires only once every task is idle, so a second request
+    // would have arrived by then if it had been sent.
+    let early = tokio::time::timeout(std::time::Duration::from_secs(1), host.incoming.recv()).await;
+    let mut answers = vec![first];
+    if let Ok(Some(IncomingMessage::Request(second))) = early {
+        // Both were in flight: the host answers the later one first.
+        answers.insert(0, second);
+    }
+    let second_pending = answers.len() == 1;
+    for req in answers {
+        let results = if req.method() == "channels/register" {
+            json!([{"id": "chat:x", "accepted": true}])
+        } else {
+            json!([])
+        };
+        req.respond(json!({ "results": results })).await.unwrap();
+    }
+    register.await.unwrap();
+    if second_pending {
+        let Some(IncomingMessage::Request(second)) = host.incoming.recv().await else {
+            panic!("expected channels/changed")
+        };
+        assert_eq!(second.method(), "channels/changed");
+        second.respond(json!({ "results": [] })).await.unwrap();
+    }
+    remove.await.unwrap();
+    // Registered, then removed: nothing is left, as on the host.
+    assert!(
+        host.session.channels().is_empty(),
+        "{:?}",
+        host.session.channels()
+    );
+}
+
 #[tokio::test]
 async fn s6_7_a_reducing_request_applies_before_its_receipt() {
     let server = builder().build().unwrap();
