@@ -152,6 +152,13 @@ async fn start(cfg: HostConfig, manifest: Option<Value>) -> (Connecting, Server)
     (task, server)
 }
 
+/// Under a paused clock (`start_paused`), returns once every other task is idle: the runtime
+/// advances the clock to the timer only then. Used to pin an order the scheduler would
+/// otherwise choose (here: the host has reviewed a fetched manifest before the next step).
+async fn until_idle() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
 /// A fully connected session whose initial receipt was `{accepted: true}`.
 async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStreams, Server) {
     connected_cfg(config(policy), manifest).await
@@ -1154,7 +1161,7 @@ async fn revokes_removals_of(next: Value, finding: &str) {
 /// §6.7 / §17.5: a removal fetched while the initial policy Request is in flight narrows
 /// the grant that receipt activates — and since the Request told the wider grant, the
 /// server is told the narrower one by a second Request.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn s6_7_a_removal_during_the_initial_exchange_is_told_again() {
     let (task, mut server) = start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
     let first = server.request("featureSets/update").await;
@@ -1166,6 +1173,9 @@ async fn s6_7_a_removal_during_the_initial_exchange_is_told_again() {
     let mut next = full_manifest();
     next.as_object_mut().unwrap().remove("pushEvents");
     server.announce_manifest(next).await;
+    // The removal is reviewed before the receipt arrives (the order that needs the second
+    // Request).
+    until_idle().await;
     first.respond(json!({ "accepted": true })).await.unwrap();
     let second = server.request("featureSets/update").await;
     let p = second.request().params.clone().unwrap();
@@ -1443,7 +1453,7 @@ async fn s6_7_an_expansion_answered_after_suspension_activates_nothing() {
 /// §17.5: unparseable manifests fetched during the initial exchange count towards
 /// suspension; once the receipt makes MCPL active, the session is suspended and the server
 /// is told the reduced grant by Request (§6.7).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn s17_5_failures_during_the_initial_exchange_suspend_once_mcpl_is_active() {
     let mut cfg = config(&["pushEvents"]);
     cfg.suspend_after_failures = 2;
@@ -1452,6 +1462,8 @@ async fn s17_5_failures_during_the_initial_exchange_suspend_once_mcpl_is_active(
     for _ in 0..2 {
         server.announce_manifest(json!("not a manifest")).await;
     }
+    // Both failures are counted before the receipt arrives.
+    until_idle().await;
     first.respond(json!({ "accepted": true })).await.unwrap();
     let tell = server.request("featureSets/update").await;
     assert_eq!(
