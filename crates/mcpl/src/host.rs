@@ -113,6 +113,21 @@ impl ChunkSink {
     }
 }
 
+/// The generated text of an `inference/request` result (§11.3 `content`: a string, or
+/// content blocks whose text blocks are joined); `None` when there is none.
+fn result_text(result: &Value) -> Option<String> {
+    let text = match result.get("content")? {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
+}
+
 /// A future returned by an application request handler.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>>;
 
@@ -161,8 +176,8 @@ pub struct HostConfig {
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
     /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
-    /// is granted; without one such a request goes to `request_handler`, which answers with
-    /// the final result and no chunks.
+    /// is granted; without one such a request goes to `request_handler`, and its final text
+    /// is sent as a single chunk before the response.
     pub stream_handler: Option<StreamHandler>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and
@@ -1499,8 +1514,24 @@ impl HostSession {
                     Some(h) => {
                         // Answered from its own task so the connection keeps flowing.
                         let p = params.unwrap_or(Value::Null);
+                        // §11.4 without a stream handler: the final text goes out as one
+                        // chunk before the response, so a streamed request still gets its
+                        // chunks.
+                        let mut sink = streaming.then(|| ChunkSink {
+                            session: self.clone(),
+                            request_id: req.id().clone(),
+                            next: 0,
+                            ended: Arc::new(AtomicBool::new(false)),
+                        });
                         tokio::spawn(async move {
                             let r = h(&method, p).await;
+                            if let (Some(sink), Ok(result)) = (sink.as_mut(), &r) {
+                                if let Some(text) = result_text(result) {
+                                    if let Err(e) = sink.send(&text).await {
+                                        tracing::debug!(error = %e, "single chunk not sent");
+                                    }
+                                }
+                            }
                             let _ = req.finish(r).await;
                         });
                         return;

@@ -578,6 +578,42 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     );
 }
 
+/// §11.4 without a stream handler: the request handler's final text still reaches the server
+/// as a chunk (`index` 0, the whole text) before the response.
+#[tokio::test]
+async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
+    let mut m = full_manifest();
+    m["inferenceRequest"] = json!({ "streaming": true });
+    m["featureSets"]["assist.stream"] = json!({ "description": "Streams",
+        "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
+    let mut cfg = config(&["inferenceRequest", "inferenceRequest.streaming"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
+    }));
+    let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
+    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (peer, at) = (server.peer.clone(), mark.clone());
+    let call = tokio::spawn(async move {
+        peer.request_raw_marked(
+            "inference/request",
+            Some(json!({ "featureSet": "assist.stream", "stream": true,
+                         "messages": [{ "role": "user", "content": "hi" }] })),
+            std::time::Duration::from_secs(30),
+            at,
+        )
+        .await
+    });
+    let chunk = server.notification("inference/chunk").await.unwrap();
+    let chunk_at = server.incoming.last_seq();
+    assert_eq!(
+        (&chunk["index"], &chunk["delta"]),
+        (&json!(0), &json!("Hello"))
+    );
+    let r = call.await.unwrap().unwrap();
+    assert_eq!(r["content"], "Hello");
+    assert!(chunk_at < mark.load(std::sync::atomic::Ordering::SeqCst));
+}
+
 #[tokio::test]
 async fn s10_system_injection_rejected_while_before_user_accepted() {
     let (s, mut streams, mut server) = connected(
