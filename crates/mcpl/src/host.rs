@@ -53,7 +53,8 @@
 //! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
 //! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
 //! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3;
-//! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path.
+//! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
+//! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -77,6 +78,9 @@ use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
 use crate::transport::Transport;
+
+mod supervisor;
+pub use supervisor::{Backoff, Supervisor, SupervisorEvent};
 
 /// The application's streaming answer to an `inference/request` with `stream: true`
 /// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`

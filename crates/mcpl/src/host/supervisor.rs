@@ -1,0 +1,245 @@
+//! Keeping one server connected: [`Supervisor`] dials, runs the handshake and the initial
+//! policy exchange, and when the connection ends dials again after a backoff.
+//!
+//! Every connection is a new [`HostSession`] with its own handshake and policy exchange
+//! (§5.3): nothing of an earlier session's grant, manifest review, channels or accepted
+//! ontologies carries over, because nothing is handed from one session to the next.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{HostConfig, HostSession, HostStreams};
+use crate::peer::CloseReason;
+use crate::transport::Transport;
+
+/// How long the [`Supervisor`] waits between attempts.
+///
+/// After the `n`th consecutive failure the wait is `initial · 2ⁿ⁻¹`, capped at `max`. A
+/// connection that ends before `reset_after` counts as a failure too, so a server that
+/// accepts and drops at once is not re-dialled in a tight loop; one that lasted longer
+/// starts the count again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The first wait.
+    pub initial: Duration,
+    /// The longest wait.
+    pub max: Duration,
+    /// How long a connection must last for the failure count to start again.
+    pub reset_after: Duration,
+    /// Consecutive failures after which the supervisor gives up; `None` never gives up.
+    pub max_attempts: Option<u32>,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(30),
+            reset_after: Duration::from_secs(30),
+            max_attempts: None,
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after the `failures`th consecutive failure (counted from 1).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(31);
+        self.initial.saturating_mul(1u32 << doublings).min(self.max)
+    }
+}
+
+/// What happened to the supervised connection, in order.
+#[derive(Debug)]
+pub enum SupervisorEvent {
+    /// A new session finished its handshake and initial policy exchange. `generation` counts
+    /// the sessions of this supervisor from 1.
+    Connected {
+        /// Which session this is.
+        generation: u64,
+        /// The session; [`Supervisor::current`] returns it until it ends.
+        session: HostSession,
+        /// Its event and diagnostic streams.
+        streams: HostStreams,
+    },
+    /// The session of `generation` ended.
+    Disconnected {
+        /// Which session ended.
+        generation: u64,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Dialling or the handshake failed (or a connection ended before
+    /// [`Backoff::reset_after`]); the next attempt comes after `retry_in`, or never when it
+    /// is `None` (the supervisor stops and the event stream ends).
+    Failed {
+        /// Consecutive failures so far.
+        attempt: u32,
+        /// What failed.
+        error: String,
+        /// The wait before the next attempt; `None` when giving up.
+        retry_in: Option<Duration>,
+    },
+}
+
+type DialFuture = Pin<Box<dyn Future<Output = io::Result<Transport>> + Send>>;
+type Dial = Arc<dyn Fn() -> DialFuture + Send + Sync>;
+
+/// Keeps one server connected (see the module docs). Dropping the supervisor stops it and
+/// closes the current session.
+pub struct Supervisor {
+    events: mpsc::UnboundedReceiver<SupervisorEvent>,
+    current: watch::Receiver<Option<HostSession>>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("connected", &self.current.borrow().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Supervisor {
+    /// Starts supervising: `dial` opens a new transport to the server each time one is
+    /// needed (for example `|| transport::endpoint::connect(addr, None)`), and every
+    /// transport gets its own [`HostSession::connect`] with `config`.
+    pub fn spawn<F, Fut>(dial: F, config: HostConfig, backoff: Backoff) -> Supervisor
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = io::Result<Transport>> + Send + 'static,
+    {
+        let dial: Dial = Arc::new(move || Box::pin(dial()));
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (current_tx, current) = watch::channel(None);
+        let task = tokio::spawn(supervise(dial, config, backoff, events_tx, current_tx));
+        Supervisor {
+            events,
+            current,
+            task,
+        }
+    }
+
+    /// The next event; `None` once the supervisor has stopped (it gave up).
+    pub async fn next_event(&mut self) -> Option<SupervisorEvent> {
+        self.events.recv().await
+    }
+
+    /// The session currently connected, if any.
+    pub fn current(&self) -> Option<HostSession> {
+        self.current.borrow().clone()
+    }
+
+    /// Stops supervising and closes the current session.
+    pub fn stop(self) {
+        // Drop does it.
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(s) = self.current.borrow().as_ref() {
+            s.close();
+        }
+    }
+}
+
+async fn supervise(
+    dial: Dial,
+    config: HostConfig,
+    backoff: Backoff,
+    events: mpsc::UnboundedSender<SupervisorEvent>,
+    current: watch::Sender<Option<HostSession>>,
+) {
+    let mut failures = 0u32;
+    let mut generation = 0u64;
+    loop {
+        let error = match connect(&dial, &config).await {
+            Ok((session, streams)) => {
+                generation += 1;
+                let since = Instant::now();
+                current.send_replace(Some(session.clone()));
+                let peer = session.peer().clone();
+                let connected = SupervisorEvent::Connected {
+                    generation,
+                    session,
+                    streams,
+                };
+                if events.send(connected).is_err() {
+                    return;
+                }
+                let reason = peer.closed().await;
+                current.send_replace(None);
+                let ended = SupervisorEvent::Disconnected {
+                    generation,
+                    reason: reason.clone(),
+                };
+                if events.send(ended).is_err() {
+                    return;
+                }
+                if since.elapsed() >= backoff.reset_after {
+                    failures = 0;
+                    // A connection that held: re-dial after the first wait, counted afresh.
+                    tokio::time::sleep(backoff.delay(1)).await;
+                    continue;
+                }
+                format!(
+                    "connection {generation} ended after {:?}: {reason}",
+                    since.elapsed()
+                )
+            }
+            Err(e) => e,
+        };
+        failures = failures.saturating_add(1);
+        let give_up = backoff.max_attempts.is_some_and(|m| failures >= m);
+        let retry_in = (!give_up).then(|| backoff.delay(failures));
+        let failed = SupervisorEvent::Failed {
+            attempt: failures,
+            error,
+            retry_in,
+        };
+        if events.send(failed).is_err() {
+            return;
+        }
+        match retry_in {
+            Some(wait) => tokio::time::sleep(wait).await,
+            None => return,
+        }
+    }
+}
+
+/// One attempt: dial, then handshake and initial policy exchange.
+async fn connect(dial: &Dial, config: &HostConfig) -> Result<(HostSession, HostStreams), String> {
+    let transport = dial().await.map_err(|e| format!("dial: {e}"))?;
+    HostSession::connect(transport, config.clone())
+        .await
+        .map_err(|e| format!("handshake: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_initial_and_stops_at_max() {
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            ..Backoff::default()
+        };
+        let waits: Vec<u128> = (1..=6).map(|n| b.delay(n).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        // No overflow however long it has been failing.
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
+        assert_eq!(b.delay(0), Duration::from_millis(100));
+    }
+}
