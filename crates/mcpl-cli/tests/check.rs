@@ -121,6 +121,11 @@ fn well_behaved_server_passes_every_check() {
         "channels.unknown-channel-error",
         "policy.reduction-answered",
         "policy.reduction-respected",
+        "policy.notification-not-ready",
+        "policy.contradiction-rejected",
+        "grant.messages-within-grant",
+        "hooks.feature-set-declared",
+        "channels.incoming-shape",
     ] {
         assert!(
             ids_with(&doc, "pass").contains(id),
@@ -179,6 +184,11 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("list-no-array", &["channels.list-answered"]),
         ("reduction-unanswered", &["policy.reduction-answered"]),
         ("reduction-ignored", &["policy.reduction-respected"]),
+        ("unadvertised-register", &["grant.messages-within-grant"]),
+        ("hook-undeclared-set", &["hooks.feature-set-declared"]),
+        ("bad-incoming", &["channels.incoming-shape"]),
+        ("accepts-contradiction", &["policy.contradiction-rejected"]),
+        ("notification-ready", &["policy.notification-not-ready"]),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);
@@ -339,19 +349,27 @@ fn transcript_is_valid_json_lines_of_every_frame() {
         .filter(|l| l["direction"] == "sent")
         .filter_map(|l| l["message"]["method"].as_str())
         .collect();
+    // A quiet window, the grant as a Notification (§6.7 probe) and a second window, each
+    // opened by a ping, then the policy Request.
     assert_eq!(
-        &sent[..3],
+        &sent[..6],
         &[
             "initialize",
             "notifications/initialized",
+            "ping",
+            "featureSets/update",
+            "ping",
             "featureSets/update"
         ]
     );
-    // The policy Request carries the grant: everything advertised except observe (§10.1).
-    let update = lines
+    let updates: Vec<&Value> = lines
         .iter()
-        .find(|l| l["message"]["method"] == "featureSets/update")
-        .unwrap();
+        .filter(|l| l["direction"] == "sent" && l["message"]["method"] == "featureSets/update")
+        .collect();
+    assert!(updates[0]["message"].get("id").is_none(), "{}", updates[0]);
+    // The policy Request carries the grant: everything advertised except observe (§10.1).
+    let update = updates[1];
+    assert!(update["message"].get("id").is_some(), "{update}");
     let effective = update["message"]["params"]["effectiveCapabilities"]
         .as_array()
         .unwrap();

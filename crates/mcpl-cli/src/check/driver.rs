@@ -82,6 +82,15 @@ struct Session {
     timed_out: HashSet<RequestId>,
     invalid: Vec<String>,
     privileged_before_ready: Vec<String>,
+    /// The grant-carrying `featureSets/update` Notification has been sent (§6.7 probe):
+    /// privileged messages from then until the receipt are judged by that probe.
+    grant_notified: bool,
+    /// Privileged messages after that Notification and before the receipt.
+    ready_by_notification: Vec<String>,
+    /// Privileged messages judged after an accepted receipt (§5.4).
+    privileged_after_ready: usize,
+    /// Those outside the grant.
+    outside_grant: Vec<String>,
     push_seen: usize,
     inference_seen: usize,
     descriptors_seen: usize,
@@ -159,6 +168,10 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         timed_out: HashSet::new(),
         invalid: Vec::new(),
         privileged_before_ready: Vec::new(),
+        grant_notified: false,
+        ready_by_notification: Vec::new(),
+        privileged_after_ready: 0,
+        outside_grant: Vec::new(),
         push_seen: 0,
         inference_seen: 0,
         descriptors_seen: 0,
@@ -177,6 +190,7 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
     s.exercise();
     s.watch();
     s.reduction();
+    s.contradiction();
     s.check_announced();
     s.conclude();
     s.rec
@@ -260,6 +274,7 @@ impl Session {
                 return;
             }
         };
+        self.quiet_windows(&host_grant);
         self.policy(&host_grant, &sets);
 
         self.fetch_manifest(&mcpl);
@@ -293,6 +308,10 @@ impl Session {
                 "channels.unknown-channel-error",
                 "policy.reduction-answered",
                 "policy.reduction-respected",
+                "policy.notification-not-ready",
+                "policy.contradiction-rejected",
+                "grant.messages-within-grant",
+                "hooks.feature-set-declared",
             ],
             "server does not advertise MCPL (§3.3)",
         );
@@ -311,6 +330,27 @@ impl Session {
         self.rec.record("manifest.identifier-charset", st, d);
         let (st, d) = inspect::revision_matches(mcpl);
         self.rec.record("manifest.revision-matches-digest", st, d);
+    }
+
+    /// Before the policy Request (§5.3, §6.7): a quiet window in which nothing privileged may
+    /// come (a fail-open server starts at once, AUDIT-001 §2.7), then the grant sent as a
+    /// Notification, which must not make the server ready, and a second window. Each window
+    /// opens with a `ping` round trip, so a server that answers in order has acted on
+    /// everything before it, and lasts `--watch`.
+    fn quiet_windows(&mut self, host_grant: &HostGrant) {
+        self.window();
+        if self.closed.is_some() {
+            return;
+        }
+        self.grant_notified = true;
+        let _ = self.notify("featureSets/update", host_grant.update_params(None, &[]));
+        self.window();
+    }
+
+    /// A `ping` round trip (its answer is not judged), then listening for `--watch`.
+    fn window(&mut self) {
+        let _ = self.request("ping", json!({}));
+        self.watch();
     }
 
     fn policy(&mut self, host_grant: &HostGrant, sets: &FeatureSets) {
@@ -579,8 +619,9 @@ impl Session {
             "hooks.answers-without-observe",
             "hooks.injection-positions",
             "hooks.injection-shape",
+            "hooks.feature-set-declared",
         ];
-        let [answered, positions, shape] = hooks;
+        let [answered, positions, shape, hook_set] = hooks;
         let inject = [
             Capability::InjectSystem,
             Capability::InjectBeforeUser,
@@ -624,10 +665,8 @@ impl Session {
                         other.describe()
                     ),
                 );
-                self.rec
-                    .record(positions, Status::Skip, "no beforeInference result");
-                self.rec
-                    .record(shape, Status::Skip, "no beforeInference result");
+                let why = "no beforeInference result";
+                self.rec.skip_all(&[positions, shape, hook_set], why);
                 return;
             }
         };
@@ -643,6 +682,8 @@ impl Session {
             None => {
                 self.rec
                     .record(positions, Status::Pass, "no injections returned");
+                self.rec
+                    .record(hook_set, Status::Skip, "no injections returned");
                 return;
             }
             Some(Value::Array(a)) => a.clone(),
@@ -652,9 +693,39 @@ impl Session {
                     Status::Fail,
                     format!("contextInjections is not an array: {other}"),
                 );
+                self.rec
+                    .record(hook_set, Status::Skip, "no injection list to attribute");
                 return;
             }
         };
+        // §6.5: the response names the set its injections come under, and a host takes
+        // them only from a declared set the grant leaves available.
+        let named = result.get("featureSet").and_then(Value::as_str);
+        match named {
+            _ if injections.is_empty() => {
+                self.rec
+                    .record(hook_set, Status::Skip, "no injections returned")
+            }
+            // A missing featureSet is hooks.injection-shape's finding.
+            None => self
+                .rec
+                .record(hook_set, Status::Skip, "no featureSet named"),
+            Some(fs) if !self.declared.contains(fs) => self.rec.record(
+                hook_set,
+                Status::Fail,
+                format!("injections under featureSet {fs:?}, which is not declared"),
+            ),
+            Some(fs) if !self.available.contains(fs) => self.rec.record(
+                hook_set,
+                Status::Fail,
+                format!("injections under featureSet {fs:?}, which the grant leaves unavailable"),
+            ),
+            Some(fs) => self.rec.record(
+                hook_set,
+                Status::Pass,
+                format!("injections under {fs:?}, declared and available"),
+            ),
+        }
         if let Some(fs) = result.get("featureSet").and_then(Value::as_str) {
             for inj in &injections {
                 let leaf = inj
@@ -683,6 +754,52 @@ impl Session {
             );
         } else {
             self.rec.record(positions, Status::Fail, bad.join("; "));
+        }
+    }
+
+    /// §5.4: a policy naming one path both granted and denied is malformed and must be
+    /// rejected (an error, and no change). Sent last, after every other probe.
+    fn contradiction(&mut self) {
+        let id = "policy.contradiction-rejected";
+        if self.closed.is_some() || self.rec.has(id) {
+            return;
+        }
+        let Some(host_grant) = self.host_grant.filter(|_| self.ready) else {
+            self.rec
+                .record(id, Status::Skip, "no accepted policy to contradict");
+            return;
+        };
+        let mut params = host_grant.update_params(None, &[]);
+        let granted = host_grant.effective.capabilities().sorted_paths();
+        let path = granted.first().copied().unwrap_or("pushEvents");
+        if granted.is_empty() {
+            params["effectiveCapabilities"] = json!([path]);
+        }
+        params["deniedCapabilities"] = json!([path]);
+        match self.request("featureSets/update", params) {
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Pass,
+                format!(
+                    "{path} both granted and denied: rejected with error {}",
+                    e.code
+                ),
+            ),
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{path} both granted and denied: accepted with result {r}"),
+            ),
+            Reply::Timeout => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{path} both granted and denied: no response within the timeout"),
+            ),
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the answer: {why}"),
+            ),
         }
     }
 
@@ -895,6 +1012,44 @@ impl Session {
                 ),
             );
         }
+        let notified = "policy.notification-not-ready";
+        if !self.ready_by_notification.is_empty() {
+            self.rec.record(
+                notified,
+                Status::Fail,
+                format!(
+                    "after a featureSets/update Notification and before the Request: {}",
+                    self.ready_by_notification.join(", ")
+                ),
+            );
+        } else if self.grant_notified && !self.rec.has(notified) {
+            self.rec.record(
+                notified,
+                Status::Pass,
+                "nothing privileged after the grant came as a Notification",
+            );
+        }
+        let within = "grant.messages-within-grant";
+        if !self.outside_grant.is_empty() {
+            self.rec
+                .record(within, Status::Fail, self.outside_grant.join("; "));
+        } else if self.privileged_after_ready > 0 {
+            self.rec.record(
+                within,
+                Status::Pass,
+                format!(
+                    "{} privileged message(s) after the receipt, all within the grant",
+                    self.privileged_after_ready
+                ),
+            );
+        } else if !self.rec.has(within) && self.closed.is_none() {
+            let why = if self.ready {
+                "no privileged message after the receipt"
+            } else {
+                "no accepted receipt: no grant to judge against"
+            };
+            self.rec.record(within, Status::Skip, why);
+        }
         let decl = "featuresets.declaration-matches";
         if !self.mismatches.is_empty() {
             self.mismatches.dedup();
@@ -925,7 +1080,7 @@ impl Session {
                 "channels/register",
             ),
             (
-                &["channels.incoming-is-request"][..],
+                &["channels.incoming-is-request", "channels.incoming-shape"][..],
                 self.incoming_seen,
                 "channels/incoming",
             ),
@@ -1091,8 +1246,20 @@ impl Session {
     /// A message the server sent on its own: judged, and answered if it is a request.
     fn server_message(&mut self, id: Option<RequestId>, method: &str, params: Option<Value>) {
         let requirement = server_requirement(method, params.as_ref());
-        if let Some(req) = requirement {
-            if !self.receipt_seen && req != Requirement::None {
+        if let Some(req) = requirement.filter(|r| *r != Requirement::None) {
+            if self.receipt_seen {
+                // §5.4: judged only under an accepted receipt; without one nothing is ready.
+                if self.ready {
+                    self.privileged_after_ready += 1;
+                    if self.grant.check(req).is_err() {
+                        let needs = req.capabilities().sorted_paths().join(" / ");
+                        self.outside_grant
+                            .push(format!("{method} needs {needs}, not granted"));
+                    }
+                }
+            } else if self.grant_notified {
+                self.ready_by_notification.push(method.to_owned());
+            } else {
                 self.privileged_before_ready.push(method.to_owned());
             }
         }
@@ -1139,6 +1306,11 @@ impl Session {
             }
             "channels/incoming" => {
                 self.incoming_seen += 1;
+                let defects = inspect::incoming_defects(params.as_ref());
+                if !defects.is_empty() {
+                    self.rec
+                        .record("channels.incoming-shape", Status::Fail, defects.join("; "));
+                }
                 if id.is_none() {
                     self.rec.record(
                         "channels.incoming-is-request",

@@ -232,6 +232,48 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
     out
 }
 
+/// Defects of `channels/incoming` params against §14.3 and §16.1: `messages` an array of
+/// objects, each with a string `channelId` and `messageId` and `content` as content blocks;
+/// `author` (when present) an object, `timestamp` a string, `tags` namespaced and a set.
+pub fn incoming_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(msgs) = params
+        .and_then(|p| p.get("messages"))
+        .and_then(Value::as_array)
+    else {
+        out.push("params.messages is not an array".into());
+        return out;
+    };
+    for (i, m) in msgs.iter().enumerate() {
+        let Some(o) = m.as_object() else {
+            out.push(format!("messages[{i}] is not an object"));
+            continue;
+        };
+        for field in ["channelId", "messageId"] {
+            if !o.get(field).is_some_and(Value::is_string) {
+                out.push(format!("messages[{i}].{field} missing or not a string"));
+            }
+        }
+        content_defects(
+            o.get("content"),
+            &format!("messages[{i}].content"),
+            &mut out,
+        );
+        if o.get("author").is_some_and(|a| !a.is_object()) {
+            out.push(format!("messages[{i}].author is not an object"));
+        }
+        if o.get("timestamp").is_some_and(|t| !t.is_string()) {
+            out.push(format!("messages[{i}].timestamp is not a string"));
+        }
+        if let Some(t) = o.get("tags") {
+            let mut tags = Vec::new();
+            tag_defects(t, &mut tags);
+            out.extend(tags.into_iter().map(|d| format!("messages[{i}]: {d}")));
+        }
+    }
+    out
+}
+
 /// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
 /// array of objects each with a string `role` and `content` that is a string or content
 /// blocks; the optional members typed as the table gives them (`stream` boolean,

@@ -67,6 +67,9 @@ catalogue! {
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
     "policy.reduction-answered", "§6.7", "a reduction (featureSets/update disabling sets) is answered with a receipt";
     "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled feature set";
+    "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
+    "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied is rejected with an error";
+    "grant.messages-within-grant", "§5.4", "after the receipt, the server sends only what the grant allows";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
@@ -74,6 +77,7 @@ catalogue! {
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
     "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
+    "hooks.feature-set-declared", "§6.5", "injections come under a declared feature set the grant leaves available";
     "push.event-is-request", "§4.1", "push/event is sent as a Request";
     "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, timestamp, payload";
     "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";
@@ -84,6 +88,7 @@ catalogue! {
     "channels.descriptor-shape", "§14.2", "channel descriptors carry id, type and a valid direction";
     "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
     "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
+    "channels.incoming-shape", "§14.3", "incoming messages carry channelId, messageId, content blocks; tags namespaced";
     "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list";
     "channels.unknown-channel-error", "§14.6", "channels/publish to an unregistered channel is refused -32023";
 }
