@@ -126,6 +126,9 @@ fn well_behaved_server_passes_every_check() {
         "grant.messages-within-grant",
         "hooks.feature-set-declared",
         "channels.incoming-shape",
+        "rpc.unknown-members-ignored",
+        "channels.close-unknown-error",
+        "lifecycle.defensive",
     ] {
         assert!(
             ids_with(&doc, "pass").contains(id),
@@ -156,6 +159,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
                 "manifest.fetch",
                 "channels.list-answered",
                 "channels.unknown-channel-error",
+                "channels.close-unknown-error",
             ],
         ),
         ("wrong-receipt", &["policy.receipt-shape"]),
@@ -189,6 +193,9 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("bad-incoming", &["channels.incoming-shape"]),
         ("accepts-contradiction", &["policy.contradiction-rejected"]),
         ("notification-ready", &["policy.notification-not-ready"]),
+        ("strict-members", &["rpc.unknown-members-ignored"]),
+        ("close-32004", &["channels.close-unknown-error"]),
+        ("lifecycle-crash", &["lifecycle.defensive"]),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);

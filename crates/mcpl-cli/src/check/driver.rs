@@ -91,6 +91,10 @@ struct Session {
     privileged_after_ready: usize,
     /// Those outside the grant.
     outside_grant: Vec<String>,
+    /// The manifest `mcpl/manifest` returned, for the unknown-member probe.
+    fetched: Option<Value>,
+    /// A `ping` was answered (result or error): it can show the server is still answering.
+    ping_answered: bool,
     push_seen: usize,
     inference_seen: usize,
     descriptors_seen: usize,
@@ -172,6 +176,8 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         ready_by_notification: Vec::new(),
         privileged_after_ready: 0,
         outside_grant: Vec::new(),
+        fetched: None,
+        ping_answered: false,
         push_seen: 0,
         inference_seen: 0,
         descriptors_seen: 0,
@@ -281,6 +287,9 @@ impl Session {
         self.unknown_method();
         self.before_inference(&host_grant);
         self.channel_probes();
+        self.unknown_member();
+        self.close_unknown_channel();
+        self.defensive_lifecycle();
         self.host_grant = Some(host_grant);
     }
 
@@ -312,6 +321,9 @@ impl Session {
                 "policy.contradiction-rejected",
                 "grant.messages-within-grant",
                 "hooks.feature-set-declared",
+                "rpc.unknown-members-ignored",
+                "channels.close-unknown-error",
+                "lifecycle.defensive",
             ],
             "server does not advertise MCPL (§3.3)",
         );
@@ -349,7 +361,9 @@ impl Session {
 
     /// A `ping` round trip (its answer is not judged), then listening for `--watch`.
     fn window(&mut self) {
-        let _ = self.request("ping", json!({}));
+        if let Reply::Result(_) | Reply::Error(_) = self.request("ping", json!({})) {
+            self.ping_answered = true;
+        }
         self.watch();
     }
 
@@ -473,6 +487,7 @@ impl Session {
         let supports = initial.get("revision").is_some();
         match self.request("mcpl/manifest", json!({})) {
             Reply::Result(m) if m.is_object() => {
+                self.fetched = Some(m.clone());
                 let (st, d) = inspect::revision_matches(&m);
                 if st == Status::Fail {
                     self.rec.record(
@@ -520,6 +535,136 @@ impl Session {
                 Status::Fail,
                 format!(
                     "mcpl/manifest got {} (§6.6: must error, not silence)",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §8: servers tolerate and ignore request members they do not know. `mcpl/manifest`
+    /// with an extra params member must return the same manifest.
+    fn unknown_member(&mut self) {
+        let id = "rpc.unknown-members-ignored";
+        let Some(before) = self.fetched.clone() else {
+            self.rec
+                .record(id, Status::Skip, "no manifest fetched to compare with");
+            return;
+        };
+        let params = json!({ "xMcplCheckProbe": { "ignore": "me" } });
+        match self.request("mcpl/manifest", params) {
+            Reply::Result(m) => {
+                let same = mcpl::manifest::canonical_json(&m).ok()
+                    == mcpl::manifest::canonical_json(&before).ok();
+                if same || self.changed_seen > 0 {
+                    self.rec.record(
+                        id,
+                        Status::Pass,
+                        "mcpl/manifest with an unknown params member answered as without it",
+                    );
+                } else {
+                    self.rec.record(
+                        id,
+                        Status::Fail,
+                        "mcpl/manifest with an unknown params member returned another manifest",
+                    );
+                }
+            }
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the answer: {why}"),
+            ),
+            other => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "mcpl/manifest with an unknown params member got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §14.3, §14.6: `channels/close` for a channel the server never registered is refused
+    /// with `-32023` (AUDIT-001 §4.2 item 9: `-32004` instead).
+    fn close_unknown_channel(&mut self) {
+        let id = "channels.close-unknown-error";
+        if !self.ready || !self.grant.allows(Capability::ChannelsLifecycle) {
+            self.rec
+                .record(id, Status::Skip, "channels.lifecycle not granted");
+            return;
+        }
+        let params = json!({ "channelId": "mcpl-check:no-such-channel" });
+        match self.request("channels/close", params) {
+            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
+                self.rec
+                    .record(id, Status::Pass, format!("answered {}", e.code))
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "answered {} {:?}; an unknown channel is -32023 (§14.6)",
+                    e.code, e.message
+                ),
+            ),
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("closed a channel it never registered: {r}"),
+            ),
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the answer: {why}"),
+            ),
+            Reply::Timeout => self.rec.record(
+                id,
+                Status::Fail,
+                "no response within the timeout (§6.6: must error, not silence)",
+            ),
+        }
+    }
+
+    /// §10.5: lifecycle consumers are defensive. A terminal with no `started`, then a turn
+    /// with two terminals, must leave the server answering (here: a `ping`).
+    fn defensive_lifecycle(&mut self) {
+        let id = "lifecycle.defensive";
+        if !self.ready || !self.grant.allows(Capability::InferenceLifecycle) {
+            self.rec
+                .record(id, Status::Skip, "inferenceLifecycle not granted");
+            return;
+        }
+        if !self.ping_answered {
+            let why = "the server answered no ping: nothing to tell it is still answering";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        }
+        let phase = |inference: &str, phase: &str| {
+            json!({ "inferenceId": inference, "conversationId": "conv_mcpl_check",
+                    "turnIndex": 0, "phase": phase })
+        };
+        for p in [
+            phase("inf_mcpl_check_orphan", "completed"),
+            phase("inf_mcpl_check_twice", "started"),
+            phase("inf_mcpl_check_twice", "completed"),
+            phase("inf_mcpl_check_twice", "aborted"),
+        ] {
+            if !self.notify("inference/lifecycle", p) {
+                break;
+            }
+        }
+        match self.request("ping", json!({})) {
+            Reply::Result(_) | Reply::Error(_) => self.rec.record(
+                id,
+                Status::Pass,
+                "still answering after an orphan terminal and a duplicate terminal",
+            ),
+            other => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "after an orphan terminal and a duplicate terminal, a ping got {}",
                     other.describe()
                 ),
             ),

@@ -74,6 +74,8 @@ catalogue! {
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
+    "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
+    "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
     "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
@@ -91,6 +93,7 @@ catalogue! {
     "channels.incoming-shape", "§14.3", "incoming messages carry channelId, messageId, content blocks; tags namespaced";
     "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list";
     "channels.unknown-channel-error", "§14.6", "channels/publish to an unregistered channel is refused -32023";
+    "channels.close-unknown-error", "§14.6", "channels/close of an unregistered channel is refused -32023";
 }
 
 /// The definition of a catalogue id, if it exists.
