@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use mcpl::capability::{self, Capability, Grant, Requirement};
+use mcpl::capability::{self, Capability, CapabilitySet, Grant, Requirement};
 use mcpl::jsonrpc::{codes, ErrorObject, Message, RequestId};
 use mcpl::policy::{self, FeatureSets, HostGrant};
 use serde_json::{json, Value};
@@ -114,8 +114,11 @@ struct Session {
     reduction_answered: bool,
     /// Feature-set-tagged messages judged after the reduction was answered.
     after_reduction: usize,
-    /// Uses of a disabled set after the reduction was answered.
+    /// Uses of a disabled set, or of a capability the reduction revoked, after the reduction
+    /// was answered.
     reduction_violations: Vec<String>,
+    /// The grant before the reduction probe narrowed it (set when the reduction is sent).
+    pre_reduction_grant: Option<Grant>,
     /// Of those, how many were push events or inference requests, by the `declared` check
     /// id that would otherwise count them as conforming.
     reduction_hits: BTreeMap<&'static str, usize>,
@@ -191,6 +194,7 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         after_reduction: 0,
         reduction_violations: Vec::new(),
         reduction_hits: BTreeMap::new(),
+        pre_reduction_grant: None,
         rec,
     };
     s.exercise();
@@ -914,8 +918,16 @@ impl Session {
                 .record(id, Status::Skip, "no accepted policy to contradict");
             return;
         };
-        let mut params = host_grant.update_params(None, &[]);
-        let granted = host_grant.effective.capabilities().sorted_paths();
+        // The grant in force (after the reduction), with the same sets disabled: accepted by
+        // mistake, it would change nothing else.
+        let now = HostGrant {
+            advertised: host_grant.advertised,
+            effective: self.grant,
+            denied: host_grant.advertised.difference(self.grant.capabilities()),
+        };
+        let disabled: Vec<String> = self.reduced.iter().cloned().collect();
+        let mut params = now.update_params(None, &disabled);
+        let granted = self.grant.capabilities().sorted_paths();
         let path = granted.first().copied().unwrap_or("pushEvents");
         if granted.is_empty() {
             params["effectiveCapabilities"] = json!([path]);
@@ -961,11 +973,13 @@ impl Session {
         params
     }
 
-    /// §6.7 reduction probe, after the watch: disables every available feature set (taking
-    /// effect here first, then sent as a Request), expects a receipt, then asks for
-    /// injections again and keeps listening for the watch period. After the receipt, no
-    /// injection, push or inference request may name a disabled set (AUDIT-001 §2.1, §2.7:
-    /// servers that kept sending under disabled sets).
+    /// §6.7 reduction probe, after the watch: disables every available feature set and
+    /// revokes `channels.register` and `channels.incoming` (taking effect here first, then
+    /// sent as a Request), expects a receipt, then asks for injections again and keeps
+    /// listening for the watch period. After the receipt, no injection, push or inference
+    /// request may name a disabled set, and nothing may need a revoked capability
+    /// (AUDIT-001 §2.1, §2.3, §2.7: servers that kept sending under disabled sets, and
+    /// channels no feature set gates).
     fn reduction(&mut self) {
         let (answered, respected) = ("policy.reduction-answered", "policy.reduction-respected");
         if self.closed.is_some() || self.rec.has(answered) {
@@ -976,16 +990,36 @@ impl Session {
             self.rec.skip_all(&[answered, respected], why);
             return;
         };
-        if self.available.is_empty() {
-            let why = "no feature set available to disable";
+        let revoke: CapabilitySet = [Capability::ChannelsRegister, Capability::ChannelsIncoming]
+            .into_iter()
+            .collect();
+        let revoked = self.grant.capabilities().intersection(revoke);
+        if self.available.is_empty() && revoked == CapabilitySet::EMPTY {
+            let why = "no feature set available to disable, no channel capability to revoke";
             self.rec.skip_all(&[answered, respected], why);
             return;
         }
-        // Revocation first (§6.7): from here on the host refuses these sets with -32001.
+        // Revocation first (§6.7): from here on the host refuses these sets with -32001 and
+        // the revoked capabilities with -32002.
         self.reduced = std::mem::take(&mut self.available);
         let disabled: Vec<String> = self.reduced.iter().cloned().collect();
-        let params = host_grant.update_params(None, &disabled);
-        let what = format!("disabling {}", disabled.join(", "));
+        let kept = self.grant.capabilities().difference(revoke);
+        let narrowed = HostGrant {
+            advertised: host_grant.advertised,
+            effective: self.grant.intersect(kept),
+            denied: host_grant.advertised.difference(kept),
+        };
+        self.pre_reduction_grant = Some(self.grant);
+        self.grant = narrowed.effective;
+        let params = narrowed.update_params(None, &disabled);
+        let mut parts = Vec::new();
+        if !disabled.is_empty() {
+            parts.push(format!("disabling {}", disabled.join(", ")));
+        }
+        if revoked != CapabilitySet::EMPTY {
+            parts.push(format!("revoking {}", revoked.sorted_paths().join(", ")));
+        }
+        let what = parts.join(" and ");
         match self.request("featureSets/update", params) {
             Reply::Result(r) => {
                 self.reduction_answered = true;
@@ -1051,7 +1085,7 @@ impl Session {
             self.rec.record(respected, Status::Fail, d);
         } else if self.after_reduction > 0 {
             let d = format!(
-                "{} feature-set-tagged answer(s) or message(s) after the receipt, none under a disabled set",
+                "{} answer(s) or message(s) after the receipt, none under a disabled set or a revoked capability",
                 self.after_reduction
             );
             self.rec.record(respected, Status::Pass, d);
@@ -1396,10 +1430,23 @@ impl Session {
                 // §5.4: judged only under an accepted receipt; without one nothing is ready.
                 if self.ready {
                     self.privileged_after_ready += 1;
+                    if self.reduction_answered {
+                        self.after_reduction += 1;
+                    }
                     if self.grant.check(req).is_err() {
                         let needs = req.capabilities().sorted_paths().join(" / ");
-                        self.outside_grant
-                            .push(format!("{method} needs {needs}, not granted"));
+                        let revoked = self
+                            .pre_reduction_grant
+                            .is_some_and(|g| g.check(req).is_ok());
+                        if !revoked {
+                            self.outside_grant
+                                .push(format!("{method} needs {needs}, not granted"));
+                        } else if self.reduction_answered {
+                            self.reduction_violations
+                                .push(format!("{method}, though the reduction revoked {needs}"));
+                        }
+                        // Revoked but not yet answered: the server may not have read the
+                        // reduction; refused (-32002), not its failure.
                     }
                 }
             } else if self.grant_notified {

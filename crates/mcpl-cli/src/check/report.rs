@@ -65,8 +65,8 @@ catalogue! {
     "policy.refusal-names-fallback", "§6.7", "a refusal carries fallback mcp-only or close";
     "policy.no-invented-mode", "§6.7", "mode is omitted when nothing degraded";
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
-    "policy.reduction-answered", "§6.7", "a reduction (featureSets/update disabling sets) is answered with a receipt";
-    "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled feature set";
+    "policy.reduction-answered", "§6.7", "a reduction (sets disabled, channel capabilities revoked) is answered with a receipt";
+    "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability";
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
     "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied is rejected with an error";
     "grant.messages-within-grant", "§5.4", "after the receipt, the server sends only what the grant allows";
