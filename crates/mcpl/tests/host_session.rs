@@ -507,6 +507,31 @@ async fn s11_inference_request_answered_by_application_handler() {
     assert_eq!(r["content"][0]["text"], "inference/request");
 }
 
+/// Sends a streamed `inference/request` under `assist.stream` from the server; the returned
+/// mark holds the wire position of its response once it has been read.
+fn streamed_request(
+    server: &Server,
+    text: &str,
+) -> (
+    tokio::task::JoinHandle<Result<Value, mcpl::peer::PeerError>>,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (peer, at) = (server.peer.clone(), mark.clone());
+    let params = json!({ "featureSet": "assist.stream", "stream": true,
+                         "messages": [{ "role": "user", "content": text }] });
+    let call = tokio::spawn(async move {
+        peer.request_raw_marked(
+            "inference/request",
+            Some(params),
+            std::time::Duration::from_secs(30),
+            at,
+        )
+        .await
+    });
+    (call, mark)
+}
+
 /// §11.4: with a stream handler, a `stream: true` request gets its `inference/chunk`
 /// notifications (`requestId` its id, `index` from 0) before the final response.
 #[tokio::test]
@@ -553,18 +578,7 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     assert_eq!(r["content"], "Hello");
     assert_eq!(r["usage"]["outputTokens"], 2);
     // On the wire, both chunks come before the response (wire positions of the frames).
-    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (peer, at) = (server.peer.clone(), mark.clone());
-    let call = tokio::spawn(async move {
-        peer.request_raw_marked(
-            "inference/request",
-            Some(json!({ "featureSet": "assist.stream", "stream": true,
-                         "messages": [{ "role": "user", "content": "again" }] })),
-            std::time::Duration::from_secs(30),
-            at,
-        )
-        .await
-    });
+    let (call, mark) = streamed_request(&server, "again");
     let mut chunk_positions = Vec::new();
     for _ in 0..2 {
         server.notification("inference/chunk").await.unwrap();
@@ -591,18 +605,7 @@ async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
         Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
     }));
     let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
-    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (peer, at) = (server.peer.clone(), mark.clone());
-    let call = tokio::spawn(async move {
-        peer.request_raw_marked(
-            "inference/request",
-            Some(json!({ "featureSet": "assist.stream", "stream": true,
-                         "messages": [{ "role": "user", "content": "hi" }] })),
-            std::time::Duration::from_secs(30),
-            at,
-        )
-        .await
-    });
+    let (call, mark) = streamed_request(&server, "hi");
     let chunk = server.notification("inference/chunk").await.unwrap();
     let chunk_at = server.incoming.last_seq();
     assert_eq!(

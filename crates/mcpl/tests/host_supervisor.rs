@@ -10,20 +10,14 @@ use std::time::Duration;
 
 use mcpl::capability::{Capability, CapabilitySet};
 use mcpl::host::{Backoff, HostConfig, Supervisor, SupervisorEvent};
-use mcpl::peer::{CloseReason, Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
+use mcpl::peer::{CloseReason, Incoming, Peer, PeerConfig};
 use mcpl::transport::{memory, Transport};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-async fn next_request(incoming: &mut Incoming, method: &str) -> IncomingRequest {
-    loop {
-        match incoming.recv().await.expect("connection ended") {
-            IncomingMessage::Request(r) if r.method() == method => return r,
-            IncomingMessage::Request(r) => panic!("expected {method}, got {}", r.method()),
-            IncomingMessage::Notification(_) => {}
-        }
-    }
-}
+#[path = "support/server_side.rs"]
+mod server_side;
+use server_side::next_request;
 
 fn manifest(a: CapabilitySet) -> Value {
     let mut m = mcpl::capability::advertisement_to_value(a);

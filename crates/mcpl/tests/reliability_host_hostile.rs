@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mcpl::capability::{Capability, CapabilitySet};
 use mcpl::host::{HostConfig, HostEvent, HostSession};
-use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -76,15 +76,9 @@ fn manifest(a: CapabilitySet) -> Value {
     m
 }
 
-async fn next_request(incoming: &mut Incoming, method: &str) -> IncomingRequest {
-    loop {
-        match incoming.recv().await.expect("connection ended") {
-            IncomingMessage::Request(r) if r.method() == method => return r,
-            IncomingMessage::Request(r) => panic!("expected {method}, got {}", r.method()),
-            IncomingMessage::Notification(_) => {}
-        }
-    }
-}
+#[path = "support/server_side.rs"]
+mod server_side;
+use server_side::next_request;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]

@@ -12,18 +12,12 @@
 
 use futures_util::FutureExt;
 use mcpl::host::{HostConfig, HostSession};
-use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
+use mcpl::peer::{Incoming, IncomingRequest, Peer, PeerConfig};
 use serde_json::{json, Value};
 
-async fn next_request(incoming: &mut Incoming, method: &str) -> IncomingRequest {
-    loop {
-        match incoming.recv().await.expect("connection ended") {
-            IncomingMessage::Request(r) if r.method() == method => return r,
-            IncomingMessage::Request(r) => panic!("expected {method}, got {}", r.method()),
-            IncomingMessage::Notification(_) => {}
-        }
-    }
-}
+#[path = "support/server_side.rs"]
+mod server_side;
+use server_side::next_request;
 
 fn manifest() -> Value {
     json!({"version": "0.5", "pushEvents": true, "channels": {"register": true},
