@@ -196,6 +196,10 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("strict-members", &["rpc.unknown-members-ignored"]),
         ("close-32004", &["channels.close-unknown-error"]),
         ("lifecycle-crash", &["lifecycle.defensive"]),
+        (
+            "changed-under-announced",
+            &["manifest.changed-domains-match"],
+        ),
     ];
     for (mode, expected) in cases {
         let (code, doc) = scripted(mode);

@@ -103,6 +103,10 @@ struct Session {
     changed_seen: usize,
     /// The revision the last `mcpl/manifestChanged` announced, until it is checked.
     announced: Option<String>,
+    /// Every domain any `mcpl/manifestChanged` announced (§17.3).
+    announced_domains: BTreeSet<String>,
+    /// The manifest presented at `initialize`, to derive what changed since.
+    initial_manifest: Option<Value>,
     /// The grant sent in the initial policy, reused by the reduction probe.
     host_grant: Option<HostGrant>,
     /// Feature sets the reduction probe disabled (§6.7): unavailable from the moment the
@@ -188,6 +192,8 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         register_seen: 0,
         changed_seen: 0,
         announced: None,
+        announced_domains: BTreeSet::new(),
+        initial_manifest: None,
         host_grant: None,
         reduced: BTreeSet::new(),
         reduction_answered: false,
@@ -269,6 +275,7 @@ impl Session {
             }
         };
         self.judge_manifest(&mcpl);
+        self.initial_manifest = Some(mcpl.clone());
 
         // §5.3: the initial policy Request, granting what is advertised except observe.
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
@@ -1100,13 +1107,14 @@ impl Session {
     /// manifest then served. Fetched once after the watch, for the last announcement.
     fn check_announced(&mut self) {
         let id = "manifest.changed-revision-matches";
+        let domains_id = "manifest.changed-domains-match";
         if self.announced.is_none() {
             let why = if self.changed_seen == 0 {
                 "server sent no mcpl/manifestChanged"
             } else {
                 "no announced revision to compare"
             };
-            self.rec.record(id, Status::Skip, why);
+            self.rec.skip_all(&[id, domains_id], why);
             return;
         }
         if self.closed.is_some() {
@@ -1117,31 +1125,91 @@ impl Session {
         // have come in while the fetch was waiting).
         let announced = self.announced.take().unwrap_or_default();
         match reply {
-            Reply::Closed(why) => self.rec.record(
-                id,
-                Status::Skip,
-                format!("connection ended before the fetch was answered: {why}"),
-            ),
-            Reply::Result(m) => match mcpl::manifest::revision(&m) {
-                Ok(digest) if digest == announced => {
-                    self.rec
-                        .record(id, Status::Pass, "announced revision is the served digest")
-                }
-                Ok(digest) => self.rec.record(
-                    id,
-                    Status::Fail,
-                    format!("announced {announced} but the manifest served digests to {digest}"),
-                ),
-                Err(e) => self.rec.record(
-                    id,
-                    Status::Fail,
-                    format!("the manifest served after the announcement has no digest: {e}"),
-                ),
-            },
-            other => self.rec.record(
+            Reply::Closed(why) => {
+                let why = format!("connection ended before the fetch was answered: {why}");
+                self.rec.skip_all(&[id, domains_id], &why);
+            }
+            Reply::Result(m) => {
+                self.judge_domains(domains_id, &m);
+                self.judge_revision(id, &announced, &m);
+            }
+            other => {
+                let d = format!("mcpl/manifest after the announcement: {}", other.describe());
+                self.rec
+                    .record(domains_id, Status::Skip, "no manifest fetched to compare");
+                self.rec.record(id, Status::Fail, d);
+            }
+        }
+    }
+
+    /// §17.3: the domains announced (over every announcement) cover every domain that
+    /// differs between the manifest presented at `initialize` and the one served now;
+    /// under-announcing fails, announcing a domain that did not change warns.
+    fn judge_domains(&mut self, id: &'static str, served: &Value) {
+        let Some(initial) = &self.initial_manifest else {
+            return;
+        };
+        let changed: Vec<&str> = mcpl::manifest::changed_domains(initial, served)
+            .into_iter()
+            .map(|d| d.as_str())
+            .collect();
+        let missing: Vec<&str> = changed
+            .iter()
+            .copied()
+            .filter(|d| !self.announced_domains.contains(*d))
+            .collect();
+        let extra: Vec<&str> = self
+            .announced_domains
+            .iter()
+            .map(String::as_str)
+            .filter(|d| !changed.contains(d))
+            .collect();
+        let announced = self
+            .announced_domains
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !missing.is_empty() {
+            self.rec.record(
                 id,
                 Status::Fail,
-                format!("mcpl/manifest after the announcement: {}", other.describe()),
+                format!(
+                    "{} changed but only [{announced}] was announced",
+                    missing.join(", ")
+                ),
+            );
+        } else if !extra.is_empty() {
+            self.rec.record(
+                id,
+                Status::Warn,
+                format!("announced {} but it did not change", extra.join(", ")),
+            );
+        } else {
+            self.rec.record(
+                id,
+                Status::Pass,
+                format!("announced [{announced}], exactly what changed"),
+            );
+        }
+    }
+
+    /// §17.3 / §17.2: the last announced revision is the digest of the manifest served.
+    fn judge_revision(&mut self, id: &'static str, announced: &str, m: &Value) {
+        match mcpl::manifest::revision(m) {
+            Ok(digest) if digest == announced => {
+                self.rec
+                    .record(id, Status::Pass, "announced revision is the served digest")
+            }
+            Ok(digest) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("announced {announced} but the manifest served digests to {digest}"),
+            ),
+            Err(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("the manifest served after the announcement has no digest: {e}"),
             ),
         }
     }
@@ -1519,6 +1587,13 @@ impl Session {
                     .and_then(Value::as_str)
                 {
                     self.announced = Some(r.to_owned());
+                }
+                let domains = params
+                    .as_ref()
+                    .and_then(|p| p.get("domains"))
+                    .and_then(Value::as_array);
+                for d in domains.into_iter().flatten().filter_map(Value::as_str) {
+                    self.announced_domains.insert(d.to_owned());
                 }
                 let d = inspect::manifest_changed_defects(params.as_ref());
                 if !d.is_empty() {

@@ -73,6 +73,7 @@ catalogue! {
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
+    "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
     "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";
