@@ -89,6 +89,30 @@ fn json_rpc_batches_are_split_and_judged() {
     assert_eq!(code, 0);
 }
 
+/// A batch is judged in wire order: what follows a receipt in the same batch comes after it
+/// (nothing "before ready"), and a push after a reduction receipt in the same batch is after
+/// the reduction.
+#[test]
+fn items_batched_after_a_receipt_are_judged_after_it() {
+    let (code, doc) = scripted("receipt-batch");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    for id in [
+        "policy.no-privileged-before-ready",
+        "policy.reduction-respected",
+        "push.feature-set-declared",
+    ] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 0);
+    let (code, doc) = scripted("reduction-ignored-batch");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["policy.reduction-respected"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
 #[test]
 fn well_behaved_server_passes_every_check() {
     let (code, doc) = scripted("good");
@@ -166,6 +190,12 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("refusal-no-fallback", &["policy.refusal-names-fallback"]),
         ("invented-mode", &["policy.no-invented-mode"]),
         ("early-push", &["policy.no-privileged-before-ready"]),
+        // Pushed while the policy Request was pending: before ready, not the Notification's
+        // doing.
+        (
+            "push-before-receipt",
+            &["policy.no-privileged-before-ready"],
+        ),
         ("bad-revision", &["manifest.revision-matches-digest"]),
         ("notify-push", &["push.event-is-request"]),
         ("bad-injection", &["hooks.injection-positions"]),

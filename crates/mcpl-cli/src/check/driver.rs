@@ -77,6 +77,12 @@ struct Session {
     junk: Vec<String>,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
+    /// Items of a batch that came after the awaited response: handled once the caller has
+    /// applied that response ([`Session::settle`]), so they are judged in wire order.
+    deferred: std::collections::VecDeque<Value>,
+    /// The policy Request has been sent: from then on a privileged message is no longer
+    /// the grant-carrying Notification's doing.
+    policy_sent: bool,
     /// Ids of our requests that timed out: a late answer is lateness (already reported by
     /// the step that waited), not an invalid frame.
     timed_out: HashSet<RequestId>,
@@ -176,6 +182,8 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         registered: BTreeSet::new(),
         junk: Vec::new(),
         batch: None,
+        deferred: std::collections::VecDeque::new(),
+        policy_sent: false,
         timed_out: HashSet::new(),
         invalid: Vec::new(),
         privileged_before_ready: Vec::new(),
@@ -292,7 +300,9 @@ impl Session {
             }
         };
         self.quiet_windows(&host_grant);
+        self.policy_sent = true;
         self.policy(&host_grant, &sets);
+        self.settle();
 
         self.fetch_manifest(&mcpl);
         self.unknown_method();
@@ -619,10 +629,12 @@ impl Session {
                     e.code, e.message
                 ),
             ),
+            // §14.6 gives -32023 for an unknown channel; a result (even `closed: false`)
+            // leaves the host unable to tell an unknown channel from a closed one.
             Reply::Result(r) => self.rec.record(
                 id,
-                Status::Fail,
-                format!("closed a channel it never registered: {r}"),
+                Status::Warn,
+                format!("answered with a result, not -32023: {r}"),
             ),
             Reply::Closed(why) => self.rec.record(
                 id,
@@ -949,10 +961,21 @@ impl Session {
                     e.code
                 ),
             ),
+            // A refusal receipt does not apply the policy either, but it answers a malformed
+            // message as if it were a policy it chose not to take.
+            Reply::Result(r) if r.get("accepted") == Some(&Value::Bool(false)) => {
+                self.rec.record(
+                    id,
+                    Status::Warn,
+                    format!(
+                        "{path} both granted and denied: refused with a receipt, not rejected as malformed"
+                    ),
+                )
+            }
             Reply::Result(r) => self.rec.record(
                 id,
                 Status::Fail,
-                format!("{path} both granted and denied: accepted with result {r}"),
+                format!("{path} both granted and denied: answered as a policy: {r}"),
             ),
             Reply::Timeout => self.rec.record(
                 id,
@@ -1066,6 +1089,8 @@ impl Session {
                 return;
             }
         }
+        // What came with the receipt, after it, is judged as after it.
+        self.settle();
         if policy::before_inference_applies(&self.grant) {
             let params = self.hook_params(1);
             if let Reply::Result(r) = self.request("context/beforeInference", params) {
@@ -1074,11 +1099,12 @@ impl Session {
                     .get("contextInjections")
                     .and_then(Value::as_array)
                     .map_or(0, Vec::len);
+                // Only a set this reduction disabled is its concern; an unnamed or undeclared
+                // set is the hooks checks' finding.
                 let fs = r.get("featureSet").and_then(Value::as_str);
-                if injected > 0 && !fs.is_some_and(|f| self.available.contains(f)) {
+                if let Some(fs) = fs.filter(|f| injected > 0 && self.reduced.contains(*f)) {
                     self.reduction_violations.push(format!(
-                        "beforeInference injected {injected} item(s) under featureSet {}",
-                        fs.map_or_else(|| "(none)".to_owned(), |f| format!("{f:?}"))
+                        "beforeInference injected {injected} item(s) under featureSet {fs:?}"
                     ));
                 }
             }
@@ -1215,6 +1241,7 @@ impl Session {
     }
 
     fn watch(&mut self) {
+        self.settle();
         if self.closed.is_some() {
             return;
         }
@@ -1363,6 +1390,7 @@ impl Session {
     // ----------------------------------------------------------------------------------
 
     fn notify(&mut self, method: &str, params: Value) -> bool {
+        self.settle();
         let msg = json!({ "jsonrpc": "2.0", "method": method, "params": params });
         self.send(&msg)
     }
@@ -1381,6 +1409,7 @@ impl Session {
     /// Sends a request and waits (bounded) for its response, handling whatever else the
     /// server sends meanwhile.
     fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.settle();
         self.next_id += 1;
         let id = RequestId::Number(self.next_id.into());
         let msg =
@@ -1407,6 +1436,7 @@ impl Session {
     /// Judges and answers one event. A response to `awaiting` is handed back instead; a
     /// JSON-RPC batch is split, and the answers to its requests go back as one batch.
     fn handle_event(&mut self, ev: Event, awaiting: Option<&RequestId>) -> Handled {
+        self.settle();
         let v = match ev {
             Event::Frame(v) => v,
             Event::Junk(line) => {
@@ -1432,18 +1462,36 @@ impl Session {
             return Handled::Continue;
         }
         self.batch = Some(Vec::new());
-        let mut outcome = Handled::Continue;
-        for item in items {
+        let mut items = items.into_iter();
+        while let Some(item) = items.next() {
             if let Handled::Awaited(r) = self.handle_value(item, awaiting) {
-                outcome = Handled::Awaited(r);
+                // The rest was written after this response: judged once it is applied.
+                self.deferred.extend(items);
+                if self.deferred.is_empty() {
+                    self.flush_batch();
+                }
+                return Handled::Awaited(r);
             }
         }
+        self.flush_batch();
+        Handled::Continue
+    }
+
+    /// Handles what a batch carried after an awaited response, now that the response has
+    /// been applied, and sends the batch's answers.
+    fn settle(&mut self) {
+        while let Some(item) = self.deferred.pop_front() {
+            let _ = self.handle_value(item, None);
+        }
+        self.flush_batch();
+    }
+
+    fn flush_batch(&mut self) {
         if let Some(answers) = self.batch.take() {
             if !answers.is_empty() {
                 self.answer_now(Value::Array(answers));
             }
         }
-        outcome
     }
 
     fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
@@ -1517,7 +1565,7 @@ impl Session {
                         // reduction; refused (-32002), not its failure.
                     }
                 }
-            } else if self.grant_notified {
+            } else if self.grant_notified && !self.policy_sent {
                 self.ready_by_notification.push(method.to_owned());
             } else {
                 self.privileged_before_ready.push(method.to_owned());
@@ -1786,9 +1834,6 @@ impl Session {
         else {
             return;
         };
-        if self.reduction_answered {
-            self.after_reduction += 1;
-        }
         if !self.declared.contains(fs) {
             self.rec.record(
                 t.declared,

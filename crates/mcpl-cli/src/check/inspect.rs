@@ -234,7 +234,10 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
 
 /// Defects of `channels/incoming` params against §14.3 and §16.1: `messages` an array of
 /// objects, each with a string `channelId` and `messageId` and `content` as content blocks;
-/// `author` (when present) an object, `timestamp` a string, `tags` namespaced and a set.
+/// `author` (when present) an object, `timestamp` a string, `tags` namespaced. §14.3 gives
+/// the message by example only; the reading: `messageId` is what the host's per-message
+/// results name, `channelId` what it validates against, and content is ContentBlock[]
+/// everywhere in MCPL, so those three are required.
 pub fn incoming_defects(params: Option<&Value>) -> Vec<String> {
     let mut out = Vec::new();
     let Some(msgs) = params
