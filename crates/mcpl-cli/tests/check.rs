@@ -75,6 +75,21 @@ fn s6_4_undeclared_use_is_a_warning_not_a_failure() {
     assert_eq!(code, 0);
 }
 
+/// Answers the spec does not pin to an error code are warnings: a refusal receipt to a
+/// contradictory policy (§5.4), a result to `channels/close` of an unknown channel (§14.6).
+#[test]
+fn tolerated_answers_are_warnings() {
+    for (mode, id) in [
+        ("contradiction-refusal", "policy.contradiction-rejected"),
+        ("close-result", "channels.close-unknown-error"),
+    ] {
+        let (code, doc) = scripted(mode);
+        assert_eq!(ids_with(&doc, "fail"), set(&[]), "{mode}: {doc:#}");
+        assert_eq!(ids_with(&doc, "warn"), set(&[id]), "{mode}: {doc:#}");
+        assert_eq!(code, 0, "{mode}");
+    }
+}
+
 #[test]
 fn json_rpc_batches_are_split_and_judged() {
     let (code, doc) = scripted("batch");

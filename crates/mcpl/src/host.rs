@@ -80,7 +80,7 @@ use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, Tag
 use crate::transport::Transport;
 
 mod supervisor;
-pub use supervisor::{Backoff, Supervisor, SupervisorEvent};
+pub use supervisor::{Backoff, Supervisor, SupervisorEvent, EVENT_CAPACITY};
 
 /// The application's streaming answer to an `inference/request` with `stream: true`
 /// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`

@@ -925,7 +925,9 @@ struct Conn {
     announce_tx: mpsc::UnboundedSender<ManifestChanged>,
     streams: Mutex<HashMap<RequestId, StreamTx>>,
     /// Held across each `channels/register` / `channels/changed` exchange, so they go out
-    /// one at a time and their results are applied in the order the host applied them.
+    /// one at a time and their results are applied in the order the host applied them. An
+    /// unanswered change holds the next one until it is answered or times out
+    /// (`PeerConfig::request_timeout`).
     channel_ops: tokio::sync::Mutex<()>,
 }
 

@@ -243,19 +243,39 @@ async fn a_failed_handshake_is_a_failed_attempt() {
     assert!(servers.recv().await.is_some());
 }
 
-/// Dropping the supervisor closes the session it holds.
+/// Stopping the supervisor closes the session it holds, even while the application still
+/// has a handle to it.
 #[tokio::test(start_paused = true)]
-async fn dropping_the_supervisor_closes_the_current_session() {
+async fn stopping_the_supervisor_closes_the_current_session() {
     let (dial, Dialler { mut servers, .. }) = dialler(0);
     let mut sup = Supervisor::spawn(dial, config(), backoff());
     let (server, _in, _) = serve(servers.recv().await.unwrap(), CapabilitySet::EMPTY).await;
-    let Some(SupervisorEvent::Connected {
-        session, streams, ..
-    }) = sup.next_event().await
-    else {
+    let Some(SupervisorEvent::Connected { session, .. }) = sup.next_event().await else {
         panic!("expected a session")
     };
-    drop((session, streams));
     sup.stop();
-    assert_eq!(server.closed().await, CloseReason::Eof);
+    // Paused clock: the timeout fires only once nothing else can run, i.e. if nothing closed.
+    let closed = tokio::time::timeout(Duration::from_secs(10), server.closed()).await;
+    assert_eq!(closed, Ok(CloseReason::Eof));
+    assert_eq!(session.peer().close_reason(), Some(CloseReason::Local));
+}
+
+/// Unread events are bounded: with the buffer full the supervisor waits instead of dialling
+/// on (a server that refuses forever is dialled at most once per buffered event, plus one).
+#[tokio::test(start_paused = true)]
+async fn unread_events_are_bounded_and_hold_back_the_next_dial() {
+    let (dial, Dialler { dials, .. }) = dialler(u32::MAX);
+    let b = Backoff {
+        max: Duration::from_millis(100),
+        ..backoff()
+    };
+    let mut sup = Supervisor::spawn(dial, config(), b);
+    // Long enough for hundreds of attempts at 100 ms each, were nothing holding them back.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let held = dials.load(Ordering::SeqCst);
+    assert_eq!(held as usize, mcpl::host::EVENT_CAPACITY + 1);
+    // Reading lets it go on.
+    assert!(sup.next_event().await.is_some());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(dials.load(Ordering::SeqCst) > held);
 }

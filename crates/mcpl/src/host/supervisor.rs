@@ -89,13 +89,20 @@ pub enum SupervisorEvent {
     },
 }
 
+/// Events the supervisor holds for the application before it waits (each `Connected` holds
+/// a session and its streams, so unread events are bounded rather than piling up).
+pub const EVENT_CAPACITY: usize = 32;
+
 type DialFuture = Pin<Box<dyn Future<Output = io::Result<Transport>> + Send>>;
 type Dial = Arc<dyn Fn() -> DialFuture + Send + Sync>;
 
 /// Keeps one server connected (see the module docs). Dropping the supervisor stops it and
-/// closes the current session.
+/// closes the current session, even while the application still holds a handle to it.
+///
+/// Read the events: with [`EVENT_CAPACITY`] of them unread, the supervisor waits for the
+/// application before it dials again.
 pub struct Supervisor {
-    events: mpsc::UnboundedReceiver<SupervisorEvent>,
+    events: mpsc::Receiver<SupervisorEvent>,
     current: watch::Receiver<Option<HostSession>>,
     task: JoinHandle<()>,
 }
@@ -118,7 +125,7 @@ impl Supervisor {
         Fut: Future<Output = io::Result<Transport>> + Send + 'static,
     {
         let dial: Dial = Arc::new(move || Box::pin(dial()));
-        let (events_tx, events) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::channel(EVENT_CAPACITY);
         let (current_tx, current) = watch::channel(None);
         let task = tokio::spawn(supervise(dial, config, backoff, events_tx, current_tx));
         Supervisor {
@@ -157,7 +164,7 @@ async fn supervise(
     dial: Dial,
     config: HostConfig,
     backoff: Backoff,
-    events: mpsc::UnboundedSender<SupervisorEvent>,
+    events: mpsc::Sender<SupervisorEvent>,
     current: watch::Sender<Option<HostSession>>,
 ) {
     let mut failures = 0u32;
@@ -174,7 +181,7 @@ async fn supervise(
                     session,
                     streams,
                 };
-                if events.send(connected).is_err() {
+                if events.send(connected).await.is_err() {
                     return;
                 }
                 let reason = peer.closed().await;
@@ -183,7 +190,7 @@ async fn supervise(
                     generation,
                     reason: reason.clone(),
                 };
-                if events.send(ended).is_err() {
+                if events.send(ended).await.is_err() {
                     return;
                 }
                 if since.elapsed() >= backoff.reset_after {
@@ -207,7 +214,7 @@ async fn supervise(
             error,
             retry_in,
         };
-        if events.send(failed).is_err() {
+        if events.send(failed).await.is_err() {
             return;
         }
         match retry_in {
