@@ -166,6 +166,7 @@ fn well_behaved_server_passes_every_check() {
         "hooks.feature-set-declared",
         "channels.incoming-shape",
         "rpc.unknown-members-ignored",
+        "state.rollback-unknown-checkpoint",
         "channels.close-unknown-error",
         "lifecycle.defensive",
     ] {
@@ -199,6 +200,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
                 "channels.list-answered",
                 "channels.unknown-channel-error",
                 "channels.close-unknown-error",
+                "state.rollback-unknown-checkpoint",
             ],
         ),
         ("wrong-receipt", &["policy.receipt-shape"]),
@@ -241,6 +243,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("strict-members", &["rpc.unknown-members-ignored"]),
         ("close-32004", &["channels.close-unknown-error"]),
         ("lifecycle-crash", &["lifecycle.defensive"]),
+        ("rollback-success", &["state.rollback-unknown-checkpoint"]),
         (
             "changed-under-announced",
             &["manifest.changed-domains-match"],

@@ -309,6 +309,7 @@ impl Session {
         self.before_inference(&host_grant);
         self.channel_probes();
         self.unknown_member();
+        self.rollback_unknown_checkpoint();
         self.close_unknown_channel();
         self.defensive_lifecycle();
         self.host_grant = Some(host_grant);
@@ -343,6 +344,7 @@ impl Session {
                 "grant.messages-within-grant",
                 "hooks.feature-set-declared",
                 "rpc.unknown-members-ignored",
+                "state.rollback-unknown-checkpoint",
                 "channels.close-unknown-error",
                 "lifecycle.defensive",
             ],
@@ -602,6 +604,67 @@ impl Session {
                     "mcpl/manifest with an unknown params member got {}",
                     other.describe()
                 ),
+            ),
+        }
+    }
+
+    /// §8.5, §8.7: `state/rollback` to a checkpoint the server never issued is refused with
+    /// `-32005`, asked of the first available feature set that declares `rollback: true`.
+    fn rollback_unknown_checkpoint(&mut self) {
+        let id = "state.rollback-unknown-checkpoint";
+        if !self.ready || !self.grant.allows(Capability::Tools) {
+            self.rec.record(id, Status::Skip, "tools not granted");
+            return;
+        }
+        let set = self
+            .decls
+            .sets
+            .iter()
+            .find(|(name, d)| {
+                self.available.contains(*name)
+                    && d.extra.get("rollback") == Some(&Value::Bool(true))
+            })
+            .map(|(name, _)| name.clone());
+        let Some(set) = set else {
+            let why = "no available feature set declares rollback";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        };
+        let checkpoint = "mcpl-check-no-such-checkpoint";
+        let params = json!({ "featureSet": set, "checkpoint": checkpoint });
+        match self.request("state/rollback", params) {
+            Reply::Error(e) if e.code == codes::CHECKPOINT_NOT_FOUND => {
+                self.rec
+                    .record(id, Status::Pass, format!("{set}: answered {}", e.code))
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "{set}: answered {} {:?}; a checkpoint not found is -32005 (§8.7)",
+                    e.code, e.message
+                ),
+            ),
+            // §8.6's `success: false` is for a rollback that could not undo its effects.
+            Reply::Result(r) if r.get("success") == Some(&Value::Bool(false)) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("{set}: answered success false, not -32005: {r}"),
+            ),
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{set}: rolled back to a checkpoint it never issued: {r}"),
+            ),
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the answer: {why}"),
+            ),
+            Reply::Timeout => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{set}: no response within the timeout (§6.6: must error, not silence)"),
             ),
         }
     }

@@ -76,6 +76,7 @@ catalogue! {
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
+    "state.rollback-unknown-checkpoint", "§8.7", "state/rollback to a checkpoint never issued is refused -32005";
     "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
