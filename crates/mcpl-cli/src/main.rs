@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod check_host;
 mod diff;
 mod digest;
 mod grant;
@@ -50,6 +51,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Check a live server against the spec, acting as a strict host.
     Check(check::CheckArgs),
+    /// Check a host against the spec, acting as a server it connects to.
+    CheckHost(check_host::CheckHostArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Vectors(args) => vectors::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Check(args) => return check::main(args),
+        Command::CheckHost(args) => return check_host::main(args),
     };
     result.unwrap_or_else(|e| e.report())
 }

@@ -7,7 +7,7 @@
 mod conn;
 mod driver;
 mod inspect;
-mod report;
+pub(crate) mod report;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

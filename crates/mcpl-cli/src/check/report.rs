@@ -41,16 +41,19 @@ pub struct CheckDef {
     pub title: &'static str,
 }
 
+/// Defines a catalogue constant: `catalogue! { NAME, "doc"; id, section, title; ... }`.
 macro_rules! catalogue {
-    ($($id:literal, $section:literal, $title:literal;)*) => {
-        /// Every check `mcpl check` performs, in report order.
-        pub const CATALOGUE: &[CheckDef] = &[
+    ($name:ident, $doc:literal; $($id:literal, $section:literal, $title:literal;)*) => {
+        #[doc = $doc]
+        pub const $name: &[CheckDef] = &[
             $(CheckDef { id: $id, section: $section, title: $title },)*
         ];
     };
 }
+pub(crate) use catalogue;
 
 catalogue! {
+    CATALOGUE, "Every check `mcpl check` performs, in report order.";
     "transport.frames-valid", "§4", "every frame the server writes is a JSON-RPC 2.0 message";
     "initialize.answered", "§4.1", "the server answers initialize with a result";
     "initialize.mcpl-present", "§5.1", "capabilities.experimental.mcpl is present and an object";
@@ -121,6 +124,8 @@ pub struct CheckResult {
 /// that lists every catalogue check once.
 #[derive(Debug)]
 pub struct Recorder {
+    catalogue: &'static [CheckDef],
+    command: &'static str,
     results: Vec<Option<(Status, String)>>,
     progress: bool,
 }
@@ -128,8 +133,15 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder; `progress` prints each result to stderr as it is recorded.
     pub fn new(progress: bool) -> Recorder {
+        Recorder::with(CATALOGUE, "mcpl check", progress)
+    }
+
+    /// A recorder for another catalogue, reported under `command` (e.g. `mcpl check-host`).
+    pub fn with(catalogue: &'static [CheckDef], command: &'static str, progress: bool) -> Self {
         Recorder {
-            results: vec![None; CATALOGUE.len()],
+            catalogue,
+            command,
+            results: vec![None; catalogue.len()],
             progress,
         }
     }
@@ -140,7 +152,7 @@ impl Recorder {
     /// # Panics
     /// Panics when `id` is not in the catalogue (a programming error, never input).
     pub fn record(&mut self, id: &str, status: Status, detail: impl Into<String>) {
-        let Some(i) = CATALOGUE.iter().position(|d| d.id == id) else {
+        let Some(i) = self.catalogue.iter().position(|d| d.id == id) else {
             panic!("check id {id:?} is not in the catalogue");
         };
         let replace = match &self.results[i] {
@@ -151,9 +163,10 @@ impl Recorder {
             let detail = detail.into();
             if self.progress {
                 eprintln!(
-                    "mcpl check: {:<4} {} ({})",
+                    "{}: {:<4} {} ({})",
+                    self.command,
                     status.as_str(),
-                    CATALOGUE[i].id,
+                    self.catalogue[i].id,
                     detail
                 );
             }
@@ -170,7 +183,7 @@ impl Recorder {
 
     /// Whether `id` already has an outcome.
     pub fn has(&self, id: &str) -> bool {
-        CATALOGUE
+        self.catalogue
             .iter()
             .position(|d| d.id == id)
             .is_some_and(|i| self.results[i].is_some())
@@ -178,7 +191,7 @@ impl Recorder {
 
     /// Marks every check without an outcome as skipped with `reason`.
     pub fn skip_rest(&mut self, reason: &str) {
-        for d in CATALOGUE {
+        for d in self.catalogue {
             if !self.has(d.id) {
                 self.record(d.id, Status::Skip, reason);
             }
@@ -187,7 +200,8 @@ impl Recorder {
 
     /// The finished report; checks never recorded are `skip` ("not reached").
     pub fn finish(self, target: String) -> Report {
-        let checks = CATALOGUE
+        let checks = self
+            .catalogue
             .iter()
             .zip(self.results)
             .map(|(d, r)| {
@@ -201,6 +215,7 @@ impl Recorder {
             })
             .collect();
         Report {
+            command: self.command,
             target,
             checks,
             error: None,
@@ -211,6 +226,8 @@ impl Recorder {
 /// A finished run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    /// The command that ran (`mcpl check`, `mcpl check-host`), for the text header.
+    pub command: &'static str,
     /// The target as given (or `reference server`).
     pub target: String,
     /// One entry per catalogue check, in catalogue order.
@@ -274,7 +291,7 @@ impl Report {
     /// The human-readable report.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "mcpl check {}", self.target);
+        let _ = writeln!(s, "{} {}", self.command, self.target);
         if let Some(e) = &self.error {
             let _ = writeln!(s, "error: {e}");
         }
@@ -303,8 +320,13 @@ impl Report {
 
 /// The catalogue as text, one check per line (`mcpl check --list`).
 pub fn catalogue_text() -> String {
-    let width = CATALOGUE.iter().map(|d| d.id.len()).max().unwrap_or(0);
-    CATALOGUE.iter().fold(String::new(), |mut s, d| {
+    catalogue_text_of(CATALOGUE)
+}
+
+/// `--list` output of any catalogue.
+pub fn catalogue_text_of(catalogue: &[CheckDef]) -> String {
+    let width = catalogue.iter().map(|d| d.id.len()).max().unwrap_or(0);
+    catalogue.iter().fold(String::new(), |mut s, d| {
         let _ = writeln!(s, "{:<width$}  {:<6}  {}", d.id, d.section, d.title);
         s
     })

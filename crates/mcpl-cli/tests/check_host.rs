@@ -1,0 +1,245 @@
+//! `mcpl check-host` spawned as a host's server over stdio: the library host passes every
+//! check it can be judged on, and a host written to break the rules fails exactly those
+//! checks. The report is read from `--report FILE` (stdout carries the protocol).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use mcpl::host::{before_inference, HostConfig, HostEvent, HostSession};
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::child;
+use serde_json::{json, Value};
+
+fn report_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Spawns `mcpl check-host` writing its JSON report to `report`, listening `watch` seconds
+/// after its probes (a host that ends the connection ends the run sooner).
+fn spawn_checker(
+    report: &PathBuf,
+    watch: &str,
+) -> (mcpl::transport::Transport, child::ChildControl) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args([
+        "check-host",
+        "--json",
+        "--timeout",
+        "5",
+        "--watch",
+        watch,
+        "--report",
+    ])
+    .arg(report);
+    child::spawn(&mut cmd).unwrap()
+}
+
+fn ids_with(doc: &Value, status: &str) -> BTreeSet<String> {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == status)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn finished_report(ctl: child::ChildControl, report: &PathBuf) -> (i32, Value) {
+    let status = ctl.wait().await.unwrap();
+    let text = std::fs::read_to_string(report).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status.code().unwrap(), doc)
+}
+
+/// The library's `HostSession` against the checker: nothing fails; a turn's hook shows the
+/// user message redacted (observe is not granted).
+#[tokio::test]
+async fn the_library_host_passes_every_check() {
+    let report = report_path("library.json");
+    let (transport, ctl) = spawn_checker(&report, "60");
+    let config = HostConfig {
+        policy: vec![
+            "pushEvents".into(),
+            "channels.*".into(),
+            "contextHooks.beforeInference.inject.*".into(),
+        ],
+        ..HostConfig::default()
+    };
+    let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
+    // The checker's last probe is a push the grant allows: once it is admitted, every probe
+    // has been answered.
+    loop {
+        match streams.events.recv().await.expect("the push probe") {
+            HostEvent::Push { .. } => break,
+            _ => continue,
+        }
+    }
+    let turn = json!({ "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                       "userMessage": "must not reach a server without observe" });
+    before_inference(&[&session], &turn).await;
+    session.close();
+    let (code, doc) = finished_report(ctl, &report).await;
+    assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), BTreeSet::new(), "{doc:#}");
+    let passed = ids_with(&doc, "pass");
+    for id in [
+        "host.initialize-advertises-mcpl",
+        "host.policy-is-request",
+        "host.grant-within-advertisement",
+        "host.grant-not-contradictory",
+        "host.refuses-before-ready",
+        "host.rejects-with-error",
+        "host.push-follows-grant",
+        "host.unknown-method-errors",
+        "host.incoming-unregistered-refused",
+        "host.register-itemized",
+        "host.hooks-after-ready",
+        "host.user-message-redacted",
+    ] {
+        assert!(passed.contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 0);
+}
+
+/// A host that breaks the rules the audit found broken (AUDIT-001 §2.1, §2.3, §2.6): the
+/// grant as a Notification first, a grant of what was never advertised, a hook before the
+/// receipt carrying the user message, and every server request answered with a result.
+#[tokio::test]
+async fn a_careless_host_fails_exactly_what_it_breaks() {
+    let report = report_path("careless.json");
+    // Everything this host does comes before the receipt, so the run may end on its own.
+    let (transport, ctl) = spawn_checker(&report, "0");
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    // Answers every request from the checker with a result, never an error.
+    let answering = tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = m {
+                let result = match r.method() {
+                    "channels/incoming" => {
+                        json!({ "results": [ { "messageId": "m1", "accepted": true } ] })
+                    }
+                    "push/event" => json!({ "accepted": false, "reason": "not today" }),
+                    _ => json!({}),
+                };
+                let _ = r.respond(result).await;
+            }
+        }
+    });
+    host.request_raw(
+        "initialize",
+        Some(json!({ "protocolVersion": "2025-06-18",
+                     "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+                     "clientInfo": { "name": "careless", "version": "0" } })),
+    )
+    .await
+    .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let grant = json!({ "effectiveCapabilities": ["pushEvents", "inferenceRequest"] });
+    host.notify_raw("featureSets/update", Some(grant.clone()))
+        .await
+        .unwrap();
+    let hook = json!({ "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                       "userMessage": "secret" });
+    host.request_raw("context/beforeInference", Some(hook))
+        .await
+        .unwrap();
+    host.request_raw("featureSets/update", Some(grant))
+        .await
+        .unwrap();
+    // The task above answers the probes; the checker then ends the run (watch 0).
+    let (code, doc) = finished_report(ctl, &report).await;
+    answering.await.unwrap();
+    drop(host);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        [
+            "host.policy-is-request",
+            "host.grant-within-advertisement",
+            "host.refuses-before-ready",
+            "host.rejects-with-error",
+            "host.push-follows-grant",
+            "host.unknown-method-errors",
+            "host.incoming-unregistered-refused",
+            "host.register-itemized",
+            "host.hooks-after-ready",
+            "host.user-message-redacted",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<BTreeSet<_>>(),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// `--list` prints the host catalogue; an unusable timeout is exit 2 with a report saying so.
+#[test]
+fn list_and_usage_errors() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 12, "{text}");
+    assert!(text.contains("host.refuses-before-ready"), "{text}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--timeout", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
+}
+
+/// `--tcp` waits for one host connection on the address it prints; the run is the same.
+#[tokio::test]
+async fn tcp_listener_checks_the_host_that_connects() {
+    use tokio::io::AsyncBufReadExt;
+    let report = report_path("tcp.json");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args([
+            "check-host",
+            "--json",
+            "--tcp",
+            "127.0.0.1:0",
+            "--watch",
+            "60",
+            "--report",
+        ])
+        .arg(&report)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap();
+    let addr = line
+        .rsplit("tcp://")
+        .next()
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let transport = mcpl::transport::tcp::connect(addr.as_str()).await.unwrap();
+    let config = HostConfig {
+        policy: vec!["pushEvents".into()],
+        ..HostConfig::default()
+    };
+    let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
+    loop {
+        if let HostEvent::Push { .. } = streams.events.recv().await.expect("the push probe") {
+            break;
+        }
+    }
+    session.close();
+    let status = child.wait().await.unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert!(
+        ids_with(&doc, "pass").contains("host.refuses-before-ready"),
+        "{doc:#}"
+    );
+    assert_eq!(status.code(), Some(0));
+}
