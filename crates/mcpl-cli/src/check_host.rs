@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpl::capability::{self, Capability, CapabilitySet};
+use mcpl::capability::{self, Capability, CapabilitySet, Pattern};
 use mcpl::jsonrpc::{codes, ErrorObject};
 use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
+use mcpl::policy::{self, FeatureSets, Form, PolicyError, ServerPolicyState};
 use mcpl::transport::{stdio, tcp, ws, Transport};
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -29,11 +30,13 @@ catalogue! {
     "host.grant-not-contradictory", "§5.4", "no path is both in effectiveCapabilities and deniedCapabilities";
     "host.refuses-before-ready", "§5.3", "a push/event sent before the receipt is refused with an error";
     "host.rejects-with-error", "§6.6", "a push/event under an undeclared feature set gets an error object (-32003)";
-    "host.push-follows-grant", "§5.4", "push/event is accepted when pushEvents is granted, refused -32002 when not";
+    "host.push-follows-grant", "§5.4", "push/event is accepted when its set is allowed, refused with an error when not";
+    "host.answers-every-request", "§6.6", "model/info and channels/list get an answer, never silence";
     "host.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "host.incoming-unregistered-refused", "§14.5", "channels/incoming for a channel never registered is refused";
-    "host.register-itemized", "§14.5", "channels/register is answered with one result per descriptor";
-    "host.hooks-after-ready", "§5.3", "no context/beforeInference before the policy receipt";
+    "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor";
+    "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
+    "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
     "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
 }
 
@@ -171,20 +174,30 @@ fn run(args: &CheckHostArgs, step: Duration, watch: Duration, label: String) -> 
         Err(e) => return unreachable_report(label, format!("cannot start the runtime: {e}")),
     };
     let report = rt.block_on(async move {
-        let transport = match accept(args).await {
-            Ok(t) => t,
-            Err(e) => return unreachable_report(label, e),
+        let transport = match tokio::time::timeout(step, accept(args)).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return unreachable_report(label, e),
+            Err(_) => {
+                return unreachable_report(label, format!("no host connected within {step:?}"))
+            }
         };
-        let (peer, incoming) = Peer::new(transport, PeerConfig::default());
+        // A host that stops reading cannot stall the run: writes are bounded too.
+        let config = PeerConfig {
+            write_timeout: Some(step),
+            ..PeerConfig::default()
+        };
+        let (peer, incoming) = Peer::new(transport, config);
+        let declarations = FeatureSets::from_mcpl(&manifest()).0;
         let mut run = Run {
             peer,
             incoming,
             rec: Recorder::with(HOST_CATALOGUE, "mcpl check-host", false),
             step,
+            policy: ServerPolicyState::new(declarations),
             ready: false,
-            grant: CapabilitySet::EMPTY,
             closed: false,
             hooks: 0,
+            unfinished: None,
         };
         run.exercise(watch).await;
         run.finish(label)
@@ -256,10 +269,13 @@ impl Reply {
     }
 }
 
-/// What the host sent that the checker waited for.
-enum Awaited {
-    Request(IncomingRequest),
-    Notification,
+/// Whether a `featureSets/update` Notification carries grant fields (§6.7: only descriptive
+/// metadata may come as a Notification).
+fn carries_grant(params: Option<&Value>) -> bool {
+    let fields = ["effectiveCapabilities", "enabled"];
+    params
+        .and_then(Value::as_object)
+        .is_some_and(|o| fields.iter().any(|f| o.contains_key(*f)))
 }
 
 struct Run {
@@ -267,20 +283,28 @@ struct Run {
     incoming: Incoming,
     rec: Recorder,
     step: Duration,
+    /// The host's policy as this server holds it: the library's own server-side state
+    /// machine (patterns, `enabled`/`disabled`, an absent grant granting nothing, §5.3).
+    policy: ServerPolicyState,
     /// The initial receipt has been written: the host may treat the session as ready.
     ready: bool,
-    /// The grant the host's last policy Request named.
-    grant: CapabilitySet,
     closed: bool,
     hooks: usize,
+    /// Set when the run could not be completed (the report then says so, exit 2).
+    unfinished: Option<String>,
 }
 
 impl Run {
     async fn exercise(&mut self, watch: Duration) {
-        let Some(Awaited::Request(init)) = self.wait_for("initialize").await else {
-            self.rec
-                .skip_rest("the host sent no initialize request: nothing could be checked");
-            return;
+        let init = loop {
+            match self.next().await {
+                Some(IncomingMessage::Request(r)) if r.method() == "initialize" => break r,
+                Some(m) => self.handle(m).await,
+                None => {
+                    self.unfinished = Some("the host sent no initialize request".into());
+                    return;
+                }
+            }
         };
         let caps = init
             .request()
@@ -323,8 +347,29 @@ impl Run {
             return;
         }
 
+        // Up to `notifications/initialized` (MCP: no server request before it) or the policy
+        // Request, whichever comes first.
+        let mut notified = false;
+        let mut request = None;
+        while let Some(m) = self.next().await {
+            match m {
+                IncomingMessage::Notification(n) if n.method == "notifications/initialized" => {
+                    break
+                }
+                IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                    notified |= self.policy_notification(n.params.as_ref());
+                }
+                IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                    request = Some(r);
+                    break;
+                }
+                m => self.handle(m).await,
+            }
+        }
+
         // §5.3: a push written before the receipt must be refused, whatever the host does
-        // with its policy meanwhile. Polled once so the frame is queued ahead of the receipt.
+        // with its policy meanwhile. Polled once, so the frame is written (or queued ahead
+        // of the receipt) before anything else goes out.
         let peer = self.peer.clone();
         let mut early = Box::pin(peer.request_raw_timeout(
             "push/event",
@@ -337,9 +382,22 @@ impl Run {
         })
         .await;
 
-        self.policy().await;
-        let early = self.settle(early).await;
-        match early {
+        let request = match request {
+            Some(r) => Some(r),
+            None => self.policy_request(&mut notified).await,
+        };
+        match request {
+            Some(req) => self.policy(req, notified).await,
+            None => {
+                let why = if notified {
+                    "the grant came only as a Notification, which cannot make the server ready (§6.7)"
+                } else {
+                    "no featureSets/update Request: the server never becomes ready (§5.3)"
+                };
+                self.rec.record("host.policy-is-request", Status::Fail, why);
+            }
+        }
+        match self.settle(early).await {
             Reply::Error(e) => self.rec.record(
                 "host.refuses-before-ready",
                 Status::Pass,
@@ -353,36 +411,55 @@ impl Run {
             ),
         }
         if !self.ready || self.closed {
+            if self.closed {
+                self.unfinished =
+                    Some("the host ended the connection before the probes were done".into());
+            }
             return;
         }
         self.probes().await;
+        if self.closed {
+            self.unfinished =
+                Some("the host ended the connection before the probes were done".into());
+            return;
+        }
         self.listen(watch).await;
     }
 
-    /// Waits for the initial `featureSets/update`, judges it, and answers the Request with an
-    /// accepting receipt.
-    async fn policy(&mut self) {
-        let mut notified = false;
-        let req = loop {
-            match self.wait_for("featureSets/update").await {
-                Some(Awaited::Request(r)) => break r,
-                Some(Awaited::Notification) => notified = true,
-                None => {
-                    let why = if notified {
-                        "featureSets/update came only as a Notification, which cannot make the server ready (§6.7)"
-                    } else {
-                        "no featureSets/update Request: the server never becomes ready (§5.3)"
-                    };
-                    self.rec.record("host.policy-is-request", Status::Fail, why);
-                    return;
+    /// Notes a `featureSets/update` Notification (the library state applies what a
+    /// Notification may carry: `disabled` only); `true` when it carried grant fields.
+    fn policy_notification(&mut self, params: Option<&Value>) -> bool {
+        let _ = self
+            .policy
+            .apply(Form::Notification, params.unwrap_or(&Value::Null));
+        carries_grant(params)
+    }
+
+    /// Waits (bounded by the step timeout) for the policy Request, noting Notifications.
+    async fn policy_request(&mut self, notified: &mut bool) -> Option<IncomingRequest> {
+        while let Some(m) = self.next().await {
+            match m {
+                IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                    return Some(r)
                 }
+                IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                    *notified |= self.policy_notification(n.params.as_ref());
+                }
+                m => self.handle(m).await,
             }
-        };
+        }
+        None
+    }
+
+    /// Judges the initial policy Request and answers it: the library's receipt for a
+    /// well-formed one, `-32602` for a malformed one (§5.4: a path both granted and denied
+    /// is rejected; the server then never becomes ready).
+    async fn policy(&mut self, req: IncomingRequest, notified: bool) {
         if notified {
             self.rec.record(
                 "host.policy-is-request",
                 Status::Fail,
-                "a featureSets/update Notification came before the Request (§6.7: grant changes go by Request)",
+                "the grant came first as a Notification (§6.7: grant changes go by Request)",
             );
         } else {
             self.rec.record(
@@ -392,62 +469,76 @@ impl Run {
             );
         }
         let params = req.request().params.clone().unwrap_or(Value::Null);
-        let list = |k: &str| -> Vec<String> {
-            params
-                .get(k)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let effective = list("effectiveCapabilities");
-        let denied = list("deniedCapabilities");
+        self.judge_grant_paths(&params);
+        match self.policy.apply(Form::Request, &params) {
+            Ok(outcome) => {
+                self.rec.record(
+                    "host.grant-not-contradictory",
+                    Status::Pass,
+                    "no path both granted and denied",
+                );
+                let receipt = outcome
+                    .receipt
+                    .map_or_else(|| json!({ "accepted": true }), |r| r.to_value());
+                if req.respond(receipt).await.is_ok() {
+                    self.ready = true;
+                }
+            }
+            Err(e) => {
+                let (id, why) = match &e {
+                    PolicyError::GrantedAndDenied { path } => (
+                        "host.grant-not-contradictory",
+                        format!("{path} is both granted and denied"),
+                    ),
+                    other => (
+                        "host.grant-within-advertisement",
+                        format!("malformed: {other}"),
+                    ),
+                };
+                self.rec.record(id, Status::Fail, why);
+                let _ = req.respond_error(e.to_error()).await;
+                self.rec
+                    .skip_rest("the policy was malformed: the server never became ready");
+            }
+        }
+    }
+
+    /// §5.4: `effectiveCapabilities` is the intersection of the advertisement and the
+    /// host's policy. A literal path the server never advertised fails; a `*` pattern that
+    /// reaches beyond the advertisement warns (the server intersects anyway).
+    fn judge_grant_paths(&mut self, params: &Value) {
+        let id = "host.grant-within-advertisement";
         let advertised =
             capability::advertised_from_capabilities(&initialize_result()["capabilities"])
                 .capabilities;
-        let mut outside = Vec::new();
-        let mut grant = CapabilitySet::EMPTY;
-        for path in &effective {
-            match path.parse::<Capability>() {
-                Ok(c) if advertised.contains(c) => grant.insert(c),
-                _ => outside.push(path.clone()),
+        let entries: Vec<&str> = params
+            .get("effectiveCapabilities")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let (mut outside, mut wide) = (Vec::new(), Vec::new());
+        for e in &entries {
+            if e.contains('*') {
+                let reach = Pattern::parse(e).map(|p| p.resolved()).unwrap_or_default();
+                if reach.difference(advertised) != CapabilitySet::EMPTY {
+                    wide.push(*e);
+                }
+            } else if e
+                .parse::<Capability>()
+                .is_ok_and(|c| !advertised.contains(c))
+            {
+                outside.push(*e);
             }
         }
-        if outside.is_empty() {
-            self.rec.record(
-                "host.grant-within-advertisement",
-                Status::Pass,
-                format!("grants {}", join_or_none(&grant.sorted_paths())),
-            );
+        if !outside.is_empty() {
+            let d = format!("grants what was never advertised: {}", outside.join(", "));
+            self.rec.record(id, Status::Fail, d);
+        } else if !wide.is_empty() {
+            let d = format!("patterns reach past the advertisement: {}", wide.join(", "));
+            self.rec.record(id, Status::Warn, d);
         } else {
-            self.rec.record(
-                "host.grant-within-advertisement",
-                Status::Fail,
-                format!("grants what was never advertised: {}", outside.join(", ")),
-            );
-        }
-        let both: Vec<&String> = effective.iter().filter(|p| denied.contains(p)).collect();
-        if both.is_empty() {
-            self.rec.record(
-                "host.grant-not-contradictory",
-                Status::Pass,
-                "no path both granted and denied",
-            );
-        } else {
-            let both: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
-            self.rec.record(
-                "host.grant-not-contradictory",
-                Status::Fail,
-                format!("both granted and denied: {}", both.join(", ")),
-            );
-        }
-        self.grant = grant;
-        if req.respond(json!({ "accepted": true })).await.is_ok() {
-            self.ready = true;
+            let d = format!("grants {}", join_or_none(&entries));
+            self.rec.record(id, Status::Pass, d);
         }
     }
 
@@ -480,6 +571,25 @@ impl Run {
             ),
         }
 
+        // §6.6: a request with an id always gets an answer (AUDIT-001 §4.2 item 5: model/info
+        // and channels/list hung).
+        let id = "host.answers-every-request";
+        let mut silent = Vec::new();
+        for method in ["model/info", "channels/list"] {
+            match self.call(method, json!({})).await {
+                Reply::Timeout => silent.push(method),
+                Reply::Closed => return,
+                _ => {}
+            }
+        }
+        if silent.is_empty() {
+            self.rec
+                .record(id, Status::Pass, "model/info and channels/list answered");
+        } else {
+            let d = format!("no answer within the timeout: {}", silent.join(", "));
+            self.rec.record(id, Status::Fail, d);
+        }
+
         let id = "host.unknown-method-errors";
         match self.call("mcpl-check-host/no-such-method", json!({})).await {
             Reply::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
@@ -499,34 +609,25 @@ impl Run {
         }
 
         let id = "host.incoming-unregistered-refused";
-        let incoming = json!({ "messages": [ {
-            "channelId": "check:never-registered", "messageId": "m1",
-            "content": [ { "type": "text", "text": "mcpl check-host probe" } ]
-        } ] });
-        match self.call("channels/incoming", incoming).await {
+        match self
+            .call("channels/incoming", incoming("check:never-registered"))
+            .await
+        {
             Reply::Error(e) => {
                 self.rec
                     .record(id, Status::Pass, format!("refused with error {}", e.code))
             }
-            Reply::Result(r) => {
-                let accepted = r
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.first())
-                    .and_then(|m| m.get("accepted"))
-                    .and_then(Value::as_bool);
-                match accepted {
-                    Some(false) => {
-                        self.rec
-                            .record(id, Status::Pass, "the message was refused in its result")
-                    }
-                    _ => self.rec.record(
-                        id,
-                        Status::Fail,
-                        format!("a message for a channel never registered was answered {r}"),
-                    ),
+            Reply::Result(r) => match first_accepted(&r) {
+                Some(false) => {
+                    self.rec
+                        .record(id, Status::Pass, "the message was refused in its result")
                 }
-            }
+                _ => self.rec.record(
+                    id,
+                    Status::Fail,
+                    format!("a message for a channel never registered was answered {r}"),
+                ),
+            },
             Reply::Closed => {}
             Reply::Timeout => self.rec.record(
                 id,
@@ -535,100 +636,131 @@ impl Run {
             ),
         }
 
+        // §14.5 per-descriptor results; §5.4 / AUDIT-001 §2.3: channels gated by the grant.
         let id = "host.register-itemized";
-        let granted = self.grant.contains(Capability::ChannelsRegister);
+        let granted = self.policy.allows(Capability::ChannelsRegister);
         let descriptors = json!({ "channels": [
             { "id": "check:a", "type": "check", "direction": "bidirectional" },
             { "id": "check:b", "type": "check", "direction": "inbound" }
         ] });
-        match self.call("channels/register", descriptors).await {
-            Reply::Result(r) => {
-                let ids: Vec<&str> = r
+        match (granted, self.call("channels/register", descriptors).await) {
+            (true, Reply::Result(r)) => {
+                let items: Vec<&Value> = r
                     .get("results")
                     .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|i| i.get("id").and_then(Value::as_str))
-                            .collect()
-                    })
+                    .map(|a| a.iter().collect())
                     .unwrap_or_default();
-                if ids.contains(&"check:a") && ids.contains(&"check:b") {
+                let judged = |cid: &str| {
+                    items.iter().any(|i| {
+                        i.get("id") == Some(&json!(cid))
+                            && i.get("accepted").is_some_and(Value::is_boolean)
+                    })
+                };
+                if judged("check:a") && judged("check:b") {
                     self.rec
                         .record(id, Status::Pass, "one result per descriptor")
                 } else {
-                    self.rec.record(
-                        id,
-                        Status::Fail,
-                        format!("results do not name each descriptor: {r}"),
-                    )
+                    let d = format!("results do not judge each descriptor: {r}");
+                    self.rec.record(id, Status::Fail, d)
                 }
             }
-            Reply::Error(e) if !granted && e.code == codes::CAPABILITY_DENIED => self.rec.record(
+            (false, Reply::Result(r)) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("channels.register is not granted, yet channels/register was answered {r}"),
+            ),
+            (false, Reply::Error(e)) => self.rec.record(
                 id,
                 Status::Skip,
-                "channels.register not granted (refused -32002)",
-            ),
-            Reply::Error(e) if !granted => self.rec.record(
-                id,
-                Status::Warn,
                 format!(
-                    "not granted, refused with error {} (-32002 expected)",
+                    "channels.register not granted (refused with error {})",
                     e.code
                 ),
             ),
-            Reply::Closed => {}
-            other => self.rec.record(
+            (_, Reply::Closed) => {}
+            (_, other) => self.rec.record(
                 id,
                 Status::Fail,
                 format!("channels/register got {}", other.describe()),
             ),
         }
 
-        // Last, so a host application sees its admitted push once every probe is answered.
-        let id = "host.push-follows-grant";
-        let granted = self.grant.contains(Capability::PushEvents);
-        match (
-            granted,
-            self.call("push/event", push("check.push", "p1")).await,
-        ) {
-            // §6.6: a refusal is an error object, never a result carrying a failure flag.
-            (_, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => {
-                self.rec.record(
+        // §14.5 receipt-time validation against the current grant.
+        let id = "host.incoming-follows-grant";
+        if self.policy.allows(Capability::ChannelsIncoming) {
+            let why = "channels.incoming granted: nothing to refuse";
+            self.rec.record(id, Status::Skip, why);
+        } else {
+            match self.call("channels/incoming", incoming("check:a")).await {
+                Reply::Error(e) => self.rec.record(
+                    id,
+                    Status::Pass,
+                    format!("not granted, refused with error {}", e.code),
+                ),
+                Reply::Closed => {}
+                other => self.rec.record(
                     id,
                     Status::Fail,
-                    format!("refused with a result carrying a failure flag (§6.6): {r}"),
+                    format!(
+                        "channels.incoming is not granted, yet channels/incoming got {}",
+                        other.describe()
+                    ),
+                ),
+            }
+        }
+
+        // Last, so a host application sees its admitted push once every probe is answered.
+        let id = "host.push-follows-grant";
+        let expected =
+            self.policy.allows(Capability::PushEvents) && self.policy.is_available("check.push");
+        let refusal = [codes::CAPABILITY_DENIED, codes::FEATURE_SET_NOT_ENABLED];
+        match (
+            expected,
+            self.call("push/event", push("check.push", "p1")).await,
+        ) {
+            // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
+            (true, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => {
+                self.rec.record(
+                    id,
+                    Status::Warn,
+                    format!("granted and available, but declined: {r}"),
                 )
             }
             (true, Reply::Result(_)) => {
                 self.rec
                     .record(id, Status::Pass, "granted, and the push was accepted")
             }
-            (true, Reply::Error(e)) if e.code == codes::CAPABILITY_DENIED => self.rec.record(
+            (true, Reply::Error(e)) if refusal.contains(&e.code) => self.rec.record(
                 id,
                 Status::Fail,
-                "pushEvents was granted but the push was refused -32002",
+                format!(
+                    "the policy allows check.push, yet the push was refused {}",
+                    e.code
+                ),
             ),
             (true, Reply::Error(e)) => self.rec.record(
                 id,
                 Status::Warn,
-                format!("pushEvents granted, push refused with error {}", e.code),
+                format!("granted, push refused with error {}", e.code),
             ),
-            (false, Reply::Error(e)) if e.code == codes::CAPABILITY_DENIED => {
-                self.rec
-                    .record(id, Status::Pass, "not granted, refused -32002")
-            }
+            (false, Reply::Error(e)) if refusal.contains(&e.code) => self.rec.record(
+                id,
+                Status::Pass,
+                format!("not allowed by the policy, refused {}", e.code),
+            ),
             (false, Reply::Error(e)) => self.rec.record(
                 id,
                 Status::Warn,
                 format!(
-                    "not granted, refused with error {} (-32002 expected)",
+                    "not allowed, refused with error {} (-32002 or -32001 expected)",
                     e.code
                 ),
             ),
+            // §6.6: a refusal is an error object, never a result carrying a failure flag.
             (false, Reply::Result(r)) => self.rec.record(
                 id,
                 Status::Fail,
-                format!("pushEvents was not granted but the push was answered {r}"),
+                format!("the policy does not allow check.push, yet the push was answered {r}"),
             ),
             (_, Reply::Closed) => {}
             (_, other) => self.rec.record(
@@ -653,25 +785,40 @@ impl Run {
     }
 
     fn finish(mut self, label: String) -> Report {
+        let hook_ids = ["host.hooks-after-ready", "host.user-message-redacted"];
         if self.hooks == 0 {
             let why = "the host sent no context/beforeInference during the run";
-            self.rec.skip_all(
-                &["host.hooks-after-ready", "host.user-message-redacted"],
-                why,
-            );
+            self.rec.skip_all(&hook_ids, why);
         } else {
-            for id in ["host.hooks-after-ready", "host.user-message-redacted"] {
+            for id in hook_ids {
                 if !self.rec.has(id) {
                     let d = format!("{} beforeInference request(s) conform", self.hooks);
                     self.rec.record(id, Status::Pass, d);
                 }
             }
         }
-        if self.closed {
-            self.rec
-                .skip_rest("the host ended the connection before this was checked");
+        if let Some(why) = &self.unfinished {
+            self.rec.skip_rest(why);
         }
-        self.rec.finish(label)
+        let mut report = self.rec.finish(label);
+        report.error = self.unfinished;
+        report
+    }
+
+    /// The next message from the host within the step timeout; `None` on timeout or when
+    /// the connection ends.
+    async fn next(&mut self) -> Option<IncomingMessage> {
+        if self.closed {
+            return None;
+        }
+        match tokio::time::timeout(self.step, self.incoming.recv()).await {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => {
+                self.closed = true;
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     /// Sends a request and waits for its answer, handling what the host sends meanwhile.
@@ -697,50 +844,31 @@ impl Run {
         }
     }
 
-    /// Waits (bounded by the step timeout) for `method` from the host, handling everything
-    /// else that comes first; `None` on timeout or when the connection ends.
-    async fn wait_for(&mut self, method: &str) -> Option<Awaited> {
-        let deadline = Instant::now() + self.step;
-        while !self.closed {
-            match tokio::time::timeout_at(deadline, self.incoming.recv()).await {
-                Ok(Some(IncomingMessage::Request(r))) if r.method() == method => {
-                    return Some(Awaited::Request(r))
-                }
-                Ok(Some(IncomingMessage::Notification(n))) if n.method == method => {
-                    return Some(Awaited::Notification)
-                }
-                Ok(Some(m)) => self.handle(m).await,
-                Ok(None) => self.closed = true,
-                Err(_) => return None,
-            }
-        }
-        None
-    }
-
     /// Answers (and judges) anything the host sends outside the awaited steps.
     async fn handle(&mut self, m: IncomingMessage) {
-        let IncomingMessage::Request(req) = m else {
-            return; // notifications: nothing to answer
+        let req = match m {
+            IncomingMessage::Request(r) => r,
+            IncomingMessage::Notification(n) => {
+                if n.method == "featureSets/update" {
+                    let _ = self.policy_notification(n.params.as_ref());
+                }
+                return;
+            }
         };
         let result = match req.method() {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({ "tools": [] })),
             "mcpl/manifest" => Ok(manifest()),
             "channels/list" => Ok(json!({ "channels": [] })),
-            // A later policy change: acknowledged; the grant is what it names.
+            // A later policy change: applied and answered as the library server does.
             "featureSets/update" => {
                 let params = req.request().params.clone().unwrap_or(Value::Null);
-                if let Some(a) = params
-                    .get("effectiveCapabilities")
-                    .and_then(Value::as_array)
-                {
-                    self.grant = a
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .filter_map(|p| p.parse::<Capability>().ok())
-                        .collect();
+                match self.policy.apply(Form::Request, &params) {
+                    Ok(o) => Ok(o
+                        .receipt
+                        .map_or_else(|| json!({ "accepted": true }), |r| r.to_value())),
+                    Err(e) => Err(e.to_error()),
                 }
-                Ok(json!({ "accepted": true }))
             }
             "context/beforeInference" => {
                 self.judge_hook(req.request().params.as_ref());
@@ -754,8 +882,8 @@ impl Run {
         };
     }
 
-    /// §5.3 and §10.1: a hook comes only once ready, and carries the user message only when
-    /// observe is granted.
+    /// §5.3, §5.4 and §10.1: a hook comes only once ready and under a granted hook leaf,
+    /// and carries the user message only when observe is granted.
     fn judge_hook(&mut self, params: Option<&Value>) {
         self.hooks += 1;
         if !self.ready {
@@ -764,10 +892,15 @@ impl Run {
                 Status::Fail,
                 "context/beforeInference before the policy receipt",
             );
+        } else if !policy::before_inference_applies(self.policy.grant()) {
+            self.rec.record(
+                "host.hooks-after-ready",
+                Status::Fail,
+                "context/beforeInference though no beforeInference leaf is granted (§5.4)",
+            );
         }
         let user = params.and_then(|p| p.get("userMessage"));
-        let observe = self.grant.contains(Capability::Observe);
-        if !observe && user.is_some_and(|u| !u.is_null()) {
+        if !self.policy.allows(Capability::Observe) && user.is_some_and(|u| !u.is_null()) {
             self.rec.record(
                 "host.user-message-redacted",
                 Status::Fail,
@@ -775,6 +908,23 @@ impl Run {
             );
         }
     }
+}
+
+/// `channels/incoming` params with one message for `channel`.
+fn incoming(channel: &str) -> Value {
+    json!({ "messages": [ {
+        "channelId": channel, "messageId": "m1",
+        "content": [ { "type": "text", "text": "mcpl check-host probe" } ]
+    } ] })
+}
+
+/// `accepted` of the first per-message result.
+fn first_accepted(r: &Value) -> Option<bool> {
+    r.get("results")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(|m| m.get("accepted"))
+        .and_then(Value::as_bool)
 }
 
 fn join_or_none(items: &[&str]) -> String {

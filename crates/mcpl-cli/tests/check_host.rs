@@ -92,6 +92,7 @@ async fn the_library_host_passes_every_check() {
         "host.refuses-before-ready",
         "host.rejects-with-error",
         "host.push-follows-grant",
+        "host.answers-every-request",
         "host.unknown-method-errors",
         "host.incoming-unregistered-refused",
         "host.register-itemized",
@@ -161,16 +162,22 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.grant-within-advertisement",
             "host.refuses-before-ready",
             "host.rejects-with-error",
-            "host.push-follows-grant",
             "host.unknown-method-errors",
             "host.incoming-unregistered-refused",
             "host.register-itemized",
+            "host.incoming-follows-grant",
             "host.hooks-after-ready",
             "host.user-message-redacted",
         ]
         .into_iter()
         .map(str::to_owned)
         .collect::<BTreeSet<_>>(),
+        "{doc:#}"
+    );
+    // Declining a push it may receive is allowed (§9.3), so only warned.
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        BTreeSet::from(["host.push-follows-grant".to_owned()]),
         "{doc:#}"
     );
     assert_eq!(code, 1);
@@ -185,7 +192,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 12, "{text}");
+    assert_eq!(text.lines().count(), 14, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -242,4 +249,84 @@ async fn tcp_listener_checks_the_host_that_connects() {
         "{doc:#}"
     );
     assert_eq!(status.code(), Some(0));
+}
+
+/// Plays a host by hand up to its policy Request, answering the checker's requests with
+/// errors (as a strict host refuses a server that is not ready); returns the policy answer.
+async fn raw_host_policy(
+    transport: mcpl::transport::Transport,
+    policy: Value,
+) -> (Peer, Result<Value, i64>) {
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = m {
+                let _ = r
+                    .respond_error(mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents"))
+                    .await;
+            }
+        }
+    });
+    host.request_raw(
+        "initialize",
+        Some(json!({ "protocolVersion": "2025-06-18",
+                     "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+                     "clientInfo": { "name": "by-hand", "version": "0" } })),
+    )
+    .await
+    .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let answer = host
+        .request_raw("featureSets/update", Some(policy))
+        .await
+        .map_err(|e| e.remote().map_or(0, |e| e.code));
+    (host, answer)
+}
+
+/// §5.4: a policy naming a path both granted and denied is rejected as malformed (-32602),
+/// and the server never becomes ready, so nothing after it is probed.
+#[tokio::test]
+async fn a_contradictory_policy_is_rejected_and_nothing_more_is_probed() {
+    let report = report_path("contradictory.json");
+    let (transport, ctl) = spawn_checker(&report, "0");
+    let policy = json!({ "effectiveCapabilities": ["pushEvents"],
+                         "deniedCapabilities": ["pushEvents"] });
+    let (host, answer) = raw_host_policy(transport, policy).await;
+    assert_eq!(answer, Err(-32602));
+    let (code, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        BTreeSet::from(["host.grant-not-contradictory".to_owned()]),
+        "{doc:#}"
+    );
+    assert!(
+        ids_with(&doc, "skip").contains("host.push-follows-grant"),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// §5.4: `*` patterns are grants like any other (one segment each); one that reaches past
+/// the advertisement is a warning, not a failure, and the probes follow what it grants.
+#[tokio::test]
+async fn pattern_grants_are_resolved_like_the_library_server_does() {
+    let report = report_path("patterns.json");
+    let (transport, ctl) = spawn_checker(&report, "0");
+    let policy = json!({ "effectiveCapabilities": ["channels.*"] });
+    let (host, answer) = raw_host_policy(transport, policy).await;
+    assert_eq!(answer.unwrap()["accepted"], true);
+    let (_, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    assert!(
+        ids_with(&doc, "warn").contains("host.grant-within-advertisement"),
+        "{doc:#}"
+    );
+    // pushEvents is not granted, and this host refuses the push: as it should.
+    assert!(
+        ids_with(&doc, "pass").contains("host.push-follows-grant"),
+        "{doc:#}"
+    );
 }
