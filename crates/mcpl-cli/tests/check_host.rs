@@ -330,3 +330,16 @@ async fn pattern_grants_are_resolved_like_the_library_server_does() {
         "{doc:#}"
     );
 }
+
+/// A host that connects and never initializes gets no verdicts but exit 2, saying why.
+#[test]
+fn a_host_that_never_initializes_is_exit_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--timeout", "1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no initialize"), "{err}");
+}
