@@ -46,6 +46,18 @@ fn ids_with(doc: &Value, status: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Returns once the checker's last probe (a push the grant allows) has been admitted and
+/// answered: the host's answer is written before a later ping's, so once the checker has
+/// answered that ping it has read the push's answer too.
+async fn after_the_last_probe(session: &HostSession, streams: &mut mcpl::host::HostStreams) {
+    loop {
+        if let HostEvent::Push { .. } = streams.events.recv().await.expect("the push probe") {
+            break;
+        }
+    }
+    session.peer().request_raw("ping", None).await.unwrap();
+}
+
 async fn finished_report(ctl: child::ChildControl, report: &PathBuf) -> (i32, Value) {
     let status = ctl.wait().await.unwrap();
     let text = std::fs::read_to_string(report).unwrap();
@@ -68,14 +80,7 @@ async fn the_library_host_passes_every_check() {
         ..HostConfig::default()
     };
     let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
-    // The checker's last probe is a push the grant allows: once it is admitted, every probe
-    // has been answered.
-    loop {
-        match streams.events.recv().await.expect("the push probe") {
-            HostEvent::Push { .. } => break,
-            _ => continue,
-        }
-    }
+    after_the_last_probe(&session, &mut streams).await;
     let turn = json!({ "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
                        "userMessage": "must not reach a server without observe" });
     before_inference(&[&session], &turn).await;
@@ -235,11 +240,7 @@ async fn tcp_listener_checks_the_host_that_connects() {
         ..HostConfig::default()
     };
     let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
-    loop {
-        if let HostEvent::Push { .. } = streams.events.recv().await.expect("the push probe") {
-            break;
-        }
-    }
+    after_the_last_probe(&session, &mut streams).await;
     session.close();
     let status = child.wait().await.unwrap();
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
