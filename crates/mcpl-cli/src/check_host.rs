@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::check::report::{catalogue, catalogue_text_of, CheckDef, Recorder, Report, Status};
+use crate::check::seconds;
 use crate::term::emit_err;
 
 catalogue! {
@@ -103,16 +104,6 @@ fn push(feature_set: &str, event_id: &str) -> Value {
         "timestamp": "2026-01-01T00:00:00Z",
         "payload": { "content": [ { "type": "text", "text": "mcpl check-host probe" } ] }
     })
-}
-
-fn seconds(name: &str, v: f64) -> Result<Duration, String> {
-    if (0.0..=86_400.0).contains(&v) {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err(format!(
-            "--{name} must be a number of seconds between 0 and 86400"
-        ))
-    }
 }
 
 /// Runs `mcpl check-host` and returns its exit code.

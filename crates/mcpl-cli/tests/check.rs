@@ -1,6 +1,8 @@
 //! `mcpl check` against scripted servers: exit codes, the `--json` contract, transcripts,
 //! and exactly which checks each misbehaviour fails.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -9,6 +11,8 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use serde_json::Value;
+
+use common::ids_with;
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
 /// A guard against a hanging run (the test then fails); not a timing assertion.
@@ -29,16 +33,6 @@ fn check(args: &[&str]) -> (i32, Value) {
 
 fn scripted(mode: &str) -> (i32, Value) {
     check(&["--", FIXTURE, mode])
-}
-
-fn ids_with(doc: &Value, status: &str) -> BTreeSet<String> {
-    doc["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == status)
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 fn set(ids: &[&str]) -> BTreeSet<String> {

@@ -2,6 +2,8 @@
 //! check it can be judged on, and a host written to break the rules fails exactly those
 //! checks. The report is read from `--report FILE` (stdout carries the protocol).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -9,6 +11,8 @@ use mcpl::host::{before_inference, HostConfig, HostEvent, HostSession};
 use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
 use mcpl::transport::child;
 use serde_json::{json, Value};
+
+use common::ids_with;
 
 fn report_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcpl-check-host-{}", std::process::id()));
@@ -34,16 +38,6 @@ fn spawn_checker(
     ])
     .arg(report);
     child::spawn(&mut cmd).unwrap()
-}
-
-fn ids_with(doc: &Value, status: &str) -> BTreeSet<String> {
-    doc["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == status)
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Returns once the checker's last probe (a push the grant allows) has been admitted and

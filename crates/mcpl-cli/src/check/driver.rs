@@ -519,8 +519,7 @@ impl Session {
                         format!("fetched manifest: {d}"),
                     );
                 }
-                let same = mcpl::manifest::canonical_json(&m).ok()
-                    == mcpl::manifest::canonical_json(initial).ok();
+                let same = same_manifest(&m, initial);
                 if same || self.changed_seen > 0 {
                     self.rec
                         .record("manifest.fetch", Status::Pass, "complete manifest returned");
@@ -576,8 +575,7 @@ impl Session {
         let params = json!({ "xMcplCheckProbe": { "ignore": "me" } });
         match self.request("mcpl/manifest", params) {
             Reply::Result(m) => {
-                let same = mcpl::manifest::canonical_json(&m).ok()
-                    == mcpl::manifest::canonical_json(&before).ok();
+                let same = same_manifest(&m, &before);
                 if same || self.changed_seen > 0 {
                     self.rec.record(
                         id,
@@ -1985,6 +1983,11 @@ fn server_requirement(method: &str, params: Option<&Value>) -> Option<Requiremen
         }
         _ => None,
     }
+}
+
+/// Whether two manifests are the same manifest (equal canonical forms, §17.2).
+fn same_manifest(a: &Value, b: &Value) -> bool {
+    mcpl::manifest::canonical_json(a).ok() == mcpl::manifest::canonical_json(b).ok()
 }
 
 fn truncate(s: &str) -> String {

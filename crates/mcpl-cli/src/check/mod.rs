@@ -93,7 +93,8 @@ fn parse_target(args: &[String]) -> Result<(Target, String), String> {
     Ok((Target::Command(args.to_vec()), args.join(" ")))
 }
 
-fn seconds(name: &str, v: f64) -> Result<Duration, String> {
+/// A `--NAME SECS` value as a duration (0 to one day), or the usage error to print.
+pub(crate) fn seconds(name: &str, v: f64) -> Result<Duration, String> {
     if (0.0..=86_400.0).contains(&v) {
         Ok(Duration::from_secs_f64(v))
     } else {

@@ -52,3 +52,14 @@ pub fn temp_file(name: &str, contents: &str) -> String {
     std::fs::write(&path, contents).unwrap();
     path.to_string_lossy().into_owned()
 }
+
+/// The ids of the checks with `status` in a `check --json` / `check-host --json` report.
+pub fn ids_with(doc: &serde_json::Value, status: &str) -> std::collections::BTreeSet<String> {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == status)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect()
+}
