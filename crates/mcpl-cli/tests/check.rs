@@ -154,6 +154,7 @@ fn well_behaved_server_passes_every_check() {
         "channels.unknown-channel-error",
         "policy.reduction-answered",
         "policy.reduction-respected",
+        "policy.notification-narrowing-respected",
         "policy.notification-not-ready",
         "policy.contradiction-rejected",
         "grant.messages-within-grant",
@@ -238,6 +239,10 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("close-32004", &["channels.close-unknown-error"]),
         ("lifecycle-crash", &["lifecycle.defensive"]),
         ("rollback-success", &["state.rollback-unknown-checkpoint"]),
+        (
+            "ignores-notification-narrowing",
+            &["policy.notification-narrowing-respected"],
+        ),
         (
             "changed-under-announced",
             &["manifest.changed-domains-match"],

@@ -129,6 +129,15 @@ struct Session {
     reduction_violations: Vec<String>,
     /// The grant before the reduction probe narrowed it (set when the reduction is sent).
     pre_reduction_grant: Option<Grant>,
+    /// The set the first hook injected under, for the narrowing-Notification probe.
+    hook_set: Option<String>,
+    /// Sets disabled by a `featureSets/update` Notification (§6.7 probe); every later
+    /// Request keeps them disabled.
+    notified_disabled: BTreeSet<String>,
+    /// The server has answered a ping sent after that Notification: it has read it.
+    narrowing_read: bool,
+    /// Uses of a set disabled by that Notification once it was read.
+    narrowing_violations: Vec<String>,
     /// Of those, how many were push events or inference requests, by the `declared` check
     /// id that would otherwise count them as conforming.
     reduction_hits: BTreeMap<&'static str, usize>,
@@ -209,10 +218,15 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         reduction_violations: Vec::new(),
         reduction_hits: BTreeMap::new(),
         pre_reduction_grant: None,
+        hook_set: None,
+        notified_disabled: BTreeSet::new(),
+        narrowing_read: false,
+        narrowing_violations: Vec::new(),
         rec,
     };
     s.exercise();
     s.watch();
+    s.narrowing_notification();
     s.reduction();
     s.contradiction();
     s.check_announced();
@@ -339,6 +353,7 @@ impl Session {
                 "channels.unknown-channel-error",
                 "policy.reduction-answered",
                 "policy.reduction-respected",
+                "policy.notification-narrowing-respected",
                 "policy.notification-not-ready",
                 "policy.contradiction-rejected",
                 "grant.messages-within-grant",
@@ -949,11 +964,14 @@ impl Session {
                 Status::Fail,
                 format!("injections under featureSet {fs:?}, which the grant leaves unavailable"),
             ),
-            Some(fs) => self.rec.record(
-                hook_set,
-                Status::Pass,
-                format!("injections under {fs:?}, declared and available"),
-            ),
+            Some(fs) => {
+                self.hook_set = Some(fs.to_owned());
+                self.rec.record(
+                    hook_set,
+                    Status::Pass,
+                    format!("injections under {fs:?}, declared and available"),
+                )
+            }
         }
         if let Some(fs) = result.get("featureSet").and_then(Value::as_str) {
             for inj in &injections {
@@ -1005,7 +1023,11 @@ impl Session {
             effective: self.grant,
             denied: host_grant.advertised.difference(self.grant.capabilities()),
         };
-        let disabled: Vec<String> = self.reduced.iter().cloned().collect();
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .cloned()
+            .collect();
         let mut params = now.update_params(None, &disabled);
         let granted = self.grant.capabilities().sorted_paths();
         let path = granted.first().copied().unwrap_or("pushEvents");
@@ -1064,6 +1086,66 @@ impl Session {
         params
     }
 
+    /// §6.7: a server handed a narrowing as a Notification applies its `disabled` list all
+    /// the same (AUDIT-001 §2.6: servers that drop every notification). The set the first
+    /// hook injected under is disabled by Notification; after a `ping` round trip (the server
+    /// has read it), the hook is asked again and must not inject under it.
+    fn narrowing_notification(&mut self) {
+        let id = "policy.notification-narrowing-respected";
+        if self.closed.is_some() || self.rec.has(id) {
+            return;
+        }
+        let Some(set) = self.hook_set.clone().filter(|s| self.available.contains(s)) else {
+            let why = "no injection under an available set to disable";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        };
+        // Refused from here on (revocation first); the later Requests keep it disabled.
+        self.available.remove(&set);
+        self.notified_disabled.insert(set.clone());
+        if !self.notify("featureSets/update", json!({ "disabled": [set] })) {
+            return;
+        }
+        if !matches!(
+            self.request("ping", json!({})),
+            Reply::Result(_) | Reply::Error(_)
+        ) {
+            let why = "no ping answer: no point from which the Notification was read";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        }
+        self.narrowing_read = true;
+        let params = self.hook_params(1);
+        let asked = match self.request("context/beforeInference", params) {
+            Reply::Result(r) => {
+                let injected = r
+                    .get("contextInjections")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                if injected > 0 && r.get("featureSet") == Some(&json!(set)) {
+                    self.narrowing_violations.push(format!(
+                        "beforeInference injected {injected} item(s) under featureSet {set:?}"
+                    ));
+                }
+                true
+            }
+            _ => false,
+        };
+        if !self.narrowing_violations.is_empty() {
+            let d = format!(
+                "after {set:?} was disabled by Notification: {}",
+                self.narrowing_violations.join("; ")
+            );
+            self.rec.record(id, Status::Fail, d);
+        } else if asked {
+            let d = format!("no injection under {set:?} once it was disabled by Notification");
+            self.rec.record(id, Status::Pass, d);
+        } else {
+            let why = "the hook was not answered after the Notification";
+            self.rec.record(id, Status::Skip, why);
+        }
+    }
+
     /// §6.7 reduction probe, after the watch: disables every available feature set and
     /// revokes `channels.register` and `channels.incoming` (taking effect here first, then
     /// sent as a Request), expects a receipt, then asks for injections again and keeps
@@ -1093,7 +1175,11 @@ impl Session {
         // Revocation first (§6.7): from here on the host refuses these sets with -32001 and
         // the revoked capabilities with -32002.
         self.reduced = std::mem::take(&mut self.available);
-        let disabled: Vec<String> = self.reduced.iter().cloned().collect();
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .cloned()
+            .collect();
         let kept = self.grant.capabilities().difference(revoke);
         let narrowed = HostGrant {
             advertised: host_grant.advertised,
@@ -1153,7 +1239,7 @@ impl Session {
         // What came with the receipt, after it, is judged as after it.
         self.settle();
         if policy::before_inference_applies(&self.grant) {
-            let params = self.hook_params(1);
+            let params = self.hook_params(2);
             if let Reply::Result(r) = self.request("context/beforeInference", params) {
                 self.after_reduction += 1;
                 let injected = r
@@ -1901,6 +1987,12 @@ impl Session {
                 Status::Fail,
                 format!("featureSet {fs:?} is not declared"),
             );
+        } else if self.notified_disabled.contains(fs) {
+            // Judged by the narrowing check, once the server has read the Notification.
+            if self.narrowing_read {
+                self.narrowing_violations
+                    .push(format!("{} under featureSet {fs:?}", t.method));
+            }
         } else if self.reduced.contains(fs) {
             // Judged by the reduction check, and only once the server has answered it.
             if self.reduction_answered {

@@ -71,6 +71,7 @@ catalogue! {
     "policy.reduction-answered", "§6.7", "a reduction (sets disabled, channel capabilities revoked) is answered with a receipt";
     "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability";
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
+    "policy.notification-narrowing-respected", "§6.7", "a set disabled by Notification is no longer used";
     "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied is rejected with an error";
     "grant.messages-within-grant", "§5.4", "after the receipt, the server sends only what the grant allows";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
