@@ -840,8 +840,13 @@ impl Run {
         let req = match m {
             IncomingMessage::Request(r) => r,
             IncomingMessage::Notification(n) => {
-                if n.method == "featureSets/update" {
-                    let _ = self.policy_notification(n.params.as_ref());
+                // §6.7: a grant change goes by Request, at any point of the session.
+                if n.method == "featureSets/update" && self.policy_notification(n.params.as_ref()) {
+                    self.rec.record(
+                        "host.policy-is-request",
+                        Status::Fail,
+                        "a grant change came as a featureSets/update Notification (§6.7)",
+                    );
                 }
                 return;
             }

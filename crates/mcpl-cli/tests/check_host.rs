@@ -338,3 +338,31 @@ fn a_host_that_never_initializes_is_exit_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no initialize"), "{err}");
 }
+
+/// §6.7: a grant change later in the session still goes by Request; one sent as a
+/// Notification fails the check the initial Request passed.
+#[tokio::test]
+async fn a_later_grant_change_by_notification_fails() {
+    let report = report_path("later-notification.json");
+    let (transport, ctl) = spawn_checker(&report, "60");
+    let (host, answer) = raw_host_policy(
+        transport,
+        json!({ "effectiveCapabilities": ["pushEvents"] }),
+    )
+    .await;
+    assert_eq!(answer.unwrap()["accepted"], true);
+    host.notify_raw(
+        "featureSets/update",
+        Some(json!({ "effectiveCapabilities": [] })),
+    )
+    .await
+    .unwrap();
+    // Answered after the Notification was read (the checker reads in order).
+    host.request_raw("ping", None).await.unwrap();
+    host.close();
+    let (_, doc) = finished_report(ctl, &report).await;
+    assert!(
+        ids_with(&doc, "fail").contains("host.policy-is-request"),
+        "{doc:#}"
+    );
+}

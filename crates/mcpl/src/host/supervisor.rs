@@ -6,7 +6,6 @@
 //! ontologies carries over, because nothing is handed from one session to the next.
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,7 +92,7 @@ pub enum SupervisorEvent {
 /// a session and its streams, so unread events are bounded rather than piling up).
 pub const EVENT_CAPACITY: usize = 32;
 
-type DialFuture = Pin<Box<dyn Future<Output = io::Result<Transport>> + Send>>;
+type DialFuture = Pin<Box<dyn Future<Output = Result<Transport, String>> + Send>>;
 type Dial = Arc<dyn Fn() -> DialFuture + Send + Sync>;
 
 /// Keeps one server connected (see the module docs). Dropping the supervisor stops it and
@@ -101,6 +100,27 @@ type Dial = Arc<dyn Fn() -> DialFuture + Send + Sync>;
 ///
 /// Read the events: with [`EVENT_CAPACITY`] of them unread, the supervisor waits for the
 /// application before it dials again.
+///
+/// ```no_run
+/// use mcpl::host::{Backoff, HostConfig, Supervisor, SupervisorEvent};
+/// use mcpl::transport::endpoint;
+///
+/// # async fn run() {
+/// let config = HostConfig { policy: vec!["pushEvents".into()], ..HostConfig::default() };
+/// let mut sup = Supervisor::spawn(
+///     || endpoint::connect("tcp://127.0.0.1:7400", None),
+///     config,
+///     Backoff::default(),
+/// );
+/// while let Some(event) = sup.next_event().await {
+///     match event {
+///         SupervisorEvent::Connected { session, streams, .. } => { /* use them */ }
+///         SupervisorEvent::Disconnected { reason, .. } => eprintln!("lost: {reason}"),
+///         SupervisorEvent::Failed { error, retry_in, .. } => eprintln!("{error}, next in {retry_in:?}"),
+///     }
+/// }
+/// # }
+/// ```
 pub struct Supervisor {
     events: mpsc::Receiver<SupervisorEvent>,
     current: watch::Receiver<Option<HostSession>>,
@@ -119,12 +139,16 @@ impl Supervisor {
     /// Starts supervising: `dial` opens a new transport to the server each time one is
     /// needed (for example `|| transport::endpoint::connect(addr, None)`), and every
     /// transport gets its own [`HostSession::connect`] with `config`.
-    pub fn spawn<F, Fut>(dial: F, config: HostConfig, backoff: Backoff) -> Supervisor
+    pub fn spawn<F, Fut, E>(dial: F, config: HostConfig, backoff: Backoff) -> Supervisor
     where
         F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = io::Result<Transport>> + Send + 'static,
+        Fut: Future<Output = Result<Transport, E>> + Send + 'static,
+        E: std::fmt::Display,
     {
-        let dial: Dial = Arc::new(move || Box::pin(dial()));
+        let dial: Dial = Arc::new(move || {
+            let attempt = dial();
+            Box::pin(async move { attempt.await.map_err(|e| e.to_string()) })
+        });
         let (events_tx, events) = mpsc::channel(EVENT_CAPACITY);
         let (current_tx, current) = watch::channel(None);
         let task = tokio::spawn(supervise(dial, config, backoff, events_tx, current_tx));
