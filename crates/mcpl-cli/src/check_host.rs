@@ -260,15 +260,6 @@ impl Reply {
     }
 }
 
-/// Whether a `featureSets/update` Notification carries grant fields (§6.7: only descriptive
-/// metadata may come as a Notification).
-fn carries_grant(params: Option<&Value>) -> bool {
-    let fields = ["effectiveCapabilities", "enabled"];
-    params
-        .and_then(Value::as_object)
-        .is_some_and(|o| fields.iter().any(|f| o.contains_key(*f)))
-}
-
 struct Run {
     peer: Peer,
     incoming: Incoming,
@@ -418,12 +409,20 @@ impl Run {
     }
 
     /// Notes a `featureSets/update` Notification (the library state applies what a
-    /// Notification may carry: `disabled` only); `true` when it carried grant fields.
+    /// Notification may carry: `disabled` only); `true` when it carried grant fields, which
+    /// the library discards with a diagnostic (§6.7: only descriptive metadata may come as a
+    /// Notification). A malformed one counts as carrying them.
     fn policy_notification(&mut self, params: Option<&Value>) -> bool {
-        let _ = self
+        match self
             .policy
-            .apply(Form::Notification, params.unwrap_or(&Value::Null));
-        carries_grant(params)
+            .apply(Form::Notification, params.unwrap_or(&Value::Null))
+        {
+            Ok(outcome) => outcome
+                .diagnostics
+                .iter()
+                .any(|d| d.code == "notification_field_discarded"),
+            Err(_) => true,
+        }
     }
 
     /// Waits (bounded by the step timeout) for the policy Request, noting Notifications.

@@ -507,6 +507,19 @@ async fn s11_inference_request_answered_by_application_handler() {
     assert_eq!(r["content"][0]["text"], "inference/request");
 }
 
+/// A manifest advertising streamed inference with an `assist.stream` set that uses it, and a
+/// host config granting both leaves (§11.4).
+fn streaming_setup() -> (Value, HostConfig) {
+    let mut m = full_manifest();
+    m["inferenceRequest"] = json!({ "streaming": true });
+    m["featureSets"]["assist.stream"] = json!({ "description": "Streams",
+        "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
+    (
+        m,
+        config(&["inferenceRequest", "inferenceRequest.streaming"]),
+    )
+}
+
 /// Sends a streamed `inference/request` under `assist.stream` from the server; the returned
 /// mark holds the wire position of its response once it has been read.
 fn streamed_request(
@@ -536,11 +549,7 @@ fn streamed_request(
 /// notifications (`requestId` its id, `index` from 0) before the final response.
 #[tokio::test]
 async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
-    let mut m = full_manifest();
-    m["inferenceRequest"] = json!({ "streaming": true });
-    m["featureSets"]["assist.stream"] = json!({ "description": "Streams",
-        "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
-    let mut cfg = config(&["inferenceRequest", "inferenceRequest.streaming"]);
+    let (m, mut cfg) = streaming_setup();
     cfg.stream_handler = Some(std::sync::Arc::new(
         |_p: Value, mut sink: mcpl::host::ChunkSink| {
             Box::pin(async move {
@@ -596,11 +605,7 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
 /// as a chunk (`index` 0, the whole text) before the response.
 #[tokio::test]
 async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
-    let mut m = full_manifest();
-    m["inferenceRequest"] = json!({ "streaming": true });
-    m["featureSets"]["assist.stream"] = json!({ "description": "Streams",
-        "uses": ["inferenceRequest", "inferenceRequest.streaming"] });
-    let mut cfg = config(&["inferenceRequest", "inferenceRequest.streaming"]);
+    let (m, mut cfg) = streaming_setup();
     cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
         Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
     }));

@@ -605,17 +605,15 @@ impl Session {
                     );
                 }
             }
-            Reply::Closed(why) => self.rec.record(
-                id,
-                Status::Skip,
-                format!("connection ended before the answer: {why}"),
-            ),
-            other => self.rec.record(
+            r @ (Reply::Closed(_) | Reply::Timeout) => {
+                self.no_answer(id, "mcpl/manifest with an unknown params member: ", r)
+            }
+            Reply::Error(e) => self.rec.record(
                 id,
                 Status::Fail,
                 format!(
-                    "mcpl/manifest with an unknown params member got {}",
-                    other.describe()
+                    "mcpl/manifest with an unknown params member got error {} {:?}",
+                    e.code, e.message
                 ),
             ),
         }
@@ -669,16 +667,7 @@ impl Session {
                 Status::Fail,
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
-            Reply::Closed(why) => self.rec.record(
-                id,
-                Status::Skip,
-                format!("connection ended before the answer: {why}"),
-            ),
-            Reply::Timeout => self.rec.record(
-                id,
-                Status::Fail,
-                format!("{set}: no response within the timeout (§6.6: must error, not silence)"),
-            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{set}: "), r),
         }
     }
 
@@ -712,16 +701,7 @@ impl Session {
                 Status::Warn,
                 format!("answered with a result, not -32023: {r}"),
             ),
-            Reply::Closed(why) => self.rec.record(
-                id,
-                Status::Skip,
-                format!("connection ended before the answer: {why}"),
-            ),
-            Reply::Timeout => self.rec.record(
-                id,
-                Status::Fail,
-                "no response within the timeout (§6.6: must error, not silence)",
-            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, "", r),
         }
     }
 
@@ -1060,15 +1040,26 @@ impl Session {
                 Status::Fail,
                 format!("{path} both granted and denied: answered as a policy: {r}"),
             ),
-            Reply::Timeout => self.rec.record(
-                id,
-                Status::Fail,
-                format!("{path} both granted and denied: no response within the timeout"),
-            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => {
+                self.no_answer(id, &format!("{path} both granted and denied: "), r)
+            }
+        }
+    }
+
+    /// The verdict on a probe that got no answer (`reply` is `Closed` or `Timeout`): a
+    /// connection that ended skips; a timeout fails (§6.6: a request with an id is answered,
+    /// with an error if nothing else). `what` prefixes the detail.
+    fn no_answer(&mut self, id: &'static str, what: &str, reply: Reply) {
+        match reply {
             Reply::Closed(why) => self.rec.record(
                 id,
                 Status::Skip,
                 format!("connection ended before the answer: {why}"),
+            ),
+            _ => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{what}no response within the timeout (§6.6: must error, not silence)"),
             ),
         }
     }
