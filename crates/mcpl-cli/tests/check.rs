@@ -210,6 +210,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ),
         ("bad-revision", &["manifest.revision-matches-digest"]),
         ("notify-push", &["push.event-is-request"]),
+        ("bad-push-shape", &["push.event-shape"]),
         ("bad-injection", &["hooks.injection-positions"]),
         ("incoming-notification", &["channels.incoming-is-request"]),
         ("bad-descriptor", &["channels.descriptor-shape"]),

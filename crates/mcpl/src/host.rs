@@ -75,6 +75,7 @@ use crate::manifest::review::{
 };
 use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
 use crate::policy::{self, Fallback, HostGrant, Receipt};
+use crate::protocol::content::content_defect;
 use crate::protocol::{Direction, Method};
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
 use crate::transport::Transport;
@@ -1683,8 +1684,7 @@ impl HostSession {
         Some((onto, current))
     }
 
-    /// `push/event` (§9): required members, feature set, dedupe, delivery.
-    /// `push/event` (§9), its feature set judged under `judged`, the grant the message is
+    /// `push/event` (§9): required members, feature set, dedupe, delivery. Its feature set judged under `judged`, the grant the message is
     /// judged under (see [`Self::admit`]).
     fn on_push(&self, params: Option<&Value>, judged: &Grant) -> Result<Value, ErrorObject> {
         const M: &str = "push/event";
@@ -1694,16 +1694,15 @@ impl HostSession {
         let s = |k: &str| p.get(k).and_then(Value::as_str);
         let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
         let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
-        s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
-        // §9.2: `payload.content` is ContentBlock[] (each block an object with a string `type`,
-        // a text block with a string `text`); `origin`, when given, an object.
-        let blocks_ok = p
-            .get("payload")
-            .and_then(|x| x.get("content"))
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| blocks.iter().all(policy::content_block_ok));
-        if !blocks_ok {
-            return Err(self.bad(M, "payload.content must be an array of content blocks"));
+        let ts = s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
+        // §9.2: `timestamp` is ISO 8601; `payload.content` is ContentBlock[] (App. B.1);
+        // `origin`, when given, an object.
+        if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
+            return Err(self.bad(M, &format!("timestamp is not ISO 8601: {defect}")));
+        }
+        let content = p.get("payload").and_then(|x| x.get("content"));
+        if let Some(defect) = content_defect(content, "payload.content", false) {
+            return Err(self.bad(M, &defect));
         }
         if p.get("origin").is_some_and(|o| !o.is_object()) {
             return Err(self.bad(M, "origin must be an object"));
@@ -2007,7 +2006,9 @@ impl HostSession {
                     st.grant.allows(Capability::ChannelsIncoming),
                 )
             };
-            let rejection = if mid.is_empty() || m.get("content").is_none() {
+            // §14.3 content: the string form or App. B.1 blocks, as the typed message reads it.
+            let malformed = content_defect(m.get("content"), "content", true);
+            let rejection = if mid.is_empty() || malformed.is_some() {
                 Some(("invalid_message", codes::INVALID_PARAMS))
             } else if !registered {
                 Some(("unknown_channel", codes::UNKNOWN_CHANNEL))

@@ -1235,15 +1235,10 @@ pub fn judge_injection(
             "namespace missing or not a string".into(),
         ));
     }
-    let content_ok = match injection.get("content") {
-        Some(Value::String(_)) => true,
-        Some(Value::Array(blocks)) => blocks.iter().all(content_block_ok),
-        _ => false,
-    };
-    if !content_ok {
-        return Err(InjectionDenied::Malformed(
-            "content is neither a string nor content blocks".into(),
-        ));
+    // §10.3: a plain string or blocks of App. B.1's four shapes.
+    let content = injection.get("content");
+    if let Some(defect) = crate::protocol::content::content_defect(content, "content", true) {
+        return Err(InjectionDenied::Malformed(defect));
     }
     if injection.get("metadata").is_some_and(|m| !m.is_object()) {
         return Err(InjectionDenied::Malformed(
@@ -1274,16 +1269,6 @@ pub fn judge_injection(
         });
     }
     Ok(c)
-}
-
-/// One §10.3 content block as a host accepts it: an object with a string `type`; a `text`
-/// block also carries a string `text`. Other members and types are the host's to support.
-pub fn content_block_ok(block: &Value) -> bool {
-    match block.get("type").and_then(Value::as_str) {
-        Some("text") => block.get("text").is_some_and(Value::is_string),
-        Some(_) => true,
-        None => false,
-    }
 }
 
 /// Whether the host sends `context/beforeInference` to this server at all (§10.1: observe

@@ -188,6 +188,15 @@ pub enum SendError {
     /// outside the core vocabulary (§16.1, §16.2).
     #[error(transparent)]
     InvalidTag(#[from] crate::tags::TagError),
+    /// A caller-set `timestamp` that is not ISO 8601 (§9.2): a host rejects the event, so it
+    /// is refused before the wire.
+    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}")]
+    InvalidTimestamp {
+        /// The timestamp as given.
+        timestamp: String,
+        /// What is wrong with it.
+        defect: &'static str,
+    },
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -204,6 +213,7 @@ impl SendError {
             SendError::FeatureSetUnavailable { .. } => "feature_set_unavailable",
             SendError::Undeclared { .. } => "declaration_mismatch",
             SendError::InvalidTag(_) => "invalid_tag",
+            SendError::InvalidTimestamp { .. } => "invalid_timestamp",
             SendError::Peer(_) => "peer",
         }
     }
@@ -1775,6 +1785,14 @@ impl Session {
             Requirement::One(Capability::PushEvents),
             Some(&event.feature_set),
         )?;
+        if let Some(ts) = &event.timestamp {
+            if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
+                return Err(SendError::InvalidTimestamp {
+                    timestamp: ts.clone(),
+                    defect,
+                });
+            }
+        }
         let params = PushEventParams {
             event_id: event.stable_event_id(),
             timestamp: event.timestamp.clone().unwrap_or_else(utc_now_iso8601),

@@ -430,6 +430,11 @@ async fn s9_push_event_shape_and_feature_set_checked() {
         json!("a string"),
         json!([{ "text": "no type" }]),
         json!([{ "type": "text" }]),
+        // App. B.1: the four shapes only, each with its members.
+        json!([{ "type": "image", "data": "iVBO" }]),
+        json!([{ "type": "audio", "data": "x", "mimeType": "audio/wav", "uri": "file:///a" }]),
+        json!([{ "type": "resource", "resource": { "uri": "memory://x", "text": "t" } }]),
+        json!([{ "type": "resource_link", "uri": "memory://x" }]),
     ]
     .into_iter()
     .enumerate()
@@ -437,6 +442,22 @@ async fn s9_push_event_shape_and_feature_set_checked() {
         let mut p = push(&format!("c{i}"));
         p["payload"]["content"] = bad;
         assert_eq!(server.call("push/event", p).await, Err(-32602));
+    }
+    let mut p = push("b1");
+    p["payload"]["content"] = json!([{ "type": "text", "text": "t" },
+        { "type": "image", "uri": "memory://i/1" }, { "type": "resource", "uri": "memory://x" }]);
+    assert_eq!(
+        server.call("push/event", p).await.unwrap()["accepted"],
+        true
+    );
+    // §9.2: timestamp is ISO 8601; epoch seconds and RFC 3339's space are not.
+    for (i, bad) in ["1706005800", "2026-01-23 10:30:00Z", "2026-02-30T00:00:00Z"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut p = push(&format!("t{i}"));
+        p["timestamp"] = json!(bad);
+        assert_eq!(server.call("push/event", p).await, Err(-32602), "{bad}");
     }
     let mut p = push("o1");
     p["origin"] = json!("somewhere");
@@ -859,7 +880,10 @@ async fn s14_5_register_itemized_and_incoming_validated_per_message() {
             "channels/incoming",
             json!({ "messages": [
                 { "channelId": "discord:acme/general", "messageId": "m1", "content": "hi" },
-                { "channelId": "discord:evil/admin", "messageId": "m2", "content": "hi" }
+                { "channelId": "discord:evil/admin", "messageId": "m2", "content": "hi" },
+                // §14.3 content is a string or App. B.1 blocks: MCP's nested resource is not.
+                { "channelId": "discord:acme/general", "messageId": "m3",
+                  "content": [{ "type": "resource", "resource": { "uri": "x://y" } }] }
             ]}),
         )
         .await
@@ -868,6 +892,10 @@ async fn s14_5_register_itemized_and_incoming_validated_per_message() {
     assert_eq!(res[0]["accepted"], true);
     assert_eq!(res[1]["accepted"], false);
     assert_eq!(res[1]["code"], -32023);
+    assert_eq!(
+        res[2],
+        json!({ "messageId": "m3", "accepted": false, "reason": "invalid_message", "code": -32602 })
+    );
     match streams.events.recv().await.unwrap() {
         HostEvent::ChannelMessage { channel_id, .. } => {
             assert_eq!(channel_id, "discord:acme/general")

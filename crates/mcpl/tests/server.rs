@@ -1343,6 +1343,37 @@ async fn s6_4_undeclared_uses_are_refused_before_the_wire() {
     assert!(!methods_received(&host.received).contains(&"push/event".to_owned()));
 }
 
+/// §9.2: a caller-set timestamp that is not ISO 8601 is refused before the wire (a host would
+/// reject the event); a valid one goes out as given.
+#[tokio::test]
+async fn s9_2_push_timestamp_is_iso8601_or_refused() {
+    let server = builder().build().unwrap();
+    let mut host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let s = &host.session;
+    let e = s
+        .push_event(PushEvent::text("alerts", "x").timestamp("1706005800"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, SendError::InvalidTimestamp { timestamp, .. } if timestamp == "1706005800")
+    );
+    assert_eq!(e.code(), "invalid_timestamp");
+    assert!(methods_received(&host.received).is_empty());
+    let session = s.clone();
+    let send = tokio::spawn(async move {
+        let ev = PushEvent::text("alerts", "x").timestamp("2026-01-23T10:30:00+01:00");
+        session.push_event(ev).await
+    });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected push/event")
+    };
+    let p = req.request().params.clone().unwrap();
+    assert_eq!(p["timestamp"], "2026-01-23T10:30:00+01:00");
+    req.respond(json!({"accepted": true})).await.unwrap();
+    send.await.unwrap().unwrap();
+}
+
 /// §16.1: producers must not emit un-namespaced tags, nor invent tags in the reserved
 /// `chat:` / `mcpl:` namespaces; tags are a set. Refused before the wire, repeats dropped.
 #[tokio::test]

@@ -163,18 +163,14 @@ pub fn receipt_defects(report: &ReceiptReport) -> (Vec<String>, Vec<String>, Vec
     (shape, fallback, mode)
 }
 
-/// Whether a content array is a list of content blocks (§10.3): objects with a string
-/// `type`. A `text` block must carry a string `text`.
+/// Every defect of a content array (§10.3): each block judged by the library's App. B.1
+/// rule ([`mcpl::protocol::content::block_defect`]), so the checker and the host agree.
 fn content_defects(content: Option<&Value>, at: &str, out: &mut Vec<String>) {
     match content {
         Some(Value::Array(blocks)) => {
             for (i, b) in blocks.iter().enumerate() {
-                match b.get("type").and_then(Value::as_str) {
-                    None => out.push(format!("{at}[{i}] has no string type")),
-                    Some("text") if !b.get("text").is_some_and(Value::is_string) => {
-                        out.push(format!("{at}[{i}] text block without string text"))
-                    }
-                    Some(_) => {}
+                if let Some(d) = mcpl::protocol::content::block_defect(b) {
+                    out.push(format!("{at}[{i}] {d}"));
                 }
             }
         }
@@ -212,6 +208,11 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
     for field in ["featureSet", "eventId", "timestamp"] {
         if !p.get(field).is_some_and(Value::is_string) {
             out.push(format!("{field} missing or not a string"));
+        }
+    }
+    if let Some(ts) = p.get("timestamp").and_then(Value::as_str) {
+        if let Some(d) = mcpl::protocol::push::timestamp_defect(ts) {
+            out.push(format!("timestamp {ts:?} is not ISO 8601 (§9.2): {d}"));
         }
     }
     if let Some(o) = p.get("origin") {
@@ -475,7 +476,7 @@ mod tests {
                 "featureSet missing or not a string",
                 "messages[0] is not an object",
                 "messages[1].role missing or not a string",
-                "messages[1].content[0] text block without string text",
+                "messages[1].content[0] text block without a string text (App. B.1)",
                 "stream is not a boolean",
                 "conversationId is not a string",
                 "preferences.maxTokens is not a non-negative integer",
@@ -577,6 +578,30 @@ mod tests {
         let d = push_event_defects(Some(&bad));
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(!push_event_defects(None).is_empty());
+    }
+
+    /// §9.2 / App. B.1: the timestamp is ISO 8601 and every block is one of B.1's four shapes;
+    /// each defect is named with where it is.
+    #[test]
+    fn s9_2_push_event_timestamp_and_b1_blocks() {
+        let p = json!({"featureSet":"a","eventId":"e1","timestamp":"1706005800",
+            "payload":{"content":[
+                {"type":"text","text":"hi"},
+                {"type":"image","data":"iVBO"},
+                {"type":"resource","resource":{"uri":"memory://x","text":"t"}},
+                {"type":"resource_link","uri":"memory://x"}]}});
+        let d = push_event_defects(Some(&p));
+        assert_eq!(d.len(), 4, "{d:?}");
+        assert!(
+            d[0].starts_with("timestamp \"1706005800\" is not ISO 8601"),
+            "{d:?}"
+        );
+        assert!(d[1].starts_with("payload.content[1] image block has data but no mimeType"));
+        assert!(d[2].starts_with("payload.content[2] resource block without a string uri"));
+        assert!(
+            d[3].starts_with("payload.content[3] type \"resource_link\""),
+            "{d:?}"
+        );
     }
 
     /// §16.1: un-namespaced tags, and tags invented in the reserved namespaces, are defects.

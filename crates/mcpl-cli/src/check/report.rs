@@ -87,7 +87,7 @@ catalogue! {
     "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
     "hooks.feature-set-declared", "§6.5", "injections come under a declared feature set the grant leaves available";
     "push.event-is-request", "§4.1", "push/event is sent as a Request";
-    "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, timestamp, payload";
+    "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, an ISO 8601 timestamp, payload of App. B.1 blocks";
     "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";
     "inference.request-is-request", "§4.1", "inference/request is sent as a Request";
     "inference.request-shape", "§11.2", "inference/request params carry featureSet and well-formed messages";

@@ -108,6 +108,87 @@ pub struct ResourceBlock {
     pub extra: Extra,
 }
 
+/// What is wrong with one content block against App. B.1, or `None` when it is one of the
+/// four block shapes: `text` with a string `text`; `image` or `audio` with a string `data`
+/// and `mimeType`, or a string `uri`, not both forms; `resource` with a string `uri`.
+///
+/// The same rule as the typed [`ContentBlock`], for hosts and checkers that read blocks as
+/// JSON. Reading: a `type` outside the four (MCP's `resource_link`, or a `resource` that
+/// nests its `uri` in a `resource` object) is a defect, because B.1 is a closed `oneOf`;
+/// a receiver that renders it anyway would show bytes it never understood.
+pub fn block_defect(block: &Value) -> Option<String> {
+    let Some(obj) = block.as_object() else {
+        return Some(format!(
+            "is {}, not a content block object",
+            json_kind(block)
+        ));
+    };
+    // B.1 types every member it names: present means a string.
+    let string = |k: &str| match obj.get(k) {
+        None => Ok(false),
+        Some(Value::String(_)) => Ok(true),
+        Some(other) => Err(format!(
+            "{k} is {}, not a string (App. B.1)",
+            json_kind(other)
+        )),
+    };
+    let kind = match obj.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(other) => return Some(format!("type is {}, not a string", json_kind(other))),
+        None => return Some("has no type".into()),
+    };
+    let check = || -> Result<(), String> {
+        match kind {
+            "text" if !string("text")? => Err("text block without a string text (App. B.1)".into()),
+            "text" => Ok(()),
+            "image" | "audio" => {
+                let (data, mime, uri) = (string("data")?, string("mimeType")?, string("uri")?);
+                match (data && mime, uri) {
+                    (true, true) => Err(format!(
+                        "{kind} block carries both data+mimeType and uri (App. B.1 oneOf)"
+                    )),
+                    (false, false) if data => {
+                        Err(format!("{kind} block has data but no mimeType (App. B.1)"))
+                    }
+                    (false, false) => Err(format!(
+                        "{kind} block needs data+mimeType or uri (App. B.1)"
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            "resource" if !string("uri")? => Err(
+                "resource block without a string uri (App. B.1; MCP's nested form is not MCPL's)"
+                    .into(),
+            ),
+            "resource" => Ok(()),
+            other => Err(format!(
+                "type {other:?} is not a content block type (§10.3: text, image, audio, resource)"
+            )),
+        }
+    };
+    check().err()
+}
+
+/// What is wrong with the `content` member named `at`, or `None`: an array of blocks each
+/// passing [`block_defect`] (the first defect is named with its index), or with `string_ok`
+/// the plain-string form §10.3 allows for injections. `None` for `content` means missing.
+pub fn content_defect(content: Option<&Value>, at: &str, string_ok: bool) -> Option<String> {
+    let wanted = if string_ok {
+        "a string or an array of content blocks"
+    } else {
+        "an array of content blocks"
+    };
+    match content {
+        None => Some(format!("{at} is missing; it must be {wanted}")),
+        Some(Value::String(_)) if string_ok => None,
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .enumerate()
+            .find_map(|(i, b)| block_defect(b).map(|d| format!("{at}[{i}] {d}"))),
+        Some(other) => Some(format!("{at} is {}, not {wanted}", json_kind(other))),
+    }
+}
+
 /// A `content` member that the spec allows as a plain string (§10.3: equivalent to one text
 /// block) or as an array of blocks. The received form is kept so it round-trips.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,6 +291,56 @@ mod tests {
         assert!(e.is_err());
         let e = serde_json::from_value::<Content>(json!(42)).unwrap_err();
         assert!(e.to_string().contains("string or an array"));
+    }
+
+    #[test]
+    fn b1_block_defect_agrees_with_the_typed_blocks() {
+        let good = [
+            json!({"type":"text","text":"hi","annotations":{}}),
+            json!({"type":"image","data":"iVBO","mimeType":"image/png"}),
+            json!({"type":"image","uri":"memory://i/1"}),
+            json!({"type":"image","data":"iVBO","uri":"memory://i/1"}),
+            json!({"type":"audio","uri":"file:///a.wav","mimeType":"audio/wav"}),
+            json!({"type":"resource","uri":"memory://facts/12345"}),
+        ];
+        for b in good {
+            assert_eq!(block_defect(&b), None, "{b}");
+            assert!(serde_json::from_value::<ContentBlock>(b).is_ok());
+        }
+        let bad = [
+            (json!("hi"), "not a content block object"),
+            (json!({"text":"hi"}), "has no type"),
+            (json!({"type":7}), "type is a number"),
+            (json!({"type":"text"}), "without a string text"),
+            (json!({"type":"text","text":1}), "text is a number"),
+            (json!({"type":"image"}), "needs data+mimeType or uri"),
+            (json!({"type":"image","data":"x"}), "data but no mimeType"),
+            (
+                json!({"type":"audio","data":"x","mimeType":"audio/wav","uri":"u"}),
+                "both",
+            ),
+            (
+                json!({"type":"image","uri":{"href":"u"}}),
+                "uri is an object",
+            ),
+            (
+                json!({"type":"resource","resource":{"uri":"u","text":"t"}}),
+                "without a string uri",
+            ),
+            (
+                json!({"type":"resource_link","uri":"u"}),
+                "not a content block type",
+            ),
+            (
+                json!({"type":"video","uri":"u"}),
+                "not a content block type",
+            ),
+        ];
+        for (b, why) in bad {
+            let d = block_defect(&b).unwrap_or_default();
+            assert!(d.contains(why), "{b}: {d:?}");
+            assert!(serde_json::from_value::<ContentBlock>(b).is_err());
+        }
     }
 
     #[test]
