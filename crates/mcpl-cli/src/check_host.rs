@@ -39,6 +39,9 @@ catalogue! {
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
     "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
+    "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
+    "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
+    "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -67,6 +70,10 @@ pub struct CheckHostArgs {
     /// on its own (hooks when a user turn runs), then end it.
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub watch: f64,
+    /// Bound on the answer to the `inference/request` probe, in seconds: a host that grants
+    /// it runs a real (one short message) inference.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub inference_timeout: f64,
 }
 
 /// The manifest the checker serves: pushes, a beforeUser injection, and channels.
@@ -74,10 +81,15 @@ fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
         "pushEvents": true,
+        "inferenceRequest": true,
         "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
         "channels": { "register": true, "incoming": true },
         "featureSets": {
             "check.push": { "description": "Probe push events", "uses": ["pushEvents"] },
+            "check.infer": {
+                "description": "Probe server-initiated inference",
+                "uses": ["inferenceRequest"]
+            },
             "check.hints": {
                 "description": "Probe hooks",
                 "uses": ["contextHooks.beforeInference.inject.beforeUser"]
@@ -106,6 +118,52 @@ fn push(feature_set: &str, event_id: &str) -> Value {
     })
 }
 
+/// The `inference/request` probe's params: one short message under `check.infer` (§11.2).
+fn inference_request() -> Value {
+    json!({
+        "featureSet": "check.infer",
+        "messages": [ { "role": "user", "content": "mcpl check-host probe: reply with OK." } ],
+        "preferences": { "maxTokens": 16 }
+    })
+}
+
+/// Defects of an `inference/request` result against §11.3: `content` the generated text as
+/// a string (a content-block array only warns: the library host's reading accepts it, the
+/// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
+/// object, each when present. Reading: the table marks nothing optional or required; without
+/// `content` there is no inference to return, so only it is required. `(fails, warnings)`.
+fn inference_result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut fail, mut warn) = (Vec::new(), Vec::new());
+    let Some(o) = r.as_object() else {
+        fail.push("the result is not an object".into());
+        return (fail, warn);
+    };
+    match o.get("content") {
+        Some(Value::String(_)) => {}
+        Some(c @ Value::Array(_)) => {
+            match mcpl::protocol::content::content_defect(Some(c), "content", false) {
+                Some(d) => fail.push(d),
+                None => warn.push("content is content blocks; §11.3 gives a string".into()),
+            }
+        }
+        Some(_) => fail.push("content is not a string".into()),
+        None => fail.push("content missing".into()),
+    }
+    if o.get("model").is_some_and(|m| !m.is_string()) {
+        fail.push("model is not a string".into());
+    }
+    match o.get("finishReason") {
+        None => {}
+        Some(Value::String(f))
+            if ["end_turn", "max_tokens", "stop_sequence"].contains(&f.as_str()) => {}
+        Some(f) => warn.push(format!("finishReason {f} is not one of App. B.4's")),
+    }
+    if o.get("usage").is_some_and(|u| !u.is_object()) {
+        fail.push("usage is not an object".into());
+    }
+    (fail, warn)
+}
+
 /// Runs `mcpl check-host` and returns its exit code.
 pub fn main(args: CheckHostArgs) -> ExitCode {
     if args.list {
@@ -120,10 +178,16 @@ pub fn main(args: CheckHostArgs) -> ExitCode {
     let report = match (
         seconds("timeout", args.timeout),
         seconds("watch", args.watch),
+        seconds("inference-timeout", args.inference_timeout),
     ) {
-        (Ok(step), Ok(watch)) if !step.is_zero() => run(&args, step, watch, label),
-        (Err(e), _) | (_, Err(e)) => unreachable_report(label, e),
-        _ => unreachable_report(label, "--timeout must be greater than 0".into()),
+        (Ok(step), Ok(watch), Ok(infer)) if !step.is_zero() && !infer.is_zero() => {
+            run(&args, Bounds { step, watch, infer }, label)
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => unreachable_report(label, e),
+        _ => unreachable_report(
+            label,
+            "--timeout and --inference-timeout must be greater than 0".into(),
+        ),
     };
     let text = if args.json {
         format!("{}\n", report.to_json())
@@ -156,7 +220,16 @@ fn unreachable_report(target: String, error: String) -> Report {
     r
 }
 
-fn run(args: &CheckHostArgs, step: Duration, watch: Duration, label: String) -> Report {
+/// How long the run waits: each step, the listening after the probes, the inference probe.
+#[derive(Clone, Copy)]
+struct Bounds {
+    step: Duration,
+    watch: Duration,
+    infer: Duration,
+}
+
+fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
+    let Bounds { step, watch, infer } = bounds;
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -184,6 +257,7 @@ fn run(args: &CheckHostArgs, step: Duration, watch: Duration, label: String) -> 
             incoming,
             rec: Recorder::with(HOST_CATALOGUE, "mcpl check-host", false),
             step,
+            infer,
             policy: ServerPolicyState::new(declarations),
             ready: false,
             closed: false,
@@ -265,6 +339,8 @@ struct Run {
     incoming: Incoming,
     rec: Recorder,
     step: Duration,
+    /// Bound on the inference probe's answer.
+    infer: Duration,
     /// The host's policy as this server holds it: the library's own server-side state
     /// machine (patterns, `enabled`/`disabled`, an absent grant granting nothing, §5.3).
     policy: ServerPolicyState,
@@ -699,6 +775,9 @@ impl Run {
             }
         }
 
+        self.undeclared_use().await;
+        self.inference().await;
+
         // Last, so a host application sees its admitted push once every probe is answered.
         let id = "host.push-follows-grant";
         let expected =
@@ -761,6 +840,108 @@ impl Run {
         }
     }
 
+    /// §6.4 rule 2: a push under `check.hints`, whose `uses` lacks `pushEvents`, while the
+    /// grant allows pushes and leaves the set available, so only the declaration can refuse
+    /// it; the refusal is an error object (§6.6).
+    async fn undeclared_use(&mut self) {
+        let id = "host.undeclared-use-refused";
+        if !self.policy.allows(Capability::PushEvents) || !self.policy.is_available("check.hints") {
+            let why = "pushEvents not granted or check.hints unavailable: a refusal would not \
+                       show the declaration rule";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        }
+        match self.call("push/event", push("check.hints", "d1")).await {
+            Reply::Error(e) => {
+                let d = format!("refused with error {}", e.code);
+                self.rec.record(id, Status::Pass, d)
+            }
+            Reply::Closed => {}
+            other => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "push/event under check.hints, whose uses lacks pushEvents, got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §5.4 / §6.6: `inference/request` under `check.infer` is refused with an error object
+    /// unless the grant allows it and leaves the set available; when it does, the answer is
+    /// judged against §11.3. A host that grants it runs one short inference.
+    async fn inference(&mut self) {
+        let (id, shape) = (
+            "host.inference-follows-grant",
+            "host.inference-result-shape",
+        );
+        let allowed = self.policy.allows(Capability::InferenceRequest)
+            && self.policy.is_available("check.infer");
+        let refusal = [codes::CAPABILITY_DENIED, codes::FEATURE_SET_NOT_ENABLED];
+        let reply = self
+            .call_within("inference/request", inference_request(), self.infer)
+            .await;
+        let no_result = |why: String| (Status::Skip, why);
+        let (status, detail, judged) = match (allowed, reply) {
+            (_, Reply::Closed) => return,
+            (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
+            (true, Reply::Error(e)) if refusal.contains(&e.code) => (
+                Status::Fail,
+                format!(
+                    "the policy allows check.infer, yet the request was refused {}",
+                    e.code
+                ),
+                None,
+            ),
+            (true, Reply::Error(e)) if e.code == codes::METHOD_NOT_FOUND => (
+                Status::Warn,
+                "inferenceRequest granted, yet inference/request is not implemented (-32601)"
+                    .into(),
+                None,
+            ),
+            (true, Reply::Error(e)) => (
+                Status::Pass,
+                format!("allowed; the inference failed with error {}", e.code),
+                None,
+            ),
+            (false, Reply::Error(e)) if refusal.contains(&e.code) => (
+                Status::Pass,
+                format!("not allowed by the policy, refused {}", e.code),
+                None,
+            ),
+            (false, Reply::Error(e)) => (
+                Status::Warn,
+                format!(
+                    "not allowed, refused with error {} (-32002 or -32001 expected)",
+                    e.code
+                ),
+                None,
+            ),
+            (false, Reply::Result(r)) => (
+                Status::Fail,
+                format!("the policy does not allow check.infer, yet the request was answered {r}"),
+                None,
+            ),
+            (_, other) => (
+                Status::Fail,
+                format!("inference/request got {}", other.describe()),
+                None,
+            ),
+        };
+        self.rec.record(id, status, detail);
+        let (status, detail) = match judged {
+            None if allowed => no_result("no result to judge".into()),
+            None => no_result("inferenceRequest not allowed: no result to judge".into()),
+            Some(r) => match inference_result_defects(&r) {
+                (fail, _) if !fail.is_empty() => (Status::Fail, fail.join("; ")),
+                (_, warn) if !warn.is_empty() => (Status::Warn, warn.join("; ")),
+                _ => (Status::Pass, "content is the generated text".into()),
+            },
+        };
+        self.rec.record(shape, status, detail);
+    }
+
     /// Handles what the host sends for `watch`, then ends the connection.
     async fn listen(&mut self, watch: Duration) {
         let deadline = Instant::now() + watch;
@@ -813,8 +994,13 @@ impl Run {
 
     /// Sends a request and waits for its answer, handling what the host sends meanwhile.
     async fn call(&mut self, method: &str, params: Value) -> Reply {
+        self.call_within(method, params, self.step).await
+    }
+
+    /// [`Self::call`] with its own bound.
+    async fn call_within(&mut self, method: &str, params: Value, bound: Duration) -> Reply {
         let peer = self.peer.clone();
-        let fut = Box::pin(peer.request_raw_timeout(method, Some(params), self.step));
+        let fut = Box::pin(peer.request_raw_timeout(method, Some(params), bound));
         self.settle(fut).await
     }
 
@@ -927,5 +1113,36 @@ fn join_or_none(items: &[&str]) -> String {
         "nothing".to_owned()
     } else {
         items.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// §11.3 / App. B.4: content is required and a string; blocks only warn; the other
+    /// members are judged when present.
+    #[test]
+    fn s11_3_inference_result_defects() {
+        let ok = json!({ "content": "OK", "model": "m", "finishReason": "max_tokens",
+                         "usage": { "inputTokens": 1, "outputTokens": 1 } });
+        assert_eq!(inference_result_defects(&ok), (vec![], vec![]));
+        assert_eq!(
+            inference_result_defects(&json!({ "content": "OK" })),
+            (vec![], vec![])
+        );
+        let blocks = json!({ "content": [ { "type": "text", "text": "OK" } ] });
+        let (fail, warn) = inference_result_defects(&blocks);
+        assert!(fail.is_empty() && warn.len() == 1, "{warn:?}");
+        let bad = json!({ "content": [ { "type": "video" } ], "model": 3,
+                          "finishReason": "tired", "usage": [] });
+        let (fail, warn) = inference_result_defects(&bad);
+        assert_eq!(fail.len(), 3, "{fail:?}");
+        assert!(fail[0].starts_with("content[0] type \"video\""), "{fail:?}");
+        assert_eq!(warn, ["finishReason \"tired\" is not one of App. B.4's"]);
+        let (fail, _) = inference_result_defects(&json!({}));
+        assert_eq!(fail, ["content missing"]);
+        let (fail, _) = inference_result_defects(&json!("OK"));
+        assert_eq!(fail, ["the result is not an object"]);
     }
 }

@@ -97,15 +97,24 @@ async fn the_library_host_passes_every_check() {
         "host.register-itemized",
         "host.hooks-after-ready",
         "host.user-message-redacted",
+        // §6.4 rule 2: check.hints is available (inject.* granted) but does not declare
+        // pushEvents; §5.4: inferenceRequest is not granted, so refused -32002.
+        "host.undeclared-use-refused",
+        "host.inference-follows-grant",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
+    assert!(
+        ids_with(&doc, "skip").contains("host.inference-result-shape"),
+        "{doc:#}"
+    );
     assert_eq!(code, 0);
 }
 
 /// A host that breaks the rules the audit found broken (AUDIT-001 §2.1, §2.3, §2.6): the
 /// grant as a Notification first, a grant of what was never advertised, a hook before the
-/// receipt carrying the user message, and every server request answered with a result.
+/// receipt carrying the user message, and every server request answered with a result (so
+/// a use its set never declared too, §6.4, and an inference with no content, §11.3).
 #[tokio::test]
 async fn a_careless_host_fails_exactly_what_it_breaks() {
     let report = report_path("careless.json");
@@ -138,7 +147,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
     host.notify_raw("notifications/initialized", None)
         .await
         .unwrap();
-    let grant = json!({ "effectiveCapabilities": ["pushEvents", "inferenceRequest"] });
+    let grant = json!({ "effectiveCapabilities": ["pushEvents", "inferenceRequest",
+        "contextHooks.beforeInference.inject.beforeUser", "inferenceLifecycle"] });
     host.notify_raw("featureSets/update", Some(grant.clone()))
         .await
         .unwrap();
@@ -167,6 +177,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.incoming-follows-grant",
             "host.hooks-after-ready",
             "host.user-message-redacted",
+            "host.undeclared-use-refused",
+            "host.inference-result-shape",
         ]
         .into_iter()
         .map(str::to_owned)
@@ -191,7 +203,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 14, "{text}");
+    assert_eq!(text.lines().count(), 17, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -229,8 +241,18 @@ async fn tcp_listener_checks_the_host_that_connects() {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
     let transport = mcpl::transport::tcp::connect(addr.as_str()).await.unwrap();
+    // This host grants inference and answers it as §11.3 shows.
+    let answer: mcpl::host::RequestHandler = std::sync::Arc::new(|_method, _params| {
+        Box::pin(async {
+            Ok(
+                json!({ "content": "OK", "model": "test-model", "finishReason": "end_turn",
+                       "usage": { "inputTokens": 9, "outputTokens": 1 } }),
+            )
+        })
+    });
     let config = HostConfig {
-        policy: vec!["pushEvents".into()],
+        policy: vec!["pushEvents".into(), "inferenceRequest".into()],
+        request_handler: Some(answer),
         ..HostConfig::default()
     };
     let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
@@ -239,10 +261,14 @@ async fn tcp_listener_checks_the_host_that_connects() {
     let status = child.wait().await.unwrap();
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
-    assert!(
-        ids_with(&doc, "pass").contains("host.refuses-before-ready"),
-        "{doc:#}"
-    );
+    let passed = ids_with(&doc, "pass");
+    for id in [
+        "host.refuses-before-ready",
+        "host.inference-follows-grant",
+        "host.inference-result-shape",
+    ] {
+        assert!(passed.contains(id), "{id}: {doc:#}");
+    }
     assert_eq!(status.code(), Some(0));
 }
 
