@@ -39,6 +39,7 @@ catalogue! {
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
     "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
+    "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
     "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
     "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string";
@@ -259,6 +260,7 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
             step,
             infer,
             policy: ServerPolicyState::new(declarations),
+            host_advertised: CapabilitySet::EMPTY,
             ready: false,
             closed: false,
             hooks: 0,
@@ -344,6 +346,8 @@ struct Run {
     /// The host's policy as this server holds it: the library's own server-side state
     /// machine (patterns, `enabled`/`disabled`, an absent grant granting nothing, §5.3).
     policy: ServerPolicyState,
+    /// What the host's own `experimental.mcpl` advertises (§5.2), `tools` aside.
+    host_advertised: CapabilitySet,
     /// The initial receipt has been written: the host may treat the session as ready.
     ready: bool,
     closed: bool,
@@ -372,6 +376,9 @@ impl Run {
             .cloned()
             .unwrap_or(Value::Null);
         let mcpl = caps.get("experimental").and_then(|e| e.get("mcpl"));
+        self.host_advertised = mcpl.map_or(CapabilitySet::EMPTY, |m| {
+            capability::advertised(m).capabilities
+        });
         let advertises = match mcpl {
             Some(m) if m.get("version") == Some(&json!("0.5")) => {
                 self.rec.record(
@@ -536,6 +543,7 @@ impl Run {
         }
         let params = req.request().params.clone().unwrap_or(Value::Null);
         self.judge_grant_paths(&params);
+        self.judge_own_advertisement(&params);
         match self.policy.apply(Form::Request, &params) {
             Ok(outcome) => {
                 self.rec.record(
@@ -605,6 +613,44 @@ impl Run {
         } else {
             let d = format!("grants {}", join_or_none(&entries));
             self.rec.record(id, Status::Pass, d);
+        }
+    }
+
+    /// §5.2: the host advertises its MCPL support, mirroring the server's shape; a grant of
+    /// a path it does not claim to support is the under-advertising AUDIT-001 §2.5 and §4.2
+    /// item 10 found. No sentence of the spec makes it a MUST, so it warns. Patterns count
+    /// for what they reach within the server's advertisement; `tools` is MCP's, not here.
+    fn judge_own_advertisement(&mut self, params: &Value) {
+        let id = "host.grant-within-own-advertisement";
+        let server = capability::advertised_from_capabilities(&initialize_result()["capabilities"])
+            .capabilities;
+        let mut granted = CapabilitySet::EMPTY;
+        for e in params
+            .get("effectiveCapabilities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if let Ok(p) = Pattern::parse(e) {
+                for c in p.resolved().iter() {
+                    if !e.contains('*') || server.contains(c) {
+                        granted.insert(c);
+                    }
+                }
+            }
+        }
+        granted.remove(Capability::Tools);
+        let unclaimed = granted.difference(self.host_advertised);
+        if unclaimed == CapabilitySet::EMPTY {
+            let d = "every granted path is one the host advertises";
+            self.rec.record(id, Status::Pass, d);
+        } else {
+            let d = format!(
+                "grants what its own experimental.mcpl does not claim to support: {}",
+                unclaimed.sorted_paths().join(", ")
+            );
+            self.rec.record(id, Status::Warn, d);
         }
     }
 

@@ -101,6 +101,7 @@ async fn the_library_host_passes_every_check() {
         // pushEvents; §5.4: inferenceRequest is not granted, so refused -32002.
         "host.undeclared-use-refused",
         "host.inference-follows-grant",
+        "host.grant-within-own-advertisement",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -185,10 +186,14 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
         .collect::<BTreeSet<_>>(),
         "{doc:#}"
     );
-    // Declining a push it may receive is allowed (§9.3), so only warned.
+    // Declining a push it may receive is allowed (§9.3), so only warned; so is granting what
+    // its own advertisement (version only) does not claim (§5.2, AUDIT-001 §4.2 item 10).
     assert_eq!(
         ids_with(&doc, "warn"),
-        BTreeSet::from(["host.push-follows-grant".to_owned()]),
+        BTreeSet::from([
+            "host.push-follows-grant".to_owned(),
+            "host.grant-within-own-advertisement".to_owned()
+        ]),
         "{doc:#}"
     );
     assert_eq!(code, 1);
@@ -203,7 +208,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 17, "{text}");
+    assert_eq!(text.lines().count(), 18, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
