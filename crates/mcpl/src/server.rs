@@ -188,6 +188,10 @@ pub enum SendError {
     /// outside the core vocabulary (§16.1, §16.2).
     #[error(transparent)]
     InvalidTag(#[from] crate::tags::TagError),
+    /// Content that is not App. B.1 blocks (a typed block built with neither or both of its
+    /// forms, say): a host rejects it, so it is refused before the wire. Names where.
+    #[error("content is not App. B.1 content blocks: {0}")]
+    InvalidContent(String),
     /// A caller-set `timestamp` that is not ISO 8601 (§9.2): a host rejects the event, so it
     /// is refused before the wire.
     #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}")]
@@ -214,6 +218,7 @@ impl SendError {
             SendError::Undeclared { .. } => "declaration_mismatch",
             SendError::InvalidTag(_) => "invalid_tag",
             SendError::InvalidTimestamp { .. } => "invalid_timestamp",
+            SendError::InvalidContent(_) => "invalid_content",
             SendError::Peer(_) => "peer",
         }
     }
@@ -1298,6 +1303,24 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     }
 }
 
+/// `content` as the wire will carry it passes App. B.1 ([`content_defect`]): the typed
+/// blocks have public fields, so a block can be built with neither or both media forms.
+fn checked_content(content: &Content, at: &str) -> Result<(), SendError> {
+    let v = serde_json::to_value(content).map_err(|e| SendError::InvalidContent(e.to_string()))?;
+    match crate::protocol::content::content_defect(Some(&v), at, true) {
+        Some(defect) => Err(SendError::InvalidContent(defect)),
+        None => Ok(()),
+    }
+}
+
+/// Every §11.2 message's content passes [`checked_content`].
+fn inference_content(params: &InferenceRequestParams) -> Result<(), SendError> {
+    for (i, m) in params.messages.iter().enumerate() {
+        checked_content(&m.content, &format!("messages[{i}].content"))?;
+    }
+    Ok(())
+}
+
 /// A producer's tags as sent (§16.1): each one namespaced, well-formed and outside the
 /// reserved namespaces unless core vocabulary; a set, so repeats are dropped (first kept).
 fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<String>>, SendError> {
@@ -1358,10 +1381,19 @@ async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
                     missing,
                     Some("required capabilities are not granted".into()),
                 );
-                if fallback == Fallback::McpOnly {
-                    // Do what the receipt says: no MCPL on this connection from now on.
+                {
+                    // A refused policy is not operated under (§6.7): nothing is granted and
+                    // the session is not ready, whatever it held before. With mcp-only, do
+                    // what the receipt says: no MCPL on this connection from now on, so no
+                    // more manifest announcements either (§17.10: nothing to fetch them).
                     let mut st = lock(&conn.state);
-                    st.mcpl = false;
+                    st.policy = ServerPolicyState::new(st.policy.declarations().clone());
+                    if fallback == Fallback::McpOnly {
+                        st.mcpl = false;
+                        if let Some(id) = st.tracker_id.take() {
+                            conn.server.tracker.detach(id);
+                        }
+                    }
                     conn.publish(&st);
                 }
                 respond(req, Ok(refused.to_value())).await;
@@ -1398,7 +1430,22 @@ fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     };
     let conn = conn.clone();
     tokio::spawn(async move {
-        let out = guarded(handler(conn.grant_state(), params)).await;
+        // The hook belongs to its feature set: while that set is unavailable (disabled, not
+        // selected, its uses not granted) the server does not run it, so the turn's content
+        // is not read under a set the receipt reported off (§6.7), and answers no injections.
+        let state = conn.grant_state();
+        if let Some(set) = default_set
+            .as_deref()
+            .filter(|s| !state.feature_available(s))
+        {
+            tracing::debug!(
+                feature_set = set,
+                "hook not run: its feature set is unavailable"
+            );
+            respond(req, Ok(BeforeInferenceResult::default())).await;
+            return;
+        }
+        let out = guarded(handler(state, params)).await;
         let out = out.map(|r| filter_injections(&conn, r, default_set.as_deref()));
         respond(req, out).await;
     });
@@ -1429,6 +1476,8 @@ fn filter_injections(
             format!("dropped {} injection(s): {e}", r.context_injections.len()),
         );
         r.context_injections.clear();
+        // Nothing is claimed under a set the session may not use.
+        r.feature_set = None;
         return r;
     }
     let decls = lock(&conn.state).policy.declarations().clone();
@@ -1785,6 +1834,7 @@ impl Session {
             Requirement::One(Capability::PushEvents),
             Some(&event.feature_set),
         )?;
+        checked_content(&event.content, "payload.content")?;
         if let Some(ts) = &event.timestamp {
             if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
                 return Err(SendError::InvalidTimestamp {
@@ -1885,7 +1935,8 @@ impl Session {
     ) -> Result<IncomingResult, SendError> {
         self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
         let mut messages = messages;
-        for m in &mut messages {
+        for (i, m) in messages.iter_mut().enumerate() {
+            checked_content(&m.content, &format!("messages[{i}].content"))?;
             m.tags = producer_tags(m.tags.take())?;
         }
         let params = IncomingParams {
@@ -1906,6 +1957,7 @@ impl Session {
             Requirement::One(Capability::InferenceRequest),
             Some(&params.feature_set),
         )?;
+        inference_content(&params)?;
         self.request("inference/request", &params).await
     }
 
@@ -1917,6 +1969,7 @@ impl Session {
     ) -> Result<InferenceStream, SendError> {
         params.stream = Some(true);
         self.authorize(policy::STREAMING_INFERENCE, Some(&params.feature_set))?;
+        inference_content(&params)?;
         let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
             method: "inference/request".into(),
             reason: e.to_string(),

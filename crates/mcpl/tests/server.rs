@@ -522,6 +522,64 @@ async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
     assert_eq!(d.code, "injection_dropped");
 }
 
+/// §6.7: a hook whose feature set the receipt reported disabled is not run — the turn's
+/// user message never reaches it — and the answer injects nothing and claims no set.
+#[tokio::test]
+async fn s6_7_a_disabled_sets_hook_does_not_run() {
+    let seen = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let saw = seen.clone();
+    let server = builder()
+        .on_before_inference("memory.recall", move |_g, p| {
+            saw.lock().unwrap().push(p.user_message.clone());
+            async { Ok(BeforeInferenceResult::default()) }
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let receipt = policy(
+        &host,
+        json!({"effectiveCapabilities": ["contextHooks.beforeInference.observe",
+                                         "contextHooks.beforeInference.inject.beforeUser",
+                                         "contextHooks.beforeInference.inject.system"],
+               "disabled": ["memory.recall"]}),
+    )
+    .await;
+    assert!(receipt.to_string().contains("memory.recall"), "{receipt}");
+    let r = host
+        .peer
+        .request_raw(
+            "context/beforeInference",
+            Some(
+                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                        "userMessage": "my secret"}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, json!({"contextInjections": []}));
+    assert!(seen.lock().unwrap().is_empty(), "the hook ran");
+    // Enabled again by Request: the hook runs and sees the message (observe is granted).
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["contextHooks.beforeInference.observe",
+                                         "contextHooks.beforeInference.inject.beforeUser",
+                                         "contextHooks.beforeInference.inject.system"],
+               "disabled": []}),
+    )
+    .await;
+    host.peer
+        .request_raw(
+            "context/beforeInference",
+            Some(
+                json!({"inferenceId": "j", "conversationId": "c", "turnIndex": 1,
+                        "userMessage": "hello"}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [Some("hello".to_owned())]);
+}
+
 #[tokio::test]
 async fn s10_5_lifecycle_consumer_dedupes_and_reports_defects_over_the_wire() {
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -1219,14 +1277,32 @@ async fn s6_7_a_refusal_names_its_fallback_and_the_server_does_it() {
         .await
         .unwrap();
     assert_eq!(r["content"][0]["text"], "still here");
+    // The refused policy is not operated under: tools was in it, yet nothing is granted.
+    assert!(!host.session.grant_state().ready);
+    assert!(!host.session.granted(Capability::Tools));
+    // §17.10: no MCPL, so a manifest change is not announced (it could not be fetched).
+    let out = server
+        .tracker()
+        .transaction(|m| m["featureSets"]["alerts"]["description"] = json!("v2"))
+        .unwrap();
+    assert!(out.changed);
+    assert_eq!(out.announced, 0);
+    sync(&host).await;
+    assert!(methods_received(&host.received).is_empty());
 
     let server = builder()
         .require(&[Capability::PushEvents], mcpl::policy::Fallback::Close)
         .build()
         .unwrap();
     let host = connect(&server, true).await;
-    let receipt = policy(&host, json!({})).await;
+    let receipt = policy(&host, json!({"effectiveCapabilities": ["tools"]})).await;
     assert_eq!(receipt["fallback"], "close");
+    // Never ready under the policy it refused, not even until the connection is gone.
+    let state = host.session.grant_state();
+    assert!(
+        !state.ready && !state.granted(Capability::Tools),
+        "{state:?}"
+    );
     host.peer.closed().await;
 }
 
@@ -1372,6 +1448,33 @@ async fn s9_2_push_timestamp_is_iso8601_or_refused() {
     assert_eq!(p["timestamp"], "2026-01-23T10:30:00+01:00");
     req.respond(json!({"accepted": true})).await.unwrap();
     send.await.unwrap().unwrap();
+}
+
+/// App. B.1: a typed block can still be built malformed (public fields); the session refuses
+/// it before the wire, naming where, as a host would refuse it after.
+#[tokio::test]
+async fn b1_malformed_typed_content_is_refused_before_the_wire() {
+    use mcpl::protocol::content::MediaBlock;
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    let image = ContentBlock::Image(MediaBlock {
+        data: Some("AAAA".into()),
+        mime_type: None,
+        uri: None,
+        extra: Map::new(),
+    });
+    let mut ev = PushEvent::text("alerts", "x");
+    ev.content = Content::Blocks(vec![ContentBlock::text("ok"), image]);
+    let e = host.session.push_event(ev).await.unwrap_err();
+    assert_eq!(e.code(), "invalid_content");
+    assert!(
+        e.to_string()
+            .contains("payload.content[1] image block has data but no mimeType"),
+        "{e}"
+    );
+    sync(&host).await;
+    assert!(methods_received(&host.received).is_empty());
 }
 
 /// §16.1: producers must not emit un-namespaced tags, nor invent tags in the reserved

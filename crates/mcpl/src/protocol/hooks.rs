@@ -52,8 +52,8 @@ pub struct ChannelContext {
     pub extra: Extra,
 }
 
-/// `context/beforeInference` result (§10.2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `context/beforeInference` result (§10.2); the default injects nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BeforeInferenceResult {
     /// The feature set the server claims (§6.5). Testimony only: authorization MUST NOT use
