@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use mcpl::capability::Capability;
 use mcpl::lifecycle::TurnOutcome;
-use mcpl::protocol::content::{Content, ContentBlock};
-use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::content::Content;
+use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use mcpl::server::Server;
 use serde_json::{json, Map};
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         f.len()
                     };
                     Ok(ToolsCallResult {
-                        content: vec![ContentBlock::text(format!("{n} fact(s) remembered"))],
+                        content: vec![ToolContent::text(format!("{n} fact(s) remembered"))],
                         is_error: None,
                         state: None,
                         extra: Map::new(),

@@ -3,8 +3,7 @@
 //! Run: `cargo run --example minimal_server` and speak JSON lines on stdin.
 
 use mcpl::capability::Capability;
-use mcpl::protocol::content::ContentBlock;
-use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 use mcpl::server::{PushEvent, Server, Session};
 use serde_json::json;
 
@@ -38,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     false
                 };
                 Ok(ToolsCallResult {
-                    content: vec![ContentBlock::text(format!("noted (pushed: {pushed})"))],
+                    content: vec![ToolContent::text(format!("noted (pushed: {pushed})"))],
                     is_error: None,
                     state: None,
                     extra: Default::default(),

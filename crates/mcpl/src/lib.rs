@@ -19,8 +19,7 @@
 //!
 //! ```no_run
 //! use mcpl::capability::Capability;
-//! use mcpl::protocol::content::ContentBlock;
-//! use mcpl::protocol::handshake::ToolsCallResult;
+//! use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 //! use mcpl::server::{PushEvent, Server, Session};
 //! use serde_json::json;
 //!
@@ -37,7 +36,7 @@
 //!                 eprintln!("not pushed: {e}");
 //!             }
 //!             Ok(ToolsCallResult {
-//!                 content: vec![ContentBlock::text(text)],
+//!                 content: vec![ToolContent::text(text)],
 //!                 is_error: None,
 //!                 state: None,
 //!                 extra: Default::default(),

@@ -47,7 +47,7 @@ use crate::protocol::channels::{
     Author, ChannelDescriptor, ChannelDirection, IncomingMessage, ListResult, PublishResult,
 };
 use crate::protocol::content::{Content, ContentBlock};
-use crate::protocol::handshake::{ToolsCallParams, ToolsCallResult};
+use crate::protocol::handshake::{ToolContent, ToolsCallParams, ToolsCallResult};
 use crate::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use crate::server::{utc_now_iso8601, PushEvent, Server, Session};
 use crate::transport::Transport;
@@ -71,7 +71,7 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 fn text_result(text: impl Into<String>) -> ToolsCallResult {
     ToolsCallResult {
-        content: vec![ContentBlock::text(text)],
+        content: vec![ToolContent::text(text)],
         is_error: None,
         state: None,
         extra: Map::new(),

@@ -981,6 +981,12 @@ impl Conn {
         self.grant_tx.borrow().clone()
     }
 
+    /// Declares the changed manifest's feature sets on the live session. Reading: a set the
+    /// change adds is derived like any other under the grant in force (and the host's
+    /// `enabled` allowlist, when it sent one), so it may be available at once. The grant is
+    /// the authority and a set only names granted capabilities it uses (§6.4), so no
+    /// capability is widened (§17.5: additions never auto-grant); a host that has not yet
+    /// fetched the change refuses a use of the new name (-32003), which fails closed.
     fn on_manifest_changed(&self, change: ManifestChanged) {
         let decls = FeatureSets::from_mcpl(self.server.tracker.snapshot().manifest()).0;
         {

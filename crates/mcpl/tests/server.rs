@@ -8,7 +8,7 @@ use mcpl::jsonrpc::ErrorObject;
 use mcpl::peer::{FrameDirection, Incoming, IncomingMessage, Peer, PeerConfig, Tap};
 use mcpl::policy::{FeatureSets, Form, ServerPolicyState};
 use mcpl::protocol::content::{Content, ContentBlock};
-use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use mcpl::server::{PushEvent, SendError, Server, ServerBuilder, Session};
 use mcpl::transport::memory;
@@ -43,7 +43,7 @@ fn builder() -> ServerBuilder {
                     .and_then(|a| a.get("text").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_default();
                 Ok(ToolsCallResult {
-                    content: vec![ContentBlock::text(text)],
+                    content: vec![ToolContent::text(text)],
                     is_error: None,
                     state: None,
                     extra: Map::new(),
@@ -182,9 +182,15 @@ async fn s5_3_nothing_privileged_before_the_policy_request() {
     let e = err_of(before_inference(&host).await);
     assert_eq!(e.code, -32002);
 
-    // tools/list only describes and is unprivileged; mcpl/manifest too.
+    // tools/list only describes and is unprivileged; mcpl/manifest too (§17.4).
     let list = host.peer.request_raw("tools/list", None).await.unwrap();
     assert_eq!(list["tools"][0]["name"], "echo");
+    let m = host
+        .peer
+        .request_raw("mcpl/manifest", Some(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(&m, server.tracker().snapshot().manifest());
     sync(&host).await;
     // The host saw responses only: no server-initiated request or notification.
     assert!(methods_received(&host.received).is_empty());

@@ -618,3 +618,25 @@ fn s5_1_bool_or_object_advertisement_values_survive() {
         rt::<Capabilities>(&json!({"experimental": {"mcpl": adv}})).unwrap();
     }
 }
+
+/// §17.2's test vector as the spec text gives it (a `json` block, not `jsonc`, so the round
+/// trip above does not read it): the manifest after "#### Test vector" digests to the
+/// `revision = …` line below it, and round-trips through the typed manifest.
+#[test]
+fn s17_2_test_vector_from_the_spec_text() {
+    let spec = std::fs::read_to_string(SPEC_PATH)
+        .unwrap_or_else(|e| panic!("SPEC.md not found at {SPEC_PATH}: {e}"));
+    let from = spec
+        .find("#### Test vector")
+        .expect("§17.2 has a test vector");
+    let rest = &spec[from..];
+    let open = rest.find("```json\n").expect("the manifest block") + "```json\n".len();
+    let close = open + rest[open..].find("```").expect("its end");
+    let manifest: Value = serde_json::from_str(&rest[open..close]).expect("the block is JSON");
+    let expected = rest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("revision = "))
+        .expect("the expected revision line");
+    assert_eq!(mcpl::manifest::revision(&manifest).unwrap(), expected);
+    rt::<mcpl::protocol::manifest::Manifest>(&manifest).unwrap();
+}

@@ -150,13 +150,39 @@ pub struct ToolsCallParams {
     pub extra: Extra,
 }
 
+/// One block of a `tools/call` result. `tools/call` is MCP's, unchanged (§3.1), so its content
+/// is MCP's, not App. B.1's closed set: the blocks MCPL shares are typed, and anything else MCP
+/// defines (`resource_link`, an embedded `resource` nesting its `uri` in a `resource`
+/// object, …) is kept as received and written back verbatim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolContent {
+    /// A block of App. B.1's shapes.
+    Block(ContentBlock),
+    /// Any other MCP content block, verbatim.
+    Other(Map<String, Value>),
+}
+
+impl ToolContent {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolContent::Block(ContentBlock::text(text))
+    }
+}
+
+impl From<ContentBlock> for ToolContent {
+    fn from(b: ContentBlock) -> Self {
+        ToolContent::Block(b)
+    }
+}
+
 /// `tools/call` result, with MCPL's optional `state` (§8.2–§8.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsCallResult {
-    /// Result content blocks.
+    /// Result content: MCP's blocks ([`ToolContent`]).
     #[serde(default)]
-    pub content: Vec<ContentBlock>,
+    pub content: Vec<ToolContent>,
     /// Whether the tool failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
@@ -193,3 +219,35 @@ method!(
     /// MCP `tools/call` (§8.4): Host → Server Request; requires `tools`.
     ToolsCall, "tools/call", Request, HostToServer, ToolsCallParams, ToolsCallResult
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// §3.1: `tools/call` is MCP's, so MCP's own blocks (an embedded resource, a resource
+    /// link) are read and written back unchanged, and the shared ones are typed.
+    #[test]
+    fn s3_1_tool_results_carry_mcp_content() {
+        let wire = json!({
+            "content": [
+                { "type": "text", "text": "hi" },
+                { "type": "resource", "resource": { "uri": "file:///a.txt", "text": "A" } },
+                { "type": "resource_link", "uri": "file:///b.txt", "name": "b" },
+                { "type": "image", "data": "iVBO", "mimeType": "image/png" }
+            ],
+            "isError": false
+        });
+        let r: ToolsCallResult = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(r.content[0], ToolContent::text("hi"));
+        assert!(matches!(r.content[1], ToolContent::Other(_)));
+        assert!(matches!(r.content[2], ToolContent::Other(_)));
+        assert!(matches!(
+            r.content[3],
+            ToolContent::Block(ContentBlock::Image(_))
+        ));
+        assert_eq!(serde_json::to_value(&r).unwrap(), wire);
+        // Content blocks are objects.
+        assert!(serde_json::from_value::<ToolsCallResult>(json!({"content": ["hi"]})).is_err());
+    }
+}
