@@ -338,11 +338,9 @@ fn exit_2_when_nobody_listens_on_the_tcp_port() {
     assert!(doc["error"].as_str().unwrap().contains("cannot connect"));
 }
 
-#[test]
-fn tcp_target_is_checked_like_stdio() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let bridge = std::thread::spawn(move || {
+/// Serves one TCP connection on `listener` by bridging it to the `good` fixture's stdio.
+fn bridge_one_tcp_connection(listener: TcpListener) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
         let (sock, _) = listener.accept().unwrap();
         let mut child = StdCommand::new(FIXTURE)
             .arg("good")
@@ -370,11 +368,70 @@ fn tcp_target_is_checked_like_stdio() {
         drop(to_child);
         let _ = child.wait();
         let _ = up.join();
-    });
+    })
+}
+
+#[test]
+fn tcp_target_is_checked_like_stdio() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bridge = bridge_one_tcp_connection(listener);
     let (code, doc) = check(&[&format!("tcp://127.0.0.1:{port}")]);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(code, 0);
     bridge.join().unwrap();
+}
+
+/// `mcpl check tcp://HOST:PORT --json …`: options after an address are options, not the
+/// words of a command (a command comes only after `--`).
+#[test]
+fn options_after_an_address_target_are_options() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bridge = bridge_one_tcp_connection(listener);
+    let url = format!("tcp://127.0.0.1:{port}");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", &url, "--json", "--timeout", "1", "--watch", "0"])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("--json ignored ({e}): {:?}", out.stdout));
+    assert_eq!(doc["target"], url.as_str(), "{doc:#}");
+    assert!(doc.get("error").is_none(), "{doc:#}");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(out.status.code(), Some(0));
+    bridge.join().unwrap();
+}
+
+/// Words after an address are refused (exit 2), never run as a command; so is an address
+/// given together with `-- CMD`.
+#[test]
+fn exit_2_when_an_address_is_followed_by_words_or_a_command() {
+    for args in [
+        &["tcp://127.0.0.1:9", "extra"][..],
+        &["tcp://127.0.0.1:9", "--", FIXTURE, "good"][..],
+    ] {
+        let (code, doc) = check(args);
+        assert_eq!(code, 2, "{args:?}: {doc:#}");
+        let error = doc["error"].as_str().unwrap();
+        assert!(!error.contains("cannot start"), "{error}");
+        assert!(error.contains("--"), "{error}");
+    }
+}
+
+/// `--ca` is refused (exit 2) for a target without TLS instead of being silently ignored.
+#[test]
+fn exit_2_when_ca_is_given_for_a_target_without_tls() {
+    for target in [&["tcp://127.0.0.1:9"][..], &["--", FIXTURE, "good"][..]] {
+        let mut args = vec!["--ca", "/nonexistent/ca.pem"];
+        args.extend_from_slice(target);
+        let (code, doc) = check(&args);
+        assert_eq!(code, 2, "{target:?}: {doc:#}");
+        assert!(doc["error"].as_str().unwrap().contains("--ca"), "{doc:#}");
+        assert_eq!(doc["summary"]["fail"], 0);
+    }
 }
 
 #[test]

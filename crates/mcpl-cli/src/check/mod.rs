@@ -37,13 +37,19 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
     /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default: the
-    /// bundled webpki (Mozilla) roots).
+    /// bundled webpki (Mozilla) roots). Refused (exit 2) with any other target, which has no
+    /// TLS to verify.
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
-    /// Target: `tcp://HOST:PORT`, `ws://…`, `wss://…`, `mcpl://…`, or `-- CMD ARGS…`.
-    /// Without a target the bundled reference server is spawned (`mcpl serve --stdio`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Target address: `tcp://HOST:PORT`, `ws://…`, `wss://…` or `mcpl://…`. Options may
+    /// follow it. Without a target (and without `-- CMD ARGS…`) the bundled reference server
+    /// is spawned (`mcpl serve --stdio`).
+    #[arg(value_name = "TARGET")]
     pub target: Vec<String>,
+    /// A server command to spawn and check over its stdio; everything after `--` is the
+    /// command and its arguments, never options of `mcpl check`.
+    #[arg(last = true, value_name = "CMD ARGS")]
+    pub command: Vec<String>,
 }
 
 /// Where the server under test is.
@@ -57,40 +63,64 @@ enum Target {
     Ws(String),
 }
 
-/// Reads the positional target. A single argument with a URL scheme is an address;
-/// anything else is a command line.
-fn parse_target(args: &[String]) -> Result<(Target, String), String> {
-    if args.is_empty() {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot locate the mcpl executable: {e}"))?;
-        let argv = vec![
-            exe.to_string_lossy().into_owned(),
-            "serve".into(),
-            "--stdio".into(),
-        ];
-        return Ok((
-            Target::Command(argv),
-            "reference server (mcpl serve --stdio)".into(),
-        ));
+/// Whether `word` names an address (a URL scheme `mcpl check` dials) rather than a command.
+fn is_address(word: &str) -> bool {
+    ["tcp://", "ws://", "wss://", "mcpl://"]
+        .iter()
+        .any(|scheme| word.starts_with(scheme))
+}
+
+/// Reads the target: `words` are the positional words before `--`, `command` what follows
+/// `--`. An address is a single word with a URL scheme; a command comes after `--` (plain
+/// words without one, e.g. `mcpl check ./server`, are still read as a command line).
+/// Neither: the bundled reference server.
+fn parse_target(words: &[String], command: &[String]) -> Result<(Target, String), String> {
+    match (words, command) {
+        ([], []) => {}
+        ([], cmd) => return Ok((Target::Command(cmd.to_vec()), cmd.join(" "))),
+        (_, [_, ..]) => {
+            return Err(format!(
+                "{}: give either an address or `-- CMD ARGS…`, not both",
+                words.join(" ")
+            ))
+        }
+        ([one], []) if is_address(one) => return parse_address(one),
+        ([first, rest @ ..], []) if is_address(first) => {
+            return Err(format!(
+                "{first}: an address takes no further words (got {:?}); a command goes after `--`",
+                rest.join(" ")
+            ))
+        }
+        (words, []) => return Ok((Target::Command(words.to_vec()), words.join(" "))),
     }
-    if let [one] = args {
-        if let Some(rest) = one.strip_prefix("tcp://") {
-            let hostport = rest.trim_end_matches('/');
-            if hostport.is_empty() || !hostport.contains(':') {
-                return Err(format!("{one}: expected tcp://HOST:PORT"));
-            }
-            return Ok((Target::Tcp(hostport.to_owned()), one.clone()));
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the mcpl executable: {e}"))?;
+    let argv = vec![
+        exe.to_string_lossy().into_owned(),
+        "serve".into(),
+        "--stdio".into(),
+    ];
+    Ok((
+        Target::Command(argv),
+        "reference server (mcpl serve --stdio)".into(),
+    ))
+}
+
+/// Reads one address word (`is_address` holds for it).
+fn parse_address(one: &str) -> Result<(Target, String), String> {
+    if let Some(rest) = one.strip_prefix("tcp://") {
+        let hostport = rest.trim_end_matches('/');
+        if hostport.is_empty() || !hostport.contains(':') {
+            return Err(format!("{one}: expected tcp://HOST:PORT"));
         }
-        if one.starts_with("ws://") || one.starts_with("wss://") {
-            return Ok((Target::Ws(one.clone()), one.clone()));
-        }
-        if one.starts_with("mcpl://") {
-            let resolved = mcpl::uri::resolve(one).map_err(|e| format!("{one}: {e}"))?;
-            let label = format!("{one} ({})", resolved.resolved_transport());
-            return Ok((Target::Ws(resolved.resolved_transport().to_owned()), label));
-        }
+        return Ok((Target::Tcp(hostport.to_owned()), one.to_owned()));
     }
-    Ok((Target::Command(args.to_vec()), args.join(" ")))
+    if one.starts_with("mcpl://") {
+        let resolved = mcpl::uri::resolve(one).map_err(|e| format!("{one}: {e}"))?;
+        let label = format!("{one} ({})", resolved.resolved_transport());
+        return Ok((Target::Ws(resolved.resolved_transport().to_owned()), label));
+    }
+    Ok((Target::Ws(one.to_owned()), one.to_owned()))
 }
 
 /// A `--NAME SECS` value as a duration (0 to one day), or the usage error to print.
@@ -131,10 +161,11 @@ fn unreachable_report(target: String, error: String) -> Report {
 }
 
 fn run(args: &CheckArgs) -> Report {
-    let label = if args.target.is_empty() {
-        "reference server".to_owned()
-    } else {
-        args.target.join(" ")
+    let label = match (args.target.is_empty(), args.command.is_empty()) {
+        (true, true) => "reference server".to_owned(),
+        (false, true) => args.target.join(" "),
+        (true, false) => args.command.join(" "),
+        (false, false) => format!("{} -- {}", args.target.join(" "), args.command.join(" ")),
     };
     let timing = match (
         seconds("timeout", args.timeout),
@@ -144,10 +175,22 @@ fn run(args: &CheckArgs) -> Report {
         (Err(e), _) | (_, Err(e)) => return unreachable_report(label, e),
         _ => return unreachable_report(label, "--timeout must be greater than 0".into()),
     };
-    let (target, label) = match parse_target(&args.target) {
+    let (target, label) = match parse_target(&args.target, &args.command) {
         Ok(t) => t,
         Err(e) => return unreachable_report(label, e),
     };
+    // `--ca` only means something for a TLS dial: refused rather than silently ignored, so
+    // nobody believes a `tcp://` or `ws://` connection was verified against it.
+    let tls = matches!(&target, Target::Ws(url) if url.starts_with("wss://"));
+    if let (Some(ca), false) = (&args.ca, tls) {
+        return unreachable_report(
+            label,
+            format!(
+                "--ca {}: only wss:// and mcpl:// targets use TLS; this target has none to verify",
+                ca.display()
+            ),
+        );
+    }
     let transcript = match &args.transcript {
         None => None,
         Some(p) => match Transcript::create(p) {
@@ -201,26 +244,57 @@ mod tests {
 
     #[test]
     fn targets_are_read_by_scheme() {
+        let none: &[String] = &[];
         assert_eq!(
-            parse_target(&s(&["tcp://127.0.0.1:9"])).map(|t| t.0),
+            parse_target(&s(&["tcp://127.0.0.1:9"]), none).map(|t| t.0),
             Ok(Target::Tcp("127.0.0.1:9".into()))
         );
-        assert!(parse_target(&s(&["tcp://nohost"])).is_err());
+        assert!(parse_target(&s(&["tcp://nohost"]), none).is_err());
         assert_eq!(
-            parse_target(&s(&["ws://127.0.0.1:9/mcpl"])).map(|t| t.0),
+            parse_target(&s(&["ws://127.0.0.1:9/mcpl"]), none).map(|t| t.0),
             Ok(Target::Ws("ws://127.0.0.1:9/mcpl".into()))
         );
         assert!(matches!(
-            parse_target(&s(&["mcpl://example.com/x"])).map(|t| t.0),
+            parse_target(&s(&["mcpl://example.com/x"]), none).map(|t| t.0),
             Ok(Target::Ws(url)) if url.starts_with("wss://example.com")
         ));
         assert_eq!(
-            parse_target(&s(&["srv", "--flag"])).map(|t| t.0),
+            parse_target(none, &s(&["srv", "--flag"])).map(|t| t.0),
             Ok(Target::Command(s(&["srv", "--flag"])))
         );
+        // Plain words before `--` are still a command line.
+        assert_eq!(
+            parse_target(&s(&["srv", "arg"]), none).map(|t| t.0),
+            Ok(Target::Command(s(&["srv", "arg"])))
+        );
+        // A command only follows `--`; words after an address are refused, not run.
+        assert!(parse_target(&s(&["tcp://127.0.0.1:9", "extra"]), none).is_err());
+        assert!(parse_target(&s(&["tcp://127.0.0.1:9"]), &s(&["srv"])).is_err());
         assert!(matches!(
-            parse_target(&[]).map(|t| t.0),
+            parse_target(none, none).map(|t| t.0),
             Ok(Target::Command(argv)) if argv.ends_with(&s(&["serve", "--stdio"]))
         ));
+    }
+
+    /// Options after an address are options (clap parsing of `mcpl check`).
+    #[test]
+    fn options_after_an_address_are_parsed_as_options() {
+        use clap::{Args, FromArgMatches};
+        let parse = |argv: &[&str]| {
+            let cmd = CheckArgs::augment_args(clap::Command::new("check").no_binary_name(true));
+            cmd.try_get_matches_from(argv)
+                .and_then(|m| CheckArgs::from_arg_matches(&m))
+        };
+        let a = parse(&["tcp://127.0.0.1:9", "--json", "--timeout", "2"]).unwrap();
+        assert!(a.json);
+        assert_eq!(a.timeout, 2.0);
+        assert_eq!(a.target, s(&["tcp://127.0.0.1:9"]));
+        assert!(a.command.is_empty());
+        let a = parse(&["--json", "--", "srv", "--json", "-x"]).unwrap();
+        assert!(a.json);
+        assert!(a.target.is_empty());
+        assert_eq!(a.command, s(&["srv", "--json", "-x"]));
+        let a = parse(&[]).unwrap();
+        assert!(a.target.is_empty() && a.command.is_empty());
     }
 }
