@@ -198,8 +198,26 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
                 "state.rollback-unknown-checkpoint",
             ],
         ),
-        ("wrong-receipt", &["policy.receipt-shape"]),
+        // A malformed receipt is not acceptance: what the server then sends as if ready is
+        // sent outside a policy in force, and no feature set is available (§6.7).
+        (
+            "wrong-receipt",
+            &[
+                "policy.receipt-shape",
+                "policy.no-privileged-unless-accepted",
+                "push.feature-set-declared",
+                "inference.feature-set-declared",
+            ],
+        ),
+        // Refuses without a fallback, then (correctly) sends nothing privileged.
         ("refusal-no-fallback", &["policy.refusal-names-fallback"]),
+        (
+            "refusal-then-push",
+            &[
+                "policy.no-privileged-unless-accepted",
+                "push.feature-set-declared",
+            ],
+        ),
         ("invented-mode", &["policy.no-invented-mode"]),
         ("early-push", &["policy.no-privileged-before-ready"]),
         // Pushed while the policy Request was pending: before ready, not the Notification's
@@ -255,6 +273,47 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         assert_eq!(ids_with(&doc, "fail"), set(expected), "{mode}: {doc:#}");
         assert_eq!(code, 1, "{mode}");
     }
+}
+
+/// §5.3/§6.7: after a refusal or a malformed receipt the server is not operating under the
+/// policy; a privileged message then is judged (and the strict host refused it, -32002),
+/// not skipped as if no grant were known.
+#[test]
+fn s6_7_privileged_messages_after_a_refused_or_malformed_receipt_fail() {
+    let id = "policy.no-privileged-unless-accepted";
+    let status = |doc: &Value, id: &str| -> (String, String) {
+        let c = doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {doc:#}"));
+        (
+            c["status"].as_str().unwrap().to_owned(),
+            c["detail"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (_, doc) = scripted("refusal-then-push");
+    let (st, detail) = status(&doc, id);
+    assert_eq!(st, "fail", "{doc:#}");
+    assert!(
+        detail.contains("refusal") && detail.contains("push/event"),
+        "{detail}"
+    );
+    let (st, detail) = status(&doc, "push.feature-set-declared");
+    assert_eq!(st, "fail", "{doc:#}");
+    assert!(detail.contains("not available"), "{detail}");
+    assert_eq!(status(&doc, "grant.messages-within-grant").0, "skip");
+    let (_, doc) = scripted("wrong-receipt");
+    let (st, detail) = status(&doc, id);
+    assert_eq!(st, "fail", "{doc:#}");
+    assert!(detail.contains("malformed receipt"), "{detail}");
+    // A refusal followed by nothing privileged conforms.
+    let (_, doc) = scripted("refusal-no-fallback");
+    assert_eq!(status(&doc, id).0, "pass", "{doc:#}");
+    // An accepted policy leaves nothing to judge here.
+    let (_, doc) = scripted("good");
+    assert_eq!(status(&doc, id).0, "skip", "{doc:#}");
 }
 
 /// An over-long line is discarded by the transport and reported; the run goes on.

@@ -93,6 +93,11 @@ struct Session {
     grant_notified: bool,
     /// Privileged messages after that Notification and before the receipt.
     ready_by_notification: Vec<String>,
+    /// Set when the receipt was a refusal or malformed: what it was, for the report. The
+    /// server is then not operating under the policy (§5.3, §6.7), so nothing is granted.
+    unaccepted: Option<&'static str>,
+    /// Privileged messages after such a receipt.
+    privileged_unaccepted: Vec<String>,
     /// Privileged messages judged after an accepted receipt (§5.4).
     privileged_after_ready: usize,
     /// Those outside the grant.
@@ -198,6 +203,8 @@ pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
         privileged_before_ready: Vec::new(),
         grant_notified: false,
         ready_by_notification: Vec::new(),
+        unaccepted: None,
+        privileged_unaccepted: Vec::new(),
         privileged_after_ready: 0,
         outside_grant: Vec::new(),
         fetched: None,
@@ -345,6 +352,7 @@ impl Session {
                 "policy.receipt-shape",
                 "policy.refusal-names-fallback",
                 "policy.no-invented-mode",
+                "policy.no-privileged-unless-accepted",
                 "manifest.fetch",
                 "hooks.answers-without-observe",
                 "hooks.injection-positions",
@@ -501,7 +509,15 @@ impl Session {
                 "no accepted receipt",
             );
         }
-        if report.accepted == Some(true) && shape.is_empty() {
+        if report.accepted != Some(true) || !shape.is_empty() {
+            // §6.7: a refused policy is not operated under, and the strict host does not take
+            // a malformed receipt as acceptance: not ready, nothing granted, nothing available.
+            self.unaccepted = Some(if report.accepted == Some(false) {
+                "a refusal receipt"
+            } else {
+                "a malformed receipt"
+            });
+        } else {
             // Ready (§5.3). Feature sets usable under the grant, for push/event replies.
             self.ready = true;
             self.grant = host_grant.effective;
@@ -1424,6 +1440,31 @@ impl Session {
                 ),
             );
         }
+        let unaccepted = "policy.no-privileged-unless-accepted";
+        match self.unaccepted {
+            Some(what) if !self.privileged_unaccepted.is_empty() => self.rec.record(
+                unaccepted,
+                Status::Fail,
+                format!(
+                    "after {what} (not operating under the policy, §6.7): {}",
+                    self.privileged_unaccepted.join(", ")
+                ),
+            ),
+            Some(what) => self.rec.record(
+                unaccepted,
+                Status::Pass,
+                format!("nothing privileged after {what}"),
+            ),
+            None if !self.rec.has(unaccepted) => {
+                let why = if self.ready {
+                    "the policy was accepted"
+                } else {
+                    "no receipt to judge"
+                };
+                self.rec.record(unaccepted, Status::Skip, why);
+            }
+            None => {}
+        }
         let notified = "policy.notification-not-ready";
         if !self.ready_by_notification.is_empty() {
             self.rec.record(
@@ -1702,6 +1743,10 @@ impl Session {
                         // Revoked but not yet answered: the server may not have read the
                         // reduction; refused (-32002), not its failure.
                     }
+                } else {
+                    // §5.3, §6.7: a refused (or malformed) receipt leaves the server not
+                    // operating under the policy; the host rejects this (-32002).
+                    self.privileged_unaccepted.push(method.to_owned());
                 }
             } else if self.grant_notified && !self.policy_sent {
                 self.ready_by_notification.push(method.to_owned());
@@ -1991,11 +2036,16 @@ impl Session {
                     .push(format!("{} under featureSet {fs:?}", t.method));
                 *self.reduction_hits.entry(t.declared).or_default() += 1;
             }
-        } else if self.ready && !self.available.contains(fs) {
+        } else if self.receipt_seen && !self.available.contains(fs) {
+            // After a refused or malformed receipt nothing is available (§6.7).
+            let why = match self.unaccepted {
+                Some(what) => format!("the policy is not in force after {what}"),
+                None => "the grant leaves it unavailable".to_owned(),
+            };
             self.rec.record(
                 t.declared,
                 Status::Fail,
-                format!("featureSet {fs:?} is not available under the grant"),
+                format!("featureSet {fs:?} is not available: {why}"),
             );
         }
         if let Some(required) = policy::method_requirement(t.method, params) {

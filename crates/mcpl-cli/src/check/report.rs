@@ -68,6 +68,7 @@ catalogue! {
     "policy.refusal-names-fallback", "§6.7", "a refusal carries fallback mcp-only or close";
     "policy.no-invented-mode", "§6.7", "mode is omitted when nothing degraded";
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
+    "policy.no-privileged-unless-accepted", "§6.7", "after a refused or malformed receipt, no privileged message (the policy is not in force)";
     "policy.reduction-answered", "§6.7", "a reduction (sets disabled, channel capabilities revoked) is answered with a receipt";
     "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability";
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
