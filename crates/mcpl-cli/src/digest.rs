@@ -47,10 +47,21 @@ fn digest_one(doc: &Value) -> Result<digest::ManifestDigest, Refusal> {
         detail: e.detail(),
         refused: false,
     })?;
-    digest::digest(manifest).map_err(|e| Refusal {
-        code: e.code(),
-        detail: detail_of(&e),
-        refused: true,
+    digest::digest(manifest).map_err(|e| match e {
+        // The manifest found (`experimental.mcpl`) has the wrong type: input of the wrong
+        // shape, like a top-level non-object (exit 2), not a §17.2 identifier refusal.
+        digest::DigestError::ManifestNotObject { found } => Refusal {
+            code: e.code(),
+            detail: format!(
+                "expected the manifest (experimental.mcpl) to be a JSON object, found {found}"
+            ),
+            refused: false,
+        },
+        digest::DigestError::IdentifierCharset { .. } => Refusal {
+            code: e.code(),
+            detail: detail_of(&e),
+            refused: true,
+        },
     })
 }
 

@@ -154,6 +154,7 @@ fn s17_2_identifier_charset_is_refused_with_exit_1() {
     assert_eq!(o.code, 1);
     assert_eq!(o.stdout, "");
     assert!(o.stderr.contains("identifier_charset"), "{}", o.stderr);
+    assert!(o.stderr.contains("hint: §17.2"), "{}", o.stderr);
     assert!(
         o.stderr
             .contains("contextHooks.beforeInference.inject.before user"),
@@ -178,6 +179,28 @@ fn bad_input_wrong_type_exits_2() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("<stdin>"), "{}", o.stderr);
     assert!(o.stderr.contains("found array"), "{}", o.stderr);
+}
+
+/// An `experimental.mcpl` that is not an object is input of the wrong shape (exit 2), told
+/// what was expected, with no §17.2 identifier hint.
+#[test]
+fn bad_input_nested_manifest_of_the_wrong_type_exits_2() {
+    for doc in [
+        r#"{"capabilities":{"experimental":{"mcpl":5}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"experimental":{"mcpl":[]}}}}"#,
+    ] {
+        let o = run(&["digest", "-"], Some(doc));
+        assert_eq!(o.code, 2, "{doc}: {}", o.stderr);
+        assert_eq!(o.stdout, "");
+        assert!(o.stderr.contains("manifest_not_object"), "{}", o.stderr);
+        assert!(
+            o.stderr
+                .contains("expected the manifest (experimental.mcpl) to be a JSON object"),
+            "{}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("identifier"), "{}", o.stderr);
+    }
 }
 
 #[test]
