@@ -56,7 +56,7 @@ fn kind_name(k: VectorKind) -> &'static str {
 }
 
 /// Runs `mcpl vectors`. Exit 1 if any vector failed, 2 if the file cannot be read, is not
-/// JSON, or is not a vector file.
+/// JSON, or is not a vector file (including one with no vectors).
 pub fn main(args: VectorsArgs) -> Result<ExitCode, CliError> {
     let (file, name) = if args.builtin {
         (vectors::builtin(), "<builtin>".to_owned())
@@ -75,6 +75,13 @@ pub fn main(args: VectorsArgs) -> Result<ExitCode, CliError> {
         return Err(CliError::usage(format!(
             "{name}: not a digest vector file: {}",
             report.file_errors.join("; ")
+        ))
+        .with_hint("expected the format of shared/conformance/manifest-digest-vectors.json"));
+    }
+    // A file with nothing to run proves nothing: "0 passed, 0 failed" would read as success.
+    if report.results.is_empty() {
+        return Err(CliError::usage(format!(
+            "{name}: not a digest vector file: its `vectors` array is empty, nothing to run"
         ))
         .with_hint("expected the format of shared/conformance/manifest-digest-vectors.json"));
     }

@@ -159,3 +159,21 @@ fn not_json_or_not_a_vector_file_exits_2() {
         o.stderr
     );
 }
+
+/// A file with no vectors runs nothing: a file error (exit 2), not "0 passed, 0 failed".
+#[test]
+fn a_file_without_vectors_exits_2() {
+    let o = run(&["vectors", "-"], None, None, Some("{\"vectors\": []}"));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, "");
+    assert!(o.stderr.contains("<stdin>"), "{}", o.stderr);
+    assert!(o.stderr.contains("empty"), "{}", o.stderr);
+    let o = run(
+        &["vectors", "--json", "-"],
+        None,
+        None,
+        Some("{\"vectors\": []}"),
+    );
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, "");
+}
