@@ -688,16 +688,76 @@ fn wss_target_trusts_only_the_bundled_roots_or_the_ca_flag() {
 }
 
 /// With no target, `mcpl check` spawns `mcpl serve --stdio` and a correct server passes.
+/// The pass and skip sets are exact: a reference server that stopped pushing, registering
+/// or injecting would turn required checks into skips, which must not go unnoticed.
 #[test]
 fn reference_server_passes_every_check() {
     let (code, doc) = check(&[]);
     assert_complete(&doc);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
-    // §6.7: the library server answers a reduction and drops injections under the sets it
-    // disabled (exercised through beforeInference, which needs no watch period).
-    for id in ["policy.reduction-answered", "policy.reduction-respected"] {
-        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
-    }
+    assert_eq!(
+        ids_with(&doc, "pass"),
+        set(&[
+            "transport.frames-valid",
+            "initialize.answered",
+            "initialize.mcpl-present",
+            "initialize.version",
+            "initialize.advertisement-shape",
+            "manifest.feature-sets-shape",
+            "manifest.uses-valid",
+            "manifest.identifier-charset",
+            "manifest.revision-matches-digest",
+            "policy.request-answered",
+            "policy.receipt-shape",
+            "policy.no-invented-mode",
+            "policy.no-privileged-before-ready",
+            // §6.7: the library server answers a reduction and drops injections under the
+            // sets it disabled (exercised through beforeInference, which needs no watch).
+            "policy.reduction-answered",
+            "policy.reduction-respected",
+            "policy.notification-not-ready",
+            "policy.notification-narrowing-respected",
+            "policy.contradiction-rejected",
+            "grant.messages-within-grant",
+            "manifest.fetch",
+            "rpc.unknown-method-errors",
+            "rpc.unknown-members-ignored",
+            "lifecycle.defensive",
+            "hooks.answers-without-observe",
+            "hooks.injection-positions",
+            "hooks.injection-shape",
+            "hooks.feature-set-declared",
+            // Its ready-time push/event (ref.events) and channels/register (ref.chat).
+            "push.event-is-request",
+            "push.event-shape",
+            "push.feature-set-declared",
+            "featuresets.declaration-matches",
+            "channels.descriptor-shape",
+            "channels.register-is-request",
+            "channels.list-answered",
+            "channels.unknown-channel-error",
+        ]),
+        "{doc:#}"
+    );
+    // What the reference server never does, or does not advertise.
+    assert_eq!(
+        ids_with(&doc, "skip"),
+        set(&[
+            "policy.refusal-names-fallback",
+            "policy.no-privileged-unless-accepted",
+            "manifest.changed-shape",
+            "manifest.changed-revision-matches",
+            "manifest.changed-domains-match",
+            "state.rollback-unknown-checkpoint",
+            "inference.request-is-request",
+            "inference.request-shape",
+            "inference.feature-set-declared",
+            "channels.incoming-is-request",
+            "channels.incoming-shape",
+            "channels.close-unknown-error",
+        ]),
+        "{doc:#}"
+    );
     assert_eq!(code, 0);
 }
