@@ -102,7 +102,9 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
     if args.lines {
         return lines(&args, &source);
     }
-    let doc = source.read_json()?;
+    let doc = source.read_json_or_hint(
+        "the input must be one JSON document (use `digest --lines` for JSON Lines)",
+    )?;
     match digest_one(&doc) {
         Ok(d) => {
             emit(&render(&args, &d));

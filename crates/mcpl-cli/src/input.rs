@@ -69,6 +69,13 @@ impl Source {
         let text = self.read_text()?;
         parse_json(self.name(), &text)
     }
+
+    /// [`Source::read_json`], with `hint` in place of the generic one when the text is not
+    /// one JSON document (a read failure keeps its own hint).
+    pub fn read_json_or_hint(&self, hint: &str) -> Result<Value, CliError> {
+        let text = self.read_text()?;
+        parse_json(self.name(), &text).map_err(|e| e.with_hint(hint))
+    }
 }
 
 /// Parses `text` as one JSON document; a parse failure is a usage error naming `name`.
@@ -80,7 +87,7 @@ pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
         } else {
             CliError::usage(format!("{name}: not JSON: {e}"))
         }
-        .with_hint("the input must be one JSON document (use `digest --lines` for JSON Lines)")
+        .with_hint("the input must be one JSON document")
     })
 }
 

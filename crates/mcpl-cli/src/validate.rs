@@ -32,7 +32,10 @@ fn severity_name(s: Severity) -> &'static str {
 /// Runs `mcpl validate`. Exit 1 when any finding is an error.
 pub fn main(args: ValidateArgs) -> Result<ExitCode, CliError> {
     let source = Source::new(args.file.clone());
-    let doc = source.read_json()?;
+    let doc = source.read_json_or_hint(
+        "validate reads one JSON document: an experimental.mcpl object or a whole initialize \
+         result/params",
+    )?;
     let manifest = manifest_of(&doc).map_err(|e| {
         CliError::usage(format!("{}: {}: {}", source.name(), e.code(), e.detail()))
             .with_hint("pass an experimental.mcpl object or a whole initialize result/params")

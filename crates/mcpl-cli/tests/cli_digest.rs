@@ -171,6 +171,7 @@ fn bad_input_not_json_exits_2_naming_the_file() {
     assert_eq!(o.stdout, "");
     assert!(o.stderr.contains(&f), "{}", o.stderr);
     assert!(o.stderr.contains("not JSON"), "{}", o.stderr);
+    assert!(o.stderr.contains("digest --lines"), "{}", o.stderr);
 }
 
 #[test]

@@ -161,6 +161,13 @@ fn bad_input_not_json_wrong_type_missing_file() {
     let o = run(&["validate", "-"], Some("{\"version\": "));
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("<stdin>: not JSON"), "{}", o.stderr);
+    // The hint is about validate's input, not another command's flag.
+    assert!(
+        o.stderr.contains("hint: validate reads one JSON document"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("--lines"), "{}", o.stderr);
 
     let f = temp_file("number.json", "42");
     let o = run(&["validate", &f], None);
