@@ -169,3 +169,51 @@ fn unusable_listen_address_is_exit_2_with_the_reason() {
         "{stderr}"
     );
 }
+
+/// Nothing owed is lost at EOF (issue #9): a host writes its requests and closes stdin, and
+/// every response — a 6 MB one included, still being written when the connection closed —
+/// comes out whole before the process exits.
+#[test]
+fn stdio_writes_every_owed_response_after_stdin_closes() {
+    let text = "x".repeat(6_000_000);
+    // An MCP-only host (§3.2): tools need no policy exchange.
+    let mut init = initialize();
+    init["params"]["capabilities"] = json!({});
+    let input = [
+        init,
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+               "params":{"name":"echo","arguments":{"text": text}}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"ping"}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let out = Command::new(BIN)
+        .args(["serve", "--stdio"])
+        .write_stdin(input)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with('\n'),
+        "cut off after {} bytes",
+        stdout.len()
+    );
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {} bytes", l.len())))
+        .collect();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    let echo = answers.iter().find(|a| a["id"] == 2).unwrap();
+    assert_eq!(
+        echo["result"]["content"][0]["text"].as_str().map(str::len),
+        Some(6_000_000)
+    );
+    assert!(answers
+        .iter()
+        .any(|a| a["id"] == 3 && a["result"] == json!({})));
+}

@@ -437,6 +437,8 @@ struct Shared {
     frames_read: AtomicU64,
     /// Requests whose response position is wanted ([`Peer::request_raw_marked`]).
     settle_marks: Mutex<HashMap<RequestId, Arc<AtomicU64>>>,
+    /// `true` once the writer task has written what was queued and shut the transport down.
+    finished: watch::Sender<bool>,
 }
 
 /// Where the transport's writer rests between writes. A sender that finds it here, with no
@@ -828,6 +830,7 @@ impl Peer {
             read_eof: std::sync::atomic::AtomicBool::new(false),
             frames_read: AtomicU64::new(0),
             settle_marks: Mutex::new(HashMap::new()),
+            finished: watch::channel(false).0,
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
@@ -1002,6 +1005,8 @@ impl Peer {
                 Err(_) => {
                     guard.id = None;
                     lock(&shared.pending).remove(&id);
+                    // A late response must not mark a position for a request nobody awaits.
+                    lock(&shared.settle_marks).remove(&id);
                     shared.abandon(id.clone(), &format!("timed out after {after:?}"));
                     return Err(PeerError::Timeout {
                         method: method.to_owned(),
@@ -1012,6 +1017,10 @@ impl Peer {
             },
         };
         guard.id = None;
+        if result.is_err() {
+            // Closed or answered in error before `settle` saw it: no mark outlives the call.
+            lock(&shared.settle_marks).remove(&id);
+        }
         result
     }
 
@@ -1071,6 +1080,18 @@ impl Peer {
     /// Waits until the connection has ended and returns why.
     pub async fn closed(&self) -> CloseReason {
         wait_closed(self.shared()).await
+    }
+
+    /// Waits until the connection has ended *and* everything queued before the end has been
+    /// written and the transport shut down (each frame bounded by the write timeout, or 5 s).
+    /// A process that exits once its only connection ends awaits this, not [`Self::closed`],
+    /// so the responses it owed are not cut off (e.g. on stdio after the host closes stdin).
+    pub async fn finished(&self) -> CloseReason {
+        let reason = self.closed().await;
+        let mut done = self.shared().finished.subscribe();
+        // Err: the writer task is gone, which also means nothing more will be written.
+        let _ = done.wait_for(|d| *d).await;
+        reason
     }
 
     /// How many outgoing requests await a response.
@@ -1706,7 +1727,9 @@ fn settle(shared: &Shared, response: Response) {
         return;
     };
     let tx = lock(&shared.pending).remove(&id);
-    if let Some(mark) = lock(&shared.settle_marks).remove(&id) {
+    let mark = lock(&shared.settle_marks).remove(&id);
+    // Only a response someone still awaits marks its position (a late one is reported below).
+    if let (Some(mark), Some(_)) = (mark, &tx) {
         mark.store(shared.frames_read.load(Ordering::SeqCst), Ordering::SeqCst);
     }
     match tx {
@@ -1736,6 +1759,15 @@ async fn writer_task(
     mut out: mpsc::Receiver<String>,
     guard: Option<Box<dyn std::any::Any + Send>>,
 ) {
+    /// Marks the writer finished on every way out, a cancelled task included.
+    struct Finished(Arc<Shared>);
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            self.0.finished.send_replace(true);
+        }
+    }
+    // Declared first, so it is dropped last: after the writer and the guard.
+    let _finished = Finished(shared.clone());
     let mut closed = shared.closed.subscribe();
     let write_timeout = shared.config.write_timeout;
     let mut batch: Vec<String> = Vec::new();

@@ -898,9 +898,10 @@ impl Server {
         session
     }
 
-    /// Serves one connection over `transport` until it ends, and returns why it ended.
+    /// Serves one connection over `transport` until it ends and everything owed has been
+    /// written ([`Peer::finished`]), and returns why it ended.
     pub async fn serve(&self, transport: Transport) -> CloseReason {
-        self.start(transport).closed().await
+        self.start(transport).conn.peer.finished().await
     }
 }
 

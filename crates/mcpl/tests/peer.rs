@@ -134,6 +134,37 @@ async fn timeout_then_late_response_is_a_diagnostic() {
     assert_ping_works(&mut raw, 9).await;
 }
 
+/// A marked request that timed out leaves its mark untouched when the response comes late:
+/// the position of a response nobody awaits must not order anything (a host would wait on
+/// it for every later message).
+#[tokio::test(start_paused = true)]
+async fn a_late_response_does_not_mark_a_timed_out_request() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    let mark = Arc::new(AtomicU64::new(0));
+    let (p, m) = (peer.clone(), mark.clone());
+    let call = tokio::spawn(async move {
+        p.request_raw_marked("featureSets/update", None, Duration::from_secs(5), m)
+            .await
+    });
+    let req = raw.recv().await;
+    assert!(matches!(
+        call.await.unwrap(),
+        Err(PeerError::Timeout { .. })
+    ));
+    let _cancelled = raw.recv().await;
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{"accepted":true}}))
+        .await;
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::LateResponse { .. })
+    ));
+    assert_ping_works(&mut raw, 9).await;
+    assert_eq!(mark.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_default_timeout_applies_and_is_configurable() {
     let config = PeerConfig {
