@@ -486,6 +486,16 @@ pub enum HostError {
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection")]
     StreamExists(String),
+    /// Refused locally: this channel's `channels/outgoing/complete` was already sent for the
+    /// inference, so nothing more may be streamed or completed on it (§14.3: one `complete`
+    /// per `(inferenceId, channelId)`, carrying the channel's whole text).
+    #[error("channel {channel_id:?} was already completed for inference {inference_id:?}")]
+    ChannelCompleted {
+        /// The inference.
+        inference_id: String,
+        /// The channel that was completed.
+        channel_id: String,
+    },
 }
 
 /// The result of [`HostSession::set_policy`].
@@ -2374,11 +2384,29 @@ pub struct OutgoingStream {
     conversation_id: Option<String>,
     next: u64,
     open: BTreeMap<String, String>,
+    /// Channels whose `complete` was sent: closed for the rest of the inference (§14.3).
+    /// Bounded by the channels this server may hold registered ([`HostConfig::max_channels`]),
+    /// since only those pass the gate.
+    completed: HashSet<String>,
 }
 
 impl OutgoingStream {
-    /// Sends the next delta for `channel_id`.
+    /// [`HostError::ChannelCompleted`] when `channel_id` was already completed.
+    fn check_not_completed(&self, channel_id: &str) -> Result<(), HostError> {
+        if self.completed.contains(channel_id) {
+            return Err(HostError::ChannelCompleted {
+                inference_id: self.inference_id.clone(),
+                channel_id: channel_id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends the next delta for `channel_id`. A channel already completed is refused with
+    /// [`HostError::ChannelCompleted`] and nothing is sent: a reopened channel would get a
+    /// second `complete` carrying only its later text (§14.3).
     pub async fn chunk(&mut self, channel_id: &str, delta: &str) -> Result<(), HostError> {
+        self.check_not_completed(channel_id)?;
         let mut params = json!({ "inferenceId": self.inference_id, "channelId": channel_id,
                                  "index": self.next, "delta": delta });
         if let Some(c) = &self.conversation_id {
@@ -2396,8 +2424,10 @@ impl OutgoingStream {
     }
 
     /// Sends `complete` for `channel_id` with the whole text it streamed; a channel that got
-    /// no chunk gets nothing (§14.3: one per channel that received chunks).
+    /// no chunk gets nothing (§14.3: one per channel that received chunks), and one already
+    /// completed is refused with [`HostError::ChannelCompleted`].
     pub async fn complete(&mut self, channel_id: &str) -> Result<(), HostError> {
+        self.check_not_completed(channel_id)?;
         let Some(text) = self.open.get(channel_id) else {
             return Ok(());
         };
@@ -2412,6 +2442,7 @@ impl OutgoingStream {
             .notify_gated("channels/outgoing/complete", params)
             .await?;
         self.open.remove(channel_id);
+        self.completed.insert(channel_id.to_owned());
         Ok(())
     }
 
@@ -2497,6 +2528,7 @@ impl HostSession {
             conversation_id: conversation_id.map(str::to_owned),
             next: 0,
             open: BTreeMap::new(),
+            completed: HashSet::new(),
         })
     }
 }

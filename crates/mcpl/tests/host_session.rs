@@ -1095,7 +1095,11 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
     out.chunk("b", "Yo").await.unwrap();
     out.chunk("a", "lo").await.unwrap();
     out.complete("a").await.unwrap();
-    out.complete("a").await.unwrap(); // nothing more: a was completed
+    // Nothing more: a was completed (§14.3, one `complete` per channel).
+    assert!(matches!(
+        out.complete("a").await,
+        Err(HostError::ChannelCompleted { .. })
+    ));
     drop(out); // b still open: completed from a spawned task
     let mut got = Vec::new();
     for _ in 0..3 {
@@ -1142,6 +1146,68 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
         (json!("inf2"), json!(0))
     );
     next.finish().await.unwrap();
+}
+
+/// §14.3: `complete` is sent once per `(inferenceId, channelId)` and carries the channel's
+/// whole text. A chunk (or a second `complete`) on a channel after its `complete` is refused
+/// locally and sends nothing; the stream's other channels, and `finish`, go on as before.
+#[tokio::test]
+async fn s14_3_a_completed_channel_is_not_reopened_by_a_later_chunk() {
+    let (s, _streams, mut server) = connected(
+        &["channels.register", "channels.streaming"],
+        full_manifest(),
+    )
+    .await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" },
+                                 { "id": "b", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    let mut out = s.outgoing_stream("inf", None).unwrap();
+    out.chunk("a", "Hello ").await.unwrap();
+    out.complete("a").await.unwrap();
+    let refused = HostError::ChannelCompleted {
+        inference_id: "inf".into(),
+        channel_id: "a".into(),
+    };
+    assert_eq!(out.chunk("a", "world").await, Err(refused.clone()));
+    assert_eq!(out.complete("a").await, Err(refused));
+    out.chunk("b", "other").await.unwrap();
+    out.finish().await.unwrap();
+
+    let chunk = server
+        .notification("channels/outgoing/chunk")
+        .await
+        .unwrap();
+    assert_eq!(
+        (chunk["channelId"].clone(), chunk["index"].clone()),
+        (json!("a"), json!(0))
+    );
+    let done = server
+        .notification("channels/outgoing/complete")
+        .await
+        .unwrap();
+    assert_eq!(done["channelId"], "a");
+    assert_eq!(done["content"][0]["text"], "Hello ");
+    // The refused chunk took no index and reached no wire: b's chunk is index 1.
+    let chunk = server
+        .notification("channels/outgoing/chunk")
+        .await
+        .unwrap();
+    assert_eq!(
+        (chunk["channelId"].clone(), chunk["index"].clone()),
+        (json!("b"), json!(1))
+    );
+    let done = server
+        .notification("channels/outgoing/complete")
+        .await
+        .unwrap();
+    assert_eq!(done["channelId"], "b");
+    // No second `complete` for a follows.
+    server.expect_ping_next(&s).await;
 }
 
 #[tokio::test]
