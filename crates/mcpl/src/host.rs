@@ -1352,7 +1352,8 @@ impl HostSession {
         });
         self.notify_gated("inference/lifecycle", params).await?;
         Ok(Turn {
-            session: Some(self.clone()),
+            session: self.clone(),
+            owed: true,
             inference_id: inference_id.to_owned(),
             conversation_id: conversation_id.to_owned(),
             turn_index,
@@ -2283,7 +2284,11 @@ impl Terminal {
 #[derive(Debug)]
 #[must_use = "dropping a turn sends `aborted`"]
 pub struct Turn {
-    session: Option<HostSession>,
+    session: HostSession,
+    /// Whether the terminal is still owed: true until a terminal frame is queued (or refused
+    /// and reported), so a finish whose future is dropped mid-send still ends the turn from
+    /// `Drop` (§10.5: every exit path the host controls).
+    owed: bool,
     inference_id: String,
     conversation_id: String,
     turn_index: u64,
@@ -2308,14 +2313,22 @@ impl Turn {
         p
     }
 
+    /// Sends terminal `t`. The turn stays owed while the frame waits for room in the
+    /// outgoing queue: if this future is cancelled (a timeout, a `select!`), nothing was
+    /// queued and `Drop` sends `aborted` instead, so exactly one terminal is still attempted
+    /// (§10.5). Once the frame is queued, or refused and reported, nothing more is owed.
     async fn finish(mut self, t: Terminal, usage: Option<Value>) -> Result<(), HostError> {
-        let params = self.params(t, usage);
-        let Some(s) = self.session.take() else {
+        if !self.owed {
             return Ok(());
-        };
-        let r = s.notify_gated("inference/lifecycle", params).await;
+        }
+        let params = self.params(t, usage);
+        let r = self
+            .session
+            .notify_gated("inference/lifecycle", params)
+            .await;
+        self.owed = false;
         if let Err(e) = &r {
-            s.inner.diag(HostDiagnostic::LifecycleNotSent {
+            self.session.inner.diag(HostDiagnostic::LifecycleNotSent {
                 inference_id: self.inference_id.clone(),
                 detail: e.to_string(),
             });
@@ -2341,9 +2354,10 @@ impl Turn {
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        let Some(s) = self.session.take() else {
+        if !std::mem::replace(&mut self.owed, false) {
             return;
-        };
+        }
+        let s = self.session.clone();
         let params = self.params(Terminal::Aborted, None);
         let id = self.inference_id.clone();
         match tokio::runtime::Handle::try_current() {

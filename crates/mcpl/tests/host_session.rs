@@ -1233,6 +1233,85 @@ async fn s10_5_dropped_turn_sends_aborted_once() {
     server.expect_ping_next(&s).await;
 }
 
+/// §10.5: one terminal per `started` on every exit path the host controls — including a
+/// `complete()` whose future is cancelled (here by a timeout) while the terminal waits for
+/// room in a full outgoing queue. Nothing was queued, so the dropped turn sends `aborted`.
+/// The clock is paused: the timeouts fire only once every task is idle, i.e. once the
+/// queue is stuck behind a server that is not reading.
+#[tokio::test(start_paused = true)]
+async fn s10_5_a_cancelled_complete_still_ends_the_turn_with_aborted() {
+    let small = PeerConfig {
+        outgoing_capacity: 2,
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let ((hp, hin), (peer, incoming)) = Peer::memory_pair(small);
+    let mut server = Server { peer, incoming };
+    let task = tokio::spawn(HostSession::connect_peer(
+        hp,
+        hin,
+        config(&["inferenceLifecycle"]),
+    ));
+    server
+        .request("initialize")
+        .await
+        .respond(init_result(Some(full_manifest())))
+        .await
+        .unwrap();
+    server.notification("notifications/initialized").await;
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    let turn = s.start_turn("victim", "c", 0).await.unwrap();
+    // The server stops reading: large `started` frames fill the pipe, the server's inbox and
+    // the host's outgoing queue until a send cannot complete.
+    let big = "x".repeat(60_000);
+    let mut fillers = Vec::new();
+    for i in 0.. {
+        let id = format!("{big}{i}");
+        match tokio::time::timeout(Duration::from_secs(1), s.start_turn(&id, "c", 0)).await {
+            Ok(t) => fillers.push(t.unwrap()),
+            Err(_) => break,
+        }
+        assert!(i < 1000, "the outgoing queue never filled");
+    }
+    let cancelled = tokio::time::timeout(Duration::from_secs(1), turn.complete(None)).await;
+    assert!(
+        cancelled.is_err(),
+        "complete() was expected to wait for room"
+    );
+    // The server reads again; the host pings once the dropped turn's terminal is on its way.
+    until_idle().await;
+    let h = s.clone();
+    let ping = tokio::spawn(async move { h.request_raw("ping", json!({})).await });
+    let mut victim = Vec::new();
+    loop {
+        match server.next().await {
+            IncomingMessage::Notification(n) => {
+                let p = n.params.unwrap();
+                if p["inferenceId"] == "victim" {
+                    victim.push(p["phase"].as_str().unwrap().to_owned());
+                }
+            }
+            IncomingMessage::Request(r) => {
+                assert_eq!(r.method(), "ping");
+                r.respond(json!({})).await.unwrap();
+                break;
+            }
+        }
+    }
+    ping.await.unwrap().unwrap();
+    assert_eq!(victim, ["started", "aborted"]);
+    assert!(drain_diags(&mut streams).iter().all(
+        |d| !matches!(d, HostDiagnostic::LifecycleNotSent { inference_id, .. } if inference_id == "victim")
+    ));
+    drop(fillers);
+}
+
 // ---------------------------------------------------------------------------------------
 // Manifest review (§17.5–§17.8)
 // ---------------------------------------------------------------------------------------
