@@ -486,6 +486,11 @@ pub enum HostError {
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection")]
     StreamExists(String),
+    /// Refused locally: this session already has a lifecycle turn for the inference, open or
+    /// ended; a second would send a second `started` and a second terminal for the same
+    /// `inferenceId` (§10.5).
+    #[error("a lifecycle turn for inference {0:?} was already started on this connection")]
+    TurnExists(String),
     /// Refused locally: this channel's `channels/outgoing/complete` was already sent for the
     /// inference, so nothing more may be streamed or completed on it (§14.3: one `complete`
     /// per `(inferenceId, channelId)`, carrying the channel's whole text).
@@ -531,25 +536,29 @@ struct State {
     /// comes later, so widening records after it are kept until it is judged.
     hook_pins: Vec<u64>,
     /// Inference ids with an outgoing stream (§14.3) open or recently ended.
-    streams: StreamIds,
+    streams: InferenceIds,
+    /// Inference ids with a lifecycle turn (§10.5) open or recently ended.
+    turns: InferenceIds,
 }
 
-/// How many ended outgoing streams a session remembers, to refuse restarting one.
-const ENDED_STREAMS_REMEMBERED: usize = 4096;
+/// How many ended outgoing streams (and, separately, ended lifecycle turns) a session
+/// remembers, to refuse restarting one.
+const ENDED_IDS_REMEMBERED: usize = 4096;
 
-/// The inference ids a session's outgoing streams were started for (§14.3: `index` is one
-/// counter per `inferenceId`, and each channel gets one `complete`). A second stream for
-/// the same inference would restart the index at 0 and complete its channels again, so it
-/// is refused while the first is open and for the last [`ENDED_STREAMS_REMEMBERED`] ended
-/// ones.
+/// The inference ids a session's outgoing streams, or its lifecycle turns, were started for.
+/// Streams (§14.3): `index` is one counter per `inferenceId`, and each channel gets one
+/// `complete`; a second stream for the same inference would restart the index at 0 and
+/// complete its channels again. Turns (§10.5): one terminal per `started`; a second turn for
+/// the same inference would send a second `started` and a second terminal. Either is refused
+/// while the first is open and for the last [`ENDED_IDS_REMEMBERED`] ended ones.
 #[derive(Debug, Default)]
-struct StreamIds {
+struct InferenceIds {
     live: HashSet<String>,
     ended: HashSet<String>,
     ended_order: VecDeque<String>,
 }
 
-impl StreamIds {
+impl InferenceIds {
     /// Claims `inference_id` for a new stream; `false` if it is open or remembered as ended.
     fn start(&mut self, inference_id: &str) -> bool {
         if self.live.contains(inference_id) || self.ended.contains(inference_id) {
@@ -559,6 +568,12 @@ impl StreamIds {
         true
     }
 
+    /// Gives up a claim that emitted nothing (its first frame was never queued): the id may
+    /// be started again.
+    fn release(&mut self, inference_id: &str) {
+        self.live.remove(inference_id);
+    }
+
     /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
     fn end(&mut self, inference_id: &str) {
         if !self.live.remove(inference_id) {
@@ -566,7 +581,7 @@ impl StreamIds {
         }
         self.ended.insert(inference_id.to_owned());
         self.ended_order.push_back(inference_id.to_owned());
-        while self.ended_order.len() > ENDED_STREAMS_REMEMBERED {
+        while self.ended_order.len() > ENDED_IDS_REMEMBERED {
             if let Some(old) = self.ended_order.pop_front() {
                 self.ended.remove(&old);
             }
@@ -800,7 +815,8 @@ impl HostSession {
                 last_receipt: None,
                 seen_events: HashSet::new(),
                 seen_order: VecDeque::new(),
-                streams: StreamIds::default(),
+                streams: InferenceIds::default(),
+                turns: InferenceIds::default(),
                 channels: BTreeMap::new(),
                 limiter: FetchLimiter::new(
                     config.manifest_fetch_burst,
@@ -1337,7 +1353,8 @@ impl HostSession {
 
     /// Starts a turn: sends `inference/lifecycle` `started` (gated on `inferenceLifecycle`)
     /// and returns a guard that sends exactly one terminal (§10.5): `completed`, `failed`,
-    /// or `aborted` when dropped unfinished.
+    /// or `aborted` when dropped unfinished. An `inference_id` whose turn is open, or among
+    /// the recently ended ones, is [`HostError::TurnExists`] and sends nothing.
     pub async fn start_turn(
         &self,
         inference_id: &str,
@@ -1350,7 +1367,17 @@ impl HostSession {
             "turnIndex": turn_index,
             "phase": "started",
         });
+        if !self.inner.state().turns.start(inference_id) {
+            return Err(HostError::TurnExists(inference_id.to_owned()));
+        }
+        // Released if `started` is never queued (refused, or this future cancelled).
+        let mut claim = TurnClaim {
+            inner: &self.inner,
+            inference_id,
+            armed: true,
+        };
         self.notify_gated("inference/lifecycle", params).await?;
+        claim.armed = false;
         Ok(Turn {
             session: self.clone(),
             owed: true,
@@ -2352,8 +2379,25 @@ impl Turn {
     }
 }
 
+/// A turn's claim on its inference id while `started` is being sent (see
+/// [`HostSession::start_turn`]).
+struct TurnClaim<'a> {
+    inner: &'a Inner,
+    inference_id: &'a str,
+    armed: bool,
+}
+
+impl Drop for TurnClaim<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.state().turns.release(self.inference_id);
+        }
+    }
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
+        self.session.inner.state().turns.end(&self.inference_id);
         if !std::mem::replace(&mut self.owed, false) {
             return;
         }

@@ -1233,6 +1233,44 @@ async fn s10_5_dropped_turn_sends_aborted_once() {
     server.expect_ping_next(&s).await;
 }
 
+/// §10.5: one `started` and one terminal per `inferenceId`. A second turn for an id whose
+/// turn is open, or recently ended, is refused locally and sends nothing.
+#[tokio::test]
+async fn s10_5_a_second_turn_for_the_same_inference_id_is_refused() {
+    let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    let first = s.start_turn("i1", "c", 0).await.unwrap();
+    assert_eq!(
+        s.start_turn("i1", "c", 0).await.err(),
+        Some(HostError::TurnExists("i1".into()))
+    );
+    first.complete(None).await.unwrap();
+    // Ended, it is not restarted either: a second `started` would pair with a second terminal.
+    assert_eq!(
+        s.start_turn("i1", "c", 1).await.err(),
+        Some(HostError::TurnExists("i1".into()))
+    );
+    let other = s.start_turn("i2", "c", 1).await.unwrap();
+    drop(other);
+    let phases: Vec<(Value, Value)> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            let p = server.notification("inference/lifecycle").await.unwrap();
+            v.push((p["inferenceId"].clone(), p["phase"].clone()));
+        }
+        v
+    };
+    assert_eq!(
+        phases,
+        [
+            (json!("i1"), json!("started")),
+            (json!("i1"), json!("completed")),
+            (json!("i2"), json!("started")),
+            (json!("i2"), json!("aborted")),
+        ]
+    );
+    server.expect_ping_next(&s).await;
+}
+
 /// §10.5: one terminal per `started` on every exit path the host controls — including a
 /// `complete()` whose future is cancelled (here by a timeout) while the terminal waits for
 /// room in a full outgoing queue. Nothing was queued, so the dropped turn sends `aborted`.
