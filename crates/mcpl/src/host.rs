@@ -1048,6 +1048,11 @@ impl HostSession {
             }
             st.set_in_force(now, true, grant);
             st.mode = mode.clone();
+            // The review judges later manifest changes against the grant in force (§17.6): a
+            // capability MCP-only never held is not reported as revoked.
+            if let Some(r) = st.review.as_mut() {
+                r.set_grant(grant, SystemTime::now(), "mcp-only");
+            }
         }
         self.inner.event(HostEvent::ModeChanged(mode));
     }

@@ -264,6 +264,35 @@ async fn s6_7_server_answering_32601_is_recorded_mcp_only() {
     assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
 }
 
+/// §17.6: a change receipt reports what changed against the grant in force. After the
+/// fallback to MCP-only (here a 0.4-era server's `-32601`) only `tools` is in force, so a
+/// manifest that drops `pushEvents` revokes nothing: `pushEvents` was never granted.
+#[tokio::test]
+async fn s17_6_after_mcp_only_fallback_a_removal_never_granted_is_not_revoked() {
+    let (task, mut server) = start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    server
+        .request("featureSets/update")
+        .await
+        .respond_error(ErrorObject::method_not_found("featureSets/update"))
+        .await
+        .unwrap();
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyMethodNotFound));
+    assert_eq!(s.grant().capabilities().sorted_paths(), ["tools"]);
+    let mut next = full_manifest();
+    next.as_object_mut().unwrap().remove("pushEvents");
+    let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .all(|i| i.impact != ChangeImpact::CapabilityRevoked),
+        "{receipt:?}"
+    );
+    let events: Vec<HostEvent> = std::iter::from_fn(|| streams.events.try_recv().ok()).collect();
+    assert!(events.contains(&HostEvent::ManifestChange(receipt)));
+}
+
 #[tokio::test]
 async fn s6_7_unanswered_policy_request_times_out_into_mcp_only() {
     let (task, mut server) = start(short(&["pushEvents", "tools"]), Some(full_manifest())).await;
