@@ -28,6 +28,10 @@
 //! - A duplicate `push/event` (same `eventId`, §9.4) is answered `accepted: true` with
 //!   `reason: "duplicate"` (the event was delivered once; a retry is acknowledged, not
 //!   redelivered) and reported as [`HostDiagnostic::DuplicateEvent`].
+//! - A `push/event` whose `eventId` is longer than [`HostConfig::max_event_id_bytes`] is
+//!   refused with `-32602` (§9.4 sets no length; what deduplication remembers stays bounded),
+//!   and a channel descriptor whose encoding exceeds [`HostConfig::max_descriptor_bytes`]
+//!   is rejected item-wise as `invalid_descriptor` (§14.2 sets no size).
 //! - A `push/event` the application's event queue cannot take is answered `accepted: false,
 //!   reason: "host_busy"`, never blocking the connection.
 //! - Channel descriptors are authorized individually (§14.5) against the grant and the
@@ -178,6 +182,10 @@ pub struct HostConfig {
     pub diagnostics_capacity: usize,
     /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
     pub dedupe_window: usize,
+    /// Longest `eventId` a `push/event` may carry, in UTF-8 bytes; a longer one is refused
+    /// with `-32602` and `data: { limit, length }` (1,024 by default). §9.4 leaves the id's
+    /// length open; this bounds what deduplication remembers to `dedupe_window` × this.
+    pub max_event_id_bytes: usize,
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
     /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
@@ -195,6 +203,11 @@ pub struct HostConfig {
     /// descriptor that would add a channel past it is rejected item-wise with reason
     /// `channel_limit` (§14.5 itemized results); updates and removals are unaffected.
     pub max_channels: usize,
+    /// Largest encoded size of one channel descriptor (compact JSON, in bytes); a larger one
+    /// is rejected item-wise with reason `invalid_descriptor` (§14.5 itemized results;
+    /// 4,096 by default). §14.2 sets no size; this bounds what a connection's registered
+    /// channels hold to `max_channels` × this.
+    pub max_descriptor_bytes: usize,
     /// Configuration of the underlying peer (used by [`HostSession::connect`]).
     pub peer: PeerConfig,
 }
@@ -219,11 +232,13 @@ impl Default for HostConfig {
             event_capacity: 1024,
             diagnostics_capacity: 1024,
             dedupe_window: 10_000,
+            max_event_id_bytes: 1024,
             request_handler: None,
             stream_handler: None,
             max_channels_per_message: 1024,
             max_incoming_per_batch: 1024,
             max_channels: 4096,
+            max_descriptor_bytes: 4096,
             peer: PeerConfig::default(),
         }
     }
@@ -525,8 +540,9 @@ struct State {
     policy: Vec<String>,
     review: Option<ManifestReview>,
     last_receipt: Option<Receipt>,
-    seen_events: HashSet<String>,
-    seen_order: VecDeque<String>,
+    /// §9.4 dedupe: each remembered id is stored once, shared by the set and the order.
+    seen_events: HashSet<Arc<str>>,
+    seen_order: VecDeque<Arc<str>>,
     channels: BTreeMap<String, Value>,
     limiter: FetchLimiter,
     announced: Option<String>,
@@ -617,6 +633,25 @@ struct Before {
     boundary: u64,
     ready: bool,
     grant: Grant,
+}
+
+/// Whether `v`'s compact JSON encoding takes at most `limit` bytes; encoding stops as soon as
+/// it goes over, so an oversized value is never encoded whole.
+fn encoded_within(v: &Value, limit: usize) -> bool {
+    struct Budget(usize);
+    impl std::io::Write for Budget {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .checked_sub(buf.len())
+                .ok_or_else(|| std::io::Error::other("over the limit"))?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Budget(limit), v).is_ok()
 }
 
 /// A registered descriptor's `direction` (§14.2), read by the protocol type so the host and
@@ -1737,6 +1772,17 @@ impl HostSession {
         let s = |k: &str| p.get(k).and_then(Value::as_str);
         let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
         let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
+        // §9.4 dedupe remembers ids: their length is bounded before anything is stored.
+        let id_limit = self.inner.config.max_event_id_bytes;
+        if event_id.len() > id_limit {
+            let detail = format!(
+                "eventId of {} bytes exceeds the limit of {id_limit}",
+                event_id.len()
+            );
+            return Err(self
+                .bad(M, &detail)
+                .with_data(json!({ "limit": id_limit, "length": event_id.len() })));
+        }
         let ts = s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
         // §9.2: `timestamp` is ISO 8601; `payload.content` is ContentBlock[] (App. B.1);
         // `origin`, when given, an object.
@@ -1792,8 +1838,9 @@ impl HostSession {
             return Ok(json!({ "accepted": false, "reason": "host_busy" }));
         }
         let mut st = self.inner.state();
-        st.seen_events.insert(event_id.to_owned());
-        st.seen_order.push_back(event_id.to_owned());
+        let id: Arc<str> = Arc::from(event_id);
+        st.seen_events.insert(id.clone());
+        st.seen_order.push_back(id);
         while st.seen_order.len() > self.inner.config.dedupe_window.max(1) {
             if let Some(old) = st.seen_order.pop_front() {
                 st.seen_events.remove(&old);
@@ -1878,7 +1925,11 @@ impl HostSession {
             || direction_of(d).is_some_and(|d| {
                 !matches!(d, crate::protocol::channels::ChannelDirection::Other(_))
             });
-        if id.is_empty() || !type_ok || !direction_ok {
+        if id.is_empty()
+            || !type_ok
+            || !direction_ok
+            || !encoded_within(d, self.inner.config.max_descriptor_bytes)
+        {
             return Err((id, "invalid_descriptor"));
         }
         if !self.grant().allows(Capability::ChannelsRegister) || !self.channel_permitted(&id) {

@@ -443,6 +443,34 @@ async fn s9_4_duplicate_event_id_dropped_and_reported() {
         .any(|d| matches!(d, HostDiagnostic::DuplicateEvent { event_id } if event_id == "e1")));
 }
 
+/// §9.4 deduplication remembers `eventId`s, so their length is bounded
+/// (`HostConfig::max_event_id_bytes`, 1 KiB by default): a longer id is refused with
+/// `-32602` before anything is stored or delivered; one at the limit is accepted.
+#[tokio::test]
+async fn s9_4_an_over_long_event_id_is_refused_32602() {
+    let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    let long = "x".repeat(1025);
+    let err = server
+        .peer
+        .request_raw("push/event", Some(push(&long)))
+        .await
+        .unwrap_err();
+    let e = err.remote().unwrap();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data, Some(json!({ "limit": 1024, "length": 1025 })));
+    assert!(
+        streams.events.try_recv().is_err(),
+        "the event was delivered"
+    );
+    let at_limit = "y".repeat(1024);
+    let ok = server.call("push/event", push(&at_limit)).await.unwrap();
+    assert_eq!(ok, json!({ "accepted": true }));
+    assert!(matches!(
+        streams.events.recv().await.unwrap(),
+        HostEvent::Push { event_id, .. } if event_id == at_limit
+    ));
+}
+
 #[tokio::test]
 async fn s9_push_event_shape_and_feature_set_checked() {
     let (_s, _streams, server) = connected(&["pushEvents"], full_manifest()).await;
@@ -1952,6 +1980,38 @@ async fn s10_5_emitter_output_pairs_cleanly_in_the_consumer_tracker() {
 /// descriptor is rejected item-wise with `channel_limit` and a diagnostic, while a
 /// re-registration of a held channel, `updated` entries and removals still go through, and a
 /// removal makes room again.
+/// Registered descriptors are held for the connection's life, so each one's encoded size
+/// is bounded (`HostConfig::max_descriptor_bytes`, 4 KiB by default): a larger one is
+/// rejected item-wise as `invalid_descriptor` (§14.5), by `channels/register` and by a
+/// `channels/changed` addition alike; the others in the same message are unaffected.
+#[tokio::test]
+async fn s14_5_an_oversized_descriptor_is_rejected_item_wise() {
+    let (s, mut streams, server) = connected(&["channels.register"], full_manifest()).await;
+    let big = json!({ "id": "big", "type": "chat", "direction": "outbound",
+                      "metadata": { "blob": "x".repeat(5000) } });
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [big.clone(),
+                                 { "id": "ok", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r["results"],
+        json!([{ "id": "big", "accepted": false, "reason": "invalid_descriptor" },
+               { "id": "ok", "accepted": true }])
+    );
+    let r = server
+        .call("channels/changed", json!({ "added": [big] }))
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["reason"], "invalid_descriptor");
+    assert_eq!(s.channels(), ["ok"]);
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(d,
+        HostDiagnostic::ChannelRejected { id, reason: "invalid_descriptor", .. } if id == "big")));
+}
+
 #[tokio::test]
 async fn limits_channels_held_per_connection_item_wise() {
     let mut cfg = config(&["channels.register"]);
