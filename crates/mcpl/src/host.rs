@@ -48,7 +48,10 @@
 //!   Request; one that only adds never sends one (additions wait for [`HostSession::set_policy`]).
 //!   `suspend_after_failures` consecutive unparseable manifests (at least 2) suspend MCPL.
 //! - `channels/changed` removals of a channel this connection registered are always applied
-//!   (a removal narrows); an `updated` descriptor no longer permitted removes the channel.
+//!   (a removal narrows), even once `channels.register` is no longer granted: the message is
+//!   then answered item-wise, its additions and updates rejected as `capability_denied`
+//!   rather than the whole message refused with `-32002`; an `updated` descriptor no longer
+//!   permitted removes the channel.
 //! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
 //!   receipt on the same event stream (§17.7).
 //!
@@ -1522,6 +1525,22 @@ impl HostSession {
         }
     }
 
+    /// The admission of `channels/changed`. Before the session is ready it is refused like
+    /// any privileged method (§5.3; nothing can be registered yet). Once ready, a grant
+    /// lacking `channels.register` does not refuse it whole: a removal only narrows, so its
+    /// `removed` entries still apply (§14.5, §6.7: reductions are respected whatever the
+    /// carrier), while the judged grant, which lacks `channels.register`, rejects every
+    /// addition and update item-wise as `capability_denied` (a Notification's are filtered
+    /// with a diagnostic). Reading chosen where the spec is silent: removal wins over the
+    /// whole-method refusal, never an addition.
+    fn admit_changed(&self, params: Option<&Value>, seq: u64) -> Result<Grant, ErrorObject> {
+        let (ready, grant) = self.inner.state().in_force_for(seq);
+        if ready && !grant.allows(Capability::ChannelsRegister) {
+            return Ok(grant);
+        }
+        self.admit("channels/changed", params, seq)
+    }
+
     fn inbound_direction_ok(method: &str) -> bool {
         matches!(
             policy::method_direction(method),
@@ -1541,7 +1560,12 @@ impl HostSession {
                 .await;
             return;
         }
-        let judged = match self.admit(&method, params.as_ref(), req.seq()) {
+        let admitted = if method == "channels/changed" {
+            self.admit_changed(params.as_ref(), req.seq())
+        } else {
+            self.admit(&method, params.as_ref(), req.seq())
+        };
+        let judged = match admitted {
             Ok(g) => g,
             Err(e) => {
                 let _ = req.respond_error(e).await;
@@ -1552,11 +1576,11 @@ impl HostSession {
             "ping" => Ok(json!({})),
             "push/event" => self.on_push(params.as_ref(), &judged),
             "channels/register" => self
-                .on_register(params.as_ref(), false)
+                .on_register(params.as_ref(), false, &judged)
                 .map(Some)
                 .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
             "channels/changed" => self
-                .on_changed(params.as_ref(), false)
+                .on_changed(params.as_ref(), false, &judged)
                 .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
             "channels/incoming" => self.on_incoming(params.as_ref()),
             "channels/list" => Ok(json!({
@@ -1631,11 +1655,14 @@ impl HostSession {
         match method.as_str() {
             "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
             "channels/changed" => {
-                if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
-                    tracing::debug!(error = %e.message, "notification refused");
-                    return;
-                }
-                if let Err(e) = self.on_changed(n.params.as_ref(), true) {
+                let judged = match self.admit_changed(n.params.as_ref(), seq) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        tracing::debug!(error = %e.message, "notification refused");
+                        return;
+                    }
+                };
+                if let Err(e) = self.on_changed(n.params.as_ref(), true, &judged) {
                     self.inner.diag(HostDiagnostic::BadParams {
                         method,
                         detail: e.message.into_owned(),
@@ -1643,11 +1670,14 @@ impl HostSession {
                 }
             }
             "channels/register" => {
-                if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
-                    tracing::debug!(error = %e.message, "notification refused");
-                    return;
-                }
-                if let Err(e) = self.on_register(n.params.as_ref(), true) {
+                let judged = match self.admit(&method, n.params.as_ref(), seq) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        tracing::debug!(error = %e.message, "notification refused");
+                        return;
+                    }
+                };
+                if let Err(e) = self.on_register(n.params.as_ref(), true, &judged) {
                     self.inner.diag(HostDiagnostic::BadParams {
                         method,
                         detail: e.message.into_owned(),
@@ -1913,8 +1943,13 @@ impl HostSession {
         }
     }
 
-    /// Authorizes one descriptor (§14.5); `Ok(id)` or `(id, reason)`.
-    fn authorize_descriptor(&self, d: &Value) -> Result<String, (String, &'static str)> {
+    /// Authorizes one descriptor (§14.5) under `judged`, the grant its message is judged
+    /// under (see [`Self::admit`]); `Ok(id)` or `(id, reason)`.
+    fn authorize_descriptor(
+        &self,
+        d: &Value,
+        judged: &Grant,
+    ) -> Result<String, (String, &'static str)> {
         let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
         // §14.2: `type` names the platform; `direction`, when given, is one of the three.
         let type_ok = d
@@ -1932,7 +1967,7 @@ impl HostSession {
         {
             return Err((id, "invalid_descriptor"));
         }
-        if !self.grant().allows(Capability::ChannelsRegister) || !self.channel_permitted(&id) {
+        if !judged.allows(Capability::ChannelsRegister) || !self.channel_permitted(&id) {
             return Err((id, "capability_denied"));
         }
         Ok(id)
@@ -1943,11 +1978,12 @@ impl HostSession {
         method: &str,
         descriptors: &[Value],
         notification: bool,
+        judged: &Grant,
         results: &mut Vec<Value>,
     ) {
         let mut seen = HashSet::new();
         for d in descriptors {
-            match self.authorize_descriptor(d) {
+            match self.authorize_descriptor(d, judged) {
                 Ok(id) if seen.insert(id.clone()) => {
                     let mut st = self.inner.state();
                     let adds = !st.channels.contains_key(&id);
@@ -1989,6 +2025,7 @@ impl HostSession {
         &self,
         params: Option<&Value>,
         notification: bool,
+        judged: &Grant,
     ) -> Result<Value, ErrorObject> {
         const M: &str = "channels/register";
         let ds = params
@@ -2000,14 +2037,18 @@ impl HostSession {
             return Err(e);
         }
         let mut results = Vec::new();
-        self.itemize(M, ds, notification, &mut results);
+        self.itemize(M, ds, notification, judged, &mut results);
         Ok(json!({ "results": results }))
     }
 
+    /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
+    /// connection registered always apply; additions and updates need `channels.register`
+    /// in `judged` (an update no longer permitted removes the channel).
     fn on_changed(
         &self,
         params: Option<&Value>,
         notification: bool,
+        judged: &Grant,
     ) -> Result<Option<Value>, ErrorObject> {
         const M: &str = "channels/changed";
         let p = params
@@ -2036,14 +2077,14 @@ impl HostSession {
                 self.reject_item(M, id, "unknown_channel", notification, &mut results);
             }
         }
-        self.itemize(M, &added, notification, &mut results);
+        self.itemize(M, &added, notification, judged, &mut results);
         for u in &updated {
             let id = u.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
             if !self.inner.state().channels.contains_key(&id) {
                 self.reject_item(M, id, "unknown_channel", notification, &mut results);
                 continue;
             }
-            match self.authorize_descriptor(u) {
+            match self.authorize_descriptor(u, judged) {
                 Ok(id) => {
                     self.inner.state().channels.insert(id.clone(), u.clone());
                     results.push(json!({ "id": id, "accepted": true }));

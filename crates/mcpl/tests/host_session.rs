@@ -1026,6 +1026,72 @@ async fn s14_5_changed_notification_filtered_itemwise_with_diagnostic() {
         HostDiagnostic::ChannelRejected { id, filtered_notification: true, .. } if id == "bad:1")));
 }
 
+/// §14.5 / §6.7: a removal only narrows, so `channels/changed` still removes a channel this
+/// connection registered after `channels.register` was revoked — as a Request (answered
+/// item-wise: the removal accepted, an addition in the same message `capability_denied`)
+/// and as a Notification. The removed channel is no longer published to.
+#[tokio::test]
+async fn s14_5_removals_apply_after_channels_register_was_revoked() {
+    let (s, mut streams, mut server) =
+        connected(&["channels.register", "channels.publish"], full_manifest()).await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "c1", "type": "chat", "direction": "outbound" },
+                                 { "id": "c2", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    let s2 = s.clone();
+    let change = tokio::spawn(async move { s2.set_policy(vec!["channels.publish".into()]).await });
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    assert!(change
+        .await
+        .unwrap()
+        .unwrap()
+        .narrowed
+        .contains(Capability::ChannelsRegister));
+
+    let r = server
+        .call(
+            "channels/changed",
+            json!({ "removed": ["c1"],
+                    "added": [{ "id": "c3", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r["results"],
+        json!([{ "id": "c1", "accepted": true },
+               { "id": "c3", "accepted": false, "reason": "capability_denied" }])
+    );
+    assert_eq!(s.channels(), ["c2"]);
+    let publish =
+        |id: &str| json!({ "channelId": id, "content": [{ "type": "text", "text": "hi" }] });
+    assert_eq!(
+        s.notify_raw("channels/publish", publish("c1")).await,
+        Err(HostError::ChannelNotPermitted("c1".into()))
+    );
+
+    server
+        .peer
+        .notify_raw("channels/changed", Some(json!({ "removed": ["c2"] })))
+        .await
+        .unwrap();
+    // Handled in order: once the ping is answered, the notification was applied.
+    server.call("ping", json!({})).await.unwrap();
+    assert!(s.channels().is_empty());
+    let diags = drain_diags(&mut streams);
+    assert!(diags.iter().any(|d| matches!(d,
+        HostDiagnostic::ChannelRejected { id, reason: "capability_denied", .. } if id == "c3")));
+    server.expect_ping_next(&s).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Outbound gating and lifecycle (§10.5)
 // ---------------------------------------------------------------------------------------
