@@ -22,7 +22,11 @@
 //!   `tools`, and no policy Request is sent (there is no MCPL to configure).
 //! - A `-32601`, any other error, a timeout, or an unusable (fatally malformed) receipt to the
 //!   initial policy Request all end in a recorded MCP-only decision ([`Mode::McpOnly`]);
-//!   MCP-only keeps `tools` only.
+//!   MCP-only keeps `tools` only. After a timeout, an error or an unusable receipt the
+//!   server may believe the grant it was told, so the reduction is told by a second Request
+//!   (§6.7), bounded by [`HostConfig::policy_timeout`] like every policy Request; after a
+//!   `-32601` or a refusal with `fallback: "mcp-only"` the server chose the outcome itself
+//!   and nothing more is sent.
 //! - A refusal with `fallback: "close"` closes the connection and `connect` fails with
 //!   [`HostError::Refused`].
 //! - A duplicate `push/event` (same `eventId`, §9.4) is answered `accepted: true` with
@@ -966,12 +970,13 @@ impl HostSession {
                     HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
                 session.inner.state().review = Some(review);
                 peer.notify_raw("notifications/initialized", None).await?;
-                let narrowed = session.initial_policy(hg).await?;
+                let told_wider = session.initial_policy(hg).await?;
                 // Fetches that failed during the exchange count too (§17.5): suspension
                 // waits for MCPL to be in force, so it is checked once it is.
-                if narrowed | session.suspend_if_due() {
+                if told_wider | session.suspend_if_due() {
                     // The server was told a wider grant than the one now in force (a
-                    // revocation or a suspension landed during the exchange): told again (§6.7).
+                    // revocation, a suspension or a fallback the server did not name landed
+                    // during the exchange): told again (§6.7), bounded by the policy timeout.
                     session.tell_reduction().await;
                 }
                 Ok((session, streams))
@@ -980,9 +985,12 @@ impl HostSession {
     }
 
     /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
-    /// `Ok(true)` when the grant applied is narrower than the
-    /// one the Request told (a manifest revocation landed meanwhile): the caller tells the
-    /// reduction once the policy lock is free.
+    /// `Ok(true)` when the grant applied is narrower than the one the Request told and the
+    /// server cannot know it: a manifest revocation landed meanwhile, or the host fell back
+    /// to MCP-only on its own (no answer in time, an error, an unusable receipt). The caller
+    /// then tells the reduction once the policy lock is free (§6.7: any change to the grant
+    /// goes by Request). A fallback the server chose itself is not told again: a `-32601`
+    /// server has no MCPL to configure, and a refusal named `mcp-only` as its consequence.
     async fn initial_policy(&self, hg: HostGrant) -> Result<bool, HostError> {
         let _g = self.inner.policy_lock.lock().await;
         let _applied = PolicyApplied(&self.inner);
@@ -1018,8 +1026,7 @@ impl HostSession {
             Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c))),
             Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
         };
-        let mut narrower_than_told = false;
-        match decision {
+        let told_wider = match decision {
             Ok(receipt) => {
                 // Only what is read after the receipt is judged as ready (§5.3); a batch
                 // carrying the receipt counts as before it (fail closed).
@@ -1031,7 +1038,6 @@ impl HostSession {
                     .as_ref()
                     .map_or(CapabilitySet::EMPTY, |r| r.advertised());
                 let applied = hg.effective.intersect(adv);
-                narrower_than_told = applied != hg.effective;
                 st.set_in_force(boundary, true, applied);
                 st.mode = Mode::Mcpl;
                 st.last_receipt = Some(receipt);
@@ -1039,10 +1045,18 @@ impl HostSession {
                 if let Some(r) = st.review.as_mut() {
                     r.set_grant(g, SystemTime::now(), "initial-policy");
                 }
+                applied != hg.effective
             }
-            Err(reason) => self.enter_mcp_only(reason),
-        }
-        Ok(narrower_than_told)
+            Err(reason) => {
+                let server_named_it = matches!(
+                    reason,
+                    McpOnlyReason::PolicyMethodNotFound | McpOnlyReason::Refused
+                );
+                self.enter_mcp_only(reason);
+                !server_named_it && self.grant() != hg.effective
+            }
+        };
+        Ok(told_wider)
     }
 
     /// Parses a receipt, reporting every defect; `None` when unusable.

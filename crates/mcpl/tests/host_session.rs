@@ -304,6 +304,79 @@ async fn s6_7_unanswered_policy_request_times_out_into_mcp_only() {
     drop(held);
 }
 
+/// §6.7: an accepting receipt the host cannot use puts it in MCP-only on its own, while the
+/// server believes the grant it accepted — so the reduction is told by a second Request
+/// (`tools` only). Its receipt widens nothing.
+#[tokio::test]
+async fn s6_7_mcp_only_after_an_unusable_receipt_is_told_to_the_server() {
+    let (task, mut server) = start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    let upd = server.request("featureSets/update").await;
+    let told = upd.request().params.clone().unwrap()["effectiveCapabilities"].clone();
+    assert_eq!(told, json!(["pushEvents", "tools"]));
+    // `unavailableFeatures` entries MUST carry `effect`: this receipt is unusable.
+    upd.respond(json!({ "accepted": true, "unavailableFeatures": [{ "featureSet": "alerts" }] }))
+        .await
+        .unwrap();
+    let again = server.request("featureSets/update").await;
+    let p = again.request().params.clone().unwrap();
+    assert_eq!(p["effectiveCapabilities"], json!(["tools"]));
+    assert!(p["deniedCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("pushEvents")));
+    again.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert!(matches!(
+        s.mode(),
+        Mode::McpOnly(McpOnlyReason::PolicyFailed(_))
+    ));
+    assert_eq!(s.grant().capabilities().sorted_paths(), ["tools"]);
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+    server.expect_ping_next(&s).await;
+}
+
+/// §6.7: the same after the initial Request timed out (paused clock: the host's policy
+/// timeout fires once everything is idle). The abandoned Request is cancelled, then the
+/// reduction is told.
+#[tokio::test(start_paused = true)]
+async fn s6_7_mcp_only_after_a_policy_timeout_is_told_to_the_server() {
+    let (task, mut server) = start(short(&["pushEvents", "tools"]), Some(full_manifest())).await;
+    let held = server.request("featureSets/update").await;
+    server.notification("notifications/cancelled").await;
+    let again = server.request("featureSets/update").await;
+    assert_eq!(
+        again.request().params.clone().unwrap()["effectiveCapabilities"],
+        json!(["tools"])
+    );
+    again.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    assert_eq!(s.grant().capabilities().sorted_paths(), ["tools"]);
+    server.expect_ping_next(&s).await;
+    drop(held);
+}
+
+/// §6.7: a fallback the server named itself — `-32601` from a 0.4-era server, or a refusal
+/// with `fallback: "mcp-only"` — is not told again: the next message is a ping.
+#[tokio::test]
+async fn s6_7_a_fallback_the_server_named_is_not_told_again() {
+    for answer in [
+        Err(ErrorObject::method_not_found("featureSets/update")),
+        Ok(json!({ "accepted": false, "fallback": "mcp-only", "reason": "no" })),
+    ] {
+        let (task, mut server) =
+            start(config(&["pushEvents", "tools"]), Some(full_manifest())).await;
+        let upd = server.request("featureSets/update").await;
+        match answer {
+            Ok(v) => upd.respond(v).await.unwrap(),
+            Err(e) => upd.respond_error(e).await.unwrap(),
+        }
+        let (s, _streams) = task.await.unwrap().unwrap();
+        assert!(matches!(s.mode(), Mode::McpOnly(_)));
+        server.expect_ping_next(&s).await;
+    }
+}
+
 #[tokio::test]
 async fn s6_7_refusal_records_fallback_mcp_only() {
     let (task, mut server) = start(config(&["pushEvents"]), Some(full_manifest())).await;
