@@ -432,6 +432,39 @@ async fn s3_3_server_without_mcpl_is_mcp_only() {
     assert!(inj.consulted.is_empty());
 }
 
+/// §3.2 / §3.3: a manifest the §17.2 digest refuses at `initialize` (here a feature-set name
+/// outside the identifier charset) grants nothing of MCPL, but MCP `tools` from the outer
+/// capabilities stands: `tools/call` goes out, `push/event` is refused.
+#[tokio::test]
+async fn s3_3_a_digest_refused_manifest_keeps_mcp_tools() {
+    let mut manifest = full_manifest();
+    manifest["featureSets"]["bad name!"] = json!({ "description": "x", "uses": ["pushEvents"] });
+    let (task, mut server) = start(config(&["tools", "pushEvents"]), Some(manifest)).await;
+    let upd = server.request("featureSets/update").await;
+    assert_eq!(
+        upd.request().params.clone().unwrap()["effectiveCapabilities"],
+        json!(["tools"])
+    );
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.grant().capabilities().sorted_paths(), ["tools"]);
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(d,
+        HostDiagnostic::ManifestFinding { code, .. } if *code == "identifier_charset")));
+    let s2 = s.clone();
+    let call = tokio::spawn(async move {
+        s2.request_raw("tools/call", json!({ "name": "t", "arguments": {} }))
+            .await
+    });
+    server
+        .request("tools/call")
+        .await
+        .respond(json!({ "content": [] }))
+        .await
+        .unwrap();
+    assert_eq!(call.await.unwrap().unwrap(), json!({ "content": [] }));
+    assert_eq!(server.call("push/event", push("e1")).await, Err(-32002));
+}
+
 #[tokio::test]
 async fn s6_7_narrowing_takes_effect_before_the_request_goes_out() {
     let (s, _streams, mut server) = connected(&["pushEvents", "tools"], full_manifest()).await;

@@ -14,7 +14,9 @@
 //! - A fetched manifest that parses but that the §17.2 digest refuses (`identifier_charset`)
 //!   is partially invalid (§17.5 step 1): only its removals apply, by reviewing the manifest
 //!   in force with them applied (`removals_only`); it does not count towards suspension.
-//!   At `initialize` such a manifest grants nothing (there is nothing in force to narrow).
+//!   At `initialize` such a manifest grants nothing of MCPL (there is nothing in force to
+//!   narrow), while MCP `tools` from the outer capabilities stands, as for a server without
+//!   MCPL (§3.2, §3.3).
 //! - `tools` is sourced only from the outer MCP capabilities (§5.1), which `mcpl/manifest`
 //!   does not return, so a fetch keeps the `tools` advertisement seen at `initialize`.
 //! - A newly declared feature set that is available under the standing grant produces no
@@ -697,7 +699,7 @@ impl ManifestReview {
     /// Reviews the manifest presented at `initialize` and computes the effective grant
     /// (advertisement ∩ host policy patterns, §5.4). `outer_caps` is the MCP `capabilities`
     /// object, the only source of `tools`. A non-object or digest-refused manifest grants
-    /// nothing (fail closed; see the module docs).
+    /// nothing of MCPL (fail closed; see the module docs); the outer `tools` still stands.
     pub fn initial<'a, I>(
         manifest: &Value,
         outer_caps: Option<&Value>,
@@ -719,7 +721,13 @@ impl ManifestReview {
                 FeatureSets::from_mcpl(manifest).0,
             )
         } else {
-            (CapabilitySet::EMPTY, FeatureSets::default())
+            // MCPL is refused, MCP is not (§3.2, §3.3): `tools`, taken from the outer
+            // capabilities, stands.
+            let mut tools_only = CapabilitySet::EMPTY;
+            if outer_tools {
+                tools_only.insert(Capability::Tools);
+            }
+            (tools_only, FeatureSets::default())
         };
         let hg = HostGrant::compute(advertised, policy)?;
         let selection = Selection::default();
