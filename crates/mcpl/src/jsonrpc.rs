@@ -18,17 +18,18 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RequestId {
-    /// A numeric id, kept exactly as received (`0` is valid).
+    /// A numeric id: an integer within 64 bits, kept exactly as received (`0` is valid).
     Number(serde_json::Number),
     /// A string id.
     String(String),
 }
 
 impl RequestId {
-    /// Reads an id from a JSON value; only numbers and strings are ids.
+    /// Reads an id from a JSON value; only strings and integers within 64 bits are ids (a
+    /// number this crate could not echo digit for digit is not one).
     pub fn from_value(v: &Value) -> Option<RequestId> {
         match v {
-            Value::Number(n) => Some(RequestId::Number(n.clone())),
+            Value::Number(n) if exact_id(n) => Some(RequestId::Number(n.clone())),
             Value::String(s) => Some(RequestId::String(s.clone())),
             _ => None,
         }
@@ -41,6 +42,14 @@ impl RequestId {
             RequestId::String(s) => Value::String(s.clone()),
         }
     }
+}
+
+/// Whether a numeric id is kept exactly: an integer that fits `i64` or `u64`. Without
+/// `arbitrary_precision` anything else is held as a double, so `18446744073709551617` would
+/// be echoed as `1.8446744073709552e19`, and two distinct ids could become one. Reading:
+/// JSON-RPC 2.0 §4 says numeric ids SHOULD NOT have fractions; such ids are refused.
+fn exact_id(n: &serde_json::Number) -> bool {
+    n.is_i64() || n.is_u64()
 }
 
 impl From<i64> for RequestId {
@@ -330,7 +339,11 @@ impl Parts {
         let id = match id {
             None => None,
             Some(Value::Null) => Some(None),
-            Some(Value::Number(n)) => Some(Some(RequestId::Number(n))),
+            Some(Value::Number(n)) if exact_id(&n) => Some(Some(RequestId::Number(n))),
+            Some(Value::Number(_)) => return Err(invalid(
+                None,
+                "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",
+            )),
             Some(Value::String(s)) => Some(Some(RequestId::String(s))),
             Some(_) => return Err(invalid(None, "id must be a number, a string or null")),
         };
@@ -920,23 +933,8 @@ mod tests {
 
     #[test]
     fn s4_fast_path_numbers_match_the_slow_path_exactly() {
-        for id in [
-            "0",
-            "-0",
-            "1.0",
-            "-0.0",
-            "1e3",
-            "1E+3",
-            "0.1",
-            "2.5e-8",
-            "18446744073709551615",
-            "18446744073709551616",
-            "-9223372036854775808",
-            "-9223372036854775809",
-            "1.7976931348623157e308",
-            "5e-324",
-            "0.30000000000000004",
-        ] {
+        // Integers within 64 bits are ids, kept digit for digit by both paths.
+        for id in ["0", "18446744073709551615", "-9223372036854775808"] {
             let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
             let m = fast_ok(&text);
             let Message::Request(r) = m else {
@@ -952,6 +950,28 @@ mod tests {
             assert_eq!(
                 (a.is_u64(), a.is_i64(), a.is_f64()),
                 (b.is_u64(), b.is_i64(), b.is_f64())
+            );
+        }
+        // Any other number would be held as a double and could not be echoed exactly: both
+        // paths refuse it as an id, with the same reason.
+        for id in [
+            "-0",
+            "1.0",
+            "-0.0",
+            "1e3",
+            "1E+3",
+            "0.1",
+            "2.5e-8",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1.7976931348623157e308",
+            "5e-324",
+            "0.30000000000000004",
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            assert!(
+                reason(declined(&text)).contains("integer within 64 bits"),
+                "{id}"
             );
         }
         declined(r#"{"jsonrpc":"2.0","id":1e400,"method":"x"}"#).unwrap_err();

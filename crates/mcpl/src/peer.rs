@@ -1656,14 +1656,15 @@ fn classify(
     value: Value,
     batch: Option<&Arc<BatchCollector>>,
 ) -> Option<Parsed> {
-    // A request gone wrong is answered; a response gone wrong never is (that could loop).
-    // Inside a batch, JSON-RPC 2.0 answers every invalid entry, with `"id": null` if needed.
+    // A request gone wrong is answered, with `"id": null` when no id can be read (JSON-RPC
+    // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
+    // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
+    // with no `method` (a log line on stdout, say), which is reported instead.
     let request_like = value.get("method").is_some() || !value.is_object();
-    let in_batch = batch.is_some();
     match Message::from_value(value) {
         Ok(msg) => accept(shared, msg, batch),
         Err(InvalidMessage { id, reason }) => {
-            if request_like && (id.is_some() || in_batch) {
+            if request_like {
                 shared.diagnose(Diagnostic::InvalidMessage {
                     id: id.clone(),
                     reason: reason.clone(),

@@ -304,6 +304,49 @@ async fn invalid_message_with_id_gets_32600_then_a_request_works() {
     assert_ping_works(&mut raw, 9).await;
 }
 
+/// JSON-RPC 2.0 §5: an invalid request whose id cannot be read is still answered -32600,
+/// with `"id": null`, alone as in a batch (the spec's own `"method": 1` example; a null id,
+/// which MCP forbids; an id of the wrong type, or a number that could not be echoed exactly).
+/// A line that is not a JSON object or array at
+/// all stays a junk line (a diagnostic), as before.
+#[tokio::test]
+async fn invalid_request_without_a_readable_id_gets_32600_with_null_id() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    for line in [
+        r#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+        // Numbers that could not be echoed digit for digit are not ids.
+        r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+    ] {
+        raw.send(line).await;
+        let reply = raw.recv().await;
+        assert_eq!(reply["id"], Value::Null, "{line}: {reply}");
+        assert_eq!(
+            reply["error"]["code"],
+            json!(codes::INVALID_REQUEST),
+            "{line}"
+        );
+    }
+    assert_ping_works(&mut raw, 9).await;
+}
+
+/// The widest integer ids are kept digit for digit.
+#[tokio::test]
+async fn integer_ids_at_the_64_bit_edges_are_echoed_exactly() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    for id in ["18446744073709551615", "-9223372036854775808", "0"] {
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
+            .await;
+        let reply = raw.recv_line().await;
+        assert!(reply.contains(&format!(r#""id":{id}"#)), "{reply}");
+    }
+}
+
 #[tokio::test]
 async fn non_2_0_json_without_id_is_skipped_with_a_diagnostic() {
     let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());

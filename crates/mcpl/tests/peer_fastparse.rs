@@ -46,12 +46,17 @@ async fn s4_1_a_repeated_id_takes_the_value_path_and_the_last_id_wins() {
 async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
     let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
     spawn_echo_server(incoming);
-    raw.send(r#" {"x":[1e3,{"y":null}],"m\u0065thod":"p\u0069ng","jsonrpc":"2.0","id":-0,"params":[1.0]} "#)
+    raw.send(r#" {"x":[1e3,{"y":null}],"m\u0065thod":"p\u0069ng","jsonrpc":"2.0","id":-7,"params":[1.0]} "#)
         .await;
     let reply = raw.recv().await;
     assert_eq!(reply["result"], json!({"method":"ping","params":[1.0]}));
-    // The id goes back exactly as serde_json read it: `-0` is the float `-0.0` to it.
-    assert_eq!(reply["id"].to_string(), "-0.0");
+    assert_eq!(reply["id"].to_string(), "-7");
+    // `-0` would be the float `-0.0` to serde_json, echoed differently: not an id.
+    raw.send(r#"{"jsonrpc":"2.0","id":-0,"method":"ping"}"#)
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], -32600);
 }
 
 #[tokio::test]

@@ -29,13 +29,16 @@ impl Raw {
 
     /// Reads the next line as JSON.
     pub async fn recv(&mut self) -> Value {
-        let line = self
-            .lines
+        serde_json::from_str(&self.recv_line().await).unwrap()
+    }
+
+    /// Reads the next line as text, exactly as written.
+    pub async fn recv_line(&mut self) -> String {
+        self.lines
             .next_line()
             .await
             .unwrap()
-            .expect("raw side saw EOF");
-        serde_json::from_str(&line).unwrap()
+            .expect("raw side saw EOF")
     }
 }
 
