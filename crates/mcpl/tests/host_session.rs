@@ -1292,24 +1292,41 @@ async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channe
     }
 }
 
+/// A session granted `channels.register` and `channels.streaming` whose server registered
+/// the given `(id, direction)` channels.
+async fn streaming_to(channels: &[(&str, &str)]) -> (HostSession, HostStreams, Server) {
+    let (s, streams, server) = connected(
+        &["channels.register", "channels.streaming"],
+        full_manifest(),
+    )
+    .await;
+    let descriptors: Vec<Value> = channels
+        .iter()
+        .map(|(id, dir)| json!({ "id": id, "type": "chat", "direction": dir }))
+        .collect();
+    server
+        .call("channels/register", json!({ "channels": descriptors }))
+        .await
+        .unwrap();
+    (s, streams, server)
+}
+
+/// The next `channels/outgoing/chunk`'s `(channelId, index)`.
+async fn next_chunk(server: &mut Server) -> (Value, Value) {
+    let c = server
+        .notification("channels/outgoing/chunk")
+        .await
+        .unwrap();
+    (c["channelId"].clone(), c["index"].clone())
+}
+
 /// §14.3 outgoing streams: one `index` counter across the inference's channels, exactly one
 /// `complete` per channel that got chunks carrying its whole text — the rest completed when
 /// the stream is dropped — and only to channels this server registered as outbound.
 #[tokio::test]
 async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once() {
-    let (s, _streams, mut server) = connected(
-        &["channels.register", "channels.streaming"],
-        full_manifest(),
-    )
-    .await;
-    server
-        .call(
-            "channels/register",
-            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" },
-                                 { "id": "b", "type": "chat", "direction": "bidirectional" }] }),
-        )
-        .await
-        .unwrap();
+    let (s, _streams, mut server) =
+        streaming_to(&[("a", "outbound"), ("b", "bidirectional")]).await;
     let mut out = s.outgoing_stream("inf", Some("conv")).unwrap();
     // One stream per inference: a second would restart `index` at 0.
     assert_eq!(
@@ -1382,19 +1399,7 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
 /// locally and sends nothing; the stream's other channels, and `finish`, go on as before.
 #[tokio::test]
 async fn s14_3_a_completed_channel_is_not_reopened_by_a_later_chunk() {
-    let (s, _streams, mut server) = connected(
-        &["channels.register", "channels.streaming"],
-        full_manifest(),
-    )
-    .await;
-    server
-        .call(
-            "channels/register",
-            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" },
-                                 { "id": "b", "type": "chat", "direction": "outbound" }] }),
-        )
-        .await
-        .unwrap();
+    let (s, _streams, mut server) = streaming_to(&[("a", "outbound"), ("b", "outbound")]).await;
     let mut out = s.outgoing_stream("inf", None).unwrap();
     out.chunk("a", "Hello ").await.unwrap();
     out.complete("a").await.unwrap();
@@ -1407,14 +1412,7 @@ async fn s14_3_a_completed_channel_is_not_reopened_by_a_later_chunk() {
     out.chunk("b", "other").await.unwrap();
     out.finish().await.unwrap();
 
-    let chunk = server
-        .notification("channels/outgoing/chunk")
-        .await
-        .unwrap();
-    assert_eq!(
-        (chunk["channelId"].clone(), chunk["index"].clone()),
-        (json!("a"), json!(0))
-    );
+    assert_eq!(next_chunk(&mut server).await, (json!("a"), json!(0)));
     let done = server
         .notification("channels/outgoing/complete")
         .await
@@ -1422,14 +1420,7 @@ async fn s14_3_a_completed_channel_is_not_reopened_by_a_later_chunk() {
     assert_eq!(done["channelId"], "a");
     assert_eq!(done["content"][0]["text"], "Hello ");
     // The refused chunk took no index and reached no wire: b's chunk is index 1.
-    let chunk = server
-        .notification("channels/outgoing/chunk")
-        .await
-        .unwrap();
-    assert_eq!(
-        (chunk["channelId"].clone(), chunk["index"].clone()),
-        (json!("b"), json!(1))
-    );
+    assert_eq!(next_chunk(&mut server).await, (json!("b"), json!(1)));
     let done = server
         .notification("channels/outgoing/complete")
         .await
