@@ -610,7 +610,7 @@ pub fn advertised(mcpl: &Value) -> Advertisement {
                 kind: FindingKind::ToolsInsideMcpl,
                 path: k.clone(),
             });
-        } else if is_mcpl_node(k) {
+        } else if is_member_name(k) && is_mcpl_node(k) {
             if k == "channels" && *v == Value::Bool(true) {
                 adv.findings.push(Finding {
                     kind: FindingKind::LegacyChannelsTrue,
@@ -628,6 +628,14 @@ pub fn advertised(mcpl: &Value) -> Advertisement {
     adv
 }
 
+/// Whether `k` can be one member of the advertisement tree: one segment, never a dotted path.
+/// §5.1's advertisement is a nested object, so `"contextHooks.beforeInference.inject.system":
+/// true` (or `"beforeInference.inject"` inside `contextHooks`) names no member and mints
+/// nothing (fail closed: read as a path it would advertise a whole subtree unseen).
+fn is_member_name(k: &str) -> bool {
+    !k.is_empty() && !k.contains('.')
+}
+
 fn walk(path: &str, v: &Value, adv: &mut Advertisement) {
     match v {
         Value::Bool(true) => adv.capabilities = adv.capabilities.union(mcpl_paths_below(path)),
@@ -638,7 +646,7 @@ fn walk(path: &str, v: &Value, adv: &mut Advertisement) {
             }
             for (k, child) in members {
                 let child_path = format!("{path}.{k}");
-                if is_mcpl_node(&child_path) {
+                if is_member_name(k) && is_mcpl_node(&child_path) {
                     walk(&child_path, child, adv);
                 } else {
                     adv.findings.push(Finding {

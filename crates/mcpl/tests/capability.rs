@@ -2,7 +2,7 @@
 
 use mcpl::capability::*;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::str::FromStr;
 
 fn grant(entries: &[&str]) -> Grant {
@@ -254,6 +254,27 @@ fn s5_1_unrecognised_member_mints_nothing() {
     assert!(paths.contains(&"vendorThing"));
 }
 
+/// §5.1: the advertisement is a nested object. A dotted member name is no member of it, at
+/// any depth: it mints nothing (read as a path it would advertise whole subtrees unseen).
+#[test]
+fn s5_1_dotted_member_names_mint_nothing() {
+    for mcpl in [
+        json!({"contextHooks.beforeInference.inject.system": true}),
+        json!({"contextHooks": {"beforeInference.inject": true}}),
+        json!({"inferenceRequest.streaming": {}}),
+        json!({"channels": {"publish.": true, ".publish": true, "": true}}),
+    ] {
+        let a = advertised(&mcpl);
+        assert_eq!(a.capabilities, CapabilitySet::EMPTY, "{mcpl}");
+        assert!(
+            a.findings
+                .iter()
+                .any(|f| f.kind == FindingKind::UnrecognisedMember),
+            "{mcpl}"
+        );
+    }
+}
+
 #[test]
 fn s5_1_object_at_a_path_node_advertises_it_and_descends() {
     let a = advertised(&json!({"inferenceRequest": {}}));
@@ -358,6 +379,34 @@ proptest! {
         let pat = Pattern::parse(&p).unwrap();
         let expect = Capability::from_str(&p).ok().into_iter().collect::<CapabilitySet>();
         prop_assert_eq!(pat.resolved(), expect);
+    }
+
+    /// Whatever a tree holds, a member whose name has a dot advertises nothing: the paths
+    /// read are the same with or without such members.
+    #[test]
+    fn s5_1_prop_dotted_members_add_nothing(
+        set in any_set(),
+        at in 0usize..17,
+        leaf in proptest::bool::ANY,
+    ) {
+        let clean = advertisement_to_value(set);
+        let mut dirty = clean.clone();
+        let path = Capability::ALL[at].as_str();
+        let v = if leaf { json!(true) } else { json!({}) };
+        if let Some(o) = dirty.as_object_mut() {
+            o.insert(path.to_owned(), v.clone());
+        }
+        // The same path one level down, still dotted (`beforeInference.inject.system` inside
+        // `contextHooks`).
+        if let Some((head, tail)) = path.split_once('.').filter(|(_, t)| t.contains('.')) {
+            if let Some(Value::Object(o)) = dirty.get_mut(head) {
+                o.insert(tail.to_owned(), v);
+            }
+        }
+        let expect = advertised(&clean).capabilities;
+        if path.contains('.') {
+            prop_assert_eq!(advertised(&dirty).capabilities, expect);
+        }
     }
 
     #[test]
