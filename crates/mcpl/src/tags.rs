@@ -38,11 +38,12 @@
 //!   case-sensitively.
 //! - **Reserved namespaces.** The `mcpl:` namespace is reserved for the spec and 0.5 defines
 //!   no tag in it, and the `chat:` vocabulary of §16.2 is closed; so a producer-sent
-//!   `mcpl:*` tag, or a `chat:*` tag outside §16.2, is reported and not admitted as a tag.
+//!   `mcpl:*` tag, or a `chat:*` tag outside §16.2, is reported and not admitted as a tag;
+//!   so is a namespace that is a reserved one but for case (`CHAT:mention`).
 //! - **Unmatchable patterns.** A consumer tag pattern with neither `:` nor `*` can never match
 //!   a tag; inside `tagsNone` it would silently match everything, so it is refused at load.
 //! - **Unknown rule members** (e.g. a misspelt `tagsAnyy`) are refused at load rather than
-//!   ignored, since ignoring a matcher widens the rule.
+//!   ignored, since ignoring a matcher widens the rule; so is a matcher given as `null`.
 //! - **Behaviours** are host-defined and carried opaquely, but must be a non-empty string or
 //!   an object; anything else is refused at load (or reported, in a producer ontology).
 //! - **Ambient exclusion runs last**, after core *and* accepted producer edges, so no
@@ -184,11 +185,20 @@ impl Tag {
     }
 
     /// Parses a tag sent by a producer: syntax plus the reserved-namespace rule (§16.1, §16.2).
+    ///
+    /// Tags compare case-sensitively, so `Chat:mention` is not `chat:mention`; a namespace
+    /// that differs from a reserved one only in case (`CHAT:`, `Mcpl:`) is refused all the
+    /// same, since it reads as the reserved one to a person and to a careless matcher.
     pub fn parse_producer(s: &str) -> Result<Tag, TagError> {
         let tag = Tag::parse(s)?;
-        match tag.namespace() {
+        let ns = tag.namespace();
+        match ns {
             "mcpl" => Err(TagError::Reserved(s.to_owned())),
-            "chat" if !CORE_TAGS.contains(&s) => Err(TagError::Reserved(s.to_owned())),
+            "chat" if CORE_TAGS.contains(&s) => Ok(tag),
+            "chat" => Err(TagError::Reserved(s.to_owned())),
+            _ if ns.eq_ignore_ascii_case("chat") || ns.eq_ignore_ascii_case("mcpl") => {
+                Err(TagError::Reserved(s.to_owned()))
+            }
             _ => Ok(tag),
         }
     }
@@ -555,24 +565,54 @@ pub enum RuleOrigin {
     },
 }
 
+/// A matcher given explicitly: `null` is refused, not read as absent (an ignored matcher
+/// widens its rule into a catch-all).
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 /// One treatment rule: matchers plus the behaviour applied when they all hold (§16.7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TreatmentRule {
     /// Matches if any pattern matches any tag (an empty list matches nothing).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tags_any: Option<Vec<TagPattern>>,
     /// Matches if every pattern matches some tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tags_all: Option<Vec<TagPattern>>,
     /// Matches if no pattern matches any tag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tags_none: Option<Vec<TagPattern>>,
     /// The sending server's id must match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub source: Option<IdPattern>,
     /// The channel id must match; never matches an event without a channel.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub channel: Option<IdPattern>,
     /// What to do with a matching event.
     pub behavior: Behavior,

@@ -77,12 +77,19 @@ fn s16_1_malformed_tags_have_typed_codes() {
 
 #[test]
 fn s16_1_reserved_namespaces_only_hold_spec_tags() {
-    let (set, issues) = TagSet::from_wire(["mcpl:anything", "chat:urgent", "chat:dm"]);
+    // A reserved namespace but for case is refused too: `CHAT:mention` reads as core.
+    let (set, issues) = TagSet::from_wire([
+        "mcpl:anything",
+        "chat:urgent",
+        "chat:dm",
+        "CHAT:mention",
+        "Mcpl:x",
+    ]);
     assert_eq!(set.len(), 1);
     assert!(set.contains("chat:dm"));
     assert_eq!(
         issues.iter().map(|i| i.error.code()).collect::<Vec<_>>(),
-        ["reserved_namespace", "reserved_namespace"]
+        ["reserved_namespace"; 4]
     );
 }
 
@@ -668,6 +675,13 @@ fn s16_7_rule_loading_fails_closed() {
             "malformed_rule",
         ),
         (json!({"channel": "", "behavior": "x"}), "malformed_rule"),
+        // A null matcher is refused, not read as absent: that would make a catch-all.
+        (
+            json!({"channel": null, "tagsAny": null, "behavior": "x"}),
+            "malformed_rule",
+        ),
+        (json!({"tagsNone": null, "behavior": "x"}), "malformed_rule"),
+        (json!({"source": null, "behavior": "x"}), "malformed_rule"),
         (json!({"behavior": null}), "malformed_rule"),
         (json!({"behavior": 3}), "malformed_rule"),
         (json!({"behavior": ""}), "malformed_rule"),
