@@ -50,6 +50,10 @@
 //!   asks. A malformed *response* is never answered (that could loop), but if its id matches
 //!   a pending request, that request fails at once with [`PeerError::InvalidResponse`]
 //!   instead of waiting for its timeout.
+//! - A batch of more than [`PeerConfig::max_batch_entries`] entries is answered with one
+//!   `-32600` error (`"id": null`, `data: { limit, count }`) and a
+//!   [`Diagnostic::BatchTooLarge`]; none of its entries is handled (answering each would cost
+//!   memory and a reply proportional to what the other side chose to send).
 //! - Whitespace-only lines are skipped (logged at `trace`), not reported.
 //! - Inbound backpressure: while the [`Incoming`] queue is full the reader stops reading, so
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
@@ -162,6 +166,10 @@ pub struct PeerConfig {
     pub cancel_method: Option<&'static str>,
     /// Receives every frame in and out.
     pub tap: Option<Tap>,
+    /// Most entries accepted in one JSON-RPC batch (1024). A bigger batch is answered with
+    /// one `-32600` error (`"id": null`, `data: { limit, count }`) and none of its entries
+    /// is handled; its entries past the limit are only counted, never kept.
+    pub max_batch_entries: usize,
 }
 
 impl Default for PeerConfig {
@@ -178,9 +186,13 @@ impl Default for PeerConfig {
             remembered_timeouts: 1024,
             cancel_method: Some("notifications/cancelled"),
             tap: None,
+            max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
         }
     }
 }
+
+/// The default [`PeerConfig::max_batch_entries`].
+pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;
 
 /// Why a connection ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +318,14 @@ pub enum Diagnostic {
     },
     /// An empty JSON array (invalid batch); answered `-32600`.
     EmptyBatch,
+    /// A batch of more entries than [`PeerConfig::max_batch_entries`]; answered with one
+    /// `-32600` error, none of its entries handled.
+    BatchTooLarge {
+        /// How many entries it had.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A response for a request that had already timed out or been cancelled; dropped.
     LateResponse {
         /// Its id.
@@ -355,6 +375,10 @@ impl fmt::Display for Diagnostic {
                 Ok(())
             }
             Diagnostic::EmptyBatch => f.write_str("empty batch; answered -32600"),
+            Diagnostic::BatchTooLarge { count, limit } => write!(
+                f,
+                "batch of {count} entries over the limit of {limit}; answered -32600, entries not handled"
+            ),
             Diagnostic::LateResponse { id } => {
                 write!(f, "dropped a late response to timed-out request {id}")
             }
@@ -1516,7 +1540,12 @@ async fn handle_frame(
             return deliver(shared, item, inbound, closed).await;
         }
     }
-    let value: Value = match serde_json::from_str(trimmed) {
+    let parsed = if trimmed.starts_with('[') {
+        parse_batch(trimmed, shared.config.max_batch_entries)
+    } else {
+        serde_json::from_str(trimmed).map(Top::Single)
+    };
+    let value = match parsed {
         Ok(v) => v,
         Err(e) => {
             shared.diagnose(Diagnostic::ParseError {
@@ -1532,7 +1561,20 @@ async fn handle_frame(
     };
     let mut items = Vec::new();
     match value {
-        Value::Array(entries) => {
+        Top::Batch(BoundedBatch::Over { count }) => {
+            let limit = shared.config.max_batch_entries;
+            shared.diagnose(Diagnostic::BatchTooLarge { count, limit });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::invalid_request(format!(
+                    "Invalid Request: batch of {count} entries exceeds the limit of {limit}"
+                ))
+                .with_data(serde_json::json!({ "limit": limit, "count": count }))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            return true;
+        }
+        Top::Batch(BoundedBatch::Within(entries)) => {
             if entries.is_empty() {
                 shared.diagnose(Diagnostic::EmptyBatch);
                 let reply = Message::Response(Response {
@@ -1576,7 +1618,7 @@ async fn handle_frame(
                 let _ = shared.send_frame(text).await;
             }
         }
-        single => {
+        Top::Single(single) => {
             if let Some(p) = classify(shared, single, None) {
                 items.push(p);
             }
@@ -1588,6 +1630,64 @@ async fn handle_frame(
         }
     }
     true
+}
+
+/// A frame's top-level JSON value: a batch (JSON array) or anything else.
+enum Top {
+    Batch(BoundedBatch),
+    Single(Value),
+}
+
+/// A batch read with at most the limit's worth of entries kept.
+enum BoundedBatch {
+    /// Every entry (the limit was not exceeded).
+    Within(Vec<Value>),
+    /// More entries than the limit: only their count is known, nothing of them is kept, so
+    /// the memory a huge batch of tiny entries can drive stays bounded by the limit.
+    Over { count: usize },
+}
+
+/// Reads a whole frame that starts with `[` as a batch bounded to `limit` entries (entries
+/// past it are syntax-checked and counted, not built); errors as `serde_json::from_str`.
+fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::Error> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
+
+    struct Seed(usize);
+    impl<'de> Visitor<'de> for Seed {
+        type Value = BoundedBatch;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BoundedBatch, A::Error> {
+            let mut entries = Vec::new();
+            while entries.len() < self.0 {
+                match seq.next_element::<Value>()? {
+                    Some(v) => entries.push(v),
+                    None => return Ok(BoundedBatch::Within(entries)),
+                }
+            }
+            // At the limit: one more entry makes the batch too large.
+            if seq.next_element::<IgnoredAny>()?.is_none() {
+                return Ok(BoundedBatch::Within(entries));
+            }
+            drop(entries);
+            let mut count = self.0 + 1;
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                count += 1;
+            }
+            Ok(BoundedBatch::Over { count })
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Seed {
+        type Value = BoundedBatch;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<BoundedBatch, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let batch = Seed(limit).deserialize(&mut de)?;
+    de.end()?;
+    Ok(Top::Batch(batch))
 }
 
 /// Sends one reply or delivers one message; returns `false` when the connection closed while

@@ -495,6 +495,56 @@ async fn an_empty_batch_is_an_invalid_request() {
 }
 
 #[tokio::test]
+async fn a_batch_over_max_batch_entries_gets_one_32600_and_no_entry_is_handled() {
+    let config = PeerConfig {
+        max_batch_entries: 3,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    // Four valid pings and a thousand invalid entries: none is answered on its own.
+    let mut entries: Vec<Value> = (10..14)
+        .map(|id| json!({"jsonrpc":"2.0","id":id,"method":"ping"}))
+        .collect();
+    entries.extend(std::iter::repeat(json!(1)).take(1000));
+    raw.send_json(Value::Array(entries)).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["jsonrpc"], json!("2.0"));
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
+    assert_eq!(reply["error"]["data"], json!({"limit": 3, "count": 1004}));
+    assert_eq!(
+        diags.recv().await,
+        Some(Diagnostic::BatchTooLarge {
+            count: 1004,
+            limit: 3
+        })
+    );
+    // The very next line is the ping's answer: nothing of the batch was handled.
+    assert_ping_works(&mut raw, 1).await;
+    assert!(diags.try_recv().is_none());
+
+    // A batch at the limit is handled entry by entry.
+    raw.send_json(json!([
+        {"jsonrpc":"2.0","id":20,"method":"ping"},
+        {"jsonrpc":"2.0","id":21,"method":"ping"},
+        7
+    ]))
+    .await;
+    let reply = raw.recv().await;
+    let arr = reply.as_array().expect("one array of responses");
+    assert_eq!(arr.len(), 3);
+    for id in [json!(20), json!(21)] {
+        assert!(arr.contains(&json!({"jsonrpc":"2.0","id":id,"result":{}})));
+    }
+    assert!(arr
+        .iter()
+        .any(|r| r["id"].is_null() && r["error"]["code"] == json!(codes::INVALID_REQUEST)));
+    assert_ping_works(&mut raw, 2).await;
+}
+
+#[tokio::test]
 async fn responses_inside_a_batch_settle_pending_requests() {
     let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
     let (p1, p2) = (peer.clone(), peer.clone());
