@@ -58,7 +58,12 @@
 //! - Inbound backpressure: while the [`Incoming`] queue is full the reader stops reading, so
 //!   responses to this side's own requests wait too. Drain `Incoming` (or use
 //!   [`Incoming::serve`]) concurrently with awaiting requests.
-//! - The idle timeout counts traffic in both directions.
+//! - The idle timeout counts traffic in both directions: it runs out once no frame was read
+//!   and none written in full for [`PeerConfig::idle_timeout`]. Its own timer keeps it, so it
+//!   runs out wherever the connection is stuck: the reader waiting for a frame, or blocked
+//!   sending replies (e.g. `-32700` to a flood of junk) to a side that never reads them
+//!   (without a write timeout), or waiting for the application to make room in [`Incoming`].
+//!   After EOF it no longer applies (the drain of owed responses has its own bound).
 //! - Outgoing frames: a sender whose frame the transport takes without waiting, with nothing
 //!   queued ahead of it, writes the frame itself (no writer-task wake-up); otherwise the frame
 //!   waits in the bounded outgoing queue for the writer task. Each sender's frames keep their
@@ -152,7 +157,8 @@ pub struct PeerConfig {
     /// A write taking longer than this closes the connection (the other side stopped
     /// reading). `None` (default) waits forever.
     pub write_timeout: Option<Duration>,
-    /// No traffic in either direction for this long closes the connection. `None` (default)
+    /// No traffic in either direction (no frame read, none written in full) for this long
+    /// closes the connection, wherever the reader or writer is blocked. `None` (default)
     /// never does.
     pub idle_timeout: Option<Duration>,
     /// Capacity of the diagnostics stream (256); overflow is counted, not buffered.
@@ -859,6 +865,9 @@ impl Peer {
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
         tokio::spawn(writer_task(shared.clone(), out_rx, guard));
+        if let Some(idle) = shared.config.idle_timeout {
+            tokio::spawn(idle_watchdog(shared.clone(), idle));
+        }
         let peer = Peer {
             owner: Arc::new(HandleOwner {
                 shared: shared.clone(),
@@ -1421,7 +1430,7 @@ async fn reader_task(
             f = async {
                 // Answers sent from `Drop` are bounded like any other send: stop reading.
                 shared.detached_backlog_clear().await;
-                next_frame(&shared, reader.as_mut()).await
+                reader.next_frame().await
             } => f,
         };
         match frame {
@@ -1449,40 +1458,32 @@ async fn reader_task(
                 shared.close(CloseReason::Eof);
                 break;
             }
-            Err(ReadFailure::Io(e)) => {
+            Err(e) => {
                 shared.close(CloseReason::Io(e.to_string()));
-                break;
-            }
-            Err(ReadFailure::Idle(d)) => {
-                shared.close(CloseReason::IdleTimeout(d));
                 break;
             }
         }
     }
 }
 
-enum ReadFailure {
-    Io(std::io::Error),
-    Idle(Duration),
-}
-
-async fn next_frame(
-    shared: &Shared,
-    reader: &mut dyn FrameReader,
-) -> Result<Option<Frame>, ReadFailure> {
-    let Some(idle) = shared.config.idle_timeout else {
-        return reader.next_frame().await.map_err(ReadFailure::Io);
-    };
+/// Closes the connection once no frame was read or written for `idle`. A task of its own,
+/// so the deadline holds wherever the reader is blocked (waiting for a frame, or sending
+/// replies to a side that does not read them); the reader stops at the close (its reads and
+/// sends watch for it). Ends at the close, or at EOF (the drain has its own bound).
+async fn idle_watchdog(shared: Arc<Shared>, idle: Duration) {
+    let mut closed = shared.closed.subscribe();
     loop {
         let deadline = *lock(&shared.last_activity) + idle;
-        // `next_frame` is cancel-safe, so timing out loses nothing.
-        match tokio::time::timeout_at(deadline, reader.next_frame()).await {
-            Ok(r) => return r.map_err(ReadFailure::Io),
-            Err(_) => {
-                if *lock(&shared.last_activity) + idle <= Instant::now() {
-                    return Err(ReadFailure::Idle(idle));
-                }
-            }
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = until_closed(&mut closed) => return,
+        }
+        if shared.read_eof.load(Ordering::SeqCst) {
+            return;
+        }
+        if *lock(&shared.last_activity) + idle <= Instant::now() {
+            shared.close(CloseReason::IdleTimeout(idle));
+            return;
         }
     }
 }

@@ -629,6 +629,32 @@ async fn the_idle_timeout_closes_a_silent_connection() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_idle_timeout_fires_while_the_reader_is_blocked_answering_a_side_that_never_reads() {
+    let config = PeerConfig {
+        idle_timeout: Some(Duration::from_secs(1)),
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, raw) = raw_peer_with(config, 1024);
+    // The raw side floods unparseable lines (each answered -32700) and never reads: the pipe
+    // and the outgoing queue fill, and the reader blocks sending a reply.
+    let Raw { lines, mut write } = raw;
+    let flood = tokio::spawn(async move {
+        let junk = "{x\n".repeat(1000);
+        while write.write_all(junk.as_bytes()).await.is_ok() {}
+    });
+    let start = tokio::time::Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(60), peer.closed()).await;
+    assert_eq!(reason, Ok(CloseReason::IdleTimeout(Duration::from_secs(1))));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+        "closed after {took:?}"
+    );
+    flood.abort();
+    drop(lines);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_flooding_peer_is_slowed_at_the_transport() {
     let config = PeerConfig {
         incoming_capacity: 2,
