@@ -10,6 +10,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+#[path = "support/alloc_count.rs"]
+mod alloc_count;
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -239,4 +242,60 @@ async fn a_frame_with_several_messages_binary_frames_and_pings() {
     raw.close(None).await.unwrap();
     let peer = server_task.await.unwrap();
     assert_eq!(peer.closed().await, CloseReason::Eof);
+}
+
+/// A text frame of many messages is handed out one message at a time, in order: taking the
+/// first costs a handful of allocations, not one per message of the frame (an allocation
+/// count on this thread, not a timing).
+#[tokio::test]
+async fn a_frame_with_many_messages_is_split_lazily_in_order() {
+    use mcpl::transport::Frame;
+
+    let (server_io, client_io) = tokio::io::duplex(4 * 1024 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let mut transport = server.unwrap();
+    let (mut raw, _) = client.unwrap();
+    transport.reader.set_max_message_size(100);
+
+    const N: usize = 20_000;
+    let mut frame = String::new();
+    for i in 0..N {
+        frame.push_str(&format!("{{\"n\":{i}}}\r\n\n"));
+    }
+    frame.push_str(&"x".repeat(150));
+    frame.push_str("\n   \n{\"last\":true}");
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    raw.send(WsMessage::text("{\"next\":1}")).await.unwrap();
+
+    let before = alloc_count::allocs();
+    let first = transport.reader.next_frame().await.unwrap();
+    let spent = alloc_count::allocs() - before;
+    assert_eq!(first, Some(Frame::Text("{\"n\":0}".into())));
+    assert!(
+        spent < 1000,
+        "{spent} allocations to take the first of {N} messages"
+    );
+
+    for i in 1..N {
+        let f = transport.reader.next_frame().await.unwrap();
+        assert_eq!(f, Some(Frame::Text(format!("{{\"n\":{i}}}"))));
+    }
+    assert_eq!(
+        transport.reader.next_frame().await.unwrap(),
+        Some(Frame::Oversized {
+            bytes: 150,
+            limit: 100
+        })
+    );
+    assert_eq!(
+        transport.reader.next_frame().await.unwrap(),
+        Some(Frame::Text("{\"last\":true}".into()))
+    );
+    assert_eq!(
+        transport.reader.next_frame().await.unwrap(),
+        Some(Frame::Text("{\"next\":1}".into()))
+    );
 }

@@ -5,14 +5,20 @@
 //!
 //! Readings:
 //! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic.
-//! - The peer's size limit applies to each message after a frame is split. tungstenite itself
-//!   refuses any single frame over [`WS_HARD_LIMIT`] (the connection then ends with an I/O
-//!   error), so nothing larger is ever buffered.
+//! - The peer's size limit applies to each message after a frame is split. A frame is split
+//!   lazily: it is kept whole with an offset and its messages are handed out one at a time,
+//!   so a frame of many small messages costs the frame plus one message, not a copy of each.
+//! - tungstenite itself refuses any single message over [`WS_HARD_LIMIT`] (the connection
+//!   then ends with an I/O error), so nothing larger is ever buffered. That limit stays fixed:
+//!   it is set at the handshake, before [`crate::peer::PeerConfig::max_message_size`] reaches
+//!   the transport, and the split halves cannot reconfigure it; nor could a refused message be
+//!   skipped (tungstenite stops before its payload, so the stream cannot be resynchronised).
+//!   A message between the peer's limit and this one is a [`Frame::Oversized`] diagnostic and
+//!   the connection survives.
 //! - `wss://` needs a rustls `ClientConfig`: no root store is bundled, so connecting without
 //!   one fails closed with [`WsError::TlsConfigRequired`] rather than trusting anything.
 //! - `mcpl://` URIs are resolved elsewhere (`crate::uri`, RFC-004); here they are refused.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,7 +28,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage};
+use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
 use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
@@ -178,7 +184,7 @@ where
     Transport {
         reader: Box::new(WsReader {
             stream,
-            queue: VecDeque::new(),
+            split: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
         }),
         writer: Box::new(WsWriter { sink }),
@@ -189,41 +195,51 @@ where
 
 struct WsReader<S> {
     stream: SplitStream<WebSocketStream<S>>,
-    /// Messages of a multi-message frame not yet handed out.
-    queue: VecDeque<Frame>,
+    /// A text frame being handed out message by message, and the offset of the next one.
+    split: Option<(Utf8Bytes, usize)>,
     limit: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
-    /// Splits one text frame into messages (newline-separated, `\r\n` tolerated, blank
-    /// parts skipped), each checked against the limit.
-    fn split_text(&mut self, text: &str) {
-        for part in text.split('\n') {
+    /// The next message of the frame being split (newline-separated, `\r\n` tolerated, blank
+    /// parts skipped), checked against the limit; `None` once the frame is used up.
+    fn next_part(&mut self) -> Option<Frame> {
+        let (text, offset) = self.split.as_mut()?;
+        let whole = text.as_str();
+        while *offset < whole.len() {
+            let rest = &whole[*offset..];
+            let (part, advance) = match rest.find('\n') {
+                Some(i) => (&rest[..i], i + 1),
+                None => (rest, rest.len()),
+            };
+            *offset += advance;
             let part = part.strip_suffix('\r').unwrap_or(part);
             if part.trim().is_empty() {
                 continue;
             }
-            if part.len() > self.limit {
-                self.queue.push_back(Frame::Oversized {
+            return Some(if part.len() > self.limit {
+                Frame::Oversized {
                     bytes: part.len(),
                     limit: self.limit,
-                });
+                }
             } else {
-                self.queue.push_back(Frame::Text(part.to_owned()));
-            }
+                Frame::Text(part.to_owned())
+            });
         }
+        self.split = None;
+        None
     }
 
-    /// Cancel-safe: `StreamExt::next` keeps no state of its own, and split messages wait
-    /// in `self.queue`.
+    /// Cancel-safe: `StreamExt::next` keeps no state of its own, and the frame being split
+    /// waits in `self.split`.
     async fn read(&mut self) -> io::Result<Option<Frame>> {
         loop {
-            if let Some(frame) = self.queue.pop_front() {
+            if let Some(frame) = self.next_part() {
                 return Ok(Some(frame));
             }
             match self.stream.next().await {
                 None => return Ok(None),
-                Some(Ok(WsMessage::Text(text))) => self.split_text(text.as_str()),
+                Some(Ok(WsMessage::Text(text))) => self.split = Some((text, 0)),
                 Some(Ok(WsMessage::Binary(bytes))) => {
                     return Ok(Some(Frame::NotText {
                         reason: format!("binary WebSocket frame of {} bytes", bytes.len()),
