@@ -235,3 +235,14 @@ fn bad_input_empty_stdin_exits_2() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("empty input"), "{}", o.stderr);
 }
+
+/// §17.2 / RFC 8785: numbers canonicalise from the exact double. serde_json reads this one
+/// a unit off without `float_roundtrip` (workspace Cargo.toml). The library's tests cannot see
+/// that feature go (a dev-dependency turns it on for them); `cargo test -p mcpl-cli` can.
+#[test]
+fn numbers_are_read_exactly_float_roundtrip() {
+    let text = r#"{"version":"0.5","x":{"n":1.0715660391465826e-75}}"#;
+    let o = run(&["digest", "--canonical", "-"], Some(text));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{text}\n"));
+}

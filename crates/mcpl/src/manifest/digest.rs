@@ -102,9 +102,15 @@ const fn word_is_identifier(w: u64) -> bool {
 /// Sorts a set-valued array as §17.2 requires: duplicates removed, ascending UTF-8 bytes.
 pub fn sort_set<S: AsRef<str>>(items: &[S]) -> Vec<String> {
     let mut v: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    set_order(&mut v);
+    v.into_iter().map(str::to_owned).collect()
+}
+
+/// The one §17.2 set order, used by the digest and by [`sort_set`] (so the conformance
+/// file's sort vectors exercise what the digest does): ascending UTF-8 bytes, no repeats.
+fn set_order(v: &mut Vec<&str>) {
     v.sort_unstable();
     v.dedup();
-    v.into_iter().map(str::to_owned).collect()
 }
 
 /// The canonical JSON of a manifest (§17.2): `revision` stripped at the root, set semantics
@@ -580,8 +586,7 @@ impl Writer {
         for (i, s) in strings.iter().enumerate() {
             self.ident(s, &Path::Index(path, i))?;
         }
-        strings.sort_unstable();
-        strings.dedup();
+        set_order(&mut strings);
         self.out.push('[');
         for (i, s) in strings.iter().enumerate() {
             if i > 0 {
@@ -655,6 +660,61 @@ mod tests {
                 value: String::new()
             }
         );
+    }
+
+    /// §17.2: every identifier position refuses a non-identifier, each one on its own (so
+    /// dropping the check at any one position fails here).
+    #[test]
+    fn s17_2_identifier_charset_refused_at_every_position() {
+        let onto = |o: Value| json!({"version":"0.5","featureSets":{"f":{"uses":["pushEvents"],"tagOntology":o}}});
+        for (m, bad) in [
+            (json!({"version":"0.5","bad name":true}), "bad name"),
+            (
+                json!({"version":"0.5","channels":{"bad key":true}}),
+                "bad key",
+            ),
+            (
+                json!({"version":"0.5","channels":[{"bad key":1}]}),
+                "bad key",
+            ),
+            (
+                json!({"featureSets":{"bad set":{"uses":["tools"]}}}),
+                "bad set",
+            ),
+            (
+                json!({"featureSets":{"f":{"uses":["tools","bad use"]}}}),
+                "bad use",
+            ),
+            (onto(json!({"coreTags":["bad id"]})), "bad id"),
+            (onto(json!({"tags":{"v:bad tag":{}}})), "v:bad tag"),
+            (
+                onto(json!({"tags":{"v:t":{"implies":["v:bad imp"]}}})),
+                "v:bad imp",
+            ),
+            (onto(json!({"tags":{"v:t":{"facet":"bad f"}}})), "bad f"),
+            (onto(json!({"keyed":{"bad k":{"values":["a"]}}})), "bad k"),
+            (
+                onto(json!({"keyed":{"k":{"values":["ok",1,"bad v"]}}})),
+                "bad v",
+            ),
+            (
+                onto(json!({"suggestedTreatment":[{"tagsAny":["x y"],"behavior":"b"}]})),
+                "x y",
+            ),
+            (
+                onto(json!({"suggestedTreatment":[{"tagsAll":["x y"],"behavior":"b"}]})),
+                "x y",
+            ),
+            (
+                onto(json!({"suggestedTreatment":[{"tagsNone":["x y"],"behavior":"b"}]})),
+                "x y",
+            ),
+        ] {
+            match canonical_json(&m) {
+                Err(DigestError::IdentifierCharset { value, .. }) => assert_eq!(value, bad, "{m}"),
+                other => panic!("{m}: expected identifier_charset for {bad:?}, got {other:?}"),
+            }
+        }
     }
 
     #[test]
