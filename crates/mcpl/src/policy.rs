@@ -682,6 +682,14 @@ impl ServerPolicyState {
                     }
                 }
                 for p in parsed.disabled {
+                    // As for a Request: an entry that disables nothing declared (a misspelt
+                    // name, a partial `*` like `memory*`) is reported, never a silent no-op.
+                    if !self.declarations.sets.keys().any(|n| p.covers(n)) {
+                        diagnostics.push(PolicyDiagnostic {
+                            code: "unknown_feature_set",
+                            detail: p.as_str().to_owned(),
+                        });
+                    }
                     if !self.selection.disabled.contains(&p) {
                         self.selection.disabled.push(p);
                     }

@@ -365,6 +365,21 @@ fn s6_7_unknown_feature_set_names_are_diagnosed() {
     assert_eq!(out.diagnostics.len(), 1);
     assert_eq!(out.diagnostics[0].code, "unknown_feature_set");
     assert_eq!(out.diagnostics[0].detail, "nope");
+    // A Notification's `disabled` entries too: one that disables nothing declared (a partial
+    // `*`, a case or spelling slip) is reported, not a silent no-op.
+    let out = s
+        .apply(
+            Form::Notification,
+            &json!({"disabled": ["memory*", "Memory.retrieval", "memory.retrieval"]}),
+        )
+        .unwrap();
+    let unknown: Vec<&str> = out
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "unknown_feature_set")
+        .map(|d| d.detail.as_str())
+        .collect();
+    assert_eq!(unknown, ["memory*", "Memory.retrieval"]);
 }
 
 // ---- §6.7 receipts ----
