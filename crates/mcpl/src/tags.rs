@@ -901,6 +901,18 @@ impl TagOntology {
                                 continue;
                             }
                         };
+                        // Core tags are described by §16.2 and closed by §16.3 alone; a
+                        // producer lists the ones it emits in `coreTags` and does not
+                        // redescribe them (RFC-001 §5). Accepted, `chat:ambient → chat:addressed`
+                        // would make every overheard event addressed: reported, dropped.
+                        if tag.is_core() {
+                            issue(
+                                path,
+                                "core_tag_redescribed",
+                                format!("{name} is core vocabulary (§16.2); list it in coreTags"),
+                            );
+                            continue;
+                        }
                         match parse_descriptor(d, &path, &mut issue) {
                             Some(desc) => {
                                 out.tags.insert(tag, desc);

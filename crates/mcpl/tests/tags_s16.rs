@@ -200,13 +200,36 @@ fn s16_3_closure_is_transitive_through_accepted_edges() {
 
 #[test]
 fn s16_3_core_closure_ignores_unaccepted_ontology() {
-    // The producer declares an edge from a core tag; without acceptance only §16.3 applies.
-    let o = ontology(json!({"tags": {"chat:mention": {"implies": ["vendor:loud"]}}}));
+    // The producer declares an edge from its own tag into the core; without acceptance only
+    // §16.3 applies.
+    let o = ontology(json!({"tags": {"vendor:loud": {"implies": ["chat:mention"]}}}));
     let stale = OntologyAcceptance::accept(DISCORD, FS, "sha256:old");
     assert!(stale.bind(&o, DISCORD, FS, "sha256:new").is_err());
     assert_eq!(
         core_expand(&["chat:mention"]),
         ["chat:addressed", "chat:mention"]
+    );
+}
+
+/// RFC-001 §5: core tags are described by the spec; a producer lists the ones it emits in
+/// `coreTags` and does not redescribe them. A descriptor keyed by a core tag is reported and
+/// dropped, so no acceptance can ever make `chat:ambient` imply `chat:addressed`.
+#[test]
+fn s16_3_a_producer_cannot_redescribe_core_tags() {
+    let (o, issues) = TagOntology::parse(&json!({"tags": {
+        "chat:ambient": {"implies": ["chat:addressed"]},
+        "chat:mention": {"implies": ["vendor:loud"]},
+        "vendor:x": {"desc": "ours"}
+    }}))
+    .unwrap();
+    assert_eq!(o.tags.len(), 1);
+    let codes: Vec<_> = issues.iter().map(|i| (i.path.as_str(), i.code)).collect();
+    assert_eq!(
+        codes,
+        [
+            ("tags/chat:ambient", "core_tag_redescribed"),
+            ("tags/chat:mention", "core_tag_redescribed")
+        ]
     );
 }
 
