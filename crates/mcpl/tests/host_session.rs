@@ -133,8 +133,8 @@ fn short(policy: &[&str]) -> HostConfig {
     }
 }
 
-fn pair() -> ((Peer, Incoming), Server) {
-    let (h, (peer, incoming)) = Peer::memory_pair(PeerConfig::default());
+fn pair_with(peer_config: PeerConfig) -> ((Peer, Incoming), Server) {
+    let (h, (peer, incoming)) = Peer::memory_pair(peer_config);
     (h, Server { peer, incoming })
 }
 
@@ -142,7 +142,16 @@ type Connecting = tokio::task::JoinHandle<Result<(HostSession, HostStreams), Hos
 
 /// Starts `connect` and answers `initialize`; returns with `notifications/initialized` read.
 async fn start(cfg: HostConfig, manifest: Option<Value>) -> (Connecting, Server) {
-    let ((hp, hin), mut server) = pair();
+    start_with(cfg, manifest, PeerConfig::default()).await
+}
+
+/// [`start`] over peers (both sides) configured by `peer_config`.
+async fn start_with(
+    cfg: HostConfig,
+    manifest: Option<Value>,
+    peer_config: PeerConfig,
+) -> (Connecting, Server) {
+    let ((hp, hin), mut server) = pair_with(peer_config);
     let task = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
     let init = server.request("initialize").await;
     let p = init.request().params.clone().unwrap();
@@ -165,7 +174,16 @@ async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStream
 }
 
 async fn connected_cfg(cfg: HostConfig, manifest: Value) -> (HostSession, HostStreams, Server) {
-    let (task, mut server) = start(cfg, Some(manifest)).await;
+    connected_with(cfg, manifest, PeerConfig::default()).await
+}
+
+/// [`connected_cfg`] over peers (both sides) configured by `peer_config`.
+async fn connected_with(
+    cfg: HostConfig,
+    manifest: Value,
+    peer_config: PeerConfig,
+) -> (HostSession, HostStreams, Server) {
+    let (task, mut server) = start_with(cfg, Some(manifest), peer_config).await;
     let upd = server.request("featureSets/update").await;
     upd.respond(json!({ "accepted": true })).await.unwrap();
     let (s, streams) = task.await.unwrap().unwrap();
@@ -1503,27 +1521,8 @@ async fn s10_5_a_cancelled_complete_still_ends_the_turn_with_aborted() {
         incoming_capacity: 2,
         ..PeerConfig::default()
     };
-    let ((hp, hin), (peer, incoming)) = Peer::memory_pair(small);
-    let mut server = Server { peer, incoming };
-    let task = tokio::spawn(HostSession::connect_peer(
-        hp,
-        hin,
-        config(&["inferenceLifecycle"]),
-    ));
-    server
-        .request("initialize")
-        .await
-        .respond(init_result(Some(full_manifest())))
-        .await
-        .unwrap();
-    server.notification("notifications/initialized").await;
-    server
-        .request("featureSets/update")
-        .await
-        .respond(json!({ "accepted": true }))
-        .await
-        .unwrap();
-    let (s, mut streams) = task.await.unwrap().unwrap();
+    let (s, mut streams, mut server) =
+        connected_with(config(&["inferenceLifecycle"]), full_manifest(), small).await;
     let turn = s.start_turn("victim", "c", 0).await.unwrap();
     // The server stops reading: large `started` frames fill the pipe, the server's inbox and
     // the host's outgoing queue until a send cannot complete.
