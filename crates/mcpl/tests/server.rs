@@ -542,47 +542,25 @@ async fn s6_7_a_disabled_sets_hook_does_not_run() {
         .build()
         .unwrap();
     let host = connect(&server, true).await;
-    let receipt = policy(
-        &host,
+    let grant = |disabled: &[&str]| {
         json!({"effectiveCapabilities": ["contextHooks.beforeInference.observe",
                                          "contextHooks.beforeInference.inject.beforeUser",
                                          "contextHooks.beforeInference.inject.system"],
-               "disabled": ["memory.recall"]}),
-    )
-    .await;
+               "disabled": disabled})
+    };
+    let turn = |id: &str, text: &str| {
+        let p = json!({"inferenceId": id, "conversationId": "c", "turnIndex": 0,
+                       "userMessage": text});
+        host.peer.request_raw("context/beforeInference", Some(p))
+    };
+    let receipt = policy(&host, grant(&["memory.recall"])).await;
     assert!(receipt.to_string().contains("memory.recall"), "{receipt}");
-    let r = host
-        .peer
-        .request_raw(
-            "context/beforeInference",
-            Some(
-                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-                        "userMessage": "my secret"}),
-            ),
-        )
-        .await
-        .unwrap();
+    let r = turn("i", "my secret").await.unwrap();
     assert_eq!(r, json!({"contextInjections": []}));
     assert!(seen.lock().unwrap().is_empty(), "the hook ran");
     // Enabled again by Request: the hook runs and sees the message (observe is granted).
-    policy(
-        &host,
-        json!({"effectiveCapabilities": ["contextHooks.beforeInference.observe",
-                                         "contextHooks.beforeInference.inject.beforeUser",
-                                         "contextHooks.beforeInference.inject.system"],
-               "disabled": []}),
-    )
-    .await;
-    host.peer
-        .request_raw(
-            "context/beforeInference",
-            Some(
-                json!({"inferenceId": "j", "conversationId": "c", "turnIndex": 1,
-                        "userMessage": "hello"}),
-            ),
-        )
-        .await
-        .unwrap();
+    policy(&host, grant(&[])).await;
+    turn("j", "hello").await.unwrap();
     assert_eq!(*seen.lock().unwrap(), [Some("hello".to_owned())]);
 }
 
