@@ -168,6 +168,24 @@ async fn until_idle() {
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
 
+/// `set_policy(patterns)` answered `{accepted: true}` by the server: the change it made.
+async fn set_policy_accepted(
+    s: &HostSession,
+    server: &mut Server,
+    patterns: &[&str],
+) -> mcpl::host::PolicyChange {
+    let s2 = s.clone();
+    let patterns: Vec<String> = patterns.iter().map(|p| (*p).to_owned()).collect();
+    let change = tokio::spawn(async move { s2.set_policy(patterns).await });
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    change.await.unwrap().unwrap()
+}
+
 /// A fully connected session whose initial receipt was `{accepted: true}`.
 async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStreams, Server) {
     connected_cfg(config(policy), manifest).await
@@ -522,14 +540,7 @@ async fn s6_7_unanswered_expansion_never_activates() {
 #[tokio::test]
 async fn s6_7_answered_expansion_activates_after_receipt() {
     let (s, _streams, mut server) = connected(&["tools"], full_manifest()).await;
-    let s2 = s.clone();
-    let change = tokio::spawn(async move {
-        s2.set_policy(vec!["tools".into(), "pushEvents".into()])
-            .await
-    });
-    let upd = server.request("featureSets/update").await;
-    upd.respond(json!({ "accepted": true })).await.unwrap();
-    let c = change.await.unwrap().unwrap();
+    let c = set_policy_accepted(&s, &mut server, &["tools", "pushEvents"]).await;
     assert!(c.activated.contains(Capability::PushEvents));
     assert_eq!(
         server.call("push/event", push("e1")).await.unwrap()["accepted"],
@@ -994,11 +1005,7 @@ async fn s5_4_revocation_during_hook_rejects_its_injections() {
     let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
     let hook = server.request("context/beforeInference").await;
     // The revocation lands while the hook is in flight.
-    let s3 = s.clone();
-    let change = tokio::spawn(async move { s3.set_policy(vec!["tools".into()]).await });
-    let upd = server.request("featureSets/update").await;
-    upd.respond(json!({ "accepted": true })).await.unwrap();
-    change.await.unwrap().unwrap();
+    set_policy_accepted(&s, &mut server, &["tools"]).await;
     hook.respond(json!({ "featureSet": "context", "contextInjections": [
         { "namespace": "m", "position": "beforeUser", "content": "late" }]}))
         .await
@@ -1101,15 +1108,7 @@ async fn s14_5_incoming_after_grant_narrowed_is_not_permitted() {
         .await
         .unwrap();
     assert_eq!(r["results"][0]["accepted"], true);
-    let s2 = s.clone();
-    let change = tokio::spawn(async move { s2.set_policy(vec!["channels.register".into()]).await });
-    server
-        .request("featureSets/update")
-        .await
-        .respond(json!({"accepted": true}))
-        .await
-        .unwrap();
-    change.await.unwrap().unwrap();
+    set_policy_accepted(&s, &mut server, &["channels.register"]).await;
     // The whole method is now denied: channels.incoming was revoked.
     assert_eq!(
         server
@@ -1166,20 +1165,8 @@ async fn s14_5_removals_apply_after_channels_register_was_revoked() {
         )
         .await
         .unwrap();
-    let s2 = s.clone();
-    let change = tokio::spawn(async move { s2.set_policy(vec!["channels.publish".into()]).await });
-    server
-        .request("featureSets/update")
-        .await
-        .respond(json!({ "accepted": true }))
-        .await
-        .unwrap();
-    assert!(change
-        .await
-        .unwrap()
-        .unwrap()
-        .narrowed
-        .contains(Capability::ChannelsRegister));
+    let c = set_policy_accepted(&s, &mut server, &["channels.publish"]).await;
+    assert!(c.narrowed.contains(Capability::ChannelsRegister));
 
     let r = server
         .call(
