@@ -86,16 +86,24 @@ fn tolerated_answers_are_warnings() {
 
 #[test]
 fn json_rpc_batches_are_split_and_judged() {
-    let (code, doc) = scripted("batch");
-    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
-    for id in [
-        "rpc.unknown-method-errors",
-        "push.event-shape",
-        "channels.descriptor-shape",
-    ] {
-        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    passes_cleanly(
+        "batch",
+        &[
+            "rpc.unknown-method-errors",
+            "push.event-shape",
+            "channels.descriptor-shape",
+        ],
+    );
+}
+
+/// Runs a scripted `mode`: nothing fails, exit 0, and each of `ids` passes.
+fn passes_cleanly(mode: &str, ids: &[&str]) {
+    let (code, doc) = scripted(mode);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{mode}: {doc:#}");
+    for id in ids {
+        assert!(ids_with(&doc, "pass").contains(*id), "{mode} {id}: {doc:#}");
     }
-    assert_eq!(code, 0);
+    assert_eq!(code, 0, "{mode}");
 }
 
 /// A batch is judged in wire order: what follows a receipt in the same batch comes after it
@@ -103,16 +111,14 @@ fn json_rpc_batches_are_split_and_judged() {
 /// the reduction.
 #[test]
 fn items_batched_after_a_receipt_are_judged_after_it() {
-    let (code, doc) = scripted("receipt-batch");
-    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
-    for id in [
-        "policy.no-privileged-before-ready",
-        "policy.reduction-respected",
-        "push.feature-set-declared",
-    ] {
-        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
-    }
-    assert_eq!(code, 0);
+    passes_cleanly(
+        "receipt-batch",
+        &[
+            "policy.no-privileged-before-ready",
+            "policy.reduction-respected",
+            "push.feature-set-declared",
+        ],
+    );
     let (code, doc) = scripted("reduction-ignored-batch");
     assert_eq!(
         ids_with(&doc, "fail"),
