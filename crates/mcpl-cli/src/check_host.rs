@@ -102,6 +102,11 @@ fn manifest() -> Value {
     m
 }
 
+/// The paths this checker's own `initialize` advertises (§5.1).
+fn served_advertisement() -> CapabilitySet {
+    capability::advertised_from_capabilities(&initialize_result()["capabilities"]).capabilities
+}
+
 fn initialize_result() -> Value {
     json!({
         "protocolVersion": "2025-06-18",
@@ -582,9 +587,7 @@ impl Run {
     /// reaches beyond the advertisement warns (the server intersects anyway).
     fn judge_grant_paths(&mut self, params: &Value) {
         let id = "host.grant-within-advertisement";
-        let advertised =
-            capability::advertised_from_capabilities(&initialize_result()["capabilities"])
-                .capabilities;
+        let advertised = served_advertisement();
         let entries: Vec<&str> = params
             .get("effectiveCapabilities")
             .and_then(Value::as_array)
@@ -622,8 +625,7 @@ impl Run {
     /// for what they reach within the server's advertisement; `tools` is MCP's, not here.
     fn judge_own_advertisement(&mut self, params: &Value) {
         let id = "host.grant-within-own-advertisement";
-        let server = capability::advertised_from_capabilities(&initialize_result()["capabilities"])
-            .capabilities;
+        let server = served_advertisement();
         let mut granted = CapabilitySet::EMPTY;
         for e in params
             .get("effectiveCapabilities")
@@ -928,7 +930,6 @@ impl Run {
         let reply = self
             .call_within("inference/request", inference_request(), self.infer)
             .await;
-        let no_result = |why: String| (Status::Skip, why);
         let (status, detail, judged) = match (allowed, reply) {
             (_, Reply::Closed) => return,
             (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
@@ -977,8 +978,11 @@ impl Run {
         };
         self.rec.record(id, status, detail);
         let (status, detail) = match judged {
-            None if allowed => no_result("no result to judge".into()),
-            None => no_result("inferenceRequest not allowed: no result to judge".into()),
+            None if allowed => (Status::Skip, "no result to judge".into()),
+            None => (
+                Status::Skip,
+                "inferenceRequest not allowed: no result to judge".into(),
+            ),
             Some(r) => match inference_result_defects(&r) {
                 (fail, _) if !fail.is_empty() => (Status::Fail, fail.join("; ")),
                 (_, warn) if !warn.is_empty() => (Status::Warn, warn.join("; ")),
