@@ -1,0 +1,406 @@
+//! Judgements over what the server sent on its own (push events, inference requests,
+//! channel messages, manifest announcements) and the verdicts recorded when a session ends.
+
+use mcpl::capability::Requirement;
+use mcpl::policy;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::check::inspect;
+use crate::check::report::Status;
+
+impl Session {
+    /// §17.3 / §17.2: the revision a `mcpl/manifestChanged` announces is the digest of the
+    /// manifest then served. Fetched once after the watch, for the last announcement.
+    pub(super) fn check_announced(&mut self) {
+        let id = "manifest.changed-revision-matches";
+        let domains_id = "manifest.changed-domains-match";
+        if self.announced.is_none() {
+            let why = if self.changed_seen == 0 {
+                "server sent no mcpl/manifestChanged"
+            } else {
+                "no announced revision to compare"
+            };
+            self.rec.skip_all(&[id, domains_id], why);
+            return;
+        }
+        if self.closed.is_some() {
+            return; // reported with the rest as skipped
+        }
+        let reply = self.request("mcpl/manifest", json!({}));
+        // Compared with the announcement standing when the manifest arrived (a newer one may
+        // have come in while the fetch was waiting).
+        let announced = self.announced.take().unwrap_or_default();
+        match reply {
+            Reply::Closed(why) => {
+                let why = format!("connection ended before the fetch was answered: {why}");
+                self.rec.skip_all(&[id, domains_id], &why);
+            }
+            Reply::Result(m) => {
+                self.judge_domains(domains_id, &m);
+                self.judge_revision(id, &announced, &m);
+            }
+            other => {
+                let d = format!("mcpl/manifest after the announcement: {}", other.describe());
+                self.rec
+                    .record(domains_id, Status::Skip, "no manifest fetched to compare");
+                self.rec.record(id, Status::Fail, d);
+            }
+        }
+    }
+
+    /// §17.3: the domains announced (over every announcement) cover every domain that
+    /// differs between the manifest presented at `initialize` and the one served now;
+    /// under-announcing fails, announcing a domain that did not change warns.
+    pub(super) fn judge_domains(&mut self, id: &'static str, served: &Value) {
+        let Some(initial) = &self.initial_manifest else {
+            return;
+        };
+        let changed: Vec<&str> = mcpl::manifest::changed_domains(initial, served)
+            .into_iter()
+            .map(|d| d.as_str())
+            .collect();
+        let missing: Vec<&str> = changed
+            .iter()
+            .copied()
+            .filter(|d| !self.announced_domains.contains(*d))
+            .collect();
+        let extra: Vec<&str> = self
+            .announced_domains
+            .iter()
+            .map(String::as_str)
+            .filter(|d| !changed.contains(d))
+            .collect();
+        let announced = self
+            .announced_domains
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !missing.is_empty() {
+            self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "{} changed but only [{announced}] was announced",
+                    missing.join(", ")
+                ),
+            );
+        } else if !extra.is_empty() {
+            self.rec.record(
+                id,
+                Status::Warn,
+                format!("announced {} but it did not change", extra.join(", ")),
+            );
+        } else {
+            self.rec.record(
+                id,
+                Status::Pass,
+                format!("announced [{announced}], exactly what changed"),
+            );
+        }
+    }
+
+    /// §17.3 / §17.2: the last announced revision is the digest of the manifest served.
+    pub(super) fn judge_revision(&mut self, id: &'static str, announced: &str, m: &Value) {
+        match mcpl::manifest::revision(m) {
+            Ok(digest) if digest == announced => {
+                self.rec
+                    .record(id, Status::Pass, "announced revision is the served digest")
+            }
+            Ok(digest) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("announced {announced} but the manifest served digests to {digest}"),
+            ),
+            Err(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("the manifest served after the announcement has no digest: {e}"),
+            ),
+        }
+    }
+
+    pub(super) fn conclude(&mut self) {
+        let frames = "transport.frames-valid";
+        if self.junk.is_empty() && self.invalid.is_empty() {
+            self.rec
+                .record(frames, Status::Pass, "every frame was JSON-RPC 2.0");
+        } else {
+            let mut all: Vec<String> = self
+                .junk
+                .iter()
+                .map(|j| format!("non-JSON line {:?}", truncate(j)))
+                .collect();
+            all.extend(self.invalid.iter().cloned());
+            self.rec.record(frames, Status::Fail, all.join("; "));
+        }
+        let early = "policy.no-privileged-before-ready";
+        if self.privileged_before_ready.is_empty() {
+            if !self.rec.has(early) {
+                self.rec.record(
+                    early,
+                    Status::Pass,
+                    "no privileged message before the receipt",
+                );
+            }
+        } else {
+            self.rec.record(
+                early,
+                Status::Fail,
+                format!(
+                    "before the policy receipt: {}",
+                    self.privileged_before_ready.join(", ")
+                ),
+            );
+        }
+        let unaccepted = "policy.no-privileged-unless-accepted";
+        match self.unaccepted {
+            Some(what) if !self.privileged_unaccepted.is_empty() => self.rec.record(
+                unaccepted,
+                Status::Fail,
+                format!(
+                    "after {what} (not operating under the policy, §6.7): {}",
+                    self.privileged_unaccepted.join(", ")
+                ),
+            ),
+            Some(what) => self.rec.record(
+                unaccepted,
+                Status::Pass,
+                format!("nothing privileged after {what}"),
+            ),
+            None if !self.rec.has(unaccepted) => {
+                let why = if self.ready {
+                    "the policy was accepted"
+                } else {
+                    "no receipt to judge"
+                };
+                self.rec.record(unaccepted, Status::Skip, why);
+            }
+            None => {}
+        }
+        let notified = "policy.notification-not-ready";
+        if !self.ready_by_notification.is_empty() {
+            self.rec.record(
+                notified,
+                Status::Fail,
+                format!(
+                    "after a featureSets/update Notification and before the Request: {}",
+                    self.ready_by_notification.join(", ")
+                ),
+            );
+        } else if self.grant_notified && !self.rec.has(notified) {
+            self.rec.record(
+                notified,
+                Status::Pass,
+                "nothing privileged after the grant came as a Notification",
+            );
+        }
+        let within = "grant.messages-within-grant";
+        if !self.outside_grant.is_empty() {
+            self.rec
+                .record(within, Status::Fail, self.outside_grant.join("; "));
+        } else if self.privileged_after_ready > 0 {
+            self.rec.record(
+                within,
+                Status::Pass,
+                format!(
+                    "{} privileged message(s) after the receipt, all within the grant",
+                    self.privileged_after_ready
+                ),
+            );
+        } else if !self.rec.has(within) && self.closed.is_none() {
+            let why = if self.ready {
+                "no privileged message after the receipt"
+            } else {
+                "no accepted receipt: no grant to judge against"
+            };
+            self.rec.record(within, Status::Skip, why);
+        }
+        let decl = "featuresets.declaration-matches";
+        if !self.mismatches.is_empty() {
+            self.mismatches.dedup();
+            self.rec
+                .record(decl, Status::Warn, self.mismatches.join("; "));
+        } else if self.tagged_uses > 0 {
+            self.rec.record(
+                decl,
+                Status::Pass,
+                format!("{} tagged use(s), all declared", self.tagged_uses),
+            );
+        } else {
+            self.rec
+                .record(decl, Status::Skip, "no feature-set-tagged use observed");
+        }
+        let none = |what: &str| format!("server sent no {what}");
+        for (ids, seen, what) in [
+            (&PUSH.ids()[..], self.push_seen, PUSH.method),
+            (&INFERENCE.ids()[..], self.inference_seen, INFERENCE.method),
+            (
+                &["channels.descriptor-shape"][..],
+                self.descriptors_seen,
+                "channel descriptor",
+            ),
+            (
+                &["channels.register-is-request"][..],
+                self.register_seen,
+                "channels/register",
+            ),
+            (
+                &["channels.incoming-is-request", "channels.incoming-shape"][..],
+                self.incoming_seen,
+                "channels/incoming",
+            ),
+            (
+                &["manifest.changed-shape"][..],
+                self.changed_seen,
+                "mcpl/manifestChanged",
+            ),
+        ] {
+            for id in ids {
+                if seen == 0 {
+                    self.rec.record(id, Status::Skip, none(what));
+                } else if !self.rec.has(id) {
+                    let detail = match self.reduction_hits.get(id) {
+                        Some(&hits) => format!(
+                            "{} {what} message(s) conform; {hits} under a set disabled by the reduction (policy.reduction-respected)",
+                            seen - hits
+                        ),
+                        None => format!("{seen} {what} message(s) conform"),
+                    };
+                    self.rec.record(id, Status::Pass, detail);
+                }
+            }
+        }
+        if let Some(why) = self.closed.clone() {
+            self.rec
+                .skip_rest(&format!("connection ended early: {why}"));
+        }
+    }
+
+    pub(super) fn judge_push(&mut self, is_request: bool, params: Option<&Value>) {
+        self.push_seen += 1;
+        let defects = inspect::push_event_defects(params);
+        self.judge_tagged(&PUSH, is_request, params, defects);
+    }
+
+    pub(super) fn judge_inference(&mut self, is_request: bool, params: Option<&Value>) {
+        self.inference_seen += 1;
+        let defects = inspect::inference_request_defects(params);
+        self.judge_tagged(&INFERENCE, is_request, params, defects);
+    }
+
+    /// Judges one feature-set-tagged server message: its form, its shape `defects`, and its
+    /// feature set (declared; available once the grant is known), then notes the use.
+    pub(super) fn judge_tagged(
+        &mut self,
+        t: &Tagged,
+        is_request: bool,
+        params: Option<&Value>,
+        defects: Vec<String>,
+    ) {
+        if !is_request {
+            self.rec.record(
+                t.is_request,
+                Status::Fail,
+                format!("{} sent as a notification (§4.1: Request)", t.method),
+            );
+        }
+        if !defects.is_empty() {
+            self.rec.record(t.shape, Status::Fail, defects.join("; "));
+        }
+        let Some(fs) = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        if !self.declared.contains(fs) {
+            self.rec.record(
+                t.declared,
+                Status::Fail,
+                format!("featureSet {fs:?} is not declared"),
+            );
+        } else if self.notified_disabled.contains(fs) {
+            // Judged by the narrowing check, once the server has read the Notification.
+            if self.narrowing_read {
+                self.narrowing_violations
+                    .push(format!("{} under featureSet {fs:?}", t.method));
+            }
+        } else if self.reduced.contains(fs) {
+            // Judged by the reduction check, and only once the server has answered it.
+            if self.reduction_answered {
+                self.reduction_violations
+                    .push(format!("{} under featureSet {fs:?}", t.method));
+                *self.reduction_hits.entry(t.declared).or_default() += 1;
+            }
+        } else if self.receipt_seen && !self.available.contains(fs) {
+            // After a refused or malformed receipt nothing is available (§6.7).
+            let why = match self.unaccepted {
+                Some(what) => format!("the policy is not in force after {what}"),
+                None => "the grant leaves it unavailable".to_owned(),
+            };
+            self.rec.record(
+                t.declared,
+                Status::Fail,
+                format!("featureSet {fs:?} is not available: {why}"),
+            );
+        }
+        if let Some(required) = policy::method_requirement(t.method, params) {
+            self.note_use(fs.to_owned(), required);
+        }
+    }
+
+    /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
+    pub(super) fn note_use(&mut self, feature_set: String, required: Requirement) {
+        self.tagged_uses += 1;
+        if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
+            self.mismatches.push(format!(
+                "{feature_set:?} exercises {} without declaring it (a host rejects that use, §6.4 rule 2)",
+                missing.sorted_paths().join(", ")
+            ));
+        }
+    }
+
+    pub(super) fn judge_descriptors(&mut self, descs: &[Value], via: &str) {
+        for (i, d) in descs.iter().enumerate() {
+            self.descriptors_seen += 1;
+            let defects = inspect::descriptor_defects(d);
+            if !defects.is_empty() {
+                self.rec.record(
+                    "channels.descriptor-shape",
+                    Status::Fail,
+                    format!("{via} channels[{i}]: {}", defects.join("; ")),
+                );
+            }
+        }
+    }
+}
+
+/// The check ids of one kind of feature-set-tagged server request.
+pub(super) struct Tagged {
+    pub(super) method: &'static str,
+    pub(super) is_request: &'static str,
+    pub(super) shape: &'static str,
+    pub(super) declared: &'static str,
+}
+
+impl Tagged {
+    pub(super) fn ids(&self) -> [&'static str; 3] {
+        [self.is_request, self.shape, self.declared]
+    }
+}
+
+pub(super) const PUSH: Tagged = Tagged {
+    method: "push/event",
+    is_request: "push.event-is-request",
+    shape: "push.event-shape",
+    declared: "push.feature-set-declared",
+};
+
+pub(super) const INFERENCE: Tagged = Tagged {
+    method: "inference/request",
+    is_request: "inference.request-is-request",
+    shape: "inference.request-shape",
+    declared: "inference.feature-set-declared",
+};

@@ -1,0 +1,411 @@
+//! The policy exchange and its §5.3/§6.7 probes: the quiet windows before the policy, the
+//! initial Request and its receipt, the narrowing Notification, the reduction and the
+//! contradictory policy.
+
+use mcpl::capability::{Capability, CapabilitySet};
+use mcpl::policy::{self, FeatureSets, HostGrant};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::check::inspect;
+use crate::check::report::Status;
+
+impl Session {
+    /// Before the policy Request (§5.3, §6.7): a quiet window in which nothing privileged may
+    /// come (a fail-open server starts at once, AUDIT-001 §2.7), then the grant sent as a
+    /// Notification, which must not make the server ready, and a second window. Each window
+    /// opens with a `ping` round trip, so a server that answers in order has acted on
+    /// everything before it, and lasts `--watch`.
+    pub(super) fn quiet_windows(&mut self, host_grant: &HostGrant) {
+        self.window();
+        if self.closed.is_some() {
+            return;
+        }
+        self.grant_notified = true;
+        let _ = self.notify("featureSets/update", host_grant.update_params(None, &[]));
+        self.window();
+    }
+
+    /// A `ping` round trip (its answer is not judged), then listening for `--watch`.
+    pub(super) fn window(&mut self) {
+        if let Reply::Result(_) | Reply::Error(_) = self.request("ping", json!({})) {
+            self.ping_answered = true;
+        }
+        self.watch();
+    }
+
+    pub(super) fn policy(&mut self, host_grant: &HostGrant, sets: &FeatureSets) {
+        let params = host_grant.update_params(None, &[]);
+        let reply = self.request("featureSets/update", params);
+        let result = match reply {
+            Reply::Result(r) => {
+                self.receipt_seen = true;
+                self.rec
+                    .record("policy.request-answered", Status::Pass, "receipt received");
+                r
+            }
+            Reply::Error(e) => {
+                self.rec.record(
+                    "policy.request-answered",
+                    Status::Pass,
+                    format!("answered with error {}", e.code),
+                );
+                self.rec.record(
+                    "policy.receipt-shape",
+                    Status::Fail,
+                    format!(
+                        "answered with error {} {:?}, not a degradation receipt",
+                        e.code, e.message
+                    ),
+                );
+                self.skip_receipt_rules("no receipt");
+                return;
+            }
+            other => {
+                self.rec.record(
+                    "policy.request-answered",
+                    Status::Fail,
+                    format!("featureSets/update Request got {}", other.describe()),
+                );
+                self.rec
+                    .record("policy.receipt-shape", Status::Skip, "no receipt to judge");
+                self.skip_receipt_rules("no receipt to judge");
+                return;
+            }
+        };
+        let report = policy::parse_receipt(&result);
+        let (shape, fallback, mode) = inspect::receipt_defects(&report);
+        if shape.is_empty() {
+            self.rec
+                .record("policy.receipt-shape", Status::Pass, "well-formed receipt");
+        } else {
+            self.rec
+                .record("policy.receipt-shape", Status::Fail, shape.join("; "));
+        }
+        match report.accepted {
+            Some(false) if fallback.is_empty() => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Pass,
+                "refusal names its fallback",
+            ),
+            Some(false) => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Fail,
+                fallback.join("; "),
+            ),
+            _ => self.rec.record(
+                "policy.refusal-names-fallback",
+                Status::Skip,
+                "policy was not refused",
+            ),
+        }
+        let degraded = result
+            .get("unavailableFeatures")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if report.accepted == Some(true) {
+            if !mode.is_empty() {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Fail,
+                    format!("mode {} with nothing degraded", result["mode"]),
+                );
+            } else if degraded {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Pass,
+                    "features degraded; mode may be present",
+                );
+            } else {
+                self.rec.record(
+                    "policy.no-invented-mode",
+                    Status::Pass,
+                    "nothing degraded and mode omitted",
+                );
+            }
+        } else {
+            self.rec.record(
+                "policy.no-invented-mode",
+                Status::Skip,
+                "no accepted receipt",
+            );
+        }
+        if report.accepted != Some(true) || !shape.is_empty() {
+            // §6.7: a refused policy is not operated under, and the strict host does not take
+            // a malformed receipt as acceptance: not ready, nothing granted, nothing available.
+            self.unaccepted = Some(if report.accepted == Some(false) {
+                "a refusal receipt"
+            } else {
+                "a malformed receipt"
+            });
+        } else {
+            // Ready (§5.3). Feature sets usable under the grant, for push/event replies.
+            self.ready = true;
+            self.grant = host_grant.effective;
+            let statuses = policy::derive(sets, &self.grant, &policy::Selection::default());
+            self.available = statuses
+                .iter()
+                .filter(|(_, st)| st.is_available())
+                .map(|(n, _)| n.clone())
+                .collect();
+        }
+    }
+
+    pub(super) fn skip_receipt_rules(&mut self, why: &str) {
+        self.rec
+            .record("policy.refusal-names-fallback", Status::Skip, why);
+        self.rec
+            .record("policy.no-invented-mode", Status::Skip, why);
+    }
+
+    /// §5.4: a policy naming one path both granted and denied is malformed and must be
+    /// rejected (an error, and no change). Sent last, after every other probe.
+    pub(super) fn contradiction(&mut self) {
+        let id = "policy.contradiction-rejected";
+        if self.closed.is_some() || self.rec.has(id) {
+            return;
+        }
+        let Some(host_grant) = self.host_grant.filter(|_| self.ready) else {
+            self.rec
+                .record(id, Status::Skip, "no accepted policy to contradict");
+            return;
+        };
+        // The grant in force (after the reduction), with the same sets disabled: accepted by
+        // mistake, it would change nothing else.
+        let now = HostGrant {
+            advertised: host_grant.advertised,
+            effective: self.grant,
+            denied: host_grant.advertised.difference(self.grant.capabilities()),
+        };
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .cloned()
+            .collect();
+        let mut params = now.update_params(None, &disabled);
+        let granted = self.grant.capabilities().sorted_paths();
+        let path = granted.first().copied().unwrap_or("pushEvents");
+        if granted.is_empty() {
+            params["effectiveCapabilities"] = json!([path]);
+        }
+        params["deniedCapabilities"] = json!([path]);
+        match self.request("featureSets/update", params) {
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Pass,
+                format!(
+                    "{path} both granted and denied: rejected with error {}",
+                    e.code
+                ),
+            ),
+            // A refusal receipt does not apply the policy either, but it answers a malformed
+            // message as if it were a policy it chose not to take.
+            Reply::Result(r) if r.get("accepted") == Some(&Value::Bool(false)) => {
+                self.rec.record(
+                    id,
+                    Status::Warn,
+                    format!(
+                        "{path} both granted and denied: refused with a receipt, not rejected as malformed"
+                    ),
+                )
+            }
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{path} both granted and denied: answered as a policy: {r}"),
+            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => {
+                self.no_answer(id, &format!("{path} both granted and denied: "), r)
+            }
+        }
+    }
+
+    /// §6.7: a server handed a narrowing as a Notification applies its `disabled` list all
+    /// the same (AUDIT-001 §2.6: servers that drop every notification). The set the first
+    /// hook injected under is disabled by Notification; after a `ping` round trip (the server
+    /// has read it), the hook is asked again and must not inject under it.
+    pub(super) fn narrowing_notification(&mut self) {
+        let id = "policy.notification-narrowing-respected";
+        if self.closed.is_some() || self.rec.has(id) {
+            return;
+        }
+        let Some(set) = self.hook_set.clone().filter(|s| self.available.contains(s)) else {
+            let why = "no injection under an available set to disable";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        };
+        // Refused from here on (revocation first); the later Requests keep it disabled.
+        self.available.remove(&set);
+        self.notified_disabled.insert(set.clone());
+        if !self.notify("featureSets/update", json!({ "disabled": [set] })) {
+            return;
+        }
+        if !matches!(
+            self.request("ping", json!({})),
+            Reply::Result(_) | Reply::Error(_)
+        ) {
+            let why = "no ping answer: no point from which the Notification was read";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        }
+        self.narrowing_read = true;
+        let params = self.hook_params(1);
+        let asked = match self.request("context/beforeInference", params) {
+            Reply::Result(r) => {
+                let injected = r
+                    .get("contextInjections")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                if injected > 0 && r.get("featureSet") == Some(&json!(set)) {
+                    self.narrowing_violations.push(format!(
+                        "beforeInference injected {injected} item(s) under featureSet {set:?}"
+                    ));
+                }
+                true
+            }
+            _ => false,
+        };
+        if !self.narrowing_violations.is_empty() {
+            let d = format!(
+                "after {set:?} was disabled by Notification: {}",
+                self.narrowing_violations.join("; ")
+            );
+            self.rec.record(id, Status::Fail, d);
+        } else if asked {
+            let d = format!("no injection under {set:?} once it was disabled by Notification");
+            self.rec.record(id, Status::Pass, d);
+        } else {
+            let why = "the hook was not answered after the Notification";
+            self.rec.record(id, Status::Skip, why);
+        }
+    }
+
+    /// §6.7 reduction probe, after the watch: disables every available feature set and
+    /// revokes `channels.register` and `channels.incoming` (taking effect here first, then
+    /// sent as a Request), expects a receipt, then asks for injections again and keeps
+    /// listening for the watch period. After the receipt, no injection, push or inference
+    /// request may name a disabled set, and nothing may need a revoked capability
+    /// (AUDIT-001 §2.1, §2.3, §2.7: servers that kept sending under disabled sets, and
+    /// channels no feature set gates).
+    pub(super) fn reduction(&mut self) {
+        let (answered, respected) = ("policy.reduction-answered", "policy.reduction-respected");
+        if self.closed.is_some() || self.rec.has(answered) {
+            return; // reported with the rest as skipped
+        }
+        let Some(host_grant) = self.host_grant.filter(|_| self.ready) else {
+            let why = "no accepted policy to reduce";
+            self.rec.skip_all(&[answered, respected], why);
+            return;
+        };
+        let revoke: CapabilitySet = [Capability::ChannelsRegister, Capability::ChannelsIncoming]
+            .into_iter()
+            .collect();
+        let revoked = self.grant.capabilities().intersection(revoke);
+        if self.available.is_empty() && revoked == CapabilitySet::EMPTY {
+            let why = "no feature set available to disable, no channel capability to revoke";
+            self.rec.skip_all(&[answered, respected], why);
+            return;
+        }
+        // Revocation first (§6.7): from here on the host refuses these sets with -32001 and
+        // the revoked capabilities with -32002.
+        self.reduced = std::mem::take(&mut self.available);
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .cloned()
+            .collect();
+        let kept = self.grant.capabilities().difference(revoke);
+        let narrowed = HostGrant {
+            advertised: host_grant.advertised,
+            effective: self.grant.intersect(kept),
+            denied: host_grant.advertised.difference(kept),
+        };
+        self.pre_reduction_grant = Some(self.grant);
+        self.grant = narrowed.effective;
+        let params = narrowed.update_params(None, &disabled);
+        let mut parts = Vec::new();
+        if !disabled.is_empty() {
+            parts.push(format!("disabling {}", disabled.join(", ")));
+        }
+        if revoked != CapabilitySet::EMPTY {
+            parts.push(format!("revoking {}", revoked.sorted_paths().join(", ")));
+        }
+        let what = parts.join(" and ");
+        match self.request("featureSets/update", params) {
+            Reply::Result(r) => {
+                self.reduction_answered = true;
+                let report = policy::parse_receipt(&r);
+                let (mut defects, fallback, _) = inspect::receipt_defects(&report);
+                if report.accepted == Some(false) {
+                    defects.extend(fallback);
+                }
+                if defects.is_empty() {
+                    let how = match report.accepted {
+                        Some(false) => "refused, naming its fallback",
+                        _ => "accepted",
+                    };
+                    self.rec
+                        .record(answered, Status::Pass, format!("{what}: receipt {how}"));
+                } else {
+                    let d = format!("{what}: {}", defects.join("; "));
+                    self.rec.record(answered, Status::Fail, d);
+                }
+            }
+            Reply::Error(e) => {
+                self.reduction_answered = true;
+                let d = format!(
+                    "{what}: answered with error {} {:?}, not a degradation receipt",
+                    e.code, e.message
+                );
+                self.rec.record(answered, Status::Fail, d);
+            }
+            other => {
+                let d = format!(
+                    "{what}: featureSets/update Request got {}",
+                    other.describe()
+                );
+                self.rec.record(answered, Status::Fail, d);
+                let why = "the reduction was not answered: no point from which to judge";
+                self.rec.record(respected, Status::Skip, why);
+                return;
+            }
+        }
+        // What came with the receipt, after it, is judged as after it.
+        self.settle();
+        if policy::before_inference_applies(&self.grant) {
+            let params = self.hook_params(2);
+            if let Reply::Result(r) = self.request("context/beforeInference", params) {
+                self.after_reduction += 1;
+                let injected = r
+                    .get("contextInjections")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                // Only a set this reduction disabled is its concern; an unnamed or undeclared
+                // set is the hooks checks' finding.
+                let fs = r.get("featureSet").and_then(Value::as_str);
+                if let Some(fs) = fs.filter(|f| injected > 0 && self.reduced.contains(*f)) {
+                    self.reduction_violations.push(format!(
+                        "beforeInference injected {injected} item(s) under featureSet {fs:?}"
+                    ));
+                }
+            }
+        }
+        self.watch();
+        if !self.reduction_violations.is_empty() {
+            let d = format!(
+                "after the reduction receipt: {}",
+                self.reduction_violations.join("; ")
+            );
+            self.rec.record(respected, Status::Fail, d);
+        } else if self.after_reduction > 0 {
+            let d = format!(
+                "{} answer(s) or message(s) after the receipt, none under a disabled set or a revoked capability",
+                self.after_reduction
+            );
+            self.rec.record(respected, Status::Pass, d);
+        } else if self.closed.is_none() {
+            let why = "nothing feature-set-tagged after the reduction receipt";
+            self.rec.record(respected, Status::Skip, why);
+        }
+    }
+}

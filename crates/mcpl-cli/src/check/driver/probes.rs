@@ -1,0 +1,508 @@
+//! Host→server probes after the policy exchange: the manifest fetch, unknown methods and
+//! members, channel and rollback refusals, defensive lifecycle handling and the
+//! `context/beforeInference` hook.
+
+use mcpl::capability::{Capability, Requirement};
+use mcpl::jsonrpc::codes;
+use mcpl::policy::{self, HostGrant};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::check::inspect;
+use crate::check::report::Status;
+
+impl Session {
+    pub(super) fn fetch_manifest(&mut self, initial: &Value) {
+        let supports = initial.get("revision").is_some();
+        match self.request("mcpl/manifest", json!({})) {
+            Reply::Result(m) if m.is_object() => {
+                self.fetched = Some(m.clone());
+                let (st, d) = inspect::revision_matches(&m);
+                if st == Status::Fail {
+                    self.rec.record(
+                        "manifest.revision-matches-digest",
+                        Status::Fail,
+                        format!("fetched manifest: {d}"),
+                    );
+                }
+                let same = same_manifest(&m, initial);
+                if same || self.changed_seen > 0 {
+                    self.rec
+                        .record("manifest.fetch", Status::Pass, "complete manifest returned");
+                } else {
+                    self.rec.record(
+                        "manifest.fetch",
+                        Status::Fail,
+                        "fetched manifest differs from initialize's with no mcpl/manifestChanged",
+                    );
+                }
+            }
+            Reply::Result(other) => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!("result is not the manifest object: {other}"),
+            ),
+            Reply::Error(e) if !supports => self.rec.record(
+                "manifest.fetch",
+                Status::Pass,
+                format!(
+                    "not supported (no revision); answered with error {}",
+                    e.code
+                ),
+            ),
+            Reply::Error(e) => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!(
+                    "advertises a revision (§17) but mcpl/manifest failed: {} {:?}",
+                    e.code, e.message
+                ),
+            ),
+            other => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!(
+                    "mcpl/manifest got {} (§6.6: must error, not silence)",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §8: servers tolerate and ignore request members they do not know. `mcpl/manifest`
+    /// with an extra params member must return the same manifest.
+    pub(super) fn unknown_member(&mut self) {
+        let id = "rpc.unknown-members-ignored";
+        let Some(before) = self.fetched.clone() else {
+            self.rec
+                .record(id, Status::Skip, "no manifest fetched to compare with");
+            return;
+        };
+        let params = json!({ "xMcplCheckProbe": { "ignore": "me" } });
+        match self.request("mcpl/manifest", params) {
+            Reply::Result(m) => {
+                let same = same_manifest(&m, &before);
+                if same || self.changed_seen > 0 {
+                    self.rec.record(
+                        id,
+                        Status::Pass,
+                        "mcpl/manifest with an unknown params member answered as without it",
+                    );
+                } else {
+                    self.rec.record(
+                        id,
+                        Status::Fail,
+                        "mcpl/manifest with an unknown params member returned another manifest",
+                    );
+                }
+            }
+            r @ (Reply::Closed(_) | Reply::Timeout) => {
+                self.no_answer(id, "mcpl/manifest with an unknown params member: ", r)
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "mcpl/manifest with an unknown params member got error {} {:?}",
+                    e.code, e.message
+                ),
+            ),
+        }
+    }
+
+    /// §8.5, §8.7: `state/rollback` to a checkpoint the server never issued is refused with
+    /// `-32005`, asked of the first available feature set that declares `rollback: true`.
+    pub(super) fn rollback_unknown_checkpoint(&mut self) {
+        let id = "state.rollback-unknown-checkpoint";
+        if !self.ready || !self.grant.allows(Capability::Tools) {
+            self.rec.record(id, Status::Skip, "tools not granted");
+            return;
+        }
+        let set = self
+            .decls
+            .sets
+            .iter()
+            .find(|(name, d)| {
+                self.available.contains(*name)
+                    && d.extra.get("rollback") == Some(&Value::Bool(true))
+            })
+            .map(|(name, _)| name.clone());
+        let Some(set) = set else {
+            let why = "no available feature set declares rollback";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        };
+        let checkpoint = "mcpl-check-no-such-checkpoint";
+        let params = json!({ "featureSet": set, "checkpoint": checkpoint });
+        match self.request("state/rollback", params) {
+            Reply::Error(e) if e.code == codes::CHECKPOINT_NOT_FOUND => {
+                self.rec
+                    .record(id, Status::Pass, format!("{set}: answered {}", e.code))
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "{set}: answered {} {:?}; a checkpoint not found is -32005 (§8.7)",
+                    e.code, e.message
+                ),
+            ),
+            // §8.6's `success: false` is for a rollback that could not undo its effects.
+            Reply::Result(r) if r.get("success") == Some(&Value::Bool(false)) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("{set}: answered success false, not -32005: {r}"),
+            ),
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{set}: rolled back to a checkpoint it never issued: {r}"),
+            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{set}: "), r),
+        }
+    }
+
+    /// §14.3, §14.6: `channels/close` for a channel the server never registered is refused
+    /// with `-32023` (AUDIT-001 §4.2 item 9: `-32004` instead).
+    pub(super) fn close_unknown_channel(&mut self) {
+        let id = "channels.close-unknown-error";
+        if !self.ready || !self.grant.allows(Capability::ChannelsLifecycle) {
+            self.rec
+                .record(id, Status::Skip, "channels.lifecycle not granted");
+            return;
+        }
+        let params = json!({ "channelId": "mcpl-check:no-such-channel" });
+        match self.request("channels/close", params) {
+            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
+                self.rec
+                    .record(id, Status::Pass, format!("answered {}", e.code))
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "answered {} {:?}; an unknown channel is -32023 (§14.6)",
+                    e.code, e.message
+                ),
+            ),
+            // §14.6 gives -32023 for an unknown channel; a result (even `closed: false`)
+            // leaves the host unable to tell an unknown channel from a closed one.
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("answered with a result, not -32023: {r}"),
+            ),
+            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, "", r),
+        }
+    }
+
+    /// §10.5: lifecycle consumers are defensive. A terminal with no `started`, then a turn
+    /// with two terminals, must leave the server answering (here: a `ping`).
+    pub(super) fn defensive_lifecycle(&mut self) {
+        let id = "lifecycle.defensive";
+        if !self.ready || !self.grant.allows(Capability::InferenceLifecycle) {
+            self.rec
+                .record(id, Status::Skip, "inferenceLifecycle not granted");
+            return;
+        }
+        if !self.ping_answered {
+            let why = "the server answered no ping: nothing to tell it is still answering";
+            self.rec.record(id, Status::Skip, why);
+            return;
+        }
+        let phase = |inference: &str, phase: &str| {
+            json!({ "inferenceId": inference, "conversationId": "conv_mcpl_check",
+                    "turnIndex": 0, "phase": phase })
+        };
+        for p in [
+            phase("inf_mcpl_check_orphan", "completed"),
+            phase("inf_mcpl_check_twice", "started"),
+            phase("inf_mcpl_check_twice", "completed"),
+            phase("inf_mcpl_check_twice", "aborted"),
+        ] {
+            if !self.notify("inference/lifecycle", p) {
+                break;
+            }
+        }
+        match self.request("ping", json!({})) {
+            Reply::Result(_) | Reply::Error(_) => self.rec.record(
+                id,
+                Status::Pass,
+                "still answering after an orphan terminal and a duplicate terminal",
+            ),
+            other => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "after an orphan terminal and a duplicate terminal, a ping got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    pub(super) fn unknown_method(&mut self) {
+        let id = "rpc.unknown-method-errors";
+        match self.request("mcpl-check/no-such-method", json!({})) {
+            Reply::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
+                self.rec.record(id, Status::Pass, "answered -32601")
+            }
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("answered error {} rather than -32601", e.code),
+            ),
+            Reply::Result(_) => {
+                self.rec
+                    .record(id, Status::Fail, "answered an unknown method with a result")
+            }
+            other => self.rec.record(id, Status::Fail, other.describe()),
+        }
+    }
+
+    /// Host→server channel requests a server must answer, never leave hanging (AUDIT-001
+    /// §4.2 items 5 and 9): `channels/list` (§14.3), and `channels/publish` to a channel id
+    /// the server never registered, which must be refused `-32023` (§14.6).
+    pub(super) fn channel_probes(&mut self) {
+        let list = "channels.list-answered";
+        let unknown = "channels.unknown-channel-error";
+        if !self.ready {
+            let why = "policy not established: no channel request is sent (§5.3)";
+            self.rec.skip_all(&[list, unknown], why);
+            return;
+        }
+        if !self.grant.allows(Capability::ChannelsRegister) {
+            self.rec
+                .record(list, Status::Skip, "channels.register not advertised");
+        } else {
+            match self.request("channels/list", json!({})) {
+                Reply::Result(r) => match r.get("channels") {
+                    Some(Value::Array(a)) => self.rec.record(
+                        list,
+                        Status::Pass,
+                        format!("listed {} channel(s)", a.len()),
+                    ),
+                    _ => {
+                        self.rec
+                            .record(list, Status::Fail, "result has no channels array (§14.3)")
+                    }
+                },
+                Reply::Error(e) => self.rec.record(
+                    list,
+                    Status::Warn,
+                    format!(
+                        "answered error {} although channels.register is advertised",
+                        e.code
+                    ),
+                ),
+                other => self.rec.record(list, Status::Fail, other.describe()),
+            }
+        }
+        if !self.grant.allows(Capability::ChannelsPublish) {
+            self.rec
+                .record(unknown, Status::Skip, "channels.publish not advertised");
+            return;
+        }
+        let params = json!({
+            "conversationId": "conv_mcpl_check",
+            "channelId": "mcpl-check:never-registered",
+            "content": [ { "type": "text", "text": "mcpl check probe: not to be delivered" } ]
+        });
+        match self.request("channels/publish", params) {
+            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
+                self.rec.record(unknown, Status::Pass, "answered -32023")
+            }
+            Reply::Error(e) => self.rec.record(
+                unknown,
+                Status::Fail,
+                format!(
+                    "answered error {} rather than -32023 Unknown channel",
+                    e.code
+                ),
+            ),
+            Reply::Result(_) => self.rec.record(
+                unknown,
+                Status::Fail,
+                "answered a publish to a channel it never registered with a result",
+            ),
+            other => self.rec.record(unknown, Status::Fail, other.describe()),
+        }
+    }
+
+    pub(super) fn before_inference(&mut self, host_grant: &HostGrant) {
+        let hooks = [
+            "hooks.answers-without-observe",
+            "hooks.injection-positions",
+            "hooks.injection-shape",
+            "hooks.feature-set-declared",
+        ];
+        let [answered, positions, shape, hook_set] = hooks;
+        let inject = [
+            Capability::InjectSystem,
+            Capability::InjectBeforeUser,
+            Capability::InjectAfterUser,
+        ];
+        if !inject.iter().any(|c| host_grant.advertised.contains(*c)) {
+            let why = "no injection position advertised";
+            self.rec.skip_all(&hooks, why);
+            return;
+        }
+        if !self.ready {
+            let why = if self.receipt_seen {
+                "no accepted, well-formed receipt: the host does not fan out hooks (§5.3, §6.7)"
+            } else {
+                "policy not established: the host must not fan out hooks (§5.3)"
+            };
+            self.rec.skip_all(&hooks, why);
+            return;
+        }
+        if !policy::before_inference_applies(&self.grant) {
+            let why = "injection not granted";
+            self.rec.skip_all(&hooks, why);
+            return;
+        }
+        let params = self.hook_params(0);
+        let result = match self.request("context/beforeInference", params) {
+            Reply::Result(r) => {
+                self.rec.record(
+                    answered,
+                    Status::Pass,
+                    "answered with userMessage null and observe denied",
+                );
+                r
+            }
+            other => {
+                self.rec.record(
+                    answered,
+                    Status::Fail,
+                    format!(
+                        "beforeInference (userMessage null) got {}",
+                        other.describe()
+                    ),
+                );
+                let why = "no beforeInference result";
+                self.rec.skip_all(&[positions, shape, hook_set], why);
+                return;
+            }
+        };
+        let defects = inspect::before_inference_defects(&result);
+        if defects.is_empty() {
+            self.rec
+                .record(shape, Status::Pass, "well-formed beforeInference result");
+        } else {
+            self.rec.record(shape, Status::Fail, defects.join("; "));
+        }
+        // Authorized at response-receipt against the current grant (§5.4).
+        let injections = match result.get("contextInjections") {
+            None => {
+                self.rec
+                    .record(positions, Status::Pass, "no injections returned");
+                self.rec
+                    .record(hook_set, Status::Skip, "no injections returned");
+                return;
+            }
+            Some(Value::Array(a)) => a.clone(),
+            Some(other) => {
+                self.rec.record(
+                    positions,
+                    Status::Fail,
+                    format!("contextInjections is not an array: {other}"),
+                );
+                self.rec
+                    .record(hook_set, Status::Skip, "no injection list to attribute");
+                return;
+            }
+        };
+        // §6.5: the response names the set its injections come under, and a host takes
+        // them only from a declared set the grant leaves available.
+        let named = result.get("featureSet").and_then(Value::as_str);
+        match named {
+            _ if injections.is_empty() => {
+                self.rec
+                    .record(hook_set, Status::Skip, "no injections returned")
+            }
+            // A missing featureSet is hooks.injection-shape's finding.
+            None => self
+                .rec
+                .record(hook_set, Status::Skip, "no featureSet named"),
+            Some(fs) if !self.declared.contains(fs) => self.rec.record(
+                hook_set,
+                Status::Fail,
+                format!("injections under featureSet {fs:?}, which is not declared"),
+            ),
+            Some(fs) if !self.available.contains(fs) => self.rec.record(
+                hook_set,
+                Status::Fail,
+                format!("injections under featureSet {fs:?}, which the grant leaves unavailable"),
+            ),
+            Some(fs) => {
+                self.hook_set = Some(fs.to_owned());
+                self.rec.record(
+                    hook_set,
+                    Status::Pass,
+                    format!("injections under {fs:?}, declared and available"),
+                )
+            }
+        }
+        if let Some(fs) = result.get("featureSet").and_then(Value::as_str) {
+            for inj in &injections {
+                let leaf = inj
+                    .get("position")
+                    .and_then(Value::as_str)
+                    .and_then(Capability::for_position);
+                if let Some(leaf) = leaf {
+                    self.note_use(fs.to_owned(), Requirement::One(leaf));
+                }
+            }
+        }
+        let mut bad = Vec::new();
+        for (i, inj) in injections.iter().enumerate() {
+            if let Err(e) = policy::authorize_injection(&self.grant, inj) {
+                bad.push(format!("contextInjections[{i}]: {e}"));
+            }
+        }
+        if bad.is_empty() {
+            self.rec.record(
+                positions,
+                Status::Pass,
+                format!(
+                    "{} injection(s), all at granted positions",
+                    injections.len()
+                ),
+            );
+        } else {
+            self.rec.record(positions, Status::Fail, bad.join("; "));
+        }
+    }
+
+    /// The verdict on a probe that got no answer (`reply` is `Closed` or `Timeout`): a
+    /// connection that ended skips; a timeout fails (§6.6: a request with an id is answered,
+    /// with an error if nothing else). `what` prefixes the detail.
+    pub(super) fn no_answer(&mut self, id: &'static str, what: &str, reply: Reply) {
+        match reply {
+            Reply::Closed(why) => self.rec.record(
+                id,
+                Status::Skip,
+                format!("connection ended before the answer: {why}"),
+            ),
+            _ => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{what}no response within the timeout (§6.6: must error, not silence)"),
+            ),
+        }
+    }
+
+    /// `context/beforeInference` params for turn `turn`, redacted for the grant (§10.1).
+    pub(super) fn hook_params(&self, turn: u64) -> Value {
+        let mut params = json!({
+            "inferenceId": format!("inf_mcpl_check_{}", turn + 1),
+            "conversationId": "conv_mcpl_check",
+            "turnIndex": turn,
+            "userMessage": "this text must never reach a server denied observe",
+            "model": checker_model()
+        });
+        policy::redact_before_inference(&self.grant, &mut params);
+        params
+    }
+}

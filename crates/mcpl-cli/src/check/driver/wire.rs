@@ -1,0 +1,437 @@
+//! The wire side of the strict host: sending, bounded waiting, batches, and the answer the
+//! host gives to every message the server sends on its own.
+
+use std::time::Instant;
+
+use mcpl::capability::Requirement;
+use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
+use mcpl::policy;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::check::conn::Event;
+use crate::check::inspect;
+use crate::check::report::Status;
+
+impl Session {
+    pub(super) fn notify(&mut self, method: &str, params: Value) -> bool {
+        self.settle();
+        let msg = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.send(&msg)
+    }
+
+    pub(super) fn send(&mut self, msg: &Value) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        if let Err(e) = self.conn.send(msg) {
+            self.closed = Some(format!("write failed: {e}"));
+            return false;
+        }
+        true
+    }
+
+    /// Sends a request and waits (bounded) for its response, handling whatever else the
+    /// server sends meanwhile.
+    pub(super) fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.settle();
+        self.next_id += 1;
+        let id = RequestId::Number(self.next_id.into());
+        let msg =
+            json!({ "jsonrpc": "2.0", "id": id.to_value(), "method": method, "params": params });
+        if !self.send(&msg) {
+            return Reply::Closed(self.closed.clone().unwrap_or_default());
+        }
+        let deadline = Instant::now() + self.timing.step;
+        loop {
+            let Some(ev) = self.conn.recv(deadline) else {
+                self.timed_out.insert(id);
+                return Reply::Timeout;
+            };
+            match self.handle_event(ev, Some(&id)) {
+                Handled::Awaited(reply) => return reply,
+                Handled::Continue => {}
+                Handled::Closed => {
+                    return Reply::Closed(self.closed.clone().unwrap_or_default());
+                }
+            }
+        }
+    }
+
+    /// Judges and answers one event. A response to `awaiting` is handed back instead; a
+    /// JSON-RPC batch is split, and the answers to its requests go back as one batch.
+    pub(super) fn handle_event(&mut self, ev: Event, awaiting: Option<&RequestId>) -> Handled {
+        self.settle();
+        let v = match ev {
+            Event::Frame(v) => v,
+            Event::Junk(line) => {
+                self.junk.push(line);
+                return Handled::Continue;
+            }
+            Event::Invalid(why) => {
+                self.invalid.push(why);
+                return Handled::Continue;
+            }
+            Event::Closed(why) => {
+                self.closed = Some(why);
+                return Handled::Closed;
+            }
+        };
+        let Value::Array(items) = v else {
+            return self.handle_value(v, awaiting);
+        };
+        if items.is_empty() {
+            self.invalid.push("empty batch".into());
+            self.answer_now(json!({ "jsonrpc": "2.0", "id": null,
+                "error": ErrorObject::invalid_request("empty batch") }));
+            return Handled::Continue;
+        }
+        self.batch = Some(Vec::new());
+        let mut items = items.into_iter();
+        while let Some(item) = items.next() {
+            if let Handled::Awaited(r) = self.handle_value(item, awaiting) {
+                // The rest was written after this response: judged once it is applied.
+                self.deferred.extend(items);
+                if self.deferred.is_empty() {
+                    self.flush_batch();
+                }
+                return Handled::Awaited(r);
+            }
+        }
+        self.flush_batch();
+        Handled::Continue
+    }
+
+    /// Handles what a batch carried after an awaited response, now that the response has
+    /// been applied, and sends the batch's answers.
+    pub(super) fn settle(&mut self) {
+        while let Some(item) = self.deferred.pop_front() {
+            let _ = self.handle_value(item, None);
+        }
+        self.flush_batch();
+    }
+
+    pub(super) fn flush_batch(&mut self) {
+        if let Some(answers) = self.batch.take() {
+            if !answers.is_empty() {
+                self.answer_now(Value::Array(answers));
+            }
+        }
+    }
+
+    pub(super) fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
+        match Message::from_value(v) {
+            Err(e) => {
+                self.invalid.push(e.reason.clone());
+                if let Some(id) = e.id {
+                    self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
+                }
+            }
+            Ok(Message::Response(r)) if r.id.is_some() && r.id.as_ref() == awaiting => {
+                return Handled::Awaited(match r.outcome {
+                    Ok(v) => Reply::Result(v),
+                    Err(e) => Reply::Error(e),
+                });
+            }
+            Ok(Message::Response(r))
+                if r.id.as_ref().is_some_and(|i| self.timed_out.contains(i)) =>
+            {
+                tracing::debug!("late response to timed-out request {:?}", r.id);
+            }
+            Ok(Message::Response(r)) => self.invalid.push(format!(
+                "response to an id the checker never sent or already settled: {}",
+                r.id.map_or("null".to_owned(), |i| i.to_string())
+            )),
+            Ok(Message::Notification(n)) => self.server_message(None, &n.method, n.params),
+            Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
+        }
+        Handled::Continue
+    }
+
+    pub(super) fn answer(&mut self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
+        let msg = match outcome {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "result": result }),
+            Err(e) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "error": e }),
+        };
+        match &mut self.batch {
+            Some(answers) => answers.push(msg),
+            None => self.answer_now(msg),
+        }
+    }
+
+    pub(super) fn answer_now(&mut self, msg: Value) {
+        self.send(&msg);
+    }
+
+    /// A message the server sent on its own: judged, and answered if it is a request.
+    pub(super) fn server_message(
+        &mut self,
+        id: Option<RequestId>,
+        method: &str,
+        params: Option<Value>,
+    ) {
+        let requirement = server_requirement(method, params.as_ref());
+        if let Some(req) = requirement.filter(|r| *r != Requirement::None) {
+            if self.receipt_seen {
+                // §5.4: judged only under an accepted receipt; without one nothing is ready.
+                if self.ready {
+                    self.privileged_after_ready += 1;
+                    if self.reduction_answered {
+                        self.after_reduction += 1;
+                    }
+                    if self.grant.check(req).is_err() {
+                        let needs = req.capabilities().sorted_paths().join(" / ");
+                        let revoked = self
+                            .pre_reduction_grant
+                            .is_some_and(|g| g.check(req).is_ok());
+                        if !revoked {
+                            self.outside_grant
+                                .push(format!("{method} needs {needs}, not granted"));
+                        } else if self.reduction_answered {
+                            self.reduction_violations
+                                .push(format!("{method}, though the reduction revoked {needs}"));
+                        }
+                        // Revoked but not yet answered: the server may not have read the
+                        // reduction; refused (-32002), not its failure.
+                    }
+                } else {
+                    // §5.3, §6.7: a refused (or malformed) receipt leaves the server not
+                    // operating under the policy; the host rejects this (-32002).
+                    self.privileged_unaccepted.push(method.to_owned());
+                }
+            } else if self.grant_notified && !self.policy_sent {
+                self.ready_by_notification.push(method.to_owned());
+            } else {
+                self.privileged_before_ready.push(method.to_owned());
+            }
+        }
+        match method {
+            "push/event" => self.judge_push(id.is_some(), params.as_ref()),
+            "inference/request" => self.judge_inference(id.is_some(), params.as_ref()),
+            "channels/register" => {
+                self.register_seen += 1;
+                if id.is_none() {
+                    self.rec.record(
+                        "channels.register-is-request",
+                        Status::Fail,
+                        "channels/register sent as a notification (§4.1: Request)",
+                    );
+                }
+                let descs = params
+                    .as_ref()
+                    .and_then(|p| p.get("channels"))
+                    .and_then(Value::as_array)
+                    .cloned();
+                match descs {
+                    Some(d) => self.judge_descriptors(&d, "channels/register"),
+                    None => {
+                        self.descriptors_seen += 1;
+                        self.rec.record(
+                            "channels.descriptor-shape",
+                            Status::Fail,
+                            "channels/register params.channels is not an array",
+                        );
+                    }
+                }
+            }
+            "channels/changed" => {
+                for key in ["added", "updated"] {
+                    if let Some(d) = params
+                        .as_ref()
+                        .and_then(|p| p.get(key))
+                        .and_then(Value::as_array)
+                        .cloned()
+                    {
+                        self.judge_descriptors(&d, "channels/changed");
+                    }
+                }
+            }
+            "channels/incoming" => {
+                self.incoming_seen += 1;
+                let defects = inspect::incoming_defects(params.as_ref());
+                if !defects.is_empty() {
+                    self.rec
+                        .record("channels.incoming-shape", Status::Fail, defects.join("; "));
+                }
+                if id.is_none() {
+                    self.rec.record(
+                        "channels.incoming-is-request",
+                        Status::Fail,
+                        "channels/incoming sent as a notification (§4.1: Request; §14.3 results)",
+                    );
+                }
+            }
+            "mcpl/manifestChanged" => {
+                self.changed_seen += 1;
+                if let Some(r) = params
+                    .as_ref()
+                    .and_then(|p| p.get("revision"))
+                    .and_then(Value::as_str)
+                {
+                    self.announced = Some(r.to_owned());
+                }
+                let domains = params
+                    .as_ref()
+                    .and_then(|p| p.get("domains"))
+                    .and_then(Value::as_array);
+                for d in domains.into_iter().flatten().filter_map(Value::as_str) {
+                    self.announced_domains.insert(d.to_owned());
+                }
+                let d = inspect::manifest_changed_defects(params.as_ref());
+                if !d.is_empty() {
+                    self.rec
+                        .record("manifest.changed-shape", Status::Fail, d.join("; "));
+                }
+            }
+            _ => {}
+        }
+        let Some(id) = id else {
+            if matches!(method, "channels/register" | "channels/changed") {
+                // The Notification form changes the channel set as well (§14.3, §14.5): the
+                // strict host applies it (grant permitting) and has nothing to answer.
+                let _ = self.reply_to(method, params.as_ref(), requirement);
+            }
+            return;
+        };
+        let outcome = self.reply_to(method, params.as_ref(), requirement);
+        self.answer(&id, outcome);
+    }
+
+    /// The strict host's answer to a server request.
+    pub(super) fn reply_to(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        requirement: Option<Requirement>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(req) = requirement else {
+            return match method {
+                "ping" => Ok(json!({})),
+                _ => Err(ErrorObject::method_not_found(method)),
+            };
+        };
+        if req != Requirement::None {
+            if !self.ready {
+                let cap = req.capabilities().sorted_paths();
+                let cap = cap.first().copied().unwrap_or("");
+                return Err(ErrorObject::capability_denied(cap));
+            }
+            if let Err(d) = self.grant.check(req) {
+                return Err(d.to_error());
+            }
+        }
+        match method {
+            "push/event" => {
+                if !inspect::push_event_defects(params).is_empty() {
+                    return Err(ErrorObject::invalid_params("push/event params malformed"));
+                }
+                self.feature_set_gate(method, params)
+                    .map(|()| json!({ "accepted": true }))
+            }
+            "channels/register" | "channels/changed" => {
+                let mut results = Vec::new();
+                // Removals first (a removed channel delivers nothing more), as a host applies them.
+                for id in params
+                    .and_then(|p| p.get("removed"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|_| method == "channels/changed")
+                {
+                    if self.registered.remove(id) {
+                        results.push(json!({ "id": id, "accepted": true }));
+                    } else {
+                        results.push(
+                            json!({ "id": id, "accepted": false, "reason": "unknown_channel" }),
+                        );
+                    }
+                }
+                let keys: &[&str] = if method == "channels/register" {
+                    &["channels"]
+                } else {
+                    &["added", "updated"]
+                };
+                for key in keys {
+                    for d in params
+                        .and_then(|p| p.get(*key))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let cid = d.get("id").and_then(Value::as_str).unwrap_or("");
+                        if inspect::descriptor_defects(d).is_empty() {
+                            self.registered.insert(cid.to_owned());
+                            results.push(json!({ "id": cid, "accepted": true }));
+                        } else {
+                            results.push(json!({ "id": cid, "accepted": false, "reason": "invalid_descriptor" }));
+                        }
+                    }
+                }
+                Ok(json!({ "results": results }))
+            }
+            "channels/incoming" => {
+                let results: Vec<Value> = params
+                    .and_then(|p| p.get("messages"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|m| {
+                        let mid = m.get("messageId").cloned().unwrap_or(Value::Null);
+                        let known = m
+                            .get("channelId")
+                            .and_then(Value::as_str)
+                            .is_some_and(|c| self.registered.contains(c));
+                        if known {
+                            json!({ "messageId": mid, "accepted": true })
+                        } else {
+                            json!({ "messageId": mid, "accepted": false, "reason": "unknown_channel" })
+                        }
+                    })
+                    .collect();
+                Ok(json!({ "results": results }))
+            }
+            // §12.2: the model the checker's (pretend) inference would use.
+            "model/info" => Ok(checker_model()),
+            "inference/request" => {
+                if !inspect::inference_request_defects(params).is_empty() {
+                    return Err(ErrorObject::invalid_params(
+                        "inference/request params malformed",
+                    ));
+                }
+                // The checker performs no inference: a host without a model (§6.6).
+                self.feature_set_gate(method, params)
+                    .and(Err(ErrorObject::method_not_found(method)))
+            }
+            // `channels/list` and the rest are answered with an error rather than silence
+            // (§6.6).
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    /// The strict host's feature-set check of a tagged request (§6.5, §6.6): `-32003` for
+    /// an undeclared set, `-32001` for one the grant leaves unavailable, and `-32002` for a
+    /// use the set's `uses` does not declare (§6.4 rule 2: the host rejects that use).
+    pub(super) fn feature_set_gate(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<(), ErrorObject> {
+        let fs = params
+            .and_then(|p| p.get("featureSet"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !self.declared.contains(fs) {
+            return Err(ErrorObject::unknown_feature_set(fs));
+        }
+        if !self.available.contains(fs) {
+            return Err(ErrorObject::feature_set_not_enabled(fs));
+        }
+        let required = policy::method_requirement(method, params);
+        let missing = required.and_then(|r| policy::declaration_mismatch(&self.decls, fs, r));
+        match missing.and_then(|m| m.sorted_paths().first().copied()) {
+            Some(capability) => Err(ErrorObject::declaration_mismatch(capability, fs)),
+            None => Ok(()),
+        }
+    }
+}
