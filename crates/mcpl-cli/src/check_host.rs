@@ -109,7 +109,7 @@ fn served_advertisement() -> CapabilitySet {
 
 fn initialize_result() -> Value {
     json!({
-        "protocolVersion": "2025-06-18",
+        "protocolVersion": mcpl::protocol::handshake::MCP_PROTOCOL_VERSION,
         "capabilities": { "tools": {}, "experimental": { "mcpl": manifest() } },
         "serverInfo": { "name": "mcpl-check-host", "version": env!("CARGO_PKG_VERSION") }
     })

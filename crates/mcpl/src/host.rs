@@ -158,7 +158,8 @@ pub struct HostConfig {
     pub client_name: String,
     /// `clientInfo.version` sent in `initialize`.
     pub client_version: String,
-    /// MCP `protocolVersion` sent in `initialize`.
+    /// MCP `protocolVersion` sent in `initialize`
+    /// ([`MCP_PROTOCOL_VERSION`](crate::protocol::handshake::MCP_PROTOCOL_VERSION) by default).
     pub protocol_version: String,
     /// Host policy: capability patterns (§5.4 `*` matching); the grant is advertised ∩ these.
     pub policy: Vec<String>,
@@ -224,7 +225,7 @@ impl Default for HostConfig {
         HostConfig {
             client_name: "mcpl-host".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
-            protocol_version: "2024-11-05".into(),
+            protocol_version: crate::protocol::handshake::MCP_PROTOCOL_VERSION.into(),
             policy: Vec::new(),
             enabled: None,
             disabled: Vec::new(),

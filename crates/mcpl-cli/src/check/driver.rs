@@ -252,7 +252,7 @@ impl Session {
         let init = self.request(
             "initialize",
             json!({
-                "protocolVersion": "2025-06-18",
+                "protocolVersion": mcpl::protocol::handshake::MCP_PROTOCOL_VERSION,
                 "capabilities": host_capabilities(),
                 "clientInfo": { "name": "mcpl-check", "version": env!("CARGO_PKG_VERSION") }
             }),

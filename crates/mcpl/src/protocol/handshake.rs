@@ -10,6 +10,37 @@ use super::manifest::Manifest;
 use super::state::StateInfo;
 use super::{EmptyObject, Extra};
 
+/// The MCP `protocolVersion` this library offers: the newest of
+/// [`SUPPORTED_MCP_PROTOCOL_VERSIONS`]. [`HostConfig::default`](crate::host::HostConfig)
+/// sends it in `initialize`, and both `mcpl check` and `mcpl check-host` offer it.
+///
+/// MCPL does not change MCP's version (§5.2); the library uses only the MCP pieces common
+/// to every listed version (`initialize`, `ping`, `tools/list`, `tools/call`,
+/// `notifications/*`), so each of them is served alike.
+pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// Every MCP `protocolVersion` this library speaks, newest first (the first is
+/// [`MCP_PROTOCOL_VERSION`]). A peer asking for one of these is answered with the same
+/// version; see [`negotiate_protocol_version`].
+pub const SUPPORTED_MCP_PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Whether `version` is one of [`SUPPORTED_MCP_PROTOCOL_VERSIONS`] (compared exactly:
+/// MCP versions are opaque date strings).
+pub fn is_supported_protocol_version(version: &str) -> bool {
+    SUPPORTED_MCP_PROTOCOL_VERSIONS.contains(&version)
+}
+
+/// The version a server answers `initialize` with, following MCP's lifecycle rule: the
+/// requested version when supported, otherwise the newest supported one
+/// ([`MCP_PROTOCOL_VERSION`]), which the client may then refuse.
+pub fn negotiate_protocol_version(requested: &str) -> &'static str {
+    SUPPORTED_MCP_PROTOCOL_VERSIONS
+        .iter()
+        .copied()
+        .find(|v| *v == requested)
+        .unwrap_or(MCP_PROTOCOL_VERSION)
+}
+
 /// MCP `capabilities` of either side; MCPL lives under `experimental.mcpl` (§5.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Capabilities {
@@ -249,5 +280,39 @@ mod tests {
         assert_eq!(serde_json::to_value(&r).unwrap(), wire);
         // Content blocks are objects.
         assert!(serde_json::from_value::<ToolsCallResult>(json!({"content": ["hi"]})).is_err());
+    }
+
+    /// One MCP version everywhere: the offered one is the newest supported, and the host's
+    /// default `initialize` offers it (issue #21: the host said 2024-11-05, the checkers
+    /// 2025-06-18).
+    #[test]
+    fn offered_mcp_version_is_the_newest_supported() {
+        assert_eq!(
+            SUPPORTED_MCP_PROTOCOL_VERSIONS.first(),
+            Some(&MCP_PROTOCOL_VERSION)
+        );
+        let mut sorted = SUPPORTED_MCP_PROTOCOL_VERSIONS.to_vec();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(sorted, SUPPORTED_MCP_PROTOCOL_VERSIONS, "newest first");
+        #[cfg(feature = "runtime")]
+        assert_eq!(
+            crate::host::HostConfig::default().protocol_version,
+            MCP_PROTOCOL_VERSION
+        );
+    }
+
+    /// MCP lifecycle: a supported request is echoed, anything else gets the newest.
+    #[test]
+    fn negotiation_echoes_a_supported_version() {
+        for v in SUPPORTED_MCP_PROTOCOL_VERSIONS {
+            assert!(is_supported_protocol_version(v));
+            assert_eq!(negotiate_protocol_version(v), *v);
+        }
+        assert!(!is_supported_protocol_version("2099-01-01"));
+        assert_eq!(
+            negotiate_protocol_version("2099-01-01"),
+            MCP_PROTOCOL_VERSION
+        );
+        assert_eq!(negotiate_protocol_version(""), MCP_PROTOCOL_VERSION);
     }
 }
