@@ -2,8 +2,11 @@
 //! WebSocket.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use mcpl::reference;
+use mcpl::server::listen::ServeConfig;
+use mcpl::transport::listen::ListenConfig;
 use mcpl::transport::{stdio, tcp, ws};
 
 use crate::term::{emit_err, CliError};
@@ -30,8 +33,23 @@ fn listen_error(kind: &str, addr: &str, e: impl std::fmt::Display) -> CliError {
         .with_hint("pick another address or port (port 0 lets the system choose)")
 }
 
+/// The accept loops' limits, with their reports printed on stderr.
+fn serve_config() -> ServeConfig {
+    ServeConfig {
+        listen: ListenConfig {
+            report: Some(Arc::new(|line: &str| {
+                emit_err(&format!("mcpl serve: {line}\n"))
+            })),
+            ..ListenConfig::default()
+        },
+        ..ServeConfig::default()
+    }
+}
+
 /// Runs `mcpl serve`. Stdio serves one connection and exits 0 when it ends; the listeners
-/// run until interrupted (exit 2 only if listening or accepting fails).
+/// run until interrupted (exit 2 only if listening fails). Accept errors (e.g. running out
+/// of descriptors) are reported once per run and survived with a backoff; each connection's
+/// WebSocket upgrade and MCP `initialize` run in its own task under a timeout (10 s each).
 pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -46,9 +64,8 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .local_addr()
                 .map_err(|e| listen_error("tcp", addr, e))?;
             emit_err(&format!("mcpl serve: listening on tcp://{local}\n"));
-            reference::serve_tcp(listener)
-                .await
-                .map_err(|e| CliError::usage(format!("serve: accept failed on {local}: {e}")))?;
+            // One shared server, so every connection sees the same manifest tracker.
+            reference::serve_on(Arc::new(listener), serve_config()).await;
             Ok(ExitCode::SUCCESS)
         } else if let Some(addr) = &args.ws {
             let listener = ws::Listener::bind(addr.as_str(), None)
@@ -58,18 +75,8 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .local_addr()
                 .map_err(|e| listen_error("ws", addr, e))?;
             emit_err(&format!("mcpl serve: listening on ws://{local}\n"));
-            // One shared server, so every connection sees the same manifest tracker.
-            let srv = reference::server();
-            loop {
-                match listener.accept().await {
-                    Ok((transport, _peer)) => {
-                        let srv = srv.clone();
-                        tokio::spawn(async move { srv.serve(transport).await });
-                    }
-                    // A failed handshake ends that connection, not the server.
-                    Err(e) => emit_err(&format!("mcpl serve: connection refused: {e}\n")),
-                }
-            }
+            reference::serve_on(Arc::new(listener), serve_config()).await;
+            Ok(ExitCode::SUCCESS)
         } else {
             let reason = reference::serve(stdio::stdio()).await;
             emit_err(&format!("mcpl serve: connection ended: {reason}\n"));

@@ -8,13 +8,14 @@
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
+//! use std::sync::Arc;
+//! use mcpl::server::listen::{serve, ServeConfig};
+//!
 //! let srv = mcpl::reference::server();
 //! let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:7777").await?;
-//! loop {
-//!     let (transport, _addr) = listener.accept().await?;
-//!     let srv = srv.clone();
-//!     tokio::spawn(async move { srv.serve(transport).await });
-//! }
+//! // Each connection in its own task; accept errors (EMFILE…) are survived.
+//! serve(srv, Arc::new(listener), ServeConfig::default()).await;
+//! # Ok(())
 //! # }
 //! ```
 //!
@@ -49,7 +50,9 @@ use crate::protocol::channels::{
 use crate::protocol::content::{Content, ContentBlock};
 use crate::protocol::handshake::{ToolContent, ToolsCallParams, ToolsCallResult};
 use crate::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+use crate::server::listen::ServeConfig;
 use crate::server::{utc_now_iso8601, PushEvent, Server, Session};
+use crate::transport::listen::Listen;
 use crate::transport::Transport;
 
 /// Name and version in `serverInfo`.
@@ -335,16 +338,14 @@ pub async fn serve(transport: Transport) -> CloseReason {
 }
 
 /// Accepts TCP connections forever, serving each with one shared reference server (one
-/// manifest tracker for all connections). Returns only on an accept error.
-pub async fn serve_tcp(listener: crate::transport::tcp::Listener) -> std::io::Result<()> {
-    let srv = server();
-    loop {
-        let (transport, addr) = listener.accept().await?;
-        tracing::info!("reference server: connection from {addr}");
-        let srv = srv.clone();
-        tokio::spawn(async move {
-            let reason = srv.serve(transport).await;
-            tracing::info!("reference server: {addr} ended: {reason}");
-        });
-    }
+/// manifest tracker for all connections), with the default [`ServeConfig`]. Never returns:
+/// accept errors are survived (see [`crate::transport::listen`]).
+pub async fn serve_tcp(listener: crate::transport::tcp::Listener) {
+    serve_on(Arc::new(listener), ServeConfig::default()).await
+}
+
+/// Serves one shared reference server on every connection `listener` accepts (TCP or
+/// WebSocket), forever, with the limits of `config` ([`crate::server::listen::serve`]).
+pub async fn serve_on<L: Listen + 'static>(listener: Arc<L>, config: ServeConfig) {
+    crate::server::listen::serve(server(), listener, config).await
 }

@@ -102,6 +102,8 @@ use crate::protocol::state::{RollbackParams, RollbackResult};
 use crate::protocol::{method_info, Direction, Kind};
 use crate::transport::Transport;
 
+pub mod listen;
+
 /// What a handler returns: a result, or the JSON-RPC error object to answer with.
 pub type HandlerResult<T> = Result<T, ErrorObject>;
 

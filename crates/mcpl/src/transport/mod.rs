@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 
 pub mod child;
 pub mod endpoint;
+pub mod listen;
 pub mod memory;
 pub mod stdio;
 pub mod tcp;

@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 
-use super::Transport;
+use super::listen::Listen;
+use super::{BoxFuture, Transport};
 
 /// Connects to `addr` and returns the transport.
 pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<Transport> {
@@ -45,9 +46,28 @@ impl Listener {
         self.inner.local_addr()
     }
 
-    /// Waits for the next connection. Call again for the next session.
+    /// Waits for the next connection. Call again for the next session; an error (e.g.
+    /// `EMFILE`) leaves the listener usable, but retrying at once may spin: a server loops
+    /// with [`super::listen::serve`], which backs off.
     pub async fn accept(&self) -> io::Result<(Transport, SocketAddr)> {
         let (stream, addr) = self.inner.accept().await?;
         Ok((from_stream(stream), addr))
+    }
+}
+
+/// Plain TCP has no transport handshake: the accepted stream is the transport.
+impl Listen for Listener {
+    type Accepted = TcpStream;
+
+    fn accept_raw(&self) -> BoxFuture<'_, io::Result<(TcpStream, SocketAddr)>> {
+        Box::pin(self.inner.accept())
+    }
+
+    fn handshake(
+        &self,
+        accepted: TcpStream,
+        _addr: SocketAddr,
+    ) -> BoxFuture<'static, Result<Transport, String>> {
+        Box::pin(async move { Ok(from_stream(accepted)) })
     }
 }

@@ -26,11 +26,12 @@ use std::sync::Arc;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::listen::{Listen, DEFAULT_HANDSHAKE_TIMEOUT};
 use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
 
 /// The largest WebSocket message tungstenite will assemble (64 MiB); see the module docs.
@@ -59,6 +60,9 @@ pub enum WsError {
     /// Connecting or accepting failed.
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// The TLS and WebSocket handshakes of an accepted connection took longer than this.
+    #[error("handshake not completed within {0:?}")]
+    HandshakeTimeout(std::time::Duration),
 }
 
 fn ws_config() -> WebSocketConfig {
@@ -159,20 +163,63 @@ impl Listener {
         self.tcp.local_addr()
     }
 
-    /// Accepts the next connection and completes its TLS (if any) and WebSocket handshakes.
-    /// A failed handshake is returned as an error; call again for the next connection.
+    /// Accepts the next connection and completes its TLS (if any) and WebSocket handshakes,
+    /// within [`DEFAULT_HANDSHAKE_TIMEOUT`] (then [`WsError::HandshakeTimeout`]). A failed
+    /// handshake is returned as an error; call again for the next connection.
+    ///
+    /// This serves one connection at a time: while a client stalls its upgrade, nobody else
+    /// is accepted. A server accepts with [`super::listen::serve`], which runs each
+    /// handshake in its own task.
     pub async fn accept(&self) -> Result<(Transport, SocketAddr), WsError> {
         let (tcp, addr) = self.tcp.accept().await?;
-        let _ = tcp.set_nodelay(true);
-        let mut transport = match &self.tls {
-            None => accept(tcp).await?,
-            Some(acceptor) => {
-                let tls = acceptor.accept(tcp).await.map_err(WsError::Tls)?;
-                accept(tls).await?
-            }
-        };
-        transport.description = format!("websocket from {addr}");
+        let transport = tokio::time::timeout(
+            DEFAULT_HANDSHAKE_TIMEOUT,
+            handshake(tcp, self.tls.clone(), addr),
+        )
+        .await
+        .map_err(|_| WsError::HandshakeTimeout(DEFAULT_HANDSHAKE_TIMEOUT))??;
         Ok((transport, addr))
+    }
+}
+
+/// The server side of a connection's TLS (with `tls`) and WebSocket handshakes.
+async fn handshake(
+    tcp: TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    addr: SocketAddr,
+) -> Result<Transport, WsError> {
+    let _ = tcp.set_nodelay(true);
+    let mut transport = match tls {
+        None => accept(tcp).await?,
+        Some(acceptor) => {
+            let tls = acceptor.accept(tcp).await.map_err(WsError::Tls)?;
+            accept(tls).await?
+        }
+    };
+    transport.description = format!("websocket from {addr}");
+    Ok(transport)
+}
+
+/// The accept loop ([`super::listen::serve`]) accepts the TCP connection; the TLS and
+/// WebSocket handshakes run in the connection's own task.
+impl Listen for Listener {
+    type Accepted = TcpStream;
+
+    fn accept_raw(&self) -> BoxFuture<'_, io::Result<(TcpStream, SocketAddr)>> {
+        Box::pin(self.tcp.accept())
+    }
+
+    fn handshake(
+        &self,
+        accepted: TcpStream,
+        addr: SocketAddr,
+    ) -> BoxFuture<'static, Result<Transport, String>> {
+        let tls = self.tls.clone();
+        Box::pin(async move {
+            handshake(accepted, tls, addr)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

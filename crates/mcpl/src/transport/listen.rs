@@ -1,0 +1,303 @@
+//! Accept loops that survive their environment: [`serve`] accepts connections from any
+//! [`Listen`] implementation ([`tcp::Listener`](super::tcp::Listener),
+//! [`ws::Listener`](super::ws::Listener)) until it is dropped, and never returns on an error.
+//!
+//! Readings (issue #20, hostile peers from outside):
+//! - **Accept errors** are never fatal. Running out of descriptors (`EMFILE`, `ENFILE`) or
+//!   memory leaves the pending connection in the kernel's backlog, so the listener stays
+//!   readable and a loop that retried at once would spin on a core. After a failed accept the
+//!   loop waits ([`ListenConfig::min_backoff`], doubled per consecutive failure up to
+//!   [`ListenConfig::max_backoff`]) and tries again. The first failure of a run is reported
+//!   once; the rest of the run is counted and summarised in one line when an accept succeeds
+//!   again, so a run of any length costs two log lines.
+//! - **Handshakes** (TLS, WebSocket upgrade) run in their own task, never on the accept loop,
+//!   each bounded by [`ListenConfig::handshake_timeout`]: one client that never completes its
+//!   upgrade delays nobody. At most [`ListenConfig::max_handshakes`] run at once; past that the
+//!   loop stops accepting (the kernel's backlog holds further dials) until one finishes.
+//! - **Failed handshakes** are per connection and reported at most once per
+//!   [`REPORT_INTERVAL`], with a count of those not shown, so a flood of bad connections
+//!   cannot flood the log either.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::{BoxFuture, Transport};
+
+/// A callback receiving each line an operator should see (e.g. printed on stderr).
+pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Limits of an accept loop ([`serve`]). `ListenConfig::default()` is a sensible start.
+#[derive(Clone)]
+pub struct ListenConfig {
+    /// Longest a connection's transport handshake (TLS, WebSocket upgrade) may take (10 s);
+    /// a slower one is dropped.
+    pub handshake_timeout: Duration,
+    /// Most handshakes in progress at once (256); past it the loop waits before accepting.
+    pub max_handshakes: usize,
+    /// Wait after the first failed accept of a run (10 ms).
+    pub min_backoff: Duration,
+    /// Longest wait between two failed accepts (1 s).
+    pub max_backoff: Duration,
+    /// Receives the loop's reports (accept failures and recoveries, refused handshakes);
+    /// `None` reports through `tracing` only. Every report also goes to `tracing`.
+    pub report: Option<Reporter>,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        ListenConfig {
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            max_handshakes: 256,
+            min_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(1),
+            report: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ListenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenConfig")
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_handshakes", &self.max_handshakes)
+            .field("min_backoff", &self.min_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("report", &self.report.is_some())
+            .finish()
+    }
+}
+
+/// The default [`ListenConfig::handshake_timeout`]: 10 s.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Failed handshakes are reported at most once per this interval (the others are counted).
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
+impl ListenConfig {
+    fn say(&self, line: &str) {
+        tracing::warn!(target: "mcpl::listen", "{line}");
+        if let Some(report) = &self.report {
+            report(line);
+        }
+    }
+}
+
+/// A listening socket whose accept is split from the connection's handshake, so that an
+/// accept loop ([`serve`]) can run each handshake in its own task.
+pub trait Listen: Send + Sync {
+    /// A connection accepted by the kernel whose transport handshake has not run yet.
+    type Accepted: Send + 'static;
+
+    /// Waits for the next connection; no handshake, no read from it.
+    fn accept_raw(&self) -> BoxFuture<'_, io::Result<(Self::Accepted, SocketAddr)>>;
+
+    /// Runs the connection's transport handshake (none for plain TCP) and returns its
+    /// transport; the error is a human-readable reason.
+    fn handshake(
+        &self,
+        accepted: Self::Accepted,
+        addr: SocketAddr,
+    ) -> BoxFuture<'static, Result<Transport, String>>;
+}
+
+/// Whether an accept error comes from this process's or the system's resources (descriptors,
+/// memory), which persist until something is released, rather than from the one connection.
+pub fn is_resource_exhaustion(e: &io::Error) -> bool {
+    // EMFILE 24, ENFILE 23, ENOBUFS 105, ENOMEM 12 on Linux; other systems' numbers differ,
+    // and there every non-connection error is treated alike anyway (backoff either way).
+    matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12)) || e.kind() == io::ErrorKind::OutOfMemory
+}
+
+/// The accept loop's memory of a run of failures: the next wait, and how many failures the
+/// run has had since its first one was reported.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+    failures: u64,
+}
+
+impl Backoff {
+    fn new(config: &ListenConfig) -> Backoff {
+        Backoff {
+            next: config.min_backoff,
+            failures: 0,
+        }
+    }
+
+    /// A failed accept: reported if it starts a run; returns how long to wait.
+    fn failed(&mut self, config: &ListenConfig, e: &io::Error) -> Duration {
+        self.failures += 1;
+        if self.failures == 1 {
+            let kind = if is_resource_exhaustion(e) {
+                "out of resources"
+            } else {
+                "accept failed"
+            };
+            config.say(&format!(
+                "{kind}: {e}; still listening, retrying with backoff (up to {:?})",
+                config.max_backoff
+            ));
+        }
+        let wait = self.next;
+        self.next = (self.next * 2).min(config.max_backoff.max(config.min_backoff));
+        wait
+    }
+
+    /// A successful accept: ends a run of failures, with one summary line.
+    fn succeeded(&mut self, config: &ListenConfig) {
+        if self.failures > 0 {
+            config.say(&format!(
+                "accepting again after {} failed accept{}",
+                self.failures,
+                if self.failures == 1 { "" } else { "s" }
+            ));
+        }
+        self.failures = 0;
+        self.next = config.min_backoff;
+    }
+}
+
+/// Reports failed handshakes at most once per [`REPORT_INTERVAL`], counting the rest.
+#[derive(Debug, Default)]
+struct HandshakeLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl HandshakeLog {
+    fn failed(log: &Mutex<HandshakeLog>, config: &ListenConfig, addr: SocketAddr, why: &str) {
+        let line = {
+            let mut st = log.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            if st
+                .last
+                .is_some_and(|t| now.duration_since(t) < REPORT_INTERVAL)
+            {
+                st.suppressed += 1;
+                return;
+            }
+            st.last = Some(now);
+            let more = std::mem::take(&mut st.suppressed);
+            if more == 0 {
+                format!("connection from {addr} refused: {why}")
+            } else {
+                format!("connection from {addr} refused: {why} (and {more} more not shown)")
+            }
+        };
+        config.say(&line);
+    }
+}
+
+/// Accepts connections from `listener` forever (it never returns; drop the future to stop)
+/// and hands each one's transport to `on_connection` in a task of its own, after the
+/// transport handshake has succeeded within [`ListenConfig::handshake_timeout`]. See the
+/// module docs for how errors are survived.
+pub async fn serve<L, F, Fut>(listener: Arc<L>, config: ListenConfig, on_connection: F)
+where
+    L: Listen + 'static,
+    F: Fn(Transport, SocketAddr) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let on_connection = Arc::new(on_connection);
+    let handshakes = Arc::new(Semaphore::new(config.max_handshakes.max(1)));
+    let log = Arc::new(Mutex::new(HandshakeLog::default()));
+    let mut backoff = Backoff::new(&config);
+    loop {
+        // A slot first: past the limit, dials wait in the kernel's backlog, not here.
+        let Ok(slot) = handshakes.clone().acquire_owned().await else {
+            return;
+        };
+        let (accepted, addr) = match listener.accept_raw().await {
+            Ok(a) => a,
+            Err(e) => {
+                drop(slot);
+                let wait = backoff.failed(&config, &e);
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
+        backoff.succeeded(&config);
+        let handshake = listener.handshake(accepted, addr);
+        let (on_connection, config, log) = (on_connection.clone(), config.clone(), log.clone());
+        tokio::spawn(async move {
+            let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
+            drop(slot);
+            match result {
+                Ok(Ok(transport)) => on_connection(transport, addr).await,
+                Ok(Err(why)) => HandshakeLog::failed(&log, &config, addr, &why),
+                Err(_) => HandshakeLog::failed(
+                    &log,
+                    &config,
+                    addr,
+                    &format!(
+                        "handshake not completed within {:?}",
+                        config.handshake_timeout
+                    ),
+                ),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quiet() -> (ListenConfig, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let config = ListenConfig {
+            report: Some(Arc::new(move |l: &str| {
+                sink.lock().unwrap().push(l.to_owned())
+            })),
+            ..ListenConfig::default()
+        };
+        (config, lines)
+    }
+
+    #[test]
+    fn a_run_of_failures_is_reported_once_and_summarised_once() {
+        let (config, lines) = quiet();
+        let mut b = Backoff::new(&config);
+        let emfile = io::Error::from_raw_os_error(24);
+        let waits: Vec<Duration> = (0..12).map(|_| b.failed(&config, &emfile)).collect();
+        b.succeeded(&config);
+        b.succeeded(&config);
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("out of resources"), "{lines:?}");
+        assert_eq!(lines[1], "accepting again after 12 failed accepts");
+        assert_eq!(waits[0], Duration::from_millis(10));
+        assert_eq!(waits[1], Duration::from_millis(20));
+        assert_eq!(*waits.last().unwrap(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn descriptor_and_memory_errors_are_resource_exhaustion() {
+        for code in [24, 23, 105, 12] {
+            assert!(is_resource_exhaustion(&io::Error::from_raw_os_error(code)));
+        }
+        assert!(!is_resource_exhaustion(&io::Error::from_raw_os_error(103)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_handshakes_are_reported_at_most_once_per_interval() {
+        let (config, lines) = quiet();
+        let log = Mutex::new(HandshakeLog::default());
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        for _ in 0..100 {
+            HandshakeLog::failed(&log, &config, addr, "bad upgrade");
+        }
+        tokio::time::advance(REPORT_INTERVAL).await;
+        HandshakeLog::failed(&log, &config, addr, "bad upgrade");
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[1].ends_with("(and 99 more not shown)"), "{lines:?}");
+    }
+}

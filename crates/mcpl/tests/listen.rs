@@ -1,0 +1,101 @@
+//! The accept loops of `transport::listen` and `server::listen` (issue #20): a transport
+//! handshake that never completes, and a connection that never sends MCP `initialize`, are
+//! each closed by their timeout, while other connections are served. Loopback only; waits
+//! are hang guards, never asserted timings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpl::server::listen::ServeConfig;
+use mcpl::transport::listen::{self, ListenConfig};
+use mcpl::transport::{tcp, ws};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const GUARD: Duration = Duration::from_secs(20);
+
+/// Reads until EOF, returning what was read (the connection was closed by the server).
+async fn read_to_eof(stream: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    tokio::time::timeout(GUARD, stream.read_to_end(&mut got))
+        .await
+        .expect("the server never closed the connection (hang guard)")
+        .expect("read");
+    got
+}
+
+#[tokio::test]
+async fn a_stalled_websocket_upgrade_is_dropped_at_the_handshake_timeout() {
+    let listener = Arc::new(ws::Listener::bind("127.0.0.1:0", None).await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+    let config = ListenConfig {
+        handshake_timeout: Duration::from_millis(100),
+        report: Some(Arc::new(|_: &str| {})),
+        ..ListenConfig::default()
+    };
+    tokio::spawn(listen::serve(listener, config, move |t, _| {
+        let served_tx = served_tx.clone();
+        async move {
+            let _ = served_tx.send(t.description);
+        }
+    }));
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // A client that completes its upgrade meanwhile is served.
+    let _client = ws::connect(&format!("ws://{addr}"), None).await.unwrap();
+    let first = tokio::time::timeout(GUARD, served.recv()).await.unwrap();
+    assert!(first.is_some_and(|d| d.starts_with("websocket from")));
+    // The stalled one is closed without an answer, and never handed out.
+    assert_eq!(read_to_eof(&mut stalled).await, b"");
+    assert!(served.try_recv().is_err());
+}
+
+fn request(id: u64, method: &str, params: Value) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    )
+}
+
+#[tokio::test]
+async fn a_connection_that_never_initializes_is_closed_and_one_that_does_is_served() {
+    let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let config = ServeConfig {
+        initialize_timeout: Duration::from_millis(100),
+        ..ServeConfig::default()
+    };
+    tokio::spawn(mcpl::reference::serve_on(listener, config));
+
+    // Pings are answered before initialize, but do not keep the connection open.
+    let mut lingering = TcpStream::connect(addr).await.unwrap();
+    lingering
+        .write_all(request(1, "ping", json!({})).as_bytes())
+        .await
+        .unwrap();
+    let got = read_to_eof(&mut lingering).await;
+    let text = String::from_utf8(got).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("\"result\":{}"), "{text}");
+
+    // A connection that initializes is answered and can go on past the deadline's start.
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (r, mut w) = stream.into_split();
+    let mut lines = BufReader::new(r).lines();
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "listen", "version": "0"}});
+    w.write_all(request(1, "initialize", init).as_bytes())
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(GUARD, lines.next_line())
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&answer.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1);
+    assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+}
