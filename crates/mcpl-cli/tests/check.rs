@@ -714,6 +714,8 @@ fn reference_server_passes_every_check() {
             "manifest.uses-valid",
             "manifest.identifier-charset",
             "manifest.revision-matches-digest",
+            // RFC-001 §5.1: its tag descriptors use named facets (issue #21: `origin`).
+            "manifest.tag-facets",
             "policy.request-answered",
             "policy.receipt-shape",
             "policy.no-invented-mode",
@@ -764,6 +766,16 @@ fn reference_server_passes_every_check() {
             "channels.close-unknown-error",
         ]),
         "{doc:#}"
+    );
+    let facets = doc["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == "manifest.tag-facets"))
+        .map(|c| c["detail"].as_str().unwrap_or_default().to_owned());
+    assert!(
+        facets
+            .as_deref()
+            .is_some_and(|d| !d.contains("unnamed_facet")),
+        "{facets:?}"
     );
     assert_eq!(code, 0);
 }

@@ -121,6 +121,26 @@ fn s5_1_unknown_member_is_info_and_does_not_fail() {
     assert_eq!(f["path"], "vendorThing");
 }
 
+/// §16.4 / RFC-001 §5.1: a facet outside the five named ones is info, naming them.
+#[test]
+fn s16_4_unnamed_facet_is_info_and_does_not_fail() {
+    let mut m = good();
+    m["featureSets"]["demo.push"]["tagOntology"] =
+        json!({"tags": {"demo:hello": {"desc": "Hello", "facet": "origin"}}});
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 0);
+    let f = find(&fs, "unnamed_facet");
+    assert_eq!(f["severity"], "info");
+    assert_eq!(f["section"], "§16.4");
+    assert_eq!(
+        f["path"],
+        "featureSets.demo.push.tagOntology.tags.demo:hello.facet"
+    );
+    assert!(f["message"].as_str().unwrap().contains("lifecycle"), "{f}");
+    m["featureSets"]["demo.push"]["tagOntology"]["tags"]["demo:hello"]["facet"] = json!("sender");
+    assert_eq!(findings(&m), (0, vec![]));
+}
+
 #[test]
 fn readable_output_names_severity_section_path_and_code() {
     let m = json!({"version":"0.5","pushEvents":true,

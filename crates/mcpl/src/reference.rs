@@ -130,8 +130,8 @@ pub fn server() -> Server {
             json!({
                 "coreTags": ["chat:broadcast"],
                 "tags": {
-                    "ref:greeting": {"desc": "Sent once after the policy receipt", "facet": "origin"},
-                    "ref:scheduled": {"desc": "Scheduled by the schedule_event tool", "facet": "origin"}
+                    "ref:greeting": {"desc": "Sent once after the policy receipt", "facet": "sender"},
+                    "ref:scheduled": {"desc": "Scheduled by the schedule_event tool", "facet": "sender"}
                 }
             }),
         )

@@ -787,6 +787,21 @@ fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
 // Producer ontology (§16.4, RFC-001 §5)
 // ---------------------------------------------------------------------------------------
 
+/// The facets RFC-001 §5.1 names for `tags.<tag>.facet` (§16.4 lists `facet` among the
+/// descriptor fields without naming its values).
+///
+/// Reading: §16.4 makes the ontology an open hint catalog, so another facet is tolerated
+/// (parsed and kept, never a reason to drop the descriptor); but a peer that reads the
+/// RFC-001 list as closed refuses the whole manifest for it, so the producer side should
+/// keep to these, and `mcpl validate` and `mcpl check` report any other as info
+/// (`unnamed_facet`, see [`is_named_facet`]).
+pub const FACETS: [&str; 5] = ["addressing", "sender", "content", "lifecycle", "locus"];
+
+/// Whether `facet` is one of the [`FACETS`] RFC-001 §5.1 names (compared exactly).
+pub fn is_named_facet(facet: &str) -> bool {
+    FACETS.contains(&facet)
+}
+
 /// Lifecycle of a described tag (RFC-001 §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stability {
@@ -803,7 +818,8 @@ pub enum Stability {
 pub struct TagDescriptor {
     /// Human/agent-readable description.
     pub desc: Option<String>,
-    /// Facet group (`addressing`, `sender`, …), free-form.
+    /// Facet group, kept as written; RFC-001 §5.1 names five ([`FACETS`]), any other is
+    /// tolerated (§16.4: a hint catalog).
     pub facet: Option<String>,
     /// Declared implications; applied only under acceptance (§16.3).
     pub implies: BTreeSet<Tag>,

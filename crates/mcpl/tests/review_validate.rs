@@ -211,3 +211,54 @@ fn s17_1_extract_manifest_from_initialize_result_capabilities_or_bare() {
     assert_eq!((got, outer), (&m, None));
     assert!(extract_manifest(&json!({"capabilities":{"tools":{}}})).is_none());
 }
+
+fn with_facet(facet: Value) -> Value {
+    let mut m = good();
+    m["featureSets"]["demo.push"]["tagOntology"] =
+        json!({"tags": {"demo:ping": {"desc": "A ping", "facet": facet}}});
+    m
+}
+
+/// §16.4 / RFC-001 §5.1: a facet outside the five named ones is reported as info (the
+/// manifest stays valid), with its path and the names to use instead.
+#[test]
+fn s16_4_unnamed_facet_is_info() {
+    let m = with_facet(json!("origin"));
+    let f = only(&m, "unnamed_facet");
+    assert_eq!(f.severity, Severity::Info);
+    assert_eq!(f.section, "§16.4");
+    assert_eq!(
+        f.path,
+        "featureSets.demo.push.tagOntology.tags.demo:ping.facet"
+    );
+    assert!(f.message.contains("\"origin\""), "{}", f.message);
+    assert!(f
+        .message
+        .contains("addressing, sender, content, lifecycle, locus"));
+    assert!(!has_errors(&validate(&m)));
+}
+
+/// Each of the five named facets passes; a different case is another facet.
+#[test]
+fn s16_4_named_facets_are_clean() {
+    for facet in mcpl::tags::FACETS {
+        let findings = validate(&with_facet(json!(facet)));
+        assert!(findings.is_empty(), "{facet}: {findings:?}");
+    }
+    only(&with_facet(json!("Sender")), "unnamed_facet");
+}
+
+/// The reference server keeps to the named facets, so no peer refuses its manifest for it
+/// (issue #21: it advertised `"facet": "origin"`).
+#[cfg(feature = "runtime")]
+#[test]
+fn s16_4_reference_server_uses_named_facets() {
+    let server = mcpl::reference::server();
+    let snapshot = server.tracker().snapshot();
+    let findings = mcpl::manifest::review::unnamed_facets(snapshot.manifest());
+    assert!(findings.is_empty(), "{findings:?}");
+    let m = snapshot.manifest();
+    assert!(m["featureSets"]["ref.events"]["tagOntology"]["tags"]
+        .as_object()
+        .is_some_and(|t| !t.is_empty()));
+}

@@ -353,6 +353,7 @@ impl Session {
                 "manifest.uses-valid",
                 "manifest.identifier-charset",
                 "manifest.revision-matches-digest",
+                "manifest.tag-facets",
                 "policy.request-answered",
                 "policy.receipt-shape",
                 "policy.refusal-names-fallback",
@@ -393,6 +394,8 @@ impl Session {
         self.rec.record("manifest.identifier-charset", st, d);
         let (st, d) = inspect::revision_matches(mcpl);
         self.rec.record("manifest.revision-matches-digest", st, d);
+        let (st, d) = inspect::tag_facets(mcpl);
+        self.rec.record("manifest.tag-facets", st, d);
     }
 
     /// Keeps listening for unsolicited messages for the watch period.

@@ -148,6 +148,23 @@ pub fn revision_matches(mcpl: &Value) -> Verdict {
     }
 }
 
+/// `manifest.tag-facets` (§16.4, RFC-001 §5.1): every tag descriptor's `facet` is one of
+/// the five RFC-001 §5.1 names, by the rule `mcpl validate` applies
+/// ([`manifest::review::unnamed_facets`]). Another facet is tolerated by §16.4 (a hint
+/// catalog) and reported as info, as `validate` grades it: the check has no info status, so
+/// it passes with `info: unnamed_facet …` in its detail rather than warning.
+pub fn tag_facets(mcpl: &Value) -> Verdict {
+    let unnamed = manifest::review::unnamed_facets(mcpl);
+    if unnamed.is_empty() {
+        return pass("every tag facet is one RFC-001 §5.1 names (or none is given)");
+    }
+    let items: Vec<String> = unnamed
+        .iter()
+        .map(|f| format!("{}: {}", f.path, f.message))
+        .collect();
+    pass(format!("info: unnamed_facet: {}", items.join("; ")))
+}
+
 /// Which §6.7 rule a receipt defect belongs to: `fallback` (refusal without a valid
 /// fallback), `mode` (mode invented when nothing degraded) or `shape` (everything else).
 pub fn receipt_defects(report: &ReceiptReport) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -453,6 +470,30 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// §16.4 / RFC-001 §5.1: an unnamed facet is info (the check passes and says so, by the
+    /// rule `mcpl validate` applies); the five named facets pass without a note.
+    #[test]
+    fn s16_4_unnamed_facet_is_reported_as_info() {
+        let m = |facet: &str| {
+            json!({"version": "0.5", "pushEvents": true, "featureSets": {"a.b": {
+                "description": "d", "uses": ["pushEvents"],
+                "tagOntology": {"tags": {"a:x": {"facet": facet}}}}}})
+        };
+        let (st, d) = tag_facets(&m("origin"));
+        assert_eq!(st, Status::Pass);
+        assert!(d.starts_with("info: unnamed_facet: "), "{d}");
+        assert!(
+            d.contains("featureSets.a.b.tagOntology.tags.a:x.facet"),
+            "{d}"
+        );
+        assert!(d.contains("\"origin\""), "{d}");
+        for facet in mcpl::tags::FACETS {
+            let (st, d) = tag_facets(&m(facet));
+            assert_eq!(st, Status::Pass);
+            assert!(!d.contains("unnamed_facet"), "{facet}: {d}");
+        }
+    }
 
     /// §11.1's example is well-formed; each §11.2 field is judged by its table type.
     #[test]

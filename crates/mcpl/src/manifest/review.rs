@@ -214,7 +214,52 @@ fn validate_with_digest(manifest: &Value) -> (Vec<Finding>, Result<String, Diges
     for f in FeatureSets::from_mcpl(manifest).1 {
         out.push(from_capability_finding(&f));
     }
+
+    // Tag ontologies (§16.4, RFC-001 §5.1).
+    out.extend(unnamed_facets(manifest));
     (out, recomputed)
+}
+
+/// One `unnamed_facet` finding (info, §16.4) for every tag descriptor under
+/// `featureSets.*.tagOntology.tags` whose string `facet` is not one of the five RFC-001 §5.1
+/// names ([`crate::tags::FACETS`]). The manifest stays valid (§16.4: a hint catalog), but a
+/// host reading the list as closed refuses the manifest. Used by [`validate`] and by
+/// `mcpl check`, so both report the same rule. Non-object parts are skipped (other findings
+/// report them).
+pub fn unnamed_facets(manifest: &Value) -> Vec<Finding> {
+    let Some(sets) = manifest.get("featureSets").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (set, decl) in sets {
+        let Some(tags) = decl
+            .get("tagOntology")
+            .and_then(|o| o.get("tags"))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (tag, descriptor) in tags {
+            let Some(facet) = descriptor.get("facet").and_then(Value::as_str) else {
+                continue;
+            };
+            if crate::tags::is_named_facet(facet) {
+                continue;
+            }
+            out.push(Finding::new(
+                "unnamed_facet",
+                Severity::Info,
+                "§16.4",
+                format!("featureSets.{set}.tagOntology.tags.{tag}.facet"),
+                format!(
+                    "facet {facet:?} of tag `{tag}` is not one RFC-001 §5.1 names; use one of {} \
+                     (a host that reads that list as closed refuses the whole manifest)",
+                    crate::tags::FACETS.join(", ")
+                ),
+            ));
+        }
+    }
+    out
 }
 
 fn from_capability_finding(f: &capability::Finding) -> Finding {
