@@ -244,8 +244,6 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
             &["manifest.changed-revision-matches"],
         ),
         ("junk", &["transport.frames-valid"]),
-        // Reported, and the connection survives it: every other check still completes.
-        ("oversized", &["transport.frames-valid"]),
         ("injection-no-feature-set", &["hooks.injection-shape"]),
         ("no-init", &["initialize.answered"]),
         ("notify-inference", &["inference.request-is-request"]),
@@ -279,6 +277,24 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         assert_eq!(ids_with(&doc, "fail"), set(expected), "{mode}: {doc:#}");
         assert_eq!(code, 1, "{mode}");
     }
+}
+
+/// `oversized` writes a 16 MiB line in every session; one session shows its defect (and
+/// that the connection survives it) without nine processes writing 144 MiB at once.
+fn oversized() -> (i32, Value) {
+    check(&["--quick", "--", FIXTURE, "oversized"])
+}
+
+#[test]
+fn an_oversized_line_fails_only_frames_valid() {
+    let (code, doc) = oversized();
+    assert_complete(&doc);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["transport.frames-valid"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
 }
 
 /// §5.3/§6.7: after a refusal or a malformed receipt the server is not operating under the
@@ -325,7 +341,7 @@ fn s6_7_privileged_messages_after_a_refused_or_malformed_receipt_fail() {
 /// An over-long line is discarded by the transport and reported; the run goes on.
 #[test]
 fn oversized_line_fails_frames_valid_and_the_connection_survives() {
-    let (code, doc) = scripted("oversized");
+    let (code, doc) = oversized();
     let frames = doc["checks"]
         .as_array()
         .unwrap()
@@ -403,48 +419,80 @@ fn exit_2_when_nobody_listens_on_the_tcp_port() {
     assert!(doc["error"].as_str().unwrap().contains("cannot connect"));
 }
 
-/// Serves one TCP connection on `listener` by bridging it to the `good` fixture's stdio.
-fn bridge_one_tcp_connection(listener: TcpListener) -> std::thread::JoinHandle<()> {
+/// Serves every TCP connection on `listener` (each session of a run dials again) by
+/// bridging each to a fresh `good` fixture's stdio; with `once`, only the first.
+fn bridge_tcp_connections(listener: TcpListener, once: bool) {
     std::thread::spawn(move || {
-        let (sock, _) = listener.accept().unwrap();
-        let mut child = StdCommand::new(FIXTURE)
-            .arg("good")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut to_child = child.stdin.take().unwrap();
-        let from_child = child.stdout.take().unwrap();
-        let mut sock_w = sock.try_clone().unwrap();
-        let up = std::thread::spawn(move || {
-            for line in BufReader::new(from_child).lines() {
-                let Ok(line) = line else { break };
-                if writeln!(sock_w, "{line}").is_err() {
-                    break;
-                }
+        for sock in listener.incoming() {
+            let Ok(sock) = sock else { break };
+            std::thread::spawn(move || bridge_tcp_connection(sock));
+            if once {
+                // Keeps the listener open but accepts nothing more: a later session's
+                // dial is queued and never answered.
+                std::thread::park();
             }
-        });
-        for line in BufReader::new(sock).lines() {
+        }
+    });
+}
+
+/// Bridges one TCP connection to a fresh `good` fixture's stdio.
+fn bridge_tcp_connection(sock: std::net::TcpStream) {
+    let mut child = StdCommand::new(FIXTURE)
+        .arg("good")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let from_child = child.stdout.take().unwrap();
+    let mut sock_w = sock.try_clone().unwrap();
+    let up = std::thread::spawn(move || {
+        for line in BufReader::new(from_child).lines() {
             let Ok(line) = line else { break };
-            if writeln!(to_child, "{line}").is_err() {
+            if writeln!(sock_w, "{line}").is_err() {
                 break;
             }
         }
-        drop(to_child);
-        let _ = child.wait();
-        let _ = up.join();
-    })
+    });
+    for line in BufReader::new(sock).lines() {
+        let Ok(line) = line else { break };
+        if writeln!(to_child, "{line}").is_err() {
+            break;
+        }
+    }
+    drop(to_child);
+    let _ = child.wait();
+    let _ = up.join();
 }
 
 #[test]
 fn tcp_target_is_checked_like_stdio() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let bridge = bridge_one_tcp_connection(listener);
+    bridge_tcp_connections(listener, false);
     let (code, doc) = check(&[&format!("tcp://127.0.0.1:{port}")]);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(code, 0);
-    bridge.join().unwrap();
+    // Every session re-dialled the address and ran.
+    let sessions = doc["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 9, "{doc:#}");
+    assert!(sessions.iter().all(|s| s.get("error").is_none()), "{doc:#}");
+}
+
+/// An address that takes no second connection: the first session's verdicts stand, the
+/// next session reports that it could not start, and no further session is tried.
+#[test]
+fn a_target_that_takes_one_connection_ends_the_sessions_with_an_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    bridge_tcp_connections(listener, true);
+    let (code, doc) = check(&[&format!("tcp://127.0.0.1:{port}")]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    let sessions = doc["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{doc:#}");
+    let error = sessions[1]["error"].as_str().unwrap();
+    assert!(error.contains("initialize"), "{error}");
 }
 
 /// `mcpl check tcp://HOST:PORT --json …`: options after an address are options, not the
@@ -453,7 +501,7 @@ fn tcp_target_is_checked_like_stdio() {
 fn options_after_an_address_target_are_options() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let bridge = bridge_one_tcp_connection(listener);
+    bridge_tcp_connections(listener, false);
     let url = format!("tcp://127.0.0.1:{port}");
     let out = Command::cargo_bin("mcpl")
         .unwrap()
@@ -467,7 +515,6 @@ fn options_after_an_address_target_are_options() {
     assert!(doc.get("error").is_none(), "{doc:#}");
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(out.status.code(), Some(0));
-    bridge.join().unwrap();
 }
 
 /// Words after an address are refused (exit 2), never run as a command; so is an address
@@ -630,17 +677,26 @@ fn ws_target_is_checked_like_stdio() {
         .block_on(mcpl::transport::ws::Listener::bind("127.0.0.1:0", None))
         .unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = rt.spawn(async move {
-        let (ws, _) = listener.accept().await.unwrap();
-        let mut cmd = tokio::process::Command::new(FIXTURE);
-        cmd.arg("good");
-        let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
-        bridge(ws, child).await;
-    });
+    rt.spawn(serve_ws(listener));
     let (code, doc) = check(&[&format!("ws://127.0.0.1:{port}/")]);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(code, 0);
-    rt.block_on(server).unwrap();
+}
+
+/// Bridges every WebSocket connection `listener` accepts (each session dials again) to a
+/// fresh `good` fixture; a connection whose handshake fails is skipped.
+async fn serve_ws(listener: mcpl::transport::ws::Listener) {
+    loop {
+        let Ok((ws, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(async move {
+            let mut cmd = tokio::process::Command::new(FIXTURE);
+            cmd.arg("good");
+            let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+            bridge(ws, child).await;
+        });
+    }
 }
 
 #[test]
@@ -667,18 +723,8 @@ fn wss_target_trusts_only_the_bundled_roots_or_the_ca_flag() {
         ))
         .unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = rt.spawn(async move {
-        // The first connection (no --ca) fails its TLS handshake; serve the next one.
-        let ws = loop {
-            if let Ok((ws, _)) = listener.accept().await {
-                break ws;
-            }
-        };
-        let mut cmd = tokio::process::Command::new(FIXTURE);
-        cmd.arg("good");
-        let (child, _control) = mcpl::transport::child::spawn(&mut cmd).unwrap();
-        bridge(ws, child).await;
-    });
+    // The first connection (no --ca) fails its TLS handshake; the next ones are served.
+    rt.spawn(serve_ws(listener));
     // Untrusted certificate (not under the bundled roots): the target cannot be reached.
     let (code, doc) = check(&[&format!("wss://localhost:{port}/")]);
     assert_eq!(code, 2, "{doc:#}");
@@ -689,7 +735,6 @@ fn wss_target_trusts_only_the_bundled_roots_or_the_ca_flag() {
     ]);
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(code, 0);
-    rt.block_on(server).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -727,10 +772,16 @@ fn reference_server_passes_every_check() {
             "policy.notification-not-ready",
             "policy.notification-narrowing-respected",
             "policy.contradiction-rejected",
+            // The library derives its receipts (§6.4, §6.7), and it keeps to each narrowed
+            // grant of sessions 2 and later.
+            "policy.receipt-matches-derivation",
             "grant.messages-within-grant",
+            "grant.narrowed-respected",
+            "featuresets.narrowed-respected",
             "manifest.fetch",
             "rpc.unknown-method-errors",
             "rpc.unknown-members-ignored",
+            "rpc.methods-in-vocabulary",
             "lifecycle.defensive",
             "hooks.answers-without-observe",
             "hooks.injection-positions",
@@ -778,4 +829,247 @@ fn reference_server_passes_every_check() {
         "{facets:?}"
     );
     assert_eq!(code, 0);
+}
+
+/// The detail of check `id` in a `--json` report.
+fn detail<'a>(doc: &'a Value, id: &str) -> &'a str {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_else(|| panic!("{id} missing: {doc:#}"))
+}
+
+/// Issue #18: after the full-grant session, one session per narrowed grant, each a fresh
+/// spawn of the command, reported in `sessions` with its grant and its own verdicts.
+#[test]
+fn later_sessions_run_under_narrowed_grants_and_are_reported() {
+    let (code, doc) = scripted("good");
+    assert_eq!(code, 0, "{doc:#}");
+    let sessions = doc["sessions"].as_array().unwrap();
+    let labels: Vec<&str> = sessions
+        .iter()
+        .map(|s| s["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "full grant",
+            "nothing granted",
+            "only tools",
+            "everything but pushEvents",
+            "everything but channels.*",
+            "everything but the hook leaves",
+            "demo.ask disabled",
+            "demo.push disabled",
+            "demo.status disabled",
+        ]
+    );
+    // The grant each session sent, as its policy Request carried it (§5.3).
+    assert_eq!(
+        sessions[1]["grant"]["effectiveCapabilities"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        sessions[2]["grant"]["effectiveCapabilities"],
+        serde_json::json!(["tools"])
+    );
+    assert_eq!(
+        sessions[7]["grant"]["disabled"],
+        serde_json::json!(["demo.push"])
+    );
+    assert!(sessions[0]["grant"]["effectiveCapabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "pushEvents"));
+    // The first session reports every check; a later one what it judged.
+    assert_eq!(
+        sessions[0]["checks"].as_array().unwrap().len(),
+        doc["checks"].as_array().unwrap().len()
+    );
+    for s in &sessions[1..] {
+        let ids: BTreeSet<&str> = s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        for id in ["grant.narrowed-respected", "featuresets.narrowed-respected"] {
+            assert!(ids.contains(id), "{id}: {s:#}");
+        }
+    }
+    for id in ["grant.narrowed-respected", "featuresets.narrowed-respected"] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+}
+
+/// `--quick` and `--sessions 1` are today's single session; `--sessions N` caps the run.
+#[test]
+fn sessions_flag_caps_the_run_and_quick_is_one_session() {
+    for args in [&["--quick"][..], &["--sessions", "1"][..]] {
+        let mut all = args.to_vec();
+        all.extend(["--", FIXTURE, "good"]);
+        let (code, doc) = check(&all);
+        assert_eq!(code, 0, "{args:?}: {doc:#}");
+        assert_eq!(doc["sessions"].as_array().unwrap().len(), 1, "{args:?}");
+        assert!(ids_with(&doc, "skip").contains("grant.narrowed-respected"));
+        assert!(detail(&doc, "grant.narrowed-respected").contains("--sessions 1"));
+    }
+    let (_, doc) = check(&["--sessions", "3", "--", FIXTURE, "good"]);
+    assert_eq!(doc["sessions"].as_array().unwrap().len(), 3, "{doc:#}");
+    for bad in [
+        &["--sessions", "0"][..],
+        &["--quick", "--sessions", "2"][..],
+    ] {
+        let out = Command::cargo_bin("mcpl")
+            .unwrap()
+            .arg("check")
+            .args(bad)
+            .args(["--", FIXTURE, "good"])
+            .timeout(GUARD)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+/// A server that ignores the grant (AUDIT-001's commonest defect) fails the narrowed-grant
+/// check, naming the session's grant and the message, and nothing else; one that ignores
+/// the initial policy's `disabled` fails the feature-set one.
+#[test]
+fn s5_4_s6_4_a_server_that_ignores_a_narrowed_grant_fails_exactly_that() {
+    let (code, doc) = scripted("ignores-grant");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["grant.narrowed-respected"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+    let d = detail(&doc, "grant.narrowed-respected");
+    assert!(d.contains("(nothing granted)"), "{d}");
+    assert!(
+        d.contains("push/event needs pushEvents, not granted"),
+        "{d}"
+    );
+    let (code, doc) = scripted("ignores-disabled");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["featuresets.narrowed-respected"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+    let d = detail(&doc, "featuresets.narrowed-respected");
+    assert!(d.contains("disabled)"), "{d}");
+    assert!(d.contains("under featureSet"), "{d}");
+}
+
+/// §6.7: traffic a server starts on its own (here: after each ping it answers) must stop
+/// under a reduction; the reduction's window opens with a ping, as the quiet windows do.
+#[test]
+fn s6_7_own_traffic_that_ignores_a_reduction_fails_reduction_respected() {
+    let (code, doc) = scripted("reduction-ignored-own");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["policy.reduction-respected"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// §6.4, §6.7: a receipt that claims nothing degraded while the host's derivation
+/// disables sets fails the cross-check (and only it).
+#[test]
+fn s6_4_a_receipt_contradicting_the_derivation_fails() {
+    let (code, doc) = scripted("receipt-contradicts");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["policy.receipt-matches-derivation"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+    assert!(
+        detail(&doc, "policy.receipt-matches-derivation").contains("does not report"),
+        "{doc:#}"
+    );
+}
+
+/// Requests outside MCP + MCPL 0.5 are reported with their counts, 0.4-era ones named.
+#[test]
+fn methods_outside_the_vocabulary_are_a_warning_with_counts() {
+    let (code, doc) = scripted("state-update");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["rpc.methods-in-vocabulary"]),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "rpc.methods-in-vocabulary");
+    assert!(d.contains("\"state/update\" ×3"), "{d}");
+    assert!(
+        d.contains("\"featureSets/changed\" ×1 (0.4-era, removed in 0.5.0"),
+        "{d}"
+    );
+    assert_eq!(code, 0);
+}
+
+/// §6.7: with no hook set, the narrowing Notification disables a set the server pushes
+/// under, and its own traffic after the Notification is judged.
+#[test]
+fn s6_7_notification_narrowing_is_judged_on_pushes_when_no_hook_exists() {
+    passes_cleanly("push-only", &["policy.notification-narrowing-respected"]);
+    let (code, doc) = scripted("push-only-ignores-narrowing");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["policy.notification-narrowing-respected"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// §8: without `mcpl/manifest`, the unknown-member probe repeats a request the server
+/// answers (`tools/list` here).
+#[test]
+fn s8_unknown_members_are_probed_on_a_method_the_server_answers() {
+    passes_cleanly("no-manifest", &["rpc.unknown-members-ignored"]);
+    let (_, doc) = scripted("no-manifest");
+    assert!(
+        detail(&doc, "rpc.unknown-members-ignored").starts_with("tools/list"),
+        "{doc:#}"
+    );
+    let (code, doc) = scripted("no-manifest-strict");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["rpc.unknown-members-ignored"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// §14.6: the unknown-channel probes also use an id shaped like the server's own, and say
+/// which: a server that delivers to any id of its own shape fails; one that refuses a
+/// foreign shape with -32602 but an unknown channel of its shape with -32023 passes.
+#[test]
+fn s14_6_unknown_channel_probes_use_the_servers_own_id_shape() {
+    let (code, doc) = scripted("delivers-any-channel");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["channels.unknown-channel-error"]),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+    let d = detail(&doc, "channels.unknown-channel-error");
+    assert!(
+        d.contains("demo:#mcpl-check-unknown (shaped like demo:#general): answered with a result"),
+        "{d}"
+    );
+    passes_cleanly(
+        "parses-channel-ids",
+        &[
+            "channels.unknown-channel-error",
+            "channels.close-unknown-error",
+        ],
+    );
 }

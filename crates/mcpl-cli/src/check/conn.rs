@@ -34,23 +34,38 @@ pub enum Event {
     Closed(String),
 }
 
-/// A JSON Lines transcript: `{direction, time, message}` per frame.
+/// A JSON Lines transcript: `{direction, time, session, message}` per frame, one file for
+/// every session of a run.
 #[derive(Debug, Clone)]
-pub struct Transcript(Arc<Mutex<BufWriter<File>>>);
+pub struct Transcript {
+    out: Arc<Mutex<BufWriter<File>>>,
+    /// The session whose frames this handle records (1 for the first).
+    session: usize,
+}
 
 impl Transcript {
-    /// Creates (truncates) `path`.
+    /// Creates (truncates) `path`; frames are recorded as the first session's.
     pub fn create(path: &std::path::Path) -> io::Result<Transcript> {
-        Ok(Transcript(Arc::new(Mutex::new(BufWriter::new(
-            File::create(path)?,
-        )))))
+        Ok(Transcript {
+            out: Arc::new(Mutex::new(BufWriter::new(File::create(path)?))),
+            session: 1,
+        })
+    }
+
+    /// The same file, recording frames as session `session`'s.
+    pub fn for_session(&self, session: usize) -> Transcript {
+        Transcript {
+            out: self.out.clone(),
+            session,
+        }
     }
 
     /// Appends one frame; `direction` is `sent` or `received`. Write errors are reported
     /// once on stderr rather than aborting the run.
     fn write(&self, direction: &str, message: Value) {
         self.write_line(
-            json!({ "direction": direction, "time": timestamp_millis(SystemTime::now()), "message": message }),
+            json!({ "direction": direction, "time": timestamp_millis(SystemTime::now()),
+                    "session": self.session, "message": message }),
         );
     }
 
@@ -59,12 +74,12 @@ impl Transcript {
     fn write_discarded(&self, why: &str) {
         self.write_line(
             json!({ "direction": "received", "time": timestamp_millis(SystemTime::now()),
-            "message": null, "discarded": why }),
+            "session": self.session, "message": null, "discarded": why }),
         );
     }
 
     fn write_line(&self, line: Value) {
-        if let Ok(mut w) = self.0.lock() {
+        if let Ok(mut w) = self.out.lock() {
             if writeln!(w, "{line}").and_then(|()| w.flush()).is_err() {
                 eprintln!("mcpl check: cannot write the transcript");
             }

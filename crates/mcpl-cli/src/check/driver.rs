@@ -12,13 +12,18 @@ use serde_json::{json, Value};
 
 use super::conn::Conn;
 
+mod channels;
 mod judge;
 mod negotiation;
 mod probes;
+mod sessions;
 mod wire;
+
+pub use sessions::{run, Reconnect, DEFAULT_SESSIONS};
 
 use super::inspect;
 use super::report::{Recorder, Status};
+use super::vocabulary;
 
 /// How a request of ours ended.
 #[derive(Debug)]
@@ -110,6 +115,8 @@ struct Session {
     outside_grant: Vec<String>,
     /// The manifest `mcpl/manifest` returned, for the unknown-member probe.
     fetched: Option<Value>,
+    /// The `channels/list` result, for the unknown-member and unknown-channel probes.
+    listed: Option<Value>,
     /// A `ping` was answered (result or error): it can show the server is still answering.
     ping_answered: bool,
     push_seen: usize,
@@ -147,12 +154,48 @@ struct Session {
     notified_disabled: BTreeSet<String>,
     /// The server has answered a ping sent after that Notification: it has read it.
     narrowing_read: bool,
+    /// Feature-set-tagged messages judged after that point and before the reduction.
+    after_narrowing: usize,
     /// Uses of a set disabled by that Notification once it was read.
     narrowing_violations: Vec<String>,
     /// Of those, how many were push events or inference requests, by the `declared` check
     /// id that would otherwise count them as conforming.
     reduction_hits: BTreeMap<&'static str, usize>,
+    /// `Some` in a later session (issue #18): what narrows its grant; `None` in the first,
+    /// full-grant session.
+    narrowed: Option<Narrowed>,
+    /// In a narrowed session: what the server sent (or injected) that this session's grant
+    /// withholds and the full grant allowed (`grant.narrowed-respected`).
+    narrowed_outside: Vec<String>,
+    /// In a narrowed session: uses of a set this session's grant leaves unavailable and the
+    /// full grant left available (`featuresets.narrowed-respected`).
+    narrowed_unavailable: Vec<String>,
+    /// Feature sets seen in a tagged use (push events, inference requests, injections):
+    /// the sets later sessions disable in turn.
+    used_sets: BTreeSet<String>,
+    /// Why a later session could not start (its `initialize` was not answered).
+    start_error: Option<String>,
+    /// The params of the first policy Request sent, reported as the session's grant.
+    sent_policy: Option<Value>,
+    /// Methods the server sent that are neither MCP nor MCPL 0.5, with their counts (at
+    /// most [`vocabulary::MAX_FOREIGN_METHODS`] names; the rest are counted together).
+    foreign: vocabulary::ForeignMethods,
     rec: Recorder,
+}
+
+/// At most this many feature-set names are remembered as used (the sets later sessions
+/// disable in turn; only the first [`sessions::MAX_DISABLED_IN_TURN`] are).
+const MAX_USED_SETS: usize = 64;
+
+/// What narrows a later session's grant, and what the full grant allowed, so a finding
+/// there is about the narrowing and not a defect the first session already counts.
+struct Narrowed {
+    /// How the session is named in the report ("only tools", "ref.events disabled" …).
+    label: String,
+    /// The first session's effective grant.
+    full: Grant,
+    /// The sets the full grant leaves available (derived from this session's declarations).
+    full_available: BTreeSet<String>,
 }
 
 /// Host capabilities the checker advertises (§5.2).
@@ -184,71 +227,92 @@ fn host_policy() -> Vec<&'static str> {
         .collect()
 }
 
-/// Runs every check against an open connection and returns the recorder.
-pub fn run(conn: Conn, timing: Timing, rec: Recorder) -> Recorder {
-    let mut s = Session {
-        conn,
-        timing,
-        next_id: 0,
-        closed: None,
-        ready: false,
-        receipt_seen: false,
-        grant: Grant::default(),
-        declared: BTreeSet::new(),
-        available: BTreeSet::new(),
-        decls: FeatureSets::default(),
-        mismatches: Vec::new(),
-        tagged_uses: 0,
-        registered: BTreeSet::new(),
-        junk: Vec::new(),
-        batch: None,
-        deferred: std::collections::VecDeque::new(),
-        policy_sent: false,
-        timed_out: HashSet::new(),
-        invalid: Vec::new(),
-        privileged_before_ready: Vec::new(),
-        grant_notified: false,
-        ready_by_notification: Vec::new(),
-        unaccepted: None,
-        privileged_unaccepted: Vec::new(),
-        privileged_after_ready: 0,
-        outside_grant: Vec::new(),
-        fetched: None,
-        ping_answered: false,
-        push_seen: 0,
-        inference_seen: 0,
-        descriptors_seen: 0,
-        incoming_seen: 0,
-        register_seen: 0,
-        changed_seen: 0,
-        announced: None,
-        announced_domains: BTreeSet::new(),
-        initial_manifest: None,
-        host_grant: None,
-        reduced: BTreeSet::new(),
-        reduction_answered: false,
-        after_reduction: 0,
-        reduction_violations: Vec::new(),
-        reduction_hits: BTreeMap::new(),
-        pre_reduction_grant: None,
-        hook_set: None,
-        notified_disabled: BTreeSet::new(),
-        narrowing_read: false,
-        narrowing_violations: Vec::new(),
-        rec,
-    };
-    s.exercise();
-    s.watch();
-    s.narrowing_notification();
-    s.reduction();
-    s.contradiction();
-    s.check_announced();
-    s.conclude();
-    s.rec
-}
 impl Session {
-    pub(super) fn exercise(&mut self) {
-        // §4.1 / MCP: initialize, then notifications/initialized.
+    /// A fresh host state over `conn`: nothing sent yet, nothing granted.
+    fn new(conn: Conn, timing: Timing, rec: Recorder) -> Session {
+        Session {
+            conn,
+            timing,
+            next_id: 0,
+            closed: None,
+            ready: false,
+            receipt_seen: false,
+            grant: Grant::default(),
+            declared: BTreeSet::new(),
+            available: BTreeSet::new(),
+            decls: FeatureSets::default(),
+            mismatches: Vec::new(),
+            tagged_uses: 0,
+            registered: BTreeSet::new(),
+            junk: Vec::new(),
+            batch: None,
+            deferred: std::collections::VecDeque::new(),
+            policy_sent: false,
+            timed_out: HashSet::new(),
+            invalid: Vec::new(),
+            privileged_before_ready: Vec::new(),
+            grant_notified: false,
+            ready_by_notification: Vec::new(),
+            unaccepted: None,
+            privileged_unaccepted: Vec::new(),
+            privileged_after_ready: 0,
+            outside_grant: Vec::new(),
+            fetched: None,
+            listed: None,
+            ping_answered: false,
+            push_seen: 0,
+            inference_seen: 0,
+            descriptors_seen: 0,
+            incoming_seen: 0,
+            register_seen: 0,
+            changed_seen: 0,
+            announced: None,
+            announced_domains: BTreeSet::new(),
+            initial_manifest: None,
+            host_grant: None,
+            reduced: BTreeSet::new(),
+            reduction_answered: false,
+            after_reduction: 0,
+            reduction_violations: Vec::new(),
+            reduction_hits: BTreeMap::new(),
+            pre_reduction_grant: None,
+            hook_set: None,
+            notified_disabled: BTreeSet::new(),
+            narrowing_read: false,
+            after_narrowing: 0,
+            narrowing_violations: Vec::new(),
+            narrowed: None,
+            narrowed_outside: Vec::new(),
+            narrowed_unavailable: Vec::new(),
+            used_sets: BTreeSet::new(),
+            sent_policy: None,
+            start_error: None,
+            foreign: vocabulary::ForeignMethods::default(),
+            rec,
+        }
+    }
+
+    /// The first session, under the full grant: every probe, in this order.
+    fn full_session(&mut self) {
+        self.exercise();
+        self.watch();
+        self.narrowing_notification();
+        self.reduction();
+        self.contradiction();
+        self.check_announced();
+        self.conclude();
+    }
+
+    /// The single place where per-session steps run: right after the policy exchange of
+    /// every session (the first and each narrowed one), before that session's own probes.
+    /// Scenario steps (`--call`, `--scenario`: issue #18 item 6) belong here.
+    fn after_policy_exchange(&mut self) {}
+
+    /// `initialize` and `notifications/initialized` (§4.1, MCP): the capabilities and the
+    /// `experimental.mcpl` object, or `None` (recorded) when there is no MCPL to check. In
+    /// the first session that also settles every MCPL check (skipped, or the MCP-only
+    /// remainder); a narrowed session just ends.
+    fn handshake(&mut self) -> Option<(Value, Value)> {
         let init = self.request(
             "initialize",
             json!({
@@ -257,11 +321,19 @@ impl Session {
                 "clientInfo": { "name": "mcpl-check", "version": env!("CARGO_PKG_VERSION") }
             }),
         );
+        let first = self.narrowed.is_none();
         let init = match init {
             Reply::Result(r) => {
                 self.rec
                     .record("initialize.answered", Status::Pass, "initialize answered");
                 r
+            }
+            // A reconnection that is never answered says more about the connection (a
+            // listener that serves one connection at a time) than about conformance, which
+            // the first session judged: the session could not start.
+            other if !first => {
+                self.start_error = Some(format!("initialize got {}", other.describe()));
+                return None;
             }
             other => {
                 self.rec.record(
@@ -271,7 +343,7 @@ impl Session {
                 );
                 self.rec
                     .skip_rest("no initialize result: nothing further can be checked");
-                return;
+                return None;
             }
         };
         let capabilities = init.get("capabilities").cloned().unwrap_or(Value::Null);
@@ -280,33 +352,29 @@ impl Session {
             .and_then(|e| e.get("mcpl"))
             .cloned();
         let _ = self.notify("notifications/initialized", json!({}));
-        let mcpl = match mcpl {
+        let missing = match mcpl {
             Some(m @ Value::Object(_)) => {
                 self.rec.record(
                     "initialize.mcpl-present",
                     Status::Pass,
                     "experimental.mcpl advertised",
                 );
-                m
+                return Some((capabilities, m));
             }
-            Some(other) => {
-                self.rec.record(
-                    "initialize.mcpl-present",
-                    Status::Fail,
-                    format!("experimental.mcpl is not an object: {other}"),
-                );
-                self.finish_mcp_only();
-                return;
-            }
-            None => {
-                self.rec.record(
-                    "initialize.mcpl-present",
-                    Status::Fail,
-                    "no capabilities.experimental.mcpl: an MCP-only server (§3.3)",
-                );
-                self.finish_mcp_only();
-                return;
-            }
+            Some(other) => format!("experimental.mcpl is not an object: {other}"),
+            None => "no capabilities.experimental.mcpl: an MCP-only server (§3.3)".to_owned(),
+        };
+        self.rec
+            .record("initialize.mcpl-present", Status::Fail, missing);
+        if first {
+            self.finish_mcp_only();
+        }
+        None
+    }
+
+    pub(super) fn exercise(&mut self) {
+        let Some((capabilities, mcpl)) = self.handshake() else {
+            return;
         };
         self.judge_manifest(&mcpl);
         self.initial_manifest = Some(mcpl.clone());
@@ -327,8 +395,9 @@ impl Session {
         };
         self.quiet_windows(&host_grant);
         self.policy_sent = true;
-        self.policy(&host_grant, &sets);
+        self.policy(&host_grant, &sets, &[]);
         self.settle();
+        self.after_policy_exchange();
 
         self.fetch_manifest(&mcpl);
         self.unknown_method();
@@ -358,6 +427,7 @@ impl Session {
                 "policy.receipt-shape",
                 "policy.refusal-names-fallback",
                 "policy.no-invented-mode",
+                "policy.receipt-matches-derivation",
                 "policy.no-privileged-unless-accepted",
                 "manifest.fetch",
                 "hooks.answers-without-observe",

@@ -2,9 +2,11 @@
 //! of push events, channel descriptors and manifest-change notifications. No I/O here, so
 //! every rule is unit-tested against the spec's pinned cases.
 
-use mcpl::capability::{self, FindingKind};
+use std::collections::{BTreeMap, BTreeSet};
+
+use mcpl::capability::{self, FindingKind, Grant};
 use mcpl::manifest::{self, ChangeDomain};
-use mcpl::policy::{FeatureSets, ReceiptReport};
+use mcpl::policy::{FeatureSetStatus, FeatureSets, Receipt, ReceiptReport, UnavailableFeature};
 use serde_json::Value;
 
 use super::report::Status;
@@ -178,6 +180,112 @@ pub fn receipt_defects(report: &ReceiptReport) -> (Vec<String>, Vec<String>, Vec
         }
     }
     (shape, fallback, mode)
+}
+
+/// `policy.receipt-matches-derivation` (§6.4, §6.7): an accepted `receipt` against the
+/// host's own derivation `statuses` under `grant`.
+///
+/// Readings where the spec is silent, failing closed:
+/// - a set the derivation leaves unavailable that the receipt does not report **fails**:
+///   the receipt says what the server will do (§6.7), so leaving it out claims the server
+///   will run a set the grant disables — either it would act without authority, or the
+///   receipt is false;
+/// - a set reported unavailable that the derivation leaves available is allowed when the
+///   entry names a further need the grant does not meet (§6.4 rule 3: testimony from the
+///   server's knowledge of itself), and **warns** otherwise: declining a set is the
+///   server's choice and widens nothing, but a host cannot tell why;
+/// - entries naming undeclared sets are testimony about nothing the host derives: ignored.
+pub fn receipt_against_derivation(
+    receipt: &Receipt,
+    statuses: &BTreeMap<String, FeatureSetStatus>,
+    grant: &Grant,
+) -> Verdict {
+    let Receipt::Accepted {
+        unavailable_features,
+        ..
+    } = receipt
+    else {
+        return (Status::Skip, "not an accepted receipt".into());
+    };
+    let reported: BTreeMap<&str, &UnavailableFeature> = unavailable_features
+        .iter()
+        .map(|u| (u.feature_set.as_str(), u))
+        .collect();
+    let mut unreported = Vec::new();
+    let mut unexplained = Vec::new();
+    let mut further = 0usize;
+    for (name, status) in statuses {
+        match (status, reported.get(name.as_str())) {
+            (FeatureSetStatus::Unavailable { reason, missing }, None) => {
+                let missing = match missing.sorted_paths() {
+                    m if m.is_empty() => String::new(),
+                    m => format!(", missing {}", m.join(", ")),
+                };
+                unreported.push(format!("{name} ({reason}{missing})"));
+            }
+            (FeatureSetStatus::Available, Some(entry)) => {
+                let unmet = entry.missing_capabilities.iter().any(|path| {
+                    path.parse::<capability::Capability>()
+                        .map_or(true, |c| !grant.allows(c))
+                });
+                if unmet {
+                    further += 1;
+                } else {
+                    unexplained.push(name.as_str());
+                }
+            }
+            _ => {}
+        }
+    }
+    if !unreported.is_empty() {
+        return fail(format!(
+            "the receipt does not report {}, which the grant disables (§6.4)",
+            unreported.join(", ")
+        ));
+    }
+    if !unexplained.is_empty() {
+        return (
+            Status::Warn,
+            format!(
+                "the receipt reports {} unavailable, which the grant allows, naming no further need it does not meet (§6.4 rule 3)",
+                unexplained.join(", ")
+            ),
+        );
+    }
+    let disabled = statuses.values().filter(|s| !s.is_available()).count();
+    let mut d = format!("reports the {disabled} set(s) the derivation disables");
+    if further > 0 {
+        d.push_str(&format!(
+            ", and {further} more for further needs (§6.4 rule 3)"
+        ));
+    }
+    pass(d)
+}
+
+/// A channel id shaped like the server's own `own` (same prefix, its last segment
+/// changed) that is none of `taken`, for the unknown-channel probes (§14.6): a server that
+/// parses its ids then reaches its registration check, instead of refusing the probe's
+/// foreign shape first. The last segment follows the last `:`, `/`, `#` or `.`; an
+/// all-digit segment (a numeric platform id) becomes as many `9`s (or `8`s), anything
+/// else keeps its leading punctuation and becomes `mcpl-check-unknown`.
+pub fn sibling_channel_id(own: &str, taken: &BTreeSet<String>) -> Option<String> {
+    let cut = own.rfind([':', '/', '#', '.']).map_or(0, |i| i + 1);
+    let (prefix, last) = own.split_at(cut);
+    let candidates: Vec<String> = if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
+        ['9', '8']
+            .iter()
+            .map(|d| format!("{prefix}{}", d.to_string().repeat(last.len())))
+            .collect()
+    } else {
+        let lead: String = last.chars().take_while(|c| !c.is_alphanumeric()).collect();
+        ["mcpl-check-unknown", "mcpl-check-unknown-2"]
+            .iter()
+            .map(|s| format!("{prefix}{lead}{s}"))
+            .collect()
+    };
+    candidates
+        .into_iter()
+        .find(|c| c != own && !taken.contains(c))
 }
 
 /// Every defect of a content array (§10.3): each block judged by the library's App. B.1
@@ -493,6 +601,72 @@ mod tests {
             assert_eq!(st, Status::Pass);
             assert!(!d.contains("unnamed_facet"), "{facet}: {d}");
         }
+    }
+
+    /// §6.4, §6.7: the receipt against the library's own derivation.
+    #[test]
+    fn s6_4_receipts_are_cross_checked_against_the_derivation() {
+        use mcpl::capability::Capability;
+        use mcpl::policy::{derive, parse_receipt, Selection};
+        let (sets, _) = FeatureSets::parse(&json!({
+            "a.push": { "description": "a", "uses": ["pushEvents"] },
+            "b.tools": { "description": "b", "uses": ["tools"] }
+        }));
+        let grant = Grant::from_set([Capability::Tools].into_iter().collect());
+        let statuses = derive(&sets, &grant, &Selection::default());
+        let judge = |receipt: Value| {
+            let r = parse_receipt(&receipt).receipt.unwrap();
+            receipt_against_derivation(&r, &statuses, &grant)
+        };
+        let entry = |set: &str, missing: &[&str]| json!({ "featureSet": set, "missingCapabilities": missing, "effect": "disabled" });
+        // Exactly the derivation (what the library's own server writes).
+        let (st, _) = judge(json!({ "accepted": true, "mode": "degraded",
+            "unavailableFeatures": [entry("a.push", &["pushEvents"])] }));
+        assert_eq!(st, Status::Pass);
+        // Claims nothing degraded while a.push is disabled.
+        let (st, d) = judge(json!({ "accepted": true }));
+        assert_eq!(st, Status::Fail);
+        assert!(
+            d.contains("a.push (capability_denied, missing pushEvents)"),
+            "{d}"
+        );
+        // A further need the grant does not meet (§6.4 rule 3): testimony, allowed.
+        let (st, d) = judge(
+            json!({ "accepted": true, "mode": "degraded", "unavailableFeatures": [
+            entry("a.push", &["pushEvents"]), entry("b.tools", &["modelInfo"]) ] }),
+        );
+        assert_eq!(st, Status::Pass, "{d}");
+        assert!(d.contains("1 more for further needs"), "{d}");
+        // Reported unavailable though the grant allows it, naming nothing unmet: a warning.
+        let (st, _) = judge(
+            json!({ "accepted": true, "mode": "degraded", "unavailableFeatures": [
+            entry("a.push", &["pushEvents"]), entry("b.tools", &["tools"]) ] }),
+        );
+        assert_eq!(st, Status::Warn);
+        // Undeclared sets are ignored.
+        let (st, _) = judge(
+            json!({ "accepted": true, "mode": "degraded", "unavailableFeatures": [
+            entry("a.push", &[]), entry("zzz", &[]) ] }),
+        );
+        assert_eq!(st, Status::Pass);
+    }
+
+    /// §14.6 probes: an id of the server's own shape, never one it registered.
+    #[test]
+    fn sibling_channel_ids_keep_the_prefix_and_change_the_last_segment() {
+        let none = BTreeSet::new();
+        let s = |own: &str| sibling_channel_id(own, &none).unwrap();
+        assert_eq!(s("demo:#general"), "demo:#mcpl-check-unknown");
+        assert_eq!(s("ref:lobby"), "ref:mcpl-check-unknown");
+        assert_eq!(s("discord:123456789"), "discord:999999999");
+        assert_eq!(s("discord:999"), "discord:888");
+        assert_eq!(s("a/b/c"), "a/b/mcpl-check-unknown");
+        assert_eq!(s("plain"), "mcpl-check-unknown");
+        let taken: BTreeSet<String> = ["x:mcpl-check-unknown".to_owned()].into();
+        assert_eq!(
+            sibling_channel_id("x:y", &taken).as_deref(),
+            Some("x:mcpl-check-unknown-2")
+        );
     }
 
     /// §11.1's example is well-formed; each §11.2 field is judged by its table type.

@@ -8,6 +8,7 @@ mod conn;
 mod driver;
 mod inspect;
 pub(crate) mod report;
+mod vocabulary;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use conn::{Conn, Transcript};
-use report::{Recorder, Report};
+use report::{Recorder, Report, SessionReport};
 
 /// Arguments of `mcpl check`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +34,18 @@ pub struct CheckArgs {
     /// on its own (push events, channel registrations).
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub watch: f64,
-    /// Write every frame exchanged to FILE as JSON Lines (`direction`, `time`, `message`).
+    /// Run at most N sessions: the first under the full grant, each further one
+    /// reconnected and under a narrowed grant (nothing granted; only `tools`; everything but
+    /// `pushEvents`; everything but `channels.*`; everything but the hook leaves; each set
+    /// seen in use disabled in turn). `--sessions 1` is a single session.
+    #[arg(long, value_name = "N", default_value_t = driver::DEFAULT_SESSIONS,
+          value_parser = sessions_arg)]
+    pub sessions: usize,
+    /// A single session under the full grant: the same as `--sessions 1`.
+    #[arg(long, conflicts_with = "sessions")]
+    pub quick: bool,
+    /// Write every frame exchanged to FILE as JSON Lines (`direction`, `time`, `session`,
+    /// `message`).
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
     /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets (default: the
@@ -121,6 +133,17 @@ fn parse_address(one: &str) -> Result<(Target, String), String> {
         return Ok((Target::Ws(resolved.resolved_transport().to_owned()), label));
     }
     Ok((Target::Ws(one.to_owned()), one.to_owned()))
+}
+
+/// `--sessions N`: 1 to [`driver::DEFAULT_SESSIONS`].
+fn sessions_arg(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (1..=driver::DEFAULT_SESSIONS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of sessions from 1 to {}",
+            driver::DEFAULT_SESSIONS
+        )),
+    }
 }
 
 /// A `--NAME SECS` value as a duration (0 to one day), or the usage error to print.
@@ -222,7 +245,7 @@ fn run(args: &CheckArgs) -> Report {
             (conn::Dial::Endpoint { address: url, tls }, None)
         }
     };
-    let conn = Conn::open(dial, timing.step, transcript).map_err(|e| match &what {
+    let conn = Conn::open(dial.clone(), timing.step, transcript.clone()).map_err(|e| match &what {
         Some(what) => format!("{what}: {e}"),
         None => e.to_string(),
     });
@@ -230,8 +253,32 @@ fn run(args: &CheckArgs) -> Report {
         Ok(c) => c,
         Err(e) => return unreachable_report(label, e),
     };
+    // Each later session is a fresh connection: a command is spawned again, an address
+    // dialled again (§5.3: nothing carries over).
+    let open = |session: usize| {
+        let t = transcript.as_ref().map(|t| t.for_session(session));
+        Conn::open(dial.clone(), timing.step, t)
+    };
+    let reconnect = driver::Reconnect {
+        open: &open,
+        concurrent: matches!(dial, conn::Dial::Command(_)),
+    };
     let progress = std::io::stderr().is_terminal();
-    driver::run(conn, timing, Recorder::new(progress)).finish(label)
+    let max = if args.quick { 1 } else { args.sessions };
+    let mut runs = driver::run(conn, &reconnect, timing, max, progress).into_iter();
+    let Some(first) = runs.next() else {
+        return unreachable_report(label, "internal: no session ran".into());
+    };
+    let sessions = std::iter::once(&first)
+        .chain(runs.as_slice())
+        .map(|run| SessionReport {
+            label: run.label.clone(),
+            grant: run.grant.clone(),
+            checks: run.rec.recorded(),
+            error: run.error.clone(),
+        })
+        .collect::<Vec<_>>();
+    first.rec.finish(label).with_sessions(sessions)
 }
 
 #[cfg(test)]

@@ -75,13 +75,17 @@ catalogue! {
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
     "policy.notification-narrowing-respected", "§6.7", "a set disabled by Notification is no longer used";
     "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied is rejected with an error";
+    "policy.receipt-matches-derivation", "§6.4", "an accepted receipt reports every set the host's derivation disables, and none it allows without a further need";
     "grant.messages-within-grant", "§5.4", "after the receipt, the server sends only what the grant allows";
+    "grant.narrowed-respected", "§5.4", "under each narrowed grant (sessions 2 and later), nothing is sent that the grant withholds";
+    "featuresets.narrowed-respected", "§6.4", "under each narrowed grant, no push, inference request or injection names a set it leaves unavailable";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
+    "rpc.methods-in-vocabulary", "§4.1", "every request or notification the server sends is MCP or MCPL 0.5 (warns, naming 0.4-era methods)";
     "state.rollback-unknown-checkpoint", "§8.7", "state/rollback to a checkpoint never issued is refused -32005";
     "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";
@@ -177,6 +181,38 @@ impl Recorder {
         }
     }
 
+    /// The ids that failed so far, in catalogue order.
+    pub fn failed(&self) -> Vec<&'static str> {
+        self.catalogue
+            .iter()
+            .zip(&self.results)
+            .filter(|(_, r)| matches!(r, Some((Status::Fail, _))))
+            .map(|(d, _)| d.id)
+            .collect()
+    }
+
+    /// The status recorded for `id`, if any.
+    pub fn status(&self, id: &str) -> Option<Status> {
+        let i = self.catalogue.iter().position(|d| d.id == id)?;
+        self.results[i].as_ref().map(|(s, _)| *s)
+    }
+
+    /// Only the checks recorded so far, in catalogue order (a later session's verdicts).
+    pub fn recorded(&self) -> Vec<CheckResult> {
+        self.catalogue
+            .iter()
+            .zip(&self.results)
+            .filter_map(|(d, r)| {
+                r.as_ref().map(|(status, detail)| CheckResult {
+                    id: d.id,
+                    section: d.section,
+                    status: *status,
+                    detail: detail.clone(),
+                })
+            })
+            .collect()
+    }
+
     /// Records every check in `ids` as skipped, for one reason.
     pub fn skip_all(&mut self, ids: &[&str], why: &str) {
         for id in ids {
@@ -222,7 +258,32 @@ impl Recorder {
             target,
             checks,
             error: None,
+            sessions: Vec::new(),
         }
+    }
+}
+
+/// One session of a multi-session run (`mcpl check`, issue #18), as reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionReport {
+    /// What narrows its grant (`full grant` for the first session).
+    pub label: String,
+    /// The params of its policy Request, when one was sent.
+    pub grant: Option<Value>,
+    /// The verdicts it recorded, in catalogue order (the first session: every check).
+    pub checks: Vec<CheckResult>,
+    /// Why it could not run, when it could not.
+    pub error: Option<String>,
+}
+
+/// How much a status says about a server: a later session's verdict replaces the merged
+/// one only when it says more (`skip` < `pass` < `warn` < `fail`).
+fn weight(s: Status) -> u8 {
+    match s {
+        Status::Skip => 0,
+        Status::Pass => 1,
+        Status::Warn => 2,
+        Status::Fail => 3,
     }
 }
 
@@ -237,9 +298,32 @@ pub struct Report {
     pub checks: Vec<CheckResult>,
     /// Why the target could not be started or reached, when it could not (exit 2).
     pub error: Option<String>,
+    /// Each session of the run with its own verdicts (empty for a single-session report
+    /// such as `check-host`'s).
+    pub sessions: Vec<SessionReport>,
 }
 
 impl Report {
+    /// Adds the sessions of a run: `checks` (the first session's, from
+    /// [`Recorder::finish`]) become the merged verdicts. A later session's verdict replaces
+    /// the merged one when it says more ([`weight`]); the first such session wins, and its
+    /// detail names the session.
+    pub fn with_sessions(mut self, sessions: Vec<SessionReport>) -> Report {
+        for (i, s) in sessions.iter().enumerate().skip(1) {
+            for r in &s.checks {
+                let Some(c) = self.checks.iter_mut().find(|c| c.id == r.id) else {
+                    continue;
+                };
+                if weight(r.status) > weight(c.status) {
+                    c.status = r.status;
+                    c.detail = format!("session {} ({}): {}", i + 1, s.label, r.detail);
+                }
+            }
+        }
+        self.sessions = sessions;
+        self
+    }
+
     /// Counts of (pass, fail, warn, skip).
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let n = |s| self.checks.iter().filter(|c| c.status == s).count();
@@ -288,6 +372,25 @@ impl Report {
         if let (Some(e), Some(o)) = (&self.error, doc.as_object_mut()) {
             o.insert("error".into(), Value::String(e.clone()));
         }
+        if let (false, Some(o)) = (self.sessions.is_empty(), doc.as_object_mut()) {
+            let sessions = self.sessions.iter().enumerate().map(|(i, s)| {
+                let mut v = json!({
+                    "session": i + 1,
+                    "label": s.label,
+                    "grant": s.grant,
+                    "checks": s.checks.iter().map(|c| json!({
+                        "id": c.id,
+                        "status": c.status.as_str(),
+                        "detail": c.detail,
+                    })).collect::<Vec<_>>(),
+                });
+                if let (Some(e), Some(o)) = (&s.error, v.as_object_mut()) {
+                    o.insert("error".into(), Value::String(e.clone()));
+                }
+                v
+            });
+            o.insert("sessions".into(), Value::Array(sessions.collect()));
+        }
         doc
     }
 
@@ -316,6 +419,23 @@ impl Report {
         );
         if fail > 0 {
             let _ = writeln!(s, "failed: {}", self.failed().join(", "));
+        }
+        if self.sessions.len() > 1 {
+            let _ = writeln!(s, "sessions:");
+            for (i, session) in self.sessions.iter().enumerate() {
+                let failed: Vec<&str> = session
+                    .checks
+                    .iter()
+                    .filter(|c| c.status == Status::Fail)
+                    .map(|c| c.id)
+                    .collect();
+                let outcome = match (&session.error, failed.is_empty()) {
+                    (Some(e), _) => e.clone(),
+                    (None, true) => "nothing failed".to_owned(),
+                    (None, false) => format!("failed {}", failed.join(", ")),
+                };
+                let _ = writeln!(s, "  {:>2}  {:<34}  {outcome}", i + 1, session.label);
+            }
         }
         s
     }
@@ -377,6 +497,49 @@ mod tests {
         assert_eq!(rep.exit_code(), 1);
         let (_, _, _, skip) = rep.counts();
         assert_eq!(skip, CATALOGUE.len() - 1);
+    }
+
+    /// A later session's verdict replaces the merged one only when it says more, and its
+    /// detail names the session; `sessions` lists each with its own verdicts.
+    #[test]
+    fn later_sessions_merge_into_the_checks_by_weight() {
+        let mut first = Recorder::new(false);
+        first.record("push.event-shape", Status::Pass, "ok");
+        first.record("grant.narrowed-respected", Status::Skip, "later");
+        let later = |status| CheckResult {
+            id: "grant.narrowed-respected",
+            section: "§5.4",
+            status,
+            detail: "push/event needs pushEvents".into(),
+        };
+        let session = |label: &str, checks| SessionReport {
+            label: label.into(),
+            grant: None,
+            checks,
+            error: None,
+        };
+        let sessions = vec![
+            session("full grant", first.recorded()),
+            session("nothing granted", vec![later(Status::Pass)]),
+            session("only tools", vec![later(Status::Fail)]),
+            session("x disabled", vec![later(Status::Pass)]),
+        ];
+        let rep = first.finish("t".into()).with_sessions(sessions);
+        let c = rep
+            .checks
+            .iter()
+            .find(|c| c.id == "grant.narrowed-respected")
+            .unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.detail,
+            "session 3 (only tools): push/event needs pushEvents"
+        );
+        let v = rep.to_json();
+        assert_eq!(v["sessions"].as_array().map(Vec::len), Some(4));
+        assert_eq!(v["sessions"][2]["label"], "only tools");
+        assert_eq!(v["sessions"][2]["checks"][0]["status"], "fail");
+        assert!(rep.to_text().contains("only tools"));
     }
 
     #[test]

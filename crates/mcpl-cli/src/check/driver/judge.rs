@@ -121,7 +121,10 @@ impl Session {
         }
     }
 
+    /// The verdicts recorded when a session ends. The first session also settles what it
+    /// never saw as skipped; a narrowed session records only what it has evidence for.
     pub(super) fn conclude(&mut self) {
+        let first = self.narrowed.is_none();
         let frames = "transport.frames-valid";
         if self.junk.is_empty() && self.invalid.is_empty() {
             self.rec
@@ -169,7 +172,7 @@ impl Session {
                 Status::Pass,
                 format!("nothing privileged after {what}"),
             ),
-            None if !self.rec.has(unaccepted) => {
+            None if first && !self.rec.has(unaccepted) => {
                 let why = if self.ready {
                     "the policy was accepted"
                 } else {
@@ -197,7 +200,9 @@ impl Session {
             );
         }
         let within = "grant.messages-within-grant";
-        if !self.outside_grant.is_empty() {
+        if !first {
+            // Judged by the narrowed checks, or recorded as it was seen.
+        } else if !self.outside_grant.is_empty() {
             self.rec
                 .record(within, Status::Fail, self.outside_grant.join("; "));
         } else if self.privileged_after_ready > 0 {
@@ -228,7 +233,7 @@ impl Session {
                 Status::Pass,
                 format!("{} tagged use(s), all declared", self.tagged_uses),
             );
-        } else {
+        } else if first {
             self.rec
                 .record(decl, Status::Skip, "no feature-set-tagged use observed");
         }
@@ -259,7 +264,9 @@ impl Session {
         ] {
             for id in ids {
                 if seen == 0 {
-                    self.rec.record(id, Status::Skip, none(what));
+                    if first {
+                        self.rec.record(id, Status::Skip, none(what));
+                    }
                 } else if !self.rec.has(id) {
                     let detail = match self.reduction_hits.get(id) {
                         Some(&hits) => format!(
@@ -272,22 +279,40 @@ impl Session {
                 }
             }
         }
-        if let Some(why) = self.closed.clone() {
+        let vocabulary = "rpc.methods-in-vocabulary";
+        match self.foreign.describe() {
+            Some(d) => self.rec.record(vocabulary, Status::Warn, d),
+            None => self.rec.record(
+                vocabulary,
+                Status::Pass,
+                "every method the server sent is MCP or MCPL 0.5",
+            ),
+        }
+        self.conclude_narrowed();
+        if let Some(why) = self.closed.clone().filter(|_| first) {
             self.rec
                 .skip_rest(&format!("connection ended early: {why}"));
         }
     }
 
-    pub(super) fn judge_push(&mut self, is_request: bool, params: Option<&Value>) {
+    /// Judges a `push/event`; `denied`: the grant in force withholds `pushEvents`, already
+    /// a finding of its own.
+    pub(super) fn judge_push(&mut self, is_request: bool, params: Option<&Value>, denied: bool) {
         self.push_seen += 1;
         let defects = inspect::push_event_defects(params);
-        self.judge_tagged(&PUSH, is_request, params, defects);
+        self.judge_tagged(&PUSH, is_request, params, defects, denied);
     }
 
-    pub(super) fn judge_inference(&mut self, is_request: bool, params: Option<&Value>) {
+    /// Judges an `inference/request`; `denied` as for [`Session::judge_push`].
+    pub(super) fn judge_inference(
+        &mut self,
+        is_request: bool,
+        params: Option<&Value>,
+        denied: bool,
+    ) {
         self.inference_seen += 1;
         let defects = inspect::inference_request_defects(params);
-        self.judge_tagged(&INFERENCE, is_request, params, defects);
+        self.judge_tagged(&INFERENCE, is_request, params, defects, denied);
     }
 
     /// Judges one feature-set-tagged server message: its form, its shape `defects`, and its
@@ -298,6 +323,7 @@ impl Session {
         is_request: bool,
         params: Option<&Value>,
         defects: Vec<String>,
+        denied: bool,
     ) {
         if !is_request {
             self.rec.record(
@@ -315,6 +341,9 @@ impl Session {
         else {
             return;
         };
+        if self.narrowing_read && self.pre_reduction_grant.is_none() {
+            self.after_narrowing += 1;
+        }
         if !self.declared.contains(fs) {
             self.rec.record(
                 t.declared,
@@ -333,6 +362,13 @@ impl Session {
                 self.reduction_violations
                     .push(format!("{} under featureSet {fs:?}", t.method));
                 *self.reduction_hits.entry(t.declared).or_default() += 1;
+            }
+        } else if self.narrowed.is_some() && self.ready && !self.available.contains(fs) {
+            // A narrowed session: judged against its grant, unless the capability the
+            // message needs was already withheld (that is the finding).
+            if !denied {
+                let detail = format!("{} under featureSet {fs:?}", t.method);
+                self.unavailable_use(fs, t.declared, detail);
             }
         } else if self.receipt_seen && !self.available.contains(fs) {
             // After a refused or malformed receipt nothing is available (§6.7).
@@ -354,6 +390,9 @@ impl Session {
     /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
     pub(super) fn note_use(&mut self, feature_set: String, required: Requirement) {
         self.tagged_uses += 1;
+        if self.used_sets.len() < MAX_USED_SETS {
+            self.used_sets.insert(feature_set.clone());
+        }
         if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
             self.mismatches.push(format!(
                 "{feature_set:?} exercises {} without declaring it (a host rejects that use, §6.4 rule 2)",

@@ -34,8 +34,18 @@ impl Session {
         self.watch();
     }
 
-    pub(super) fn policy(&mut self, host_grant: &HostGrant, sets: &FeatureSets) {
-        let params = host_grant.update_params(None, &[]);
+    /// The initial policy Request (§5.3) granting `host_grant` with `disabled` sets, and the
+    /// verdicts on its receipt (§6.7), cross-checked against the host's own derivation
+    /// (§6.4). An accepted, well-formed receipt makes the session ready.
+    pub(super) fn policy(
+        &mut self,
+        host_grant: &HostGrant,
+        sets: &FeatureSets,
+        disabled: &[String],
+    ) {
+        let params = host_grant.update_params(None, disabled);
+        let statuses = derivation(sets, &params);
+        self.sent_policy = Some(params.clone());
         let reply = self.request("featureSets/update", params);
         let result = match reply {
             Reply::Result(r) => {
@@ -133,6 +143,9 @@ impl Session {
         if report.accepted != Some(true) || !shape.is_empty() {
             // §6.7: a refused policy is not operated under, and the strict host does not take
             // a malformed receipt as acceptance: not ready, nothing granted, nothing available.
+            let why = "no accepted, well-formed receipt";
+            self.rec
+                .record("policy.receipt-matches-derivation", Status::Skip, why);
             self.unaccepted = Some(if report.accepted == Some(false) {
                 "a refusal receipt"
             } else {
@@ -142,7 +155,7 @@ impl Session {
             // Ready (§5.3). Feature sets usable under the grant, for push/event replies.
             self.ready = true;
             self.grant = host_grant.effective;
-            let statuses = policy::derive(sets, &self.grant, &policy::Selection::default());
+            self.judge_receipt(&report, &statuses, "the initial policy");
             self.available = statuses
                 .iter()
                 .filter(|(_, st)| st.is_available())
@@ -151,11 +164,33 @@ impl Session {
         }
     }
 
+    /// `policy.receipt-matches-derivation` (§6.4, §6.7) for an accepted receipt of the
+    /// policy `what`, against the host's derivation `statuses` for it.
+    pub(super) fn judge_receipt(
+        &mut self,
+        report: &policy::ReceiptReport,
+        statuses: &BTreeMap<String, policy::FeatureSetStatus>,
+        what: &str,
+    ) {
+        let id = "policy.receipt-matches-derivation";
+        match &report.receipt {
+            Some(receipt @ policy::Receipt::Accepted { .. }) => {
+                let (st, d) = inspect::receipt_against_derivation(receipt, statuses, &self.grant);
+                self.rec.record(id, st, format!("{what}: {d}"));
+            }
+            _ => self
+                .rec
+                .record(id, Status::Skip, "no accepted, well-formed receipt"),
+        }
+    }
+
     pub(super) fn skip_receipt_rules(&mut self, why: &str) {
         self.rec
             .record("policy.refusal-names-fallback", Status::Skip, why);
         self.rec
             .record("policy.no-invented-mode", Status::Skip, why);
+        self.rec
+            .record("policy.receipt-matches-derivation", Status::Skip, why);
     }
 
     /// §5.4: a policy naming one path both granted and denied is malformed and must be
@@ -223,14 +258,23 @@ impl Session {
     /// §6.7: a server handed a narrowing as a Notification applies its `disabled` list all
     /// the same (AUDIT-001 §2.6: servers that drop every notification). The set the first
     /// hook injected under is disabled by Notification; after a `ping` round trip (the server
-    /// has read it), the hook is asked again and must not inject under it.
+    /// has read it), the hook is asked again and must not inject under it. With no hook set,
+    /// the first available set a push or inference request named is disabled instead, and a
+    /// window (another `ping` round trip, then `--watch`) gives the server's own traffic a
+    /// point after it: nothing more may come under that set.
     pub(super) fn narrowing_notification(&mut self) {
         let id = "policy.notification-narrowing-respected";
         if self.closed.is_some() || self.rec.has(id) {
             return;
         }
-        let Some(set) = self.hook_set.clone().filter(|s| self.available.contains(s)) else {
-            let why = "no injection under an available set to disable";
+        let hook = self.hook_set.clone().filter(|s| self.available.contains(s));
+        let traffic = self
+            .used_sets
+            .iter()
+            .find(|s| self.available.contains(*s))
+            .cloned();
+        let Some(set) = hook.clone().or(traffic) else {
+            let why = "no injection, push or inference request under an available set to disable";
             self.rec.record(id, Status::Skip, why);
             return;
         };
@@ -249,21 +293,25 @@ impl Session {
             return;
         }
         self.narrowing_read = true;
-        let params = self.hook_params(1);
-        let asked = match self.request("context/beforeInference", params) {
-            Reply::Result(r) => {
-                let injected = r
-                    .get("contextInjections")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                if injected > 0 && r.get("featureSet") == Some(&json!(set)) {
-                    self.narrowing_violations.push(format!(
-                        "beforeInference injected {injected} item(s) under featureSet {set:?}"
-                    ));
+        let asked = if hook.is_some() {
+            match self.request("context/beforeInference", self.hook_params(1)) {
+                Reply::Result(r) => {
+                    let injected = r
+                        .get("contextInjections")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    if injected > 0 && r.get("featureSet") == Some(&json!(set)) {
+                        self.narrowing_violations.push(format!(
+                            "beforeInference injected {injected} item(s) under featureSet {set:?}"
+                        ));
+                    }
+                    true
                 }
-                true
+                _ => false,
             }
-            _ => false,
+        } else {
+            self.window();
+            self.after_narrowing > 0
         };
         if !self.narrowing_violations.is_empty() {
             let d = format!(
@@ -271,11 +319,22 @@ impl Session {
                 self.narrowing_violations.join("; ")
             );
             self.rec.record(id, Status::Fail, d);
+        } else if hook.is_none() && asked {
+            let d = format!(
+                "{} tagged message(s) after {set:?} was disabled by Notification, none under it",
+                self.after_narrowing
+            );
+            self.rec.record(id, Status::Pass, d);
         } else if asked {
             let d = format!("no injection under {set:?} once it was disabled by Notification");
             self.rec.record(id, Status::Pass, d);
-        } else {
+        } else if hook.is_some() {
             let why = "the hook was not answered after the Notification";
+            self.rec.record(id, Status::Skip, why);
+        } else {
+            let why = format!(
+                "{set:?} disabled by Notification, but nothing feature-set-tagged came after it to judge"
+            );
             self.rec.record(id, Status::Skip, why);
         }
     }
@@ -331,10 +390,14 @@ impl Session {
             parts.push(format!("revoking {}", revoked.sorted_paths().join(", ")));
         }
         let what = parts.join(" and ");
+        let statuses = derivation(&self.decls, &params);
         match self.request("featureSets/update", params) {
             Reply::Result(r) => {
                 self.reduction_answered = true;
                 let report = policy::parse_receipt(&r);
+                if report.accepted == Some(true) {
+                    self.judge_receipt(&report, &statuses, "the reduction");
+                }
                 let (mut defects, fallback, _) = inspect::receipt_defects(&report);
                 if report.accepted == Some(false) {
                     defects.extend(fallback);
@@ -390,7 +453,9 @@ impl Session {
                 }
             }
         }
-        self.watch();
+        // A window that opens with a ping round trip: what a server sends on its own (its
+        // timers, its keep-alive) is given a point after the receipt, as before the policy.
+        self.window();
         if !self.reduction_violations.is_empty() {
             let d = format!(
                 "after the reduction receipt: {}",
@@ -407,5 +472,37 @@ impl Session {
             let why = "nothing feature-set-tagged after the reduction receipt";
             self.rec.record(respected, Status::Skip, why);
         }
+    }
+}
+
+/// The host's own §6.4 derivation for the policy `params` it sends: each declared set's
+/// status under the grant and selection those params carry, read back with the library's
+/// parser so that `disabled` means what a server reading it takes it to mean. Params that
+/// do not parse (they are the checker's own, so this cannot happen) leave every set
+/// unavailable: fail closed.
+pub(super) fn derivation(
+    sets: &FeatureSets,
+    params: &Value,
+) -> BTreeMap<String, policy::FeatureSetStatus> {
+    match policy::UpdateParams::parse(params) {
+        Ok(p) => policy::derive(
+            sets,
+            &p.effective.unwrap_or_default(),
+            &policy::Selection {
+                enabled: p.enabled,
+                disabled: p.disabled,
+            },
+        ),
+        Err(_) => sets
+            .sets
+            .keys()
+            .map(|n| {
+                let st = policy::FeatureSetStatus::Unavailable {
+                    reason: policy::UnavailableReason::Disabled,
+                    missing: CapabilitySet::EMPTY,
+                };
+                (n.clone(), st)
+            })
+            .collect(),
     }
 }

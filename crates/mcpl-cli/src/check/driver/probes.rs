@@ -69,43 +69,49 @@ impl Session {
         }
     }
 
-    /// §8: servers tolerate and ignore request members they do not know. `mcpl/manifest`
-    /// with an extra params member must return the same manifest.
+    /// §8: servers tolerate and ignore request members they do not know. A request the
+    /// server has answered is sent again with an extra params member and must be answered
+    /// as without it: `mcpl/manifest` (the same manifest), else `tools/list` (the same
+    /// tools), else `channels/list` (the same channels), else `ping` (a result).
     pub(super) fn unknown_member(&mut self) {
         let id = "rpc.unknown-members-ignored";
-        let Some(before) = self.fetched.clone() else {
-            self.rec
-                .record(id, Status::Skip, "no manifest fetched to compare with");
+        let probe = json!({ "xMcplCheckProbe": { "ignore": "me" } });
+        let (method, before) = if let Some(m) = self.fetched.clone() {
+            ("mcpl/manifest", Some(m))
+        } else if let Reply::Result(r) = self.request("tools/list", json!({})) {
+            ("tools/list", Some(r))
+        } else if let Some(l) = self.listed.clone() {
+            ("channels/list", Some(l))
+        } else if self.ping_answered {
+            ("ping", None)
+        } else {
+            let why = "no request was answered to repeat with an unknown member";
+            self.rec.record(id, Status::Skip, why);
             return;
         };
-        let params = json!({ "xMcplCheckProbe": { "ignore": "me" } });
-        match self.request("mcpl/manifest", params) {
-            Reply::Result(m) => {
-                let same = same_manifest(&m, &before);
-                if same || self.changed_seen > 0 {
-                    self.rec.record(
-                        id,
-                        Status::Pass,
-                        "mcpl/manifest with an unknown params member answered as without it",
-                    );
+        let what = format!("{method} with an unknown params member");
+        match self.request(method, probe) {
+            Reply::Result(r) => {
+                let same = match &before {
+                    Some(b) if method == "mcpl/manifest" => {
+                        same_manifest(&r, b) || self.changed_seen > 0
+                    }
+                    Some(b) => r == *b,
+                    None => true,
+                };
+                if same {
+                    self.rec
+                        .record(id, Status::Pass, format!("{what} answered as without it"));
                 } else {
-                    self.rec.record(
-                        id,
-                        Status::Fail,
-                        "mcpl/manifest with an unknown params member returned another manifest",
-                    );
+                    let d = format!("{what} returned another result than without it");
+                    self.rec.record(id, Status::Fail, d);
                 }
             }
-            r @ (Reply::Closed(_) | Reply::Timeout) => {
-                self.no_answer(id, "mcpl/manifest with an unknown params member: ", r)
-            }
+            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{what}: "), r),
             Reply::Error(e) => self.rec.record(
                 id,
                 Status::Fail,
-                format!(
-                    "mcpl/manifest with an unknown params member got error {} {:?}",
-                    e.code, e.message
-                ),
+                format!("{what} got error {} {:?}", e.code, e.message),
             ),
         }
     }
@@ -159,40 +165,6 @@ impl Session {
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
             r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{set}: "), r),
-        }
-    }
-
-    /// §14.3, §14.6: `channels/close` for a channel the server never registered is refused
-    /// with `-32023` (AUDIT-001 §4.2 item 9: `-32004` instead).
-    pub(super) fn close_unknown_channel(&mut self) {
-        let id = "channels.close-unknown-error";
-        if !self.ready || !self.grant.allows(Capability::ChannelsLifecycle) {
-            self.rec
-                .record(id, Status::Skip, "channels.lifecycle not granted");
-            return;
-        }
-        let params = json!({ "channelId": "mcpl-check:no-such-channel" });
-        match self.request("channels/close", params) {
-            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
-                self.rec
-                    .record(id, Status::Pass, format!("answered {}", e.code))
-            }
-            Reply::Error(e) => self.rec.record(
-                id,
-                Status::Fail,
-                format!(
-                    "answered {} {:?}; an unknown channel is -32023 (§14.6)",
-                    e.code, e.message
-                ),
-            ),
-            // §14.6 gives -32023 for an unknown channel; a result (even `closed: false`)
-            // leaves the host unable to tell an unknown channel from a closed one.
-            Reply::Result(r) => self.rec.record(
-                id,
-                Status::Warn,
-                format!("answered with a result, not -32023: {r}"),
-            ),
-            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, "", r),
         }
     }
 
@@ -257,75 +229,6 @@ impl Session {
                     .record(id, Status::Fail, "answered an unknown method with a result")
             }
             other => self.rec.record(id, Status::Fail, other.describe()),
-        }
-    }
-
-    /// Host→server channel requests a server must answer, never leave hanging (AUDIT-001
-    /// §4.2 items 5 and 9): `channels/list` (§14.3), and `channels/publish` to a channel id
-    /// the server never registered, which must be refused `-32023` (§14.6).
-    pub(super) fn channel_probes(&mut self) {
-        let list = "channels.list-answered";
-        let unknown = "channels.unknown-channel-error";
-        if !self.ready {
-            let why = "policy not established: no channel request is sent (§5.3)";
-            self.rec.skip_all(&[list, unknown], why);
-            return;
-        }
-        if !self.grant.allows(Capability::ChannelsRegister) {
-            self.rec
-                .record(list, Status::Skip, "channels.register not advertised");
-        } else {
-            match self.request("channels/list", json!({})) {
-                Reply::Result(r) => match r.get("channels") {
-                    Some(Value::Array(a)) => self.rec.record(
-                        list,
-                        Status::Pass,
-                        format!("listed {} channel(s)", a.len()),
-                    ),
-                    _ => {
-                        self.rec
-                            .record(list, Status::Fail, "result has no channels array (§14.3)")
-                    }
-                },
-                Reply::Error(e) => self.rec.record(
-                    list,
-                    Status::Warn,
-                    format!(
-                        "answered error {} although channels.register is advertised",
-                        e.code
-                    ),
-                ),
-                other => self.rec.record(list, Status::Fail, other.describe()),
-            }
-        }
-        if !self.grant.allows(Capability::ChannelsPublish) {
-            self.rec
-                .record(unknown, Status::Skip, "channels.publish not advertised");
-            return;
-        }
-        let params = json!({
-            "conversationId": "conv_mcpl_check",
-            "channelId": "mcpl-check:never-registered",
-            "content": [ { "type": "text", "text": "mcpl check probe: not to be delivered" } ]
-        });
-        match self.request("channels/publish", params) {
-            Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
-                self.rec.record(unknown, Status::Pass, "answered -32023")
-            }
-            Reply::Error(e) => self.rec.record(
-                unknown,
-                Status::Fail,
-                format!(
-                    "answered error {} rather than -32023 Unknown channel",
-                    e.code
-                ),
-            ),
-            Reply::Result(_) => self.rec.record(
-                unknown,
-                Status::Fail,
-                "answered a publish to a channel it never registered with a result",
-            ),
-            other => self.rec.record(unknown, Status::Fail, other.describe()),
         }
     }
 

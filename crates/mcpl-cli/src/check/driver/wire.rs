@@ -170,7 +170,11 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) {
+        self.foreign.note(method);
         let requirement = server_requirement(method, params.as_ref());
+        // Whether the grant in force withholds what this message needs: its feature set is
+        // then not judged as well (one defect, one finding).
+        let mut denied = false;
         if let Some(req) = requirement.filter(|r| *r != Requirement::None) {
             if self.receipt_seen {
                 // §5.4: judged only under an accepted receipt; without one nothing is ready.
@@ -180,11 +184,20 @@ impl Session {
                         self.after_reduction += 1;
                     }
                     if self.grant.check(req).is_err() {
+                        denied = true;
                         let needs = req.capabilities().sorted_paths().join(" / ");
                         let revoked = self
                             .pre_reduction_grant
                             .is_some_and(|g| g.check(req).is_ok());
-                        if !revoked {
+                        if self.narrowed.is_some() {
+                            let full_allowed = self.full_grant().check(req).is_ok();
+                            let detail = format!("{method} needs {needs}, not granted");
+                            self.narrowing_finding(
+                                full_allowed,
+                                "grant.messages-within-grant",
+                                detail,
+                            );
+                        } else if !revoked {
                             self.outside_grant
                                 .push(format!("{method} needs {needs}, not granted"));
                         } else if self.reduction_answered {
@@ -206,8 +219,8 @@ impl Session {
             }
         }
         match method {
-            "push/event" => self.judge_push(id.is_some(), params.as_ref()),
-            "inference/request" => self.judge_inference(id.is_some(), params.as_ref()),
+            "push/event" => self.judge_push(id.is_some(), params.as_ref(), denied),
+            "inference/request" => self.judge_inference(id.is_some(), params.as_ref(), denied),
             "channels/register" => {
                 self.register_seen += 1;
                 if id.is_none() {

@@ -1,0 +1,169 @@
+//! The channel probes (§14.3, §14.6): `channels/list` is answered, and `channels/publish`
+//! and `channels/close` for a channel the server never registered are refused `-32023`
+//! (AUDIT-001 §4.2 items 5 and 9: hanging lists, `-32004` instead).
+//!
+//! Each unknown-channel probe is sent with an id shaped like the server's own registered
+//! or listed ones (same prefix, the last segment changed: [`inspect::sibling_channel_id`])
+//! as well as the fixed `mcpl-check:never-registered`, and the verdict names which answered
+//! what. A server whose id parser refuses the fixed id (`-32602`) before its registration
+//! check is not failed for that when the shaped id reached the check and got `-32023`.
+
+use mcpl::capability::Capability;
+use mcpl::jsonrpc::codes;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::check::inspect;
+use crate::check::report::Status;
+
+/// The fixed probe id, which no server registers.
+const FIXED_ID: &str = "mcpl-check:never-registered";
+
+impl Session {
+    /// `channels/list` (when `channels.register` is granted) and the unknown-channel
+    /// `channels/publish` (when `channels.publish` is).
+    pub(super) fn channel_probes(&mut self) {
+        let list = "channels.list-answered";
+        let unknown = "channels.unknown-channel-error";
+        if !self.ready {
+            let why = "policy not established: no channel request is sent (§5.3)";
+            self.rec.skip_all(&[list, unknown], why);
+            return;
+        }
+        if !self.grant.allows(Capability::ChannelsRegister) {
+            self.rec
+                .record(list, Status::Skip, "channels.register not advertised");
+        } else {
+            match self.request("channels/list", json!({})) {
+                Reply::Result(r) => match r.get("channels") {
+                    Some(Value::Array(a)) => {
+                        self.rec.record(
+                            list,
+                            Status::Pass,
+                            format!("listed {} channel(s)", a.len()),
+                        );
+                        self.listed = Some(r.clone());
+                    }
+                    _ => {
+                        self.rec
+                            .record(list, Status::Fail, "result has no channels array (§14.3)")
+                    }
+                },
+                Reply::Error(e) => self.rec.record(
+                    list,
+                    Status::Warn,
+                    format!(
+                        "answered error {} although channels.register is advertised",
+                        e.code
+                    ),
+                ),
+                other => self.rec.record(list, Status::Fail, other.describe()),
+            }
+        }
+        if !self.grant.allows(Capability::ChannelsPublish) {
+            self.rec
+                .record(unknown, Status::Skip, "channels.publish not advertised");
+            return;
+        }
+        self.unknown_channel_probe(unknown, "channels/publish", Status::Fail, |channel| {
+            json!({
+                "conversationId": "conv_mcpl_check",
+                "channelId": channel,
+                "content": [ { "type": "text", "text": "mcpl check probe: not to be delivered" } ]
+            })
+        });
+    }
+
+    /// §14.3, §14.6: `channels/close` for a channel the server never registered is refused
+    /// with `-32023`; a result (even `closed: false`) leaves the host unable to tell an
+    /// unknown channel from a closed one, and warns.
+    pub(super) fn close_unknown_channel(&mut self) {
+        let id = "channels.close-unknown-error";
+        if !self.ready || !self.grant.allows(Capability::ChannelsLifecycle) {
+            self.rec
+                .record(id, Status::Skip, "channels.lifecycle not granted");
+            return;
+        }
+        self.unknown_channel_probe(
+            id,
+            "channels/close",
+            Status::Warn,
+            |channel| json!({ "channelId": channel }),
+        );
+    }
+
+    /// The probe ids: one shaped like the server's own channel ids (when it registered or
+    /// listed any), described with the id it imitates, then the fixed one.
+    fn unknown_channel_ids(&self) -> Vec<(String, String)> {
+        let mut own: BTreeSet<String> = self.registered.clone();
+        let listed = self
+            .listed
+            .as_ref()
+            .and_then(|l| l.get("channels"))
+            .and_then(Value::as_array);
+        for c in listed.into_iter().flatten() {
+            if let Some(id) = c.get("id").and_then(Value::as_str) {
+                own.insert(id.to_owned());
+            }
+        }
+        let mut ids = Vec::new();
+        if let Some(first) = own.iter().next() {
+            if let Some(s) = inspect::sibling_channel_id(first, &own) {
+                ids.push((s.clone(), format!("{s} (shaped like {first})")));
+            }
+        }
+        ids.push((FIXED_ID.to_owned(), FIXED_ID.to_owned()));
+        ids
+    }
+
+    /// Sends `method` for each probe id ([`Session::unknown_channel_ids`]) and records `id`:
+    /// `-32023` for every one passes; a result is `on_result`; any other error fails (but
+    /// `-32602` for the fixed id is tolerated once a shaped id got `-32023`: the server
+    /// refused its foreign shape, not an unregistered channel); no answer is judged as by
+    /// [`Session::no_answer`].
+    fn unknown_channel_probe(
+        &mut self,
+        id: &'static str,
+        method: &str,
+        on_result: Status,
+        params: impl Fn(&str) -> Value,
+    ) {
+        let mut worst = Status::Pass;
+        let mut parts = Vec::new();
+        let mut shaped_refused = false;
+        for (channel, described) in self.unknown_channel_ids() {
+            let fixed = channel == FIXED_ID;
+            let (status, what) = match self.request(method, params(&channel)) {
+                Reply::Error(e) if e.code == codes::UNKNOWN_CHANNEL => {
+                    shaped_refused |= !fixed;
+                    (Status::Pass, format!("{described}: answered -32023"))
+                }
+                Reply::Error(e) if fixed && shaped_refused && e.code == codes::INVALID_PARAMS => (
+                    Status::Pass,
+                    format!("{described}: refused as not its id shape ({})", e.code),
+                ),
+                Reply::Error(e) => (
+                    Status::Fail,
+                    format!(
+                        "{described}: answered error {} {:?} rather than -32023 Unknown channel (§14.6)",
+                        e.code, e.message
+                    ),
+                ),
+                Reply::Result(r) => (
+                    on_result,
+                    format!("{described}: answered with a result, not -32023: {r}"),
+                ),
+                r @ (Reply::Closed(_) | Reply::Timeout) => {
+                    self.no_answer(id, &format!("{method} {described}: "), r);
+                    return;
+                }
+            };
+            if status == Status::Fail || (status == Status::Warn && worst == Status::Pass) {
+                worst = status;
+            }
+            parts.push(what);
+        }
+        self.rec
+            .record(id, worst, format!("{method} {}", parts.join("; ")));
+    }
+}

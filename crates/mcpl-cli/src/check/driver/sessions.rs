@@ -1,0 +1,471 @@
+//! Several sessions per run (issue #18): after the first session under the full grant, the
+//! checker reconnects (re-spawns a command, re-dials an address) and runs each further
+//! session under a grant narrowed from that one. Sessions are independent (§5.3): each is a
+//! fresh connection with its own handshake and initial policy, and nothing carries over
+//! but the plan.
+//!
+//! A narrowed session is short: the handshake, the policy Request (§5.3), the per-session
+//! steps, one `context/beforeInference` when its grant lets the host send one (§10.1), and
+//! one window (a `ping` round trip, then `--watch`). What the server sends is judged against
+//! that session's grant: a use the full grant allowed and this grant withholds fails
+//! `grant.narrowed-respected` (§5.4), a tagged use of a set it leaves unavailable fails
+//! `featuresets.narrowed-respected` (§6.4, §6.5); everything else is judged by the same
+//! checks as in the first session.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use mcpl::capability::{self, Capability, CapabilitySet};
+use mcpl::policy::{self, FeatureSets, HostGrant};
+use serde_json::Value;
+
+use super::*;
+use crate::check::report::{Recorder, Status};
+
+/// At most this many feature sets are disabled in turn, one session each: the sets the
+/// first session saw in use, in name order.
+pub const MAX_DISABLED_IN_TURN: usize = 8;
+
+/// The default and the largest `--sessions`.
+pub const DEFAULT_SESSIONS: usize = 16;
+
+/// Check ids only a narrowed session decides.
+const NARROWED_IDS: [&str; 2] = ["grant.narrowed-respected", "featuresets.narrowed-respected"];
+
+/// One planned later session: the paths of the full grant it keeps, and the sets its
+/// policy disables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Plan {
+    /// How the session is named in the report.
+    pub(super) label: String,
+    /// Paths kept from the full grant (the effective grant is the full one ∩ this).
+    keep: CapabilitySet,
+    /// `disabled` of its policy Request (§5.3).
+    disabled: Vec<String>,
+}
+
+/// The later sessions for a server whose first session was granted `full`, and which was
+/// seen using the feature sets `used`: nothing granted; only `tools`; everything but
+/// `pushEvents`; everything but `channels.*`; everything but the hook leaves; then each
+/// used set disabled in turn. A plan whose grant and `disabled` equal the full session's or
+/// an earlier plan's is dropped (it would show nothing new).
+pub(super) fn plan(full: &HostGrant, used: &BTreeSet<String>) -> Vec<Plan> {
+    let all = CapabilitySet::ALL;
+    let below = |prefix: &str| -> CapabilitySet {
+        Capability::ALL
+            .into_iter()
+            .filter(|c| c.is_at_or_below(prefix))
+            .collect()
+    };
+    let only = |c: Capability| -> CapabilitySet { [c].into_iter().collect() };
+    let grants = [
+        ("nothing granted", CapabilitySet::EMPTY),
+        ("only tools", only(Capability::Tools)),
+        (
+            "everything but pushEvents",
+            all.difference(only(Capability::PushEvents)),
+        ),
+        (
+            "everything but channels.*",
+            all.difference(below("channels")),
+        ),
+        (
+            "everything but the hook leaves",
+            all.difference(below("contextHooks")),
+        ),
+    ];
+    let mut plans: Vec<Plan> = grants
+        .into_iter()
+        .map(|(label, keep)| Plan {
+            label: label.to_owned(),
+            keep,
+            disabled: Vec::new(),
+        })
+        .collect();
+    plans.extend(used.iter().take(MAX_DISABLED_IN_TURN).map(|set| Plan {
+        label: format!("{set} disabled"),
+        keep: all,
+        disabled: vec![set.clone()],
+    }));
+    let granted = full.effective.capabilities();
+    let mut seen = vec![(granted, Vec::new())];
+    plans.retain(|p| {
+        let key = (granted.intersection(p.keep), p.disabled.clone());
+        let new = !seen.contains(&key);
+        if new {
+            seen.push(key);
+        }
+        new
+    });
+    plans
+}
+
+/// One finished session: what narrowed it, the policy it sent, and its verdicts.
+pub struct SessionRun {
+    /// `full grant` for the first session, else what narrows it ("only tools", …).
+    pub label: String,
+    /// The params of its policy Request (`effectiveCapabilities`, `deniedCapabilities`,
+    /// `disabled`), when one was sent.
+    pub grant: Option<Value>,
+    /// Its verdicts.
+    pub rec: Recorder,
+    /// Why it could not run (the reconnection failed), when it could not.
+    pub error: Option<String>,
+}
+
+/// How the later sessions of a run connect.
+pub struct Reconnect<'a> {
+    /// Opens session `n`'s connection (`n` from 2).
+    pub open: &'a (dyn Fn(usize) -> io::Result<Conn> + Sync),
+    /// Whether the later sessions may run at once: each is its own connection, so a
+    /// spawned command (a process per session) can; an address may serve one connection
+    /// at a time, so its sessions run one after the other.
+    pub concurrent: bool,
+}
+
+/// Runs the first session on `first`, then up to `max_sessions - 1` narrowed sessions,
+/// each on a connection from `reconnect`. When they run one after the other, a failed
+/// reconnection is reported on its session and ends the run (the target has shown it takes
+/// no further connection). `progress` prints the first session's checks as they are
+/// recorded and one line per later session.
+pub fn run(
+    first: Conn,
+    reconnect: &Reconnect<'_>,
+    timing: Timing,
+    max_sessions: usize,
+    progress: bool,
+) -> Vec<SessionRun> {
+    let mut s = Session::new(first, timing, Recorder::new(progress));
+    s.full_session();
+    let plans = match s.host_grant {
+        Some(full) if max_sessions > 1 => plan(&full, &s.used_sets),
+        _ => Vec::new(),
+    };
+    let why = if max_sessions <= 1 {
+        Some("one session (--sessions 1 or --quick): no narrowed grant was tried")
+    } else if s.host_grant.is_none() {
+        Some("no MCPL advertisement to narrow a grant from")
+    } else if plans.is_empty() {
+        Some("no narrower grant differs from the full one")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        s.rec.skip_all(&NARROWED_IDS, why);
+    }
+    let full = s.host_grant;
+    let mut runs = vec![s.into_run("full grant".to_owned())];
+    let Some(full) = full.filter(|_| why.is_none()) else {
+        return runs;
+    };
+    let plans: Vec<(usize, &Plan)> = plans
+        .iter()
+        .take(max_sessions.saturating_sub(1))
+        .enumerate()
+        .map(|(i, p)| (i + 2, p))
+        .collect();
+    let one = |(n, plan): (usize, &Plan)| -> SessionRun {
+        let run = match (reconnect.open)(n) {
+            Ok(conn) => {
+                let mut s = Session::new(conn, timing, Recorder::new(false));
+                s.narrowed_session(plan, &full);
+                s.into_run(plan.label.clone())
+            }
+            Err(e) => SessionRun {
+                label: plan.label.clone(),
+                grant: None,
+                rec: Recorder::new(false),
+                error: Some(format!("could not reconnect for session {n}: {e}")),
+            },
+        };
+        if progress {
+            let verdict = match (&run.error, run.rec.failed()) {
+                (Some(e), _) => e.clone(),
+                (None, f) if f.is_empty() => "nothing failed".to_owned(),
+                (None, f) => format!("failed {}", f.join(", ")),
+            };
+            eprintln!("mcpl check: session {n} ({}): {verdict}", plan.label);
+        }
+        run
+    };
+    if reconnect.concurrent {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = plans
+                .iter()
+                .map(|&p| (p, scope.spawn(move || one(p))))
+                .collect();
+            for ((n, plan), h) in handles {
+                runs.push(h.join().unwrap_or_else(|_| SessionRun {
+                    label: plan.label.clone(),
+                    grant: None,
+                    rec: Recorder::new(false),
+                    error: Some(format!("internal: session {n} panicked")),
+                }));
+            }
+        });
+    } else {
+        for p in plans {
+            let run = one(p);
+            let failed = run.error.is_some();
+            runs.push(run);
+            if failed {
+                break;
+            }
+        }
+    }
+    summarise_narrowed(&mut runs);
+    runs
+}
+
+/// The first session's verdict on the narrowed checks, from the later sessions': a pass
+/// that counts every session it held in, a skip (the failing session's verdict is the
+/// merged one), or a skip saying why no session could judge.
+fn summarise_narrowed(runs: &mut [SessionRun]) {
+    let Some((first, later)) = runs.split_first_mut() else {
+        return;
+    };
+    for id in NARROWED_IDS {
+        let statuses: Vec<Status> = later.iter().filter_map(|r| r.rec.status(id)).collect();
+        let passed = statuses.iter().filter(|s| **s == Status::Pass).count();
+        if statuses.contains(&Status::Fail) {
+            first
+                .rec
+                .record(id, Status::Skip, "failed in a narrowed session");
+        } else if passed > 0 {
+            let d = format!("held under the {passed} narrowed grant(s) whose policy was accepted");
+            first.rec.record(id, Status::Pass, d);
+        } else {
+            let why = "no narrowed session had its policy accepted";
+            first.rec.record(id, Status::Skip, why);
+        }
+    }
+}
+
+impl Session {
+    /// Ends the session (its connection is closed, a spawned server killed) and hands
+    /// back what it found.
+    fn into_run(self, label: String) -> SessionRun {
+        SessionRun {
+            label,
+            grant: self.sent_policy,
+            rec: self.rec,
+            error: self.start_error,
+        }
+    }
+
+    /// A later session under `plan`'s narrowing of `full` (see the module docs).
+    pub(super) fn narrowed_session(&mut self, plan: &Plan, full: &HostGrant) {
+        self.narrowed = Some(Narrowed {
+            label: plan.label.clone(),
+            full: full.effective,
+            full_available: BTreeSet::new(),
+        });
+        let Some((capabilities, mcpl)) = self.handshake() else {
+            return;
+        };
+        let (sets, _) = FeatureSets::from_mcpl(&mcpl);
+        self.declared = sets.sets.keys().cloned().collect();
+        self.decls = sets.clone();
+        let full_available = policy::derive(&sets, &full.effective, &Default::default())
+            .into_iter()
+            .filter(|(_, st)| st.is_available())
+            .map(|(n, _)| n)
+            .collect();
+        if let Some(n) = &mut self.narrowed {
+            n.full_available = full_available;
+        }
+        let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
+        let effective = full.effective.intersect(plan.keep).intersect(advertised);
+        let host_grant = HostGrant {
+            advertised,
+            effective,
+            denied: advertised.difference(effective.capabilities()),
+        };
+        self.policy_sent = true;
+        self.policy(&host_grant, &sets, &plan.disabled);
+        self.settle();
+        self.after_policy_exchange();
+        self.narrowed_hook();
+        self.window();
+        self.conclude();
+    }
+
+    /// One `context/beforeInference` when this session's grant lets the host send it
+    /// (§5.3, §10.1): each injection is authorized against the grant at receipt (§5.4) and
+    /// must come under a set the grant leaves available (§6.5).
+    fn narrowed_hook(&mut self) {
+        if !self.ready || !policy::before_inference_applies(&self.grant) {
+            return;
+        }
+        let Reply::Result(result) = self.request("context/beforeInference", self.hook_params(0))
+        else {
+            return;
+        };
+        let defects = inspect::before_inference_defects(&result);
+        if !defects.is_empty() {
+            self.rec
+                .record("hooks.injection-shape", Status::Fail, defects.join("; "));
+        }
+        let injections = match result.get("contextInjections") {
+            Some(Value::Array(a)) if !a.is_empty() => a.clone(),
+            _ => return,
+        };
+        let named = result.get("featureSet").and_then(Value::as_str);
+        for (i, inj) in injections.iter().enumerate() {
+            if let Err(e) = policy::authorize_injection(&self.grant, inj) {
+                let detail = format!("beforeInference contextInjections[{i}]: {e}");
+                self.narrowing_finding(
+                    policy::authorize_injection(&self.full_grant(), inj).is_ok(),
+                    "hooks.injection-positions",
+                    detail,
+                );
+            }
+            let leaf = inj
+                .get("position")
+                .and_then(Value::as_str)
+                .and_then(Capability::for_position);
+            if let (Some(fs), Some(leaf)) = (named, leaf) {
+                self.note_use(fs.to_owned(), Requirement::One(leaf));
+            }
+        }
+        match named {
+            Some(fs) if !self.declared.contains(fs) => self.rec.record(
+                "hooks.feature-set-declared",
+                Status::Fail,
+                format!("injections under featureSet {fs:?}, which is not declared"),
+            ),
+            Some(fs) if !self.available.contains(fs) => {
+                let detail = format!(
+                    "beforeInference injected {} item(s) under featureSet {fs:?}",
+                    injections.len()
+                );
+                self.unavailable_use(fs, "hooks.feature-set-declared", detail);
+            }
+            _ => {}
+        }
+    }
+
+    /// The first session's grant (this session's own in the first session).
+    pub(super) fn full_grant(&self) -> Grant {
+        self.narrowed.as_ref().map_or(self.grant, |n| n.full)
+    }
+
+    /// A finding in a narrowed session about something this grant withholds: the
+    /// narrowing's (`grant.narrowed-respected`) when the full grant allowed it, else
+    /// `otherwise`'s, the check the first session counts it under.
+    pub(super) fn narrowing_finding(
+        &mut self,
+        full_allowed: bool,
+        otherwise: &'static str,
+        detail: String,
+    ) {
+        if full_allowed {
+            self.narrowed_outside.push(detail);
+        } else {
+            self.rec.record(otherwise, Status::Fail, detail);
+        }
+    }
+
+    /// A tagged use of `fs`, declared but unavailable under this session's grant: the
+    /// narrowing's (`featuresets.narrowed-respected`) when the full grant left it available,
+    /// else `otherwise`'s.
+    pub(super) fn unavailable_use(&mut self, fs: &str, otherwise: &'static str, detail: String) {
+        let was_available = self
+            .narrowed
+            .as_ref()
+            .is_some_and(|n| n.full_available.contains(fs));
+        if was_available {
+            self.narrowed_unavailable.push(detail);
+        } else {
+            let detail = format!("{detail}, which the grant leaves unavailable");
+            self.rec.record(otherwise, Status::Fail, detail);
+        }
+    }
+
+    /// The verdicts only a narrowed session gives (called by `conclude`).
+    pub(super) fn conclude_narrowed(&mut self) {
+        let Some(label) = self.narrowed.as_ref().map(|n| n.label.clone()) else {
+            return;
+        };
+        let [grant_id, sets_id] = NARROWED_IDS;
+        if !self.ready {
+            let why = match self.unaccepted {
+                Some(what) => format!("{what}: the policy of {label} is not in force"),
+                None => format!("no receipt for the policy of {label}"),
+            };
+            self.rec.skip_all(&NARROWED_IDS, &why);
+            return;
+        }
+        if self.narrowed_outside.is_empty() {
+            let d = match self.privileged_after_ready {
+                0 => "nothing privileged sent".to_owned(),
+                n => format!("{n} privileged message(s), all within the grant"),
+            };
+            self.rec.record(grant_id, Status::Pass, d);
+        } else {
+            let d = self.narrowed_outside.join("; ");
+            self.rec.record(grant_id, Status::Fail, d);
+        }
+        if self.narrowed_unavailable.is_empty() {
+            let d = match self.tagged_uses {
+                0 => "nothing feature-set-tagged sent".to_owned(),
+                n => format!("{n} tagged use(s), none under an unavailable set"),
+            };
+            self.rec.record(sets_id, Status::Pass, d);
+        } else {
+            let d = self.narrowed_unavailable.join("; ");
+            self.rec.record(sets_id, Status::Fail, d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(paths: &[Capability]) -> HostGrant {
+        let advertised: CapabilitySet = paths.iter().copied().collect();
+        HostGrant::compute(advertised, host_policy()).unwrap()
+    }
+
+    #[test]
+    fn the_plan_narrows_in_the_issue_order_and_drops_what_changes_nothing() {
+        let g = full(&[
+            Capability::Tools,
+            Capability::PushEvents,
+            Capability::ChannelsRegister,
+            Capability::InjectBeforeUser,
+        ]);
+        let used: BTreeSet<String> = ["b.push", "a.hint"].map(str::to_owned).into();
+        let labels: Vec<String> = plan(&g, &used).into_iter().map(|p| p.label).collect();
+        assert_eq!(
+            labels,
+            [
+                "nothing granted",
+                "only tools",
+                "everything but pushEvents",
+                "everything but channels.*",
+                "everything but the hook leaves",
+                "a.hint disabled",
+                "b.push disabled",
+            ]
+        );
+        // Only tools advertised: every plan but "nothing granted" is the full grant again.
+        let labels: Vec<String> = plan(&full(&[Capability::Tools]), &BTreeSet::new())
+            .into_iter()
+            .map(|p| p.label)
+            .collect();
+        assert_eq!(labels, ["nothing granted"]);
+    }
+
+    #[test]
+    fn at_most_max_disabled_in_turn_sets_are_disabled() {
+        let g = full(&[Capability::PushEvents]);
+        let used: BTreeSet<String> = (0..20).map(|i| format!("s{i:02}")).collect();
+        let disabled = plan(&g, &used)
+            .into_iter()
+            .filter(|p| !p.disabled.is_empty())
+            .count();
+        assert_eq!(disabled, MAX_DISABLED_IN_TURN);
+    }
+}

@@ -1,0 +1,173 @@
+//! `rpc.methods-in-vocabulary`: every request or notification a server sends is counted,
+//! and the methods that are neither MCP (the 2025-06-18 revision the checker speaks) nor
+//! MCPL 0.5 (§4.1, the library's typed registry [`mcpl::protocol::METHOD_NAMES`]) are
+//! reported with their counts. Methods of the 0.4 era that 0.5.0 removed are named as such,
+//! and so are the state/branch methods implementations ship ahead of §8 (AUDIT-001 §4.3).
+//!
+//! Reading (the spec does not grade this): such a method is answered `-32601` by the strict
+//! host, which is correct, but a server that keeps sending it is talking to a host that
+//! cannot hear it, so the check warns; it never fails.
+
+use std::collections::BTreeMap;
+
+/// At most this many distinct foreign method names are remembered; further names are
+/// counted together.
+pub const MAX_FOREIGN_METHODS: usize = 32;
+
+/// A remembered method name is cut to this many characters (it is peer-chosen text).
+const MAX_NAME_CHARS: usize = 64;
+
+/// MCP methods (revision 2025-06-18) in either direction, requests and notifications.
+const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "sampling/createMessage",
+    "roots/list",
+    "elicitation/create",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/message",
+    "notifications/resources/updated",
+    "notifications/resources/list_changed",
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/roots/list_changed",
+];
+
+/// Methods of MCPL 0.4 that 0.5.0 removed, with the section that says so.
+const REMOVED_IN_0_5: &[(&str, &str)] = &[
+    ("context/afterInference", "§10.5"),
+    ("featureSets/changed", "§6.7"),
+    ("scope/elevate", "§7"),
+];
+
+/// Whether `method` is MCP or MCPL 0.5.
+pub fn in_vocabulary(method: &str) -> bool {
+    MCP_METHODS.contains(&method) || mcpl::protocol::is_known_method(method)
+}
+
+/// What a foreign method is known to be, if anything.
+fn era(method: &str) -> Option<String> {
+    if let Some((_, section)) = REMOVED_IN_0_5.iter().find(|(m, _)| *m == method) {
+        return Some(format!("0.4-era, removed in 0.5.0, {section}"));
+    }
+    let state = matches!(method, "state/update" | "state/get") || method.starts_with("branches/");
+    state.then(|| "a state/branch extension shipped ahead of §8 (AUDIT-001 §4.3)".to_owned())
+}
+
+/// The foreign methods a session saw, with counts (bounded: [`MAX_FOREIGN_METHODS`]).
+#[derive(Debug, Default)]
+pub struct ForeignMethods {
+    counts: BTreeMap<String, usize>,
+    /// Messages whose method name did not fit in `counts`.
+    others: usize,
+}
+
+impl ForeignMethods {
+    /// Counts one request or notification named `method` when it is outside the vocabulary.
+    pub fn note(&mut self, method: &str) {
+        if in_vocabulary(method) {
+            return;
+        }
+        let name: String = method.chars().take(MAX_NAME_CHARS).collect();
+        if let Some(n) = self.counts.get_mut(&name) {
+            *n = n.saturating_add(1);
+        } else if self.counts.len() < MAX_FOREIGN_METHODS {
+            self.counts.insert(name, 1);
+        } else {
+            self.others = self.others.saturating_add(1);
+        }
+    }
+
+    /// The warning's detail, or `None` when every method was in the vocabulary.
+    pub fn describe(&self) -> Option<String> {
+        if self.counts.is_empty() {
+            return None;
+        }
+        let mut parts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(m, n)| match era(m) {
+                Some(era) => format!("{m:?} ×{n} ({era})"),
+                None => format!("{m:?} ×{n}"),
+            })
+            .collect();
+        if self.others > 0 {
+            parts.push(format!("{} more message(s) of other methods", self.others));
+        }
+        Some(format!(
+            "outside MCP and MCPL 0.5 (answered -32601): {}",
+            parts.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_and_mcpl_methods_are_in_the_vocabulary() {
+        for m in [
+            "push/event",
+            "channels/incoming",
+            "mcpl/manifestChanged",
+            "notifications/message",
+            "sampling/createMessage",
+            "ping",
+        ] {
+            assert!(in_vocabulary(m), "{m}");
+        }
+        for m in ["state/update", "context/afterInference", "x/y", ""] {
+            assert!(!in_vocabulary(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn foreign_methods_are_counted_and_0_4_era_ones_named() {
+        let mut f = ForeignMethods::default();
+        assert_eq!(f.describe(), None);
+        for _ in 0..60 {
+            f.note("state/update");
+        }
+        f.note("featureSets/changed");
+        f.note("push/event");
+        let d = f.describe().unwrap();
+        assert!(
+            d.contains("\"state/update\" ×60 (a state/branch extension"),
+            "{d}"
+        );
+        assert!(
+            d.contains("\"featureSets/changed\" ×1 (0.4-era, removed in 0.5.0, §6.7)"),
+            "{d}"
+        );
+        assert!(!d.contains("push/event"), "{d}");
+    }
+
+    #[test]
+    fn distinct_names_are_bounded() {
+        let mut f = ForeignMethods::default();
+        for i in 0..(MAX_FOREIGN_METHODS + 5) {
+            f.note(&format!("x/{i}"));
+        }
+        f.note(&"y".repeat(10_000));
+        assert_eq!(f.counts.len(), MAX_FOREIGN_METHODS);
+        assert_eq!(f.others, 6);
+        assert!(f
+            .describe()
+            .unwrap()
+            .ends_with("6 more message(s) of other methods"));
+    }
+}
