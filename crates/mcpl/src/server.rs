@@ -37,6 +37,15 @@
 //!   them to a send. The `context/beforeInference` handler gets a read-only [`GrantState`],
 //!   not a session, for the same reason and for §10.7 (hooks must not trigger inference).
 //!
+//! - **Another MCP implementation for the MCP methods.** [`ServerBuilder::mcp_fallback`]
+//!   hands, per connection, everything that is not MCPL's to an [`McpFallback`] (the
+//!   `mcpl-rmcp` crate plugs an rmcp `ServerHandler` in here): the MCP part of `initialize`
+//!   (the session adds `capabilities.experimental.mcpl`), `tools/*` (after the §5.4 gate),
+//!   `resources/*`, `prompts/*`, `completion/*`, `logging/*`, custom methods and MCP
+//!   notifications. It sends to the host through [`Session::send_mcp_request`] and
+//!   [`Session::send_mcp_notification`], which refuse every MCPL method, so every MCPL
+//!   message still goes through the gated senders above.
+//!
 //! Readings where the spec is silent (each fails closed):
 //! - Requests other than `initialize` and `ping` before `initialize` are answered `-32600`;
 //!   senders used before `initialize` refuse with [`SendError::NotReady`].
@@ -117,6 +126,33 @@ type HookHandler = Arc<
 type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
 type ReadyHandler = Arc<dyn Fn(Session) -> BoxFut<()> + Send + Sync>;
 type CustomHandler = Handler<Option<Value>, Value>;
+type FallbackFactory = Arc<dyn Fn(Session) -> Arc<dyn McpFallback> + Send + Sync>;
+
+/// The future an [`McpFallback`] answers a request with.
+pub type FallbackFuture = Pin<Box<dyn Future<Output = HandlerResult<Value>> + Send>>;
+
+/// Serves, for one connection, the MCP methods the [`ServerBuilder`] does not know: another
+/// MCP implementation driven by the session (see [`ServerBuilder::mcp_fallback`]). The
+/// session calls it in wire order from its dispatch loop, so an implementation that must
+/// keep that order (a `notifications/cancelled` after the request it cancels) does the
+/// ordering-relevant work before returning the future.
+pub trait McpFallback: Send + Sync + 'static {
+    /// The MCP `initialize` result for the host's `params` (`protocolVersion`,
+    /// `capabilities`, `serverInfo`, `instructions`). The session sets
+    /// `capabilities.experimental.mcpl` to the manifest (replacing any the result carries,
+    /// with a diagnostic) and answers the host; an error is answered as it is.
+    fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture;
+
+    /// A host request that is not MCPL's: `tools/list`, `tools/call` (once the §5.4 gate
+    /// let it through), `resources/*`, `prompts/*`, `completion/complete`,
+    /// `logging/setLevel`, a custom method not registered with [`ServerBuilder::method`] …
+    /// Never `initialize`, `ping`, an MCPL method or a removed surface.
+    fn request(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture;
+
+    /// A host notification that is not MCPL's (`notifications/initialized`,
+    /// `notifications/cancelled`, `notifications/progress`, …).
+    fn notification(&self, method: &str, params: Option<Value>);
+}
 
 fn erase<P, R, F, Fut>(f: F) -> Handler<P, R>
 where
@@ -146,6 +182,10 @@ pub enum BuildError {
     /// The manifest could not be digested (§17.2).
     #[error("manifest refused: {0}")]
     Manifest(String),
+    /// Tools were registered with the builder and an [`McpFallback`] set: `tools/list` has
+    /// one source, so the fallback's tools would hide the builder's or the other way round.
+    #[error("tools registered with the builder and an MCP fallback: `tools/list` has one source; register the tools in one of them")]
+    ToolsWithFallback,
 }
 
 /// Why a typed sender refused or failed. The refusals happen before anything is written.
@@ -203,6 +243,13 @@ pub enum SendError {
         /// What is wrong with it.
         defect: &'static str,
     },
+    /// [`Session::send_mcp_request`] or [`Session::send_mcp_notification`] was given a method
+    /// of MCPL (or of the MCP handshake MCPL rides on, or a removed surface): those go only
+    /// through the typed, gated senders.
+    #[error(
+        "{0:?} is not a plain MCP method; MCPL messages go through the session's gated senders"
+    )]
+    NotMcp(String),
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -221,6 +268,7 @@ impl SendError {
             SendError::InvalidTag(_) => "invalid_tag",
             SendError::InvalidTimestamp { .. } => "invalid_timestamp",
             SendError::InvalidContent(_) => "invalid_content",
+            SendError::NotMcp(_) => "not_mcp",
             SendError::Peer(_) => "peer",
         }
     }
@@ -454,6 +502,7 @@ struct Handlers {
     rollback: Option<Handler<RollbackParams, RollbackResult>>,
     custom: HashMap<String, CustomHandler>,
     ready: Option<ReadyHandler>,
+    fallback: Option<FallbackFactory>,
 }
 
 /// Builds a [`Server`]: identity, manifest (feature sets, advertisement, tag ontology), MCP
@@ -746,6 +795,21 @@ impl ServerBuilder {
         self
     }
 
+    /// Hands the MCP methods this builder does not know to another MCP implementation: `f`
+    /// is called once per connection, with its [`Session`], before anything is read, and the
+    /// [`McpFallback`] it returns serves that connection (see the module docs for what it
+    /// gets). The session keeps everything MCPL: the manifest, the §5.3 policy exchange and
+    /// gating, `tools/call` refused until `tools` is granted under an MCPL host, every MCPL
+    /// method. Registering tools as well is refused by [`Self::build`]
+    /// ([`BuildError::ToolsWithFallback`]).
+    pub fn mcp_fallback<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static,
+    {
+        self.handlers.fallback = Some(Arc::new(f));
+        self
+    }
+
     /// The manifest this builder describes (without `revision`).
     pub fn manifest(&self) -> Value {
         let mut m = Map::new();
@@ -778,18 +842,13 @@ impl ServerBuilder {
                 });
             }
         }
-        const REMOVED: &[&str] = &[
-            "context/afterInference",
-            "featureSets/changed",
-            "scope/elevate",
-        ];
         for name in self.handlers.custom.keys() {
-            if method_info(name).is_some()
-                || policy::method_requirement(name, None).is_some()
-                || REMOVED.contains(&name.as_str())
-            {
+            if is_reserved(name) {
                 return Err(BuildError::ReservedMethod(name.clone()));
             }
+        }
+        if self.handlers.fallback.is_some() && !self.handlers.tools.is_empty() {
+            return Err(BuildError::ToolsWithFallback);
         }
         let tracker = ManifestTracker::new(self.manifest())
             .map_err(|e| BuildError::Manifest(e.to_string()))?;
@@ -882,6 +941,7 @@ impl Server {
             announce_tx,
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
+            fallback: Mutex::new(None),
         });
         let forward_peer = peer;
         tokio::spawn(async move {
@@ -896,6 +956,9 @@ impl Server {
             }
         });
         let session = Session { conn: conn.clone() };
+        if let Some(factory) = &self.inner.handlers.fallback {
+            *lock(&conn.fallback) = Some(factory(session.clone()));
+        }
         tokio::spawn(run(conn, incoming));
         session
     }
@@ -947,6 +1010,9 @@ struct Conn {
     /// unanswered change holds the next one until it is answered or times out
     /// (`PeerConfig::request_timeout`).
     channel_ops: tokio::sync::Mutex<()>,
+    /// The connection's [`McpFallback`], if the server has one; dropped when the connection
+    /// ends (it holds a [`Session`], so keeping it would keep the connection alive).
+    fallback: Mutex<Option<Arc<dyn McpFallback>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -982,6 +1048,10 @@ impl Conn {
 
     fn grant_state(&self) -> GrantState {
         self.grant_tx.borrow().clone()
+    }
+
+    fn fallback(&self) -> Option<Arc<dyn McpFallback>> {
+        lock(&self.fallback).clone()
     }
 
     /// Declares the changed manifest's feature sets on the live session. Reading: a set the
@@ -1040,6 +1110,7 @@ impl Conn {
         if let Some(id) = id {
             self.server.tracker.detach(id);
         }
+        drop(lock(&self.fallback).take());
         for e in ends {
             self.deliver_turn(TurnEvent::Ended(e));
         }
@@ -1069,6 +1140,22 @@ async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
         }
     }
     conn.finish();
+}
+
+/// The surfaces removed from MCPL: answered `-32601`, never handed to a custom handler or an
+/// [`McpFallback`].
+const REMOVED: &[&str] = &[
+    "context/afterInference",
+    "featureSets/changed",
+    "scope/elevate",
+];
+
+/// Whether `method` is MCPL's (or of the handshake MCPL rides on) or a removed surface: no
+/// custom handler may take it, no fallback gets it, and the plain MCP senders refuse it.
+fn is_reserved(method: &str) -> bool {
+    method_info(method).is_some()
+        || policy::method_requirement(method, None).is_some()
+        || REMOVED.contains(&method)
 }
 
 /// Whether `method` is one of the MCP pieces handled regardless of MCPL.
@@ -1151,6 +1238,16 @@ async fn guarded<R>(fut: BoxFut<HandlerResult<R>>) -> HandlerResult<R> {
     }
 }
 
+/// Hands `req` to the fallback now (in wire order) and answers with what it returns.
+fn spawn_fallback(req: IncomingRequest, f: Arc<dyn McpFallback>) {
+    let r = req.request();
+    let fut = f.request(&r.id, &r.method, r.params.clone());
+    tokio::spawn(async move {
+        let out = guarded(fut).await;
+        respond(req, out).await;
+    });
+}
+
 async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     let method = req.method().to_owned();
     let phase = lock(&conn.state).phase;
@@ -1169,12 +1266,24 @@ async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     }
     let h = &conn.server.handlers;
     if policy::method_requirement(&method, None).is_none() {
-        // Not a protocol method: a custom one, or unknown (removed surfaces included).
+        // Not a protocol method: a custom one, the fallback's, or unknown (removed surfaces
+        // included, which no fallback gets).
         let handler = h.custom.get(&method).cloned();
+        if handler.is_none() && !REMOVED.contains(&method.as_str()) {
+            if let Some(f) = conn.fallback() {
+                return spawn_fallback(req, f);
+            }
+        }
         return spawn_handler(conn, req, handler);
     }
     if let Err(e) = gate(conn, &method, req.request().params.as_ref()) {
         return respond::<()>(req, Err(e)).await;
+    }
+    if matches!(method.as_str(), "tools/list" | "tools/call") {
+        // Gated above (§5.4); the fallback is the only source of tools when there is one.
+        if let Some(f) = conn.fallback() {
+            return spawn_fallback(req, f);
+        }
     }
     match method.as_str() {
         "tools/list" => {
@@ -1271,21 +1380,36 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
         Value::Object(m) => Manifest(m.clone()),
         _ => Manifest::default(),
     };
-    let mut extra = conn.server.mcp_capabilities.clone();
-    let tools = extra.remove("tools");
-    let result = InitializeResult {
-        protocol_version,
-        capabilities: Capabilities {
-            tools,
-            experimental: Some(Experimental {
-                mcpl: Some(manifest),
-                extra: Map::new(),
-            }),
-            extra,
+    let result = match conn.fallback() {
+        Some(f) => match fallback_initialize(conn, f, req.id(), raw, manifest).await {
+            Ok(result) => result,
+            Err(e) => return respond::<()>(req, Err(e)).await,
         },
-        server_info: Some(conn.server.info.clone()),
-        instructions: conn.server.instructions.clone(),
-        extra: Map::new(),
+        None => {
+            let mut extra = conn.server.mcp_capabilities.clone();
+            let tools = extra.remove("tools");
+            let result = InitializeResult {
+                protocol_version,
+                capabilities: Capabilities {
+                    tools,
+                    experimental: Some(Experimental {
+                        mcpl: Some(manifest),
+                        extra: Map::new(),
+                    }),
+                    extra,
+                },
+                server_info: Some(conn.server.info.clone()),
+                instructions: conn.server.instructions.clone(),
+                extra: Map::new(),
+            };
+            match serde_json::to_value(result) {
+                Ok(v) => v,
+                Err(e) => {
+                    let e = ErrorObject::internal(format!("cannot encode result: {e}"));
+                    return respond::<()>(req, Err(e)).await;
+                }
+            }
+        }
     };
     {
         let mut st = lock(&conn.state);
@@ -1310,6 +1434,65 @@ async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
             .attach_snapshot(Arc::new(sink), snapshot);
         lock(&conn.state).tracker_id = Some(id);
     }
+}
+
+/// The fallback's `initialize` result with the manifest under
+/// `capabilities.experimental.mcpl` and the builder's MCP capabilities where it has none.
+/// Reading: the fallback gets the connection's request timeout to answer (without one it is
+/// waited for); a result that is not an object, or whose `capabilities` is not one, is the
+/// fallback's defect and answered `-32603`, leaving the connection uninitialized.
+async fn fallback_initialize(
+    conn: &Conn,
+    f: Arc<dyn McpFallback>,
+    id: &RequestId,
+    params: Value,
+    manifest: Manifest,
+) -> Result<Value, ErrorObject> {
+    let fut = guarded(f.initialize(id, params));
+    let out = match conn.server.peer_config.request_timeout {
+        Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
+            ErrorObject::internal(format!(
+                "the MCP fallback did not answer initialize within {t:?}"
+            ))
+        })?,
+        None => fut.await,
+    }?;
+    let Value::Object(mut result) = out else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result is not an object",
+        ));
+    };
+    let caps = result
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(caps) = caps else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result has a non-object `capabilities`",
+        ));
+    };
+    for (k, v) in &conn.server.mcp_capabilities {
+        caps.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let experimental = caps
+        .entry("experimental")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !experimental.is_object() {
+        conn.diagnostic(
+            "fallback_experimental_replaced",
+            "the MCP fallback's capabilities.experimental is not an object; replaced",
+        );
+        *experimental = Value::Object(Map::new());
+    }
+    if let Value::Object(experimental) = experimental {
+        if experimental.contains_key("mcpl") {
+            conn.diagnostic(
+                "fallback_mcpl_replaced",
+                "the MCP fallback's initialize result carried experimental.mcpl; replaced by the session's manifest",
+            );
+        }
+        experimental.insert("mcpl".into(), Value::Object(manifest.0));
+    }
+    Ok(Value::Object(result))
 }
 
 /// `content` as the wire will carry it passes App. B.1 ([`content_defect`]): the typed
@@ -1521,8 +1704,14 @@ fn filter_injections(
 
 fn on_notification(conn: &Arc<Conn>, n: Notification) {
     let method = n.method.as_str();
+    let fallback = conn.fallback();
     match method {
-        "notifications/initialized" => return,
+        "notifications/initialized" => {
+            if let Some(f) = fallback {
+                f.notification(method, n.params);
+            }
+            return;
+        }
         "featureSets/update" => {
             if !lock(&conn.state).mcpl {
                 conn.diagnostic(
@@ -1554,6 +1743,9 @@ fn on_notification(conn: &Arc<Conn>, n: Notification) {
         _ => {}
     }
     if policy::method_requirement(method, None).is_none() {
+        if let Some(f) = fallback.filter(|_| !REMOVED.contains(&method)) {
+            return f.notification(method, n.params);
+        }
         // Nothing received vanishes: MCP notifications this session does not act on
         // (`notifications/cancelled`, `…/message` …) are reported like unknown ones.
         let code = if method.starts_with("notifications/") {
@@ -1834,6 +2026,36 @@ impl Session {
                 reason: e.to_string(),
             })
         })
+    }
+
+    /// Sends a plain MCP request to the host (`sampling/createMessage`, `roots/list`,
+    /// `elicitation/create`, `ping` …) and returns its result; for an [`McpFallback`]. MCP
+    /// needs no MCPL grant, so this works on MCP-only connections and before the policy
+    /// (§3.2); every MCPL method is refused ([`SendError::NotMcp`]), since those go only
+    /// through the gated senders. The connection's request timeout applies.
+    pub async fn send_mcp_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, SendError> {
+        if is_reserved(method) && method != "ping" {
+            return Err(SendError::NotMcp(method.to_owned()));
+        }
+        Ok(self.conn.peer.request_raw(method, params).await?)
+    }
+
+    /// Sends a plain MCP notification to the host (`notifications/message`,
+    /// `notifications/progress`, `notifications/tools/list_changed` …); MCPL methods are
+    /// refused as by [`Self::send_mcp_request`].
+    pub async fn send_mcp_notification(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<(), SendError> {
+        if is_reserved(method) {
+            return Err(SendError::NotMcp(method.to_owned()));
+        }
+        Ok(self.conn.peer.notify_raw(method, params).await?)
     }
 
     /// Sends `push/event` (§9): needs `pushEvents` and an available `featureSet`; stamps

@@ -1,0 +1,338 @@
+//! Wire-level tests of `ServerBuilder::mcp_fallback`: a scripted host (a real `Peer` over the
+//! in-memory transport, real JSON lines) talks to a `Server` whose MCP methods are served by
+//! a recording `McpFallback`, and checks that the MCP traffic reaches it while everything
+//! MCPL stays with the session (§3.2, §5.3, §5.4).
+
+use std::sync::{Arc, Mutex};
+
+use mcpl::capability::Capability;
+use mcpl::jsonrpc::{ErrorObject, RequestId};
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig, PeerError};
+use mcpl::server::{
+    BuildError, FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session,
+};
+use mcpl::transport::memory;
+use serde_json::{json, Value};
+
+/// What the fallback saw, in order: `request <method> <id>` / `notification <method>`.
+type Log = Arc<Mutex<Vec<String>>>;
+
+struct Recording {
+    log: Log,
+}
+
+impl McpFallback for Recording {
+    fn initialize(&self, _id: &RequestId, params: Value) -> FallbackFuture {
+        self.log.lock().unwrap().push("initialize".into());
+        let version = params["protocolVersion"].clone();
+        Box::pin(async move {
+            Ok(json!({"protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": true}, "resources": {},
+                                 "experimental": {"inner": {}}},
+                "serverInfo": {"name": "inner", "version": "9"},
+                "instructions": "from the fallback"}))
+        })
+    }
+
+    fn request(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("request {method} {id}"));
+        let method = method.to_owned();
+        Box::pin(async move {
+            match method.as_str() {
+                "resources/list" => Ok(json!({"resources": []})),
+                "tools/list" => Ok(json!({"tools": [{"name": "inner_tool",
+                    "inputSchema": {"type": "object"}}]})),
+                "tools/call" => Ok(json!({"content": [{"type": "text", "text": "called"}],
+                    "args": params})),
+                _ => Err(ErrorObject::method_not_found(&method)),
+            }
+        })
+    }
+
+    fn notification(&self, method: &str, _params: Option<Value>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("notification {method}"));
+    }
+}
+
+/// A server with one push feature set and `tools` advertised, its MCP side the fallback.
+fn builder(log: Log, sessions: Arc<Mutex<Vec<Session>>>) -> ServerBuilder {
+    Server::builder("outer", "1")
+        .feature_set("alerts", "Push alerts", &[Capability::PushEvents])
+        .advertise(&[Capability::Tools])
+        .mcp_fallback(move |session| {
+            sessions.lock().unwrap().push(session);
+            Arc::new(Recording { log: log.clone() })
+        })
+}
+
+struct Host {
+    peer: Peer,
+    init: Value,
+    log: Log,
+    session: Session,
+    incoming: mcpl::peer::Incoming,
+}
+
+async fn connect(mcpl: bool) -> Host {
+    let log: Log = Arc::default();
+    let sessions = Arc::new(Mutex::new(Vec::new()));
+    let server = builder(log.clone(), sessions.clone()).build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    let caps = if mcpl {
+        json!({"experimental": {"mcpl": {"version": "0.5", "pushEvents": true}}})
+    } else {
+        json!({})
+    };
+    let init = peer
+        .request_raw(
+            "initialize",
+            Some(
+                json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                        "clientInfo": {"name": "scripted-host", "version": "0"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        sessions.lock().unwrap().len(),
+        1,
+        "one fallback per connection"
+    );
+    Host {
+        peer,
+        init,
+        log,
+        session,
+        incoming,
+    }
+}
+
+fn err_of(r: Result<Value, PeerError>) -> ErrorObject {
+    r.unwrap_err().remote().cloned().expect("a remote error")
+}
+
+fn logged(h: &Host) -> Vec<String> {
+    h.log.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn s3_1_initialize_is_the_fallbacks_result_with_the_manifest_merged_in() {
+    let h = connect(true).await;
+    assert_eq!(h.init["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        h.init["serverInfo"],
+        json!({"name": "inner", "version": "9"})
+    );
+    assert_eq!(h.init["instructions"], "from the fallback");
+    let caps = &h.init["capabilities"];
+    assert_eq!(caps["tools"], json!({"listChanged": true}));
+    assert_eq!(caps["resources"], json!({}));
+    assert_eq!(caps["experimental"]["inner"], json!({}));
+    let mcpl = &caps["experimental"]["mcpl"];
+    assert_eq!(mcpl["version"], "0.5");
+    assert!(mcpl["featureSets"]["alerts"].is_object());
+    assert!(mcpl["revision"].as_str().unwrap().starts_with("sha256:"));
+    h.peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(
+        logged(&h),
+        ["initialize", "notification notifications/initialized"]
+    );
+}
+
+#[tokio::test]
+async fn s5_3_mcp_methods_reach_the_fallback_but_tools_call_waits_for_the_grant() {
+    let h = connect(true).await;
+    // Not MCPL's: served before the policy, by the fallback.
+    let r = h.peer.request_raw("resources/list", None).await.unwrap();
+    assert_eq!(r, json!({"resources": []}));
+    let r = h.peer.request_raw("tools/list", None).await.unwrap();
+    assert_eq!(r["tools"][0]["name"], "inner_tool");
+    // tools/call needs `tools` (§5.4), unavailable before the policy Request (§5.3): the
+    // session refuses it and the fallback never sees it.
+    let e = err_of(
+        h.peer
+            .request_raw("tools/call", Some(json!({"name": "inner_tool"})))
+            .await,
+    );
+    assert_eq!(e.code, -32002);
+    assert!(!logged(&h)
+        .iter()
+        .any(|l| l.starts_with("request tools/call")));
+    h.peer
+        .request_raw(
+            "featureSets/update",
+            Some(json!({"effectiveCapabilities": ["tools", "pushEvents"]})),
+        )
+        .await
+        .unwrap();
+    let r = h
+        .peer
+        .request_raw("tools/call", Some(json!({"name": "inner_tool"})))
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "called");
+    assert_eq!(r["args"], json!({"name": "inner_tool"}));
+    // An unknown method is the fallback's to answer.
+    assert_eq!(
+        err_of(h.peer.request_raw("vendor/thing", None).await).code,
+        -32601
+    );
+    assert!(logged(&h)
+        .iter()
+        .any(|l| l.starts_with("request vendor/thing ")));
+}
+
+#[tokio::test]
+async fn s5_4_mcpl_methods_and_removed_surfaces_never_reach_the_fallback() {
+    let h = connect(true).await;
+    for method in [
+        "context/afterInference",
+        "scope/elevate",
+        "featureSets/changed",
+        "push/event",
+    ] {
+        assert_eq!(
+            err_of(h.peer.request_raw(method, Some(json!({}))).await).code,
+            -32601,
+            "{method}"
+        );
+    }
+    h.peer
+        .notify_raw("featureSets/changed", Some(json!({})))
+        .await
+        .unwrap();
+    h.peer
+        .notify_raw("notifications/cancelled", Some(json!({"requestId": 1})))
+        .await
+        .unwrap();
+    // The manifest is the session's.
+    let m = h.peer.request_raw("mcpl/manifest", None).await.unwrap();
+    assert_eq!(m["version"], "0.5");
+    h.peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(
+        logged(&h),
+        [
+            "initialize",
+            "notification notifications/initialized",
+            "notification notifications/cancelled"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn s3_2_mcp_only_host_gets_the_fallbacks_tools_ungated() {
+    let h = connect(false).await;
+    let r = h
+        .peer
+        .request_raw("tools/call", Some(json!({"name": "inner_tool"})))
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], "called");
+    assert_eq!(
+        err_of(h.peer.request_raw("mcpl/manifest", None).await).code,
+        -32601
+    );
+}
+
+#[tokio::test]
+async fn s5_4_plain_mcp_senders_refuse_mcpl_methods() {
+    let mut h = connect(true).await;
+    for method in ["push/event", "inference/request", "channels/register"] {
+        let e = h
+            .session
+            .send_mcp_request(method, Some(json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(e, SendError::NotMcp(method.into()));
+        assert_eq!(e.code(), "not_mcp");
+    }
+    let e = h
+        .session
+        .send_mcp_notification("mcpl/manifestChanged", Some(json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(e, SendError::NotMcp("mcpl/manifestChanged".into()));
+    // Plain MCP goes out, before any policy (§3.2: MCP needs no grant).
+    h.session
+        .send_mcp_notification("notifications/message", Some(json!({"level": "info"})))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Notification(n)) = h.incoming.recv().await else {
+        panic!("expected the notification");
+    };
+    assert_eq!(n.method, "notifications/message");
+}
+
+#[test]
+fn tools_and_a_fallback_are_refused_at_build() {
+    let e = builder(Arc::default(), Arc::default())
+        .tool("t", "t", json!({"type": "object"}), |_, _| async {
+            Err(ErrorObject::internal("unused"))
+        })
+        .build()
+        .unwrap_err();
+    assert_eq!(e, BuildError::ToolsWithFallback);
+}
+
+/// Tells when it is dropped; holds its connection's Session, as a bridge does.
+struct DropSignal {
+    tx: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    _session: Session,
+}
+
+impl McpFallback for DropSignal {
+    fn initialize(&self, _id: &RequestId, _params: Value) -> FallbackFuture {
+        Box::pin(async { Ok(json!({"protocolVersion": "2025-06-18", "capabilities": {}})) })
+    }
+    fn request(&self, _id: &RequestId, method: &str, _params: Option<Value>) -> FallbackFuture {
+        let e = ErrorObject::method_not_found(method);
+        Box::pin(async move { Err(e) })
+    }
+    fn notification(&self, _method: &str, _params: Option<Value>) {}
+}
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_fallback_is_dropped_when_its_connection_ends() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = Mutex::new(Some(tx));
+    let server = Server::builder("outer", "1")
+        .mcp_fallback(move |session| {
+            Arc::new(DropSignal {
+                tx: Mutex::new(tx.lock().unwrap().take()),
+                _session: session,
+            })
+        })
+        .build()
+        .unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    drop(server.start(server_t));
+    peer.request_raw("initialize", Some(json!({"protocolVersion": "2025-06-18"})))
+        .await
+        .unwrap();
+    drop(peer);
+    // Bounded so a leak fails instead of hanging the suite.
+    tokio::time::timeout(std::time::Duration::from_secs(10), rx)
+        .await
+        .expect("the fallback was not dropped when its connection ended")
+        .unwrap();
+}
