@@ -111,6 +111,11 @@ pub mod codes {
     pub const UNKNOWN_CHANNEL: i64 = -32023;
     /// App. A / §14.6: the server could not open the requested channel.
     pub const CHANNEL_OPEN_FAILED: i64 = -32024;
+    /// The receiver is busy: too much of the sender's work is already in flight
+    /// ([`crate::peer::PeerConfig::max_in_flight_requests`]); `data: { limit }`. Not an
+    /// Appendix A code: JSON-RPC 2.0 leaves -32000 to -32099 to implementations, Appendix A
+    /// uses none at -32000, and this crate reads a request refused this way as "retry later".
+    pub const BUSY: i64 = -32000;
 }
 
 /// A JSON-RPC error object. `data` is kept verbatim in both directions.
@@ -164,6 +169,25 @@ impl ErrorObject {
     /// `-32602`: the params did not match the method.
     pub fn invalid_params(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(codes::INVALID_PARAMS, detail)
+    }
+
+    /// `-32000` ([`codes::BUSY`]) with `data: { limit }`: refused unprocessed because `limit`
+    /// requests were already in flight.
+    pub fn busy(limit: usize) -> Self {
+        Self::new(
+            codes::BUSY,
+            format!("Busy: {limit} requests already in flight; retry later"),
+        )
+        .with_data(serde_json::json!({ "limit": limit }))
+    }
+
+    /// `-32602` for a list over its bound: `what` had `count` entries, more than `limit`;
+    /// `data: { limit, count }`.
+    pub fn too_many(what: &str, limit: usize, count: usize) -> Self {
+        Self::invalid_params(format!(
+            "{what}: {count} entries exceed the limit of {limit}"
+        ))
+        .with_data(serde_json::json!({ "limit": limit, "count": count }))
     }
 
     /// `-32603`: the handler failed.

@@ -176,6 +176,14 @@ pub struct PeerConfig {
     /// one `-32600` error (`"id": null`, `data: { limit, count }`) and none of its entries
     /// is handled; its entries past the limit are only counted, never kept.
     pub max_batch_entries: usize,
+    /// Most incoming requests in flight at once (128): delivered to [`Incoming`] and not yet
+    /// answered, their answers included until each is queued for writing. A request past it
+    /// is not delivered: it is answered at once with [`crate::jsonrpc::codes::BUSY`] (`-32000`,
+    /// `data: { limit }`) and a [`Diagnostic::Busy`]. Together with the bounded queues this
+    /// bounds the work and the answers one connection can hold, whether its peer floods
+    /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] no
+    /// longer count.
+    pub max_in_flight_requests: usize,
 }
 
 impl Default for PeerConfig {
@@ -193,9 +201,13 @@ impl Default for PeerConfig {
             cancel_method: Some("notifications/cancelled"),
             tap: None,
             max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
+            max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
         }
     }
 }
+
+/// The default [`PeerConfig::max_in_flight_requests`].
+pub const DEFAULT_MAX_IN_FLIGHT_REQUESTS: usize = 128;
 
 /// The default [`PeerConfig::max_batch_entries`].
 pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;
@@ -332,6 +344,16 @@ pub enum Diagnostic {
         /// The limit.
         limit: usize,
     },
+    /// A request arrived while [`PeerConfig::max_in_flight_requests`] were in flight; it was
+    /// answered `-32000` ([`crate::jsonrpc::codes::BUSY`]) and not delivered.
+    Busy {
+        /// Its id.
+        id: RequestId,
+        /// Its method.
+        method: String,
+        /// The limit.
+        limit: usize,
+    },
     /// A response for a request that had already timed out or been cancelled; dropped.
     LateResponse {
         /// Its id.
@@ -384,6 +406,10 @@ impl fmt::Display for Diagnostic {
             Diagnostic::BatchTooLarge { count, limit } => write!(
                 f,
                 "batch of {count} entries over the limit of {limit}; answered -32600, entries not handled"
+            ),
+            Diagnostic::Busy { id, method, limit } => write!(
+                f,
+                "request {id} ({method}) refused -32000: {limit} requests already in flight"
             ),
             Diagnostic::LateResponse { id } => {
                 write!(f, "dropped a late response to timed-out request {id}")
@@ -1127,6 +1153,12 @@ impl Peer {
         reason
     }
 
+    /// How many incoming requests are in flight: delivered and not yet answered (see
+    /// [`PeerConfig::max_in_flight_requests`]).
+    pub fn requests_in_flight(&self) -> usize {
+        self.shared().owed.load(Ordering::SeqCst)
+    }
+
     /// How many outgoing requests await a response.
     pub fn pending_requests(&self) -> usize {
         lock(&self.shared().pending).len()
@@ -1803,6 +1835,21 @@ fn accept(
 ) -> Option<Parsed> {
     match msg {
         Message::Request(request) => {
+            let limit = shared.config.max_in_flight_requests.max(1);
+            if shared.owed.load(Ordering::SeqCst) >= limit {
+                // Past the bound nothing is built for it: one small error, written by the
+                // reader, which waits (reads nothing more) while the writer is full.
+                shared.diagnose(Diagnostic::Busy {
+                    id: request.id.clone(),
+                    method: request.method.clone(),
+                    limit,
+                });
+                let reply = Message::Response(Response {
+                    id: Some(request.id),
+                    outcome: Err(ErrorObject::busy(limit)),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
                 request,
                 shared: shared.clone(),

@@ -1,0 +1,144 @@
+//! Attacks from outside (issue #20) on the library's connection and sessions: a client that
+//! floods requests and never reads its answers, peer-supplied lists of hostile length, and
+//! partial messages held open to exhaust memory. Boundedness is asserted through counts (work
+//! in flight, answers, refusals), never RSS or timings; with paused time, `timeout` is a
+//! deadlock check and `sleep` lets every task run until it blocks.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use mcpl::jsonrpc::codes;
+use mcpl::peer::{Diagnostic, IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+
+const GUARD: Duration = Duration::from_secs(3600);
+
+/// A transport over an in-memory pipe of `buffer` bytes, and the raw far end.
+fn raw(buffer: usize) -> (Transport, ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
+    let (a, b) = tokio::io::duplex(buffer);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    (Transport::lines(ar, aw, "outside"), br, bw)
+}
+
+fn request(id: usize, method: &str, params: Value) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    )
+}
+
+/// Reads `n` response lines and checks each id in `0..n` is answered exactly once; returns
+/// how many were refused busy (-32000, with `data.limit`).
+async fn read_answers(read: ReadHalf<DuplexStream>, n: usize, limit: usize) -> usize {
+    let mut lines = BufReader::new(read).lines();
+    let mut seen = HashSet::new();
+    let mut busy = 0;
+    while seen.len() < n {
+        let line = tokio::time::timeout(GUARD, lines.next_line())
+            .await
+            .expect("an answer is missing (deadlock guard)")
+            .unwrap()
+            .expect("the connection ended before every request was answered");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let id = v["id"].as_u64().expect("an answer without a numeric id") as usize;
+        assert!(
+            id < n && seen.insert(id),
+            "id {id} answered twice or unknown"
+        );
+        if v["error"]["code"] == codes::BUSY {
+            assert_eq!(v["error"]["data"]["limit"], limit, "{v}");
+            busy += 1;
+        }
+    }
+    busy
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_floods_requests_and_never_reads_meets_the_in_flight_bound() {
+    const LIMIT: usize = 8;
+    const SENT: usize = 300;
+    let config = PeerConfig {
+        max_in_flight_requests: LIMIT,
+        outgoing_capacity: 4,
+        ..PeerConfig::default()
+    };
+    let (transport, read, mut write) = raw(256);
+    let (peer, mut incoming) = Peer::new(transport, config);
+    let mut diagnostics = peer.diagnostics();
+    // The application answers every request in a task of its own, as a server does.
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(req) = msg {
+                tokio::spawn(async move {
+                    let _ = req.respond(json!({"pad": "r".repeat(1024)})).await;
+                });
+            }
+        }
+    });
+    let writer = tokio::spawn(async move {
+        for id in 0..SENT {
+            let line = request(id, "work", json!({"pad": "q".repeat(1024)}));
+            write.write_all(line.as_bytes()).await.unwrap();
+        }
+        write
+    });
+    // The first refusal: the bound is met while the client reads nothing.
+    let busy = tokio::time::timeout(GUARD, async {
+        loop {
+            match diagnostics.recv().await {
+                Some(Diagnostic::Busy { limit, .. }) => return limit,
+                Some(_) => {}
+                None => panic!("the connection ended"),
+            }
+        }
+    })
+    .await
+    .expect("no request was ever refused busy: nothing bounds the work in flight");
+    assert_eq!(busy, LIMIT);
+    assert!(peer.requests_in_flight() <= LIMIT);
+    // Let everything run until it blocks: the flood stalls at the transport.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(peer.requests_in_flight() <= LIMIT);
+    assert!(!writer.is_finished(), "the server read the whole flood");
+    // Once the client reads, every request is answered exactly once.
+    let refused = read_answers(read, SENT, LIMIT).await;
+    assert!(refused >= 1);
+    let _write = writer.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_reference_server_bounds_tool_calls_for_a_client_that_never_reads() {
+    const SENT: usize = 600;
+    let (transport, read, mut write) = raw(64 * 1024);
+    let session = mcpl::reference::server().start(transport);
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "outside", "version": "0"}});
+    let writer = tokio::spawn(async move {
+        write
+            .write_all(request(0, "initialize", init).as_bytes())
+            .await
+            .unwrap();
+        let text = "x".repeat(16 * 1024);
+        for id in 1..SENT {
+            let params = json!({"name": "echo", "arguments": {"text": text}});
+            write
+                .write_all(request(id, "tools/call", params).as_bytes())
+                .await
+                .unwrap();
+        }
+        write
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // Before the bound, every request was read and its 16 KiB answer held in a task.
+    assert!(
+        !writer.is_finished(),
+        "the server read all {SENT} requests from a client that reads nothing"
+    );
+    let refused = read_answers(read, SENT, mcpl::peer::DEFAULT_MAX_IN_FLIGHT_REQUESTS).await;
+    assert!(refused >= 1, "no request was refused busy");
+    let _write = writer.await.unwrap();
+    session.close();
+}
