@@ -6,7 +6,7 @@
 //! ([`Grant`]) is the only authority; feature sets, receipts and `deniedCapabilities` are
 //! testimony or diagnostics and never widen anything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -432,7 +432,26 @@ pub enum PolicyError {
         /// The conflicting path (or entry).
         path: String,
     },
+    /// A list has more entries than [`MAX_POLICY_LIST_ENTRIES`] (for `disabled` on a
+    /// Notification: the accumulated list would).
+    #[error("featureSets/update {field}: {count} entries exceed the limit of {limit}")]
+    TooManyEntries {
+        /// The list.
+        field: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many entries it had (or the accumulated list would have).
+        count: usize,
+    },
 }
+
+/// Most entries read from each `featureSets/update` list (`effectiveCapabilities`,
+/// `deniedCapabilities`, `enabled`, `disabled`), and most `disabled` entries accumulated by
+/// Notifications (§6.7). The vocabulary has 17 capability paths and a manifest declares its
+/// sets, so a longer list is hostile rather than useful; it is refused whole, before any
+/// entry is read, with `-32602` and `data: { reason, field, limit, count }`, and the grant
+/// fails closed like any malformed update.
+pub const MAX_POLICY_LIST_ENTRIES: usize = 1024;
 
 impl PolicyError {
     /// Stable machine-readable code.
@@ -442,12 +461,22 @@ impl PolicyError {
             PolicyError::NotStringArray { .. } => "not_string_array",
             PolicyError::Pattern(p) => p.code(),
             PolicyError::GrantedAndDenied { .. } => "granted_and_denied",
+            PolicyError::TooManyEntries { .. } => "too_many_entries",
         }
     }
 
-    /// The `-32602` answer, with `data: { reason }`.
+    /// The `-32602` answer, with `data: { reason }` (plus `field`, `limit` and `count` for
+    /// [`PolicyError::TooManyEntries`]).
     pub fn to_error(&self) -> ErrorObject {
-        ErrorObject::invalid_params(self.to_string()).with_data(json!({ "reason": self.code() }))
+        let data = match self {
+            PolicyError::TooManyEntries {
+                field,
+                limit,
+                count,
+            } => json!({ "reason": self.code(), "field": field, "limit": limit, "count": count }),
+            _ => json!({ "reason": self.code() }),
+        };
+        ErrorObject::invalid_params(self.to_string()).with_data(data)
     }
 }
 
@@ -471,6 +500,13 @@ fn string_array<'a>(
 ) -> Result<Option<Vec<&'a str>>, PolicyError> {
     match params.get(field) {
         None => Ok(None),
+        Some(Value::Array(a)) if a.len() > MAX_POLICY_LIST_ENTRIES => {
+            Err(PolicyError::TooManyEntries {
+                field,
+                limit: MAX_POLICY_LIST_ENTRIES,
+                count: a.len(),
+            })
+        }
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| v.as_str().ok_or(PolicyError::NotStringArray { field }))
@@ -484,7 +520,8 @@ impl UpdateParams {
     /// Validates a params object. `null` is read as `{}`. Malformed lists, malformed grant
     /// entries and a path both granted and denied are errors. An explicit `null` list member
     /// is malformed too (fail closed: it is not "absent"). A denied entry conflicts when it
-    /// equals a granted entry or resolves to a granted path.
+    /// equals a granted entry or resolves to a granted path. Each list holds at most
+    /// [`MAX_POLICY_LIST_ENTRIES`] entries, and the conflict check is linear in them.
     pub fn parse(params: &Value) -> Result<UpdateParams, PolicyError> {
         let empty = Map::new();
         let obj = match params {
@@ -501,8 +538,9 @@ impl UpdateParams {
             None => None,
         };
         if let (Some(denied), Some(granted)) = (&denied_entries, &effective) {
+            let entries: HashSet<&str> = effective_entries.iter().flatten().copied().collect();
             for d in denied {
-                let textual = effective_entries.as_ref().is_some_and(|e| e.contains(d));
+                let textual = entries.contains(d);
                 let overlap = Pattern::parse(d).ok().and_then(|p| {
                     p.resolved()
                         .intersection(granted.capabilities())
@@ -681,6 +719,29 @@ impl ServerPolicyState {
                         });
                     }
                 }
+                // Linear: repeats are found in a set, and the accumulated list is bounded.
+                let mut known: HashSet<String> = self
+                    .selection
+                    .disabled
+                    .iter()
+                    .map(|p| p.as_str().to_owned())
+                    .collect();
+                let mut fresh = HashSet::new();
+                for p in &parsed.disabled {
+                    if !known.contains(p.as_str()) {
+                        fresh.insert(p.as_str());
+                    }
+                }
+                let count = known.len() + fresh.len();
+                if count > MAX_POLICY_LIST_ENTRIES {
+                    self.grant = Grant::none();
+                    return Err(PolicyError::TooManyEntries {
+                        field: "disabled",
+                        limit: MAX_POLICY_LIST_ENTRIES,
+                        count,
+                    });
+                }
+                drop(fresh);
                 for p in parsed.disabled {
                     // As for a Request: an entry that disables nothing declared (a misspelt
                     // name, a partial `*` like `memory*`) is reported, never a silent no-op.
@@ -690,7 +751,7 @@ impl ServerPolicyState {
                             detail: p.as_str().to_owned(),
                         });
                     }
-                    if !self.selection.disabled.contains(&p) {
+                    if known.insert(p.as_str().to_owned()) {
                         self.selection.disabled.push(p);
                     }
                 }

@@ -293,6 +293,51 @@ fn s6_7_notification_only_narrows_and_never_makes_ready() {
 }
 
 #[test]
+fn s6_7_disabled_notifications_accumulate_within_the_bound_and_repeats_are_counted_once() {
+    let mut s = ServerPolicyState::new(memory());
+    s.apply(
+        Form::Request,
+        &json!({"effectiveCapabilities": ["pushEvents"]}),
+    )
+    .unwrap();
+    let names = |from: usize, to: usize| -> Vec<String> {
+        (from..to).map(|i| format!("gone.n{i}")).collect()
+    };
+    let half = MAX_POLICY_LIST_ENTRIES / 2;
+    s.apply(Form::Notification, &json!({ "disabled": names(0, half) }))
+        .unwrap();
+    // Repeats of entries already held cost nothing against the bound.
+    s.apply(Form::Notification, &json!({ "disabled": names(0, half) }))
+        .unwrap();
+    s.apply(
+        Form::Notification,
+        &json!({ "disabled": names(half, MAX_POLICY_LIST_ENTRIES) }),
+    )
+    .unwrap();
+    assert_eq!(s.selection().disabled.len(), MAX_POLICY_LIST_ENTRIES);
+    assert!(!s.grant().capabilities().is_empty());
+    // One more distinct entry would pass the bound: refused, and the grant fails closed.
+    let err = s
+        .apply(
+            Form::Notification,
+            &json!({ "disabled": ["gone.one_more"] }),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PolicyError::TooManyEntries {
+            field: "disabled",
+            limit: MAX_POLICY_LIST_ENTRIES,
+            count: MAX_POLICY_LIST_ENTRIES + 1
+        }
+    );
+    let e = err.to_error();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data.unwrap()["limit"], MAX_POLICY_LIST_ENTRIES);
+    assert!(s.grant().capabilities().is_empty());
+}
+
+#[test]
 fn s5_4_granted_and_denied_is_malformed_and_grants_nothing() {
     let mut s = ServerPolicyState::new(memory());
     s.apply(

@@ -142,3 +142,117 @@ async fn the_reference_server_bounds_tool_calls_for_a_client_that_never_reads() 
     let _write = writer.await.unwrap();
     session.close();
 }
+
+/// Sends `lines` to a fresh reference server over an in-memory pipe and returns the answer
+/// to each request, in order.
+async fn exchange(lines: &[String]) -> Vec<Value> {
+    let (transport, read, mut write) = raw(64 * 1024);
+    let session = mcpl::reference::server().start(transport);
+    let mut answers = BufReader::new(read).lines();
+    let mut out = Vec::new();
+    for line in lines {
+        write.write_all(line.as_bytes()).await.unwrap();
+        loop {
+            let answer = tokio::time::timeout(GUARD, answers.next_line())
+                .await
+                .expect("no answer (deadlock guard)")
+                .unwrap()
+                .expect("the connection ended");
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            // Server-initiated traffic (greeting pushes, registrations) is not an answer.
+            if v.get("method").is_none() {
+                out.push(v);
+                break;
+            }
+        }
+    }
+    session.close();
+    out
+}
+
+fn mcpl_initialize() -> String {
+    request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+            "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+            "clientInfo": {"name": "outside", "version": "0"}}),
+    )
+}
+
+#[tokio::test]
+async fn s6_7_policy_lists_over_the_bound_are_refused_32602_with_limit_and_count() {
+    let limit = mcpl::policy::MAX_POLICY_LIST_ENTRIES;
+    let many = |path: &'static str, n: usize| vec![path; n];
+    let answers = exchange(&[
+        mcpl_initialize(),
+        // One entry too many in each list, one list at a time.
+        request(
+            2,
+            "featureSets/update",
+            json!({"effectiveCapabilities": many("pushEvents", limit + 1)}),
+        ),
+        request(
+            3,
+            "featureSets/update",
+            json!({"deniedCapabilities": many("observe", limit + 5)}),
+        ),
+        request(
+            4,
+            "featureSets/update",
+            json!({"enabled": many("ref.*", limit + 2)}),
+        ),
+        request(
+            5,
+            "featureSets/update",
+            json!({"disabled": many("x", 2 * limit)}),
+        ),
+    ])
+    .await;
+    assert_eq!(answers[0]["id"], 1);
+    for (answer, (field, count)) in answers[1..].iter().zip([
+        ("effectiveCapabilities", limit + 1),
+        ("deniedCapabilities", limit + 5),
+        ("enabled", limit + 2),
+        ("disabled", 2 * limit),
+    ]) {
+        let e = &answer["error"];
+        assert_eq!(e["code"], codes::INVALID_PARAMS, "{answer}");
+        assert_eq!(e["data"]["limit"], limit, "{answer}");
+        assert_eq!(e["data"]["count"], count, "{answer}");
+        assert_eq!(e["data"]["field"], field, "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn s5_4_lists_at_the_bound_are_read_whole_and_a_late_conflict_is_still_found() {
+    let limit = mcpl::policy::MAX_POLICY_LIST_ENTRIES;
+    // `limit` distinct-looking entries each side; the one conflict is the last denied entry.
+    let granted: Vec<String> = (0..limit)
+        .map(|i| match i % 2 {
+            0 => "pushEvents".to_owned(),
+            _ => "channels.*".to_owned(),
+        })
+        .collect();
+    let mut denied: Vec<String> = vec!["observe".to_owned(); limit - 1];
+    denied.push("channels.publish".to_owned());
+    let clean: Vec<String> = vec!["observe".to_owned(); limit];
+    let answers = exchange(&[
+        mcpl_initialize(),
+        request(
+            2,
+            "featureSets/update",
+            json!({"effectiveCapabilities": granted, "deniedCapabilities": denied}),
+        ),
+        request(
+            3,
+            "featureSets/update",
+            json!({"effectiveCapabilities": granted, "deniedCapabilities": clean}),
+        ),
+    ])
+    .await;
+    let conflict = &answers[1]["error"];
+    assert_eq!(conflict["code"], codes::INVALID_PARAMS, "{}", answers[1]);
+    assert_eq!(conflict["data"]["reason"], "granted_and_denied");
+    assert_eq!(answers[2]["result"]["accepted"], true, "{}", answers[2]);
+}
