@@ -96,6 +96,15 @@ fn json_rpc_batches_are_split_and_judged() {
     );
 }
 
+/// Runs a scripted `mode`: exactly `ids` fail, exit 1; the report is returned.
+fn fails_exactly(mode: &str, ids: &[&str]) -> Value {
+    let (code, doc) = scripted(mode);
+    assert_complete(&doc);
+    assert_eq!(ids_with(&doc, "fail"), set(ids), "{mode}: {doc:#}");
+    assert_eq!(code, 1, "{mode}");
+    doc
+}
+
 /// Runs a scripted `mode`: nothing fails, exit 0, and each of `ids` passes.
 fn passes_cleanly(mode: &str, ids: &[&str]) {
     let (code, doc) = scripted(mode);
@@ -119,13 +128,7 @@ fn items_batched_after_a_receipt_are_judged_after_it() {
             "push.feature-set-declared",
         ],
     );
-    let (code, doc) = scripted("reduction-ignored-batch");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["policy.reduction-respected"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    fails_exactly("reduction-ignored-batch", &["policy.reduction-respected"]);
 }
 
 #[test]
@@ -272,10 +275,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ),
     ];
     for (mode, expected) in cases {
-        let (code, doc) = scripted(mode);
-        assert_complete(&doc);
-        assert_eq!(ids_with(&doc, "fail"), set(expected), "{mode}: {doc:#}");
-        assert_eq!(code, 1, "{mode}");
+        fails_exactly(mode, expected);
     }
 }
 
@@ -941,55 +941,34 @@ fn sessions_flag_caps_the_run_and_quick_is_one_session() {
 /// the initial policy's `disabled` fails the feature-set one.
 #[test]
 fn s5_4_s6_4_a_server_that_ignores_a_narrowed_grant_fails_exactly_that() {
-    let (code, doc) = scripted("ignores-grant");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["grant.narrowed-respected"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    let doc = fails_exactly("ignores-grant", &["grant.narrowed-respected"]);
     let d = detail(&doc, "grant.narrowed-respected");
     assert!(d.contains("(nothing granted)"), "{d}");
     assert!(
         d.contains("push/event needs pushEvents, not granted"),
         "{d}"
     );
-    let (code, doc) = scripted("ignores-disabled");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["featuresets.narrowed-respected"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    let doc = fails_exactly("ignores-disabled", &["featuresets.narrowed-respected"]);
     let d = detail(&doc, "featuresets.narrowed-respected");
     assert!(d.contains("disabled)"), "{d}");
     assert!(d.contains("under featureSet"), "{d}");
 }
 
-/// §6.7: traffic a server starts on its own (here: after each ping it answers) must stop
+/// §6.7: traffic a server starts on its own (here: written before each ping answer) must stop
 /// under a reduction; the reduction's window opens with a ping, as the quiet windows do.
 #[test]
 fn s6_7_own_traffic_that_ignores_a_reduction_fails_reduction_respected() {
-    let (code, doc) = scripted("reduction-ignored-own");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["policy.reduction-respected"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    fails_exactly("reduction-ignored-own", &["policy.reduction-respected"]);
 }
 
 /// §6.4, §6.7: a receipt that claims nothing degraded while the host's derivation
 /// disables sets fails the cross-check (and only it).
 #[test]
 fn s6_4_a_receipt_contradicting_the_derivation_fails() {
-    let (code, doc) = scripted("receipt-contradicts");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["policy.receipt-matches-derivation"]),
-        "{doc:#}"
+    let doc = fails_exactly(
+        "receipt-contradicts",
+        &["policy.receipt-matches-derivation"],
     );
-    assert_eq!(code, 1);
     assert!(
         detail(&doc, "policy.receipt-matches-derivation").contains("does not report"),
         "{doc:#}"
@@ -1020,13 +999,10 @@ fn methods_outside_the_vocabulary_are_a_warning_with_counts() {
 #[test]
 fn s6_7_notification_narrowing_is_judged_on_pushes_when_no_hook_exists() {
     passes_cleanly("push-only", &["policy.notification-narrowing-respected"]);
-    let (code, doc) = scripted("push-only-ignores-narrowing");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["policy.notification-narrowing-respected"]),
-        "{doc:#}"
+    fails_exactly(
+        "push-only-ignores-narrowing",
+        &["policy.notification-narrowing-respected"],
     );
-    assert_eq!(code, 1);
 }
 
 /// §8: without `mcpl/manifest`, the unknown-member probe repeats a request the server
@@ -1039,13 +1015,7 @@ fn s8_unknown_members_are_probed_on_a_method_the_server_answers() {
         detail(&doc, "rpc.unknown-members-ignored").starts_with("tools/list"),
         "{doc:#}"
     );
-    let (code, doc) = scripted("no-manifest-strict");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["rpc.unknown-members-ignored"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    fails_exactly("no-manifest-strict", &["rpc.unknown-members-ignored"]);
 }
 
 /// §14.6: the unknown-channel probes also use an id shaped like the server's own, and say
@@ -1053,13 +1023,7 @@ fn s8_unknown_members_are_probed_on_a_method_the_server_answers() {
 /// foreign shape with -32602 but an unknown channel of its shape with -32023 passes.
 #[test]
 fn s14_6_unknown_channel_probes_use_the_servers_own_id_shape() {
-    let (code, doc) = scripted("delivers-any-channel");
-    assert_eq!(
-        ids_with(&doc, "fail"),
-        set(&["channels.unknown-channel-error"]),
-        "{doc:#}"
-    );
-    assert_eq!(code, 1);
+    let doc = fails_exactly("delivers-any-channel", &["channels.unknown-channel-error"]);
     let d = detail(&doc, "channels.unknown-channel-error");
     assert!(
         d.contains("demo:#mcpl-check-unknown (shaped like demo:#general): answered with a result"),

@@ -117,9 +117,9 @@ pub struct SessionRun {
 pub struct Reconnect<'a> {
     /// Opens session `n`'s connection (`n` from 2).
     pub open: &'a (dyn Fn(usize) -> io::Result<Conn> + Sync),
-    /// Whether the later sessions may run at once: each is its own connection, so a
-    /// spawned command (a process per session) can; an address may serve one connection
-    /// at a time, so its sessions run one after the other.
+    /// Whether the later sessions may run at once (each on its own connection) rather
+    /// than one after the other: only for a server known to share nothing between
+    /// instances or connections.
     pub concurrent: bool,
 }
 
@@ -396,25 +396,28 @@ impl Session {
             self.rec.skip_all(&NARROWED_IDS, &why);
             return;
         }
-        if self.narrowed_outside.is_empty() {
-            let d = match self.privileged_after_ready {
-                0 => "nothing privileged sent".to_owned(),
-                n => format!("{n} privileged message(s), all within the grant"),
-            };
-            self.rec.record(grant_id, Status::Pass, d);
-        } else {
-            let d = self.narrowed_outside.join("; ");
-            self.rec.record(grant_id, Status::Fail, d);
-        }
-        if self.narrowed_unavailable.is_empty() {
-            let d = match self.tagged_uses {
-                0 => "nothing feature-set-tagged sent".to_owned(),
-                n => format!("{n} tagged use(s), none under an unavailable set"),
-            };
-            self.rec.record(sets_id, Status::Pass, d);
-        } else {
-            let d = self.narrowed_unavailable.join("; ");
-            self.rec.record(sets_id, Status::Fail, d);
+        let verdicts = [
+            (
+                grant_id,
+                self.narrowed_outside.clone(),
+                self.privileged_after_ready,
+                "privileged message(s), all within the grant",
+                "nothing privileged sent",
+            ),
+            (
+                sets_id,
+                self.narrowed_unavailable.clone(),
+                self.tagged_uses,
+                "tagged use(s), none under an unavailable set",
+                "nothing feature-set-tagged sent",
+            ),
+        ];
+        for (id, findings, seen, held, nothing) in verdicts {
+            match (findings.is_empty(), seen) {
+                (false, _) => self.rec.record(id, Status::Fail, findings.join("; ")),
+                (true, 0) => self.rec.record(id, Status::Pass, nothing),
+                (true, n) => self.rec.record(id, Status::Pass, format!("{n} {held}")),
+            }
         }
     }
 }
