@@ -30,8 +30,9 @@ pub struct CheckArgs {
     /// Bound on every single wait, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub timeout: f64,
-    /// After the last step, keep listening this many seconds for messages the server sends
-    /// on its own (push events, channel registrations).
+    /// How long to listen, at each of the first session's four windows and once in each
+    /// later session, for messages the server sends on its own (push events, channel
+    /// registrations).
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub watch: f64,
     /// Run at most N sessions: the first under the full grant, each further one
