@@ -578,14 +578,16 @@ fn transcript_is_valid_json_lines_of_every_frame() {
         .filter_map(|l| l["message"]["method"].as_str())
         .collect();
     // A quiet window, the grant as a Notification (§6.7 probe) and a second window, each
-    // opened by a ping, then the policy Request.
+    // opened and closed by a ping, then the policy Request.
     assert_eq!(
-        &sent[..6],
+        &sent[..8],
         &[
             "initialize",
             "notifications/initialized",
             "ping",
+            "ping",
             "featureSets/update",
+            "ping",
             "ping",
             "featureSets/update"
         ]
@@ -738,9 +740,12 @@ fn wss_target_trusts_only_the_bundled_roots_or_the_ca_flag() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// With no target, `mcpl check` spawns `mcpl serve --stdio` and a correct server passes.
-/// The pass and skip sets are exact: a reference server that stopped pushing, registering
-/// or injecting would turn required checks into skips, which must not go unnoticed.
+/// With no target, `mcpl check` spawns `mcpl serve --stdio`, calls the tools that make it
+/// announce a manifest change, deliver a channel message and ask the host's model (its
+/// default scenario), and a correct server passes. The pass and skip sets are exact: a
+/// reference server that stopped pushing, registering or injecting would turn required
+/// checks into skips, which must not go unnoticed. The only skips are the refusal path,
+/// which a server that accepts every policy never takes.
 #[test]
 fn reference_server_passes_every_check() {
     let (code, doc) = check(&[]);
@@ -796,25 +801,27 @@ fn reference_server_passes_every_check() {
             "channels.register-is-request",
             "channels.list-answered",
             "channels.unknown-channel-error",
+            // What its default scenario's tool calls start: add_topic, say, ask.
+            "manifest.changed-shape",
+            "manifest.changed-revision-matches",
+            "manifest.changed-domains-match",
+            "channels.incoming-is-request",
+            "channels.incoming-shape",
+            "inference.request-is-request",
+            "inference.request-shape",
+            "inference.feature-set-declared",
+            // ref.notes declares rollback; ref.chat advertises channels.lifecycle.
+            "state.rollback-unknown-checkpoint",
+            "channels.close-unknown-error",
         ]),
         "{doc:#}"
     );
-    // What the reference server never does, or does not advertise.
+    // The refusal path, which the reference server never takes.
     assert_eq!(
         ids_with(&doc, "skip"),
         set(&[
             "policy.refusal-names-fallback",
             "policy.no-privileged-unless-accepted",
-            "manifest.changed-shape",
-            "manifest.changed-revision-matches",
-            "manifest.changed-domains-match",
-            "state.rollback-unknown-checkpoint",
-            "inference.request-is-request",
-            "inference.request-shape",
-            "inference.feature-set-declared",
-            "channels.incoming-is-request",
-            "channels.incoming-shape",
-            "channels.close-unknown-error",
         ]),
         "{doc:#}"
     );
@@ -828,6 +835,7 @@ fn reference_server_passes_every_check() {
             .is_some_and(|d| !d.contains("unnamed_facet")),
         "{facets:?}"
     );
+    assert_eq!(doc["scenario"].as_array().map(Vec::len), Some(3), "{doc:#}");
     assert_eq!(code, 0);
 }
 

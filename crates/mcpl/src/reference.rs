@@ -1,23 +1,29 @@
 //! The reference MCPL 0.5 server, built only on the public [`crate::server`] API. It backs
 //! `mcpl serve` and is the default target of `mcpl check`.
 //!
-//! Use [`serve`] for one connection (stdio, one accepted TCP or WebSocket connection),
-//! [`serve_tcp`] for a TCP listener, or build one [`Server`] with [`server`] and call
-//! [`Server::serve`] per accepted connection so that all connections share one manifest
-//! tracker (what [`serve_tcp`] does):
+//! Use [`serve`] for one connection (stdio, one accepted TCP or WebSocket connection) and
+//! [`serve_tcp`] for a TCP listener. Every connection gets its own [`server`]: its manifest
+//! (topics added by `add_topic`), notes, published log and turn counts belong to that
+//! connection and go away with it, so one connection cannot change what another sees (or
+//! what `mcpl check` concludes about it); a [`Server`] from [`server`] that serves several
+//! connections would share that state between them. To serve a listener yourself:
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use std::sync::Arc;
-//! use mcpl::server::listen::{serve, ServeConfig};
+//! use mcpl::server::listen::{serve_each, ServeConfig};
 //!
-//! let srv = mcpl::reference::server();
 //! let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:7777").await?;
-//! // Each connection in its own task; accept errors (EMFILE…) are survived.
-//! serve(srv, Arc::new(listener), ServeConfig::default()).await;
+//! // Each connection in its own task with its own server; accept errors (EMFILE…) are
+//! // survived.
+//! serve_each(mcpl::reference::server, Arc::new(listener), ServeConfig::default()).await;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Its state is bounded whatever a client sends: at most [`MAX_TOPICS`] topics,
+//! [`MAX_NOTES`] notes, and of the published messages only a count and the last
+//! [`KEPT_PUBLISHED`] texts (each cut to [`KEPT_CHARS`] characters).
 //!
 //! What it exercises (feature sets in its manifest):
 //! - `ref.events` (`pushEvents`, with a `tagOntology`): after the policy receipt, when
@@ -28,11 +34,20 @@
 //! - `ref.chat` (`channels.register`, `channels.publish`, `channels.incoming`): an in-memory
 //!   chat surface; after the receipt it registers `ref:lobby`; `channels/publish` appends to
 //!   the surface log; the tool `say` delivers a user message with `channels/incoming`;
+//! - `channels.lifecycle` (advertised, no feature set: host-initiated only): `channels/open`
+//!   of type `reference-chat` opens the lobby, `channels/close` closes it (any other id:
+//!   `-32023`, §14.6);
 //! - `ref.turns` (`inferenceLifecycle`): the built-in lifecycle consumer (dedupe, safety
 //!   timeout) counts turns, reported by the tool `turns`;
 //! - `ref.model` (`modelInfo`): the tool `model` asks `model/info`;
+//! - `ref.ask` (`inferenceRequest`): the tool `ask` sends a non-streaming `inference/request`
+//!   with the text as a user message and returns the host's answer (or its refusal);
+//! - `ref.notes` (`tools`, `rollback: true`, §8): the tool `note` appends a note and returns
+//!   a checkpoint (§8.4 `state`); `state/rollback` to one of those checkpoints drops the
+//!   notes after it (and the later checkpoints); any other checkpoint is `-32005` (§8.7);
 //! - MCP tools `echo`, `schedule_event`, `add_topic` (adds a feature set `topic.<name>`
-//!   through the tracker, so `mcpl/manifestChanged` fires), `say`, `turns`, `model`.
+//!   through the tracker, so `mcpl/manifestChanged` fires), `say`, `turns`, `model`, `ask`,
+//!   `note`.
 //!
 //! It is strict: inert until the policy Request (§5.3), receipt per §6.7, and every send
 //! checked against the grant by the session.
@@ -44,12 +59,16 @@ use serde_json::{json, Map, Value};
 use crate::capability::Capability;
 use crate::jsonrpc::ErrorObject;
 use crate::peer::CloseReason;
+use crate::policy::FeatureSetDeclaration;
 use crate::protocol::channels::{
-    Author, ChannelDescriptor, ChannelDirection, IncomingMessage, ListResult, PublishResult,
+    Author, ChannelDescriptor, ChannelDirection, CloseResult, IncomingMessage, ListResult,
+    OpenResult, PublishResult,
 };
 use crate::protocol::content::{Content, ContentBlock};
 use crate::protocol::handshake::{ToolContent, ToolsCallParams, ToolsCallResult};
 use crate::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+use crate::protocol::inference::{InferenceMessage, InferenceRequestParams};
+use crate::protocol::state::{RollbackResult, StateInfo};
 use crate::server::listen::ServeConfig;
 use crate::server::{utc_now_iso8601, PushEvent, Server, Session};
 use crate::transport::listen::Listen;
@@ -60,12 +79,42 @@ pub const NAME: &str = "mcpl-reference";
 /// The channel the reference server registers.
 pub const LOBBY: &str = "ref:lobby";
 
+/// The most `topic.<name>` feature sets `add_topic` adds (further calls are tool errors).
+pub const MAX_TOPICS: usize = 16;
+/// The most notes `note` keeps (further calls are tool errors until a rollback).
+pub const MAX_NOTES: usize = 64;
+/// How many published texts are kept (the oldest is dropped first); all are counted.
+pub const KEPT_PUBLISHED: usize = 16;
+/// Characters kept of each published text and note.
+pub const KEPT_CHARS: usize = 1024;
+
 #[derive(Default)]
 struct Shared {
-    published: Vec<String>,
+    /// Every publish is counted; the last [`KEPT_PUBLISHED`] texts are kept.
+    published_count: u64,
+    published: std::collections::VecDeque<String>,
     turns_started: u64,
     turns_ended: u64,
     incoming_seq: u64,
+    topics: usize,
+    notes: Vec<String>,
+    /// Issued checkpoints still retained: (id, how many notes it covers).
+    checkpoints: Vec<(String, usize)>,
+    checkpoint_seq: u64,
+}
+
+/// `text` cut to [`KEPT_CHARS`] characters.
+fn kept(text: &str) -> String {
+    text.chars().take(KEPT_CHARS).collect()
+}
+
+/// A topic name `add_topic` accepts: 1–32 of `[a-z0-9-]` (so `topic.<name>` is a valid
+/// identifier, §17.2).
+fn valid_topic(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
@@ -115,13 +164,18 @@ fn string_schema(props: &[&str]) -> Value {
 /// Builds the reference server (a fresh manifest tracker each call).
 pub fn server() -> Server {
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let (s1, s2, s3, s4, s5) = (
+    let (s1, s2, s3, s4, s5, s6, s7, s8) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
         shared.clone(),
         shared.clone(),
         shared.clone(),
         shared.clone(),
         shared.clone(),
     );
+    let mut notes = FeatureSetDeclaration::new("Notes with checkpoints", &[Capability::Tools]);
+    notes.extra.insert("rollback".into(), Value::Bool(true));
     let builder = Server::builder(NAME, env!("CARGO_PKG_VERSION"))
         .instructions("The MCPL 0.5 reference server: small, strict, and complete.")
         .feature_set("ref.events", "Push events with tags", &[Capability::PushEvents])
@@ -149,6 +203,9 @@ pub fn server() -> Server {
                 Capability::ChannelsIncoming,
             ],
         )
+        // Host-initiated channels/open and channels/close: gated by the capability alone,
+        // so no feature set is lost by a host that does not grant it.
+        .advertise(&[Capability::ChannelsLifecycle])
         .feature_set(
             "ref.turns",
             "Counts turns from inference/lifecycle",
@@ -156,6 +213,12 @@ pub fn server() -> Server {
         )
         .feature_set("ref.model", "Asks model/info", &[Capability::ModelInfo])
         .feature_set("ref.tools", "MCP tools", &[Capability::Tools])
+        .feature_set(
+            "ref.ask",
+            "Asks the host's model (inference/request)",
+            &[Capability::InferenceRequest],
+        )
+        .feature_set_declaration("ref.notes", notes)
         .on_ready(|session: Session| async move {
             if session.feature_available("ref.chat") {
                 if let Err(e) = session.channels_register(vec![lobby()]).await {
@@ -204,10 +267,14 @@ pub fn server() -> Server {
                     .collect::<Vec<_>>()
                     .join("");
                 let mut st = lock(&shared);
-                st.published.push(text);
+                st.published_count += 1;
+                if st.published.len() >= KEPT_PUBLISHED {
+                    st.published.pop_front();
+                }
+                st.published.push_back(kept(&text));
                 Ok(PublishResult {
                     delivered: true,
-                    message_id: Some(format!("ref_out_{}", st.published.len())),
+                    message_id: Some(format!("ref_out_{}", st.published_count)),
                     extra: Map::new(),
                 })
             }
@@ -217,6 +284,47 @@ pub fn server() -> Server {
                 channels: vec![lobby()],
                 extra: Map::new(),
             })
+        })
+        .on_channels_open(|_s, p| async move {
+            if p.kind != lobby().kind {
+                return Err(ErrorObject::invalid_params(format!(
+                    "this server opens channels of type {:?} only, not {:?}",
+                    lobby().kind,
+                    p.kind
+                )));
+            }
+            Ok(OpenResult {
+                channel: lobby(),
+                extra: Map::new(),
+            })
+        })
+        .on_channels_close(|_s, p| async move {
+            if p.channel_id != LOBBY {
+                return Err(ErrorObject::unknown_channel(&p.channel_id));
+            }
+            Ok(CloseResult {
+                closed: true,
+                extra: Map::new(),
+            })
+        })
+        .on_rollback(move |_s, p| {
+            let shared = s6.clone();
+            async move {
+                let mut st = lock(&shared);
+                let Some(i) = st.checkpoints.iter().position(|(id, _)| *id == p.checkpoint)
+                else {
+                    return Err(ErrorObject::checkpoint_not_found(&p.checkpoint));
+                };
+                let covered = st.checkpoints.get(i).map_or(0, |c| c.1);
+                st.notes.truncate(covered);
+                st.checkpoints.truncate(i + 1);
+                Ok(RollbackResult {
+                    checkpoint: p.checkpoint,
+                    success: true,
+                    reason: None,
+                    extra: Map::new(),
+                })
+            }
         })
         .tool("echo", "Echo the text back", string_schema(&["text"]), |_s, p| async move {
             Ok(text_result(arg(&p, "text").unwrap_or_default()))
@@ -244,11 +352,25 @@ pub fn server() -> Server {
             "add_topic",
             "Declare a feature set topic.<name> (changes the manifest)",
             string_schema(&["name"]),
-            |session: Session, p| async move {
+            move |session: Session, p| {
+                let topics = s7.clone();
+                async move {
                 let Some(name) = arg(&p, "name") else {
                     return Err(ErrorObject::invalid_params("name is required"));
                 };
+                if !valid_topic(&name) {
+                    return Ok(error_result("a topic name is 1 to 32 of [a-z0-9-]"));
+                }
                 let set = format!("topic.{name}");
+                {
+                    let mut st = lock(&topics);
+                    if st.topics >= MAX_TOPICS {
+                        return Ok(error_result(format!(
+                            "at most {MAX_TOPICS} topics on one connection"
+                        )));
+                    }
+                    st.topics += 1;
+                }
                 let out = session.tracker().transaction(|m| {
                     if let Some(sets) = m.get_mut("featureSets").and_then(Value::as_object_mut) {
                         sets.insert(
@@ -261,6 +383,7 @@ pub fn server() -> Server {
                 match out {
                     Ok(o) => Ok(text_result(format!("revision {}", o.revision))),
                     Err(e) => Ok(error_result(format!("manifest refused: {e}"))),
+                }
                 }
             },
         )
@@ -307,7 +430,8 @@ pub fn server() -> Server {
                 let st = lock(&shared);
                 Ok(text_result(
                     json!({"started": st.turns_started, "ended": st.turns_ended,
-                           "published": st.published})
+                           "publishedCount": st.published_count,
+                           "published": st.published, "notes": st.notes})
                     .to_string(),
                 ))
             }
@@ -324,6 +448,65 @@ pub fn server() -> Server {
                     Err(e) => Ok(error_result(e.to_string())),
                 }
             },
+        )
+        .tool(
+            "ask",
+            "Ask the host's model (inference/request) and return its answer",
+            string_schema(&["text"]),
+            |session: Session, p| async move {
+                let text = arg(&p, "text").unwrap_or_else(|| "Hello".into());
+                let params = InferenceRequestParams {
+                    feature_set: "ref.ask".into(),
+                    conversation_id: None,
+                    stream: None,
+                    messages: vec![InferenceMessage {
+                        role: "user".into(),
+                        content: Content::Text(kept(&text)),
+                        extra: Map::new(),
+                    }],
+                    preferences: None,
+                    extra: Map::new(),
+                };
+                match session.inference_request(params).await {
+                    Ok(r) => Ok(text_result(
+                        serde_json::to_string(&r).unwrap_or_else(|_| "{}".into()),
+                    )),
+                    Err(e) => Ok(error_result(e.to_string())),
+                }
+            },
+        )
+        .tool(
+            "note",
+            "Append a note; returns a checkpoint state/rollback can return to (ref.notes)",
+            string_schema(&["text"]),
+            move |_s, p| {
+                let shared = s8.clone();
+                async move {
+                    let text = arg(&p, "text").unwrap_or_default();
+                    let mut st = lock(&shared);
+                    if st.notes.len() >= MAX_NOTES {
+                        return Ok(error_result(format!(
+                            "at most {MAX_NOTES} notes; roll back to make room"
+                        )));
+                    }
+                    let parent = st.checkpoints.last().map(|c| c.0.clone());
+                    st.notes.push(kept(&text));
+                    st.checkpoint_seq += 1;
+                    let id = format!("chk_ref_{}", st.checkpoint_seq);
+                    let covered = st.notes.len();
+                    st.checkpoints.push((id.clone(), covered));
+                    Ok(ToolsCallResult {
+                        state: Some(StateInfo {
+                            checkpoint: id,
+                            parent: Some(parent),
+                            data: Some(json!({ "notes": st.notes })),
+                            patch: None,
+                            extra: Map::new(),
+                        }),
+                        ..text_result(format!("{covered} note(s)"))
+                    })
+                }
+            },
         );
     match builder.build() {
         Ok(s) => s,
@@ -337,15 +520,16 @@ pub async fn serve(transport: Transport) -> CloseReason {
     server().serve(transport).await
 }
 
-/// Accepts TCP connections forever, serving each with one shared reference server (one
-/// manifest tracker for all connections), with the default [`ServeConfig`]. Never returns:
-/// accept errors are survived (see [`crate::transport::listen`]).
+/// Accepts TCP connections forever, serving each with its own reference server (its own
+/// manifest tracker and state, freed when the connection ends), with the default
+/// [`ServeConfig`]. Never returns: accept errors are survived (see
+/// [`crate::transport::listen`]).
 pub async fn serve_tcp(listener: crate::transport::tcp::Listener) {
     serve_on(Arc::new(listener), ServeConfig::default()).await
 }
 
-/// Serves one shared reference server on every connection `listener` accepts (TCP or
-/// WebSocket), forever, with the limits of `config` ([`crate::server::listen::serve`]).
+/// Serves every connection `listener` accepts (TCP or WebSocket) with its own reference
+/// server, forever, with the limits of `config` ([`crate::server::listen::serve_each`]).
 pub async fn serve_on<L: Listen + 'static>(listener: Arc<L>, config: ServeConfig) {
-    crate::server::listen::serve(server(), listener, config).await
+    crate::server::listen::serve_each(server, listener, config).await
 }

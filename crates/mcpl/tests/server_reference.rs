@@ -73,6 +73,8 @@ async fn reference_server_full_session_over_tcp() {
         "channels.register",
         "channels.publish",
         "channels.incoming",
+        "channels.lifecycle",
+        "inferenceRequest",
     ];
     let receipt = peer
         .request_raw(
@@ -228,7 +230,8 @@ async fn reference_server_degrades_and_stays_quiet_without_grants() {
         .await
         .unwrap();
     assert_eq!(receipt["mode"], "degraded");
-    assert_eq!(receipt["unavailableFeatures"].as_array().unwrap().len(), 5);
+    // Every set but ref.tools and ref.notes (which use only tools).
+    assert_eq!(receipt["unavailableFeatures"].as_array().unwrap().len(), 6);
     // model/info is not granted: the tool reports the local refusal, nothing is sent.
     let r = call_tool(&peer, "model", json!({})).await;
     assert_eq!(r["isError"], true);
@@ -294,4 +297,211 @@ async fn host_session_and_reference_server_agree_on_channels() {
             break;
         }
     }
+}
+
+/// A host peer over a fresh reference server, initialized and granted everything the
+/// server advertises; the server's own requests (register, greeting) are left unanswered.
+async fn granted_peer() -> (Peer, mcpl::peer::Incoming) {
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    tokio::spawn(mcpl::reference::serve(server_t));
+    let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}})),
+    )
+    .await
+    .unwrap();
+    let receipt = peer
+        .request_raw(
+            "featureSets/update",
+            Some(json!({"effectiveCapabilities": ["*", "channels.*"]})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(receipt["accepted"], true, "{receipt}");
+    (peer, incoming)
+}
+
+fn tool_json(out: &Value) -> Value {
+    serde_json::from_str(out["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+/// §8.4–§8.7: `note` returns checkpoints; `state/rollback` to one drops the later notes and
+/// checkpoints; a checkpoint never issued, or pruned by the rollback, is `-32005`.
+#[tokio::test]
+async fn reference_notes_roll_back_to_their_checkpoints() {
+    let (peer, _incoming) = granted_peer().await;
+    let a = call_tool(&peer, "note", json!({"text": "a"})).await;
+    assert_eq!(a["state"]["checkpoint"], "chk_ref_1");
+    assert_eq!(a["state"]["parent"], Value::Null);
+    let b = call_tool(&peer, "note", json!({"text": "b"})).await;
+    assert_eq!(b["state"]["checkpoint"], "chk_ref_2");
+    assert_eq!(b["state"]["parent"], "chk_ref_1");
+    assert_eq!(b["state"]["data"]["notes"], json!(["a", "b"]));
+    let rollback = |checkpoint: &str| {
+        peer.request_raw(
+            "state/rollback",
+            Some(json!({"featureSet": "ref.notes", "checkpoint": checkpoint})),
+        )
+    };
+    let r = rollback("chk_ref_1").await.unwrap();
+    assert_eq!(r, json!({"checkpoint": "chk_ref_1", "success": true}));
+    assert_eq!(
+        tool_json(&call_tool(&peer, "turns", json!({})).await)["notes"],
+        json!(["a"])
+    );
+    for gone in ["chk_ref_2", "chk_never_issued"] {
+        let e = rollback(gone).await.unwrap_err();
+        let e = e.remote().unwrap();
+        assert_eq!(e.code, -32005, "{gone}");
+        assert_eq!(e.data, Some(json!({"checkpoint": gone})));
+    }
+}
+
+/// §14.3, §14.6: `channels.lifecycle` is advertised; the lobby opens and closes, and any
+/// other channel is `-32023`.
+#[tokio::test]
+async fn reference_channels_open_and_close() {
+    let (peer, _incoming) = granted_peer().await;
+    let opened = peer
+        .request_raw("channels/open", Some(json!({"type": "reference-chat"})))
+        .await
+        .unwrap();
+    assert_eq!(opened["channel"]["id"], "ref:lobby");
+    let e = peer
+        .request_raw("channels/open", Some(json!({"type": "discord"})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, -32602);
+    let closed = peer
+        .request_raw("channels/close", Some(json!({"channelId": "ref:lobby"})))
+        .await
+        .unwrap();
+    assert_eq!(closed["closed"], true);
+    let e = peer
+        .request_raw("channels/close", Some(json!({"channelId": "ref:nowhere"})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, -32023);
+}
+
+/// `ask` sends a non-streaming `inference/request` under `ref.ask` (§11.2) and returns the
+/// host's answer.
+#[tokio::test]
+async fn reference_ask_sends_an_inference_request() {
+    let (peer, mut incoming) = granted_peer().await;
+    let asker = peer.clone();
+    let call = tokio::spawn(async move { call_tool(&asker, "ask", json!({"text": "why?"})).await });
+    let req = loop {
+        let r = next_request(&mut incoming).await;
+        if r.method() == "inference/request" {
+            break r;
+        }
+    };
+    let p = req.request().params.clone().unwrap();
+    assert_eq!(p["featureSet"], "ref.ask");
+    assert_eq!(p["messages"], json!([{"role": "user", "content": "why?"}]));
+    req.respond(
+        json!({"role": "assistant", "content": "because", "model": "m",
+                       "finishReason": "end_turn"}),
+    )
+    .await
+    .unwrap();
+    let out = call.await.unwrap();
+    assert!(out["isError"].is_null(), "{out}");
+    assert_eq!(tool_json(&out)["content"], "because");
+}
+
+/// Issue #20: what a client makes the reference server keep is bounded (topics, published
+/// texts, notes), whatever it sends, and a topic name is a valid identifier (§17.2).
+#[tokio::test]
+async fn reference_state_is_bounded() {
+    let (peer, _incoming) = granted_peer().await;
+    let mut added = 0;
+    for i in 0..mcpl::reference::MAX_TOPICS + 4 {
+        let out = call_tool(&peer, "add_topic", json!({"name": format!("t{i}")})).await;
+        if out["isError"].is_null() {
+            added += 1;
+        }
+    }
+    assert_eq!(added, mcpl::reference::MAX_TOPICS);
+    let out = call_tool(&peer, "add_topic", json!({"name": "Not An Identifier"})).await;
+    assert_eq!(out["isError"], true);
+    let manifest = peer
+        .request_raw("mcpl/manifest", Some(json!({})))
+        .await
+        .unwrap();
+    let topics = manifest["featureSets"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("topic."))
+        .count();
+    assert_eq!(topics, mcpl::reference::MAX_TOPICS);
+    let long = "x".repeat(mcpl::reference::KEPT_CHARS * 2);
+    for _ in 0..mcpl::reference::KEPT_PUBLISHED + 4 {
+        peer.request_raw(
+            "channels/publish",
+            Some(json!({"channelId": "ref:lobby", "content": [{"type": "text", "text": long}]})),
+        )
+        .await
+        .unwrap();
+    }
+    for _ in 0..mcpl::reference::MAX_NOTES + 1 {
+        call_tool(&peer, "note", json!({"text": long})).await;
+    }
+    let state = tool_json(&call_tool(&peer, "turns", json!({})).await);
+    assert_eq!(state["publishedCount"], mcpl::reference::KEPT_PUBLISHED + 4);
+    let kept = state["published"].as_array().unwrap();
+    assert_eq!(kept.len(), mcpl::reference::KEPT_PUBLISHED);
+    assert!(kept
+        .iter()
+        .all(|t| t.as_str().unwrap().len() == mcpl::reference::KEPT_CHARS));
+    assert_eq!(
+        state["notes"].as_array().unwrap().len(),
+        mcpl::reference::MAX_NOTES
+    );
+}
+
+/// Issue #20: over one listener, a connection's topics and published messages are its own
+/// (§17: the manifest a connection was given changes only by what that connection does):
+/// a client that adds topics and publishes leaves nothing behind for the next one.
+#[tokio::test]
+async fn reference_connections_do_not_share_state() {
+    let listener = tcp::Listener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(mcpl::reference::serve_tcp(listener));
+    let initialize = |peer: Peer| async move {
+        let init = peer
+            .request_raw(
+                "initialize",
+                Some(json!({"protocolVersion": "2025-06-18",
+                            "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}})),
+            )
+            .await
+            .unwrap();
+        peer.request_raw(
+            "featureSets/update",
+            Some(json!({"effectiveCapabilities": ["*", "channels.*"]})),
+        )
+        .await
+        .unwrap();
+        init["capabilities"]["experimental"]["mcpl"]["revision"].clone()
+    };
+    let (first, _in1) = Peer::new(tcp::connect(addr).await.unwrap(), PeerConfig::default());
+    let fresh = initialize(first.clone()).await;
+    call_tool(&first, "add_topic", json!({"name": "weather"})).await;
+    first
+        .request_raw(
+            "channels/publish",
+            Some(json!({"channelId": "ref:lobby", "content": "kept?"})),
+        )
+        .await
+        .unwrap();
+    let (second, _in2) = Peer::new(tcp::connect(addr).await.unwrap(), PeerConfig::default());
+    assert_eq!(initialize(second.clone()).await, fresh);
+    let state = tool_json(&call_tool(&second, "turns", json!({})).await);
+    assert_eq!(state["publishedCount"], 0);
+    first.close();
 }

@@ -23,6 +23,7 @@ pub use sessions::{run, Reconnect, DEFAULT_SESSIONS};
 
 use super::inspect;
 use super::report::{Recorder, Status};
+use super::scenario::{self, Runner, Scenario};
 use super::vocabulary;
 
 /// How a request of ours ended.
@@ -181,7 +182,19 @@ struct Session {
     /// most [`vocabulary::MAX_FOREIGN_METHODS`] names; the rest are counted together).
     foreign: vocabulary::ForeignMethods,
     rec: Recorder,
+    /// This session's scenario steps (`--call`, `--scenario`) and `--enable`.
+    runner: Runner,
+    /// A usage error found in the session (a tool the server does not list, an `--enable`
+    /// entry selecting nothing): the run stops and exits 2.
+    fatal: Option<String>,
+    /// How many messages of each method the server sent (at most [`MAX_METHODS_COUNTED`]
+    /// distinct methods are counted), for the scenario's `waitFor` steps.
+    methods_seen: BTreeMap<String, u64>,
 }
+
+/// The most distinct method names [`Session::methods_seen`] counts (a hostile server can
+/// invent any number).
+const MAX_METHODS_COUNTED: usize = 256;
 
 /// At most this many feature-set names are remembered as used (the sets later sessions
 /// disable in turn; only the first [`sessions::MAX_DISABLED_IN_TURN`] are).
@@ -229,7 +242,7 @@ fn host_policy() -> Vec<&'static str> {
 
 impl Session {
     /// A fresh host state over `conn`: nothing sent yet, nothing granted.
-    fn new(conn: Conn, timing: Timing, rec: Recorder) -> Session {
+    fn new(conn: Conn, timing: Timing, rec: Recorder, runner: Runner) -> Session {
         Session {
             conn,
             timing,
@@ -289,12 +302,18 @@ impl Session {
             start_error: None,
             foreign: vocabulary::ForeignMethods::default(),
             rec,
+            runner,
+            fatal: None,
+            methods_seen: BTreeMap::new(),
         }
     }
 
     /// The first session, under the full grant: every probe, in this order.
     fn full_session(&mut self) {
         self.exercise();
+        if self.fatal.is_some() {
+            return;
+        }
         self.watch();
         self.narrowing_notification();
         self.reduction();
@@ -305,8 +324,26 @@ impl Session {
 
     /// The single place where per-session steps run: right after the policy exchange of
     /// every session (the first and each narrowed one), before that session's own probes.
-    /// Scenario steps (`--call`, `--scenario`: issue #18 item 6) belong here.
-    fn after_policy_exchange(&mut self) {}
+    /// Scenario steps (`--call`, `--scenario`: issue #18 item 6) run here; false when a
+    /// usage error stopped the run.
+    fn after_policy_exchange(&mut self) -> bool {
+        let mut runner = std::mem::take(&mut self.runner);
+        let r = runner.run(self);
+        self.runner = runner;
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                self.fatal = Some(e);
+                false
+            }
+        }
+    }
+
+    /// `update_params` of `grant` with `disabled`, carrying `--enable` as `enabled`: every
+    /// policy Request restates the selection (§5.3).
+    pub(super) fn policy_params(&self, grant: &HostGrant, disabled: &[String]) -> Value {
+        grant.update_params(self.runner.scenario().enabled(), disabled)
+    }
 
     /// `initialize` and `notifications/initialized` (§4.1, MCP): the capabilities and the
     /// `experimental.mcpl` object, or `None` (recorded) when there is no MCPL to check. In
@@ -381,6 +418,10 @@ impl Session {
 
         // §5.3: the initial policy Request, granting what is advertised except observe.
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
+        if let Err(e) = self.runner.scenario().check_enable(&sets) {
+            self.fatal = Some(e);
+            return;
+        }
         self.declared = sets.sets.keys().cloned().collect();
         self.decls = sets.clone();
         let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
@@ -397,7 +438,9 @@ impl Session {
         self.policy_sent = true;
         self.policy(&host_grant, &sets, &[]);
         self.settle();
-        self.after_policy_exchange();
+        if !self.after_policy_exchange() {
+            return;
+        }
 
         self.fetch_manifest(&mcpl);
         self.unknown_method();
@@ -505,4 +548,49 @@ fn truncate(s: &str) -> String {
         out.push('…');
     }
     out
+}
+
+/// The scenario runner's view of a session: its requests and listening go through the same
+/// judging as every other step.
+impl scenario::Host for Session {
+    fn ask(&mut self, method: &str, params: Value) -> scenario::Answer {
+        match self.request(method, params) {
+            Reply::Result(r) => scenario::Answer::Result(r),
+            Reply::Error(e) => scenario::Answer::Error {
+                code: e.code,
+                message: e.message.into_owned(),
+            },
+            other => scenario::Answer::Nothing(other.describe()),
+        }
+    }
+
+    fn listen(&mut self, until: Option<(&str, u64)>, deadline: Instant) -> bool {
+        self.settle();
+        let done = |s: &Session| until.is_some_and(|(m, n)| scenario::Host::seen(s, m) > n);
+        while !done(self) && self.closed.is_none() {
+            let Some(ev) = self.conn.recv(deadline) else {
+                break;
+            };
+            if let Handled::Closed = self.handle_event(ev, None) {
+                break;
+            }
+        }
+        done(self)
+    }
+
+    fn seen(&self, method: &str) -> u64 {
+        self.methods_seen.get(method).copied().unwrap_or(0)
+    }
+
+    fn allows(&self, c: Capability) -> bool {
+        self.ready && self.grant.allows(c)
+    }
+
+    fn channels(&self) -> Vec<String> {
+        self.registered.iter().cloned().collect()
+    }
+
+    fn step_timeout(&self) -> Duration {
+        self.timing.step
+    }
 }

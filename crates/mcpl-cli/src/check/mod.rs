@@ -8,6 +8,7 @@ mod conn;
 mod driver;
 mod inspect;
 pub(crate) mod report;
+mod scenario;
 mod vocabulary;
 
 use std::io::IsTerminal;
@@ -17,6 +18,8 @@ use std::time::Duration;
 
 use conn::{Conn, Transcript};
 use report::{Recorder, Report, SessionReport};
+use scenario::Scenario;
+use serde_json::Value;
 
 /// Arguments of `mcpl check`.
 #[derive(Debug, clap::Args)]
@@ -54,6 +57,21 @@ pub struct CheckArgs {
     /// TLS to verify.
     #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
+    /// After the policy exchange, call TOOL with the JSON object ARGS (`tools/call`).
+    /// Repeatable; calls run in order, after the `--scenario` steps, in every session.
+    #[arg(long = "call", num_args = 2, value_names = ["TOOL", "JSON"], action = clap::ArgAction::Append)]
+    pub call: Vec<String>,
+    /// Run the `--call` and `--scenario` steps in the first session only.
+    #[arg(long)]
+    pub call_once: bool,
+    /// Send SET (a feature set name or `prefix.*`) in the `enabled` list of every policy
+    /// Request (§5.3: an allowlist). Repeatable.
+    #[arg(long = "enable", value_name = "SET", action = clap::ArgAction::Append)]
+    pub enable: Vec<String>,
+    /// Steps to run after the policy exchange: a JSON array of `call`, `waitFor`,
+    /// `publish`, `open`, `close` and `sleep` steps (README, "Scenario steps").
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
     /// Target address: `tcp://HOST:PORT`, `ws://…`, `wss://…` or `mcpl://…`. Options may
     /// follow it. Without a target (and without `-- CMD ARGS…`) the bundled reference server
     /// is spawned (`mcpl serve --stdio`).
@@ -165,12 +183,14 @@ pub fn main(args: CheckArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let report = run(&args);
+    // A target that could not be started or reached, or unusable arguments: one error line,
+    // not a report of checks that never ran (the JSON document still carries it).
     if let Some(e) = &report.error {
         eprintln!("mcpl check: {e}");
     }
     if args.json {
         println!("{}", report.to_json());
-    } else {
+    } else if report.error.is_none() {
         print!("{}", report.to_text());
     }
     ExitCode::from(report.exit_code())
@@ -203,6 +223,24 @@ fn run(args: &CheckArgs) -> Report {
         Ok(t) => t,
         Err(e) => return unreachable_report(label, e),
     };
+    let scenario = Scenario::from_args(
+        &args.call,
+        args.scenario.as_deref(),
+        args.call_once,
+        &args.enable,
+    );
+    let mut scenario = match scenario {
+        Ok(s) => s,
+        Err(e) => return unreachable_report(label, e),
+    };
+    // The bundled reference server only shows some behaviour when its tools are called:
+    // unless the user gave steps, the checker's own scenario calls them.
+    if args.target.is_empty() && args.command.is_empty() && scenario.steps.is_empty() {
+        scenario = Scenario {
+            enable: scenario.enable,
+            ..Scenario::reference_default()
+        };
+    }
     // `--ca` only means something for a TLS dial: refused rather than silently ignored, so
     // nobody believes a `tcp://` or `ws://` connection was verified against it.
     let tls = matches!(&target, Target::Ws(url) if url.starts_with("wss://"));
@@ -269,20 +307,33 @@ fn run(args: &CheckArgs) -> Report {
     };
     let progress = std::io::stderr().is_terminal();
     let max = if args.quick { 1 } else { args.sessions };
-    let mut runs = driver::run(conn, &reconnect, timing, max, progress).into_iter();
+    let scenario = std::sync::Arc::new(scenario);
+    let mut runs = driver::run(conn, &reconnect, timing, max, progress, &scenario).into_iter();
     let Some(first) = runs.next() else {
         return unreachable_report(label, "internal: no session ran".into());
     };
-    let sessions = std::iter::once(&first)
+    let steps: Vec<Value> = std::iter::once(&first)
         .chain(runs.as_slice())
-        .map(|run| SessionReport {
-            label: run.label.clone(),
-            grant: run.grant.clone(),
-            checks: run.rec.recorded(),
-            error: run.error.clone(),
-        })
-        .collect::<Vec<_>>();
-    first.rec.finish(label).with_sessions(sessions)
+        .flat_map(|run| run.steps.iter().map(scenario::Outcome::to_json))
+        .collect();
+    let mut report = if let Some(e) = &first.fatal {
+        unreachable_report(label, e.clone())
+    } else {
+        let sessions = std::iter::once(&first)
+            .chain(runs.as_slice())
+            .map(|run| SessionReport {
+                label: run.label.clone(),
+                grant: run.grant.clone(),
+                checks: run.rec.recorded(),
+                error: run.error.clone(),
+            })
+            .collect::<Vec<_>>();
+        first.rec.finish(label).with_sessions(sessions)
+    };
+    if !steps.is_empty() {
+        report.extra.insert("scenario".into(), Value::Array(steps));
+    }
+    report
 }
 
 #[cfg(test)]

@@ -259,6 +259,7 @@ impl Recorder {
             checks,
             error: None,
             sessions: Vec::new(),
+            extra: serde_json::Map::new(),
         }
     }
 }
@@ -301,6 +302,8 @@ pub struct Report {
     /// Each session of the run with its own verdicts (empty for a single-session report
     /// such as `check-host`'s).
     pub sessions: Vec<SessionReport>,
+    /// Further members of the `--json` document (e.g. `scenario`), after the contract ones.
+    pub extra: serde_json::Map<String, Value>,
 }
 
 impl Report {
@@ -369,8 +372,13 @@ impl Report {
             })).collect::<Vec<_>>(),
             "summary": { "pass": pass, "fail": fail, "warn": warn, "skip": skip },
         });
-        if let (Some(e), Some(o)) = (&self.error, doc.as_object_mut()) {
-            o.insert("error".into(), Value::String(e.clone()));
+        if let Some(o) = doc.as_object_mut() {
+            if let Some(e) = &self.error {
+                o.insert("error".into(), Value::String(e.clone()));
+            }
+            for (k, v) in &self.extra {
+                o.entry(k.clone()).or_insert_with(|| v.clone());
+            }
         }
         if let (false, Some(o)) = (self.sessions.is_empty(), doc.as_object_mut()) {
             let sessions = self.sessions.iter().enumerate().map(|(i, s)| {

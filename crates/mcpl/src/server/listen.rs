@@ -41,9 +41,20 @@ pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Serves `server` on every connection `listener` accepts, forever (drop the future to stop
 /// accepting; connections already served go on). Each connection runs in its own task.
 pub async fn serve<L: Listen + 'static>(server: Server, listener: Arc<L>, config: ServeConfig) {
+    serve_each(move || server.clone(), listener, config).await
+}
+
+/// Like [`serve`], but every connection is served by its own [`Server`], made by `make`
+/// when the connection arrives: for servers whose state belongs to one connection (its
+/// manifest tracker among it) and must not be shared with the next.
+pub async fn serve_each<L, F>(make: F, listener: Arc<L>, config: ServeConfig)
+where
+    L: Listen + 'static,
+    F: Fn() -> Server + Send + Sync + 'static,
+{
     let initialize_timeout = config.initialize_timeout;
     listen::serve(listener, config.listen, move |transport, addr| {
-        serve_one(server.clone(), transport, addr, initialize_timeout)
+        serve_one(make(), transport, addr, initialize_timeout)
     })
     .await
 }

@@ -17,11 +17,14 @@ impl Session {
         let domains_id = "manifest.changed-domains-match";
         if self.announced.is_none() {
             let why = if self.changed_seen == 0 {
-                "server sent no mcpl/manifestChanged"
+                format!(
+                    "server sent no mcpl/manifestChanged{}",
+                    self.runner.scenario().hint()
+                )
             } else {
-                "no announced revision to compare"
+                "no announced revision to compare".to_owned()
             };
-            self.rec.skip_all(&[id, domains_id], why);
+            self.rec.skip_all(&[id, domains_id], &why);
             return;
         }
         if self.closed.is_some() {
@@ -237,7 +240,8 @@ impl Session {
             self.rec
                 .record(decl, Status::Skip, "no feature-set-tagged use observed");
         }
-        let none = |what: &str| format!("server sent no {what}");
+        let hint = self.runner.scenario().hint();
+        let none = |what: &str| format!("server sent no {what}{hint}");
         for (ids, seen, what) in [
             (&PUSH.ids()[..], self.push_seen, PUSH.method),
             (&INFERENCE.ids()[..], self.inference_seen, INFERENCE.method),

@@ -26,12 +26,19 @@ impl Session {
         self.window();
     }
 
-    /// A `ping` round trip (its answer is not judged), then listening for `--watch`.
+    /// A `ping` round trip (its answer is not judged), then listening for `--watch`, then,
+    /// when the first was answered, a second round trip: a server that answers in order has
+    /// written whatever it sent on its own after the first `ping` before it answers the
+    /// second, so that traffic is judged here whatever `--watch` is (and however loaded the
+    /// machine).
     pub(super) fn window(&mut self) {
         if let Reply::Result(_) | Reply::Error(_) = self.request("ping", json!({})) {
             self.ping_answered = true;
+            self.watch();
+            let _ = self.request("ping", json!({}));
+        } else {
+            self.watch();
         }
-        self.watch();
     }
 
     /// The initial policy Request (§5.3) granting `host_grant` with `disabled` sets, and the
@@ -43,7 +50,7 @@ impl Session {
         sets: &FeatureSets,
         disabled: &[String],
     ) {
-        let params = host_grant.update_params(None, disabled);
+        let params = self.policy_params(host_grant, disabled);
         let statuses = derivation(sets, &params);
         self.sent_policy = Some(params.clone());
         let reply = self.request("featureSets/update", params);
@@ -217,7 +224,7 @@ impl Session {
             .union(&self.notified_disabled)
             .cloned()
             .collect();
-        let mut params = now.update_params(None, &disabled);
+        let mut params = self.policy_params(&now, &disabled);
         let granted = self.grant.capabilities().sorted_paths();
         let path = granted.first().copied().unwrap_or("pushEvents");
         if granted.is_empty() {
@@ -381,7 +388,7 @@ impl Session {
         };
         self.pre_reduction_grant = Some(self.grant);
         self.grant = narrowed.effective;
-        let params = narrowed.update_params(None, &disabled);
+        let params = self.policy_params(&narrowed, &disabled);
         let mut parts = Vec::new();
         if !disabled.is_empty() {
             parts.push(format!("disabling {}", disabled.join(", ")));

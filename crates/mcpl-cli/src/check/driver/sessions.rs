@@ -14,6 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::sync::Arc;
 
 use mcpl::capability::{self, Capability, CapabilitySet};
 use mcpl::policy::{self, FeatureSets, HostGrant};
@@ -111,6 +112,10 @@ pub struct SessionRun {
     pub rec: Recorder,
     /// Why it could not run (the reconnection failed), when it could not.
     pub error: Option<String>,
+    /// What each of its scenario steps came to.
+    pub steps: Vec<scenario::Outcome>,
+    /// A usage error that stopped the run (exit 2), found in this session.
+    pub fatal: Option<String>,
 }
 
 /// How the later sessions of a run connect.
@@ -134,9 +139,14 @@ pub fn run(
     timing: Timing,
     max_sessions: usize,
     progress: bool,
+    scenario: &Arc<Scenario>,
 ) -> Vec<SessionRun> {
-    let mut s = Session::new(first, timing, Recorder::new(progress));
+    let runner = Runner::new(scenario.clone(), 1);
+    let mut s = Session::new(first, timing, Recorder::new(progress), runner);
     s.full_session();
+    if s.fatal.is_some() {
+        return vec![s.into_run("full grant".to_owned())];
+    }
     let plans = match s.host_grant {
         Some(full) if max_sessions > 1 => plan(&full, &s.used_sets),
         _ => Vec::new(),
@@ -167,7 +177,8 @@ pub fn run(
     let one = |(n, plan): (usize, &Plan)| -> SessionRun {
         let run = match (reconnect.open)(n) {
             Ok(conn) => {
-                let mut s = Session::new(conn, timing, Recorder::new(false));
+                let runner = Runner::new(scenario.clone(), n);
+                let mut s = Session::new(conn, timing, Recorder::new(false), runner);
                 s.narrowed_session(plan, &full);
                 s.into_run(plan.label.clone())
             }
@@ -176,6 +187,8 @@ pub fn run(
                 grant: None,
                 rec: Recorder::new(false),
                 error: Some(format!("could not reconnect for session {n}: {e}")),
+                steps: Vec::new(),
+                fatal: None,
             },
         };
         if progress {
@@ -200,6 +213,8 @@ pub fn run(
                     grant: None,
                     rec: Recorder::new(false),
                     error: Some(format!("internal: session {n} panicked")),
+                    steps: Vec::new(),
+                    fatal: None,
                 }));
             }
         });
@@ -250,6 +265,8 @@ impl Session {
             grant: self.sent_policy,
             rec: self.rec,
             error: self.start_error,
+            steps: self.runner.into_outcomes(),
+            fatal: self.fatal,
         }
     }
 
@@ -266,7 +283,8 @@ impl Session {
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
         self.declared = sets.sets.keys().cloned().collect();
         self.decls = sets.clone();
-        let full_available = policy::derive(&sets, &full.effective, &Default::default())
+        let full_params = self.policy_params(full, &[]);
+        let full_available = super::negotiation::derivation(&sets, &full_params)
             .into_iter()
             .filter(|(_, st)| st.is_available())
             .map(|(n, _)| n)
@@ -284,7 +302,9 @@ impl Session {
         self.policy_sent = true;
         self.policy(&host_grant, &sets, &plan.disabled);
         self.settle();
-        self.after_policy_exchange();
+        if !self.after_policy_exchange() {
+            return;
+        }
         self.narrowed_hook();
         self.window();
         self.conclude();

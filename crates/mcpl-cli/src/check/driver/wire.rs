@@ -170,6 +170,11 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) {
+        if let Some(n) = self.methods_seen.get_mut(method) {
+            *n += 1;
+        } else if self.methods_seen.len() < MAX_METHODS_COUNTED {
+            self.methods_seen.insert(method.to_owned(), 1);
+        }
         self.foreign.note(method);
         let requirement = server_requirement(method, params.as_ref());
         // Whether the grant in force withholds what this message needs: its feature set is
