@@ -6,13 +6,14 @@ use std::process::ExitCode;
 use mcpl::manifest::review::{self, Diff};
 use serde_json::Value;
 
-use crate::input::{manifest_of, Source};
+use crate::input::{manifest_of, Shape, ShapeArgs, Source};
 use crate::term::{emit, emit_err, pretty_json, CliError, Stream, Style};
 
 /// Arguments of `mcpl diff`.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// The manifest in force (an `experimental.mcpl` object or an initialize result/params).
+    /// The manifest in force (an `experimental.mcpl` object or an initialize result/params,
+    /// recognised by `protocolVersion`/`serverInfo`/`clientInfo` unless a flag says which).
     #[arg(value_name = "OLD")]
     pub old: String,
     /// The new manifest, same shapes. At most one of OLD and NEW may be `-` (stdin).
@@ -21,12 +22,15 @@ pub struct DiffArgs {
     /// Print `{"domains": [...], "impacts": [...]}`.
     #[arg(long)]
     pub json: bool,
+    /// Which shape both inputs are (`--manifest` / `--initialize`).
+    #[command(flatten)]
+    pub shape: ShapeArgs,
 }
 
-fn read_manifest(arg: &str) -> Result<Value, CliError> {
+fn read_manifest(arg: &str, shape: Shape) -> Result<Value, CliError> {
     let source = Source::new(arg);
     let doc = source.read_json()?;
-    manifest_of(&doc).cloned().map_err(|e| {
+    manifest_of(&doc, shape).cloned().map_err(|e| {
         CliError::usage(format!("{}: {}: {}", source.name(), e.code(), e.detail()))
             .with_hint("pass experimental.mcpl objects or whole initialize results/params")
     })
@@ -50,8 +54,8 @@ pub fn main(args: DiffArgs) -> Result<ExitCode, CliError> {
                 .with_hint("write one of the manifests to a file"),
         );
     }
-    let old = read_manifest(&args.old)?;
-    let new = read_manifest(&args.new)?;
+    let old = read_manifest(&args.old, args.shape.shape())?;
+    let new = read_manifest(&args.new, args.shape.shape())?;
     let warn = Style::for_stream(Stream::Stderr);
     for (name, m) in [(&args.old, &old), (&args.new, &new)] {
         let errors = review::validate(m)

@@ -6,23 +6,29 @@ use std::process::ExitCode;
 use mcpl::manifest::digest;
 use serde_json::{json, Value};
 
-use crate::input::{manifest_of, Source};
-use crate::term::{compact_json, emit, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+use crate::input::{detection_note, manifest_of, Shape, ShapeArgs, Source};
+use crate::term::{compact_json, emit, emit_err, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 
 /// Arguments of `mcpl digest`.
 #[derive(Debug, clap::Args)]
 pub struct DigestArgs {
     /// The manifest: an `experimental.mcpl` object, or a whole `initialize` result or
-    /// params (its `capabilities.experimental.mcpl` is used). `-` or nothing reads stdin.
+    /// params (its `capabilities.experimental.mcpl` is used), recognised by
+    /// `protocolVersion`/`serverInfo`/`clientInfo` unless a flag says which. `-` or nothing
+    /// reads stdin.
     #[arg(value_name = "FILE")]
     pub file: Option<String>,
+    /// Which shape the input is (`--manifest` / `--initialize`).
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Print the canonical JSON (JCS, `revision` stripped, sets sorted) instead of the
     /// revision.
     #[arg(long)]
     pub canonical: bool,
     /// Read JSON Lines (one manifest per line) and print one result per line, in order; a
     /// refused line prints `error: <code>: <detail>` and the rest continue. Exit 1 if any
-    /// line was refused, 2 if any line was not JSON.
+    /// line was refused, 2 if any line was not JSON or was read as an `initialize` result or
+    /// params without a `capabilities` object.
     #[arg(long)]
     pub lines: bool,
     /// Print `{"revision","sha256Hex","canonicalJson"}` (one object per line with `--lines`;
@@ -38,14 +44,18 @@ struct Refusal {
     /// True for refusals of the manifest itself (exit 1); false for input that is not a
     /// manifest document at all (not JSON, wrong type: exit 2).
     refused: bool,
+    /// Input of the wrong shape even as a `--lines` line (an `initialize` without
+    /// `capabilities`): exit 2 there too.
+    wrong_shape: bool,
 }
 
 /// One manifest's outcome, rendered as one line (or one pretty document without `--lines`).
-fn digest_one(doc: &Value) -> Result<digest::ManifestDigest, Refusal> {
-    let manifest = manifest_of(doc).map_err(|e| Refusal {
+fn digest_one(doc: &Value, shape: Shape) -> Result<digest::ManifestDigest, Refusal> {
+    let manifest = manifest_of(doc, shape).map_err(|e| Refusal {
         code: e.code(),
         detail: e.detail(),
         refused: false,
+        wrong_shape: e.is_wrong_shape(),
     })?;
     digest::digest(manifest).map_err(|e| match e {
         // The manifest found (`experimental.mcpl`) has the wrong type: input of the wrong
@@ -56,11 +66,13 @@ fn digest_one(doc: &Value) -> Result<digest::ManifestDigest, Refusal> {
                 "expected the manifest (experimental.mcpl) to be a JSON object, found {found}"
             ),
             refused: false,
+            wrong_shape: false,
         },
         digest::DigestError::IdentifierCharset { .. } => Refusal {
             code: e.code(),
             detail: detail_of(&e),
             refused: true,
+            wrong_shape: false,
         },
     })
 }
@@ -105,7 +117,10 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
     let doc = source.read_json_or_hint(
         "the input must be one JSON document (use `digest --lines` for JSON Lines)",
     )?;
-    match digest_one(&doc) {
+    if let Some(note) = detection_note(&doc, args.shape.shape()) {
+        emit_err(&note);
+    }
+    match digest_one(&doc, args.shape.shape()) {
         Ok(d) => {
             emit(&render(&args, &d));
             Ok(ExitCode::SUCCESS)
@@ -118,7 +133,8 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
                 )
             } else {
                 CliError::usage(err).with_hint(
-                    "pass an experimental.mcpl object or a whole initialize result/params",
+                    "pass an experimental.mcpl object or a whole initialize result/params \
+                     (--manifest / --initialize say which)",
                 )
             })
         }
@@ -126,8 +142,9 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
 }
 
 /// `--lines`: every line gets exactly one output line, so results stay aligned with input.
-/// Exit 2 if any line was not JSON (or blank), else 1 if any JSON line got no digest (an
-/// identifier refusal, a non-object, an initialize result without MCPL), else 0.
+/// Exit 2 if any line was not JSON (or blank) or was read as an `initialize` without a
+/// `capabilities` object, else 1 if any JSON line got no digest (an identifier refusal, a
+/// non-object, an initialize result without MCPL), else 0.
 fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
     let text = source.read_text()?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
@@ -139,16 +156,22 @@ fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
                 code: "invalid_json",
                 detail: format!("line {}: blank line, expected a JSON manifest", i + 1),
                 refused: false,
+                wrong_shape: false,
             })
         } else {
             match serde_json::from_str::<Value>(line) {
                 // A line that is JSON is a manifest document: whatever stops its digest
-                // (including `manifest_not_object`, a §17.2 refusal code) is a refusal.
-                Ok(doc) => digest_one(&doc).map_err(|r| Refusal { refused: true, ..r }),
+                // (including `manifest_not_object`, a §17.2 refusal code) is a refusal,
+                // except a line of the wrong shape for what was asked.
+                Ok(doc) => digest_one(&doc, args.shape.shape()).map_err(|r| Refusal {
+                    refused: !r.wrong_shape,
+                    ..r
+                }),
                 Err(e) => Err(Refusal {
                     code: "invalid_json",
                     detail: format!("line {}: {e}", i + 1),
                     refused: false,
+                    wrong_shape: false,
                 }),
             }
         };

@@ -5,21 +5,23 @@
 use std::process::ExitCode;
 
 use mcpl::capability::{self, Pattern};
-use mcpl::jsonrpc::json_type_name;
 use mcpl::policy::{self, FeatureSets, GrantReport};
 use serde_json::Value;
 
-use crate::input::{unwrap_envelope, Source};
+use crate::input::{detection_note, document, Document, Shape, ShapeArgs, Source};
 use crate::term::{emit, emit_err, pretty_json, CliError, Stream, Style};
 
 /// Arguments of `mcpl grant`.
 #[derive(Debug, clap::Args)]
 pub struct GrantArgs {
-    /// The server's advertisement: an `experimental.mcpl` object, an MCP `capabilities`
-    /// object, or a whole `initialize` result/params (the outer `tools` then counts). `-`
-    /// reads stdin.
+    /// The server's advertisement: an `experimental.mcpl` object, or a whole `initialize`
+    /// result/params (the outer `tools` then counts), recognised by
+    /// `protocolVersion`/`serverInfo`/`clientInfo` unless a flag says which. `-` reads stdin.
     #[arg(long, value_name = "FILE")]
     pub advertised: String,
+    /// Which shape the advertisement is (`--manifest` / `--initialize`).
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Host policy: capability paths or §5.4 patterns (`*` matches exactly one segment).
     /// Takes one or more values and may repeat. Without it nothing is allowed.
     #[arg(long, value_name = "PATTERN", num_args = 1.., action = clap::ArgAction::Append)]
@@ -30,33 +32,26 @@ pub struct GrantArgs {
     pub json: bool,
 }
 
-/// Computes the report for a parsed document. Patterns must already be valid.
-fn report(doc: &Value, allow: &[String]) -> Result<GrantReport, String> {
-    let doc = unwrap_envelope(doc).map_err(|e| e.detail())?;
-    if !doc.is_object() {
-        return Err(format!(
-            "expected a JSON object (experimental.mcpl, capabilities or an initialize \
-             result), found {}",
-            json_type_name(doc)
-        ));
-    }
-    let patterns = allow.iter().map(String::as_str);
-    let result = match doc.get("capabilities") {
-        // An initialize result/params: read its capabilities object directly, so an MCP-only
-        // advertisement (no `experimental`) still counts its outer `tools`.
-        Some(caps @ Value::Object(_)) => {
-            let mut adv = capability::advertised_from_capabilities(caps);
-            let mcpl = caps
+/// Computes the report for a parsed document read as `shape`. Patterns must already be
+/// valid.
+fn report(doc: &Value, shape: Shape, allow: &[String]) -> Result<GrantReport, String> {
+    let doc = document(doc, shape).map_err(|e| format!("{}: {}", e.code(), e.detail()))?;
+    let (mut adv, mcpl) = match doc {
+        // An initialize result/params: its capabilities object, so an MCP-only advertisement
+        // (no `experimental`) still counts its outer `tools` (§5.1).
+        Document::Initialize { capabilities } => (
+            capability::advertised_from_capabilities(capabilities),
+            capabilities
                 .get("experimental")
                 .and_then(|e| e.get("mcpl"))
-                .unwrap_or(&Value::Null);
-            let (decls, findings) = FeatureSets::from_mcpl(mcpl);
-            adv.findings.extend(findings);
-            policy::grant_report(&adv, &decls, patterns)
-        }
-        _ => policy::grant_report_from_value(doc, patterns),
+                .unwrap_or(&Value::Null),
+        ),
+        Document::Manifest(m) => (capability::advertised(m), m),
     };
-    result.map_err(|e| format!("{}: {e}", e.code()))
+    let (decls, findings) = FeatureSets::from_mcpl(mcpl);
+    adv.findings.extend(findings);
+    policy::grant_report(&adv, &decls, allow.iter().map(String::as_str))
+        .map_err(|e| format!("{}: {e}", e.code()))
 }
 
 /// Runs `mcpl grant`.
@@ -80,8 +75,16 @@ pub fn main(args: GrantArgs) -> Result<ExitCode, CliError> {
     }
     let source = Source::new(args.advertised.clone());
     let doc = source.read_json()?;
-    let report = report(&doc, &args.allow)
-        .map_err(|e| CliError::usage(format!("{}: {e}", source.name())))?;
+    let shape = args.shape.shape();
+    let report = report(&doc, shape, &args.allow).map_err(|e| {
+        CliError::usage(format!("{}: {e}", source.name())).with_hint(
+            "pass an experimental.mcpl object or a whole initialize result/params \
+             (--manifest / --initialize say which)",
+        )
+    })?;
+    if let Some(note) = detection_note(&doc, shape) {
+        emit_err(&note);
+    }
     if args.json {
         emit(&pretty_json(&report));
     } else {
@@ -162,8 +165,11 @@ mod tests {
 
     #[test]
     fn s5_1_outer_tools_counts_for_initialize_result_without_experimental() {
+        let doc = json!({"protocolVersion":"2025-06-18","capabilities":{"tools":{}}});
+        let r = report(&doc, Shape::Detect, &["tools".to_owned()]).unwrap();
+        assert_eq!(r.advertised, vec!["tools"]);
         let doc = json!({"capabilities":{"tools":{}}});
-        let r = report(&doc, &["tools".to_owned()]).unwrap();
+        let r = report(&doc, Shape::Initialize, &["tools".to_owned()]).unwrap();
         assert_eq!(r.advertised, vec!["tools"]);
         assert_eq!(r.effective_capabilities, vec!["tools"]);
     }
@@ -171,7 +177,7 @@ mod tests {
     #[test]
     fn s5_4_absence_of_policy_is_denial() {
         let doc = json!({"pushEvents":true});
-        let r = report(&doc, &[]).unwrap();
+        let r = report(&doc, Shape::Detect, &[]).unwrap();
         assert_eq!(r.advertised, vec!["pushEvents"]);
         assert!(r.effective_capabilities.is_empty());
         assert_eq!(r.denied_capabilities, vec!["pushEvents"]);
@@ -179,6 +185,6 @@ mod tests {
 
     #[test]
     fn non_object_advertisement_is_rejected() {
-        assert!(report(&json!([1]), &[]).is_err());
+        assert!(report(&json!([1]), Shape::Detect, &[]).is_err());
     }
 }

@@ -1,5 +1,6 @@
-//! Reading input files (or stdin for `-`), parsing JSON, and finding the manifest inside
-//! the shapes a user is likely to have at hand.
+//! Reading input files (or stdin for `-`), parsing JSON, and finding the manifest in a
+//! document: the manifest itself, or an `initialize` result or params, as `--manifest` /
+//! `--initialize` say or as recognised by `protocolVersion`/`serverInfo`/`clientInfo`.
 
 use std::io::Read;
 
@@ -91,16 +92,63 @@ pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
     })
 }
 
+/// What the input document is, as `--manifest` / `--initialize` say, or detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shape {
+    /// Detected: an `initialize` result or params when it carries `protocolVersion`,
+    /// `serverInfo` or `clientInfo` ([`mcpl::manifest::review::is_initialize`]), else the
+    /// manifest itself. Nothing is guessed from other members.
+    #[default]
+    Detect,
+    /// `--manifest`: the document is the manifest (the `experimental.mcpl` object), taken
+    /// as it is.
+    Manifest,
+    /// `--initialize`: the document is an `initialize` result or params, whose
+    /// `capabilities.experimental.mcpl` is the manifest; anything without a `capabilities`
+    /// object does not fit (exit 2).
+    Initialize,
+}
+
+/// The `--manifest` / `--initialize` flags shared by `digest`, `validate` and `grant`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ShapeArgs {
+    /// The input is the manifest itself (the `experimental.mcpl` object), even when it has
+    /// members named like an `initialize` result's.
+    #[arg(long, conflicts_with = "initialize")]
+    pub manifest: bool,
+    /// The input is an `initialize` result or params (its `capabilities.experimental.mcpl`
+    /// is the manifest), even without `protocolVersion`/`serverInfo`/`clientInfo`; exit 2
+    /// when it has no `capabilities` object.
+    #[arg(long)]
+    pub initialize: bool,
+}
+
+impl ShapeArgs {
+    /// The shape the flags name ([`Shape::Detect`] with neither).
+    pub fn shape(self) -> Shape {
+        if self.manifest {
+            Shape::Manifest
+        } else if self.initialize {
+            Shape::Initialize
+        } else {
+            Shape::Detect
+        }
+    }
+}
+
 /// Why [`manifest_of`] could not find a manifest in a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShapeError {
     /// The document is not a JSON object.
     NotObject(&'static str),
-    /// The document is an `initialize` result/params or a `capabilities` object but carries
-    /// no `experimental.mcpl`.
+    /// The document is an `initialize` result/params but carries no `experimental.mcpl`.
     NoMcpl,
     /// The document is a JSON-RPC message whose `result`/`params` is missing or not an object.
-    NotInitialize,
+    EmptyMessage,
+    /// The document is not an `initialize` result or params: it was read as one (by
+    /// `--initialize`, or for its `protocolVersion`/`serverInfo`/`clientInfo`) but has no
+    /// `capabilities` object. Holds what was found instead.
+    NotInitialize(String),
 }
 
 impl ShapeError {
@@ -108,9 +156,15 @@ impl ShapeError {
     pub fn code(&self) -> &'static str {
         match self {
             ShapeError::NotObject(_) => "manifest_not_object",
-            ShapeError::NoMcpl => "no_manifest",
-            ShapeError::NotInitialize => "no_manifest",
+            ShapeError::NoMcpl | ShapeError::EmptyMessage => "no_manifest",
+            ShapeError::NotInitialize(_) => "not_initialize",
         }
+    }
+
+    /// Whether the document is of the wrong shape for what was asked even as a line of
+    /// `digest --lines` (exit 2 there, not a refusal): an `initialize` without `capabilities`.
+    pub fn is_wrong_shape(&self) -> bool {
+        matches!(self, ShapeError::NotInitialize(_))
     }
 
     /// A one-line explanation.
@@ -125,43 +179,114 @@ impl ShapeError {
                  (the server does not advertise MCPL)"
                     .to_owned()
             }
-            ShapeError::NotInitialize => {
+            ShapeError::EmptyMessage => {
                 "the JSON-RPC message has no object `result` or `params` to read".to_owned()
             }
+            ShapeError::NotInitialize(found) => format!(
+                "expected an initialize result or params (an object with a `capabilities` \
+                 object), found {found}"
+            ),
         }
     }
 }
 
-/// Unwraps a JSON-RPC envelope (`{"jsonrpc", "result"|"params"}`) to its payload; any other
-/// value is returned as is.
+/// Unwraps a JSON-RPC 2.0 message (an object whose `jsonrpc` is `"2.0"`, JSON-RPC 2.0 §4/§5)
+/// to its `result`/`params`, e.g. a captured `initialize` or `mcpl/manifest` response; any
+/// other value is returned as is.
 pub fn unwrap_envelope(doc: &Value) -> Result<&Value, ShapeError> {
     let Some(obj) = doc.as_object() else {
         return Ok(doc);
     };
-    if !obj.contains_key("jsonrpc") {
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Ok(doc);
     }
     match obj.get("result").or_else(|| obj.get("params")) {
         Some(inner @ Value::Object(_)) => Ok(inner),
-        _ => Err(ShapeError::NotInitialize),
+        _ => Err(ShapeError::EmptyMessage),
     }
 }
 
-/// The manifest (§17.1: the `experimental.mcpl` object) held by a document.
-///
-/// A JSON-RPC message is unwrapped to its `result`/`params` first; the rest is
-/// [`mcpl::manifest::review::extract_manifest`] (an `initialize` result or params, an MCP
-/// `capabilities` object with `experimental`, or the manifest itself), so every subcommand
-/// finds the same manifest in the same document. A wrapper without `experimental.mcpl` is
-/// [`ShapeError::NoMcpl`]; a document that is not an object is [`ShapeError::NotObject`].
-pub fn manifest_of(doc: &Value) -> Result<&Value, ShapeError> {
-    let doc = unwrap_envelope(doc)?;
-    if !doc.is_object() {
-        return Err(ShapeError::NotObject(mcpl::jsonrpc::json_type_name(doc)));
+/// What a document holds once its shape is known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Document<'a> {
+    /// The manifest itself.
+    Manifest(&'a Value),
+    /// An `initialize` result or params: its `capabilities` object (the outer MCP
+    /// capabilities, where `tools` is advertised, §5.1).
+    Initialize {
+        /// The `capabilities` object.
+        capabilities: &'a Value,
+    },
+}
+
+impl<'a> Document<'a> {
+    /// The manifest (§17.1: the `experimental.mcpl` object) the document holds.
+    pub fn manifest(self) -> Result<&'a Value, ShapeError> {
+        match self {
+            Document::Manifest(m) => Ok(m),
+            Document::Initialize { capabilities } => capabilities
+                .get("experimental")
+                .and_then(|e| e.get("mcpl"))
+                .ok_or(ShapeError::NoMcpl),
+        }
     }
-    mcpl::manifest::review::extract_manifest(doc)
-        .map(|(manifest, _caps)| manifest)
-        .ok_or(ShapeError::NoMcpl)
+}
+
+/// Reads `doc` as `shape` says. A JSON-RPC message is unwrapped to its `result`/`params`
+/// first; then [`Shape::Detect`] takes an `initialize` only when
+/// [`mcpl::manifest::review::is_initialize`] recognises one, and the manifest otherwise.
+pub fn document(doc: &Value, shape: Shape) -> Result<Document<'_>, ShapeError> {
+    let doc = unwrap_envelope(doc)?;
+    let Some(obj) = doc.as_object() else {
+        let found = mcpl::jsonrpc::json_type_name(doc);
+        return Err(match shape {
+            Shape::Initialize => ShapeError::NotInitialize(format!("a JSON {found}")),
+            _ => ShapeError::NotObject(found),
+        });
+    };
+    let initialize = match shape {
+        Shape::Manifest => false,
+        Shape::Initialize => true,
+        Shape::Detect => mcpl::manifest::review::is_initialize(doc),
+    };
+    if !initialize {
+        return Ok(Document::Manifest(doc));
+    }
+    match obj.get("capabilities") {
+        Some(caps @ Value::Object(_)) => Ok(Document::Initialize { capabilities: caps }),
+        Some(other) => Err(ShapeError::NotInitialize(format!(
+            "`capabilities` of type {}",
+            mcpl::jsonrpc::json_type_name(other)
+        ))),
+        None => Err(ShapeError::NotInitialize("no `capabilities` member".into())),
+    }
+}
+
+/// The manifest (§17.1: the `experimental.mcpl` object) held by a document read as
+/// `shape` ([`document`]), so every subcommand finds the same manifest in the same
+/// document.
+pub fn manifest_of(doc: &Value, shape: Shape) -> Result<&Value, ShapeError> {
+    document(doc, shape)?.manifest()
+}
+
+/// A note for a document [`Shape::Detect`] read as the manifest although it looks like a
+/// wrapper (no `version`, but a `capabilities` or `experimental` member), so the reading is
+/// visible; `None` otherwise, and always with a flag.
+pub fn detection_note(doc: &Value, shape: Shape) -> Option<String> {
+    let Ok(Document::Manifest(m)) = document(doc, shape) else {
+        return None;
+    };
+    let wrapper = ["capabilities", "experimental"]
+        .into_iter()
+        .find(|k| m.get(*k).is_some_and(Value::is_object));
+    match (shape, wrapper) {
+        (Shape::Detect, Some(member)) if m.get("version").is_none() => Some(format!(
+            "note: read as the manifest itself (it has no protocolVersion, serverInfo or \
+             clientInfo); its `{member}` member is not unwrapped. Pass --initialize if it is \
+             an initialize result or params, or --manifest to say it is the manifest\n"
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -174,25 +299,51 @@ mod tests {
         let m = json!({"version":"0.5","pushEvents":true});
         let result =
             json!({"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":m}}});
-        assert_eq!(manifest_of(&result), Ok(&m));
+        assert_eq!(manifest_of(&result, Shape::Detect), Ok(&m));
         let envelope = json!({"jsonrpc":"2.0","id":1,"result":result});
-        assert_eq!(manifest_of(&envelope), Ok(&m));
-        assert_eq!(manifest_of(&m), Ok(&m));
-        let caps = json!({"tools":{},"experimental":{"mcpl":m}});
-        assert_eq!(manifest_of(&caps), Ok(&m));
+        assert_eq!(manifest_of(&envelope, Shape::Detect), Ok(&m));
+        assert_eq!(manifest_of(&m, Shape::Detect), Ok(&m));
+        // `--initialize` needs only the `capabilities` object.
+        let trimmed = json!({"capabilities":{"experimental":{"mcpl":m}}});
+        assert_eq!(manifest_of(&trimmed, Shape::Initialize), Ok(&m));
+        assert_eq!(manifest_of(&trimmed, Shape::Detect), Ok(&trimmed));
+        // `--manifest` takes even an initialize-looking object as it is.
+        assert_eq!(manifest_of(&result, Shape::Manifest), Ok(&result));
     }
 
     #[test]
     fn s17_1_initialize_without_mcpl_is_no_manifest() {
-        let result = json!({"capabilities":{"tools":{}}});
-        assert_eq!(manifest_of(&result), Err(ShapeError::NoMcpl));
+        let result = json!({"protocolVersion":"x","capabilities":{"tools":{}}});
+        assert_eq!(manifest_of(&result, Shape::Detect), Err(ShapeError::NoMcpl));
         assert_eq!(
-            manifest_of(&json!([1])),
+            manifest_of(&json!([1]), Shape::Detect),
             Err(ShapeError::NotObject("array"))
         );
         assert_eq!(
-            manifest_of(&json!({"jsonrpc":"2.0","id":1,"error":{}})),
-            Err(ShapeError::NotInitialize)
+            manifest_of(&json!({"jsonrpc":"2.0","id":1,"error":{}}), Shape::Detect),
+            Err(ShapeError::EmptyMessage)
         );
+        let e = manifest_of(&json!({"version":"0.5"}), Shape::Initialize).unwrap_err();
+        assert!(e.is_wrong_shape(), "{e:?}");
+        let e = manifest_of(&json!({"serverInfo":{}}), Shape::Detect).unwrap_err();
+        assert_eq!(e.code(), "not_initialize");
+        let e = manifest_of(&json!(3), Shape::Initialize).unwrap_err();
+        assert_eq!(e.detail(), "expected an initialize result or params (an object with a `capabilities` object), found a JSON number");
+    }
+
+    /// Only `jsonrpc: "2.0"` marks a JSON-RPC message; another value is a manifest member.
+    #[test]
+    fn only_a_jsonrpc_2_0_member_marks_a_message() {
+        let m = json!({"version":"0.5","jsonrpc":"vendor","result":{}});
+        assert_eq!(manifest_of(&m, Shape::Detect), Ok(&m));
+    }
+
+    #[test]
+    fn a_wrapper_read_as_the_manifest_gets_a_note() {
+        let caps = json!({"tools":{},"experimental":{"mcpl":{"version":"0.5"}}});
+        assert!(detection_note(&caps, Shape::Detect).is_some());
+        assert!(detection_note(&caps, Shape::Manifest).is_none());
+        let vendor = json!({"version":"0.5","capabilities":{"x":1}});
+        assert!(detection_note(&vendor, Shape::Detect).is_none());
     }
 }

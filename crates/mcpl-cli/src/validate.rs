@@ -6,16 +6,20 @@ use std::process::ExitCode;
 use mcpl::manifest::review::{self, Finding, Severity};
 use serde_json::json;
 
-use crate::input::{manifest_of, Source};
-use crate::term::{emit, pretty_json, CliError, Stream, Style, EXIT_REFUSED};
+use crate::input::{detection_note, manifest_of, ShapeArgs, Source};
+use crate::term::{emit, emit_err, pretty_json, CliError, Stream, Style, EXIT_REFUSED};
 
 /// Arguments of `mcpl validate`.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// The manifest: an `experimental.mcpl` object, an MCP `capabilities` object, or a
-    /// whole `initialize` result/params. `-` reads stdin.
+    /// The manifest: an `experimental.mcpl` object, or a whole `initialize` result/params
+    /// (recognised by `protocolVersion`/`serverInfo`/`clientInfo` unless a flag says which).
+    /// `-` reads stdin.
     #[arg(value_name = "FILE")]
     pub file: String,
+    /// Which shape the input is (`--manifest` / `--initialize`).
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Print `{"findings": [{code, severity, section, path, message}]}`.
     #[arg(long)]
     pub json: bool,
@@ -36,10 +40,16 @@ pub fn main(args: ValidateArgs) -> Result<ExitCode, CliError> {
         "validate reads one JSON document: an experimental.mcpl object or a whole initialize \
          result/params",
     )?;
-    let manifest = manifest_of(&doc).map_err(|e| {
-        CliError::usage(format!("{}: {}: {}", source.name(), e.code(), e.detail()))
-            .with_hint("pass an experimental.mcpl object or a whole initialize result/params")
+    let shape = args.shape.shape();
+    let manifest = manifest_of(&doc, shape).map_err(|e| {
+        CliError::usage(format!("{}: {}: {}", source.name(), e.code(), e.detail())).with_hint(
+            "pass an experimental.mcpl object or a whole initialize result/params \
+             (--manifest / --initialize say which)",
+        )
     })?;
+    if let Some(note) = detection_note(&doc, shape) {
+        emit_err(&note);
+    }
     let findings = review::validate(manifest);
     if args.json {
         emit(&pretty_json(&json!({ "findings": findings })));

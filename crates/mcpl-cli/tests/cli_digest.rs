@@ -186,11 +186,17 @@ fn bad_input_wrong_type_exits_2() {
 /// what was expected, with no §17.2 identifier hint.
 #[test]
 fn bad_input_nested_manifest_of_the_wrong_type_exits_2() {
-    for doc in [
-        r#"{"capabilities":{"experimental":{"mcpl":5}}}"#,
-        r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"experimental":{"mcpl":[]}}}}"#,
+    for (flags, doc) in [
+        (
+            &[][..],
+            r#"{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":5}}}"#,
+        ),
+        (
+            &["--initialize"][..],
+            r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"experimental":{"mcpl":[]}}}}"#,
+        ),
     ] {
-        let o = run(&["digest", "-"], Some(doc));
+        let o = run(&[&["digest"][..], flags, &["-"]].concat(), Some(doc));
         assert_eq!(o.code, 2, "{doc}: {}", o.stderr);
         assert_eq!(o.stdout, "");
         assert!(o.stderr.contains("manifest_not_object"), "{}", o.stderr);
@@ -219,14 +225,122 @@ fn bad_input_missing_file_exits_2() {
 
 #[test]
 fn bad_input_initialize_result_without_mcpl_exits_2() {
-    let o = run(&["digest"], Some(r#"{"capabilities":{"tools":{}}}"#));
-    assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+    for (flags, doc) in [
+        (
+            &[][..],
+            r#"{"protocolVersion":"2025-06-18","capabilities":{"tools":{}}}"#,
+        ),
+        (&["--initialize"][..], r#"{"capabilities":{"tools":{}}}"#),
+    ] {
+        let o = run(&[&["digest"][..], flags].concat(), Some(doc));
+        assert_eq!(o.code, 2, "{doc}");
+        assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+        assert!(
+            o.stderr.contains("capabilities.experimental.mcpl"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
+/// Issue #21: only a document carrying `protocolVersion`, `serverInfo` or `clientInfo` is
+/// unwrapped as an `initialize`; a manifest with a vendor member named `capabilities` is
+/// digested as itself (it was digested as its `capabilities.experimental.mcpl`), and one
+/// whose `capabilities` has no `experimental.mcpl` is not refused as `no_manifest`.
+#[test]
+fn s17_1_a_vendor_capabilities_member_is_digested_as_itself() {
+    let inner = json!({"version":"0.5","pushEvents":true});
+    let mut m = worked_example();
+    m["capabilities"] = json!({"experimental":{"mcpl":inner}});
+    let own = run(&["digest", "--json"], Some(&m.to_string()));
+    assert_eq!(own.code, 0, "{}", own.stderr);
+    let own: Value = serde_json::from_str(&own.stdout).unwrap();
     assert!(
-        o.stderr.contains("capabilities.experimental.mcpl"),
+        own["canonicalJson"]
+            .as_str()
+            .unwrap()
+            .contains("\"capabilities\""),
+        "{own}"
+    );
+    let of_inner = run(&["digest"], Some(&inner.to_string()));
+    assert_ne!(own["revision"].as_str(), of_inner.stdout.lines().next());
+    // Saying so gives the same digest.
+    let forced = run(&["digest", "--manifest"], Some(&m.to_string()));
+    assert_eq!(
+        forced.stdout,
+        format!("{}\n", own["revision"].as_str().unwrap())
+    );
+
+    let o = run(
+        &["digest"],
+        Some(r#"{"version":"0.5","capabilities":{"x":1}}"#),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("sha256:"), "{}", o.stdout);
+    assert_eq!(o.stderr, "", "a manifest with a version gets no note");
+}
+
+/// `--manifest` takes the document as it is, even one that looks like an `initialize`;
+/// `--initialize` takes a trimmed `{capabilities}` too, and refuses (exit 2) a document with
+/// no `capabilities` object, also as a `--lines` line. Both at once is a usage error.
+#[test]
+fn s17_1_manifest_and_initialize_flags_say_which() {
+    let result = json!({"protocolVersion":"2025-06-18",
+        "capabilities":{"experimental":{"mcpl":worked_example()}}});
+    let o = run(&["digest", "--initialize"], Some(&result.to_string()));
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"), "{}", o.stderr);
+    let trimmed = json!({"capabilities":result["capabilities"]});
+    let o = run(&["digest", "--initialize"], Some(&trimmed.to_string()));
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"), "{}", o.stderr);
+    let o = run(&["digest", "--manifest"], Some(&result.to_string()));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_ne!(o.stdout, format!("{WORKED_REVISION}\n"));
+
+    let o = run(
+        &["digest", "--initialize"],
+        Some(&worked_example().to_string()),
+    );
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert!(o.stderr.contains("not_initialize"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no `capabilities` member"),
         "{}",
         o.stderr
     );
+    let o = run(&["digest", "--initialize"], Some("[1]"));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("not_initialize"), "{}", o.stderr);
+
+    let input = format!("{result}\n{}\n", worked_example());
+    let o = run(&["digest", "--lines", "--initialize"], Some(&input));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], WORKED_REVISION);
+    assert!(
+        lines[1].starts_with("error: not_initialize: "),
+        "{}",
+        lines[1]
+    );
+
+    let o = run(&["digest", "--manifest", "--initialize"], Some("{}"));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("cannot be used with"), "{}", o.stderr);
+}
+
+/// A bare MCP `capabilities` object is no longer unwrapped: it is read as the manifest,
+/// with a note on stderr saying how to ask for the other reading.
+#[test]
+fn a_bare_capabilities_object_is_read_as_the_manifest_with_a_note() {
+    let caps = json!({"tools":{},"experimental":{"mcpl":worked_example()}});
+    let o = run(&["digest"], Some(&caps.to_string()));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_ne!(o.stdout, format!("{WORKED_REVISION}\n"));
+    assert!(
+        o.stderr.contains("note: read as the manifest itself"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("--initialize"), "{}", o.stderr);
 }
 
 #[test]

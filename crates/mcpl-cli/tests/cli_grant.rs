@@ -141,14 +141,60 @@ fn s5_1_initialize_result_counts_outer_tools_only() {
     );
 }
 
+/// A trimmed `{capabilities}` is an `initialize` when `--initialize` says so, also inside a
+/// JSON-RPC message; without the flag it is read as the manifest (issue #21: no guessing).
 #[test]
-fn capabilities_object_and_jsonrpc_envelope_are_accepted() {
+fn initialize_flag_reads_a_trimmed_capabilities_wrapper_and_envelope() {
     let caps = json!({"tools":{},"experimental":{"mcpl":{"pushEvents":true}}});
-    let (_, v) = grant_json(&caps, &["*"]);
+    let wrapped = json!({"capabilities":caps});
+    let init = |doc: &Value| {
+        let o = run(
+            &[
+                "grant",
+                "--advertised",
+                "-",
+                "--json",
+                "--initialize",
+                "--allow",
+                "*",
+            ],
+            Some(&doc.to_string()),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        serde_json::from_str::<Value>(&o.stdout).unwrap()
+    };
+    let v = init(&wrapped);
     assert_eq!(v["advertised"], json!(["pushEvents", "tools"]));
-    let env = json!({"jsonrpc":"2.0","id":0,"result":{"capabilities":caps}});
-    let (_, w) = grant_json(&env, &["*"]);
-    assert_eq!(w, v);
+    let env = json!({"jsonrpc":"2.0","id":0,"result":wrapped});
+    assert_eq!(init(&env), v);
+    let (o, w) = grant_json(&wrapped, &["*"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(w["advertised"], json!([]), "{w}");
+    assert!(
+        o.stderr.contains("note: read as the manifest itself"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// Issue #21: a manifest with a vendor member named `capabilities` is the advertisement
+/// itself (it was read as its `capabilities.experimental.mcpl`, granting what that named).
+#[test]
+fn s5_1_a_vendor_capabilities_member_is_not_unwrapped() {
+    let mut m = mcpl_manifest();
+    m["capabilities"] = json!({"tools":{},"experimental":{"mcpl":{"inferenceRequest":true}}});
+    let (o, v) = grant_json(&m, &["*"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (_, plain) = grant_json(&mcpl_manifest(), &["*"]);
+    assert_eq!(v["advertised"], plain["advertised"], "{v}");
+    assert!(!v["advertised"].to_string().contains("inferenceRequest"));
+    assert_eq!(v["featureSets"]["demo.push"]["available"], true);
+    let o = run(
+        &["grant", "--advertised", "-", "--initialize"],
+        Some(&mcpl_manifest().to_string()),
+    );
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert!(o.stderr.contains("not_initialize"), "{}", o.stderr);
 }
 
 #[test]

@@ -176,6 +176,31 @@ fn initialize_result_is_validated_on_its_experimental_mcpl() {
     );
 }
 
+/// Issue #21: `{"version":"0.5","capabilities":{…}}` is a manifest with a vendor member,
+/// validated as itself (it was refused as `no_manifest`); `--initialize` says otherwise and
+/// then refuses it for having no `experimental.mcpl` (exit 2).
+#[test]
+fn s17_1_a_vendor_capabilities_member_is_validated_as_the_manifest() {
+    let mut m = good();
+    m["capabilities"] = json!({"tools":{}});
+    let (code, fs) = findings(&m);
+    assert_eq!(code, 0);
+    let f = find(&fs, "unrecognised_member");
+    assert_eq!(f["path"], "capabilities");
+    let o = run(&["validate", "--initialize", "-"], Some(&m.to_string()));
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+    // `--manifest` validates an initialize-looking document as it is.
+    let result =
+        json!({"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":good()}}});
+    let o = run(
+        &["validate", "--manifest", "--json", "-"],
+        Some(&result.to_string()),
+    );
+    assert_eq!(o.code, 1, "no version at the top: {}", o.stdout);
+    assert!(o.stdout.contains("missing_version"), "{}", o.stdout);
+}
+
 #[test]
 fn bad_input_not_json_wrong_type_missing_file() {
     let o = run(&["validate", "-"], Some("{\"version\": "));
@@ -206,9 +231,17 @@ fn bad_input_not_json_wrong_type_missing_file() {
         o.stderr
     );
 
-    let o = run(&["validate", "-"], Some(r#"{"capabilities":{"tools":{}}}"#));
-    assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+    for (flags, doc) in [
+        (
+            &[][..],
+            r#"{"serverInfo":{"name":"s","version":"1"},"capabilities":{"tools":{}}}"#,
+        ),
+        (&["--initialize"][..], r#"{"capabilities":{"tools":{}}}"#),
+    ] {
+        let o = run(&[&["validate"][..], flags, &["-"]].concat(), Some(doc));
+        assert_eq!(o.code, 2, "{doc}");
+        assert!(o.stderr.contains("no_manifest"), "{}", o.stderr);
+    }
 
     let o = run(&["validate"], None);
     assert_eq!(o.code, 2, "FILE is required");

@@ -1,6 +1,8 @@
 //! `manifest::review::validate` — one manifest per finding code (§5.1, §6, §17.1, §17.2).
 
-use mcpl::manifest::review::{extract_manifest, has_errors, validate, Finding, Severity};
+use mcpl::manifest::review::{
+    extract_manifest, has_errors, is_initialize, validate, Finding, Severity,
+};
 use mcpl::manifest::revision;
 use serde_json::{json, Value};
 
@@ -199,17 +201,35 @@ fn finding_serialises_to_the_five_members() {
 }
 
 #[test]
-fn s17_1_extract_manifest_from_initialize_result_capabilities_or_bare() {
+fn s17_1_extract_manifest_from_initialize_result_or_bare() {
     let m = good();
     let init = json!({"protocolVersion":"2024-11-05","capabilities":{"tools":{},"experimental":{"mcpl":m}}});
     let (got, outer) = extract_manifest(&init).unwrap();
     assert_eq!(got, &m);
     assert_eq!(outer.unwrap()["tools"], json!({}));
-    let (got, outer) = extract_manifest(&init["capabilities"]).unwrap();
-    assert_eq!((got, outer.is_some()), (&m, true));
     let (got, outer) = extract_manifest(&m).unwrap();
     assert_eq!((got, outer), (&m, None));
-    assert!(extract_manifest(&json!({"capabilities":{"tools":{}}})).is_none());
+    let params =
+        json!({"clientInfo":{"name":"h","version":"1"},"capabilities":{"experimental":{"mcpl":m}}});
+    assert_eq!(extract_manifest(&params).unwrap().0, &m);
+    assert!(
+        extract_manifest(&json!({"protocolVersion":"x","capabilities":{"tools":{}}})).is_none()
+    );
+}
+
+/// Issue #21: only a document with `protocolVersion`, `serverInfo` or `clientInfo` is an
+/// `initialize`; a manifest with a vendor member named `capabilities` (or a bare MCP
+/// `capabilities` object) is read as itself, not unwrapped.
+#[test]
+fn s17_1_vendor_capabilities_member_is_not_unwrapped() {
+    let mut m = good();
+    m["capabilities"] = json!({"experimental": {"mcpl": {"version": "0.5"}}});
+    assert_eq!(extract_manifest(&m), Some((&m, None)));
+    assert!(!is_initialize(&m));
+    let caps = json!({"tools":{},"experimental":{"mcpl":good()}});
+    assert_eq!(extract_manifest(&caps), Some((&caps, None)));
+    let no_mcpl = json!({"version":"0.5","capabilities":{"tools":{}}});
+    assert_eq!(extract_manifest(&no_mcpl), Some((&no_mcpl, None)));
 }
 
 fn with_facet(facet: Value) -> Value {

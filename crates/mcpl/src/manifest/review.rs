@@ -93,18 +93,29 @@ pub fn has_errors(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.severity == Severity::Error)
 }
 
-/// Finds the manifest in a JSON document: a whole `initialize` result or params (with
-/// `capabilities`), an MCP `capabilities` object (with `experimental`), or the manifest
-/// itself. Returns the manifest and, when there was one, the outer `capabilities` object.
-/// `None` when the document is a wrapper that carries no `experimental.mcpl`.
+/// The members that make a document recognisably an MCP `initialize` result or params
+/// (MCP requires `protocolVersion` in both, `serverInfo` in the result and `clientInfo` in
+/// the params); a manifest defines none of them (§5.1, App. B.3).
+pub const INITIALIZE_MARKERS: [&str; 3] = ["protocolVersion", "serverInfo", "clientInfo"];
+
+/// Whether `doc` is recognisably an `initialize` result or params: an object carrying one of
+/// [`INITIALIZE_MARKERS`]. Nothing else is taken for one, so a manifest with a vendor member
+/// named `capabilities` or `experimental` is still a manifest.
+pub fn is_initialize(doc: &Value) -> bool {
+    doc.as_object()
+        .is_some_and(|o| INITIALIZE_MARKERS.iter().any(|k| o.contains_key(*k)))
+}
+
+/// Finds the manifest in a JSON document: the `capabilities.experimental.mcpl` of a
+/// document that [`is_initialize`], or else the document itself, never guessed from other
+/// members (a bare MCP `capabilities` object is read as a manifest, like any object without
+/// the markers). Returns the manifest and, for an `initialize`, its `capabilities` object.
+/// `None` when an `initialize` carries no `capabilities.experimental.mcpl`.
 pub fn extract_manifest(doc: &Value) -> Option<(&Value, Option<&Value>)> {
-    let caps = if let Some(caps) = doc.get("capabilities") {
-        caps
-    } else if doc.get("experimental").is_some() {
-        doc
-    } else {
+    if !is_initialize(doc) {
         return Some((doc, None));
-    };
+    }
+    let caps = doc.get("capabilities")?;
     let mcpl = caps.get("experimental").and_then(|e| e.get("mcpl"))?;
     Some((mcpl, Some(caps)))
 }
