@@ -6,6 +6,8 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use mcpl::host::{before_inference, HostConfig, HostEvent, HostSession};
 use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
@@ -26,17 +28,19 @@ fn spawn_checker(
     report: &PathBuf,
     watch: &str,
 ) -> (mcpl::transport::Transport, child::ChildControl) {
+    spawn_checker_with(report, &["--timeout", "5", "--watch", watch])
+}
+
+/// [`spawn_checker`] with its own bounds (`--timeout`, `--watch`, …).
+fn spawn_checker_with(
+    report: &PathBuf,
+    bounds: &[&str],
+) -> (mcpl::transport::Transport, child::ChildControl) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    cmd.args([
-        "check-host",
-        "--json",
-        "--timeout",
-        "5",
-        "--watch",
-        watch,
-        "--report",
-    ])
-    .arg(report);
+    cmd.args(["check-host", "--json"])
+        .args(bounds)
+        .arg("--report")
+        .arg(report);
     child::spawn(&mut cmd).unwrap()
 }
 
@@ -50,6 +54,38 @@ async fn after_the_last_probe(session: &HostSession, streams: &mut mcpl::host::H
         }
     }
     session.peer().request_raw("ping", None).await.unwrap();
+}
+
+/// A tap on a host's own frames that sets the flag (and wakes `released`) once the host has
+/// written its answer to a `ping` it read after an `inference/request`.
+fn ping_overtakes_inference(
+    released: Arc<tokio::sync::Notify>,
+) -> (mcpl::peer::Tap, Arc<AtomicBool>) {
+    use mcpl::peer::FrameDirection;
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    // (an inference/request was read, the id of the ping read after it)
+    let seen: Mutex<(bool, Option<Value>)> = Mutex::new((false, None));
+    let tap = mcpl::peer::Tap::new(move |ev| {
+        let Ok(frame) = serde_json::from_str::<Value>(ev.text) else {
+            return;
+        };
+        let mut seen = seen.lock().unwrap();
+        match (ev.direction, frame["method"].as_str()) {
+            (FrameDirection::Inbound, Some("inference/request")) => seen.0 = true,
+            (FrameDirection::Inbound, Some("ping")) if seen.0 && seen.1.is_none() => {
+                seen.1 = Some(frame["id"].clone())
+            }
+            (FrameDirection::Outbound, None)
+                if seen.1.is_some() && seen.1.as_ref() == Some(&frame["id"]) =>
+            {
+                flag.store(true, Ordering::SeqCst);
+                released.notify_waiters();
+            }
+            _ => {}
+        }
+    });
+    (tap, done)
 }
 
 async fn finished_report(ctl: child::ChildControl, report: &PathBuf) -> (i32, Value) {
@@ -102,13 +138,16 @@ async fn the_library_host_passes_every_check() {
         "host.undeclared-use-refused",
         "host.inference-follows-grant",
         "host.grant-within-own-advertisement",
+        // §4: the junk line is skipped, the ping after it answered.
+        "host.survives-junk-line",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
-    assert!(
-        ids_with(&doc, "skip").contains("host.inference-result-shape"),
-        "{doc:#}"
-    );
+    // Nothing to judge: no inference ran, and every request was answered at once, so none
+    // was outstanding for the paired ping to overtake (the TCP test below holds one).
+    let skipped = ids_with(&doc, "skip");
+    assert!(skipped.contains("host.inference-result-shape"), "{doc:#}");
+    assert!(skipped.contains("host.requests-independent"), "{doc:#}");
     assert_eq!(code, 0);
 }
 
@@ -167,7 +206,7 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
     drop(host);
     assert_eq!(
         ids_with(&doc, "fail"),
-        [
+        set(&[
             "host.policy-is-request",
             "host.grant-within-advertisement",
             "host.refuses-before-ready",
@@ -180,19 +219,16 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.user-message-redacted",
             "host.undeclared-use-refused",
             "host.inference-result-shape",
-        ]
-        .into_iter()
-        .map(str::to_owned)
-        .collect::<BTreeSet<_>>(),
+        ]),
         "{doc:#}"
     );
     // Declining a push it may receive is allowed (§9.3), so only warned; so is granting what
     // its own advertisement (version only) does not claim (§5.2, AUDIT-001 §4.2 item 10).
     assert_eq!(
         ids_with(&doc, "warn"),
-        BTreeSet::from([
-            "host.push-follows-grant".to_owned(),
-            "host.grant-within-own-advertisement".to_owned()
+        set(&[
+            "host.push-follows-grant",
+            "host.grant-within-own-advertisement",
         ]),
         "{doc:#}"
     );
@@ -208,7 +244,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 18, "{text}");
+    assert_eq!(text.lines().count(), 20, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -246,9 +282,23 @@ async fn tcp_listener_checks_the_host_that_connects() {
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
     let transport = mcpl::transport::tcp::connect(addr.as_str()).await.unwrap();
-    // This host grants inference and answers it as §11.3 shows.
-    let answer: mcpl::host::RequestHandler = std::sync::Arc::new(|_method, _params| {
-        Box::pin(async {
+    // This host grants inference and answers it as §11.3 shows, but only once it has
+    // answered a ping that came while the inference was outstanding (read off its own
+    // frames), so the checker sees a later request answered before an earlier one.
+    let released = Arc::new(tokio::sync::Notify::new());
+    let (tap, done) = ping_overtakes_inference(released.clone());
+    let answer: mcpl::host::RequestHandler = Arc::new(move |_method, _params| {
+        let (released, done) = (released.clone(), done.clone());
+        Box::pin(async move {
+            loop {
+                let notified = released.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                notified.await;
+            }
             Ok(
                 json!({ "content": "OK", "model": "test-model", "finishReason": "end_turn",
                        "usage": { "inputTokens": 9, "outputTokens": 1 } }),
@@ -258,6 +308,10 @@ async fn tcp_listener_checks_the_host_that_connects() {
     let config = HostConfig {
         policy: vec!["pushEvents".into(), "inferenceRequest".into()],
         request_handler: Some(answer),
+        peer: PeerConfig {
+            tap: Some(tap),
+            ..PeerConfig::default()
+        },
         ..HostConfig::default()
     };
     let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
@@ -271,6 +325,7 @@ async fn tcp_listener_checks_the_host_that_connects() {
         "host.refuses-before-ready",
         "host.inference-follows-grant",
         "host.inference-result-shape",
+        "host.requests-independent",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -396,4 +451,252 @@ async fn a_later_grant_change_by_notification_fails() {
         ids_with(&doc, "fail").contains("host.policy-is-request"),
         "{doc:#}"
     );
+}
+
+/// The ids as a set, to compare with [`ids_with`].
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|&id| id.to_owned()).collect()
+}
+
+/// What a scripted host does with one request from the checker.
+enum Act {
+    Answer(Value),
+    /// An error object (-32002), as a strict host refuses what it does not allow.
+    Refuse,
+    /// No answer, ever (AUDIT-001 §4.1).
+    Silent,
+    /// Holds the request and reads nothing after it: head-of-line blocking.
+    Block,
+    /// Ends the connection.
+    HangUp,
+}
+
+/// A host played by hand over the checker's stdio: `initialize` advertising MCPL `version`,
+/// `notifications/initialized`, then the policy Request when one is given (awaiting its
+/// receipt); every request from the checker is met as `act` says for its method.
+async fn scripted_host(
+    transport: mcpl::transport::Transport,
+    version: &str,
+    policy: Option<Value>,
+    act: impl Fn(&str) -> Act + Send + 'static,
+) -> Peer {
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    let closer = host.clone();
+    tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            let IncomingMessage::Request(r) = m else {
+                continue;
+            };
+            match act(r.method()) {
+                Act::Answer(v) => drop(r.respond(v).await),
+                Act::Refuse => {
+                    let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
+                    drop(r.respond_error(e).await)
+                }
+                Act::Silent => drop(r.into_id()),
+                Act::Block => {
+                    let _held = r;
+                    std::future::pending::<()>().await
+                }
+                Act::HangUp => {
+                    // Unanswered: a dropped request would be answered -32601 on the way out.
+                    drop(r.into_id());
+                    return closer.close();
+                }
+            }
+        }
+    });
+    host.request_raw(
+        "initialize",
+        Some(json!({ "protocolVersion": "2025-06-18",
+                     "capabilities": { "experimental": { "mcpl": { "version": version } } },
+                     "clientInfo": { "name": "scripted", "version": "0" } })),
+    )
+    .await
+    .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    if let Some(p) = policy {
+        host.request_raw("featureSets/update", Some(p))
+            .await
+            .unwrap();
+    }
+    host
+}
+
+/// The probes that mean something without a grant (issue #19 item 1), plus the two new ones.
+const PROBES: [&str; 12] = [
+    "host.refuses-before-ready",
+    "host.rejects-with-error",
+    "host.push-follows-grant",
+    "host.answers-every-request",
+    "host.unknown-method-errors",
+    "host.incoming-unregistered-refused",
+    "host.register-itemized",
+    "host.incoming-follows-grant",
+    "host.inference-follows-grant",
+    "host.inference-result-shape",
+    "host.requests-independent",
+    "host.survives-junk-line",
+];
+
+/// Issue #19 item 1: a 0.4-era host that never sends a policy still gets every probe judged,
+/// as a host that granted nothing, with the defects the audit found by hand: silence for
+/// model/info, channels/list and an unknown method; `{accepted: false}` results instead of
+/// errors (§6.6); a message for a channel never registered accepted (§14.5); a registration
+/// answered without per-descriptor results; an ungranted inference answered, with a
+/// `finishReason` outside App. B.4.
+#[tokio::test]
+async fn a_host_without_a_policy_gets_every_probe_judged() {
+    let report = report_path("no-policy.json");
+    let (transport, ctl) = spawn_checker_with(&report, &["--timeout", "1", "--watch", "0"]);
+    let host = scripted_host(transport, "0.4", None, |method| match method {
+        "model/info" | "channels/list" | "mcpl-check-host/no-such-method" => Act::Silent,
+        "push/event" => Act::Answer(json!({ "accepted": false, "reason": "not today" })),
+        "channels/incoming" => {
+            Act::Answer(json!({ "results": [ { "messageId": "m1", "accepted": true } ] }))
+        }
+        "channels/register" => Act::Answer(json!({ "accepted": true })),
+        "inference/request" => Act::Answer(json!({ "content": "OK", "finishReason": "stop" })),
+        _ => Act::Answer(json!({})),
+    })
+    .await;
+    let (code, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    let skipped = ids_with(&doc, "skip");
+    for id in PROBES {
+        assert!(!skipped.contains(id), "{id} skipped: {doc:#}");
+    }
+    // It fails every probe but the two below, besides its 0.4 version and missing policy.
+    let passed = set(&["host.requests-independent", "host.survives-junk-line"]);
+    let mut failed = set(&["host.initialize-advertises-mcpl", "host.policy-is-request"]);
+    failed.extend(set(&PROBES).difference(&passed).cloned());
+    assert_eq!(ids_with(&doc, "fail"), failed, "{doc:#}");
+    // The ping behind the unanswered model/info was answered; the junk line was survived.
+    assert_eq!(ids_with(&doc, "pass"), passed, "{doc:#}");
+    assert_eq!(code, 1);
+}
+
+/// Issue #19 item 2: a host that holds the granted `inference/request` and reads nothing
+/// after it leaves the ping sent right behind it unanswered.
+#[tokio::test]
+async fn head_of_line_blocking_fails_requests_independent() {
+    let report = report_path("head-of-line.json");
+    let bounds = ["--timeout", "1", "--inference-timeout", "1", "--watch", "0"];
+    let (transport, ctl) = spawn_checker_with(&report, &bounds);
+    let policy = json!({ "effectiveCapabilities": ["inferenceRequest"] });
+    let host = scripted_host(transport, "0.5", Some(policy), |method| match method {
+        "inference/request" => Act::Block,
+        "ping" => Act::Answer(json!({})),
+        _ => Act::Refuse,
+    })
+    .await;
+    let (code, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    let check = detail_of(&doc, "host.requests-independent");
+    assert_eq!(check["status"], "fail", "{doc:#}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("inference/request"), "{detail}");
+    assert_eq!(code, 1);
+}
+
+/// The report entry of check `id`.
+fn detail_of<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("{id} missing: {doc:#}"))
+}
+
+/// Issue #19 items 3 and 5: a host that dies on a line that is not JSON fails
+/// `host.survives-junk-line`, and the probe after it says it was not reached, and why.
+#[tokio::test]
+async fn a_host_killed_by_a_junk_line_fails_survives_junk_line() {
+    let report = report_path("junk.json");
+    let (transport, ctl) = spawn_checker_with(&report, &["--timeout", "2", "--watch", "0"]);
+    let policy = json!({ "effectiveCapabilities": [] });
+    let host = scripted_host(transport, "0.5", Some(policy), |method| match method {
+        "ping" => Act::Answer(json!({})),
+        _ => Act::Refuse,
+    })
+    .await;
+    // The library skips a non-JSON line with a diagnostic; this host dies of it instead.
+    let mut diagnostics = host.diagnostics();
+    let dying = host.clone();
+    tokio::spawn(async move {
+        while let Some(d) = diagnostics.recv().await {
+            if let mcpl::peer::Diagnostic::JunkLine { .. } = d {
+                return dying.close();
+            }
+        }
+    });
+    let (code, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    let junk = detail_of(&doc, "host.survives-junk-line");
+    assert_eq!(junk["status"], "fail", "{doc:#}");
+    assert!(junk["detail"].as_str().unwrap().contains("(EOF)"), "{junk}");
+    let after = detail_of(&doc, "host.push-follows-grant");
+    assert_eq!(after["status"], "skip", "{doc:#}");
+    let why = after["detail"].as_str().unwrap();
+    assert!(
+        why.starts_with("not reached: the host ended the connection (EOF)")
+            && why.contains("during the junk-line probe"),
+        "{why}"
+    );
+    // The probes before it were all judged: the host's death is a failure, not a hang-up.
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// Issue #19 item 5: when the host goes away mid-run the report says how, when and during
+/// which probe, and every check not reached says so.
+#[tokio::test]
+async fn a_host_that_goes_away_is_reported_with_how_and_where() {
+    let report = report_path("gone.json");
+    let (transport, ctl) = spawn_checker_with(&report, &["--timeout", "2", "--watch", "0"]);
+    let policy = json!({ "effectiveCapabilities": ["pushEvents"] });
+    let host = scripted_host(transport, "0.5", Some(policy), |method| match method {
+        "channels/list" => Act::HangUp,
+        "ping" => Act::Answer(json!({})),
+        _ => Act::Refuse,
+    })
+    .await;
+    let (code, doc) = finished_report(ctl, &report).await;
+    drop(host);
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the host ended the connection (EOF)")
+            && error.contains(" s into the run, during the channels/list probe"),
+        "{doc:#}"
+    );
+    for id in ["host.answers-every-request", "host.unknown-method-errors"] {
+        let check = detail_of(&doc, id);
+        assert_eq!(check["status"], "skip", "{doc:#}");
+        assert_eq!(check["detail"], format!("not reached: {error}"), "{doc:#}");
+    }
+    assert_eq!(code, 2);
+}
+
+/// Issue #19 item 7: `initialize` is answered with the MCP version the host asked for when
+/// the checker speaks it.
+#[tokio::test]
+async fn initialize_is_answered_with_the_version_the_host_asked_for() {
+    let report = report_path("version.json");
+    let (transport, ctl) = spawn_checker_with(&report, &["--timeout", "1", "--watch", "0"]);
+    let (host, _incoming) = Peer::new(transport, PeerConfig::default());
+    let result = host
+        .request_raw(
+            "initialize",
+            Some(json!({ "protocolVersion": "2025-03-26",
+                         "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+                         "clientInfo": { "name": "older", "version": "0" } })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result["protocolVersion"], "2025-03-26", "{result}");
+    host.close();
+    let (code, _) = finished_report(ctl, &report).await;
+    assert_eq!(code, 2);
 }

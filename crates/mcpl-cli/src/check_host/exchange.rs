@@ -1,0 +1,336 @@
+//! The run's order, and its first two phases: the host's `initialize` (§5.2) and its initial
+//! policy (§5.3, §5.4), each awaited until one deadline.
+
+use mcpl::capability::{self, Capability, CapabilitySet, Pattern};
+use mcpl::peer::{IncomingMessage, IncomingRequest};
+use mcpl::policy::{Form, PolicyError};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::judge::{excerpt, list};
+use super::served::{self, served_advertisement};
+use super::session::{poll_once, secs, Run};
+use crate::check::report::Status;
+
+/// How the initial policy exchange ended.
+enum Policy {
+    /// A well-formed Request was answered with a receipt.
+    InForce,
+    /// No Request came in time: the run goes on as for a host that granted nothing.
+    Missing,
+    /// The Request was malformed and refused: the server never becomes ready.
+    Refused,
+}
+
+/// The checks that judge the initial policy itself, not what follows from it.
+const GRANT_CHECKS: [&str; 3] = [
+    "host.grant-within-advertisement",
+    "host.grant-not-contradictory",
+    "host.grant-within-own-advertisement",
+];
+
+impl Run {
+    /// The whole run: initialize, the policy, the probes, then listening for `--watch`.
+    pub(super) async fn exercise(&mut self) {
+        if !self.initialize().await {
+            return;
+        }
+        let policy = self.initial_policy().await;
+        if self.closed {
+            self.unfinished = self.gone().map(str::to_owned);
+            return;
+        }
+        if let Policy::Refused = policy {
+            return;
+        }
+        self.probes().await;
+        if self.closed {
+            // Going away mid-run leaves the report incomplete (exit 2), unless it was the
+            // host's answer to the junk line: that probe then failed, and the report says
+            // what it did not reach.
+            if !self.died_of_junk {
+                self.unfinished = self.gone().map(str::to_owned);
+            }
+            return;
+        }
+        self.listen().await;
+    }
+
+    /// Waits for `initialize` (one step from the connection), judges the host's
+    /// advertisement and answers it; `false` when the run cannot go on.
+    async fn initialize(&mut self) -> bool {
+        self.stage = "the wait for initialize";
+        let deadline = Instant::now() + self.bounds.step;
+        let init = loop {
+            match self.next_until(deadline).await {
+                Some(IncomingMessage::Request(r)) if r.method() == "initialize" => break r,
+                Some(m) => self.handle(m).await,
+                None => {
+                    let discarded = self.discarded();
+                    let why = match self.gone() {
+                        Some(g) => format!("the host sent no initialize request: {g}{discarded}"),
+                        None => format!(
+                            "the host sent no initialize request within {}{discarded}",
+                            secs(self.bounds.step)
+                        ),
+                    };
+                    self.unfinished = Some(why);
+                    return false;
+                }
+            }
+        };
+        let params = init.request().params.as_ref();
+        let version = served::negotiated_version(params.and_then(|p| p.get("protocolVersion")));
+        let mcpl = params
+            .and_then(|p| p.get("capabilities"))
+            .and_then(|c| c.get("experimental"))
+            .and_then(|e| e.get("mcpl"));
+        self.host_advertised = mcpl.map_or(CapabilitySet::EMPTY, |m| {
+            capability::advertised(m).capabilities
+        });
+        let id = "host.initialize-advertises-mcpl";
+        let advertises = match mcpl {
+            Some(m) if m.get("version") == Some(&json!("0.5")) => {
+                self.record(id, Status::Pass, "experimental.mcpl with version 0.5");
+                true
+            }
+            Some(m) if m.is_object() => {
+                let v = m.get("version").unwrap_or(&Value::Null);
+                let d = format!("experimental.mcpl.version is {}, not \"0.5\"", excerpt(v));
+                self.record(id, Status::Fail, d);
+                true
+            }
+            _ => {
+                let d = "no experimental.mcpl: an MCP-only host (§3.2)";
+                self.record(id, Status::Skip, d);
+                false
+            }
+        };
+        let written = init.respond(served::initialize_result(version)).await;
+        if written.is_err() && self.peer.close_reason().is_some() {
+            self.on_closed();
+            self.unfinished = self.gone().map(str::to_owned);
+            return false;
+        }
+        if !advertises {
+            self.skip_rest("an MCP-only host: the server stays MCP-only (§3.2)");
+        }
+        advertises
+    }
+
+    /// The initial policy, awaited for one step after `initialize` was answered (issue #19
+    /// item 1: without one the run goes on as for a host that granted nothing). Meanwhile a
+    /// push goes out once the host said `notifications/initialized` (or sent its policy),
+    /// which must be refused whatever the host does with its policy (§5.3).
+    async fn initial_policy(&mut self) -> Policy {
+        self.stage = "the wait for the policy";
+        let deadline = Instant::now() + self.bounds.step;
+        let mut notified = false;
+        let mut request = None;
+        // Up to `notifications/initialized` (MCP: no server request before it) or the
+        // policy Request, whichever comes first.
+        while let Some(m) = self.next_until(deadline).await {
+            match m {
+                IncomingMessage::Notification(n) if n.method == "notifications/initialized" => {
+                    break
+                }
+                IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                    notified |= self.policy_notification(n.params.as_ref());
+                }
+                IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                    request = Some(r);
+                    break;
+                }
+                m => self.handle(m).await,
+            }
+        }
+
+        // §5.3: polled once, so the frame is written (or queued ahead of the receipt) before
+        // anything else goes out; a settled call is not polled again.
+        let params = Some(served::push("check.push", "early"));
+        let mut early = self.start("push/event", params, self.bounds.step, None);
+        let settled = poll_once(&mut early).await;
+
+        if request.is_none() {
+            while let Some(m) = self.next_until(deadline).await {
+                match m {
+                    IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                        request = Some(r);
+                        break;
+                    }
+                    IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                        notified |= self.policy_notification(n.params.as_ref());
+                    }
+                    m => self.handle(m).await,
+                }
+            }
+        }
+        let outcome = match request {
+            Some(req) => self.policy(req, notified).await,
+            None => {
+                let discarded = self.discarded();
+                let why = if notified {
+                    "the grant came only as a Notification, which cannot make the server ready \
+                     (§6.7); probed as a host that granted nothing"
+                        .to_owned()
+                } else if let Some(g) = self.gone() {
+                    format!("no featureSets/update Request: {g}{discarded}")
+                } else {
+                    format!(
+                        "no featureSets/update Request within {}{discarded}: the server never \
+                         becomes ready (§5.3); probed as a host that granted nothing",
+                        secs(self.bounds.step)
+                    )
+                };
+                self.record("host.policy-is-request", Status::Fail, why);
+                let why = "no policy Request arrived: there is no grant to judge";
+                self.record_unset(&GRANT_CHECKS, Status::Skip, why);
+                Policy::Missing
+            }
+        };
+
+        self.stage = "the push/event sent before the receipt";
+        let reply = match settled {
+            Some(r) => self.reply(r),
+            None => self.settle(early).await,
+        };
+        let id = "host.refuses-before-ready";
+        match reply {
+            super::session::Reply::Error(e) => {
+                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+            }
+            super::session::Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!("push/event before the receipt got {}", other.describe()),
+            ),
+        }
+        outcome
+    }
+
+    /// Judges the initial policy Request and answers it: the library's receipt for a
+    /// well-formed one, `-32602` for a malformed one (§5.4: a path both granted and denied
+    /// is rejected; the server then never becomes ready).
+    async fn policy(&mut self, req: IncomingRequest, notified: bool) -> Policy {
+        let id = "host.policy-is-request";
+        if notified {
+            let d = "the grant came first as a Notification (§6.7: grant changes go by Request)";
+            self.record(id, Status::Fail, d);
+        } else {
+            self.record(id, Status::Pass, "initial policy sent as a Request");
+        }
+        let params = req.request().params.clone().unwrap_or(Value::Null);
+        self.judge_grant_paths(&params);
+        self.judge_own_advertisement(&params);
+        match self.policy.apply(Form::Request, &params) {
+            Ok(outcome) => {
+                let d = "no path both granted and denied";
+                self.record("host.grant-not-contradictory", Status::Pass, d);
+                let receipt = outcome
+                    .receipt
+                    .map_or_else(|| json!({ "accepted": true }), |r| r.to_value());
+                match req.respond(receipt).await {
+                    Ok(()) => self.ready = true,
+                    Err(_) if self.peer.close_reason().is_some() => self.on_closed(),
+                    Err(_) => {}
+                }
+                Policy::InForce
+            }
+            Err(e) => {
+                let (id, why) = match &e {
+                    PolicyError::GrantedAndDenied { path } => (
+                        "host.grant-not-contradictory",
+                        format!("{path} is both granted and denied"),
+                    ),
+                    other => (
+                        "host.grant-within-advertisement",
+                        format!("malformed: {other}"),
+                    ),
+                };
+                self.record(id, Status::Fail, why);
+                if req.respond_error(e.to_error()).await.is_err()
+                    && self.peer.close_reason().is_some()
+                {
+                    self.on_closed();
+                }
+                self.skip_rest("the policy was malformed: the server never became ready");
+                Policy::Refused
+            }
+        }
+    }
+
+    /// §5.4: `effectiveCapabilities` is the intersection of the advertisement and the
+    /// host's policy. A literal path the server never advertised fails; a `*` pattern that
+    /// reaches beyond the advertisement warns (the server intersects anyway).
+    fn judge_grant_paths(&mut self, params: &Value) {
+        let id = "host.grant-within-advertisement";
+        let advertised = served_advertisement();
+        let entries: Vec<&str> = params
+            .get("effectiveCapabilities")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let (mut outside, mut wide) = (Vec::new(), Vec::new());
+        for e in &entries {
+            if e.contains('*') {
+                let reach = Pattern::parse(e).map(|p| p.resolved()).unwrap_or_default();
+                if reach.difference(advertised) != CapabilitySet::EMPTY {
+                    wide.push(*e);
+                }
+            } else if e
+                .parse::<Capability>()
+                .is_ok_and(|c| !advertised.contains(c))
+            {
+                outside.push(*e);
+            }
+        }
+        if !outside.is_empty() {
+            let d = format!("grants what was never advertised: {}", list(&outside));
+            self.record(id, Status::Fail, d);
+        } else if !wide.is_empty() {
+            let d = format!("patterns reach past the advertisement: {}", list(&wide));
+            self.record(id, Status::Warn, d);
+        } else {
+            let d = format!("grants {}", list(&entries));
+            self.record(id, Status::Pass, d);
+        }
+    }
+
+    /// §5.2: the host advertises its MCPL support, mirroring the server's shape; a grant of
+    /// a path it does not claim to support is the under-advertising AUDIT-001 §2.5 and §4.2
+    /// item 10 found. No sentence of the spec makes it a MUST, so it warns. Patterns count
+    /// for what they reach within the server's advertisement; `tools` is MCP's, not here.
+    fn judge_own_advertisement(&mut self, params: &Value) {
+        let id = "host.grant-within-own-advertisement";
+        let server = served_advertisement();
+        let mut granted = CapabilitySet::EMPTY;
+        for e in params
+            .get("effectiveCapabilities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if let Ok(p) = Pattern::parse(e) {
+                for c in p.resolved().iter() {
+                    if !e.contains('*') || server.contains(c) {
+                        granted.insert(c);
+                    }
+                }
+            }
+        }
+        granted.remove(Capability::Tools);
+        let unclaimed = granted.difference(self.host_advertised);
+        if unclaimed == CapabilitySet::EMPTY {
+            let d = "every granted path is one the host advertises";
+            self.record(id, Status::Pass, d);
+        } else {
+            let d = format!(
+                "grants what its own experimental.mcpl does not claim to support: {}",
+                unclaimed.sorted_paths().join(", ")
+            );
+            self.record(id, Status::Warn, d);
+        }
+    }
+}

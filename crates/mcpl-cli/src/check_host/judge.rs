@@ -1,0 +1,214 @@
+//! Pure verdict helpers: the §11.3 result shape, and the bounded excerpts every report
+//! detail is made of (a detail quotes what the host sent, so it is capped, issue #20).
+
+use std::io;
+
+use serde_json::Value;
+
+/// Most bytes of one report detail; longer ones are cut at a character boundary and end
+/// in `…`. With the catalogue's 20 checks the whole report stays under 20 × 6 × 512 B
+/// (60 KiB, JSON escaping included) whatever the host sends.
+pub(super) const DETAIL_LIMIT: usize = 512;
+
+/// Most bytes of the JSON a detail quotes from the host (a result, a list of paths).
+const QUOTE_LIMIT: usize = 200;
+
+/// `s` cut to at most `limit` bytes at a character boundary, `…` marking a cut.
+pub(super) fn capped(mut s: String, limit: usize) -> String {
+    if s.len() > limit {
+        let mut end = limit;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+/// A writer that keeps the first `limit` bytes and fails past them, so a huge value is
+/// never serialised whole just to be cut.
+struct Bounded {
+    out: Vec<u8>,
+    limit: usize,
+    cut: bool,
+}
+
+impl io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let room = self.limit.saturating_sub(self.out.len());
+        if buf.len() > room {
+            self.out
+                .extend_from_slice(buf.get(..room).unwrap_or_default());
+            self.cut = true;
+            return Err(io::Error::other("excerpt limit reached"));
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The compact JSON of `v`, at most [`QUOTE_LIMIT`] bytes of it (`…` marking a cut).
+pub(super) fn excerpt(v: &Value) -> String {
+    let mut w = Bounded {
+        out: Vec::new(),
+        limit: QUOTE_LIMIT,
+        cut: false,
+    };
+    let _ = serde_json::to_writer(&mut w, v);
+    let mut s = String::from_utf8_lossy(&w.out).into_owned();
+    if w.cut {
+        // The cut may split a character: the lossy decoding turned it into U+FFFD.
+        s.push('…');
+    }
+    s
+}
+
+/// `items` joined with `, ` ("nothing" when empty), at most [`QUOTE_LIMIT`] bytes of them
+/// and a count of the rest.
+pub(super) fn list(items: &[&str]) -> String {
+    if items.is_empty() {
+        return "nothing".to_owned();
+    }
+    let mut s = String::new();
+    for (n, item) in items.iter().enumerate() {
+        if s.len() + item.len() > QUOTE_LIMIT {
+            let rest = items.len() - n;
+            return format!("{}… and {rest} more", capped(s, QUOTE_LIMIT));
+        }
+        if n > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(item);
+    }
+    s
+}
+
+/// `accepted` of the first per-message result.
+pub(super) fn first_accepted(r: &Value) -> Option<bool> {
+    r.get("results")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(|m| m.get("accepted"))
+        .and_then(Value::as_bool)
+}
+
+/// App. B.4's `FinishReason`.
+const FINISH_REASONS: [&str; 3] = ["end_turn", "max_tokens", "stop_sequence"];
+
+/// Defects of an `inference/request` result against §11.3: `content` the generated text as
+/// a string (a content-block array only warns: the library host's reading accepts it, the
+/// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
+/// object, each when present. Reading: the table marks nothing optional or required; without
+/// `content` there is no inference to return, so only it is required. A `finishReason`
+/// outside the enum fails like a `model` that is not a string: the table gives the enum as
+/// its type. `usage` members are not typed by the spec; §11.3's example counts tokens, so
+/// `inputTokens`/`outputTokens` that are not non-negative integers only warn.
+/// `(fails, warnings)`.
+pub(super) fn inference_result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut fail, mut warn) = (Vec::new(), Vec::new());
+    let Some(o) = r.as_object() else {
+        fail.push("the result is not an object".into());
+        return (fail, warn);
+    };
+    match o.get("content") {
+        Some(Value::String(_)) => {}
+        Some(c @ Value::Array(_)) => {
+            match mcpl::protocol::content::content_defect(Some(c), "content", false) {
+                Some(d) => fail.push(capped(d, QUOTE_LIMIT)),
+                None => warn.push("content is content blocks; §11.3 gives a string".into()),
+            }
+        }
+        Some(_) => fail.push("content is not a string".into()),
+        None => fail.push("content missing".into()),
+    }
+    if o.get("model").is_some_and(|m| !m.is_string()) {
+        fail.push("model is not a string".into());
+    }
+    match o.get("finishReason") {
+        None => {}
+        Some(Value::String(f)) if FINISH_REASONS.contains(&f.as_str()) => {}
+        Some(f) => fail.push(format!(
+            "finishReason {} is not one of App. B.4's",
+            excerpt(f)
+        )),
+    }
+    match o.get("usage") {
+        None => {}
+        Some(Value::Object(u)) => {
+            for key in ["inputTokens", "outputTokens"] {
+                if u.get(key).is_some_and(|n| !n.is_u64()) {
+                    warn.push(format!("usage.{key} is not a token count"));
+                }
+            }
+        }
+        Some(_) => fail.push("usage is not an object".into()),
+    }
+    (fail, warn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// §11.3 / App. B.4: content is required and a string; blocks only warn; the other
+    /// members are judged when present, `finishReason` against the enum.
+    #[test]
+    fn s11_3_inference_result_defects() {
+        let ok = json!({ "content": "OK", "model": "m", "finishReason": "max_tokens",
+                         "usage": { "inputTokens": 1, "outputTokens": 1 } });
+        assert_eq!(inference_result_defects(&ok), (vec![], vec![]));
+        assert_eq!(
+            inference_result_defects(&json!({ "content": "OK" })),
+            (vec![], vec![])
+        );
+        let blocks = json!({ "content": [ { "type": "text", "text": "OK" } ] });
+        let (fail, warn) = inference_result_defects(&blocks);
+        assert!(fail.is_empty() && warn.len() == 1, "{warn:?}");
+        let bad = json!({ "content": [ { "type": "video" } ], "model": 3,
+                          "finishReason": "tired", "usage": [] });
+        let (fail, warn) = inference_result_defects(&bad);
+        assert_eq!(fail.len(), 4, "{fail:?}");
+        assert!(fail[0].starts_with("content[0] type \"video\""), "{fail:?}");
+        assert_eq!(fail[2], "finishReason \"tired\" is not one of App. B.4's");
+        assert!(warn.is_empty(), "{warn:?}");
+        // The value an audited host sent (issue #19): "stop" is OpenAI's, not App. B.4's.
+        let (fail, _) =
+            inference_result_defects(&json!({ "content": "OK", "finishReason": "stop" }));
+        assert_eq!(fail, ["finishReason \"stop\" is not one of App. B.4's"]);
+        let (_, warn) = inference_result_defects(
+            &json!({ "content": "OK", "usage": { "inputTokens": -1, "outputTokens": "9" } }),
+        );
+        assert_eq!(warn.len(), 2, "{warn:?}");
+        let (fail, _) = inference_result_defects(&json!({}));
+        assert_eq!(fail, ["content missing"]);
+        let (fail, _) = inference_result_defects(&json!("OK"));
+        assert_eq!(fail, ["the result is not an object"]);
+    }
+
+    /// Issue #20: what a detail quotes from the host is bounded, however large.
+    #[test]
+    fn excerpts_and_lists_are_bounded() {
+        let huge = json!({ "content": "x".repeat(1 << 20) });
+        let e = excerpt(&huge);
+        assert!(e.len() <= QUOTE_LIMIT + '…'.len_utf8(), "{}", e.len());
+        assert!(
+            e.starts_with("{\"content\":\"xxx") && e.ends_with('…'),
+            "{e}"
+        );
+        assert_eq!(excerpt(&json!({ "a": 1 })), "{\"a\":1}");
+        let many: Vec<String> = (0..100_000).map(|i| format!("path{i}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let l = list(&refs);
+        assert!(l.len() < QUOTE_LIMIT + 40 && l.ends_with(" more"), "{l}");
+        assert_eq!(list(&["a", "b"]), "a, b");
+        assert_eq!(list(&[]), "nothing");
+        let c = capped("é".repeat(600), DETAIL_LIMIT);
+        assert!(c.len() <= DETAIL_LIMIT + 3 && c.ends_with('…'));
+    }
+}

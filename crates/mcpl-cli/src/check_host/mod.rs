@@ -1,0 +1,322 @@
+//! `mcpl check-host`: the conformance checker for hosts. It is an MCPL server that a host
+//! connects to (spawned over stdio, or over TCP / WebSocket), advertises a small manifest,
+//! probes how the host treats what it sends, and reports check by check (ids and sections in
+//! [`HOST_CATALOGUE`]). The report goes to stderr or `--report FILE`: in stdio mode stdout
+//! belongs to the protocol.
+//!
+//! The run, in order ([`session::Run`]): the host's `initialize` ([`exchange`]), its initial
+//! policy (awaited one step; without one the probes go on as for a host that granted
+//! nothing, §5.3), the probes ([`probes`]), then `--watch` of listening.
+//!
+//! Bounds (issue #20), whatever the host sends:
+//! - **wall time**: the run ends within [`Bounds::wall`] = 16 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (111 s with the defaults), then writes its report;
+//! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
+//!   is discarded unread), at most [`INCOMING_QUEUE`] of them wait to be handled, and the
+//!   checker holds nothing per message once handled ([`peer_config`]);
+//! - **report**: one line per catalogue check, each detail capped at
+//!   [`judge::DETAIL_LIMIT`] bytes, whatever it quotes.
+//!
+//! Exit codes as for `mcpl check`: 0 nothing failed, 1 a check failed, 2 the host never
+//! connected, went away before the probes were done, the run reached its bound, or the
+//! arguments were unusable.
+
+mod exchange;
+mod judge;
+mod junk;
+mod probes;
+mod served;
+mod session;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpl::peer::{Peer, PeerConfig};
+use mcpl::transport::{stdio, tcp, ws, Transport};
+
+use crate::check::report::{catalogue, catalogue_text_of, CheckDef, Recorder, Report};
+use crate::check::seconds;
+use crate::term::emit_err;
+
+catalogue! {
+    HOST_CATALOGUE, "Every check `mcpl check-host` performs, in report order.";
+    "host.initialize-advertises-mcpl", "§5.2", "initialize carries experimental.mcpl with version \"0.5\"";
+    "host.policy-is-request", "§5.3", "the initial featureSets/update is a Request, sent even when it grants nothing";
+    "host.grant-within-advertisement", "§5.4", "effectiveCapabilities names only paths the server advertised";
+    "host.grant-not-contradictory", "§5.4", "no path is both in effectiveCapabilities and deniedCapabilities";
+    "host.refuses-before-ready", "§5.3", "a push/event sent before the receipt is refused with an error";
+    "host.rejects-with-error", "§6.6", "a push/event under an undeclared feature set gets an error object (-32003)";
+    "host.push-follows-grant", "§5.4", "push/event is accepted when its set is allowed, refused with an error when not";
+    "host.answers-every-request", "§6.6", "model/info and channels/list get an answer, never silence";
+    "host.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
+    "host.incoming-unregistered-refused", "§14.5", "channels/incoming for a channel never registered is refused";
+    "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor";
+    "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
+    "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
+    "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
+    "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
+    "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
+    "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
+    "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string, finishReason from App. B.4";
+    "host.requests-independent", "§6.6", "a ping sent while an earlier request is outstanding is answered within --timeout (no head-of-line blocking)";
+    "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";
+}
+
+/// Arguments of `mcpl check-host`.
+#[derive(Debug, clap::Args)]
+pub struct CheckHostArgs {
+    /// List every check (id, section, what conforms) and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Write the report as JSON: `{ target, checks: [{id, section, status, detail}], summary }`.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the report to FILE instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Wait for one host connection over TCP on ADDR instead of stdio (port 0 picks one;
+    /// the bound address is printed on stderr).
+    #[arg(long, value_name = "ADDR", conflicts_with = "ws")]
+    pub tcp: Option<String>,
+    /// Wait for one host connection over plaintext WebSocket on ADDR instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub ws: Option<String>,
+    /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
+    /// each probe's answer. The whole run ends within 16 × this + --inference-timeout +
+    /// --watch.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub timeout: f64,
+    /// After the probes, keep the connection open this many seconds for what the host sends
+    /// on its own (hooks when a user turn runs), then end it.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub watch: f64,
+    /// Bound on the answer to the `inference/request` probe when the host grants it, in
+    /// seconds: such a host runs a real (one short message) inference.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub inference_timeout: f64,
+}
+
+/// Largest message accepted from the host (1 MiB): the checker's exchanges need a few
+/// hundred bytes, a hook with a long conversation a few KiB. A larger one is discarded
+/// without being buffered (the library's framing).
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+
+/// Messages from the host waiting to be handled; past it the transport is not read.
+pub const INCOMING_QUEUE: usize = 4;
+
+/// The connection's limits: messages and queues as above, every request and every write
+/// bounded by the step timeout (a host that stops reading cannot stall the run: the write
+/// that times out closes the connection).
+fn peer_config(step: Duration) -> PeerConfig {
+    PeerConfig {
+        request_timeout: Some(step),
+        write_timeout: Some(step),
+        max_message_size: MAX_MESSAGE,
+        incoming_capacity: INCOMING_QUEUE,
+        outgoing_capacity: 16,
+        diagnostics_capacity: 16,
+        ..PeerConfig::default()
+    }
+}
+
+/// How long the run waits: each phase (`--timeout`), the listening after the probes
+/// (`--watch`), the inference probe when granted (`--inference-timeout`).
+#[derive(Clone, Copy)]
+struct Bounds {
+    step: Duration,
+    watch: Duration,
+    infer: Duration,
+}
+
+impl Bounds {
+    /// [`Bounds::wall`] as the report names it.
+    const FORMULA: &'static str = "16 × --timeout + --inference-timeout + --watch";
+
+    /// The run's bound once the host is connected. Every phase ends at a deadline, never at
+    /// a quiet moment:
+    ///
+    /// | phase | bound |
+    /// |---|---|
+    /// | `initialize` | 1 step from the connection |
+    /// | the policy | 1 step from the answer to `initialize` |
+    /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
+    /// | ten probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | the inference probe | `--inference-timeout` when granted, else 1 step |
+    /// | listening | `--watch` |
+    ///
+    /// That is 13 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// sending requests while the checker waits adds the time their answers take to write
+    /// (each under the write timeout, which closes the connection when it fires), so the
+    /// session is cut at 14 steps, the inference and the watch whatever the host does, the
+    /// report then saying where it stood.
+    fn session(&self) -> Duration {
+        self.step.saturating_mul(14) + self.infer + self.watch
+    }
+
+    /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
+    /// [`Bounds::session`], and writing what is still owed to the host once the session
+    /// ends (1 step), i.e. 16 × `--timeout` + `--inference-timeout` + `--watch`.
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn wall(&self) -> Duration {
+        self.step.saturating_mul(2) + self.session()
+    }
+}
+
+/// Runs `mcpl check-host` and returns its exit code.
+pub fn main(args: CheckHostArgs) -> ExitCode {
+    if args.list {
+        print!("{}", catalogue_text_of(HOST_CATALOGUE));
+        return ExitCode::SUCCESS;
+    }
+    let label = match (&args.tcp, &args.ws) {
+        (Some(a), _) => format!("tcp://{a}"),
+        (_, Some(a)) => format!("ws://{a}"),
+        _ => "stdio".to_owned(),
+    };
+    let report = match (
+        seconds("timeout", args.timeout),
+        seconds("watch", args.watch),
+        seconds("inference-timeout", args.inference_timeout),
+    ) {
+        (Ok(step), Ok(watch), Ok(infer)) if !step.is_zero() && !infer.is_zero() => {
+            run(&args, Bounds { step, watch, infer }, label)
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => unreachable_report(label, e),
+        _ => unreachable_report(
+            label,
+            "--timeout and --inference-timeout must be greater than 0".into(),
+        ),
+    };
+    let text = if args.json {
+        format!("{}\n", report.to_json())
+    } else {
+        report.to_text()
+    };
+    match &args.report {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, text) {
+                emit_err(&format!(
+                    "mcpl check-host: cannot write {}: {e}\n",
+                    path.display()
+                ));
+                return ExitCode::from(2);
+            }
+        }
+        None => emit_err(&text),
+    }
+    if let Some(e) = &report.error {
+        emit_err(&format!("mcpl check-host: {e}\n"));
+    }
+    ExitCode::from(report.exit_code())
+}
+
+fn unreachable_report(target: String, error: String) -> Report {
+    let mut rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
+    rec.skip_rest("the host never connected");
+    let mut r = rec.finish(target);
+    r.error = Some(error);
+    r
+}
+
+fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
+    let step = bounds.step;
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return unreachable_report(label, format!("cannot start the runtime: {e}")),
+    };
+    let report = rt.block_on(async move {
+        let transport = match tokio::time::timeout(step, accept(args)).await {
+            Ok(Ok(t)) => junk::with_junk_line(t),
+            Ok(Err(e)) => return unreachable_report(label, e),
+            Err(_) => {
+                let e = format!("no host connected within {}", session::secs(step));
+                return unreachable_report(label, e);
+            }
+        };
+        let (peer, incoming) = Peer::new(transport, peer_config(step));
+        let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
+        let mut run = session::Run::new(peer, incoming, rec, bounds);
+        let limit = bounds.session();
+        if tokio::time::timeout(limit, run.exercise()).await.is_err() {
+            run.cut_off(limit);
+        }
+        // The answers already owed to the host are written before the process exits (over
+        // stdio a queued frame would otherwise be lost), for one step at most.
+        run.peer.close();
+        let _ = tokio::time::timeout(step, run.peer.finished()).await;
+        run.finish(label)
+    });
+    // Stdin is read on a blocking thread that only returns once the host closes its end:
+    // the run is over, so the runtime is not waited for.
+    rt.shutdown_background();
+    report
+}
+
+/// The one transport the host connects over.
+async fn accept(args: &CheckHostArgs) -> Result<Transport, String> {
+    if let Some(addr) = &args.tcp {
+        let listener = tcp::Listener::bind(addr.as_str())
+            .await
+            .map_err(|e| format!("cannot listen on tcp {addr}: {e}"))?;
+        if let Ok(local) = listener.local_addr() {
+            emit_err(&format!("mcpl check-host: listening on tcp://{local}\n"));
+        }
+        let (t, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("accept failed: {e}"))?;
+        Ok(t)
+    } else if let Some(addr) = &args.ws {
+        let listener = ws::Listener::bind(addr.as_str(), None)
+            .await
+            .map_err(|e| format!("cannot listen on ws {addr}: {e}"))?;
+        if let Ok(local) = listener.local_addr() {
+            emit_err(&format!("mcpl check-host: listening on ws://{local}\n"));
+        }
+        let (t, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("accept failed: {e}"))?;
+        Ok(t)
+    } else {
+        Ok(stdio::stdio())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented bound: 16 steps + the inference + the watch (111 s by default).
+    #[test]
+    fn the_wall_time_bound_is_the_documented_function() {
+        let b = Bounds {
+            step: Duration::from_secs(5),
+            watch: Duration::from_secs(1),
+            infer: Duration::from_secs(30),
+        };
+        assert_eq!(b.wall(), Duration::from_secs(111));
+        let b = Bounds {
+            step: Duration::from_secs(2),
+            watch: Duration::ZERO,
+            infer: Duration::from_secs(3),
+        };
+        assert_eq!(b.wall(), Duration::from_secs(35));
+    }
+
+    /// The catalogue keeps its ids unique, with the two issue #19 names exactly.
+    #[test]
+    fn catalogue_ids_are_unique_and_include_the_new_checks() {
+        let mut ids: Vec<&str> = HOST_CATALOGUE.iter().map(|d| d.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), HOST_CATALOGUE.len());
+        for id in ["host.requests-independent", "host.survives-junk-line"] {
+            assert!(ids.contains(&id), "{id}");
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! The probes, run once the policy is in force or has failed to come (then judged as for a
+//! host that granted nothing, issue #19 item 1). Each is one request bounded by the step
+//! timeout (the inference by `--inference-timeout` when granted); the ones a host may answer
+//! slowly carry the head-of-line ping ([`Run::call_paired`]).
+
+use mcpl::capability::Capability;
+use mcpl::jsonrpc::codes;
+use serde_json::{json, Value};
+
+use super::judge::{excerpt, first_accepted, inference_result_defects};
+use super::junk;
+use super::served::{descriptors, incoming, inference_request, push};
+use super::session::{secs, Reply, Run};
+use crate::check::report::Status;
+
+/// The refusals §6.6 names for a use the grant does not allow.
+const REFUSAL: [i64; 2] = [codes::CAPABILITY_DENIED, codes::FEATURE_SET_NOT_ENABLED];
+
+impl Run {
+    /// Every probe, in order; stops early once the connection is gone.
+    pub(super) async fn probes(&mut self) {
+        // Stops at the first probe the host is no longer there for.
+        macro_rules! in_order {
+            ($($probe:ident),*) => {$(
+                if self.closed {
+                    return;
+                }
+                self.$probe().await;
+            )*};
+        }
+        in_order!(
+            undeclared_push,
+            answers_every_request,
+            unknown_method,
+            incoming_unregistered,
+            register,
+            incoming_follows_grant,
+            undeclared_use,
+            inference,
+            junk_line,
+            // Last, so a host application sees its admitted push once every probe is
+            // answered.
+            push_follows_grant
+        );
+    }
+
+    /// §6.6 (AUDIT-001 §2.1: a result carrying `accepted: false` instead of an error).
+    async fn undeclared_push(&mut self) {
+        self.stage = "the push under an undeclared feature set";
+        let id = "host.rejects-with-error";
+        match self
+            .call("push/event", push("check.undeclared", "u1"))
+            .await
+        {
+            Reply::Error(e) if e.code == codes::UNKNOWN_FEATURE_SET => {
+                self.record(id, Status::Pass, "refused -32003")
+            }
+            Reply::Error(e) => self.record(
+                id,
+                Status::Warn,
+                format!(
+                    "refused with error {}; an unknown feature set SHOULD be -32003",
+                    e.code
+                ),
+            ),
+            Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "push/event under an undeclared set got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §6.6: a request with an id always gets an answer (AUDIT-001 §4.2 item 5: model/info
+    /// and channels/list hung).
+    async fn answers_every_request(&mut self) {
+        let id = "host.answers-every-request";
+        let mut silent = Vec::new();
+        for (method, stage) in [
+            ("model/info", "the model/info probe"),
+            ("channels/list", "the channels/list probe"),
+        ] {
+            self.stage = stage;
+            match self.call_paired(method, json!({}), self.bounds.step).await {
+                Reply::Timeout => silent.push(method),
+                Reply::Closed => return,
+                _ => {}
+            }
+        }
+        if silent.is_empty() {
+            self.record(id, Status::Pass, "model/info and channels/list answered");
+        } else {
+            let d = format!("no answer within the timeout: {}", silent.join(", "));
+            self.record(id, Status::Fail, d);
+        }
+    }
+
+    /// §6.6: an unknown method is an error, never silence.
+    async fn unknown_method(&mut self) {
+        self.stage = "the unknown-method probe";
+        let id = "host.unknown-method-errors";
+        let method = "mcpl-check-host/no-such-method";
+        match self.call_paired(method, json!({}), self.bounds.step).await {
+            Reply::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
+                self.record(id, Status::Pass, "answered -32601")
+            }
+            Reply::Error(e) => self.record(
+                id,
+                Status::Warn,
+                format!("answered error {} (-32601 expected)", e.code),
+            ),
+            Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!("unknown method got {}", other.describe()),
+            ),
+        }
+    }
+
+    /// §14.5: a message for a channel never registered is refused.
+    async fn incoming_unregistered(&mut self) {
+        self.stage = "the channels/incoming probe for a channel never registered";
+        let id = "host.incoming-unregistered-refused";
+        let params = incoming("check:never-registered");
+        match self
+            .call_paired("channels/incoming", params, self.bounds.step)
+            .await
+        {
+            Reply::Error(e) => {
+                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+            }
+            Reply::Result(r) if first_accepted(&r) == Some(false) => {
+                self.record(id, Status::Pass, "the message was refused in its result")
+            }
+            Reply::Result(r) => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "a message for a channel never registered was answered {}",
+                    excerpt(&r)
+                ),
+            ),
+            Reply::Closed => {}
+            Reply::Timeout => self.record(
+                id,
+                Status::Fail,
+                "no response within the timeout (§6.6: must error, not silence)",
+            ),
+            other @ Reply::Invalid(_) => self.record(
+                id,
+                Status::Fail,
+                format!("channels/incoming got {}", other.describe()),
+            ),
+        }
+    }
+
+    /// §14.5 per-descriptor results; §5.4 / AUDIT-001 §2.3: channels gated by the grant.
+    async fn register(&mut self) {
+        self.stage = "the channels/register probe";
+        let id = "host.register-itemized";
+        let granted = self.policy.allows(Capability::ChannelsRegister);
+        let reply = self
+            .call_paired("channels/register", descriptors(), self.bounds.step)
+            .await;
+        match (granted, reply) {
+            (true, Reply::Result(r)) => {
+                let items: &[Value] = r
+                    .get("results")
+                    .and_then(Value::as_array)
+                    .map_or(&[], Vec::as_slice);
+                let judged = |cid: &str| {
+                    items.iter().any(|i| {
+                        i.get("id").and_then(Value::as_str) == Some(cid)
+                            && i.get("accepted").is_some_and(Value::is_boolean)
+                    })
+                };
+                if judged("check:a") && judged("check:b") {
+                    self.record(id, Status::Pass, "one result per descriptor")
+                } else {
+                    let d = format!("results do not judge each descriptor: {}", excerpt(&r));
+                    self.record(id, Status::Fail, d)
+                }
+            }
+            (false, Reply::Result(r)) => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "channels.register is not granted, yet channels/register was answered {}",
+                    excerpt(&r)
+                ),
+            ),
+            (false, Reply::Error(e)) => self.record(
+                id,
+                Status::Pass,
+                format!(
+                    "channels.register not granted, refused with error {}",
+                    e.code
+                ),
+            ),
+            (_, Reply::Closed) => {}
+            (_, other) => self.record(
+                id,
+                Status::Fail,
+                format!("channels/register got {}", other.describe()),
+            ),
+        }
+    }
+
+    /// §14.5 receipt-time validation against the current grant.
+    async fn incoming_follows_grant(&mut self) {
+        self.stage = "the channels/incoming probe against the grant";
+        let id = "host.incoming-follows-grant";
+        if self.policy.allows(Capability::ChannelsIncoming) {
+            let why = "channels.incoming granted: nothing to refuse";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        match self
+            .call_paired("channels/incoming", incoming("check:a"), self.bounds.step)
+            .await
+        {
+            Reply::Error(e) => self.record(
+                id,
+                Status::Pass,
+                format!("not granted, refused with error {}", e.code),
+            ),
+            Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "channels.incoming is not granted, yet channels/incoming got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §6.4 rule 2: a push under `check.hints`, whose `uses` lacks `pushEvents`, while the
+    /// grant allows pushes and leaves the set available, so only the declaration can refuse
+    /// it; the refusal is an error object (§6.6).
+    async fn undeclared_use(&mut self) {
+        self.stage = "the push under a set that does not declare it";
+        let id = "host.undeclared-use-refused";
+        if !self.policy.allows(Capability::PushEvents) || !self.policy.is_available("check.hints") {
+            let why = "pushEvents not granted or check.hints unavailable: a refusal would not \
+                       show the declaration rule";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        match self.call("push/event", push("check.hints", "d1")).await {
+            Reply::Error(e) => {
+                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+            }
+            Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "push/event under check.hints, whose uses lacks pushEvents, got {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    /// §5.4 / §6.6: `inference/request` under `check.infer` is refused with an error object
+    /// unless the grant allows it and leaves the set available; any result is judged against
+    /// §11.3. A host that grants it runs one short inference, awaited `--inference-timeout`;
+    /// a refusal needs no inference, so an ungranted one is awaited the step timeout.
+    async fn inference(&mut self) {
+        self.stage = "the inference/request probe";
+        let (id, shape) = (
+            "host.inference-follows-grant",
+            "host.inference-result-shape",
+        );
+        let allowed = self.policy.allows(Capability::InferenceRequest)
+            && self.policy.is_available("check.infer");
+        let bound = if allowed {
+            self.bounds.infer
+        } else {
+            self.bounds.step
+        };
+        let reply = self
+            .call_paired("inference/request", inference_request(), bound)
+            .await;
+        let (status, detail, judged) = match (allowed, reply) {
+            (_, Reply::Closed) => return,
+            (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
+            (true, Reply::Error(e)) if REFUSAL.contains(&e.code) => (
+                Status::Fail,
+                format!(
+                    "the policy allows check.infer, yet the request was refused {}",
+                    e.code
+                ),
+                None,
+            ),
+            (true, Reply::Error(e)) if e.code == codes::METHOD_NOT_FOUND => (
+                Status::Warn,
+                "inferenceRequest granted, yet inference/request is not implemented (-32601)"
+                    .into(),
+                None,
+            ),
+            (true, Reply::Error(e)) => (
+                Status::Pass,
+                format!("allowed; the inference failed with error {}", e.code),
+                None,
+            ),
+            (false, Reply::Error(e)) if REFUSAL.contains(&e.code) => (
+                Status::Pass,
+                format!("not allowed by the policy, refused {}", e.code),
+                None,
+            ),
+            (false, Reply::Error(e)) => (
+                Status::Warn,
+                format!(
+                    "not allowed, refused with error {} (-32002 or -32001 expected)",
+                    e.code
+                ),
+                None,
+            ),
+            (false, Reply::Result(r)) => (
+                Status::Fail,
+                format!(
+                    "the policy does not allow check.infer, yet the request was answered {}",
+                    excerpt(&r)
+                ),
+                Some(r),
+            ),
+            (_, other) => (
+                Status::Fail,
+                format!("inference/request got {}", other.describe()),
+                None,
+            ),
+        };
+        self.record(id, status, detail);
+        let (status, detail) = match judged {
+            None if allowed => (Status::Skip, "no result to judge".into()),
+            None => (
+                Status::Skip,
+                "inferenceRequest not allowed and refused: no result to judge".into(),
+            ),
+            Some(r) => match inference_result_defects(&r) {
+                (fail, _) if !fail.is_empty() => (Status::Fail, fail.join("; ")),
+                (_, warn) if !warn.is_empty() => (Status::Warn, warn.join("; ")),
+                _ => (Status::Pass, "content is the generated text".into()),
+            },
+        };
+        self.record(shape, status, detail);
+    }
+
+    /// §4 (issue #19 item 3): one line that is not JSON, then a ping, which must still be
+    /// answered (a `-32700` for the line is fine, ending the connection is not).
+    async fn junk_line(&mut self) {
+        self.stage = "the junk-line probe";
+        let id = "host.survives-junk-line";
+        if self
+            .peer
+            .notify_raw(junk::MARKER_METHOD, None)
+            .await
+            .is_err()
+        {
+            self.on_closed();
+            return;
+        }
+        match self.call("ping", json!({})).await {
+            Reply::Closed => {
+                self.died_of_junk = true;
+                let how = self.gone().unwrap_or("the connection ended").to_owned();
+                self.record(
+                    id,
+                    Status::Fail,
+                    format!("after a line that is not JSON, {how}"),
+                );
+            }
+            Reply::Timeout => {
+                let d = format!(
+                    "after a line that is not JSON, a ping got no answer within {}",
+                    secs(self.bounds.step)
+                );
+                self.record(id, Status::Fail, d);
+            }
+            _ => self.record(
+                id,
+                Status::Pass,
+                "a ping after a line that is not JSON was answered",
+            ),
+        }
+    }
+
+    /// §5.4: a push is accepted when the policy allows its set, refused with an error when
+    /// not (§6.6: never a result carrying a failure flag).
+    async fn push_follows_grant(&mut self) {
+        self.stage = "the push/event probe against the grant";
+        let id = "host.push-follows-grant";
+        let expected =
+            self.policy.allows(Capability::PushEvents) && self.policy.is_available("check.push");
+        match (
+            expected,
+            self.call("push/event", push("check.push", "p1")).await,
+        ) {
+            // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
+            (true, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => self
+                .record(
+                    id,
+                    Status::Warn,
+                    format!("granted and available, but declined: {}", excerpt(&r)),
+                ),
+            (true, Reply::Result(_)) => {
+                self.record(id, Status::Pass, "granted, and the push was accepted")
+            }
+            (true, Reply::Error(e)) if REFUSAL.contains(&e.code) => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "the policy allows check.push, yet the push was refused {}",
+                    e.code
+                ),
+            ),
+            (true, Reply::Error(e)) => self.record(
+                id,
+                Status::Warn,
+                format!("granted, push refused with error {}", e.code),
+            ),
+            (false, Reply::Error(e)) if REFUSAL.contains(&e.code) => self.record(
+                id,
+                Status::Pass,
+                format!("not allowed by the policy, refused {}", e.code),
+            ),
+            (false, Reply::Error(e)) => self.record(
+                id,
+                Status::Warn,
+                format!(
+                    "not allowed, refused with error {} (-32002 or -32001 expected)",
+                    e.code
+                ),
+            ),
+            (false, Reply::Result(r)) => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "the policy does not allow check.push, yet the push was answered {}",
+                    excerpt(&r)
+                ),
+            ),
+            (_, Reply::Closed) => {}
+            (_, other) => self.record(
+                id,
+                Status::Fail,
+                format!("push/event got {}", other.describe()),
+            ),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! What the checker serves and sends: its manifest and `initialize` answer, and the params
+//! of every probe. None of it depends on what the host sends, except the MCP protocol
+//! version the answer echoes when this side speaks it.
+
+use mcpl::capability::{self, CapabilitySet};
+use mcpl::protocol::handshake::{negotiate_protocol_version, MCP_PROTOCOL_VERSION};
+use serde_json::{json, Value};
+
+/// The version `initialize` is answered with (issue #19 item 7): the one the host asked for
+/// when the library speaks it, else the newest it does (MCP's version negotiation: the host
+/// decides whether it can go on with it). A `protocolVersion` that is not a string asks for
+/// nothing. The checker's MCP surface (the handshake, `ping`, an empty `tools/list`) is the
+/// same in every supported version.
+pub(super) fn negotiated_version(requested: Option<&Value>) -> &'static str {
+    requested
+        .and_then(Value::as_str)
+        .map_or(MCP_PROTOCOL_VERSION, negotiate_protocol_version)
+}
+
+/// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
+/// injection, and channels, under three feature sets.
+pub(super) fn manifest() -> Value {
+    let mut m = json!({
+        "version": "0.5",
+        "pushEvents": true,
+        "inferenceRequest": true,
+        "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
+        "channels": { "register": true, "incoming": true },
+        "featureSets": {
+            "check.push": { "description": "Probe push events", "uses": ["pushEvents"] },
+            "check.infer": {
+                "description": "Probe server-initiated inference",
+                "uses": ["inferenceRequest"]
+            },
+            "check.hints": {
+                "description": "Probe hooks",
+                "uses": ["contextHooks.beforeInference.inject.beforeUser"]
+            }
+        }
+    });
+    let revision = mcpl::manifest::revision(&m).unwrap_or_default();
+    if let Some(o) = m.as_object_mut() {
+        o.insert("revision".into(), json!(revision));
+    }
+    m
+}
+
+/// The `initialize` result, answering with `protocol_version`.
+pub(super) fn initialize_result(protocol_version: &str) -> Value {
+    json!({
+        "protocolVersion": protocol_version,
+        "capabilities": { "tools": {}, "experimental": { "mcpl": manifest() } },
+        "serverInfo": { "name": "mcpl-check-host", "version": env!("CARGO_PKG_VERSION") }
+    })
+}
+
+/// The paths this checker's own `initialize` advertises (§5.1).
+pub(super) fn served_advertisement() -> CapabilitySet {
+    let result = initialize_result(MCP_PROTOCOL_VERSION);
+    let caps = result.get("capabilities").unwrap_or(&Value::Null);
+    capability::advertised_from_capabilities(caps).capabilities
+}
+
+/// A `push/event` Request's params under `feature_set`.
+pub(super) fn push(feature_set: &str, event_id: &str) -> Value {
+    json!({
+        "featureSet": feature_set, "eventId": event_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": { "content": [ { "type": "text", "text": "mcpl check-host probe" } ] }
+    })
+}
+
+/// The `inference/request` probe's params: one short message under `check.infer` (§11.2).
+pub(super) fn inference_request() -> Value {
+    json!({
+        "featureSet": "check.infer",
+        "messages": [ { "role": "user", "content": "mcpl check-host probe: reply with OK." } ],
+        "preferences": { "maxTokens": 16 }
+    })
+}
+
+/// `channels/incoming` params with one message for `channel`.
+pub(super) fn incoming(channel: &str) -> Value {
+    json!({ "messages": [ {
+        "channelId": channel, "messageId": "m1",
+        "content": [ { "type": "text", "text": "mcpl check-host probe" } ]
+    } ] })
+}
+
+/// `channels/register` params: two descriptors, each to be judged on its own (§14.5).
+pub(super) fn descriptors() -> Value {
+    json!({ "channels": [
+        { "id": "check:a", "type": "check", "direction": "bidirectional" },
+        { "id": "check:b", "type": "check", "direction": "inbound" }
+    ] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Item 7 of issue #19: the host's version when this side speaks it, else the newest.
+    #[test]
+    fn initialize_answers_the_version_the_host_asked_for() {
+        assert_eq!(negotiated_version(Some(&json!("2025-03-26"))), "2025-03-26");
+        assert_eq!(negotiated_version(Some(&json!("2024-11-05"))), "2024-11-05");
+        assert_eq!(
+            negotiated_version(Some(&json!("1999-01-01"))),
+            MCP_PROTOCOL_VERSION
+        );
+        assert_eq!(
+            negotiated_version(Some(&json!(20250618))),
+            MCP_PROTOCOL_VERSION
+        );
+        assert_eq!(negotiated_version(None), MCP_PROTOCOL_VERSION);
+    }
+}

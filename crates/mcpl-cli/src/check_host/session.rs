@@ -1,0 +1,529 @@
+//! The session with the host: receiving under deadlines, the checker's requests and their
+//! answers (with the head-of-line ping, `host.requests-independent`), what the host sends
+//! meanwhile, and how its going away is told (issue #19 item 5).
+//!
+//! Every wait ends at a deadline ([`Run::next_until`]) or at the request's own timeout
+//! ([`Run::settle`]), never at "a quiet moment", so a host that keeps talking cannot stretch
+//! a phase (issue #20: one ping every 1.5 s under `--timeout 2` had kept the run alive).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use mcpl::capability::{Capability, CapabilitySet};
+use mcpl::jsonrpc::ErrorObject;
+use mcpl::peer::{
+    CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Peer, PeerError,
+};
+use mcpl::policy::{self, Form, ServerPolicyState};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::judge::{capped, excerpt, DETAIL_LIMIT};
+use super::{served, Bounds};
+use crate::check::report::{Recorder, Report, Status};
+
+/// The check the paired pings feed.
+pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
+
+/// What an awaited answer came to.
+pub(super) enum Reply {
+    Result(Value),
+    Error(ErrorObject),
+    /// A response that is not valid JSON-RPC (the peer's reading of it).
+    Invalid(String),
+    Timeout,
+    Closed,
+}
+
+impl Reply {
+    fn of(r: Result<Value, PeerError>) -> Reply {
+        match r {
+            Ok(v) => Reply::Result(v),
+            Err(PeerError::Timeout { .. }) => Reply::Timeout,
+            Err(PeerError::Remote(e)) => Reply::Error(e),
+            Err(PeerError::Closed(_)) => Reply::Closed,
+            Err(e) => Reply::Invalid(e.to_string()),
+        }
+    }
+
+    /// The answer in a few words, quoting at most an excerpt of what the host sent.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Reply::Result(v) => format!("a result {}", excerpt(v)),
+            Reply::Error(e) => format!("error {} {:?}", e.code, capped(e.message.to_string(), 120)),
+            Reply::Invalid(why) => format!("an invalid response ({})", capped(why.clone(), 120)),
+            Reply::Timeout => "no response within the timeout".into(),
+            Reply::Closed => "no response: the connection ended".into(),
+        }
+    }
+}
+
+/// An outgoing request on its way: owns a peer handle, so it outlives any borrow of the run.
+pub(super) type Call = Pin<Box<dyn Future<Output = Result<Value, PeerError>> + Send>>;
+
+/// Polls `call` once (which writes its frame, or queues it ahead of anything sent later) and
+/// returns its outcome if that already settled it. A settled call is never polled again.
+pub(super) async fn poll_once(call: &mut Call) -> Option<Result<Value, PeerError>> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match call.as_mut().poll(cx) {
+            Poll::Ready(r) => Some(r),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+/// A mark no response frame carries: the request was not answered.
+const UNSEEN: u64 = u64::MAX;
+
+/// One run against one host: the recorder, the policy as this server holds it, and what is
+/// known of the connection.
+pub(super) struct Run {
+    pub(super) peer: Peer,
+    incoming: Incoming,
+    /// The connection's diagnostics (bounded: [`super::peer_config`]), read for the report.
+    diagnostics: Diagnostics,
+    rec: Recorder,
+    pub(super) bounds: Bounds,
+    started: Instant,
+    /// The host's policy as this server holds it: the library's own server-side state
+    /// machine (patterns, `enabled`/`disabled`, an absent grant granting nothing, §5.3).
+    pub(super) policy: ServerPolicyState,
+    /// What the host's own `experimental.mcpl` advertises (§5.2), `tools` aside.
+    pub(super) host_advertised: CapabilitySet,
+    /// A receipt has been written: the host may treat the session as ready.
+    pub(super) ready: bool,
+    /// The connection has ended.
+    pub(super) closed: bool,
+    /// The connection ended in answer to the junk line (`host.survives-junk-line` failed).
+    pub(super) died_of_junk: bool,
+    hooks: usize,
+    /// What the run is doing, named in the report when the host goes away.
+    pub(super) stage: &'static str,
+    /// How and when the host went away, once it has.
+    gone: Option<String>,
+    /// Set when the run could not be completed (the report then says so, exit 2).
+    pub(super) unfinished: Option<String>,
+}
+
+impl Run {
+    /// A run over a connected peer.
+    pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
+        Run {
+            diagnostics: peer.diagnostics(),
+            peer,
+            incoming,
+            rec,
+            bounds,
+            started: Instant::now(),
+            policy: ServerPolicyState::new(
+                mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
+            ),
+            host_advertised: CapabilitySet::EMPTY,
+            ready: false,
+            closed: false,
+            died_of_junk: false,
+            hooks: 0,
+            stage: "the connection",
+            gone: None,
+            unfinished: None,
+        }
+    }
+
+    /// Records a verdict, its detail capped at [`DETAIL_LIMIT`] bytes.
+    pub(super) fn record(&mut self, id: &str, status: Status, detail: impl Into<String>) {
+        self.rec
+            .record(id, status, capped(detail.into(), DETAIL_LIMIT));
+    }
+
+    /// Records `status` for every check in `ids` that has no verdict yet.
+    pub(super) fn record_unset(&mut self, ids: &[&str], status: Status, detail: &str) {
+        for id in ids {
+            if !self.rec.has(id) {
+                self.record(id, status, detail);
+            }
+        }
+    }
+
+    /// Every check without a verdict skipped, for `why`.
+    pub(super) fn skip_rest(&mut self, why: &str) {
+        self.rec.skip_rest(&capped(why.to_owned(), DETAIL_LIMIT));
+    }
+
+    /// How and when the host went away (`None` while it is connected).
+    pub(super) fn gone(&self) -> Option<&str> {
+        self.gone.as_deref()
+    }
+
+    /// Notes that the connection has ended: how (EOF, reset, a write that timed out), when,
+    /// and during which probe (issue #19 item 5). Only the first call counts. At the end of
+    /// the host's input the connection has no close reason yet (the answers owed are still
+    /// being written), so none reads as EOF.
+    pub(super) fn on_closed(&mut self) {
+        let reason = self.peer.close_reason();
+        self.closed_for(reason);
+    }
+
+    /// [`Self::on_closed`] with the reason a failed request carried.
+    fn closed_for(&mut self, reason: Option<CloseReason>) {
+        self.closed = true;
+        if self.gone.is_some() {
+            return;
+        }
+        let how = match reason {
+            Some(CloseReason::Eof) | None => "the host ended the connection (EOF)".to_owned(),
+            Some(CloseReason::Io(e)) => format!("the connection failed ({})", capped(e, 120)),
+            Some(CloseReason::WriteTimeout(d)) => format!(
+                "the host stopped reading (a write did not complete within {})",
+                secs(d)
+            ),
+            Some(CloseReason::IdleTimeout(d)) => format!("no traffic for {}", secs(d)),
+            Some(CloseReason::Local | CloseReason::Dropped) => "the connection ended".to_owned(),
+        };
+        self.gone = Some(format!(
+            "{how} {} into the run, during {}",
+            secs(self.started.elapsed()),
+            self.stage
+        ));
+    }
+
+    /// What the connection discarded of the host's frames so far (§4: lines that are not
+    /// JSON-RPC, frames over [`super::MAX_MESSAGE`]), e.g. ` (discarded meanwhile: 1
+    /// message over the 1048576-byte limit)`; empty when nothing was.
+    pub(super) fn discarded(&mut self) -> String {
+        let (mut oversized, mut other, mut lost) = (0u64, 0u64, 0u64);
+        while let Some(d) = self.diagnostics.try_recv() {
+            match d {
+                Diagnostic::Oversized { .. } => oversized += 1,
+                Diagnostic::Dropped { count } => lost = lost.saturating_add(count),
+                Diagnostic::JunkLine { .. }
+                | Diagnostic::ParseError { .. }
+                | Diagnostic::NotText { .. }
+                | Diagnostic::InvalidMessage { .. }
+                | Diagnostic::EmptyBatch
+                | Diagnostic::BatchTooLarge { .. } => other += 1,
+                _ => {}
+            }
+        }
+        let mut parts = Vec::new();
+        if oversized > 0 {
+            parts.push(format!(
+                "{oversized} message(s) over the {}-byte limit",
+                super::MAX_MESSAGE
+            ));
+        }
+        if other > 0 {
+            parts.push(format!("{other} frame(s) that are not valid JSON-RPC"));
+        }
+        if lost > 0 {
+            parts.push(format!("{lost} more not counted"));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" (discarded meanwhile: {})", parts.join(", "))
+        }
+    }
+
+    /// Whether a failed write means the connection is gone; notes it if so.
+    fn after_write(&mut self, r: Result<(), PeerError>) -> bool {
+        if r.is_err() && self.peer.close_reason().is_some() {
+            self.on_closed();
+        }
+        r.is_ok()
+    }
+
+    /// The next message from the host before `deadline`; `None` on the deadline or when the
+    /// connection ends.
+    pub(super) async fn next_until(&mut self, deadline: Instant) -> Option<IncomingMessage> {
+        if self.closed {
+            return None;
+        }
+        match tokio::time::timeout_at(deadline, self.incoming.recv()).await {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => {
+                self.on_closed();
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// A request on its way, bounded by `bound`; `mark` receives its response's wire position.
+    pub(super) fn start(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        bound: Duration,
+        mark: Option<Arc<AtomicU64>>,
+    ) -> Call {
+        let (peer, method) = (self.peer.clone(), method.to_owned());
+        Box::pin(async move {
+            match mark {
+                Some(m) => peer.request_raw_marked(&method, params, bound, m).await,
+                None => peer.request_raw_timeout(&method, params, bound).await,
+            }
+        })
+    }
+
+    /// Sends a request and waits for its answer (within the step timeout), handling what the
+    /// host sends meanwhile.
+    pub(super) async fn call(&mut self, method: &str, params: Value) -> Reply {
+        self.call_within(method, params, self.bounds.step).await
+    }
+
+    /// [`Self::call`] with its own bound.
+    pub(super) async fn call_within(
+        &mut self,
+        method: &str,
+        params: Value,
+        bound: Duration,
+    ) -> Reply {
+        if self.closed {
+            return Reply::Closed;
+        }
+        let call = self.start(method, Some(params), bound, None);
+        self.settle(call).await
+    }
+
+    /// The reply of a settled call, noting a closed connection.
+    pub(super) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
+        if let Err(PeerError::Closed(reason)) = &r {
+            self.closed_for(Some(reason.clone()));
+        }
+        Reply::of(r)
+    }
+
+    /// Drives an outstanding request to its answer while handling incoming messages. The
+    /// request comes first (`biased`), so a host flooding the checker cannot keep it from
+    /// seeing its timeout.
+    pub(super) async fn settle(&mut self, mut call: Call) -> Reply {
+        loop {
+            tokio::select! {
+                biased;
+                r = call.as_mut() => return self.reply(r),
+                m = self.incoming.recv(), if !self.closed => match m {
+                    Some(m) => self.handle(m).await,
+                    None => self.on_closed(),
+                },
+            }
+        }
+    }
+
+    /// [`Self::call_within`], with a `ping` sent right behind the request (issue #19 item 2,
+    /// `host.requests-independent`): the ping must be answered within the step timeout even
+    /// while the request is outstanding. Read by wire order, not by timing: the ping's answer
+    /// coming before the request's (or with the request never answered) shows the two
+    /// independent; no answer to the ping within the timeout fails; the request answered
+    /// first shows nothing either way.
+    pub(super) async fn call_paired(
+        &mut self,
+        method: &str,
+        params: Value,
+        bound: Duration,
+    ) -> Reply {
+        if self.closed {
+            return Reply::Closed;
+        }
+        let first_at = Arc::new(AtomicU64::new(UNSEEN));
+        let ping_at = Arc::new(AtomicU64::new(UNSEEN));
+        let mut first = self.start(method, Some(params), bound, Some(first_at.clone()));
+        if let Some(r) = poll_once(&mut first).await {
+            // Settled before anything was outstanding: nothing to pair.
+            return self.reply(r);
+        }
+        let mut ping = self.start("ping", None, self.bounds.step, Some(ping_at.clone()));
+        let (mut answer, mut pong) = (None, None);
+        while answer.is_none() || pong.is_none() {
+            tokio::select! {
+                biased;
+                r = first.as_mut(), if answer.is_none() => answer = Some(self.reply(r)),
+                r = ping.as_mut(), if pong.is_none() => pong = Some(self.reply(r)),
+                m = self.incoming.recv(), if !self.closed => match m {
+                    Some(m) => self.handle(m).await,
+                    None => self.on_closed(),
+                },
+            }
+        }
+        let (first_seq, ping_seq) = (
+            first_at.load(Ordering::SeqCst),
+            ping_at.load(Ordering::SeqCst),
+        );
+        match pong {
+            Some(Reply::Timeout) => {
+                let d = format!(
+                    "a ping sent while {method} was outstanding got no answer within {}",
+                    secs(self.bounds.step)
+                );
+                self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
+            }
+            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_))
+                if ping_seq != UNSEEN && ping_seq < first_seq =>
+            {
+                let d = format!("a ping was answered while {method} was still outstanding");
+                self.record(REQUESTS_INDEPENDENT, Status::Pass, d);
+            }
+            _ => {}
+        }
+        answer.unwrap_or(Reply::Closed)
+    }
+
+    /// Handles what the host sends for `watch`, then ends the connection.
+    pub(super) async fn listen(&mut self) {
+        self.stage = "the listening after the probes";
+        let deadline = Instant::now() + self.bounds.watch;
+        while let Some(m) = self.next_until(deadline).await {
+            self.handle(m).await;
+        }
+        self.peer.close();
+    }
+
+    /// Notes a `featureSets/update` Notification (the library state applies what a
+    /// Notification may carry: `disabled` only); `true` when it carried grant fields, which
+    /// the library discards with a diagnostic (§6.7: only descriptive metadata may come as a
+    /// Notification). A malformed one counts as carrying them.
+    pub(super) fn policy_notification(&mut self, params: Option<&Value>) -> bool {
+        match self
+            .policy
+            .apply(Form::Notification, params.unwrap_or(&Value::Null))
+        {
+            Ok(outcome) => outcome
+                .diagnostics
+                .iter()
+                .any(|d| d.code == "notification_field_discarded"),
+            Err(_) => true,
+        }
+    }
+
+    /// Answers (and judges) anything the host sends outside the awaited steps.
+    pub(super) async fn handle(&mut self, m: IncomingMessage) {
+        let req = match m {
+            IncomingMessage::Request(r) => r,
+            IncomingMessage::Notification(n) => {
+                // §6.7: a grant change goes by Request, at any point of the session.
+                if n.method == "featureSets/update" && self.policy_notification(n.params.as_ref()) {
+                    self.record(
+                        "host.policy-is-request",
+                        Status::Fail,
+                        "a grant change came as a featureSets/update Notification (§6.7)",
+                    );
+                }
+                return;
+            }
+        };
+        let mut receipt = false;
+        let result = match req.method() {
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({ "tools": [] })),
+            "mcpl/manifest" => Ok(served::manifest()),
+            "channels/list" => Ok(json!({ "channels": [] })),
+            "initialize" => Err(ErrorObject::invalid_request("already initialized")),
+            // A later policy change: applied and answered as the library server does; its
+            // receipt puts a policy in force (a host that sent none in time is late, not
+            // ignored).
+            "featureSets/update" => {
+                let params = req.request().params.as_ref().unwrap_or(&Value::Null);
+                match self.policy.apply(Form::Request, params) {
+                    Ok(o) => {
+                        receipt = true;
+                        Ok(o.receipt
+                            .map_or_else(|| json!({ "accepted": true }), |r| r.to_value()))
+                    }
+                    Err(e) => Err(e.to_error()),
+                }
+            }
+            "context/beforeInference" => {
+                self.judge_hook(req.request().params.as_ref());
+                Ok(json!({ "featureSet": "check.hints", "contextInjections": [] }))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        };
+        let written = match result {
+            Ok(v) => req.respond(v).await,
+            Err(e) => req.respond_error(e).await,
+        };
+        if self.after_write(written) && receipt {
+            self.ready = true;
+        }
+    }
+
+    /// §5.3, §5.4 and §10.1: a hook comes only once ready and under a granted hook leaf,
+    /// and carries the user message only when observe is granted.
+    fn judge_hook(&mut self, params: Option<&Value>) {
+        self.hooks = self.hooks.saturating_add(1);
+        if !self.ready {
+            self.record(
+                "host.hooks-after-ready",
+                Status::Fail,
+                "context/beforeInference before the policy receipt",
+            );
+        } else if !policy::before_inference_applies(self.policy.grant()) {
+            self.record(
+                "host.hooks-after-ready",
+                Status::Fail,
+                "context/beforeInference though no beforeInference leaf is granted (§5.4)",
+            );
+        }
+        let user = params.and_then(|p| p.get("userMessage"));
+        if !self.policy.allows(Capability::Observe) && user.is_some_and(|u| !u.is_null()) {
+            self.record(
+                "host.user-message-redacted",
+                Status::Fail,
+                "userMessage sent though observe is not granted",
+            );
+        }
+    }
+
+    /// Stops the run where it is: it reached its wall-time bound.
+    pub(super) fn cut_off(&mut self, bound: Duration) {
+        self.unfinished = Some(format!(
+            "the run reached its time bound, {} after the host connected (the whole run is \
+             bounded by {}), during {}",
+            secs(bound),
+            Bounds::FORMULA,
+            self.stage
+        ));
+        self.peer.close();
+    }
+
+    /// The report: hooks judged by what arrived, the head-of-line check settled, every check
+    /// not reached saying why.
+    pub(super) fn finish(mut self, label: String) -> Report {
+        let hook_ids = ["host.hooks-after-ready", "host.user-message-redacted"];
+        if self.hooks == 0 {
+            let why = "the host sent no context/beforeInference during the run";
+            self.record_unset(&hook_ids, Status::Skip, why);
+        } else {
+            let d = format!("{} beforeInference request(s) conform", self.hooks);
+            self.record_unset(&hook_ids, Status::Pass, &d);
+        }
+        if self.unfinished.is_none() && self.gone.is_none() {
+            let why = "every request was answered before the ping sent right behind it: none \
+                       was outstanding for another to wait behind";
+            self.record_unset(&[REQUESTS_INDEPENDENT], Status::Skip, why);
+        }
+        match (&self.unfinished, &self.gone) {
+            (Some(why), _) => {
+                let why = format!("not reached: {why}");
+                self.skip_rest(&why);
+            }
+            (None, Some(gone)) => {
+                let why = format!("not reached: {gone}");
+                self.skip_rest(&why);
+            }
+            (None, None) => {}
+        }
+        let mut report = self.rec.finish(label);
+        report.error = self.unfinished.map(|e| capped(e, DETAIL_LIMIT));
+        report
+    }
+}
+
+/// A duration as the report writes it (`1.5 s`).
+pub(super) fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}

@@ -1,0 +1,343 @@
+//! `mcpl check-host` against hostile hosts (issue #20): hosts that close at the worst
+//! moment, send ids no host should, trickle pings to keep the run alive, or answer with
+//! megabytes. Whatever they do, the checker ends within its documented bound with a complete,
+//! bounded report, and never panics (exit 101). Most hosts here are raw bytes over the
+//! checker's stdio, since the library would not send what they send.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::child;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+fn report_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-host-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The checker's own bound on a run with these flags, `16 × timeout + inference + watch`,
+/// plus a margin for a loaded machine. Only a hung checker reaches it.
+const GUARD: Duration = Duration::from_secs(16 + 1 + 60);
+
+/// The flags every run here uses: the wall-time bound is then 16 × 1 + 1 + 0 = 17 s.
+const BOUNDS: [&str; 6] = ["--timeout", "1", "--inference-timeout", "1", "--watch", "0"];
+
+fn checker(report: &PathBuf) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args(["check-host", "--json"])
+        .args(BOUNDS)
+        .arg("--report")
+        .arg(report)
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// The checker over raw pipes: what the test writes is exactly what the host "sends".
+fn spawn_raw(report: &PathBuf) -> (Child, ChildStdin, ChildStdout) {
+    let mut child = checker(report)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    (child, stdin, stdout)
+}
+
+/// The checker's exit code once it ends (guarded); never a panic.
+async fn guarded<E: std::fmt::Debug>(
+    wait: impl std::future::Future<Output = Result<std::process::ExitStatus, E>>,
+) -> i32 {
+    let status = tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the checker ended within its bound")
+        .unwrap();
+    let code = status.code().unwrap();
+    assert_ne!(code, 101, "the checker panicked");
+    code
+}
+
+/// The report: complete JSON, under 64 KiB, every detail within the cap.
+fn read_report(report: &PathBuf) -> Value {
+    let text = std::fs::read_to_string(report).unwrap();
+    assert!(text.len() < 64 * 1024, "a {}-byte report", text.len());
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let checks = doc["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 20, "{doc:#}");
+    for c in checks {
+        let detail = c["detail"].as_str().unwrap();
+        assert!(
+            detail.len() <= 512 + '…'.len_utf8(),
+            "{} bytes: {detail:.200}",
+            detail.len()
+        );
+    }
+    doc
+}
+
+/// Waits for the raw checker and reads its report.
+async fn report_of(mut child: Child, report: &PathBuf) -> (i32, Value) {
+    let code = guarded(child.wait()).await;
+    (code, read_report(report))
+}
+
+/// `initialize` params advertising MCPL `version`.
+fn init_params(version: Value) -> Value {
+    json!({ "protocolVersion": "2025-06-18",
+            "capabilities": { "experimental": { "mcpl": { "version": version } } },
+            "clientInfo": { "name": "hostile", "version": "0" } })
+}
+
+fn line(v: &Value) -> String {
+    format!("{v}\n")
+}
+
+fn initialize(id: Value) -> String {
+    line(&json!({ "jsonrpc": "2.0", "id": id, "method": "initialize",
+                  "params": init_params(json!("0.5")) }))
+}
+
+const INITIALIZED: &str = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+
+fn policy_request() -> String {
+    line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                  "params": { "effectiveCapabilities": ["pushEvents"] } }),
+    )
+}
+
+/// A host that sends its policy Request and closes (FIN) at once: the early push, polled
+/// before the EOF was seen, had made the checker poll a finished future (exit 101).
+#[tokio::test]
+async fn policy_then_fin_is_reported_not_a_panic() {
+    let report = report_path("fin.json");
+    let (child, mut stdin, _stdout) = spawn_raw(&report);
+    let all = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    drop(stdin);
+    let (code, doc) = report_of(child, &report).await;
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("(EOF)"), "{doc:#}");
+    assert_eq!(code, 2);
+}
+
+/// The same over TCP, closed with a reset (RST): reported as the connection failing.
+#[tokio::test]
+async fn policy_then_reset_is_reported_not_a_panic() {
+    let report = report_path("rst.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--json", "--tcp", "127.0.0.1:0"])
+        .args(BOUNDS)
+        .arg("--report")
+        .arg(&report)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    let addr = first.rsplit("tcp://").next().unwrap().to_owned();
+    // Drained, so the checker's stderr never fills.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut s = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
+    let all = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+    s.write_all(all.as_bytes()).await.unwrap();
+    s.set_zero_linger().unwrap();
+    drop(s);
+    let (code, doc) = report_of(child, &report).await;
+    // The reset may come before or after the checker read what preceded it; either way the
+    // report says the host went away, and how.
+    assert!(doc["error"].is_string(), "{doc:#}");
+    assert_eq!(code, 2);
+}
+
+/// Reads the checker's stdout to its end: every line it wrote, parsed.
+async fn frames(stdout: ChildStdout) -> Vec<Value> {
+    let mut lines = BufReader::new(stdout).lines();
+    let mut out = Vec::new();
+    while let Ok(Some(l)) = lines.next_line().await {
+        out.push(serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}")));
+    }
+    out
+}
+
+/// A host that initializes, then only pings, then closes: each ping is answered, and the
+/// report says the host went away while the policy was awaited (it had panicked).
+#[tokio::test]
+async fn initialize_then_only_pings_is_reported_not_a_panic() {
+    let report = report_path("pings.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let mut all = initialize(json!(1));
+    for id in 10..13 {
+        all.push_str(&line(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }),
+        ));
+    }
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    drop(stdin);
+    let written = tokio::spawn(frames(stdout));
+    let (code, doc) = report_of(child, &report).await;
+    let written = written.await.unwrap();
+    for id in 10..13 {
+        assert!(
+            written
+                .iter()
+                .any(|f| f["id"] == id && f["result"] == json!({})),
+            "ping {id}: {written:?}"
+        );
+    }
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("(EOF)") && error.contains("during the wait for the policy"),
+        "{doc:#}"
+    );
+    assert_eq!(code, 2);
+}
+
+/// Pings with ids JSON-RPC does not allow (objects, arrays, null, booleans, fractions) or
+/// no integer type holds: each is answered or diagnosed by the library, none crashes the
+/// checker.
+#[tokio::test]
+async fn pings_with_odd_ids_are_survived() {
+    let report = report_path("odd-ids.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let mut all = initialize(json!(1));
+    let ids = [
+        "{\"a\":1}",
+        "[1,2]",
+        "null",
+        "true",
+        "1.5",
+        "123456789012345678901234567890",
+        "1e400",
+        "-0",
+    ];
+    for id in ids {
+        all.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"
+        ));
+    }
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    drop(stdin);
+    let written = tokio::spawn(frames(stdout));
+    let (code, doc) = report_of(child, &report).await;
+    written.await.unwrap();
+    assert!(
+        doc["error"].as_str().unwrap_or_default().contains("(EOF)"),
+        "{doc:#}"
+    );
+    assert_eq!(code, 2);
+}
+
+/// An `initialize` whose id is a 1 MB string (within the 1 MiB message limit) is answered
+/// under that id; the host then closing is reported like any other.
+#[tokio::test]
+async fn initialize_with_a_one_megabyte_id_is_answered() {
+    let report = report_path("big-id.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let id = "i".repeat(1_000_000);
+    stdin
+        .write_all(initialize(json!(id)).as_bytes())
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"].as_str().map(str::len), Some(1_000_000));
+    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18");
+    drop(stdin);
+    let (code, doc) = report_of(child, &report).await;
+    assert!(
+        doc["error"].as_str().unwrap_or_default().contains("(EOF)"),
+        "{doc:#}"
+    );
+    assert_eq!(code, 2);
+}
+
+/// A host answering every request of the checker at once (as a strict host refusing what
+/// it was not granted), with `answer` for its method.
+fn answering_host(
+    transport: mcpl::transport::Transport,
+    answer: impl Fn(&str) -> Result<Value, mcpl::jsonrpc::ErrorObject> + Send + 'static,
+) -> Peer {
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = m {
+                let _ = match answer(r.method()) {
+                    Ok(v) => r.respond(v).await,
+                    Err(e) => r.respond_error(e).await,
+                };
+            }
+        }
+    });
+    host
+}
+
+/// A host that sends one ping every half step and never a policy cannot keep the run
+/// alive: each phase ends at its deadline, not at a quiet moment (with per-message waits
+/// the run had never ended).
+#[tokio::test]
+async fn a_trickling_host_cannot_keep_the_run_alive() {
+    let report = report_path("trickle.json");
+    let (transport, ctl) = child::spawn(&mut checker(&report)).unwrap();
+    let host = answering_host(transport, |_| {
+        Err(mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents"))
+    });
+    let init = init_params(json!("0.5"));
+    host.request_raw("initialize", Some(init)).await.unwrap();
+    let pinger = host.clone();
+    let trickle = tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            every.tick().await;
+            if pinger.request_raw("ping", None).await.is_err() {
+                return;
+            }
+        }
+    });
+    let code = guarded(ctl.wait()).await;
+    trickle.abort();
+    let doc = read_report(&report);
+    let policy = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "host.policy-is-request")
+        .unwrap();
+    assert_eq!(policy["status"], "fail", "{doc:#}");
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// A host whose every answer carries 800 KB, and whose policy lists 20,000 paths: the
+/// report quotes excerpts only (each detail capped, the whole under 64 KiB), where it had
+/// quoted every answer whole.
+#[tokio::test]
+async fn huge_answers_leave_the_report_bounded() {
+    let report = report_path("huge.json");
+    let (transport, ctl) = child::spawn(&mut checker(&report)).unwrap();
+    let blob = "x".repeat(400_000);
+    let host = answering_host(transport, move |method| match method {
+        "ping" => Ok(json!({})),
+        _ => Ok(json!({ "accepted": false, "content": blob, "results": [blob] })),
+    });
+    // The advertised version (500 KB) is quoted by the report too.
+    let init = init_params(json!("0.".repeat(250_000)));
+    host.request_raw("initialize", Some(init)).await.unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let paths: Vec<&str> = std::iter::repeat_n("tools", 20_000).collect();
+    let policy = json!({ "effectiveCapabilities": paths });
+    host.request_raw("featureSets/update", Some(policy))
+        .await
+        .unwrap();
+    let code = guarded(ctl.wait()).await;
+    drop(host);
+    let doc = read_report(&report);
+    assert_eq!(code, 1, "{doc:#}");
+}
