@@ -12,6 +12,7 @@ mod diff;
 mod digest;
 mod grant;
 mod input;
+mod inspect;
 mod serve;
 mod term;
 mod uri;
@@ -53,6 +54,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Check a host against the spec, acting as a server it connects to.
     CheckHost(check_host::CheckHostArgs),
+    /// Drive a server by hand as a strict host: a web dashboard (or `--repl`) with tools,
+    /// grants, hooks, events, channels, requests, manifest, log and the check suite.
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::main(args),
         Command::Check(args) => return check::main(args),
         Command::CheckHost(args) => return check_host::main(args),
+        Command::Inspect(args) => return inspect::main(args),
     };
     result.unwrap_or_else(|e| e.report())
 }

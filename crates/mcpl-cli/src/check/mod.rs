@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+pub(crate) use conn::tls_config;
 use conn::{Conn, Transcript};
 use report::{Recorder, Report, SessionReport};
 use scenario::Scenario;
@@ -83,9 +84,9 @@ pub struct CheckArgs {
     pub command: Vec<String>,
 }
 
-/// Where the server under test is.
+/// Where the server under test is (also read by `mcpl inspect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     /// Spawn this command and talk over its stdio.
     Command(Vec<String>),
     /// `host:port` over TCP.
@@ -105,7 +106,10 @@ fn is_address(word: &str) -> bool {
 /// `--`. An address is a single word with a URL scheme; a command comes after `--` (plain
 /// words without one, e.g. `mcpl check ./server`, are still read as a command line).
 /// Neither: the bundled reference server.
-fn parse_target(words: &[String], command: &[String]) -> Result<(Target, String), String> {
+pub(crate) fn parse_target(
+    words: &[String],
+    command: &[String],
+) -> Result<(Target, String), String> {
     match (words, command) {
         ([], []) => {}
         ([], cmd) => return Ok((Target::Command(cmd.to_vec()), cmd.join(" "))),

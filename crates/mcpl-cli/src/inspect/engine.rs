@@ -1,0 +1,815 @@
+//! The engine both front ends drive: one strict MCPL 0.5 host connection (the library's
+//! [`HostSession`], so it enforces what a real host enforces), re-dialled on restart, with
+//! the log, the events and the waiting server → host requests the dashboard and the REPL show.
+//!
+//! Concurrency: the session's own tasks feed the engine (the peer's tap for frames, its event
+//! and diagnostics streams, the request handler); every operation of a front end runs on its
+//! own task. A server → host request waiting for an answer is only an entry in
+//! [`State::pending`] and a parked handler task (the session answers it from its own task), so
+//! nothing else waits for it. Every list here has a bound (the `MAX_*` constants).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, SystemTime};
+
+use mcpl::host::{HostConfig, HostDiagnostic, HostEvent, HostSession, RequestHandler};
+use mcpl::jsonrpc::ErrorObject;
+use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
+use mcpl::protocol::push::timestamp_millis;
+use mcpl::tags::{AdmittedEvent, ExpandedTags, TreatmentRules};
+use mcpl::transport::child::ChildControl;
+use mcpl::transport::{endpoint, Transport};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, oneshot, watch};
+
+use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
+use super::rules::{self, About};
+use crate::check::Target;
+
+/// Most events (admitted pushes, channel messages, manifest changes, mode changes) kept.
+pub const MAX_EVENTS: usize = 1000;
+/// Most server → host requests waiting for an answer at once; more are answered `-32603`.
+pub const MAX_PENDING: usize = 64;
+/// Longest a server → host request waits for an answer before it is answered `-32603`.
+pub const PENDING_TIMEOUT: Duration = Duration::from_secs(600);
+/// Most answered server → host requests, hook runs, streams and narrowings remembered (each).
+pub const MAX_HISTORY: usize = 50;
+/// Most channel descriptors remembered from `channels/register` and `channels/changed`.
+pub const MAX_DESCRIPTORS: usize = 4096;
+/// Capacity of the live-update broadcast; a subscriber that falls further behind is told
+/// to reload (`{"type":"resync"}`).
+pub const UI_CAPACITY: usize = 256;
+
+/// The consumer treatment rules the inspector evaluates events under (§16.7): what an
+/// addressed message, an ambient one and anything else would get. First match wins; the
+/// host default is `queue`. Producer suggestions are never applied (§16.5).
+pub const TREATMENT_RULES: &str = r#"[
+  {"tagsAny": ["chat:addressed"], "behavior": "immediate"},
+  {"tagsAny": ["chat:ambient"], "behavior": "batch"}
+]"#;
+/// The host default behaviour when no treatment rule matches (§16.5).
+pub const DEFAULT_BEHAVIOR: &str = "queue";
+
+/// How server → host requests are answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutoAnswer {
+    /// They wait for an answer typed in the dashboard or the REPL (`answer`).
+    Off,
+    /// `inference/request` gets the text of its last user message back.
+    Echo,
+    /// `inference/request` gets this text.
+    Text(String),
+}
+
+impl AutoAnswer {
+    /// How the dashboard shows it: `"off"`, `"echo"` or `{"text": …}`.
+    pub fn to_value(&self) -> Value {
+        match self {
+            AutoAnswer::Off => json!("off"),
+            AutoAnswer::Echo => json!("echo"),
+            AutoAnswer::Text(t) => json!({ "text": t }),
+        }
+    }
+}
+
+/// How far the connection got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    /// Dialling or spawning, or `initialize` sent.
+    #[serde(rename = "connecting")]
+    Connecting,
+    /// `notifications/initialized` sent.
+    #[serde(rename = "initialized")]
+    Initialized,
+    /// The initial `featureSets/update` Request sent (§5.3).
+    #[serde(rename = "policy sent")]
+    PolicySent,
+    /// The session is up (MCPL in force, or a recorded MCP-only decision).
+    #[serde(rename = "ready")]
+    Ready,
+    /// The connection ended or could not be made.
+    #[serde(rename = "closed")]
+    Closed,
+}
+
+/// What the engine was started with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the server is (as `mcpl check` reads TARGET).
+    pub target: Target,
+    /// How the target is shown.
+    pub label: String,
+    /// TLS roots for `wss://` (None: the bundled roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The arguments after `mcpl check --json` that check the same target.
+    pub check_args: Vec<String>,
+    /// The initial host policy patterns (§5.4).
+    pub patterns: Vec<String>,
+    /// How server → host requests are answered at start.
+    pub auto_answer: AutoAnswer,
+    /// Bound on each wait of the host (initialize, policy, hooks, requests).
+    pub timeout: Duration,
+}
+
+/// A server → host request waiting for its answer.
+pub struct Pending {
+    /// The method.
+    pub method: String,
+    /// Its params.
+    pub params: Value,
+    /// When it arrived.
+    pub since: String,
+    /// Which connection it came on.
+    pub generation: u64,
+    /// Where the answer goes.
+    pub answer: oneshot::Sender<Result<Value, ErrorObject>>,
+}
+
+/// Everything the front ends show, besides the log.
+pub struct State {
+    /// The current connection's number (from 1).
+    pub generation: u64,
+    /// How far it got.
+    pub phase: Phase,
+    /// Why it closed, or the MCP-only decision.
+    pub detail: Option<String>,
+    /// The `initialize` params the host sent.
+    pub host_init: Option<Value>,
+    /// The `initialize` result the server sent.
+    pub server_init: Option<Value>,
+    init_id: Option<String>,
+    /// The host policy patterns in force.
+    pub patterns: Vec<String>,
+    /// The last policy change (apply), with its receipt.
+    pub policy: Option<Value>,
+    /// Notification-form narrowings sent.
+    pub narrowings: VecDeque<Value>,
+    /// Admitted events, newest last.
+    pub events: VecDeque<Value>,
+    next_event: u64,
+    /// Waiting server → host requests by their local number.
+    pub pending: BTreeMap<u64, Pending>,
+    next_pending: u64,
+    /// Answered server → host requests, newest last.
+    pub answered: VecDeque<Value>,
+    /// Manifest change receipts, newest last.
+    pub manifest_changes: VecDeque<Value>,
+    /// Channel descriptors seen in `channels/register` / `channels/changed`.
+    pub descriptors: BTreeMap<String, Value>,
+    /// Hook runs, newest last.
+    pub hooks: VecDeque<Value>,
+    /// Outgoing streams sent, newest last.
+    pub streams: VecDeque<Value>,
+    /// The last `tools/list` result.
+    pub tools: Option<Value>,
+    /// Whether a check is running.
+    pub check_running: bool,
+    /// The last check's outcome.
+    pub check: Option<Value>,
+    /// How server → host requests are answered now.
+    pub auto_answer: AutoAnswer,
+    /// The turn counter for hooks.
+    pub turns: u64,
+    child: Option<ChildControl>,
+}
+
+/// Pushes onto a bounded history, dropping the oldest.
+pub fn push_bounded(list: &mut VecDeque<Value>, v: Value, bound: usize) {
+    list.push_back(v);
+    while list.len() > bound {
+        list.pop_front();
+    }
+}
+
+/// The engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub(super) inner: Arc<Inner>,
+}
+
+/// The engine's shared parts.
+pub struct Inner {
+    /// What it was started with.
+    pub settings: Settings,
+    log: Mutex<Log>,
+    state: Mutex<State>,
+    session: Mutex<Option<HostSession>>,
+    ui: broadcast::Sender<Value>,
+    log_tick: watch::Sender<u64>,
+    connect_lock: tokio::sync::Mutex<()>,
+    rules: TreatmentRules,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The text of an `inference/request`'s last user message (the last message when none is
+/// the user's), as echo answers it.
+pub fn echo_text(params: &Value) -> String {
+    let messages = params
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let last = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .or(messages.last());
+    let Some(content) = last.and_then(|m| m.get("content")) else {
+        return String::new();
+    };
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// The result answering `method` with `text` (§11.3 for `inference/request`, §12.2 for
+/// `model/info`, where the text is the model id).
+pub fn text_answer(method: &str, text: &str) -> Value {
+    if method == "model/info" {
+        json!({ "id": text, "vendor": "mcpl-inspect", "capabilities": [] })
+    } else {
+        json!({ "content": text, "model": "mcpl-inspect", "finishReason": "end_turn" })
+    }
+}
+
+impl Engine {
+    /// A new engine, not yet connected.
+    pub fn new(settings: Settings) -> Engine {
+        let rules = TreatmentRules::from_json(
+            &serde_json::from_str(TREATMENT_RULES).unwrap_or_else(|_| json!([])),
+        )
+        .unwrap_or_default();
+        let state = State {
+            generation: 0,
+            phase: Phase::Connecting,
+            detail: None,
+            host_init: None,
+            server_init: None,
+            init_id: None,
+            patterns: settings.patterns.clone(),
+            policy: None,
+            narrowings: VecDeque::new(),
+            events: VecDeque::new(),
+            next_event: 0,
+            pending: BTreeMap::new(),
+            next_pending: 0,
+            answered: VecDeque::new(),
+            manifest_changes: VecDeque::new(),
+            descriptors: BTreeMap::new(),
+            hooks: VecDeque::new(),
+            streams: VecDeque::new(),
+            tools: None,
+            check_running: false,
+            check: None,
+            auto_answer: settings.auto_answer.clone(),
+            turns: 0,
+            child: None,
+        };
+        Engine {
+            inner: Arc::new(Inner {
+                settings,
+                log: Mutex::new(Log::default()),
+                state: Mutex::new(state),
+                session: Mutex::new(None),
+                ui: broadcast::channel(UI_CAPACITY).0,
+                log_tick: watch::channel(0).0,
+                connect_lock: tokio::sync::Mutex::new(()),
+                rules,
+            }),
+        }
+    }
+
+    /// The state, locked (keep it short: the session's tasks take it too).
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.inner.state)
+    }
+
+    /// The log, locked (keep it short: the peer's tap takes it for every frame).
+    pub fn log(&self) -> MutexGuard<'_, Log> {
+        lock(&self.inner.log)
+    }
+
+    /// The current session, if one is up.
+    pub fn session(&self) -> Option<HostSession> {
+        lock(&self.inner.session).clone()
+    }
+
+    /// Live updates: `{"type":"event", "event": …}` for each admitted event and
+    /// `{"type":"state"}` for any other change.
+    pub fn subscribe(&self) -> broadcast::Receiver<Value> {
+        self.inner.ui.subscribe()
+    }
+
+    /// The seq of the newest log entry, updated as frames come.
+    pub fn log_ticks(&self) -> watch::Receiver<u64> {
+        self.inner.log_tick.subscribe()
+    }
+
+    /// Tells the front ends something changed.
+    pub fn changed(&self) {
+        let _ = self.inner.ui.send(json!({ "type": "state" }));
+    }
+
+    /// Writes a note into the log.
+    pub fn note(&self, text: String) {
+        let generation = self.state().generation;
+        let seq = self
+            .log()
+            .record_host(generation, Kind::Note, None, text, Vec::new());
+        self.inner.log_tick.send_replace(seq);
+    }
+
+    /// (Re)connects: ends the current connection (killing a spawned server), then dials or
+    /// spawns the target and runs the handshake and initial policy through [`HostSession`].
+    /// The log, the events and the hook history are kept.
+    pub async fn connect(&self) -> Result<(), String> {
+        let _g = self.inner.connect_lock.lock().await;
+        if let Some(old) = lock(&self.inner.session).take() {
+            old.close();
+        }
+        let (generation, patterns) = {
+            let mut st = self.state();
+            if let Some(child) = st.child.take() {
+                child.kill();
+            }
+            st.generation += 1;
+            st.phase = Phase::Connecting;
+            st.detail = None;
+            st.host_init = None;
+            st.server_init = None;
+            st.init_id = None;
+            st.policy = None;
+            st.tools = None;
+            st.descriptors.clear();
+            // Dropping the answer senders ends the old connection's waiting handlers.
+            st.pending.clear();
+            (st.generation, st.patterns.clone())
+        };
+        self.note(format!(
+            "connection {generation}: connecting to {}",
+            self.inner.settings.label
+        ));
+        self.changed();
+        let result = self.dial_and_start(generation, patterns).await;
+        if let Err(e) = &result {
+            {
+                let mut st = self.state();
+                if st.generation == generation {
+                    st.phase = Phase::Closed;
+                    st.detail = Some(e.clone());
+                }
+            }
+            self.note(format!("connection {generation}: {e}"));
+        }
+        self.changed();
+        result
+    }
+
+    async fn dial_and_start(&self, generation: u64, patterns: Vec<String>) -> Result<(), String> {
+        let s = &self.inner.settings;
+        let transport = open(&s.target, s.tls.clone(), s.timeout).await;
+        let transport = match transport {
+            Ok((t, child)) => {
+                self.state().child = child;
+                t
+            }
+            Err(e) => return Err(e),
+        };
+        let config = HostConfig {
+            client_name: "mcpl-inspect".into(),
+            policy: patterns,
+            initialize_timeout: s.timeout,
+            policy_timeout: s.timeout,
+            hook_timeout: s.timeout,
+            manifest_timeout: s.timeout,
+            request_handler: Some(self.request_handler(generation)),
+            peer: PeerConfig {
+                request_timeout: Some(s.timeout),
+                tap: Some(self.tap(generation)),
+                ..PeerConfig::default()
+            },
+            ..HostConfig::default()
+        };
+        let (session, streams) = HostSession::connect(transport, config)
+            .await
+            .map_err(|e| format!("the host session could not start: {e}"))?;
+        let mode = format!("{:?}", session.mode());
+        {
+            let mut st = self.state();
+            if st.generation != generation {
+                session.close();
+                return Err("superseded by a restart".into());
+            }
+            st.phase = Phase::Ready;
+            st.detail = Some(mode.clone());
+            st.policy = Some(json!({
+                "initial": true,
+                "receipt": session.last_receipt().map(|r| r.to_value()),
+                "grant": session.grant().to_effective_capabilities(),
+            }));
+        }
+        *lock(&self.inner.session) = Some(session.clone());
+        self.note(format!("connection {generation}: ready ({mode})"));
+        self.pump(generation, session, streams);
+        // The Tools panel starts filled; a server without tools just shows the error.
+        if let Err(e) = self.tools_list().await {
+            self.note(format!("connection {generation}: tools/list: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Feeds the session's events, diagnostics and end into the engine.
+    fn pump(&self, generation: u64, session: HostSession, streams: mcpl::host::HostStreams) {
+        let mcpl::host::HostStreams {
+            mut events,
+            mut diagnostics,
+        } = streams;
+        let weak = Arc::downgrade(&self.inner);
+        let label = session.label();
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                let Some(inner) = weak.upgrade() else { break };
+                Engine { inner }.on_event(generation, &label, ev);
+            }
+        });
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            while let Some(d) = diagnostics.recv().await {
+                let Some(inner) = weak.upgrade() else { break };
+                Engine { inner }.on_diagnostic(generation, &d);
+            }
+        });
+        let weak = Arc::downgrade(&self.inner);
+        let peer = session.peer().clone();
+        drop(session);
+        tokio::spawn(async move {
+            let reason = peer.closed().await;
+            drop(peer);
+            let Some(inner) = weak.upgrade() else { return };
+            let e = Engine { inner };
+            {
+                let mut st = e.state();
+                if st.generation != generation {
+                    return;
+                }
+                st.phase = Phase::Closed;
+                st.detail = Some(reason.to_string());
+            }
+            e.note(format!("connection {generation}: closed ({reason})"));
+            e.changed();
+        });
+    }
+
+    fn tap(&self, generation: u64) -> Tap {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        Tap::new(move |ev: TapEvent<'_>| {
+            if let Some(inner) = weak.upgrade() {
+                Engine { inner }.on_frame(generation, ev);
+            }
+        })
+    }
+
+    /// One frame from the tap: logged, then read for the connection panel (handshake,
+    /// phase) and the channel descriptors.
+    fn on_frame(&self, generation: u64, ev: TapEvent<'_>) {
+        let dir = match ev.direction {
+            FrameDirection::Inbound => Dir::Received,
+            FrameDirection::Outbound => Dir::Sent,
+        };
+        let (info, seq) = {
+            let mut log = self.log();
+            let info = log.record_frame(generation, dir, ev.at, ev.text);
+            (info, log.last_seq())
+        };
+        self.inner.log_tick.send_replace(seq);
+        let method = info.method.as_deref();
+        let notable = matches!(
+            (dir, method),
+            (
+                Dir::Sent,
+                Some("initialize" | "notifications/initialized" | "featureSets/update")
+            ) | (
+                Dir::Received,
+                None | Some("channels/register" | "channels/changed")
+            )
+        );
+        if !notable || ev.text.len() > MAX_KEPT_FRAME {
+            return;
+        }
+        let mut st = self.state();
+        if st.generation != generation {
+            return;
+        }
+        let id = info.id.as_ref().map(Value::to_string);
+        let mut changed = true;
+        match (dir, method) {
+            (Dir::Sent, Some("initialize")) => {
+                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                st.host_init = v.get("params").cloned();
+                st.init_id = id;
+            }
+            (Dir::Sent, Some("notifications/initialized")) => st.phase = Phase::Initialized,
+            (Dir::Sent, Some(_)) => {
+                if st.phase == Phase::Initialized {
+                    st.phase = Phase::PolicySent;
+                }
+            }
+            (Dir::Received, None) if id.is_some() && id == st.init_id => {
+                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                st.server_init = v.get("result").cloned();
+            }
+            (Dir::Received, Some(m)) => {
+                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                let p = v.get("params");
+                let list = |k: &str| {
+                    p.and_then(|p| p.get(k))
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                let mut upserts = list(if m == "channels/register" {
+                    "channels"
+                } else {
+                    "added"
+                });
+                upserts.extend(list("updated"));
+                for d in upserts {
+                    if let Some(cid) = d.get("id").and_then(Value::as_str) {
+                        if st.descriptors.len() < MAX_DESCRIPTORS
+                            || st.descriptors.contains_key(cid)
+                        {
+                            st.descriptors.insert(cid.to_owned(), d.clone());
+                        }
+                    }
+                }
+                for r in list("removed") {
+                    if let Some(cid) = r.as_str().or_else(|| r.get("id").and_then(Value::as_str)) {
+                        st.descriptors.remove(cid);
+                    }
+                }
+            }
+            _ => changed = false,
+        }
+        drop(st);
+        if changed {
+            self.changed();
+        }
+    }
+
+    /// One diagnostic of the session: logged with its rule and §, and the frame it is
+    /// about marked.
+    fn on_diagnostic(&self, generation: u64, d: &HostDiagnostic) {
+        let (mark, about) = rules::diagnostic(d);
+        let method = match &about {
+            About::Method(m) => Some(m.clone()),
+            _ => None,
+        };
+        let seq = {
+            let mut log = self.log();
+            match &about {
+                About::Method(m) => {
+                    log.mark_latest(|e| e.method.as_deref() == Some(m.as_str()), mark.clone());
+                }
+                About::Id(id) => {
+                    log.mark_latest(|e| e.id.as_deref() == Some(id.as_str()), mark.clone());
+                }
+                About::Junk => {
+                    log.mark_latest(|e| e.kind == Kind::Junk, mark.clone());
+                }
+                About::Nothing => {}
+            }
+            let text = format!("{} {}: {}", mark.section, mark.rule, mark.detail);
+            log.record_host(generation, Kind::Diagnostic, method, text, vec![mark])
+        };
+        self.inner.log_tick.send_replace(seq);
+    }
+
+    /// One event of the session, with its tags' treatment (§16.7).
+    fn on_event(&self, generation: u64, label: &str, ev: HostEvent) {
+        let treat = |fs: Option<&str>, channel: Option<&str>, tags: &ExpandedTags| {
+            let default = mcpl::tags::Behavior(json!(DEFAULT_BEHAVIOR));
+            let event = AdmittedEvent {
+                source: label,
+                feature_set: fs,
+                channel,
+            };
+            let t = self.inner.rules.evaluate(&event, tags, &default);
+            let rule = match t {
+                mcpl::tags::Treatment::Rule { index, .. } => json!(index),
+                mcpl::tags::Treatment::Default(_) => json!("default"),
+            };
+            json!({ "behavior": t.behavior().0, "rule": rule })
+        };
+        let mut v = match ev {
+            HostEvent::Push {
+                params,
+                feature_set,
+                event_id,
+                tags,
+            } => json!({
+                "kind": "push", "featureSet": feature_set, "eventId": event_id,
+                "wireTags": params.get("tags"), "tags": tags.to_strings(),
+                "treatment": treat(Some(&feature_set), None, &tags), "params": params,
+            }),
+            HostEvent::ChannelMessage {
+                channel_id,
+                message,
+                tags,
+            } => json!({
+                "kind": "channel", "channelId": channel_id,
+                "wireTags": message.get("tags"), "tags": tags.to_strings(),
+                "treatment": treat(None, Some(&channel_id), &tags), "message": message,
+            }),
+            HostEvent::ManifestChange(receipt) => {
+                let manifest = self.session().and_then(|s| s.manifest());
+                json!({
+                    "kind": "manifest",
+                    "receipt": serde_json::to_value(&receipt).unwrap_or(Value::Null),
+                    "manifest": manifest.as_ref().map(|m| &m.0),
+                    "revision": manifest.as_ref().and_then(|m| m.1.clone()),
+                })
+            }
+            HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
+        };
+        {
+            let mut st = self.state();
+            st.next_event += 1;
+            v["seq"] = json!(st.next_event);
+            v["time"] = json!(timestamp_millis(SystemTime::now()));
+            v["generation"] = json!(generation);
+            if v["kind"] == "manifest" {
+                push_bounded(&mut st.manifest_changes, v.clone(), MAX_HISTORY);
+            }
+            if v["kind"] == "mode" && st.generation == generation {
+                st.detail = v["mode"].as_str().map(str::to_owned);
+            }
+            push_bounded(&mut st.events, v.clone(), MAX_EVENTS);
+        }
+        let _ = self.inner.ui.send(json!({ "type": "event", "event": v }));
+    }
+
+    fn request_handler(&self, generation: u64) -> RequestHandler {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move |method: &str, params: Value| {
+            let weak = weak.clone();
+            let method = method.to_owned();
+            Box::pin(async move {
+                match weak.upgrade() {
+                    Some(inner) => {
+                        Engine { inner }
+                            .server_request(generation, method, params)
+                            .await
+                    }
+                    None => Err(ErrorObject::internal("the inspector has ended")),
+                }
+            })
+        })
+    }
+
+    /// A server → host request the grant admitted (§11, §12): answered automatically, or
+    /// parked until the dashboard or the REPL answers it (bounded in number and time).
+    async fn server_request(
+        &self,
+        generation: u64,
+        method: String,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
+        let since = timestamp_millis(SystemTime::now());
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut st = self.state();
+            let auto = match (&st.auto_answer, method.as_str()) {
+                (AutoAnswer::Off, _) => None,
+                (_, "model/info") => Some(text_answer(&method, "mcpl-inspect-echo")),
+                (AutoAnswer::Echo, _) => Some(text_answer(&method, &echo_text(&params))),
+                (AutoAnswer::Text(t), _) => Some(text_answer(&method, t)),
+            };
+            if let Some(result) = auto {
+                let record = json!({ "method": method, "params": params, "since": since,
+                                     "answer": result, "by": "auto", "generation": generation });
+                push_bounded(&mut st.answered, record, MAX_HISTORY);
+                drop(st);
+                self.changed();
+                return Ok(result);
+            }
+            if st.pending.len() >= MAX_PENDING {
+                return Err(ErrorObject::internal(format!(
+                    "the inspector already has {MAX_PENDING} requests waiting for an answer"
+                )));
+            }
+            st.next_pending += 1;
+            let id = st.next_pending;
+            st.pending.insert(
+                id,
+                Pending {
+                    method: method.clone(),
+                    params,
+                    since,
+                    generation,
+                    answer: tx,
+                },
+            );
+            id
+        };
+        let _ = self
+            .inner
+            .ui
+            .send(json!({ "type": "request", "id": id, "method": method }));
+        self.changed();
+        let outcome = match tokio::time::timeout(PENDING_TIMEOUT, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(ErrorObject::internal("the connection was restarted")),
+            Err(_) => {
+                self.state().pending.remove(&id);
+                self.changed();
+                Err(ErrorObject::internal("no answer was given in time"))
+            }
+        };
+        outcome
+    }
+
+    /// Answers waiting request `id` with `answer`.
+    pub fn answer(&self, id: u64, answer: Result<Value, ErrorObject>) -> Result<Value, String> {
+        let p = self
+            .state()
+            .pending
+            .remove(&id)
+            .ok_or_else(|| format!("no request {id} is waiting"))?;
+        let shown = match &answer {
+            Ok(v) => json!({ "result": v }),
+            Err(e) => json!({ "error": { "code": e.code, "message": e.message } }),
+        };
+        let record = json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
+                             "answer": shown, "by": "user", "generation": p.generation });
+        let delivered = p.answer.send(answer).is_ok();
+        push_bounded(&mut self.state().answered, record.clone(), MAX_HISTORY);
+        self.changed();
+        if delivered {
+            Ok(record)
+        } else {
+            Err(format!("request {id} is no longer waiting"))
+        }
+    }
+}
+
+/// Opens the target: spawns a command (its control kept, to kill it on restart) or dials an
+/// address, bounded by `timeout`.
+async fn open(
+    target: &Target,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<(Transport, Option<ChildControl>), String> {
+    match target {
+        Target::Command(argv) => {
+            let (prog, args) = argv
+                .split_first()
+                .ok_or_else(|| "empty command".to_owned())?;
+            let mut command = tokio::process::Command::new(prog);
+            command.args(args);
+            mcpl::transport::child::spawn(&mut command)
+                .map(|(t, c)| (t, Some(c)))
+                .map_err(|e| format!("cannot start {:?}: {e}", argv.join(" ")))
+        }
+        Target::Tcp(addr) => dial(&format!("tcp://{addr}"), None, timeout).await,
+        Target::Ws(url) => dial(url, tls, timeout).await,
+    }
+}
+
+async fn dial(
+    address: &str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<(Transport, Option<ChildControl>), String> {
+    match tokio::time::timeout(timeout, endpoint::connect(address, tls)).await {
+        Ok(Ok(t)) => Ok((t, None)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("connecting to {address} timed out")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_answers_the_last_user_message() {
+        let p = json!({ "messages": [
+            { "role": "user", "content": "first" },
+            { "role": "user", "content": [{ "type": "text", "text": "sec" }, { "type": "text", "text": "ond" }] },
+            { "role": "assistant", "content": "no" },
+        ]});
+        assert_eq!(echo_text(&p), "second");
+        assert_eq!(echo_text(&json!({})), "");
+        assert_eq!(text_answer("inference/request", "x")["content"], "x");
+        assert_eq!(text_answer("model/info", "m")["id"], "m");
+    }
+}

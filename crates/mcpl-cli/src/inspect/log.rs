@@ -1,0 +1,511 @@
+//! The inspector's log: every frame both ways (as the peer's tap saw it, in wire order), the
+//! host's own diagnostics, and notes of the inspector (restarts, connection ends).
+//!
+//! Bounded by construction, so a server flooding notifications or sending a huge frame
+//! leaves the dashboard responsive:
+//! - at most [`MAX_ENTRIES`] entries and [`MAX_TEXT_BYTES`] bytes of kept frame text (the
+//!   oldest entries go first, counted in `evicted`);
+//! - a frame's text is kept up to [`MAX_KEPT_FRAME`] bytes; a longer one is cut (its full
+//!   size is recorded and it is marked `truncated`), and only its head (`method`, `id`,
+//!   `error`) is read from it;
+//! - the page reads it in pages of at most [`MAX_PAGE`] summaries; a summary carries a
+//!   preview of at most [`PREVIEW_CHARS`] characters, the full kept text is one request per
+//!   entry.
+//!
+//! Each frame the host refused or diagnosed carries marks (at most [`MAX_MARKS`]): the rule
+//! and its § (see [`super::rules`]).
+
+use std::collections::VecDeque;
+use std::time::SystemTime;
+
+use mcpl::protocol::push::timestamp_millis;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::rules::{self, Mark};
+
+/// Most entries the log keeps.
+pub const MAX_ENTRIES: usize = 10_000;
+/// Most bytes of frame text the log keeps, over all entries.
+pub const MAX_TEXT_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes of one frame's text the log keeps.
+pub const MAX_KEPT_FRAME: usize = 256 * 1024;
+/// Most marks one entry carries (later ones are dropped).
+pub const MAX_MARKS: usize = 8;
+/// Most summaries one page holds.
+pub const MAX_PAGE: usize = 500;
+/// Characters of a frame's text shown in its summary.
+pub const PREVIEW_CHARS: usize = 240;
+/// How far back (in entries) a diagnostic or an error answer looks for the frame it is about.
+const MARK_SEARCH: usize = 4096;
+
+/// Who an entry is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// A frame the host sent.
+    Sent,
+    /// A frame the host received.
+    Received,
+    /// A diagnostic of the host or a note of the inspector.
+    Host,
+}
+
+impl Dir {
+    /// Reads `sent`, `received` or `host`.
+    pub fn parse(s: &str) -> Option<Dir> {
+        match s {
+            "sent" => Some(Dir::Sent),
+            "received" => Some(Dir::Received),
+            "host" => Some(Dir::Host),
+            _ => None,
+        }
+    }
+}
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A JSON-RPC request.
+    Request,
+    /// A JSON-RPC notification.
+    Notification,
+    /// A successful response.
+    Response,
+    /// An error response.
+    Error,
+    /// A JSON-RPC batch (an array).
+    Batch,
+    /// Text that is not a JSON-RPC message (not JSON, or cut before its head could be read).
+    Junk,
+    /// A diagnostic of the host session or the connection.
+    Diagnostic,
+    /// A note of the inspector (connected, restarted, closed).
+    Note,
+}
+
+/// One log entry.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Position in the log, from 1, never reused.
+    pub seq: u64,
+    /// When it was read, written or noted (RFC 3339 with milliseconds).
+    pub time: String,
+    /// Which connection (1 for the first, +1 per restart).
+    pub generation: u64,
+    /// Who it is from.
+    pub dir: Dir,
+    /// What it is.
+    pub kind: Kind,
+    /// The JSON-RPC method, when it names one.
+    pub method: Option<String>,
+    /// The JSON-RPC id, as compact JSON, when it has one.
+    pub id: Option<String>,
+    /// Its full size in bytes.
+    pub bytes: usize,
+    /// The kept text (a frame, cut at [`MAX_KEPT_FRAME`]; for a diagnostic, its detail).
+    pub text: String,
+    /// Whether `text` was cut.
+    pub truncated: bool,
+    /// The rules the host applied to it.
+    pub marks: Vec<Mark>,
+}
+
+impl Entry {
+    /// The summary the page lists: everything but the full text.
+    pub fn summary(&self) -> Value {
+        let preview: String = self.text.chars().take(PREVIEW_CHARS).collect();
+        json!({
+            "seq": self.seq, "time": self.time, "generation": self.generation,
+            "dir": self.dir, "kind": self.kind, "method": self.method, "id": self.id,
+            "bytes": self.bytes, "truncated": self.truncated, "marks": self.marks,
+            "preview": preview,
+        })
+    }
+
+    /// The whole entry, with its kept text.
+    pub fn full(&self) -> Value {
+        let mut v = self.summary();
+        v["text"] = json!(self.text);
+        v
+    }
+
+    fn mark(&mut self, mark: Mark) {
+        if self.marks.len() < MAX_MARKS && !self.marks.contains(&mark) {
+            self.marks.push(mark);
+        }
+    }
+}
+
+/// The head of a frame: what the log reads from it, whatever its size.
+#[derive(Deserialize)]
+struct Head {
+    method: Option<String>,
+    id: Option<Value>,
+    result: Option<IgnoredAny>,
+    error: Option<ErrorHead>,
+}
+
+#[derive(Deserialize)]
+struct ErrorHead {
+    code: Option<i64>,
+    message: Option<String>,
+}
+
+/// What [`Log::record_frame`] read from a frame.
+#[derive(Debug, Clone, Default)]
+pub struct FrameInfo {
+    /// The kind.
+    pub kind: Option<Kind>,
+    /// The method, if any.
+    pub method: Option<String>,
+    /// The id, if any.
+    pub id: Option<Value>,
+}
+
+/// Which entries a page lists.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only entries whose method contains this text.
+    pub method: Option<String>,
+    /// Only entries from this direction.
+    pub dir: Option<Dir>,
+    /// Only entries carrying a mark.
+    pub marked: bool,
+}
+
+impl Filter {
+    fn keeps(&self, e: &Entry) -> bool {
+        let method_ok = match &self.method {
+            None => true,
+            Some(m) if m.is_empty() => true,
+            Some(m) => e
+                .method
+                .as_deref()
+                .is_some_and(|em| em.contains(m.as_str())),
+        };
+        method_ok && self.dir.map_or(true, |d| d == e.dir) && (!self.marked || !e.marks.is_empty())
+    }
+}
+
+/// The bounded log.
+#[derive(Debug, Default)]
+pub struct Log {
+    entries: VecDeque<Entry>,
+    next_seq: u64,
+    text_bytes: usize,
+    evicted: u64,
+}
+
+/// Cuts `text` to at most `limit` bytes on a character boundary.
+fn cut(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl Log {
+    /// The seq of the newest entry (0 when empty).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// How many entries are kept now.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn push(&mut self, mut e: Entry) -> u64 {
+        self.next_seq += 1;
+        e.seq = self.next_seq;
+        self.text_bytes += e.text.len();
+        self.entries.push_back(e);
+        while self.entries.len() > MAX_ENTRIES || self.text_bytes > MAX_TEXT_BYTES {
+            match self.entries.pop_front() {
+                Some(old) => {
+                    self.text_bytes -= old.text.len();
+                    self.evicted += 1;
+                }
+                None => break,
+            }
+        }
+        self.next_seq
+    }
+
+    /// Records one frame as the tap saw it and returns what was read from its head. An error
+    /// response the host sent marks the request it answers with the Appendix A rule.
+    pub fn record_frame(
+        &mut self,
+        generation: u64,
+        dir: Dir,
+        at: SystemTime,
+        text: &str,
+    ) -> FrameInfo {
+        let trimmed = text.trim_start();
+        let info = if trimmed.starts_with('[') {
+            FrameInfo {
+                kind: Some(Kind::Batch),
+                ..FrameInfo::default()
+            }
+        } else {
+            match serde_json::from_str::<Head>(text) {
+                Ok(h) => {
+                    let kind = match (&h.method, &h.id, &h.error, &h.result) {
+                        (Some(_), Some(_), _, _) => Kind::Request,
+                        (Some(_), None, _, _) => Kind::Notification,
+                        (None, _, Some(_), _) => Kind::Error,
+                        (None, _, None, _) => Kind::Response,
+                    };
+                    if let (Dir::Sent, Kind::Error, Some(id), Some(err)) =
+                        (dir, kind, &h.id, &h.error)
+                    {
+                        let mark = rules::error_mark(
+                            err.code.unwrap_or(0),
+                            err.message.as_deref().unwrap_or(""),
+                        );
+                        self.mark_request(&id.to_string(), mark);
+                    }
+                    FrameInfo {
+                        kind: Some(kind),
+                        method: h.method,
+                        id: h.id,
+                    }
+                }
+                Err(_) => FrameInfo {
+                    kind: Some(Kind::Junk),
+                    ..FrameInfo::default()
+                },
+            }
+        };
+        let kept = cut(text, MAX_KEPT_FRAME);
+        self.push(Entry {
+            seq: 0,
+            time: timestamp_millis(at),
+            generation,
+            dir,
+            kind: info.kind.unwrap_or(Kind::Junk),
+            method: info.method.as_ref().map(|m| cut(m, 256).to_owned()),
+            id: info
+                .id
+                .as_ref()
+                .map(|i| cut(&i.to_string(), 256).to_owned()),
+            bytes: text.len(),
+            text: kept.to_owned(),
+            truncated: kept.len() < text.len(),
+            marks: Vec::new(),
+        });
+        info
+    }
+
+    /// Records a diagnostic or a note of the host side; returns its seq.
+    pub fn record_host(
+        &mut self,
+        generation: u64,
+        kind: Kind,
+        method: Option<String>,
+        text: String,
+        marks: Vec<Mark>,
+    ) -> u64 {
+        let text = cut(&text, MAX_KEPT_FRAME).to_owned();
+        self.push(Entry {
+            seq: 0,
+            time: timestamp_millis(SystemTime::now()),
+            generation,
+            dir: Dir::Host,
+            kind,
+            method,
+            id: None,
+            bytes: text.len(),
+            text,
+            truncated: false,
+            marks,
+        })
+    }
+
+    /// Marks the newest received request with JSON-RPC id `id` (compact JSON).
+    pub fn mark_request(&mut self, id: &str, mark: Mark) {
+        self.mark_latest(
+            |e| e.dir == Dir::Received && e.kind == Kind::Request && e.id.as_deref() == Some(id),
+            mark,
+        );
+    }
+
+    /// Marks the newest received frame (within the last few thousand entries) that `pred`
+    /// picks; returns whether one was found.
+    pub fn mark_latest(&mut self, pred: impl Fn(&Entry) -> bool, mark: Mark) -> bool {
+        match self
+            .entries
+            .iter_mut()
+            .rev()
+            .take(MARK_SEARCH)
+            .find(|e| e.dir == Dir::Received && pred(e))
+        {
+            Some(e) => {
+                e.mark(mark);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The entry `seq`, if it is still kept.
+    pub fn get(&self, seq: u64) -> Option<&Entry> {
+        let first = self.entries.front()?.seq;
+        let index = usize::try_from(seq.checked_sub(first)?).ok()?;
+        self.entries.get(index)
+    }
+
+    /// A page of summaries: up to `limit` (at most [`MAX_PAGE`]) entries the filter keeps,
+    /// older than `before` (newest when `None`), in log order.
+    pub fn page(&self, before: Option<u64>, limit: usize, filter: &Filter) -> Value {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let mut picked: Vec<&Entry> = Vec::with_capacity(limit);
+        let mut more = false;
+        for e in self
+            .entries
+            .iter()
+            .rev()
+            .filter(|e| before.map_or(true, |b| e.seq < b))
+        {
+            if !filter.keeps(e) {
+                continue;
+            }
+            if picked.len() == limit {
+                more = true;
+                break;
+            }
+            picked.push(e);
+        }
+        picked.reverse();
+        json!({
+            "entries": picked.iter().map(|e| e.summary()).collect::<Vec<_>>(),
+            "more": more,
+            "kept": self.entries.len(),
+            "evicted": self.evicted,
+            "lastSeq": self.next_seq,
+            "bounds": {
+                "entries": MAX_ENTRIES, "textBytes": MAX_TEXT_BYTES,
+                "frameBytes": MAX_KEPT_FRAME, "page": MAX_PAGE,
+            },
+        })
+    }
+
+    /// The kept frames as JSON Lines in the `mcpl check --transcript` format (`direction`
+    /// `sent`/`received`, `time`, `message`; text that is not JSON as a JSON string), with
+    /// `truncated`/`bytes` on a cut frame and `marks` on a marked one. Diagnostics and notes
+    /// are not frames and are left out.
+    pub fn export_jsonl(&self) -> String {
+        let mut out = String::new();
+        for e in &self.entries {
+            let direction = match e.dir {
+                Dir::Sent => "sent",
+                Dir::Received => "received",
+                Dir::Host => continue,
+            };
+            let message = if e.truncated {
+                Value::String(e.text.clone())
+            } else {
+                serde_json::from_str(&e.text).unwrap_or_else(|_| Value::String(e.text.clone()))
+            };
+            let mut line = json!({ "direction": direction, "time": e.time, "message": message });
+            if e.truncated {
+                line["truncated"] = json!(true);
+                line["bytes"] = json!(e.bytes);
+            }
+            if !e.marks.is_empty() {
+                line["marks"] = json!(e.marks);
+            }
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_keeps_its_bounds_and_cuts_huge_frames() {
+        let mut log = Log::default();
+        for i in 0..(MAX_ENTRIES + 50) {
+            log.record_frame(
+                1,
+                Dir::Received,
+                SystemTime::now(),
+                &format!(r#"{{"jsonrpc":"2.0","method":"x/{i}"}}"#),
+            );
+        }
+        assert_eq!(log.len(), MAX_ENTRIES);
+        assert_eq!(log.evicted, 50);
+        assert!(log.get(1).is_none());
+        assert_eq!(
+            log.get(log.last_seq()).and_then(|e| e.method.clone()),
+            Some(format!("x/{}", MAX_ENTRIES + 49))
+        );
+        let huge = format!(
+            r#"{{"jsonrpc":"2.0","method":"big","params":{{"s":"{}"}}}}"#,
+            "é".repeat(MAX_KEPT_FRAME)
+        );
+        log.record_frame(1, Dir::Received, SystemTime::now(), &huge);
+        let e = log.get(log.last_seq()).unwrap();
+        assert!(e.truncated && e.text.len() <= MAX_KEPT_FRAME && e.bytes == huge.len());
+        assert_eq!(e.method.as_deref(), Some("big"));
+        assert_eq!(e.kind, Kind::Notification);
+    }
+
+    #[test]
+    fn an_error_answer_marks_the_request_it_refuses() {
+        let mut log = Log::default();
+        let t = SystemTime::now();
+        log.record_frame(
+            1,
+            Dir::Received,
+            t,
+            r#"{"jsonrpc":"2.0","id":"p1","method":"push/event","params":{}}"#,
+        );
+        log.record_frame(
+            1,
+            Dir::Sent,
+            t,
+            r#"{"jsonrpc":"2.0","id":"p1","error":{"code":-32002,"message":"Capability denied"}}"#,
+        );
+        let e = log.get(1).unwrap();
+        assert_eq!(e.marks.len(), 1);
+        assert_eq!(e.marks[0].rule, "capability_denied");
+        let page = log.page(
+            None,
+            10,
+            &Filter {
+                marked: true,
+                ..Filter::default()
+            },
+        );
+        assert_eq!(page["entries"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn pages_go_back_from_before() {
+        let mut log = Log::default();
+        for i in 0..30 {
+            log.record_frame(1, Dir::Sent, SystemTime::now(), &format!("junk {i}"));
+        }
+        let p = log.page(Some(11), 5, &Filter::default());
+        let seqs: Vec<u64> = p["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
+        assert_eq!(p["more"], json!(true));
+    }
+}

@@ -1,0 +1,499 @@
+//! What a user can do with the engine, shared by the dashboard's API and the REPL: each
+//! operation goes through the library's [`HostSession`] (gated as a real host gates it) and
+//! returns JSON, or an error message to show.
+
+use std::time::{Duration, SystemTime};
+
+use mcpl::capability::{Capability, Pattern};
+use mcpl::host::{self, HostSession};
+use mcpl::policy::{self, FeatureSets, InjectionDenied};
+use mcpl::protocol::push::timestamp_millis;
+use serde_json::{json, Value};
+
+use super::engine::{push_bounded, AutoAnswer, Engine, MAX_HISTORY};
+use super::log;
+
+/// How long the Check button's `mcpl check` run may take before it is stopped.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most bytes of a check's stderr shown.
+const CHECK_STDERR_SHOWN: usize = 4096;
+
+/// The result of an operation: JSON to show, or what went wrong.
+pub type OpResult = Result<Value, String>;
+
+/// Every capability path of the vocabulary (§6.2), in the library's order.
+pub fn vocabulary() -> Vec<&'static str> {
+    Capability::ALL.iter().map(|c| c.as_str()).collect()
+}
+
+/// Checks host policy patterns as `mcpl grant --allow` does (§5.4).
+pub fn parse_patterns(patterns: &[String]) -> Result<(), String> {
+    for p in patterns {
+        Pattern::parse(p).map_err(|e| format!("invalid pattern {p:?}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The category of a dropped injection, as the Hooks panel groups them.
+fn injection_category(reason: &InjectionDenied) -> &'static str {
+    match reason {
+        InjectionDenied::Denied(_) => "position not granted",
+        InjectionDenied::FeatureSet { .. } | InjectionDenied::Undeclared { .. } => {
+            "feature set unavailable"
+        }
+        InjectionDenied::MissingPosition
+        | InjectionDenied::UnknownPosition(_)
+        | InjectionDenied::Malformed(_) => "shape",
+    }
+}
+
+impl Engine {
+    fn live(&self) -> Result<HostSession, String> {
+        self.session()
+            .ok_or_else(|| "not connected (restart to connect again)".to_owned())
+    }
+
+    /// The server's `initialize` capabilities, if the handshake got that far.
+    fn server_capabilities(&self) -> Option<Value> {
+        self.state()
+            .server_init
+            .as_ref()
+            .and_then(|r| r.get("capabilities"))
+            .cloned()
+    }
+
+    /// What `patterns` would grant and which feature sets they leave available (§5.4, §6.4),
+    /// as `mcpl grant --json` reports it.
+    pub fn grant_preview(&self, patterns: &[String]) -> OpResult {
+        parse_patterns(patterns)?;
+        let caps = self
+            .server_capabilities()
+            .ok_or_else(|| "no initialize result yet".to_owned())?;
+        let report = policy::grant_report_from_value(&caps, patterns.iter().map(String::as_str))
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(report).map_err(|e| e.to_string())
+    }
+
+    /// The grant panel: the vocabulary, what the server advertises, the patterns, the grant
+    /// in force and the feature sets under it, and each set's `uses`.
+    fn grant_view(&self, session: Option<&HostSession>) -> Value {
+        let patterns = self.state().patterns.clone();
+        let caps = self.server_capabilities();
+        let in_force: Vec<String> = session
+            .map(|s| {
+                s.grant()
+                    .to_effective_capabilities()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let report = caps.as_ref().and_then(|c| {
+            policy::grant_report_from_value(c, in_force.iter().map(String::as_str))
+                .ok()
+                .and_then(|r| serde_json::to_value(r).ok())
+        });
+        let mcpl = caps
+            .as_ref()
+            .and_then(|c| c.pointer("/experimental/mcpl"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let uses: serde_json::Map<String, Value> = FeatureSets::from_mcpl(&mcpl)
+            .0
+            .sets
+            .iter()
+            .map(|(name, d)| {
+                let uses = d
+                    .validated_uses()
+                    .map(|u| u.sorted_paths())
+                    .unwrap_or_default();
+                (
+                    name.clone(),
+                    json!({ "uses": uses, "description": d.description }),
+                )
+            })
+            .collect();
+        json!({
+            "vocabulary": vocabulary(),
+            "patterns": patterns,
+            "inForce": in_force,
+            "report": report,
+            "featureSets": uses,
+        })
+    }
+
+    /// Everything the dashboard shows but the log, as one document.
+    pub fn snapshot(&self) -> Value {
+        let session = self.session();
+        let grant = self.grant_view(session.as_ref());
+        let (manifest, channels) = match &session {
+            Some(s) => {
+                let m = s.manifest().map(|(m, recomputed)| {
+                    let declared = m.get("revision").and_then(Value::as_str).map(str::to_owned);
+                    let matches = declared.is_some() && declared == recomputed;
+                    json!({ "manifest": m, "declared": declared, "recomputed": recomputed,
+                            "matches": matches })
+                });
+                (m, s.channels())
+            }
+            None => (None, Vec::new()),
+        };
+        let log = {
+            let l = self.log();
+            json!({ "lastSeq": l.last_seq(), "kept": l.len(),
+                    "bounds": { "entries": log::MAX_ENTRIES, "textBytes": log::MAX_TEXT_BYTES,
+                                "frameBytes": log::MAX_KEPT_FRAME } })
+        };
+        let st = self.state();
+        let server = st.server_init.as_ref();
+        let channels: Vec<Value> = channels
+            .iter()
+            .map(|id| json!({ "id": id, "descriptor": st.descriptors.get(id) }))
+            .collect();
+        let pending: Vec<Value> = st
+            .pending
+            .iter()
+            .map(|(id, p)| {
+                json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
+                        "generation": p.generation,
+                        "suggested": super::engine::echo_text(&p.params) })
+            })
+            .collect();
+        let recent = |l: &std::collections::VecDeque<Value>, n: usize| -> Vec<Value> {
+            l.iter().rev().take(n).rev().cloned().collect()
+        };
+        json!({
+            "target": self.inner.settings.label,
+            "connection": {
+                "generation": st.generation,
+                "phase": st.phase,
+                "detail": st.detail,
+                "mode": session.as_ref().map(|s| format!("{:?}", s.mode())),
+                "ready": session.as_ref().map(HostSession::is_ready),
+                "protocolVersion": server.and_then(|r| r.get("protocolVersion")),
+                "serverInfo": server.and_then(|r| r.get("serverInfo")),
+                "hostAdvertisement": st.host_init.as_ref()
+                    .and_then(|p| p.pointer("/capabilities/experimental/mcpl")),
+                "serverAdvertisement": server
+                    .and_then(|r| r.pointer("/capabilities/experimental/mcpl")),
+                "hostInitialize": st.host_init,
+                "serverInitialize": st.server_init,
+            },
+            "grant": grant,
+            "policy": st.policy,
+            "narrowings": st.narrowings,
+            "tools": st.tools,
+            "channels": channels,
+            "streams": st.streams,
+            "events": recent(&st.events, 200),
+            "eventCount": st.events.len(),
+            "pending": pending,
+            "answered": recent(&st.answered, 20),
+            "autoAnswer": st.auto_answer.to_value(),
+            "manifest": manifest,
+            "manifestChanges": st.manifest_changes,
+            "hooks": recent(&st.hooks, 10),
+            "check": { "running": st.check_running, "last": st.check },
+            "log": log,
+            "treatment": {
+                "rules": serde_json::from_str::<Value>(super::engine::TREATMENT_RULES)
+                    .unwrap_or(Value::Null),
+                "default": super::engine::DEFAULT_BEHAVIOR,
+            },
+        })
+    }
+
+    /// Applies host policy `patterns` with a `featureSets/update` Request (§6.7): a narrowing
+    /// at once, a widening only on an accepting receipt. Returns the change and its receipt.
+    pub async fn apply_grant(&self, patterns: Vec<String>) -> OpResult {
+        parse_patterns(&patterns)?;
+        let s = self.live()?;
+        let change = s
+            .set_policy(patterns.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let v = json!({
+            "patterns": patterns,
+            "narrowed": change.narrowed.sorted_paths(),
+            "activated": change.activated.sorted_paths(),
+            "notActivated": change.not_activated.sorted_paths(),
+            "receipt": change.receipt.as_ref().map(|r| r.to_value()),
+            "grant": change.grant.to_effective_capabilities(),
+            "time": timestamp_millis(SystemTime::now()),
+        });
+        {
+            let mut st = self.state();
+            st.patterns = patterns;
+            st.policy = Some(v.clone());
+        }
+        self.changed();
+        Ok(v)
+    }
+
+    /// Sends a `featureSets/update` **Notification** disabling `sets`: not a grant change
+    /// (the host's grant stays as it is, §6.7 says grant changes go by Request) but the
+    /// narrowing a server must respect whatever the carrier. Sent on the peer directly, since
+    /// the session only sends the Request form.
+    pub async fn narrow_by_notification(&self, sets: Vec<String>) -> OpResult {
+        if sets.is_empty() {
+            return Err("name at least one feature set to disable".into());
+        }
+        let s = self.live()?;
+        let params = json!({ "disabled": sets });
+        s.peer()
+            .notify_raw("featureSets/update", Some(params.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let v = json!({ "params": params, "time": timestamp_millis(SystemTime::now()) });
+        push_bounded(&mut self.state().narrowings, v.clone(), MAX_HISTORY);
+        self.changed();
+        Ok(v)
+    }
+
+    /// `tools/list`.
+    pub async fn tools_list(&self) -> OpResult {
+        let s = self.live()?;
+        let r = s
+            .request_raw("tools/list", json!({}))
+            .await
+            .map_err(|e| e.to_string())?;
+        self.state().tools = Some(r.clone());
+        self.changed();
+        Ok(r)
+    }
+
+    /// `tools/call` (gated on `tools`, §5.4).
+    pub async fn tools_call(&self, name: &str, arguments: Value) -> OpResult {
+        let s = self.live()?;
+        s.request_raw(
+            "tools/call",
+            json!({ "name": name, "arguments": arguments }),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// One turn: `inference/lifecycle` `started` when granted (§10.5), a
+    /// `context/beforeInference` fan-out with `text` as the user message (§10.1; the library
+    /// redacts it without `observe`), then `completed`. Shows every injection by position and
+    /// every one the host dropped, with why.
+    pub async fn hook(&self, text: &str) -> OpResult {
+        let s = self.live()?;
+        let (generation, turn) = {
+            let mut st = self.state();
+            st.turns += 1;
+            (st.generation, st.turns - 1)
+        };
+        let inference_id = format!("inspect-{generation}-{turn}");
+        let params = json!({
+            "inferenceId": inference_id, "conversationId": "mcpl-inspect",
+            "turnIndex": turn, "userMessage": text,
+            "model": { "id": "mcpl-inspect-echo" },
+        });
+        let lifecycle_granted = s.grant().allows(Capability::InferenceLifecycle);
+        let turn_guard = if lifecycle_granted {
+            Some(
+                s.start_turn(&inference_id, "mcpl-inspect", turn)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        } else {
+            None
+        };
+        let out = host::before_inference(&[&s], &params).await;
+        let lifecycle = match turn_guard {
+            None => json!("inferenceLifecycle not granted: no lifecycle sent"),
+            Some(Err(e)) => json!(format!("started not sent: {e}")),
+            Some(Ok(t)) => match t.complete(None).await {
+                Ok(()) => json!("started, completed"),
+                Err(e) => json!(format!("started; completed not sent: {e}")),
+            },
+        };
+        let accepted = |l: &[host::AcceptedInjection]| -> Vec<Value> {
+            l.iter()
+                .map(|a| json!({ "server": a.server, "injection": a.injection }))
+                .collect()
+        };
+        let v = json!({
+            "inferenceId": inference_id,
+            "params": params,
+            "consulted": out.consulted,
+            "system": accepted(&out.system),
+            "beforeUser": accepted(&out.before_user),
+            "afterUser": accepted(&out.after_user),
+            "rejected": out.rejected.iter().map(|r| json!({
+                "server": r.server, "injection": r.injection,
+                "category": injection_category(&r.reason), "reason": r.reason.to_string(),
+            })).collect::<Vec<_>>(),
+            "failures": out.failures.iter()
+                .map(|f| json!({ "server": f.server, "detail": f.detail }))
+                .collect::<Vec<_>>(),
+            "lifecycle": lifecycle,
+            "time": timestamp_millis(SystemTime::now()),
+        });
+        push_bounded(&mut self.state().hooks, v.clone(), MAX_HISTORY);
+        self.changed();
+        Ok(v)
+    }
+
+    /// `channels/open` (§14.3) of a channel of `kind` at `address`.
+    pub async fn channel_open(&self, kind: &str, address: Option<Value>) -> OpResult {
+        let s = self.live()?;
+        let mut params = json!({ "type": kind });
+        if let Some(a) = address {
+            params["address"] = a;
+        }
+        s.request_raw("channels/open", params)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// `channels/close` (§14.3).
+    pub async fn channel_close(&self, channel_id: &str) -> OpResult {
+        let s = self.live()?;
+        s.request_raw("channels/close", json!({ "channelId": channel_id }))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// `channels/publish` as a Request (§14.3), one text block.
+    pub async fn publish(&self, channel_id: &str, text: &str) -> OpResult {
+        let s = self.live()?;
+        s.request_raw(
+            "channels/publish",
+            json!({ "channelId": channel_id, "content": [{ "type": "text", "text": text }] }),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// An outgoing stream (§14.3): `text` word by word as `channels/outgoing/chunk`, then
+    /// `channels/outgoing/complete`, through the library's [`mcpl::host::OutgoingStream`].
+    pub async fn stream(&self, channel_id: &str, text: &str) -> OpResult {
+        let s = self.live()?;
+        let (generation, n) = {
+            let mut st = self.state();
+            st.turns += 1;
+            (st.generation, st.turns)
+        };
+        let inference_id = format!("inspect-stream-{generation}-{n}");
+        let mut stream = s
+            .outgoing_stream(&inference_id, Some("mcpl-inspect"))
+            .map_err(|e| e.to_string())?;
+        let mut sent = 0u64;
+        let mut result = Ok(());
+        for word in text.split_inclusive(' ') {
+            if let Err(e) = stream.chunk(channel_id, word).await {
+                result = Err(e.to_string());
+                break;
+            }
+            sent += 1;
+        }
+        if result.is_ok() {
+            result = stream.finish().await.map_err(|e| e.to_string());
+        }
+        let v = json!({ "inferenceId": inference_id, "channelId": channel_id, "text": text,
+                        "chunks": sent, "outcome": result.as_ref().err(),
+                        "time": timestamp_millis(SystemTime::now()) });
+        push_bounded(&mut self.state().streams, v.clone(), MAX_HISTORY);
+        self.changed();
+        result.map(|()| v)
+    }
+
+    /// Fetches `mcpl/manifest` now (§17.4) and reviews it; returns the change receipt, if the
+    /// manifest changed.
+    pub async fn manifest_refresh(&self) -> OpResult {
+        let s = self.live()?;
+        let r = s.refresh_manifest().await.map_err(|e| e.to_string())?;
+        let (manifest, recomputed) = s.manifest().unzip();
+        self.changed();
+        Ok(json!({
+            "receipt": r.map(|r| serde_json::to_value(r).unwrap_or(Value::Null)),
+            "manifest": manifest, "recomputed": recomputed.flatten(),
+        }))
+    }
+
+    /// Any method, through the session's gate (methods with a dedicated API are refused
+    /// there and say which to use). `notify` sends a Notification.
+    pub async fn raw(&self, method: &str, params: Value, notify: bool) -> OpResult {
+        let s = self.live()?;
+        if notify {
+            s.notify_raw(method, params)
+                .await
+                .map(|()| json!({ "sent": true }))
+                .map_err(|e| e.to_string())
+        } else {
+            s.request_raw(method, params)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    /// Sets how server → host requests are answered from now on.
+    pub fn set_auto_answer(&self, auto: AutoAnswer) -> Value {
+        let shown = auto.to_value();
+        self.state().auto_answer = auto;
+        self.changed();
+        shown
+    }
+
+    /// Re-spawns or re-dials the target and redoes the handshake, keeping the log.
+    pub async fn restart(&self) -> OpResult {
+        self.connect().await?;
+        Ok(self.snapshot()["connection"].clone())
+    }
+
+    /// Runs the `mcpl check` suite against the same target, as a child process of the same
+    /// executable (`mcpl check --json …`), bounded by [`CHECK_TIMEOUT`].
+    pub async fn run_check(&self) -> OpResult {
+        {
+            let mut st = self.state();
+            if st.check_running {
+                return Err("a check is already running".into());
+            }
+            st.check_running = true;
+        }
+        self.changed();
+        let outcome = self.check_once().await;
+        {
+            let mut st = self.state();
+            st.check_running = false;
+            st.check = Some(match &outcome {
+                Ok(v) => v.clone(),
+                Err(e) => json!({ "error": e }),
+            });
+        }
+        self.changed();
+        outcome
+    }
+
+    async fn check_once(&self) -> OpResult {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot locate the mcpl executable: {e}"))?;
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.arg("check")
+            .arg("--json")
+            .args(&self.inner.settings.check_args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run mcpl check: {e}"))?;
+        let out = tokio::time::timeout(CHECK_TIMEOUT, child.wait_with_output())
+            .await
+            .map_err(|_| format!("mcpl check took longer than {CHECK_TIMEOUT:?}; stopped"))?
+            .map_err(|e| format!("mcpl check failed to run: {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr: String = stderr.chars().take(CHECK_STDERR_SHOWN).collect();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("mcpl check printed no JSON report ({e}); stderr: {stderr}"))?;
+        Ok(json!({
+            "exitCode": out.status.code(),
+            "report": report,
+            "stderr": stderr,
+            "time": timestamp_millis(SystemTime::now()),
+        }))
+    }
+}

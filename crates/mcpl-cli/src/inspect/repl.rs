@@ -1,0 +1,503 @@
+//! `mcpl inspect --repl`: the engine on stdin/stdout, one command per line, scriptable from
+//! a pipe. Events (admitted pushes and channel messages, waiting requests) are printed as
+//! they come, each on its own line (`* …`, or `{"event": …}` with `--json`). A result is
+//! one line with `--json` (`{"command", "ok", "result" | "error"}`).
+//!
+//! Input lines are read up to [`MAX_LINE`] bytes; a longer one is refused whole.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+use super::engine::{AutoAnswer, Engine};
+use super::log::Filter;
+use super::ops::OpResult;
+
+/// Longest command line accepted, in bytes.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// The commands, as `help` prints them.
+pub const HELP: &str = "\
+commands (one per line):
+  state                      connection, mode and grant in force
+  tools                      tools/list
+  call NAME [JSON]           tools/call with JSON arguments (default {})
+  grant [PATTERN…]           apply a host policy by featureSets/update Request (none: show it)
+  narrow SET…                disable feature sets by a featureSets/update Notification (§6.7)
+  hook TEXT                  run a context/beforeInference fan-out with TEXT as user message
+  publish CHANNEL TEXT       channels/publish TEXT on CHANNEL
+  stream CHANNEL TEXT        stream TEXT to CHANNEL (channels/outgoing/chunk + complete)
+  open TYPE [JSON]           channels/open a channel of TYPE at the JSON address
+  close CHANNEL              channels/close CHANNEL
+  channels                   registered channels with their descriptors
+  events [N]                 the last N admitted events (default 10)
+  pending                    server → host requests waiting for an answer
+  answer ID TEXT             answer waiting request ID with TEXT
+  auto off|echo|TEXT         how server → host requests are answered from now on
+  manifest [refresh]         the manifest in force (refresh: fetch mcpl/manifest now)
+  raw METHOD [JSON]          send any request through the host's gate
+  notify METHOD [JSON]       send any notification through the host's gate
+  log [N]                    the last N log entries (default 20), marks included
+  check                      run the mcpl check suite against the same target
+  restart                    re-spawn or re-dial and redo the handshake, keeping the log
+  help                       this list
+  quit                       end (so does the end of input)";
+
+/// Splits `rest` into its first word and the remainder (trimmed).
+fn word(rest: &str) -> (&str, &str) {
+    let rest = rest.trim();
+    match rest.split_once(char::is_whitespace) {
+        Some((w, r)) => (w, r.trim()),
+        None => (rest, ""),
+    }
+}
+
+/// Reads an optional JSON argument (`default` when empty).
+fn json_arg(text: &str, default: Value) -> Result<Value, String> {
+    if text.is_empty() {
+        return Ok(default);
+    }
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn need<'a>(v: &'a str, what: &str) -> Result<&'a str, String> {
+    if v.is_empty() {
+        Err(format!("missing {what} (see `help`)"))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Runs one command line; `None` for `quit`.
+async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
+    let (cmd, rest) = word(line);
+    let r = match cmd {
+        "quit" | "exit" => return None,
+        "help" => Ok(json!(HELP)),
+        "state" => {
+            let s = engine.snapshot();
+            Ok(json!({ "target": s["target"], "connection": {
+                "generation": s["connection"]["generation"], "phase": s["connection"]["phase"],
+                "mode": s["connection"]["mode"], "detail": s["connection"]["detail"],
+                "serverInfo": s["connection"]["serverInfo"] },
+                "grant": s["grant"]["inForce"], "patterns": s["grant"]["patterns"],
+                "featureSets": s["grant"]["report"]["featureSets"] }))
+        }
+        "tools" => engine.tools_list().await,
+        "call" => {
+            let (name, args) = word(rest);
+            match (need(name, "tool name"), json_arg(args, json!({}))) {
+                (Ok(n), Ok(a)) => engine.tools_call(n, a).await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
+        }
+        "grant" if rest.is_empty() => Ok(engine.snapshot()["grant"].clone()),
+        "grant" => {
+            let patterns = rest.split_whitespace().map(str::to_owned).collect();
+            engine.apply_grant(patterns).await
+        }
+        "narrow" => {
+            let sets = rest.split_whitespace().map(str::to_owned).collect();
+            engine.narrow_by_notification(sets).await
+        }
+        "hook" => engine.hook(rest).await,
+        "publish" | "stream" => {
+            let (channel, text) = word(rest);
+            match need(channel, "channel id") {
+                Ok(c) if cmd == "publish" => engine.publish(c, text).await,
+                Ok(c) => engine.stream(c, text).await,
+                Err(e) => Err(e),
+            }
+        }
+        "open" => {
+            let (kind, address) = word(rest);
+            match (need(kind, "channel type"), json_arg(address, Value::Null)) {
+                (Ok(k), Ok(a)) => engine.channel_open(k, (!a.is_null()).then_some(a)).await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
+        }
+        "close" => match need(rest, "channel id") {
+            Ok(c) => engine.channel_close(c).await,
+            Err(e) => Err(e),
+        },
+        "channels" => Ok(engine.snapshot()["channels"].clone()),
+        "events" => {
+            let n = rest.parse::<usize>().unwrap_or(10);
+            let st = engine.state();
+            let events: Vec<Value> = st.events.iter().rev().take(n).rev().cloned().collect();
+            Ok(json!(events))
+        }
+        "pending" => Ok(engine.snapshot()["pending"].clone()),
+        "answer" => {
+            let (id, text) = word(rest);
+            match id.parse::<u64>() {
+                Ok(id) => {
+                    let method = engine
+                        .state()
+                        .pending
+                        .get(&id)
+                        .map(|p| p.method.clone())
+                        .unwrap_or_default();
+                    engine.answer(id, Ok(super::engine::text_answer(&method, text)))
+                }
+                Err(_) => Err("answer ID TEXT: ID is the waiting request's number".into()),
+            }
+        }
+        "auto" => {
+            let auto = match rest {
+                "off" => AutoAnswer::Off,
+                "echo" | "" => AutoAnswer::Echo,
+                t => AutoAnswer::Text(t.to_owned()),
+            };
+            Ok(engine.set_auto_answer(auto))
+        }
+        "manifest" if rest == "refresh" => engine.manifest_refresh().await,
+        "manifest" => {
+            let s = engine.snapshot();
+            Ok(json!({ "manifest": s["manifest"], "changes": s["manifestChanges"] }))
+        }
+        "raw" | "notify" => {
+            let (method, params) = word(rest);
+            match (need(method, "method"), json_arg(params, json!({}))) {
+                (Ok(m), Ok(p)) => engine.raw(m, p, cmd == "notify").await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
+        }
+        "log" => {
+            let n = rest.parse::<usize>().unwrap_or(20);
+            Ok(engine.log().page(None, n, &Filter::default())["entries"].clone())
+        }
+        "check" => engine.run_check().await,
+        "restart" => engine.restart().await,
+        "" => return Some(Ok(Value::Null)),
+        other => Err(format!("unknown command {other:?} (see `help`)")),
+    };
+    Some(r)
+}
+
+/// Joins the strings of a JSON array with `sep`.
+fn joined(v: &Value, sep: &str) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(sep)
+        })
+        .unwrap_or_default()
+}
+
+/// The text of content (a string or content blocks).
+fn content_text(c: &Value) -> String {
+    super::engine::echo_text(&json!({ "messages": [{ "role": "user", "content": c }] }))
+}
+
+/// A receipt (§6.7) in lines.
+fn receipt_lines(r: &Value) -> String {
+    if r.is_null() {
+        return "receipt: none usable (nothing widened)".into();
+    }
+    let mut out = if r["accepted"] == json!(true) {
+        format!(
+            "receipt: accepted{}",
+            r["mode"]
+                .as_str()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        )
+    } else {
+        format!(
+            "receipt: refused, fallback {}",
+            r["fallback"].as_str().unwrap_or("?")
+        )
+    };
+    for u in r["unavailableFeatures"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  {} {}: {} (missing {})",
+            u["featureSet"].as_str().unwrap_or(""),
+            u["effect"].as_str().unwrap_or(""),
+            u["reason"].as_str().unwrap_or(""),
+            joined(&u["missingCapabilities"], ", ")
+        ));
+    }
+    out
+}
+
+/// The readable form of a result: the few shapes a person reads often in lines, strings as
+/// they are, anything else as pretty JSON.
+fn readable(cmd: &str, v: &Value) -> String {
+    match (cmd, v) {
+        (_, Value::Null) => String::new(),
+        (_, Value::String(s)) => s.clone(),
+        ("state", _) => {
+            let c = &v["connection"];
+            let sets: Vec<String> = v["featureSets"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, s)| {
+                    let status = if s["available"] == json!(true) {
+                        "available".to_owned()
+                    } else {
+                        format!("unavailable ({})", s["reason"].as_str().unwrap_or(""))
+                    };
+                    format!("  {name}: {status}")
+                })
+                .collect();
+            format!(
+                "target: {}\nstate: {} ({}), connection {}\nserver: {} {}\ngrant: {}\nfeature sets:\n{}",
+                v["target"].as_str().unwrap_or(""),
+                c["phase"].as_str().unwrap_or(""),
+                c["mode"].as_str().unwrap_or(""),
+                c["generation"],
+                c["serverInfo"]["name"].as_str().unwrap_or(""),
+                c["serverInfo"]["version"].as_str().unwrap_or(""),
+                joined(&v["grant"], " "),
+                sets.join("\n")
+            )
+        }
+        ("grant", _) if v.get("receipt").is_some() => {
+            let list = |k: &str| match joined(&v[k], " ") {
+                s if s.is_empty() => "none".to_owned(),
+                s => s,
+            };
+            format!(
+                "{}\nnarrowed: {}\nactivated: {}\ngrant: {}",
+                receipt_lines(&v["receipt"]),
+                list("narrowed"),
+                list("activated"),
+                list("grant")
+            )
+        }
+        ("hook", _) => {
+            let mut out = format!(
+                "consulted: {}\nlifecycle: {}",
+                joined(&v["consulted"], ", "),
+                v["lifecycle"].as_str().unwrap_or("")
+            );
+            for pos in ["system", "beforeUser", "afterUser"] {
+                for a in v[pos].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "\n{pos} [{}]: {}",
+                        a["injection"]["namespace"].as_str().unwrap_or(""),
+                        content_text(&a["injection"]["content"])
+                    ));
+                }
+            }
+            for r in v["rejected"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "\ndropped ({}): {}",
+                    r["category"].as_str().unwrap_or(""),
+                    r["reason"].as_str().unwrap_or("")
+                ));
+            }
+            out
+        }
+        ("log", Value::Array(entries)) => entries
+            .iter()
+            .map(|e| {
+                let marks: String = e["marks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| {
+                        format!(
+                            "  [{} {}]",
+                            m["section"].as_str().unwrap_or(""),
+                            m["rule"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                let preview: String = e["preview"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(100)
+                    .collect();
+                format!(
+                    "{:>6} {:<8} {:<12} {}{}",
+                    e["seq"],
+                    e["dir"].as_str().unwrap_or(""),
+                    e["kind"].as_str().unwrap_or(""),
+                    preview,
+                    marks
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        ("call", _) if v.get("content").is_some_and(Value::is_array) => {
+            let texts: Vec<String> = v["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|b| match b.get("text").and_then(Value::as_str) {
+                    Some(t) => t.to_owned(),
+                    None => b.to_string(),
+                })
+                .collect();
+            let err = if v.get("isError") == Some(&json!(true)) {
+                "error: "
+            } else {
+                ""
+            };
+            format!("{err}{}", texts.join("\n"))
+        }
+        ("tools", _) if v.get("tools").is_some_and(Value::is_array) => v["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                format!(
+                    "{:<16} {}",
+                    t["name"].as_str().unwrap_or(""),
+                    t["description"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => serde_json::to_string_pretty(v).unwrap_or_default(),
+    }
+}
+
+/// Prints events as they come until the engine goes away.
+fn print_events(engine: &Engine, json_out: bool) {
+    let mut rx = engine.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let msg = match rx.recv().await {
+                Ok(m) => m,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    json!({ "type": "resync", "missed": n })
+                }
+                Err(_) => break,
+            };
+            let line = match msg["type"].as_str() {
+                Some("event") if json_out => json!({ "event": msg["event"] }).to_string(),
+                Some("event") => {
+                    let e = &msg["event"];
+                    match e["kind"].as_str() {
+                        Some("push") => format!(
+                            "* push {} [{}] {}",
+                            e["featureSet"].as_str().unwrap_or(""),
+                            e["tags"]
+                                .as_array()
+                                .map(|t| t
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(" "))
+                                .unwrap_or_default(),
+                            content_text(&e["params"]["payload"]["content"])
+                        ),
+                        Some("channel") => format!(
+                            "* message on {}: {}",
+                            e["channelId"].as_str().unwrap_or(""),
+                            content_text(&e["message"]["content"])
+                        ),
+                        _ => format!("* {e}"),
+                    }
+                }
+                Some("request") if json_out => json!({ "request": {
+                    "id": msg["id"], "method": msg["method"] } })
+                .to_string(),
+                Some("request") => format!(
+                    "* {} waiting: answer {} TEXT",
+                    msg["method"].as_str().unwrap_or(""),
+                    msg["id"]
+                ),
+                Some("resync") => format!("* {} events were not shown", msg["missed"]),
+                _ => continue,
+            };
+            println!("{line}");
+        }
+    });
+}
+
+/// Runs the REPL until `quit` or the end of input.
+pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
+    print_events(&engine, json_out);
+    if let Err(e) = engine.connect().await {
+        crate::term::emit_err(&format!("mcpl inspect: {e}\n"));
+        return ExitCode::from(2);
+    }
+    let failed = Arc::new(AtomicBool::new(false));
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let read = (&mut stdin)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
+            // Skip the rest of the over-long line, a bounded piece at a time.
+            loop {
+                buf.clear();
+                let n = (&mut stdin)
+                    .take(MAX_LINE as u64)
+                    .read_until(b'\n', &mut buf)
+                    .await
+                    .unwrap_or(0);
+                if n == 0 || buf.ends_with(b"\n") {
+                    break;
+                }
+            }
+            failed.store(true, Ordering::SeqCst);
+            eprintln!("mcpl inspect: a command line over {MAX_LINE} bytes was refused");
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf).trim().to_owned();
+        let cmd = word(&line).0.to_owned();
+        let Some(result) = command(&engine, &line).await else {
+            break;
+        };
+        if line.is_empty() {
+            continue;
+        }
+        match (&result, json_out) {
+            (Ok(v), true) => println!("{}", json!({ "command": cmd, "ok": true, "result": v })),
+            (Err(e), true) => println!("{}", json!({ "command": cmd, "ok": false, "error": e })),
+            (Ok(v), false) => {
+                let text = readable(&cmd, v);
+                if !text.is_empty() {
+                    println!("{text}");
+                }
+            }
+            (Err(e), false) => println!("error: {e}"),
+        }
+        if result.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+    }
+    if let Some(s) = engine.session() {
+        s.close();
+    }
+    if failed.load(Ordering::SeqCst) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_once() {
+        assert_eq!(
+            word("  call echo {\"text\": \"a b\"} "),
+            ("call", "echo {\"text\": \"a b\"}")
+        );
+        assert_eq!(word("tools"), ("tools", ""));
+        assert!(json_arg("", json!({})).unwrap().is_object());
+        assert!(json_arg("{", json!({})).is_err());
+    }
+}

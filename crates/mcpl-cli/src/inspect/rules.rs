@@ -1,0 +1,288 @@
+//! The rule and § behind every refusal and diagnostic the host session produces, so the log
+//! can mark the frame it is about. The library decides (`mcpl::host`); this module only
+//! names what it decided.
+
+use mcpl::host::HostDiagnostic;
+use mcpl::peer::Diagnostic;
+use serde::Serialize;
+
+/// One rule the host applied to a frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    /// A stable code (`capability_denied`, `privileged_before_ready`, …).
+    pub rule: String,
+    /// Where the rule is written (`§5.4`, `App. A`, `JSON-RPC 2.0`).
+    pub section: &'static str,
+    /// What happened, in one line.
+    pub detail: String,
+}
+
+/// Which frame a diagnostic is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum About {
+    /// The newest received frame with this method.
+    Method(String),
+    /// The newest received frame with this JSON-RPC id (compact JSON).
+    Id(String),
+    /// The newest received frame that is not a JSON-RPC message.
+    Junk,
+    /// No single frame (a connection-wide or host-side event).
+    Nothing,
+}
+
+/// The mark for an error answer the host sent, by its Appendix A / JSON-RPC code.
+pub fn error_mark(code: i64, message: &str) -> Mark {
+    let (rule, section) = match code {
+        -32001 => ("feature_set_not_enabled", "§6.6"),
+        -32002 => ("capability_denied", "§5.4"),
+        -32003 => ("unknown_feature_set", "§6.6"),
+        -32005 => ("checkpoint_not_found", "§8.5"),
+        -32017 => ("channel_not_permitted", "§14.6"),
+        -32023 => ("unknown_channel", "§14.6"),
+        -32024 => ("channel_open_failed", "§14.6"),
+        -32600 => ("invalid_request", "JSON-RPC 2.0"),
+        -32601 => ("method_not_found", "JSON-RPC 2.0"),
+        -32602 => ("invalid_params", "JSON-RPC 2.0"),
+        -32603 => ("internal_error", "JSON-RPC 2.0"),
+        -32700 => ("parse_error", "JSON-RPC 2.0"),
+        _ => ("error_answered", "App. A"),
+    };
+    Mark {
+        rule: rule.into(),
+        section,
+        detail: format!("answered {code}: {message}"),
+    }
+}
+
+/// The section where `method`'s parameters are defined, for a malformed-params diagnostic.
+fn method_section(method: &str) -> &'static str {
+    match method {
+        "push/event" => "§9.2",
+        "inference/request" => "§11.2",
+        "model/info" => "§12.1",
+        "mcpl/manifestChanged" => "§17.3",
+        m if m.starts_with("channels/") => "§14.3",
+        m if m.starts_with("featureSets/") => "§6.7",
+        _ => "§4",
+    }
+}
+
+/// The mark of a host diagnostic and the frame it is about.
+pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
+    let m = |rule: &str, section: &'static str, detail: String| Mark {
+        rule: rule.into(),
+        section,
+        detail,
+    };
+    let method = |s: &str| About::Method(s.to_owned());
+    match d {
+        HostDiagnostic::PrivilegedBeforeReady { method: me } => (
+            m(
+                "privileged_before_ready",
+                "§5.3",
+                format!("{me} before the initial policy receipt"),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::CapabilityDenied {
+            method: me,
+            capability,
+        } => (
+            m(
+                "capability_denied",
+                "§5.4",
+                format!("{me} needs {capability}, not granted"),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::UnexpectedMethod { method: me } => (
+            m(
+                "unexpected_method",
+                "§4",
+                format!("{me} is not a method a host receives"),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::BadParams { method: me, detail } => (
+            m("invalid_params", method_section(me), format!("{me}: {detail}")),
+            method(me),
+        ),
+        HostDiagnostic::DuplicateEvent { event_id } => (
+            m(
+                "duplicate_event",
+                "§9.4",
+                format!("eventId {event_id:?} repeated; not redelivered"),
+            ),
+            method("push/event"),
+        ),
+        HostDiagnostic::DeclarationMismatch {
+            method: me,
+            feature_set,
+            missing,
+        } => (
+            m(
+                "declaration_mismatch",
+                "§6.4",
+                format!(
+                    "{me} under {feature_set}, whose uses lacks {}",
+                    missing.join(", ")
+                ),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::TagIssue { method: me, issue } => (
+            m("tag_issue", "§16.1", format!("{me}: {issue}")),
+            method(me),
+        ),
+        HostDiagnostic::ReceiptDefect { code, path } => (
+            m(code, "§6.7", format!("receipt defect at {path}")),
+            About::Nothing,
+        ),
+        HostDiagnostic::ChannelRejected {
+            method: me,
+            id,
+            reason,
+            filtered_notification,
+        } => (
+            m(
+                reason,
+                "§14.5",
+                format!(
+                    "{me}: {id:?} rejected{}",
+                    if *filtered_notification {
+                        " (a Notification: filtered)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::ManifestFinding {
+            code,
+            path,
+            message,
+        } => (
+            m(code, "§17.5", format!("{path}: {message}")),
+            About::Nothing,
+        ),
+        HostDiagnostic::ManifestDefect { code, message } => {
+            (m(code, "§17.2", message.clone()), About::Nothing)
+        }
+        HostDiagnostic::ManifestUnparseable {
+            code,
+            consecutive_failures,
+        } => (
+            m(
+                code,
+                "§17.5",
+                format!("fetched manifest unusable ({consecutive_failures} in a row); the previous one stands"),
+            ),
+            About::Nothing,
+        ),
+        HostDiagnostic::ManifestFetchDropped { dropped_total } => (
+            m(
+                "manifest_fetch_rate_limited",
+                "§17.8",
+                format!("mcpl/manifestChanged over the rate limit ({dropped_total} dropped)"),
+            ),
+            method("mcpl/manifestChanged"),
+        ),
+        HostDiagnostic::ManifestFetchFailed { detail } => (
+            m("manifest_fetch_failed", "§17.4", detail.clone()),
+            About::Nothing,
+        ),
+        HostDiagnostic::HookFailed { server, detail } => (
+            m("hook_failed", "§10.6", format!("{server}: {detail}")),
+            About::Nothing,
+        ),
+        HostDiagnostic::InjectionRejected { server, reason } => (
+            m("injection_rejected", "§10.4", format!("{server}: {reason}")),
+            About::Nothing,
+        ),
+        HostDiagnostic::LifecycleNotSent {
+            inference_id,
+            detail,
+        } => (
+            m(
+                "lifecycle_not_sent",
+                "§10.5",
+                format!("{inference_id}: {detail}"),
+            ),
+            About::Nothing,
+        ),
+        HostDiagnostic::OutgoingNotCompleted {
+            inference_id,
+            channel_id,
+            detail,
+        } => (
+            m(
+                "outgoing_not_completed",
+                "§14.3",
+                format!("{inference_id} on {channel_id}: {detail}"),
+            ),
+            About::Nothing,
+        ),
+        HostDiagnostic::Connection(c) => connection(c),
+    }
+}
+
+/// The mark of a connection-level (JSON-RPC framing) diagnostic.
+fn connection(d: &Diagnostic) -> (Mark, About) {
+    let rule = match d {
+        Diagnostic::JunkLine { .. } => "junk_line",
+        Diagnostic::ParseError { .. } => "parse_error",
+        Diagnostic::Oversized { .. } => "oversized",
+        Diagnostic::NotText { .. } => "not_text",
+        Diagnostic::InvalidMessage { .. } => "invalid_message",
+        Diagnostic::EmptyBatch => "empty_batch",
+        Diagnostic::BatchTooLarge { .. } => "batch_too_large",
+        Diagnostic::LateResponse { .. } => "late_response",
+        Diagnostic::UnknownResponse { .. } => "unknown_response",
+        Diagnostic::UnhandledNotification { .. } => "unhandled_notification",
+        Diagnostic::Dropped { .. } => "diagnostics_dropped",
+    };
+    let about = match d {
+        Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
+        Diagnostic::InvalidMessage { id: Some(id), .. }
+        | Diagnostic::LateResponse { id }
+        | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),
+        Diagnostic::UnhandledNotification { method } => About::Method(method.clone()),
+        _ => About::Nothing,
+    };
+    (
+        Mark {
+            rule: rule.into(),
+            section: "JSON-RPC 2.0",
+            detail: d.to_string(),
+        },
+        about,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpl::capability::Capability;
+
+    #[test]
+    fn refusals_name_their_rule_and_section() {
+        let (mark, about) = diagnostic(&HostDiagnostic::CapabilityDenied {
+            method: "push/event".into(),
+            capability: Capability::PushEvents,
+        });
+        assert_eq!(
+            (mark.rule.as_str(), mark.section),
+            ("capability_denied", "§5.4")
+        );
+        assert_eq!(about, About::Method("push/event".into()));
+        let (mark, _) = diagnostic(&HostDiagnostic::PrivilegedBeforeReady {
+            method: "push/event".into(),
+        });
+        assert_eq!(mark.section, "§5.3");
+        assert_eq!(
+            error_mark(-32023, "Unknown channel").rule,
+            "unknown_channel"
+        );
+    }
+}

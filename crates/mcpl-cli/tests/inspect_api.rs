@@ -1,0 +1,515 @@
+//! `mcpl inspect`'s dashboard API, driven over real HTTP against a real `mcpl inspect`
+//! process: against the bundled reference server (grant apply → receipt, a tool call → its
+//! result, a push in the event stream), the scripted server (a refused frame marked with its
+//! rule), a flooding server of the test's own (the log stays bounded and the API answers), the
+//! security of every route (401 without the token, 403 for a foreign Origin or Host), and the
+//! REPL over a pipe.
+//!
+//! Every wait is bounded and driven by what the inspector says (its first stderr line, its
+//! event stream), never by sleeping.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+mod inspect_support;
+use inspect_support::{Inspect, BIN, SCRIPTED, WAIT};
+
+#[test]
+fn grant_apply_returns_the_receipt_a_tool_call_its_result_and_a_push_reaches_the_stream() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    assert_eq!(state["connection"]["serverInfo"]["name"], "mcpl-reference");
+    assert_eq!(state["connection"]["hostAdvertisement"]["version"], "0.5");
+    assert!(state["grant"]["inForce"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("channels.register")));
+
+    // A narrower grant by Request (§6.7): channels dropped, so ref.chat degrades.
+    let narrower = json!([
+        "pushEvents",
+        "tools",
+        "modelInfo",
+        "inferenceLifecycle",
+        "contextHooks.beforeInference.inject.beforeUser"
+    ]);
+    let r = insp.post("/api/grant", json!({ "patterns": narrower }));
+    assert_eq!(r["ok"], true, "{r}");
+    let change = &r["result"];
+    let receipt = &change["receipt"];
+    assert_eq!(receipt["accepted"], true, "{receipt}");
+    assert_eq!(receipt["mode"], "degraded");
+    let chat = receipt["unavailableFeatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["featureSet"] == "ref.chat")
+        .unwrap_or_else(|| panic!("ref.chat degraded in {receipt}"));
+    assert_eq!(chat["effect"], "disabled");
+    assert!(change["narrowed"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("channels.register")));
+    assert!(!change["grant"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("channels.register")));
+    // The state shows it too, and the preview computes a grant without applying it.
+    let s = insp.get("/api/state");
+    assert_eq!(s["policy"]["receipt"], *receipt);
+    assert_eq!(
+        s["grant"]["report"]["featureSets"]["ref.chat"]["available"],
+        false
+    );
+    let p = insp.post("/api/grant/preview", json!({ "patterns": ["tools"] }));
+    assert_eq!(p["result"]["featureSets"]["ref.events"]["available"], false);
+    let bad = insp.post("/api/grant", json!({ "patterns": ["chan*"] }));
+    assert_eq!(bad["ok"], false, "a malformed pattern is refused: {bad}");
+
+    // A tool call and its result.
+    let r = insp.post(
+        "/api/tools/call",
+        json!({ "name": "echo", "arguments": { "text": "hi there" } }),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "hi there", "{r}");
+
+    // A tool that makes the server push: the push is on the event stream, tags expanded.
+    let r = insp.post(
+        "/api/tools/call",
+        json!({ "name": "schedule_event", "arguments": { "text": "pushed by a test" } }),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    let ev = events.until("push", |v| {
+        v["type"] == "event"
+            && v["event"]["kind"] == "push"
+            && v["event"]["params"]["payload"]["content"][0]["text"] == "pushed by a test"
+    });
+    let ev = &ev["event"];
+    assert_eq!(ev["featureSet"], "ref.events");
+    assert_eq!(ev["tags"], json!(["ref:scheduled"]));
+    assert_eq!(ev["treatment"]["behavior"], "queue");
+}
+
+#[test]
+fn a_waiting_server_request_blocks_nothing_else_and_hooks_show_their_injections() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    // The `model` tool makes the server ask `model/info` (§12.1), which waits for an answer.
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            let r = insp.post(
+                "/api/tools/call",
+                json!({ "name": "model", "arguments": {} }),
+            );
+            tx.send(r).unwrap();
+        });
+        let waiting = events.until("a waiting request", |v| v["type"] == "request");
+        assert_eq!(waiting["method"], "model/info");
+        // Meanwhile everything else goes on: a tool call, a hook fan-out.
+        let r = insp.post(
+            "/api/tools/call",
+            json!({ "name": "echo", "arguments": { "text": "not blocked" } }),
+        );
+        assert_eq!(r["result"]["content"][0]["text"], "not blocked");
+        let hook = insp.post("/api/hook", json!({ "text": "hello hooks" }));
+        let hook = &hook["result"];
+        assert_eq!(hook["consulted"], json!(["mcpl-reference"]), "{hook}");
+        assert_eq!(hook["beforeUser"][0]["injection"]["namespace"], "reference");
+        assert_eq!(hook["lifecycle"], "started, completed");
+        assert!(rx.try_recv().is_err(), "the model tool still waits");
+        let pending = insp.get("/api/state")["pending"].clone();
+        assert_eq!(pending[0]["method"], "model/info");
+        let answered = insp.post(
+            "/api/answer",
+            json!({ "id": waiting["id"], "text": "model-from-the-test" }),
+        );
+        assert_eq!(answered["ok"], true, "{answered}");
+        let r = rx
+            .recv_timeout(WAIT)
+            .expect("the model tool returns once answered");
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.contains("model-from-the-test"), "{text}");
+    });
+    assert!(insp.get("/api/state")["pending"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_refused_frame_is_marked_with_its_rule() {
+    // The scripted server pushes before the policy receipt: the host answers -32002 (§5.3).
+    let insp = Inspect::start(&["--", SCRIPTED, "early-push"]);
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    let marked = loop {
+        let page = insp.get("/api/log?marked=1&dir=received");
+        let hit = page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["id"] == "\"s-early\""
+                    && e["marks"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|m| m["rule"] == "privileged_before_ready")
+            })
+            .cloned();
+        if let Some(e) = hit {
+            break e;
+        }
+        events
+            .next(deadline)
+            .expect("log updates until the refused push is marked");
+    };
+    assert_eq!(marked["method"], "push/event");
+    let marks = marked["marks"].as_array().unwrap();
+    let early = marks
+        .iter()
+        .find(|m| m["rule"] == "privileged_before_ready")
+        .unwrap();
+    assert_eq!(early["section"], "§5.3");
+    // The host's own answer marks it too, by its Appendix A code.
+    let answer = marks
+        .iter()
+        .find(|m| m["rule"] == "capability_denied")
+        .unwrap_or_else(|| panic!("the -32002 answer marks the frame: {marks:?}"));
+    assert!(answer["detail"].as_str().unwrap().contains("-32002"));
+    // The full entry has the raw frame, and the diagnostic is a log entry of its own.
+    let full = insp.get(&format!("/api/log/{}", marked["seq"]));
+    let frame: Value = serde_json::from_str(full["text"].as_str().unwrap()).unwrap();
+    assert_eq!(frame["id"], "s-early");
+    let diags = insp.get("/api/log?dir=host&method=push/event");
+    assert!(diags["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "diagnostic" && e["marks"][0]["section"] == "§5.3"));
+    // The export is the transcript format of `mcpl check --transcript`, marks included.
+    let (status, head, body) = insp.request(
+        "GET",
+        &format!("/api/export?token={}", insp.token),
+        &[],
+        None,
+    );
+    assert_eq!(status, 200);
+    assert!(head.contains("content-disposition: attachment"));
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|l| l["direction"] == "sent" || l["direction"] == "received"));
+    assert!(lines
+        .iter()
+        .any(|l| l["message"]["id"] == "s-early" && l["marks"].is_array()));
+}
+
+#[test]
+fn without_the_token_401_and_with_a_foreign_origin_or_host_403() {
+    let insp = Inspect::start(&[]);
+    let token = || ("X-MCPL-Token", insp.token.clone());
+    for path in [
+        "/",
+        "/app.js",
+        "/api/state",
+        "/api/events",
+        "/api/log",
+        "/api/export",
+    ] {
+        let (status, head, _) = insp.request("GET", path, &[], None);
+        assert_eq!(status, 401, "{path} without the token");
+        assert!(head.contains("content-security-policy"), "{path}");
+        let (status, _, _) = insp.request(
+            "GET",
+            &format!("{path}?token=0{}", &insp.token[1..]),
+            &[],
+            None,
+        );
+        assert_eq!(status, 401, "{path} with a wrong token");
+    }
+    let (status, _, _) = insp.request(
+        "POST",
+        "/api/restart",
+        &[("Content-Type", "application/json".into())],
+        Some("{}"),
+    );
+    assert_eq!(status, 401, "a write without the token");
+    // A foreign Origin or Host is refused even with the token (cross-site, DNS rebinding).
+    let (status, _, _) = insp.request(
+        "GET",
+        "/api/state",
+        &[token(), ("Origin", "http://evil.example".into())],
+        None,
+    );
+    assert_eq!(status, 403);
+    let (status, _, _) = insp.request(
+        "GET",
+        "/api/state",
+        &[token(), ("Host", format!("evil.example:{}", insp.port))],
+        None,
+    );
+    assert_eq!(status, 403);
+    let (status, _, _) = insp.request(
+        "POST",
+        "/api/tools/list",
+        &[
+            token(),
+            ("Origin", "null".into()),
+            ("Content-Type", "application/json".into()),
+        ],
+        Some("{}"),
+    );
+    assert_eq!(status, 403);
+    // The dashboard's own origin and `localhost` are fine; a form-encoded write is not.
+    let (status, _, _) = insp.request(
+        "GET",
+        "/api/state",
+        &[token(), ("Origin", format!("http://{}", insp.host()))],
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = insp.request(
+        "GET",
+        "/api/state",
+        &[token(), ("Host", format!("localhost:{}", insp.port))],
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = insp.request(
+        "POST",
+        "/api/tools/list",
+        &[
+            token(),
+            ("Content-Type", "application/x-www-form-urlencoded".into()),
+        ],
+        Some("a=1"),
+    );
+    assert_eq!(status, 415);
+    // The page: its token in its asset URLs, no inline script, a strict policy.
+    let (status, head, body) = insp.request("GET", &format!("/?token={}", insp.token), &[], None);
+    assert_eq!(status, 200);
+    assert!(head.contains("content-security-policy: default-src 'none'; script-src 'self'"));
+    assert!(head.contains("referrer-policy: no-referrer"));
+    assert!(body.contains(&format!("app.js?token={}", insp.token)));
+    assert!(!body.contains("<script>"), "no inline script");
+}
+
+/// A server of the test's own: MCP-only, answers what it must, then floods.
+fn flooding_server(listener: TcpListener, done: mpsc::Sender<()>) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let mut next = |line: &mut String| -> Value {
+        line.clear();
+        reader.read_line(line).unwrap();
+        serde_json::from_str(line).unwrap()
+    };
+    let init = next(&mut line);
+    assert_eq!(init["method"], "initialize");
+    let reply = json!({ "jsonrpc": "2.0", "id": init["id"], "result": {
+        "protocolVersion": "2024-11-05", "capabilities": { "tools": {} },
+        "serverInfo": { "name": "flood", "version": "1" } } });
+    writeln!(writer, "{reply}").unwrap();
+    assert_eq!(next(&mut line)["method"], "notifications/initialized");
+    let list = next(&mut line);
+    assert_eq!(list["method"], "tools/list");
+    writeln!(
+        writer,
+        "{}",
+        json!({ "jsonrpc": "2.0", "id": list["id"], "result": { "tools": [] } })
+    )
+    .unwrap();
+    // 100,000 notifications, one 10 MB frame, then a ping whose answer says the host has
+    // read them all (it answers in wire order, after the tap logged each frame).
+    let mut out = std::io::BufWriter::new(writer);
+    for i in 0..100_000 {
+        writeln!(
+            out,
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"flood {i}"}}}}"#
+        )
+        .unwrap();
+    }
+    let huge = "x".repeat(10 * 1024 * 1024);
+    writeln!(
+        out,
+        r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{huge}"}}}}"#
+    )
+    .unwrap();
+    writeln!(out, r#"{{"jsonrpc":"2.0","id":"done","method":"ping"}}"#).unwrap();
+    out.flush().unwrap();
+    loop {
+        let v = next(&mut line);
+        if v["id"] == "done" {
+            let _ = done.send(());
+            break;
+        }
+    }
+    // Keep the connection open until the test ends (the inspector is killed then).
+    let _ = reader.read_line(&mut line);
+}
+
+#[test]
+fn a_flood_and_a_huge_frame_leave_the_dashboard_responsive_and_the_log_bounded() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || flooding_server(listener, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the host read the whole flood");
+
+    let state = insp.get("/api/state");
+    assert_eq!(state["connection"]["phase"], "ready");
+    let page = insp.get("/api/log?limit=500");
+    let kept = page["kept"].as_u64().unwrap();
+    assert!(
+        kept <= 10_000,
+        "the log keeps at most 10,000 entries, kept {kept}"
+    );
+    assert!(page["lastSeq"].as_u64().unwrap() > 100_000);
+    assert!(page["evicted"].as_u64().unwrap() > 90_000);
+    assert_eq!(page["entries"].as_array().unwrap().len(), 500);
+    // The 10 MB frame is logged with its size but kept cut to 256 KiB.
+    let received = insp.get("/api/log?dir=received&limit=3");
+    let huge = received["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["bytes"].as_u64().unwrap() > 10 * 1024 * 1024)
+        .unwrap_or_else(|| panic!("the huge frame is among the newest: {received}"))
+        .clone();
+    assert_eq!(huge["truncated"], true);
+    assert_eq!(huge["method"], "notifications/message");
+    assert!(huge["preview"].as_str().unwrap().chars().count() <= 240);
+    let full = insp.get(&format!("/api/log/{}", huge["seq"]));
+    assert!(full["text"].as_str().unwrap().len() <= 256 * 1024);
+    // An entry evicted by the flood is gone, not an error of the server.
+    let (status, _, _) = insp.request(
+        "GET",
+        &format!("/api/log/2?token={}", insp.token),
+        &[],
+        None,
+    );
+    assert_eq!(status, 404);
+    // Memory stayed bounded: what stays resident is far below the 30 MB the flood carried
+    // (the log's own bound is 10,000 entries and 32 MiB of text, 256 KiB per frame).
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", insp.child.id())) {
+        let rss_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(rss_kb < 100 * 1024, "resident {rss_kb} kB");
+    }
+}
+
+#[test]
+fn the_repl_is_scriptable_from_a_pipe_with_json_output() {
+    let script = "tools\n\
+                  call echo {\"text\": \"from the repl\"}\n\
+                  grant pushEvents tools\n\
+                  hook hello\n\
+                  nonsense\n\
+                  log 3\n\
+                  quit\n";
+    let mut child = Command::new(BIN)
+        .args(["inspect", "--repl", "--json", "--timeout", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "one command failed");
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let result = |cmd: &str| {
+        lines
+            .iter()
+            .find(|l| l["command"] == cmd)
+            .unwrap_or_else(|| panic!("no result for {cmd}: {lines:?}"))
+            .clone()
+    };
+    let tools = result("tools");
+    assert!(tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "schedule_event"));
+    assert_eq!(
+        result("call")["result"]["content"][0]["text"],
+        "from the repl"
+    );
+    let grant = result("grant");
+    assert_eq!(grant["result"]["receipt"]["accepted"], true);
+    assert_eq!(grant["result"]["grant"], json!(["pushEvents", "tools"]));
+    // With the hook's inject leaf revoked, nothing was consulted.
+    assert_eq!(result("hook")["result"]["consulted"], json!([]));
+    assert_eq!(result("nonsense")["ok"], false);
+    assert_eq!(result("log")["result"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn the_check_button_runs_the_check_suite_against_the_same_target() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let r = insp.post("/api/check", json!({}));
+    assert_eq!(r["ok"], true, "{r}");
+    let report = &r["result"]["report"];
+    assert_eq!(r["result"]["exitCode"], 0, "{report}");
+    assert_eq!(report["summary"]["fail"], 0);
+    assert!(report["summary"]["pass"].as_u64().unwrap() > 10);
+    assert!(report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["id"] == "initialize.mcpl-present" && c["status"] == "pass"));
+    // The report is kept for the page.
+    assert_eq!(insp.get("/api/state")["check"]["last"]["report"], *report);
+
+    // Restart: a second connection, the log of the first kept.
+    let r = insp.post("/api/restart", json!({}));
+    assert_eq!(r["result"]["generation"], 2, "{r}");
+    assert_eq!(r["result"]["phase"], "ready");
+    let log = insp.get("/api/log?limit=500&method=initialize");
+    let generations: Vec<u64> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["dir"] == "sent")
+        .map(|e| e["generation"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        generations,
+        vec![1, 2],
+        "one initialize per connection, both kept"
+    );
+}
