@@ -9,10 +9,12 @@
 //! `MCPL_CHROMEDRIVER` override where they are looked for.
 
 use std::io::{BufRead, BufReader};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use fantoccini::{ClientBuilder, Locator};
+use futures_util::FutureExt;
 use serde_json::json;
 
 mod inspect_support;
@@ -141,28 +143,41 @@ async fn the_dashboard_applies_a_grant_calls_a_tool_and_shows_the_push_in_chromi
     let _ = std::fs::remove_dir_all(&profile);
     let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| (*s).to_owned()).collect();
     args.push(format!("--user-data-dir={}", profile.display()));
-    let caps = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": { "binary": chromium, "args": args },
-    });
-    let serde_json::Value::Object(caps) = caps else {
-        unreachable!()
-    };
+    let mut caps = serde_json::Map::new();
+    caps.insert("browserName".into(), json!("chrome"));
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({ "binary": chromium, "args": args }),
+    );
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     let c = ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
         .expect("a WebDriver session");
-    let xpath = Locator::XPath;
 
+    // The session is closed whatever happens, so chromedriver takes Chromium down with it
+    // (a panic would otherwise leave the browser running).
+    let outcome = AssertUnwindSafe(drive(&c, &insp)).catch_unwind().await;
+    let closed = c.close().await;
+    drop(driver);
+    let _ = std::fs::remove_dir_all(&profile);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+    closed.expect("the WebDriver session closes");
+}
+
+/// What a person does on the page, and what they must see.
+async fn drive(c: &fantoccini::Client, insp: &Inspect) {
+    let xpath = Locator::XPath;
     c.goto(&insp.url()).await.unwrap();
-    wait(&c)
+    wait(c)
         .for_element(xpath("//span[@id='phase' and normalize-space(.)='ready']"))
         .await
         .expect("the page shows the connection ready");
     // The tool list arrives with the state (the inspector lists the tools on connect).
-    wait(&c)
+    wait(c)
         .for_element(Locator::Css("#tool-select option[value='schedule_event']"))
         .await
         .expect("the tools are listed");
@@ -180,7 +195,7 @@ async fn the_dashboard_applies_a_grant_calls_a_tool_and_shows_the_push_in_chromi
         .click()
         .await
         .unwrap();
-    let receipt = wait(&c)
+    let receipt = wait(c)
         .for_element(xpath(
             "//div[@id='receipt-box'][.//strong[normalize-space(.)='Receipt']][contains(., 'ref.chat')]",
         ))
@@ -192,14 +207,14 @@ async fn the_dashboard_applies_a_grant_calls_a_tool_and_shows_the_push_in_chromi
     assert!(receipt_text.contains("channels.register"), "{receipt_text}");
 
     // A tool called from the form generated from its input schema.
-    call_from_form(&c, "schedule_event", "hello from the browser").await;
-    let out = wait(&c)
+    call_from_form(c, "schedule_event", "hello from the browser").await;
+    let out = wait(c)
         .for_element(xpath("//div[@id='tool-output'][contains(., 'scheduled')]"))
         .await
         .expect("the tool's result");
     assert!(out.text().await.unwrap().contains("scheduled evt"));
     // The push it caused, live.
-    let push = wait(&c)
+    let push = wait(c)
         .for_element(xpath(
             "//ul[@id='events']/li[contains(@class,'push')][contains(., 'hello from the browser')]",
         ))
@@ -208,8 +223,8 @@ async fn the_dashboard_applies_a_grant_calls_a_tool_and_shows_the_push_in_chromi
     assert!(push.text().await.unwrap().contains("ref:scheduled"));
 
     // Server text that looks like HTML is shown as text, never parsed.
-    call_from_form(&c, "echo", "<b id=\"injected\">bold</b>").await;
-    wait(&c)
+    call_from_form(c, "echo", "<b id=\"injected\">bold</b>").await;
+    wait(c)
         .for_element(xpath(
             "//div[@id='tool-output'][contains(., '<b id=\"injected\">')]",
         ))
@@ -228,7 +243,4 @@ async fn the_dashboard_applies_a_grant_calls_a_tool_and_shows_the_push_in_chromi
             png,
         );
     }
-    c.close().await.unwrap();
-    drop(driver);
-    let _ = std::fs::remove_dir_all(&profile);
 }

@@ -37,6 +37,7 @@ pub fn error_mark(code: i64, message: &str) -> Mark {
         -32002 => ("capability_denied", "§5.4"),
         -32003 => ("unknown_feature_set", "§6.6"),
         -32005 => ("checkpoint_not_found", "§8.5"),
+        -32000 => ("busy", "JSON-RPC 2.0"),
         -32017 => ("channel_not_permitted", "§14.6"),
         -32023 => ("unknown_channel", "§14.6"),
         -32024 => ("channel_open_failed", "§14.6"),
@@ -237,6 +238,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::InvalidMessage { .. } => "invalid_message",
         Diagnostic::EmptyBatch => "empty_batch",
         Diagnostic::BatchTooLarge { .. } => "batch_too_large",
+        Diagnostic::Busy { .. } => "busy",
         Diagnostic::LateResponse { .. } => "late_response",
         Diagnostic::UnknownResponse { .. } => "unknown_response",
         Diagnostic::UnhandledNotification { .. } => "unhandled_notification",
@@ -245,6 +247,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
     let about = match d {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
         Diagnostic::InvalidMessage { id: Some(id), .. }
+        | Diagnostic::Busy { id, .. }
         | Diagnostic::LateResponse { id }
         | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),
         Diagnostic::UnhandledNotification { method } => About::Method(method.clone()),
