@@ -69,6 +69,16 @@ pub struct BeforeInferenceResult {
     pub extra: Extra,
 }
 
+impl BeforeInferenceResult {
+    /// A result carrying `injections`; the session stamps the hook's feature set (§6.5).
+    pub fn with_injections(injections: impl IntoIterator<Item = ContextInjection>) -> Self {
+        BeforeInferenceResult {
+            context_injections: injections.into_iter().collect(),
+            ..Default::default()
+        }
+    }
+}
+
 /// One context injection (§10.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextInjection {
@@ -84,6 +94,19 @@ pub struct ContextInjection {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl ContextInjection {
+    /// A plain-text injection at `position` under `namespace`.
+    pub fn text(namespace: impl Into<String>, position: Position, text: impl Into<String>) -> Self {
+        ContextInjection {
+            namespace: namespace.into(),
+            position,
+            content: Content::Text(text.into()),
+            metadata: None,
+            extra: Extra::new(),
+        }
+    }
 }
 
 /// Where an injection goes (App. B.4 Position).

@@ -1,0 +1,562 @@
+//! Serve an [rmcp](https://docs.rs/rmcp) `ServerHandler` as an MCPL 0.5 server.
+//!
+//! Your rmcp server stays what it is — `#[tool_router]` tools with their schemars schemas,
+//! resources, prompts, completion, logging, your `get_info` and `initialize` — and gains
+//! MCPL from the [`mcpl`] library: the `experimental.mcpl` manifest merged into its
+//! `initialize` result, the §5.3 policy exchange and gating, feature sets, pushes, hooks,
+//! inference requests, channels, `mcpl/manifest` and manifest announcements, with exactly the
+//! enforcement of [`mcpl::server::Server`] (it *is* that server). [`builder`] gives you the
+//! library's [`ServerBuilder`] with your handler plugged in for every MCP method:
+//!
+//! ```no_run
+//! use std::sync::{Arc, Mutex};
+//!
+//! use mcpl_rmcp::prelude::*;
+//! use rmcp::model::{CallToolResult, ContentBlock};
+//! use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, ServerHandler};
+//!
+//! #[derive(Clone, Default)]
+//! pub struct Counter {
+//!     counter: Arc<Mutex<i32>>,
+//! }
+//!
+//! #[tool_router]
+//! impl Counter {
+//!     #[tool(description = "Increment the counter by 1")]
+//!     async fn increment(&self, Extension(mcpl): Extension<Session>) -> Result<CallToolResult, McpError> {
+//!         let n = {
+//!             let mut counter = self.counter.lock().unwrap();
+//!             *counter += 1;
+//!             *counter
+//!         };
+//!         if n == 3 {
+//!             let event = PushEvent::text("counter", "The counter reached 3.");
+//!             let _ = mcpl.push_event(event).await.inspect_err(|e| eprintln!("not pushed: {e}"));
+//!         }
+//!         Ok(CallToolResult::success(vec![ContentBlock::text(n.to_string())]))
+//!     }
+//!
+//!     #[tool(description = "Get the current counter value")]
+//!     async fn get_value(&self) -> Result<CallToolResult, McpError> {
+//!         let n = *self.counter.lock().unwrap();
+//!         Ok(CallToolResult::success(vec![ContentBlock::text(n.to_string())]))
+//!     }
+//! }
+//!
+//! #[tool_handler(name = "counter", version = "0.1.0")]
+//! impl ServerHandler for Counter {}
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let counter = Counter::default();
+//!     let count = counter.counter.clone();
+//!     mcpl_rmcp::builder(counter)
+//!         .feature_set("counter", "Counter events", &[Capability::PushEvents, Capability::InjectSystem])
+//!         .on_before_inference("counter", move |_grant, _turn| {
+//!             let text = format!("The counter is at {}.", count.lock().unwrap());
+//!             let injection = ContextInjection::text("counter", Position::System, text);
+//!             async move { Ok(BeforeInferenceResult::with_injections([injection])) }
+//!         })
+//!         .build()?
+//!         .serve(mcpl::transport::stdio::stdio())
+//!         .await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Against the same server on plain rmcp that is 19 lines added, 3 of which replace removed
+//! ones: the prelude import, the `Extension` parameter, the push, and `main` building an MCPL
+//! server with a feature set and a hook instead of `Counter::default().serve(stdio())`.
+//!
+//! A tool reaches the MCPL side of its connection through rmcp's `Extension` extractor: every
+//! request handed to rmcp carries the connection's [`Session`] in its extensions, so
+//! `Extension(mcpl): Extension<mcpl::server::Session>` as a tool parameter gives the gated
+//! senders ([`Session::push_event`], [`Session::inference_request`] …). A full example is
+//! `examples/counter.rs`.
+//!
+//! # Why this shape
+//!
+//! The two shapes the libraries allow are MCPL handled inside rmcp's service (its
+//! `on_custom_request` / `on_custom_notification` and `CustomRequest`s on its `Peer`), or
+//! rmcp's handler driven from this library's server for the MCP methods. This crate does the
+//! second: the [`mcpl::server::Server`] owns the wire, and everything that is not MCPL's goes
+//! to a per-connection rmcp service over an in-process channel
+//! ([`mcpl::server::ServerBuilder::mcp_fallback`]). The first shape cannot give the same
+//! guarantees with rmcp 3.11:
+//!
+//! - rmcp runs every notification handler and every request handler as its own task, so a
+//!   §6.7 narrowing `featureSets/update` Notification cannot be applied "before anything else
+//!   is read", and a policy receipt written by one task can be overtaken on the wire by a
+//!   push another task sends under the grant it announces (§5.3). The library's session reads
+//!   in wire order and holds a widening until the receipt is written.
+//! - rmcp's `Peer` sends any `CustomRequest` without a hook to check it, so nothing would
+//!   stop a `push/event` before the receipt or outside the grant; here rmcp's own peer cannot
+//!   send an MCPL method at all (the channel refuses it, see below) and MCPL goes only through
+//!   the session's gated senders.
+//! - The manifest must be merged into `initialize` with the tracker snapshot the connection
+//!   is attached to (§17.10); rmcp builds that result from `get_info` with no per-connection
+//!   hook for it.
+//!
+//! Everything rmcp does for MCP still happens in rmcp: its `initialize` (protocol version
+//! negotiation, your `initialize` override, `get_info`), its tool router and schemas, its
+//! errors, progress, cancellation of its handlers, logging, and its own requests to the host.
+//!
+//! # What goes where
+//!
+//! - **Host → server.** `initialize` goes to rmcp, and its result gets
+//!   `capabilities.experimental.mcpl`. MCPL methods (`featureSets/update`, `mcpl/manifest`,
+//!   `context/beforeInference`, `channels/*` …) are the session's. `tools/call` under an MCPL
+//!   host is refused `-32002` until the policy grants `tools` (§5.3, §5.4), then goes to
+//!   rmcp; from an MCP-only host it goes straight through (§3.2). Every other request and
+//!   every non-MCPL notification goes to rmcp, in wire order, with the host's own id (so a
+//!   `notifications/cancelled` names it).
+//! - **rmcp → host.** Responses go back to the host. rmcp's notifications (`progress`,
+//!   `message`, `…/list_changed`) and requests (`sampling/createMessage`, `roots/list`,
+//!   `elicitation/create`, `ping`) go out through [`Session::send_mcp_notification`] /
+//!   [`Session::send_mcp_request`], which refuse every MCPL method: an rmcp
+//!   `CustomRequest("push/event")` fails in rmcp with that error instead of reaching the host.
+//!   A `notifications/cancelled` rmcp sends for its own request cancels the library's request
+//!   (which tells the host, with the id the host saw).
+//!
+//! # Bounds
+//!
+//! At most [`MAX_IN_FLIGHT`] host requests wait for rmcp at once per connection (more are
+//! answered `-32603` at once), and at most [`QUEUE`] messages wait to be read by rmcp (a full
+//! queue refuses a request with `-32603` and drops a notification with a warning). rmcp's
+//! own requests to the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`].
+//!
+//! # What rmcp 3.11.0 cannot carry, and the workarounds
+//!
+//! - **The initialize-less lifecycle** (MCP 2026-07-28 `server/discover` and per-request
+//!   protocol metadata, which rmcp serves): MCPL is negotiated in `initialize` (§5.1), so the
+//!   session answers requests before `initialize` with `-32600`. Hosts on that lifecycle
+//!   are served by plain rmcp (`handler.serve(transport)`), without MCPL.
+//! - **Server → host requests on protocol 2026-07-28 or later**: rmcp refuses them itself
+//!   (it asks for `InputRequiredResult` instead); unchanged here.
+//! - **A cancelled request is answered.** rmcp drops the response of a request the host
+//!   cancelled; the library answers every request it reads, so the host gets `-32800`
+//!   ("request cancelled") for it, which MCP lets a host ignore.
+//! - **A message rmcp's types cannot read at all** is answered `-32602` with its id and
+//!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
+//!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
+//!   custom-request path and is answered as plain rmcp answers it (`-32601`).
+//! - **Request ids**: rmcp carries integer ids as `i64`; a host id beyond that range is
+//!   answered `-32600` instead of being handed to rmcp.
+//! - **MCPL from rmcp's `Peer`**: not possible, by design (see above); use the [`Session`]
+//!   from the `Extension`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use mcpl::jsonrpc::{ErrorObject, RequestId};
+use mcpl::server::{FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
+use rmcp::service::{serve_server, RoleServer};
+use rmcp::ServerHandler;
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+/// What a bridged server's code names most: the MCPL types for pushes, hooks and feature
+/// sets, the [`Session`] and rmcp's `Extension` extractor that hands it to a tool.
+pub mod prelude {
+    pub use mcpl::capability::Capability;
+    pub use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+    pub use mcpl::server::{PushEvent, Session};
+    pub use rmcp::handler::server::tool::Extension;
+}
+
+/// Most host requests waiting for rmcp's answer at once, per connection.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// Capacity of the queue of messages waiting to be read by rmcp's service, per connection.
+pub const QUEUE: usize = 256;
+
+/// The code a request the host cancelled is answered with (rmcp does not answer it).
+pub const REQUEST_CANCELLED: i64 = -32800;
+
+/// The library's [`ServerBuilder`] for `handler`: named and described by its `get_info`
+/// (`serverInfo`, `instructions`), with every MCP method served by a clone of `handler` per
+/// connection ([`fallback`]). Add feature sets, hooks and the rest as for any MCPL server,
+/// then `build()` and `serve(transport)`.
+pub fn builder<H: ServerHandler + Clone>(handler: H) -> ServerBuilder {
+    let info = handler.get_info();
+    let b = Server::builder(info.server_info.name, info.server_info.version);
+    let b = match info.instructions {
+        Some(text) => b.instructions(text),
+        None => b,
+    };
+    b.mcp_fallback(fallback(handler))
+}
+
+/// The [`mcpl::server::ServerBuilder::mcp_fallback`] factory serving the MCP methods with
+/// `handler`: each connection gets its own rmcp service over a clone of it (share state
+/// between connections through `Arc`s in the handler, as with rmcp's own servers). For a
+/// builder made some other way than [`builder`].
+pub fn fallback<H: ServerHandler + Clone>(
+    handler: H,
+) -> impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static {
+    move |session| {
+        Arc::new(Bridge {
+            handler: handler.clone(),
+            shared: Arc::new(Shared {
+                session,
+                pending: Mutex::new(HashMap::new()),
+                outgoing: Mutex::new(HashMap::new()),
+            }),
+            to_rmcp: Arc::new(Mutex::new(None)),
+        })
+    }
+}
+
+type Answer = Result<Value, ErrorObject>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the maps whole, so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the bridge and the rmcp side of one connection share.
+struct Shared {
+    session: Session,
+    /// Host requests handed to rmcp, by the id they carry on both sides (≤ [`MAX_IN_FLIGHT`]).
+    pending: Mutex<HashMap<rmcp::model::RequestId, oneshot::Sender<Answer>>>,
+    /// rmcp's own requests to the host in flight, by rmcp's id.
+    outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
+}
+
+/// The channel into one rmcp service, tagged with the `initialize` attempt that started it.
+type Inlet = Arc<Mutex<Option<(u64, mpsc::Sender<ClientJsonRpcMessage>)>>>;
+
+/// One connection's [`McpFallback`]: owns the only strong sender into its rmcp service, so
+/// dropping it (the library does when the connection ends) ends the service.
+struct Bridge<H> {
+    handler: H,
+    shared: Arc<Shared>,
+    to_rmcp: Inlet,
+}
+
+/// `message` (a JSON-RPC object) read as rmcp reads it from a wire, carrying `session` in its
+/// extensions.
+fn client_message(
+    message: Map<String, Value>,
+    session: &Session,
+) -> Result<ClientJsonRpcMessage, String> {
+    let mut msg: ClientJsonRpcMessage =
+        serde_json::from_value(Value::Object(message)).map_err(|e| e.to_string())?;
+    match &mut msg {
+        ClientJsonRpcMessage::Request(r) => {
+            r.request.extensions_mut().insert(session.clone());
+        }
+        ClientJsonRpcMessage::Notification(n) => {
+            n.notification.extensions_mut().insert(session.clone());
+        }
+        _ => {}
+    }
+    Ok(msg)
+}
+
+fn envelope(method: &str, params: Option<Value>) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("jsonrpc".into(), Value::from("2.0"));
+    m.insert("method".into(), Value::from(method));
+    if let Some(p) = params {
+        m.insert("params".into(), p);
+    }
+    m
+}
+
+fn rmcp_id(id: &RequestId) -> Option<rmcp::model::RequestId> {
+    serde_json::to_value(id)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+fn ready(answer: Answer) -> FallbackFuture {
+    Box::pin(std::future::ready(answer))
+}
+
+impl<H: ServerHandler + Clone> Bridge<H> {
+    /// Hands one host request to rmcp now and returns the future of its answer.
+    fn forward(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
+        let Some(rid) = rmcp_id(id) else {
+            return ready(Err(ErrorObject::invalid_request(format!(
+                "request id {id} cannot be carried to rmcp (integer ids are i64 there)"
+            ))));
+        };
+        let mut message = envelope(method, params);
+        message.insert("id".into(), json!(id));
+        let msg = match client_message(message, &self.shared.session) {
+            Ok(m) => m,
+            Err(e) => return ready(Err(ErrorObject::invalid_params(format!("{method}: {e}")))),
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.shared.pending);
+            if pending.contains_key(&rid) {
+                return ready(Err(ErrorObject::invalid_request(format!(
+                    "request id {id} is already in flight"
+                ))));
+            }
+            if pending.len() >= MAX_IN_FLIGHT {
+                return ready(Err(ErrorObject::internal(format!(
+                    "{MAX_IN_FLIGHT} requests are already waiting for the rmcp handler"
+                ))));
+            }
+            pending.insert(rid.clone(), tx);
+        }
+        if let Err(e) = self.send(msg) {
+            lock(&self.shared.pending).remove(&rid);
+            return ready(Err(ErrorObject::internal(e)));
+        }
+        Box::pin(async move {
+            rx.await.unwrap_or_else(|_| {
+                Err(ErrorObject::internal(
+                    "the rmcp service ended before answering",
+                ))
+            })
+        })
+    }
+
+    fn send(&self, msg: ClientJsonRpcMessage) -> Result<(), String> {
+        let inlet = lock(&self.to_rmcp);
+        let Some((_, tx)) = inlet.as_ref() else {
+            return Err("the rmcp service is not running".into());
+        };
+        tx.try_send(msg).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => {
+                format!("{QUEUE} messages are already waiting for the rmcp service")
+            }
+            mpsc::error::TrySendError::Closed(_) => "the rmcp service has ended".into(),
+        })
+    }
+
+    /// Starts this connection's rmcp service (one per `initialize` attempt: rmcp's handshake
+    /// ends its service when it fails, and the host may try again).
+    fn start(&self) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let generation = {
+            let mut inlet = lock(&self.to_rmcp);
+            let generation = inlet.as_ref().map_or(0, |(g, _)| g + 1);
+            *inlet = Some((generation, tx.clone()));
+            generation
+        };
+        let link = Link {
+            rx,
+            inlet: tx.downgrade(),
+            shared: self.shared.clone(),
+        };
+        drop(tx);
+        let handler = self.handler.clone();
+        let shared = self.shared.clone();
+        let inlet: Weak<Mutex<_>> = Arc::downgrade(&self.to_rmcp);
+        tokio::spawn(async move {
+            match serve_server(handler, link).await {
+                Ok(running) => {
+                    if let Err(e) = running.waiting().await {
+                        tracing::warn!("the rmcp service failed: {e}");
+                    }
+                }
+                Err(e) => tracing::debug!("rmcp's initialize did not succeed: {e}"),
+            }
+            // The service is gone: whatever still waits for it gets an error now.
+            if let Some(inlet) = inlet.upgrade() {
+                let mut inlet = lock(&inlet);
+                if inlet.as_ref().is_some_and(|(g, _)| *g == generation) {
+                    *inlet = None;
+                    lock(&shared.pending).clear();
+                }
+            }
+            for (_, task) in lock(&shared.outgoing).drain() {
+                task.abort();
+            }
+        });
+    }
+}
+
+impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
+    fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture {
+        self.start();
+        self.forward(id, "initialize", Some(params))
+    }
+
+    fn request(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
+        self.forward(id, method, params)
+    }
+
+    fn notification(&self, method: &str, params: Option<Value>) {
+        let cancelled = (method == "notifications/cancelled")
+            .then(|| params.as_ref().and_then(|p| p.get("requestId")).cloned())
+            .flatten()
+            .and_then(|id| serde_json::from_value::<rmcp::model::RequestId>(id).ok());
+        match client_message(envelope(method, params), &self.shared.session) {
+            Ok(msg) => {
+                if let Err(e) = self.send(msg) {
+                    tracing::warn!("{method} not handed to rmcp: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("{method} not handed to rmcp, which cannot read it: {e}"),
+        }
+        if let Some(id) = cancelled {
+            // rmcp never answers a cancelled request; the session answers every request.
+            if let Some(tx) = lock(&self.shared.pending).remove(&id) {
+                let _ = tx.send(Err(ErrorObject::new(
+                    REQUEST_CANCELLED,
+                    "request cancelled",
+                )));
+            }
+        }
+    }
+}
+
+/// Why the bridge refused a message rmcp sent.
+#[derive(Debug)]
+pub struct LinkError(String);
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LinkError {}
+
+impl From<SendError> for LinkError {
+    fn from(e: SendError) -> Self {
+        LinkError(e.to_string())
+    }
+}
+
+/// rmcp's end of the in-process channel: an rmcp `Transport` whose incoming side is the
+/// bridge's queue and whose outgoing side is the host, through the session.
+struct Link {
+    rx: mpsc::Receiver<ClientJsonRpcMessage>,
+    /// For answers to rmcp's own requests; weak, so that only the bridge keeps rmcp running.
+    inlet: mpsc::WeakSender<ClientJsonRpcMessage>,
+    shared: Arc<Shared>,
+}
+
+impl rmcp::transport::Transport<RoleServer> for Link {
+    type Error = LinkError;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let shared = self.shared.clone();
+        let inlet = self.inlet.clone();
+        async move { from_rmcp(shared, inlet, item).await }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
+        self.rx.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.rx.close();
+        Ok(())
+    }
+}
+
+fn error_object(e: rmcp::model::ErrorData) -> ErrorObject {
+    let o = ErrorObject::new(i64::from(e.code.0), e.message);
+    match e.data {
+        Some(d) => o.with_data(d),
+        None => o,
+    }
+}
+
+/// The method and params of an rmcp request or notification, as the wire carries them.
+fn method_and_params<T: serde::Serialize>(m: &T) -> Result<(String, Option<Value>), LinkError> {
+    let v = serde_json::to_value(m).map_err(|e| LinkError(format!("cannot encode: {e}")))?;
+    let method = v
+        .get("method")
+        .and_then(Value::as_str)
+        .ok_or_else(|| LinkError("rmcp sent a message without a method".into()))?
+        .to_owned();
+    Ok((method, v.get("params").cloned()))
+}
+
+/// Routes one message rmcp sent: a response to the host's waiting request, a notification
+/// or request to the host through the session's plain MCP senders.
+async fn from_rmcp(
+    shared: Arc<Shared>,
+    inlet: mpsc::WeakSender<ClientJsonRpcMessage>,
+    item: ServerJsonRpcMessage,
+) -> Result<(), LinkError> {
+    let (id, answer) = match item {
+        ServerJsonRpcMessage::Response(r) => {
+            let v = serde_json::to_value(&r.result)
+                .map_err(|e| ErrorObject::internal(format!("cannot encode rmcp's result: {e}")));
+            (r.id, v)
+        }
+        ServerJsonRpcMessage::Error(e) => match e.id {
+            Some(id) => (id, Err(error_object(e.error))),
+            None => {
+                tracing::warn!("rmcp sent an error with no id: {}", e.error.message);
+                return Ok(());
+            }
+        },
+        ServerJsonRpcMessage::Notification(n) => {
+            let (method, params) = method_and_params(&n.notification)?;
+            if method == "notifications/cancelled" {
+                // rmcp gives up one of its own requests: dropping the session's request
+                // cancels it on the wire with the id the host saw.
+                let id = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(|v| serde_json::from_value(v.clone()).ok());
+                if let Some(task) = id.and_then(|id| lock(&shared.outgoing).remove(&id)) {
+                    task.abort();
+                }
+                return Ok(());
+            }
+            return Ok(shared
+                .session
+                .send_mcp_notification(&method, params)
+                .await?);
+        }
+        ServerJsonRpcMessage::Request(r) => {
+            let (method, params) = method_and_params(&r.request)?;
+            let id = r.id;
+            let task_shared = shared.clone();
+            let task_id = id.clone();
+            let mut outgoing = lock(&shared.outgoing);
+            let task = tokio::spawn(async move {
+                let out = task_shared.session.send_mcp_request(&method, params).await;
+                lock(&task_shared.outgoing).remove(&task_id);
+                let reply = match out {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": task_id, "result": result}),
+                    Err(e) => {
+                        let e = match e {
+                            SendError::Peer(mcpl::peer::PeerError::Remote(e)) => e,
+                            other => ErrorObject::internal(other.to_string()),
+                        };
+                        json!({"jsonrpc": "2.0", "id": task_id, "error": e})
+                    }
+                };
+                let reply = serde_json::from_value::<ClientJsonRpcMessage>(reply).or_else(|e| {
+                    // rmcp's types refuse the host's answer: rmcp gets an error, not silence.
+                    let e = ErrorObject::internal(format!("the host's answer to {method}: {e}"));
+                    serde_json::from_value(json!({"jsonrpc": "2.0", "id": task_id, "error": e}))
+                });
+                match (reply, inlet.upgrade()) {
+                    (Ok(reply), Some(tx)) => {
+                        let _ = tx.send(reply).await;
+                    }
+                    (Err(e), _) => tracing::warn!("no answer for rmcp's {method}: {e}"),
+                    (_, None) => {}
+                }
+            });
+            outgoing.insert(id, task.abort_handle());
+            return Ok(());
+        }
+    };
+    match lock(&shared.pending).remove(&id) {
+        Some(tx) => {
+            let _ = tx.send(answer);
+        }
+        None => tracing::debug!("rmcp answered request {id}, which no longer waits"),
+    }
+    Ok(())
+}
