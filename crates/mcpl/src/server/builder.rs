@@ -1,0 +1,415 @@
+//! [`ServerBuilder`]: identity, manifest, tools and handlers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::conn::ServerInner;
+use super::dispatch::is_reserved;
+use super::*;
+use crate::capability::{advertisement_to_value, Capability, CapabilitySet};
+use crate::lifecycle::{LifecycleConfig, TurnEnd, TurnStart};
+use crate::manifest::ManifestTracker;
+use crate::peer::PeerConfig;
+use crate::policy::{Fallback, FeatureSetDeclaration, FeatureSets};
+use crate::protocol::channels::{
+    AcknowledgeParams, CloseParams, CloseResult, ListResult, OpenParams, OpenResult,
+    OutgoingChunkParams, OutgoingCompleteParams, PublishParams, PublishResult, TypingParams,
+};
+use crate::protocol::handshake::{Implementation, Tool, ToolsCallParams, ToolsCallResult};
+use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
+use crate::protocol::state::{RollbackParams, RollbackResult};
+
+pub(super) struct ToolEntry {
+    pub(super) tool: Tool,
+    pub(super) handler: Handler<ToolsCallParams, ToolsCallResult>,
+}
+
+#[derive(Default)]
+pub(super) struct Handlers {
+    pub(super) tools: Vec<ToolEntry>,
+    pub(super) before_inference: Option<(Option<String>, HookHandler)>,
+    pub(super) turn_start: Option<Callback<TurnStart>>,
+    pub(super) turn_end: Option<Callback<TurnEnd>>,
+    pub(super) outgoing_chunk: Option<Callback<OutgoingChunkParams>>,
+    pub(super) outgoing_complete: Option<Callback<OutgoingCompleteParams>>,
+    pub(super) channels_open: Option<Handler<OpenParams, OpenResult>>,
+    pub(super) channels_close: Option<Handler<CloseParams, CloseResult>>,
+    pub(super) channels_publish: Option<Handler<PublishParams, PublishResult>>,
+    pub(super) channels_list: Option<Handler<(), ListResult>>,
+    pub(super) channels_acknowledge: Option<Handler<AcknowledgeParams, ()>>,
+    pub(super) channels_typing: Option<Handler<TypingParams, ()>>,
+    pub(super) rollback: Option<Handler<RollbackParams, RollbackResult>>,
+    pub(super) custom: HashMap<String, CustomHandler>,
+    pub(super) ready: Option<ReadyHandler>,
+    pub(super) fallback: Option<FallbackFactory>,
+}
+
+/// Builds a [`Server`]: identity, manifest (feature sets, advertisement, tag ontology), MCP
+/// capabilities, and handlers. Every handler is optional; a method without one is answered
+/// `-32601`.
+pub struct ServerBuilder {
+    info: Implementation,
+    instructions: Option<String>,
+    advertised: CapabilitySet,
+    feature_sets: BTreeMap<String, FeatureSetDeclaration>,
+    tag_ontologies: Vec<(String, Value)>,
+    manifest_extra: Map<String, Value>,
+    mcp_capabilities: Map<String, Value>,
+    handlers: Handlers,
+    lifecycle: LifecycleConfig,
+    peer_config: PeerConfig,
+    required: Option<(CapabilitySet, Fallback)>,
+}
+
+impl ServerBuilder {
+    /// A builder for a server called `name` at `version` (MCP `serverInfo`).
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        ServerBuilder {
+            info: Implementation {
+                name: name.into(),
+                version: version.into(),
+                extra: Map::new(),
+            },
+            instructions: None,
+            advertised: CapabilitySet::EMPTY,
+            feature_sets: BTreeMap::new(),
+            tag_ontologies: Vec::new(),
+            manifest_extra: Map::new(),
+            mcp_capabilities: Map::new(),
+            handlers: Handlers::default(),
+            lifecycle: LifecycleConfig::default(),
+            peer_config: PeerConfig::default(),
+            required: None,
+        }
+    }
+
+    /// Capabilities without which this server refuses the policy (§6.7): a policy Request
+    /// whose grant lacks any of them is answered `accepted: false` with `fallback`, and the
+    /// server does what it names — [`Fallback::McpOnly`] turns MCPL off for the connection
+    /// (tools keep working, §3.2), [`Fallback::Close`] closes it after the answer. The
+    /// refusal is testimony only; the host must not widen in response.
+    pub fn require(mut self, capabilities: &[Capability], fallback: Fallback) -> Self {
+        self.required = Some((capabilities.iter().copied().collect(), fallback));
+        self
+    }
+
+    /// MCP `instructions`.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// Declares a feature set (§6.1) with its exact `uses`. Every path in `uses` is also
+    /// advertised (§5.1), except `tools`, which is advertised by registering tools.
+    pub fn feature_set(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        uses: &[Capability],
+    ) -> Self {
+        for c in uses {
+            self.advertised.insert(*c);
+        }
+        self.feature_sets
+            .insert(name.into(), FeatureSetDeclaration::new(description, uses));
+        self
+    }
+
+    /// Declares a feature set from a full declaration (e.g. with a per-set `tagOntology`).
+    pub fn feature_set_declaration(
+        mut self,
+        name: impl Into<String>,
+        declaration: FeatureSetDeclaration,
+    ) -> Self {
+        if let Ok(uses) = declaration.validated_uses() {
+            self.advertised = self.advertised.union(uses);
+        }
+        self.feature_sets.insert(name.into(), declaration);
+        self
+    }
+
+    /// Advertises capabilities beyond those the feature sets use.
+    pub fn advertise(mut self, capabilities: &[Capability]) -> Self {
+        for c in capabilities {
+            self.advertised.insert(*c);
+        }
+        self
+    }
+
+    /// The `tagOntology` of a declared feature set (§16.4: producers advertise the tags
+    /// they emit on their feature-set declaration). Ignored for an undeclared set.
+    pub fn tag_ontology(mut self, feature_set: impl Into<String>, ontology: Value) -> Self {
+        self.tag_ontologies.push((feature_set.into(), ontology));
+        self
+    }
+
+    /// Any other manifest member (vendor extension), kept verbatim.
+    pub fn manifest_member(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.manifest_extra.insert(key.into(), value);
+        self
+    }
+
+    /// An MCP capability passed through to `initialize` (e.g. `resources`, `prompts`).
+    pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.mcp_capabilities.insert(key.into(), value);
+        self
+    }
+
+    /// The safety timeout and memory of the built-in lifecycle consumer (§10.5).
+    pub fn lifecycle_config(mut self, config: LifecycleConfig) -> Self {
+        self.lifecycle = config;
+        self
+    }
+
+    /// The connection limits and timeouts used by [`Server::start`].
+    pub fn peer_config(mut self, config: PeerConfig) -> Self {
+        self.peer_config = config;
+        self
+    }
+
+    /// Registers an MCP tool (listed by `tools/list`, run by `tools/call`).
+    pub fn tool<F, Fut>(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(Session, ToolsCallParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<ToolsCallResult>> + Send + 'static,
+    {
+        self.handlers.tools.push(ToolEntry {
+            tool: Tool {
+                name: name.into(),
+                description: Some(description.into()),
+                input_schema: Some(input_schema),
+                extra: Map::new(),
+            },
+            handler: erase(handler),
+        });
+        self
+    }
+
+    /// Handles `context/beforeInference` (§10.1) for `feature_set` (stamped on the response
+    /// when the handler leaves `featureSet` empty, §6.5). The handler gets a read-only
+    /// [`GrantState`], never a [`Session`]: hooks must not send (§10.7, §14.5). Injections at
+    /// positions not granted when the response goes out are dropped with a diagnostic.
+    pub fn on_before_inference<F, Fut>(mut self, feature_set: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(GrantState, BeforeInferenceParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<BeforeInferenceResult>> + Send + 'static,
+    {
+        let h: HookHandler = Arc::new(move |g, p| Box::pin(handler(g, p)));
+        self.handlers.before_inference = Some((Some(feature_set.into()), h));
+        self
+    }
+
+    /// Called once per `inferenceId` when its turn starts (§10.5). A plain callback with no
+    /// session: delivery is never a side effect of a lifecycle event (§14.5). Keep it quick.
+    pub fn on_turn_start(mut self, f: impl Fn(&TurnStart) + Send + Sync + 'static) -> Self {
+        self.handlers.turn_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Called at most once per `inferenceId` when its turn ends: terminal phase, safety
+    /// timeout, or connection end (§10.5). No session, for the same reason as
+    /// [`Self::on_turn_start`].
+    pub fn on_turn_end(mut self, f: impl Fn(&TurnEnd) + Send + Sync + 'static) -> Self {
+        self.handlers.turn_end = Some(Arc::new(f));
+        self
+    }
+
+    /// Observes `channels/outgoing/chunk` (§14.3): advisory text, never delivered content.
+    /// No session: delivery happens only via `channels/publish` (§14.5).
+    pub fn on_outgoing_chunk(
+        mut self,
+        f: impl Fn(&OutgoingChunkParams) + Send + Sync + 'static,
+    ) -> Self {
+        self.handlers.outgoing_chunk = Some(Arc::new(f));
+        self
+    }
+
+    /// Observes `channels/outgoing/complete` (§14.3), e.g. to settle a rendered message.
+    /// No session: it is not a delivery instruction (§14.5).
+    pub fn on_outgoing_complete(
+        mut self,
+        f: impl Fn(&OutgoingCompleteParams) + Send + Sync + 'static,
+    ) -> Self {
+        self.handlers.outgoing_complete = Some(Arc::new(f));
+        self
+    }
+
+    /// Handles `channels/open` (needs `channels.lifecycle`).
+    pub fn on_channels_open<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, OpenParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<OpenResult>> + Send + 'static,
+    {
+        self.handlers.channels_open = Some(erase(f));
+        self
+    }
+
+    /// Handles `channels/close` (needs `channels.lifecycle`).
+    pub fn on_channels_close<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, CloseParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<CloseResult>> + Send + 'static,
+    {
+        self.handlers.channels_close = Some(erase(f));
+        self
+    }
+
+    /// Handles `channels/publish` (needs `channels.publish`): the only delivery path (§14.5).
+    /// For the Notification form the result is discarded.
+    pub fn on_channels_publish<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, PublishParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<PublishResult>> + Send + 'static,
+    {
+        self.handlers.channels_publish = Some(erase(f));
+        self
+    }
+
+    /// Handles an inbound `channels/list` (needs `channels.register`). Without a handler it
+    /// is answered with the channels the host accepted ([`Session::channels`]).
+    pub fn on_channels_list<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<ListResult>> + Send + 'static,
+    {
+        self.handlers.channels_list = Some(Arc::new(move |s, ()| Box::pin(f(s))));
+        self
+    }
+
+    /// Handles `channels/acknowledge` (needs `channels.acknowledge`).
+    pub fn on_channels_acknowledge<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, AcknowledgeParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<()>> + Send + 'static,
+    {
+        self.handlers.channels_acknowledge = Some(erase(f));
+        self
+    }
+
+    /// Handles `channels/typing` (needs `channels.typing`).
+    pub fn on_channels_typing<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, TypingParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<()>> + Send + 'static,
+    {
+        self.handlers.channels_typing = Some(erase(f));
+        self
+    }
+
+    /// Handles `state/rollback` (§8.5; needs `tools`).
+    pub fn on_rollback<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session, RollbackParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<RollbackResult>> + Send + 'static,
+    {
+        self.handlers.rollback = Some(erase(f));
+        self
+    }
+
+    /// Called after every accepted policy Request, once its receipt has been written: the
+    /// place to register channels or send a first event under the new grant.
+    pub fn on_ready<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.handlers.ready = Some(Arc::new(move |s| Box::pin(f(s))));
+        self
+    }
+
+    /// A custom (non-MCPL) request method, unprivileged. Names of protocol methods and of the
+    /// removed surfaces are refused by [`Self::build`].
+    pub fn method<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Session, Option<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<Value>> + Send + 'static,
+    {
+        self.handlers.custom.insert(name.into(), erase(f));
+        self
+    }
+
+    /// Hands the MCP methods this builder does not know to another MCP implementation: `f`
+    /// is called once per connection, with its [`Session`], before anything is read, and the
+    /// [`McpFallback`] it returns serves that connection (see the module docs for what it
+    /// gets). The session keeps everything MCPL: the manifest, the §5.3 policy exchange and
+    /// gating, `tools/call` refused until `tools` is granted under an MCPL host, every MCPL
+    /// method. Registering tools as well is refused by [`Self::build`]
+    /// ([`BuildError::ToolsWithFallback`]).
+    pub fn mcp_fallback<F>(mut self, f: F) -> Self
+    where
+        F: Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static,
+    {
+        self.handlers.fallback = Some(Arc::new(f));
+        self
+    }
+
+    /// The manifest this builder describes (without `revision`).
+    pub fn manifest(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("version".into(), Value::from(MCPL_VERSION));
+        if let Value::Object(tree) = advertisement_to_value(self.advertised) {
+            m.extend(tree);
+        }
+        let mut sets = FeatureSets {
+            sets: self.feature_sets.clone(),
+        };
+        for (name, o) in &self.tag_ontologies {
+            if let Some(d) = sets.sets.get_mut(name) {
+                d.extra.insert("tagOntology".into(), o.clone());
+            }
+        }
+        m.insert("featureSets".into(), sets.to_value());
+        for (k, v) in &self.manifest_extra {
+            m.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        Value::Object(m)
+    }
+
+    /// Validates and builds the server (and its [`ManifestTracker`]).
+    pub fn build(self) -> Result<Server, BuildError> {
+        for (name, d) in &self.feature_sets {
+            if let Err(e) = d.validated_uses() {
+                return Err(BuildError::InvalidFeatureSet {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+        for name in self.handlers.custom.keys() {
+            if is_reserved(name) {
+                return Err(BuildError::ReservedMethod(name.clone()));
+            }
+        }
+        if self.handlers.fallback.is_some() && !self.handlers.tools.is_empty() {
+            return Err(BuildError::ToolsWithFallback);
+        }
+        let tracker = ManifestTracker::new(self.manifest())
+            .map_err(|e| BuildError::Manifest(e.to_string()))?;
+        let mut mcp = self.mcp_capabilities;
+        if !self.handlers.tools.is_empty() || self.advertised.contains(Capability::Tools) {
+            mcp.entry("tools".to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+        Ok(Server {
+            inner: Arc::new(ServerInner {
+                info: self.info,
+                instructions: self.instructions,
+                mcp_capabilities: mcp,
+                tracker: Arc::new(tracker),
+                handlers: self.handlers,
+                lifecycle: self.lifecycle,
+                peer_config: self.peer_config,
+                required: self.required,
+            }),
+        })
+    }
+}

@@ -1,0 +1,258 @@
+//! [`Server`] and the per-connection state shared by the dispatcher and the senders.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::builder::Handlers;
+use super::dispatch::run;
+use super::*;
+use crate::capability::CapabilitySet;
+use crate::jsonrpc::RequestId;
+use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
+use crate::manifest::{ConnectionId, ManifestChanged, ManifestTracker};
+use crate::peer::{CloseReason, Peer, PeerConfig};
+use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
+use crate::protocol::channels::ChannelDescriptor;
+use crate::protocol::handshake::Implementation;
+use crate::protocol::inference::InferenceChunkParams;
+use crate::transport::Transport;
+
+pub(super) struct ServerInner {
+    pub(super) info: Implementation,
+    pub(super) instructions: Option<String>,
+    pub(super) mcp_capabilities: Map<String, Value>,
+    pub(super) tracker: Arc<ManifestTracker>,
+    pub(super) handlers: Handlers,
+    pub(super) lifecycle: LifecycleConfig,
+    pub(super) peer_config: PeerConfig,
+    pub(super) required: Option<(CapabilitySet, Fallback)>,
+}
+
+/// A built server: cheap to clone, serves any number of connections, all sharing one
+/// [`ManifestTracker`].
+#[derive(Clone)]
+pub struct Server {
+    pub(super) inner: Arc<ServerInner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.inner.info.name)
+            .field("tracker", &self.inner.tracker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Starts a builder (same as [`ServerBuilder::new`]).
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder::new(name, version)
+    }
+
+    /// The manifest tracker: change the manifest with
+    /// [`ManifestTracker::set_manifest`] / [`ManifestTracker::transaction`] and every
+    /// attached connection is told with one `mcpl/manifestChanged` (§17.3).
+    pub fn tracker(&self) -> &Arc<ManifestTracker> {
+        &self.inner.tracker
+    }
+
+    /// Starts serving one connection over `transport` (must run inside a tokio runtime) and
+    /// returns its [`Session`]; the session runs until the connection ends.
+    pub fn start(&self, transport: Transport) -> Session {
+        let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
+        let (grant_tx, _) = watch::channel(GrantState::inert());
+        let (diag_tx, _) = broadcast::channel(256);
+        let (announce_tx, mut announce_rx) = mpsc::unbounded_channel::<ManifestChanged>();
+        let decls = FeatureSets::from_mcpl(self.inner.tracker.snapshot().manifest()).0;
+        let conn = Arc::new(Conn {
+            server: self.inner.clone(),
+            peer: peer.clone(),
+            state: Mutex::new(ConnState {
+                phase: Phase::New,
+                mcpl: false,
+                policy: ServerPolicyState::new(decls),
+                lifecycle: LifecycleTracker::new(self.inner.lifecycle),
+                tracker_id: None,
+                channels: BTreeMap::new(),
+                held: None,
+            }),
+            grant_tx,
+            diag_tx,
+            announce_tx,
+            streams: Mutex::new(HashMap::new()),
+            channel_ops: tokio::sync::Mutex::new(()),
+            fallback: Mutex::new(None),
+        });
+        let forward_peer = peer;
+        tokio::spawn(async move {
+            while let Some(change) = announce_rx.recv().await {
+                if let Err(e) = forward_peer
+                    .notify_raw(ManifestChanged::METHOD, serde_json::to_value(&change).ok())
+                    .await
+                {
+                    tracing::debug!("mcpl/manifestChanged not sent: {e}");
+                    break;
+                }
+            }
+        });
+        let session = Session { conn: conn.clone() };
+        if let Some(factory) = &self.inner.handlers.fallback {
+            *lock(&conn.fallback) = Some(factory(session.clone()));
+        }
+        tokio::spawn(run(conn, incoming));
+        session
+    }
+
+    /// Serves one connection over `transport` until it ends and everything owed has been
+    /// written ([`Peer::finished`]), and returns why it ended.
+    pub async fn serve(&self, transport: Transport) -> CloseReason {
+        self.start(transport).conn.peer.finished().await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Connection state
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    New,
+    Initialized,
+}
+
+pub(super) struct ConnState {
+    pub(super) phase: Phase,
+    pub(super) mcpl: bool,
+    pub(super) policy: ServerPolicyState,
+    pub(super) lifecycle: LifecycleTracker,
+    pub(super) tracker_id: Option<ConnectionId>,
+    /// The channels the host accepted from this connection's `channels/register` and
+    /// `channels/changed` (§14.5 itemized results), by id.
+    pub(super) channels: BTreeMap<String, ChannelDescriptor>,
+    /// The state in force before a policy Request whose receipt is not yet on the wire:
+    /// what is published meets it, so a narrowing reaches senders at once and a widening
+    /// (readiness included) only once the receipt is written ahead of them (§5.3, §6.7).
+    pub(super) held: Option<GrantState>,
+}
+
+pub(super) type StreamTx = mpsc::UnboundedSender<InferenceChunkParams>;
+
+pub(super) struct Conn {
+    pub(super) server: Arc<ServerInner>,
+    pub(super) peer: Peer,
+    pub(super) state: Mutex<ConnState>,
+    pub(super) grant_tx: watch::Sender<GrantState>,
+    pub(super) diag_tx: broadcast::Sender<SessionDiagnostic>,
+    pub(super) announce_tx: mpsc::UnboundedSender<ManifestChanged>,
+    pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
+    /// Held across each `channels/register` / `channels/changed` exchange, so they go out
+    /// one at a time and their results are applied in the order the host applied them. An
+    /// unanswered change holds the next one until it is answered or times out
+    /// (`PeerConfig::request_timeout`).
+    pub(super) channel_ops: tokio::sync::Mutex<()>,
+    /// The connection's [`McpFallback`], if the server has one; dropped when the connection
+    /// ends (it holds a [`Session`], so keeping it would keep the connection alive).
+    pub(super) fallback: Mutex<Option<Arc<dyn McpFallback>>>,
+}
+
+impl Conn {
+    pub(super) fn diagnostic(&self, code: &'static str, detail: impl Into<String>) {
+        let detail = detail.into();
+        tracing::warn!(code, "{detail}");
+        let _ = self.diag_tx.send(SessionDiagnostic { code, detail });
+    }
+
+    pub(super) fn publish(&self, st: &ConnState) {
+        let state = Self::state_of(st);
+        let state = match &st.held {
+            Some(held) => state.meet(held),
+            None => state,
+        };
+        self.grant_tx.send_replace(state);
+    }
+
+    pub(super) fn state_of(st: &ConnState) -> GrantState {
+        GrantState {
+            initialized: st.phase != Phase::New,
+            mcpl: st.mcpl,
+            ready: st.policy.is_ready(),
+            grant: *st.policy.grant(),
+            feature_sets: st.policy.statuses(),
+        }
+    }
+
+    pub(super) fn grant_state(&self) -> GrantState {
+        self.grant_tx.borrow().clone()
+    }
+
+    pub(super) fn fallback(&self) -> Option<Arc<dyn McpFallback>> {
+        lock(&self.fallback).clone()
+    }
+
+    /// Declares the changed manifest's feature sets on the live session. Reading: a set the
+    /// change adds is derived like any other under the grant in force (and the host's
+    /// `enabled` allowlist, when it sent one), so it may be available at once. The grant is
+    /// the authority and a set only names granted capabilities it uses (§6.4), so no
+    /// capability is widened (§17.5: additions never auto-grant); a host that has not yet
+    /// fetched the change refuses a use of the new name (-32003), which fails closed.
+    pub(super) fn on_manifest_changed(&self, change: ManifestChanged) {
+        let decls = FeatureSets::from_mcpl(self.server.tracker.snapshot().manifest()).0;
+        {
+            let mut st = lock(&self.state);
+            st.policy.set_declarations(decls);
+            self.publish(&st);
+        }
+        let _ = self.announce_tx.send(change);
+    }
+
+    pub(super) fn deliver_turn(&self, ev: TurnEvent) {
+        let h = &self.server.handlers;
+        match ev {
+            TurnEvent::Started(s) => {
+                if let Some(f) = &h.turn_start {
+                    f(&s)
+                }
+            }
+            TurnEvent::Ended(e) => {
+                if let Some(f) = &h.turn_end {
+                    f(&e)
+                }
+            }
+        }
+    }
+
+    pub(super) fn expire_turns(&self) {
+        let now = tokio::time::Instant::now().into_std();
+        let ends = lock(&self.state).lifecycle.expire(now);
+        for e in ends {
+            self.deliver_turn(TurnEvent::Ended(e));
+        }
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<tokio::time::Instant> {
+        lock(&self.state)
+            .lifecycle
+            .next_deadline()
+            .map(tokio::time::Instant::from_std)
+    }
+
+    pub(super) fn finish(&self) {
+        let now = tokio::time::Instant::now().into_std();
+        let (ends, id) = {
+            let mut st = lock(&self.state);
+            (st.lifecycle.close_all(now), st.tracker_id.take())
+        };
+        if let Some(id) = id {
+            self.server.tracker.detach(id);
+        }
+        drop(lock(&self.fallback).take());
+        for e in ends {
+            self.deliver_turn(TurnEvent::Ended(e));
+        }
+        lock(&self.streams).clear();
+    }
+}

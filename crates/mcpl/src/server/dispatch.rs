@@ -1,0 +1,413 @@
+//! Inbound requests: the read loop, gating (§5.4), `initialize` and the policy Request (§5.3).
+
+use std::sync::{Arc, Weak};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::conn::{Conn, Phase};
+use super::fallback::{fallback_initialize, spawn_fallback};
+use super::hooks::on_before_inference;
+use super::notifications::on_notification;
+use super::*;
+use crate::capability::Grant;
+use crate::jsonrpc::ErrorObject;
+use crate::manifest::{ManifestChanged, ManifestSnapshot};
+use crate::peer::{IncomingMessage, IncomingRequest};
+use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState};
+use crate::protocol::channels::ListResult;
+use crate::protocol::handshake::{Capabilities, Experimental, InitializeResult, ToolsListResult};
+use crate::protocol::manifest::Manifest;
+use crate::protocol::{method_info, Direction, Kind};
+
+pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
+    loop {
+        let deadline = conn.next_deadline();
+        let msg = tokio::select! {
+            m = incoming.recv() => m,
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+            } => {
+                conn.expire_turns();
+                continue;
+            }
+        };
+        let Some(msg) = msg else { break };
+        match msg {
+            IncomingMessage::Request(req) => on_request(&conn, req).await,
+            IncomingMessage::Notification(n) => on_notification(&conn, n),
+        }
+    }
+    conn.finish();
+}
+
+/// The surfaces removed from MCPL: answered `-32601`, never handed to a custom handler or an
+/// [`McpFallback`].
+pub(super) const REMOVED: &[&str] = &[
+    "context/afterInference",
+    "featureSets/changed",
+    "scope/elevate",
+];
+
+/// Whether `method` is MCPL's (or of the handshake MCPL rides on) or a removed surface: no
+/// custom handler may take it, no fallback gets it, and the plain MCP senders refuse it.
+pub(super) fn is_reserved(method: &str) -> bool {
+    method_info(method).is_some()
+        || policy::method_requirement(method, None).is_some()
+        || REMOVED.contains(&method)
+}
+
+/// Whether `method` is one of the MCP pieces handled regardless of MCPL.
+pub(super) fn is_mcp_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize" | "notifications/initialized" | "ping" | "tools/list" | "tools/call"
+    )
+}
+
+/// Decides whether an inbound MCPL method may run now: `Ok` or the error to answer.
+pub(super) fn gate(conn: &Conn, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
+    let Some(req) = policy::method_requirement(method, params) else {
+        return Err(ErrorObject::method_not_found(method));
+    };
+    if let Some(info) = method_info(method) {
+        if info.direction == Direction::ServerToHost {
+            return Err(ErrorObject::method_not_found(method));
+        }
+    }
+    let st = lock(&conn.state);
+    if !st.mcpl {
+        // MCP-only (§3.2): MCPL methods do not exist on this connection; the MCP methods
+        // run ungated.
+        if is_mcp_method(method) {
+            return Ok(());
+        }
+        return Err(ErrorObject::method_not_found(method));
+    }
+    let grant = if st.policy.is_ready() {
+        *st.policy.grant()
+    } else {
+        Grant::none()
+    };
+    grant.check(req).map_err(|d| d.to_error())
+}
+
+pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResult<R>) {
+    let out = out.and_then(|r| {
+        serde_json::to_value(r)
+            .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")))
+    });
+    if let Err(e) = req.finish(out).await {
+        tracing::debug!("response not sent: {e}");
+    }
+}
+
+pub(super) fn spawn_handler<P, R>(
+    conn: &Arc<Conn>,
+    req: IncomingRequest,
+    handler: Option<Handler<P, R>>,
+) where
+    P: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    let Some(handler) = handler else {
+        let m = req.method().to_owned();
+        tokio::spawn(
+            async move { respond::<()>(req, Err(ErrorObject::method_not_found(&m))).await },
+        );
+        return;
+    };
+    let params = match req.params::<P>() {
+        Ok(p) => p,
+        Err(e) => {
+            tokio::spawn(async move { respond::<()>(req, Err(e)).await });
+            return;
+        }
+    };
+    let session = Session { conn: conn.clone() };
+    tokio::spawn(async move {
+        let out = guarded(handler(session, params)).await;
+        respond(req, out).await;
+    });
+}
+
+/// Runs a handler future; a panic becomes a `-32603` answer instead of a dropped request.
+pub(super) async fn guarded<R>(fut: BoxFut<HandlerResult<R>>) -> HandlerResult<R> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(out) => out,
+        Err(_) => Err(ErrorObject::internal("the handler panicked")),
+    }
+}
+
+pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
+    let method = req.method().to_owned();
+    let phase = lock(&conn.state).phase;
+    match method.as_str() {
+        "initialize" => return on_initialize(conn, req).await,
+        "ping" => return respond(req, Ok(json!({}))).await,
+        _ => {}
+    }
+    if phase == Phase::New {
+        let e = ErrorObject::invalid_request(format!("{method} before initialize"));
+        return respond::<()>(req, Err(e)).await;
+    }
+    if method_info(&method).is_some_and(|i| i.kind == Kind::Notification) {
+        let e = ErrorObject::invalid_request(format!("{method} is a notification"));
+        return respond::<()>(req, Err(e)).await;
+    }
+    let h = &conn.server.handlers;
+    if policy::method_requirement(&method, None).is_none() {
+        // Not a protocol method: a custom one, the fallback's, or unknown (removed surfaces
+        // included, which no fallback gets).
+        let handler = h.custom.get(&method).cloned();
+        if handler.is_none() && !REMOVED.contains(&method.as_str()) {
+            if let Some(f) = conn.fallback() {
+                return spawn_fallback(req, f);
+            }
+        }
+        return spawn_handler(conn, req, handler);
+    }
+    if let Err(e) = gate(conn, &method, req.request().params.as_ref()) {
+        return respond::<()>(req, Err(e)).await;
+    }
+    if matches!(method.as_str(), "tools/list" | "tools/call") {
+        // Gated above (§5.4); the fallback is the only source of tools when there is one.
+        if let Some(f) = conn.fallback() {
+            return spawn_fallback(req, f);
+        }
+    }
+    match method.as_str() {
+        "tools/list" => {
+            let tools = h.tools.iter().map(|t| t.tool.clone()).collect();
+            let result = ToolsListResult {
+                tools,
+                next_cursor: None,
+                extra: Map::new(),
+            };
+            respond(req, Ok(result)).await
+        }
+        "tools/call" => {
+            let name = req
+                .request()
+                .params
+                .as_ref()
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let handler = name.and_then(|n| {
+                h.tools
+                    .iter()
+                    .find(|t| t.tool.name == n)
+                    .map(|t| t.handler.clone())
+            });
+            if handler.is_none() {
+                let e = ErrorObject::invalid_params("unknown tool");
+                return respond::<()>(req, Err(e)).await;
+            }
+            spawn_handler(conn, req, handler)
+        }
+        "featureSets/update" => on_policy_request(conn, req).await,
+        "mcpl/manifest" => {
+            let m = conn.server.tracker.manifest_result();
+            respond(req, Ok(m)).await
+        }
+        "context/beforeInference" => on_before_inference(conn, req),
+        "state/rollback" => spawn_handler(conn, req, h.rollback.clone()),
+        "channels/open" => spawn_handler(conn, req, h.channels_open.clone()),
+        "channels/close" => spawn_handler(conn, req, h.channels_close.clone()),
+        "channels/publish" => spawn_handler(conn, req, h.channels_publish.clone()),
+        "channels/list" => {
+            let Some(f) = h.channels_list.clone() else {
+                // No handler: the channels the host accepted from this connection (§14.3).
+                let channels = lock(&conn.state).channels.values().cloned().collect();
+                let list = ListResult {
+                    channels,
+                    extra: Map::new(),
+                };
+                return respond(req, Ok(list)).await;
+            };
+            let g: Handler<crate::protocol::EmptyObject, ListResult> =
+                Arc::new(move |s, _| f(s, ()));
+            spawn_handler(conn, req, Some(g))
+        }
+        "channels/acknowledge" => {
+            spawn_handler(conn, req, empty_result(h.channels_acknowledge.clone()))
+        }
+        "channels/typing" => spawn_handler(conn, req, empty_result(h.channels_typing.clone())),
+        _ => respond::<()>(req, Err(ErrorObject::method_not_found(&method))).await,
+    }
+}
+
+pub(super) fn empty_result<P: Send + 'static>(
+    h: Option<Handler<P, ()>>,
+) -> Option<Handler<P, Value>> {
+    h.map(|f| {
+        let g: Handler<P, Value> = Arc::new(move |s, p| {
+            let fut = f(s, p);
+            Box::pin(async move { fut.await.map(|()| json!({})) })
+        });
+        g
+    })
+}
+
+pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
+    if lock(&conn.state).phase != Phase::New {
+        let e = ErrorObject::invalid_request("already initialized");
+        return respond::<()>(req, Err(e)).await;
+    }
+    // Read leniently: only `protocolVersion` is required; the host speaks MCPL iff
+    // `capabilities.experimental.mcpl` is an object (anything else is MCP-only, §3.2).
+    let raw = req.request().params.clone().unwrap_or(Value::Null);
+    let Some(protocol_version) = raw.get("protocolVersion").and_then(Value::as_str) else {
+        let e = ErrorObject::invalid_params("initialize: protocolVersion must be a string");
+        return respond::<()>(req, Err(e)).await;
+    };
+    let protocol_version = protocol_version.to_owned();
+    let mcpl = raw
+        .get("capabilities")
+        .and_then(|c| c.get("experimental"))
+        .and_then(|e| e.get("mcpl"))
+        .is_some_and(Value::is_object);
+    let snapshot: Arc<ManifestSnapshot> = conn.server.tracker.snapshot();
+    let manifest = match snapshot.manifest() {
+        Value::Object(m) => Manifest(m.clone()),
+        _ => Manifest::default(),
+    };
+    let result = match conn.fallback() {
+        Some(f) => match fallback_initialize(conn, f, req.id(), raw, manifest).await {
+            Ok(result) => result,
+            Err(e) => return respond::<()>(req, Err(e)).await,
+        },
+        None => {
+            let mut extra = conn.server.mcp_capabilities.clone();
+            let tools = extra.remove("tools");
+            let result = InitializeResult {
+                protocol_version,
+                capabilities: Capabilities {
+                    tools,
+                    experimental: Some(Experimental {
+                        mcpl: Some(manifest),
+                        extra: Map::new(),
+                    }),
+                    extra,
+                },
+                server_info: Some(conn.server.info.clone()),
+                instructions: conn.server.instructions.clone(),
+                extra: Map::new(),
+            };
+            match serde_json::to_value(result) {
+                Ok(v) => v,
+                Err(e) => {
+                    let e = ErrorObject::internal(format!("cannot encode result: {e}"));
+                    return respond::<()>(req, Err(e)).await;
+                }
+            }
+        }
+    };
+    {
+        let mut st = lock(&conn.state);
+        st.phase = Phase::Initialized;
+        st.mcpl = mcpl;
+        st.policy
+            .set_declarations(FeatureSets::from_mcpl(snapshot.manifest()).0);
+        conn.publish(&st);
+    }
+    respond(req, Ok(result)).await;
+    if mcpl {
+        // Attach with exactly the snapshot sent, so nothing is re-announced (§17.10).
+        let weak: Weak<Conn> = Arc::downgrade(conn);
+        let sink = move |change: ManifestChanged| {
+            if let Some(c) = weak.upgrade() {
+                c.on_manifest_changed(change);
+            }
+        };
+        let id = conn
+            .server
+            .tracker
+            .attach_snapshot(Arc::new(sink), snapshot);
+        lock(&conn.state).tracker_id = Some(id);
+    }
+}
+
+/// Lifts [`ConnState::held`] when dropped (the receipt, or the error, has been written, or
+/// the exchange was abandoned) and publishes the full state.
+struct Release<'a>(&'a Conn);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.0.state);
+        st.held = None;
+        self.0.publish(&st);
+    }
+}
+
+pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
+    let params = req.request().params.clone().unwrap_or(Value::Null);
+    let outcome = {
+        let mut st = lock(&conn.state);
+        st.held = Some(Conn::state_of(&st));
+        let r = st.policy.apply(Form::Request, &params);
+        conn.publish(&st);
+        r
+    };
+    let release = Release(conn);
+    match outcome {
+        Err(e) => {
+            conn.diagnostic("policy_malformed", e.to_string());
+            respond::<()>(req, Err(e.to_error())).await
+        }
+        Ok(outcome) => {
+            for d in &outcome.diagnostics {
+                conn.diagnostic(d.code, d.detail.clone());
+            }
+            let receipt: Receipt = match outcome.receipt {
+                Some(r) => r,
+                None => lock(&conn.state).policy.receipt(),
+            };
+            let refusal = conn.server.required.and_then(|(required, fallback)| {
+                let granted = lock(&conn.state).policy.grant().capabilities();
+                let missing = required.difference(granted);
+                (!missing.is_empty()).then_some((missing, fallback))
+            });
+            if let Some((missing, fallback)) = refusal {
+                let refused = Receipt::refused(
+                    fallback,
+                    missing,
+                    Some("required capabilities are not granted".into()),
+                );
+                {
+                    // A refused policy is not operated under (§6.7): nothing is granted and
+                    // the session is not ready, whatever it held before. With mcp-only, do
+                    // what the receipt says: no MCPL on this connection from now on, so no
+                    // more manifest announcements either (§17.10: nothing to fetch them).
+                    let mut st = lock(&conn.state);
+                    st.policy = ServerPolicyState::new(st.policy.declarations().clone());
+                    if fallback == Fallback::McpOnly {
+                        st.mcpl = false;
+                        if let Some(id) = st.tracker_id.take() {
+                            conn.server.tracker.detach(id);
+                        }
+                    }
+                    conn.publish(&st);
+                }
+                respond(req, Ok(refused.to_value())).await;
+                if fallback == Fallback::Close {
+                    conn.peer.close();
+                }
+                return;
+            }
+            respond(req, Ok(receipt.to_value())).await;
+            // The receipt is ahead of anything sent from now on: the widening may apply.
+            drop(release);
+            if let Some(ready) = conn.server.handlers.ready.clone() {
+                let session = Session { conn: conn.clone() };
+                tokio::spawn(ready(session));
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The server's error and diagnostic types: why a build or a send failed.
+
+use crate::capability::Capability;
+use crate::peer::PeerError;
+
+/// Why a [`ServerBuilder`](super::ServerBuilder) could not build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A feature set's `uses` is invalid (§6.2); the host would disable it anyway.
+    #[error("feature set {name:?}: {reason}")]
+    InvalidFeatureSet {
+        /// The set.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A custom method name collides with an MCPL/MCP method or a removed surface.
+    #[error("custom method {0:?} collides with a protocol method or a removed surface")]
+    ReservedMethod(String),
+    /// The manifest could not be digested (§17.2).
+    #[error("manifest refused: {0}")]
+    Manifest(String),
+    /// Tools were registered with the builder and an [`McpFallback`](super::McpFallback) set: `tools/list` has
+    /// one source, so the fallback's tools would hide the builder's or the other way round.
+    #[error("tools registered with the builder and an MCP fallback: `tools/list` has one source; register the tools in one of them")]
+    ToolsWithFallback,
+}
+
+/// Why a typed sender refused or failed. The refusals happen before anything is written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SendError {
+    /// The host did not advertise MCPL: this is an MCP-only connection (§3.2).
+    #[error("MCPL is not active on this connection (the host did not advertise it, §3.2)")]
+    McpOnly,
+    /// No `featureSets/update` Request has been received yet (§5.3).
+    #[error("not ready: no policy Request received yet (§5.3); {capability} is unavailable")]
+    NotReady {
+        /// The capability the send needs.
+        capability: Capability,
+    },
+    /// The grant does not include the capability (§5.4).
+    #[error("capability {capability} is not granted (§5.4)")]
+    CapabilityDenied {
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// The `featureSet` is not declared in the manifest (§6.5).
+    #[error("feature set {0:?} is not declared")]
+    UnknownFeatureSet(String),
+    /// The `featureSet` is declared but unavailable (disabled, not selected, or denied).
+    #[error("feature set {name:?} is not available ({reason})")]
+    FeatureSetUnavailable {
+        /// The set.
+        name: String,
+        /// `disabled`, `not_selected`, `capability_denied` or `invalid_uses`.
+        reason: &'static str,
+    },
+    /// The `featureSet`'s `uses` does not declare a capability the send exercises: a host
+    /// rejects that use (§6.4 rule 2), so it is refused before the wire.
+    #[error("feature set {name:?} does not declare {capability} in its uses (§6.4)")]
+    Undeclared {
+        /// The set.
+        name: String,
+        /// The capability exercised.
+        capability: Capability,
+    },
+    /// A tag the producer may not emit: un-namespaced, malformed, or in a reserved namespace
+    /// outside the core vocabulary (§16.1, §16.2).
+    #[error(transparent)]
+    InvalidTag(#[from] crate::tags::TagError),
+    /// Content that is not App. B.1 blocks (a typed block built with neither or both of its
+    /// forms, say): a host rejects it, so it is refused before the wire. Names where.
+    #[error("content is not App. B.1 content blocks: {0}")]
+    InvalidContent(String),
+    /// A caller-set `timestamp` that is not ISO 8601 (§9.2): a host rejects the event, so it
+    /// is refused before the wire.
+    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}")]
+    InvalidTimestamp {
+        /// The timestamp as given.
+        timestamp: String,
+        /// What is wrong with it.
+        defect: &'static str,
+    },
+    /// [`Session::send_mcp_request`](super::Session::send_mcp_request) or [`Session::send_mcp_notification`](super::Session::send_mcp_notification) was given a method
+    /// of MCPL (or of the MCP handshake MCPL rides on, or a removed surface): those go only
+    /// through the typed, gated senders.
+    #[error(
+        "{0:?} is not a plain MCP method; MCPL messages go through the session's gated senders"
+    )]
+    NotMcp(String),
+    /// The message went out and failed (closed, timeout, remote error …).
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+}
+
+impl SendError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SendError::McpOnly => "mcp_only",
+            SendError::NotReady { .. } => "not_ready",
+            SendError::CapabilityDenied { .. } => "capability_denied",
+            SendError::UnknownFeatureSet(_) => "unknown_feature_set",
+            SendError::FeatureSetUnavailable { .. } => "feature_set_unavailable",
+            SendError::Undeclared { .. } => "declaration_mismatch",
+            SendError::InvalidTag(_) => "invalid_tag",
+            SendError::InvalidTimestamp { .. } => "invalid_timestamp",
+            SendError::InvalidContent(_) => "invalid_content",
+            SendError::NotMcp(_) => "not_mcp",
+            SendError::Peer(_) => "peer",
+        }
+    }
+
+    /// The capability this refusal names, if any.
+    pub fn capability(&self) -> Option<Capability> {
+        match self {
+            SendError::NotReady { capability }
+            | SendError::CapabilityDenied { capability }
+            | SendError::Undeclared { capability, .. } => Some(*capability),
+            _ => None,
+        }
+    }
+}
+
+/// A non-fatal observation of the session (a host defect, a dropped injection …), also
+/// logged with `tracing`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionDiagnostic {
+    /// Stable code, e.g. `injection_dropped`, `lifecycle_second_terminal`.
+    pub code: &'static str,
+    /// Human-readable detail.
+    pub detail: String,
+}

@@ -1,0 +1,109 @@
+//! [`McpFallback`]: another MCP implementation serving the MCP methods the builder does not know.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::conn::Conn;
+use super::dispatch::{guarded, respond};
+use super::*;
+use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::peer::IncomingRequest;
+use crate::protocol::manifest::Manifest;
+
+/// The future an [`McpFallback`] answers a request with.
+pub type FallbackFuture = Pin<Box<dyn Future<Output = HandlerResult<Value>> + Send>>;
+
+/// Serves, for one connection, the MCP methods the [`ServerBuilder`] does not know: another
+/// MCP implementation driven by the session (see [`ServerBuilder::mcp_fallback`]). The
+/// session calls it in wire order from its dispatch loop, so an implementation that must
+/// keep that order (a `notifications/cancelled` after the request it cancels) does the
+/// ordering-relevant work before returning the future.
+pub trait McpFallback: Send + Sync + 'static {
+    /// The MCP `initialize` result for the host's `params` (`protocolVersion`,
+    /// `capabilities`, `serverInfo`, `instructions`). The session sets
+    /// `capabilities.experimental.mcpl` to the manifest (replacing any the result carries,
+    /// with a diagnostic) and answers the host; an error is answered as it is.
+    fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture;
+
+    /// A host request that is not MCPL's: `tools/list`, `tools/call` (once the §5.4 gate
+    /// let it through), `resources/*`, `prompts/*`, `completion/complete`,
+    /// `logging/setLevel`, a custom method not registered with [`ServerBuilder::method`] …
+    /// Never `initialize`, `ping`, an MCPL method or a removed surface.
+    fn request(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture;
+
+    /// A host notification that is not MCPL's (`notifications/initialized`,
+    /// `notifications/cancelled`, `notifications/progress`, …).
+    fn notification(&self, method: &str, params: Option<Value>);
+}
+
+/// Hands `req` to the fallback now (in wire order) and answers with what it returns.
+pub(super) fn spawn_fallback(req: IncomingRequest, f: Arc<dyn McpFallback>) {
+    let r = req.request();
+    let fut = f.request(&r.id, &r.method, r.params.clone());
+    tokio::spawn(async move {
+        let out = guarded(fut).await;
+        respond(req, out).await;
+    });
+}
+
+/// The fallback's `initialize` result with the manifest under
+/// `capabilities.experimental.mcpl` and the builder's MCP capabilities where it has none.
+/// Reading: the fallback gets the connection's request timeout to answer (without one it is
+/// waited for); a result that is not an object, or whose `capabilities` is not one, is the
+/// fallback's defect and answered `-32603`, leaving the connection uninitialized.
+pub(super) async fn fallback_initialize(
+    conn: &Conn,
+    f: Arc<dyn McpFallback>,
+    id: &RequestId,
+    params: Value,
+    manifest: Manifest,
+) -> Result<Value, ErrorObject> {
+    let fut = guarded(f.initialize(id, params));
+    let out = match conn.server.peer_config.request_timeout {
+        Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
+            ErrorObject::internal(format!(
+                "the MCP fallback did not answer initialize within {t:?}"
+            ))
+        })?,
+        None => fut.await,
+    }?;
+    let Value::Object(mut result) = out else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result is not an object",
+        ));
+    };
+    let caps = result
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(caps) = caps else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result has a non-object `capabilities`",
+        ));
+    };
+    for (k, v) in &conn.server.mcp_capabilities {
+        caps.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let experimental = caps
+        .entry("experimental")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !experimental.is_object() {
+        conn.diagnostic(
+            "fallback_experimental_replaced",
+            "the MCP fallback's capabilities.experimental is not an object; replaced",
+        );
+        *experimental = Value::Object(Map::new());
+    }
+    if let Value::Object(experimental) = experimental {
+        if experimental.contains_key("mcpl") {
+            conn.diagnostic(
+                "fallback_mcpl_replaced",
+                "the MCP fallback's initialize result carried experimental.mcpl; replaced by the session's manifest",
+            );
+        }
+        experimental.insert("mcpl".into(), Value::Object(manifest.0));
+    }
+    Ok(Value::Object(result))
+}

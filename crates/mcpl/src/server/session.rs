@@ -1,0 +1,437 @@
+//! [`Session`]: one live connection from the server's side, and its senders.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use super::conn::Conn;
+use super::dispatch::is_reserved;
+use super::*;
+use crate::capability::{Capability, Requirement};
+use crate::jsonrpc::RequestId;
+use crate::manifest::ManifestTracker;
+use crate::peer::{CloseReason, PeerError};
+use crate::policy::{self};
+use crate::protocol::channels::{
+    ChangedParams, ChannelDescriptor, IncomingMessage as ChannelMessage, IncomingParams,
+    IncomingResult, ItemizedResult, RegisterParams,
+};
+use crate::protocol::content::Content;
+use crate::protocol::inference::{InferenceChunkParams, InferenceRequestParams, InferenceResult};
+use crate::protocol::model::ModelInfo;
+use crate::protocol::push::{PushEventParams, PushEventResult, PushPayload};
+
+/// One live connection, from the server's side: read the negotiated state, send what the
+/// grant allows. Cheap to clone.
+#[derive(Clone)]
+pub struct Session {
+    pub(super) conn: Arc<Conn>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("state", &*self.conn.grant_tx.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A streaming `inference/request` (§11.4): chunks as they arrive, then the final result.
+#[derive(Debug)]
+pub struct InferenceStream {
+    pub(super) chunks: mpsc::UnboundedReceiver<InferenceChunkParams>,
+    pub(super) result: Option<oneshot::Receiver<Result<InferenceResult, SendError>>>,
+    pub(super) done: Option<Result<InferenceResult, SendError>>,
+    pub(super) conn: Weak<Conn>,
+    pub(super) id: Arc<Mutex<Option<RequestId>>>,
+}
+
+impl InferenceStream {
+    /// The next chunk; `None` once the final response has arrived (then call
+    /// [`Self::finish`]).
+    pub async fn next_chunk(&mut self) -> Option<InferenceChunkParams> {
+        if self.done.is_some() {
+            return self.chunks.try_recv().ok();
+        }
+        let rx = self.result.as_mut()?;
+        tokio::select! {
+            biased;
+            c = self.chunks.recv() => c,
+            r = rx => {
+                self.result = None;
+                self.done = Some(r.unwrap_or(Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped)))));
+                self.chunks.try_recv().ok()
+            }
+        }
+    }
+
+    /// The final `inference/request` result (skipping any unread chunks).
+    pub async fn finish(mut self) -> Result<InferenceResult, SendError> {
+        if let Some(done) = self.done.take() {
+            return done;
+        }
+        match self.result.take() {
+            Some(rx) => rx.await.unwrap_or(Err(SendError::Peer(PeerError::Closed(
+                CloseReason::Dropped,
+            )))),
+            None => Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped))),
+        }
+    }
+}
+
+impl Drop for InferenceStream {
+    fn drop(&mut self) {
+        if let (Some(conn), Some(id)) = (self.conn.upgrade(), lock(&self.id).take()) {
+            lock(&conn.streams).remove(&id);
+        }
+    }
+}
+
+impl Session {
+    /// The negotiated state now.
+    pub fn grant_state(&self) -> GrantState {
+        self.conn.grant_state()
+    }
+
+    /// Whether behaviour needing `c` may run now (MCPL active, policy received, granted).
+    pub fn granted(&self, c: Capability) -> bool {
+        self.conn.grant_tx.borrow().granted(c)
+    }
+
+    /// Whether the named feature set is available now.
+    pub fn feature_available(&self, name: &str) -> bool {
+        self.conn.grant_tx.borrow().feature_available(name)
+    }
+
+    /// Whether the host advertised MCPL (false: MCP-only, §3.2).
+    pub fn is_mcpl(&self) -> bool {
+        self.conn.grant_tx.borrow().mcpl
+    }
+
+    /// A `watch` receiver that sees every change of the negotiated state.
+    pub fn grant_changes(&self) -> watch::Receiver<GrantState> {
+        self.conn.grant_tx.subscribe()
+    }
+
+    /// The session's diagnostics from now on (host defects, dropped injections …).
+    pub fn diagnostics(&self) -> broadcast::Receiver<SessionDiagnostic> {
+        self.conn.diag_tx.subscribe()
+    }
+
+    /// The manifest tracker shared by the server's connections.
+    pub fn tracker(&self) -> &Arc<ManifestTracker> {
+        &self.conn.server.tracker
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.conn.peer.close();
+    }
+
+    /// Waits until the connection has ended.
+    pub async fn closed(&self) -> CloseReason {
+        self.conn.peer.closed().await
+    }
+
+    pub(super) fn authorize(
+        &self,
+        req: Requirement,
+        feature_set: Option<&str>,
+    ) -> Result<(), SendError> {
+        let state = self.grant_state();
+        state.check(req)?;
+        if let Some(name) = feature_set {
+            state.check_feature_set(name)?;
+            let decls = lock(&self.conn.state).policy.declarations().clone();
+            let missing = policy::declaration_mismatch(&decls, name, req);
+            if let Some(capability) = missing.and_then(|m| m.iter().next()) {
+                self.conn.diagnostic(
+                    "declaration_mismatch",
+                    format!(
+                        "feature set {name:?} exercises {} without declaring it in uses (§6.4)",
+                        capability.as_str()
+                    ),
+                );
+                return Err(SendError::Undeclared {
+                    name: name.to_owned(),
+                    capability,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn request<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<R, SendError> {
+        let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
+            method: method.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let out = self.conn.peer.request_raw(method, Some(v)).await?;
+        serde_json::from_value(out).map_err(|e| {
+            SendError::Peer(PeerError::Decode {
+                method: method.to_owned(),
+                reason: e.to_string(),
+            })
+        })
+    }
+
+    /// Sends a plain MCP request to the host (`sampling/createMessage`, `roots/list`,
+    /// `elicitation/create`, `ping` …) and returns its result; for an [`McpFallback`]. MCP
+    /// needs no MCPL grant, so this works on MCP-only connections and before the policy
+    /// (§3.2); every MCPL method is refused ([`SendError::NotMcp`]), since those go only
+    /// through the gated senders. The connection's request timeout applies.
+    pub async fn send_mcp_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, SendError> {
+        if is_reserved(method) && method != "ping" {
+            return Err(SendError::NotMcp(method.to_owned()));
+        }
+        Ok(self.conn.peer.request_raw(method, params).await?)
+    }
+
+    /// Sends a plain MCP notification to the host (`notifications/message`,
+    /// `notifications/progress`, `notifications/tools/list_changed` …); MCPL methods are
+    /// refused as by [`Self::send_mcp_request`].
+    pub async fn send_mcp_notification(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<(), SendError> {
+        if is_reserved(method) {
+            return Err(SendError::NotMcp(method.to_owned()));
+        }
+        Ok(self.conn.peer.notify_raw(method, params).await?)
+    }
+
+    /// Sends `push/event` (§9): needs `pushEvents` and an available `featureSet`; stamps
+    /// `eventId` ([`PushEvent::stable_event_id`]) and `timestamp`.
+    pub async fn push_event(&self, event: PushEvent) -> Result<PushEventResult, SendError> {
+        self.authorize(
+            Requirement::One(Capability::PushEvents),
+            Some(&event.feature_set),
+        )?;
+        checked_content(&event.content, "payload.content")?;
+        if let Some(ts) = &event.timestamp {
+            if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
+                return Err(SendError::InvalidTimestamp {
+                    timestamp: ts.clone(),
+                    defect,
+                });
+            }
+        }
+        let params = PushEventParams {
+            event_id: event.stable_event_id(),
+            timestamp: event.timestamp.clone().unwrap_or_else(utc_now_iso8601),
+            feature_set: event.feature_set,
+            origin: event.origin,
+            payload: PushPayload {
+                // §9.2: `payload.content` is ContentBlock[]; the string form becomes a block.
+                content: Content::Blocks(event.content.to_blocks()),
+                extra: Map::new(),
+            },
+            tags: producer_tags(event.tags)?,
+            extra: Map::new(),
+        };
+        self.request("push/event", &params).await
+    }
+
+    /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
+    /// descriptor (§14.5). Channel changes from one connection go out one at a time.
+    pub async fn channels_register(
+        &self,
+        channels: Vec<ChannelDescriptor>,
+    ) -> Result<ItemizedResult, SendError> {
+        let _in_order = self.conn.channel_ops.lock().await;
+        self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
+        let params = RegisterParams {
+            channels,
+            extra: Map::new(),
+        };
+        let result: ItemizedResult = self.request("channels/register", &params).await?;
+        self.track_channels(&result, &params.channels, &[], &[]);
+        Ok(result)
+    }
+
+    /// The channels the host has accepted from this connection (by the itemized results of
+    /// [`Self::channels_register`] and [`Self::channels_changed`]); what an inbound
+    /// `channels/list` is answered with when no handler is set.
+    pub fn channels(&self) -> Vec<ChannelDescriptor> {
+        lock(&self.conn.state).channels.values().cloned().collect()
+    }
+
+    /// Applies an itemized result the way the host does (§14.5): `removed` ids are dropped,
+    /// an accepted descriptor is held (the first one sent under its id), a rejected addition
+    /// changes nothing, and a rejected update drops the channel.
+    pub(super) fn track_channels(
+        &self,
+        result: &ItemizedResult,
+        added: &[ChannelDescriptor],
+        updated: &[ChannelDescriptor],
+        removed: &[String],
+    ) {
+        let mut st = lock(&self.conn.state);
+        for id in removed {
+            st.channels.remove(id);
+        }
+        for item in &result.results {
+            let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
+            if item.accepted {
+                // The host applies additions before updates: an id in both ends as updated.
+                if let Some(d) = find(updated).or_else(|| find(added)) {
+                    st.channels.insert(d.id.clone(), d);
+                }
+            } else if find(added).is_none() && find(updated).is_some() {
+                st.channels.remove(&item.id);
+            }
+        }
+    }
+
+    /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`), after
+    /// any earlier channel change of this connection has been answered.
+    pub async fn channels_changed(
+        &self,
+        change: ChangedParams,
+    ) -> Result<ItemizedResult, SendError> {
+        let _in_order = self.conn.channel_ops.lock().await;
+        self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
+        let result: ItemizedResult = self.request("channels/changed", &change).await?;
+        self.track_channels(
+            &result,
+            change.added.as_deref().unwrap_or(&[]),
+            change.updated.as_deref().unwrap_or(&[]),
+            change.removed.as_deref().unwrap_or(&[]),
+        );
+        Ok(result)
+    }
+
+    /// Sends `channels/incoming` (§14.3; needs `channels.incoming`).
+    pub async fn channels_incoming(
+        &self,
+        messages: Vec<ChannelMessage>,
+    ) -> Result<IncomingResult, SendError> {
+        self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
+        let mut messages = messages;
+        for (i, m) in messages.iter_mut().enumerate() {
+            checked_content(&m.content, &format!("messages[{i}].content"))?;
+            m.tags = producer_tags(m.tags.take())?;
+        }
+        let params = IncomingParams {
+            messages,
+            extra: Map::new(),
+        };
+        self.request("channels/incoming", &params).await
+    }
+
+    /// Sends a non-streaming `inference/request` (§11; needs `inferenceRequest` and an
+    /// available `featureSet`). `stream` is forced off; use [`Self::inference_stream`].
+    pub async fn inference_request(
+        &self,
+        mut params: InferenceRequestParams,
+    ) -> Result<InferenceResult, SendError> {
+        params.stream = None;
+        self.authorize(
+            Requirement::One(Capability::InferenceRequest),
+            Some(&params.feature_set),
+        )?;
+        inference_content(&params)?;
+        self.request("inference/request", &params).await
+    }
+
+    /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
+    /// `inferenceRequest.streaming`): chunks arrive on the returned stream.
+    pub async fn inference_stream(
+        &self,
+        mut params: InferenceRequestParams,
+    ) -> Result<InferenceStream, SendError> {
+        params.stream = Some(true);
+        self.authorize(policy::STREAMING_INFERENCE, Some(&params.feature_set))?;
+        inference_content(&params)?;
+        let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
+            method: "inference/request".into(),
+            reason: e.to_string(),
+        })?;
+        let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
+        let (res_tx, res_rx) = oneshot::channel();
+        let (id_tx, id_rx) = oneshot::channel::<RequestId>();
+        let id_slot = Arc::new(Mutex::new(None));
+        let conn = self.conn.clone();
+        let slot = id_slot.clone();
+        tokio::spawn(async move {
+            let streams_conn = conn.clone();
+            let out = conn
+                .peer
+                .request_raw_with_id("inference/request", Some(value), move |id| {
+                    lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
+                    *lock(&slot) = Some(id.clone());
+                    let _ = id_tx.send(id.clone());
+                })
+                .await;
+            let out = out.map_err(SendError::from).and_then(|v| {
+                serde_json::from_value(v).map_err(|e| {
+                    SendError::Peer(PeerError::Decode {
+                        method: "inference/request".into(),
+                        reason: e.to_string(),
+                    })
+                })
+            });
+            let _ = res_tx.send(out);
+        });
+        // Wait until the id is registered (or the request failed before one was assigned),
+        // so no chunk can arrive unrouted.
+        let _ = id_rx.await;
+        Ok(InferenceStream {
+            chunks: chunk_rx,
+            result: Some(res_rx),
+            done: None,
+            conn: Arc::downgrade(&self.conn),
+            id: id_slot,
+        })
+    }
+
+    /// Sends `model/info` (§12; needs `modelInfo`).
+    pub async fn model_info(&self) -> Result<ModelInfo, SendError> {
+        self.authorize(Requirement::One(Capability::ModelInfo), None)?;
+        self.request("model/info", &json!({})).await
+    }
+}
+
+/// `content` as the wire will carry it passes App. B.1 ([`content_defect`]): the typed
+/// blocks have public fields, so a block can be built with neither or both media forms.
+pub(super) fn checked_content(content: &Content, at: &str) -> Result<(), SendError> {
+    let v = serde_json::to_value(content).map_err(|e| SendError::InvalidContent(e.to_string()))?;
+    match crate::protocol::content::content_defect(Some(&v), at, true) {
+        Some(defect) => Err(SendError::InvalidContent(defect)),
+        None => Ok(()),
+    }
+}
+
+/// Every §11.2 message's content passes [`checked_content`].
+pub(super) fn inference_content(params: &InferenceRequestParams) -> Result<(), SendError> {
+    for (i, m) in params.messages.iter().enumerate() {
+        checked_content(&m.content, &format!("messages[{i}].content"))?;
+    }
+    Ok(())
+}
+
+/// A producer's tags as sent (§16.1): each one namespaced, well-formed and outside the
+/// reserved namespaces unless core vocabulary; a set, so repeats are dropped (first kept).
+pub(super) fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<String>>, SendError> {
+    let Some(tags) = tags else { return Ok(None) };
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        crate::tags::Tag::parse_producer(&t)?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(Some(out))
+}
