@@ -3,6 +3,12 @@
 //! Reports resident memory per idle connection (VmRSS from /proc/self/status, host side
 //! only) and the p50/p99 latency of a request while all 1,000 connections are sending.
 //!
+//!
+//! Issue #20: the idle memory of the reference server (`mcpl serve`'s
+//! `reference::serve_on`, in a child process: `--idle-server tcp|ws`) per idle connection
+//! at 2,000 connections over TCP and over WebSocket (each connection initialized, then left
+//! idle), and what is left once they have all closed. Target: <= 32 KiB per connection.
+//!
 //! Run (the host needs one descriptor per connection, plus a few):
 //! `ulimit -n 4096 && cargo bench -p mcpl --bench scale`
 //! Under `cargo test --benches` (no `--bench` flag) it runs a 20-connection smoke version.
@@ -82,12 +88,127 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+fn rss_kib_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The reference server on a listener, as `mcpl serve --tcp/--ws` runs it (multi-thread
+/// runtime); exits when stdin closes.
+fn idle_server(kind: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            std::process::exit(0);
+        });
+        let config = mcpl::server::listen::ServeConfig::default();
+        if kind == "ws" {
+            let l = mcpl::transport::ws::Listener::bind("127.0.0.1:0", None)
+                .await
+                .expect("bind");
+            println!("{}", l.local_addr().expect("addr").port());
+            std::io::stdout().flush().ok();
+            mcpl::reference::serve_on(std::sync::Arc::new(l), config).await;
+        } else {
+            let l = tcp::Listener::bind("127.0.0.1:0").await.expect("bind");
+            println!("{}", l.local_addr().expect("addr").port());
+            std::io::stdout().flush().ok();
+            mcpl::reference::serve_on(std::sync::Arc::new(l), config).await;
+        }
+    });
+}
+
+/// Opens `n` initialized idle connections to a reference server over `kind` and reports the
+/// server's resident memory per connection, and after they all closed.
+fn idle_memory(kind: &str, n: usize) {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut child = Command::new(exe)
+        .args(["--idle-server", kind])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the server process");
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().expect("child stdout"))
+        .read_line(&mut port)
+        .expect("read the port");
+    let port = port.trim().to_owned();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "scale", "version": "0"}}})
+    .to_string();
+    let rt = runtime();
+    let (before, idle, after) = rt.block_on(async {
+        let open = || async {
+            let mut t = if kind == "ws" {
+                mcpl::transport::ws::connect(&format!("ws://127.0.0.1:{port}"), None)
+                    .await
+                    .expect("connect")
+            } else {
+                tcp::connect(format!("127.0.0.1:{port}"))
+                    .await
+                    .expect("connect")
+            };
+            t.writer.send(&init).await.expect("send");
+            t.reader.next_frame().await.expect("answer");
+            t
+        };
+        drop(open().await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_kib_of(child.id());
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            held.push(open().await);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle = rss_kib_of(child.id());
+        drop(held);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        (before, idle, rss_kib_of(child.id()))
+    });
+    drop(child.stdin.take());
+    let _ = child.kill();
+    let _ = child.wait();
+    let per = idle.saturating_sub(before) as f64 / n.max(1) as f64;
+    println!(
+        "idle {kind}: server RSS {before} KiB, with {n} idle connections {idle} KiB: {per:.1} KiB per connection  target <= 32 KiB  {}; after they closed {after} KiB ({} KiB above the start)",
+        if per <= 32.0 { "MET" } else { "MISSED" },
+        after.saturating_sub(before)
+    );
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--scale-server") {
         serve();
         return;
     }
+    if let Some(i) = std::env::args().position(|a| a == "--idle-server") {
+        idle_server(&std::env::args().nth(i + 1).unwrap_or_default());
+        return;
+    }
     let bench = common::bench_mode();
+    let idle_n = if bench { 2000 } else { 20 };
+    let idle_n = match open_files_soft_limit() {
+        Some(limit) if (limit as usize) < idle_n + 64 => {
+            println!("scale: open-files limit {limit} is too low for {idle_n} idle connections; run `ulimit -n 4096` first.");
+            (limit as usize).saturating_sub(64)
+        }
+        _ => idle_n,
+    };
+    idle_memory("tcp", idle_n);
+    idle_memory("ws", idle_n);
     let mut n: usize = if bench { 1000 } else { 20 };
     let load_for = if bench {
         Duration::from_secs(3)

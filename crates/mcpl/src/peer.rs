@@ -479,7 +479,10 @@ struct Shared {
     closed: watch::Sender<Option<CloseReason>>,
     /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
     is_closed: std::sync::atomic::AtomicBool,
-    diagnostics: broadcast::Sender<Diagnostic>,
+    /// Created at the first diagnostic or the first [`Peer::diagnostics`] call, so an idle
+    /// connection holds no slots (the channel allocates its capacity up front).
+    diagnostics: std::sync::OnceLock<broadcast::Sender<Diagnostic>>,
+    /// The receiver made with the channel, for the first [`Peer::diagnostics`] call.
     first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
     last_activity: Mutex<Instant>,
     /// How many incoming requests are delivered but not yet answered (their responses are
@@ -585,7 +588,17 @@ impl Shared {
 
     fn diagnose(&self, d: Diagnostic) {
         tracing::warn!(target: "mcpl::peer", "{d}");
-        let _ = self.diagnostics.send(d);
+        let _ = self.diagnostic_sender().send(d);
+    }
+
+    /// The diagnostics channel, created on first use with a receiver kept for the first
+    /// [`Peer::diagnostics`] call (which thereby sees every diagnostic since the start).
+    fn diagnostic_sender(&self) -> &broadcast::Sender<Diagnostic> {
+        self.diagnostics.get_or_init(|| {
+            let (tx, rx) = broadcast::channel(self.config.diagnostics_capacity.max(1));
+            *lock(&self.first_diagnostics) = Some(rx);
+            tx
+        })
     }
 
     /// Records traffic for the idle timeout (nothing to record without one).
@@ -861,7 +874,6 @@ impl Peer {
         reader.set_max_message_size(config.max_message_size);
         let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
         let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
-        let (diag_tx, diag_rx) = broadcast::channel(config.diagnostics_capacity.max(1));
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             config,
@@ -878,8 +890,8 @@ impl Peer {
             detached_done: Notify::new(),
             closed: closed_tx,
             is_closed: std::sync::atomic::AtomicBool::new(false),
-            diagnostics: diag_tx,
-            first_diagnostics: Mutex::new(Some(diag_rx)),
+            diagnostics: std::sync::OnceLock::new(),
+            first_diagnostics: Mutex::new(None),
             last_activity: Mutex::new(Instant::now()),
             owed: AtomicUsize::new(0),
             owed_settled: Notify::new(),
@@ -1119,9 +1131,10 @@ impl Peer {
     /// the connection started (up to the capacity); later calls see only newer ones.
     pub fn diagnostics(&self) -> Diagnostics {
         let shared = self.shared();
+        let sender = shared.diagnostic_sender();
         let rx = lock(&shared.first_diagnostics)
             .take()
-            .unwrap_or_else(|| shared.diagnostics.subscribe());
+            .unwrap_or_else(|| sender.subscribe());
         Diagnostics { rx }
     }
 

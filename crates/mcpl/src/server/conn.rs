@@ -65,7 +65,6 @@ impl Server {
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
         let (grant_tx, _) = watch::channel(GrantState::inert());
-        let (diag_tx, _) = broadcast::channel(256);
         let (announce_tx, mut announce_rx) = mpsc::unbounded_channel::<ManifestChanged>();
         let decls = FeatureSets::from_mcpl(self.inner.tracker.snapshot().manifest()).0;
         let conn = Arc::new(Conn {
@@ -81,7 +80,7 @@ impl Server {
                 held: None,
             }),
             grant_tx,
-            diag_tx,
+            diag_tx: std::sync::OnceLock::new(),
             announce_tx,
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
@@ -146,7 +145,9 @@ pub(super) struct Conn {
     pub(super) peer: Peer,
     pub(super) state: Mutex<ConnState>,
     pub(super) grant_tx: watch::Sender<GrantState>,
-    pub(super) diag_tx: broadcast::Sender<SessionDiagnostic>,
+    /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
+    /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
+    pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<SessionDiagnostic>>,
     pub(super) announce_tx: mpsc::UnboundedSender<ManifestChanged>,
     pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
     /// Held across each `channels/register` / `channels/changed` exchange, so they go out
@@ -163,7 +164,9 @@ impl Conn {
     pub(super) fn diagnostic(&self, code: &'static str, detail: impl Into<String>) {
         let detail = detail.into();
         tracing::warn!(code, "{detail}");
-        let _ = self.diag_tx.send(SessionDiagnostic { code, detail });
+        if let Some(tx) = self.diag_tx.get() {
+            let _ = tx.send(SessionDiagnostic { code, detail });
+        }
     }
 
     pub(super) fn publish(&self, st: &ConnState) {

@@ -118,7 +118,10 @@ impl Session {
 
     /// The session's diagnostics from now on (host defects, dropped injections …).
     pub fn diagnostics(&self) -> broadcast::Receiver<SessionDiagnostic> {
-        self.conn.diag_tx.subscribe()
+        self.conn
+            .diag_tx
+            .get_or_init(|| broadcast::channel(256).0)
+            .subscribe()
     }
 
     /// The manifest tracker shared by the server's connections.

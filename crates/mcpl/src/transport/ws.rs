@@ -65,8 +65,17 @@ pub enum WsError {
     HandshakeTimeout(std::time::Duration),
 }
 
+/// tungstenite's read buffer, allocated per connection (its default, 128 KiB, made an idle
+/// WebSocket connection cost ~200 KiB). Larger messages are assembled across reads.
+const WS_READ_BUFFER: usize = 4 * 1024;
+/// Outgoing bytes tungstenite collects before writing (default 128 KiB); the peer's writer
+/// already batches frames, so a small buffer costs no extra writes.
+const WS_WRITE_BUFFER: usize = 8 * 1024;
+
 fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
+        .read_buffer_size(WS_READ_BUFFER)
+        .write_buffer_size(WS_WRITE_BUFFER)
         .max_message_size(Some(WS_HARD_LIMIT))
         .max_frame_size(Some(WS_HARD_LIMIT))
 }
