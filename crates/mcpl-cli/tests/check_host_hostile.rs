@@ -313,8 +313,8 @@ async fn a_trickling_host_cannot_keep_the_run_alive() {
     assert_eq!(code, 1, "{doc:#}");
 }
 
-/// A host whose every answer carries 800 KB, and whose policy lists 20,000 paths: the
-/// report quotes excerpts only (each detail capped, the whole under 64 KiB), where it had
+/// A host whose every answer carries 800 KB, and whose policy lists 20,000 paths (refused
+/// past the list bound): the report quotes excerpts only (each detail capped, the whole under 64 KiB), where it had
 /// quoted every answer whole.
 #[tokio::test]
 async fn huge_answers_leave_the_report_bounded() {
@@ -333,9 +333,16 @@ async fn huge_answers_leave_the_report_bounded() {
         .unwrap();
     let paths: Vec<&str> = std::iter::repeat_n("tools", 20_000).collect();
     let policy = json!({ "effectiveCapabilities": paths });
-    host.request_raw("featureSets/update", Some(policy))
-        .await
-        .unwrap();
+    // Past the list bound (issue #20) the checker answers -32602 naming it, not a receipt.
+    let refused = host.request_raw("featureSets/update", Some(policy)).await;
+    let Err(mcpl::peer::PeerError::Remote(e)) = refused else {
+        panic!("a 20,000-entry policy got {refused:?}");
+    };
+    assert_eq!(e.code, -32602, "{e:?}");
+    assert_eq!(
+        e.data.as_ref().map(|d| d["count"].clone()),
+        Some(json!(20_000))
+    );
     let code = guarded(ctl.wait()).await;
     drop(host);
     let doc = read_report(&report);
