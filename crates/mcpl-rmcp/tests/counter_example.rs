@@ -73,3 +73,62 @@ async fn s3_2_a_plain_rmcp_client_lists_and_calls_the_counters_tools() {
         "the example exits cleanly when stdin closes"
     );
 }
+
+/// `target/<profile>/mcpl`, the checker `cargo test --workspace` builds beside the example.
+fn checker_binary() -> PathBuf {
+    let bin = example_binary()
+        .parent()
+        .and_then(|examples| examples.parent())
+        .map(|profile| profile.join(format!("mcpl{}", std::env::consts::EXE_SUFFIX)))
+        .expect("the example lives in target/<profile>/examples");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the workspace's tests (`cargo test --workspace`), which build it",
+        bin.display()
+    );
+    bin
+}
+
+/// Issue #23's must-show: `mcpl check --call increment '{}' -- <example>` passes, and the
+/// call makes the push (§9), the hook's injection (§10.4) and the manifest change (§17.3)
+/// happen, so their checks pass rather than skip, in every session the checker runs.
+#[test]
+fn the_example_passes_mcpl_check_with_push_hook_and_manifest_exercised() {
+    let out = std::process::Command::new(checker_binary())
+        .args(["check", "--json", "--call", "increment", "{}", "--"])
+        .arg(example_binary())
+        .args(["--threshold", "1"])
+        .output()
+        .expect("mcpl check runs");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "--json report ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["summary"]["fail"], 0, "{report:#}");
+    assert_eq!(report["summary"]["warn"], 0, "{report:#}");
+    let status = |id: &str| {
+        report["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["id"] == id))
+            .map(|c| c["status"].clone())
+    };
+    for id in [
+        "push.event-shape",
+        "push.feature-set-declared",
+        "hooks.injection-shape",
+        "hooks.injection-positions",
+        "hooks.feature-set-declared",
+        "manifest.changed-shape",
+        "manifest.changed-revision-matches",
+        "manifest.changed-domains-match",
+        "grant.narrowed-respected",
+    ] {
+        assert_eq!(status(id), Some("pass".into()), "{id}: {report:#}");
+    }
+    let sessions = report["sessions"].as_array().map_or(0, Vec::len);
+    assert!(sessions > 1, "narrowed-grant sessions ran: {report:#}");
+}
