@@ -466,6 +466,10 @@ pub enum HostError {
     /// The host's own policy patterns are malformed.
     #[error("host policy: {0}")]
     Policy(#[from] PatternError),
+    /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many,
+    /// or not strings.
+    #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
+    BadSelection(String),
     /// The connection failed.
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -563,6 +567,9 @@ struct State {
     streams: InferenceIds,
     /// Inference ids with a lifecycle turn (§10.5) open or recently ended.
     turns: InferenceIds,
+    /// Feature sets disabled later by [`HostSession::disable_by_notification`], sent again in
+    /// every later policy Request's `disabled` so a Request never re-enables them.
+    disabled_later: Vec<String>,
 }
 
 /// How many ended outgoing streams (and, separately, ended lifecycle turns) a session
@@ -868,6 +875,7 @@ impl HostSession {
                 announced: None,
                 before: Widenings::default(),
                 hook_pins: Vec::new(),
+                disabled_later: Vec::new(),
             }),
             config,
             events: etx,
@@ -996,7 +1004,7 @@ impl HostSession {
         let _g = self.inner.policy_lock.lock().await;
         let _applied = PolicyApplied(&self.inner);
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         // The host's own selection narrows derivation at once (it can never widen).
         if let Ok(up) = policy::UpdateParams::parse(&params) {
             if let Some(r) = self.inner.state().review.as_mut() {
@@ -1232,7 +1240,7 @@ impl HostSession {
         let narrowed = old.capabilities().difference(hg.effective.capabilities());
         let widening = hg.effective.capabilities().difference(old.capabilities());
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         let answer = self.policy_request(params).await;
         let receipt = match answer {
             Ok(v) => self.read_receipt(&v),
@@ -1283,6 +1291,58 @@ impl HostSession {
             receipt,
             grant,
         })
+    }
+
+    /// The `disabled` list of a policy Request: the configured one, then the sets
+    /// [`Self::disable_by_notification`] disabled since.
+    fn disabled_list(&self) -> Vec<String> {
+        let later = self.inner.state().disabled_later.clone();
+        let mut all = self.inner.config.disabled.clone();
+        all.extend(
+            later
+                .into_iter()
+                .filter(|s| !self.inner.config.disabled.contains(s)),
+        );
+        all
+    }
+
+    /// Disables feature sets `sets` with a `featureSets/update` **Notification** carrying only
+    /// `disabled` — the non-conforming carrier §6.7 still makes servers respect as a
+    /// reduction, which a tester (such as `mcpl inspect`) sends to see whether they do.
+    /// A reduction applies first (§6.7): the host stops accepting the sets' uses before the
+    /// Notification is written, and every later policy Request repeats them in `disabled`.
+    /// The grant is unchanged and nothing widens. Errors: MCP-only, a name list past
+    /// [`policy::MAX_POLICY_LIST_ENTRIES`] in total, or a name that is not a feature-set
+    /// name or pattern.
+    pub async fn disable_by_notification(&self, sets: &[String]) -> Result<(), HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let params = json!({ "disabled": sets });
+        {
+            let mut st = self.inner.state();
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+            let mut later = st.disabled_later.clone();
+            later.extend(
+                sets.iter()
+                    .filter(|s| !st.disabled_later.contains(s))
+                    .cloned(),
+            );
+            let all = json!({ "disabled": later });
+            let up = policy::UpdateParams::parse(&all)
+                .map_err(|e| HostError::BadSelection(e.to_string()))?;
+            if let Some(r) = st.review.as_mut() {
+                let mut selection = r.selection().clone();
+                selection.disabled.extend(up.disabled);
+                r.set_selection(selection);
+            }
+            st.disabled_later = later;
+        }
+        Ok(self
+            .inner
+            .peer
+            .notify_raw("featureSets/update", Some(params))
+            .await?)
     }
 
     /// The gate of the public send paths: methods with a dedicated API are refused here
@@ -2375,7 +2435,7 @@ impl HostSession {
             denied: adv.difference(kept.capabilities()),
         };
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &cfg.disabled);
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         match self.policy_request(params).await {
             Ok(v) => {
                 if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {

@@ -518,6 +518,38 @@ async fn s6_7_narrowing_takes_effect_before_the_request_goes_out() {
     assert!(!s.grant().allows(Capability::PushEvents));
 }
 
+/// §6.7: a `disabled` carried by a Notification is a reduction servers must respect; a host
+/// that sends one (`disable_by_notification`) applies it first: a push under the set is
+/// refused once the Notification is read, and the next policy Request repeats it.
+#[tokio::test]
+async fn s6_7_disabling_by_notification_narrows_the_host_first_and_sticks() {
+    let (s, _streams, mut server) = connected(&["pushEvents", "tools"], full_manifest()).await;
+    assert_eq!(
+        server.call("push/event", push("before")).await.unwrap()["accepted"],
+        true
+    );
+    s.disable_by_notification(&["alerts".to_owned()])
+        .await
+        .unwrap();
+    let n = server.notification("featureSets/update").await;
+    assert_eq!(n, Some(json!({ "disabled": ["alerts"] })));
+    // -32001: declared, but unavailable (disabled) now.
+    assert_eq!(server.call("push/event", push("after")).await, Err(-32001));
+    // A later grant change by Request does not re-enable it.
+    let s2 = s.clone();
+    let change = tokio::spawn(async move { s2.set_policy(vec!["pushEvents".into()]).await });
+    let upd = server.request("featureSets/update").await;
+    let p = upd.request().params.clone().unwrap();
+    assert_eq!(p["disabled"], json!(["alerts"]), "{p}");
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    change.await.unwrap().unwrap();
+    assert_eq!(server.call("push/event", push("later")).await, Err(-32001));
+    // Past the list bound: refused before anything is sent or applied.
+    let many: Vec<String> = (0..1025).map(|i| format!("s{i}")).collect();
+    let e = s.disable_by_notification(&many).await.unwrap_err();
+    assert!(matches!(e, HostError::BadSelection(_)), "{e:?}");
+}
+
 #[tokio::test]
 async fn s6_7_unanswered_expansion_never_activates() {
     let (s, _streams, mut server) = connected_cfg(short(&["tools"]), full_manifest()).await;

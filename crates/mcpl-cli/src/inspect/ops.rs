@@ -232,16 +232,17 @@ impl Engine {
 
     /// Sends a `featureSets/update` **Notification** disabling `sets`: not a grant change
     /// (the host's grant stays as it is, §6.7 says grant changes go by Request) but the
-    /// narrowing a server must respect whatever the carrier. Sent on the peer directly, since
-    /// the session only sends the Request form.
+    /// narrowing a server must respect whatever the carrier. The session applies it to its
+    /// own judgement first and repeats it in later policy Requests
+    /// ([`mcpl::host::HostSession::disable_by_notification`]), so the inspector refuses what
+    /// the server should no longer send.
     pub async fn narrow_by_notification(&self, sets: Vec<String>) -> OpResult {
         if sets.is_empty() {
             return Err("name at least one feature set to disable".into());
         }
         let s = self.live()?;
         let params = json!({ "disabled": sets });
-        s.peer()
-            .notify_raw("featureSets/update", Some(params.clone()))
+        s.disable_by_notification(&sets)
             .await
             .map_err(|e| e.to_string())?;
         let v = json!({ "params": params, "time": timestamp_millis(SystemTime::now()) });

@@ -944,6 +944,11 @@ impl ManifestReview {
         g
     }
 
+    /// The host's feature-set selection (§5.3) statuses are derived under.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
     /// Replaces the host's feature-set selection (§5.3) and re-derives statuses.
     pub fn set_selection(&mut self, selection: Selection) {
         self.selection = selection;
