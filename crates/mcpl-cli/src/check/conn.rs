@@ -6,6 +6,10 @@
 //! This is deliberately not `mcpl::peer`: the checker reads raw [`Frame`]s, because it must
 //! see what a well-behaved peer would answer or hide for it (junk lines, notifications posing
 //! as requests, responses to ids it never sent, batches, over-long lines).
+//!
+//! A spawned target runs in its own process group, and the whole group is ended when its
+//! connection ends ([`end_group`]): a server's forked children, even ones holding its stdout
+//! and ignoring SIGTERM, do not outlive the check (issue #20).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -204,6 +208,10 @@ async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
             let mut command = tokio::process::Command::new(prog);
             command.args(args);
+            // Its own process group (pgid = its pid), so that `end_group` reaches every
+            // process it forks.
+            #[cfg(unix)]
+            command.process_group(0);
             let (transport, control) = mcpl::transport::child::spawn(&mut command)?;
             Ok(Opened {
                 transport,
@@ -230,7 +238,8 @@ async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
 }
 
 /// Moves frames both ways until the [`Conn`] is dropped (its sender closes) or a write
-/// fails, then closes the transport (bounded by `bound`) and kills a child.
+/// fails, then closes the transport (bounded by `bound`) and ends a child's process group
+/// ([`end_group`]).
 async fn pump(
     opened: Opened,
     events: mpsc::Sender<Event>,
@@ -294,10 +303,68 @@ async fn pump(
     }
     let _ = tokio::time::timeout(bound, writer.close()).await;
     if let Some(child) = child {
-        child.kill();
-        let _ = tokio::time::timeout(bound, child.wait()).await;
+        end_group(&child, bound).await;
     }
     drop((reader, writer, guard));
+}
+
+/// How long a spawned target may take to exit on its own once its stdin is closed (the
+/// usual end of a stdio server), before its process group is sent SIGTERM.
+pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long the process group has between SIGTERM and SIGKILL, and again after SIGKILL for
+/// the kernel to reap it.
+pub const TERM_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends a spawned target and everything in its process group: after its stdin was closed it
+/// has [`EXIT_GRACE`] (at most `bound`) to exit; then the group gets SIGTERM, and whatever
+/// is still in it [`TERM_GRACE`] later gets SIGKILL. Bounded: at most
+/// `EXIT_GRACE + 2 × TERM_GRACE` plus `bound` for the leader's exit status.
+async fn end_group(child: &ChildControl, bound: Duration) {
+    let _ = tokio::time::timeout(EXIT_GRACE.min(bound), child.wait()).await;
+    #[cfg(unix)]
+    if let Some(pgid) = child.pid().and_then(|pid| libc::pid_t::try_from(pid).ok()) {
+        let killed = group::signal(pgid, libc::SIGTERM)
+            && !group::gone_within(pgid, TERM_GRACE).await
+            && group::signal(pgid, libc::SIGKILL);
+        if killed {
+            let _ = group::gone_within(pgid, TERM_GRACE).await;
+        }
+    }
+    child.kill();
+    let _ = tokio::time::timeout(bound, child.wait()).await;
+}
+
+/// Signals to a whole process group (Unix).
+#[cfg(unix)]
+mod group {
+    use std::time::{Duration, Instant};
+
+    /// Sends `signal` to every process of group `pgid`; false when the group is empty (or
+    /// the signal could not be sent).
+    pub fn signal(pgid: libc::pid_t, signal: libc::c_int) -> bool {
+        if pgid <= 1 {
+            // Never a broadcast: -1 and -0 mean "every process" and "our own group".
+            return false;
+        }
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours; a negative
+        // pid addresses exactly the group the target was spawned into.
+        unsafe { libc::kill(-pgid, signal) == 0 }
+    }
+
+    /// Waits (polling every 10 ms) until group `pgid` is empty, at most `wait`; true when
+    /// it is. A member that already exited and waits to be reaped still counts.
+    pub async fn gone_within(pgid: libc::pid_t, wait: Duration) -> bool {
+        let end = Instant::now() + wait;
+        loop {
+            if !signal(pgid, 0) {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as

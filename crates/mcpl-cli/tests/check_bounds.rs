@@ -1,0 +1,83 @@
+//! `mcpl check` against hostile servers (issue #20): whatever the server does, the run ends
+//! within its documented bound, leaves no process of the spawned target behind, and writes a
+//! bounded report.
+
+use std::path::PathBuf;
+use std::process::Command as StdCommand;
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(90);
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// Whether process `pid` still exists (a zombie waiting to be reaped does not count: it
+/// runs nothing and holds nothing).
+#[cfg(target_os = "linux")]
+fn alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// `mcpl check` of `sh -c SCRIPT`, where the script forks `sleep` with SIGTERM ignored and
+/// its stdout (the checker's pipe) inherited, and records its pid in a file. After the
+/// checker exits, no such process may remain.
+#[cfg(target_os = "linux")]
+fn leaves_no_process(name: &str, then: &str) {
+    let pids = scratch(name);
+    let script = format!(
+        "trap '' TERM; (exec sleep 600 2>/dev/null) & echo $! >> '{}'; {then}",
+        pids.display()
+    );
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+            "--quick",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    let recorded = std::fs::read_to_string(&pids).unwrap();
+    let left: Vec<&str> = recorded.split_whitespace().filter(|p| alive(p)).collect();
+    for pid in &left {
+        // Clean up after a failing run.
+        let _ = StdCommand::new("kill").args(["-KILL", pid]).status();
+    }
+    assert!(
+        !recorded.trim().is_empty(),
+        "the fixture recorded its child"
+    );
+    assert!(left.is_empty(), "{name}: processes left behind: {left:?}");
+    assert!(code == 0 || code == 1, "{name}: exit {code}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forked_child_ignoring_sigterm_and_holding_stdout_does_not_outlive_the_check() {
+    // The server itself also ignores SIGTERM (inherited) and serves the whole check.
+    leaves_no_process("serving.pids", &format!("exec '{FIXTURE}' good"));
+    // The server exits at once; its child keeps the stdout pipe open.
+    leaves_no_process("exiting.pids", "exit 0");
+}
