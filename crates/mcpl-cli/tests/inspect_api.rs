@@ -518,3 +518,90 @@ fn the_check_button_runs_the_check_suite_against_the_same_target() {
         "one initialize per connection, both kept"
     );
 }
+
+/// A server of the test's own with a manifest: one tool until the host has listed it, then
+/// a second one announced with MCP's `notifications/tools/list_changed`.
+fn tool_adding_server(listener: TcpListener) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let tool = |name: &str| json!({ "name": name, "inputSchema": { "type": "object" } });
+    let manifest = json!({ "version": "0.5", "featureSets": {} });
+    let mut listed = 0;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let result = match msg["method"].as_str().unwrap_or("") {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": { "listChanged": true },
+                                  "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "adder", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => {
+                listed += 1;
+                let tools = if listed == 1 {
+                    vec![tool("first")]
+                } else {
+                    vec![tool("first"), tool("second")]
+                };
+                json!({ "tools": tools })
+            }
+            _ => json!({}),
+        };
+        writeln!(
+            writer,
+            "{}",
+            json!({ "jsonrpc": "2.0", "id": id, "result": result })
+        )
+        .unwrap();
+        if listed == 1 && msg["method"] == "tools/list" {
+            writeln!(
+                writer,
+                r#"{{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}}"#
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// §17.7: a tool added at runtime, announced with `notifications/tools/list_changed`, shows
+/// up in the Tools panel without the user asking for the list again.
+#[test]
+fn a_tools_list_changed_refreshes_the_tools_panel() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || tool_adding_server(listener));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let names = |s: &Value| -> Vec<String> {
+        s["tools"]["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = insp.get("/api/state");
+        if names(&state) == ["first", "second"] {
+            break;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("the Tools panel was not refreshed: {state}"));
+    }
+}

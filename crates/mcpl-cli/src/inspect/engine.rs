@@ -630,6 +630,18 @@ impl Engine {
                 "treatment": treat(None, Some(&channel_id), &tags), "message": message,
             }),
             HostEvent::ManifestChange(receipt) => {
+                // MCP's notifications/tools/list_changed (§17.7 surface change): the Tools
+                // panel re-lists, so a tool added or removed at runtime shows up.
+                let tools_changed = receipt.impacts.iter().any(|i| {
+                    i.impact == mcpl::manifest::domains::ChangeImpact::SurfaceChanged
+                        && i.subject == "tools"
+                });
+                if tools_changed {
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let _ = me.tools_list().await;
+                    });
+                }
                 let manifest = self.session().and_then(|s| s.manifest());
                 json!({
                     "kind": "manifest",
