@@ -481,7 +481,9 @@ async fn s5_4_inbound_without_capability_is_minus_32002_not_the_handler() {
 
 #[tokio::test]
 async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
-    let server = builder()
+    // Its own declaration of `memory.recall` (only `beforeUser`): declaring the set twice
+    // is a build error.
+    let server = Server::builder("test-server", "1.0.0")
         .on_before_inference("memory.recall", |_g, p| async move {
             let inj = |pos: Position, t: &str| ContextInjection {
                 namespace: "memory".into(),

@@ -62,6 +62,17 @@ pub struct ServerBuilder {
     lifecycle: LifecycleConfig,
     peer_config: PeerConfig,
     required: Option<(CapabilitySet, Fallback)>,
+    /// Slots registered a second time, in call order: [`Self::build`] refuses the first
+    /// ([`BuildError::DuplicateRegistration`]) instead of letting the later call silently
+    /// replace the earlier one.
+    duplicates: Vec<String>,
+}
+
+/// Fills a single-handler slot, recording `slot` when it was already filled.
+fn fill<T>(place: &mut Option<T>, value: T, duplicates: &mut Vec<String>, slot: &str) {
+    if place.replace(value).is_some() {
+        duplicates.push(slot.to_owned());
+    }
 }
 
 impl ServerBuilder {
@@ -83,6 +94,7 @@ impl ServerBuilder {
             lifecycle: LifecycleConfig::default(),
             peer_config: PeerConfig::default(),
             required: None,
+            duplicates: Vec::new(),
         }
     }
 
@@ -113,9 +125,15 @@ impl ServerBuilder {
         for c in uses {
             self.advertised.insert(*c);
         }
-        self.feature_sets
-            .insert(name.into(), FeatureSetDeclaration::new(description, uses));
+        self.declare(name.into(), FeatureSetDeclaration::new(description, uses));
         self
+    }
+
+    fn declare(&mut self, name: String, declaration: FeatureSetDeclaration) {
+        if self.feature_sets.contains_key(&name) {
+            self.duplicates.push(format!("feature set {name:?}"));
+        }
+        self.feature_sets.insert(name, declaration);
     }
 
     /// Declares a feature set from a full declaration (e.g. with a per-set `tagOntology`).
@@ -127,7 +145,7 @@ impl ServerBuilder {
         if let Ok(uses) = declaration.validated_uses() {
             self.advertised = self.advertised.union(uses);
         }
-        self.feature_sets.insert(name.into(), declaration);
+        self.declare(name.into(), declaration);
         self
     }
 
@@ -140,9 +158,16 @@ impl ServerBuilder {
     }
 
     /// The `tagOntology` of a declared feature set (§16.4: producers advertise the tags
-    /// they emit on their feature-set declaration). Ignored for an undeclared set.
+    /// they emit on their feature-set declaration). [`Self::build`] refuses one for a set
+    /// the builder does not declare ([`BuildError::UndeclaredFeatureSet`]) and a second one
+    /// for the same set ([`BuildError::DuplicateRegistration`]).
     pub fn tag_ontology(mut self, feature_set: impl Into<String>, ontology: Value) -> Self {
-        self.tag_ontologies.push((feature_set.into(), ontology));
+        let feature_set = feature_set.into();
+        if self.tag_ontologies.iter().any(|(n, _)| *n == feature_set) {
+            self.duplicates
+                .push(format!("tag_ontology for feature set {feature_set:?}"));
+        }
+        self.tag_ontologies.push((feature_set, ontology));
         self
     }
 
@@ -170,7 +195,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Registers an MCP tool (listed by `tools/list`, run by `tools/call`).
+    /// Registers an MCP tool (listed by `tools/list`, run by `tools/call`). A second tool
+    /// with the same name is refused by [`Self::build`] ([`BuildError::DuplicateRegistration`]).
     pub fn tool<F, Fut>(
         mut self,
         name: impl Into<String>,
@@ -198,20 +224,35 @@ impl ServerBuilder {
     /// when the handler leaves `featureSet` empty, §6.5). The handler gets a read-only
     /// [`GrantState`], never a [`Session`]: hooks must not send (§10.7, §14.5). Injections at
     /// positions not granted when the response goes out are dropped with a diagnostic.
+    ///
+    /// A server has one such hook: [`Self::build`] refuses `feature_set` when the builder
+    /// does not declare it ([`BuildError::UndeclaredFeatureSet`], closest declared name
+    /// first) and a second `on_before_inference` ([`BuildError::DuplicateRegistration`]).
     pub fn on_before_inference<F, Fut>(mut self, feature_set: impl Into<String>, handler: F) -> Self
     where
         F: Fn(GrantState, BeforeInferenceParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<BeforeInferenceResult>> + Send + 'static,
     {
         let h: HookHandler = Arc::new(move |g, p| Box::pin(handler(g, p)));
-        self.handlers.before_inference = Some((Some(feature_set.into()), h));
+        let value = (Some(feature_set.into()), h);
+        fill(
+            &mut self.handlers.before_inference,
+            value,
+            &mut self.duplicates,
+            "on_before_inference",
+        );
         self
     }
 
     /// Called once per `inferenceId` when its turn starts (§10.5). A plain callback with no
     /// session: delivery is never a side effect of a lifecycle event (§14.5). Keep it quick.
     pub fn on_turn_start(mut self, f: impl Fn(&TurnStart) + Send + Sync + 'static) -> Self {
-        self.handlers.turn_start = Some(Arc::new(f));
+        fill(
+            &mut self.handlers.turn_start,
+            Arc::new(f),
+            &mut self.duplicates,
+            "on_turn_start",
+        );
         self
     }
 
@@ -219,7 +260,12 @@ impl ServerBuilder {
     /// timeout, or connection end (§10.5). No session, for the same reason as
     /// [`Self::on_turn_start`].
     pub fn on_turn_end(mut self, f: impl Fn(&TurnEnd) + Send + Sync + 'static) -> Self {
-        self.handlers.turn_end = Some(Arc::new(f));
+        fill(
+            &mut self.handlers.turn_end,
+            Arc::new(f),
+            &mut self.duplicates,
+            "on_turn_end",
+        );
         self
     }
 
@@ -229,7 +275,12 @@ impl ServerBuilder {
         mut self,
         f: impl Fn(&OutgoingChunkParams) + Send + Sync + 'static,
     ) -> Self {
-        self.handlers.outgoing_chunk = Some(Arc::new(f));
+        fill(
+            &mut self.handlers.outgoing_chunk,
+            Arc::new(f),
+            &mut self.duplicates,
+            "on_outgoing_chunk",
+        );
         self
     }
 
@@ -239,7 +290,12 @@ impl ServerBuilder {
         mut self,
         f: impl Fn(&OutgoingCompleteParams) + Send + Sync + 'static,
     ) -> Self {
-        self.handlers.outgoing_complete = Some(Arc::new(f));
+        fill(
+            &mut self.handlers.outgoing_complete,
+            Arc::new(f),
+            &mut self.duplicates,
+            "on_outgoing_complete",
+        );
         self
     }
 
@@ -249,7 +305,12 @@ impl ServerBuilder {
         F: Fn(Session, OpenParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<OpenResult>> + Send + 'static,
     {
-        self.handlers.channels_open = Some(erase(f));
+        fill(
+            &mut self.handlers.channels_open,
+            erase(f),
+            &mut self.duplicates,
+            "on_channels_open",
+        );
         self
     }
 
@@ -259,7 +320,12 @@ impl ServerBuilder {
         F: Fn(Session, CloseParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<CloseResult>> + Send + 'static,
     {
-        self.handlers.channels_close = Some(erase(f));
+        fill(
+            &mut self.handlers.channels_close,
+            erase(f),
+            &mut self.duplicates,
+            "on_channels_close",
+        );
         self
     }
 
@@ -270,7 +336,12 @@ impl ServerBuilder {
         F: Fn(Session, PublishParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<PublishResult>> + Send + 'static,
     {
-        self.handlers.channels_publish = Some(erase(f));
+        fill(
+            &mut self.handlers.channels_publish,
+            erase(f),
+            &mut self.duplicates,
+            "on_channels_publish",
+        );
         self
     }
 
@@ -281,7 +352,12 @@ impl ServerBuilder {
         F: Fn(Session) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<ListResult>> + Send + 'static,
     {
-        self.handlers.channels_list = Some(Arc::new(move |s, ()| Box::pin(f(s))));
+        fill(
+            &mut self.handlers.channels_list,
+            Arc::new(move |s, ()| Box::pin(f(s))),
+            &mut self.duplicates,
+            "on_channels_list",
+        );
         self
     }
 
@@ -291,7 +367,12 @@ impl ServerBuilder {
         F: Fn(Session, AcknowledgeParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<()>> + Send + 'static,
     {
-        self.handlers.channels_acknowledge = Some(erase(f));
+        fill(
+            &mut self.handlers.channels_acknowledge,
+            erase(f),
+            &mut self.duplicates,
+            "on_channels_acknowledge",
+        );
         self
     }
 
@@ -301,7 +382,12 @@ impl ServerBuilder {
         F: Fn(Session, TypingParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<()>> + Send + 'static,
     {
-        self.handlers.channels_typing = Some(erase(f));
+        fill(
+            &mut self.handlers.channels_typing,
+            erase(f),
+            &mut self.duplicates,
+            "on_channels_typing",
+        );
         self
     }
 
@@ -311,7 +397,12 @@ impl ServerBuilder {
         F: Fn(Session, RollbackParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<RollbackResult>> + Send + 'static,
     {
-        self.handlers.rollback = Some(erase(f));
+        fill(
+            &mut self.handlers.rollback,
+            erase(f),
+            &mut self.duplicates,
+            "on_rollback",
+        );
         self
     }
 
@@ -322,7 +413,12 @@ impl ServerBuilder {
         F: Fn(Session) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.handlers.ready = Some(Arc::new(move |s| Box::pin(f(s))));
+        fill(
+            &mut self.handlers.ready,
+            Arc::new(move |s| Box::pin(f(s))),
+            &mut self.duplicates,
+            "on_ready",
+        );
         self
     }
 
@@ -333,7 +429,15 @@ impl ServerBuilder {
         F: Fn(Session, Option<Value>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<Value>> + Send + 'static,
     {
-        self.handlers.custom.insert(name.into(), erase(f));
+        let name = name.into();
+        if self
+            .handlers
+            .custom
+            .insert(name.clone(), erase(f))
+            .is_some()
+        {
+            self.duplicates.push(format!("method {name:?}"));
+        }
         self
     }
 
@@ -348,7 +452,12 @@ impl ServerBuilder {
     where
         F: Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static,
     {
-        self.handlers.fallback = Some(Arc::new(f));
+        fill(
+            &mut self.handlers.fallback,
+            Arc::new(f),
+            &mut self.duplicates,
+            "mcp_fallback",
+        );
         self
     }
 
@@ -375,7 +484,44 @@ impl ServerBuilder {
     }
 
     /// Validates and builds the server (and its [`ManifestTracker`]).
+    ///
+    /// Refuses the mistakes that would otherwise fail silently at run time: a hook or tag
+    /// ontology bound to a feature set the builder does not declare
+    /// ([`BuildError::UndeclaredFeatureSet`]: it would never run, or never be advertised),
+    /// and a slot registered twice ([`BuildError::DuplicateRegistration`]: the second would
+    /// replace the first). Setters of configuration (`instructions`, `require`,
+    /// `lifecycle_config`, `peer_config`) keep their last value.
     pub fn build(self) -> Result<Server, BuildError> {
+        if let Some(slot) = self.duplicates.first() {
+            return Err(BuildError::DuplicateRegistration { slot: slot.clone() });
+        }
+        let mut tool_names = std::collections::BTreeSet::new();
+        for t in &self.handlers.tools {
+            if !tool_names.insert(t.tool.name.as_str()) {
+                return Err(BuildError::DuplicateRegistration {
+                    slot: format!("tool {:?}", t.tool.name),
+                });
+            }
+        }
+        let bound = self
+            .handlers
+            .before_inference
+            .iter()
+            .filter_map(|(set, _)| set.as_deref().map(|s| ("on_before_inference", s)))
+            .chain(
+                self.tag_ontologies
+                    .iter()
+                    .map(|(set, _)| ("tag_ontology", set.as_str())),
+            );
+        for (registration, name) in bound {
+            if !self.feature_sets.contains_key(name) {
+                return Err(BuildError::UndeclaredFeatureSet {
+                    registration,
+                    name: name.to_owned(),
+                    declared: closest_first(name, self.feature_sets.keys()),
+                });
+            }
+        }
         for (name, d) in &self.feature_sets {
             if let Err(e) = d.validated_uses() {
                 return Err(BuildError::InvalidFeatureSet {
@@ -411,5 +557,55 @@ impl ServerBuilder {
                 required: self.required,
             }),
         })
+    }
+}
+
+/// `declared`, closest to `name` first (Levenshtein distance over chars, then name order), so
+/// a typo's intended name leads the list.
+fn closest_first<'a>(name: &str, declared: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut ranked: Vec<(usize, &String)> = declared.map(|d| (edit_distance(name, d), d)).collect();
+    ranked.sort();
+    ranked.into_iter().map(|(_, d)| d.clone()).collect()
+}
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions, substitutions), in
+/// O(|a|·|b|) time and O(|b|) memory; names are short.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            let cost = usize::from(ca != *cb);
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + cost);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("abc", ""), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("reminders.ctx", "reminders.context"), 4);
+    }
+
+    #[test]
+    fn closest_declared_name_comes_first() {
+        let declared: Vec<String> = ["alpha", "reminders.push", "reminders.context"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            closest_first("reminders.ctx", declared.iter()),
+            ["reminders.context", "reminders.push", "alpha"]
+        );
     }
 }

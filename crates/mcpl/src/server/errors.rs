@@ -24,6 +24,41 @@ pub enum BuildError {
     /// one source, so the fallback's tools would hide the builder's or the other way round.
     #[error("tools registered with the builder and an MCP fallback: `tools/list` has one source; register the tools in one of them")]
     ToolsWithFallback,
+    /// A hook or tag ontology names a feature set the builder does not declare: the hook
+    /// would never run (its set is never available, §6.4) and the ontology would never be
+    /// advertised (§16.4).
+    #[error("{}", undeclared_message(registration, name, declared))]
+    UndeclaredFeatureSet {
+        /// The builder method that named the set, e.g. `on_before_inference`.
+        registration: &'static str,
+        /// The name it was given.
+        name: String,
+        /// The feature sets the builder declares, closest to `name` first.
+        declared: Vec<String>,
+    },
+    /// The same slot was registered twice (a second `on_before_inference`, a second tool or
+    /// custom method with the same name, a feature set declared twice …): the later call
+    /// would silently replace the earlier one.
+    #[error("{slot} is registered twice and the second registration would silently replace the first; register it once (combine the two handlers into one)")]
+    DuplicateRegistration {
+        /// What was registered twice, e.g. `on_ready` or `tool "remind"`.
+        slot: String,
+    },
+}
+
+fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> String {
+    let list = match declared {
+        [] => "it declares none; declare one with `feature_set`".to_owned(),
+        [closest, ..] => format!(
+            "declared: {} (did you mean {closest:?}?)",
+            declared
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!("{registration} names feature set {name:?}, which the builder does not declare; {list}")
 }
 
 /// Why a typed sender refused or failed. The refusals happen before anything is written.

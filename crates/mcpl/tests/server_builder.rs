@@ -1,0 +1,185 @@
+//! `ServerBuilder::build` refuses the mistakes that used to fail silently (issue #21): a hook
+//! or tag ontology bound to a feature set the manifest does not declare (§6.1, §6.4: it would
+//! never run), and a second registration of a slot (it would replace the first).
+
+use mcpl::capability::Capability;
+use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
+use mcpl::protocol::hooks::BeforeInferenceResult;
+use mcpl::server::{BuildError, Server, ServerBuilder};
+use serde_json::{json, Map};
+
+fn reminders() -> ServerBuilder {
+    Server::builder("reminders", "1.0.0")
+        .feature_set(
+            "reminders.push",
+            "Fired reminders",
+            &[Capability::PushEvents],
+        )
+        .feature_set(
+            "reminders.context",
+            "Pending reminders before the user message",
+            &[Capability::InjectBeforeUser],
+        )
+        .feature_set("alpha", "Unrelated", &[Capability::InferenceLifecycle])
+}
+
+fn remind(b: ServerBuilder, name: &str) -> ServerBuilder {
+    b.tool(
+        name,
+        "Set a reminder",
+        json!({"type": "object"}),
+        |_s, _p| async {
+            Ok(ToolsCallResult {
+                content: vec![ToolContent::text("ok")],
+                is_error: None,
+                state: None,
+                extra: Map::new(),
+            })
+        },
+    )
+}
+
+fn build_err(b: ServerBuilder) -> BuildError {
+    match b.build() {
+        Ok(_) => panic!("build() accepted the mistake"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hook_bound_to_an_undeclared_set_is_refused_closest_first() {
+    let e = build_err(
+        reminders().on_before_inference("reminders.ctx", |_g, _p| async {
+            Ok(BeforeInferenceResult::default())
+        }),
+    );
+    assert_eq!(
+        e,
+        BuildError::UndeclaredFeatureSet {
+            registration: "on_before_inference",
+            name: "reminders.ctx".into(),
+            declared: vec![
+                "reminders.context".into(),
+                "reminders.push".into(),
+                "alpha".into()
+            ],
+        }
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("\"reminders.ctx\""), "{msg}");
+    assert!(msg.contains("did you mean \"reminders.context\""), "{msg}");
+}
+
+#[test]
+fn hook_with_no_declared_set_at_all_says_so() {
+    let e = build_err(
+        Server::builder("s", "1")
+            .on_before_inference("x", |_g, _p| async { Ok(BeforeInferenceResult::default()) }),
+    );
+    assert!(matches!(&e, BuildError::UndeclaredFeatureSet { declared, .. } if declared.is_empty()));
+    assert!(
+        e.to_string().contains("declare one with `feature_set`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hook_bound_to_a_declared_set_builds() {
+    reminders()
+        .on_before_inference("reminders.context", |_g, _p| async {
+            Ok(BeforeInferenceResult::default())
+        })
+        .build()
+        .expect("a declared set is fine");
+}
+
+#[test]
+fn tag_ontology_for_an_undeclared_set_is_refused() {
+    let e = build_err(reminders().tag_ontology("reminders.pus", json!({"tags": {}})));
+    assert!(
+        matches!(&e, BuildError::UndeclaredFeatureSet { registration: "tag_ontology", declared, .. }
+            if declared.first().map(String::as_str) == Some("reminders.push")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn second_before_inference_hook_is_refused() {
+    let hook = |_g, _p| async { Ok(BeforeInferenceResult::default()) };
+    let e = build_err(
+        reminders()
+            .on_before_inference("reminders.context", hook)
+            .on_before_inference("reminders.context", hook),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "on_before_inference".into()
+        }
+    );
+}
+
+#[test]
+fn second_tool_with_the_same_name_is_refused() {
+    let e = build_err(remind(remind(reminders(), "remind"), "remind"));
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "tool \"remind\"".into()
+        }
+    );
+    // Two different names are two tools.
+    remind(remind(reminders(), "remind"), "cancel")
+        .build()
+        .expect("distinct tools");
+}
+
+#[test]
+fn second_registration_of_each_single_slot_is_refused() {
+    type Twice = fn(ServerBuilder) -> ServerBuilder;
+    let cases: Vec<(&str, Twice)> = vec![
+        ("on_ready", |b| {
+            b.on_ready(|_s| async {}).on_ready(|_s| async {})
+        }),
+        ("on_rollback", |b| {
+            b.on_rollback(|_s, _p| async { Err(mcpl::jsonrpc::ErrorObject::internal("x")) })
+                .on_rollback(|_s, _p| async { Err(mcpl::jsonrpc::ErrorObject::internal("x")) })
+        }),
+        ("on_turn_start", |b| {
+            b.on_turn_start(|_| {}).on_turn_start(|_| {})
+        }),
+        ("on_turn_end", |b| b.on_turn_end(|_| {}).on_turn_end(|_| {})),
+        ("on_outgoing_chunk", |b| {
+            b.on_outgoing_chunk(|_| {}).on_outgoing_chunk(|_| {})
+        }),
+        ("on_outgoing_complete", |b| {
+            b.on_outgoing_complete(|_| {}).on_outgoing_complete(|_| {})
+        }),
+        ("on_channels_publish", |b| {
+            b.on_channels_publish(|_s, _p| async { Err(mcpl::jsonrpc::ErrorObject::internal("x")) })
+                .on_channels_publish(|_s, _p| async {
+                    Err(mcpl::jsonrpc::ErrorObject::internal("x"))
+                })
+        }),
+        ("on_channels_list", |b| {
+            b.on_channels_list(|_s| async { Err(mcpl::jsonrpc::ErrorObject::internal("x")) })
+                .on_channels_list(|_s| async { Err(mcpl::jsonrpc::ErrorObject::internal("x")) })
+        }),
+        ("method \"x/ping\"", |b| {
+            b.method("x/ping", |_s, _p| async { Ok(json!({})) })
+                .method("x/ping", |_s, _p| async { Ok(json!({})) })
+        }),
+        ("feature set \"alpha\"", |b| {
+            b.feature_set("alpha", "again", &[Capability::PushEvents])
+        }),
+    ];
+    for (slot, twice) in cases {
+        let e = build_err(twice(reminders()));
+        assert_eq!(
+            e,
+            BuildError::DuplicateRegistration { slot: slot.into() },
+            "{slot}"
+        );
+        assert!(e.to_string().contains("registered twice"), "{e}");
+    }
+}
