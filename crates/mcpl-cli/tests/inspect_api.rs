@@ -605,3 +605,35 @@ fn a_tools_list_changed_refreshes_the_tools_panel() {
             .unwrap_or_else(|| panic!("the Tools panel was not refreshed: {state}"));
     }
 }
+
+/// `--open` hands the dashboard URL, token included, to `$BROWSER`: a script writing its
+/// argument into a FIFO the test reads (bounded by a channel timeout, no polling).
+#[test]
+fn open_hands_the_tokened_url_to_the_browser() {
+    let dir = std::env::temp_dir().join(format!("mcpl-inspect-open-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("opened");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo");
+    let browser = dir.join("browser.sh");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", fifo.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reading = fifo.clone();
+    thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(reading));
+    });
+    let insp = Inspect::start_with_env(&["--open"], &[("BROWSER", browser.to_str().unwrap())]);
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the browser was started with the URL")
+        .unwrap();
+    assert_eq!(url, insp.url());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -39,9 +39,15 @@ impl Inspect {
     /// Starts `mcpl inspect --port 0 ARGS` and reads its first stderr line, which must be
     /// exactly `mcpl inspect: http://127.0.0.1:PORT/?token=TOKEN`.
     pub fn start(args: &[&str]) -> Inspect {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Self::start`] with extra environment variables for the inspector.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Inspect {
         let mut child = Command::new(BIN)
             .args(["inspect", "--port", "0", "--timeout", "5"])
             .args(args)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
