@@ -81,3 +81,84 @@ fn a_forked_child_ignoring_sigterm_and_holding_stdout_does_not_outlive_the_check
     // The server exits at once; its child keeps the stdout pipe open.
     leaves_no_process("exiting.pids", "exit 0");
 }
+
+/// `mcpl check --quick --timeout 1 --watch 0 ARGS`: exit code, stdout.
+fn check_quick(args: &[&str]) -> (i32, Vec<u8>) {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--timeout", "1", "--watch", "0", "--quick"])
+        .args(args)
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    (out.status.code().unwrap(), out.stdout)
+}
+
+fn frames_detail(doc: &serde_json::Value) -> String {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "transport.frames-valid")
+        .unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A server that writes non-JSON lines as fast as the pipe takes (`yes`), never anything
+/// else: the flood is summarised, the report and the transcript stay bounded.
+#[cfg(unix)]
+#[test]
+fn a_junk_flood_is_summarised_and_the_report_and_transcript_stay_bounded() {
+    let line = "junk ".repeat(200);
+    let transcript = scratch("flood.jsonl");
+    let transcript_arg = transcript.display().to_string();
+    let (code, json) = check_quick(&[
+        "--json",
+        "--transcript",
+        &transcript_arg,
+        "--",
+        "yes",
+        &line,
+    ]);
+    assert!(json.len() < 1_000_000, "report of {} bytes", json.len());
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(code, 1, "{doc:#}");
+    let detail = frames_detail(&doc);
+    assert!(
+        detail.contains("frames of junk (not JSON), first 3 shown"),
+        "{detail}"
+    );
+    assert!(detail.len() <= 2048 + 32, "{} bytes", detail.len());
+    // The transcript: at most 100 junk frames written, the rest counted in a last note.
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let junk = lines.iter().filter(|l| l["message"].is_string()).count();
+    assert!(junk <= 100, "{junk} junk frames written");
+    let note = lines.last().unwrap();
+    assert_eq!(note["direction"], "note", "{note}");
+    assert!(note["omitted"]["junk"].as_u64().unwrap() > 0, "{note}");
+
+    // The terminal report: each detail is cut to 200 characters.
+    let (code, text) = check_quick(&["--", "yes", &line]);
+    assert_eq!(code, 1);
+    let text = String::from_utf8(text).unwrap();
+    let longest = text.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 300, "a report line of {longest} characters");
+    assert!(text.contains("bytes cut)"), "{text}");
+}
+
+/// 100,000 `ping` requests after `initialize`: every one is legitimate, the run passes,
+/// and the report stays small.
+#[test]
+fn a_ping_flood_gets_a_small_report_and_a_pass() {
+    let (code, json) = check_quick(&["--json", "--", FIXTURE, "ping-flood"]);
+    assert!(json.len() < 1_000_000, "report of {} bytes", json.len());
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
+}

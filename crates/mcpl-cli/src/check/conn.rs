@@ -10,9 +10,18 @@
 //! A spawned target runs in its own process group, and the whole group is ended when its
 //! connection ends ([`end_group`]): a server's forked children, even ones holding its stdout
 //! and ignoring SIGTERM, do not outlive the check (issue #20).
+//!
+//! Bounded whatever the server sends (issue #20): one frame is at most the library's
+//! [`mcpl::transport::DEFAULT_MAX_MESSAGE_SIZE`] (16 MiB; a longer one is discarded and
+//! reported); a non-JSON frame is kept as its first [`JUNK_CHARS`] characters; frames
+//! received and not yet judged hold at most [`QUEUED_BYTES`] per connection (past it the
+//! pump stops reading, so the server's writes block); the transcript holds at most
+//! [`TRANSCRIPT_BYTES`] and records the first [`TRANSCRIPT_JUNK`] non-JSON frames, counting
+//! what it leaves out in a last `{"direction": "note", "omitted": {frames, junk}}` line.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -24,12 +33,22 @@ use mcpl::transport::{endpoint, Frame, Transport};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
+/// Bytes of received frames queued for the checker to judge, per connection.
+pub const QUEUED_BYTES: usize = 32 * 1024 * 1024;
+/// The most bytes written to a transcript (every session together); frames past it are
+/// counted, not written.
+pub const TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+/// Non-JSON frames recorded in the transcript; later ones are counted.
+pub const TRANSCRIPT_JUNK: u64 = 100;
+/// Characters of a non-JSON frame kept for the report.
+pub const JUNK_CHARS: usize = 200;
+
 /// What the pump saw.
 #[derive(Debug)]
 pub enum Event {
     /// A frame that parsed as JSON.
     Frame(Value),
-    /// A text frame that is not JSON (kept for the report).
+    /// A text frame that is not JSON: its first [`JUNK_CHARS`] characters, for the report.
     Junk(String),
     /// A frame the transport discarded: an over-long line ([`Frame::Oversized`]) or one that
     /// is not text ([`Frame::NotText`]). The connection survives it.
@@ -39,21 +58,68 @@ pub enum Event {
 }
 
 /// A JSON Lines transcript: `{direction, time, session, message}` per frame, one file for
-/// every session of a run.
+/// every session of a run. Bounded: [`TRANSCRIPT_BYTES`] in all and [`TRANSCRIPT_JUNK`]
+/// non-JSON frames; what is left out is counted in a last line
+/// `{"direction": "note", "omitted": {frames, junk}}`.
 #[derive(Debug, Clone)]
 pub struct Transcript {
-    out: Arc<Mutex<BufWriter<File>>>,
+    out: Arc<Mutex<TranscriptFile>>,
     /// The session whose frames this handle records (1 for the first).
     session: usize,
+}
+
+/// The transcript's file and what its bounds left out.
+#[derive(Debug)]
+struct TranscriptFile {
+    w: BufWriter<File>,
+    written: u64,
+    junk: u64,
+    /// Frames not written because [`TRANSCRIPT_BYTES`] was spent.
+    omitted_frames: u64,
+    /// Non-JSON frames not written past [`TRANSCRIPT_JUNK`].
+    omitted_junk: u64,
+    failed: bool,
+}
+
+impl Drop for TranscriptFile {
+    fn drop(&mut self) {
+        if self.omitted_frames > 0 || self.omitted_junk > 0 {
+            let note = json!({ "direction": "note", "omitted": {
+                "frames": self.omitted_frames, "junk": self.omitted_junk } });
+            let _ = writeln!(self.w, "{note}");
+        }
+        let _ = self.w.flush();
+    }
 }
 
 impl Transcript {
     /// Creates (truncates) `path`; frames are recorded as the first session's.
     pub fn create(path: &std::path::Path) -> io::Result<Transcript> {
+        let file = TranscriptFile {
+            w: BufWriter::new(File::create(path)?),
+            written: 0,
+            junk: 0,
+            omitted_frames: 0,
+            omitted_junk: 0,
+            failed: false,
+        };
         Ok(Transcript {
-            out: Arc::new(Mutex::new(BufWriter::new(File::create(path)?))),
+            out: Arc::new(Mutex::new(file)),
             session: 1,
         })
+    }
+
+    /// Records a received non-JSON frame (as a JSON string), unless [`TRANSCRIPT_JUNK`]
+    /// were recorded already.
+    fn write_junk(&self, text: &str) {
+        if let Ok(mut f) = self.out.lock() {
+            f.junk += 1;
+            if f.junk > TRANSCRIPT_JUNK {
+                f.omitted_junk += 1;
+                return;
+            }
+        }
+        self.write("received", Value::String(text.to_owned()));
     }
 
     /// The same file, recording frames as session `session`'s.
@@ -83,10 +149,19 @@ impl Transcript {
     }
 
     fn write_line(&self, line: Value) {
-        if let Ok(mut w) = self.out.lock() {
-            if writeln!(w, "{line}").and_then(|()| w.flush()).is_err() {
-                eprintln!("mcpl check: cannot write the transcript");
-            }
+        let Ok(mut f) = self.out.lock() else {
+            return;
+        };
+        let text = line.to_string();
+        let cost = text.len() as u64 + 1;
+        if f.failed || f.written + cost > TRANSCRIPT_BYTES {
+            f.omitted_frames += 1;
+            return;
+        }
+        f.written += cost;
+        if writeln!(f.w, "{text}").and_then(|()| f.w.flush()).is_err() {
+            f.failed = true;
+            eprintln!("mcpl check: cannot write the transcript");
         }
     }
 }
@@ -110,7 +185,9 @@ pub enum Dial {
 pub struct Conn {
     /// Messages for the pump to write; dropped first to end the pump.
     out: Option<UnboundedSender<String>>,
-    rx: Receiver<Event>,
+    rx: Receiver<(Event, usize)>,
+    /// Bytes of the frames in `rx` ([`QUEUED_BYTES`]).
+    queued: Arc<AtomicUsize>,
     pump: Option<JoinHandle<()>>,
     transcript: Option<Transcript>,
 }
@@ -126,6 +203,8 @@ impl Conn {
         let (events, rx) = mpsc::channel();
         let (out, out_rx) = unbounded_channel::<String>();
         let tr = transcript.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let pump_queued = queued.clone();
         let pump = thread::spawn(move || {
             runtime.block_on(async move {
                 let opened = match open(dial, timeout).await {
@@ -136,13 +215,14 @@ impl Conn {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                pump(opened, events, out_rx, tr, timeout).await;
+                pump(opened, events, out_rx, tr, timeout, pump_queued).await;
             });
         });
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Conn {
                 out: Some(out),
                 rx,
+                queued,
                 pump: Some(pump),
                 transcript,
             }),
@@ -173,7 +253,10 @@ impl Conn {
     pub fn recv(&self, deadline: Instant) -> Option<Event> {
         let wait = deadline.saturating_duration_since(Instant::now());
         match self.rx.recv_timeout(wait) {
-            Ok(e) => Some(e),
+            Ok((e, cost)) => {
+                self.queued.fetch_sub(cost, Ordering::Relaxed);
+                Some(e)
+            }
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(Event::Closed("connection closed".into())),
         }
@@ -242,10 +325,11 @@ async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
 /// ([`end_group`]).
 async fn pump(
     opened: Opened,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<(Event, usize)>,
     mut out: UnboundedReceiver<String>,
     transcript: Option<Transcript>,
     bound: Duration,
+    queued: Arc<AtomicUsize>,
 ) {
     let Opened {
         transport,
@@ -260,13 +344,23 @@ async fn pump(
     } = transport;
     let read = async {
         loop {
+            // Backpressure: the server's frames wait in its pipe or socket, not here.
+            while queued.load(Ordering::Relaxed) > QUEUED_BYTES {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let mut cost = 0;
             let event = match reader.next_frame().await {
                 Ok(Some(Frame::Text(text))) => {
                     let text = if skip_blank { text.trim() } else { &text };
                     if skip_blank && text.is_empty() {
                         continue;
                     }
-                    classify(text, transcript.as_ref())
+                    let event = classify(text, transcript.as_ref());
+                    cost = match &event {
+                        Event::Junk(kept) => kept.len(),
+                        _ => text.len(),
+                    };
+                    event
                 }
                 Ok(Some(Frame::Oversized { bytes, limit })) => discarded(
                     format!(
@@ -282,7 +376,8 @@ async fn pump(
                 Err(e) => Event::Closed(format!("read error: {e}")),
             };
             let closed = matches!(event, Event::Closed(_));
-            if events.send(event).is_err() || closed {
+            queued.fetch_add(cost, Ordering::Relaxed);
+            if events.send((event, cost)).is_err() || closed {
                 break;
             }
         }
@@ -292,7 +387,7 @@ async fn pump(
     let write = async {
         while let Some(text) = out.recv().await {
             if let Err(e) = writer.send(&text).await {
-                let _ = events.send(Event::Closed(format!("write failed: {e}")));
+                let _ = events.send((Event::Closed(format!("write failed: {e}")), 0));
                 break;
             }
         }
@@ -379,9 +474,9 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
         }
         Err(_) => {
             if let Some(t) = transcript {
-                t.write("received", Value::String(text.to_owned()));
+                t.write_junk(text);
             }
-            Event::Junk(text.to_owned())
+            Event::Junk(text.chars().take(JUNK_CHARS).collect())
         }
     }
 }

@@ -86,7 +86,8 @@ struct Session {
     /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
     tagged_uses: usize,
     registered: BTreeSet<String>,
-    junk: Vec<String>,
+    /// Non-JSON frames: the first few, and how many.
+    junk: Sample,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
     /// Items of a batch that came after the awaited response: handled once the caller has
@@ -98,7 +99,9 @@ struct Session {
     /// Ids of our requests that timed out: a late answer is lateness (already reported by
     /// the step that waited), not an invalid frame.
     timed_out: HashSet<RequestId>,
-    invalid: Vec<String>,
+    /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed, stray responses): the
+    /// first few, and how many.
+    invalid: Sample,
     privileged_before_ready: Vec<String>,
     /// The grant-carrying `featureSets/update` Notification has been sent (§6.7 probe):
     /// privileged messages from then until the receipt are judged by that probe.
@@ -257,12 +260,12 @@ impl Session {
             mismatches: Vec::new(),
             tagged_uses: 0,
             registered: BTreeSet::new(),
-            junk: Vec::new(),
+            junk: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,
             timed_out: HashSet::new(),
-            invalid: Vec::new(),
+            invalid: Sample::default(),
             privileged_before_ready: Vec::new(),
             grant_notified: false,
             ready_by_notification: Vec::new(),
@@ -542,12 +545,52 @@ fn same_manifest(a: &Value, b: &Value) -> bool {
     mcpl::manifest::canonical_json(a).ok() == mcpl::manifest::canonical_json(b).ok()
 }
 
-fn truncate(s: &str) -> String {
-    let mut out: String = s.chars().take(60).collect();
-    if out.len() < s.len() {
-        out.push('…');
+/// Bad frames of one kind, bounded whatever the server sends (issue #20): the first
+/// [`Sample::SHOWN`] kept (each cut to [`Sample::CHARS`] characters), the rest only
+/// counted.
+#[derive(Debug, Default)]
+struct Sample {
+    shown: Vec<String>,
+    count: u64,
+}
+
+impl Sample {
+    /// How many are kept to be shown.
+    const SHOWN: usize = 3;
+
+    /// Characters of each kept one.
+    const CHARS: usize = 160;
+
+    fn push(&mut self, s: impl AsRef<str>) {
+        self.count += 1;
+        if self.shown.len() < Self::SHOWN {
+            let s = s.as_ref();
+            let mut kept: String = s.chars().take(Self::CHARS).collect();
+            if kept.len() < s.len() {
+                kept.push('…');
+            }
+            self.shown.push(kept);
+        }
     }
-    out
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// `N frames of junk, first 3 shown: …` (`what` names the kind).
+    fn summary(&self, what: &str) -> String {
+        let quoted: Vec<String> = self.shown.iter().map(|s| format!("{s:?}")).collect();
+        let first = if self.count > self.shown.len() as u64 {
+            format!(", first {} shown", self.shown.len())
+        } else {
+            String::new()
+        };
+        format!(
+            "{} frames of {what}{first}: {}",
+            self.count,
+            quoted.join("; ")
+        )
+    }
 }
 
 /// The scenario runner's view of a session: its requests and listening go through the same

@@ -1,9 +1,43 @@
 //! The check catalogue and the report: every check has a stable id and a spec section, and
 //! every run reports every check exactly once (a check never reached is `skip`).
+//!
+//! Bounded whatever the server sends (issue #20): a recorded detail holds at most
+//! [`DETAIL_LIMIT`] bytes, a line of the terminal report at most [`TEXT_DETAIL_LIMIT`]
+//! characters of it, and the whole `--json` document stays under [`REPORT_LIMIT`] bytes
+//! (details are cut further, session ones first, until it does). A cut ends in
+//! `… (N bytes cut)`.
 
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
+
+/// Most bytes of one recorded detail (also in `--json`).
+pub const DETAIL_LIMIT: usize = 2048;
+/// Most characters of a detail shown in the terminal report.
+pub const TEXT_DETAIL_LIMIT: usize = 200;
+/// The `--json` report is always shorter than this many bytes.
+pub const REPORT_LIMIT: usize = 1_000_000;
+
+/// `s` cut to at most `limit` bytes at a character boundary, the cut marked with
+/// `… (N bytes cut)`.
+pub fn cap_detail(s: &str, limit: usize) -> String {
+    if s.len() <= limit {
+        return s.to_owned();
+    }
+    let mut end = limit;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
+/// `s` cut to at most `limit` characters, marked as by [`cap_detail`].
+fn cap_chars(s: &str, limit: usize) -> String {
+    match s.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}… ({} bytes cut)", &s[..end], s.len() - end),
+        None => s.to_owned(),
+    }
+}
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +202,11 @@ impl Recorder {
         };
         if replace {
             let detail = detail.into();
+            let detail = if detail.len() > DETAIL_LIMIT {
+                cap_detail(&detail, DETAIL_LIMIT)
+            } else {
+                detail
+            };
             if self.progress {
                 eprintln!(
                     "{}: {:<4} {} ({})",
@@ -360,7 +399,29 @@ impl Report {
 
     /// The `--json` document: `{ target, checks: [{id, section, status, detail}], summary }`,
     /// plus `error` when the target could not be reached.
+    /// Every detail is at most [`DETAIL_LIMIT`] bytes; when the document would still reach
+    /// [`REPORT_LIMIT`], session details and then all details are cut shorter until it does
+    /// not.
     pub fn to_json(&self) -> Value {
+        let steps = [
+            (DETAIL_LIMIT, DETAIL_LIMIT),
+            (DETAIL_LIMIT, 256),
+            (512, 64),
+            (128, 0),
+        ];
+        let mut doc = Value::Null;
+        for (top, session) in steps {
+            doc = self.to_json_capped(top, session);
+            if doc.to_string().len() < REPORT_LIMIT {
+                break;
+            }
+        }
+        doc
+    }
+
+    /// [`Report::to_json`] with top-level details cut to `top` bytes and session ones to
+    /// `session`.
+    fn to_json_capped(&self, top: usize, session: usize) -> Value {
         let (pass, fail, warn, skip) = self.counts();
         let mut doc = json!({
             "target": self.target,
@@ -368,13 +429,13 @@ impl Report {
                 "id": c.id,
                 "section": c.section,
                 "status": c.status.as_str(),
-                "detail": c.detail,
+                "detail": cap_detail(&c.detail, top),
             })).collect::<Vec<_>>(),
             "summary": { "pass": pass, "fail": fail, "warn": warn, "skip": skip },
         });
         if let Some(o) = doc.as_object_mut() {
             if let Some(e) = &self.error {
-                o.insert("error".into(), Value::String(e.clone()));
+                o.insert("error".into(), Value::String(cap_detail(e, DETAIL_LIMIT)));
             }
             for (k, v) in &self.extra {
                 o.entry(k.clone()).or_insert_with(|| v.clone());
@@ -389,11 +450,11 @@ impl Report {
                     "checks": s.checks.iter().map(|c| json!({
                         "id": c.id,
                         "status": c.status.as_str(),
-                        "detail": c.detail,
+                        "detail": cap_detail(&c.detail, session),
                     })).collect::<Vec<_>>(),
                 });
                 if let (Some(e), Some(o)) = (&s.error, v.as_object_mut()) {
-                    o.insert("error".into(), Value::String(e.clone()));
+                    o.insert("error".into(), Value::String(cap_detail(e, DETAIL_LIMIT)));
                 }
                 v
             });
@@ -405,9 +466,10 @@ impl Report {
     /// The human-readable report.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "{} {}", self.command, self.target);
+        let target = cap_chars(&self.target, TEXT_DETAIL_LIMIT);
+        let _ = writeln!(s, "{} {target}", self.command);
         if let Some(e) = &self.error {
-            let _ = writeln!(s, "error: {e}");
+            let _ = writeln!(s, "error: {}", cap_chars(e, TEXT_DETAIL_LIMIT));
         }
         let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
         for c in &self.checks {
@@ -417,7 +479,7 @@ impl Report {
                 c.status.as_str().to_uppercase(),
                 c.id,
                 c.section,
-                c.detail
+                cap_chars(&c.detail, TEXT_DETAIL_LIMIT)
             );
         }
         let (pass, fail, warn, skip) = self.counts();
@@ -438,7 +500,7 @@ impl Report {
                     .map(|c| c.id)
                     .collect();
                 let outcome = match (&session.error, failed.is_empty()) {
-                    (Some(e), _) => e.clone(),
+                    (Some(e), _) => cap_chars(e, TEXT_DETAIL_LIMIT),
                     (None, true) => "nothing failed".to_owned(),
                     (None, false) => format!("failed {}", failed.join(", ")),
                 };

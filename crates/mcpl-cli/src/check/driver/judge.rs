@@ -133,12 +133,13 @@ impl Session {
             self.rec
                 .record(frames, Status::Pass, "every frame was JSON-RPC 2.0");
         } else {
-            let mut all: Vec<String> = self
-                .junk
-                .iter()
-                .map(|j| format!("non-JSON line {:?}", truncate(j)))
-                .collect();
-            all.extend(self.invalid.iter().cloned());
+            let mut all = Vec::new();
+            if !self.junk.is_empty() {
+                all.push(self.junk.summary("junk (not JSON)"));
+            }
+            if !self.invalid.is_empty() {
+                all.push(self.invalid.summary("invalid JSON-RPC"));
+            }
             self.rec.record(frames, Status::Fail, all.join("; "));
         }
         let early = "policy.no-privileged-before-ready";

@@ -81,7 +81,7 @@ impl Session {
             return self.handle_value(v, awaiting);
         };
         if items.is_empty() {
-            self.invalid.push("empty batch".into());
+            self.invalid.push("empty batch");
             self.answer_now(json!({ "jsonrpc": "2.0", "id": null,
                 "error": ErrorObject::invalid_request("empty batch") }));
             return Handled::Continue;
