@@ -120,7 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .feature_set("counter", describe(threshold), &uses) // MCPL
         .on_before_inference("counter", move |_grant, _turn| {
             let text = format!("The counter is at {}.", lock(&count)); // MCPL
-            let injection = ContextInjection::text("counter", Position::System, text);
+            let injection = ContextInjection::new("counter", Position::System, text);
             async move { Ok(BeforeInferenceResult::with_injections([injection])) }
         })
         .build()?;

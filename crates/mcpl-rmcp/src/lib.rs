@@ -54,7 +54,7 @@
 //!         .feature_set("counter", "Counter events", &[Capability::PushEvents, Capability::InjectSystem])
 //!         .on_before_inference("counter", move |_grant, _turn| {
 //!             let text = format!("The counter is at {}.", count.lock().unwrap());
-//!             let injection = ContextInjection::text("counter", Position::System, text);
+//!             let injection = ContextInjection::new("counter", Position::System, text);
 //!             async move { Ok(BeforeInferenceResult::with_injections([injection])) }
 //!         })
 //!         .build()?

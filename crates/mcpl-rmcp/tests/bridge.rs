@@ -160,7 +160,7 @@ fn bridged(probe: Probe) -> mcpl::server::Server {
             &[Capability::PushEvents, Capability::InjectSystem],
         )
         .on_before_inference("probe", |_grant, _turn| async {
-            let i = ContextInjection::text("probe", Position::System, "probe context");
+            let i = ContextInjection::new("probe", Position::System, "probe context");
             Ok(BeforeInferenceResult::with_injections([i]))
         })
         .build()

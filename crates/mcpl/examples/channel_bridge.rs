@@ -19,7 +19,6 @@ use mcpl::protocol::channels::{
 };
 use mcpl::protocol::content::{Content, ContentBlock};
 use mcpl::server::{utc_now_iso8601, Server, Session};
-use serde_json::Map;
 
 /// The fake platform: rooms and their message history.
 #[derive(Default)]
@@ -28,15 +27,9 @@ struct Platform {
 }
 
 fn room(id: &str) -> ChannelDescriptor {
-    ChannelDescriptor {
-        id: format!("fakechat:{id}"),
-        kind: "fakechat".into(),
-        label: Some(format!("#{id}")),
-        direction: Some(ChannelDirection::Bidirectional),
-        address: None,
-        metadata: None,
-        extra: Map::new(),
-    }
+    ChannelDescriptor::new(format!("fakechat:{id}"), "fakechat")
+        .with_label(format!("#{id}"))
+        .with_direction(ChannelDirection::Bidirectional)
 }
 
 fn lock(p: &Mutex<Platform>) -> std::sync::MutexGuard<'_, Platform> {
@@ -93,11 +86,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Content::Blocks(b) => format!("{} block(s)", b.len()),
                 };
                 history.push(format!("agent: {text}"));
-                Ok(PublishResult {
-                    delivered: true,
-                    message_id: Some(format!("{}#{}", p.channel_id, history.len())),
-                    extra: Map::new(),
-                })
+                let message_id = format!("{}#{}", p.channel_id, history.len());
+                Ok(PublishResult::delivered(Some(message_id)))
             }
         })
         .on_channels_list(move |_s| {
@@ -108,10 +98,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .iter()
                     .map(|id| room(id.trim_start_matches("fakechat:")))
                     .collect();
-                Ok(ListResult {
-                    channels,
-                    extra: Map::new(),
-                })
+                Ok(ListResult::new(channels))
             }
         })
         .on_outgoing_chunk(|c| eprintln!("[{}] typing… {}", c.channel_id, c.delta))
@@ -134,21 +121,14 @@ async fn simulate_users(session: Session) {
         .iter()
         .enumerate()
     {
-        let msg = IncomingMessage {
-            channel_id: "fakechat:general".into(),
-            message_id: format!("m{i}"),
-            thread_id: None,
-            author: Some(Author {
-                id: "u1".into(),
-                name: Some("Alice".into()),
-                extra: Map::new(),
-            }),
-            timestamp: Some(utc_now_iso8601()),
-            content: Content::Blocks(vec![ContentBlock::text(*text)]),
-            metadata: None,
-            tags: Some(vec!["chat:mention".into(), "chat:addressed".into()]),
-            extra: Map::new(),
-        };
+        let msg = IncomingMessage::new(
+            "fakechat:general",
+            format!("m{i}"),
+            ContentBlock::text(*text),
+        )
+        .with_author(Author::new("u1", Some("Alice".into())))
+        .with_timestamp(utc_now_iso8601())
+        .with_tags(["chat:mention", "chat:addressed"]);
         // Refused locally if channels.incoming is not (or no longer) granted.
         if let Err(e) = session.channels_incoming(vec![msg]).await {
             eprintln!("incoming not forwarded: {e}");

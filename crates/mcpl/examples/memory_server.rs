@@ -13,11 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use mcpl::capability::Capability;
 use mcpl::lifecycle::TurnOutcome;
-use mcpl::protocol::content::Content;
-use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
+use mcpl::protocol::handshake::ToolsCallResult;
 use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use mcpl::server::Server;
-use serde_json::{json, Map};
+use serde_json::json;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -56,12 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         f.push(fact);
                         f.len()
                     };
-                    Ok(ToolsCallResult {
-                        content: vec![ToolContent::text(format!("{n} fact(s) remembered"))],
-                        is_error: None,
-                        state: None,
-                        extra: Map::new(),
-                    })
+                    Ok(ToolsCallResult::text(format!("{n} fact(s) remembered")))
                 }
             },
         )
@@ -79,22 +73,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     None => all,
                 };
-                let context_injections = if relevant.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![ContextInjection {
-                        namespace: "memory".into(),
-                        position: Position::BeforeUser,
-                        content: Content::Text(format!("Known facts:\n- {}", relevant.join("\n- "))),
-                        metadata: None,
-                        extra: Map::new(),
-                    }]
-                };
-                Ok(BeforeInferenceResult {
-                    feature_set: Some("memory.recall".into()),
-                    context_injections,
-                    extra: Map::new(),
-                })
+                let injection = (!relevant.is_empty()).then(|| {
+                    let text = format!("Known facts:\n- {}", relevant.join("\n- "));
+                    ContextInjection::new("memory", Position::BeforeUser, text)
+                });
+                // The session names the hook's feature set (`memory.recall`, §6.5).
+                Ok(BeforeInferenceResult::with_injections(injection))
             }
         })
         .on_turn_end(move |turn| {

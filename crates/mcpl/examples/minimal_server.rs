@@ -3,7 +3,7 @@
 //! Run: `cargo run --example minimal_server` and speak JSON lines on stdin.
 
 use mcpl::capability::Capability;
-use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
+use mcpl::protocol::handshake::ToolsCallResult;
 use mcpl::server::{PushEvent, Server, Session};
 use serde_json::json;
 
@@ -36,12 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     false
                 };
-                Ok(ToolsCallResult {
-                    content: vec![ToolContent::text(format!("noted (pushed: {pushed})"))],
-                    is_error: None,
-                    state: None,
-                    extra: Default::default(),
-                })
+                Ok(ToolsCallResult::text(format!("noted (pushed: {pushed})")))
             },
         )
         .build()?;

@@ -19,7 +19,7 @@
 //!
 //! ```no_run
 //! use mcpl::capability::Capability;
-//! use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
+//! use mcpl::protocol::handshake::ToolsCallResult;
 //! use mcpl::server::{PushEvent, Server, Session};
 //! use serde_json::json;
 //!
@@ -35,12 +35,7 @@
 //!             if let Err(e) = s.push_event(PushEvent::text("greetings", text.clone())).await {
 //!                 eprintln!("not pushed: {e}");
 //!             }
-//!             Ok(ToolsCallResult {
-//!                 content: vec![ToolContent::text(text)],
-//!                 is_error: None,
-//!                 state: None,
-//!                 extra: Default::default(),
-//!             })
+//!             Ok(ToolsCallResult::text(text))
 //!         })
 //!         .on_turn_end(|turn| eprintln!("turn {} ended: {:?}", turn.inference_id, turn.outcome))
 //!         .build()?;
@@ -49,6 +44,26 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # Content: which type where
+//!
+//! Three types carry content, each the exact shape of the members that use it:
+//!
+//! | Type | What it is | Use it for |
+//! |---|---|---|
+//! | [`Content`](protocol::content::Content) | MCPL's `content` member: a string or blocks (§10.3) | injections, push payloads, channel and inference messages |
+//! | [`ContentBlock`](protocol::content::ContentBlock) | one App. B.1 block: text, image, audio, resource | the items of a `Content`, or of a tool result |
+//! | [`ToolContent`](protocol::handshake::ToolContent) | one block of an MCP `tools/call` result: App. B.1's, or any other MCP block kept verbatim (§3.1) | [`ToolsCallResult`](protocol::handshake::ToolsCallResult) only |
+//!
+//! Conversions: a `&str`, `String`, `ContentBlock` or `Vec<ContentBlock>` is `.into()` a
+//! `Content`; a `&str`, `String` or `ContentBlock` is `.into()` a `ToolContent`; a `Content`
+//! becomes tool-result blocks with `Vec::<ToolContent>::from`; a `ToolContent` is
+//! `ContentBlock::try_from` when it is one of App. B.1's. The constructors take what you have:
+//! [`ToolsCallResult::text`](protocol::handshake::ToolsCallResult::text) /
+//! [`::error`](protocol::handshake::ToolsCallResult::error),
+//! [`ContextInjection::new`](protocol::hooks::ContextInjection::new),
+//! [`PushPayload::new`](protocol::push::PushPayload::new) and `server::PushEvent::new` /
+//! `::text`.
 //!
 //! # A host
 //!

@@ -64,6 +64,33 @@ pub struct ChannelDescriptor {
     pub extra: Extra,
 }
 
+impl ChannelDescriptor {
+    /// A descriptor of channel `id` on platform `kind` (the wire `type`), nothing else set.
+    pub fn new(id: impl Into<String>, kind: impl Into<String>) -> Self {
+        ChannelDescriptor {
+            id: id.into(),
+            kind: kind.into(),
+            label: None,
+            direction: None,
+            address: None,
+            metadata: None,
+            extra: Extra::new(),
+        }
+    }
+
+    /// Sets the human `label`.
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// Sets the `direction`.
+    pub fn with_direction(mut self, direction: ChannelDirection) -> Self {
+        self.direction = Some(direction);
+        self
+    }
+}
+
 /// `channels/register` params (§14.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegisterParams {
@@ -128,6 +155,16 @@ pub struct ListResult {
     pub extra: Extra,
 }
 
+impl ListResult {
+    /// A `channels/list` result of these channels.
+    pub fn new(channels: Vec<ChannelDescriptor>) -> Self {
+        ListResult {
+            channels,
+            extra: Extra::new(),
+        }
+    }
+}
+
 /// `channels/open` params (§14.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpenParams {
@@ -155,6 +192,16 @@ pub struct OpenResult {
     pub extra: Extra,
 }
 
+impl OpenResult {
+    /// The answer naming the opened `channel`.
+    pub fn new(channel: ChannelDescriptor) -> Self {
+        OpenResult {
+            channel,
+            extra: Extra::new(),
+        }
+    }
+}
+
 /// Params naming one channel (`channels/close`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -174,6 +221,16 @@ pub struct CloseResult {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl CloseResult {
+    /// The answer saying whether the channel was `closed`.
+    pub fn new(closed: bool) -> Self {
+        CloseResult {
+            closed,
+            extra: Extra::new(),
+        }
+    }
 }
 
 /// `channels/outgoing/chunk` params (§14.3).
@@ -247,6 +304,26 @@ pub struct PublishResult {
     pub extra: Extra,
 }
 
+impl PublishResult {
+    /// The connector delivered the message, as the platform's `message_id` if it has one.
+    pub fn delivered(message_id: Option<String>) -> Self {
+        PublishResult {
+            delivered: true,
+            message_id,
+            extra: Extra::new(),
+        }
+    }
+
+    /// The connector did not deliver the message.
+    pub fn not_delivered() -> Self {
+        PublishResult {
+            delivered: false,
+            message_id: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
 /// The author of an incoming message (§14.3): untrusted testimony.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Author {
@@ -258,6 +335,17 @@ pub struct Author {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl Author {
+    /// An author with platform user `id` and an optional display `name`.
+    pub fn new(id: impl Into<String>, name: Option<String>) -> Self {
+        Author {
+            id: id.into(),
+            name,
+            extra: Extra::new(),
+        }
+    }
 }
 
 /// One message of `channels/incoming` (§14.3).
@@ -288,6 +376,46 @@ pub struct IncomingMessage {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl IncomingMessage {
+    /// Message `message_id` on `channel_id` with `content` (a string or blocks), nothing
+    /// else set.
+    pub fn new(
+        channel_id: impl Into<String>,
+        message_id: impl Into<String>,
+        content: impl Into<Content>,
+    ) -> Self {
+        IncomingMessage {
+            channel_id: channel_id.into(),
+            message_id: message_id.into(),
+            thread_id: None,
+            author: None,
+            timestamp: None,
+            content: content.into(),
+            metadata: None,
+            tags: None,
+            extra: Extra::new(),
+        }
+    }
+
+    /// Sets the `author`.
+    pub fn with_author(mut self, author: Author) -> Self {
+        self.author = Some(author);
+        self
+    }
+
+    /// Sets the `timestamp` (ISO 8601).
+    pub fn with_timestamp(mut self, timestamp: impl Into<String>) -> Self {
+        self.timestamp = Some(timestamp.into());
+        self
+    }
+
+    /// Sets the `tags` (§16.1).
+    pub fn with_tags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tags: I) -> Self {
+        self.tags = Some(tags.into_iter().map(Into::into).collect());
+        self
+    }
 }
 
 /// `channels/incoming` params (§14.3).

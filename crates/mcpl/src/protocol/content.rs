@@ -1,5 +1,9 @@
 //! Content blocks (§10.3, App. B.1) and the `string | ContentBlock[]` content member.
 //!
+//! Which of [`Content`], [`ContentBlock`] and
+//! [`ToolContent`](super::handshake::ToolContent) to use where, and how they convert, is the
+//! table in the crate docs ([crate#content-which-type-where](crate#content-which-type-where)).
+//!
 //! Reading of unknown block `type`s: **rejected** with a typed error. A block the receiver
 //! cannot type cannot be rendered faithfully, and guessing (e.g. showing it as text) would
 //! surface server bytes the host never understood. Unknown *members* of a known block are
@@ -206,6 +210,32 @@ impl Content {
             Content::Text(t) => vec![ContentBlock::text(t.clone())],
             Content::Blocks(b) => b.clone(),
         }
+    }
+}
+
+impl From<&str> for Content {
+    /// The plain-string form (§10.3: one text block).
+    fn from(text: &str) -> Self {
+        Content::Text(text.to_owned())
+    }
+}
+
+impl From<String> for Content {
+    /// The plain-string form (§10.3: one text block).
+    fn from(text: String) -> Self {
+        Content::Text(text)
+    }
+}
+
+impl From<ContentBlock> for Content {
+    fn from(block: ContentBlock) -> Self {
+        Content::Blocks(vec![block])
+    }
+}
+
+impl From<Vec<ContentBlock>> for Content {
+    fn from(blocks: Vec<ContentBlock>) -> Self {
+        Content::Blocks(blocks)
     }
 }
 

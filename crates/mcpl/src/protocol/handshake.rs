@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::content::ContentBlock;
+use super::content::{Content, ContentBlock};
 use super::manifest::Manifest;
 use super::state::StateInfo;
 use super::{EmptyObject, Extra};
@@ -207,6 +207,39 @@ impl From<ContentBlock> for ToolContent {
     }
 }
 
+impl From<&str> for ToolContent {
+    fn from(text: &str) -> Self {
+        ToolContent::text(text)
+    }
+}
+
+impl From<String> for ToolContent {
+    fn from(text: String) -> Self {
+        ToolContent::text(text)
+    }
+}
+
+impl TryFrom<ToolContent> for ContentBlock {
+    /// The MCP block that is not one of App. B.1's, given back.
+    type Error = ToolContent;
+
+    /// The App. B.1 block, for reuse in MCPL content (a push payload, an injection); an MCP
+    /// block outside App. B.1 (`resource_link` …) has no MCPL form and is given back.
+    fn try_from(c: ToolContent) -> Result<Self, ToolContent> {
+        match c {
+            ToolContent::Block(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+}
+
+impl From<Content> for Vec<ToolContent> {
+    /// MCPL content as a tool result's blocks: the string form becomes one text block (§10.3).
+    fn from(c: Content) -> Self {
+        c.to_blocks().into_iter().map(ToolContent::Block).collect()
+    }
+}
+
 /// `tools/call` result, with MCPL's optional `state` (§8.2–§8.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -223,6 +256,44 @@ pub struct ToolsCallResult {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl ToolsCallResult {
+    /// A successful result with these blocks (each a [`ToolContent`], a [`ContentBlock`] or
+    /// a string; MCPL [`Content`] converts with `Vec::<ToolContent>::from`).
+    pub fn new<I>(content: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<ToolContent>,
+    {
+        ToolsCallResult {
+            content: content.into_iter().map(Into::into).collect(),
+            is_error: None,
+            state: None,
+            extra: Extra::new(),
+        }
+    }
+
+    /// A successful result of one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::new([ToolContent::text(text)])
+    }
+
+    /// A tool-level failure (`isError: true`, MCP) whose one text block says what went
+    /// wrong: the model sees it and may retry. Arguments that do not fit the schema are a
+    /// protocol error instead (`-32602`), which typed tools answer on their own.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolsCallResult {
+            is_error: Some(true),
+            ..Self::text(text)
+        }
+    }
+
+    /// Sets the checkpoint `state` (§8.2).
+    pub fn with_state(mut self, state: StateInfo) -> Self {
+        self.state = Some(state);
+        self
+    }
 }
 
 method!(

@@ -97,15 +97,26 @@ pub struct ContextInjection {
 }
 
 impl ContextInjection {
-    /// A plain-text injection at `position` under `namespace`.
-    pub fn text(namespace: impl Into<String>, position: Position, text: impl Into<String>) -> Self {
+    /// An injection of `content` (a string, a [`ContentBlock`](super::content::ContentBlock)
+    /// or blocks) at `position`, under the server-chosen `namespace` (§10.4).
+    pub fn new(
+        namespace: impl Into<String>,
+        position: Position,
+        content: impl Into<Content>,
+    ) -> Self {
         ContextInjection {
             namespace: namespace.into(),
             position,
-            content: Content::Text(text.into()),
+            content: content.into(),
             metadata: None,
             extra: Extra::new(),
         }
+    }
+
+    /// Sets the `metadata` (§10.4: arbitrary, testimony).
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = Some(metadata);
+        self
     }
 }
 

@@ -41,6 +41,18 @@ pub struct PushPayload {
     pub extra: Extra,
 }
 
+impl PushPayload {
+    /// A payload of `content` (a string, a [`ContentBlock`](super::content::ContentBlock) or
+    /// blocks), always written as blocks: §9.2 types `payload.content` as `ContentBlock[]`,
+    /// so a string becomes one text block (§10.3).
+    pub fn new(content: impl Into<Content>) -> Self {
+        PushPayload {
+            content: Content::Blocks(content.into().to_blocks()),
+            extra: Extra::new(),
+        }
+    }
+}
+
 /// `push/event` result (§9.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -25,11 +25,19 @@ pub struct PushEvent {
 }
 
 impl PushEvent {
-    /// A text event for `feature_set`.
+    /// A text event for `feature_set`: the shorthand for [`Self::new`] with one text block.
     pub fn text(feature_set: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(feature_set, ContentBlock::text(text))
+    }
+
+    /// An event for `feature_set` carrying `content` (a string, a block, or blocks), kept as
+    /// blocks: §9.2 types `payload.content` as `ContentBlock[]`, so a string becomes one
+    /// text block (§10.3) and `new(set, "x")` is the same event as `text(set, "x")`, with the
+    /// same derived `eventId`.
+    pub fn new(feature_set: impl Into<String>, content: impl Into<Content>) -> Self {
         PushEvent {
             feature_set: feature_set.into(),
-            content: Content::Blocks(vec![ContentBlock::text(text)]),
+            content: Content::Blocks(content.into().to_blocks()),
             event_id: None,
             tags: None,
             origin: None,
