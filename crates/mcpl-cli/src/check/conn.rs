@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::stderr::Tail;
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Frame, Transport};
@@ -169,7 +170,8 @@ impl Transcript {
 /// What to open.
 #[derive(Debug, Clone)]
 pub enum Dial {
-    /// Spawn this command line and talk over its stdin/stdout (stderr passes through).
+    /// Spawn this command line and talk over its stdin/stdout (stderr passes through, its
+    /// last lines kept: [`Conn::exited`]).
     Command(Vec<String>),
     /// An address [`endpoint::connect`] understands (`tcp://…`, `ws://…`, `wss://…`,
     /// `mcpl://…`); `tls` overrides the bundled roots for `wss:`.
@@ -190,6 +192,12 @@ pub struct Conn {
     queued: Arc<AtomicUsize>,
     pump: Option<JoinHandle<()>>,
     transcript: Option<Transcript>,
+    /// A spawned server's exit (`exit status: 3`), sent once it has exited.
+    exit: Option<Receiver<String>>,
+    /// A spawned server's last stderr lines.
+    stderr: Tail,
+    /// What [`Conn::exited`] found, once it found it.
+    exited: Option<String>,
 }
 
 impl Conn {
@@ -205,9 +213,12 @@ impl Conn {
         let tr = transcript.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let pump_queued = queued.clone();
+        let (exit_tx, exit_rx) = mpsc::channel::<String>();
+        let stderr = Tail::default();
+        let tail = stderr.clone();
         let pump = thread::spawn(move || {
             runtime.block_on(async move {
-                let opened = match open(dial, timeout).await {
+                let opened = match open(dial, timeout, exit_tx, tail).await {
                     Ok(opened) => opened,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -225,6 +236,9 @@ impl Conn {
                 queued,
                 pump: Some(pump),
                 transcript,
+                exit: Some(exit_rx),
+                stderr,
+                exited: None,
             }),
             Ok(Err(e)) => {
                 let _ = pump.join();
@@ -263,6 +277,27 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// When the target is a spawned server that has exited (waiting at most `wait` for the
+    /// exit to be seen): its exit status and the last lines of its stderr, for the report.
+    /// `None` for an address, or a server still running.
+    pub fn exited(&mut self, wait: Duration) -> Option<String> {
+        if self.exited.is_none() {
+            let status = self.exit.as_ref()?.recv_timeout(wait).ok()?;
+            let lines = self.stderr.lines();
+            self.exited = Some(if lines.is_empty() {
+                format!("{status}; it wrote nothing to stderr")
+            } else {
+                format!(
+                    "{status}; the last lines of its stderr:\n    {}",
+                    lines.join("\n    ")
+                )
+            });
+        }
+        self.exited.clone()
+    }
+}
+
 impl Drop for Conn {
     fn drop(&mut self) {
         // Ends the pump: it closes the transport and kills a child (the run is over: a
@@ -281,9 +316,20 @@ struct Opened {
     /// Line framing: blank lines between messages are skipped (as JSON Lines readers do);
     /// an empty WebSocket message is junk.
     skip_blank: bool,
+    /// A spawned server's monitor: reports its exit once its stderr has ended.
+    monitor: Option<tokio::task::JoinHandle<()>>,
 }
 
-async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
+/// How long a server's stderr may stay open after it exited (a grandchild holding it)
+/// before its exit is reported without the rest.
+const STDERR_GRACE: Duration = Duration::from_millis(500);
+
+async fn open(
+    dial: Dial,
+    timeout: Duration,
+    exit: mpsc::Sender<String>,
+    tail: Tail,
+) -> io::Result<Opened> {
     match dial {
         Dial::Command(argv) => {
             let (prog, args) = argv
@@ -295,11 +341,24 @@ async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
             // process it forks.
             #[cfg(unix)]
             command.process_group(0);
-            let (transport, control) = mcpl::transport::child::spawn(&mut command)?;
+            let (transport, control, stderr) =
+                mcpl::transport::child::spawn_with_stderr(&mut command)?;
+            let copy = tokio::spawn(super::stderr::pass_through(stderr, tail));
+            let child = control.clone();
+            let monitor = tokio::spawn(async move {
+                let status = child.wait().await;
+                let _ = tokio::time::timeout(STDERR_GRACE, copy).await;
+                let status = match status {
+                    Ok(s) => format!("it exited ({s})"),
+                    Err(e) => format!("its exit status is unknown ({e})"),
+                };
+                let _ = exit.send(status);
+            });
             Ok(Opened {
                 transport,
                 child: Some(control),
                 skip_blank: true,
+                monitor: Some(monitor),
             })
         }
         Dial::Endpoint { address, tls } => {
@@ -309,6 +368,7 @@ async fn open(dial: Dial, timeout: Duration) -> io::Result<Opened> {
                     transport,
                     child: None,
                     skip_blank,
+                    monitor: None,
                 }),
                 Ok(Err(e)) => Err(io::Error::other(e.to_string())),
                 Err(_) => Err(io::Error::new(
@@ -335,6 +395,7 @@ async fn pump(
         transport,
         child,
         skip_blank,
+        monitor,
     } = opened;
     let Transport {
         mut reader,
@@ -399,6 +460,9 @@ async fn pump(
     let _ = tokio::time::timeout(bound, writer.close()).await;
     if let Some(child) = child {
         end_group(&child, bound).await;
+    }
+    if let Some(monitor) = monitor {
+        let _ = tokio::time::timeout(bound, monitor).await;
     }
     drop((reader, writer, guard));
 }

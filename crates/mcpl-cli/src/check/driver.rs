@@ -70,6 +70,10 @@ struct Session {
     conn: Conn,
     timing: Timing,
     next_id: i64,
+    /// The last request the checker sent, to recognise a server that writes it back.
+    last_request: Option<Value>,
+    /// The server wrote one of the checker's own requests back unchanged (`cat`).
+    echoed: bool,
     closed: Option<String>,
     /// A valid accepted receipt was received: privileged inbound methods are now judged
     /// against the grant (§5.3).
@@ -250,6 +254,8 @@ impl Session {
             conn,
             timing,
             next_id: 0,
+            last_request: None,
+            echoed: false,
             closed: None,
             ready: false,
             receipt_seen: false,
@@ -376,6 +382,11 @@ impl Session {
                 return None;
             }
             other => {
+                // Issue #18 item 8: a server that never started is not a conformance result.
+                if let Some(e) = self.startup_error(&other) {
+                    self.fatal = Some(e);
+                    return None;
+                }
                 self.rec.record(
                     "initialize.answered",
                     Status::Fail,
@@ -410,6 +421,28 @@ impl Session {
             self.finish_mcp_only();
         }
         None
+    }
+
+    /// Why `initialize` got `reply` when that is a startup problem rather than a finding
+    /// (exit 2): the server echoes its input (`cat`), or it exited (its exit status and the
+    /// last lines of its stderr), or the connection closed before any answer. A server
+    /// that stays up and stays silent, or answers with an error, is judged
+    /// (`initialize.answered`).
+    fn startup_error(&mut self, reply: &Reply) -> Option<String> {
+        if self.echoed {
+            return Some(
+                "the server wrote the checker's own initialize request back unchanged: \
+                 it echoes its input (like `cat`) and is not an MCP server"
+                    .to_owned(),
+            );
+        }
+        let Reply::Closed(why) = reply else {
+            return None;
+        };
+        Some(match self.conn.exited(self.timing.step) {
+            Some(exit) => format!("the server stopped before answering initialize: {exit}"),
+            None => format!("the connection closed before initialize was answered ({why})"),
+        })
     }
 
     pub(super) fn exercise(&mut self) {

@@ -9,6 +9,7 @@ mod driver;
 mod inspect;
 pub(crate) mod report;
 mod scenario;
+mod stderr;
 mod vocabulary;
 
 use std::io::IsTerminal;
@@ -120,6 +121,12 @@ pub(crate) fn parse_target(
             ))
         }
         ([one], []) if is_address(one) => return parse_address(one),
+        ([one], []) => {
+            if let Some(hint) = misread_address(one) {
+                return Err(hint);
+            }
+            return Ok((Target::Command(vec![one.clone()]), one.clone()));
+        }
         ([first, rest @ ..], []) if is_address(first) => {
             return Err(format!(
                 "{first}: an address takes no further words (got {:?}); a command goes after `--`",
@@ -138,6 +145,43 @@ pub(crate) fn parse_target(
     Ok((
         Target::Command(argv),
         "reference server (mcpl serve --stdio)".into(),
+    ))
+}
+
+/// A single target word that looks like an address `mcpl check` does not dial (a bare
+/// `HOST:PORT`, an `http://` or `https://` URL): the usage error suggesting the address it
+/// probably means, rather than trying to run it as a command. A word naming an existing
+/// file is a command, whatever it looks like.
+fn misread_address(word: &str) -> Option<String> {
+    if std::path::Path::new(word).exists() {
+        return None;
+    }
+    let (rest, tls) = if let Some(r) = word.strip_prefix("http://") {
+        (r, false)
+    } else if let Some(r) = word.strip_prefix("https://") {
+        (r, true)
+    } else {
+        let (host, port) = word.rsplit_once(':')?;
+        let plain = |c: char| !(c.is_whitespace() || c == '/');
+        let is_port = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+        if host.is_empty() || !host.chars().all(plain) || !is_port {
+            return None;
+        }
+        return Some(format!(
+            "{word}: not an address mcpl check dials; did you mean tcp://{word}? \
+             (a command goes after `--`)"
+        ));
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let hostport = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:PORT")
+    };
+    let ws = if tls { "wss" } else { "ws" };
+    Some(format!(
+        "{word}: mcpl check dials tcp://, ws://, wss:// and mcpl:// addresses, not HTTP; did you mean tcp://{hostport}? \
+         (or {ws}://{rest} for a WebSocket endpoint)"
     ))
 }
 

@@ -69,13 +69,33 @@ impl Drop for ShutdownOnDrop {
 /// Spawns `command` with piped stdin/stdout and inherited stderr. Must be called inside a
 /// tokio runtime.
 pub fn spawn(command: &mut Command) -> io::Result<(Transport, ChildControl)> {
+    command.stderr(Stdio::inherit());
+    spawn_inner(command).map(|(transport, control, _)| (transport, control))
+}
+
+/// Like [`spawn`], but the child's stderr is piped and handed back for the caller to read
+/// (e.g. to keep its last lines for a report and pass the rest through). The caller must
+/// keep reading it: a child blocked on a full stderr pipe stops answering.
+pub fn spawn_with_stderr(
+    command: &mut Command,
+) -> io::Result<(Transport, ChildControl, tokio::process::ChildStderr)> {
+    command.stderr(Stdio::piped());
+    let (transport, control, stderr) = spawn_inner(command)?;
+    let stderr = stderr.ok_or_else(|| io::Error::other("child stderr was not piped"))?;
+    Ok((transport, control, stderr))
+}
+
+/// Spawns `command` (stderr as the caller set it) with piped stdin/stdout.
+fn spawn_inner(
+    command: &mut Command,
+) -> io::Result<(Transport, ChildControl, Option<tokio::process::ChildStderr>)> {
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
         .kill_on_drop(true);
     let description = format!("child {:?}", command.as_std().get_program());
     let mut child = command.spawn()?;
+    let stderr = child.stderr.take();
     let stdin = child
         .stdin
         .take()
@@ -123,7 +143,7 @@ pub fn spawn(command: &mut Command) -> io::Result<(Transport, ChildControl)> {
         guard: Some(Box::new(ShutdownOnDrop(shutdown))),
         description,
     };
-    Ok((transport, control))
+    Ok((transport, control, stderr))
 }
 
 async fn kill_and_wait(child: &mut tokio::process::Child) -> io::Result<ExitStatus> {

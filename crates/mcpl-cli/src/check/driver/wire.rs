@@ -42,6 +42,7 @@ impl Session {
         if !self.send(&msg) {
             return Reply::Closed(self.closed.clone().unwrap_or_default());
         }
+        self.last_request = Some(msg);
         let deadline = Instant::now() + self.timing.step;
         loop {
             let Some(ev) = self.conn.recv(deadline) else {
@@ -120,6 +121,9 @@ impl Session {
     }
 
     pub(super) fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
+        if self.last_request.as_ref() == Some(&v) {
+            self.echoed = true;
+        }
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());

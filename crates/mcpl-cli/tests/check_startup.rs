@@ -1,0 +1,109 @@
+//! `mcpl check` startup and usage errors are not conformance results (issue #18 item 8): a
+//! server that exits before answering `initialize`, a target that cannot be reached, an
+//! address given without the scheme `mcpl check` dials, and a program that echoes its input
+//! all end with one error and exit 2, never a report of failed or skipped checks.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// Runs `mcpl check --timeout 1 --watch 0 ARGS`: (exit code, stdout, stderr).
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--timeout", "1", "--watch", "0"])
+        .args(args)
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The lines `mcpl check` itself wrote to stderr (a spawned server's own stderr passes
+/// through and is left out).
+fn own_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("scripted:"))
+        .collect()
+}
+
+/// A server that exits before answering `initialize`: exit 2, the error names its exit
+/// status and ends with the last lines of its stderr, and no check is reported as failed
+/// (it is not `FAIL initialize.answered`).
+#[test]
+fn a_server_that_exits_before_initialize_is_a_startup_error() {
+    let (code, stdout, stderr) = check(&["--", FIXTURE, "exit-before-init"]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "no report of checks: {stdout}");
+    let own = own_lines(&stderr).join("\n");
+    assert!(own.contains("before answering initialize"), "{stderr}");
+    assert!(own.contains("exit status: 3"), "{stderr}");
+    assert!(
+        own.contains("fatal: cannot open the database"),
+        "the last stderr line is quoted: {stderr}"
+    );
+
+    let (code, stdout, _) = check(&["--json", "--", FIXTURE, "exit-before-init"]);
+    assert_eq!(code, 2);
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("exit status: 3"), "{doc:#}");
+    assert!(error.contains("startup log line 12"), "{doc:#}");
+    // The tail is bounded: the first lines of a long log are not carried.
+    assert!(!error.contains("startup log line 1\n"), "{doc:#}");
+    assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
+}
+
+/// A target that cannot be reached: one error line on stderr, nothing else, exit 2.
+#[test]
+fn an_unreachable_target_is_one_error_line() {
+    // A port nothing listens on: bound, then released.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target = format!("tcp://127.0.0.1:{port}");
+    let (code, stdout, stderr) = check(&[&target]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert_eq!(stdout, "", "no check lines");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+}
+
+/// A bare `HOST:PORT` or an `http://` URL is a usage error that names the address meant,
+/// not a command that cannot be started.
+#[test]
+fn an_address_without_its_scheme_gets_a_suggestion() {
+    for (target, hint) in [
+        ("127.0.0.1:9", "did you mean tcp://127.0.0.1:9?"),
+        ("localhost:4000", "did you mean tcp://localhost:4000?"),
+        ("http://127.0.0.1:9/mcpl", "did you mean tcp://127.0.0.1:9?"),
+    ] {
+        let (code, stdout, stderr) = check(&[target]);
+        assert_eq!(code, 2, "{target}: {stdout}\n{stderr}");
+        assert!(stderr.contains(hint), "{target}: {stderr}");
+        assert!(!stderr.contains("cannot start"), "{target}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{target}: {stderr}");
+    }
+}
+
+/// A program that writes the checker's own requests back (`cat`) is named as such, exit 2.
+#[test]
+fn a_server_echoing_the_checkers_requests_is_named() {
+    let (code, stdout, stderr) = check(&["--", "cat"]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("echoes its input"), "{stderr}");
+}
