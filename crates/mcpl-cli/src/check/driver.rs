@@ -530,6 +530,32 @@ impl Session {
         );
     }
 
+    /// Why the host does not use `c` now, for a skip that names the real cause (issue #18
+    /// item 7): no receipt was accepted, so nothing is granted (§5.3, §6.7), or this
+    /// session's grant withholds it (the first session grants everything advertised but
+    /// `observe`, so there: the server does not advertise it). `None` when `c` is usable.
+    pub(super) fn unusable(&self, c: Capability) -> Option<String> {
+        if !self.ready {
+            return Some(self.not_ready_reason("nothing is granted (§5.3)"));
+        }
+        if self.grant.allows(c) {
+            return None;
+        }
+        Some(match self.narrowed {
+            Some(_) => format!("{} not granted in this session", c.as_str()),
+            None => format!("{} not granted: the server does not advertise it", c.as_str()),
+        })
+    }
+
+    /// "no receipt was accepted" with what the policy Request got instead, then `then`.
+    pub(super) fn not_ready_reason(&self, then: &str) -> String {
+        match (self.unaccepted, self.receipt_seen) {
+            (Some(what), _) => format!("no receipt was accepted (the policy got {what}): {then}"),
+            (None, true) => format!("no receipt was accepted: {then}"),
+            (None, false) => format!("no receipt was accepted (the policy Request got none): {then}"),
+        }
+    }
+
     pub(super) fn judge_manifest(&mut self, mcpl: &Value) {
         let (st, d) = inspect::version(mcpl);
         self.rec.record("initialize.version", st, d);

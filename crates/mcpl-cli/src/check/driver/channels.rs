@@ -26,8 +26,8 @@ impl Session {
         let list = "channels.list-answered";
         let unknown = "channels.unknown-channel-error";
         if !self.ready {
-            let why = "policy not established: no channel request is sent (§5.3)";
-            self.rec.skip_all(&[list, unknown], why);
+            let why = self.not_ready_reason("no channel request is sent (§5.3)");
+            self.rec.skip_all(&[list, unknown], &why);
             return;
         }
         if !self.grant.allows(Capability::ChannelsRegister) {
@@ -79,9 +79,8 @@ impl Session {
     /// unknown channel from a closed one, and warns.
     pub(super) fn close_unknown_channel(&mut self) {
         let id = "channels.close-unknown-error";
-        if !self.ready || !self.grant.allows(Capability::ChannelsLifecycle) {
-            self.rec
-                .record(id, Status::Skip, "channels.lifecycle not granted");
+        if let Some(why) = self.unusable(Capability::ChannelsLifecycle) {
+            self.rec.record(id, Status::Skip, why);
             return;
         }
         self.unknown_channel_probe(

@@ -120,8 +120,8 @@ impl Session {
     /// `-32005`, asked of the first available feature set that declares `rollback: true`.
     pub(super) fn rollback_unknown_checkpoint(&mut self) {
         let id = "state.rollback-unknown-checkpoint";
-        if !self.ready || !self.grant.allows(Capability::Tools) {
-            self.rec.record(id, Status::Skip, "tools not granted");
+        if let Some(why) = self.unusable(Capability::Tools) {
+            self.rec.record(id, Status::Skip, why);
             return;
         }
         let set = self
@@ -172,9 +172,8 @@ impl Session {
     /// with two terminals, must leave the server answering (here: a `ping`).
     pub(super) fn defensive_lifecycle(&mut self) {
         let id = "lifecycle.defensive";
-        if !self.ready || !self.grant.allows(Capability::InferenceLifecycle) {
-            self.rec
-                .record(id, Status::Skip, "inferenceLifecycle not granted");
+        if let Some(why) = self.unusable(Capability::InferenceLifecycle) {
+            self.rec.record(id, Status::Skip, why);
             return;
         }
         if !self.ping_answered {
