@@ -231,6 +231,9 @@ pub fn main(args: CheckArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let report = run(&args);
+    if std::io::stderr().is_terminal() {
+        report::progress_clear();
+    }
     // A target that could not be started or reached, or unusable arguments: one error line,
     // not a report of checks that never ran (the JSON document still carries it).
     if let Some(e) = &report.error {

@@ -172,7 +172,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder; `progress` prints each result to stderr as it is recorded.
+    /// A recorder; `progress` shows each result on the live progress line of stderr (a
+    /// terminal: [`progress_line`]) as it is recorded.
     pub fn new(progress: bool) -> Recorder {
         Recorder::with(CATALOGUE, "mcpl check", progress)
     }
@@ -208,13 +209,13 @@ impl Recorder {
                 detail
             };
             if self.progress {
-                eprintln!(
+                progress_line(&format!(
                     "{}: {:<4} {} ({})",
                     self.command,
                     status.as_str(),
                     self.catalogue[i].id,
                     detail
-                );
+                ));
             }
             self.results[i] = Some((status, detail));
         }
@@ -509,6 +510,42 @@ impl Report {
         }
         s
     }
+}
+
+/// The live progress line is cut to this many characters: a longer one would wrap, and
+/// erasing the line only clears its last row.
+pub const PROGRESS_CHARS: usize = 79;
+
+/// `s` on one line of at most `max` characters: control characters (a server's text may
+/// carry terminal escapes or newlines) become spaces, and a longer text ends in `…`.
+pub fn one_line(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max)
+        .collect();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Replaces the live progress line on stderr with `line` (carriage return, erase line, no
+/// newline), so each check stays on screen once: the report prints it again, after
+/// [`progress_clear`]. Only for a terminal.
+pub fn progress_line(line: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r\x1b[2K{}", one_line(line, PROGRESS_CHARS));
+    let _ = err.flush();
+}
+
+/// Erases the live progress line (before the report or an error is printed).
+pub fn progress_clear() {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\r\x1b[2K");
+    let _ = err.flush();
 }
 
 /// The catalogue as text, one check per line (`mcpl check --list`).

@@ -21,7 +21,7 @@ use mcpl::policy::{self, FeatureSets, HostGrant};
 use serde_json::Value;
 
 use super::*;
-use crate::check::report::{Recorder, Status};
+use crate::check::report::{self, Recorder, Status};
 
 /// At most this many feature sets are disabled in turn, one session each: the sets the
 /// first session saw in use, in name order.
@@ -197,7 +197,10 @@ pub fn run(
                 (None, f) if f.is_empty() => "nothing failed".to_owned(),
                 (None, f) => format!("failed {}", f.join(", ")),
             };
-            eprintln!("mcpl check: session {n} ({}): {verdict}", plan.label);
+            report::progress_line(&format!(
+                "mcpl check: session {n} ({}): {verdict}",
+                plan.label
+            ));
         }
         run
     };
