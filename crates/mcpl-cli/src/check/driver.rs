@@ -31,7 +31,9 @@ use super::vocabulary;
 enum Reply {
     Result(Value),
     Error(ErrorObject),
-    Timeout,
+    /// No answer within the step timeout; the cascade note when an earlier request was
+    /// already left unanswered ([`Session::cascade_note`]).
+    Timeout(Option<String>),
     Closed(String),
 }
 
@@ -40,7 +42,8 @@ impl Reply {
         match self {
             Reply::Result(_) => "a result".into(),
             Reply::Error(e) => format!("error {} {:?}", e.code, e.message),
-            Reply::Timeout => "no response within the timeout".into(),
+            Reply::Timeout(None) => "no response within the timeout".into(),
+            Reply::Timeout(Some(note)) => note.clone(),
             Reply::Closed(why) => format!("no response: {why}"),
         }
     }
@@ -74,6 +77,14 @@ struct Session {
     last_request: Option<Value>,
     /// The server wrote one of the checker's own requests back unchanged (`cat`).
     echoed: bool,
+    /// The last request of ours the server answered, and how ("mcpl/manifest (a
+    /// result)"), to name where it stopped answering.
+    last_answered: Option<String>,
+    /// Our requests left unanswered since the last response of any kind: from the second,
+    /// a timeout is the cascade of the first, and says so (issue #18 item 7).
+    unanswered: usize,
+    /// The first of those, and the last request answered before it.
+    silent_after: Option<(String, Option<String>)>,
     closed: Option<String>,
     /// A valid accepted receipt was received: privileged inbound methods are now judged
     /// against the grant (§5.3).
@@ -256,6 +267,9 @@ impl Session {
             next_id: 0,
             last_request: None,
             echoed: false,
+            last_answered: None,
+            unanswered: 0,
+            silent_after: None,
             closed: None,
             ready: false,
             receipt_seen: false,
@@ -543,7 +557,10 @@ impl Session {
         }
         Some(match self.narrowed {
             Some(_) => format!("{} not granted in this session", c.as_str()),
-            None => format!("{} not granted: the server does not advertise it", c.as_str()),
+            None => format!(
+                "{} not granted: the server does not advertise it",
+                c.as_str()
+            ),
         })
     }
 
@@ -552,7 +569,9 @@ impl Session {
         match (self.unaccepted, self.receipt_seen) {
             (Some(what), _) => format!("no receipt was accepted (the policy got {what}): {then}"),
             (None, true) => format!("no receipt was accepted: {then}"),
-            (None, false) => format!("no receipt was accepted (the policy Request got none): {then}"),
+            (None, false) => {
+                format!("no receipt was accepted (the policy Request got none): {then}")
+            }
         }
     }
 

@@ -152,7 +152,7 @@ impl Session {
                     on_result,
                     format!("{described}: answered with a result, not -32023: {r}"),
                 ),
-                r @ (Reply::Closed(_) | Reply::Timeout) => {
+                r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
                     self.no_answer(id, &format!("{method} {described}: "), r);
                     return;
                 }

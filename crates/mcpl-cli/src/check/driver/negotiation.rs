@@ -256,7 +256,7 @@ impl Session {
                 Status::Fail,
                 format!("{path} both granted and denied: answered as a policy: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout) => {
+            r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
                 self.no_answer(id, &format!("{path} both granted and denied: "), r)
             }
         }

@@ -107,7 +107,9 @@ impl Session {
                     self.rec.record(id, Status::Fail, d);
                 }
             }
-            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{what}: "), r),
+            r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
+                self.no_answer(id, &format!("{what}: "), r)
+            }
             Reply::Error(e) => self.rec.record(
                 id,
                 Status::Fail,
@@ -164,7 +166,9 @@ impl Session {
                 Status::Fail,
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout) => self.no_answer(id, &format!("{set}: "), r),
+            r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
+                self.no_answer(id, &format!("{set}: "), r)
+            }
         }
     }
 
@@ -380,6 +384,22 @@ impl Session {
     /// The verdict on a probe that got no answer (`reply` is `Closed` or `Timeout`): a
     /// connection that ended skips; a timeout fails (§6.6: a request with an id is answered,
     /// with an error if nothing else). `what` prefixes the detail.
+    /// What a timeout that follows an earlier unanswered request says: the server stopped
+    /// answering after the last request it answered, and the first it left unanswered is
+    /// where the defect is counted (issue #18 item 7).
+    pub(super) fn cascade_note(&self) -> String {
+        let (first, after) = match &self.silent_after {
+            Some((first, after)) => (first.as_str(), after.as_deref()),
+            None => ("", None),
+        };
+        let after = after.map_or_else(|| "initialize".to_owned(), |a| a.to_owned());
+        format!(
+            "{} {after}: {first} was the first request left unanswered (one defect, \
+             reported there)",
+            crate::check::report::CASCADE
+        )
+    }
+
     pub(super) fn no_answer(&mut self, id: &'static str, what: &str, reply: Reply) {
         match reply {
             Reply::Closed(why) => self.rec.record(
@@ -387,6 +407,9 @@ impl Session {
                 Status::Skip,
                 format!("connection ended before the answer: {why}"),
             ),
+            Reply::Timeout(Some(note)) => {
+                self.rec.record(id, Status::Fail, format!("{what}{note}"));
+            }
             _ => self.rec.record(
                 id,
                 Status::Fail,

@@ -47,10 +47,22 @@ impl Session {
         loop {
             let Some(ev) = self.conn.recv(deadline) else {
                 self.timed_out.insert(id);
-                return Reply::Timeout;
+                self.unanswered += 1;
+                if self.unanswered == 1 {
+                    self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
+                    return Reply::Timeout(None);
+                }
+                return Reply::Timeout(Some(self.cascade_note()));
             };
             match self.handle_event(ev, Some(&id)) {
-                Handled::Awaited(reply) => return reply,
+                Handled::Awaited(reply) => {
+                    let how = match &reply {
+                        Reply::Error(e) => format!("error {}", e.code),
+                        _ => "a result".to_owned(),
+                    };
+                    self.last_answered = Some(format!("{method} ({how})"));
+                    return reply;
+                }
                 Handled::Continue => {}
                 Handled::Closed => {
                     return Reply::Closed(self.closed.clone().unwrap_or_default());
@@ -74,7 +86,11 @@ impl Session {
                 return Handled::Continue;
             }
             Event::Closed(why) => {
-                self.closed = Some(why);
+                // Where its loop died, so what follows is not read as unrelated.
+                self.closed = Some(match &self.last_answered {
+                    Some(after) => format!("{why}, after the server answered {after}"),
+                    None => why,
+                });
                 return Handled::Closed;
             }
         };
@@ -123,6 +139,10 @@ impl Session {
     pub(super) fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
         if self.last_request.as_ref() == Some(&v) {
             self.echoed = true;
+        }
+        // Any response (a late one too) shows the server answers again: no cascade.
+        if v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some()) {
+            self.unanswered = 0;
         }
         match Message::from_value(v) {
             Err(e) => {

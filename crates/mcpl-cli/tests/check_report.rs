@@ -1,0 +1,134 @@
+//! `mcpl check`'s report is one a server author can act on (issue #18 item 7): on a
+//! terminal each check is shown once, a cascade of timeouts is named as one, a detail line
+//! is bounded, and a skip names its real cause.
+
+mod common;
+
+use std::process::Command as StdCommand;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
+const MCPL: &str = env!("CARGO_BIN_EXE_mcpl");
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// `mcpl check --timeout 1 --watch 0 --quick ARGS` with stdout and stderr piped: (exit
+/// code, stdout, stderr).
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--timeout", "1", "--watch", "0", "--quick"])
+        .args(args)
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn check_json(args: &[&str]) -> Value {
+    let (_, stdout, _) = check(&[&["--json"][..], args].concat());
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn detail<'a>(doc: &'a Value, id: &str) -> &'a str {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_else(|| panic!("{id} missing: {doc:#}"))
+}
+
+/// What a terminal shows of `raw` output: per line, what is left after the last carriage
+/// return (the live progress line is rewritten in place), without escape sequences.
+fn screen(raw: &str) -> Vec<String> {
+    raw.split('\n')
+        .map(|line| {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let visible = line.rsplit('\r').next().unwrap_or(line);
+            visible.replace("\u{1b}[2K", "")
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// On a terminal (a pseudo-terminal from `script(1)`) the live progress line is replaced in
+/// place and erased before the report: every check id is on screen exactly once.
+#[test]
+fn on_a_terminal_each_check_is_shown_once() {
+    let cmd = format!("{MCPL} check --timeout 1 --watch 0 --quick -- {FIXTURE} good");
+    let out = match StdCommand::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .output()
+    {
+        Ok(o) => o,
+        // No script(1) (util-linux) on this machine: there is no terminal to test on.
+        Err(e) => return eprintln!("skipped: cannot run script(1): {e}"),
+    };
+    let raw = String::from_utf8_lossy(&out.stdout);
+    let lines = screen(&raw);
+    for id in ["initialize.answered", "push.event-shape", "manifest.fetch"] {
+        let shown = lines.iter().filter(|l| l.contains(id)).count();
+        assert_eq!(shown, 1, "{id} shown {shown} times:\n{}", lines.join("\n"));
+    }
+}
+
+/// With stderr not a terminal there is no progress at all.
+#[test]
+fn without_a_terminal_there_is_no_progress_line() {
+    let (code, stdout, stderr) = check(&["--", FIXTURE, "good"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(!stderr.contains("initialize.answered"), "{stderr}");
+    assert_eq!(stdout.matches("initialize.answered").count(), 1);
+}
+
+/// A server that stops answering: the first unanswered request fails on its own; every
+/// later timeout says it follows from that, and the summary counts it apart.
+#[test]
+fn a_cascade_of_timeouts_is_named() {
+    let doc = check_json(&["--", FIXTURE, "silent"]);
+    let cascade: Vec<&str> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .filter_map(|c| c["detail"].as_str())
+        .filter(|d| d.contains("no answer since the server stopped answering after"))
+        .collect();
+    assert!(!cascade.is_empty(), "{doc:#}");
+    for d in &cascade {
+        // The last request answered, and the first left unanswered, where it is counted.
+        assert!(d.contains("(a result)"), "names the last answer: {d}");
+        assert!(d.contains("was the first request left unanswered"), "{d}");
+    }
+    let (code, stdout, _) = check(&["--", FIXTURE, "silent"]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("only because the server had stopped answering"),
+        "{stdout}"
+    );
+}
+
+/// A skip after a refused policy names the refusal, not a capability "not granted".
+#[test]
+fn a_skip_names_its_real_cause() {
+    let doc = check_json(&["--", FIXTURE, "refusal-no-fallback"]);
+    for id in [
+        "state.rollback-unknown-checkpoint",
+        "lifecycle.defensive",
+        "channels.close-unknown-error",
+        "channels.list-answered",
+    ] {
+        let d = detail(&doc, id);
+        assert!(d.contains("no receipt was accepted"), "{id}: {d}");
+        assert!(!d.contains("not granted"), "{id}: {d}");
+    }
+}
