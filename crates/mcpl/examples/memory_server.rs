@@ -16,7 +16,16 @@ use mcpl::lifecycle::TurnOutcome;
 use mcpl::protocol::handshake::ToolsCallResult;
 use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use mcpl::server::Server;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The `remember` tool's arguments: its `inputSchema` is generated from this type, and a call
+/// without a string `fact` is answered -32602 naming it.
+#[derive(Deserialize, JsonSchema)]
+struct Remember {
+    /// The fact to remember.
+    fact: String,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -35,21 +44,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "Notice finished turns",
             &[Capability::InferenceLifecycle],
         )
-        .feature_set("memory.store", "Remember facts on request", &[Capability::Tools])
-        .tool(
+        .feature_set(
+            "memory.store",
+            "Remember facts on request",
+            &[Capability::Tools],
+        )
+        .typed_tool(
             "remember",
             "Remember a fact",
-            json!({"type": "object", "properties": {"fact": {"type": "string"}}, "required": ["fact"]}),
-            move |_s, p| {
+            move |_s, Remember { fact }: Remember| {
                 let facts = f_store.clone();
                 async move {
-                    let fact = p
-                        .arguments
-                        .as_ref()
-                        .and_then(|a| a.get("fact"))
-                        .and_then(|f| f.as_str())
-                        .unwrap_or_default()
-                        .to_owned();
                     let n = {
                         let mut f = facts.lock().unwrap_or_else(|e| e.into_inner());
                         f.push(fact);
@@ -68,7 +73,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Some(msg) => {
                         let msg = msg.to_lowercase();
                         all.into_iter()
-                            .filter(|f| f.to_lowercase().split_whitespace().any(|w| msg.contains(w)))
+                            .filter(|f| {
+                                f.to_lowercase().split_whitespace().any(|w| msg.contains(w))
+                            })
                             .collect()
                     }
                     None => all,

@@ -5,7 +5,15 @@
 use mcpl::capability::Capability;
 use mcpl::protocol::handshake::ToolsCallResult;
 use mcpl::server::{PushEvent, Server, Session};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The `note` tool's arguments: its `inputSchema` is generated from this type.
+#[derive(Deserialize, JsonSchema)]
+struct Note {
+    /// The note.
+    text: Option<String>,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,18 +23,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "Push a note when the tool runs",
             &[Capability::PushEvents],
         )
-        .tool(
+        .typed_tool(
             "note",
             "Record a note and push it to the host",
-            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-            |session: Session, p| async move {
-                let text = p
-                    .arguments
-                    .as_ref()
-                    .and_then(|a| a.get("text"))
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("(empty)")
-                    .to_owned();
+            |session: Session, note: Note| async move {
+                let text = note.text.unwrap_or_else(|| "(empty)".to_owned());
                 // Only if granted and available; otherwise refused locally, nothing sent.
                 let pushed = if session.feature_available("pings") {
                     session

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::conn::ServerInner;
 use super::dispatch::is_reserved;
+use super::tools::ToolSpec;
 use super::*;
 use crate::capability::{advertisement_to_value, Capability, CapabilitySet};
 use crate::lifecycle::{LifecycleConfig, TurnEnd, TurnStart};
@@ -18,18 +19,13 @@ use crate::protocol::channels::{
     AcknowledgeParams, CloseParams, CloseResult, ListResult, OpenParams, OpenResult,
     OutgoingChunkParams, OutgoingCompleteParams, PublishParams, PublishResult, TypingParams,
 };
-use crate::protocol::handshake::{Implementation, Tool, ToolsCallParams, ToolsCallResult};
+use crate::protocol::handshake::{Implementation, ToolsCallParams, ToolsCallResult};
 use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 use crate::protocol::state::{RollbackParams, RollbackResult};
 
-pub(super) struct ToolEntry {
-    pub(super) tool: Tool,
-    pub(super) handler: Handler<ToolsCallParams, ToolsCallResult>,
-}
-
 #[derive(Default)]
 pub(super) struct Handlers {
-    pub(super) tools: Vec<ToolEntry>,
+    pub(super) tools: Vec<ToolSpec>,
     pub(super) before_inference: Option<(Option<String>, HookHandler)>,
     pub(super) turn_start: Option<Callback<TurnStart>>,
     pub(super) turn_end: Option<Callback<TurnEnd>>,
@@ -208,15 +204,31 @@ impl ServerBuilder {
         F: Fn(Session, ToolsCallParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<ToolsCallResult>> + Send + 'static,
     {
-        self.handlers.tools.push(ToolEntry {
-            tool: Tool {
-                name: name.into(),
-                description: Some(description.into()),
-                input_schema: Some(input_schema),
-                extra: Map::new(),
-            },
-            handler: erase(handler),
-        });
+        self.handlers
+            .tools
+            .push(ToolSpec::new(name, description, input_schema, handler));
+        self
+    }
+
+    /// Registers a typed MCP tool ([`ToolSpec::typed`]): its `inputSchema` is generated from
+    /// the argument type `T` (`serde::Deserialize + schemars::JsonSchema`, a struct) and
+    /// `handler` gets the parsed arguments; arguments that do not fit are answered `-32602`
+    /// naming the field, without calling it. A `T` that is not an object is refused by
+    /// [`Self::build`] ([`BuildError::ToolSchema`]).
+    pub fn typed_tool<T, F, Fut>(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        T: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        F: Fn(Session, T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult<ToolsCallResult>> + Send + 'static,
+    {
+        self.handlers
+            .tools
+            .push(ToolSpec::typed(name, description, handler));
         self
     }
 
@@ -537,6 +549,14 @@ impl ServerBuilder {
         }
         if self.handlers.fallback.is_some() && !self.handlers.tools.is_empty() {
             return Err(BuildError::ToolsWithFallback);
+        }
+        for t in &self.handlers.tools {
+            if let Some(reason) = &t.schema_defect {
+                return Err(BuildError::ToolSchema {
+                    name: t.tool.name.clone(),
+                    reason: reason.clone(),
+                });
+            }
         }
         let tracker = ManifestTracker::new(self.manifest())
             .map_err(|e| BuildError::Manifest(e.to_string()))?;

@@ -44,6 +44,15 @@ pub enum BuildError {
         /// What was registered twice, e.g. `on_ready` or `tool "remind"`.
         slot: String,
     },
+    /// A typed tool whose argument type does not describe an object: MCP's `inputSchema` is
+    /// an object schema, so its arguments could never fit.
+    #[error("tool {name:?}: {reason}")]
+    ToolSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> String {

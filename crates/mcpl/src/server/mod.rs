@@ -90,6 +90,7 @@ mod notifications;
 mod push;
 mod session;
 mod state;
+mod tools;
 
 pub use builder::ServerBuilder;
 pub use conn::Server;
@@ -98,6 +99,7 @@ pub use fallback::{FallbackFuture, McpFallback};
 pub use push::{utc_now_iso8601, PushEvent};
 pub use session::{InferenceStream, Session};
 pub use state::GrantState;
+pub use tools::ToolSpec;
 
 /// What a handler returns: a result, or the JSON-RPC error object to answer with.
 pub type HandlerResult<T> = Result<T, ErrorObject>;

@@ -1,0 +1,178 @@
+//! Typed tools (issue #21), over TCP: a raw host writes and
+//! reads JSON lines, so every frame the server sends is under test.
+
+use mcpl::capability::Capability;
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{Server, ServerBuilder, Session};
+use mcpl::transport::tcp::Listener;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// The arguments of the `remind` tool.
+#[derive(Deserialize, JsonSchema)]
+struct Remind {
+    /// What to remind of.
+    text: String,
+    /// In how many seconds.
+    seconds: u64,
+}
+
+async fn remind(_s: Session, args: Remind) -> Result<ToolsCallResult, mcpl::jsonrpc::ErrorObject> {
+    Ok(ToolsCallResult::text(format!(
+        "{} in {}s",
+        args.text, args.seconds
+    )))
+}
+
+/// A host speaking raw JSON lines over TCP.
+struct RawHost {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl RawHost {
+    /// Connects to a fresh TCP listener served by `server` and answers `initialize` as an MCP
+    /// host (no `experimental.mcpl`: tools are not gated, §3.2); returns the initialize result.
+    async fn connect(server: &Server) -> (RawHost, Value) {
+        let listener = Listener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = server.clone();
+        tokio::spawn(async move {
+            let (transport, _) = listener.accept().await.unwrap();
+            server.serve(transport).await;
+        });
+        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+        let mut host = RawHost {
+            lines: BufReader::new(read).lines(),
+            write,
+            next_id: 0,
+        };
+        let init = host
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw-host", "version": "0"}}),
+            )
+            .await;
+        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        (host, init["result"].clone())
+    }
+
+    async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// The next frame the server sent.
+    async fn frame(&mut self) -> Value {
+        let line = self.lines.next_line().await.unwrap().expect("a frame");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Sends a request and returns its whole response (no other frame may come first).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let r = self.frame().await;
+        assert_eq!(r["id"], json!(id), "{r}");
+        r
+    }
+
+    async fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await
+    }
+}
+
+fn typed_server() -> ServerBuilder {
+    Server::builder("typed", "0")
+        .feature_set("reminders", "Reminders", &[Capability::Tools])
+        .typed_tool("remind", "Remind me of something", remind)
+}
+
+#[tokio::test]
+async fn typed_tool_lists_its_generated_schema() {
+    let server = typed_server().build().unwrap();
+    let (mut host, _) = RawHost::connect(&server).await;
+    let list = host.request("tools/list", json!({})).await;
+    let tool = &list["result"]["tools"][0];
+    assert_eq!(tool["name"], "remind");
+    let schema = &tool["inputSchema"];
+    assert_eq!(schema["type"], "object", "{schema}");
+    assert_eq!(schema["properties"]["text"]["type"], "string", "{schema}");
+    assert_eq!(
+        schema["properties"]["seconds"]["type"], "integer",
+        "{schema}"
+    );
+    assert_eq!(
+        schema["properties"]["text"]["description"], "What to remind of.",
+        "{schema}"
+    );
+    let mut required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    required.sort_unstable();
+    assert_eq!(required, ["seconds", "text"]);
+}
+
+#[tokio::test]
+async fn typed_tool_parses_its_arguments() {
+    let server = typed_server().build().unwrap();
+    let (mut host, _) = RawHost::connect(&server).await;
+    let r = host
+        .call("remind", json!({"text": "tea", "seconds": 5}))
+        .await;
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "tea in 5s"}]})
+    );
+}
+
+#[tokio::test]
+async fn typed_tool_arguments_that_do_not_fit_are_32602_naming_the_field() {
+    let server = typed_server().build().unwrap();
+    let (mut host, _) = RawHost::connect(&server).await;
+    let r = host
+        .call("remind", json!({"text": "tea", "seconds": "soon"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`seconds`"), "{message}");
+    assert_eq!(
+        r["error"]["data"],
+        json!({"tool": "remind", "path": "seconds"})
+    );
+    // A missing field is named too (serde's message), and absent arguments are `{}`.
+    let r = host.call("remind", json!({"seconds": 1})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("`text`"),
+        "{r}"
+    );
+    let r = host.request("tools/call", json!({"name": "remind"})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+#[test]
+fn a_typed_tool_whose_arguments_are_not_an_object_is_a_build_error() {
+    let e = Server::builder("typed", "0")
+        .typed_tool("bad", "Takes a bare string", |_s, _t: String| async move {
+            Ok(ToolsCallResult::text("x"))
+        })
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("\"bad\""), "{e}");
+    assert!(e.to_string().contains("object"), "{e}");
+}
