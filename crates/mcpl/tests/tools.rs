@@ -1,9 +1,9 @@
-//! Typed tools (issue #21), over TCP: a raw host writes and
+//! Typed tools and tools that change at runtime (issue #21), over TCP: a raw host writes and
 //! reads JSON lines, so every frame the server sends is under test.
 
 use mcpl::capability::Capability;
-use mcpl::protocol::handshake::ToolsCallResult;
-use mcpl::server::{Server, ServerBuilder, Session};
+use mcpl::protocol::handshake::{ToolsCallParams, ToolsCallResult};
+use mcpl::server::{Server, ServerBuilder, Session, ToolChangeError, ToolSpec};
 use mcpl::transport::tcp::Listener;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -85,6 +85,16 @@ impl RawHost {
         let r = self.frame().await;
         assert_eq!(r["id"], json!(id), "{r}");
         r
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({})).await;
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     async fn call(&mut self, name: &str, arguments: Value) -> Value {
@@ -175,4 +185,121 @@ fn a_typed_tool_whose_arguments_are_not_an_object_is_a_build_error() {
         .unwrap_err();
     assert!(e.to_string().contains("\"bad\""), "{e}");
     assert!(e.to_string().contains("object"), "{e}");
+}
+
+async fn echo(
+    _s: Session,
+    _p: ToolsCallParams,
+) -> Result<ToolsCallResult, mcpl::jsonrpc::ErrorObject> {
+    Ok(ToolsCallResult::text("echo"))
+}
+
+fn runtime_server() -> Server {
+    Server::builder("runtime", "0")
+        .tool("echo", "Echo", json!({"type": "object"}), echo)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn initialize_declares_tools_list_changed() {
+    let server = runtime_server();
+    let (_host, init) = RawHost::connect(&server).await;
+    assert_eq!(
+        init["capabilities"]["tools"],
+        json!({"listChanged": true}),
+        "{init}"
+    );
+}
+
+#[tokio::test]
+async fn every_connected_host_is_told_and_lists_the_added_tool() {
+    let server = runtime_server();
+    let (mut a, _) = RawHost::connect(&server).await;
+    let (mut b, _) = RawHost::connect(&server).await;
+    // Both connections are past initialize (each got its answer), so both are told.
+    server
+        .add_tool(ToolSpec::typed("remind", "Remind me", remind))
+        .unwrap();
+    for host in [&mut a, &mut b] {
+        assert_eq!(
+            host.frame().await,
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        );
+        assert_eq!(host.tool_names().await, ["echo", "remind"]);
+        let r = host
+            .call("remind", json!({"text": "tea", "seconds": 1}))
+            .await;
+        assert_eq!(r["result"]["content"][0]["text"], "tea in 1s", "{r}");
+    }
+}
+
+#[tokio::test]
+async fn a_removed_tool_is_gone_and_calling_it_is_an_error() {
+    let server = runtime_server();
+    let (mut host, _) = RawHost::connect(&server).await;
+    server.remove_tool("echo").unwrap();
+    assert_eq!(
+        host.frame().await["method"],
+        "notifications/tools/list_changed"
+    );
+    assert!(host.tool_names().await.is_empty());
+    let r = host.call("echo", json!({})).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(server.tools().is_empty());
+}
+
+#[tokio::test]
+async fn a_replaced_tool_runs_its_new_handler() {
+    let server = runtime_server();
+    let (mut host, _) = RawHost::connect(&server).await;
+    let new_echo = ToolSpec::new(
+        "echo",
+        "Echo, louder",
+        json!({"type": "object"}),
+        |_s, _p| async { Ok(ToolsCallResult::text("ECHO")) },
+    );
+    server.replace_tool(new_echo).unwrap();
+    assert_eq!(
+        host.frame().await["method"],
+        "notifications/tools/list_changed"
+    );
+    let list = host.request("tools/list", json!({})).await;
+    assert_eq!(list["result"]["tools"][0]["description"], "Echo, louder");
+    let r = host.call("echo", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "ECHO", "{r}");
+}
+
+#[test]
+fn tool_changes_that_cannot_apply_are_refused() {
+    let server = runtime_server();
+    let dup = ToolSpec::new("echo", "Echo", json!({"type": "object"}), echo);
+    assert_eq!(
+        server.add_tool(dup),
+        Err(ToolChangeError::Duplicate("echo".into()))
+    );
+    assert_eq!(
+        server.remove_tool("nope"),
+        Err(ToolChangeError::Unknown("nope".into()))
+    );
+    let ghost = ToolSpec::new("ghost", "", json!({"type": "object"}), echo);
+    assert_eq!(
+        server.replace_tool(ghost),
+        Err(ToolChangeError::Unknown("ghost".into()))
+    );
+    let bare = ToolSpec::typed("bare", "", |_s, _t: String| async {
+        Ok(ToolsCallResult::text("x"))
+    });
+    assert!(matches!(
+        server.add_tool(bare),
+        Err(ToolChangeError::Schema { .. })
+    ));
+    // A server that declares no tools capability has no host looking for tools.
+    let toolless = Server::builder("none", "0").build().unwrap();
+    let t = ToolSpec::new("t", "", json!({"type": "object"}), echo);
+    assert_eq!(
+        toolless.add_tool(t),
+        Err(ToolChangeError::NoToolsCapability)
+    );
+    assert_eq!(server.tools().len(), 1);
 }

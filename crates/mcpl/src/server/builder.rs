@@ -565,16 +565,28 @@ impl ServerBuilder {
             mcp.entry("tools".to_owned())
                 .or_insert_with(|| Value::Object(Map::new()));
         }
+        let mut handlers = self.handlers;
+        let declares_tools = handlers.fallback.is_none() && mcp.contains_key("tools");
+        if declares_tools {
+            // The tools may change at runtime (Server::add_tool …), told with MCP's
+            // notifications/tools/list_changed.
+            if let Some(Value::Object(tools)) = mcp.get_mut("tools") {
+                tools.insert("listChanged".into(), Value::Bool(true));
+            }
+        }
+        let tools = super::tools::Tools::new(std::mem::take(&mut handlers.tools));
         Ok(Server {
             inner: Arc::new(ServerInner {
                 info: self.info,
                 instructions: self.instructions,
                 mcp_capabilities: mcp,
                 tracker: Arc::new(tracker),
-                handlers: self.handlers,
+                handlers,
                 lifecycle: self.lifecycle,
                 peer_config: self.peer_config,
                 required: self.required,
+                tools,
+                declares_tools,
             }),
         })
     }

@@ -29,6 +29,11 @@ pub(super) struct ServerInner {
     pub(super) lifecycle: LifecycleConfig,
     pub(super) peer_config: PeerConfig,
     pub(super) required: Option<(CapabilitySet, Fallback)>,
+    /// The tools `tools/list` and `tools/call` read; changed at runtime by
+    /// [`Server::add_tool`] and its siblings.
+    pub(super) tools: super::tools::Tools,
+    /// Whether `initialize` declares `capabilities.tools` (with `listChanged`).
+    pub(super) declares_tools: bool,
 }
 
 /// A built server: cheap to clone, serves any number of connections, all sharing one
@@ -102,6 +107,7 @@ impl Server {
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
         }
+        super::tools::spawn_list_changed(&conn);
         tokio::spawn(run(conn, incoming));
         session
     }

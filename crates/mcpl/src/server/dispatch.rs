@@ -183,7 +183,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     }
     match method.as_str() {
         "tools/list" => {
-            let tools = h.tools.iter().map(|t| t.tool.clone()).collect();
+            let tools = conn.server.tools.listed();
             let result = ToolsListResult {
                 tools,
                 next_cursor: None,
@@ -199,12 +199,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
                 .and_then(|p| p.get("name"))
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            let handler = name.and_then(|n| {
-                h.tools
-                    .iter()
-                    .find(|t| t.tool.name == n)
-                    .map(|t| t.handler.clone())
-            });
+            let handler = name.and_then(|n| conn.server.tools.handler(&n));
             if handler.is_none() {
                 let e = ErrorObject::invalid_params("unknown tool");
                 return respond::<()>(req, Err(e)).await;

@@ -99,7 +99,7 @@ pub use fallback::{FallbackFuture, McpFallback};
 pub use push::{utc_now_iso8601, PushEvent};
 pub use session::{InferenceStream, Session};
 pub use state::GrantState;
-pub use tools::ToolSpec;
+pub use tools::{ToolChangeError, ToolSpec, TOOLS_LIST_CHANGED};
 
 /// What a handler returns: a result, or the JSON-RPC error object to answer with.
 pub type HandlerResult<T> = Result<T, ErrorObject>;

@@ -1,4 +1,4 @@
-//! Tools: what `tools/list` and `tools/call` read, and typed tools.
+//! Tools: what `tools/list` and `tools/call` read, typed tools, and changes at runtime.
 //!
 //! A [`ToolSpec`] is one MCP tool with its handler: [`ToolSpec::new`] takes an
 //! `inputSchema` and hands the handler the raw [`ToolsCallParams`]; [`ToolSpec::typed`]
@@ -6,14 +6,32 @@
 //! schemars::JsonSchema`, as rmcp does) and hands the handler the parsed arguments.
 //! Arguments that do not fit are answered `-32602` naming the field (its path in the
 //! arguments) and the handler is not called.
+//!
+//! [`Server::add_tool`], [`Server::replace_tool`] and [`Server::remove_tool`] change the
+//! tools of a live server: `tools/list` reflects the change at once, a `tools/call` of a
+//! removed tool is answered `-32602` (unknown tool), and every connection past `initialize`
+//! is sent MCP's `notifications/tools/list_changed` (declared in `initialize` as
+//! `capabilities.tools.listChanged: true`).
+//!
+//! Readings where the specs are silent:
+//! - `notifications/tools/list_changed` is MCP's, unchanged by MCPL (§17.7), and needs no
+//!   grant (listing tools needs none, §5.4), so it goes to MCP-only hosts too and to MCPL
+//!   hosts before their policy Request. It is sent only once `initialize` has been received
+//!   (before that the host has listed nothing). Changes in quick succession may be told with
+//!   one notification: it says "list again", not what changed.
+//! - The tools are the server author's, not a peer's, so the list holds what the author
+//!   registers; each connection's pending announcement is one flag (a `watch`), so a burst
+//!   of changes queues nothing.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
+use tokio::sync::watch;
 
+use super::conn::{Conn, Phase};
 use super::*;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::handshake::{Tool, ToolsCallParams, ToolsCallResult};
@@ -65,7 +83,7 @@ impl ToolSpec {
     /// fit are answered `-32602` with a message naming the field's path, and `data`
     /// `{"tool", "path"}`; absent arguments are read as `{}`. `T` must describe an object
     /// (a struct): MCP's `inputSchema` is an object schema, and any other `T` is refused by
-    /// [`ServerBuilder::build`].
+    /// [`ServerBuilder::build`] and [`Server::add_tool`].
     pub fn typed<T, F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -129,4 +147,169 @@ fn parse_arguments<T: DeserializeOwned>(
         };
         ErrorObject::invalid_params(message).with_data(json!({"tool": tool, "path": path}))
     })
+}
+
+/// MCP's notification that the tool list changed.
+pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+
+/// Why a change to a live server's tools was refused; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolChangeError {
+    /// [`Server::add_tool`] with the name of a tool the server already has.
+    #[error("the server already has a tool named {0:?}; use Server::replace_tool to change it")]
+    Duplicate(String),
+    /// [`Server::replace_tool`] or [`Server::remove_tool`] of a tool the server does not have.
+    #[error("the server has no tool named {0:?}")]
+    Unknown(String),
+    /// The server's tools are its [`McpFallback`]'s, which lists them itself.
+    #[error("the server's tools are served by its MCP fallback; change them there")]
+    Fallback,
+    /// The server did not declare `capabilities.tools` in `initialize`, so no host would
+    /// look for tools.
+    #[error("the server declares no tools capability: register a tool or advertise Capability::Tools at build time")]
+    NoToolsCapability,
+    /// A typed tool whose argument type is not an object.
+    #[error("tool {name:?}: {reason}")]
+    Schema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The tools of a server, shared by its connections, and the signal that they changed.
+pub(super) struct Tools {
+    list: RwLock<Vec<ToolSpec>>,
+    changed: watch::Sender<()>,
+}
+
+impl Tools {
+    pub(super) fn new(list: Vec<ToolSpec>) -> Self {
+        Tools {
+            list: RwLock::new(list),
+            changed: watch::Sender::new(()),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Vec<ToolSpec>> {
+        // Every write leaves the list whole, so a poisoned lock is still usable.
+        self.list.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Vec<ToolSpec>> {
+        self.list.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The `tools/list` entries, in registration order.
+    pub(super) fn listed(&self) -> Vec<Tool> {
+        self.read().iter().map(|t| t.tool.clone()).collect()
+    }
+
+    /// The handler of tool `name`.
+    pub(super) fn handler(&self, name: &str) -> Option<Handler<ToolsCallParams, ToolsCallResult>> {
+        self.read()
+            .iter()
+            .find(|t| t.tool.name == name)
+            .map(|t| t.handler.clone())
+    }
+
+    fn change(
+        &self,
+        f: impl FnOnce(&mut Vec<ToolSpec>) -> Result<(), ToolChangeError>,
+    ) -> Result<(), ToolChangeError> {
+        f(&mut self.write())?;
+        // After the list changed, so a host that lists on the notification sees the change.
+        self.changed.send_replace(());
+        Ok(())
+    }
+}
+
+impl Server {
+    fn tools_changeable(&self, spec: Option<&ToolSpec>) -> Result<(), ToolChangeError> {
+        if self.inner.handlers.fallback.is_some() {
+            return Err(ToolChangeError::Fallback);
+        }
+        if !self.inner.declares_tools {
+            return Err(ToolChangeError::NoToolsCapability);
+        }
+        if let Some(reason) = spec.and_then(|s| s.schema_defect.clone()) {
+            let name = spec.map(|s| s.tool.name.clone()).unwrap_or_default();
+            return Err(ToolChangeError::Schema { name, reason });
+        }
+        Ok(())
+    }
+
+    /// Adds a tool to the live server: `tools/list` shows it at once and every initialized
+    /// connection is sent `notifications/tools/list_changed`. Refused for a name the server
+    /// already has ([`Self::replace_tool`] changes a tool).
+    pub fn add_tool(&self, spec: ToolSpec) -> Result<(), ToolChangeError> {
+        self.tools_changeable(Some(&spec))?;
+        self.inner.tools.change(|list| {
+            if list.iter().any(|t| t.tool.name == spec.tool.name) {
+                return Err(ToolChangeError::Duplicate(spec.tool.name.clone()));
+            }
+            list.push(spec);
+            Ok(())
+        })
+    }
+
+    /// Replaces the tool of the same name (its description, schema and handler), keeping its
+    /// place in `tools/list`, and announces the change like [`Self::add_tool`]. Calls already
+    /// running finish with the old handler.
+    pub fn replace_tool(&self, spec: ToolSpec) -> Result<(), ToolChangeError> {
+        self.tools_changeable(Some(&spec))?;
+        self.inner.tools.change(|list| {
+            let Some(slot) = list.iter_mut().find(|t| t.tool.name == spec.tool.name) else {
+                return Err(ToolChangeError::Unknown(spec.tool.name.clone()));
+            };
+            *slot = spec;
+            Ok(())
+        })
+    }
+
+    /// Removes tool `name`: it leaves `tools/list`, a later `tools/call` of it is answered
+    /// `-32602`, and the change is announced like [`Self::add_tool`]. Calls already running
+    /// finish.
+    pub fn remove_tool(&self, name: &str) -> Result<(), ToolChangeError> {
+        self.tools_changeable(None)?;
+        self.inner.tools.change(|list| {
+            let before = list.len();
+            list.retain(|t| t.tool.name != name);
+            if list.len() == before {
+                return Err(ToolChangeError::Unknown(name.to_owned()));
+            }
+            Ok(())
+        })
+    }
+
+    /// The tools as `tools/list` shows them now.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.inner.tools.listed()
+    }
+}
+
+/// Sends `notifications/tools/list_changed` on `conn` after each change to the server's
+/// tools, once `initialize` has been answered, until the connection ends.
+pub(super) fn spawn_list_changed(conn: &Arc<Conn>) {
+    let mut changed = conn.server.tools.changed.subscribe();
+    let peer = conn.peer.clone();
+    let weak: Weak<Conn> = Arc::downgrade(conn);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = changed.changed() => if r.is_err() { return },
+                _ = peer.closed() => return,
+            }
+            let Some(conn) = weak.upgrade() else { return };
+            let initialized = lock(&conn.state).phase != Phase::New;
+            drop(conn);
+            if initialized {
+                if let Err(e) = peer.notify_raw(TOOLS_LIST_CHANGED, None).await {
+                    tracing::debug!("{TOOLS_LIST_CHANGED} not sent: {e}");
+                    return;
+                }
+            }
+        }
+    });
 }
