@@ -558,7 +558,11 @@ async fn s6_7_a_disabled_sets_hook_does_not_run() {
     let receipt = policy(&host, grant(&["memory.recall"])).await;
     assert!(receipt.to_string().contains("memory.recall"), "{receipt}");
     let r = turn("i", "my secret").await.unwrap();
-    assert_eq!(r, json!({"contextInjections": []}));
+    // Nothing injected; the answer still names the hook's set (§6.5, issue #21).
+    assert_eq!(
+        r,
+        json!({"featureSet": "memory.recall", "contextInjections": []})
+    );
     assert!(seen.lock().unwrap().is_empty(), "the hook ran");
     // Enabled again by Request: the hook runs and sees the message (observe is granted).
     policy(&host, grant(&[])).await;

@@ -40,7 +40,13 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
                 feature_set = set,
                 "hook not run: its feature set is unavailable"
             );
-            respond(req, Ok(BeforeInferenceResult::default())).await;
+            // An empty answer still names the hook's set: §6.5 is silent for one, and other
+            // MCPL libraries require `featureSet` on every answer (be liberal in what we send).
+            let empty = BeforeInferenceResult {
+                feature_set: Some(set.to_owned()),
+                ..BeforeInferenceResult::default()
+            };
+            respond(req, Ok(empty)).await;
             return;
         }
         let out = guarded(handler(state, params)).await;
@@ -50,7 +56,7 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
 }
 
 /// Drops injections the session must not send: all of them when the response's feature set
-/// is undeclared or unavailable, and each one whose position is not granted *now* (§5.4,
+/// is undeclared or unavailable (the answer then names the hook's own set, §6.5), and each one whose position is not granted *now* (§5.4,
 /// §10.8 — the host authorizes at response-receipt, so the server checks as late as it can).
 pub(super) fn filter_injections(
     conn: &Conn,
@@ -74,8 +80,9 @@ pub(super) fn filter_injections(
             format!("dropped {} injection(s): {e}", r.context_injections.len()),
         );
         r.context_injections.clear();
-        // Nothing is claimed under a set the session may not use.
-        r.feature_set = None;
+        // Nothing is injected under a set the session may not use; the empty answer names
+        // the hook's own set (never the handler's undeclared one), as every answer does.
+        r.feature_set = default_set.map(str::to_owned);
         return r;
     }
     let decls = lock(&conn.state).policy.declarations().clone();
