@@ -2,8 +2,9 @@
 //! spoken to in raw JSON lines over a real TCP connection drives a `Server`.
 
 use mcpl::capability::Capability;
+use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
-use mcpl::server::{Server, ServerBuilder};
+use mcpl::server::{PushEvent, SendError, Server, ServerBuilder, Session};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -19,21 +20,28 @@ struct RawHost {
 impl RawHost {
     /// Serves one connection of `server` on a fresh loopback listener and dials it.
     async fn connect(server: &Server) -> RawHost {
+        Self::connect_with_session(server).await.0
+    }
+
+    /// [`Self::connect`], and the server's [`Session`] of the connection (taken before
+    /// anything is sent).
+    async fn connect_with_session(server: &Server) -> (RawHost, Session) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = server.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let (stream, _) = listener.accept().await.unwrap();
-            server
-                .serve(mcpl::transport::tcp::from_stream(stream))
-                .await;
+            let session = server.start(mcpl::transport::tcp::from_stream(stream));
+            let _ = tx.send(session);
         });
         let (r, w) = TcpStream::connect(addr).await.unwrap().into_split();
-        RawHost {
+        let host = RawHost {
             lines: BufReader::new(r).lines(),
             write: w,
             next_id: 0,
-        }
+        };
+        (host, rx.await.unwrap())
     }
 
     async fn send(&mut self, v: Value) {
@@ -190,4 +198,93 @@ async fn host_accepts_an_empty_hook_answer_without_feature_set() {
         "an empty answer is neither a failure nor a rejection: {injections:?}"
     );
     server_side.await.unwrap();
+}
+
+fn tool_server() -> Server {
+    Server::builder("tools", "1.0.0")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .tool(
+            "echo",
+            "Echo",
+            json!({"type": "object"}),
+            |_s, p| async move {
+                let text = p
+                    .arguments
+                    .map(|a| a["text"].to_string())
+                    .unwrap_or_default();
+                Ok(ToolsCallResult {
+                    content: vec![ToolContent::text(text)],
+                    is_error: None,
+                    state: None,
+                    extra: Default::default(),
+                })
+            },
+        )
+        .build()
+        .unwrap()
+}
+
+/// A host advertising MCPL 0.4 (and sending no policy Request, as the public 0.4 hosts do)
+/// and a host advertising no MCPL are both served as plain MCP hosts (§3.2): `tools/call`
+/// works without a grant, MCPL methods are unknown, and the application's MCPL sends are
+/// refused locally. Only the 0.4 host gets a diagnostic naming its version.
+#[tokio::test]
+async fn s3_2_a_host_of_another_mcpl_version_is_served_as_a_plain_mcp_host() {
+    let cases = [
+        (
+            Some(json!({"version": "0.4", "pushEvents": true, "featureSets": true})),
+            Some("\"0.4\""),
+        ),
+        (None, None),
+    ];
+    for (host_mcpl, named) in cases {
+        let server = tool_server();
+        let (mut host, session) = RawHost::connect_with_session(&server).await;
+        let mut diags = session.diagnostics();
+        let init = host.initialize(host_mcpl.clone()).await;
+        // The server still advertises its manifest (the host may ignore it).
+        assert_eq!(
+            init["result"]["capabilities"]["experimental"]["mcpl"]["version"],
+            "0.5"
+        );
+        let (r, others) = host
+            .request(
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "hi"}}),
+            )
+            .await;
+        assert_eq!(
+            r["result"]["content"][0]["text"], "\"hi\"",
+            "{host_mcpl:?}: {r}"
+        );
+        assert!(others.is_empty(), "the server sent {others:?}");
+        let (r, _) = host.request("tools/list", json!({})).await;
+        assert_eq!(r["result"]["tools"][0]["name"], "echo");
+        // MCPL does not exist on this connection.
+        let (r, _) = host
+            .request(
+                "featureSets/update",
+                json!({"effectiveCapabilities": ["pushEvents"]}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32601, "{r}");
+        assert!(!session.is_mcpl());
+        let e = session
+            .push_event(PushEvent::text("alerts", "x"))
+            .await
+            .unwrap_err();
+        assert_eq!(e, SendError::McpOnly);
+        assert!(e.to_string().contains("plain MCP host"), "{e}");
+        match named {
+            Some(version) => {
+                let d = diags.try_recv().expect("a diagnostic naming the version");
+                assert_eq!(d.code, "host_mcpl_version");
+                assert!(d.detail.contains(version), "{}", d.detail);
+            }
+            None => assert!(diags.try_recv().is_err(), "no MCPL, nothing to diagnose"),
+        }
+        // Nothing server-initiated arrived: a ping is answered with nothing before it.
+        let (_, others) = host.request("ping", json!({})).await;
+        assert!(others.is_empty(), "the server sent {others:?}");
+    }
 }

@@ -73,8 +73,9 @@ fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> St
 /// Why a typed sender refused or failed. The refusals happen before anything is written.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SendError {
-    /// The host did not advertise MCPL: this is an MCP-only connection (§3.2).
-    #[error("MCPL is not active on this connection (the host did not advertise it, §3.2)")]
+    /// The host did not advertise MCPL 0.5 (no `experimental.mcpl`, or another version):
+    /// this is an MCP-only connection (§3.2).
+    #[error("MCPL is not active on this connection: the host did not advertise MCPL 0.5, so it is served as a plain MCP host (§3.2); only MCP messages can be sent to it")]
     McpOnly,
     /// No `featureSets/update` Request has been received yet (§5.3).
     #[error("not ready: no policy Request received yet (§5.3); {capability} is unavailable")]
