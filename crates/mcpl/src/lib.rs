@@ -17,6 +17,15 @@
 //! Request, answers it with the degradation receipt, and refuses any send the grant does not
 //! allow (see [`server`]). [`mod@reference`] is a fuller example.
 //!
+//! When the handlers run: a tool handler per `tools/call`; the
+//! [`on_before_inference`](server::ServerBuilder::on_before_inference) hook per
+//! `context/beforeInference` while its feature set is available;
+//! [`on_ready`](server::ServerBuilder::on_ready) after **every** accepted policy Request of
+//! a connection (the first, which makes it ready, and each later re-grant, §5.3, §6.7) and
+//! [`on_first_ready`](server::ServerBuilder::on_first_ready) once per connection, after
+//! the first one — so start per-connection work (a timer, a first event) in
+//! `on_first_ready`, and re-register what depends on the grant in `on_ready`.
+//!
 //! ```no_run
 //! use mcpl::capability::Capability;
 //! use mcpl::protocol::handshake::ToolsCallResult;

@@ -40,6 +40,7 @@ pub(super) struct Handlers {
     pub(super) rollback: Option<Handler<RollbackParams, RollbackResult>>,
     pub(super) custom: HashMap<String, CustomHandler>,
     pub(super) ready: Option<ReadyHandler>,
+    pub(super) first_ready: Option<ReadyHandler>,
     pub(super) fallback: Option<FallbackFactory>,
 }
 
@@ -418,8 +419,15 @@ impl ServerBuilder {
         self
     }
 
-    /// Called after every accepted policy Request, once its receipt has been written: the
-    /// place to register channels or send a first event under the new grant.
+    /// Called after **every** accepted policy Request of a connection (§5.3, §6.7), once its
+    /// receipt has been written: the first one, which makes the session ready, and each
+    /// later `featureSets/update` Request the server accepts (a host re-granting, widening
+    /// or narrowing). Not called for a Notification (it only narrows), for a policy refused
+    /// under [`Self::require`], or on an MCP-only connection (no policy exchange, §3.2).
+    /// Each call runs as its own task with the connection's [`Session`]; it is the place to
+    /// (re)register channels or send a first event under the grant now in force — read it
+    /// with [`Session::granted`], as a later call may see a narrower grant. For work to do
+    /// once per connection, use [`Self::on_first_ready`].
     pub fn on_ready<F, Fut>(mut self, f: F) -> Self
     where
         F: Fn(Session) -> Fut + Send + Sync + 'static,
@@ -430,6 +438,25 @@ impl ServerBuilder {
             Arc::new(move |s| Box::pin(f(s))),
             &mut self.duplicates,
             "on_ready",
+        );
+        self
+    }
+
+    /// Called once per connection, after its **first** accepted policy Request (when the
+    /// session becomes ready, §5.3), once the receipt has been written; never again on that
+    /// connection, whatever later Requests grant. On that first Request it runs to
+    /// completion before [`Self::on_ready`], in the same task. A connection whose policy is
+    /// never accepted never calls it.
+    pub fn on_first_ready<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Session) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        fill(
+            &mut self.handlers.first_ready,
+            Arc::new(move |s| Box::pin(f(s))),
+            &mut self.duplicates,
+            "on_first_ready",
         );
         self
     }

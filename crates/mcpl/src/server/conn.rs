@@ -90,6 +90,7 @@ impl Server {
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
             fallback: Mutex::new(None),
+            first_ready_done: std::sync::atomic::AtomicBool::new(false),
         });
         let forward_peer = peer;
         tokio::spawn(async move {
@@ -164,6 +165,9 @@ pub(super) struct Conn {
     /// The connection's [`McpFallback`], if the server has one; dropped when the connection
     /// ends (it holds a [`Session`], so keeping it would keep the connection alive).
     pub(super) fallback: Mutex<Option<Arc<dyn McpFallback>>>,
+    /// Set when the first accepted policy Request has handed the session to
+    /// [`ServerBuilder::on_first_ready`] (or would have, without a handler).
+    pub(super) first_ready_done: std::sync::atomic::AtomicBool,
 }
 
 impl Conn {

@@ -1,5 +1,6 @@
 //! Inbound requests: the read loop, gating (§5.4), `initialize` and the policy Request (§5.3).
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use serde::de::DeserializeOwned;
@@ -445,9 +446,22 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
             respond(req, Ok(receipt.to_value())).await;
             // The receipt is ahead of anything sent from now on: the widening may apply.
             drop(release);
-            if let Some(ready) = conn.server.handlers.ready.clone() {
+            let h = &conn.server.handlers;
+            let first = h
+                .first_ready
+                .clone()
+                .filter(|_| !conn.first_ready_done.swap(true, Ordering::SeqCst));
+            let every = h.ready.clone();
+            if first.is_some() || every.is_some() {
                 let session = Session { conn: conn.clone() };
-                tokio::spawn(ready(session));
+                tokio::spawn(async move {
+                    if let Some(first) = first {
+                        first(session.clone()).await;
+                    }
+                    if let Some(every) = every {
+                        every(session).await;
+                    }
+                });
             }
         }
     }
