@@ -163,3 +163,27 @@ fn a_ping_flood_gets_a_small_report_and_a_pass() {
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
 }
+
+/// A server that answers `initialize` and then nothing, while a forked writer trickles one
+/// notification every 200 ms forever (never finishing anything): every run ends within its
+/// documented bound, `N × (43 × timeout + 5 × watch + scenario + 2.5 s)` (`mcpl check
+/// --help`), here 2 × (43 × 0.5 + 2.5) = 48 s; the guard only catches a hung run.
+#[cfg(unix)]
+#[test]
+fn a_trickling_server_does_not_keep_the_run_alive() {
+    let script = format!(
+        "(while :; do echo '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\
+         \"params\":{{\"level\":\"info\",\"data\":\"still here\"}}}}'; sleep 0.2; done) & \
+         exec '{FIXTURE}' silent"
+    );
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--json", "--timeout", "0.5", "--watch", "0"])
+        .args(["--sessions", "2", "--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{doc:#}");
+    assert!(doc["checks"].as_array().unwrap().len() > 10, "{doc:#}");
+}

@@ -198,6 +198,8 @@ pub struct Conn {
     stderr: Tail,
     /// What [`Conn::exited`] found, once it found it.
     exited: Option<String>,
+    /// The connection's time bound: past it, it reads as ended.
+    bound: Option<(Instant, Duration)>,
 }
 
 impl Conn {
@@ -239,6 +241,7 @@ impl Conn {
                 exit: Some(exit_rx),
                 stderr,
                 exited: None,
+                bound: None,
             }),
             Ok(Err(e)) => {
                 let _ = pump.join();
@@ -263,8 +266,25 @@ impl Conn {
             .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
     }
 
-    /// The next event, or `None` when `deadline` passes first.
+    /// From now on, the connection reads as ended once `bound` has passed: however the
+    /// server trickles its messages, a session ends.
+    pub fn set_time_bound(&mut self, bound: Duration) {
+        self.bound = Some((Instant::now() + bound, bound));
+    }
+
+    /// The next event, or `None` when `deadline` passes first. Past the time bound
+    /// ([`Conn::set_time_bound`]) the connection reads as ended.
     pub fn recv(&self, deadline: Instant) -> Option<Event> {
+        let deadline = match self.bound {
+            Some((end, bound)) if Instant::now() >= end => {
+                return Some(Event::Closed(format!(
+                    "the session's time bound ({:.0} s) was reached",
+                    bound.as_secs_f64()
+                )))
+            }
+            Some((end, _)) => deadline.min(end),
+            None => deadline,
+        };
         let wait = deadline.saturating_duration_since(Instant::now());
         match self.rx.recv_timeout(wait) {
             Ok((e, cost)) => {

@@ -32,7 +32,8 @@ pub struct CheckArgs {
     /// Print the report as JSON: `{ target, checks: [{id, section, status, detail}], summary }`.
     #[arg(long)]
     pub json: bool,
-    /// Bound on every single wait, in seconds.
+    /// Bound on every single wait, in seconds. A whole run of N sessions ends within
+    /// N × (43 × timeout + 5 × watch + the scenario's time + 2.5 s).
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub timeout: f64,
     /// How long to listen, at each of the first session's four windows and once in each
@@ -255,6 +256,22 @@ fn unreachable_report(target: String, error: String) -> Report {
     r
 }
 
+/// Waits of one session beyond the scenario's, in units of `--timeout` ([`session_bound`]).
+pub const SESSION_STEPS: u32 = 40;
+/// `--watch` windows of one session ([`session_bound`]).
+pub const SESSION_WATCHES: u32 = 5;
+
+/// The wall time one session may take once connected (issue #20): `40 × --timeout +
+/// 5 × --watch + the scenario's time` ([`Scenario::time`]: its `sleep`/`waitFor` durations,
+/// `--timeout` for each other step). Past it the connection reads as ended and the session
+/// reports that. Opening (`--timeout`) and ending a connection (`--timeout` for the orderly
+/// close, at most 2.5 s for a spawned process group, [`conn::EXIT_GRACE`] +
+/// 2 × [`conn::TERM_GRACE`], and `--timeout` for its exit status) come on top, so a run of N
+/// sessions ends within `N × (43 × --timeout + 5 × --watch + scenario + 2.5 s)`.
+fn session_bound(timing: driver::Timing, scenario: &Scenario) -> std::time::Duration {
+    timing.step * SESSION_STEPS + timing.watch * SESSION_WATCHES + scenario.time(timing.step)
+}
+
 fn run(args: &CheckArgs) -> Report {
     let label = match (args.target.is_empty(), args.command.is_empty()) {
         (true, true) => "reference server".to_owned(),
@@ -335,19 +352,24 @@ fn run(args: &CheckArgs) -> Report {
             (conn::Dial::Endpoint { address: url, tls }, None)
         }
     };
+    let bound = session_bound(timing, &scenario);
     let conn = Conn::open(dial.clone(), timing.step, transcript.clone()).map_err(|e| match &what {
         Some(what) => format!("{what}: {e}"),
         None => e.to_string(),
     });
-    let conn = match conn {
+    let mut conn = match conn {
         Ok(c) => c,
         Err(e) => return unreachable_report(label, e),
     };
+    conn.set_time_bound(bound);
     // Each later session is a fresh connection: a command is spawned again, an address
     // dialled again (§5.3: nothing carries over).
     let open = |session: usize| {
         let t = transcript.as_ref().map(|t| t.for_session(session));
-        Conn::open(dial.clone(), timing.step, t)
+        Conn::open(dial.clone(), timing.step, t).map(|mut c| {
+            c.set_time_bound(bound);
+            c
+        })
     };
     // Later sessions run one after the other, as a host reconnects: a server may hold a
     // resource (a port, a lock, a cache) one instance at a time, and several at once would

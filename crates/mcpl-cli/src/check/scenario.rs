@@ -113,6 +113,19 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The longest the steps can take in one session when each wait is bounded by `step`:
+    /// every `sleep` and `waitFor` for its duration, every other step for `step`.
+    pub fn time(&self, step: Duration) -> Duration {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Sleep(d) => *d,
+                Step::WaitFor { timeout, .. } => timeout.unwrap_or(step),
+                _ => step,
+            })
+            .sum()
+    }
+
     /// Reads the command line: `calls` is the flat `--call` list (TOOL, JSON, TOOL, JSON…),
     /// `file` the `--scenario` path. Every error is a usage error (exit 2).
     pub fn from_args(
