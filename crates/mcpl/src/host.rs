@@ -207,6 +207,17 @@ pub struct HostConfig {
     /// Most messages one `channels/incoming` may carry; a larger batch is refused whole with
     /// `-32602` and `data: { limit, count }` (1,024 by default).
     pub max_incoming_per_batch: usize,
+    /// Most `contextInjections` one `context/beforeInference` answer may carry (§10; 1,024
+    /// by default). A larger answer is refused whole, before any entry is judged: a
+    /// [`HostDiagnostic::HookFailed`] and a [`HookFailure`] naming the count and the limit,
+    /// nothing accepted from that server for the round. §10 sets no number; this bounds
+    /// what one answer makes the host build.
+    pub max_injections_per_hook: usize,
+    /// Most feature sets (`featureSets` entries, §6.1) a manifest fetched with
+    /// `mcpl/manifest` may carry (1,024 by default). A larger one is refused before it is
+    /// reviewed: a [`HostDiagnostic::ManifestFetchFailed`] naming the count and the limit,
+    /// and the manifest in force stands, as for a failed fetch (§17.5).
+    pub max_feature_sets: usize,
     /// Most channels one connection may hold registered at once (4,096 by default). A
     /// descriptor that would add a channel past it is rejected item-wise with reason
     /// `channel_limit` (§14.5 itemized results); updates and removals are unaffected.
@@ -245,6 +256,8 @@ impl Default for HostConfig {
             stream_handler: None,
             max_channels_per_message: 1024,
             max_incoming_per_batch: 1024,
+            max_injections_per_hook: 1024,
+            max_feature_sets: 1024,
             max_channels: 4096,
             max_descriptor_bytes: 4096,
             peer: PeerConfig::default(),
@@ -2342,6 +2355,21 @@ impl HostSession {
                 return None;
             }
         };
+        let sets = match fetched.get("featureSets") {
+            Some(Value::Object(m)) => m.len(),
+            Some(Value::Array(a)) => a.len(),
+            _ => 0,
+        };
+        let limit = self.inner.config.max_feature_sets;
+        if sets > limit {
+            self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!(
+                    "the manifest's {sets} feature sets exceed the limit of {limit}; \
+                     it is refused and the manifest in force stands"
+                ),
+            });
+            return None;
+        }
         let (outcome, narrowed) = {
             let mut st = self.inner.state();
             let review = st.review.as_mut()?;
@@ -2879,9 +2907,21 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                 continue;
             }
         };
-        let items = match v.get("contextInjections") {
+        let mut v = v;
+        let limit = s.inner.config.max_injections_per_hook;
+        let items = match v.get_mut("contextInjections") {
             None => Vec::new(),
-            Some(Value::Array(a)) => a.clone(),
+            Some(Value::Array(a)) if a.len() > limit => {
+                fail(
+                    &mut out,
+                    format!(
+                        "{} contextInjections exceed the limit of {limit}; the answer is refused",
+                        a.len()
+                    ),
+                );
+                continue;
+            }
+            Some(Value::Array(a)) => std::mem::take(a),
             Some(_) => {
                 fail(&mut out, "contextInjections is not an array".into());
                 continue;

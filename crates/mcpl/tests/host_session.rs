@@ -2316,3 +2316,116 @@ async fn unhandled_mcp_notifications_are_reported() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Amplification bounds (issue #20): a large list is refused at its documented count before
+// the host builds anything per entry.
+// ---------------------------------------------------------------------------------------
+
+/// §10: a hook answer with 100,003 injections (past `max_injections_per_hook`, 1,024) is
+/// refused whole: one `HookFailed` naming the count and the limit, nothing accepted or
+/// rejected entry by entry.
+#[tokio::test]
+async fn s10_a_hook_answer_past_the_injection_bound_is_refused_whole() {
+    let (s, mut streams, mut server) = connected(
+        &[
+            "contextHooks.beforeInference.observe",
+            "contextHooks.beforeInference.inject.beforeUser",
+        ],
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let hook = server.request("context/beforeInference").await;
+    let many: Vec<Value> = (0..100_003)
+        .map(|_| json!({ "namespace": "m", "position": "system", "content": "x" }))
+        .collect();
+    hook.respond(json!({ "featureSet": "memory", "contextInjections": many }))
+        .await
+        .unwrap();
+    let inj = fan.await.unwrap();
+    assert!(inj.system.is_empty() && inj.before_user.is_empty() && inj.after_user.is_empty());
+    assert!(inj.rejected.is_empty(), "no per-entry verdicts were built");
+    assert_eq!(inj.failures.len(), 1);
+    assert!(
+        inj.failures[0]
+            .detail
+            .contains("100003 contextInjections exceed the limit of 1024"),
+        "{}",
+        inj.failures[0].detail
+    );
+    let diags = drain_diags(&mut streams);
+    assert!(
+        !diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::InjectionRejected { .. })),
+        "{diags:?}"
+    );
+    assert!(diags.iter().any(
+        |d| matches!(d, HostDiagnostic::HookFailed { detail, .. } if detail.contains("100003"))
+    ));
+}
+
+/// §6.1, §17.5: an `mcpl/manifest` answer with 100,000 feature sets (past
+/// `max_feature_sets`, 1,024) is refused before review: a `ManifestFetchFailed` naming the
+/// count, no change receipt, the grant as it was.
+#[tokio::test]
+async fn s17_5_a_manifest_past_the_feature_set_bound_is_refused() {
+    let (s, mut streams, mut server) = connected(&["pushEvents", "tools"], full_manifest()).await;
+    let before = s.grant();
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    let mut m = full_manifest();
+    let sets: serde_json::Map<String, Value> = (0..100_000)
+        .map(|i| {
+            (
+                format!("set{i}"),
+                json!({ "description": "s", "uses": ["pushEvents"] }),
+            )
+        })
+        .collect();
+    m["featureSets"] = Value::Object(sets);
+    server
+        .request("mcpl/manifest")
+        .await
+        .respond(m)
+        .await
+        .unwrap();
+    assert!(
+        refresh.await.unwrap().unwrap().is_none(),
+        "no change receipt"
+    );
+    assert_eq!(s.grant(), before);
+    let diags = drain_diags(&mut streams);
+    assert!(
+        diags.iter().any(
+            |d| matches!(d, HostDiagnostic::ManifestFetchFailed { detail }
+            if detail.contains("100000 feature sets exceed the limit of 1024"))
+        ),
+        "{diags:?}"
+    );
+}
+
+/// §14.5: a `channels/register` with 100,000 descriptors is refused `-32602` with
+/// `data: {limit, count}` at the default `max_channels_per_message` (1,024), nothing
+/// registered.
+#[tokio::test]
+async fn s14_5_a_registration_of_100000_descriptors_is_refused_at_the_default_bound() {
+    let (s, _streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    let many: Vec<Value> = (0..100_000)
+        .map(|i| json!({ "id": format!("chat:{i}"), "type": "chat", "direction": "bidirectional" }))
+        .collect();
+    let e = server
+        .peer
+        .request_raw("channels/register", Some(json!({ "channels": many })))
+        .await
+        .unwrap_err();
+    let e = e.remote().unwrap();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data, Some(json!({ "limit": 1024, "count": 100_000 })));
+    assert!(s.channels().is_empty());
+}
