@@ -24,15 +24,7 @@ use mcpl::transport::tcp;
 use serde_json::json;
 
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
+    rss_kib_of(std::process::id())
 }
 
 fn open_files_soft_limit() -> Option<u64> {

@@ -1396,9 +1396,11 @@ pub struct Incoming {
 }
 
 /// One message in the incoming queue, with the wire position of the frame that carried it.
+/// Boxed: the queue allocates a block of slots up front for every connection, so its slot is
+/// kept small (two words, not a whole message) for an idle connection's memory (issue #20).
 struct Delivered {
     seq: u64,
-    msg: IncomingMessage,
+    msg: Box<IncomingMessage>,
 }
 
 impl fmt::Debug for Shared {
@@ -1420,7 +1422,7 @@ impl Incoming {
         let d = self.rx.recv().await?;
         self.shared.inbox_taken();
         self.last_seq = d.seq;
-        Some(d.msg)
+        Some(*d.msg)
     }
 
     /// The wire position of the frame that carried the message [`Incoming::recv`] returned
@@ -1759,11 +1761,14 @@ async fn deliver(
             // The reader is still inside this frame's handling, so the count is its position.
             let seq = shared.frames_read.load(Ordering::SeqCst);
             // Room in the queue: no need to watch for a close while waiting.
-            let d = match inbound.try_send(Delivered { seq, msg }) {
+            let d = match inbound.try_send(Delivered {
+                seq,
+                msg: Box::new(msg),
+            }) {
                 Ok(()) => return true,
                 Err(mpsc::error::TrySendError::Closed(d)) => {
                     shared.inbox_taken();
-                    undeliverable(shared, d.msg);
+                    undeliverable(shared, *d.msg);
                     return true;
                 }
                 Err(mpsc::error::TrySendError::Full(d)) => d,
@@ -1772,7 +1777,7 @@ async fn deliver(
                 r = inbound.send(d) => {
                     if let Err(mpsc::error::SendError(d)) = r {
                         shared.inbox_taken();
-                        undeliverable(shared, d.msg);
+                        undeliverable(shared, *d.msg);
                     }
                 }
                 _ = until_closed(closed) => {

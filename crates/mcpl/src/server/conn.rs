@@ -70,7 +70,7 @@ impl Server {
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
         let (grant_tx, _) = watch::channel(GrantState::inert());
-        let (announce_tx, mut announce_rx) = mpsc::unbounded_channel::<ManifestChanged>();
+        let (announce_tx, mut announce_rx) = mpsc::unbounded_channel::<Box<ManifestChanged>>();
         let decls = FeatureSets::from_mcpl(self.inner.tracker.snapshot().manifest()).0;
         let conn = Arc::new(Conn {
             server: self.inner.clone(),
@@ -155,7 +155,9 @@ pub(super) struct Conn {
     /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
     /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
     pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<SessionDiagnostic>>,
-    pub(super) announce_tx: mpsc::UnboundedSender<ManifestChanged>,
+    /// Boxed: the channel allocates a block of slots up front for every connection, kept
+    /// small for an idle connection's memory (issue #20).
+    pub(super) announce_tx: mpsc::UnboundedSender<Box<ManifestChanged>>,
     pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
     /// Held across each `channels/register` / `channels/changed` exchange, so they go out
     /// one at a time and their results are applied in the order the host applied them. An
@@ -219,7 +221,7 @@ impl Conn {
             st.policy.set_declarations(decls);
             self.publish(&st);
         }
-        let _ = self.announce_tx.send(change);
+        let _ = self.announce_tx.send(Box::new(change));
     }
 
     pub(super) fn deliver_turn(&self, ev: TurnEvent) {
