@@ -188,10 +188,26 @@ fn survives_running_out_of_descriptors(flag: &str, scheme: &str) {
     );
     let (rest, bytes) = server.stop();
     let lines: Vec<_> = before.into_iter().chain(after).chain(rest).collect();
-    // One line when the run starts and one when it ends (the dropped connections may add
-    // refused-handshake lines over WebSocket, rate-limited); before the fix the WebSocket
-    // listener wrote hundreds of MB.
-    assert!(lines.len() <= 6, "{lines:#?}");
+    // One line when a run of failed accepts starts and one when it ends, never one per retry
+    // (the dropped connections may add refused-handshake lines over WebSocket, rate-limited);
+    // before the fix the WebSocket listener wrote hundreds of MB. How many runs there are
+    // depends on the order the kernel hands out the backlog as descriptors free up (each
+    // accepted connection that closes lets the next one in, and the limit is hit again), so
+    // the bound is on the runs, with room: 120 held connections over 64 descriptors.
+    let starts = lines
+        .iter()
+        .filter(|l| l.contains("out of resources"))
+        .count();
+    let ends = lines
+        .iter()
+        .filter(|l| l.contains("accepting again"))
+        .count();
+    assert!((1..=8).contains(&starts), "{lines:#?}");
+    assert!(
+        ends == starts || ends + 1 == starts,
+        "runs end once each: {lines:#?}"
+    );
+    assert!(lines.len() <= 2 * starts + 4, "{lines:#?}");
     assert!(bytes < 4096, "{bytes} bytes of stderr: {lines:#?}");
 }
 
