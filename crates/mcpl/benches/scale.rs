@@ -122,12 +122,11 @@ fn idle_server(kind: &str) {
     });
 }
 
-/// Opens `n` initialized idle connections to a reference server over `kind` and reports the
-/// server's resident memory per connection, and after they all closed.
-fn idle_memory(kind: &str, n: usize) {
+/// This bench binary re-run with `args` as a server process, and the port it printed first.
+fn server_process(args: &[&str]) -> (std::process::Child, String) {
     let exe = std::env::current_exe().expect("current exe");
     let mut child = Command::new(exe)
-        .args(["--idle-server", kind])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -136,7 +135,13 @@ fn idle_memory(kind: &str, n: usize) {
     BufReader::new(child.stdout.take().expect("child stdout"))
         .read_line(&mut port)
         .expect("read the port");
-    let port = port.trim().to_owned();
+    (child, port.trim().to_owned())
+}
+
+/// Opens `n` initialized idle connections to a reference server over `kind` and reports the
+/// server's resident memory per connection, and after they all closed.
+fn idle_memory(kind: &str, n: usize) {
+    let (mut child, port) = server_process(&["--idle-server", kind]);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "scale", "version": "0"}}})
@@ -215,18 +220,8 @@ fn main() {
         }
     }
 
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .arg("--scale-server")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the server process");
-    let mut port = String::new();
-    BufReader::new(child.stdout.take().expect("child stdout"))
-        .read_line(&mut port)
-        .expect("read the port");
-    let addr = format!("127.0.0.1:{}", port.trim());
+    let (mut child, port) = server_process(&["--scale-server"]);
+    let addr = format!("127.0.0.1:{port}");
 
     let rt = runtime();
     let params = json!({"name": "echo", "arguments": {"text": "hello"}});
