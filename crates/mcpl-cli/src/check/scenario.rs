@@ -329,7 +329,8 @@ fn step(item: &Value) -> Result<Step, String> {
             allowed.join(", ")
         ));
     }
-    let value = &o[form];
+    // `form` is one of `o`'s own keys (found above), so this never falls back.
+    let value = o.get(form).unwrap_or(&Value::Null);
     let string = |what: &str| {
         value
             .as_str()
