@@ -3,6 +3,7 @@
 
 use std::io;
 
+use mcpl::protocol::inference::FinishReason;
 use serde_json::Value;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
@@ -97,9 +98,6 @@ pub(super) fn first_accepted(r: &Value) -> Option<bool> {
         .and_then(Value::as_bool)
 }
 
-/// App. B.4's `FinishReason`.
-const FINISH_REASONS: [&str; 3] = ["end_turn", "max_tokens", "stop_sequence"];
-
 /// Defects of an `inference/request` result against §11.3: `content` the generated text as
 /// a string (a content-block array only warns: the library host's reading accepts it, the
 /// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
@@ -131,7 +129,7 @@ pub(super) fn inference_result_defects(r: &Value) -> (Vec<String>, Vec<String>) 
     }
     match o.get("finishReason") {
         None => {}
-        Some(Value::String(f)) if FINISH_REASONS.contains(&f.as_str()) => {}
+        Some(Value::String(f)) if FinishReason::from_wire(f).is_app_b4() => {}
         Some(f) => fail.push(format!(
             "finishReason {} is not one of App. B.4's",
             excerpt(f)

@@ -94,6 +94,19 @@ pub enum FinishReason {
     Other(String),
 }
 
+impl FinishReason {
+    /// Whether this is one of App. B.4's values (not [`FinishReason::Other`]).
+    pub fn is_app_b4(&self) -> bool {
+        !matches!(self, FinishReason::Other(_))
+    }
+
+    /// Reads a wire value: one of App. B.4's, or [`FinishReason::Other`] with it.
+    pub fn from_wire(s: &str) -> FinishReason {
+        serde_json::from_value(serde_json::Value::String(s.to_owned()))
+            .unwrap_or_else(|_| FinishReason::Other(s.to_owned()))
+    }
+}
+
 /// `inference/request` result (§11.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -146,6 +159,18 @@ method!(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn b4_finish_reason_from_wire_names_app_b4s_values() {
+        for known in ["end_turn", "max_tokens", "stop_sequence"] {
+            assert!(FinishReason::from_wire(known).is_app_b4(), "{known}");
+        }
+        assert_eq!(
+            FinishReason::from_wire("stop"),
+            FinishReason::Other("stop".into())
+        );
+        assert!(!FinishReason::from_wire("stop").is_app_b4());
+    }
 
     #[test]
     fn b4_finish_reason_keeps_unknown_values() {
