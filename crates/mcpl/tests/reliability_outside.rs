@@ -256,3 +256,62 @@ async fn s5_4_lists_at_the_bound_are_read_whole_and_a_late_conflict_is_still_fou
     assert_eq!(conflict["data"]["reason"], "granted_and_denied");
     assert_eq!(answers[2]["result"]["accepted"], true, "{}", answers[2]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn s17_8_a_burst_of_manifest_changes_to_a_host_that_does_not_read_is_coalesced() {
+    const CHANGES: usize = 500;
+    const OUTGOING: usize = 4;
+    let server = mcpl::server::Server::builder("outside", "1")
+        .feature_set(
+            "alerts",
+            "Push alerts",
+            &[mcpl::capability::Capability::PushEvents],
+        )
+        .peer_config(PeerConfig {
+            outgoing_capacity: OUTGOING,
+            ..PeerConfig::default()
+        })
+        .build()
+        .unwrap();
+    // A 256-byte pipe: a host that does not read blocks the server's writer at once.
+    let (transport, read, mut write) = raw(256);
+    let session = server.start(transport);
+    write.write_all(mcpl_initialize().as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(read).lines();
+    let init = lines.next_line().await.unwrap().unwrap();
+    assert!(init.contains("\"revision\""), "{init}");
+    // The host now reads nothing while the manifest changes CHANGES times.
+    for i in 0..CHANGES {
+        let out = server
+            .tracker()
+            .transaction(|m| m["featureSets"]["alerts"]["description"] = json!(format!("v{i}")))
+            .unwrap();
+        assert_eq!(out.announced, 1);
+    }
+    let last = server.tracker().revision();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // Once the host reads, it learns the last revision, having been sent at most what the
+    // writer queue, the frame being written and the one pending announcement hold.
+    let mut announced = 0;
+    loop {
+        let line = tokio::time::timeout(GUARD, lines.next_line())
+            .await
+            .expect("the last revision was never announced (deadlock guard)")
+            .unwrap()
+            .expect("the connection ended");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] != "mcpl/manifestChanged" {
+            continue;
+        }
+        announced += 1;
+        assert_eq!(v["params"]["domains"], json!(["featureSets"]), "{v}");
+        if v["params"]["revision"] == last.as_str() {
+            break;
+        }
+    }
+    assert!(
+        announced <= OUTGOING + 2,
+        "{announced} of {CHANGES} announcements were queued for a host that did not read"
+    );
+    session.close();
+}

@@ -1,7 +1,7 @@
 //! [`Server`] and the per-connection state shared by the dispatcher and the senders.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -12,6 +12,7 @@ use super::*;
 use crate::capability::CapabilitySet;
 use crate::jsonrpc::RequestId;
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
+use crate::manifest::domains::ChangeDomain;
 use crate::manifest::{ConnectionId, ManifestChanged, ManifestTracker};
 use crate::peer::{CloseReason, Peer, PeerConfig};
 use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
@@ -70,7 +71,6 @@ impl Server {
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
         let (grant_tx, _) = watch::channel(GrantState::inert());
-        let (announce_tx, mut announce_rx) = mpsc::unbounded_channel::<Box<ManifestChanged>>();
         let decls = FeatureSets::from_mcpl(self.inner.tracker.snapshot().manifest()).0;
         let conn = Arc::new(Conn {
             server: self.inner.clone(),
@@ -86,24 +86,14 @@ impl Server {
             }),
             grant_tx,
             diag_tx: std::sync::OnceLock::new(),
-            announce_tx,
+            announce: Mutex::new(None),
+            announce_wake: watch::Sender::new(()),
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
             fallback: Mutex::new(None),
             first_ready_done: std::sync::atomic::AtomicBool::new(false),
         });
-        let forward_peer = peer;
-        tokio::spawn(async move {
-            while let Some(change) = announce_rx.recv().await {
-                if let Err(e) = forward_peer
-                    .notify_raw(ManifestChanged::METHOD, serde_json::to_value(&change).ok())
-                    .await
-                {
-                    tracing::debug!("mcpl/manifestChanged not sent: {e}");
-                    break;
-                }
-            }
-        });
+        spawn_announcer(&conn);
         let session = Session { conn: conn.clone() };
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
@@ -118,6 +108,50 @@ impl Server {
     pub async fn serve(&self, transport: Transport) -> CloseReason {
         self.start(transport).conn.peer.finished().await
     }
+}
+
+/// Merges `next` into the announcement still waiting to be sent: the newest revision, and
+/// the union of both changes' domains in wire order. Reading (§17.3, §17.8): only the latest
+/// revision matters, since the host fetches the complete manifest (§17.4) and diffs it
+/// against the one in force; a server SHOULD coalesce rapid changes, and the union may name
+/// a domain that changed and changed back, which over-announces, the safe direction.
+fn coalesce(pending: &mut ManifestChanged, next: ManifestChanged) {
+    let domains = ChangeDomain::ALL
+        .into_iter()
+        .filter(|d| pending.domains.contains(d) || next.domains.contains(d))
+        .collect();
+    *pending = ManifestChanged {
+        revision: next.revision,
+        domains,
+    };
+}
+
+/// Sends the connection's pending `mcpl/manifestChanged` ([`Conn::announce`]) whenever one
+/// is set, until the connection ends. Changes made while a send waits (a host that does not
+/// read) are coalesced into the next one.
+fn spawn_announcer(conn: &Arc<Conn>) {
+    let mut wake = conn.announce_wake.subscribe();
+    let peer = conn.peer.clone();
+    let weak: Weak<Conn> = Arc::downgrade(conn);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = wake.changed() => if r.is_err() { return },
+                _ = peer.closed() => return,
+            }
+            let Some(conn) = weak.upgrade() else { return };
+            let change = lock(&conn.announce).take();
+            drop(conn);
+            let Some(change) = change else { continue };
+            if let Err(e) = peer
+                .notify_raw(ManifestChanged::METHOD, serde_json::to_value(&change).ok())
+                .await
+            {
+                tracing::debug!("mcpl/manifestChanged not sent: {e}");
+                return;
+            }
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -155,9 +189,13 @@ pub(super) struct Conn {
     /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
     /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
     pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<SessionDiagnostic>>,
-    /// Boxed: the channel allocates a block of slots up front for every connection, kept
-    /// small for an idle connection's memory (issue #20).
-    pub(super) announce_tx: mpsc::UnboundedSender<Box<ManifestChanged>>,
+    /// The `mcpl/manifestChanged` not yet handed to the peer: at most one, later changes
+    /// merged into it ([`coalesce`]), so a host that does not read holds this connection to
+    /// one announcement however many changes it misses (§17.8). Boxed for an idle
+    /// connection's memory (issue #20).
+    pub(super) announce: Mutex<Option<Box<ManifestChanged>>>,
+    /// Wakes the connection's announcer task ([`spawn_announcer`]) after `announce` was set.
+    pub(super) announce_wake: watch::Sender<()>,
     pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
     /// Held across each `channels/register` / `channels/changed` exchange, so they go out
     /// one at a time and their results are applied in the order the host applied them. An
@@ -221,7 +259,14 @@ impl Conn {
             st.policy.set_declarations(decls);
             self.publish(&st);
         }
-        let _ = self.announce_tx.send(Box::new(change));
+        {
+            let mut pending = lock(&self.announce);
+            match pending.as_mut() {
+                Some(pending) => coalesce(pending, change),
+                None => *pending = Some(Box::new(change)),
+            }
+        }
+        self.announce_wake.send_replace(());
     }
 
     pub(super) fn deliver_turn(&self, ev: TurnEvent) {
