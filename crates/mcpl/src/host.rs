@@ -213,10 +213,14 @@ pub struct HostConfig {
     /// nothing accepted from that server for the round. §10 sets no number; this bounds
     /// what one answer makes the host build.
     pub max_injections_per_hook: usize,
-    /// Most feature sets (`featureSets` entries, §6.1) a manifest fetched with
-    /// `mcpl/manifest` may carry (1,024 by default). A larger one is refused before it is
-    /// reviewed: a [`HostDiagnostic::ManifestFetchFailed`] naming the count and the limit,
-    /// and the manifest in force stands, as for a failed fetch (§17.5).
+    /// Most feature sets (`featureSets` entries, §6.1) a server's manifest may carry,
+    /// wherever the host reads one (1,024 by default,
+    /// [`crate::manifest::DEFAULT_MAX_FEATURE_SETS`]); a larger one is refused before it is
+    /// copied or reviewed. In the `initialize` result, [`HostSession::connect`] fails with
+    /// [`HostError::TooManyFeatureSets`] (nothing reviewed, nothing granted: fail closed);
+    /// in an `mcpl/manifest` answer, a [`HostDiagnostic::ManifestFetchFailed`] names the
+    /// count and the limit and the manifest in force stands, as for a failed fetch (§17.5).
+    /// `mcpl/manifestChanged` carries no manifest (§17.3), only the fetch it prompts.
     pub max_feature_sets: usize,
     /// Most channels one connection may hold registered at once (4,096 by default). A
     /// descriptor that would add a channel past it is rejected item-wise with reason
@@ -257,7 +261,7 @@ impl Default for HostConfig {
             max_channels_per_message: 1024,
             max_incoming_per_batch: 1024,
             max_injections_per_hook: 1024,
-            max_feature_sets: 1024,
+            max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
             max_channels: 4096,
             max_descriptor_bytes: 4096,
             peer: PeerConfig::default(),
@@ -473,6 +477,17 @@ pub struct HostStreams {
     pub diagnostics: mpsc::Receiver<HostDiagnostic>,
 }
 
+/// Refuses a peer-supplied manifest with more feature sets than `limit`
+/// ([`HostConfig::max_feature_sets`]), counted without building anything: the same bound
+/// wherever the host reads a manifest (the `initialize` result, an `mcpl/manifest` answer).
+fn within_feature_set_bound(manifest: &Value, limit: usize) -> Result<(), HostError> {
+    let count = crate::manifest::feature_set_count(manifest);
+    if count > limit {
+        return Err(HostError::TooManyFeatureSets { count, limit });
+    }
+    Ok(())
+}
+
 /// Why a host operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HostError {
@@ -489,6 +504,18 @@ pub enum HostError {
     /// `initialize` returned something unreadable.
     #[error("bad initialize result: {0}")]
     BadInitialize(String),
+    /// The server's manifest carries more feature sets than
+    /// [`HostConfig::max_feature_sets`]: refused before review. At `initialize` the
+    /// connection is not set up (nothing was reviewed, nothing granted); for an
+    /// `mcpl/manifest` answer it is reported as [`HostDiagnostic::ManifestFetchFailed`] and
+    /// the manifest in force stands (§17.5).
+    #[error("the manifest's {count} feature sets exceed the limit of {limit}")]
+    TooManyFeatureSets {
+        /// How many `featureSets` entries the manifest carries.
+        count: usize,
+        /// The limit in force.
+        limit: usize,
+    },
     /// The server refused the policy with `fallback: "close"`; the connection was closed.
     #[error("server refused the policy with fallback {0:?}")]
     Refused(&'static str),
@@ -945,6 +972,10 @@ impl HostSession {
             .unwrap_or("server")
             .to_owned();
         let _ = session.inner.label.set(label);
+        // Counted before the manifest is copied or reviewed (§6.1 sets no number).
+        if let Some(m) = caps.pointer("/experimental/mcpl") {
+            within_feature_set_bound(m, cfg.max_feature_sets)?;
+        }
         let manifest = caps.pointer("/experimental/mcpl").cloned();
         let now = SystemTime::now();
 
@@ -2355,18 +2386,10 @@ impl HostSession {
                 return None;
             }
         };
-        let sets = match fetched.get("featureSets") {
-            Some(Value::Object(m)) => m.len(),
-            Some(Value::Array(a)) => a.len(),
-            _ => 0,
-        };
         let limit = self.inner.config.max_feature_sets;
-        if sets > limit {
+        if let Err(e) = within_feature_set_bound(&fetched, limit) {
             self.inner.diag(HostDiagnostic::ManifestFetchFailed {
-                detail: format!(
-                    "the manifest's {sets} feature sets exceed the limit of {limit}; \
-                     it is refused and the manifest in force stands"
-                ),
+                detail: format!("{e}; it is refused and the manifest in force stands"),
             });
             return None;
         }

@@ -2429,3 +2429,41 @@ async fn s14_5_a_registration_of_100000_descriptors_is_refused_at_the_default_bo
     assert_eq!(e.data, Some(json!({ "limit": 1024, "count": 100_000 })));
     assert!(s.channels().is_empty());
 }
+
+/// §6.1, §17.5: the same bound holds for the manifest in the `initialize` result: 100,000
+/// feature sets make `connect` fail with `TooManyFeatureSets {count, limit}` before any
+/// review, and no policy Request is sent.
+#[tokio::test]
+async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_refused() {
+    let mut m = full_manifest();
+    let sets: serde_json::Map<String, Value> = (0..100_000)
+        .map(|i| {
+            (
+                format!("set{i}"),
+                json!({ "description": "s", "uses": ["pushEvents"] }),
+            )
+        })
+        .collect();
+    m["featureSets"] = Value::Object(sets);
+    let ((hp, hin), mut server) = pair_with(PeerConfig::default());
+    let task = tokio::spawn(HostSession::connect_peer(hp, hin, config(&["pushEvents"])));
+    let init = server.request("initialize").await;
+    init.respond(init_result(Some(m))).await.unwrap();
+    let err = task
+        .await
+        .unwrap()
+        .err()
+        .expect("connect refused the manifest");
+    assert_eq!(
+        err,
+        HostError::TooManyFeatureSets {
+            count: 100_000,
+            limit: 1024
+        }
+    );
+    assert!(
+        err.to_string()
+            .contains("100000 feature sets exceed the limit of 1024"),
+        "{err}"
+    );
+}

@@ -19,6 +19,23 @@ pub use digest::{
     ManifestDigest,
 };
 pub use domains::{changed_domains, ChangeDomain, ChangeImpact, Disposition};
+/// The default bound on the feature sets one peer-supplied manifest may carry (1,024):
+/// [`crate::host::HostConfig::max_feature_sets`], and the checkers' bound. §6.1 sets no
+/// number; this bounds what reviewing one manifest makes a reader build.
+pub const DEFAULT_MAX_FEATURE_SETS: usize = 1024;
+
+/// How many feature sets a manifest (`experimental.mcpl`) carries: the members of its
+/// `featureSets` object, or the entries of a 0.4-style array; 0 when absent or another
+/// type. Counted without building anything, so a reader can refuse a manifest past its
+/// bound before reviewing it.
+pub fn feature_set_count(manifest: &serde_json::Value) -> usize {
+    match manifest.get("featureSets") {
+        Some(serde_json::Value::Object(m)) => m.len(),
+        Some(serde_json::Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
 pub use tracker::{
     ConnectionId, ManifestChanged, ManifestSink, ManifestSnapshot, ManifestTracker, SetOutcome,
 };
