@@ -74,15 +74,7 @@ fn human(findings: &[Finding]) -> String {
             Severity::Warning => s.warn(&format!("{sev:<7}")),
             Severity::Info => s.dim(&format!("{sev:<7}")),
         };
-        let path = if f.path.is_empty() {
-            "(manifest)"
-        } else {
-            f.path.as_str()
-        };
-        out.push_str(&format!(
-            "{sev} {:<6} {path}: {}: {}\n",
-            f.section, f.code, f.message
-        ));
+        out.push_str(&format!("{sev} {:<6} {f}\n", f.section));
     }
     let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
     let tally = format!(

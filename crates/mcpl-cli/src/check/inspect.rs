@@ -47,7 +47,7 @@ pub fn advertisement_shape(mcpl: &Value) -> Verdict {
                     | FindingKind::LegacyChannelsTrue
             )
         })
-        .map(ToString::to_string)
+        .map(said)
         .collect();
     if odd.is_empty() {
         pass(format!(
@@ -57,6 +57,22 @@ pub fn advertisement_shape(mcpl: &Value) -> Verdict {
     } else {
         (Status::Warn, odd.join("; "))
     }
+}
+
+/// `f` in the words `mcpl validate` prints for it ([`manifest::review::describe`]), so one
+/// defect reads the same in both tools (issue #18 item 7).
+fn said(f: &capability::Finding) -> String {
+    manifest::review::describe(f).to_string()
+}
+
+/// The `mcpl validate` lines of `mcpl` with one of `codes`, when there are any.
+fn validate_lines(mcpl: &Value, codes: &[&str]) -> Option<String> {
+    let lines: Vec<String> = manifest::review::validate(mcpl)
+        .iter()
+        .filter(|f| codes.contains(&f.code))
+        .map(ToString::to_string)
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 fn join_or_none(items: &[&str]) -> String {
@@ -75,18 +91,19 @@ pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
     let bad: Vec<String> = findings
         .iter()
         .filter(|f| f.kind != FindingKind::InvalidUses && !described(f.kind))
-        .map(ToString::to_string)
+        .map(said)
         .collect();
-    if !bad.is_empty() {
-        return fail(bad.join("; "));
-    }
     // A missing `description` is graded as `mcpl validate` grades it (a warning): the
     // declaration is still usable, only its `uses` decides validity (§6.4).
     let undescribed: Vec<String> = findings
         .iter()
         .filter(|f| described(f.kind))
-        .map(ToString::to_string)
+        .map(said)
         .collect();
+    if !bad.is_empty() {
+        // Every finding validate reports here, the warnings after what fails.
+        return fail([bad, undescribed].concat().join("; "));
+    }
     if !undescribed.is_empty() {
         return (Status::Warn, undescribed.join("; "));
     }
@@ -100,10 +117,10 @@ pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
 /// only vocabulary paths.
 pub fn uses_valid(mcpl: &Value) -> Verdict {
     let (sets, findings) = FeatureSets::from_mcpl(mcpl);
-    let bad: Vec<&str> = findings
+    let bad: Vec<String> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::InvalidUses)
-        .map(|f| f.path.as_str())
+        .map(said)
         .collect();
     if bad.is_empty() {
         pass(format!(
@@ -111,10 +128,7 @@ pub fn uses_valid(mcpl: &Value) -> Verdict {
             sets.sets.len()
         ))
     } else {
-        fail(format!(
-            "invalid_uses (absent, empty or unrecognised) in: {}",
-            bad.join(", ")
-        ))
+        fail(bad.join("; "))
     }
 }
 
@@ -123,7 +137,7 @@ pub fn uses_valid(mcpl: &Value) -> Verdict {
 pub fn identifier_charset(mcpl: &Value) -> Verdict {
     match manifest::revision(mcpl) {
         Ok(_) => pass("all identifiers in charset"),
-        Err(e) => fail(e.to_string()),
+        Err(e) => fail(validate_lines(mcpl, &["identifier_charset"]).unwrap_or(e.to_string())),
     }
 }
 
@@ -138,11 +152,17 @@ pub fn revision_matches(mcpl: &Value) -> Verdict {
         );
     };
     let Some(claimed) = claimed.as_str() else {
-        return fail(format!("revision is not a string: {claimed}"));
+        return fail(
+            validate_lines(mcpl, &["revision_malformed"])
+                .unwrap_or(format!("revision is not a string: {claimed}")),
+        );
     };
     match manifest::revision(mcpl) {
         Ok(computed) if computed == claimed => pass(format!("revision {claimed}")),
-        Ok(computed) => fail(format!("revision {claimed} but digest is {computed}")),
+        Ok(computed) => fail(
+            validate_lines(mcpl, &["revision_mismatch", "revision_malformed"])
+                .unwrap_or(format!("revision {claimed} but digest is {computed}")),
+        ),
         Err(e) => (
             Status::Skip,
             format!("manifest cannot be digested ({})", e.code()),
@@ -160,11 +180,8 @@ pub fn tag_facets(mcpl: &Value) -> Verdict {
     if unnamed.is_empty() {
         return pass("every tag facet is one RFC-001 §5.1 names (or none is given)");
     }
-    let items: Vec<String> = unnamed
-        .iter()
-        .map(|f| format!("{}: {}", f.path, f.message))
-        .collect();
-    pass(format!("info: unnamed_facet: {}", items.join("; ")))
+    let items: Vec<String> = unnamed.iter().map(ToString::to_string).collect();
+    pass(format!("info: {}", items.join("; ")))
 }
 
 /// Which §6.7 rule a receipt defect belongs to: `fallback` (refusal without a valid
@@ -590,7 +607,8 @@ mod tests {
         };
         let (st, d) = tag_facets(&m("origin"));
         assert_eq!(st, Status::Pass);
-        assert!(d.starts_with("info: unnamed_facet: "), "{d}");
+        assert!(d.starts_with("info: "), "{d}");
+        assert!(d.contains(": unnamed_facet: "), "{d}");
         assert!(
             d.contains("featureSets.a.b.tagOntology.tags.a:x.facet"),
             "{d}"
@@ -600,6 +618,51 @@ mod tests {
             let (st, d) = tag_facets(&m(facet));
             assert_eq!(st, Status::Pass);
             assert!(!d.contains("unnamed_facet"), "{facet}: {d}");
+        }
+    }
+
+    /// Issue #18 item 7: an advertisement or manifest finding reads in the check's detail
+    /// exactly as `mcpl validate` prints it (`path: code: message`), for every finding
+    /// validate reports on a manifest broken in each way the initialize checks judge.
+    #[test]
+    fn s5_1_s6_s17_findings_use_the_sentences_of_validate() {
+        let manifests = [
+            json!({"version": "0.5", "tools": true, "channels": true, "pushEvents": 3,
+                   "vendorThing": {}}),
+            json!({"version": "0.5", "featureSets": [{"name": "a", "uses": ["pushEvents"]}]}),
+            json!({"version": "0.5", "pushEvents": true,
+                   "featureSets": {"a": {"uses": ["pushEvents"]}, "b": 7,
+                                   "c": {"description": "d", "uses": []}}}),
+            json!({"version": "0.5", "featureSets": {"a b": {"description": "d",
+                                                            "uses": ["pushEvents"]}}}),
+            json!({"version": "0.5", "pushEvents": true,
+                   "revision": "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}),
+            json!({"version": "0.5", "revision": "not-a-digest"}),
+            json!({"version": "0.5", "pushEvents": true, "featureSets": {"a.b": {
+                "description": "d", "uses": ["pushEvents"],
+                "tagOntology": {"tags": {"a:x": {"facet": "origin"}}}}}}),
+        ];
+        for m in &manifests {
+            let details: Vec<String> = [
+                advertisement_shape(m),
+                feature_sets_shape(m),
+                uses_valid(m),
+                identifier_charset(m),
+                revision_matches(m),
+                tag_facets(m),
+            ]
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+            let findings = manifest::review::validate(m);
+            assert!(!findings.is_empty(), "{m}");
+            for f in findings {
+                let line = f.to_string();
+                assert!(
+                    details.iter().any(|d| d.contains(&line)),
+                    "{m}: validate says {line:?}, no check detail does: {details:?}"
+                );
+            }
         }
     }
 

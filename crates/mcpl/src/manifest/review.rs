@@ -88,6 +88,19 @@ impl Finding {
     }
 }
 
+/// `path: code: message`, the path `(manifest)` when empty: the line `mcpl validate` prints
+/// after the severity and section, and `mcpl check` quotes in its details.
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = if self.path.is_empty() {
+            "(manifest)"
+        } else {
+            self.path.as_str()
+        };
+        write!(f, "{path}: {}: {}", self.code, self.message)
+    }
+}
+
 /// Whether any finding is an error.
 pub fn has_errors(findings: &[Finding]) -> bool {
     findings.iter().any(|f| f.severity == Severity::Error)
@@ -218,12 +231,12 @@ fn validate_with_digest(manifest: &Value) -> (Vec<Finding>, Result<String, Diges
 
     // Advertisement (§5.1).
     for f in capability::advertised(manifest).findings {
-        out.push(from_capability_finding(&f));
+        out.push(describe(&f));
     }
 
     // Feature sets (§6.1, §6.2, §6.4).
     for f in FeatureSets::from_mcpl(manifest).1 {
-        out.push(from_capability_finding(&f));
+        out.push(describe(&f));
     }
 
     // Tag ontologies (§16.4, RFC-001 §5.1).
@@ -273,7 +286,10 @@ pub fn unnamed_facets(manifest: &Value) -> Vec<Finding> {
     out
 }
 
-fn from_capability_finding(f: &capability::Finding) -> Finding {
+/// The [`validate`] finding for one reading finding of the advertisement or of the feature
+/// sets: its severity, section, path and sentence. `mcpl check` words its verdicts with it,
+/// so a defect reads the same in both tools (issue #18).
+pub fn describe(f: &capability::Finding) -> Finding {
     let p = f.path.clone();
     let (severity, section, message) = match f.kind {
         FindingKind::McplNotObject => (
