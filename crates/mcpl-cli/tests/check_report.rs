@@ -116,10 +116,46 @@ fn a_cascade_of_timeouts_is_named() {
         assert!(d.contains("(a result)"), "names the last answer: {d}");
         assert!(d.contains("was the first request left unanswered"), "{d}");
     }
+    // In --json too, one defect is counted once: each cascaded check names the check that
+    // reports the defect (`followsFrom`), which fails on its own, and `summary.defects`
+    // counts the failures that are not cascades.
+    let checks = doc["checks"].as_array().unwrap();
+    let failed: Vec<&Value> = checks.iter().filter(|c| c["status"] == "fail").collect();
+    let cascaded: Vec<&Value> = failed
+        .iter()
+        .copied()
+        .filter(|c| {
+            c["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("stopped answering after")
+        })
+        .collect();
+    let roots: std::collections::BTreeSet<&str> = cascaded
+        .iter()
+        .map(|c| {
+            c["followsFrom"]
+                .as_str()
+                .expect("followsFrom on a cascaded check")
+        })
+        .collect();
+    assert_eq!(roots.len(), 1, "{doc:#}");
+    let root = roots.iter().next().copied().unwrap_or_default();
+    let root_check = checks.iter().find(|c| c["id"] == root).unwrap();
+    assert_eq!(root_check["status"], "fail", "{doc:#}");
+    assert!(root_check.get("followsFrom").is_none(), "{doc:#}");
+    assert_eq!(
+        doc["summary"]["defects"].as_u64(),
+        Some((failed.len() - cascaded.len()) as u64),
+        "{doc:#}"
+    );
+    assert_eq!(doc["summary"]["fail"].as_u64(), Some(failed.len() as u64));
     let (code, stdout, _) = check(&["--", FIXTURE, "silent"]);
     assert_eq!(code, 1);
     assert!(
-        stdout.contains("only because the server had stopped answering"),
+        stdout.contains(&format!(
+            "only because the server had stopped answering after {root}"
+        )),
         "{stdout}"
     );
 }

@@ -53,6 +53,16 @@ fn a_server_that_exits_before_initialize_is_a_startup_error() {
         own.contains("fatal: cannot open the database"),
         "the last stderr line is quoted: {stderr}"
     );
+    // Issue #18 item 7: quoted once, not after a copy passed through as it was written.
+    assert_eq!(
+        stderr.matches("fatal: cannot open the database").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        own.contains("the last 8 of its 13 stderr lines"),
+        "{stderr}"
+    );
 
     let (code, stdout, _) = check(&["--json", "--", FIXTURE, "exit-before-init"]);
     assert_eq!(code, 2);
@@ -63,6 +73,20 @@ fn a_server_that_exits_before_initialize_is_a_startup_error() {
     // The tail is bounded: the first lines of a long log are not carried.
     assert!(!error.contains("startup log line 1\n"), "{doc:#}");
     assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
+}
+
+/// A server that starts: what it wrote to stderr before `initialize` was answered (held
+/// meanwhile, issue #18 item 7) is passed through once, in order, not lost.
+#[test]
+fn a_starting_servers_stderr_passes_through_once_in_order() {
+    let (code, stdout, stderr) = check(&["--quick", "--", FIXTURE, "stderr-chatty"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    for line in ["chatty before initialize", "chatty at initialize"] {
+        assert_eq!(stderr.matches(line).count(), 1, "{line}: {stderr}");
+    }
+    let before = stderr.find("chatty before initialize");
+    let at = stderr.find("chatty at initialize");
+    assert!(before < at, "{stderr}");
 }
 
 /// A target that cannot be reached: one error line on stderr, nothing else, exit 2.

@@ -203,6 +203,12 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Passes a spawned server's stderr through from now on, with what it wrote so far
+    /// (held until `initialize` is answered, [`super::stderr`]).
+    pub fn release_stderr(&self) {
+        self.stderr.release();
+    }
+
     /// Opens `dial`; connecting (not spawning) is bounded by `timeout`, which also bounds
     /// the orderly close when the connection is dropped.
     pub fn open(dial: Dial, timeout: Duration, transcript: Option<Transcript>) -> io::Result<Conn> {
@@ -304,14 +310,19 @@ impl Conn {
     pub fn exited(&mut self, wait: Duration) -> Option<String> {
         if self.exited.is_none() {
             let status = self.exit.as_ref()?.recv_timeout(wait).ok()?;
-            let lines = self.stderr.lines();
+            let (lines, total) = self.stderr.lines();
+            // Quoted here once: what was held is not also written out (issue #18 item 7).
+            self.stderr.discard();
             self.exited = Some(if lines.is_empty() {
                 format!("{status}; it wrote nothing to stderr")
-            } else {
+            } else if total > lines.len() {
                 format!(
-                    "{status}; the last lines of its stderr:\n    {}",
+                    "{status}; the last {} of its {total} stderr lines:\n    {}",
+                    lines.len(),
                     lines.join("\n    ")
                 )
+            } else {
+                format!("{status}; its stderr:\n    {}", lines.join("\n    "))
             });
         }
         self.exited.clone()
@@ -326,6 +337,8 @@ impl Drop for Conn {
         if let Some(pump) = self.pump.take() {
             let _ = pump.join();
         }
+        // Whatever is still held was never quoted: it is written out, not lost.
+        self.stderr.release();
     }
 }
 

@@ -42,7 +42,7 @@ impl Reply {
         match self {
             Reply::Result(_) => "a result".into(),
             Reply::Error(e) => format!("error {} {:?}", e.code, e.message),
-            Reply::Timeout(None) => "no response within the timeout".into(),
+            Reply::Timeout(None) => super::report::NO_RESPONSE.into(),
             Reply::Timeout(Some(note)) => note.clone(),
             Reply::Closed(why) => format!("no response: {why}"),
         }
@@ -384,6 +384,7 @@ impl Session {
         let first = self.narrowed.is_none();
         let init = match init {
             Reply::Result(r) => {
+                self.conn.release_stderr();
                 self.rec
                     .record("initialize.answered", Status::Pass, "initialize answered");
                 r
@@ -401,6 +402,7 @@ impl Session {
                     self.fatal = Some(e);
                     return None;
                 }
+                self.conn.release_stderr();
                 self.rec.record(
                     "initialize.answered",
                     Status::Fail,

@@ -18,6 +18,9 @@ pub const TEXT_DETAIL_LIMIT: usize = 200;
 /// How a check's detail starts its cascade note: it failed only because the server had
 /// already stopped answering, a defect the first unanswered check reports (issue #18 item 7).
 pub const CASCADE: &str = "no answer since the server stopped answering after";
+/// How a detail says a request went unanswered: the first check recorded with it (and
+/// not [`CASCADE`]) is the one defect the later cascaded checks follow from.
+pub const NO_RESPONSE: &str = "no response within the timeout";
 /// The `--json` report is always shorter than this many bytes.
 pub const REPORT_LIMIT: usize = 1_000_000;
 
@@ -162,6 +165,24 @@ pub struct CheckResult {
     pub status: Status,
     /// One-line reason.
     pub detail: String,
+    /// The check whose defect this verdict only follows from (the server had stopped
+    /// answering since it: [`CASCADE`]), when this one is such a cascade.
+    pub follows_from: Option<&'static str>,
+}
+
+impl CheckResult {
+    /// Whether this verdict only follows from an earlier defect (the server had stopped
+    /// answering: [`CASCADE`]).
+    pub fn is_cascade(&self) -> bool {
+        self.follows_from.is_some() || self.detail.contains(CASCADE)
+    }
+
+    /// Adds `followsFrom` to the check's JSON object when it follows from another.
+    fn add_follows(&self, v: &mut Value) {
+        if let (Some(root), Some(o)) = (self.follows_from, v.as_object_mut()) {
+            o.insert("followsFrom".into(), Value::String(root.to_owned()));
+        }
+    }
 }
 
 /// Results collected while a run progresses; [`Recorder::finish`] turns them into a report
@@ -171,6 +192,10 @@ pub struct Recorder {
     catalogue: &'static [CheckDef],
     command: &'static str,
     results: Vec<Option<(Status, String)>>,
+    /// Per check, the check its verdict follows from ([`CheckResult::follows_from`]).
+    follows: Vec<Option<&'static str>>,
+    /// The first check that failed or warned for want of an answer ([`NO_RESPONSE`]).
+    silent_root: Option<&'static str>,
     progress: bool,
 }
 
@@ -187,6 +212,8 @@ impl Recorder {
             catalogue,
             command,
             results: vec![None; catalogue.len()],
+            follows: vec![None; catalogue.len()],
+            silent_root: None,
             progress,
         }
     }
@@ -220,6 +247,16 @@ impl Recorder {
                     detail
                 ));
             }
+            let id = self.catalogue[i].id;
+            if detail.contains(CASCADE) {
+                self.follows[i] = self.silent_root.filter(|root| *root != id);
+            } else {
+                self.follows[i] = None;
+                let unanswered = detail.contains(NO_RESPONSE);
+                if unanswered && matches!(status, Status::Fail | Status::Warn) {
+                    self.silent_root.get_or_insert(id);
+                }
+            }
             self.results[i] = Some((status, detail));
         }
     }
@@ -244,13 +281,14 @@ impl Recorder {
     pub fn recorded(&self) -> Vec<CheckResult> {
         self.catalogue
             .iter()
-            .zip(&self.results)
-            .filter_map(|(d, r)| {
+            .zip(self.results.iter().zip(&self.follows))
+            .filter_map(|(d, (r, follows))| {
                 r.as_ref().map(|(status, detail)| CheckResult {
                     id: d.id,
                     section: d.section,
                     status: *status,
                     detail: detail.clone(),
+                    follows_from: *follows,
                 })
             })
             .collect()
@@ -285,14 +323,15 @@ impl Recorder {
         let checks = self
             .catalogue
             .iter()
-            .zip(self.results)
-            .map(|(d, r)| {
+            .zip(self.results.into_iter().zip(self.follows))
+            .map(|(d, (r, follows_from))| {
                 let (status, detail) = r.unwrap_or((Status::Skip, "not reached".to_owned()));
                 CheckResult {
                     id: d.id,
                     section: d.section,
                     status,
                     detail,
+                    follows_from,
                 }
             })
             .collect();
@@ -363,11 +402,21 @@ impl Report {
                 if weight(r.status) > weight(c.status) {
                     c.status = r.status;
                     c.detail = format!("session {} ({}): {}", i + 1, s.label, r.detail);
+                    c.follows_from = r.follows_from;
                 }
             }
         }
         self.sessions = sessions;
         self
+    }
+
+    /// Failed checks that are their own defect: not a cascade of an earlier one
+    /// ([`CheckResult::follows_from`], [`CASCADE`]). One defect is counted once.
+    pub fn defects(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::Fail && !c.is_cascade())
+            .count()
     }
 
     /// Counts of (pass, fail, warn, skip).
@@ -403,7 +452,9 @@ impl Report {
     }
 
     /// The `--json` document: `{ target, checks: [{id, section, status, detail}], summary }`,
-    /// plus `error` when the target could not be reached.
+    /// plus `error` when the target could not be reached. A check whose verdict only follows
+    /// from an earlier defect carries `followsFrom` (that check's id), and `summary.defects`
+    /// counts the failures that are not such a cascade (issue #18 item 7).
     /// Every detail is at most [`DETAIL_LIMIT`] bytes; when the document would still reach
     /// [`REPORT_LIMIT`], session details and then all details are cut shorter until it does
     /// not.
@@ -430,13 +481,20 @@ impl Report {
         let (pass, fail, warn, skip) = self.counts();
         let mut doc = json!({
             "target": self.target,
-            "checks": self.checks.iter().map(|c| json!({
-                "id": c.id,
-                "section": c.section,
-                "status": c.status.as_str(),
-                "detail": cap_detail(&c.detail, top),
-            })).collect::<Vec<_>>(),
-            "summary": { "pass": pass, "fail": fail, "warn": warn, "skip": skip },
+            "checks": self.checks.iter().map(|c| {
+                let mut v = json!({
+                    "id": c.id,
+                    "section": c.section,
+                    "status": c.status.as_str(),
+                    "detail": cap_detail(&c.detail, top),
+                });
+                c.add_follows(&mut v);
+                v
+            }).collect::<Vec<_>>(),
+            "summary": {
+                "pass": pass, "fail": fail, "warn": warn, "skip": skip,
+                "defects": self.defects(),
+            },
         });
         if let Some(o) = doc.as_object_mut() {
             if let Some(e) = &self.error {
@@ -452,11 +510,15 @@ impl Report {
                     "session": i + 1,
                     "label": s.label,
                     "grant": s.grant,
-                    "checks": s.checks.iter().map(|c| json!({
-                        "id": c.id,
-                        "status": c.status.as_str(),
-                        "detail": cap_detail(&c.detail, session),
-                    })).collect::<Vec<_>>(),
+                    "checks": s.checks.iter().map(|c| {
+                        let mut v = json!({
+                            "id": c.id,
+                            "status": c.status.as_str(),
+                            "detail": cap_detail(&c.detail, session),
+                        });
+                        c.add_follows(&mut v);
+                        v
+                    }).collect::<Vec<_>>(),
                 });
                 if let (Some(e), Some(o)) = (&s.error, v.as_object_mut()) {
                     o.insert("error".into(), Value::String(cap_detail(e, DETAIL_LIMIT)));
@@ -499,13 +561,18 @@ impl Report {
                 .checks
                 .iter()
                 .filter(|c| c.status == Status::Fail)
-                .partition(|c| c.detail.contains(CASCADE));
+                .partition(|c| c.is_cascade());
             let ids = |v: &[&CheckResult]| v.iter().map(|c| c.id).collect::<Vec<_>>().join(", ");
             let _ = writeln!(s, "failed: {}", ids(&own));
             if !follow.is_empty() {
+                let root = follow
+                    .iter()
+                    .find_map(|c| c.follows_from)
+                    .map(|r| format!(" after {r}"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     s,
-                    "  and, only because the server had stopped answering: {}",
+                    "  and, only because the server had stopped answering{root}: {}",
                     ids(&follow)
                 );
             }
@@ -637,6 +704,7 @@ mod tests {
             section: "§5.4",
             status,
             detail: "push/event needs pushEvents".into(),
+            follows_from: None,
         };
         let session = |label: &str, checks| SessionReport {
             label: label.into(),
