@@ -1,25 +1,14 @@
 //! §17.3, §17.4 and the §17.10 implementation note: the server-side `ManifestTracker`,
 //! exercised with recording sinks (live-connection tests come with the server session).
 
-use mcpl::manifest::{revision, ChangeDomain, ManifestChanged, ManifestSink, ManifestTracker};
+use mcpl::manifest::{revision, ChangeDomain, ManifestChanged, ManifestTracker};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use ChangeDomain::*;
 
-#[derive(Default)]
-struct Recorder(Mutex<Vec<ManifestChanged>>);
-
-impl ManifestSink for Recorder {
-    fn manifest_changed(&self, change: ManifestChanged) {
-        self.0.lock().unwrap().push(change);
-    }
-}
-
-impl Recorder {
-    fn take(&self) -> Vec<ManifestChanged> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-}
+#[path = "support/recorder.rs"]
+mod recorder;
+use recorder::Recorder;
 
 fn base() -> Value {
     json!({"version":"0.5","pushEvents":true,"channels":{"publish":true},

@@ -4,13 +4,13 @@
 use mcpl::capability::Capability;
 use mcpl::protocol::handshake::{ToolsCallParams, ToolsCallResult};
 use mcpl::server::{Server, ServerBuilder, Session, ToolChangeError, ToolSpec};
-use mcpl::transport::tcp::Listener;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+
+#[path = "support/tcp_host.rs"]
+mod tcp_host;
+use tcp_host::RawHost;
 
 /// The arguments of the `remind` tool.
 #[derive(Deserialize, JsonSchema)]
@@ -26,81 +26,6 @@ async fn remind(_s: Session, args: Remind) -> Result<ToolsCallResult, mcpl::json
         "{} in {}s",
         args.text, args.seconds
     )))
-}
-
-/// A host speaking raw JSON lines over TCP.
-struct RawHost {
-    lines: Lines<BufReader<OwnedReadHalf>>,
-    write: OwnedWriteHalf,
-    next_id: u64,
-}
-
-impl RawHost {
-    /// Connects to a fresh TCP listener served by `server` and answers `initialize` as an MCP
-    /// host (no `experimental.mcpl`: tools are not gated, §3.2); returns the initialize result.
-    async fn connect(server: &Server) -> (RawHost, Value) {
-        let listener = Listener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = server.clone();
-        tokio::spawn(async move {
-            let (transport, _) = listener.accept().await.unwrap();
-            server.serve(transport).await;
-        });
-        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
-        let mut host = RawHost {
-            lines: BufReader::new(read).lines(),
-            write,
-            next_id: 0,
-        };
-        let init = host
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "raw-host", "version": "0"}}),
-            )
-            .await;
-        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        (host, init["result"].clone())
-    }
-
-    async fn send(&mut self, v: Value) {
-        let mut line = v.to_string();
-        line.push('\n');
-        self.write.write_all(line.as_bytes()).await.unwrap();
-    }
-
-    /// The next frame the server sent.
-    async fn frame(&mut self) -> Value {
-        let line = self.lines.next_line().await.unwrap().expect("a frame");
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Sends a request and returns its whole response (no other frame may come first).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let r = self.frame().await;
-        assert_eq!(r["id"], json!(id), "{r}");
-        r
-    }
-
-    async fn tool_names(&mut self) -> Vec<String> {
-        let r = self.request("tools/list", json!({})).await;
-        r["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    async fn call(&mut self, name: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-            .await
-    }
 }
 
 fn typed_server() -> ServerBuilder {

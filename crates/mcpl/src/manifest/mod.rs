@@ -5,10 +5,12 @@
 //! - [`domains`]: the three change domains (§17.1) and their derivation (§17.3);
 //! - [`review`]: host-side validation, diff, change receipt and fetch limiter (§17.5–§17.8);
 //! - [`tracker`]: the server-side [`ManifestTracker`] (§17.10);
+//! - [`edit`]: the tracker's typed edits ([`ManifestEdit`]), where a mistake is an error;
 //! - [`vectors`]: a runner for the shared conformance vector file.
 
 pub mod digest;
 pub mod domains;
+pub mod edit;
 pub mod jcs;
 pub mod review;
 pub mod tracker;
@@ -19,6 +21,8 @@ pub use digest::{
     ManifestDigest,
 };
 pub use domains::{changed_domains, ChangeDomain, ChangeImpact, Disposition};
+pub use edit::{ManifestEdit, ManifestEditError};
+
 /// The default bound on the feature sets one peer-supplied manifest may carry (1,024):
 /// [`crate::host::HostConfig::max_feature_sets`], and the checkers' bound. §6.1 sets no
 /// number; this bounds what reviewing one manifest makes a reader build.

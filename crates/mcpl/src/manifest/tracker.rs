@@ -1,7 +1,8 @@
 //! The server-side manifest tracker (§17.10 implementation note, §17.3, §17.4).
 //!
-//! A server never hand-authors an announcement: it calls [`ManifestTracker::set_manifest`]
-//! (or [`ManifestTracker::transaction`] for several related edits), and the tracker
+//! A server never hand-authors an announcement: it calls [`ManifestTracker::edit`] (typed
+//! operations, [`ManifestEdit`]; a mistake is an error, not a no-op), or
+//! [`ManifestTracker::set_manifest`] / [`ManifestTracker::transaction`] with raw JSON, and the tracker
 //! canonicalises, digests, diffs, installs atomically and sends `mcpl/manifestChanged`
 //! `{revision, domains}` — nothing else — to every attached connection whose last-announced
 //! revision differs. `mcpl/manifest` is answered from the same installed snapshot.
@@ -29,6 +30,7 @@
 
 use super::digest::{self, DigestError};
 use super::domains::{ChangeDomain, DomainProjection};
+use super::edit::{ManifestEdit, ManifestEditError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -150,6 +152,10 @@ type Delivery = (Arc<dyn ManifestSink>, ManifestChanged);
 pub struct ManifestTracker {
     state: Mutex<State>,
     writer: Mutex<()>,
+    /// Feature sets a server registration is bound to, with the registration: a typed edit
+    /// refuses to remove them ([`ManifestEditError::BoundFeatureSet`]). Set before the
+    /// tracker is shared, read-only after.
+    bound: BTreeMap<String, &'static str>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -169,7 +175,14 @@ impl ManifestTracker {
                 next_id: 0,
             }),
             writer: Mutex::new(()),
+            bound: BTreeMap::new(),
         })
+    }
+
+    /// Records that `registration` (e.g. `on_before_inference`) is bound to `feature_set`, so
+    /// a typed edit refuses to remove it.
+    pub(crate) fn bind_feature_set(&mut self, feature_set: String, registration: &'static str) {
+        self.bound.insert(feature_set, registration);
     }
 
     /// The installed snapshot; one consistent manifest even while a `set_manifest` runs.
@@ -257,12 +270,45 @@ impl ManifestTracker {
     /// Applies several related edits to a copy of the current manifest (without `revision`)
     /// and installs the result once: N edits, at most one announcement per connection. No
     /// other writer can interleave. If `edit` leaves a manifest the digest refuses, nothing is
-    /// installed.
+    /// installed. The JSON is taken as written: a misspelt member is installed, not refused,
+    /// and removing a set a server hook is bound to leaves that hook silent (its set is then
+    /// undeclared, so unavailable, §6.4); [`Self::edit`] refuses both.
     pub fn transaction(&self, edit: impl FnOnce(&mut Value)) -> Result<SetOutcome, DigestError> {
         let _w = lock(&self.writer);
         let mut next = self.snapshot().content();
         edit(&mut next);
         self.set_locked(next)
+    }
+
+    /// Applies typed edits ([`ManifestEdit`]) to a copy of the current manifest and installs
+    /// the result once, announced as [`Self::set_manifest`] announces (§17.3, §17.10). An
+    /// operation that finds something other than it expects (a feature set that exists, or
+    /// does not, a name that is not one, empty `uses`, a capability advertised or not, one a
+    /// set still uses, a set a server hook is bound to) is an error naming the problem; the
+    /// closure's first error (or its own) installs nothing, so the edit is all or nothing.
+    /// No other writer can interleave; `edit` must not call the tracker's writers.
+    ///
+    /// ```
+    /// # use mcpl::manifest::ManifestTracker;
+    /// # use mcpl::capability::Capability;
+    /// # use mcpl::policy::FeatureSetDeclaration;
+    /// # use serde_json::json;
+    /// let tracker = ManifestTracker::new(json!({"version": "0.5"})).unwrap();
+    /// tracker.edit(|m| {
+    ///     let decl = FeatureSetDeclaration::new("Push reminders", &[Capability::PushEvents]);
+    ///     m.add_feature_set("reminders.push", decl)
+    /// }).unwrap();
+    /// let typo = tracker.edit(|m| m.remove_feature_set("reminder.push")).unwrap_err();
+    /// assert!(typo.to_string().contains("did you mean \"reminders.push\""));
+    /// ```
+    pub fn edit(
+        &self,
+        edit: impl FnOnce(&mut ManifestEdit<'_>) -> Result<(), ManifestEditError>,
+    ) -> Result<SetOutcome, ManifestEditError> {
+        let _w = lock(&self.writer);
+        let mut draft = ManifestEdit::new(self.snapshot().content(), &self.bound);
+        edit(&mut draft)?;
+        Ok(self.set_locked(draft.into_value())?)
     }
 
     /// Caller holds the writer lock.

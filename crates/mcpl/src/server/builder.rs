@@ -12,6 +12,7 @@ use super::tools::ToolSpec;
 use super::*;
 use crate::capability::{advertisement_to_value, Capability, CapabilitySet};
 use crate::lifecycle::{LifecycleConfig, TurnEnd, TurnStart};
+use crate::manifest::edit::closest_first;
 use crate::manifest::ManifestTracker;
 use crate::peer::PeerConfig;
 use crate::policy::{Fallback, FeatureSetDeclaration, FeatureSets};
@@ -585,8 +586,11 @@ impl ServerBuilder {
                 });
             }
         }
-        let tracker = ManifestTracker::new(self.manifest())
+        let mut tracker = ManifestTracker::new(self.manifest())
             .map_err(|e| BuildError::Manifest(e.to_string()))?;
+        if let Some((Some(set), _)) = &self.handlers.before_inference {
+            tracker.bind_feature_set(set.clone(), "on_before_inference");
+        }
         let mut mcp = self.mcp_capabilities;
         if !self.handlers.tools.is_empty() || self.advertised.contains(Capability::Tools) {
             mcp.entry("tools".to_owned())
@@ -616,55 +620,5 @@ impl ServerBuilder {
                 declares_tools,
             }),
         })
-    }
-}
-
-/// `declared`, closest to `name` first (Levenshtein distance over chars, then name order), so
-/// a typo's intended name leads the list.
-fn closest_first<'a>(name: &str, declared: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut ranked: Vec<(usize, &String)> = declared.map(|d| (edit_distance(name, d), d)).collect();
-    ranked.sort();
-    ranked.into_iter().map(|(_, d)| d.clone()).collect()
-}
-
-/// The Levenshtein distance between `a` and `b` (insertions, deletions, substitutions), in
-/// O(|a|·|b|) time and O(|b|) memory; names are short.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            let cost = usize::from(ca != *cb);
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + cost);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("", ""), 0);
-        assert_eq!(edit_distance("abc", ""), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("reminders.ctx", "reminders.context"), 4);
-    }
-
-    #[test]
-    fn closest_declared_name_comes_first() {
-        let declared: Vec<String> = ["alpha", "reminders.push", "reminders.context"]
-            .map(String::from)
-            .to_vec();
-        assert_eq!(
-            closest_first("reminders.ctx", declared.iter()),
-            ["reminders.context", "reminders.push", "alpha"]
-        );
     }
 }

@@ -59,8 +59,10 @@ impl Server {
         ServerBuilder::new(name, version)
     }
 
-    /// The manifest tracker: change the manifest with
-    /// [`ManifestTracker::set_manifest`] / [`ManifestTracker::transaction`] and every
+    /// The manifest tracker: change the manifest with typed operations through
+    /// [`ManifestTracker::edit`] (a mistake, such as removing a set that is not declared, is
+    /// an error and changes nothing), or with raw JSON through
+    /// [`ManifestTracker::set_manifest`] / [`ManifestTracker::transaction`], and every
     /// attached connection is told with one `mcpl/manifestChanged` (§17.3).
     pub fn tracker(&self) -> &Arc<ManifestTracker> {
         &self.inner.tracker
