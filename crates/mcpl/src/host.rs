@@ -2070,18 +2070,8 @@ impl HostSession {
         judged: &Grant,
     ) -> Result<String, (String, &'static str)> {
         let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-        // §14.2: `type` names the platform; `direction`, when given, is one of the three.
-        let type_ok = d
-            .get("type")
-            .and_then(Value::as_str)
-            .is_some_and(|k| !k.is_empty());
-        let direction_ok = d.get("direction").is_none()
-            || direction_of(d).is_some_and(|d| {
-                !matches!(d, crate::protocol::channels::ChannelDirection::Other(_))
-            });
-        if id.is_empty()
-            || !type_ok
-            || !direction_ok
+        // §14.2, by the rule `mcpl check` applies too.
+        if !crate::protocol::channels::descriptor_defects(d).is_empty()
             || !encoded_within(d, self.inner.config.max_descriptor_bytes)
         {
             return Err((id, "invalid_descriptor"));

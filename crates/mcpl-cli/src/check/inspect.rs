@@ -519,43 +519,7 @@ pub fn before_inference_defects(result: &Value) -> Vec<String> {
     out
 }
 
-/// Defects of one channel descriptor against §14.2: a non-empty string `id`, a string
-/// `type`, and — when present — a string `label`, a `direction` of outbound / inbound /
-/// bidirectional, and object `address` / `metadata`.
-pub fn descriptor_defects(d: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(o) = d.as_object() else {
-        out.push("descriptor is not an object".into());
-        return out;
-    };
-    if !o
-        .get("id")
-        .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty())
-    {
-        out.push("id missing, empty or not a string".into());
-    }
-    if !o.get("type").is_some_and(Value::is_string) {
-        out.push("type missing or not a string".into());
-    }
-    if o.get("label").is_some_and(|l| !l.is_string()) {
-        out.push("label is not a string".into());
-    }
-    match o.get("direction") {
-        None => {}
-        Some(Value::String(s))
-            if matches!(s.as_str(), "outbound" | "inbound" | "bidirectional") => {}
-        Some(other) => out.push(format!(
-            "direction {other} is not outbound|inbound|bidirectional"
-        )),
-    }
-    for field in ["address", "metadata"] {
-        if o.get(field).is_some_and(|v| !v.is_object()) {
-            out.push(format!("{field} is not an object"));
-        }
-    }
-    out
-}
+pub use mcpl::protocol::channels::descriptor_defects;
 
 /// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
 /// `domains` a subset of capabilities | featureSets | tagOntology — no payload.

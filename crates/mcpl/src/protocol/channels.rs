@@ -545,8 +545,81 @@ method!(
     ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject
 );
 
+/// What makes a channel descriptor (§14.2) unusable, one sentence per defect; empty when it
+/// is well-formed. The one rule the host (which refuses such a descriptor as
+/// `invalid_descriptor`, §14.5) and `mcpl check` (`channels.descriptor-shape`) both apply.
+///
+/// §14.2 shows the shape without saying which members are required. Read fail-closed: `id`
+/// and `type` are non-empty strings (a channel is addressed by its id, and `type` names its
+/// platform); `label`, when present, is a string; `direction`, when present, is one of the
+/// three; `address` and `metadata`, when present, are objects.
+pub fn descriptor_defects(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(o) = d.as_object() else {
+        out.push(format!(
+            "descriptor is a JSON {}, not an object",
+            crate::jsonrpc::json_type_name(d)
+        ));
+        return out;
+    };
+    let non_empty = |k: &str| {
+        o.get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    if !non_empty("id") {
+        out.push("id missing, empty or not a string".into());
+    }
+    if !non_empty("type") {
+        out.push("type missing, empty or not a string".into());
+    }
+    if o.get("label").is_some_and(|l| !l.is_string()) {
+        out.push("label is not a string".into());
+    }
+    match o.get("direction") {
+        None => {}
+        Some(Value::String(s))
+            if matches!(s.as_str(), "outbound" | "inbound" | "bidirectional") => {}
+        Some(other) => out.push(format!(
+            "direction {other} is not outbound|inbound|bidirectional"
+        )),
+    }
+    for field in ["address", "metadata"] {
+        if o.get(field).is_some_and(|v| !v.is_object()) {
+            out.push(format!("{field} is not an object"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// §14.2, read fail-closed: one defect per rule broken; an empty `type` is one (the host
+    /// refused it while the checker accepted it before this rule had one home).
+    #[test]
+    fn s14_2_descriptor_defects() {
+        use serde_json::json;
+        assert!(descriptor_defects(&json!({"id": "ui", "type": "ui"})).is_empty());
+        assert!(
+            descriptor_defects(&json!({"id": "d:#g", "type": "discord", "label": "#g",
+            "direction": "bidirectional", "address": {}, "metadata": {}, "x": 1}))
+            .is_empty()
+        );
+        for bad in [
+            json!({"id": "", "type": "ui"}),
+            json!({"type": "ui"}),
+            json!({"id": "ui", "type": ""}),
+            json!({"id": "ui"}),
+            json!({"id": "ui", "type": "ui", "label": 3}),
+            json!({"id": "ui", "type": "ui", "direction": "up"}),
+            json!({"id": "ui", "type": "ui", "address": "x"}),
+            json!({"id": "ui", "type": "ui", "metadata": []}),
+            json!("ui"),
+        ] {
+            assert_eq!(descriptor_defects(&bad).len(), 1, "{bad}");
+        }
+    }
     use super::*;
     use serde_json::json;
 
