@@ -2,27 +2,40 @@
 //! `mcpl serve` and is the default target of `mcpl check`.
 //!
 //! Use [`serve`] for one connection (stdio, one accepted TCP or WebSocket connection) and
-//! [`serve_tcp`] for a TCP listener. Every connection gets its own [`server`]: its manifest
-//! (topics added by `add_topic`), notes, published log and turn counts belong to that
-//! connection and go away with it, so one connection cannot change what another sees (or
-//! what `mcpl check` concludes about it); a [`Server`] from [`server`] that serves several
-//! connections would share that state between them. To serve a listener yourself:
+//! [`serve_tcp`] for a TCP listener. One [`Server`] from [`server`] serves every connection
+//! (one manifest tracker, handler table and tool registry), and what a client changes
+//! belongs to its connection and goes away with it, so one connection cannot change what
+//! another sees (or what `mcpl check` concludes about it):
+//! - notes and their checkpoints, the published log, the turn counts and the `say` sequence
+//!   are the connection's state ([`crate::server::ServerBuilder::connection_state`]), made at
+//!   its first use: an idle connection holds none of it;
+//! - `add_topic` changes the connection's own manifest ([`Session::own_manifest`]): the topic
+//!   is announced (§17.3) and served by `mcpl/manifest` on that connection only.
+//!
+//! Reading (§8, §17): the spec gives a server's state and manifest no scope across
+//! connections. §8.7 lets the server decide what it retains (a pruned checkpoint is
+//! `-32005`), and the host reviews the manifest per connection (§17.1, §17.5, §17.8), so
+//! both are kept per connection here: a checkpoint from one connection is unknown
+//! (`-32005`) on another, and a topic added on one is not in another's manifest. The
+//! server's shared tracker is never changed by a client.
+//!
+//! To serve a listener yourself:
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use std::sync::Arc;
-//! use mcpl::server::listen::{serve_each, ServeConfig};
+//! use mcpl::server::listen::{serve, ServeConfig};
 //!
 //! let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:7777").await?;
-//! // Each connection in its own task with its own server; accept errors (EMFILE…) are
+//! // Each connection in its own task, one shared server; accept errors (EMFILE…) are
 //! // survived.
-//! serve_each(mcpl::reference::server, Arc::new(listener), ServeConfig::default()).await;
+//! serve(mcpl::reference::server(), Arc::new(listener), ServeConfig::default()).await;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Its state is bounded whatever a client sends: at most [`MAX_TOPICS`] topics,
-//! [`MAX_NOTES`] notes, and of the published messages only a count and the last
+//! Its state is bounded whatever a client sends, per connection: at most [`MAX_TOPICS`]
+//! topics, [`MAX_NOTES`] notes, and of the published messages only a count and the last
 //! [`KEPT_PUBLISHED`] texts (each cut to [`KEPT_CHARS`] characters).
 //!
 //! What it exercises (feature sets in its manifest):
@@ -88,6 +101,7 @@ pub const KEPT_PUBLISHED: usize = 16;
 /// Characters kept of each published text and note.
 pub const KEPT_CHARS: usize = 1024;
 
+/// One connection's state ([`crate::server::ServerBuilder::connection_state`]).
 #[derive(Default)]
 struct Shared {
     /// Every publish is counted; the last [`KEPT_PUBLISHED`] texts are kept.
@@ -117,8 +131,18 @@ fn valid_topic(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+type State = Mutex<Shared>;
+
+fn lock(m: &State) -> std::sync::MutexGuard<'_, Shared> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The calling connection's state; an error only for a handler still running after its
+/// connection ended (nobody reads the answer then).
+fn state(session: &Session) -> Result<Arc<State>, ErrorObject> {
+    session
+        .state::<State>()
+        .ok_or_else(|| ErrorObject::internal("the connection has ended"))
 }
 
 fn text_result(text: impl Into<String>) -> ToolsCallResult {
@@ -161,23 +185,14 @@ fn string_schema(props: &[&str]) -> Value {
     json!({"type": "object", "properties": p, "required": props})
 }
 
-/// Builds the reference server (a fresh manifest tracker each call).
+/// Builds the reference server (a fresh manifest tracker each call). One server serves any
+/// number of connections; each connection's state is its own (see the module docs).
 pub fn server() -> Server {
-    let shared = Arc::new(Mutex::new(Shared::default()));
-    let (s1, s2, s3, s4, s5, s6, s7, s8) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-    );
     let mut notes = FeatureSetDeclaration::new("Notes with checkpoints", &[Capability::Tools]);
     notes.extra.insert("rollback".into(), Value::Bool(true));
     let builder = Server::builder(NAME, env!("CARGO_PKG_VERSION"))
         .instructions("The MCPL 0.5 reference server: small, strict, and complete.")
+        .connection_state(State::default)
         .feature_set("ref.events", "Push events with tags", &[Capability::PushEvents])
         .tag_ontology(
             "ref.events",
@@ -250,11 +265,10 @@ pub fn server() -> Server {
                 extra: Map::new(),
             })
         })
-        .on_turn_start(move |_| lock(&s1).turns_started += 1)
-        .on_turn_end(move |_| lock(&s2).turns_ended += 1)
-        .on_channels_publish(move |_s, p| {
-            let shared = s3.clone();
-            async move {
+        .on_turn_start_with_state(|st: &State, _| lock(st).turns_started += 1)
+        .on_turn_end_with_state(|st: &State, _| lock(st).turns_ended += 1)
+        .on_channels_publish(|session, p| async move {
+            {
                 if p.channel_id != LOBBY {
                     return Err(ErrorObject::unknown_channel(&p.channel_id));
                 }
@@ -266,6 +280,7 @@ pub fn server() -> Server {
                     .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
                     .collect::<Vec<_>>()
                     .join("");
+                let shared = state(&session)?;
                 let mut st = lock(&shared);
                 st.published_count += 1;
                 if st.published.len() >= KEPT_PUBLISHED {
@@ -307,9 +322,9 @@ pub fn server() -> Server {
                 extra: Map::new(),
             })
         })
-        .on_rollback(move |_s, p| {
-            let shared = s6.clone();
-            async move {
+        .on_rollback(|session, p| async move {
+            {
+                let shared = state(&session)?;
                 let mut st = lock(&shared);
                 let Some(i) = st.checkpoints.iter().position(|(id, _)| *id == p.checkpoint)
                 else {
@@ -352,9 +367,8 @@ pub fn server() -> Server {
             "add_topic",
             "Declare a feature set topic.<name> (changes the manifest)",
             string_schema(&["name"]),
-            move |session: Session, p| {
-                let topics = s7.clone();
-                async move {
+            |session: Session, p| async move {
+                {
                 let Some(name) = arg(&p, "name") else {
                     return Err(ErrorObject::invalid_params("name is required"));
                 };
@@ -363,7 +377,8 @@ pub fn server() -> Server {
                 }
                 let set = format!("topic.{name}");
                 {
-                    let mut st = lock(&topics);
+                    let shared = state(&session)?;
+                    let mut st = lock(&shared);
                     if st.topics >= MAX_TOPICS {
                         return Ok(error_result(format!(
                             "at most {MAX_TOPICS} topics on one connection"
@@ -371,7 +386,8 @@ pub fn server() -> Server {
                     }
                     st.topics += 1;
                 }
-                let out = session.tracker().transaction(|m| {
+                // This connection's manifest only (module docs).
+                let out = session.own_manifest().transaction(|m| {
                     if let Some(sets) = m.get_mut("featureSets").and_then(Value::as_object_mut) {
                         sets.insert(
                             set.clone(),
@@ -391,11 +407,11 @@ pub fn server() -> Server {
             "say",
             "Deliver a user message from the in-memory chat surface (channels/incoming)",
             string_schema(&["text"]),
-            move |session: Session, p| {
-                let shared = s4.clone();
-                async move {
+            |session: Session, p| async move {
+                {
                     let text = arg(&p, "text").unwrap_or_default();
                     let seq = {
+                        let shared = state(&session)?;
                         let mut st = lock(&shared);
                         st.incoming_seq += 1;
                         st.incoming_seq
@@ -424,9 +440,9 @@ pub fn server() -> Server {
                 }
             },
         )
-        .tool("turns", "Report turn counts", json!({"type": "object"}), move |_s, _p| {
-            let shared = s5.clone();
-            async move {
+        .tool("turns", "Report turn counts", json!({"type": "object"}), |session, _p| async move {
+            {
+                let shared = state(&session)?;
                 let st = lock(&shared);
                 Ok(text_result(
                     json!({"started": st.turns_started, "ended": st.turns_ended,
@@ -479,10 +495,10 @@ pub fn server() -> Server {
             "note",
             "Append a note; returns a checkpoint state/rollback can return to (ref.notes)",
             string_schema(&["text"]),
-            move |_s, p| {
-                let shared = s8.clone();
-                async move {
+            |session, p| async move {
+                {
                     let text = arg(&p, "text").unwrap_or_default();
+                    let shared = state(&session)?;
                     let mut st = lock(&shared);
                     if st.notes.len() >= MAX_NOTES {
                         return Ok(error_result(format!(
@@ -520,16 +536,15 @@ pub async fn serve(transport: Transport) -> CloseReason {
     server().serve(transport).await
 }
 
-/// Accepts TCP connections forever, serving each with its own reference server (its own
-/// manifest tracker and state, freed when the connection ends), with the default
-/// [`ServeConfig`]. Never returns: accept errors are survived (see
-/// [`crate::transport::listen`]).
+/// Accepts TCP connections forever, serving them all with one reference server (each
+/// connection's state its own, freed when it ends), with the default [`ServeConfig`]. Never
+/// returns: accept errors are survived (see [`crate::transport::listen`]).
 pub async fn serve_tcp(listener: crate::transport::tcp::Listener) {
     serve_on(Arc::new(listener), ServeConfig::default()).await
 }
 
-/// Serves every connection `listener` accepts (TCP or WebSocket) with its own reference
-/// server, forever, with the limits of `config` ([`crate::server::listen::serve_each`]).
+/// Serves every connection `listener` accepts (TCP or WebSocket) with one reference server,
+/// forever, with the limits of `config` ([`crate::server::listen::serve`]).
 pub async fn serve_on<L: Listen + 'static>(listener: Arc<L>, config: ServeConfig) {
-    crate::server::listen::serve_each(server, listener, config).await
+    crate::server::listen::serve(server(), listener, config).await
 }

@@ -464,15 +464,18 @@ async fn reference_state_is_bounded() {
     );
 }
 
-/// Issue #20: over one listener, a connection's topics and published messages are its own
-/// (§17: the manifest a connection was given changes only by what that connection does):
-/// a client that adds topics and publishes leaves nothing behind for the next one.
+/// Issue #20: over one listener (one shared server), a connection's topics, notes,
+/// published messages and turns are its own while both are open (§17: a connection's
+/// manifest changes only by what that connection does; §8.7: a checkpoint is the issuing
+/// connection's): nothing one client does reaches the other, and the next client starts
+/// fresh.
 #[tokio::test]
 async fn reference_connections_do_not_share_state() {
     let listener = tcp::Listener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(mcpl::reference::serve_tcp(listener));
-    let initialize = |peer: Peer| async move {
+    let connect = || async {
+        let (peer, incoming) = Peer::new(tcp::connect(addr).await.unwrap(), PeerConfig::default());
         let init = peer
             .request_raw(
                 "initialize",
@@ -487,11 +490,66 @@ async fn reference_connections_do_not_share_state() {
         )
         .await
         .unwrap();
-        init["capabilities"]["experimental"]["mcpl"]["revision"].clone()
+        let revision = init["capabilities"]["experimental"]["mcpl"]["revision"].clone();
+        (peer, incoming, revision)
     };
-    let (first, _in1) = Peer::new(tcp::connect(addr).await.unwrap(), PeerConfig::default());
-    let fresh = initialize(first.clone()).await;
-    call_tool(&first, "add_topic", json!({"name": "weather"})).await;
+    // The server's own requests (register, greeting) are answered; the first
+    // manifestChanged a connection hears is sent on.
+    let host = |mut incoming: mcpl::peer::Incoming| {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        tokio::spawn(async move {
+            while let Some(m) = incoming.recv().await {
+                match m {
+                    IncomingMessage::Request(r) => {
+                        let reply = match r.method() {
+                            "channels/register" => {
+                                json!({"results": [{"id": "ref:lobby", "accepted": true}]})
+                            }
+                            _ => json!({"accepted": true}),
+                        };
+                        let _ = r.respond(reply).await;
+                    }
+                    IncomingMessage::Notification(n) => {
+                        let _ = tx.send(json!({"method": n.method, "params": n.params}));
+                    }
+                }
+            }
+        });
+        rx
+    };
+    let (first, in1, fresh) = connect().await;
+    let mut heard1 = host(in1);
+    let (second, in2, revision2) = connect().await;
+    let mut heard2 = host(in2);
+    assert_eq!(revision2, fresh);
+
+    let added = call_tool(&first, "add_topic", json!({"name": "weather"})).await;
+    assert!(added["isError"].is_null(), "{added}");
+    let announced = heard1.recv().await.unwrap();
+    assert_eq!(announced["method"], "mcpl/manifestChanged");
+    assert_ne!(announced["params"]["revision"], fresh);
+    let m1 = first
+        .request_raw("mcpl/manifest", Some(json!({})))
+        .await
+        .unwrap();
+    assert!(m1["featureSets"]["topic.weather"].is_object());
+    let m2 = second
+        .request_raw("mcpl/manifest", Some(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(m2["revision"], fresh);
+    assert!(m2["featureSets"].get("topic.weather").is_none());
+
+    let note = call_tool(&first, "note", json!({"text": "mine"})).await;
+    let checkpoint = note["state"]["checkpoint"].as_str().unwrap().to_owned();
+    let e = second
+        .request_raw(
+            "state/rollback",
+            Some(json!({"featureSet": "ref.notes", "checkpoint": checkpoint})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, -32005);
     first
         .request_raw(
             "channels/publish",
@@ -499,9 +557,41 @@ async fn reference_connections_do_not_share_state() {
         )
         .await
         .unwrap();
-    let (second, _in2) = Peer::new(tcp::connect(addr).await.unwrap(), PeerConfig::default());
-    assert_eq!(initialize(second.clone()).await, fresh);
-    let state = tool_json(&call_tool(&second, "turns", json!({})).await);
-    assert_eq!(state["publishedCount"], 0);
+    for phase in ["started", "completed"] {
+        first
+            .notify_raw(
+                "inference/lifecycle",
+                Some(json!({"inferenceId": "inf_1", "phase": phase})),
+            )
+            .await
+            .unwrap();
+    }
+    let state1 = tool_json(&call_tool(&first, "turns", json!({})).await);
+    assert_eq!(
+        (
+            &state1["started"],
+            &state1["publishedCount"],
+            &state1["notes"]
+        ),
+        (&json!(1), &json!(1), &json!(["mine"]))
+    );
+    let state2 = tool_json(&call_tool(&second, "turns", json!({})).await);
+    assert_eq!(
+        (
+            &state2["started"],
+            &state2["publishedCount"],
+            &state2["notes"]
+        ),
+        (&json!(0), &json!(0), &json!([]))
+    );
+    assert!(
+        heard2.try_recv().is_err(),
+        "the second connection heard of the first's topic"
+    );
+
+    let (third, _in3, revision3) = connect().await;
+    assert_eq!(revision3, fresh);
     first.close();
+    second.close();
+    third.close();
 }

@@ -185,6 +185,21 @@ impl ManifestTracker {
         self.bound.insert(feature_set, registration);
     }
 
+    /// A new tracker with this one's installed snapshot (shared, not copied) and its bound
+    /// feature sets, and no connection attached: e.g. one connection's own copy of a
+    /// server's manifest.
+    pub fn fork(&self) -> Self {
+        ManifestTracker {
+            state: Mutex::new(State {
+                current: self.snapshot(),
+                connections: BTreeMap::new(),
+                next_id: 0,
+            }),
+            writer: Mutex::new(()),
+            bound: self.bound.clone(),
+        }
+    }
+
     /// The installed snapshot; one consistent manifest even while a `set_manifest` runs.
     pub fn snapshot(&self) -> Arc<ManifestSnapshot> {
         Arc::clone(&lock(&self.state).current)

@@ -1,5 +1,6 @@
 //! [`ServerBuilder`]: identity, manifest, tools and handlers.
 
+use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::conn::ServerInner;
+use super::conn_state::StateSpec;
 use super::dispatch::is_reserved;
 use super::tools::ToolSpec;
 use super::*;
@@ -28,8 +30,8 @@ use crate::protocol::state::{RollbackParams, RollbackResult};
 pub(super) struct Handlers {
     pub(super) tools: Vec<ToolSpec>,
     pub(super) before_inference: Option<(Option<String>, HookHandler)>,
-    pub(super) turn_start: Option<Callback<TurnStart>>,
-    pub(super) turn_end: Option<Callback<TurnEnd>>,
+    pub(super) turn_start: Option<ConnCallback<TurnStart>>,
+    pub(super) turn_end: Option<ConnCallback<TurnEnd>>,
     pub(super) outgoing_chunk: Option<Callback<OutgoingChunkParams>>,
     pub(super) outgoing_complete: Option<Callback<OutgoingCompleteParams>>,
     pub(super) channels_open: Option<Handler<OpenParams, OpenResult>>,
@@ -43,6 +45,7 @@ pub(super) struct Handlers {
     pub(super) ready: Option<ReadyHandler>,
     pub(super) first_ready: Option<ReadyHandler>,
     pub(super) fallback: Option<FallbackFactory>,
+    pub(super) connection_state: Option<StateSpec>,
 }
 
 /// Builds a [`Server`]: identity, manifest (feature sets, advertisement, tag ontology), MCP
@@ -64,6 +67,10 @@ pub struct ServerBuilder {
     /// ([`BuildError::DuplicateRegistration`]) instead of letting the later call silently
     /// replace the earlier one.
     duplicates: Vec<String>,
+    /// The registrations that read the connection state, with the type each reads:
+    /// [`Self::build`] refuses one whose type is not the one [`Self::connection_state`]
+    /// registers ([`BuildError::ConnectionStateType`]).
+    state_users: Vec<(&'static str, TypeId, &'static str)>,
 }
 
 /// Fills a single-handler slot, recording `slot` when it was already filled.
@@ -93,6 +100,7 @@ impl ServerBuilder {
             peer_config: PeerConfig::default(),
             required: None,
             duplicates: Vec::new(),
+            state_users: Vec::new(),
         }
     }
 
@@ -263,7 +271,30 @@ impl ServerBuilder {
     pub fn on_turn_start(mut self, f: impl Fn(&TurnStart) + Send + Sync + 'static) -> Self {
         fill(
             &mut self.handlers.turn_start,
-            Arc::new(f),
+            Arc::new(move |_: &super::conn::Conn, t: &TurnStart| f(t)),
+            &mut self.duplicates,
+            "on_turn_start",
+        );
+        self
+    }
+
+    /// [`Self::on_turn_start`] with the connection's state ([`Self::connection_state`],
+    /// made on first use): e.g. to count one connection's turns. It fills the same slot as
+    /// `on_turn_start`; [`Self::build`] refuses it when `S` is not the registered state type
+    /// ([`BuildError::ConnectionStateType`]).
+    pub fn on_turn_start_with_state<S: Send + Sync + 'static>(
+        mut self,
+        f: impl Fn(&S, &TurnStart) + Send + Sync + 'static,
+    ) -> Self {
+        self.uses_state::<S>("on_turn_start_with_state");
+        fill(
+            &mut self.handlers.turn_start,
+            Arc::new(move |c: &super::conn::Conn, t: &TurnStart| {
+                // `None` only once the connection has ended, after its last turn end.
+                if let Some(s) = c.state::<S>() {
+                    f(&s, t)
+                }
+            }),
             &mut self.duplicates,
             "on_turn_start",
         );
@@ -276,11 +307,59 @@ impl ServerBuilder {
     pub fn on_turn_end(mut self, f: impl Fn(&TurnEnd) + Send + Sync + 'static) -> Self {
         fill(
             &mut self.handlers.turn_end,
-            Arc::new(f),
+            Arc::new(move |_: &super::conn::Conn, t: &TurnEnd| f(t)),
             &mut self.duplicates,
             "on_turn_end",
         );
         self
+    }
+
+    /// [`Self::on_turn_end`] with the connection's state, as
+    /// [`Self::on_turn_start_with_state`]; the turns a closing connection ends are delivered
+    /// before its state is dropped.
+    pub fn on_turn_end_with_state<S: Send + Sync + 'static>(
+        mut self,
+        f: impl Fn(&S, &TurnEnd) + Send + Sync + 'static,
+    ) -> Self {
+        self.uses_state::<S>("on_turn_end_with_state");
+        fill(
+            &mut self.handlers.turn_end,
+            Arc::new(move |c: &super::conn::Conn, t: &TurnEnd| {
+                if let Some(s) = c.state::<S>() {
+                    f(&s, t)
+                }
+            }),
+            &mut self.duplicates,
+            "on_turn_end",
+        );
+        self
+    }
+
+    /// Per-connection state with one shared server: `make` builds a connection's `T` on its
+    /// first [`Session::state`] call (an idle connection never pays for it), and the state is
+    /// dropped when the connection ends. The manifest tracker, handlers and tools stay shared
+    /// by every connection, so a server whose state belongs to one connection needs no
+    /// [`Server`] per connection ([`crate::server::listen::serve_each`]). Use interior
+    /// mutability (`Mutex`, atomics) in `T` for state the handlers change. One state type
+    /// per server (a second registration is [`BuildError::DuplicateRegistration`]); keep
+    /// several values in one struct.
+    pub fn connection_state<T, F>(mut self, make: F) -> Self
+    where
+        T: Send + Sync + 'static,
+        F: Fn() -> T + Send + Sync + 'static,
+    {
+        fill(
+            &mut self.handlers.connection_state,
+            StateSpec::new(make),
+            &mut self.duplicates,
+            "connection_state",
+        );
+        self
+    }
+
+    fn uses_state<S: 'static>(&mut self, registration: &'static str) {
+        self.state_users
+            .push((registration, TypeId::of::<S>(), std::any::type_name::<S>()));
     }
 
     /// Observes `channels/outgoing/chunk` (§14.3): advisory text, never delivered content.
@@ -567,6 +646,16 @@ impl ServerBuilder {
                 return Err(BuildError::InvalidFeatureSet {
                     name: name.clone(),
                     reason: e.to_string(),
+                });
+            }
+        }
+        let registered = self.handlers.connection_state.as_ref();
+        for (registration, type_id, wanted) in &self.state_users {
+            if registered.map(|s| s.type_id) != Some(*type_id) {
+                return Err(BuildError::ConnectionStateType {
+                    registration,
+                    wanted,
+                    registered: registered.map(|s| s.type_name),
                 });
             }
         }

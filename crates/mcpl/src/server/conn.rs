@@ -7,13 +7,16 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::builder::Handlers;
+use super::conn_state::StateSlot;
 use super::dispatch::run;
 use super::*;
 use crate::capability::CapabilitySet;
 use crate::jsonrpc::RequestId;
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
 use crate::manifest::domains::ChangeDomain;
-use crate::manifest::{ConnectionId, ManifestChanged, ManifestTracker};
+use crate::manifest::{
+    ConnectionId, ManifestChanged, ManifestSink, ManifestSnapshot, ManifestTracker,
+};
 use crate::peer::{CloseReason, Peer, PeerConfig};
 use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
 use crate::protocol::channels::ChannelDescriptor;
@@ -38,7 +41,9 @@ pub(super) struct ServerInner {
 }
 
 /// A built server: cheap to clone, serves any number of connections, all sharing one
-/// [`ManifestTracker`].
+/// [`ManifestTracker`] (a connection may leave it for its own, [`Session::own_manifest`]),
+/// one handler table and one tool registry; what belongs to one connection lives in its
+/// [`ServerBuilder::connection_state`].
 #[derive(Clone)]
 pub struct Server {
     pub(super) inner: Arc<ServerInner>,
@@ -94,6 +99,9 @@ impl Server {
             channel_ops: tokio::sync::Mutex::new(()),
             fallback: Mutex::new(None),
             first_ready_done: std::sync::atomic::AtomicBool::new(false),
+            user_state: StateSlot::new(),
+            own_tracker: std::sync::OnceLock::new(),
+            attach: Mutex::new(()),
         });
         spawn_announcer(&conn);
         let session = Session { conn: conn.clone() };
@@ -210,9 +218,88 @@ pub(super) struct Conn {
     /// Set when the first accepted policy Request has handed the session to
     /// [`ServerBuilder::on_first_ready`] (or would have, without a handler).
     pub(super) first_ready_done: std::sync::atomic::AtomicBool,
+    /// The application's state for this connection ([`ServerBuilder::connection_state`]),
+    /// made on first use, dropped by [`Conn::finish`].
+    pub(super) user_state: StateSlot,
+    /// This connection's own manifest tracker once [`Session::own_manifest`] has forked
+    /// the server's; never set on a connection that does not ask.
+    pub(super) own_tracker: std::sync::OnceLock<Arc<ManifestTracker>>,
+    /// Held while the connection is attached to, moved between or detached from a tracker,
+    /// so `initialize`'s attach and a fork cannot interleave.
+    pub(super) attach: Mutex<()>,
 }
 
 impl Conn {
+    /// The tracker this connection's manifest comes from: its own after a fork
+    /// ([`Session::own_manifest`]), else the server's.
+    pub(super) fn tracker(&self) -> &Arc<ManifestTracker> {
+        self.own_tracker.get().unwrap_or(&self.server.tracker)
+    }
+
+    /// The connection's state as `T` ([`StateSlot::get`]).
+    pub(super) fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.user_state
+            .get(self.server.handlers.connection_state.as_ref())
+    }
+
+    /// Attaches the connection to its tracker with `initialized`, the snapshot its
+    /// `initialize` carried, so nothing is re-announced (§17.10).
+    pub(super) fn attach_manifest(self: &Arc<Self>, initialized: Arc<ManifestSnapshot>) {
+        let _order = lock(&self.attach);
+        let id = self.tracker().attach_snapshot(self.sink(), initialized);
+        lock(&self.state).tracker_id = Some(id);
+    }
+
+    /// Detaches the connection from its tracker: no more announcements.
+    pub(super) fn detach(&self) {
+        let _order = lock(&self.attach);
+        let id = lock(&self.state).tracker_id.take();
+        if let Some(id) = id {
+            self.tracker().detach(id);
+        }
+    }
+
+    /// The connection's own tracker, forked from the server's on the first call
+    /// ([`Session::own_manifest`]): it starts from the server's installed snapshot (shared,
+    /// not copied), and an attached connection moves to it with the baseline it was last
+    /// told about, so the fork itself announces nothing.
+    pub(super) fn own_manifest(self: &Arc<Self>) -> &Arc<ManifestTracker> {
+        let _order = lock(&self.attach);
+        if let Some(own) = self.own_tracker.get() {
+            return own;
+        }
+        let shared = &self.server.tracker;
+        let id = lock(&self.state).tracker_id.take();
+        let announced = id.and_then(|id| {
+            let revision = shared.announced_revision(id);
+            shared.detach(id);
+            revision
+        });
+        let own = self.own_tracker.get_or_init(|| Arc::new(shared.fork()));
+        if id.is_some() {
+            // An unknown baseline ("") is told the current revision with every domain.
+            let id = own.attach(self.sink(), announced.as_deref().unwrap_or(""));
+            let mut st = lock(&self.state);
+            if st.mcpl {
+                st.tracker_id = Some(id);
+            } else {
+                // Turned MCP-only meanwhile (§6.7 refusal): no more announcements.
+                drop(st);
+                own.detach(id);
+            }
+        }
+        own
+    }
+
+    fn sink(self: &Arc<Self>) -> Arc<dyn ManifestSink> {
+        let weak: Weak<Conn> = Arc::downgrade(self);
+        Arc::new(move |change: ManifestChanged| {
+            if let Some(c) = weak.upgrade() {
+                c.on_manifest_changed(change);
+            }
+        })
+    }
+
     pub(super) fn diagnostic(&self, code: &'static str, detail: impl Into<String>) {
         let detail = detail.into();
         tracing::warn!(code, "{detail}");
@@ -255,7 +342,7 @@ impl Conn {
     /// capability is widened (§17.5: additions never auto-grant); a host that has not yet
     /// fetched the change refuses a use of the new name (-32003), which fails closed.
     pub(super) fn on_manifest_changed(&self, change: ManifestChanged) {
-        let decls = FeatureSets::from_mcpl(self.server.tracker.snapshot().manifest()).0;
+        let decls = FeatureSets::from_mcpl(self.tracker().snapshot().manifest()).0;
         {
             let mut st = lock(&self.state);
             st.policy.set_declarations(decls);
@@ -276,12 +363,12 @@ impl Conn {
         match ev {
             TurnEvent::Started(s) => {
                 if let Some(f) = &h.turn_start {
-                    f(&s)
+                    f(self, &s)
                 }
             }
             TurnEvent::Ended(e) => {
                 if let Some(f) = &h.turn_end {
-                    f(&e)
+                    f(self, &e)
                 }
             }
         }
@@ -304,17 +391,14 @@ impl Conn {
 
     pub(super) fn finish(&self) {
         let now = tokio::time::Instant::now().into_std();
-        let (ends, id) = {
-            let mut st = lock(&self.state);
-            (st.lifecycle.close_all(now), st.tracker_id.take())
-        };
-        if let Some(id) = id {
-            self.server.tracker.detach(id);
-        }
+        let ends = lock(&self.state).lifecycle.close_all(now);
+        self.detach();
         drop(lock(&self.fallback).take());
         for e in ends {
             self.deliver_turn(TurnEvent::Ended(e));
         }
         lock(&self.streams).clear();
+        // Last: the turn ends above may still read it.
+        self.user_state.end();
     }
 }

@@ -1,7 +1,7 @@
 //! Inbound requests: the read loop, gating (§5.4), `initialize` and the policy Request (§5.3).
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -14,7 +14,7 @@ use super::notifications::on_notification;
 use super::*;
 use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
-use crate::manifest::{ManifestChanged, ManifestSnapshot};
+use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
 use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState};
 use crate::protocol::channels::ListResult;
@@ -209,7 +209,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
         }
         "featureSets/update" => on_policy_request(conn, req).await,
         "mcpl/manifest" => {
-            let m = conn.server.tracker.manifest_result();
+            let m = conn.tracker().manifest_result();
             respond(req, Ok(m)).await
         }
         "context/beforeInference" => on_before_inference(conn, req),
@@ -315,7 +315,7 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
             false
         }
     };
-    let snapshot: Arc<ManifestSnapshot> = conn.server.tracker.snapshot();
+    let snapshot: Arc<ManifestSnapshot> = conn.tracker().snapshot();
     let manifest = match snapshot.manifest() {
         Value::Object(m) => Manifest(m.clone()),
         _ => Manifest::default(),
@@ -362,17 +362,7 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     respond(req, Ok(result)).await;
     if mcpl {
         // Attach with exactly the snapshot sent, so nothing is re-announced (§17.10).
-        let weak: Weak<Conn> = Arc::downgrade(conn);
-        let sink = move |change: ManifestChanged| {
-            if let Some(c) = weak.upgrade() {
-                c.on_manifest_changed(change);
-            }
-        };
-        let id = conn
-            .server
-            .tracker
-            .attach_snapshot(Arc::new(sink), snapshot);
-        lock(&conn.state).tracker_id = Some(id);
+        conn.attach_manifest(snapshot);
     }
 }
 
@@ -432,7 +422,7 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
                     if fallback == Fallback::McpOnly {
                         st.mcpl = false;
                         if let Some(id) = st.tracker_id.take() {
-                            conn.server.tracker.detach(id);
+                            conn.tracker().detach(id);
                         }
                     }
                     conn.publish(&st);

@@ -44,6 +44,21 @@ pub enum BuildError {
         /// What was registered twice, e.g. `on_ready` or `tool "remind"`.
         slot: String,
     },
+    /// A handler reads connection state of a type the builder does not register with
+    /// [`ServerBuilder::connection_state`](super::ServerBuilder::connection_state) (none, or
+    /// another type): it would never run.
+    #[error("{registration} reads connection state of type {wanted}, but {}", match registered {
+        Some(t) => format!("the registered connection_state is {t}"),
+        None => "no connection_state is registered; register one with `connection_state`".to_owned(),
+    })]
+    ConnectionStateType {
+        /// The builder method, e.g. `on_turn_start_with_state`.
+        registration: &'static str,
+        /// The type it reads.
+        wanted: &'static str,
+        /// The type `connection_state` registered, if any.
+        registered: Option<&'static str>,
+    },
     /// A typed tool whose argument type does not describe an object: MCP's `inputSchema` is
     /// an object schema, so its arguments could never fit.
     #[error("tool {name:?}: {reason}")]

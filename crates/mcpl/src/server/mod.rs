@@ -38,6 +38,11 @@
 //!   them to a send. The `context/beforeInference` handler gets a read-only [`GrantState`],
 //!   not a session, for the same reason and for §10.7 (hooks must not trigger inference).
 //!
+//! - **One server, per-connection state.** A [`Server`] is built once and shared by every
+//!   connection (manifest tracker, handlers, tools); what belongs to one connection is its
+//!   [`ServerBuilder::connection_state`], made on first use ([`Session::state`]) and dropped
+//!   when it ends, and a connection whose manifest must change alone takes its own tracker
+//!   ([`Session::own_manifest`]).
 //! - **Another MCP implementation for the MCP methods.** [`ServerBuilder::mcp_fallback`]
 //!   hands, per connection, everything that is not MCPL's to an [`McpFallback`] (the
 //!   `mcpl-rmcp` crate plugs an rmcp `ServerHandler` in here): the MCP part of `initialize`
@@ -82,6 +87,7 @@ use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 
 mod builder;
 mod conn;
+mod conn_state;
 mod dispatch;
 mod errors;
 mod fallback;
@@ -113,6 +119,8 @@ type HookHandler = Arc<
         + Sync,
 >;
 type Callback<T> = Arc<dyn Fn(&T) + Send + Sync>;
+/// A callback that may reach its connection's state ([`ServerBuilder::connection_state`]).
+type ConnCallback<T> = Arc<dyn Fn(&conn::Conn, &T) + Send + Sync>;
 type ReadyHandler = Arc<dyn Fn(Session) -> BoxFut<()> + Send + Sync>;
 type CustomHandler = Handler<Option<Value>, Value>;
 type FallbackFactory = Arc<dyn Fn(Session) -> Arc<dyn McpFallback> + Send + Sync>;

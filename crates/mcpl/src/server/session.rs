@@ -124,9 +124,38 @@ impl Session {
             .subscribe()
     }
 
-    /// The manifest tracker shared by the server's connections.
+    /// The manifest tracker this connection's manifest comes from: the server's, shared by
+    /// its connections ([`Server::tracker`]), or the connection's own once
+    /// [`Self::own_manifest`] has been called. A change installed here is what `initialize`
+    /// and `mcpl/manifest` answer with, and is announced to every connection attached to it.
     pub fn tracker(&self) -> &Arc<ManifestTracker> {
-        &self.conn.server.tracker
+        self.conn.tracker()
+    }
+
+    /// This connection's own manifest tracker: on the first call the connection leaves the
+    /// server's shared tracker for a tracker of its own that starts from the manifest
+    /// installed now (the snapshot is shared, not copied, until it is changed); later calls
+    /// return the same tracker. Changes installed through it are seen and announced
+    /// (§17.3) on this connection only, and it goes away with the connection; changes to the
+    /// server's tracker no longer reach this connection.
+    ///
+    /// Reading (§17, silent on several connections): the manifest is what a server presents
+    /// to one connection at `initialize` (§17.1) and the host reviews it per connection
+    /// (§17.5, §17.8), as it computes the grant per connection (§5.4); so one connection's
+    /// manifest may change without the others'. A server whose tools change the manifest on
+    /// a client's request (the reference server's `add_topic`) uses this, so one client
+    /// cannot change what another is told. The fork itself announces nothing: the connection
+    /// keeps the baseline it was last told about (an unknown one is told the current revision
+    /// with every domain, the over-announcing direction).
+    pub fn own_manifest(&self) -> &Arc<ManifestTracker> {
+        self.conn.own_manifest()
+    }
+
+    /// This connection's state ([`ServerBuilder::connection_state`]), made by the registered
+    /// factory on the first call and dropped when the connection ends. `None` when the
+    /// server registers no state of type `T`, or once the connection has ended.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.conn.state::<T>()
     }
 
     /// Closes the connection.
