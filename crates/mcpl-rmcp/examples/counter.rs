@@ -68,9 +68,13 @@ impl Counter {
             })
         };
         if let Some(next) = next {
-            let event = PushEvent::text("counter", format!("The counter reached {n}.")); // MCPL
-            if let Err(e) = mcpl.push_event(event).await {
-                eprintln!("counter: push/event not sent: {e}"); // refused before the wire
+            // MCPL: push only where the host's grant leaves the set on (a push it does not
+            // allow would be refused before the wire, and logged as this code's mistake).
+            if mcpl.feature_available("counter") {
+                let event = PushEvent::text("counter", format!("The counter reached {n}."));
+                if let Err(e) = mcpl.push_event(event).await {
+                    eprintln!("counter: push/event failed: {e}"); // on the wire: closed, refused …
+                }
             }
             // Beyond the minimal diff: the manifest names the next threshold (§17.3).
             let _ = mcpl.tracker().transaction(|m| {
@@ -108,6 +112,12 @@ fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Diagnostics (a refused send, a dropped injection …) on stderr, as stdout carries the
+    // protocol: `warn` and up unless RUST_LOG says otherwise.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let threshold = match flag(&args, "--threshold") {
         Some(n) => n.parse().map_err(|e| format!("--threshold {n}: {e}"))?,

@@ -48,6 +48,9 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // Diagnostics on stderr (stdout is the transport): warn and up, or what RUST_LOG says.
+//!     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+//!     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
 //!     let counter = Counter::default();
 //!     let count = counter.counter.clone();
 //!     mcpl_rmcp::builder(counter)
@@ -64,9 +67,10 @@
 //! }
 //! ```
 //!
-//! Against the same server on plain rmcp that is 19 lines added, 3 of which replace removed
-//! ones: the prelude import, the `Extension` parameter, the push, and `main` building an MCPL
-//! server with a feature set and a hook instead of `Counter::default().serve(stdio())`.
+//! Against the same server on plain rmcp that is 22 lines added, 3 of which replace removed
+//! ones: the prelude import, the `Extension` parameter, the push, and `main` installing a
+//! diagnostics subscriber and building an MCPL server with a feature set and a hook instead of
+//! `Counter::default().serve(stdio())`.
 //!
 //! A tool reaches the MCPL side of its connection through rmcp's `Extension` extractor: every
 //! request handed to rmcp carries the connection's [`Session`] in its extensions, so

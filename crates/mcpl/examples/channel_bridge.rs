@@ -38,6 +38,11 @@ fn lock(p: &Mutex<Platform>) -> std::sync::MutexGuard<'_, Platform> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Diagnostics (a refused send, a dropped injection …) on stderr: `warn` and up unless RUST_LOG says otherwise.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7700".into());

@@ -29,6 +29,12 @@ struct Remember {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Diagnostics (a refused send, a dropped injection …) on stderr, as stdout carries the
+    // protocol: `warn` and up unless RUST_LOG says otherwise.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
     let facts: Arc<Mutex<Vec<String>>> = Arc::default();
     let completed = Arc::new(Mutex::new(0u64));
     let (f_store, f_recall, done) = (facts.clone(), facts.clone(), completed.clone());

@@ -17,6 +17,12 @@ struct Note {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Diagnostics (a refused send, a dropped injection …) on stderr, as stdout carries the
+    // protocol: `warn` and up unless RUST_LOG says otherwise.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
     let server = Server::builder("minimal", "0.1.0")
         .feature_set(
             "pings",

@@ -26,6 +26,12 @@
 //! the first one — so start per-connection work (a timer, a first event) in
 //! `on_first_ready`, and re-register what depends on the grant in `on_ready`.
 //!
+//! Where mistakes show: a send the grant does not allow, an injection at a position not
+//! granted, a handler that panics … are refused or repaired by the session and logged
+//! through `tracing` at `warn` with what to change, under plain [`serve`](server::Server::serve)
+//! too; host defects at `info` (see [`server::DiagnosticKind`]). Install a subscriber to see
+//! them, as below (`tracing-subscriber` with its `fmt` and `env-filter` features).
+//!
 //! ```no_run
 //! use mcpl::capability::Capability;
 //! use mcpl::protocol::handshake::ToolsCallResult;
@@ -34,6 +40,12 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // The session's diagnostics on stderr (stdout is the stdio transport): `warn` and up
+//!     // (every mistake of this code the session refuses or repairs), or what RUST_LOG says.
+//!     tracing_subscriber::fmt()
+//!         .with_writer(std::io::stderr)
+//!         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+//!         .init();
 //!     let server = Server::builder("greeter", "1.0.0")
 //!         .feature_set("greetings", "Say hello when asked", &[Capability::PushEvents])
 //!         .tool("greet", "Greet someone", json!({"type": "object"}), |s: Session, p| async move {

@@ -1,6 +1,7 @@
 //! [`Server`] and the per-connection state shared by the dispatcher and the senders.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Map, Value};
@@ -102,6 +103,8 @@ impl Server {
             user_state: StateSlot::new(),
             own_tracker: std::sync::OnceLock::new(),
             attach: Mutex::new(()),
+            author_mistakes: AtomicU64::new(0),
+            warned: Mutex::new(Vec::new()),
         });
         spawn_announcer(&conn);
         let session = Session { conn: conn.clone() };
@@ -115,8 +118,24 @@ impl Server {
 
     /// Serves one connection over `transport` until it ends and everything owed has been
     /// written ([`Peer::finished`]), and returns why it ended.
+    ///
+    /// Nothing needs subscribing to see the server author's mistakes: each one (a refused
+    /// send, a dropped injection, a panicking handler …, see [`DiagnosticKind`]) is logged
+    /// through `tracing` at `warn` as it happens, and a connection that had any ends with a
+    /// `warn` line counting them. To read the count, or every diagnostic, use
+    /// [`Self::start`] with [`Session::author_mistakes`] and [`Session::diagnostics`].
     pub async fn serve(&self, transport: Transport) -> CloseReason {
-        self.start(transport).conn.peer.finished().await
+        let session = self.start(transport);
+        let reason = session.conn.peer.finished().await;
+        let mistakes = session.author_mistakes();
+        if mistakes > 0 {
+            tracing::warn!(
+                server = self.inner.info.name.as_str(),
+                "connection ended ({reason}) after {mistakes} mistake(s) of the server's code \
+                 were reported on it; the warnings before this say what to change"
+            );
+        }
+        reason
     }
 }
 
@@ -227,7 +246,15 @@ pub(super) struct Conn {
     /// Held while the connection is attached to, moved between or detached from a tracker,
     /// so `initialize`'s attach and a fork cannot interleave.
     pub(super) attach: Mutex<()>,
+    /// How many [`DiagnosticKind::AuthorMistake`] diagnostics this connection reported.
+    pub(super) author_mistakes: AtomicU64,
+    /// Digests of the author mistakes already logged at `warn` (repeats go to `debug`);
+    /// at most [`WARNED_BOUND`], after which every new one is logged at `warn`.
+    pub(super) warned: Mutex<Vec<u64>>,
 }
+
+/// How many distinct author-mistake messages a connection remembers having logged.
+const WARNED_BOUND: usize = 64;
 
 impl Conn {
     /// The tracker this connection's manifest comes from: its own after a fork
@@ -300,12 +327,58 @@ impl Conn {
         })
     }
 
-    pub(super) fn diagnostic(&self, code: &'static str, detail: impl Into<String>) {
-        let detail = detail.into();
-        tracing::warn!(code, "{detail}");
-        if let Some(tx) = self.diag_tx.get() {
-            let _ = tx.send(SessionDiagnostic { code, detail });
+    /// Reports a mistake of the server's author: `detail` says what happened and what to
+    /// change ([`DiagnosticKind::AuthorMistake`]).
+    pub(super) fn author_mistake(&self, code: &'static str, detail: impl Into<String>) {
+        self.diagnostic(DiagnosticKind::AuthorMistake, code, detail.into());
+    }
+
+    /// Reports a host defect, or a host message the session ignores
+    /// ([`DiagnosticKind::PeerDefect`]).
+    pub(super) fn peer_defect(&self, code: &'static str, detail: impl Into<String>) {
+        self.diagnostic(DiagnosticKind::PeerDefect, code, detail.into());
+    }
+
+    /// Reports an observation that is nobody's mistake ([`DiagnosticKind::Notice`]).
+    pub(super) fn notice(&self, code: &'static str, detail: impl Into<String>) {
+        self.diagnostic(DiagnosticKind::Notice, code, detail.into());
+    }
+
+    fn diagnostic(&self, kind: DiagnosticKind, code: &'static str, detail: String) {
+        let server = self.server.info.name.as_str();
+        match kind {
+            DiagnosticKind::AuthorMistake => {
+                self.author_mistakes.fetch_add(1, Ordering::Relaxed);
+                if self.first_warning(code, &detail) {
+                    tracing::warn!(server, code, "{detail}");
+                } else {
+                    tracing::debug!(server, code, "{detail}");
+                }
+            }
+            DiagnosticKind::PeerDefect | DiagnosticKind::Notice => {
+                tracing::info!(server, code, "{detail}")
+            }
         }
+        if let Some(tx) = self.diag_tx.get() {
+            let _ = tx.send(SessionDiagnostic { code, detail, kind });
+        }
+    }
+
+    /// Whether this author mistake has not been logged at `warn` on this connection yet
+    /// (and remembers it, within [`WARNED_BOUND`]).
+    fn first_warning(&self, code: &str, detail: &str) -> bool {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (code, detail).hash(&mut h);
+        let digest = h.finish();
+        let mut warned = lock(&self.warned);
+        if warned.contains(&digest) {
+            return false;
+        }
+        if warned.len() < WARNED_BOUND {
+            warned.push(digest);
+        }
+        true
     }
 
     pub(super) fn publish(&self, st: &ConnState) {

@@ -130,18 +130,49 @@ pub(super) fn spawn_handler<P, R>(
         }
     };
     let session = Session { conn: conn.clone() };
+    let conn = conn.clone();
     tokio::spawn(async move {
-        let out = guarded(handler(session, params)).await;
+        let method = req.method().to_owned();
+        let out = guarded(&conn, &method, handler(session, params)).await;
+        let out = out.and_then(|r| {
+            serde_json::to_value(r).map_err(|e| {
+                conn.author_mistake(
+                    "result_unencodable",
+                    format!(
+                        "the {method} handler's result does not serialize to JSON ({e}); \
+                         answered -32603: fix the result type's Serialize"
+                    ),
+                );
+                ErrorObject::internal(format!("cannot encode result: {e}"))
+            })
+        });
         respond(req, out).await;
     });
 }
 
-/// Runs a handler future; a panic becomes a `-32603` answer instead of a dropped request.
-pub(super) async fn guarded<R>(fut: BoxFut<HandlerResult<R>>) -> HandlerResult<R> {
+/// The `-32603` message a panicking handler is answered with.
+pub(super) const PANICKED: &str = "the handler panicked";
+
+/// Runs the `method` handler's future; a panic becomes a `-32603` answer instead of a
+/// dropped request, and is reported as the author's mistake.
+pub(super) async fn guarded<R>(
+    conn: &Conn,
+    method: &str,
+    fut: BoxFut<HandlerResult<R>>,
+) -> HandlerResult<R> {
     use futures_util::FutureExt;
     match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
         Ok(out) => out,
-        Err(_) => Err(ErrorObject::internal("the handler panicked")),
+        Err(_) => {
+            conn.author_mistake(
+                "handler_panicked",
+                format!(
+                    "the {method} handler panicked (a request is answered -32603); return an \
+                     error from it instead"
+                ),
+            );
+            Err(ErrorObject::internal(PANICKED))
+        }
     }
 }
 
@@ -168,7 +199,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
         let handler = h.custom.get(&method).cloned();
         if handler.is_none() && !REMOVED.contains(&method.as_str()) {
             if let Some(f) = conn.fallback() {
-                return spawn_fallback(req, f);
+                return spawn_fallback(conn, req, f);
             }
         }
         return spawn_handler(conn, req, handler);
@@ -179,7 +210,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     if matches!(method.as_str(), "tools/list" | "tools/call") {
         // Gated above (§5.4); the fallback is the only source of tools when there is one.
         if let Some(f) = conn.fallback() {
-            return spawn_fallback(req, f);
+            return spawn_fallback(conn, req, f);
         }
     }
     match method.as_str() {
@@ -304,7 +335,7 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
         HostMcpl::V05 => true,
         HostMcpl::Absent => false,
         HostMcpl::Other(version) => {
-            conn.diagnostic(
+            conn.notice(
                 "host_mcpl_version",
                 format!(
                     "the host advertises MCPL version {version}, not {MCPL_VERSION}: serving it as a \
@@ -390,12 +421,12 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
     let release = Release(conn);
     match outcome {
         Err(e) => {
-            conn.diagnostic("policy_malformed", e.to_string());
+            conn.peer_defect("policy_malformed", e.to_string());
             respond::<()>(req, Err(e.to_error())).await
         }
         Ok(outcome) => {
             for d in &outcome.diagnostics {
-                conn.diagnostic(d.code, d.detail.clone());
+                conn.peer_defect(d.code, d.detail.clone());
             }
             let receipt: Receipt = match outcome.receipt {
                 Some(r) => r,

@@ -90,25 +90,25 @@ fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> St
 pub enum SendError {
     /// The host did not advertise MCPL 0.5 (no `experimental.mcpl`, or another version):
     /// this is an MCP-only connection (§3.2).
-    #[error("MCPL is not active on this connection: the host did not advertise MCPL 0.5, so it is served as a plain MCP host (§3.2); only MCP messages can be sent to it")]
+    #[error("MCPL is not active on this connection: the host did not advertise MCPL 0.5, so it is served as a plain MCP host (§3.2) and only MCP messages can be sent to it; check Session::is_mcpl() before an MCPL send")]
     McpOnly,
     /// No `featureSets/update` Request has been received yet (§5.3).
-    #[error("not ready: no policy Request received yet (§5.3); {capability} is unavailable")]
+    #[error("`{capability}` is not available yet: the host has sent no policy Request (§5.3); send from ServerBuilder::on_ready, or once Session::granted(..) is true")]
     NotReady {
         /// The capability the send needs.
         capability: Capability,
     },
     /// The grant does not include the capability (§5.4).
-    #[error("capability {capability} is not granted (§5.4)")]
+    #[error("capability `{capability}` is not granted on this connection (§5.4): the host's policy withholds it, or no feature set's uses declares it; check Session::granted(..) before sending")]
     CapabilityDenied {
         /// The missing capability.
         capability: Capability,
     },
     /// The `featureSet` is not declared in the manifest (§6.5).
-    #[error("feature set {0:?} is not declared")]
+    #[error("feature set {0:?} is not declared in the manifest (§6.5): declare it with ServerBuilder::feature_set, or name a declared set")]
     UnknownFeatureSet(String),
     /// The `featureSet` is declared but unavailable (disabled, not selected, or denied).
-    #[error("feature set {name:?} is not available ({reason})")]
+    #[error("feature set {name:?} is not available on this connection ({reason}, §6.4): the host's grant leaves it off; check Session::feature_available(..) before sending")]
     FeatureSetUnavailable {
         /// The set.
         name: String,
@@ -117,7 +117,7 @@ pub enum SendError {
     },
     /// The `featureSet`'s `uses` does not declare a capability the send exercises: a host
     /// rejects that use (§6.4 rule 2), so it is refused before the wire.
-    #[error("feature set {name:?} does not declare {capability} in its uses (§6.4)")]
+    #[error("feature set {name:?} does not declare `{capability}` in its uses, so a host rejects this use (§6.4 rule 2): add it to the set's uses")]
     Undeclared {
         /// The set.
         name: String,
@@ -130,11 +130,13 @@ pub enum SendError {
     InvalidTag(#[from] crate::tags::TagError),
     /// Content that is not App. B.1 blocks (a typed block built with neither or both of its
     /// forms, say): a host rejects it, so it is refused before the wire. Names where.
-    #[error("content is not App. B.1 content blocks: {0}")]
+    #[error(
+        "content is not App. B.1 content blocks: {0}; build it with ContentBlock's constructors"
+    )]
     InvalidContent(String),
     /// A caller-set `timestamp` that is not ISO 8601 (§9.2): a host rejects the event, so it
     /// is refused before the wire.
-    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}")]
+    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}; give YYYY-MM-DDTHH:MM:SSZ, or leave it unset to stamp the current time")]
     InvalidTimestamp {
         /// The timestamp as given.
         timestamp: String,
@@ -144,9 +146,7 @@ pub enum SendError {
     /// [`Session::send_mcp_request`](super::Session::send_mcp_request) or [`Session::send_mcp_notification`](super::Session::send_mcp_notification) was given a method
     /// of MCPL (or of the MCP handshake MCPL rides on, or a removed surface): those go only
     /// through the typed, gated senders.
-    #[error(
-        "{0:?} is not a plain MCP method; MCPL messages go through the session's gated senders"
-    )]
+    #[error("{0:?} is not a plain MCP method: send MCPL messages with the session's typed senders (Session::push_event, …), which check the grant")]
     NotMcp(String),
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
@@ -182,12 +182,68 @@ impl SendError {
     }
 }
 
-/// A non-fatal observation of the session (a host defect, a dropped injection …), also
-/// logged with `tracing`.
+/// Whose mistake a [`SessionDiagnostic`] reports: what decides how loudly it is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiagnosticKind {
+    /// The server's own code or configuration did something the session had to refuse or
+    /// repair, and only its author can fix it. Always logged through `tracing` at `warn`
+    /// (the first time per connection for each distinct message; repeats at `debug`),
+    /// whether or not anyone called [`Session::diagnostics`](super::Session::diagnostics),
+    /// with what to change; counted by
+    /// [`Session::author_mistakes`](super::Session::author_mistakes). Codes:
+    /// - `send_refused`: a typed sender ([`Session::push_event`](super::Session::push_event),
+    ///   `channels_*`, `inference_*`, `model_info`, `send_mcp_*`) refused before the wire,
+    ///   the [`SendError`] in the detail: the grant lacks the capability (§5.4), the feature
+    ///   set is unknown, unavailable or does not declare it (§6.4, §6.5), the policy has not
+    ///   arrived (§5.3), the host is MCP-only (§3.2), or the content, tags or timestamp are
+    ///   malformed;
+    /// - `injection_dropped`: a `context/beforeInference` answer injected under an undeclared
+    ///   or unavailable feature set, or at a position not granted or not in the set's `uses`
+    ///   (§5.4, §6.4, §10.8);
+    /// - `handler_panicked`, `result_unencodable`: a handler panicked, or returned a result
+    ///   that does not serialize (answered `-32603`);
+    /// - `handler_failed`: a notification handler returned an error, which has no response
+    ///   to travel in;
+    /// - `unhandled_notification`: the host sent a notification the grant allows (so the
+    ///   server advertised its capability) and no handler is registered for it;
+    /// - `fallback_experimental_replaced`, `fallback_mcpl_replaced`: the
+    ///   [`McpFallback`](super::McpFallback)'s `initialize` result was repaired.
+    AuthorMistake,
+    /// The host sent something the spec does not allow, or that the session ignores (a
+    /// malformed or ungranted message, a lifecycle defect, an unknown notification …):
+    /// logged at `info`. Codes: `policy_malformed`, `unknown_feature_set`,
+    /// `notification_field_discarded`, `notification_denied`, `invalid_notification`,
+    /// `unknown_notification`, `ignored_notification`, `unexpected_notification`,
+    /// `unknown_inference_chunk` and the `lifecycle_*` codes.
+    PeerDefect,
+    /// An observation that is nobody's mistake: `host_mcpl_version` (the host speaks another
+    /// MCPL version and is served as a plain MCP host, §3.2). Logged at `info`.
+    Notice,
+}
+
+/// A non-fatal observation of the session (a dropped injection, a refused send, a host
+/// defect …): sent to every [`Session::diagnostics`](super::Session::diagnostics) receiver
+/// and logged with `tracing` (target `mcpl::server`), at `warn` when it is the server
+/// author's to fix ([`DiagnosticKind`] lists the codes of each kind).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionDiagnostic {
     /// Stable code, e.g. `injection_dropped`, `lifecycle_second_terminal`.
     pub code: &'static str,
-    /// Human-readable detail.
+    /// Human-readable detail: what happened and, for an author mistake, what to change.
     pub detail: String,
+    /// Whose mistake it reports.
+    pub kind: DiagnosticKind,
+}
+
+impl SessionDiagnostic {
+    /// Whether it reports a mistake of the server's author ([`DiagnosticKind::AuthorMistake`]).
+    pub fn is_author_mistake(&self) -> bool {
+        self.kind == DiagnosticKind::AuthorMistake
+    }
+}
+
+impl std::fmt::Display for SessionDiagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.detail)
+    }
 }

@@ -40,11 +40,13 @@ pub trait McpFallback: Send + Sync + 'static {
 }
 
 /// Hands `req` to the fallback now (in wire order) and answers with what it returns.
-pub(super) fn spawn_fallback(req: IncomingRequest, f: Arc<dyn McpFallback>) {
+pub(super) fn spawn_fallback(conn: &Arc<Conn>, req: IncomingRequest, f: Arc<dyn McpFallback>) {
     let r = req.request();
     let fut = f.request(&r.id, &r.method, r.params.clone());
+    let conn = conn.clone();
     tokio::spawn(async move {
-        let out = guarded(fut).await;
+        let method = format!("MCP fallback's {}", req.method());
+        let out = guarded(&conn, &method, fut).await;
         respond(req, out).await;
     });
 }
@@ -61,7 +63,7 @@ pub(super) async fn fallback_initialize(
     params: Value,
     manifest: Manifest,
 ) -> Result<Value, ErrorObject> {
-    let fut = guarded(f.initialize(id, params));
+    let fut = guarded(conn, "MCP fallback's initialize", f.initialize(id, params));
     let out = match conn.server.peer_config.request_timeout {
         Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
             ErrorObject::internal(format!(
@@ -90,17 +92,19 @@ pub(super) async fn fallback_initialize(
         .entry("experimental")
         .or_insert_with(|| Value::Object(Map::new()));
     if !experimental.is_object() {
-        conn.diagnostic(
+        conn.author_mistake(
             "fallback_experimental_replaced",
-            "the MCP fallback's capabilities.experimental is not an object; replaced",
+            "the MCP fallback's initialize result has a capabilities.experimental that is not \
+             an object; replaced by one holding the manifest: make the fallback leave it out",
         );
         *experimental = Value::Object(Map::new());
     }
     if let Value::Object(experimental) = experimental {
         if experimental.contains_key("mcpl") {
-            conn.diagnostic(
+            conn.author_mistake(
                 "fallback_mcpl_replaced",
-                "the MCP fallback's initialize result carried experimental.mcpl; replaced by the session's manifest",
+                "the MCP fallback's initialize result carried capabilities.experimental.mcpl; \
+                 replaced by the session's manifest: declare MCPL on the ServerBuilder only",
             );
         }
         experimental.insert("mcpl".into(), Value::Object(manifest.0));

@@ -49,7 +49,7 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
             respond(req, Ok(empty)).await;
             return;
         }
-        let out = guarded(handler(state, params)).await;
+        let out = guarded(&conn, "context/beforeInference", handler(state, params)).await;
         let out = out.map(|r| filter_injections(&conn, r, default_set.as_deref()));
         respond(req, out).await;
     });
@@ -75,9 +75,14 @@ pub(super) fn filter_injections(
         None => Err(SendError::UnknownFeatureSet(String::new())),
     };
     if let Err(e) = set_ok {
-        conn.diagnostic(
+        let hook = default_set.unwrap_or("(none)");
+        conn.author_mistake(
             "injection_dropped",
-            format!("dropped {} injection(s): {e}", r.context_injections.len()),
+            format!(
+                "the before-inference hook of feature set {hook:?} answered {} injection(s) \
+                 that were dropped: {e}",
+                r.context_injections.len()
+            ),
         );
         r.context_injections.clear();
         // Nothing is injected under a set the session may not use; the empty answer names
@@ -88,24 +93,32 @@ pub(super) fn filter_injections(
     let decls = lock(&conn.state).policy.declarations().clone();
     let name = r.feature_set.clone().unwrap_or_default();
     r.context_injections.retain(|inj| {
+        let position = inj.position.as_str();
         let Some(c) = inj.position.capability().filter(|c| state.granted(*c)) else {
-            conn.diagnostic(
+            let detail = match inj.position.capability() {
+                Some(c) => format!(
+                    "`{c}` is not granted (§5.4): declare it in the set's uses, or inject there \
+                     only when GrantState::granted(Capability::{c:?}) holds in the hook"
+                ),
+                None => "it is not an App. B.4 position (system, beforeUser, afterUser) and is \
+                         never authorized"
+                    .to_owned(),
+            };
+            conn.author_mistake(
                 "injection_dropped",
                 format!(
-                    "dropped an injection at position {:?}: its inject leaf is not granted (§5.4)",
-                    inj.position
+                    "feature set {name:?}: dropped an injection at position {position}: {detail}"
                 ),
             );
             return false;
         };
         // A host rejects a use the set's `uses` does not declare (§6.4 rule 2).
         if policy::declaration_mismatch(&decls, &name, Requirement::One(c)).is_some() {
-            conn.diagnostic(
+            conn.author_mistake(
                 "injection_dropped",
                 format!(
-                    "dropped an injection at position {:?}: feature set {name:?} does not declare {} (§6.4)",
-                    inj.position,
-                    c.as_str()
+                    "feature set {name:?}: dropped an injection at position {position}: the set \
+                     does not declare `{c}` in its uses (§6.4 rule 2); add it to the uses"
                 ),
             );
             return false;

@@ -28,6 +28,11 @@
 //!   [`Session::inference_stream`] and [`Session::model_info`] refuse locally, naming the
 //!   missing capability ([`SendError`]), before anything reaches the wire; the ones that carry
 //!   a `featureSet` (§6.5) also refuse an undeclared or unavailable set.
+//! - **The author's mistakes are visible.** A refused send, a dropped injection, a panicking
+//!   handler … is a [`SessionDiagnostic`] of kind [`DiagnosticKind::AuthorMistake`], logged
+//!   through `tracing` at `warn` with what to change whether or not anyone listens on
+//!   [`Session::diagnostics`] (host defects: `info`), and counted
+//!   ([`Session::author_mistakes`]; [`Server::serve`] logs the count when a connection ends).
 //! - **Lifecycle consumer (§10.5).** `inference/lifecycle` feeds a
 //!   [`LifecycleTracker`](crate::lifecycle::LifecycleTracker): the application gets one
 //!   turn-start and one turn-end callback per `inferenceId`, a safety timeout ends turns
@@ -101,7 +106,7 @@ mod tools;
 
 pub use builder::ServerBuilder;
 pub use conn::Server;
-pub use errors::{BuildError, SendError, SessionDiagnostic};
+pub use errors::{BuildError, DiagnosticKind, SendError, SessionDiagnostic};
 pub use fallback::{FallbackFuture, McpFallback};
 pub use push::{utc_now_iso8601, PushEvent};
 pub use session::{InferenceStream, Session};

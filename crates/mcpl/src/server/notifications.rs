@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::dispatch::{gate, REMOVED};
+use super::dispatch::{gate, guarded, PANICKED, REMOVED};
 use super::*;
 use crate::jsonrpc::Notification;
 use crate::policy::{self, Form};
@@ -26,7 +26,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
         }
         "featureSets/update" => {
             if !lock(&conn.state).mcpl {
-                conn.diagnostic(
+                conn.peer_defect(
                     "unknown_notification",
                     "featureSets/update on an MCP-only connection",
                 );
@@ -42,10 +42,10 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             match r {
                 Ok(o) => {
                     for d in o.diagnostics {
-                        conn.diagnostic(d.code, d.detail);
+                        conn.peer_defect(d.code, d.detail);
                     }
                 }
-                Err(e) => conn.diagnostic(
+                Err(e) => conn.peer_defect(
                     "policy_malformed",
                     format!("malformed featureSets/update notification; grant cleared: {e}"),
                 ),
@@ -65,11 +65,11 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
         } else {
             "unknown_notification"
         };
-        conn.diagnostic(code, format!("ignored notification {method}"));
+        conn.peer_defect(code, format!("ignored notification {method}"));
         return;
     }
     if let Err(e) = gate(conn, method, n.params.as_ref()) {
-        conn.diagnostic(
+        conn.peer_defect(
             "notification_denied",
             format!("ignored {method}: {}", e.message),
         );
@@ -82,13 +82,13 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 Ok(p) => p,
                 Err(e) => {
                     return conn
-                        .diagnostic("invalid_notification", format!("{method}: {}", e.message))
+                        .peer_defect("invalid_notification", format!("{method}: {}", e.message))
                 }
             };
             let now = tokio::time::Instant::now().into_std();
             let obs = lock(&conn.state).lifecycle.observe(&p, now);
             for d in &obs.diagnostics {
-                conn.diagnostic(d.code(), d.to_string());
+                conn.peer_defect(d.code(), d.to_string());
             }
             if let Some(ev) = obs.event {
                 conn.deliver_turn(ev);
@@ -99,7 +99,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 Ok(p) => p,
                 Err(e) => {
                     return conn
-                        .diagnostic("invalid_notification", format!("{method}: {}", e.message))
+                        .peer_defect("invalid_notification", format!("{method}: {}", e.message))
                 }
             };
             let tx = lock(&conn.streams).get(&p.request_id).cloned();
@@ -107,7 +107,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 Some(tx) => {
                     let _ = tx.send(p);
                 }
-                None => conn.diagnostic(
+                None => conn.peer_defect(
                     "unknown_inference_chunk",
                     format!(
                         "inference/chunk for request {} that is not streaming",
@@ -124,7 +124,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                     }
                 }
                 Err(e) => {
-                    conn.diagnostic("invalid_notification", format!("{method}: {}", e.message))
+                    conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
                 }
             }
         }
@@ -136,7 +136,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                     }
                 }
                 Err(e) => {
-                    conn.diagnostic("invalid_notification", format!("{method}: {}", e.message))
+                    conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
                 }
             }
         }
@@ -147,7 +147,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             spawn_notification(conn, method, n.params, h.channels_acknowledge.clone())
         }
         "channels/typing" => spawn_notification(conn, method, n.params, h.channels_typing.clone()),
-        _ => conn.diagnostic(
+        _ => conn.peer_defect(
             "unexpected_notification",
             format!("{method} is not a host-to-server notification"),
         ),
@@ -164,20 +164,41 @@ pub(super) fn spawn_notification<P, R>(
     R: Send + 'static,
 {
     let Some(handler) = handler else {
-        conn.diagnostic("unhandled_notification", format!("no handler for {method}"));
+        // Gated above: the grant allows the method, so the server advertised its capability.
+        let register = method.replace('/', "_");
+        conn.author_mistake(
+            "unhandled_notification",
+            format!(
+                "the host sent {method}, which the grant allows, and no handler is registered: \
+                 register one with ServerBuilder::on_{register} or leave its capability out of \
+                 the feature sets' uses"
+            ),
+        );
         return;
     };
     let p: P = match crate::jsonrpc::parse_params(params) {
         Ok(p) => p,
         Err(e) => {
-            return conn.diagnostic("invalid_notification", format!("{method}: {}", e.message))
+            return conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
         }
     };
     let session = Session { conn: conn.clone() };
     let method = method.to_owned();
+    let conn = conn.clone();
     tokio::spawn(async move {
-        if let Err(e) = handler(session, p).await {
-            tracing::warn!("{method} handler failed: {}", e.message);
+        // A notification has no response for the error to travel in, so it is reported.
+        match guarded(&conn, &method, handler(session, p)).await {
+            // Reported by `guarded`.
+            Err(e) if e.message == PANICKED => {}
+            Err(e) => conn.author_mistake(
+                "handler_failed",
+                format!(
+                    "the {method} handler returned an error ({}: {}), which a notification \
+                     cannot carry back to the host; handle it in the handler",
+                    e.code, e.message
+                ),
+            ),
+            Ok(_) => {}
         }
     });
 }

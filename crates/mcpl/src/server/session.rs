@@ -124,6 +124,31 @@ impl Session {
             .subscribe()
     }
 
+    /// How many mistakes of the server's own code this connection has reported so far
+    /// ([`DiagnosticKind::AuthorMistake`]: refused sends, dropped injections, panicking
+    /// handlers …); each was also logged at `warn`.
+    pub fn author_mistakes(&self) -> u64 {
+        self.conn
+            .author_mistakes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reports a send refused before the wire as the author's mistake (`send_refused`);
+    /// a failure on the wire ([`SendError::Peer`]) is the caller's to handle, not reported.
+    pub(super) fn reported<T>(
+        &self,
+        method: &str,
+        r: Result<T, SendError>,
+    ) -> Result<T, SendError> {
+        if let Err(e) = &r {
+            if !matches!(e, SendError::Peer(_)) {
+                self.conn
+                    .author_mistake("send_refused", format!("{method} not sent: {e}"));
+            }
+        }
+        r
+    }
+
     /// The manifest tracker this connection's manifest comes from: the server's, shared by
     /// its connections ([`Server::tracker`]), or the connection's own once
     /// [`Self::own_manifest`] has been called. A change installed here is what `initialize`
@@ -180,13 +205,6 @@ impl Session {
             let decls = lock(&self.conn.state).policy.declarations().clone();
             let missing = policy::declaration_mismatch(&decls, name, req);
             if let Some(capability) = missing.and_then(|m| m.iter().next()) {
-                self.conn.diagnostic(
-                    "declaration_mismatch",
-                    format!(
-                        "feature set {name:?} exercises {} without declaring it in uses (§6.4)",
-                        capability.as_str()
-                    ),
-                );
                 return Err(SendError::Undeclared {
                     name: name.to_owned(),
                     capability,
@@ -224,10 +242,13 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, SendError> {
-        if is_reserved(method) && method != "ping" {
-            return Err(SendError::NotMcp(method.to_owned()));
-        }
-        Ok(self.conn.peer.request_raw(method, params).await?)
+        let out = async {
+            if is_reserved(method) && method != "ping" {
+                return Err(SendError::NotMcp(method.to_owned()));
+            }
+            Ok(self.conn.peer.request_raw(method, params).await?)
+        };
+        self.reported(method, out.await)
     }
 
     /// Sends a plain MCP notification to the host (`notifications/message`,
@@ -238,42 +259,48 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) -> Result<(), SendError> {
-        if is_reserved(method) {
-            return Err(SendError::NotMcp(method.to_owned()));
-        }
-        Ok(self.conn.peer.notify_raw(method, params).await?)
+        let out = async {
+            if is_reserved(method) {
+                return Err(SendError::NotMcp(method.to_owned()));
+            }
+            Ok(self.conn.peer.notify_raw(method, params).await?)
+        };
+        self.reported(method, out.await)
     }
 
     /// Sends `push/event` (§9): needs `pushEvents` and an available `featureSet`; stamps
     /// `eventId` ([`PushEvent::stable_event_id`]) and `timestamp`.
     pub async fn push_event(&self, event: PushEvent) -> Result<PushEventResult, SendError> {
-        self.authorize(
-            Requirement::One(Capability::PushEvents),
-            Some(&event.feature_set),
-        )?;
-        checked_content(&event.content, "payload.content")?;
-        if let Some(ts) = &event.timestamp {
-            if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
-                return Err(SendError::InvalidTimestamp {
-                    timestamp: ts.clone(),
-                    defect,
-                });
+        let out = async {
+            self.authorize(
+                Requirement::One(Capability::PushEvents),
+                Some(&event.feature_set),
+            )?;
+            checked_content(&event.content, "payload.content")?;
+            if let Some(ts) = &event.timestamp {
+                if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
+                    return Err(SendError::InvalidTimestamp {
+                        timestamp: ts.clone(),
+                        defect,
+                    });
+                }
             }
-        }
-        let params = PushEventParams {
-            event_id: event.stable_event_id(),
-            timestamp: event.timestamp.clone().unwrap_or_else(utc_now_iso8601),
-            feature_set: event.feature_set,
-            origin: event.origin,
-            payload: PushPayload {
-                // §9.2: `payload.content` is ContentBlock[]; the string form becomes a block.
-                content: Content::Blocks(event.content.to_blocks()),
+            let params = PushEventParams {
+                event_id: event.stable_event_id(),
+                timestamp: event.timestamp.clone().unwrap_or_else(utc_now_iso8601),
+                feature_set: event.feature_set,
+                origin: event.origin,
+                payload: PushPayload {
+                    // §9.2: `payload.content` is ContentBlock[]; the string form becomes a block.
+                    content: Content::Blocks(event.content.to_blocks()),
+                    extra: Map::new(),
+                },
+                tags: producer_tags(event.tags)?,
                 extra: Map::new(),
-            },
-            tags: producer_tags(event.tags)?,
-            extra: Map::new(),
+            };
+            self.request("push/event", &params).await
         };
-        self.request("push/event", &params).await
+        self.reported("push/event", out.await)
     }
 
     /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
@@ -282,15 +309,18 @@ impl Session {
         &self,
         channels: Vec<ChannelDescriptor>,
     ) -> Result<ItemizedResult, SendError> {
-        let _in_order = self.conn.channel_ops.lock().await;
-        self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
-        let params = RegisterParams {
-            channels,
-            extra: Map::new(),
+        let out = async {
+            let _in_order = self.conn.channel_ops.lock().await;
+            self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
+            let params = RegisterParams {
+                channels,
+                extra: Map::new(),
+            };
+            let result: ItemizedResult = self.request("channels/register", &params).await?;
+            self.track_channels(&result, &params.channels, &[], &[]);
+            Ok(result)
         };
-        let result: ItemizedResult = self.request("channels/register", &params).await?;
-        self.track_channels(&result, &params.channels, &[], &[]);
-        Ok(result)
+        self.reported("channels/register", out.await)
     }
 
     /// The channels the host has accepted from this connection (by the itemized results of
@@ -333,16 +363,19 @@ impl Session {
         &self,
         change: ChangedParams,
     ) -> Result<ItemizedResult, SendError> {
-        let _in_order = self.conn.channel_ops.lock().await;
-        self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
-        let result: ItemizedResult = self.request("channels/changed", &change).await?;
-        self.track_channels(
-            &result,
-            change.added.as_deref().unwrap_or(&[]),
-            change.updated.as_deref().unwrap_or(&[]),
-            change.removed.as_deref().unwrap_or(&[]),
-        );
-        Ok(result)
+        let out = async {
+            let _in_order = self.conn.channel_ops.lock().await;
+            self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
+            let result: ItemizedResult = self.request("channels/changed", &change).await?;
+            self.track_channels(
+                &result,
+                change.added.as_deref().unwrap_or(&[]),
+                change.updated.as_deref().unwrap_or(&[]),
+                change.removed.as_deref().unwrap_or(&[]),
+            );
+            Ok(result)
+        };
+        self.reported("channels/changed", out.await)
     }
 
     /// Sends `channels/incoming` (§14.3; needs `channels.incoming`).
@@ -350,17 +383,20 @@ impl Session {
         &self,
         messages: Vec<ChannelMessage>,
     ) -> Result<IncomingResult, SendError> {
-        self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
-        let mut messages = messages;
-        for (i, m) in messages.iter_mut().enumerate() {
-            checked_content(&m.content, &format!("messages[{i}].content"))?;
-            m.tags = producer_tags(m.tags.take())?;
-        }
-        let params = IncomingParams {
-            messages,
-            extra: Map::new(),
+        let out = async {
+            self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
+            let mut messages = messages;
+            for (i, m) in messages.iter_mut().enumerate() {
+                checked_content(&m.content, &format!("messages[{i}].content"))?;
+                m.tags = producer_tags(m.tags.take())?;
+            }
+            let params = IncomingParams {
+                messages,
+                extra: Map::new(),
+            };
+            self.request("channels/incoming", &params).await
         };
-        self.request("channels/incoming", &params).await
+        self.reported("channels/incoming", out.await)
     }
 
     /// Sends a non-streaming `inference/request` (§11; needs `inferenceRequest` and an
@@ -369,13 +405,16 @@ impl Session {
         &self,
         mut params: InferenceRequestParams,
     ) -> Result<InferenceResult, SendError> {
-        params.stream = None;
-        self.authorize(
-            Requirement::One(Capability::InferenceRequest),
-            Some(&params.feature_set),
-        )?;
-        inference_content(&params)?;
-        self.request("inference/request", &params).await
+        let out = async {
+            params.stream = None;
+            self.authorize(
+                Requirement::One(Capability::InferenceRequest),
+                Some(&params.feature_set),
+            )?;
+            inference_content(&params)?;
+            self.request("inference/request", &params).await
+        };
+        self.reported("inference/request", out.await)
     }
 
     /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
@@ -384,55 +423,61 @@ impl Session {
         &self,
         mut params: InferenceRequestParams,
     ) -> Result<InferenceStream, SendError> {
-        params.stream = Some(true);
-        self.authorize(policy::STREAMING_INFERENCE, Some(&params.feature_set))?;
-        inference_content(&params)?;
-        let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
-            method: "inference/request".into(),
-            reason: e.to_string(),
-        })?;
-        let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
-        let (res_tx, res_rx) = oneshot::channel();
-        let (id_tx, id_rx) = oneshot::channel::<RequestId>();
-        let id_slot = Arc::new(Mutex::new(None));
-        let conn = self.conn.clone();
-        let slot = id_slot.clone();
-        tokio::spawn(async move {
-            let streams_conn = conn.clone();
-            let out = conn
-                .peer
-                .request_raw_with_id("inference/request", Some(value), move |id| {
-                    lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
-                    *lock(&slot) = Some(id.clone());
-                    let _ = id_tx.send(id.clone());
-                })
-                .await;
-            let out = out.map_err(SendError::from).and_then(|v| {
-                serde_json::from_value(v).map_err(|e| {
-                    SendError::Peer(PeerError::Decode {
-                        method: "inference/request".into(),
-                        reason: e.to_string(),
+        let out = async {
+            params.stream = Some(true);
+            self.authorize(policy::STREAMING_INFERENCE, Some(&params.feature_set))?;
+            inference_content(&params)?;
+            let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
+                method: "inference/request".into(),
+                reason: e.to_string(),
+            })?;
+            let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
+            let (res_tx, res_rx) = oneshot::channel();
+            let (id_tx, id_rx) = oneshot::channel::<RequestId>();
+            let id_slot = Arc::new(Mutex::new(None));
+            let conn = self.conn.clone();
+            let slot = id_slot.clone();
+            tokio::spawn(async move {
+                let streams_conn = conn.clone();
+                let out = conn
+                    .peer
+                    .request_raw_with_id("inference/request", Some(value), move |id| {
+                        lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
+                        *lock(&slot) = Some(id.clone());
+                        let _ = id_tx.send(id.clone());
                     })
-                })
+                    .await;
+                let out = out.map_err(SendError::from).and_then(|v| {
+                    serde_json::from_value(v).map_err(|e| {
+                        SendError::Peer(PeerError::Decode {
+                            method: "inference/request".into(),
+                            reason: e.to_string(),
+                        })
+                    })
+                });
+                let _ = res_tx.send(out);
             });
-            let _ = res_tx.send(out);
-        });
-        // Wait until the id is registered (or the request failed before one was assigned),
-        // so no chunk can arrive unrouted.
-        let _ = id_rx.await;
-        Ok(InferenceStream {
-            chunks: chunk_rx,
-            result: Some(res_rx),
-            done: None,
-            conn: Arc::downgrade(&self.conn),
-            id: id_slot,
-        })
+            // Wait until the id is registered (or the request failed before one was assigned),
+            // so no chunk can arrive unrouted.
+            let _ = id_rx.await;
+            Ok(InferenceStream {
+                chunks: chunk_rx,
+                result: Some(res_rx),
+                done: None,
+                conn: Arc::downgrade(&self.conn),
+                id: id_slot,
+            })
+        };
+        self.reported("inference/request", out.await)
     }
 
     /// Sends `model/info` (§12; needs `modelInfo`).
     pub async fn model_info(&self) -> Result<ModelInfo, SendError> {
-        self.authorize(Requirement::One(Capability::ModelInfo), None)?;
-        self.request("model/info", &json!({})).await
+        let out = async {
+            self.authorize(Requirement::One(Capability::ModelInfo), None)?;
+            self.request("model/info", &json!({})).await
+        };
+        self.reported("model/info", out.await)
     }
 }
 

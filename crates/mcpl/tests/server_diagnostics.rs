@@ -1,0 +1,324 @@
+//! Issue #21: the mistakes of a server's author reach a plain `Server::serve()` user. A host
+//! speaks raw JSON lines to a served server, nobody subscribes to `Session::diagnostics`,
+//! and a capturing `tracing` subscriber must still see a `warn` event saying what happened
+//! and what to change; host defects stay below `warn`.
+
+use std::sync::{Arc, Mutex};
+
+use mcpl::capability::Capability;
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
+use mcpl::server::{DiagnosticKind, PushEvent, Server, ServerBuilder, Session};
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+
+/// One captured event: its level and its message with every other field appended.
+#[derive(Debug, Clone)]
+struct Captured {
+    level: tracing::Level,
+    text: String,
+}
+
+/// A layer that keeps every event it sees.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+struct Text<'a>(&'a mut String);
+
+impl Visit for Text<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0.insert_str(0, &format!("{value:?}"));
+        } else {
+            self.0.push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0.insert_str(0, value);
+        } else {
+            self.0.push_str(&format!(" {}={value}", field.name()));
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Capture {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut text = String::new();
+        event.record(&mut Text(&mut text));
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push(Captured { level, text });
+    }
+}
+
+impl Capture {
+    /// Installs the layer for this thread (the tests run on a current-thread runtime, so
+    /// every task of the server logs here).
+    fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::registry().with(capture.clone());
+        (capture, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn at(&self, level: tracing::Level) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|e| e.level == level)
+            .map(|e| e.text.clone())
+            .collect()
+    }
+}
+
+/// The host's end: raw JSON lines over an in-memory pipe.
+struct RawHost {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+    next_id: u64,
+}
+
+impl RawHost {
+    /// Serves `server` with plain `serve()` on one end of a pipe; returns the other end
+    /// and the task that ends when the connection has.
+    fn serve(server: &Server) -> (Self, tokio::task::JoinHandle<()>) {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let server = server.clone();
+        let task = tokio::spawn(async move {
+            server.serve(Transport::lines(br, bw, "test")).await;
+        });
+        let host = RawHost {
+            lines: BufReader::new(ar).lines(),
+            write: aw,
+            next_id: 0,
+        };
+        (host, task)
+    }
+
+    async fn send(&mut self, v: Value) {
+        let line = format!("{v}\n");
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// Sends a request and returns its response (skipping anything sent in between).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("server hung up");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    /// `initialize` as an MCPL 0.5 host, then the policy Request granting `grant`.
+    async fn ready(&mut self, grant: &[&str]) {
+        let init = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18",
+                       "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                       "clientInfo": {"name": "raw-host", "version": "0"}}),
+            )
+            .await;
+        assert!(init["result"]["capabilities"]["experimental"]["mcpl"].is_object());
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        let receipt = self
+            .request(
+                "featureSets/update",
+                json!({"effectiveCapabilities": grant}),
+            )
+            .await;
+        assert!(receipt["result"].is_object(), "{receipt}");
+    }
+
+    /// Ends the connection and waits for `serve()` to return.
+    async fn hang_up(self, task: tokio::task::JoinHandle<()>) {
+        drop(self);
+        task.await.unwrap();
+    }
+}
+
+/// A server whose hook (for `notes.context`, which uses only `inject.system`) injects at
+/// `beforeUser`, a position the host does not grant.
+fn injecting_server() -> Server {
+    Server::builder("notes", "1.0.0")
+        .feature_set(
+            "notes.context",
+            "Notes before inference",
+            &[Capability::InjectSystem],
+        )
+        .on_before_inference("notes.context", |_grant, _turn| async move {
+            let injection = ContextInjection::new("notes", Position::BeforeUser, "a note");
+            Ok(BeforeInferenceResult::with_injections([injection]))
+        })
+        .build()
+        .unwrap()
+}
+
+fn pushing_server() -> ServerBuilder {
+    Server::builder("pinger", "1.0.0")
+        .feature_set("pings", "Pings", &[Capability::PushEvents])
+        .tool(
+            "ping_me",
+            "Push a ping",
+            json!({"type": "object"}),
+            |s: Session, _p| async move {
+                // The author forgot to check `s.granted(Capability::PushEvents)`.
+                let pushed = s.push_event(PushEvent::text("pings", "ping")).await.is_ok();
+                Ok(ToolsCallResult::text(format!("pushed: {pushed}")))
+            },
+        )
+}
+
+/// §5.4, §10.8: the dropped injection is a `warn` naming the feature set, the position and
+/// the capability, with what to change — with nobody subscribed to the diagnostics.
+#[tokio::test]
+async fn s10_8_injection_at_an_ungranted_position_is_a_warning_under_plain_serve() {
+    let (capture, _guard) = Capture::install();
+    let (mut host, task) = RawHost::serve(&injecting_server());
+    host.ready(&["contextHooks.beforeInference.inject.system"])
+        .await;
+    let answer = host
+        .request(
+            "context/beforeInference",
+            json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0,
+                   "userMessage": null}),
+        )
+        .await;
+    assert_eq!(
+        answer["result"],
+        json!({"featureSet": "notes.context", "contextInjections": []})
+    );
+    host.hang_up(task).await;
+    let warnings = capture.at(tracing::Level::WARN);
+    let dropped: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("code=injection_dropped"))
+        .collect();
+    assert_eq!(dropped.len(), 1, "{warnings:#?}");
+    let w = dropped[0];
+    for needle in [
+        "\"notes.context\"",
+        "position beforeUser",
+        "`contextHooks.beforeInference.inject.beforeUser` is not granted",
+        "declare it in the set's uses",
+        "server=notes",
+    ] {
+        assert!(w.contains(needle), "{needle:?} not in {w}");
+    }
+    // The connection's end sums the mistakes up.
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("after 1 mistake(s) of the server's code")),
+        "{warnings:#?}"
+    );
+}
+
+/// §5.4: a push the grant does not allow is refused before the wire, and the refusal is a
+/// `warn` naming the method, the capability and the remedy.
+#[tokio::test]
+async fn s5_4_refused_push_is_a_warning_under_plain_serve() {
+    let (capture, _guard) = Capture::install();
+    let (mut host, task) = RawHost::serve(&pushing_server().build().unwrap());
+    host.ready(&["tools"]).await;
+    let r = host
+        .request("tools/call", json!({"name": "ping_me", "arguments": {}}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "pushed: false", "{r}");
+    host.hang_up(task).await;
+    let warnings = capture.at(tracing::Level::WARN);
+    let refused: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("code=send_refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{warnings:#?}");
+    for needle in [
+        "push/event not sent",
+        "capability `pushEvents` is not granted",
+        "check Session::granted",
+    ] {
+        assert!(
+            refused[0].contains(needle),
+            "{needle:?} not in {}",
+            refused[0]
+        );
+    }
+}
+
+/// Repeats of one mistake are counted and sent to subscribers, but logged at `warn` once
+/// per connection; a host defect is a `PeerDefect`, logged below `warn`.
+#[tokio::test]
+async fn repeated_mistakes_warn_once_and_host_defects_stay_below_warn() {
+    let (capture, _guard) = Capture::install();
+    let server = pushing_server().build().unwrap();
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let session = server.start(Transport::lines(br, bw, "test"));
+    let mut diags = session.diagnostics();
+    let mut host = RawHost {
+        lines: BufReader::new(ar).lines(),
+        write: aw,
+        next_id: 0,
+    };
+    host.ready(&["tools"]).await;
+    for _ in 0..3 {
+        host.request("tools/call", json!({"name": "ping_me", "arguments": {}}))
+            .await;
+    }
+    // A host defect: a notification nobody defined.
+    host.send(json!({"jsonrpc": "2.0", "method": "no/such"}))
+        .await;
+    host.request("ping", json!({})).await;
+    assert_eq!(session.author_mistakes(), 3);
+    let mut kinds = Vec::new();
+    for _ in 0..4 {
+        let d = diags.recv().await.unwrap();
+        kinds.push((d.code, d.kind, d.is_author_mistake()));
+    }
+    let refused = ("send_refused", DiagnosticKind::AuthorMistake, true);
+    assert_eq!(
+        kinds,
+        [
+            refused,
+            refused,
+            refused,
+            ("unknown_notification", DiagnosticKind::PeerDefect, false)
+        ]
+    );
+    let warnings = capture.at(tracing::Level::WARN);
+    assert_eq!(
+        warnings
+            .iter()
+            .filter(|w| w.contains("code=send_refused"))
+            .count(),
+        1,
+        "{warnings:#?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("no/such")),
+        "{warnings:#?}"
+    );
+    assert!(capture
+        .at(tracing::Level::INFO)
+        .iter()
+        .any(|i| i.contains("code=unknown_notification")));
+}
