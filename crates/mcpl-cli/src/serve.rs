@@ -7,25 +7,52 @@ use std::sync::Arc;
 use mcpl::reference;
 use mcpl::server::listen::ServeConfig;
 use mcpl::transport::listen::ListenConfig;
-use mcpl::transport::{stdio, tcp, ws};
+use mcpl::transport::{stdio, tcp, ws, MessageBudget};
 
 use crate::term::{emit_err, CliError};
 
 /// Arguments of `mcpl serve`. Exactly one transport; stdio when none is given.
 #[derive(Debug, clap::Args)]
-#[group(multiple = false)]
 pub struct ServeArgs {
     /// Serve one connection over stdin/stdout (newline-delimited JSON-RPC). The default.
-    #[arg(long)]
+    #[arg(long, group = "transport")]
     pub stdio: bool,
     /// Listen for newline-delimited JSON-RPC over TCP on ADDR (e.g. `127.0.0.1:7400`;
     /// port 0 picks a free port). The bound address is printed on stderr.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", group = "transport")]
     pub tcp: Option<String>,
     /// Listen for plaintext WebSocket (`ws://`) connections on ADDR. The bound address is
     /// printed on stderr.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", group = "transport")]
     pub ws: Option<String>,
+    /// Most bytes of partial (not yet complete) messages all connections may buffer
+    /// together: a plain number of bytes or one with a KiB, MiB or GiB suffix. Past it, a
+    /// growing message is refused with a -32000 error (id null, data {limit, reason:
+    /// "message_budget"}) and discarded (a WebSocket connection then ends); the first 16 KiB
+    /// of each message are outside the budget, so small messages always get through.
+    #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = parse_bytes)]
+    pub max_buffered_bytes: usize,
+}
+
+/// Parses `--max-buffered-bytes`: digits, optionally followed by `KiB`, `MiB` or `GiB`.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unknown unit {other:?} (use KiB, MiB or GiB)")),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of bytes"))?;
+    n.checked_mul(scale)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| format!("{text:?} must be between 1 byte and {} bytes", usize::MAX))
 }
 
 fn listen_error(kind: &str, addr: &str, e: impl std::fmt::Display) -> CliError {
@@ -33,13 +60,15 @@ fn listen_error(kind: &str, addr: &str, e: impl std::fmt::Display) -> CliError {
         .with_hint("pick another address or port (port 0 lets the system choose)")
 }
 
-/// The accept loops' limits, with their reports printed on stderr.
-fn serve_config() -> ServeConfig {
+/// The accept loops' limits, with their reports printed on stderr; every connection's
+/// partial messages share one budget of `max_buffered` bytes.
+fn serve_config(max_buffered: usize) -> ServeConfig {
     ServeConfig {
         listen: ListenConfig {
             report: Some(Arc::new(|line: &str| {
                 emit_err(&format!("mcpl serve: {line}\n"))
             })),
+            message_budget: Some(MessageBudget::new(max_buffered)),
             ..ListenConfig::default()
         },
         ..ServeConfig::default()
@@ -65,7 +94,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .map_err(|e| listen_error("tcp", addr, e))?;
             emit_err(&format!("mcpl serve: listening on tcp://{local}\n"));
             // One shared server, so every connection sees the same manifest tracker.
-            reference::serve_on(Arc::new(listener), serve_config()).await;
+            reference::serve_on(Arc::new(listener), serve_config(args.max_buffered_bytes)).await;
             Ok(ExitCode::SUCCESS)
         } else if let Some(addr) = &args.ws {
             let listener = ws::Listener::bind(addr.as_str(), None)
@@ -75,10 +104,14 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .local_addr()
                 .map_err(|e| listen_error("ws", addr, e))?;
             emit_err(&format!("mcpl serve: listening on ws://{local}\n"));
-            reference::serve_on(Arc::new(listener), serve_config()).await;
+            reference::serve_on(Arc::new(listener), serve_config(args.max_buffered_bytes)).await;
             Ok(ExitCode::SUCCESS)
         } else {
-            let reason = reference::serve(stdio::stdio()).await;
+            let mut transport = stdio::stdio();
+            transport
+                .reader
+                .set_message_budget(MessageBudget::new(args.max_buffered_bytes));
+            let reason = reference::serve(transport).await;
             emit_err(&format!("mcpl serve: connection ended: {reason}\n"));
             Ok(ExitCode::SUCCESS)
         }

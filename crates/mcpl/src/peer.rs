@@ -184,6 +184,15 @@ pub struct PeerConfig {
     /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] no
     /// longer count.
     pub max_in_flight_requests: usize,
+    /// The budget this connection's partial messages are taken from, shared with every
+    /// connection given the same one (see [`crate::transport::budget`]). `None` (default)
+    /// keeps the transport's: [`MessageBudget::process`](crate::transport::MessageBudget::process)
+    /// (256 MiB for the whole process, [`crate::transport::DEFAULT_MESSAGE_BUDGET`]) unless
+    /// the listener set another (`ListenConfig::message_budget`). Past it a partial message
+    /// is refused, answered `-32000` (`id: null`, `data: { limit, reason:
+    /// "message_budget" }`) with a [`Diagnostic::OverBudget`], and discarded unread; the
+    /// first [`crate::transport::UNBUDGETED_BYTES`] of each message are outside the budget.
+    pub message_budget: Option<crate::transport::MessageBudget>,
 }
 
 impl Default for PeerConfig {
@@ -202,6 +211,7 @@ impl Default for PeerConfig {
             tap: None,
             max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
             max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+            message_budget: None,
         }
     }
 }
@@ -354,6 +364,17 @@ pub enum Diagnostic {
         /// The limit.
         limit: usize,
     },
+    /// A partial message refused because the shared
+    /// [`MessageBudget`](crate::transport::MessageBudget) could not cover it
+    /// ([`PeerConfig::message_budget`]); answered `-32000` with `id: null` and
+    /// `data: { limit, reason: "message_budget" }`, the rest of it discarded unread (over
+    /// WebSocket the connection then ends).
+    OverBudget {
+        /// Bytes of it read when it was refused.
+        bytes: usize,
+        /// The budget's size.
+        limit: usize,
+    },
     /// A response for a request that had already timed out or been cancelled; dropped.
     LateResponse {
         /// Its id.
@@ -410,6 +431,11 @@ impl fmt::Display for Diagnostic {
             Diagnostic::Busy { id, method, limit } => write!(
                 f,
                 "request {id} ({method}) refused -32000: {limit} requests already in flight"
+            ),
+            Diagnostic::OverBudget { bytes, limit } => write!(
+                f,
+                "refused a partial message after {bytes} bytes: the {limit}-byte budget for \
+                 buffered partial messages is exhausted; answered -32000"
             ),
             Diagnostic::LateResponse { id } => {
                 write!(f, "dropped a late response to timed-out request {id}")
@@ -872,6 +898,9 @@ impl Peer {
             description,
         } = transport;
         reader.set_max_message_size(config.max_message_size);
+        if let Some(budget) = &config.message_budget {
+            reader.set_message_budget(budget.clone());
+        }
         let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
         let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
         let (closed_tx, _) = watch::channel(None);
@@ -1564,6 +1593,22 @@ async fn handle_frame(
         }
         Frame::NotText { reason } => {
             shared.diagnose(Diagnostic::NotText { reason });
+            return true;
+        }
+        Frame::OverBudget { bytes, limit } => {
+            shared.diagnose(Diagnostic::OverBudget { bytes, limit });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::new(
+                    crate::jsonrpc::codes::BUSY,
+                    format!(
+                        "Busy: the budget of {limit} bytes for buffered partial messages is \
+                         exhausted; a message was refused after {bytes} bytes, unread"
+                    ),
+                )
+                .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
             return true;
         }
     };

@@ -315,3 +315,167 @@ async fn s17_8_a_burst_of_manifest_changes_to_a_host_that_does_not_read_is_coale
     );
     session.close();
 }
+
+// ---------------------------------------------------------------------------------------
+// The process-wide budget for buffered partial messages, over real TCP and WebSocket
+// ---------------------------------------------------------------------------------------
+
+/// The budget of these tests, and what each attacking connection sends of its message: two
+/// such messages past the per-connection allowance fit in the budget, eight do not.
+const BUDGET: usize = 1024 * 1024;
+const PARTIAL: usize = 512 * 1024;
+const ATTACKERS: usize = 8;
+/// Each connection not refused holds at least `PARTIAL - UNBUDGETED_BYTES` of the budget,
+/// so at most this many are not refused once everything sent has been read.
+const MAY_HOLD: usize = BUDGET / (PARTIAL - mcpl::transport::UNBUDGETED_BYTES);
+const REAL_GUARD: Duration = Duration::from_secs(120);
+
+/// A server on 127.0.0.1 whose connections share a budget of [`BUDGET`] bytes.
+async fn budget_server<L: mcpl::transport::listen::Listen + 'static>(
+    listener: L,
+) -> mcpl::transport::MessageBudget {
+    let budget = mcpl::transport::MessageBudget::new(BUDGET);
+    let config = mcpl::server::listen::ServeConfig {
+        listen: mcpl::transport::listen::ListenConfig {
+            message_budget: Some(budget.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = mcpl::server::Server::builder("outside", "1")
+        .build()
+        .unwrap();
+    tokio::spawn(mcpl::server::listen::serve(
+        server,
+        std::sync::Arc::new(listener),
+        config,
+    ));
+    budget
+}
+
+/// The start of a `ping` whose padding never ends.
+fn endless_ping() -> Vec<u8> {
+    let mut line = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
+    line.resize(PARTIAL, b'x');
+    line
+}
+
+fn assert_refused_over_budget(v: &Value) {
+    assert_eq!(v["id"], Value::Null, "{v}");
+    assert_eq!(v["error"]["code"], codes::BUSY, "{v}");
+    assert_eq!(
+        v["error"]["data"],
+        json!({"limit": BUDGET, "reason": "message_budget"}),
+        "{v}"
+    );
+}
+
+/// Waits for `n` refusals from the attackers' readers.
+async fn refusals(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, n: usize) {
+    for _ in 0..n {
+        let v = tokio::time::timeout(REAL_GUARD, rx.recv())
+            .await
+            .expect("fewer refusals than the budget allows: partial messages are not bounded")
+            .expect("an attacker's connection ended without a refusal");
+        assert_refused_over_budget(&v);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_lines_of_many_tcp_connections_stay_within_one_budget() {
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let budget = budget_server(listener).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut held = Vec::new();
+    for _ in 0..ATTACKERS {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        write.write_all(&endless_ping()).await.unwrap();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if let Ok(Some(line)) = BufReader::new(read).lines().next_line().await {
+                let _ = tx.send(serde_json::from_str::<Value>(&line).unwrap());
+            }
+        });
+        held.push(write);
+    }
+    // Everything sent is read eventually; at most MAY_HOLD connections can hold theirs.
+    refusals(&mut rx, ATTACKERS - MAY_HOLD).await;
+    assert!(budget.used() <= BUDGET);
+    // A clean probe on another connection is answered while the budget is taken.
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n")
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(REAL_GUARD, BufReader::new(read).lines().next_line())
+        .await
+        .expect("the probe was not answered")
+        .unwrap()
+        .unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_frames_of_many_websocket_connections_stay_within_one_budget() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let listener = mcpl::transport::ws::Listener::bind("127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let url = format!("ws://{addr}/");
+    let _budget = budget_server(listener).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut held = Vec::new();
+    for _ in 0..ATTACKERS {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut ws, _) = tokio_tungstenite::client_async(url.as_str(), tcp)
+            .await
+            .unwrap();
+        // One masked text frame announcing 1 MiB (the masking key is zero, so the payload
+        // goes as it is), of which PARTIAL bytes are sent.
+        let mut frame = vec![0x81, 0x80 | 127];
+        frame.extend_from_slice(&(2 * PARTIAL as u64).to_be_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        frame.extend_from_slice(&endless_ping());
+        ws.get_mut().write_all(&frame).await.unwrap();
+        let tx = tx.clone();
+        held.push(tokio::spawn(async move {
+            while let Some(Ok(msg)) = ws.next().await {
+                if let WsMessage::Text(text) = msg {
+                    let _ = tx.send(serde_json::from_str::<Value>(&text).unwrap());
+                }
+            }
+            // The connection ended after the refusal (tungstenite cannot skip the frame).
+        }));
+    }
+    refusals(&mut rx, ATTACKERS - MAY_HOLD).await;
+    // A clean probe on another connection is answered while the budget is taken.
+    let mut probe = mcpl::transport::ws::connect(&url, None).await.unwrap();
+    probe
+        .writer
+        .send(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#)
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(REAL_GUARD, probe.reader.next_frame())
+        .await
+        .expect("the probe was not answered")
+        .unwrap();
+    let Some(mcpl::transport::Frame::Text(answer)) = answer else {
+        panic!("no answer to the probe: {answer:?}")
+    };
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    for task in held {
+        task.abort();
+    }
+}

@@ -462,6 +462,13 @@ async fn pump(
                     ),
                     transcript.as_ref(),
                 ),
+                Ok(Some(Frame::OverBudget { bytes, limit })) => discarded(
+                    format!(
+                        "a message refused after {bytes} bytes: the {limit}-byte budget for \
+                         buffered partial messages is exhausted (discarded)"
+                    ),
+                    transcript.as_ref(),
+                ),
                 Ok(Some(Frame::NotText { reason })) => discarded(
                     format!("a frame that is not text: {reason}"),
                     transcript.as_ref(),

@@ -239,6 +239,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::EmptyBatch => "empty_batch",
         Diagnostic::BatchTooLarge { .. } => "batch_too_large",
         Diagnostic::Busy { .. } => "busy",
+        Diagnostic::OverBudget { .. } => "over_budget",
         Diagnostic::LateResponse { .. } => "late_response",
         Diagnostic::UnknownResponse { .. } => "unknown_response",
         Diagnostic::UnhandledNotification { .. } => "unhandled_notification",

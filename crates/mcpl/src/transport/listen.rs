@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::{BoxFuture, Transport};
+use super::{BoxFuture, MessageBudget, Transport};
 
 /// A callback receiving each line an operator should see (e.g. printed on stderr).
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
@@ -47,6 +47,11 @@ pub struct ListenConfig {
     /// Receives the loop's reports (accept failures and recoveries, refused handshakes);
     /// `None` reports through `tracing` only. Every report also goes to `tracing`.
     pub report: Option<Reporter>,
+    /// The budget every accepted connection's partial messages are taken from, shared by
+    /// them all (see [`super::budget`]); `None` (default) leaves each transport with
+    /// [`MessageBudget::process`] (256 MiB for the whole process). A connection's own
+    /// `PeerConfig::message_budget`, when set, replaces it.
+    pub message_budget: Option<MessageBudget>,
 }
 
 impl Default for ListenConfig {
@@ -57,6 +62,7 @@ impl Default for ListenConfig {
             min_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
             report: None,
+            message_budget: None,
         }
     }
 }
@@ -69,6 +75,7 @@ impl std::fmt::Debug for ListenConfig {
             .field("min_backoff", &self.min_backoff)
             .field("max_backoff", &self.max_backoff)
             .field("report", &self.report.is_some())
+            .field("message_budget", &self.message_budget)
             .finish()
     }
 }
@@ -229,7 +236,12 @@ where
             let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
             drop(slot);
             match result {
-                Ok(Ok(transport)) => on_connection(transport, addr).await,
+                Ok(Ok(mut transport)) => {
+                    if let Some(budget) = &config.message_budget {
+                        transport.reader.set_message_budget(budget.clone());
+                    }
+                    on_connection(transport, addr).await
+                }
                 Ok(Err(why)) => HandshakeLog::failed(&log, &config, addr, &why),
                 Err(_) => HandshakeLog::failed(
                     &log,

@@ -7,6 +7,10 @@
 //! `\r\n` tolerated, a configurable maximum message size (default [`DEFAULT_MAX_MESSAGE_SIZE`]).
 //! An oversized line is discarded up to the next newline without being buffered and reported
 //! as [`Frame::Oversized`]; the connection survives.
+//!
+//! Partial messages of all connections together are bounded by a shared [`MessageBudget`]
+//! (see [`budget`]): a line that would take the budget past its size is refused
+//! ([`Frame::OverBudget`]) and discarded without being buffered.
 
 use std::any::Any;
 use std::future::Future;
@@ -16,6 +20,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
+pub mod budget;
 pub mod child;
 pub mod endpoint;
 pub mod listen;
@@ -23,6 +28,8 @@ pub mod memory;
 pub mod stdio;
 pub mod tcp;
 pub mod ws;
+
+pub use budget::{MessageBudget, DEFAULT_MESSAGE_BUDGET, UNBUDGETED_BYTES};
 
 /// A boxed, sendable future, as returned by the transport traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -48,6 +55,15 @@ pub enum Frame {
         /// Why it was discarded.
         reason: String,
     },
+    /// A partial message refused because the shared [`MessageBudget`] could not cover its
+    /// growth: its buffer was freed and the rest of it is discarded without being buffered
+    /// (over WebSocket, the connection then ends). Yielded at once, not at its end.
+    OverBudget {
+        /// Bytes of it read when it was refused.
+        bytes: usize,
+        /// The budget's size.
+        limit: usize,
+    },
 }
 
 /// The reading half of a transport.
@@ -57,6 +73,12 @@ pub trait FrameReader: Send {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>>;
     /// Sets the maximum message size in bytes.
     fn set_max_message_size(&mut self, limit: usize);
+    /// Sets the budget partial messages are taken from (every transport starts with
+    /// [`MessageBudget::process`]). The default ignores it: a reader that buffers no
+    /// partial messages has nothing to take.
+    fn set_message_budget(&mut self, budget: MessageBudget) {
+        let _ = budget;
+    }
 }
 
 /// The writing half of a transport.
@@ -152,7 +174,11 @@ pub struct LineReader<R> {
     line: Vec<u8>,
     /// `Some(n)` while discarding an oversized line of which `n` bytes were seen.
     discarding: Option<usize>,
+    /// Discarding the rest of a line refused by the budget (already reported).
+    refused: bool,
     limit: usize,
+    /// What `line`'s capacity takes from the shared budget.
+    hold: budget::Hold,
 }
 
 impl<R: AsyncRead + Unpin + Send> LineReader<R> {
@@ -162,7 +188,9 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             inner: BufReader::with_capacity(READ_BUFFER, inner),
             line: Vec::new(),
             discarding: None,
+            refused: false,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
+            hold: budget::Hold::new(MessageBudget::process()),
         }
     }
 
@@ -173,6 +201,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
 
     fn finish_line(&mut self) -> Frame {
         let mut bytes = std::mem::take(&mut self.line);
+        // Complete: the message goes to the peer and leaves the budget.
+        self.hold.clear();
         if bytes.last() == Some(&b'\r') {
             bytes.pop();
         }
@@ -189,6 +219,10 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
+                if self.refused {
+                    self.refused = false;
+                    return Ok(None);
+                }
                 if self.discarding.is_none() && self.line.is_empty() {
                     return Ok(None);
                 }
@@ -197,19 +231,37 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             }
             let newline = available.iter().position(|b| *b == b'\n');
             let take = newline.unwrap_or(available.len());
+            let mut over_budget = None;
             // The limit excludes the terminator; one `\r` before `\n` is tolerated on top,
             // so at most `limit + 1` bytes are ever buffered.
-            if let Some(seen) = self.discarding.as_mut() {
+            if self.refused {
+                // The rest of a line the budget refused: skipped, reported already.
+            } else if let Some(seen) = self.discarding.as_mut() {
                 *seen += take;
             } else if self.line.len() + take > self.limit + 1 {
                 self.discarding = Some(self.line.len() + take);
                 self.line = Vec::new();
+                self.hold.clear();
+            } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
+                over_budget = Some(Frame::OverBudget {
+                    bytes: self.line.len() + take,
+                    limit: self.hold.limit(),
+                });
+                self.line = Vec::new();
+                self.hold.clear();
+                self.refused = newline.is_none();
             } else {
                 self.line.extend_from_slice(&available[..take]);
             }
             let consumed = take + usize::from(newline.is_some());
             self.inner.consume(consumed);
+            if over_budget.is_some() {
+                return Ok(over_budget);
+            }
             if newline.is_some() {
+                if std::mem::take(&mut self.refused) {
+                    continue;
+                }
                 return Ok(Some(self.end_of_line()));
             }
         }
@@ -225,6 +277,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         let len = self.line.len();
         if len > self.limit && !(len == self.limit + 1 && self.line.ends_with(b"\r")) {
             self.line = Vec::new();
+            self.hold.clear();
             return Frame::Oversized {
                 bytes: len,
                 limit: self.limit,
@@ -242,6 +295,26 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     fn set_max_message_size(&mut self, limit: usize) {
         self.limit = limit;
     }
+
+    fn set_message_budget(&mut self, budget: MessageBudget) {
+        self.hold.rebind(budget);
+        // What the line already holds is taken from the new budget at its next growth.
+    }
+}
+
+/// Makes room for `more` bytes in `line`, its capacity covered by `hold` (grown by doubling,
+/// up to `limit + 1`); `false` when the budget cannot cover it.
+fn grow_line(line: &mut Vec<u8>, hold: &mut budget::Hold, limit: usize, more: usize) -> bool {
+    let need = line.len() + more;
+    if need <= line.capacity() {
+        return true;
+    }
+    let target = need.max(line.capacity() * 2).min(limit + 1).max(need);
+    if !hold.cover(target) {
+        return false;
+    }
+    line.reserve_exact(target - line.len());
+    true
 }
 
 /// Newline-delimited framing for writing: each message followed by `\n`, then a flush.

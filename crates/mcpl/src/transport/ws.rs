@@ -15,13 +15,19 @@
 //!   skipped (tungstenite stops before its payload, so the stream cannot be resynchronised).
 //!   A message between the peer's limit and this one is a [`Frame::Oversized`] diagnostic and
 //!   the connection survives.
+//! - Partial messages of all connections are bounded together by a shared
+//!   [`MessageBudget`]: the bytes tungstenite reads are followed beneath it (frame headers,
+//!   the payload of the data message being assembled), and a message the budget cannot
+//!   cover fails tungstenite's read; it is reported as [`Frame::OverBudget`] (the peer
+//!   answers `-32000`) and the connection then ends, since tungstenite cannot skip the rest
+//!   of a frame it has started. See [`super::budget`] for why not a small frame size.
 //! - `wss://` needs a rustls `ClientConfig`: no root store is bundled, so connecting without
 //!   one fails closed with [`WsError::TlsConfigRequired`] rather than trusting anything.
 //! - `mcpl://` URIs are resolved elsewhere (`crate::uri`, RFC-004); here they are refused.
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
@@ -31,6 +37,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::budget::{over_budget, MessageBudget, Meter, Metered};
 use super::listen::{Listen, DEFAULT_HANDSHAKE_TIMEOUT};
 use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
 
@@ -116,15 +123,64 @@ pub async fn connect(
             })
         }
     };
-    let (stream, _response) = tokio_tungstenite::connect_async_tls_with_config(
-        url,
-        Some(ws_config()),
-        true,
-        Some(connector),
-    )
-    .await
-    .map_err(handshake_error)?;
-    Ok(from_stream(stream, format!("websocket {url}")))
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let (tcp, server_name) = match parsed.host() {
+        Some(url::Host::Domain(d)) => (
+            TcpStream::connect((d, port)).await?,
+            rustls::pki_types::ServerName::try_from(d.to_owned()).ok(),
+        ),
+        Some(url::Host::Ipv4(ip)) => (
+            TcpStream::connect((ip, port)).await?,
+            Some(rustls::pki_types::ServerName::IpAddress(ip.into())),
+        ),
+        Some(url::Host::Ipv6(ip)) => (
+            TcpStream::connect((ip, port)).await?,
+            Some(rustls::pki_types::ServerName::IpAddress(ip.into())),
+        ),
+        None => {
+            return Err(WsError::InvalidUrl {
+                url: url.to_owned(),
+                reason: "no host".into(),
+            })
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let meter = new_meter();
+    let transport = match connector {
+        tokio_tungstenite::Connector::Rustls(config) => {
+            let name = server_name.ok_or_else(|| WsError::InvalidUrl {
+                url: url.to_owned(),
+                reason: "the host is not a valid TLS server name".into(),
+            })?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(WsError::Tls)?;
+            client(url, Metered::new(tls, meter.clone()), meter).await?
+        }
+        _ => client(url, Metered::new(tcp, meter.clone()), meter).await?,
+    };
+    Ok(transport)
+}
+
+/// The client side of the WebSocket handshake over an established (metered) stream.
+async fn client<S>(url: &str, stream: Metered<S>, meter: SharedMeter) -> Result<Transport, WsError>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
+            .await
+            .map_err(handshake_error)?;
+    Ok(from_stream(ws, format!("websocket {url}"), meter))
+}
+
+/// The byte meter of a connection: counts what tungstenite reads against the budget (the
+/// process's until the peer sets its own), shared with the connection's [`WsReader`].
+type SharedMeter = Arc<Mutex<Meter>>;
+
+fn new_meter() -> SharedMeter {
+    Arc::new(Mutex::new(Meter::new(MessageBudget::process())))
 }
 
 /// Performs the server side of the WebSocket handshake on an accepted stream (plain TCP or a
@@ -133,10 +189,14 @@ pub async fn accept<S>(stream: S) -> Result<Transport, WsError>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
-    let ws = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config()))
-        .await
-        .map_err(handshake_error)?;
-    Ok(from_stream(ws, "websocket (accepted)".to_owned()))
+    let meter = new_meter();
+    let ws = tokio_tungstenite::accept_async_with_config(
+        Metered::new(stream, meter.clone()),
+        Some(ws_config()),
+    )
+    .await
+    .map_err(handshake_error)?;
+    Ok(from_stream(ws, "websocket (accepted)".to_owned(), meter))
 }
 
 /// A WebSocket server socket (`ws`, or `wss` when given a rustls `ServerConfig`) handing out
@@ -232,7 +292,11 @@ impl Listen for Listener {
     }
 }
 
-fn from_stream<S>(stream: WebSocketStream<S>, description: String) -> Transport
+fn from_stream<S>(
+    stream: WebSocketStream<Metered<S>>,
+    description: String,
+    meter: SharedMeter,
+) -> Transport
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -242,6 +306,8 @@ where
             stream,
             split: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
+            meter,
+            refused: None,
         }),
         writer: Box::new(WsWriter { sink }),
         guard: None,
@@ -250,10 +316,14 @@ where
 }
 
 struct WsReader<S> {
-    stream: SplitStream<WebSocketStream<S>>,
+    stream: SplitStream<WebSocketStream<Metered<S>>>,
     /// A text frame being handed out message by message, and the offset of the next one.
     split: Option<(Utf8Bytes, usize)>,
     limit: usize,
+    meter: SharedMeter,
+    /// Set once a message was refused by the budget: the stream cannot be resynchronised,
+    /// so the next read ends the connection with this reason.
+    refused: Option<String>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -289,6 +359,9 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// Cancel-safe: `StreamExt::next` keeps no state of its own, and the frame being split
     /// waits in `self.split`.
     async fn read(&mut self) -> io::Result<Option<Frame>> {
+        if let Some(why) = &self.refused {
+            return Err(io::Error::other(why.clone()));
+        }
         loop {
             if let Some(frame) = self.next_part() {
                 return Ok(Some(frame));
@@ -306,7 +379,17 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                 Some(Err(TungError::ConnectionClosed | TungError::AlreadyClosed)) => {
                     return Ok(None)
                 }
-                Some(Err(TungError::Io(e))) => return Err(e),
+                Some(Err(TungError::Io(e))) => {
+                    if let Some(refused) = over_budget(&e) {
+                        let frame = Frame::OverBudget {
+                            bytes: refused.bytes,
+                            limit: refused.limit,
+                        };
+                        self.refused = Some(e.to_string());
+                        return Ok(Some(frame));
+                    }
+                    return Err(e);
+                }
                 Some(Err(e)) => return Err(io::Error::other(e)),
             }
         }
@@ -321,10 +404,17 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
     fn set_max_message_size(&mut self, limit: usize) {
         self.limit = limit;
     }
+
+    fn set_message_budget(&mut self, budget: MessageBudget) {
+        self.meter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rebind(budget);
+    }
 }
 
 struct WsWriter<S> {
-    sink: SplitSink<WebSocketStream<S>, WsMessage>,
+    sink: SplitSink<WebSocketStream<Metered<S>>, WsMessage>,
 }
 
 fn write_error(e: TungError) -> io::Error {

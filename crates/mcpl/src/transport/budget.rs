@@ -1,0 +1,502 @@
+//! The process-wide budget for buffered partial messages (issue #20).
+//!
+//! [`crate::peer::PeerConfig::max_message_size`] bounds one message of one connection; it
+//! does not bound many connections that each hold a message they never finish (16
+//! connections × a 16 MiB line without its newline held 264 MiB). A [`MessageBudget`] is
+//! shared by every connection given it: a transport that is assembling a message takes the
+//! bytes beyond [`UNBUDGETED_BYTES`] from the budget as its buffer grows, and gives them back
+//! once the message is complete (handed to the peer) or refused. When the budget cannot
+//! cover the next growth, that message is refused and its buffer freed:
+//!
+//! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
+//!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
+//!   line without buffering it; the connection survives. The peer answers it with one
+//!   `-32000` error (`id: null`, `data: { limit, reason: "message_budget" }`) and a
+//!   [`crate::peer::Diagnostic::OverBudget`].
+//! - **WebSocket**: tungstenite assembles whole frames and messages itself, so the count is
+//!   kept beneath it, on the bytes it reads: the frame headers are followed,
+//!   and the payload bytes of the data message being assembled (its frames, control frames
+//!   excluded) are what the budget covers. A refused message cannot be skipped (tungstenite
+//!   has already taken its header), so after the same `-32000` answer the connection ends.
+//!   Reserving a whole [`super::ws::WS_HARD_LIMIT`] per connection instead would let four
+//!   idle connections exhaust a 256 MiB budget, and a small `max_frame_size` would refuse
+//!   every client that sends a large message as one frame, as clients do.
+//!
+//! Every connection may hold [`UNBUDGETED_BYTES`] of a partial message without the budget,
+//! so small messages (an `initialize`, a `ping`) are read whatever the budget holds: a
+//! connection that fills the budget delays nobody's small messages. Partial-message memory is
+//! thus bounded by the budget plus [`UNBUDGETED_BYTES`] per connection (plus each transport's
+//! fixed read buffer). Complete messages are bounded elsewhere (the incoming queue,
+//! `max_in_flight_requests`).
+//!
+//! Reading (the spec is silent): the refusal is a `-32000`-class error, as for a busy
+//! server (`max_in_flight_requests`), since the message itself may be valid and the same
+//! message may succeed later; its id is unknown (the message was never read whole), hence
+//! `id: null`, as JSON-RPC 2.0 answers a message whose id cannot be read.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The default budget: 256 MiB, shared by every connection of the process that is not given
+/// another ([`MessageBudget::process`]).
+pub const DEFAULT_MESSAGE_BUDGET: usize = 256 * 1024 * 1024;
+
+/// Bytes of a partial message each connection holds without taking them from the budget
+/// (16 KiB).
+pub const UNBUDGETED_BYTES: usize = 16 * 1024;
+
+/// A budget of bytes for buffered partial messages, shared by the connections given it
+/// (cheap to clone: clones share the budget). See the module docs.
+#[derive(Clone)]
+pub struct MessageBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl std::fmt::Debug for MessageBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageBudget")
+            .field("limit", &self.limit())
+            .field("used", &self.used())
+            .finish()
+    }
+}
+
+impl MessageBudget {
+    /// A new budget of `limit` bytes, shared by the clones of what is returned.
+    pub fn new(limit: usize) -> MessageBudget {
+        MessageBudget {
+            inner: Arc::new(Inner {
+                limit,
+                used: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The process's default budget ([`DEFAULT_MESSAGE_BUDGET`]): every transport starts
+    /// with it, so all connections of a process share it unless given another.
+    pub fn process() -> MessageBudget {
+        static PROCESS: OnceLock<MessageBudget> = OnceLock::new();
+        PROCESS
+            .get_or_init(|| MessageBudget::new(DEFAULT_MESSAGE_BUDGET))
+            .clone()
+    }
+
+    /// The budget's size in bytes.
+    pub fn limit(&self) -> usize {
+        self.inner.limit
+    }
+
+    /// Bytes currently taken by partial messages (never more than [`Self::limit`]).
+    pub fn used(&self) -> usize {
+        self.inner.used.load(Ordering::Acquire)
+    }
+
+    /// Takes `n` bytes if they fit; `false` (nothing taken) otherwise.
+    fn try_take(&self, n: usize) -> bool {
+        let limit = self.inner.limit;
+        self.inner
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|total| *total <= limit)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, n: usize) {
+        self.inner.used.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+impl Default for MessageBudget {
+    /// The process's budget ([`MessageBudget::process`]).
+    fn default() -> Self {
+        MessageBudget::process()
+    }
+}
+
+/// What one connection has taken from a budget for the message it is assembling; given back
+/// when cleared or dropped.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    budget: MessageBudget,
+    held: usize,
+}
+
+impl Hold {
+    pub(crate) fn new(budget: MessageBudget) -> Hold {
+        Hold { budget, held: 0 }
+    }
+
+    /// Covers a partial message of `bytes` (its buffer's size): takes what it needs beyond
+    /// [`UNBUDGETED_BYTES`] and what is already held. `false` when the budget cannot.
+    pub(crate) fn cover(&mut self, bytes: usize) -> bool {
+        let need = bytes.saturating_sub(UNBUDGETED_BYTES);
+        if need <= self.held {
+            return true;
+        }
+        if self.budget.try_take(need - self.held) {
+            self.held = need;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Gives everything held back (the message is complete, or refused).
+    pub(crate) fn clear(&mut self) {
+        if self.held > 0 {
+            self.budget.give_back(self.held);
+            self.held = 0;
+        }
+    }
+
+    /// Moves to another budget, giving back what was held in the old one (the next
+    /// [`Self::cover`] takes from the new one).
+    pub(crate) fn rebind(&mut self, budget: MessageBudget) {
+        self.clear();
+        self.budget = budget;
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        self.budget.limit()
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// The error the WebSocket transport's metered stream fails a read with once the budget
+/// cannot cover the message being read: carried inside an [`io::Error`] (find it with
+/// [`over_budget`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the process-wide budget of {limit} bytes for buffered partial messages is exhausted; a message was refused after {bytes} bytes")]
+pub struct OverBudget {
+    /// Bytes of the refused message read so far.
+    pub bytes: usize,
+    /// The budget's size.
+    pub limit: usize,
+}
+
+/// The [`OverBudget`] inside an I/O error, if it is one.
+pub fn over_budget(e: &io::Error) -> Option<&OverBudget> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<OverBudget>())
+}
+
+/// Where a [`Metered`] stream is in the byte stream it follows.
+#[derive(Debug)]
+enum Phase {
+    /// The HTTP upgrade: bytes pass until the blank line that ends it; how many bytes of
+    /// `\r\n\r\n` were just seen.
+    Http(u8),
+    /// A frame header: the bytes of it seen so far.
+    Header { bytes: [u8; 14], len: u8 },
+    /// A frame's payload: bytes still to come, whether the frame belongs to a data message,
+    /// whether it ends that message.
+    Payload {
+        remaining: u64,
+        data: bool,
+        fin: bool,
+    },
+}
+
+/// The meter of a [`Metered`] stream, shared with the transport's reader so the budget can
+/// be rebound once the peer's configuration is known.
+#[derive(Debug)]
+pub(crate) struct Meter {
+    phase: Phase,
+    /// Bytes of the data message being assembled (its frames' headers and payloads).
+    message: usize,
+    hold: Hold,
+}
+
+impl Meter {
+    pub(crate) fn new(budget: MessageBudget) -> Meter {
+        Meter {
+            phase: Phase::Http(0),
+            message: 0,
+            hold: Hold::new(budget),
+        }
+    }
+
+    pub(crate) fn rebind(&mut self, budget: MessageBudget) {
+        self.hold.rebind(budget);
+    }
+
+    /// Follows `bytes` just read; `Err` when the message being assembled can no longer be
+    /// covered (what was held is given back).
+    fn feed(&mut self, mut bytes: &[u8]) -> Result<(), OverBudget> {
+        while let Some((&b, rest)) = bytes.split_first() {
+            match &mut self.phase {
+                Phase::Http(seen) => {
+                    const END: &[u8; 4] = b"\r\n\r\n";
+                    *seen = if b == END[usize::from(*seen)] {
+                        *seen + 1
+                    } else {
+                        u8::from(b == b'\r')
+                    };
+                    if *seen == 4 {
+                        self.phase = Phase::Header {
+                            bytes: [0; 14],
+                            len: 0,
+                        };
+                    }
+                    bytes = rest;
+                }
+                Phase::Header { bytes: header, len } => {
+                    if let Some(slot) = header.get_mut(usize::from(*len)) {
+                        *slot = b;
+                    }
+                    *len += 1;
+                    let seen = *len;
+                    bytes = rest;
+                    if let Some(phase) = header_done(header, seen) {
+                        if let Phase::Payload { data: true, .. } = phase {
+                            self.message += usize::from(seen);
+                        }
+                        self.phase = phase;
+                        self.end_of_payload();
+                    }
+                }
+                Phase::Payload {
+                    remaining, data, ..
+                } => {
+                    let take = usize::try_from(*remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(bytes.len());
+                    let is_data = *data;
+                    *remaining -= take as u64;
+                    bytes = bytes.get(take..).unwrap_or_default();
+                    if is_data {
+                        self.message = self.message.saturating_add(take);
+                        // Checked before the message may end in this read: a message is
+                        // refused by its size, however the reads split it.
+                        if !self.hold.cover(self.message) {
+                            return Err(self.refuse());
+                        }
+                    }
+                    self.end_of_payload();
+                }
+            }
+        }
+        if self.hold.cover(self.message) {
+            Ok(())
+        } else {
+            Err(self.refuse())
+        }
+    }
+
+    /// Gives back what the refused message held.
+    fn refuse(&mut self) -> OverBudget {
+        let refused = OverBudget {
+            bytes: self.message,
+            limit: self.hold.limit(),
+        };
+        self.hold.clear();
+        refused
+    }
+
+    /// After a payload's last byte: the next header, and the end of a data message.
+    fn end_of_payload(&mut self) {
+        if let Phase::Payload {
+            remaining: 0,
+            data,
+            fin,
+        } = self.phase
+        {
+            if data && fin {
+                self.message = 0;
+                self.hold.clear();
+            }
+            self.phase = Phase::Header {
+                bytes: [0; 14],
+                len: 0,
+            };
+        }
+    }
+}
+
+/// The payload phase a complete frame header starts, or `None` while it is incomplete
+/// (RFC 6455 §5.2: FIN and opcode, then mask bit and a 7-bit, 16-bit or 64-bit length, then
+/// a 4-byte masking key when masked).
+fn header_done(header: &[u8; 14], len: u8) -> Option<Phase> {
+    if len < 2 {
+        return None;
+    }
+    let (b0, b1) = (header[0], header[1]);
+    let short = b1 & 0x7f;
+    let extended = match short {
+        126 => 2,
+        127 => 8,
+        _ => 0,
+    };
+    let mask = if b1 & 0x80 != 0 { 4 } else { 0 };
+    if usize::from(len) < 2 + extended + mask {
+        return None;
+    }
+    let length = match extended {
+        0 => u64::from(short),
+        n => header[2..2 + n]
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)),
+    };
+    let opcode = b0 & 0x0f;
+    Some(Phase::Payload {
+        remaining: length,
+        // Control frames (opcodes 8 and up) may come between a message's frames.
+        data: opcode < 8,
+        fin: b0 & 0x80 != 0,
+    })
+}
+
+/// A byte stream whose reads are followed by a [`Meter`] (see the module docs): it fails a
+/// read with [`OverBudget`] once the WebSocket message being read cannot be covered.
+pub(crate) struct Metered<S> {
+    inner: S,
+    meter: Arc<Mutex<Meter>>,
+}
+
+impl<S> Metered<S> {
+    pub(crate) fn new(inner: S, meter: Arc<Mutex<Meter>>) -> Metered<S> {
+        Metered { inner, meter }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let new = buf.filled().get(before..).unwrap_or_default();
+                let mut meter = this.meter.lock().unwrap_or_else(|e| e.into_inner());
+                match meter.feed(new) {
+                    Ok(()) => Poll::Ready(Ok(())),
+                    Err(refused) => Poll::Ready(Err(io::Error::other(refused))),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(fin: bool, opcode: u8, payload_len: usize) -> Vec<u8> {
+        let mut f = vec![u8::from(fin) << 7 | opcode];
+        if payload_len < 126 {
+            f.push(0x80 | payload_len as u8);
+        } else {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&(payload_len as u64).to_be_bytes());
+        }
+        f.extend_from_slice(&[0; 4]);
+        f.extend(std::iter::repeat_n(b'x', payload_len));
+        f
+    }
+
+    #[test]
+    fn holds_beyond_the_allowance_are_bounded_and_given_back() {
+        let budget = MessageBudget::new(1000);
+        let mut a = Hold::new(budget.clone());
+        let mut b = Hold::new(budget.clone());
+        assert!(a.cover(UNBUDGETED_BYTES));
+        assert_eq!(budget.used(), 0);
+        assert!(a.cover(UNBUDGETED_BYTES + 600));
+        assert!(!b.cover(UNBUDGETED_BYTES + 600));
+        assert_eq!(budget.used(), 600);
+        drop(a);
+        assert_eq!(budget.used(), 0);
+        assert!(b.cover(UNBUDGETED_BYTES + 1000));
+        b.clear();
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn the_meter_follows_fragmented_messages_across_control_frames() {
+        let budget = MessageBudget::new(1 << 20);
+        let mut m = Meter::new(budget.clone());
+        m.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        // A text message in two fragments with a ping between them.
+        let first = frame(false, 1, UNBUDGETED_BYTES);
+        m.feed(&first).unwrap();
+        m.feed(&frame(true, 9, 4)).unwrap();
+        let second = frame(true, 0, 1000);
+        // Fed a byte at a time: headers split anywhere.
+        for (i, b) in second.iter().enumerate() {
+            m.feed(std::slice::from_ref(b)).unwrap();
+            // Never more than was read (a header counts once it is complete).
+            if i + 1 < second.len() {
+                assert!(budget.used() <= first.len() + i + 1 - UNBUDGETED_BYTES);
+            }
+            if i + 2 == second.len() {
+                assert_eq!(budget.used(), first.len() + i + 1 - UNBUDGETED_BYTES);
+            }
+        }
+        // The message is complete: everything is given back.
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn the_meter_refuses_a_message_past_the_budget_and_gives_its_bytes_back() {
+        let budget = MessageBudget::new(4096);
+        let mut m = Meter::new(budget.clone());
+        m.feed(b"HTTP/1.1 101 Switching Protocols\r\n\r\n").unwrap();
+        let big = frame(true, 1, UNBUDGETED_BYTES + 8192);
+        let (start, rest) = big.split_at(UNBUDGETED_BYTES + 2048);
+        m.feed(start).unwrap();
+        assert!(budget.used() > 0);
+        let refused = m.feed(rest).unwrap_err();
+        assert_eq!(refused.limit, 4096);
+        assert_eq!(budget.used(), 0);
+    }
+}
