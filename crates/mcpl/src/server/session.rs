@@ -183,6 +183,15 @@ impl Session {
         self.conn.state::<T>()
     }
 
+    /// The [`Server`] this connection belongs to, e.g. for a handler to change its tools at
+    /// runtime ([`Server::add_tool`]). A handle: keeping it keeps the server, not the
+    /// connection.
+    pub fn server(&self) -> Server {
+        Server {
+            inner: self.conn.server.clone(),
+        }
+    }
+
     /// Closes the connection.
     pub fn close(&self) {
         self.conn.peer.close();
