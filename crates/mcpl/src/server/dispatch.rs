@@ -39,7 +39,9 @@ pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
         };
         let Some(msg) = msg else { break };
         match msg {
-            IncomingMessage::Request(req) => on_request(&conn, req).await,
+            // Boxed: the loop's task is as large as its largest await, and an idle
+            // connection's task should not carry the request handling (issue #20).
+            IncomingMessage::Request(req) => Box::pin(on_request(&conn, req)).await,
             IncomingMessage::Notification(n) => on_notification(&conn, n),
         }
     }
