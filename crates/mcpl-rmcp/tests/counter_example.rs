@@ -132,3 +132,21 @@ fn the_example_passes_mcpl_check_with_push_hook_and_manifest_exercised() {
     let sessions = report["sessions"].as_array().map_or(0, Vec::len);
     assert!(sessions > 1, "narrowed-grant sessions ran: {report:#}");
 }
+
+/// Issue #21: the example's `main` prints an error with `Display` ("error: …" on stderr,
+/// exit 1), never `Debug` (`Error: ParseIntError { kind: InvalidDigit }`).
+#[test]
+fn a_bad_argument_is_printed_with_display() {
+    let out = std::process::Command::new(example_binary())
+        .args(["--threshold", "x"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the example runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --threshold x: invalid digit"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Error: "), "Debug-printed: {stderr}");
+}

@@ -16,13 +16,24 @@ struct Note {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     // Diagnostics (a refused send, a dropped injection …) on stderr, as stdout carries the
     // protocol: `warn` and up unless RUST_LOG says otherwise.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
+    // Errors print with Display (what happened and what to change), not Debug.
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let server = Server::builder("minimal", "0.1.0")
         .feature_set(
             "pings",
