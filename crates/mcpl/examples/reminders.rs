@@ -216,14 +216,23 @@ fn reminders() -> Result<Server, BuildError> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     // Diagnostics (a refused push, a dropped injection …) on stderr, as stdout carries the
     // protocol: `warn` and up unless RUST_LOG says otherwise.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
-    let reason = reminders()?.serve(mcpl::transport::stdio::stdio()).await;
-    eprintln!("reminders: connection ended ({reason})");
-    Ok(())
+    // Errors print with Display (what happened and what to change), not Debug.
+    match reminders() {
+        Ok(server) => {
+            let reason = server.serve(mcpl::transport::stdio::stdio()).await;
+            eprintln!("reminders: connection ended ({reason})");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

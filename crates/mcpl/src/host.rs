@@ -297,6 +297,29 @@ pub enum McpOnlyReason {
     Suspended,
 }
 
+impl std::fmt::Display for McpOnlyReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpOnlyReason::NotAdvertised => {
+                f.write_str("the server does not advertise experimental.mcpl, §3.3")
+            }
+            McpOnlyReason::PolicyMethodNotFound => f.write_str(
+                "the server answered the policy Request with -32601: it predates MCPL 0.5",
+            ),
+            McpOnlyReason::PolicyTimeout => f.write_str(
+                "the policy Request was not answered in time: raise HostConfig.policy_timeout",
+            ),
+            McpOnlyReason::PolicyFailed(why) => write!(f, "the policy Request failed: {why}"),
+            McpOnlyReason::Refused => {
+                f.write_str("the server refused the policy with fallback \"mcp-only\", §6.7")
+            }
+            McpOnlyReason::Suspended => {
+                f.write_str("MCPL was suspended after repeated unparseable manifests, §17.5")
+            }
+        }
+    }
+}
+
 /// The session's mode: a recorded decision, never an accident.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
@@ -492,7 +515,7 @@ fn within_feature_set_bound(manifest: &Value, limit: usize) -> Result<(), HostEr
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HostError {
     /// The host's own policy patterns are malformed.
-    #[error("host policy: {0}")]
+    #[error("HostConfig.policy is malformed: {0}; fix the pattern (an exact capability path, or `prefix.*`, §5.4)")]
     Policy(#[from] PatternError),
     /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many,
     /// or not strings.
@@ -502,7 +525,7 @@ pub enum HostError {
     #[error(transparent)]
     Peer(#[from] PeerError),
     /// `initialize` returned something unreadable.
-    #[error("bad initialize result: {0}")]
+    #[error("the server's initialize result is unusable: {0}; the server must answer with a result carrying `capabilities` (MCP, §5.1)")]
     BadInitialize(String),
     /// The server's manifest carries more feature sets than
     /// [`HostConfig::max_feature_sets`]: refused before review. At `initialize` the
@@ -517,24 +540,24 @@ pub enum HostError {
         limit: usize,
     },
     /// The server refused the policy with `fallback: "close"`; the connection was closed.
-    #[error("server refused the policy with fallback {0:?}")]
+    #[error("the server refused the policy with fallback {0:?} and the connection was closed (§6.7): grant what its manifest requires (see HostSession::manifest), or connect without MCPL")]
     Refused(&'static str),
     /// Refused locally: the server lacks the capability (outbound gating).
-    #[error("capability {0} not granted to this server")]
+    #[error("capability `{0}` is not granted to this server (§5.4): add it to HostConfig.policy, and check that the server advertises it (HostSession::grant shows what is in force)")]
     NotGranted(Capability),
     /// Refused locally: the method is not sent by a host, or not known.
-    #[error("method {0} is not sent host to server")]
+    #[error("{0} is not a method a host sends to a server (§4.1): check the method name and its direction")]
     WrongDirection(String),
     /// The operation needs MCPL, which is not active on this connection.
-    #[error("MCPL is not active on this connection: {0:?}")]
+    #[error("MCPL is not active on this connection ({0}), so only MCP requests can be sent; check HostSession::mode() first")]
     McpOnly(McpOnlyReason),
     /// The params could not be encoded.
-    #[error("cannot encode params: {0}")]
+    #[error("the params cannot be encoded as JSON: {0}; pass a JSON object")]
     Encode(String),
     /// Refused locally: the method carries host-side obligations that only its dedicated
     /// API keeps (redaction and per-injection judgement, grant bookkeeping, exactly one
     /// terminal phase).
-    #[error("{method} is sent through {instead}, which keeps its obligations")]
+    #[error("{method} cannot be sent raw: call {instead} instead, which keeps the host's obligations for it")]
     UseDedicated {
         /// The method.
         method: String,
@@ -544,10 +567,12 @@ pub enum HostError {
     /// Refused locally: the channel is not one this server registered, or the host's
     /// channel patterns do not permit it (§14.1, §14.5: channel methods are keyed on the
     /// channel id).
-    #[error("channel {0:?} is not registered by this server or not permitted")]
+    #[error("channel {0:?} is not one this server registered, or HostConfig.channel_patterns do not permit it (§14.5): use an id from HostSession::channels()")]
     ChannelNotPermitted(String),
     /// The streaming request was already answered: no chunk may follow its response (§11.4).
-    #[error("the streamed request was already answered")]
+    #[error(
+        "the streamed request was already answered, so nothing more can be streamed on it (§11.4)"
+    )]
     StreamEnded,
     /// Refused locally: this session already has an outgoing stream for the inference, open
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).

@@ -256,10 +256,10 @@ impl fmt::Display for CloseReason {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PeerError {
     /// The connection is closed (or closed while waiting).
-    #[error("connection closed: {0}")]
+    #[error("the connection is closed ({0}); reconnect to send more")]
     Closed(CloseReason),
     /// No response arrived in time; a late response is reported as a diagnostic.
-    #[error("request {method} (id {id}) timed out after {after:?}")]
+    #[error("request {method} (id {id}) got no response within {after:?}; the peer may be stuck, or raise the timeout (PeerConfig::request_timeout or the call's own)")]
     Timeout {
         /// The method of the request.
         method: String,
@@ -272,13 +272,13 @@ pub enum PeerError {
     #[error(transparent)]
     Remote(ErrorObject),
     /// [`PeerConfig::max_pending_requests`] requests are already awaiting responses.
-    #[error("too many pending requests (limit {limit})")]
+    #[error("{limit} requests are already awaiting responses (PeerConfig::max_pending_requests); wait for some to finish, or raise the limit")]
     TooManyPending {
         /// The limit in force.
         limit: usize,
     },
     /// The params could not be serialised.
-    #[error("cannot encode params of {method}: {reason}")]
+    #[error("the params of {method} cannot be encoded as JSON: {reason}")]
     Encode {
         /// The method.
         method: String,
@@ -286,7 +286,7 @@ pub enum PeerError {
         reason: String,
     },
     /// The result did not match the method's result type.
-    #[error("cannot decode the result of {method}: {reason}")]
+    #[error("the result of {method} does not have the shape the method defines: {reason}; the peer answered outside the spec")]
     Decode {
         /// The method.
         method: String,
@@ -294,7 +294,7 @@ pub enum PeerError {
         reason: String,
     },
     /// The other side answered with a response that is not valid JSON-RPC.
-    #[error("invalid response: {0}")]
+    #[error("the peer sent a response that is not valid JSON-RPC 2.0: {0}")]
     InvalidResponse(String),
 }
 

@@ -15,10 +15,10 @@ pub enum BuildError {
         reason: String,
     },
     /// A custom method name collides with an MCPL/MCP method or a removed surface.
-    #[error("custom method {0:?} collides with a protocol method or a removed surface")]
+    #[error("custom method {0:?} collides with a protocol method or a surface 0.5 removed; choose another name (a vendor prefix, e.g. `acme/…`)")]
     ReservedMethod(String),
     /// The manifest could not be digested (§17.2).
-    #[error("manifest refused: {0}")]
+    #[error("the manifest the builder made is refused: {0}; fix the builder input it names")]
     Manifest(String),
     /// Tools were registered with the builder and an [`McpFallback`](super::McpFallback) set: `tools/list` has
     /// one source, so the fallback's tools would hide the builder's or the other way round.

@@ -159,7 +159,7 @@ pub enum ToolChangeError {
     #[error("the server already has a tool named {0:?}; use Server::replace_tool to change it")]
     Duplicate(String),
     /// [`Server::replace_tool`] or [`Server::remove_tool`] of a tool the server does not have.
-    #[error("the server has no tool named {0:?}")]
+    #[error("the server has no tool named {0:?}; add it with Server::add_tool (Server::tools lists the ones it has)")]
     Unknown(String),
     /// The server's tools are its [`McpFallback`]'s, which lists them itself.
     #[error("the server's tools are served by its MCP fallback; change them there")]
