@@ -140,7 +140,7 @@ impl fmt::Display for Capability {
 
 /// A string that is not one of the 17 paths.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unrecognised capability path {0:?}")]
+#[error("unrecognised capability path {0:?}: use a §6.2 path exactly as written (e.g. pushEvents, channels.register)")]
 pub struct UnknownCapability(pub String);
 
 impl FromStr for Capability {
@@ -295,10 +295,10 @@ impl serde::Serialize for CapabilitySet {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
     /// Empty string or an empty segment (`""`, `"a..b"`, `".a"`).
-    #[error("capability pattern {0:?} has an empty segment")]
+    #[error("capability pattern {0:?} has an empty segment: remove the stray dot (§5.4)")]
     EmptySegment(String),
     /// `*` used inside a segment (`"chan*"`): §5.4 defines `*` only as a whole segment.
-    #[error("capability pattern {0:?} uses '*' inside a segment; '*' must be a whole segment")]
+    #[error("capability pattern {0:?} uses '*' inside a segment; '*' must be a whole segment, as in `channels.*` (§5.4)")]
     PartialWildcard(String),
 }
 

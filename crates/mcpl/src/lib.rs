@@ -39,13 +39,22 @@
 //! use serde_json::json;
 //!
 //! #[tokio::main]
-//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! async fn main() -> std::process::ExitCode {
 //!     // The session's diagnostics on stderr (stdout is the stdio transport): `warn` and up
 //!     // (every mistake of this code the session refuses or repairs), or what RUST_LOG says.
 //!     tracing_subscriber::fmt()
 //!         .with_writer(std::io::stderr)
 //!         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
 //!         .init();
+//!     // Errors print with Display: what happened and what to change.
+//!     if let Err(e) = run().await {
+//!         eprintln!("error: {e}");
+//!         return std::process::ExitCode::FAILURE;
+//!     }
+//!     std::process::ExitCode::SUCCESS
+//! }
+//!
+//! async fn run() -> Result<(), mcpl::server::BuildError> {
 //!     let server = Server::builder("greeter", "1.0.0")
 //!         .feature_set("greetings", "Say hello when asked", &[Capability::PushEvents])
 //!         .tool("greet", "Greet someone", json!({"type": "object"}), |s: Session, p| async move {

@@ -43,16 +43,18 @@ pub struct FeatureSetDeclaration {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsesError {
     /// `uses` is absent (or `null`).
-    #[error("uses is absent")]
+    #[error("uses is absent: list the §6.2 capability paths the feature set exercises")]
     Absent,
     /// `uses` is not an array.
-    #[error("uses is not an array")]
+    #[error("uses is not an array: give a list of §6.2 capability paths")]
     NotArray,
     /// `uses` is an empty array.
-    #[error("uses is empty")]
+    #[error("uses is empty: list at least one §6.2 capability path (§6.2)")]
     Empty,
     /// An entry is not a string or not one of the 17 exact paths (patterns are not allowed).
-    #[error("uses contains an unrecognised value: {0}")]
+    #[error(
+        "uses contains an unrecognised value: {0}; use §6.2 capability paths exactly as written"
+    )]
     Unrecognised(String),
 }
 

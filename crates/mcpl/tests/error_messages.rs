@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use mcpl::capability::Capability;
+use mcpl::capability::{Capability, PatternError};
 use mcpl::host::{HostError, McpOnlyReason};
 use mcpl::jsonrpc::RequestId;
 use mcpl::peer::{CloseReason, PeerError};
+use mcpl::policy::UsesError;
 use mcpl::server::{SendError, ToolChangeError};
 
 fn says(e: &impl std::fmt::Display, parts: &[&str]) {
@@ -88,4 +89,19 @@ fn s5_4_send_errors_say_what_to_check_before_sending() {
         &ToolChangeError::Unknown("remind".into()),
         &["\"remind\"", "Server::add_tool"],
     );
+}
+
+/// §5.4, §6.2: configuration mistakes name the rule to follow.
+#[test]
+fn s5_4_s6_2_pattern_and_uses_errors_name_the_rule() {
+    says(
+        &PatternError::EmptySegment("channels..x".into()),
+        &["\"channels..x\"", "stray dot"],
+    );
+    says(
+        &PatternError::PartialWildcard("chan*".into()),
+        &["whole segment", "`channels.*`"],
+    );
+    says(&UsesError::Empty, &["at least one", "capability path"]);
+    says(&UsesError::Absent, &["capability paths"]);
 }

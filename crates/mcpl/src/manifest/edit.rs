@@ -68,10 +68,10 @@ pub enum ManifestEditError {
         reason: UsesError,
     },
     /// [`ManifestEdit::advertise`] of a capability already advertised.
-    #[error("{0} is already advertised")]
+    #[error("{0} is already advertised: nothing to add (§5.1)")]
     AlreadyAdvertised(Capability),
     /// [`ManifestEdit::withdraw`] of a capability the manifest does not advertise.
-    #[error("{0} is not advertised, so it cannot be withdrawn")]
+    #[error("{0} is not advertised, so it cannot be withdrawn: check the path (§5.1)")]
     NotAdvertised(Capability),
     /// [`ManifestEdit::withdraw`] of a capability a declared set uses: the host would disable
     /// the set (§6.4).

@@ -730,7 +730,7 @@ impl ChangeOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReviewError {
     /// A host policy pattern is malformed (the host's own configuration is wrong).
-    #[error("host policy: {0}")]
+    #[error("the host policy is malformed: {0}")]
     Policy(#[from] PatternError),
     /// The named feature set carries no `tagOntology` the digest accepts.
     #[error("no_ontology: feature set {0:?} declares no acceptable tagOntology")]
