@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcpl::capability::Capability;
 use mcpl::host::{
     before_inference, HostConfig, HostDiagnostic, HostError, HostEvent, HostSession, HostStreams,
-    McpOnlyReason, Mode,
+    Injections, McpOnlyReason, Mode,
 };
 use mcpl::jsonrpc::ErrorObject;
 use mcpl::manifest::{ChangeImpact, Disposition};
@@ -193,6 +193,31 @@ async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStream
 
 async fn connected_cfg(cfg: HostConfig, manifest: Value) -> (HostSession, HostStreams, Server) {
     connected_with(cfg, manifest, PeerConfig::default()).await
+}
+
+/// A host granted `observe` and `inject.beforeUser` on [`full_manifest`], with one
+/// `before_inference` fan-out in flight whose `context/beforeInference` the server holds.
+async fn hook_in_flight() -> (
+    HostSession,
+    HostStreams,
+    Server,
+    tokio::task::JoinHandle<Injections>,
+    IncomingRequest,
+) {
+    let (s, streams, mut server) = connected(
+        &[
+            "contextHooks.beforeInference.observe",
+            "contextHooks.beforeInference.inject.beforeUser",
+        ],
+        full_manifest(),
+    )
+    .await;
+    let s2 = s.clone();
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    let hook = server.request("context/beforeInference").await;
+    (s, streams, server, fan, hook)
 }
 
 /// [`connected_cfg`] over peers (both sides) configured by `peer_config`.
@@ -869,19 +894,7 @@ async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
 
 #[tokio::test]
 async fn s10_system_injection_rejected_while_before_user_accepted() {
-    let (s, mut streams, mut server) = connected(
-        &[
-            "contextHooks.beforeInference.observe",
-            "contextHooks.beforeInference.inject.beforeUser",
-        ],
-        full_manifest(),
-    )
-    .await;
-    let s2 = s.clone();
-    let params =
-        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
-    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
-    let hook = server.request("context/beforeInference").await;
+    let (_s, mut streams, _server, fan, hook) = hook_in_flight().await;
     assert_eq!(
         hook.request().params.as_ref().unwrap()["userMessage"],
         "hello"
@@ -2327,19 +2340,7 @@ async fn unhandled_mcp_notifications_are_reported() {
 /// rejected entry by entry.
 #[tokio::test]
 async fn s10_a_hook_answer_past_the_injection_bound_is_refused_whole() {
-    let (s, mut streams, mut server) = connected(
-        &[
-            "contextHooks.beforeInference.observe",
-            "contextHooks.beforeInference.inject.beforeUser",
-        ],
-        full_manifest(),
-    )
-    .await;
-    let s2 = s.clone();
-    let params =
-        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
-    let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
-    let hook = server.request("context/beforeInference").await;
+    let (_s, mut streams, _server, fan, hook) = hook_in_flight().await;
     let many: Vec<Value> = (0..100_003)
         .map(|_| json!({ "namespace": "m", "position": "system", "content": "x" }))
         .collect();
