@@ -84,7 +84,7 @@ use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{
     ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
 };
-use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
+use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError, RequestOptions};
 use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::content::content_defect;
 use crate::protocol::{Direction, Method};
@@ -832,7 +832,7 @@ struct Inner {
     policy_lock: tokio::sync::Mutex<()>,
     mcpl_advertised: AtomicBool,
     /// Wire position of the latest policy receipt read (0: none yet), stored by the peer as
-    /// the frame is read ([`Peer::request_raw_marked`]).
+    /// the frame is read ([`RequestOptions::mark_position`]).
     policy_read: Arc<std::sync::atomic::AtomicU64>,
     /// Wire position of the latest policy receipt whose consequences are in force.
     policy_applied: tokio::sync::watch::Sender<u64>,
@@ -985,7 +985,11 @@ impl HostSession {
             "clientInfo": { "name": cfg.client_name, "version": cfg.client_version },
         });
         let result = peer
-            .request_raw_timeout("initialize", Some(init), cfg.initialize_timeout)
+            .request_raw_with(
+                "initialize",
+                Some(init),
+                RequestOptions::new().timeout(cfg.initialize_timeout),
+            )
             .await?;
         let caps = result
             .get("capabilities")
@@ -1619,7 +1623,11 @@ impl HostSession {
         let timeout = inner.config.policy_timeout;
         inner
             .peer
-            .request_raw_marked("featureSets/update", Some(params), timeout, mark)
+            .request_raw_with(
+                "featureSets/update",
+                Some(params),
+                RequestOptions::new().timeout(timeout).mark_position(mark),
+            )
             .await
     }
 
@@ -2386,10 +2394,10 @@ impl HostSession {
         let r = self
             .inner
             .peer
-            .request_raw_timeout(
+            .request_raw_with(
                 "mcpl/manifest",
                 Some(json!({})),
-                self.inner.config.manifest_timeout,
+                RequestOptions::new().timeout(self.inner.config.manifest_timeout),
             )
             .await;
         let fetched = match r {
@@ -2905,11 +2913,12 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             let r = s
                 .inner
                 .peer
-                .request_raw_marked(
+                .request_raw_with(
                     "context/beforeInference",
                     Some(p),
-                    s.inner.config.hook_timeout,
-                    mark.clone(),
+                    RequestOptions::new()
+                        .timeout(s.inner.config.hook_timeout)
+                        .mark_position(mark.clone()),
                 )
                 .await;
             // The grant current at response receipt (§5.4): judged at the response's wire

@@ -804,11 +804,12 @@ fn streamed_request(
     let params = json!({ "featureSet": "assist.stream", "stream": true,
                          "messages": [{ "role": "user", "content": text }] });
     let call = tokio::spawn(async move {
-        peer.request_raw_marked(
+        peer.request_raw_with(
             "inference/request",
             Some(params),
-            std::time::Duration::from_secs(30),
-            at,
+            mcpl::peer::RequestOptions::new()
+                .timeout(std::time::Duration::from_secs(30))
+                .mark_position(at),
         )
         .await
     });
@@ -840,11 +841,12 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     let sent_as = std::sync::Arc::new(std::sync::Mutex::new(None));
     let id_slot = sent_as.clone();
     let call = tokio::spawn(async move {
-        peer.request_raw_with_id(
+        peer.request_raw_with(
             "inference/request",
             Some(json!({ "featureSet": "assist.stream", "stream": true,
                          "messages": [{ "role": "user", "content": "hi" }] })),
-            move |id| *id_slot.lock().unwrap() = Some(id.to_value()),
+            mcpl::peer::RequestOptions::new()
+                .on_id(move |id| *id_slot.lock().unwrap() = Some(id.to_value())),
         )
         .await
     });

@@ -7,7 +7,7 @@ use std::time::Duration;
 use mcpl::jsonrpc::{codes, ErrorObject, RequestId};
 use mcpl::peer::{
     CloseReason, Diagnostic, FrameDirection, Incoming, IncomingMessage, Peer, PeerConfig,
-    PeerError, Tap,
+    PeerError, RequestOptions, Tap,
 };
 use mcpl::transport::{self, Transport};
 use serde_json::{json, Value};
@@ -111,8 +111,12 @@ async fn timeout_then_late_response_is_a_diagnostic() {
     let mut diags = peer.diagnostics();
     let p = peer.clone();
     let call = tokio::spawn(async move {
-        p.request_raw_timeout("slow", None, Duration::from_secs(5))
-            .await
+        p.request_raw_with(
+            "slow",
+            None,
+            RequestOptions::new().timeout(Duration::from_secs(5)),
+        )
+        .await
     });
     let req = raw.recv().await;
     let err = call.await.unwrap().unwrap_err();
@@ -146,8 +150,14 @@ async fn a_late_response_does_not_mark_a_timed_out_request() {
     let mark = Arc::new(AtomicU64::new(0));
     let (p, m) = (peer.clone(), mark.clone());
     let call = tokio::spawn(async move {
-        p.request_raw_marked("featureSets/update", None, Duration::from_secs(5), m)
-            .await
+        p.request_raw_with(
+            "featureSets/update",
+            None,
+            RequestOptions::new()
+                .timeout(Duration::from_secs(5))
+                .mark_position(m),
+        )
+        .await
     });
     let req = raw.recv().await;
     assert!(matches!(
@@ -1019,7 +1029,11 @@ async fn cancellation_notifications_can_be_turned_off() {
     };
     let (peer, _incoming, mut raw) = raw_peer(config);
     let r = peer
-        .request_raw_timeout("slow", None, Duration::from_secs(1))
+        .request_raw_with(
+            "slow",
+            None,
+            RequestOptions::new().timeout(Duration::from_secs(1)),
+        )
         .await;
     assert!(matches!(r, Err(PeerError::Timeout { .. })));
     raw.recv().await; // the request itself

@@ -17,6 +17,7 @@ use mcpl::capability::{Capability, CapabilitySet};
 use mcpl::jsonrpc::ErrorObject;
 use mcpl::peer::{
     CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Peer, PeerError,
+    RequestOptions,
 };
 use mcpl::policy::{self, Form, ServerPolicyState};
 use serde_json::{json, Value};
@@ -263,10 +264,12 @@ impl Run {
     ) -> Call {
         let (peer, method) = (self.peer.clone(), method.to_owned());
         Box::pin(async move {
-            match mark {
-                Some(m) => peer.request_raw_marked(&method, params, bound, m).await,
-                None => peer.request_raw_timeout(&method, params, bound).await,
-            }
+            let options = RequestOptions::new().timeout(bound);
+            let options = match mark {
+                Some(m) => options.mark_position(m),
+                None => options,
+            };
+            peer.request_raw_with(&method, params, options).await
         })
     }
 

@@ -13,7 +13,7 @@ use super::*;
 use crate::capability::{Capability, Requirement};
 use crate::jsonrpc::RequestId;
 use crate::manifest::ManifestTracker;
-use crate::peer::{CloseReason, PeerError};
+use crate::peer::{CloseReason, PeerError, RequestOptions};
 use crate::policy::{self};
 use crate::protocol::channels::{
     ChangedParams, ChannelDescriptor, IncomingMessage as ChannelMessage, IncomingParams,
@@ -450,11 +450,15 @@ impl Session {
                 let streams_conn = conn.clone();
                 let out = conn
                     .peer
-                    .request_raw_with_id("inference/request", Some(value), move |id| {
-                        lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
-                        *lock(&slot) = Some(id.clone());
-                        let _ = id_tx.send(id.clone());
-                    })
+                    .request_raw_with(
+                        "inference/request",
+                        Some(value),
+                        RequestOptions::new().on_id(move |id| {
+                            lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
+                            *lock(&slot) = Some(id.clone());
+                            let _ = id_tx.send(id.clone());
+                        }),
+                    )
                     .await;
                 let out = out.map_err(SendError::from).and_then(|v| {
                     serde_json::from_value(v).map_err(|e| {

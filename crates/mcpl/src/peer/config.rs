@@ -1,0 +1,189 @@
+//! Connection settings and the message tap.
+
+use super::*;
+
+/// Whether a tapped frame was received or sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameDirection {
+    /// Received from the other side.
+    Inbound,
+    /// Sent to the other side.
+    Outbound,
+}
+
+/// One frame seen by the message tap.
+#[derive(Debug, Clone, Copy)]
+pub struct TapEvent<'a> {
+    /// Received or sent.
+    pub direction: FrameDirection,
+    /// When it was read or just before it was written.
+    pub at: SystemTime,
+    /// The frame text as on the wire (without the line terminator).
+    pub text: &'a str,
+}
+
+/// A callback receiving every text frame in and out, e.g. to log a transcript. It runs on the
+/// connection's reader or writer task, so it must be quick.
+#[derive(Clone)]
+pub struct Tap(pub(super) Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
+
+impl Tap {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(TapEvent<'_>) + Send + Sync + 'static) -> Tap {
+        Tap(Arc::new(f))
+    }
+}
+
+impl fmt::Debug for Tap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tap(..)")
+    }
+}
+
+/// Limits and timeouts of a connection. `PeerConfig::default()` is a sensible start.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Default timeout of each outgoing request (30 s); `None` waits forever.
+    pub request_timeout: Option<Duration>,
+    /// Largest message accepted, in bytes (16 MiB).
+    pub max_message_size: usize,
+    /// Capacity of the incoming queue (64); when full, the transport is not read.
+    pub incoming_capacity: usize,
+    /// Capacity of the outgoing frame queue (64); when full, senders wait.
+    pub outgoing_capacity: usize,
+    /// Most outgoing requests awaiting a response at once (1024); more fail at once.
+    pub max_pending_requests: usize,
+    /// A write taking longer than this closes the connection (the other side stopped
+    /// reading). `None` (default) waits forever.
+    pub write_timeout: Option<Duration>,
+    /// No traffic in either direction (no frame read, none written in full) for this long
+    /// closes the connection, wherever the reader or writer is blocked. `None` (default)
+    /// never does.
+    pub idle_timeout: Option<Duration>,
+    /// Capacity of the diagnostics stream (256); overflow is counted, not buffered.
+    pub diagnostics_capacity: usize,
+    /// How many recently timed-out or cancelled request ids are remembered to recognise late
+    /// responses (1024).
+    pub remembered_timeouts: usize,
+    /// The notification sent when a request times out or its future is dropped, with params
+    /// `{ requestId, reason }`: MCP's `notifications/cancelled` by default (MCP asks senders
+    /// to cancel what they stop waiting for). `None` sends nothing.
+    pub cancel_method: Option<&'static str>,
+    /// Receives every frame in and out.
+    pub tap: Option<Tap>,
+    /// Most entries accepted in one JSON-RPC batch (1024). A bigger batch is answered with
+    /// one `-32600` error (`"id": null`, `data: { limit, count }`) and none of its entries
+    /// is handled; its entries past the limit are only counted, never kept.
+    pub max_batch_entries: usize,
+    /// Most incoming requests in flight at once (128): delivered to [`Incoming`] and not yet
+    /// answered, their answers included until each is queued for writing. A request past it
+    /// is not delivered: it is answered at once with [`crate::jsonrpc::codes::BUSY`] (`-32000`,
+    /// `data: { limit }`) and a [`Diagnostic::Busy`]. Together with the bounded queues this
+    /// bounds the work and the answers one connection can hold, whether its peer floods
+    /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] no
+    /// longer count.
+    pub max_in_flight_requests: usize,
+    /// The budget this connection's partial messages are taken from, shared with every
+    /// connection given the same one (see [`crate::transport::budget`]). `None` (default)
+    /// keeps the transport's: [`MessageBudget::process`](crate::transport::MessageBudget::process)
+    /// (256 MiB for the whole process, [`crate::transport::DEFAULT_MESSAGE_BUDGET`]) unless
+    /// the listener set another (`ListenConfig::message_budget`). Past it a partial message
+    /// is refused, answered `-32000` (`id: null`, `data: { limit, reason:
+    /// "message_budget" }`) with a [`Diagnostic::OverBudget`], and discarded unread; the
+    /// first [`crate::transport::UNBUDGETED_BYTES`] of each message are outside the budget.
+    pub message_budget: Option<crate::transport::MessageBudget>,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        PeerConfig {
+            request_timeout: Some(Duration::from_secs(30)),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            incoming_capacity: 64,
+            outgoing_capacity: 64,
+            max_pending_requests: 1024,
+            write_timeout: None,
+            idle_timeout: None,
+            diagnostics_capacity: 256,
+            remembered_timeouts: 1024,
+            cancel_method: Some("notifications/cancelled"),
+            tap: None,
+            max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
+            max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+            message_budget: None,
+        }
+    }
+}
+
+/// The default [`PeerConfig::max_in_flight_requests`].
+pub const DEFAULT_MAX_IN_FLIGHT_REQUESTS: usize = 128;
+
+/// The default [`PeerConfig::max_batch_entries`].
+pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;
+
+/// How long one outgoing request waits for its response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequestTimeout {
+    /// [`PeerConfig::request_timeout`].
+    #[default]
+    Default,
+    /// This long, whatever the connection's default.
+    After(Duration),
+    /// No timeout: the request waits until answered or the connection ends.
+    Never,
+}
+
+/// How one outgoing request is sent ([`Peer::request_with`], [`Peer::request_raw_with`]).
+/// `RequestOptions::default()` is the connection's default timeout and no observers.
+#[derive(Default)]
+pub struct RequestOptions<'a> {
+    pub(super) timeout: RequestTimeout,
+    pub(super) on_id: Option<OnId<'a>>,
+    pub(super) mark: Option<Arc<AtomicU64>>,
+}
+
+impl fmt::Debug for RequestOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestOptions")
+            .field("timeout", &self.timeout)
+            .field("on_id", &self.on_id.is_some())
+            .field("mark", &self.mark.is_some())
+            .finish()
+    }
+}
+
+impl<'a> RequestOptions<'a> {
+    /// The connection's default timeout, no observers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Waits at most `timeout` for the response.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = RequestTimeout::After(timeout);
+        self
+    }
+
+    /// Sets how long the request waits ([`RequestTimeout`]).
+    pub fn wait(mut self, timeout: RequestTimeout) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Calls `on_id` with the id the request is sent under just before the frame goes out
+    /// (e.g. to route `inference/chunk` notifications, which name the request by id, §11.4).
+    /// Not called when the request fails before an id is assigned.
+    pub fn on_id(mut self, on_id: impl FnOnce(&RequestId) + Send + 'a) -> Self {
+        self.on_id = Some(Box::new(on_id));
+        self
+    }
+
+    /// When the response is read, stores that frame's wire position
+    /// ([`IncomingRequest::seq`] numbering) in `mark` before the next frame is read; left
+    /// untouched when no response arrives. A session orders a response against the requests
+    /// around it on the wire with it (e.g. a request read right after a policy receipt, §5.3).
+    pub fn mark_position(mut self, mark: Arc<AtomicU64>) -> Self {
+        self.mark = Some(mark);
+        self
+    }
+}

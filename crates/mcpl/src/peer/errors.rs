@@ -1,0 +1,265 @@
+//! Why a connection ended, what a request failed with, and the other side's defects.
+
+use super::*;
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The other side ended the stream (EOF, WebSocket close, child exit).
+    Eof,
+    /// [`Peer::close`] was called.
+    Local,
+    /// Every [`Peer`] handle was dropped.
+    Dropped,
+    /// Reading or writing failed.
+    Io(String),
+    /// A write did not complete within [`PeerConfig::write_timeout`].
+    WriteTimeout(Duration),
+    /// No traffic within [`PeerConfig::idle_timeout`].
+    IdleTimeout(Duration),
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::Eof => f.write_str("the other side ended the connection"),
+            CloseReason::Local => f.write_str("closed locally"),
+            CloseReason::Dropped => f.write_str("every peer handle was dropped"),
+            CloseReason::Io(e) => write!(f, "I/O error: {e}"),
+            CloseReason::WriteTimeout(d) => write!(f, "a write did not complete within {d:?}"),
+            CloseReason::IdleTimeout(d) => write!(f, "no traffic for {d:?}"),
+        }
+    }
+}
+
+/// Why an outgoing request or notification failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PeerError {
+    /// The connection is closed (or closed while waiting).
+    #[error("the connection is closed ({0}); reconnect to send more")]
+    Closed(CloseReason),
+    /// No response arrived in time; a late response is reported as a diagnostic.
+    #[error("request {method} (id {id}) got no response within {after:?}; the peer may be stuck, or raise the timeout (PeerConfig::request_timeout or the call's own)")]
+    Timeout {
+        /// The method of the request.
+        method: String,
+        /// The id it was sent with.
+        id: RequestId,
+        /// The timeout in force.
+        after: Duration,
+    },
+    /// The other side answered with an error object (kept verbatim, `data` included).
+    #[error(transparent)]
+    Remote(ErrorObject),
+    /// [`PeerConfig::max_pending_requests`] requests are already awaiting responses.
+    #[error("{limit} requests are already awaiting responses (PeerConfig::max_pending_requests); wait for some to finish, or raise the limit")]
+    TooManyPending {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The params could not be serialised.
+    #[error("the params of {method} cannot be encoded as JSON: {reason}")]
+    Encode {
+        /// The method.
+        method: String,
+        /// The serde error.
+        reason: String,
+    },
+    /// The result did not match the method's result type.
+    #[error("the result of {method} does not have the shape the method defines: {reason}; the peer answered outside the spec")]
+    Decode {
+        /// The method.
+        method: String,
+        /// The serde error.
+        reason: String,
+    },
+    /// The other side answered with a response that is not valid JSON-RPC.
+    #[error("the peer sent a response that is not valid JSON-RPC 2.0: {0}")]
+    InvalidResponse(String),
+}
+
+impl PeerError {
+    /// The remote error object, if the other side answered with one.
+    pub fn remote(&self) -> Option<&ErrorObject> {
+        match self {
+            PeerError::Remote(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A defect of the other side or of the connection, never fatal, reported on the
+/// diagnostics stream and through `tracing`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Diagnostic {
+    /// A line that is not JSON at all (e.g. log output); skipped without a reply.
+    JunkLine {
+        /// The start of the line.
+        excerpt: String,
+    },
+    /// A frame that looked like JSON but did not parse; answered `-32700`.
+    ParseError {
+        /// The parser's message.
+        error: String,
+    },
+    /// A frame larger than the limit, discarded.
+    Oversized {
+        /// Bytes discarded.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A frame that is not text (bad UTF-8, binary WebSocket frame), discarded.
+    NotText {
+        /// Why.
+        reason: String,
+    },
+    /// JSON that is not a valid JSON-RPC 2.0 message; answered `-32600` if it was a request
+    /// with an id.
+    InvalidMessage {
+        /// Its id, if one could be read.
+        id: Option<RequestId>,
+        /// What was wrong.
+        reason: String,
+        /// Whether a `-32600` reply was sent.
+        answered: bool,
+    },
+    /// An empty JSON array (invalid batch); answered `-32600`.
+    EmptyBatch,
+    /// A batch of more entries than [`PeerConfig::max_batch_entries`]; answered with one
+    /// `-32600` error, none of its entries handled.
+    BatchTooLarge {
+        /// How many entries it had.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A request arrived while [`PeerConfig::max_in_flight_requests`] were in flight; it was
+    /// answered `-32000` ([`crate::jsonrpc::codes::BUSY`]) and not delivered.
+    Busy {
+        /// Its id.
+        id: RequestId,
+        /// Its method.
+        method: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// A partial message refused because the shared
+    /// [`MessageBudget`](crate::transport::MessageBudget) could not cover it
+    /// ([`PeerConfig::message_budget`]); answered `-32000` with `id: null` and
+    /// `data: { limit, reason: "message_budget" }`, the rest of it discarded unread (over
+    /// WebSocket the connection then ends).
+    OverBudget {
+        /// Bytes of it read when it was refused.
+        bytes: usize,
+        /// The budget's size.
+        limit: usize,
+    },
+    /// A response for a request that had already timed out or been cancelled; dropped.
+    LateResponse {
+        /// Its id.
+        id: RequestId,
+    },
+    /// A response whose id matches no request this side sent; dropped.
+    UnknownResponse {
+        /// Its id (`None` for `"id": null`).
+        id: Option<RequestId>,
+        /// The error it carried, if it was an error response.
+        error: Option<ErrorObject>,
+    },
+    /// A notification arrived while nobody was receiving incoming messages.
+    UnhandledNotification {
+        /// Its method.
+        method: String,
+    },
+    /// This many diagnostics were lost because the stream's reader fell behind.
+    Dropped {
+        /// How many.
+        count: u64,
+    },
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Diagnostic::JunkLine { excerpt } => write!(f, "skipped a non-JSON line: {excerpt:?}"),
+            Diagnostic::ParseError { error } => write!(f, "unparseable JSON: {error}"),
+            Diagnostic::Oversized { bytes, limit } => {
+                write!(f, "discarded a {bytes}-byte message (limit {limit})")
+            }
+            Diagnostic::NotText { reason } => write!(f, "discarded a frame: {reason}"),
+            Diagnostic::InvalidMessage {
+                id,
+                reason,
+                answered,
+            } => {
+                write!(f, "invalid message")?;
+                if let Some(id) = id {
+                    write!(f, " (id {id})")?;
+                }
+                write!(f, ": {reason}")?;
+                if *answered {
+                    write!(f, "; answered -32600")?;
+                }
+                Ok(())
+            }
+            Diagnostic::EmptyBatch => f.write_str("empty batch; answered -32600"),
+            Diagnostic::BatchTooLarge { count, limit } => write!(
+                f,
+                "batch of {count} entries over the limit of {limit}; answered -32600, entries not handled"
+            ),
+            Diagnostic::Busy { id, method, limit } => write!(
+                f,
+                "request {id} ({method}) refused -32000: {limit} requests already in flight"
+            ),
+            Diagnostic::OverBudget { bytes, limit } => write!(
+                f,
+                "refused a partial message after {bytes} bytes: the {limit}-byte budget for \
+                 buffered partial messages is exhausted; answered -32000"
+            ),
+            Diagnostic::LateResponse { id } => {
+                write!(f, "dropped a late response to timed-out request {id}")
+            }
+            Diagnostic::UnknownResponse { id: Some(id), .. } => {
+                write!(f, "dropped a response to unknown request {id}")
+            }
+            Diagnostic::UnknownResponse { id: None, error } => match error {
+                Some(e) => write!(f, "the other side reported an error without id: {e}"),
+                None => f.write_str("dropped a response with a null id"),
+            },
+            Diagnostic::UnhandledNotification { method } => {
+                write!(f, "notification {method} arrived with nobody receiving")
+            }
+            Diagnostic::Dropped { count } => write!(f, "{count} diagnostics were dropped"),
+        }
+    }
+}
+
+/// The bounded stream of [`Diagnostic`]s of one connection. Falling behind loses the oldest
+/// entries and yields one [`Diagnostic::Dropped`] with their count.
+#[derive(Debug)]
+pub struct Diagnostics {
+    pub(super) rx: broadcast::Receiver<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// The next diagnostic; `None` once the connection has ended and all were read.
+    pub async fn recv(&mut self) -> Option<Diagnostic> {
+        match self.rx.recv().await {
+            Ok(d) => Some(d),
+            Err(broadcast::error::RecvError::Lagged(count)) => Some(Diagnostic::Dropped { count }),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+
+    /// A diagnostic if one is ready, without waiting.
+    pub fn try_recv(&mut self) -> Option<Diagnostic> {
+        match self.rx.try_recv() {
+            Ok(d) => Some(d),
+            Err(broadcast::error::TryRecvError::Lagged(count)) => {
+                Some(Diagnostic::Dropped { count })
+            }
+            Err(_) => None,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The other side's requests and notifications, and the guard that answers each request.
+
+use super::*;
+
+/// One message from the other side that this side must handle.
+#[derive(Debug)]
+pub enum IncomingMessage {
+    /// A request: answer it through the [`IncomingRequest`].
+    Request(IncomingRequest),
+    /// A notification: no answer.
+    Notification(Notification),
+}
+
+impl IncomingMessage {
+    /// The method name.
+    pub fn method(&self) -> &str {
+        match self {
+            IncomingMessage::Request(r) => r.method(),
+            IncomingMessage::Notification(n) => &n.method,
+        }
+    }
+}
+
+/// Collects the responses to the requests of one incoming batch and sends them as one array.
+pub(super) struct BatchCollector {
+    pub(super) state: Mutex<BatchState>,
+}
+
+pub(super) struct BatchState {
+    pub(super) remaining: usize,
+    pub(super) responses: Vec<Value>,
+}
+
+impl BatchCollector {
+    /// Records one response; returns the array text once every request is answered.
+    pub(super) fn add(&self, response: Value) -> Option<String> {
+        let mut st = lock(&self.state);
+        st.responses.push(response);
+        st.remaining = st.remaining.saturating_sub(1);
+        if st.remaining == 0 {
+            Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
+        } else {
+            None
+        }
+    }
+}
+
+/// An incoming request with its responder guard: answer exactly once; if dropped unanswered
+/// it answers `-32601` (SPEC §6.6), or `-32603` if dropped by a panicking handler.
+pub struct IncomingRequest {
+    pub(super) request: Request,
+    pub(super) shared: Arc<Shared>,
+    pub(super) batch: Option<Arc<BatchCollector>>,
+    pub(super) armed: bool,
+    pub(super) owed: Option<Owed>,
+    pub(super) seq: u64,
+}
+
+impl fmt::Debug for IncomingRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IncomingRequest")
+            .field("request", &self.request)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IncomingRequest {
+    /// The request as received.
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The method name.
+    pub fn method(&self) -> &str {
+        &self.request.method
+    }
+
+    /// The request id.
+    pub fn id(&self) -> &RequestId {
+        &self.request.id
+    }
+
+    /// The wire position of the frame that carried this request: frames read on this
+    /// connection are numbered from 1 (see [`RequestOptions::mark_position`]).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether this is a request for method `M`.
+    pub fn is<M: Method>(&self) -> bool {
+        self.request.method == M::NAME
+    }
+
+    /// The params decoded as `P` (absent params read as `null`); a `-32602` error otherwise.
+    pub fn params<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
+        crate::jsonrpc::params_of(self.request.params.as_ref())
+    }
+
+    /// The params decoded as method `M`'s params.
+    pub fn typed_params<M: Method>(&self) -> Result<M::Params, ErrorObject> {
+        self.params::<M::Params>()
+    }
+
+    /// Answers with a result (serialised; a serialisation failure answers `-32603`).
+    pub async fn respond(mut self, result: impl Serialize) -> Result<(), PeerError> {
+        if self.batch.is_none() {
+            // Straight to text, without building a `Value` of the result first.
+            if let Some(text) = wire::result_response(&self.request.id, &result) {
+                self.armed = false;
+                return self.shared.send_frame(text).await;
+            }
+        }
+        let outcome = serde_json::to_value(result)
+            .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")));
+        self.finish(outcome).await
+    }
+
+    /// Answers with an error object.
+    pub async fn respond_error(self, error: ErrorObject) -> Result<(), PeerError> {
+        self.finish(Err(error)).await
+    }
+
+    /// Answers with a result or an error object.
+    pub async fn finish(mut self, outcome: Result<Value, ErrorObject>) -> Result<(), PeerError> {
+        self.armed = false;
+        match &self.batch {
+            Some(batch) => {
+                let response = Message::Response(Response {
+                    id: Some(self.request.id.clone()),
+                    outcome,
+                });
+                match batch.add(response.to_value()) {
+                    Some(text) => self.shared.send_frame(text).await,
+                    None => Ok(()),
+                }
+            }
+            None => {
+                let text = wire::response(Some(&self.request.id), &outcome);
+                self.shared.send_frame(text).await
+            }
+        }
+    }
+
+    /// Disarms the guard and returns the id, for answering later with [`Peer::respond`].
+    /// A request that arrived in a batch is handed back instead: its answer must go through
+    /// [`IncomingRequest::finish`] so that the batch's single response array is completed.
+    pub fn into_id(mut self) -> Result<RequestId, IncomingRequest> {
+        if self.batch.is_some() {
+            return Err(self);
+        }
+        self.armed = false;
+        // Answered later through `Peer::respond`: no longer tracked for the EOF drain.
+        self.owed = None;
+        Ok(self.request.id.clone())
+    }
+}
+
+impl Drop for IncomingRequest {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        // Dropped while unwinding: the handler failed, it did not decline the method.
+        let error = if std::thread::panicking() {
+            ErrorObject::internal("the handler failed")
+        } else {
+            ErrorObject::method_not_found(&self.request.method)
+        };
+        tracing::debug!(
+            "request {} ({}) dropped unanswered; answering {}",
+            self.request.id,
+            self.request.method,
+            error.code
+        );
+        let response = Message::Response(Response {
+            id: Some(self.request.id.clone()),
+            outcome: Err(error),
+        });
+        let text = match &self.batch {
+            Some(batch) => batch.add(response.to_value()),
+            None => Some(response.to_json()),
+        };
+        if let Some(text) = text {
+            self.shared.send_frame_detached(text, self.owed.take());
+        }
+    }
+}
+
+/// The other side's requests and notifications, in arrival order. `recv` is cancel-safe, so
+/// it can sit in `tokio::select!`. Dropping it makes every later request answer `-32601`.
+#[derive(Debug)]
+pub struct Incoming {
+    pub(super) rx: mpsc::Receiver<Delivered>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) last_seq: u64,
+}
+
+/// One message in the incoming queue, with the wire position of the frame that carried it.
+/// Boxed: the queue allocates a block of slots up front for every connection, so its slot is
+/// kept small (two words, not a whole message) for an idle connection's memory (issue #20).
+pub(super) struct Delivered {
+    pub(super) seq: u64,
+    pub(super) msg: Box<IncomingMessage>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        // Whatever was waiting is dropped with the queue: nothing is waiting any more.
+        self.shared.inbox.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Incoming {
+    /// The next message; `None` once the connection has ended and the queue is drained.
+    pub async fn recv(&mut self) -> Option<IncomingMessage> {
+        let d = self.rx.recv().await?;
+        self.shared.inbox_taken();
+        self.last_seq = d.seq;
+        Some(*d.msg)
+    }
+
+    /// The wire position of the frame that carried the message [`Incoming::recv`] returned
+    /// last (0 before the first): notifications have no [`IncomingRequest::seq`] of their
+    /// own, so a consumer that orders them against responses reads it here.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Runs `handler` on every incoming message, at most `concurrency` at once (each in its
+    /// own task), until the connection ends. No extra queue: when all slots are busy, the
+    /// bounded incoming queue fills and the transport stops being read.
+    pub async fn serve<F, Fut>(mut self, concurrency: usize, handler: F)
+    where
+        F: Fn(IncomingMessage) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+        let handler = Arc::new(handler);
+        while let Some(msg) = self.recv().await {
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                break;
+            };
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                handler(msg).await;
+                drop(permit);
+            });
+        }
+    }
+
+    /// Waits until the connection has ended and returns why.
+    pub async fn closed(&self) -> CloseReason {
+        wait_closed(&self.shared).await
+    }
+}

@@ -1,0 +1,487 @@
+//! The bidirectional JSON-RPC connection both MCPL sessions run on.
+//!
+//! [`Peer::new`] takes a [`Transport`] and returns a cloneable [`Peer`] handle (send requests
+//! and notifications, any number outstanding, each matched to its response by id) and an
+//! [`Incoming`] receiver (the other side's requests and notifications). Both sides send
+//! requests at once: a server's `push/event` may go out while the host's `tools/call` is open.
+//! Each direction has its own id space; ids this side sends are integers counting from 1.
+//!
+//! Every incoming request carries a responder guard ([`IncomingRequest`]): answer it with
+//! [`IncomingRequest::respond`] or [`IncomingRequest::respond_error`]; if it is dropped
+//! unanswered it answers `-32601` itself (SPEC §6.6: a request with an id always gets an
+//! answer). While the [`Incoming`] receiver is dropped, requests are answered `-32601` too.
+//!
+//! Defects of the other side (junk lines, oversized lines, invalid messages, late or unknown
+//! responses) never end the connection: they are logged with `tracing` and reported on the
+//! bounded [`Diagnostics`] stream ([`Peer::diagnostics`]).
+//!
+//! ```
+//! use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(PeerConfig::default());
+//! // The server answers `ping` and leaves every other method to the -32601 guard.
+//! tokio::spawn(async move {
+//!     while let Some(msg) = server_in.recv().await {
+//!         if let IncomingMessage::Request(req) = msg {
+//!             if req.method() == "ping" {
+//!                 let _ = req.respond(json!({})).await;
+//!             }
+//!         }
+//!     }
+//! });
+//! assert_eq!(host.request_raw("ping", None).await.unwrap(), json!({}));
+//! let err = host.request_raw("nope", None).await.unwrap_err();
+//! assert_eq!(err.remote().map(|e| e.code), Some(-32601));
+//! # drop(server);
+//! # }
+//! ```
+//!
+//! Readings where the issue or JSON-RPC left a choice:
+//! - A line that does not start with `{` or `[` (e.g. a server logging to stdout) gets a
+//!   diagnostic and **no** reply; a line that starts like JSON but does not parse gets a
+//!   diagnostic and a `-32700` reply with `"id": null`, as JSON-RPC 2.0 asks.
+//! - JSON that is not a valid message is answered `-32600` only when it has both a readable
+//!   id and a `method` member (a request gone wrong); without an id it is skipped with a
+//!   diagnostic (like a non-`"2.0"` line). Inside a batch every invalid request-like entry
+//!   (or non-object) is answered, with `"id": null` when no id is readable, as JSON-RPC 2.0
+//!   asks. A malformed *response* is never answered (that could loop), but if its id matches
+//!   a pending request, that request fails at once with [`PeerError::InvalidResponse`]
+//!   instead of waiting for its timeout.
+//! - A batch of more than [`PeerConfig::max_batch_entries`] entries is answered with one
+//!   `-32600` error (`"id": null`, `data: { limit, count }`) and a
+//!   [`Diagnostic::BatchTooLarge`]; none of its entries is handled (answering each would cost
+//!   memory and a reply proportional to what the other side chose to send).
+//! - Whitespace-only lines are skipped (logged at `trace`), not reported.
+//! - Inbound backpressure: while the [`Incoming`] queue is full the reader stops reading, so
+//!   responses to this side's own requests wait too. Drain `Incoming` (or use
+//!   [`Incoming::serve`]) concurrently with awaiting requests.
+//! - The idle timeout counts traffic in both directions: it runs out once no frame was read
+//!   and none written in full for [`PeerConfig::idle_timeout`]. Its own timer keeps it, so it
+//!   runs out wherever the connection is stuck: the reader waiting for a frame, or blocked
+//!   sending replies (e.g. `-32700` to a flood of junk) to a side that never reads them
+//!   (without a write timeout), or waiting for the application to make room in [`Incoming`].
+//!   After EOF it no longer applies (the drain of owed responses has its own bound).
+//! - Outgoing frames: a sender whose frame the transport takes without waiting, with nothing
+//!   queued ahead of it, writes the frame itself (no writer-task wake-up); otherwise the frame
+//!   waits in the bounded outgoing queue for the writer task. Each sender's frames keep their
+//!   order either way, and the tap sees frames in wire order.
+//! - EOF from the other side fails this side's pending requests at once (nobody can answer
+//!   them), but the connection stays open for writing until every request already received
+//!   is answered (bounded by the write timeout, else 5 s), so `printf '<request>\n' | server`
+//!   still gets its response.
+//! - A request this side stops waiting for (timeout, or its future dropped) is cancelled
+//!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
+//!   and its id is remembered, so a response arriving afterwards is a
+//!   [`Diagnostic::LateResponse`] rather than an unknown one.
+//! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
+//!   not keep it open (handlers that need to send keep a `Peer` clone).
+//! - On close, frames already queued (e.g. final responses) are still written, each within
+//!   the write timeout (or 5 s without one), then the transport is shut down; for a child
+//!   process that closes its stdin (see [`crate::transport::child`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::time::Instant;
+
+use crate::jsonrpc::{
+    ErrorObject, InvalidMessage, Message, Notification, Request, RequestId, Response,
+};
+use crate::protocol::Method;
+use crate::transport::{
+    Frame, FrameReader, FrameWriter, Transport, TrySend, DEFAULT_MAX_MESSAGE_SIZE,
+};
+
+mod config;
+mod errors;
+mod incoming;
+mod reader;
+mod shared;
+mod wire;
+mod writer;
+
+pub use config::*;
+pub use errors::*;
+pub use incoming::*;
+use reader::*;
+use shared::*;
+use writer::*;
+
+/// Closes the connection when the last user-facing handle goes away.
+struct HandleOwner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for HandleOwner {
+    fn drop(&mut self) {
+        self.shared.close(CloseReason::Dropped);
+    }
+}
+
+/// A cloneable handle to one connection: sends requests and notifications, answers by id,
+/// closes. Dropping the last handle closes the connection.
+#[derive(Clone)]
+pub struct Peer {
+    owner: Arc<HandleOwner>,
+}
+
+impl fmt::Debug for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Peer")
+            .field("closed", &self.owner.shared.close_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes a pending entry if the request future is dropped before its response arrives,
+/// and tells the other side the request was cancelled.
+struct PendingGuard<'a> {
+    shared: &'a Arc<Shared>,
+    id: Option<RequestId>,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            lock(&self.shared.settle_marks).remove(&id);
+            if lock(&self.shared.pending).remove(&id).is_some() {
+                self.shared.abandon(id, "the caller stopped waiting");
+            }
+        }
+    }
+}
+
+fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Option<Value>, PeerError> {
+    let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
+        method: method.to_owned(),
+        reason: e.to_string(),
+    })?;
+    // `()` and `None` params are sent without a `params` member.
+    Ok(if v.is_null() { None } else { Some(v) })
+}
+
+impl Peer {
+    /// Starts a connection over `transport`: spawns its reader and writer tasks (so it must be
+    /// called inside a tokio runtime) and returns the handle and the incoming receiver.
+    pub fn new(transport: Transport, config: PeerConfig) -> (Peer, Incoming) {
+        let Transport {
+            mut reader,
+            writer,
+            guard,
+            description,
+        } = transport;
+        reader.set_max_message_size(config.max_message_size);
+        if let Some(budget) = &config.message_budget {
+            reader.set_message_budget(budget.clone());
+        }
+        let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
+        let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
+        let (closed_tx, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            config,
+            out: out_tx,
+            slot: Mutex::new(WriterSlot {
+                writer: Some(writer),
+                queued: 0,
+            }),
+            inbox: AtomicUsize::new(0),
+            pending: Mutex::new(HashMap::new()),
+            timed_out: Mutex::new(VecDeque::new()),
+            next_id: AtomicU64::new(1),
+            detached: AtomicUsize::new(0),
+            detached_done: Notify::new(),
+            closed: closed_tx,
+            is_closed: std::sync::atomic::AtomicBool::new(false),
+            diagnostics: std::sync::OnceLock::new(),
+            first_diagnostics: Mutex::new(None),
+            last_activity: Mutex::new(Instant::now()),
+            owed: AtomicUsize::new(0),
+            owed_settled: Notify::new(),
+            read_eof: std::sync::atomic::AtomicBool::new(false),
+            frames_read: AtomicU64::new(0),
+            settle_marks: Mutex::new(HashMap::new()),
+            finished: watch::channel(false).0,
+        });
+        tracing::debug!("connection opened over {description}");
+        tokio::spawn(reader_task(shared.clone(), reader, in_tx));
+        tokio::spawn(writer_task(shared.clone(), out_rx, guard));
+        if let Some(idle) = shared.config.idle_timeout {
+            tokio::spawn(idle_watchdog(shared.clone(), idle));
+        }
+        let peer = Peer {
+            owner: Arc::new(HandleOwner {
+                shared: shared.clone(),
+            }),
+        };
+        (
+            peer,
+            Incoming {
+                rx: in_rx,
+                shared,
+                last_seq: 0,
+            },
+        )
+    }
+
+    /// Two connected peers over an in-memory pipe (real framing), for tests.
+    pub fn memory_pair(config: PeerConfig) -> ((Peer, Incoming), (Peer, Incoming)) {
+        let (a, b) = crate::transport::memory::pair();
+        (Peer::new(a, config.clone()), Peer::new(b, config))
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.owner.shared
+    }
+
+    /// Sends a typed request and decodes its result, with the default timeout.
+    pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, PeerError> {
+        self.request_with::<M>(params, RequestOptions::default())
+            .await
+    }
+
+    /// Sends a typed request under `options` (timeout, id and position observers) and decodes
+    /// its result.
+    pub async fn request_with<M: Method>(
+        &self,
+        params: &M::Params,
+        options: RequestOptions<'_>,
+    ) -> Result<M::Result, PeerError> {
+        let params = encode_params(M::NAME, params)?;
+        let value = self.request_raw_with(M::NAME, params, options).await?;
+        serde_json::from_value(value).map_err(|e| PeerError::Decode {
+            method: M::NAME.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends a request by method name; `params: None` omits the member. Default timeout.
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, PeerError> {
+        self.request_raw_with(method, params, RequestOptions::default())
+            .await
+    }
+
+    /// Sends a request by method name under `options`: the one call every other request
+    /// method of [`Peer`] goes through.
+    pub async fn request_raw_with(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: RequestOptions<'_>,
+    ) -> Result<Value, PeerError> {
+        let RequestOptions {
+            timeout,
+            on_id,
+            mark,
+        } = options;
+        let timeout = match timeout {
+            RequestTimeout::Default => self.shared().config.request_timeout,
+            RequestTimeout::After(d) => Some(d),
+            RequestTimeout::Never => None,
+        };
+        let on_id: Option<OnId<'_>> = match (on_id, mark) {
+            (on_id, None) => on_id,
+            (on_id, Some(mark)) => {
+                let shared = self.shared().clone();
+                Some(Box::new(move |id: &RequestId| {
+                    lock(&shared.settle_marks).insert(id.clone(), mark);
+                    if let Some(f) = on_id {
+                        f(id);
+                    }
+                }))
+            }
+        };
+        self.call_observed(method, params, timeout, on_id).await
+    }
+
+    async fn call_observed(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Option<Duration>,
+        on_id: Option<OnId<'_>>,
+    ) -> Result<Value, PeerError> {
+        let shared = self.shared();
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&shared.pending);
+            let limit = shared.config.max_pending_requests;
+            if pending.len() >= limit {
+                return Err(PeerError::TooManyPending { limit });
+            }
+            pending.insert(id.clone(), tx);
+        }
+        let mut guard = PendingGuard {
+            shared,
+            id: Some(id.clone()),
+        };
+        // A close between the check above and the insert must not strand this entry.
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        // Nor may the other side's EOF: it can no longer answer.
+        if shared.read_eof.load(Ordering::SeqCst) {
+            return Err(PeerError::Closed(CloseReason::Eof));
+        }
+        if let Some(f) = on_id {
+            f(&id);
+        }
+        let text = wire::request(&id, method, params.as_ref());
+        let exchange = async {
+            shared.send_frame(text).await?;
+            match rx.await {
+                Ok(r) => r,
+                Err(_) => Err(PeerError::Closed(
+                    shared.close_reason().unwrap_or(CloseReason::Dropped),
+                )),
+            }
+        };
+        let result = match timeout {
+            None => exchange.await,
+            Some(after) => match tokio::time::timeout(after, exchange).await {
+                Ok(r) => r,
+                Err(_) => {
+                    guard.id = None;
+                    lock(&shared.pending).remove(&id);
+                    // A late response must not mark a position for a request nobody awaits.
+                    lock(&shared.settle_marks).remove(&id);
+                    shared.abandon(id.clone(), &format!("timed out after {after:?}"));
+                    return Err(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id,
+                        after,
+                    });
+                }
+            },
+        };
+        guard.id = None;
+        if result.is_err() {
+            // Closed or answered in error before `settle` saw it: no mark outlives the call.
+            lock(&shared.settle_marks).remove(&id);
+        }
+        result
+    }
+
+    /// Sends a typed notification.
+    pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), PeerError> {
+        let params = encode_params(M::NAME, params)?;
+        self.notify_raw(M::NAME, params).await
+    }
+
+    /// Sends a notification by method name; `params: None` omits the member.
+    pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
+        let text = wire::notification(method, params.as_ref());
+        self.shared().send_frame(text).await
+    }
+
+    /// Answers request `id` with a result. Prefer [`IncomingRequest::respond`], which also
+    /// disarms the request's guard; use this after [`IncomingRequest::into_id`].
+    pub async fn respond(&self, id: RequestId, result: Value) -> Result<(), PeerError> {
+        self.send_response(Some(id), Ok(result)).await
+    }
+
+    /// Answers request `id` with an error object.
+    pub async fn respond_error(&self, id: RequestId, error: ErrorObject) -> Result<(), PeerError> {
+        self.send_response(Some(id), Err(error)).await
+    }
+
+    async fn send_response(
+        &self,
+        id: Option<RequestId>,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), PeerError> {
+        let text = wire::response(id.as_ref(), &outcome);
+        self.shared().send_frame(text).await
+    }
+
+    /// A stream of this connection's diagnostics. The first call gets every diagnostic since
+    /// the connection started (up to the capacity); later calls see only newer ones.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let shared = self.shared();
+        let sender = shared.diagnostic_sender();
+        let rx = lock(&shared.first_diagnostics)
+            .take()
+            .unwrap_or_else(|| sender.subscribe());
+        Diagnostics { rx }
+    }
+
+    /// Closes the connection: pending requests fail with [`PeerError::Closed`], frames already
+    /// queued are still written, then the transport is shut down.
+    pub fn close(&self) {
+        self.shared().close(CloseReason::Local);
+    }
+
+    /// Whether the connection has ended, and why.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared().close_reason()
+    }
+
+    /// Waits until the connection has ended and returns why.
+    pub async fn closed(&self) -> CloseReason {
+        wait_closed(self.shared()).await
+    }
+
+    /// Waits until the connection has ended *and* everything queued before the end has been
+    /// written and the transport shut down (each frame bounded by the write timeout, or 5 s).
+    /// A process that exits once its only connection ends awaits this, not [`Self::closed`],
+    /// so the responses it owed are not cut off (e.g. on stdio after the host closes stdin).
+    pub async fn finished(&self) -> CloseReason {
+        let reason = self.closed().await;
+        let mut done = self.shared().finished.subscribe();
+        // Err: the writer task is gone, which also means nothing more will be written.
+        let _ = done.wait_for(|d| *d).await;
+        reason
+    }
+
+    /// How many incoming requests are in flight: delivered and not yet answered (see
+    /// [`PeerConfig::max_in_flight_requests`]).
+    pub fn requests_in_flight(&self) -> usize {
+        self.shared().owed.load(Ordering::SeqCst)
+    }
+
+    /// How many outgoing requests await a response.
+    pub fn pending_requests(&self) -> usize {
+        lock(&self.shared().pending).len()
+    }
+
+    /// How many frames have been read from the transport so far: the wire position in
+    /// which [`IncomingRequest::seq`] and [`Incoming::last_seq`] count.
+    pub fn frames_read(&self) -> u64 {
+        self.shared().frames_read.load(Ordering::SeqCst)
+    }
+}
+
+/// Resolves once the connection is closed (without holding the watch's read guard).
+async fn until_closed(rx: &mut watch::Receiver<Option<CloseReason>>) {
+    let _ = rx.wait_for(|c| c.is_some()).await;
+}
+
+/// Observer of the id an outgoing request is sent under.
+type OnId<'a> = Box<dyn FnOnce(&RequestId) + Send + 'a>;
+
+async fn wait_closed(shared: &Shared) -> CloseReason {
+    let mut rx = shared.closed.subscribe();
+    let r = rx.wait_for(|c| c.is_some()).await;
+    match r.as_deref() {
+        Ok(Some(reason)) => reason.clone(),
+        _ => CloseReason::Dropped,
+    }
+}

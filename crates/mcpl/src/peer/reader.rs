@@ -1,0 +1,476 @@
+//! The reader task: frames in, responses settled, messages delivered (wire order).
+
+use super::*;
+
+pub(super) async fn reader_task(
+    shared: Arc<Shared>,
+    mut reader: Box<dyn FrameReader>,
+    inbound: mpsc::Sender<Delivered>,
+) {
+    let mut closed = shared.closed.subscribe();
+    // One close watch for the whole loop, not one per frame.
+    let mut closed_loop = shared.closed.subscribe();
+    let stop = until_closed(&mut closed_loop);
+    tokio::pin!(stop);
+    loop {
+        let frame = tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            f = async {
+                // Answers sent from `Drop` are bounded like any other send: stop reading.
+                shared.detached_backlog_clear().await;
+                reader.next_frame().await
+            } => f,
+        };
+        match frame {
+            Ok(Some(frame)) => {
+                shared.touch();
+                shared.frames_read.fetch_add(1, Ordering::SeqCst);
+                if !handle_frame(&shared, frame, &inbound, &mut closed).await {
+                    break;
+                }
+            }
+            Ok(None) => {
+                // The other side sent everything it will send: our own requests can no
+                // longer be answered, but the responses we owe are still written (bounded by
+                // the write timeout or the drain limit) before the connection closes.
+                shared.read_eof.store(true, Ordering::SeqCst);
+                shared.fail_pending(CloseReason::Eof);
+                // Nothing more will arrive: `Incoming` ends now, so an application that
+                // answers once it has seen the end of the input is not cut off.
+                drop(inbound);
+                let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                tokio::select! {
+                    _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
+                    _ = until_closed(&mut closed) => {}
+                }
+                shared.close(CloseReason::Eof);
+                break;
+            }
+            Err(e) => {
+                shared.close(CloseReason::Io(e.to_string()));
+                break;
+            }
+        }
+    }
+}
+
+/// Closes the connection once no frame was read or written for `idle`. A task of its own,
+/// so the deadline holds wherever the reader is blocked (waiting for a frame, or sending
+/// replies to a side that does not read them); the reader stops at the close (its reads and
+/// sends watch for it). Ends at the close, or at EOF (the drain has its own bound).
+pub(super) async fn idle_watchdog(shared: Arc<Shared>, idle: Duration) {
+    let mut closed = shared.closed.subscribe();
+    loop {
+        let deadline = *lock(&shared.last_activity) + idle;
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = until_closed(&mut closed) => return,
+        }
+        if shared.read_eof.load(Ordering::SeqCst) {
+            return;
+        }
+        if *lock(&shared.last_activity) + idle <= Instant::now() {
+            shared.close(CloseReason::IdleTimeout(idle));
+            return;
+        }
+    }
+}
+
+pub(super) fn excerpt(text: &str) -> String {
+    let mut end = text.len().min(80);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// One dispatched item: a message for the application, or an immediate error reply.
+pub(super) enum Parsed {
+    Deliver(IncomingMessage),
+    Reply(Value),
+}
+
+/// Handles one frame; returns `false` when the connection closed while delivering.
+pub(super) async fn handle_frame(
+    shared: &Arc<Shared>,
+    frame: Frame,
+    inbound: &mpsc::Sender<Delivered>,
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+) -> bool {
+    let text = match frame {
+        Frame::Text(t) => t,
+        Frame::Oversized { bytes, limit } => {
+            shared.diagnose(Diagnostic::Oversized { bytes, limit });
+            return true;
+        }
+        Frame::NotText { reason } => {
+            shared.diagnose(Diagnostic::NotText { reason });
+            return true;
+        }
+        Frame::OverBudget { bytes, limit } => {
+            shared.diagnose(Diagnostic::OverBudget { bytes, limit });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::new(
+                    crate::jsonrpc::codes::BUSY,
+                    format!(
+                        "Busy: the budget of {limit} bytes for buffered partial messages is \
+                         exhausted; a message was refused after {bytes} bytes, unread"
+                    ),
+                )
+                .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            return true;
+        }
+    };
+    shared.tap(FrameDirection::Inbound, &text);
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        tracing::trace!("skipped a blank line");
+        return true;
+    }
+    if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        shared.diagnose(Diagnostic::JunkLine {
+            excerpt: excerpt(trimmed),
+        });
+        return true;
+    }
+    // Issue #8: a single object is read straight into a `Message` when it is a valid one;
+    // anything the fast path declines (batches, junk, invalid messages) takes the `Value`
+    // path below, which owns every diagnostic and error reply.
+    if trimmed.starts_with('{') {
+        if let Some(msg) = Message::parse_object(trimmed) {
+            let item = accept(shared, msg, None);
+            return deliver(shared, item, inbound, closed).await;
+        }
+    }
+    let parsed = if trimmed.starts_with('[') {
+        parse_batch(trimmed, shared.config.max_batch_entries)
+    } else {
+        serde_json::from_str(trimmed).map(Top::Single)
+    };
+    let value = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            shared.diagnose(Diagnostic::ParseError {
+                error: e.to_string(),
+            });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            return true;
+        }
+    };
+    let mut items = Vec::new();
+    match value {
+        Top::Batch(BoundedBatch::Over { count }) => {
+            let limit = shared.config.max_batch_entries;
+            shared.diagnose(Diagnostic::BatchTooLarge { count, limit });
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::invalid_request(format!(
+                    "Invalid Request: batch of {count} entries exceeds the limit of {limit}"
+                ))
+                .with_data(serde_json::json!({ "limit": limit, "count": count }))),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            return true;
+        }
+        Top::Batch(BoundedBatch::Within(entries)) => {
+            if entries.is_empty() {
+                shared.diagnose(Diagnostic::EmptyBatch);
+                let reply = Message::Response(Response {
+                    id: None,
+                    outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
+                });
+                let _ = shared.send_frame(reply.to_json()).await;
+                return true;
+            }
+            let collector = Arc::new(BatchCollector {
+                state: Mutex::new(BatchState {
+                    remaining: 0,
+                    responses: Vec::new(),
+                }),
+            });
+            let mut replies = Vec::new();
+            for entry in entries {
+                if let Some(p) = classify(shared, entry, Some(&collector)) {
+                    match p {
+                        Parsed::Reply(v) => replies.push(v),
+                        other => items.push(other),
+                    }
+                }
+            }
+            let delivered_requests = items
+                .iter()
+                .filter(|p| matches!(p, Parsed::Deliver(IncomingMessage::Request(_))))
+                .count();
+            let ready = {
+                let mut st = lock(&collector.state);
+                st.remaining = delivered_requests;
+                st.responses.extend(replies);
+                // Nothing was delivered yet, so no guard can have answered before this.
+                if st.remaining == 0 && !st.responses.is_empty() {
+                    Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
+                } else {
+                    None
+                }
+            };
+            if let Some(text) = ready {
+                let _ = shared.send_frame(text).await;
+            }
+        }
+        Top::Single(single) => {
+            if let Some(p) = classify(shared, single, None) {
+                items.push(p);
+            }
+        }
+    }
+    for item in items {
+        if !deliver(shared, Some(item), inbound, closed).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// A frame's top-level JSON value: a batch (JSON array) or anything else.
+pub(super) enum Top {
+    Batch(BoundedBatch),
+    Single(Value),
+}
+
+/// A batch read with at most the limit's worth of entries kept.
+pub(super) enum BoundedBatch {
+    /// Every entry (the limit was not exceeded).
+    Within(Vec<Value>),
+    /// More entries than the limit: only their count is known, nothing of them is kept, so
+    /// the memory a huge batch of tiny entries can drive stays bounded by the limit.
+    Over { count: usize },
+}
+
+/// Reads a whole frame that starts with `[` as a batch bounded to `limit` entries (entries
+/// past it are syntax-checked and counted, not built); errors as `serde_json::from_str`.
+pub(super) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::Error> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
+
+    struct Seed(usize);
+    impl<'de> Visitor<'de> for Seed {
+        type Value = BoundedBatch;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BoundedBatch, A::Error> {
+            let mut entries = Vec::new();
+            while entries.len() < self.0 {
+                match seq.next_element::<Value>()? {
+                    Some(v) => entries.push(v),
+                    None => return Ok(BoundedBatch::Within(entries)),
+                }
+            }
+            // At the limit: one more entry makes the batch too large.
+            if seq.next_element::<IgnoredAny>()?.is_none() {
+                return Ok(BoundedBatch::Within(entries));
+            }
+            drop(entries);
+            let mut count = self.0 + 1;
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                count += 1;
+            }
+            Ok(BoundedBatch::Over { count })
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Seed {
+        type Value = BoundedBatch;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<BoundedBatch, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let batch = Seed(limit).deserialize(&mut de)?;
+    de.end()?;
+    Ok(Top::Batch(batch))
+}
+
+/// Sends one reply or delivers one message; returns `false` when the connection closed while
+/// delivering.
+pub(super) async fn deliver(
+    shared: &Arc<Shared>,
+    item: Option<Parsed>,
+    inbound: &mpsc::Sender<Delivered>,
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+) -> bool {
+    match item {
+        None => {}
+        Some(Parsed::Reply(v)) => {
+            let _ = shared.send_frame(v.to_string()).await;
+        }
+        Some(Parsed::Deliver(msg)) => {
+            if inbound.is_closed() {
+                undeliverable(shared, msg);
+                return true;
+            }
+            // Counted before it can be received, so `recv` never counts below zero.
+            shared.inbox.fetch_add(1, Ordering::Relaxed);
+            // The reader is still inside this frame's handling, so the count is its position.
+            let seq = shared.frames_read.load(Ordering::SeqCst);
+            // Room in the queue: no need to watch for a close while waiting.
+            let d = match inbound.try_send(Delivered {
+                seq,
+                msg: Box::new(msg),
+            }) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Closed(d)) => {
+                    shared.inbox_taken();
+                    undeliverable(shared, *d.msg);
+                    return true;
+                }
+                Err(mpsc::error::TrySendError::Full(d)) => d,
+            };
+            tokio::select! {
+                r = inbound.send(d) => {
+                    if let Err(mpsc::error::SendError(d)) = r {
+                        shared.inbox_taken();
+                        undeliverable(shared, *d.msg);
+                    }
+                }
+                _ = until_closed(closed) => {
+                    shared.inbox_taken();
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Nobody receives incoming messages: a request's guard answers -32601 when dropped here.
+pub(super) fn undeliverable(shared: &Shared, msg: IncomingMessage) {
+    if let IncomingMessage::Notification(n) = &msg {
+        shared.diagnose(Diagnostic::UnhandledNotification {
+            method: n.method.clone(),
+        });
+    }
+    drop(msg);
+}
+
+/// Classifies one JSON value: responses settle pending requests here; requests and
+/// notifications are returned for delivery; invalid requests get a `-32600` reply.
+pub(super) fn classify(
+    shared: &Arc<Shared>,
+    value: Value,
+    batch: Option<&Arc<BatchCollector>>,
+) -> Option<Parsed> {
+    // A request gone wrong is answered, with `"id": null` when no id can be read (JSON-RPC
+    // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
+    // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
+    // with no `method` (a log line on stdout, say), which is reported instead.
+    let request_like = value.get("method").is_some() || !value.is_object();
+    match Message::from_value(value) {
+        Ok(msg) => accept(shared, msg, batch),
+        Err(InvalidMessage { id, reason }) => {
+            if request_like {
+                shared.diagnose(Diagnostic::InvalidMessage {
+                    id: id.clone(),
+                    reason: reason.clone(),
+                    answered: true,
+                });
+                let reply = Message::Response(Response {
+                    id,
+                    outcome: Err(ErrorObject::invalid_request(format!(
+                        "Invalid Request: {reason}"
+                    ))),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
+            if let Some(id) = &id {
+                if let Some(tx) = lock(&shared.pending).remove(id) {
+                    let _ = tx.send(Err(PeerError::InvalidResponse(reason.clone())));
+                }
+            }
+            shared.diagnose(Diagnostic::InvalidMessage {
+                id,
+                reason,
+                answered: false,
+            });
+            None
+        }
+    }
+}
+
+/// Takes one valid message, from either parse path: responses settle pending requests here;
+/// requests and notifications are returned for delivery.
+pub(super) fn accept(
+    shared: &Arc<Shared>,
+    msg: Message,
+    batch: Option<&Arc<BatchCollector>>,
+) -> Option<Parsed> {
+    match msg {
+        Message::Request(request) => {
+            let limit = shared.config.max_in_flight_requests.max(1);
+            if shared.owed.load(Ordering::SeqCst) >= limit {
+                // Past the bound nothing is built for it: one small error, written by the
+                // reader, which waits (reads nothing more) while the writer is full.
+                shared.diagnose(Diagnostic::Busy {
+                    id: request.id.clone(),
+                    method: request.method.clone(),
+                    limit,
+                });
+                let reply = Message::Response(Response {
+                    id: Some(request.id),
+                    outcome: Err(ErrorObject::busy(limit)),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
+            Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
+                request,
+                shared: shared.clone(),
+                batch: batch.cloned(),
+                armed: true,
+                owed: Some(Owed::new(shared)),
+                seq: shared.frames_read.load(Ordering::SeqCst),
+            })))
+        }
+        Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
+        Message::Response(response) => {
+            settle(shared, response);
+            None
+        }
+    }
+}
+
+pub(super) fn settle(shared: &Shared, response: Response) {
+    let Some(id) = response.id else {
+        shared.diagnose(Diagnostic::UnknownResponse {
+            id: None,
+            error: response.outcome.err(),
+        });
+        return;
+    };
+    let tx = lock(&shared.pending).remove(&id);
+    let mark = lock(&shared.settle_marks).remove(&id);
+    // Only a response someone still awaits marks its position (a late one is reported below).
+    if let (Some(mark), Some(_)) = (mark, &tx) {
+        mark.store(shared.frames_read.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+    match tx {
+        Some(tx) => {
+            let _ = tx.send(response.outcome.map_err(PeerError::Remote));
+        }
+        None => {
+            let late = lock(&shared.timed_out).contains(&id);
+            if late {
+                shared.diagnose(Diagnostic::LateResponse { id });
+            } else {
+                shared.diagnose(Diagnostic::UnknownResponse {
+                    id: Some(id),
+                    error: response.outcome.err(),
+                });
+            }
+        }
+    }
+}

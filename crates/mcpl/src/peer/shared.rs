@@ -1,0 +1,353 @@
+//! The state one connection's handles, reader and writer share.
+
+use super::*;
+
+pub(super) type PendingSender = oneshot::Sender<Result<Value, PeerError>>;
+
+pub(super) struct Shared {
+    pub(super) config: PeerConfig,
+    /// Frames for the writer task. An empty string is not a frame but a reminder to finish
+    /// a message the transport took only in part ([`TrySend::Partial`]).
+    pub(super) out: mpsc::Sender<String>,
+    /// The transport's writer while the writer task is not using it ([`Shared::send_now`]).
+    pub(super) slot: Mutex<WriterSlot>,
+    /// Messages delivered to [`Incoming`] and not yet received from it.
+    pub(super) inbox: AtomicUsize,
+    pub(super) pending: Mutex<HashMap<RequestId, PendingSender>>,
+    pub(super) timed_out: Mutex<VecDeque<RequestId>>,
+    pub(super) next_id: AtomicU64,
+    /// Frames sent from `Drop` that found the queue full and wait in their own task.
+    pub(super) detached: AtomicUsize,
+    /// Signalled each time one of those frames has been queued.
+    pub(super) detached_done: Notify,
+    pub(super) closed: watch::Sender<Option<CloseReason>>,
+    /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
+    pub(super) is_closed: std::sync::atomic::AtomicBool,
+    /// Created at the first diagnostic or the first [`Peer::diagnostics`] call, so an idle
+    /// connection holds no slots (the channel allocates its capacity up front).
+    pub(super) diagnostics: std::sync::OnceLock<broadcast::Sender<Diagnostic>>,
+    /// The receiver made with the channel, for the first [`Peer::diagnostics`] call.
+    pub(super) first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
+    pub(super) last_activity: Mutex<Instant>,
+    /// How many incoming requests are delivered but not yet answered (their responses are
+    /// owed). At EOF the connection stays open for writing until this reaches zero.
+    pub(super) owed: AtomicUsize,
+    /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
+    pub(super) owed_settled: Notify,
+    /// Set once the other side ended its stream: no response can arrive any more.
+    pub(super) read_eof: std::sync::atomic::AtomicBool,
+    /// How many frames have been read so far: the wire position of the frame being handled.
+    pub(super) frames_read: AtomicU64,
+    /// Requests whose response position is wanted ([`RequestOptions::mark_position`]).
+    pub(super) settle_marks: Mutex<HashMap<RequestId, Arc<AtomicU64>>>,
+    /// `true` once the writer task has written what was queued and shut the transport down.
+    pub(super) finished: watch::Sender<bool>,
+}
+
+/// Where the transport's writer rests between writes. A sender that finds it here, with no
+/// frame queued ahead, writes its frame itself if the transport takes it without waiting:
+/// no writer-task wake-up on the common path. Frame order is kept because `queued` counts
+/// every frame between "decided to queue" and "written", under the same lock.
+pub(super) struct WriterSlot {
+    /// `None` while the writer task writes, and for good once it has shut down.
+    pub(super) writer: Option<Box<dyn FrameWriter>>,
+    /// Frames (and reminders) committed to the queue and not yet written.
+    pub(super) queued: usize,
+}
+
+/// Undoes a `queued` count if the frame never reached the queue (the sender's future was
+/// dropped while the queue was full, or the queue closed).
+pub(super) struct QueuedFrame<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) armed: bool,
+}
+
+impl Drop for QueuedFrame<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut slot = lock(&self.shared.slot);
+            slot.queued = slot.queued.saturating_sub(1);
+        }
+    }
+}
+
+/// One owed response: counted while alive, released once the response is queued.
+pub(super) struct Owed(Arc<Shared>);
+
+impl Owed {
+    pub(super) fn new(shared: &Arc<Shared>) -> Owed {
+        shared.owed.fetch_add(1, Ordering::SeqCst);
+        Owed(shared.clone())
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        let before = self.0.owed.fetch_sub(1, Ordering::SeqCst);
+        // Paired with the EOF drain: it sets `read_eof` before reading `owed`, this reads
+        // `read_eof` after writing `owed`, so one of the two sees the other.
+        if before == 1 && self.0.read_eof.load(Ordering::SeqCst) {
+            self.0.owed_settled.notify_waiters();
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    pub(super) fn close(&self, reason: CloseReason) {
+        let first = self.closed.send_if_modified(|state| {
+            if state.is_none() {
+                *state = Some(reason.clone());
+                true
+            } else {
+                false
+            }
+        });
+        self.is_closed.store(true, Ordering::Release);
+        if first {
+            tracing::debug!("connection closed: {reason}");
+        }
+        let reason = self.close_reason().unwrap_or(reason);
+        self.fail_pending(reason);
+    }
+
+    /// Fails every request this side is waiting on.
+    pub(super) fn fail_pending(&self, reason: CloseReason) {
+        let pending: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(PeerError::Closed(reason.clone())));
+        }
+    }
+
+    pub(super) fn close_reason(&self) -> Option<CloseReason> {
+        // The flag is set after the reason, so an open connection costs one atomic load.
+        if !self.is_closed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.closed.borrow().clone()
+    }
+
+    pub(super) fn diagnose(&self, d: Diagnostic) {
+        tracing::warn!(target: "mcpl::peer", "{d}");
+        let _ = self.diagnostic_sender().send(d);
+    }
+
+    /// The diagnostics channel, created on first use with a receiver kept for the first
+    /// [`Peer::diagnostics`] call (which thereby sees every diagnostic since the start).
+    pub(super) fn diagnostic_sender(&self) -> &broadcast::Sender<Diagnostic> {
+        self.diagnostics.get_or_init(|| {
+            let (tx, rx) = broadcast::channel(self.config.diagnostics_capacity.max(1));
+            *lock(&self.first_diagnostics) = Some(rx);
+            tx
+        })
+    }
+
+    /// Records traffic for the idle timeout (nothing to record without one).
+    pub(super) fn touch(&self) {
+        if self.config.idle_timeout.is_some() {
+            *lock(&self.last_activity) = Instant::now();
+        }
+    }
+
+    /// The fast path of every send: with the writer at rest and nothing queued ahead, the
+    /// frame is written right here if the transport takes it without waiting. Returns the
+    /// frame back when it must be queued instead; a write error closes the connection.
+    pub(super) fn send_now(&self, text: String) -> Result<Option<String>, PeerError> {
+        // A burst is under way (requests in flight besides at most the sender's own, or
+        // received messages still waiting to be handled, whose answers will follow): queue,
+        // so the writer task puts many frames in one write. Writing each frame directly
+        // would cost one write (a syscall on sockets) per frame.
+        let quiet = self.inbox.load(Ordering::Relaxed) == 0 && lock(&self.pending).len() <= 1;
+        let mut slot = lock(&self.slot);
+        if !quiet || slot.queued > 0 {
+            slot.queued += 1;
+            return Ok(Some(text));
+        }
+        let Some(writer) = slot.writer.as_mut() else {
+            slot.queued += 1;
+            return Ok(Some(text));
+        };
+        match writer.try_send_now(&text) {
+            Ok(taken @ (TrySend::Written | TrySend::Partial)) => {
+                if taken == TrySend::Partial {
+                    // The rest goes before anything else: the writer task is reminded while
+                    // the lock still keeps every other sender behind it (the queue is empty,
+                    // so there is room).
+                    slot.queued += 1;
+                    if self.out.try_send(String::new()).is_err() {
+                        slot.queued -= 1;
+                    }
+                }
+                // Tapped under the lock, so taps keep the order of the wire.
+                self.tap(FrameDirection::Outbound, &text);
+                drop(slot);
+                self.touch();
+                Ok(None)
+            }
+            Ok(TrySend::NotTaken) => {
+                slot.queued += 1;
+                Ok(Some(text))
+            }
+            Err(e) => {
+                drop(slot);
+                let reason = CloseReason::Io(e.to_string());
+                self.close(reason.clone());
+                Err(PeerError::Closed(self.close_reason().unwrap_or(reason)))
+            }
+        }
+    }
+
+    pub(super) fn tap(&self, direction: FrameDirection, text: &str) {
+        if let Some(tap) = &self.config.tap {
+            (tap.0)(TapEvent {
+                direction,
+                at: SystemTime::now(),
+                text,
+            });
+        }
+    }
+
+    pub(super) async fn send_frame(&self, text: String) -> Result<(), PeerError> {
+        if let Some(reason) = self.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        let Some(text) = self.send_now(text)? else {
+            return Ok(());
+        };
+        let mut queued = QueuedFrame {
+            shared: self,
+            armed: true,
+        };
+        // Room in the queue: no need to watch for a close while waiting.
+        let text = match self.out.try_send(text) {
+            Ok(()) => {
+                queued.armed = false;
+                return Ok(());
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(PeerError::Closed(
+                    self.close_reason().unwrap_or(CloseReason::Dropped),
+                ))
+            }
+            Err(mpsc::error::TrySendError::Full(text)) => text,
+        };
+        let mut closed = self.closed.subscribe();
+        let closed_error =
+            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
+        // A full queue in front of a stuck writer must not hold the sender past a close.
+        let sent = tokio::select! {
+            r = self.out.send(text) => r.map_err(|_| closed_error(self)),
+            _ = until_closed(&mut closed) => Err(closed_error(self)),
+        };
+        queued.armed = sent.is_err();
+        sent
+    }
+
+    /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
+    /// `owed`, if any, is released only once the frame is queued.
+    /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
+    /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
+    /// (declined methods, §6.6) cannot pile up answers without bound.
+    pub(super) fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
+        let text = match self.send_now(text) {
+            Ok(Some(text)) => text,
+            Ok(None) | Err(_) => return,
+        };
+        let mut queued = QueuedFrame {
+            shared: self,
+            armed: true,
+        };
+        match self.out.try_send(text) {
+            Ok(()) => queued.armed = false,
+            Err(mpsc::error::TrySendError::Full(text)) => {
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    // The task owns the count from here.
+                    queued.armed = false;
+                    let shared = self.clone();
+                    self.detached.fetch_add(1, Ordering::AcqRel);
+                    handle.spawn(async move {
+                        if shared.out.send(text).await.is_err() {
+                            let mut slot = lock(&shared.slot);
+                            slot.queued = slot.queued.saturating_sub(1);
+                        }
+                        shared.detached.fetch_sub(1, Ordering::AcqRel);
+                        shared.detached_done.notify_waiters();
+                        drop(owed);
+                    });
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    /// One delivered message left the inbox (received, or never enqueued). Saturating: the
+    /// count is reset when [`Incoming`] is dropped.
+    pub(super) fn inbox_taken(&self) {
+        let _ = self
+            .inbox
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+    }
+
+    /// Waits until every owed response is queued (after EOF; `read_eof` is set first).
+    pub(super) async fn owed_settled(&self) {
+        loop {
+            let notified = self.owed_settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.owed.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until fewer than `outgoing_capacity` detached frames are waiting for the queue.
+    pub(super) async fn detached_backlog_clear(&self) {
+        let limit = self.config.outgoing_capacity.max(1);
+        if self.detached.load(Ordering::Acquire) < limit {
+            return;
+        }
+        loop {
+            let notified = self.detached_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.detached.load(Ordering::Acquire) < limit {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// A request this side no longer awaits (timed out or cancelled): remember its id so a
+    /// late response is recognised, and send the cancellation notification if configured.
+    pub(super) fn abandon(self: &Arc<Self>, id: RequestId, reason: &str) {
+        self.remember_abandoned(id.clone());
+        if self.close_reason().is_some() {
+            return;
+        }
+        if let Some(method) = self.config.cancel_method {
+            let text = Message::Notification(Notification {
+                method: method.to_owned(),
+                params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
+            })
+            .to_json();
+            self.send_frame_detached(text, None);
+        }
+    }
+
+    pub(super) fn remember_abandoned(&self, id: RequestId) {
+        let mut q = lock(&self.timed_out);
+        if self.config.remembered_timeouts == 0 {
+            return;
+        }
+        if q.len() >= self.config.remembered_timeouts {
+            q.pop_front();
+        }
+        q.push_back(id);
+    }
+}

@@ -1,0 +1,167 @@
+//! Encoding of outgoing envelopes straight from borrowed parts: the same text as
+//! [`Message::to_json`] (members in the same sorted order), without first deep-copying
+//! params or result into a fresh `Value` tree.
+
+use super::*;
+
+/// Every envelope member, in the order `Message::to_json` writes them (sorted names).
+#[derive(Serialize)]
+pub(super) struct Out<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) error: Option<Value>,
+    /// Outer `None`: no `id` member (notification); inner `None`: `"id": null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) id: Option<Option<&'a RequestId>>,
+    pub(super) jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) params: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) result: Option<&'a Value>,
+}
+
+pub(super) const EMPTY: Out<'static> = Out {
+    error: None,
+    id: None,
+    jsonrpc: "2.0",
+    method: None,
+    params: None,
+    result: None,
+};
+
+/// A request line.
+pub(super) fn request(id: &RequestId, method: &str, params: Option<&Value>) -> String {
+    let out = Out {
+        id: Some(Some(id)),
+        method: Some(method),
+        params,
+        ..EMPTY
+    };
+    serde_json::to_string(&out).unwrap_or_else(|_| {
+        Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params: params.cloned(),
+        })
+        .to_json()
+    })
+}
+
+/// A notification line.
+pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
+    let out = Out {
+        method: Some(method),
+        params,
+        ..EMPTY
+    };
+    serde_json::to_string(&out).unwrap_or_else(|_| {
+        Message::Notification(Notification {
+            method: method.to_owned(),
+            params: params.cloned(),
+        })
+        .to_json()
+    })
+}
+
+/// A result response line serialised straight from `result`; `None` if it cannot be
+/// serialised (the caller then answers `-32603`).
+pub(super) fn result_response<T: Serialize + ?Sized>(id: &RequestId, result: &T) -> Option<String> {
+    /// Members in the same (sorted) order as [`Out`].
+    #[derive(Serialize)]
+    struct ResultOut<'a, T: ?Sized> {
+        id: &'a RequestId,
+        jsonrpc: &'static str,
+        result: &'a T,
+    }
+    serde_json::to_string(&ResultOut {
+        id,
+        jsonrpc: "2.0",
+        result,
+    })
+    .ok()
+}
+
+/// A response line. The (rare) error object goes through `Value`, as in `to_json`, so
+/// its members keep the same order.
+pub(super) fn response(id: Option<&RequestId>, outcome: &Result<Value, ErrorObject>) -> String {
+    let out = match outcome {
+        Ok(result) => Out {
+            id: Some(id),
+            result: Some(result),
+            ..EMPTY
+        },
+        Err(e) => Out {
+            error: Some(serde_json::to_value(e).unwrap_or(Value::Null)),
+            id: Some(id),
+            ..EMPTY
+        },
+    };
+    serde_json::to_string(&out).unwrap_or_else(|_| {
+        Message::Response(Response {
+            id: id.cloned(),
+            outcome: outcome.clone(),
+        })
+        .to_json()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The direct encoding is byte-identical to `Message::to_json` (JSON-RPC 2.0 §4, §5).
+    #[test]
+    fn jsonrpc_envelopes_match_message_to_json() {
+        let params = [
+            None,
+            Some(Value::Null),
+            Some(json!({"z": 1, "a": [1.5, "x", {"k": null}], "é\n": true})),
+            Some(json!([1, 2])),
+        ];
+        let ids = [
+            RequestId::from(0u64),
+            RequestId::from(-7i64),
+            RequestId::from("abc\"1"),
+        ];
+        for id in &ids {
+            for p in &params {
+                let m = Message::Request(Request {
+                    id: id.clone(),
+                    method: "tools/call".into(),
+                    params: p.clone(),
+                });
+                assert_eq!(request(id, "tools/call", p.as_ref()), m.to_json());
+            }
+            let outcomes = [
+                Ok(json!({"content": [{"type": "text", "text": "hi"}]})),
+                Ok(Value::Null),
+                Err(ErrorObject::method_not_found("x/y")),
+                Err(ErrorObject::internal("boom").with_data(json!({"b": 1, "a": 2}))),
+            ];
+            for o in &outcomes {
+                for rid in [Some(id), None] {
+                    let m = Message::Response(Response {
+                        id: rid.cloned(),
+                        outcome: o.clone(),
+                    });
+                    assert_eq!(response(rid, o), m.to_json());
+                }
+                if let Ok(result) = o {
+                    assert_eq!(
+                        result_response(id, result).as_deref(),
+                        Some(response(Some(id), o).as_str())
+                    );
+                }
+            }
+        }
+        for p in &params {
+            let m = Message::Notification(Notification {
+                method: "push/event".into(),
+                params: p.clone(),
+            });
+            assert_eq!(notification("push/event", p.as_ref()), m.to_json());
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The writer task: queued frames out, in order, in batches.
+
+use super::*;
+
+/// How long queued frames may still take to be written after the connection closed, when no
+/// write timeout is configured.
+pub(super) const CLOSE_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+pub(super) async fn writer_task(
+    shared: Arc<Shared>,
+    mut out: mpsc::Receiver<String>,
+    guard: Option<Box<dyn std::any::Any + Send>>,
+) {
+    /// Marks the writer finished on every way out, a cancelled task included.
+    struct Finished(Arc<Shared>);
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            self.0.finished.send_replace(true);
+        }
+    }
+    // Declared first, so it is dropped last: after the writer and the guard.
+    let _finished = Finished(shared.clone());
+    let mut closed = shared.closed.subscribe();
+    let write_timeout = shared.config.write_timeout;
+    let mut batch: Vec<String> = Vec::new();
+    loop {
+        let text = tokio::select! {
+            biased;
+            t = out.recv() => match t {
+                Some(t) => t,
+                None => break,
+            },
+            _ = until_closed(&mut closed) => break,
+        };
+        // Frames already queued behind this one go out in the same write and flush (same
+        // bytes, fewer syscalls and wake-ups), up to a bounded batch. Reminders (empty
+        // strings) only ask for a partly written frame to be finished, which any write does.
+        batch.clear();
+        let mut taken = 1;
+        let mut bytes = text.len();
+        if !text.is_empty() {
+            batch.push(text);
+        }
+        while taken < WRITE_BATCH_FRAMES && bytes < WRITE_BATCH_BYTES {
+            match out.try_recv() {
+                Ok(t) => {
+                    taken += 1;
+                    bytes += t.len();
+                    if !t.is_empty() {
+                        batch.push(t);
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        // Senders queue behind the batch while the writer is out of its slot.
+        let Some(mut writer) = lock(&shared.slot).writer.take() else {
+            break;
+        };
+        let result = {
+            let write = write_batch(&shared, writer.as_mut(), &batch, write_timeout);
+            tokio::pin!(write);
+            tokio::select! {
+                r = &mut write => r,
+                // Closed mid-write: the frame in flight gets the drain allowance, no more.
+                _ = until_closed(&mut closed) => {
+                    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                    match tokio::time::timeout(drain, &mut write).await {
+                        Ok(r) => r,
+                        Err(_) => Err(CloseReason::WriteTimeout(drain)),
+                    }
+                }
+            }
+        };
+        if let Err(reason) = result {
+            shared.close(reason);
+            out.close();
+            drop(writer);
+            drop(guard);
+            return;
+        }
+        let mut slot = lock(&shared.slot);
+        slot.queued = slot.queued.saturating_sub(taken);
+        slot.writer = Some(writer);
+    }
+    // Closed: no more writes from senders; write what was already queued (e.g. final
+    // responses), then shut down.
+    out.close();
+    let writer = lock(&shared.slot).writer.take();
+    let Some(mut writer) = writer else {
+        drop(guard);
+        return;
+    };
+    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+    while let Ok(text) = out.try_recv() {
+        let batch: &[String] = if text.is_empty() {
+            &[]
+        } else {
+            std::slice::from_ref(&text)
+        };
+        if write_batch(&shared, writer.as_mut(), batch, Some(drain))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = tokio::time::timeout(drain, writer.close()).await;
+    // The writer (e.g. a child's stdin) goes first, then whatever the transport kept alive.
+    drop(writer);
+    drop(guard);
+}
+
+/// Most frames written with one write and flush.
+pub(super) const WRITE_BATCH_FRAMES: usize = 64;
+/// Stop adding frames to a batch once it holds this many bytes.
+pub(super) const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Writes queued frames together (the write timeout applies to the batch).
+pub(super) async fn write_batch(
+    shared: &Shared,
+    writer: &mut dyn FrameWriter,
+    texts: &[String],
+    timeout: Option<Duration>,
+) -> Result<(), CloseReason> {
+    if let [text] = texts {
+        return write_one(shared, writer, text, timeout).await;
+    }
+    for text in texts {
+        shared.tap(FrameDirection::Outbound, text);
+    }
+    // No frame: only the rest of a partly written one is owed.
+    let write = if texts.is_empty() {
+        writer.flush_pending()
+    } else {
+        writer.send_many(texts)
+    };
+    let result = match timeout {
+        None => write.await,
+        Some(d) => match tokio::time::timeout(d, write).await {
+            Ok(r) => r,
+            Err(_) => return Err(CloseReason::WriteTimeout(d)),
+        },
+    };
+    shared.touch();
+    result.map_err(|e| CloseReason::Io(e.to_string()))
+}
+
+pub(super) async fn write_one(
+    shared: &Shared,
+    writer: &mut dyn FrameWriter,
+    text: &str,
+    timeout: Option<Duration>,
+) -> Result<(), CloseReason> {
+    shared.tap(FrameDirection::Outbound, text);
+    let result = match timeout {
+        None => writer.send(text).await,
+        Some(d) => match tokio::time::timeout(d, writer.send(text)).await {
+            Ok(r) => r,
+            Err(_) => return Err(CloseReason::WriteTimeout(d)),
+        },
+    };
+    shared.touch();
+    result.map_err(|e| CloseReason::Io(e.to_string()))
+}
