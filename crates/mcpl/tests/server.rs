@@ -1501,3 +1501,59 @@ async fn s16_1_producer_tags_are_namespaced_and_a_set() {
     req.respond(json!({"accepted": true})).await.unwrap();
     send.await.unwrap().unwrap();
 }
+
+/// `ServerBuilder::on::<M>` serves the typed method over the wire like the named
+/// registration, behind the same capability gate (§14.1, §14.3; issue #24, item 5).
+#[tokio::test]
+async fn s14_3_generic_on_handlers_serve_their_method_behind_its_capability() {
+    use mcpl::protocol::channels::{
+        ChannelDescriptor, ChannelsAcknowledge, ChannelsList, ChannelsOpen, ListResult, OpenResult,
+    };
+    let server = builder()
+        .on::<ChannelsOpen, _, _>(|_s, p| async move {
+            Ok(OpenResult::new(ChannelDescriptor::new("opened-1", p.kind)))
+        })
+        .on::<ChannelsAcknowledge, _, _>(|_s, _p| async { Ok(Default::default()) })
+        .on::<ChannelsList, _, _>(|_s, _p| async {
+            Ok(serde_json::from_value::<ListResult>(json!({"channels": []})).unwrap())
+        })
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.acknowledge"]}),
+    )
+    .await;
+    let e = err_of(
+        host.peer
+            .request_raw("channels/open", Some(json!({"type": "chat"})))
+            .await,
+    );
+    assert_eq!(e.data, Some(json!({"capability": "channels.lifecycle"})));
+    let ack = json!({"channelId": "c", "messageId": "m"});
+    assert_eq!(
+        host.peer
+            .request_raw("channels/acknowledge", Some(ack))
+            .await
+            .unwrap(),
+        json!({})
+    );
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.lifecycle", "channels.register"]}),
+    )
+    .await;
+    let opened = host
+        .peer
+        .request_raw("channels/open", Some(json!({"type": "chat"})))
+        .await
+        .unwrap();
+    assert_eq!(opened["channel"], json!({"id": "opened-1", "type": "chat"}));
+    let listed = host
+        .peer
+        .request_raw("channels/list", Some(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(listed, json!({"channels": []}));
+}

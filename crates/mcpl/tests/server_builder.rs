@@ -183,3 +183,33 @@ fn second_registration_of_each_single_slot_is_refused() {
         assert!(e.to_string().contains("registered twice"), "{e}");
     }
 }
+
+/// `on::<M>` and the named registration fill one slot: both at once is the same build error
+/// as registering either twice (issue #24, item 5).
+#[test]
+fn the_generic_and_the_named_registration_are_one_slot() {
+    use mcpl::protocol::channels::ChannelsTyping;
+    let open = |_s, _p| async { Err(mcpl::jsonrpc::ErrorObject::internal("not called")) };
+    let e = build_err(
+        reminders()
+            .on::<mcpl::protocol::channels::ChannelsOpen, _, _>(open)
+            .on_channels_open(open),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "on_channels_open".into()
+        }
+    );
+    let e = build_err(
+        reminders()
+            .on_channels_typing(|_s, _p| async { Ok(()) })
+            .on::<ChannelsTyping, _, _>(|_s, _p| async { Ok(Default::default()) }),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "on_channels_typing".into()
+        }
+    );
+}

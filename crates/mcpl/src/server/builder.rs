@@ -81,6 +81,16 @@ fn fill<T>(place: &mut Option<T>, value: T, duplicates: &mut Vec<String>, slot: 
 }
 
 impl ServerBuilder {
+    /// Puts `value` in the handler slot `slot` picks, remembering a second registration.
+    pub(super) fn fill_slot<T>(
+        &mut self,
+        slot: impl FnOnce(&mut Handlers) -> &mut Option<T>,
+        value: T,
+        name: &str,
+    ) {
+        fill(slot(&mut self.handlers), value, &mut self.duplicates, name);
+    }
+
     /// A builder for a server called `name` at `version` (MCP `serverInfo`).
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         ServerBuilder {
