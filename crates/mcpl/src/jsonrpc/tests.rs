@@ -1,0 +1,533 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn json_type_names_follow_the_json_vocabulary() {
+    let names: Vec<&str> = [
+        json!(null),
+        json!(true),
+        json!(0),
+        json!("s"),
+        json!([]),
+        json!({}),
+    ]
+    .iter()
+    .map(json_type_name)
+    .collect();
+    assert_eq!(
+        names,
+        ["null", "boolean", "number", "string", "array", "object"]
+    );
+}
+
+#[test]
+fn zero_is_a_valid_id_and_string_one_differs_from_number_one() {
+    let m = Message::from_value(json!({"jsonrpc":"2.0","id":0,"method":"ping"})).unwrap();
+    let Message::Request(r) = m else {
+        panic!("not a request")
+    };
+    assert_eq!(r.id, RequestId::from(0i64));
+    assert_ne!(RequestId::from("1"), RequestId::from(1i64));
+}
+
+#[test]
+fn absent_and_null_params_are_distinguished() {
+    let a = Message::from_value(json!({"jsonrpc":"2.0","method":"x"})).unwrap();
+    let b = Message::from_value(json!({"jsonrpc":"2.0","method":"x","params":null})).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(a.to_value(), json!({"jsonrpc":"2.0","method":"x"}));
+    assert_eq!(
+        b.to_value(),
+        json!({"jsonrpc":"2.0","method":"x","params":null})
+    );
+}
+
+#[test]
+fn error_data_round_trips() {
+    let e = ErrorObject::capability_denied("pushEvents");
+    let m = Message::Response(Response {
+        id: Some(7i64.into()),
+        outcome: Err(e.clone()),
+    });
+    let back = Message::parse(&m.to_json()).unwrap();
+    let Message::Response(r) = back else { panic!() };
+    assert_eq!(r.outcome, Err(e));
+}
+
+#[test]
+fn notification_params_decode_or_give_32602() {
+    let n = Notification {
+        method: "x".into(),
+        params: Some(json!({"a": 1})),
+    };
+    let ok: std::collections::BTreeMap<String, i64> = n.params_as().unwrap();
+    assert_eq!(ok["a"], 1);
+    let err = n.params_as::<Vec<i64>>().unwrap_err();
+    assert_eq!(err.code, codes::INVALID_PARAMS);
+}
+
+#[test]
+fn invalid_message_keeps_its_id() {
+    let err = Message::from_value(json!({"jsonrpc":"1.0","id":"a","method":"x"})).unwrap_err();
+    assert_eq!(err.id, Some(RequestId::from("a")));
+}
+
+/// The slow path exactly as `peer::handle_frame` runs it when the fast path declines.
+fn slow(text: &str) -> Result<Message, ParseError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
+    Message::from_value(value).map_err(ParseError::Invalid)
+}
+
+/// Runs both paths and asserts the contract: a fast `Some(m)` means a slow `Ok(m)`, down to
+/// the printed text (`Number` equality alone would let `-0.0` pass for `0.0`).
+fn both(text: &str) -> (Option<Message>, Result<Message, ParseError>) {
+    let fast = Message::parse_object(text);
+    let slow = slow(text);
+    if let Some(m) = &fast {
+        assert_eq!(slow.as_ref(), Ok(m), "fast path accepted {text}");
+        assert_eq!(
+            slow.as_ref().map(Message::to_json),
+            Ok(m.to_json()),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        Message::parse(text),
+        slow,
+        "parse differs from the slow path: {text}"
+    );
+    (fast, slow)
+}
+
+/// A text both paths accept, as the same message.
+fn fast_ok(text: &str) -> Message {
+    let (fast, _) = both(text);
+    fast.unwrap_or_else(|| panic!("fast path declined a valid message: {text}"))
+}
+
+/// A text the fast path declines; returns the slow path's verdict.
+fn declined(text: &str) -> Result<Message, ParseError> {
+    let (fast, slow) = both(text);
+    assert_eq!(fast, None, "fast path accepted {text}");
+    slow
+}
+
+fn reason(r: Result<Message, ParseError>) -> String {
+    match r {
+        Err(ParseError::Invalid(e)) => e.reason,
+        other => panic!("expected an invalid message, got {other:?}"),
+    }
+}
+
+#[test]
+fn s4_fast_path_reads_every_ordinary_message_kind() {
+    let req = fast_ok(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":[1,2]}}"#);
+    assert!(matches!(req, Message::Request(_)));
+    let note = fast_ok(r#"{"method":"notifications/x","jsonrpc":"2.0"}"#);
+    assert!(matches!(
+        note,
+        Message::Notification(Notification { params: None, .. })
+    ));
+    let ok = fast_ok(r#" {"jsonrpc":"2.0","id":"a","result":{}} "#);
+    assert!(matches!(
+        ok,
+        Message::Response(Response { outcome: Ok(_), .. })
+    ));
+    let err =
+        fast_ok(r#"{"jsonrpc":"2.0","id":0,"error":{"code":-32002,"message":"m","data":{"c":1}}}"#);
+    assert!(matches!(
+        err,
+        Message::Response(Response {
+            outcome: Err(_),
+            ..
+        })
+    ));
+    // A response to a message whose id could not be read.
+    let null_id = fast_ok(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#);
+    assert!(matches!(
+        null_id,
+        Message::Response(Response { id: None, .. })
+    ));
+}
+
+#[test]
+fn s4_fast_path_jsonrpc_must_be_exactly_the_string_2_0() {
+    for text in [
+        r#"{"id":1,"method":"x"}"#,
+        r#"{"jsonrpc":2.0,"id":1,"method":"x"}"#,
+        r#"{"jsonrpc":"2.0 ","id":1,"method":"x"}"#,
+        r#"{"jsonrpc":"2.00","id":1,"method":"x"}"#,
+        r#"{"jsonrpc":null,"id":1,"method":"x"}"#,
+        r#"{"jsonrpc":["2.0"],"id":1,"method":"x"}"#,
+    ] {
+        assert_eq!(
+            reason(declined(text)),
+            "\"jsonrpc\" must be \"2.0\"",
+            "{text}"
+        );
+    }
+    // The same string spelled with an escape is the same string to both paths.
+    fast_ok(r#"{"jsonrpc":"2\u002e0","id":1,"method":"x"}"#);
+}
+
+#[test]
+fn s4_1_fast_path_declines_a_null_or_non_string_method() {
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":["x"]}"#,
+        r#"{"jsonrpc":"2.0","method":{}}"#,
+    ] {
+        assert_eq!(reason(declined(text)), "method must be a string", "{text}");
+    }
+}
+
+#[test]
+fn s4_1_fast_path_declines_a_request_with_a_null_id() {
+    let r = declined(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#);
+    assert_eq!(reason(r), "a request id must not be null");
+}
+
+#[test]
+fn s4_1_fast_path_declines_ids_that_are_not_number_string_or_null() {
+    for id in ["true", "false", "[]", "[1]", "{}", r#"{"a":1}"#] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+        assert_eq!(
+            reason(declined(&text)),
+            "id must be a number, a string or null"
+        );
+    }
+}
+
+#[test]
+fn s4_1_fast_path_declines_params_that_are_not_object_array_or_null() {
+    for params in ["1", "\"s\"", "true", "0.5"] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{params}}}"#);
+        assert_eq!(
+            reason(declined(&text)),
+            "params must be an object or an array"
+        );
+    }
+    fast_ok(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":null}"#);
+    fast_ok(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[]}"#);
+}
+
+#[test]
+fn s4_fast_path_declines_both_or_neither_result_and_error() {
+    let both_ = r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#;
+    assert_eq!(
+        reason(declined(both_)),
+        "response has both result and error"
+    );
+    let neither = r#"{"jsonrpc":"2.0","id":1}"#;
+    assert_eq!(
+        reason(declined(neither)),
+        "response has neither result nor error"
+    );
+    assert_eq!(
+        reason(declined(r#"{"jsonrpc":"2.0","result":1}"#)),
+        "message has neither method nor id"
+    );
+}
+
+#[test]
+fn s4_fast_path_declines_a_malformed_error_object() {
+    for error in [
+        r#"{"message":"m"}"#,
+        r#"{"code":1}"#,
+        r#"{"code":"1","message":"m"}"#,
+        r#"{"code":1.5,"message":"m"}"#,
+        r#"{"code":1.0,"message":"m"}"#,
+        r#"{"code":9223372036854775808,"message":"m"}"#,
+        r#""boom""#,
+        "null",
+    ] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"error":{error}}}"#);
+        assert!(
+            reason(declined(&text)).starts_with("malformed error object"),
+            "{text}"
+        );
+    }
+    // Duplicates inside the error object are the slow path's (last one wins) on both.
+    let m = fast_ok(r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"code":2,"message":"m"}}"#);
+    let Message::Response(Response {
+        outcome: Err(e), ..
+    }) = m
+    else {
+        panic!("not an error response")
+    };
+    assert_eq!(e.code, 2);
+}
+
+#[test]
+fn s4_fast_path_declines_duplicate_envelope_members() {
+    // `Value` keeps the last duplicate; the fast path must not pick one of its own.
+    let r = declined(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#).unwrap();
+    let Message::Request(r) = r else {
+        panic!("not a request")
+    };
+    assert_eq!(r.id, RequestId::from(2i64));
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}"#,
+        r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"x"}"#,
+        r#"{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":"x"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":1,"params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#,
+        r#"{"jsonrpc":"2.0","id":1,"error":null,"error":{"code":1,"message":"m"}}"#,
+        // The same member spelled once plainly and once with an escape.
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","m\u0065thod":"y"}"#,
+    ] {
+        assert!(declined(text).is_ok(), "{text}");
+    }
+}
+
+#[test]
+fn s4_fast_path_ignores_unknown_members_like_the_slow_path() {
+    let m = fast_ok(r#"{"jsonrpc":"2.0","x":[1,{"y":null}],"id":1,"x":2,"method":"m"}"#);
+    let plain = fast_ok(r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#);
+    assert_eq!(m, plain);
+    // An unknown member is still read as a `Value`: what `Value` refuses, both refuse.
+    for extra in ["1e400", r#""\ud800""#, "01", "[1,]"] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","x":{extra}}}"#);
+        assert!(
+            matches!(declined(&text), Err(ParseError::Json(_))),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn s4_fast_path_numbers_match_the_slow_path_exactly() {
+    // Integers within 64 bits are ids, kept digit for digit by both paths.
+    for id in ["0", "18446744073709551615", "-9223372036854775808"] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+        let m = fast_ok(&text);
+        let Message::Request(r) = m else {
+            panic!("not a request")
+        };
+        let Ok(Message::Request(s)) = slow(&text) else {
+            panic!("slow path refused {text}")
+        };
+        let (RequestId::Number(a), RequestId::Number(b)) = (&r.id, &s.id) else {
+            panic!("not a numeric id")
+        };
+        assert_eq!(a.to_string(), b.to_string(), "{id}");
+        assert_eq!(
+            (a.is_u64(), a.is_i64(), a.is_f64()),
+            (b.is_u64(), b.is_i64(), b.is_f64())
+        );
+    }
+    // Any other number would be held as a double and could not be echoed exactly: both
+    // paths refuse it as an id, with the same reason.
+    for id in [
+        "-0",
+        "1.0",
+        "-0.0",
+        "1e3",
+        "1E+3",
+        "0.1",
+        "2.5e-8",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "1.7976931348623157e308",
+        "5e-324",
+        "0.30000000000000004",
+    ] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+        assert!(
+            reason(declined(&text)).contains("integer within 64 bits"),
+            "{id}"
+        );
+    }
+    declined(r#"{"jsonrpc":"2.0","id":1e400,"method":"x"}"#).unwrap_err();
+}
+
+#[test]
+fn s4_fast_path_unescapes_method_id_and_member_names() {
+    let m = fast_ok(
+        r#"{"\u006asonrpc":"2.0","\u0069d":"a\"b\\c\u00e9\ud83d\ude00","m\u0065thod":"p\u0069ng"}"#,
+    );
+    let Message::Request(r) = m else {
+        panic!("not a request")
+    };
+    assert_eq!(r.method, "ping");
+    assert_eq!(r.id, RequestId::from("a\"b\\c\u{e9}\u{1f600}"));
+    // A lone surrogate is not a string to either path.
+    declined(r#"{"jsonrpc":"2.0","id":"\ud800","method":"x"}"#).unwrap_err();
+    declined(r#"{"jsonrpc":"2.0","id":1,"method":"\udc00"}"#).unwrap_err();
+}
+
+#[test]
+fn s4_fast_path_declines_what_is_not_one_json_object() {
+    for text in [
+        "",
+        "[]",
+        r#"[{"jsonrpc":"2.0","method":"x"}]"#,
+        "1",
+        "\"x\"",
+        "null",
+        r#"{"jsonrpc":"2.0","method":"x"} junk"#,
+        r#"{"jsonrpc":"2.0","method":"x"}{}"#,
+        r#"{"jsonrpc":"2.0","method":"x",}"#,
+        r#"{"jsonrpc":"2.0","method":"x""#,
+    ] {
+        declined(text).unwrap_err();
+    }
+    // Nesting deeper than serde_json's limit fails the same way on both paths.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","method":"x","params":{}{}}}"#,
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    assert!(matches!(declined(&deep), Err(ParseError::Json(_))));
+    let ok_depth = format!(
+        r#"{{"jsonrpc":"2.0","method":"x","params":{}{}}}"#,
+        "[".repeat(120),
+        "]".repeat(120)
+    );
+    fast_ok(&ok_depth);
+}
+
+mod equivalence {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Member names: the envelope's, some spelled with escapes, and unknown ones.
+    /// Each comes with the name it unescapes to.
+    fn key() -> impl Strategy<Value = (&'static str, &'static str)> {
+        prop::sample::select(vec![
+            ("jsonrpc", "jsonrpc"),
+            ("id", "id"),
+            ("method", "method"),
+            ("params", "params"),
+            ("result", "result"),
+            ("error", "error"),
+            ("\\u0069d", "id"),
+            ("m\\u0065thod", "method"),
+            ("jsonrpc\\u0000", "jsonrpc\0"),
+            ("extra", "extra"),
+            ("Method", "Method"),
+            ("", ""),
+        ])
+    }
+
+    /// Member values, valid and invalid for each member, and some that are not JSON.
+    fn value() -> impl Strategy<Value = String> {
+        let fixed = prop::sample::select(vec![
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "1",
+            "1.0",
+            "-0.0",
+            "1e3",
+            "2.5E-3",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1e400",
+            "01",
+            "\"2.0\"",
+            "\"2\\u002e0\"",
+            "\"2.0 \"",
+            "\"1.0\"",
+            "2.0",
+            "\"ping\"",
+            "\"p\\u0069ng\"",
+            "\"a\\\"b\\\\n\\/\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\ud800\"",
+            "\"\"",
+            "[]",
+            "[1,{\"a\":null}]",
+            "[1,]",
+            "{}",
+            "{\"a\":1,\"a\":2}",
+            "{\"code\":-32600,\"message\":\"m\"}",
+            "{\"code\":1,\"message\":\"m\",\"data\":{\"k\":[1.5]}}",
+            "{\"code\":1,\"message\":\"m\",\"data\":null}",
+            "{\"code\":\"1\",\"message\":\"m\"}",
+            "{\"code\":1.5,\"message\":\"m\"}",
+            "{\"message\":\"m\"}",
+            "{\"code\":1,\"message\":\"m\",\"x\":1e400}",
+            "{\"code\":1,\"code\":2,\"message\":\"m\"}",
+        ])
+        .prop_map(str::to_owned);
+        let number = any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| f.to_string());
+        let int = any::<i64>().prop_map(|i| i.to_string());
+        let string = "[a-z\\\\\"/]{0,6}"
+            .prop_map(|s| serde_json::to_string(&s).unwrap_or_else(|_| "\"\"".to_owned()));
+        prop_oneof![6 => fixed, 1 => number, 1 => int, 1 => string]
+    }
+
+    /// A whole text: members in random order, sometimes repeated, odd spacing, and
+    /// sometimes trailing junk. Returns the text and whether an envelope member repeats.
+    fn text() -> impl Strategy<Value = (String, bool)> {
+        let member = (key(), value(), prop::sample::select(vec!["", " ", "\n\t"]));
+        let preset = prop::collection::vec(
+            prop_oneof![
+                Just(("jsonrpc", "jsonrpc")).prop_map(|k| (k, "\"2.0\"".to_owned())),
+                Just(("id", "id")).prop_map(|k| (k, "7".to_owned())),
+                Just(("method", "method")).prop_map(|k| (k, "\"m\"".to_owned())),
+                Just(("result", "result")).prop_map(|k| (k, "{}".to_owned())),
+            ],
+            0..4,
+        );
+        (
+            prop::collection::vec(member, 0..6),
+            preset,
+            prop::sample::select(vec!["", " ", "\n", " x", "}", ","]),
+        )
+            .prop_flat_map(|(members, preset, tail)| {
+                let mut all: Vec<((&str, &str), String, &str)> = members;
+                all.extend(preset.into_iter().map(|(k, v)| (k, v, "")));
+                let n = all.len();
+                (Just(all), Just(n), Just(tail)).prop_flat_map(|(all, n, tail)| {
+                    (
+                        Just(all),
+                        Just(tail),
+                        Just(()).prop_perturb(move |_, mut rng| {
+                            let mut order: Vec<usize> = (0..n).collect();
+                            // Fisher-Yates with the test runner's rng.
+                            for i in (1..order.len()).rev() {
+                                let j = (rng.next_u32() as usize) % (i + 1);
+                                order.swap(i, j);
+                            }
+                            order
+                        }),
+                    )
+                })
+            })
+            .prop_map(|(all, tail, order)| {
+                const ENVELOPE: [&str; 6] =
+                    ["jsonrpc", "id", "method", "params", "result", "error"];
+                let mut seen: Vec<&str> = Vec::new();
+                let mut dup = false;
+                let mut body = Vec::new();
+                for i in order {
+                    let ((raw, name), v, ws) = &all[i];
+                    if ENVELOPE.contains(name) {
+                        dup |= seen.contains(name);
+                        seen.push(name);
+                    }
+                    body.push(format!("{ws}\"{raw}\"{ws}:{ws}{v}{ws}"));
+                }
+                (format!("{{{}}}{tail}", body.join(",")), dup)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Issue #8 contract: fast `Some(m)` implies slow `Ok(m)`; the fast path declines
+        /// exactly the texts the slow path refuses plus those with a repeated member.
+        #[test]
+        fn s4_fast_path_is_exactly_equivalent_to_the_value_path((text, dup) in text()) {
+            let (fast, slow) = both(&text);
+            prop_assert_eq!(fast.is_some(), slow.is_ok() && !dup, "{}", text);
+        }
+    }
+}
