@@ -360,3 +360,21 @@ fn numbers_are_read_exactly_float_roundtrip() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.stdout, format!("{text}\n"));
 }
+
+/// README.md's `digest --lines` example is what `mcpl digest` prints, the §17.2 remedy
+/// included (issue #21).
+#[test]
+fn readme_digest_lines_example_is_true() {
+    let o = run(
+        &["digest", "--lines", "-"],
+        Some("{}\n{\"featureSets\":{\"a b\":{}}}\n"),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        common::readme_output(
+            r#"printf '{}\n{"featureSets":{"a b":{}}}\n' | mcpl digest --lines -"#
+        )
+    );
+    assert!(o.stdout.contains("rename it"), "{}", o.stdout);
+}

@@ -94,3 +94,16 @@ fn no_uri_is_a_usage_error() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("URI"), "{}", o.stderr);
 }
+
+/// README.md's `uri` example is what `mcpl uri` prints, the refusal's remedy included
+/// (issue #21: the human text of a reason says what to write instead; the code stays first).
+#[test]
+fn readme_uri_example_is_true() {
+    let o = run(&["uri", "mcpl://Example.com:443/a?x=1", "mcpl:///evil"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        common::readme_output("mcpl uri mcpl://Example.com:443/a?x=1 mcpl:///evil")
+    );
+    assert!(o.stdout.contains("write the host after"), "{}", o.stdout);
+}

@@ -479,7 +479,7 @@ impl serde::Serialize for Grant {
 
 /// A capability-denied decision (§5.4, App. A `-32002`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("capability denied: {capability}")]
+#[error("capability denied: `{capability}` is not in the effective grant (§5.4); what needs it is refused until the server advertises it and the host's policy grants it")]
 pub struct Denied {
     /// The path that is not granted.
     pub capability: Capability,

@@ -532,7 +532,7 @@ pub enum HostError {
     /// connection is not set up (nothing was reviewed, nothing granted); for an
     /// `mcpl/manifest` answer it is reported as [`HostDiagnostic::ManifestFetchFailed`] and
     /// the manifest in force stands (§17.5).
-    #[error("the manifest's {count} feature sets exceed the limit of {limit}")]
+    #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostConfig::max_feature_sets if this server is trusted to declare that many")]
     TooManyFeatureSets {
         /// How many `featureSets` entries the manifest carries.
         count: usize,
@@ -571,22 +571,22 @@ pub enum HostError {
     ChannelNotPermitted(String),
     /// The streaming request was already answered: no chunk may follow its response (§11.4).
     #[error(
-        "the streamed request was already answered, so nothing more can be streamed on it (§11.4)"
+        "the streamed request was already answered, so nothing more can be streamed on it (§11.4); send every chunk before the stream handler returns its response"
     )]
     StreamEnded,
     /// Refused locally: this session already has an outgoing stream for the inference, open
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
-    #[error("an outgoing stream for inference {0:?} was already started on this connection")]
+    #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]
     StreamExists(String),
     /// Refused locally: this session already has a lifecycle turn for the inference, open or
     /// ended; a second would send a second `started` and a second terminal for the same
     /// `inferenceId` (§10.5).
-    #[error("a lifecycle turn for inference {0:?} was already started on this connection")]
+    #[error("a lifecycle turn for inference {0:?} was already started on this connection (§10.5); end it through the first HostSession::start_turn's turn, or give the new inference its own id")]
     TurnExists(String),
     /// Refused locally: this channel's `channels/outgoing/complete` was already sent for the
     /// inference, so nothing more may be streamed or completed on it (§14.3: one `complete`
     /// per `(inferenceId, channelId)`, carrying the channel's whole text).
-    #[error("channel {channel_id:?} was already completed for inference {inference_id:?}")]
+    #[error("channel {channel_id:?} was already completed for inference {inference_id:?}, and §14.3 allows one complete per channel carrying its whole text; send all of it in that one complete")]
     ChannelCompleted {
         /// The inference.
         inference_id: String,

@@ -415,20 +415,20 @@ pub enum Form {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// `params` is neither an object nor absent/`null`.
-    #[error("featureSets/update params must be an object")]
+    #[error("featureSets/update params must be an object: the sender must send {{effectiveCapabilities, enabled?, disabled?}} (§5.3)")]
     ParamsNotObject,
     /// A list member is not an array of strings.
-    #[error("featureSets/update `{field}` must be an array of strings")]
+    #[error("featureSets/update `{field}` must be an array of strings: the sender must list capability paths or feature-set names as strings (§5.3)")]
     NotStringArray {
         /// The offending member.
         field: &'static str,
     },
     /// An `effectiveCapabilities` entry is not a well-formed path or pattern.
-    #[error("featureSets/update effectiveCapabilities: {0}")]
+    #[error("featureSets/update effectiveCapabilities: {0}; the sender must fix the entry")]
     Pattern(#[from] PatternError),
     /// A path is both granted and denied (§5.4: fail closed, reject as malformed).
     #[error(
-        "featureSets/update: {path:?} appears in both effectiveCapabilities and deniedCapabilities"
+        "featureSets/update: {path:?} appears in both effectiveCapabilities and deniedCapabilities, so the update is malformed (§5.4); the sender must list it in one of them only"
     )]
     GrantedAndDenied {
         /// The conflicting path (or entry).
@@ -436,7 +436,7 @@ pub enum PolicyError {
     },
     /// A list has more entries than [`MAX_POLICY_LIST_ENTRIES`] (for `disabled` on a
     /// Notification: the accumulated list would).
-    #[error("featureSets/update {field}: {count} entries exceed the limit of {limit}")]
+    #[error("featureSets/update {field}: {count} entries exceed the limit of {limit}; the sender must send fewer (a `prefix.*` pattern names many at once)")]
     TooManyEntries {
         /// The list.
         field: &'static str,
@@ -1238,21 +1238,25 @@ pub fn method_direction(method: &str) -> Option<Direction> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InjectionDenied {
     /// The entry is not an object or has no string `position`.
-    #[error("injection has no position")]
+    #[error(
+        "injection has no position: give each contextInjections entry a string `position` (§10.4)"
+    )]
     MissingPosition,
     /// A position outside App. B.4: denied (no leaf can authorise it).
-    #[error("unknown injection position {0:?}")]
+    #[error(
+        "unknown injection position {0:?}: use one of the App. B.4 positions (e.g. beforeUser)"
+    )]
     UnknownPosition(String),
     /// The position's inject leaf is not granted.
     #[error(transparent)]
     Denied(#[from] Denied),
     /// A required member is missing or mistyped (§10.4: `namespace` a string, `content` a
     /// string or content blocks, `metadata` an object).
-    #[error("malformed injection: {0}")]
+    #[error("malformed injection: {0}; §10.4 wants a string `namespace`, `content` as a string or content blocks, and `metadata` an object")]
     Malformed(String),
     /// The response names no `featureSet`, an undeclared one, or one not available now
     /// (§6.5, §6.6); `code` is `missing`, `unknown_feature_set` or `feature_set_not_enabled`.
-    #[error("feature set {feature_set:?}: {code}")]
+    #[error("feature set {feature_set:?}: {code}: name a declared feature set that is available on this connection in the answer's `featureSet` (§6.5, §6.6)")]
     FeatureSet {
         /// The claimed set, if any.
         feature_set: Option<String>,
@@ -1261,7 +1265,7 @@ pub enum InjectionDenied {
     },
     /// The claimed set's `uses` does not declare the position's inject leaf: the host rejects
     /// that use (§6.4 rule 2, a declaration mismatch).
-    #[error("feature set {feature_set:?} does not declare {}", capability.as_str())]
+    #[error("feature set {feature_set:?} does not declare {} in its uses, so the host rejects this use (§6.4 rule 2); add it to the set's uses", capability.as_str())]
     Undeclared {
         /// The claimed set.
         feature_set: String,

@@ -106,20 +106,20 @@ const AMBIENT: &str = "chat:ambient";
 #[non_exhaustive]
 pub enum TagError {
     /// A `tags` member is not a string.
-    #[error("tag is not a string")]
+    #[error("a tag is not a string: every `tags` entry is a `namespace:value` string (§16.1)")]
     NotAString,
     /// The `tags` field is present but not an array.
-    #[error("tags is not an array")]
+    #[error("tags is not an array: send `tags` as an array of `namespace:value` strings (§16.1)")]
     NotAnArray,
     /// The tag has no `namespace:` prefix (a bare `"mention"` is not a tag).
-    #[error("tag {0:?} is not namespaced")]
+    #[error("tag {0:?} is not namespaced: write it as `namespace:value`, e.g. `discord:mention` (§16.1)")]
     NotNamespaced(String),
     /// The namespace or the value after `:` is empty, a facet key or value is empty, or the
     /// facet has more than one `=`.
-    #[error("tag {0:?} has an empty namespace, key or value")]
+    #[error("tag {0:?} has an empty namespace, key or value: write `namespace:value` or `namespace:key=value`, each part non-empty and one `=` at most (§16.1)")]
     EmptyPart(String),
     /// The tag contains a character outside the tag alphabet (ASCII only).
-    #[error("tag {tag:?} contains invalid character {character:?}")]
+    #[error("tag {tag:?} contains invalid character {character:?}: use ASCII letters, digits and . _ - (plus : and = after the namespace, §16.1)")]
     InvalidCharacter {
         /// The tag as received.
         tag: String,
@@ -127,7 +127,7 @@ pub enum TagError {
         character: char,
     },
     /// A producer used the spec-reserved `mcpl:` namespace, or a `chat:` tag outside §16.2.
-    #[error("tag {0:?} is in a reserved namespace but not defined by the spec")]
+    #[error("tag {0:?} is in a reserved namespace but not defined by the spec: `mcpl:` is reserved and `chat:` holds only the §16.2 tags; use your own namespace")]
     Reserved(String),
 }
 
@@ -410,16 +410,16 @@ pub struct AdmittedEvent<'a> {
 #[non_exhaustive]
 pub enum RuleError {
     /// A tag pattern is empty or contains a character outside the tag alphabet plus `*`.
-    #[error("invalid tag pattern {0:?}")]
+    #[error("invalid tag pattern {0:?}: a pattern is a non-empty tag with `*` globs, in ASCII letters, digits and . _ - : = * (§16.7)")]
     InvalidPattern(String),
     /// A tag pattern has neither `:` nor `*`, so it can never match a tag.
-    #[error("tag pattern {0:?} is not namespaced and can never match")]
+    #[error("tag pattern {0:?} is not namespaced and can never match: write `namespace:value` or use `*`, e.g. `chat:*` (§16.1, §16.7)")]
     UnnamespacedPattern(String),
     /// A `source` or `channel` pattern is empty.
-    #[error("empty {0} pattern")]
+    #[error("empty {0} pattern: give a server or channel id, with `*` globs if wanted, or leave the matcher out (§16.7)")]
     EmptyIdPattern(&'static str),
     /// The rule JSON does not have the rule shape (unknown member, wrong type, no behavior).
-    #[error("malformed rule: {0}")]
+    #[error("malformed rule: {0}; a rule is an object of tagsAny / tagsAll / tagsNone / source / channel matchers and a `behavior` (§16.7)")]
     Malformed(String),
 }
 
@@ -1045,10 +1045,10 @@ impl TagOntology {
 #[non_exhaustive]
 pub enum OntologyError {
     /// The feature-set declaration is not a JSON object.
-    #[error("feature-set declaration is not an object")]
+    #[error("feature-set declaration is not an object: declare each feature set as a JSON object (§6.1)")]
     DeclarationNotObject,
     /// `tagOntology` is not a JSON object.
-    #[error("tagOntology is not an object")]
+    #[error("tagOntology is not an object: give it as a JSON object of coreTags, tags, keyed, suggestedTreatment and open (§16.4)")]
     NotObject,
 }
 
@@ -1174,10 +1174,10 @@ pub struct OntologyAcceptance {
 #[non_exhaustive]
 pub enum AcceptanceError {
     /// The acceptance is for another server or feature set.
-    #[error("acceptance is for another server or feature set")]
+    #[error("the acceptance is for another server or feature set: accept this server's set's ontology itself (§16.5)")]
     OtherFeatureSet,
     /// The ontology changed since it was accepted (§17.5: acceptance does not carry over).
-    #[error("ontology changed since acceptance")]
+    #[error("the ontology changed since it was accepted, so the acceptance no longer applies (§17.5); review the new ontology and accept it again")]
     DigestChanged,
 }
 

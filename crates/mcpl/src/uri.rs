@@ -51,14 +51,14 @@ use url::Url;
 #[non_exhaustive]
 pub enum RejectReason {
     /// The scheme is not `mcpl:`, `ws:` or `wss:` (RFC-004 §2, §2.2, §11).
-    #[error("unsupported scheme {scheme:?}: expected mcpl://, wss:// or ws://")]
+    #[error("unsupported scheme {scheme:?}: write the endpoint as mcpl://, wss:// or ws:// (RFC-004 §2; there is no mcpls://)")]
     UnsupportedScheme {
         /// The scheme as written (empty when the input has none).
         scheme: String,
     },
     /// The input contains a control character, space or backslash that a URL parser would
     /// silently strip or reinterpret.
-    #[error("invalid character {character:?} at byte {index}")]
+    #[error("invalid character {character:?} at byte {index}: a URL parser would strip or reinterpret it; remove it or percent-encode it")]
     InvalidCharacter {
         /// The offending character.
         character: char,
@@ -66,38 +66,40 @@ pub enum RejectReason {
         index: usize,
     },
     /// The scheme is not followed by `//` and an authority (RFC-004 §2 grammar).
-    #[error("missing authority: the scheme must be followed by \"//\" and a host")]
+    #[error("missing authority: the scheme must be followed by \"//\" and a host, as in mcpl://host/path (RFC-004 §2)")]
     MissingAuthority,
     /// The input carries a fragment (`#…`), which has no defined meaning (RFC-004 §2.1).
-    #[error("fragment (#…) is not allowed")]
+    #[error("fragment (#…) is not allowed: it has no defined meaning; remove it (RFC-004 §2.1)")]
     Fragment,
     /// The authority carries userinfo (`user:pass@`), a syntax rule of RFC-004 §2.1.
-    #[error("userinfo (…@) is not allowed in the authority")]
+    #[error("userinfo (…@) is not allowed in the authority: remove it and attach credentials out of band (RFC-004 §2.1, §4)")]
     Userinfo,
     /// The authority is empty (`mcpl:///x`), which a parser would silently retarget to host
     /// `x` (RFC-004 §2.1).
-    #[error("empty authority: the URI names no host")]
+    #[error("empty authority: the URI names no host, and a parser would dial its first path segment instead; write the host after \"//\" (RFC-004 §2.1)")]
     EmptyAuthority,
     /// The port is not a decimal number in 0..=65535 (RFC-004 §8 vector 20).
-    #[error("invalid port {port:?}")]
+    #[error(
+        "invalid port {port:?}: give a decimal port in 0..=65535, or none for 443 (RFC-004 §2)"
+    )]
     InvalidPort {
         /// The port as written.
         port: String,
     },
     /// A path segment is `.` or `..`, literally or percent-encoded (RFC-004 §3.2).
-    #[error("dot segment {segment:?} in path")]
+    #[error("dot segment {segment:?} in path: `.` and `..` (also %2e-encoded) would be collapsed and retarget the URI; write the path without them (RFC-004 §3.2)")]
     DotSegment {
         /// The segment as written.
         segment: String,
     },
     /// The host is not a valid WHATWG host (forbidden code point, bad IP literal, IDNA failure).
-    #[error("invalid host: {detail}")]
+    #[error("invalid host: {detail}; give a DNS name or an IP literal (IPv6 in brackets)")]
     InvalidHost {
         /// The parser's explanation.
         detail: String,
     },
     /// Any other refusal of the WHATWG parser.
-    #[error("invalid URI: {detail}")]
+    #[error("invalid URI: {detail}; write it as mcpl://host[:port]/path[?query] (RFC-004 §2)")]
     InvalidUri {
         /// The parser's explanation.
         detail: String,

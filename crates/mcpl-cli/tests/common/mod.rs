@@ -63,3 +63,19 @@ pub fn ids_with(doc: &serde_json::Value, status: &str) -> std::collections::BTre
         .map(|c| c["id"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// The output README.md shows under `$ COMMAND` in a `console` block: the lines after it up
+/// to the next `$ ` line or the block's end, each ending in `\n`. Panics if the README has
+/// no such command, so a test that pins a README example fails when the example moves.
+pub fn readme_output(command: &str) -> String {
+    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+    let mut lines = readme.lines();
+    let prompt = format!("$ {command}");
+    assert!(lines.any(|l| l == prompt), "README.md shows no `{prompt}`");
+    let mut out = String::new();
+    for l in lines.take_while(|l| !l.starts_with("$ ") && !l.starts_with("```")) {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}

@@ -306,7 +306,7 @@ pub enum Message {
 
 /// Why a JSON value is not a valid JSON-RPC 2.0 message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("invalid JSON-RPC message: {reason}")]
+#[error("invalid JSON-RPC message: {reason}; the sender must send a JSON-RPC 2.0 object (\"jsonrpc\": \"2.0\" with a method, or an id with a result or an error)")]
 pub struct InvalidMessage {
     /// The id, when one could be read, so the receiver can answer `-32600`.
     pub id: Option<RequestId>,
@@ -612,7 +612,7 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ParseError {
     /// The text is not JSON (answered `-32700` where an answer is possible).
-    #[error("not JSON: {0}")]
+    #[error("not JSON: {0}; the sender must send one JSON value per message (one line on stdio and TCP)")]
     Json(String),
     /// JSON, but not a JSON-RPC 2.0 message (answered `-32600` when it carries an id).
     #[error(transparent)]

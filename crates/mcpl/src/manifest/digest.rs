@@ -29,9 +29,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestError {
     /// An identifier position held an empty string or a character outside `[A-Za-z0-9._:*-]`.
-    #[error(
-        "identifier_charset: {value:?} at {path} is not a non-empty [A-Za-z0-9._:*-] identifier"
-    )]
+    #[error("identifier_charset: {value:?} at {path} is not a non-empty [A-Za-z0-9._:*-] identifier; rename it with letters, digits and . _ : * - only (§17.2)")]
     IdentifierCharset {
         /// Dotted path of the offending position (`featureSets.demo.uses[2]`, `channels.#key`).
         path: String,
@@ -39,7 +37,7 @@ pub enum DigestError {
         value: String,
     },
     /// The manifest was not a JSON object.
-    #[error("manifest_not_object: the manifest is a JSON {found}, not an object")]
+    #[error("manifest_not_object: the manifest is a JSON {found}, not an object; pass the experimental.mcpl object itself (§5.1, §17.2)")]
     ManifestNotObject {
         /// The JSON type that was found instead (`array`, `string`, …).
         found: &'static str,

@@ -730,10 +730,10 @@ impl ChangeOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReviewError {
     /// A host policy pattern is malformed (the host's own configuration is wrong).
-    #[error("the host policy is malformed: {0}")]
+    #[error("the host policy is malformed: {0}; fix the pattern in HostConfig.policy (an exact capability path, or `prefix.*`, §5.4)")]
     Policy(#[from] PatternError),
     /// The named feature set carries no `tagOntology` the digest accepts.
-    #[error("no_ontology: feature set {0:?} declares no acceptable tagOntology")]
+    #[error("no_ontology: feature set {0:?} has no tagOntology to accept (the set declares none, or no manifest is in force, §16.5); name a set whose declaration carries one (HostSession::manifest shows them)")]
     NoOntology(String),
 }
 

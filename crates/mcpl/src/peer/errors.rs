@@ -58,7 +58,7 @@ pub enum PeerError {
         limit: usize,
     },
     /// The params could not be serialised.
-    #[error("the params of {method} cannot be encoded as JSON: {reason}")]
+    #[error("the params of {method} cannot be encoded as JSON: {reason}; give params whose Serialize yields a JSON object (no non-string map keys)")]
     Encode {
         /// The method.
         method: String,
@@ -74,7 +74,7 @@ pub enum PeerError {
         reason: String,
     },
     /// The other side answered with a response that is not valid JSON-RPC.
-    #[error("the peer sent a response that is not valid JSON-RPC 2.0: {0}")]
+    #[error("the peer sent a response that is not valid JSON-RPC 2.0: {0}; the fault is the peer's: report it to its author (mcpl check names such defects)")]
     InvalidResponse(String),
 }
 

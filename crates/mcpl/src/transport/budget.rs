@@ -182,7 +182,7 @@ impl Drop for Hold {
 /// cannot cover the message being read: carried inside an [`io::Error`] (find it with
 /// [`over_budget`]).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("the process-wide budget of {limit} bytes for buffered partial messages is exhausted; a message was refused after {bytes} bytes")]
+#[error("the process-wide budget of {limit} bytes for buffered partial messages is exhausted; a message was refused after {bytes} bytes: raise the MessageBudget (ListenConfig::message_budget, PeerConfig::message_budget, mcpl serve --max-buffered-bytes) or send smaller messages")]
 pub struct OverBudget {
     /// Bytes of the refused message read so far.
     pub bytes: usize,

@@ -24,7 +24,7 @@ pub enum EndpointError {
         reason: RejectReason,
     },
     /// TCP connect failed.
-    #[error("cannot connect to {addr}: {source}")]
+    #[error("cannot connect to {addr}: {source}; check that a server listens there (host, port, firewall)")]
     Tcp {
         /// The address dialled.
         addr: String,

@@ -48,7 +48,7 @@ pub const WS_HARD_LIMIT: usize = 4 * DEFAULT_MAX_MESSAGE_SIZE;
 #[derive(Debug, thiserror::Error)]
 pub enum WsError {
     /// The URL is not a `ws://` or `wss://` URL.
-    #[error("invalid WebSocket URL {url:?}: {reason}")]
+    #[error("invalid WebSocket URL {url:?}: {reason}; give a ws://host:port/path or wss://… URL")]
     InvalidUrl {
         /// The URL given.
         url: String,
@@ -56,19 +56,19 @@ pub enum WsError {
         reason: String,
     },
     /// `wss://` was asked for without a rustls client configuration.
-    #[error("wss:// needs a rustls ClientConfig (no root certificates are bundled); pass one")]
+    #[error("wss:// needs a rustls ClientConfig (this function trusts no roots by itself); pass one, e.g. transport::endpoint::default_tls_config()")]
     TlsConfigRequired,
     /// The TLS handshake failed.
-    #[error("TLS handshake failed: {0}")]
+    #[error("TLS handshake failed: {0}; check that the server's certificate names the host and chains to a root the ClientConfig trusts")]
     Tls(io::Error),
     /// The WebSocket handshake failed (HTTP upgrade refused, bad response…).
-    #[error("WebSocket handshake failed: {0}")]
+    #[error("WebSocket handshake failed: {0}; check that the URL (host, port and path) serves WebSocket upgrades")]
     Handshake(String),
     /// Connecting or accepting failed.
     #[error(transparent)]
     Io(#[from] io::Error),
     /// The TLS and WebSocket handshakes of an accepted connection took longer than this.
-    #[error("handshake not completed within {0:?}")]
+    #[error("the TLS and WebSocket handshakes were not completed within {0:?}, so the connection was closed; for slow clients serve with transport::listen and a longer ListenConfig::handshake_timeout")]
     HandshakeTimeout(std::time::Duration),
 }
 
