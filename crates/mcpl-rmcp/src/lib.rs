@@ -47,30 +47,38 @@
 //! impl ServerHandler for Counter {}
 //!
 //! #[tokio::main]
-//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! async fn main() -> std::process::ExitCode {
 //!     // Diagnostics on stderr (stdout is the transport): warn and up, or what RUST_LOG says.
 //!     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
 //!     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
 //!     let counter = Counter::default();
 //!     let count = counter.counter.clone();
-//!     mcpl_rmcp::builder(counter)
+//!     let built = mcpl_rmcp::builder(counter)
 //!         .feature_set("counter", "Counter events", &[Capability::PushEvents, Capability::InjectSystem])
 //!         .on_before_inference("counter", move |_grant, _turn| {
 //!             let text = format!("The counter is at {}.", count.lock().unwrap());
 //!             let injection = ContextInjection::new("counter", Position::System, text);
 //!             async move { Ok(BeforeInferenceResult::with_injections([injection])) }
 //!         })
-//!         .build()?
-//!         .serve(mcpl::transport::stdio::stdio())
-//!         .await;
-//!     Ok(())
+//!         .build();
+//!     match built {
+//!         Ok(server) => {
+//!             server.serve(mcpl::transport::stdio::stdio()).await;
+//!             std::process::ExitCode::SUCCESS
+//!         }
+//!         // Errors print with Display (what happened and what to change) and exit 1.
+//!         Err(e) => {
+//!             eprintln!("error: {e}");
+//!             std::process::ExitCode::FAILURE
+//!         }
+//!     }
 //! }
 //! ```
 //!
-//! Against the same server on plain rmcp that is 22 lines added, 3 of which replace removed
-//! ones: the prelude import, the `Extension` parameter, the push, and `main` installing a
-//! diagnostics subscriber and building an MCPL server with a feature set and a hook instead of
-//! `Counter::default().serve(stdio())`.
+//! Against the same server on plain rmcp that is 32 lines added and 5 removed: the prelude
+//! import, the `Extension` parameter, the push, and `main` installing a diagnostics
+//! subscriber and building an MCPL server with a feature set and a hook instead of
+//! `Counter::default().serve(stdio())`, printing a build error with `Display` and exiting 1.
 //!
 //! A tool reaches the MCPL side of its connection through rmcp's `Extension` extractor: every
 //! request handed to rmcp carries the connection's [`Session`] in its extensions, so
