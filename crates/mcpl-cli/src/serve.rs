@@ -75,11 +75,42 @@ fn serve_config(max_buffered: usize) -> ServeConfig {
     }
 }
 
+/// What `mcpl serve` logs on stderr when `RUST_LOG` is unset or empty: `warn` and up, which
+/// is where the library reports the server author's mistakes (a refused send, a dropped
+/// injection, a failing handler …, `mcpl::server::DiagnosticKind::AuthorMistake`), once per
+/// connection per message. Two targets are left out: `mcpl::peer`, whose diagnostics are
+/// the *host's* defects, one per offending message (a junk flood would write one line per
+/// line), and `mcpl::listen`, whose lines the accept loops already print, rate-limited,
+/// through [`ListenConfig::report`].
+pub const DEFAULT_LOG: &str = "warn,mcpl::peer=off,mcpl::listen=off";
+
+/// Installs the stderr subscriber (stdout may be the stdio transport): `RUST_LOG` when set,
+/// else [`DEFAULT_LOG`]. A `RUST_LOG` that does not parse is reported and the default used.
+fn install_diagnostics() {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            emit_err(&format!(
+                "mcpl serve: RUST_LOG={spec:?} is not a tracing filter ({e}); using {DEFAULT_LOG:?}\n"
+            ));
+            EnvFilter::new(DEFAULT_LOG)
+        }),
+        _ => EnvFilter::new(DEFAULT_LOG),
+    };
+    // `try_init`: a subscriber already installed (none is, in the binary) is kept.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
 /// Runs `mcpl serve`. Stdio serves one connection and exits 0 when it ends; the listeners
 /// run until interrupted (exit 2 only if listening fails). Accept errors (e.g. running out
 /// of descriptors) are reported once per run and survived with a backoff; each connection's
 /// WebSocket upgrade and MCP `initialize` run in its own task under a timeout (10 s each).
+/// The library's warnings go to stderr under [`DEFAULT_LOG`] (or `RUST_LOG`).
 pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
+    install_diagnostics();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

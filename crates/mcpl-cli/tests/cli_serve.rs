@@ -217,3 +217,99 @@ fn stdio_writes_every_owed_response_after_stdin_closes() {
         .iter()
         .any(|a| a["id"] == 3 && a["result"] == json!({})));
 }
+
+/// Issue #21: `mcpl serve` installs a stderr subscriber, so the library's warnings about the
+/// server author's mistakes reach its user. The reference server's `channels/publish`
+/// handler answers an unknown channel with an error (`-32023`, §14.6); sent as a
+/// notification (§14.3 allows either form), that error has nowhere to go, which the session
+/// reports as the author's mistake (`handler_failed`) at `warn`. The line must appear with
+/// `RUST_LOG` unset (before, nothing was printed), together with the end-of-connection
+/// count, and the peer-level diagnostics (the host's defects, one per message) stay off.
+#[test]
+fn stdio_prints_the_author_mistake_warning_on_stderr() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    // A hang guard only: the line is awaited, never slept for.
+    const GUARD: Duration = Duration::from_secs(60);
+    let mut child = StdCommand::new(BIN)
+        .args(["serve", "--stdio"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |m: Value| {
+        stdin.write_all(format!("{m}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    // Reads stdout until the response with `id`, skipping the server's own requests.
+    let mut answer = |id: i64| loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == id && v.get("method").is_none() {
+            return v;
+        }
+    };
+    send(initialize());
+    answer(1);
+    send(
+        json!({"jsonrpc":"2.0","id":2,"method":"featureSets/update","params":{
+        "effectiveCapabilities":["channels.register","channels.publish","channels.incoming"]}}),
+    );
+    assert_eq!(answer(2)["result"]["accepted"], true);
+    send(json!({"jsonrpc":"2.0","method":"channels/publish",
+                "params":{"channelId":"nope","content":"hi"}}));
+
+    let mut lines = Vec::new();
+    let warning = loop {
+        let line = rx
+            .recv_timeout(GUARD)
+            .unwrap_or_else(|e| panic!("no handler_failed warning ({e}); stderr: {lines:#?}"));
+        lines.push(line.clone());
+        if line.contains("handler_failed") {
+            break line;
+        }
+    };
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(
+        warning.contains("the channels/publish handler returned an error (-32023"),
+        "{warning}"
+    );
+    assert!(warning.contains("handle it in the handler"), "{warning}");
+
+    drop(stdin);
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    assert_eq!(status.code(), Some(0), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("after 1 mistake(s)")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("mcpl::peer")),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("handler_failed"))
+            .count(),
+        1,
+        "{lines:#?}"
+    );
+}
