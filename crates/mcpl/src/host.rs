@@ -1458,11 +1458,7 @@ impl HostSession {
                 return Err(HostError::NotGranted(d.capability));
             }
         }
-        let is_mcpl = !matches!(
-            method,
-            "tools/call" | "tools/list" | "ping" | "initialize" | "notifications/initialized"
-        );
-        if is_mcpl {
+        if crate::protocol::is_mcpl_method(method) {
             if let Mode::McpOnly(r) = &st.mode {
                 return Err(HostError::McpOnly(r.clone()));
             }

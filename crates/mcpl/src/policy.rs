@@ -1167,21 +1167,17 @@ impl HostGrant {
 }
 
 /// Requirement of `context/beforeInference`: observe or any inject leaf (§10.1).
-pub const BEFORE_INFERENCE: Requirement = Requirement::AnyOf(&[
-    Capability::Observe,
-    Capability::InjectSystem,
-    Capability::InjectBeforeUser,
-    Capability::InjectAfterUser,
-]);
+pub const BEFORE_INFERENCE: Requirement =
+    <crate::protocol::hooks::BeforeInference as crate::protocol::Method>::REQUIREMENT;
 
 /// Requirement of streaming inference: `inferenceRequest` and `.streaming` (§11.4).
-pub const STREAMING_INFERENCE: Requirement = Requirement::AllOf(&[
-    Capability::InferenceRequest,
-    Capability::InferenceRequestStreaming,
-]);
+pub const STREAMING_INFERENCE: Requirement =
+    <crate::protocol::inference::InferenceChunk as crate::protocol::Method>::REQUIREMENT;
 
-/// The method → capability table (§5.4, §10, §11, §12, §14.1). `None` means the method is
-/// not known to this table (MCP methods other than `tools/call` are outside it).
+/// The method → capability table (§5.4, §10, §11, §12, §14.1): a lookup over the typed
+/// registry, each method's requirement written once in its [`crate::protocol::Method`] impl.
+/// `None` means the method is not typed (MCP methods other than the handshake pieces and
+/// `tools/call` are outside it).
 ///
 /// Readings where the spec is silent, each failing closed:
 /// - `inference/request` needs `.streaming` as well whenever `stream` is present and not
@@ -1190,39 +1186,7 @@ pub const STREAMING_INFERENCE: Requirement = Requirement::AllOf(&[
 /// - `state/rollback` acts on tool state (§8) and needs `tools`;
 /// - `featureSets/update`, `mcpl/manifest` and `mcpl/manifestChanged` are unprivileged.
 pub fn method_requirement(method: &str, params: Option<&Value>) -> Option<Requirement> {
-    use Capability as C;
-    Some(match method {
-        "push/event" => Requirement::One(C::PushEvents),
-        "inference/request" => {
-            let stream = params.and_then(|p| p.get("stream"));
-            match stream {
-                None | Some(Value::Null) | Some(Value::Bool(false)) => {
-                    Requirement::One(C::InferenceRequest)
-                }
-                Some(_) => STREAMING_INFERENCE,
-            }
-        }
-        "inference/chunk" => STREAMING_INFERENCE,
-        "model/info" => Requirement::One(C::ModelInfo),
-        "inference/lifecycle" => Requirement::One(C::InferenceLifecycle),
-        "tools/call" | "state/rollback" => Requirement::One(C::Tools),
-        "context/beforeInference" => BEFORE_INFERENCE,
-        "channels/register" | "channels/changed" | "channels/list" => {
-            Requirement::One(C::ChannelsRegister)
-        }
-        "channels/open" | "channels/close" => Requirement::One(C::ChannelsLifecycle),
-        "channels/publish" => Requirement::One(C::ChannelsPublish),
-        "channels/incoming" => Requirement::One(C::ChannelsIncoming),
-        "channels/outgoing/chunk" | "channels/outgoing/complete" => {
-            Requirement::One(C::ChannelsStreaming)
-        }
-        "channels/acknowledge" => Requirement::One(C::ChannelsAcknowledge),
-        "channels/typing" => Requirement::One(C::ChannelsTyping),
-        "featureSets/update" | "mcpl/manifest" | "mcpl/manifestChanged" => Requirement::None,
-        // The MCP handshake pieces MCPL rides on; `tools/list` only describes.
-        "initialize" | "notifications/initialized" | "ping" | "tools/list" => Requirement::None,
-        _ => return None,
-    })
+    crate::protocol::method_requirement(method, params)
 }
 
 pub use crate::protocol::Direction;

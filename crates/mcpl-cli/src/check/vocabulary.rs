@@ -1,7 +1,7 @@
 //! `rpc.methods-in-vocabulary`: every request or notification a server sends is counted,
-//! and the methods that are neither MCP (the 2025-06-18 revision the checker speaks) nor
-//! MCPL 0.5 (§4.1, the library's typed registry [`mcpl::protocol::METHOD_NAMES`]) are
-//! reported with their counts. Methods of the 0.4 era that 0.5.0 removed are named as such,
+//! and the methods that are neither MCP (the 2025-06-18 revision the checker speaks,
+//! [`mcpl::protocol::is_mcp_method`]) nor MCPL 0.5 (§4.1, the library's typed registry
+//! [`mcpl::protocol::METHOD_NAMES`]) are reported with their counts. Methods of the 0.4 era that 0.5.0 removed are named as such,
 //! and so are the state/branch methods implementations ship ahead of §8 (AUDIT-001 §4.3).
 //!
 //! Reading (the spec does not grade this): such a method is answered `-32601` by the strict
@@ -17,50 +17,14 @@ pub const MAX_FOREIGN_METHODS: usize = 32;
 /// A remembered method name is cut to this many characters (it is peer-chosen text).
 const MAX_NAME_CHARS: usize = 64;
 
-/// MCP methods (revision 2025-06-18) in either direction, requests and notifications.
-const MCP_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "sampling/createMessage",
-    "roots/list",
-    "elicitation/create",
-    "notifications/initialized",
-    "notifications/cancelled",
-    "notifications/progress",
-    "notifications/message",
-    "notifications/resources/updated",
-    "notifications/resources/list_changed",
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/roots/list_changed",
-];
-
-/// Methods of MCPL 0.4 that 0.5.0 removed, with the section that says so.
-const REMOVED_IN_0_5: &[(&str, &str)] = &[
-    ("context/afterInference", "§10.5"),
-    ("featureSets/changed", "§6.7"),
-    ("scope/elevate", "§7"),
-];
-
 /// Whether `method` is MCP or MCPL 0.5.
 pub fn in_vocabulary(method: &str) -> bool {
-    MCP_METHODS.contains(&method) || mcpl::protocol::is_known_method(method)
+    mcpl::protocol::is_mcp_method(method) || mcpl::protocol::is_known_method(method)
 }
 
 /// What a foreign method is known to be, if anything.
 fn era(method: &str) -> Option<String> {
-    if let Some((_, section)) = REMOVED_IN_0_5.iter().find(|(m, _)| *m == method) {
+    if let Some(section) = mcpl::protocol::removed_in(method) {
         return Some(format!("0.4-era, removed in 0.5.0, {section}"));
     }
     let state = matches!(method, "state/update" | "state/get") || method.starts_with("branches/");

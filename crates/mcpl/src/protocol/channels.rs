@@ -490,59 +490,70 @@ pub struct TypingParams {
 
 method!(
     /// `channels/register` (§14.3): Server → Host Request; requires `channels.register`.
-    ChannelsRegister, "channels/register", Request, ServerToHost, RegisterParams,
-    ItemizedResult
+    ChannelsRegister, "channels/register", Mcpl, Request, ServerToHost, RegisterParams,
+    ItemizedResult,
+    requires: One(ChannelsRegister)
 );
 method!(
     /// `channels/changed` (§14.3, §14.5): Server → Host, Notification or Request; requires
     /// `channels.register`.
-    ChannelsChanged, "channels/changed", Either, ServerToHost, ChangedParams, ItemizedResult
+    ChannelsChanged, "channels/changed", Mcpl, Either, ServerToHost, ChangedParams, ItemizedResult,
+    requires: One(ChannelsRegister)
 );
 method!(
     /// `channels/list` (§14.3): Request in either direction; requires `channels.register`.
-    ChannelsList, "channels/list", Request, Either, EmptyObject, ListResult
+    ChannelsList, "channels/list", Mcpl, Request, Either, EmptyObject, ListResult,
+    requires: One(ChannelsRegister)
 );
 method!(
     /// `channels/open` (§14.3): Host → Server Request; requires `channels.lifecycle`.
-    ChannelsOpen, "channels/open", Request, HostToServer, OpenParams, OpenResult
+    ChannelsOpen, "channels/open", Mcpl, Request, HostToServer, OpenParams, OpenResult,
+    requires: One(ChannelsLifecycle)
 );
 method!(
     /// `channels/close` (§14.3): Host → Server Request; requires `channels.lifecycle`.
-    ChannelsClose, "channels/close", Request, HostToServer, CloseParams, CloseResult
+    ChannelsClose, "channels/close", Mcpl, Request, HostToServer, CloseParams, CloseResult,
+    requires: One(ChannelsLifecycle)
 );
 method!(
     /// `channels/outgoing/chunk` (§14.3): Host → Server Notification; requires
     /// `channels.streaming`.
-    ChannelsOutgoingChunk, "channels/outgoing/chunk", Notification, HostToServer,
-    OutgoingChunkParams, ()
+    ChannelsOutgoingChunk, "channels/outgoing/chunk", Mcpl, Notification, HostToServer,
+    OutgoingChunkParams, (),
+    requires: One(ChannelsStreaming)
 );
 method!(
     /// `channels/outgoing/complete` (§14.3): Host → Server Notification; requires
     /// `channels.streaming`.
-    ChannelsOutgoingComplete, "channels/outgoing/complete", Notification, HostToServer,
-    OutgoingCompleteParams, ()
+    ChannelsOutgoingComplete, "channels/outgoing/complete", Mcpl, Notification, HostToServer,
+    OutgoingCompleteParams, (),
+    requires: One(ChannelsStreaming)
 );
 method!(
     /// `channels/publish` (§14.3): Host → Server, Notification or Request; requires
     /// `channels.publish`.
-    ChannelsPublish, "channels/publish", Either, HostToServer, PublishParams, PublishResult
+    ChannelsPublish, "channels/publish", Mcpl, Either, HostToServer, PublishParams, PublishResult,
+    requires: One(ChannelsPublish)
 );
 method!(
     /// `channels/incoming` (§14.3): Server → Host Request; requires `channels.incoming`.
-    ChannelsIncoming, "channels/incoming", Request, ServerToHost, IncomingParams,
-    IncomingResult
+    ChannelsIncoming, "channels/incoming", Mcpl, Request, ServerToHost, IncomingParams,
+    IncomingResult,
+    requires: One(ChannelsIncoming)
 );
 method!(
     /// `channels/acknowledge` (§14.1): requires `channels.acknowledge`. Direction and form are
     /// not given by SPEC.md; the reading is Host → Server, Notification or Request (a
     /// Request is answered with an empty object).
-    ChannelsAcknowledge, "channels/acknowledge", Either, HostToServer, AcknowledgeParams,
-    EmptyObject
+    ChannelsAcknowledge, "channels/acknowledge", Mcpl, Either, HostToServer, AcknowledgeParams,
+    EmptyObject,
+    requires: One(ChannelsAcknowledge)
 );
 method!(
     /// `channels/typing` (§14.1): requires `channels.typing`. Same reading as
     /// [`ChannelsAcknowledge`]: Host → Server, Notification or Request.
-    ChannelsTyping, "channels/typing", Either, HostToServer, TypingParams, EmptyObject
+    ChannelsTyping, "channels/typing", Mcpl, Either, HostToServer, TypingParams, EmptyObject,
+    requires: One(ChannelsTyping)
 );
 
 /// What makes a channel descriptor (§14.2) unusable, one sentence per defect; empty when it

@@ -100,7 +100,8 @@ pub struct Receipt {
 method!(
     /// `featureSets/update` (§6.7): Host → Server, Notification or Request; unprivileged
     /// (it is how the grant is delivered).
-    FeatureSetsUpdate, "featureSets/update", Either, HostToServer, UpdateParams, Receipt
+    FeatureSetsUpdate, "featureSets/update", Mcpl, Either, HostToServer, UpdateParams, Receipt,
+    requires: None
 );
 
 #[cfg(test)]

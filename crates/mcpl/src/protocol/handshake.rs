@@ -298,28 +298,33 @@ impl ToolsCallResult {
 
 method!(
     /// MCP `initialize`: Host → Server Request; unprivileged.
-    Initialize, "initialize", Request, HostToServer, InitializeParams, InitializeResult
+    Initialize, "initialize", Mcp, Request, HostToServer, InitializeParams, InitializeResult,
+    requires: None
 );
 
 method!(
     /// MCP `notifications/initialized`: Host → Server Notification; unprivileged.
-    Initialized, "notifications/initialized", Notification, HostToServer, EmptyObject, ()
+    Initialized, "notifications/initialized", Mcp, Notification, HostToServer, EmptyObject, (),
+    requires: None
 );
 
 method!(
     /// MCP `ping`: Request in either direction; unprivileged.
-    Ping, "ping", Request, Either, EmptyObject, EmptyObject
+    Ping, "ping", Mcp, Request, Either, EmptyObject, EmptyObject,
+    requires: None
 );
 
 method!(
     /// MCP `tools/list`: Host → Server Request. Listing only describes, so it needs no grant
-    /// (see `policy::method_requirement`); calling a tool needs `tools`.
-    ToolsList, "tools/list", Request, HostToServer, ToolsListParams, ToolsListResult
+    /// (its `REQUIREMENT` is none); calling a tool needs `tools`.
+    ToolsList, "tools/list", Mcp, Request, HostToServer, ToolsListParams, ToolsListResult,
+    requires: None
 );
 
 method!(
     /// MCP `tools/call` (§8.4): Host → Server Request; requires `tools`.
-    ToolsCall, "tools/call", Request, HostToServer, ToolsCallParams, ToolsCallResult
+    ToolsCall, "tools/call", Mcp, Request, HostToServer, ToolsCallParams, ToolsCallResult,
+    requires: One(Tools)
 );
 
 #[cfg(test)]

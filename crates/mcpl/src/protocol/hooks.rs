@@ -163,8 +163,9 @@ impl Position {
 method!(
     /// `context/beforeInference` (§10.1): Host → Server Request; sent to a server granted
     /// `observe` or any inject leaf (§10.1: injection without observation still gets the call).
-    BeforeInference, "context/beforeInference", Request, HostToServer, BeforeInferenceParams,
-    BeforeInferenceResult
+    BeforeInference, "context/beforeInference", Mcpl, Request, HostToServer, BeforeInferenceParams,
+    BeforeInferenceResult,
+    requires: AnyOf(&[Observe, InjectSystem, InjectBeforeUser, InjectAfterUser])
 );
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::content::Content;
 use super::Extra;
+use crate::capability::{Capability, Requirement};
 use crate::jsonrpc::RequestId;
 
 /// Token usage (§10.5 `usage`, §11.3 `usage`).
@@ -142,17 +143,35 @@ pub struct InferenceChunkParams {
     pub extra: Extra,
 }
 
+/// The requirement of one `inference/request` (§11.1, §11.4): `inferenceRequest`, and
+/// `inferenceRequest.streaming` as well whenever `stream` is present and not `false`/`null`
+/// (read fail-closed: a non-boolean `stream` is not trusted to mean "no").
+fn request_requirement(params: Option<&serde_json::Value>) -> Requirement {
+    match params.and_then(|p| p.get("stream")) {
+        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {
+            Requirement::One(Capability::InferenceRequest)
+        }
+        Some(_) => Requirement::AllOf(&[
+            Capability::InferenceRequest,
+            Capability::InferenceRequestStreaming,
+        ]),
+    }
+}
+
 method!(
     /// `inference/request` (§11.1): Server → Host Request; requires `inferenceRequest`, plus
     /// `inferenceRequest.streaming` when `stream: true`.
-    InferenceRequest, "inference/request", Request, ServerToHost, InferenceRequestParams,
-    InferenceResult
+    InferenceRequest, "inference/request", Mcpl, Request, ServerToHost, InferenceRequestParams,
+    InferenceResult,
+    requires: One(InferenceRequest),
+    refined_by: request_requirement
 );
 
 method!(
     /// `inference/chunk` (§11.4): Host → Server Notification. Chunks exist only for a
     /// streaming request, so the reading here is that they require both streaming leaves.
-    InferenceChunk, "inference/chunk", Notification, HostToServer, InferenceChunkParams, ()
+    InferenceChunk, "inference/chunk", Mcpl, Notification, HostToServer, InferenceChunkParams, (),
+    requires: AllOf(&[InferenceRequest, InferenceRequestStreaming])
 );
 
 #[cfg(test)]

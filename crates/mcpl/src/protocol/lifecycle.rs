@@ -96,7 +96,8 @@ impl LifecycleParams {
 
 method!(
     /// `inference/lifecycle` (§10.5): Host → Server Notification; requires `inferenceLifecycle`.
-    InferenceLifecycle, "inference/lifecycle", Notification, HostToServer, LifecycleParams, ()
+    InferenceLifecycle, "inference/lifecycle", Mcpl, Notification, HostToServer, LifecycleParams, (),
+    requires: One(InferenceLifecycle)
 );
 
 #[cfg(test)]

@@ -364,13 +364,15 @@ impl ManifestChangedParams {
 method!(
     /// `mcpl/manifest` (§17.4): Host → Server Request returning the complete current manifest;
     /// unprivileged.
-    ManifestFetch, "mcpl/manifest", Request, HostToServer, EmptyObject, Manifest
+    ManifestFetch, "mcpl/manifest", Mcpl, Request, HostToServer, EmptyObject, Manifest,
+    requires: None
 );
 
 method!(
     /// `mcpl/manifestChanged` (§17.3): Server → Host Notification; deliberately ungated.
-    ManifestChanged, "mcpl/manifestChanged", Notification, ServerToHost,
-    ManifestChangedParams, ()
+    ManifestChanged, "mcpl/manifestChanged", Mcpl, Notification, ServerToHost,
+    ManifestChangedParams, (),
+    requires: None
 );
 
 #[cfg(test)]

@@ -23,21 +23,44 @@ use serde_json::{Map, Value};
 use crate::capability::Requirement;
 use crate::jsonrpc::{parse_params, ErrorObject};
 
-/// Defines a zero-sized method marker type and its [`Method`] impl in one line.
+/// Defines a zero-sized method marker type and its [`Method`] impl: wire name, family (MCP or
+/// MCPL), form, direction, params, result and the capability it requires. `requires:` is a
+/// [`Requirement`] written with the variant names of [`Requirement`] and
+/// [`Capability`](crate::capability::Capability) in scope; `refined_by:` names a
+/// `fn(Option<&Value>) -> Requirement` for a method whose params change it.
 macro_rules! method {
     (
         $(#[$meta:meta])*
-        $ty:ident, $name:literal, $kind:ident, $dir:ident, $params:ty, $result:ty
+        $ty:ident, $name:literal, $family:ident, $kind:ident, $dir:ident, $params:ty, $result:ty,
+        requires: $req:expr $(, refined_by: $refine:path)?
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
         pub struct $ty;
         impl $crate::protocol::Method for $ty {
             const NAME: &'static str = $name;
+            const FAMILY: $crate::protocol::Family = $crate::protocol::Family::$family;
             const KIND: $crate::protocol::Kind = $crate::protocol::Kind::$kind;
             const DIRECTION: $crate::protocol::Direction = $crate::protocol::Direction::$dir;
+            const REQUIREMENT: $crate::capability::Requirement = {
+                #[allow(unused_imports)]
+                use $crate::capability::{Capability::*, Requirement::*};
+                $req
+            };
             type Params = $params;
             type Result = $result;
+            $(
+                fn requirement_of_value(
+                    params: Option<&::serde_json::Value>,
+                ) -> $crate::capability::Requirement {
+                    $refine(params)
+                }
+
+                fn requirement(params: &Self::Params) -> $crate::capability::Requirement {
+                    let value = ::serde_json::to_value(params).ok();
+                    $refine(value.as_ref())
+                }
+            )?
         }
     };
 }
@@ -71,15 +94,30 @@ macro_rules! registry {
     ($($m:ty),* $(,)?) => {
         /// Every method name this crate types, MCP handshake pieces included. A name not in
         /// this list — including the removed `context/afterInference`, `featureSets/changed`
-        /// and `scope/elevate` — is an unknown method.
+        /// and `scope/elevate` ([`REMOVED_METHODS`]) — is an unknown method.
         pub const METHOD_NAMES: &[&str] = &[$(<$m as Method>::NAME),*];
 
-        /// Wire name, form and direction of every typed method, in [`METHOD_NAMES`] order.
+        /// Wire name, family, form and direction of every typed method, in [`METHOD_NAMES`]
+        /// order.
         pub const METHODS: &[MethodInfo] = &[$(MethodInfo {
             name: <$m as Method>::NAME,
+            family: <$m as Method>::FAMILY,
             kind: <$m as Method>::KIND,
             direction: <$m as Method>::DIRECTION,
         }),*];
+
+        /// The capability a message of the typed method `method` requires (§5.4, §14.1),
+        /// judged from its raw `params` by the method's own
+        /// [`Method::requirement_of_value`]; `None` for a method this crate does not type
+        /// (an MCP method outside [`METHOD_NAMES`], a removed one, an unknown one).
+        pub fn method_requirement(method: &str, params: Option<&Value>) -> Option<Requirement> {
+            $(
+                if method == <$m as Method>::NAME {
+                    return Some(<$m as Method>::requirement_of_value(params));
+                }
+            )*
+            None
+        }
 
         /// The capability a message requires, judged from its raw `params` (absent params
         /// read as `{}`). An unknown method is `-32601`; params that do not parse as the
@@ -128,11 +166,62 @@ registry!(
     manifest::ManifestChanged,
 );
 
-/// A method's wire name, form and direction (§4.1), for dispatch without the type.
+/// The MCP methods (revision 2025-06-18, requests and notifications in either direction)
+/// this crate does not type. With the typed ones of [`Family::Mcp`] they are MCP's whole
+/// vocabulary ([`is_mcp_method`]); a session answers them like any method it does not
+/// handle, and `mcpl check` does not count them as foreign.
+pub const UNTYPED_MCP_METHODS: &[&str] = &[
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "sampling/createMessage",
+    "roots/list",
+    "elicitation/create",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/message",
+    "notifications/resources/updated",
+    "notifications/resources/list_changed",
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/roots/list_changed",
+];
+
+/// The MCPL 0.4 surfaces 0.5.0 removed, each with the section that says so. They are not
+/// typed: a receiver answers them like any unknown method, and a server lets no custom
+/// handler or fallback take them.
+pub const REMOVED_METHODS: &[(&str, &str)] = &[
+    ("context/afterInference", "§10.5"),
+    ("featureSets/changed", "§6.7"),
+    ("scope/elevate", "§7"),
+];
+
+/// Which protocol a method belongs to: the MCP handshake pieces MCPL rides on, which run
+/// on an MCP-only connection too (§3.2), MCPL's own (§4.1), or an application's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// An MCP method (`initialize`, `ping`, `tools/call` …).
+    Mcp,
+    /// An MCPL method: it exists only on a connection that negotiated MCPL (§3.2).
+    Mcpl,
+    /// Neither: a method an application defines for itself (a [`Method`] impl outside this
+    /// crate). No typed method of this crate is one.
+    Extension,
+}
+
+/// A method's wire name, family, form and direction (§4.1), for dispatch without the type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MethodInfo {
     /// Wire name.
     pub name: &'static str,
+    /// MCP or MCPL.
+    pub family: Family,
     /// Request, Notification or either.
     pub kind: Kind,
     /// Who sends it.
@@ -147,6 +236,29 @@ pub fn method_info(name: &str) -> Option<MethodInfo> {
 /// Whether `name` is a method this crate types (see [`METHOD_NAMES`]).
 pub fn is_known_method(name: &str) -> bool {
     method_info(name).is_some()
+}
+
+/// Whether `name` is an MCP method: a typed one of [`Family::Mcp`] or one of
+/// [`UNTYPED_MCP_METHODS`].
+pub fn is_mcp_method(name: &str) -> bool {
+    method_info(name).map_or_else(
+        || UNTYPED_MCP_METHODS.contains(&name),
+        |m| m.family == Family::Mcp,
+    )
+}
+
+/// Whether `name` is a typed MCPL method ([`Family::Mcpl`]): one that does not exist on an
+/// MCP-only connection (§3.2).
+pub fn is_mcpl_method(name: &str) -> bool {
+    method_info(name).is_some_and(|m| m.family == Family::Mcpl)
+}
+
+/// The section that removed `name` from MCPL, if it is one of [`REMOVED_METHODS`].
+pub fn removed_in(name: &str) -> Option<&'static str> {
+    REMOVED_METHODS
+        .iter()
+        .find(|(m, _)| *m == name)
+        .map(|(_, section)| *section)
 }
 
 /// Serde helper for members whose `null` differs from their absence (`parent: null`, §8.3):
@@ -197,28 +309,40 @@ pub enum Direction {
     Either,
 }
 
-/// A typed JSON-RPC method: its wire name, form, direction, params, result and capability.
+/// A typed JSON-RPC method: its wire name, family, form, direction, params, result and
+/// capability — the one place these facts about a method are written.
 pub trait Method {
     /// The wire name, e.g. `"push/event"`.
     const NAME: &'static str;
+    /// MCP, MCPL, or (the default, for a method defined outside this crate) an extension.
+    const FAMILY: Family = Family::Extension;
     /// Request, Notification or either.
     const KIND: Kind;
     /// Who sends it.
     const DIRECTION: Direction;
+    /// The capability the server's grant must hold for a message of this method whose
+    /// params leave every optional member out (§5.4, §14.1). Every typed method of this
+    /// crate states its own; the default, none, is for an extension's method, which the
+    /// sessions do not gate (they gate the typed methods, by name).
+    const REQUIREMENT: Requirement = Requirement::None;
     /// The `params` type.
     type Params: Serialize + DeserializeOwned + Send + 'static;
     /// The `result` type (`()`-like for notifications).
     type Result: Serialize + DeserializeOwned + Send + 'static;
-    /// The capability the server's grant must hold for this message (§5.4, §14.1), judged
-    /// from the params where the requirement depends on them. The table itself lives in one
-    /// place, [`crate::policy::method_requirement`]; a method missing from it requires
-    /// nothing only if it is one of the MCP handshake pieces listed there.
+
+    /// The capability a message requires, judged from its raw `params` (which may not parse
+    /// as [`Self::Params`]): [`Self::REQUIREMENT`] unless the params change it, read
+    /// fail-closed (`inference/request` with a `stream` that is not `false`/`null`).
+    fn requirement_of_value(params: Option<&Value>) -> Requirement {
+        let _ = params;
+        Self::REQUIREMENT
+    }
+
+    /// The capability a message with these typed params requires; agrees with
+    /// [`Self::requirement_of_value`] on the params' wire form.
     fn requirement(params: &Self::Params) -> Requirement {
-        let value = serde_json::to_value(params).ok();
-        // Fail closed: a typed method the table does not know (impossible by the
-        // `every_typed_method_is_in_the_policy_table` test) would require every path.
-        crate::policy::method_requirement(Self::NAME, value.as_ref())
-            .unwrap_or(Requirement::AllOf(&crate::capability::Capability::ALL))
+        let _ = params;
+        Self::REQUIREMENT
     }
 }
 
@@ -367,13 +491,149 @@ mod tests {
         assert!(is_known_method("channels/acknowledge"));
     }
 
+    /// The whole §5.4/§14.1 method table, pinned: every typed method's requirement with no
+    /// params, its family, and nothing typed left out.
     #[test]
-    fn every_typed_method_is_in_the_policy_table() {
-        for name in METHOD_NAMES {
-            assert!(
-                crate::policy::method_requirement(name, None).is_some(),
-                "{name} has no entry in policy::method_requirement"
+    fn s5_4_every_typed_method_has_its_requirement_and_family() {
+        use Requirement as R;
+        let table: &[(&str, Family, Requirement)] = &[
+            ("initialize", Family::Mcp, R::None),
+            ("notifications/initialized", Family::Mcp, R::None),
+            ("ping", Family::Mcp, R::None),
+            ("tools/list", Family::Mcp, R::None),
+            ("tools/call", Family::Mcp, R::One(C::Tools)),
+            ("push/event", Family::Mcpl, R::One(C::PushEvents)),
+            (
+                "context/beforeInference",
+                Family::Mcpl,
+                R::AnyOf(&[
+                    C::Observe,
+                    C::InjectSystem,
+                    C::InjectBeforeUser,
+                    C::InjectAfterUser,
+                ]),
+            ),
+            (
+                "inference/lifecycle",
+                Family::Mcpl,
+                R::One(C::InferenceLifecycle),
+            ),
+            (
+                "inference/request",
+                Family::Mcpl,
+                R::One(C::InferenceRequest),
+            ),
+            (
+                "inference/chunk",
+                Family::Mcpl,
+                R::AllOf(&[C::InferenceRequest, C::InferenceRequestStreaming]),
+            ),
+            ("model/info", Family::Mcpl, R::One(C::ModelInfo)),
+            ("featureSets/update", Family::Mcpl, R::None),
+            ("state/rollback", Family::Mcpl, R::One(C::Tools)),
+            (
+                "channels/register",
+                Family::Mcpl,
+                R::One(C::ChannelsRegister),
+            ),
+            (
+                "channels/changed",
+                Family::Mcpl,
+                R::One(C::ChannelsRegister),
+            ),
+            ("channels/list", Family::Mcpl, R::One(C::ChannelsRegister)),
+            ("channels/open", Family::Mcpl, R::One(C::ChannelsLifecycle)),
+            ("channels/close", Family::Mcpl, R::One(C::ChannelsLifecycle)),
+            (
+                "channels/outgoing/chunk",
+                Family::Mcpl,
+                R::One(C::ChannelsStreaming),
+            ),
+            (
+                "channels/outgoing/complete",
+                Family::Mcpl,
+                R::One(C::ChannelsStreaming),
+            ),
+            ("channels/publish", Family::Mcpl, R::One(C::ChannelsPublish)),
+            (
+                "channels/incoming",
+                Family::Mcpl,
+                R::One(C::ChannelsIncoming),
+            ),
+            (
+                "channels/acknowledge",
+                Family::Mcpl,
+                R::One(C::ChannelsAcknowledge),
+            ),
+            ("channels/typing", Family::Mcpl, R::One(C::ChannelsTyping)),
+            ("mcpl/manifest", Family::Mcpl, R::None),
+            ("mcpl/manifestChanged", Family::Mcpl, R::None),
+        ];
+        assert_eq!(table.len(), METHOD_NAMES.len());
+        for (name, family, req) in table {
+            let info = method_info(name).unwrap();
+            assert_eq!(info.family, *family, "{name}");
+            assert_eq!(method_requirement(name, None), Some(*req), "{name}");
+            assert_eq!(
+                method_requirement(name, Some(&json!({}))),
+                Some(*req),
+                "{name}"
             );
         }
+        for unknown in ["resources/list", "scope/elevate", "x/y", ""] {
+            assert_eq!(method_requirement(unknown, None), None, "{unknown}");
+        }
+    }
+
+    /// §11.4 read fail-closed on the raw message: any `stream` but `false`/`null` asks for
+    /// streaming; the typed params (a boolean) agree.
+    #[test]
+    fn s11_4_streaming_reading_of_raw_and_typed_params() {
+        let streaming = R_STREAMING;
+        for (stream, want) in [
+            (json!(null), Requirement::One(C::InferenceRequest)),
+            (json!(false), Requirement::One(C::InferenceRequest)),
+            (json!(true), streaming),
+            (json!("yes"), streaming),
+            (json!(0), streaming),
+        ] {
+            let p = json!({"featureSet":"f","messages":[],"stream": stream});
+            assert_eq!(
+                method_requirement("inference/request", Some(&p)),
+                Some(want),
+                "{stream}"
+            );
+            if let Ok(typed) = serde_json::from_value::<inference::InferenceRequestParams>(p) {
+                assert_eq!(inference::InferenceRequest::requirement(&typed), want);
+            }
+        }
+    }
+
+    const R_STREAMING: Requirement =
+        Requirement::AllOf(&[C::InferenceRequest, C::InferenceRequestStreaming]);
+
+    /// MCP's vocabulary is the typed MCP methods and the untyped list, which overlap nowhere
+    /// and contain no MCPL method; removed methods are neither typed nor MCP.
+    #[test]
+    fn s3_2_mcp_vocabulary_is_one_list() {
+        for name in UNTYPED_MCP_METHODS {
+            assert!(!is_known_method(name), "{name} is typed");
+            assert!(is_mcp_method(name), "{name}");
+        }
+        for m in METHODS {
+            assert_eq!(is_mcp_method(m.name), m.family == Family::Mcp, "{}", m.name);
+            assert_eq!(
+                is_mcpl_method(m.name),
+                m.family == Family::Mcpl,
+                "{}",
+                m.name
+            );
+        }
+        for (name, section) in REMOVED_METHODS {
+            assert!(!is_known_method(name) && !is_mcp_method(name), "{name}");
+            assert_eq!(removed_in(name), Some(*section));
+        }
+        assert_eq!(removed_in("push/event"), None);
+        assert!(!is_mcp_method("push/event") && !is_mcp_method("x/y"));
     }
 }

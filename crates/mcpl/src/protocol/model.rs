@@ -27,5 +27,6 @@ pub struct ModelInfo {
 
 method!(
     /// `model/info` (§12.1): Server → Host Request; requires `modelInfo`.
-    ModelInfoRequest, "model/info", Request, ServerToHost, EmptyObject, ModelInfo
+    ModelInfoRequest, "model/info", Mcpl, Request, ServerToHost, EmptyObject, ModelInfo,
+    requires: One(ModelInfo)
 );

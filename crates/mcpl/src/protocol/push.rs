@@ -72,7 +72,8 @@ pub struct PushEventResult {
 
 method!(
     /// `push/event` (§9.1): Server → Host Request; requires `pushEvents`.
-    PushEvent, "push/event", Request, ServerToHost, PushEventParams, PushEventResult
+    PushEvent, "push/event", Mcpl, Request, ServerToHost, PushEventParams, PushEventResult,
+    requires: One(PushEvents)
 );
 
 /// `t` as an ISO 8601 / RFC 3339 UTC timestamp with whole seconds (`YYYY-MM-DDTHH:MM:SSZ`),

@@ -62,7 +62,8 @@ method!(
     /// `state/rollback` (§8.5): Host → Server Request. The spec names no capability for it;
     /// rollback undoes tool effects, so the reading here is that it requires `tools`
     /// (fail closed: a server without tools has nothing to roll back).
-    StateRollback, "state/rollback", Request, HostToServer, RollbackParams, RollbackResult
+    StateRollback, "state/rollback", Mcpl, Request, HostToServer, RollbackParams, RollbackResult,
+    requires: One(Tools)
 );
 
 #[cfg(test)]

@@ -48,28 +48,16 @@ pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
     conn.finish();
 }
 
-/// The surfaces removed from MCPL: answered `-32601`, never handed to a custom handler or an
-/// [`McpFallback`].
-pub(super) const REMOVED: &[&str] = &[
-    "context/afterInference",
-    "featureSets/changed",
-    "scope/elevate",
-];
+/// Whether `method` is a surface removed from MCPL ([`crate::protocol::REMOVED_METHODS`]):
+/// answered `-32601`, never handed to a custom handler or an [`McpFallback`].
+pub(super) fn is_removed(method: &str) -> bool {
+    crate::protocol::removed_in(method).is_some()
+}
 
 /// Whether `method` is MCPL's (or of the handshake MCPL rides on) or a removed surface: no
 /// custom handler may take it, no fallback gets it, and the plain MCP senders refuse it.
 pub(super) fn is_reserved(method: &str) -> bool {
-    method_info(method).is_some()
-        || policy::method_requirement(method, None).is_some()
-        || REMOVED.contains(&method)
-}
-
-/// Whether `method` is one of the MCP pieces handled regardless of MCPL.
-pub(super) fn is_mcp_method(method: &str) -> bool {
-    matches!(
-        method,
-        "initialize" | "notifications/initialized" | "ping" | "tools/list" | "tools/call"
-    )
+    method_info(method).is_some() || is_removed(method)
 }
 
 /// Decides whether an inbound MCPL method may run now: `Ok` or the error to answer.
@@ -86,7 +74,7 @@ pub(super) fn gate(conn: &Conn, method: &str, params: Option<&Value>) -> Result<
     if !st.mcpl {
         // MCP-only (§3.2): MCPL methods do not exist on this connection; the MCP methods
         // run ungated.
-        if is_mcp_method(method) {
+        if !crate::protocol::is_mcpl_method(method) {
             return Ok(());
         }
         return Err(ErrorObject::method_not_found(method));
@@ -199,7 +187,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
         // Not a protocol method: a custom one, the fallback's, or unknown (removed surfaces
         // included, which no fallback gets).
         let handler = h.custom.get(&method).cloned();
-        if handler.is_none() && !REMOVED.contains(&method.as_str()) {
+        if handler.is_none() && !is_removed(&method) {
             if let Some(f) = conn.fallback() {
                 return spawn_fallback(conn, req, f);
             }

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::dispatch::{gate, guarded, PANICKED, REMOVED};
+use super::dispatch::{gate, guarded, is_removed, PANICKED};
 use super::*;
 use crate::jsonrpc::Notification;
 use crate::policy::{self, Form};
@@ -55,7 +55,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
         _ => {}
     }
     if policy::method_requirement(method, None).is_none() {
-        if let Some(f) = fallback.filter(|_| !REMOVED.contains(&method)) {
+        if let Some(f) = fallback.filter(|_| !is_removed(method)) {
             return f.notification(method, n.params);
         }
         // Nothing received vanishes: MCP notifications this session does not act on
