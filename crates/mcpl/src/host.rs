@@ -85,8 +85,7 @@ use crate::manifest::review::{
     ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
 };
 use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError, RequestOptions};
-use crate::policy::{self, Fallback, HostGrant, Receipt};
-use crate::protocol::content::content_defect;
+use crate::policy::{self, Fallback, HostGrant, Receipt, SetRefusal};
 use crate::protocol::{Direction, Method};
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
 use crate::transport::Transport;
@@ -1944,9 +1943,15 @@ impl HostSession {
     /// judged under (see [`Self::admit`]).
     fn on_push(&self, params: Option<&Value>, judged: &Grant) -> Result<Value, ErrorObject> {
         const M: &str = "push/event";
+        // §9.2 (timestamp ISO 8601, payload.content ContentBlock[] of App. B.1, origin an
+        // object), by the rule `mcpl check` reports.
+        let defects = crate::protocol::push::push_event_defects(params);
+        if !defects.is_empty() {
+            return Err(self.bad(M, &defects.join("; ")));
+        }
         let p = params
             .and_then(Value::as_object)
-            .ok_or_else(|| self.bad(M, "params must be an object"))?;
+            .ok_or_else(|| self.bad(M, "params is not an object"))?;
         let s = |k: &str| p.get(k).and_then(Value::as_str);
         let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
         let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
@@ -1961,32 +1966,17 @@ impl HostSession {
                 .bad(M, &detail)
                 .with_data(json!({ "limit": id_limit, "length": event_id.len() })));
         }
-        let ts = s("timestamp").ok_or_else(|| self.bad(M, "timestamp is required"))?;
-        // §9.2: `timestamp` is ISO 8601; `payload.content` is ContentBlock[] (App. B.1);
-        // `origin`, when given, an object.
-        if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
-            return Err(self.bad(M, &format!("timestamp is not ISO 8601: {defect}")));
-        }
-        let content = p.get("payload").and_then(|x| x.get("content"));
-        if let Some(defect) = content_defect(content, "payload.content", false) {
-            return Err(self.bad(M, &defect));
-        }
-        if p.get("origin").is_some_and(|o| !o.is_object()) {
-            return Err(self.bad(M, "origin must be an object"));
-        }
         {
             let st = self.inner.state();
             let Some(review) = st.review.as_ref() else {
                 return Err(ErrorObject::unknown_feature_set(fs));
             };
-            policy::check_feature_set(&review.statuses_under(judged), fs)?;
-            if let Some(missing) = policy::declaration_mismatch(
-                review.declarations(),
-                fs,
-                Requirement::One(Capability::PushEvents),
-            ) {
+            let statuses = review.statuses_under(judged);
+            let required = Requirement::One(Capability::PushEvents);
+            if let Err(r) = policy::feature_set_gate(review.declarations(), &statuses, fs, required)
+            {
                 drop(st);
-                return Err(self.declaration_mismatch(M, fs, missing));
+                return Err(self.set_refused(M, fs, r));
             }
             if st.seen_events.contains(event_id) {
                 drop(st);
@@ -2035,49 +2025,38 @@ impl HostSession {
         judged: &Grant,
     ) -> Result<(), ErrorObject> {
         const M: &str = "inference/request";
-        // §11.2: `messages` is required.
-        if !params
-            .and_then(|p| p.get("messages"))
-            .is_some_and(Value::is_array)
-        {
-            return Err(self.bad(M, "messages must be an array"));
+        // §11.2, by the rule `mcpl check` reports.
+        let defects = crate::protocol::inference::request_defects(params);
+        if !defects.is_empty() {
+            return Err(self.bad(M, &defects.join("; ")));
         }
         let fs = params
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)
             .ok_or_else(|| self.bad(M, "featureSet is required"))?;
-        let mismatch = {
+        let gate = {
             let st = self.inner.state();
             let Some(r) = st.review.as_ref() else {
                 return Err(ErrorObject::unknown_feature_set(fs));
             };
-            policy::check_feature_set(&r.statuses_under(judged), fs)?;
             let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
-            policy::declaration_mismatch(r.declarations(), fs, req)
+            policy::feature_set_gate(r.declarations(), &r.statuses_under(judged), fs, req)
         };
-        match mismatch {
-            Some(missing) => Err(self.declaration_mismatch(M, fs, missing)),
-            None => Ok(()),
-        }
+        gate.map_err(|r| self.set_refused(M, fs, r))
     }
 
-    /// §6.4 rule 2: a use the exercising feature set did not declare is rejected, with a
-    /// declaration-mismatch diagnostic; the `-32002` names the capability exercised and the
-    /// set that failed to declare it.
-    fn declaration_mismatch(
-        &self,
-        method: &str,
-        feature_set: &str,
-        missing: CapabilitySet,
-    ) -> ErrorObject {
-        let paths = missing.sorted_paths();
-        let capability = paths.first().copied().unwrap_or("");
-        self.inner.diag(HostDiagnostic::DeclarationMismatch {
-            method: method.to_owned(),
-            feature_set: feature_set.to_owned(),
-            missing: paths,
-        });
-        ErrorObject::declaration_mismatch(capability, feature_set)
+    /// The error for a use [`policy::feature_set_gate`] refused (§6.6); §6.4 rule 2: a use
+    /// the exercising set did not declare is also a declaration-mismatch diagnostic, and its
+    /// `-32002` names the capability exercised and the set that failed to declare it.
+    fn set_refused(&self, method: &str, feature_set: &str, refusal: SetRefusal) -> ErrorObject {
+        if let SetRefusal::Undeclared(missing) = refusal {
+            self.inner.diag(HostDiagnostic::DeclarationMismatch {
+                method: method.to_owned(),
+                feature_set: feature_set.to_owned(),
+                missing: missing.sorted_paths(),
+            });
+        }
+        refusal.to_error(feature_set)
     }
 
     /// Whether the host's channel patterns permit `id`.
@@ -2279,9 +2258,11 @@ impl HostSession {
                     st.grant.allows(Capability::ChannelsIncoming),
                 )
             };
-            // §14.3 content: the string form or App. B.1 blocks, as the typed message reads it.
-            let malformed = content_defect(m.get("content"), "content", true);
-            let rejection = if mid.is_empty() || malformed.is_some() {
+            // §14.3, by the rule `mcpl check` reports (content: the string form or App. B.1
+            // blocks, as the typed message reads it).
+            let malformed =
+                !crate::protocol::channels::incoming_message_defects(m, "message").is_empty();
+            let rejection = if malformed {
                 Some(("invalid_message", codes::INVALID_PARAMS))
             } else if !registered {
                 Some(("unknown_channel", codes::UNKNOWN_CHANNEL))

@@ -363,18 +363,15 @@ fn derive_one(
 
 /// Host-side feature-set check of a server-initiated message's `featureSet` (§6.5, §6.6),
 /// run **after** the grant has authorised the method: it can only narrow. An undeclared
-/// name is `-32003`, an unavailable one `-32001` with `data: { featureSet }`.
+/// name is `-32003`, an unavailable one `-32001` with `data: { featureSet }`. The first two
+/// steps of [`feature_set_gate`], which also judges the declaration.
 pub fn check_feature_set(
     statuses: &BTreeMap<String, FeatureSetStatus>,
     name: &str,
 ) -> Result<(), ErrorObject> {
-    match statuses.get(name) {
-        None => Err(ErrorObject::unknown_feature_set(name)),
-        Some(FeatureSetStatus::Available) => Ok(()),
-        Some(FeatureSetStatus::Unavailable { .. }) => {
-            Err(ErrorObject::feature_set_not_enabled(name))
-        }
-    }
+    // The gate's first two steps: a use that requires nothing cannot mismatch.
+    feature_set_gate(&FeatureSets::default(), statuses, name, Requirement::None)
+        .map_err(|refusal| refusal.to_error(name))
 }
 
 /// The §6.4 declaration-mismatch diagnostic: the paths `required` names that the exercising
@@ -395,6 +392,72 @@ pub fn declaration_mismatch(
         _ => missing.is_empty(),
     };
     (!covered).then_some(missing)
+}
+
+/// Why a feature set cannot carry one use (§6.4 rule 2, §6.5, §6.6): the refusals of
+/// [`feature_set_gate`], in the order it judges them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetRefusal {
+    /// The set is not declared (`-32003`, §6.6).
+    Unknown,
+    /// Declared but unavailable now (`-32001`, §6.4, §6.6), and why.
+    Unavailable(UnavailableReason),
+    /// Available, but its `uses` does not declare what the use exercises: the host rejects
+    /// that use (§6.4 rule 2, a declaration mismatch, `-32002`); the paths missing.
+    Undeclared(CapabilitySet),
+}
+
+impl SetRefusal {
+    /// The code a diagnostic or an itemized refusal names: `unknown_feature_set`,
+    /// `feature_set_not_enabled` or `declaration_mismatch`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SetRefusal::Unknown => "unknown_feature_set",
+            SetRefusal::Unavailable(_) => "feature_set_not_enabled",
+            SetRefusal::Undeclared(_) => "declaration_mismatch",
+        }
+    }
+
+    /// The JSON-RPC error a host answers for a use of `feature_set` refused so (§6.6,
+    /// App. A): `-32003`, `-32001` with `data: { featureSet }`, or `-32002` naming the first
+    /// missing path and the set.
+    pub fn to_error(&self, feature_set: &str) -> ErrorObject {
+        match self {
+            SetRefusal::Unknown => ErrorObject::unknown_feature_set(feature_set),
+            SetRefusal::Unavailable(_) => ErrorObject::feature_set_not_enabled(feature_set),
+            SetRefusal::Undeclared(missing) => {
+                let paths = missing.sorted_paths();
+                let capability = paths.first().copied().unwrap_or("");
+                ErrorObject::declaration_mismatch(capability, feature_set)
+            }
+        }
+    }
+}
+
+/// The one feature-set gate (§6.4, §6.5, §6.6) for a message that names `feature_set` and
+/// exercises `required`, run **after** the grant authorised the method, so it can only
+/// narrow: the set must be declared (a key of `statuses`, the derivation of the declarations
+/// `decls` under the grant in force), available, and — §6.4 rule 2 — declare in its `uses`
+/// what the message exercises ([`declaration_mismatch`]). The host refuses on it (push
+/// events, inference requests, injections), the server declines to send on it, and
+/// `mcpl check`'s strict host answers by it.
+pub fn feature_set_gate(
+    decls: &FeatureSets,
+    statuses: &BTreeMap<String, FeatureSetStatus>,
+    feature_set: &str,
+    required: Requirement,
+) -> Result<(), SetRefusal> {
+    match statuses.get(feature_set) {
+        None => return Err(SetRefusal::Unknown),
+        Some(FeatureSetStatus::Unavailable { reason, .. }) => {
+            return Err(SetRefusal::Unavailable(*reason))
+        }
+        Some(FeatureSetStatus::Available) => {}
+    }
+    match declaration_mismatch(decls, feature_set, required) {
+        Some(missing) => Err(SetRefusal::Undeclared(missing)),
+        None => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1269,20 +1332,11 @@ pub fn judge_injection(
     injection: &Value,
 ) -> Result<Capability, InjectionDenied> {
     let c = authorize_injection(grant, injection)?;
-    if !injection.get("namespace").is_some_and(Value::is_string) {
-        return Err(InjectionDenied::Malformed(
-            "namespace missing or not a string".into(),
-        ));
-    }
-    // §10.3: a plain string or blocks of App. B.1's four shapes.
-    let content = injection.get("content");
-    if let Some(defect) = crate::protocol::content::content_defect(content, "content", true) {
-        return Err(InjectionDenied::Malformed(defect));
-    }
-    if injection.get("metadata").is_some_and(|m| !m.is_object()) {
-        return Err(InjectionDenied::Malformed(
-            "metadata is not an object".into(),
-        ));
+    // §10.4 (content: a plain string or blocks of App. B.1's four shapes, §10.3), by the
+    // rule `mcpl check` reports.
+    let defects = crate::protocol::hooks::injection_defects(injection, "injection");
+    if !defects.is_empty() {
+        return Err(InjectionDenied::Malformed(defects.join("; ")));
     }
     let Some(name) = feature_set else {
         return Err(InjectionDenied::FeatureSet {
@@ -1290,24 +1344,17 @@ pub fn judge_injection(
             code: "missing",
         });
     };
-    let refuse = |code| InjectionDenied::FeatureSet {
-        feature_set: Some(name.to_owned()),
-        code,
-    };
-    match statuses.get(name) {
-        None => return Err(refuse("unknown_feature_set")),
-        Some(FeatureSetStatus::Unavailable { .. }) => {
-            return Err(refuse("feature_set_not_enabled"))
-        }
-        Some(FeatureSetStatus::Available) => {}
-    }
-    if declaration_mismatch(decls, name, Requirement::One(c)).is_some() {
-        return Err(InjectionDenied::Undeclared {
+    match feature_set_gate(decls, statuses, name, Requirement::One(c)) {
+        Ok(()) => Ok(c),
+        Err(SetRefusal::Undeclared(_)) => Err(InjectionDenied::Undeclared {
             feature_set: name.to_owned(),
             capability: c,
-        });
+        }),
+        Err(refusal) => Err(InjectionDenied::FeatureSet {
+            feature_set: Some(name.to_owned()),
+            code: refusal.code(),
+        }),
     }
-    Ok(c)
 }
 
 /// Whether the host sends `context/beforeInference` to this server at all (§10.1: observe

@@ -759,6 +759,34 @@ async fn s11_inference_request_gated_and_minus_32601_without_handler() {
     );
 }
 
+/// §11.2 types every member: a request whose messages or optional members are mistyped is
+/// `-32602` by the one rule `mcpl check` reports (`inference.request-shape`). The host used
+/// to check only `messages` and `featureSet` and passed such a request to its inference
+/// handler (here: no handler, `-32601`).
+#[tokio::test]
+async fn s11_2_a_mistyped_inference_request_is_invalid_params() {
+    let (_s, _streams, server) = connected(&["inferenceRequest"], full_manifest()).await;
+    let mistyped = [
+        json!({ "featureSet": "assist", "messages": [{ "role": 1, "content": "x" }] }),
+        json!({ "featureSet": "assist", "messages": [{ "role": "user", "content": 5 }] }),
+        json!({ "featureSet": "assist", "messages": ["hi"] }),
+        json!({ "featureSet": "assist", "messages": [], "conversationId": 7 }),
+        json!({ "featureSet": "assist", "messages": [], "preferences": { "maxTokens": -1 } }),
+        json!({ "featureSet": "assist", "messages": [], "preferences": 3 }),
+    ];
+    for p in mistyped {
+        assert_eq!(
+            server.call("inference/request", p.clone()).await,
+            Err(-32602),
+            "{p}"
+        );
+    }
+    let fine = json!({ "featureSet": "assist", "conversationId": "c",
+        "messages": [{ "role": "user", "content": [{ "type": "text", "text": "x" }] }],
+        "preferences": { "maxTokens": 5, "temperature": 0.5, "model": "any" } });
+    assert_eq!(server.call("inference/request", fine).await, Err(-32601));
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);
@@ -1138,6 +1166,48 @@ async fn s14_5_register_itemized_and_incoming_validated_per_message() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(streams.events.try_recv().is_err());
+}
+
+/// §14.3, one rule with `mcpl check`'s `channels.incoming-shape`: a message without a
+/// string `channelId`, or with a mistyped `author` or `timestamp`, is `invalid_message`
+/// (the host used to take a missing `channelId` for an unknown channel and to admit the
+/// other two); bad tags do not refuse a message (§16.6).
+#[tokio::test]
+async fn s14_3_incoming_message_shape_is_one_rule() {
+    let (_s, mut streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "c1", "type": "k", "direction": "inbound" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], true);
+    let r = server
+        .call(
+            "channels/incoming",
+            json!({ "messages": [
+                { "messageId": "m1", "content": "hi" },
+                { "channelId": "c1", "messageId": "m2", "content": "hi", "author": "alice" },
+                { "channelId": "c1", "messageId": "m3", "content": "hi", "timestamp": 5 },
+                { "channelId": "c1", "messageId": "m4", "content": "hi", "tags": ["bare"] }
+            ]}),
+        )
+        .await
+        .unwrap();
+    let res = r["results"].as_array().unwrap();
+    for (i, mid) in ["m1", "m2", "m3"].into_iter().enumerate() {
+        assert_eq!(
+            res[i],
+            json!({ "messageId": mid, "accepted": false, "reason": "invalid_message", "code": -32602 })
+        );
+    }
+    assert_eq!(res[3], json!({ "messageId": "m4", "accepted": true }));
+    match streams.events.recv().await.unwrap() {
+        HostEvent::ChannelMessage { channel_id, .. } => assert_eq!(channel_id, "c1"),
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 #[tokio::test]

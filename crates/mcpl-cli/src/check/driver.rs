@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use mcpl::capability::{self, Capability, Grant, Requirement};
+use mcpl::capability::{self, Capability, CapabilitySet, Grant, Requirement};
 use mcpl::jsonrpc::{ErrorObject, RequestId};
-use mcpl::policy::{self, FeatureSets, HostGrant};
+use mcpl::policy::{self, FeatureSetStatus, FeatureSets, HostGrant};
 use serde_json::{json, Value};
 
 use super::conn::Conn;
@@ -93,9 +93,11 @@ struct Session {
     /// received its policy, so privileged messages from now on are not "before ready".
     receipt_seen: bool,
     grant: Grant,
-    declared: BTreeSet<String>,
-    available: BTreeSet<String>,
+    /// The declarations of this session's manifest, parsed once (§6.1).
     decls: FeatureSets,
+    /// The strict host's derivation of `decls` (§6.4) as it stands: under no grant until an
+    /// accepted receipt, then under the grant, with the sets its probes disable marked so.
+    statuses: BTreeMap<String, FeatureSetStatus>,
     /// Declaration mismatches seen (§6.4), as "set exercises paths".
     mismatches: Vec<String>,
     /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
@@ -274,9 +276,8 @@ impl Session {
             ready: false,
             receipt_seen: false,
             grant: Grant::default(),
-            declared: BTreeSet::new(),
-            available: BTreeSet::new(),
             decls: FeatureSets::default(),
+            statuses: BTreeMap::new(),
             mismatches: Vec::new(),
             tagged_uses: 0,
             registered: BTreeSet::new(),
@@ -465,17 +466,17 @@ impl Session {
         let Some((capabilities, mcpl)) = self.handshake() else {
             return;
         };
-        self.judge_manifest(&mcpl);
+        // The declarations, parsed once for the manifest checks and the session (§6.1).
+        let (sets, findings) = FeatureSets::from_mcpl(&mcpl);
+        self.judge_manifest(&mcpl, &sets, &findings);
         self.initial_manifest = Some(mcpl.clone());
 
         // §5.3: the initial policy Request, granting what is advertised except observe.
-        let (sets, _) = FeatureSets::from_mcpl(&mcpl);
         if let Err(e) = self.runner.scenario().check_enable(&sets) {
             self.fatal = Some(e);
             return;
         }
-        self.declared = sets.sets.keys().cloned().collect();
-        self.decls = sets.clone();
+        self.adopt_declarations(sets.clone());
         let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
         let host_grant = match HostGrant::compute(advertised, host_policy()) {
             Ok(g) => g,
@@ -577,14 +578,57 @@ impl Session {
         }
     }
 
-    pub(super) fn judge_manifest(&mut self, mcpl: &Value) {
+    /// Takes `sets` as this session's declarations (§6.1): none is available before an
+    /// accepted receipt (§5.3), which is the derivation under no grant.
+    pub(super) fn adopt_declarations(&mut self, sets: FeatureSets) {
+        self.statuses = policy::derive(&sets, &Grant::none(), &policy::Selection::default());
+        self.decls = sets;
+    }
+
+    /// Whether the strict host holds `name` declared (§6.1).
+    pub(super) fn declared(&self, name: &str) -> bool {
+        self.decls.sets.contains_key(name)
+    }
+
+    /// Whether the strict host holds `name` available now (§6.4).
+    pub(super) fn available(&self, name: &str) -> bool {
+        self.statuses
+            .get(name)
+            .is_some_and(FeatureSetStatus::is_available)
+    }
+
+    /// The sets available now, by name.
+    pub(super) fn available_sets(&self) -> BTreeSet<String> {
+        self.statuses
+            .iter()
+            .filter(|(_, st)| st.is_available())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Marks `name` disabled (§5.3): refused from now on, whatever the grant.
+    pub(super) fn disable(&mut self, name: &str) {
+        if let Some(st) = self.statuses.get_mut(name) {
+            *st = FeatureSetStatus::Unavailable {
+                reason: policy::UnavailableReason::Disabled,
+                missing: CapabilitySet::EMPTY,
+            };
+        }
+    }
+
+    pub(super) fn judge_manifest(
+        &mut self,
+        mcpl: &Value,
+        sets: &FeatureSets,
+        findings: &[capability::Finding],
+    ) {
         let (st, d) = inspect::version(mcpl);
         self.rec.record("initialize.version", st, d);
         let (st, d) = inspect::advertisement_shape(mcpl);
         self.rec.record("initialize.advertisement-shape", st, d);
-        let (st, d) = inspect::feature_sets_shape(mcpl);
+        let (st, d) = inspect::feature_sets_shape(mcpl, sets, findings);
         self.rec.record("manifest.feature-sets-shape", st, d);
-        let (st, d) = inspect::uses_valid(mcpl);
+        let (st, d) = inspect::uses_valid(sets, findings);
         self.rec.record("manifest.uses-valid", st, d);
         let (st, d) = inspect::identifier_charset(mcpl);
         self.rec.record("manifest.identifier-charset", st, d);

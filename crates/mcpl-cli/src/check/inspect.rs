@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mcpl::capability::{self, FindingKind, Grant};
+use mcpl::capability::{self, Finding, FindingKind, Grant};
 use mcpl::manifest::{self, ChangeDomain};
 use mcpl::policy::{FeatureSetStatus, FeatureSets, Receipt, ReceiptReport, UnavailableFeature};
 use serde_json::Value;
@@ -85,8 +85,7 @@ fn join_or_none(items: &[&str]) -> String {
 
 /// `manifest.feature-sets-shape` (§6.1, §6.2): `featureSets` absent, or an object whose
 /// members are objects with a string `description`. The 0.4 array form fails.
-pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
-    let (sets, findings) = FeatureSets::from_mcpl(mcpl);
+pub fn feature_sets_shape(mcpl: &Value, sets: &FeatureSets, findings: &[Finding]) -> Verdict {
     let described = |kind: FindingKind| kind == FindingKind::MissingDescription;
     let bad: Vec<String> = findings
         .iter()
@@ -115,8 +114,7 @@ pub fn feature_sets_shape(mcpl: &Value) -> Verdict {
 
 /// `manifest.uses-valid` (§6.2, §6.4): every declaration's `uses` is non-empty and names
 /// only vocabulary paths.
-pub fn uses_valid(mcpl: &Value) -> Verdict {
-    let (sets, findings) = FeatureSets::from_mcpl(mcpl);
+pub fn uses_valid(sets: &FeatureSets, findings: &[Finding]) -> Verdict {
     let bad: Vec<String> = findings
         .iter()
         .filter(|f| f.kind == FindingKind::InvalidUses)
@@ -305,22 +303,6 @@ pub fn sibling_channel_id(own: &str, taken: &BTreeSet<String>) -> Option<String>
         .find(|c| c != own && !taken.contains(c))
 }
 
-/// Every defect of a content array (§10.3): each block judged by the library's App. B.1
-/// rule ([`mcpl::protocol::content::block_defect`]), so the checker and the host agree.
-fn content_defects(content: Option<&Value>, at: &str, out: &mut Vec<String>) {
-    match content {
-        Some(Value::Array(blocks)) => {
-            for (i, b) in blocks.iter().enumerate() {
-                if let Some(d) = mcpl::protocol::content::block_defect(b) {
-                    out.push(format!("{at}[{i}] {d}"));
-                }
-            }
-        }
-        Some(_) => out.push(format!("{at} is not an array of content blocks")),
-        None => out.push(format!("{at} missing")),
-    }
-}
-
 /// §16.1: `tags` is an array of strings, each a tag a producer may emit (namespaced,
 /// well-formed, not inventing in the reserved `chat:` / `mcpl:` namespaces).
 fn tag_defects(tags: &Value, out: &mut Vec<String>) {
@@ -340,47 +322,22 @@ fn tag_defects(tags: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Defects of `push/event` params against §9.2's required fields.
+/// Defects of `push/event` params against §9.2: the host's own shape rule
+/// ([`mcpl::protocol::push::push_event_defects`]), and the §16.1 tags, which the host reads
+/// only after admission (§16.6) but a producer must still get right.
 pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(p) = params.and_then(Value::as_object) else {
-        out.push("params is not an object".into());
-        return out;
-    };
-    for field in ["featureSet", "eventId", "timestamp"] {
-        if !p.get(field).is_some_and(Value::is_string) {
-            out.push(format!("{field} missing or not a string"));
-        }
-    }
-    if let Some(ts) = p.get("timestamp").and_then(Value::as_str) {
-        if let Some(d) = mcpl::protocol::push::timestamp_defect(ts) {
-            out.push(format!("timestamp {ts:?} is not ISO 8601 (§9.2): {d}"));
-        }
-    }
-    if let Some(o) = p.get("origin") {
-        if !o.is_object() {
-            out.push("origin is not an object".into());
-        }
-    }
-    if let Some(t) = p.get("tags") {
+    let mut out = mcpl::protocol::push::push_event_defects(params);
+    if let Some(t) = params.and_then(|p| p.get("tags")) {
         tag_defects(t, &mut out);
-    }
-    match p.get("payload") {
-        Some(Value::Object(payload)) => {
-            content_defects(payload.get("content"), "payload.content", &mut out)
-        }
-        Some(_) => out.push("payload is not an object".into()),
-        None => out.push("payload missing".into()),
     }
     out
 }
 
-/// Defects of `channels/incoming` params against §14.3 and §16.1: `messages` an array of
-/// objects, each with a string `channelId` and `messageId` and `content` as content blocks;
-/// `author` (when present) an object, `timestamp` a string, `tags` namespaced. §14.3 gives
-/// the message by example only; the reading: `messageId` is what the host's per-message
-/// results name, `channelId` what it validates against, and content is ContentBlock[]
-/// everywhere in MCPL, so those three are required.
+/// Defects of `channels/incoming` params against §14.3 and §16.1: `messages` an array, each
+/// message by the host's own rule ([`mcpl::protocol::channels::incoming_message_defects`]:
+/// string `channelId`, non-empty string `messageId`, content a string or blocks, `author` an
+/// object and `timestamp` a string when present), and its `tags` namespaced (read by the
+/// host only after admission, §16.6, but a producer must still get them right).
 pub fn incoming_defects(params: Option<&Value>) -> Vec<String> {
     let mut out = Vec::new();
     let Some(msgs) = params
@@ -391,93 +348,23 @@ pub fn incoming_defects(params: Option<&Value>) -> Vec<String> {
         return out;
     };
     for (i, m) in msgs.iter().enumerate() {
-        let Some(o) = m.as_object() else {
-            out.push(format!("messages[{i}] is not an object"));
-            continue;
-        };
-        for field in ["channelId", "messageId"] {
-            if !o.get(field).is_some_and(Value::is_string) {
-                out.push(format!("messages[{i}].{field} missing or not a string"));
-            }
-        }
-        content_defects(
-            o.get("content"),
-            &format!("messages[{i}].content"),
-            &mut out,
-        );
-        if o.get("author").is_some_and(|a| !a.is_object()) {
-            out.push(format!("messages[{i}].author is not an object"));
-        }
-        if o.get("timestamp").is_some_and(|t| !t.is_string()) {
-            out.push(format!("messages[{i}].timestamp is not a string"));
-        }
-        if let Some(t) = o.get("tags") {
+        let at = format!("messages[{i}]");
+        out.extend(mcpl::protocol::channels::incoming_message_defects(m, &at));
+        if let Some(t) = m.get("tags") {
             let mut tags = Vec::new();
             tag_defects(t, &mut tags);
-            out.extend(tags.into_iter().map(|d| format!("messages[{i}]: {d}")));
+            out.extend(tags.into_iter().map(|d| format!("{at}: {d}")));
         }
     }
     out
 }
 
-/// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
-/// array of objects each with a string `role` and `content` that is a string or content
-/// blocks; the optional members typed as the table gives them (`stream` boolean,
-/// `conversationId` string, `preferences` an object whose `maxTokens` is a non-negative
-/// integer and `temperature` a number). Advisory `preferences` keys are not judged.
-pub fn inference_request_defects(params: Option<&Value>) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(p) = params.and_then(Value::as_object) else {
-        out.push("params is not an object".into());
-        return out;
-    };
-    if !p.get("featureSet").is_some_and(Value::is_string) {
-        out.push("featureSet missing or not a string".into());
-    }
-    match p.get("messages") {
-        Some(Value::Array(msgs)) => {
-            for (i, m) in msgs.iter().enumerate() {
-                let at = format!("messages[{i}]");
-                let Some(m) = m.as_object() else {
-                    out.push(format!("{at} is not an object"));
-                    continue;
-                };
-                if !m.get("role").is_some_and(Value::is_string) {
-                    out.push(format!("{at}.role missing or not a string"));
-                }
-                match m.get("content") {
-                    Some(Value::String(_)) => {}
-                    c => content_defects(c, &format!("{at}.content"), &mut out),
-                }
-            }
-        }
-        Some(_) => out.push("messages is not an array".into()),
-        None => out.push("messages missing".into()),
-    }
-    if p.get("stream").is_some_and(|v| !v.is_boolean()) {
-        out.push("stream is not a boolean".into());
-    }
-    if p.get("conversationId").is_some_and(|v| !v.is_string()) {
-        out.push("conversationId is not a string".into());
-    }
-    match p.get("preferences") {
-        None => {}
-        Some(Value::Object(prefs)) => {
-            if prefs.get("maxTokens").is_some_and(|v| !v.is_u64()) {
-                out.push("preferences.maxTokens is not a non-negative integer".into());
-            }
-            if prefs.get("temperature").is_some_and(|v| !v.is_number()) {
-                out.push("preferences.temperature is not a number".into());
-            }
-        }
-        Some(_) => out.push("preferences is not an object".into()),
-    }
-    out
-}
+pub use mcpl::protocol::inference::request_defects as inference_request_defects;
 
 /// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5: each
 /// injection is an object with a string `namespace`, a string `position` and `content` that
-/// is a string or an array of content blocks (optional `metadata` an object); a result that
+/// is a string or an array of content blocks (optional `metadata` an object), by the host's
+/// rule ([`mcpl::protocol::hooks::injection_defects`]); a result that
 /// injects anything names its `featureSet` (§6.5). Whether the position is *granted* is a
 /// separate check (`hooks.injection-positions`).
 pub fn before_inference_defects(result: &Value) -> Vec<String> {
@@ -498,23 +385,9 @@ pub fn before_inference_defects(result: &Value) -> Vec<String> {
         out.push("injections returned without a featureSet (§6.5)".into());
     }
     for (i, inj) in injections.iter().enumerate() {
+        // §10.4, by the host's own rule.
         let at = format!("contextInjections[{i}]");
-        let Some(o) = inj.as_object() else {
-            out.push(format!("{at} is not an object"));
-            continue;
-        };
-        for field in ["namespace", "position"] {
-            if !o.get(field).is_some_and(Value::is_string) {
-                out.push(format!("{at}.{field} missing or not a string"));
-            }
-        }
-        match o.get("content") {
-            Some(Value::String(_)) => {}
-            c => content_defects(c, &format!("{at}.content"), &mut out),
-        }
-        if o.get("metadata").is_some_and(|m| !m.is_object()) {
-            out.push(format!("{at}.metadata is not an object"));
-        }
+        out.extend(mcpl::protocol::hooks::injection_defects(inj, &at));
     }
     out
 }
@@ -559,6 +432,18 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `feature_sets_shape` of a manifest, parsed as the driver parses it.
+    fn shape_of(m: &Value) -> Verdict {
+        let (sets, findings) = FeatureSets::from_mcpl(m);
+        feature_sets_shape(m, &sets, &findings)
+    }
+
+    /// `uses_valid` of a manifest, parsed as the driver parses it.
+    fn uses_of(m: &Value) -> Verdict {
+        let (sets, findings) = FeatureSets::from_mcpl(m);
+        uses_valid(&sets, &findings)
+    }
 
     /// §16.4 / RFC-001 §5.1: an unnamed facet is info (the check passes and says so, by the
     /// rule `mcpl validate` applies); the five named facets pass without a note.
@@ -609,8 +494,8 @@ mod tests {
         for m in &manifests {
             let details: Vec<String> = [
                 advertisement_shape(m),
-                feature_sets_shape(m),
-                uses_valid(m),
+                shape_of(m),
+                uses_of(m),
                 identifier_charset(m),
                 revision_matches(m),
                 tag_facets(m),
@@ -770,14 +655,11 @@ mod tests {
     #[test]
     fn s6_1_array_feature_sets_fail_shape() {
         let m = json!({"version":"0.4","featureSets":[{"name":"a","description":"d","uses":["tools"]}]});
-        assert_eq!(feature_sets_shape(&m).0, Status::Fail);
-        assert_eq!(
-            feature_sets_shape(&json!({"version":"0.5"})).0,
-            Status::Pass
-        );
+        assert_eq!(shape_of(&m).0, Status::Fail);
+        assert_eq!(shape_of(&json!({"version":"0.5"})).0, Status::Pass);
         let m = json!({"featureSets":{"a":{"uses":["tools"]}}});
         assert_eq!(
-            feature_sets_shape(&m).0,
+            shape_of(&m).0,
             Status::Warn,
             "a missing description is a warning, as in `mcpl validate`"
         );
@@ -786,14 +668,14 @@ mod tests {
     #[test]
     fn s6_2_uses_must_be_vocabulary_paths() {
         let ok = json!({"featureSets":{"a":{"description":"d","uses":["pushEvents"]}}});
-        assert_eq!(uses_valid(&ok).0, Status::Pass);
+        assert_eq!(uses_of(&ok).0, Status::Pass);
         for uses in [
             json!([]),
             json!(["contextHooks.beforeInference"]),
             json!(null),
         ] {
             let m = json!({"featureSets":{"a":{"description":"d","uses":uses}}});
-            assert_eq!(uses_valid(&m).0, Status::Fail, "{uses}");
+            assert_eq!(uses_of(&m).0, Status::Fail, "{uses}");
         }
     }
 

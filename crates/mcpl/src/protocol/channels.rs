@@ -603,8 +603,86 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
     out
 }
 
+/// Every defect of one `channels/incoming` message, named `at`, against §14.3; empty when
+/// its shape is right. §14.3 gives the message by example only; read as the typed
+/// [`IncomingMessage`] reads it: an object with a string `channelId` (what the host
+/// validates against the registered channel, §14.5), a non-empty string `messageId` (what
+/// the per-message results name), `content` a string or content blocks (§10.3's string form
+/// is one text block, as §11.1's example messages use it; blocks by App. B.1), and, when
+/// present, an object `author` and a string `timestamp`. `tags` are not judged here: they
+/// never decide admission (§16.6). The one rule the host refuses a message on
+/// (`invalid_message`) and `mcpl check` (`channels.incoming-shape`) reports.
+pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
+    let Some(o) = m.as_object() else {
+        return vec![format!("{at} is not an object")];
+    };
+    let mut out = Vec::new();
+    if !o.get("channelId").is_some_and(Value::is_string) {
+        out.push(format!("{at}.channelId missing or not a string"));
+    }
+    if !o
+        .get("messageId")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        out.push(format!("{at}.messageId missing, empty or not a string"));
+    }
+    out.extend(super::content::content_defects(
+        o.get("content"),
+        &format!("{at}.content"),
+        true,
+    ));
+    if o.get("author").is_some_and(|a| !a.is_object()) {
+        out.push(format!("{at}.author is not an object"));
+    }
+    if o.get("timestamp").is_some_and(|t| !t.is_string()) {
+        out.push(format!("{at}.timestamp is not a string"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// §14.3: one defect per rule broken; string content is the §10.3 string form (the
+    /// checker refused it while the host accepted it before this rule had one home).
+    #[test]
+    fn s14_3_incoming_message_defects() {
+        use serde_json::json;
+        let ok = json!({"channelId": "c", "messageId": "m", "content": "hi",
+            "author": {"id": "u"}, "timestamp": "2026-03-05T10:30:00Z", "tags": ["mention"]});
+        assert!(incoming_message_defects(&ok, "m").is_empty());
+        let blocks = json!({"channelId": "c", "messageId": "m",
+            "content": [{"type": "text", "text": "hi"}]});
+        assert!(incoming_message_defects(&blocks, "m").is_empty());
+        for (bad, what) in [
+            (json!({"messageId": "m", "content": "hi"}), "channelId"),
+            (
+                json!({"channelId": "c", "messageId": "", "content": "hi"}),
+                "messageId",
+            ),
+            (json!({"channelId": "c", "content": "hi"}), "messageId"),
+            (json!({"channelId": "c", "messageId": "m"}), "content"),
+            (
+                json!({"channelId": "c", "messageId": "m", "content": [{"type": "resource",
+                "resource": {"uri": "x://y"}}]}),
+                "content[0]",
+            ),
+            (
+                json!({"channelId": "c", "messageId": "m", "content": "hi", "author": "a"}),
+                "author",
+            ),
+            (
+                json!({"channelId": "c", "messageId": "m", "content": "hi", "timestamp": 1}),
+                "timestamp",
+            ),
+            (json!(3), "not an object"),
+        ] {
+            let d = incoming_message_defects(&bad, "m");
+            assert_eq!(d.len(), 1, "{bad}: {d:?}");
+            assert!(d[0].contains(what), "{bad}: {d:?}");
+        }
+    }
 
     /// §14.2, read fail-closed: one defect per rule broken; an empty `type` is one (the host
     /// refused it while the checker accepted it before this rule had one home).

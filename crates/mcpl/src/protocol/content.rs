@@ -173,23 +173,32 @@ pub fn block_defect(block: &Value) -> Option<String> {
     check().err()
 }
 
-/// What is wrong with the `content` member named `at`, or `None`: an array of blocks each
-/// passing [`block_defect`] (the first defect is named with its index), or with `string_ok`
-/// the plain-string form §10.3 allows for injections. `None` for `content` means missing.
+/// What is wrong with the `content` member named `at`, or `None`: the first of
+/// [`content_defects`]. The host refuses on it.
 pub fn content_defect(content: Option<&Value>, at: &str, string_ok: bool) -> Option<String> {
+    content_defects(content, at, string_ok).into_iter().next()
+}
+
+/// Every defect of the `content` member named `at`, empty when it is well-formed: an array
+/// of blocks each passing [`block_defect`] (each defect named with its block's index), or
+/// with `string_ok` the plain-string form §10.3 allows for injections. `None` for `content`
+/// means missing. The one content rule of the host ([`content_defect`]) and `mcpl check`,
+/// which reports them all.
+pub fn content_defects(content: Option<&Value>, at: &str, string_ok: bool) -> Vec<String> {
     let wanted = if string_ok {
         "a string or an array of content blocks"
     } else {
         "an array of content blocks"
     };
     match content {
-        None => Some(format!("{at} is missing; it must be {wanted}")),
-        Some(Value::String(_)) if string_ok => None,
+        None => vec![format!("{at} is missing; it must be {wanted}")],
+        Some(Value::String(_)) if string_ok => Vec::new(),
         Some(Value::Array(blocks)) => blocks
             .iter()
             .enumerate()
-            .find_map(|(i, b)| block_defect(b).map(|d| format!("{at}[{i}] {d}"))),
-        Some(other) => Some(format!("{at} is {}, not {wanted}", json_kind(other))),
+            .filter_map(|(i, b)| block_defect(b).map(|d| format!("{at}[{i}] {d}")))
+            .collect(),
+        Some(other) => vec![format!("{at} is {}, not {wanted}", json_kind(other))],
     }
 }
 
@@ -279,6 +288,25 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// App. B.1 / §10.3: every bad block is named; the host's refusal is the first of them.
+    #[test]
+    fn s10_3_content_defects_lists_every_block() {
+        let c = json!([{"type": "text"}, {"type": "text", "text": "ok"}, 3]);
+        let all = content_defects(Some(&c), "content", true);
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert!(all[0].starts_with("content[0]") && all[1].starts_with("content[2]"));
+        assert_eq!(
+            content_defect(Some(&c), "content", true).as_ref(),
+            all.first()
+        );
+        assert!(content_defects(Some(&json!("s")), "content", true).is_empty());
+        assert_eq!(
+            content_defects(Some(&json!("s")), "content", false).len(),
+            1
+        );
+        assert_eq!(content_defects(None, "content", true).len(), 1);
+    }
 
     #[test]
     fn s10_3_string_content_is_one_text_block() {

@@ -168,10 +168,65 @@ method!(
     requires: AnyOf(&[Observe, InjectSystem, InjectBeforeUser, InjectAfterUser])
 );
 
+/// Every defect of one `contextInjections` entry, named `at`, against §10.4; empty when its
+/// shape is right: an object with a string `namespace` and `position`, `content` a string or
+/// content blocks (§10.3, [`super::content::content_defects`]) and `metadata`, when present,
+/// an object. Whether the position is one of App. B.4's and granted is not shape: the host
+/// authorizes that first ([`crate::policy::judge_injection`]). The one rule the host refuses
+/// an injection on and `mcpl check` (`hooks.injection-shape`) reports.
+pub fn injection_defects(injection: &Value, at: &str) -> Vec<String> {
+    let Some(o) = injection.as_object() else {
+        return vec![format!("{at} is not an object")];
+    };
+    let mut out = Vec::new();
+    for field in ["namespace", "position"] {
+        if !o.get(field).is_some_and(Value::is_string) {
+            out.push(format!("{at}.{field} missing or not a string"));
+        }
+    }
+    out.extend(super::content::content_defects(
+        o.get("content"),
+        &format!("{at}.content"),
+        true,
+    ));
+    if o.get("metadata").is_some_and(|m| !m.is_object()) {
+        out.push(format!("{at}.metadata is not an object"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// §10.4: one defect per rule broken.
+    #[test]
+    fn s10_4_injection_defects() {
+        let ok = json!({"namespace": "n", "position": "system", "content": "c", "metadata": {}});
+        assert!(injection_defects(&ok, "i").is_empty());
+        for (bad, what) in [
+            (json!({"position": "system", "content": "c"}), "namespace"),
+            (
+                json!({"namespace": "n", "position": 1, "content": "c"}),
+                "position",
+            ),
+            (json!({"namespace": "n", "position": "system"}), "content"),
+            (
+                json!({"namespace": "n", "position": "system", "content": [{}]}),
+                "content[0]",
+            ),
+            (
+                json!({"namespace": "n", "position": "system", "content": "c", "metadata": 1}),
+                "metadata",
+            ),
+            (json!("x"), "not an object"),
+        ] {
+            let d = injection_defects(&bad, "i");
+            assert_eq!(d.len(), 1, "{bad}: {d:?}");
+            assert!(d[0].contains(what), "{bad}: {d:?}");
+        }
+    }
 
     #[test]
     fn s10_1_user_message_null_is_written() {

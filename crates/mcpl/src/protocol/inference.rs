@@ -1,6 +1,7 @@
 //! `inference/request` and `inference/chunk` (§11).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::content::Content;
 use super::Extra;
@@ -143,12 +144,71 @@ pub struct InferenceChunkParams {
     pub extra: Extra,
 }
 
+/// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
+/// array of objects each with a string `role` and `content` that is a string or content
+/// blocks; the optional members typed as the table gives them (`stream` boolean,
+/// `conversationId` string, `preferences` an object whose `maxTokens` is a non-negative
+/// integer and `temperature` a number). Advisory `preferences` keys are not judged. The one
+/// rule the host refuses a request on (`-32602`) and `mcpl check`
+/// (`inference.request-shape`) reports.
+pub fn request_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(p) = params.and_then(Value::as_object) else {
+        out.push("params is not an object".into());
+        return out;
+    };
+    if !p.get("featureSet").is_some_and(Value::is_string) {
+        out.push("featureSet missing or not a string".into());
+    }
+    match p.get("messages") {
+        Some(Value::Array(msgs)) => {
+            for (i, m) in msgs.iter().enumerate() {
+                let at = format!("messages[{i}]");
+                let Some(m) = m.as_object() else {
+                    out.push(format!("{at} is not an object"));
+                    continue;
+                };
+                if !m.get("role").is_some_and(Value::is_string) {
+                    out.push(format!("{at}.role missing or not a string"));
+                }
+                // §10.3: a string or blocks.
+                out.extend(super::content::content_defects(
+                    m.get("content"),
+                    &format!("{at}.content"),
+                    true,
+                ));
+            }
+        }
+        Some(_) => out.push("messages is not an array".into()),
+        None => out.push("messages missing".into()),
+    }
+    if p.get("stream").is_some_and(|v| !v.is_boolean()) {
+        out.push("stream is not a boolean".into());
+    }
+    if p.get("conversationId").is_some_and(|v| !v.is_string()) {
+        out.push("conversationId is not a string".into());
+    }
+    match p.get("preferences") {
+        None => {}
+        Some(Value::Object(prefs)) => {
+            if prefs.get("maxTokens").is_some_and(|v| !v.is_u64()) {
+                out.push("preferences.maxTokens is not a non-negative integer".into());
+            }
+            if prefs.get("temperature").is_some_and(|v| !v.is_number()) {
+                out.push("preferences.temperature is not a number".into());
+            }
+        }
+        Some(_) => out.push("preferences is not an object".into()),
+    }
+    out
+}
+
 /// The requirement of one `inference/request` (§11.1, §11.4): `inferenceRequest`, and
 /// `inferenceRequest.streaming` as well whenever `stream` is present and not `false`/`null`
 /// (read fail-closed: a non-boolean `stream` is not trusted to mean "no").
-fn request_requirement(params: Option<&serde_json::Value>) -> Requirement {
+fn request_requirement(params: Option<&Value>) -> Requirement {
     match params.and_then(|p| p.get("stream")) {
-        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {
             Requirement::One(Capability::InferenceRequest)
         }
         Some(_) => Requirement::AllOf(&[

@@ -76,6 +76,43 @@ method!(
     requires: One(PushEvents)
 );
 
+/// Every defect of `push/event` params against §9.2, empty when the shape is right: an
+/// object with string `featureSet`, `eventId` and `timestamp`, the timestamp ISO 8601
+/// ([`timestamp_defect`]), `origin` (when present) an object, and `payload` an object whose
+/// `content` is ContentBlock[] (App. B.1, [`super::content::content_defects`]; §9.2 gives no
+/// string form). `tags` are not judged here: they are read after admission and never refuse
+/// a message (§16.6). The one rule the host refuses on (`-32602`) and `mcpl check`
+/// (`push.params-shape`) reports.
+pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
+    let Some(p) = params.and_then(Value::as_object) else {
+        return vec!["params is not an object".into()];
+    };
+    let mut out = Vec::new();
+    for field in ["featureSet", "eventId", "timestamp"] {
+        if !p.get(field).is_some_and(Value::is_string) {
+            out.push(format!("{field} missing or not a string"));
+        }
+    }
+    if let Some(ts) = p.get("timestamp").and_then(Value::as_str) {
+        if let Some(d) = timestamp_defect(ts) {
+            out.push(format!("timestamp {ts:?} is not ISO 8601 (§9.2): {d}"));
+        }
+    }
+    if p.get("origin").is_some_and(|o| !o.is_object()) {
+        out.push("origin is not an object".into());
+    }
+    match p.get("payload") {
+        Some(Value::Object(payload)) => out.extend(super::content::content_defects(
+            payload.get("content"),
+            "payload.content",
+            false,
+        )),
+        Some(_) => out.push("payload is not an object".into()),
+        None => out.push("payload missing".into()),
+    }
+    out
+}
+
 /// `t` as an ISO 8601 / RFC 3339 UTC timestamp with whole seconds (`YYYY-MM-DDTHH:MM:SSZ`),
 /// the form §9.2 `timestamp` takes. A time before the Unix epoch is clamped to the epoch.
 pub fn timestamp(t: SystemTime) -> String {
@@ -263,6 +300,47 @@ fn civil_utc(t: SystemTime) -> (String, String, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// §9.2: one defect per rule broken, the host's refusal and the checker's report alike;
+    /// tags are not judged (§16.6: read after admission).
+    #[test]
+    fn s9_2_push_event_defects() {
+        use serde_json::json;
+        let ok = json!({"featureSet": "f", "eventId": "e", "timestamp": "2026-01-23T10:30:00Z",
+            "origin": {}, "payload": {"content": [{"type": "text", "text": "t"}]},
+            "tags": ["mention"]});
+        assert!(push_event_defects(Some(&ok)).is_empty());
+        let one = |f: &dyn Fn(&mut Value)| {
+            let mut v = ok.clone();
+            f(&mut v);
+            push_event_defects(Some(&v))
+        };
+        for (what, d) in [
+            ("featureSet", one(&|v| v["featureSet"] = json!(1))),
+            (
+                "eventId",
+                one(&|v| drop(v.as_object_mut().map(|o| o.remove("eventId")))),
+            ),
+            (
+                "timestamp",
+                one(&|v| v["timestamp"] = json!("2026-01-23 10:30")),
+            ),
+            ("origin", one(&|v| v["origin"] = json!("x"))),
+            ("payload", one(&|v| v["payload"] = json!([]))),
+            (
+                "payload.content",
+                one(&|v| v["payload"]["content"] = json!("text")),
+            ),
+            (
+                "payload.content[0]",
+                one(&|v| v["payload"]["content"] = json!([{"type": "x"}])),
+            ),
+        ] {
+            assert_eq!(d.len(), 1, "{what}: {d:?}");
+            assert!(d[0].contains(what), "{what}: {d:?}");
+        }
+        assert_eq!(push_event_defects(None), ["params is not an object"]);
+    }
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

@@ -2,9 +2,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::conn::Conn;
@@ -14,15 +12,18 @@ use crate::capability::{Capability, Requirement};
 use crate::jsonrpc::RequestId;
 use crate::manifest::ManifestTracker;
 use crate::peer::{CloseReason, PeerError, RequestOptions};
-use crate::policy::{self};
 use crate::protocol::channels::{
-    ChangedParams, ChannelDescriptor, IncomingMessage as ChannelMessage, IncomingParams,
-    IncomingResult, ItemizedResult, RegisterParams,
+    ChangedParams, ChannelDescriptor, ChannelsChanged, ChannelsIncoming, ChannelsRegister,
+    IncomingMessage as ChannelMessage, IncomingParams, IncomingResult, ItemizedResult,
+    RegisterParams,
 };
 use crate::protocol::content::Content;
-use crate::protocol::inference::{InferenceChunkParams, InferenceRequestParams, InferenceResult};
-use crate::protocol::model::ModelInfo;
-use crate::protocol::push::{PushEventParams, PushEventResult, PushPayload};
+use crate::protocol::inference::{
+    InferenceChunkParams, InferenceRequest, InferenceRequestParams, InferenceResult,
+};
+use crate::protocol::model::{ModelInfo, ModelInfoRequest};
+use crate::protocol::push::{self, PushEventParams, PushEventResult, PushPayload};
+use crate::protocol::{EmptyObject, Method};
 
 /// One live connection, from the server's side: read the negotiated state, send what the
 /// grant allows. Cheap to clone.
@@ -209,36 +210,22 @@ impl Session {
     ) -> Result<(), SendError> {
         let state = self.grant_state();
         state.check(req)?;
-        if let Some(name) = feature_set {
-            state.check_feature_set(name)?;
-            let decls = lock(&self.conn.state).policy.declarations().clone();
-            let missing = policy::declaration_mismatch(&decls, name, req);
-            if let Some(capability) = missing.and_then(|m| m.iter().next()) {
-                return Err(SendError::Undeclared {
-                    name: name.to_owned(),
-                    capability,
-                });
+        match feature_set {
+            Some(name) => {
+                let st = lock(&self.conn.state);
+                state.gate_feature_set(st.policy.declarations(), name, req)
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    pub(super) async fn request<P: Serialize, R: DeserializeOwned>(
+    /// Sends the typed request `M` ([`crate::peer::Peer::request`]); the caller has
+    /// authorized it by `M`'s own requirement.
+    pub(super) async fn request<M: Method>(
         &self,
-        method: &str,
-        params: &P,
-    ) -> Result<R, SendError> {
-        let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
-            method: method.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let out = self.conn.peer.request_raw(method, Some(v)).await?;
-        serde_json::from_value(out).map_err(|e| {
-            SendError::Peer(PeerError::Decode {
-                method: method.to_owned(),
-                reason: e.to_string(),
-            })
-        })
+        params: &M::Params,
+    ) -> Result<M::Result, SendError> {
+        Ok(self.conn.peer.request::<M>(params).await?)
     }
 
     /// Sends a plain MCP request to the host (`sampling/createMessage`, `roots/list`,
@@ -281,10 +268,7 @@ impl Session {
     /// `eventId` ([`PushEvent::stable_event_id`]) and `timestamp`.
     pub async fn push_event(&self, event: PushEvent) -> Result<PushEventResult, SendError> {
         let out = async {
-            self.authorize(
-                Requirement::One(Capability::PushEvents),
-                Some(&event.feature_set),
-            )?;
+            self.authorize(push::PushEvent::REQUIREMENT, Some(&event.feature_set))?;
             checked_content(&event.content, "payload.content")?;
             if let Some(ts) = &event.timestamp {
                 if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
@@ -307,9 +291,9 @@ impl Session {
                 tags: producer_tags(event.tags)?,
                 extra: Map::new(),
             };
-            self.request("push/event", &params).await
+            self.request::<push::PushEvent>(&params).await
         };
-        self.reported("push/event", out.await)
+        self.reported(push::PushEvent::NAME, out.await)
     }
 
     /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
@@ -320,16 +304,16 @@ impl Session {
     ) -> Result<ItemizedResult, SendError> {
         let out = async {
             let _in_order = self.conn.channel_ops.lock().await;
-            self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
+            self.authorize(ChannelsRegister::REQUIREMENT, None)?;
             let params = RegisterParams {
                 channels,
                 extra: Map::new(),
             };
-            let result: ItemizedResult = self.request("channels/register", &params).await?;
+            let result = self.request::<ChannelsRegister>(&params).await?;
             self.track_channels(&result, &params.channels, &[], &[]);
             Ok(result)
         };
-        self.reported("channels/register", out.await)
+        self.reported(ChannelsRegister::NAME, out.await)
     }
 
     /// The channels the host has accepted from this connection (by the itemized results of
@@ -374,8 +358,8 @@ impl Session {
     ) -> Result<ItemizedResult, SendError> {
         let out = async {
             let _in_order = self.conn.channel_ops.lock().await;
-            self.authorize(Requirement::One(Capability::ChannelsRegister), None)?;
-            let result: ItemizedResult = self.request("channels/changed", &change).await?;
+            self.authorize(ChannelsChanged::REQUIREMENT, None)?;
+            let result = self.request::<ChannelsChanged>(&change).await?;
             self.track_channels(
                 &result,
                 change.added.as_deref().unwrap_or(&[]),
@@ -384,7 +368,7 @@ impl Session {
             );
             Ok(result)
         };
-        self.reported("channels/changed", out.await)
+        self.reported(ChannelsChanged::NAME, out.await)
     }
 
     /// Sends `channels/incoming` (§14.3; needs `channels.incoming`).
@@ -393,7 +377,7 @@ impl Session {
         messages: Vec<ChannelMessage>,
     ) -> Result<IncomingResult, SendError> {
         let out = async {
-            self.authorize(Requirement::One(Capability::ChannelsIncoming), None)?;
+            self.authorize(ChannelsIncoming::REQUIREMENT, None)?;
             let mut messages = messages;
             for (i, m) in messages.iter_mut().enumerate() {
                 checked_content(&m.content, &format!("messages[{i}].content"))?;
@@ -403,9 +387,9 @@ impl Session {
                 messages,
                 extra: Map::new(),
             };
-            self.request("channels/incoming", &params).await
+            self.request::<ChannelsIncoming>(&params).await
         };
-        self.reported("channels/incoming", out.await)
+        self.reported(ChannelsIncoming::NAME, out.await)
     }
 
     /// Sends a non-streaming `inference/request` (§11; needs `inferenceRequest` and an
@@ -416,14 +400,12 @@ impl Session {
     ) -> Result<InferenceResult, SendError> {
         let out = async {
             params.stream = None;
-            self.authorize(
-                Requirement::One(Capability::InferenceRequest),
-                Some(&params.feature_set),
-            )?;
+            let required = InferenceRequest::requirement(&params);
+            self.authorize(required, Some(&params.feature_set))?;
             inference_content(&params)?;
-            self.request("inference/request", &params).await
+            self.request::<InferenceRequest>(&params).await
         };
-        self.reported("inference/request", out.await)
+        self.reported(InferenceRequest::NAME, out.await)
     }
 
     /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
@@ -434,10 +416,11 @@ impl Session {
     ) -> Result<InferenceStream, SendError> {
         let out = async {
             params.stream = Some(true);
-            self.authorize(policy::STREAMING_INFERENCE, Some(&params.feature_set))?;
+            let required = InferenceRequest::requirement(&params);
+            self.authorize(required, Some(&params.feature_set))?;
             inference_content(&params)?;
             let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
-                method: "inference/request".into(),
+                method: InferenceRequest::NAME.into(),
                 reason: e.to_string(),
             })?;
             let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
@@ -451,7 +434,7 @@ impl Session {
                 let out = conn
                     .peer
                     .request_raw_with(
-                        "inference/request",
+                        InferenceRequest::NAME,
                         Some(value),
                         RequestOptions::new().on_id(move |id| {
                             lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
@@ -463,7 +446,7 @@ impl Session {
                 let out = out.map_err(SendError::from).and_then(|v| {
                     serde_json::from_value(v).map_err(|e| {
                         SendError::Peer(PeerError::Decode {
-                            method: "inference/request".into(),
+                            method: InferenceRequest::NAME.into(),
                             reason: e.to_string(),
                         })
                     })
@@ -481,16 +464,17 @@ impl Session {
                 id: id_slot,
             })
         };
-        self.reported("inference/request", out.await)
+        self.reported(InferenceRequest::NAME, out.await)
     }
 
     /// Sends `model/info` (§12; needs `modelInfo`).
     pub async fn model_info(&self) -> Result<ModelInfo, SendError> {
         let out = async {
-            self.authorize(Requirement::One(Capability::ModelInfo), None)?;
-            self.request("model/info", &json!({})).await
+            self.authorize(ModelInfoRequest::REQUIREMENT, None)?;
+            self.request::<ModelInfoRequest>(&EmptyObject::default())
+                .await
         };
-        self.reported("model/info", out.await)
+        self.reported(ModelInfoRequest::NAME, out.await)
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::capability::{Capability, CapabilitySet, Grant, Requirement};
-use crate::policy::{FeatureSetStatus, UnavailableReason};
+use crate::policy::{self, FeatureSetStatus, FeatureSets, SetRefusal, UnavailableReason};
 
 /// The negotiated state of one connection as the application sees it: published on every
 /// change through [`Session::grant_changes`].
@@ -95,16 +95,37 @@ impl GrantState {
         }
     }
 
+    /// Whether the named set is declared and available now (§6.4, §6.6): the first two
+    /// steps of the one feature-set gate, [`Self::gate_feature_set`] with nothing required.
     pub(super) fn check_feature_set(&self, name: &str) -> Result<(), SendError> {
-        match self.feature_sets.get(name) {
-            None => Err(SendError::UnknownFeatureSet(name.to_owned())),
-            Some(FeatureSetStatus::Available) => Ok(()),
-            Some(FeatureSetStatus::Unavailable { reason, .. }) => {
-                Err(SendError::FeatureSetUnavailable {
-                    name: name.to_owned(),
-                    reason: reason.code(),
-                })
-            }
+        self.gate_feature_set(&FeatureSets::default(), name, Requirement::None)
+    }
+
+    /// The host's feature-set gate ([`crate::policy::feature_set_gate`]) applied before a
+    /// send under `name` that exercises `required`, against this connection's declarations
+    /// `decls`: a message the host would refuse is not sent.
+    pub(super) fn gate_feature_set(
+        &self,
+        decls: &FeatureSets,
+        name: &str,
+        required: Requirement,
+    ) -> Result<(), SendError> {
+        let refusal = match policy::feature_set_gate(decls, &self.feature_sets, name, required) {
+            Ok(()) => return Ok(()),
+            Err(r) => r,
+        };
+        let name = name.to_owned();
+        match refusal {
+            SetRefusal::Unknown => Err(SendError::UnknownFeatureSet(name)),
+            SetRefusal::Unavailable(reason) => Err(SendError::FeatureSetUnavailable {
+                name,
+                reason: reason.code(),
+            }),
+            // A mismatch names what is missing (never nothing).
+            SetRefusal::Undeclared(missing) => match missing.iter().next() {
+                Some(capability) => Err(SendError::Undeclared { name, capability }),
+                None => Ok(()),
+            },
         }
     }
 }

@@ -349,7 +349,7 @@ impl Session {
         if self.narrowing_read && self.pre_reduction_grant.is_none() {
             self.after_narrowing += 1;
         }
-        if !self.declared.contains(fs) {
+        if !self.declared(fs) {
             self.rec.record(
                 t.declared,
                 Status::Fail,
@@ -368,14 +368,14 @@ impl Session {
                     .push(format!("{} under featureSet {fs:?}", t.method));
                 *self.reduction_hits.entry(t.declared).or_default() += 1;
             }
-        } else if self.narrowed.is_some() && self.ready && !self.available.contains(fs) {
+        } else if self.narrowed.is_some() && self.ready && !self.available(fs) {
             // A narrowed session: judged against its grant, unless the capability the
             // message needs was already withheld (that is the finding).
             if !denied {
                 let detail = format!("{} under featureSet {fs:?}", t.method);
                 self.unavailable_use(fs, t.declared, detail);
             }
-        } else if self.receipt_seen && !self.available.contains(fs) {
+        } else if self.receipt_seen && !self.available(fs) {
             // After a refused or malformed receipt nothing is available (§6.7).
             let why = match self.unaccepted {
                 Some(what) => format!("the policy is not in force after {what}"),

@@ -163,11 +163,7 @@ impl Session {
             self.ready = true;
             self.grant = host_grant.effective;
             self.judge_receipt(&report, &statuses, "the initial policy");
-            self.available = statuses
-                .iter()
-                .filter(|(_, st)| st.is_available())
-                .map(|(n, _)| n.clone())
-                .collect();
+            self.statuses = statuses;
         }
     }
 
@@ -274,19 +270,15 @@ impl Session {
         if self.closed.is_some() || self.rec.has(id) {
             return;
         }
-        let hook = self.hook_set.clone().filter(|s| self.available.contains(s));
-        let traffic = self
-            .used_sets
-            .iter()
-            .find(|s| self.available.contains(*s))
-            .cloned();
+        let hook = self.hook_set.clone().filter(|s| self.available(s));
+        let traffic = self.used_sets.iter().find(|s| self.available(s)).cloned();
         let Some(set) = hook.clone().or(traffic) else {
             let why = "no injection, push or inference request under an available set to disable";
             self.rec.record(id, Status::Skip, why);
             return;
         };
         // Refused from here on (revocation first); the later Requests keep it disabled.
-        self.available.remove(&set);
+        self.disable(&set);
         self.notified_disabled.insert(set.clone());
         if !self.notify("featureSets/update", json!({ "disabled": [set] })) {
             return;
@@ -367,14 +359,17 @@ impl Session {
             .into_iter()
             .collect();
         let revoked = self.grant.capabilities().intersection(revoke);
-        if self.available.is_empty() && revoked == CapabilitySet::EMPTY {
+        if self.available_sets().is_empty() && revoked == CapabilitySet::EMPTY {
             let why = "no feature set available to disable, no channel capability to revoke";
             self.rec.skip_all(&[answered, respected], why);
             return;
         }
         // Revocation first (§6.7): from here on the host refuses these sets with -32001 and
         // the revoked capabilities with -32002.
-        self.reduced = std::mem::take(&mut self.available);
+        self.reduced = self.available_sets();
+        for set in self.reduced.clone() {
+            self.disable(&set);
+        }
         let disabled: Vec<String> = self
             .reduced
             .union(&self.notified_disabled)

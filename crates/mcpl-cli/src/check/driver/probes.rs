@@ -131,8 +131,7 @@ impl Session {
             .sets
             .iter()
             .find(|(name, d)| {
-                self.available.contains(*name)
-                    && d.extra.get("rollback") == Some(&Value::Bool(true))
+                self.available(name) && d.extra.get("rollback") == Some(&Value::Bool(true))
             })
             .map(|(name, _)| name.clone());
         let Some(set) = set else {
@@ -331,12 +330,12 @@ impl Session {
             None => self
                 .rec
                 .record(hook_set, Status::Skip, "no featureSet named"),
-            Some(fs) if !self.declared.contains(fs) => self.rec.record(
+            Some(fs) if !self.declared(fs) => self.rec.record(
                 hook_set,
                 Status::Fail,
                 format!("injections under featureSet {fs:?}, which is not declared"),
             ),
-            Some(fs) if !self.available.contains(fs) => self.rec.record(
+            Some(fs) if !self.available(fs) => self.rec.record(
                 hook_set,
                 Status::Fail,
                 format!("injections under featureSet {fs:?}, which the grant leaves unavailable"),

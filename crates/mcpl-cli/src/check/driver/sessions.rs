@@ -284,8 +284,7 @@ impl Session {
             return;
         };
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
-        self.declared = sets.sets.keys().cloned().collect();
-        self.decls = sets.clone();
+        self.adopt_declarations(sets.clone());
         let full_params = self.policy_params(full, &[]);
         let full_available = super::negotiation::derivation(&sets, &full_params)
             .into_iter()
@@ -352,12 +351,12 @@ impl Session {
             }
         }
         match named {
-            Some(fs) if !self.declared.contains(fs) => self.rec.record(
+            Some(fs) if !self.declared(fs) => self.rec.record(
                 "hooks.feature-set-declared",
                 Status::Fail,
                 format!("injections under featureSet {fs:?}, which is not declared"),
             ),
-            Some(fs) if !self.available.contains(fs) => {
+            Some(fs) if !self.available(fs) => {
                 let detail = format!(
                     "beforeInference injected {} item(s) under featureSet {fs:?}",
                     injections.len()

@@ -451,9 +451,10 @@ impl Session {
         }
     }
 
-    /// The strict host's feature-set check of a tagged request (§6.5, §6.6): `-32003` for
-    /// an undeclared set, `-32001` for one the grant leaves unavailable, and `-32002` for a
-    /// use the set's `uses` does not declare (§6.4 rule 2: the host rejects that use).
+    /// The strict host's feature-set check of a tagged request (§6.5, §6.6), by the host's
+    /// own rule ([`policy::feature_set_gate`]): `-32003` for an undeclared set, `-32001` for
+    /// one the grant leaves unavailable, and `-32002` for a use the set's `uses` does not
+    /// declare (§6.4 rule 2: the host rejects that use).
     pub(super) fn feature_set_gate(
         &self,
         method: &str,
@@ -463,17 +464,8 @@ impl Session {
             .and_then(|p| p.get("featureSet"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        if !self.declared.contains(fs) {
-            return Err(ErrorObject::unknown_feature_set(fs));
-        }
-        if !self.available.contains(fs) {
-            return Err(ErrorObject::feature_set_not_enabled(fs));
-        }
-        let required = policy::method_requirement(method, params);
-        let missing = required.and_then(|r| policy::declaration_mismatch(&self.decls, fs, r));
-        match missing.and_then(|m| m.sorted_paths().first().copied()) {
-            Some(capability) => Err(ErrorObject::declaration_mismatch(capability, fs)),
-            None => Ok(()),
-        }
+        let required = policy::method_requirement(method, params).unwrap_or(Requirement::None);
+        policy::feature_set_gate(&self.decls, &self.statuses, fs, required)
+            .map_err(|refusal| refusal.to_error(fs))
     }
 }
