@@ -78,7 +78,7 @@ use crate::protocol::channels::{
     OpenResult, PublishResult,
 };
 use crate::protocol::content::{Content, ContentBlock};
-use crate::protocol::handshake::{ToolContent, ToolsCallParams, ToolsCallResult};
+use crate::protocol::handshake::{ToolsCallParams, ToolsCallResult};
 use crate::protocol::hooks::{BeforeInferenceResult, ContextInjection, Position};
 use crate::protocol::inference::{InferenceMessage, InferenceRequestParams};
 use crate::protocol::state::{RollbackResult, StateInfo};
@@ -146,19 +146,11 @@ fn state(session: &Session) -> Result<Arc<State>, ErrorObject> {
 }
 
 fn text_result(text: impl Into<String>) -> ToolsCallResult {
-    ToolsCallResult {
-        content: vec![ToolContent::text(text)],
-        is_error: None,
-        state: None,
-        extra: Map::new(),
-    }
+    ToolsCallResult::text(text)
 }
 
 fn error_result(text: impl Into<String>) -> ToolsCallResult {
-    ToolsCallResult {
-        is_error: Some(true),
-        ..text_result(text)
-    }
+    ToolsCallResult::error(text)
 }
 
 fn arg(p: &ToolsCallParams, key: &str) -> Option<String> {
@@ -166,15 +158,10 @@ fn arg(p: &ToolsCallParams, key: &str) -> Option<String> {
 }
 
 fn lobby() -> ChannelDescriptor {
-    ChannelDescriptor {
-        id: LOBBY.into(),
-        kind: "reference-chat".into(),
-        label: Some("Reference lobby".into()),
-        direction: Some(ChannelDirection::Bidirectional),
-        address: None,
-        metadata: None,
-        extra: Map::new(),
-    }
+    let mut lobby = ChannelDescriptor::new(LOBBY, "reference-chat");
+    lobby.label = Some("Reference lobby".into());
+    lobby.direction = Some(ChannelDirection::Bidirectional);
+    lobby
 }
 
 fn string_schema(props: &[&str]) -> Value {
@@ -250,20 +237,14 @@ pub fn server() -> Server {
             }
         })
         .on_before_inference("ref.hints", |_grant, p| async move {
-            Ok(BeforeInferenceResult {
-                feature_set: Some("ref.hints".into()),
-                context_injections: vec![ContextInjection {
-                    namespace: "reference".into(),
-                    position: Position::BeforeUser,
-                    content: Content::Text(format!(
-                        "Reference hint for turn {} of {}.",
-                        p.turn_index, p.conversation_id
-                    )),
-                    metadata: None,
-                    extra: Map::new(),
-                }],
-                extra: Map::new(),
-            })
+            let hint = format!(
+                "Reference hint for turn {} of {}.",
+                p.turn_index, p.conversation_id
+            );
+            // The session names the hook's feature set, ref.hints, in the answer (§6.5).
+            Ok(BeforeInferenceResult::with_injections([
+                ContextInjection::new("reference", Position::BeforeUser, hint),
+            ]))
         })
         .on_turn_start_with_state(|st: &State, _| lock(st).turns_started += 1)
         .on_turn_end_with_state(|st: &State, _| lock(st).turns_ended += 1)
@@ -287,18 +268,14 @@ pub fn server() -> Server {
                     st.published.pop_front();
                 }
                 st.published.push_back(kept(&text));
-                Ok(PublishResult {
-                    delivered: true,
-                    message_id: Some(format!("ref_out_{}", st.published_count)),
-                    extra: Map::new(),
-                })
+                Ok(PublishResult::delivered(Some(format!(
+                    "ref_out_{}",
+                    st.published_count
+                ))))
             }
         })
         .on_channels_list(|_s| async {
-            Ok(ListResult {
-                channels: vec![lobby()],
-                extra: Map::new(),
-            })
+            Ok(ListResult::new(vec![lobby()]))
         })
         .on_channels_open(|_s, p| async move {
             if p.kind != lobby().kind {
@@ -308,19 +285,13 @@ pub fn server() -> Server {
                     p.kind
                 )));
             }
-            Ok(OpenResult {
-                channel: lobby(),
-                extra: Map::new(),
-            })
+            Ok(OpenResult::new(lobby()))
         })
         .on_channels_close(|_s, p| async move {
             if p.channel_id != LOBBY {
                 return Err(ErrorObject::unknown_channel(&p.channel_id));
             }
-            Ok(CloseResult {
-                closed: true,
-                extra: Map::new(),
-            })
+            Ok(CloseResult::new(true))
         })
         .on_rollback(|session, p| async move {
             {
@@ -333,12 +304,7 @@ pub fn server() -> Server {
                 let covered = st.checkpoints.get(i).map_or(0, |c| c.1);
                 st.notes.truncate(covered);
                 st.checkpoints.truncate(i + 1);
-                Ok(RollbackResult {
-                    checkpoint: p.checkpoint,
-                    success: true,
-                    reason: None,
-                    extra: Map::new(),
-                })
+                Ok(RollbackResult::rolled_back(p.checkpoint))
             }
         })
         .tool("echo", "Echo the text back", string_schema(&["text"]), |_s, p| async move {
@@ -416,21 +382,14 @@ pub fn server() -> Server {
                         st.incoming_seq += 1;
                         st.incoming_seq
                     };
-                    let msg = IncomingMessage {
-                        channel_id: LOBBY.into(),
-                        message_id: format!("ref_in_{seq}"),
-                        thread_id: None,
-                        author: Some(Author {
-                            id: "u_ref".into(),
-                            name: Some("Reference user".into()),
-                            extra: Map::new(),
-                        }),
-                        timestamp: Some(utc_now_iso8601()),
-                        content: Content::Blocks(vec![ContentBlock::text(text)]),
-                        metadata: None,
-                        tags: Some(vec!["chat:mention".into(), "chat:addressed".into()]),
-                        extra: Map::new(),
-                    };
+                    let mut msg = IncomingMessage::new(
+                        LOBBY,
+                        format!("ref_in_{seq}"),
+                        Content::Blocks(vec![ContentBlock::text(text)]),
+                    );
+                    msg.author = Some(Author::new("u_ref", Some("Reference user".into())));
+                    msg.timestamp = Some(utc_now_iso8601());
+                    msg.tags = Some(vec!["chat:mention".into(), "chat:addressed".into()]);
                     match session.channels_incoming(vec![msg]).await {
                         Ok(r) => Ok(text_result(
                             serde_json::to_string(&r).unwrap_or_else(|_| "{}".into()),
@@ -471,18 +430,10 @@ pub fn server() -> Server {
             string_schema(&["text"]),
             |session: Session, p| async move {
                 let text = arg(&p, "text").unwrap_or_else(|| "Hello".into());
-                let params = InferenceRequestParams {
-                    feature_set: "ref.ask".into(),
-                    conversation_id: None,
-                    stream: None,
-                    messages: vec![InferenceMessage {
-                        role: "user".into(),
-                        content: Content::Text(kept(&text)),
-                        extra: Map::new(),
-                    }],
-                    preferences: None,
-                    extra: Map::new(),
-                };
+                let params = InferenceRequestParams::new(
+                    "ref.ask",
+                    [InferenceMessage::user(kept(&text))],
+                );
                 match session.inference_request(params).await {
                     Ok(r) => Ok(text_result(
                         serde_json::to_string(&r).unwrap_or_else(|_| "{}".into()),
@@ -511,16 +462,11 @@ pub fn server() -> Server {
                     let id = format!("chk_ref_{}", st.checkpoint_seq);
                     let covered = st.notes.len();
                     st.checkpoints.push((id.clone(), covered));
-                    Ok(ToolsCallResult {
-                        state: Some(StateInfo {
-                            checkpoint: id,
-                            parent: Some(parent),
-                            data: Some(json!({ "notes": st.notes })),
-                            patch: None,
-                            extra: Map::new(),
-                        }),
-                        ..text_result(format!("{covered} note(s)"))
-                    })
+                    let mut state = StateInfo::new(id);
+                    // §8.3: the first checkpoint is a root (explicit `null` parent).
+                    state.parent = Some(parent);
+                    state.data = Some(json!({ "notes": st.notes }));
+                    Ok(text_result(format!("{covered} note(s)")).with_state(state))
                 }
             },
         );

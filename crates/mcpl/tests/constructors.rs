@@ -142,3 +142,44 @@ fn s10_3_content_conversions() {
     let other = ToolContent::Other(link);
     assert_eq!(ContentBlock::try_from(other.clone()), Err(other));
 }
+
+/// §8.3, §8.6: a checkpoint and a rollback answer without hand-written `extra`.
+#[test]
+fn s8_state_and_rollback_constructors() {
+    use mcpl::protocol::state::{RollbackResult, StateInfo};
+    let mut root = StateInfo::new("chk_1");
+    root.parent = Some(None);
+    root.data = Some(json!({"notes": ["a"]}));
+    assert_eq!(
+        wire(ToolsCallResult::text("1 note(s)").with_state(root))["state"],
+        json!({"checkpoint": "chk_1", "parent": null, "data": {"notes": ["a"]}})
+    );
+    assert_eq!(
+        wire(StateInfo::new("chk_2")),
+        json!({"checkpoint": "chk_2"})
+    );
+    assert_eq!(
+        wire(RollbackResult::rolled_back("chk_1")),
+        json!({"checkpoint": "chk_1", "success": true})
+    );
+    assert_eq!(
+        wire(RollbackResult::failed("chk_1", "the store is read-only")),
+        json!({"checkpoint": "chk_1", "success": false, "reason": "the store is read-only"})
+    );
+}
+
+/// §11.2: an `inference/request` under its feature set, one user message.
+#[test]
+fn s11_2_inference_request_constructors() {
+    use mcpl::protocol::inference::{InferenceMessage, InferenceRequestParams};
+    let p = InferenceRequestParams::new("ref.ask", [InferenceMessage::user("Hello")]);
+    assert!(!p.is_streaming());
+    assert_eq!(
+        wire(p),
+        json!({"featureSet": "ref.ask", "messages": [{"role": "user", "content": "Hello"}]})
+    );
+    assert_eq!(
+        wire(InferenceMessage::new("assistant", ContentBlock::text("Hi")))["content"],
+        json!([{"type": "text", "text": "Hi"}])
+    );
+}

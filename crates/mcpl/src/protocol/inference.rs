@@ -73,7 +73,39 @@ pub struct InferenceRequestParams {
     pub extra: Extra,
 }
 
+impl InferenceMessage {
+    /// A message of `role` (`"user"`, `"assistant"` …) with `content` (a string or blocks).
+    pub fn new(role: impl Into<String>, content: impl Into<Content>) -> Self {
+        InferenceMessage {
+            role: role.into(),
+            content: content.into(),
+            extra: Extra::new(),
+        }
+    }
+
+    /// A `"user"` message with `content`.
+    pub fn user(content: impl Into<Content>) -> Self {
+        InferenceMessage::new("user", content)
+    }
+}
+
 impl InferenceRequestParams {
+    /// A non-streaming request under `feature_set` (§11.2: required, the set whose `uses`
+    /// declares `inferenceRequest`) for `messages`, nothing else set.
+    pub fn new(
+        feature_set: impl Into<String>,
+        messages: impl IntoIterator<Item = InferenceMessage>,
+    ) -> Self {
+        InferenceRequestParams {
+            feature_set: feature_set.into(),
+            conversation_id: None,
+            stream: None,
+            messages: messages.into_iter().collect(),
+            preferences: None,
+            extra: Extra::new(),
+        }
+    }
+
     /// Whether the request asks for streaming (`stream: true`; default `false`, §11.2).
     pub fn is_streaming(&self) -> bool {
         self.stream == Some(true)

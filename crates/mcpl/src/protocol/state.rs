@@ -29,6 +29,20 @@ pub struct StateInfo {
     pub extra: Extra,
 }
 
+impl StateInfo {
+    /// A new checkpoint `checkpoint` with `parent` absent and no `data` or `patch`; set
+    /// [`Self::parent`] (`Some(None)` for an explicit root, §8.3) and the state as needed.
+    pub fn new(checkpoint: impl Into<String>) -> Self {
+        StateInfo {
+            checkpoint: checkpoint.into(),
+            parent: None,
+            data: None,
+            patch: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
 /// `state/rollback` params (§8.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,6 +70,28 @@ pub struct RollbackResult {
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl RollbackResult {
+    /// The rollback to `checkpoint` succeeded (§8.6).
+    pub fn rolled_back(checkpoint: impl Into<String>) -> Self {
+        RollbackResult {
+            checkpoint: checkpoint.into(),
+            success: true,
+            reason: None,
+            extra: Extra::new(),
+        }
+    }
+
+    /// The rollback to `checkpoint` was attempted and failed, for `reason` (§8.6: best
+    /// effort; a pruned checkpoint is the `-32005` error instead).
+    pub fn failed(checkpoint: impl Into<String>, reason: impl Into<String>) -> Self {
+        RollbackResult {
+            success: false,
+            reason: Some(reason.into()),
+            ..RollbackResult::rolled_back(checkpoint)
+        }
+    }
 }
 
 method!(
