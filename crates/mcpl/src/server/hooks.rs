@@ -8,7 +8,6 @@ use super::*;
 use crate::capability::Requirement;
 use crate::jsonrpc::ErrorObject;
 use crate::peer::IncomingRequest;
-use crate::policy::{self};
 use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 
 pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
@@ -112,8 +111,12 @@ pub(super) fn filter_injections(
             );
             return false;
         };
-        // A host rejects a use the set's `uses` does not declare (§6.4 rule 2).
-        if policy::declaration_mismatch(&decls, &name, Requirement::One(c)).is_some() {
+        // A host rejects a use the set's `uses` does not declare (§6.4 rule 2): the host's
+        // own gate, whose status steps passed above.
+        if state
+            .gate_feature_set(&decls, &name, Requirement::One(c))
+            .is_err()
+        {
             conn.author_mistake(
                 "injection_dropped",
                 format!(
