@@ -546,6 +546,67 @@ fn exit_2_when_ca_is_given_for_a_target_without_tls() {
     }
 }
 
+/// Runs a quick check of `mode` with a transcript; its report and what the strict host
+/// sent in answer to the server's request `id`.
+fn quick_answer_to(mode: &str, id: &str) -> (Value, Value) {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-{mode}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.jsonl");
+    let (_, doc) = check(&[
+        "--quick",
+        "--transcript",
+        path.to_str().unwrap(),
+        "--",
+        FIXTURE,
+        mode,
+    ]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let answer = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["direction"] == "sent" && l["message"]["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is answered"));
+    (doc, answer["message"].clone())
+}
+
+/// §16.6: admission is decided before tags are read. A push whose only defect is a bare tag
+/// fails `push.event-shape` (§16.1), but the strict host, answering by the library host's
+/// rule (`mcpl::protocol::push::push_event_defects`), admits it; it used to answer `-32602`.
+#[test]
+fn s16_6_a_bad_tag_fails_the_shape_check_but_does_not_refuse_the_push() {
+    let (doc, answer) = quick_answer_to("bare-tag-push", "s-push");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["push.event-shape"]),
+        "{doc:#}"
+    );
+    assert_eq!(
+        answer["result"],
+        serde_json::json!({ "accepted": true }),
+        "{answer}"
+    );
+}
+
+/// §14.3: the strict host refuses a malformed `channels/incoming` message item-wise as the
+/// library host does (`invalid_message`, -32602); it used to accept any message naming a
+/// registered channel, a messageId or not.
+#[test]
+fn s14_3_the_strict_host_refuses_a_malformed_incoming_message_like_the_host() {
+    let (doc, answer) = quick_answer_to("bad-incoming", "s-incoming");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["channels.incoming-shape"]),
+        "{doc:#}"
+    );
+    assert_eq!(
+        answer["result"]["results"][0],
+        serde_json::json!({ "messageId": null, "accepted": false,
+                            "reason": "invalid_message", "code": -32602 }),
+        "{answer}"
+    );
+}
+
 #[test]
 fn transcript_is_valid_json_lines_of_every_frame() {
     let dir = std::env::temp_dir().join(format!("mcpl-check-transcript-{}", std::process::id()));

@@ -50,8 +50,10 @@ pub struct ManifestChanged {
 }
 
 impl ManifestChanged {
-    /// The notification's method name.
-    pub const METHOD: &'static str = "mcpl/manifestChanged";
+    /// The notification's method name, from the typed registry
+    /// ([`crate::protocol::manifest::ManifestChanged`]).
+    pub const METHOD: &'static str =
+        <crate::protocol::manifest::ManifestChanged as crate::protocol::Method>::NAME;
 }
 
 /// One installed manifest: the complete `experimental.mcpl` object with its `revision`.

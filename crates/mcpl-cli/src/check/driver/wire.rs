@@ -364,7 +364,9 @@ impl Session {
         }
         match method {
             "push/event" => {
-                if !inspect::push_event_defects(params).is_empty() {
+                // The library host's rule: tags are a shape finding (`push.event-shape`),
+                // never a refusal (§16.6: admission is decided before tags are read).
+                if !mcpl::protocol::push::push_event_defects(params).is_empty() {
                     return Err(ErrorObject::invalid_params("push/event params malformed"));
                 }
                 self.feature_set_gate(method, params)
@@ -420,6 +422,14 @@ impl Session {
                     .flatten()
                     .map(|m| {
                         let mid = m.get("messageId").cloned().unwrap_or(Value::Null);
+                        // §14.3, by the library host's rule (`channels.incoming-shape`
+                        // reports it).
+                        if !mcpl::protocol::channels::incoming_message_defects(m, "message")
+                            .is_empty()
+                        {
+                            return json!({ "messageId": mid, "accepted": false,
+                                "reason": "invalid_message", "code": -32602 });
+                        }
                         let known = m
                             .get("channelId")
                             .and_then(Value::as_str)
