@@ -34,6 +34,7 @@
 //! message may succeed later; its id is unknown (the message was never read whole), hence
 //! `id: null`, as JSON-RPC 2.0 answers a message whose id cannot be read.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -363,15 +364,28 @@ fn header_done(header: &[u8; 14], len: u8) -> Option<Phase> {
 }
 
 /// A byte stream whose reads are followed by a [`Meter`] (see the module docs): it fails a
-/// read with [`OverBudget`] once the WebSocket message being read cannot be covered.
+/// read with [`OverBudget`] once the WebSocket message being read cannot be covered. After
+/// every [`super::YIELD_AFTER`] bytes read it yields to the runtime once before its next
+/// read: tungstenite assembles a whole message (up to 64 MiB) in one `next()`, and the
+/// connection's task would otherwise keep its worker for a whole coop budget of reads per
+/// poll (issue #20, as for the line reader).
 pub(crate) struct Metered<S> {
     inner: S,
     meter: Arc<Mutex<Meter>>,
+    /// Bytes read since the last yield.
+    since_yield: usize,
+    /// The yield owed before the next read, once started.
+    yielding: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl<S> Metered<S> {
     pub(crate) fn new(inner: S, meter: Arc<Mutex<Meter>>) -> Metered<S> {
-        Metered { inner, meter }
+        Metered {
+            inner,
+            meter,
+            since_yield: 0,
+            yielding: None,
+        }
     }
 }
 
@@ -383,9 +397,20 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let this = &mut *self;
+        if let Some(yielding) = this.yielding.as_mut() {
+            if yielding.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.yielding = None;
+        }
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 let new = buf.filled().get(before..).unwrap_or_default();
+                this.since_yield += new.len();
+                if this.since_yield >= super::YIELD_AFTER {
+                    this.since_yield = 0;
+                    this.yielding = Some(Box::pin(tokio::task::yield_now()));
+                }
                 let mut meter = this.meter.lock().unwrap_or_else(|e| e.into_inner());
                 match meter.feed(new) {
                     Ok(()) => Poll::Ready(Ok(())),
@@ -442,6 +467,59 @@ mod tests {
         f.extend_from_slice(&[0; 4]);
         f.extend(std::iter::repeat_n(b'x', payload_len));
         f
+    }
+
+    /// A source that is always ready: `bytes`, in reads of at most 2 KiB, then EOF.
+    struct AlwaysReady(std::collections::VecDeque<u8>);
+
+    impl AsyncRead for AlwaysReady {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let n = self.0.len().min(buf.remaining()).min(2048);
+            let chunk: Vec<u8> = self.0.drain(..n).collect();
+            buf.put_slice(&chunk);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Issue #20: a WebSocket connection streaming a large frame shares its thread. While a
+    /// 1 MiB frame is read through the meter from a source that never blocks, another task
+    /// on the same single-threaded runtime runs at least once per `YIELD_AFTER` bytes
+    /// (before, not at all until the source was drained).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_frame_yields_to_other_tasks_while_it_is_read() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncReadExt;
+        const PAYLOAD: usize = 1024 * 1024;
+        let mut bytes = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+        bytes.extend(frame(true, 1, PAYLOAD));
+        let total = bytes.len();
+        let meter = Arc::new(Mutex::new(Meter::new(MessageBudget::new(4 * PAYLOAD))));
+        let mut stream = Metered::new(AlwaysReady(bytes.into()), meter);
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        tokio::task::yield_now().await;
+        let before = ticks.load(Ordering::Relaxed);
+        let mut read = Vec::new();
+        stream.read_to_end(&mut read).await.unwrap();
+        let during = ticks.load(Ordering::Relaxed) - before;
+        ticker.abort();
+        assert_eq!(read.len(), total);
+        assert!(
+            during >= PAYLOAD / super::super::YIELD_AFTER - 1,
+            "the other task ran {during} times while {total} bytes were read"
+        );
     }
 
     #[test]

@@ -167,6 +167,14 @@ impl Transport {
 /// connections).
 const READ_BUFFER: usize = 2 * 1024;
 
+/// Bytes of one partial line a reader takes in (buffered, or skipped while discarding)
+/// before it yields to the other tasks of its runtime. Without it, a connection streaming a
+/// long line ran for a whole coop budget of reads per poll (or, over a source that never
+/// blocks, to the line's end), and the runtime polled its I/O driver only every so many of
+/// those polls: under 16 connections each sending 16 MiB, a new connection's `initialize`
+/// waited for several such rounds (issue #20).
+pub(crate) const YIELD_AFTER: usize = 64 * 1024;
+
 /// Newline-delimited framing over a byte stream, with a size limit that never buffers an
 /// oversized line.
 pub struct LineReader<R> {
@@ -214,8 +222,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
     }
 
-    /// Reads the next frame. Cancel-safe: all progress lives in `self`.
+    /// Reads the next frame. Cancel-safe: all progress lives in `self`. Yields to the
+    /// runtime after every [`YIELD_AFTER`] bytes of a line still without its end, so one
+    /// long line never holds a worker thread.
     pub async fn read_frame(&mut self) -> io::Result<Option<Frame>> {
+        let mut since_yield = 0usize;
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
@@ -263,6 +274,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                     continue;
                 }
                 return Ok(Some(self.end_of_line()));
+            }
+            since_yield += consumed;
+            if since_yield >= YIELD_AFTER {
+                since_yield = 0;
+                tokio::task::yield_now().await;
             }
         }
     }
@@ -601,6 +617,69 @@ mod tests {
         assert_eq!(got.first(), Some(&text("first")));
         assert_eq!(got.last(), Some(&text("last")));
         assert_eq!(&got[1..got.len() - 1], &expected[..]);
+    }
+
+    /// A source that is always ready: `len` bytes of `x`, then a newline, then EOF, in
+    /// reads of at most 2 KiB. It never returns `Pending`, so only the reader itself can
+    /// let another task run while the line is assembled.
+    struct AlwaysReady {
+        left: usize,
+        newline: bool,
+    }
+
+    impl AsyncRead for AlwaysReady {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let n = self.left.min(buf.remaining()).min(2048);
+            if n > 0 {
+                buf.put_slice(&vec![b'x'; n]);
+                self.left -= n;
+            } else if self.newline {
+                buf.put_slice(b"\n");
+                self.newline = false;
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Issue #20: a connection streaming a long line shares its thread. While a 1 MiB line
+    /// is assembled from a source that never blocks, another task on the same
+    /// single-threaded runtime runs at least once per [`YIELD_AFTER`] bytes (before, not at
+    /// all until the line was complete).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_long_line_yields_to_other_tasks_while_it_is_read() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        const LINE: usize = 1024 * 1024;
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        // Let the ticker start, so that every tick counted below happened during the read.
+        tokio::task::yield_now().await;
+        let before = ticks.load(Ordering::Relaxed);
+        let mut r = LineReader::new(AlwaysReady {
+            left: LINE,
+            newline: true,
+        });
+        r.set_max_message_size(2 * LINE);
+        let frame = r.read_frame().await.unwrap();
+        let during = ticks.load(Ordering::Relaxed) - before;
+        ticker.abort();
+        assert!(matches!(&frame, Some(Frame::Text(t)) if t.len() == LINE));
+        assert!(
+            during >= LINE / YIELD_AFTER - 1,
+            "the other task ran {during} times while a {LINE}-byte line was read"
+        );
     }
 
     #[tokio::test]
