@@ -137,19 +137,27 @@ pub(super) async fn handle_frame(
         });
         return true;
     }
-    // Issue #8: a single object is read straight into a `Message` when it is a valid one;
-    // anything the fast path declines (batches, junk, invalid messages) takes the `Value`
-    // path below, which owns every diagnostic and error reply.
-    if trimmed.starts_with('{') {
-        if let Some(msg) = Message::parse_object(trimmed) {
+    let max_batch = shared.config.max_batch_entries;
+    let read = if trimmed.len() >= PARSE_OFF_WORKER {
+        // Issue #20: a large text takes milliseconds of CPU to read (a 2 MB list of 200,000
+        // strings, tens of them), during which this worker polled no other connection:
+        // under a flood of such messages a new connection's `initialize` waited hundreds
+        // of milliseconds. The blocking pool reads it instead; this task waits for it, so
+        // the connection's messages stay in order.
+        match tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch)).await {
+            Ok(read) => read,
+            // Only a runtime shutting down cancels it (reading never panics).
+            Err(_) => return false,
+        }
+    } else {
+        read_text(trimmed, max_batch)
+    };
+    let parsed = match read {
+        Read::Message(msg) => {
             let item = accept(shared, msg, None);
             return deliver(shared, item, inbound, closed).await;
         }
-    }
-    let parsed = if trimmed.starts_with('[') {
-        parse_batch(trimmed, shared.config.max_batch_entries)
-    } else {
-        serde_json::from_str(trimmed).map(Top::Single)
+        Read::Top(parsed) => parsed,
     };
     let value = match parsed {
         Ok(v) => v,
@@ -236,6 +244,33 @@ pub(super) async fn handle_frame(
         }
     }
     true
+}
+
+/// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool
+/// rather than on the worker running the connection (see `handle_frame`).
+const PARSE_OFF_WORKER: usize = 256 * 1024;
+
+/// A frame's text read: a valid single message, or the top-level value for the slow path.
+enum Read {
+    Message(Message),
+    Top(Result<Top, serde_json::Error>),
+}
+
+/// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
+/// read straight into a `Message` when it is a valid one; anything the fast path declines
+/// (batches, junk, invalid messages) takes the `Value` path, which owns every diagnostic
+/// and error reply. A batch keeps at most `max_batch` entries.
+fn read_text(trimmed: &str, max_batch: usize) -> Read {
+    if trimmed.starts_with('{') {
+        if let Some(msg) = Message::parse_object(trimmed) {
+            return Read::Message(msg);
+        }
+    }
+    Read::Top(if trimmed.starts_with('[') {
+        parse_batch(trimmed, max_batch)
+    } else {
+        serde_json::from_str(trimmed).map(Top::Single)
+    })
 }
 
 /// A frame's top-level JSON value: a batch (JSON array) or anything else.

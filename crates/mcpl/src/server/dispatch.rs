@@ -400,11 +400,13 @@ impl Drop for Release<'_> {
 }
 
 pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
-    let params = req.request().params.clone().unwrap_or(Value::Null);
+    // Read in place: a copy of a hostile 2 MB list cost as much as parsing it (issue #20).
+    let null = Value::Null;
     let outcome = {
+        let params = req.request().params.as_ref().unwrap_or(&null);
         let mut st = lock(&conn.state);
         st.held = Some(Conn::state_of(&st));
-        let r = st.policy.apply(Form::Request, &params);
+        let r = st.policy.apply(Form::Request, params);
         conn.publish(&st);
         r
     };
