@@ -140,6 +140,7 @@ fn well_behaved_server_passes_every_check() {
     for id in [
         "initialize.mcpl-present",
         "initialize.version",
+        "manifest.feature-set-count",
         "manifest.feature-sets-shape",
         "manifest.uses-valid",
         "manifest.identifier-charset",
@@ -821,6 +822,8 @@ fn reference_server_passes_every_check() {
             "initialize.mcpl-present",
             "initialize.version",
             "initialize.advertisement-shape",
+            // Issue #20: within the 1,024 feature sets a library host reads.
+            "manifest.feature-set-count",
             "manifest.feature-sets-shape",
             "manifest.uses-valid",
             "manifest.identifier-charset",

@@ -187,3 +187,72 @@ fn a_trickling_server_does_not_keep_the_run_alive() {
     assert!(matches!(out.status.code(), Some(0 | 1)), "{doc:#}");
     assert!(doc["checks"].as_array().unwrap().len() > 10, "{doc:#}");
 }
+
+/// A manifest of 100,004 feature sets (§6.1 sets no number): the checker counts them before
+/// building any and, past the 1,024 a library host reads
+/// (`manifest::DEFAULT_MAX_FEATURE_SETS`), warns under `manifest.feature-set-count` that
+/// library hosts refuse it, judges none of its sets and sends no policy (a library host
+/// grants nothing), while the MCP-level probe still runs. Before, the checker built and
+/// judged every set (755 MB, 48 s in a debug build) and had no such check.
+#[test]
+fn a_manifest_past_the_feature_set_bound_warns_and_is_not_built() {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "20",
+            "--watch",
+            "0",
+        ])
+        .args(["--", FIXTURE, "many-sets"])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout.len() < 1_000_000,
+        "report of {} bytes",
+        out.stdout.len()
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |id: &str| -> serde_json::Value {
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {doc:#}"))
+            .clone()
+    };
+    let count = check("manifest.feature-set-count");
+    assert_eq!(count["status"], "warn", "{doc:#}");
+    let detail = count["detail"].as_str().unwrap();
+    assert!(detail.contains("100004 feature sets"), "{detail}");
+    assert!(detail.contains("library hosts refuse"), "{detail}");
+    for id in [
+        "manifest.feature-sets-shape",
+        "manifest.uses-valid",
+        "policy.request-answered",
+        "policy.receipt-matches-derivation",
+    ] {
+        let c = check(id);
+        assert_eq!(c["status"], "skip", "{id}: {doc:#}");
+        assert!(
+            c["detail"]
+                .as_str()
+                .unwrap()
+                .contains("manifest.feature-set-count"),
+            "{id}: {doc:#}"
+        );
+    }
+    assert_eq!(check("initialize.version")["status"], "pass", "{doc:#}");
+    assert_eq!(
+        check("rpc.unknown-method-errors")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+}

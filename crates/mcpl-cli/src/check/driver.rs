@@ -466,6 +466,10 @@ impl Session {
         let Some((capabilities, mcpl)) = self.handshake() else {
             return;
         };
+        if !self.feature_sets_within_bound(&mcpl) {
+            self.finish_over_bound(&mcpl);
+            return;
+        }
         // The declarations, parsed once for the manifest checks and the session (§6.1).
         let (sets, findings) = FeatureSets::from_mcpl(&mcpl);
         self.judge_manifest(&mcpl, &sets, &findings);
@@ -506,45 +510,55 @@ impl Session {
         self.host_grant = Some(host_grant);
     }
 
+    /// `manifest.feature-set-count` recorded ([`inspect::feature_set_count`]); whether the
+    /// manifest's feature sets are within the bound a library host reads, so the session
+    /// may go on to judge them.
+    pub(super) fn feature_sets_within_bound(&mut self, mcpl: &Value) -> bool {
+        let ((st, d), within) = inspect::feature_set_count(mcpl);
+        self.rec.record("manifest.feature-set-count", st, d);
+        within
+    }
+
+    /// A manifest past the feature-set bound (`manifest.feature-set-count` warned): a library
+    /// host refuses it at `initialize` and grants nothing (fail closed), so the checker goes
+    /// no further with MCPL than such a host would. The checks that read only the
+    /// advertisement's top level are still made, what the server sends on its own is still
+    /// judged (nothing is granted, §5.3), and an unknown method must still get an error;
+    /// everything else that reads the feature sets or needs a policy is skipped saying why.
+    /// Nothing here builds the sets, so memory and time stay those of reading the
+    /// `initialize` answer.
+    pub(super) fn finish_over_bound(&mut self, mcpl: &Value) {
+        let (st, d) = inspect::version(mcpl);
+        self.rec.record("initialize.version", st, d);
+        let (st, d) = inspect::advertisement_shape(mcpl);
+        self.rec.record("initialize.advertisement-shape", st, d);
+        self.unknown_method();
+        let why = format!(
+            "the manifest declares more than {} feature sets, which a library host refuses \
+             (manifest.feature-set-count): nothing was granted",
+            mcpl::manifest::DEFAULT_MAX_FEATURE_SETS
+        );
+        self.rec.skip_all(MCPL_BEHAVIOUR_IDS, &why);
+        self.rec.skip_all(
+            &["grant.narrowed-respected", "featuresets.narrowed-respected"],
+            &why,
+        );
+    }
+
     /// An MCP-only server: everything MCPL is skipped (§3.3), but what it sends on its own
     /// is still judged, and an unknown method must still get an error.
     pub(super) fn finish_mcp_only(&mut self) {
         self.unknown_method();
+        let why = "server does not advertise MCPL (§3.3)";
         self.rec.skip_all(
             &[
                 "initialize.version",
                 "initialize.advertisement-shape",
-                "manifest.feature-sets-shape",
-                "manifest.uses-valid",
-                "manifest.identifier-charset",
-                "manifest.revision-matches-digest",
-                "manifest.tag-facets",
-                "policy.request-answered",
-                "policy.receipt-shape",
-                "policy.refusal-names-fallback",
-                "policy.no-invented-mode",
-                "policy.receipt-matches-derivation",
-                "policy.no-privileged-unless-accepted",
-                "manifest.fetch",
-                "hooks.answers-without-observe",
-                "hooks.injection-positions",
-                "hooks.injection-shape",
-                "channels.list-answered",
-                "channels.unknown-channel-error",
-                "policy.reduction-answered",
-                "policy.reduction-respected",
-                "policy.notification-narrowing-respected",
-                "policy.notification-not-ready",
-                "policy.contradiction-rejected",
-                "grant.messages-within-grant",
-                "hooks.feature-set-declared",
-                "rpc.unknown-members-ignored",
-                "state.rollback-unknown-checkpoint",
-                "channels.close-unknown-error",
-                "lifecycle.defensive",
+                "manifest.feature-set-count",
             ],
-            "server does not advertise MCPL (§3.3)",
+            why,
         );
+        self.rec.skip_all(MCPL_BEHAVIOUR_IDS, why);
     }
 
     /// Why the host does not use `c` now, for a skip that names the real cause (issue #18
@@ -663,6 +677,40 @@ fn server_requirement(method: &str, params: Option<&Value>) -> Option<Requiremen
         _ => None,
     }
 }
+
+/// The checks that read the feature sets or need the policy exchange: skipped whole for a
+/// server whose MCPL a host does not use (MCP-only, §3.3; a manifest past the feature-set
+/// bound).
+const MCPL_BEHAVIOUR_IDS: &[&str] = &[
+    "manifest.feature-sets-shape",
+    "manifest.uses-valid",
+    "manifest.identifier-charset",
+    "manifest.revision-matches-digest",
+    "manifest.tag-facets",
+    "policy.request-answered",
+    "policy.receipt-shape",
+    "policy.refusal-names-fallback",
+    "policy.no-invented-mode",
+    "policy.receipt-matches-derivation",
+    "policy.no-privileged-unless-accepted",
+    "manifest.fetch",
+    "hooks.answers-without-observe",
+    "hooks.injection-positions",
+    "hooks.injection-shape",
+    "channels.list-answered",
+    "channels.unknown-channel-error",
+    "policy.reduction-answered",
+    "policy.reduction-respected",
+    "policy.notification-narrowing-respected",
+    "policy.notification-not-ready",
+    "policy.contradiction-rejected",
+    "grant.messages-within-grant",
+    "hooks.feature-set-declared",
+    "rpc.unknown-members-ignored",
+    "state.rollback-unknown-checkpoint",
+    "channels.close-unknown-error",
+    "lifecycle.defensive",
+];
 
 /// Whether two manifests are the same manifest (equal canonical forms, §17.2).
 fn same_manifest(a: &Value, b: &Value) -> bool {

@@ -83,6 +83,34 @@ fn join_or_none(items: &[&str]) -> String {
     }
 }
 
+/// `manifest.feature-set-count` (§6.1): how many feature sets the manifest declares,
+/// counted without building any ([`manifest::feature_set_count`]), against the bound a
+/// library host reads ([`manifest::DEFAULT_MAX_FEATURE_SETS`], 1,024); the verdict, and
+/// whether the count is within the bound. Past it the verdict is a `warn`, not a `fail`:
+/// §6.1 sets no number, so the manifest may conform, but library hosts refuse such a
+/// manifest whole at `initialize` (`HostError::TooManyFeatureSets`, nothing granted), and
+/// the checker, acting as such a host, then judges no feature set of it (issue #20: a
+/// manifest of 100,000 sets had taken the checker to 755 MB and 48 s, debug build).
+pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
+    let count = manifest::feature_set_count(mcpl);
+    let limit = manifest::DEFAULT_MAX_FEATURE_SETS;
+    if count <= limit {
+        return (
+            pass(format!(
+                "{count} feature set(s), within the {limit} a library host reads"
+            )),
+            true,
+        );
+    }
+    let d = format!(
+        "{count} feature sets declared, past the {limit} a library host reads \
+         (manifest::DEFAULT_MAX_FEATURE_SETS; §6.1 sets no number): library hosts refuse \
+         this manifest at initialize (HostError::TooManyFeatureSets) and grant nothing, so \
+         no feature set and no MCPL behaviour was judged"
+    );
+    ((Status::Warn, d), false)
+}
+
 /// `manifest.feature-sets-shape` (§6.1, §6.2): `featureSets` absent, or an object whose
 /// members are objects with a string `description`. The 0.4 array form fails.
 pub fn feature_sets_shape(mcpl: &Value, sets: &FeatureSets, findings: &[Finding]) -> Verdict {

@@ -99,6 +99,7 @@ catalogue! {
     "initialize.mcpl-present", "§5.1", "capabilities.experimental.mcpl is present and an object";
     "initialize.version", "§5.1", "experimental.mcpl.version is \"0.5\"";
     "initialize.advertisement-shape", "§5.1", "the advertisement mirrors the capability paths";
+    "manifest.feature-set-count", "§6.1", "at most 1,024 feature sets, the most a library host reads (more warns)";
     "manifest.feature-sets-shape", "§6.1", "featureSets is an object of {description, uses}";
     "manifest.uses-valid", "§6.2", "every uses value is a capability path of the vocabulary";
     "manifest.identifier-charset", "§17.2", "identifiers are non-empty [A-Za-z0-9._:*-]";

@@ -283,6 +283,11 @@ impl Session {
         let Some((capabilities, mcpl)) = self.handshake() else {
             return;
         };
+        // The instance reached this time may present another manifest: past the bound it
+        // is refused as in the first session, before any set is built.
+        if !self.feature_sets_within_bound(&mcpl) {
+            return;
+        }
         let (sets, _) = FeatureSets::from_mcpl(&mcpl);
         self.adopt_declarations(sets.clone());
         let full_params = self.policy_params(full, &[]);
