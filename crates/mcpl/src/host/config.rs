@@ -1,0 +1,189 @@
+//! What a host connection is configured with, and the application handlers it calls.
+
+use super::*;
+
+/// The application's streaming answer to an `inference/request` with `stream: true`
+/// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`
+/// notifications; the final result it returns is sent after every chunk it sent.
+pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + Sync>;
+
+/// Sends the `inference/chunk` notifications of one streaming `inference/request` (§11.4):
+/// `requestId` is that request's id, `index` counts the chunks sent, from 0. One sender, in
+/// order, and only until the final response: a chunk sent after it is refused.
+#[derive(Debug)]
+pub struct ChunkSink {
+    pub(super) session: HostSession,
+    pub(super) request_id: crate::jsonrpc::RequestId,
+    pub(super) next: u64,
+    pub(super) ended: Arc<AtomicBool>,
+}
+
+impl ChunkSink {
+    /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
+    pub async fn send(&mut self, delta: &str) -> Result<(), HostError> {
+        if self.ended.load(Ordering::SeqCst) {
+            return Err(HostError::StreamEnded);
+        }
+        let params = json!({ "requestId": self.request_id.to_value(), "index": self.next,
+                             "delta": delta });
+        self.session.notify_gated("inference/chunk", params).await?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// How many chunks were sent.
+    pub fn sent(&self) -> u64 {
+        self.next
+    }
+}
+
+/// The generated text of an `inference/request` result (§11.3 `content`: a string, or
+/// content blocks whose text blocks are joined); `None` when there is none.
+pub(super) fn result_text(result: &Value) -> Option<String> {
+    let text = match result.get("content")? {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
+}
+
+/// A future returned by an application request handler.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>>;
+
+/// The application's answer to server-initiated `inference/request` and `model/info`
+/// (§11, §12): called with the method name and raw params, after the grant allowed it.
+pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync>;
+
+/// Configuration of one host connection.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// `clientInfo.name` sent in `initialize`.
+    pub client_name: String,
+    /// `clientInfo.version` sent in `initialize`.
+    pub client_version: String,
+    /// MCP `protocolVersion` sent in `initialize`
+    /// ([`MCP_PROTOCOL_VERSION`](crate::protocol::handshake::MCP_PROTOCOL_VERSION) by default).
+    pub protocol_version: String,
+    /// Host policy: capability patterns (§5.4 `*` matching); the grant is advertised ∩ these.
+    pub policy: Vec<String>,
+    /// `enabled` allowlist of feature-set names sent with the grant (`None` omits it).
+    pub enabled: Option<Vec<String>>,
+    /// `disabled` feature-set names sent with the grant.
+    pub disabled: Vec<String>,
+    /// Channel ids this host accepts registrations for (`*` as a trailing wildcard); `None`
+    /// accepts any id the grant allows.
+    pub channel_patterns: Option<Vec<String>>,
+    /// How long to wait for the `initialize` response.
+    pub initialize_timeout: Duration,
+    /// How long to wait for a `featureSets/update` receipt before deciding without it.
+    pub policy_timeout: Duration,
+    /// Per-hook timeout of `context/beforeInference` (§10.1); 5 s by default.
+    pub hook_timeout: Duration,
+    /// How long to wait for `mcpl/manifest`.
+    pub manifest_timeout: Duration,
+    /// §17.8 token bucket: burst size.
+    pub manifest_fetch_burst: u32,
+    /// §17.8 token bucket: tokens per second.
+    pub manifest_fetch_per_sec: f64,
+    /// Consecutive unparseable manifests after which MCPL is suspended (at least 2, §17.5).
+    pub suspend_after_failures: u32,
+    /// Capacity of the event stream; a full stream refuses new push events.
+    pub event_capacity: usize,
+    /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged).
+    pub diagnostics_capacity: usize,
+    /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
+    pub dedupe_window: usize,
+    /// Longest `eventId` a `push/event` may carry, in UTF-8 bytes; a longer one is refused
+    /// with `-32602` and `data: { limit, length }` (1,024 by default). §9.4 leaves the id's
+    /// length open; this bounds what deduplication remembers to `dedupe_window` × this.
+    pub max_event_id_bytes: usize,
+    /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
+    pub request_handler: Option<RequestHandler>,
+    /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
+    /// is granted; without one such a request goes to `request_handler`, and its final text
+    /// is sent as a single chunk before the response.
+    pub stream_handler: Option<StreamHandler>,
+    /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
+    /// counted together); a larger message is refused whole with `-32602` and
+    /// `data: { limit, count }` (1,024 by default).
+    pub max_channels_per_message: usize,
+    /// Most messages one `channels/incoming` may carry; a larger batch is refused whole with
+    /// `-32602` and `data: { limit, count }` (1,024 by default).
+    pub max_incoming_per_batch: usize,
+    /// Most `contextInjections` one `context/beforeInference` answer may carry (§10; 1,024
+    /// by default). A larger answer is refused whole, before any entry is judged: a
+    /// [`HostDiagnostic::HookFailed`] and a [`HookFailure`] naming the count and the limit,
+    /// nothing accepted from that server for the round. §10 sets no number; this bounds
+    /// what one answer makes the host build.
+    pub max_injections_per_hook: usize,
+    /// Most feature sets (`featureSets` entries, §6.1) a server's manifest may carry,
+    /// wherever the host reads one (1,024 by default,
+    /// [`crate::manifest::DEFAULT_MAX_FEATURE_SETS`]); a larger one is refused before it is
+    /// copied or reviewed. In the `initialize` result, [`HostSession::connect`] fails with
+    /// [`HostError::TooManyFeatureSets`] (nothing reviewed, nothing granted: fail closed);
+    /// in an `mcpl/manifest` answer, a [`HostDiagnostic::ManifestFetchFailed`] names the
+    /// count and the limit and the manifest in force stands, as for a failed fetch (§17.5).
+    /// `mcpl/manifestChanged` carries no manifest (§17.3), only the fetch it prompts.
+    pub max_feature_sets: usize,
+    /// Most channels one connection may hold registered at once (4,096 by default). A
+    /// descriptor that would add a channel past it is rejected item-wise with reason
+    /// `channel_limit` (§14.5 itemized results); updates and removals are unaffected.
+    pub max_channels: usize,
+    /// Largest encoded size of one channel descriptor (compact JSON, in bytes); a larger one
+    /// is rejected item-wise with reason `invalid_descriptor` (§14.5 itemized results;
+    /// 4,096 by default). §14.2 sets no size; this bounds what a connection's registered
+    /// channels hold to `max_channels` × this.
+    pub max_descriptor_bytes: usize,
+    /// Configuration of the underlying peer (used by [`HostSession::connect`]).
+    pub peer: PeerConfig,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            client_name: "mcpl-host".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: crate::protocol::handshake::MCP_PROTOCOL_VERSION.into(),
+            policy: Vec::new(),
+            enabled: None,
+            disabled: Vec::new(),
+            channel_patterns: None,
+            initialize_timeout: Duration::from_secs(30),
+            policy_timeout: Duration::from_secs(10),
+            hook_timeout: Duration::from_secs(5),
+            manifest_timeout: Duration::from_secs(10),
+            manifest_fetch_burst: 3,
+            manifest_fetch_per_sec: 0.2,
+            suspend_after_failures: 3,
+            event_capacity: 1024,
+            diagnostics_capacity: 1024,
+            dedupe_window: 10_000,
+            max_event_id_bytes: 1024,
+            request_handler: None,
+            stream_handler: None,
+            max_channels_per_message: 1024,
+            max_incoming_per_batch: 1024,
+            max_injections_per_hook: 1024,
+            max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
+            max_channels: 4096,
+            max_descriptor_bytes: 4096,
+            peer: PeerConfig::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostConfig")
+            .field("client_name", &self.client_name)
+            .field("policy", &self.policy)
+            .field("policy_timeout", &self.policy_timeout)
+            .field("hook_timeout", &self.hook_timeout)
+            .finish_non_exhaustive()
+    }
+}

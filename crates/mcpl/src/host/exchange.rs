@@ -1,0 +1,338 @@
+//! The policy exchange (§5.3, §6.7): the initial Request, later changes, receipts and
+//! fallbacks.
+
+use super::*;
+
+impl HostSession {
+    /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
+    /// `Ok(true)` when the grant applied is narrower than the one the Request told and the
+    /// server cannot know it: a manifest revocation landed meanwhile, or the host fell back
+    /// to MCP-only on its own (no answer in time, an error, an unusable receipt). The caller
+    /// then tells the reduction once the policy lock is free (§6.7: any change to the grant
+    /// goes by Request). A fallback the server chose itself is not told again: a `-32601`
+    /// server has no MCPL to configure, and a refusal named `mcp-only` as its consequence.
+    pub(super) async fn initial_policy(&self, hg: HostGrant) -> Result<bool, HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
+        // The host's own selection narrows derivation at once (it can never widen).
+        if let Ok(up) = policy::UpdateParams::parse(&params) {
+            if let Some(r) = self.inner.state().review.as_mut() {
+                r.set_selection(policy::Selection {
+                    enabled: up.enabled,
+                    disabled: up.disabled,
+                });
+            }
+        }
+        let answer = self.policy_request(params).await;
+        let decision = match answer {
+            Ok(v) => match self.read_receipt(&v) {
+                Some(Receipt::Refused {
+                    fallback: Fallback::Close,
+                    ..
+                }) => {
+                    self.inner.peer.close();
+                    return Err(HostError::Refused("close"));
+                }
+                Some(Receipt::Refused { .. }) => Err(McpOnlyReason::Refused),
+                Some(r @ Receipt::Accepted { .. }) => Ok(r),
+                None => Err(McpOnlyReason::PolicyFailed("unusable receipt".into())),
+            },
+            Err(PeerError::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                Err(McpOnlyReason::PolicyMethodNotFound)
+            }
+            Err(PeerError::Timeout { .. }) => Err(McpOnlyReason::PolicyTimeout),
+            Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c))),
+            Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
+        };
+        let told_wider = match decision {
+            Ok(receipt) => {
+                // Only what is read after the receipt is judged as ready (§5.3); a batch
+                // carrying the receipt counts as before it (fail closed).
+                let boundary = self.receipt_boundary();
+                let mut st = self.inner.state();
+                // A manifest revocation that landed during the exchange stays applied.
+                let adv = st
+                    .review
+                    .as_ref()
+                    .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+                let applied = hg.effective.intersect(adv);
+                st.set_in_force(boundary, true, applied);
+                st.mode = Mode::Mcpl;
+                st.last_receipt = Some(receipt);
+                let g = st.grant;
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(g, SystemTime::now(), "initial-policy");
+                }
+                applied != hg.effective
+            }
+            Err(reason) => {
+                let server_named_it = matches!(
+                    reason,
+                    McpOnlyReason::PolicyMethodNotFound | McpOnlyReason::Refused
+                );
+                self.enter_mcp_only(reason);
+                !server_named_it && self.grant() != hg.effective
+            }
+        };
+        Ok(told_wider)
+    }
+
+    /// Parses a receipt, reporting every defect; `None` when unusable.
+    pub(super) fn read_receipt(&self, v: &Value) -> Option<Receipt> {
+        let report = policy::parse_receipt(v);
+        for d in report.defects {
+            self.inner.diag(HostDiagnostic::ReceiptDefect {
+                code: d.code,
+                path: d.path,
+            });
+        }
+        if let Some(r) = &report.receipt {
+            self.inner.state().last_receipt = Some(r.clone());
+        }
+        report.receipt
+    }
+
+    pub(super) fn enter_mcp_only(&self, reason: McpOnlyReason) {
+        tracing::info!(server = ?self.inner.label.get(), ?reason, "MCPL disabled: MCP-only");
+        let mode = Mode::McpOnly(reason);
+        {
+            let now = self.next_position();
+            let mut st = self.inner.state();
+            let mut grant = st
+                .grant
+                .intersect(CapabilitySet::EMPTY.with(Capability::Tools));
+            // `tools` is kept only if the server advertised it and policy allowed it.
+            if let Some(r) = st.review.as_ref() {
+                let adv = r
+                    .advertised()
+                    .intersection(CapabilitySet::EMPTY.with(Capability::Tools));
+                if let Ok(hg) = HostGrant::compute(adv, st.policy.iter().map(String::as_str)) {
+                    grant = hg.effective;
+                }
+            }
+            // Once a grant was in force, falling back can only keep part of it: a refused
+            // expansion that named `tools` must not activate it (§6.7: a receipt never
+            // widens).
+            if st.ready {
+                grant = grant.intersect(st.grant.capabilities());
+            }
+            st.set_in_force(now, true, grant);
+            st.mode = mode.clone();
+            // The review judges later manifest changes against the grant in force (§17.6): a
+            // capability MCP-only never held is not reported as revoked.
+            if let Some(r) = st.review.as_mut() {
+                r.set_grant(grant, SystemTime::now(), "mcp-only");
+            }
+        }
+        self.inner.event(HostEvent::ModeChanged(mode));
+    }
+
+    /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
+    /// Request goes out; a widening activates only after an accepting receipt.
+    pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
+        let (hg, old) = {
+            let mut st = self.inner.state();
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+            let advertised = st
+                .review
+                .as_ref()
+                .map(|r| r.advertised())
+                .unwrap_or(CapabilitySet::EMPTY);
+            let hg = HostGrant::compute(advertised, patterns.iter().map(String::as_str))?;
+            let old = st.grant;
+            // Narrowing first, atomically (§6.7).
+            let kept = old.intersect(hg.effective.capabilities());
+            st.narrow_to(kept);
+            st.policy = patterns.clone();
+            if let Some(r) = st.review.as_mut() {
+                r.set_grant(kept, SystemTime::now(), "policy-narrowing");
+            }
+            (hg, old)
+        };
+        let narrowed = old.capabilities().difference(hg.effective.capabilities());
+        let widening = hg.effective.capabilities().difference(old.capabilities());
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
+        let answer = self.policy_request(params).await;
+        let receipt = match answer {
+            Ok(v) => self.read_receipt(&v),
+            Err(e) => {
+                tracing::warn!(server = ?self.inner.label.get(), error = %e, "policy Request unanswered");
+                None
+            }
+        };
+        let mut activated = CapabilitySet::EMPTY;
+        match &receipt {
+            // MCPL was left (suspended) while the Request was in flight: a receipt widens
+            // nothing on an MCP-only connection.
+            Some(Receipt::Accepted { .. }) if self.mode() != Mode::Mcpl => {}
+            Some(Receipt::Accepted { .. }) => {
+                // The widening counts from just after the receipt's frame (§6.7): a batch
+                // carrying the receipt counts as before it (fail closed).
+                let boundary = self.receipt_boundary();
+                let mut st = self.inner.state();
+                // Re-intersect with whatever happened meanwhile (a manifest revocation).
+                let adv = st
+                    .review
+                    .as_ref()
+                    .map(|r| r.advertised())
+                    .unwrap_or(CapabilitySet::EMPTY);
+                let g = hg.effective.intersect(adv);
+                activated = g.capabilities().difference(st.grant.capabilities());
+                let ready = st.ready;
+                st.set_in_force(boundary, ready, g);
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(g, SystemTime::now(), "policy-receipt");
+                }
+            }
+            Some(Receipt::Refused {
+                fallback: Fallback::Close,
+                ..
+            }) => {
+                self.enter_mcp_only(McpOnlyReason::Refused);
+                self.inner.peer.close();
+            }
+            Some(Receipt::Refused { .. }) => self.enter_mcp_only(McpOnlyReason::Refused),
+            None => {}
+        }
+        let grant = self.grant();
+        Ok(PolicyChange {
+            narrowed,
+            activated,
+            not_activated: widening.difference(activated),
+            receipt,
+            grant,
+        })
+    }
+
+    /// The `disabled` list of a policy Request: the configured one, then the sets
+    /// [`Self::disable_by_notification`] disabled since.
+    pub(super) fn disabled_list(&self) -> Vec<String> {
+        let later = self.inner.state().disabled_later.clone();
+        let mut all = self.inner.config.disabled.clone();
+        all.extend(
+            later
+                .into_iter()
+                .filter(|s| !self.inner.config.disabled.contains(s)),
+        );
+        all
+    }
+
+    /// Disables feature sets `sets` with a `featureSets/update` **Notification** carrying only
+    /// `disabled` — the non-conforming carrier §6.7 still makes servers respect as a
+    /// reduction, which a tester (such as `mcpl inspect`) sends to see whether they do.
+    /// A reduction applies first (§6.7): the host stops accepting the sets' uses before the
+    /// Notification is written, and every later policy Request repeats them in `disabled`.
+    /// The grant is unchanged and nothing widens. Errors: MCP-only, a name list past
+    /// [`policy::MAX_POLICY_LIST_ENTRIES`] in total, or a name that is not a feature-set
+    /// name or pattern.
+    pub async fn disable_by_notification(&self, sets: &[String]) -> Result<(), HostError> {
+        let _g = self.inner.policy_lock.lock().await;
+        let params = json!({ "disabled": sets });
+        {
+            let mut st = self.inner.state();
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+            let mut later = st.disabled_later.clone();
+            later.extend(
+                sets.iter()
+                    .filter(|s| !st.disabled_later.contains(s))
+                    .cloned(),
+            );
+            let all = json!({ "disabled": later });
+            let up = policy::UpdateParams::parse(&all)
+                .map_err(|e| HostError::BadSelection(e.to_string()))?;
+            if let Some(r) = st.review.as_mut() {
+                let mut selection = r.selection().clone();
+                selection.disabled.extend(up.disabled);
+                r.set_selection(selection);
+            }
+            st.disabled_later = later;
+        }
+        Ok(self
+            .inner
+            .peer
+            .notify_raw("featureSets/update", Some(params))
+            .await?)
+    }
+
+    /// Sends `featureSets/update` as a Request (§6.7); the peer marks the wire position of
+    /// its receipt for [`Self::settle_policy_before`].
+    pub(super) async fn policy_request(&self, params: Value) -> Result<Value, PeerError> {
+        let inner = &self.inner;
+        let mark = inner.policy_read.clone();
+        let timeout = inner.config.policy_timeout;
+        inner
+            .peer
+            .request_raw_with(
+                "featureSets/update",
+                Some(params),
+                RequestOptions::new().timeout(timeout).mark_position(mark),
+            )
+            .await
+    }
+
+    /// Wire order (§5.3, §6.7): a message read after a policy receipt is judged under that
+    /// receipt's consequences, so wait (bounded by the policy timeout) until the policy
+    /// exchange that read it has applied them. A message read before the receipt is judged
+    /// under the state it arrived in as well ([`Widenings`]): privileged before ready is
+    /// still rejected, however late it is handled.
+    pub(super) async fn settle_policy_before(&self, seq: u64) {
+        let read = self.inner.policy_read.load(Ordering::SeqCst);
+        if read == 0 || read >= seq {
+            return;
+        }
+        let mut applied = self.inner.policy_applied.subscribe();
+        let wait = applied.wait_for(|a| *a >= read);
+        let _ = tokio::time::timeout(self.inner.config.policy_timeout, wait).await;
+    }
+
+    /// The wire position a receipt's consequences count from: the frame after it, so a
+    /// batch carrying the receipt counts as before it (fail closed).
+    pub(super) fn receipt_boundary(&self) -> u64 {
+        self.inner.policy_read.load(Ordering::SeqCst) + 1
+    }
+
+    /// Sends the Request for a reduction already applied host-side (§6.7), telling the grant
+    /// in force once no other exchange is in flight: the receipt is testimony, never a
+    /// widening; a refusal falls back as it says.
+    pub(super) async fn tell_reduction(&self) {
+        let _g = self.inner.policy_lock.lock().await;
+        let _applied = PolicyApplied(&self.inner);
+        let (adv, kept) = {
+            let st = self.inner.state();
+            let adv = st
+                .review
+                .as_ref()
+                .map_or(CapabilitySet::EMPTY, |r| r.advertised());
+            (adv, st.grant)
+        };
+        let hg = HostGrant {
+            advertised: adv,
+            effective: kept,
+            denied: adv.difference(kept.capabilities()),
+        };
+        let cfg = &self.inner.config;
+        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
+        match self.policy_request(params).await {
+            Ok(v) => {
+                if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
+                    if self.mode() == Mode::Mcpl {
+                        self.enter_mcp_only(McpOnlyReason::Refused);
+                    }
+                    if fallback == Fallback::Close {
+                        self.inner.peer.close();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reduction Request unanswered"),
+        }
+    }
+}

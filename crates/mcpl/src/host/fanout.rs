@@ -1,0 +1,183 @@
+//! The `context/beforeInference` fan-out over several sessions (§10).
+
+use super::*;
+
+/// One accepted injection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceptedInjection {
+    /// The server's label.
+    pub server: String,
+    /// The injection object as received (its `featureSet`/`namespace` are testimony).
+    pub injection: Value,
+}
+
+/// One rejected injection and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedInjection {
+    /// The server's label.
+    pub server: String,
+    /// The injection object as received.
+    pub injection: Value,
+    /// Why it was refused.
+    pub reason: policy::InjectionDenied,
+}
+
+/// A hook that contributed nothing (fail-open).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFailure {
+    /// The server's label.
+    pub server: String,
+    /// Why (timeout, error, bad result).
+    pub detail: String,
+}
+
+/// The fan-out result, grouped by position (§10.4).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Injections {
+    /// `system` injections.
+    pub system: Vec<AcceptedInjection>,
+    /// `beforeUser` injections.
+    pub before_user: Vec<AcceptedInjection>,
+    /// `afterUser` injections.
+    pub after_user: Vec<AcceptedInjection>,
+    /// Every rejected injection.
+    pub rejected: Vec<RejectedInjection>,
+    /// Hooks that failed or timed out (fail-open).
+    pub failures: Vec<HookFailure>,
+    /// Servers the hook was sent to.
+    pub consulted: Vec<String>,
+}
+
+/// Sends `context/beforeInference` (§10.1) to every session granted observe or any inject
+/// leaf, concurrently, each with its own timeout, fail-open. `userMessage` is `null` where
+/// `observe` is not granted. Each returned injection is authorized by its `position` against
+/// that session's grant **current when the response is received** (§5.4); the claimed
+/// `featureSet` and `namespace` never enter the decision.
+pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
+    let calls = sessions.iter().filter_map(|s| {
+        let grant = {
+            let st = s.inner.state();
+            if st.mode != Mode::Mcpl || !st.ready {
+                return None;
+            }
+            st.grant
+        };
+        if !policy::before_inference_applies(&grant) {
+            return None;
+        }
+        let mut p = params.clone();
+        policy::redact_before_inference(&grant, &mut p);
+        let s = (*s).clone();
+        Some(async move {
+            let pin = HookPin::new(&s);
+            let mark = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let r = s
+                .inner
+                .peer
+                .request_raw_with(
+                    "context/beforeInference",
+                    Some(p),
+                    RequestOptions::new()
+                        .timeout(s.inner.config.hook_timeout)
+                        .mark_position(mark.clone()),
+                )
+                .await;
+            // The grant current at response receipt (§5.4): judged at the response's wire
+            // position, so a widening read after it does not apply, however soon it lands.
+            let at = mark.load(Ordering::SeqCst);
+            // A policy receipt read before the response is applied first (a refusal's
+            // fallback included), as for inbound messages.
+            s.settle_policy_before(at).await;
+            let grant = s.inner.state().in_force_for(at).1;
+            drop(pin);
+            (s, r, grant)
+        })
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    let mut out = Injections::default();
+    for (s, r, grant) in answers {
+        let server = s.label();
+        out.consulted.push(server.clone());
+        let fail = |out: &mut Injections, detail: String| {
+            s.inner.diag(HostDiagnostic::HookFailed {
+                server: server.clone(),
+                detail: detail.clone(),
+            });
+            out.failures.push(HookFailure {
+                server: server.clone(),
+                detail,
+            });
+        };
+        let v = match r {
+            Ok(v) => v,
+            Err(e) => {
+                fail(&mut out, e.to_string());
+                continue;
+            }
+        };
+        let mut v = v;
+        let limit = s.inner.config.max_injections_per_hook;
+        let items = match v.get_mut("contextInjections") {
+            None => Vec::new(),
+            Some(Value::Array(a)) if a.len() > limit => {
+                fail(
+                    &mut out,
+                    format!(
+                        "{} contextInjections exceed the limit of {limit}; the answer is refused",
+                        a.len()
+                    ),
+                );
+                continue;
+            }
+            Some(Value::Array(a)) => std::mem::take(a),
+            Some(_) => {
+                fail(&mut out, "contextInjections is not an array".into());
+                continue;
+            }
+        };
+        let feature_set = v.get("featureSet").and_then(Value::as_str);
+        // Judged under one look at the review (no await while it is held).
+        let judged: Vec<_> = {
+            let st = s.inner.state();
+            let none = (policy::FeatureSets::default(), BTreeMap::new());
+            let (decls, statuses) = match st.review.as_ref() {
+                Some(r) => (r.declarations(), r.statuses_under(&grant)),
+                None => (&none.0, std::borrow::Cow::Borrowed(&none.1)),
+            };
+            items
+                .into_iter()
+                .map(|inj| {
+                    let r = policy::judge_injection(&grant, decls, &statuses, feature_set, &inj);
+                    (inj, r)
+                })
+                .collect()
+        };
+        for (inj, verdict) in judged {
+            match verdict {
+                Ok(c) => {
+                    let a = AcceptedInjection {
+                        server: server.clone(),
+                        injection: inj,
+                    };
+                    match c {
+                        Capability::InjectSystem => out.system.push(a),
+                        Capability::InjectBeforeUser => out.before_user.push(a),
+                        _ => out.after_user.push(a),
+                    }
+                }
+                Err(reason) => {
+                    s.inner.diag(HostDiagnostic::InjectionRejected {
+                        server: server.clone(),
+                        reason: reason.to_string(),
+                    });
+                    out.rejected.push(RejectedInjection {
+                        server: server.clone(),
+                        injection: inj,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,471 @@
+//! The host session: policy exchange, enforcement, hook fan-out, lifecycle and manifest
+//! review over a live connection.
+//!
+//! [`HostSession::connect`] runs the MCP handshake from the host side (`initialize`
+//! advertising MCPL under `capabilities.experimental.mcpl`, §5.2; `notifications/initialized`)
+//! and then the initial policy exchange (§5.3): a `featureSets/update` **Request** carrying
+//! the effective grant, sent even when nothing is enabled or disabled. Until its receipt
+//! arrives every privileged inbound method is rejected with `-32002`.
+//!
+//! The session is the runtime driver of the pure core: the grant comes from
+//! [`HostGrant::compute`], inbound methods are checked through
+//! [`policy::method_requirement`], injections through [`policy::authorize_injection`],
+//! receipts through [`policy::parse_receipt`], fetched manifests through
+//! [`ManifestReview`] and the fetch rate through [`FetchLimiter`].
+//!
+//! What the application sees: a [`HostEvent`] stream (admitted push events and channel
+//! messages, manifest change receipts, policy decisions) and a [`HostDiagnostic`] stream
+//! (every defect of the server), both handed out by `connect` in [`HostStreams`].
+//!
+//! Readings where the spec leaves a choice (each failing closed):
+//! - A server without `experimental.mcpl` is MCP-only (§3.3); its grant holds at most
+//!   `tools`, and no policy Request is sent (there is no MCPL to configure).
+//! - A `-32601`, any other error, a timeout, or an unusable (fatally malformed) receipt to the
+//!   initial policy Request all end in a recorded MCP-only decision ([`Mode::McpOnly`]);
+//!   MCP-only keeps `tools` only. After a timeout, an error or an unusable receipt the
+//!   server may believe the grant it was told, so the reduction is told by a second Request
+//!   (§6.7), bounded by [`HostConfig::policy_timeout`] like every policy Request; after a
+//!   `-32601` or a refusal with `fallback: "mcp-only"` the server chose the outcome itself
+//!   and nothing more is sent.
+//! - A refusal with `fallback: "close"` closes the connection and `connect` fails with
+//!   [`HostError::Refused`].
+//! - A duplicate `push/event` (same `eventId`, §9.4) is answered `accepted: true` with
+//!   `reason: "duplicate"` (the event was delivered once; a retry is acknowledged, not
+//!   redelivered) and reported as [`HostDiagnostic::DuplicateEvent`].
+//! - A `push/event` whose `eventId` is longer than [`HostConfig::max_event_id_bytes`] is
+//!   refused with `-32602` (§9.4 sets no length; what deduplication remembers stays bounded),
+//!   and a channel descriptor whose encoding exceeds [`HostConfig::max_descriptor_bytes`]
+//!   is rejected item-wise as `invalid_descriptor` (§14.2 sets no size).
+//! - A `push/event` the application's event queue cannot take is answered `accepted: false,
+//!   reason: "host_busy"`, never blocking the connection.
+//! - Channel descriptors are authorized individually (§14.5) against the grant and the
+//!   host's channel patterns ([`HostConfig::channel_patterns`]); rejected descriptors carry
+//!   `reason: "capability_denied"` or `"invalid_descriptor"`. `channels/incoming` results
+//!   carry the Appendix A code of each rejection in an extra `code` member (`-32023` for a
+//!   channel this connection never registered, `-32017` for one no longer permitted).
+//! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
+//!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
+//! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;
+//!   an unanswered or unusable later receipt leaves narrowing in force and never activates
+//!   a widening ([`PolicyChange::not_activated`]).
+//! - A manifest change that removes capabilities narrows host-side, then sends the policy
+//!   Request; one that only adds never sends one (additions wait for [`HostSession::set_policy`]).
+//!   `suspend_after_failures` consecutive unparseable manifests (at least 2) suspend MCPL.
+//! - `channels/changed` removals of a channel this connection registered are always applied
+//!   (a removal narrows), even once `channels.register` is no longer granted: the message is
+//!   then answered item-wise, its additions and updates rejected as `capability_denied`
+//!   rather than the whole message refused with `-32002`; an `updated` descriptor no longer
+//!   permitted removes the channel.
+//! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
+//!   receipt on the same event stream (§17.7).
+//!
+//! The application answers server-initiated `inference/request` and `model/info` through
+//! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and
+//! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
+//! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
+//! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3;
+//! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
+//! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::capability::{
+    self, Capability, CapabilitySet, Denied, Grant, PatternError, Requirement,
+};
+use crate::jsonrpc::{codes, ErrorObject, Notification};
+use crate::manifest::review::{
+    ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
+};
+use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError, RequestOptions};
+use crate::policy::{self, Fallback, HostGrant, Receipt, SetRefusal};
+use crate::protocol::{Direction, Method};
+use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
+use crate::transport::Transport;
+
+mod supervisor;
+pub use supervisor::{Backoff, Supervisor, SupervisorEvent, EVENT_CAPACITY};
+
+mod channels;
+mod config;
+mod exchange;
+mod fanout;
+mod inbound;
+mod outbound;
+mod report;
+mod review;
+mod state;
+mod turns;
+
+use channels::*;
+pub use config::*;
+pub use fanout::*;
+pub use report::*;
+use state::*;
+pub use turns::*;
+
+struct Inner {
+    peer: Peer,
+    label: std::sync::OnceLock<String>,
+    config: HostConfig,
+    state: Mutex<State>,
+    events: mpsc::Sender<HostEvent>,
+    diags: mpsc::Sender<HostDiagnostic>,
+    policy_lock: tokio::sync::Mutex<()>,
+    mcpl_advertised: AtomicBool,
+    /// Wire position of the latest policy receipt read (0: none yet), stored by the peer as
+    /// the frame is read ([`RequestOptions::mark_position`]).
+    policy_read: Arc<std::sync::atomic::AtomicU64>,
+    /// Wire position of the latest policy receipt whose consequences are in force.
+    policy_applied: tokio::sync::watch::Sender<u64>,
+}
+
+/// One host ↔ server connection driven by the host rules of MCPL. Cheap to clone.
+#[derive(Clone)]
+pub struct HostSession {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for HostSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostSession")
+            .field("label", &self.inner.label.get())
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    fn diag(&self, d: HostDiagnostic) {
+        tracing::warn!(server = ?self.label.get(), diagnostic = ?d, "mcpl host diagnostic");
+        let _ = self.diags.try_send(d);
+    }
+
+    fn event(&self, e: HostEvent) -> bool {
+        self.events.try_send(e).is_ok()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.peer.close();
+    }
+}
+
+/// The capability a requirement is reported under when nothing is granted.
+fn denied_of(grant: &Grant, req: Requirement) -> Option<Denied> {
+    grant.check(req).err()
+}
+
+impl HostSession {
+    /// Connects over `transport`: handshake, then the initial policy exchange (§5.3).
+    pub async fn connect(
+        transport: Transport,
+        config: HostConfig,
+    ) -> Result<(HostSession, HostStreams), HostError> {
+        let (peer, incoming) = Peer::new(transport, config.peer.clone());
+        Self::connect_peer(peer, incoming, config).await
+    }
+
+    /// Like [`HostSession::connect`] over an existing peer and its incoming queue.
+    pub async fn connect_peer(
+        peer: Peer,
+        incoming: crate::peer::Incoming,
+        config: HostConfig,
+    ) -> Result<(HostSession, HostStreams), HostError> {
+        // The host's own policy must parse before anything is sent.
+        let host_allows = Grant::from_patterns(config.policy.iter().map(String::as_str))?;
+        let (etx, erx) = mpsc::channel(config.event_capacity.max(1));
+        let (dtx, drx) = mpsc::channel(config.diagnostics_capacity.max(1));
+        let inner = Arc::new(Inner {
+            peer: peer.clone(),
+            label: std::sync::OnceLock::new(),
+            state: Mutex::new(State {
+                mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
+                ready: false,
+                grant: Grant::none(),
+                policy: config.policy.clone(),
+                review: None,
+                last_receipt: None,
+                seen_events: HashSet::new(),
+                seen_order: VecDeque::new(),
+                streams: InferenceIds::default(),
+                turns: InferenceIds::default(),
+                channels: BTreeMap::new(),
+                limiter: FetchLimiter::new(
+                    config.manifest_fetch_burst,
+                    config.manifest_fetch_per_sec,
+                ),
+                announced: None,
+                before: Widenings::default(),
+                hook_pins: Vec::new(),
+                disabled_later: Vec::new(),
+            }),
+            config,
+            events: etx,
+            diags: dtx,
+            policy_lock: tokio::sync::Mutex::new(()),
+            policy_read: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            policy_applied: tokio::sync::watch::channel(0).0,
+            mcpl_advertised: AtomicBool::new(false),
+        });
+        let streams = HostStreams {
+            events: erx,
+            diagnostics: drx,
+        };
+
+        // Connection diagnostics are forwarded from the start.
+        let mut pd = peer.diagnostics();
+        let weak = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(d) = pd.recv().await {
+                match weak.upgrade() {
+                    Some(i) => i.diag(HostDiagnostic::Connection(d)),
+                    None => break,
+                }
+            }
+        });
+
+        // The dispatch loop runs from the start: anything privileged before the receipt is
+        // rejected with -32002 by the readiness check (§5.3).
+        let session = HostSession { inner };
+        let weak = Arc::downgrade(&session.inner);
+        tokio::spawn(Self::run_incoming(weak, incoming));
+
+        let cfg = &session.inner.config;
+        let mut mcpl_adv = capability::advertisement_to_value(host_allows.capabilities());
+        if let Some(o) = mcpl_adv.as_object_mut() {
+            o.insert("version".into(), json!("0.5"));
+            o.insert("featureSets".into(), json!(true));
+        }
+        let init = json!({
+            "protocolVersion": cfg.protocol_version,
+            "capabilities": { "experimental": { "mcpl": mcpl_adv } },
+            "clientInfo": { "name": cfg.client_name, "version": cfg.client_version },
+        });
+        let result = peer
+            .request_raw_with(
+                "initialize",
+                Some(init),
+                RequestOptions::new().timeout(cfg.initialize_timeout),
+            )
+            .await?;
+        let caps = result
+            .get("capabilities")
+            .filter(|c| c.is_object())
+            .ok_or_else(|| HostError::BadInitialize("no capabilities object".into()))?;
+        let label = result
+            .pointer("/serverInfo/name")
+            .and_then(Value::as_str)
+            .unwrap_or("server")
+            .to_owned();
+        let _ = session.inner.label.set(label);
+        // Counted before the manifest is copied or reviewed (§6.1 sets no number).
+        if let Some(m) = caps.pointer("/experimental/mcpl") {
+            within_feature_set_bound(m, cfg.max_feature_sets)?;
+        }
+        let manifest = caps.pointer("/experimental/mcpl").cloned();
+        let now = SystemTime::now();
+
+        match manifest {
+            None => {
+                // §3.3: MCP-only. Grant at most `tools`.
+                let mut adv = CapabilitySet::EMPTY;
+                if matches!(
+                    caps.get("tools"),
+                    Some(Value::Object(_)) | Some(Value::Bool(true))
+                ) {
+                    adv.insert(Capability::Tools);
+                }
+                let hg = HostGrant::compute(adv, cfg.policy.iter().map(String::as_str))?;
+                {
+                    let now = session.next_position();
+                    let mut st = session.inner.state();
+                    // No MCPL to configure: the (tools-only) grant is final.
+                    st.set_in_force(now, true, hg.effective);
+                    st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+                }
+                peer.notify_raw("notifications/initialized", None).await?;
+                Ok((session, streams))
+            }
+            Some(manifest) => {
+                session.inner.mcpl_advertised.store(true, Ordering::SeqCst);
+                let (review, findings) = ManifestReview::initial(
+                    &manifest,
+                    Some(caps),
+                    cfg.policy.iter().map(String::as_str),
+                    now,
+                )
+                .map_err(|e| match e {
+                    crate::manifest::review::ReviewError::Policy(p) => HostError::Policy(p),
+                    other => HostError::BadInitialize(other.to_string()),
+                })?;
+                for f in findings {
+                    session.inner.diag(HostDiagnostic::ManifestFinding {
+                        code: f.code,
+                        path: f.path,
+                        message: f.message,
+                    });
+                }
+                let hg =
+                    HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
+                session.inner.state().review = Some(review);
+                peer.notify_raw("notifications/initialized", None).await?;
+                let told_wider = session.initial_policy(hg).await?;
+                // Fetches that failed during the exchange count too (§17.5): suspension
+                // waits for MCPL to be in force, so it is checked once it is.
+                if told_wider | session.suspend_if_due() {
+                    // The server was told a wider grant than the one now in force (a
+                    // revocation, a suspension or a fallback the server did not name landed
+                    // during the exchange): told again (§6.7), bounded by the policy timeout.
+                    session.tell_reduction().await;
+                }
+                Ok((session, streams))
+            }
+        }
+    }
+
+    /// The session's mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.state().mode.clone()
+    }
+
+    /// The server's label (`serverInfo.name`).
+    pub fn label(&self) -> String {
+        self.inner.label.get().cloned().unwrap_or_default()
+    }
+
+    /// The grant currently in force (the only authority).
+    pub fn grant(&self) -> Grant {
+        self.inner.state().grant
+    }
+
+    /// Whether the initial policy exchange has completed (receipt or recorded decision).
+    pub fn is_ready(&self) -> bool {
+        self.inner.state().ready
+    }
+
+    /// The last usable receipt (testimony only).
+    pub fn last_receipt(&self) -> Option<Receipt> {
+        self.inner.state().last_receipt.clone()
+    }
+
+    /// The manifest currently in force and its recomputed revision.
+    pub fn manifest(&self) -> Option<(Value, Option<String>)> {
+        let st = self.inner.state();
+        st.review
+            .as_ref()
+            .map(|r| (r.manifest().clone(), r.revision().map(str::to_owned)))
+    }
+
+    /// The last change receipt emitted (§17.6).
+    pub fn last_change_receipt(&self) -> Option<ChangeReceipt> {
+        let st = self.inner.state();
+        st.review.as_ref().and_then(|r| r.last_receipt().cloned())
+    }
+
+    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5); a later
+    /// manifest change to it invalidates the acceptance (§17.5). Returns its digest.
+    pub fn accept_ontology(
+        &self,
+        name: &str,
+    ) -> Result<String, crate::manifest::review::ReviewError> {
+        let mut st = self.inner.state();
+        match st.review.as_mut() {
+            Some(r) => r.accept_ontology(name),
+            None => Err(crate::manifest::review::ReviewError::NoOntology(
+                name.to_owned(),
+            )),
+        }
+    }
+
+    /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
+    /// edges stop applying to later messages. Returns the digest that was accepted, if any.
+    pub fn revoke_ontology(&self, name: &str) -> Option<String> {
+        self.inner
+            .state()
+            .review
+            .as_mut()
+            .and_then(|r| r.revoke_ontology(name))
+    }
+
+    /// Sets the tag patterns the host's treatment rules reference, so a manifest change that
+    /// drops a tag they name is reported as `ontology-reference-undeclared` (§17.6).
+    pub fn set_consumer_patterns<'a, I>(&self, patterns: I)
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        if let Some(r) = self.inner.state().review.as_mut() {
+            r.set_consumer_patterns(patterns);
+        }
+    }
+
+    /// The accepted ontology digest of feature set `name`, if any is standing.
+    pub fn accepted_ontology(&self, name: &str) -> Option<String> {
+        let st = self.inner.state();
+        st.review
+            .as_ref()
+            .and_then(|r| r.accepted_ontology(name).map(str::to_owned))
+    }
+
+    /// The channels this connection has registered and the host accepted.
+    pub fn channels(&self) -> Vec<String> {
+        self.inner.state().channels.keys().cloned().collect()
+    }
+
+    /// The underlying peer (for MCP traffic outside MCPL's gating).
+    pub fn peer(&self) -> &Peer {
+        &self.inner.peer
+    }
+
+    /// The dispatch loop. It holds the session weakly: dropping the last [`HostSession`]
+    /// closes the connection instead of leaking it.
+    async fn run_incoming(inner: std::sync::Weak<Inner>, mut incoming: crate::peer::Incoming) {
+        while let Some(msg) = incoming.recv().await {
+            let Some(inner) = inner.upgrade() else {
+                break;
+            };
+            let s = HostSession { inner };
+            let seq = incoming.last_seq();
+            {
+                let mut st = s.inner.state();
+                let keep_from = st.hook_pins.iter().copied().min().unwrap_or(u64::MAX);
+                st.before.reached(seq.min(keep_from));
+            }
+            s.settle_policy_before(seq).await;
+            match msg {
+                IncomingMessage::Request(req) => s.on_request(req).await,
+                IncomingMessage::Notification(n) => s.on_notification(n, seq),
+            }
+        }
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.inner.peer.close();
+    }
+
+    /// The wire position of the next frame to be read: a change made now, not carried by a
+    /// receipt, counts from there.
+    fn next_position(&self) -> u64 {
+        self.inner.peer.frames_read() + 1
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,121 @@
+//! The gated outbound path: what the host sends is checked against the grant first (§5.4).
+
+use super::*;
+
+impl HostSession {
+    /// The gate of the public send paths: methods with a dedicated API are refused here
+    /// (the generic path would skip their obligations), then [`Self::gate`].
+    pub(super) fn gate_public(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<(), HostError> {
+        let instead = match method {
+            "context/beforeInference" => Some("host::before_inference"),
+            "featureSets/update" => Some("HostSession::set_policy"),
+            "inference/lifecycle" => Some("HostSession::start_turn"),
+            "channels/outgoing/chunk" | "channels/outgoing/complete" => {
+                Some("HostSession::outgoing_stream")
+            }
+            _ => None,
+        };
+        if let Some(instead) = instead {
+            return Err(HostError::UseDedicated {
+                method: method.to_owned(),
+                instead,
+            });
+        }
+        self.gate(method, params)
+    }
+
+    /// Checks outbound gating for `method` with `params` (direction, grant, and for channel
+    /// methods the channel id), locally.
+    pub(super) fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
+        match policy::method_direction(method) {
+            Some(Direction::HostToServer) | Some(Direction::Either) => {}
+            _ => return Err(HostError::WrongDirection(method.to_owned())),
+        }
+        let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
+        let st = self.inner.state();
+        if req != Requirement::None {
+            if !st.ready {
+                if let Some(d) = denied_of(&Grant::none(), req) {
+                    return Err(HostError::NotGranted(d.capability));
+                }
+            }
+            if let Some(d) = denied_of(&st.grant, req) {
+                return Err(HostError::NotGranted(d.capability));
+            }
+        }
+        if crate::protocol::is_mcpl_method(method) {
+            if let Mode::McpOnly(r) = &st.mode {
+                return Err(HostError::McpOnly(r.clone()));
+            }
+        }
+        // §14.1 / §14.3: what goes to a channel goes to the server that registered it, and
+        // only where the host's patterns allow.
+        let keyed = matches!(
+            method,
+            "channels/publish"
+                | "channels/outgoing/chunk"
+                | "channels/outgoing/complete"
+                | "channels/acknowledge"
+                | "channels/typing"
+        );
+        if keyed {
+            let id = params
+                .and_then(|p| p.get("channelId"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            // Publishing and streaming need a channel that claims outbound ability; an
+            // acknowledgement answers an inbound message (§14.2; no direction claims neither).
+            let inbound = method == "channels/acknowledge";
+            let direction_ok = st.channels.get(id).and_then(direction_of).is_some_and(|d| {
+                if inbound {
+                    d.is_inbound()
+                } else {
+                    d.is_outbound()
+                }
+            });
+            drop(st);
+            if !direction_ok || !self.channel_permitted(id) {
+                return Err(HostError::ChannelNotPermitted(id.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a typed request after outbound gating (refused locally if not granted).
+    pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
+        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.gate_public(M::NAME, Some(&v))?;
+        Ok(self.inner.peer.request::<M>(params).await?)
+    }
+
+    /// Sends a typed notification after outbound gating (refused locally if not granted):
+    /// `channels/outgoing/*` needs `channels.streaming`, `inference/lifecycle` needs
+    /// `inferenceLifecycle`, and so on through the method table.
+    pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
+        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.gate_public(M::NAME, Some(&v))?;
+        Ok(self.inner.peer.notify::<M>(params).await?)
+    }
+
+    /// Sends a raw request after outbound gating.
+    pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
+        self.gate_public(method, Some(&params))?;
+        Ok(self.inner.peer.request_raw(method, Some(params)).await?)
+    }
+
+    /// Sends a raw notification after outbound gating.
+    pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
+        self.gate_public(method, Some(&params))?;
+        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
+    }
+
+    /// [`Self::notify_raw`] for the session's own dedicated APIs (the lifecycle emitter).
+    pub(super) async fn notify_gated(&self, method: &str, params: Value) -> Result<(), HostError> {
+        self.gate(method, Some(&params))?;
+        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
+    }
+}

@@ -1,0 +1,333 @@
+//! What the session tells the application: its mode, events, diagnostics and errors.
+
+use super::*;
+
+/// Why the session runs without MCPL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpOnlyReason {
+    /// The server did not advertise `experimental.mcpl` (§3.3).
+    NotAdvertised,
+    /// The server answered the policy Request with `-32601`: a 0.4-era server.
+    PolicyMethodNotFound,
+    /// The policy Request was not answered in time.
+    PolicyTimeout,
+    /// The policy Request failed otherwise (another error, an unusable receipt).
+    PolicyFailed(String),
+    /// The server refused with `fallback: "mcp-only"` (§6.7).
+    Refused,
+    /// Repeated unparseable manifests (§17.5).
+    Suspended,
+}
+
+impl std::fmt::Display for McpOnlyReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpOnlyReason::NotAdvertised => {
+                f.write_str("the server does not advertise experimental.mcpl, §3.3")
+            }
+            McpOnlyReason::PolicyMethodNotFound => f.write_str(
+                "the server answered the policy Request with -32601: it predates MCPL 0.5",
+            ),
+            McpOnlyReason::PolicyTimeout => f.write_str(
+                "the policy Request was not answered in time: raise HostConfig.policy_timeout",
+            ),
+            McpOnlyReason::PolicyFailed(why) => write!(f, "the policy Request failed: {why}"),
+            McpOnlyReason::Refused => {
+                f.write_str("the server refused the policy with fallback \"mcp-only\", §6.7")
+            }
+            McpOnlyReason::Suspended => {
+                f.write_str("MCPL was suspended after repeated unparseable manifests, §17.5")
+            }
+        }
+    }
+}
+
+/// The session's mode: a recorded decision, never an accident.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// MCPL is active under the current grant.
+    Mcpl,
+    /// MCPL is disabled; MCP tools/resources/prompts remain (§3.2).
+    McpOnly(McpOnlyReason),
+}
+
+/// A defect of the server or of the connection, also logged through `tracing`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostDiagnostic {
+    /// A privileged method arrived before the initial receipt (§5.3).
+    PrivilegedBeforeReady {
+        /// The method.
+        method: String,
+    },
+    /// A method arrived whose capability is not granted.
+    CapabilityDenied {
+        /// The method.
+        method: String,
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// A method the host does not receive (unknown or host → server).
+    UnexpectedMethod {
+        /// The method.
+        method: String,
+    },
+    /// Params of a server message were malformed.
+    BadParams {
+        /// The method.
+        method: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A `push/event` repeated an `eventId` (§9.4) and was not redelivered.
+    DuplicateEvent {
+        /// The repeated id.
+        event_id: String,
+    },
+    /// A feature set's `uses` does not declare the capability it exercised (§6.4).
+    DeclarationMismatch {
+        /// The method.
+        method: String,
+        /// The feature set.
+        feature_set: String,
+        /// Paths missing from `uses`.
+        missing: Vec<&'static str>,
+    },
+    /// A tag on an admitted message was malformed and ignored (§16).
+    TagIssue {
+        /// The method.
+        method: String,
+        /// The issue.
+        issue: String,
+    },
+    /// A receipt shape defect (§6.7).
+    ReceiptDefect {
+        /// Machine code from [`policy::ReceiptDefect`].
+        code: &'static str,
+        /// Where.
+        path: String,
+    },
+    /// A channel descriptor or message was rejected (itemized; §14.5).
+    ChannelRejected {
+        /// The method.
+        method: String,
+        /// Channel (or message) id.
+        id: String,
+        /// Reason code.
+        reason: &'static str,
+        /// Whether it came as a Notification and was filtered silently on the wire.
+        filtered_notification: bool,
+    },
+    /// A manifest validation finding (§17.5 step 1).
+    ManifestFinding {
+        /// Finding code.
+        code: &'static str,
+        /// Dotted path.
+        path: String,
+        /// Message.
+        message: String,
+    },
+    /// A manifest conformance defect (digest mismatch, §17.2).
+    ManifestDefect {
+        /// Code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+    /// A fetched manifest did not parse; the previous one stands (§17.5).
+    ManifestUnparseable {
+        /// Code.
+        code: &'static str,
+        /// Consecutive failures so far.
+        consecutive_failures: u32,
+    },
+    /// `mcpl/manifestChanged` over the rate limit, dropped (§17.8).
+    ManifestFetchDropped {
+        /// Total dropped on this connection.
+        dropped_total: u64,
+    },
+    /// `mcpl/manifest` failed.
+    ManifestFetchFailed {
+        /// Why.
+        detail: String,
+    },
+    /// A `context/beforeInference` call failed or timed out (fail-open).
+    HookFailed {
+        /// Server label.
+        server: String,
+        /// Why.
+        detail: String,
+    },
+    /// An injection was rejected by its position (§5.4).
+    InjectionRejected {
+        /// Server label.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// A lifecycle terminal could not be sent.
+    LifecycleNotSent {
+        /// The inference id.
+        inference_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A `channels/outgoing/complete` owed by a dropped [`OutgoingStream`] could not be sent.
+    OutgoingNotCompleted {
+        /// The inference id.
+        inference_id: String,
+        /// The channel.
+        channel_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A connection-level defect from the peer (junk lines, late responses…).
+    Connection(crate::peer::Diagnostic),
+}
+
+/// Something the application should act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostEvent {
+    /// An admitted `push/event` (§9) with its closure-expanded tags (§16.3).
+    Push {
+        /// The raw params.
+        params: Value,
+        /// `featureSet`.
+        feature_set: String,
+        /// `eventId`.
+        event_id: String,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// An admitted `channels/incoming` message (§14.4) with its expanded tags.
+    ChannelMessage {
+        /// The registered channel id.
+        channel_id: String,
+        /// The raw message object.
+        message: Value,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// One receipt per manifest change (§17.6).
+    ManifestChange(ChangeReceipt),
+    /// The mode changed (e.g. to MCP-only), a recorded decision.
+    ModeChanged(Mode),
+}
+
+/// The application's side of a session: events and diagnostics.
+#[derive(Debug)]
+pub struct HostStreams {
+    /// Admitted events, manifest receipts and mode changes.
+    pub events: mpsc::Receiver<HostEvent>,
+    /// Defects of the server and the connection.
+    pub diagnostics: mpsc::Receiver<HostDiagnostic>,
+}
+
+/// Refuses a peer-supplied manifest with more feature sets than `limit`
+/// ([`HostConfig::max_feature_sets`]), counted without building anything: the same bound
+/// wherever the host reads a manifest (the `initialize` result, an `mcpl/manifest` answer).
+pub(super) fn within_feature_set_bound(manifest: &Value, limit: usize) -> Result<(), HostError> {
+    let count = crate::manifest::feature_set_count(manifest);
+    if count > limit {
+        return Err(HostError::TooManyFeatureSets { count, limit });
+    }
+    Ok(())
+}
+
+/// Why a host operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostError {
+    /// The host's own policy patterns are malformed.
+    #[error("HostConfig.policy is malformed: {0}; fix the pattern (an exact capability path, or `prefix.*`, §5.4)")]
+    Policy(#[from] PatternError),
+    /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many,
+    /// or not strings.
+    #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
+    BadSelection(String),
+    /// The connection failed.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    /// `initialize` returned something unreadable.
+    #[error("the server's initialize result is unusable: {0}; the server must answer with a result carrying `capabilities` (MCP, §5.1)")]
+    BadInitialize(String),
+    /// The server's manifest carries more feature sets than
+    /// [`HostConfig::max_feature_sets`]: refused before review. At `initialize` the
+    /// connection is not set up (nothing was reviewed, nothing granted); for an
+    /// `mcpl/manifest` answer it is reported as [`HostDiagnostic::ManifestFetchFailed`] and
+    /// the manifest in force stands (§17.5).
+    #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostConfig::max_feature_sets if this server is trusted to declare that many")]
+    TooManyFeatureSets {
+        /// How many `featureSets` entries the manifest carries.
+        count: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The server refused the policy with `fallback: "close"`; the connection was closed.
+    #[error("the server refused the policy with fallback {0:?} and the connection was closed (§6.7): grant what its manifest requires (see HostSession::manifest), or connect without MCPL")]
+    Refused(&'static str),
+    /// Refused locally: the server lacks the capability (outbound gating).
+    #[error("capability `{0}` is not granted to this server (§5.4): add it to HostConfig.policy, and check that the server advertises it (HostSession::grant shows what is in force)")]
+    NotGranted(Capability),
+    /// Refused locally: the method is not sent by a host, or not known.
+    #[error("{0} is not a method a host sends to a server (§4.1): check the method name and its direction")]
+    WrongDirection(String),
+    /// The operation needs MCPL, which is not active on this connection.
+    #[error("MCPL is not active on this connection ({0}), so only MCP requests can be sent; check HostSession::mode() first")]
+    McpOnly(McpOnlyReason),
+    /// The params could not be encoded.
+    #[error("the params cannot be encoded as JSON: {0}; pass a JSON object")]
+    Encode(String),
+    /// Refused locally: the method carries host-side obligations that only its dedicated
+    /// API keeps (redaction and per-injection judgement, grant bookkeeping, exactly one
+    /// terminal phase).
+    #[error("{method} cannot be sent raw: call {instead} instead, which keeps the host's obligations for it")]
+    UseDedicated {
+        /// The method.
+        method: String,
+        /// What to call instead.
+        instead: &'static str,
+    },
+    /// Refused locally: the channel is not one this server registered, or the host's
+    /// channel patterns do not permit it (§14.1, §14.5: channel methods are keyed on the
+    /// channel id).
+    #[error("channel {0:?} is not one this server registered, or HostConfig.channel_patterns do not permit it (§14.5): use an id from HostSession::channels()")]
+    ChannelNotPermitted(String),
+    /// The streaming request was already answered: no chunk may follow its response (§11.4).
+    #[error(
+        "the streamed request was already answered, so nothing more can be streamed on it (§11.4); send every chunk before the stream handler returns its response"
+    )]
+    StreamEnded,
+    /// Refused locally: this session already has an outgoing stream for the inference, open
+    /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
+    #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]
+    StreamExists(String),
+    /// Refused locally: this session already has a lifecycle turn for the inference, open or
+    /// ended; a second would send a second `started` and a second terminal for the same
+    /// `inferenceId` (§10.5).
+    #[error("a lifecycle turn for inference {0:?} was already started on this connection (§10.5); end it through the first HostSession::start_turn's turn, or give the new inference its own id")]
+    TurnExists(String),
+    /// Refused locally: this channel's `channels/outgoing/complete` was already sent for the
+    /// inference, so nothing more may be streamed or completed on it (§14.3: one `complete`
+    /// per `(inferenceId, channelId)`, carrying the channel's whole text).
+    #[error("channel {channel_id:?} was already completed for inference {inference_id:?}, and §14.3 allows one complete per channel carrying its whole text; send all of it in that one complete")]
+    ChannelCompleted {
+        /// The inference.
+        inference_id: String,
+        /// The channel that was completed.
+        channel_id: String,
+    },
+}
+
+/// The result of [`HostSession::set_policy`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyChange {
+    /// Capabilities removed host-side before the Request went out.
+    pub narrowed: CapabilitySet,
+    /// Capabilities activated after an accepting receipt.
+    pub activated: CapabilitySet,
+    /// Capabilities that would widen the grant but did not activate (no accepting receipt).
+    pub not_activated: CapabilitySet,
+    /// The parsed receipt, when one arrived and was usable.
+    pub receipt: Option<Receipt>,
+    /// The grant now in force.
+    pub grant: Grant,
+}

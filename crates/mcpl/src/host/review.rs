@@ -1,0 +1,167 @@
+//! Manifest change announcements, fetches and review (§17.5–§17.8).
+
+use super::*;
+
+impl HostSession {
+    /// Fetches `mcpl/manifest` now (§17.4: a host MAY at any time) and reviews it.
+    pub async fn refresh_manifest(&self) -> Result<Option<ChangeReceipt>, HostError> {
+        if !self.inner.mcpl_advertised.load(Ordering::SeqCst) {
+            return Err(HostError::McpOnly(McpOnlyReason::NotAdvertised));
+        }
+        Ok(self.fetch_and_review(None).await)
+    }
+
+    pub(super) fn on_manifest_changed(&self, params: Option<&Value>) {
+        if !self.inner.mcpl_advertised.load(Ordering::SeqCst) {
+            self.inner.diag(HostDiagnostic::UnexpectedMethod {
+                method: "mcpl/manifestChanged".into(),
+            });
+            return;
+        }
+        let announced = params
+            .and_then(|p| p.get("revision"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let decision = {
+            let mut st = self.inner.state();
+            if announced.is_some() {
+                st.announced = announced;
+            }
+            let d = st.limiter.on_notification(Instant::now());
+            (d, st.limiter.dropped())
+        };
+        match decision {
+            (FetchDecision::FetchNow, _) => {
+                let s = self.clone();
+                tokio::spawn(async move { s.fetch_loop().await });
+            }
+            (FetchDecision::Coalesced, _) => {}
+            (FetchDecision::Dropped, total) => {
+                self.inner.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                })
+            }
+        }
+    }
+
+    pub(super) async fn fetch_loop(&self) {
+        loop {
+            let announced = self.inner.state().announced.take();
+            self.fetch_and_review(announced).await;
+            let (again, dropped) = {
+                let mut st = self.inner.state();
+                let before = st.limiter.dropped();
+                let again = st.limiter.on_fetch_complete(Instant::now());
+                (
+                    again,
+                    (st.limiter.dropped() > before).then(|| st.limiter.dropped()),
+                )
+            };
+            if let Some(total) = dropped {
+                self.inner.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                });
+            }
+            if !again {
+                break;
+            }
+        }
+    }
+
+    /// One `mcpl/manifest` fetch and its review; returns the change receipt, if any.
+    pub(super) async fn fetch_and_review(
+        &self,
+        announced: Option<String>,
+    ) -> Option<ChangeReceipt> {
+        let r = self
+            .inner
+            .peer
+            .request_raw_with(
+                "mcpl/manifest",
+                Some(json!({})),
+                RequestOptions::new().timeout(self.inner.config.manifest_timeout),
+            )
+            .await;
+        let fetched = match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                    detail: e.to_string(),
+                });
+                return None;
+            }
+        };
+        let limit = self.inner.config.max_feature_sets;
+        if let Err(e) = within_feature_set_bound(&fetched, limit) {
+            self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!("{e}; it is refused and the manifest in force stands"),
+            });
+            return None;
+        }
+        let (outcome, narrowed) = {
+            let mut st = self.inner.state();
+            let review = st.review.as_mut()?;
+            let outcome = review.on_fetched(&fetched, announced.as_deref(), SystemTime::now());
+            let adv = review.advertised();
+            // Removals revoke host-side first (§17.5 step 3, §6.7).
+            let kept = st.grant.intersect(adv);
+            let narrowed = (kept != st.grant).then_some(kept);
+            if let Some(k) = narrowed {
+                st.narrow_to(k);
+                if let Some(r) = st.review.as_mut() {
+                    r.set_grant(k, SystemTime::now(), "manifest-revocation");
+                }
+            }
+            (outcome, narrowed.is_some())
+        };
+        for f in &outcome.findings {
+            self.inner.diag(HostDiagnostic::ManifestFinding {
+                code: f.code,
+                path: f.path.clone(),
+                message: f.message.clone(),
+            });
+        }
+        for f in &outcome.defects {
+            self.inner.diag(HostDiagnostic::ManifestDefect {
+                code: f.code,
+                message: f.message.clone(),
+            });
+        }
+        if let FetchResult::PreviousStands {
+            code,
+            consecutive_failures,
+        } = outcome.result
+        {
+            self.inner.diag(HostDiagnostic::ManifestUnparseable {
+                code,
+                consecutive_failures,
+            });
+            if self.suspend_if_due() {
+                // The grant shrank: the server is told by Request like any reduction (§6.7).
+                self.tell_reduction().await;
+            }
+        }
+        let receipt = outcome.receipt().cloned();
+        if let Some(r) = &receipt {
+            self.inner.event(HostEvent::ManifestChange(r.clone()));
+        }
+        if narrowed && self.mode() == Mode::Mcpl {
+            self.tell_reduction().await;
+        }
+        receipt
+    }
+
+    /// Suspends MCPL (§17.5) when it is active and enough consecutive fetches were
+    /// unusable; `true` when it did (the caller then tells the reduction).
+    pub(super) fn suspend_if_due(&self) -> bool {
+        let due = {
+            let st = self.inner.state();
+            let threshold = self.inner.config.suspend_after_failures;
+            st.mode == Mode::Mcpl && st.review.as_ref().is_some_and(|r| r.may_suspend(threshold))
+        };
+        if due {
+            self.enter_mcp_only(McpOnlyReason::Suspended);
+        }
+        due
+    }
+}

@@ -1,0 +1,307 @@
+//! Impacts, the diff of two manifests and the change receipt (§17.5, §17.6, App. B.4).
+
+use super::*;
+
+// Impacts, diff and the change receipt (§17.5, §17.6, App. B.4)
+
+/// One entry of a change receipt: a host-derived impact (§17.6), how the host handled it,
+/// the domain it belongs to, and its subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Impact {
+    /// The closed §17.6 impact.
+    pub impact: ChangeImpact,
+    /// `applied`, `decision-needed` or `informational`.
+    pub disposition: Disposition,
+    /// The §17.1 domain the impact comes from (absent for `surface-changed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<ChangeDomain>,
+    /// A capability path, a feature-set name, a tag (`ontology-reference-undeclared`) or a
+    /// surface (`surface-changed`).
+    pub subject: String,
+    /// For `feature-degraded`: the derivation reason code (`invalid_uses`,
+    /// `capability_denied`, …) or `removed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+impl Impact {
+    pub(super) fn new(
+        impact: ChangeImpact,
+        disposition: Disposition,
+        domain: ChangeDomain,
+        subject: impl Into<String>,
+    ) -> Impact {
+        Impact {
+            impact,
+            disposition,
+            domain: Some(domain),
+            subject: subject.into(),
+            reason: None,
+        }
+    }
+}
+
+/// The offline comparison of two manifests, serialised as exactly
+/// `{ "domains": [...], "impacts": [...] }` (used by `mcpl diff`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    /// Changed §17.1 domains, in wire order.
+    pub domains: Vec<ChangeDomain>,
+    /// Impacts, grouped: capabilities, feature sets, ontologies.
+    pub impacts: Vec<Impact>,
+}
+
+/// The single normalised receipt a host emits per manifest change (§17.5 step 4, §17.6).
+/// §17.6 gives no JSON shape; this one is `{ previousRevision?, revision, domains, impacts }`,
+/// revisions being the host's own recomputed digests, never the server's claims.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeReceipt {
+    /// Digest of the manifest that was in force (absent if it had none: non-object or refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_revision: Option<String>,
+    /// Digest of the manifest now in force, recomputed by the host.
+    pub revision: String,
+    /// Changed §17.1 domains, in wire order.
+    pub domains: Vec<ChangeDomain>,
+    /// Every impact of the change.
+    pub impacts: Vec<Impact>,
+}
+
+/// Offline diff for `mcpl diff OLD NEW` (§17.5 steps 2–3). Host policy is assumed to have
+/// granted everything the old manifest advertised and accepted every tag ontology it carried,
+/// so removals are `capability-revoked`/`applied`, additions
+/// `capability-expansion-pending`/`decision-needed`, a changed ontology
+/// `ontology-acceptance-invalidated`. No consumer rules are known, so
+/// `ontology-reference-undeclared` never appears here. Total over any two JSON values.
+pub fn diff(old: &Value, new: &Value) -> Diff {
+    let advertised = capability::advertised(old).capabilities;
+    let decls = FeatureSets::from_mcpl(old).0;
+    let grant = Grant::from_set(advertised);
+    let selection = Selection::default();
+    let statuses = policy::derive(&decls, &grant, &selection);
+    let accepted: BTreeMap<String, String> = decls
+        .sets
+        .keys()
+        .filter_map(|name| Some((name.clone(), ontology_digest_of(old, name)?)))
+        .collect();
+    let before = Before {
+        manifest: old,
+        advertised,
+        grant: advertised,
+        statuses: &statuses,
+        accepted: &accepted,
+        patterns: &[],
+        selection: &selection,
+        outer_tools: false,
+    };
+    let after = assess(&before, new);
+    Diff {
+        domains: changed_domains(old, new),
+        impacts: after.impacts,
+    }
+}
+
+/// The digest of feature set `name`'s `tagOntology` in `manifest`, if it has one the digest
+/// accepts.
+pub(super) fn ontology_digest_of(manifest: &Value, name: &str) -> Option<String> {
+    let onto = manifest
+        .get("featureSets")?
+        .as_object()?
+        .get(name)?
+        .get("tagOntology")?;
+    digest::ontology_digest(onto).ok()
+}
+
+/// Tags declared under `featureSets.*.tagOntology.tags` (object form only).
+pub(super) fn declared_tags(manifest: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if let Some(sets) = manifest.get("featureSets").and_then(Value::as_object) {
+        for fs in sets.values() {
+            if let Some(tags) = fs
+                .get("tagOntology")
+                .and_then(|o| o.get("tags"))
+                .and_then(Value::as_object)
+            {
+                out.extend(tags.keys().cloned());
+            }
+        }
+    }
+    out
+}
+
+/// What was in force before a change, as the assessment needs it.
+pub(super) struct Before<'a> {
+    pub(super) manifest: &'a Value,
+    pub(super) advertised: CapabilitySet,
+    pub(super) grant: CapabilitySet,
+    pub(super) statuses: &'a BTreeMap<String, FeatureSetStatus>,
+    pub(super) accepted: &'a BTreeMap<String, String>,
+    pub(super) patterns: &'a [TagPattern],
+    pub(super) selection: &'a Selection,
+    pub(super) outer_tools: bool,
+}
+
+/// The consequences of a new manifest (§17.5 step 3).
+pub(super) struct After {
+    pub(super) advertised: CapabilitySet,
+    pub(super) grant: CapabilitySet,
+    pub(super) decls: FeatureSets,
+    pub(super) statuses: BTreeMap<String, FeatureSetStatus>,
+    pub(super) impacts: Vec<Impact>,
+    pub(super) invalidated: Vec<String>,
+}
+
+pub(super) fn advertised_by(manifest: &Value, outer_tools: bool) -> CapabilitySet {
+    let mut adv = capability::advertised(manifest).capabilities;
+    if outer_tools {
+        adv.insert(Capability::Tools);
+    }
+    adv
+}
+
+/// §17.5 step 1 for a manifest that parses but cannot be taken whole: `old` (the manifest
+/// in force) with only what `new` removes applied, never what it adds —
+/// - capabilities `new` no longer advertises are dropped;
+/// - feature sets `new` no longer declares are dropped;
+/// - a kept set whose `uses` changed (or became invalid) is disabled (`uses: []`, so
+///   `invalid_uses`) until a manifest can be taken whole: neither its new requirements nor
+///   its new declared leaves are adopted, and the old ones no longer describe it;
+/// - a kept set whose `tagOntology` changed loses it (prior acceptance does not carry over).
+pub(super) fn removals_only(old: &Value, new: &Value) -> Value {
+    let kept = capability::advertised(old)
+        .capabilities
+        .intersection(capability::advertised(new).capabilities);
+    let mut merged = capability::advertisement_to_value(kept);
+    if let Some(v) = old.get("version") {
+        merged["version"] = v.clone();
+    }
+    let Some(old_raw) = old.get("featureSets").and_then(Value::as_object) else {
+        return merged;
+    };
+    let old_sets = FeatureSets::from_mcpl(old).0;
+    let new_sets = FeatureSets::from_mcpl(new).0;
+    let new_raw = new.get("featureSets").and_then(Value::as_object);
+    let mut sets = serde_json::Map::new();
+    for (name, old_decl) in old_raw {
+        let (Some(nd), Some(od)) = (new_sets.sets.get(name), old_sets.sets.get(name)) else {
+            continue; // removed (or unusable in the manifest in force)
+        };
+        let mut decl = old_decl.clone();
+        if od.validated_uses().ok() != nd.validated_uses().ok() {
+            decl["uses"] = json!([]);
+        }
+        let new_ontology = new_raw
+            .and_then(|r| r.get(name))
+            .and_then(|d| d.get("tagOntology"));
+        if old_decl.get("tagOntology") != new_ontology {
+            if let Some(o) = decl.as_object_mut() {
+                o.remove("tagOntology");
+            }
+        }
+        sets.insert(name.clone(), decl);
+    }
+    merged["featureSets"] = Value::Object(sets);
+    merged
+}
+
+/// Applies §17.5 step 3 to a parsed (object, digestible) or — for the offline diff — any
+/// manifest: removals revoke now (grant ∩ new advertisement), additions are pending, feature
+/// sets are re-derived, ontologies re-checked.
+pub(super) fn assess(b: &Before<'_>, new: &Value) -> After {
+    use ChangeDomain as D;
+    use ChangeImpact as I;
+    use Disposition as P;
+    let advertised = advertised_by(new, b.outer_tools);
+    let grant = b.grant.intersection(advertised);
+    let mut impacts = Vec::new();
+    for c in b.grant.difference(grant).iter() {
+        impacts.push(Impact::new(
+            I::CapabilityRevoked,
+            P::Applied,
+            D::Capabilities,
+            c.as_str(),
+        ));
+    }
+    for c in advertised.difference(b.advertised).iter() {
+        impacts.push(Impact::new(
+            I::CapabilityExpansionPending,
+            P::DecisionNeeded,
+            D::Capabilities,
+            c.as_str(),
+        ));
+    }
+
+    let decls = FeatureSets::from_mcpl(new).0;
+    let statuses = policy::derive(&decls, &Grant::from_set(grant), b.selection);
+    let names: BTreeSet<&String> = b.statuses.keys().chain(statuses.keys()).collect();
+    for name in names {
+        let degraded = |disposition, reason| Impact {
+            reason: Some(reason),
+            ..Impact::new(
+                I::FeatureDegraded,
+                disposition,
+                D::FeatureSets,
+                name.as_str(),
+            )
+        };
+        match (b.statuses.get(name), statuses.get(name)) {
+            (Some(FeatureSetStatus::Available), None) => {
+                impacts.push(degraded(P::Applied, "removed"))
+            }
+            (
+                Some(FeatureSetStatus::Available),
+                Some(FeatureSetStatus::Unavailable { reason, .. }),
+            ) => impacts.push(degraded(P::Applied, reason.code())),
+            (None, Some(FeatureSetStatus::Unavailable { reason, .. })) => {
+                impacts.push(degraded(P::Informational, reason.code()))
+            }
+            (Some(FeatureSetStatus::Unavailable { .. }), Some(FeatureSetStatus::Available)) => {
+                impacts.push(Impact::new(
+                    I::FeatureRestored,
+                    P::Applied,
+                    D::FeatureSets,
+                    name.as_str(),
+                ))
+            }
+            _ => {}
+        }
+    }
+
+    let mut invalidated = Vec::new();
+    for (name, accepted) in b.accepted {
+        if ontology_digest_of(new, name).as_deref() != Some(accepted.as_str()) {
+            invalidated.push(name.clone());
+            impacts.push(Impact::new(
+                I::OntologyAcceptanceInvalidated,
+                P::Applied,
+                D::TagOntology,
+                name.as_str(),
+            ));
+        }
+    }
+
+    if !b.patterns.is_empty() {
+        let now_declared = declared_tags(new);
+        for gone in declared_tags(b.manifest).difference(&now_declared) {
+            let Ok(tag) = Tag::parse(gone) else { continue };
+            if b.patterns.iter().any(|p| p.matches(&tag)) {
+                impacts.push(Impact::new(
+                    I::OntologyReferenceUndeclared,
+                    P::Informational,
+                    D::TagOntology,
+                    gone.as_str(),
+                ));
+            }
+        }
+    }
+
+    After {
+        advertised,
+        grant,
+        decls,
+        statuses,
+        impacts,
+        invalidated,
+    }
+}

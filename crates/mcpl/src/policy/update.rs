@@ -1,0 +1,371 @@
+//! The server side of `featureSets/update` (§5.3, §6.7): params, the grant state machine
+//! and its diagnostics.
+
+use super::*;
+
+// featureSets/update (§5.3, §6.7)
+
+/// The JSON-RPC form a `featureSets/update` arrived in (§6.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Carries an id: may set the grant, answered with a receipt.
+    Request,
+    /// No id: only `disabled` reductions apply; never establishes readiness.
+    Notification,
+}
+
+/// A `featureSets/update` the receiver must reject as malformed (`-32602`); the state then
+/// grants nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// `params` is neither an object nor absent/`null`.
+    #[error("featureSets/update params must be an object: the sender must send {{effectiveCapabilities, enabled?, disabled?}} (§5.3)")]
+    ParamsNotObject,
+    /// A list member is not an array of strings.
+    #[error("featureSets/update `{field}` must be an array of strings: the sender must list capability paths or feature-set names as strings (§5.3)")]
+    NotStringArray {
+        /// The offending member.
+        field: &'static str,
+    },
+    /// An `effectiveCapabilities` entry is not a well-formed path or pattern.
+    #[error("featureSets/update effectiveCapabilities: {0}; the sender must fix the entry")]
+    Pattern(#[from] PatternError),
+    /// A path is both granted and denied (§5.4: fail closed, reject as malformed).
+    #[error(
+        "featureSets/update: {path:?} appears in both effectiveCapabilities and deniedCapabilities, so the update is malformed (§5.4); the sender must list it in one of them only"
+    )]
+    GrantedAndDenied {
+        /// The conflicting path (or entry).
+        path: String,
+    },
+    /// A list has more entries than [`MAX_POLICY_LIST_ENTRIES`] (for `disabled` on a
+    /// Notification: the accumulated list would).
+    #[error("featureSets/update {field}: {count} entries exceed the limit of {limit}; the sender must send fewer (a `prefix.*` pattern names many at once)")]
+    TooManyEntries {
+        /// The list.
+        field: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many entries it had (or the accumulated list would have).
+        count: usize,
+    },
+}
+
+/// Most entries read from each `featureSets/update` list (`effectiveCapabilities`,
+/// `deniedCapabilities`, `enabled`, `disabled`), and most `disabled` entries accumulated by
+/// Notifications (§6.7). The vocabulary has 17 capability paths and a manifest declares its
+/// sets, so a longer list is hostile rather than useful; it is refused whole, before any
+/// entry is read, with `-32602` and `data: { reason, field, limit, count }`, and the grant
+/// fails closed like any malformed update.
+pub const MAX_POLICY_LIST_ENTRIES: usize = 1024;
+
+impl PolicyError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PolicyError::ParamsNotObject => "params_not_object",
+            PolicyError::NotStringArray { .. } => "not_string_array",
+            PolicyError::Pattern(p) => p.code(),
+            PolicyError::GrantedAndDenied { .. } => "granted_and_denied",
+            PolicyError::TooManyEntries { .. } => "too_many_entries",
+        }
+    }
+
+    /// The `-32602` answer, with `data: { reason }` (plus `field`, `limit` and `count` for
+    /// [`PolicyError::TooManyEntries`]).
+    pub fn to_error(&self) -> ErrorObject {
+        let data = match self {
+            PolicyError::TooManyEntries {
+                field,
+                limit,
+                count,
+            } => json!({ "reason": self.code(), "field": field, "limit": limit, "count": count }),
+            _ => json!({ "reason": self.code() }),
+        };
+        ErrorObject::invalid_params(self.to_string()).with_data(data)
+    }
+}
+
+/// Validated `featureSets/update` params (either form). Parsing does not yet apply the
+/// Notification restrictions; [`ServerPolicyState::apply`] does.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UpdateParams {
+    /// `effectiveCapabilities` resolved to a grant; `None` when absent.
+    pub effective: Option<Grant>,
+    /// Whether `deniedCapabilities` was present (diagnostic only, never used to authorize).
+    pub denied_present: bool,
+    /// `enabled`, if present.
+    pub enabled: Option<Vec<NamePattern>>,
+    /// `disabled` (empty when absent).
+    pub disabled: Vec<NamePattern>,
+}
+
+pub(super) fn string_array<'a>(
+    params: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<Vec<&'a str>>, PolicyError> {
+    match params.get(field) {
+        None => Ok(None),
+        Some(Value::Array(a)) if a.len() > MAX_POLICY_LIST_ENTRIES => {
+            Err(PolicyError::TooManyEntries {
+                field,
+                limit: MAX_POLICY_LIST_ENTRIES,
+                count: a.len(),
+            })
+        }
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().ok_or(PolicyError::NotStringArray { field }))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(PolicyError::NotStringArray { field }),
+    }
+}
+
+impl UpdateParams {
+    /// Validates a params object. `null` is read as `{}`. Malformed lists, malformed grant
+    /// entries and a path both granted and denied are errors. An explicit `null` list member
+    /// is malformed too (fail closed: it is not "absent"). A denied entry conflicts when it
+    /// equals a granted entry or resolves to a granted path. Each list holds at most
+    /// [`MAX_POLICY_LIST_ENTRIES`] entries, and the conflict check is linear in them.
+    pub fn parse(params: &Value) -> Result<UpdateParams, PolicyError> {
+        let empty = Map::new();
+        let obj = match params {
+            Value::Null => &empty,
+            Value::Object(o) => o,
+            _ => return Err(PolicyError::ParamsNotObject),
+        };
+        let effective_entries = string_array(obj, "effectiveCapabilities")?;
+        let denied_entries = string_array(obj, "deniedCapabilities")?;
+        let enabled = string_array(obj, "enabled")?;
+        let disabled = string_array(obj, "disabled")?;
+        let effective = match &effective_entries {
+            Some(e) => Some(Grant::from_patterns(e.iter().copied())?),
+            None => None,
+        };
+        if let (Some(denied), Some(granted)) = (&denied_entries, &effective) {
+            let entries: HashSet<&str> = effective_entries.iter().flatten().copied().collect();
+            for d in denied {
+                let textual = entries.contains(d);
+                let overlap = Pattern::parse(d).ok().and_then(|p| {
+                    p.resolved()
+                        .intersection(granted.capabilities())
+                        .iter()
+                        .next()
+                });
+                if textual || overlap.is_some() {
+                    let path = overlap.map_or_else(|| (*d).to_owned(), |c| c.as_str().to_owned());
+                    return Err(PolicyError::GrantedAndDenied { path });
+                }
+            }
+        }
+        let names = |v: Vec<&str>| v.into_iter().map(|s| NamePattern(s.to_owned())).collect();
+        Ok(UpdateParams {
+            effective,
+            denied_present: denied_entries.is_some(),
+            enabled: enabled.map(names),
+            disabled: disabled.map(names).unwrap_or_default(),
+        })
+    }
+}
+
+/// A non-fatal observation while applying an update, for the session's diagnostics stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyDiagnostic {
+    /// `notification_field_discarded` (a grant field on a Notification, §6.7) or
+    /// `unknown_feature_set` (an `enabled`/`disabled` entry matching no declared set).
+    pub code: &'static str,
+    /// The field name or entry concerned.
+    pub detail: String,
+}
+
+/// What applying an update produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// For a Request, the degradation receipt to answer with; `None` for a Notification.
+    pub receipt: Option<Receipt>,
+    /// Diagnostics to surface (never silently dropped).
+    pub diagnostics: Vec<PolicyDiagnostic>,
+}
+
+/// The server's negotiated-policy state (§5.3, §6.7), driven by `featureSets/update`.
+/// Starts not ready and granting nothing; only a well-formed Request makes it ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerPolicyState {
+    pub(super) ready: bool,
+    pub(super) grant: Grant,
+    pub(super) selection: Selection,
+    pub(super) declarations: FeatureSets,
+}
+
+impl ServerPolicyState {
+    /// A fresh state for a server declaring `declarations`: not ready, nothing granted.
+    pub fn new(declarations: FeatureSets) -> Self {
+        ServerPolicyState {
+            ready: false,
+            grant: Grant::none(),
+            selection: Selection::default(),
+            declarations,
+        }
+    }
+
+    /// Whether the initial policy Request has been applied (§5.3).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The current grant (empty until ready).
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    /// The current selection (`enabled` / accumulated `disabled`).
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// The declarations the derivation runs over.
+    pub fn declarations(&self) -> &FeatureSets {
+        &self.declarations
+    }
+
+    /// Replaces the declarations (e.g. after a manifest change); the grant is unaffected.
+    pub fn set_declarations(&mut self, declarations: FeatureSets) {
+        self.declarations = declarations;
+    }
+
+    /// Whether behaviour needing `c` may run now: ready and granted.
+    pub fn allows(&self, c: Capability) -> bool {
+        self.ready && self.grant.allows(c)
+    }
+
+    /// Each declared set's current status. Before readiness every set is unavailable.
+    pub fn statuses(&self) -> BTreeMap<String, FeatureSetStatus> {
+        derive(&self.declarations, &self.grant, &self.selection)
+    }
+
+    /// Whether the named set is available now (false before readiness or if undeclared).
+    pub fn is_available(&self, name: &str) -> bool {
+        self.ready
+            && self
+                .declarations
+                .sets
+                .get(name)
+                .is_some_and(|d| derive_one(name, d, &self.grant, &self.selection).is_available())
+    }
+
+    /// The accepting receipt for the current state (§6.7).
+    pub fn receipt(&self) -> Receipt {
+        Receipt::from_statuses(&self.statuses())
+    }
+
+    /// Applies one `featureSets/update` (§5.3, §6.7).
+    ///
+    /// - **Request**: the whole policy is replaced. Absent `effectiveCapabilities` grants
+    ///   nothing; `enabled` (if present) is the allowlist; `disabled` is the new disabled
+    ///   list. The state becomes ready and the accepting receipt is returned.
+    /// - **Notification**: only `disabled` entries apply, added to the current disabled list;
+    ///   `effectiveCapabilities`, `deniedCapabilities` and `enabled` are discarded with a
+    ///   diagnostic; readiness and the grant are untouched.
+    ///
+    /// Malformed params (either form) fail closed: the grant becomes empty and the error is
+    /// returned for the caller to answer `-32602` (a Notification cannot be answered; the
+    /// caller reports it as a diagnostic).
+    pub fn apply(&mut self, form: Form, params: &Value) -> Result<Outcome, PolicyError> {
+        let parsed = match UpdateParams::parse(params) {
+            Ok(p) => p,
+            Err(e) => {
+                self.grant = Grant::none();
+                return Err(e);
+            }
+        };
+        let mut diagnostics = Vec::new();
+        match form {
+            Form::Request => {
+                self.grant = parsed.effective.unwrap_or_default();
+                self.selection = Selection {
+                    enabled: parsed.enabled,
+                    disabled: parsed.disabled,
+                };
+                self.ready = true;
+                let all = self
+                    .selection
+                    .enabled
+                    .iter()
+                    .flatten()
+                    .map(|p| (p, true))
+                    .chain(self.selection.disabled.iter().map(|p| (p, false)));
+                for (p, is_enabled) in all {
+                    let hit = self.declarations.sets.keys().any(|n| {
+                        if is_enabled {
+                            p.selects(n)
+                        } else {
+                            p.covers(n)
+                        }
+                    });
+                    if !hit {
+                        diagnostics.push(PolicyDiagnostic {
+                            code: "unknown_feature_set",
+                            detail: p.as_str().to_owned(),
+                        });
+                    }
+                }
+                Ok(Outcome {
+                    receipt: Some(self.receipt()),
+                    diagnostics,
+                })
+            }
+            Form::Notification => {
+                let obj = params.as_object();
+                for field in ["effectiveCapabilities", "deniedCapabilities", "enabled"] {
+                    if obj.is_some_and(|o| o.contains_key(field)) {
+                        diagnostics.push(PolicyDiagnostic {
+                            code: "notification_field_discarded",
+                            detail: field.to_owned(),
+                        });
+                    }
+                }
+                // Linear: repeats are found in a set, and the accumulated list is bounded.
+                let mut known: HashSet<String> = self
+                    .selection
+                    .disabled
+                    .iter()
+                    .map(|p| p.as_str().to_owned())
+                    .collect();
+                let mut fresh = HashSet::new();
+                for p in &parsed.disabled {
+                    if !known.contains(p.as_str()) {
+                        fresh.insert(p.as_str());
+                    }
+                }
+                let count = known.len() + fresh.len();
+                if count > MAX_POLICY_LIST_ENTRIES {
+                    self.grant = Grant::none();
+                    return Err(PolicyError::TooManyEntries {
+                        field: "disabled",
+                        limit: MAX_POLICY_LIST_ENTRIES,
+                        count,
+                    });
+                }
+                drop(fresh);
+                for p in parsed.disabled {
+                    // As for a Request: an entry that disables nothing declared (a misspelt
+                    // name, a partial `*` like `memory*`) is reported, never a silent no-op.
+                    if !self.declarations.sets.keys().any(|n| p.covers(n)) {
+                        diagnostics.push(PolicyDiagnostic {
+                            code: "unknown_feature_set",
+                            detail: p.as_str().to_owned(),
+                        });
+                    }
+                    if known.insert(p.as_str().to_owned()) {
+                        self.selection.disabled.push(p);
+                    }
+                }
+                Ok(Outcome {
+                    receipt: None,
+                    diagnostics,
+                })
+            }
+        }
+    }
+}
