@@ -55,6 +55,71 @@ async fn a_stalled_websocket_upgrade_is_dropped_at_the_handshake_timeout() {
     assert!(served.try_recv().is_err());
 }
 
+/// A self-signed certificate for `localhost`: the `wss` listener's and the trusting client's
+/// rustls configurations.
+fn tls_configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert: CertificateDer<'static> = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (Arc::new(server), Arc::new(client))
+}
+
+/// Issue #20, "run every handshake (TLS, …) off the accept loop under a timeout": a client
+/// that opens a `wss` connection and never finishes its TLS handshake (a few bytes of a
+/// ClientHello) blocks no other client, and is closed at the handshake timeout without being
+/// handed out.
+#[tokio::test]
+async fn a_stalled_tls_handshake_is_dropped_at_the_handshake_timeout() {
+    let (server_tls, client_tls) = tls_configs();
+    let listener = Arc::new(
+        ws::Listener::bind("127.0.0.1:0", Some(server_tls))
+            .await
+            .unwrap(),
+    );
+    let addr = listener.local_addr().unwrap();
+    let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+    let config = ListenConfig {
+        handshake_timeout: Duration::from_millis(200),
+        report: Some(Arc::new(|_: &str| {})),
+        ..ListenConfig::default()
+    };
+    tokio::spawn(listen::serve(listener, config, move |t, _| {
+        let served_tx = served_tx.clone();
+        async move {
+            let _ = served_tx.send(t.description);
+        }
+    }));
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    // The start of a TLS record header (handshake, TLS 1.0 record version): never finished.
+    stalled.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    // A client that completes TLS and its upgrade meanwhile is served.
+    let url = format!("wss://localhost:{}/", addr.port());
+    let _client = tokio::time::timeout(GUARD, ws::connect(&url, Some(client_tls)))
+        .await
+        .expect("the wss client was blocked (hang guard)")
+        .unwrap();
+    let first = tokio::time::timeout(GUARD, served.recv()).await.unwrap();
+    assert!(first.is_some_and(|d| d.starts_with("websocket from")));
+    // The stalled one is closed without an answer, and never handed out.
+    assert_eq!(read_to_eof(&mut stalled).await, b"");
+    assert!(served.try_recv().is_err());
+}
+
 fn request(id: u64, method: &str, params: Value) -> String {
     format!(
         "{}\n",
