@@ -313,3 +313,91 @@ fn stdio_prints_the_author_mistake_warning_on_stderr() {
         "{lines:#?}"
     );
 }
+
+/// Issue #21 review: under the default filter `mcpl serve`'s stderr stays bounded whatever
+/// the host answers. The reference server's `schedule_event` tool sends a `push/event`
+/// (§9.1) per call; a host that refuses every one (its right: §9.3 answers are the host's)
+/// used to get one `WARN scheduled push/event failed` line per call, carrying the host's
+/// error text verbatim, so one connection could write without bound. The refusal is the
+/// host's doing, not the server author's mistake: it is logged at `info` (`RUST_LOG=info`
+/// shows it). The greeting push of `on_ready`, once per connection, still warns.
+#[test]
+fn stdio_stderr_stays_bounded_when_the_host_refuses_every_push() {
+    const CALLS: i64 = 20;
+    let mut child = StdCommand::new(BIN)
+        .args(["serve", "--stdio"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |m: Value| {
+        stdin.write_all(format!("{m}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut refused = 0;
+    // Reads stdout until the response with `id`, refusing every push/event on the way.
+    let mut answer = |id: i64, send: &mut dyn FnMut(Value), refused: &mut i64| loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "push/event" {
+            *refused += 1;
+            send(json!({"jsonrpc":"2.0","id":v["id"],
+                "error":{"code":-32000,"message":"this host takes no events"}}));
+        } else if v["id"] == id && v.get("method").is_none() {
+            return v;
+        }
+    };
+    send(initialize());
+    answer(1, &mut send, &mut refused);
+    send(
+        json!({"jsonrpc":"2.0","id":2,"method":"featureSets/update","params":{
+        "effectiveCapabilities":["tools","pushEvents"]}}),
+    );
+    assert_eq!(
+        answer(2, &mut send, &mut refused)["result"]["accepted"],
+        true
+    );
+    for i in 0..CALLS {
+        let id = 10 + i;
+        send(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+            "name":"schedule_event","arguments":{"text":format!("event {i}")}}}),
+        );
+        let r = answer(id, &mut send, &mut refused);
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("scheduled")),
+            "{r}"
+        );
+    }
+    // Every scheduled push (and the greeting) reaches the host and is refused.
+    while refused < CALLS + 1 {
+        send(json!({"jsonrpc":"2.0","id":1000 + refused,"method":"ping"}));
+        answer(1000 + refused, &mut send, &mut refused);
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let lines = reader.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{lines:#?}");
+    let failed = lines
+        .iter()
+        .filter(|l| l.contains("push/event failed"))
+        .count();
+    assert!(
+        failed <= 1,
+        "{failed} lines for {CALLS} refused pushes: {lines:#?}"
+    );
+}

@@ -322,8 +322,11 @@ pub fn server() -> Server {
                 let ev = PushEvent::text("ref.events", text).tags(["ref:scheduled"]);
                 let id = ev.stable_event_id();
                 tokio::spawn(async move {
+                    // One per call, and mostly the host's answer (§9.3): at `info`, so a
+                    // host refusing every push cannot flood `mcpl serve`'s stderr (its
+                    // default filter is `warn`).
                     if let Err(e) = session.push_event(ev).await {
-                        tracing::warn!("scheduled push/event failed: {e}");
+                        tracing::info!("scheduled push/event failed: {e}");
                     }
                 });
                 Ok(text_result(format!("scheduled {id}")))
