@@ -256,3 +256,23 @@ fn a_manifest_past_the_feature_set_bound_warns_and_is_not_built() {
     assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
     assert_eq!(out.status.code(), Some(0), "{doc:#}");
 }
+
+/// Issue #20: a frame whose parsed form would be many times its text (250,000 small objects
+/// in 2 MB) is discarded unbuilt, reported under `transport.frames-valid` as the oversized
+/// line is, and the run completes.
+#[test]
+fn a_frame_over_the_parsed_cost_bound_is_discarded_unbuilt_and_reported() {
+    let (code, doc) = check_quick(&["--json", "--", FIXTURE, "costly"]);
+    let doc: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+    let frames = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "transport.frames-valid")
+        .unwrap_or_else(|| panic!("no transport.frames-valid: {doc:#}"))
+        .clone();
+    assert_eq!(frames["status"], "fail", "{doc:#}");
+    let detail = frames["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("units parsed"), "{detail}");
+    assert_eq!(code, 1, "{doc:#}");
+}

@@ -1222,3 +1222,87 @@ async fn quiet_sends_are_written_directly_and_a_burst_is_left_to_the_writer_task
         b.abort();
     }
 }
+
+/// Issue #20: a message whose parsed form would be many times its text (here a `ping` whose
+/// params hold small objects, the shape that took a server from 16 MiB of text to 1.4 GB) is
+/// refused before it is built: a request `-32600` under its own id with
+/// `data: {limit, count, reason}`, a notification reported only, a response failing the
+/// request it answers; the connection goes on.
+#[tokio::test]
+async fn a_message_over_max_parsed_cost_is_refused_unbuilt_and_the_connection_goes_on() {
+    let config = PeerConfig {
+        max_parsed_cost: 10_000,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    let objects = vec![r#"{"a":1}"#; 1000].join(",");
+    // A request: its id is read without building the params, and answered.
+    let line =
+        format!(r#"{{"jsonrpc":"2.0","method":"echo","id":"big-1","params":{{"x":[{objects}]}}}}"#);
+    let cost = mcpl::jsonrpc::parsed_cost(&line);
+    assert!(cost > 20_000, "{cost}");
+    raw.send(&line).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!("big-1"));
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
+    assert_eq!(
+        reply["error"]["data"],
+        json!({"limit": 10_000, "count": cost, "reason": "parsed_cost"})
+    );
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::TooCostly { id: Some(_), method: Some(m), limit: 10_000, .. }) if m == "echo"
+    ));
+    // A notification: reported, not answered, not delivered.
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/x","params":[{objects}]}}"#
+    ))
+    .await;
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::TooCostly { id: None, .. })
+    ));
+    assert_ping_works(&mut raw, 2).await;
+    // A response: the request it answers fails at once.
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("slow", None).await });
+    let req = raw.recv().await;
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":[{objects}]}}"#,
+        req["id"]
+    ))
+    .await;
+    let err = call.await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, PeerError::InvalidResponse(r) if r.contains("max_parsed_cost")),
+        "{err:?}"
+    );
+    assert_ping_works(&mut raw, 3).await;
+}
+
+/// The default bound (`jsonrpc::DEFAULT_MAX_PARSED_COST`) refuses the attack's shape at
+/// 2 MB of text, and keeps what a large legitimate message needs.
+#[tokio::test]
+async fn the_default_parsed_cost_bound_refuses_a_flood_of_objects_and_takes_big_text() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let objects = vec![r#"{"a":1}"#; 250_000].join(",");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"echo","id":1,"params":[{objects}]}}"#
+    ))
+    .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["error"]["data"]["reason"], json!("parsed_cost"));
+    // 8 MB of one string costs one value.
+    let text = "x".repeat(8 * 1024 * 1024);
+    raw.send_json(json!({"jsonrpc":"2.0","method":"echo","id":2,"params":{"t": text}}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(
+        reply["result"]["t"].as_str().map(str::len),
+        Some(text.len())
+    );
+    drop(peer);
+}

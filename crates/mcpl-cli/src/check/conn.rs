@@ -13,9 +13,12 @@
 //!
 //! Bounded whatever the server sends (issue #20): one frame is at most the library's
 //! [`mcpl::transport::DEFAULT_MAX_MESSAGE_SIZE`] (16 MiB; a longer one is discarded and
-//! reported); a non-JSON frame is kept as its first [`JUNK_CHARS`] characters; frames
-//! received and not yet judged hold at most [`QUEUED_BYTES`] per connection (past it the
-//! pump stops reading, so the server's writes block); the transcript holds at most
+//! reported); a frame that would cost more than [`mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST`]
+//! parsed is discarded unbuilt and reported; a non-JSON frame is kept as its first
+//! [`JUNK_CHARS`] characters; frames received and not yet judged hold at most
+//! [`QUEUED_BYTES`] per connection, counting each as its text plus [`UNIT_BYTES`] per
+//! parsed-cost unit (past it the pump stops reading, so the server's writes block); the
+//! transcript holds at most
 //! [`TRANSCRIPT_BYTES`] and records the first [`TRANSCRIPT_JUNK`] non-JSON frames, counting
 //! what it leaves out in a last `{"direction": "note", "omitted": {frames, junk}}` line.
 
@@ -34,8 +37,12 @@ use mcpl::transport::{endpoint, Frame, Transport};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-/// Bytes of received frames queued for the checker to judge, per connection.
+/// Bytes of received frames queued for the checker to judge, per connection: text and
+/// parsed values (estimated at [`UNIT_BYTES`] per [`mcpl::jsonrpc::parsed_cost`] unit).
 pub const QUEUED_BYTES: usize = 32 * 1024 * 1024;
+/// The bytes one parsed-cost unit is counted as in [`QUEUED_BYTES`] (a `serde_json::Value`
+/// is 32 bytes; an object counts 20 units, about its map node).
+pub const UNIT_BYTES: usize = 32;
 /// The most bytes written to a transcript (every session together); frames past it are
 /// counted, not written.
 pub const TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
@@ -449,12 +456,25 @@ async fn pump(
                     if skip_blank && text.is_empty() {
                         continue;
                     }
-                    let event = classify(text, transcript.as_ref());
-                    cost = match &event {
-                        Event::Junk(kept) => kept.len(),
-                        _ => text.len(),
-                    };
-                    event
+                    let parsed = mcpl::jsonrpc::parsed_cost(text);
+                    let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
+                    if parsed > limit {
+                        discarded(
+                            format!(
+                                "a message of {} bytes that would cost {parsed} units parsed, \
+                                 over the limit of {limit} (discarded unread)",
+                                text.len()
+                            ),
+                            transcript.as_ref(),
+                        )
+                    } else {
+                        let event = classify(text, transcript.as_ref());
+                        cost = match &event {
+                            Event::Junk(kept) => kept.len(),
+                            _ => text.len().saturating_add(parsed.saturating_mul(UNIT_BYTES)),
+                        };
+                        event
+                    }
                 }
                 Ok(Some(Frame::Oversized { bytes, limit })) => discarded(
                     format!(

@@ -206,7 +206,8 @@ impl Run {
                 | Diagnostic::NotText { .. }
                 | Diagnostic::InvalidMessage { .. }
                 | Diagnostic::EmptyBatch
-                | Diagnostic::BatchTooLarge { .. } => other += 1,
+                | Diagnostic::BatchTooLarge { .. }
+                | Diagnostic::TooCostly { .. } => other += 1,
                 _ => {}
             }
         }

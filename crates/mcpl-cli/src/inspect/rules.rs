@@ -238,6 +238,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::InvalidMessage { .. } => "invalid_message",
         Diagnostic::EmptyBatch => "empty_batch",
         Diagnostic::BatchTooLarge { .. } => "batch_too_large",
+        Diagnostic::TooCostly { .. } => "too_costly",
         Diagnostic::Busy { .. } => "busy",
         Diagnostic::OverBudget { .. } => "over_budget",
         Diagnostic::LateResponse { .. } => "late_response",
@@ -249,6 +250,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
         Diagnostic::InvalidMessage { id: Some(id), .. }
         | Diagnostic::Busy { id, .. }
+        | Diagnostic::TooCostly { id: Some(id), .. }
         | Diagnostic::LateResponse { id }
         | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),
         Diagnostic::UnhandledNotification { method } => About::Method(method.clone()),

@@ -653,5 +653,8 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
     })
 }
 
+mod cost;
+pub use cost::{may_exceed, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST};
+
 #[cfg(test)]
 mod tests;

@@ -75,6 +75,14 @@ pub struct PeerConfig {
     /// one `-32600` error (`"id": null`, `data: { limit, count }`) and none of its entries
     /// is handled; its entries past the limit are only counted, never kept.
     pub max_batch_entries: usize,
+    /// Most a message may cost once parsed, in [`crate::jsonrpc::parsed_cost`] units
+    /// ([`crate::jsonrpc::DEFAULT_MAX_PARSED_COST`]: about 128 MiB at worst), counted from
+    /// its text before anything is built (issue #20: a 16 MiB line of small objects parses
+    /// into 1.4 GB). A request past it is answered `-32600` with its id and
+    /// `data: { limit, count, reason: "parsed_cost" }`, a response past it fails its
+    /// request with [`PeerError::InvalidResponse`], anything else is only reported
+    /// ([`Diagnostic::TooCostly`]); nothing of it is handled.
+    pub max_parsed_cost: usize,
     /// Most incoming requests in flight at once (128): delivered to [`Incoming`] and not yet
     /// answered, their answers included until each is queued for writing. A request past it
     /// is not delivered: it is answered at once with [`crate::jsonrpc::codes::BUSY`] (`-32000`,
@@ -109,6 +117,7 @@ impl Default for PeerConfig {
             cancel_method: Some("notifications/cancelled"),
             tap: None,
             max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
+            max_parsed_cost: crate::jsonrpc::DEFAULT_MAX_PARSED_COST,
             max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
             message_budget: None,
         }

@@ -126,6 +126,18 @@ pub enum Diagnostic {
     },
     /// An empty JSON array (invalid batch); answered `-32600`.
     EmptyBatch,
+    /// A message that would cost more than [`PeerConfig::max_parsed_cost`] once parsed;
+    /// never built. A request is answered `-32600`, a response fails its request.
+    TooCostly {
+        /// Its id, if one could be read.
+        id: Option<RequestId>,
+        /// Its method, if it had one.
+        method: Option<String>,
+        /// Its parsed cost ([`crate::jsonrpc::parsed_cost`] units).
+        cost: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A batch of more entries than [`PeerConfig::max_batch_entries`]; answered with one
     /// `-32600` error, none of its entries handled.
     BatchTooLarge {
@@ -204,6 +216,25 @@ impl fmt::Display for Diagnostic {
                 Ok(())
             }
             Diagnostic::EmptyBatch => f.write_str("empty batch; answered -32600"),
+            Diagnostic::TooCostly {
+                id,
+                method,
+                cost,
+                limit,
+            } => {
+                write!(f, "message")?;
+                if let Some(m) = method {
+                    write!(f, " {m}")?;
+                }
+                if let Some(id) = id {
+                    write!(f, " (id {id})")?;
+                }
+                write!(
+                    f,
+                    " would cost {cost} units parsed, over the limit of {limit} \
+                     (PeerConfig::max_parsed_cost); not read"
+                )
+            }
             Diagnostic::BatchTooLarge { count, limit } => write!(
                 f,
                 "batch of {count} entries over the limit of {limit}; answered -32600, entries not handled"

@@ -138,19 +138,21 @@ pub(super) async fn handle_frame(
         return true;
     }
     let max_batch = shared.config.max_batch_entries;
+    let max_cost = shared.config.max_parsed_cost;
     let read = if trimmed.len() >= PARSE_OFF_WORKER {
         // Issue #20: a large text takes milliseconds of CPU to read (a 2 MB list of 200,000
         // strings, tens of them), during which this worker polled no other connection:
         // under a flood of such messages a new connection's `initialize` waited hundreds
         // of milliseconds. The blocking pool reads it instead; this task waits for it, so
         // the connection's messages stay in order.
-        match tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch)).await {
+        match tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch, max_cost)).await
+        {
             Ok(read) => read,
             // Only a runtime shutting down cancels it (reading never panics).
             Err(_) => return false,
         }
     } else {
-        read_text(trimmed, max_batch)
+        read_text(trimmed, max_batch, max_cost)
     };
     let parsed = match read {
         Read::Message(msg) => {
@@ -158,6 +160,9 @@ pub(super) async fn handle_frame(
             return deliver(shared, item, inbound, closed).await;
         }
         Read::Top(parsed) => parsed,
+        Read::TooCostly { cost, head } => {
+            return too_costly(shared, cost, max_cost, head).await;
+        }
     };
     let value = match parsed {
         Ok(v) => v,
@@ -250,17 +255,171 @@ pub(super) async fn handle_frame(
 /// rather than on the worker running the connection (see `handle_frame`).
 const PARSE_OFF_WORKER: usize = 256 * 1024;
 
-/// A frame's text read: a valid single message, or the top-level value for the slow path.
+/// A frame's text read: a valid single message, the top-level value for the slow path, or
+/// a text refused unbuilt for its parsed cost.
 enum Read {
     Message(Message),
     Top(Result<Top, serde_json::Error>),
+    TooCostly { cost: usize, head: Head },
+}
+
+/// The `id` and `method` of a message refused unbuilt, read without building anything else
+/// (every other member, and an id that is not a string or integer, is skipped unparsed).
+#[derive(Debug, Default)]
+struct Head {
+    id: Option<RequestId>,
+    method: Option<String>,
+}
+
+impl<'de> serde::Deserialize<'de> for Head {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Head;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+                let mut head = Head::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "id" => head.id = map.next_value::<Scalar>()?.id(),
+                        "method" => head.method = map.next_value::<Scalar>()?.text(),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(head)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A member read only if it is a string or an integer; anything else is skipped unbuilt.
+enum Scalar {
+    Int(RequestId),
+    Text(String),
+    Other,
+}
+
+impl Scalar {
+    fn id(self) -> Option<RequestId> {
+        match self {
+            Scalar::Int(id) => Some(id),
+            Scalar::Text(s) => Some(RequestId::from(s)),
+            Scalar::Other => None,
+        }
+    }
+
+    fn text(self) -> Option<String> {
+        match self {
+            Scalar::Text(s) => Some(s.chars().take(64).collect()),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Refuses a message whose parsed cost is over [`PeerConfig::max_parsed_cost`], unbuilt
+/// (issue #20): a request is answered `-32600` under its id, a response fails the request
+/// it answers, anything else is reported only. Reading chosen: the error is the batch
+/// limit's (`-32600` with `data: { limit, count }`), the message being too large to take.
+async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head) -> bool {
+    let Head { id, method } = head;
+    shared.diagnose(Diagnostic::TooCostly {
+        id: id.clone(),
+        method: method.clone(),
+        cost,
+        limit,
+    });
+    let reason = format!(
+        "the message would cost {cost} units parsed, over the limit of {limit} \
+         (PeerConfig::max_parsed_cost); send fewer or larger values"
+    );
+    match (id, method.is_some()) {
+        (Some(id), false) => {
+            if let Some(tx) = lock(&shared.pending).remove(&id) {
+                let _ = tx.send(Err(PeerError::InvalidResponse(reason)));
+            }
+            true
+        }
+        (None, true) => true,
+        (id, _) => {
+            // A request (its id answered), or something unreadable (answered `id: null`).
+            let reply = Message::Response(Response {
+                id,
+                outcome: Err(
+                    ErrorObject::invalid_request(format!("Invalid Request: {reason}")).with_data(
+                        serde_json::json!({
+                            "limit": limit, "count": cost, "reason": "parsed_cost"
+                        }),
+                    ),
+                ),
+            });
+            let _ = shared.send_frame(reply.to_json()).await;
+            true
+        }
+    }
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
 /// read straight into a `Message` when it is a valid one; anything the fast path declines
 /// (batches, junk, invalid messages) takes the `Value` path, which owns every diagnostic
 /// and error reply. A batch keeps at most `max_batch` entries.
-fn read_text(trimmed: &str, max_batch: usize) -> Read {
+fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> Read {
+    if crate::jsonrpc::may_exceed(trimmed, max_cost) {
+        let cost = crate::jsonrpc::parsed_cost(trimmed);
+        if cost > max_cost {
+            let head = if trimmed.starts_with('{') {
+                serde_json::from_str::<Head>(trimmed).unwrap_or_default()
+            } else {
+                Head::default()
+            };
+            return Read::TooCostly { cost, head };
+        }
+    }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {
             return Read::Message(msg);
