@@ -145,11 +145,21 @@ pub(super) async fn handle_frame(
         // under a flood of such messages a new connection's `initialize` waited hundreds
         // of milliseconds. The blocking pool reads it instead; this task waits for it, so
         // the connection's messages stay in order.
+        // At most one such parse per core at once, for the whole process: the blocking pool
+        // would otherwise run one per connection (up to its 512 threads), each holding its
+        // parse's memory.
+        let Ok(_permit) = parse_permits().acquire().await else {
+            return false;
+        };
         match tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch, max_cost)).await
         {
             Ok(read) => read,
-            // Only a runtime shutting down cancels it (reading never panics).
-            Err(_) => return false,
+            // A runtime shutting down cancels it; reading is not expected to panic, but if it
+            // did the connection is closed rather than left looking open with nothing read.
+            Err(e) => {
+                shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
+                return false;
+            }
         }
     } else {
         read_text(trimmed, max_batch, max_cost)
@@ -249,6 +259,16 @@ pub(super) async fn handle_frame(
         }
     }
     true
+}
+
+/// The process-wide permits for reading large texts on the blocking pool: one per core
+/// (`std::thread::available_parallelism`, at least 1).
+fn parse_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(n)
+    })
 }
 
 /// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool

@@ -223,7 +223,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     }
 
     /// Reads the next frame. Cancel-safe: all progress lives in `self`. Yields to the
-    /// runtime after every [`YIELD_AFTER`] bytes of a line still without its end, so one
+    /// runtime after every 64 KiB of a line still without its end, so one
     /// long line never holds a worker thread.
     pub async fn read_frame(&mut self) -> io::Result<Option<Frame>> {
         let mut since_yield = 0usize;
