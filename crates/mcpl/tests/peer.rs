@@ -1306,3 +1306,34 @@ async fn the_default_parsed_cost_bound_refuses_a_flood_of_objects_and_takes_big_
     );
     drop(peer);
 }
+
+/// Issue #20: a text of 256 KiB or more is parsed off the connection's worker, and the
+/// connection's messages still arrive in wire order: a large request written just before a
+/// small one is delivered first, and a response read after a large notification settles
+/// after it.
+#[tokio::test]
+async fn large_frames_read_off_the_worker_keep_wire_order() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let big = "y".repeat(300 * 1024);
+    let lines = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc":"2.0","method":"notifications/big","params":{"t": big}}),
+        json!({"jsonrpc":"2.0","id":"small","method":"ping"})
+    );
+    raw.send(lines.trim_end()).await;
+    let first = incoming.recv().await.expect("a message");
+    assert!(
+        matches!(&first, IncomingMessage::Notification(n) if n.method == "notifications/big"),
+        "{first:?}"
+    );
+    let second = incoming.recv().await.expect("a message");
+    assert!(
+        matches!(&second, IncomingMessage::Request(r) if r.method() == "ping"),
+        "{second:?}"
+    );
+    drop(second);
+    // Answered -32601 by the dropped guard: the small request was read after the large one.
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!("small"));
+    drop(peer);
+}
