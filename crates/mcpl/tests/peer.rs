@@ -1264,7 +1264,24 @@ async fn a_message_over_max_parsed_cost_is_refused_unbuilt_and_the_connection_go
         diags.recv().await,
         Some(Diagnostic::TooCostly { id: None, .. })
     ));
+    // An object with neither id nor method: reported, never answered (the next line read is
+    // the ping's answer).
+    raw.send(&format!(r#"{{"jsonrpc":"2.0","result":[{objects}]}}"#))
+        .await;
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::TooCostly {
+            id: None,
+            method: None,
+            ..
+        })
+    ));
     assert_ping_works(&mut raw, 2).await;
+    // A batch: one `id: null` error.
+    raw.send(&format!("[{objects}]")).await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null);
+    assert_eq!(reply["error"]["data"]["reason"], json!("parsed_cost"));
     // A response: the request it answers fails at once.
     let p = peer.clone();
     let call = tokio::spawn(async move { p.request_raw("slow", None).await });

@@ -289,6 +289,9 @@ enum Read {
 struct Head {
     id: Option<RequestId>,
     method: Option<String>,
+    /// The text is a batch (a JSON array): answered with one `id: null` error, as a batch
+    /// over `max_batch_entries` is.
+    batch: bool,
 }
 
 impl<'de> serde::Deserialize<'de> for Head {
@@ -383,11 +386,11 @@ impl<'de> serde::Deserialize<'de> for Scalar {
 }
 
 /// Refuses a message whose parsed cost is over [`PeerConfig::max_parsed_cost`], unbuilt
-/// (issue #20): a request is answered `-32600` under its id, a response fails the request
-/// it answers, anything else is reported only. Reading chosen: the error is the batch
+/// (issue #20): a request is answered `-32600` under its id, a batch `-32600` with
+/// `id: null`, a response fails the request it answers, anything else is reported only. Reading chosen: the error is the batch
 /// limit's (`-32600` with `data: { limit, count }`), the message being too large to take.
 async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head) -> bool {
-    let Head { id, method } = head;
+    let Head { id, method, batch } = head;
     shared.diagnose(Diagnostic::TooCostly {
         id: id.clone(),
         method: method.clone(),
@@ -405,9 +408,12 @@ async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head)
             }
             true
         }
+        // A notification, or an object with neither id nor method (a log line, say): reported
+        // only, as an invalid one is (answering what is not a request could loop).
         (None, true) => true,
+        (None, false) if !batch => true,
         (id, _) => {
-            // A request (its id answered), or something unreadable (answered `id: null`).
+            // A request (its id answered), or a batch (answered `id: null`).
             let reply = Message::Response(Response {
                 id,
                 outcome: Err(
@@ -435,7 +441,10 @@ fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> Read {
             let head = if trimmed.starts_with('{') {
                 serde_json::from_str::<Head>(trimmed).unwrap_or_default()
             } else {
-                Head::default()
+                Head {
+                    batch: true,
+                    ..Head::default()
+                }
             };
             return Read::TooCostly { cost, head };
         }
