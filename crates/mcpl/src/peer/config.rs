@@ -79,7 +79,8 @@ pub struct PeerConfig {
     /// ([`crate::jsonrpc::DEFAULT_MAX_PARSED_COST`]: about 128 MiB at worst), counted from
     /// its text before anything is built (issue #20: a 16 MiB line of small objects parses
     /// into 1.4 GB). A request past it is answered `-32600` with its id and
-    /// `data: { limit, count, reason: "parsed_cost" }`, a response past it fails its
+    /// `data: { limit, count, reason: "parsed_cost" }` (a batch likewise, `id: null`), a
+    /// response past it fails its
     /// request with [`PeerError::InvalidResponse`], anything else is only reported
     /// ([`Diagnostic::TooCostly`]); nothing of it is handled.
     pub max_parsed_cost: usize,
