@@ -133,6 +133,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub mod policy;
 pub mod protocol;
+pub mod session;
 pub mod tags;
 pub mod uri;
 

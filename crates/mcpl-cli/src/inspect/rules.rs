@@ -224,6 +224,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Nothing,
         ),
+        HostDiagnostic::UnexpectedResponse { id } => (
+            m(
+                "unexpected_response",
+                "§4",
+                format!("a response with id {id} answers no request of the host's"),
+            ),
+            About::Id(id.clone()),
+        ),
         HostDiagnostic::Connection(c) => connection(c),
     }
 }

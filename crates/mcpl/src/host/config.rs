@@ -177,6 +177,27 @@ impl Default for HostConfig {
     }
 }
 
+impl HostConfig {
+    /// The protocol-relevant part of this configuration, for a sans-I/O
+    /// [`crate::session::HostState`] that decides as this session does.
+    pub fn rules(&self) -> crate::session::HostRules {
+        crate::session::HostRules {
+            client_name: self.client_name.clone(),
+            client_version: self.client_version.clone(),
+            protocol_version: self.protocol_version.clone(),
+            policy: self.policy.clone(),
+            enabled: self.enabled.clone(),
+            disabled: self.disabled.clone(),
+            initialize_timeout: self.initialize_timeout,
+            policy_timeout: self.policy_timeout,
+            dedupe_window: self.dedupe_window,
+            max_event_id_bytes: self.max_event_id_bytes,
+            max_feature_sets: self.max_feature_sets,
+            max_pending_outputs: self.event_capacity,
+        }
+    }
+}
+
 impl std::fmt::Debug for HostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostConfig")

@@ -26,25 +26,23 @@ impl HostSession {
             }
         }
         let answer = self.policy_request(params).await;
-        let decision = match answer {
-            Ok(v) => match self.read_receipt(&v) {
-                Some(Receipt::Refused {
-                    fallback: Fallback::Close,
-                    ..
-                }) => {
-                    self.inner.peer.close();
-                    return Err(HostError::Refused("close"));
-                }
-                Some(Receipt::Refused { .. }) => Err(McpOnlyReason::Refused),
-                Some(r @ Receipt::Accepted { .. }) => Ok(r),
-                None => Err(McpOnlyReason::PolicyFailed("unusable receipt".into())),
-            },
+        let decision = rules::initial_decision(match &answer {
+            Ok(v) => PolicyAnswer::Receipt(self.read_receipt(v)),
             Err(PeerError::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
-                Err(McpOnlyReason::PolicyMethodNotFound)
+                PolicyAnswer::MethodNotFound
             }
-            Err(PeerError::Timeout { .. }) => Err(McpOnlyReason::PolicyTimeout),
-            Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c))),
-            Err(e) => Err(McpOnlyReason::PolicyFailed(e.to_string())),
+            Err(PeerError::Timeout { .. }) => PolicyAnswer::Timeout,
+            Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c.clone()))),
+            Err(e) => PolicyAnswer::Failed(e.to_string()),
+        });
+        let server_named_it = decision.server_named_it();
+        let decision = match decision {
+            InitialDecision::Close => {
+                self.inner.peer.close();
+                return Err(HostError::Refused("close"));
+            }
+            InitialDecision::Mcpl(r) => Ok(r),
+            InitialDecision::McpOnly(reason) => Err(reason),
         };
         let told_wider = match decision {
             Ok(receipt) => {
@@ -68,10 +66,6 @@ impl HostSession {
                 applied != hg.effective
             }
             Err(reason) => {
-                let server_named_it = matches!(
-                    reason,
-                    McpOnlyReason::PolicyMethodNotFound | McpOnlyReason::Refused
-                );
                 self.enter_mcp_only(reason);
                 !server_named_it && self.grant() != hg.effective
             }
@@ -79,19 +73,16 @@ impl HostSession {
         Ok(told_wider)
     }
 
-    /// Parses a receipt, reporting every defect; `None` when unusable.
+    /// Parses a receipt by [`rules::read_receipt`], reporting every defect and keeping a
+    /// usable one as the last receipt; `None` when unusable.
     pub(super) fn read_receipt(&self, v: &Value) -> Option<Receipt> {
-        let report = policy::parse_receipt(v);
-        for d in report.defects {
-            self.inner.diag(HostDiagnostic::ReceiptDefect {
-                code: d.code,
-                path: d.path,
-            });
-        }
-        if let Some(r) = &report.receipt {
+        let mut diags = Vec::new();
+        let receipt = rules::read_receipt(&mut diags, v);
+        self.report(diags);
+        if let Some(r) = &receipt {
             self.inner.state().last_receipt = Some(r.clone());
         }
-        report.receipt
+        receipt
     }
 
     pub(super) fn enter_mcp_only(&self, reason: McpOnlyReason) {
@@ -100,24 +91,12 @@ impl HostSession {
         {
             let now = self.next_position();
             let mut st = self.inner.state();
-            let mut grant = st
-                .grant
-                .intersect(CapabilitySet::EMPTY.with(Capability::Tools));
-            // `tools` is kept only if the server advertised it and policy allowed it.
-            if let Some(r) = st.review.as_ref() {
-                let adv = r
-                    .advertised()
-                    .intersection(CapabilitySet::EMPTY.with(Capability::Tools));
-                if let Ok(hg) = HostGrant::compute(adv, st.policy.iter().map(String::as_str)) {
-                    grant = hg.effective;
-                }
-            }
-            // Once a grant was in force, falling back can only keep part of it: a refused
-            // expansion that named `tools` must not activate it (§6.7: a receipt never
-            // widens).
-            if st.ready {
-                grant = grant.intersect(st.grant.capabilities());
-            }
+            let grant = rules::mcp_only_grant(
+                st.grant,
+                st.ready,
+                st.review.as_ref(),
+                st.policy.iter().map(String::as_str),
+            );
             st.set_in_force(now, true, grant);
             st.mode = mode.clone();
             // The review judges later manifest changes against the grant in force (§17.6): a

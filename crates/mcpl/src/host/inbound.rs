@@ -4,10 +4,11 @@
 use super::*;
 
 impl HostSession {
-    /// The readiness and grant check of one inbound method (§5.3, §5.4). `seq` is the
-    /// message's wire position: a widening that came later on the wire does not apply to it,
-    /// however late it is handled. `Ok` carries the grant the message is judged under (for
-    /// its feature-set check); `Err` the `-32002` error to answer.
+    /// The readiness and grant check of one inbound method (§5.3, §5.4), by the one
+    /// admission rule ([`crate::session::admit`]). `seq` is the message's wire position: a
+    /// widening that came later on the wire does not apply to it, however late it is handled.
+    /// `Ok` carries the grant the message is judged under (for its feature-set check); `Err`
+    /// the error to answer.
     pub(super) fn admit(
         &self,
         method: &str,
@@ -15,27 +16,24 @@ impl HostSession {
         seq: u64,
     ) -> Result<Grant, ErrorObject> {
         let (ready, grant) = self.inner.state().in_force_for(seq);
-        let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
-        if req == Requirement::None {
-            return Ok(grant);
-        }
-        if !ready {
-            self.inner.diag(HostDiagnostic::PrivilegedBeforeReady {
-                method: method.to_owned(),
-            });
-            let d = denied_of(&Grant::none(), req);
-            return Err(d.map(|d| d.to_error()).unwrap_or_else(|| {
-                ErrorObject::new(codes::CAPABILITY_DENIED, "Capability denied")
-            }));
-        }
-        match denied_of(&grant, req) {
-            None => Ok(grant),
-            Some(d) => {
-                self.inner.diag(HostDiagnostic::CapabilityDenied {
-                    method: method.to_owned(),
-                    capability: d.capability,
-                });
-                Err(d.to_error())
+        match session::admit(Receiver::Host, method, params, ready, &grant) {
+            Ok(_) => Ok(grant),
+            Err(r) => {
+                match r {
+                    Refusal::NotReceived => self.inner.diag(HostDiagnostic::UnexpectedMethod {
+                        method: method.to_owned(),
+                    }),
+                    Refusal::NotReady(_) => {
+                        self.inner.diag(HostDiagnostic::PrivilegedBeforeReady {
+                            method: method.to_owned(),
+                        })
+                    }
+                    Refusal::Denied(d) => self.inner.diag(HostDiagnostic::CapabilityDenied {
+                        method: method.to_owned(),
+                        capability: d.capability,
+                    }),
+                }
+                Err(r.to_error(method))
             }
         }
     }
@@ -61,24 +59,13 @@ impl HostSession {
     }
 
     pub(super) fn inbound_direction_ok(method: &str) -> bool {
-        matches!(
-            policy::method_direction(method),
-            Some(Direction::ServerToHost) | Some(Direction::Either)
-        )
+        Receiver::Host.receives(method)
     }
 
     pub(super) async fn on_request(&self, req: IncomingRequest) {
         let method = req.method().to_owned();
         let params = req.request().params.clone();
-        if !Self::inbound_direction_ok(&method) {
-            self.inner.diag(HostDiagnostic::UnexpectedMethod {
-                method: method.clone(),
-            });
-            let _ = req
-                .respond_error(ErrorObject::method_not_found(&method))
-                .await;
-            return;
-        }
+        // Direction, readiness and grant: the one admission rule (`Self::admit`).
         let admitted = if method == "channels/changed" {
             self.admit_changed(params.as_ref(), req.seq())
         } else {
@@ -266,180 +253,82 @@ impl HostSession {
         tags: Option<&Value>,
         ev: AdmittedEvent<'_>,
     ) -> ExpandedTags {
-        let (set, issues): (TagSet, Vec<TagIssue>) = TagSet::from_json(tags);
-        for i in issues {
-            self.inner.diag(HostDiagnostic::TagIssue {
-                method: method.to_owned(),
-                issue: format!("{i:?}"),
-            });
-        }
-        // Producer `implies` edges apply only under a standing acceptance bound to the
-        // ontology's current digest (§16.3, §16.5).
-        let ontology = ev
-            .feature_set
-            .and_then(|fs| self.current_accepted_ontology(fs));
-        match &ontology {
-            Some((onto, digest)) => {
-                let fs = ev.feature_set.unwrap_or_default();
-                match OntologyAcceptance::accept(ev.source, fs, digest.as_str())
-                    .bind(onto, ev.source, fs, digest)
-                {
-                    Ok(accepted) => set.expand(&ev, &[accepted]),
-                    Err(_) => set.expand(&ev, &[]),
-                }
-            }
-            None => set.expand(&ev, &[]),
+        let mut diags = Vec::new();
+        let tags = {
+            let st = self.inner.state();
+            rules::expand_tags(&mut diags, st.review.as_ref(), method, tags, ev)
+        };
+        self.report(diags);
+        tags
+    }
+
+    /// Reports judgement diagnostics, in order.
+    pub(super) fn report(&self, diags: rules::Diagnostics) {
+        for d in diags {
+            self.inner.diag(d);
         }
     }
 
-    /// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
-    /// standing (the accepted digest equals the current one), with that digest.
-    pub(super) fn current_accepted_ontology(
-        &self,
-        feature_set: &str,
-    ) -> Option<(TagOntology, String)> {
-        let st = self.inner.state();
-        let review = st.review.as_ref()?;
-        let accepted = review.accepted_ontology(feature_set)?;
-        let value = review
-            .manifest()
-            .get("featureSets")?
-            .get(feature_set)?
-            .get("tagOntology")?;
-        let current = crate::manifest::ontology_digest(value).ok()?;
-        if current != accepted {
-            return None;
-        }
-        let (onto, _issues) = TagOntology::parse(value).ok()?;
-        Some((onto, current))
-    }
-
-    /// `push/event` (§9): required members, feature set, dedupe, delivery. Its feature set judged under `judged`, the grant the message is
-    /// judged under (see [`Self::admit`]).
+    /// `push/event` (§9), judged by [`rules::judge_push`] under `judged`, the grant the
+    /// message is judged under (see [`Self::admit`]); delivered, then remembered for dedupe.
     pub(super) fn on_push(
         &self,
         params: Option<&Value>,
         judged: &Grant,
     ) -> Result<Value, ErrorObject> {
-        const M: &str = "push/event";
-        // §9.2 (timestamp ISO 8601, payload.content ContentBlock[] of App. B.1, origin an
-        // object), by the rule `mcpl check` reports.
-        let defects = crate::protocol::push::push_event_defects(params);
-        if !defects.is_empty() {
-            return Err(self.bad(M, &defects.join("; ")));
-        }
-        let p = params
-            .and_then(Value::as_object)
-            .ok_or_else(|| self.bad(M, "params is not an object"))?;
-        let s = |k: &str| p.get(k).and_then(Value::as_str);
-        let fs = s("featureSet").ok_or_else(|| self.bad(M, "featureSet is required"))?;
-        let event_id = s("eventId").ok_or_else(|| self.bad(M, "eventId is required"))?;
-        // §9.4 dedupe remembers ids: their length is bounded before anything is stored.
-        let id_limit = self.inner.config.max_event_id_bytes;
-        if event_id.len() > id_limit {
-            let detail = format!(
-                "eventId of {} bytes exceeds the limit of {id_limit}",
-                event_id.len()
-            );
-            return Err(self
-                .bad(M, &detail)
-                .with_data(json!({ "limit": id_limit, "length": event_id.len() })));
-        }
-        {
-            let st = self.inner.state();
-            let Some(review) = st.review.as_ref() else {
-                return Err(ErrorObject::unknown_feature_set(fs));
-            };
-            let statuses = review.statuses_under(judged);
-            let required = Requirement::One(Capability::PushEvents);
-            if let Err(r) = policy::feature_set_gate(review.declarations(), &statuses, fs, required)
-            {
-                drop(st);
-                return Err(self.set_refused(M, fs, r));
-            }
-            if st.seen_events.contains(event_id) {
-                drop(st);
-                self.inner.diag(HostDiagnostic::DuplicateEvent {
-                    event_id: event_id.to_owned(),
-                });
-                return Ok(json!({ "accepted": true, "reason": "duplicate" }));
-            }
-        }
         let label = self.label();
-        let tags = self.expand_tags(
-            M,
-            p.get("tags"),
-            AdmittedEvent {
-                source: &label,
-                feature_set: Some(fs),
-                channel: None,
-            },
-        );
-        let delivered = self.inner.event(HostEvent::Push {
-            params: Value::Object(p.clone()),
-            feature_set: fs.to_owned(),
-            event_id: event_id.to_owned(),
+        let mut diags = Vec::new();
+        let verdict = {
+            let st = self.inner.state();
+            let limits = rules::PushLimits {
+                max_event_id_bytes: self.inner.config.max_event_id_bytes,
+            };
+            rules::judge_push(
+                &mut diags,
+                params,
+                judged,
+                st.review.as_ref(),
+                &st.seen_events,
+                limits,
+                &label,
+            )
+        };
+        self.report(diags);
+        let verdict = verdict?;
+        let rules::PushVerdict::Deliver {
+            params,
+            feature_set,
+            event_id,
             tags,
+        } = &verdict
+        else {
+            return Ok(verdict.answer(true));
+        };
+        let delivered = self.inner.event(HostEvent::Push {
+            params: Value::Object(params.clone()),
+            feature_set: feature_set.clone(),
+            event_id: event_id.clone(),
+            tags: tags.clone(),
         });
-        if !delivered {
-            return Ok(json!({ "accepted": false, "reason": "host_busy" }));
+        if delivered {
+            let window = self.inner.config.dedupe_window;
+            self.inner.state().seen_events.remember(event_id, window);
         }
-        let mut st = self.inner.state();
-        let id: Arc<str> = Arc::from(event_id);
-        st.seen_events.insert(id.clone());
-        st.seen_order.push_back(id);
-        while st.seen_order.len() > self.inner.config.dedupe_window.max(1) {
-            if let Some(old) = st.seen_order.pop_front() {
-                st.seen_events.remove(&old);
-            }
-        }
-        Ok(json!({ "accepted": true }))
+        Ok(verdict.answer(delivered))
     }
 
-    /// `inference/request` names its `featureSet` (§11.1): undeclared `-32003`, unavailable
-    /// `-32001` — after the grant allowed the method, so it can only narrow.
+    /// `inference/request`'s feature set (§11.1), by [`rules::check_inference_feature_set`].
     pub(super) fn check_request_feature_set(
         &self,
         params: Option<&Value>,
         judged: &Grant,
     ) -> Result<(), ErrorObject> {
-        const M: &str = "inference/request";
-        // §11.2, by the rule `mcpl check` reports.
-        let defects = crate::protocol::inference::request_defects(params);
-        if !defects.is_empty() {
-            return Err(self.bad(M, &defects.join("; ")));
-        }
-        let fs = params
-            .and_then(|p| p.get("featureSet"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| self.bad(M, "featureSet is required"))?;
-        let gate = {
+        let mut diags = Vec::new();
+        let r = {
             let st = self.inner.state();
-            let Some(r) = st.review.as_ref() else {
-                return Err(ErrorObject::unknown_feature_set(fs));
-            };
-            let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
-            policy::feature_set_gate(r.declarations(), &r.statuses_under(judged), fs, req)
+            rules::check_inference_feature_set(&mut diags, params, judged, st.review.as_ref())
         };
-        gate.map_err(|r| self.set_refused(M, fs, r))
-    }
-
-    /// The error for a use [`policy::feature_set_gate`] refused (§6.6); §6.4 rule 2: a use
-    /// the exercising set did not declare is also a declaration-mismatch diagnostic, and its
-    /// `-32002` names the capability exercised and the set that failed to declare it.
-    pub(super) fn set_refused(
-        &self,
-        method: &str,
-        feature_set: &str,
-        refusal: SetRefusal,
-    ) -> ErrorObject {
-        if let SetRefusal::Undeclared(missing) = refusal {
-            self.inner.diag(HostDiagnostic::DeclarationMismatch {
-                method: method.to_owned(),
-                feature_set: feature_set.to_owned(),
-                missing: missing.sorted_paths(),
-            });
-        }
-        refusal.to_error(feature_set)
+        self.report(diags);
+        r
     }
 }

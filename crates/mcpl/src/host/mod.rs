@@ -8,10 +8,13 @@
 //! arrives every privileged inbound method is rejected with `-32002`.
 //!
 //! The session is the runtime driver of the pure core: the grant comes from
-//! [`HostGrant::compute`], inbound methods are checked through
-//! [`policy::method_requirement`], injections through [`policy::authorize_injection`],
-//! receipts through [`policy::parse_receipt`], fetched manifests through
-//! [`ManifestReview`] and the fetch rate through [`FetchLimiter`].
+//! [`HostGrant::compute`], inbound methods are admitted by [`crate::session::admit`] (the
+//! same rule [`crate::session::HostState`] and the checkers use), `push/event`,
+//! `inference/request` and the initial policy decision by [`crate::session::rules`],
+//! injections through [`policy::authorize_injection`], fetched manifests through
+//! [`ManifestReview`] and the fetch rate through [`FetchLimiter`]. (Issue #24 moves the
+//! rest of its decisions into `HostState`; channels, hooks, turns and manifest re-fetch are
+//! still decided here.)
 //!
 //! What the application sees: a [`HostEvent`] stream (admitted push events and channel
 //! messages, manifest change receipts, policy decisions) and a [`HostDiagnostic`] stream
@@ -77,17 +80,17 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::capability::{
-    self, Capability, CapabilitySet, Denied, Grant, PatternError, Requirement,
-};
+use crate::capability::{Capability, CapabilitySet, Denied, Grant, PatternError, Requirement};
 use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{
     ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
 };
 use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError, RequestOptions};
-use crate::policy::{self, Fallback, HostGrant, Receipt, SetRefusal};
+use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
-use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagIssue, TagOntology, TagSet};
+use crate::session::rules::{InitialDecision, PolicyAnswer};
+use crate::session::{self, rules, Receiver, Refusal};
+use crate::tags::{AdmittedEvent, ExpandedTags};
 use crate::transport::Transport;
 
 mod supervisor;
@@ -202,8 +205,7 @@ impl HostSession {
                 policy: config.policy.clone(),
                 review: None,
                 last_receipt: None,
-                seen_events: HashSet::new(),
-                seen_order: VecDeque::new(),
+                seen_events: rules::Dedupe::default(),
                 streams: InferenceIds::default(),
                 turns: InferenceIds::default(),
                 channels: BTreeMap::new(),
@@ -248,16 +250,12 @@ impl HostSession {
         tokio::spawn(Self::run_incoming(weak, incoming));
 
         let cfg = &session.inner.config;
-        let mut mcpl_adv = capability::advertisement_to_value(host_allows.capabilities());
-        if let Some(o) = mcpl_adv.as_object_mut() {
-            o.insert("version".into(), json!("0.5"));
-            o.insert("featureSets".into(), json!(true));
-        }
-        let init = json!({
-            "protocolVersion": cfg.protocol_version,
-            "capabilities": { "experimental": { "mcpl": mcpl_adv } },
-            "clientInfo": { "name": cfg.client_name, "version": cfg.client_version },
-        });
+        let init = rules::initialize_params(
+            &host_allows,
+            &cfg.protocol_version,
+            &cfg.client_name,
+            &cfg.client_version,
+        );
         let result = peer
             .request_raw_with(
                 "initialize",

@@ -10,9 +10,8 @@ pub(super) struct State {
     pub(super) policy: Vec<String>,
     pub(super) review: Option<ManifestReview>,
     pub(super) last_receipt: Option<Receipt>,
-    /// §9.4 dedupe: each remembered id is stored once, shared by the set and the order.
-    pub(super) seen_events: HashSet<Arc<str>>,
-    pub(super) seen_order: VecDeque<Arc<str>>,
+    /// §9.4 dedupe.
+    pub(super) seen_events: rules::Dedupe,
     pub(super) channels: BTreeMap<String, Value>,
     pub(super) limiter: FetchLimiter,
     pub(super) announced: Option<String>,

@@ -183,6 +183,7 @@ impl ManifestTracker {
 
     /// Records that `registration` (e.g. `on_before_inference`) is bound to `feature_set`, so
     /// a typed edit refuses to remove it.
+    #[cfg(feature = "runtime")]
     pub(crate) fn bind_feature_set(&mut self, feature_set: String, registration: &'static str) {
         self.bound.insert(feature_set, registration);
     }

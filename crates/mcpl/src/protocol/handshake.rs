@@ -19,6 +19,9 @@ use super::{EmptyObject, Extra};
 /// `notifications/*`), so each of them is served alike.
 pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
 
+/// The MCPL version this crate speaks, written into manifests and host advertisements (§5.1).
+pub const MCPL_VERSION: &str = "0.5";
+
 /// Every MCP `protocolVersion` this library speaks, newest first (the first is
 /// [`MCP_PROTOCOL_VERSION`]). A peer asking for one of these is answered with the same
 /// version; see [`negotiate_protocol_version`].
@@ -390,5 +393,43 @@ mod tests {
             MCP_PROTOCOL_VERSION
         );
         assert_eq!(negotiate_protocol_version(""), MCP_PROTOCOL_VERSION);
+    }
+}
+
+/// What the host's `initialize` says about MCPL (read by [`host_mcpl`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMcpl {
+    /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"` or absent.
+    V05,
+    /// No `experimental.mcpl` object.
+    Absent,
+    /// An `experimental.mcpl` object with another `version`, as JSON text (e.g. `"0.4"`).
+    Other(String),
+}
+
+/// Reads the host's MCPL advertisement (§5.2).
+///
+/// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when
+/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`, or that names
+/// no version (it claims MCPL, and nothing runs before its policy Request anyway, §5.3).
+/// A `version` that is anything else (`"0.4"`, a number …) is another protocol, whose
+/// methods and policy exchange this server does not speak: such a host is served exactly as
+/// one that advertises no MCPL (§3.2, MCP behaviour only: tools available without a grant,
+/// no MCPL method sent, every MCPL method it sends answered `-32601`, every MCPL sender
+/// refused with `server::SendError::McpOnly`), with a `host_mcpl_version` diagnostic naming the
+/// version. Anything that is not an object is no advertisement.
+pub fn host_mcpl(params: &Value) -> HostMcpl {
+    let Some(m) = params
+        .get("capabilities")
+        .and_then(|c| c.get("experimental"))
+        .and_then(|e| e.get("mcpl"))
+        .and_then(Value::as_object)
+    else {
+        return HostMcpl::Absent;
+    };
+    match m.get("version") {
+        None => HostMcpl::V05,
+        Some(Value::String(v)) if v == MCPL_VERSION => HostMcpl::V05,
+        Some(other) => HostMcpl::Other(other.to_string()),
     }
 }

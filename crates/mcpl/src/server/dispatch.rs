@@ -272,42 +272,7 @@ pub(super) fn empty_result<P: Send + 'static>(
     })
 }
 
-/// What the host's `initialize` says about MCPL.
-enum HostMcpl {
-    /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"` or absent.
-    V05,
-    /// No `experimental.mcpl` object.
-    Absent,
-    /// An `experimental.mcpl` object with another `version`, as JSON text (e.g. `"0.4"`).
-    Other(String),
-}
-
-/// Reads the host's MCPL advertisement (§5.2).
-///
-/// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when
-/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`, or that names
-/// no version (it claims MCPL, and nothing runs before its policy Request anyway, §5.3).
-/// A `version` that is anything else (`"0.4"`, a number …) is another protocol, whose
-/// methods and policy exchange this server does not speak: such a host is served exactly as
-/// one that advertises no MCPL (§3.2, MCP behaviour only: tools available without a grant,
-/// no MCPL method sent, every MCPL method it sends answered `-32601`, every MCPL sender
-/// refused with [`SendError::McpOnly`]), with a `host_mcpl_version` diagnostic naming the
-/// version. Anything that is not an object is no advertisement.
-fn host_mcpl(params: &Value) -> HostMcpl {
-    let Some(m) = params
-        .get("capabilities")
-        .and_then(|c| c.get("experimental"))
-        .and_then(|e| e.get("mcpl"))
-        .and_then(Value::as_object)
-    else {
-        return HostMcpl::Absent;
-    };
-    match m.get("version") {
-        None => HostMcpl::V05,
-        Some(Value::String(v)) if v == MCPL_VERSION => HostMcpl::V05,
-        Some(other) => HostMcpl::Other(other.to_string()),
-    }
-}
+use crate::protocol::handshake::{host_mcpl, HostMcpl};
 
 pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     if lock(&conn.state).phase != Phase::New {

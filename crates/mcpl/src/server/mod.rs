@@ -140,8 +140,7 @@ where
     Arc::new(move |s, p| Box::pin(f(s, p)))
 }
 
-/// MCPL protocol version written into the manifest.
-pub const MCPL_VERSION: &str = "0.5";
+pub use crate::protocol::handshake::MCPL_VERSION;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the state whole, so a poisoned lock is still usable.

@@ -1,0 +1,168 @@
+//! The one admission rule for an inbound method: direction (§4.1, §14.3), then the
+//! method's required capability under readiness (§5.3) and the grant in force (§5.4).
+//! The host session, the server session, [`HostState`](super::HostState),
+//! [`ServerState`](super::ServerState) and the checkers' strict hosts all decide through
+//! [`admit`]; each maps a [`Refusal`] to its own diagnostic.
+
+use serde_json::Value;
+
+use crate::capability::{Denied, Grant, Requirement};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::{self, Direction};
+
+/// The side receiving a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receiver {
+    /// The host receives what a server sends.
+    Host,
+    /// The server receives what a host sends.
+    Server,
+}
+
+impl Receiver {
+    /// Whether this side receives `method` (§4.1): the typed registry's direction, and on
+    /// the host side nothing untyped (the host receives no MCP request it does not know).
+    /// Reading where the spec is silent: an untyped method is the server's MCP surface,
+    /// which only a server receives (fail closed on the host).
+    pub fn receives(self, method: &str) -> bool {
+        match (protocol::method_info(method).map(|i| i.direction), self) {
+            (Some(Direction::Either), _) => true,
+            (Some(Direction::ServerToHost), Receiver::Host) => true,
+            (Some(Direction::HostToServer), Receiver::Server) => true,
+            (Some(_), _) => false,
+            (None, Receiver::Host) => false,
+            (None, Receiver::Server) => true,
+        }
+    }
+}
+
+/// Why [`admit`] refused a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// This side does not receive the method (unknown, or sent the wrong way): `-32601`.
+    NotReceived,
+    /// A privileged method before the initial receipt (§5.3): `-32002` naming the first
+    /// capability it needs.
+    NotReady(Denied),
+    /// A privileged method the grant in force does not allow (§5.4): `-32002`.
+    Denied(Denied),
+}
+
+impl Refusal {
+    /// The wire error answering `method`.
+    pub fn to_error(&self, method: &str) -> ErrorObject {
+        match self {
+            Refusal::NotReceived => ErrorObject::method_not_found(method),
+            Refusal::NotReady(d) | Refusal::Denied(d) => d.to_error(),
+        }
+    }
+}
+
+/// Admits `method` with `params` at `receiver`, under readiness `ready` and grant `grant`:
+/// `Ok` carries the method's requirement (`Requirement::None` for the unprivileged and the
+/// untyped MCP methods), for a later feature-set gate.
+pub fn admit(
+    receiver: Receiver,
+    method: &str,
+    params: Option<&Value>,
+    ready: bool,
+    grant: &Grant,
+) -> Result<Requirement, Refusal> {
+    if !receiver.receives(method) {
+        return Err(Refusal::NotReceived);
+    }
+    let req = protocol::method_requirement(method, params).unwrap_or(Requirement::None);
+    if req == Requirement::None {
+        return Ok(req);
+    }
+    if !ready {
+        return match Grant::none().check(req) {
+            Err(d) => Err(Refusal::NotReady(d)),
+            Ok(()) => Ok(req),
+        };
+    }
+    grant.check(req).map(|()| req).map_err(Refusal::Denied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::Capability;
+    use serde_json::json;
+
+    fn granted(paths: &[&str]) -> Grant {
+        Grant::from_patterns(paths.iter().copied()).unwrap_or_else(|_| Grant::none())
+    }
+
+    #[test]
+    fn s4_1_a_method_sent_the_wrong_way_is_not_received() {
+        let all = granted(&["**"]);
+        assert_eq!(
+            admit(Receiver::Server, "push/event", None, true, &all),
+            Err(Refusal::NotReceived)
+        );
+        assert_eq!(
+            admit(Receiver::Host, "featureSets/update", None, true, &all),
+            Err(Refusal::NotReceived)
+        );
+        assert_eq!(
+            admit(Receiver::Host, "tools/call", None, true, &all),
+            Err(Refusal::NotReceived)
+        );
+        assert_eq!(
+            admit(Receiver::Host, "ping", None, false, &all),
+            Ok(Requirement::None)
+        );
+        assert_eq!(
+            admit(
+                Receiver::Server,
+                "resources/list",
+                None,
+                false,
+                &Grant::none()
+            ),
+            Ok(Requirement::None)
+        );
+    }
+
+    #[test]
+    fn s5_3_privileged_before_ready_is_refused_whatever_the_grant() {
+        let all = granted(&["**"]);
+        let r = admit(Receiver::Host, "push/event", Some(&json!({})), false, &all);
+        assert_eq!(
+            r,
+            Err(Refusal::NotReady(Denied {
+                capability: Capability::PushEvents
+            }))
+        );
+        assert_eq!(r.unwrap_err().to_error("push/event").code, -32002);
+    }
+
+    #[test]
+    fn s5_4_privileged_outside_the_grant_is_denied_and_inside_admitted() {
+        let push = granted(&["pushEvents"]);
+        assert_eq!(
+            admit(Receiver::Host, "push/event", None, true, &push),
+            Ok(Requirement::One(Capability::PushEvents))
+        );
+        assert_eq!(
+            admit(Receiver::Host, "channels/register", None, true, &push),
+            Err(Refusal::Denied(Denied {
+                capability: Capability::ChannelsRegister
+            }))
+        );
+        // §11.4: `stream: true` needs the streaming leaf too.
+        let inference = granted(&["inferenceRequest"]);
+        let streamed = json!({"stream": true});
+        assert!(matches!(
+            admit(
+                Receiver::Host,
+                "inference/request",
+                Some(&streamed),
+                true,
+                &inference
+            ),
+            Err(Refusal::Denied(_))
+        ));
+    }
+}

@@ -1,0 +1,901 @@
+//! [`HostState`]: the host side of one connection as a state machine (§5.2, §5.3, §5.4,
+//! §6.7, §9, §11.1). Inputs arrive in wire order, so every message is judged under exactly
+//! the readiness and grant in force where it was read: no wire-position bookkeeping.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+
+use super::rules::{self, Dedupe, Diagnostics, InitialDecision, PolicyAnswer, PushVerdict};
+use super::{
+    admit, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Receiver, Refusal,
+};
+use crate::capability::{Capability, CapabilitySet, Grant, PatternError};
+use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::manifest::review::ManifestReview;
+use crate::policy::{Fallback, HostGrant, Receipt};
+
+/// What a [`HostState`] is configured with: the protocol-relevant part of
+/// `host::HostConfig` (whose defaults these are).
+#[derive(Debug, Clone)]
+pub struct HostRules {
+    /// `clientInfo.name` sent in `initialize`.
+    pub client_name: String,
+    /// `clientInfo.version` sent in `initialize`.
+    pub client_version: String,
+    /// MCP `protocolVersion` sent in `initialize`.
+    pub protocol_version: String,
+    /// The host's capability policy (patterns, §5.4).
+    pub policy: Vec<String>,
+    /// The `enabled` allowlist sent in policy Requests, if any (§6.7).
+    pub enabled: Option<Vec<String>>,
+    /// The `disabled` list sent in policy Requests (§6.7).
+    pub disabled: Vec<String>,
+    /// How long `initialize` may take.
+    pub initialize_timeout: Duration,
+    /// How long each policy Request may take.
+    pub policy_timeout: Duration,
+    /// How many `push/event` ids dedupe remembers (§9.4).
+    pub dedupe_window: usize,
+    /// The longest `eventId` accepted, in bytes.
+    pub max_event_id_bytes: usize,
+    /// The most feature sets a manifest may declare (§6.1 sets no number).
+    pub max_feature_sets: usize,
+    /// The most events and application requests handed out and not yet drained by
+    /// [`HostState::poll_output`]; past it a `push/event` is answered `host_busy` and a
+    /// request `-32000` (default 1,024).
+    pub max_pending_outputs: usize,
+}
+
+impl HostRules {
+    /// Rules with `policy` and the defaults of `host::HostConfig`.
+    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(policy: I) -> HostRules {
+        HostRules {
+            client_name: "mcpl-host".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: crate::protocol::handshake::MCP_PROTOCOL_VERSION.into(),
+            policy: policy.into_iter().map(Into::into).collect(),
+            enabled: None,
+            disabled: Vec::new(),
+            initialize_timeout: Duration::from_secs(30),
+            policy_timeout: Duration::from_secs(10),
+            dedupe_window: 10_000,
+            max_event_id_bytes: 1024,
+            max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
+            max_pending_outputs: 1024,
+        }
+    }
+}
+
+/// Why the handshake did not bring the connection up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConnectError {
+    /// The `initialize` result is unusable.
+    #[error("bad initialize result: {0}; the server must answer initialize with a capabilities object (MCP lifecycle)")]
+    BadInitialize(String),
+    /// The server answered `initialize` with an error.
+    #[error("the server refused initialize: {} ({})", .0.message, .0.code)]
+    Remote(ErrorObject),
+    /// `initialize` was not answered within [`HostRules::initialize_timeout`].
+    #[error("initialize was not answered in time: raise HostRules.initialize_timeout or check the server")]
+    Timeout,
+    /// The manifest declares more feature sets than [`HostRules::max_feature_sets`].
+    #[error("the manifest declares {count} feature sets, over the limit of {limit}: raise HostRules.max_feature_sets if the server is trusted")]
+    TooManyFeatureSets {
+        /// Sets declared.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The host's own policy does not parse.
+    #[error("{0}")]
+    Policy(#[from] PatternError),
+    /// The server refused the initial policy with `fallback: "close"` (§6.7).
+    #[error(
+        "the server refused the policy with fallback \"close\" (§6.7): the connection is closed"
+    )]
+    Refused,
+}
+
+/// Why an application call on a [`HostState`] was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    /// The connection is MCP-only: there is no MCPL policy to change (§3.2).
+    #[error("the connection is MCP-only ({0}): there is no MCPL policy to change")]
+    McpOnly(McpOnlyReason),
+    /// The session is not ready yet, or another policy Request is in flight: wait for its
+    /// [`HostOutput::PolicyChanged`] (or [`HostOutput::Connected`]) and call again.
+    #[error("a policy exchange is in flight: call again after its outcome is polled")]
+    PolicyInFlight,
+    /// The new policy does not parse.
+    #[error("{0}")]
+    Policy(#[from] PatternError),
+    /// [`HostState::answer`] named a request that was not handed out or is already answered.
+    #[error("no request {0} is waiting for an answer")]
+    UnknownRequest(String),
+}
+
+/// What a [`HostState`] produced, drained in order by [`HostState::poll_output`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostOutput {
+    /// A message to write to the server, in this order.
+    Transmit(Message),
+    /// Something for the application (the same events `host::HostSession` streams).
+    Event(HostEvent),
+    /// A defect of the server (the same diagnostics `host::HostSession` streams).
+    Diagnostic(HostDiagnostic),
+    /// The handshake and initial policy exchange ended: `Ok` once ready (MCPL or MCP-only,
+    /// see [`HostState::mode`]); `Err` when the connection must close.
+    Connected(Result<(), ConnectError>),
+    /// A server request the application answers with [`HostState::answer`]
+    /// (`inference/request`, `model/info`; §11), already admitted.
+    Request {
+        /// Its id.
+        id: RequestId,
+        /// Its method.
+        method: String,
+        /// Its params.
+        params: Option<Value>,
+    },
+    /// An admitted message this state machine does not decide yet (channels §14, hooks'
+    /// answers, `mcpl/manifestChanged` §17.5), with the grant it was judged under. A
+    /// request among them must still be answered (through the driver's own path).
+    Unhandled {
+        /// The message.
+        message: Message,
+        /// The grant in force where it was read.
+        judged: Grant,
+    },
+    /// A [`HostState::set_policy`] exchange ended.
+    PolicyChanged(PolicyChange),
+    /// Close the connection (after writing what was transmitted before).
+    Close,
+}
+
+/// What a request of ours is for.
+#[derive(Debug, Clone)]
+enum Purpose {
+    Initialize,
+    InitialPolicy(HostGrant),
+    Change {
+        hg: HostGrant,
+        narrowed: CapabilitySet,
+        widening: CapabilitySet,
+    },
+    Reduction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    New,
+    Initializing,
+    PolicyPending,
+    /// Ready, but a reduction the server must be told is in flight before `Connected`.
+    Reducing,
+    Up,
+    Closed,
+}
+
+/// The host side of one connection (module docs): feed it with
+/// [`handle_message`](Self::handle_message), [`handle_timeout`](Self::handle_timeout) and
+/// the application calls; drain [`poll_output`](Self::poll_output); sleep until
+/// [`poll_timeout`](Self::poll_timeout).
+#[derive(Debug)]
+pub struct HostState {
+    rules: HostRules,
+    host_allows: Grant,
+    origin: (Instant, SystemTime),
+    phase: Phase,
+    mode: Mode,
+    ready: bool,
+    grant: Grant,
+    label: String,
+    review: Option<ManifestReview>,
+    last_receipt: Option<Receipt>,
+    dedupe: Dedupe,
+    next_id: u64,
+    pending: HashMap<u64, (Purpose, Instant)>,
+    app_pending: HashSet<RequestId>,
+    out: VecDeque<HostOutput>,
+    /// Events and application requests in `out`.
+    handed_out: usize,
+}
+
+impl HostState {
+    /// A state machine for one connection; the host's own policy must parse. `now` and
+    /// `wall` are the same moment on the monotonic and the wall clock (the wall clock dates
+    /// the manifest review's grant records).
+    pub fn new(
+        rules: HostRules,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Result<HostState, PatternError> {
+        let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
+        Ok(HostState {
+            rules,
+            host_allows,
+            origin: (now, wall),
+            phase: Phase::New,
+            mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
+            ready: false,
+            grant: Grant::none(),
+            label: String::new(),
+            review: None,
+            last_receipt: None,
+            dedupe: Dedupe::default(),
+            next_id: 1,
+            pending: HashMap::new(),
+            app_pending: HashSet::new(),
+            out: VecDeque::new(),
+            handed_out: 0,
+        })
+    }
+
+    /// The session's mode.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// Whether the initial policy exchange ended (receipt or recorded decision, §5.3).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The grant in force: the only authority.
+    pub fn grant(&self) -> Grant {
+        self.grant
+    }
+
+    /// The server's label (`serverInfo.name`; empty before `initialize` is answered).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The last usable receipt (testimony only).
+    pub fn last_receipt(&self) -> Option<&Receipt> {
+        self.last_receipt.as_ref()
+    }
+
+    /// The manifest review in force (MCPL connections, once `initialize` is answered).
+    pub fn review(&self) -> Option<&ManifestReview> {
+        self.review.as_ref()
+    }
+
+    /// Starts the handshake: sends `initialize` (§5.2). Later calls do nothing.
+    pub fn start(&mut self, now: Instant) {
+        if self.phase != Phase::New {
+            return;
+        }
+        self.phase = Phase::Initializing;
+        let params = rules::initialize_params(
+            &self.host_allows,
+            &self.rules.protocol_version,
+            &self.rules.client_name,
+            &self.rules.client_version,
+        );
+        let deadline = now + self.rules.initialize_timeout;
+        self.send_request("initialize", params, Purpose::Initialize, deadline);
+    }
+
+    /// The next output, in order; `None` when there is nothing more until the next input.
+    pub fn poll_output(&mut self) -> Option<HostOutput> {
+        let o = self.out.pop_front()?;
+        if matches!(o, HostOutput::Event(_) | HostOutput::Request { .. }) {
+            self.handed_out = self.handed_out.saturating_sub(1);
+        }
+        Some(o)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due, if anything waits.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.pending.values().map(|(_, at)| *at).min()
+    }
+
+    /// Expires every request of ours whose deadline is at or before `now`, in id order.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut due: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, (_, at))| *at <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        due.sort_unstable();
+        for id in due {
+            if let Some((purpose, _)) = self.pending.remove(&id) {
+                self.on_answer(now, purpose, Answer::Timeout);
+            }
+        }
+    }
+
+    /// Handles one message received from the server, in wire order.
+    pub fn handle_message(&mut self, now: Instant, msg: Message) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        match msg {
+            Message::Request(r) => self.on_request(r),
+            Message::Notification(n) => self.on_notification(n),
+            Message::Response(r) => self.on_response(now, r),
+        }
+    }
+
+    /// Answers a request handed out as [`HostOutput::Request`].
+    pub fn answer(
+        &mut self,
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), StateError> {
+        if !self.app_pending.remove(&id) {
+            return Err(StateError::UnknownRequest(
+                serde_json::to_string(&id).unwrap_or_default(),
+            ));
+        }
+        self.transmit(Message::Response(Response {
+            id: Some(id),
+            outcome,
+        }));
+        Ok(())
+    }
+
+    /// Changes the host's policy (§6.7 orderings): a narrowing applies at once, before the
+    /// Request is written; a widening activates only on an accepting receipt. The outcome
+    /// comes out as [`HostOutput::PolicyChanged`].
+    pub fn set_policy(&mut self, now: Instant, patterns: Vec<String>) -> Result<(), StateError> {
+        if let Mode::McpOnly(r) = &self.mode {
+            if self.ready {
+                return Err(StateError::McpOnly(r.clone()));
+            }
+        }
+        if self.phase != Phase::Up || self.policy_in_flight() {
+            return Err(StateError::PolicyInFlight);
+        }
+        let advertised = self
+            .review
+            .as_ref()
+            .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
+        let hg = HostGrant::compute(advertised, patterns.iter().map(String::as_str))?;
+        let old = self.grant;
+        let kept = old.intersect(hg.effective.capabilities());
+        self.grant = kept;
+        self.rules.policy = patterns;
+        let wall = self.wall(now);
+        if let Some(r) = self.review.as_mut() {
+            r.set_grant(kept, wall, "policy-narrowing");
+        }
+        let narrowed = old.capabilities().difference(hg.effective.capabilities());
+        let widening = hg.effective.capabilities().difference(old.capabilities());
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request(
+            "featureSets/update",
+            params,
+            Purpose::Change {
+                hg,
+                narrowed,
+                widening,
+            },
+            deadline,
+        );
+        Ok(())
+    }
+
+    fn policy_in_flight(&self) -> bool {
+        self.pending
+            .values()
+            .any(|(p, _)| !matches!(p, Purpose::Initialize))
+    }
+
+    fn wall(&self, now: Instant) -> SystemTime {
+        self.origin.1 + now.saturating_duration_since(self.origin.0)
+    }
+
+    fn transmit(&mut self, m: Message) {
+        self.out.push_back(HostOutput::Transmit(m));
+    }
+
+    fn diag(&mut self, d: HostDiagnostic) {
+        self.out.push_back(HostOutput::Diagnostic(d));
+    }
+
+    fn report(&mut self, diags: Diagnostics) {
+        for d in diags {
+            self.diag(d);
+        }
+    }
+
+    /// Hands an event or request to the application; `false` when too many wait.
+    fn hand_out(&mut self, o: HostOutput) -> bool {
+        if self.handed_out >= self.rules.max_pending_outputs.max(1) {
+            return false;
+        }
+        self.handed_out += 1;
+        self.out.push_back(o);
+        true
+    }
+
+    fn send_request(&mut self, method: &str, params: Value, purpose: Purpose, deadline: Instant) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, (purpose, deadline));
+        self.transmit(Message::Request(Request {
+            id: RequestId::from(id),
+            method: method.to_owned(),
+            params: Some(params),
+        }));
+    }
+
+    fn respond(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {
+        self.transmit(Message::Response(Response {
+            id: Some(id),
+            outcome,
+        }));
+    }
+
+    fn connected(&mut self, r: Result<(), ConnectError>) {
+        self.phase = if r.is_ok() { Phase::Up } else { Phase::Closed };
+        let close = r.is_err();
+        self.out.push_back(HostOutput::Connected(r));
+        if close {
+            self.pending.clear();
+            self.out.push_back(HostOutput::Close);
+        }
+    }
+
+    // --- inbound ----------------------------------------------------------------------
+
+    /// The admission of one inbound method (§5.3, §5.4); `channels/changed` once ready is
+    /// judged item-wise even without `channels.register` (a removal only narrows; the
+    /// reading of `host::HostSession`).
+    fn admit(&mut self, method: &str, params: Option<&Value>) -> Result<Grant, ErrorObject> {
+        if method == "channels/changed"
+            && self.ready
+            && !self.grant.allows(Capability::ChannelsRegister)
+        {
+            return Ok(self.grant);
+        }
+        match admit(Receiver::Host, method, params, self.ready, &self.grant) {
+            Ok(_) => Ok(self.grant),
+            Err(r) => {
+                let method = method.to_owned();
+                self.diag(match r {
+                    Refusal::NotReceived => HostDiagnostic::UnexpectedMethod {
+                        method: method.clone(),
+                    },
+                    Refusal::NotReady(_) => HostDiagnostic::PrivilegedBeforeReady {
+                        method: method.clone(),
+                    },
+                    Refusal::Denied(d) => HostDiagnostic::CapabilityDenied {
+                        method: method.clone(),
+                        capability: d.capability,
+                    },
+                });
+                Err(r.to_error(&method))
+            }
+        }
+    }
+
+    fn on_request(&mut self, r: Request) {
+        let judged = match self.admit(&r.method, r.params.as_ref()) {
+            Ok(g) => g,
+            Err(e) => return self.respond(r.id, Err(e)),
+        };
+        match r.method.as_str() {
+            "ping" => self.respond(r.id, Ok(json!({}))),
+            "push/event" => {
+                let answer = self.on_push(r.params.as_ref(), &judged);
+                self.respond(r.id, answer);
+            }
+            "inference/request" | "model/info" => {
+                if r.method == "inference/request" {
+                    let mut diags = Vec::new();
+                    let checked = rules::check_inference_feature_set(
+                        &mut diags,
+                        r.params.as_ref(),
+                        &judged,
+                        self.review.as_ref(),
+                    );
+                    self.report(diags);
+                    if let Err(e) = checked {
+                        return self.respond(r.id, Err(e));
+                    }
+                }
+                if self.app_pending.contains(&r.id) {
+                    let e = ErrorObject::invalid_request("a request with this id is in flight");
+                    return self.respond(r.id, Err(e));
+                }
+                let handed = self.hand_out(HostOutput::Request {
+                    id: r.id.clone(),
+                    method: r.method.clone(),
+                    params: r.params.clone(),
+                });
+                if handed {
+                    self.app_pending.insert(r.id);
+                } else {
+                    let limit = self.rules.max_pending_outputs;
+                    self.respond(r.id, Err(ErrorObject::busy(limit)));
+                }
+            }
+            _ => self.out.push_back(HostOutput::Unhandled {
+                message: Message::Request(r),
+                judged,
+            }),
+        }
+    }
+
+    fn on_push(&mut self, params: Option<&Value>, judged: &Grant) -> Result<Value, ErrorObject> {
+        let mut diags = Vec::new();
+        let limits = rules::PushLimits {
+            max_event_id_bytes: self.rules.max_event_id_bytes,
+        };
+        let verdict = rules::judge_push(
+            &mut diags,
+            params,
+            judged,
+            self.review.as_ref(),
+            &self.dedupe,
+            limits,
+            &self.label,
+        );
+        self.report(diags);
+        let verdict = verdict?;
+        let PushVerdict::Deliver {
+            params,
+            feature_set,
+            event_id,
+            tags,
+        } = &verdict
+        else {
+            return Ok(verdict.answer(true));
+        };
+        let delivered = self.hand_out(HostOutput::Event(HostEvent::Push {
+            params: Value::Object(params.clone()),
+            feature_set: feature_set.clone(),
+            event_id: event_id.clone(),
+            tags: tags.clone(),
+        }));
+        if delivered {
+            self.dedupe.remember(event_id, self.rules.dedupe_window);
+        }
+        Ok(verdict.answer(delivered))
+    }
+
+    fn on_notification(&mut self, n: Notification) {
+        let method = n.method.as_str();
+        if let Some(surface) = method
+            .strip_prefix("notifications/")
+            .and_then(|s| s.strip_suffix("/list_changed"))
+        {
+            // §17.7: an MCP list change is a `surface-changed` receipt.
+            if let Some(r) = self
+                .review
+                .as_mut()
+                .and_then(|r| r.surface_changed(surface))
+            {
+                self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+            }
+            return;
+        }
+        if method == "mcpl/manifestChanged" {
+            let judged = self.grant;
+            self.out.push_back(HostOutput::Unhandled {
+                message: Message::Notification(n),
+                judged,
+            });
+            return;
+        }
+        let params = n.params.clone();
+        let Ok(judged) = self.admit(method, params.as_ref()) else {
+            return;
+        };
+        if method.starts_with("channels/") {
+            self.out.push_back(HostOutput::Unhandled {
+                message: Message::Notification(n),
+                judged,
+            });
+        } else {
+            // Admitted but not a notification a host acts on: reported, never dropped.
+            self.diag(HostDiagnostic::UnexpectedMethod {
+                method: n.method.clone(),
+            });
+        }
+    }
+
+    fn on_response(&mut self, now: Instant, r: Response) {
+        let key = match &r.id {
+            Some(RequestId::Number(n)) => n.as_u64(),
+            _ => None,
+        };
+        let Some((purpose, _)) = key.and_then(|k| self.pending.remove(&k)) else {
+            self.diag(HostDiagnostic::UnexpectedResponse {
+                id: r
+                    .id
+                    .as_ref()
+                    .map_or("null".into(), |id| id.to_value().to_string()),
+            });
+            return;
+        };
+        let answer = match r.outcome {
+            Ok(v) => Answer::Result(v),
+            Err(e) => Answer::Error(e),
+        };
+        self.on_answer(now, purpose, answer);
+    }
+
+    // --- our requests' answers ----------------------------------------------------------
+
+    fn on_answer(&mut self, now: Instant, purpose: Purpose, answer: Answer) {
+        match purpose {
+            Purpose::Initialize => self.on_initialized(now, answer),
+            Purpose::InitialPolicy(hg) => self.on_initial_policy(now, hg, answer),
+            Purpose::Change {
+                hg,
+                narrowed,
+                widening,
+            } => self.on_change(now, hg, narrowed, widening, answer),
+            Purpose::Reduction => {
+                if let Answer::Result(v) = &answer {
+                    if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(v) {
+                        if self.mode == Mode::Mcpl {
+                            self.enter_mcp_only(now, McpOnlyReason::Refused);
+                        }
+                        if fallback == Fallback::Close {
+                            self.out.push_back(HostOutput::Close);
+                            self.phase = Phase::Closed;
+                            return;
+                        }
+                    }
+                }
+                if self.phase == Phase::Reducing {
+                    self.connected(Ok(()));
+                }
+            }
+        }
+    }
+
+    fn read_receipt(&mut self, v: &Value) -> Option<Receipt> {
+        let mut diags = Vec::new();
+        let receipt = rules::read_receipt(&mut diags, v);
+        self.report(diags);
+        if let Some(r) = &receipt {
+            self.last_receipt = Some(r.clone());
+        }
+        receipt
+    }
+
+    fn on_initialized(&mut self, now: Instant, answer: Answer) {
+        let result = match answer {
+            Answer::Result(v) => v,
+            Answer::Error(e) => return self.connected(Err(ConnectError::Remote(e))),
+            Answer::Timeout => return self.connected(Err(ConnectError::Timeout)),
+        };
+        let Some(caps) = result.get("capabilities").filter(|c| c.is_object()) else {
+            let e = ConnectError::BadInitialize("no capabilities object".into());
+            return self.connected(Err(e));
+        };
+        self.label = result
+            .pointer("/serverInfo/name")
+            .and_then(Value::as_str)
+            .unwrap_or("server")
+            .to_owned();
+        let Some(manifest) = caps.pointer("/experimental/mcpl") else {
+            // §3.3: MCP-only; the grant holds at most `tools` and is final.
+            let mut adv = CapabilitySet::EMPTY;
+            if matches!(
+                caps.get("tools"),
+                Some(Value::Object(_)) | Some(Value::Bool(true))
+            ) {
+                adv.insert(Capability::Tools);
+            }
+            return match HostGrant::compute(adv, self.rules.policy.iter().map(String::as_str)) {
+                Ok(hg) => {
+                    self.ready = true;
+                    self.grant = hg.effective;
+                    self.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+                    self.notify_initialized();
+                    self.connected(Ok(()));
+                }
+                Err(e) => self.connected(Err(e.into())),
+            };
+        };
+        let count = crate::manifest::feature_set_count(manifest);
+        let limit = self.rules.max_feature_sets;
+        if count > limit {
+            return self.connected(Err(ConnectError::TooManyFeatureSets { count, limit }));
+        }
+        let wall = self.wall(now);
+        let reviewed = ManifestReview::initial(
+            manifest,
+            Some(caps),
+            self.rules.policy.iter().map(String::as_str),
+            wall,
+        );
+        let (mut review, findings) = match reviewed {
+            Ok(r) => r,
+            Err(crate::manifest::review::ReviewError::Policy(p)) => {
+                return self.connected(Err(p.into()))
+            }
+            Err(other) => {
+                return self.connected(Err(ConnectError::BadInitialize(other.to_string())))
+            }
+        };
+        for f in findings {
+            self.diag(HostDiagnostic::ManifestFinding {
+                code: f.code,
+                path: f.path,
+                message: f.message,
+            });
+        }
+        let hg = match HostGrant::compute(
+            review.advertised(),
+            self.rules.policy.iter().map(String::as_str),
+        ) {
+            Ok(hg) => hg,
+            Err(e) => return self.connected(Err(e.into())),
+        };
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        // The host's own selection narrows derivation at once (it can never widen).
+        if let Ok(up) = crate::policy::UpdateParams::parse(&params) {
+            review.set_selection(crate::policy::Selection {
+                enabled: up.enabled,
+                disabled: up.disabled,
+            });
+        }
+        self.review = Some(review);
+        self.notify_initialized();
+        // §5.3: the Request goes out even when nothing is enabled or disabled.
+        self.phase = Phase::PolicyPending;
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request(
+            "featureSets/update",
+            params,
+            Purpose::InitialPolicy(hg),
+            deadline,
+        );
+    }
+
+    fn notify_initialized(&mut self) {
+        self.transmit(Message::Notification(Notification {
+            method: "notifications/initialized".into(),
+            params: None,
+        }));
+    }
+
+    fn on_initial_policy(&mut self, now: Instant, hg: HostGrant, answer: Answer) {
+        let decision = match &answer {
+            Answer::Result(v) => {
+                rules::initial_decision(PolicyAnswer::Receipt(self.read_receipt(v)))
+            }
+            Answer::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
+                rules::initial_decision(PolicyAnswer::MethodNotFound)
+            }
+            Answer::Error(e) => {
+                rules::initial_decision(PolicyAnswer::Failed(e.message.to_string()))
+            }
+            Answer::Timeout => rules::initial_decision(PolicyAnswer::Timeout),
+        };
+        let server_named_it = decision.server_named_it();
+        let told_wider = match decision {
+            InitialDecision::Close => return self.connected(Err(ConnectError::Refused)),
+            InitialDecision::Mcpl(receipt) => {
+                // A manifest revocation that landed meanwhile stays applied.
+                let adv = self
+                    .review
+                    .as_ref()
+                    .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
+                let applied = hg.effective.intersect(adv);
+                self.ready = true;
+                self.grant = applied;
+                self.mode = Mode::Mcpl;
+                self.last_receipt = Some(receipt);
+                let wall = self.wall(now);
+                if let Some(r) = self.review.as_mut() {
+                    r.set_grant(applied, wall, "initial-policy");
+                }
+                applied != hg.effective
+            }
+            InitialDecision::McpOnly(reason) => {
+                self.enter_mcp_only(now, reason);
+                !server_named_it && self.grant != hg.effective
+            }
+        };
+        if told_wider {
+            // §6.7: the server may believe the grant it was told; tell the reduction.
+            self.phase = Phase::Reducing;
+            self.tell_reduction(now);
+        } else {
+            self.connected(Ok(()));
+        }
+    }
+
+    fn enter_mcp_only(&mut self, now: Instant, reason: McpOnlyReason) {
+        let grant = rules::mcp_only_grant(
+            self.grant,
+            self.ready,
+            self.review.as_ref(),
+            self.rules.policy.iter().map(String::as_str),
+        );
+        self.ready = true;
+        self.grant = grant;
+        self.mode = Mode::McpOnly(reason);
+        let wall = self.wall(now);
+        if let Some(r) = self.review.as_mut() {
+            r.set_grant(grant, wall, "mcp-only");
+        }
+        let mode = self.mode.clone();
+        self.hand_out(HostOutput::Event(HostEvent::ModeChanged(mode)));
+    }
+
+    fn tell_reduction(&mut self, now: Instant) {
+        let adv = self
+            .review
+            .as_ref()
+            .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
+        let kept = self.grant;
+        let hg = HostGrant {
+            advertised: adv,
+            effective: kept,
+            denied: adv.difference(kept.capabilities()),
+        };
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
+    }
+
+    fn on_change(
+        &mut self,
+        now: Instant,
+        hg: HostGrant,
+        narrowed: CapabilitySet,
+        widening: CapabilitySet,
+        answer: Answer,
+    ) {
+        let receipt = match &answer {
+            Answer::Result(v) => self.read_receipt(v),
+            Answer::Error(_) | Answer::Timeout => None,
+        };
+        let mut activated = CapabilitySet::EMPTY;
+        let mut close = false;
+        match &receipt {
+            Some(Receipt::Accepted { .. }) if self.mode != Mode::Mcpl => {}
+            Some(Receipt::Accepted { .. }) => {
+                let adv = self
+                    .review
+                    .as_ref()
+                    .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
+                let g = hg.effective.intersect(adv);
+                activated = g.capabilities().difference(self.grant.capabilities());
+                self.grant = g;
+                let wall = self.wall(now);
+                if let Some(r) = self.review.as_mut() {
+                    r.set_grant(g, wall, "policy-receipt");
+                }
+            }
+            Some(Receipt::Refused { fallback, .. }) => {
+                self.enter_mcp_only(now, McpOnlyReason::Refused);
+                close = *fallback == Fallback::Close;
+            }
+            None => {}
+        }
+        let change = PolicyChange {
+            narrowed,
+            activated,
+            not_activated: widening.difference(activated),
+            receipt,
+            grant: self.grant,
+        };
+        self.out.push_back(HostOutput::PolicyChanged(change));
+        if close {
+            self.phase = Phase::Closed;
+            self.out.push_back(HostOutput::Close);
+        }
+    }
+}
+
+/// How one of our requests ended.
+#[derive(Debug)]
+enum Answer {
+    Result(Value),
+    Error(ErrorObject),
+    Timeout,
+}

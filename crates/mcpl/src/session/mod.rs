@@ -1,0 +1,28 @@
+//! Sans-I/O sessions (issue #24): the host's and the server's protocol decisions over plain
+//! data, with no tokio, no I/O and no clock (time is passed in).
+//!
+//! - [`admit`]: the one admission rule of an inbound method (§4.1, §5.3, §5.4).
+//! - [`rules`]: the host's inbound judgements and policy decisions (§5.3, §6.7, §9, §11.1,
+//!   §16), used by the async `host::HostSession` and by [`HostState`].
+//! - [`HostState`] and [`ServerState`]: state machines fed inputs in wire order (a received
+//!   message, a timer tick with `now`, an application call) that return outputs (messages
+//!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
+//!   session deterministically (`session/tests.rs`).
+//!
+//! What is not here yet: channels (§14), hook fan-out (§10), lifecycle turns (§10.5) and
+//! manifest re-fetch (§17.5) are still decided by the async `host::HostSession`;
+//! [`HostState`] hands those messages out as [`HostOutput::Unhandled`].
+
+mod admission;
+mod host;
+mod report;
+pub mod rules;
+mod server;
+
+pub use admission::{admit, Receiver, Refusal};
+pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
+pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
+pub use server::{ServerOutput, ServerRules, ServerState};
+
+#[cfg(test)]
+mod tests;

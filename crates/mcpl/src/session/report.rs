@@ -1,0 +1,245 @@
+//! What a host session tells the application: its mode, events, diagnostics and policy
+//! changes. Shared by the sans-I/O [`HostState`](super::HostState) and the async
+//! `host::HostSession`, which re-exports them.
+
+use serde_json::Value;
+
+use crate::capability::{Capability, CapabilitySet, Grant};
+use crate::manifest::review::ChangeReceipt;
+use crate::policy::Receipt;
+use crate::tags::ExpandedTags;
+
+/// Why the session runs without MCPL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpOnlyReason {
+    /// The server did not advertise `experimental.mcpl` (§3.3).
+    NotAdvertised,
+    /// The server answered the policy Request with `-32601`: a 0.4-era server.
+    PolicyMethodNotFound,
+    /// The policy Request was not answered in time.
+    PolicyTimeout,
+    /// The policy Request failed otherwise (another error, an unusable receipt).
+    PolicyFailed(String),
+    /// The server refused with `fallback: "mcp-only"` (§6.7).
+    Refused,
+    /// Repeated unparseable manifests (§17.5).
+    Suspended,
+}
+
+impl std::fmt::Display for McpOnlyReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpOnlyReason::NotAdvertised => {
+                f.write_str("the server does not advertise experimental.mcpl, §3.3")
+            }
+            McpOnlyReason::PolicyMethodNotFound => f.write_str(
+                "the server answered the policy Request with -32601: it predates MCPL 0.5",
+            ),
+            McpOnlyReason::PolicyTimeout => f.write_str(
+                "the policy Request was not answered in time: raise HostConfig.policy_timeout",
+            ),
+            McpOnlyReason::PolicyFailed(why) => write!(f, "the policy Request failed: {why}"),
+            McpOnlyReason::Refused => {
+                f.write_str("the server refused the policy with fallback \"mcp-only\", §6.7")
+            }
+            McpOnlyReason::Suspended => {
+                f.write_str("MCPL was suspended after repeated unparseable manifests, §17.5")
+            }
+        }
+    }
+}
+
+/// The session's mode: a recorded decision, never an accident.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// MCPL is active under the current grant.
+    Mcpl,
+    /// MCPL is disabled; MCP tools/resources/prompts remain (§3.2).
+    McpOnly(McpOnlyReason),
+}
+
+/// A defect of the server or of the connection, also logged through `tracing`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostDiagnostic {
+    /// A privileged method arrived before the initial receipt (§5.3).
+    PrivilegedBeforeReady {
+        /// The method.
+        method: String,
+    },
+    /// A method arrived whose capability is not granted.
+    CapabilityDenied {
+        /// The method.
+        method: String,
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// A method the host does not receive (unknown or host → server).
+    UnexpectedMethod {
+        /// The method.
+        method: String,
+    },
+    /// Params of a server message were malformed.
+    BadParams {
+        /// The method.
+        method: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A `push/event` repeated an `eventId` (§9.4) and was not redelivered.
+    DuplicateEvent {
+        /// The repeated id.
+        event_id: String,
+    },
+    /// A feature set's `uses` does not declare the capability it exercised (§6.4).
+    DeclarationMismatch {
+        /// The method.
+        method: String,
+        /// The feature set.
+        feature_set: String,
+        /// Paths missing from `uses`.
+        missing: Vec<&'static str>,
+    },
+    /// A tag on an admitted message was malformed and ignored (§16).
+    TagIssue {
+        /// The method.
+        method: String,
+        /// The issue.
+        issue: String,
+    },
+    /// A receipt shape defect (§6.7).
+    ReceiptDefect {
+        /// Machine code from [`crate::policy::ReceiptDefect`].
+        code: &'static str,
+        /// Where.
+        path: String,
+    },
+    /// A channel descriptor or message was rejected (itemized; §14.5).
+    ChannelRejected {
+        /// The method.
+        method: String,
+        /// Channel (or message) id.
+        id: String,
+        /// Reason code.
+        reason: &'static str,
+        /// Whether it came as a Notification and was filtered silently on the wire.
+        filtered_notification: bool,
+    },
+    /// A manifest validation finding (§17.5 step 1).
+    ManifestFinding {
+        /// Finding code.
+        code: &'static str,
+        /// Dotted path.
+        path: String,
+        /// Message.
+        message: String,
+    },
+    /// A manifest conformance defect (digest mismatch, §17.2).
+    ManifestDefect {
+        /// Code.
+        code: &'static str,
+        /// Message.
+        message: String,
+    },
+    /// A fetched manifest did not parse; the previous one stands (§17.5).
+    ManifestUnparseable {
+        /// Code.
+        code: &'static str,
+        /// Consecutive failures so far.
+        consecutive_failures: u32,
+    },
+    /// `mcpl/manifestChanged` over the rate limit, dropped (§17.8).
+    ManifestFetchDropped {
+        /// Total dropped on this connection.
+        dropped_total: u64,
+    },
+    /// `mcpl/manifest` failed.
+    ManifestFetchFailed {
+        /// Why.
+        detail: String,
+    },
+    /// A `context/beforeInference` call failed or timed out (fail-open).
+    HookFailed {
+        /// Server label.
+        server: String,
+        /// Why.
+        detail: String,
+    },
+    /// An injection was rejected by its position (§5.4).
+    InjectionRejected {
+        /// Server label.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// A lifecycle terminal could not be sent.
+    LifecycleNotSent {
+        /// The inference id.
+        inference_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A `channels/outgoing/complete` owed by a dropped `host::OutgoingStream` could not be sent.
+    OutgoingNotCompleted {
+        /// The inference id.
+        inference_id: String,
+        /// The channel.
+        channel_id: String,
+        /// Why.
+        detail: String,
+    },
+    /// A response whose id names no request of the session's (a sans-I/O
+    /// [`HostState`](super::HostState) reports it; the async session's peer reports it as
+    /// a connection defect).
+    UnexpectedResponse {
+        /// The id as JSON text (`null` when absent).
+        id: String,
+    },
+    /// A connection-level defect from the peer (junk lines, late responses…).
+    #[cfg(feature = "runtime")]
+    Connection(crate::peer::Diagnostic),
+}
+
+/// Something the application should act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostEvent {
+    /// An admitted `push/event` (§9) with its closure-expanded tags (§16.3).
+    Push {
+        /// The raw params.
+        params: Value,
+        /// `featureSet`.
+        feature_set: String,
+        /// `eventId`.
+        event_id: String,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// An admitted `channels/incoming` message (§14.4) with its expanded tags.
+    ChannelMessage {
+        /// The registered channel id.
+        channel_id: String,
+        /// The raw message object.
+        message: Value,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// One receipt per manifest change (§17.6).
+    ManifestChange(ChangeReceipt),
+    /// The mode changed (e.g. to MCP-only), a recorded decision.
+    ModeChanged(Mode),
+}
+
+/// The result of a policy change: `host::HostSession::set_policy` and
+/// [`HostState::set_policy`](super::HostState::set_policy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyChange {
+    /// Capabilities removed host-side before the Request went out.
+    pub narrowed: CapabilitySet,
+    /// Capabilities activated after an accepting receipt.
+    pub activated: CapabilitySet,
+    /// Capabilities that would widen the grant but did not activate (no accepting receipt).
+    pub not_activated: CapabilitySet,
+    /// The parsed receipt, when one arrived and was usable.
+    pub receipt: Option<Receipt>,
+    /// The grant now in force.
+    pub grant: Grant,
+}

@@ -1,0 +1,388 @@
+//! The host's inbound judgements over plain data: `push/event` admission and dedupe (§9),
+//! the `inference/request` feature-set check (§11.1), tag expansion (§16.3, §16.5) and the
+//! feature-set refusal (§6.4 rule 2, §6.6). Every host decides through these: the async
+//! `host::HostSession` and the sans-I/O [`HostState`](super::HostState). Diagnostics go to
+//! the caller's sink, never dropped.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::HostDiagnostic;
+use crate::capability::{Capability, Grant, Requirement};
+use crate::jsonrpc::ErrorObject;
+use crate::manifest::review::ManifestReview;
+use crate::policy::{self, SetRefusal};
+use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagOntology, TagSet};
+
+/// Where a judgement's diagnostics go.
+pub type Diagnostics = Vec<HostDiagnostic>;
+
+/// A `-32602` for `method` with `detail`, reported as [`HostDiagnostic::BadParams`].
+pub fn bad_params(diags: &mut Diagnostics, method: &str, detail: &str) -> ErrorObject {
+    diags.push(HostDiagnostic::BadParams {
+        method: method.to_owned(),
+        detail: detail.to_owned(),
+    });
+    ErrorObject::invalid_params(detail.to_owned())
+}
+
+/// The error for a use [`policy::feature_set_gate`] refused (§6.6); a use the exercising set
+/// did not declare is also a [`HostDiagnostic::DeclarationMismatch`] (§6.4 rule 2).
+pub fn set_refused(
+    diags: &mut Diagnostics,
+    method: &str,
+    feature_set: &str,
+    refusal: SetRefusal,
+) -> ErrorObject {
+    if let SetRefusal::Undeclared(missing) = &refusal {
+        diags.push(HostDiagnostic::DeclarationMismatch {
+            method: method.to_owned(),
+            feature_set: feature_set.to_owned(),
+            missing: missing.sorted_paths(),
+        });
+    }
+    refusal.to_error(feature_set)
+}
+
+/// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
+/// standing (the accepted digest equals the current one, §16.5), with that digest.
+pub fn accepted_ontology(
+    review: Option<&ManifestReview>,
+    feature_set: &str,
+) -> Option<(TagOntology, String)> {
+    let review = review?;
+    let accepted = review.accepted_ontology(feature_set)?;
+    let value = review
+        .manifest()
+        .get("featureSets")?
+        .get(feature_set)?
+        .get("tagOntology")?;
+    let current = crate::manifest::ontology_digest(value).ok()?;
+    if current != accepted {
+        return None;
+    }
+    let (onto, _issues) = TagOntology::parse(value).ok()?;
+    Some((onto, current))
+}
+
+/// Expands a message's `tags` (§16.3): producer `implies` edges apply only under a standing
+/// acceptance of the declaring set's ontology (§16.5). Tag issues are reported, never a
+/// refusal (§16.6: admission is decided before tags are read).
+pub fn expand_tags(
+    diags: &mut Diagnostics,
+    review: Option<&ManifestReview>,
+    method: &str,
+    tags: Option<&Value>,
+    ev: AdmittedEvent<'_>,
+) -> ExpandedTags {
+    let (set, issues) = TagSet::from_json(tags);
+    for i in issues {
+        diags.push(HostDiagnostic::TagIssue {
+            method: method.to_owned(),
+            issue: format!("{i:?}"),
+        });
+    }
+    let ontology = ev.feature_set.and_then(|fs| accepted_ontology(review, fs));
+    match &ontology {
+        Some((onto, digest)) => {
+            let fs = ev.feature_set.unwrap_or_default();
+            match OntologyAcceptance::accept(ev.source, fs, digest.as_str())
+                .bind(onto, ev.source, fs, digest)
+            {
+                Ok(accepted) => set.expand(&ev, &[accepted]),
+                Err(_) => set.expand(&ev, &[]),
+            }
+        }
+        None => set.expand(&ev, &[]),
+    }
+}
+
+/// The `push/event` ids a host remembers (§9.4), each stored once and forgotten oldest
+/// first past the window.
+#[derive(Debug, Default)]
+pub struct Dedupe {
+    seen: HashSet<Arc<str>>,
+    order: VecDeque<Arc<str>>,
+}
+
+impl Dedupe {
+    /// Whether `event_id` was delivered within the window.
+    pub fn contains(&self, event_id: &str) -> bool {
+        self.seen.contains(event_id)
+    }
+
+    /// Remembers a delivered `event_id`, keeping at most `window` (at least 1).
+    pub fn remember(&mut self, event_id: &str, window: usize) {
+        let id: Arc<str> = Arc::from(event_id);
+        if !self.seen.insert(id.clone()) {
+            return;
+        }
+        self.order.push_back(id);
+        while self.order.len() > window.max(1) {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+    }
+}
+
+/// What [`judge_push`] decided for an admitted `push/event`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PushVerdict {
+    /// Deliver it to the application; once delivered, [`Dedupe::remember`] its id and
+    /// answer `accepted: true` (or `accepted: false, reason: "host_busy"` if the
+    /// application could not take it).
+    Deliver {
+        /// The raw params.
+        params: Map<String, Value>,
+        /// `featureSet`.
+        feature_set: String,
+        /// `eventId`.
+        event_id: String,
+        /// Expanded tags.
+        tags: ExpandedTags,
+    },
+    /// Already delivered (§9.4): answer `accepted: true, reason: "duplicate"`; reported as
+    /// [`HostDiagnostic::DuplicateEvent`].
+    Duplicate,
+}
+
+impl PushVerdict {
+    /// The answer for a verdict whose event was (`delivered`) or was not taken.
+    pub fn answer(&self, delivered: bool) -> Value {
+        match (self, delivered) {
+            (PushVerdict::Duplicate, _) => json!({ "accepted": true, "reason": "duplicate" }),
+            (PushVerdict::Deliver { .. }, true) => json!({ "accepted": true }),
+            (PushVerdict::Deliver { .. }, false) => {
+                json!({ "accepted": false, "reason": "host_busy" })
+            }
+        }
+    }
+}
+
+/// The limits a host judges `push/event` under.
+#[derive(Debug, Clone, Copy)]
+pub struct PushLimits {
+    /// The longest `eventId` remembered for dedupe, in bytes (§9.4 sets no length).
+    pub max_event_id_bytes: usize,
+}
+
+/// Judges one admitted `push/event` (§9) under `judged`, the grant in force where it was
+/// read: shape (§9.2), `eventId` length, the feature-set gate (§6.6) and dedupe (§9.4).
+/// `source` is the host's id for the server (the tag expansion's `source`).
+pub fn judge_push(
+    diags: &mut Diagnostics,
+    params: Option<&Value>,
+    judged: &Grant,
+    review: Option<&ManifestReview>,
+    dedupe: &Dedupe,
+    limits: PushLimits,
+    source: &str,
+) -> Result<PushVerdict, ErrorObject> {
+    const M: &str = "push/event";
+    let defects = crate::protocol::push::push_event_defects(params);
+    if !defects.is_empty() {
+        return Err(bad_params(diags, M, &defects.join("; ")));
+    }
+    let Some(p) = params.and_then(Value::as_object) else {
+        return Err(bad_params(diags, M, "params is not an object"));
+    };
+    let s = |k: &str| p.get(k).and_then(Value::as_str);
+    let Some(fs) = s("featureSet") else {
+        return Err(bad_params(diags, M, "featureSet is required"));
+    };
+    let Some(event_id) = s("eventId") else {
+        return Err(bad_params(diags, M, "eventId is required"));
+    };
+    let id_limit = limits.max_event_id_bytes;
+    if event_id.len() > id_limit {
+        let detail = format!(
+            "eventId of {} bytes exceeds the limit of {id_limit}",
+            event_id.len()
+        );
+        return Err(bad_params(diags, M, &detail)
+            .with_data(json!({ "limit": id_limit, "length": event_id.len() })));
+    }
+    let Some(r) = review else {
+        return Err(ErrorObject::unknown_feature_set(fs));
+    };
+    let statuses = r.statuses_under(judged);
+    let required = Requirement::One(Capability::PushEvents);
+    if let Err(refusal) = policy::feature_set_gate(r.declarations(), &statuses, fs, required) {
+        return Err(set_refused(diags, M, fs, refusal));
+    }
+    if dedupe.contains(event_id) {
+        diags.push(HostDiagnostic::DuplicateEvent {
+            event_id: event_id.to_owned(),
+        });
+        return Ok(PushVerdict::Duplicate);
+    }
+    let tags = expand_tags(
+        diags,
+        review,
+        M,
+        p.get("tags"),
+        AdmittedEvent {
+            source,
+            feature_set: Some(fs),
+            channel: None,
+        },
+    );
+    Ok(PushVerdict::Deliver {
+        params: p.clone(),
+        feature_set: fs.to_owned(),
+        event_id: event_id.to_owned(),
+        tags,
+    })
+}
+
+/// `inference/request` names its `featureSet` (§11.1, §11.2): a malformed request `-32602`,
+/// an undeclared set `-32003`, an unavailable one `-32001` — after the grant allowed the
+/// method, so it can only narrow.
+pub fn check_inference_feature_set(
+    diags: &mut Diagnostics,
+    params: Option<&Value>,
+    judged: &Grant,
+    review: Option<&ManifestReview>,
+) -> Result<(), ErrorObject> {
+    const M: &str = "inference/request";
+    let defects = crate::protocol::inference::request_defects(params);
+    if !defects.is_empty() {
+        return Err(bad_params(diags, M, &defects.join("; ")));
+    }
+    let Some(fs) = params
+        .and_then(|p| p.get("featureSet"))
+        .and_then(Value::as_str)
+    else {
+        return Err(bad_params(diags, M, "featureSet is required"));
+    };
+    let Some(r) = review else {
+        return Err(ErrorObject::unknown_feature_set(fs));
+    };
+    let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
+    policy::feature_set_gate(r.declarations(), &r.statuses_under(judged), fs, req)
+        .map_err(|refusal| set_refused(diags, M, fs, refusal))
+}
+
+/// How a policy Request (§5.3, §6.7) was answered, as a host driver saw it.
+#[derive(Debug, Clone)]
+pub enum PolicyAnswer {
+    /// A result, read by [`read_receipt`] (`None`: unusable).
+    Receipt(Option<crate::policy::Receipt>),
+    /// `-32601`: a server predating MCPL 0.5.
+    MethodNotFound,
+    /// No answer within the policy timeout.
+    Timeout,
+    /// Any other error.
+    Failed(String),
+}
+
+/// The decision on the initial policy Request (§5.3), each outcome failing closed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitialDecision {
+    /// An accepting receipt: MCPL is in force.
+    Mcpl(crate::policy::Receipt),
+    /// A refusal with `fallback: "close"`: the connection ends.
+    Close,
+    /// MCP-only, for the recorded reason.
+    McpOnly(super::McpOnlyReason),
+}
+
+impl InitialDecision {
+    /// Whether the server chose this outcome itself (a `-32601`, a refusal naming
+    /// `mcp-only`): a grant reduction is then not told again.
+    pub fn server_named_it(&self) -> bool {
+        matches!(
+            self,
+            InitialDecision::McpOnly(
+                super::McpOnlyReason::PolicyMethodNotFound | super::McpOnlyReason::Refused
+            )
+        )
+    }
+}
+
+/// Parses a receipt (§6.7), reporting every defect; `None` when unusable.
+pub fn read_receipt(diags: &mut Diagnostics, v: &Value) -> Option<crate::policy::Receipt> {
+    let report = policy::parse_receipt(v);
+    for d in report.defects {
+        diags.push(HostDiagnostic::ReceiptDefect {
+            code: d.code,
+            path: d.path,
+        });
+    }
+    report.receipt
+}
+
+/// Decides the initial exchange from its answer (§5.3; the readings are
+/// `host`'s module documentation).
+pub fn initial_decision(answer: PolicyAnswer) -> InitialDecision {
+    use super::McpOnlyReason as R;
+    use crate::policy::{Fallback, Receipt};
+    match answer {
+        PolicyAnswer::Receipt(receipt) => match receipt {
+            Some(Receipt::Refused {
+                fallback: Fallback::Close,
+                ..
+            }) => InitialDecision::Close,
+            Some(Receipt::Refused { .. }) => InitialDecision::McpOnly(R::Refused),
+            Some(r @ Receipt::Accepted { .. }) => InitialDecision::Mcpl(r),
+            None => InitialDecision::McpOnly(R::PolicyFailed("unusable receipt".into())),
+        },
+        PolicyAnswer::MethodNotFound => InitialDecision::McpOnly(R::PolicyMethodNotFound),
+        PolicyAnswer::Timeout => InitialDecision::McpOnly(R::PolicyTimeout),
+        PolicyAnswer::Failed(why) => InitialDecision::McpOnly(R::PolicyFailed(why)),
+    }
+}
+
+/// The grant MCP-only keeps (§3.2): `tools` at most, only if the server advertised it and
+/// the host's `policy` allows it; once a grant was in force (`ready`), never more than
+/// `current` (§6.7: a refused expansion naming `tools` does not activate it).
+pub fn mcp_only_grant<'a, I>(
+    current: Grant,
+    ready: bool,
+    review: Option<&ManifestReview>,
+    policy: I,
+) -> Grant
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    use crate::capability::CapabilitySet;
+    let tools = CapabilitySet::EMPTY.with(Capability::Tools);
+    let mut grant = current.intersect(tools);
+    if let Some(r) = review {
+        let adv = r.advertised().intersection(tools);
+        if let Ok(hg) = policy::HostGrant::compute(adv, policy) {
+            grant = hg.effective;
+        }
+    }
+    if ready {
+        grant = grant.intersect(current.capabilities());
+    }
+    grant
+}
+
+/// The `initialize` params a host sends (§5.2): MCPL advertised under
+/// `capabilities.experimental.mcpl` with what the host's policy `host_allows`, the version
+/// and `featureSets: true`.
+pub fn initialize_params(
+    host_allows: &Grant,
+    protocol_version: &str,
+    client_name: &str,
+    client_version: &str,
+) -> Value {
+    let mut adv = crate::capability::advertisement_to_value(host_allows.capabilities());
+    if let Some(o) = adv.as_object_mut() {
+        o.insert(
+            "version".into(),
+            json!(crate::protocol::handshake::MCPL_VERSION),
+        );
+        o.insert("featureSets".into(), json!(true));
+    }
+    json!({
+        "protocolVersion": protocol_version,
+        "capabilities": { "experimental": { "mcpl": adv } },
+        "clientInfo": { "name": client_name, "version": client_version },
+    })
+}

@@ -1,0 +1,621 @@
+//! A [`HostState`] and a [`ServerState`] wired back to back (as quinn-proto's `Pair`):
+//! every frame goes through JSON text and back, in wire order, one step at a time, so each
+//! interleaving the race tests hunt for with threads is a plain deterministic test here.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Map, Value};
+
+use super::*;
+use crate::capability::Capability;
+use crate::jsonrpc::{Message, RequestId};
+
+fn manifest() -> Value {
+    json!({
+        "version": "0.5",
+        "pushEvents": {},
+        "channels": { "register": {} },
+        "featureSets": {
+            "news": { "uses": ["pushEvents"] }
+        }
+    })
+}
+
+fn server_rules() -> ServerRules {
+    let mut mcp = Map::new();
+    mcp.insert("tools".into(), json!({}));
+    ServerRules {
+        server_info: json!({ "name": "pair-server", "version": "1" }),
+        manifest: manifest(),
+        mcp_capabilities: mcp,
+        required: None,
+    }
+}
+
+/// The two state machines and the frames in flight each way (already serialised).
+struct Pair {
+    now: Instant,
+    host: HostState,
+    server: ServerState,
+    to_server: VecDeque<String>,
+    to_host: VecDeque<String>,
+    /// Every frame the host wrote, in order.
+    host_wrote: Vec<String>,
+    host_out: Vec<HostOutput>,
+    server_out: Vec<ServerOutput>,
+}
+
+impl Pair {
+    fn new(policy: &[&str], server: ServerRules) -> Pair {
+        let now = Instant::now();
+        let host = HostState::new(
+            HostRules::new(policy.iter().copied()),
+            now,
+            SystemTime::UNIX_EPOCH,
+        )
+        .expect("host policy parses");
+        Pair {
+            now,
+            host,
+            server: ServerState::new(server),
+            to_server: VecDeque::new(),
+            to_host: VecDeque::new(),
+            host_wrote: Vec::new(),
+            host_out: Vec::new(),
+            server_out: Vec::new(),
+        }
+    }
+
+    /// Moves every output of both sides to where it goes: frames onto the wire (as text),
+    /// everything else into the recorded outputs.
+    fn collect(&mut self) {
+        while let Some(o) = self.host.poll_output() {
+            match o {
+                HostOutput::Transmit(m) => {
+                    self.host_wrote.push(m.to_json());
+                    self.to_server.push_back(m.to_json());
+                }
+                other => self.host_out.push(other),
+            }
+        }
+        while let Some(o) = self.server.poll_output() {
+            match o {
+                ServerOutput::Transmit(m) => self.to_host.push_back(m.to_json()),
+                other => self.server_out.push(other),
+            }
+        }
+    }
+
+    /// Delivers the next frame to the server; `false` if none was in flight.
+    fn step_server(&mut self) -> bool {
+        self.collect();
+        let Some(text) = self.to_server.pop_front() else {
+            return false;
+        };
+        let msg = Message::parse(&text).expect("the host writes valid JSON-RPC");
+        self.server.handle_message(msg);
+        self.collect();
+        true
+    }
+
+    /// Delivers the next frame to the host; `false` if none was in flight.
+    fn step_host(&mut self) -> bool {
+        self.collect();
+        let Some(text) = self.to_host.pop_front() else {
+            return false;
+        };
+        let msg = Message::parse(&text).expect("the server writes valid JSON-RPC");
+        self.host.handle_message(self.now, msg);
+        self.collect();
+        true
+    }
+
+    /// Runs until neither side has a frame in flight.
+    fn drive(&mut self) {
+        while self.step_server() | self.step_host() {}
+    }
+
+    fn connect(policy: &[&str], server: ServerRules) -> Pair {
+        let mut p = Pair::new(policy, server);
+        p.host.start(p.now);
+        p.drive();
+        p
+    }
+
+    /// A frame the server side writes as it is (a misbehaving or racing server).
+    fn server_writes(&mut self, frame: Value) {
+        self.to_host.push_back(frame.to_string());
+    }
+
+    /// The last response the host wrote for request `id`.
+    fn host_answer(&self, id: i64) -> Option<Value> {
+        self.host_wrote
+            .iter()
+            .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+            .rfind(|v| v.get("id") == Some(&json!(id)) && v.get("method").is_none())
+    }
+
+    fn connected(&self) -> Vec<&Result<(), ConnectError>> {
+        self.host_out
+            .iter()
+            .filter_map(|o| match o {
+                HostOutput::Connected(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pushes(&self) -> usize {
+        self.host_out
+            .iter()
+            .filter(|o| matches!(o, HostOutput::Event(HostEvent::Push { .. })))
+            .count()
+    }
+}
+
+fn push(id: i64, event_id: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "push/event",
+        "params": {
+            "featureSet": "news",
+            "eventId": event_id,
+            "timestamp": "2026-12-02T00:00:00Z",
+            "payload": { "content": [{ "type": "text", "text": "hello" }] }
+        }
+    })
+}
+
+#[test]
+fn s5_3_handshake_then_policy_request_then_ready_in_mcpl() {
+    let p = Pair::connect(&["pushEvents"], server_rules());
+    assert_eq!(p.connected(), vec![&Ok(())]);
+    assert_eq!(p.host.mode(), &Mode::Mcpl);
+    assert!(p.host.is_ready());
+    assert!(p.host.grant().allows(Capability::PushEvents));
+    // §5.4: nothing the policy did not name is granted, whatever the server advertised.
+    assert!(!p.host.grant().allows(Capability::ChannelsRegister));
+    assert!(p.server.is_ready());
+    assert_eq!(p.server.grant(), p.host.grant());
+    assert_eq!(p.host.label(), "pair-server");
+    assert!(matches!(
+        p.server_out.last(),
+        Some(ServerOutput::PolicyApplied { .. })
+    ));
+}
+
+#[test]
+fn s5_3_a_push_right_behind_the_receipt_is_admitted() {
+    // RELIABILITY.md's first ordering bug: readiness set in another task refused a greeting
+    // written right after the receipt. In wire order the receipt is handled first.
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.step_server(); // initialize
+    p.step_host(); // its result: the host sends initialized and the policy Request
+    p.step_server(); // initialized
+    p.step_server(); // the policy Request: the receipt is on the wire to the host
+    assert!(p.server.is_ready(), "the server applied the policy");
+    assert!(!p.host.is_ready(), "its receipt is still on the wire");
+    let id = p
+        .server
+        .request("push/event", push(0, "e1")["params"].clone())
+        .expect("ready and granted");
+    p.drive();
+    assert_eq!(p.pushes(), 1);
+    assert!(p.server_out.iter().any(|o| matches!(
+        o,
+        ServerOutput::Response { id: got, outcome: Ok(v) } if *got == id && v["accepted"] == true
+    )));
+}
+
+#[test]
+fn s5_3_a_push_read_before_the_receipt_is_refused_however_late_judged() {
+    // The mirror case, which failed open: a push on the wire ahead of the receipt is judged
+    // under the state it arrived in.
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.step_server(); // initialize
+    p.step_host(); // initialize result: the host sends initialized + the policy Request
+    p.step_server(); // initialized
+    p.step_server(); // the policy Request: the receipt is now on the wire to the host
+                     // A racing server slips a push ahead of its receipt.
+    let receipt = p.to_host.pop_front().expect("receipt in flight");
+    p.server_writes(push(900, "early"));
+    p.to_host.push_back(receipt);
+    p.drive();
+    let answer = p.host_answer(900).expect("the push was answered");
+    assert_eq!(answer["error"]["code"], -32002);
+    assert_eq!(p.pushes(), 0);
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Diagnostic(HostDiagnostic::PrivilegedBeforeReady { method }) if method == "push/event"
+    )));
+    // The receipt after it still made the session ready.
+    assert!(p.host.is_ready());
+}
+
+#[test]
+fn s9_4_a_duplicate_event_is_acknowledged_once_and_not_redelivered() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.server_writes(push(50, "same"));
+    p.server_writes(push(51, "same"));
+    p.drive();
+    assert_eq!(p.pushes(), 1);
+    assert_eq!(
+        p.host_answer(50).unwrap()["result"],
+        json!({"accepted": true})
+    );
+    assert_eq!(
+        p.host_answer(51).unwrap()["result"],
+        json!({"accepted": true, "reason": "duplicate"})
+    );
+}
+
+#[test]
+fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
+    let mut p = Pair::connect(&[], server_rules());
+    assert!(p.host.is_ready());
+    let refused = p
+        .server
+        .request("push/event", push(0, "x")["params"].clone());
+    assert!(matches!(
+        refused,
+        Err(server::SendRefusal::Admission(Refusal::Denied(_), _))
+    ));
+    // Before readiness it is refused as not ready.
+    let mut q = Pair::new(&["pushEvents"], server_rules());
+    let early = q
+        .server
+        .request("push/event", push(0, "x")["params"].clone());
+    assert!(matches!(
+        early,
+        Err(server::SendRefusal::Admission(Refusal::NotReady(_), _))
+    ));
+}
+
+#[test]
+fn s6_7_a_narrowing_applies_before_the_request_and_a_widening_on_the_receipt() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.host
+        .set_policy(p.now, vec![])
+        .expect("no exchange in flight");
+    // Narrowed at once, before the Request is even written.
+    assert!(!p.host.grant().allows(Capability::PushEvents));
+    // A push already on the wire is refused: the narrowing wins.
+    p.server_writes(push(60, "n1"));
+    p.drive();
+    assert_eq!(p.host_answer(60).unwrap()["error"]["code"], -32002);
+    // Widening back activates only with the accepting receipt.
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into()])
+        .expect("previous exchange ended");
+    assert!(!p.host.grant().allows(Capability::PushEvents));
+    assert_eq!(
+        p.host.set_policy(p.now, vec![]),
+        Err(StateError::PolicyInFlight)
+    );
+    p.drive();
+    assert!(p.host.grant().allows(Capability::PushEvents));
+    let changes: Vec<_> = p
+        .host_out
+        .iter()
+        .filter_map(|o| match o {
+            HostOutput::PolicyChanged(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changes.len(), 2);
+    assert!(changes[1].activated.contains(Capability::PushEvents));
+}
+
+#[test]
+fn s5_3_an_unanswered_policy_request_times_out_into_mcp_only_and_is_told() {
+    let mut p = Pair::new(&["pushEvents", "tools"], server_rules());
+    p.host.start(p.now);
+    p.step_server();
+    p.step_host(); // the policy Request is now on the wire; the server never answers it
+    let deadline = p
+        .host
+        .poll_timeout()
+        .expect("the policy Request has a deadline");
+    assert_eq!(deadline, p.now + Duration::from_secs(10));
+    p.to_server.clear();
+    p.host.handle_timeout(deadline);
+    p.collect();
+    assert_eq!(p.host.mode(), &Mode::McpOnly(McpOnlyReason::PolicyTimeout));
+    assert!(p.host.grant().allows(Capability::Tools));
+    assert!(!p.host.grant().allows(Capability::PushEvents));
+    // §6.7: the server may believe the grant it was told; the reduction is told.
+    let told: Vec<Value> = p
+        .to_server
+        .iter()
+        .filter_map(|t| serde_json::from_str(t).ok())
+        .collect();
+    assert!(told.iter().any(|v| v["method"] == "featureSets/update"
+        && v["params"]["effectiveCapabilities"]
+            .as_array()
+            .is_some_and(|a| !a.iter().any(|c| c == "pushEvents"))));
+    assert!(
+        p.connected().is_empty(),
+        "connected once the reduction ends"
+    );
+    p.drive();
+    assert_eq!(p.connected(), vec![&Ok(())]);
+}
+
+#[test]
+fn s6_7_a_refusal_naming_close_ends_the_connection() {
+    let mut rules = server_rules();
+    rules.required = Some((
+        crate::capability::CapabilitySet::EMPTY.with(Capability::ChannelsRegister),
+        crate::policy::Fallback::Close,
+    ));
+    let p = Pair::connect(&["pushEvents"], rules);
+    assert_eq!(p.connected(), vec![&Err(ConnectError::Refused)]);
+    assert!(p.host_out.contains(&HostOutput::Close));
+    assert!(p.server_out.contains(&ServerOutput::Close));
+}
+
+#[test]
+fn s3_3_a_server_without_mcpl_is_mcp_only_with_tools_at_most() {
+    let mut p = Pair::new(&["tools", "pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.step_server();
+    // Replace the server's answer with a plain MCP one.
+    p.to_host.clear();
+    p.server_writes(json!({
+        "jsonrpc": "2.0", "id": 1,
+        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                    "serverInfo": { "name": "plain" } }
+    }));
+    p.drive();
+    assert_eq!(p.host.mode(), &Mode::McpOnly(McpOnlyReason::NotAdvertised));
+    assert_eq!(
+        p.host.grant().capabilities(),
+        crate::capability::CapabilitySet::EMPTY.with(Capability::Tools)
+    );
+    // No policy Request goes to a server with no MCPL to configure.
+    assert!(!p.to_server.iter().any(|t| t.contains("featureSets/update")));
+}
+
+#[test]
+fn s4_1_a_host_method_sent_by_the_server_is_not_found() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.server_writes(json!({"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {}}));
+    p.server_writes(json!({"jsonrpc": "2.0", "id": 71, "method": "ping"}));
+    p.drive();
+    assert_eq!(p.host_answer(70).unwrap()["error"]["code"], -32601);
+    assert_eq!(p.host_answer(71).unwrap()["result"], json!({}));
+}
+
+#[test]
+fn s11_1_inference_requests_go_to_the_application_after_the_gates() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    // Not granted: refused before the application sees it.
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 80, "method": "inference/request",
+        "params": {"featureSet": "news", "messages": []}}),
+    );
+    p.drive();
+    assert_eq!(p.host_answer(80).unwrap()["error"]["code"], -32002);
+    assert!(!p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Request { .. })));
+    // An answer to nothing handed out is refused.
+    assert!(matches!(
+        p.host.answer(RequestId::from(80i64), Ok(json!({}))),
+        Err(StateError::UnknownRequest(_))
+    ));
+}
+
+#[test]
+fn an_unknown_response_is_reported_not_dropped() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.server_writes(json!({"jsonrpc": "2.0", "id": 4242, "result": {}}));
+    p.drive();
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Diagnostic(HostDiagnostic::UnexpectedResponse { id }) if id == "4242"
+    )));
+}
+
+#[test]
+fn events_past_the_bound_are_answered_host_busy() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    let mut rules = HostRules::new(["pushEvents"]);
+    rules.max_pending_outputs = 2;
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).unwrap();
+    p.host.start(p.now);
+    p.drive();
+    // The application drains nothing: the outputs stay queued in the host.
+    let before = p.host_out.len();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        p.server_writes(push(100 + i as i64, id));
+    }
+    // Deliver without draining the host's outputs into `host_out`.
+    while let Some(text) = p.to_host.pop_front() {
+        let msg = Message::parse(&text).unwrap();
+        p.host.handle_message(p.now, msg);
+    }
+    let mut answers = Vec::new();
+    let mut events = 0;
+    while let Some(o) = p.host.poll_output() {
+        match o {
+            HostOutput::Transmit(Message::Response(r)) => answers.push(r.outcome),
+            HostOutput::Event(HostEvent::Push { .. }) => events += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(p.host_out.len(), before);
+    assert_eq!(events, 2);
+    assert_eq!(
+        answers.last().cloned(),
+        Some(Ok(json!({"accepted": false, "reason": "host_busy"})))
+    );
+}
+
+mod model {
+    //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
+    //! policy changes (accepted, answered with an error, or never answered) and server
+    //! messages, checked after every step against plain set algebra:
+    //! initial G = P ∩ A; a change to P' narrows first (G ∩ P' ∩ A) and widens to P' ∩ A only
+    //! on an accepting receipt; a message needing c is admitted iff c ∈ G where it is read.
+
+    use super::*;
+    use crate::capability::CapabilitySet;
+    use proptest::prelude::*;
+
+    const UNIVERSE: [Capability; 3] = [
+        Capability::PushEvents,
+        Capability::ChannelsRegister,
+        Capability::ChannelsIncoming,
+    ];
+
+    fn set_of(mask: u8) -> CapabilitySet {
+        UNIVERSE
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, c)| *c)
+            .collect()
+    }
+
+    fn paths(set: CapabilitySet) -> Vec<String> {
+        set.sorted_paths().into_iter().map(str::to_owned).collect()
+    }
+
+    #[derive(Debug, Clone)]
+    enum Answer {
+        Accept,
+        Error,
+        Silent,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Policy(u8, Answer),
+        Send(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (
+                0u8..8,
+                prop_oneof![
+                    Just(Answer::Accept),
+                    Just(Answer::Error),
+                    Just(Answer::Silent)
+                ]
+            )
+                .prop_map(|(m, a)| Step::Policy(m, a)),
+            (0usize..3).prop_map(Step::Send),
+        ]
+    }
+
+    fn advertised_rules(adv: u8) -> ServerRules {
+        let mut m =
+            json!({ "version": "0.5", "featureSets": { "news": { "uses": ["pushEvents"] } } });
+        let set = set_of(adv);
+        if set.contains(Capability::PushEvents) {
+            m["pushEvents"] = json!({});
+        }
+        let mut channels = Map::new();
+        if set.contains(Capability::ChannelsRegister) {
+            channels.insert("register".into(), json!({}));
+        }
+        if set.contains(Capability::ChannelsIncoming) {
+            channels.insert("incoming".into(), json!({}));
+        }
+        if !channels.is_empty() {
+            m["channels"] = Value::Object(channels);
+        }
+        let mut rules = server_rules();
+        rules.manifest = m;
+        rules
+    }
+
+    fn message(i: usize, n: i64) -> Value {
+        match i {
+            0 => push(n, &format!("e{n}")),
+            1 => json!({"jsonrpc": "2.0", "id": n, "method": "channels/register",
+                        "params": {"channels": []}}),
+            _ => json!({"jsonrpc": "2.0", "id": n, "method": "channels/incoming",
+                        "params": {"messages": []}}),
+        }
+    }
+
+    fn admitted(p: &Pair, n: i64) -> bool {
+        let answered = p.host_answer(n);
+        match answered {
+            // Answered by the host: push/event.
+            Some(v) => v.get("result").is_some(),
+            // Handed to the driver: admitted.
+            None => p.host_out.iter().any(|o| matches!(
+                o,
+                HostOutput::Unhandled { message: Message::Request(r), .. } if r.id == RequestId::from(n)
+            )),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn host_state_grant_follows_the_set_algebra(
+            adv in 0u8..8,
+            initial in 0u8..8,
+            steps in proptest::collection::vec(step(), 1..24),
+        ) {
+            let a = set_of(adv);
+            let mut p = Pair::new(&[], advertised_rules(adv));
+            p.host = HostState::new(
+                HostRules::new(paths(set_of(initial))),
+                p.now,
+                SystemTime::UNIX_EPOCH,
+            ).unwrap();
+            p.host.start(p.now);
+            p.drive();
+            let mut g = set_of(initial).intersection(a);
+            prop_assert_eq!(p.host.grant().capabilities(), g);
+            let mut n = 1000;
+            for s in steps {
+                match s {
+                    Step::Policy(mask, answer) => {
+                        let new = set_of(mask);
+                        p.host.set_policy(p.now, paths(new)).unwrap();
+                        g = g.intersection(new).intersection(a);
+                        prop_assert_eq!(p.host.grant().capabilities(), g, "narrowed first");
+                        match answer {
+                            Answer::Accept => {
+                                p.drive();
+                                g = new.intersection(a);
+                            }
+                            Answer::Error => {
+                                p.collect();
+                                let req = p.to_server.pop_back().unwrap();
+                                let id: Value = serde_json::from_str::<Value>(&req).unwrap()["id"].clone();
+                                p.server_writes(json!({"jsonrpc": "2.0", "id": id,
+                                    "error": {"code": -32603, "message": "no"}}));
+                                p.drive();
+                            }
+                            Answer::Silent => {
+                                p.collect();
+                                p.to_server.pop_back();
+                                let at = p.host.poll_timeout().unwrap();
+                                p.host.handle_timeout(at);
+                                p.collect();
+                            }
+                        }
+                        prop_assert_eq!(p.host.grant().capabilities(), g);
+                    }
+                    Step::Send(i) => {
+                        n += 1;
+                        p.server_writes(message(i, n));
+                        p.drive();
+                        let need = UNIVERSE[i];
+                        prop_assert_eq!(admitted(&p, n), g.contains(need), "{:?} under {:?}", need, g);
+                    }
+                }
+            }
+        }
+    }
+}
