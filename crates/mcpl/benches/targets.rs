@@ -548,9 +548,27 @@ fn tcp_server() {
     });
 }
 
-/// Resident memory of the host process per idle `HostSession` (initialized, policy
-/// applied, one `tools/call` done), `n` TCP connections to the server child.
+/// Resident memory per idle `HostSession`, measured in a fresh process (this binary re-run
+/// with `--idle-host N`): in this one, the heap the other parts freed would be reused and
+/// hide the growth.
 fn idle_memory(n: usize) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .args(["--idle-host", &n.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("per-connection-kib "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The `--idle-host N` child: the resident memory of this process per idle `HostSession`
+/// (initialized, policy applied, one `tools/call` done), `n` TCP connections to the server
+/// child (`--tcp-server`).
+fn idle_host(n: usize) -> Option<f64> {
     let exe = std::env::current_exe().ok()?;
     let mut child = std::process::Command::new(exe)
         .arg("--tcp-server")
@@ -779,6 +797,13 @@ fn main() {
     }
     if args.iter().any(|a| a == "--bare-stdio") {
         return bare_stdio();
+    }
+    if let Some(i) = args.iter().position(|a| a == "--idle-host") {
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(20);
+        if let Some(per) = idle_host(n) {
+            println!("per-connection-kib {per:.1}");
+        }
+        return;
     }
     let bench = common::bench_mode();
     let mut c = common::criterion();
