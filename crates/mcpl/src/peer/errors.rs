@@ -270,27 +270,17 @@ impl fmt::Display for Diagnostic {
 /// entries and yields one [`Diagnostic::Dropped`] with their count.
 #[derive(Debug)]
 pub struct Diagnostics {
-    pub(super) rx: broadcast::Receiver<Diagnostic>,
+    pub(super) rx: super::diag::Receiver,
 }
 
 impl Diagnostics {
     /// The next diagnostic; `None` once the connection has ended and all were read.
     pub async fn recv(&mut self) -> Option<Diagnostic> {
-        match self.rx.recv().await {
-            Ok(d) => Some(d),
-            Err(broadcast::error::RecvError::Lagged(count)) => Some(Diagnostic::Dropped { count }),
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
+        self.rx.recv().await
     }
 
     /// A diagnostic if one is ready, without waiting.
     pub fn try_recv(&mut self) -> Option<Diagnostic> {
-        match self.rx.try_recv() {
-            Ok(d) => Some(d),
-            Err(broadcast::error::TryRecvError::Lagged(count)) => {
-                Some(Diagnostic::Dropped { count })
-            }
-            Err(_) => None,
-        }
+        self.rx.try_recv()
     }
 }

@@ -92,7 +92,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::jsonrpc::{
@@ -104,6 +104,7 @@ use crate::transport::{
 };
 
 mod config;
+mod diag;
 mod errors;
 mod incoming;
 mod reader;

@@ -23,11 +23,12 @@ pub(super) struct Shared {
     pub(super) closed: watch::Sender<Option<CloseReason>>,
     /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
     pub(super) is_closed: std::sync::atomic::AtomicBool,
-    /// Created at the first diagnostic or the first [`Peer::diagnostics`] call, so an idle
-    /// connection holds no slots (the channel allocates its capacity up front).
-    pub(super) diagnostics: std::sync::OnceLock<broadcast::Sender<Diagnostic>>,
+    /// Created at the first diagnostic or the first [`Peer::diagnostics`] call; it holds
+    /// only the diagnostics not yet read by every receiver ([`diag`]), so an idle
+    /// connection holds no slots.
+    pub(super) diagnostics: std::sync::OnceLock<diag::Sender>,
     /// The receiver made with the channel, for the first [`Peer::diagnostics`] call.
-    pub(super) first_diagnostics: Mutex<Option<broadcast::Receiver<Diagnostic>>>,
+    pub(super) first_diagnostics: Mutex<Option<diag::Receiver>>,
     pub(super) last_activity: Mutex<Instant>,
     /// How many incoming requests are delivered but not yet answered (their responses are
     /// owed). At EOF the connection stays open for writing until this reaches zero.
@@ -132,14 +133,14 @@ impl Shared {
 
     pub(super) fn diagnose(&self, d: Diagnostic) {
         tracing::warn!(target: "mcpl::peer", "{d}");
-        let _ = self.diagnostic_sender().send(d);
+        self.diagnostic_sender().send(d);
     }
 
     /// The diagnostics channel, created on first use with a receiver kept for the first
     /// [`Peer::diagnostics`] call (which thereby sees every diagnostic since the start).
-    pub(super) fn diagnostic_sender(&self) -> &broadcast::Sender<Diagnostic> {
+    pub(super) fn diagnostic_sender(&self) -> &diag::Sender {
         self.diagnostics.get_or_init(|| {
-            let (tx, rx) = broadcast::channel(self.config.diagnostics_capacity.max(1));
+            let (tx, rx) = diag::channel(self.config.diagnostics_capacity);
             *lock(&self.first_diagnostics) = Some(rx);
             tx
         })
