@@ -818,30 +818,38 @@ fn streaming_setup() -> (Value, HostConfig) {
     )
 }
 
-/// Sends a streamed `inference/request` under `assist.stream` from the server; the returned
-/// mark holds the wire position of its response once it has been read.
-fn streamed_request(
-    server: &Server,
+/// Sends a streamed `inference/request` under `assist.stream` from the server with
+/// `Peer::send_request`, and reads the wire in order until its response: the `inference/chunk`
+/// params read before it, and its outcome.
+async fn streamed_request(
+    server: &mut Server,
     text: &str,
-) -> (
-    tokio::task::JoinHandle<Result<Value, mcpl::peer::PeerError>>,
-    std::sync::Arc<std::sync::atomic::AtomicU64>,
-) {
-    let mark = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (peer, at) = (server.peer.clone(), mark.clone());
+) -> (Vec<Value>, Result<Value, ErrorObject>) {
     let params = json!({ "featureSet": "assist.stream", "stream": true,
                          "messages": [{ "role": "user", "content": text }] });
-    let call = tokio::spawn(async move {
-        peer.request_raw_with(
-            "inference/request",
-            Some(params),
-            mcpl::peer::RequestOptions::new()
-                .timeout(std::time::Duration::from_secs(30))
-                .mark_position(at),
-        )
+    let id = server
+        .peer
+        .send_request("inference/request", Some(params), |_| {})
         .await
-    });
-    (call, mark)
+        .unwrap();
+    let mut chunks = Vec::new();
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(10), server.incoming.recv_ordered())
+            .await
+            .expect("the host answers within 10 s")
+            .expect("the connection stays open");
+        match item {
+            mcpl::peer::Ordered::Response(r) if r.id.as_ref() == Some(&id) => {
+                return (chunks, r.outcome)
+            }
+            mcpl::peer::Ordered::Message(IncomingMessage::Notification(n))
+                if n.method == "inference/chunk" =>
+            {
+                chunks.push(n.params.unwrap_or(Value::Null))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }
 
 /// §11.4: with a stream handler, a `stream: true` request gets its `inference/chunk`
@@ -886,19 +894,10 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     let r = call.await.unwrap().unwrap();
     assert_eq!(r["content"], "Hello");
     assert_eq!(r["usage"]["outputTokens"], 2);
-    // On the wire, both chunks come before the response (wire positions of the frames).
-    let (call, mark) = streamed_request(&server, "again");
-    let mut chunk_positions = Vec::new();
-    for _ in 0..2 {
-        server.notification("inference/chunk").await.unwrap();
-        chunk_positions.push(server.incoming.last_seq());
-    }
-    call.await.unwrap().unwrap();
-    let response_at = mark.load(std::sync::atomic::Ordering::SeqCst);
-    assert!(
-        chunk_positions.iter().all(|p| *p < response_at),
-        "{chunk_positions:?} vs {response_at}"
-    );
+    // On the wire, both chunks come before the response (read in wire order).
+    let (chunks, r) = streamed_request(&mut server, "again").await;
+    assert_eq!(chunks.len(), 2, "{chunks:?}");
+    assert_eq!(r.unwrap()["content"], "Hello");
 }
 
 /// §11.4 without a stream handler: the request handler's final text still reaches the server
@@ -910,16 +909,13 @@ async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
         Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
     }));
     let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
-    let (call, mark) = streamed_request(&server, "hi");
-    let chunk = server.notification("inference/chunk").await.unwrap();
-    let chunk_at = server.incoming.last_seq();
+    let (chunks, r) = streamed_request(&mut server, "hi").await;
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
     assert_eq!(
-        (&chunk["index"], &chunk["delta"]),
+        (&chunks[0]["index"], &chunks[0]["delta"]),
         (&json!(0), &json!("Hello"))
     );
-    let r = call.await.unwrap().unwrap();
-    assert_eq!(r["content"], "Hello");
-    assert!(chunk_at < mark.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(r.unwrap()["content"], "Hello");
 }
 
 #[tokio::test]

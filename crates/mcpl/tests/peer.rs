@@ -138,41 +138,60 @@ async fn timeout_then_late_response_is_a_diagnostic() {
     assert_ping_works(&mut raw, 9).await;
 }
 
-/// A marked request that timed out leaves its mark untouched when the response comes late:
-/// the position of a response nobody awaits must not order anything (a host would wait on
-/// it for every later message).
-#[tokio::test(start_paused = true)]
-async fn a_late_response_does_not_mark_a_timed_out_request() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
-    spawn_ping_server(incoming);
-    let mut diags = peer.diagnostics();
-    let mark = Arc::new(AtomicU64::new(0));
-    let (p, m) = (peer.clone(), mark.clone());
-    let call = tokio::spawn(async move {
-        p.request_raw_with(
-            "featureSets/update",
-            None,
-            RequestOptions::new()
-                .timeout(Duration::from_secs(5))
-                .mark_position(m),
-        )
+/// `Peer::send_request`: the response is delivered by `Incoming::recv_ordered` at its wire
+/// position, between the messages read before and after it (§5.3: a host applies a policy
+/// receipt before the request read right after it).
+#[tokio::test]
+async fn an_in_order_response_is_delivered_at_its_wire_position() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let id = peer
+        .send_request("featureSets/update", Some(json!({})), |_| {})
         .await
-    });
+        .unwrap();
     let req = raw.recv().await;
-    assert!(matches!(
-        call.await.unwrap(),
-        Err(PeerError::Timeout { .. })
-    ));
-    let _cancelled = raw.recv().await;
+    assert_eq!(req["id"], id.to_value());
+    raw.send_json(json!({"jsonrpc":"2.0","method":"before"}))
+        .await;
     raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{"accepted":true}}))
         .await;
-    assert!(matches!(
-        diags.recv().await,
-        Some(Diagnostic::LateResponse { .. })
-    ));
-    assert_ping_works(&mut raw, 9).await;
-    assert_eq!(mark.load(Ordering::SeqCst), 0);
+    raw.send_json(json!({"jsonrpc":"2.0","method":"after"}))
+        .await;
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        match incoming.recv_ordered().await.unwrap() {
+            mcpl::peer::Ordered::Message(IncomingMessage::Notification(n)) => order.push(n.method),
+            mcpl::peer::Ordered::Response(r) => {
+                assert_eq!(r.id, Some(id.clone()));
+                assert_eq!(r.outcome, Ok(json!({"accepted": true})));
+                order.push("response".into());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(order, ["before", "response", "after"]);
+    assert_eq!(peer.pending_requests(), 0);
+}
+
+/// A forgotten in-order request's late response is reported, never delivered.
+#[tokio::test]
+async fn a_forgotten_in_order_request_is_reported_late_not_delivered() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let id = peer.send_request("slow", None, |_| {}).await.unwrap();
+    let req = raw.recv().await;
+    assert!(peer.forget(&id, "timed out"));
+    assert!(!peer.forget(&id, "twice"));
+    raw.send_json(json!({"jsonrpc":"2.0","id":req["id"],"result":{}}))
+        .await;
+    assert_eq!(diags.recv().await, Some(Diagnostic::LateResponse { id }));
+    raw.send_json(json!({"jsonrpc":"2.0","method":"next"}))
+        .await;
+    match incoming.recv_ordered().await.unwrap() {
+        mcpl::peer::Ordered::Message(IncomingMessage::Notification(n)) => {
+            assert_eq!(n.method, "next")
+        }
+        other => panic!("the late response was delivered: {other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -148,7 +148,7 @@ impl Run {
         // §5.3: polled once, so the frame is written (or queued ahead of the receipt) before
         // anything else goes out; a settled call is not polled again.
         let params = Some(served::push("check.push", "early"));
-        let mut early = self.start("push/event", params, self.bounds.step, None);
+        let mut early = self.start("push/event", params, self.bounds.step);
         let settled = poll_once(&mut early).await;
 
         if request.is_none() {

@@ -8,15 +8,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use mcpl::capability::{Capability, CapabilitySet};
 use mcpl::jsonrpc::ErrorObject;
 use mcpl::peer::{
-    CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Peer, PeerError,
+    CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Ordered, Peer, PeerError,
     RequestOptions,
 };
 use mcpl::policy::{self, Form, ServerPolicyState};
@@ -77,9 +75,6 @@ pub(super) async fn poll_once(call: &mut Call) -> Option<Result<Value, PeerError
     })
     .await
 }
-
-/// A mark no response frame carries: the request was not answered.
-const UNSEEN: u64 = u64::MAX;
 
 /// One run against one host: the recorder, the policy as this server holds it, and what is
 /// known of the connection.
@@ -255,21 +250,11 @@ impl Run {
         }
     }
 
-    /// A request on its way, bounded by `bound`; `mark` receives its response's wire position.
-    pub(super) fn start(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        bound: Duration,
-        mark: Option<Arc<AtomicU64>>,
-    ) -> Call {
+    /// A request on its way, bounded by `bound`.
+    pub(super) fn start(&self, method: &str, params: Option<Value>, bound: Duration) -> Call {
         let (peer, method) = (self.peer.clone(), method.to_owned());
         Box::pin(async move {
             let options = RequestOptions::new().timeout(bound);
-            let options = match mark {
-                Some(m) => options.mark_position(m),
-                None => options,
-            };
             peer.request_raw_with(&method, params, options).await
         })
     }
@@ -290,7 +275,7 @@ impl Run {
         if self.closed {
             return Reply::Closed;
         }
-        let call = self.start(method, Some(params), bound, None);
+        let call = self.start(method, Some(params), bound);
         self.settle(call).await
     }
 
@@ -333,30 +318,54 @@ impl Run {
         if self.closed {
             return Reply::Closed;
         }
-        let first_at = Arc::new(AtomicU64::new(UNSEEN));
-        let ping_at = Arc::new(AtomicU64::new(UNSEEN));
-        let mut first = self.start(method, Some(params), bound, Some(first_at.clone()));
-        if let Some(r) = poll_once(&mut first).await {
-            // Settled before anything was outstanding: nothing to pair.
-            return self.reply(r);
-        }
-        let mut ping = self.start("ping", None, self.bounds.step, Some(ping_at.clone()));
-        let (mut answer, mut pong) = (None, None);
+        // Both go out with `send_request`: their answers come through `recv_ordered` at their
+        // wire position among the host's messages, so which came first is read off the wire.
+        let Ok(first_id) = self.peer.send_request(method, Some(params), |_| {}).await else {
+            return Reply::Closed;
+        };
+        let first_deadline = Instant::now() + bound;
+        let ping_id = self.peer.send_request("ping", None, |_| {}).await.ok();
+        let ping_deadline = Instant::now() + self.bounds.step;
+        let (mut answer, mut pong) = (None, ping_id.is_none().then_some(Reply::Closed));
+        let mut ping_first = false;
         while answer.is_none() || pong.is_none() {
-            tokio::select! {
-                biased;
-                r = first.as_mut(), if answer.is_none() => answer = Some(self.reply(r)),
-                r = ping.as_mut(), if pong.is_none() => pong = Some(self.reply(r)),
-                m = self.incoming.recv(), if !self.closed => match m {
-                    Some(m) => self.handle(m).await,
-                    None => self.on_closed(),
-                },
+            if self.closed {
+                answer.get_or_insert(Reply::Closed);
+                pong.get_or_insert(Reply::Closed);
+                break;
+            }
+            let deadline = match (answer.is_none(), pong.is_none()) {
+                (true, true) => first_deadline.min(ping_deadline),
+                (true, false) => first_deadline,
+                _ => ping_deadline,
+            };
+            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) => {
+                    let outcome = r.outcome.map_err(PeerError::Remote);
+                    if r.id.as_ref() == Some(&first_id) {
+                        answer = Some(self.reply(outcome));
+                    } else if r.id.is_some() && r.id == ping_id {
+                        ping_first = answer.is_none();
+                        pong = Some(self.reply(outcome));
+                    }
+                }
+                Ok(Some(Ordered::Message(m))) => self.handle(m).await,
+                Ok(None) => self.on_closed(),
+                Err(_) => {
+                    let now = Instant::now();
+                    if answer.is_none() && now >= first_deadline {
+                        self.peer.forget(&first_id, "timed out");
+                        answer = Some(Reply::Timeout);
+                    }
+                    if pong.is_none() && now >= ping_deadline {
+                        if let Some(id) = &ping_id {
+                            self.peer.forget(id, "timed out");
+                        }
+                        pong = Some(Reply::Timeout);
+                    }
+                }
             }
         }
-        let (first_seq, ping_seq) = (
-            first_at.load(Ordering::SeqCst),
-            ping_at.load(Ordering::SeqCst),
-        );
         match pong {
             Some(Reply::Timeout) => {
                 let d = format!(
@@ -365,9 +374,7 @@ impl Run {
                 );
                 self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
             }
-            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_))
-                if ping_seq != UNSEEN && ping_seq < first_seq =>
-            {
+            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_)) if ping_first => {
                 let d = format!("a ping was answered while {method} was still outstanding");
                 self.record(REQUESTS_INDEPENDENT, Status::Pass, d);
             }

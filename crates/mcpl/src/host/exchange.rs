@@ -13,7 +13,6 @@ impl HostSession {
     /// server has no MCPL to configure, and a refusal named `mcp-only` as its consequence.
     pub(super) async fn initial_policy(&self, hg: HostGrant) -> Result<bool, HostError> {
         let _g = self.inner.policy_lock.lock().await;
-        let _applied = PolicyApplied(&self.inner);
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         // The host's own selection narrows derivation at once (it can never widen).
@@ -25,7 +24,22 @@ impl HostSession {
                 });
             }
         }
-        let answer = self.policy_request(params).await;
+        self.exchange(
+            "featureSets/update",
+            params,
+            cfg.policy_timeout,
+            move |s, answer| s.apply_initial(hg, answer),
+        )
+        .await?
+    }
+
+    /// Decides the initial exchange on its answer, where it is read (§5.3): only what is
+    /// read after an accepting receipt is judged as ready.
+    fn apply_initial(
+        &self,
+        hg: HostGrant,
+        answer: Result<Value, PeerError>,
+    ) -> Result<bool, HostError> {
         let decision = rules::initial_decision(match &answer {
             Ok(v) => PolicyAnswer::Receipt(self.read_receipt(v)),
             Err(PeerError::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
@@ -46,9 +60,6 @@ impl HostSession {
         };
         let told_wider = match decision {
             Ok(receipt) => {
-                // Only what is read after the receipt is judged as ready (§5.3); a batch
-                // carrying the receipt counts as before it (fail closed).
-                let boundary = self.receipt_boundary();
                 let mut st = self.inner.state();
                 // A manifest revocation that landed during the exchange stays applied.
                 let adv = st
@@ -56,12 +67,12 @@ impl HostSession {
                     .as_ref()
                     .map_or(CapabilitySet::EMPTY, |r| r.advertised());
                 let applied = hg.effective.intersect(adv);
-                st.set_in_force(boundary, true, applied);
+                st.ready = true;
+                st.grant = applied;
                 st.mode = Mode::Mcpl;
                 st.last_receipt = Some(receipt);
-                let g = st.grant;
                 if let Some(r) = st.review.as_mut() {
-                    r.set_grant(g, SystemTime::now(), "initial-policy");
+                    r.set_grant(applied, SystemTime::now(), "initial-policy");
                 }
                 applied != hg.effective
             }
@@ -89,7 +100,6 @@ impl HostSession {
         tracing::info!(server = ?self.inner.label.get(), ?reason, "MCPL disabled: MCP-only");
         let mode = Mode::McpOnly(reason);
         {
-            let now = self.next_position();
             let mut st = self.inner.state();
             let grant = rules::mcp_only_grant(
                 st.grant,
@@ -97,7 +107,8 @@ impl HostSession {
                 st.review.as_ref(),
                 st.policy.iter().map(String::as_str),
             );
-            st.set_in_force(now, true, grant);
+            st.ready = true;
+            st.grant = grant;
             st.mode = mode.clone();
             // The review judges later manifest changes against the grant in force (§17.6): a
             // capability MCP-only never held is not reported as revoked.
@@ -112,7 +123,6 @@ impl HostSession {
     /// Request goes out; a widening activates only after an accepting receipt.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
         let _g = self.inner.policy_lock.lock().await;
-        let _applied = PolicyApplied(&self.inner);
         let (hg, old) = {
             let mut st = self.inner.state();
             if let Mode::McpOnly(r) = &st.mode {
@@ -138,7 +148,24 @@ impl HostSession {
         let widening = hg.effective.capabilities().difference(old.capabilities());
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
-        let answer = self.policy_request(params).await;
+        let timeout = cfg.policy_timeout;
+        Ok(self
+            .exchange("featureSets/update", params, timeout, move |s, answer| {
+                s.apply_change(hg, narrowed, widening, answer)
+            })
+            .await?)
+    }
+
+    /// Applies the answer to a later policy Request where it is read (§6.7): an accepting
+    /// receipt activates the widening; a refusal falls back as it says; no usable answer
+    /// leaves the narrowing in force and activates nothing.
+    fn apply_change(
+        &self,
+        hg: HostGrant,
+        narrowed: CapabilitySet,
+        widening: CapabilitySet,
+        answer: Result<Value, PeerError>,
+    ) -> PolicyChange {
         let receipt = match answer {
             Ok(v) => self.read_receipt(&v),
             Err(e) => {
@@ -152,9 +179,6 @@ impl HostSession {
             // nothing on an MCP-only connection.
             Some(Receipt::Accepted { .. }) if self.mode() != Mode::Mcpl => {}
             Some(Receipt::Accepted { .. }) => {
-                // The widening counts from just after the receipt's frame (§6.7): a batch
-                // carrying the receipt counts as before it (fail closed).
-                let boundary = self.receipt_boundary();
                 let mut st = self.inner.state();
                 // Re-intersect with whatever happened meanwhile (a manifest revocation).
                 let adv = st
@@ -164,8 +188,7 @@ impl HostSession {
                     .unwrap_or(CapabilitySet::EMPTY);
                 let g = hg.effective.intersect(adv);
                 activated = g.capabilities().difference(st.grant.capabilities());
-                let ready = st.ready;
-                st.set_in_force(boundary, ready, g);
+                st.grant = g;
                 if let Some(r) = st.review.as_mut() {
                     r.set_grant(g, SystemTime::now(), "policy-receipt");
                 }
@@ -181,13 +204,13 @@ impl HostSession {
             None => {}
         }
         let grant = self.grant();
-        Ok(PolicyChange {
+        PolicyChange {
             narrowed,
             activated,
             not_activated: widening.difference(activated),
             receipt,
             grant,
-        })
+        }
     }
 
     /// The `disabled` list of a policy Request: the configured one, then the sets
@@ -242,49 +265,11 @@ impl HostSession {
             .await?)
     }
 
-    /// Sends `featureSets/update` as a Request (§6.7); the peer marks the wire position of
-    /// its receipt for [`Self::settle_policy_before`].
-    pub(super) async fn policy_request(&self, params: Value) -> Result<Value, PeerError> {
-        let inner = &self.inner;
-        let mark = inner.policy_read.clone();
-        let timeout = inner.config.policy_timeout;
-        inner
-            .peer
-            .request_raw_with(
-                "featureSets/update",
-                Some(params),
-                RequestOptions::new().timeout(timeout).mark_position(mark),
-            )
-            .await
-    }
-
-    /// Wire order (§5.3, §6.7): a message read after a policy receipt is judged under that
-    /// receipt's consequences, so wait (bounded by the policy timeout) until the policy
-    /// exchange that read it has applied them. A message read before the receipt is judged
-    /// under the state it arrived in as well ([`Widenings`]): privileged before ready is
-    /// still rejected, however late it is handled.
-    pub(super) async fn settle_policy_before(&self, seq: u64) {
-        let read = self.inner.policy_read.load(Ordering::SeqCst);
-        if read == 0 || read >= seq {
-            return;
-        }
-        let mut applied = self.inner.policy_applied.subscribe();
-        let wait = applied.wait_for(|a| *a >= read);
-        let _ = tokio::time::timeout(self.inner.config.policy_timeout, wait).await;
-    }
-
-    /// The wire position a receipt's consequences count from: the frame after it, so a
-    /// batch carrying the receipt counts as before it (fail closed).
-    pub(super) fn receipt_boundary(&self) -> u64 {
-        self.inner.policy_read.load(Ordering::SeqCst) + 1
-    }
-
     /// Sends the Request for a reduction already applied host-side (§6.7), telling the grant
     /// in force once no other exchange is in flight: the receipt is testimony, never a
     /// widening; a refusal falls back as it says.
     pub(super) async fn tell_reduction(&self) {
         let _g = self.inner.policy_lock.lock().await;
-        let _applied = PolicyApplied(&self.inner);
         let (adv, kept) = {
             let st = self.inner.state();
             let adv = st
@@ -300,18 +285,28 @@ impl HostSession {
         };
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
-        match self.policy_request(params).await {
-            Ok(v) => {
-                if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(&v) {
-                    if self.mode() == Mode::Mcpl {
-                        self.enter_mcp_only(McpOnlyReason::Refused);
+        let told = self
+            .exchange(
+                "featureSets/update",
+                params,
+                cfg.policy_timeout,
+                |s, answer| match answer {
+                    Ok(v) => {
+                        if let Some(Receipt::Refused { fallback, .. }) = s.read_receipt(&v) {
+                            if s.mode() == Mode::Mcpl {
+                                s.enter_mcp_only(McpOnlyReason::Refused);
+                            }
+                            if fallback == Fallback::Close {
+                                s.inner.peer.close();
+                            }
+                        }
                     }
-                    if fallback == Fallback::Close {
-                        self.inner.peer.close();
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "reduction Request unanswered"),
+                    Err(e) => tracing::warn!(error = %e, "reduction Request unanswered"),
+                },
+            )
+            .await;
+        if let Err(e) = told {
+            tracing::debug!(error = %e, "reduction Request abandoned");
         }
     }
 }

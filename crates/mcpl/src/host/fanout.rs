@@ -69,27 +69,19 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         policy::redact_before_inference(&grant, &mut p);
         let s = (*s).clone();
         Some(async move {
-            let pin = HookPin::new(&s);
-            let mark = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let timeout = s.inner.config.hook_timeout;
+            // Judged under the grant current at response receipt (§5.4): the dispatch loop
+            // reads it where the response is read, after any receipt read before it.
             let r = s
-                .inner
-                .peer
-                .request_raw_with(
-                    "context/beforeInference",
-                    Some(p),
-                    RequestOptions::new()
-                        .timeout(s.inner.config.hook_timeout)
-                        .mark_position(mark.clone()),
-                )
+                .exchange("context/beforeInference", p, timeout, |s, answer| {
+                    let grant = s.grant();
+                    (answer, grant)
+                })
                 .await;
-            // The grant current at response receipt (§5.4): judged at the response's wire
-            // position, so a widening read after it does not apply, however soon it lands.
-            let at = mark.load(Ordering::SeqCst);
-            // A policy receipt read before the response is applied first (a refusal's
-            // fallback included), as for inbound messages.
-            s.settle_policy_before(at).await;
-            let grant = s.inner.state().in_force_for(at).1;
-            drop(pin);
+            let (r, grant) = match r {
+                Ok((answer, grant)) => (answer, grant),
+                Err(e) => (Err(e), Grant::none()),
+            };
             (s, r, grant)
         })
     });

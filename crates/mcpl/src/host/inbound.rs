@@ -5,17 +5,15 @@ use super::*;
 
 impl HostSession {
     /// The readiness and grant check of one inbound method (§5.3, §5.4), by the one
-    /// admission rule ([`crate::session::admit`]). `seq` is the message's wire position: a
-    /// widening that came later on the wire does not apply to it, however late it is handled.
-    /// `Ok` carries the grant the message is judged under (for its feature-set check); `Err`
-    /// the error to answer.
-    pub(super) fn admit(
-        &self,
-        method: &str,
-        params: Option<&Value>,
-        seq: u64,
-    ) -> Result<Grant, ErrorObject> {
-        let (ready, grant) = self.inner.state().in_force_for(seq);
+    /// admission rule ([`crate::session::admit`]), under the state in force now: the dispatch
+    /// loop handles messages and receipts in wire order, so that is the state in force where
+    /// the message was read. `Ok` carries the grant the message is judged under (for its
+    /// feature-set check); `Err` the error to answer.
+    pub(super) fn admit(&self, method: &str, params: Option<&Value>) -> Result<Grant, ErrorObject> {
+        let (ready, grant) = {
+            let st = self.inner.state();
+            (st.ready, st.grant)
+        };
         match session::admit(Receiver::Host, method, params, ready, &grant) {
             Ok(_) => Ok(grant),
             Err(r) => {
@@ -46,16 +44,15 @@ impl HostSession {
     /// addition and update item-wise as `capability_denied` (a Notification's are filtered
     /// with a diagnostic). Reading chosen where the spec is silent: removal wins over the
     /// whole-method refusal, never an addition.
-    pub(super) fn admit_changed(
-        &self,
-        params: Option<&Value>,
-        seq: u64,
-    ) -> Result<Grant, ErrorObject> {
-        let (ready, grant) = self.inner.state().in_force_for(seq);
+    pub(super) fn admit_changed(&self, params: Option<&Value>) -> Result<Grant, ErrorObject> {
+        let (ready, grant) = {
+            let st = self.inner.state();
+            (st.ready, st.grant)
+        };
         if ready && !grant.allows(Capability::ChannelsRegister) {
             return Ok(grant);
         }
-        self.admit("channels/changed", params, seq)
+        self.admit("channels/changed", params)
     }
 
     pub(super) fn inbound_direction_ok(method: &str) -> bool {
@@ -67,9 +64,9 @@ impl HostSession {
         let params = req.request().params.clone();
         // Direction, readiness and grant: the one admission rule (`Self::admit`).
         let admitted = if method == "channels/changed" {
-            self.admit_changed(params.as_ref(), req.seq())
+            self.admit_changed(params.as_ref())
         } else {
-            self.admit(&method, params.as_ref(), req.seq())
+            self.admit(&method, params.as_ref())
         };
         let judged = match admitted {
             Ok(g) => g,
@@ -156,12 +153,12 @@ impl HostSession {
         let _ = req.finish(outcome).await;
     }
 
-    pub(super) fn on_notification(&self, n: Notification, seq: u64) {
+    pub(super) fn on_notification(&self, n: Notification) {
         let method = n.method.clone();
         match method.as_str() {
             "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
             "channels/changed" => {
-                let judged = match self.admit_changed(n.params.as_ref(), seq) {
+                let judged = match self.admit_changed(n.params.as_ref()) {
                     Ok(g) => g,
                     Err(e) => {
                         tracing::debug!(error = %e.message, "notification refused");
@@ -176,7 +173,7 @@ impl HostSession {
                 }
             }
             "channels/register" => {
-                let judged = match self.admit(&method, n.params.as_ref(), seq) {
+                let judged = match self.admit(&method, n.params.as_ref()) {
                     Ok(g) => g,
                     Err(e) => {
                         tracing::debug!(error = %e.message, "notification refused");
@@ -213,7 +210,7 @@ impl HostSession {
             _ => {
                 if !Self::inbound_direction_ok(&method) {
                     self.inner.diag(HostDiagnostic::UnexpectedMethod { method });
-                } else if let Err(e) = self.admit(&method, n.params.as_ref(), seq) {
+                } else if let Err(e) = self.admit(&method, n.params.as_ref()) {
                     tracing::debug!(error = %e.message, "notification refused");
                 } else {
                     self.inner.diag(HostDiagnostic::UnexpectedMethod { method });

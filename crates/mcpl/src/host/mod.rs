@@ -70,7 +70,7 @@
 //! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
 //! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,11 +81,15 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::capability::{Capability, CapabilitySet, Denied, Grant, PatternError, Requirement};
+use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{
     ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
 };
-use crate::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError, RequestOptions};
+use crate::peer::{
+    CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
+    RequestOptions,
+};
 use crate::policy::{self, Fallback, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
 use crate::session::rules::{InitialDecision, PolicyAnswer};
@@ -123,12 +127,13 @@ struct Inner {
     diags: mpsc::Sender<HostDiagnostic>,
     policy_lock: tokio::sync::Mutex<()>,
     mcpl_advertised: AtomicBool,
-    /// Wire position of the latest policy receipt read (0: none yet), stored by the peer as
-    /// the frame is read ([`RequestOptions::mark_position`]).
-    policy_read: Arc<std::sync::atomic::AtomicU64>,
-    /// Wire position of the latest policy receipt whose consequences are in force.
-    policy_applied: tokio::sync::watch::Sender<u64>,
+    /// The session's own requests whose answers the dispatch loop applies where they are
+    /// read ([`HostSession::exchange`]), by request id.
+    waiters: Mutex<HashMap<RequestId, Waiter>>,
 }
+
+/// Applies the answer to one of the session's requests (see [`HostSession::exchange`]).
+type Waiter = Box<dyn FnOnce(&HostSession, Result<Value, PeerError>) + Send>;
 
 /// One host ↔ server connection driven by the host rules of MCPL. Cheap to clone.
 #[derive(Clone)]
@@ -214,16 +219,13 @@ impl HostSession {
                     config.manifest_fetch_per_sec,
                 ),
                 announced: None,
-                before: Widenings::default(),
-                hook_pins: Vec::new(),
                 disabled_later: Vec::new(),
             }),
             config,
             events: etx,
             diags: dtx,
             policy_lock: tokio::sync::Mutex::new(()),
-            policy_read: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            policy_applied: tokio::sync::watch::channel(0).0,
+            waiters: Mutex::new(HashMap::new()),
             mcpl_advertised: AtomicBool::new(false),
         });
         let streams = HostStreams {
@@ -292,10 +294,10 @@ impl HostSession {
                 }
                 let hg = HostGrant::compute(adv, cfg.policy.iter().map(String::as_str))?;
                 {
-                    let now = session.next_position();
                     let mut st = session.inner.state();
                     // No MCPL to configure: the (tools-only) grant is final.
-                    st.set_in_force(now, true, hg.effective);
+                    st.ready = true;
+                    st.grant = hg.effective;
                     st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
                 }
                 peer.notify_raw("notifications/initialized", None).await?;
@@ -431,39 +433,125 @@ impl HostSession {
         &self.inner.peer
     }
 
-    /// The dispatch loop. It holds the session weakly: dropping the last [`HostSession`]
-    /// closes the connection instead of leaking it.
+    /// The dispatch loop: every message and every answer to the session's own in-order
+    /// requests, in wire order, one at a time (§5.3, §6.7). It holds the session weakly:
+    /// dropping the last [`HostSession`] closes the connection instead of leaking it. When
+    /// the connection ends, answers still awaited are failed as closed.
     async fn run_incoming(inner: std::sync::Weak<Inner>, mut incoming: crate::peer::Incoming) {
-        while let Some(msg) = incoming.recv().await {
+        while let Some(item) = incoming.recv_ordered().await {
             let Some(inner) = inner.upgrade() else {
                 break;
             };
             let s = HostSession { inner };
-            let seq = incoming.last_seq();
-            {
-                let mut st = s.inner.state();
-                let keep_from = st.hook_pins.iter().copied().min().unwrap_or(u64::MAX);
-                st.before.reached(seq.min(keep_from));
-            }
-            s.settle_policy_before(seq).await;
-            match msg {
-                IncomingMessage::Request(req) => s.on_request(req).await,
-                IncomingMessage::Notification(n) => s.on_notification(n, seq),
+            match item {
+                Ordered::Response(r) => s.on_answer(r),
+                Ordered::Message(IncomingMessage::Request(req)) => s.on_request(req).await,
+                Ordered::Message(IncomingMessage::Notification(n)) => s.on_notification(n),
             }
         }
+        if let Some(inner) = inner.upgrade() {
+            let s = HostSession { inner };
+            let reason = s.inner.peer.close_reason().unwrap_or(CloseReason::Eof);
+            let waiting: Vec<Waiter> = lock_waiters(&s.inner.waiters)
+                .drain()
+                .map(|(_, w)| w)
+                .collect();
+            for w in waiting {
+                w(&s, Err(PeerError::Closed(reason.clone())));
+            }
+        }
+    }
+
+    /// The answer to one of the session's in-order requests, applied here, before the next
+    /// message is handled.
+    fn on_answer(&self, r: crate::jsonrpc::Response) {
+        let Some(id) = r.id else {
+            return self
+                .inner
+                .diag(HostDiagnostic::UnexpectedResponse { id: "null".into() });
+        };
+        let waiter = lock_waiters(&self.inner.waiters).remove(&id);
+        match waiter {
+            Some(w) => w(self, r.outcome.map_err(PeerError::Remote)),
+            // Its deadline passed while the answer was queued: late, as the peer reports it.
+            None => self.inner.diag(HostDiagnostic::Connection(
+                crate::peer::Diagnostic::LateResponse { id },
+            )),
+        }
+    }
+
+    /// Sends `method` and has `apply` decide its answer where it is read: the dispatch loop
+    /// calls it before it handles the next message, so what the answer changes (a receipt's
+    /// grant, §5.3, §6.7) is in force for every later message, and a hook answer is judged
+    /// under the grant current at its receipt (§5.4). Without an answer within `timeout`,
+    /// `apply` gets the timeout (or the close) instead. Returns what `apply` returned; `Err`
+    /// only when the session went away first.
+    pub(super) async fn exchange<R: Send + 'static>(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        apply: impl FnOnce(&HostSession, Result<Value, PeerError>) -> R + Send + 'static,
+    ) -> Result<R, PeerError> {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let mut slot: Option<Waiter> = Some(Box::new(move |s, answer| {
+            let _ = tx.send(apply(s, answer));
+        }));
+        let mut sent_as = None;
+        let waiters = &self.inner.waiters;
+        let sent = self
+            .inner
+            .peer
+            .send_request(method, Some(params), |id| {
+                if let Some(w) = slot.take() {
+                    lock_waiters(waiters).insert(id.clone(), w);
+                }
+                sent_as = Some(id.clone());
+            })
+            .await;
+        let id = match sent {
+            Ok(id) => id,
+            Err(e) => {
+                let w = slot
+                    .take()
+                    .or_else(|| sent_as.and_then(|id| lock_waiters(waiters).remove(&id)));
+                if let Some(w) = w {
+                    w(self, Err(e));
+                }
+                return rx
+                    .await
+                    .map_err(|_| PeerError::Closed(CloseReason::Dropped));
+            }
+        };
+        if let Ok(r) = tokio::time::timeout(timeout, &mut rx).await {
+            return r.map_err(|_| PeerError::Closed(CloseReason::Dropped));
+        }
+        let w = lock_waiters(waiters).remove(&id);
+        if let Some(w) = w {
+            let reason = format!("timed out after {timeout:?}");
+            self.inner.peer.forget(&id, &reason);
+            let err = match self.inner.peer.close_reason() {
+                Some(c) => PeerError::Closed(c),
+                None => PeerError::Timeout {
+                    method: method.to_owned(),
+                    id: id.clone(),
+                    after: timeout,
+                },
+            };
+            w(self, Err(err));
+        }
+        rx.await
+            .map_err(|_| PeerError::Closed(CloseReason::Dropped))
     }
 
     /// Closes the connection.
     pub fn close(&self) {
         self.inner.peer.close();
     }
-
-    /// The wire position of the next frame to be read: a change made now, not carried by a
-    /// receipt, counts from there.
-    fn next_position(&self) -> u64 {
-        self.inner.peer.frames_read() + 1
-    }
 }
 
-#[cfg(test)]
-mod tests;
+fn lock_waiters(
+    m: &Mutex<HashMap<RequestId, Waiter>>,
+) -> MutexGuard<'_, HashMap<RequestId, Waiter>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,5 +1,7 @@
-//! The session's state and its wire-order bookkeeping (§5.3, §6.7: a message is judged
-//! under the state in force where it was read).
+//! The session's state. It changes only from the dispatch loop, in wire order (a policy
+//! receipt is applied where it is read, [`HostSession::exchange`]), or by a narrowing the
+//! application asks for, so a message is judged under the state in force where it was read
+//! (§5.3, §6.7) with no wire-position bookkeeping.
 
 use super::*;
 
@@ -15,11 +17,6 @@ pub(super) struct State {
     pub(super) channels: BTreeMap<String, Value>,
     pub(super) limiter: FetchLimiter,
     pub(super) announced: Option<String>,
-    /// The states recent widenings replaced, for messages read before them.
-    pub(super) before: Widenings,
-    /// For each hook request in flight, the wire position when it was sent: its response
-    /// comes later, so widening records after it are kept until it is judged.
-    pub(super) hook_pins: Vec<u64>,
     /// Inference ids with an outgoing stream (§14.3) open or recently ended.
     pub(super) streams: InferenceIds,
     /// Inference ids with a lifecycle turn (§10.5) open or recently ended.
@@ -78,125 +75,8 @@ impl InferenceIds {
 }
 
 impl State {
-    /// Puts `ready` and `grant` in force for messages read at wire position `boundary` or
-    /// later; a message read earlier keeps being judged under the previous state too.
-    pub(super) fn set_in_force(&mut self, boundary: u64, ready: bool, grant: Grant) {
-        self.before
-            .record(boundary, (self.ready, self.grant), (ready, grant));
-        self.ready = ready;
-        self.grant = grant;
-    }
-
-    /// Narrows the grant (never widens it, so nothing needs recording).
+    /// Narrows the grant (never widens it).
     pub(super) fn narrow_to(&mut self, grant: Grant) {
         self.grant = self.grant.intersect(grant.capabilities());
-    }
-
-    /// The readiness and grant a message read at wire position `seq` is judged under.
-    pub(super) fn in_force_for(&self, seq: u64) -> (bool, Grant) {
-        self.before.judge(seq, (self.ready, self.grant))
-    }
-}
-
-/// The readiness and grant a widening (the session becoming ready, or the grant gaining a
-/// path) replaced, and the wire position from which the widening counts.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Before {
-    pub(super) boundary: u64,
-    pub(super) ready: bool,
-    pub(super) grant: Grant,
-}
-
-/// Keeps widening records for a hook in flight (see [`State::hook_pins`]) until dropped.
-pub(super) struct HookPin(pub(super) Arc<Inner>, pub(super) u64);
-
-impl HookPin {
-    pub(super) fn new(s: &HostSession) -> HookPin {
-        let at = s.inner.peer.frames_read();
-        s.inner.state().hook_pins.push(at);
-        HookPin(s.inner.clone(), at)
-    }
-}
-
-impl Drop for HookPin {
-    fn drop(&mut self) {
-        let mut st = self.0.state();
-        if let Some(i) = st.hook_pins.iter().position(|p| *p == self.1) {
-            st.hook_pins.swap_remove(i);
-        }
-    }
-}
-
-/// How many [`Before`] records a session keeps. Past it the two oldest merge into the
-/// stricter of both, which can only deny more (fail closed), never admit more.
-pub(super) const BEFORE_LIMIT: usize = 32;
-
-/// Wire order for widenings (§5.3, §6.7): a message read before a receipt, or before a
-/// change the host made on its own, is judged under the state that change replaced as well
-/// as under the current one, however late it is handled. A narrowing needs no record: the
-/// current state already holds it for every message. Oldest record first.
-#[derive(Debug, Default)]
-pub(super) struct Widenings(pub(super) VecDeque<Before>);
-
-impl Widenings {
-    /// Records the change from `old` to `new` (readiness, grant) at `boundary`, if it widens.
-    pub(super) fn record(&mut self, boundary: u64, old: (bool, Grant), new: (bool, Grant)) {
-        let widens = (new.0 && !old.0)
-            || !new
-                .1
-                .capabilities()
-                .difference(old.1.capabilities())
-                .is_empty();
-        if !widens {
-            return;
-        }
-        if self.0.len() >= BEFORE_LIMIT {
-            if let (Some(a), Some(b)) = (self.0.pop_front(), self.0.pop_front()) {
-                self.0.push_front(Before {
-                    boundary: b.boundary,
-                    ready: a.ready && b.ready,
-                    grant: a.grant.intersect(b.grant.capabilities()),
-                });
-            }
-        }
-        self.0.push_back(Before {
-            boundary,
-            ready: old.0,
-            grant: old.1,
-        });
-    }
-
-    /// `current`, intersected with every state a widening later on the wire than `seq`
-    /// replaced.
-    pub(super) fn judge(&self, seq: u64, current: (bool, Grant)) -> (bool, Grant) {
-        self.0
-            .iter()
-            .filter(|b| b.boundary > seq)
-            .fold(current, |(ready, grant), b| {
-                (ready && b.ready, grant.intersect(b.grant.capabilities()))
-            })
-    }
-
-    /// Messages are handled in wire order: once the one at `seq` is reached, no later
-    /// message can be read before a boundary at or below it.
-    pub(super) fn reached(&mut self, seq: u64) {
-        while self.0.front().is_some_and(|b| b.boundary <= seq) {
-            self.0.pop_front();
-        }
-    }
-}
-
-/// Marks the policy receipts read so far as applied when a policy exchange ends (declared
-/// after the policy lock guard, so it runs while the lock is still held).
-pub(super) struct PolicyApplied<'a>(pub(super) &'a Inner);
-
-impl Drop for PolicyApplied<'_> {
-    fn drop(&mut self) {
-        let read = self.0.policy_read.load(Ordering::SeqCst);
-        self.0.policy_applied.send_if_modified(|a| {
-            let changed = *a < read;
-            *a = (*a).max(read);
-            changed
-        });
     }
 }

@@ -149,7 +149,6 @@ pub enum RequestTimeout {
 pub struct RequestOptions<'a> {
     pub(super) timeout: RequestTimeout,
     pub(super) on_id: Option<OnId<'a>>,
-    pub(super) mark: Option<Arc<AtomicU64>>,
 }
 
 impl fmt::Debug for RequestOptions<'_> {
@@ -157,7 +156,6 @@ impl fmt::Debug for RequestOptions<'_> {
         f.debug_struct("RequestOptions")
             .field("timeout", &self.timeout)
             .field("on_id", &self.on_id.is_some())
-            .field("mark", &self.mark.is_some())
             .finish()
     }
 }
@@ -185,15 +183,6 @@ impl<'a> RequestOptions<'a> {
     /// Not called when the request fails before an id is assigned.
     pub fn on_id(mut self, on_id: impl FnOnce(&RequestId) + Send + 'a) -> Self {
         self.on_id = Some(Box::new(on_id));
-        self
-    }
-
-    /// When the response is read, stores that frame's wire position
-    /// ([`IncomingRequest::seq`] numbering) in `mark` before the next frame is read; left
-    /// untouched when no response arrives. A session orders a response against the requests
-    /// around it on the wire with it (e.g. a request read right after a policy receipt, §5.3).
-    pub fn mark_position(mut self, mark: Arc<AtomicU64>) -> Self {
-        self.mark = Some(mark);
         self
     }
 }

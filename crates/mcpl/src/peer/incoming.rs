@@ -53,7 +53,6 @@ pub struct IncomingRequest {
     pub(super) batch: Option<Arc<BatchCollector>>,
     pub(super) armed: bool,
     pub(super) owed: Option<Owed>,
-    pub(super) seq: u64,
 }
 
 impl fmt::Debug for IncomingRequest {
@@ -78,12 +77,6 @@ impl IncomingRequest {
     /// The request id.
     pub fn id(&self) -> &RequestId {
         &self.request.id
-    }
-
-    /// The wire position of the frame that carried this request: frames read on this
-    /// connection are numbered from 1 (see [`RequestOptions::mark_position`]).
-    pub fn seq(&self) -> u64 {
-        self.seq
     }
 
     /// Whether this is a request for method `M`.
@@ -193,15 +186,29 @@ impl Drop for IncomingRequest {
 pub struct Incoming {
     pub(super) rx: mpsc::Receiver<Delivered>,
     pub(super) shared: Arc<Shared>,
-    pub(super) last_seq: u64,
 }
 
-/// One message in the incoming queue, with the wire position of the frame that carried it.
-/// Boxed: the queue allocates a block of slots up front for every connection, so its slot is
-/// kept small (two words, not a whole message) for an idle connection's memory (issue #20).
+/// One item in the incoming queue. Boxed: the queue allocates a block of slots up front for
+/// every connection, so its slot is kept small (one word, not a whole message) for an idle
+/// connection's memory (issue #20).
 pub(super) struct Delivered {
-    pub(super) seq: u64,
-    pub(super) msg: Box<IncomingMessage>,
+    pub(super) msg: Box<Item>,
+}
+
+/// What the incoming queue carries: the other side's messages, and the responses to
+/// [`Peer::send_request`] at their wire position.
+pub(super) enum Item {
+    Message(IncomingMessage),
+    Response(Response),
+}
+
+/// What [`Incoming::recv_ordered`] returns, in wire order.
+#[derive(Debug)]
+pub enum Ordered {
+    /// A request or notification from the other side.
+    Message(IncomingMessage),
+    /// The response to a request sent with [`Peer::send_request`].
+    Response(Response),
 }
 
 impl fmt::Debug for Shared {
@@ -220,17 +227,28 @@ impl Drop for Incoming {
 impl Incoming {
     /// The next message; `None` once the connection has ended and the queue is drained.
     pub async fn recv(&mut self) -> Option<IncomingMessage> {
-        let d = self.rx.recv().await?;
-        self.shared.inbox_taken();
-        self.last_seq = d.seq;
-        Some(*d.msg)
+        loop {
+            match self.recv_ordered().await? {
+                Ordered::Message(m) => return Some(m),
+                // Only a consumer of `recv_ordered` sends with `send_request`: reported.
+                Ordered::Response(r) => self.shared.diagnose(Diagnostic::UnknownResponse {
+                    id: r.id,
+                    error: r.outcome.err(),
+                }),
+            }
+        }
     }
 
-    /// The wire position of the frame that carried the message [`Incoming::recv`] returned
-    /// last (0 before the first): notifications have no [`IncomingRequest::seq`] of their
-    /// own, so a consumer that orders them against responses reads it here.
-    pub fn last_seq(&self) -> u64 {
-        self.last_seq
+    /// The next message or [`Peer::send_request`] response, in wire order: a session that
+    /// applies a response before the next message is handled (§5.3, §6.7) reads here. `None`
+    /// once the connection has ended and the queue is drained.
+    pub async fn recv_ordered(&mut self) -> Option<Ordered> {
+        let d = self.rx.recv().await?;
+        self.shared.inbox_taken();
+        Some(match *d.msg {
+            Item::Message(m) => Ordered::Message(m),
+            Item::Response(r) => Ordered::Response(r),
+        })
     }
 
     /// Runs `handler` on every incoming message, at most `concurrency` at once (each in its

@@ -82,7 +82,7 @@
 //!   the write timeout (or 5 s without one), then the transport is shut down; for a child
 //!   process that closes its stdin (see [`crate::transport::child`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -155,7 +155,6 @@ struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            lock(&self.shared.settle_marks).remove(&id);
             if lock(&self.shared.pending).remove(&id).is_some() {
                 self.shared.abandon(id, "the caller stopped waiting");
             }
@@ -210,8 +209,7 @@ impl Peer {
             owed: AtomicUsize::new(0),
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
-            frames_read: AtomicU64::new(0),
-            settle_marks: Mutex::new(HashMap::new()),
+            in_order: Mutex::new(HashSet::new()),
             finished: watch::channel(false).0,
         });
         tracing::debug!("connection opened over {description}");
@@ -225,14 +223,7 @@ impl Peer {
                 shared: shared.clone(),
             }),
         };
-        (
-            peer,
-            Incoming {
-                rx: in_rx,
-                shared,
-                last_seq: 0,
-            },
-        )
+        (peer, Incoming { rx: in_rx, shared })
     }
 
     /// Two connected peers over an in-memory pipe (real framing), for tests.
@@ -284,27 +275,11 @@ impl Peer {
         params: Option<Value>,
         options: RequestOptions<'_>,
     ) -> Result<Value, PeerError> {
-        let RequestOptions {
-            timeout,
-            on_id,
-            mark,
-        } = options;
+        let RequestOptions { timeout, on_id } = options;
         let timeout = match timeout {
             RequestTimeout::Default => self.shared().config.request_timeout,
             RequestTimeout::After(d) => Some(d),
             RequestTimeout::Never => None,
-        };
-        let on_id: Option<OnId<'_>> = match (on_id, mark) {
-            (on_id, None) => on_id,
-            (on_id, Some(mark)) => {
-                let shared = self.shared().clone();
-                Some(Box::new(move |id: &RequestId| {
-                    lock(&shared.settle_marks).insert(id.clone(), mark);
-                    if let Some(f) = on_id {
-                        f(id);
-                    }
-                }))
-            }
         };
         self.call_observed(method, params, timeout, on_id).await
     }
@@ -362,8 +337,6 @@ impl Peer {
                 Err(_) => {
                     guard.id = None;
                     lock(&shared.pending).remove(&id);
-                    // A late response must not mark a position for a request nobody awaits.
-                    lock(&shared.settle_marks).remove(&id);
                     shared.abandon(id.clone(), &format!("timed out after {after:?}"));
                     return Err(PeerError::Timeout {
                         method: method.to_owned(),
@@ -374,10 +347,6 @@ impl Peer {
             },
         };
         guard.id = None;
-        if result.is_err() {
-            // Closed or answered in error before `settle` saw it: no mark outlives the call.
-            lock(&shared.settle_marks).remove(&id);
-        }
         result
     }
 
@@ -463,10 +432,53 @@ impl Peer {
         lock(&self.shared().pending).len()
     }
 
-    /// How many frames have been read from the transport so far: the wire position in
-    /// which [`IncomingRequest::seq`] and [`Incoming::last_seq`] count.
-    pub fn frames_read(&self) -> u64 {
-        self.shared().frames_read.load(Ordering::SeqCst)
+    /// Sends a request whose response is not awaited here but delivered, at its wire
+    /// position among the other side's messages, by [`Incoming::recv_ordered`] (as
+    /// [`Ordered::Response`]). A session that must apply an answer before it handles what
+    /// was read after it (a policy receipt, §5.3, §6.7) sends with this. `on_id` runs with
+    /// the id before the frame goes out. Counts against
+    /// [`PeerConfig::max_pending_requests`]; give up on one with [`Peer::forget`].
+    pub async fn send_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        on_id: impl FnOnce(&RequestId),
+    ) -> Result<RequestId, PeerError> {
+        let shared = self.shared();
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        if shared.read_eof.load(Ordering::SeqCst) {
+            return Err(PeerError::Closed(CloseReason::Eof));
+        }
+        let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        {
+            let limit = shared.config.max_pending_requests;
+            let mut in_order = lock(&shared.in_order);
+            if in_order.len() + lock(&shared.pending).len() >= limit {
+                return Err(PeerError::TooManyPending { limit });
+            }
+            in_order.insert(id.clone());
+        }
+        on_id(&id);
+        let text = wire::request(&id, method, params.as_ref());
+        if let Err(e) = shared.send_frame(text).await {
+            lock(&shared.in_order).remove(&id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Gives up on a request sent with [`Peer::send_request`] (its deadline passed): a
+    /// response arriving later is reported as [`Diagnostic::LateResponse`], never
+    /// delivered. `false` if its response was already delivered (or it was never sent).
+    pub fn forget(&self, id: &RequestId, reason: &str) -> bool {
+        let shared = self.shared();
+        if !lock(&shared.in_order).remove(id) {
+            return false;
+        }
+        shared.abandon(id.clone(), reason);
+        true
     }
 }
 

@@ -25,7 +25,6 @@ pub(super) async fn reader_task(
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
-                shared.frames_read.fetch_add(1, Ordering::SeqCst);
                 if !handle_frame(&shared, frame, &inbound, &mut closed).await {
                     break;
                 }
@@ -88,6 +87,8 @@ pub(super) fn excerpt(text: &str) -> String {
 /// One dispatched item: a message for the application, or an immediate error reply.
 pub(super) enum Parsed {
     Deliver(IncomingMessage),
+    /// The response to a [`Peer::send_request`], delivered in wire order.
+    Settled(Response),
     Reply(Value),
 }
 
@@ -532,19 +533,21 @@ pub(super) async fn deliver(
         Some(Parsed::Reply(v)) => {
             let _ = shared.send_frame(v.to_string()).await;
         }
-        Some(Parsed::Deliver(msg)) => {
+        Some(item @ (Parsed::Deliver(_) | Parsed::Settled(_))) => {
+            let item = match item {
+                Parsed::Deliver(msg) => Item::Message(msg),
+                Parsed::Settled(r) => Item::Response(r),
+                Parsed::Reply(_) => return true,
+            };
             if inbound.is_closed() {
-                undeliverable(shared, msg);
+                undeliverable(shared, item);
                 return true;
             }
             // Counted before it can be received, so `recv` never counts below zero.
             shared.inbox.fetch_add(1, Ordering::Relaxed);
-            // The reader is still inside this frame's handling, so the count is its position.
-            let seq = shared.frames_read.load(Ordering::SeqCst);
             // Room in the queue: no need to watch for a close while waiting.
             let d = match inbound.try_send(Delivered {
-                seq,
-                msg: Box::new(msg),
+                msg: Box::new(item),
             }) {
                 Ok(()) => return true,
                 Err(mpsc::error::TrySendError::Closed(d)) => {
@@ -572,13 +575,20 @@ pub(super) async fn deliver(
 }
 
 /// Nobody receives incoming messages: a request's guard answers -32601 when dropped here.
-pub(super) fn undeliverable(shared: &Shared, msg: IncomingMessage) {
-    if let IncomingMessage::Notification(n) = &msg {
-        shared.diagnose(Diagnostic::UnhandledNotification {
-            method: n.method.clone(),
-        });
+pub(super) fn undeliverable(shared: &Shared, item: Item) {
+    match &item {
+        Item::Message(IncomingMessage::Notification(n)) => {
+            shared.diagnose(Diagnostic::UnhandledNotification {
+                method: n.method.clone(),
+            })
+        }
+        Item::Response(r) => shared.diagnose(Diagnostic::UnknownResponse {
+            id: r.id.clone(),
+            error: r.outcome.clone().err(),
+        }),
+        Item::Message(IncomingMessage::Request(_)) => {}
     }
-    drop(msg);
+    drop(item);
 }
 
 /// Classifies one JSON value: responses settle pending requests here; requests and
@@ -655,31 +665,27 @@ pub(super) fn accept(
                 batch: batch.cloned(),
                 armed: true,
                 owed: Some(Owed::new(shared)),
-                seq: shared.frames_read.load(Ordering::SeqCst),
             })))
         }
         Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
-        Message::Response(response) => {
-            settle(shared, response);
-            None
-        }
+        Message::Response(response) => settle(shared, response),
     }
 }
 
-pub(super) fn settle(shared: &Shared, response: Response) {
-    let Some(id) = response.id else {
+/// Settles a response: a waiting caller gets it, a [`Peer::send_request`]'s is returned for
+/// delivery in wire order, anything else is reported.
+pub(super) fn settle(shared: &Shared, response: Response) -> Option<Parsed> {
+    let Some(id) = response.id.clone() else {
         shared.diagnose(Diagnostic::UnknownResponse {
             id: None,
             error: response.outcome.err(),
         });
-        return;
+        return None;
     };
-    let tx = lock(&shared.pending).remove(&id);
-    let mark = lock(&shared.settle_marks).remove(&id);
-    // Only a response someone still awaits marks its position (a late one is reported below).
-    if let (Some(mark), Some(_)) = (mark, &tx) {
-        mark.store(shared.frames_read.load(Ordering::SeqCst), Ordering::SeqCst);
+    if lock(&shared.in_order).remove(&id) {
+        return Some(Parsed::Settled(response));
     }
+    let tx = lock(&shared.pending).remove(&id);
     match tx {
         Some(tx) => {
             let _ = tx.send(response.outcome.map_err(PeerError::Remote));
@@ -696,4 +702,5 @@ pub(super) fn settle(shared: &Shared, response: Response) {
             }
         }
     }
+    None
 }

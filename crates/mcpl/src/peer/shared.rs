@@ -37,10 +37,9 @@ pub(super) struct Shared {
     pub(super) owed_settled: Notify,
     /// Set once the other side ended its stream: no response can arrive any more.
     pub(super) read_eof: std::sync::atomic::AtomicBool,
-    /// How many frames have been read so far: the wire position of the frame being handled.
-    pub(super) frames_read: AtomicU64,
-    /// Requests whose response position is wanted ([`RequestOptions::mark_position`]).
-    pub(super) settle_marks: Mutex<HashMap<RequestId, Arc<AtomicU64>>>,
+    /// Requests sent with [`Peer::send_request`]: their responses are delivered through
+    /// [`Incoming::recv_ordered`] at their wire position instead of to a waiting caller.
+    pub(super) in_order: Mutex<HashSet<RequestId>>,
     /// `true` once the writer task has written what was queued and shut the transport down.
     pub(super) finished: watch::Sender<bool>,
 }
