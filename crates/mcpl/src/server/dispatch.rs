@@ -16,7 +16,7 @@ use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
-use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState};
+use crate::policy::{self, Fallback, FeatureSets};
 use crate::protocol::channels::ListResult;
 use crate::protocol::handshake::{Capabilities, Experimental, InitializeResult, ToolsListResult};
 use crate::protocol::manifest::Manifest;
@@ -367,80 +367,53 @@ impl Drop for Release<'_> {
 pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
     // Read in place: a copy of a hostile 2 MB list cost as much as parsing it (issue #20).
     let null = Value::Null;
-    let outcome = {
+    let answer = {
         let params = req.request().params.as_ref().unwrap_or(&null);
         let mut st = lock(&conn.state);
         st.held = Some(Conn::state_of(&st));
-        let r = st.policy.apply(Form::Request, params);
+        let answer =
+            crate::session::answer_policy_request(&mut st.policy, conn.server.required, params);
+        if answer.refused == Some(Fallback::McpOnly) {
+            // Do what the receipt says: no MCPL on this connection from now on, so no more
+            // manifest announcements either (§17.10: nothing to fetch them).
+            st.mcpl = false;
+            if let Some(id) = st.tracker_id.take() {
+                conn.tracker().detach(id);
+            }
+        }
         conn.publish(&st);
-        r
+        answer
     };
     let release = Release(conn);
-    match outcome {
-        Err(e) => {
-            conn.peer_defect("policy_malformed", e.to_string());
-            respond::<()>(req, Err(e.to_error())).await
-        }
-        Ok(outcome) => {
-            for d in &outcome.diagnostics {
-                conn.peer_defect(d.code, d.detail.clone());
+    for (code, detail) in &answer.diagnostics {
+        conn.peer_defect(code, detail.clone());
+    }
+    let refused = answer.refused;
+    let accepted = answer.response.is_ok() && refused.is_none();
+    respond(req, answer.response).await;
+    if refused == Some(Fallback::Close) {
+        conn.peer.close();
+    }
+    if !accepted {
+        return;
+    }
+    // The receipt is ahead of anything sent from now on: the widening may apply.
+    drop(release);
+    let h = &conn.server.handlers;
+    let first = h
+        .first_ready
+        .clone()
+        .filter(|_| !conn.first_ready_done.swap(true, Ordering::SeqCst));
+    let every = h.ready.clone();
+    if first.is_some() || every.is_some() {
+        let session = Session { conn: conn.clone() };
+        tokio::spawn(async move {
+            if let Some(first) = first {
+                first(session.clone()).await;
             }
-            let receipt: Receipt = match outcome.receipt {
-                Some(r) => r,
-                None => lock(&conn.state).policy.receipt(),
-            };
-            let refusal = conn.server.required.and_then(|(required, fallback)| {
-                let granted = lock(&conn.state).policy.grant().capabilities();
-                let missing = required.difference(granted);
-                (!missing.is_empty()).then_some((missing, fallback))
-            });
-            if let Some((missing, fallback)) = refusal {
-                let refused = Receipt::refused(
-                    fallback,
-                    missing,
-                    Some("required capabilities are not granted".into()),
-                );
-                {
-                    // A refused policy is not operated under (§6.7): nothing is granted and
-                    // the session is not ready, whatever it held before. With mcp-only, do
-                    // what the receipt says: no MCPL on this connection from now on, so no
-                    // more manifest announcements either (§17.10: nothing to fetch them).
-                    let mut st = lock(&conn.state);
-                    st.policy = ServerPolicyState::new(st.policy.declarations().clone());
-                    if fallback == Fallback::McpOnly {
-                        st.mcpl = false;
-                        if let Some(id) = st.tracker_id.take() {
-                            conn.tracker().detach(id);
-                        }
-                    }
-                    conn.publish(&st);
-                }
-                respond(req, Ok(refused.to_value())).await;
-                if fallback == Fallback::Close {
-                    conn.peer.close();
-                }
-                return;
+            if let Some(every) = every {
+                every(session).await;
             }
-            respond(req, Ok(receipt.to_value())).await;
-            // The receipt is ahead of anything sent from now on: the widening may apply.
-            drop(release);
-            let h = &conn.server.handlers;
-            let first = h
-                .first_ready
-                .clone()
-                .filter(|_| !conn.first_ready_done.swap(true, Ordering::SeqCst));
-            let every = h.ready.clone();
-            if first.is_some() || every.is_some() {
-                let session = Session { conn: conn.clone() };
-                tokio::spawn(async move {
-                    if let Some(first) = first {
-                        first(session.clone()).await;
-                    }
-                    if let Some(every) = every {
-                        every(session).await;
-                    }
-                });
-            }
-        }
+        });
     }
 }

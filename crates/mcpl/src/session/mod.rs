@@ -22,7 +22,9 @@ mod server;
 pub use admission::{admit, Receiver, Refusal};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
-pub use server::{ServerOutput, ServerRules, ServerState};
+pub use server::{
+    answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
+};
 
 #[cfg(test)]
 mod tests;

@@ -81,6 +81,67 @@ pub enum SendRefusal {
     FeatureSet(SetRefusal, String),
 }
 
+/// How a server answers one policy Request ([`answer_policy_request`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyAnswer {
+    /// The response: the receipt (accepting or refusing), or `-32602` for malformed params.
+    pub response: Result<Value, ErrorObject>,
+    /// Defects of the host to report (`policy_malformed`, `unknown_feature_set`, …).
+    pub diagnostics: Vec<(&'static str, String)>,
+    /// `Some` when the policy was refused for lacking `required` capabilities: the state was
+    /// reset (not ready, nothing granted) and the caller does what the fallback says
+    /// (`mcp-only`: no MCPL on this connection; `close`: close after the receipt).
+    pub refused: Option<Fallback>,
+}
+
+/// Applies one `featureSets/update` Request (§5.3, §6.7) to `policy` and decides the answer:
+/// the server session and [`ServerState`] both answer through it. Capabilities in
+/// `required` that the grant lacks refuse the policy with their fallback; a refused policy
+/// is not operated under, so the state becomes not ready with nothing granted.
+pub fn answer_policy_request(
+    policy: &mut ServerPolicyState,
+    required: Option<(CapabilitySet, Fallback)>,
+    params: &Value,
+) -> PolicyAnswer {
+    let outcome = match policy.apply(Form::Request, params) {
+        Ok(o) => o,
+        Err(e) => {
+            return PolicyAnswer {
+                response: Err(e.to_error()),
+                diagnostics: vec![("policy_malformed", e.to_string())],
+                refused: None,
+            }
+        }
+    };
+    let diagnostics = outcome
+        .diagnostics
+        .into_iter()
+        .map(|d| (d.code, d.detail))
+        .collect();
+    if let Some((required, fallback)) = required {
+        let missing = required.difference(policy.grant().capabilities());
+        if !missing.is_empty() {
+            let refused = Receipt::refused(
+                fallback,
+                missing,
+                Some("required capabilities are not granted".into()),
+            );
+            *policy = ServerPolicyState::new(policy.declarations().clone());
+            return PolicyAnswer {
+                response: Ok(refused.to_value()),
+                diagnostics,
+                refused: Some(fallback),
+            };
+        }
+    }
+    let receipt = outcome.receipt.unwrap_or_else(|| policy.receipt());
+    PolicyAnswer {
+        response: Ok(receipt.to_value()),
+        diagnostics,
+        refused: None,
+    }
+}
+
 /// The server side of one connection (module docs).
 #[derive(Debug)]
 pub struct ServerState {
@@ -299,47 +360,23 @@ impl ServerState {
 
     fn on_policy(&mut self, r: Request) {
         let params = r.params.unwrap_or(Value::Null);
-        let outcome = match self.policy.apply(Form::Request, &params) {
-            Ok(o) => o,
-            Err(e) => {
-                self.out.push_back(ServerOutput::Diagnostic {
-                    code: "policy_malformed",
-                    detail: e.to_string(),
+        let answer = answer_policy_request(&mut self.policy, self.rules.required, &params);
+        for (code, detail) in answer.diagnostics {
+            self.out
+                .push_back(ServerOutput::Diagnostic { code, detail });
+        }
+        let ok = answer.response.is_ok();
+        self.respond(r.id, answer.response);
+        match answer.refused {
+            Some(Fallback::Close) => self.out.push_back(ServerOutput::Close),
+            Some(Fallback::McpOnly) => self.mcpl = false,
+            None if ok => {
+                // The receipt is ahead of anything the application sends from now on (§5.3).
+                self.out.push_back(ServerOutput::PolicyApplied {
+                    grant: *self.policy.grant(),
                 });
-                return self.respond(r.id, Err(e.to_error()));
             }
-        };
-        for d in outcome.diagnostics {
-            self.out.push_back(ServerOutput::Diagnostic {
-                code: d.code,
-                detail: d.detail,
-            });
+            None => {}
         }
-        if let Some((required, fallback)) = self.rules.required {
-            let missing = required.difference(self.policy.grant().capabilities());
-            if !missing.is_empty() {
-                // A refused policy is not operated under (§6.7): not ready, nothing granted.
-                let refused = Receipt::refused(
-                    fallback,
-                    missing,
-                    Some("required capabilities are not granted".into()),
-                );
-                self.policy = ServerPolicyState::new(self.policy.declarations().clone());
-                if fallback == Fallback::McpOnly {
-                    self.mcpl = false;
-                }
-                self.respond(r.id, Ok(refused.to_value()));
-                if fallback == Fallback::Close {
-                    self.out.push_back(ServerOutput::Close);
-                }
-                return;
-            }
-        }
-        let receipt = outcome.receipt.unwrap_or_else(|| self.policy.receipt());
-        self.respond(r.id, Ok(receipt.to_value()));
-        // The receipt is ahead of anything the application sends from now on (§5.3).
-        self.out.push_back(ServerOutput::PolicyApplied {
-            grant: *self.policy.grant(),
-        });
     }
 }
