@@ -5,7 +5,8 @@
 //! The host-side ordering (narrow, send, widen only on an accepting receipt) is played here by
 //! a small stand-in built only from core functions (`HostGrant::compute`, `Grant::intersect`,
 //! `parse_receipt`); the server side is the real `ServerPolicyState`. The same model drives
-//! the real `HostSession` in `model_host.rs`.
+//! the real `HostSession` in `model_host.rs`, and the real sans-I/O `HostState` against the
+//! real `ServerState` in `crates/mcpl/src/session/tests.rs` (`model`).
 
 use mcpl::capability::{Capability, CapabilitySet, Grant};
 use mcpl::policy::{

@@ -49,168 +49,81 @@ impl HostSession {
             Err(PeerError::Closed(c)) => return Err(HostError::Peer(PeerError::Closed(c.clone()))),
             Err(e) => PolicyAnswer::Failed(e.to_string()),
         });
-        let server_named_it = decision.server_named_it();
-        let decision = match decision {
-            InitialDecision::Close => {
+        let decided = self
+            .inner
+            .state()
+            .decide_initial(&hg, decision, SystemTime::now());
+        match decided {
+            Err(()) => {
                 self.inner.peer.close();
-                return Err(HostError::Refused("close"));
+                Err(HostError::Refused("close"))
             }
-            InitialDecision::Mcpl(r) => Ok(r),
-            InitialDecision::McpOnly(reason) => Err(reason),
-        };
-        let told_wider = match decision {
-            Ok(receipt) => {
-                let mut st = self.inner.state();
-                // A manifest revocation that landed during the exchange stays applied.
-                let adv = st
-                    .review
-                    .as_ref()
-                    .map_or(CapabilitySet::EMPTY, |r| r.advertised());
-                let applied = hg.effective.intersect(adv);
-                st.ready = true;
-                st.grant = applied;
-                st.mode = Mode::Mcpl;
-                st.last_receipt = Some(receipt);
-                if let Some(r) = st.review.as_mut() {
-                    r.set_grant(applied, SystemTime::now(), "initial-policy");
-                }
-                applied != hg.effective
+            Ok((told_wider, effects)) => {
+                self.effects(effects);
+                Ok(told_wider)
             }
-            Err(reason) => {
-                self.enter_mcp_only(reason);
-                !server_named_it && self.grant() != hg.effective
-            }
-        };
-        Ok(told_wider)
+        }
+    }
+
+    /// Reports a mode a decision entered and closes when it says so.
+    pub(super) fn effects(&self, effects: Effects) {
+        if let Some(mode) = effects.entered {
+            tracing::info!(server = ?self.inner.label.get(), ?mode, "MCPL disabled: MCP-only");
+            self.inner.event(HostEvent::ModeChanged(mode));
+        }
+        if effects.close {
+            self.inner.peer.close();
+        }
     }
 
     /// Parses a receipt by [`rules::read_receipt`], reporting every defect and keeping a
     /// usable one as the last receipt; `None` when unusable.
     pub(super) fn read_receipt(&self, v: &Value) -> Option<Receipt> {
         let mut diags = Vec::new();
-        let receipt = rules::read_receipt(&mut diags, v);
+        let receipt = self.inner.state().read_receipt(&mut diags, v);
         self.report(diags);
-        if let Some(r) = &receipt {
-            self.inner.state().last_receipt = Some(r.clone());
-        }
         receipt
     }
 
     pub(super) fn enter_mcp_only(&self, reason: McpOnlyReason) {
-        tracing::info!(server = ?self.inner.label.get(), ?reason, "MCPL disabled: MCP-only");
-        let mode = Mode::McpOnly(reason);
-        {
-            let mut st = self.inner.state();
-            let grant = rules::mcp_only_grant(
-                st.grant,
-                st.ready,
-                st.review.as_ref(),
-                st.policy.iter().map(String::as_str),
-            );
-            st.ready = true;
-            st.grant = grant;
-            st.mode = mode.clone();
-            // The review judges later manifest changes against the grant in force (§17.6): a
-            // capability MCP-only never held is not reported as revoked.
-            if let Some(r) = st.review.as_mut() {
-                r.set_grant(grant, SystemTime::now(), "mcp-only");
-            }
-        }
-        self.inner.event(HostEvent::ModeChanged(mode));
+        let effects = self.inner.state().enter_mcp_only(reason, SystemTime::now());
+        self.effects(effects);
     }
 
     /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
     /// Request goes out; a widening activates only after an accepting receipt.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
         let _g = self.inner.policy_lock.lock().await;
-        let (hg, old) = {
-            let mut st = self.inner.state();
-            if let Mode::McpOnly(r) = &st.mode {
-                return Err(HostError::McpOnly(r.clone()));
-            }
-            let advertised = st
-                .review
-                .as_ref()
-                .map(|r| r.advertised())
-                .unwrap_or(CapabilitySet::EMPTY);
-            let hg = HostGrant::compute(advertised, patterns.iter().map(String::as_str))?;
-            let old = st.grant;
-            // Narrowing first, atomically (§6.7).
-            let kept = old.intersect(hg.effective.capabilities());
-            st.narrow_to(kept);
-            st.policy = patterns.clone();
-            if let Some(r) = st.review.as_mut() {
-                r.set_grant(kept, SystemTime::now(), "policy-narrowing");
-            }
-            (hg, old)
-        };
-        let narrowed = old.capabilities().difference(hg.effective.capabilities());
-        let widening = hg.effective.capabilities().difference(old.capabilities());
+        // Narrowing first, atomically (§6.7).
+        let plan = self
+            .inner
+            .state()
+            .begin_change(patterns, SystemTime::now())
+            .map_err(|e| match e {
+                ChangeRefused::McpOnly(r) => HostError::McpOnly(r),
+                ChangeRefused::Policy(p) => HostError::Policy(p),
+            })?;
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
-        let timeout = cfg.policy_timeout;
+        let params = plan
+            .hg
+            .update_params(cfg.enabled.as_deref(), &self.disabled_list());
         Ok(self
-            .exchange("featureSets/update", params, timeout, move |s, answer| {
-                s.apply_change(hg, narrowed, widening, answer)
+            .exchange("featureSets/update", params, cfg.policy_timeout, move |s, answer| {
+                let receipt = match answer {
+                    Ok(v) => s.read_receipt(&v),
+                    Err(e) => {
+                        tracing::warn!(server = ?s.inner.label.get(), error = %e, "policy Request unanswered");
+                        None
+                    }
+                };
+                let (change, effects) =
+                    s.inner
+                        .state()
+                        .finish_change(plan, receipt, SystemTime::now());
+                s.effects(effects);
+                change
             })
             .await?)
-    }
-
-    /// Applies the answer to a later policy Request where it is read (§6.7): an accepting
-    /// receipt activates the widening; a refusal falls back as it says; no usable answer
-    /// leaves the narrowing in force and activates nothing.
-    fn apply_change(
-        &self,
-        hg: HostGrant,
-        narrowed: CapabilitySet,
-        widening: CapabilitySet,
-        answer: Result<Value, PeerError>,
-    ) -> PolicyChange {
-        let receipt = match answer {
-            Ok(v) => self.read_receipt(&v),
-            Err(e) => {
-                tracing::warn!(server = ?self.inner.label.get(), error = %e, "policy Request unanswered");
-                None
-            }
-        };
-        let mut activated = CapabilitySet::EMPTY;
-        match &receipt {
-            // MCPL was left (suspended) while the Request was in flight: a receipt widens
-            // nothing on an MCP-only connection.
-            Some(Receipt::Accepted { .. }) if self.mode() != Mode::Mcpl => {}
-            Some(Receipt::Accepted { .. }) => {
-                let mut st = self.inner.state();
-                // Re-intersect with whatever happened meanwhile (a manifest revocation).
-                let adv = st
-                    .review
-                    .as_ref()
-                    .map(|r| r.advertised())
-                    .unwrap_or(CapabilitySet::EMPTY);
-                let g = hg.effective.intersect(adv);
-                activated = g.capabilities().difference(st.grant.capabilities());
-                st.grant = g;
-                if let Some(r) = st.review.as_mut() {
-                    r.set_grant(g, SystemTime::now(), "policy-receipt");
-                }
-            }
-            Some(Receipt::Refused {
-                fallback: Fallback::Close,
-                ..
-            }) => {
-                self.enter_mcp_only(McpOnlyReason::Refused);
-                self.inner.peer.close();
-            }
-            Some(Receipt::Refused { .. }) => self.enter_mcp_only(McpOnlyReason::Refused),
-            None => {}
-        }
-        let grant = self.grant();
-        PolicyChange {
-            narrowed,
-            activated,
-            not_activated: widening.difference(activated),
-            receipt,
-            grant,
-        }
     }
 
     /// The `disabled` list of a policy Request: the configured one, then the sets
@@ -270,19 +183,7 @@ impl HostSession {
     /// widening; a refusal falls back as it says.
     pub(super) async fn tell_reduction(&self) {
         let _g = self.inner.policy_lock.lock().await;
-        let (adv, kept) = {
-            let st = self.inner.state();
-            let adv = st
-                .review
-                .as_ref()
-                .map_or(CapabilitySet::EMPTY, |r| r.advertised());
-            (adv, st.grant)
-        };
-        let hg = HostGrant {
-            advertised: adv,
-            effective: kept,
-            denied: adv.difference(kept.capabilities()),
-        };
+        let hg = self.inner.state().reduction();
         let cfg = &self.inner.config;
         let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         let told = self
@@ -290,18 +191,16 @@ impl HostSession {
                 "featureSets/update",
                 params,
                 cfg.policy_timeout,
-                |s, answer| match answer {
-                    Ok(v) => {
-                        if let Some(Receipt::Refused { fallback, .. }) = s.read_receipt(&v) {
-                            if s.mode() == Mode::Mcpl {
-                                s.enter_mcp_only(McpOnlyReason::Refused);
-                            }
-                            if fallback == Fallback::Close {
-                                s.inner.peer.close();
-                            }
+                |s, answer| {
+                    let receipt = match answer {
+                        Ok(v) => s.read_receipt(&v),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reduction Request unanswered");
+                            None
                         }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "reduction Request unanswered"),
+                    };
+                    let effects = s.inner.state().after_reduction(receipt, SystemTime::now());
+                    s.effects(effects);
                 },
             )
             .await;

@@ -80,7 +80,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::capability::{Capability, CapabilitySet, Denied, Grant, PatternError, Requirement};
+use crate::capability::{Capability, Denied, Grant, PatternError, Requirement};
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{
@@ -90,9 +90,10 @@ use crate::peer::{
     CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
     RequestOptions,
 };
-use crate::policy::{self, Fallback, HostGrant, Receipt};
+use crate::policy::{self, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
-use crate::session::rules::{InitialDecision, PolicyAnswer};
+use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
+use crate::session::rules::PolicyAnswer;
 use crate::session::{self, rules, Receiver, Refusal};
 use crate::tags::{AdmittedEvent, ExpandedTags};
 use crate::transport::Transport;
@@ -204,12 +205,7 @@ impl HostSession {
             peer: peer.clone(),
             label: std::sync::OnceLock::new(),
             state: Mutex::new(State {
-                mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
-                ready: false,
-                grant: Grant::none(),
-                policy: config.policy.clone(),
-                review: None,
-                last_receipt: None,
+                core: HostPolicy::new(config.policy.clone()),
                 seen_events: rules::Dedupe::default(),
                 streams: InferenceIds::default(),
                 turns: InferenceIds::default(),
@@ -284,22 +280,8 @@ impl HostSession {
 
         match manifest {
             None => {
-                // §3.3: MCP-only. Grant at most `tools`.
-                let mut adv = CapabilitySet::EMPTY;
-                if matches!(
-                    caps.get("tools"),
-                    Some(Value::Object(_)) | Some(Value::Bool(true))
-                ) {
-                    adv.insert(Capability::Tools);
-                }
-                let hg = HostGrant::compute(adv, cfg.policy.iter().map(String::as_str))?;
-                {
-                    let mut st = session.inner.state();
-                    // No MCPL to configure: the (tools-only) grant is final.
-                    st.ready = true;
-                    st.grant = hg.effective;
-                    st.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
-                }
+                // §3.3: MCP-only. Grant at most `tools`; no MCPL to configure, so it is final.
+                session.inner.state().not_advertised(caps)?;
                 peer.notify_raw("notifications/initialized", None).await?;
                 Ok((session, streams))
             }

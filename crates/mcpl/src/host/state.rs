@@ -6,12 +6,10 @@
 use super::*;
 
 pub(super) struct State {
-    pub(super) mode: Mode,
-    pub(super) ready: bool,
-    pub(super) grant: Grant,
-    pub(super) policy: Vec<String>,
-    pub(super) review: Option<ManifestReview>,
-    pub(super) last_receipt: Option<Receipt>,
+    /// Mode, readiness, grant, policy, manifest review and last receipt: the policy
+    /// lifecycle shared with the sans-I/O `HostState` (`session::HostPolicy`), changed only
+    /// through its methods; reached through `Deref`.
+    pub(super) core: HostPolicy,
     /// §9.4 dedupe.
     pub(super) seen_events: rules::Dedupe,
     pub(super) channels: BTreeMap<String, Value>,
@@ -74,9 +72,15 @@ impl InferenceIds {
     }
 }
 
-impl State {
-    /// Narrows the grant (never widens it).
-    pub(super) fn narrow_to(&mut self, grant: Grant) {
-        self.grant = self.grant.intersect(grant.capabilities());
+impl std::ops::Deref for State {
+    type Target = HostPolicy;
+    fn deref(&self) -> &HostPolicy {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for State {
+    fn deref_mut(&mut self) -> &mut HostPolicy {
+        &mut self.core
     }
 }

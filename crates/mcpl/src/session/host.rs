@@ -7,14 +7,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::rules::{self, Dedupe, Diagnostics, InitialDecision, PolicyAnswer, PushVerdict};
+use super::policy_state::{ChangePlan, ChangeRefused, Effects, HostPolicy};
+use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
 use super::{
     admit, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Receiver, Refusal,
 };
-use crate::capability::{Capability, CapabilitySet, Grant, PatternError};
+use crate::capability::{Capability, Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::manifest::review::ManifestReview;
-use crate::policy::{Fallback, HostGrant, Receipt};
+use crate::policy::{HostGrant, Receipt};
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
 /// `host::HostConfig` (whose defaults these are).
@@ -158,11 +159,7 @@ pub enum HostOutput {
 enum Purpose {
     Initialize,
     InitialPolicy(HostGrant),
-    Change {
-        hg: HostGrant,
-        narrowed: CapabilitySet,
-        widening: CapabilitySet,
-    },
+    Change(ChangePlan),
     Reduction,
 }
 
@@ -187,12 +184,8 @@ pub struct HostState {
     host_allows: Grant,
     origin: (Instant, SystemTime),
     phase: Phase,
-    mode: Mode,
-    ready: bool,
-    grant: Grant,
+    p: HostPolicy,
     label: String,
-    review: Option<ManifestReview>,
-    last_receipt: Option<Receipt>,
     dedupe: Dedupe,
     next_id: u64,
     pending: HashMap<u64, (Purpose, Instant)>,
@@ -213,16 +206,12 @@ impl HostState {
     ) -> Result<HostState, PatternError> {
         let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
         Ok(HostState {
+            p: HostPolicy::new(rules.policy.clone()),
             rules,
             host_allows,
             origin: (now, wall),
             phase: Phase::New,
-            mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
-            ready: false,
-            grant: Grant::none(),
             label: String::new(),
-            review: None,
-            last_receipt: None,
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: HashMap::new(),
@@ -234,17 +223,17 @@ impl HostState {
 
     /// The session's mode.
     pub fn mode(&self) -> &Mode {
-        &self.mode
+        &self.p.mode
     }
 
     /// Whether the initial policy exchange ended (receipt or recorded decision, §5.3).
     pub fn is_ready(&self) -> bool {
-        self.ready
+        self.p.ready
     }
 
     /// The grant in force: the only authority.
     pub fn grant(&self) -> Grant {
-        self.grant
+        self.p.grant
     }
 
     /// The server's label (`serverInfo.name`; empty before `initialize` is answered).
@@ -254,12 +243,12 @@ impl HostState {
 
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<&Receipt> {
-        self.last_receipt.as_ref()
+        self.p.last_receipt.as_ref()
     }
 
     /// The manifest review in force (MCPL connections, once `initialize` is answered).
     pub fn review(&self) -> Option<&ManifestReview> {
-        self.review.as_ref()
+        self.p.review.as_ref()
     }
 
     /// Starts the handshake: sends `initialize` (§5.2). Later calls do nothing.
@@ -342,39 +331,27 @@ impl HostState {
     /// Request is written; a widening activates only on an accepting receipt. The outcome
     /// comes out as [`HostOutput::PolicyChanged`].
     pub fn set_policy(&mut self, now: Instant, patterns: Vec<String>) -> Result<(), StateError> {
-        if let Mode::McpOnly(r) = &self.mode {
-            if self.ready {
+        if let Mode::McpOnly(r) = &self.p.mode {
+            if self.p.ready {
                 return Err(StateError::McpOnly(r.clone()));
             }
         }
         if self.phase != Phase::Up || self.policy_in_flight() {
             return Err(StateError::PolicyInFlight);
         }
-        let advertised = self
-            .review
-            .as_ref()
-            .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
-        let hg = HostGrant::compute(advertised, patterns.iter().map(String::as_str))?;
-        let old = self.grant;
-        let kept = old.intersect(hg.effective.capabilities());
-        self.grant = kept;
-        self.rules.policy = patterns;
         let wall = self.wall(now);
-        if let Some(r) = self.review.as_mut() {
-            r.set_grant(kept, wall, "policy-narrowing");
-        }
-        let narrowed = old.capabilities().difference(hg.effective.capabilities());
-        let widening = hg.effective.capabilities().difference(old.capabilities());
-        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let plan = self.p.begin_change(patterns, wall).map_err(|e| match e {
+            ChangeRefused::McpOnly(r) => StateError::McpOnly(r),
+            ChangeRefused::Policy(p) => StateError::Policy(p),
+        })?;
+        let params = plan
+            .hg
+            .update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
         let deadline = now + self.rules.policy_timeout;
         self.send_request(
             "featureSets/update",
             params,
-            Purpose::Change {
-                hg,
-                narrowed,
-                widening,
-            },
+            Purpose::Change(plan),
             deadline,
         );
         Ok(())
@@ -449,13 +426,13 @@ impl HostState {
     /// reading of `host::HostSession`).
     fn admit(&mut self, method: &str, params: Option<&Value>) -> Result<Grant, ErrorObject> {
         if method == "channels/changed"
-            && self.ready
-            && !self.grant.allows(Capability::ChannelsRegister)
+            && self.p.ready
+            && !self.p.grant.allows(Capability::ChannelsRegister)
         {
-            return Ok(self.grant);
+            return Ok(self.p.grant);
         }
-        match admit(Receiver::Host, method, params, self.ready, &self.grant) {
-            Ok(_) => Ok(self.grant),
+        match admit(Receiver::Host, method, params, self.p.ready, &self.p.grant) {
+            Ok(_) => Ok(self.p.grant),
             Err(r) => {
                 let method = method.to_owned();
                 self.diag(match r {
@@ -493,7 +470,7 @@ impl HostState {
                         &mut diags,
                         r.params.as_ref(),
                         &judged,
-                        self.review.as_ref(),
+                        self.p.review.as_ref(),
                     );
                     self.report(diags);
                     if let Err(e) = checked {
@@ -532,7 +509,7 @@ impl HostState {
             &mut diags,
             params,
             judged,
-            self.review.as_ref(),
+            self.p.review.as_ref(),
             &self.dedupe,
             limits,
             &self.label,
@@ -568,6 +545,7 @@ impl HostState {
         {
             // §17.7: an MCP list change is a `surface-changed` receipt.
             if let Some(r) = self
+                .p
                 .review
                 .as_mut()
                 .and_then(|r| r.surface_changed(surface))
@@ -577,7 +555,7 @@ impl HostState {
             return;
         }
         if method == "mcpl/manifestChanged" {
-            let judged = self.grant;
+            let judged = self.p.grant;
             self.out.push_back(HostOutput::Unhandled {
                 message: Message::Notification(n),
                 judged,
@@ -628,38 +606,49 @@ impl HostState {
         match purpose {
             Purpose::Initialize => self.on_initialized(now, answer),
             Purpose::InitialPolicy(hg) => self.on_initial_policy(now, hg, answer),
-            Purpose::Change {
-                hg,
-                narrowed,
-                widening,
-            } => self.on_change(now, hg, narrowed, widening, answer),
+            Purpose::Change(plan) => {
+                let receipt = self.receipt_of(&answer);
+                let wall = self.wall(now);
+                let (change, effects) = self.p.finish_change(plan, receipt, wall);
+                self.out.push_back(HostOutput::PolicyChanged(change));
+                self.effects(effects);
+            }
             Purpose::Reduction => {
-                if let Answer::Result(v) = &answer {
-                    if let Some(Receipt::Refused { fallback, .. }) = self.read_receipt(v) {
-                        if self.mode == Mode::Mcpl {
-                            self.enter_mcp_only(now, McpOnlyReason::Refused);
-                        }
-                        if fallback == Fallback::Close {
-                            self.out.push_back(HostOutput::Close);
-                            self.phase = Phase::Closed;
-                            return;
-                        }
-                    }
-                }
-                if self.phase == Phase::Reducing {
+                let receipt = self.receipt_of(&answer);
+                let wall = self.wall(now);
+                let effects = self.p.after_reduction(receipt, wall);
+                let closing = effects.close;
+                self.effects(effects);
+                if !closing && self.phase == Phase::Reducing {
                     self.connected(Ok(()));
                 }
             }
         }
     }
 
+    /// Hands out a mode change and closes when a decision says so.
+    fn effects(&mut self, effects: Effects) {
+        if let Some(mode) = effects.entered {
+            self.hand_out(HostOutput::Event(HostEvent::ModeChanged(mode)));
+        }
+        if effects.close {
+            self.phase = Phase::Closed;
+            self.out.push_back(HostOutput::Close);
+        }
+    }
+
+    /// The usable receipt an answer carries, its defects reported.
+    fn receipt_of(&mut self, answer: &Answer) -> Option<Receipt> {
+        match answer {
+            Answer::Result(v) => self.read_receipt(v),
+            Answer::Error(_) | Answer::Timeout => None,
+        }
+    }
+
     fn read_receipt(&mut self, v: &Value) -> Option<Receipt> {
         let mut diags = Vec::new();
-        let receipt = rules::read_receipt(&mut diags, v);
+        let receipt = self.p.read_receipt(&mut diags, v);
         self.report(diags);
-        if let Some(r) = &receipt {
-            self.last_receipt = Some(r.clone());
-        }
         receipt
     }
 
@@ -680,18 +669,9 @@ impl HostState {
             .to_owned();
         let Some(manifest) = caps.pointer("/experimental/mcpl") else {
             // §3.3: MCP-only; the grant holds at most `tools` and is final.
-            let mut adv = CapabilitySet::EMPTY;
-            if matches!(
-                caps.get("tools"),
-                Some(Value::Object(_)) | Some(Value::Bool(true))
-            ) {
-                adv.insert(Capability::Tools);
-            }
-            return match HostGrant::compute(adv, self.rules.policy.iter().map(String::as_str)) {
-                Ok(hg) => {
-                    self.ready = true;
-                    self.grant = hg.effective;
-                    self.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+            let caps = caps.clone();
+            return match self.p.not_advertised(&caps) {
+                Ok(()) => {
                     self.notify_initialized();
                     self.connected(Ok(()));
                 }
@@ -741,7 +721,7 @@ impl HostState {
                 disabled: up.disabled,
             });
         }
-        self.review = Some(review);
+        self.p.review = Some(review);
         self.notify_initialized();
         // §5.3: the Request goes out even when nothing is enabled or disabled.
         self.phase = Phase::PolicyPending;
@@ -764,7 +744,8 @@ impl HostState {
     fn on_initial_policy(&mut self, now: Instant, hg: HostGrant, answer: Answer) {
         let decision = match &answer {
             Answer::Result(v) => {
-                rules::initial_decision(PolicyAnswer::Receipt(self.read_receipt(v)))
+                let receipt = self.read_receipt(v);
+                rules::initial_decision(PolicyAnswer::Receipt(receipt))
             }
             Answer::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
                 rules::initial_decision(PolicyAnswer::MethodNotFound)
@@ -774,120 +755,20 @@ impl HostState {
             }
             Answer::Timeout => rules::initial_decision(PolicyAnswer::Timeout),
         };
-        let server_named_it = decision.server_named_it();
-        let told_wider = match decision {
-            InitialDecision::Close => return self.connected(Err(ConnectError::Refused)),
-            InitialDecision::Mcpl(receipt) => {
-                // A manifest revocation that landed meanwhile stays applied.
-                let adv = self
-                    .review
-                    .as_ref()
-                    .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
-                let applied = hg.effective.intersect(adv);
-                self.ready = true;
-                self.grant = applied;
-                self.mode = Mode::Mcpl;
-                self.last_receipt = Some(receipt);
-                let wall = self.wall(now);
-                if let Some(r) = self.review.as_mut() {
-                    r.set_grant(applied, wall, "initial-policy");
-                }
-                applied != hg.effective
-            }
-            InitialDecision::McpOnly(reason) => {
-                self.enter_mcp_only(now, reason);
-                !server_named_it && self.grant != hg.effective
-            }
+        let wall = self.wall(now);
+        let Ok((told_wider, effects)) = self.p.decide_initial(&hg, decision, wall) else {
+            return self.connected(Err(ConnectError::Refused));
         };
+        self.effects(effects);
         if told_wider {
             // §6.7: the server may believe the grant it was told; tell the reduction.
             self.phase = Phase::Reducing;
-            self.tell_reduction(now);
+            let hg = self.p.reduction();
+            let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+            let deadline = now + self.rules.policy_timeout;
+            self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
         } else {
             self.connected(Ok(()));
-        }
-    }
-
-    fn enter_mcp_only(&mut self, now: Instant, reason: McpOnlyReason) {
-        let grant = rules::mcp_only_grant(
-            self.grant,
-            self.ready,
-            self.review.as_ref(),
-            self.rules.policy.iter().map(String::as_str),
-        );
-        self.ready = true;
-        self.grant = grant;
-        self.mode = Mode::McpOnly(reason);
-        let wall = self.wall(now);
-        if let Some(r) = self.review.as_mut() {
-            r.set_grant(grant, wall, "mcp-only");
-        }
-        let mode = self.mode.clone();
-        self.hand_out(HostOutput::Event(HostEvent::ModeChanged(mode)));
-    }
-
-    fn tell_reduction(&mut self, now: Instant) {
-        let adv = self
-            .review
-            .as_ref()
-            .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
-        let kept = self.grant;
-        let hg = HostGrant {
-            advertised: adv,
-            effective: kept,
-            denied: adv.difference(kept.capabilities()),
-        };
-        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
-        let deadline = now + self.rules.policy_timeout;
-        self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
-    }
-
-    fn on_change(
-        &mut self,
-        now: Instant,
-        hg: HostGrant,
-        narrowed: CapabilitySet,
-        widening: CapabilitySet,
-        answer: Answer,
-    ) {
-        let receipt = match &answer {
-            Answer::Result(v) => self.read_receipt(v),
-            Answer::Error(_) | Answer::Timeout => None,
-        };
-        let mut activated = CapabilitySet::EMPTY;
-        let mut close = false;
-        match &receipt {
-            Some(Receipt::Accepted { .. }) if self.mode != Mode::Mcpl => {}
-            Some(Receipt::Accepted { .. }) => {
-                let adv = self
-                    .review
-                    .as_ref()
-                    .map_or(CapabilitySet::EMPTY, ManifestReview::advertised);
-                let g = hg.effective.intersect(adv);
-                activated = g.capabilities().difference(self.grant.capabilities());
-                self.grant = g;
-                let wall = self.wall(now);
-                if let Some(r) = self.review.as_mut() {
-                    r.set_grant(g, wall, "policy-receipt");
-                }
-            }
-            Some(Receipt::Refused { fallback, .. }) => {
-                self.enter_mcp_only(now, McpOnlyReason::Refused);
-                close = *fallback == Fallback::Close;
-            }
-            None => {}
-        }
-        let change = PolicyChange {
-            narrowed,
-            activated,
-            not_activated: widening.difference(activated),
-            receipt,
-            grant: self.grant,
-        };
-        self.out.push_back(HostOutput::PolicyChanged(change));
-        if close {
-            self.phase = Phase::Closed;
-            self.out.push_back(HostOutput::Close);
         }
     }
 }

@@ -15,6 +15,7 @@
 
 mod admission;
 mod host;
+pub(crate) mod policy_state;
 mod report;
 pub mod rules;
 mod server;

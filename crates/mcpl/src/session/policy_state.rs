@@ -1,0 +1,245 @@
+//! [`HostPolicy`]: the host's policy lifecycle over plain data (§3.3, §5.3, §6.7) — the
+//! initial decision, MCP-only fallbacks, narrowing before a later Request and widening on
+//! its accepting receipt. [`HostState`](super::HostState) and the async `host::HostSession`
+//! both hold one and change it only through these methods.
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::rules::{self, Diagnostics, InitialDecision};
+use super::{McpOnlyReason, Mode, PolicyChange};
+use crate::capability::{Capability, CapabilitySet, Grant, PatternError};
+use crate::manifest::review::ManifestReview;
+use crate::policy::{Fallback, HostGrant, Receipt};
+
+/// The host's policy state of one connection.
+#[derive(Debug)]
+pub(crate) struct HostPolicy {
+    pub(crate) mode: Mode,
+    pub(crate) ready: bool,
+    pub(crate) grant: Grant,
+    pub(crate) policy: Vec<String>,
+    pub(crate) review: Option<ManifestReview>,
+    pub(crate) last_receipt: Option<Receipt>,
+}
+
+/// A later policy change in flight: what [`HostPolicy::begin_change`] narrowed and what an
+/// accepting receipt would widen.
+#[derive(Debug, Clone)]
+pub(crate) struct ChangePlan {
+    pub(crate) hg: HostGrant,
+    pub(crate) narrowed: CapabilitySet,
+    pub(crate) widening: CapabilitySet,
+}
+
+/// What a decision did beyond the state: the mode it entered (for a `ModeChanged` event)
+/// and whether the connection must close.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Effects {
+    pub(crate) entered: Option<Mode>,
+    pub(crate) close: bool,
+}
+
+impl HostPolicy {
+    /// Not ready, nothing granted, under the host's `policy`.
+    pub(crate) fn new(policy: Vec<String>) -> HostPolicy {
+        HostPolicy {
+            mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
+            ready: false,
+            grant: Grant::none(),
+            policy,
+            review: None,
+            last_receipt: None,
+        }
+    }
+
+    /// Narrows the grant (never widens it): a manifest revocation (§17.5), which the async
+    /// host applies.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn narrow_to(&mut self, grant: Grant) {
+        self.grant = self.grant.intersect(grant.capabilities());
+    }
+
+    fn advertised(&self) -> CapabilitySet {
+        self.review
+            .as_ref()
+            .map_or(CapabilitySet::EMPTY, ManifestReview::advertised)
+    }
+
+    /// Reads a receipt by [`rules::read_receipt`], keeping a usable one as the last receipt.
+    pub(crate) fn read_receipt(&mut self, diags: &mut Diagnostics, v: &Value) -> Option<Receipt> {
+        let receipt = rules::read_receipt(diags, v);
+        if let Some(r) = &receipt {
+            self.last_receipt = Some(r.clone());
+        }
+        receipt
+    }
+
+    /// §3.3: a server without `experimental.mcpl`; `caps` is its `initialize` capabilities.
+    /// The grant holds at most `tools` and is final.
+    pub(crate) fn not_advertised(&mut self, caps: &Value) -> Result<(), PatternError> {
+        let mut adv = CapabilitySet::EMPTY;
+        if matches!(
+            caps.get("tools"),
+            Some(Value::Object(_)) | Some(Value::Bool(true))
+        ) {
+            adv.insert(Capability::Tools);
+        }
+        let hg = HostGrant::compute(adv, self.policy.iter().map(String::as_str))?;
+        self.ready = true;
+        self.grant = hg.effective;
+        self.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+        Ok(())
+    }
+
+    /// Applies the initial decision (§5.3) for the Request that told `hg`. `Ok(told_wider)`:
+    /// whether the grant now in force is narrower than what the server was told and the
+    /// server cannot know it (a reduction must then be told, §6.7); `Err` when the
+    /// connection closes (a refusal naming `close`).
+    pub(crate) fn decide_initial(
+        &mut self,
+        hg: &HostGrant,
+        decision: InitialDecision,
+        now: SystemTime,
+    ) -> Result<(bool, Effects), ()> {
+        let server_named_it = decision.server_named_it();
+        match decision {
+            InitialDecision::Close => Err(()),
+            InitialDecision::Mcpl(receipt) => {
+                // A manifest revocation that landed during the exchange stays applied.
+                let applied = hg.effective.intersect(self.advertised());
+                self.ready = true;
+                self.grant = applied;
+                self.mode = Mode::Mcpl;
+                self.last_receipt = Some(receipt);
+                if let Some(r) = self.review.as_mut() {
+                    r.set_grant(applied, now, "initial-policy");
+                }
+                Ok((applied != hg.effective, Effects::default()))
+            }
+            InitialDecision::McpOnly(reason) => {
+                let effects = self.enter_mcp_only(reason, now);
+                Ok((!server_named_it && self.grant != hg.effective, effects))
+            }
+        }
+    }
+
+    /// Falls back to MCP-only for `reason` (§3.2), keeping only what
+    /// [`rules::mcp_only_grant`] keeps.
+    pub(crate) fn enter_mcp_only(&mut self, reason: McpOnlyReason, now: SystemTime) -> Effects {
+        let grant = rules::mcp_only_grant(
+            self.grant,
+            self.ready,
+            self.review.as_ref(),
+            self.policy.iter().map(String::as_str),
+        );
+        self.ready = true;
+        self.grant = grant;
+        self.mode = Mode::McpOnly(reason);
+        // Later manifest changes are judged against the grant in force (§17.6).
+        if let Some(r) = self.review.as_mut() {
+            r.set_grant(grant, now, "mcp-only");
+        }
+        Effects {
+            entered: Some(self.mode.clone()),
+            close: false,
+        }
+    }
+
+    /// Starts a policy change to `patterns` (§6.7): the narrowing applies now, before the
+    /// Request goes out. Refused on an MCP-only connection.
+    pub(crate) fn begin_change(
+        &mut self,
+        patterns: Vec<String>,
+        now: SystemTime,
+    ) -> Result<ChangePlan, ChangeRefused> {
+        if let Mode::McpOnly(r) = &self.mode {
+            return Err(ChangeRefused::McpOnly(r.clone()));
+        }
+        let hg = HostGrant::compute(self.advertised(), patterns.iter().map(String::as_str))
+            .map_err(ChangeRefused::Policy)?;
+        let old = self.grant;
+        let kept = old.intersect(hg.effective.capabilities());
+        self.grant = kept;
+        self.policy = patterns;
+        if let Some(r) = self.review.as_mut() {
+            r.set_grant(kept, now, "policy-narrowing");
+        }
+        Ok(ChangePlan {
+            narrowed: old.capabilities().difference(hg.effective.capabilities()),
+            widening: hg.effective.capabilities().difference(old.capabilities()),
+            hg,
+        })
+    }
+
+    /// Ends a change on its (usable) receipt, `None` when unanswered or unusable (§6.7): an
+    /// accepting receipt activates the widening, re-intersected with what the manifest
+    /// advertises now; a refusal falls back as it says; nothing else activates anything.
+    pub(crate) fn finish_change(
+        &mut self,
+        plan: ChangePlan,
+        receipt: Option<Receipt>,
+        now: SystemTime,
+    ) -> (PolicyChange, Effects) {
+        let mut activated = CapabilitySet::EMPTY;
+        let mut effects = Effects::default();
+        match &receipt {
+            // MCPL was left while the Request was in flight: nothing widens.
+            Some(Receipt::Accepted { .. }) if self.mode != Mode::Mcpl => {}
+            Some(Receipt::Accepted { .. }) => {
+                let g = plan.hg.effective.intersect(self.advertised());
+                activated = g.capabilities().difference(self.grant.capabilities());
+                self.grant = g;
+                if let Some(r) = self.review.as_mut() {
+                    r.set_grant(g, now, "policy-receipt");
+                }
+            }
+            Some(Receipt::Refused { fallback, .. }) => {
+                effects = self.enter_mcp_only(McpOnlyReason::Refused, now);
+                effects.close = *fallback == Fallback::Close;
+            }
+            None => {}
+        }
+        let change = PolicyChange {
+            narrowed: plan.narrowed,
+            activated,
+            not_activated: plan.widening.difference(activated),
+            receipt,
+            grant: self.grant,
+        };
+        (change, effects)
+    }
+
+    /// The grant a reduction Request tells: what is in force now (§6.7).
+    pub(crate) fn reduction(&self) -> HostGrant {
+        let adv = self.advertised();
+        HostGrant {
+            advertised: adv,
+            effective: self.grant,
+            denied: adv.difference(self.grant.capabilities()),
+        }
+    }
+
+    /// Ends a reduction Request on its receipt: a refusal falls back (and closes if it says
+    /// so); anything else is testimony only.
+    pub(crate) fn after_reduction(&mut self, receipt: Option<Receipt>, now: SystemTime) -> Effects {
+        let Some(Receipt::Refused { fallback, .. }) = receipt else {
+            return Effects::default();
+        };
+        let mut effects = if self.mode == Mode::Mcpl {
+            self.enter_mcp_only(McpOnlyReason::Refused, now)
+        } else {
+            Effects::default()
+        };
+        effects.close = fallback == Fallback::Close;
+        effects
+    }
+}
+
+/// Why [`HostPolicy::begin_change`] refused.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ChangeRefused {
+    McpOnly(McpOnlyReason),
+    Policy(PatternError),
+}
