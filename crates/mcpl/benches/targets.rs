@@ -824,7 +824,7 @@ fn main() {
     if runs("setup") {
         setup(&mut c, &rt);
     }
-    if runs("allocs") {
+    if runs("allocs") || runs("round_trip") {
         allocs = Some(allocations(&rt, &server));
     }
     if runs("idle") {
