@@ -97,6 +97,21 @@ pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResu
     }
 }
 
+/// Runs `fut` (a handler and its answer) as far as it goes without waiting, right here in
+/// the read loop, and spawns it only if it has to wait (issue #24: a task per `tools/call`
+/// was most of what a `Server` adds to a round trip). A handler that awaits anything slow (a
+/// timer, I/O, a lock) is pending at its first poll and goes on in its own task, so it still
+/// never holds up the messages after it (a `ping` behind a slow `tools/call` is answered at
+/// once); a handler that finishes without waiting is answered before the next message is
+/// read. Polled under [`guarded`], so a panic at the first poll is answered `-32603` too.
+fn run_or_spawn(fut: impl std::future::Future<Output = ()> + Send + 'static) {
+    use futures_util::FutureExt;
+    let mut fut = Box::pin(fut);
+    if fut.as_mut().now_or_never().is_none() {
+        tokio::spawn(fut);
+    }
+}
+
 pub(super) fn spawn_handler<P, R>(
     conn: &Arc<Conn>,
     req: IncomingRequest,
@@ -107,7 +122,7 @@ pub(super) fn spawn_handler<P, R>(
 {
     let Some(handler) = handler else {
         let m = req.method().to_owned();
-        tokio::spawn(
+        run_or_spawn(
             async move { respond::<()>(req, Err(ErrorObject::method_not_found(&m))).await },
         );
         return;
@@ -115,17 +130,17 @@ pub(super) fn spawn_handler<P, R>(
     let params = match req.params::<P>() {
         Ok(p) => p,
         Err(e) => {
-            tokio::spawn(async move { respond::<()>(req, Err(e)).await });
+            run_or_spawn(async move { respond::<()>(req, Err(e)).await });
             return;
         }
     };
     let session = Session { conn: conn.clone() };
     let conn = conn.clone();
-    tokio::spawn(async move {
-        let method = req.method().to_owned();
-        let out = guarded(&conn, &method, handler(session, params)).await;
+    run_or_spawn(async move {
+        let out = guarded(&conn, req.method(), handler(session, params)).await;
         let out = out.and_then(|r| {
             serde_json::to_value(r).map_err(|e| {
+                let method = req.method();
                 conn.author_mistake(
                     "result_unencodable",
                     format!(
@@ -214,14 +229,13 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
             respond(req, Ok(result)).await
         }
         "tools/call" => {
-            let name = req
+            let handler = req
                 .request()
                 .params
                 .as_ref()
                 .and_then(|p| p.get("name"))
                 .and_then(Value::as_str)
-                .map(str::to_owned);
-            let handler = name.and_then(|n| conn.server.tools.handler(&n));
+                .and_then(|n| conn.server.tools.handler(n));
             if handler.is_none() {
                 let e = ErrorObject::invalid_params("unknown tool");
                 return respond::<()>(req, Err(e)).await;

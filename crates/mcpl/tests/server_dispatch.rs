@@ -1,0 +1,129 @@
+//! How a `Server` runs request handlers (issue #24): a handler that finishes without waiting
+//! is answered from the read loop, one that has to wait goes on in its own task, and neither
+//! way holds up the messages behind it or loses a panic's `-32603` answer.
+
+use std::sync::Arc;
+
+use mcpl::capability::Capability;
+use mcpl::host::{HostConfig, HostSession, HostStreams};
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{Server, Session};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+fn server(release: Arc<Notify>) -> Server {
+    Server::builder("dispatch", "1")
+        .feature_set("tools", "Tools", &[Capability::Tools])
+        .tool(
+            "fast",
+            "Answers at once",
+            json!({"type": "object"}),
+            |_s, _p| async { Ok(ToolsCallResult::text("fast")) },
+        )
+        .tool(
+            "slow",
+            "Answers once released",
+            json!({"type": "object"}),
+            move |_s, _p| {
+                let release = release.clone();
+                async move {
+                    release.notified().await;
+                    Ok(ToolsCallResult::text("slow"))
+                }
+            },
+        )
+        .tool(
+            "yields",
+            "Waits once, then answers",
+            json!({"type": "object"}),
+            |_s, _p| async {
+                tokio::task::yield_now().await;
+                Ok(ToolsCallResult::text("yielded"))
+            },
+        )
+        .tool(
+            "panics",
+            "Panics at its first poll",
+            json!({"type": "object"}),
+            |_s, _p| async { panic!("at the first poll") },
+        )
+        .build()
+        .unwrap()
+}
+
+async fn connect(server: &Server) -> (HostSession, HostStreams, Session) {
+    let (a, b) = mcpl::transport::memory::pair();
+    let session = server.start(b);
+    let config = HostConfig {
+        policy: vec!["tools".into()],
+        ..HostConfig::default()
+    };
+    let (host, streams) = HostSession::connect(a, config).await.unwrap();
+    (host, streams, session)
+}
+
+fn call(name: &str) -> Value {
+    json!({"name": name, "arguments": {}})
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+/// §5.4 runs the tool; a slow `tools/call` does not hold up a `ping` or a fast call sent
+/// after it on the same connection, and is answered once it finishes.
+#[tokio::test]
+async fn a_waiting_handler_does_not_hold_up_the_requests_behind_it() {
+    let release = Arc::new(Notify::new());
+    let server = server(release.clone());
+    let (host, _streams, _session) = connect(&server).await;
+    let slow = {
+        let host = host.clone();
+        tokio::spawn(async move { host.request_raw("tools/call", call("slow")).await })
+    };
+    // Each answered while the slow call is still waiting for its release.
+    for _ in 0..3 {
+        host.peer().request_raw("ping", None).await.unwrap();
+        let fast = host.request_raw("tools/call", call("fast")).await.unwrap();
+        assert_eq!(text(&fast), "fast");
+    }
+    assert!(!slow.is_finished(), "released only below");
+    release.notify_one();
+    let answer = slow.await.unwrap().unwrap();
+    assert_eq!(text(&answer), "slow");
+}
+
+/// Handlers that finish at once and handlers that wait once are both answered, each under
+/// its own id, when sent together.
+#[tokio::test]
+async fn handlers_finishing_at_once_or_after_waiting_are_all_answered() {
+    let server = server(Arc::new(Notify::new()));
+    let (host, _streams, _session) = connect(&server).await;
+    let calls = (0..50).map(|i| {
+        let host = host.clone();
+        let name = if i % 2 == 0 { "fast" } else { "yields" };
+        async move { (name, host.request_raw("tools/call", call(name)).await) }
+    });
+    for (name, answer) in futures_util::future::join_all(calls).await {
+        let answer = answer.unwrap();
+        let want = if name == "fast" { "fast" } else { "yielded" };
+        assert_eq!(text(&answer), want);
+    }
+}
+
+/// A handler that panics before it ever waits is still answered `-32603` (JSON-RPC internal
+/// error), counted as the author's mistake, and the connection keeps serving.
+#[tokio::test]
+async fn a_handler_panicking_at_its_first_poll_is_answered_internal_error() {
+    let server = server(Arc::new(Notify::new()));
+    let (host, _streams, session) = connect(&server).await;
+    let err = host
+        .request_raw("tools/call", call("panics"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("-32603"), "{err}");
+    assert_eq!(session.author_mistakes(), 1);
+    let fast = host.request_raw("tools/call", call("fast")).await.unwrap();
+    assert_eq!(text(&fast), "fast");
+}
