@@ -291,27 +291,18 @@ impl HostSession {
             )
         };
         self.report(diags);
-        let verdict = verdict?;
-        let rules::PushVerdict::Deliver {
-            params,
-            feature_set,
-            event_id,
-            tags,
-        } = &verdict
-        else {
-            return Ok(verdict.answer(true));
+        let (event, event_id) = match verdict? {
+            PushVerdict::Deliver { event, event_id } => (event, event_id),
+            PushVerdict::Duplicate => return Ok(rules::duplicate_answer()),
         };
-        let delivered = self.inner.event(HostEvent::Push {
-            params: Value::Object(params.clone()),
-            feature_set: feature_set.clone(),
-            event_id: event_id.clone(),
-            tags: tags.clone(),
-        });
+        let delivered = self.inner.event(event);
         if delivered {
-            let window = self.inner.config.dedupe_window;
-            self.inner.state().seen_events.remember(event_id, window);
+            self.inner
+                .state()
+                .seen_events
+                .remember(&event_id, self.inner.config.dedupe_window);
         }
-        Ok(verdict.answer(delivered))
+        Ok(rules::push_answer(delivered))
     }
 
     /// `inference/request`'s feature set (§11.1), by [`rules::check_inference_feature_set`].

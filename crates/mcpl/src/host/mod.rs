@@ -94,6 +94,7 @@ use crate::policy::{self, HostGrant, Receipt};
 use crate::protocol::{Direction, Method};
 use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
 use crate::session::rules::PolicyAnswer;
+use crate::session::rules::PushVerdict;
 use crate::session::{self, rules, Receiver, Refusal};
 use crate::tags::{AdmittedEvent, ExpandedTags};
 use crate::transport::Transport;

@@ -515,26 +515,15 @@ impl HostState {
             &self.label,
         );
         self.report(diags);
-        let verdict = verdict?;
-        let PushVerdict::Deliver {
-            params,
-            feature_set,
-            event_id,
-            tags,
-        } = &verdict
-        else {
-            return Ok(verdict.answer(true));
+        let (event, event_id) = match verdict? {
+            PushVerdict::Deliver { event, event_id } => (event, event_id),
+            PushVerdict::Duplicate => return Ok(rules::duplicate_answer()),
         };
-        let delivered = self.hand_out(HostOutput::Event(HostEvent::Push {
-            params: Value::Object(params.clone()),
-            feature_set: feature_set.clone(),
-            event_id: event_id.clone(),
-            tags: tags.clone(),
-        }));
+        let delivered = self.hand_out(HostOutput::Event(event));
         if delivered {
-            self.dedupe.remember(event_id, self.rules.dedupe_window);
+            self.dedupe.remember(&event_id, self.rules.dedupe_window);
         }
-        Ok(verdict.answer(delivered))
+        Ok(rules::push_answer(delivered))
     }
 
     fn on_notification(&mut self, n: Notification) {

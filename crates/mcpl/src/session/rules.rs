@@ -7,7 +7,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::HostDiagnostic;
 use crate::capability::{Capability, Grant, Requirement};
@@ -131,35 +131,32 @@ impl Dedupe {
 /// What [`judge_push`] decided for an admitted `push/event`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushVerdict {
-    /// Deliver it to the application; once delivered, [`Dedupe::remember`] its id and
-    /// answer `accepted: true` (or `accepted: false, reason: "host_busy"` if the
-    /// application could not take it).
+    /// Hand `event` (a [`HostEvent::Push`]) to the application; once taken,
+    /// [`Dedupe::remember`] `event_id`, and answer with [`push_answer`].
     Deliver {
-        /// The raw params.
-        params: Map<String, Value>,
-        /// `featureSet`.
-        feature_set: String,
-        /// `eventId`.
+        /// The event.
+        event: super::HostEvent,
+        /// Its `eventId`.
         event_id: String,
-        /// Expanded tags.
-        tags: ExpandedTags,
     },
     /// Already delivered (§9.4): answer `accepted: true, reason: "duplicate"`; reported as
     /// [`HostDiagnostic::DuplicateEvent`].
     Duplicate,
 }
 
-impl PushVerdict {
-    /// The answer for a verdict whose event was (`delivered`) or was not taken.
-    pub fn answer(&self, delivered: bool) -> Value {
-        match (self, delivered) {
-            (PushVerdict::Duplicate, _) => json!({ "accepted": true, "reason": "duplicate" }),
-            (PushVerdict::Deliver { .. }, true) => json!({ "accepted": true }),
-            (PushVerdict::Deliver { .. }, false) => {
-                json!({ "accepted": false, "reason": "host_busy" })
-            }
-        }
+/// The answer to a delivered `push/event` (`delivered`: the application took it; otherwise
+/// `accepted: false, reason: "host_busy"`, never blocking the connection).
+pub fn push_answer(delivered: bool) -> Value {
+    if delivered {
+        json!({ "accepted": true })
+    } else {
+        json!({ "accepted": false, "reason": "host_busy" })
     }
+}
+
+/// The answer to a duplicate `push/event` (§9.4: acknowledged, not redelivered).
+pub fn duplicate_answer() -> Value {
+    json!({ "accepted": true, "reason": "duplicate" })
 }
 
 /// The limits a host judges `push/event` under.
@@ -231,10 +228,13 @@ pub fn judge_push(
         },
     );
     Ok(PushVerdict::Deliver {
-        params: p.clone(),
-        feature_set: fs.to_owned(),
+        event: super::HostEvent::Push {
+            params: Value::Object(p.clone()),
+            feature_set: fs.to_owned(),
+            event_id: event_id.to_owned(),
+            tags,
+        },
         event_id: event_id.to_owned(),
-        tags,
     })
 }
 
