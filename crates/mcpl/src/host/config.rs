@@ -193,6 +193,8 @@ impl HostConfig {
             dedupe_window: self.dedupe_window,
             max_event_id_bytes: self.max_event_id_bytes,
             max_feature_sets: self.max_feature_sets,
+            hook_timeout: self.hook_timeout,
+            max_injections_per_hook: self.max_injections_per_hook,
             max_pending_outputs: self.event_capacity,
         }
     }

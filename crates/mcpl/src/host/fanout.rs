@@ -100,75 +100,41 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                 detail,
             });
         };
-        let v = match r {
-            Ok(v) => v,
-            Err(e) => {
-                fail(&mut out, e.to_string());
-                continue;
-            }
-        };
-        let mut v = v;
         let limit = s.inner.config.max_injections_per_hook;
-        let items = match v.get_mut("contextInjections") {
-            None => Vec::new(),
-            Some(Value::Array(a)) if a.len() > limit => {
-                fail(
-                    &mut out,
-                    format!(
-                        "{} contextInjections exceed the limit of {limit}; the answer is refused",
-                        a.len()
-                    ),
-                );
-                continue;
-            }
-            Some(Value::Array(a)) => std::mem::take(a),
-            Some(_) => {
-                fail(&mut out, "contextInjections is not an array".into());
-                continue;
-            }
-        };
-        let feature_set = v.get("featureSet").and_then(Value::as_str);
-        // Judged under one look at the review (no await while it is held).
-        let judged: Vec<_> = {
+        let verdict = {
             let st = s.inner.state();
-            let none = (policy::FeatureSets::default(), BTreeMap::new());
-            let (decls, statuses) = match st.review.as_ref() {
-                Some(r) => (r.declarations(), r.statuses_under(&grant)),
-                None => (&none.0, std::borrow::Cow::Borrowed(&none.1)),
-            };
-            items
-                .into_iter()
-                .map(|inj| {
-                    let r = policy::judge_injection(&grant, decls, &statuses, feature_set, &inj);
-                    (inj, r)
-                })
-                .collect()
+            rules::judge_hook_answer(
+                r.map_err(|e| e.to_string()),
+                &grant,
+                st.review.as_ref(),
+                limit,
+            )
         };
-        for (inj, verdict) in judged {
-            match verdict {
-                Ok(c) => {
-                    let a = AcceptedInjection {
-                        server: server.clone(),
-                        injection: inj,
-                    };
-                    match c {
-                        Capability::InjectSystem => out.system.push(a),
-                        Capability::InjectBeforeUser => out.before_user.push(a),
-                        _ => out.after_user.push(a),
-                    }
-                }
-                Err(reason) => {
-                    s.inner.diag(HostDiagnostic::InjectionRejected {
-                        server: server.clone(),
-                        reason: reason.to_string(),
-                    });
-                    out.rejected.push(RejectedInjection {
-                        server: server.clone(),
-                        injection: inj,
-                        reason,
-                    });
-                }
+        if let Some(detail) = verdict.failure {
+            fail(&mut out, detail);
+            continue;
+        }
+        for (c, inj) in verdict.accepted {
+            let a = AcceptedInjection {
+                server: server.clone(),
+                injection: inj,
+            };
+            match c {
+                Capability::InjectSystem => out.system.push(a),
+                Capability::InjectBeforeUser => out.before_user.push(a),
+                _ => out.after_user.push(a),
             }
+        }
+        for (inj, reason) in verdict.rejected {
+            s.inner.diag(HostDiagnostic::InjectionRejected {
+                server: server.clone(),
+                reason: reason.to_string(),
+            });
+            out.rejected.push(RejectedInjection {
+                server: server.clone(),
+                injection: inj,
+                reason,
+            });
         }
     }
     out

@@ -43,6 +43,10 @@ pub struct HostRules {
     pub max_event_id_bytes: usize,
     /// The most feature sets a manifest may declare (§6.1 sets no number).
     pub max_feature_sets: usize,
+    /// How long a `context/beforeInference` hook may take (fail-open after it, §10.1).
+    pub hook_timeout: Duration,
+    /// The most `contextInjections` one hook answer may carry.
+    pub max_injections_per_hook: usize,
     /// The most events and application requests handed out and not yet drained by
     /// [`HostState::poll_output`]; past it a `push/event` is answered `host_busy` and a
     /// request `-32000` (default 1,024).
@@ -64,6 +68,8 @@ impl HostRules {
             dedupe_window: 10_000,
             max_event_id_bytes: 1024,
             max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
+            hook_timeout: Duration::from_secs(5),
+            max_injections_per_hook: 1024,
             max_pending_outputs: 1024,
         }
     }
@@ -150,6 +156,14 @@ pub enum HostOutput {
     },
     /// A [`HostState::set_policy`] exchange ended.
     PolicyChanged(PolicyChange),
+    /// The answer to a [`HostState::before_inference`] hook, judged under the grant current
+    /// where it was read (§5.4), or its failure (fail-open, §10.1).
+    Hook {
+        /// The id `before_inference` returned.
+        id: u64,
+        /// The judged answer.
+        verdict: rules::HookVerdict,
+    },
     /// Close the connection (after writing what was transmitted before).
     Close,
 }
@@ -160,6 +174,7 @@ enum Purpose {
     Initialize,
     InitialPolicy(HostGrant),
     Change(ChangePlan),
+    Hook,
     Reduction,
 }
 
@@ -292,7 +307,7 @@ impl HostState {
         due.sort_unstable();
         for id in due {
             if let Some((purpose, _)) = self.pending.remove(&id) {
-                self.on_answer(now, purpose, Answer::Timeout);
+                self.on_answer(now, id, purpose, Answer::Timeout);
             }
         }
     }
@@ -358,9 +373,30 @@ impl HostState {
     }
 
     fn policy_in_flight(&self) -> bool {
-        self.pending
-            .values()
-            .any(|(p, _)| !matches!(p, Purpose::Initialize))
+        self.pending.values().any(|(p, _)| {
+            matches!(
+                p,
+                Purpose::InitialPolicy(_) | Purpose::Change(_) | Purpose::Reduction
+            )
+        })
+    }
+
+    /// Sends `context/beforeInference` (§10.1) with `params` when this connection is in
+    /// MCPL, ready, and granted `observe` or an inject leaf; `userMessage` is redacted where
+    /// `observe` is not granted. Returns the hook's id, whose answer comes out as
+    /// [`HostOutput::Hook`]; `None` when the hook does not apply here.
+    pub fn before_inference(&mut self, now: Instant, mut params: Value) -> Option<u64> {
+        if self.p.mode != Mode::Mcpl || !self.p.ready || self.phase != Phase::Up {
+            return None;
+        }
+        if !crate::policy::before_inference_applies(&self.p.grant) {
+            return None;
+        }
+        crate::policy::redact_before_inference(&self.p.grant, &mut params);
+        let id = self.next_id;
+        let deadline = now + self.rules.hook_timeout;
+        self.send_request("context/beforeInference", params, Purpose::Hook, deadline);
+        Some(id)
     }
 
     fn wall(&self, now: Instant) -> SystemTime {
@@ -573,7 +609,8 @@ impl HostState {
             Some(RequestId::Number(n)) => n.as_u64(),
             _ => None,
         };
-        let Some((purpose, _)) = key.and_then(|k| self.pending.remove(&k)) else {
+        let Some((id, (purpose, _))) = key.and_then(|k| self.pending.remove(&k).map(|p| (k, p)))
+        else {
             self.diag(HostDiagnostic::UnexpectedResponse {
                 id: r
                     .id
@@ -586,13 +623,43 @@ impl HostState {
             Ok(v) => Answer::Result(v),
             Err(e) => Answer::Error(e),
         };
-        self.on_answer(now, purpose, answer);
+        self.on_answer(now, id, purpose, answer);
     }
 
     // --- our requests' answers ----------------------------------------------------------
 
-    fn on_answer(&mut self, now: Instant, purpose: Purpose, answer: Answer) {
+    fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
         match purpose {
+            Purpose::Hook => {
+                let answer = match answer {
+                    Answer::Result(v) => Ok(v),
+                    Answer::Error(e) => Err(format!("error {}: {}", e.code, e.message)),
+                    Answer::Timeout => Err(format!(
+                        "no answer within {:?} (fail-open)",
+                        self.rules.hook_timeout
+                    )),
+                };
+                let verdict = rules::judge_hook_answer(
+                    answer,
+                    &self.p.grant,
+                    self.p.review.as_ref(),
+                    self.rules.max_injections_per_hook,
+                );
+                let server = self.label.clone();
+                if let Some(detail) = &verdict.failure {
+                    self.diag(HostDiagnostic::HookFailed {
+                        server: server.clone(),
+                        detail: detail.clone(),
+                    });
+                }
+                for (_, reason) in &verdict.rejected {
+                    self.diag(HostDiagnostic::InjectionRejected {
+                        server: server.clone(),
+                        reason: reason.to_string(),
+                    });
+                }
+                self.out.push_back(HostOutput::Hook { id, verdict });
+            }
             Purpose::Initialize => self.on_initialized(now, answer),
             Purpose::InitialPolicy(hg) => self.on_initial_policy(now, hg, answer),
             Purpose::Change(plan) => {

@@ -386,3 +386,69 @@ pub fn initialize_params(
         "clientInfo": { "name": client_name, "version": client_version },
     })
 }
+
+/// One hook answer judged (§10.4, §5.4): each injection accepted at the position it
+/// authorises, or rejected with the reason; or the whole answer refused (fail-open).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookVerdict {
+    /// Accepted injections, with the inject leaf each was authorised by.
+    pub accepted: Vec<(Capability, Value)>,
+    /// Rejected injections and why.
+    pub rejected: Vec<(Value, policy::InjectionDenied)>,
+    /// Why the answer contributed nothing, when it did not (an error, a timeout, a malformed
+    /// or oversized `contextInjections`).
+    pub failure: Option<String>,
+}
+
+/// Judges the answer to `context/beforeInference` under `grant`, the grant current where
+/// the answer was read (§5.4): every injection by its `position` (never by the claimed
+/// `featureSet` or `namespace`), against the manifest's declarations and the statuses under
+/// that grant; more than `limit` injections refuse the whole answer.
+pub fn judge_hook_answer(
+    answer: Result<Value, String>,
+    grant: &Grant,
+    review: Option<&ManifestReview>,
+    limit: usize,
+) -> HookVerdict {
+    let mut v = match answer {
+        Ok(v) => v,
+        Err(why) => {
+            return HookVerdict {
+                failure: Some(why),
+                ..HookVerdict::default()
+            }
+        }
+    };
+    let fail = |why: String| HookVerdict {
+        failure: Some(why),
+        ..HookVerdict::default()
+    };
+    let items = match v.get_mut("contextInjections") {
+        None => Vec::new(),
+        Some(Value::Array(a)) if a.len() > limit => {
+            return fail(format!(
+                "{} contextInjections exceed the limit of {limit}; the answer is refused",
+                a.len()
+            ))
+        }
+        Some(Value::Array(a)) => std::mem::take(a),
+        Some(_) => return fail("contextInjections is not an array".into()),
+    };
+    let feature_set = v.get("featureSet").and_then(Value::as_str);
+    let none = (
+        policy::FeatureSets::default(),
+        std::collections::BTreeMap::new(),
+    );
+    let (decls, statuses) = match review {
+        Some(r) => (r.declarations(), r.statuses_under(grant)),
+        None => (&none.0, std::borrow::Cow::Borrowed(&none.1)),
+    };
+    let mut verdict = HookVerdict::default();
+    for inj in items {
+        match policy::judge_injection(grant, decls, &statuses, feature_set, &inj) {
+            Ok(c) => verdict.accepted.push((c, inj)),
+            Err(reason) => verdict.rejected.push((inj, reason)),
+        }
+    }
+    verdict
+}

@@ -455,6 +455,135 @@ fn events_past_the_bound_are_answered_host_busy() {
     );
 }
 
+fn hook_rules() -> ServerRules {
+    let mut rules = server_rules();
+    rules.manifest = json!({"version": "0.5",
+        "contextHooks": {"beforeInference": {"inject": {"afterUser": true, "system": true}}},
+        "featureSets": {"ctx": {"description": "Context",
+            "uses": ["contextHooks.beforeInference.inject.afterUser",
+                     "contextHooks.beforeInference.inject.system"]}}});
+    rules
+}
+
+fn hook_verdicts(p: &Pair) -> Vec<&rules::HookVerdict> {
+    p.host_out
+        .iter()
+        .filter_map(|o| match o {
+            HostOutput::Hook { verdict, .. } => Some(verdict),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The server application answers the hook it was handed with `injections`.
+fn answer_hook(p: &mut Pair, injections: Value) {
+    let i = p
+        .server_out
+        .iter()
+        .position(|o| matches!(o, ServerOutput::Request { method, .. } if method == "context/beforeInference"))
+        .expect("the hook reached the server application");
+    let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
+        unreachable!("matched above")
+    };
+    p.server.answer(
+        id,
+        Ok(json!({"featureSet": "ctx", "contextInjections": injections})),
+    );
+}
+
+#[test]
+fn s5_4_a_hook_answer_read_before_a_widening_receipt_is_judged_without_it() {
+    // RELIABILITY.md's hook race as a plain test: the hook answer is on the wire ahead of the
+    // receipt that grants `inject.system`, so its system injection is rejected.
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        hook_rules(),
+    );
+    let params =
+        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": "hi"});
+    let id = p
+        .host
+        .before_inference(p.now, params)
+        .expect("an inject leaf is granted");
+    p.host
+        .set_policy(
+            p.now,
+            vec![
+                "contextHooks.beforeInference.inject.afterUser".into(),
+                "contextHooks.beforeInference.inject.system".into(),
+            ],
+        )
+        .unwrap();
+    p.step_server(); // the hook reaches the server application
+    answer_hook(
+        &mut p,
+        json!([{"namespace": "n", "position": "system", "content": "too soon"}]),
+    );
+    p.drive(); // the server then reads the policy Request: its receipt follows the answer
+    let v = hook_verdicts(&p);
+    assert_eq!(v.len(), 1);
+    assert!(v[0].accepted.is_empty(), "{:?}", v[0]);
+    assert!(matches!(
+        v[0].rejected.as_slice(),
+        [(_, crate::policy::InjectionDenied::Denied(d))] if d.capability == Capability::InjectSystem
+    ));
+    assert!(
+        p.host.grant().allows(Capability::InjectSystem),
+        "widened after"
+    );
+    // The same answer read after the receipt is accepted.
+    let again =
+        json!({"inferenceId": "j", "conversationId": "c", "turnIndex": 1, "userMessage": null});
+    p.host.before_inference(p.now, again).unwrap();
+    p.step_server();
+    answer_hook(
+        &mut p,
+        json!([{"namespace": "n", "position": "system", "content": "now"}]),
+    );
+    p.drive();
+    let v = hook_verdicts(&p);
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[1].accepted.len(), 1, "{:?}", v[1]);
+    assert_eq!(v[1].accepted[0].0, Capability::InjectSystem);
+    // §10.1: userMessage is redacted without observe.
+    let sent = p
+        .host_wrote
+        .iter()
+        .find(|t| t.contains("context/beforeInference"))
+        .unwrap();
+    assert!(sent.contains("\"userMessage\":null"), "{sent}");
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Hook { id: got, .. } if *got == id)));
+}
+
+#[test]
+fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        hook_rules(),
+    );
+    let params =
+        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
+    p.host.before_inference(p.now, params).unwrap();
+    p.collect();
+    p.to_server.clear();
+    let at = p.host.poll_timeout().unwrap();
+    assert_eq!(at, p.now + Duration::from_secs(5));
+    p.host.handle_timeout(at);
+    p.collect();
+    let v = hook_verdicts(&p);
+    assert!(v[0].failure.is_some() && v[0].accepted.is_empty());
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Diagnostic(HostDiagnostic::HookFailed { .. }))));
+    // Nothing granted, no hook at all.
+    let mut q = Pair::connect(&["pushEvents"], hook_rules());
+    assert_eq!(q.host.before_inference(q.now, json!({})), None);
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server
