@@ -85,11 +85,6 @@ impl HostSession {
         receipt
     }
 
-    pub(super) fn enter_mcp_only(&self, reason: McpOnlyReason) {
-        let effects = self.inner.state().enter_mcp_only(reason, SystemTime::now());
-        self.effects(effects);
-    }
-
     /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
     /// Request goes out; a widening activates only after an accepting receipt.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {

@@ -83,9 +83,7 @@ use tokio::sync::mpsc;
 use crate::capability::{Capability, Denied, Grant, PatternError, Requirement};
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{codes, ErrorObject, Notification};
-use crate::manifest::review::{
-    ChangeReceipt, FetchDecision, FetchLimiter, FetchResult, ManifestReview,
-};
+use crate::manifest::review::{ChangeReceipt, FetchDecision, FetchLimiter, ManifestReview};
 use crate::peer::{
     CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
     RequestOptions,

@@ -98,54 +98,22 @@ impl HostSession {
             });
             return None;
         }
-        let (outcome, narrowed) = {
-            let mut st = self.inner.state();
-            let review = st.review.as_mut()?;
-            let outcome = review.on_fetched(&fetched, announced.as_deref(), SystemTime::now());
-            let adv = review.advertised();
-            // Removals revoke host-side first (§17.5 step 3, §6.7).
-            let kept = st.grant.intersect(adv);
-            let narrowed = (kept != st.grant).then_some(kept);
-            if let Some(k) = narrowed {
-                st.narrow_to(k);
-                if let Some(r) = st.review.as_mut() {
-                    r.set_grant(k, SystemTime::now(), "manifest-revocation");
-                }
-            }
-            (outcome, narrowed.is_some())
-        };
-        for f in &outcome.findings {
-            self.inner.diag(HostDiagnostic::ManifestFinding {
-                code: f.code,
-                path: f.path.clone(),
-                message: f.message.clone(),
-            });
-        }
-        for f in &outcome.defects {
-            self.inner.diag(HostDiagnostic::ManifestDefect {
-                code: f.code,
-                message: f.message.clone(),
-            });
-        }
-        if let FetchResult::PreviousStands {
-            code,
-            consecutive_failures,
-        } = outcome.result
-        {
-            self.inner.diag(HostDiagnostic::ManifestUnparseable {
-                code,
-                consecutive_failures,
-            });
-            if self.suspend_if_due() {
-                // The grant shrank: the server is told by Request like any reduction (§6.7).
-                self.tell_reduction().await;
-            }
-        }
-        let receipt = outcome.receipt().cloned();
+        let reviewed = self.inner.state().review_fetched(
+            &fetched,
+            announced.as_deref(),
+            SystemTime::now(),
+            self.inner.config.suspend_after_failures,
+        )?;
+        self.report(reviewed.diagnostics());
+        let receipt = reviewed.outcome.receipt().cloned();
+        let tell = reviewed.tell_reduction();
+        self.effects(reviewed.effects);
         if let Some(r) = &receipt {
             self.inner.event(HostEvent::ManifestChange(r.clone()));
         }
-        if narrowed && self.mode() == Mode::Mcpl {
+        if tell {
+            // The grant shrank (a revocation, a suspension): the server is told by Request
+            // like any reduction (§6.7).
             self.tell_reduction().await;
         }
         receipt
@@ -154,14 +122,13 @@ impl HostSession {
     /// Suspends MCPL (§17.5) when it is active and enough consecutive fetches were
     /// unusable; `true` when it did (the caller then tells the reduction).
     pub(super) fn suspend_if_due(&self) -> bool {
-        let due = {
-            let st = self.inner.state();
-            let threshold = self.inner.config.suspend_after_failures;
-            st.mode == Mode::Mcpl && st.review.as_ref().is_some_and(|r| r.may_suspend(threshold))
-        };
-        if due {
-            self.enter_mcp_only(McpOnlyReason::Suspended);
-        }
+        let threshold = self.inner.config.suspend_after_failures;
+        let effects = self
+            .inner
+            .state()
+            .suspend_if_due(threshold, SystemTime::now());
+        let due = effects.entered.is_some();
+        self.effects(effects);
         due
     }
 }

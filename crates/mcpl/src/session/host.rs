@@ -14,7 +14,7 @@ use super::{
 };
 use crate::capability::{Capability, Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
-use crate::manifest::review::ManifestReview;
+use crate::manifest::review::{FetchDecision, FetchLimiter, ManifestReview};
 use crate::policy::{HostGrant, Receipt};
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
@@ -43,6 +43,14 @@ pub struct HostRules {
     pub max_event_id_bytes: usize,
     /// The most feature sets a manifest may declare (§6.1 sets no number).
     pub max_feature_sets: usize,
+    /// How long an `mcpl/manifest` fetch may take (§17.4).
+    pub manifest_timeout: Duration,
+    /// §17.8 token bucket: burst size.
+    pub manifest_fetch_burst: u32,
+    /// §17.8 token bucket: tokens per second.
+    pub manifest_fetch_per_sec: f64,
+    /// Consecutive unparseable manifests after which MCPL is suspended (at least 2, §17.5).
+    pub suspend_after_failures: u32,
     /// How long a `context/beforeInference` hook may take (fail-open after it, §10.1).
     pub hook_timeout: Duration,
     /// The most `contextInjections` one hook answer may carry.
@@ -68,6 +76,10 @@ impl HostRules {
             dedupe_window: 10_000,
             max_event_id_bytes: 1024,
             max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
+            manifest_timeout: Duration::from_secs(10),
+            manifest_fetch_burst: 3,
+            manifest_fetch_per_sec: 0.2,
+            suspend_after_failures: 3,
             hook_timeout: Duration::from_secs(5),
             max_injections_per_hook: 1024,
             max_pending_outputs: 1024,
@@ -175,6 +187,7 @@ enum Purpose {
     InitialPolicy(HostGrant),
     Change(ChangePlan),
     Hook,
+    Fetch,
     Reduction,
 }
 
@@ -200,6 +213,9 @@ pub struct HostState {
     origin: (Instant, SystemTime),
     phase: Phase,
     p: HostPolicy,
+    limiter: FetchLimiter,
+    /// The revision the latest `mcpl/manifestChanged` announced, for the next fetch.
+    announced: Option<String>,
     label: String,
     dedupe: Dedupe,
     next_id: u64,
@@ -222,6 +238,8 @@ impl HostState {
         let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
         Ok(HostState {
             p: HostPolicy::new(rules.policy.clone()),
+            limiter: FetchLimiter::new(rules.manifest_fetch_burst, rules.manifest_fetch_per_sec),
+            announced: None,
             rules,
             host_allows,
             origin: (now, wall),
@@ -319,7 +337,7 @@ impl HostState {
         }
         match msg {
             Message::Request(r) => self.on_request(r),
-            Message::Notification(n) => self.on_notification(n),
+            Message::Notification(n) => self.on_notification(now, n),
             Message::Response(r) => self.on_response(now, r),
         }
     }
@@ -562,7 +580,7 @@ impl HostState {
         Ok(rules::push_answer(delivered))
     }
 
-    fn on_notification(&mut self, n: Notification) {
+    fn on_notification(&mut self, now: Instant, n: Notification) {
         let method = n.method.as_str();
         if let Some(surface) = method
             .strip_prefix("notifications/")
@@ -580,12 +598,7 @@ impl HostState {
             return;
         }
         if method == "mcpl/manifestChanged" {
-            let judged = self.p.grant;
-            self.out.push_back(HostOutput::Unhandled {
-                message: Message::Notification(n),
-                judged,
-            });
-            return;
+            return self.on_manifest_changed(now, n.params.as_ref());
         }
         let params = n.params.clone();
         let Ok(judged) = self.admit(method, params.as_ref()) else {
@@ -602,6 +615,100 @@ impl HostState {
                 method: n.method.clone(),
             });
         }
+    }
+
+    /// `mcpl/manifestChanged` (§17.3): fetch now, fold into the fetch in flight, or drop
+    /// over the rate limit (§17.8), reported.
+    fn on_manifest_changed(&mut self, now: Instant, params: Option<&Value>) {
+        if self.p.review.is_none() {
+            return self.diag(HostDiagnostic::UnexpectedMethod {
+                method: "mcpl/manifestChanged".into(),
+            });
+        }
+        if let Some(r) = params
+            .and_then(|p| p.get("revision"))
+            .and_then(Value::as_str)
+        {
+            self.announced = Some(r.to_owned());
+        }
+        match self.limiter.on_notification(now) {
+            FetchDecision::FetchNow => self.fetch(now),
+            FetchDecision::Coalesced => {}
+            FetchDecision::Dropped => {
+                let total = self.limiter.dropped();
+                self.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                })
+            }
+        }
+    }
+
+    fn fetch(&mut self, now: Instant) {
+        let deadline = now + self.rules.manifest_timeout;
+        self.send_request("mcpl/manifest", json!({}), Purpose::Fetch, deadline);
+    }
+
+    /// A fetched manifest (§17.5): bounded, reviewed, its receipt handed out; a revocation
+    /// or a suspension is told by Request (§6.7); a coalesced announcement fetches again.
+    fn on_fetched(&mut self, now: Instant, answer: Answer) {
+        let announced = self.announced.take();
+        match answer {
+            Answer::Result(v) => {
+                let count = crate::manifest::feature_set_count(&v);
+                let limit = self.rules.max_feature_sets;
+                if count > limit {
+                    self.diag(HostDiagnostic::ManifestFetchFailed {
+                        detail: format!(
+                            "{}; it is refused and the manifest in force stands",
+                            ConnectError::TooManyFeatureSets { count, limit }
+                        ),
+                    });
+                } else {
+                    let wall = self.wall(now);
+                    let threshold = self.rules.suspend_after_failures;
+                    let reviewed = self
+                        .p
+                        .review_fetched(&v, announced.as_deref(), wall, threshold);
+                    if let Some(reviewed) = reviewed {
+                        for d in reviewed.diagnostics() {
+                            self.diag(d);
+                        }
+                        if let Some(r) = reviewed.outcome.receipt().cloned() {
+                            self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+                        }
+                        let tell = reviewed.tell_reduction();
+                        self.effects(reviewed.effects);
+                        if tell && self.phase == Phase::Up {
+                            self.send_reduction(now);
+                        }
+                    }
+                }
+            }
+            Answer::Error(e) => self.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!("error {}: {}", e.code, e.message),
+            }),
+            Answer::Timeout => self.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!("no answer within {:?}", self.rules.manifest_timeout),
+            }),
+        }
+        let before = self.limiter.dropped();
+        let again = self.limiter.on_fetch_complete(now);
+        if self.limiter.dropped() > before {
+            let total = self.limiter.dropped();
+            self.diag(HostDiagnostic::ManifestFetchDropped {
+                dropped_total: total,
+            });
+        }
+        if again && self.phase == Phase::Up {
+            self.fetch(now);
+        }
+    }
+
+    fn send_reduction(&mut self, now: Instant) {
+        let hg = self.p.reduction();
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
     }
 
     fn on_response(&mut self, now: Instant, r: Response) {
@@ -630,6 +737,7 @@ impl HostState {
 
     fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
         match purpose {
+            Purpose::Fetch => self.on_fetched(now, answer),
             Purpose::Hook => {
                 let answer = match answer {
                     Answer::Result(v) => Ok(v),
@@ -816,13 +924,16 @@ impl HostState {
             return self.connected(Err(ConnectError::Refused));
         };
         self.effects(effects);
+        // Fetches that failed during the exchange count too (§17.5).
+        let suspended = self
+            .p
+            .suspend_if_due(self.rules.suspend_after_failures, wall);
+        let told_wider = told_wider | suspended.entered.is_some();
+        self.effects(suspended);
         if told_wider {
             // §6.7: the server may believe the grant it was told; tell the reduction.
             self.phase = Phase::Reducing;
-            let hg = self.p.reduction();
-            let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
-            let deadline = now + self.rules.policy_timeout;
-            self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
+            self.send_reduction(now);
         } else {
             self.connected(Ok(()));
         }

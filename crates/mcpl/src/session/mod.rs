@@ -9,9 +9,10 @@
 //!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
 //!   session deterministically (`session/tests.rs`).
 //!
-//! What is not here yet: channels (§14), lifecycle turns (§10.5) and manifest re-fetch
-//! (§17.5) are still decided by the async `host::HostSession`; [`HostState`] hands those
-//! messages out as [`HostOutput::Unhandled`]. Hooks (§10) are sent and judged here one
+//! What is not here yet: channels (§14) and lifecycle turns (§10.5) are still decided by
+//! the async `host::HostSession`; [`HostState`] hands channel messages out as
+//! [`HostOutput::Unhandled`]. Manifest announcements, fetches and review (§17.3–§17.8)
+//! are decided here and by `HostSession` through the same `HostPolicy`. Hooks (§10) are sent and judged here one
 //! connection at a time ([`HostState::before_inference`]); gathering several servers'
 //! answers is the application's (as `host::before_inference` does).
 

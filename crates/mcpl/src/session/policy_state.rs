@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::rules::{self, Diagnostics, InitialDecision};
-use super::{McpOnlyReason, Mode, PolicyChange};
+use super::{HostDiagnostic, McpOnlyReason, Mode, PolicyChange};
 use crate::capability::{Capability, CapabilitySet, Grant, PatternError};
-use crate::manifest::review::ManifestReview;
+use crate::manifest::review::{ChangeOutcome, FetchResult, ManifestReview};
 use crate::policy::{Fallback, HostGrant, Receipt};
 
 /// The host's policy state of one connection.
@@ -52,13 +52,6 @@ impl HostPolicy {
             review: None,
             last_receipt: None,
         }
-    }
-
-    /// Narrows the grant (never widens it): a manifest revocation (§17.5), which the async
-    /// host applies.
-    #[cfg(feature = "runtime")]
-    pub(crate) fn narrow_to(&mut self, grant: Grant) {
-        self.grant = self.grant.intersect(grant.capabilities());
     }
 
     fn advertised(&self) -> CapabilitySet {
@@ -211,6 +204,51 @@ impl HostPolicy {
         (change, effects)
     }
 
+    /// Reviews a fetched manifest (§17.5): the review in force judges it; removals revoke
+    /// host-side at once (§17.5 step 3, §6.7); `suspend_after` consecutive unusable fetches
+    /// (at least 2) suspend MCPL. `None` when no manifest is under review (MCP-only).
+    pub(crate) fn review_fetched(
+        &mut self,
+        fetched: &Value,
+        announced: Option<&str>,
+        now: SystemTime,
+        suspend_after: u32,
+    ) -> Option<Reviewed> {
+        let review = self.review.as_mut()?;
+        let outcome = review.on_fetched(fetched, announced, now);
+        let kept = self.grant.intersect(review.advertised());
+        let narrowed = kept != self.grant;
+        if narrowed {
+            self.grant = kept;
+            review.set_grant(kept, now, "manifest-revocation");
+        }
+        let effects = if matches!(outcome.result, FetchResult::PreviousStands { .. }) {
+            self.suspend_if_due(suspend_after, now)
+        } else {
+            Effects::default()
+        };
+        Some(Reviewed {
+            outcome,
+            narrowed,
+            effects,
+        })
+    }
+
+    /// Suspends MCPL (§17.5) when it is active and `threshold` consecutive fetches (at least
+    /// 2) were unusable.
+    pub(crate) fn suspend_if_due(&mut self, threshold: u32, now: SystemTime) -> Effects {
+        let due = self.mode == Mode::Mcpl
+            && self
+                .review
+                .as_ref()
+                .is_some_and(|r| r.may_suspend(threshold));
+        if due {
+            self.enter_mcp_only(McpOnlyReason::Suspended, now)
+        } else {
+            Effects::default()
+        }
+    }
+
     /// The grant a reduction Request tells: what is in force now (§6.7).
     pub(crate) fn reduction(&self) -> HostGrant {
         let adv = self.advertised();
@@ -234,6 +272,57 @@ impl HostPolicy {
         };
         effects.close = fallback == Fallback::Close;
         effects
+    }
+}
+
+/// What reviewing a fetched manifest did ([`HostPolicy::review_fetched`], §17.5).
+#[derive(Debug, Clone)]
+pub(crate) struct Reviewed {
+    pub(crate) outcome: ChangeOutcome,
+    /// Removals revoked capabilities host-side: the server must be told (§6.7).
+    pub(crate) narrowed: bool,
+    /// MCPL was suspended after repeated unusable fetches (the server must be told too).
+    pub(crate) effects: Effects,
+}
+
+impl Reviewed {
+    /// The diagnostics the review produced, in order: findings, defects, an unusable fetch.
+    pub(crate) fn diagnostics(&self) -> Vec<HostDiagnostic> {
+        let mut d: Vec<HostDiagnostic> = self
+            .outcome
+            .findings
+            .iter()
+            .map(|f| HostDiagnostic::ManifestFinding {
+                code: f.code,
+                path: f.path.clone(),
+                message: f.message.clone(),
+            })
+            .collect();
+        d.extend(
+            self.outcome
+                .defects
+                .iter()
+                .map(|f| HostDiagnostic::ManifestDefect {
+                    code: f.code,
+                    message: f.message.clone(),
+                }),
+        );
+        if let FetchResult::PreviousStands {
+            code,
+            consecutive_failures,
+        } = self.outcome.result
+        {
+            d.push(HostDiagnostic::ManifestUnparseable {
+                code,
+                consecutive_failures,
+            });
+        }
+        d
+    }
+
+    /// Whether the server must be told a reduction by Request (§6.7).
+    pub(crate) fn tell_reduction(&self) -> bool {
+        self.narrowed || self.effects.entered.is_some()
     }
 }
 

@@ -584,6 +584,97 @@ fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
     assert_eq!(q.host.before_inference(q.now, json!({})), None);
 }
 
+/// The server application answers the host's `mcpl/manifest` fetch with `manifest`.
+fn answer_fetch(p: &mut Pair, manifest: Value) -> bool {
+    let Some(i) = p.server_out.iter().position(
+        |o| matches!(o, ServerOutput::Request { method, .. } if method == "mcpl/manifest"),
+    ) else {
+        return false;
+    };
+    let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
+        unreachable!("matched above")
+    };
+    p.server.answer(id, Ok(manifest));
+    true
+}
+
+#[test]
+fn s17_5_a_fetched_manifest_that_removes_a_capability_revokes_it_and_is_told() {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    assert!(p.host.grant().allows(Capability::ChannelsRegister));
+    p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}}));
+    p.drive();
+    let mut smaller = manifest();
+    smaller.as_object_mut().unwrap().remove("channels");
+    assert!(
+        answer_fetch(&mut p, smaller),
+        "the host fetched mcpl/manifest"
+    );
+    let policy_requests_before = p
+        .host_wrote
+        .iter()
+        .filter(|t| t.contains("featureSets/update"))
+        .count();
+    p.drive();
+    // §17.5 step 3: revoked host-side at once, and told by Request (§6.7).
+    assert!(!p.host.grant().allows(Capability::ChannelsRegister));
+    assert!(p.host.grant().allows(Capability::PushEvents));
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Event(HostEvent::ManifestChange(_)))));
+    let after = p
+        .host_wrote
+        .iter()
+        .filter(|t| t.contains("featureSets/update"))
+        .count();
+    assert_eq!(after, policy_requests_before + 1);
+    assert!(
+        !p.server.grant().allows(Capability::ChannelsRegister),
+        "the server was told"
+    );
+}
+
+#[test]
+fn s17_8_announcements_are_coalesced_and_rate_limited() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    for _ in 0..5 {
+        p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}}));
+    }
+    p.drive();
+    let fetches = |p: &Pair| {
+        p.host_wrote
+            .iter()
+            .filter(|t| t.contains("\"mcpl/manifest\""))
+            .count()
+    };
+    // One fetch in flight; the others fold into a single follow-up.
+    assert_eq!(fetches(&p), 1);
+    assert!(answer_fetch(&mut p, manifest()));
+    p.drive();
+    assert_eq!(fetches(&p), 2, "one coalesced follow-up");
+    assert!(answer_fetch(&mut p, manifest()));
+    p.drive();
+    assert_eq!(fetches(&p), 2, "nothing more was announced");
+}
+
+#[test]
+fn s17_5_repeated_unusable_manifests_suspend_mcpl() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    for _ in 0..3 {
+        p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}}));
+        p.drive();
+        assert!(answer_fetch(&mut p, json!("not a manifest")));
+        p.drive();
+    }
+    assert_eq!(p.host.mode(), &Mode::McpOnly(McpOnlyReason::Suspended));
+    assert!(!p.host.grant().allows(Capability::PushEvents));
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Diagnostic(HostDiagnostic::ManifestUnparseable { .. })
+    )));
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server
