@@ -82,8 +82,8 @@ pub fn report(title: &str, ratios: &[Ratio]) {
             (Some(s), Some(b)) if b > 0.0 => {
                 let ratio = s / b;
                 let verdict = match r.target {
-                    Some(t) if ratio <= t => format!("target <= {t:.1}x  MET"),
-                    Some(t) => format!("target <= {t:.1}x  MISSED"),
+                    Some(t) if ratio <= t => format!("target <= {t}x  MET"),
+                    Some(t) => format!("target <= {t}x  MISSED"),
                     None => "(reported)".to_owned(),
                 };
                 println!(
