@@ -80,7 +80,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::capability::{Capability, Denied, Grant, PatternError, Requirement};
+use crate::capability::{Capability, Grant, PatternError};
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{ChangeReceipt, FetchDecision, FetchLimiter, ManifestReview};
@@ -89,7 +89,7 @@ use crate::peer::{
     RequestOptions,
 };
 use crate::policy::{self, HostGrant, Receipt};
-use crate::protocol::{Direction, Method};
+use crate::protocol::Method;
 use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
 use crate::session::rules::PolicyAnswer;
 use crate::session::rules::PushVerdict;
@@ -173,11 +173,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.peer.close();
     }
-}
-
-/// The capability a requirement is reported under when nothing is granted.
-fn denied_of(grant: &Grant, req: Requirement) -> Option<Denied> {
-    grant.check(req).err()
 }
 
 impl HostSession {

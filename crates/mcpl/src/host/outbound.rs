@@ -31,20 +31,13 @@ impl HostSession {
     /// Checks outbound gating for `method` with `params` (direction, grant, and for channel
     /// methods the channel id), locally.
     pub(super) fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
-        match policy::method_direction(method) {
-            Some(Direction::HostToServer) | Some(Direction::Either) => {}
-            _ => return Err(HostError::WrongDirection(method.to_owned())),
-        }
-        let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
         let st = self.inner.state();
-        if req != Requirement::None {
-            if !st.ready {
-                if let Some(d) = denied_of(&Grant::none(), req) {
-                    return Err(HostError::NotGranted(d.capability));
-                }
-            }
-            if let Some(d) = denied_of(&st.grant, req) {
-                return Err(HostError::NotGranted(d.capability));
+        // The server's own admission rule (direction, readiness, grant; §5.4).
+        match session::admit_outbound(Receiver::Server, method, params, st.ready, &st.grant) {
+            Ok(_) => {}
+            Err(Refusal::NotReceived) => return Err(HostError::WrongDirection(method.to_owned())),
+            Err(Refusal::NotReady(d) | Refusal::Denied(d)) => {
+                return Err(HostError::NotGranted(d.capability))
             }
         }
         if crate::protocol::is_mcpl_method(method) {

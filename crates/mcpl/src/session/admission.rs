@@ -84,6 +84,23 @@ pub fn admit(
     grant.check(req).map(|()| req).map_err(Refusal::Denied)
 }
 
+/// The check before sending `method` to `to` (§5.4: what the other side would refuse is
+/// not sent): `to`'s own admission rule, [`admit`]. Reading where the spec is silent: a
+/// method this crate does not type is refused as [`Refusal::NotReceived`] (it is not known
+/// to be the other side's to receive).
+pub fn admit_outbound(
+    to: Receiver,
+    method: &str,
+    params: Option<&Value>,
+    ready: bool,
+    grant: &Grant,
+) -> Result<Requirement, Refusal> {
+    if protocol::method_info(method).is_none() {
+        return Err(Refusal::NotReceived);
+    }
+    admit(to, method, params, ready, grant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,12 +108,16 @@ mod tests {
     use serde_json::json;
 
     fn granted(paths: &[&str]) -> Grant {
-        Grant::from_patterns(paths.iter().copied()).unwrap_or_else(|_| Grant::none())
+        Grant::from_patterns(paths.iter().copied()).expect("test patterns parse")
+    }
+
+    fn everything() -> Grant {
+        Grant::from_set(crate::capability::CapabilitySet::ALL)
     }
 
     #[test]
     fn s4_1_a_method_sent_the_wrong_way_is_not_received() {
-        let all = granted(&["**"]);
+        let all = everything();
         assert_eq!(
             admit(Receiver::Server, "push/event", None, true, &all),
             Err(Refusal::NotReceived)
@@ -126,8 +147,33 @@ mod tests {
     }
 
     #[test]
+    fn s5_4_what_the_other_side_would_refuse_is_not_sent() {
+        let all = everything();
+        let life = granted(&["inferenceLifecycle"]);
+        assert!(admit_outbound(Receiver::Server, "inference/lifecycle", None, true, &life).is_ok());
+        assert!(matches!(
+            admit_outbound(
+                Receiver::Server,
+                "inference/lifecycle",
+                None,
+                true,
+                &Grant::none()
+            ),
+            Err(Refusal::Denied(_))
+        ));
+        assert_eq!(
+            admit_outbound(Receiver::Server, "push/event", None, true, &all),
+            Err(Refusal::NotReceived)
+        );
+        assert_eq!(
+            admit_outbound(Receiver::Server, "x-vendor/thing", None, true, &all),
+            Err(Refusal::NotReceived)
+        );
+    }
+
+    #[test]
     fn s5_3_privileged_before_ready_is_refused_whatever_the_grant() {
-        let all = granted(&["**"]);
+        let all = everything();
         let r = admit(Receiver::Host, "push/event", Some(&json!({})), false, &all);
         assert_eq!(
             r,

@@ -23,7 +23,7 @@ mod report;
 pub mod rules;
 mod server;
 
-pub use admission::{admit, Receiver, Refusal};
+pub use admission::{admit, admit_outbound, Receiver, Refusal};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
