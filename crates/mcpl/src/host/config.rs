@@ -178,6 +178,17 @@ impl Default for HostConfig {
 }
 
 impl HostConfig {
+    /// The channel bounds and patterns of this configuration (§14.5).
+    pub fn channel_limits(&self) -> crate::session::ChannelLimits {
+        crate::session::ChannelLimits {
+            patterns: self.channel_patterns.clone(),
+            max_channels: self.max_channels,
+            max_per_message: self.max_channels_per_message,
+            max_incoming_per_batch: self.max_incoming_per_batch,
+            max_descriptor_bytes: self.max_descriptor_bytes,
+        }
+    }
+
     /// The protocol-relevant part of this configuration, for a sans-I/O
     /// [`crate::session::HostState`] that decides as this session does.
     pub fn rules(&self) -> crate::session::HostRules {
@@ -193,6 +204,7 @@ impl HostConfig {
             dedupe_window: self.dedupe_window,
             max_event_id_bytes: self.max_event_id_bytes,
             max_feature_sets: self.max_feature_sets,
+            channels: self.channel_limits(),
             manifest_timeout: self.manifest_timeout,
             manifest_fetch_burst: self.manifest_fetch_burst,
             manifest_fetch_per_sec: self.manifest_fetch_per_sec,

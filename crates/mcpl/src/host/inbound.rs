@@ -78,17 +78,10 @@ impl HostSession {
         let outcome = match method.as_str() {
             "ping" => Ok(json!({})),
             "push/event" => self.on_push(params.as_ref(), &judged),
-            "channels/register" => self
-                .on_register(params.as_ref(), false, &judged)
-                .map(Some)
-                .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
-            "channels/changed" => self
-                .on_changed(params.as_ref(), false, &judged)
-                .and_then(|r| r.ok_or_else(|| ErrorObject::internal("no result"))),
+            "channels/register" => self.on_register(params.as_ref(), false, &judged),
+            "channels/changed" => self.on_changed(params.as_ref(), false, &judged),
             "channels/incoming" => self.on_incoming(params.as_ref()),
-            "channels/list" => Ok(json!({
-                "channels": self.inner.state().channels.values().cloned().collect::<Vec<_>>()
-            })),
+            "channels/list" => Ok(self.inner.state().channels.list()),
             "inference/request" | "model/info" => {
                 if method == "inference/request" {
                     if let Err(e) = self.check_request_feature_set(params.as_ref(), &judged) {
@@ -217,46 +210,6 @@ impl HostSession {
                 }
             }
         }
-    }
-
-    /// Refuses a message carrying more items than `limit` (a documented, configurable bound).
-    pub(super) fn over_limit(
-        &self,
-        method: &str,
-        what: &str,
-        count: usize,
-        limit: usize,
-    ) -> Option<ErrorObject> {
-        (count > limit).then(|| {
-            self.bad(
-                method,
-                &format!("{count} {what} exceed the limit of {limit} per message"),
-            )
-            .with_data(json!({ "limit": limit, "count": count }))
-        })
-    }
-
-    pub(super) fn bad(&self, method: &str, detail: &str) -> ErrorObject {
-        self.inner.diag(HostDiagnostic::BadParams {
-            method: method.to_owned(),
-            detail: detail.to_owned(),
-        });
-        ErrorObject::invalid_params(detail.to_owned())
-    }
-
-    pub(super) fn expand_tags(
-        &self,
-        method: &str,
-        tags: Option<&Value>,
-        ev: AdmittedEvent<'_>,
-    ) -> ExpandedTags {
-        let mut diags = Vec::new();
-        let tags = {
-            let st = self.inner.state();
-            rules::expand_tags(&mut diags, st.review.as_ref(), method, tags, ev)
-        };
-        self.report(diags);
-        tags
     }
 
     /// Reports judgement diagnostics, in order.

@@ -90,11 +90,11 @@ use crate::peer::{
 };
 use crate::policy::{self, HostGrant, Receipt};
 use crate::protocol::Method;
+use crate::session::channels::{ChannelLimits, ChannelTable};
 use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
 use crate::session::rules::PolicyAnswer;
 use crate::session::rules::PushVerdict;
 use crate::session::{self, rules, Receiver, Refusal};
-use crate::tags::{AdmittedEvent, ExpandedTags};
 use crate::transport::Transport;
 
 mod supervisor;
@@ -111,7 +111,6 @@ mod review;
 mod state;
 mod turns;
 
-use channels::*;
 pub use config::*;
 pub use fanout::*;
 pub use report::*;
@@ -127,6 +126,8 @@ struct Inner {
     diags: mpsc::Sender<HostDiagnostic>,
     policy_lock: tokio::sync::Mutex<()>,
     mcpl_advertised: AtomicBool,
+    /// The channel bounds and patterns of [`HostConfig`], read once.
+    channel_limits: ChannelLimits,
     /// The session's own requests whose answers the dispatch loop applies where they are
     /// read ([`HostSession::exchange`]), by request id.
     waiters: Mutex<HashMap<RequestId, Waiter>>,
@@ -195,6 +196,7 @@ impl HostSession {
         let host_allows = Grant::from_patterns(config.policy.iter().map(String::as_str))?;
         let (etx, erx) = mpsc::channel(config.event_capacity.max(1));
         let (dtx, drx) = mpsc::channel(config.diagnostics_capacity.max(1));
+        let channel_limits = config.channel_limits();
         let inner = Arc::new(Inner {
             peer: peer.clone(),
             label: std::sync::OnceLock::new(),
@@ -203,7 +205,7 @@ impl HostSession {
                 seen_events: rules::Dedupe::default(),
                 streams: InferenceIds::default(),
                 turns: InferenceIds::default(),
-                channels: BTreeMap::new(),
+                channels: ChannelTable::default(),
                 limiter: FetchLimiter::new(
                     config.manifest_fetch_burst,
                     config.manifest_fetch_per_sec,
@@ -216,6 +218,7 @@ impl HostSession {
             diags: dtx,
             policy_lock: tokio::sync::Mutex::new(()),
             waiters: Mutex::new(HashMap::new()),
+            channel_limits,
             mcpl_advertised: AtomicBool::new(false),
         });
         let streams = HostStreams {
@@ -401,7 +404,7 @@ impl HostSession {
 
     /// The channels this connection has registered and the host accepted.
     pub fn channels(&self) -> Vec<String> {
-        self.inner.state().channels.keys().cloned().collect()
+        self.inner.state().channels.ids()
     }
 
     /// The underlying peer (for MCP traffic outside MCPL's gating).

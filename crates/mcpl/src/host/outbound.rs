@@ -62,16 +62,9 @@ impl HostSession {
                 .unwrap_or("");
             // Publishing and streaming need a channel that claims outbound ability; an
             // acknowledgement answers an inbound message (§14.2; no direction claims neither).
-            let inbound = method == "channels/acknowledge";
-            let direction_ok = st.channels.get(id).and_then(direction_of).is_some_and(|d| {
-                if inbound {
-                    d.is_inbound()
-                } else {
-                    d.is_outbound()
-                }
-            });
+            let may = st.channels.may_send(method, id, &self.inner.channel_limits);
             drop(st);
-            if !direction_ok || !self.channel_permitted(id) {
+            if !may {
                 return Err(HostError::ChannelNotPermitted(id.to_owned()));
             }
         }

@@ -12,7 +12,7 @@ pub(super) struct State {
     pub(super) core: HostPolicy,
     /// §9.4 dedupe.
     pub(super) seen_events: rules::Dedupe,
-    pub(super) channels: BTreeMap<String, Value>,
+    pub(super) channels: ChannelTable,
     pub(super) limiter: FetchLimiter,
     pub(super) announced: Option<String>,
     /// Inference ids with an outgoing stream (§14.3) open or recently ended.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
+use super::channels::{ChannelLimits, ChannelTable};
 use super::policy_state::{ChangePlan, ChangeRefused, Effects, HostPolicy};
 use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
 use super::{
@@ -43,6 +44,8 @@ pub struct HostRules {
     pub max_event_id_bytes: usize,
     /// The most feature sets a manifest may declare (§6.1 sets no number).
     pub max_feature_sets: usize,
+    /// Channel bounds and patterns (§14.5).
+    pub channels: ChannelLimits,
     /// How long an `mcpl/manifest` fetch may take (§17.4).
     pub manifest_timeout: Duration,
     /// §17.8 token bucket: burst size.
@@ -76,6 +79,7 @@ impl HostRules {
             dedupe_window: 10_000,
             max_event_id_bytes: 1024,
             max_feature_sets: crate::manifest::DEFAULT_MAX_FEATURE_SETS,
+            channels: ChannelLimits::default(),
             manifest_timeout: Duration::from_secs(10),
             manifest_fetch_burst: 3,
             manifest_fetch_per_sec: 0.2,
@@ -217,6 +221,7 @@ pub struct HostState {
     /// The revision the latest `mcpl/manifestChanged` announced, for the next fetch.
     announced: Option<String>,
     label: String,
+    channels: ChannelTable,
     dedupe: Dedupe,
     next_id: u64,
     pending: HashMap<u64, (Purpose, Instant)>,
@@ -245,6 +250,7 @@ impl HostState {
             origin: (now, wall),
             phase: Phase::New,
             label: String::new(),
+            channels: ChannelTable::default(),
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: HashMap::new(),
@@ -277,6 +283,11 @@ impl HostState {
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<&Receipt> {
         self.p.last_receipt.as_ref()
+    }
+
+    /// The channels this connection registered and the host accepted (§14.5).
+    pub fn channels(&self) -> &ChannelTable {
+        &self.channels
     }
 
     /// The manifest review in force (MCPL connections, once `initialize` is answered).
@@ -547,11 +558,82 @@ impl HostState {
                     self.respond(r.id, Err(ErrorObject::busy(limit)));
                 }
             }
+            "channels/register" | "channels/changed" | "channels/incoming" | "channels/list" => {
+                let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
+                self.respond(r.id, answer);
+            }
             _ => self.out.push_back(HostOutput::Unhandled {
                 message: Message::Request(r),
                 judged,
             }),
         }
+    }
+
+    /// The channel methods (§14.5), by [`ChannelTable`]; a Notification form applies too.
+    fn on_channels(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        notification: bool,
+        judged: &Grant,
+    ) -> Result<Value, ErrorObject> {
+        let mut diags = Vec::new();
+        let limits = &self.rules.channels;
+        let answer = match method {
+            "channels/register" => {
+                self.channels
+                    .register(&mut diags, params, notification, judged, limits)
+            }
+            "channels/changed" => {
+                let r = self
+                    .channels
+                    .changed(&mut diags, params, notification, judged, limits);
+                // §17.7: a channel change is a `surface-changed` receipt.
+                let receipt = r
+                    .is_ok()
+                    .then(|| {
+                        self.p
+                            .review
+                            .as_mut()
+                            .and_then(|r| r.surface_changed("channels"))
+                    })
+                    .flatten();
+                if let Some(receipt) = receipt {
+                    self.hand_out(HostOutput::Event(HostEvent::ManifestChange(receipt)));
+                }
+                r
+            }
+            "channels/incoming" => {
+                let mut events = Vec::new();
+                let room = self
+                    .rules
+                    .max_pending_outputs
+                    .max(1)
+                    .saturating_sub(self.handed_out);
+                let r = self.channels.incoming(
+                    &mut diags,
+                    params,
+                    &self.p.grant,
+                    &self.rules.channels,
+                    self.p.review.as_ref(),
+                    &self.label,
+                    |e| {
+                        if events.len() >= room {
+                            return false;
+                        }
+                        events.push(e);
+                        true
+                    },
+                );
+                for e in events {
+                    self.hand_out(HostOutput::Event(e));
+                }
+                r
+            }
+            _ => Ok(self.channels.list()),
+        };
+        self.report(diags);
+        answer
     }
 
     fn on_push(&mut self, params: Option<&Value>, judged: &Grant) -> Result<Value, ErrorObject> {
@@ -604,11 +686,10 @@ impl HostState {
         let Ok(judged) = self.admit(method, params.as_ref()) else {
             return;
         };
-        if method.starts_with("channels/") {
-            self.out.push_back(HostOutput::Unhandled {
-                message: Message::Notification(n),
-                judged,
-            });
+        if matches!(method, "channels/register" | "channels/changed") {
+            // Applied as a Request would be; nothing to answer (§14.3, §14.5).
+            let m = n.method.clone();
+            let _ = self.on_channels(&m, n.params.as_ref(), true, &judged);
         } else {
             // Admitted but not a notification a host acts on: reported, never dropped.
             self.diag(HostDiagnostic::UnexpectedMethod {

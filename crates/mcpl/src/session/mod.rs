@@ -9,14 +9,16 @@
 //!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
 //!   session deterministically (`session/tests.rs`).
 //!
-//! What is not here yet: channels (§14) and lifecycle turns (§10.5) are still decided by
-//! the async `host::HostSession`; [`HostState`] hands channel messages out as
-//! [`HostOutput::Unhandled`]. Manifest announcements, fetches and review (§17.3–§17.8)
+//! What is not here yet: lifecycle turns and outgoing streams (§10.5, §14.3) are still
+//! emitted by the async `host::HostSession` only; [`HostState`] hands anything it does not
+//! decide out as [`HostOutput::Unhandled`]. Channels (§14.5) are decided here and by
+//! `HostSession` through the same [`ChannelTable`]. Manifest announcements, fetches and review (§17.3–§17.8)
 //! are decided here and by `HostSession` through the same `HostPolicy`. Hooks (§10) are sent and judged here one
 //! connection at a time ([`HostState::before_inference`]); gathering several servers'
 //! answers is the application's (as `host::before_inference` does).
 
 mod admission;
+pub mod channels;
 mod host;
 pub(crate) mod policy_state;
 mod report;
@@ -24,6 +26,7 @@ pub mod rules;
 mod server;
 
 pub use admission::{admit, admit_outbound, Receiver, Refusal};
+pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{

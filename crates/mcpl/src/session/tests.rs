@@ -675,6 +675,91 @@ fn s17_5_repeated_unusable_manifests_suspend_mcpl() {
     )));
 }
 
+fn channels_rules() -> ServerRules {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({ "register": {}, "incoming": {} });
+    rules
+}
+
+fn call(p: &mut Pair, id: i64, method: &str, params: Value) -> Value {
+    p.server_writes(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    p.drive();
+    p.host_answer(id).expect("answered")
+}
+
+#[test]
+fn s14_5_channels_are_authorized_item_wise_and_messages_against_what_was_registered() {
+    let mut p = Pair::connect(
+        &["channels.register", "channels.incoming"],
+        channels_rules(),
+    );
+    let limits = ChannelLimits {
+        patterns: Some(vec!["chat-*".into()]),
+        ..ChannelLimits::default()
+    };
+    let mut rules = HostRules::new(["channels.register", "channels.incoming"]);
+    rules.channels = limits;
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).unwrap();
+    p.server = ServerState::new(channels_rules());
+    p.host.start(p.now);
+    p.drive();
+    let r = call(
+        &mut p,
+        200,
+        "channels/register",
+        json!({"channels": [
+            {"id": "chat-1", "type": "chat", "direction": "bidirectional"},
+            {"id": "ops", "type": "chat", "direction": "inbound"},
+            {"id": "chat-2"}
+        ]}),
+    );
+    assert_eq!(
+        r["result"]["results"],
+        json!([
+            {"id": "chat-1", "accepted": true},
+            {"id": "ops", "accepted": false, "reason": "capability_denied"},
+            {"id": "chat-2", "accepted": false, "reason": "invalid_descriptor"}
+        ])
+    );
+    assert_eq!(p.host.channels().ids(), ["chat-1"]);
+    let r = call(
+        &mut p,
+        201,
+        "channels/incoming",
+        json!({"messages": [
+            {"channelId": "chat-1", "messageId": "m1", "content": "hi"},
+            {"channelId": "ops", "messageId": "m2", "content": "no"}
+        ]}),
+    );
+    let results = &r["result"]["results"];
+    assert_eq!(results[0], json!({"messageId": "m1", "accepted": true}));
+    assert_eq!(results[1]["code"], -32023, "{results}");
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Event(HostEvent::ChannelMessage { channel_id, .. }) if channel_id == "chat-1"
+    )));
+    // §6.7: without channels.register, a removal still applies (it narrows).
+    p.host
+        .set_policy(p.now, vec!["channels.incoming".into()])
+        .unwrap();
+    p.drive();
+    let r = call(
+        &mut p,
+        202,
+        "channels/changed",
+        json!({"removed": ["chat-1"],
+        "added": [{"id": "chat-3", "type": "chat"}]}),
+    );
+    assert_eq!(
+        r["result"]["results"],
+        json!([
+            {"id": "chat-1", "accepted": true},
+            {"id": "chat-3", "accepted": false, "reason": "capability_denied"}
+        ])
+    );
+    assert!(p.host.channels().ids().is_empty());
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server

@@ -1,0 +1,395 @@
+//! [`ChannelTable`]: the channels one connection registered and the host accepted, and the
+//! item-wise authorization of `channels/register`, `channels/changed` and
+//! `channels/incoming` (§14.2, §14.3, §14.5). The async `host::HostSession`, the sans-I/O
+//! [`HostState`](super::HostState) and `mcpl check`'s strict host all decide through it.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{json, Value};
+
+use super::rules::{self, Diagnostics};
+use super::{HostDiagnostic, HostEvent};
+use crate::capability::{Capability, Grant};
+use crate::jsonrpc::{codes, ErrorObject};
+use crate::manifest::review::ManifestReview;
+use crate::protocol::channels::ChannelDirection;
+use crate::tags::AdmittedEvent;
+
+/// The bounds channel messages are judged under (`host::HostConfig`'s, whose defaults these
+/// are).
+#[derive(Debug, Clone)]
+pub struct ChannelLimits {
+    /// The host's channel-id patterns (`prefix*` or exact); `None` permits every id.
+    pub patterns: Option<Vec<String>>,
+    /// The most channels one connection may hold (default 4,096).
+    pub max_channels: usize,
+    /// The most descriptors (or `changed` entries) per message (default 1,024).
+    pub max_per_message: usize,
+    /// The most messages per `channels/incoming` (default 1,024).
+    pub max_incoming_per_batch: usize,
+    /// The largest descriptor accepted, as compact JSON bytes (default 4,096; §14.2 sets
+    /// no size).
+    pub max_descriptor_bytes: usize,
+}
+
+impl Default for ChannelLimits {
+    fn default() -> Self {
+        ChannelLimits {
+            patterns: None,
+            max_channels: 4096,
+            max_per_message: 1024,
+            max_incoming_per_batch: 1024,
+            max_descriptor_bytes: 4096,
+        }
+    }
+}
+
+impl ChannelLimits {
+    /// Whether the host's channel patterns permit `id`.
+    pub fn permits(&self, id: &str) -> bool {
+        match &self.patterns {
+            None => true,
+            Some(pats) => pats.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => id.starts_with(prefix),
+                None => p == id,
+            }),
+        }
+    }
+}
+
+/// Whether `v`'s compact JSON encoding takes at most `limit` bytes; encoding stops as soon as
+/// it goes over, so an oversized value is never encoded whole.
+pub fn encoded_within(v: &Value, limit: usize) -> bool {
+    struct Budget(usize);
+    impl std::io::Write for Budget {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .checked_sub(buf.len())
+                .ok_or_else(|| std::io::Error::other("over the limit"))?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Budget(limit), v).is_ok()
+}
+
+/// A registered descriptor's `direction` (§14.2), read by the protocol type so the host and
+/// the types agree on what each direction claims; `None` when absent or not a string.
+pub fn direction_of(descriptor: &Value) -> Option<ChannelDirection> {
+    descriptor
+        .get("direction")
+        .filter(|v| v.is_string())
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// Authorizes one descriptor (§14.5) under `judged`, the grant its message is judged under:
+/// `Ok(id)`, or the id and `invalid_descriptor` (§14.2 shape, or over the size bound) or
+/// `capability_denied` (no `channels.register`, or an id the host's patterns refuse).
+pub fn authorize_descriptor(
+    d: &Value,
+    judged: &Grant,
+    limits: &ChannelLimits,
+) -> Result<String, (String, &'static str)> {
+    let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+    if !crate::protocol::channels::descriptor_defects(d).is_empty()
+        || !encoded_within(d, limits.max_descriptor_bytes)
+    {
+        return Err((id, "invalid_descriptor"));
+    }
+    if !judged.allows(Capability::ChannelsRegister) || !limits.permits(&id) {
+        return Err((id, "capability_denied"));
+    }
+    Ok(id)
+}
+
+/// Refuses a message carrying more items than `limit`: `-32602` with
+/// `data: {limit, count}`, reported as [`HostDiagnostic::BadParams`].
+pub fn over_limit(
+    diags: &mut Diagnostics,
+    method: &str,
+    what: &str,
+    count: usize,
+    limit: usize,
+) -> Option<ErrorObject> {
+    (count > limit).then(|| {
+        let detail = format!("{count} {what} exceed the limit of {limit} per message");
+        rules::bad_params(diags, method, &detail)
+            .with_data(json!({ "limit": limit, "count": count }))
+    })
+}
+
+fn reject_item(
+    diags: &mut Diagnostics,
+    method: &str,
+    id: String,
+    reason: &'static str,
+    notification: bool,
+    results: &mut Vec<Value>,
+) {
+    diags.push(HostDiagnostic::ChannelRejected {
+        method: method.to_owned(),
+        id: id.clone(),
+        reason,
+        filtered_notification: notification,
+    });
+    results.push(json!({ "id": id, "accepted": false, "reason": reason }));
+}
+
+/// The channels one connection registered and the host accepted, by id.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelTable {
+    channels: BTreeMap<String, Value>,
+}
+
+impl ChannelTable {
+    /// The accepted descriptor of `id`.
+    pub fn get(&self, id: &str) -> Option<&Value> {
+        self.channels.get(id)
+    }
+
+    /// The accepted channel ids, in order.
+    pub fn ids(&self) -> Vec<String> {
+        self.channels.keys().cloned().collect()
+    }
+
+    /// The `channels/list` result: every accepted descriptor.
+    pub fn list(&self) -> Value {
+        json!({ "channels": self.channels.values().cloned().collect::<Vec<_>>() })
+    }
+
+    /// Whether the host may send `method` to channel `id` (§14.1, §14.3): the channel is
+    /// this connection's, claims the direction (`channels/acknowledge` answers an inbound
+    /// message; the rest need an outbound channel), and the patterns permit it.
+    pub fn may_send(&self, method: &str, id: &str, limits: &ChannelLimits) -> bool {
+        let inbound = method == "channels/acknowledge";
+        let direction_ok = self
+            .channels
+            .get(id)
+            .and_then(direction_of)
+            .is_some_and(|d| {
+                if inbound {
+                    d.is_inbound()
+                } else {
+                    d.is_outbound()
+                }
+            });
+        direction_ok && limits.permits(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn itemize(
+        &mut self,
+        diags: &mut Diagnostics,
+        method: &str,
+        descriptors: &[Value],
+        notification: bool,
+        judged: &Grant,
+        limits: &ChannelLimits,
+        results: &mut Vec<Value>,
+    ) {
+        let mut seen = HashSet::new();
+        for d in descriptors {
+            match authorize_descriptor(d, judged, limits) {
+                Ok(id) if seen.insert(id.clone()) => {
+                    let adds = !self.channels.contains_key(&id);
+                    if adds && self.channels.len() >= limits.max_channels {
+                        reject_item(diags, method, id, "channel_limit", notification, results);
+                        continue;
+                    }
+                    self.channels.insert(id.clone(), d.clone());
+                    results.push(json!({ "id": id, "accepted": true }));
+                }
+                Ok(id) => reject_item(
+                    diags,
+                    method,
+                    id,
+                    "duplicate_descriptor",
+                    notification,
+                    results,
+                ),
+                Err((id, reason)) => reject_item(diags, method, id, reason, notification, results),
+            }
+        }
+    }
+
+    /// `channels/register` (§14.5), item by item under `judged`: the `{results}` answer (for
+    /// a Notification, what was applied), or `-32602` for a malformed or oversized message.
+    pub fn register(
+        &mut self,
+        diags: &mut Diagnostics,
+        params: Option<&Value>,
+        notification: bool,
+        judged: &Grant,
+        limits: &ChannelLimits,
+    ) -> Result<Value, ErrorObject> {
+        const M: &str = "channels/register";
+        let Some(ds) = params
+            .and_then(|p| p.get("channels"))
+            .and_then(Value::as_array)
+        else {
+            return Err(rules::bad_params(diags, M, "channels must be an array"));
+        };
+        let limit = limits.max_per_message;
+        if let Some(e) = over_limit(diags, M, "channel descriptors", ds.len(), limit) {
+            return Err(e);
+        }
+        let mut results = Vec::new();
+        self.itemize(diags, M, ds, notification, judged, limits, &mut results);
+        Ok(json!({ "results": results }))
+    }
+
+    /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
+    /// connection registered always apply (a removal narrows); additions and updates need
+    /// `channels.register` in `judged`, and an update no longer permitted removes the
+    /// channel. The caller reports the `channels` surface change (§17.7).
+    pub fn changed(
+        &mut self,
+        diags: &mut Diagnostics,
+        params: Option<&Value>,
+        notification: bool,
+        judged: &Grant,
+        limits: &ChannelLimits,
+    ) -> Result<Value, ErrorObject> {
+        const M: &str = "channels/changed";
+        let Some(p) = params.and_then(Value::as_object) else {
+            return Err(rules::bad_params(diags, M, "params must be an object"));
+        };
+        let empty = Vec::new();
+        let mut arr = |k: &str| -> Result<&Vec<Value>, ErrorObject> {
+            match p.get(k) {
+                None => Ok(&empty),
+                Some(Value::Array(a)) => Ok(a),
+                Some(_) => Err(rules::bad_params(
+                    diags,
+                    M,
+                    &format!("{k} must be an array"),
+                )),
+            }
+        };
+        let (added, updated, removed) = (arr("added")?, arr("updated")?, arr("removed")?);
+        let count = added.len() + updated.len() + removed.len();
+        if let Some(e) = over_limit(diags, M, "channel entries", count, limits.max_per_message) {
+            return Err(e);
+        }
+        let mut results = Vec::new();
+        for r in removed {
+            let id = r.as_str().unwrap_or("").to_owned();
+            if self.channels.remove(&id).is_some() {
+                results.push(json!({ "id": id, "accepted": true }));
+            } else {
+                reject_item(diags, M, id, "unknown_channel", notification, &mut results);
+            }
+        }
+        self.itemize(diags, M, added, notification, judged, limits, &mut results);
+        for u in updated {
+            let id = u.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+            if !self.channels.contains_key(&id) {
+                reject_item(diags, M, id, "unknown_channel", notification, &mut results);
+                continue;
+            }
+            match authorize_descriptor(u, judged, limits) {
+                Ok(id) => {
+                    self.channels.insert(id.clone(), u.clone());
+                    results.push(json!({ "id": id, "accepted": true }));
+                }
+                Err((id, reason)) => {
+                    self.channels.remove(&id);
+                    reject_item(diags, M, id, reason, notification, &mut results);
+                }
+            }
+        }
+        Ok(json!({ "results": results }))
+    }
+
+    /// `channels/incoming` (§14.5): each message validated at receipt (§14.3 shape) against
+    /// `grant` and the channel this connection registered (which must claim inbound, §14.2,
+    /// and be permitted), then handed to `deliver` as a [`HostEvent::ChannelMessage`] with
+    /// its tags expanded (§16.3); `deliver` returns whether the application took it
+    /// (otherwise `host_busy`). Each rejection carries its Appendix A `code`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn incoming(
+        &self,
+        diags: &mut Diagnostics,
+        params: Option<&Value>,
+        grant: &Grant,
+        limits: &ChannelLimits,
+        review: Option<&ManifestReview>,
+        source: &str,
+        mut deliver: impl FnMut(HostEvent) -> bool,
+    ) -> Result<Value, ErrorObject> {
+        const M: &str = "channels/incoming";
+        let Some(msgs) = params
+            .and_then(|p| p.get("messages"))
+            .and_then(Value::as_array)
+        else {
+            return Err(rules::bad_params(diags, M, "messages must be an array"));
+        };
+        let limit = limits.max_incoming_per_batch;
+        if let Some(e) = over_limit(diags, M, "messages", msgs.len(), limit) {
+            return Err(e);
+        }
+        let mut results = Vec::new();
+        for m in msgs {
+            let mid = m
+                .get("messageId")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let cid = m.get("channelId").and_then(Value::as_str).unwrap_or("");
+            let desc = self.channels.get(cid);
+            // A descriptor without a direction claims neither (fail closed).
+            let inbound_ok = desc.and_then(direction_of).is_some_and(|d| d.is_inbound());
+            let malformed =
+                !crate::protocol::channels::incoming_message_defects(m, "message").is_empty();
+            let rejection = if malformed {
+                Some(("invalid_message", codes::INVALID_PARAMS))
+            } else if desc.is_none() {
+                Some(("unknown_channel", codes::UNKNOWN_CHANNEL))
+            } else if !grant.allows(Capability::ChannelsIncoming)
+                || !inbound_ok
+                || !limits.permits(cid)
+            {
+                Some(("channel_not_permitted", codes::CHANNEL_NOT_PERMITTED))
+            } else {
+                None
+            };
+            if let Some((reason, code)) = rejection {
+                diags.push(HostDiagnostic::ChannelRejected {
+                    method: M.into(),
+                    id: mid.clone(),
+                    reason,
+                    filtered_notification: false,
+                });
+                results.push(json!({
+                    "messageId": mid, "accepted": false, "reason": reason, "code": code
+                }));
+                continue;
+            }
+            let tags = rules::expand_tags(
+                diags,
+                review,
+                M,
+                m.get("tags"),
+                AdmittedEvent {
+                    source,
+                    feature_set: None,
+                    channel: Some(cid),
+                },
+            );
+            let taken = deliver(HostEvent::ChannelMessage {
+                channel_id: cid.to_owned(),
+                message: m.clone(),
+                tags,
+            });
+            if taken {
+                results.push(json!({ "messageId": mid, "accepted": true }));
+            } else {
+                results.push(json!({ "messageId": mid, "accepted": false, "reason": "host_busy" }));
+            }
+        }
+        Ok(json!({ "results": results }))
+    }
+}
