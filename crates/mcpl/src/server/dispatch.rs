@@ -103,7 +103,11 @@ pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResu
 /// timer, I/O, a lock) is pending at its first poll and goes on in its own task, so it still
 /// never holds up the messages after it (a `ping` behind a slow `tools/call` is answered at
 /// once); a handler that finishes without waiting is answered before the next message is
-/// read. Polled under [`guarded`], so a panic at the first poll is answered `-32603` too.
+/// read. The answer's write is part of what is polled: if it cannot go out at once (a host
+/// that does not read), the rest goes on in a task too, so the reader keeps reading and the
+/// peer's in-flight bound refuses the excess `-32000` instead of the reader stalling on a
+/// full queue (`tests/reliability_outside.rs`). Polled under [`guarded`], so a panic at the
+/// first poll is answered `-32603` too.
 fn run_or_spawn(fut: impl std::future::Future<Output = ()> + Send + 'static) {
     use futures_util::FutureExt;
     let mut fut = Box::pin(fut);
@@ -182,9 +186,13 @@ pub(super) async fn guarded<R>(
 }
 
 pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
-    let method = req.method().to_owned();
+    // A known method's name is static: no copy on the common path (issue #24).
+    let method: std::borrow::Cow<'static, str> = match method_info(req.method()) {
+        Some(info) => info.name.into(),
+        None => req.method().to_owned().into(),
+    };
     let phase = lock(&conn.state).phase;
-    match method.as_str() {
+    match &*method {
         "initialize" => return on_initialize(conn, req).await,
         "ping" => return respond(req, Ok(json!({}))).await,
         _ => {}
@@ -201,7 +209,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     if policy::method_requirement(&method, None).is_none() {
         // Not a protocol method: a custom one, the fallback's, or unknown (removed surfaces
         // included, which no fallback gets).
-        let handler = h.custom.get(&method).cloned();
+        let handler = h.custom.get(&*method).cloned();
         if handler.is_none() && !is_removed(&method) {
             if let Some(f) = conn.fallback() {
                 return spawn_fallback(conn, req, f);
@@ -212,13 +220,13 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
     if let Err(e) = gate(conn, &method, req.request().params.as_ref()) {
         return respond::<()>(req, Err(e)).await;
     }
-    if matches!(method.as_str(), "tools/list" | "tools/call") {
+    if matches!(&*method, "tools/list" | "tools/call") {
         // Gated above (§5.4); the fallback is the only source of tools when there is one.
         if let Some(f) = conn.fallback() {
             return spawn_fallback(conn, req, f);
         }
     }
-    match method.as_str() {
+    match &*method {
         "tools/list" => {
             let tools = conn.server.tools.listed();
             let result = ToolsListResult {
