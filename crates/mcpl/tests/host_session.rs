@@ -805,6 +805,30 @@ async fn s11_inference_request_answered_by_application_handler() {
     assert_eq!(r["content"][0]["text"], "inference/request");
 }
 
+/// §11.3 / App. B.4: a malformed result from the application (here OpenAI's
+/// `finishReason: "stop"`, what an audited host sent) is not sent on: the server gets
+/// `-32603` naming the defect, as `mcpl check-host` would report it.
+#[tokio::test]
+async fn s11_3_a_malformed_application_result_is_not_sent() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "stop" })) })
+    }));
+    let (_s, _streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let r = server
+        .peer
+        .request_raw(
+            "inference/request",
+            Some(json!({ "featureSet": "assist", "messages": [] })),
+        )
+        .await;
+    let Err(mcpl::peer::PeerError::Remote(e)) = r else {
+        panic!("expected an error, got {r:?}")
+    };
+    assert_eq!(e.code, -32603);
+    assert!(e.message.contains("finishReason \"stop\""), "{}", e.message);
+}
+
 /// A manifest advertising streamed inference with an `assist.stream` set that uses it, and a
 /// host config granting both leaves (§11.4).
 fn streaming_setup() -> (Value, HostConfig) {

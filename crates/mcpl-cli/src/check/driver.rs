@@ -102,7 +102,8 @@ struct Session {
     mismatches: Vec<String>,
     /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
     tagged_uses: usize,
-    registered: BTreeSet<String>,
+    /// The channels the server registered, as the library host holds them (§14.5).
+    channels: mcpl::session::ChannelTable,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
     /// While a batch is being handled: the answers to its requests, sent as one array.
@@ -280,7 +281,7 @@ impl Session {
             statuses: BTreeMap::new(),
             mismatches: Vec::new(),
             tagged_uses: 0,
-            registered: BTreeSet::new(),
+            channels: mcpl::session::ChannelTable::default(),
             junk: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),
@@ -802,7 +803,7 @@ impl scenario::Host for Session {
     }
 
     fn channels(&self) -> Vec<String> {
-        self.registered.iter().cloned().collect()
+        self.channels.ids()
     }
 
     fn step_timeout(&self) -> Duration {

@@ -3,7 +3,6 @@
 
 use std::io;
 
-use mcpl::protocol::inference::FinishReason;
 use serde_json::Value;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
@@ -98,55 +97,12 @@ pub(super) fn first_accepted(r: &Value) -> Option<bool> {
         .and_then(Value::as_bool)
 }
 
-/// Defects of an `inference/request` result against §11.3: `content` the generated text as
-/// a string (a content-block array only warns: the library host's reading accepts it, the
-/// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
-/// object, each when present. Reading: the table marks nothing optional or required; without
-/// `content` there is no inference to return, so only it is required. A `finishReason`
-/// outside the enum fails like a `model` that is not a string: the table gives the enum as
-/// its type. `usage` members are not typed by the spec; §11.3's example counts tokens, so
-/// `inputTokens`/`outputTokens` that are not non-negative integers only warn.
-/// `(fails, warnings)`.
+/// §11.3's result rule, the core's ([`mcpl::protocol::inference::result_defects`]), with
+/// what it quotes bounded.
 pub(super) fn inference_result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
-    let (mut fail, mut warn) = (Vec::new(), Vec::new());
-    let Some(o) = r.as_object() else {
-        fail.push("the result is not an object".into());
-        return (fail, warn);
-    };
-    match o.get("content") {
-        Some(Value::String(_)) => {}
-        Some(c @ Value::Array(_)) => {
-            match mcpl::protocol::content::content_defect(Some(c), "content", false) {
-                Some(d) => fail.push(capped(d, QUOTE_LIMIT)),
-                None => warn.push("content is content blocks; §11.3 gives a string".into()),
-            }
-        }
-        Some(_) => fail.push("content is not a string".into()),
-        None => fail.push("content missing".into()),
-    }
-    if o.get("model").is_some_and(|m| !m.is_string()) {
-        fail.push("model is not a string".into());
-    }
-    match o.get("finishReason") {
-        None => {}
-        Some(Value::String(f)) if FinishReason::from_wire(f).is_app_b4() => {}
-        Some(f) => fail.push(format!(
-            "finishReason {} is not one of App. B.4's",
-            excerpt(f)
-        )),
-    }
-    match o.get("usage") {
-        None => {}
-        Some(Value::Object(u)) => {
-            for key in ["inputTokens", "outputTokens"] {
-                if u.get(key).is_some_and(|n| !n.is_u64()) {
-                    warn.push(format!("usage.{key} is not a token count"));
-                }
-            }
-        }
-        Some(_) => fail.push("usage is not an object".into()),
-    }
-    (fail, warn)
+    let (fail, warn) = mcpl::protocol::inference::result_defects(r);
+    let cap = |v: Vec<String>| v.into_iter().map(|d| capped(d, QUOTE_LIMIT)).collect();
+    (cap(fail), cap(warn))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ impl HostSession {
             let st = self.inner.state();
             (st.ready, st.grant)
         };
-        match session::admit(Receiver::Host, method, params, ready, &grant) {
+        match session::admit_at_host(method, params, ready, &grant) {
             Ok(_) => Ok(grant),
             Err(r) => {
                 match r {
@@ -36,25 +36,6 @@ impl HostSession {
         }
     }
 
-    /// The admission of `channels/changed`. Before the session is ready it is refused like
-    /// any privileged method (§5.3; nothing can be registered yet). Once ready, a grant
-    /// lacking `channels.register` does not refuse it whole: a removal only narrows, so its
-    /// `removed` entries still apply (§14.5, §6.7: reductions are respected whatever the
-    /// carrier), while the judged grant, which lacks `channels.register`, rejects every
-    /// addition and update item-wise as `capability_denied` (a Notification's are filtered
-    /// with a diagnostic). Reading chosen where the spec is silent: removal wins over the
-    /// whole-method refusal, never an addition.
-    pub(super) fn admit_changed(&self, params: Option<&Value>) -> Result<Grant, ErrorObject> {
-        let (ready, grant) = {
-            let st = self.inner.state();
-            (st.ready, st.grant)
-        };
-        if ready && !grant.allows(Capability::ChannelsRegister) {
-            return Ok(grant);
-        }
-        self.admit("channels/changed", params)
-    }
-
     pub(super) fn inbound_direction_ok(method: &str) -> bool {
         Receiver::Host.receives(method)
     }
@@ -63,11 +44,7 @@ impl HostSession {
         let method = req.method().to_owned();
         let params = req.request().params.clone();
         // Direction, readiness and grant: the one admission rule (`Self::admit`).
-        let admitted = if method == "channels/changed" {
-            self.admit_changed(params.as_ref())
-        } else {
-            self.admit(&method, params.as_ref())
-        };
+        let admitted = self.admit(&method, params.as_ref());
         let judged = match admitted {
             Ok(g) => g,
             Err(e) => {
@@ -106,7 +83,7 @@ impl HostSession {
                     };
                     let p = params.unwrap_or(Value::Null);
                     tokio::spawn(async move {
-                        let r = h(p, sink).await;
+                        let r = h(p, sink).await.and_then(checked_result);
                         ended.store(true, Ordering::SeqCst);
                         let _ = req.finish(r).await;
                     });
@@ -128,6 +105,10 @@ impl HostSession {
                         });
                         tokio::spawn(async move {
                             let r = h(&method, p).await;
+                            let r = match method.as_str() {
+                                "inference/request" => r.and_then(checked_result),
+                                _ => r,
+                            };
                             if let (Some(sink), Ok(result)) = (sink.as_mut(), &r) {
                                 if let Some(text) = result_text(result) {
                                     if let Err(e) = sink.send(&text).await {
@@ -151,7 +132,7 @@ impl HostSession {
         match method.as_str() {
             "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
             "channels/changed" => {
-                let judged = match self.admit_changed(n.params.as_ref()) {
+                let judged = match self.admit(&method, n.params.as_ref()) {
                     Ok(g) => g,
                     Err(e) => {
                         tracing::debug!(error = %e.message, "notification refused");
@@ -272,4 +253,22 @@ impl HostSession {
         self.report(diags);
         r
     }
+}
+
+/// Holds the application's `inference/request` result to §11.3's rule
+/// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports): a
+/// malformed one is not sent (a server would misread it); the request is answered `-32603`
+/// naming the defects, and the author's mistake is logged.
+fn checked_result(result: Value) -> Result<Value, ErrorObject> {
+    let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
+    if fails.is_empty() {
+        return Ok(result);
+    }
+    let detail = format!(
+        "the host application's inference/request result is malformed (§11.3): {}; return \
+         {{content: string, finishReason: one of App. B.4's, ...}}",
+        fails.join("; ")
+    );
+    tracing::warn!(%detail, "mcpl host: author mistake");
+    Err(ErrorObject::internal(detail))
 }

@@ -176,6 +176,66 @@ pub struct InferenceChunkParams {
     pub extra: Extra,
 }
 
+/// Defects of an `inference/request` result against §11.3: `content` the generated text as
+/// a string (a content-block array only warns: the library host's reading accepts it, the
+/// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
+/// object, each when present. Reading: the table marks nothing optional or required; without
+/// `content` there is no inference to return, so only it is required. A `finishReason`
+/// outside the enum fails like a `model` that is not a string: the table gives the enum as
+/// its type. `usage` members are not typed by the spec; §11.3's example counts tokens, so
+/// `inputTokens`/`outputTokens` that are not non-negative integers only warn.
+/// `(fails, warnings)`. The one rule `mcpl check-host` reports and the host library holds
+/// its application's answers to.
+pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut fail, mut warn) = (Vec::new(), Vec::new());
+    let Some(o) = r.as_object() else {
+        fail.push("the result is not an object".into());
+        return (fail, warn);
+    };
+    match o.get("content") {
+        Some(Value::String(_)) => {}
+        Some(c @ Value::Array(_)) => {
+            match super::content::content_defect(Some(c), "content", false) {
+                Some(d) => fail.push(d),
+                None => warn.push("content is content blocks; §11.3 gives a string".into()),
+            }
+        }
+        Some(_) => fail.push("content is not a string".into()),
+        None => fail.push("content missing".into()),
+    }
+    if o.get("model").is_some_and(|m| !m.is_string()) {
+        fail.push("model is not a string".into());
+    }
+    match o.get("finishReason") {
+        None => {}
+        Some(Value::String(f)) if FinishReason::from_wire(f).is_app_b4() => {}
+        Some(Value::String(f)) => {
+            // Quoted whole only when short: what the peer sent is bounded in a report.
+            let shown: String = f.chars().take(64).collect();
+            let cut = if shown.len() < f.len() { "…" } else { "" };
+            fail.push(format!(
+                "finishReason \"{shown}{cut}\" is not one of App. B.4's"
+            ))
+        }
+        Some(f) => fail.push(format!(
+            "finishReason is a JSON {}, not one of App. B.4's strings",
+            crate::jsonrpc::json_type_name(f)
+        )),
+    }
+    match o.get("usage") {
+        None => {}
+        Some(Value::Object(u)) => {
+            for key in ["inputTokens", "outputTokens"] {
+                if u.get(key).is_some_and(|n| !n.is_u64()) {
+                    warn.push(format!("usage.{key} is not a token count"));
+                }
+            }
+        }
+        Some(_) => fail.push("usage is not an object".into()),
+    }
+    (fail, warn)
+}
+
 /// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
 /// array of objects each with a string `role` and `content` that is a string or content
 /// blocks; the optional members typed as the table gives them (`stream` boolean,
@@ -270,6 +330,29 @@ method!(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// §11.3 / App. B.4: `content` required; `finishReason` one of App. B.4's ("stop" is an
+    /// audited host's, not MCPL's); a huge or non-string value is quoted bounded.
+    #[test]
+    fn s11_3_result_defects_pin_the_table() {
+        assert_eq!(
+            result_defects(&json!({"content": "OK", "finishReason": "end_turn"})),
+            (vec![], vec![])
+        );
+        assert_eq!(result_defects(&json!({})).0, ["content missing"]);
+        assert_eq!(
+            result_defects(&json!({"content": "OK", "finishReason": "stop"})).0,
+            ["finishReason \"stop\" is not one of App. B.4's"]
+        );
+        let long = "x".repeat(10_000);
+        let (fail, _) = result_defects(&json!({"content": "OK", "finishReason": long}));
+        assert!(fail[0].len() < 120, "{}", fail[0].len());
+        let (fail, _) = result_defects(&json!({"content": "OK", "finishReason": 3}));
+        assert_eq!(
+            fail,
+            ["finishReason is a JSON number, not one of App. B.4's strings"]
+        );
+    }
 
     #[test]
     fn b4_finish_reason_from_wire_names_app_b4s_values() {

@@ -84,6 +84,25 @@ pub fn admit(
     grant.check(req).map(|()| req).map_err(Refusal::Denied)
 }
 
+/// [`admit`] at a host, with its one exception (§14.5, §6.7): once ready, `channels/changed`
+/// is admitted without `channels.register`, so its removals (which only narrow) apply while
+/// its additions and updates are rejected item-wise under the grant that lacks it. Reading
+/// where the spec is silent: removal wins over the whole-method refusal, never an addition.
+pub fn admit_at_host(
+    method: &str,
+    params: Option<&Value>,
+    ready: bool,
+    grant: &Grant,
+) -> Result<Requirement, Refusal> {
+    if method == "channels/changed"
+        && ready
+        && !grant.allows(crate::capability::Capability::ChannelsRegister)
+    {
+        return Ok(Requirement::None);
+    }
+    admit(Receiver::Host, method, params, ready, grant)
+}
+
 /// The check before sending `method` to `to` (§5.4: what the other side would refuse is
 /// not sent): `to`'s own admission rule, [`admit`]. Reading where the spec is silent: a
 /// method this crate does not type is refused as [`Refusal::NotReceived`] (it is not known
@@ -144,6 +163,23 @@ mod tests {
             ),
             Ok(Requirement::None)
         );
+    }
+
+    #[test]
+    fn s14_5_a_ready_host_admits_channels_changed_for_its_removals() {
+        let none = Grant::none();
+        assert_eq!(
+            admit_at_host("channels/changed", None, true, &none),
+            Ok(Requirement::None)
+        );
+        assert!(matches!(
+            admit_at_host("channels/changed", None, false, &none),
+            Err(Refusal::NotReady(_))
+        ));
+        assert!(matches!(
+            admit_at_host("channels/register", None, true, &none),
+            Err(Refusal::Denied(_))
+        ));
     }
 
     #[test]

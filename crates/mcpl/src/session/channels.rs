@@ -333,11 +333,9 @@ impl ChannelTable {
         }
         let mut results = Vec::new();
         for m in msgs {
-            let mid = m
-                .get("messageId")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
+            // Echoed as sent, `null` when absent, so the server can match each result.
+            let echoed = m.get("messageId").cloned().unwrap_or(Value::Null);
+            let mid = echoed.as_str().unwrap_or("").to_owned();
             let cid = m.get("channelId").and_then(Value::as_str).unwrap_or("");
             let desc = self.channels.get(cid);
             // A descriptor without a direction claims neither (fail closed).
@@ -364,7 +362,7 @@ impl ChannelTable {
                     filtered_notification: false,
                 });
                 results.push(json!({
-                    "messageId": mid, "accepted": false, "reason": reason, "code": code
+                    "messageId": echoed, "accepted": false, "reason": reason, "code": code
                 }));
                 continue;
             }
@@ -385,9 +383,10 @@ impl ChannelTable {
                 tags,
             });
             if taken {
-                results.push(json!({ "messageId": mid, "accepted": true }));
+                results.push(json!({ "messageId": echoed, "accepted": true }));
             } else {
-                results.push(json!({ "messageId": mid, "accepted": false, "reason": "host_busy" }));
+                results
+                    .push(json!({ "messageId": echoed, "accepted": false, "reason": "host_busy" }));
             }
         }
         Ok(json!({ "results": results }))

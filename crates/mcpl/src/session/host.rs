@@ -10,10 +10,8 @@ use serde_json::{json, Value};
 use super::channels::{ChannelLimits, ChannelTable};
 use super::policy_state::{ChangePlan, ChangeRefused, Effects, HostPolicy};
 use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
-use super::{
-    admit, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Receiver, Refusal,
-};
-use crate::capability::{Capability, Grant, PatternError};
+use super::{admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal};
+use crate::capability::{Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::manifest::review::{FetchDecision, FetchLimiter, ManifestReview};
 use crate::policy::{HostGrant, Receipt};
@@ -490,13 +488,7 @@ impl HostState {
     /// judged item-wise even without `channels.register` (a removal only narrows; the
     /// reading of `host::HostSession`).
     fn admit(&mut self, method: &str, params: Option<&Value>) -> Result<Grant, ErrorObject> {
-        if method == "channels/changed"
-            && self.p.ready
-            && !self.p.grant.allows(Capability::ChannelsRegister)
-        {
-            return Ok(self.p.grant);
-        }
-        match admit(Receiver::Host, method, params, self.p.ready, &self.p.grant) {
+        match admit_at_host(method, params, self.p.ready, &self.p.grant) {
             Ok(_) => Ok(self.p.grant),
             Err(r) => {
                 let method = method.to_owned();

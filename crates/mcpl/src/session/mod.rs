@@ -25,7 +25,7 @@ mod report;
 pub mod rules;
 mod server;
 
-pub use admission::{admit, admit_outbound, Receiver, Refusal};
+pub use admission::{admit, admit_at_host, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};

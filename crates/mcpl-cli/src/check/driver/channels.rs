@@ -94,7 +94,7 @@ impl Session {
     /// The probe ids: one shaped like the server's own channel ids (when it registered or
     /// listed any), described with the id it imitates, then the fixed one.
     fn unknown_channel_ids(&self) -> Vec<(String, String)> {
-        let mut own: BTreeSet<String> = self.registered.clone();
+        let mut own: BTreeSet<String> = self.channels.ids().into_iter().collect();
         let listed = self
             .listed
             .as_ref()

@@ -331,11 +331,11 @@ impl Session {
             if matches!(method, "channels/register" | "channels/changed") {
                 // The Notification form changes the channel set as well (§14.3, §14.5): the
                 // strict host applies it (grant permitting) and has nothing to answer.
-                let _ = self.reply_to(method, params.as_ref(), requirement);
+                let _ = self.reply_to(method, params.as_ref());
             }
             return;
         };
-        let outcome = self.reply_to(method, params.as_ref(), requirement);
+        let outcome = self.reply_to(method, params.as_ref());
         self.answer(&id, outcome);
     }
 
@@ -344,23 +344,11 @@ impl Session {
         &mut self,
         method: &str,
         params: Option<&Value>,
-        requirement: Option<Requirement>,
     ) -> Result<Value, ErrorObject> {
-        let Some(req) = requirement else {
-            return match method {
-                "ping" => Ok(json!({})),
-                _ => Err(ErrorObject::method_not_found(method)),
-            };
-        };
-        if req != Requirement::None {
-            if !self.ready {
-                let cap = req.capabilities().sorted_paths();
-                let cap = cap.first().copied().unwrap_or("");
-                return Err(ErrorObject::capability_denied(cap));
-            }
-            if let Err(d) = self.grant.check(req) {
-                return Err(d.to_error());
-            }
+        // The library host's admission rule (direction §4.1, readiness §5.3, grant §5.4,
+        // the channels/changed exception §14.5).
+        if let Err(r) = mcpl::session::admit_at_host(method, params, self.ready, &self.grant) {
+            return Err(r.to_error(method));
         }
         match method {
             "push/event" => {
@@ -372,76 +360,35 @@ impl Session {
                 self.feature_set_gate(method, params)
                     .map(|()| json!({ "accepted": true }))
             }
-            "channels/register" | "channels/changed" => {
-                let mut results = Vec::new();
-                // Removals first (a removed channel delivers nothing more), as a host applies them.
-                for id in params
-                    .and_then(|p| p.get("removed"))
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .filter(|_| method == "channels/changed")
-                {
-                    if self.registered.remove(id) {
-                        results.push(json!({ "id": id, "accepted": true }));
-                    } else {
-                        results.push(
-                            json!({ "id": id, "accepted": false, "reason": "unknown_channel" }),
-                        );
-                    }
-                }
-                let keys: &[&str] = if method == "channels/register" {
-                    &["channels"]
+            // §14.5, by the library host's own rules (`session::ChannelTable`): item-wise
+            // authorization, descriptor shape and size, removals that always apply,
+            // incoming messages judged against what was registered.
+            "channels/register" | "channels/changed" | "channels/incoming" | "channels/list" => {
+                let mut diags = Vec::new();
+                let limits = mcpl::session::ChannelLimits::default();
+                let grant = if self.ready {
+                    self.grant
                 } else {
-                    &["added", "updated"]
+                    Grant::none()
                 };
-                for key in keys {
-                    for d in params
-                        .and_then(|p| p.get(*key))
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let cid = d.get("id").and_then(Value::as_str).unwrap_or("");
-                        if inspect::descriptor_defects(d).is_empty() {
-                            self.registered.insert(cid.to_owned());
-                            results.push(json!({ "id": cid, "accepted": true }));
-                        } else {
-                            results.push(json!({ "id": cid, "accepted": false, "reason": "invalid_descriptor" }));
-                        }
-                    }
+                match method {
+                    "channels/register" => self
+                        .channels
+                        .register(&mut diags, params, false, &grant, &limits),
+                    "channels/changed" => self
+                        .channels
+                        .changed(&mut diags, params, false, &grant, &limits),
+                    "channels/incoming" => self.channels.incoming(
+                        &mut diags,
+                        params,
+                        &grant,
+                        &limits,
+                        None,
+                        "server",
+                        |_| true,
+                    ),
+                    _ => Ok(self.channels.list()),
                 }
-                Ok(json!({ "results": results }))
-            }
-            "channels/incoming" => {
-                let results: Vec<Value> = params
-                    .and_then(|p| p.get("messages"))
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .map(|m| {
-                        let mid = m.get("messageId").cloned().unwrap_or(Value::Null);
-                        // §14.3, by the library host's rule (`channels.incoming-shape`
-                        // reports it).
-                        if !mcpl::protocol::channels::incoming_message_defects(m, "message")
-                            .is_empty()
-                        {
-                            return json!({ "messageId": mid, "accepted": false,
-                                "reason": "invalid_message", "code": -32602 });
-                        }
-                        let known = m
-                            .get("channelId")
-                            .and_then(Value::as_str)
-                            .is_some_and(|c| self.registered.contains(c));
-                        if known {
-                            json!({ "messageId": mid, "accepted": true })
-                        } else {
-                            json!({ "messageId": mid, "accepted": false, "reason": "unknown_channel" })
-                        }
-                    })
-                    .collect();
-                Ok(json!({ "results": results }))
             }
             // §12.2: the model the checker's (pretend) inference would use.
             "model/info" => Ok(checker_model()),
