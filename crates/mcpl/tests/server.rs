@@ -853,6 +853,38 @@ async fn s11_4_streaming_chunks_are_routed_by_request_id() {
     );
 }
 
+/// §11.3 / App. B.4: a host's malformed `inference/request` result (an audited host's
+/// `finishReason: "stop"`) is reported as a host defect by the rule `mcpl check-host`
+/// applies; the server author still gets what could be read.
+#[tokio::test]
+async fn s11_3_a_hosts_malformed_inference_result_is_reported() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"]}),
+    )
+    .await;
+    let session = host.session.clone();
+    let call =
+        tokio::spawn(async move { session.inference_request(inference_params("digest")).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    req.respond(json!({"content": "Hello", "finishReason": "stop"}))
+        .await
+        .unwrap();
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(serde_json::to_value(&result.content).unwrap(), "Hello");
+    let d = diags.recv().await.unwrap();
+    assert_eq!(d.code, "inference_result_malformed");
+    assert!(d.detail.contains("finishReason \"stop\""), "{}", d.detail);
+}
+
 #[tokio::test]
 async fn s11_inference_request_needs_an_available_feature_set() {
     let server = builder()

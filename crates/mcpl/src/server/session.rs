@@ -403,9 +403,35 @@ impl Session {
             let required = InferenceRequest::requirement(&params);
             self.authorize(required, Some(&params.feature_set))?;
             inference_content(&params)?;
-            self.request::<InferenceRequest>(&params).await
+            let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
+                method: InferenceRequest::NAME.into(),
+                reason: e.to_string(),
+            })?;
+            let result = self
+                .conn
+                .peer
+                .request_raw(InferenceRequest::NAME, Some(value))
+                .await?;
+            Ok(self.inference_result(result)?)
         };
         self.reported(InferenceRequest::NAME, out.await)
+    }
+
+    /// A host's `inference/request` result, held to §11.3's rule
+    /// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports):
+    /// each defect is reported as a host defect (`inference_result_malformed`), and the
+    /// result is decoded as far as it can be (`-32603`-free: a typed decode failure is the
+    /// caller's [`PeerError::Decode`]).
+    fn inference_result(&self, result: Value) -> Result<InferenceResult, PeerError> {
+        let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
+        if !fails.is_empty() {
+            self.conn
+                .peer_defect("inference_result_malformed", fails.join("; "));
+        }
+        serde_json::from_value(result).map_err(|e| PeerError::Decode {
+            method: InferenceRequest::NAME.into(),
+            reason: e.to_string(),
+        })
     }
 
     /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
