@@ -470,6 +470,11 @@ impl Session {
                     )
                     .await;
                 let out = out.map_err(SendError::from).and_then(|v| {
+                    // §11.3, as for a non-streaming result (`Session::inference_result`).
+                    let (fails, _) = crate::protocol::inference::result_defects(&v);
+                    if !fails.is_empty() {
+                        conn.peer_defect("inference_result_malformed", fails.join("; "));
+                    }
                     serde_json::from_value(v).map_err(|e| {
                         SendError::Peer(PeerError::Decode {
                             method: InferenceRequest::NAME.into(),
