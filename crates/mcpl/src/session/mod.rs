@@ -17,6 +17,50 @@
 //! connection at a time ([`HostState::before_inference`]); gathering several servers'
 //! answers is the application's (as `host::before_inference` does).
 
+//!
+//! A host and a server wired back to back, every frame through its JSON text:
+//!
+//! ```
+//! use std::time::{Instant, SystemTime};
+//! use mcpl::capability::Capability;
+//! use mcpl::jsonrpc::Message;
+//! use mcpl::session::{HostOutput, HostRules, HostState, Mode, ServerOutput, ServerRules, ServerState};
+//! use serde_json::json;
+//!
+//! let now = Instant::now();
+//! let mut host = HostState::new(HostRules::new(["pushEvents"]), now, SystemTime::now())?;
+//! let mut server = ServerState::new(ServerRules {
+//!     server_info: json!({ "name": "demo", "version": "1" }),
+//!     manifest: json!({ "version": "0.5", "pushEvents": {},
+//!                       "featureSets": { "news": { "uses": ["pushEvents"] } } }),
+//!     mcp_capabilities: Default::default(),
+//!     required: None,
+//! });
+//! host.start(now);
+//! loop {
+//!     let mut moved = false;
+//!     while let Some(out) = host.poll_output() {
+//!         if let HostOutput::Transmit(m) = out {
+//!             server.handle_message(Message::parse(&m.to_json())?);
+//!             moved = true;
+//!         }
+//!     }
+//!     while let Some(out) = server.poll_output() {
+//!         if let ServerOutput::Transmit(m) = out {
+//!             host.handle_message(now, Message::parse(&m.to_json())?);
+//!             moved = true;
+//!         }
+//!     }
+//!     if !moved {
+//!         break;
+//!     }
+//! }
+//! assert_eq!(host.mode(), &Mode::Mcpl);
+//! assert!(host.grant().allows(Capability::PushEvents));
+//! assert!(server.is_ready());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
 mod admission;
 pub mod channels;
 mod host;
