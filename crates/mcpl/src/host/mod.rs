@@ -70,7 +70,7 @@
 //! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
 //! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,7 +94,8 @@ use crate::session::channels::{ChannelLimits, ChannelTable};
 use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
 use crate::session::rules::PolicyAnswer;
 use crate::session::rules::PushVerdict;
-use crate::session::{self, rules, Receiver, Refusal};
+pub use crate::session::Terminal;
+use crate::session::{self, rules, InferenceIds, Receiver, Refusal};
 use crate::transport::Transport;
 
 mod supervisor;

@@ -2,27 +2,6 @@
 
 use super::*;
 
-/// How a turn ended (§10.5 terminal phases).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Terminal {
-    /// `completed`.
-    Completed,
-    /// `aborted`.
-    Aborted,
-    /// `failed`.
-    Failed,
-}
-
-impl Terminal {
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Terminal::Completed => "completed",
-            Terminal::Aborted => "aborted",
-            Terminal::Failed => "failed",
-        }
-    }
-}
-
 /// A started turn (§10.5): exactly one terminal per `started` on every exit path the host
 /// controls. Finish it with [`Turn::complete`], [`Turn::fail`] or [`Turn::abort`]; dropping it
 /// unfinished sends `aborted` (from a spawned task, when a tokio runtime is running).

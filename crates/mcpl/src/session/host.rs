@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::channels::{ChannelLimits, ChannelTable};
 use super::policy_state::{ChangePlan, ChangeRefused, Effects, HostPolicy};
 use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
+use super::InferenceIds;
 use super::{admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal};
 use crate::capability::{Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
@@ -132,6 +133,10 @@ pub enum StateError {
     /// The new policy does not parse.
     #[error("{0}")]
     Policy(#[from] PatternError),
+    /// A lifecycle turn could not be started or ended (§10.5): not granted, MCP-only, a
+    /// turn for the id open or recently ended, or none open to end.
+    #[error("lifecycle turn refused: {0}")]
+    Turn(String),
     /// [`HostState::answer`] named a request that was not handed out or is already answered.
     #[error("no request {0} is waiting for an answer")]
     UnknownRequest(String),
@@ -220,6 +225,10 @@ pub struct HostState {
     announced: Option<String>,
     label: String,
     channels: ChannelTable,
+    /// Lifecycle turns (§10.5) open or recently ended, and each open one's
+    /// `conversationId` and `turnIndex` for its terminal.
+    turns: InferenceIds,
+    open_turns: HashMap<String, (String, u64)>,
     dedupe: Dedupe,
     next_id: u64,
     pending: HashMap<u64, (Purpose, Instant)>,
@@ -249,6 +258,8 @@ impl HostState {
             phase: Phase::New,
             label: String::new(),
             channels: ChannelTable::default(),
+            turns: InferenceIds::default(),
+            open_turns: HashMap::new(),
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: HashMap::new(),
@@ -349,6 +360,91 @@ impl HostState {
             Message::Notification(n) => self.on_notification(now, n),
             Message::Response(r) => self.on_response(now, r),
         }
+    }
+
+    /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
+    /// server admits it (`inferenceLifecycle`). Refused while a turn for `inference_id` is
+    /// open or among the last [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones,
+    /// and past that many open turns.
+    pub fn start_turn(
+        &mut self,
+        inference_id: &str,
+        conversation_id: &str,
+        turn_index: u64,
+    ) -> Result<(), StateError> {
+        if self.open_turns.len() >= super::ENDED_IDS_REMEMBERED {
+            return Err(StateError::Turn(format!(
+                "{} turns are open, the limit",
+                self.open_turns.len()
+            )));
+        }
+        let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
+                             "turnIndex": turn_index, "phase": "started" });
+        self.gate_lifecycle(&params)?;
+        if !self.turns.start(inference_id) {
+            return Err(StateError::Turn(format!(
+                "a turn for inference {inference_id:?} is open or recently ended"
+            )));
+        }
+        self.open_turns.insert(
+            inference_id.to_owned(),
+            (conversation_id.to_owned(), turn_index),
+        );
+        self.notify("inference/lifecycle", params);
+        Ok(())
+    }
+
+    /// Ends the open turn of `inference_id` with its one terminal (§10.5), `usage` attached
+    /// when given. A terminal the grant no longer allows is not sent (outbound gating wins)
+    /// and reported; the turn ends either way.
+    pub fn end_turn(
+        &mut self,
+        inference_id: &str,
+        terminal: super::Terminal,
+        usage: Option<Value>,
+    ) -> Result<(), StateError> {
+        let Some((conversation_id, turn_index)) = self.open_turns.remove(inference_id) else {
+            return Err(StateError::Turn(format!(
+                "no turn for inference {inference_id:?} is open"
+            )));
+        };
+        self.turns.end(inference_id);
+        let mut params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
+                                 "turnIndex": turn_index, "phase": terminal.as_str() });
+        if let (Some(u), Some(o)) = (usage, params.as_object_mut()) {
+            o.insert("usage".into(), u);
+        }
+        match self.gate_lifecycle(&params) {
+            Ok(()) => self.notify("inference/lifecycle", params),
+            Err(e) => self.diag(HostDiagnostic::LifecycleNotSent {
+                inference_id: inference_id.to_owned(),
+                detail: e.to_string(),
+            }),
+        }
+        Ok(())
+    }
+
+    /// The server's admission rule applied before sending `inference/lifecycle` (§5.4).
+    fn gate_lifecycle(&self, params: &Value) -> Result<(), StateError> {
+        if let Mode::McpOnly(r) = &self.p.mode {
+            return Err(StateError::McpOnly(r.clone()));
+        }
+        super::admit_outbound(
+            super::Receiver::Server,
+            "inference/lifecycle",
+            Some(params),
+            self.p.ready,
+            &self.p.grant,
+        )
+        .map(|_| ())
+        .map_err(|r| StateError::Turn(r.to_error("inference/lifecycle").message.into_owned()))
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.transmit(Message::Notification(Notification {
+            method: method.to_owned(),
+            params: Some(params),
+        }));
     }
 
     /// Answers a request handed out as [`HostOutput::Request`].

@@ -68,6 +68,7 @@ pub(crate) mod policy_state;
 mod report;
 pub mod rules;
 mod server;
+mod turns;
 
 pub use admission::{admit, admit_at_host, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLimits, ChannelTable};
@@ -76,6 +77,8 @@ pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
 };
+pub(crate) use turns::InferenceIds;
+pub use turns::{Terminal, ENDED_IDS_REMEMBERED};
 
 #[cfg(test)]
 mod tests;

@@ -131,7 +131,7 @@ impl Dedupe {
 /// What [`judge_push`] decided for an admitted `push/event`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PushVerdict {
-    /// Hand `event` (a [`HostEvent::Push`]) to the application; once taken,
+    /// Hand `event` (a [`HostEvent::Push`](super::HostEvent::Push)) to the application; once taken,
     /// [`Dedupe::remember`] `event_id`, and answer with [`push_answer`].
     Deliver {
         /// The event.

@@ -760,6 +760,53 @@ fn s14_5_channels_are_authorized_item_wise_and_messages_against_what_was_registe
     assert!(p.host.channels().ids().is_empty());
 }
 
+#[test]
+fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    p.host.start_turn("i1", "c", 0).expect("granted");
+    assert!(matches!(
+        p.host.start_turn("i1", "c", 0),
+        Err(StateError::Turn(_))
+    ));
+    p.host
+        .end_turn("i1", Terminal::Completed, Some(json!({"outputTokens": 3})))
+        .unwrap();
+    assert!(matches!(
+        p.host.end_turn("i1", Terminal::Aborted, None),
+        Err(StateError::Turn(_))
+    ));
+    // Ended ids are remembered: the same inference cannot start a second turn.
+    assert!(matches!(
+        p.host.start_turn("i1", "c", 1),
+        Err(StateError::Turn(_))
+    ));
+    p.drive();
+    let phases: Vec<Value> = p
+        .server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Notification(n) if n.method == "inference/lifecycle" => {
+                n.params.as_ref().map(|v| v["phase"].clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(phases, [json!("started"), json!("completed")]);
+    // Not granted: nothing is sent (§5.4).
+    let mut q = Pair::connect(&["pushEvents"], server_rules());
+    assert!(matches!(
+        q.host.start_turn("i2", "c", 0),
+        Err(StateError::Turn(_))
+    ));
+    q.collect();
+    assert!(!q
+        .to_server
+        .iter()
+        .any(|t| t.contains("inference/lifecycle")));
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server

@@ -1,0 +1,75 @@
+//! Lifecycle turns (§10.5) over plain data: which inference ids have a turn (or an
+//! outgoing stream, §14.3) open or recently ended, and the terminal phases.
+
+use std::collections::{HashSet, VecDeque};
+
+/// How a turn ended (§10.5 terminal phases).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminal {
+    /// `completed`.
+    Completed,
+    /// `aborted`.
+    Aborted,
+    /// `failed`.
+    Failed,
+}
+
+impl Terminal {
+    /// The wire value of the phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Terminal::Completed => "completed",
+            Terminal::Aborted => "aborted",
+            Terminal::Failed => "failed",
+        }
+    }
+}
+
+/// How many ended outgoing streams (and, separately, ended lifecycle turns) a session
+/// remembers, to refuse restarting one.
+pub const ENDED_IDS_REMEMBERED: usize = 4096;
+
+/// The inference ids a session's outgoing streams, or its lifecycle turns, were started for.
+/// Streams (§14.3): `index` is one counter per `inferenceId`, and each channel gets one
+/// `complete`; a second stream for the same inference would restart the index at 0 and
+/// complete its channels again. Turns (§10.5): one terminal per `started`; a second turn for
+/// the same inference would send a second `started` and a second terminal. Either is refused
+/// while the first is open and for the last [`ENDED_IDS_REMEMBERED`] ended ones.
+#[derive(Debug, Default)]
+pub(crate) struct InferenceIds {
+    pub(crate) live: HashSet<String>,
+    pub(crate) ended: HashSet<String>,
+    pub(crate) ended_order: VecDeque<String>,
+}
+
+impl InferenceIds {
+    /// Claims `inference_id` for a new stream; `false` if it is open or remembered as ended.
+    pub(crate) fn start(&mut self, inference_id: &str) -> bool {
+        if self.live.contains(inference_id) || self.ended.contains(inference_id) {
+            return false;
+        }
+        self.live.insert(inference_id.to_owned());
+        true
+    }
+
+    /// Gives up a claim that emitted nothing (its first frame was never queued): the id may
+    /// be started again.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn release(&mut self, inference_id: &str) {
+        self.live.remove(inference_id);
+    }
+
+    /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
+    pub(crate) fn end(&mut self, inference_id: &str) {
+        if !self.live.remove(inference_id) {
+            return;
+        }
+        self.ended.insert(inference_id.to_owned());
+        self.ended_order.push_back(inference_id.to_owned());
+        while self.ended_order.len() > ENDED_IDS_REMEMBERED {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+}
