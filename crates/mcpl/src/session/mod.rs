@@ -9,13 +9,16 @@
 //!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
 //!   session deterministically (`session/tests.rs`).
 //!
-//! What is not here yet: lifecycle turns and outgoing streams (§10.5, §14.3) are still
-//! emitted by the async `host::HostSession` only; [`HostState`] hands anything it does not
-//! decide out as [`HostOutput::Unhandled`]. Channels (§14.5) are decided here and by
-//! `HostSession` through the same [`ChannelTable`]. Manifest announcements, fetches and review (§17.3–§17.8)
-//! are decided here and by `HostSession` through the same `HostPolicy`. Hooks (§10) are sent and judged here one
-//! connection at a time ([`HostState::before_inference`]); gathering several servers'
-//! answers is the application's (as `host::before_inference` does).
+//! [`HostState`] decides the handshake and policy exchange, admission, `push/event`,
+//! `inference/request` hand-off, channels (§14.5, the same [`ChannelTable`] as
+//! `HostSession`), hooks one connection at a time ([`HostState::before_inference`];
+//! gathering several servers' answers is the application's, as `host::before_inference`
+//! does), lifecycle turns (§10.5) and manifest announcements, fetches and review
+//! (§17.3–§17.8, the same `HostPolicy` as `HostSession`). Not here yet: outgoing channel
+//! streams (§14.3), which only `HostSession` emits; anything [`HostState`] does not decide
+//! is handed out as [`HostOutput::Unhandled`]. `host::HostSession` and `server::Server` are
+//! not yet drivers of these machines: they decide through the same rules, in their own
+//! async code.
 
 //!
 //! A host and a server wired back to back, every frame through its JSON text:
