@@ -1,0 +1,210 @@
+//! What [`HostState`] does with the answers to its own requests: the handshake, the policy
+//! exchange and its receipts (§5.3, §6.7), hook answers (§10) and manifest fetches (§17).
+
+use super::*;
+
+impl HostState {
+    pub(super) fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
+        match purpose {
+            Purpose::Fetch => self.on_fetched(now, answer),
+            Purpose::Hook => {
+                let answer = match answer {
+                    Answer::Result(v) => Ok(v),
+                    Answer::Error(e) => Err(format!("error {}: {}", e.code, e.message)),
+                    Answer::Timeout => Err(format!(
+                        "no answer within {:?} (fail-open)",
+                        self.rules.hook_timeout
+                    )),
+                };
+                let verdict = rules::judge_hook_answer(
+                    answer,
+                    &self.p.grant,
+                    self.p.review.as_ref(),
+                    self.rules.max_injections_per_hook,
+                );
+                let server = self.label.clone();
+                if let Some(detail) = &verdict.failure {
+                    self.diag(HostDiagnostic::HookFailed {
+                        server: server.clone(),
+                        detail: detail.clone(),
+                    });
+                }
+                for (_, reason) in &verdict.rejected {
+                    self.diag(HostDiagnostic::InjectionRejected {
+                        server: server.clone(),
+                        reason: reason.to_string(),
+                    });
+                }
+                self.out.push_back(HostOutput::Hook { id, verdict });
+            }
+            Purpose::Initialize => self.on_initialized(now, answer),
+            Purpose::InitialPolicy(hg) => self.on_initial_policy(now, hg, answer),
+            Purpose::Change(plan) => {
+                let receipt = self.receipt_of(&answer);
+                let wall = self.wall(now);
+                let (change, effects) = self.p.finish_change(plan, receipt, wall);
+                self.out.push_back(HostOutput::PolicyChanged(change));
+                self.effects(effects);
+            }
+            Purpose::Reduction => {
+                let receipt = self.receipt_of(&answer);
+                let wall = self.wall(now);
+                let effects = self.p.after_reduction(receipt, wall);
+                let closing = effects.close;
+                self.effects(effects);
+                if !closing && self.phase == Phase::Reducing {
+                    self.connected(Ok(()));
+                }
+            }
+        }
+    }
+
+    /// Hands out a mode change and closes when a decision says so.
+    pub(super) fn effects(&mut self, effects: Effects) {
+        if let Some(mode) = effects.entered {
+            self.hand_out(HostOutput::Event(HostEvent::ModeChanged(mode)));
+        }
+        if effects.close {
+            self.phase = Phase::Closed;
+            self.out.push_back(HostOutput::Close);
+        }
+    }
+
+    /// The usable receipt an answer carries, its defects reported.
+    pub(super) fn receipt_of(&mut self, answer: &Answer) -> Option<Receipt> {
+        match answer {
+            Answer::Result(v) => self.read_receipt(v),
+            Answer::Error(_) | Answer::Timeout => None,
+        }
+    }
+
+    pub(super) fn read_receipt(&mut self, v: &Value) -> Option<Receipt> {
+        let mut diags = Vec::new();
+        let receipt = self.p.read_receipt(&mut diags, v);
+        self.report(diags);
+        receipt
+    }
+
+    pub(super) fn on_initialized(&mut self, now: Instant, answer: Answer) {
+        let result = match answer {
+            Answer::Result(v) => v,
+            Answer::Error(e) => return self.connected(Err(ConnectError::Remote(e))),
+            Answer::Timeout => return self.connected(Err(ConnectError::Timeout)),
+        };
+        let Some(caps) = result.get("capabilities").filter(|c| c.is_object()) else {
+            let e = ConnectError::BadInitialize("no capabilities object".into());
+            return self.connected(Err(e));
+        };
+        self.label = result
+            .pointer("/serverInfo/name")
+            .and_then(Value::as_str)
+            .unwrap_or("server")
+            .to_owned();
+        let Some(manifest) = caps.pointer("/experimental/mcpl") else {
+            // §3.3: MCP-only; the grant holds at most `tools` and is final.
+            let caps = caps.clone();
+            return match self.p.not_advertised(&caps) {
+                Ok(()) => {
+                    self.notify_initialized();
+                    self.connected(Ok(()));
+                }
+                Err(e) => self.connected(Err(e.into())),
+            };
+        };
+        let count = crate::manifest::feature_set_count(manifest);
+        let limit = self.rules.max_feature_sets;
+        if count > limit {
+            return self.connected(Err(ConnectError::TooManyFeatureSets { count, limit }));
+        }
+        let wall = self.wall(now);
+        let reviewed = ManifestReview::initial(
+            manifest,
+            Some(caps),
+            self.rules.policy.iter().map(String::as_str),
+            wall,
+        );
+        let (mut review, findings) = match reviewed {
+            Ok(r) => r,
+            Err(crate::manifest::review::ReviewError::Policy(p)) => {
+                return self.connected(Err(p.into()))
+            }
+            Err(other) => {
+                return self.connected(Err(ConnectError::BadInitialize(other.to_string())))
+            }
+        };
+        for f in findings {
+            self.diag(HostDiagnostic::ManifestFinding {
+                code: f.code,
+                path: f.path,
+                message: f.message,
+            });
+        }
+        let hg = match HostGrant::compute(
+            review.advertised(),
+            self.rules.policy.iter().map(String::as_str),
+        ) {
+            Ok(hg) => hg,
+            Err(e) => return self.connected(Err(e.into())),
+        };
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        // The host's own selection narrows derivation at once (it can never widen).
+        if let Ok(up) = crate::policy::UpdateParams::parse(&params) {
+            review.set_selection(crate::policy::Selection {
+                enabled: up.enabled,
+                disabled: up.disabled,
+            });
+        }
+        self.p.review = Some(review);
+        self.notify_initialized();
+        // §5.3: the Request goes out even when nothing is enabled or disabled.
+        self.phase = Phase::PolicyPending;
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request(
+            "featureSets/update",
+            params,
+            Purpose::InitialPolicy(hg),
+            deadline,
+        );
+    }
+
+    pub(super) fn notify_initialized(&mut self) {
+        self.transmit(Message::Notification(Notification {
+            method: "notifications/initialized".into(),
+            params: None,
+        }));
+    }
+
+    pub(super) fn on_initial_policy(&mut self, now: Instant, hg: HostGrant, answer: Answer) {
+        let decision = match &answer {
+            Answer::Result(v) => {
+                let receipt = self.read_receipt(v);
+                rules::initial_decision(PolicyAnswer::Receipt(receipt))
+            }
+            Answer::Error(e) if e.code == codes::METHOD_NOT_FOUND => {
+                rules::initial_decision(PolicyAnswer::MethodNotFound)
+            }
+            Answer::Error(e) => {
+                rules::initial_decision(PolicyAnswer::Failed(e.message.to_string()))
+            }
+            Answer::Timeout => rules::initial_decision(PolicyAnswer::Timeout),
+        };
+        let wall = self.wall(now);
+        let Ok((told_wider, effects)) = self.p.decide_initial(&hg, decision, wall) else {
+            return self.connected(Err(ConnectError::Refused));
+        };
+        self.effects(effects);
+        // Fetches that failed during the exchange count too (§17.5).
+        let suspended = self
+            .p
+            .suspend_if_due(self.rules.suspend_after_failures, wall);
+        let told_wider = told_wider | suspended.entered.is_some();
+        self.effects(suspended);
+        if told_wider {
+            // §6.7: the server may believe the grant it was told; tell the reduction.
+            self.phase = Phase::Reducing;
+            self.send_reduction(now);
+        } else {
+            self.connected(Ok(()));
+        }
+    }
+}

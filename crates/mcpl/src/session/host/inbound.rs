@@ -1,0 +1,336 @@
+//! What [`HostState`] does with a message the server sends: admission (§5.3, §5.4), requests,
+//! channels (§14), pushes (§9) and notifications, manifest change announcements (§17).
+
+use super::*;
+
+impl HostState {
+    /// The admission of one inbound method (§5.3, §5.4); `channels/changed` once ready is
+    /// judged item-wise even without `channels.register` (a removal only narrows; the
+    /// reading of `host::HostSession`).
+    pub(super) fn admit(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<Grant, ErrorObject> {
+        match admit_at_host(method, params, self.p.ready, &self.p.grant) {
+            Ok(_) => Ok(self.p.grant),
+            Err(r) => {
+                let method = method.to_owned();
+                self.diag(match r {
+                    Refusal::NotReceived => HostDiagnostic::UnexpectedMethod {
+                        method: method.clone(),
+                    },
+                    Refusal::NotReady(_) => HostDiagnostic::PrivilegedBeforeReady {
+                        method: method.clone(),
+                    },
+                    Refusal::Denied(d) => HostDiagnostic::CapabilityDenied {
+                        method: method.clone(),
+                        capability: d.capability,
+                    },
+                });
+                Err(r.to_error(&method))
+            }
+        }
+    }
+
+    pub(super) fn on_request(&mut self, r: Request) {
+        let judged = match self.admit(&r.method, r.params.as_ref()) {
+            Ok(g) => g,
+            Err(e) => return self.respond(r.id, Err(e)),
+        };
+        match r.method.as_str() {
+            "ping" => self.respond(r.id, Ok(json!({}))),
+            "push/event" => {
+                let answer = self.on_push(r.params.as_ref(), &judged);
+                self.respond(r.id, answer);
+            }
+            "inference/request" | "model/info" => {
+                if r.method == "inference/request" {
+                    let mut diags = Vec::new();
+                    let checked = rules::check_inference_feature_set(
+                        &mut diags,
+                        r.params.as_ref(),
+                        &judged,
+                        self.p.review.as_ref(),
+                    );
+                    self.report(diags);
+                    if let Err(e) = checked {
+                        return self.respond(r.id, Err(e));
+                    }
+                }
+                if self.app_pending.contains(&r.id) {
+                    let e = ErrorObject::invalid_request("a request with this id is in flight");
+                    return self.respond(r.id, Err(e));
+                }
+                let handed = self.hand_out(HostOutput::Request {
+                    id: r.id.clone(),
+                    method: r.method.clone(),
+                    params: r.params.clone(),
+                });
+                if handed {
+                    self.app_pending.insert(r.id);
+                } else {
+                    let limit = self.rules.max_pending_outputs;
+                    self.respond(r.id, Err(ErrorObject::busy(limit)));
+                }
+            }
+            "channels/register" | "channels/changed" | "channels/incoming" | "channels/list" => {
+                let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
+                self.respond(r.id, answer);
+            }
+            _ => self.out.push_back(HostOutput::Unhandled {
+                message: Message::Request(r),
+                judged,
+            }),
+        }
+    }
+
+    /// The channel methods (§14.5), by [`ChannelTable`]; a Notification form applies too.
+    pub(super) fn on_channels(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        notification: bool,
+        judged: &Grant,
+    ) -> Result<Value, ErrorObject> {
+        let mut diags = Vec::new();
+        let limits = &self.rules.channels;
+        let answer = match method {
+            "channels/register" => {
+                self.channels
+                    .register(&mut diags, params, notification, judged, limits)
+            }
+            "channels/changed" => {
+                let r = self
+                    .channels
+                    .changed(&mut diags, params, notification, judged, limits);
+                // §17.7: a channel change is a `surface-changed` receipt.
+                let receipt = r
+                    .is_ok()
+                    .then(|| {
+                        self.p
+                            .review
+                            .as_mut()
+                            .and_then(|r| r.surface_changed("channels"))
+                    })
+                    .flatten();
+                if let Some(receipt) = receipt {
+                    self.hand_out(HostOutput::Event(HostEvent::ManifestChange(receipt)));
+                }
+                r
+            }
+            "channels/incoming" => {
+                let mut events = Vec::new();
+                let room = self
+                    .rules
+                    .max_pending_outputs
+                    .max(1)
+                    .saturating_sub(self.handed_out);
+                let r = self.channels.incoming(
+                    &mut diags,
+                    params,
+                    &self.p.grant,
+                    &self.rules.channels,
+                    self.p.review.as_ref(),
+                    &self.label,
+                    |e| {
+                        if events.len() >= room {
+                            return false;
+                        }
+                        events.push(e);
+                        true
+                    },
+                );
+                for e in events {
+                    self.hand_out(HostOutput::Event(e));
+                }
+                r
+            }
+            _ => Ok(self.channels.list()),
+        };
+        self.report(diags);
+        answer
+    }
+
+    pub(super) fn on_push(
+        &mut self,
+        params: Option<&Value>,
+        judged: &Grant,
+    ) -> Result<Value, ErrorObject> {
+        let mut diags = Vec::new();
+        let limits = rules::PushLimits {
+            max_event_id_bytes: self.rules.max_event_id_bytes,
+        };
+        let verdict = rules::judge_push(
+            &mut diags,
+            params,
+            judged,
+            self.p.review.as_ref(),
+            &self.dedupe,
+            limits,
+            &self.label,
+        );
+        self.report(diags);
+        let (event, event_id) = match verdict? {
+            PushVerdict::Deliver { event, event_id } => (event, event_id),
+            PushVerdict::Duplicate => return Ok(rules::duplicate_answer()),
+        };
+        let delivered = self.hand_out(HostOutput::Event(event));
+        if delivered {
+            self.dedupe.remember(&event_id, self.rules.dedupe_window);
+        }
+        Ok(rules::push_answer(delivered))
+    }
+
+    pub(super) fn on_notification(&mut self, now: Instant, n: Notification) {
+        let method = n.method.as_str();
+        if let Some(surface) = method
+            .strip_prefix("notifications/")
+            .and_then(|s| s.strip_suffix("/list_changed"))
+        {
+            // §17.7: an MCP list change is a `surface-changed` receipt.
+            if let Some(r) = self
+                .p
+                .review
+                .as_mut()
+                .and_then(|r| r.surface_changed(surface))
+            {
+                self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+            }
+            return;
+        }
+        if method == "mcpl/manifestChanged" {
+            return self.on_manifest_changed(now, n.params.as_ref());
+        }
+        let params = n.params.clone();
+        let Ok(judged) = self.admit(method, params.as_ref()) else {
+            return;
+        };
+        if matches!(method, "channels/register" | "channels/changed") {
+            // Applied as a Request would be; nothing to answer (§14.3, §14.5).
+            let m = n.method.clone();
+            let _ = self.on_channels(&m, n.params.as_ref(), true, &judged);
+        } else {
+            // Admitted but not a notification a host acts on: reported, never dropped.
+            self.diag(HostDiagnostic::UnexpectedMethod {
+                method: n.method.clone(),
+            });
+        }
+    }
+
+    /// `mcpl/manifestChanged` (§17.3): fetch now, fold into the fetch in flight, or drop
+    /// over the rate limit (§17.8), reported.
+    pub(super) fn on_manifest_changed(&mut self, now: Instant, params: Option<&Value>) {
+        if self.p.review.is_none() {
+            return self.diag(HostDiagnostic::UnexpectedMethod {
+                method: "mcpl/manifestChanged".into(),
+            });
+        }
+        if let Some(r) = params
+            .and_then(|p| p.get("revision"))
+            .and_then(Value::as_str)
+        {
+            self.announced = Some(r.to_owned());
+        }
+        match self.limiter.on_notification(now) {
+            FetchDecision::FetchNow => self.fetch(now),
+            FetchDecision::Coalesced => {}
+            FetchDecision::Dropped => {
+                let total = self.limiter.dropped();
+                self.diag(HostDiagnostic::ManifestFetchDropped {
+                    dropped_total: total,
+                })
+            }
+        }
+    }
+
+    pub(super) fn fetch(&mut self, now: Instant) {
+        let deadline = now + self.rules.manifest_timeout;
+        self.send_request("mcpl/manifest", json!({}), Purpose::Fetch, deadline);
+    }
+
+    /// A fetched manifest (§17.5): bounded, reviewed, its receipt handed out; a revocation
+    /// or a suspension is told by Request (§6.7); a coalesced announcement fetches again.
+    pub(super) fn on_fetched(&mut self, now: Instant, answer: Answer) {
+        let announced = self.announced.take();
+        match answer {
+            Answer::Result(v) => {
+                let count = crate::manifest::feature_set_count(&v);
+                let limit = self.rules.max_feature_sets;
+                if count > limit {
+                    self.diag(HostDiagnostic::ManifestFetchFailed {
+                        detail: format!(
+                            "{}; it is refused and the manifest in force stands",
+                            ConnectError::TooManyFeatureSets { count, limit }
+                        ),
+                    });
+                } else {
+                    let wall = self.wall(now);
+                    let threshold = self.rules.suspend_after_failures;
+                    let reviewed = self
+                        .p
+                        .review_fetched(&v, announced.as_deref(), wall, threshold);
+                    if let Some(reviewed) = reviewed {
+                        for d in reviewed.diagnostics() {
+                            self.diag(d);
+                        }
+                        if let Some(r) = reviewed.outcome.receipt().cloned() {
+                            self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+                        }
+                        let tell = reviewed.tell_reduction();
+                        self.effects(reviewed.effects);
+                        if tell && self.phase == Phase::Up {
+                            self.send_reduction(now);
+                        }
+                    }
+                }
+            }
+            Answer::Error(e) => self.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!("error {}: {}", e.code, e.message),
+            }),
+            Answer::Timeout => self.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: format!("no answer within {:?}", self.rules.manifest_timeout),
+            }),
+        }
+        let before = self.limiter.dropped();
+        let again = self.limiter.on_fetch_complete(now);
+        if self.limiter.dropped() > before {
+            let total = self.limiter.dropped();
+            self.diag(HostDiagnostic::ManifestFetchDropped {
+                dropped_total: total,
+            });
+        }
+        if again && self.phase == Phase::Up {
+            self.fetch(now);
+        }
+    }
+
+    pub(super) fn send_reduction(&mut self, now: Instant) {
+        let hg = self.p.reduction();
+        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let deadline = now + self.rules.policy_timeout;
+        self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
+    }
+
+    pub(super) fn on_response(&mut self, now: Instant, r: Response) {
+        let key = match &r.id {
+            Some(RequestId::Number(n)) => n.as_u64(),
+            _ => None,
+        };
+        let Some((id, (purpose, _))) = key.and_then(|k| self.pending.remove(&k).map(|p| (k, p)))
+        else {
+            self.diag(HostDiagnostic::UnexpectedResponse {
+                id: r
+                    .id
+                    .as_ref()
+                    .map_or("null".into(), |id| id.to_value().to_string()),
+            });
+            return;
+        };
+        let answer = match r.outcome {
+            Ok(v) => Answer::Result(v),
+            Err(e) => Answer::Error(e),
+        };
+        self.on_answer(now, id, purpose, answer);
+    }
+}
