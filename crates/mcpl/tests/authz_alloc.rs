@@ -1,6 +1,7 @@
 //! §5.4 authorization is a hot path: checking a method or an injection against the grant
 //! must not allocate. A counting global allocator (counting this thread only) proves it.
 //! This is an allocation count, not a timing.
+#![cfg(feature = "runtime")]
 
 use std::hint::black_box;
 

@@ -1,5 +1,6 @@
 //! The constructors handlers build results and items with (issue #21): each writes exactly
 //! the wire JSON the section it cites describes, with no member a handler did not ask for.
+#![cfg(feature = "runtime")]
 
 use mcpl::protocol::channels::{
     Author, ChannelDescriptor, ChannelDirection, CloseResult, IncomingMessage, ListResult,

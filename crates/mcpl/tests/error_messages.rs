@@ -1,6 +1,7 @@
 //! Every public error's `Display` says what happened and what to change (issue #21): the
 //! messages a user reads when an example's `main` prints an error. Each assertion pins the
 //! remedy, not the whole sentence, so the wording may improve without breaking the test.
+#![cfg(feature = "runtime")]
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! Wire-level tests of the host session against scripted servers: real JSON over the
 //! in-memory transport pair, the server side driven step by step from the test.
+#![cfg(feature = "runtime")]
 
 use std::time::Duration;
 

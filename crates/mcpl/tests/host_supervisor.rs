@@ -2,6 +2,7 @@
 //! handshake and policy exchange for every connection (§5.3). Each connection is an in-memory
 //! pair whose server end the test plays over a real JSON-RPC peer; the clock is paused, so
 //! the backoff waits are exact and take no time.
+#![cfg(feature = "runtime")]
 
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,6 +2,7 @@
 //! handshake that never completes, and a connection that never sends MCP `initialize`, are
 //! each closed by their timeout, while other connections are served. Loopback only; waits
 //! are hang guards, never asserted timings.
+#![cfg(feature = "runtime")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! guarded against hangs; CI runs 50 sessions × 20 requests each way, `MCPL_LOAD_FULL=1` runs
 //! 1,000 × 20 and prints the figures recorded in RELIABILITY.md (wall time and peak RSS are
 //! reported, never asserted). Only 127.0.0.1.
+#![cfg(feature = "runtime")]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

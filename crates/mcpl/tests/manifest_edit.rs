@@ -2,6 +2,7 @@
 //! naming it and installs nothing; what it installs is announced exactly as a raw edit is
 //! (§17.2, §17.3, §17.10). The last tests run over TCP with a raw host, so the announcement
 //! and the `mcpl/manifest` answer are the frames the server writes.
+#![cfg(feature = "runtime")]
 
 use mcpl::capability::Capability;
 use mcpl::manifest::{ChangeDomain, ManifestChanged, ManifestEditError, ManifestTracker};

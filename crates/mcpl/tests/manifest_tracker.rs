@@ -1,5 +1,6 @@
 //! §17.3, §17.4 and the §17.10 implementation note: the server-side `ManifestTracker`,
 //! exercised with recording sinks (live-connection tests come with the server session).
+#![cfg(feature = "runtime")]
 
 use mcpl::manifest::{revision, ChangeDomain, ManifestChanged, ManifestTracker};
 use serde_json::{json, Value};

@@ -15,6 +15,7 @@
 //!
 //! After every step: the session's grant equals the model's; nothing was admitted or
 //! delivered whose capability was not in G at that moment; what G allows was admitted.
+#![cfg(feature = "runtime")]
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! Wire-level tests of the peer: real JSON text over the in-memory, TCP and child-process
 //! transports. A "raw" side writes and reads lines directly so every byte is under test.
+#![cfg(feature = "runtime")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

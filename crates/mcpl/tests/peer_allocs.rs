@@ -1,6 +1,7 @@
 //! Allocations per request/response round trip through two in-memory peers (issue #8: the
 //! count behind the round-trip bench's profile). A count, not a timing: everything runs on
 //! one current-thread runtime, so the per-thread counter sees both peers' work.
+#![cfg(feature = "runtime")]
 
 #[path = "support/alloc_count.rs"]
 mod alloc_count;

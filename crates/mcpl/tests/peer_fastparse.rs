@@ -2,6 +2,7 @@
 //! to the `Value` path for everything it declines. These wire tests pin that the fallback
 //! keeps `Value`'s reading (a repeated member: the last one wins) and that what the fast path
 //! accepts (escaped member names, unknown members) is served as before.
+#![cfg(feature = "runtime")]
 
 use std::hint::black_box;
 

@@ -6,6 +6,7 @@
 //! counts of completed sends, never RSS; with paused time, `timeout` is a deadlock check, not
 //! a wall-clock wait. The child-killed-mid-request fault is `peer.rs`'s
 //! `child_killed_mid_request_fails_the_request_promptly`.
+#![cfg(feature = "runtime")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

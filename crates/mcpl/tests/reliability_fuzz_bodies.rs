@@ -1,6 +1,7 @@
 //! The cargo-fuzz target bodies (`fuzz/src/lib.rs`), run on the stable toolchain with
 //! proptest-generated inputs: the digest (§17.2), the RFC-004 resolver, the §5.1
 //! advertisement walk and the framing + `Message::parse`. See RELIABILITY.md.
+#![cfg(feature = "runtime")]
 
 #[path = "../../../fuzz/src/lib.rs"]
 #[allow(dead_code)]

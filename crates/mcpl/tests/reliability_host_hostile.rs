@@ -2,6 +2,7 @@
 //! unknown) with random params, as requests and notifications. Never a panic; every request
 //! answered exactly once; the session stays up; nothing is delivered to the application whose
 //! capability is not granted.
+#![cfg(feature = "runtime")]
 
 use std::time::Duration;
 

@@ -9,6 +9,7 @@
 //! the receipt has made the session ready. Likewise for a later widening: a push for a feature
 //! set that only the widened grant makes available is refused `-32001` when it was written
 //! before the receipt.
+#![cfg(feature = "runtime")]
 
 use futures_util::FutureExt;
 use mcpl::host::{HostConfig, HostSession};

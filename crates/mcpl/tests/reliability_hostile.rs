@@ -3,6 +3,7 @@
 //! exactly one response with its id; every dropped frame yields exactly one diagnostic of the
 //! right kind, in order; JSON-RPC 2.0 batches answer their requests (and invalid entries) in
 //! one array and never notifications. See RELIABILITY.md.
+#![cfg(feature = "runtime")]
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,7 @@
 //! A slowloris line of 32 MiB without a newline, and then 32 MiB of oversized lines, against
 //! a 64 KiB message limit: the live heap never grows by more than a small constant (the
 //! line buffer up to the limit, the read buffer, the pipe), and the connection still answers.
+#![cfg(feature = "runtime")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};

@@ -3,6 +3,7 @@
 //! partial messages held open to exhaust memory. Boundedness is asserted through counts (work
 //! in flight, answers, refusals), never RSS or timings; with paused time, `timeout` is a
 //! deadlock check and `sleep` lets every task run until it blocks.
+#![cfg(feature = "runtime")]
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! scratch. The new session starts with an empty grant until its own receipt — privileged
 //! server messages before it are refused `-32002` — and its grant is computed from the new
 //! connection's advertisement alone: nothing of the old session's grant survives.
+#![cfg(feature = "runtime")]
 
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
 //! `manifest::review::validate` — one manifest per finding code (§5.1, §6, §17.1, §17.2).
+#![cfg(feature = "runtime")]
 
 use mcpl::manifest::review::{
     extract_manifest, has_errors, is_initialize, validate, Finding, Severity,

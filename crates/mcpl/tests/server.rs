@@ -1,5 +1,6 @@
 //! Wire-level tests of the server session: a scripted host (a real `Peer` over the in-memory
 //! transport, real JSON lines) drives a `Server` and checks every obligation on the wire.
+#![cfg(feature = "runtime")]
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,7 @@
 //! `ServerBuilder::build` refuses the mistakes that used to fail silently (issue #21): a hook
 //! or tag ontology bound to a feature set the manifest does not declare (§6.1, §6.4: it would
 //! never run), and a second registration of a slot (it would replace the first).
+#![cfg(feature = "runtime")]
 
 use mcpl::capability::Capability;
 use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};

@@ -2,6 +2,7 @@
 //! made on first use and dropped when the connection ends, the turn callbacks that read it,
 //! and a connection's own manifest (`Session::own_manifest`, §17.3/§17.4 per connection).
 //! Scripted hosts over the in-memory transport, real JSON lines.
+#![cfg(feature = "runtime")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,7 @@
 //! speaks raw JSON lines to a served server, nobody subscribes to `Session::diagnostics`,
 //! and a capturing `tracing` subscriber must still see a `warn` event saying what happened
 //! and what to change; host defects stay below `warn`.
+#![cfg(feature = "runtime")]
 
 use std::sync::{Arc, Mutex};
 

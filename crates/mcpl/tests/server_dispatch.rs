@@ -1,6 +1,7 @@
 //! How a `Server` runs request handlers (issue #24): a handler that finishes without waiting
 //! is answered from the read loop, one that has to wait goes on in its own task, and neither
 //! way holds up the messages behind it or loses a panic's `-32603` answer.
+#![cfg(feature = "runtime")]
 
 use std::sync::Arc;
 

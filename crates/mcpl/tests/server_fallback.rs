@@ -2,6 +2,7 @@
 //! in-memory transport, real JSON lines) talks to a `Server` whose MCP methods are served by
 //! a recording `McpFallback`, and checks that the MCP traffic reaches it while everything
 //! MCPL stays with the session (§3.2, §5.3, §5.4).
+#![cfg(feature = "runtime")]
 
 use std::sync::{Arc, Mutex};
 

@@ -1,5 +1,6 @@
 //! Interop slips found against the other MCPL libraries (issue #21), on the wire: a host
 //! spoken to in raw JSON lines over a real TCP connection drives a `Server`.
+#![cfg(feature = "runtime")]
 
 use mcpl::capability::Capability;
 use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};

@@ -2,6 +2,7 @@
 //! policy Request of a connection (§5.3, §6.7), `on_first_ready` once per connection, before
 //! `on_ready` on the first one. A scripted host (a real `Peer` over the in-memory transport)
 //! sends real `featureSets/update` Requests.
+#![cfg(feature = "runtime")]
 
 use mcpl::capability::Capability;
 use mcpl::peer::{Peer, PeerConfig};

@@ -1,5 +1,6 @@
 //! The reference server over a real connection (TCP, real JSON lines), driven by a scripted
 //! host.
+#![cfg(feature = "runtime")]
 
 use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
 use mcpl::transport::tcp;

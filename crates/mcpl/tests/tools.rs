@@ -1,5 +1,6 @@
 //! Typed tools and tools that change at runtime (issue #21), over TCP: a raw host writes and
 //! reads JSON lines, so every frame the server sends is under test.
+#![cfg(feature = "runtime")]
 
 use mcpl::capability::Capability;
 use mcpl::protocol::handshake::{ToolsCallParams, ToolsCallResult};

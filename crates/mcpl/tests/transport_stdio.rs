@@ -2,6 +2,7 @@
 //! stdin/stdout carry the connection (`transport::stdio` in the child, `transport::child` in
 //! the parent). libtest's own chatter on the child's stdout ("running 1 test") is exactly the
 //! kind of junk a logging server produces; it must be skipped with diagnostics.
+#![cfg(feature = "runtime")]
 
 use mcpl::peer::{CloseReason, Diagnostic, IncomingMessage, Peer, PeerConfig};
 use mcpl::transport;

@@ -1,5 +1,6 @@
 //! WebSocket transport over real sockets: ws and wss (rustls/ring, self-signed certificate
 //! generated per test), multi-message frames, binary/ping/close handling.
+#![cfg(feature = "runtime")]
 
 use std::sync::Arc;
 
