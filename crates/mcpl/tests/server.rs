@@ -881,7 +881,52 @@ async fn s11_3_a_hosts_malformed_inference_result_is_reported() {
         .unwrap();
     let result = call.await.unwrap().unwrap();
     assert_eq!(serde_json::to_value(&result.content).unwrap(), "Hello");
-    let d = diags.recv().await.unwrap();
+    let d = diags
+        .try_recv()
+        .expect("reported before the result is handed over");
+    assert_eq!(d.code, "inference_result_malformed");
+    assert!(d.detail.contains("finishReason \"stop\""), "{}", d.detail);
+}
+
+/// §11.3 / §11.4: the final result of a streamed `inference/request` is held to the same
+/// rule as an unstreamed one: a malformed one is reported, what could be read is returned.
+#[tokio::test]
+async fn s11_4_a_hosts_malformed_streamed_result_is_reported() {
+    let server = builder()
+        .feature_set(
+            "digest",
+            "Summaries",
+            &[
+                Capability::InferenceRequest,
+                Capability::InferenceRequestStreaming,
+            ],
+        )
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
+    )
+    .await;
+    let mut stream = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    req.respond(json!({"content": "Hello", "finishReason": "stop"}))
+        .await
+        .unwrap();
+    while stream.next_chunk().await.is_some() {}
+    let result = stream.finish().await.unwrap();
+    assert_eq!(serde_json::to_value(&result.content).unwrap(), "Hello");
+    let d = diags
+        .try_recv()
+        .expect("reported before the result is handed over");
     assert_eq!(d.code, "inference_result_malformed");
     assert!(d.detail.contains("finishReason \"stop\""), "{}", d.detail);
 }

@@ -412,26 +412,9 @@ impl Session {
                 .peer
                 .request_raw(InferenceRequest::NAME, Some(value))
                 .await?;
-            Ok(self.inference_result(result)?)
+            Ok(checked_result(&self.conn, result)?)
         };
         self.reported(InferenceRequest::NAME, out.await)
-    }
-
-    /// A host's `inference/request` result, held to §11.3's rule
-    /// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports):
-    /// each defect is reported as a host defect (`inference_result_malformed`), and the
-    /// result is decoded as far as it can be (`-32603`-free: a typed decode failure is the
-    /// caller's [`PeerError::Decode`]).
-    fn inference_result(&self, result: Value) -> Result<InferenceResult, PeerError> {
-        let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
-        if !fails.is_empty() {
-            self.conn
-                .peer_defect("inference_result_malformed", fails.join("; "));
-        }
-        serde_json::from_value(result).map_err(|e| PeerError::Decode {
-            method: InferenceRequest::NAME.into(),
-            reason: e.to_string(),
-        })
     }
 
     /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
@@ -469,19 +452,9 @@ impl Session {
                         }),
                     )
                     .await;
-                let out = out.map_err(SendError::from).and_then(|v| {
-                    // §11.3, as for a non-streaming result (`Session::inference_result`).
-                    let (fails, _) = crate::protocol::inference::result_defects(&v);
-                    if !fails.is_empty() {
-                        conn.peer_defect("inference_result_malformed", fails.join("; "));
-                    }
-                    serde_json::from_value(v).map_err(|e| {
-                        SendError::Peer(PeerError::Decode {
-                            method: InferenceRequest::NAME.into(),
-                            reason: e.to_string(),
-                        })
-                    })
-                });
+                let out = out
+                    .map_err(SendError::from)
+                    .and_then(|v| Ok(checked_result(&conn, v)?));
                 let _ = res_tx.send(out);
             });
             // Wait until the id is registered (or the request failed before one was assigned),
@@ -539,4 +512,20 @@ pub(super) fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<Stri
         }
     }
     Ok(Some(out))
+}
+
+/// A host's `inference/request` result, streamed or not, held to §11.3's rule
+/// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports):
+/// each defect is reported as a host defect (`inference_result_malformed`), and the result
+/// is decoded as far as it can be (a typed decode failure is the caller's
+/// [`PeerError::Decode`]).
+fn checked_result(conn: &Conn, result: Value) -> Result<InferenceResult, PeerError> {
+    let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
+    if !fails.is_empty() {
+        conn.peer_defect("inference_result_malformed", fails.join("; "));
+    }
+    serde_json::from_value(result).map_err(|e| PeerError::Decode {
+        method: InferenceRequest::NAME.into(),
+        reason: e.to_string(),
+    })
 }
