@@ -1,6 +1,7 @@
 //! Issue #21's must-show: the reminders example (`examples/reminders.rs`) passes `mcpl check`
 //! with its push (§9), hook (§10.1) and manifest change (§17.3) exercised, so their checks
 //! pass rather than skip. `cargo test --workspace` builds both the example and the checker.
+#![cfg(feature = "runtime")]
 
 use std::path::PathBuf;
 
