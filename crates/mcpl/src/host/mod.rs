@@ -70,7 +70,7 @@
 //! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
 //! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};

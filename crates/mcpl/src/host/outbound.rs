@@ -28,47 +28,20 @@ impl HostSession {
         self.gate(method, params)
     }
 
-    /// Checks outbound gating for `method` with `params` (direction, grant, and for channel
-    /// methods the channel id), locally.
+    /// Checks outbound gating for `method` with `params` (direction, grant, MCP-only, and
+    /// for channel methods the channel id) locally, by [`session::outbound::gate`].
     pub(super) fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
         let st = self.inner.state();
-        // The server's own admission rule (direction, readiness, grant; §5.4).
-        match session::admit_outbound(Receiver::Server, method, params, st.ready, &st.grant) {
-            Ok(_) => {}
-            Err(Refusal::NotReceived) => return Err(HostError::WrongDirection(method.to_owned())),
-            Err(Refusal::NotReady(d) | Refusal::Denied(d)) => {
-                return Err(HostError::NotGranted(d.capability))
-            }
-        }
-        if crate::protocol::is_mcpl_method(method) {
-            if let Mode::McpOnly(r) = &st.mode {
-                return Err(HostError::McpOnly(r.clone()));
-            }
-        }
-        // §14.1 / §14.3: what goes to a channel goes to the server that registered it, and
-        // only where the host's patterns allow.
-        let keyed = matches!(
+        session::outbound::gate(
             method,
-            "channels/publish"
-                | "channels/outgoing/chunk"
-                | "channels/outgoing/complete"
-                | "channels/acknowledge"
-                | "channels/typing"
-        );
-        if keyed {
-            let id = params
-                .and_then(|p| p.get("channelId"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            // Publishing and streaming need a channel that claims outbound ability; an
-            // acknowledgement answers an inbound message (§14.2; no direction claims neither).
-            let may = st.channels.may_send(method, id, &self.inner.channel_limits);
-            drop(st);
-            if !may {
-                return Err(HostError::ChannelNotPermitted(id.to_owned()));
-            }
-        }
-        Ok(())
+            params,
+            &st.mode,
+            st.ready,
+            &st.grant,
+            &st.channels,
+            &self.inner.channel_limits,
+        )
+        .map_err(HostError::from)
     }
 
     /// Sends a typed request after outbound gating (refused locally if not granted).

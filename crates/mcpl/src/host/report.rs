@@ -107,3 +107,24 @@ pub enum HostError {
         channel_id: String,
     },
 }
+
+impl From<session::OutboundRefusal> for HostError {
+    fn from(r: session::OutboundRefusal) -> HostError {
+        use session::OutboundRefusal as R;
+        match r {
+            R::WrongDirection(m) => HostError::WrongDirection(m),
+            R::NotGranted(c) => HostError::NotGranted(c),
+            R::McpOnly(m) => HostError::McpOnly(m),
+            R::ChannelNotPermitted(c) => HostError::ChannelNotPermitted(c),
+        }
+    }
+}
+
+impl From<session::Completed> for HostError {
+    fn from(c: session::Completed) -> HostError {
+        HostError::ChannelCompleted {
+            inference_id: c.inference_id,
+            channel_id: c.channel_id,
+        }
+    }
+}

@@ -137,46 +137,20 @@ impl Drop for Turn {
 #[must_use = "dropping the stream completes its open channels"]
 pub struct OutgoingStream {
     pub(super) session: HostSession,
-    pub(super) inference_id: String,
-    pub(super) conversation_id: Option<String>,
-    pub(super) next: u64,
-    pub(super) open: BTreeMap<String, String>,
-    /// Channels whose `complete` was sent: closed for the rest of the inference (§14.3).
-    /// Bounded by the channels this server may hold registered ([`HostConfig::max_channels`]),
-    /// since only those pass the gate.
-    pub(super) completed: HashSet<String>,
+    /// The index counter, open texts and completed channels: [`session::Outgoing`].
+    pub(super) stream: session::Outgoing,
 }
 
 impl OutgoingStream {
-    /// [`HostError::ChannelCompleted`] when `channel_id` was already completed.
-    pub(super) fn check_not_completed(&self, channel_id: &str) -> Result<(), HostError> {
-        if self.completed.contains(channel_id) {
-            return Err(HostError::ChannelCompleted {
-                inference_id: self.inference_id.clone(),
-                channel_id: channel_id.to_owned(),
-            });
-        }
-        Ok(())
-    }
-
     /// Sends the next delta for `channel_id`. A channel already completed is refused with
     /// [`HostError::ChannelCompleted`] and nothing is sent: a reopened channel would get a
     /// second `complete` carrying only its later text (§14.3).
     pub async fn chunk(&mut self, channel_id: &str, delta: &str) -> Result<(), HostError> {
-        self.check_not_completed(channel_id)?;
-        let mut params = json!({ "inferenceId": self.inference_id, "channelId": channel_id,
-                                 "index": self.next, "delta": delta });
-        if let Some(c) = &self.conversation_id {
-            params["conversationId"] = json!(c);
-        }
+        let params = self.stream.chunk(channel_id, delta)?;
         self.session
             .notify_gated("channels/outgoing/chunk", params)
             .await?;
-        self.next += 1;
-        self.open
-            .entry(channel_id.to_owned())
-            .or_default()
-            .push_str(delta);
+        self.stream.chunk_sent(channel_id, delta);
         Ok(())
     }
 
@@ -184,30 +158,21 @@ impl OutgoingStream {
     /// no chunk gets nothing (§14.3: one per channel that received chunks), and one already
     /// completed is refused with [`HostError::ChannelCompleted`].
     pub async fn complete(&mut self, channel_id: &str) -> Result<(), HostError> {
-        self.check_not_completed(channel_id)?;
-        let Some(text) = self.open.get(channel_id) else {
+        let Some(params) = self.stream.complete(channel_id)? else {
             return Ok(());
         };
-        let params = complete_params(
-            &self.inference_id,
-            self.conversation_id.as_deref(),
-            channel_id,
-            text,
-        );
         // Still owed (and completed on drop) until it is sent.
         self.session
             .notify_gated("channels/outgoing/complete", params)
             .await?;
-        self.open.remove(channel_id);
-        self.completed.insert(channel_id.to_owned());
+        self.stream.complete_sent(channel_id);
         Ok(())
     }
 
     /// Completes every channel still open; the first failure is returned after all tried.
     pub async fn finish(mut self) -> Result<(), HostError> {
         let mut first = Ok(());
-        let open: Vec<String> = self.open.keys().cloned().collect();
-        for ch in open {
+        for ch in self.stream.open_channels() {
             if let Err(e) = self.complete(&ch).await {
                 first = first.and(Err(e));
             }
@@ -216,33 +181,17 @@ impl OutgoingStream {
     }
 }
 
-pub(super) fn complete_params(
-    inference_id: &str,
-    conversation_id: Option<&str>,
-    channel_id: &str,
-    text: &str,
-) -> Value {
-    let mut params = json!({ "inferenceId": inference_id, "channelId": channel_id,
-                             "content": [{ "type": "text", "text": text }] });
-    if let Some(c) = conversation_id {
-        params["conversationId"] = json!(c);
-    }
-    params
-}
-
 impl Drop for OutgoingStream {
     fn drop(&mut self) {
-        lock(&self.session.inner.state)
-            .streams
-            .end(&self.inference_id);
-        if self.open.is_empty() {
+        let inference = self.stream.inference_id().to_owned();
+        lock(&self.session.inner.state).streams.end(&inference);
+        let owed = self.stream.take_owed();
+        if owed.is_empty() {
             return;
         }
-        let open = std::mem::take(&mut self.open);
         let s = self.session.clone();
-        let (inference, conversation) = (self.inference_id.clone(), self.conversation_id.clone());
         let Ok(h) = tokio::runtime::Handle::try_current() else {
-            for channel_id in open.into_keys() {
+            for (channel_id, _) in owed {
                 s.inner.diag(HostDiagnostic::OutgoingNotCompleted {
                     inference_id: inference.clone(),
                     channel_id,
@@ -252,9 +201,7 @@ impl Drop for OutgoingStream {
             return;
         };
         h.spawn(async move {
-            for (channel_id, text) in open {
-                let params =
-                    complete_params(&inference, conversation.as_deref(), &channel_id, &text);
+            for (channel_id, params) in owed {
                 if let Err(e) = s.notify_gated("channels/outgoing/complete", params).await {
                     s.inner.diag(HostDiagnostic::OutgoingNotCompleted {
                         inference_id: inference.clone(),
@@ -317,11 +264,7 @@ impl HostSession {
         }
         Ok(OutgoingStream {
             session: self.clone(),
-            inference_id: inference_id.to_owned(),
-            conversation_id: conversation_id.map(str::to_owned),
-            next: 0,
-            open: BTreeMap::new(),
-            completed: HashSet::new(),
+            stream: session::Outgoing::new(inference_id, conversation_id),
         })
     }
 }

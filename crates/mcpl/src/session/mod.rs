@@ -13,10 +13,10 @@
 //! `inference/request` hand-off, channels (§14.5, the same [`ChannelTable`] as
 //! `HostSession`), hooks one connection at a time ([`HostState::before_inference`];
 //! gathering several servers' answers is the application's, as `host::before_inference`
-//! does), lifecycle turns (§10.5) and manifest announcements, fetches and review
-//! (§17.3–§17.8, the same `HostPolicy` as `HostSession`). Not here yet: outgoing channel
-//! streams (§14.3), which only `HostSession` emits; anything [`HostState`] does not decide
-//! is handed out as [`HostOutput::Unhandled`]. `host::HostSession` and `server::Server` are
+//! does), lifecycle turns (§10.5), outgoing channel streams (§14.3, the same [`Outgoing`]
+//! and [`outbound::gate`] as `HostSession`) and manifest announcements, fetches and review
+//! (§17.3–§17.8, the same `HostPolicy` as `HostSession`); anything [`HostState`] does not
+//! decide is handed out as [`HostOutput::Unhandled`]. `host::HostSession` and `server::Server` are
 //! not yet drivers of these machines: they decide through the same rules, in their own
 //! async code.
 
@@ -67,6 +67,7 @@
 mod admission;
 pub mod channels;
 mod host;
+pub mod outbound;
 pub(crate) mod policy_state;
 mod report;
 pub mod rules;
@@ -76,6 +77,7 @@ mod turns;
 pub use admission::{admit, admit_at_host, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
+pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,

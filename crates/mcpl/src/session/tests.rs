@@ -807,6 +807,122 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
         .any(|t| t.contains("inference/lifecycle")));
 }
 
+fn server_notifications<'a>(p: &'a Pair, method: &str) -> Vec<&'a Value> {
+    p.server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Notification(n) if n.method == method => n.params.as_ref(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// §14.3 through the real pair: one index across the inference's channels, one `complete`
+/// per channel with its whole text (also when the stream just ends), a completed channel
+/// closed, one stream per inference, and every frame gated (§5.4, §14.1): a channel the
+/// server did not register as outbound, or a stream without `channels.streaming`, sends
+/// nothing; a `complete` the gate no longer allows at the end is reported, not sent.
+#[test]
+fn s14_3_outgoing_streams_index_per_inference_complete_once_and_are_gated() {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({ "register": {}, "streaming": {} });
+    let mut p = Pair::connect(&["channels.register", "channels.streaming"], rules.clone());
+    let r = call(
+        &mut p,
+        300,
+        "channels/register",
+        json!({"channels": [
+            {"id": "a", "type": "chat", "direction": "outbound"},
+            {"id": "b", "type": "chat", "direction": "bidirectional"},
+            {"id": "in", "type": "chat", "direction": "inbound"}
+        ]}),
+    );
+    assert_eq!(r["result"]["results"][2]["accepted"], true, "{r}");
+    p.host.start_stream("i1", Some("c1")).unwrap();
+    assert!(matches!(
+        p.host.start_stream("i1", None),
+        Err(StateError::Stream(_))
+    ));
+    p.host.stream_chunk("i1", "a", "Hel").unwrap();
+    p.host.stream_chunk("i1", "b", "x").unwrap();
+    assert!(matches!(
+        p.host.stream_chunk("i1", "in", "no"),
+        Err(StateError::NotSent(OutboundRefusal::ChannelNotPermitted(_)))
+    ));
+    p.host.stream_chunk("i1", "a", "lo").unwrap();
+    p.host.stream_complete("i1", "a").unwrap();
+    assert!(matches!(
+        p.host.stream_chunk("i1", "a", "again"),
+        Err(StateError::Completed(_))
+    ));
+    p.host.end_stream("i1").unwrap();
+    assert!(matches!(
+        p.host.start_stream("i1", None),
+        Err(StateError::Stream(_))
+    ));
+    p.drive();
+    let chunks = server_notifications(&p, "channels/outgoing/chunk");
+    let indexes: Vec<(&Value, &Value)> = chunks
+        .iter()
+        .map(|c| (&c["channelId"], &c["index"]))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            (&json!("a"), &json!(0)),
+            (&json!("b"), &json!(1)),
+            (&json!("a"), &json!(2))
+        ]
+    );
+    assert!(chunks.iter().all(|c| c["conversationId"] == "c1"));
+    let completes = server_notifications(&p, "channels/outgoing/complete");
+    let texts: Vec<(&Value, &Value)> = completes
+        .iter()
+        .map(|c| (&c["channelId"], &c["content"][0]["text"]))
+        .collect();
+    assert_eq!(
+        texts,
+        [(&json!("a"), &json!("Hello")), (&json!("b"), &json!("x"))]
+    );
+
+    // Narrowed mid-stream: the owed `complete` is reported, not sent.
+    p.host.start_stream("i2", None).unwrap();
+    p.host.stream_chunk("i2", "b", "y").unwrap();
+    p.host
+        .set_policy(p.now, vec!["channels.register".into()])
+        .unwrap();
+    p.drive();
+    p.host.end_stream("i2").unwrap();
+    p.drive();
+    assert_eq!(
+        server_notifications(&p, "channels/outgoing/complete").len(),
+        2
+    );
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Diagnostic(HostDiagnostic::OutgoingNotCompleted { inference_id, channel_id, .. })
+            if inference_id == "i2" && channel_id == "b"
+    )));
+
+    // Without channels.streaming nothing is streamed.
+    let mut q = Pair::connect(&["channels.register"], rules);
+    call(
+        &mut q,
+        301,
+        "channels/register",
+        json!({"channels": [{"id": "a", "type": "chat", "direction": "outbound"}]}),
+    );
+    q.host.start_stream("i1", None).unwrap();
+    assert!(matches!(
+        q.host.stream_chunk("i1", "a", "x"),
+        Err(StateError::NotSent(OutboundRefusal::NotGranted(
+            Capability::ChannelsStreaming
+        )))
+    ));
+    q.drive();
+    assert!(server_notifications(&q, "channels/outgoing/chunk").is_empty());
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server

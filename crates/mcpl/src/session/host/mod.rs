@@ -140,6 +140,16 @@ pub enum StateError {
     /// turn for the id open or recently ended, or none open to end.
     #[error("lifecycle turn refused: {0}")]
     Turn(String),
+    /// An outgoing stream (§14.3) could not be started or used: one for the inference is
+    /// open or recently ended, none is open, or the open-stream limit is reached.
+    #[error("outgoing stream refused: {0}")]
+    Stream(String),
+    /// The channel's `complete` was already sent for the inference (§14.3).
+    #[error(transparent)]
+    Completed(#[from] super::Completed),
+    /// The message may not be sent (§5.4, §14.1): nothing was sent.
+    #[error("not sent: {0}")]
+    NotSent(#[from] super::OutboundRefusal),
     /// [`HostState::answer`] named a request that was not handed out or is already answered.
     #[error("no request {0} is waiting for an answer")]
     UnknownRequest(String),
@@ -232,6 +242,9 @@ pub struct HostState {
     /// `conversationId` and `turnIndex` for its terminal.
     turns: InferenceIds,
     open_turns: HashMap<String, (String, u64)>,
+    /// Outgoing streams (§14.3) open or recently ended, and the open ones.
+    streams: InferenceIds,
+    open_streams: HashMap<String, super::Outgoing>,
     dedupe: Dedupe,
     next_id: u64,
     pending: HashMap<u64, (Purpose, Instant)>,
@@ -263,6 +276,8 @@ impl HostState {
             channels: ChannelTable::default(),
             turns: InferenceIds::default(),
             open_turns: HashMap::new(),
+            streams: InferenceIds::default(),
+            open_streams: HashMap::new(),
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: HashMap::new(),
@@ -429,18 +444,112 @@ impl HostState {
 
     /// The server's admission rule applied before sending `inference/lifecycle` (§5.4).
     fn gate_lifecycle(&self, params: &Value) -> Result<(), StateError> {
-        if let Mode::McpOnly(r) = &self.p.mode {
-            return Err(StateError::McpOnly(r.clone()));
-        }
-        super::admit_outbound(
-            super::Receiver::Server,
-            "inference/lifecycle",
+        self.gate("inference/lifecycle", params)
+            .map_err(|r| StateError::Turn(r.to_string()))
+    }
+
+    /// The host's outbound gate ([`super::outbound::gate`], the one `HostSession` applies).
+    fn gate(&self, method: &str, params: &Value) -> Result<(), super::OutboundRefusal> {
+        super::outbound::gate(
+            method,
             Some(params),
+            &self.p.mode,
             self.p.ready,
             &self.p.grant,
+            &self.channels,
+            &self.rules.channels,
         )
-        .map(|_| ())
-        .map_err(|r| StateError::Turn(r.to_error("inference/lifecycle").message.into_owned()))
+    }
+
+    /// Starts the outgoing stream of inference `inference_id` (§14.3): one per inference,
+    /// carrying all its channels; refused while one for the id is open or among the
+    /// recently ended ones, and past [`super::ENDED_IDS_REMEMBERED`] open streams.
+    pub fn start_stream(
+        &mut self,
+        inference_id: &str,
+        conversation_id: Option<&str>,
+    ) -> Result<(), StateError> {
+        if self.open_streams.len() >= super::ENDED_IDS_REMEMBERED {
+            return Err(StateError::Stream(format!(
+                "{} streams are open, the limit",
+                self.open_streams.len()
+            )));
+        }
+        if !self.streams.start(inference_id) {
+            return Err(StateError::Stream(format!(
+                "a stream for inference {inference_id:?} is open or recently ended"
+            )));
+        }
+        self.open_streams.insert(
+            inference_id.to_owned(),
+            super::Outgoing::new(inference_id, conversation_id),
+        );
+        Ok(())
+    }
+
+    fn open_stream(&self, inference_id: &str) -> Result<&super::Outgoing, StateError> {
+        self.open_streams.get(inference_id).ok_or_else(|| {
+            StateError::Stream(format!("no stream for inference {inference_id:?} is open"))
+        })
+    }
+
+    /// Sends the next `channels/outgoing/chunk` of the stream (§14.3), gated like every
+    /// channel method (`channels.streaming`, a channel this server registered as outbound
+    /// that the host's patterns permit); a refused chunk takes no index.
+    pub fn stream_chunk(
+        &mut self,
+        inference_id: &str,
+        channel_id: &str,
+        delta: &str,
+    ) -> Result<(), StateError> {
+        let params = self.open_stream(inference_id)?.chunk(channel_id, delta)?;
+        self.gate("channels/outgoing/chunk", &params)?;
+        if let Some(s) = self.open_streams.get_mut(inference_id) {
+            s.chunk_sent(channel_id, delta);
+        }
+        self.notify("channels/outgoing/chunk", params);
+        Ok(())
+    }
+
+    /// Sends `channels/outgoing/complete` for one channel of the stream with the whole text
+    /// it streamed (§14.3); a channel that got no chunk owes nothing and gets nothing.
+    pub fn stream_complete(
+        &mut self,
+        inference_id: &str,
+        channel_id: &str,
+    ) -> Result<(), StateError> {
+        let Some(params) = self.open_stream(inference_id)?.complete(channel_id)? else {
+            return Ok(());
+        };
+        self.gate("channels/outgoing/complete", &params)?;
+        if let Some(s) = self.open_streams.get_mut(inference_id) {
+            s.complete_sent(channel_id);
+        }
+        self.notify("channels/outgoing/complete", params);
+        Ok(())
+    }
+
+    /// Ends the stream: every channel still owed its `complete` gets it (§14.3: on every exit
+    /// path); one the gate no longer allows is not sent and reported as
+    /// [`HostDiagnostic::OutgoingNotCompleted`].
+    pub fn end_stream(&mut self, inference_id: &str) -> Result<(), StateError> {
+        let Some(mut stream) = self.open_streams.remove(inference_id) else {
+            return Err(StateError::Stream(format!(
+                "no stream for inference {inference_id:?} is open"
+            )));
+        };
+        self.streams.end(inference_id);
+        for (channel_id, params) in stream.take_owed() {
+            match self.gate("channels/outgoing/complete", &params) {
+                Ok(()) => self.notify("channels/outgoing/complete", params),
+                Err(r) => self.diag(HostDiagnostic::OutgoingNotCompleted {
+                    inference_id: inference_id.to_owned(),
+                    channel_id,
+                    detail: r.to_string(),
+                }),
+            }
+        }
+        Ok(())
     }
 
     fn notify(&mut self, method: &str, params: Value) {
