@@ -12,7 +12,6 @@ use super::fallback::{fallback_initialize, spawn_fallback};
 use super::hooks::on_before_inference;
 use super::notifications::on_notification;
 use super::*;
-use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
@@ -20,7 +19,7 @@ use crate::policy::{self, Fallback, FeatureSets};
 use crate::protocol::channels::ListResult;
 use crate::protocol::handshake::{Capabilities, Experimental, InitializeResult, ToolsListResult};
 use crate::protocol::manifest::Manifest;
-use crate::protocol::{method_info, Direction, Kind};
+use crate::protocol::{method_info, Kind};
 
 pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
     loop {
@@ -60,31 +59,15 @@ pub(super) fn is_reserved(method: &str) -> bool {
     method_info(method).is_some() || is_removed(method)
 }
 
-/// Decides whether an inbound MCPL method may run now: `Ok` or the error to answer.
+/// Decides whether an inbound protocol method may run now: `Ok` or the error to answer, by
+/// the one server admission rule ([`crate::session::admit_at_server`], which `ServerState`
+/// applies too).
 pub(super) fn gate(conn: &Conn, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
-    let Some(req) = policy::method_requirement(method, params) else {
-        return Err(ErrorObject::method_not_found(method));
-    };
-    if let Some(info) = method_info(method) {
-        if info.direction == Direction::ServerToHost {
-            return Err(ErrorObject::method_not_found(method));
-        }
-    }
     let st = lock(&conn.state);
-    if !st.mcpl {
-        // MCP-only (§3.2): MCPL methods do not exist on this connection; the MCP methods
-        // run ungated.
-        if !crate::protocol::is_mcpl_method(method) {
-            return Ok(());
-        }
-        return Err(ErrorObject::method_not_found(method));
-    }
-    let grant = if st.policy.is_ready() {
-        *st.policy.grant()
-    } else {
-        Grant::none()
-    };
-    grant.check(req).map_err(|d| d.to_error())
+    let (ready, grant) = (st.policy.is_ready(), *st.policy.grant());
+    crate::session::admit_at_server(method, params, st.mcpl, ready, &grant)
+        .map(|_| ())
+        .map_err(|r| r.to_error(method))
 }
 
 pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResult<R>) {

@@ -103,6 +103,26 @@ pub fn admit_at_host(
     admit(Receiver::Host, method, params, ready, grant)
 }
 
+/// [`admit`] at a server once `initialize` is answered, with MCP-only (§3.2) folded in: on a
+/// connection whose host does not speak MCPL (`mcpl` false) the MCPL methods do not exist
+/// (`-32601`) and the MCP methods the server receives run ungated (there is no grant to
+/// check them against); otherwise [`admit`] under readiness and the grant.
+pub fn admit_at_server(
+    method: &str,
+    params: Option<&Value>,
+    mcpl: bool,
+    ready: bool,
+    grant: &Grant,
+) -> Result<Requirement, Refusal> {
+    if !mcpl {
+        if protocol::is_mcpl_method(method) || !Receiver::Server.receives(method) {
+            return Err(Refusal::NotReceived);
+        }
+        return Ok(Requirement::None);
+    }
+    admit(Receiver::Server, method, params, ready, grant)
+}
+
 /// The check before sending `method` to `to` (§5.4: what the other side would refuse is
 /// not sent): `to`'s own admission rule, [`admit`]. Reading where the spec is silent: a
 /// method this crate does not type is refused as [`Refusal::NotReceived`] (it is not known
@@ -132,6 +152,47 @@ mod tests {
 
     fn everything() -> Grant {
         Grant::from_set(crate::capability::CapabilitySet::ALL)
+    }
+
+    /// §3.2: on an MCP-only connection MCPL methods are not found and MCP ones run ungated;
+    /// with MCPL, readiness and the grant decide (§5.3, §5.4), and direction always (§4.1).
+    #[test]
+    fn s3_2_admission_at_a_server_folds_in_mcp_only() {
+        let none = Grant::none();
+        let tools = json!({"name": "t"});
+        assert_eq!(
+            admit_at_server("tools/call", Some(&tools), false, false, &none),
+            Ok(Requirement::None)
+        );
+        assert_eq!(
+            admit_at_server("context/beforeInference", None, false, true, &everything()),
+            Err(Refusal::NotReceived)
+        );
+        assert_eq!(
+            admit_at_server("push/event", None, false, true, &everything()),
+            Err(Refusal::NotReceived)
+        );
+        assert!(matches!(
+            admit_at_server("tools/call", Some(&tools), true, false, &everything()),
+            Err(Refusal::NotReady(_))
+        ));
+        assert!(matches!(
+            admit_at_server(
+                "tools/call",
+                Some(&tools),
+                true,
+                true,
+                &granted(&["pushEvents"])
+            ),
+            Err(Refusal::Denied(_))
+        ));
+        assert!(
+            admit_at_server("tools/call", Some(&tools), true, true, &granted(&["tools"])).is_ok()
+        );
+        assert_eq!(
+            admit_at_server("push/event", None, true, true, &everything()),
+            Err(Refusal::NotReceived)
+        );
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub mod rules;
 mod server;
 mod turns;
 
-pub use admission::{admit, admit_at_host, admit_outbound, Receiver, Refusal};
+pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};

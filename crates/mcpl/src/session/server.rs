@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{json, Map, Value};
 
-use super::{admit, Receiver, Refusal};
+use super::{admit, admit_at_server, Receiver, Refusal};
 use crate::capability::{CapabilitySet, Grant};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal};
@@ -271,17 +271,18 @@ impl ServerState {
                 self.respond(r.id, answer)
             }
             "ping" => self.respond(r.id, Ok(json!({}))),
-            "featureSets/update" if self.mcpl => self.on_policy(r),
-            m if self.initialized && !self.mcpl && crate::protocol::is_mcpl_method(m) => {
-                // §3.2: MCPL methods do not exist on an MCP-only connection.
-                self.respond(r.id, Err(ErrorObject::method_not_found(m)))
+            m if !self.initialized => {
+                // Nothing but `initialize` and `ping` before `initialize` (as `server::Server`).
+                let e = ErrorObject::invalid_request(format!("{m} before initialize"));
+                self.respond(r.id, Err(e))
             }
+            "featureSets/update" if self.mcpl => self.on_policy(r),
             m => {
-                let admitted = admit(
-                    Receiver::Server,
+                let admitted = admit_at_server(
                     m,
                     r.params.as_ref(),
-                    self.policy.is_ready() || !self.mcpl,
+                    self.mcpl,
+                    self.policy.is_ready(),
                     &self.grant(),
                 );
                 match admitted {

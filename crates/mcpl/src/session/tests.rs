@@ -388,6 +388,58 @@ fn s4_1_a_host_method_sent_by_the_server_is_not_found() {
     assert_eq!(p.host_answer(71).unwrap()["result"], json!({}));
 }
 
+/// The server's admission (`session::admit_at_server`, as `server::Server`): nothing but
+/// `initialize` and `ping` before `initialize`; then, on an MCP-only connection, MCP methods
+/// run ungated and MCPL ones do not exist (§3.2).
+#[test]
+fn s3_2_a_server_admits_by_initialize_then_mcp_only() {
+    let mut server = ServerState::new(server_rules());
+    let answer = |server: &mut ServerState, frame: Value| -> Value {
+        server.handle_message(Message::parse(&frame.to_string()).expect("valid"));
+        let mut last = Value::Null;
+        while let Some(o) = server.poll_output() {
+            if let ServerOutput::Transmit(m) = o {
+                last = serde_json::from_str(&m.to_json()).expect("valid");
+            }
+        }
+        last
+    };
+    let r = answer(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}),
+    );
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let r = answer(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    );
+    assert_eq!(r["result"], json!({}));
+    // A host without `experimental.mcpl`.
+    let r = answer(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "plain", "version": "1"}}}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    let r = answer(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "context/beforeInference", "params": {}}),
+    );
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    server.handle_message(
+        Message::parse(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t"}})
+                .to_string(),
+        )
+        .expect("valid"),
+    );
+    assert!(matches!(
+        server.poll_output(),
+        Some(ServerOutput::Request { method, .. }) if method == "tools/call"
+    ));
+}
+
 #[test]
 fn s11_1_inference_requests_go_to_the_application_after_the_gates() {
     let mut p = Pair::connect(&["pushEvents"], server_rules());
