@@ -2559,3 +2559,15 @@ async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_refused() {
         "{err}"
     );
 }
+
+/// Issue #24: `HostConfig`'s defaults are the core's `HostRules` (one place), so a
+/// `HostSession` and a `HostState` built with defaults decide under the same bounds.
+#[test]
+fn host_config_defaults_are_the_cores_rules() {
+    assert_eq!(
+        HostConfig::default().rules(),
+        mcpl::session::HostRules::new(Vec::<String>::new())
+    );
+    let limits = HostConfig::default().channel_limits();
+    assert_eq!(limits, mcpl::session::ChannelLimits::default());
+}

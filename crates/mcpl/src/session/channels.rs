@@ -17,7 +17,7 @@ use crate::tags::AdmittedEvent;
 
 /// The bounds channel messages are judged under (`host::HostConfig`'s, whose defaults these
 /// are).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChannelLimits {
     /// The host's channel-id patterns (`prefix*` or exact); `None` permits every id.
     pub patterns: Option<Vec<String>>,

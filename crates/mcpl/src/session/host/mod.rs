@@ -22,7 +22,7 @@ mod inbound;
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
 /// `host::HostConfig` (whose defaults these are).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostRules {
     /// `clientInfo.name` sent in `initialize`.
     pub client_name: String,
