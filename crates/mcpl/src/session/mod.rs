@@ -38,13 +38,14 @@
 //!                       "featureSets": { "news": { "uses": ["pushEvents"] } } }),
 //!     mcp_capabilities: Default::default(),
 //!     required: None,
+//!     lifecycle: Default::default(),
 //! });
 //! host.start(now);
 //! loop {
 //!     let mut moved = false;
 //!     while let Some(out) = host.poll_output() {
 //!         if let HostOutput::Transmit(m) = out {
-//!             server.handle_message(Message::parse(&m.to_json())?);
+//!             server.handle_message(now, Message::parse(&m.to_json())?);
 //!             moved = true;
 //!         }
 //!     }

@@ -1,17 +1,22 @@
 //! [`ServerState`]: the server side of one connection as a state machine (§5.2, §5.3,
 //! §6.7): the `initialize` answer, the policy Request and its receipt
-//! ([`ServerPolicyState::apply`]), the gate on what the host sends and on what the
-//! application sends. Inputs arrive in wire order.
+//! ([`ServerPolicyState::apply`]), the gate on what the host sends (requests and
+//! notifications, [`admit_at_server`]) and on what the application sends, and the pairing
+//! of the host's `inference/lifecycle` into turns with a safety timeout (§10.5,
+//! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
 use super::{admit, admit_at_server, Receiver, Refusal};
 use crate::capability::{CapabilitySet, Grant};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
 use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal};
 use crate::protocol::handshake;
+use crate::protocol::lifecycle::LifecycleParams;
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
@@ -25,6 +30,9 @@ pub struct ServerRules {
     /// Capabilities without which the server refuses the policy, and the fallback it names
     /// (§6.7).
     pub required: Option<(CapabilitySet, Fallback)>,
+    /// The §10.5 turn tracker's safety timeout and memory (`server::ServerBuilder`'s
+    /// defaults: [`LifecycleConfig::default`]).
+    pub lifecycle: LifecycleConfig,
 }
 
 /// What a [`ServerState`] produced, drained in order by [`ServerState::poll_output`].
@@ -42,8 +50,13 @@ pub enum ServerOutput {
         /// Its params.
         params: Option<Value>,
     },
-    /// An admitted host notification for the application.
+    /// An admitted host notification for the application (`inference/lifecycle` is
+    /// decided here and comes out as [`ServerOutput::Turn`]).
     Notification(Notification),
+    /// A turn boundary of the host's `inference/lifecycle` signal (§10.5), paired by the
+    /// one tracker [`LifecycleTracker`]: at most one start and one end per inference, an
+    /// open turn ended by the safety timeout ([`ServerState::handle_timeout`]).
+    Turn(TurnEvent),
     /// The answer to a request the application sent through [`ServerState::request`].
     Response {
         /// The id [`ServerState::request`] returned.
@@ -151,6 +164,7 @@ pub struct ServerState {
     policy: ServerPolicyState,
     next_id: u64,
     pending: HashMap<u64, ()>,
+    turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
 }
 
@@ -158,6 +172,7 @@ impl ServerState {
     /// A state machine serving `rules`.
     pub fn new(rules: ServerRules) -> ServerState {
         let decls = FeatureSets::from_mcpl(&rules.manifest).0;
+        let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
             initialized: false,
@@ -165,6 +180,7 @@ impl ServerState {
             policy: ServerPolicyState::new(decls),
             next_id: 1,
             pending: HashMap::new(),
+            turns,
             out: VecDeque::new(),
         }
     }
@@ -193,11 +209,11 @@ impl ServerState {
         self.out.pop_front()
     }
 
-    /// Handles one message received from the host, in wire order.
-    pub fn handle_message(&mut self, msg: Message) {
+    /// Handles one message received from the host at `now`, in wire order.
+    pub fn handle_message(&mut self, now: Instant, msg: Message) {
         match msg {
             Message::Request(r) => self.on_request(r),
-            Message::Notification(n) => self.on_notification(n),
+            Message::Notification(n) => self.on_notification(now, n),
             Message::Response(r) => {
                 let id = match &r.id {
                     Some(RequestId::Number(n)) => n.as_u64(),
@@ -214,6 +230,20 @@ impl ServerState {
                     }),
                 }
             }
+        }
+    }
+
+    /// When [`Self::handle_timeout`] is due next: the earliest open turn's safety timeout.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.turns.next_deadline()
+    }
+
+    /// Ends, at `now`, every turn whose safety timeout passed (§10.5), as
+    /// [`ServerOutput::Turn`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for end in self.turns.expire(now) {
+            self.out
+                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
         }
     }
 
@@ -300,8 +330,26 @@ impl ServerState {
         }
     }
 
-    fn on_notification(&mut self, n: Notification) {
-        match n.method.as_str() {
+    fn on_notification(&mut self, now: Instant, n: Notification) {
+        let method = n.method.as_str();
+        let typed = crate::protocol::method_info(method).is_some();
+        if typed && !matches!(method, "notifications/initialized" | "featureSets/update") {
+            // The one server admission rule, as `server::Server` applies it to notifications:
+            // a refused one has no response to carry the error, so it is reported.
+            let ready = self.policy.is_ready();
+            let admitted =
+                admit_at_server(method, n.params.as_ref(), self.mcpl, ready, &self.grant());
+            if let Err(r) = admitted {
+                let detail = format!("ignored {method}: {}", r.to_error(method).message);
+                self.out.push_back(ServerOutput::Diagnostic {
+                    code: "notification_denied",
+                    detail,
+                });
+                return;
+            }
+        }
+        match method {
+            "inference/lifecycle" => self.on_lifecycle(now, n.params),
             "notifications/initialized" => {}
             "featureSets/update" if self.mcpl => {
                 let params = n.params.unwrap_or(Value::Null);
@@ -321,6 +369,30 @@ impl ServerState {
                 }
             }
             _ => self.out.push_back(ServerOutput::Notification(n)),
+        }
+    }
+
+    /// An admitted `inference/lifecycle` (§10.5), paired by the tracker `server::Server`
+    /// uses too.
+    fn on_lifecycle(&mut self, now: Instant, params: Option<Value>) {
+        let p: LifecycleParams = match crate::jsonrpc::parse_params(params) {
+            Ok(p) => p,
+            Err(e) => {
+                return self.out.push_back(ServerOutput::Diagnostic {
+                    code: "invalid_notification",
+                    detail: format!("inference/lifecycle: {}", e.message),
+                })
+            }
+        };
+        let obs = self.turns.observe(&p, now);
+        for d in &obs.diagnostics {
+            self.out.push_back(ServerOutput::Diagnostic {
+                code: d.code(),
+                detail: d.to_string(),
+            });
+        }
+        if let Some(ev) = obs.event {
+            self.out.push_back(ServerOutput::Turn(ev));
         }
     }
 

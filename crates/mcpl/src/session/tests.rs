@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use super::*;
 use crate::capability::Capability;
 use crate::jsonrpc::{Message, RequestId};
+use crate::lifecycle::{TurnEvent, TurnOutcome};
 
 fn manifest() -> Value {
     json!({
@@ -30,6 +31,7 @@ fn server_rules() -> ServerRules {
         manifest: manifest(),
         mcp_capabilities: mcp,
         required: None,
+        lifecycle: Default::default(),
     }
 }
 
@@ -94,7 +96,7 @@ impl Pair {
             return false;
         };
         let msg = Message::parse(&text).expect("the host writes valid JSON-RPC");
-        self.server.handle_message(msg);
+        self.server.handle_message(self.now, msg);
         self.collect();
         true
     }
@@ -395,7 +397,10 @@ fn s4_1_a_host_method_sent_by_the_server_is_not_found() {
 fn s3_2_a_server_admits_by_initialize_then_mcp_only() {
     let mut server = ServerState::new(server_rules());
     let answer = |server: &mut ServerState, frame: Value| -> Value {
-        server.handle_message(Message::parse(&frame.to_string()).expect("valid"));
+        server.handle_message(
+            Instant::now(),
+            Message::parse(&frame.to_string()).expect("valid"),
+        );
         let mut last = Value::Null;
         while let Some(o) = server.poll_output() {
             if let ServerOutput::Transmit(m) = o {
@@ -428,6 +433,7 @@ fn s3_2_a_server_admits_by_initialize_then_mcp_only() {
     );
     assert_eq!(r["error"]["code"], -32601, "{r}");
     server.handle_message(
+        Instant::now(),
         Message::parse(
             &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t"}})
                 .to_string(),
@@ -835,17 +841,21 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
         Err(StateError::Turn(_))
     ));
     p.drive();
-    let phases: Vec<Value> = p
+    // The server pairs them with its §10.5 tracker: one start, one end, usage kept.
+    let turns: Vec<String> = p
         .server_out
         .iter()
         .filter_map(|o| match o {
-            ServerOutput::Notification(n) if n.method == "inference/lifecycle" => {
-                n.params.as_ref().map(|v| v["phase"].clone())
-            }
+            ServerOutput::Turn(TurnEvent::Started(s)) => Some(format!("start {}", s.inference_id)),
+            ServerOutput::Turn(TurnEvent::Ended(e)) => Some(format!(
+                "end {} {:?}",
+                e.inference_id,
+                matches!(&e.outcome, TurnOutcome::Completed { usage: Some(u) } if u.output_tokens == Some(3))
+            )),
             _ => None,
         })
         .collect();
-    assert_eq!(phases, [json!("started"), json!("completed")]);
+    assert_eq!(turns, ["start i1", "end i1 true"]);
     // Not granted: nothing is sent (§5.4).
     let mut q = Pair::connect(&["pushEvents"], server_rules());
     assert!(matches!(
@@ -973,6 +983,66 @@ fn s14_3_outgoing_streams_index_per_inference_complete_once_and_are_gated() {
     ));
     q.drive();
     assert!(server_notifications(&q, "channels/outgoing/chunk").is_empty());
+}
+
+/// §10.5 at the server: the host's signal is admitted by the one rule first (a
+/// notification the grant does not allow is reported `notification_denied`, never a turn),
+/// then paired; an open turn is ended by the safety timeout the state machine asks to be
+/// woken for.
+#[test]
+fn s10_5_the_server_gates_then_pairs_turns_and_times_them_out() {
+    let lifecycle = |phase: &str| {
+        json!({"jsonrpc": "2.0", "method": "inference/lifecycle",
+               "params": {"inferenceId": "i9", "conversationId": "c", "turnIndex": 0, "phase": phase}})
+        .to_string()
+    };
+    let turns = |p: &Pair| {
+        p.server_out
+            .iter()
+            .filter(|o| matches!(o, ServerOutput::Turn(_)))
+            .count()
+    };
+    // Not granted: reported, no turn.
+    let mut q = Pair::connect(&["pushEvents"], server_rules());
+    q.to_server.push_back(lifecycle("started"));
+    q.drive();
+    assert_eq!(turns(&q), 0);
+    assert!(q.server_out.iter().any(|o| matches!(
+        o,
+        ServerOutput::Diagnostic {
+            code: "notification_denied",
+            ..
+        }
+    )));
+
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    rules.lifecycle.safety_timeout = Duration::from_secs(30);
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    assert_eq!(p.server.poll_timeout(), None);
+    p.to_server.push_back(lifecycle("started"));
+    p.to_server.push_back(lifecycle("started"));
+    p.drive();
+    assert_eq!(turns(&p), 1, "a second started is no second turn");
+    let due = p
+        .server
+        .poll_timeout()
+        .expect("an open turn has a deadline");
+    assert_eq!(due, p.now + Duration::from_secs(30));
+    p.server.handle_timeout(due - Duration::from_millis(1));
+    p.collect();
+    assert_eq!(turns(&p), 1);
+    p.server.handle_timeout(due);
+    p.collect();
+    assert!(matches!(
+        p.server_out.last(),
+        Some(ServerOutput::Turn(TurnEvent::Ended(e))) if e.outcome == TurnOutcome::TimedOut
+    ));
+    // A terminal after the timeout ends nothing twice.
+    p.to_server.push_back(lifecycle("completed"));
+    p.drive();
+    assert_eq!(turns(&p), 2);
+    assert_eq!(p.server.poll_timeout(), None);
 }
 
 mod model {
