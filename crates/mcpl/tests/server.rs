@@ -531,6 +531,58 @@ async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
     assert_eq!(d.code, "injection_dropped");
 }
 
+/// §10.4, §10.8: the server sends only what the host's own rule accepts
+/// (`session::rules::hook_answer_to_send`), shape included: an injection whose `metadata` is
+/// not an object, which a host refuses, is dropped and reported, never sent.
+#[tokio::test]
+async fn s10_4_a_malformed_injection_is_dropped_before_sending() {
+    let server = Server::builder("test-server", "1.0.0")
+        .on_before_inference("memory.recall", |_g, _p| async move {
+            let inj = |meta: Option<Value>, t: &str| ContextInjection {
+                namespace: "memory".into(),
+                position: Position::BeforeUser,
+                content: Content::Text(t.into()),
+                metadata: meta,
+                extra: Map::new(),
+            };
+            Ok(BeforeInferenceResult {
+                feature_set: None,
+                context_injections: vec![
+                    inj(Some(json!("not an object")), "bad"),
+                    inj(Some(json!({"k": 1})), "good"),
+                ],
+                extra: Map::new(),
+            })
+        })
+        .feature_set(
+            "memory.recall",
+            "Inject memories",
+            &[Capability::InjectBeforeUser],
+        )
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["contextHooks.beforeInference.inject.beforeUser"]}),
+    )
+    .await;
+    let r = before_inference(&host).await.unwrap();
+    let texts: Vec<&str> = r["contextInjections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["good"]);
+    let d = diags
+        .try_recv()
+        .expect("reported before the answer is sent");
+    assert_eq!(d.code, "injection_dropped");
+    assert!(d.detail.contains("metadata"), "{}", d.detail);
+}
+
 /// §6.7: a hook whose feature set the receipt reported disabled is not run — the turn's
 /// user message never reaches it — and the answer injects nothing and claims no set.
 #[tokio::test]

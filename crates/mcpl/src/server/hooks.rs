@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::conn::Conn;
 use super::dispatch::{guarded, respond};
 use super::*;
-use crate::capability::Requirement;
+use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
 use crate::peer::IncomingRequest;
 use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
@@ -54,79 +54,59 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     });
 }
 
-/// Drops injections the session must not send: all of them when the response's feature set
-/// is undeclared or unavailable (the answer then names the hook's own set, §6.5), and each one whose position is not granted *now* (§5.4,
-/// §10.8 — the host authorizes at response-receipt, so the server checks as late as it can).
+/// Drops what the host would refuse of the hook's answer, by the core rule
+/// ([`crate::session::rules::hook_answer_to_send`], the host's own judgement of each
+/// injection, §5.4, §10.8: checked as late as the server can), telling the author what was
+/// dropped and what to change.
 pub(super) fn filter_injections(
     conn: &Conn,
     mut r: BeforeInferenceResult,
     default_set: Option<&str>,
 ) -> BeforeInferenceResult {
-    if r.feature_set.is_none() {
-        r.feature_set = default_set.map(str::to_owned);
-    }
+    use crate::policy::InjectionDenied as D;
+    use crate::session::rules::{hook_answer_to_send, DroppedInjections};
     let state = conn.grant_state();
-    if r.context_injections.is_empty() {
-        return r;
-    }
-    let set_ok = match &r.feature_set {
-        Some(name) => state.check_feature_set(name),
-        None => Err(SendError::UnknownFeatureSet(String::new())),
+    let grant = if state.mcpl && state.ready {
+        state.grant
+    } else {
+        Grant::none()
     };
-    if let Err(e) = set_ok {
-        let hook = default_set.unwrap_or("(none)");
-        conn.author_mistake(
-            "injection_dropped",
-            format!(
-                "the before-inference hook of feature set {hook:?} answered {} injection(s) \
-                 that were dropped: {e}",
-                r.context_injections.len()
-            ),
-        );
-        r.context_injections.clear();
-        // Nothing is injected under a set the session may not use; the empty answer names
-        // the hook's own set (never the handler's undeclared one), as every answer does.
-        r.feature_set = default_set.map(str::to_owned);
-        return r;
-    }
     let decls = lock(&conn.state).policy.declarations().clone();
-    let name = r.feature_set.clone().unwrap_or_default();
-    r.context_injections.retain(|inj| {
-        let position = inj.position.as_str();
-        let Some(c) = inj.position.capability().filter(|c| state.granted(*c)) else {
-            let detail = match inj.position.capability() {
-                Some(c) => format!(
-                    "`{c}` is not granted (§5.4): declare it in the set's uses, or inject there \
-                     only when GrantState::granted(Capability::{c:?}) holds in the hook"
-                ),
-                None => "it is not an App. B.4 position (system, beforeUser, afterUser) and is \
-                         never authorized"
-                    .to_owned(),
-            };
-            conn.author_mistake(
-                "injection_dropped",
+    let dropped = hook_answer_to_send(&mut r, default_set, &grant, &decls, &state.feature_sets);
+    for d in dropped {
+        let message = match d {
+            DroppedInjections::All { count, reason, .. } => format!(
+                "the before-inference hook of feature set {:?} answered {count} injection(s) \
+                 that were dropped: {reason}",
+                default_set.unwrap_or("(none)")
+            ),
+            DroppedInjections::One {
+                feature_set,
+                position,
+                denied,
+            } => {
+                let detail = match denied {
+                    D::Denied(d) => format!(
+                        "`{c}` is not granted (§5.4): declare it in the set's uses, or inject \
+                         there only when GrantState::granted(Capability::{c:?}) holds in the hook",
+                        c = d.capability
+                    ),
+                    D::UnknownPosition(_) | D::MissingPosition => "it is not an App. B.4 \
+                         position (system, beforeUser, afterUser) and is never authorized"
+                        .to_owned(),
+                    D::Undeclared { capability, .. } => format!(
+                        "the set does not declare `{capability}` in its uses (§6.4 rule 2); add \
+                         it to the uses"
+                    ),
+                    other => other.to_string(),
+                };
                 format!(
-                    "feature set {name:?}: dropped an injection at position {position}: {detail}"
-                ),
-            );
-            return false;
+                    "feature set {feature_set:?}: dropped an injection at position {position}: \
+                     {detail}"
+                )
+            }
         };
-        // A host rejects a use the set's `uses` does not declare (§6.4 rule 2): the host's
-        // own gate, whose status steps passed above.
-        if state
-            .gate_feature_set(&decls, &name, Requirement::One(c))
-            .is_err()
-        {
-            conn.author_mistake(
-                "injection_dropped",
-                format!(
-                    "feature set {name:?}: dropped an injection at position {position}: the set \
-                     does not declare `{c}` in its uses (§6.4 rule 2); add it to the uses"
-                ),
-            );
-            return false;
-        }
-        true
-    });
+        conn.author_mistake("injection_dropped", message);
+    }
     r
 }

@@ -95,12 +95,6 @@ impl GrantState {
         }
     }
 
-    /// Whether the named set is declared and available now (§6.4, §6.6): the first two
-    /// steps of the one feature-set gate, [`Self::gate_feature_set`] with nothing required.
-    pub(super) fn check_feature_set(&self, name: &str) -> Result<(), SendError> {
-        self.gate_feature_set(&FeatureSets::default(), name, Requirement::None)
-    }
-
     /// The host's feature-set gate ([`crate::policy::feature_set_gate`]) applied before a
     /// send under `name` that exercises `required`, against this connection's declarations
     /// `decls`: a message the host would refuse is not sent.

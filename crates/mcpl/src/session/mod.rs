@@ -32,14 +32,11 @@
 //!
 //! let now = Instant::now();
 //! let mut host = HostState::new(HostRules::new(["pushEvents"]), now, SystemTime::now())?;
-//! let mut server = ServerState::new(ServerRules {
-//!     server_info: json!({ "name": "demo", "version": "1" }),
-//!     manifest: json!({ "version": "0.5", "pushEvents": {},
-//!                       "featureSets": { "news": { "uses": ["pushEvents"] } } }),
-//!     mcp_capabilities: Default::default(),
-//!     required: None,
-//!     lifecycle: Default::default(),
-//! });
+//! let mut server = ServerState::new(ServerRules::new(
+//!     json!({ "name": "demo", "version": "1" }),
+//!     json!({ "version": "0.5", "pushEvents": {},
+//!             "featureSets": { "news": { "uses": ["pushEvents"] } } }),
+//! ));
 //! host.start(now);
 //! loop {
 //!     let mut moved = false;

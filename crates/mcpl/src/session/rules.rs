@@ -452,3 +452,105 @@ pub fn judge_hook_answer(
     }
     verdict
 }
+
+/// What a server's hook answer lost before it was sent ([`hook_answer_to_send`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DroppedInjections {
+    /// Every injection: the answer's feature set is missing, undeclared or unavailable
+    /// (§6.5, §6.6); the answer then names the hook's own set.
+    All {
+        /// The set the answer claimed (after the hook's default).
+        feature_set: Option<String>,
+        /// How many were dropped.
+        count: usize,
+        /// Why the set cannot carry them.
+        reason: String,
+    },
+    /// One injection the host would refuse by its own rule ([`policy::judge_injection`]).
+    One {
+        /// The answer's feature set.
+        feature_set: String,
+        /// The injection's position.
+        position: String,
+        /// Why.
+        denied: policy::InjectionDenied,
+    },
+}
+
+impl std::fmt::Display for DroppedInjections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DroppedInjections::All {
+                feature_set,
+                count,
+                reason,
+            } => write!(
+                f,
+                "{count} injection(s) under feature set {feature_set:?} dropped: {reason}"
+            ),
+            DroppedInjections::One {
+                feature_set,
+                position,
+                denied,
+            } => write!(
+                f,
+                "feature set {feature_set:?}: dropped an injection at position {position}: {denied}"
+            ),
+        }
+    }
+}
+
+/// Makes a server's `context/beforeInference` answer one the host accepts whole (§10.1,
+/// §10.8): the server sends only what the host would accept at response-receipt, judged by
+/// the host's own rule ([`policy::judge_injection`]) under `grant` (the grant in force; empty
+/// before readiness) and the set statuses the server derived. An answer without a
+/// `featureSet` claims `default_set`, the hook's own (§6.5 is silent; other libraries
+/// require one on every answer). Returns what was dropped, for the author to be told.
+pub fn hook_answer_to_send(
+    r: &mut crate::protocol::hooks::BeforeInferenceResult,
+    default_set: Option<&str>,
+    grant: &Grant,
+    decls: &policy::FeatureSets,
+    statuses: &std::collections::BTreeMap<String, policy::FeatureSetStatus>,
+) -> Vec<DroppedInjections> {
+    if r.feature_set.is_none() {
+        r.feature_set = default_set.map(str::to_owned);
+    }
+    if r.context_injections.is_empty() {
+        return Vec::new();
+    }
+    let set_ok = match r.feature_set.as_deref() {
+        Some(name) => policy::feature_set_gate(decls, statuses, name, Requirement::None)
+            .map_err(|refusal| refusal.to_error(name).message.into_owned()),
+        None => Err("the answer names no featureSet and the hook has none".to_owned()),
+    };
+    if let Err(reason) = set_ok {
+        let dropped = DroppedInjections::All {
+            feature_set: r.feature_set.take(),
+            count: r.context_injections.len(),
+            reason,
+        };
+        r.context_injections.clear();
+        r.feature_set = default_set.map(str::to_owned);
+        return vec![dropped];
+    }
+    let name = r.feature_set.clone().unwrap_or_default();
+    let mut dropped = Vec::new();
+    r.context_injections.retain(|inj| {
+        let judged = serde_json::to_value(inj)
+            .map_err(|e| policy::InjectionDenied::Malformed(e.to_string()))
+            .and_then(|v| policy::judge_injection(grant, decls, statuses, Some(&name), &v));
+        match judged {
+            Ok(_) => true,
+            Err(denied) => {
+                dropped.push(DroppedInjections::One {
+                    feature_set: name.clone(),
+                    position: inj.position.as_str().to_owned(),
+                    denied,
+                });
+                false
+            }
+        }
+    });
+    dropped
+}

@@ -33,6 +33,25 @@ pub struct ServerRules {
     /// The §10.5 turn tracker's safety timeout and memory (`server::ServerBuilder`'s
     /// defaults: [`LifecycleConfig::default`]).
     pub lifecycle: LifecycleConfig,
+    /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
+    /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
+    /// default, as the peer's `max_in_flight_requests`).
+    pub max_in_flight: usize,
+}
+
+impl ServerRules {
+    /// Rules serving `manifest` as `server_info`, with no MCP capabilities, nothing
+    /// required, and the defaults above.
+    pub fn new(server_info: Value, manifest: Value) -> ServerRules {
+        ServerRules {
+            server_info,
+            manifest,
+            mcp_capabilities: Map::new(),
+            required: None,
+            lifecycle: LifecycleConfig::default(),
+            max_in_flight: 128,
+        }
+    }
 }
 
 /// What a [`ServerState`] produced, drained in order by [`ServerState::poll_output`].
@@ -92,6 +111,10 @@ pub enum SendRefusal {
     /// The named feature set (§6.4, §6.6).
     #[error("{}", .0.to_error(.1).message)]
     FeatureSet(SetRefusal, String),
+    /// [`ServerState::answer`] named a request that was not handed out or is already
+    /// answered: nothing is sent.
+    #[error("no host request {0} is waiting for an answer")]
+    UnknownRequest(String),
 }
 
 /// How a server answers one policy Request ([`answer_policy_request`]).
@@ -164,6 +187,9 @@ pub struct ServerState {
     policy: ServerPolicyState,
     next_id: u64,
     pending: HashMap<u64, ()>,
+    /// Host requests handed out and not answered yet; `true` for a `context/beforeInference`,
+    /// whose answer is filtered before it is sent.
+    handed: HashMap<RequestId, bool>,
     turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
 }
@@ -180,6 +206,7 @@ impl ServerState {
             policy: ServerPolicyState::new(decls),
             next_id: 1,
             pending: HashMap::new(),
+            handed: HashMap::new(),
             turns,
             out: VecDeque::new(),
         }
@@ -247,9 +274,50 @@ impl ServerState {
         }
     }
 
-    /// Answers a request handed out as [`ServerOutput::Request`].
-    pub fn answer(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {
+    /// Answers a request handed out as [`ServerOutput::Request`]. A `context/beforeInference`
+    /// answer is first made one the host accepts whole
+    /// ([`rules::hook_answer_to_send`](super::rules::hook_answer_to_send): the host's own
+    /// judgement of each injection under the grant in force now, §10.8); what it drops is an
+    /// `injection_dropped` diagnostic, and an answer that is no hook result is `-32603`.
+    /// The answer must name its `featureSet` (this machine does not know the hook's own).
+    pub fn answer(
+        &mut self,
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), SendRefusal> {
+        let Some(hook) = self.handed.remove(&id) else {
+            return Err(SendRefusal::UnknownRequest(id.to_value().to_string()));
+        };
+        let outcome = match outcome {
+            Ok(v) if hook => self.hook_answer(v),
+            other => other,
+        };
         self.respond(id, outcome);
+        Ok(())
+    }
+
+    fn hook_answer(&mut self, v: Value) -> Result<Value, ErrorObject> {
+        let mut r: crate::protocol::hooks::BeforeInferenceResult = serde_json::from_value(v)
+            .map_err(|e| {
+                ErrorObject::internal(format!("the hook's answer is no hook result: {e}"))
+            })?;
+        let statuses = self.policy.statuses();
+        let grant = self.grant();
+        let dropped = super::rules::hook_answer_to_send(
+            &mut r,
+            None,
+            &grant,
+            self.policy.declarations(),
+            &statuses,
+        );
+        for d in dropped {
+            self.out.push_back(ServerOutput::Diagnostic {
+                code: "injection_dropped",
+                detail: d.to_string(),
+            });
+        }
+        serde_json::to_value(r)
+            .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
     }
 
     /// Sends `method` to the host if the host would admit it now: its admission rule
@@ -320,11 +388,25 @@ impl ServerState {
                         let e = refusal.to_error(m);
                         self.respond(r.id, Err(e))
                     }
-                    Ok(_) => self.out.push_back(ServerOutput::Request {
-                        id: r.id,
-                        method: r.method,
-                        params: r.params,
-                    }),
+                    Ok(_) if self.handed.contains_key(&r.id) => {
+                        // Its answer would answer both (JSON-RPC ids are unique among
+                        // requests in flight).
+                        let e = ErrorObject::invalid_request("a request with this id is in flight");
+                        self.respond(r.id, Err(e))
+                    }
+                    Ok(_) if self.handed.len() >= self.rules.max_in_flight => {
+                        let e = ErrorObject::busy(self.rules.max_in_flight);
+                        self.respond(r.id, Err(e))
+                    }
+                    Ok(_) => {
+                        self.handed
+                            .insert(r.id.clone(), r.method == "context/beforeInference");
+                        self.out.push_back(ServerOutput::Request {
+                            id: r.id,
+                            method: r.method,
+                            params: r.params,
+                        })
+                    }
                 }
             }
         }

@@ -27,11 +27,8 @@ fn server_rules() -> ServerRules {
     let mut mcp = Map::new();
     mcp.insert("tools".into(), json!({}));
     ServerRules {
-        server_info: json!({ "name": "pair-server", "version": "1" }),
-        manifest: manifest(),
         mcp_capabilities: mcp,
-        required: None,
-        lifecycle: Default::default(),
+        ..ServerRules::new(json!({ "name": "pair-server", "version": "1" }), manifest())
     }
 }
 
@@ -543,10 +540,12 @@ fn answer_hook(p: &mut Pair, injections: Value) {
     let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
         unreachable!("matched above")
     };
-    p.server.answer(
-        id,
-        Ok(json!({"featureSet": "ctx", "contextInjections": injections})),
-    );
+    p.server
+        .answer(
+            id,
+            Ok(json!({"featureSet": "ctx", "contextInjections": injections})),
+        )
+        .expect("handed out");
 }
 
 #[test]
@@ -573,9 +572,12 @@ fn s5_4_a_hook_answer_read_before_a_widening_receipt_is_judged_without_it() {
         )
         .unwrap();
     p.step_server(); // the hook reaches the server application
-    answer_hook(
-        &mut p,
-        json!([{"namespace": "n", "position": "system", "content": "too soon"}]),
+                     // A server that answers with what it was not granted yet (`ServerState` would drop it,
+                     // `s10_8_the_server_sends_only_injections_the_host_would_accept`): written raw.
+    p.server_out.clear();
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": id, "result": {"featureSet": "ctx",
+        "contextInjections": [{"namespace": "n", "position": "system", "content": "too soon"}]}}),
     );
     p.drive(); // the server then reads the policy Request: its receipt follows the answer
     let v = hook_verdicts(&p);
@@ -616,6 +618,49 @@ fn s5_4_a_hook_answer_read_before_a_widening_receipt_is_judged_without_it() {
         .any(|o| matches!(o, HostOutput::Hook { id: got, .. } if *got == id)));
 }
 
+/// §10.8 at the server: its hook answer carries only what the host would accept now, judged
+/// by the host's own rule (`rules::hook_answer_to_send`); what it drops is reported.
+#[test]
+fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
+    let mut rules = hook_rules();
+    rules.manifest["featureSets"] = json!({
+        "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
+        "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
+    let mut p = Pair::connect(&["contextHooks.beforeInference.inject.afterUser"], rules);
+    let params =
+        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
+    p.host.before_inference(p.now, params).unwrap();
+    p.step_server();
+    answer_hook(
+        &mut p,
+        json!([{"namespace": "n", "position": "system", "content": "not granted"},
+               {"namespace": "n", "position": "afterUser", "content": "granted"}]),
+    );
+    p.drive();
+    let v = hook_verdicts(&p);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
+    assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
+    let dropped: Vec<&String> = p
+        .server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Diagnostic {
+                code: "injection_dropped",
+                detail,
+            } => Some(detail),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(dropped[0].contains("position system"), "{}", dropped[0]);
+    // An answer to a request never handed out sends nothing.
+    assert!(matches!(
+        p.server.answer(RequestId::from(999i64), Ok(json!({}))),
+        Err(SendRefusal::UnknownRequest(_))
+    ));
+}
+
 #[test]
 fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
     let mut p = Pair::connect(
@@ -652,7 +697,7 @@ fn answer_fetch(p: &mut Pair, manifest: Value) -> bool {
     let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
         unreachable!("matched above")
     };
-    p.server.answer(id, Ok(manifest));
+    p.server.answer(id, Ok(manifest)).expect("handed out");
     true
 }
 
