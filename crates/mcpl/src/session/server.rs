@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::{admit, admit_at_server, Receiver, Refusal};
+use super::{admit_at_server, Receiver, Refusal};
 use crate::capability::{CapabilitySet, Grant};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
@@ -325,23 +325,7 @@ impl ServerState {
     /// feature-set gate (§6.6) — a message the host would refuse is not sent. Returns the
     /// id its [`ServerOutput::Response`] will carry.
     pub fn request(&mut self, method: &str, params: Value) -> Result<u64, SendRefusal> {
-        if self.initialized && !self.mcpl && crate::protocol::is_mcpl_method(method) {
-            return Err(SendRefusal::McpOnly);
-        }
-        let req = admit(
-            Receiver::Host,
-            method,
-            Some(&params),
-            self.policy.is_ready(),
-            &self.grant(),
-        )
-        .map_err(|r| SendRefusal::Admission(r, method.to_owned()))?;
-        if let Some(fs) = params.get("featureSet").and_then(Value::as_str) {
-            let statuses = self.policy.statuses();
-            let decls = self.policy.declarations();
-            policy::feature_set_gate(decls, &statuses, fs, req)
-                .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
-        }
+        self.gate_outbound(method, &params)?;
         let id = self.next_id;
         self.next_id += 1;
         self.pending.insert(id, ());
@@ -352,6 +336,43 @@ impl ServerState {
                 params: Some(params),
             })));
         Ok(id)
+    }
+
+    /// Sends notification `method` (`channels/changed`, `mcpl/manifestChanged`, …) if the
+    /// host would admit it now, by the same gate as [`Self::request`].
+    pub fn notify(&mut self, method: &str, params: Value) -> Result<(), SendRefusal> {
+        self.gate_outbound(method, &params)?;
+        self.out
+            .push_back(ServerOutput::Transmit(Message::Notification(
+                Notification {
+                    method: method.to_owned(),
+                    params: Some(params),
+                },
+            )));
+        Ok(())
+    }
+
+    /// What the host would refuse is not sent (§5.4): MCP-only (§3.2), the host's admission
+    /// rule, and the feature-set gate (§6.6) for params naming a `featureSet`.
+    fn gate_outbound(&self, method: &str, params: &Value) -> Result<(), SendRefusal> {
+        if self.initialized && !self.mcpl && crate::protocol::is_mcpl_method(method) {
+            return Err(SendRefusal::McpOnly);
+        }
+        let req = super::admit_outbound(
+            Receiver::Host,
+            method,
+            Some(params),
+            self.policy.is_ready(),
+            &self.grant(),
+        )
+        .map_err(|r| SendRefusal::Admission(r, method.to_owned()))?;
+        if let Some(fs) = params.get("featureSet").and_then(Value::as_str) {
+            let statuses = self.policy.statuses();
+            let decls = self.policy.declarations();
+            policy::feature_set_gate(decls, &statuses, fs, req)
+                .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
+        }
+        Ok(())
     }
 
     fn respond(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {

@@ -270,6 +270,23 @@ fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
         early,
         Err(server::SendRefusal::Admission(Refusal::NotReady(_), _))
     ));
+    // Notifications go through the same gate: `channels/changed` needs `channels.register`.
+    let changed = json!({"added": [{"id": "c1", "type": "chat", "direction": "inbound"}]});
+    assert!(matches!(
+        p.server.notify("channels/changed", changed.clone()),
+        Err(server::SendRefusal::Admission(Refusal::Denied(_), _))
+    ));
+    assert!(matches!(
+        p.server.notify("context/beforeInference", json!({})),
+        Err(server::SendRefusal::Admission(Refusal::NotReceived, _))
+    ));
+    let mut c = Pair::connect(
+        &["channels.register", "channels.incoming"],
+        channels_rules(),
+    );
+    c.server.notify("channels/changed", changed).unwrap();
+    c.drive();
+    assert_eq!(c.host.channels().ids(), ["c1"]);
 }
 
 #[test]
