@@ -28,7 +28,7 @@
 //! A duplicate terminal for an id that has left the ring is reported as
 //! [`LifecycleDiagnostic::TerminalWithoutStarted`] — still a defect, still no callback.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::protocol::inference::Usage;
@@ -42,6 +42,9 @@ pub const DEFAULT_SAFETY_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default number of terminated `inferenceId`s remembered for duplicate detection.
 pub const DEFAULT_REMEMBERED_TERMINALS: usize = 4096;
 
+/// Default most turns open at once on one connection ([`LifecycleConfig::max_open_turns`]).
+pub const DEFAULT_MAX_OPEN_TURNS: usize = 1024;
+
 /// Tuning of a [`LifecycleTracker`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LifecycleConfig {
@@ -50,6 +53,11 @@ pub struct LifecycleConfig {
     pub safety_timeout: Duration,
     /// How many terminated `inferenceId`s are remembered to recognise a second terminal.
     pub remembered_terminals: usize,
+    /// The most turns open at once (at least 1). §10.5 sets no number; a `started` past it
+    /// ends the oldest open turn as [`TurnOutcome::TimedOut`] (its safety timeout, brought
+    /// forward; reported as [`LifecycleDiagnostic::OpenTurnsLimit`]), so what a sender can
+    /// make the tracker hold stays bounded however many ids it starts.
+    pub max_open_turns: usize,
 }
 
 impl Default for LifecycleConfig {
@@ -57,6 +65,7 @@ impl Default for LifecycleConfig {
         LifecycleConfig {
             safety_timeout: DEFAULT_SAFETY_TIMEOUT,
             remembered_terminals: DEFAULT_REMEMBERED_TERMINALS,
+            max_open_turns: DEFAULT_MAX_OPEN_TURNS,
         }
     }
 }
@@ -162,13 +171,25 @@ pub enum LifecycleDiagnostic {
         /// The offending member names, sorted.
         members: Vec<String>,
     },
+    /// A `started` found [`LifecycleConfig::max_open_turns`] turns open: the oldest,
+    /// `ended`, was ended as timed out ([`Observation::evicted`]). Not a conformance defect.
+    OpenTurnsLimit {
+        /// The turn ended to make room.
+        ended: String,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl LifecycleDiagnostic {
     /// Whether this is a conformance defect of the sender (§10.5), as opposed to an
     /// informational note ([`Self::TerminalAfterTimeout`]).
     pub fn is_conformance_defect(&self) -> bool {
-        !matches!(self, LifecycleDiagnostic::TerminalAfterTimeout { .. })
+        !matches!(
+            self,
+            LifecycleDiagnostic::TerminalAfterTimeout { .. }
+                | LifecycleDiagnostic::OpenTurnsLimit { .. }
+        )
     }
 
     /// Stable machine-readable code, for logs and the CLI.
@@ -182,6 +203,7 @@ impl LifecycleDiagnostic {
             LifecycleDiagnostic::TerminalAfterTimeout { .. } => "lifecycle_terminal_after_timeout",
             LifecycleDiagnostic::UsageOnNonCompleted { .. } => "lifecycle_usage_on_non_completed",
             LifecycleDiagnostic::ContentMembers { .. } => "lifecycle_content_members",
+            LifecycleDiagnostic::OpenTurnsLimit { .. } => "lifecycle_open_turns_limit",
         }
     }
 }
@@ -213,6 +235,10 @@ impl std::fmt::Display for LifecycleDiagnostic {
                 f,
                 "§10.5 defect: lifecycle signal for inferenceId {inference_id:?} carried content members {members:?}; not surfaced"
             ),
+            LifecycleDiagnostic::OpenTurnsLimit { ended, limit } => write!(
+                f,
+                "{limit} turns were open, the limit: the oldest, inferenceId {ended:?}, was ended as timed out"
+            ),
         }
     }
 }
@@ -224,6 +250,9 @@ pub struct Observation {
     pub event: Option<TurnEvent>,
     /// What to log.
     pub diagnostics: Vec<LifecycleDiagnostic>,
+    /// The oldest open turn, ended as timed out to make room for this `started`
+    /// ([`LifecycleConfig::max_open_turns`]); deliver it before [`Self::event`].
+    pub evicted: Option<TurnEnd>,
 }
 
 #[derive(Debug, Clone)]
@@ -249,6 +278,9 @@ enum Ended {
 pub struct LifecycleTracker {
     config: LifecycleConfig,
     open: HashMap<String, OpenTurn>,
+    /// The open turns by deadline (ties by id): the next deadline, expiry and the oldest
+    /// turn without a scan.
+    deadlines: BTreeSet<(Instant, String)>,
     ended: HashMap<String, Ended>,
     ended_order: VecDeque<String>,
 }
@@ -265,6 +297,7 @@ impl LifecycleTracker {
         LifecycleTracker {
             config,
             open: HashMap::new(),
+            deadlines: BTreeSet::new(),
             ended: HashMap::new(),
             ended_order: VecDeque::new(),
         }
@@ -288,7 +321,7 @@ impl LifecycleTracker {
     /// The earliest safety deadline among open turns: call [`Self::expire`] at (or after)
     /// that instant. `None` when no turn is open.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.open.values().map(|t| t.deadline).min()
+        self.deadlines.first().map(|(d, _)| *d)
     }
 
     /// Feed one received `inference/lifecycle` signal observed at `now`.
@@ -314,6 +347,7 @@ impl LifecycleTracker {
             });
         }
 
+        let mut evicted = None;
         let event = if params.phase == Phase::Started {
             if self.open.contains_key(id) || self.ended.contains_key(id) {
                 diagnostics.push(LifecycleDiagnostic::DuplicateStarted {
@@ -322,6 +356,18 @@ impl LifecycleTracker {
                 None
             } else {
                 let deadline = now.checked_add(self.config.safety_timeout).unwrap_or(now);
+                let limit = self.config.max_open_turns.max(1);
+                if self.open.len() >= limit {
+                    let oldest = self.deadlines.first().cloned();
+                    if let Some(end) = oldest.and_then(|o| self.time_out(vec![o], now).pop()) {
+                        diagnostics.push(LifecycleDiagnostic::OpenTurnsLimit {
+                            ended: end.inference_id.clone(),
+                            limit,
+                        });
+                        evicted = Some(end);
+                    }
+                }
+                self.deadlines.insert((deadline, id.clone()));
                 self.open.insert(
                     id.clone(),
                     OpenTurn {
@@ -340,6 +386,7 @@ impl LifecycleTracker {
                 }))
             }
         } else if let Some(turn) = self.open.remove(id) {
+            self.deadlines.remove(&(turn.deadline, id.clone()));
             self.remember(id.clone(), Ended::ByTerminal);
             let outcome = match params.phase {
                 Phase::Completed => TurnOutcome::Completed {
@@ -386,17 +433,21 @@ impl LifecycleTracker {
             }
             None
         };
-        Observation { event, diagnostics }
+        Observation {
+            event,
+            diagnostics,
+            evicted,
+        }
     }
 
     /// End every open turn whose safety deadline is at or before `now`, returning their
     /// [`TurnOutcome::TimedOut`] ends in deadline order (ties by id).
     pub fn expire(&mut self, now: Instant) -> Vec<TurnEnd> {
         let due: Vec<(Instant, String)> = self
-            .open
+            .deadlines
             .iter()
-            .filter(|(_, t)| t.deadline <= now)
-            .map(|(id, t)| (t.deadline, id.clone()))
+            .take_while(|(d, _)| *d <= now)
+            .cloned()
             .collect();
         self.time_out(due, now)
     }
@@ -419,6 +470,7 @@ impl LifecycleTracker {
         let mut ends = Vec::with_capacity(turns.len());
         for (_, id) in turns {
             if let Some(turn) = self.open.remove(&id) {
+                self.deadlines.remove(&(turn.deadline, id.clone()));
                 self.remember(id.clone(), Ended::ByTimeout);
                 ends.push(TurnEnd {
                     inference_id: id,
@@ -468,6 +520,7 @@ mod tests {
         LifecycleTracker::new(LifecycleConfig {
             safety_timeout: Duration::from_secs(timeout_s),
             remembered_terminals: 8,
+            ..LifecycleConfig::default()
         })
     }
 
@@ -708,6 +761,7 @@ mod tests {
         let mut t = LifecycleTracker::new(LifecycleConfig {
             safety_timeout: Duration::from_secs(60),
             remembered_terminals: 2,
+            ..LifecycleConfig::default()
         });
         for id in ["a", "b", "c"] {
             t.observe(&sig(json!({"inferenceId": id, "phase": "started"})), t0);
@@ -721,5 +775,73 @@ mod tests {
             o.diagnostics[..],
             [LifecycleDiagnostic::TerminalWithoutStarted { .. }]
         ));
+    }
+
+    /// §10.5 sets no number of open turns: past `max_open_turns` a `started` ends the oldest
+    /// turn as timed out (reported, delivered before the new start), its late terminal is no
+    /// defect, and the deadlines stay in order.
+    #[test]
+    fn s10_5_open_turns_are_bounded_by_ending_the_oldest() {
+        let mut t = LifecycleTracker::new(LifecycleConfig {
+            safety_timeout: Duration::from_secs(60),
+            remembered_terminals: 8,
+            max_open_turns: 2,
+        });
+        let t0 = Instant::now();
+        let start = |id: &str| sig(json!({"inferenceId": id, "phase": "started"}));
+        for (i, id) in ["a", "b"].iter().enumerate() {
+            let o = t.observe(&start(id), t0 + Duration::from_secs(i as u64));
+            assert!(o.evicted.is_none() && o.diagnostics.is_empty());
+        }
+        let o = t.observe(&start("c"), t0 + Duration::from_secs(2));
+        let evicted = o.evicted.expect("the oldest was ended");
+        assert_eq!(evicted.inference_id, "a");
+        assert_eq!(evicted.outcome, TurnOutcome::TimedOut);
+        assert!(matches!(o.event, Some(TurnEvent::Started(ref s)) if s.inference_id == "c"));
+        assert_eq!(
+            o.diagnostics,
+            [LifecycleDiagnostic::OpenTurnsLimit {
+                ended: "a".into(),
+                limit: 2
+            }]
+        );
+        assert!(!o.diagnostics[0].is_conformance_defect());
+        assert_eq!(t.open_ids(), ["b", "c"]);
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(61)));
+        let late = t.observe(
+            &sig(json!({"inferenceId": "a", "phase": "completed"})),
+            t0 + Duration::from_secs(3),
+        );
+        assert!(late.event.is_none());
+        assert!(matches!(
+            late.diagnostics.as_slice(),
+            [LifecycleDiagnostic::TerminalAfterTimeout { .. }]
+        ));
+        // Ending b by its terminal takes it out of the deadlines too.
+        t.observe(
+            &sig(json!({"inferenceId": "b", "phase": "aborted"})),
+            t0 + Duration::from_secs(4),
+        );
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(62)));
+        let ends = t.expire(t0 + Duration::from_secs(62));
+        assert_eq!(ends.len(), 1);
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    /// A sender starting ids without end holds at most the limit open, whatever it sends.
+    #[test]
+    fn s10_5_a_flood_of_starts_holds_the_limit() {
+        let mut t = LifecycleTracker::default();
+        let now = Instant::now();
+        let mut ended = 0;
+        for i in 0..20_000 {
+            let o = t.observe(
+                &sig(json!({"inferenceId": format!("i{i}"), "phase": "started"})),
+                now,
+            );
+            ended += usize::from(o.evicted.is_some());
+        }
+        assert_eq!(t.open_turns(), DEFAULT_MAX_OPEN_TURNS);
+        assert_eq!(ended, 20_000 - DEFAULT_MAX_OPEN_TURNS);
     }
 }

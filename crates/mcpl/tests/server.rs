@@ -702,6 +702,7 @@ async fn s10_5_safety_timeout_ends_a_turn_without_terminal() {
         .lifecycle_config(mcpl::lifecycle::LifecycleConfig {
             safety_timeout: std::time::Duration::from_secs(30),
             remembered_terminals: 16,
+            ..Default::default()
         })
         .on_turn_end(move |e| {
             e2.lock().unwrap().push(e.outcome.clone());
@@ -729,6 +730,46 @@ async fn s10_5_safety_timeout_ends_a_turn_without_terminal() {
         *ends.lock().unwrap(),
         [mcpl::lifecycle::TurnOutcome::TimedOut]
     );
+}
+
+/// §10.5 sets no number of open turns: a host that starts turns and never ends them makes
+/// the server hold at most `max_open_turns`; each start past it ends the oldest as timed out
+/// (delivered to `on_turn_end`, reported), and the connection goes on answering.
+#[tokio::test]
+async fn s10_5_a_host_starting_turns_without_end_is_held_to_the_limit() {
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let e2 = ends.clone();
+    let server = builder()
+        .lifecycle_config(mcpl::lifecycle::LifecycleConfig {
+            max_open_turns: 4,
+            ..Default::default()
+        })
+        .on_turn_end(move |e| e2.lock().unwrap().push(e.inference_id.clone()))
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceLifecycle"]}),
+    )
+    .await;
+    for i in 0..10 {
+        host.peer
+            .notify_raw(
+                "inference/lifecycle",
+                Some(json!({"inferenceId": format!("i{i}"), "phase": "started"})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    assert_eq!(*ends.lock().unwrap(), ["i0", "i1", "i2", "i3", "i4", "i5"]);
+    let mut limits = 0;
+    while let Ok(d) = diags.try_recv() {
+        limits += usize::from(d.code == "lifecycle_open_turns_limit");
+    }
+    assert_eq!(limits, 6);
 }
 
 #[tokio::test]

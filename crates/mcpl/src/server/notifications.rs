@@ -90,6 +90,9 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             for d in &obs.diagnostics {
                 conn.peer_defect(d.code(), d.to_string());
             }
+            if let Some(end) = obs.evicted {
+                conn.deliver_turn(crate::lifecycle::TurnEvent::Ended(end));
+            }
             if let Some(ev) = obs.event {
                 conn.deliver_turn(ev);
             }

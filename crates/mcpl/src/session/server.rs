@@ -494,6 +494,10 @@ impl ServerState {
                 detail: d.to_string(),
             });
         }
+        if let Some(end) = obs.evicted {
+            self.out
+                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
+        }
         if let Some(ev) = obs.event {
             self.out.push_back(ServerOutput::Turn(ev));
         }
