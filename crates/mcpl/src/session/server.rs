@@ -321,7 +321,7 @@ impl ServerState {
     }
 
     /// Sends `method` to the host if the host would admit it now: its admission rule
-    /// ([`admit`] as the host applies it) and, when `params` name a `featureSet`, the
+    /// ([`admit`](super::admit) as the host applies it) and, when `params` name a `featureSet`, the
     /// feature-set gate (§6.6) — a message the host would refuse is not sent. Returns the
     /// id its [`ServerOutput::Response`] will carry.
     pub fn request(&mut self, method: &str, params: Value) -> Result<u64, SendRefusal> {
