@@ -2571,3 +2571,46 @@ fn host_config_defaults_are_the_cores_rules() {
     let limits = HostConfig::default().channel_limits();
     assert_eq!(limits, mcpl::session::ChannelLimits::default());
 }
+
+/// An event with no answer to carry a refusal (a `surface-changed` receipt of a
+/// `notifications/tools/list_changed`, §17.7) that finds the application's event queue full
+/// is reported as `EventDropped`, never lost silently; a push that finds it full is
+/// answered `host_busy` instead.
+#[tokio::test]
+async fn an_event_the_full_queue_cannot_take_is_reported() {
+    let cfg = HostConfig {
+        event_capacity: 1,
+        ..config(&["pushEvents"])
+    };
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let first = server
+        .peer
+        .request_raw("push/event", Some(push("e1")))
+        .await
+        .unwrap();
+    assert_eq!(first["accepted"], true);
+    server
+        .peer
+        .notify_raw("notifications/tools/list_changed", None)
+        .await
+        .unwrap();
+    // Handled in wire order: once this is answered, the notification was judged.
+    let busy = server
+        .peer
+        .request_raw("push/event", Some(push("e2")))
+        .await
+        .unwrap();
+    assert_eq!(busy["reason"], "host_busy");
+    let dropped: Vec<_> = drain_diags(&mut streams)
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d,
+                HostDiagnostic::EventDropped {
+                    event: "ManifestChange"
+                }
+            )
+        })
+        .collect();
+    assert_eq!(dropped.len(), 1);
+}

@@ -232,6 +232,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Id(id.clone()),
         ),
+        HostDiagnostic::EventDropped { event } => (
+            m(
+                "event_dropped",
+                if *event == "ModeChanged" { "§6.7" } else { "§17.6" },
+                format!("the event queue was full: a {event} event was not delivered"),
+            ),
+            About::Nothing,
+        ),
         HostDiagnostic::Connection(c) => connection(c),
     }
 }

@@ -52,7 +52,8 @@ impl HostSession {
         };
         self.report(diags);
         if let Some(receipt) = receipt {
-            self.inner.event(HostEvent::ManifestChange(receipt));
+            self.inner
+                .event_or_report(HostEvent::ManifestChange(receipt));
         }
         r
     }

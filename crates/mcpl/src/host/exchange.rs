@@ -69,7 +69,7 @@ impl HostSession {
     pub(super) fn effects(&self, effects: Effects) {
         if let Some(mode) = effects.entered {
             tracing::info!(server = ?self.inner.label.get(), ?mode, "MCPL disabled: MCP-only");
-            self.inner.event(HostEvent::ModeChanged(mode));
+            self.inner.event_or_report(HostEvent::ModeChanged(mode));
         }
         if effects.close {
             self.inner.peer.close();

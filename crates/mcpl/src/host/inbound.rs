@@ -173,7 +173,7 @@ impl HostSession {
                         .as_mut()
                         .and_then(|r| r.surface_changed(surface));
                     if let Some(r) = r {
-                        self.inner.event(HostEvent::ManifestChange(r));
+                        self.inner.event_or_report(HostEvent::ManifestChange(r));
                     }
                 } else {
                     // An MCP notification the host session does not act on: reported, not

@@ -166,6 +166,15 @@ impl Inner {
         self.events.try_send(e).is_ok()
     }
 
+    /// Delivers an event that has no answer to carry a refusal (a mode change, a manifest
+    /// change receipt): one the queue has no room for is reported, not lost silently.
+    fn event_or_report(&self, e: HostEvent) {
+        let event = e.name();
+        if !self.event(e) {
+            self.diag(HostDiagnostic::EventDropped { event });
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }

@@ -109,7 +109,8 @@ impl HostSession {
         let tell = reviewed.tell_reduction();
         self.effects(reviewed.effects);
         if let Some(r) = &receipt {
-            self.inner.event(HostEvent::ManifestChange(r.clone()));
+            self.inner
+                .event_or_report(HostEvent::ManifestChange(r.clone()));
         }
         if tell {
             // The grant shrank (a revocation, a suspension): the server is told by Request

@@ -194,6 +194,14 @@ pub enum HostDiagnostic {
         /// The id as JSON text (`null` when absent).
         id: String,
     },
+    /// An event the application's queue had no room for (`host::HostConfig::event_capacity`,
+    /// [`HostRules::max_pending_outputs`](super::HostRules::max_pending_outputs)): a mode
+    /// change or a manifest change receipt, not delivered. (A push or channel message that
+    /// finds the queue full is answered `host_busy` instead.)
+    EventDropped {
+        /// Which event: `ModeChanged` or `ManifestChange`.
+        event: &'static str,
+    },
     /// A connection-level defect from the peer (junk lines, late responses…).
     #[cfg(feature = "runtime")]
     Connection(crate::peer::Diagnostic),
@@ -226,6 +234,18 @@ pub enum HostEvent {
     ManifestChange(ChangeReceipt),
     /// The mode changed (e.g. to MCP-only), a recorded decision.
     ModeChanged(Mode),
+}
+
+impl HostEvent {
+    /// The variant's name, for [`HostDiagnostic::EventDropped`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            HostEvent::Push { .. } => "Push",
+            HostEvent::ChannelMessage { .. } => "ChannelMessage",
+            HostEvent::ManifestChange(_) => "ManifestChange",
+            HostEvent::ModeChanged(_) => "ModeChanged",
+        }
+    }
 }
 
 /// The result of a policy change: `host::HostSession::set_policy` and

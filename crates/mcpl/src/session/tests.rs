@@ -527,6 +527,40 @@ fn events_past_the_bound_are_answered_host_busy() {
     );
 }
 
+/// An event with no answer to carry a refusal (here a `surface-changed` receipt of a
+/// `notifications/tools/list_changed`, §17.7) that finds the queue full is reported, never
+/// lost silently.
+#[test]
+fn an_event_the_queue_cannot_take_is_reported() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    let mut rules = HostRules::new(["pushEvents"]);
+    rules.max_pending_outputs = 1;
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).unwrap();
+    p.host.start(p.now);
+    p.drive();
+    let list_changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    for frame in [push(110, "a"), list_changed.clone()] {
+        let msg = Message::parse(&frame.to_string()).unwrap();
+        p.host.handle_message(p.now, msg);
+    }
+    let mut dropped = Vec::new();
+    let mut receipts = 0;
+    while let Some(o) = p.host.poll_output() {
+        match o {
+            HostOutput::Diagnostic(HostDiagnostic::EventDropped { event }) => dropped.push(event),
+            HostOutput::Event(HostEvent::ManifestChange(_)) => receipts += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(dropped, ["ManifestChange"]);
+    assert_eq!(receipts, 0);
+    // With room, the same notification is delivered.
+    p.host
+        .handle_message(p.now, Message::parse(&list_changed.to_string()).unwrap());
+    assert!(std::iter::from_fn(|| p.host.poll_output())
+        .any(|o| matches!(o, HostOutput::Event(HostEvent::ManifestChange(_)))));
+}
+
 fn hook_rules() -> ServerRules {
     let mut rules = server_rules();
     rules.manifest = json!({"version": "0.5",

@@ -62,7 +62,7 @@ impl HostState {
     /// Hands out a mode change and closes when a decision says so.
     pub(super) fn effects(&mut self, effects: Effects) {
         if let Some(mode) = effects.entered {
-            self.hand_out(HostOutput::Event(HostEvent::ModeChanged(mode)));
+            self.hand_out_event(HostEvent::ModeChanged(mode));
         }
         if effects.close {
             self.phase = Phase::Closed;

@@ -115,7 +115,7 @@ impl HostState {
                     })
                     .flatten();
                 if let Some(receipt) = receipt {
-                    self.hand_out(HostOutput::Event(HostEvent::ManifestChange(receipt)));
+                    self.hand_out_event(HostEvent::ManifestChange(receipt));
                 }
                 r
             }
@@ -195,7 +195,7 @@ impl HostState {
                 .as_mut()
                 .and_then(|r| r.surface_changed(surface))
             {
-                self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+                self.hand_out_event(HostEvent::ManifestChange(r));
             }
             return;
         }
@@ -275,7 +275,7 @@ impl HostState {
                             self.diag(d);
                         }
                         if let Some(r) = reviewed.outcome.receipt().cloned() {
-                            self.hand_out(HostOutput::Event(HostEvent::ManifestChange(r)));
+                            self.hand_out_event(HostEvent::ManifestChange(r));
                         }
                         let tell = reviewed.tell_reduction();
                         self.effects(reviewed.effects);

@@ -653,6 +653,15 @@ impl HostState {
     }
 
     /// Hands an event or request to the application; `false` when too many wait.
+    /// Hands out an event that has no answer to carry a refusal (a mode change, a manifest
+    /// change receipt): one the queue has no room for is reported, not lost silently.
+    fn hand_out_event(&mut self, e: HostEvent) {
+        let event = e.name();
+        if !self.hand_out(HostOutput::Event(e)) {
+            self.diag(HostDiagnostic::EventDropped { event });
+        }
+    }
+
     fn hand_out(&mut self, o: HostOutput) -> bool {
         if self.handed_out >= self.rules.max_pending_outputs.max(1) {
             return false;
