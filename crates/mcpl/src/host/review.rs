@@ -68,22 +68,24 @@ impl HostSession {
         }
     }
 
-    /// One `mcpl/manifest` fetch and its review; returns the change receipt, if any.
+    /// One `mcpl/manifest` fetch and its review; returns the change receipt, if any. The
+    /// answer is reviewed by the dispatch loop where it is read ([`Self::exchange`]), so a
+    /// revocation is in force for every message read after it (§17.5 step 3, §6.7), as in
+    /// `session::HostState`.
     pub(super) async fn fetch_and_review(
         &self,
         announced: Option<String>,
     ) -> Option<ChangeReceipt> {
-        let r = self
-            .inner
-            .peer
-            .request_raw_with(
+        let reviewed = self
+            .exchange(
                 "mcpl/manifest",
-                Some(json!({})),
-                RequestOptions::new().timeout(self.inner.config.manifest_timeout),
+                json!({}),
+                self.inner.config.manifest_timeout,
+                move |s, answer| s.apply_fetched(answer, announced),
             )
             .await;
-        let fetched = match r {
-            Ok(v) => v,
+        let (receipt, tell) = match reviewed {
+            Ok(r) => r,
             Err(e) => {
                 self.inner.diag(HostDiagnostic::ManifestFetchFailed {
                     detail: e.to_string(),
@@ -91,19 +93,46 @@ impl HostSession {
                 return None;
             }
         };
+        if tell {
+            // The grant shrank (a revocation, a suspension): the server is told by Request
+            // like any reduction (§6.7).
+            self.tell_reduction().await;
+        }
+        receipt
+    }
+
+    /// Reviews a fetch answer where it is read: the receipt, and whether a reduction must
+    /// be told.
+    fn apply_fetched(
+        &self,
+        answer: Result<Value, PeerError>,
+        announced: Option<String>,
+    ) -> (Option<ChangeReceipt>, bool) {
+        let fetched = match answer {
+            Ok(v) => v,
+            Err(e) => {
+                self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                    detail: e.to_string(),
+                });
+                return (None, false);
+            }
+        };
         let limit = self.inner.config.max_feature_sets;
         if let Err(e) = within_feature_set_bound(&fetched, limit) {
             self.inner.diag(HostDiagnostic::ManifestFetchFailed {
                 detail: format!("{e}; it is refused and the manifest in force stands"),
             });
-            return None;
+            return (None, false);
         }
         let reviewed = self.inner.state().review_fetched(
             &fetched,
             announced.as_deref(),
             SystemTime::now(),
             self.inner.config.suspend_after_failures,
-        )?;
+        );
+        let Some(reviewed) = reviewed else {
+            return (None, false);
+        };
         self.report(reviewed.diagnostics());
         let receipt = reviewed.outcome.receipt().cloned();
         let tell = reviewed.tell_reduction();
@@ -112,12 +141,7 @@ impl HostSession {
             self.inner
                 .event_or_report(HostEvent::ManifestChange(r.clone()));
         }
-        if tell {
-            // The grant shrank (a revocation, a suspension): the server is told by Request
-            // like any reduction (§6.7).
-            self.tell_reduction().await;
-        }
-        receipt
+        (receipt, tell)
     }
 
     /// Suspends MCPL (§17.5) when it is active and enough consecutive fetches were

@@ -1305,3 +1305,153 @@ mod model {
         }
     }
 }
+
+// --- manifest announcements and reductions in flight (found by an audit) ------------
+
+fn announce() -> Value {
+    json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}})
+}
+
+fn fetches(p: &Pair) -> usize {
+    p.host_wrote
+        .iter()
+        .filter(|t| t.contains("\"mcpl/manifest\""))
+        .count()
+}
+
+/// The id of the last `mcpl/manifest` request the host wrote.
+fn last_fetch_id(p: &Pair) -> i64 {
+    p.host_wrote
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .rfind(|v| v["method"] == "mcpl/manifest")
+        .and_then(|v| v["id"].as_i64())
+        .expect("a fetch was written")
+}
+
+#[test]
+fn s17_8_a_follow_up_due_before_ready_is_fetched_and_later_announcements_still_fetch() {
+    // Two announcements during the initial policy exchange: the first fetches, the second
+    // is coalesced into a follow-up. The fetch is answered before the receipt.
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.step_server(); // initialize
+    p.step_host(); // its result: initialized and the policy Request go out
+    p.server_writes(announce());
+    p.server_writes(announce());
+    p.step_host();
+    p.step_host();
+    assert_eq!(fetches(&p), 1, "one fetch, one coalesced follow-up");
+    let id = last_fetch_id(&p);
+    p.to_host
+        .push_front(json!({"jsonrpc": "2.0", "id": id, "result": manifest()}).to_string());
+    p.step_host(); // the fetch answer, read while the policy Request is in flight
+                   // The coalesced follow-up is due now (a token was spent for it).
+    assert_eq!(fetches(&p), 2, "the coalesced follow-up is fetched");
+}
+
+#[test]
+fn s17_8_announcements_after_ready_are_fetched_after_a_follow_up_came_due_before_ready() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.step_server();
+    p.step_host();
+    p.server_writes(announce());
+    p.server_writes(announce());
+    p.step_host();
+    p.step_host();
+    let id = last_fetch_id(&p);
+    p.to_host
+        .push_front(json!({"jsonrpc": "2.0", "id": id, "result": manifest()}).to_string());
+    p.step_host();
+    p.drive();
+    while answer_fetch(&mut p, manifest()) {
+        p.drive();
+    }
+    assert_eq!(p.connected(), vec![&Ok(())]);
+    let before = fetches(&p);
+    // Much later (the bucket refilled), the server announces a change: it must be fetched.
+    p.now += Duration::from_secs(3600);
+    p.server_writes(announce());
+    p.drive();
+    assert_eq!(
+        fetches(&p),
+        before + 1,
+        "an announcement once ready is fetched (§17.5 revocations depend on it)"
+    );
+}
+
+#[test]
+fn s6_7_a_revocation_fetched_while_the_reduction_is_in_flight_is_told_too() {
+    let policy = ["pushEvents", "channels.register"];
+    let mut p = Pair::new(&policy, server_rules());
+    p.host.start(p.now);
+    p.step_server(); // initialize
+    p.step_host(); // initialized + policy Request
+    p.server_writes(announce());
+    p.step_host(); // fetch #1 goes out
+    let fetch1 = last_fetch_id(&p);
+    p.step_server(); // initialized
+    p.step_server(); // policy Request: its receipt is on the wire to the host
+    p.step_server(); // the fetch reaches the server application (not answered there)
+                     // Fetch #1 answered ahead of the receipt: `channels` is gone.
+    let mut smaller = manifest();
+    smaller.as_object_mut().unwrap().remove("channels");
+    p.to_host
+        .push_front(json!({"jsonrpc": "2.0", "id": fetch1, "result": smaller}).to_string());
+    p.step_host(); // the revocation, during the exchange
+    p.step_host(); // the receipt: the grant applied is narrower than told → reduction Request
+    assert!(!p.host.grant().allows(Capability::ChannelsRegister));
+    assert!(p.host.grant().allows(Capability::PushEvents));
+    assert!(p.connected().is_empty(), "the reduction is in flight");
+    // While the reduction is in flight, a second change removes pushEvents too.
+    p.server_writes(announce());
+    p.step_host(); // fetch #2 goes out
+    let fetch2 = last_fetch_id(&p);
+    assert_ne!(fetch1, fetch2);
+    let smallest = json!({"version": "0.5", "featureSets": {}});
+    p.to_host
+        .push_front(json!({"jsonrpc": "2.0", "id": fetch2, "result": smallest}).to_string());
+    p.step_host();
+    assert!(
+        !p.host.grant().allows(Capability::PushEvents),
+        "revoked host-side"
+    );
+    p.drive();
+    assert_eq!(p.connected(), vec![&Ok(())]);
+    // §6.7: any change to the effective grant goes by Request; the server must not be left
+    // believing a capability the host revoked.
+    assert!(
+        !p.server.grant().allows(Capability::PushEvents),
+        "the server was told the second revocation"
+    );
+}
+
+#[test]
+fn requests_the_application_holds_unanswered_are_bounded() {
+    // The application drains every output but answers nothing yet (a slow model): each
+    // server request it was handed stays in `app_pending`. The peer must not grow that set
+    // without bound (the async host bounds it by `PeerConfig::max_in_flight_requests`).
+    let mut rules = server_rules();
+    rules.manifest["modelInfo"] = json!({});
+    let mut p = Pair::new(&["modelInfo"], rules);
+    let mut hr = HostRules::new(["modelInfo"]);
+    hr.max_pending_outputs = 4;
+    p.host = HostState::new(hr, p.now, SystemTime::UNIX_EPOCH).unwrap();
+    p.host.start(p.now);
+    p.drive();
+    assert!(p.host.grant().allows(Capability::ModelInfo));
+    for i in 0..100 {
+        p.server_writes(json!({"jsonrpc": "2.0", "id": 500 + i, "method": "model/info"}));
+    }
+    p.drive(); // drains every output into `host_out`
+    let handed = p
+        .host_out
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Request { .. }))
+        .count();
+    assert!(
+        handed <= 4,
+        "{handed} requests held unanswered by the application at once"
+    );
+}

@@ -52,7 +52,11 @@ impl HostState {
                 let effects = self.p.after_reduction(receipt, wall);
                 let closing = effects.close;
                 self.effects(effects);
-                if !closing && self.phase == Phase::Reducing {
+                let another = self
+                    .pending
+                    .values()
+                    .any(|(p, _)| matches!(p, Purpose::Reduction));
+                if !closing && self.phase == Phase::Reducing && !another {
                     self.connected(Ok(()));
                 }
             }

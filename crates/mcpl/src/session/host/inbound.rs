@@ -62,11 +62,15 @@ impl HostState {
                     let e = ErrorObject::invalid_request("a request with this id is in flight");
                     return self.respond(r.id, Err(e));
                 }
-                let handed = self.hand_out(HostOutput::Request {
-                    id: r.id.clone(),
-                    method: r.method.clone(),
-                    params: r.params.clone(),
-                });
+                // Answers the application still owes count against the same bound as what
+                // it has not drained: a slow application cannot be handed requests unbounded.
+                let owed = self.app_pending.len() >= self.rules.max_pending_outputs.max(1);
+                let handed = !owed
+                    && self.hand_out(HostOutput::Request {
+                        id: r.id.clone(),
+                        method: r.method.clone(),
+                        params: r.params.clone(),
+                    });
                 if handed {
                     self.app_pending.insert(r.id);
                 } else {
@@ -279,7 +283,9 @@ impl HostState {
                         }
                         let tell = reviewed.tell_reduction();
                         self.effects(reviewed.effects);
-                        if tell && self.phase == Phase::Up {
+                        // §6.7: told by Request, also while an earlier reduction is in
+                        // flight (it told a wider grant than the one now in force).
+                        if tell && matches!(self.phase, Phase::Up | Phase::Reducing) {
                             self.send_reduction(now);
                         }
                     }
@@ -300,7 +306,9 @@ impl HostState {
                 dropped_total: total,
             });
         }
-        if again && self.phase == Phase::Up {
+        // The limiter spent a token and counts this follow-up as in flight: it must go out
+        // whatever the phase, or every later announcement is coalesced into nothing.
+        if again && self.phase != Phase::Closed {
             self.fetch(now);
         }
     }

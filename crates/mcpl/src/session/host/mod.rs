@@ -61,8 +61,9 @@ pub struct HostRules {
     /// The most `contextInjections` one hook answer may carry.
     pub max_injections_per_hook: usize,
     /// The most events and application requests handed out and not yet drained by
-    /// [`HostState::poll_output`]; past it a `push/event` is answered `host_busy` and a
-    /// request `-32000` (default 1,024).
+    /// [`HostState::poll_output`], and separately the most application requests handed out
+    /// and not yet answered ([`HostState::answer`]); past it a `push/event` is answered
+    /// `host_busy` and a request `-32000` (default 1,024).
     pub max_pending_outputs: usize,
 }
 
