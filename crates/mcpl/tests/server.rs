@@ -528,7 +528,7 @@ async fn s10_8_injections_at_ungranted_positions_are_dropped_before_sending() {
         .collect();
     assert_eq!(positions, ["beforeUser"]);
     let d = diags.recv().await.unwrap();
-    assert_eq!(d.code, "injection_dropped");
+    assert_eq!(d.code(), "injection_dropped");
 }
 
 /// §10.4, §10.8: the server sends only what the host's own rule accepts
@@ -579,8 +579,8 @@ async fn s10_4_a_malformed_injection_is_dropped_before_sending() {
     let d = diags
         .try_recv()
         .expect("reported before the answer is sent");
-    assert_eq!(d.code, "injection_dropped");
-    assert!(d.detail.contains("metadata"), "{}", d.detail);
+    assert_eq!(d.code(), "injection_dropped");
+    assert!(d.detail().contains("metadata"), "{}", d.detail());
 }
 
 /// §6.7: a hook whose feature set the receipt reported disabled is not run — the turn's
@@ -660,8 +660,8 @@ async fn s10_5_lifecycle_consumer_dedupes_and_reports_defects_over_the_wire() {
     sync(&host).await;
     assert_eq!(*events.lock().unwrap(), ["start i1", "end i1 Aborted"]);
     let codes = [
-        diags.recv().await.unwrap().code,
-        diags.recv().await.unwrap().code,
+        diags.recv().await.unwrap().code(),
+        diags.recv().await.unwrap().code(),
     ];
     assert_eq!(
         codes,
@@ -767,7 +767,7 @@ async fn s10_5_a_host_starting_turns_without_end_is_held_to_the_limit() {
     assert_eq!(*ends.lock().unwrap(), ["i0", "i1", "i2", "i3", "i4", "i5"]);
     let mut limits = 0;
     while let Ok(d) = diags.try_recv() {
-        limits += usize::from(d.code == "lifecycle_open_turns_limit");
+        limits += usize::from(d.code() == "lifecycle_open_turns_limit");
     }
     assert_eq!(limits, 6);
 }
@@ -977,8 +977,12 @@ async fn s11_3_a_hosts_malformed_inference_result_is_reported() {
     let d = diags
         .try_recv()
         .expect("reported before the result is handed over");
-    assert_eq!(d.code, "inference_result_malformed");
-    assert!(d.detail.contains("finishReason \"stop\""), "{}", d.detail);
+    assert_eq!(d.code(), "inference_result_malformed");
+    assert!(
+        d.detail().contains("finishReason \"stop\""),
+        "{}",
+        d.detail()
+    );
 }
 
 /// §11.3 / §11.4: the final result of a streamed `inference/request` is held to the same
@@ -1020,8 +1024,12 @@ async fn s11_4_a_hosts_malformed_streamed_result_is_reported() {
     let d = diags
         .try_recv()
         .expect("reported before the result is handed over");
-    assert_eq!(d.code, "inference_result_malformed");
-    assert!(d.detail.contains("finishReason \"stop\""), "{}", d.detail);
+    assert_eq!(d.code(), "inference_result_malformed");
+    assert!(
+        d.detail().contains("finishReason \"stop\""),
+        "{}",
+        d.detail()
+    );
 }
 
 #[tokio::test]
@@ -1483,10 +1491,10 @@ async fn ignored_notifications_are_reported() {
         .await
         .unwrap();
     let d = diags.recv().await.unwrap();
-    assert_eq!(d.code, "ignored_notification");
-    assert!(d.detail.contains("notifications/cancelled"));
+    assert_eq!(d.code(), "ignored_notification");
+    assert!(d.detail().contains("notifications/cancelled"));
     let d = diags.recv().await.unwrap();
-    assert_eq!(d.code, "unknown_notification");
+    assert_eq!(d.code(), "unknown_notification");
 }
 
 /// §5.3 / §6.7 on the server's side of the wire: while the receipt of the initial policy

@@ -293,7 +293,7 @@ async fn repeated_mistakes_warn_once_and_host_defects_stay_below_warn() {
     let mut kinds = Vec::new();
     for _ in 0..4 {
         let d = diags.recv().await.unwrap();
-        kinds.push((d.code, d.kind, d.is_author_mistake()));
+        kinds.push((d.code(), d.kind(), d.is_author_mistake()));
     }
     let refused = ("send_refused", DiagnosticKind::AuthorMistake, true);
     assert_eq!(
@@ -322,4 +322,129 @@ async fn repeated_mistakes_warn_once_and_host_defects_stay_below_warn() {
         .at(tracing::Level::INFO)
         .iter()
         .any(|i| i.contains("code=unknown_notification")));
+}
+
+/// Issue #24 item 5: the server's diagnostics are typed values, and `Server` and the
+/// sans-I/O `ServerState` report the same value for the same host defect: a notification
+/// the grant does not allow (§5.4), a malformed `featureSets/update` Notification (§6.7),
+/// and notifications no rule names.
+#[tokio::test]
+async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
+    use mcpl::policy::Form;
+    use mcpl::server::ServerDiagnostic as D;
+    use mcpl::session::{Refusal, ServerOutput, ServerRules, ServerState};
+
+    let lifecycle = json!({"jsonrpc": "2.0", "method": "inference/lifecycle",
+        "params": {"inferenceId": "i1", "phase": "started"}});
+    let malformed = json!({"jsonrpc": "2.0", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": 5}});
+    let defects = [lifecycle, malformed];
+
+    // Over the wire, to a `Server` (captured as the tests above: one callsite, one
+    // subscriber per test thread).
+    let (capture, _guard) = Capture::install();
+    let server = pushing_server().build().unwrap();
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    let session = server.start(Transport::lines(br, bw, "test"));
+    let mut diags = session.diagnostics();
+    let mut host = RawHost {
+        lines: BufReader::new(ar).lines(),
+        write: aw,
+        next_id: 0,
+    };
+    host.ready(&["tools"]).await;
+    host.send(json!({"jsonrpc": "2.0", "method": "no/such"}))
+        .await;
+    host.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1}}),
+    )
+    .await;
+    for d in &defects {
+        host.send(d.clone()).await;
+    }
+    host.request("ping", json!({})).await;
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(diags.recv().await.unwrap());
+    }
+    assert_eq!(
+        seen[..2],
+        [
+            D::UnknownNotification {
+                method: "no/such".into(),
+                mcp_only: false
+            },
+            D::IgnoredNotification {
+                method: "notifications/cancelled".into()
+            },
+        ]
+    );
+    assert!(
+        matches!(&seen[2], D::NotificationDenied { method, refusal: Refusal::Denied(d) }
+            if method == "inference/lifecycle" && d.capability == Capability::InferenceLifecycle),
+        "{:?}",
+        seen[2]
+    );
+    assert!(
+        matches!(
+            &seen[3],
+            D::PolicyMalformed {
+                form: Form::Notification,
+                ..
+            }
+        ),
+        "{:?}",
+        seen[3]
+    );
+    assert_eq!(seen[3].kind(), DiagnosticKind::PeerDefect);
+    assert_eq!(
+        seen[2].to_string(),
+        "notification_denied: ignored inference/lifecycle: `inferenceLifecycle` is not \
+         granted (§5.4)"
+    );
+    assert!(
+        seen[3].to_string().starts_with("policy_malformed: "),
+        "{}",
+        seen[3]
+    );
+    let infos = capture.at(tracing::Level::INFO);
+    assert!(
+        infos.iter().any(|i| i.contains("code=policy_malformed")),
+        "{infos:#?}"
+    );
+
+    // The same inputs, in the same order, to the state machine.
+    let mut state = ServerState::new(ServerRules::new(
+        json!({"name": "pinger", "version": "1.0.0"}),
+        json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
+    ));
+    let now = std::time::Instant::now();
+    let feed = |state: &mut ServerState, v: Value| {
+        state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());
+    };
+    feed(
+        &mut state,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18",
+                "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                "clientInfo": {"name": "raw-host", "version": "0"}}}),
+    );
+    feed(
+        &mut state,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+            "params": {"effectiveCapabilities": ["tools"]}}),
+    );
+    for d in &defects {
+        feed(&mut state, d.clone());
+    }
+    let from_state: Vec<D> = std::iter::from_fn(|| state.poll_output())
+        .filter_map(|o| match o {
+            ServerOutput::Diagnostic(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(from_state, seen[2..]);
 }

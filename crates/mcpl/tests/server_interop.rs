@@ -283,17 +283,21 @@ async fn s3_2_a_host_of_another_mcpl_version_is_served_as_a_plain_mcp_host() {
         // The refused push is this server's own mistake (it did not check is_mcpl).
         assert!(
             seen.iter()
-                .any(|d| d.code == "send_refused" && d.is_author_mistake()),
+                .any(|d| d.code() == "send_refused" && d.is_author_mistake()),
             "{seen:?}"
         );
         let version: Vec<_> = seen
             .iter()
-            .filter(|d| d.code == "host_mcpl_version")
+            .filter(|d| d.code() == "host_mcpl_version")
             .collect();
         match named {
             Some(named) => {
                 assert_eq!(version.len(), 1, "{seen:?}");
-                assert!(version[0].detail.contains(named), "{}", version[0].detail);
+                assert!(
+                    version[0].detail().contains(named),
+                    "{}",
+                    version[0].detail()
+                );
             }
             None => assert!(version.is_empty(), "no MCPL, nothing to diagnose: {seen:?}"),
         }

@@ -217,7 +217,7 @@ pub(super) struct Conn {
     pub(super) grant_tx: watch::Sender<GrantState>,
     /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
     /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
-    pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<SessionDiagnostic>>,
+    pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<ServerDiagnostic>>,
     /// The `mcpl/manifestChanged` not yet handed to the peer: at most one, later changes
     /// merged into it ([`coalesce`]), so a host that does not read holds this connection to
     /// one announcement however many changes it misses (§17.8). Boxed for an idle
@@ -327,25 +327,11 @@ impl Conn {
         })
     }
 
-    /// Reports a mistake of the server's author: `detail` says what happened and what to
-    /// change ([`DiagnosticKind::AuthorMistake`]).
-    pub(super) fn author_mistake(&self, code: &'static str, detail: impl Into<String>) {
-        self.diagnostic(DiagnosticKind::AuthorMistake, code, detail.into());
-    }
-
-    /// Reports a host defect, or a host message the session ignores
-    /// ([`DiagnosticKind::PeerDefect`]).
-    pub(super) fn peer_defect(&self, code: &'static str, detail: impl Into<String>) {
-        self.diagnostic(DiagnosticKind::PeerDefect, code, detail.into());
-    }
-
-    /// Reports an observation that is nobody's mistake ([`DiagnosticKind::Notice`]).
-    pub(super) fn notice(&self, code: &'static str, detail: impl Into<String>) {
-        self.diagnostic(DiagnosticKind::Notice, code, detail.into());
-    }
-
-    fn diagnostic(&self, kind: DiagnosticKind, code: &'static str, detail: String) {
+    /// Reports `d`: logged through `tracing` by its [`DiagnosticKind`] (an author mistake
+    /// at `warn` and counted), and sent to every [`Session::diagnostics`] receiver.
+    pub(super) fn diagnostic(&self, d: ServerDiagnostic) {
         let server = self.server.info.name.as_str();
+        let (kind, code, detail) = (d.kind(), d.code(), d.detail());
         match kind {
             DiagnosticKind::AuthorMistake => {
                 self.author_mistakes.fetch_add(1, Ordering::Relaxed);
@@ -360,7 +346,7 @@ impl Conn {
             }
         }
         if let Some(tx) = self.diag_tx.get() {
-            let _ = tx.send(SessionDiagnostic { code, detail, kind });
+            let _ = tx.send(d);
         }
     }
 

@@ -127,14 +127,10 @@ pub(super) fn spawn_handler<P, R>(
         let out = guarded(&conn, req.method(), handler(session, params)).await;
         let out = out.and_then(|r| {
             serde_json::to_value(r).map_err(|e| {
-                let method = req.method();
-                conn.author_mistake(
-                    "result_unencodable",
-                    format!(
-                        "the {method} handler's result does not serialize to JSON ({e}); \
-                         answered -32603: fix the result type's Serialize"
-                    ),
-                );
+                conn.diagnostic(ServerDiagnostic::ResultUnencodable {
+                    method: req.method().to_owned(),
+                    error: e.to_string(),
+                });
                 ErrorObject::internal(format!("cannot encode result: {e}"))
             })
         });
@@ -156,13 +152,9 @@ pub(super) async fn guarded<R>(
     match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
         Ok(out) => out,
         Err(_) => {
-            conn.author_mistake(
-                "handler_panicked",
-                format!(
-                    "the {method} handler panicked (a request is answered -32603); return an \
-                     error from it instead"
-                ),
-            );
+            conn.diagnostic(ServerDiagnostic::HandlerPanicked {
+                method: method.to_string(),
+            });
             Err(ErrorObject::internal(PANICKED))
         }
     }
@@ -295,14 +287,7 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
         HostMcpl::V05 => true,
         HostMcpl::Absent => false,
         HostMcpl::Other(version) => {
-            conn.notice(
-                "host_mcpl_version",
-                format!(
-                    "the host advertises MCPL version {version}, not {MCPL_VERSION}: serving it as a \
-                     plain MCP host (§3.2): tools work ungated, the server sends no MCPL method \
-                     and every MCPL sender refuses (SendError::McpOnly)"
-                ),
-            );
+            conn.diagnostic(ServerDiagnostic::HostMcplVersion { version });
             false
         }
     };
@@ -390,8 +375,8 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
         answer
     };
     let release = Release(conn);
-    for (code, detail) in &answer.diagnostics {
-        conn.peer_defect(code, detail.clone());
+    for d in &answer.diagnostics {
+        conn.diagnostic(d.clone());
     }
     let refused = answer.refused;
     let accepted = answer.response.is_ok() && refused.is_none();

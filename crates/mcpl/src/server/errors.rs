@@ -2,6 +2,7 @@
 
 use crate::capability::Capability;
 use crate::peer::PeerError;
+use crate::session::ServerDiagnostic;
 
 /// Why a [`ServerBuilder`](super::ServerBuilder) could not build.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,68 +183,7 @@ impl SendError {
     }
 }
 
-/// Whose mistake a [`SessionDiagnostic`] reports: what decides how loudly it is logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DiagnosticKind {
-    /// The server's own code or configuration did something the session had to refuse or
-    /// repair, and only its author can fix it. Always logged through `tracing` at `warn`
-    /// (the first time per connection for each distinct message; repeats at `debug`),
-    /// whether or not anyone called [`Session::diagnostics`](super::Session::diagnostics),
-    /// with what to change; counted by
-    /// [`Session::author_mistakes`](super::Session::author_mistakes). Codes:
-    /// - `send_refused`: a typed sender ([`Session::push_event`](super::Session::push_event),
-    ///   `channels_*`, `inference_*`, `model_info`, `send_mcp_*`) refused before the wire,
-    ///   the [`SendError`] in the detail: the grant lacks the capability (§5.4), the feature
-    ///   set is unknown, unavailable or does not declare it (§6.4, §6.5), the policy has not
-    ///   arrived (§5.3), the host is MCP-only (§3.2), or the content, tags or timestamp are
-    ///   malformed;
-    /// - `injection_dropped`: a `context/beforeInference` answer injected under an undeclared
-    ///   or unavailable feature set, or at a position not granted or not in the set's `uses`
-    ///   (§5.4, §6.4, §10.8);
-    /// - `handler_panicked`, `result_unencodable`: a handler panicked, or returned a result
-    ///   that does not serialize (answered `-32603`);
-    /// - `handler_failed`: a notification handler returned an error, which has no response
-    ///   to travel in;
-    /// - `unhandled_notification`: the host sent a notification the grant allows (so the
-    ///   server advertised its capability) and no handler is registered for it;
-    /// - `fallback_experimental_replaced`, `fallback_mcpl_replaced`: the
-    ///   [`McpFallback`](super::McpFallback)'s `initialize` result was repaired.
-    AuthorMistake,
-    /// The host sent something the spec does not allow, or that the session ignores (a
-    /// malformed or ungranted message, a lifecycle defect, an unknown notification …):
-    /// logged at `info`. Codes: `policy_malformed`, `unknown_feature_set`,
-    /// `notification_field_discarded`, `notification_denied`, `invalid_notification`,
-    /// `unknown_notification`, `ignored_notification`, `unexpected_notification`,
-    /// `unknown_inference_chunk` and the `lifecycle_*` codes.
-    PeerDefect,
-    /// An observation that is nobody's mistake: `host_mcpl_version` (the host speaks another
-    /// MCPL version and is served as a plain MCP host, §3.2). Logged at `info`.
-    Notice,
-}
-
-/// A non-fatal observation of the session (a dropped injection, a refused send, a host
-/// defect …): sent to every [`Session::diagnostics`](super::Session::diagnostics) receiver
-/// and logged with `tracing` (target `mcpl::server`), at `warn` when it is the server
-/// author's to fix ([`DiagnosticKind`] lists the codes of each kind).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionDiagnostic {
-    /// Stable code, e.g. `injection_dropped`, `lifecycle_second_terminal`.
-    pub code: &'static str,
-    /// Human-readable detail: what happened and, for an author mistake, what to change.
-    pub detail: String,
-    /// Whose mistake it reports.
-    pub kind: DiagnosticKind,
-}
-
-impl SessionDiagnostic {
-    /// Whether it reports a mistake of the server's author ([`DiagnosticKind::AuthorMistake`]).
-    pub fn is_author_mistake(&self) -> bool {
-        self.kind == DiagnosticKind::AuthorMistake
-    }
-}
-
-impl std::fmt::Display for SessionDiagnostic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.detail)
-    }
-}
+/// The server's diagnostics under their earlier name: [`ServerDiagnostic`] (typed since
+/// issue #24).
+#[deprecated(note = "renamed ServerDiagnostic, a typed enum: read code(), kind(), detail()")]
+pub type SessionDiagnostic = ServerDiagnostic;

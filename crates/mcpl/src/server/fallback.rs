@@ -92,20 +92,12 @@ pub(super) async fn fallback_initialize(
         .entry("experimental")
         .or_insert_with(|| Value::Object(Map::new()));
     if !experimental.is_object() {
-        conn.author_mistake(
-            "fallback_experimental_replaced",
-            "the MCP fallback's initialize result has a capabilities.experimental that is not \
-             an object; replaced by one holding the manifest: make the fallback leave it out",
-        );
+        conn.diagnostic(ServerDiagnostic::FallbackExperimentalReplaced);
         *experimental = Value::Object(Map::new());
     }
     if let Value::Object(experimental) = experimental {
         if experimental.contains_key("mcpl") {
-            conn.author_mistake(
-                "fallback_mcpl_replaced",
-                "the MCP fallback's initialize result carried capabilities.experimental.mcpl; \
-                 replaced by the session's manifest: declare MCPL on the ServerBuilder only",
-            );
+            conn.diagnostic(ServerDiagnostic::FallbackMcplReplaced);
         }
         experimental.insert("mcpl".into(), Value::Object(manifest.0));
     }

@@ -63,8 +63,7 @@ pub(super) fn filter_injections(
     mut r: BeforeInferenceResult,
     default_set: Option<&str>,
 ) -> BeforeInferenceResult {
-    use crate::policy::InjectionDenied as D;
-    use crate::session::rules::{hook_answer_to_send, DroppedInjections};
+    use crate::session::rules::hook_answer_to_send;
     let state = conn.grant_state();
     let grant = if state.mcpl && state.ready {
         state.grant
@@ -73,40 +72,11 @@ pub(super) fn filter_injections(
     };
     let decls = lock(&conn.state).policy.declarations().clone();
     let dropped = hook_answer_to_send(&mut r, default_set, &grant, &decls, &state.feature_sets);
-    for d in dropped {
-        let message = match d {
-            DroppedInjections::All { count, reason, .. } => format!(
-                "the before-inference hook of feature set {:?} answered {count} injection(s) \
-                 that were dropped: {reason}",
-                default_set.unwrap_or("(none)")
-            ),
-            DroppedInjections::One {
-                feature_set,
-                position,
-                denied,
-            } => {
-                let detail = match denied {
-                    D::Denied(d) => format!(
-                        "`{c}` is not granted (§5.4): declare it in the set's uses, or inject \
-                         there only when GrantState::granted(Capability::{c:?}) holds in the hook",
-                        c = d.capability
-                    ),
-                    D::UnknownPosition(_) | D::MissingPosition => "it is not an App. B.4 \
-                         position (system, beforeUser, afterUser) and is never authorized"
-                        .to_owned(),
-                    D::Undeclared { capability, .. } => format!(
-                        "the set does not declare `{capability}` in its uses (§6.4 rule 2); add \
-                         it to the uses"
-                    ),
-                    other => other.to_string(),
-                };
-                format!(
-                    "feature set {feature_set:?}: dropped an injection at position {position}: \
-                     {detail}"
-                )
-            }
-        };
-        conn.author_mistake("injection_dropped", message);
+    for dropped in dropped {
+        conn.diagnostic(ServerDiagnostic::InjectionDropped {
+            hook_set: default_set.map(str::to_owned),
+            dropped,
+        });
     }
     r
 }

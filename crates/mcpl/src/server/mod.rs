@@ -29,7 +29,7 @@
 //!   missing capability ([`SendError`]), before anything reaches the wire; the ones that carry
 //!   a `featureSet` (§6.5) also refuse an undeclared or unavailable set.
 //! - **The author's mistakes are visible.** A refused send, a dropped injection, a panicking
-//!   handler … is a [`SessionDiagnostic`] of kind [`DiagnosticKind::AuthorMistake`], logged
+//!   handler … is a [`ServerDiagnostic`] of kind [`DiagnosticKind::AuthorMistake`], logged
 //!   through `tracing` at `warn` with what to change whether or not anyone listens on
 //!   [`Session::diagnostics`] (host defects: `info`), and counted
 //!   ([`Session::author_mistakes`]; [`Server::serve`] logs the count when a connection ends).
@@ -105,9 +105,12 @@ mod session;
 mod state;
 mod tools;
 
+pub use crate::session::{DiagnosticKind, ServerDiagnostic};
 pub use builder::ServerBuilder;
 pub use conn::Server;
-pub use errors::{BuildError, DiagnosticKind, SendError, SessionDiagnostic};
+#[allow(deprecated)]
+pub use errors::SessionDiagnostic;
+pub use errors::{BuildError, SendError};
 pub use fallback::{FallbackFuture, McpFallback};
 pub use on::OnMethod;
 pub use push::{utc_now_iso8601, PushEvent};

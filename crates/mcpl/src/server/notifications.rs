@@ -6,53 +6,55 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::dispatch::{gate, guarded, is_removed, PANICKED};
+use super::dispatch::{guarded, is_removed, PANICKED};
 use super::*;
 use crate::jsonrpc::Notification;
-use crate::policy::{self, Form};
+use crate::policy;
 use crate::protocol::channels::{OutgoingChunkParams, OutgoingCompleteParams};
 use crate::protocol::inference::InferenceChunkParams;
-use crate::protocol::lifecycle::LifecycleParams;
+use crate::session::{host_notification, NotificationStep};
 
 pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
+    let now = tokio::time::Instant::now().into_std();
+    let mut diags = Vec::new();
+    // The one server rule (`session::server::host_notification`, as `ServerState` decides
+    // it): the policy Notification, admission, the §10.5 tracker.
+    let step = {
+        let mut st = lock(&conn.state);
+        let st = &mut *st;
+        let step = host_notification(
+            st.mcpl,
+            &mut st.policy,
+            &mut st.lifecycle,
+            now,
+            n,
+            &mut diags,
+        );
+        if matches!(step, NotificationStep::PolicyApplied) {
+            conn.publish(st);
+        }
+        step
+    };
+    for d in diags {
+        conn.diagnostic(d);
+    }
+    let n = match step {
+        NotificationStep::Done | NotificationStep::PolicyApplied => return,
+        NotificationStep::Turns(turns) => {
+            for ev in turns {
+                conn.deliver_turn(ev);
+            }
+            return;
+        }
+        NotificationStep::Deliver(n) => n,
+    };
     let method = n.method.as_str();
     let fallback = conn.fallback();
-    match method {
-        "notifications/initialized" => {
-            if let Some(f) = fallback {
-                f.notification(method, n.params);
-            }
-            return;
+    if method == "notifications/initialized" {
+        if let Some(f) = fallback {
+            f.notification(method, n.params);
         }
-        "featureSets/update" => {
-            if !lock(&conn.state).mcpl {
-                conn.peer_defect(
-                    "unknown_notification",
-                    "featureSets/update on an MCP-only connection",
-                );
-                return;
-            }
-            let params = n.params.unwrap_or(Value::Null);
-            let r = {
-                let mut st = lock(&conn.state);
-                let r = st.policy.apply(Form::Notification, &params);
-                conn.publish(&st);
-                r
-            };
-            match r {
-                Ok(o) => {
-                    for d in o.diagnostics {
-                        conn.peer_defect(d.code, d.detail);
-                    }
-                }
-                Err(e) => conn.peer_defect(
-                    "policy_malformed",
-                    format!("malformed featureSets/update notification; grant cleared: {e}"),
-                ),
-            }
-            return;
-        }
-        _ => {}
+        return;
     }
     if policy::method_requirement(method, None).is_none() {
         if let Some(f) = fallback.filter(|_| !is_removed(method)) {
@@ -60,63 +62,32 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
         }
         // Nothing received vanishes: MCP notifications this session does not act on
         // (`notifications/cancelled`, `…/message` …) are reported like unknown ones.
-        let code = if method.starts_with("notifications/") {
-            "ignored_notification"
+        let method = method.to_owned();
+        conn.diagnostic(if method.starts_with("notifications/") {
+            ServerDiagnostic::IgnoredNotification { method }
         } else {
-            "unknown_notification"
-        };
-        conn.peer_defect(code, format!("ignored notification {method}"));
-        return;
-    }
-    if let Err(e) = gate(conn, method, n.params.as_ref()) {
-        conn.peer_defect(
-            "notification_denied",
-            format!("ignored {method}: {}", e.message),
-        );
+            ServerDiagnostic::UnknownNotification {
+                method,
+                mcp_only: false,
+            }
+        });
         return;
     }
     let h = &conn.server.handlers;
     match method {
-        "inference/lifecycle" => {
-            let p: LifecycleParams = match crate::jsonrpc::parse_params(n.params) {
-                Ok(p) => p,
-                Err(e) => {
-                    return conn
-                        .peer_defect("invalid_notification", format!("{method}: {}", e.message))
-                }
-            };
-            let now = tokio::time::Instant::now().into_std();
-            let obs = lock(&conn.state).lifecycle.observe(&p, now);
-            for d in &obs.diagnostics {
-                conn.peer_defect(d.code(), d.to_string());
-            }
-            if let Some(end) = obs.evicted {
-                conn.deliver_turn(crate::lifecycle::TurnEvent::Ended(end));
-            }
-            if let Some(ev) = obs.event {
-                conn.deliver_turn(ev);
-            }
-        }
         "inference/chunk" => {
             let p: InferenceChunkParams = match crate::jsonrpc::parse_params(n.params) {
                 Ok(p) => p,
-                Err(e) => {
-                    return conn
-                        .peer_defect("invalid_notification", format!("{method}: {}", e.message))
-                }
+                Err(e) => return conn.diagnostic(invalid(method, e)),
             };
             let tx = lock(&conn.streams).get(&p.request_id).cloned();
             match tx {
                 Some(tx) => {
                     let _ = tx.send(p);
                 }
-                None => conn.peer_defect(
-                    "unknown_inference_chunk",
-                    format!(
-                        "inference/chunk for request {} that is not streaming",
-                        p.request_id
-                    ),
-                ),
+                None => conn.diagnostic(ServerDiagnostic::UnknownInferenceChunk {
+                    request_id: p.request_id,
+                }),
             }
         }
         "channels/outgoing/chunk" => {
@@ -126,9 +97,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                         f(&p)
                     }
                 }
-                Err(e) => {
-                    conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
-                }
+                Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
         "channels/outgoing/complete" => {
@@ -138,9 +107,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                         f(&p)
                     }
                 }
-                Err(e) => {
-                    conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
-                }
+                Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
         "channels/publish" => {
@@ -150,10 +117,9 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             spawn_notification(conn, method, n.params, h.channels_acknowledge.clone())
         }
         "channels/typing" => spawn_notification(conn, method, n.params, h.channels_typing.clone()),
-        _ => conn.peer_defect(
-            "unexpected_notification",
-            format!("{method} is not a host-to-server notification"),
-        ),
+        _ => conn.diagnostic(ServerDiagnostic::UnexpectedNotification {
+            method: method.to_owned(),
+        }),
     }
 }
 
@@ -168,22 +134,14 @@ pub(super) fn spawn_notification<P, R>(
 {
     let Some(handler) = handler else {
         // Gated above: the grant allows the method, so the server advertised its capability.
-        let register = method.replace('/', "_");
-        conn.author_mistake(
-            "unhandled_notification",
-            format!(
-                "the host sent {method}, which the grant allows, and no handler is registered: \
-                 register one with ServerBuilder::on_{register} or leave its capability out of \
-                 the feature sets' uses"
-            ),
-        );
+        conn.diagnostic(ServerDiagnostic::UnhandledNotification {
+            method: method.to_owned(),
+        });
         return;
     };
     let p: P = match crate::jsonrpc::parse_params(params) {
         Ok(p) => p,
-        Err(e) => {
-            return conn.peer_defect("invalid_notification", format!("{method}: {}", e.message))
-        }
+        Err(e) => return conn.diagnostic(invalid(method, e)),
     };
     let session = Session { conn: conn.clone() };
     let method = method.to_owned();
@@ -193,15 +151,16 @@ pub(super) fn spawn_notification<P, R>(
         match guarded(&conn, &method, handler(session, p)).await {
             // Reported by `guarded`.
             Err(e) if e.message == PANICKED => {}
-            Err(e) => conn.author_mistake(
-                "handler_failed",
-                format!(
-                    "the {method} handler returned an error ({}: {}), which a notification \
-                     cannot carry back to the host; handle it in the handler",
-                    e.code, e.message
-                ),
-            ),
+            Err(error) => conn.diagnostic(ServerDiagnostic::HandlerFailed { method, error }),
             Ok(_) => {}
         }
     });
+}
+
+/// `invalid_notification`: `method`'s params did not parse.
+fn invalid(method: &str, e: crate::jsonrpc::ErrorObject) -> ServerDiagnostic {
+    ServerDiagnostic::InvalidNotification {
+        method: method.to_owned(),
+        error: e.message.into_owned(),
+    }
 }

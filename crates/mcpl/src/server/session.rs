@@ -118,7 +118,7 @@ impl Session {
     }
 
     /// The session's diagnostics from now on (host defects, dropped injections …).
-    pub fn diagnostics(&self) -> broadcast::Receiver<SessionDiagnostic> {
+    pub fn diagnostics(&self) -> broadcast::Receiver<ServerDiagnostic> {
         self.conn
             .diag_tx
             .get_or_init(|| broadcast::channel(256).0)
@@ -143,8 +143,11 @@ impl Session {
     ) -> Result<T, SendError> {
         if let Err(e) = &r {
             if !matches!(e, SendError::Peer(_)) {
-                self.conn
-                    .author_mistake("send_refused", format!("{method} not sent: {e}"));
+                self.conn.diagnostic(ServerDiagnostic::SendRefused {
+                    method: method.to_owned(),
+                    reason: e.code(),
+                    detail: e.to_string(),
+                });
             }
         }
         r
@@ -522,7 +525,7 @@ pub(super) fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<Stri
 fn checked_result(conn: &Conn, result: Value) -> Result<InferenceResult, PeerError> {
     let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
     if !fails.is_empty() {
-        conn.peer_defect("inference_result_malformed", fails.join("; "));
+        conn.diagnostic(ServerDiagnostic::InferenceResultMalformed { defects: fails });
     }
     serde_json::from_value(result).map_err(|e| PeerError::Decode {
         method: InferenceRequest::NAME.into(),

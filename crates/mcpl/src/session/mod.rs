@@ -18,7 +18,9 @@
 //! (§17.3–§17.8, the same `HostPolicy` as `HostSession`); anything [`HostState`] does not
 //! decide is handed out as [`HostOutput::Unhandled`]. `host::HostSession` and `server::Server` are
 //! not yet drivers of these machines: they decide through the same rules, in their own
-//! async code.
+//! async code (`server::Server` answers the policy Request and decides each host
+//! notification by the very functions [`ServerState`] uses, and both report the same
+//! [`ServerDiagnostic`]).
 
 //!
 //! A host and a server wired back to back, every frame through its JSON text:
@@ -70,6 +72,7 @@ pub(crate) mod policy_state;
 mod report;
 pub mod rules;
 mod server;
+mod server_report;
 mod turns;
 
 pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
@@ -80,6 +83,8 @@ pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
 };
+pub(crate) use server::{host_notification, NotificationStep};
+pub use server_report::{DiagnosticKind, ServerDiagnostic};
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};
 

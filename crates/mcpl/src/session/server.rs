@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::{admit_at_server, Receiver, Refusal};
+use super::{admit_at_server, Receiver, Refusal, ServerDiagnostic};
 use crate::capability::{CapabilitySet, Grant};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
@@ -88,13 +88,9 @@ pub enum ServerOutput {
         /// The grant in force.
         grant: Grant,
     },
-    /// A defect of the host (`policy_malformed`, `unknown_feature_set`, …).
-    Diagnostic {
-        /// Machine code.
-        code: &'static str,
-        /// Detail.
-        detail: String,
-    },
+    /// A defect of the host (`policy_malformed`, `unknown_feature_set`, …) or of the
+    /// application's answer (`injection_dropped`), as `server::Server` reports it.
+    Diagnostic(ServerDiagnostic),
     /// Close the connection (after writing what was transmitted before).
     Close,
 }
@@ -123,7 +119,7 @@ pub struct PolicyAnswer {
     /// The response: the receipt (accepting or refusing), or `-32602` for malformed params.
     pub response: Result<Value, ErrorObject>,
     /// Defects of the host to report (`policy_malformed`, `unknown_feature_set`, …).
-    pub diagnostics: Vec<(&'static str, String)>,
+    pub diagnostics: Vec<ServerDiagnostic>,
     /// `Some` when the policy was refused for lacking `required` capabilities: the state was
     /// reset (not ready, nothing granted) and the caller does what the fallback says
     /// (`mcp-only`: no MCPL on this connection; `close`: close after the receipt).
@@ -144,7 +140,10 @@ pub fn answer_policy_request(
         Err(e) => {
             return PolicyAnswer {
                 response: Err(e.to_error()),
-                diagnostics: vec![("policy_malformed", e.to_string())],
+                diagnostics: vec![ServerDiagnostic::PolicyMalformed {
+                    form: Form::Request,
+                    error: e.to_string(),
+                }],
                 refused: None,
             }
         }
@@ -152,7 +151,7 @@ pub fn answer_policy_request(
     let diagnostics = outcome
         .diagnostics
         .into_iter()
-        .map(|d| (d.code, d.detail))
+        .map(ServerDiagnostic::Policy)
         .collect();
     if let Some((required, fallback)) = required {
         let missing = required.difference(policy.grant().capabilities());
@@ -251,10 +250,9 @@ impl ServerState {
                         id,
                         outcome: r.outcome,
                     }),
-                    None => self.out.push_back(ServerOutput::Diagnostic {
-                        code: "unexpected_response",
-                        detail: format!("{:?}", r.id),
-                    }),
+                    None => self.out.push_back(ServerOutput::Diagnostic(
+                        ServerDiagnostic::UnexpectedResponse { id: r.id },
+                    )),
                 }
             }
         }
@@ -311,10 +309,12 @@ impl ServerState {
             &statuses,
         );
         for d in dropped {
-            self.out.push_back(ServerOutput::Diagnostic {
-                code: "injection_dropped",
-                detail: d.to_string(),
-            });
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::InjectionDropped {
+                    hook_set: None,
+                    dropped: d,
+                },
+            ));
         }
         serde_json::to_value(r)
             .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
@@ -434,72 +434,24 @@ impl ServerState {
     }
 
     fn on_notification(&mut self, now: Instant, n: Notification) {
-        let method = n.method.as_str();
-        let typed = crate::protocol::method_info(method).is_some();
-        if typed && !matches!(method, "notifications/initialized" | "featureSets/update") {
-            // The one server admission rule, as `server::Server` applies it to notifications:
-            // a refused one has no response to carry the error, so it is reported.
-            let ready = self.policy.is_ready();
-            let admitted =
-                admit_at_server(method, n.params.as_ref(), self.mcpl, ready, &self.grant());
-            if let Err(r) = admitted {
-                let detail = format!("ignored {method}: {}", r.to_error(method).message);
-                self.out.push_back(ServerOutput::Diagnostic {
-                    code: "notification_denied",
-                    detail,
-                });
-                return;
+        let mut diags = Vec::new();
+        let step = host_notification(
+            self.mcpl,
+            &mut self.policy,
+            &mut self.turns,
+            now,
+            n,
+            &mut diags,
+        );
+        self.out
+            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
+        match step {
+            NotificationStep::Done | NotificationStep::PolicyApplied => {}
+            NotificationStep::Turns(turns) => {
+                self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
-        }
-        match method {
-            "inference/lifecycle" => self.on_lifecycle(now, n.params),
-            "notifications/initialized" => {}
-            "featureSets/update" if self.mcpl => {
-                let params = n.params.unwrap_or(Value::Null);
-                match self.policy.apply(Form::Notification, &params) {
-                    Ok(o) => {
-                        for d in o.diagnostics {
-                            self.out.push_back(ServerOutput::Diagnostic {
-                                code: d.code,
-                                detail: d.detail,
-                            });
-                        }
-                    }
-                    Err(e) => self.out.push_back(ServerOutput::Diagnostic {
-                        code: "policy_malformed",
-                        detail: e.to_string(),
-                    }),
-                }
-            }
-            _ => self.out.push_back(ServerOutput::Notification(n)),
-        }
-    }
-
-    /// An admitted `inference/lifecycle` (§10.5), paired by the tracker `server::Server`
-    /// uses too.
-    fn on_lifecycle(&mut self, now: Instant, params: Option<Value>) {
-        let p: LifecycleParams = match crate::jsonrpc::parse_params(params) {
-            Ok(p) => p,
-            Err(e) => {
-                return self.out.push_back(ServerOutput::Diagnostic {
-                    code: "invalid_notification",
-                    detail: format!("inference/lifecycle: {}", e.message),
-                })
-            }
-        };
-        let obs = self.turns.observe(&p, now);
-        for d in &obs.diagnostics {
-            self.out.push_back(ServerOutput::Diagnostic {
-                code: d.code(),
-                detail: d.to_string(),
-            });
-        }
-        if let Some(end) = obs.evicted {
-            self.out
-                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
-        }
-        if let Some(ev) = obs.event {
-            self.out.push_back(ServerOutput::Turn(ev));
+            NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {}
+            NotificationStep::Deliver(n) => self.out.push_back(ServerOutput::Notification(n)),
         }
     }
 
@@ -520,10 +472,9 @@ impl ServerState {
         let read = handshake::host_mcpl(params.unwrap_or(&null));
         self.mcpl = read == handshake::HostMcpl::V05;
         if let handshake::HostMcpl::Other(v) = read {
-            self.out.push_back(ServerOutput::Diagnostic {
-                code: "host_mcpl_version",
-                detail: v,
-            });
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::HostMcplVersion { version: v },
+            ));
         }
         self.initialized = true;
         let mut caps = self.rules.mcp_capabilities.clone();
@@ -541,9 +492,8 @@ impl ServerState {
     fn on_policy(&mut self, r: Request) {
         let params = r.params.unwrap_or(Value::Null);
         let answer = answer_policy_request(&mut self.policy, self.rules.required, &params);
-        for (code, detail) in answer.diagnostics {
-            self.out
-                .push_back(ServerOutput::Diagnostic { code, detail });
+        for d in answer.diagnostics {
+            self.out.push_back(ServerOutput::Diagnostic(d));
         }
         let ok = answer.response.is_ok();
         self.respond(r.id, answer.response);
@@ -559,4 +509,96 @@ impl ServerState {
             None => {}
         }
     }
+}
+
+/// What [`host_notification`] decided for one host notification.
+#[derive(Debug)]
+pub(crate) enum NotificationStep {
+    /// Refused or fully handled here; the diagnostics say why.
+    Done,
+    /// A `featureSets/update` Notification was applied (§6.7): the grant may have changed.
+    PolicyApplied,
+    /// `inference/lifecycle` paired into §10.5 turn boundaries, in order (an evicted end
+    /// first, [`LifecycleTracker::observe`]).
+    Turns(Vec<TurnEvent>),
+    /// For the application: admitted, or a method no MCPL rule names (the caller decides
+    /// about those: `server::Server` reports them or hands them to its MCP fallback).
+    Deliver(Notification),
+}
+
+/// The one server rule for a host notification, used by [`ServerState`] and
+/// `server::Server` alike: `featureSets/update` as a Notification (§6.7; on an MCP-only
+/// connection it is no method, §3.2), the admission of every other MCPL notification
+/// (§5.3, §5.4: a refused one has no response to carry the error, so it is reported), and
+/// `inference/lifecycle` observed by the §10.5 tracker. What it reports is pushed on
+/// `diags`.
+pub(crate) fn host_notification(
+    mcpl: bool,
+    policy: &mut ServerPolicyState,
+    turns: &mut LifecycleTracker,
+    now: Instant,
+    n: Notification,
+    diags: &mut Vec<ServerDiagnostic>,
+) -> NotificationStep {
+    let method = n.method.as_str();
+    match method {
+        "notifications/initialized" => return NotificationStep::Deliver(n),
+        "featureSets/update" if !mcpl => {
+            diags.push(ServerDiagnostic::UnknownNotification {
+                method: n.method,
+                mcp_only: true,
+            });
+            return NotificationStep::Done;
+        }
+        "featureSets/update" => {
+            let params = n.params.unwrap_or(Value::Null);
+            match policy.apply(Form::Notification, &params) {
+                Ok(o) => diags.extend(o.diagnostics.into_iter().map(ServerDiagnostic::Policy)),
+                Err(e) => diags.push(ServerDiagnostic::PolicyMalformed {
+                    form: Form::Notification,
+                    error: e.to_string(),
+                }),
+            }
+            return NotificationStep::PolicyApplied;
+        }
+        _ => {}
+    }
+    if crate::protocol::method_info(method).is_none() {
+        return NotificationStep::Deliver(n);
+    }
+    let ready = policy.is_ready();
+    let grant = if ready {
+        *policy.grant()
+    } else {
+        Grant::none()
+    };
+    if let Err(refusal) = admit_at_server(method, n.params.as_ref(), mcpl, ready, &grant) {
+        diags.push(ServerDiagnostic::NotificationDenied {
+            method: n.method,
+            refusal,
+        });
+        return NotificationStep::Done;
+    }
+    if method != "inference/lifecycle" {
+        return NotificationStep::Deliver(n);
+    }
+    let p: LifecycleParams = match crate::jsonrpc::parse_params(n.params) {
+        Ok(p) => p,
+        Err(e) => {
+            diags.push(ServerDiagnostic::InvalidNotification {
+                method: n.method,
+                error: e.message.into_owned(),
+            });
+            return NotificationStep::Done;
+        }
+    };
+    let obs = turns.observe(&p, now);
+    diags.extend(obs.diagnostics.into_iter().map(ServerDiagnostic::Lifecycle));
+    let events = obs
+        .evicted
+        .map(TurnEvent::Ended)
+        .into_iter()
+        .chain(obs.event)
+        .collect();
+    NotificationStep::Turns(events)
 }

@@ -692,14 +692,11 @@ fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
     assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
-    let dropped: Vec<&String> = p
+    let dropped: Vec<String> = p
         .server_out
         .iter()
         .filter_map(|o| match o {
-            ServerOutput::Diagnostic {
-                code: "injection_dropped",
-                detail,
-            } => Some(detail),
+            ServerOutput::Diagnostic(d) if d.code() == "injection_dropped" => Some(d.detail()),
             _ => None,
         })
         .collect();
@@ -1105,10 +1102,7 @@ fn s10_5_the_server_gates_then_pairs_turns_and_times_them_out() {
     assert_eq!(turns(&q), 0);
     assert!(q.server_out.iter().any(|o| matches!(
         o,
-        ServerOutput::Diagnostic {
-            code: "notification_denied",
-            ..
-        }
+        ServerOutput::Diagnostic(d) if d.code() == "notification_denied"
     )));
 
     let mut rules = server_rules();
@@ -1139,6 +1133,52 @@ fn s10_5_the_server_gates_then_pairs_turns_and_times_them_out() {
     p.drive();
     assert_eq!(turns(&p), 2);
     assert_eq!(p.server.poll_timeout(), None);
+}
+
+/// §3.2, §6.7: on a connection whose host does not speak MCPL 0.5, `featureSets/update` is
+/// no method: the one server rule (`host_notification`, as `server::Server` applies it)
+/// reports it and hands nothing out; the application's notifications still come out.
+#[test]
+fn s3_2_a_policy_notification_on_an_mcp_only_connection_is_reported_not_applied() {
+    let mut s = ServerState::new(server_rules());
+    let now = Instant::now();
+    let feed = |s: &mut ServerState, v: Value| {
+        s.handle_message(now, Message::parse(&v.to_string()).unwrap());
+    };
+    feed(
+        &mut s,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "mcp-host", "version": "0"}}}),
+    );
+    feed(
+        &mut s,
+        json!({"jsonrpc": "2.0", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["pushEvents"]}}),
+    );
+    feed(
+        &mut s,
+        json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+    );
+    let out: Vec<ServerOutput> = std::iter::from_fn(|| s.poll_output()).collect();
+    assert!(!s.mcpl() && !s.is_ready());
+    let rest: Vec<&ServerOutput> = out
+        .iter()
+        .filter(|o| !matches!(o, ServerOutput::Transmit(_)))
+        .collect();
+    assert!(
+        matches!(
+            rest[..],
+            [
+                ServerOutput::Diagnostic(ServerDiagnostic::UnknownNotification {
+                    mcp_only: true,
+                    ..
+                }),
+                ServerOutput::Notification(n),
+            ] if n.method == "notifications/roots/list_changed"
+        ),
+        "{rest:?}"
+    );
 }
 
 mod model {

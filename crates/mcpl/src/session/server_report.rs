@@ -1,0 +1,513 @@
+//! What a server session reports: [`ServerDiagnostic`], one typed value per observation,
+//! shared by the sans-I/O [`ServerState`](super::ServerState) and the async
+//! `server::Server`, which re-exports it.
+
+use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::lifecycle::LifecycleDiagnostic;
+use crate::policy::{Form, InjectionDenied, PolicyDiagnostic};
+
+use super::rules::DroppedInjections;
+use super::Refusal;
+
+/// Whose mistake a [`ServerDiagnostic`] reports: what decides how loudly it is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiagnosticKind {
+    /// The server's own code or configuration did something the session had to refuse or
+    /// repair, and only its author can fix it. `server::Server` always logs it through
+    /// `tracing` at `warn` (the first time per connection for each distinct message;
+    /// repeats at `debug`), with what to change, and counts it
+    /// (`server::Session::author_mistakes`).
+    AuthorMistake,
+    /// The host sent something the spec does not allow, or that the session ignores (a
+    /// malformed or ungranted message, a lifecycle defect, an unknown notification …):
+    /// logged at `info`.
+    PeerDefect,
+    /// An observation that is nobody's mistake (the host speaks another MCPL version and is
+    /// served as a plain MCP host, §3.2). Logged at `info`.
+    Notice,
+}
+
+/// A non-fatal observation of a server session: a refused send, a dropped injection, a host
+/// defect …. [`Self::code`] is the stable machine code (each variant names its own),
+/// [`Self::kind`] whose mistake it is, and `Display` (`code: detail`) says what happened
+/// and, for an author mistake, what to change.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ServerDiagnostic {
+    /// `send_refused`: a typed sender (`push_event`, `channels_*`, `inference_*`,
+    /// `model_info`, `send_mcp_*`) refused before the wire: the grant lacks the capability
+    /// (§5.4), the feature set is unknown, unavailable or does not declare it (§6.4, §6.5),
+    /// the policy has not arrived (§5.3), the host is MCP-only (§3.2), or the content, tags
+    /// or timestamp are malformed.
+    SendRefused {
+        /// The method not sent.
+        method: String,
+        /// The refusal's own code (`server::SendError::code`: `capability_denied`, …).
+        reason: &'static str,
+        /// The refusal's message.
+        detail: String,
+    },
+    /// `injection_dropped`: a `context/beforeInference` answer injected under an undeclared
+    /// or unavailable feature set, or at a position not granted or not in the set's `uses`
+    /// (§5.4, §6.4, §10.8); the host would have refused it, so it was not sent.
+    InjectionDropped {
+        /// The hook's own feature set, when the session knows it.
+        hook_set: Option<String>,
+        /// What was dropped, and why.
+        dropped: DroppedInjections,
+    },
+    /// `handler_panicked`: a handler panicked (a request is answered `-32603`).
+    HandlerPanicked {
+        /// The method it handled.
+        method: String,
+    },
+    /// `result_unencodable`: a handler returned a result that does not serialize (answered
+    /// `-32603`).
+    ResultUnencodable {
+        /// The method it handled.
+        method: String,
+        /// The serializer's error.
+        error: String,
+    },
+    /// `handler_failed`: a notification handler returned an error, which has no response to
+    /// travel in.
+    HandlerFailed {
+        /// The notification.
+        method: String,
+        /// The error it returned.
+        error: ErrorObject,
+    },
+    /// `unhandled_notification`: the host sent a notification the grant allows (so the
+    /// server advertised its capability) and no handler is registered for it.
+    UnhandledNotification {
+        /// The notification.
+        method: String,
+    },
+    /// `fallback_experimental_replaced`: the MCP fallback's `initialize` result had a
+    /// `capabilities.experimental` that is no object; replaced by one holding the manifest.
+    FallbackExperimentalReplaced,
+    /// `fallback_mcpl_replaced`: the MCP fallback's `initialize` result carried
+    /// `capabilities.experimental.mcpl`; replaced by the session's manifest.
+    FallbackMcplReplaced,
+    /// `policy_malformed`: a `featureSets/update` the policy state machine could not read
+    /// (a Request is answered `-32602`; a Notification clears the grant, §6.7).
+    PolicyMalformed {
+        /// The form it came in.
+        form: Form,
+        /// What was wrong.
+        error: String,
+    },
+    /// `notification_field_discarded` or `unknown_feature_set`: an observation of the policy
+    /// state machine while applying an update (§6.7).
+    Policy(PolicyDiagnostic),
+    /// `notification_denied`: a host notification the admission rule refuses (not ready,
+    /// not granted, §5.3, §5.4); a notification has no response to carry the error.
+    NotificationDenied {
+        /// The notification.
+        method: String,
+        /// Why ([`admit_at_server`](super::admit_at_server)).
+        refusal: Refusal,
+    },
+    /// `invalid_notification`: a host notification whose params do not parse.
+    InvalidNotification {
+        /// The notification.
+        method: String,
+        /// What was wrong.
+        error: String,
+    },
+    /// `unknown_notification`: a notification no MCPL or MCP rule names, or an MCPL one on
+    /// an MCP-only connection (§3.2).
+    UnknownNotification {
+        /// The notification.
+        method: String,
+        /// Whether it is an MCPL method that came on an MCP-only connection.
+        mcp_only: bool,
+    },
+    /// `ignored_notification`: an MCP notification the session does not act on
+    /// (`notifications/cancelled` …).
+    IgnoredNotification {
+        /// The notification.
+        method: String,
+    },
+    /// `unexpected_notification`: a notification the server sends, not receives.
+    UnexpectedNotification {
+        /// The notification.
+        method: String,
+    },
+    /// `unknown_inference_chunk`: an `inference/chunk` for a request that is not streaming.
+    UnknownInferenceChunk {
+        /// The request it names.
+        request_id: RequestId,
+    },
+    /// `inference_result_malformed`: the host's `inference/request` result breaks §11.3.
+    InferenceResultMalformed {
+        /// Each defect found.
+        defects: Vec<String>,
+    },
+    /// `unexpected_response`: a response to no request this session has in flight.
+    UnexpectedResponse {
+        /// Its id, if it had one.
+        id: Option<RequestId>,
+    },
+    /// A defect of the host's `inference/lifecycle` stream (§10.5; the `lifecycle_*` codes).
+    Lifecycle(LifecycleDiagnostic),
+    /// `host_mcpl_version`: the host advertises another MCPL version and is served as a
+    /// plain MCP host (§3.2).
+    HostMcplVersion {
+        /// The version it advertised.
+        version: String,
+    },
+}
+
+impl ServerDiagnostic {
+    /// The stable machine code, e.g. `injection_dropped`, `lifecycle_second_terminal`.
+    pub fn code(&self) -> &'static str {
+        use ServerDiagnostic as D;
+        match self {
+            D::SendRefused { .. } => "send_refused",
+            D::InjectionDropped { .. } => "injection_dropped",
+            D::HandlerPanicked { .. } => "handler_panicked",
+            D::ResultUnencodable { .. } => "result_unencodable",
+            D::HandlerFailed { .. } => "handler_failed",
+            D::UnhandledNotification { .. } => "unhandled_notification",
+            D::FallbackExperimentalReplaced => "fallback_experimental_replaced",
+            D::FallbackMcplReplaced => "fallback_mcpl_replaced",
+            D::PolicyMalformed { .. } => "policy_malformed",
+            D::Policy(d) => d.code,
+            D::NotificationDenied { .. } => "notification_denied",
+            D::InvalidNotification { .. } => "invalid_notification",
+            D::UnknownNotification { .. } => "unknown_notification",
+            D::IgnoredNotification { .. } => "ignored_notification",
+            D::UnexpectedNotification { .. } => "unexpected_notification",
+            D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
+            D::InferenceResultMalformed { .. } => "inference_result_malformed",
+            D::UnexpectedResponse { .. } => "unexpected_response",
+            D::Lifecycle(d) => d.code(),
+            D::HostMcplVersion { .. } => "host_mcpl_version",
+        }
+    }
+
+    /// Whose mistake it reports.
+    pub fn kind(&self) -> DiagnosticKind {
+        use ServerDiagnostic as D;
+        match self {
+            D::SendRefused { .. }
+            | D::InjectionDropped { .. }
+            | D::HandlerPanicked { .. }
+            | D::ResultUnencodable { .. }
+            | D::HandlerFailed { .. }
+            | D::UnhandledNotification { .. }
+            | D::FallbackExperimentalReplaced
+            | D::FallbackMcplReplaced => DiagnosticKind::AuthorMistake,
+            D::HostMcplVersion { .. } => DiagnosticKind::Notice,
+            _ => DiagnosticKind::PeerDefect,
+        }
+    }
+
+    /// Whether it reports a mistake of the server's author ([`DiagnosticKind::AuthorMistake`]).
+    pub fn is_author_mistake(&self) -> bool {
+        self.kind() == DiagnosticKind::AuthorMistake
+    }
+
+    /// What happened and, for an author mistake, what to change (`Display` without the code).
+    pub fn detail(&self) -> String {
+        Detail(self).to_string()
+    }
+}
+
+impl std::fmt::Display for ServerDiagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code(), Detail(self))
+    }
+}
+
+/// A diagnostic's detail, written without its code.
+struct Detail<'a>(&'a ServerDiagnostic);
+
+impl std::fmt::Display for Detail<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use ServerDiagnostic as D;
+        match self.0 {
+            D::SendRefused { method, detail, .. } => write!(f, "{method} not sent: {detail}"),
+            D::InjectionDropped { hook_set, dropped } => injection_dropped(f, hook_set, dropped),
+            D::HandlerPanicked { method } => write!(
+                f,
+                "the {method} handler panicked (a request is answered -32603); return an error \
+                 from it instead"
+            ),
+            D::ResultUnencodable { method, error } => write!(
+                f,
+                "the {method} handler's result does not serialize to JSON ({error}); answered \
+                 -32603: fix the result type's Serialize"
+            ),
+            D::HandlerFailed { method, error } => write!(
+                f,
+                "the {method} handler returned an error ({}: {}), which a notification cannot \
+                 carry back to the host; handle it in the handler",
+                error.code, error.message
+            ),
+            D::UnhandledNotification { method } => write!(
+                f,
+                "the host sent {method}, which the grant allows, and no handler is registered: \
+                 register one with ServerBuilder::on_{} or leave its capability out of the \
+                 feature sets' uses",
+                method.replace('/', "_")
+            ),
+            D::FallbackExperimentalReplaced => f.write_str(
+                "the MCP fallback's initialize result has a capabilities.experimental that is \
+                 not an object; replaced by one holding the manifest: make the fallback leave \
+                 it out",
+            ),
+            D::FallbackMcplReplaced => f.write_str(
+                "the MCP fallback's initialize result carried capabilities.experimental.mcpl; \
+                 replaced by the session's manifest: declare MCPL on the ServerBuilder only",
+            ),
+            D::PolicyMalformed {
+                form: Form::Notification,
+                error,
+            } => write!(
+                f,
+                "malformed featureSets/update notification; grant cleared: {error}"
+            ),
+            D::PolicyMalformed { error, .. } => f.write_str(error),
+            D::Policy(d) => f.write_str(&d.detail),
+            D::NotificationDenied { method, refusal } => match refusal {
+                Refusal::NotReceived => {
+                    write!(f, "ignored {method}: not a method this server receives")
+                }
+                Refusal::NotReady(d) => write!(
+                    f,
+                    "ignored {method}: it arrived before the policy Request (§5.3) and needs \
+                     `{}`",
+                    d.capability
+                ),
+                Refusal::Denied(d) => write!(
+                    f,
+                    "ignored {method}: `{}` is not granted (§5.4)",
+                    d.capability
+                ),
+            },
+            D::InvalidNotification { method, error } => write!(f, "{method}: {error}"),
+            D::UnknownNotification {
+                method,
+                mcp_only: true,
+            } => write!(f, "{method} on an MCP-only connection"),
+            D::UnknownNotification { method, .. } | D::IgnoredNotification { method } => {
+                write!(f, "ignored notification {method}")
+            }
+            D::UnexpectedNotification { method } => {
+                write!(f, "{method} is not a host-to-server notification")
+            }
+            D::UnknownInferenceChunk { request_id } => write!(
+                f,
+                "inference/chunk for request {request_id} that is not streaming"
+            ),
+            D::InferenceResultMalformed { defects } => f.write_str(&defects.join("; ")),
+            D::UnexpectedResponse { id: Some(id) } => {
+                write!(f, "a response to request {id}, which is not in flight")
+            }
+            D::UnexpectedResponse { id: None } => {
+                f.write_str("an error response without an id, to no request in flight")
+            }
+            D::Lifecycle(d) => write!(f, "{d}"),
+            D::HostMcplVersion { version } => write!(
+                f,
+                "the host advertises MCPL version {version}, not {}: serving it as a plain MCP \
+                 host (§3.2): tools work ungated, the server sends no MCPL method and every \
+                 MCPL sender refuses (SendError::McpOnly)",
+                crate::protocol::handshake::MCPL_VERSION
+            ),
+        }
+    }
+}
+
+/// The `injection_dropped` detail: what was dropped and what to change (§5.4, §6.4, §10.8).
+fn injection_dropped(
+    f: &mut std::fmt::Formatter<'_>,
+    hook_set: &Option<String>,
+    dropped: &DroppedInjections,
+) -> std::fmt::Result {
+    match dropped {
+        DroppedInjections::All { count, reason, .. } => write!(
+            f,
+            "the before-inference hook of feature set {:?} answered {count} injection(s) that \
+             were dropped: {reason}",
+            hook_set.as_deref().unwrap_or("(none)")
+        ),
+        DroppedInjections::One {
+            feature_set,
+            position,
+            denied,
+        } => {
+            write!(
+                f,
+                "feature set {feature_set:?}: dropped an injection at position {position}: "
+            )?;
+            match denied {
+                InjectionDenied::Denied(d) => write!(
+                    f,
+                    "`{c}` is not granted (§5.4): declare it in the set's uses, or inject there \
+                     only when GrantState::granted(Capability::{c:?}) holds in the hook",
+                    c = d.capability
+                ),
+                InjectionDenied::UnknownPosition(_) | InjectionDenied::MissingPosition => f
+                    .write_str(
+                        "it is not an App. B.4 position (system, beforeUser, afterUser) and is \
+                         never authorized",
+                    ),
+                InjectionDenied::Undeclared { capability, .. } => write!(
+                    f,
+                    "the set does not declare `{capability}` in its uses (§6.4 rule 2); add it \
+                     to the uses"
+                ),
+                other => write!(f, "{other}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::{Capability, Denied};
+
+    /// The codes are a published contract (they were `SessionDiagnostic::code` before the
+    /// enum): each variant keeps its code and its kind.
+    #[test]
+    fn each_variant_keeps_its_published_code_and_kind() {
+        use DiagnosticKind::{AuthorMistake as A, Notice as N, PeerDefect as P};
+        use ServerDiagnostic as D;
+        let m = || "m/x".to_owned();
+        let cases = [
+            (
+                D::SendRefused {
+                    method: m(),
+                    reason: "capability_denied",
+                    detail: "no".into(),
+                },
+                "send_refused",
+                A,
+            ),
+            (
+                D::InjectionDropped {
+                    hook_set: None,
+                    dropped: DroppedInjections::All {
+                        feature_set: None,
+                        count: 1,
+                        reason: "r".into(),
+                    },
+                },
+                "injection_dropped",
+                A,
+            ),
+            (D::HandlerPanicked { method: m() }, "handler_panicked", A),
+            (
+                D::ResultUnencodable {
+                    method: m(),
+                    error: "e".into(),
+                },
+                "result_unencodable",
+                A,
+            ),
+            (
+                D::HandlerFailed {
+                    method: m(),
+                    error: ErrorObject::internal("e"),
+                },
+                "handler_failed",
+                A,
+            ),
+            (
+                D::UnhandledNotification { method: m() },
+                "unhandled_notification",
+                A,
+            ),
+            (
+                D::FallbackExperimentalReplaced,
+                "fallback_experimental_replaced",
+                A,
+            ),
+            (D::FallbackMcplReplaced, "fallback_mcpl_replaced", A),
+            (
+                D::PolicyMalformed {
+                    form: Form::Request,
+                    error: "e".into(),
+                },
+                "policy_malformed",
+                P,
+            ),
+            (
+                D::Policy(PolicyDiagnostic {
+                    code: "unknown_feature_set",
+                    detail: "x".into(),
+                }),
+                "unknown_feature_set",
+                P,
+            ),
+            (
+                D::NotificationDenied {
+                    method: m(),
+                    refusal: Refusal::Denied(Denied {
+                        capability: Capability::PushEvents,
+                    }),
+                },
+                "notification_denied",
+                P,
+            ),
+            (
+                D::InvalidNotification {
+                    method: m(),
+                    error: "e".into(),
+                },
+                "invalid_notification",
+                P,
+            ),
+            (
+                D::UnknownNotification {
+                    method: m(),
+                    mcp_only: false,
+                },
+                "unknown_notification",
+                P,
+            ),
+            (
+                D::IgnoredNotification { method: m() },
+                "ignored_notification",
+                P,
+            ),
+            (
+                D::UnexpectedNotification { method: m() },
+                "unexpected_notification",
+                P,
+            ),
+            (
+                D::UnknownInferenceChunk {
+                    request_id: RequestId::from(1i64),
+                },
+                "unknown_inference_chunk",
+                P,
+            ),
+            (
+                D::InferenceResultMalformed {
+                    defects: vec!["d".into()],
+                },
+                "inference_result_malformed",
+                P,
+            ),
+            (D::UnexpectedResponse { id: None }, "unexpected_response", P),
+            (
+                D::HostMcplVersion {
+                    version: "0.4".into(),
+                },
+                "host_mcpl_version",
+                N,
+            ),
+        ];
+        for (d, code, kind) in cases {
+            assert_eq!((d.code(), d.kind()), (code, kind), "{d:?}");
+            assert_eq!(d.is_author_mistake(), kind == A);
+            assert_eq!(d.to_string(), format!("{code}: {}", d.detail()));
+            assert!(!d.detail().is_empty(), "{d:?}");
+        }
+    }
+}
