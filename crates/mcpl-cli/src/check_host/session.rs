@@ -433,19 +433,14 @@ impl Run {
             "mcpl/manifest" => Ok(served::manifest()),
             "channels/list" => Ok(json!({ "channels": [] })),
             "initialize" => Err(ErrorObject::invalid_request("already initialized")),
-            // A later policy change: applied and answered as the library server does; its
-            // receipt puts a policy in force (a host that sent none in time is late, not
-            // ignored).
+            // A later policy change: applied and answered by the library server's own rule
+            // (`session::answer_policy_request`); its receipt puts a policy in force (a
+            // host that sent none in time is late, not ignored).
             "featureSets/update" => {
                 let params = req.request().params.as_ref().unwrap_or(&Value::Null);
-                match self.policy.apply(Form::Request, params) {
-                    Ok(o) => {
-                        receipt = true;
-                        Ok(o.receipt
-                            .map_or_else(|| json!({ "accepted": true }), |r| r.to_value()))
-                    }
-                    Err(e) => Err(e.to_error()),
-                }
+                let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
+                receipt = answer.response.is_ok();
+                answer.response
             }
             "context/beforeInference" => {
                 self.judge_hook(req.request().params.as_ref());
