@@ -102,6 +102,21 @@ impl RawHost {
         (host, task)
     }
 
+    /// Starts `server` on one end of a pipe (`Server::start`, so the test can subscribe to
+    /// the session's diagnostics before anything arrives); returns the other end.
+    fn start(server: &Server) -> (Self, Session) {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let session = server.start(Transport::lines(br, bw, "test"));
+        let host = RawHost {
+            lines: BufReader::new(ar).lines(),
+            write: aw,
+            next_id: 0,
+        };
+        (host, session)
+    }
+
     async fn send(&mut self, v: Value) {
         let line = format!("{v}\n");
         self.write.write_all(line.as_bytes()).await.unwrap();
@@ -270,16 +285,8 @@ async fn s5_4_refused_push_is_a_warning_under_plain_serve() {
 async fn repeated_mistakes_warn_once_and_host_defects_stay_below_warn() {
     let (capture, _guard) = Capture::install();
     let server = pushing_server().build().unwrap();
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    let session = server.start(Transport::lines(br, bw, "test"));
+    let (mut host, session) = RawHost::start(&server);
     let mut diags = session.diagnostics();
-    let mut host = RawHost {
-        lines: BufReader::new(ar).lines(),
-        write: aw,
-        next_id: 0,
-    };
     host.ready(&["tools"]).await;
     for _ in 0..3 {
         host.request("tools/call", json!({"name": "ping_me", "arguments": {}}))
@@ -344,16 +351,8 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
     // subscriber per test thread).
     let (capture, _guard) = Capture::install();
     let server = pushing_server().build().unwrap();
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    let session = server.start(Transport::lines(br, bw, "test"));
+    let (mut host, session) = RawHost::start(&server);
     let mut diags = session.diagnostics();
-    let mut host = RawHost {
-        lines: BufReader::new(ar).lines(),
-        write: aw,
-        next_id: 0,
-    };
     host.ready(&["tools"]).await;
     host.send(json!({"jsonrpc": "2.0", "method": "no/such"}))
         .await;
