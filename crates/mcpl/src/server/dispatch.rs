@@ -269,28 +269,18 @@ pub(super) fn empty_result<P: Send + 'static>(
     })
 }
 
-use crate::protocol::handshake::{host_mcpl, HostMcpl};
-
 pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
-    if lock(&conn.state).phase != Phase::New {
-        let e = ErrorObject::invalid_request("already initialized");
-        return respond::<()>(req, Err(e)).await;
+    // The one server rule (`session::server::read_initialize`, as `ServerState` reads it).
+    let initialized = lock(&conn.state).phase != Phase::New;
+    let read = match crate::session::read_initialize(initialized, req.request().params.as_ref()) {
+        Ok(read) => read,
+        Err(e) => return respond::<()>(req, Err(e)).await,
+    };
+    if let Some(d) = read.diagnostic {
+        conn.diagnostic(d);
     }
-    // Read leniently: only `protocolVersion` is required.
+    let (protocol_version, mcpl) = (read.protocol_version, read.mcpl);
     let raw = req.request().params.clone().unwrap_or(Value::Null);
-    let Some(protocol_version) = raw.get("protocolVersion").and_then(Value::as_str) else {
-        let e = ErrorObject::invalid_params("initialize: protocolVersion must be a string");
-        return respond::<()>(req, Err(e)).await;
-    };
-    let protocol_version = protocol_version.to_owned();
-    let mcpl = match host_mcpl(&raw) {
-        HostMcpl::V05 => true,
-        HostMcpl::Absent => false,
-        HostMcpl::Other(version) => {
-            conn.diagnostic(ServerDiagnostic::HostMcplVersion { version });
-            false
-        }
-    };
     let snapshot: Arc<ManifestSnapshot> = conn.tracker().snapshot();
     let manifest = match snapshot.manifest() {
         Value::Object(m) => Manifest(m.clone()),

@@ -456,26 +456,11 @@ impl ServerState {
     }
 
     fn on_initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
-        if self.initialized {
-            return Err(ErrorObject::invalid_request("already initialized"));
-        }
-        let Some(version) = params
-            .and_then(|p| p.get("protocolVersion"))
-            .and_then(Value::as_str)
-        else {
-            return Err(ErrorObject::invalid_params(
-                "initialize: protocolVersion must be a string",
-            ));
-        };
-        // §3.2: a host advertising another MCPL version is served as plain MCP.
-        let null = Value::Null;
-        let read = handshake::host_mcpl(params.unwrap_or(&null));
-        self.mcpl = read == handshake::HostMcpl::V05;
-        if let handshake::HostMcpl::Other(v) = read {
-            self.out.push_back(ServerOutput::Diagnostic(
-                ServerDiagnostic::HostMcplVersion { version: v },
-            ));
-        }
+        let read = read_initialize(self.initialized, params)?;
+        let version = read.protocol_version;
+        self.mcpl = read.mcpl;
+        self.out
+            .extend(read.diagnostic.map(ServerOutput::Diagnostic));
         self.initialized = true;
         let mut caps = self.rules.mcp_capabilities.clone();
         caps.insert(
@@ -601,4 +586,49 @@ pub(crate) fn host_notification(
         .chain(obs.event)
         .collect();
     NotificationStep::Turns(events)
+}
+
+/// What a server reads from the host's `initialize` ([`read_initialize`]).
+#[derive(Debug)]
+pub(crate) struct InitializeRead {
+    /// The MCP `protocolVersion` the host asked for, answered as sent.
+    pub(crate) protocol_version: String,
+    /// Whether the host speaks MCPL 0.5 (§3.2).
+    pub(crate) mcpl: bool,
+    /// `host_mcpl_version` when it advertises another MCPL version.
+    pub(crate) diagnostic: Option<ServerDiagnostic>,
+}
+
+/// The one server rule for the host's `initialize`, used by [`ServerState`] and
+/// `server::Server`: a second one is `-32600`; only `protocolVersion` is required (read
+/// leniently, §5.1); a host advertising another MCPL version is served as plain MCP and
+/// reported (§3.2).
+pub(crate) fn read_initialize(
+    initialized: bool,
+    params: Option<&Value>,
+) -> Result<InitializeRead, ErrorObject> {
+    if initialized {
+        return Err(ErrorObject::invalid_request("already initialized"));
+    }
+    let Some(version) = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str)
+    else {
+        return Err(ErrorObject::invalid_params(
+            "initialize: protocolVersion must be a string",
+        ));
+    };
+    let null = Value::Null;
+    let (mcpl, diagnostic) = match handshake::host_mcpl(params.unwrap_or(&null)) {
+        handshake::HostMcpl::V05 => (true, None),
+        handshake::HostMcpl::Absent => (false, None),
+        handshake::HostMcpl::Other(version) => {
+            (false, Some(ServerDiagnostic::HostMcplVersion { version }))
+        }
+    };
+    Ok(InitializeRead {
+        protocol_version: version.to_owned(),
+        mcpl,
+        diagnostic,
+    })
 }
