@@ -122,6 +122,22 @@ impl RawHost {
         self.write.write_all(line.as_bytes()).await.unwrap();
     }
 
+    /// The next response the server writes (skipping its own requests and notifications).
+    async fn next_answer(&mut self) -> Value {
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("server hung up");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
     /// Sends a request and returns its response (skipping anything sent in between).
     async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
@@ -446,4 +462,83 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
         })
         .collect();
     assert_eq!(from_state, seen[2..]);
+}
+
+/// §4.1 (JSON-RPC forms), §5.3, §5.4: where a host request goes is one rule, so `Server`
+/// and `ServerState` answer the same requests alike: a notification method sent with an id
+/// is `-32600`, a request before `initialize` is `-32600`, an ungranted one is `-32002`, a
+/// method of the other direction is `-32601`.
+#[tokio::test]
+async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
+    use mcpl::session::{ServerOutput, ServerRules, ServerState};
+
+    let early = json!({"jsonrpc": "2.0", "id": 90, "method": "tools/list"});
+    let misrouted = [
+        json!({"jsonrpc": "2.0", "id": 91, "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 92, "method": "inference/lifecycle",
+            "params": {"inferenceId": "i1", "phase": "started"}}),
+        json!({"jsonrpc": "2.0", "id": 93, "method": "context/beforeInference",
+            "params": {"featureSet": "pings", "inferenceId": "i1", "conversationId": "c",
+                "turnIndex": 0, "userMessage": "hi"}}),
+        json!({"jsonrpc": "2.0", "id": 94, "method": "push/event",
+            "params": {"featureSet": "pings", "eventId": "e", "timestamp": "2026-01-01T00:00:00Z",
+                "payload": {"content": [{"type": "text", "text": "x"}]}}}),
+    ];
+    let errors = |answers: &[Value]| -> Vec<(Value, i64, String)> {
+        answers
+            .iter()
+            .map(|a| {
+                let e = &a["error"];
+                (
+                    a["id"].clone(),
+                    e["code"].as_i64().unwrap_or(0),
+                    e["message"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    // Over the wire, to a `Server`.
+    let server = pushing_server().build().unwrap();
+    let (mut host, _session) = RawHost::start(&server);
+    host.send(early.clone()).await;
+    let mut wire = vec![host.next_answer().await];
+    host.ready(&["tools"]).await;
+    for m in &misrouted {
+        host.send(m.clone()).await;
+        wire.push(host.next_answer().await);
+    }
+
+    // The same requests to the state machine.
+    let mut state = ServerState::new(ServerRules::new(
+        json!({"name": "pinger", "version": "1.0.0"}),
+        json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
+    ));
+    let now = std::time::Instant::now();
+    let mut feed = |v: &Value| -> Vec<Value> {
+        state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());
+        std::iter::from_fn(|| state.poll_output())
+            .filter_map(|o| match o {
+                ServerOutput::Transmit(m) => serde_json::from_str(&m.to_json()).ok(),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut sans_io = feed(&early);
+    feed(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+            "clientInfo": {"name": "raw-host", "version": "0"}}}));
+    feed(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"]}}),
+    );
+    for m in &misrouted {
+        sans_io.extend(feed(m));
+    }
+
+    let wire = errors(&wire);
+    let codes: Vec<i64> = wire.iter().map(|e| e.1).collect();
+    assert_eq!(codes, [-32600, -32600, -32600, -32002, -32601], "{wire:?}");
+    assert_eq!(wire, errors(&sans_io));
 }

@@ -15,11 +15,12 @@ use super::*;
 use crate::jsonrpc::ErrorObject;
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
-use crate::policy::{self, Fallback, FeatureSets};
+use crate::policy::{Fallback, FeatureSets};
 use crate::protocol::channels::ListResult;
 use crate::protocol::handshake::{Capabilities, Experimental, InitializeResult, ToolsListResult};
 use crate::protocol::manifest::Manifest;
-use crate::protocol::{method_info, Kind};
+use crate::protocol::method_info;
+use crate::session::{route_host_request, RequestRoute};
 
 pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
     loop {
@@ -57,17 +58,6 @@ pub(super) fn is_removed(method: &str) -> bool {
 /// custom handler may take it, no fallback gets it, and the plain MCP senders refuse it.
 pub(super) fn is_reserved(method: &str) -> bool {
     method_info(method).is_some() || is_removed(method)
-}
-
-/// Decides whether an inbound protocol method may run now: `Ok` or the error to answer, by
-/// the one server admission rule ([`crate::session::admit_at_server`], which `ServerState`
-/// applies too).
-pub(super) fn gate(conn: &Conn, method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
-    let st = lock(&conn.state);
-    let (ready, grant) = (st.policy.is_ready(), *st.policy.grant());
-    crate::session::admit_at_server(method, params, st.mcpl, ready, &grant)
-        .map(|_| ())
-        .map_err(|r| r.to_error(method))
 }
 
 pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResult<R>) {
@@ -166,34 +156,30 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
         Some(info) => info.name.into(),
         None => req.method().to_owned().into(),
     };
-    let phase = lock(&conn.state).phase;
-    match &*method {
-        "initialize" => return on_initialize(conn, req).await,
-        "ping" => return respond(req, Ok(json!({}))).await,
-        _ => {}
-    }
-    if phase == Phase::New {
-        let e = ErrorObject::invalid_request(format!("{method} before initialize"));
-        return respond::<()>(req, Err(e)).await;
-    }
-    if method_info(&method).is_some_and(|i| i.kind == Kind::Notification) {
-        let e = ErrorObject::invalid_request(format!("{method} is a notification"));
-        return respond::<()>(req, Err(e)).await;
-    }
+    // The one server rule (`session::server::route_host_request`, as `ServerState` routes).
+    let route = {
+        let st = lock(&conn.state);
+        let params = req.request().params.as_ref();
+        route_host_request(&method, params, st.phase != Phase::New, st.mcpl, &st.policy)
+    };
     let h = &conn.server.handlers;
-    if policy::method_requirement(&method, None).is_none() {
-        // Not a protocol method: a custom one, the fallback's, or unknown (removed surfaces
-        // included, which no fallback gets).
-        let handler = h.custom.get(&*method).cloned();
-        if handler.is_none() && !is_removed(&method) {
-            if let Some(f) = conn.fallback() {
-                return spawn_fallback(conn, req, f);
+    match route {
+        Err(e) => return respond::<()>(req, Err(e)).await,
+        Ok(RequestRoute::Initialize) => return on_initialize(conn, req).await,
+        Ok(RequestRoute::Ping) => return respond(req, Ok(json!({}))).await,
+        Ok(RequestRoute::Policy) => return on_policy_request(conn, req).await,
+        Ok(RequestRoute::Untyped) => {
+            // Not a protocol method: a custom one, the fallback's, or unknown (removed
+            // surfaces included, which no fallback gets).
+            let handler = h.custom.get(&*method).cloned();
+            if handler.is_none() && !is_removed(&method) {
+                if let Some(f) = conn.fallback() {
+                    return spawn_fallback(conn, req, f);
+                }
             }
+            return spawn_handler(conn, req, handler);
         }
-        return spawn_handler(conn, req, handler);
-    }
-    if let Err(e) = gate(conn, &method, req.request().params.as_ref()) {
-        return respond::<()>(req, Err(e)).await;
+        Ok(RequestRoute::Admitted) => {}
     }
     if matches!(&*method, "tools/list" | "tools/call") {
         // Gated above (§5.4); the fallback is the only source of tools when there is one.
@@ -225,7 +211,6 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
             }
             spawn_handler(conn, req, handler)
         }
-        "featureSets/update" => on_policy_request(conn, req).await,
         "mcpl/manifest" => {
             let m = conn.tracker().manifest_result();
             respond(req, Ok(m)).await

@@ -83,7 +83,9 @@ pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
 };
-pub(crate) use server::{host_notification, read_initialize, NotificationStep};
+pub(crate) use server::{
+    host_notification, read_initialize, route_host_request, NotificationStep, RequestRoute,
+};
 pub use server_report::{DiagnosticKind, ServerDiagnostic};
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};

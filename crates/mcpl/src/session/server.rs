@@ -384,52 +384,43 @@ impl ServerState {
     }
 
     fn on_request(&mut self, r: Request) {
-        match r.method.as_str() {
-            "initialize" => {
+        let route = route_host_request(
+            &r.method,
+            r.params.as_ref(),
+            self.initialized,
+            self.mcpl,
+            &self.policy,
+        );
+        match route {
+            Ok(RequestRoute::Initialize) => {
                 let answer = self.on_initialize(r.params.as_ref());
                 self.respond(r.id, answer)
             }
-            "ping" => self.respond(r.id, Ok(json!({}))),
-            m if !self.initialized => {
-                // Nothing but `initialize` and `ping` before `initialize` (as `server::Server`).
-                let e = ErrorObject::invalid_request(format!("{m} before initialize"));
-                self.respond(r.id, Err(e))
-            }
-            "featureSets/update" if self.mcpl => self.on_policy(r),
-            m => {
-                let admitted = admit_at_server(
-                    m,
-                    r.params.as_ref(),
-                    self.mcpl,
-                    self.policy.is_ready(),
-                    &self.grant(),
-                );
-                match admitted {
-                    Err(refusal) => {
-                        let e = refusal.to_error(m);
-                        self.respond(r.id, Err(e))
-                    }
-                    Ok(_) if self.handed.contains_key(&r.id) => {
-                        // Its answer would answer both (JSON-RPC ids are unique among
-                        // requests in flight).
-                        let e = ErrorObject::invalid_request("a request with this id is in flight");
-                        self.respond(r.id, Err(e))
-                    }
-                    Ok(_) if self.handed.len() >= self.rules.max_in_flight => {
-                        let e = ErrorObject::busy(self.rules.max_in_flight);
-                        self.respond(r.id, Err(e))
-                    }
-                    Ok(_) => {
-                        self.handed
-                            .insert(r.id.clone(), r.method == "context/beforeInference");
-                        self.out.push_back(ServerOutput::Request {
-                            id: r.id,
-                            method: r.method,
-                            params: r.params,
-                        })
-                    }
-                }
-            }
+            Ok(RequestRoute::Ping) => self.respond(r.id, Ok(json!({}))),
+            Ok(RequestRoute::Policy) => self.on_policy(r),
+            Err(e) => self.respond(r.id, Err(e)),
+            Ok(RequestRoute::Untyped | RequestRoute::Admitted) => self.hand_out(r),
+        }
+    }
+
+    /// Hands an admitted host request to the application, within the in-flight bound.
+    fn hand_out(&mut self, r: Request) {
+        if self.handed.contains_key(&r.id) {
+            // Its answer would answer both (JSON-RPC ids are unique among requests in
+            // flight).
+            let e = ErrorObject::invalid_request("a request with this id is in flight");
+            self.respond(r.id, Err(e))
+        } else if self.handed.len() >= self.rules.max_in_flight {
+            let e = ErrorObject::busy(self.rules.max_in_flight);
+            self.respond(r.id, Err(e))
+        } else {
+            self.handed
+                .insert(r.id.clone(), r.method == "context/beforeInference");
+            self.out.push_back(ServerOutput::Request {
+                id: r.id,
+                method: r.method,
+                params: r.params,
+            })
         }
     }
 
@@ -630,5 +621,64 @@ pub(crate) fn read_initialize(
         protocol_version: version.to_owned(),
         mcpl,
         diagnostic,
+    })
+}
+
+/// Where [`route_host_request`] sends a host request that is not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestRoute {
+    /// `initialize` ([`read_initialize`] decides the rest).
+    Initialize,
+    /// `ping`: answered `{}` at any time.
+    Ping,
+    /// An admitted `featureSets/update` Request (§6.7, [`answer_policy_request`]).
+    Policy,
+    /// A method this crate does not type: the application's own, or its MCP fallback's.
+    Untyped,
+    /// A typed host → server method the admission rule admitted (§5.3, §5.4).
+    Admitted,
+}
+
+/// The one server rule for where a host request goes, used by [`ServerState`] and
+/// `server::Server`: `initialize` and `ping` at any time; nothing else before
+/// `initialize` (`-32600`); a notification method sent with an id is `-32600`; a method
+/// this crate does not type is the application's; every typed one passes
+/// [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
+pub(crate) fn route_host_request(
+    method: &str,
+    params: Option<&Value>,
+    initialized: bool,
+    mcpl: bool,
+    policy: &ServerPolicyState,
+) -> Result<RequestRoute, ErrorObject> {
+    match method {
+        "initialize" => return Ok(RequestRoute::Initialize),
+        "ping" => return Ok(RequestRoute::Ping),
+        _ if !initialized => {
+            return Err(ErrorObject::invalid_request(format!(
+                "{method} before initialize"
+            )))
+        }
+        _ => {}
+    }
+    let Some(info) = crate::protocol::method_info(method) else {
+        return Ok(RequestRoute::Untyped);
+    };
+    if info.kind == crate::protocol::Kind::Notification {
+        return Err(ErrorObject::invalid_request(format!(
+            "{method} is a notification"
+        )));
+    }
+    let ready = policy.is_ready();
+    let grant = if ready {
+        *policy.grant()
+    } else {
+        Grant::none()
+    };
+    admit_at_server(method, params, mcpl, ready, &grant).map_err(|r| r.to_error(method))?;
+    Ok(if method == "featureSets/update" {
+        RequestRoute::Policy
+    } else {
+        RequestRoute::Admitted
     })
 }
