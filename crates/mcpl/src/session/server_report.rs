@@ -22,8 +22,9 @@ pub enum DiagnosticKind {
     /// malformed or ungranted message, a lifecycle defect, an unknown notification …):
     /// logged at `info`.
     PeerDefect,
-    /// An observation that is nobody's mistake (the host speaks another MCPL version and is
-    /// served as a plain MCP host, §3.2). Logged at `info`.
+    /// An observation that is nobody's mistake: the host speaks another MCPL version and is
+    /// served as a plain MCP host (§3.2), or a lifecycle note that is no §10.5 defect
+    /// (`lifecycle_terminal_after_timeout`, `lifecycle_open_turns_limit`). Logged at `info`.
     Notice,
 }
 
@@ -200,6 +201,9 @@ impl ServerDiagnostic {
             | D::FallbackExperimentalReplaced
             | D::FallbackMcplReplaced => DiagnosticKind::AuthorMistake,
             D::HostMcplVersion { .. } => DiagnosticKind::Notice,
+            // A terminal after the safety timeout, or the open-turns bound: the server's own
+            // limits at work, no §10.5 defect of the host.
+            D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
             _ => DiagnosticKind::PeerDefect,
         }
     }
@@ -495,6 +499,30 @@ mod tests {
                 P,
             ),
             (D::UnexpectedResponse { id: None }, "unexpected_response", P),
+            (
+                D::Lifecycle(LifecycleDiagnostic::SecondTerminal {
+                    inference_id: "i".into(),
+                    phase: crate::protocol::lifecycle::Phase::Completed,
+                }),
+                "lifecycle_second_terminal",
+                P,
+            ),
+            (
+                D::Lifecycle(LifecycleDiagnostic::TerminalAfterTimeout {
+                    inference_id: "i".into(),
+                    phase: crate::protocol::lifecycle::Phase::Completed,
+                }),
+                "lifecycle_terminal_after_timeout",
+                N,
+            ),
+            (
+                D::Lifecycle(LifecycleDiagnostic::OpenTurnsLimit {
+                    ended: "i".into(),
+                    limit: 1,
+                }),
+                "lifecycle_open_turns_limit",
+                N,
+            ),
             (
                 D::HostMcplVersion {
                     version: "0.4".into(),
