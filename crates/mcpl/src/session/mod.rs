@@ -83,6 +83,8 @@ pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
 };
+// Only `server::Server` (the `runtime` feature) calls these rules from outside this module.
+#[cfg(feature = "runtime")]
 pub(crate) use server::{
     host_notification, read_initialize, route_host_request, NotificationStep, RequestRoute,
 };
