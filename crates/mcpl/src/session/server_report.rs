@@ -332,12 +332,29 @@ fn injection_dropped(
     dropped: &DroppedInjections,
 ) -> std::fmt::Result {
     match dropped {
-        DroppedInjections::All { count, reason, .. } => write!(
-            f,
-            "the before-inference hook of feature set {:?} answered {count} injection(s) that \
-             were dropped: {reason}",
-            hook_set.as_deref().unwrap_or("(none)")
-        ),
+        DroppedInjections::All {
+            feature_set,
+            count,
+            reason,
+        } => {
+            // `ServerState` does not know the hook's own set (`hook_set` is `None`), and the
+            // reason (`Unknown feature set` …) does not name the set: name the one claimed.
+            match hook_set {
+                Some(hook) => write!(
+                    f,
+                    "the before-inference hook of feature set {hook:?} answered {count} \
+                     injection(s)"
+                )?,
+                None => write!(f, "a before-inference answer carried {count} injection(s)")?,
+            }
+            if feature_set.as_deref() != hook_set.as_deref() {
+                match feature_set {
+                    Some(claimed) => write!(f, " under feature set {claimed:?}")?,
+                    None => f.write_str(" under no feature set")?,
+                }
+            }
+            write!(f, " that were dropped: {reason}")
+        }
         DroppedInjections::One {
             feature_set,
             position,
@@ -374,6 +391,32 @@ fn injection_dropped(
 mod tests {
     use super::*;
     use crate::capability::{Capability, Denied};
+
+    /// `injection_dropped` for a whole answer names the set the answer claimed when it is not
+    /// the hook's own (the refusal reason does not name it), and calls no set "(none)".
+    #[test]
+    fn a_dropped_answer_names_the_set_it_claimed() {
+        let all = |hook_set: Option<&str>, claimed: Option<&str>| {
+            ServerDiagnostic::InjectionDropped {
+                hook_set: hook_set.map(str::to_owned),
+                dropped: DroppedInjections::All {
+                    feature_set: claimed.map(str::to_owned),
+                    count: 2,
+                    reason: "Unknown feature set".into(),
+                },
+            }
+            .detail()
+        };
+        assert_eq!(
+            all(Some("mem"), Some("mem")),
+            "the before-inference hook of feature set \"mem\" answered 2 injection(s) that \
+             were dropped: Unknown feature set"
+        );
+        assert!(all(Some("mem"), Some("ghost")).contains("under feature set \"ghost\""));
+        let unknown_hook = all(None, Some("ghost"));
+        assert!(unknown_hook.contains("\"ghost\""), "{unknown_hook}");
+        assert!(!unknown_hook.contains("(none)"), "{unknown_hook}");
+    }
 
     /// The codes are a published contract (they were `SessionDiagnostic::code` before the
     /// enum): each variant keeps its code and its kind.

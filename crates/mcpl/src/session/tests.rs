@@ -709,6 +709,49 @@ fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
     ));
 }
 
+/// §6.5, §6.6 at the server: an answer claiming an undeclared feature set loses every
+/// injection, and the `injection_dropped` detail names the set it claimed (the reason,
+/// `Unknown feature set`, does not). `ServerState` does not know the hook's own set, so the
+/// detail must not call it "(none)" either.
+#[test]
+fn s6_6_a_dropped_answer_names_the_feature_set_it_claimed() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        hook_rules(),
+    );
+    let params =
+        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
+    p.host.before_inference(p.now, params).unwrap();
+    p.step_server();
+    let i = p
+        .server_out
+        .iter()
+        .position(|o| matches!(o, ServerOutput::Request { method, .. } if method == "context/beforeInference"))
+        .expect("the hook reached the server application");
+    let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
+        unreachable!("matched above")
+    };
+    p.server
+        .answer(
+            id,
+            Ok(json!({"featureSet": "ghost", "contextInjections": [
+                {"namespace": "n", "position": "afterUser", "content": "x"}]})),
+        )
+        .expect("handed out");
+    p.drive();
+    let dropped: Vec<String> = p
+        .server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Diagnostic(d) if d.code() == "injection_dropped" => Some(d.detail()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(dropped[0].contains("\"ghost\""), "{}", dropped[0]);
+    assert!(!dropped[0].contains("(none)"), "{}", dropped[0]);
+}
+
 #[test]
 fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
     let mut p = Pair::connect(
