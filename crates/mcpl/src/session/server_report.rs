@@ -277,7 +277,11 @@ impl std::fmt::Display for Detail<'_> {
             D::Policy(d) => f.write_str(&d.detail),
             D::NotificationDenied { method, refusal } => match refusal {
                 Refusal::NotReceived => {
-                    write!(f, "ignored {method}: not a method this server receives")
+                    write!(
+                        f,
+                        "ignored {method}: not a method this server receives (unknown, sent the \
+                         wrong way, or MCPL on an MCP-only connection, §3.2)"
+                    )
                 }
                 Refusal::NotReady(d) => write!(
                     f,
