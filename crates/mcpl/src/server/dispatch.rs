@@ -65,6 +65,12 @@ pub(super) async fn respond<R: Serialize>(req: IncomingRequest, out: HandlerResu
         serde_json::to_value(r)
             .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")))
     });
+    respond_value(req, out).await;
+}
+
+/// [`respond`] for a result that is a `Value` already: written from it as it is, without
+/// the deep copy `serde_json::to_value` would make of it (issue #24).
+pub(super) async fn respond_value(req: IncomingRequest, out: HandlerResult<Value>) {
     if let Err(e) = req.finish(out).await {
         tracing::debug!("response not sent: {e}");
     }
@@ -124,7 +130,7 @@ pub(super) fn spawn_handler<P, R>(
                 ErrorObject::internal(format!("cannot encode result: {e}"))
             })
         });
-        respond(req, out).await;
+        respond_value(req, out).await;
     });
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::conn::Conn;
-use super::dispatch::{guarded, respond};
+use super::dispatch::{guarded, respond_value};
 use super::*;
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::peer::IncomingRequest;
@@ -47,7 +47,7 @@ pub(super) fn spawn_fallback(conn: &Arc<Conn>, req: IncomingRequest, f: Arc<dyn 
     tokio::spawn(async move {
         let method = format!("MCP fallback's {}", req.method());
         let out = guarded(&conn, &method, fut).await;
-        respond(req, out).await;
+        respond_value(req, out).await;
     });
 }
 
