@@ -633,13 +633,25 @@ pub fn json_type_name(v: &Value) -> &'static str {
 }
 
 /// Deserialises `params` into `P`, treating absent params as `null` (so `Option`/unit
-/// params accept a missing member). Errors become `-32602`.
+/// params accept a missing member). Errors become `-32602`. Owned params are decoded by
+/// moving their strings and members into `P`, not copying them (issue #24); the outcome and
+/// the error text are those of [`params_of`].
 pub fn parse_params<P: DeserializeOwned>(params: Option<Value>) -> Result<P, ErrorObject> {
-    params_of(params.as_ref())
+    let value = params.unwrap_or(Value::Null);
+    let null = value.is_null();
+    P::deserialize(value).or_else(|e| {
+        // A method whose params are all optional accepts absent/null params as `{}`.
+        if null {
+            P::deserialize(Value::Object(Map::new()))
+                .map_err(|_| ErrorObject::invalid_params(format!("invalid params: {e}")))
+        } else {
+            Err(ErrorObject::invalid_params(format!("invalid params: {e}")))
+        }
+    })
 }
 
-/// [`parse_params`] reading borrowed params: decodes straight from the tree, without the
-/// deep copy an owned decode needs.
+/// [`parse_params`] reading borrowed params: decodes straight from the tree, copying only
+/// what `P` keeps.
 pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, ErrorObject> {
     let value = params.unwrap_or(&Value::Null);
     P::deserialize(value).or_else(|e| {

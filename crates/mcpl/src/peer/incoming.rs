@@ -89,6 +89,12 @@ impl IncomingRequest {
         crate::jsonrpc::params_of(self.request.params.as_ref())
     }
 
+    /// The params decoded as `P`, as [`IncomingRequest::params`], taken out of the request
+    /// (which has none afterwards) so that their strings are moved, not copied.
+    pub(crate) fn take_params<P: DeserializeOwned>(&mut self) -> Result<P, ErrorObject> {
+        crate::jsonrpc::parse_params(self.request.params.take())
+    }
+
     /// The params decoded as method `M`'s params.
     pub fn typed_params<M: Method>(&self) -> Result<M::Params, ErrorObject> {
         self.params::<M::Params>()

@@ -97,7 +97,7 @@ fn run_or_spawn(fut: impl std::future::Future<Output = ()> + Send + 'static) {
 
 pub(super) fn spawn_handler<P, R>(
     conn: &Arc<Conn>,
-    req: IncomingRequest,
+    mut req: IncomingRequest,
     handler: Option<Handler<P, R>>,
 ) where
     P: DeserializeOwned + Send + 'static,
@@ -110,7 +110,8 @@ pub(super) fn spawn_handler<P, R>(
         );
         return;
     };
-    let params = match req.params::<P>() {
+    // Taken, not copied: nothing reads the request's params after its handler has them.
+    let params = match req.take_params::<P>() {
         Ok(p) => p,
         Err(e) => {
             run_or_spawn(async move { respond::<()>(req, Err(e)).await });
