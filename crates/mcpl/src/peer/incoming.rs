@@ -104,7 +104,9 @@ impl IncomingRequest {
     pub async fn respond(mut self, result: impl Serialize) -> Result<(), PeerError> {
         if self.batch.is_none() {
             // Straight to text, without building a `Value` of the result first.
-            if let Some(text) = wire::result_response(&self.request.id, &result) {
+            if let Some(text) =
+                wire::result_response_in(self.shared.frame_buffer(), &self.request.id, &result)
+            {
                 self.armed = false;
                 return self.shared.send_frame(text).await;
             }
@@ -134,7 +136,8 @@ impl IncomingRequest {
                 }
             }
             None => {
-                let text = wire::response(Some(&self.request.id), &outcome);
+                let text =
+                    wire::response_in(self.shared.frame_buffer(), Some(&self.request.id), &outcome);
                 self.shared.send_frame(text).await
             }
         }

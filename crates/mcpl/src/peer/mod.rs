@@ -194,6 +194,7 @@ impl Peer {
             slot: Mutex::new(WriterSlot {
                 writer: Some(writer),
                 queued: 0,
+                spare: Vec::new(),
             }),
             inbox: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
@@ -320,7 +321,7 @@ impl Peer {
         if let Some(f) = on_id {
             f(&id);
         }
-        let text = wire::request(&id, method, params.as_ref());
+        let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
         let exchange = async {
             shared.send_frame(text).await?;
             match rx.await {
@@ -378,7 +379,7 @@ impl Peer {
         id: Option<RequestId>,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), PeerError> {
-        let text = wire::response(id.as_ref(), &outcome);
+        let text = wire::response_in(self.shared().frame_buffer(), id.as_ref(), &outcome);
         self.shared().send_frame(text).await
     }
 
@@ -461,7 +462,7 @@ impl Peer {
             in_order.insert(id.clone());
         }
         on_id(&id);
-        let text = wire::request(&id, method, params.as_ref());
+        let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
         if let Err(e) = shared.send_frame(text).await {
             lock(&shared.in_order).remove(&id);
             return Err(e);

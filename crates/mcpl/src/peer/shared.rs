@@ -53,7 +53,14 @@ pub(super) struct WriterSlot {
     pub(super) writer: Option<Box<dyn FrameWriter>>,
     /// Frames (and reminders) committed to the queue and not yet written.
     pub(super) queued: usize,
+    /// The last frame the sender wrote itself, emptied: the next frame is encoded into it
+    /// instead of a new allocation (issue #24). Only small ones are kept
+    /// ([`SPARE_KEEP`]), so an idle connection stays small.
+    pub(super) spare: Vec<u8>,
 }
+
+/// Largest capacity [`WriterSlot::spare`] keeps.
+const SPARE_KEEP: usize = 1024;
 
 /// Undoes a `queued` count if the frame never reached the queue (the sender's future was
 /// dropped while the queue was full, or the queue closed).
@@ -183,6 +190,12 @@ impl Shared {
                 }
                 // Tapped under the lock, so taps keep the order of the wire.
                 self.tap(FrameDirection::Outbound, &text);
+                if taken == TrySend::Written && text.capacity() <= SPARE_KEEP {
+                    // Written and flushed: the transport holds none of it.
+                    let mut spare = text.into_bytes();
+                    spare.clear();
+                    slot.spare = spare;
+                }
                 drop(slot);
                 self.touch();
                 Ok(None)
@@ -198,6 +211,12 @@ impl Shared {
                 Err(PeerError::Closed(self.close_reason().unwrap_or(reason)))
             }
         }
+    }
+
+    /// An empty buffer to encode the next frame into: the last directly written frame's, if
+    /// one was kept.
+    pub(super) fn frame_buffer(&self) -> Vec<u8> {
+        std::mem::take(&mut lock(&self.slot).spare)
     }
 
     pub(super) fn tap(&self, direction: FrameDirection, text: &str) {

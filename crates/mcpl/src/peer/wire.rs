@@ -30,15 +30,37 @@ pub(super) const EMPTY: Out<'static> = Out {
     result: None,
 };
 
+/// Encodes `value` into `buf` (emptied first; given the capacity `serde_json::to_string`
+/// starts with if it has none), as `serde_json::to_string` would.
+fn encode<T: Serialize + ?Sized>(mut buf: Vec<u8>, value: &T) -> Option<String> {
+    buf.clear();
+    if buf.capacity() == 0 {
+        buf.reserve(128);
+    }
+    serde_json::to_writer(&mut buf, value).ok()?;
+    String::from_utf8(buf).ok()
+}
+
 /// A request line.
+#[cfg(test)]
 pub(super) fn request(id: &RequestId, method: &str, params: Option<&Value>) -> String {
+    request_in(Vec::new(), id, method, params)
+}
+
+/// A request line, encoded into `buf` (a spare frame buffer, [`Shared::frame_buffer`]).
+pub(super) fn request_in(
+    buf: Vec<u8>,
+    id: &RequestId,
+    method: &str,
+    params: Option<&Value>,
+) -> String {
     let out = Out {
         id: Some(Some(id)),
         method: Some(method),
         params,
         ..EMPTY
     };
-    serde_json::to_string(&out).unwrap_or_else(|_| {
+    encode(buf, &out).unwrap_or_else(|| {
         Message::Request(Request {
             id: id.clone(),
             method: method.to_owned(),
@@ -66,7 +88,17 @@ pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
 
 /// A result response line serialised straight from `result`; `None` if it cannot be
 /// serialised (the caller then answers `-32603`).
+#[cfg(test)]
 pub(super) fn result_response<T: Serialize + ?Sized>(id: &RequestId, result: &T) -> Option<String> {
+    result_response_in(Vec::new(), id, result)
+}
+
+/// [`result_response`], encoded into `buf`.
+pub(super) fn result_response_in<T: Serialize + ?Sized>(
+    buf: Vec<u8>,
+    id: &RequestId,
+    result: &T,
+) -> Option<String> {
     /// Members in the same (sorted) order as [`Out`].
     #[derive(Serialize)]
     struct ResultOut<'a, T: ?Sized> {
@@ -74,17 +106,29 @@ pub(super) fn result_response<T: Serialize + ?Sized>(id: &RequestId, result: &T)
         jsonrpc: &'static str,
         result: &'a T,
     }
-    serde_json::to_string(&ResultOut {
-        id,
-        jsonrpc: "2.0",
-        result,
-    })
-    .ok()
+    encode(
+        buf,
+        &ResultOut {
+            id,
+            jsonrpc: "2.0",
+            result,
+        },
+    )
 }
 
 /// A response line. The (rare) error object goes through `Value`, as in `to_json`, so
 /// its members keep the same order.
+#[cfg(test)]
 pub(super) fn response(id: Option<&RequestId>, outcome: &Result<Value, ErrorObject>) -> String {
+    response_in(Vec::new(), id, outcome)
+}
+
+/// [`response`], encoded into `buf`.
+pub(super) fn response_in(
+    buf: Vec<u8>,
+    id: Option<&RequestId>,
+    outcome: &Result<Value, ErrorObject>,
+) -> String {
     let out = match outcome {
         Ok(result) => Out {
             id: Some(id),
@@ -97,7 +141,7 @@ pub(super) fn response(id: Option<&RequestId>, outcome: &Result<Value, ErrorObje
             ..EMPTY
         },
     };
-    serde_json::to_string(&out).unwrap_or_else(|_| {
+    encode(buf, &out).unwrap_or_else(|| {
         Message::Response(Response {
             id: id.cloned(),
             outcome: outcome.clone(),
