@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// The reader's next frame: polled in place where the reader can
+/// ([`FrameReader::poll_next_frame`]), else through its boxed `next_frame` future.
+async fn next_frame(reader: &mut dyn FrameReader) -> std::io::Result<Option<Frame>> {
+    let polled = std::future::poll_fn(|cx| match reader.poll_next_frame(cx) {
+        Some(std::task::Poll::Ready(r)) => std::task::Poll::Ready(Some(r)),
+        Some(std::task::Poll::Pending) => std::task::Poll::Pending,
+        None => std::task::Poll::Ready(None),
+    })
+    .await;
+    match polled {
+        Some(r) => r,
+        None => reader.next_frame().await,
+    }
+}
+
 pub(super) async fn reader_task(
     shared: Arc<Shared>,
     mut reader: Box<dyn FrameReader>,
@@ -19,7 +34,7 @@ pub(super) async fn reader_task(
             f = async {
                 // Answers sent from `Drop` are bounded like any other send: stop reading.
                 shared.detached_backlog_clear().await;
-                reader.next_frame().await
+                next_frame(&mut *reader).await
             } => f,
         };
         match frame {

@@ -71,6 +71,16 @@ pub trait FrameReader: Send {
     /// The next frame; `Ok(None)` at end of stream. Must be cancel-safe: dropping the future
     /// before it completes loses no data.
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>>;
+    /// Polls for the next frame without a future of its own, as [`FrameReader::next_frame`]
+    /// would yield it; `None` if this reader does not poll this way (the default), and the
+    /// caller then awaits `next_frame`. A reader that implements it must make progress
+    /// across polls from its own state alone (as a cancel-safe `next_frame` does) and leave
+    /// the task woken when a `Pending` poll can go on, so that the peer's reader needs no
+    /// allocation per frame (issue #24).
+    fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
+        let _ = cx;
+        None
+    }
     /// Sets the maximum message size in bytes.
     fn set_max_message_size(&mut self, limit: usize);
     /// Sets the budget partial messages are taken from (every transport starts with
@@ -306,6 +316,16 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
 impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         Box::pin(self.read_frame())
+    }
+
+    fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
+        // `read_frame` keeps all its progress in `self` and waits only on the byte reader
+        // (whose `poll_read` registers the waker) or `yield_now` (which wakes the task
+        // itself), so a fresh future per poll, on the stack, reads exactly what one boxed
+        // future polled to the end would.
+        let fut = self.read_frame();
+        let mut fut = std::pin::pin!(fut);
+        Some(fut.as_mut().poll(cx))
     }
 
     fn set_max_message_size(&mut self, limit: usize) {
