@@ -41,7 +41,11 @@ pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
         match msg {
             // Boxed: the loop's task is as large as its largest await, and an idle
             // connection's task should not carry the request handling (issue #20).
-            IncomingMessage::Request(req) => Box::pin(on_request(&conn, req)).await,
+            IncomingMessage::Request(req) => {
+                if let Err(req) = tools_call_now(&conn, req) {
+                    Box::pin(on_request(&conn, req)).await
+                }
+            }
             IncomingMessage::Notification(n) => on_notification(&conn, n),
         }
     }
@@ -154,6 +158,44 @@ pub(super) async fn guarded<R>(
             });
             Err(ErrorObject::internal(PANICKED))
         }
+    }
+}
+
+/// A `tools/call` that [`on_request`] would hand to its tool's handler (admitted by the one
+/// routing rule, no fallback, a known tool), handed to it here without the boxed
+/// `on_request` future (issue #24). Anything else is handed back, untouched, for
+/// `on_request` to decide in full; nothing here has a side effect before the handler runs.
+fn tools_call_now(conn: &Arc<Conn>, req: IncomingRequest) -> Result<(), IncomingRequest> {
+    if req.method() != "tools/call" || conn.fallback().is_some() {
+        return Err(req);
+    }
+    let route = {
+        let st = lock(&conn.state);
+        let params = req.request().params.as_ref();
+        route_host_request(
+            "tools/call",
+            params,
+            st.phase != Phase::New,
+            st.mcpl,
+            &st.policy,
+        )
+    };
+    if route != Ok(RequestRoute::Admitted) {
+        return Err(req);
+    }
+    let handler = req
+        .request()
+        .params
+        .as_ref()
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .and_then(|n| conn.server.tools.handler(n));
+    match handler {
+        Some(handler) => {
+            spawn_handler(conn, req, Some(handler));
+            Ok(())
+        }
+        None => Err(req),
     }
 }
 
