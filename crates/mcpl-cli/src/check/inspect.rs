@@ -332,21 +332,17 @@ pub fn sibling_channel_id(own: &str, taken: &BTreeSet<String>) -> Option<String>
 }
 
 /// §16.1: `tags` is an array of strings, each a tag a producer may emit (namespaced,
-/// well-formed, not inventing in the reserved `chat:` / `mcpl:` namespaces).
+/// well-formed, not inventing in the reserved `chat:` / `mcpl:` namespaces), read by the
+/// host's own rule ([`mcpl::tags::TagSet::from_json`], whose issues the host reports as
+/// `HostDiagnostic::TagIssue`): one defect per issue it finds.
 fn tag_defects(tags: &Value, out: &mut Vec<String>) {
-    let Some(tags) = tags.as_array() else {
-        out.push("tags is not an array of strings".into());
-        return;
-    };
-    for t in tags {
-        match t.as_str() {
-            None => out.push("tags is not an array of strings".into()),
-            Some(t) => {
-                if let Err(e) = mcpl::tags::Tag::parse_producer(t) {
-                    out.push(format!("{e} (§16.1)"));
-                }
-            }
-        }
+    use mcpl::tags::{TagError, TagSet};
+    let (_, issues) = TagSet::from_json(Some(tags));
+    for i in issues {
+        out.push(match i.error {
+            TagError::NotAString | TagError::NotAnArray => "tags is not an array of strings".into(),
+            e => format!("{e} (§16.1)"),
+        });
     }
 }
 
@@ -767,6 +763,39 @@ mod tests {
         let d = push_event_defects(Some(&p));
         assert_eq!(d.len(), 4, "{d:?}");
         assert!(d[0].contains("not namespaced"), "{d:?}");
+    }
+
+    /// Issue #24 item 3: a message's tags are judged by the host's own reading
+    /// (`session::expand_tags`, one `TagIssue` per refused entry): the checker names a
+    /// defect exactly where the host reports an issue, and none where it reports none.
+    #[test]
+    fn s16_1_tag_defects_are_the_hosts_tag_issues() {
+        use mcpl::session::rules::expand_tags;
+        use mcpl::session::HostDiagnostic;
+        use mcpl::tags::AdmittedEvent;
+        for tags in [
+            json!(["discord:everyone", "chat:mention", "a:k=v"]),
+            json!(["mention", "chat:bogus", "mcpl:x", 3, "a:", "a:b=c=d", "a:é"]),
+            json!(null),
+            json!("discord:x"),
+            json!({"a": "b"}),
+            json!([]),
+        ] {
+            let mut diags = Vec::new();
+            let ev = AdmittedEvent {
+                source: "s",
+                feature_set: None,
+                channel: None,
+            };
+            let _ = expand_tags(&mut diags, None, "push/event", Some(&tags), ev);
+            let host = diags
+                .iter()
+                .filter(|d| matches!(d, HostDiagnostic::TagIssue { .. }))
+                .count();
+            let mut checker = Vec::new();
+            tag_defects(&tags, &mut checker);
+            assert_eq!(checker.len(), host, "{tags}: {checker:?} vs {diags:?}");
+        }
     }
 
     #[test]
