@@ -17,6 +17,26 @@ use crate::check::report::Status;
 const REFUSAL: [i64; 2] = [codes::CAPABILITY_DENIED, codes::FEATURE_SET_NOT_ENABLED];
 
 impl Run {
+    /// What the library host answers a feature-set-tagged probe under the policy this
+    /// server holds (its grant, declarations and derived statuses): admission (§4.1, §5.3,
+    /// §5.4, [`mcpl::session::admit_at_host`]), then the feature-set gate (§6.4 rule 2,
+    /// §6.5, §6.6, [`mcpl::session::rules::gate_tagged_request`]). `Ok(true)`: admitted
+    /// and carried; `Ok(false)`: admitted, refused by the gate; `Err`: not admitted.
+    fn host_rule(&self, method: &str, params: &Value) -> Result<bool, ()> {
+        let grant = self.policy.grant();
+        mcpl::session::admit_at_host(method, Some(params), self.ready, grant).map_err(|_| ())?;
+        let statuses = self.policy.statuses();
+        let mut diags = Vec::new();
+        let gate = mcpl::session::rules::gate_tagged_request(
+            &mut diags,
+            method,
+            Some(params),
+            self.policy.declarations(),
+            &statuses,
+        );
+        Ok(gate.is_ok())
+    }
+
     /// Every probe, in order; stops early once the connection is gone.
     pub(super) async fn probes(&mut self) {
         // Stops at the first probe the host is no longer there for.
@@ -247,13 +267,15 @@ impl Run {
     async fn undeclared_use(&mut self) {
         self.stage = "the push under a set that does not declare it";
         let id = "host.undeclared-use-refused";
-        if !self.policy.allows(Capability::PushEvents) || !self.policy.is_available("check.hints") {
+        let params = push("check.hints", "d1");
+        let available = self.policy.is_available("check.hints");
+        if !available || self.host_rule("push/event", &params) != Ok(false) {
             let why = "pushEvents not granted or check.hints unavailable: a refusal would not \
                        show the declaration rule";
             self.record(id, Status::Skip, why);
             return;
         }
-        match self.call("push/event", push("check.hints", "d1")).await {
+        match self.call("push/event", params).await {
             Reply::Error(e) => {
                 self.record(id, Status::Pass, format!("refused with error {}", e.code))
             }
@@ -279,16 +301,14 @@ impl Run {
             "host.inference-follows-grant",
             "host.inference-result-shape",
         );
-        let allowed = self.policy.allows(Capability::InferenceRequest)
-            && self.policy.is_available("check.infer");
+        let params = inference_request();
+        let allowed = self.host_rule("inference/request", &params) == Ok(true);
         let bound = if allowed {
             self.bounds.infer
         } else {
             self.bounds.step
         };
-        let reply = self
-            .call_paired("inference/request", inference_request(), bound)
-            .await;
+        let reply = self.call_paired("inference/request", params, bound).await;
         let (status, detail, judged) = match (allowed, reply) {
             (_, Reply::Closed) => return,
             (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
@@ -398,12 +418,9 @@ impl Run {
     async fn push_follows_grant(&mut self) {
         self.stage = "the push/event probe against the grant";
         let id = "host.push-follows-grant";
-        let expected =
-            self.policy.allows(Capability::PushEvents) && self.policy.is_available("check.push");
-        match (
-            expected,
-            self.call("push/event", push("check.push", "p1")).await,
-        ) {
+        let params = push("check.push", "p1");
+        let expected = self.host_rule("push/event", &params) == Ok(true);
+        match (expected, self.call("push/event", params).await) {
             // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
             (true, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => self
                 .record(

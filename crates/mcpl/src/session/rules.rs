@@ -46,6 +46,30 @@ pub fn set_refused(
     refusal.to_error(feature_set)
 }
 
+/// The feature-set step of a host's answer to a feature-set-tagged server request
+/// (`push/event`, `inference/request`), run after admission, so it can only narrow: the
+/// `featureSet` the params name (§6.5; missing: `-32602`), gated by
+/// [`policy::feature_set_gate`] under the declarations `decls` and the statuses `statuses`
+/// in force for what the method exercises (§6.4 rule 2, §6.6). Every host and the
+/// checkers' strict hosts answer by it.
+pub fn gate_tagged_request(
+    diags: &mut Diagnostics,
+    method: &str,
+    params: Option<&Value>,
+    decls: &policy::FeatureSets,
+    statuses: &std::collections::BTreeMap<String, policy::FeatureSetStatus>,
+) -> Result<(), ErrorObject> {
+    let Some(fs) = params
+        .and_then(|p| p.get("featureSet"))
+        .and_then(Value::as_str)
+    else {
+        return Err(bad_params(diags, method, "featureSet is required"));
+    };
+    let req = policy::method_requirement(method, params).unwrap_or(Requirement::None);
+    policy::feature_set_gate(decls, statuses, fs, req)
+        .map_err(|refusal| set_refused(diags, method, fs, refusal))
+}
+
 /// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
 /// standing (the accepted digest equals the current one, §16.5), with that digest.
 pub fn accepted_ontology(
@@ -205,11 +229,13 @@ pub fn judge_push(
     let Some(r) = review else {
         return Err(ErrorObject::unknown_feature_set(fs));
     };
-    let statuses = r.statuses_under(judged);
-    let required = Requirement::One(Capability::PushEvents);
-    if let Err(refusal) = policy::feature_set_gate(r.declarations(), &statuses, fs, required) {
-        return Err(set_refused(diags, M, fs, refusal));
-    }
+    gate_tagged_request(
+        diags,
+        M,
+        params,
+        r.declarations(),
+        &r.statuses_under(judged),
+    )?;
     if dedupe.contains(event_id) {
         diags.push(HostDiagnostic::DuplicateEvent {
             event_id: event_id.to_owned(),
@@ -261,9 +287,13 @@ pub fn check_inference_feature_set(
     let Some(r) = review else {
         return Err(ErrorObject::unknown_feature_set(fs));
     };
-    let req = policy::method_requirement(M, params).unwrap_or(Requirement::None);
-    policy::feature_set_gate(r.declarations(), &r.statuses_under(judged), fs, req)
-        .map_err(|refusal| set_refused(diags, M, fs, refusal))
+    gate_tagged_request(
+        diags,
+        M,
+        params,
+        r.declarations(),
+        &r.statuses_under(judged),
+    )
 }
 
 /// How a policy Request (§5.3, §6.7) was answered, as a host driver saw it.

@@ -1224,6 +1224,49 @@ fn s3_2_a_policy_notification_on_an_mcp_only_connection_is_reported_not_applied(
     );
 }
 
+/// Issue #24 item 3: the feature-set step every host answers a tagged server request by
+/// (`rules::gate_tagged_request`, §6.4 rule 2, §6.5, §6.6), which `judge_push`,
+/// `check_inference_feature_set` and the checkers' strict hosts call alike.
+#[test]
+fn s6_6_tagged_requests_are_gated_by_one_rule() {
+    use crate::capability::Grant;
+    use crate::jsonrpc::codes;
+    use crate::policy::{derive, FeatureSets, Selection};
+    let (decls, _) = FeatureSets::parse(&json!({
+        "a.push": { "description": "a", "uses": ["pushEvents"] },
+        "b.hints": { "description": "b", "uses": ["modelInfo"] },
+        "c.infer": { "description": "c", "uses": ["inferenceRequest"] }
+    }));
+    let grant = Grant::from_patterns(["pushEvents", "modelInfo"]).unwrap();
+    let statuses = derive(&decls, &grant, &Selection::default());
+    let code = |method: &str, params: Value| {
+        let mut diags = Vec::new();
+        let r = rules::gate_tagged_request(&mut diags, method, Some(&params), &decls, &statuses);
+        (r.err().map(|e| e.code), diags.len())
+    };
+    assert_eq!(
+        code("push/event", json!({"featureSet": "a.push"})),
+        (None, 0)
+    );
+    assert_eq!(
+        code("push/event", json!({"featureSet": "zzz"})),
+        (Some(codes::UNKNOWN_FEATURE_SET), 0)
+    );
+    assert_eq!(
+        code("inference/request", json!({"featureSet": "c.infer"})),
+        (Some(codes::FEATURE_SET_NOT_ENABLED), 0)
+    );
+    // Available, but its `uses` lacks pushEvents: refused and reported (§6.4 rule 2).
+    assert_eq!(
+        code("push/event", json!({"featureSet": "b.hints"})),
+        (Some(codes::CAPABILITY_DENIED), 1)
+    );
+    assert_eq!(
+        code("push/event", json!({})),
+        (Some(codes::INVALID_PARAMS), 1)
+    );
+}
+
 mod model {
     //! Model-based test of the real [`HostState`] against the real [`ServerState`]: random
     //! policy changes (accepted, answered with an error, or never answered) and server

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use mcpl::capability::Requirement;
 use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
-use mcpl::policy;
 use serde_json::{json, Value};
 
 use super::*;
@@ -409,20 +408,21 @@ impl Session {
     }
 
     /// The strict host's feature-set check of a tagged request (§6.5, §6.6), by the host's
-    /// own rule ([`policy::feature_set_gate`]): `-32003` for an undeclared set, `-32001` for
-    /// one the grant leaves unavailable, and `-32002` for a use the set's `uses` does not
-    /// declare (§6.4 rule 2: the host rejects that use).
+    /// own rule ([`mcpl::session::rules::gate_tagged_request`]): `-32003` for an undeclared
+    /// set, `-32001` for one the grant leaves unavailable, and `-32002` for a use the set's
+    /// `uses` does not declare (§6.4 rule 2: the host rejects that use).
     pub(super) fn feature_set_gate(
         &self,
         method: &str,
         params: Option<&Value>,
     ) -> Result<(), ErrorObject> {
-        let fs = params
-            .and_then(|p| p.get("featureSet"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let required = policy::method_requirement(method, params).unwrap_or(Requirement::None);
-        policy::feature_set_gate(&self.decls, &self.statuses, fs, required)
-            .map_err(|refusal| refusal.to_error(fs))
+        let mut diags = Vec::new();
+        mcpl::session::rules::gate_tagged_request(
+            &mut diags,
+            method,
+            params,
+            &self.decls,
+            &self.statuses,
+        )
     }
 }
