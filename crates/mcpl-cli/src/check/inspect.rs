@@ -385,36 +385,10 @@ pub fn incoming_defects(params: Option<&Value>) -> Vec<String> {
 
 pub use mcpl::protocol::inference::request_defects as inference_request_defects;
 
-/// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5: each
-/// injection is an object with a string `namespace`, a string `position` and `content` that
-/// is a string or an array of content blocks (optional `metadata` an object), by the host's
-/// rule ([`mcpl::protocol::hooks::injection_defects`]); a result that
-/// injects anything names its `featureSet` (§6.5). Whether the position is *granted* is a
-/// separate check (`hooks.injection-positions`).
-pub fn before_inference_defects(result: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(obj) = result.as_object() else {
-        out.push("result is not an object".into());
-        return out;
-    };
-    let injections = match obj.get("contextInjections") {
-        None => return out,
-        Some(Value::Array(a)) => a,
-        Some(_) => {
-            out.push("contextInjections is not an array".into());
-            return out;
-        }
-    };
-    if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
-        out.push("injections returned without a featureSet (§6.5)".into());
-    }
-    for (i, inj) in injections.iter().enumerate() {
-        // §10.4, by the host's own rule.
-        let at = format!("contextInjections[{i}]");
-        out.extend(mcpl::protocol::hooks::injection_defects(inj, &at));
-    }
-    out
-}
+/// Defects of a `context/beforeInference` result against §10.2 / §10.4 / §6.5, by the
+/// host's rule ([`mcpl::protocol::hooks::result_defects`]). Whether the position is
+/// *granted* is a separate check (`hooks.injection-positions`).
+pub use mcpl::protocol::hooks::result_defects as before_inference_defects;
 
 pub use mcpl::protocol::channels::descriptor_defects;
 

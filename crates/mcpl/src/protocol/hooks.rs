@@ -195,6 +195,32 @@ pub fn injection_defects(injection: &Value, at: &str) -> Vec<String> {
     out
 }
 
+/// Every defect of a `context/beforeInference` result against §10.2, §10.4 and §6.5; empty
+/// when its shape is right: an object whose `contextInjections`, when present, is an array
+/// of entries each of the right shape ([`injection_defects`]), under a string `featureSet`
+/// whenever it injects anything (§6.5). Whether each position is granted, and the set
+/// declared and available, is the host's authorization ([`crate::policy::judge_injection`]).
+/// The rule `session::rules::judge_hook_answer` refuses an answer on and `mcpl check`
+/// (`hooks.injection-shape`) reports.
+pub fn result_defects(result: &Value) -> Vec<String> {
+    let Some(obj) = result.as_object() else {
+        return vec!["result is not an object".into()];
+    };
+    let injections = match obj.get("contextInjections") {
+        None => return Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(_) => return vec!["contextInjections is not an array".into()],
+    };
+    let mut out = Vec::new();
+    if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
+        out.push("injections returned without a featureSet (§6.5)".into());
+    }
+    for (i, inj) in injections.iter().enumerate() {
+        out.extend(injection_defects(inj, &format!("contextInjections[{i}]")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -426,7 +426,7 @@ pub struct HookVerdict {
     /// Rejected injections and why.
     pub rejected: Vec<(Value, policy::InjectionDenied)>,
     /// Why the answer contributed nothing, when it did not (an error, a timeout, a malformed
-    /// or oversized `contextInjections`).
+    /// or oversized `contextInjections`, a result that is not an object).
     pub failure: Option<String>,
 }
 
@@ -453,6 +453,10 @@ pub fn judge_hook_answer(
         failure: Some(why),
         ..HookVerdict::default()
     };
+    if !v.is_object() {
+        // §10.2: the result is an object; anything else carries nothing (fail closed).
+        return fail("the result is not an object (§10.2); the answer is refused".into());
+    }
     let items = match v.get_mut("contextInjections") {
         None => Vec::new(),
         Some(Value::Array(a)) if a.len() > limit => {

@@ -752,6 +752,31 @@ fn s6_6_a_dropped_answer_names_the_feature_set_it_claimed() {
     assert!(!dropped[0].contains("(none)"), "{}", dropped[0]);
 }
 
+/// Issue #24 item 3, §10.2: a hook answer that is not an object is refused by the host's
+/// rule (`rules::judge_hook_answer`, a `HookFailed`), as the shape rule `mcpl check`
+/// reports (`protocol::hooks::result_defects`) fails it; an object is judged entry-wise.
+#[test]
+fn s10_2_a_hook_result_that_is_not_an_object_is_refused_by_host_and_checker() {
+    use crate::capability::Grant;
+    use crate::protocol::hooks::result_defects;
+    let grant = Grant::from_patterns(["contextHooks.beforeInference.inject.afterUser"]).unwrap();
+    for v in [json!([]), json!(null), json!("x"), json!(7)] {
+        let verdict = rules::judge_hook_answer(Ok(v.clone()), &grant, None, 16);
+        assert!(verdict.failure.is_some(), "{v}: {verdict:?}");
+        assert!(!result_defects(&v).is_empty(), "{v}");
+    }
+    for v in [json!({}), json!({"contextInjections": []})] {
+        let verdict = rules::judge_hook_answer(Ok(v.clone()), &grant, None, 16);
+        assert_eq!(verdict, rules::HookVerdict::default(), "{v}");
+        assert_eq!(result_defects(&v), Vec::<String>::new(), "{v}");
+    }
+    let v = json!({"contextInjections": 3});
+    assert!(rules::judge_hook_answer(Ok(v.clone()), &grant, None, 16)
+        .failure
+        .is_some());
+    assert_eq!(result_defects(&v), ["contextInjections is not an array"]);
+}
+
 #[test]
 fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
     let mut p = Pair::connect(
