@@ -17,7 +17,8 @@ use mcpl::peer::{
     CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Ordered, Peer, PeerError,
     RequestOptions,
 };
-use mcpl::policy::{self, Form, ServerPolicyState};
+use mcpl::policy::{Form, ServerPolicyState};
+use mcpl::session::Refusal;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -461,18 +462,21 @@ impl Run {
     /// and carries the user message only when observe is granted.
     fn judge_hook(&mut self, params: Option<&Value>) {
         self.hooks = self.hooks.saturating_add(1);
-        if !self.ready {
-            self.record(
+        // The library server's admission rule (readiness §5.3, the grant §5.4).
+        let grant = self.policy.grant();
+        let method = "context/beforeInference";
+        match mcpl::session::admit_at_server(method, params, true, self.ready, grant) {
+            Err(Refusal::NotReady(_)) => self.record(
                 "host.hooks-after-ready",
                 Status::Fail,
                 "context/beforeInference before the policy receipt",
-            );
-        } else if !policy::before_inference_applies(self.policy.grant()) {
-            self.record(
+            ),
+            Err(_) => self.record(
                 "host.hooks-after-ready",
                 Status::Fail,
                 "context/beforeInference though no beforeInference leaf is granted (§5.4)",
-            );
+            ),
+            Ok(_) => {}
         }
         let user = params.and_then(|p| p.get("userMessage"));
         if !self.policy.allows(Capability::Observe) && user.is_some_and(|u| !u.is_null()) {
