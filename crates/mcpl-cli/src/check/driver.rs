@@ -669,14 +669,13 @@ impl Session {
 }
 
 /// The requirement of a method the server sent, or `None` for methods a server may not
-/// send (host→server methods, unknown ones): those are answered -32601.
+/// send (host→server methods, unknown ones): those are answered -32601. Which methods a
+/// host receives is the library host's rule ([`mcpl::session::Receiver::receives`], §4.1).
 fn server_requirement(method: &str, params: Option<&Value>) -> Option<Requirement> {
-    match policy::method_direction(method) {
-        Some(policy::Direction::ServerToHost | policy::Direction::Either) => {
-            policy::method_requirement(method, params)
-        }
-        _ => None,
+    if !mcpl::session::Receiver::Host.receives(method) {
+        return None;
     }
+    policy::method_requirement(method, params)
 }
 
 /// The checks that read the feature sets or need the policy exchange: skipped whole for a
