@@ -147,7 +147,10 @@ impl Session {
                 "no accepted receipt",
             );
         }
-        if report.accepted != Some(true) || !shape.is_empty() {
+        // The library host's decision on the initial answer (§5.3, §6.7).
+        let answer = mcpl::session::rules::PolicyAnswer::Receipt(report.receipt.clone());
+        let decision = mcpl::session::rules::initial_decision(answer);
+        if !matches!(decision, mcpl::session::rules::InitialDecision::Mcpl(_)) {
             // §6.7: a refused policy is not operated under, and the strict host does not take
             // a malformed receipt as acceptance: not ready, nothing granted, nothing available.
             let why = "no accepted, well-formed receipt";
