@@ -116,12 +116,13 @@ pub enum ServerDiagnostic {
         /// What was wrong.
         error: String,
     },
-    /// `unknown_notification`: a notification no MCPL or MCP rule names, or an MCPL one on
-    /// an MCP-only connection (§3.2).
+    /// `unknown_notification`: a notification no MCPL or MCP rule names, or
+    /// `featureSets/update` on an MCP-only connection (§3.2; any other MCPL notification
+    /// there is [`Self::NotificationDenied`] with [`Refusal::NotReceived`]).
     UnknownNotification {
         /// The notification.
         method: String,
-        /// Whether it is an MCPL method that came on an MCP-only connection.
+        /// Whether it is `featureSets/update` on an MCP-only connection.
         mcp_only: bool,
     },
     /// `ignored_notification`: an MCP notification the session does not act on
