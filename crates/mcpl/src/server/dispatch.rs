@@ -17,7 +17,9 @@ use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
 use crate::policy::{Fallback, FeatureSets};
 use crate::protocol::channels::ListResult;
-use crate::protocol::handshake::{Capabilities, Experimental, InitializeResult, ToolsListResult};
+use crate::protocol::handshake::{
+    Capabilities, Experimental, InitializeResult, ToolsCallParams, ToolsCallResult, ToolsListResult,
+};
 use crate::protocol::manifest::Manifest;
 use crate::protocol::method_info;
 use crate::session::{route_host_request, RequestRoute};
@@ -42,8 +44,9 @@ pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
             // Boxed: the loop's task is as large as its largest await, and an idle
             // connection's task should not carry the request handling (issue #20).
             IncomingMessage::Request(req) => {
-                if let Err(req) = tools_call_now(&conn, req) {
-                    Box::pin(on_request(&conn, req)).await
+                let route = route(&conn, &req);
+                if let Err(req) = tools_call_now(&conn, req, &route) {
+                    Box::pin(on_request(&conn, req, route)).await
                 }
             }
             IncomingMessage::Notification(n) => on_notification(&conn, n),
@@ -161,36 +164,45 @@ pub(super) async fn guarded<R>(
     }
 }
 
+/// Where the one server rule (`session::server::route_host_request`, as `ServerState`
+/// routes) sends `req` under this connection's state now.
+fn route(conn: &Conn, req: &IncomingRequest) -> Result<RequestRoute, ErrorObject> {
+    let st = lock(&conn.state);
+    let params = req.request().params.as_ref();
+    route_host_request(
+        req.method(),
+        params,
+        st.phase != Phase::New,
+        st.mcpl,
+        &st.policy,
+    )
+}
+
+/// The handler of the tool a `tools/call` names, if one is registered under that name.
+fn tool_handler(
+    conn: &Conn,
+    req: &IncomingRequest,
+) -> Option<Handler<ToolsCallParams, ToolsCallResult>> {
+    let name = req.request().params.as_ref()?.get("name")?.as_str()?;
+    conn.server.tools.handler(name)
+}
+
 /// A `tools/call` that [`on_request`] would hand to its tool's handler (admitted by the one
 /// routing rule, no fallback, a known tool), handed to it here without the boxed
 /// `on_request` future (issue #24). Anything else is handed back, untouched, for
 /// `on_request` to decide in full; nothing here has a side effect before the handler runs.
-fn tools_call_now(conn: &Arc<Conn>, req: IncomingRequest) -> Result<(), IncomingRequest> {
-    if req.method() != "tools/call" || conn.fallback().is_some() {
+fn tools_call_now(
+    conn: &Arc<Conn>,
+    req: IncomingRequest,
+    route: &Result<RequestRoute, ErrorObject>,
+) -> Result<(), IncomingRequest> {
+    if req.method() != "tools/call"
+        || *route != Ok(RequestRoute::Admitted)
+        || conn.fallback().is_some()
+    {
         return Err(req);
     }
-    let route = {
-        let st = lock(&conn.state);
-        let params = req.request().params.as_ref();
-        route_host_request(
-            "tools/call",
-            params,
-            st.phase != Phase::New,
-            st.mcpl,
-            &st.policy,
-        )
-    };
-    if route != Ok(RequestRoute::Admitted) {
-        return Err(req);
-    }
-    let handler = req
-        .request()
-        .params
-        .as_ref()
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str)
-        .and_then(|n| conn.server.tools.handler(n));
-    match handler {
+    match tool_handler(conn, &req) {
         Some(handler) => {
             spawn_handler(conn, req, Some(handler));
             Ok(())
@@ -199,17 +211,16 @@ fn tools_call_now(conn: &Arc<Conn>, req: IncomingRequest) -> Result<(), Incoming
     }
 }
 
-pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
+/// Answers or hands on a host request `route` (from [`route`]) admitted or refused.
+pub(super) async fn on_request(
+    conn: &Arc<Conn>,
+    req: IncomingRequest,
+    route: Result<RequestRoute, ErrorObject>,
+) {
     // A known method's name is static: no copy on the common path (issue #24).
     let method: std::borrow::Cow<'static, str> = match method_info(req.method()) {
         Some(info) => info.name.into(),
         None => req.method().to_owned().into(),
-    };
-    // The one server rule (`session::server::route_host_request`, as `ServerState` routes).
-    let route = {
-        let st = lock(&conn.state);
-        let params = req.request().params.as_ref();
-        route_host_request(&method, params, st.phase != Phase::New, st.mcpl, &st.policy)
     };
     let h = &conn.server.handlers;
     match route {
@@ -247,13 +258,7 @@ pub(super) async fn on_request(conn: &Arc<Conn>, req: IncomingRequest) {
             respond(req, Ok(result)).await
         }
         "tools/call" => {
-            let handler = req
-                .request()
-                .params
-                .as_ref()
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
-                .and_then(|n| conn.server.tools.handler(n));
+            let handler = tool_handler(conn, &req);
             if handler.is_none() {
                 let e = ErrorObject::invalid_params("unknown tool");
                 return respond::<()>(req, Err(e)).await;

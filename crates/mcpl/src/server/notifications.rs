@@ -9,7 +9,6 @@ use super::conn::Conn;
 use super::dispatch::{guarded, is_removed, PANICKED};
 use super::*;
 use crate::jsonrpc::Notification;
-use crate::policy;
 use crate::protocol::channels::{OutgoingChunkParams, OutgoingCompleteParams};
 use crate::protocol::inference::InferenceChunkParams;
 use crate::session::{host_notification, NotificationStep};
@@ -47,30 +46,13 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             return;
         }
         NotificationStep::Deliver(n) => n,
+        NotificationStep::Untyped(n) => return untyped(conn, n),
     };
     let method = n.method.as_str();
-    let fallback = conn.fallback();
     if method == "notifications/initialized" {
-        if let Some(f) = fallback {
+        if let Some(f) = conn.fallback() {
             f.notification(method, n.params);
         }
-        return;
-    }
-    if policy::method_requirement(method, None).is_none() {
-        if let Some(f) = fallback.filter(|_| !is_removed(method)) {
-            return f.notification(method, n.params);
-        }
-        // Nothing received vanishes: MCP notifications this session does not act on
-        // (`notifications/cancelled`, `…/message` …) are reported like unknown ones.
-        let method = method.to_owned();
-        conn.diagnostic(if method.starts_with("notifications/") {
-            ServerDiagnostic::IgnoredNotification { method }
-        } else {
-            ServerDiagnostic::UnknownNotification {
-                method,
-                mcp_only: false,
-            }
-        });
         return;
     }
     let h = &conn.server.handlers;
@@ -121,6 +103,25 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             method: method.to_owned(),
         }),
     }
+}
+
+/// A notification this crate does not type: the MCP fallback's, or reported.
+fn untyped(conn: &Arc<Conn>, n: Notification) {
+    let method = n.method.as_str();
+    if let Some(f) = conn.fallback().filter(|_| !is_removed(method)) {
+        return f.notification(method, n.params);
+    }
+    // Nothing received vanishes: MCP notifications this session does not act on
+    // (`notifications/cancelled`, `…/message` …) are reported like unknown ones.
+    let method = n.method;
+    conn.diagnostic(if method.starts_with("notifications/") {
+        ServerDiagnostic::IgnoredNotification { method }
+    } else {
+        ServerDiagnostic::UnknownNotification {
+            method,
+            mcp_only: false,
+        }
+    });
 }
 
 pub(super) fn spawn_notification<P, R>(

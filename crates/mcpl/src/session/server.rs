@@ -223,11 +223,7 @@ impl ServerState {
 
     /// The grant in force (empty until ready).
     pub fn grant(&self) -> Grant {
-        if self.policy.is_ready() {
-            *self.policy.grant()
-        } else {
-            Grant::none()
-        }
+        grant_in_force(&self.policy)
     }
 
     /// The next output, in order.
@@ -442,7 +438,9 @@ impl ServerState {
                 self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
             NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {}
-            NotificationStep::Deliver(n) => self.out.push_back(ServerOutput::Notification(n)),
+            NotificationStep::Deliver(n) | NotificationStep::Untyped(n) => {
+                self.out.push_back(ServerOutput::Notification(n))
+            }
         }
     }
 
@@ -497,9 +495,11 @@ pub(crate) enum NotificationStep {
     /// `inference/lifecycle` paired into §10.5 turn boundaries, in order (an evicted end
     /// first, [`LifecycleTracker::observe`]).
     Turns(Vec<TurnEvent>),
-    /// For the application: admitted, or a method no MCPL rule names (the caller decides
-    /// about those: `server::Server` reports them or hands them to its MCP fallback).
+    /// For the application: `notifications/initialized`, or an admitted MCPL notification.
     Deliver(Notification),
+    /// A method this crate does not type: the caller decides (`server::Server` reports it
+    /// or hands it to its MCP fallback; [`ServerState`] hands it out).
+    Untyped(Notification),
 }
 
 /// The one server rule for a host notification, used by [`ServerState`] and
@@ -540,15 +540,9 @@ pub(crate) fn host_notification(
         _ => {}
     }
     if crate::protocol::method_info(method).is_none() {
-        return NotificationStep::Deliver(n);
+        return NotificationStep::Untyped(n);
     }
-    let ready = policy.is_ready();
-    let grant = if ready {
-        *policy.grant()
-    } else {
-        Grant::none()
-    };
-    if let Err(refusal) = admit_at_server(method, n.params.as_ref(), mcpl, ready, &grant) {
+    if let Err(refusal) = admit_under(policy, mcpl, method, n.params.as_ref()) {
         diags.push(ServerDiagnostic::NotificationDenied {
             method: n.method,
             refusal,
@@ -669,16 +663,30 @@ pub(crate) fn route_host_request(
             "{method} is a notification"
         )));
     }
-    let ready = policy.is_ready();
-    let grant = if ready {
-        *policy.grant()
-    } else {
-        Grant::none()
-    };
-    admit_at_server(method, params, mcpl, ready, &grant).map_err(|r| r.to_error(method))?;
+    admit_under(policy, mcpl, method, params).map_err(|r| r.to_error(method))?;
     Ok(if method == "featureSets/update" {
         RequestRoute::Policy
     } else {
         RequestRoute::Admitted
     })
+}
+
+/// The grant in force under `policy`: nothing until the first policy Request (§5.3).
+fn grant_in_force(policy: &ServerPolicyState) -> Grant {
+    if policy.is_ready() {
+        *policy.grant()
+    } else {
+        Grant::none()
+    }
+}
+
+/// [`admit_at_server`] under `policy`'s readiness and grant in force.
+fn admit_under(
+    policy: &ServerPolicyState,
+    mcpl: bool,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<crate::capability::Requirement, Refusal> {
+    let grant = grant_in_force(policy);
+    admit_at_server(method, params, mcpl, policy.is_ready(), &grant)
 }
