@@ -145,14 +145,8 @@ impl RawHost {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
         loop {
-            let line = self
-                .lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("server hung up");
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) && v.get("method").is_none() {
+            let v = self.next_answer().await;
+            if v["id"] == json!(id) {
                 return v;
             }
         }

@@ -583,6 +583,14 @@ fn hook_verdicts(p: &Pair) -> Vec<&rules::HookVerdict> {
 
 /// The server application answers the hook it was handed with `injections`.
 fn answer_hook(p: &mut Pair, injections: Value) {
+    answer_hook_with(
+        p,
+        json!({"featureSet": "ctx", "contextInjections": injections}),
+    );
+}
+
+/// The server application answers the hook it was handed with the whole `answer`.
+fn answer_hook_with(p: &mut Pair, answer: Value) {
     let i = p
         .server_out
         .iter()
@@ -591,12 +599,7 @@ fn answer_hook(p: &mut Pair, injections: Value) {
     let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
         unreachable!("matched above")
     };
-    p.server
-        .answer(
-            id,
-            Ok(json!({"featureSet": "ctx", "contextInjections": injections})),
-        )
-        .expect("handed out");
+    p.server.answer(id, Ok(answer)).expect("handed out");
 }
 
 #[test]
@@ -723,21 +726,11 @@ fn s6_6_a_dropped_answer_names_the_feature_set_it_claimed() {
         json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
     p.host.before_inference(p.now, params).unwrap();
     p.step_server();
-    let i = p
-        .server_out
-        .iter()
-        .position(|o| matches!(o, ServerOutput::Request { method, .. } if method == "context/beforeInference"))
-        .expect("the hook reached the server application");
-    let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
-        unreachable!("matched above")
-    };
-    p.server
-        .answer(
-            id,
-            Ok(json!({"featureSet": "ghost", "contextInjections": [
-                {"namespace": "n", "position": "afterUser", "content": "x"}]})),
-        )
-        .expect("handed out");
+    answer_hook_with(
+        &mut p,
+        json!({"featureSet": "ghost", "contextInjections": [
+            {"namespace": "n", "position": "afterUser", "content": "x"}]}),
+    );
     p.drive();
     let dropped: Vec<String> = p
         .server_out
