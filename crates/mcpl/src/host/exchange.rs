@@ -14,16 +14,7 @@ impl HostSession {
     pub(super) async fn initial_policy(&self, hg: HostGrant) -> Result<bool, HostError> {
         let _g = self.inner.policy_lock.lock().await;
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
-        // The host's own selection narrows derivation at once (it can never widen).
-        if let Ok(up) = policy::UpdateParams::parse(&params) {
-            if let Some(r) = self.inner.state().review.as_mut() {
-                r.set_selection(policy::Selection {
-                    enabled: up.enabled,
-                    disabled: up.disabled,
-                });
-            }
-        }
+        let params = self.inner.state().initial_params(&hg);
         self.exchange(
             "featureSets/update",
             params,
@@ -99,9 +90,7 @@ impl HostSession {
                 ChangeRefused::Policy(p) => HostError::Policy(p),
             })?;
         let cfg = &self.inner.config;
-        let params = plan
-            .hg
-            .update_params(cfg.enabled.as_deref(), &self.disabled_list());
+        let params = self.inner.state().update_params(&plan.hg);
         Ok(self
             .exchange("featureSets/update", params, cfg.policy_timeout, move |s, answer| {
                 let receipt = match answer {
@@ -121,19 +110,6 @@ impl HostSession {
             .await?)
     }
 
-    /// The `disabled` list of a policy Request: the configured one, then the sets
-    /// [`Self::disable_by_notification`] disabled since.
-    pub(super) fn disabled_list(&self) -> Vec<String> {
-        let later = self.inner.state().disabled_later.clone();
-        let mut all = self.inner.config.disabled.clone();
-        all.extend(
-            later
-                .into_iter()
-                .filter(|s| !self.inner.config.disabled.contains(s)),
-        );
-        all
-    }
-
     /// Disables feature sets `sets` with a `featureSets/update` **Notification** carrying only
     /// `disabled` — the non-conforming carrier §6.7 still makes servers respect as a
     /// reduction, which a tester (such as `mcpl inspect`) sends to see whether they do.
@@ -144,28 +120,14 @@ impl HostSession {
     /// name or pattern.
     pub async fn disable_by_notification(&self, sets: &[String]) -> Result<(), HostError> {
         let _g = self.inner.policy_lock.lock().await;
-        let params = json!({ "disabled": sets });
-        {
-            let mut st = self.inner.state();
-            if let Mode::McpOnly(r) = &st.mode {
-                return Err(HostError::McpOnly(r.clone()));
-            }
-            let mut later = st.disabled_later.clone();
-            later.extend(
-                sets.iter()
-                    .filter(|s| !st.disabled_later.contains(s))
-                    .cloned(),
-            );
-            let all = json!({ "disabled": later });
-            let up = policy::UpdateParams::parse(&all)
-                .map_err(|e| HostError::BadSelection(e.to_string()))?;
-            if let Some(r) = st.review.as_mut() {
-                let mut selection = r.selection().clone();
-                selection.disabled.extend(up.disabled);
-                r.set_selection(selection);
-            }
-            st.disabled_later = later;
-        }
+        let params = self
+            .inner
+            .state()
+            .disable_later(sets)
+            .map_err(|e| match e {
+                DisableRefused::McpOnly(r) => HostError::McpOnly(r),
+                DisableRefused::Selection(e) => HostError::BadSelection(e),
+            })?;
         Ok(self
             .inner
             .peer
@@ -178,9 +140,11 @@ impl HostSession {
     /// widening; a refusal falls back as it says.
     pub(super) async fn tell_reduction(&self) {
         let _g = self.inner.policy_lock.lock().await;
-        let hg = self.inner.state().reduction();
+        let params = {
+            let st = self.inner.state();
+            st.update_params(&st.reduction())
+        };
         let cfg = &self.inner.config;
-        let params = hg.update_params(cfg.enabled.as_deref(), &self.disabled_list());
         let told = self
             .exchange(
                 "featureSets/update",

@@ -91,7 +91,7 @@ use crate::peer::{
 use crate::policy::{self, HostGrant, Receipt};
 use crate::protocol::Method;
 use crate::session::channels::{ChannelLimits, ChannelTable};
-use crate::session::policy_state::{ChangeRefused, Effects, HostPolicy};
+use crate::session::policy_state::{ChangeRefused, DisableRefused, Effects, HostPolicy};
 use crate::session::rules::PolicyAnswer;
 use crate::session::rules::PushVerdict;
 pub use crate::session::Terminal;
@@ -211,7 +211,11 @@ impl HostSession {
             peer: peer.clone(),
             label: std::sync::OnceLock::new(),
             state: Mutex::new(State {
-                core: HostPolicy::new(config.policy.clone()),
+                core: HostPolicy::new(
+                    config.policy.clone(),
+                    config.enabled.clone(),
+                    config.disabled.clone(),
+                ),
                 seen_events: rules::Dedupe::default(),
                 streams: InferenceIds::default(),
                 turns: InferenceIds::default(),
@@ -221,7 +225,6 @@ impl HostSession {
                     config.manifest_fetch_per_sec,
                 ),
                 announced: None,
-                disabled_later: Vec::new(),
             }),
             config,
             events: etx,

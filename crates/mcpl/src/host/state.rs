@@ -19,9 +19,6 @@ pub(super) struct State {
     pub(super) streams: InferenceIds,
     /// Inference ids with a lifecycle turn (§10.5) open or recently ended.
     pub(super) turns: InferenceIds,
-    /// Feature sets disabled later by [`HostSession::disable_by_notification`], sent again in
-    /// every later policy Request's `disabled` so a Request never re-enables them.
-    pub(super) disabled_later: Vec<String>,
 }
 
 impl std::ops::Deref for State {

@@ -5,13 +5,13 @@
 
 use std::time::SystemTime;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::rules::{self, Diagnostics, InitialDecision};
 use super::{HostDiagnostic, McpOnlyReason, Mode, PolicyChange};
 use crate::capability::{Capability, CapabilitySet, Grant, PatternError};
 use crate::manifest::review::{ChangeOutcome, FetchResult, ManifestReview};
-use crate::policy::{Fallback, HostGrant, Receipt};
+use crate::policy::{Fallback, HostGrant, Receipt, Selection, UpdateParams};
 
 /// The host's policy state of one connection.
 #[derive(Debug)]
@@ -22,6 +22,13 @@ pub(crate) struct HostPolicy {
     pub(crate) policy: Vec<String>,
     pub(crate) review: Option<ManifestReview>,
     pub(crate) last_receipt: Option<Receipt>,
+    /// The host's configured `enabled` allowlist, sent in every policy Request (§6.7).
+    enabled: Option<Vec<String>>,
+    /// The host's configured `disabled` list, sent in every policy Request (§6.7).
+    disabled: Vec<String>,
+    /// Feature sets disabled later by Notification ([`HostPolicy::disable_later`]), sent
+    /// again in every later policy Request's `disabled` so a Request never re-enables them.
+    disabled_later: Vec<String>,
 }
 
 /// A later policy change in flight: what [`HostPolicy::begin_change`] narrowed and what an
@@ -42,8 +49,13 @@ pub(crate) struct Effects {
 }
 
 impl HostPolicy {
-    /// Not ready, nothing granted, under the host's `policy`.
-    pub(crate) fn new(policy: Vec<String>) -> HostPolicy {
+    /// Not ready, nothing granted, under the host's `policy`, with the `enabled` allowlist
+    /// and `disabled` list its policy Requests carry.
+    pub(crate) fn new(
+        policy: Vec<String>,
+        enabled: Option<Vec<String>>,
+        disabled: Vec<String>,
+    ) -> HostPolicy {
         HostPolicy {
             mode: Mode::McpOnly(McpOnlyReason::NotAdvertised),
             ready: false,
@@ -51,7 +63,64 @@ impl HostPolicy {
             policy,
             review: None,
             last_receipt: None,
+            enabled,
+            disabled,
+            disabled_later: Vec::new(),
         }
+    }
+
+    /// The params of a policy Request telling `hg` (§6.7): the configured `enabled`, and the
+    /// configured `disabled` followed by every set disabled since by Notification.
+    pub(crate) fn update_params(&self, hg: &HostGrant) -> Value {
+        let mut disabled = self.disabled.clone();
+        disabled.extend(
+            self.disabled_later
+                .iter()
+                .filter(|s| !self.disabled.contains(s))
+                .cloned(),
+        );
+        hg.update_params(self.enabled.as_deref(), &disabled)
+    }
+
+    /// The params of the initial policy Request telling `hg` (§5.3); the host's own selection
+    /// narrows derivation at once (it can never widen).
+    pub(crate) fn initial_params(&mut self, hg: &HostGrant) -> Value {
+        let params = self.update_params(hg);
+        if let (Ok(up), Some(r)) = (UpdateParams::parse(&params), self.review.as_mut()) {
+            r.set_selection(Selection {
+                enabled: up.enabled,
+                disabled: up.disabled,
+            });
+        }
+        params
+    }
+
+    /// Disables feature sets `sets` for a `featureSets/update` **Notification** (§6.7: a
+    /// reduction servers must respect): applied here, before the Notification is written, and
+    /// repeated by every later policy Request ([`Self::update_params`]). Returns the
+    /// Notification's params (`disabled` only, no grant: nothing widens). Refused on an
+    /// MCP-only connection, and when the sets disabled this way would exceed the `disabled`
+    /// list's bound or are not feature-set names or patterns ([`UpdateParams::parse`]):
+    /// nothing is applied then.
+    pub(crate) fn disable_later(&mut self, sets: &[String]) -> Result<Value, DisableRefused> {
+        if let Mode::McpOnly(r) = &self.mode {
+            return Err(DisableRefused::McpOnly(r.clone()));
+        }
+        let mut later = self.disabled_later.clone();
+        later.extend(
+            sets.iter()
+                .filter(|s| !self.disabled_later.contains(s))
+                .cloned(),
+        );
+        let up = UpdateParams::parse(&json!({ "disabled": later }))
+            .map_err(|e| DisableRefused::Selection(e.to_string()))?;
+        if let Some(r) = self.review.as_mut() {
+            let mut selection = r.selection().clone();
+            selection.disabled.extend(up.disabled);
+            r.set_selection(selection);
+        }
+        self.disabled_later = later;
+        Ok(json!({ "disabled": sets }))
     }
 
     fn advertised(&self) -> CapabilitySet {
@@ -324,6 +393,14 @@ impl Reviewed {
     pub(crate) fn tell_reduction(&self) -> bool {
         self.narrowed || self.effects.entered.is_some()
     }
+}
+
+/// Why [`HostPolicy::disable_later`] refused.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DisableRefused {
+    McpOnly(McpOnlyReason),
+    /// Not a valid `disabled` list (§5.3): too many names, or not names or patterns.
+    Selection(String),
 }
 
 /// Why [`HostPolicy::begin_change`] refused.

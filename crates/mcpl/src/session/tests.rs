@@ -324,6 +324,105 @@ fn s6_7_a_narrowing_applies_before_the_request_and_a_widening_on_the_receipt() {
     assert!(changes[1].activated.contains(Capability::PushEvents));
 }
 
+/// §6.7: a `disabled` carried by a Notification is a reduction; the host applies it before
+/// the Notification is written, and every later policy Request repeats it after the host's
+/// configured `disabled` (one rule with `HostSession::disable_by_notification`:
+/// `HostPolicy::disable_later`).
+#[test]
+fn s6_7_disabling_by_notification_narrows_the_host_first_and_sticks() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    let mut rules = HostRules::new(["pushEvents"]);
+    rules.disabled = vec!["configured".into()];
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).expect("policy parses");
+    p.host.start(p.now);
+    p.drive();
+    p.server_writes(push(70, "before"));
+    p.drive();
+    assert_eq!(p.host_answer(70).unwrap()["result"]["accepted"], true);
+
+    p.host
+        .disable_by_notification(&["news".to_owned()])
+        .expect("ready, nothing in flight");
+    // Applied before anything is written: a push already on the wire is refused (-32001:
+    // declared, but not available now).
+    p.server_writes(push(71, "after"));
+    let written = p.host_wrote.len();
+    p.drive();
+    let note: Value = serde_json::from_str(&p.host_wrote[written]).unwrap();
+    assert_eq!(note["method"], "featureSets/update");
+    assert_eq!(note["params"], json!({ "disabled": ["news"] }));
+    assert!(note.get("id").is_none(), "a Notification: {note}");
+    assert_eq!(p.host_answer(71).unwrap()["error"]["code"], -32001);
+    assert!(
+        p.host.grant().allows(Capability::PushEvents),
+        "nothing narrowed the grant"
+    );
+
+    // A later Request repeats it after the configured list, so it never re-enables the set.
+    let written = p.host_wrote.len();
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into()])
+        .expect("nothing in flight");
+    p.drive();
+    let request: Value = serde_json::from_str(&p.host_wrote[written]).unwrap();
+    assert_eq!(request["method"], "featureSets/update");
+    assert_eq!(request["params"]["disabled"], json!(["configured", "news"]));
+    p.server_writes(push(72, "later"));
+    p.drive();
+    assert_eq!(p.host_answer(72).unwrap()["error"]["code"], -32001);
+
+    // Past the list bound: refused before anything is sent or applied.
+    let many: Vec<String> = (0..1025).map(|i| format!("s{i}")).collect();
+    let written = p.host_wrote.len();
+    assert!(matches!(
+        p.host.disable_by_notification(&many),
+        Err(StateError::Selection(_))
+    ));
+    p.drive();
+    assert_eq!(p.host_wrote.len(), written);
+}
+
+/// A disable by Notification waits like a policy change: not before the connection is up,
+/// not while a policy Request is in flight, never on an MCP-only connection (§3.2).
+#[test]
+fn s6_7_disabling_by_notification_is_refused_while_a_policy_exchange_is_in_flight() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    let names = ["news".to_owned()];
+    assert_eq!(
+        p.host.disable_by_notification(&names),
+        Err(StateError::PolicyInFlight)
+    );
+    p.host.start(p.now);
+    p.drive();
+    p.host.set_policy(p.now, vec![]).expect("nothing in flight");
+    assert_eq!(
+        p.host.disable_by_notification(&names),
+        Err(StateError::PolicyInFlight)
+    );
+    p.drive();
+    assert_eq!(p.host.disable_by_notification(&names), Ok(()));
+
+    let mut mcp = Pair::new(&["tools"], server_rules());
+    mcp.host.start(mcp.now);
+    mcp.step_server();
+    mcp.to_host.clear();
+    mcp.server_writes(json!({
+        "jsonrpc": "2.0", "id": 1,
+        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                    "serverInfo": { "name": "plain" } }
+    }));
+    mcp.drive();
+    assert!(
+        matches!(mcp.host.mode(), Mode::McpOnly(_)),
+        "{:?}",
+        mcp.host.mode()
+    );
+    assert!(matches!(
+        mcp.host.disable_by_notification(&names),
+        Err(StateError::McpOnly(_))
+    ));
+}
+
 #[test]
 fn s5_3_an_unanswered_policy_request_times_out_into_mcp_only_and_is_told() {
     let mut p = Pair::new(&["pushEvents", "tools"], server_rules());

@@ -127,7 +127,7 @@ impl HostState {
             self.rules.policy.iter().map(String::as_str),
             wall,
         );
-        let (mut review, findings) = match reviewed {
+        let (review, findings) = match reviewed {
             Ok(r) => r,
             Err(crate::manifest::review::ReviewError::Policy(p)) => {
                 return self.connected(Err(p.into()))
@@ -150,15 +150,8 @@ impl HostState {
             Ok(hg) => hg,
             Err(e) => return self.connected(Err(e.into())),
         };
-        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
-        // The host's own selection narrows derivation at once (it can never widen).
-        if let Ok(up) = crate::policy::UpdateParams::parse(&params) {
-            review.set_selection(crate::policy::Selection {
-                enabled: up.enabled,
-                disabled: up.disabled,
-            });
-        }
         self.p.review = Some(review);
+        let params = self.p.initial_params(&hg);
         self.notify_initialized();
         // §5.3: the Request goes out even when nothing is enabled or disabled.
         self.phase = Phase::PolicyPending;

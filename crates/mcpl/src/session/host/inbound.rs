@@ -314,8 +314,7 @@ impl HostState {
     }
 
     pub(super) fn send_reduction(&mut self, now: Instant) {
-        let hg = self.p.reduction();
-        let params = hg.update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let params = self.p.update_params(&self.p.reduction());
         let deadline = now + self.rules.policy_timeout;
         self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use super::channels::{ChannelLimits, ChannelTable};
-use super::policy_state::{ChangePlan, ChangeRefused, Effects, HostPolicy};
+use super::policy_state::{ChangePlan, ChangeRefused, DisableRefused, Effects, HostPolicy};
 use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
 use super::InferenceIds;
 use super::{admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal};
@@ -137,6 +137,10 @@ pub enum StateError {
     /// The new policy does not parse.
     #[error("{0}")]
     Policy(#[from] PatternError),
+    /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many, or
+    /// not names or patterns. Nothing was sent or applied.
+    #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
+    Selection(String),
     /// A lifecycle turn could not be started or ended (§10.5): not granted, MCP-only, a
     /// turn for the id open or recently ended, or none open to end.
     #[error("lifecycle turn refused: {0}")]
@@ -266,7 +270,11 @@ impl HostState {
     ) -> Result<HostState, PatternError> {
         let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
         Ok(HostState {
-            p: HostPolicy::new(rules.policy.clone()),
+            p: HostPolicy::new(
+                rules.policy.clone(),
+                rules.enabled.clone(),
+                rules.disabled.clone(),
+            ),
             limiter: FetchLimiter::new(rules.manifest_fetch_burst, rules.manifest_fetch_per_sec),
             announced: None,
             rules,
@@ -595,9 +603,7 @@ impl HostState {
             ChangeRefused::McpOnly(r) => StateError::McpOnly(r),
             ChangeRefused::Policy(p) => StateError::Policy(p),
         })?;
-        let params = plan
-            .hg
-            .update_params(self.rules.enabled.as_deref(), &self.rules.disabled);
+        let params = self.p.update_params(&plan.hg);
         let deadline = now + self.rules.policy_timeout;
         self.send_request(
             "featureSets/update",
@@ -605,6 +611,31 @@ impl HostState {
             Purpose::Change(plan),
             deadline,
         );
+        Ok(())
+    }
+
+    /// Disables feature sets `sets` with a `featureSets/update` **Notification** carrying
+    /// only `disabled` (§6.7: a reduction servers must respect; the carrier a tester sends to
+    /// see whether they do): applied before the Notification is written, and repeated in
+    /// every later policy Request's `disabled`, so no Request re-enables them. The grant is
+    /// unchanged and nothing widens. Refused on an MCP-only connection, while a policy
+    /// exchange is in flight (as [`Self::set_policy`]), and for a list past
+    /// [`crate::policy::MAX_POLICY_LIST_ENTRIES`] in total or a name that is not a
+    /// feature-set name or pattern ([`StateError::Selection`]): nothing is applied then.
+    pub fn disable_by_notification(&mut self, sets: &[String]) -> Result<(), StateError> {
+        if let Mode::McpOnly(r) = &self.p.mode {
+            if self.p.ready {
+                return Err(StateError::McpOnly(r.clone()));
+            }
+        }
+        if self.phase != Phase::Up || self.policy_in_flight() {
+            return Err(StateError::PolicyInFlight);
+        }
+        let params = self.p.disable_later(sets).map_err(|e| match e {
+            DisableRefused::McpOnly(r) => StateError::McpOnly(r),
+            DisableRefused::Selection(e) => StateError::Selection(e),
+        })?;
+        self.notify("featureSets/update", params);
         Ok(())
     }
 
