@@ -10,16 +10,14 @@ impl HostSession {
         method: &str,
         params: Option<&Value>,
     ) -> Result<(), HostError> {
-        let instead = match method {
-            "context/beforeInference" => Some("host::before_inference"),
-            "featureSets/update" => Some("HostSession::set_policy"),
-            "inference/lifecycle" => Some("HostSession::start_turn"),
-            "channels/outgoing/chunk" | "channels/outgoing/complete" => {
-                Some("HostSession::outgoing_stream")
-            }
-            _ => None,
-        };
-        if let Some(instead) = instead {
+        use session::outbound::Dedicated;
+        if let Some(d) = session::outbound::dedicated(method) {
+            let instead = match d {
+                Dedicated::Hook => "host::before_inference",
+                Dedicated::Policy => "HostSession::set_policy",
+                Dedicated::Lifecycle => "HostSession::start_turn",
+                Dedicated::OutgoingStream => "HostSession::outgoing_stream",
+            };
             return Err(HostError::UseDedicated {
                 method: method.to_owned(),
                 instead,

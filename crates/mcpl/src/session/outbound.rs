@@ -30,6 +30,44 @@ pub enum OutboundRefusal {
     ChannelNotPermitted(String),
 }
 
+/// A host method with an API of its own, which keeps the host's obligations for it: the
+/// generic send paths of `host::HostSession` and [`HostState`] refuse it and name the call.
+///
+/// [`HostState`]: super::HostState
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedicated {
+    /// `featureSets/update`: the policy exchange narrows first and widens on the receipt
+    /// (§5.3, §6.7).
+    Policy,
+    /// `context/beforeInference`: sent only where it applies, `userMessage` redacted without
+    /// `observe`, the answer judged under the grant at its receipt (§10.1, §5.4).
+    Hook,
+    /// `inference/lifecycle`: one `started` and one terminal per turn (§10.5).
+    Lifecycle,
+    /// `channels/outgoing/chunk` and `/complete`: indexed per inference, completed once
+    /// (§14.3).
+    OutgoingStream,
+}
+
+/// Whether `method` is one of the host's [`Dedicated`] methods: one rule for every generic
+/// send path.
+pub fn dedicated(method: &str) -> Option<Dedicated> {
+    use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
+    use crate::protocol::feature_sets::FeatureSetsUpdate;
+    use crate::protocol::hooks::BeforeInference;
+    use crate::protocol::lifecycle::InferenceLifecycle;
+    use crate::protocol::Method;
+    match method {
+        FeatureSetsUpdate::NAME => Some(Dedicated::Policy),
+        BeforeInference::NAME => Some(Dedicated::Hook),
+        InferenceLifecycle::NAME => Some(Dedicated::Lifecycle),
+        ChannelsOutgoingChunk::NAME | ChannelsOutgoingComplete::NAME => {
+            Some(Dedicated::OutgoingStream)
+        }
+        _ => None,
+    }
+}
+
 /// The channel methods addressed to one channel by its `channelId` (§14.3).
 fn keyed(method: &str) -> bool {
     matches!(

@@ -946,6 +946,151 @@ fn s17_5_a_fetched_manifest_that_removes_a_capability_revokes_it_and_is_told() {
     );
 }
 
+/// §17.4: the application may fetch the manifest at any time; the answer is reviewed like an
+/// announced one (§17.5: a revocation applies at once and is told by Request), and spends
+/// nothing of the announcement rate limit (§17.8).
+#[test]
+fn s17_4_a_fetch_the_application_asks_for_is_reviewed_like_an_announced_one() {
+    let mut p = Pair::new(&["pushEvents", "channels.register"], server_rules());
+    assert_eq!(
+        p.host.refresh_manifest(p.now),
+        Err(StateError::NotConnected)
+    );
+    p.host.start(p.now);
+    p.drive();
+    for _ in 0..5 {
+        p.host.refresh_manifest(p.now).expect("up, MCPL advertised");
+        p.drive();
+        assert!(answer_fetch(&mut p, manifest()), "fetched at once");
+        p.drive();
+    }
+    assert!(
+        !p.host_out.iter().any(|o| matches!(
+            o,
+            HostOutput::Diagnostic(HostDiagnostic::ManifestFetchDropped { .. })
+        )),
+        "outside the announcement limit"
+    );
+    let mut smaller = manifest();
+    smaller.as_object_mut().unwrap().remove("channels");
+    p.host.refresh_manifest(p.now).expect("up");
+    p.drive();
+    assert!(answer_fetch(&mut p, smaller));
+    p.drive();
+    assert!(!p.host.grant().allows(Capability::ChannelsRegister));
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Event(HostEvent::ManifestChange(_)))));
+    assert!(
+        !p.server.grant().allows(Capability::ChannelsRegister),
+        "the revocation was told by Request (§6.7)"
+    );
+    // Announcements still get their own burst.
+    p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}}));
+    p.drive();
+    assert!(answer_fetch(&mut p, manifest()), "an announcement fetches");
+
+    let mut mcp = Pair::new(&["tools"], server_rules());
+    mcp.host.start(mcp.now);
+    mcp.step_server();
+    mcp.to_host.clear();
+    mcp.server_writes(json!({
+        "jsonrpc": "2.0", "id": 1,
+        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                    "serverInfo": { "name": "plain" } }
+    }));
+    mcp.drive();
+    assert_eq!(
+        mcp.host.refresh_manifest(mcp.now),
+        Err(StateError::McpOnly(McpOnlyReason::NotAdvertised))
+    );
+}
+
+/// §5.4: what the application sends goes through the host's outbound gate, methods with an
+/// API of their own are refused by name, and every request ends in its answer or its
+/// timeout, a late answer reported rather than dropped.
+#[test]
+fn s5_4_the_applications_own_requests_are_gated_and_end_in_an_answer_or_a_timeout() {
+    let mut p = Pair::new(&["tools", "pushEvents"], server_rules());
+    let call = json!({ "name": "echo", "arguments": {} });
+    assert_eq!(
+        p.host
+            .request(p.now, "tools/call", call.clone(), Duration::from_secs(1)),
+        Err(StateError::NotConnected)
+    );
+    p.host.start(p.now);
+    p.drive();
+    for (method, instead) in [
+        ("featureSets/update", "HostState::set_policy"),
+        ("context/beforeInference", "HostState::before_inference"),
+        ("inference/lifecycle", "HostState::start_turn"),
+        ("channels/outgoing/chunk", "HostState::start_stream"),
+    ] {
+        assert_eq!(
+            p.host.notify(method, json!({})),
+            Err(StateError::UseDedicated {
+                method: method.into(),
+                instead
+            })
+        );
+    }
+    // Not granted (channels.publish): refused locally, nothing written.
+    let written = p.host_wrote.len();
+    assert!(matches!(
+        p.host
+            .notify("channels/publish", json!({ "channelId": "c" })),
+        Err(StateError::NotSent(_))
+    ));
+    p.drive();
+    assert_eq!(p.host_wrote.len(), written);
+
+    let id = p
+        .host
+        .request(p.now, "tools/call", call.clone(), Duration::from_secs(1))
+        .expect("tools granted");
+    p.drive();
+    let Some(ServerOutput::Request { id: sid, .. }) = p
+        .server_out
+        .iter()
+        .rfind(|o| matches!(o, ServerOutput::Request { method, .. } if method == "tools/call"))
+        .cloned()
+    else {
+        panic!("the server got the call: {:?}", p.server_out);
+    };
+    p.server
+        .answer(sid, Ok(json!({ "content": [] })))
+        .expect("handed out");
+    p.drive();
+    assert!(p.host_out.contains(&HostOutput::Response {
+        id,
+        outcome: Ok(json!({ "content": [] }))
+    }));
+
+    // Unanswered: it times out at its deadline, and the late answer is reported.
+    let late = p
+        .host
+        .request(p.now, "tools/call", call, Duration::from_secs(1))
+        .expect("tools granted");
+    p.drive();
+    let Some(ServerOutput::Request { id: sid, .. }) = p.server_out.last().cloned() else {
+        panic!("the server got the call");
+    };
+    p.host.handle_timeout(p.now + Duration::from_secs(2));
+    p.collect();
+    assert!(p
+        .host_out
+        .contains(&HostOutput::RequestTimedOut { id: late }));
+    p.server.answer(sid, Ok(json!({}))).expect("handed out");
+    p.drive();
+    assert!(matches!(
+        p.host_out.last(),
+        Some(HostOutput::Diagnostic(
+            HostDiagnostic::UnexpectedResponse { .. }
+        ))
+    ));
+}
+
 #[test]
 fn s17_8_announcements_are_coalesced_and_rate_limited() {
     let mut p = Pair::connect(&["pushEvents"], server_rules());

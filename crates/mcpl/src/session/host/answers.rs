@@ -6,7 +6,20 @@ use super::*;
 impl HostState {
     pub(super) fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
         match purpose {
-            Purpose::Fetch => self.on_fetched(now, answer),
+            Purpose::Fetch => {
+                let announced = self.announced.take();
+                self.on_fetched(now, answer, announced);
+                self.after_announced_fetch(now);
+            }
+            Purpose::Refresh => self.on_fetched(now, answer, None),
+            Purpose::App => self.out.push_back(match answer {
+                Answer::Result(v) => HostOutput::Response { id, outcome: Ok(v) },
+                Answer::Error(e) => HostOutput::Response {
+                    id,
+                    outcome: Err(e),
+                },
+                Answer::Timeout => HostOutput::RequestTimedOut { id },
+            }),
             Purpose::Hook => {
                 let answer = match answer {
                     Answer::Result(v) => Ok(v),

@@ -255,8 +255,7 @@ impl HostState {
 
     /// A fetched manifest (§17.5): bounded, reviewed, its receipt handed out; a revocation
     /// or a suspension is told by Request (§6.7); a coalesced announcement fetches again.
-    pub(super) fn on_fetched(&mut self, now: Instant, answer: Answer) {
-        let announced = self.announced.take();
+    pub(super) fn on_fetched(&mut self, now: Instant, answer: Answer, announced: Option<String>) {
         match answer {
             Answer::Result(v) => {
                 let count = crate::manifest::feature_set_count(&v);
@@ -298,6 +297,11 @@ impl HostState {
                 detail: format!("no answer within {:?}", self.rules.manifest_timeout),
             }),
         }
+    }
+
+    /// After the answer to an announced fetch: the rate limiter (§17.8) frees its slot and
+    /// fetches again when announcements were coalesced meanwhile.
+    pub(super) fn after_announced_fetch(&mut self, now: Instant) {
         let before = self.limiter.dropped();
         let again = self.limiter.on_fetch_complete(now);
         if self.limiter.dropped() > before {

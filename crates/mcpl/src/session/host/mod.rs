@@ -158,6 +158,18 @@ pub enum StateError {
     /// [`HostState::answer`] named a request that was not handed out or is already answered.
     #[error("no request {0} is waiting for an answer")]
     UnknownRequest(String),
+    /// The method has an API of its own that keeps the host's obligations for it
+    /// ([`super::outbound::dedicated`]): nothing was sent.
+    #[error("{method} cannot be sent raw: call {instead} instead, which keeps the host's obligations for it")]
+    UseDedicated {
+        /// The method.
+        method: String,
+        /// What to call instead.
+        instead: &'static str,
+    },
+    /// The connection is not up: wait for [`HostOutput::Connected`] (`Ok`), or it is closed.
+    #[error("the connection is not up: wait for HostOutput::Connected, or connect again")]
+    NotConnected,
 }
 
 /// What a [`HostState`] produced, drained in order by [`HostState::poll_output`].
@@ -201,6 +213,19 @@ pub enum HostOutput {
         /// The judged answer.
         verdict: rules::HookVerdict,
     },
+    /// The answer to a [`HostState::request`]: the server's result or error.
+    Response {
+        /// The id [`HostState::request`] returned.
+        id: u64,
+        /// Its outcome.
+        outcome: Result<Value, ErrorObject>,
+    },
+    /// A [`HostState::request`] got no answer within its timeout; a later answer is reported
+    /// as [`HostDiagnostic::UnexpectedResponse`].
+    RequestTimedOut {
+        /// The id [`HostState::request`] returned.
+        id: u64,
+    },
     /// Close the connection (after writing what was transmitted before).
     Close,
 }
@@ -213,7 +238,12 @@ enum Purpose {
     Change(ChangePlan),
     Hook,
     Fetch,
+    /// A fetch the application asked for ([`HostState::refresh_manifest`]): reviewed like
+    /// any, outside the announcement rate limit (§17.4: a host may fetch at any time).
+    Refresh,
     Reduction,
+    /// The application's own request ([`HostState::request`]).
+    App,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,7 +447,7 @@ impl HostState {
             inference_id.to_owned(),
             (conversation_id.to_owned(), turn_index),
         );
-        self.notify("inference/lifecycle", params);
+        self.write_notification("inference/lifecycle", params);
         Ok(())
     }
 
@@ -442,7 +472,7 @@ impl HostState {
             o.insert("usage".into(), u);
         }
         match self.gate_lifecycle(&params) {
-            Ok(()) => self.notify("inference/lifecycle", params),
+            Ok(()) => self.write_notification("inference/lifecycle", params),
             Err(e) => self.diag(HostDiagnostic::LifecycleNotSent {
                 inference_id: inference_id.to_owned(),
                 detail: e.to_string(),
@@ -516,7 +546,7 @@ impl HostState {
         if let Some(s) = self.open_streams.get_mut(inference_id) {
             s.chunk_sent(channel_id, delta);
         }
-        self.notify("channels/outgoing/chunk", params);
+        self.write_notification("channels/outgoing/chunk", params);
         Ok(())
     }
 
@@ -534,7 +564,7 @@ impl HostState {
         if let Some(s) = self.open_streams.get_mut(inference_id) {
             s.complete_sent(channel_id);
         }
-        self.notify("channels/outgoing/complete", params);
+        self.write_notification("channels/outgoing/complete", params);
         Ok(())
     }
 
@@ -550,7 +580,7 @@ impl HostState {
         self.streams.end(inference_id);
         for (channel_id, params) in stream.take_owed() {
             match self.gate("channels/outgoing/complete", &params) {
-                Ok(()) => self.notify("channels/outgoing/complete", params),
+                Ok(()) => self.write_notification("channels/outgoing/complete", params),
                 Err(r) => self.diag(HostDiagnostic::OutgoingNotCompleted {
                     inference_id: inference_id.to_owned(),
                     channel_id,
@@ -561,7 +591,7 @@ impl HostState {
         Ok(())
     }
 
-    fn notify(&mut self, method: &str, params: Value) {
+    fn write_notification(&mut self, method: &str, params: Value) {
         self.transmit(Message::Notification(Notification {
             method: method.to_owned(),
             params: Some(params),
@@ -583,6 +613,70 @@ impl HostState {
             id: Some(id),
             outcome,
         }));
+        Ok(())
+    }
+
+    /// Sends request `method` on the application's behalf once the connection is up, after
+    /// the host's outbound gate ([`super::outbound::gate`]: direction, readiness and grant
+    /// §5.4, no MCPL method when MCP-only §3.3, channel methods §14.1); a method with an API
+    /// of its own is refused ([`super::outbound::dedicated`]), as `HostSession`'s generic path
+    /// refuses it. Returns its id; the answer comes out as [`HostOutput::Response`], or
+    /// [`HostOutput::RequestTimedOut`] once `timeout` has passed.
+    pub fn request(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<u64, StateError> {
+        self.gate_app(method, &params)?;
+        let id = self.next_id;
+        self.send_request(method, params, Purpose::App, now + timeout);
+        Ok(id)
+    }
+
+    /// Sends notification `method` on the application's behalf, by the same gate as
+    /// [`Self::request`].
+    pub fn notify(&mut self, method: &str, params: Value) -> Result<(), StateError> {
+        self.gate_app(method, &params)?;
+        self.write_notification(method, params);
+        Ok(())
+    }
+
+    /// The gate of the application's generic send paths.
+    fn gate_app(&self, method: &str, params: &Value) -> Result<(), StateError> {
+        use super::outbound::Dedicated;
+        if let Some(d) = super::outbound::dedicated(method) {
+            let instead = match d {
+                Dedicated::Hook => "HostState::before_inference",
+                Dedicated::Policy => "HostState::set_policy",
+                Dedicated::Lifecycle => "HostState::start_turn",
+                Dedicated::OutgoingStream => "HostState::start_stream",
+            };
+            return Err(StateError::UseDedicated {
+                method: method.to_owned(),
+                instead,
+            });
+        }
+        if self.phase != Phase::Up {
+            return Err(StateError::NotConnected);
+        }
+        Ok(self.gate(method, params)?)
+    }
+
+    /// Fetches `mcpl/manifest` now (§17.4: a host may fetch at any time, outside the
+    /// announcement rate limit of §17.8) and reviews the answer where it is read, like an
+    /// announced change (§17.5): its receipt, a revocation told by Request. Refused before
+    /// the connection is up and on a connection whose server advertised no MCPL.
+    pub fn refresh_manifest(&mut self, now: Instant) -> Result<(), StateError> {
+        if self.phase != Phase::Up {
+            return Err(StateError::NotConnected);
+        }
+        if self.p.review.is_none() {
+            return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
+        }
+        let deadline = now + self.rules.manifest_timeout;
+        self.send_request("mcpl/manifest", json!({}), Purpose::Refresh, deadline);
         Ok(())
     }
 
@@ -635,7 +729,7 @@ impl HostState {
             DisableRefused::McpOnly(r) => StateError::McpOnly(r),
             DisableRefused::Selection(e) => StateError::Selection(e),
         })?;
-        self.notify("featureSets/update", params);
+        self.write_notification("featureSets/update", params);
         Ok(())
     }
 
