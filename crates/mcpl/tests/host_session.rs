@@ -943,6 +943,27 @@ async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
     assert_eq!(r.unwrap()["content"], "Hello");
 }
 
+/// §11.4: a stream handler that sent no chunk still owes one: its final text goes out as
+/// chunk 0 before the response (the rule `HostState::answer` applies too,
+/// `session::rules::owed_chunk`).
+#[tokio::test]
+async fn s11_4_a_stream_handler_that_sent_no_chunk_still_sends_the_text_as_one() {
+    let (m, mut cfg) = streaming_setup();
+    cfg.stream_handler = Some(std::sync::Arc::new(
+        |_p: Value, _sink: mcpl::host::ChunkSink| {
+            Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
+        },
+    ));
+    let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
+    let (chunks, r) = streamed_request(&mut server, "hi").await;
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
+    assert_eq!(
+        (&chunks[0]["index"], &chunks[0]["delta"]),
+        (&json!(0), &json!("Hello"))
+    );
+    assert_eq!(r.unwrap()["content"], "Hello");
+}
+
 #[tokio::test]
 async fn s10_system_injection_rejected_while_before_user_accepted() {
     let (_s, mut streams, _server, fan, hook) = hook_in_flight().await;

@@ -14,7 +14,9 @@ pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + 
 pub struct ChunkSink {
     pub(super) session: HostSession,
     pub(super) request_id: crate::jsonrpc::RequestId,
-    pub(super) next: u64,
+    /// Chunks sent, shared with the task that sends the final response (§11.4: a stream
+    /// that got none gets the result's text as one, [`rules::owed_chunk`]).
+    pub(super) sent: Arc<std::sync::atomic::AtomicU64>,
     pub(super) ended: Arc<AtomicBool>,
 }
 
@@ -24,32 +26,28 @@ impl ChunkSink {
         if self.ended.load(Ordering::SeqCst) {
             return Err(HostError::StreamEnded);
         }
-        let params = json!({ "requestId": self.request_id.to_value(), "index": self.next,
-                             "delta": delta });
+        let index = self.sent();
+        let params = rules::chunk_params(&self.request_id, index, delta);
         self.session.notify_gated("inference/chunk", params).await?;
-        self.next += 1;
+        self.sent.store(index + 1, Ordering::SeqCst);
         Ok(())
     }
 
     /// How many chunks were sent.
     pub fn sent(&self) -> u64 {
-        self.next
+        self.sent.load(Ordering::SeqCst)
     }
-}
 
-/// The generated text of an `inference/request` result (§11.3 `content`: a string, or
-/// content blocks whose text blocks are joined); `None` when there is none.
-pub(super) fn result_text(result: &Value) -> Option<String> {
-    let text = match result.get("content")? {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => return None,
-    };
-    (!text.is_empty()).then_some(text)
+    /// Sends the chunk a streamed request is still owed before its final response
+    /// ([`rules::owed_chunk`], §11.4), if any.
+    pub(super) async fn send_owed(&mut self, result: &Result<Value, ErrorObject>) {
+        let Ok(result) = result else { return };
+        if let Some(text) = rules::owed_chunk(self.sent(), result) {
+            if let Err(e) = self.send(&text).await {
+                tracing::debug!(error = %e, "owed chunk not sent");
+            }
+        }
+    }
 }
 
 /// A future returned by an application request handler.

@@ -66,25 +66,29 @@ impl HostSession {
                         return;
                     }
                 }
-                let streaming = method == "inference/request"
-                    && params
-                        .as_ref()
-                        .and_then(|p| p.get("stream"))
-                        .and_then(Value::as_bool)
-                        == Some(true);
+                let streaming =
+                    method == "inference/request" && rules::is_streamed(params.as_ref());
                 if let (true, Some(h)) = (streaming, self.inner.config.stream_handler.clone()) {
                     // admit() required the streaming leaf for `stream: true` (§11.4).
                     let ended = Arc::new(AtomicBool::new(false));
+                    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
                     let sink = ChunkSink {
                         session: self.clone(),
                         request_id: req.id().clone(),
-                        next: 0,
+                        sent: sent.clone(),
                         ended: ended.clone(),
+                    };
+                    let mut owed = ChunkSink {
+                        session: self.clone(),
+                        request_id: req.id().clone(),
+                        sent,
+                        ended: Arc::new(AtomicBool::new(false)),
                     };
                     let p = params.unwrap_or(Value::Null);
                     tokio::spawn(async move {
-                        let r = h(p, sink).await.and_then(checked_result);
+                        let r = h(p, sink).await.and_then(rules::checked_inference_result);
                         ended.store(true, Ordering::SeqCst);
+                        owed.send_owed(&r).await;
                         let _ = req.finish(r).await;
                     });
                     return;
@@ -100,21 +104,17 @@ impl HostSession {
                         let mut sink = streaming.then(|| ChunkSink {
                             session: self.clone(),
                             request_id: req.id().clone(),
-                            next: 0,
+                            sent: Arc::default(),
                             ended: Arc::new(AtomicBool::new(false)),
                         });
                         tokio::spawn(async move {
                             let r = h(&method, p).await;
                             let r = match method.as_str() {
-                                "inference/request" => r.and_then(checked_result),
+                                "inference/request" => r.and_then(rules::checked_inference_result),
                                 _ => r,
                             };
-                            if let (Some(sink), Ok(result)) = (sink.as_mut(), &r) {
-                                if let Some(text) = result_text(result) {
-                                    if let Err(e) = sink.send(&text).await {
-                                        tracing::debug!(error = %e, "single chunk not sent");
-                                    }
-                                }
+                            if let Some(sink) = sink.as_mut() {
+                                sink.send_owed(&r).await;
                             }
                             let _ = req.finish(r).await;
                         });
@@ -253,22 +253,4 @@ impl HostSession {
         self.report(diags);
         r
     }
-}
-
-/// Holds the application's `inference/request` result to §11.3's rule
-/// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports): a
-/// malformed one is not sent (a server would misread it); the request is answered `-32603`
-/// naming the defects, and the author's mistake is logged.
-fn checked_result(result: Value) -> Result<Value, ErrorObject> {
-    let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
-    if fails.is_empty() {
-        return Ok(result);
-    }
-    let detail = format!(
-        "the host application's inference/request result is malformed (§11.3): {}; return \
-         {{content: string, finishReason: one of App. B.4's, ...}}",
-        fails.join("; ")
-    );
-    tracing::warn!(%detail, "mcpl host: author mistake");
-    Err(ErrorObject::internal(detail))
 }

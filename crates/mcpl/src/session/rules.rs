@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::HostDiagnostic;
 use crate::capability::{Capability, Grant, Requirement};
-use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::manifest::review::ManifestReview;
 use crate::policy::{self, SetRefusal};
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagOntology, TagSet};
@@ -262,6 +262,57 @@ pub fn judge_push(
         },
         event_id: event_id.to_owned(),
     })
+}
+
+/// The host application's `inference/request` result, checked before it is sent (§11.3, by
+/// [`crate::protocol::inference::result_defects`]): a malformed one is the application's
+/// mistake, logged at `warn` and answered `-32603` in its place so the server never reads
+/// it. `HostSession` and [`HostState`](super::HostState) answer through it.
+pub fn checked_inference_result(result: Value) -> Result<Value, ErrorObject> {
+    let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
+    if fails.is_empty() {
+        return Ok(result);
+    }
+    let detail = format!(
+        "the host application's inference/request result is malformed (§11.3): {}; return \
+         {{content: string, finishReason: one of App. B.4's, ...}}",
+        fails.join("; ")
+    );
+    tracing::warn!(%detail, "mcpl host: author mistake");
+    Err(ErrorObject::internal(detail))
+}
+
+/// Whether `inference/request` params ask for a stream (§11.4: `stream: true`).
+pub fn is_streamed(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("stream"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// The `inference/chunk` params of chunk `index` of request `request_id` (§11.4).
+pub fn chunk_params(request_id: &RequestId, index: u64, delta: &str) -> Value {
+    json!({ "requestId": request_id.to_value(), "index": index, "delta": delta })
+}
+
+/// The one chunk owed before the response to a streamed `inference/request` that got none
+/// (§11.4: with `stream: true` the host sends chunks before the final response): the
+/// result's generated text (§11.3 `content`: a string, or its text blocks joined); `None`
+/// when chunks were sent already or there is no text.
+pub fn owed_chunk(chunks_sent: u64, result: &Value) -> Option<String> {
+    if chunks_sent > 0 {
+        return None;
+    }
+    let text = match result.get("content")? {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
 }
 
 /// `inference/request` names its `featureSet` (§11.1, §11.2): a malformed request `-32602`,

@@ -580,6 +580,123 @@ fn s11_1_inference_requests_go_to_the_application_after_the_gates() {
     ));
 }
 
+fn inference_rules() -> ServerRules {
+    let mut rules = server_rules();
+    rules.manifest = json!({
+        "version": "0.5",
+        "inferenceRequest": { "streaming": {} },
+        "featureSets": { "assist": { "uses": ["inferenceRequest", "inferenceRequest.streaming"] } }
+    });
+    rules
+}
+
+/// The `inference/request` handed to the application, by its id.
+fn handed_inference(p: &Pair) -> RequestId {
+    p.host_out
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            HostOutput::Request { id, method, .. } if method == "inference/request" => {
+                Some(id.clone())
+            }
+            _ => None,
+        })
+        .expect("handed to the application")
+}
+
+/// §11.4: the chunks of a streamed `inference/request` (`requestId` its id, `index` from 0)
+/// go out before its answer; one that got none gets the result's text as one chunk; a
+/// request that is not streamed takes no chunk; and the answer is held to §11.3 (a
+/// malformed result is answered `-32603` in its place).
+#[test]
+fn s11_4_chunks_go_before_the_answer_and_a_stream_without_any_owes_one() {
+    let mut p = Pair::connect(
+        &["inferenceRequest", "inferenceRequest.streaming"],
+        inference_rules(),
+    );
+    assert!(p.host.grant().allows(Capability::InferenceRequestStreaming));
+    let streamed = json!({ "featureSet": "assist", "stream": true,
+                           "messages": [{ "role": "user", "content": "hi" }] });
+    let result = json!({ "content": "Hello", "finishReason": "end_turn" });
+
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 90, "method": "inference/request",
+                           "params": streamed}),
+    );
+    p.drive();
+    let id = handed_inference(&p);
+    let from = p.host_wrote.len();
+    p.host
+        .inference_chunk(&id, "Hel")
+        .expect("streamed, waiting");
+    p.host
+        .inference_chunk(&id, "lo")
+        .expect("streamed, waiting");
+    p.host
+        .answer(id.clone(), Ok(result.clone()))
+        .expect("handed out");
+    p.drive();
+    let wrote: Vec<Value> = p.host_wrote[from..]
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    assert_eq!(wrote.len(), 3, "{wrote:?}");
+    assert_eq!(
+        wrote[0]["params"],
+        json!({ "requestId": 90, "index": 0, "delta": "Hel" })
+    );
+    assert_eq!(
+        wrote[1]["params"],
+        json!({ "requestId": 90, "index": 1, "delta": "lo" })
+    );
+    assert_eq!(wrote[2]["result"], result);
+    assert!(matches!(
+        p.host.inference_chunk(&id, "late"),
+        Err(StateError::Stream(_))
+    ));
+
+    // None sent: the text goes out as chunk 0 before the answer.
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 91, "method": "inference/request",
+                           "params": streamed}),
+    );
+    p.drive();
+    let id = handed_inference(&p);
+    let from = p.host_wrote.len();
+    p.host.answer(id, Ok(result.clone())).expect("handed out");
+    p.drive();
+    let wrote: Vec<Value> = p.host_wrote[from..]
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    assert_eq!(wrote.len(), 2, "{wrote:?}");
+    assert_eq!(wrote[0]["method"], "inference/chunk");
+    assert_eq!(
+        wrote[0]["params"],
+        json!({ "requestId": 91, "index": 0, "delta": "Hello" })
+    );
+
+    // Not streamed: no chunk, before or with the answer; a malformed result is not sent.
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 92, "method": "inference/request",
+                           "params": { "featureSet": "assist",
+                                       "messages": [{ "role": "user", "content": "hi" }] }}),
+    );
+    p.drive();
+    let id = handed_inference(&p);
+    assert!(matches!(
+        p.host.inference_chunk(&id, "x"),
+        Err(StateError::Stream(_))
+    ));
+    let from = p.host_wrote.len();
+    p.host
+        .answer(id, Ok(json!({ "content": 7 })))
+        .expect("handed out");
+    p.drive();
+    assert_eq!(p.host_wrote.len(), from + 1);
+    assert_eq!(p.host_answer(92).unwrap()["error"]["code"], -32603);
+}
+
 #[test]
 fn an_unknown_response_is_reported_not_dropped() {
     let mut p = Pair::connect(&["pushEvents"], server_rules());

@@ -58,7 +58,7 @@ impl HostState {
                         return self.respond(r.id, Err(e));
                     }
                 }
-                if self.app_pending.contains(&r.id) {
+                if self.app_pending.contains_key(&r.id) {
                     let e = ErrorObject::invalid_request("a request with this id is in flight");
                     return self.respond(r.id, Err(e));
                 }
@@ -72,7 +72,13 @@ impl HostState {
                         params: r.params.clone(),
                     });
                 if handed {
-                    self.app_pending.insert(r.id);
+                    let inference = r.method == "inference/request";
+                    let req = AppRequest {
+                        inference,
+                        streamed: inference && rules::is_streamed(r.params.as_ref()),
+                        chunks: 0,
+                    };
+                    self.app_pending.insert(r.id, req);
                 } else {
                     let limit = self.rules.max_pending_outputs;
                     self.respond(r.id, Err(ErrorObject::busy(limit)));

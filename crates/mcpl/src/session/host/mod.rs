@@ -2,7 +2,7 @@
 //! §6.7, §9, §11.1). Inputs arrive in wire order, so every message is judged under exactly
 //! the readiness and grant in force where it was read: no wire-position bookkeeping.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
@@ -230,6 +230,17 @@ pub enum HostOutput {
     Close,
 }
 
+/// A server request handed out to the application ([`HostOutput::Request`]).
+#[derive(Debug, Clone, Copy)]
+struct AppRequest {
+    /// An `inference/request`: its result is checked before it is sent (§11.3).
+    inference: bool,
+    /// With `stream: true` (§11.4): chunks may go out before the answer.
+    streamed: bool,
+    /// Chunks sent so far.
+    chunks: u64,
+}
+
 /// What a request of ours is for.
 #[derive(Debug, Clone)]
 enum Purpose {
@@ -283,7 +294,8 @@ pub struct HostState {
     dedupe: Dedupe,
     next_id: u64,
     pending: HashMap<u64, (Purpose, Instant)>,
-    app_pending: HashSet<RequestId>,
+    /// Server requests handed out to the application and not yet answered.
+    app_pending: HashMap<RequestId, AppRequest>,
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
@@ -320,7 +332,7 @@ impl HostState {
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: HashMap::new(),
-            app_pending: HashSet::new(),
+            app_pending: HashMap::new(),
             out: VecDeque::new(),
             handed_out: 0,
         })
@@ -604,15 +616,50 @@ impl HostState {
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), StateError> {
-        if !self.app_pending.remove(&id) {
+        let Some(req) = self.app_pending.remove(&id) else {
             return Err(StateError::UnknownRequest(
                 serde_json::to_string(&id).unwrap_or_default(),
             ));
+        };
+        let outcome = match outcome {
+            Ok(v) if req.inference => rules::checked_inference_result(v),
+            other => other,
+        };
+        if let (true, Ok(result)) = (req.streamed, &outcome) {
+            if let Some(text) = rules::owed_chunk(req.chunks, result) {
+                let params = rules::chunk_params(&id, 0, &text);
+                // Gated like every chunk: a grant narrowed meanwhile sends none.
+                if self.gate("inference/chunk", &params).is_ok() {
+                    self.write_notification("inference/chunk", params);
+                }
+            }
         }
         self.transmit(Message::Response(Response {
             id: Some(id),
             outcome,
         }));
+        Ok(())
+    }
+
+    /// Sends the next `inference/chunk` (§11.4) of a streamed `inference/request` handed out
+    /// and not yet answered; gated per chunk (`inference.streaming`, §5.4), so a grant
+    /// narrowed mid-stream stops it. The answer ([`Self::answer`]) follows the chunks.
+    pub fn inference_chunk(&mut self, id: &RequestId, delta: &str) -> Result<(), StateError> {
+        let index = match self.app_pending.get(id) {
+            Some(r) if r.streamed => r.chunks,
+            _ => {
+                return Err(StateError::Stream(format!(
+                    "no streamed inference/request {} is waiting for its answer",
+                    serde_json::to_string(id).unwrap_or_default()
+                )))
+            }
+        };
+        let params = rules::chunk_params(id, index, delta);
+        self.gate("inference/chunk", &params)?;
+        if let Some(r) = self.app_pending.get_mut(id) {
+            r.chunks = index + 1;
+        }
+        self.write_notification("inference/chunk", params);
         Ok(())
     }
 
