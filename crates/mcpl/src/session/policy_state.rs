@@ -40,6 +40,16 @@ pub(crate) struct ChangePlan {
     pub(crate) widening: CapabilitySet,
 }
 
+impl ChangePlan {
+    /// Caps what this change's accepting receipt may activate at `told`, the grant a
+    /// reduction Request sent after it tells. SPEC §6.7 is silent on a reduction overtaking
+    /// a change in flight; read fail-closed: the server applies the reduction after the
+    /// change, so activating more would widen past the server's last word, untold.
+    pub(crate) fn cap(&mut self, told: &Grant) {
+        self.hg.effective = self.hg.effective.intersect(told.capabilities());
+    }
+}
+
 /// What a decision did beyond the state: the mode it entered (for a `ModeChanged` event)
 /// and whether the connection must close.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -1932,6 +1932,47 @@ fn s6_7_a_revocation_fetched_while_the_reduction_is_in_flight_is_told_too() {
     );
 }
 
+/// Found by `tests/model_host_state.rs`: a revocation fetched while a widening Request is in
+/// flight is told at once by a reduction Request, which the server reads, and applies, after
+/// the widening. The widening's accepting receipt, read later, must not activate what that
+/// reduction withheld: the server's last word is the reduction (§6.7: every change to the
+/// grant goes by Request, and nothing is activated the server does not believe it has).
+#[test]
+fn s6_7_a_widening_in_flight_activates_no_more_than_a_later_reduction_told() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    assert!(!p.host.grant().allows(Capability::ChannelsRegister));
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into(), "channels.register".into()])
+        .unwrap();
+    p.server_writes(announce());
+    p.step_host(); // the fetch goes out behind the widening Request
+    let fetch = last_fetch_id(&p);
+    p.step_server(); // the widening Request: applied, its receipt is on the wire to the host
+    p.step_server(); // the fetch reaches the server application
+                     // The fetch answered ahead of that receipt: `pushEvents` is gone.
+    let smaller = json!({"version": "0.5", "channels": {"register": {}}, "featureSets": {}});
+    p.to_host
+        .push_front(json!({"jsonrpc": "2.0", "id": fetch, "result": smaller}).to_string());
+    p.step_host(); // the revocation: nothing is left, and a reduction Request tells so
+    assert!(!p.host.grant().allows(Capability::PushEvents));
+    p.drive(); // the widening's receipt; the server reads the reduction and answers it
+    let change = p
+        .host_out
+        .iter()
+        .find_map(|o| match o {
+            HostOutput::PolicyChanged(c) => Some(c),
+            _ => None,
+        })
+        .expect("the change ended");
+    assert!(change.activated.is_empty(), "{change:?}");
+    assert!(change.not_activated.contains(Capability::ChannelsRegister));
+    assert!(
+        !p.host.grant().allows(Capability::ChannelsRegister),
+        "activated past the reduction the server applied last"
+    );
+    assert_eq!(p.server.grant(), p.host.grant());
+}
+
 #[test]
 fn requests_the_application_holds_unanswered_are_bounded() {
     // The application drains every output but answers nothing yet (a slow model): each

@@ -324,7 +324,14 @@ impl HostState {
     }
 
     pub(super) fn send_reduction(&mut self, now: Instant) {
-        let params = self.p.update_params(&self.p.reduction());
+        let hg = self.p.reduction();
+        // A change in flight activates no more than this tells (§6.7, `ChangePlan::cap`).
+        for (purpose, _) in self.pending.values_mut() {
+            if let Purpose::Change(plan) = purpose {
+                plan.cap(&hg.effective);
+            }
+        }
+        let params = self.p.update_params(&hg);
         let deadline = now + self.rules.policy_timeout;
         self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
     }
