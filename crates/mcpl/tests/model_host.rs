@@ -15,6 +15,11 @@
 //!
 //! After every step: the session's grant equals the model's; nothing was admitted or
 //! delivered whose capability was not in G at that moment; what G allows was admitted.
+//!
+//! `model_host_state.rs` drives the same model through the sans-I/O `HostState`
+//! deterministically (no tokio, time passed in), with more placements than this driver can
+//! pin down: traffic before the initial receipt, late receipts, manifest changes while a
+//! policy Request is in flight.
 #![cfg(feature = "runtime")]
 
 use std::collections::BTreeSet;
@@ -26,31 +31,13 @@ use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-/// The capabilities the script plays with.
-const UNIVERSE: [Capability; 7] = [
-    Capability::PushEvents,
-    Capability::ChannelsRegister,
-    Capability::ChannelsIncoming,
-    Capability::Observe,
-    Capability::InjectSystem,
-    Capability::InjectBeforeUser,
-    Capability::InjectAfterUser,
-];
-
-const INJECT: [(&str, Capability); 3] = [
-    ("system", Capability::InjectSystem),
-    ("beforeUser", Capability::InjectBeforeUser),
-    ("afterUser", Capability::InjectAfterUser),
-];
-
-fn set_of(mask: u8) -> CapabilitySet {
-    UNIVERSE
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, c)| *c)
-        .collect()
-}
+#[path = "support/host_model.rs"]
+mod host_model;
+use host_model::{
+    accepted_injections, check_incoming, check_push, check_register, effective_of, hook_answer,
+    hook_params, incoming_params, is_channel_message, is_push, manifest, patterns, push_params,
+    register_params, set_of, HOOK_CAPS,
+};
 
 /// How the scripted server answers a policy Request.
 #[derive(Debug, Clone)]
@@ -69,7 +56,7 @@ enum Msg {
     Register(u8),
     Incoming(u8),
     /// A `context/beforeInference` round whose response injects at these positions
-    /// (indices into [`INJECT`], 3 = an unknown position).
+    /// (indices into `host_model::INJECT`, 3 = an unknown position).
     Hook(Vec<u8>),
 }
 
@@ -116,45 +103,6 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// The manifest advertising exactly `a` (within the universe), with one feature set per
-/// advertised area so `uses` never names an unadvertised path.
-fn manifest(a: CapabilitySet) -> Value {
-    let mut m = mcpl::capability::advertisement_to_value(a);
-    m["version"] = json!("0.5");
-    let mut fs = serde_json::Map::new();
-    if a.contains(Capability::PushEvents) {
-        fs.insert(
-            "alerts".into(),
-            json!({"description": "Alerts", "uses": ["pushEvents"]}),
-        );
-    }
-    // One hook set per advertised inject leaf: a response claims one of them, and only
-    // injections at that set's position are declared (§6.4 rule 2).
-    for (pos, leaf) in INJECT {
-        if a.contains(leaf) {
-            fs.insert(
-                format!("hook.{pos}"),
-                json!({"description": "Hook", "uses": [leaf.as_str()]}),
-            );
-        }
-    }
-    m["featureSets"] = Value::Object(fs);
-    m
-}
-
-/// The position whose hook set a response claims: the first injection's, or `system`.
-fn claimed_position(positions: &[u8]) -> usize {
-    positions
-        .first()
-        .map(|p| *p as usize)
-        .filter(|p| *p < INJECT.len())
-        .unwrap_or(0)
-}
-
-fn patterns(p: CapabilitySet) -> Vec<String> {
-    p.sorted_paths().into_iter().map(str::to_owned).collect()
-}
-
 /// The model's state.
 struct Model {
     advertised: CapabilitySet,
@@ -184,20 +132,6 @@ async fn next_request(incoming: &mut Incoming, method: &str) -> IncomingRequest 
             IncomingMessage::Notification(n) => panic!("unexpected notification {}", n.method),
         }
     }
-}
-
-fn effective_of(params: &Value) -> CapabilitySet {
-    params["effectiveCapabilities"]
-        .as_array()
-        .expect("effectiveCapabilities")
-        .iter()
-        .map(|p| {
-            Capability::ALL
-                .into_iter()
-                .find(|c| Some(c.as_str()) == p.as_str())
-                .expect("a known path")
-        })
-        .collect()
 }
 
 impl Harness {
@@ -262,12 +196,7 @@ impl Harness {
 
     /// Nothing may be waiting on the event stream: every event is accounted for by a step.
     fn no_stray_events(&mut self) {
-        if let Ok(e) = self.streams.events.try_recv() {
-            assert!(
-                matches!(e, HostEvent::ManifestChange(_)),
-                "an event nobody asked for: {e:?}"
-            );
-        }
+        self.take_event(|_| false);
     }
 
     async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
@@ -282,44 +211,15 @@ impl Harness {
             Msg::Push => {
                 self.model.next_event += 1;
                 let id = format!("e{}", self.model.next_event);
-                let r = self
-                    .call(
-                        "push/event",
-                        json!({"featureSet": "alerts", "eventId": id,
-                           "timestamp": "2026-01-01T00:00:00Z",
-                           "payload": {"content": [{"type": "text", "text": "hi"}]}}),
-                    )
-                    .await;
-                let delivered = self.take_event(
-                    |e| matches!(e, HostEvent::Push { event_id, .. } if *event_id == id),
-                );
-                if self.allows(Capability::PushEvents) {
-                    assert_eq!(
-                        r,
-                        Ok(json!({"accepted": true})),
-                        "push under {:?}",
-                        self.model.grant
-                    );
-                    assert!(delivered, "an admitted push was not delivered");
-                } else {
-                    assert_eq!(r, Err(-32002), "push without pushEvents");
-                    assert!(!delivered, "a push was delivered without pushEvents");
-                }
+                let r = self.call("push/event", push_params(&id)).await;
+                let delivered = self.take_event(|e| is_push(e, &id));
+                check_push(self.model.grant, &r, delivered);
             }
             Msg::Register(n) => {
                 let id = format!("ch{n}");
-                let r = self
-                    .call(
-                        "channels/register",
-                        json!({"channels": [{"id": id, "type": "chat", "direction": "bidirectional"}]}),
-                    )
-                    .await;
-                if self.allows(Capability::ChannelsRegister) {
-                    let r = r.expect("registration answered");
-                    assert_eq!(r["results"][0]["accepted"], json!(true), "{r}");
+                let r = self.call("channels/register", register_params(&id)).await;
+                if check_register(self.model.grant, &r) {
                     self.model.registered.insert(id);
-                } else {
-                    assert_eq!(r, Err(-32002), "registration without channels.register");
                 }
             }
             Msg::Incoming(n) => {
@@ -327,23 +227,11 @@ impl Harness {
                 self.model.next_event += 1;
                 let mid = format!("m{}", self.model.next_event);
                 let r = self
-                    .call(
-                        "channels/incoming",
-                        json!({"messages": [{"channelId": id, "messageId": mid,
-                           "content": [{"type": "text", "text": "hi"}]}]}),
-                    )
+                    .call("channels/incoming", incoming_params(&id, &mid))
                     .await;
-                let delivered = self.take_event(|e| matches!(e, HostEvent::ChannelMessage { message, .. } if message["messageId"] == json!(mid)));
-                if !self.allows(Capability::ChannelsIncoming) {
-                    assert_eq!(r, Err(-32002), "incoming without channels.incoming");
-                    assert!(!delivered);
-                } else {
-                    let r = r.expect("incoming answered");
-                    let accepted = r["results"][0]["accepted"] == json!(true);
-                    // Admitted only on a channel registered under channels.register.
-                    assert_eq!(accepted, self.model.registered.contains(&id), "{r}");
-                    assert_eq!(delivered, accepted);
-                }
+                let delivered = self.take_event(|e| is_channel_message(e, &mid));
+                let registered = self.model.registered.contains(&id);
+                check_incoming(self.model.grant, registered, &r, delivered);
             }
             Msg::Hook(positions) => Box::pin(self.run_hook(positions, None)).await,
         }
@@ -353,23 +241,11 @@ impl Harness {
     /// One `context/beforeInference` round; with `across`, a policy change (accepted) runs
     /// while the hook is outstanding.
     async fn run_hook(&mut self, positions: &[u8], across: Option<u8>) {
-        let hook_caps = [
-            Capability::Observe,
-            Capability::InjectSystem,
-            Capability::InjectBeforeUser,
-            Capability::InjectAfterUser,
-        ];
         // §10.1: sent only with observe or an inject leaf, judged by the grant at sending.
-        let applies = hook_caps.iter().any(|c| self.allows(*c));
+        let applies = HOOK_CAPS.iter().any(|c| self.allows(*c));
         let session = self.session.clone();
-        let fanout = tokio::spawn(async move {
-            before_inference(
-                &[&session],
-                &json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-                        "userMessage": {"role": "user", "content": "secret"}}),
-            )
-            .await
-        });
+        let fanout =
+            tokio::spawn(async move { before_inference(&[&session], &hook_params()).await });
         if applies {
             let req = next_request(&mut self.incoming, "context/beforeInference").await;
             let um = &req.request().params.as_ref().unwrap()["userMessage"];
@@ -378,17 +254,7 @@ impl Harness {
             if let Some(mask) = across {
                 Box::pin(self.run_policy(mask, &Answer::Accept)).await;
             }
-            let injections: Vec<Value> = positions
-                .iter()
-                .map(|p| {
-                    let pos = INJECT.get(*p as usize).map_or("sideways", |x| x.0);
-                    json!({"namespace": "model", "position": pos, "content": "x"})
-                })
-                .collect();
-            let claimed = format!("hook.{}", INJECT[claimed_position(positions)].0);
-            req.respond(json!({"featureSet": claimed, "contextInjections": injections}))
-                .await
-                .unwrap();
+            req.respond(hook_answer(positions)).await.unwrap();
         }
         let out = fanout.await.unwrap();
         if !applies {
@@ -398,37 +264,27 @@ impl Harness {
         }
         // Judged by the grant current when the response arrived, and by the claimed set's
         // declaration: only the claimed set's position can be carried.
-        let claimed = claimed_position(positions);
-        let want = |cap: Capability, pos: usize| {
-            if applies && self.allows(cap) && pos == claimed {
-                positions.iter().filter(|p| **p as usize == pos).count()
-            } else {
-                0
-            }
+        let want = if applies {
+            accepted_injections(self.model.grant, positions)
+        } else {
+            [0; 3]
         };
-        assert_eq!(out.system.len(), want(Capability::InjectSystem, 0));
-        assert_eq!(out.before_user.len(), want(Capability::InjectBeforeUser, 1));
-        assert_eq!(out.after_user.len(), want(Capability::InjectAfterUser, 2));
+        let got = [
+            out.system.len(),
+            out.before_user.len(),
+            out.after_user.len(),
+        ];
+        assert_eq!(got, want, "under {:?}", self.model.grant);
         let accepted = out.system.len() + out.before_user.len() + out.after_user.len();
         let sent = if applies { positions.len() } else { 0 };
         assert_eq!(out.rejected.len(), sent - accepted);
         assert_eq!(out.consulted.len(), usize::from(applies));
     }
 
+    /// Takes the one event `want` matches, if any ([`host_model::take_event`]).
     fn take_event(&mut self, want: impl Fn(&HostEvent) -> bool) -> bool {
-        let mut found = false;
-        while let Ok(e) = self.streams.events.try_recv() {
-            if want(&e) {
-                assert!(!found, "delivered twice: {e:?}");
-                found = true;
-            } else {
-                assert!(
-                    matches!(e, HostEvent::ManifestChange(_)),
-                    "an event nobody asked for: {e:?}"
-                );
-            }
-        }
-        found
+        let events = std::iter::from_fn(|| self.streams.events.try_recv().ok());
+        host_model::take_event(events, want)
     }
 
     async fn run_policy(&mut self, mask: u8, answer: &Answer) {
