@@ -964,6 +964,34 @@ async fn s11_4_a_stream_handler_that_sent_no_chunk_still_sends_the_text_as_one()
     assert_eq!(r.unwrap()["content"], "Hello");
 }
 
+/// §5.4, §17.5: a hook answer is judged under the grant and the manifest in force where it
+/// is read. A fetched manifest read right behind it, which drops the feature set the answer
+/// names, does not reach back: the injection stands (`HostState` judges it so too; found by
+/// `host_differential.rs`).
+#[tokio::test]
+async fn s5_4_a_hook_answer_is_judged_under_the_manifest_in_force_where_it_is_read() {
+    let (s, _streams, mut server, fan, hook) = hook_in_flight().await;
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    let fetch = server.request("mcpl/manifest").await;
+    hook.respond(json!({ "featureSet": "memory", "contextInjections": [
+        { "namespace": "m", "position": "beforeUser", "content": "ctx" }
+    ]}))
+    .await
+    .unwrap();
+    let mut without_memory = full_manifest();
+    without_memory["featureSets"]
+        .as_object_mut()
+        .unwrap()
+        .remove("memory");
+    fetch.respond(without_memory).await.unwrap();
+    refresh.await.unwrap().unwrap();
+    let inj = fan.await.unwrap();
+    assert!(inj.rejected.is_empty(), "{:?}", inj.rejected);
+    assert_eq!(inj.before_user.len(), 1);
+    assert_eq!(inj.before_user[0].injection["content"], "ctx");
+}
+
 #[tokio::test]
 async fn s10_system_injection_rejected_while_before_user_accepted() {
     let (_s, mut streams, _server, fan, hook) = hook_in_flight().await;

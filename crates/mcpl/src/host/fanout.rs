@@ -70,24 +70,31 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         let s = (*s).clone();
         Some(async move {
             let timeout = s.inner.config.hook_timeout;
-            // Judged under the grant current at response receipt (§5.4): the dispatch loop
-            // reads it where the response is read, after any receipt read before it.
-            let r = s
-                .exchange("context/beforeInference", p, timeout, |s, answer| {
-                    let grant = s.grant();
-                    (answer, grant)
+            let limit = s.inner.config.max_injections_per_hook;
+            // Judged where the response is read (§5.4, §17.5): the dispatch loop calls this
+            // before it handles the next message, so the grant and the manifest review are
+            // the ones in force at receipt, after any receipt or fetch read before it and
+            // before any read after it.
+            let verdict = s
+                .exchange("context/beforeInference", p, timeout, move |s, answer| {
+                    let st = s.inner.state();
+                    rules::judge_hook_answer(
+                        answer.map_err(|e| e.to_string()),
+                        &st.grant,
+                        st.review.as_ref(),
+                        limit,
+                    )
                 })
-                .await;
-            let (r, grant) = match r {
-                Ok((answer, grant)) => (answer, grant),
-                Err(e) => (Err(e), Grant::none()),
-            };
-            (s, r, grant)
+                .await
+                .unwrap_or_else(|e| {
+                    rules::judge_hook_answer(Err(e.to_string()), &Grant::none(), None, limit)
+                });
+            (s, verdict)
         })
     });
     let answers = futures_util::future::join_all(calls).await;
     let mut out = Injections::default();
-    for (s, r, grant) in answers {
+    for (s, verdict) in answers {
         let server = s.label();
         out.consulted.push(server.clone());
         let fail = |out: &mut Injections, detail: String| {
@@ -99,16 +106,6 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                 server: server.clone(),
                 detail,
             });
-        };
-        let limit = s.inner.config.max_injections_per_hook;
-        let verdict = {
-            let st = s.inner.state();
-            rules::judge_hook_answer(
-                r.map_err(|e| e.to_string()),
-                &grant,
-                st.review.as_ref(),
-                limit,
-            )
         };
         if let Some(detail) = verdict.failure {
             fail(&mut out, detail);
