@@ -2124,6 +2124,53 @@ async fn s17_5_failures_during_the_initial_exchange_suspend_once_mcpl_is_active(
     assert!(!s.grant().allows(Capability::PushEvents));
 }
 
+/// §17.5, §5.3: the suspension those failures earn applies where the receipt is read, so a
+/// `push/event` written right behind the receipt is judged MCP-only (`-32002`), never under
+/// the MCPL grant the receipt would have brought (it was admitted before: fail-open; found
+/// by `host_differential.rs`, as `HostState` decides it).
+#[tokio::test(start_paused = true)]
+async fn s17_5_a_push_right_behind_the_receipt_that_suspends_is_refused() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.suspend_after_failures = 2;
+    let (task, mut server) = start(cfg, Some(full_manifest())).await;
+    let first = server.request("featureSets/update").await;
+    for _ in 0..2 {
+        server.announce_manifest(json!("not a manifest")).await;
+    }
+    until_idle().await;
+    // The receipt and the push go out back to back, before the host reads either.
+    first.respond(json!({ "accepted": true })).await.unwrap();
+    let id = server
+        .peer
+        .send_request("push/event", Some(push("e1")), |_| {})
+        .await
+        .unwrap();
+    let mut pushed = None;
+    let mut told = false;
+    while pushed.is_none() || !told {
+        let item = tokio::time::timeout(Duration::from_secs(10), server.incoming.recv_ordered())
+            .await
+            .expect("the host answers")
+            .expect("the connection stays open");
+        match item {
+            mcpl::peer::Ordered::Response(r) if r.id.as_ref() == Some(&id) => {
+                pushed = Some(r.outcome)
+            }
+            mcpl::peer::Ordered::Message(IncomingMessage::Request(tell))
+                if tell.method() == "featureSets/update" =>
+            {
+                tell.respond(json!({ "accepted": true })).await.unwrap();
+                told = true;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let code = pushed.and_then(|o| o.err()).map(|e| e.code);
+    assert_eq!(code, Some(-32002), "refused as MCP-only");
+    let (s, _streams) = task.await.unwrap().unwrap();
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
+}
+
 #[tokio::test]
 async fn dropping_the_last_session_handle_closes_the_connection() {
     let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;

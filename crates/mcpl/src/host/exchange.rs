@@ -51,7 +51,11 @@ impl HostSession {
             }
             Ok((told_wider, effects)) => {
                 self.effects(effects);
-                Ok(told_wider)
+                // Fetches that failed during the exchange count too (§17.5): suspension
+                // waits for MCPL to be in force, so it is checked here, as the receipt
+                // applies, before the dispatch loop reads the next message.
+                let suspended = self.suspend_if_due();
+                Ok(told_wider | suspended)
             }
         }
     }

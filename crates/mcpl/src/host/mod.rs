@@ -318,10 +318,9 @@ impl HostSession {
                     HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
                 session.inner.state().review = Some(review);
                 peer.notify_raw("notifications/initialized", None).await?;
+                // `true` also when MCPL was suspended as the receipt applied (§17.5).
                 let told_wider = session.initial_policy(hg).await?;
-                // Fetches that failed during the exchange count too (§17.5): suspension
-                // waits for MCPL to be in force, so it is checked once it is.
-                if told_wider | session.suspend_if_due() {
+                if told_wider {
                     // The server was told a wider grant than the one now in force (a
                     // revocation, a suspension or a fallback the server did not name landed
                     // during the exchange): told again (§6.7), bounded by the policy timeout.
