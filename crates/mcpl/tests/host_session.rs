@@ -2171,6 +2171,46 @@ async fn s17_5_a_push_right_behind_the_receipt_that_suspends_is_refused() {
     assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Suspended));
 }
 
+/// §17.8, §6.7: an announcement folded into the fetch in flight is fetched as soon as that
+/// fetch is reviewed, not held behind the receipt of the reduction the review prompted, so a
+/// revocation in the newer manifest is learned without waiting up to `policy_timeout` (as
+/// `HostState` does; found by `host_differential.rs`).
+#[tokio::test]
+async fn s17_8_a_coalesced_follow_up_fetch_is_not_held_behind_the_reduction() {
+    let (s, _streams, mut server) =
+        connected(&["pushEvents", "channels.register"], full_manifest()).await;
+    let announce = json!({ "revision": "sha256:announced", "domains": ["capabilities"] });
+    server
+        .peer
+        .notify_raw("mcpl/manifestChanged", Some(announce.clone()))
+        .await
+        .unwrap();
+    let fetch = server.request("mcpl/manifest").await;
+    server
+        .peer
+        .notify_raw("mcpl/manifestChanged", Some(announce))
+        .await
+        .unwrap();
+    // Handled (folded into the fetch in flight) before the fetch is answered.
+    server.call("ping", json!({})).await.unwrap();
+    let mut revoking = full_manifest();
+    revoking.as_object_mut().unwrap().remove("channels");
+    fetch.respond(revoking).await.unwrap();
+    let mut methods = Vec::new();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let r = server.next().await;
+        let IncomingMessage::Request(r) = r else {
+            panic!("expected a request, got {r:?}")
+        };
+        methods.push(r.method().to_owned());
+        held.push(r);
+    }
+    methods.sort();
+    assert_eq!(methods, ["featureSets/update", "mcpl/manifest"]);
+    assert!(!s.grant().allows(Capability::ChannelsRegister));
+}
+
 #[tokio::test]
 async fn dropping_the_last_session_handle_closes_the_connection() {
     let (s, streams, mut server) = connected(&["pushEvents"], full_manifest()).await;

@@ -95,8 +95,11 @@ impl HostSession {
         };
         if tell {
             // The grant shrank (a revocation, a suspension): the server is told by Request
-            // like any reduction (§6.7).
-            self.tell_reduction().await;
+            // like any reduction (§6.7), from its own task, so a follow-up fetch coalesced
+            // meanwhile (§17.8) is not held behind the receipt: a revocation in the newer
+            // manifest is learned as soon as it can be, as `HostState` does.
+            let s = self.clone();
+            tokio::spawn(async move { s.tell_reduction().await });
         }
         receipt
     }
