@@ -1280,6 +1280,27 @@ async fn s14_3_incoming_message_shape_is_one_rule() {
     }
 }
 
+/// §14.5: a `channels/register` or `channels/changed` Notification whose params are
+/// malformed is one defect, reported once (by the core channel table), as `HostState` does:
+/// found by `host_differential.rs`.
+#[tokio::test]
+async fn s14_5_a_malformed_channel_notification_is_reported_once() {
+    let (_s, mut streams, server) = connected(&["channels.register"], full_manifest()).await;
+    for (method, params) in [
+        ("channels/register", json!({ "channels": 5 })),
+        ("channels/changed", json!({ "removed": 5 })),
+    ] {
+        server.peer.notify_raw(method, Some(params)).await.unwrap();
+        // Answered after the dispatch loop handled the notification before it.
+        server.call("ping", json!({})).await.unwrap();
+        let bad = drain_diags(&mut streams)
+            .iter()
+            .filter(|d| matches!(d, HostDiagnostic::BadParams { method: m, .. } if m == method))
+            .count();
+        assert_eq!(bad, 1, "{method}: one defect, one diagnostic");
+    }
+}
+
 #[tokio::test]
 async fn s14_5_incoming_after_grant_narrowed_is_not_permitted() {
     let (s, _streams, mut server) = connected(

@@ -131,7 +131,7 @@ impl HostSession {
         let method = n.method.clone();
         match method.as_str() {
             "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
-            "channels/changed" => {
+            "channels/changed" | "channels/register" => {
                 let judged = match self.admit(&method, n.params.as_ref()) {
                     Ok(g) => g,
                     Err(e) => {
@@ -139,27 +139,13 @@ impl HostSession {
                         return;
                     }
                 };
-                if let Err(e) = self.on_changed(n.params.as_ref(), true, &judged) {
-                    self.inner.diag(HostDiagnostic::BadParams {
-                        method,
-                        detail: e.message.into_owned(),
-                    });
-                }
-            }
-            "channels/register" => {
-                let judged = match self.admit(&method, n.params.as_ref()) {
-                    Ok(g) => g,
-                    Err(e) => {
-                        tracing::debug!(error = %e.message, "notification refused");
-                        return;
-                    }
+                // Applied as a Request would be (§14.3, §14.5); a refusal has no one to
+                // answer and the channel table already reported it.
+                let _ = if method == "channels/changed" {
+                    self.on_changed(n.params.as_ref(), true, &judged)
+                } else {
+                    self.on_register(n.params.as_ref(), true, &judged)
                 };
-                if let Err(e) = self.on_register(n.params.as_ref(), true, &judged) {
-                    self.inner.diag(HostDiagnostic::BadParams {
-                        method,
-                        detail: e.message.into_owned(),
-                    });
-                }
             }
             m if m.starts_with("notifications/") => {
                 if let Some(surface) = m
