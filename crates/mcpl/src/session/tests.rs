@@ -503,6 +503,30 @@ fn s4_1_a_host_method_sent_by_the_server_is_not_found() {
     assert_eq!(p.host_answer(71).unwrap()["result"], json!({}));
 }
 
+/// §17.3, §14.3: a method the host receives only as a Notification, sent as a Request, is
+/// answered `-32601` (as `host::HostSession` answers it), not handed to the driver: found by
+/// `host_differential.rs`.
+#[test]
+fn s17_3_a_notification_method_sent_as_a_request_is_not_found() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    let methods = [
+        "mcpl/manifestChanged",
+        "notifications/tools/list_changed",
+        "ping",
+    ];
+    for (id, method) in (72..).zip(methods) {
+        p.server_writes(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}}));
+    }
+    p.drive();
+    assert_eq!(p.host_answer(72).unwrap()["error"]["code"], -32601);
+    assert_eq!(p.host_answer(73).unwrap()["error"]["code"], -32601);
+    assert_eq!(p.host_answer(74).unwrap()["result"], json!({}));
+    assert!(!p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Unhandled { .. })));
+}
+
 /// The server's admission (`session::admit_at_server`, as `server::Server`): nothing but
 /// `initialize` and `ping` before `initialize`; then, on an MCP-only connection, MCP methods
 /// run ungated and MCPL ones do not exist (§3.2).

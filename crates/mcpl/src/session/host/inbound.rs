@@ -88,10 +88,13 @@ impl HostState {
                 let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
                 self.respond(r.id, answer);
             }
-            _ => self.out.push_back(HostOutput::Unhandled {
-                message: Message::Request(r),
-                judged,
-            }),
+            // Admitted, but a method the host receives only as a Notification (§17.3
+            // `mcpl/manifestChanged`, MCP's `notifications/*`): the spec names no answer;
+            // refused as a method this side does not serve, as `host::HostSession` does.
+            _ => {
+                let e = ErrorObject::method_not_found(&r.method);
+                self.respond(r.id, Err(e));
+            }
         }
     }
 

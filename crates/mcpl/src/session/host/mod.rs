@@ -194,9 +194,9 @@ pub enum HostOutput {
         /// Its params.
         params: Option<Value>,
     },
-    /// An admitted message this state machine does not decide yet (channels §14, hooks'
-    /// answers, `mcpl/manifestChanged` §17.5), with the grant it was judged under. A
-    /// request among them must still be answered (through the driver's own path).
+    /// An admitted message this state machine does not decide, with the grant it was
+    /// judged under; a request among them must still be answered (through the driver's own
+    /// path). No input produces it at present: every message is decided here.
     Unhandled {
         /// The message.
         message: Message,
