@@ -1137,6 +1137,14 @@ fn step() -> impl Strategy<Value = Step> {
             Just(Step::Notify("mcpl/manifestChanged".into(), Value::Null)),
             Just(req("initialize", json!({}))),
             Just(Step::Notify("notifications/initialized".into(), Value::Null)),
+            // A method in the form it does not have.
+            Just(req("mcpl/manifestChanged", json!({}))),
+            Just(req("notifications/tools/list_changed", json!({}))),
+            Just(req("inference/lifecycle", json!({}))),
+            Just(Step::Notify("ping".into(), Value::Null)),
+            Just(Step::Notify("channels/incoming".into(), json!({ "messages": [] }))),
+            Just(Step::Notify("inference/request".into(), json!({}))),
+            Just(Step::Notify("channels/list".into(), Value::Null)),
         ],
         1 => prop_oneof![Just(json!(999)), Just(json!("zz")), Just(Value::Null), Just(json!(1)),
                          Just(json!(2)), Just(json!(3))]
