@@ -583,6 +583,45 @@ fn s3_2_a_server_admits_by_initialize_then_mcp_only() {
     ));
 }
 
+/// §11.3: the application's `inference/request` result is held to the one result rule
+/// before it is sent: a malformed one is answered `-32603`, as `host::HostSession` answers
+/// it (found by `host_differential.rs`); a well-formed one goes out unchanged.
+#[test]
+fn s11_3_a_malformed_application_result_is_answered_internal_error() {
+    let rules = ServerRules::new(
+        json!({ "name": "asker", "version": "1" }),
+        json!({ "version": "0.5", "inferenceRequest": {},
+                "featureSets": { "assist": { "uses": ["inferenceRequest"] } } }),
+    );
+    let mut p = Pair::connect(&["inferenceRequest"], rules);
+    for id in [90, 91] {
+        p.server_writes(
+            json!({"jsonrpc": "2.0", "id": id, "method": "inference/request",
+            "params": {"featureSet": "assist", "messages": [{"role": "user", "content": "hi"}]}}),
+        );
+    }
+    p.drive();
+    let handed: Vec<RequestId> = p
+        .host_out
+        .iter()
+        .filter_map(|o| match o {
+            HostOutput::Request { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handed, [RequestId::from(90i64), RequestId::from(91i64)]);
+    let good = json!({ "content": "ok", "finishReason": "end_turn" });
+    p.host
+        .answer(RequestId::from(90i64), Ok(json!({ "content": 5 })))
+        .unwrap();
+    p.host
+        .answer(RequestId::from(91i64), Ok(good.clone()))
+        .unwrap();
+    p.collect();
+    assert_eq!(p.host_answer(90).unwrap()["error"]["code"], -32603);
+    assert_eq!(p.host_answer(91).unwrap()["result"], good);
+}
+
 #[test]
 fn s11_1_inference_requests_go_to_the_application_after_the_gates() {
     let mut p = Pair::connect(&["pushEvents"], server_rules());
