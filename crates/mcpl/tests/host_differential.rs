@@ -138,9 +138,13 @@ fn response(id: &Value, a: &Answer) -> Value {
     }
 }
 
-/// What the application answers `inference/request` and `model/info` with.
-fn app_answer(method: &str) -> Value {
+/// What the application answers `inference/request` and `model/info` with: a malformed
+/// §11.3 result when the first message asks for one.
+fn app_answer(method: &str, params: Option<&Value>) -> Value {
+    let malformed =
+        params.and_then(|p| p.pointer("/messages/0/content")) == Some(&json!("malformed"));
     match method {
+        "inference/request" if malformed => json!({ "content": 5 }),
         "inference/request" => json!({ "content": "ok", "finishReason": "end_turn" }),
         _ => json!({ "model": "test-model" }),
     }
@@ -364,9 +368,9 @@ impl StateSide {
                 HostOutput::Event(e) => self.events.push(norm_event(&e)),
                 HostOutput::Diagnostic(d) => self.diags.push(norm_diag(&d)),
                 HostOutput::Connected(r) => self.app = Some(norm_connect_state(&r)),
-                HostOutput::Request { id, method, .. } => {
+                HostOutput::Request { id, method, params } => {
                     self.st
-                        .answer(id, Ok(app_answer(&method)))
+                        .answer(id, Ok(app_answer(&method, params.as_ref())))
                         .expect("a handed-out request is answerable");
                 }
                 HostOutput::Unhandled { message, .. } => {
@@ -869,8 +873,8 @@ async fn play(mut side: Side, script: &Script, expected: Option<&[Rec]>) -> Vec<
 fn config(policy: &[String]) -> HostConfig {
     HostConfig {
         policy: policy.to_vec(),
-        request_handler: Some(Arc::new(|method: &str, _params: Value| {
-            let answer = app_answer(method);
+        request_handler: Some(Arc::new(|method: &str, params: Value| {
+            let answer = app_answer(method, Some(&params));
             Box::pin(async move { Ok(answer) })
         })),
         // Bounds small enough for a short script to cross (the same on both sides).
@@ -1094,6 +1098,8 @@ fn step() -> impl Strategy<Value = Step> {
             Just(req("inference/request", json!({ "featureSet": "ghost",
                 "messages": [{ "role": "user", "content": "hi" }] }))),
             Just(req("model/info", json!({}))),
+            Just(req("inference/request", json!({ "featureSet": "assist",
+                "messages": [{ "role": "user", "content": "malformed" }] }))),
         ],
         3 => (descriptor(), any::<bool>()).prop_map(|(d, notify)| {
             let p = json!({ "channels": [d] });
