@@ -47,7 +47,13 @@ impl HostSession {
     pub(super) async fn fetch_loop(&self) {
         loop {
             let announced = self.inner.state().announced.take();
-            self.fetch_and_review(announced).await;
+            let (_, tell) = self.fetch_reviewed(announced).await;
+            // The fetch ended with its review (§17.8): an announcement folded into it is
+            // fetched now, not once the reduction it prompted is answered (as `HostState`).
+            if tell {
+                let s = self.clone();
+                tokio::spawn(async move { s.tell_reduction().await });
+            }
             let (again, dropped) = {
                 let mut st = self.inner.state();
                 let before = st.limiter.dropped();
@@ -76,6 +82,18 @@ impl HostSession {
         &self,
         announced: Option<String>,
     ) -> Option<ChangeReceipt> {
+        let (receipt, tell) = self.fetch_reviewed(announced).await;
+        if tell {
+            // The grant shrank (a revocation, a suspension): the server is told by Request
+            // like any reduction (§6.7).
+            self.tell_reduction().await;
+        }
+        receipt
+    }
+
+    /// One `mcpl/manifest` fetch, reviewed where its answer is read: the change receipt,
+    /// and whether a reduction must be told.
+    async fn fetch_reviewed(&self, announced: Option<String>) -> (Option<ChangeReceipt>, bool) {
         let reviewed = self
             .exchange(
                 "mcpl/manifest",
@@ -84,24 +102,12 @@ impl HostSession {
                 move |s, answer| s.apply_fetched(answer, announced),
             )
             .await;
-        let (receipt, tell) = match reviewed {
-            Ok(r) => r,
-            Err(e) => {
-                self.inner.diag(HostDiagnostic::ManifestFetchFailed {
-                    detail: e.to_string(),
-                });
-                return None;
-            }
-        };
-        if tell {
-            // The grant shrank (a revocation, a suspension): the server is told by Request
-            // like any reduction (§6.7), from its own task, so a follow-up fetch coalesced
-            // meanwhile (§17.8) is not held behind the receipt: a revocation in the newer
-            // manifest is learned as soon as it can be, as `HostState` does.
-            let s = self.clone();
-            tokio::spawn(async move { s.tell_reduction().await });
-        }
-        receipt
+        reviewed.unwrap_or_else(|e| {
+            self.inner.diag(HostDiagnostic::ManifestFetchFailed {
+                detail: e.to_string(),
+            });
+            (None, false)
+        })
     }
 
     /// Reviews a fetch answer where it is read: the receipt, and whether a reduction must
