@@ -122,8 +122,8 @@ impl RawHost {
         self.write.write_all(line.as_bytes()).await.unwrap();
     }
 
-    /// The next response the server writes (skipping its own requests and notifications).
-    async fn next_answer(&mut self) -> Value {
+    /// The next message the server writes that `wanted` picks (skipping the others).
+    async fn next_where(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let line = self
                 .lines
@@ -132,10 +132,41 @@ impl RawHost {
                 .unwrap()
                 .expect("server hung up");
             let v: Value = serde_json::from_str(&line).unwrap();
-            if v.get("method").is_none() {
+            if wanted(&v) {
                 return v;
             }
         }
+    }
+
+    /// The next response the server writes (skipping its own requests and notifications).
+    async fn next_answer(&mut self) -> Value {
+        self.next_where(|v| v.get("method").is_none()).await
+    }
+
+    /// The next request the server writes (skipping its notifications and responses).
+    async fn next_request(&mut self) -> Value {
+        self.next_where(|v| v.get("method").is_some() && v.get("id").is_some())
+            .await
+    }
+
+    /// `initialize`, as an MCPL 0.5 host when `mcpl`, else as a plain MCP host; then
+    /// `notifications/initialized` (no policy).
+    async fn initialize(&mut self, mcpl: bool) {
+        let caps = if mcpl {
+            json!({"experimental": {"mcpl": {"version": "0.5"}}})
+        } else {
+            json!({})
+        };
+        let init = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                       "clientInfo": {"name": "raw-host", "version": "0"}}),
+            )
+            .await;
+        assert!(init["result"].is_object(), "{init}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
     }
 
     /// Sends a request and returns its response (skipping anything sent in between).
@@ -535,4 +566,158 @@ async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
     let codes: Vec<i64> = wire.iter().map(|e| e.1).collect();
     assert_eq!(codes, [-32600, -32600, -32600, -32002, -32601], "{wire:?}");
     assert_eq!(wire, errors(&sans_io));
+}
+
+/// §3.2, §5.3, §5.4, §6.4 rule 2, §6.6: what the server may send is one gate, so a typed
+/// `Session` sender and the sans-I/O `ServerState` refuse (or send) the same message alike,
+/// in every state: MCP-only, not ready, and ready with a grant that allows some sends and
+/// refuses others by capability or by feature set.
+#[tokio::test]
+async fn s5_4_sends_are_refused_alike_by_server_and_server_state() {
+    use mcpl::protocol::channels::ChannelDescriptor;
+    use mcpl::protocol::inference::{InferenceMessage, InferenceRequestParams};
+    use mcpl::server::SendError;
+    use mcpl::session::{Refusal, SendRefusal, ServerOutput, ServerRules, ServerState};
+
+    // The refusals are `warn`ings: captured on this thread, as the tests above (one
+    // callsite, one subscriber per test thread).
+    let (_capture, _guard) = Capture::install();
+    let server = Server::builder("sender", "1.0.0")
+        .feature_set("pings", "Pings", &[Capability::PushEvents])
+        .feature_set("asks", "Asks", &[Capability::InferenceRequest])
+        .feature_set("lists", "Lists", &[Capability::ChannelsRegister])
+        .build()
+        .unwrap();
+    let grant = ["pushEvents", "inferenceRequest"];
+    let push = |fs: &str| PushEvent::text(fs, "ping");
+    let ask = |stream: bool| {
+        let mut p = InferenceRequestParams::new("asks", [InferenceMessage::user("hi")]);
+        p.stream = Some(stream);
+        p
+    };
+    let channel = || ChannelDescriptor::new("c", "chat");
+    // What a `Server` sender returned: `sent` when the message reached the wire (the host
+    // then refused it), else the refusal's code and the capability it names.
+    let said = |r: Result<(), SendError>| -> String {
+        match r {
+            Ok(()) | Err(SendError::Peer(_)) => "sent".into(),
+            Err(
+                SendError::NotReady { capability } | SendError::CapabilityDenied { capability },
+            ) => {
+                let e = r.unwrap_err();
+                format!("{} {capability}", e.code())
+            }
+            Err(e) => e.code().into(),
+        }
+    };
+    // The same for `ServerState::request`.
+    let decided = |r: Result<u64, SendRefusal>| -> String {
+        match r {
+            Ok(_) => "sent".into(),
+            Err(SendRefusal::McpOnly) => "mcp_only".into(),
+            Err(SendRefusal::Admission(Refusal::NotReady(d), _)) => {
+                format!("not_ready {}", d.capability)
+            }
+            Err(SendRefusal::Admission(Refusal::Denied(d), _)) => {
+                format!("capability_denied {}", d.capability)
+            }
+            Err(SendRefusal::FeatureSet(refusal, _)) => match refusal {
+                mcpl::policy::SetRefusal::Unknown => "unknown_feature_set".into(),
+                mcpl::policy::SetRefusal::Unavailable(_) => "feature_set_unavailable".into(),
+                mcpl::policy::SetRefusal::Undeclared(_) => "declaration_mismatch".into(),
+            },
+            Err(other) => format!("{other:?}"),
+        }
+    };
+
+    // Over the wire, to a `Server`: ready with `grant`.
+    let mut over_wire = Vec::new();
+    let (mut host, session) = RawHost::start(&server);
+    host.ready(&grant).await;
+    let (sent, ()) = tokio::join!(session.push_event(push("pings")), async {
+        let r = host.next_request().await;
+        assert_eq!(r["method"], "push/event");
+        host.send(json!({"jsonrpc": "2.0", "id": r["id"],
+            "error": {"code": -32000, "message": "the test host declines"}}))
+            .await;
+    });
+    over_wire.push(said(sent.map(|_| ())));
+    for fs in ["nope", "lists", "asks"] {
+        over_wire.push(said(session.push_event(push(fs)).await.map(|_| ())));
+    }
+    over_wire.push(said(session.inference_stream(ask(true)).await.map(|_| ())));
+    over_wire.push(said(
+        session.channels_register(vec![channel()]).await.map(|_| ()),
+    ));
+    // Initialized, no policy yet; and MCP-only.
+    for mcpl in [true, false] {
+        let (mut host, session) = RawHost::start(&server);
+        host.initialize(mcpl).await;
+        host.request("ping", json!({})).await;
+        over_wire.push(said(session.push_event(push("pings")).await.map(|_| ())));
+    }
+
+    // The same sends to the state machine, in the same states.
+    let rules = ServerRules::new(
+        json!({"name": "sender", "version": "1.0.0"}),
+        server.tracker().snapshot().manifest().clone(),
+    );
+    let now = std::time::Instant::now();
+    let start = |mcpl: bool, grant: Option<&[&str]>| {
+        let mut state = ServerState::new(rules.clone());
+        let caps = if mcpl {
+            json!({"experimental": {"mcpl": {"version": "0.5"}}})
+        } else {
+            json!({})
+        };
+        let mut feed = |v: Value| {
+            state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());
+        };
+        feed(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": caps,
+                "clientInfo": {"name": "raw-host", "version": "0"}}}));
+        feed(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        if let Some(grant) = grant {
+            feed(
+                json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                "params": {"effectiveCapabilities": grant}}),
+            );
+        }
+        while let Some(o) = state.poll_output() {
+            assert!(!matches!(o, ServerOutput::Diagnostic(_)), "{o:?}");
+        }
+        state
+    };
+    let push_params = |fs: &str| {
+        json!({"featureSet": fs, "eventId": "e1", "timestamp": "2026-01-01T00:00:00Z",
+            "payload": {"content": [{"type": "text", "text": "ping"}]}})
+    };
+    let mut sans_io = Vec::new();
+    let mut state = start(true, Some(&grant));
+    for fs in ["pings", "nope", "lists", "asks"] {
+        sans_io.push(decided(state.request("push/event", push_params(fs))));
+    }
+    let streamed = serde_json::to_value(ask(true)).unwrap();
+    sans_io.push(decided(state.request("inference/request", streamed)));
+    let register = json!({"channels": [{"id": "c", "type": "chat"}]});
+    sans_io.push(decided(state.request("channels/register", register)));
+    for mcpl in [true, false] {
+        let mut state = start(mcpl, None);
+        sans_io.push(decided(state.request("push/event", push_params("pings"))));
+    }
+
+    assert_eq!(
+        over_wire,
+        [
+            "sent",
+            "unknown_feature_set",
+            "feature_set_unavailable",
+            "declaration_mismatch",
+            "capability_denied inferenceRequest.streaming",
+            "capability_denied channels.register",
+            "not_ready pushEvents",
+            "mcp_only",
+        ]
+    );
+    assert_eq!(over_wire, sans_io);
 }

@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use super::conn::Conn;
 use super::dispatch::is_reserved;
 use super::*;
-use crate::capability::{Capability, Requirement};
+use crate::capability::Capability;
 use crate::jsonrpc::RequestId;
 use crate::manifest::ManifestTracker;
 use crate::peer::{CloseReason, PeerError, RequestOptions};
@@ -206,20 +206,18 @@ impl Session {
         self.conn.peer.closed().await
     }
 
-    pub(super) fn authorize(
-        &self,
-        req: Requirement,
-        feature_set: Option<&str>,
-    ) -> Result<(), SendError> {
+    /// The server's outbound gate before sending `params` of `M` ([`GrantState`]'s, the one
+    /// rule `session::ServerState` applies too): their wire form, or why the host would
+    /// refuse them.
+    pub(super) fn authorize<M: Method>(&self, params: &M::Params) -> Result<Value, SendError> {
+        let value = serde_json::to_value(params).map_err(|e| PeerError::Encode {
+            method: M::NAME.into(),
+            reason: e.to_string(),
+        })?;
         let state = self.grant_state();
-        state.check(req)?;
-        match feature_set {
-            Some(name) => {
-                let st = lock(&self.conn.state);
-                state.gate_feature_set(st.policy.declarations(), name, req)
-            }
-            None => Ok(()),
-        }
+        let st = lock(&self.conn.state);
+        state.gate(st.policy.declarations(), M::NAME, &value)?;
+        Ok(value)
     }
 
     /// Sends the typed request `M` ([`crate::peer::Peer::request`]); the caller has
@@ -271,7 +269,6 @@ impl Session {
     /// `eventId` ([`PushEvent::stable_event_id`]) and `timestamp`.
     pub async fn push_event(&self, event: PushEvent) -> Result<PushEventResult, SendError> {
         let out = async {
-            self.authorize(push::PushEvent::REQUIREMENT, Some(&event.feature_set))?;
             checked_content(&event.content, "payload.content")?;
             if let Some(ts) = &event.timestamp {
                 if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
@@ -294,6 +291,7 @@ impl Session {
                 tags: producer_tags(event.tags)?,
                 extra: Map::new(),
             };
+            self.authorize::<push::PushEvent>(&params)?;
             self.request::<push::PushEvent>(&params).await
         };
         self.reported(push::PushEvent::NAME, out.await)
@@ -307,11 +305,11 @@ impl Session {
     ) -> Result<ItemizedResult, SendError> {
         let out = async {
             let _in_order = self.conn.channel_ops.lock().await;
-            self.authorize(ChannelsRegister::REQUIREMENT, None)?;
             let params = RegisterParams {
                 channels,
                 extra: Map::new(),
             };
+            self.authorize::<ChannelsRegister>(&params)?;
             let result = self.request::<ChannelsRegister>(&params).await?;
             self.track_channels(&result, &params.channels, &[], &[]);
             Ok(result)
@@ -361,7 +359,7 @@ impl Session {
     ) -> Result<ItemizedResult, SendError> {
         let out = async {
             let _in_order = self.conn.channel_ops.lock().await;
-            self.authorize(ChannelsChanged::REQUIREMENT, None)?;
+            self.authorize::<ChannelsChanged>(&change)?;
             let result = self.request::<ChannelsChanged>(&change).await?;
             self.track_channels(
                 &result,
@@ -380,7 +378,6 @@ impl Session {
         messages: Vec<ChannelMessage>,
     ) -> Result<IncomingResult, SendError> {
         let out = async {
-            self.authorize(ChannelsIncoming::REQUIREMENT, None)?;
             let mut messages = messages;
             for (i, m) in messages.iter_mut().enumerate() {
                 checked_content(&m.content, &format!("messages[{i}].content"))?;
@@ -390,6 +387,7 @@ impl Session {
                 messages,
                 extra: Map::new(),
             };
+            self.authorize::<ChannelsIncoming>(&params)?;
             self.request::<ChannelsIncoming>(&params).await
         };
         self.reported(ChannelsIncoming::NAME, out.await)
@@ -403,13 +401,8 @@ impl Session {
     ) -> Result<InferenceResult, SendError> {
         let out = async {
             params.stream = None;
-            let required = InferenceRequest::requirement(&params);
-            self.authorize(required, Some(&params.feature_set))?;
+            let value = self.authorize::<InferenceRequest>(&params)?;
             inference_content(&params)?;
-            let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
-                method: InferenceRequest::NAME.into(),
-                reason: e.to_string(),
-            })?;
             let result = self
                 .conn
                 .peer
@@ -428,13 +421,8 @@ impl Session {
     ) -> Result<InferenceStream, SendError> {
         let out = async {
             params.stream = Some(true);
-            let required = InferenceRequest::requirement(&params);
-            self.authorize(required, Some(&params.feature_set))?;
+            let value = self.authorize::<InferenceRequest>(&params)?;
             inference_content(&params)?;
-            let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
-                method: InferenceRequest::NAME.into(),
-                reason: e.to_string(),
-            })?;
             let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
             let (res_tx, res_rx) = oneshot::channel();
             let (id_tx, id_rx) = oneshot::channel::<RequestId>();
@@ -477,9 +465,9 @@ impl Session {
     /// Sends `model/info` (§12; needs `modelInfo`).
     pub async fn model_info(&self) -> Result<ModelInfo, SendError> {
         let out = async {
-            self.authorize(ModelInfoRequest::REQUIREMENT, None)?;
-            self.request::<ModelInfoRequest>(&EmptyObject::default())
-                .await
+            let params = EmptyObject::default();
+            self.authorize::<ModelInfoRequest>(&params)?;
+            self.request::<ModelInfoRequest>(&params).await
         };
         self.reported(ModelInfoRequest::NAME, out.await)
     }

@@ -2,9 +2,14 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use super::*;
-use crate::capability::{Capability, CapabilitySet, Grant, Requirement};
-use crate::policy::{self, FeatureSetStatus, FeatureSets, SetRefusal, UnavailableReason};
+use crate::capability::{Capability, CapabilitySet, Grant};
+use crate::jsonrpc::ErrorObject;
+use crate::peer::PeerError;
+use crate::policy::{FeatureSetStatus, FeatureSets, SetRefusal, UnavailableReason};
+use crate::session::{gate_to_host, Refusal, SendRefusal, SendState};
 
 /// The negotiated state of one connection as the application sees it: published on every
 /// change through [`Session::grant_changes`].
@@ -75,51 +80,62 @@ impl GrantState {
                 .is_some_and(FeatureSetStatus::is_available)
     }
 
-    pub(super) fn check(&self, req: Requirement) -> Result<(), SendError> {
-        if self.initialized && !self.mcpl {
-            return Err(SendError::McpOnly);
-        }
-        let grant = if self.ready {
-            self.grant
-        } else {
-            Grant::none()
-        };
-        match grant.check(req) {
-            Ok(()) => Ok(()),
-            Err(d) if !self.ready => Err(SendError::NotReady {
-                capability: d.capability,
-            }),
-            Err(d) => Err(SendError::CapabilityDenied {
-                capability: d.capability,
-            }),
-        }
-    }
-
-    /// The host's feature-set gate ([`crate::policy::feature_set_gate`]) applied before a
-    /// send under `name` that exercises `required`, against this connection's declarations
-    /// `decls`: a message the host would refuse is not sent.
-    pub(super) fn gate_feature_set(
+    /// The server's outbound gate ([`crate::session::gate_to_host`], the one
+    /// [`crate::session::ServerState`] applies too) under this state and the connection's
+    /// declarations `decls`, before sending `method` with `params` (its wire form): a
+    /// message the host would refuse is not sent.
+    pub(super) fn gate(
         &self,
         decls: &FeatureSets,
-        name: &str,
-        required: Requirement,
+        method: &str,
+        params: &Value,
     ) -> Result<(), SendError> {
-        let refusal = match policy::feature_set_gate(decls, &self.feature_sets, name, required) {
-            Ok(()) => return Ok(()),
-            Err(r) => r,
+        let at = SendState {
+            initialized: self.initialized,
+            mcpl: self.mcpl,
+            ready: self.ready,
+            grant: &self.grant,
+            declarations: decls,
+            statuses: &self.feature_sets,
         };
-        let name = name.to_owned();
-        match refusal {
-            SetRefusal::Unknown => Err(SendError::UnknownFeatureSet(name)),
-            SetRefusal::Unavailable(reason) => Err(SendError::FeatureSetUnavailable {
+        match gate_to_host(method, Some(params), &at) {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(refused(method, refusal)),
+        }
+    }
+}
+
+/// A refusal of [`gate_to_host`] as the [`SendError`] a typed sender returns.
+fn refused(method: &str, refusal: SendRefusal) -> SendError {
+    match refusal {
+        SendRefusal::McpOnly => SendError::McpOnly,
+        SendRefusal::Admission(Refusal::NotReady(d), _) => SendError::NotReady {
+            capability: d.capability,
+        },
+        SendRefusal::Admission(Refusal::Denied(d), _) => SendError::CapabilityDenied {
+            capability: d.capability,
+        },
+        SendRefusal::FeatureSet(SetRefusal::Unknown, name) => SendError::UnknownFeatureSet(name),
+        SendRefusal::FeatureSet(SetRefusal::Unavailable(reason), name) => {
+            SendError::FeatureSetUnavailable {
                 name,
                 reason: reason.code(),
-            }),
-            // A mismatch names what is missing (never nothing).
-            SetRefusal::Undeclared(missing) => match missing.iter().next() {
-                Some(capability) => Err(SendError::Undeclared { name, capability }),
-                None => Ok(()),
-            },
+            }
+        }
+        SendRefusal::FeatureSet(SetRefusal::Undeclared(missing), name) => {
+            match missing.iter().next() {
+                Some(capability) => SendError::Undeclared { name, capability },
+                // Never empty (a mismatch names what is missing); were it, still refused.
+                None => SendError::Peer(PeerError::Remote(
+                    SetRefusal::Undeclared(missing).to_error(&name),
+                )),
+            }
+        }
+        // The typed senders send only methods the host receives (the test
+        // `s4_1_every_typed_sender_is_a_host_bound_method`); were one not, the host would
+        // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request.
+        SendRefusal::Admission(Refusal::NotReceived, _) | SendRefusal::UnknownRequest(_) => {
+            SendError::Peer(PeerError::Remote(ErrorObject::method_not_found(method)))
         }
     }
 }
@@ -127,16 +143,40 @@ impl GrantState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{push, Method};
 
     #[test]
     pub(super) fn s5_3_inert_state_refuses_as_not_ready() {
         let g = GrantState::inert();
         assert!(!g.granted(Capability::PushEvents));
         assert_eq!(
-            g.check(Requirement::One(Capability::PushEvents)),
+            g.gate(
+                &FeatureSets::default(),
+                push::PushEvent::NAME,
+                &serde_json::json!({"featureSet": "s"})
+            ),
             Err(SendError::NotReady {
                 capability: Capability::PushEvents
             })
         );
+    }
+
+    /// §4.1: every method a typed `Session` sender sends is one the host receives, so the
+    /// gate's `-32601` refusal never reaches a typed sender.
+    #[test]
+    pub(super) fn s4_1_every_typed_sender_is_a_host_bound_method() {
+        use crate::protocol::{channels, inference, model};
+        let sent = [
+            push::PushEvent::NAME,
+            channels::ChannelsRegister::NAME,
+            channels::ChannelsChanged::NAME,
+            channels::ChannelsIncoming::NAME,
+            inference::InferenceRequest::NAME,
+            model::ModelInfoRequest::NAME,
+        ];
+        for m in sent {
+            assert!(crate::protocol::method_info(m).is_some(), "{m}");
+            assert!(crate::session::Receiver::Host.receives(m), "{m}");
+        }
     }
 }

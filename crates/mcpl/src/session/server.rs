@@ -5,16 +5,18 @@
 //! of the host's `inference/lifecycle` into turns with a safety timeout (§10.5,
 //! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
 use super::{admit_at_server, Receiver, Refusal, ServerDiagnostic};
-use crate::capability::{CapabilitySet, Grant};
+use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
-use crate::policy::{self, Fallback, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal};
+use crate::policy::{
+    self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
+};
 use crate::protocol::handshake;
 use crate::protocol::lifecycle::LifecycleParams;
 
@@ -175,6 +177,50 @@ pub fn answer_policy_request(
         diagnostics,
         refused: None,
     }
+}
+
+/// One connection's state as the server's outbound gate ([`gate_to_host`]) reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendState<'a> {
+    /// `initialize` has been answered (before that, whether the host speaks MCPL is unknown).
+    pub(crate) initialized: bool,
+    /// The host advertised MCPL 0.5 (§3.2).
+    pub(crate) mcpl: bool,
+    /// A policy Request has been applied (§5.3).
+    pub(crate) ready: bool,
+    /// The grant in force.
+    pub(crate) grant: &'a Grant,
+    /// The connection's feature-set declarations (§6.1).
+    pub(crate) declarations: &'a FeatureSets,
+    /// Each declared set's derived status (§6.4).
+    pub(crate) statuses: &'a BTreeMap<String, FeatureSetStatus>,
+}
+
+/// The server's one outbound gate (§5.4: what the host would refuse is not sent), for the
+/// typed senders of `server::Session` and for [`ServerState::request`]/[`ServerState::notify`]
+/// alike: no MCPL method to an MCP-only host (§3.2); the host's admission rule for `method`
+/// with `params` ([`admit_outbound`](super::admit_outbound): direction, readiness, grant);
+/// and, when `params` name a `featureSet`, the host's feature-set gate
+/// ([`policy::feature_set_gate`], §6.4 rule 2, §6.6) for what the method exercises. `Ok`
+/// carries that requirement.
+pub(crate) fn gate_to_host(
+    method: &str,
+    params: Option<&Value>,
+    at: &SendState<'_>,
+) -> Result<Requirement, SendRefusal> {
+    if at.initialized && !at.mcpl && crate::protocol::is_mcpl_method(method) {
+        return Err(SendRefusal::McpOnly);
+    }
+    let req = super::admit_outbound(Receiver::Host, method, params, at.ready, at.grant)
+        .map_err(|r| SendRefusal::Admission(r, method.to_owned()))?;
+    let feature_set = params
+        .and_then(|p| p.get("featureSet"))
+        .and_then(Value::as_str);
+    if let Some(fs) = feature_set {
+        policy::feature_set_gate(at.declarations, at.statuses, fs, req)
+            .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
+    }
+    Ok(req)
 }
 
 /// The server side of one connection (module docs).
@@ -348,27 +394,19 @@ impl ServerState {
         Ok(())
     }
 
-    /// What the host would refuse is not sent (§5.4): MCP-only (§3.2), the host's admission
-    /// rule, and the feature-set gate (§6.6) for params naming a `featureSet`.
+    /// [`gate_to_host`] under this state.
     fn gate_outbound(&self, method: &str, params: &Value) -> Result<(), SendRefusal> {
-        if self.initialized && !self.mcpl && crate::protocol::is_mcpl_method(method) {
-            return Err(SendRefusal::McpOnly);
-        }
-        let req = super::admit_outbound(
-            Receiver::Host,
-            method,
-            Some(params),
-            self.policy.is_ready(),
-            &self.grant(),
-        )
-        .map_err(|r| SendRefusal::Admission(r, method.to_owned()))?;
-        if let Some(fs) = params.get("featureSet").and_then(Value::as_str) {
-            let statuses = self.policy.statuses();
-            let decls = self.policy.declarations();
-            policy::feature_set_gate(decls, &statuses, fs, req)
-                .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
-        }
-        Ok(())
+        let grant = self.grant();
+        let statuses = self.policy.statuses();
+        let at = SendState {
+            initialized: self.initialized,
+            mcpl: self.mcpl,
+            ready: self.policy.is_ready(),
+            grant: &grant,
+            declarations: self.policy.declarations(),
+            statuses: &statuses,
+        };
+        gate_to_host(method, Some(params), &at).map(|_| ())
     }
 
     fn respond(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {
