@@ -480,6 +480,17 @@ async fn scripted_host(
     policy: Option<Value>,
     act: impl Fn(&str) -> Act + Send + 'static,
 ) -> Peer {
+    let mcpl = json!({ "version": version });
+    scripted_host_advertising(transport, mcpl, policy, act).await
+}
+
+/// [`scripted_host`] advertising `mcpl` as its `experimental.mcpl`.
+async fn scripted_host_advertising(
+    transport: mcpl::transport::Transport,
+    mcpl: Value,
+    policy: Option<Value>,
+    act: impl Fn(&str) -> Act + Send + 'static,
+) -> Peer {
     let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
     let closer = host.clone();
     tokio::spawn(async move {
@@ -509,7 +520,7 @@ async fn scripted_host(
     host.request_raw(
         "initialize",
         Some(json!({ "protocolVersion": "2025-06-18",
-                     "capabilities": { "experimental": { "mcpl": { "version": version } } },
+                     "capabilities": { "experimental": { "mcpl": mcpl } },
                      "clientInfo": { "name": "scripted", "version": "0" } })),
     )
     .await
@@ -576,6 +587,52 @@ async fn a_host_without_a_policy_gets_every_probe_judged() {
     // The ping behind the unanswered model/info was answered; the junk line was survived.
     assert_eq!(ids_with(&doc, "pass"), passed, "{doc:#}");
     assert_eq!(code, 1);
+}
+
+/// §5.2, App. B.3: an advertisement with no `version` fails
+/// `host.initialize-advertises-mcpl` by the library's own reading
+/// (`handshake::host_mcpl`, which still serves it as 0.5), and every other check judges the
+/// host as it judges the same host advertising version 0.5.
+#[tokio::test]
+async fn an_unversioned_advertisement_fails_and_is_probed_as_0_5() {
+    let mut verdicts = Vec::new();
+    for (name, mcpl) in [
+        ("unversioned.json", json!({ "pushEvents": true })),
+        (
+            "versioned.json",
+            json!({ "version": "0.5", "pushEvents": true }),
+        ),
+    ] {
+        let report = report_path(name);
+        let (transport, ctl) = spawn_checker_with(&report, &["--timeout", "1", "--watch", "0"]);
+        let policy = json!({ "effectiveCapabilities": [] });
+        let host = scripted_host_advertising(transport, mcpl, Some(policy), |_| Act::Refuse).await;
+        let (code, doc) = finished_report(ctl, &report).await;
+        drop(host);
+        verdicts.push((code, doc));
+    }
+    let [(code, doc), (_, versioned)] = &verdicts[..] else {
+        unreachable!()
+    };
+    let check = detail_of(doc, "host.initialize-advertises-mcpl");
+    assert_eq!(check["status"], "fail", "{doc:#}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("no version member"), "{detail}");
+    let judged = detail_of(versioned, "host.initialize-advertises-mcpl");
+    assert_eq!(judged["status"], "pass", "{versioned:#}");
+    for status in ["pass", "fail", "warn", "skip"] {
+        let others = |d: &Value| {
+            let mut ids = ids_with(d, status);
+            ids.remove("host.initialize-advertises-mcpl");
+            ids
+        };
+        assert_eq!(others(doc), others(versioned), "{status}: {doc:#}");
+    }
+    assert!(
+        ids_with(doc, "pass").contains("host.push-follows-grant"),
+        "{doc:#}"
+    );
+    assert_eq!(*code, 1);
 }
 
 /// Issue #19 item 2: a host that holds the granted `inference/request` and reads nothing

@@ -4,10 +4,11 @@
 use mcpl::capability::{self, Capability, CapabilitySet, Pattern};
 use mcpl::peer::{IncomingMessage, IncomingRequest};
 use mcpl::policy::{Form, PolicyError};
+use mcpl::protocol::handshake::{self, HostMcpl};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::judge::{excerpt, list};
+use super::judge::{capped, list, DETAIL_LIMIT};
 use super::served::{self, served_advertisement};
 use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
@@ -81,26 +82,33 @@ impl Run {
         };
         let params = init.request().params.as_ref();
         let version = served::negotiated_version(params.and_then(|p| p.get("protocolVersion")));
-        let mcpl = params
-            .and_then(|p| p.get("capabilities"))
-            .and_then(|c| c.get("experimental"))
-            .and_then(|e| e.get("mcpl"));
+        let null = Value::Null;
+        let params = params.unwrap_or(&null);
+        let mcpl = handshake::host_advertisement(params);
         self.host_advertised = mcpl.map_or(CapabilitySet::EMPTY, |m| {
             capability::advertised(m).capabilities
         });
+        // The library's reading of the advertisement (§5.2); a host that advertises MCPL in
+        // any version is judged on every probe.
         let id = "host.initialize-advertises-mcpl";
-        let advertises = match mcpl {
-            Some(m) if m.get("version") == Some(&json!("0.5")) => {
+        let advertises = match handshake::host_mcpl(params) {
+            HostMcpl::V05 => {
                 self.record(id, Status::Pass, "experimental.mcpl with version 0.5");
                 true
             }
-            Some(m) if m.is_object() => {
-                let v = m.get("version").unwrap_or(&Value::Null);
-                let d = format!("experimental.mcpl.version is {}, not \"0.5\"", excerpt(v));
+            HostMcpl::Unversioned => {
+                let d = "experimental.mcpl has no version member (§5.2 mirrors the server's \
+                         shape, which requires it, App. B.3)";
                 self.record(id, Status::Fail, d);
                 true
             }
-            _ => {
+            HostMcpl::Other(v) => {
+                let v = capped(v, DETAIL_LIMIT / 2);
+                let d = format!("experimental.mcpl.version is {v}, not \"0.5\"");
+                self.record(id, Status::Fail, d);
+                true
+            }
+            HostMcpl::Absent => {
                 let d = "no experimental.mcpl: an MCP-only host (§3.2)";
                 self.record(id, Status::Skip, d);
                 false

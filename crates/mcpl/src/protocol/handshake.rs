@@ -399,37 +399,78 @@ mod tests {
 /// What the host's `initialize` says about MCPL (read by [`host_mcpl`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostMcpl {
-    /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"` or absent.
+    /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`.
     V05,
+    /// An `experimental.mcpl` object with no `version`: served as [`HostMcpl::V05`] (see
+    /// [`host_mcpl`]), but a defect of the host's advertisement.
+    Unversioned,
     /// No `experimental.mcpl` object.
     Absent,
     /// An `experimental.mcpl` object with another `version`, as JSON text (e.g. `"0.4"`).
     Other(String),
 }
 
-/// Reads the host's MCPL advertisement (§5.2).
-///
-/// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when
-/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`, or that names
-/// no version (it claims MCPL, and nothing runs before its policy Request anyway, §5.3).
-/// A `version` that is anything else (`"0.4"`, a number …) is another protocol, whose
-/// methods and policy exchange this server does not speak: such a host is served exactly as
-/// one that advertises no MCPL (§3.2, MCP behaviour only: tools available without a grant,
-/// no MCPL method sent, every MCPL method it sends answered `-32601`, every MCPL sender
-/// refused with `server::SendError::McpOnly`), with a `host_mcpl_version` diagnostic naming the
-/// version. Anything that is not an object is no advertisement.
-pub fn host_mcpl(params: &Value) -> HostMcpl {
-    let Some(m) = params
+impl HostMcpl {
+    /// Whether a server speaks MCPL 0.5 with this host ([`host_mcpl`]'s reading):
+    /// [`HostMcpl::V05`] and [`HostMcpl::Unversioned`].
+    pub fn is_v05(&self) -> bool {
+        matches!(self, HostMcpl::V05 | HostMcpl::Unversioned)
+    }
+}
+
+/// The host's MCPL advertisement (§5.2): `capabilities.experimental.mcpl` of its
+/// `initialize` params, when that is an object (anything else advertises nothing, §3.3).
+pub fn host_advertisement(params: &Value) -> Option<&Value> {
+    params
         .get("capabilities")
         .and_then(|c| c.get("experimental"))
         .and_then(|e| e.get("mcpl"))
-        .and_then(Value::as_object)
-    else {
+        .filter(|m| m.is_object())
+}
+
+/// Reads the host's MCPL advertisement (§5.2, [`host_advertisement`]).
+///
+/// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when
+/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`. One that names
+/// no version ([`HostMcpl::Unversioned`]) lacks a member the shape requires (§5.2 mirrors
+/// the server's shape, whose App. B.3 schema requires `version`), so `mcpl check-host`
+/// fails it; a server still speaks MCPL 0.5 with it (it claims MCPL, and nothing runs
+/// before its policy Request anyway, §5.3). A `version` that is anything else (`"0.4"`, a
+/// number …) is another protocol, whose methods and policy exchange this server does not
+/// speak: such a host is served exactly as one that advertises no MCPL (§3.2, MCP
+/// behaviour only: tools available without a grant, no MCPL method sent, every MCPL method
+/// it sends answered `-32601`, every MCPL sender refused with `server::SendError::McpOnly`),
+/// with a `host_mcpl_version` diagnostic naming the version.
+pub fn host_mcpl(params: &Value) -> HostMcpl {
+    let Some(m) = host_advertisement(params) else {
         return HostMcpl::Absent;
     };
     match m.get("version") {
-        None => HostMcpl::V05,
+        None => HostMcpl::Unversioned,
         Some(Value::String(v)) if v == MCPL_VERSION => HostMcpl::V05,
         Some(other) => HostMcpl::Other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// §5.2, §3.3: the version read, and what is no advertisement at all.
+    #[test]
+    fn s5_2_host_mcpl_reads_the_version() {
+        let init = |mcpl: Value| json!({"capabilities": {"experimental": {"mcpl": mcpl}}});
+        assert_eq!(host_mcpl(&init(json!({"version": "0.5"}))), HostMcpl::V05);
+        assert_eq!(host_mcpl(&init(json!({}))), HostMcpl::Unversioned);
+        assert!(HostMcpl::Unversioned.is_v05());
+        assert_eq!(
+            host_mcpl(&init(json!({"version": "0.4"}))),
+            HostMcpl::Other("\"0.4\"".into())
+        );
+        assert!(!host_mcpl(&init(json!({"version": 5}))).is_v05());
+        assert_eq!(host_mcpl(&init(json!(true))), HostMcpl::Absent);
+        assert_eq!(host_mcpl(&json!({"capabilities": {}})), HostMcpl::Absent);
+        assert_eq!(host_advertisement(&init(json!(true))), None);
     }
 }

@@ -642,12 +642,11 @@ pub(crate) fn read_initialize(
         ));
     };
     let null = Value::Null;
-    let (mcpl, diagnostic) = match handshake::host_mcpl(params.unwrap_or(&null)) {
-        handshake::HostMcpl::V05 => (true, None),
-        handshake::HostMcpl::Absent => (false, None),
-        handshake::HostMcpl::Other(version) => {
-            (false, Some(ServerDiagnostic::HostMcplVersion { version }))
-        }
+    let read = handshake::host_mcpl(params.unwrap_or(&null));
+    let mcpl = read.is_v05();
+    let diagnostic = match read {
+        handshake::HostMcpl::Other(version) => Some(ServerDiagnostic::HostMcplVersion { version }),
+        _ => None,
     };
     Ok(InitializeRead {
         protocol_version: version.to_owned(),
