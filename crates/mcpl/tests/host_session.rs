@@ -57,11 +57,14 @@ impl Server {
 
     /// Announces a manifest change (§17.3) and answers the host's `mcpl/manifest` fetch.
     async fn announce_manifest(&mut self, manifest: Value) {
+        let announced = json!({ "revision": "sha256:announced", "domains": ["capabilities"] });
+        self.announce_manifest_as(announced, manifest).await
+    }
+
+    /// [`Self::announce_manifest`] with the announcement's params `announced`.
+    async fn announce_manifest_as(&mut self, announced: Value, manifest: Value) {
         self.peer
-            .notify_raw(
-                "mcpl/manifestChanged",
-                Some(json!({ "revision": "sha256:announced", "domains": ["capabilities"] })),
-            )
+            .notify_raw("mcpl/manifestChanged", Some(announced))
             .await
             .unwrap();
         self.request("mcpl/manifest")
@@ -1910,6 +1913,28 @@ async fn s17_5_unparseable_manifest_leaves_previous_standing() {
             ..
         }
     )));
+}
+
+/// §17.3: a malformed announcement is reported by the one shape rule
+/// (`protocol::manifest::manifest_changed_defects`, which `mcpl check` fails it by), as
+/// `HostState` reports it (`session::tests`), and is still fetched (it is only a hint).
+#[tokio::test]
+async fn s17_3_a_malformed_announcement_is_reported_and_still_fetches() {
+    let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    let bad = json!({ "revision": "sha256:y", "domains": ["tools"], "added": ["a"] });
+    let expected = mcpl::protocol::manifest::manifest_changed_defects(Some(&bad)).join("; ");
+    server.announce_manifest_as(bad, full_manifest()).await;
+    server.expect_ping_next(&s).await;
+    let reported: Vec<String> = drain_diags(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::BadParams { method, detail } if method == "mcpl/manifestChanged" => {
+                Some(detail)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, [expected]);
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use mcpl::capability::{self, Finding, FindingKind, Grant};
-use mcpl::manifest::{self, ChangeDomain};
+use mcpl::manifest;
 use mcpl::policy::{FeatureSetStatus, FeatureSets, Receipt, ReceiptReport, UnavailableFeature};
 use serde_json::Value;
 
@@ -392,40 +392,9 @@ pub use mcpl::protocol::hooks::result_defects as before_inference_defects;
 
 pub use mcpl::protocol::channels::descriptor_defects;
 
-/// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
-/// `domains` a subset of capabilities | featureSets | tagOntology — no payload.
-pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
-    let mut out = Vec::new();
-    let Some(p) = params.and_then(Value::as_object) else {
-        out.push("params is not an object".into());
-        return out;
-    };
-    if !p.get("revision").is_some_and(Value::is_string) {
-        out.push("revision missing or not a string".into());
-    }
-    match p.get("domains").and_then(Value::as_array) {
-        None => out.push("domains missing or not an array".into()),
-        Some(ds) => {
-            if ds.is_empty() {
-                out.push("domains is empty (App. B.3: minItems 1)".into());
-            }
-            for d in ds {
-                let known = ChangeDomain::ALL
-                    .iter()
-                    .any(|c| Some(c.as_str()) == d.as_str());
-                if !known {
-                    out.push(format!("unknown domain {d}"));
-                }
-            }
-        }
-    }
-    for k in p.keys() {
-        if k != "revision" && k != "domains" {
-            out.push(format!("carries payload member {k:?}"));
-        }
-    }
-    out
-}
+/// Defects of `mcpl/manifestChanged` params (§17.3), by the rule the library's hosts
+/// report a malformed announcement by ([`mcpl::protocol::manifest::manifest_changed_defects`]).
+pub use mcpl::protocol::manifest::manifest_changed_defects;
 
 #[cfg(test)]
 mod tests {

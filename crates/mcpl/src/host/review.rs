@@ -18,6 +18,14 @@ impl HostSession {
             });
             return;
         }
+        // §17.3: a malformed announcement is reported; it is only a hint to fetch either way.
+        let defects = crate::protocol::manifest::manifest_changed_defects(params);
+        if !defects.is_empty() {
+            let detail = defects.join("; ");
+            let method = "mcpl/manifestChanged".into();
+            self.inner
+                .diag(HostDiagnostic::BadParams { method, detail });
+        }
         let announced = params
             .and_then(|p| p.get("revision"))
             .and_then(Value::as_str)

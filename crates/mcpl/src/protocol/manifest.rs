@@ -375,6 +375,43 @@ method!(
     requires: None
 );
 
+/// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
+/// `revision` a string and `domains` a non-empty (App. B.3: `minItems` 1) subset of
+/// `capabilities | featureSets | tagOntology` — no payload. The one shape rule the hosts
+/// report a malformed announcement by and `mcpl check` (`manifest.changed-shape`) fails.
+pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(p) = params.and_then(Value::as_object) else {
+        out.push("params is not an object".into());
+        return out;
+    };
+    if !p.get("revision").is_some_and(Value::is_string) {
+        out.push("revision missing or not a string".into());
+    }
+    match p.get("domains").and_then(Value::as_array) {
+        None => out.push("domains missing or not an array".into()),
+        Some(ds) => {
+            if ds.is_empty() {
+                out.push("domains is empty (App. B.3: minItems 1)".into());
+            }
+            for d in ds {
+                let known = crate::manifest::ChangeDomain::ALL
+                    .iter()
+                    .any(|c| Some(c.as_str()) == d.as_str());
+                if !known {
+                    out.push(format!("unknown domain {d}"));
+                }
+            }
+        }
+    }
+    for k in p.keys() {
+        if k != "revision" && k != "domains" {
+            out.push(format!("carries payload member {k:?}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

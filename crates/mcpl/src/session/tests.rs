@@ -1897,6 +1897,39 @@ fn last_fetch_id(p: &Pair) -> i64 {
         .expect("a fetch was written")
 }
 
+/// §17.3: a malformed announcement is reported by the shape rule `mcpl check` fails it by
+/// ([`crate::protocol::manifest::manifest_changed_defects`]), and still fetches (it is only
+/// a hint); a well-formed one is not reported. `HostSession` reports alike
+/// (`host_session.rs`, `s17_3_a_malformed_announcement_is_reported_and_still_fetches`).
+#[test]
+fn s17_3_a_malformed_announcement_is_reported_and_still_fetches() {
+    let bad_params = |p: &Pair| -> Vec<String> {
+        p.host_out
+            .iter()
+            .filter_map(|o| match o {
+                HostOutput::Diagnostic(HostDiagnostic::BadParams { method, detail })
+                    if method == "mcpl/manifestChanged" =>
+                {
+                    Some(detail.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    let good = json!({"revision": "sha256:x", "domains": ["capabilities"]});
+    p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": good}));
+    p.step_host();
+    assert_eq!(bad_params(&p), Vec::<String>::new());
+    assert_eq!(fetches(&p), 1);
+    let bad = json!({"revision": "sha256:y", "domains": ["tools"], "added": ["a"]});
+    let expected = crate::protocol::manifest::manifest_changed_defects(Some(&bad)).join("; ");
+    assert!(expected.contains("unknown domain") && expected.contains("payload member"));
+    p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": bad}));
+    p.step_host();
+    assert_eq!(bad_params(&p), [expected]);
+}
+
 #[test]
 fn s17_8_a_follow_up_due_before_ready_is_fetched_and_later_announcements_still_fetch() {
     // Two announcements during the initial policy exchange: the first fetches, the second

@@ -239,6 +239,13 @@ impl HostState {
                 method: "mcpl/manifestChanged".into(),
             });
         }
+        // §17.3: a malformed announcement is reported; it is only a hint to fetch either way.
+        let defects = crate::protocol::manifest::manifest_changed_defects(params);
+        if !defects.is_empty() {
+            let detail = defects.join("; ");
+            let method = "mcpl/manifestChanged".into();
+            self.diag(HostDiagnostic::BadParams { method, detail });
+        }
         if let Some(r) = params
             .and_then(|p| p.get("revision"))
             .and_then(Value::as_str)
