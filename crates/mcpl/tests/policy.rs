@@ -729,6 +729,36 @@ fn s10_1_user_message_null_without_observe() {
     assert!(!before_inference_applies(&Grant::none()));
 }
 
+/// §10.1: what the host sends (`redact_before_inference`) is never what `mcpl check-host`
+/// fails (`unredacted_user_message`), and an unredacted message is failed exactly when the
+/// grant withholds it: the two sides read one rule (`user_message_allowed`).
+#[test]
+fn s10_1_redaction_and_its_check_are_one_rule() {
+    let grants = [
+        Grant::none(),
+        Grant::from_patterns(["contextHooks.beforeInference.inject.afterUser"]).unwrap(),
+        Grant::from_patterns(["contextHooks.beforeInference.observe"]).unwrap(),
+        Grant::from_patterns(["contextHooks.*"]).unwrap(),
+    ];
+    let sent = [
+        json!({"inferenceId": "i", "userMessage": "secret"}),
+        json!({"inferenceId": "i", "userMessage": null}),
+        json!({"inferenceId": "i"}),
+    ];
+    for g in &grants {
+        for p in &sent {
+            let mut redacted = p.clone();
+            redact_before_inference(g, &mut redacted);
+            assert!(!unredacted_user_message(g, Some(&redacted)), "{g:?} {p}");
+            let carries = p.get("userMessage").is_some_and(|u| !u.is_null());
+            let expected = carries && !user_message_allowed(g);
+            assert_eq!(unredacted_user_message(g, Some(p)), expected, "{g:?} {p}");
+        }
+    }
+    assert!(user_message_allowed(&grants[2]) && !user_message_allowed(&grants[1]));
+    assert!(!unredacted_user_message(&Grant::none(), None));
+}
+
 #[test]
 fn s5_4_grant_report_for_cli() {
     let caps = json!({"tools": {}, "experimental": {"mcpl": {"version": "0.5", "tools": true,

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use mcpl::capability::{Capability, CapabilitySet};
+use mcpl::capability::{CapabilitySet, Grant};
 use mcpl::jsonrpc::ErrorObject;
 use mcpl::peer::{
     CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Ordered, Peer, PeerError,
@@ -463,9 +463,9 @@ impl Run {
     fn judge_hook(&mut self, params: Option<&Value>) {
         self.hooks = self.hooks.saturating_add(1);
         // The library server's admission rule (readiness §5.3, the grant §5.4).
-        let grant = self.policy.grant();
+        let grant = *self.policy.grant();
         let method = "context/beforeInference";
-        match mcpl::session::admit_at_server(method, params, true, self.ready, grant) {
+        match mcpl::session::admit_at_server(method, params, true, self.ready, &grant) {
             Err(Refusal::NotReady(_)) => self.record(
                 "host.hooks-after-ready",
                 Status::Fail,
@@ -478,8 +478,13 @@ impl Run {
             ),
             Ok(_) => {}
         }
-        let user = params.and_then(|p| p.get("userMessage"));
-        if !self.policy.allows(Capability::Observe) && user.is_some_and(|u| !u.is_null()) {
+        // The library host's redaction rule, under the grant in force (none before ready).
+        let in_force = if self.policy.is_ready() {
+            grant
+        } else {
+            Grant::none()
+        };
+        if mcpl::policy::unredacted_user_message(&in_force, params) {
             self.record(
                 "host.user-message-redacted",
                 Status::Fail,

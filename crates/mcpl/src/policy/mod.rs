@@ -216,10 +216,29 @@ pub fn before_inference_applies(grant: &Grant) -> bool {
     grant.satisfies(BEFORE_INFERENCE)
 }
 
-/// Sets `userMessage` to `null` in `context/beforeInference` params unless `observe` is
-/// granted (§10.1). Non-object params are left alone (the caller built them).
+/// Whether `context/beforeInference` may carry the user's message under `grant` (§10.1):
+/// only when `observe` is granted; otherwise `userMessage` is `null`. The host redacts by
+/// it ([`redact_before_inference`]) and `mcpl check-host` judges a host by it
+/// ([`unredacted_user_message`]).
+pub fn user_message_allowed(grant: &Grant) -> bool {
+    grant.allows(Capability::Observe)
+}
+
+/// Whether received `context/beforeInference` params carry a `userMessage` that
+/// [`user_message_allowed`] withholds under `grant`, the grant in force (§10.1): a non-null
+/// one, which [`redact_before_inference`] never leaves.
+pub fn unredacted_user_message(grant: &Grant, params: Option<&Value>) -> bool {
+    !user_message_allowed(grant)
+        && params
+            .and_then(|p| p.get("userMessage"))
+            .is_some_and(|u| !u.is_null())
+}
+
+/// Sets `userMessage` to `null` in `context/beforeInference` params unless
+/// [`user_message_allowed`] (§10.1). Non-object params are left alone (the caller built
+/// them).
 pub fn redact_before_inference(grant: &Grant, params: &mut Value) {
-    if !grant.allows(Capability::Observe) {
+    if !user_message_allowed(grant) {
         if let Some(o) = params.as_object_mut() {
             o.insert("userMessage".into(), Value::Null);
         }
