@@ -322,8 +322,8 @@ impl std::fmt::Display for Detail<'_> {
             D::HostMcplVersion { version } => write!(
                 f,
                 "the host advertises MCPL version {version}, not {}: serving it as a plain MCP \
-                 host (§3.2): tools work ungated, the server sends no MCPL method and every \
-                 MCPL sender refuses (SendError::McpOnly)",
+                 host (§3.2): tools work ungated, and the server sends it no MCPL method (each \
+                 MCPL send is refused as MCP-only)",
                 crate::protocol::handshake::MCPL_VERSION
             ),
         }
@@ -373,7 +373,7 @@ fn injection_dropped(
                 InjectionDenied::Denied(d) => write!(
                     f,
                     "`{c}` is not granted (§5.4): declare it in the set's uses, or inject there \
-                     only when GrantState::granted(Capability::{c:?}) holds in the hook",
+                     only while the grant in force allows `{c}`",
                     c = d.capability
                 ),
                 InjectionDenied::UnknownPosition(_) | InjectionDenied::MissingPosition => f
@@ -396,6 +396,52 @@ fn injection_dropped(
 mod tests {
     use super::*;
     use crate::capability::{Capability, Denied};
+
+    /// Issue #24 item 4: the texts of what the sans-I/O `ServerState` reports too are true
+    /// for it: they name no API of `server::Server` (`SendError`, `GrantState`, `Session`,
+    /// `ServerBuilder`), with their codes and kinds unchanged.
+    #[test]
+    fn shared_diagnostics_name_no_server_api() {
+        let denied = Denied {
+            capability: Capability::InjectBeforeUser,
+        };
+        let shared = [
+            (
+                ServerDiagnostic::HostMcplVersion {
+                    version: "\"0.4\"".into(),
+                },
+                "host_mcpl_version",
+                DiagnosticKind::Notice,
+            ),
+            (
+                ServerDiagnostic::InjectionDropped {
+                    hook_set: None,
+                    dropped: DroppedInjections::One {
+                        feature_set: "mem".into(),
+                        position: "beforeUser".into(),
+                        denied: InjectionDenied::Denied(denied),
+                    },
+                },
+                "injection_dropped",
+                DiagnosticKind::AuthorMistake,
+            ),
+            (
+                ServerDiagnostic::NotificationDenied {
+                    method: "inference/lifecycle".into(),
+                    refusal: Refusal::Denied(denied),
+                },
+                "notification_denied",
+                DiagnosticKind::PeerDefect,
+            ),
+        ];
+        for (d, code, kind) in shared {
+            let text = d.to_string();
+            for api in ["SendError", "GrantState", "Session", "ServerBuilder"] {
+                assert!(!text.contains(api), "{text}");
+            }
+            assert_eq!((d.code(), d.kind()), (code, kind), "{text}");
+        }
+    }
 
     /// `injection_dropped` for a whole answer names the set the answer claimed when it is not
     /// the hook's own (the refusal reason does not name it), and calls no set "(none)".
