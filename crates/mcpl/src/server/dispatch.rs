@@ -16,12 +16,18 @@ use crate::jsonrpc::ErrorObject;
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{IncomingMessage, IncomingRequest};
 use crate::policy::{Fallback, FeatureSets};
-use crate::protocol::channels::ListResult;
-use crate::protocol::handshake::{
-    Capabilities, Experimental, InitializeResult, ToolsCallParams, ToolsCallResult, ToolsListResult,
+use crate::protocol::channels::{
+    ChannelsAcknowledge, ChannelsClose, ChannelsList, ChannelsOpen, ChannelsPublish,
+    ChannelsTyping, ListResult,
 };
-use crate::protocol::manifest::Manifest;
-use crate::protocol::method_info;
+use crate::protocol::handshake::{
+    Capabilities, Experimental, InitializeResult, ToolsCall, ToolsCallParams, ToolsCallResult,
+    ToolsList, ToolsListResult,
+};
+use crate::protocol::hooks::BeforeInference;
+use crate::protocol::manifest::{Manifest, ManifestFetch};
+use crate::protocol::state::StateRollback;
+use crate::protocol::{method_info, Method};
 use crate::session::{route_host_request, RequestRoute};
 
 pub(super) async fn run(conn: Arc<Conn>, mut incoming: crate::peer::Incoming) {
@@ -196,7 +202,7 @@ fn tools_call_now(
     req: IncomingRequest,
     route: &Result<RequestRoute, ErrorObject>,
 ) -> Result<(), IncomingRequest> {
-    if req.method() != "tools/call"
+    if req.method() != ToolsCall::NAME
         || *route != Ok(RequestRoute::Admitted)
         || conn.fallback().is_some()
     {
@@ -241,14 +247,14 @@ pub(super) async fn on_request(
         }
         Ok(RequestRoute::Admitted) => {}
     }
-    if matches!(&*method, "tools/list" | "tools/call") {
+    if matches!(&*method, ToolsList::NAME | ToolsCall::NAME) {
         // Gated above (§5.4); the fallback is the only source of tools when there is one.
         if let Some(f) = conn.fallback() {
             return spawn_fallback(conn, req, f);
         }
     }
     match &*method {
-        "tools/list" => {
+        ToolsList::NAME => {
             let tools = conn.server.tools.listed();
             let result = ToolsListResult {
                 tools,
@@ -257,7 +263,7 @@ pub(super) async fn on_request(
             };
             respond(req, Ok(result)).await
         }
-        "tools/call" => {
+        ToolsCall::NAME => {
             let handler = tool_handler(conn, &req);
             if handler.is_none() {
                 let e = ErrorObject::invalid_params("unknown tool");
@@ -265,16 +271,16 @@ pub(super) async fn on_request(
             }
             spawn_handler(conn, req, handler)
         }
-        "mcpl/manifest" => {
+        ManifestFetch::NAME => {
             let m = conn.tracker().manifest_result();
             respond(req, Ok(m)).await
         }
-        "context/beforeInference" => on_before_inference(conn, req),
-        "state/rollback" => spawn_handler(conn, req, h.rollback.clone()),
-        "channels/open" => spawn_handler(conn, req, h.channels_open.clone()),
-        "channels/close" => spawn_handler(conn, req, h.channels_close.clone()),
-        "channels/publish" => spawn_handler(conn, req, h.channels_publish.clone()),
-        "channels/list" => {
+        BeforeInference::NAME => on_before_inference(conn, req),
+        StateRollback::NAME => spawn_handler(conn, req, h.rollback.clone()),
+        ChannelsOpen::NAME => spawn_handler(conn, req, h.channels_open.clone()),
+        ChannelsClose::NAME => spawn_handler(conn, req, h.channels_close.clone()),
+        ChannelsPublish::NAME => spawn_handler(conn, req, h.channels_publish.clone()),
+        ChannelsList::NAME => {
             let Some(f) = h.channels_list.clone() else {
                 // No handler: the channels the host accepted from this connection (§14.3).
                 let channels = lock(&conn.state).channels.values().cloned().collect();
@@ -288,10 +294,10 @@ pub(super) async fn on_request(
                 Arc::new(move |s, _| f(s, ()));
             spawn_handler(conn, req, Some(g))
         }
-        "channels/acknowledge" => {
+        ChannelsAcknowledge::NAME => {
             spawn_handler(conn, req, empty_result(h.channels_acknowledge.clone()))
         }
-        "channels/typing" => spawn_handler(conn, req, empty_result(h.channels_typing.clone())),
+        ChannelsTyping::NAME => spawn_handler(conn, req, empty_result(h.channels_typing.clone())),
         _ => respond::<()>(req, Err(ErrorObject::method_not_found(&method))).await,
     }
 }

@@ -8,7 +8,8 @@ use super::*;
 use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
 use crate::peer::IncomingRequest;
-use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
+use crate::protocol::hooks::{BeforeInference, BeforeInferenceParams, BeforeInferenceResult};
+use crate::protocol::Method;
 
 pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     let Some((default_set, handler)) = conn.server.handlers.before_inference.clone() else {
@@ -48,7 +49,7 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
             respond(req, Ok(empty)).await;
             return;
         }
-        let out = guarded(&conn, "context/beforeInference", handler(state, params)).await;
+        let out = guarded(&conn, BeforeInference::NAME, handler(state, params)).await;
         let out = out.map(|r| filter_injections(&conn, r, default_set.as_deref()));
         respond(req, out).await;
     });

@@ -9,8 +9,13 @@ use super::conn::Conn;
 use super::dispatch::{guarded, is_removed, PANICKED};
 use super::*;
 use crate::jsonrpc::Notification;
-use crate::protocol::channels::{OutgoingChunkParams, OutgoingCompleteParams};
-use crate::protocol::inference::InferenceChunkParams;
+use crate::protocol::channels::{
+    ChannelsAcknowledge, ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish,
+    ChannelsTyping, OutgoingChunkParams, OutgoingCompleteParams,
+};
+use crate::protocol::handshake::Initialized;
+use crate::protocol::inference::{InferenceChunk, InferenceChunkParams};
+use crate::protocol::Method;
 use crate::session::{host_notification, NotificationStep};
 
 pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
@@ -49,7 +54,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
         NotificationStep::Untyped(n) => return untyped(conn, n),
     };
     let method = n.method.as_str();
-    if method == "notifications/initialized" {
+    if method == Initialized::NAME {
         if let Some(f) = conn.fallback() {
             f.notification(method, n.params);
         }
@@ -57,7 +62,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
     }
     let h = &conn.server.handlers;
     match method {
-        "inference/chunk" => {
+        InferenceChunk::NAME => {
             let p: InferenceChunkParams = match crate::jsonrpc::parse_params(n.params) {
                 Ok(p) => p,
                 Err(e) => return conn.diagnostic(invalid(method, e)),
@@ -72,7 +77,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 }),
             }
         }
-        "channels/outgoing/chunk" => {
+        ChannelsOutgoingChunk::NAME => {
             match crate::jsonrpc::parse_params::<OutgoingChunkParams>(n.params) {
                 Ok(p) => {
                     if let Some(f) = &h.outgoing_chunk {
@@ -82,7 +87,7 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
-        "channels/outgoing/complete" => {
+        ChannelsOutgoingComplete::NAME => {
             match crate::jsonrpc::parse_params::<OutgoingCompleteParams>(n.params) {
                 Ok(p) => {
                     if let Some(f) = &h.outgoing_complete {
@@ -92,13 +97,15 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
                 Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
-        "channels/publish" => {
+        ChannelsPublish::NAME => {
             spawn_notification(conn, method, n.params, h.channels_publish.clone())
         }
-        "channels/acknowledge" => {
+        ChannelsAcknowledge::NAME => {
             spawn_notification(conn, method, n.params, h.channels_acknowledge.clone())
         }
-        "channels/typing" => spawn_notification(conn, method, n.params, h.channels_typing.clone()),
+        ChannelsTyping::NAME => {
+            spawn_notification(conn, method, n.params, h.channels_typing.clone())
+        }
         _ => conn.diagnostic(ServerDiagnostic::UnexpectedNotification {
             method: method.to_owned(),
         }),

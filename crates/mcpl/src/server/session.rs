@@ -240,7 +240,7 @@ impl Session {
         params: Option<Value>,
     ) -> Result<Value, SendError> {
         let out = async {
-            if is_reserved(method) && method != "ping" {
+            if is_reserved(method) && method != crate::protocol::handshake::Ping::NAME {
                 return Err(SendError::NotMcp(method.to_owned()));
             }
             Ok(self.conn.peer.request_raw(method, params).await?)
