@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use mcpl::capability::{self, Capability, CapabilitySet, Grant, Requirement};
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::policy::{self, FeatureSetStatus, FeatureSets, HostGrant};
+use mcpl::protocol::handshake::{Initialize, Initialized};
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::conn::Conn;
@@ -376,7 +378,7 @@ impl Session {
     /// remainder); a narrowed session just ends.
     fn handshake(&mut self) -> Option<(Value, Value)> {
         let init = self.request(
-            "initialize",
+            Initialize::NAME,
             json!({
                 "protocolVersion": mcpl::protocol::handshake::MCP_PROTOCOL_VERSION,
                 "capabilities": host_capabilities(),
@@ -420,7 +422,7 @@ impl Session {
             .get("experimental")
             .and_then(|e| e.get("mcpl"))
             .cloned();
-        let _ = self.notify("notifications/initialized", json!({}));
+        let _ = self.notify(Initialized::NAME, json!({}));
         let missing = match mcpl {
             Some(m @ Value::Object(_)) => {
                 self.rec.record(

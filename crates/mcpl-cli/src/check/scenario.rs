@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use mcpl::capability::Capability;
 use mcpl::policy::{FeatureSets, UpdateParams};
+use mcpl::protocol::channels::{ChannelsClose, ChannelsOpen, ChannelsPublish};
+use mcpl::protocol::handshake::{ToolsCall, ToolsList};
+use mcpl::protocol::Method;
 use serde_json::{json, Map, Value};
 
 /// The largest scenario file read (bytes).
@@ -521,7 +524,7 @@ impl Runner {
                     self.check_tool(host, tool)?;
                 }
                 let params = json!({ "name": tool, "arguments": arguments });
-                Ok((true, describe_call(host.ask("tools/call", params))))
+                Ok((true, describe_call(host.ask(ToolsCall::NAME, params))))
             }
             Step::WaitFor { method, timeout } => {
                 let wait = timeout.unwrap_or_else(|| host.step_timeout());
@@ -564,20 +567,20 @@ impl Runner {
                     "channelId": target,
                     "content": [ { "type": "text", "text": text } ]
                 });
-                Ok((true, describe(host.ask("channels/publish", params))))
+                Ok((true, describe(host.ask(ChannelsPublish::NAME, params))))
             }
             Step::Open(params) => {
                 if !host.allows(Capability::ChannelsLifecycle) {
                     return not_sent("channels.lifecycle is not granted in this session".into());
                 }
-                let a = host.ask("channels/open", Value::Object(params.clone()));
+                let a = host.ask(ChannelsOpen::NAME, Value::Object(params.clone()));
                 Ok((true, describe(a)))
             }
             Step::Close(channel) => {
                 if !host.allows(Capability::ChannelsLifecycle) {
                     return not_sent("channels.lifecycle is not granted in this session".into());
                 }
-                let a = host.ask("channels/close", json!({ "channelId": channel }));
+                let a = host.ask(ChannelsClose::NAME, json!({ "channelId": channel }));
                 Ok((true, describe(a)))
             }
         }
@@ -616,7 +619,7 @@ fn list_tools(host: &mut dyn Host) -> Option<BTreeSet<String>> {
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let Answer::Result(r) = host.ask("tools/list", params) else {
+        let Answer::Result(r) = host.ask(ToolsList::NAME, params) else {
             return None;
         };
         let tools = r.get("tools").and_then(Value::as_array)?;

@@ -4,7 +4,11 @@
 use mcpl::capability::{self, Capability, CapabilitySet, Pattern};
 use mcpl::peer::{IncomingMessage, IncomingRequest};
 use mcpl::policy::{Form, PolicyError};
+use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::{self, HostMcpl};
+use mcpl::protocol::handshake::{Initialize, Initialized};
+use mcpl::protocol::push::PushEvent;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -64,7 +68,7 @@ impl Run {
         let deadline = Instant::now() + self.bounds.step;
         let init = loop {
             match self.next_until(deadline).await {
-                Some(IncomingMessage::Request(r)) if r.method() == "initialize" => break r,
+                Some(IncomingMessage::Request(r)) if r.method() == Initialize::NAME => break r,
                 Some(m) => self.handle(m).await,
                 None => {
                     let discarded = self.discarded();
@@ -139,13 +143,11 @@ impl Run {
         // policy Request, whichever comes first.
         while let Some(m) = self.next_until(deadline).await {
             match m {
-                IncomingMessage::Notification(n) if n.method == "notifications/initialized" => {
-                    break
-                }
-                IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                IncomingMessage::Notification(n) if n.method == Initialized::NAME => break,
+                IncomingMessage::Notification(n) if n.method == FeatureSetsUpdate::NAME => {
                     notified |= self.policy_notification(n.params.as_ref());
                 }
-                IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                IncomingMessage::Request(r) if r.method() == FeatureSetsUpdate::NAME => {
                     request = Some(r);
                     break;
                 }
@@ -156,17 +158,17 @@ impl Run {
         // §5.3: polled once, so the frame is written (or queued ahead of the receipt) before
         // anything else goes out; a settled call is not polled again.
         let params = Some(served::push("check.push", "early"));
-        let mut early = self.start("push/event", params, self.bounds.step);
+        let mut early = self.start(PushEvent::NAME, params, self.bounds.step);
         let settled = poll_once(&mut early).await;
 
         if request.is_none() {
             while let Some(m) = self.next_until(deadline).await {
                 match m {
-                    IncomingMessage::Request(r) if r.method() == "featureSets/update" => {
+                    IncomingMessage::Request(r) if r.method() == FeatureSetsUpdate::NAME => {
                         request = Some(r);
                         break;
                     }
-                    IncomingMessage::Notification(n) if n.method == "featureSets/update" => {
+                    IncomingMessage::Notification(n) if n.method == FeatureSetsUpdate::NAME => {
                         notified |= self.policy_notification(n.params.as_ref());
                     }
                     m => self.handle(m).await,

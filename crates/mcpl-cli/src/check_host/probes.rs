@@ -5,6 +5,12 @@
 
 use mcpl::capability::Capability;
 use mcpl::jsonrpc::codes;
+use mcpl::protocol::channels::{ChannelsIncoming, ChannelsList, ChannelsRegister};
+use mcpl::protocol::handshake::Ping;
+use mcpl::protocol::inference::InferenceRequest;
+use mcpl::protocol::model::ModelInfoRequest;
+use mcpl::protocol::push::PushEvent;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::judge::{excerpt, first_accepted, inference_result_defects};
@@ -69,7 +75,7 @@ impl Run {
         self.stage = "the push under an undeclared feature set";
         let id = "host.rejects-with-error";
         match self
-            .call("push/event", push("check.undeclared", "u1"))
+            .call(PushEvent::NAME, push("check.undeclared", "u1"))
             .await
         {
             Reply::Error(e) if e.code == codes::UNKNOWN_FEATURE_SET => {
@@ -101,8 +107,8 @@ impl Run {
         let id = "host.answers-every-request";
         let mut silent = Vec::new();
         for (method, stage) in [
-            ("model/info", "the model/info probe"),
-            ("channels/list", "the channels/list probe"),
+            (ModelInfoRequest::NAME, "the model/info probe"),
+            (ChannelsList::NAME, "the channels/list probe"),
         ] {
             self.stage = stage;
             match self.call_paired(method, json!({}), self.bounds.step).await {
@@ -148,7 +154,7 @@ impl Run {
         let id = "host.incoming-unregistered-refused";
         let params = incoming("check:never-registered");
         match self
-            .call_paired("channels/incoming", params, self.bounds.step)
+            .call_paired(ChannelsIncoming::NAME, params, self.bounds.step)
             .await
         {
             Reply::Error(e) => {
@@ -185,7 +191,7 @@ impl Run {
         let id = "host.register-itemized";
         let granted = self.policy.allows(Capability::ChannelsRegister);
         let reply = self
-            .call_paired("channels/register", descriptors(), self.bounds.step)
+            .call_paired(ChannelsRegister::NAME, descriptors(), self.bounds.step)
             .await;
         match (granted, reply) {
             (true, Reply::Result(r)) => {
@@ -241,7 +247,11 @@ impl Run {
             return;
         }
         match self
-            .call_paired("channels/incoming", incoming("check:a"), self.bounds.step)
+            .call_paired(
+                ChannelsIncoming::NAME,
+                incoming("check:a"),
+                self.bounds.step,
+            )
             .await
         {
             Reply::Error(e) => self.record(
@@ -269,13 +279,13 @@ impl Run {
         let id = "host.undeclared-use-refused";
         let params = push("check.hints", "d1");
         let available = self.policy.is_available("check.hints");
-        if !available || self.host_rule("push/event", &params) != Ok(false) {
+        if !available || self.host_rule(PushEvent::NAME, &params) != Ok(false) {
             let why = "pushEvents not granted or check.hints unavailable: a refusal would not \
                        show the declaration rule";
             self.record(id, Status::Skip, why);
             return;
         }
-        match self.call("push/event", params).await {
+        match self.call(PushEvent::NAME, params).await {
             Reply::Error(e) => {
                 self.record(id, Status::Pass, format!("refused with error {}", e.code))
             }
@@ -302,13 +312,15 @@ impl Run {
             "host.inference-result-shape",
         );
         let params = inference_request();
-        let allowed = self.host_rule("inference/request", &params) == Ok(true);
+        let allowed = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
         let bound = if allowed {
             self.bounds.infer
         } else {
             self.bounds.step
         };
-        let reply = self.call_paired("inference/request", params, bound).await;
+        let reply = self
+            .call_paired(InferenceRequest::NAME, params, bound)
+            .await;
         let (status, detail, judged) = match (allowed, reply) {
             (_, Reply::Closed) => return,
             (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
@@ -388,7 +400,7 @@ impl Run {
             self.on_closed();
             return;
         }
-        match self.call("ping", json!({})).await {
+        match self.call(Ping::NAME, json!({})).await {
             Reply::Closed => {
                 self.died_of_junk = true;
                 let how = self.gone().unwrap_or("the connection ended").to_owned();
@@ -419,8 +431,8 @@ impl Run {
         self.stage = "the push/event probe against the grant";
         let id = "host.push-follows-grant";
         let params = push("check.push", "p1");
-        let expected = self.host_rule("push/event", &params) == Ok(true);
-        match (expected, self.call("push/event", params).await) {
+        let expected = self.host_rule(PushEvent::NAME, &params) == Ok(true);
+        match (expected, self.call(PushEvent::NAME, params).await) {
             // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
             (true, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => self
                 .record(

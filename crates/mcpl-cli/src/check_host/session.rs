@@ -18,6 +18,12 @@ use mcpl::peer::{
     RequestOptions,
 };
 use mcpl::policy::{Form, ServerPolicyState};
+use mcpl::protocol::channels::ChannelsList;
+use mcpl::protocol::feature_sets::FeatureSetsUpdate;
+use mcpl::protocol::handshake::{Initialize, Ping, ToolsList};
+use mcpl::protocol::hooks::BeforeInference;
+use mcpl::protocol::manifest::ManifestFetch;
+use mcpl::protocol::Method;
 use mcpl::session::Refusal;
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -325,7 +331,7 @@ impl Run {
             return Reply::Closed;
         };
         let first_deadline = Instant::now() + bound;
-        let ping_id = self.peer.send_request("ping", None, |_| {}).await.ok();
+        let ping_id = self.peer.send_request(Ping::NAME, None, |_| {}).await.ok();
         let ping_deadline = Instant::now() + self.bounds.step;
         let (mut answer, mut pong) = (None, ping_id.is_none().then_some(Reply::Closed));
         let mut ping_first = false;
@@ -417,7 +423,9 @@ impl Run {
             IncomingMessage::Request(r) => r,
             IncomingMessage::Notification(n) => {
                 // §6.7: a grant change goes by Request, at any point of the session.
-                if n.method == "featureSets/update" && self.policy_notification(n.params.as_ref()) {
+                if n.method == FeatureSetsUpdate::NAME
+                    && self.policy_notification(n.params.as_ref())
+                {
                     self.record(
                         "host.policy-is-request",
                         Status::Fail,
@@ -429,21 +437,21 @@ impl Run {
         };
         let mut receipt = false;
         let result = match req.method() {
-            "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": [] })),
-            "mcpl/manifest" => Ok(served::manifest()),
-            "channels/list" => Ok(json!({ "channels": [] })),
-            "initialize" => Err(ErrorObject::invalid_request("already initialized")),
+            Ping::NAME => Ok(json!({})),
+            ToolsList::NAME => Ok(json!({ "tools": [] })),
+            ManifestFetch::NAME => Ok(served::manifest()),
+            ChannelsList::NAME => Ok(json!({ "channels": [] })),
+            Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
             // A later policy change: applied and answered by the library server's own rule
             // (`session::answer_policy_request`); its receipt puts a policy in force (a
             // host that sent none in time is late, not ignored).
-            "featureSets/update" => {
+            FeatureSetsUpdate::NAME => {
                 let params = req.request().params.as_ref().unwrap_or(&Value::Null);
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
                 answer.response
             }
-            "context/beforeInference" => {
+            BeforeInference::NAME => {
                 self.judge_hook(req.request().params.as_ref());
                 Ok(json!({ "featureSet": "check.hints", "contextInjections": [] }))
             }
@@ -464,7 +472,7 @@ impl Run {
         self.hooks = self.hooks.saturating_add(1);
         // The library server's admission rule (readiness §5.3, the grant §5.4).
         let grant = *self.policy.grant();
-        let method = "context/beforeInference";
+        let method = BeforeInference::NAME;
         match mcpl::session::admit_at_server(method, params, true, self.ready, &grant) {
             Err(Refusal::NotReady(_)) => self.record(
                 "host.hooks-after-ready",

@@ -10,6 +10,8 @@
 
 use mcpl::capability::Capability;
 use mcpl::jsonrpc::codes;
+use mcpl::protocol::channels::{ChannelsClose, ChannelsList, ChannelsPublish};
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::*;
@@ -34,7 +36,7 @@ impl Session {
             self.rec
                 .record(list, Status::Skip, "channels.register not advertised");
         } else {
-            match self.request("channels/list", json!({})) {
+            match self.request(ChannelsList::NAME, json!({})) {
                 Reply::Result(r) => match r.get("channels") {
                     Some(Value::Array(a)) => {
                         self.rec.record(
@@ -65,7 +67,7 @@ impl Session {
                 .record(unknown, Status::Skip, "channels.publish not advertised");
             return;
         }
-        self.unknown_channel_probe(unknown, "channels/publish", Status::Fail, |channel| {
+        self.unknown_channel_probe(unknown, ChannelsPublish::NAME, Status::Fail, |channel| {
             json!({
                 "conversationId": "conv_mcpl_check",
                 "channelId": channel,
@@ -85,7 +87,7 @@ impl Session {
         }
         self.unknown_channel_probe(
             id,
-            "channels/close",
+            ChannelsClose::NAME,
             Status::Warn,
             |channel| json!({ "channelId": channel }),
         );

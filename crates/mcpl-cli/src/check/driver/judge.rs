@@ -3,6 +3,11 @@
 
 use mcpl::capability::Requirement;
 use mcpl::policy;
+use mcpl::protocol::channels::{ChannelsIncoming, ChannelsRegister};
+use mcpl::protocol::inference::InferenceRequest;
+use mcpl::protocol::manifest::{ManifestChanged, ManifestFetch};
+use mcpl::protocol::push::PushEvent;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::*;
@@ -30,7 +35,7 @@ impl Session {
         if self.closed.is_some() {
             return; // reported with the rest as skipped
         }
-        let reply = self.request("mcpl/manifest", json!({}));
+        let reply = self.request(ManifestFetch::NAME, json!({}));
         // Compared with the announcement standing when the manifest arrived (a newer one may
         // have come in while the fetch was waiting).
         let announced = self.announced.take().unwrap_or_default();
@@ -254,17 +259,17 @@ impl Session {
             (
                 &["channels.register-is-request"][..],
                 self.register_seen,
-                "channels/register",
+                ChannelsRegister::NAME,
             ),
             (
                 &["channels.incoming-is-request", "channels.incoming-shape"][..],
                 self.incoming_seen,
-                "channels/incoming",
+                ChannelsIncoming::NAME,
             ),
             (
                 &["manifest.changed-shape"][..],
                 self.changed_seen,
-                "mcpl/manifestChanged",
+                ManifestChanged::NAME,
             ),
         ] {
             for id in ids {
@@ -436,14 +441,14 @@ impl Tagged {
 }
 
 pub(super) const PUSH: Tagged = Tagged {
-    method: "push/event",
+    method: PushEvent::NAME,
     is_request: "push.event-is-request",
     shape: "push.event-shape",
     declared: "push.feature-set-declared",
 };
 
 pub(super) const INFERENCE: Tagged = Tagged {
-    method: "inference/request",
+    method: InferenceRequest::NAME,
     is_request: "inference.request-is-request",
     shape: "inference.request-shape",
     declared: "inference.feature-set-declared",

@@ -4,6 +4,10 @@
 
 use mcpl::capability::{Capability, CapabilitySet};
 use mcpl::policy::{self, FeatureSets, HostGrant};
+use mcpl::protocol::feature_sets::FeatureSetsUpdate;
+use mcpl::protocol::handshake::Ping;
+use mcpl::protocol::hooks::BeforeInference;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::*;
@@ -22,7 +26,7 @@ impl Session {
             return;
         }
         self.grant_notified = true;
-        let _ = self.notify("featureSets/update", host_grant.update_params(None, &[]));
+        let _ = self.notify(FeatureSetsUpdate::NAME, host_grant.update_params(None, &[]));
         self.window();
     }
 
@@ -32,10 +36,10 @@ impl Session {
     /// second, so that traffic is judged here whatever `--watch` is (and however loaded the
     /// machine).
     pub(super) fn window(&mut self) {
-        if let Reply::Result(_) | Reply::Error(_) = self.request("ping", json!({})) {
+        if let Reply::Result(_) | Reply::Error(_) = self.request(Ping::NAME, json!({})) {
             self.ping_answered = true;
             self.watch();
-            let _ = self.request("ping", json!({}));
+            let _ = self.request(Ping::NAME, json!({}));
         } else {
             self.watch();
         }
@@ -53,7 +57,7 @@ impl Session {
         let params = self.policy_params(host_grant, disabled);
         let statuses = derivation(sets, &params);
         self.sent_policy = Some(params.clone());
-        let reply = self.request("featureSets/update", params);
+        let reply = self.request(FeatureSetsUpdate::NAME, params);
         let result = match reply {
             Reply::Result(r) => {
                 self.receipt_seen = true;
@@ -230,7 +234,7 @@ impl Session {
             params["effectiveCapabilities"] = json!([path]);
         }
         params["deniedCapabilities"] = json!([path]);
-        match self.request("featureSets/update", params) {
+        match self.request(FeatureSetsUpdate::NAME, params) {
             Reply::Error(e) => self.rec.record(
                 id,
                 Status::Pass,
@@ -283,11 +287,11 @@ impl Session {
         // Refused from here on (revocation first); the later Requests keep it disabled.
         self.disable(&set);
         self.notified_disabled.insert(set.clone());
-        if !self.notify("featureSets/update", json!({ "disabled": [set] })) {
+        if !self.notify(FeatureSetsUpdate::NAME, json!({ "disabled": [set] })) {
             return;
         }
         if !matches!(
-            self.request("ping", json!({})),
+            self.request(Ping::NAME, json!({})),
             Reply::Result(_) | Reply::Error(_)
         ) {
             let why = "no ping answer: no point from which the Notification was read";
@@ -296,7 +300,7 @@ impl Session {
         }
         self.narrowing_read = true;
         let asked = if hook.is_some() {
-            match self.request("context/beforeInference", self.hook_params(1)) {
+            match self.request(BeforeInference::NAME, self.hook_params(1)) {
                 Reply::Result(r) => {
                     let injected = r
                         .get("contextInjections")
@@ -396,7 +400,7 @@ impl Session {
         }
         let what = parts.join(" and ");
         let statuses = derivation(&self.decls, &params);
-        match self.request("featureSets/update", params) {
+        match self.request(FeatureSetsUpdate::NAME, params) {
             Reply::Result(r) => {
                 self.reduction_answered = true;
                 let report = policy::parse_receipt(&r);
@@ -442,7 +446,7 @@ impl Session {
         self.settle();
         if policy::before_inference_applies(&self.grant) {
             let params = self.hook_params(2);
-            if let Reply::Result(r) = self.request("context/beforeInference", params) {
+            if let Reply::Result(r) = self.request(BeforeInference::NAME, params) {
                 self.after_reduction += 1;
                 let injected = r
                     .get("contextInjections")

@@ -5,6 +5,13 @@
 use mcpl::capability::{Capability, Requirement};
 use mcpl::jsonrpc::codes;
 use mcpl::policy::{self, HostGrant};
+use mcpl::protocol::channels::ChannelsList;
+use mcpl::protocol::handshake::{Initialize, Ping, ToolsList};
+use mcpl::protocol::hooks::BeforeInference;
+use mcpl::protocol::lifecycle::InferenceLifecycle;
+use mcpl::protocol::manifest::ManifestFetch;
+use mcpl::protocol::state::StateRollback;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::*;
@@ -14,7 +21,7 @@ use crate::check::report::Status;
 impl Session {
     pub(super) fn fetch_manifest(&mut self, initial: &Value) {
         let supports = initial.get("revision").is_some();
-        match self.request("mcpl/manifest", json!({})) {
+        match self.request(ManifestFetch::NAME, json!({})) {
             Reply::Result(m) if m.is_object() => {
                 self.fetched = Some(m.clone());
                 let (st, d) = inspect::revision_matches(&m);
@@ -77,13 +84,13 @@ impl Session {
         let id = "rpc.unknown-members-ignored";
         let probe = json!({ "xMcplCheckProbe": { "ignore": "me" } });
         let (method, before) = if let Some(m) = self.fetched.clone() {
-            ("mcpl/manifest", Some(m))
-        } else if let Reply::Result(r) = self.request("tools/list", json!({})) {
-            ("tools/list", Some(r))
+            (ManifestFetch::NAME, Some(m))
+        } else if let Reply::Result(r) = self.request(ToolsList::NAME, json!({})) {
+            (ToolsList::NAME, Some(r))
         } else if let Some(l) = self.listed.clone() {
-            ("channels/list", Some(l))
+            (ChannelsList::NAME, Some(l))
         } else if self.ping_answered {
-            ("ping", None)
+            (Ping::NAME, None)
         } else {
             let why = "no request was answered to repeat with an unknown member";
             self.rec.record(id, Status::Skip, why);
@@ -93,7 +100,7 @@ impl Session {
         match self.request(method, probe) {
             Reply::Result(r) => {
                 let same = match &before {
-                    Some(b) if method == "mcpl/manifest" => {
+                    Some(b) if method == ManifestFetch::NAME => {
                         same_manifest(&r, b) || self.changed_seen > 0
                     }
                     Some(b) => r == *b,
@@ -141,7 +148,7 @@ impl Session {
         };
         let checkpoint = "mcpl-check-no-such-checkpoint";
         let params = json!({ "featureSet": set, "checkpoint": checkpoint });
-        match self.request("state/rollback", params) {
+        match self.request(StateRollback::NAME, params) {
             Reply::Error(e) if e.code == codes::CHECKPOINT_NOT_FOUND => {
                 self.rec
                     .record(id, Status::Pass, format!("{set}: answered {}", e.code))
@@ -194,11 +201,11 @@ impl Session {
             phase("inf_mcpl_check_twice", "completed"),
             phase("inf_mcpl_check_twice", "aborted"),
         ] {
-            if !self.notify("inference/lifecycle", p) {
+            if !self.notify(InferenceLifecycle::NAME, p) {
                 break;
             }
         }
-        match self.request("ping", json!({})) {
+        match self.request(Ping::NAME, json!({})) {
             Reply::Result(_) | Reply::Error(_) => self.rec.record(
                 id,
                 Status::Pass,
@@ -267,7 +274,7 @@ impl Session {
             return;
         }
         let params = self.hook_params(0);
-        let result = match self.request("context/beforeInference", params) {
+        let result = match self.request(BeforeInference::NAME, params) {
             Reply::Result(r) => {
                 self.rec.record(
                     answered,
@@ -391,7 +398,7 @@ impl Session {
             Some((first, after)) => (first.as_str(), after.as_deref()),
             None => ("", None),
         };
-        let after = after.map_or_else(|| "initialize".to_owned(), |a| a.to_owned());
+        let after = after.map_or_else(|| Initialize::NAME.to_owned(), |a| a.to_owned());
         format!(
             "{} {after}: {first} was the first request left unanswered (one defect, \
              reported there)",

@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use mcpl::capability::{self, Capability, CapabilitySet};
 use mcpl::policy::{self, FeatureSets, HostGrant};
+use mcpl::protocol::hooks::BeforeInference;
+use mcpl::protocol::Method;
 use serde_json::Value;
 
 use super::*;
@@ -324,8 +326,7 @@ impl Session {
         if !self.ready || !policy::before_inference_applies(&self.grant) {
             return;
         }
-        let Reply::Result(result) = self.request("context/beforeInference", self.hook_params(0))
-        else {
+        let Reply::Result(result) = self.request(BeforeInference::NAME, self.hook_params(0)) else {
             return;
         };
         let defects = inspect::before_inference_defects(&result);

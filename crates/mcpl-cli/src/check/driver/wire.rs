@@ -5,6 +5,12 @@ use std::time::Instant;
 
 use mcpl::capability::Requirement;
 use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
+use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister};
+use mcpl::protocol::inference::InferenceRequest;
+use mcpl::protocol::manifest::ManifestChanged;
+use mcpl::protocol::model::ModelInfoRequest;
+use mcpl::protocol::push::PushEvent;
+use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::*;
@@ -247,9 +253,9 @@ impl Session {
             }
         }
         match method {
-            "push/event" => self.judge_push(id.is_some(), params.as_ref(), denied),
-            "inference/request" => self.judge_inference(id.is_some(), params.as_ref(), denied),
-            "channels/register" => {
+            PushEvent::NAME => self.judge_push(id.is_some(), params.as_ref(), denied),
+            InferenceRequest::NAME => self.judge_inference(id.is_some(), params.as_ref(), denied),
+            ChannelsRegister::NAME => {
                 self.register_seen += 1;
                 if id.is_none() {
                     self.rec.record(
@@ -264,7 +270,7 @@ impl Session {
                     .and_then(Value::as_array)
                     .cloned();
                 match descs {
-                    Some(d) => self.judge_descriptors(&d, "channels/register"),
+                    Some(d) => self.judge_descriptors(&d, ChannelsRegister::NAME),
                     None => {
                         self.descriptors_seen += 1;
                         self.rec.record(
@@ -275,7 +281,7 @@ impl Session {
                     }
                 }
             }
-            "channels/changed" => {
+            ChannelsChanged::NAME => {
                 for key in ["added", "updated"] {
                     if let Some(d) = params
                         .as_ref()
@@ -283,11 +289,11 @@ impl Session {
                         .and_then(Value::as_array)
                         .cloned()
                     {
-                        self.judge_descriptors(&d, "channels/changed");
+                        self.judge_descriptors(&d, ChannelsChanged::NAME);
                     }
                 }
             }
-            "channels/incoming" => {
+            ChannelsIncoming::NAME => {
                 self.incoming_seen += 1;
                 let defects = inspect::incoming_defects(params.as_ref());
                 if !defects.is_empty() {
@@ -302,7 +308,7 @@ impl Session {
                     );
                 }
             }
-            "mcpl/manifestChanged" => {
+            ManifestChanged::NAME => {
                 self.changed_seen += 1;
                 if let Some(r) = params
                     .as_ref()
@@ -327,7 +333,7 @@ impl Session {
             _ => {}
         }
         let Some(id) = id else {
-            if matches!(method, "channels/register" | "channels/changed") {
+            if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
                 // The Notification form changes the channel set as well (§14.3, §14.5): the
                 // strict host applies it (grant permitting) and has nothing to answer.
                 let _ = self.reply_to(method, params.as_ref());
@@ -350,7 +356,7 @@ impl Session {
             return Err(r.to_error(method));
         }
         match method {
-            "push/event" => {
+            PushEvent::NAME => {
                 // The library host's rule: tags are a shape finding (`push.event-shape`),
                 // never a refusal (§16.6: admission is decided before tags are read).
                 if !mcpl::protocol::push::push_event_defects(params).is_empty() {
@@ -362,7 +368,10 @@ impl Session {
             // §14.5, by the library host's own rules (`session::ChannelTable`): item-wise
             // authorization, descriptor shape and size, removals that always apply,
             // incoming messages judged against what was registered.
-            "channels/register" | "channels/changed" | "channels/incoming" | "channels/list" => {
+            ChannelsRegister::NAME
+            | ChannelsChanged::NAME
+            | ChannelsIncoming::NAME
+            | ChannelsList::NAME => {
                 let mut diags = Vec::new();
                 let limits = mcpl::session::ChannelLimits::default();
                 let grant = if self.ready {
@@ -371,13 +380,13 @@ impl Session {
                     Grant::none()
                 };
                 match method {
-                    "channels/register" => self
+                    ChannelsRegister::NAME => self
                         .channels
                         .register(&mut diags, params, false, &grant, &limits),
-                    "channels/changed" => self
+                    ChannelsChanged::NAME => self
                         .channels
                         .changed(&mut diags, params, false, &grant, &limits),
-                    "channels/incoming" => self.channels.incoming(
+                    ChannelsIncoming::NAME => self.channels.incoming(
                         &mut diags,
                         params,
                         &grant,
@@ -390,8 +399,8 @@ impl Session {
                 }
             }
             // §12.2: the model the checker's (pretend) inference would use.
-            "model/info" => Ok(checker_model()),
-            "inference/request" => {
+            ModelInfoRequest::NAME => Ok(checker_model()),
+            InferenceRequest::NAME => {
                 if !inspect::inference_request_defects(params).is_empty() {
                     return Err(ErrorObject::invalid_params(
                         "inference/request params malformed",
