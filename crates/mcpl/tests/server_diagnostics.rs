@@ -721,3 +721,77 @@ async fn s5_4_sends_are_refused_alike_by_server_and_server_state() {
     );
     assert_eq!(over_wire, sans_io);
 }
+
+/// §10.1: a `context/beforeInference` carrying `userMessage` though `observe` is not granted
+/// is a host defect (`policy::unredacted_user_message`, the rule the library host redacts
+/// by and `mcpl check-host` fails by): `Server` and `ServerState` report it alike and hand
+/// the hook the turn without it.
+#[tokio::test]
+async fn s10_1_an_unredacted_user_message_is_reported_and_withheld_alike() {
+    use mcpl::server::ServerDiagnostic as D;
+    use mcpl::session::{ServerOutput, ServerRules, ServerState};
+
+    let turn = |user: Value| json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0, "userMessage": user});
+    let grant = ["contextHooks.beforeInference.inject.system"];
+
+    // Over the wire, to a `Server` whose hook records the user message it was given.
+    let (_capture, _guard) = Capture::install();
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = seen.clone();
+    let server = Server::builder("notes", "1.0.0")
+        .feature_set("notes.context", "Notes", &[Capability::InjectSystem])
+        .on_before_inference("notes.context", move |_grant, turn| {
+            record.lock().unwrap().push(turn.user_message.clone());
+            async move { Ok(BeforeInferenceResult::default()) }
+        })
+        .build()
+        .unwrap();
+    let (mut host, session) = RawHost::start(&server);
+    let mut diags = session.diagnostics();
+    host.ready(&grant).await;
+    for user in [json!(null), json!("secret")] {
+        let answer = host.request("context/beforeInference", turn(user)).await;
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+    assert_eq!(*seen.lock().unwrap(), [None, None]);
+    assert_eq!(diags.recv().await.unwrap(), D::UserMessageUnredacted);
+    assert!(diags.try_recv().is_err());
+
+    // The same turns to the state machine.
+    let mut state = ServerState::new(ServerRules::new(
+        json!({"name": "notes", "version": "1.0.0"}),
+        server.tracker().snapshot().manifest().clone(),
+    ));
+    let now = std::time::Instant::now();
+    let mut feed = |v: Value| -> Vec<ServerOutput> {
+        state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());
+        std::iter::from_fn(|| state.poll_output()).collect()
+    };
+    feed(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+            "clientInfo": {"name": "raw-host", "version": "0"}}}));
+    feed(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+        "params": {"effectiveCapabilities": grant}}),
+    );
+    let mut handed = Vec::new();
+    let mut reported = Vec::new();
+    for (id, user) in [(3, json!(null)), (4, json!("secret"))] {
+        let out = feed(
+            json!({"jsonrpc": "2.0", "id": id, "method": "context/beforeInference",
+            "params": turn(user)}),
+        );
+        for o in out {
+            match o {
+                ServerOutput::Request { params, .. } => {
+                    handed.push(params.and_then(|p| p["userMessage"].as_str().map(str::to_owned)))
+                }
+                ServerOutput::Diagnostic(d) => reported.push(d),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(handed, [None, None]);
+    assert_eq!(reported, [D::UserMessageUnredacted]);
+}

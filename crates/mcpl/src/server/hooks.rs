@@ -19,13 +19,19 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
         );
         return;
     };
-    let params: BeforeInferenceParams = match req.params() {
+    let mut params: BeforeInferenceParams = match req.params() {
         Ok(p) => p,
         Err(e) => {
             tokio::spawn(async move { respond::<()>(req, Err(e)).await });
             return;
         }
     };
+    // §10.1: admitted, so ready; the grant in force is the session's.
+    let grant = conn.grant_state().grant;
+    if let Some(d) = crate::session::unredacted_hook(&grant, req.request().params.as_ref()) {
+        params.user_message = None;
+        conn.diagnostic(d);
+    }
     let conn = conn.clone();
     tokio::spawn(async move {
         // The hook belongs to its feature set: while that set is unavailable (disabled, not

@@ -86,8 +86,8 @@ pub use server::{
 // Only `server::Server` (the `runtime` feature) calls these rules from outside this module.
 #[cfg(feature = "runtime")]
 pub(crate) use server::{
-    gate_to_host, host_notification, read_initialize, route_host_request, NotificationStep,
-    RequestRoute, SendState,
+    gate_to_host, host_notification, read_initialize, route_host_request, unredacted_hook,
+    NotificationStep, RequestRoute, SendState,
 };
 pub use server_report::{DiagnosticKind, ServerDiagnostic};
 pub(crate) use turns::InferenceIds;

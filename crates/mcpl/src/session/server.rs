@@ -18,7 +18,9 @@ use crate::policy::{
     self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
 };
 use crate::protocol::handshake;
+use crate::protocol::hooks::BeforeInference;
 use crate::protocol::lifecycle::LifecycleParams;
+use crate::protocol::Method;
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
@@ -221,6 +223,17 @@ pub(crate) fn gate_to_host(
             .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
     }
     Ok(req)
+}
+
+/// §10.1 at the server, for `server::Server` and [`ServerState`] alike: `context/beforeInference`
+/// params carrying a `userMessage` that the grant in force `grant` withholds
+/// ([`policy::unredacted_user_message`]) are a host defect, reported as
+/// [`ServerDiagnostic::UserMessageUnredacted`]. Reading where the spec is silent (fail
+/// closed): the grant does not let the server read the message, so the caller withholds it
+/// from the hook, which runs as if the host had redacted it.
+pub(crate) fn unredacted_hook(grant: &Grant, params: Option<&Value>) -> Option<ServerDiagnostic> {
+    policy::unredacted_user_message(grant, params)
+        .then_some(ServerDiagnostic::UserMessageUnredacted)
 }
 
 /// The server side of one connection (module docs).
@@ -433,7 +446,19 @@ impl ServerState {
             Ok(RequestRoute::Ping) => self.respond(r.id, Ok(json!({}))),
             Ok(RequestRoute::Policy) => self.on_policy(r),
             Err(e) => self.respond(r.id, Err(e)),
-            Ok(RequestRoute::Untyped | RequestRoute::Admitted) => self.hand_out(r),
+            Ok(RequestRoute::Untyped | RequestRoute::Admitted) => {
+                let mut r = r;
+                if r.method == BeforeInference::NAME {
+                    let grant = self.grant();
+                    if let Some(d) = unredacted_hook(&grant, r.params.as_ref()) {
+                        if let Some(p) = r.params.as_mut() {
+                            policy::redact_before_inference(&grant, p);
+                        }
+                        self.out.push_back(ServerOutput::Diagnostic(d));
+                    }
+                }
+                self.hand_out(r)
+            }
         }
     }
 
@@ -449,7 +474,7 @@ impl ServerState {
             self.respond(r.id, Err(e))
         } else {
             self.handed
-                .insert(r.id.clone(), r.method == "context/beforeInference");
+                .insert(r.id.clone(), r.method == BeforeInference::NAME);
             self.out.push_back(ServerOutput::Request {
                 id: r.id,
                 method: r.method,

@@ -159,6 +159,10 @@ pub enum ServerDiagnostic {
         /// The version it advertised.
         version: String,
     },
+    /// `user_message_unredacted`: a `context/beforeInference` carried a `userMessage` though
+    /// `observe` is not granted (§10.1, `policy::unredacted_user_message`); the message was
+    /// withheld from the application.
+    UserMessageUnredacted,
 }
 
 impl ServerDiagnostic {
@@ -186,6 +190,7 @@ impl ServerDiagnostic {
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
             D::HostMcplVersion { .. } => "host_mcpl_version",
+            D::UserMessageUnredacted => "user_message_unredacted",
         }
     }
 
@@ -325,6 +330,11 @@ impl std::fmt::Display for Detail<'_> {
                  host (§3.2): tools work ungated, and the server sends it no MCPL method (each \
                  MCPL send is refused as MCP-only)",
                 crate::protocol::handshake::MCPL_VERSION
+            ),
+            D::UserMessageUnredacted => f.write_str(
+                "context/beforeInference carried userMessage though \
+                 `contextHooks.beforeInference.observe` is not granted (§10.1); withheld from \
+                 the hook",
             ),
         }
     }
@@ -624,6 +634,7 @@ mod tests {
                 "host_mcpl_version",
                 N,
             ),
+            (D::UserMessageUnredacted, "user_message_unredacted", P),
         ];
         for (d, code, kind) in cases {
             assert_eq!((d.code(), d.kind()), (code, kind), "{d:?}");
