@@ -1,6 +1,7 @@
 //! What a host connection is configured with, and the application handlers it calls.
 
 use super::*;
+use crate::protocol::inference::InferenceChunk;
 
 /// The application's streaming answer to an `inference/request` with `stream: true`
 /// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`
@@ -28,7 +29,9 @@ impl ChunkSink {
         }
         let index = self.sent();
         let params = rules::chunk_params(&self.request_id, index, delta);
-        self.session.notify_gated("inference/chunk", params).await?;
+        self.session
+            .notify_gated(InferenceChunk::NAME, params)
+            .await?;
         self.sent.store(index + 1, Ordering::SeqCst);
         Ok(())
     }

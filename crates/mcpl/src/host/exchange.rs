@@ -2,6 +2,7 @@
 //! fallbacks.
 
 use super::*;
+use crate::protocol::feature_sets::FeatureSetsUpdate;
 
 impl HostSession {
     /// The initial exchange (§5.3): Request even with an empty grant; decide on the receipt.
@@ -16,7 +17,7 @@ impl HostSession {
         let cfg = &self.inner.config;
         let params = self.inner.state().initial_params(&hg);
         self.exchange(
-            "featureSets/update",
+            FeatureSetsUpdate::NAME,
             params,
             cfg.policy_timeout,
             move |s, answer| s.apply_initial(hg, answer),
@@ -96,7 +97,7 @@ impl HostSession {
         let cfg = &self.inner.config;
         let params = self.inner.state().update_params(&plan.hg);
         Ok(self
-            .exchange("featureSets/update", params, cfg.policy_timeout, move |s, answer| {
+            .exchange(FeatureSetsUpdate::NAME, params, cfg.policy_timeout, move |s, answer| {
                 let receipt = match answer {
                     Ok(v) => s.read_receipt(&v),
                     Err(e) => {
@@ -135,7 +136,7 @@ impl HostSession {
         Ok(self
             .inner
             .peer
-            .notify_raw("featureSets/update", Some(params))
+            .notify_raw(FeatureSetsUpdate::NAME, Some(params))
             .await?)
     }
 
@@ -151,7 +152,7 @@ impl HostSession {
         let cfg = &self.inner.config;
         let told = self
             .exchange(
-                "featureSets/update",
+                FeatureSetsUpdate::NAME,
                 params,
                 cfg.policy_timeout,
                 |s, answer| {

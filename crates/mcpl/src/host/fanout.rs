@@ -1,6 +1,7 @@
 //! The `context/beforeInference` fan-out over several sessions (§10).
 
 use super::*;
+use crate::protocol::hooks::BeforeInference;
 
 /// One accepted injection.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +77,7 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             // the ones in force at receipt, after any receipt or fetch read before it and
             // before any read after it.
             let verdict = s
-                .exchange("context/beforeInference", p, timeout, move |s, answer| {
+                .exchange(BeforeInference::NAME, p, timeout, move |s, answer| {
                     let st = s.inner.state();
                     rules::judge_hook_answer(
                         answer.map_err(|e| e.to_string()),

@@ -2,6 +2,14 @@
 //! notifications and `push/event` (§9).
 
 use super::*;
+use crate::protocol::channels::{
+    ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister,
+};
+use crate::protocol::handshake::Ping;
+use crate::protocol::inference::InferenceRequest;
+use crate::protocol::manifest::ManifestChanged;
+use crate::protocol::model::ModelInfoRequest;
+use crate::protocol::push::PushEvent;
 
 impl HostSession {
     /// The readiness and grant check of one inbound method (§5.3, §5.4), by the one
@@ -53,21 +61,21 @@ impl HostSession {
             }
         };
         let outcome = match method.as_str() {
-            "ping" => Ok(json!({})),
-            "push/event" => self.on_push(params.as_ref(), &judged),
-            "channels/register" => self.on_register(params.as_ref(), false, &judged),
-            "channels/changed" => self.on_changed(params.as_ref(), false, &judged),
-            "channels/incoming" => self.on_incoming(params.as_ref()),
-            "channels/list" => Ok(self.inner.state().channels.list()),
-            "inference/request" | "model/info" => {
-                if method == "inference/request" {
+            Ping::NAME => Ok(json!({})),
+            PushEvent::NAME => self.on_push(params.as_ref(), &judged),
+            ChannelsRegister::NAME => self.on_register(params.as_ref(), false, &judged),
+            ChannelsChanged::NAME => self.on_changed(params.as_ref(), false, &judged),
+            ChannelsIncoming::NAME => self.on_incoming(params.as_ref()),
+            ChannelsList::NAME => Ok(self.inner.state().channels.list()),
+            InferenceRequest::NAME | ModelInfoRequest::NAME => {
+                if method == InferenceRequest::NAME {
                     if let Err(e) = self.check_request_feature_set(params.as_ref(), &judged) {
                         let _ = req.respond_error(e).await;
                         return;
                     }
                 }
                 let streaming =
-                    method == "inference/request" && rules::is_streamed(params.as_ref());
+                    method == InferenceRequest::NAME && rules::is_streamed(params.as_ref());
                 if let (true, Some(h)) = (streaming, self.inner.config.stream_handler.clone()) {
                     // admit() required the streaming leaf for `stream: true` (§11.4).
                     let ended = Arc::new(AtomicBool::new(false));
@@ -110,7 +118,9 @@ impl HostSession {
                         tokio::spawn(async move {
                             let r = h(&method, p).await;
                             let r = match method.as_str() {
-                                "inference/request" => r.and_then(rules::checked_inference_result),
+                                InferenceRequest::NAME => {
+                                    r.and_then(rules::checked_inference_result)
+                                }
                                 _ => r,
                             };
                             if let Some(sink) = sink.as_mut() {
@@ -130,8 +140,8 @@ impl HostSession {
     pub(super) fn on_notification(&self, n: Notification) {
         let method = n.method.clone();
         match method.as_str() {
-            "mcpl/manifestChanged" => self.on_manifest_changed(n.params.as_ref()),
-            "channels/changed" | "channels/register" => {
+            ManifestChanged::NAME => self.on_manifest_changed(n.params.as_ref()),
+            ChannelsChanged::NAME | ChannelsRegister::NAME => {
                 let judged = match self.admit(&method, n.params.as_ref()) {
                     Ok(g) => g,
                     Err(e) => {
@@ -141,7 +151,7 @@ impl HostSession {
                 };
                 // Applied as a Request would be (§14.3, §14.5); a refusal has no one to
                 // answer and the channel table already reported it.
-                let _ = if method == "channels/changed" {
+                let _ = if method == ChannelsChanged::NAME {
                     self.on_changed(n.params.as_ref(), true, &judged)
                 } else {
                     self.on_register(n.params.as_ref(), true, &judged)

@@ -1,6 +1,7 @@
 //! Manifest change announcements, fetches and review (§17.5–§17.8).
 
 use super::*;
+use crate::protocol::manifest::{ManifestChanged, ManifestFetch};
 
 impl HostSession {
     /// Fetches `mcpl/manifest` now (§17.4: a host MAY at any time) and reviews it.
@@ -14,7 +15,7 @@ impl HostSession {
     pub(super) fn on_manifest_changed(&self, params: Option<&Value>) {
         if !self.inner.mcpl_advertised.load(Ordering::SeqCst) {
             self.inner.diag(HostDiagnostic::UnexpectedMethod {
-                method: "mcpl/manifestChanged".into(),
+                method: ManifestChanged::NAME.into(),
             });
             return;
         }
@@ -22,7 +23,7 @@ impl HostSession {
         let defects = crate::protocol::manifest::manifest_changed_defects(params);
         if !defects.is_empty() {
             let detail = defects.join("; ");
-            let method = "mcpl/manifestChanged".into();
+            let method = ManifestChanged::NAME.into();
             self.inner
                 .diag(HostDiagnostic::BadParams { method, detail });
         }
@@ -104,7 +105,7 @@ impl HostSession {
     async fn fetch_reviewed(&self, announced: Option<String>) -> (Option<ChangeReceipt>, bool) {
         let reviewed = self
             .exchange(
-                "mcpl/manifest",
+                ManifestFetch::NAME,
                 json!({}),
                 self.inner.config.manifest_timeout,
                 move |s, answer| s.apply_fetched(answer, announced),

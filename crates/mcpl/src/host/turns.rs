@@ -1,6 +1,8 @@
 //! Lifecycle turns (§10.5) and outgoing channel streams (§14.3).
 
 use super::*;
+use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
+use crate::protocol::lifecycle::InferenceLifecycle;
 
 /// A started turn (§10.5): exactly one terminal per `started` on every exit path the host
 /// controls. Finish it with [`Turn::complete`], [`Turn::fail`] or [`Turn::abort`]; dropping it
@@ -52,7 +54,7 @@ impl Turn {
         let params = self.params(t, usage);
         let r = self
             .session
-            .notify_gated("inference/lifecycle", params)
+            .notify_gated(InferenceLifecycle::NAME, params)
             .await;
         self.owed = false;
         if let Err(e) = &r {
@@ -108,7 +110,7 @@ impl Drop for Turn {
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(async move {
-                    if let Err(e) = s.notify_gated("inference/lifecycle", params).await {
+                    if let Err(e) = s.notify_gated(InferenceLifecycle::NAME, params).await {
                         s.inner.diag(HostDiagnostic::LifecycleNotSent {
                             inference_id: id,
                             detail: e.to_string(),
@@ -148,7 +150,7 @@ impl OutgoingStream {
     pub async fn chunk(&mut self, channel_id: &str, delta: &str) -> Result<(), HostError> {
         let params = self.stream.chunk(channel_id, delta)?;
         self.session
-            .notify_gated("channels/outgoing/chunk", params)
+            .notify_gated(ChannelsOutgoingChunk::NAME, params)
             .await?;
         self.stream.chunk_sent(channel_id, delta);
         Ok(())
@@ -163,7 +165,7 @@ impl OutgoingStream {
         };
         // Still owed (and completed on drop) until it is sent.
         self.session
-            .notify_gated("channels/outgoing/complete", params)
+            .notify_gated(ChannelsOutgoingComplete::NAME, params)
             .await?;
         self.stream.complete_sent(channel_id);
         Ok(())
@@ -202,7 +204,7 @@ impl Drop for OutgoingStream {
         };
         h.spawn(async move {
             for (channel_id, params) in owed {
-                if let Err(e) = s.notify_gated("channels/outgoing/complete", params).await {
+                if let Err(e) = s.notify_gated(ChannelsOutgoingComplete::NAME, params).await {
                     s.inner.diag(HostDiagnostic::OutgoingNotCompleted {
                         inference_id: inference.clone(),
                         channel_id,
@@ -240,7 +242,7 @@ impl HostSession {
             inference_id,
             armed: true,
         };
-        self.notify_gated("inference/lifecycle", params).await?;
+        self.notify_gated(InferenceLifecycle::NAME, params).await?;
         claim.armed = false;
         Ok(Turn {
             session: self.clone(),

@@ -8,6 +8,8 @@ use serde_json::Value;
 
 use crate::capability::{Denied, Grant, Requirement};
 use crate::jsonrpc::ErrorObject;
+use crate::protocol::channels::ChannelsChanged;
+use crate::protocol::Method as _;
 use crate::protocol::{self, Direction};
 
 /// The side receiving a method.
@@ -94,7 +96,7 @@ pub fn admit_at_host(
     ready: bool,
     grant: &Grant,
 ) -> Result<Requirement, Refusal> {
-    if method == "channels/changed"
+    if method == ChannelsChanged::NAME
         && ready
         && !grant.allows(crate::capability::Capability::ChannelsRegister)
     {

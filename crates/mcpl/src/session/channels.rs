@@ -13,6 +13,8 @@ use crate::capability::{Capability, Grant};
 use crate::jsonrpc::{codes, ErrorObject};
 use crate::manifest::review::ManifestReview;
 use crate::protocol::channels::ChannelDirection;
+use crate::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsRegister};
+use crate::protocol::Method as _;
 use crate::tags::AdmittedEvent;
 
 /// The bounds channel messages are judged under (`host::HostConfig`'s, whose defaults these
@@ -225,7 +227,7 @@ impl ChannelTable {
         judged: &Grant,
         limits: &ChannelLimits,
     ) -> Result<Value, ErrorObject> {
-        const M: &str = "channels/register";
+        const M: &str = ChannelsRegister::NAME;
         let Some(ds) = params
             .and_then(|p| p.get("channels"))
             .and_then(Value::as_array)
@@ -253,7 +255,7 @@ impl ChannelTable {
         judged: &Grant,
         limits: &ChannelLimits,
     ) -> Result<Value, ErrorObject> {
-        const M: &str = "channels/changed";
+        const M: &str = ChannelsChanged::NAME;
         let Some(p) = params.and_then(Value::as_object) else {
             return Err(rules::bad_params(diags, M, "params must be an object"));
         };
@@ -320,7 +322,7 @@ impl ChannelTable {
         source: &str,
         mut deliver: impl FnMut(HostEvent) -> bool,
     ) -> Result<Value, ErrorObject> {
-        const M: &str = "channels/incoming";
+        const M: &str = ChannelsIncoming::NAME;
         let Some(msgs) = params
             .and_then(|p| p.get("messages"))
             .and_then(Value::as_array)

@@ -14,6 +14,9 @@ use crate::capability::{Capability, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::manifest::review::ManifestReview;
 use crate::policy::{self, SetRefusal};
+use crate::protocol::inference::InferenceRequest;
+use crate::protocol::push::PushEvent;
+use crate::protocol::Method as _;
 use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagOntology, TagSet};
 
 /// Where a judgement's diagnostics go.
@@ -202,7 +205,7 @@ pub fn judge_push(
     limits: PushLimits,
     source: &str,
 ) -> Result<PushVerdict, ErrorObject> {
-    const M: &str = "push/event";
+    const M: &str = PushEvent::NAME;
     let defects = crate::protocol::push::push_event_defects(params);
     if !defects.is_empty() {
         return Err(bad_params(diags, M, &defects.join("; ")));
@@ -324,7 +327,7 @@ pub fn check_inference_feature_set(
     judged: &Grant,
     review: Option<&ManifestReview>,
 ) -> Result<(), ErrorObject> {
-    const M: &str = "inference/request";
+    const M: &str = InferenceRequest::NAME;
     let defects = crate::protocol::inference::request_defects(params);
     if !defects.is_empty() {
         return Err(bad_params(diags, M, &defects.join("; ")));

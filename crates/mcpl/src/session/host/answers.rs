@@ -2,6 +2,8 @@
 //! exchange and its receipts (§5.3, §6.7), hook answers (§10) and manifest fetches (§17).
 
 use super::*;
+use crate::protocol::feature_sets::FeatureSetsUpdate;
+use crate::protocol::handshake::Initialized;
 
 impl HostState {
     pub(super) fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
@@ -170,7 +172,7 @@ impl HostState {
         self.phase = Phase::PolicyPending;
         let deadline = now + self.rules.policy_timeout;
         self.send_request(
-            "featureSets/update",
+            FeatureSetsUpdate::NAME,
             params,
             Purpose::InitialPolicy(hg),
             deadline,
@@ -179,7 +181,7 @@ impl HostState {
 
     pub(super) fn notify_initialized(&mut self) {
         self.transmit(Message::Notification(Notification {
-            method: "notifications/initialized".into(),
+            method: Initialized::NAME.into(),
             params: None,
         }));
     }

@@ -2,6 +2,15 @@
 //! channels (§14), pushes (§9) and notifications, manifest change announcements (§17).
 
 use super::*;
+use crate::protocol::channels::{
+    ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister,
+};
+use crate::protocol::feature_sets::FeatureSetsUpdate;
+use crate::protocol::handshake::Ping;
+use crate::protocol::inference::InferenceRequest;
+use crate::protocol::manifest::{ManifestChanged, ManifestFetch};
+use crate::protocol::model::ModelInfoRequest;
+use crate::protocol::push::PushEvent;
 
 impl HostState {
     /// The admission of one inbound method (§5.3, §5.4); `channels/changed` once ready is
@@ -39,13 +48,13 @@ impl HostState {
             Err(e) => return self.respond(r.id, Err(e)),
         };
         match r.method.as_str() {
-            "ping" => self.respond(r.id, Ok(json!({}))),
-            "push/event" => {
+            Ping::NAME => self.respond(r.id, Ok(json!({}))),
+            PushEvent::NAME => {
                 let answer = self.on_push(r.params.as_ref(), &judged);
                 self.respond(r.id, answer);
             }
-            "inference/request" | "model/info" => {
-                if r.method == "inference/request" {
+            InferenceRequest::NAME | ModelInfoRequest::NAME => {
+                if r.method == InferenceRequest::NAME {
                     let mut diags = Vec::new();
                     let checked = rules::check_inference_feature_set(
                         &mut diags,
@@ -72,7 +81,7 @@ impl HostState {
                         params: r.params.clone(),
                     });
                 if handed {
-                    let inference = r.method == "inference/request";
+                    let inference = r.method == InferenceRequest::NAME;
                     let req = AppRequest {
                         inference,
                         streamed: inference && rules::is_streamed(r.params.as_ref()),
@@ -84,7 +93,10 @@ impl HostState {
                     self.respond(r.id, Err(ErrorObject::busy(limit)));
                 }
             }
-            "channels/register" | "channels/changed" | "channels/incoming" | "channels/list" => {
+            ChannelsRegister::NAME
+            | ChannelsChanged::NAME
+            | ChannelsIncoming::NAME
+            | ChannelsList::NAME => {
                 let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
                 self.respond(r.id, answer);
             }
@@ -109,11 +121,11 @@ impl HostState {
         let mut diags = Vec::new();
         let limits = &self.rules.channels;
         let answer = match method {
-            "channels/register" => {
+            ChannelsRegister::NAME => {
                 self.channels
                     .register(&mut diags, params, notification, judged, limits)
             }
-            "channels/changed" => {
+            ChannelsChanged::NAME => {
                 let r = self
                     .channels
                     .changed(&mut diags, params, notification, judged, limits);
@@ -132,7 +144,7 @@ impl HostState {
                 }
                 r
             }
-            "channels/incoming" => {
+            ChannelsIncoming::NAME => {
                 let mut events = Vec::new();
                 let room = self
                     .rules
@@ -212,14 +224,14 @@ impl HostState {
             }
             return;
         }
-        if method == "mcpl/manifestChanged" {
+        if method == ManifestChanged::NAME {
             return self.on_manifest_changed(now, n.params.as_ref());
         }
         let params = n.params.clone();
         let Ok(judged) = self.admit(method, params.as_ref()) else {
             return;
         };
-        if matches!(method, "channels/register" | "channels/changed") {
+        if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
             // Applied as a Request would be; nothing to answer (§14.3, §14.5).
             let m = n.method.clone();
             let _ = self.on_channels(&m, n.params.as_ref(), true, &judged);
@@ -236,14 +248,14 @@ impl HostState {
     pub(super) fn on_manifest_changed(&mut self, now: Instant, params: Option<&Value>) {
         if self.p.review.is_none() {
             return self.diag(HostDiagnostic::UnexpectedMethod {
-                method: "mcpl/manifestChanged".into(),
+                method: ManifestChanged::NAME.into(),
             });
         }
         // §17.3: a malformed announcement is reported; it is only a hint to fetch either way.
         let defects = crate::protocol::manifest::manifest_changed_defects(params);
         if !defects.is_empty() {
             let detail = defects.join("; ");
-            let method = "mcpl/manifestChanged".into();
+            let method = ManifestChanged::NAME.into();
             self.diag(HostDiagnostic::BadParams { method, detail });
         }
         if let Some(r) = params
@@ -266,7 +278,7 @@ impl HostState {
 
     pub(super) fn fetch(&mut self, now: Instant) {
         let deadline = now + self.rules.manifest_timeout;
-        self.send_request("mcpl/manifest", json!({}), Purpose::Fetch, deadline);
+        self.send_request(ManifestFetch::NAME, json!({}), Purpose::Fetch, deadline);
     }
 
     /// A fetched manifest (§17.5): bounded, reviewed, its receipt handed out; a revocation
@@ -343,7 +355,12 @@ impl HostState {
         }
         let params = self.p.update_params(&hg);
         let deadline = now + self.rules.policy_timeout;
-        self.send_request("featureSets/update", params, Purpose::Reduction, deadline);
+        self.send_request(
+            FeatureSetsUpdate::NAME,
+            params,
+            Purpose::Reduction,
+            deadline,
+        );
     }
 
     pub(super) fn on_response(&mut self, now: Instant, r: Response) {

@@ -16,6 +16,14 @@ use crate::capability::{Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::manifest::review::{FetchDecision, FetchLimiter, ManifestReview};
 use crate::policy::{HostGrant, Receipt};
+use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
+use crate::protocol::feature_sets::FeatureSetsUpdate;
+use crate::protocol::handshake::Initialize;
+use crate::protocol::hooks::BeforeInference;
+use crate::protocol::inference::InferenceChunk;
+use crate::protocol::lifecycle::InferenceLifecycle;
+use crate::protocol::manifest::ManifestFetch;
+use crate::protocol::Method as _;
 
 mod answers;
 mod inbound;
@@ -386,7 +394,7 @@ impl HostState {
             &self.rules.client_version,
         );
         let deadline = now + self.rules.initialize_timeout;
-        self.send_request("initialize", params, Purpose::Initialize, deadline);
+        self.send_request(Initialize::NAME, params, Purpose::Initialize, deadline);
     }
 
     /// The next output, in order; `None` when there is nothing more until the next input.
@@ -459,7 +467,7 @@ impl HostState {
             inference_id.to_owned(),
             (conversation_id.to_owned(), turn_index),
         );
-        self.write_notification("inference/lifecycle", params);
+        self.write_notification(InferenceLifecycle::NAME, params);
         Ok(())
     }
 
@@ -484,7 +492,7 @@ impl HostState {
             o.insert("usage".into(), u);
         }
         match self.gate_lifecycle(&params) {
-            Ok(()) => self.write_notification("inference/lifecycle", params),
+            Ok(()) => self.write_notification(InferenceLifecycle::NAME, params),
             Err(e) => self.diag(HostDiagnostic::LifecycleNotSent {
                 inference_id: inference_id.to_owned(),
                 detail: e.to_string(),
@@ -495,7 +503,7 @@ impl HostState {
 
     /// The server's admission rule applied before sending `inference/lifecycle` (§5.4).
     fn gate_lifecycle(&self, params: &Value) -> Result<(), StateError> {
-        self.gate("inference/lifecycle", params)
+        self.gate(InferenceLifecycle::NAME, params)
             .map_err(|r| StateError::Turn(r.to_string()))
     }
 
@@ -554,11 +562,11 @@ impl HostState {
         delta: &str,
     ) -> Result<(), StateError> {
         let params = self.open_stream(inference_id)?.chunk(channel_id, delta)?;
-        self.gate("channels/outgoing/chunk", &params)?;
+        self.gate(ChannelsOutgoingChunk::NAME, &params)?;
         if let Some(s) = self.open_streams.get_mut(inference_id) {
             s.chunk_sent(channel_id, delta);
         }
-        self.write_notification("channels/outgoing/chunk", params);
+        self.write_notification(ChannelsOutgoingChunk::NAME, params);
         Ok(())
     }
 
@@ -572,11 +580,11 @@ impl HostState {
         let Some(params) = self.open_stream(inference_id)?.complete(channel_id)? else {
             return Ok(());
         };
-        self.gate("channels/outgoing/complete", &params)?;
+        self.gate(ChannelsOutgoingComplete::NAME, &params)?;
         if let Some(s) = self.open_streams.get_mut(inference_id) {
             s.complete_sent(channel_id);
         }
-        self.write_notification("channels/outgoing/complete", params);
+        self.write_notification(ChannelsOutgoingComplete::NAME, params);
         Ok(())
     }
 
@@ -591,8 +599,8 @@ impl HostState {
         };
         self.streams.end(inference_id);
         for (channel_id, params) in stream.take_owed() {
-            match self.gate("channels/outgoing/complete", &params) {
-                Ok(()) => self.write_notification("channels/outgoing/complete", params),
+            match self.gate(ChannelsOutgoingComplete::NAME, &params) {
+                Ok(()) => self.write_notification(ChannelsOutgoingComplete::NAME, params),
                 Err(r) => self.diag(HostDiagnostic::OutgoingNotCompleted {
                     inference_id: inference_id.to_owned(),
                     channel_id,
@@ -629,8 +637,8 @@ impl HostState {
             if let Some(text) = rules::owed_chunk(req.chunks, result) {
                 let params = rules::chunk_params(&id, 0, &text);
                 // Gated like every chunk: a grant narrowed meanwhile sends none.
-                if self.gate("inference/chunk", &params).is_ok() {
-                    self.write_notification("inference/chunk", params);
+                if self.gate(InferenceChunk::NAME, &params).is_ok() {
+                    self.write_notification(InferenceChunk::NAME, params);
                 }
             }
         }
@@ -655,11 +663,11 @@ impl HostState {
             }
         };
         let params = rules::chunk_params(id, index, delta);
-        self.gate("inference/chunk", &params)?;
+        self.gate(InferenceChunk::NAME, &params)?;
         if let Some(r) = self.app_pending.get_mut(id) {
             r.chunks = index + 1;
         }
-        self.write_notification("inference/chunk", params);
+        self.write_notification(InferenceChunk::NAME, params);
         Ok(())
     }
 
@@ -723,7 +731,7 @@ impl HostState {
             return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
         }
         let deadline = now + self.rules.manifest_timeout;
-        self.send_request("mcpl/manifest", json!({}), Purpose::Refresh, deadline);
+        self.send_request(ManifestFetch::NAME, json!({}), Purpose::Refresh, deadline);
         Ok(())
     }
 
@@ -747,7 +755,7 @@ impl HostState {
         let params = self.p.update_params(&plan.hg);
         let deadline = now + self.rules.policy_timeout;
         self.send_request(
-            "featureSets/update",
+            FeatureSetsUpdate::NAME,
             params,
             Purpose::Change(plan),
             deadline,
@@ -776,7 +784,7 @@ impl HostState {
             DisableRefused::McpOnly(r) => StateError::McpOnly(r),
             DisableRefused::Selection(e) => StateError::Selection(e),
         })?;
-        self.write_notification("featureSets/update", params);
+        self.write_notification(FeatureSetsUpdate::NAME, params);
         Ok(())
     }
 
@@ -803,7 +811,7 @@ impl HostState {
         crate::policy::redact_before_inference(&self.p.grant, &mut params);
         let id = self.next_id;
         let deadline = now + self.rules.hook_timeout;
-        self.send_request("context/beforeInference", params, Purpose::Hook, deadline);
+        self.send_request(BeforeInference::NAME, params, Purpose::Hook, deadline);
         Some(id)
     }
 
