@@ -193,19 +193,13 @@ impl Drop for IncomingRequest {
 /// it can sit in `tokio::select!`. Dropping it makes every later request answer `-32601`.
 #[derive(Debug)]
 pub struct Incoming {
-    pub(super) rx: mpsc::Receiver<Delivered>,
+    pub(super) rx: queue::Receiver<Item>,
     pub(super) shared: Arc<Shared>,
 }
 
-/// One item in the incoming queue. Boxed: the queue allocates a block of slots up front for
-/// every connection, so its slot is kept small (one word, not a whole message) for an idle
-/// connection's memory (issue #20).
-pub(super) struct Delivered {
-    pub(super) msg: Box<Item>,
-}
-
 /// What the incoming queue carries: the other side's messages, and the responses to
-/// [`Peer::send_request`] at their wire position.
+/// [`Peer::send_request`] at their wire position. Not boxed: the queue holds nothing until
+/// something is queued ([`queue`]), so an idle connection pays no slots for it.
 pub(super) enum Item {
     Message(IncomingMessage),
     Response(Response),
@@ -252,9 +246,9 @@ impl Incoming {
     /// applies a response before the next message is handled (§5.3, §6.7) reads here. `None`
     /// once the connection has ended and the queue is drained.
     pub async fn recv_ordered(&mut self) -> Option<Ordered> {
-        let d = self.rx.recv().await?;
+        let item = self.rx.recv().await?;
         self.shared.inbox_taken();
-        Some(match *d.msg {
+        Some(match item {
             Item::Message(m) => Ordered::Message(m),
             Item::Response(r) => Ordered::Response(r),
         })

@@ -92,7 +92,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
+use tokio::sync::{oneshot, watch, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::jsonrpc::{
@@ -107,6 +107,7 @@ mod config;
 mod diag;
 mod errors;
 mod incoming;
+pub mod queue;
 mod reader;
 mod shared;
 mod wire;
@@ -185,8 +186,8 @@ impl Peer {
         if let Some(budget) = &config.message_budget {
             reader.set_message_budget(budget.clone());
         }
-        let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
-        let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
+        let (out_tx, out_rx) = queue::channel(config.outgoing_capacity);
+        let (in_tx, in_rx) = queue::channel(config.incoming_capacity);
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             config,

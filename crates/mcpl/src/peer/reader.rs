@@ -20,7 +20,7 @@ async fn next_frame(reader: &mut dyn FrameReader) -> std::io::Result<Option<Fram
 pub(super) async fn reader_task(
     shared: Arc<Shared>,
     mut reader: Box<dyn FrameReader>,
-    inbound: mpsc::Sender<Delivered>,
+    inbound: queue::Sender<Item>,
 ) {
     let mut closed = shared.closed.subscribe();
     // One close watch for the whole loop, not one per frame.
@@ -111,7 +111,7 @@ pub(super) enum Parsed {
 pub(super) async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
-    inbound: &mpsc::Sender<Delivered>,
+    inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
 ) -> bool {
     let text = match frame {
@@ -540,7 +540,7 @@ pub(super) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::E
 pub(super) async fn deliver(
     shared: &Arc<Shared>,
     item: Option<Parsed>,
-    inbound: &mpsc::Sender<Delivered>,
+    inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
 ) -> bool {
     match item {
@@ -561,22 +561,20 @@ pub(super) async fn deliver(
             // Counted before it can be received, so `recv` never counts below zero.
             shared.inbox.fetch_add(1, Ordering::Relaxed);
             // Room in the queue: no need to watch for a close while waiting.
-            let d = match inbound.try_send(Delivered {
-                msg: Box::new(item),
-            }) {
+            let item = match inbound.try_send(item) {
                 Ok(()) => return true,
-                Err(mpsc::error::TrySendError::Closed(d)) => {
+                Err(queue::TrySendError::Closed(item)) => {
                     shared.inbox_taken();
-                    undeliverable(shared, *d.msg);
+                    undeliverable(shared, item);
                     return true;
                 }
-                Err(mpsc::error::TrySendError::Full(d)) => d,
+                Err(queue::TrySendError::Full(item)) => item,
             };
             tokio::select! {
-                r = inbound.send(d) => {
-                    if let Err(mpsc::error::SendError(d)) = r {
+                r = inbound.send(item) => {
+                    if let Err(item) = r {
                         shared.inbox_taken();
-                        undeliverable(shared, *d.msg);
+                        undeliverable(shared, item);
                     }
                 }
                 _ = until_closed(closed) => {

@@ -8,7 +8,7 @@ pub(super) struct Shared {
     pub(super) config: PeerConfig,
     /// Frames for the writer task. An empty string is not a frame but a reminder to finish
     /// a message the transport took only in part ([`TrySend::Partial`]).
-    pub(super) out: mpsc::Sender<String>,
+    pub(super) out: queue::Sender<String>,
     /// The transport's writer while the writer task is not using it ([`Shared::send_now`]).
     pub(super) slot: Mutex<WriterSlot>,
     /// Messages delivered to [`Incoming`] and not yet received from it.
@@ -246,12 +246,12 @@ impl Shared {
                 queued.armed = false;
                 return Ok(());
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(queue::TrySendError::Closed(_)) => {
                 return Err(PeerError::Closed(
                     self.close_reason().unwrap_or(CloseReason::Dropped),
                 ))
             }
-            Err(mpsc::error::TrySendError::Full(text)) => text,
+            Err(queue::TrySendError::Full(text)) => text,
         };
         let mut closed = self.closed.subscribe();
         let closed_error =
@@ -281,7 +281,7 @@ impl Shared {
         };
         match self.out.try_send(text) {
             Ok(()) => queued.armed = false,
-            Err(mpsc::error::TrySendError::Full(text)) => {
+            Err(queue::TrySendError::Full(text)) => {
                 if let Ok(handle) = tokio::runtime::Handle::try_current() {
                     // The task owns the count from here.
                     queued.armed = false;
@@ -298,7 +298,7 @@ impl Shared {
                     });
                 }
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(queue::TrySendError::Closed(_)) => {}
         }
     }
 

@@ -8,7 +8,7 @@ pub(super) const CLOSE_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 pub(super) async fn writer_task(
     shared: Arc<Shared>,
-    mut out: mpsc::Receiver<String>,
+    mut out: queue::Receiver<String>,
     guard: Option<Box<dyn std::any::Any + Send>>,
 ) {
     /// Marks the writer finished on every way out, a cancelled task included.

@@ -1,0 +1,384 @@
+//! A bounded multi-producer, single-consumer queue that holds only what is queued (issue
+//! #24: idle memory). `tokio::sync::mpsc` allocates a block of 32 slots and a 512-byte
+//! channel header when it is created, whatever its capacity, so every idle connection paid
+//! for its incoming and outgoing queues and a host session for its event and diagnostic
+//! streams before a single message. This queue allocates on the first item it holds and
+//! gives its room back once it has drained after a burst.
+//!
+//! The semantics used here are `mpsc`'s: at most `capacity` items are queued; a full queue
+//! makes `Sender::try_send` fail and `Sender::send` wait; sending fails once the
+//! receiver is closed or gone (a dropped receiver drops what it held); receiving ends with
+//! `None` once every sender is gone and everything was received; [`Receiver::recv`] is
+//! cancel-safe.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use super::shared::lock;
+
+/// Above this many slots, a drained queue gives its room back (a burst's growth is not kept
+/// by an idle connection).
+const KEEP_SLOTS: usize = 16;
+
+struct State<T> {
+    items: VecDeque<T>,
+    senders: usize,
+    /// The receiver is closed or dropped: nothing more is taken.
+    rx_closed: bool,
+    /// Senders waiting for room: each item taken wakes one of them (waking them all at
+    /// every take made a burst of n waiting senders cost n² wake-ups).
+    waiting: usize,
+}
+
+struct Chan<T> {
+    state: Mutex<State<T>>,
+    /// The receiver's wake-up (a stored permit when it is not waiting: one receiver).
+    ready: Notify,
+    /// Senders waiting for room.
+    room: Notify,
+    capacity: usize,
+}
+
+impl<T> Chan<T> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State<T>> {
+        lock(&self.state)
+    }
+}
+
+/// The sending side of a queue; cloning it adds a sender.
+pub(crate) struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The receiving side of an event, diagnostic or message queue: [`Receiver::recv`] waits
+/// for the next item, [`Receiver::try_recv`] takes one if it is there.
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// Why [`Receiver::try_recv`] returned nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TryRecvError {
+    /// Nothing is queued now; more may come.
+    #[error("nothing is queued yet")]
+    Empty,
+    /// Nothing is queued and every sender is gone: nothing more will come.
+    #[error("the queue is closed and drained")]
+    Disconnected,
+}
+
+/// Why [`Sender::try_send`] did not queue the item (handed back).
+pub(crate) enum TrySendError<T> {
+    /// The queue holds `capacity` items.
+    Full(T),
+    /// The receiver is closed or gone.
+    Closed(T),
+}
+
+/// A queue that holds at most `capacity` (at least 1) items.
+pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan {
+        state: Mutex::new(State {
+            items: VecDeque::new(),
+            senders: 1,
+            rx_closed: false,
+            waiting: 0,
+        }),
+        ready: Notify::new(),
+        room: Notify::new(),
+        capacity: capacity.max(1),
+    });
+    (Sender { chan: chan.clone() }, Receiver { chan })
+}
+
+impl<T> Sender<T> {
+    /// Queues `item` if there is room.
+    pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
+        let queued = self.push(&mut self.chan.state(), item);
+        if queued.is_ok() {
+            self.chan.ready.notify_one();
+        }
+        queued
+    }
+
+    /// Queues `item` into the locked state if there is room; the caller wakes the receiver.
+    fn push(&self, st: &mut State<T>, item: T) -> Result<(), TrySendError<T>> {
+        if st.rx_closed {
+            return Err(TrySendError::Closed(item));
+        }
+        if st.items.len() >= self.chan.capacity {
+            return Err(TrySendError::Full(item));
+        }
+        st.items.push_back(item);
+        Ok(())
+    }
+
+    /// Queues `item`, waiting for room; hands it back if the receiver is closed or gone.
+    /// Cancel-safe: dropped while waiting, nothing was queued.
+    pub(crate) async fn send(&self, item: T) -> Result<(), T> {
+        /// Counts this sender among the waiting ones while it waits (cancelled included).
+        struct Waiting<'a, T>(&'a Chan<T>);
+        impl<T> Drop for Waiting<'_, T> {
+            fn drop(&mut self) {
+                let mut st = self.0.state();
+                st.waiting = st.waiting.saturating_sub(1);
+            }
+        }
+        let mut item = item;
+        loop {
+            let room = self.chan.room.notified();
+            tokio::pin!(room);
+            // Registered before looking, so room made in between is not missed.
+            room.as_mut().enable();
+            let waiting = {
+                let mut st = self.chan.state();
+                match self.push(&mut st, item) {
+                    Ok(()) => {
+                        drop(st);
+                        self.chan.ready.notify_one();
+                        return Ok(());
+                    }
+                    Err(TrySendError::Closed(back)) => return Err(back),
+                    Err(TrySendError::Full(back)) => item = back,
+                }
+                st.waiting += 1;
+                Waiting(&self.chan)
+            };
+            room.await;
+            drop(waiting);
+        }
+    }
+
+    /// Whether the receiver is closed or gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.chan.state().rx_closed
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.chan.state().senders += 1;
+        Sender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let last = {
+            let mut st = self.chan.state();
+            st.senders = st.senders.saturating_sub(1);
+            st.senders == 0
+        };
+        if last {
+            self.chan.ready.notify_one();
+        }
+    }
+}
+
+/// What a receive found.
+enum Next<T> {
+    Item(T),
+    Empty,
+    Ended,
+}
+
+impl<T> Receiver<T> {
+    fn take(&self) -> Next<T> {
+        let (item, wake_sender) = {
+            let mut st = self.chan.state();
+            let wake_sender = st.waiting > 0;
+            let Some(item) = st.items.pop_front() else {
+                return if st.senders == 0 || st.rx_closed {
+                    Next::Ended
+                } else {
+                    Next::Empty
+                };
+            };
+            if st.items.is_empty() && st.items.capacity() > KEEP_SLOTS {
+                st.items.shrink_to_fit();
+            }
+            (item, wake_sender)
+        };
+        if wake_sender {
+            // Room for one: one waiting sender (a woken sender that is cancelled instead
+            // passes the wake-up on, as `Notify` does).
+            self.chan.room.notify_one();
+        }
+        Next::Item(item)
+    }
+
+    /// The next item; `None` once every sender is gone (or the receiver was closed) and
+    /// everything was received.
+    /// Cancel-safe: dropped while waiting, nothing was taken.
+    pub async fn recv(&mut self) -> Option<T> {
+        loop {
+            match self.take() {
+                Next::Item(item) => return Some(item),
+                Next::Ended => return None,
+                // A send since the look left a permit, so this returns at once.
+                Next::Empty => self.chan.ready.notified().await,
+            }
+        }
+    }
+
+    /// The next item if one is queued, without waiting.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        match self.take() {
+            Next::Item(item) => Ok(item),
+            Next::Empty => Err(TryRecvError::Empty),
+            Next::Ended => Err(TryRecvError::Disconnected),
+        }
+    }
+
+    /// Refuses further items; those already queued can still be received.
+    pub(crate) fn close(&mut self) {
+        self.chan.state().rx_closed = true;
+        self.chan.room.notify_waiters();
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let held = {
+            let mut st = self.chan.state();
+            st.rx_closed = true;
+            std::mem::take(&mut st.items)
+        };
+        self.chan.room.notify_waiters();
+        // Dropped outside the lock: an item's own `Drop` may send (an unanswered request
+        // answers itself).
+        drop(held);
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.chan.state();
+        f.debug_struct("Receiver")
+            .field("queued", &st.items.len())
+            .field("capacity", &self.chan.capacity)
+            .field("senders", &st.senders)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn nothing_is_allocated_until_an_item_is_queued_and_a_drained_burst_is_given_back() {
+        let (tx, mut rx) = channel::<u64>(1_000);
+        assert_eq!(rx.chan.state().items.capacity(), 0);
+        for n in 0..100 {
+            assert!(tx.try_send(n).is_ok());
+        }
+        assert!(rx.chan.state().items.capacity() >= 100);
+        for n in 0..100 {
+            assert_eq!(rx.try_recv(), Ok(n), "in order");
+        }
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        assert_eq!(rx.chan.state().items.capacity(), 0);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_try_send_and_a_waiting_send_goes_in_once_there_is_room() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(1);
+            assert!(tx.try_send(1).is_ok());
+            assert!(matches!(tx.try_send(2), Err(TrySendError::Full(2))));
+            let tx2 = tx.clone();
+            let waiting = tokio::spawn(async move { tx2.send(3).await });
+            tokio::task::yield_now().await;
+            assert!(!waiting.is_finished(), "the queue is full");
+            assert_eq!(rx.recv().await, Some(1));
+            assert!(waiting.await.unwrap().is_ok());
+            assert_eq!(rx.recv().await, Some(3));
+        });
+    }
+
+    #[test]
+    fn every_waiting_sender_gets_in_as_room_is_made_and_a_cancelled_one_is_no_longer_counted() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(1);
+            assert!(tx.try_send(0).is_ok());
+            let waiting: Vec<_> = (1..=3)
+                .map(|n| {
+                    let tx = tx.clone();
+                    tokio::spawn(async move { tx.send(n).await.is_ok() })
+                })
+                .collect();
+            let cancelled = {
+                let tx = tx.clone();
+                tokio::spawn(async move { tx.send(99).await.is_ok() })
+            };
+            tokio::task::yield_now().await;
+            assert_eq!(rx.chan.state().waiting, 4);
+            cancelled.abort();
+            assert!(cancelled.await.is_err(), "cancelled while waiting");
+            assert_eq!(rx.chan.state().waiting, 3);
+            let mut got = Vec::new();
+            for _ in 0..4 {
+                got.push(rx.recv().await.unwrap());
+            }
+            got.sort_unstable();
+            assert_eq!(got, vec![0, 1, 2, 3], "nothing of the cancelled sender");
+            for w in waiting {
+                assert!(w.await.unwrap());
+            }
+        });
+    }
+
+    #[test]
+    fn receiving_ends_once_every_sender_is_gone_and_everything_was_received() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(4);
+            let waiter = tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while let Some(x) = rx.recv().await {
+                    seen.push(x);
+                }
+                seen
+            });
+            tokio::task::yield_now().await;
+            assert!(tx.try_send(1).is_ok());
+            tokio::task::yield_now().await;
+            assert!(tx.try_send(2).is_ok());
+            drop(tx);
+            assert_eq!(waiter.await.unwrap(), vec![1, 2]);
+        });
+    }
+
+    #[test]
+    fn a_closed_or_dropped_receiver_refuses_items_and_drops_what_it_held() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<Arc<()>>(1);
+            let held = Arc::new(());
+            assert!(tx.try_send(held.clone()).is_ok());
+            let tx2 = tx.clone();
+            let waiting = tokio::spawn(async move { tx2.send(Arc::new(())).await.is_err() });
+            tokio::task::yield_now().await;
+            rx.close();
+            assert!(waiting.await.unwrap(), "a waiting send fails on close");
+            assert!(matches!(
+                tx.try_send(Arc::new(())),
+                Err(TrySendError::Closed(_))
+            ));
+            assert!(tx.is_closed());
+            assert_eq!(Arc::strong_count(&held), 2, "still queued after close");
+            drop(rx);
+            assert_eq!(Arc::strong_count(&held), 1, "dropped with the receiver");
+        });
+    }
+}
