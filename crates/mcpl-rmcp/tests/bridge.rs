@@ -491,7 +491,7 @@ async fn s5_4_sends_outside_the_grant_are_refused_before_the_wire() {
     host.request_raw("ping", json!({})).await.unwrap();
     assert!(matches!(
         streams.events.try_recv(),
-        Err(tokio::sync::mpsc::error::TryRecvError::Empty)
+        Err(mcpl::peer::queue::TryRecvError::Empty)
     ));
     // The hook's feature set is unavailable without its inject leaf: nothing to fan out to.
     let turn = json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0,

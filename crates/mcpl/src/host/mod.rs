@@ -78,14 +78,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use crate::capability::{Capability, Grant, PatternError};
 use crate::jsonrpc::RequestId;
 use crate::jsonrpc::{codes, ErrorObject, Notification};
 use crate::manifest::review::{ChangeReceipt, FetchDecision, FetchLimiter, ManifestReview};
 use crate::peer::{
-    CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
+    queue, CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
     RequestOptions,
 };
 use crate::policy::{self, HostGrant, Receipt};
@@ -123,8 +122,8 @@ struct Inner {
     label: std::sync::OnceLock<String>,
     config: HostConfig,
     state: Mutex<State>,
-    events: mpsc::Sender<HostEvent>,
-    diags: mpsc::Sender<HostDiagnostic>,
+    events: queue::Sender<HostEvent>,
+    diags: queue::Sender<HostDiagnostic>,
     policy_lock: tokio::sync::Mutex<()>,
     mcpl_advertised: AtomicBool,
     /// The channel bounds and patterns of [`HostConfig`], read once.
@@ -204,8 +203,8 @@ impl HostSession {
     ) -> Result<(HostSession, HostStreams), HostError> {
         // The host's own policy must parse before anything is sent.
         let host_allows = Grant::from_patterns(config.policy.iter().map(String::as_str))?;
-        let (etx, erx) = mpsc::channel(config.event_capacity.max(1));
-        let (dtx, drx) = mpsc::channel(config.diagnostics_capacity.max(1));
+        let (etx, erx) = queue::channel(config.event_capacity);
+        let (dtx, drx) = queue::channel(config.diagnostics_capacity);
         let channel_limits = config.channel_limits();
         let inner = Arc::new(Inner {
             peer: peer.clone(),

@@ -4,13 +4,15 @@ use super::*;
 
 pub use crate::session::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 
-/// The application's side of a session: events and diagnostics.
+/// The application's side of a session: events and diagnostics, each a bounded queue
+/// ([`HostConfig::event_capacity`], [`HostConfig::diagnostics_capacity`]) that holds memory
+/// only for what is waiting in it.
 #[derive(Debug)]
 pub struct HostStreams {
     /// Admitted events, manifest receipts and mode changes.
-    pub events: mpsc::Receiver<HostEvent>,
+    pub events: queue::Receiver<HostEvent>,
     /// Defects of the server and the connection.
-    pub diagnostics: mpsc::Receiver<HostDiagnostic>,
+    pub diagnostics: queue::Receiver<HostDiagnostic>,
 }
 
 /// Refuses a peer-supplied manifest with more feature sets than `limit`
