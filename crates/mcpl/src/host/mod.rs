@@ -119,7 +119,8 @@ pub use turns::*;
 
 struct Inner {
     peer: Peer,
-    label: std::sync::OnceLock<String>,
+    /// The server's label; shared with the connection's diagnostics forwarder.
+    label: Arc<std::sync::OnceLock<String>>,
     config: HostConfig,
     state: Mutex<State>,
     events: queue::Sender<HostEvent>,
@@ -155,10 +156,20 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Logs a diagnostic of the session labelled `label` and queues it for the application
+/// (dropped if the queue is full: its capacity is the application's bound).
+fn report_diag(
+    label: &std::sync::OnceLock<String>,
+    diags: &queue::Sender<HostDiagnostic>,
+    d: HostDiagnostic,
+) {
+    tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
+    let _ = diags.try_send(d);
+}
+
 impl Inner {
     fn diag(&self, d: HostDiagnostic) {
-        tracing::warn!(server = ?self.label.get(), diagnostic = ?d, "mcpl host diagnostic");
-        let _ = self.diags.try_send(d);
+        report_diag(&self.label, &self.diags, d);
     }
 
     fn event(&self, e: HostEvent) -> bool {
@@ -208,7 +219,7 @@ impl HostSession {
         let channel_limits = config.channel_limits();
         let inner = Arc::new(Inner {
             peer: peer.clone(),
-            label: std::sync::OnceLock::new(),
+            label: Arc::new(std::sync::OnceLock::new()),
             state: Mutex::new(State {
                 core: HostPolicy::new(
                     config.policy.clone(),
@@ -238,15 +249,14 @@ impl HostSession {
             diagnostics: drx,
         };
 
-        // Connection diagnostics are forwarded from the start.
-        let mut pd = peer.diagnostics();
-        let weak = Arc::downgrade(&inner);
-        tokio::spawn(async move {
-            while let Some(d) = pd.recv().await {
-                match weak.upgrade() {
-                    Some(i) => i.diag(HostDiagnostic::Connection(d)),
-                    None => break,
-                }
+        // Connection diagnostics are forwarded from the start, as they are reported (no task
+        // per session). The forwarder holds the queue weakly: the stream still ends when the
+        // session is gone.
+        let label = inner.label.clone();
+        let diags = inner.diags.downgrade();
+        peer.forward_diagnostics(move |d| {
+            if let Some(diags) = diags.upgrade() {
+                report_diag(&label, &diags, HostDiagnostic::Connection(d));
             }
         });
 

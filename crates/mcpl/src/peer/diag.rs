@@ -6,6 +6,11 @@
 //! it subscribed, at most `capacity` are kept, a receiver that fell further behind gets the
 //! count of what it lost once (then the oldest kept), and receiving ends with `None` once the
 //! sender is gone and everything was read.
+//!
+//! Beside its receivers, the channel can have one forwarder ([`Sender::forward`]): a function
+//! called with each diagnostic as it is sent, in order, where a task reading a receiver
+//! would cost a task per connection (a host session passes the connection's diagnostics on
+//! to its own stream this way).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -21,8 +26,13 @@ struct Entry {
     unread: usize,
 }
 
+/// Called with each diagnostic as it is sent (under the channel's lock, so in send order;
+/// it must not send to this channel).
+pub(super) type Forward = Box<dyn Fn(Diagnostic) + Send + Sync>;
+
 struct State {
     entries: VecDeque<Entry>,
+    forward: Option<Forward>,
     /// Sequence number of `entries[0]`.
     first: u64,
     receivers: usize,
@@ -59,6 +69,7 @@ pub(super) fn channel(capacity: usize) -> (Sender, Receiver) {
     let chan = Arc::new(Chan {
         state: Mutex::new(State {
             entries: VecDeque::new(),
+            forward: None,
             first: 0,
             receivers: 1,
             closed: false,
@@ -79,7 +90,13 @@ impl Sender {
         {
             let mut st = lock(&self.chan.state);
             if st.receivers == 0 {
+                if let Some(f) = &st.forward {
+                    f(d);
+                }
                 return;
+            }
+            if let Some(f) = &st.forward {
+                f(d.clone());
             }
             if st.entries.len() == self.chan.capacity {
                 // The oldest is lost for whoever has not read it (`Dropped` counts it).
@@ -107,6 +124,25 @@ impl Sender {
     }
 }
 
+impl Sender {
+    /// Has `f` called with every diagnostic from now on, in send order, after those `first`
+    /// (a receiver, typically the one made with the channel) has not read yet, which are
+    /// passed to `f` here and no longer kept for it. Replaces an earlier forwarder.
+    pub(super) fn forward(&self, f: Forward, mut first: Option<Receiver>) {
+        let mut st = lock(&self.chan.state);
+        if let Some(rx) = &mut first {
+            while let Next::Item(d) = take_next_locked(&mut st, &mut rx.next) {
+                f(d);
+            }
+        }
+        st.forward = Some(f);
+        drop(st);
+        // Dropped unlocked (its drop takes the lock): everything it could read was
+        // forwarded, and what is sent from here on is too.
+        drop(first);
+    }
+}
+
 impl Drop for Sender {
     fn drop(&mut self) {
         lock(&self.chan.state).closed = true;
@@ -123,7 +159,11 @@ enum Next {
 
 /// What receiver position `next` of `chan` finds, moving past it.
 fn take_next(chan: &Chan, next: &mut u64) -> Next {
-    let mut st = lock(&chan.state);
+    take_next_locked(&mut lock(&chan.state), next)
+}
+
+/// [`take_next`] with the channel's state already locked.
+fn take_next_locked(st: &mut State, next: &mut u64) -> Next {
     if *next < st.first {
         let count = st.first - *next;
         *next = st.first;
@@ -138,7 +178,7 @@ fn take_next(chan: &Chan, next: &mut u64) -> Next {
     entry.unread = entry.unread.saturating_sub(1);
     let d = entry.diagnostic.clone();
     *next += 1;
-    trim(&mut st);
+    trim(st);
     Next::Item(d)
 }
 
@@ -244,6 +284,33 @@ mod tests {
         drop(a);
         tx.send(d(2));
         assert_eq!(lock(&tx.chan.state).entries.len(), 0);
+    }
+
+    #[test]
+    fn a_forwarder_gets_what_the_first_receiver_had_not_read_then_every_later_one_in_order() {
+        let (tx, mut first) = channel(8);
+        tx.send(d(1));
+        tx.send(d(2));
+        assert_eq!(id_of(first.try_recv()), id_of(Some(d(1))));
+        let mut other = tx.subscribe();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        tx.forward(
+            Box::new(move |x| lock(&sink).push(x.to_string())),
+            Some(first),
+        );
+        tx.send(d(3));
+        assert_eq!(*lock(&seen), vec![d(2).to_string(), d(3).to_string()]);
+        assert_eq!(
+            id_of(other.try_recv()),
+            id_of(Some(d(3))),
+            "receivers still see it"
+        );
+        assert!(other.try_recv().is_none());
+        drop(other);
+        tx.send(d(4));
+        assert_eq!(lock(&seen).len(), 3, "forwarded without any receiver");
+        assert_eq!(lock(&tx.chan.state).entries.len(), 0, "and nothing kept");
     }
 
     #[test]

@@ -395,6 +395,19 @@ impl Peer {
         Diagnostics { rx }
     }
 
+    /// Has `f` called with each of the connection's diagnostics as it is reported, in order,
+    /// starting with those the first [`Peer::diagnostics`] receiver would have seen (that
+    /// receiver is then no longer handed out): a session passes them on without a task of
+    /// its own. `f` runs where the diagnostic is reported, under the diagnostics channel's
+    /// lock, so it must only queue or log (never call back into this peer). Replaces an
+    /// earlier forwarder.
+    pub(crate) fn forward_diagnostics(&self, f: impl Fn(Diagnostic) + Send + Sync + 'static) {
+        let shared = self.shared();
+        let sender = shared.diagnostic_sender();
+        let first = lock(&shared.first_diagnostics).take();
+        sender.forward(Box::new(f), first);
+    }
+
     /// Closes the connection: pending requests fail with [`PeerError::Closed`], frames already
     /// queued are still written, then the transport is shut down.
     pub fn close(&self) {

@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Notify;
 
@@ -51,6 +51,12 @@ impl<T> Chan<T> {
 /// The sending side of a queue; cloning it adds a sender.
 pub(crate) struct Sender<T> {
     chan: Arc<Chan<T>>,
+}
+
+/// A sender that does not keep the queue open (the receiver still ends once every
+/// [`Sender`] is gone); [`WeakSender::upgrade`] makes it a sender while the queue is open.
+pub(crate) struct WeakSender<T> {
+    chan: Weak<Chan<T>>,
 }
 
 /// The receiving side of an event, diagnostic or message queue: [`Receiver::recv`] waits
@@ -155,6 +161,28 @@ impl<T> Sender<T> {
     /// Whether the receiver is closed or gone.
     pub(crate) fn is_closed(&self) -> bool {
         self.chan.state().rx_closed
+    }
+
+    /// A sender that does not keep the queue open.
+    pub(crate) fn downgrade(&self) -> WeakSender<T> {
+        WeakSender {
+            chan: Arc::downgrade(&self.chan),
+        }
+    }
+}
+
+impl<T> WeakSender<T> {
+    /// A sender, while any other [`Sender`] keeps the queue open.
+    pub(crate) fn upgrade(&self) -> Option<Sender<T>> {
+        let chan = self.chan.upgrade()?;
+        {
+            let mut st = chan.state();
+            if st.senders == 0 {
+                return None;
+            }
+            st.senders += 1;
+        }
+        Some(Sender { chan })
     }
 }
 
@@ -344,6 +372,7 @@ mod tests {
     fn receiving_ends_once_every_sender_is_gone_and_everything_was_received() {
         runtime().block_on(async {
             let (tx, mut rx) = channel::<u32>(4);
+            let weak = tx.downgrade();
             let waiter = tokio::spawn(async move {
                 let mut seen = Vec::new();
                 while let Some(x) = rx.recv().await {
@@ -352,10 +381,11 @@ mod tests {
                 seen
             });
             tokio::task::yield_now().await;
-            assert!(tx.try_send(1).is_ok());
+            assert!(weak.upgrade().is_some_and(|t| t.try_send(1).is_ok()));
             tokio::task::yield_now().await;
             assert!(tx.try_send(2).is_ok());
             drop(tx);
+            assert!(weak.upgrade().is_none(), "a weak sender does not reopen it");
             assert_eq!(waiter.await.unwrap(), vec![1, 2]);
         });
     }
