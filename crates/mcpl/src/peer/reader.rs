@@ -54,10 +54,15 @@ pub(super) async fn reader_task(
                 // answers once it has seen the end of the input is not cut off.
                 drop(inbound);
                 let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
-                tokio::select! {
-                    _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
-                    _ = until_closed(&mut closed) => {}
-                }
+                // Boxed: once per connection, and it would otherwise size the task for its
+                // whole life (see `read_off_worker`).
+                Box::pin(async {
+                    tokio::select! {
+                        _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
+                        _ = until_closed(&mut closed) => {}
+                    }
+                })
+                .await;
                 shared.close(CloseReason::Eof);
                 break;
             }
@@ -137,7 +142,7 @@ pub(super) async fn handle_frame(
                 )
                 .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
             });
-            let _ = shared.send_frame(reply.to_json()).await;
+            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
             return true;
         }
     };
@@ -164,15 +169,12 @@ pub(super) async fn handle_frame(
         // At most one such parse per core at once, for the whole process: the blocking pool
         // would otherwise run one per connection (up to its 512 threads), each holding its
         // parse's memory.
-        let Ok(_permit) = parse_permits().acquire().await else {
-            return false;
-        };
-        match tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch, max_cost)).await
-        {
+        match Box::pin(read_off_worker(text, max_batch, max_cost)).await {
             Ok(read) => read,
+            Err(None) => return false,
             // A runtime shutting down cancels it; reading is not expected to panic, but if it
             // did the connection is closed rather than left looking open with nothing read.
-            Err(e) => {
+            Err(Some(e)) => {
                 shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
                 return false;
             }
@@ -187,7 +189,7 @@ pub(super) async fn handle_frame(
         }
         Read::Top(parsed) => parsed,
         Read::TooCostly { cost, head } => {
-            return too_costly(shared, cost, max_cost, head).await;
+            return Box::pin(too_costly(shared, cost, max_cost, head)).await;
         }
     };
     let value = match parsed {
@@ -200,7 +202,7 @@ pub(super) async fn handle_frame(
                 id: None,
                 outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
             });
-            let _ = shared.send_frame(reply.to_json()).await;
+            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
             return true;
         }
     };
@@ -216,7 +218,7 @@ pub(super) async fn handle_frame(
                 ))
                 .with_data(serde_json::json!({ "limit": limit, "count": count }))),
             });
-            let _ = shared.send_frame(reply.to_json()).await;
+            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
             return true;
         }
         Top::Batch(BoundedBatch::Within(entries)) => {
@@ -226,7 +228,7 @@ pub(super) async fn handle_frame(
                     id: None,
                     outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
                 });
-                let _ = shared.send_frame(reply.to_json()).await;
+                let _ = Box::pin(shared.send_frame(reply.to_json())).await;
                 return true;
             }
             let collector = Arc::new(BatchCollector {
@@ -260,7 +262,7 @@ pub(super) async fn handle_frame(
                 }
             };
             if let Some(text) = ready {
-                let _ = shared.send_frame(text).await;
+                let _ = Box::pin(shared.send_frame(text)).await;
             }
         }
         Top::Single(single) => {
@@ -275,6 +277,23 @@ pub(super) async fn handle_frame(
         }
     }
     true
+}
+
+/// Reads a large text on the blocking pool under a [`parse_permits`] permit; `Err(None)` if
+/// the permits are gone, `Err(Some(_))` if the read did not finish. Awaited boxed, like every
+/// rare path of [`handle_frame`]: the reader task's future is as large as its largest
+/// state, and an idle connection keeps that task (issue #24).
+async fn read_off_worker(
+    text: String,
+    max_batch: usize,
+    max_cost: usize,
+) -> Result<Read, Option<tokio::task::JoinError>> {
+    let Ok(_permit) = parse_permits().acquire().await else {
+        return Err(None);
+    };
+    tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch, max_cost))
+        .await
+        .map_err(Some)
 }
 
 /// The process-wide permits for reading large texts on the blocking pool: one per core
@@ -440,7 +459,7 @@ async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head)
                     ),
                 ),
             });
-            let _ = shared.send_frame(reply.to_json()).await;
+            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
             true
         }
     }
@@ -546,7 +565,7 @@ pub(super) async fn deliver(
     match item {
         None => {}
         Some(Parsed::Reply(v)) => {
-            let _ = shared.send_frame(v.to_string()).await;
+            let _ = Box::pin(shared.send_frame(v.to_string())).await;
         }
         Some(item @ (Parsed::Deliver(_) | Parsed::Settled(_))) => {
             let item = match item {
@@ -570,21 +589,34 @@ pub(super) async fn deliver(
                 }
                 Err(queue::TrySendError::Full(item)) => item,
             };
-            tokio::select! {
-                r = inbound.send(item) => {
-                    if let Err(item) = r {
-                        shared.inbox_taken();
-                        undeliverable(shared, item);
-                    }
-                }
-                _ = until_closed(closed) => {
-                    shared.inbox_taken();
-                    return false;
-                }
-            }
+            // A full queue: the rare path, awaited boxed (see `read_off_worker`).
+            return Box::pin(deliver_when_room(shared, item, inbound, closed)).await;
         }
     }
     true
+}
+
+/// Waits for room in the incoming queue for `item` (counted in the inbox already); returns
+/// `false` when the connection closed while waiting.
+async fn deliver_when_room(
+    shared: &Arc<Shared>,
+    item: Item,
+    inbound: &queue::Sender<Item>,
+    closed: &mut watch::Receiver<Option<CloseReason>>,
+) -> bool {
+    tokio::select! {
+        r = inbound.send(item) => {
+            if let Err(item) = r {
+                shared.inbox_taken();
+                undeliverable(shared, item);
+            }
+            true
+        }
+        _ = until_closed(closed) => {
+            shared.inbox_taken();
+            false
+        }
+    }
 }
 
 /// Nobody receives incoming messages: a request's guard answers -32601 when dropped here.
