@@ -40,8 +40,12 @@ pub(super) async fn reader_task(
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
-                if !handle_frame(&shared, frame, &inbound, &mut closed).await {
+                let mut spare = None;
+                if !handle_frame(&shared, frame, &inbound, &mut closed, &mut spare).await {
                     break;
+                }
+                if let Some(text) = spare {
+                    reader.recycle(text);
                 }
             }
             Ok(None) => {
@@ -112,12 +116,15 @@ pub(super) enum Parsed {
     Reply(Value),
 }
 
-/// Handles one frame; returns `false` when the connection closed while delivering.
+/// Handles one frame; returns `false` when the connection closed while delivering. The
+/// frame's text, once read, is left in `spare` for the reader to reuse
+/// ([`FrameReader::recycle`]).
 pub(super) async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
     inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
+    spare: &mut Option<String>,
 ) -> bool {
     let text = match frame {
         Frame::Text(t) => t,
@@ -180,7 +187,9 @@ pub(super) async fn handle_frame(
             }
         }
     } else {
-        read_text(trimmed, max_batch, max_cost)
+        let read = read_text(trimmed, max_batch, max_cost);
+        *spare = Some(text);
+        read
     };
     let parsed = match read {
         Read::Message(msg) => {

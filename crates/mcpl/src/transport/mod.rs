@@ -81,6 +81,12 @@ pub trait FrameReader: Send {
         let _ = cx;
         None
     }
+    /// Hands back the text of a frame this reader returned, once read, so that its buffer
+    /// may hold the next frame instead of a new allocation per frame (issue #24). The default
+    /// drops it.
+    fn recycle(&mut self, text: String) {
+        let _ = text;
+    }
     /// Sets the maximum message size in bytes.
     fn set_max_message_size(&mut self, limit: usize);
     /// Sets the budget partial messages are taken from (every transport starts with
@@ -184,6 +190,10 @@ const READ_BUFFER: usize = 2 * 1024;
 /// those polls: under 16 connections each sending 16 MiB, a new connection's `initialize`
 /// waited for several such rounds (issue #20).
 pub(crate) const YIELD_AFTER: usize = 64 * 1024;
+
+/// The largest frame buffer a [`LineReader`] keeps for the next line
+/// ([`FrameReader::recycle`]): what an idle connection may hold for it.
+const RECYCLED_LINE_BYTES: usize = 512;
 
 /// Newline-delimited framing over a byte stream, with a size limit that never buffers an
 /// oversized line.
@@ -316,6 +326,19 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
 impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         Box::pin(self.read_frame())
+    }
+
+    /// Keeps a small frame's buffer (at most `RECYCLED_LINE_BYTES`, 512) as the next line's,
+    /// when no line is being assembled; it stays within [`budget::UNBUDGETED_BYTES`].
+    fn recycle(&mut self, text: String) {
+        if self.line.capacity() == 0
+            && self.discarding.is_none()
+            && text.capacity() <= RECYCLED_LINE_BYTES
+        {
+            let mut line = text.into_bytes();
+            line.clear();
+            self.line = line;
+        }
     }
 
     fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
@@ -530,6 +553,33 @@ mod tests {
             got,
             vec![text("{\"a\":1}"), text("{\"b\":2}"), text("last")]
         );
+    }
+
+    #[tokio::test]
+    async fn a_recycled_small_frame_buffer_holds_the_next_line_and_a_large_one_is_dropped() {
+        let mut input = b"{\"a\":1}\n{\"b\":2}\n".to_vec();
+        input.extend(vec![b'x'; RECYCLED_LINE_BYTES + 1]);
+        input.extend_from_slice(b"\nok\n");
+        let mut r = LineReader::new(&input[..]);
+        let Some(Frame::Text(first)) = r.read_frame().await.unwrap() else {
+            panic!("a text frame");
+        };
+        assert_eq!(first, "{\"a\":1}");
+        let kept = first.as_ptr();
+        r.recycle(first);
+        let Some(Frame::Text(second)) = r.read_frame().await.unwrap() else {
+            panic!("a text frame");
+        };
+        assert_eq!(second, "{\"b\":2}");
+        assert_eq!(second.as_ptr(), kept, "read into the recycled buffer");
+        r.recycle(second);
+        let Some(Frame::Text(large)) = r.read_frame().await.unwrap() else {
+            panic!("a text frame");
+        };
+        assert!(large.capacity() > RECYCLED_LINE_BYTES);
+        r.recycle(large);
+        assert_eq!(r.line.capacity(), 0, "a large buffer is not kept");
+        assert_eq!(r.read_frame().await.unwrap(), Some(text("ok")));
     }
 
     #[tokio::test]
