@@ -14,7 +14,6 @@ use super::*;
 use crate::capability::CapabilitySet;
 use crate::jsonrpc::RequestId;
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
-use crate::manifest::domains::ChangeDomain;
 use crate::manifest::{
     ConnectionId, ManifestChanged, ManifestSink, ManifestSnapshot, ManifestTracker,
 };
@@ -23,6 +22,7 @@ use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
 use crate::protocol::channels::ChannelDescriptor;
 use crate::protocol::handshake::Implementation;
 use crate::protocol::inference::InferenceChunkParams;
+use crate::session::PendingAnnouncement;
 use crate::transport::Transport;
 
 pub(super) struct ServerInner {
@@ -94,7 +94,7 @@ impl Server {
             }),
             grant_tx,
             diag_tx: std::sync::OnceLock::new(),
-            announce: Mutex::new(None),
+            announce: Mutex::new(PendingAnnouncement::default()),
             announce_wake: watch::Sender::new(()),
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
@@ -137,22 +137,6 @@ impl Server {
         }
         reason
     }
-}
-
-/// Merges `next` into the announcement still waiting to be sent: the newest revision, and
-/// the union of both changes' domains in wire order. Reading (§17.3, §17.8): only the latest
-/// revision matters, since the host fetches the complete manifest (§17.4) and diffs it
-/// against the one in force; a server SHOULD coalesce rapid changes, and the union may name
-/// a domain that changed and changed back, which over-announces, the safe direction.
-fn coalesce(pending: &mut ManifestChanged, next: ManifestChanged) {
-    let domains = ChangeDomain::ALL
-        .into_iter()
-        .filter(|d| pending.domains.contains(d) || next.domains.contains(d))
-        .collect();
-    *pending = ManifestChanged {
-        revision: next.revision,
-        domains,
-    };
 }
 
 /// Sends the connection's pending `mcpl/manifestChanged` ([`Conn::announce`]) whenever one
@@ -218,11 +202,9 @@ pub(super) struct Conn {
     /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
     /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
     pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<ServerDiagnostic>>,
-    /// The `mcpl/manifestChanged` not yet handed to the peer: at most one, later changes
-    /// merged into it ([`coalesce`]), so a host that does not read holds this connection to
-    /// one announcement however many changes it misses (§17.8). Boxed for an idle
-    /// connection's memory (issue #20).
-    pub(super) announce: Mutex<Option<Box<ManifestChanged>>>,
+    /// The `mcpl/manifestChanged` not yet handed to the peer, coalesced by the core rule
+    /// ([`PendingAnnouncement`], §17.8).
+    pub(super) announce: Mutex<PendingAnnouncement>,
     /// Wakes the connection's announcer task ([`spawn_announcer`]) after `announce` was set.
     pub(super) announce_wake: watch::Sender<()>,
     pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
@@ -394,26 +376,16 @@ impl Conn {
         lock(&self.fallback).clone()
     }
 
-    /// Declares the changed manifest's feature sets on the live session. Reading: a set the
-    /// change adds is derived like any other under the grant in force (and the host's
-    /// `enabled` allowlist, when it sent one), so it may be available at once. The grant is
-    /// the authority and a set only names granted capabilities it uses (§6.4), so no
-    /// capability is widened (§17.5: additions never auto-grant); a host that has not yet
-    /// fetched the change refuses a use of the new name (-32003), which fails closed.
+    /// A manifest change on the live connection, by the core rules
+    /// ([`declare_changed`](crate::session::declare_changed) and
+    /// [`PendingAnnouncement`], as `ServerState::manifest_changed` decides it).
     pub(super) fn on_manifest_changed(&self, change: ManifestChanged) {
-        let decls = FeatureSets::from_mcpl(self.tracker().snapshot().manifest()).0;
         {
             let mut st = lock(&self.state);
-            st.policy.set_declarations(decls);
+            crate::session::declare_changed(&mut st.policy, self.tracker().snapshot().manifest());
             self.publish(&st);
         }
-        {
-            let mut pending = lock(&self.announce);
-            match pending.as_mut() {
-                Some(pending) => coalesce(pending, change),
-                None => *pending = Some(Box::new(change)),
-            }
-        }
+        lock(&self.announce).offer(change);
         self.announce_wake.send_replace(());
     }
 

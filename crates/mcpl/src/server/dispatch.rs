@@ -405,6 +405,8 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
             if let Some(id) = st.tracker_id.take() {
                 conn.tracker().detach(id);
             }
+            // One not yet written is dropped too (§3.2), as `ServerState` drops it.
+            lock(&conn.announce).clear();
         }
         conn.publish(&st);
         answer

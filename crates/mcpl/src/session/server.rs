@@ -14,6 +14,7 @@ use super::{admit_at_server, Receiver, Refusal, ServerDiagnostic};
 use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
+use crate::manifest::ManifestChanged;
 use crate::policy::{
     self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
 };
@@ -250,6 +251,8 @@ pub struct ServerState {
     handed: HashMap<RequestId, bool>,
     turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
+    /// The `mcpl/manifestChanged` still to write, coalesced (§17.8).
+    announce: super::server_manifest::PendingAnnouncement,
 }
 
 impl ServerState {
@@ -267,6 +270,7 @@ impl ServerState {
             handed: HashMap::new(),
             turns,
             out: VecDeque::new(),
+            announce: Default::default(),
         }
     }
 
@@ -285,9 +289,29 @@ impl ServerState {
         grant_in_force(&self.policy)
     }
 
-    /// The next output, in order.
+    /// The next output, in order; a pending `mcpl/manifestChanged`
+    /// ([`Self::manifest_changed`]) comes after everything queued before it was polled.
     pub fn poll_output(&mut self) -> Option<ServerOutput> {
-        self.out.pop_front()
+        self.out.pop_front().or_else(|| {
+            let change = self.announce.take()?;
+            Some(ServerOutput::Transmit(
+                super::server_manifest::announcement(&change),
+            ))
+        })
+    }
+
+    /// The application installed a new `manifest` (its tracker computed `change` for this
+    /// connection, §17.3). Before `initialize` it is only what `initialize` will answer
+    /// with (§17.10: nothing is announced for it). After it, the changed feature sets are
+    /// declared on the session at once (§17.5) and, on an MCPL connection, `change` is
+    /// announced, coalesced with any announcement not yet polled (§17.8); an MCP-only
+    /// connection (§3.2) announces nothing.
+    pub fn manifest_changed(&mut self, manifest: Value, change: ManifestChanged) {
+        super::server_manifest::declare_changed(&mut self.policy, &manifest);
+        if self.initialized && self.mcpl {
+            self.announce.offer(change);
+        }
+        self.rules.manifest = manifest;
     }
 
     /// Handles one message received from the host at `now`, in wire order.
@@ -536,7 +560,10 @@ impl ServerState {
         self.respond(r.id, answer.response);
         match answer.refused {
             Some(Fallback::Close) => self.out.push_back(ServerOutput::Close),
-            Some(Fallback::McpOnly) => self.mcpl = false,
+            Some(Fallback::McpOnly) => {
+                self.mcpl = false;
+                self.announce.clear();
+            }
             None if ok => {
                 // The receipt is ahead of anything the application sends from now on (§5.3).
                 self.out.push_back(ServerOutput::PolicyApplied {

@@ -2097,3 +2097,120 @@ fn requests_the_application_holds_unanswered_are_bounded() {
         "{handed} requests held unanswered by the application at once"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// What `server::Server` decides that `ServerState` now decides too (issue #24 item 1)
+// ---------------------------------------------------------------------------------------
+
+/// `manifest()` with a second feature set, `sports`, using `pushEvents`.
+fn manifest_with_sports() -> Value {
+    let mut m = manifest();
+    m["featureSets"]["sports"] = json!({ "uses": ["pushEvents"] });
+    m
+}
+
+fn changed(
+    revision: &str,
+    domains: &[crate::manifest::domains::ChangeDomain],
+) -> crate::manifest::ManifestChanged {
+    crate::manifest::ManifestChanged {
+        revision: revision.into(),
+        domains: domains.to_vec(),
+    }
+}
+
+/// The `mcpl/manifestChanged` frames the server has written and the host not yet read.
+fn announcements_in_flight(p: &Pair) -> Vec<Value> {
+    p.to_host
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter(|v| v["method"] == "mcpl/manifestChanged")
+        .collect()
+}
+
+fn sports_push() -> Value {
+    json!({ "featureSet": "sports", "eventId": "e1", "timestamp": "2026-01-01T00:00:00Z",
+            "payload": { "content": [{ "type": "text", "text": "goal" }] } })
+}
+
+#[test]
+fn s17_3_a_manifest_change_on_a_live_connection_is_declared_and_announced() {
+    use crate::manifest::domains::ChangeDomain;
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    assert!(p.server.request("push/event", sports_push()).is_err());
+    p.server.manifest_changed(
+        manifest_with_sports(),
+        changed("r2", &[ChangeDomain::FeatureSets]),
+    );
+    p.collect();
+    let sent = announcements_in_flight(&p);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0]["params"],
+        json!({ "revision": "r2", "domains": ["featureSets"] })
+    );
+    // §17.5: the added set is derived under the grant in force, so it may be used at once.
+    assert!(p.server.request("push/event", sports_push()).is_ok());
+}
+
+#[test]
+fn s17_8_changes_made_before_the_driver_polls_are_one_announcement() {
+    use crate::manifest::domains::ChangeDomain;
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.server.manifest_changed(
+        manifest_with_sports(),
+        changed("r2", &[ChangeDomain::FeatureSets]),
+    );
+    p.server
+        .manifest_changed(manifest(), changed("r3", &[ChangeDomain::Capabilities]));
+    p.collect();
+    let sent = announcements_in_flight(&p);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0]["params"],
+        json!({ "revision": "r3", "domains": ["capabilities", "featureSets"] })
+    );
+}
+
+#[test]
+fn s17_10_a_change_before_initialize_is_answered_by_initialize_not_announced() {
+    use crate::manifest::domains::ChangeDomain;
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.server.manifest_changed(
+        manifest_with_sports(),
+        changed("r2", &[ChangeDomain::FeatureSets]),
+    );
+    p.host.start(p.now);
+    p.step_server(); // initialize
+    assert!(announcements_in_flight(&p).is_empty());
+    let init: Value =
+        serde_json::from_str(p.to_host.front().expect("initialize answered")).expect("json");
+    assert!(
+        init["result"]["capabilities"]["experimental"]["mcpl"]["featureSets"]["sports"].is_object(),
+        "{init}"
+    );
+    p.drive();
+    assert!(p.server.request("push/event", sports_push()).is_ok());
+}
+
+#[test]
+fn s3_2_an_mcp_only_connection_is_not_told_of_manifest_changes() {
+    use crate::manifest::domains::ChangeDomain;
+    let mut s = ServerState::new(server_rules());
+    s.handle_message(
+        Instant::now(),
+        Message::parse(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})
+            .to_string(),
+        )
+        .expect("json-rpc"),
+    );
+    while s.poll_output().is_some() {}
+    assert!(!s.mcpl());
+    s.manifest_changed(
+        manifest_with_sports(),
+        changed("r2", &[ChangeDomain::FeatureSets]),
+    );
+    assert_eq!(s.poll_output(), None);
+}
