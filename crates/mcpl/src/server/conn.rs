@@ -1,6 +1,6 @@
 //! [`Server`] and the per-connection state shared by the dispatcher and the senders.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -19,10 +19,9 @@ use crate::manifest::{
 };
 use crate::peer::{CloseReason, Peer, PeerConfig};
 use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
-use crate::protocol::channels::ChannelDescriptor;
 use crate::protocol::handshake::Implementation;
 use crate::protocol::inference::InferenceChunkParams;
-use crate::session::PendingAnnouncement;
+use crate::session::{AcceptedChannels, PendingAnnouncement};
 use crate::transport::Transport;
 
 pub(super) struct ServerInner {
@@ -89,7 +88,7 @@ impl Server {
                 policy: ServerPolicyState::new(decls),
                 lifecycle: LifecycleTracker::new(self.inner.lifecycle),
                 tracker_id: None,
-                channels: BTreeMap::new(),
+                channels: AcceptedChannels::default(),
                 held: None,
             }),
             grant_tx,
@@ -184,8 +183,8 @@ pub(super) struct ConnState {
     pub(super) lifecycle: LifecycleTracker,
     pub(super) tracker_id: Option<ConnectionId>,
     /// The channels the host accepted from this connection's `channels/register` and
-    /// `channels/changed` (§14.5 itemized results), by id.
-    pub(super) channels: BTreeMap<String, ChannelDescriptor>,
+    /// `channels/changed` (§14.5 itemized results), by the core rule.
+    pub(super) channels: AcceptedChannels,
     /// The state in force before a policy Request whose receipt is not yet on the wire:
     /// what is published meets it, so a narrowing reaches senders at once and a widening
     /// (readiness included) only once the receipt is written ahead of them (§5.3, §6.7).

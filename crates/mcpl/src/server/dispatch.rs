@@ -283,7 +283,7 @@ pub(super) async fn on_request(
         ChannelsList::NAME => {
             let Some(f) = h.channels_list.clone() else {
                 // No handler: the channels the host accepted from this connection (§14.3).
-                let channels = lock(&conn.state).channels.values().cloned().collect();
+                let channels = lock(&conn.state).channels.list();
                 let list = ListResult {
                     channels,
                     extra: Map::new(),

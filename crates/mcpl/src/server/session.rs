@@ -24,6 +24,7 @@ use crate::protocol::inference::{
 use crate::protocol::model::{ModelInfo, ModelInfoRequest};
 use crate::protocol::push::{self, PushEventParams, PushEventResult, PushPayload};
 use crate::protocol::{EmptyObject, Method};
+use crate::session::ChannelChange;
 
 /// One live connection, from the server's side: read the negotiated state, send what the
 /// grant allows. Cheap to clone.
@@ -311,7 +312,8 @@ impl Session {
             };
             self.authorize::<ChannelsRegister>(&params)?;
             let result = self.request::<ChannelsRegister>(&params).await?;
-            self.track_channels(&result, &params.channels, &[], &[]);
+            let change = ChannelChange::register(&params);
+            lock(&self.conn.state).channels.apply(&result, &change);
             Ok(result)
         };
         self.reported(ChannelsRegister::NAME, out.await)
@@ -321,34 +323,7 @@ impl Session {
     /// [`Self::channels_register`] and [`Self::channels_changed`]); what an inbound
     /// `channels/list` is answered with when no handler is set.
     pub fn channels(&self) -> Vec<ChannelDescriptor> {
-        lock(&self.conn.state).channels.values().cloned().collect()
-    }
-
-    /// Applies an itemized result the way the host does (§14.5): `removed` ids are dropped,
-    /// an accepted descriptor is held (the first one sent under its id), a rejected addition
-    /// changes nothing, and a rejected update drops the channel.
-    pub(super) fn track_channels(
-        &self,
-        result: &ItemizedResult,
-        added: &[ChannelDescriptor],
-        updated: &[ChannelDescriptor],
-        removed: &[String],
-    ) {
-        let mut st = lock(&self.conn.state);
-        for id in removed {
-            st.channels.remove(id);
-        }
-        for item in &result.results {
-            let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
-            if item.accepted {
-                // The host applies additions before updates: an id in both ends as updated.
-                if let Some(d) = find(updated).or_else(|| find(added)) {
-                    st.channels.insert(d.id.clone(), d);
-                }
-            } else if find(added).is_none() && find(updated).is_some() {
-                st.channels.remove(&item.id);
-            }
-        }
+        lock(&self.conn.state).channels.list()
     }
 
     /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`), after
@@ -361,12 +336,8 @@ impl Session {
             let _in_order = self.conn.channel_ops.lock().await;
             self.authorize::<ChannelsChanged>(&change)?;
             let result = self.request::<ChannelsChanged>(&change).await?;
-            self.track_channels(
-                &result,
-                change.added.as_deref().unwrap_or(&[]),
-                change.updated.as_deref().unwrap_or(&[]),
-                change.removed.as_deref().unwrap_or(&[]),
-            );
+            let change = ChannelChange::changed(&change);
+            lock(&self.conn.state).channels.apply(&result, &change);
             Ok(result)
         };
         self.reported(ChannelsChanged::NAME, out.await)

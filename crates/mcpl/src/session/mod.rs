@@ -72,6 +72,7 @@ pub(crate) mod policy_state;
 mod report;
 pub mod rules;
 mod server;
+mod server_channels;
 mod server_manifest;
 mod server_report;
 mod turns;
@@ -90,6 +91,8 @@ pub(crate) use server::{
     gate_to_host, host_notification, read_initialize, route_host_request, unredacted_hook,
     NotificationStep, RequestRoute, SendState,
 };
+#[cfg(feature = "runtime")]
+pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 pub use server_report::{DiagnosticKind, ServerDiagnostic};

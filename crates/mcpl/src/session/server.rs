@@ -253,6 +253,8 @@ pub struct ServerState {
     out: VecDeque<ServerOutput>,
     /// The `mcpl/manifestChanged` still to write, coalesced (§17.8).
     announce: super::server_manifest::PendingAnnouncement,
+    /// The application's channel changes and the channels the host accepted (§14.5).
+    channels: super::server_channels::ChannelLedger,
 }
 
 impl ServerState {
@@ -271,12 +273,20 @@ impl ServerState {
             turns,
             out: VecDeque::new(),
             announce: Default::default(),
+            channels: Default::default(),
         }
     }
 
     /// Whether the host speaks MCPL 0.5 (known once `initialize` is answered).
     pub fn mcpl(&self) -> bool {
         self.mcpl
+    }
+
+    /// The channels the host accepted from this connection (§14.5): each itemized result of a
+    /// `channels/register` or Request-form `channels/changed` sent through [`Self::request`]
+    /// applied in the order the changes were sent. What `channels/list` answers with (§14.3).
+    pub fn channels(&self) -> Vec<crate::protocol::channels::ChannelDescriptor> {
+        self.channels.accepted().list()
     }
 
     /// Whether a policy Request has been applied (§5.3).
@@ -325,10 +335,13 @@ impl ServerState {
                     _ => None,
                 };
                 match id.filter(|id| self.pending.remove(id).is_some()) {
-                    Some(id) => self.out.push_back(ServerOutput::Response {
-                        id,
-                        outcome: r.outcome,
-                    }),
+                    Some(id) => {
+                        self.channels.answered(id, &r.outcome);
+                        self.out.push_back(ServerOutput::Response {
+                            id,
+                            outcome: r.outcome,
+                        })
+                    }
                     None => self.out.push_back(ServerOutput::Diagnostic(
                         ServerDiagnostic::UnexpectedResponse { id: r.id },
                     )),
@@ -408,6 +421,7 @@ impl ServerState {
         let id = self.next_id;
         self.next_id += 1;
         self.pending.insert(id, ());
+        self.channels.sent(id, method, &params);
         self.out
             .push_back(ServerOutput::Transmit(Message::Request(Request {
                 id: RequestId::from(id),

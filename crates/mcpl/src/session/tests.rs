@@ -2214,3 +2214,88 @@ fn s3_2_an_mcp_only_connection_is_not_told_of_manifest_changes() {
     );
     assert_eq!(s.poll_output(), None);
 }
+
+fn channel(id: &str, label: &str) -> Value {
+    json!({ "id": id, "type": "chat", "label": label })
+}
+
+fn labels(s: &ServerState) -> Vec<(String, Option<String>)> {
+    s.channels().into_iter().map(|d| (d.id, d.label)).collect()
+}
+
+#[test]
+fn s14_5_the_channels_the_host_accepted_are_kept_from_itemized_results() {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    p.server
+        .request(
+            "channels/register",
+            json!({ "channels": [channel("a", "one"), channel("b", "two")] }),
+        )
+        .expect("granted");
+    p.drive();
+    assert_eq!(
+        labels(&p.server),
+        vec![
+            ("a".into(), Some("one".into())),
+            ("b".into(), Some("two".into()))
+        ]
+    );
+    p.server
+        .request("channels/changed", json!({ "removed": ["a"] }))
+        .expect("granted");
+    p.drive();
+    assert_eq!(labels(&p.server), vec![("b".into(), Some("two".into()))]);
+}
+
+#[test]
+fn s14_5_channel_results_apply_in_send_order_whatever_order_the_answers_arrive_in() {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    p.server
+        .request(
+            "channels/register",
+            json!({ "channels": [channel("a", "old")] }),
+        )
+        .expect("granted");
+    p.server
+        .request(
+            "channels/changed",
+            json!({ "updated": [channel("a", "new")] }),
+        )
+        .expect("granted");
+    p.step_host();
+    p.step_host();
+    assert_eq!(p.to_server.len(), 2, "both answered by the host");
+    p.to_server.swap(0, 1); // the update's answer is read first
+    p.drive();
+    assert_eq!(labels(&p.server), vec![("a".into(), Some("new".into()))]);
+}
+
+#[test]
+fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    let refused = p
+        .server
+        .request(
+            "channels/register",
+            json!({ "channels": [channel("a", "x")] }),
+        )
+        .expect("granted");
+    let malformed = p
+        .server
+        .request(
+            "channels/register",
+            json!({ "channels": [channel("b", "y")] }),
+        )
+        .expect("granted");
+    p.collect();
+    p.to_host.clear(); // the host never reads them; these answers come instead
+    let answers = [
+        json!({"jsonrpc": "2.0", "id": refused, "error": {"code": -32002, "message": "no"}}),
+        json!({"jsonrpc": "2.0", "id": malformed, "result": {"results": "all"}}),
+    ];
+    for a in answers {
+        let msg = Message::parse(&a.to_string()).expect("json-rpc");
+        p.server.handle_message(p.now, msg);
+    }
+    assert!(p.server.channels().is_empty());
+}

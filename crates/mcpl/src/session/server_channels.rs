@@ -1,0 +1,148 @@
+//! The channels the host accepted from one server connection (§14.5 itemized results of
+//! `channels/register` and Request-form `channels/changed`): what the server may go on using
+//! and what an inbound `channels/list` is answered with (§14.3). Used by
+//! [`ServerState`](super::ServerState) and `server::Server` alike.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::channels::{ChangedParams, ChannelDescriptor, ItemizedResult, RegisterParams};
+
+/// The channels the host has accepted from this connection, by id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AcceptedChannels(BTreeMap<String, ChannelDescriptor>);
+
+impl AcceptedChannels {
+    /// The accepted channels, by id.
+    pub(crate) fn list(&self) -> Vec<ChannelDescriptor> {
+        self.0.values().cloned().collect()
+    }
+
+    /// Applies an itemized `result` the way the host does (§14.5): `removed` ids are
+    /// dropped, an accepted descriptor is held (the first one sent under its id), a rejected
+    /// addition changes nothing, and a rejected update drops the channel.
+    pub(crate) fn apply(&mut self, result: &ItemizedResult, change: &ChannelChange) {
+        for id in &change.removed {
+            self.0.remove(id);
+        }
+        for item in &result.results {
+            let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
+            if item.accepted {
+                // The host applies additions before updates: an id in both ends as updated.
+                if let Some(d) = find(&change.updated).or_else(|| find(&change.added)) {
+                    self.0.insert(d.id.clone(), d);
+                }
+            } else if find(&change.added).is_none() && find(&change.updated).is_some() {
+                self.0.remove(&item.id);
+            }
+        }
+    }
+}
+
+/// One channel change the server sent: what `channels/register` or `channels/changed`
+/// proposed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChannelChange {
+    /// Descriptors proposed as new (`channels/register`'s `channels`, or `added`).
+    pub(crate) added: Vec<ChannelDescriptor>,
+    /// Descriptors proposed as updates.
+    pub(crate) updated: Vec<ChannelDescriptor>,
+    /// Ids removed.
+    pub(crate) removed: Vec<String>,
+}
+
+impl ChannelChange {
+    /// A `channels/register`.
+    pub(crate) fn register(params: &RegisterParams) -> ChannelChange {
+        ChannelChange {
+            added: params.channels.clone(),
+            ..ChannelChange::default()
+        }
+    }
+
+    /// A Request-form `channels/changed`.
+    pub(crate) fn changed(params: &ChangedParams) -> ChannelChange {
+        ChannelChange {
+            added: params.added.clone().unwrap_or_default(),
+            updated: params.updated.clone().unwrap_or_default(),
+            removed: params.removed.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The change a request of `method` with `params` proposes; `None` for another method,
+    /// or for params that are no channel change (the host answers those `-32602`, so
+    /// nothing is accepted).
+    fn of(method: &str, params: &Value) -> Option<ChannelChange> {
+        match method {
+            "channels/register" => RegisterParams::deserialize(params)
+                .ok()
+                .map(|p| Self::register(&p)),
+            "channels/changed" => ChangedParams::deserialize(params)
+                .ok()
+                .map(|p| Self::changed(&p)),
+            _ => None,
+        }
+    }
+}
+
+/// A channel change in flight and, once answered, its itemized result (`None`: refused, or
+/// an answer that is no itemized result, so nothing was accepted).
+#[derive(Debug)]
+struct InFlight {
+    id: u64,
+    change: ChannelChange,
+    answer: Option<Option<ItemizedResult>>,
+}
+
+/// The server's channel changes in flight, applied to [`AcceptedChannels`] in the order
+/// they were sent. Reading (§14.5 is silent on overlapping changes): the host applies each
+/// change in the order it reads them, so results are applied in send order whatever order
+/// the responses come in; an answer waits for the answers to the changes sent before it.
+/// `server::Server` gets the same order by sending one change at a time.
+#[derive(Debug, Default)]
+pub(crate) struct ChannelLedger {
+    accepted: AcceptedChannels,
+    in_flight: VecDeque<InFlight>,
+}
+
+impl ChannelLedger {
+    /// The accepted channels now.
+    pub(crate) fn accepted(&self) -> &AcceptedChannels {
+        &self.accepted
+    }
+
+    /// Request `id` of `method` with `params` was sent: tracked if it is a channel change.
+    pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) {
+        if let Some(change) = ChannelChange::of(method, params) {
+            self.in_flight.push_back(InFlight {
+                id,
+                change,
+                answer: None,
+            });
+        }
+    }
+
+    /// Request `id` was answered with `outcome`: if it was a channel change, it and every
+    /// answered change sent before it take effect, in send order.
+    pub(crate) fn answered(&mut self, id: u64, outcome: &Result<Value, ErrorObject>) {
+        let Some(entry) = self.in_flight.iter_mut().find(|e| e.id == id) else {
+            return;
+        };
+        let result = outcome
+            .as_ref()
+            .ok()
+            .and_then(|v| ItemizedResult::deserialize(v).ok());
+        entry.answer = Some(result);
+        while self.in_flight.front().is_some_and(|e| e.answer.is_some()) {
+            let Some(done) = self.in_flight.pop_front() else {
+                break;
+            };
+            if let Some(Some(result)) = &done.answer {
+                self.accepted.apply(result, &done.change);
+            }
+        }
+    }
+}
