@@ -14,7 +14,7 @@ use crate::protocol::channels::{
     ChannelsTyping, OutgoingChunkParams, OutgoingCompleteParams,
 };
 use crate::protocol::handshake::Initialized;
-use crate::protocol::inference::{InferenceChunk, InferenceChunkParams};
+use crate::protocol::inference::InferenceChunk;
 use crate::protocol::Method;
 use crate::session::{host_notification, NotificationStep};
 
@@ -63,18 +63,14 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
     let h = &conn.server.handlers;
     match method {
         InferenceChunk::NAME => {
-            let p: InferenceChunkParams = match crate::jsonrpc::parse_params(n.params) {
-                Ok(p) => p,
-                Err(e) => return conn.diagnostic(invalid(method, e)),
-            };
-            let tx = lock(&conn.streams).get(&p.request_id).cloned();
-            match tx {
-                Some(tx) => {
+            // The one rule (`session::route_chunk`, as `ServerState` routes chunks).
+            let routed = crate::session::route_chunk(&lock(&conn.streams), n.params)
+                .map(|(tx, p)| (tx.clone(), p));
+            match routed {
+                Ok((tx, p)) => {
                     let _ = tx.send(p);
                 }
-                None => conn.diagnostic(ServerDiagnostic::UnknownInferenceChunk {
-                    request_id: p.request_id,
-                }),
+                Err(d) => conn.diagnostic(d),
             }
         }
         ChannelsOutgoingChunk::NAME => {

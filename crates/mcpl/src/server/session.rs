@@ -482,9 +482,8 @@ pub(super) fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<Stri
 /// is decoded as far as it can be (a typed decode failure is the caller's
 /// [`PeerError::Decode`]).
 fn checked_result(conn: &Conn, result: Value) -> Result<InferenceResult, PeerError> {
-    let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
-    if !fails.is_empty() {
-        conn.diagnostic(ServerDiagnostic::InferenceResultMalformed { defects: fails });
+    if let Some(d) = crate::session::result_diagnostic(&result) {
+        conn.diagnostic(d);
     }
     serde_json::from_value(result).map_err(|e| PeerError::Decode {
         method: InferenceRequest::NAME.into(),

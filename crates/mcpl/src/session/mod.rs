@@ -73,6 +73,7 @@ mod report;
 pub mod rules;
 mod server;
 mod server_channels;
+mod server_inference;
 mod server_manifest;
 mod server_report;
 mod turns;
@@ -93,6 +94,8 @@ pub(crate) use server::{
 };
 #[cfg(feature = "runtime")]
 pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
+#[cfg(feature = "runtime")]
+pub(crate) use server_inference::{result_diagnostic, route_chunk};
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 pub use server_report::{DiagnosticKind, ServerDiagnostic};

@@ -81,6 +81,16 @@ pub enum ServerOutput {
     /// one tracker [`LifecycleTracker`]: at most one start and one end per inference, an
     /// open turn ended by the safety timeout ([`ServerState::handle_timeout`]).
     Turn(TurnEvent),
+    /// An `inference/chunk` (§11.4) of a streaming `inference/request` the application sent
+    /// through [`ServerState::request`] (`stream: true`), before its
+    /// [`ServerOutput::Response`]. A chunk for no such request is an
+    /// `unknown_inference_chunk` diagnostic instead.
+    InferenceChunk {
+        /// The id [`ServerState::request`] returned.
+        id: u64,
+        /// The chunk.
+        chunk: crate::protocol::inference::InferenceChunkParams,
+    },
     /// The answer to a request the application sent through [`ServerState::request`].
     Response {
         /// The id [`ServerState::request`] returned.
@@ -255,6 +265,8 @@ pub struct ServerState {
     announce: super::server_manifest::PendingAnnouncement,
     /// The application's channel changes and the channels the host accepted (§14.5).
     channels: super::server_channels::ChannelLedger,
+    /// The application's `inference/request`s in flight (§11.3, §11.4).
+    inference: super::server_inference::InferenceRequests,
 }
 
 impl ServerState {
@@ -274,6 +286,7 @@ impl ServerState {
             out: VecDeque::new(),
             announce: Default::default(),
             channels: Default::default(),
+            inference: Default::default(),
         }
     }
 
@@ -337,6 +350,8 @@ impl ServerState {
                 match id.filter(|id| self.pending.remove(id).is_some()) {
                     Some(id) => {
                         self.channels.answered(id, &r.outcome);
+                        let defect = self.inference.answered(id, &r.outcome);
+                        self.out.extend(defect.map(ServerOutput::Diagnostic));
                         self.out.push_back(ServerOutput::Response {
                             id,
                             outcome: r.outcome,
@@ -422,6 +437,7 @@ impl ServerState {
         self.next_id += 1;
         self.pending.insert(id, ());
         self.channels.sent(id, method, &params);
+        self.inference.sent(id, method, &params);
         self.out
             .push_back(ServerOutput::Transmit(Message::Request(Request {
                 id: RequestId::from(id),
@@ -539,6 +555,12 @@ impl ServerState {
                 self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
             NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {}
+            NotificationStep::Deliver(n) if n.method == "inference/chunk" => {
+                self.out.push_back(match self.inference.chunk(n.params) {
+                    Ok((id, chunk)) => ServerOutput::InferenceChunk { id, chunk },
+                    Err(d) => ServerOutput::Diagnostic(d),
+                })
+            }
             NotificationStep::Deliver(n) | NotificationStep::Untyped(n) => {
                 self.out.push_back(ServerOutput::Notification(n))
             }

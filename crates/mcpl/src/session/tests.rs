@@ -2299,3 +2299,137 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
     }
     assert!(p.server.channels().is_empty());
 }
+
+fn inference_pair() -> Pair {
+    Pair::connect(
+        &["inferenceRequest", "inferenceRequest.streaming"],
+        inference_rules(),
+    )
+}
+
+fn ask(stream: bool) -> Value {
+    json!({ "featureSet": "assist", "stream": stream,
+            "messages": [{ "role": "user", "content": "hi" }] })
+}
+
+/// What the server reports from now on, after `from` outputs.
+fn server_diagnostics(p: &Pair, from: usize) -> Vec<&ServerDiagnostic> {
+    p.server_out[from..]
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Diagnostic(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+fn server_reads(p: &mut Pair, frame: Value) {
+    let msg = Message::parse(&frame.to_string()).expect("json-rpc");
+    p.server.handle_message(p.now, msg);
+    p.collect();
+}
+
+#[test]
+fn s11_4_the_hosts_chunks_reach_the_streaming_request_before_its_response() {
+    let mut p = inference_pair();
+    let asked = p
+        .server
+        .request("inference/request", ask(true))
+        .expect("granted");
+    p.drive();
+    let id = handed_inference(&p);
+    p.host.inference_chunk(&id, "Hel").expect("streamed");
+    p.host.inference_chunk(&id, "lo").expect("streamed");
+    let result = json!({ "content": "Hello", "finishReason": "end_turn" });
+    p.host.answer(id, Ok(result.clone())).expect("handed out");
+    let from = p.server_out.len();
+    p.drive();
+    let got: Vec<(u64, Option<String>)> = p.server_out[from..]
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::InferenceChunk { id, chunk } => Some((*id, Some(chunk.delta.clone()))),
+            ServerOutput::Response { id, outcome } => {
+                assert_eq!(outcome, &Ok(result.clone()));
+                Some((*id, None))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (asked, Some("Hel".into())),
+            (asked, Some("lo".into())),
+            (asked, None)
+        ]
+    );
+    assert!(server_diagnostics(&p, from).is_empty());
+    // Answered: a chunk after it has no stream to go to.
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "method": "inference/chunk",
+               "params": { "requestId": asked, "index": 2, "delta": "!" }}),
+    );
+    assert!(matches!(
+        server_diagnostics(&p, from)[..],
+        [ServerDiagnostic::UnknownInferenceChunk { .. }]
+    ));
+}
+
+#[test]
+fn s11_4_a_chunk_for_no_streaming_request_or_unreadable_is_reported() {
+    let mut p = inference_pair();
+    let asked = p
+        .server
+        .request("inference/request", ask(false))
+        .expect("granted");
+    p.collect();
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "method": "inference/chunk",
+               "params": { "requestId": asked, "index": 0, "delta": "x" }}),
+    );
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "method": "inference/chunk", "params": { "index": "0" }}),
+    );
+    let d = server_diagnostics(&p, from);
+    assert!(
+        matches!(
+            d[..],
+            [
+                ServerDiagnostic::UnknownInferenceChunk { .. },
+                ServerDiagnostic::InvalidNotification { .. }
+            ]
+        ),
+        "{d:?}"
+    );
+    assert!(!p.server_out[from..].iter().any(|o| matches!(
+        o,
+        ServerOutput::InferenceChunk { .. } | ServerOutput::Notification(_)
+    )));
+}
+
+#[test]
+fn s11_3_a_malformed_inference_result_is_reported_and_still_answered() {
+    let mut p = inference_pair();
+    let asked = p
+        .server
+        .request("inference/request", ask(false))
+        .expect("granted");
+    p.collect();
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "id": asked, "result": { "content": 7 }}),
+    );
+    assert!(matches!(
+        server_diagnostics(&p, from)[..],
+        [ServerDiagnostic::InferenceResultMalformed { .. }]
+    ));
+    assert!(p.server_out[from..]
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Response { id, .. } if *id == asked)));
+}
