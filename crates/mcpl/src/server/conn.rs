@@ -21,7 +21,7 @@ use crate::peer::{CloseReason, Peer, PeerConfig};
 use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
 use crate::protocol::handshake::Implementation;
 use crate::protocol::inference::InferenceChunkParams;
-use crate::session::{AcceptedChannels, PendingAnnouncement};
+use crate::session::{AcceptedChannels, PendingAnnouncement, ReadyMoments};
 use crate::transport::Transport;
 
 pub(super) struct ServerInner {
@@ -90,6 +90,7 @@ impl Server {
                 tracker_id: None,
                 channels: AcceptedChannels::default(),
                 held: None,
+                ready: ReadyMoments::default(),
             }),
             grant_tx,
             diag_tx: std::sync::OnceLock::new(),
@@ -98,7 +99,6 @@ impl Server {
             streams: Mutex::new(HashMap::new()),
             channel_ops: tokio::sync::Mutex::new(()),
             fallback: Mutex::new(None),
-            first_ready_done: std::sync::atomic::AtomicBool::new(false),
             user_state: StateSlot::new(),
             own_tracker: std::sync::OnceLock::new(),
             attach: Mutex::new(()),
@@ -189,6 +189,8 @@ pub(super) struct ConnState {
     /// what is published meets it, so a narrowing reaches senders at once and a widening
     /// (readiness included) only once the receipt is written ahead of them (§5.3, §6.7).
     pub(super) held: Option<GrantState>,
+    /// Whether the connection had its first ready moment ([`ServerBuilder::on_first_ready`]).
+    pub(super) ready: ReadyMoments,
 }
 
 pub(super) type StreamTx = mpsc::UnboundedSender<InferenceChunkParams>;
@@ -215,9 +217,6 @@ pub(super) struct Conn {
     /// The connection's [`McpFallback`], if the server has one; dropped when the connection
     /// ends (it holds a [`Session`], so keeping it would keep the connection alive).
     pub(super) fallback: Mutex<Option<Arc<dyn McpFallback>>>,
-    /// Set when the first accepted policy Request has handed the session to
-    /// [`ServerBuilder::on_first_ready`] (or would have, without a handler).
-    pub(super) first_ready_done: std::sync::atomic::AtomicBool,
     /// The application's state for this connection ([`ServerBuilder::connection_state`]),
     /// made on first use, dropped by [`Conn::finish`].
     pub(super) user_state: StateSlot,

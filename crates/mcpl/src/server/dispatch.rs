@@ -1,6 +1,5 @@
 //! Inbound requests: the read loop, gating (§5.4), `initialize` and the policy Request (§5.3).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -427,10 +426,9 @@ pub(super) async fn on_policy_request(conn: &Arc<Conn>, req: IncomingRequest) {
     // The receipt is ahead of anything sent from now on: the widening may apply.
     drop(release);
     let h = &conn.server.handlers;
-    let first = h
-        .first_ready
-        .clone()
-        .filter(|_| !conn.first_ready_done.swap(true, Ordering::SeqCst));
+    // The one rule (`session::ReadyMoments`, as `ServerState`'s `PolicyApplied::first`).
+    let first_moment = lock(&conn.state).ready.accepted();
+    let first = h.first_ready.clone().filter(|_| first_moment);
     let every = h.ready.clone();
     if first.is_some() || every.is_some() {
         let session = Session { conn: conn.clone() };

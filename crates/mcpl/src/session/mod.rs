@@ -75,6 +75,7 @@ mod server;
 mod server_channels;
 mod server_inference;
 mod server_manifest;
+mod server_ready;
 mod server_report;
 mod turns;
 
@@ -98,6 +99,8 @@ pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
 pub(crate) use server_inference::{result_diagnostic, route_chunk};
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
+#[cfg(feature = "runtime")]
+pub(crate) use server_ready::ReadyMoments;
 pub use server_report::{DiagnosticKind, ServerDiagnostic};
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};

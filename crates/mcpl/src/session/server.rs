@@ -98,10 +98,14 @@ pub enum ServerOutput {
         /// Its outcome.
         outcome: Result<Value, ErrorObject>,
     },
-    /// A policy Request was applied (§5.3: the first makes the session ready).
+    /// A policy Request was accepted and its receipt transmitted (§5.3: the first makes the
+    /// session ready): `server::Server`'s `on_ready` moment, and `on_first_ready`'s when
+    /// `first`.
     PolicyApplied {
         /// The grant in force.
         grant: Grant,
+        /// Whether this is the connection's first accepted policy Request.
+        first: bool,
     },
     /// A defect of the host (`policy_malformed`, `unknown_feature_set`, …) or of the
     /// application's answer (`injection_dropped`), as `server::Server` reports it.
@@ -267,6 +271,9 @@ pub struct ServerState {
     channels: super::server_channels::ChannelLedger,
     /// The application's `inference/request`s in flight (§11.3, §11.4).
     inference: super::server_inference::InferenceRequests,
+    ready: super::server_ready::ReadyMoments,
+    /// [`Self::handle_close`] was called.
+    closed: bool,
 }
 
 impl ServerState {
@@ -287,6 +294,8 @@ impl ServerState {
             announce: Default::default(),
             channels: Default::default(),
             inference: Default::default(),
+            ready: Default::default(),
+            closed: false,
         }
     }
 
@@ -330,6 +339,9 @@ impl ServerState {
     /// announced, coalesced with any announcement not yet polled (§17.8); an MCP-only
     /// connection (§3.2) announces nothing.
     pub fn manifest_changed(&mut self, manifest: Value, change: ManifestChanged) {
+        if self.closed {
+            return;
+        }
         super::server_manifest::declare_changed(&mut self.policy, &manifest);
         if self.initialized && self.mcpl {
             self.announce.offer(change);
@@ -339,6 +351,9 @@ impl ServerState {
 
     /// Handles one message received from the host at `now`, in wire order.
     pub fn handle_message(&mut self, now: Instant, msg: Message) {
+        if self.closed {
+            return;
+        }
         match msg {
             Message::Request(r) => self.on_request(r),
             Message::Notification(n) => self.on_notification(now, n),
@@ -365,6 +380,28 @@ impl ServerState {
         }
     }
 
+    /// The connection ended at `now`: every open turn ends (§10.5: no terminal can come
+    /// now; [`LifecycleTracker::close_all`], as `server::Server` ends them) as
+    /// [`ServerOutput::Turn`], and nothing in flight is tracked any longer. Requests the
+    /// application sent are not answered: its driver tells its callers the connection
+    /// closed. [`Self::handle_message`], [`Self::handle_timeout`] and
+    /// [`Self::manifest_changed`] change nothing after it.
+    pub fn handle_close(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        for end in self.turns.close_all(now) {
+            self.out
+                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
+        }
+        self.pending.clear();
+        self.handed.clear();
+        self.announce.clear();
+        self.channels.forget_in_flight();
+        self.inference = Default::default();
+    }
+
     /// When [`Self::handle_timeout`] is due next: the earliest open turn's safety timeout.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.turns.next_deadline()
@@ -373,6 +410,9 @@ impl ServerState {
     /// Ends, at `now`, every turn whose safety timeout passed (§10.5), as
     /// [`ServerOutput::Turn`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
         for end in self.turns.expire(now) {
             self.out
                 .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
@@ -604,6 +644,7 @@ impl ServerState {
                 // The receipt is ahead of anything the application sends from now on (§5.3).
                 self.out.push_back(ServerOutput::PolicyApplied {
                     grant: *self.policy.grant(),
+                    first: self.ready.accepted(),
                 });
             }
             None => {}

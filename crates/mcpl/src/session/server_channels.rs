@@ -145,4 +145,9 @@ impl ChannelLedger {
             }
         }
     }
+
+    /// The connection ended: no change in flight will be answered.
+    pub(crate) fn forget_in_flight(&mut self) {
+        self.in_flight.clear();
+    }
 }

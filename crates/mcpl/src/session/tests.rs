@@ -2433,3 +2433,59 @@ fn s11_3_a_malformed_inference_result_is_reported_and_still_answered() {
         .iter()
         .any(|o| matches!(o, ServerOutput::Response { id, .. } if *id == asked)));
 }
+
+fn ready_moments(p: &Pair) -> Vec<bool> {
+    p.server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::PolicyApplied { first, .. } => Some(*first),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn s5_3_every_accepted_policy_request_is_a_ready_moment_and_only_the_first_is_first() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    assert_eq!(ready_moments(&p), [true]);
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into(), "channels.register".into()])
+        .expect("a new policy");
+    p.drive();
+    assert_eq!(ready_moments(&p), [true, false]);
+}
+
+#[test]
+fn s5_3_a_refused_policy_request_is_no_ready_moment() {
+    let mut rules = server_rules();
+    rules.required = Some((
+        crate::capability::CapabilitySet::EMPTY.with(Capability::ChannelsRegister),
+        crate::policy::Fallback::Close,
+    ));
+    let p = Pair::connect(&["pushEvents"], rules);
+    assert!(ready_moments(&p).is_empty());
+}
+
+#[test]
+fn s10_5_open_turns_end_when_the_connection_closes_and_nothing_is_read_after() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    p.host.start_turn("i1", "c", 0).expect("granted");
+    p.drive();
+    let from = p.server_out.len();
+    p.server.handle_close(p.now);
+    p.collect();
+    let ended: Vec<&str> = p.server_out[from..]
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Turn(TurnEvent::Ended(e)) => Some(e.inference_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, ["i1"]);
+    assert_eq!(p.server.poll_timeout(), None);
+    // A frame read after the close (a driver's mistake) is not acted on.
+    server_reads(&mut p, json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert!(p.to_host.is_empty());
+}
