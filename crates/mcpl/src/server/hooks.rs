@@ -5,7 +5,6 @@ use std::sync::Arc;
 use super::conn::Conn;
 use super::dispatch::{guarded, respond};
 use super::*;
-use crate::capability::Grant;
 use crate::jsonrpc::ErrorObject;
 use crate::peer::IncomingRequest;
 use crate::protocol::hooks::{BeforeInference, BeforeInferenceParams, BeforeInferenceResult};
@@ -34,24 +33,15 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     }
     let conn = conn.clone();
     tokio::spawn(async move {
-        // The hook belongs to its feature set: while that set is unavailable (disabled, not
-        // selected, its uses not granted) the server does not run it, so the turn's content
-        // is not read under a set the receipt reported off (§6.7), and answers no injections.
+        // The one rule (`session::hook_not_run`, as `ServerState` decides it).
         let state = conn.grant_state();
-        if let Some(set) = default_set
-            .as_deref()
-            .filter(|s| !state.feature_available(s))
-        {
+        let skip =
+            crate::session::hook_not_run(default_set.as_deref(), |s| state.feature_available(s));
+        if let Some(empty) = skip {
             tracing::debug!(
-                feature_set = set,
+                feature_set = empty.feature_set.as_deref(),
                 "hook not run: its feature set is unavailable"
             );
-            // An empty answer still names the hook's set: §6.5 is silent for one, and other
-            // MCPL libraries require `featureSet` on every answer (be liberal in what we send).
-            let empty = BeforeInferenceResult {
-                feature_set: Some(set.to_owned()),
-                ..BeforeInferenceResult::default()
-            };
             respond(req, Ok(empty)).await;
             return;
         }
@@ -61,29 +51,27 @@ pub(super) fn on_before_inference(conn: &Arc<Conn>, req: IncomingRequest) {
     });
 }
 
-/// Drops what the host would refuse of the hook's answer, by the core rule
-/// ([`crate::session::rules::hook_answer_to_send`], the host's own judgement of each
-/// injection, §5.4, §10.8: checked as late as the server can), telling the author what was
-/// dropped and what to change.
+/// Drops what the host would refuse of the hook's answer by the one rule
+/// ([`crate::session::filter_hook_answer`], as `ServerState::answer` filters it), reporting
+/// each drop.
 pub(super) fn filter_injections(
     conn: &Conn,
     mut r: BeforeInferenceResult,
     default_set: Option<&str>,
 ) -> BeforeInferenceResult {
-    use crate::session::rules::hook_answer_to_send;
     let state = conn.grant_state();
-    let grant = if state.mcpl && state.ready {
-        state.grant
-    } else {
-        Grant::none()
-    };
     let decls = lock(&conn.state).policy.declarations().clone();
-    let dropped = hook_answer_to_send(&mut r, default_set, &grant, &decls, &state.feature_sets);
-    for dropped in dropped {
-        conn.diagnostic(ServerDiagnostic::InjectionDropped {
-            hook_set: default_set.map(str::to_owned),
-            dropped,
-        });
+    let diags = crate::session::filter_hook_answer(
+        &mut r,
+        default_set,
+        state.mcpl,
+        state.ready,
+        &state.grant,
+        &decls,
+        &state.feature_sets,
+    );
+    for d in diags {
+        conn.diagnostic(d);
     }
     r
 }

@@ -73,6 +73,7 @@ mod report;
 pub mod rules;
 mod server;
 mod server_channels;
+mod server_hooks;
 mod server_inference;
 mod server_manifest;
 mod server_ready;
@@ -95,6 +96,8 @@ pub(crate) use server::{
 };
 #[cfg(feature = "runtime")]
 pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
+#[cfg(feature = "runtime")]
+pub(crate) use server_hooks::{filter_hook_answer, hook_not_run};
 #[cfg(feature = "runtime")]
 pub(crate) use server_inference::{result_diagnostic, route_chunk};
 #[cfg(feature = "runtime")]

@@ -38,6 +38,12 @@ pub struct ServerRules {
     /// The §10.5 turn tracker's safety timeout and memory (`server::ServerBuilder`'s
     /// defaults: [`LifecycleConfig::default`]).
     pub lifecycle: LifecycleConfig,
+    /// The feature set the application's `context/beforeInference` hook belongs to
+    /// (`server::ServerBuilder::on_before_inference`'s): while it is unavailable the hook is
+    /// answered empty without being handed out, and an answer naming no set claims it
+    /// (§6.5, §6.7). `None` (the default): every hook request is handed out, and an answer
+    /// must name its set.
+    pub hook_feature_set: Option<String>,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
     /// default, as the peer's `max_in_flight_requests`).
@@ -53,6 +59,7 @@ impl ServerRules {
             manifest,
             mcp_capabilities: Map::new(),
             required: None,
+            hook_feature_set: None,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
         }
@@ -424,7 +431,8 @@ impl ServerState {
     /// ([`rules::hook_answer_to_send`](super::rules::hook_answer_to_send): the host's own
     /// judgement of each injection under the grant in force now, §10.8); what it drops is an
     /// `injection_dropped` diagnostic, and an answer that is no hook result is `-32603`.
-    /// The answer must name its `featureSet` (this machine does not know the hook's own).
+    /// An answer without a `featureSet` claims the hook's own
+    /// ([`ServerRules::hook_feature_set`]).
     pub fn answer(
         &mut self,
         id: RequestId,
@@ -447,22 +455,17 @@ impl ServerState {
                 ErrorObject::internal(format!("the hook's answer is no hook result: {e}"))
             })?;
         let statuses = self.policy.statuses();
-        let grant = self.grant();
-        let dropped = super::rules::hook_answer_to_send(
+        let diags = super::server_hooks::filter_hook_answer(
             &mut r,
-            None,
-            &grant,
+            self.rules.hook_feature_set.as_deref(),
+            self.mcpl,
+            self.policy.is_ready(),
+            self.policy.grant(),
             self.policy.declarations(),
             &statuses,
         );
-        for d in dropped {
-            self.out.push_back(ServerOutput::Diagnostic(
-                ServerDiagnostic::InjectionDropped {
-                    hook_set: None,
-                    dropped: d,
-                },
-            ));
-        }
+        self.out
+            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
         serde_json::to_value(r)
             .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
     }
@@ -566,6 +569,8 @@ impl ServerState {
         } else if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
             self.respond(r.id, Err(e))
+        } else if let Some(empty) = self.hook_not_run(&r.method) {
+            self.respond(r.id, Ok(empty))
         } else {
             self.handed
                 .insert(r.id.clone(), r.method == BeforeInference::NAME);
@@ -575,6 +580,19 @@ impl ServerState {
                 params: r.params,
             })
         }
+    }
+
+    /// For a `context/beforeInference` whose hook's own set is not available now, the answer
+    /// sent without handing it out ([`hook_not_run`](super::server_hooks::hook_not_run)).
+    fn hook_not_run(&self, method: &str) -> Option<Value> {
+        if method != "context/beforeInference" {
+            return None;
+        }
+        let hook_set = self.rules.hook_feature_set.as_deref();
+        let empty = super::server_hooks::hook_not_run(hook_set, |s| {
+            self.mcpl && self.policy.is_available(s)
+        })?;
+        serde_json::to_value(empty).ok()
     }
 
     fn on_notification(&mut self, now: Instant, n: Notification) {

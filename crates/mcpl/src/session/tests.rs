@@ -2489,3 +2489,72 @@ fn s10_5_open_turns_end_when_the_connection_closes_and_nothing_is_read_after() {
     server_reads(&mut p, json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
     assert!(p.to_host.is_empty());
 }
+
+/// `hook_rules()` with the hook's injections split over two sets: `ctx` (afterUser) and
+/// `sys` (system).
+fn split_hook_rules(hook_set: &str) -> ServerRules {
+    let mut rules = hook_rules();
+    rules.manifest["featureSets"] = json!({
+        "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
+        "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
+    rules.hook_feature_set = Some(hook_set.into());
+    rules
+}
+
+fn hook_params() -> Value {
+    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": "hi"})
+}
+
+#[test]
+fn s6_7_a_hook_whose_own_set_is_unavailable_is_answered_empty_without_running() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        split_hook_rules("sys"),
+    );
+    let id = p
+        .host
+        .before_inference(p.now, hook_params())
+        .expect("an inject leaf is granted");
+    p.drive();
+    assert!(!p
+        .server_out
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Request { .. })));
+    let v = hook_verdicts(&p);
+    assert_eq!(v.len(), 1);
+    assert!(
+        v[0].accepted.is_empty() && v[0].rejected.is_empty(),
+        "{:?}",
+        v[0]
+    );
+    assert!(v[0].failure.is_none(), "{:?}", v[0]);
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Hook { id: got, .. } if *got == id)));
+}
+
+#[test]
+fn s6_5_a_hook_answer_naming_no_set_claims_the_hooks_own() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        split_hook_rules("ctx"),
+    );
+    p.host
+        .before_inference(p.now, hook_params())
+        .expect("an inject leaf is granted");
+    p.drive();
+    answer_hook_with(
+        &mut p,
+        json!({"contextInjections":
+            [{"namespace": "n", "position": "afterUser", "content": "fact"}]}),
+    );
+    p.drive();
+    let v = hook_verdicts(&p);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
+    assert!(!p
+        .server_out
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Diagnostic(_))));
+}
