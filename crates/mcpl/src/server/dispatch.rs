@@ -20,8 +20,7 @@ use crate::protocol::channels::{
     ChannelsTyping, ListResult,
 };
 use crate::protocol::handshake::{
-    Capabilities, Experimental, InitializeResult, ToolsCall, ToolsCallParams, ToolsCallResult,
-    ToolsList, ToolsListResult,
+    ToolsCall, ToolsCallParams, ToolsCallResult, ToolsList, ToolsListResult,
 };
 use crate::protocol::hooks::BeforeInference;
 use crate::protocol::manifest::{Manifest, ManifestFetch};
@@ -335,31 +334,20 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
             Ok(result) => result,
             Err(e) => return respond::<()>(req, Err(e)).await,
         },
-        None => {
-            let mut extra = conn.server.mcp_capabilities.clone();
-            let tools = extra.remove("tools");
-            let result = InitializeResult {
+        // The one rule (`session::initialize_result`, as `ServerState` answers).
+        None => match serde_json::to_value(&conn.server.info) {
+            Ok(info) => crate::session::initialize_result(
                 protocol_version,
-                capabilities: Capabilities {
-                    tools,
-                    experimental: Some(Experimental {
-                        mcpl: Some(manifest),
-                        extra: Map::new(),
-                    }),
-                    extra,
-                },
-                server_info: Some(conn.server.info.clone()),
-                instructions: conn.server.instructions.clone(),
-                extra: Map::new(),
-            };
-            match serde_json::to_value(result) {
-                Ok(v) => v,
-                Err(e) => {
-                    let e = ErrorObject::internal(format!("cannot encode result: {e}"));
-                    return respond::<()>(req, Err(e)).await;
-                }
+                &conn.server.mcp_capabilities,
+                snapshot.manifest(),
+                info,
+                conn.server.instructions.as_deref(),
+            ),
+            Err(e) => {
+                let e = ErrorObject::internal(format!("cannot encode result: {e}"));
+                return respond::<()>(req, Err(e)).await;
             }
-        }
+        },
     };
     {
         let mut st = lock(&conn.state);

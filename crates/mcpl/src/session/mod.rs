@@ -75,6 +75,7 @@ mod server;
 mod server_channels;
 mod server_hooks;
 mod server_inference;
+mod server_initialize;
 mod server_manifest;
 mod server_ready;
 mod server_report;
@@ -100,6 +101,8 @@ pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
 pub(crate) use server_hooks::{filter_hook_answer, hook_not_run};
 #[cfg(feature = "runtime")]
 pub(crate) use server_inference::{result_diagnostic, route_chunk};
+#[cfg(feature = "runtime")]
+pub(crate) use server_initialize::initialize_result;
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 #[cfg(feature = "runtime")]

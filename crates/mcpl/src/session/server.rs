@@ -32,6 +32,8 @@ pub struct ServerRules {
     pub manifest: Value,
     /// MCP capabilities beside it (`tools`, `resources`, …).
     pub mcp_capabilities: Map<String, Value>,
+    /// `instructions` for the `initialize` result (none by default).
+    pub instructions: Option<String>,
     /// Capabilities without which the server refuses the policy, and the fallback it names
     /// (§6.7).
     pub required: Option<(CapabilitySet, Fallback)>,
@@ -58,6 +60,7 @@ impl ServerRules {
             server_info,
             manifest,
             mcp_capabilities: Map::new(),
+            instructions: None,
             required: None,
             hook_feature_set: None,
             lifecycle: LifecycleConfig::default(),
@@ -632,16 +635,13 @@ impl ServerState {
         self.out
             .extend(read.diagnostic.map(ServerOutput::Diagnostic));
         self.initialized = true;
-        let mut caps = self.rules.mcp_capabilities.clone();
-        caps.insert(
-            "experimental".into(),
-            json!({ "mcpl": self.rules.manifest.clone() }),
-        );
-        Ok(json!({
-            "protocolVersion": version,
-            "capabilities": caps,
-            "serverInfo": self.rules.server_info.clone(),
-        }))
+        Ok(super::server_initialize::initialize_result(
+            version,
+            &self.rules.mcp_capabilities,
+            &self.rules.manifest,
+            self.rules.server_info.clone(),
+            self.rules.instructions.as_deref(),
+        ))
     }
 
     fn on_policy(&mut self, r: Request) {

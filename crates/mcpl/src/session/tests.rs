@@ -2558,3 +2558,26 @@ fn s6_5_a_hook_answer_naming_no_set_claims_the_hooks_own() {
         .iter()
         .any(|o| matches!(o, ServerOutput::Diagnostic(_))));
 }
+
+#[test]
+fn s5_1_initialize_carries_the_servers_instructions() {
+    let mut rules = server_rules();
+    rules.instructions = Some("Ask about the news.".into());
+    let mut s = ServerState::new(rules);
+    s.handle_message(
+        Instant::now(),
+        Message::parse(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})
+            .to_string(),
+        )
+        .expect("json-rpc"),
+    );
+    let Some(ServerOutput::Transmit(Message::Response(r))) = s.poll_output() else {
+        panic!("initialize answered first")
+    };
+    let result = r.outcome.expect("accepted");
+    assert_eq!(result["instructions"], "Ask about the news.");
+    assert_eq!(result["capabilities"]["tools"], json!({}));
+    assert_eq!(result["capabilities"]["experimental"]["mcpl"], manifest());
+}
