@@ -134,6 +134,19 @@ macro_rules! registry {
             )*
             Err(ErrorObject::method_not_found(method))
         }
+
+        /// Whether `params` parse as the typed method `method`'s params
+        /// ([`crate::jsonrpc::params_of`], read in place): `-32602` where they do not, as a
+        /// handler's typed params would refuse them. A method this crate does not type has
+        /// no params type to hold them to: `Ok`.
+        pub fn check_params(method: &str, params: Option<&Value>) -> Result<(), ErrorObject> {
+            $(
+                if method == <$m as Method>::NAME {
+                    return crate::jsonrpc::params_of::<<$m as Method>::Params>(params).map(drop);
+                }
+            )*
+            Ok(())
+        }
     };
 }
 

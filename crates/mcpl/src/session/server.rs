@@ -572,6 +572,10 @@ impl ServerState {
         } else if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
             self.respond(r.id, Err(e))
+        } else if let Err(e) = crate::protocol::check_params(&r.method, r.params.as_ref()) {
+            // Typed params that do not parse reach no handler (`server::Server`'s typed
+            // handlers refuse them alike).
+            self.respond(r.id, Err(e))
         } else if let Some(empty) = self.hook_not_run(&r.method) {
             self.respond(r.id, Ok(empty))
         } else {
@@ -622,9 +626,19 @@ impl ServerState {
                     Err(d) => ServerOutput::Diagnostic(d),
                 })
             }
-            NotificationStep::Deliver(n) | NotificationStep::Untyped(n) => {
-                self.out.push_back(ServerOutput::Notification(n))
+            NotificationStep::Deliver(n) => {
+                match crate::protocol::check_params(&n.method, n.params.as_ref()) {
+                    Ok(()) => self.out.push_back(ServerOutput::Notification(n)),
+                    // No response to carry the error: reported (as `server::Server` does).
+                    Err(e) => self.out.push_back(ServerOutput::Diagnostic(
+                        ServerDiagnostic::InvalidNotification {
+                            method: n.method,
+                            error: e.message.into_owned(),
+                        },
+                    )),
+                }
             }
+            NotificationStep::Untyped(n) => self.out.push_back(ServerOutput::Notification(n)),
         }
     }
 

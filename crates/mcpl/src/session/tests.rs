@@ -2581,3 +2581,48 @@ fn s5_1_initialize_carries_the_servers_instructions() {
     assert_eq!(result["capabilities"]["tools"], json!({}));
     assert_eq!(result["capabilities"]["experimental"]["mcpl"], manifest());
 }
+
+#[test]
+fn s5_4_a_typed_host_request_whose_params_do_not_parse_reaches_no_application() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        hook_rules(),
+    );
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "context/beforeInference",
+               "params": {"inferenceId": 5}}),
+    );
+    let answer = p
+        .to_host
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .find(|v| v["id"] == json!(9))
+        .expect("answered");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(!p.server_out[from..]
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Request { .. })));
+}
+
+#[test]
+fn s5_4_a_typed_host_notification_whose_params_do_not_parse_is_reported() {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({ "register": {}, "typing": {} });
+    let mut p = Pair::connect(&["channels.typing"], rules);
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "method": "channels/typing", "params": {"channelId": 5}}),
+    );
+    let out = &p.server_out[from..];
+    assert!(
+        matches!(
+            out,
+            [ServerOutput::Diagnostic(ServerDiagnostic::InvalidNotification { method, .. })]
+                if method == "channels/typing"
+        ),
+        "{out:?}"
+    );
+}
