@@ -2193,19 +2193,21 @@ fn s17_10_a_change_before_initialize_is_answered_by_initialize_not_announced() {
     assert!(p.server.request("push/event", sports_push()).is_ok());
 }
 
+/// `s` reads an `initialize` from a host that does not advertise MCPL.
+fn initialize_plain(s: &mut ServerState) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}}});
+    s.handle_message(
+        Instant::now(),
+        Message::parse(&init.to_string()).expect("json-rpc"),
+    );
+}
+
 #[test]
 fn s3_2_an_mcp_only_connection_is_not_told_of_manifest_changes() {
     use crate::manifest::domains::ChangeDomain;
     let mut s = ServerState::new(server_rules());
-    s.handle_message(
-        Instant::now(),
-        Message::parse(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})
-            .to_string(),
-        )
-        .expect("json-rpc"),
-    );
+    initialize_plain(&mut s);
     while s.poll_output().is_some() {}
     assert!(!s.mcpl());
     s.manifest_changed(
@@ -2300,6 +2302,17 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
     assert!(p.server.channels().is_empty());
 }
 
+/// A pair whose server has sent one `inference/request` without `stream`, and its id.
+fn asked_without_stream() -> (Pair, u64) {
+    let mut p = inference_pair();
+    let asked = p
+        .server
+        .request("inference/request", ask(false))
+        .expect("granted");
+    p.collect();
+    (p, asked)
+}
+
 fn inference_pair() -> Pair {
     Pair::connect(
         &["inferenceRequest", "inferenceRequest.streaming"],
@@ -2379,12 +2392,7 @@ fn s11_4_the_hosts_chunks_reach_the_streaming_request_before_its_response() {
 
 #[test]
 fn s11_4_a_chunk_for_no_streaming_request_or_unreadable_is_reported() {
-    let mut p = inference_pair();
-    let asked = p
-        .server
-        .request("inference/request", ask(false))
-        .expect("granted");
-    p.collect();
+    let (mut p, asked) = asked_without_stream();
     let from = p.server_out.len();
     server_reads(
         &mut p,
@@ -2414,12 +2422,7 @@ fn s11_4_a_chunk_for_no_streaming_request_or_unreadable_is_reported() {
 
 #[test]
 fn s11_3_a_malformed_inference_result_is_reported_and_still_answered() {
-    let mut p = inference_pair();
-    let asked = p
-        .server
-        .request("inference/request", ask(false))
-        .expect("granted");
-    p.collect();
+    let (mut p, asked) = asked_without_stream();
     let from = p.server_out.len();
     server_reads(
         &mut p,
@@ -2453,17 +2456,6 @@ fn s5_3_every_accepted_policy_request_is_a_ready_moment_and_only_the_first_is_fi
         .expect("a new policy");
     p.drive();
     assert_eq!(ready_moments(&p), [true, false]);
-}
-
-#[test]
-fn s5_3_a_refused_policy_request_is_no_ready_moment() {
-    let mut rules = server_rules();
-    rules.required = Some((
-        crate::capability::CapabilitySet::EMPTY.with(Capability::ChannelsRegister),
-        crate::policy::Fallback::Close,
-    ));
-    let p = Pair::connect(&["pushEvents"], rules);
-    assert!(ready_moments(&p).is_empty());
 }
 
 #[test]
@@ -2564,15 +2556,7 @@ fn s5_1_initialize_carries_the_servers_instructions() {
     let mut rules = server_rules();
     rules.instructions = Some("Ask about the news.".into());
     let mut s = ServerState::new(rules);
-    s.handle_message(
-        Instant::now(),
-        Message::parse(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}})
-            .to_string(),
-        )
-        .expect("json-rpc"),
-    );
+    initialize_plain(&mut s);
     let Some(ServerOutput::Transmit(Message::Response(r))) = s.poll_output() else {
         panic!("initialize answered first")
     };
