@@ -280,12 +280,8 @@ pub(super) async fn on_request(
         ChannelsPublish::NAME => spawn_handler(conn, req, h.channels_publish.clone()),
         ChannelsList::NAME => {
             let Some(f) = h.channels_list.clone() else {
-                // No handler: the channels the host accepted from this connection (§14.3).
-                let channels = lock(&conn.state).channels.list();
-                let list = ListResult {
-                    channels,
-                    extra: Map::new(),
-                };
+                // No handler: the one rule (`AcceptedChannels::list_result`, as `ServerState`).
+                let list = lock(&conn.state).channels.list_result();
                 return respond(req, Ok(list)).await;
             };
             let g: Handler<crate::protocol::EmptyObject, ListResult> =

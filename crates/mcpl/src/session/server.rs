@@ -46,6 +46,10 @@ pub struct ServerRules {
     /// (§6.5, §6.7). `None` (the default): every hook request is handed out, and an answer
     /// must name its set.
     pub hook_feature_set: Option<String>,
+    /// Whether the application answers `channels/list` itself (as a
+    /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
+    /// it here with [`ServerState::channels`] (§14.3), as `server::Server` does without one.
+    pub channels_list_by_application: bool,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
     /// default, as the peer's `max_in_flight_requests`).
@@ -63,6 +67,7 @@ impl ServerRules {
             instructions: None,
             required: None,
             hook_feature_set: None,
+            channels_list_by_application: false,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
         }
@@ -545,6 +550,15 @@ impl ServerState {
             }
             Ok(RequestRoute::Ping) => self.respond(r.id, Ok(json!({}))),
             Ok(RequestRoute::Policy) => self.on_policy(r),
+            Ok(RequestRoute::Admitted)
+                if r.method == "channels/list" && !self.rules.channels_list_by_application =>
+            {
+                let list = self.channels.accepted().list_result();
+                let answer = serde_json::to_value(list).map_err(|e| {
+                    ErrorObject::internal(format!("cannot encode the channel list: {e}"))
+                });
+                self.respond(r.id, answer)
+            }
             Err(e) => self.respond(r.id, Err(e)),
             Ok(RequestRoute::Untyped | RequestRoute::Admitted) => {
                 let mut r = r;

@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::jsonrpc::ErrorObject;
-use crate::protocol::channels::{ChangedParams, ChannelDescriptor, ItemizedResult, RegisterParams};
+use crate::protocol::channels::{
+    ChangedParams, ChannelDescriptor, ItemizedResult, ListResult, RegisterParams,
+};
 
 /// The channels the host has accepted from this connection, by id.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +21,16 @@ impl AcceptedChannels {
     /// The accepted channels, by id.
     pub(crate) fn list(&self) -> Vec<ChannelDescriptor> {
         self.0.values().cloned().collect()
+    }
+
+    /// The `channels/list` answer of a server that keeps no list of its own: the channels
+    /// the host accepted from this connection (§14.3; the result shape is this crate's
+    /// reading, [`ListResult`]).
+    pub(crate) fn list_result(&self) -> ListResult {
+        ListResult {
+            channels: self.list(),
+            extra: Default::default(),
+        }
     }
 
     /// Applies an itemized `result` the way the host does (§14.5): `removed` ids are

@@ -2610,3 +2610,44 @@ fn s5_4_a_typed_host_notification_whose_params_do_not_parse_is_reported() {
         "{out:?}"
     );
 }
+
+#[test]
+fn s14_3_channels_list_is_answered_with_the_channels_the_host_accepted() {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    p.server
+        .request(
+            "channels/register",
+            json!({ "channels": [channel("a", "one")] }),
+        )
+        .expect("granted");
+    p.drive();
+    let asked = p
+        .host
+        .request(p.now, "channels/list", json!({}), Duration::from_secs(5))
+        .expect("granted");
+    p.drive();
+    let listed = p.host_out.iter().find_map(|o| match o {
+        HostOutput::Response { id, outcome } if *id == asked => Some(outcome.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        listed,
+        Some(Ok(json!({ "channels": [channel("a", "one")] })))
+    );
+    assert!(!p
+        .server_out
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Request { .. })));
+    // An application that lists them itself is handed the request.
+    let mut rules = server_rules();
+    rules.channels_list_by_application = true;
+    let mut q = Pair::connect(&["pushEvents", "channels.register"], rules);
+    q.host
+        .request(q.now, "channels/list", json!({}), Duration::from_secs(5))
+        .expect("granted");
+    q.drive();
+    assert!(q
+        .server_out
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Request { method, .. } if method == "channels/list")));
+}
