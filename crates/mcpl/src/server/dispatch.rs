@@ -234,9 +234,9 @@ pub(super) async fn on_request(
         Ok(RequestRoute::Policy) => return on_policy_request(conn, req).await,
         Ok(RequestRoute::Untyped) => {
             // Not a protocol method: a custom one, the fallback's, or unknown (removed
-            // surfaces included, which no fallback gets).
+            // surfaces never get here: the routing rule answers them `-32601`).
             let handler = h.custom.get(&*method).cloned();
-            if handler.is_none() && !is_removed(&method) {
+            if handler.is_none() {
                 if let Some(f) = conn.fallback() {
                     return spawn_fallback(conn, req, f);
                 }

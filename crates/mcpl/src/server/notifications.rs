@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::dispatch::{guarded, is_removed, PANICKED};
+use super::dispatch::{guarded, PANICKED};
 use super::*;
 use crate::jsonrpc::Notification;
 use crate::protocol::channels::{
@@ -111,7 +111,8 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
 /// A notification this crate does not type: the MCP fallback's, or reported.
 fn untyped(conn: &Arc<Conn>, n: Notification) {
     let method = n.method.as_str();
-    if let Some(f) = conn.fallback().filter(|_| !is_removed(method)) {
+    // Removed surfaces never get here (`host_notification` reports them as unknown).
+    if let Some(f) = conn.fallback() {
         return f.notification(method, n.params);
     }
     // Nothing received vanishes: MCP notifications this session does not act on

@@ -710,15 +710,17 @@ pub(crate) enum NotificationStep {
     Turns(Vec<TurnEvent>),
     /// For the application: `notifications/initialized`, or an admitted MCPL notification.
     Deliver(Notification),
-    /// A method this crate does not type: the caller decides (`server::Server` reports it
-    /// or hands it to its MCP fallback; [`ServerState`] hands it out).
+    /// A method this crate does not type and MCPL did not remove: the caller decides
+    /// (`server::Server` reports it or hands it to its MCP fallback; [`ServerState`] hands
+    /// it out).
     Untyped(Notification),
 }
 
 /// The one server rule for a host notification, used by [`ServerState`] and
 /// `server::Server` alike: `featureSets/update` as a Notification (§6.7; on an MCP-only
 /// connection it is no method, §3.2), the admission of every other MCPL notification
-/// (§5.3, §5.4: a refused one has no response to carry the error, so it is reported), and
+/// (§5.3, §5.4: a refused one has no response to carry the error, so it is reported), a
+/// removed surface (`protocol::REMOVED_METHODS`) reported as unknown, and
 /// `inference/lifecycle` observed by the §10.5 tracker. What it reports is pushed on
 /// `diags`.
 pub(crate) fn host_notification(
@@ -753,6 +755,14 @@ pub(crate) fn host_notification(
         _ => {}
     }
     if crate::protocol::method_info(method).is_none() {
+        if crate::protocol::removed_in(method).is_some() {
+            // A surface MCPL 0.5 removed is unknown, whoever would take it.
+            diags.push(ServerDiagnostic::UnknownNotification {
+                method: n.method,
+                mcp_only: false,
+            });
+            return NotificationStep::Done;
+        }
         return NotificationStep::Untyped(n);
     }
     if let Err(refusal) = admit_under(policy, mcpl, method, n.params.as_ref()) {
@@ -847,8 +857,9 @@ pub(crate) enum RequestRoute {
 
 /// The one server rule for where a host request goes, used by [`ServerState`] and
 /// `server::Server`: `initialize` and `ping` at any time; nothing else before
-/// `initialize` (`-32600`); a notification method sent with an id is `-32600`; a method
-/// this crate does not type is the application's; every typed one passes
+/// `initialize` (`-32600`); a notification method sent with an id is `-32600`; a surface
+/// MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is `-32601`; any other method this crate
+/// does not type is the application's; every typed one passes
 /// [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
 pub(crate) fn route_host_request(
     method: &str,
@@ -868,6 +879,10 @@ pub(crate) fn route_host_request(
         _ => {}
     }
     let Some(info) = crate::protocol::method_info(method) else {
+        if crate::protocol::removed_in(method).is_some() {
+            // A surface MCPL 0.5 removed is an unknown method, whoever would take it.
+            return Err(ErrorObject::method_not_found(method));
+        }
         return Ok(RequestRoute::Untyped);
     };
     if info.kind == crate::protocol::Kind::Notification {

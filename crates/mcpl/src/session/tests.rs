@@ -2651,3 +2651,33 @@ fn s14_3_channels_list_is_answered_with_the_channels_the_host_accepted() {
         .iter()
         .any(|o| matches!(o, ServerOutput::Request { method, .. } if method == "channels/list")));
 }
+
+#[test]
+fn s6_7_s7_s10_5_removed_surfaces_are_unknown_and_never_reach_the_application() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    let from = p.server_out.len();
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "id": 11, "method": "scope/elevate", "params": {}}),
+    );
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "method": "featureSets/changed", "params": {}}),
+    );
+    let answer = p
+        .to_host
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .find(|v| v["id"] == json!(11))
+        .expect("answered");
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    let out = &p.server_out[from..];
+    assert!(
+        matches!(
+            out,
+            [ServerOutput::Diagnostic(ServerDiagnostic::UnknownNotification { method, mcp_only: false })]
+                if method == "featureSets/changed"
+        ),
+        "{out:?}"
+    );
+}
