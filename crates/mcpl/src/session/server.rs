@@ -46,6 +46,11 @@ pub struct ServerRules {
     /// (§6.5, §6.7). `None` (the default): every hook request is handed out, and an answer
     /// must name its set.
     pub hook_feature_set: Option<String>,
+    /// Whether `mcpl/manifest` (§17.4) is answered here with the manifest in force
+    /// ([`Self::manifest`], as [`ServerState::manifest_changed`] changes it), as
+    /// `server::Server` answers it from its tracker. `false` (the default) hands the fetch to
+    /// the application.
+    pub answers_manifest_fetch: bool,
     /// Whether the application answers `channels/list` itself (as a
     /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
     /// it here with [`ServerState::channels`] (§14.3), as `server::Server` does without one.
@@ -67,6 +72,7 @@ impl ServerRules {
             instructions: None,
             required: None,
             hook_feature_set: None,
+            answers_manifest_fetch: false,
             channels_list_by_application: false,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
@@ -550,6 +556,13 @@ impl ServerState {
             }
             Ok(RequestRoute::Ping) => self.respond(r.id, Ok(json!({}))),
             Ok(RequestRoute::Policy) => self.on_policy(r),
+            Ok(RequestRoute::Admitted)
+                if r.method == "mcpl/manifest" && self.rules.answers_manifest_fetch =>
+            {
+                // §17.4: the manifest in force, as `initialize` would send it now.
+                let manifest = self.rules.manifest.clone();
+                self.respond(r.id, Ok(manifest))
+            }
             Ok(RequestRoute::Admitted)
                 if r.method == "channels/list" && !self.rules.channels_list_by_application =>
             {

@@ -2681,3 +2681,30 @@ fn s6_7_s7_s10_5_removed_surfaces_are_unknown_and_never_reach_the_application() 
         "{out:?}"
     );
 }
+
+#[test]
+fn s17_4_a_fetch_is_answered_with_the_manifest_in_force_when_the_rules_say_so() {
+    use crate::manifest::domains::ChangeDomain;
+    let mut rules = server_rules();
+    rules.answers_manifest_fetch = true;
+    let mut p = Pair::connect(&["pushEvents"], rules);
+    p.server.manifest_changed(
+        manifest_with_sports(),
+        changed("r2", &[ChangeDomain::FeatureSets]),
+    );
+    p.collect();
+    p.step_host(); // the announcement: the host fetches
+    let fetch = last_fetch_id(&p);
+    p.step_server();
+    let answer = p
+        .to_host
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .find(|v| v["id"] == json!(fetch))
+        .expect("answered by the state machine");
+    assert_eq!(answer["result"], manifest_with_sports());
+    assert!(!p
+        .server_out
+        .iter()
+        .any(|o| matches!(o, ServerOutput::Request { method, .. } if method == "mcpl/manifest")));
+}
