@@ -4,6 +4,13 @@
 //! notifications, [`admit_at_server`]) and on what the application sends, and the pairing
 //! of the host's `inference/lifecycle` into turns with a safety timeout (§10.5,
 //! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in.
+//!
+//! Beside it, each by a rule of its own module that `server::Server` calls too: manifest
+//! changes on a live connection and their coalesced announcements (`server_manifest`,
+//! §17.3, §17.8), the channels the host accepted (`server_channels`, §14.5), the server's
+//! own `inference/request`s, their results and chunks (`server_inference`, §11.3, §11.4),
+//! the hook's set and answer (`server_hooks`, §6.7, §10.8), the ready moments
+//! (`server_ready`, §5.3) and the `initialize` result (`server_initialize`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
