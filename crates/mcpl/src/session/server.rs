@@ -25,9 +25,12 @@ use crate::manifest::ManifestChanged;
 use crate::policy::{
     self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
 };
+use crate::protocol::channels::ChannelsList;
 use crate::protocol::handshake;
 use crate::protocol::hooks::BeforeInference;
+use crate::protocol::inference::InferenceChunk;
 use crate::protocol::lifecycle::LifecycleParams;
+use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method;
 
 /// What a [`ServerState`] serves.
@@ -564,14 +567,14 @@ impl ServerState {
             Ok(RequestRoute::Ping) => self.respond(r.id, Ok(json!({}))),
             Ok(RequestRoute::Policy) => self.on_policy(r),
             Ok(RequestRoute::Admitted)
-                if r.method == "mcpl/manifest" && self.rules.answers_manifest_fetch =>
+                if r.method == ManifestFetch::NAME && self.rules.answers_manifest_fetch =>
             {
                 // §17.4: the manifest in force, as `initialize` would send it now.
                 let manifest = self.rules.manifest.clone();
                 self.respond(r.id, Ok(manifest))
             }
             Ok(RequestRoute::Admitted)
-                if r.method == "channels/list" && !self.rules.channels_list_by_application =>
+                if r.method == ChannelsList::NAME && !self.rules.channels_list_by_application =>
             {
                 let list = self.channels.accepted().list_result();
                 let answer = serde_json::to_value(list).map_err(|e| {
@@ -581,6 +584,11 @@ impl ServerState {
             }
             Err(e) => self.respond(r.id, Err(e)),
             Ok(RequestRoute::Untyped | RequestRoute::Admitted) => {
+                if let Err(e) = crate::protocol::check_params(&r.method, r.params.as_ref()) {
+                    // Typed params that do not parse reach no handler, and are read no
+                    // further (`server::Server`'s typed handlers refuse them alike).
+                    return self.respond(r.id, Err(e));
+                }
                 let mut r = r;
                 if r.method == BeforeInference::NAME {
                     let grant = self.grant();
@@ -606,10 +614,6 @@ impl ServerState {
         } else if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
             self.respond(r.id, Err(e))
-        } else if let Err(e) = crate::protocol::check_params(&r.method, r.params.as_ref()) {
-            // Typed params that do not parse reach no handler (`server::Server`'s typed
-            // handlers refuse them alike).
-            self.respond(r.id, Err(e))
         } else if let Some(empty) = self.hook_not_run(&r.method) {
             self.respond(r.id, Ok(empty))
         } else {
@@ -626,7 +630,7 @@ impl ServerState {
     /// For a `context/beforeInference` whose hook's own set is not available now, the answer
     /// sent without handing it out ([`hook_not_run`](super::server_hooks::hook_not_run)).
     fn hook_not_run(&self, method: &str) -> Option<Value> {
-        if method != "context/beforeInference" {
+        if method != BeforeInference::NAME {
             return None;
         }
         let hook_set = self.rules.hook_feature_set.as_deref();
@@ -654,7 +658,7 @@ impl ServerState {
                 self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
             NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {}
-            NotificationStep::Deliver(n) if n.method == "inference/chunk" => {
+            NotificationStep::Deliver(n) if n.method == InferenceChunk::NAME => {
                 self.out.push_back(match self.inference.chunk(n.params) {
                     Ok((id, chunk)) => ServerOutput::InferenceChunk { id, chunk },
                     Err(d) => ServerOutput::Diagnostic(d),

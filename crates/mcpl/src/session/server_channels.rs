@@ -10,8 +10,10 @@ use serde_json::Value;
 
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
-    ChangedParams, ChannelDescriptor, ItemizedResult, ListResult, RegisterParams,
+    ChangedParams, ChannelDescriptor, ChannelsChanged, ChannelsRegister, ItemizedResult,
+    ListResult, RegisterParams,
 };
+use crate::protocol::Method;
 
 /// The channels the host has accepted from this connection, by id.
 #[derive(Debug, Clone, Default)]
@@ -89,10 +91,10 @@ impl ChannelChange {
     /// nothing is accepted).
     fn of(method: &str, params: &Value) -> Option<ChannelChange> {
         match method {
-            "channels/register" => RegisterParams::deserialize(params)
+            ChannelsRegister::NAME => RegisterParams::deserialize(params)
                 .ok()
                 .map(|p| Self::register(&p)),
-            "channels/changed" => ChangedParams::deserialize(params)
+            ChannelsChanged::NAME => ChangedParams::deserialize(params)
                 .ok()
                 .map(|p| Self::changed(&p)),
             _ => None,

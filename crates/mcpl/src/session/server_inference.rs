@@ -8,7 +8,10 @@ use serde_json::Value;
 
 use super::ServerDiagnostic;
 use crate::jsonrpc::{ErrorObject, RequestId};
-use crate::protocol::inference::{result_defects, InferenceChunkParams};
+use crate::protocol::inference::{
+    result_defects, InferenceChunk, InferenceChunkParams, InferenceRequest,
+};
+use crate::protocol::Method;
 
 /// The host's `inference/request` result held to §11.3 ([`result_defects`], the rule
 /// `mcpl check-host` reports): what fails it is an `inference_result_malformed` diagnostic
@@ -28,7 +31,7 @@ pub(crate) fn route_chunk<T>(
 ) -> Result<(&T, InferenceChunkParams), ServerDiagnostic> {
     let p: InferenceChunkParams = crate::jsonrpc::parse_params(params).map_err(|e| {
         ServerDiagnostic::InvalidNotification {
-            method: "inference/chunk".into(),
+            method: InferenceChunk::NAME.into(),
             error: e.message.into_owned(),
         }
     })?;
@@ -53,7 +56,7 @@ impl InferenceRequests {
     /// Request `id` of `method` with `params` was sent: tracked if it is an
     /// `inference/request`, as a stream if it asks for one.
     pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) {
-        if method != "inference/request" {
+        if method != InferenceRequest::NAME {
             return;
         }
         self.open.insert(id);
