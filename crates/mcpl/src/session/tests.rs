@@ -2221,19 +2221,23 @@ fn channel(id: &str, label: &str) -> Value {
     json!({ "id": id, "type": "chat", "label": label })
 }
 
+/// A pair whose server may register channels, and has sent `channels/register` with
+/// `descriptors` (not yet delivered).
+fn registering(descriptors: Value) -> Pair {
+    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
+    p.server
+        .request("channels/register", json!({ "channels": descriptors }))
+        .expect("granted");
+    p
+}
+
 fn labels(s: &ServerState) -> Vec<(String, Option<String>)> {
     s.channels().into_iter().map(|d| (d.id, d.label)).collect()
 }
 
 #[test]
 fn s14_5_the_channels_the_host_accepted_are_kept_from_itemized_results() {
-    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
-    p.server
-        .request(
-            "channels/register",
-            json!({ "channels": [channel("a", "one"), channel("b", "two")] }),
-        )
-        .expect("granted");
+    let mut p = registering(json!([channel("a", "one"), channel("b", "two")]));
     p.drive();
     assert_eq!(
         labels(&p.server),
@@ -2251,13 +2255,7 @@ fn s14_5_the_channels_the_host_accepted_are_kept_from_itemized_results() {
 
 #[test]
 fn s14_5_channel_results_apply_in_send_order_whatever_order_the_answers_arrive_in() {
-    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
-    p.server
-        .request(
-            "channels/register",
-            json!({ "channels": [channel("a", "old")] }),
-        )
-        .expect("granted");
+    let mut p = registering(json!([channel("a", "old")]));
     p.server
         .request(
             "channels/changed",
@@ -2613,13 +2611,7 @@ fn s5_4_a_typed_host_notification_whose_params_do_not_parse_is_reported() {
 
 #[test]
 fn s14_3_channels_list_is_answered_with_the_channels_the_host_accepted() {
-    let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
-    p.server
-        .request(
-            "channels/register",
-            json!({ "channels": [channel("a", "one")] }),
-        )
-        .expect("granted");
+    let mut p = registering(json!([channel("a", "one")]));
     p.drive();
     let asked = p
         .host
