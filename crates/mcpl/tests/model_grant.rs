@@ -6,7 +6,7 @@
 //! a small stand-in built only from core functions (`HostGrant::compute`, `Grant::intersect`,
 //! `parse_receipt`); the server side is the real `ServerPolicyState`. The same model drives
 //! the real `HostSession` in `model_host.rs`, and the real sans-I/O `HostState` against the
-//! real `ServerState` in `crates/mcpl/src/session/tests.rs` (`model`).
+//! real `ServerState` in `crates/mcpl/src/session/tests/model.rs`.
 
 use mcpl::capability::{Capability, CapabilitySet, Grant};
 use mcpl::policy::{

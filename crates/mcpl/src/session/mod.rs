@@ -7,7 +7,7 @@
 //! - [`HostState`] and [`ServerState`]: state machines fed inputs in wire order (a received
 //!   message, a timer tick with `now`, an application call) that return outputs (messages
 //!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
-//!   session deterministically (`session/tests.rs`).
+//!   session deterministically (`session/tests/`).
 //!
 //! [`HostState`] decides the handshake and policy exchange, admission, `push/event`,
 //! `inference/request` hand-off, channels (§14.5, the same [`ChannelTable`] as
