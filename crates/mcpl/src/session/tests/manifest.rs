@@ -108,16 +108,7 @@ fn s17_4_a_fetch_the_application_asks_for_is_reviewed_like_an_announced_one() {
     p.drive();
     assert!(answer_fetch(&mut p, manifest()), "an announcement fetches");
 
-    let mut mcp = Pair::new(&["tools"], server_rules());
-    mcp.host.start(mcp.now);
-    mcp.step_server();
-    mcp.to_host.clear();
-    mcp.server_writes(json!({
-        "jsonrpc": "2.0", "id": 1,
-        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
-                    "serverInfo": { "name": "plain" } }
-    }));
-    mcp.drive();
+    let mut mcp = Pair::connect_plain_mcp(&["tools"]);
     assert_eq!(
         mcp.host.refresh_manifest(mcp.now),
         Err(StateError::McpOnly(McpOnlyReason::NotAdvertised))

@@ -124,6 +124,23 @@ impl Pair {
         p
     }
 
+    /// A host under `policy` connected to a plain MCP server (§3.3: its `initialize`
+    /// answer carries no `experimental.mcpl`).
+    fn connect_plain_mcp(policy: &[&str]) -> Pair {
+        let mut p = Pair::new(policy, server_rules());
+        p.host.start(p.now);
+        p.step_server();
+        // The server's answer replaced by a plain MCP one.
+        p.to_host.clear();
+        p.server_writes(json!({
+            "jsonrpc": "2.0", "id": 1,
+            "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "plain" } }
+        }));
+        p.drive();
+        p
+    }
+
     /// A frame the server side writes as it is (a misbehaving or racing server).
     fn server_writes(&mut self, frame: Value) {
         self.to_host.push_back(frame.to_string());

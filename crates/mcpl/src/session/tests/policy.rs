@@ -183,16 +183,7 @@ fn s6_7_disabling_by_notification_is_refused_while_a_policy_exchange_is_in_fligh
     p.drive();
     assert_eq!(p.host.disable_by_notification(&names), Ok(()));
 
-    let mut mcp = Pair::new(&["tools"], server_rules());
-    mcp.host.start(mcp.now);
-    mcp.step_server();
-    mcp.to_host.clear();
-    mcp.server_writes(json!({
-        "jsonrpc": "2.0", "id": 1,
-        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
-                    "serverInfo": { "name": "plain" } }
-    }));
-    mcp.drive();
+    let mut mcp = Pair::connect_plain_mcp(&["tools"]);
     assert!(
         matches!(mcp.host.mode(), Mode::McpOnly(_)),
         "{:?}",
@@ -254,17 +245,7 @@ fn s6_7_a_refusal_naming_close_ends_the_connection() {
 
 #[test]
 fn s3_3_a_server_without_mcpl_is_mcp_only_with_tools_at_most() {
-    let mut p = Pair::new(&["tools", "pushEvents"], server_rules());
-    p.host.start(p.now);
-    p.step_server();
-    // Replace the server's answer with a plain MCP one.
-    p.to_host.clear();
-    p.server_writes(json!({
-        "jsonrpc": "2.0", "id": 1,
-        "result": { "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
-                    "serverInfo": { "name": "plain" } }
-    }));
-    p.drive();
+    let p = Pair::connect_plain_mcp(&["tools", "pushEvents"]);
     assert_eq!(p.host.mode(), &Mode::McpOnly(McpOnlyReason::NotAdvertised));
     assert_eq!(
         p.host.grant().capabilities(),
