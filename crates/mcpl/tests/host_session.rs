@@ -1457,6 +1457,7 @@ async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channe
         ("context/beforeInference", "host::before_inference"),
         ("featureSets/update", "HostSession::set_policy"),
         ("inference/lifecycle", "HostSession::start_turn"),
+        ("inference/chunk", "ChunkSink::send"),
     ] {
         let e = s.request_raw(method, json!({})).await.unwrap_err();
         assert_eq!(

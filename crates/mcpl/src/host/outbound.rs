@@ -17,6 +17,7 @@ impl HostSession {
                 Dedicated::Policy => "HostSession::set_policy",
                 Dedicated::Lifecycle => "HostSession::start_turn",
                 Dedicated::OutgoingStream => "HostSession::outgoing_stream",
+                Dedicated::InferenceChunk => "ChunkSink::send",
             };
             return Err(HostError::UseDedicated {
                 method: method.to_owned(),

@@ -47,6 +47,9 @@ pub enum Dedicated {
     /// `channels/outgoing/chunk` and `/complete`: indexed per inference, completed once
     /// (§14.3).
     OutgoingStream,
+    /// `inference/chunk`: indexed per streamed `inference/request`, sent only while it is
+    /// unanswered, and counted for the chunk its answer may still owe (§11.4).
+    InferenceChunk,
 }
 
 /// Whether `method` is one of the host's [`Dedicated`] methods: one rule for every generic
@@ -55,6 +58,7 @@ pub fn dedicated(method: &str) -> Option<Dedicated> {
     use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
     use crate::protocol::feature_sets::FeatureSetsUpdate;
     use crate::protocol::hooks::BeforeInference;
+    use crate::protocol::inference::InferenceChunk;
     use crate::protocol::lifecycle::InferenceLifecycle;
     use crate::protocol::Method;
     match method {
@@ -64,6 +68,7 @@ pub fn dedicated(method: &str) -> Option<Dedicated> {
         ChannelsOutgoingChunk::NAME | ChannelsOutgoingComplete::NAME => {
             Some(Dedicated::OutgoingStream)
         }
+        InferenceChunk::NAME => Some(Dedicated::InferenceChunk),
         _ => None,
     }
 }

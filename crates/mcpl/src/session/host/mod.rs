@@ -707,6 +707,7 @@ impl HostState {
                 Dedicated::Policy => "HostState::set_policy",
                 Dedicated::Lifecycle => "HostState::start_turn",
                 Dedicated::OutgoingStream => "HostState::start_stream",
+                Dedicated::InferenceChunk => "HostState::inference_chunk",
             };
             return Err(StateError::UseDedicated {
                 method: method.to_owned(),

@@ -310,6 +310,7 @@ fn s5_4_the_applications_own_requests_are_gated_and_end_in_an_answer_or_a_timeou
         ("context/beforeInference", "HostState::before_inference"),
         ("inference/lifecycle", "HostState::start_turn"),
         ("channels/outgoing/chunk", "HostState::start_stream"),
+        ("inference/chunk", "HostState::inference_chunk"),
     ] {
         assert_eq!(
             p.host.notify(method, json!({})),
