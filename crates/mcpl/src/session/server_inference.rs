@@ -60,7 +60,7 @@ impl InferenceRequests {
             return;
         }
         self.open.insert(id);
-        if params.get("stream") == Some(&Value::Bool(true)) {
+        if super::rules::is_streamed(Some(params)) {
             self.streams.insert(RequestId::from(id), id);
         }
     }
