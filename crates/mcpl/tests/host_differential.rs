@@ -373,9 +373,6 @@ impl StateSide {
                         .answer(id, Ok(app_answer(&method, params.as_ref())))
                         .expect("a handed-out request is answerable");
                 }
-                HostOutput::Unhandled { message, .. } => {
-                    self.diags.push(format!("UNHANDLED {}", message.to_json()))
-                }
                 HostOutput::PolicyChanged(c) => self.app = Some(norm_change(&c)),
                 HostOutput::Hook { verdict, .. } => self.app = Some(norm_verdict(&verdict)),
                 HostOutput::Close => self.closed = true,

@@ -15,11 +15,11 @@
 //! gathering several servers' answers is the application's, as `host::before_inference`
 //! does), lifecycle turns (§10.5), outgoing channel streams (§14.3, the same [`Outgoing`]
 //! and [`outbound::gate`] as `HostSession`) and manifest announcements, fetches and review
-//! (§17.3–§17.8, the same `HostPolicy` as `HostSession`); anything [`HostState`] does not
-//! decide is handed out as [`HostOutput::Unhandled`]. `host::HostSession` and `server::Server` are
-//! not yet drivers of these machines: they decide through the same rules, in their own
-//! async code (`server::Server` answers the policy Request and decides each host
-//! notification by the very functions [`ServerState`] uses, and both report the same
+//! (§17.3–§17.8, the same `HostPolicy` as `HostSession`): it decides every message, or hands
+//! it to the application as a [`HostOutput::Request`] to answer. `host::HostSession` and
+//! `server::Server` are not yet drivers of these machines: they decide through the same
+//! rules, in their own async code (`server::Server` answers the policy Request and decides
+//! each host notification by the very functions [`ServerState`] uses, and both report the same
 //! [`ServerDiagnostic`]).
 
 //!

@@ -202,15 +202,6 @@ pub enum HostOutput {
         /// Its params.
         params: Option<Value>,
     },
-    /// An admitted message this state machine does not decide, with the grant it was
-    /// judged under; a request among them must still be answered (through the driver's own
-    /// path). No input produces it at present: every message is decided here.
-    Unhandled {
-        /// The message.
-        message: Message,
-        /// The grant in force where it was read.
-        judged: Grant,
-    },
     /// A [`HostState::set_policy`] exchange ended.
     PolicyChanged(PolicyChange),
     /// The answer to a [`HostState::before_inference`] hook, judged under the grant current

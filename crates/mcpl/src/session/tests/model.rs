@@ -92,10 +92,12 @@ fn admitted(p: &Pair, n: i64) -> bool {
         // Answered by the host: push/event.
         Some(v) => v.get("result").is_some(),
         // Handed to the driver: admitted.
-        None => p.host_out.iter().any(|o| matches!(
-            o,
-            HostOutput::Unhandled { message: Message::Request(r), .. } if r.id == RequestId::from(n)
-        )),
+        None => p.host_out.iter().any(|o| {
+            matches!(
+                o,
+                HostOutput::Request { id, .. } if *id == RequestId::from(n)
+            )
+        }),
     }
 }
 
