@@ -101,9 +101,18 @@ pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Queues `item` if there is room.
+    /// Queues `item` if there is room and no sender is waiting for it: room made while
+    /// senders wait is theirs, in the order they began waiting (as tokio's `mpsc`), so a
+    /// stream of `try_send`s never starves a waiting [`Sender::send`].
     pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
-        let queued = self.push(&mut self.chan.state(), item);
+        let queued = {
+            let mut st = self.chan.state();
+            if st.waiting > 0 && !st.rx_closed {
+                Err(TrySendError::Full(item))
+            } else {
+                self.push(&mut st, item)
+            }
+        };
         if queued.is_ok() {
             self.chan.ready.notify_one();
         }
@@ -134,6 +143,9 @@ impl<T> Sender<T> {
             }
         }
         let mut item = item;
+        // A first attempt queues behind senders already waiting (fairness, as
+        // [`Sender::try_send`]); a woken one takes the room its wake-up was for.
+        let mut woken = false;
         loop {
             let room = self.chan.room.notified();
             tokio::pin!(room);
@@ -141,7 +153,12 @@ impl<T> Sender<T> {
             room.as_mut().enable();
             let waiting = {
                 let mut st = self.chan.state();
-                match self.push(&mut st, item) {
+                let attempt = if st.waiting > 0 && !woken && !st.rx_closed {
+                    Err(TrySendError::Full(item))
+                } else {
+                    self.push(&mut st, item)
+                };
+                match attempt {
                     Ok(()) => {
                         drop(st);
                         self.chan.ready.notify_one();
@@ -155,6 +172,7 @@ impl<T> Sender<T> {
             };
             room.await;
             drop(waiting);
+            woken = true;
         }
     }
 
@@ -333,6 +351,30 @@ mod tests {
             assert_eq!(rx.recv().await, Some(1));
             assert!(waiting.await.unwrap().is_ok());
             assert_eq!(rx.recv().await, Some(3));
+        });
+    }
+
+    /// Room made while a sender waits is the waiting sender's: a `try_send` (or a new `send`)
+    /// arriving after each take never takes it first, so the waiting one is not starved.
+    #[test]
+    fn room_made_while_a_sender_waits_goes_to_that_sender_not_to_a_later_one() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(1);
+            assert!(tx.try_send(0).is_ok());
+            let tx2 = tx.clone();
+            let waiting = tokio::spawn(async move { tx2.send(1).await.is_ok() });
+            tokio::task::yield_now().await;
+            assert_eq!(rx.chan.state().waiting, 1, "the send waits for room");
+            assert_eq!(rx.try_recv(), Ok(0));
+            // A barging try_send right after the take: refused, the room is the waiter's.
+            assert!(matches!(tx.try_send(99), Err(TrySendError::Full(99))));
+            let tx3 = tx.clone();
+            let late = tokio::spawn(async move { tx3.send(2).await.is_ok() });
+            assert!(waiting.await.unwrap(), "the waiting sender got in");
+            assert_eq!(rx.recv().await, Some(1), "first come, first queued");
+            assert!(late.await.unwrap());
+            assert_eq!(rx.recv().await, Some(2));
+            assert_eq!(rx.chan.state().waiting, 0);
         });
     }
 
