@@ -145,7 +145,8 @@ pub enum ServerOutput {
     Close,
 }
 
-/// Why [`ServerState::request`] refused to send: the host would refuse it.
+/// Why [`ServerState::request`], [`ServerState::notify`] or [`ServerState::answer`] sent
+/// nothing: the host would refuse it, or there was nothing to answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SendRefusal {
     /// The host is MCP-only (§3.2): no MCPL method is sent.

@@ -759,15 +759,17 @@ impl HostState {
     /// only `disabled` (§6.7: a reduction servers must respect; the carrier a tester sends to
     /// see whether they do): applied before the Notification is written, and repeated in
     /// every later policy Request's `disabled`, so no Request re-enables them. The grant is
-    /// unchanged and nothing widens. Refused on an MCP-only connection, while a policy
-    /// exchange is in flight (as [`Self::set_policy`]), and for a list past
+    /// unchanged and nothing widens. Refused before the handshake has begun or after close
+    /// ([`StateError::NotConnected`]), on an MCP-only connection, while a policy exchange is
+    /// in flight (as [`Self::set_policy`]), and for a list past
     /// [`crate::policy::MAX_POLICY_LIST_ENTRIES`] in total or a name that is not a
     /// feature-set name or pattern ([`StateError::Selection`]): nothing is applied then.
     pub fn disable_by_notification(&mut self, sets: &[String]) -> Result<(), StateError> {
-        if let Mode::McpOnly(r) = &self.p.mode {
-            if self.p.ready {
-                return Err(StateError::McpOnly(r.clone()));
-            }
+        if matches!(self.phase, Phase::New | Phase::Initializing | Phase::Closed) {
+            return Err(StateError::NotConnected);
+        }
+        if let (Mode::McpOnly(r), true) = (&self.p.mode, self.p.ready) {
+            return Err(StateError::McpOnly(r.clone()));
         }
         if self.phase != Phase::Up || self.policy_in_flight() {
             return Err(StateError::PolicyInFlight);

@@ -171,9 +171,16 @@ fn s6_7_disabling_by_notification_is_refused_while_a_policy_exchange_is_in_fligh
     let names = ["news".to_owned()];
     assert_eq!(
         p.host.disable_by_notification(&names),
-        Err(StateError::PolicyInFlight)
+        Err(StateError::NotConnected)
     );
     p.host.start(p.now);
+    // The initial policy Request is in flight.
+    p.step_server();
+    p.step_host();
+    assert_eq!(
+        p.host.disable_by_notification(&names),
+        Err(StateError::PolicyInFlight)
+    );
     p.drive();
     p.host.set_policy(p.now, vec![]).expect("nothing in flight");
     assert_eq!(
