@@ -951,6 +951,69 @@ async fn s11_4_streaming_chunks_are_routed_by_request_id() {
     );
 }
 
+/// §11.4 sets no number of chunks: a host streaming more `inference/chunk`s than the
+/// application reads is held to `session::INFERENCE_CHUNKS_HELD` unread ones; each one past
+/// it is dropped and reported (`inference_chunks_dropped`), never held without bound, and the
+/// final result still arrives whole.
+#[tokio::test]
+async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
+    let server = builder()
+        .feature_set(
+            "digest",
+            "Summaries",
+            &[
+                Capability::InferenceRequest,
+                Capability::InferenceRequestStreaming,
+            ],
+        )
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
+    )
+    .await;
+    let mut stream = host
+        .session
+        .inference_stream(inference_params("digest"))
+        .await
+        .unwrap();
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    let id = req.id().to_value();
+    let held = mcpl::session::INFERENCE_CHUNKS_HELD;
+    for i in 0..held + 3 {
+        host.peer
+            .notify_raw(
+                "inference/chunk",
+                Some(json!({"requestId": id, "index": i, "delta": "x"})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    let mut dropped = 0;
+    while let Ok(d) = diags.try_recv() {
+        assert_eq!(d.code(), "inference_chunks_dropped", "{d}");
+        assert_eq!(d.kind(), mcpl::server::DiagnosticKind::Notice);
+        dropped += 1;
+    }
+    assert_eq!(dropped, 3);
+    req.respond(json!({"content": "whole", "finishReason": "end_turn"}))
+        .await
+        .unwrap();
+    let mut read = 0;
+    while stream.next_chunk().await.is_some() {
+        read += 1;
+    }
+    assert_eq!(read, held, "what it held, in order, and no more");
+    let result = stream.finish().await.unwrap();
+    assert_eq!(serde_json::to_value(&result.content).unwrap(), "whole");
+}
+
 /// §11.3 / App. B.4: a host's malformed `inference/request` result (an audited host's
 /// `finishReason: "stop"`) is reported as a host defect by the rule `mcpl check-host`
 /// applies; the server author still gets what could be read.

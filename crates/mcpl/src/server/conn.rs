@@ -193,7 +193,7 @@ pub(super) struct ConnState {
     pub(super) ready: ReadyMoments,
 }
 
-pub(super) type StreamTx = mpsc::UnboundedSender<InferenceChunkParams>;
+pub(super) type StreamTx = mpsc::Sender<InferenceChunkParams>;
 
 pub(super) struct Conn {
     pub(super) server: Arc<ServerInner>,

@@ -67,8 +67,21 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
             let routed = crate::session::route_chunk(&lock(&conn.streams), n.params)
                 .map(|(tx, p)| (tx.clone(), p));
             match routed {
+                // Bounded (§11.4 sets no number): a chunk its reader has no room for, or
+                // no longer reads, is dropped and reported, never held without bound.
                 Ok((tx, p)) => {
-                    let _ = tx.send(p);
+                    let request_id = p.request_id.clone();
+                    let reason = match tx.try_send(p) {
+                        Ok(()) => None,
+                        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => Some("full"),
+                        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => Some("closed"),
+                    };
+                    if let Some(reason) = reason {
+                        conn.diagnostic(ServerDiagnostic::InferenceChunkDropped {
+                            request_id,
+                            reason,
+                        });
+                    }
                 }
                 Err(d) => conn.diagnostic(d),
             }

@@ -44,7 +44,7 @@ impl std::fmt::Debug for Session {
 /// A streaming `inference/request` (§11.4): chunks as they arrive, then the final result.
 #[derive(Debug)]
 pub struct InferenceStream {
-    pub(super) chunks: mpsc::UnboundedReceiver<InferenceChunkParams>,
+    pub(super) chunks: mpsc::Receiver<InferenceChunkParams>,
     pub(super) result: Option<oneshot::Receiver<Result<InferenceResult, SendError>>>,
     pub(super) done: Option<Result<InferenceResult, SendError>>,
     pub(super) conn: Weak<Conn>,
@@ -394,7 +394,7 @@ impl Session {
             params.stream = Some(true);
             let value = self.authorize::<InferenceRequest>(&params)?;
             inference_content(&params)?;
-            let (chunk_tx, chunk_rx) = mpsc::unbounded_channel();
+            let (chunk_tx, chunk_rx) = mpsc::channel(crate::session::INFERENCE_CHUNKS_HELD);
             let (res_tx, res_rx) = oneshot::channel();
             let (id_tx, id_rx) = oneshot::channel::<RequestId>();
             let id_slot = Arc::new(Mutex::new(None));

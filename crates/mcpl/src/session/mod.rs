@@ -107,7 +107,7 @@ pub(crate) use server_initialize::initialize_result;
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 #[cfg(feature = "runtime")]
 pub(crate) use server_ready::ReadyMoments;
-pub use server_report::{DiagnosticKind, ServerDiagnostic};
+pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};
 

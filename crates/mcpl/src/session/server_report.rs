@@ -141,6 +141,15 @@ pub enum ServerDiagnostic {
         /// The request it names.
         request_id: RequestId,
     },
+    /// `inference_chunks_dropped`: an `inference/chunk` (§11.4) that the streaming request's
+    /// reader had no room for (it holds [`INFERENCE_CHUNKS_HELD`] unread) or no longer reads:
+    /// dropped, not held without bound; the final response still carries the whole result.
+    InferenceChunkDropped {
+        /// The request it names.
+        request_id: RequestId,
+        /// `"full"` or `"closed"`.
+        reason: &'static str,
+    },
     /// `inference_result_malformed`: the host's `inference/request` result breaks §11.3.
     InferenceResultMalformed {
         /// Each defect found.
@@ -186,6 +195,7 @@ impl ServerDiagnostic {
             D::IgnoredNotification { .. } => "ignored_notification",
             D::UnexpectedNotification { .. } => "unexpected_notification",
             D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
+            D::InferenceChunkDropped { .. } => "inference_chunks_dropped",
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
@@ -206,7 +216,8 @@ impl ServerDiagnostic {
             | D::UnhandledNotification { .. }
             | D::FallbackExperimentalReplaced
             | D::FallbackMcplReplaced => DiagnosticKind::AuthorMistake,
-            D::HostMcplVersion { .. } => DiagnosticKind::Notice,
+            // The server's own bound at work (or its reader gone): no defect of the host.
+            D::HostMcplVersion { .. } | D::InferenceChunkDropped { .. } => DiagnosticKind::Notice,
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
@@ -230,6 +241,10 @@ impl std::fmt::Display for ServerDiagnostic {
         write!(f, "{}: {}", self.code(), Detail(self))
     }
 }
+
+/// How many `inference/chunk`s a streaming `inference/request` holds unread before later
+/// ones are dropped and reported ([`ServerDiagnostic::InferenceChunkDropped`]).
+pub const INFERENCE_CHUNKS_HELD: usize = 1024;
 
 /// A diagnostic's detail, written without its code.
 struct Detail<'a>(&'a ServerDiagnostic);
@@ -315,6 +330,11 @@ impl std::fmt::Display for Detail<'_> {
             D::UnknownInferenceChunk { request_id } => write!(
                 f,
                 "inference/chunk for request {request_id} that is not streaming"
+            ),
+            D::InferenceChunkDropped { request_id, reason } => write!(
+                f,
+                "an inference/chunk of request {request_id} was dropped: its stream is {reason} \
+                 (read InferenceStream::next_chunk as chunks arrive; the final result is whole)"
             ),
             D::InferenceResultMalformed { defects } => f.write_str(&defects.join("; ")),
             D::UnexpectedResponse { id: Some(id) } => {
@@ -594,6 +614,14 @@ mod tests {
                 },
                 "unknown_inference_chunk",
                 P,
+            ),
+            (
+                D::InferenceChunkDropped {
+                    request_id: RequestId::from(1i64),
+                    reason: "full",
+                },
+                "inference_chunks_dropped",
+                DiagnosticKind::Notice,
             ),
             (
                 D::InferenceResultMalformed {
