@@ -53,7 +53,7 @@ use tokio::task::JoinHandle;
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::Raw;
+use raw::{init_result, Raw};
 
 /// How long one side may wait for a frame the other side's run says is coming. Only a
 /// failing comparison ever waits this long.
@@ -978,15 +978,6 @@ fn manifest(bits: u8, sets: u8) -> Value {
     }
     m["featureSets"] = Value::Object(fs);
     m
-}
-
-fn init_result(manifest: Option<Value>) -> Value {
-    let mut caps = json!({ "tools": {} });
-    if let Some(m) = manifest {
-        caps["experimental"] = json!({ "mcpl": m });
-    }
-    json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
-            "serverInfo": { "name": "scripted", "version": "1" } })
 }
 
 /// Everything declared more often than not, so that most scripts exercise a wide grant.

@@ -14,6 +14,10 @@ use mcpl::manifest::{ChangeImpact, Disposition};
 use mcpl::peer::{Incoming, IncomingMessage, IncomingRequest, Peer, PeerConfig};
 use serde_json::{json, Value};
 
+#[path = "support/raw.rs"]
+mod raw;
+use raw::init_result;
+
 /// The scripted server side of one connection.
 struct Server {
     peer: Peer,
@@ -106,15 +110,6 @@ fn full_manifest() -> Value {
                 "uses": ["contextHooks.beforeInference.inject.beforeUser"] }
         }
     })
-}
-
-fn init_result(manifest: Option<Value>) -> Value {
-    let mut caps = json!({ "tools": {} });
-    if let Some(m) = manifest {
-        caps["experimental"] = json!({ "mcpl": m });
-    }
-    json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
-            "serverInfo": { "name": "scripted", "version": "1" } })
 }
 
 /// Generous timeouts: tests that answer must never race them on a loaded machine.
@@ -928,14 +923,9 @@ async fn s11_4_streaming_inference_sends_chunks_before_the_result() {
     assert_eq!(r.unwrap()["content"], "Hello");
 }
 
-/// §11.4 without a stream handler: the request handler's final text still reaches the server
-/// as a chunk (`index` 0, the whole text) before the response.
-#[tokio::test]
-async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
-    let (m, mut cfg) = streaming_setup();
-    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
-        Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
-    }));
+/// Connects under `cfg` to `m` and sends a streamed request whose answer is `Hello`: it
+/// reaches the server as exactly one chunk (`index` 0, the whole text) before the response.
+async fn streamed_text_is_one_chunk(cfg: HostConfig, m: Value) {
     let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
     let (chunks, r) = streamed_request(&mut server, "hi").await;
     assert_eq!(chunks.len(), 1, "{chunks:?}");
@@ -944,6 +934,17 @@ async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
         (&json!(0), &json!("Hello"))
     );
     assert_eq!(r.unwrap()["content"], "Hello");
+}
+
+/// §11.4 without a stream handler: the request handler's final text still reaches the server
+/// as a chunk (`index` 0, the whole text) before the response.
+#[tokio::test]
+async fn s11_4_without_a_stream_handler_the_final_text_is_one_chunk() {
+    let (m, mut cfg) = streaming_setup();
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
+    }));
+    streamed_text_is_one_chunk(cfg, m).await;
 }
 
 /// §11.4: a stream handler that sent no chunk still owes one: its final text goes out as
@@ -957,14 +958,7 @@ async fn s11_4_a_stream_handler_that_sent_no_chunk_still_sends_the_text_as_one()
             Box::pin(async move { Ok(json!({ "content": "Hello", "finishReason": "end_turn" })) })
         },
     ));
-    let (_s, _streams, mut server) = connected_cfg(cfg, m).await;
-    let (chunks, r) = streamed_request(&mut server, "hi").await;
-    assert_eq!(chunks.len(), 1, "{chunks:?}");
-    assert_eq!(
-        (&chunks[0]["index"], &chunks[0]["delta"]),
-        (&json!(0), &json!("Hello"))
-    );
-    assert_eq!(r.unwrap()["content"], "Hello");
+    streamed_text_is_one_chunk(cfg, m).await;
 }
 
 /// §5.4, §17.5: a hook answer is judged under the grant and the manifest in force where it

@@ -951,12 +951,15 @@ async fn s11_4_streaming_chunks_are_routed_by_request_id() {
     );
 }
 
-/// §11.4 sets no number of chunks: a host streaming more `inference/chunk`s than the
-/// application reads is held to `session::INFERENCE_CHUNKS_HELD` unread ones; each one past
-/// it is dropped and reported (`inference_chunks_dropped`), never held without bound, and the
-/// final result still arrives whole.
-#[tokio::test]
-async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
+/// A server whose `digest` set streams, granted both inference leaves, with one streamed
+/// `inference/request` sent (§11.4): the host, the server's diagnostics (subscribed before
+/// the grant), the stream and the request as the host read it.
+async fn streaming_request() -> (
+    Host,
+    tokio::sync::broadcast::Receiver<mcpl::server::ServerDiagnostic>,
+    mcpl::server::InferenceStream,
+    mcpl::peer::IncomingRequest,
+) {
     let server = builder()
         .feature_set(
             "digest",
@@ -969,13 +972,13 @@ async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
         .build()
         .unwrap();
     let mut host = connect(&server, true).await;
-    let mut diags = host.session.diagnostics();
+    let diags = host.session.diagnostics();
     policy(
         &host,
         json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
     )
     .await;
-    let mut stream = host
+    let stream = host
         .session
         .inference_stream(inference_params("digest"))
         .await
@@ -983,6 +986,16 @@ async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
     let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
         panic!("expected inference/request")
     };
+    (host, diags, stream, req)
+}
+
+/// §11.4 sets no number of chunks: a host streaming more `inference/chunk`s than the
+/// application reads is held to `session::INFERENCE_CHUNKS_HELD` unread ones; each one past
+/// it is dropped and reported (`inference_chunks_dropped`), never held without bound, and the
+/// final result still arrives whole.
+#[tokio::test]
+async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
+    let (host, mut diags, mut stream, req) = streaming_request().await;
     let id = req.id().to_value();
     let held = mcpl::session::INFERENCE_CHUNKS_HELD;
     for i in 0..held + 3 {
@@ -1056,32 +1069,7 @@ async fn s11_3_a_hosts_malformed_inference_result_is_reported() {
 /// rule as an unstreamed one: a malformed one is reported, what could be read is returned.
 #[tokio::test]
 async fn s11_4_a_hosts_malformed_streamed_result_is_reported() {
-    let server = builder()
-        .feature_set(
-            "digest",
-            "Summaries",
-            &[
-                Capability::InferenceRequest,
-                Capability::InferenceRequestStreaming,
-            ],
-        )
-        .build()
-        .unwrap();
-    let mut host = connect(&server, true).await;
-    let mut diags = host.session.diagnostics();
-    policy(
-        &host,
-        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
-    )
-    .await;
-    let mut stream = host
-        .session
-        .inference_stream(inference_params("digest"))
-        .await
-        .unwrap();
-    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
-        panic!("expected inference/request")
-    };
+    let (_host, mut diags, mut stream, req) = streaming_request().await;
     req.respond(json!({"content": "Hello", "finishReason": "stop"}))
         .await
         .unwrap();

@@ -4,7 +4,7 @@
 
 use mcpl::peer::{Incoming, Peer, PeerConfig};
 use mcpl::transport::Transport;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
 };
@@ -58,4 +58,15 @@ pub fn raw_peer_with(config: PeerConfig, buffer: usize) -> (Peer, Incoming, Raw)
 /// [`raw_peer_with`] a 64 KiB pipe.
 pub fn raw_peer(config: PeerConfig) -> (Peer, Incoming, Raw) {
     raw_peer_with(config, 64 * 1024)
+}
+
+/// A scripted server's `initialize` result: `tools`, and `experimental.mcpl` when a manifest
+/// is given (§5.1).
+pub fn init_result(manifest: Option<Value>) -> Value {
+    let mut caps = json!({ "tools": {} });
+    if let Some(m) = manifest {
+        caps["experimental"] = json!({ "mcpl": m });
+    }
+    json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
+            "serverInfo": { "name": "scripted", "version": "1" } })
 }
