@@ -95,14 +95,7 @@ fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
     assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
-    let dropped: Vec<String> = p
-        .server_out
-        .iter()
-        .filter_map(|o| match o {
-            ServerOutput::Diagnostic(d) if d.code() == "injection_dropped" => Some(d.detail()),
-            _ => None,
-        })
-        .collect();
+    let dropped = p.server_details("injection_dropped");
     assert_eq!(dropped.len(), 1, "{dropped:?}");
     assert!(dropped[0].contains("position system"), "{}", dropped[0]);
     // An answer to a request never handed out sends nothing.
@@ -132,14 +125,7 @@ fn s6_6_a_dropped_answer_names_the_feature_set_it_claimed() {
             {"namespace": "n", "position": "afterUser", "content": "x"}]}),
     );
     p.drive();
-    let dropped: Vec<String> = p
-        .server_out
-        .iter()
-        .filter_map(|o| match o {
-            ServerOutput::Diagnostic(d) if d.code() == "injection_dropped" => Some(d.detail()),
-            _ => None,
-        })
-        .collect();
+    let dropped = p.server_details("injection_dropped");
     assert_eq!(dropped.len(), 1, "{dropped:?}");
     assert!(dropped[0].contains("\"ghost\""), "{}", dropped[0]);
     assert!(!dropped[0].contains("(none)"), "{}", dropped[0]);

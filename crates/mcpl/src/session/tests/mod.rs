@@ -141,6 +141,17 @@ impl Pair {
         p
     }
 
+    /// The details of the server's diagnostics with `code`, in order.
+    fn server_details(&self, code: &str) -> Vec<String> {
+        self.server_out
+            .iter()
+            .filter_map(|o| match o {
+                ServerOutput::Diagnostic(d) if d.code() == code => Some(d.detail()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A frame the server side writes as it is (a misbehaving or racing server).
     fn server_writes(&mut self, frame: Value) {
         self.to_host.push_back(frame.to_string());
