@@ -139,6 +139,9 @@ pub struct State {
     /// The `initialize` result the server sent.
     pub server_init: Option<Value>,
     init_id: Option<String>,
+    /// A response read before any `initialize` was seen sent, by id: the peer taps a frame
+    /// it writes inline only after the write, so a fast server's answer can be tapped first.
+    early_response: Option<(String, Value)>,
     /// The host policy patterns in force.
     pub patterns: Vec<String>,
     /// The last policy change (apply), with its receipt.
@@ -255,6 +258,7 @@ impl Engine {
             host_init: None,
             server_init: None,
             init_id: None,
+            early_response: None,
             patterns: settings.patterns.clone(),
             policy: None,
             narrowings: VecDeque::new(),
@@ -347,6 +351,7 @@ impl Engine {
             st.host_init = None;
             st.server_init = None;
             st.init_id = None;
+            st.early_response = None;
             st.policy = None;
             st.tools = None;
             st.descriptors.clear();
@@ -515,6 +520,11 @@ impl Engine {
             (Dir::Sent, Some("initialize")) => {
                 let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
                 st.host_init = v.get("params").cloned();
+                if let Some((early, result)) = st.early_response.take() {
+                    if id.as_ref() == Some(&early) {
+                        st.server_init = result.get("result").cloned();
+                    }
+                }
                 st.init_id = id;
             }
             (Dir::Sent, Some("notifications/initialized")) => st.phase = Phase::Initialized,
@@ -526,6 +536,12 @@ impl Engine {
             (Dir::Received, None) if id.is_some() && id == st.init_id => {
                 let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
                 st.server_init = v.get("result").cloned();
+            }
+            (Dir::Received, None) if st.init_id.is_none() && st.server_init.is_none() => {
+                if let Some(id) = id {
+                    let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                    st.early_response = Some((id, v));
+                }
             }
             (Dir::Received, Some(m)) => {
                 let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
@@ -811,6 +827,43 @@ async fn dial(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The peer taps a frame it writes inline only once written, so a fast server's answer
+    /// to `initialize` can be tapped before the request: the connection panel still shows
+    /// the server's `initialize` result (seen flaking in `inspect_api.rs` as a null
+    /// `serverInfo`).
+    #[test]
+    fn an_initialize_answer_tapped_before_its_request_is_still_the_servers_result() {
+        let engine = Engine::new(Settings {
+            target: Target::Tcp("127.0.0.1:1".into()),
+            label: "t".into(),
+            tls: None,
+            check_args: Vec::new(),
+            patterns: Vec::new(),
+            auto_answer: AutoAnswer::Off,
+            timeout: Duration::from_secs(1),
+        });
+        let frame = |direction, text: &str| {
+            engine.on_frame(
+                0,
+                TapEvent {
+                    direction,
+                    at: std::time::SystemTime::now(),
+                    text,
+                },
+            )
+        };
+        let result = r#"{"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"fast"}}}"#;
+        frame(FrameDirection::Inbound, result);
+        frame(
+            FrameDirection::Outbound,
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+        );
+        assert_eq!(
+            engine.state().server_init,
+            Some(json!({ "serverInfo": { "name": "fast" } }))
+        );
+    }
 
     #[test]
     fn echo_answers_the_last_user_message() {
