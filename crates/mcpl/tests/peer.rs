@@ -1374,3 +1374,116 @@ async fn large_frames_read_off_the_worker_keep_wire_order() {
     assert_eq!(reply["id"], json!("small"));
     drop(peer);
 }
+
+/// Notes each frame as it is handed to the transport, written inline by a sender
+/// (`try_send_now`) or by the writer task (`send`).
+struct NotingWriter {
+    inner: transport::LineWriter<tokio::io::DuplexStream>,
+    wire: Arc<Mutex<Vec<String>>>,
+    /// `false`: never takes a frame inline (as a transport without a fast path).
+    inline: bool,
+}
+
+impl transport::FrameWriter for NotingWriter {
+    fn send<'a>(&'a mut self, text: &'a str) -> transport::BoxFuture<'a, std::io::Result<()>> {
+        self.wire.lock().unwrap().push(text.to_owned());
+        self.inner.send(text)
+    }
+    fn close(&mut self) -> transport::BoxFuture<'_, std::io::Result<()>> {
+        self.inner.close()
+    }
+    fn try_send_now(&mut self, text: &str) -> std::io::Result<transport::TrySend> {
+        if !self.inline {
+            return Ok(transport::TrySend::NotTaken);
+        }
+        let taken = self.inner.try_send_now(text)?;
+        if taken != transport::TrySend::NotTaken {
+            self.wire.lock().unwrap().push(text.to_owned());
+        }
+        Ok(taken)
+    }
+    fn flush_pending(&mut self) -> transport::BoxFuture<'_, std::io::Result<()>> {
+        self.inner.flush_pending()
+    }
+}
+
+/// The tap sees every outgoing frame before the transport has it, so a transcript never
+/// shows an answer ahead of the request it answers. Before the fix, a frame a quiet peer
+/// wrote inline was tapped only after the write, and a fast peer's answer could be tapped
+/// first (an inspector once read a null `serverInfo` because of it).
+#[tokio::test]
+async fn the_tap_sees_an_outgoing_frame_before_the_transport_has_it() {
+    tap_order_with(true).await;
+}
+
+/// The same when the transport takes nothing inline: a frame the sender tapped before
+/// trying is written by the writer task and tapped once, not twice.
+#[tokio::test]
+async fn a_frame_the_transport_did_not_take_inline_is_tapped_once() {
+    tap_order_with(false).await;
+}
+
+async fn tap_order_with(inline: bool) {
+    let (a_write, b_read) = tokio::io::duplex(64 * 1024);
+    let (b_write, a_read) = tokio::io::duplex(64 * 1024);
+    let (_b, b_incoming) = Peer::new(
+        Transport::lines(b_read, b_write, "b"),
+        PeerConfig::default(),
+    );
+    spawn_ping_server(b_incoming);
+
+    let wire = Arc::new(Mutex::new(Vec::<String>::new()));
+    let late = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = Arc::new(Mutex::new(Vec::<(FrameDirection, String)>::new()));
+    let tap = {
+        let (wire, late, log) = (wire.clone(), late.clone(), log.clone());
+        Tap::new(move |e| {
+            if e.direction == FrameDirection::Outbound
+                && wire.lock().unwrap().iter().any(|w| w == e.text)
+            {
+                late.lock().unwrap().push(e.text.to_owned());
+            }
+            log.lock().unwrap().push((e.direction, e.text.to_owned()));
+        })
+    };
+    let transport = Transport {
+        reader: Box::new(transport::LineReader::new(a_read)),
+        writer: Box::new(NotingWriter {
+            inner: transport::LineWriter::new(a_write),
+            wire: wire.clone(),
+            inline,
+        }),
+        guard: None,
+        description: "a".into(),
+    };
+    let (a, _a_incoming) = Peer::new(
+        transport,
+        PeerConfig {
+            tap: Some(tap),
+            ..PeerConfig::default()
+        },
+    );
+    for _ in 0..20 {
+        a.request_raw("ping", None).await.unwrap();
+    }
+    assert_eq!(
+        *late.lock().unwrap(),
+        Vec::<String>::new(),
+        "tapped after the write"
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 40);
+    for pair in log.chunks(2) {
+        let [(d1, req), (d2, resp)] = pair else {
+            unreachable!()
+        };
+        assert_eq!(
+            (*d1, *d2),
+            (FrameDirection::Outbound, FrameDirection::Inbound)
+        );
+        let req: Value = serde_json::from_str(req).unwrap();
+        let resp: Value = serde_json::from_str(resp).unwrap();
+        assert_eq!(req["id"], resp["id"], "each answer right after its request");
+    }
+    assert_eq!(wire.lock().unwrap().len(), 20);
+}

@@ -69,7 +69,8 @@ pub struct PeerConfig {
     /// `{ requestId, reason }`: MCP's `notifications/cancelled` by default (MCP asks senders
     /// to cancel what they stop waiting for). `None` sends nothing.
     pub cancel_method: Option<&'static str>,
-    /// Receives every frame in and out.
+    /// Receives every frame in and out, each once, an outgoing one before its bytes reach
+    /// the transport: a transcript never shows an answer ahead of what it answers.
     pub tap: Option<Tap>,
     /// Most entries accepted in one JSON-RPC batch (1024). A bigger batch is answered with
     /// one `-32600` error (`"id": null`, `data: { limit, count }`) and none of its entries

@@ -196,6 +196,7 @@ impl Peer {
                 writer: Some(writer),
                 queued: 0,
                 spare: Vec::new(),
+                head_tapped: false,
             }),
             inbox: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),

@@ -57,6 +57,11 @@ pub(super) struct WriterSlot {
     /// instead of a new allocation (issue #24). Only small ones are kept
     /// ([`SPARE_KEEP`]), so an idle connection stays small.
     pub(super) spare: Vec<u8>,
+    /// The frame at the head of the queue was already tapped: a sender tapped it before
+    /// trying to write it itself, the transport did not take it, and the sender queued it
+    /// into the empty queue. The writer task takes this with the writer and does not tap
+    /// that frame again.
+    pub(super) head_tapped: bool,
 }
 
 /// Largest capacity [`WriterSlot::spare`] keeps.
@@ -177,6 +182,10 @@ impl Shared {
             slot.queued += 1;
             return Ok(Some(text));
         };
+        // Tapped before its bytes can reach the other side, whose answer the reader taps
+        // only once read: a transcript never shows an answer ahead of what it answers.
+        // Tapped under the lock, so taps keep the order of the wire.
+        self.tap(FrameDirection::Outbound, &text);
         match writer.try_send_now(&text) {
             Ok(taken @ (TrySend::Written | TrySend::Partial)) => {
                 if taken == TrySend::Partial {
@@ -188,8 +197,6 @@ impl Shared {
                         slot.queued -= 1;
                     }
                 }
-                // Tapped under the lock, so taps keep the order of the wire.
-                self.tap(FrameDirection::Outbound, &text);
                 if taken == TrySend::Written && text.capacity() <= SPARE_KEEP {
                     // Written and flushed: the transport holds none of it.
                     let mut spare = text.into_bytes();
@@ -202,7 +209,25 @@ impl Shared {
             }
             Ok(TrySend::NotTaken) => {
                 slot.queued += 1;
-                Ok(Some(text))
+                if self.config.tap.is_none() {
+                    return Ok(Some(text));
+                }
+                // Tapped already: queued right here, under the lock, into the empty queue
+                // (nothing was queued and the writer rests), so the writer task knows the
+                // next frame it takes is this one and does not tap it twice.
+                match self.out.try_send(text) {
+                    Ok(()) => {
+                        slot.head_tapped = true;
+                        Ok(None)
+                    }
+                    Err(queue::TrySendError::Full(text)) => Ok(Some(text)),
+                    Err(queue::TrySendError::Closed(_)) => {
+                        slot.queued -= 1;
+                        Err(PeerError::Closed(
+                            self.close_reason().unwrap_or(CloseReason::Dropped),
+                        ))
+                    }
+                }
             }
             Err(e) => {
                 drop(slot);

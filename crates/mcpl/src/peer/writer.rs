@@ -54,11 +54,15 @@ pub(super) async fn writer_task(
             }
         }
         // Senders queue behind the batch while the writer is out of its slot.
-        let Some(mut writer) = lock(&shared.slot).writer.take() else {
+        let (writer, tapped) = {
+            let mut slot = lock(&shared.slot);
+            (slot.writer.take(), std::mem::take(&mut slot.head_tapped))
+        };
+        let Some(mut writer) = writer else {
             break;
         };
         let result = {
-            let write = write_batch(&shared, writer.as_mut(), &batch, write_timeout);
+            let write = write_batch(&shared, writer.as_mut(), &batch, tapped, write_timeout);
             tokio::pin!(write);
             tokio::select! {
                 r = &mut write => r,
@@ -86,7 +90,10 @@ pub(super) async fn writer_task(
     // Closed: no more writes from senders; write what was already queued (e.g. final
     // responses), then shut down.
     out.close();
-    let writer = lock(&shared.slot).writer.take();
+    let (writer, mut tapped) = {
+        let mut slot = lock(&shared.slot);
+        (slot.writer.take(), std::mem::take(&mut slot.head_tapped))
+    };
     let Some(mut writer) = writer else {
         drop(guard);
         return;
@@ -98,7 +105,8 @@ pub(super) async fn writer_task(
         } else {
             std::slice::from_ref(&text)
         };
-        if write_batch(&shared, writer.as_mut(), batch, Some(drain))
+        let head_tapped = std::mem::take(&mut tapped);
+        if write_batch(&shared, writer.as_mut(), batch, head_tapped, Some(drain))
             .await
             .is_err()
         {
@@ -116,18 +124,20 @@ pub(super) const WRITE_BATCH_FRAMES: usize = 64;
 /// Stop adding frames to a batch once it holds this many bytes.
 pub(super) const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
-/// Writes queued frames together (the write timeout applies to the batch).
+/// Writes queued frames together (the write timeout applies to the batch), tapping each
+/// before it is written; the first not when `head_tapped` ([`WriterSlot::head_tapped`]).
 pub(super) async fn write_batch(
     shared: &Shared,
     writer: &mut dyn FrameWriter,
     texts: &[String],
+    head_tapped: bool,
     timeout: Option<Duration>,
 ) -> Result<(), CloseReason> {
+    for text in texts.iter().skip(usize::from(head_tapped)) {
+        shared.tap(FrameDirection::Outbound, text);
+    }
     if let [text] = texts {
         return write_one(shared, writer, text, timeout).await;
-    }
-    for text in texts {
-        shared.tap(FrameDirection::Outbound, text);
     }
     // No frame: only the rest of a partly written one is owed.
     let write = if texts.is_empty() {
@@ -152,7 +162,6 @@ pub(super) async fn write_one(
     text: &str,
     timeout: Option<Duration>,
 ) -> Result<(), CloseReason> {
-    shared.tap(FrameDirection::Outbound, text);
     let result = match timeout {
         None => writer.send(text).await,
         Some(d) => match tokio::time::timeout(d, writer.send(text)).await {
