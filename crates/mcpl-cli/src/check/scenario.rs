@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use mcpl::capability::Capability;
 use mcpl::policy::{FeatureSets, UpdateParams};
 use mcpl::protocol::channels::{ChannelsClose, ChannelsOpen, ChannelsPublish};
+use mcpl::protocol::content::json_kind as kind;
 use mcpl::protocol::handshake::{ToolsCall, ToolsList};
 use mcpl::protocol::Method;
 use serde_json::{json, Map, Value};
@@ -244,17 +245,6 @@ fn call_step(tool: &str, args: &str) -> Result<Step, String> {
             kind(&other)
         )),
         Err(e) => Err(format!("--call {tool} {}: not JSON: {e}", cut(args))),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

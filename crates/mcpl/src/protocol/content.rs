@@ -272,8 +272,9 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-/// A short name of a JSON value's type, for error messages.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
+/// A short name of a JSON value's type ("a string", "an object"…), for error messages that
+/// say what was sent instead of what was wanted.
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
