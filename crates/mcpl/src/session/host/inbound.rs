@@ -146,11 +146,7 @@ impl HostState {
             }
             ChannelsIncoming::NAME => {
                 let mut events = Vec::new();
-                let room = self
-                    .rules
-                    .max_pending_outputs
-                    .max(1)
-                    .saturating_sub(self.handed_out);
+                let room = self.event_room_left();
                 let r = self.channels.incoming(
                     &mut diags,
                     params,

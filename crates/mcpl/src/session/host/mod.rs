@@ -298,6 +298,10 @@ pub struct HostState {
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
+    /// Events in `out`.
+    events_out: usize,
+    /// How many more events the application can take ([`HostState::set_event_room`]).
+    event_room: usize,
 }
 
 impl HostState {
@@ -334,6 +338,8 @@ impl HostState {
             app_pending: HashMap::new(),
             out: VecDeque::new(),
             handed_out: 0,
+            events_out: 0,
+            event_room: usize::MAX,
         })
     }
 
@@ -394,6 +400,9 @@ impl HostState {
         if matches!(o, HostOutput::Event(_) | HostOutput::Request { .. }) {
             self.handed_out = self.handed_out.saturating_sub(1);
         }
+        if matches!(o, HostOutput::Event(_)) {
+            self.events_out = self.events_out.saturating_sub(1);
+        }
         Some(o)
     }
 
@@ -416,6 +425,23 @@ impl HostState {
                 self.on_answer(now, id, purpose, Answer::Timeout);
             }
         }
+    }
+
+    /// Tells how many more events the application's queue can take, before the next input:
+    /// an event handed out past it is refused as one past [`HostRules::max_pending_outputs`]
+    /// is (a `push/event` answered `host_busy`, a mode change reported as
+    /// [`HostDiagnostic::EventDropped`]), so a driver that forwards events into a bounded
+    /// queue never drops one the server was told was delivered. Unlimited until called.
+    pub fn set_event_room(&mut self, room: usize) {
+        self.event_room = room;
+    }
+
+    /// Whether request `id` of ours (an id [`Self::before_inference`], [`Self::request`] or
+    /// [`Self::refresh_manifest`] returned, or a [`HostOutput::Transmit`] request's) still
+    /// waits for its answer: `false` once answered or expired by [`Self::handle_timeout`],
+    /// so a driver knows which requests it may forget.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.pending.contains_key(&id)
     }
 
     /// Handles one message received from the server, in wire order.
@@ -715,16 +741,51 @@ impl HostState {
     /// announcement rate limit of §17.8) and reviews the answer where it is read, like an
     /// announced change (§17.5): its receipt, a revocation told by Request. Refused before
     /// the connection is up and on a connection whose server advertised no MCPL.
-    pub fn refresh_manifest(&mut self, now: Instant) -> Result<(), StateError> {
+    /// Returns the fetch's id: its answer (or its timeout) is applied by the input that
+    /// ends [`Self::is_pending`] for it.
+    pub fn refresh_manifest(&mut self, now: Instant) -> Result<u64, StateError> {
         if self.phase != Phase::Up {
             return Err(StateError::NotConnected);
         }
         if self.p.review.is_none() {
             return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
         }
+        let id = self.next_id;
         let deadline = now + self.rules.manifest_timeout;
         self.send_request(ManifestFetch::NAME, json!({}), Purpose::Refresh, deadline);
-        Ok(())
+        Ok(id)
+    }
+
+    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5), by
+    /// [`ManifestReview::accept_ontology`]; a later manifest change to it invalidates the
+    /// acceptance (§17.5). Returns its digest.
+    pub fn accept_ontology(
+        &mut self,
+        name: &str,
+    ) -> Result<String, crate::manifest::review::ReviewError> {
+        match self.p.review.as_mut() {
+            Some(r) => r.accept_ontology(name),
+            None => Err(crate::manifest::review::ReviewError::NoOntology(
+                name.to_owned(),
+            )),
+        }
+    }
+
+    /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5), by
+    /// [`ManifestReview::revoke_ontology`]. Returns the digest that was accepted, if any.
+    pub fn revoke_ontology(&mut self, name: &str) -> Option<String> {
+        self.p.review.as_mut().and_then(|r| r.revoke_ontology(name))
+    }
+
+    /// Sets the tag patterns the host's treatment rules reference (§17.6,
+    /// [`ManifestReview::set_consumer_patterns`]); nothing before a manifest is reviewed.
+    pub fn set_consumer_patterns<'a, I>(&mut self, patterns: I)
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        if let Some(r) = self.p.review.as_mut() {
+            r.set_consumer_patterns(patterns);
+        }
     }
 
     /// Changes the host's policy (§6.7 orderings): a narrowing applies at once, before the
@@ -838,12 +899,29 @@ impl HostState {
     }
 
     fn hand_out(&mut self, o: HostOutput) -> bool {
-        if self.handed_out >= self.rules.max_pending_outputs.max(1) {
+        let event = matches!(o, HostOutput::Event(_));
+        if self.handed_out >= self.rules.max_pending_outputs.max(1)
+            || (event && self.events_out >= self.event_room)
+        {
             return false;
         }
         self.handed_out += 1;
+        if event {
+            self.events_out += 1;
+        }
         self.out.push_back(o);
         true
+    }
+
+    /// How many more events [`Self::hand_out`] may queue now: the bound on what is not yet
+    /// drained, and the room the driver last reported in the application's queue.
+    pub(super) fn event_room_left(&self) -> usize {
+        let undrained = self
+            .rules
+            .max_pending_outputs
+            .max(1)
+            .saturating_sub(self.handed_out);
+        undrained.min(self.event_room.saturating_sub(self.events_out))
     }
 
     fn send_request(&mut self, method: &str, params: Value, purpose: Purpose, deadline: Instant) {

@@ -322,3 +322,88 @@ fn s17_4_a_fetch_is_answered_with_the_manifest_in_force_when_the_rules_say_so() 
         .iter()
         .any(|o| matches!(o, ServerOutput::Request { method, .. } if method == "mcpl/manifest")));
 }
+
+/// §16.5, §17.5: ontology acceptance is an input of the state machine: accepted as declared
+/// in the manifest in force, withdrawn on request, and invalidated by a fetched manifest
+/// that changes the declaration.
+#[test]
+fn s16_5_an_accepted_ontology_is_invalidated_by_a_changed_declaration() {
+    let mut rules = server_rules();
+    rules.manifest["featureSets"]["news"]["tagOntology"] = json!({ "tags": { "acme:a": {} } });
+    let mut p = Pair::new(&["pushEvents"], rules.clone());
+    assert!(
+        p.host.accept_ontology("news").is_err(),
+        "nothing reviewed yet"
+    );
+    p.host.start(p.now);
+    p.drive();
+    let digest = p.host.accept_ontology("news").expect("declared");
+    assert_eq!(p.host.revoke_ontology("news"), Some(digest.clone()));
+    assert_eq!(p.host.revoke_ontology("news"), None);
+    assert_eq!(p.host.accept_ontology("news").as_ref(), Ok(&digest));
+    p.host.set_consumer_patterns(["acme:a"]);
+    let id = p.host.refresh_manifest(p.now).expect("up");
+    assert!(p.host.is_pending(id));
+    p.drive();
+    let mut changed = rules.manifest.clone();
+    changed["featureSets"]["news"]["tagOntology"] = json!({ "tags": { "acme:b": {} } });
+    assert!(answer_fetch(&mut p, changed));
+    p.drive();
+    assert!(!p.host.is_pending(id), "answered");
+    assert_eq!(
+        p.host.review().and_then(|r| r.accepted_ontology("news")),
+        None
+    );
+    let receipt = p
+        .host_out
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            HostOutput::Event(HostEvent::ManifestChange(r)) => Some(r),
+            _ => None,
+        })
+        .expect("a change receipt");
+    use crate::manifest::domains::ChangeImpact;
+    let impacts: Vec<_> = receipt.impacts.iter().map(|i| i.impact).collect();
+    assert!(impacts.contains(&ChangeImpact::OntologyAcceptanceInvalidated));
+    assert!(impacts.contains(&ChangeImpact::OntologyReferenceUndeclared));
+}
+
+/// A driver forwarding events into a bounded application queue reports the queue's room
+/// (`set_event_room`): a `push/event` past it is answered `host_busy` (never told delivered
+/// and then dropped), an event with no answer is reported as `EventDropped`, and room made
+/// again is used.
+#[test]
+fn events_past_the_applications_room_are_refused_not_dropped() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.host.set_event_room(1);
+    let list_changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    for frame in [push(120, "a"), push(121, "b"), list_changed.clone()] {
+        p.host
+            .handle_message(p.now, Message::parse(&frame.to_string()).unwrap());
+    }
+    let mut answers = Vec::new();
+    let mut events = 0;
+    let mut dropped = Vec::new();
+    while let Some(o) = p.host.poll_output() {
+        match o {
+            HostOutput::Transmit(Message::Response(r)) => answers.push(r.outcome),
+            HostOutput::Event(_) => events += 1,
+            HostOutput::Diagnostic(HostDiagnostic::EventDropped { event }) => dropped.push(event),
+            _ => {}
+        }
+    }
+    assert_eq!(events, 1);
+    assert_eq!(answers[0], Ok(json!({"accepted": true})));
+    assert_eq!(
+        answers[1],
+        Ok(json!({"accepted": false, "reason": "host_busy"}))
+    );
+    assert_eq!(dropped, ["ManifestChange"]);
+    // The application took what it had: room again.
+    p.host.set_event_room(1);
+    p.host
+        .handle_message(p.now, Message::parse(&push(122, "b").to_string()).unwrap());
+    assert!(std::iter::from_fn(|| p.host.poll_output())
+        .any(|o| matches!(o, HostOutput::Event(HostEvent::Push { .. }))));
+}
