@@ -602,3 +602,33 @@ fn s6_7_s7_s10_5_removed_surfaces_are_unknown_and_never_reach_the_application() 
         "{out:?}"
     );
 }
+
+/// §6.7, the interleaving `reliability_host_race.rs` hunts with threads: a `push/event` for
+/// a feature set only a widening's receipt makes available, read before that receipt, is
+/// judged under the grant in force where it was read (`-32001`); read after it, admitted.
+#[test]
+fn s6_7_a_push_for_a_set_only_the_widening_enables_read_before_its_receipt_is_refused() {
+    let mut rules = server_rules();
+    rules.manifest["featureSets"]["relay"] = json!({ "uses": ["pushEvents", "channels.register"] });
+    let mut p = Pair::connect(&["pushEvents"], rules);
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into(), "channels.register".into()])
+        .expect("no exchange in flight");
+    p.step_server(); // the policy Request: its receipt is now on the wire to the host
+    let receipt = p.to_host.pop_front().expect("receipt in flight");
+    let mut early = push(61, "r1");
+    early["params"]["featureSet"] = json!("relay");
+    p.server_writes(early);
+    p.to_host.push_back(receipt);
+    p.drive();
+    assert_eq!(p.host_answer(61).unwrap()["error"]["code"], -32001);
+    assert!(p.host.grant().allows(Capability::ChannelsRegister));
+    let mut late = push(62, "r2");
+    late["params"]["featureSet"] = json!("relay");
+    p.server_writes(late);
+    p.drive();
+    assert_eq!(
+        p.host_answer(62).unwrap()["result"],
+        json!({ "accepted": true })
+    );
+}
