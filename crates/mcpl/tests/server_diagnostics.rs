@@ -695,15 +695,19 @@ async fn s5_4_sends_are_refused_alike_by_server_and_server_state() {
     let mut sans_io = Vec::new();
     let mut state = start(true, Some(&grant));
     for fs in ["pings", "nope", "lists", "asks"] {
-        sans_io.push(decided(state.request("push/event", push_params(fs))));
+        sans_io.push(decided(state.request(now, "push/event", push_params(fs))));
     }
     let streamed = serde_json::to_value(ask(true)).unwrap();
-    sans_io.push(decided(state.request("inference/request", streamed)));
+    sans_io.push(decided(state.request(now, "inference/request", streamed)));
     let register = json!({"channels": [{"id": "c", "type": "chat"}]});
-    sans_io.push(decided(state.request("channels/register", register)));
+    sans_io.push(decided(state.request(now, "channels/register", register)));
     for mcpl in [true, false] {
         let mut state = start(mcpl, None);
-        sans_io.push(decided(state.request("push/event", push_params("pings"))));
+        sans_io.push(decided(state.request(
+            now,
+            "push/event",
+            push_params("pings"),
+        )));
     }
 
     assert_eq!(

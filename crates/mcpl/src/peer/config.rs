@@ -107,11 +107,11 @@ pub struct PeerConfig {
 impl Default for PeerConfig {
     fn default() -> Self {
         PeerConfig {
-            request_timeout: Some(Duration::from_secs(30)),
+            request_timeout: Some(crate::session::DEFAULT_REQUEST_TIMEOUT),
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             incoming_capacity: 64,
             outgoing_capacity: 64,
-            max_pending_requests: 1024,
+            max_pending_requests: crate::session::DEFAULT_MAX_PENDING_REQUESTS,
             write_timeout: None,
             idle_timeout: None,
             diagnostics_capacity: 256,

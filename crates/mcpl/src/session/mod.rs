@@ -77,6 +77,7 @@ mod server_hooks;
 mod server_inference;
 mod server_initialize;
 mod server_manifest;
+mod server_pending;
 mod server_ready;
 mod server_report;
 mod turns;
@@ -105,6 +106,7 @@ pub(crate) use server_inference::{result_diagnostic, route_chunk};
 pub(crate) use server_initialize::initialize_result;
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
+pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 #[cfg(feature = "runtime")]
 pub(crate) use server_ready::ReadyMoments;
 pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};

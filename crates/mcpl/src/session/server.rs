@@ -13,10 +13,11 @@
 //! (`server_ready`, §5.3) and the `initialize` result (`server_initialize`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 use super::{admit_at_server, Receiver, Refusal, ServerDiagnostic};
 use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
@@ -69,6 +70,14 @@ pub struct ServerRules {
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
     /// default, as the peer's `max_in_flight_requests`).
     pub max_in_flight: usize,
+    /// How long a request sent with [`ServerState::request`] waits for its answer before it
+    /// is given up ([`ServerOutput::RequestTimedOut`]); `None` waits until the connection
+    /// ends. [`DEFAULT_REQUEST_TIMEOUT`] by default, as the peer's `request_timeout`.
+    pub request_timeout: Option<Duration>,
+    /// The most requests sent with [`ServerState::request`] and not yet answered or given
+    /// up; one past it is refused ([`SendRefusal::TooManyPending`]).
+    /// [`DEFAULT_MAX_PENDING_REQUESTS`] by default, as the peer's `max_pending_requests`.
+    pub max_pending: usize,
 }
 
 impl ServerRules {
@@ -86,6 +95,8 @@ impl ServerRules {
             channels_list_by_application: false,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
+            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+            max_pending: DEFAULT_MAX_PENDING_REQUESTS,
         }
     }
 }
@@ -129,6 +140,13 @@ pub enum ServerOutput {
         /// Its outcome.
         outcome: Result<Value, ErrorObject>,
     },
+    /// A request sent through [`ServerState::request`] got no answer within
+    /// [`ServerRules::request_timeout`] ([`ServerState::handle_timeout`]): it is given up,
+    /// and an answer arriving later is an `unexpected_response` diagnostic.
+    RequestTimedOut {
+        /// The id [`ServerState::request`] returned.
+        id: u64,
+    },
     /// A policy Request was accepted and its receipt transmitted (§5.3: the first makes the
     /// session ready): `server::Server`'s `on_ready` moment, and `on_first_ready`'s when
     /// `first`.
@@ -162,6 +180,13 @@ pub enum SendRefusal {
     /// answered: nothing is sent.
     #[error("no host request {0} is waiting for an answer")]
     UnknownRequest(String),
+    /// [`ServerRules::max_pending`] requests already wait for the host's answer: nothing is
+    /// sent.
+    #[error("{limit} requests already wait for the host's answer")]
+    TooManyPending {
+        /// The bound.
+        limit: usize,
+    },
 }
 
 /// How a server answers one policy Request ([`answer_policy_request`]).
@@ -290,8 +315,8 @@ pub struct ServerState {
     initialized: bool,
     mcpl: bool,
     policy: ServerPolicyState,
-    next_id: u64,
-    pending: HashMap<u64, ()>,
+    /// The application's requests waiting for the host's answer, with their deadlines.
+    pending: super::server_pending::OwnRequests,
     /// Host requests handed out and not answered yet; `true` for a `context/beforeInference`,
     /// whose answer is filtered before it is sent.
     handed: HashMap<RequestId, bool>,
@@ -318,8 +343,7 @@ impl ServerState {
             initialized: false,
             mcpl: false,
             policy: ServerPolicyState::new(decls),
-            next_id: 1,
-            pending: HashMap::new(),
+            pending: Default::default(),
             handed: HashMap::new(),
             turns,
             out: VecDeque::new(),
@@ -394,7 +418,7 @@ impl ServerState {
                     Some(RequestId::Number(n)) => n.as_u64(),
                     _ => None,
                 };
-                match id.filter(|id| self.pending.remove(id).is_some()) {
+                match id.filter(|id| self.pending.answered(*id)) {
                     Some(id) => {
                         self.channels.answered(id, &r.outcome);
                         let defect = self.inference.answered(id, &r.outcome);
@@ -434,16 +458,28 @@ impl ServerState {
         self.inference = Default::default();
     }
 
-    /// When [`Self::handle_timeout`] is due next: the earliest open turn's safety timeout.
+    /// When [`Self::handle_timeout`] is due next: the earliest of the open turns' safety
+    /// timeouts and the deadlines of the requests sent through [`Self::request`].
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.turns.next_deadline()
+        match (self.turns.next_deadline(), self.pending.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Ends, at `now`, every turn whose safety timeout passed (§10.5), as
+    /// At `now`: gives up every request sent through [`Self::request`] whose deadline
+    /// passed, earliest first, as [`ServerOutput::RequestTimedOut`] (a channel change among
+    /// them settles unanswered, §14.5, and a streaming `inference/request` takes no more
+    /// chunks, §11.4); then ends every turn whose safety timeout passed (§10.5), as
     /// [`ServerOutput::Turn`].
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.closed {
             return;
+        }
+        for id in self.pending.expire(now) {
+            self.channels.gave_up(id);
+            self.inference.ended(id);
+            self.out.push_back(ServerOutput::RequestTimedOut { id });
         }
         for end in self.turns.expire(now) {
             self.out
@@ -495,15 +531,24 @@ impl ServerState {
             .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
     }
 
-    /// Sends `method` to the host if the host would admit it now: its admission rule
-    /// ([`admit`](super::admit) as the host applies it) and, when `params` name a `featureSet`, the
-    /// feature-set gate (§6.6) — a message the host would refuse is not sent. Returns the
-    /// id its [`ServerOutput::Response`] will carry.
-    pub fn request(&mut self, method: &str, params: Value) -> Result<u64, SendRefusal> {
+    /// Sends `method` at `now` to the host if the host would admit it now: its admission
+    /// rule ([`admit`](super::admit) as the host applies it) and, when `params` name a
+    /// `featureSet`, the feature-set gate (§6.6) — a message the host would refuse is not
+    /// sent — and while fewer than [`ServerRules::max_pending`] requests wait. Returns the
+    /// id its [`ServerOutput::Response`] will carry, or its
+    /// [`ServerOutput::RequestTimedOut`] once [`ServerRules::request_timeout`] has passed.
+    pub fn request(
+        &mut self,
+        now: Instant,
+        method: &str,
+        params: Value,
+    ) -> Result<u64, SendRefusal> {
         self.gate_outbound(method, &params)?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.pending.insert(id, ());
+        let limit = self.rules.max_pending;
+        if self.pending.len() >= limit {
+            return Err(SendRefusal::TooManyPending { limit });
+        }
+        let id = self.pending.sent(now, self.rules.request_timeout);
         self.channels.sent(id, method, &params);
         self.inference.sent(id, method, &params);
         self.out

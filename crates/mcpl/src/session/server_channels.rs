@@ -54,6 +54,20 @@ impl AcceptedChannels {
             }
         }
     }
+
+    /// Applies a `change` whose answer never came: reading (§14.5 is silent on a change the
+    /// host never answers; fail closed), the host may have applied any part of it, so the
+    /// channels it removed or updated are no longer counted as accepted and what it added
+    /// is not accepted. The server claims no channel the host may not hold as it does.
+    fn unanswered(&mut self, change: &ChannelChange) {
+        for id in change
+            .removed
+            .iter()
+            .chain(change.updated.iter().map(|d| &d.id))
+        {
+            self.0.remove(id);
+        }
+    }
 }
 
 /// One channel change the server sent: what `channels/register` or `channels/changed`
@@ -102,13 +116,22 @@ impl ChannelChange {
     }
 }
 
-/// A channel change in flight and, once answered, its itemized result (`None`: refused, or
-/// an answer that is no itemized result, so nothing was accepted).
+/// A channel change in flight and, once settled, how.
 #[derive(Debug)]
 struct InFlight {
     id: u64,
     change: ChannelChange,
-    answer: Option<Option<ItemizedResult>>,
+    answer: Option<Settled>,
+}
+
+/// How a channel change in flight was settled.
+#[derive(Debug)]
+enum Settled {
+    /// Answered: its itemized result (`None`: refused, or an answer that is no itemized
+    /// result, so nothing was accepted).
+    Answered(Option<ItemizedResult>),
+    /// Given up unanswered ([`AcceptedChannels::unanswered`]).
+    GaveUp,
 }
 
 /// The server's channel changes in flight, applied to [`AcceptedChannels`] in the order
@@ -140,22 +163,35 @@ impl ChannelLedger {
     }
 
     /// Request `id` was answered with `outcome`: if it was a channel change, it and every
-    /// answered change sent before it take effect, in send order.
+    /// settled change sent before it take effect, in send order.
     pub(crate) fn answered(&mut self, id: u64, outcome: &Result<Value, ErrorObject>) {
-        let Some(entry) = self.in_flight.iter_mut().find(|e| e.id == id) else {
-            return;
-        };
         let result = outcome
             .as_ref()
             .ok()
             .and_then(|v| ItemizedResult::deserialize(v).ok());
-        entry.answer = Some(result);
+        self.settle(id, Settled::Answered(result));
+    }
+
+    /// Request `id` was given up unanswered (its deadline passed): if it was a channel
+    /// change, it settles as [`AcceptedChannels::unanswered`] says, in send order, so the
+    /// changes sent after it no longer wait for it.
+    pub(crate) fn gave_up(&mut self, id: u64) {
+        self.settle(id, Settled::GaveUp);
+    }
+
+    fn settle(&mut self, id: u64, how: Settled) {
+        let Some(entry) = self.in_flight.iter_mut().find(|e| e.id == id) else {
+            return;
+        };
+        entry.answer = Some(how);
         while self.in_flight.front().is_some_and(|e| e.answer.is_some()) {
             let Some(done) = self.in_flight.pop_front() else {
                 break;
             };
-            if let Some(Some(result)) = &done.answer {
-                self.accepted.apply(result, &done.change);
+            match &done.answer {
+                Some(Settled::Answered(Some(result))) => self.accepted.apply(result, &done.change),
+                Some(Settled::GaveUp) => self.accepted.unanswered(&done.change),
+                Some(Settled::Answered(None)) | None => {}
             }
         }
     }

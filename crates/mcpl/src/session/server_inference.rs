@@ -72,11 +72,21 @@ impl InferenceRequests {
         id: u64,
         outcome: &Result<Value, ErrorObject>,
     ) -> Option<ServerDiagnostic> {
-        if !self.open.remove(&id) {
+        if !self.ended(id) {
             return None;
         }
-        self.streams.remove(&RequestId::from(id));
         outcome.as_ref().ok().and_then(result_diagnostic)
+    }
+
+    /// Request `id` ends without a result (answered, or given up at its deadline): it and
+    /// its stream are no longer tracked, so a later chunk naming it is
+    /// `unknown_inference_chunk`. Whether it was an `inference/request` in flight.
+    pub(crate) fn ended(&mut self, id: u64) -> bool {
+        if !self.open.remove(&id) {
+            return false;
+        }
+        self.streams.remove(&RequestId::from(id));
+        true
     }
 
     /// The streaming request an `inference/chunk` with `params` belongs to, by

@@ -240,7 +240,10 @@ fn s17_8_announcements_after_ready_are_fetched_after_a_follow_up_came_due_before
 fn s17_3_a_manifest_change_on_a_live_connection_is_declared_and_announced() {
     use crate::manifest::domains::ChangeDomain;
     let mut p = Pair::connect(&["pushEvents"], server_rules());
-    assert!(p.server.request("push/event", sports_push()).is_err());
+    assert!(p
+        .server
+        .request(p.now, "push/event", sports_push())
+        .is_err());
     p.server.manifest_changed(
         manifest_with_sports(),
         changed("r2", &[ChangeDomain::FeatureSets]),
@@ -253,7 +256,7 @@ fn s17_3_a_manifest_change_on_a_live_connection_is_declared_and_announced() {
         json!({ "revision": "r2", "domains": ["featureSets"] })
     );
     // §17.5: the added set is derived under the grant in force, so it may be used at once.
-    assert!(p.server.request("push/event", sports_push()).is_ok());
+    assert!(p.server.request(p.now, "push/event", sports_push()).is_ok());
 }
 
 #[test]
@@ -293,7 +296,7 @@ fn s17_10_a_change_before_initialize_is_answered_by_initialize_not_announced() {
         "{init}"
     );
     p.drive();
-    assert!(p.server.request("push/event", sports_push()).is_ok());
+    assert!(p.server.request(p.now, "push/event", sports_push()).is_ok());
 }
 
 #[test]

@@ -25,7 +25,7 @@ fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
     assert!(p.host.is_ready());
     let refused = p
         .server
-        .request("push/event", push(0, "x")["params"].clone());
+        .request(p.now, "push/event", push(0, "x")["params"].clone());
     assert!(matches!(
         refused,
         Err(server::SendRefusal::Admission(Refusal::Denied(_), _))
@@ -34,7 +34,7 @@ fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
     let mut q = Pair::new(&["pushEvents"], server_rules());
     let early = q
         .server
-        .request("push/event", push(0, "x")["params"].clone());
+        .request(q.now, "push/event", push(0, "x")["params"].clone());
     assert!(matches!(
         early,
         Err(server::SendRefusal::Admission(Refusal::NotReady(_), _))
@@ -704,7 +704,7 @@ fn s14_5_the_channels_the_host_accepted_are_kept_from_itemized_results() {
         ]
     );
     p.server
-        .request("channels/changed", json!({ "removed": ["a"] }))
+        .request(p.now, "channels/changed", json!({ "removed": ["a"] }))
         .expect("granted");
     p.drive();
     assert_eq!(labels(&p.server), vec![("b".into(), Some("two".into()))]);
@@ -715,6 +715,7 @@ fn s14_5_channel_results_apply_in_send_order_whatever_order_the_answers_arrive_i
     let mut p = registering(json!([channel("a", "old")]));
     p.server
         .request(
+            p.now,
             "channels/changed",
             json!({ "updated": [channel("a", "new")] }),
         )
@@ -733,6 +734,7 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
     let refused = p
         .server
         .request(
+            p.now,
             "channels/register",
             json!({ "channels": [channel("a", "x")] }),
         )
@@ -740,6 +742,7 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
     let malformed = p
         .server
         .request(
+            p.now,
             "channels/register",
             json!({ "channels": [channel("b", "y")] }),
         )
@@ -762,7 +765,7 @@ fn s11_4_the_hosts_chunks_reach_the_streaming_request_before_its_response() {
     let mut p = inference_pair();
     let asked = p
         .server
-        .request("inference/request", ask(true))
+        .request(p.now, "inference/request", ask(true))
         .expect("granted");
     p.drive();
     let id = handed_inference(&p);

@@ -367,7 +367,11 @@ fn channel(id: &str, label: &str) -> Value {
 fn registering(descriptors: Value) -> Pair {
     let mut p = Pair::connect(&["pushEvents", "channels.register"], server_rules());
     p.server
-        .request("channels/register", json!({ "channels": descriptors }))
+        .request(
+            p.now,
+            "channels/register",
+            json!({ "channels": descriptors }),
+        )
         .expect("granted");
     p
 }
@@ -381,7 +385,7 @@ fn asked_without_stream() -> (Pair, u64) {
     let mut p = inference_pair();
     let asked = p
         .server
-        .request("inference/request", ask(false))
+        .request(p.now, "inference/request", ask(false))
         .expect("granted");
     p.collect();
     (p, asked)
@@ -446,3 +450,4 @@ mod manifest;
 mod messages;
 mod model;
 mod policy;
+mod requests;

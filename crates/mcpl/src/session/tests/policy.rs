@@ -34,7 +34,7 @@ fn s5_3_a_push_right_behind_the_receipt_is_admitted() {
     assert!(!p.host.is_ready(), "its receipt is still on the wire");
     let id = p
         .server
-        .request("push/event", push(0, "e1")["params"].clone())
+        .request(p.now, "push/event", push(0, "e1")["params"].clone())
         .expect("ready and granted");
     p.drive();
     assert_eq!(p.pushes(), 1);
