@@ -136,8 +136,11 @@ fn refused(method: &str, refusal: SendRefusal) -> SendError {
         }
         // The typed senders send only methods the host receives (the test
         // `s4_1_every_typed_sender_is_a_host_bound_method`); were one not, the host would
-        // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request.
-        SendRefusal::Admission(Refusal::NotReceived, _) | SendRefusal::UnknownRequest(_) => {
+        // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request
+        // and names no dedicated path (only `ServerState::notify` does).
+        SendRefusal::Admission(Refusal::NotReceived, _)
+        | SendRefusal::UnknownRequest(_)
+        | SendRefusal::UseDedicated { .. } => {
             SendError::Peer(PeerError::Remote(ErrorObject::method_not_found(method)))
         }
     }

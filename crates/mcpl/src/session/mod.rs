@@ -88,7 +88,8 @@ pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
-    answer_policy_request, PolicyAnswer, SendRefusal, ServerOutput, ServerRules, ServerState,
+    answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
+    ServerState,
 };
 // Only `server::Server` (the `runtime` feature) calls these rules from outside this module.
 #[cfg(feature = "runtime")]

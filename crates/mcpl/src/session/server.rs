@@ -180,6 +180,15 @@ pub enum SendRefusal {
     /// answered: nothing is sent.
     #[error("no host request {0} is waiting for an answer")]
     UnknownRequest(String),
+    /// The method has a path of its own that keeps the server's obligations for it
+    /// ([`dedicated_to_host`]): nothing was sent.
+    #[error("{method} cannot be sent raw: call {instead} instead, which keeps the server's obligations for it")]
+    UseDedicated {
+        /// The method.
+        method: String,
+        /// What to call instead.
+        instead: &'static str,
+    },
     /// [`ServerRules::max_pending`] requests already wait for the host's answer: nothing is
     /// sent.
     #[error("{limit} requests already wait for the host's answer")]
@@ -295,6 +304,23 @@ pub(crate) fn gate_to_host(
             .map_err(|r| SendRefusal::FeatureSet(r, fs.to_owned()))?;
     }
     Ok(req)
+}
+
+/// The call to use instead of [`ServerState::notify`] for a notification to the host that
+/// has a path of its own keeping the server's obligations for it, as
+/// [`outbound::dedicated`](super::outbound::dedicated) names the host's: `channels/changed`
+/// goes as a Request through [`ServerState::request`], whose itemized result keeps the
+/// channels the host accepted (§14.5; the Notification form has no result, so the ledger
+/// could not follow it), and `mcpl/manifestChanged` through
+/// [`ServerState::manifest_changed`], which declares the changed sets on the session and
+/// coalesces the announcements (§17.3, §17.8). `None`: no path of its own.
+pub fn dedicated_to_host(method: &str) -> Option<&'static str> {
+    use crate::protocol::channels::ChannelsChanged;
+    match method {
+        ChannelsChanged::NAME => Some("ServerState::request (the Request form)"),
+        ManifestChanged::METHOD => Some("ServerState::manifest_changed"),
+        _ => None,
+    }
 }
 
 /// §10.1 at the server, for `server::Server` and [`ServerState`] alike: `context/beforeInference`
@@ -560,9 +586,16 @@ impl ServerState {
         Ok(id)
     }
 
-    /// Sends notification `method` (`channels/changed`, `mcpl/manifestChanged`, …) if the
-    /// host would admit it now, by the same gate as [`Self::request`].
+    /// Sends notification `method` if the host would admit it now, by the same gate as
+    /// [`Self::request`]. A method with a path of its own is refused and named
+    /// ([`dedicated_to_host`], [`SendRefusal::UseDedicated`]).
     pub fn notify(&mut self, method: &str, params: Value) -> Result<(), SendRefusal> {
+        if let Some(instead) = dedicated_to_host(method) {
+            return Err(SendRefusal::UseDedicated {
+                method: method.to_owned(),
+                instead,
+            });
+        }
         self.gate_outbound(method, &params)?;
         self.out
             .push_back(ServerOutput::Transmit(Message::Notification(

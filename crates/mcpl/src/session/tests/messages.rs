@@ -39,12 +39,13 @@ fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
         early,
         Err(server::SendRefusal::Admission(Refusal::NotReady(_), _))
     ));
-    // Notifications go through the same gate: `channels/changed` needs `channels.register`.
+    // `channels/changed` needs `channels.register`.
     let changed = json!({"added": [{"id": "c1", "type": "chat", "direction": "inbound"}]});
     assert!(matches!(
-        p.server.notify("channels/changed", changed.clone()),
+        p.server.request(p.now, "channels/changed", changed.clone()),
         Err(server::SendRefusal::Admission(Refusal::Denied(_), _))
     ));
+    // Notifications go through the same gate.
     assert!(matches!(
         p.server.notify("context/beforeInference", json!({})),
         Err(server::SendRefusal::Admission(Refusal::NotReceived, _))
@@ -53,9 +54,50 @@ fn s5_4_the_server_does_not_send_what_the_host_would_refuse() {
         &["channels.register", "channels.incoming"],
         channels_rules(),
     );
-    c.server.notify("channels/changed", changed).unwrap();
+    c.server
+        .request(c.now, "channels/changed", changed)
+        .expect("granted");
     c.drive();
     assert_eq!(c.host.channels().ids(), ["c1"]);
+}
+
+/// §14.5, §17.3: `notify` refuses the notifications that have a path of their own and
+/// names it (as the host's generic path does, `StateError::UseDedicated`): a Notification-
+/// form `channels/changed` has no itemized result for the channel ledger to follow, and a
+/// raw `mcpl/manifestChanged` would bypass the declarations and the coalescing.
+#[test]
+fn s14_5_s17_3_notify_refuses_what_has_a_path_of_its_own() {
+    let mut c = Pair::connect(
+        &["channels.register", "channels.incoming"],
+        channels_rules(),
+    );
+    let changed = json!({"added": [{"id": "c1", "type": "chat", "direction": "inbound"}]});
+    let announce = json!({"revision": "r2", "domains": ["featureSets"]});
+    for (method, params, instead) in [
+        (
+            "channels/changed",
+            changed,
+            "ServerState::request (the Request form)",
+        ),
+        (
+            "mcpl/manifestChanged",
+            announce,
+            "ServerState::manifest_changed",
+        ),
+    ] {
+        assert_eq!(
+            c.server.notify(method, params),
+            Err(server::SendRefusal::UseDedicated {
+                method: method.into(),
+                instead
+            })
+        );
+        assert_eq!(server::dedicated_to_host(method), Some(instead));
+    }
+    c.collect();
+    assert!(c.to_host.is_empty(), "nothing written");
+    assert!(c.host.channels().ids().is_empty());
+    assert_eq!(server::dedicated_to_host("notifications/message"), None);
 }
 
 /// §11.3: the application's `inference/request` result is held to the one result rule
