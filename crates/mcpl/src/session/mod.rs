@@ -74,6 +74,7 @@ pub mod rules;
 mod server;
 mod server_channels;
 mod server_hooks;
+mod server_inbound;
 mod server_inference;
 mod server_initialize;
 mod server_manifest;
@@ -93,18 +94,19 @@ pub use server::{
 };
 // Only `server::Server` (the `runtime` feature) calls these rules from outside this module.
 #[cfg(feature = "runtime")]
-pub(crate) use server::{
-    gate_to_host, host_notification, read_initialize, route_host_request, unredacted_hook,
-    NotificationStep, RequestRoute, SendState,
-};
+pub(crate) use server::{gate_to_host, unredacted_hook, SendState};
 #[cfg(feature = "runtime")]
 pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
 #[cfg(feature = "runtime")]
 pub(crate) use server_hooks::{filter_hook_answer, hook_not_run};
 #[cfg(feature = "runtime")]
+pub(crate) use server_inbound::{
+    host_notification, route_host_request, NotificationStep, RequestRoute,
+};
+#[cfg(feature = "runtime")]
 pub(crate) use server_inference::{result_diagnostic, route_chunk};
 #[cfg(feature = "runtime")]
-pub(crate) use server_initialize::initialize_result;
+pub(crate) use server_initialize::{initialize_result, read_initialize};
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};

@@ -17,8 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use super::server_inbound::{
+    grant_in_force, host_notification, route_host_request, NotificationStep, RequestRoute,
+};
+use super::server_initialize::read_initialize;
 use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
-use super::{admit_at_server, Receiver, Refusal, ServerDiagnostic};
+use super::{Receiver, Refusal, ServerDiagnostic};
 use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
@@ -27,10 +31,8 @@ use crate::policy::{
     self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
 };
 use crate::protocol::channels::ChannelsList;
-use crate::protocol::handshake;
 use crate::protocol::hooks::BeforeInference;
 use crate::protocol::inference::InferenceChunk;
-use crate::protocol::lifecycle::LifecycleParams;
 use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method;
 
@@ -799,224 +801,4 @@ impl ServerState {
             None => {}
         }
     }
-}
-
-/// What [`host_notification`] decided for one host notification.
-#[derive(Debug)]
-pub(crate) enum NotificationStep {
-    /// Refused or fully handled here; the diagnostics say why.
-    Done,
-    /// A `featureSets/update` Notification was applied (§6.7): the grant may have changed.
-    PolicyApplied,
-    /// `inference/lifecycle` paired into §10.5 turn boundaries, in order (an evicted end
-    /// first, [`LifecycleTracker::observe`]).
-    Turns(Vec<TurnEvent>),
-    /// For the application: `notifications/initialized`, or an admitted MCPL notification.
-    Deliver(Notification),
-    /// A method this crate does not type and MCPL did not remove: the caller decides
-    /// (`server::Server` reports it or hands it to its MCP fallback; [`ServerState`] hands
-    /// it out).
-    Untyped(Notification),
-}
-
-/// The one server rule for a host notification, used by [`ServerState`] and
-/// `server::Server` alike: `featureSets/update` as a Notification (§6.7; on an MCP-only
-/// connection it is no method, §3.2), the admission of every other MCPL notification
-/// (§5.3, §5.4: a refused one has no response to carry the error, so it is reported), a
-/// removed surface (`protocol::REMOVED_METHODS`) reported as unknown, and
-/// `inference/lifecycle` observed by the §10.5 tracker. What it reports is pushed on
-/// `diags`.
-pub(crate) fn host_notification(
-    mcpl: bool,
-    policy: &mut ServerPolicyState,
-    turns: &mut LifecycleTracker,
-    now: Instant,
-    n: Notification,
-    diags: &mut Vec<ServerDiagnostic>,
-) -> NotificationStep {
-    let method = n.method.as_str();
-    match method {
-        "notifications/initialized" => return NotificationStep::Deliver(n),
-        "featureSets/update" if !mcpl => {
-            diags.push(ServerDiagnostic::UnknownNotification {
-                method: n.method,
-                mcp_only: true,
-            });
-            return NotificationStep::Done;
-        }
-        "featureSets/update" => {
-            let params = n.params.unwrap_or(Value::Null);
-            match policy.apply(Form::Notification, &params) {
-                Ok(o) => diags.extend(o.diagnostics.into_iter().map(ServerDiagnostic::Policy)),
-                Err(e) => diags.push(ServerDiagnostic::PolicyMalformed {
-                    form: Form::Notification,
-                    error: e.to_string(),
-                }),
-            }
-            return NotificationStep::PolicyApplied;
-        }
-        _ => {}
-    }
-    if crate::protocol::method_info(method).is_none() {
-        if crate::protocol::removed_in(method).is_some() {
-            // A surface MCPL 0.5 removed is unknown, whoever would take it.
-            diags.push(ServerDiagnostic::UnknownNotification {
-                method: n.method,
-                mcp_only: false,
-            });
-            return NotificationStep::Done;
-        }
-        return NotificationStep::Untyped(n);
-    }
-    if let Err(refusal) = admit_under(policy, mcpl, method, n.params.as_ref()) {
-        diags.push(ServerDiagnostic::NotificationDenied {
-            method: n.method,
-            refusal,
-        });
-        return NotificationStep::Done;
-    }
-    if method != "inference/lifecycle" {
-        return NotificationStep::Deliver(n);
-    }
-    let p: LifecycleParams = match crate::jsonrpc::parse_params(n.params) {
-        Ok(p) => p,
-        Err(e) => {
-            diags.push(ServerDiagnostic::InvalidNotification {
-                method: n.method,
-                error: e.message.into_owned(),
-            });
-            return NotificationStep::Done;
-        }
-    };
-    let obs = turns.observe(&p, now);
-    diags.extend(obs.diagnostics.into_iter().map(ServerDiagnostic::Lifecycle));
-    let events = obs
-        .evicted
-        .map(TurnEvent::Ended)
-        .into_iter()
-        .chain(obs.event)
-        .collect();
-    NotificationStep::Turns(events)
-}
-
-/// What a server reads from the host's `initialize` ([`read_initialize`]).
-#[derive(Debug)]
-pub(crate) struct InitializeRead {
-    /// The MCP `protocolVersion` the host asked for, answered as sent.
-    pub(crate) protocol_version: String,
-    /// Whether the host speaks MCPL 0.5 (§3.2).
-    pub(crate) mcpl: bool,
-    /// `host_mcpl_version` when it advertises another MCPL version.
-    pub(crate) diagnostic: Option<ServerDiagnostic>,
-}
-
-/// The one server rule for the host's `initialize`, used by [`ServerState`] and
-/// `server::Server`: a second one is `-32600`; only `protocolVersion` is required (read
-/// leniently, §5.1); a host advertising another MCPL version is served as plain MCP and
-/// reported (§3.2).
-pub(crate) fn read_initialize(
-    initialized: bool,
-    params: Option<&Value>,
-) -> Result<InitializeRead, ErrorObject> {
-    if initialized {
-        return Err(ErrorObject::invalid_request("already initialized"));
-    }
-    let Some(version) = params
-        .and_then(|p| p.get("protocolVersion"))
-        .and_then(Value::as_str)
-    else {
-        return Err(ErrorObject::invalid_params(
-            "initialize: protocolVersion must be a string",
-        ));
-    };
-    let null = Value::Null;
-    let read = handshake::host_mcpl(params.unwrap_or(&null));
-    let mcpl = read.is_v05();
-    let diagnostic = match read {
-        handshake::HostMcpl::Other(version) => Some(ServerDiagnostic::HostMcplVersion { version }),
-        _ => None,
-    };
-    Ok(InitializeRead {
-        protocol_version: version.to_owned(),
-        mcpl,
-        diagnostic,
-    })
-}
-
-/// Where [`route_host_request`] sends a host request that is not refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestRoute {
-    /// `initialize` ([`read_initialize`] decides the rest).
-    Initialize,
-    /// `ping`: answered `{}` at any time.
-    Ping,
-    /// An admitted `featureSets/update` Request (§6.7, [`answer_policy_request`]).
-    Policy,
-    /// A method this crate does not type: the application's own, or its MCP fallback's.
-    Untyped,
-    /// A typed host → server method the admission rule admitted (§5.3, §5.4).
-    Admitted,
-}
-
-/// The one server rule for where a host request goes, used by [`ServerState`] and
-/// `server::Server`: `initialize` and `ping` at any time; nothing else before
-/// `initialize` (`-32600`); a notification method sent with an id is `-32600`; a surface
-/// MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is `-32601`; any other method this crate
-/// does not type is the application's; every typed one passes
-/// [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
-pub(crate) fn route_host_request(
-    method: &str,
-    params: Option<&Value>,
-    initialized: bool,
-    mcpl: bool,
-    policy: &ServerPolicyState,
-) -> Result<RequestRoute, ErrorObject> {
-    match method {
-        "initialize" => return Ok(RequestRoute::Initialize),
-        "ping" => return Ok(RequestRoute::Ping),
-        _ if !initialized => {
-            return Err(ErrorObject::invalid_request(format!(
-                "{method} before initialize"
-            )))
-        }
-        _ => {}
-    }
-    let Some(info) = crate::protocol::method_info(method) else {
-        if crate::protocol::removed_in(method).is_some() {
-            // A surface MCPL 0.5 removed is an unknown method, whoever would take it.
-            return Err(ErrorObject::method_not_found(method));
-        }
-        return Ok(RequestRoute::Untyped);
-    };
-    if info.kind == crate::protocol::Kind::Notification {
-        return Err(ErrorObject::invalid_request(format!(
-            "{method} is a notification"
-        )));
-    }
-    admit_under(policy, mcpl, method, params).map_err(|r| r.to_error(method))?;
-    Ok(if method == "featureSets/update" {
-        RequestRoute::Policy
-    } else {
-        RequestRoute::Admitted
-    })
-}
-
-/// The grant in force under `policy`: nothing until the first policy Request (§5.3).
-fn grant_in_force(policy: &ServerPolicyState) -> Grant {
-    if policy.is_ready() {
-        *policy.grant()
-    } else {
-        Grant::none()
-    }
-}
-
-/// [`admit_at_server`] under `policy`'s readiness and grant in force.
-fn admit_under(
-    policy: &ServerPolicyState,
-    mcpl: bool,
-    method: &str,
-    params: Option<&Value>,
-) -> Result<crate::capability::Requirement, Refusal> {
-    let grant = grant_in_force(policy);
-    admit_at_server(method, params, mcpl, policy.is_ready(), &grant)
 }
