@@ -23,7 +23,7 @@ use crate::protocol::handshake::{
     ToolsCall, ToolsCallParams, ToolsCallResult, ToolsList, ToolsListResult,
 };
 use crate::protocol::hooks::BeforeInference;
-use crate::protocol::manifest::{Manifest, ManifestFetch};
+use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::state::StateRollback;
 use crate::protocol::{method_info, Method};
 use crate::session::{route_host_request, RequestRoute};
@@ -321,12 +321,8 @@ pub(super) async fn on_initialize(conn: &Arc<Conn>, req: IncomingRequest) {
     let (protocol_version, mcpl) = (read.protocol_version, read.mcpl);
     let raw = req.request().params.clone().unwrap_or(Value::Null);
     let snapshot: Arc<ManifestSnapshot> = conn.tracker().snapshot();
-    let manifest = match snapshot.manifest() {
-        Value::Object(m) => Manifest(m.clone()),
-        _ => Manifest::default(),
-    };
     let result = match conn.fallback() {
-        Some(f) => match fallback_initialize(conn, f, req.id(), raw, manifest).await {
+        Some(f) => match fallback_initialize(conn, f, req.id(), raw, snapshot.manifest()).await {
             Ok(result) => result,
             Err(e) => return respond::<()>(req, Err(e)).await,
         },

@@ -4,14 +4,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::conn::Conn;
 use super::dispatch::{guarded, respond_value};
 use super::*;
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::peer::IncomingRequest;
-use crate::protocol::manifest::Manifest;
 
 /// The future an [`McpFallback`] answers a request with.
 pub type FallbackFuture = Pin<Box<dyn Future<Output = HandlerResult<Value>> + Send>>;
@@ -51,17 +50,16 @@ pub(super) fn spawn_fallback(conn: &Arc<Conn>, req: IncomingRequest, f: Arc<dyn 
     });
 }
 
-/// The fallback's `initialize` result with the manifest under
-/// `capabilities.experimental.mcpl` and the builder's MCP capabilities where it has none.
-/// Reading: the fallback gets the connection's request timeout to answer (without one it is
-/// waited for); a result that is not an object, or whose `capabilities` is not one, is the
-/// fallback's defect and answered `-32603`, leaving the connection uninitialized.
+/// The fallback's `initialize` result made the session's by the one rule
+/// ([`crate::session::application_initialize_result`], as `ServerState` makes an
+/// application's answer). Reading: the fallback gets the connection's request timeout to
+/// answer (without one it is waited for).
 pub(super) async fn fallback_initialize(
     conn: &Conn,
     f: Arc<dyn McpFallback>,
     id: &RequestId,
     params: Value,
-    manifest: Manifest,
+    manifest: &Value,
 ) -> Result<Value, ErrorObject> {
     let fut = guarded(conn, "MCP fallback's initialize", f.initialize(id, params));
     let out = match conn.server.peer_config.request_timeout {
@@ -72,34 +70,15 @@ pub(super) async fn fallback_initialize(
         })?,
         None => fut.await,
     }?;
-    let Value::Object(mut result) = out else {
-        return Err(ErrorObject::internal(
-            "the MCP fallback's initialize result is not an object",
-        ));
-    };
-    let caps = result
-        .entry("capabilities")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Value::Object(caps) = caps else {
-        return Err(ErrorObject::internal(
-            "the MCP fallback's initialize result has a non-object `capabilities`",
-        ));
-    };
-    for (k, v) in &conn.server.mcp_capabilities {
-        caps.entry(k.clone()).or_insert_with(|| v.clone());
+    let mut diags = Vec::new();
+    let result = crate::session::application_initialize_result(
+        out,
+        &conn.server.mcp_capabilities,
+        manifest,
+        &mut diags,
+    );
+    for d in diags {
+        conn.diagnostic(d);
     }
-    let experimental = caps
-        .entry("experimental")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !experimental.is_object() {
-        conn.diagnostic(ServerDiagnostic::FallbackExperimentalReplaced);
-        *experimental = Value::Object(Map::new());
-    }
-    if let Value::Object(experimental) = experimental {
-        if experimental.contains_key("mcpl") {
-            conn.diagnostic(ServerDiagnostic::FallbackMcplReplaced);
-        }
-        experimental.insert("mcpl".into(), Value::Object(manifest.0));
-    }
-    Ok(Value::Object(result))
+    result
 }

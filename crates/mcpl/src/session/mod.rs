@@ -106,7 +106,9 @@ pub(crate) use server_inbound::{
 #[cfg(feature = "runtime")]
 pub(crate) use server_inference::{result_diagnostic, route_chunk};
 #[cfg(feature = "runtime")]
-pub(crate) use server_initialize::{initialize_result, read_initialize};
+pub(crate) use server_initialize::{
+    application_initialize_result, initialize_result, read_initialize,
+};
 #[cfg(feature = "runtime")]
 pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};

@@ -68,6 +68,13 @@ pub struct ServerRules {
     /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
     /// it here with [`ServerState::channels`] (§14.3), as `server::Server` does without one.
     pub channels_list_by_application: bool,
+    /// Whether the application answers `initialize` (an MCP implementation of its own, as
+    /// `server::ServerBuilder::mcp_fallback`'s): `true` hands an `initialize` the session
+    /// read (§5.1; a host's MCPL version, §3.2) out as [`ServerOutput::Request`], and makes
+    /// its answer the session's ([`ServerState::answer`]: the manifest set under
+    /// `capabilities.experimental.mcpl`, §17.1); only a result answered makes the
+    /// connection initialized. `false` (the default) answers it here.
+    pub initialize_by_application: bool,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
     /// default, as the peer's `max_in_flight_requests`).
@@ -95,6 +102,7 @@ impl ServerRules {
             hook_feature_set: None,
             answers_manifest_fetch: false,
             channels_list_by_application: false,
+            initialize_by_application: false,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
@@ -336,6 +344,21 @@ pub(crate) fn unredacted_hook(grant: &Grant, params: Option<&Value>) -> Option<S
         .then_some(ServerDiagnostic::UserMessageUnredacted)
 }
 
+/// What the answer to a host request handed out is made before it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handed {
+    /// Sent as the application answered.
+    Plain,
+    /// A `context/beforeInference`: filtered ([`ServerState::answer`]).
+    Hook,
+    /// The host's `initialize` ([`ServerRules::initialize_by_application`]), from a host
+    /// that speaks MCPL 0.5 when `mcpl`.
+    Initialize {
+        /// Whether the host advertised MCPL 0.5 (§3.2).
+        mcpl: bool,
+    },
+}
+
 /// The server side of one connection (module docs).
 #[derive(Debug)]
 pub struct ServerState {
@@ -345,9 +368,10 @@ pub struct ServerState {
     policy: ServerPolicyState,
     /// The application's requests waiting for the host's answer, with their deadlines.
     pending: super::server_pending::OwnRequests,
-    /// Host requests handed out and not answered yet; `true` for a `context/beforeInference`,
-    /// whose answer is filtered before it is sent.
-    handed: HashMap<RequestId, bool>,
+    /// Host requests handed out and not answered yet, and what their answer is made.
+    handed: HashMap<RequestId, Handed>,
+    /// An `initialize` is with the application ([`ServerRules::initialize_by_application`]).
+    initializing: bool,
     turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
     /// The `mcpl/manifestChanged` still to write, coalesced (§17.8).
@@ -373,6 +397,7 @@ impl ServerState {
             policy: ServerPolicyState::new(decls),
             pending: Default::default(),
             handed: HashMap::new(),
+            initializing: false,
             turns,
             out: VecDeque::new(),
             announce: Default::default(),
@@ -481,6 +506,7 @@ impl ServerState {
         }
         self.pending.clear();
         self.handed.clear();
+        self.initializing = false;
         self.announce.clear();
         self.channels.forget_in_flight();
         self.inference = Default::default();
@@ -521,21 +547,53 @@ impl ServerState {
     /// judgement of each injection under the grant in force now, §10.8); what it drops is an
     /// `injection_dropped` diagnostic, and an answer that is no hook result is `-32603`.
     /// An answer without a `featureSet` claims the hook's own
-    /// ([`ServerRules::hook_feature_set`]).
+    /// ([`ServerRules::hook_feature_set`]). An `initialize` answer
+    /// ([`ServerRules::initialize_by_application`]) gets the manifest under
+    /// `capabilities.experimental.mcpl`; one that is no object, or whose `capabilities` is
+    /// none, is `-32603`.
     pub fn answer(
         &mut self,
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), SendRefusal> {
-        let Some(hook) = self.handed.remove(&id) else {
+        let Some(handed) = self.handed.remove(&id) else {
             return Err(SendRefusal::UnknownRequest(id.to_value().to_string()));
         };
-        let outcome = match outcome {
-            Ok(v) if hook => self.hook_answer(v),
-            other => other,
+        let outcome = match (handed, outcome) {
+            (Handed::Hook, Ok(v)) => self.hook_answer(v),
+            (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
+            (_, other) => other,
         };
         self.respond(id, outcome);
         Ok(())
+    }
+
+    /// The application's answer to the `initialize` handed out, made the session's by the
+    /// one rule ([`application_initialize_result`](super::server_initialize::application_initialize_result),
+    /// as `server::Server` makes its MCP fallback's); a result makes the connection
+    /// initialized, an error leaves it as it was (a later `initialize` is read afresh).
+    fn initialize_answer(
+        &mut self,
+        mcpl: bool,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<Value, ErrorObject> {
+        self.initializing = false;
+        let mut diags = Vec::new();
+        let result = outcome.and_then(|v| {
+            super::server_initialize::application_initialize_result(
+                v,
+                &self.rules.mcp_capabilities,
+                &self.rules.manifest,
+                &mut diags,
+            )
+        });
+        self.out
+            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
+        if result.is_ok() {
+            self.initialized = true;
+            self.mcpl = mcpl;
+        }
+        result
     }
 
     fn hook_answer(&mut self, v: Value) -> Result<Value, ErrorObject> {
@@ -641,6 +699,9 @@ impl ServerState {
             &self.policy,
         );
         match route {
+            Ok(RequestRoute::Initialize) if self.rules.initialize_by_application => {
+                self.hand_out_initialize(r)
+            }
             Ok(RequestRoute::Initialize) => {
                 let answer = self.on_initialize(r.params.as_ref());
                 self.respond(r.id, answer)
@@ -680,31 +741,57 @@ impl ServerState {
                         self.out.push_back(ServerOutput::Diagnostic(d));
                     }
                 }
-                self.hand_out(r)
+                self.hand_out_request(r)
             }
         }
     }
 
+    /// Reads the host's `initialize` by the one rule ([`read_initialize`]; one with the
+    /// application already counts as a second) and hands it to the application.
+    fn hand_out_initialize(&mut self, r: Request) {
+        let read = match read_initialize(self.initialized || self.initializing, r.params.as_ref()) {
+            Ok(read) => read,
+            Err(e) => return self.respond(r.id, Err(e)),
+        };
+        self.out
+            .extend(read.diagnostic.map(ServerOutput::Diagnostic));
+        let handed = Handed::Initialize { mcpl: read.mcpl };
+        self.initializing = self.hand_out(r, handed);
+    }
+
     /// Hands an admitted host request to the application, within the in-flight bound.
-    fn hand_out(&mut self, r: Request) {
+    fn hand_out_request(&mut self, r: Request) {
+        let handed = if r.method == BeforeInference::NAME {
+            Handed::Hook
+        } else {
+            Handed::Plain
+        };
+        self.hand_out(r, handed);
+    }
+
+    /// Hands `r` out as `handed`, within the in-flight bound; whether it was.
+    fn hand_out(&mut self, r: Request, handed: Handed) -> bool {
         if self.handed.contains_key(&r.id) {
             // Its answer would answer both (JSON-RPC ids are unique among requests in
             // flight).
             let e = ErrorObject::invalid_request("a request with this id is in flight");
-            self.respond(r.id, Err(e))
+            self.respond(r.id, Err(e));
+            false
         } else if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
-            self.respond(r.id, Err(e))
+            self.respond(r.id, Err(e));
+            false
         } else if let Some(empty) = self.hook_not_run(&r.method) {
-            self.respond(r.id, Ok(empty))
+            self.respond(r.id, Ok(empty));
+            false
         } else {
-            self.handed
-                .insert(r.id.clone(), r.method == BeforeInference::NAME);
+            self.handed.insert(r.id.clone(), handed);
             self.out.push_back(ServerOutput::Request {
                 id: r.id,
                 method: r.method,
                 params: r.params,
-            })
+            });
+            true
         }
     }
 

@@ -7,6 +7,15 @@ use super::ServerDiagnostic;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::handshake;
 
+/// The manifest as `capabilities.experimental.mcpl` carries it: a manifest that is no object
+/// is sent as `{}`, which declares nothing.
+fn manifest_object(manifest: &Value) -> Value {
+    match manifest {
+        Value::Object(_) => manifest.clone(),
+        _ => Value::Object(Map::new()),
+    }
+}
+
 /// The `initialize` result: the MCP `protocolVersion` as the host asked it (§5.1), the MCP
 /// capabilities `mcp` with the manifest in force under `experimental.mcpl` (§17.1; a
 /// manifest that is no object is sent as `{}`, which declares nothing), `serverInfo`, and
@@ -18,12 +27,11 @@ pub(crate) fn initialize_result(
     server_info: Value,
     instructions: Option<&str>,
 ) -> Value {
-    let manifest = match manifest {
-        Value::Object(_) => manifest.clone(),
-        _ => Value::Object(Map::new()),
-    };
     let mut caps = mcp.clone();
-    caps.insert("experimental".into(), json!({ "mcpl": manifest }));
+    caps.insert(
+        "experimental".into(),
+        json!({ "mcpl": manifest_object(manifest) }),
+    );
     let mut result = Map::new();
     result.insert("protocolVersion".into(), Value::String(protocol_version));
     result.insert("capabilities".into(), Value::Object(caps));
@@ -76,4 +84,50 @@ pub(crate) fn read_initialize(
         mcpl,
         diagnostic,
     })
+}
+
+/// The `initialize` result an MCP implementation of the application's own answered
+/// (`server::McpFallback::initialize`), made the session's: the server's MCP capabilities
+/// `mcp` added where it names none, and the manifest in force set under
+/// `capabilities.experimental.mcpl` (§5.1, §17.1), replacing an `experimental` that is no
+/// object ([`ServerDiagnostic::FallbackExperimentalReplaced`]) or an `mcpl` it carried
+/// ([`ServerDiagnostic::FallbackMcplReplaced`]), each pushed on `diags`. Reading: a result
+/// that is not an object, or whose `capabilities` is not one, is the application's defect
+/// and is answered `-32603` (the connection stays uninitialized).
+pub(crate) fn application_initialize_result(
+    result: Value,
+    mcp: &Map<String, Value>,
+    manifest: &Value,
+    diags: &mut Vec<ServerDiagnostic>,
+) -> Result<Value, ErrorObject> {
+    let Value::Object(mut result) = result else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result is not an object",
+        ));
+    };
+    let caps = result
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(caps) = caps else {
+        return Err(ErrorObject::internal(
+            "the MCP fallback's initialize result has a non-object `capabilities`",
+        ));
+    };
+    for (k, v) in mcp {
+        caps.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let experimental = caps
+        .entry("experimental")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !experimental.is_object() {
+        diags.push(ServerDiagnostic::FallbackExperimentalReplaced);
+        *experimental = Value::Object(Map::new());
+    }
+    if let Value::Object(experimental) = experimental {
+        if experimental.contains_key("mcpl") {
+            diags.push(ServerDiagnostic::FallbackMcplReplaced);
+        }
+        experimental.insert("mcpl".into(), manifest_object(manifest));
+    }
+    Ok(Value::Object(result))
 }

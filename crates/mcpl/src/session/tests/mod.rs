@@ -446,6 +446,7 @@ fn hook_params() -> Value {
 }
 
 mod hooks;
+mod initialize;
 mod manifest;
 mod messages;
 mod model;
