@@ -73,7 +73,8 @@ pub struct ServerRules {
     /// read (§5.1; a host's MCPL version, §3.2) out as [`ServerOutput::Request`], and makes
     /// its answer the session's ([`ServerState::answer`]: the manifest set under
     /// `capabilities.experimental.mcpl`, §17.1); only a result answered makes the
-    /// connection initialized. `false` (the default) answers it here.
+    /// connection initialized, and the host's `notifications/initialized` is handed out as
+    /// a [`ServerOutput::Notification`] too. `false` (the default) answers it here.
     pub initialize_by_application: bool,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
@@ -825,7 +826,13 @@ impl ServerState {
             NotificationStep::Turns(turns) => {
                 self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
-            NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {}
+            // The MCP handshake's: the application's when it answers `initialize` (an MCP
+            // implementation of its own, as `server::Server` hands it to its fallback).
+            NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {
+                if self.rules.initialize_by_application {
+                    self.out.push_back(ServerOutput::Notification(n))
+                }
+            }
             NotificationStep::Deliver(n) if n.method == InferenceChunk::NAME => {
                 self.out.push_back(match self.inference.chunk(n.params) {
                     Ok((id, chunk)) => ServerOutput::InferenceChunk { id, chunk },

@@ -73,6 +73,11 @@ fn s5_1_an_initialize_answered_by_the_application_carries_the_manifest() {
     assert_eq!(p.host.mode(), &Mode::Mcpl);
     assert!(p.server.is_ready());
     assert!(p.server.mcpl());
+    // The MCP handshake's last step is the application's too.
+    let initialized = p.server_out.iter().filter(
+        |o| matches!(o, ServerOutput::Notification(n) if n.method == "notifications/initialized"),
+    );
+    assert_eq!(initialized.count(), 1);
 }
 
 /// An error, or a result that is no object, is answered as such (`-32603` for the latter)
