@@ -1417,7 +1417,11 @@ async fn s14_outbound_gating_refuses_locally() {
     let (s, _streams, mut server) =
         connected(&["channels.publish", "tools"], full_manifest()).await;
     assert_eq!(
-        s.outgoing_stream("i", None).unwrap().chunk("c", "x").await,
+        s.outgoing_stream("i", None)
+            .await
+            .unwrap()
+            .chunk("c", "x")
+            .await,
         Err(HostError::NotGranted(Capability::ChannelsStreaming))
     );
     assert_eq!(
@@ -1538,10 +1542,10 @@ async fn next_chunk(server: &mut Server) -> (Value, Value) {
 async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once() {
     let (s, _streams, mut server) =
         streaming_to(&[("a", "outbound"), ("b", "bidirectional")]).await;
-    let mut out = s.outgoing_stream("inf", Some("conv")).unwrap();
+    let mut out = s.outgoing_stream("inf", Some("conv")).await.unwrap();
     // One stream per inference: a second would restart `index` at 0.
     assert_eq!(
-        s.outgoing_stream("inf", None).err(),
+        s.outgoing_stream("inf", None).await.err(),
         Some(HostError::StreamExists("inf".into()))
     );
     assert_eq!(
@@ -1589,10 +1593,10 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
     // Ended, it is not restarted either (its channels were completed); another inference is
     // a new stream.
     assert_eq!(
-        s.outgoing_stream("inf", None).err(),
+        s.outgoing_stream("inf", None).await.err(),
         Some(HostError::StreamExists("inf".into()))
     );
-    let mut next = s.outgoing_stream("inf2", None).unwrap();
+    let mut next = s.outgoing_stream("inf2", None).await.unwrap();
     next.chunk("a", "x").await.unwrap();
     let first = server
         .notification("channels/outgoing/chunk")
@@ -1611,7 +1615,7 @@ async fn s14_3_outgoing_stream_indexes_across_channels_and_completes_each_once()
 #[tokio::test]
 async fn s14_3_a_completed_channel_is_not_reopened_by_a_later_chunk() {
     let (s, _streams, mut server) = streaming_to(&[("a", "outbound"), ("b", "outbound")]).await;
-    let mut out = s.outgoing_stream("inf", None).unwrap();
+    let mut out = s.outgoing_stream("inf", None).await.unwrap();
     out.chunk("a", "Hello ").await.unwrap();
     out.complete("a").await.unwrap();
     let refused = HostError::ChannelCompleted {
@@ -1984,7 +1988,7 @@ async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
 #[tokio::test]
 async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
     let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
-    s.set_consumer_patterns(["acme:alert"]);
+    s.set_consumer_patterns(["acme:alert"]).await;
     let mut next = full_manifest();
     next["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": {} } });
     let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();
@@ -2001,7 +2005,7 @@ async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
 #[tokio::test]
 async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
-    let digest = s.accept_ontology("alerts").unwrap();
+    let digest = s.accept_ontology("alerts").await.unwrap();
     assert_eq!(s.accepted_ontology("alerts"), Some(digest));
     let mut next = full_manifest();
     next["featureSets"]["alerts"]["tagOntology"]["tags"]["acme:page"] = json!({});
@@ -2276,7 +2280,7 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
         other => panic!("unexpected {other:?}"),
     }
-    let digest = s.accept_ontology("alerts").unwrap();
+    let digest = s.accept_ontology("alerts").await.unwrap();
     p["eventId"] = json!("e2");
     server.call("push/event", p.clone()).await.unwrap();
     match streams.events.recv().await.unwrap() {
@@ -2284,7 +2288,7 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         other => panic!("unexpected {other:?}"),
     }
     // Acceptance stays revocable: after it, the edges no longer apply.
-    assert_eq!(s.revoke_ontology("alerts"), Some(digest));
+    assert_eq!(s.revoke_ontology("alerts").await, Some(digest));
     assert_eq!(s.accepted_ontology("alerts"), None);
     p["eventId"] = json!("e3");
     server.call("push/event", p).await.unwrap();

@@ -380,6 +380,7 @@ impl Engine {
         let inference_id = format!("inspect-stream-{generation}-{n}");
         let mut stream = s
             .outgoing_stream(&inference_id, Some("mcpl-inspect"))
+            .await
             .map_err(|e| e.to_string())?;
         let mut sent = 0u64;
         let mut result = Ok(());

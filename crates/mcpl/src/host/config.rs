@@ -1,7 +1,6 @@
 //! What a host connection is configured with, and the application handlers it calls.
 
 use super::*;
-use crate::protocol::inference::InferenceChunk;
 
 /// The application's streaming answer to an `inference/request` with `stream: true`
 /// (§11.4): called with the raw params and a [`ChunkSink`] for the `inference/chunk`
@@ -10,46 +9,45 @@ pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + 
 
 /// Sends the `inference/chunk` notifications of one streaming `inference/request` (§11.4):
 /// `requestId` is that request's id, `index` counts the chunks sent, from 0. One sender, in
-/// order, and only until the final response: a chunk sent after it is refused.
-#[derive(Debug)]
+/// order, and only until the final response: a chunk sent after it is refused. Each chunk
+/// is an input to the session's state machine ([`crate::session::HostState::inference_chunk`]),
+/// which counts it for the one a stream that got none is still owed ([`rules::owed_chunk`]).
 pub struct ChunkSink {
-    pub(super) session: HostSession,
+    pub(super) cmds: queue::Sender<Cmd>,
     pub(super) request_id: crate::jsonrpc::RequestId,
-    /// Chunks sent, shared with the task that sends the final response (§11.4: a stream
-    /// that got none gets the result's text as one, [`rules::owed_chunk`]).
-    pub(super) sent: Arc<std::sync::atomic::AtomicU64>,
-    pub(super) ended: Arc<AtomicBool>,
+    pub(super) sent: u64,
+}
+
+impl std::fmt::Debug for ChunkSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkSink")
+            .field("request_id", &self.request_id)
+            .field("sent", &self.sent)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChunkSink {
     /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
     pub async fn send(&mut self, delta: &str) -> Result<(), HostError> {
-        if self.ended.load(Ordering::SeqCst) {
-            return Err(HostError::StreamEnded);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cmd = Cmd::Chunk {
+            id: self.request_id.clone(),
+            delta: delta.to_owned(),
+            reply: tx,
+        };
+        let closed = || HostError::Peer(PeerError::Closed(CloseReason::Dropped));
+        if self.cmds.send(cmd).await.is_err() {
+            return Err(closed());
         }
-        let index = self.sent();
-        let params = rules::chunk_params(&self.request_id, index, delta);
-        self.session
-            .notify_gated(InferenceChunk::NAME, params)
-            .await?;
-        self.sent.store(index + 1, Ordering::SeqCst);
+        rx.await.map_err(|_| closed())??;
+        self.sent += 1;
         Ok(())
     }
 
     /// How many chunks were sent.
     pub fn sent(&self) -> u64 {
-        self.sent.load(Ordering::SeqCst)
-    }
-
-    /// Sends the chunk a streamed request is still owed before its final response
-    /// ([`rules::owed_chunk`], §11.4), if any.
-    pub(super) async fn send_owed(&mut self, result: &Result<Value, ErrorObject>) {
-        let Ok(result) = result else { return };
-        if let Some(text) = rules::owed_chunk(self.sent(), result) {
-            if let Err(e) = self.send(&text).await {
-                tracing::debug!(error = %e, "owed chunk not sent");
-            }
-        }
+        self.sent
     }
 }
 

@@ -1,7 +1,6 @@
 //! The `context/beforeInference` fan-out over several sessions (§10).
 
 use super::*;
-use crate::protocol::hooks::BeforeInference;
 
 /// One accepted injection.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,63 +52,28 @@ pub struct Injections {
 /// leaf, concurrently, each with its own timeout, fail-open. `userMessage` is `null` where
 /// `observe` is not granted. Each returned injection is authorized by its `position` against
 /// that session's grant **current when the response is received** (§5.4); the claimed
-/// `featureSet` and `namespace` never enter the decision.
+/// `featureSet` and `namespace` never enter the decision. Each session's state machine
+/// decides whether the hook applies, redacts, and judges the answer where it is read
+/// ([`crate::session::HostState::before_inference`]); it also reports the failures and the
+/// rejected injections on that session's diagnostics.
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
-    let calls = sessions.iter().filter_map(|s| {
-        let grant = {
-            let st = s.inner.state();
-            if st.mode != Mode::Mcpl || !st.ready {
-                return None;
-            }
-            st.grant
-        };
-        if !policy::before_inference_applies(&grant) {
-            return None;
-        }
-        let mut p = params.clone();
-        policy::redact_before_inference(&grant, &mut p);
+    let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
-        Some(async move {
-            let timeout = s.inner.config.hook_timeout;
-            let limit = s.inner.config.max_injections_per_hook;
-            // Judged where the response is read (§5.4, §17.5): the dispatch loop calls this
-            // before it handles the next message, so the grant and the manifest review are
-            // the ones in force at receipt, after any receipt or fetch read before it and
-            // before any read after it.
-            let verdict = s
-                .exchange(BeforeInference::NAME, p, timeout, move |s, answer| {
-                    let st = s.inner.state();
-                    rules::judge_hook_answer(
-                        answer.map_err(|e| e.to_string()),
-                        &st.grant,
-                        st.review.as_ref(),
-                        limit,
-                    )
-                })
-                .await
-                .unwrap_or_else(|e| {
-                    rules::judge_hook_answer(Err(e.to_string()), &Grant::none(), None, limit)
-                });
+        let p = params.clone();
+        async move {
+            let verdict = s.call(|r| Cmd::Hook(p, r)).await.ok().flatten();
             (s, verdict)
-        })
+        }
     });
     let answers = futures_util::future::join_all(calls).await;
     let mut out = Injections::default();
     for (s, verdict) in answers {
+        // `None`: the hook does not apply to this session (or it is gone).
+        let Some(verdict) = verdict else { continue };
         let server = s.label();
         out.consulted.push(server.clone());
-        let fail = |out: &mut Injections, detail: String| {
-            s.inner.diag(HostDiagnostic::HookFailed {
-                server: server.clone(),
-                detail: detail.clone(),
-            });
-            out.failures.push(HookFailure {
-                server: server.clone(),
-                detail,
-            });
-        };
         if let Some(detail) = verdict.failure {
-            fail(&mut out, detail);
+            out.failures.push(HookFailure { server, detail });
             continue;
         }
         for (c, inj) in verdict.accepted {
@@ -124,10 +88,6 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             }
         }
         for (inj, reason) in verdict.rejected {
-            s.inner.diag(HostDiagnostic::InjectionRejected {
-                server: server.clone(),
-                reason: reason.to_string(),
-            });
             out.rejected.push(RejectedInjection {
                 server: server.clone(),
                 injection: inj,

@@ -7,14 +7,16 @@
 //! the effective grant, sent even when nothing is enabled or disabled. Until its receipt
 //! arrives every privileged inbound method is rejected with `-32002`.
 //!
-//! The session is the runtime driver of the pure core: the grant comes from
-//! [`HostGrant::compute`], inbound methods are admitted by [`crate::session::admit`] (the
-//! same rule [`crate::session::HostState`] and the checkers use), `push/event`,
-//! `inference/request` and the initial policy decision by [`crate::session::rules`],
-//! injections through [`policy::authorize_injection`], fetched manifests through
-//! [`ManifestReview`] and the fetch rate through [`FetchLimiter`]. (Issue #24 moves the
-//! rest of its decisions into `HostState`; channels, hooks, turns and manifest re-fetch are
-//! still decided here.)
+//! The session is a thin async driver of the sans-I/O [`crate::session::HostState`], which
+//! makes every protocol decision: one task per connection owns it and feeds it in wire
+//! order (the server's messages and the answers to its requests, timer ticks, the
+//! application's calls), and carries out what it decides (`driver.rs`). Nothing of the
+//! session's state is shared between tasks: the getters read a snapshot the driver
+//! publishes after each input, before it carries out that input's outputs, so an
+//! application that saw an event sees the state after it. The application's own plain
+//! requests and notifications ([`HostSession::request`] and friends) are gated by the
+//! core outbound gate against that snapshot and go straight out through the [`Peer`]:
+//! the state machine needs neither their frames nor their answers.
 //!
 //! What the application sees: a [`HostEvent`] stream (admitted push events and channel
 //! messages, manifest change receipts, policy decisions) and a [`HostDiagnostic`] stream
@@ -70,72 +72,67 @@
 //! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a
 //! [`Supervisor`] keeps one server connected, re-dialling with a [`Backoff`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::capability::{Capability, Grant, PatternError};
-use crate::jsonrpc::RequestId;
-use crate::jsonrpc::{codes, ErrorObject, Notification};
-use crate::manifest::review::{ChangeReceipt, FetchDecision, FetchLimiter, ManifestReview};
+use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::manifest::review::{ChangeReceipt, ManifestReview};
 use crate::peer::{
     queue, CloseReason, IncomingMessage, IncomingRequest, Ordered, Peer, PeerConfig, PeerError,
-    RequestOptions,
 };
-use crate::policy::{self, HostGrant, Receipt};
+use crate::policy::{self, Receipt};
 use crate::protocol::Method;
-use crate::session::channels::{ChannelLimits, ChannelTable};
-use crate::session::policy_state::{ChangeRefused, DisableRefused, Effects, HostPolicy};
-use crate::session::rules::PolicyAnswer;
-use crate::session::rules::PushVerdict;
+use crate::session::rules;
 pub use crate::session::Terminal;
-use crate::session::{self, rules, InferenceIds, Receiver, Refusal};
+use crate::session::{self, ChannelTable, HostState};
 use crate::transport::Transport;
 
 mod supervisor;
 pub use supervisor::{Backoff, Supervisor, SupervisorEvent, EVENT_CAPACITY};
 
-mod channels;
 mod config;
+mod driver;
 mod exchange;
 mod fanout;
-mod inbound;
 mod outbound;
 mod report;
-mod review;
-mod state;
+mod snapshot;
 mod turns;
 
 pub use config::*;
+use driver::{Cmd, Reply};
 pub use fanout::*;
 pub use report::*;
-use state::*;
+use snapshot::*;
 pub use turns::*;
+
+/// What the session's handles and its driver share: fixed at connect, or published by the
+/// driver alone ([`Shared::publish`]).
+struct Shared {
+    config: HostConfig,
+    /// The channel bounds and patterns of [`HostConfig`], read once.
+    channel_limits: session::ChannelLimits,
+    /// The server's label, set once `initialize` is answered; shared with the connection's
+    /// diagnostics forwarder.
+    label: Arc<std::sync::OnceLock<String>>,
+    /// The state the getters read (see the module docs).
+    snapshot: Mutex<Arc<Snapshot>>,
+    /// Application calls queued for the driver and not yet carried out: while any is, a
+    /// plain request or notification waits for them ([`HostSession::in_order`]).
+    queued: std::sync::atomic::AtomicUsize,
+}
 
 struct Inner {
     peer: Peer,
-    /// The server's label; shared with the connection's diagnostics forwarder.
-    label: Arc<std::sync::OnceLock<String>>,
-    config: HostConfig,
-    state: Mutex<State>,
-    events: queue::Sender<HostEvent>,
-    diags: queue::Sender<HostDiagnostic>,
-    policy_lock: tokio::sync::Mutex<()>,
-    mcpl_advertised: AtomicBool,
-    /// The channel bounds and patterns of [`HostConfig`], read once.
-    channel_limits: ChannelLimits,
-    /// The session's own requests whose answers the dispatch loop applies where they are
-    /// read ([`HostSession::exchange`]), by request id.
-    waiters: Mutex<HashMap<RequestId, Waiter>>,
+    shared: Arc<Shared>,
+    /// The application's calls, to the driver.
+    cmds: queue::Sender<Cmd>,
 }
-
-/// Applies the answer to one of the session's requests (see [`HostSession::exchange`]).
-type Waiter = Box<dyn FnOnce(&HostSession, Result<Value, PeerError>) + Send>;
 
 /// One host ↔ server connection driven by the host rules of MCPL. Cheap to clone.
 #[derive(Clone)]
@@ -146,14 +143,10 @@ pub struct HostSession {
 impl std::fmt::Debug for HostSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostSession")
-            .field("label", &self.inner.label.get())
+            .field("label", &self.inner.shared.label.get())
             .field("mode", &self.mode())
             .finish_non_exhaustive()
     }
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Logs a diagnostic of the session labelled `label` and queues it for the application
@@ -165,29 +158,6 @@ fn report_diag(
 ) {
     tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
     let _ = diags.try_send(d);
-}
-
-impl Inner {
-    fn diag(&self, d: HostDiagnostic) {
-        report_diag(&self.label, &self.diags, d);
-    }
-
-    fn event(&self, e: HostEvent) -> bool {
-        self.events.try_send(e).is_ok()
-    }
-
-    /// Delivers an event that has no answer to carry a refusal (a mode change, a manifest
-    /// change receipt): one the queue has no room for is reported, not lost silently.
-    fn event_or_report(&self, e: HostEvent) {
-        let event = e.name();
-        if !self.event(e) {
-            self.diag(HostDiagnostic::EventDropped { event });
-        }
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
 }
 
 impl Drop for Inner {
@@ -213,36 +183,20 @@ impl HostSession {
         config: HostConfig,
     ) -> Result<(HostSession, HostStreams), HostError> {
         // The host's own policy must parse before anything is sent.
-        let host_allows = Grant::from_patterns(config.policy.iter().map(String::as_str))?;
+        let state = HostState::new(
+            config.rules(),
+            driver::clock_now(),
+            std::time::SystemTime::now(),
+        )?;
         let (etx, erx) = queue::channel(config.event_capacity);
         let (dtx, drx) = queue::channel(config.diagnostics_capacity);
-        let channel_limits = config.channel_limits();
-        let inner = Arc::new(Inner {
-            peer: peer.clone(),
-            label: Arc::new(std::sync::OnceLock::new()),
-            state: Mutex::new(State {
-                core: HostPolicy::new(
-                    config.policy.clone(),
-                    config.enabled.clone(),
-                    config.disabled.clone(),
-                ),
-                seen_events: rules::Dedupe::default(),
-                streams: InferenceIds::default(),
-                turns: InferenceIds::default(),
-                channels: ChannelTable::default(),
-                limiter: FetchLimiter::new(
-                    config.manifest_fetch_burst,
-                    config.manifest_fetch_per_sec,
-                ),
-                announced: None,
-            }),
+        let (ctx, crx) = queue::channel(driver::COMMANDS_QUEUED);
+        let shared = Arc::new(Shared {
+            channel_limits: config.channel_limits(),
             config,
-            events: etx,
-            diags: dtx,
-            policy_lock: tokio::sync::Mutex::new(()),
-            waiters: Mutex::new(HashMap::new()),
-            channel_limits,
-            mcpl_advertised: AtomicBool::new(false),
+            label: Arc::new(std::sync::OnceLock::new()),
+            snapshot: Mutex::new(Arc::new(Snapshot::of(&state))),
+            queued: std::sync::atomic::AtomicUsize::new(0),
         });
         let streams = HostStreams {
             events: erx,
@@ -251,181 +205,193 @@ impl HostSession {
 
         // Connection diagnostics are forwarded from the start, as they are reported (no task
         // per session). The forwarder holds the queue weakly: the stream still ends when the
-        // session is gone.
-        let label = inner.label.clone();
-        let diags = inner.diags.downgrade();
+        // driver is gone.
+        let label = shared.label.clone();
+        let diags = dtx.downgrade();
         peer.forward_diagnostics(move |d| {
             if let Some(diags) = diags.upgrade() {
                 report_diag(&label, &diags, HostDiagnostic::Connection(d));
             }
         });
 
-        // The dispatch loop runs from the start: anything privileged before the receipt is
-        // rejected with -32002 by the readiness check (§5.3).
-        let session = HostSession { inner };
-        let weak = Arc::downgrade(&session.inner);
-        tokio::spawn(Self::run_incoming(weak, incoming));
-
-        let cfg = &session.inner.config;
-        let init = rules::initialize_params(
-            &host_allows,
-            &cfg.protocol_version,
-            &cfg.client_name,
-            &cfg.client_version,
-        );
-        let result = peer
-            .request_raw_with(
-                "initialize",
-                Some(init),
-                RequestOptions::new().timeout(cfg.initialize_timeout),
-            )
-            .await?;
-        let caps = result
-            .get("capabilities")
-            .filter(|c| c.is_object())
-            .ok_or_else(|| HostError::BadInitialize("no capabilities object".into()))?;
-        let label = result
-            .pointer("/serverInfo/name")
-            .and_then(Value::as_str)
-            .unwrap_or("server")
-            .to_owned();
-        let _ = session.inner.label.set(label);
-        // Counted before the manifest is copied or reviewed (§6.1 sets no number).
-        if let Some(m) = caps.pointer("/experimental/mcpl") {
-            within_feature_set_bound(m, cfg.max_feature_sets)?;
+        let (up_tx, up_rx) = tokio::sync::oneshot::channel();
+        let driver = Box::new(driver::Driver {
+            state,
+            peer: peer.clone(),
+            incoming,
+            cmds: crx,
+            cmd_tx: ctx.downgrade(),
+            shared: shared.clone(),
+            events: etx,
+            diags: dtx,
+            connected: Some(up_tx),
+        });
+        tokio::spawn(driver.run());
+        let session = HostSession {
+            inner: Arc::new(Inner {
+                peer,
+                shared,
+                cmds: ctx,
+            }),
+        };
+        match up_rx.await {
+            Ok(Ok(())) => Ok((session, streams)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(driver::closed_error(&session.inner.peer)),
         }
-        let manifest = caps.pointer("/experimental/mcpl").cloned();
-        let now = SystemTime::now();
+    }
 
-        match manifest {
-            None => {
-                // §3.3: MCP-only. Grant at most `tools`; no MCPL to configure, so it is final.
-                session.inner.state().not_advertised(caps)?;
-                peer.notify_raw("notifications/initialized", None).await?;
-                Ok((session, streams))
+    /// The snapshot the driver published last (module docs).
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.shared.snapshot()
+    }
+
+    /// Queues an application call for the driver, counted until it is carried out; `false`
+    /// when the driver is gone.
+    async fn enqueue(&self, cmd: Cmd) -> bool {
+        let queued = &self.inner.shared.queued;
+        queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.inner.cmds.send(cmd).await.is_err() {
+            queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Sends an application call to the driver and waits for its reply; a driver gone (the
+    /// connection ended) is the close.
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, HostError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.enqueue(make(tx)).await {
+            return Err(driver::closed_error(&self.inner.peer));
+        }
+        rx.await.map_err(|_| driver::closed_error(&self.inner.peer))
+    }
+
+    /// Sends a call whose end nobody awaits (a guard's drop): queued at once when there is
+    /// room, else from a task once there is; lost only with the connection.
+    fn call_detached(&self, cmd: Cmd) {
+        let queued = &self.inner.shared.queued;
+        queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.inner.cmds.try_send(cmd) {
+            Ok(()) => {}
+            Err(queue::TrySendError::Full(cmd))
+                if tokio::runtime::Handle::try_current().is_ok() =>
+            {
+                let s = self.clone();
+                tokio::spawn(async move {
+                    if s.inner.cmds.send(cmd).await.is_err() {
+                        s.inner
+                            .shared
+                            .queued
+                            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                });
             }
-            Some(manifest) => {
-                session.inner.mcpl_advertised.store(true, Ordering::SeqCst);
-                let (review, findings) = ManifestReview::initial(
-                    &manifest,
-                    Some(caps),
-                    cfg.policy.iter().map(String::as_str),
-                    now,
-                )
-                .map_err(|e| match e {
-                    crate::manifest::review::ReviewError::Policy(p) => HostError::Policy(p),
-                    other => HostError::BadInitialize(other.to_string()),
-                })?;
-                for f in findings {
-                    session.inner.diag(HostDiagnostic::ManifestFinding {
-                        code: f.code,
-                        path: f.path,
-                        message: f.message,
-                    });
-                }
-                let hg =
-                    HostGrant::compute(review.advertised(), cfg.policy.iter().map(String::as_str))?;
-                session.inner.state().review = Some(review);
-                peer.notify_raw("notifications/initialized", None).await?;
-                // `true` also when MCPL was suspended as the receipt applied (§17.5).
-                let told_wider = session.initial_policy(hg).await?;
-                if told_wider {
-                    // The server was told a wider grant than the one now in force (a
-                    // revocation, a suspension or a fallback the server did not name landed
-                    // during the exchange): told again (§6.7), bounded by the policy timeout.
-                    session.tell_reduction().await;
-                }
-                Ok((session, streams))
+            Err(_) => {
+                queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
+        }
+    }
+
+    /// Keeps the application's calls in the order it made them: a plain request or
+    /// notification, which goes straight out through the peer, first waits until every
+    /// call queued for the driver before it has been carried out (its frames queued).
+    async fn in_order(&self) {
+        if self
+            .inner
+            .shared
+            .queued
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            let _ = self.call(Cmd::Barrier).await;
         }
     }
 
     /// The session's mode.
     pub fn mode(&self) -> Mode {
-        self.inner.state().mode.clone()
+        self.snapshot().mode.clone()
     }
 
     /// The server's label (`serverInfo.name`).
     pub fn label(&self) -> String {
-        self.inner.label.get().cloned().unwrap_or_default()
+        self.inner.shared.label.get().cloned().unwrap_or_default()
     }
 
     /// The grant currently in force (the only authority).
     pub fn grant(&self) -> Grant {
-        self.inner.state().grant
+        self.snapshot().grant
     }
 
     /// Whether the initial policy exchange has completed (receipt or recorded decision).
     pub fn is_ready(&self) -> bool {
-        self.inner.state().ready
+        self.snapshot().ready
     }
 
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<Receipt> {
-        self.inner.state().last_receipt.clone()
+        self.snapshot().last_receipt.clone()
     }
 
     /// The manifest currently in force and its recomputed revision.
     pub fn manifest(&self) -> Option<(Value, Option<String>)> {
-        let st = self.inner.state();
-        st.review
+        let snap = self.snapshot();
+        snap.review
             .as_ref()
             .map(|r| (r.manifest().clone(), r.revision().map(str::to_owned)))
     }
 
     /// The last change receipt emitted (§17.6).
     pub fn last_change_receipt(&self) -> Option<ChangeReceipt> {
-        let st = self.inner.state();
-        st.review.as_ref().and_then(|r| r.last_receipt().cloned())
+        let snap = self.snapshot();
+        snap.review.as_ref().and_then(|r| r.last_receipt().cloned())
     }
 
     /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5); a later
     /// manifest change to it invalidates the acceptance (§17.5). Returns its digest.
-    pub fn accept_ontology(
+    pub async fn accept_ontology(
         &self,
         name: &str,
     ) -> Result<String, crate::manifest::review::ReviewError> {
-        let mut st = self.inner.state();
-        match st.review.as_mut() {
-            Some(r) => r.accept_ontology(name),
-            None => Err(crate::manifest::review::ReviewError::NoOntology(
-                name.to_owned(),
-            )),
-        }
+        let name = name.to_owned();
+        let missing = crate::manifest::review::ReviewError::NoOntology(name.clone());
+        self.call(|r| Cmd::AcceptOntology(name, r))
+            .await
+            .unwrap_or(Err(missing))
     }
 
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
     /// edges stop applying to later messages. Returns the digest that was accepted, if any.
-    pub fn revoke_ontology(&self, name: &str) -> Option<String> {
-        self.inner
-            .state()
-            .review
-            .as_mut()
-            .and_then(|r| r.revoke_ontology(name))
+    pub async fn revoke_ontology(&self, name: &str) -> Option<String> {
+        let name = name.to_owned();
+        self.call(|r| Cmd::RevokeOntology(name, r))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Sets the tag patterns the host's treatment rules reference, so a manifest change that
     /// drops a tag they name is reported as `ontology-reference-undeclared` (§17.6).
-    pub fn set_consumer_patterns<'a, I>(&self, patterns: I)
+    pub async fn set_consumer_patterns<'a, I>(&self, patterns: I)
     where
         I: IntoIterator<Item = &'a str>,
     {
-        if let Some(r) = self.inner.state().review.as_mut() {
-            r.set_consumer_patterns(patterns);
-        }
+        let patterns: Vec<String> = patterns.into_iter().map(str::to_owned).collect();
+        let _ = self.call(|r| Cmd::ConsumerPatterns(patterns, r)).await;
     }
 
     /// The accepted ontology digest of feature set `name`, if any is standing.
     pub fn accepted_ontology(&self, name: &str) -> Option<String> {
-        let st = self.inner.state();
-        st.review
+        let snap = self.snapshot();
+        snap.review
             .as_ref()
             .and_then(|r| r.accepted_ontology(name).map(str::to_owned))
     }
 
     /// The channels this connection has registered and the host accepted.
     pub fn channels(&self) -> Vec<String> {
-        self.inner.state().channels.ids()
+        self.snapshot().channels.ids()
     }
 
     /// The underlying peer (for MCP traffic outside MCPL's gating).
@@ -433,130 +399,15 @@ impl HostSession {
         &self.inner.peer
     }
 
-    /// The dispatch loop: every message and every answer to the session's own in-order
-    /// requests, in wire order, one at a time (§5.3, §6.7). It holds the session weakly:
-    /// dropping the last [`HostSession`] closes the connection instead of leaking it. When
-    /// the connection ends, answers still awaited are failed as closed.
-    async fn run_incoming(inner: std::sync::Weak<Inner>, mut incoming: crate::peer::Incoming) {
-        while let Some(item) = incoming.recv_ordered().await {
-            let Some(inner) = inner.upgrade() else {
-                break;
-            };
-            let s = HostSession { inner };
-            match item {
-                Ordered::Response(r) => s.on_answer(r),
-                // Boxed: the loop's task lives as long as the session, and its future is as
-                // large as its largest state; a request to the host is rare next to the
-                // idle time (issue #24: ≈ 1.7 KiB per idle session).
-                Ordered::Message(IncomingMessage::Request(req)) => {
-                    Box::pin(s.on_request(req)).await
-                }
-                Ordered::Message(IncomingMessage::Notification(n)) => s.on_notification(n),
-            }
-        }
-        if let Some(inner) = inner.upgrade() {
-            let s = HostSession { inner };
-            let reason = s.inner.peer.close_reason().unwrap_or(CloseReason::Eof);
-            let waiting: Vec<Waiter> = lock_waiters(&s.inner.waiters)
-                .drain()
-                .map(|(_, w)| w)
-                .collect();
-            for w in waiting {
-                w(&s, Err(PeerError::Closed(reason.clone())));
-            }
-        }
-    }
-
-    /// The answer to one of the session's in-order requests, applied here, before the next
-    /// message is handled.
-    fn on_answer(&self, r: crate::jsonrpc::Response) {
-        let Some(id) = r.id else {
-            return self
-                .inner
-                .diag(HostDiagnostic::UnexpectedResponse { id: "null".into() });
-        };
-        let waiter = lock_waiters(&self.inner.waiters).remove(&id);
-        match waiter {
-            Some(w) => w(self, r.outcome.map_err(PeerError::Remote)),
-            // Its deadline passed while the answer was queued: late, as the peer reports it.
-            None => self.inner.diag(HostDiagnostic::Connection(
-                crate::peer::Diagnostic::LateResponse { id },
-            )),
-        }
-    }
-
-    /// Sends `method` and has `apply` decide its answer where it is read: the dispatch loop
-    /// calls it before it handles the next message, so what the answer changes (a receipt's
-    /// grant, §5.3, §6.7) is in force for every later message, and a hook answer is judged
-    /// under the grant current at its receipt (§5.4). Without an answer within `timeout`,
-    /// `apply` gets the timeout (or the close) instead. Returns what `apply` returned; `Err`
-    /// only when the session went away first.
-    pub(super) async fn exchange<R: Send + 'static>(
-        &self,
-        method: &str,
-        params: Value,
-        timeout: Duration,
-        apply: impl FnOnce(&HostSession, Result<Value, PeerError>) -> R + Send + 'static,
-    ) -> Result<R, PeerError> {
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        let mut slot: Option<Waiter> = Some(Box::new(move |s, answer| {
-            let _ = tx.send(apply(s, answer));
-        }));
-        let mut sent_as = None;
-        let waiters = &self.inner.waiters;
-        let sent = self
-            .inner
-            .peer
-            .send_request(method, Some(params), |id| {
-                if let Some(w) = slot.take() {
-                    lock_waiters(waiters).insert(id.clone(), w);
-                }
-                sent_as = Some(id.clone());
-            })
-            .await;
-        let id = match sent {
-            Ok(id) => id,
-            Err(e) => {
-                let w = slot
-                    .take()
-                    .or_else(|| sent_as.and_then(|id| lock_waiters(waiters).remove(&id)));
-                if let Some(w) = w {
-                    w(self, Err(e));
-                }
-                return rx
-                    .await
-                    .map_err(|_| PeerError::Closed(CloseReason::Dropped));
-            }
-        };
-        if let Ok(r) = tokio::time::timeout(timeout, &mut rx).await {
-            return r.map_err(|_| PeerError::Closed(CloseReason::Dropped));
-        }
-        let w = lock_waiters(waiters).remove(&id);
-        if let Some(w) = w {
-            let reason = format!("timed out after {timeout:?}");
-            self.inner.peer.forget(&id, &reason);
-            let err = match self.inner.peer.close_reason() {
-                Some(c) => PeerError::Closed(c),
-                None => PeerError::Timeout {
-                    method: method.to_owned(),
-                    id: id.clone(),
-                    after: timeout,
-                },
-            };
-            w(self, Err(err));
-        }
-        rx.await
-            .map_err(|_| PeerError::Closed(CloseReason::Dropped))
+    /// Fetches `mcpl/manifest` now (§17.4: a host MAY at any time) and reviews it; returns
+    /// the change receipt its answer produced. It returns once the answer is applied: a
+    /// reduction it prompted is then in flight (§6.7), told by the driver.
+    pub async fn refresh_manifest(&self) -> Result<Option<ChangeReceipt>, HostError> {
+        self.call(Cmd::Refresh).await?
     }
 
     /// Closes the connection.
     pub fn close(&self) {
         self.inner.peer.close();
     }
-}
-
-fn lock_waiters(
-    m: &Mutex<HashMap<RequestId, Waiter>>,
-) -> MutexGuard<'_, HashMap<RequestId, Waiter>> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,10 +1,14 @@
 //! The gated outbound path: what the host sends is checked against the grant first (§5.4).
+//! Plain requests and notifications are gated against the published snapshot and go
+//! straight out through the peer (module docs): the state machine needs neither their
+//! frames nor their answers.
 
 use super::*;
 
 impl HostSession {
     /// The gate of the public send paths: methods with a dedicated API are refused here
-    /// (the generic path would skip their obligations), then [`Self::gate`].
+    /// (the generic path would skip their obligations), then the core outbound gate
+    /// ([`session::outbound::gate`]) under the published state.
     pub(super) fn gate_public(
         &self,
         method: &str,
@@ -24,21 +28,15 @@ impl HostSession {
                 instead,
             });
         }
-        self.gate(method, params)
-    }
-
-    /// Checks outbound gating for `method` with `params` (direction, grant, MCP-only, and
-    /// for channel methods the channel id) locally, by [`session::outbound::gate`].
-    pub(super) fn gate(&self, method: &str, params: Option<&Value>) -> Result<(), HostError> {
-        let st = self.inner.state();
+        let snap = self.snapshot();
         session::outbound::gate(
             method,
             params,
-            &st.mode,
-            st.ready,
-            &st.grant,
-            &st.channels,
-            &self.inner.channel_limits,
+            &snap.mode,
+            snap.ready,
+            &snap.grant,
+            &snap.channels,
+            &self.inner.shared.channel_limits,
         )
         .map_err(HostError::from)
     }
@@ -46,6 +44,7 @@ impl HostSession {
     /// Sends a typed request after outbound gating (refused locally if not granted).
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.in_order().await;
         self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.request::<M>(params).await?)
     }
@@ -55,25 +54,22 @@ impl HostSession {
     /// `inferenceLifecycle`, and so on through the method table.
     pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        self.in_order().await;
         self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.notify::<M>(params).await?)
     }
 
     /// Sends a raw request after outbound gating.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
+        self.in_order().await;
         self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)
     }
 
     /// Sends a raw notification after outbound gating.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
+        self.in_order().await;
         self.gate_public(method, Some(&params))?;
-        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
-    }
-
-    /// [`Self::notify_raw`] for the session's own dedicated APIs (the lifecycle emitter).
-    pub(super) async fn notify_gated(&self, method: &str, params: Value) -> Result<(), HostError> {
-        self.gate(method, Some(&params))?;
         Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
     }
 }

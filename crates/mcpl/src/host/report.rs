@@ -15,17 +15,6 @@ pub struct HostStreams {
     pub diagnostics: queue::Receiver<HostDiagnostic>,
 }
 
-/// Refuses a peer-supplied manifest with more feature sets than `limit`
-/// ([`HostConfig::max_feature_sets`]), counted without building anything: the same bound
-/// wherever the host reads a manifest (the `initialize` result, an `mcpl/manifest` answer).
-pub(super) fn within_feature_set_bound(manifest: &Value, limit: usize) -> Result<(), HostError> {
-    let count = crate::manifest::feature_set_count(manifest);
-    if count > limit {
-        return Err(HostError::TooManyFeatureSets { count, limit });
-    }
-    Ok(())
-}
-
 /// Why a host operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HostError {

@@ -176,6 +176,17 @@ impl<T> Sender<T> {
         }
     }
 
+    /// How many more items [`Sender::try_send`] would queue now (0 once the receiver is
+    /// closed or gone, or while senders wait for room): a single producer that checks it
+    /// first never has an item refused.
+    pub(crate) fn room(&self) -> usize {
+        let st = self.chan.state();
+        if st.rx_closed || st.waiting > 0 {
+            return 0;
+        }
+        self.chan.capacity.saturating_sub(st.items.len())
+    }
+
     /// Whether the receiver is closed or gone.
     pub(crate) fn is_closed(&self) -> bool {
         self.chan.state().rx_closed

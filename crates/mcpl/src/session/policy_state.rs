@@ -20,7 +20,9 @@ pub(crate) struct HostPolicy {
     pub(crate) ready: bool,
     pub(crate) grant: Grant,
     pub(crate) policy: Vec<String>,
-    pub(crate) review: Option<ManifestReview>,
+    /// Shared copy-on-write with what a driver publishes (`host::HostSession`'s getters): a
+    /// change copies it only while a published view still holds it.
+    pub(crate) review: Option<std::sync::Arc<ManifestReview>>,
     pub(crate) last_receipt: Option<Receipt>,
     /// The host's configured `enabled` allowlist, sent in every policy Request (§6.7).
     enabled: Option<Vec<String>>,
@@ -59,6 +61,11 @@ pub(crate) struct Effects {
 }
 
 impl HostPolicy {
+    /// The review in force, to change (copied first if a published view shares it).
+    pub(crate) fn review_mut(&mut self) -> Option<&mut ManifestReview> {
+        self.review.as_mut().map(std::sync::Arc::make_mut)
+    }
+
     /// Not ready, nothing granted, under the host's `policy`, with the `enabled` allowlist
     /// and `disabled` list its policy Requests carry.
     pub(crate) fn new(
@@ -96,7 +103,7 @@ impl HostPolicy {
     /// narrows derivation at once (it can never widen).
     pub(crate) fn initial_params(&mut self, hg: &HostGrant) -> Value {
         let params = self.update_params(hg);
-        if let (Ok(up), Some(r)) = (UpdateParams::parse(&params), self.review.as_mut()) {
+        if let (Ok(up), Some(r)) = (UpdateParams::parse(&params), self.review_mut()) {
             r.set_selection(Selection {
                 enabled: up.enabled,
                 disabled: up.disabled,
@@ -124,7 +131,7 @@ impl HostPolicy {
         );
         let up = UpdateParams::parse(&json!({ "disabled": later }))
             .map_err(|e| DisableRefused::Selection(e.to_string()))?;
-        if let Some(r) = self.review.as_mut() {
+        if let Some(r) = self.review_mut() {
             let mut selection = r.selection().clone();
             selection.disabled.extend(up.disabled);
             r.set_selection(selection);
@@ -135,7 +142,7 @@ impl HostPolicy {
 
     fn advertised(&self) -> CapabilitySet {
         self.review
-            .as_ref()
+            .as_deref()
             .map_or(CapabilitySet::EMPTY, ManifestReview::advertised)
     }
 
@@ -185,7 +192,7 @@ impl HostPolicy {
                 self.grant = applied;
                 self.mode = Mode::Mcpl;
                 self.last_receipt = Some(receipt);
-                if let Some(r) = self.review.as_mut() {
+                if let Some(r) = self.review_mut() {
                     r.set_grant(applied, now, "initial-policy");
                 }
                 Ok((applied != hg.effective, Effects::default()))
@@ -203,14 +210,14 @@ impl HostPolicy {
         let grant = rules::mcp_only_grant(
             self.grant,
             self.ready,
-            self.review.as_ref(),
+            self.review.as_deref(),
             self.policy.iter().map(String::as_str),
         );
         self.ready = true;
         self.grant = grant;
         self.mode = Mode::McpOnly(reason);
         // Later manifest changes are judged against the grant in force (§17.6).
-        if let Some(r) = self.review.as_mut() {
+        if let Some(r) = self.review_mut() {
             r.set_grant(grant, now, "mcp-only");
         }
         Effects {
@@ -235,7 +242,7 @@ impl HostPolicy {
         let kept = old.intersect(hg.effective.capabilities());
         self.grant = kept;
         self.policy = patterns;
-        if let Some(r) = self.review.as_mut() {
+        if let Some(r) = self.review_mut() {
             r.set_grant(kept, now, "policy-narrowing");
         }
         Ok(ChangePlan {
@@ -263,7 +270,7 @@ impl HostPolicy {
                 let g = plan.hg.effective.intersect(self.advertised());
                 activated = g.capabilities().difference(self.grant.capabilities());
                 self.grant = g;
-                if let Some(r) = self.review.as_mut() {
+                if let Some(r) = self.review_mut() {
                     r.set_grant(g, now, "policy-receipt");
                 }
             }
@@ -293,7 +300,7 @@ impl HostPolicy {
         now: SystemTime,
         suspend_after: u32,
     ) -> Option<Reviewed> {
-        let review = self.review.as_mut()?;
+        let review = self.review.as_mut().map(std::sync::Arc::make_mut)?;
         let outcome = review.on_fetched(fetched, announced, now);
         let kept = self.grant.intersect(review.advertised());
         let narrowed = kept != self.grant;

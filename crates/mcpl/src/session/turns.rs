@@ -52,13 +52,6 @@ impl InferenceIds {
         true
     }
 
-    /// Gives up a claim that emitted nothing (its first frame was never queued): the id may
-    /// be started again.
-    #[cfg(feature = "runtime")]
-    pub(crate) fn release(&mut self, inference_id: &str) {
-        self.live.remove(inference_id);
-    }
-
     /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
     pub(crate) fn end(&mut self, inference_id: &str) {
         if !self.live.remove(inference_id) {

@@ -34,7 +34,7 @@ impl HostState {
                 let verdict = rules::judge_hook_answer(
                     answer,
                     &self.p.grant,
-                    self.p.review.as_ref(),
+                    self.p.review.as_deref(),
                     self.rules.max_injections_per_hook,
                 );
                 let server = self.label.clone();
@@ -165,7 +165,7 @@ impl HostState {
             Ok(hg) => hg,
             Err(e) => return self.connected(Err(e.into())),
         };
-        self.p.review = Some(review);
+        self.p.review = Some(std::sync::Arc::new(review));
         let params = self.p.initial_params(&hg);
         self.notify_initialized();
         // §5.3: the Request goes out even when nothing is enabled or disabled.

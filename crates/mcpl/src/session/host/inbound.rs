@@ -60,7 +60,7 @@ impl HostState {
                         &mut diags,
                         r.params.as_ref(),
                         &judged,
-                        self.p.review.as_ref(),
+                        self.p.review.as_deref(),
                     );
                     self.report(diags);
                     if let Err(e) = checked {
@@ -134,8 +134,7 @@ impl HostState {
                     .is_ok()
                     .then(|| {
                         self.p
-                            .review
-                            .as_mut()
+                            .review_mut()
                             .and_then(|r| r.surface_changed("channels"))
                     })
                     .flatten();
@@ -152,7 +151,7 @@ impl HostState {
                     params,
                     &self.p.grant,
                     &self.rules.channels,
-                    self.p.review.as_ref(),
+                    self.p.review.as_deref(),
                     &self.label,
                     |e| {
                         if events.len() >= room {
@@ -186,7 +185,7 @@ impl HostState {
             &mut diags,
             params,
             judged,
-            self.p.review.as_ref(),
+            self.p.review.as_deref(),
             &self.dedupe,
             limits,
             &self.label,
@@ -210,12 +209,7 @@ impl HostState {
             .and_then(|s| s.strip_suffix("/list_changed"))
         {
             // §17.7: an MCP list change is a `surface-changed` receipt.
-            if let Some(r) = self
-                .p
-                .review
-                .as_mut()
-                .and_then(|r| r.surface_changed(surface))
-            {
+            if let Some(r) = self.p.review_mut().and_then(|r| r.surface_changed(surface)) {
                 self.hand_out_event(HostEvent::ManifestChange(r));
             }
             return;

@@ -115,7 +115,7 @@ pub enum ConnectError {
     #[error("initialize was not answered in time: raise HostRules.initialize_timeout or check the server")]
     Timeout,
     /// The manifest declares more feature sets than [`HostRules::max_feature_sets`].
-    #[error("the manifest declares {count} feature sets, over the limit of {limit}: raise HostRules.max_feature_sets if the server is trusted")]
+    #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostRules.max_feature_sets if this server is trusted to declare that many")]
     TooManyFeatureSets {
         /// Sets declared.
         count: usize,
@@ -375,6 +375,13 @@ impl HostState {
 
     /// The manifest review in force (MCPL connections, once `initialize` is answered).
     pub fn review(&self) -> Option<&ManifestReview> {
+        self.p.review.as_deref()
+    }
+
+    /// The review in force as shared (a driver publishes it without copying it; the state
+    /// machine copies it before its next change).
+    #[cfg(feature = "runtime")]
+    pub(crate) fn review_shared(&self) -> Option<&std::sync::Arc<ManifestReview>> {
         self.p.review.as_ref()
     }
 
@@ -763,7 +770,7 @@ impl HostState {
         &mut self,
         name: &str,
     ) -> Result<String, crate::manifest::review::ReviewError> {
-        match self.p.review.as_mut() {
+        match self.p.review_mut() {
             Some(r) => r.accept_ontology(name),
             None => Err(crate::manifest::review::ReviewError::NoOntology(
                 name.to_owned(),
@@ -774,7 +781,7 @@ impl HostState {
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5), by
     /// [`ManifestReview::revoke_ontology`]. Returns the digest that was accepted, if any.
     pub fn revoke_ontology(&mut self, name: &str) -> Option<String> {
-        self.p.review.as_mut().and_then(|r| r.revoke_ontology(name))
+        self.p.review_mut().and_then(|r| r.revoke_ontology(name))
     }
 
     /// Sets the tag patterns the host's treatment rules reference (§17.6,
@@ -783,7 +790,7 @@ impl HostState {
     where
         I: IntoIterator<Item = &'a str>,
     {
-        if let Some(r) = self.p.review.as_mut() {
+        if let Some(r) = self.p.review_mut() {
             r.set_consumer_patterns(patterns);
         }
     }

@@ -1,0 +1,642 @@
+//! The driver: one task per connection owns the [`HostState`] and feeds it in wire order
+//! (messages and the answers to its own requests from [`Incoming::recv_ordered`], timer
+//! ticks from [`HostState::poll_timeout`], the application's calls from the command queue),
+//! then carries out its outputs: frames through the [`Peer`], events and diagnostics into
+//! the [`HostStreams`] queues, requests to the application's handlers (spawned, so a slow
+//! handler never holds the connection; their answers come back as commands).
+//!
+//! Readings:
+//! - The snapshot the getters read is published after each input, before that input's
+//!   outputs are carried out: an application that saw an event sees the state after it.
+//! - Nothing here waits on the application: events go into their bounded queue only as far
+//!   as [`HostState::set_event_room`] said there was room (a `push/event` past it is
+//!   answered `host_busy`, as before); a full diagnostics queue drops (still logged).
+//! - When the connection ends, every request of ours still waiting is expired at once
+//!   (as if its deadline had passed): a policy change ends not activated, a hook fails
+//!   open, a fetch fails; `connect` still waiting fails with the close reason.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::jsonrpc::{Message, Request, Response};
+use crate::manifest::review::ReviewError;
+use crate::peer::Incoming;
+use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
+use crate::protocol::lifecycle::InferenceLifecycle;
+use crate::session::rules::HookVerdict;
+use crate::session::{ConnectError, HostOutput, HostState, StateError};
+
+/// A reply to the application.
+pub(super) type Reply<T> = oneshot::Sender<T>;
+
+/// The most application calls queued for the driver; a caller waits for room.
+pub(super) const COMMANDS_QUEUED: usize = 256;
+
+/// An application call, fed to the state machine in the order the driver takes it.
+pub(super) enum Cmd {
+    SetPolicy(Vec<String>, Reply<Result<PolicyChange, HostError>>),
+    Disable(Vec<String>, Reply<Result<(), HostError>>),
+    Refresh(RefreshReply),
+    Hook(Value, Reply<Option<HookVerdict>>),
+    StartTurn {
+        inference_id: String,
+        conversation_id: String,
+        turn_index: u64,
+        reply: Reply<Result<(), HostError>>,
+    },
+    EndTurn {
+        inference_id: String,
+        terminal: Terminal,
+        usage: Option<Value>,
+        reply: Option<Reply<Result<(), HostError>>>,
+    },
+    StartStream {
+        inference_id: String,
+        conversation_id: Option<String>,
+        reply: Reply<Result<(), HostError>>,
+    },
+    StreamChunk {
+        inference_id: String,
+        channel_id: String,
+        delta: String,
+        reply: Reply<Result<(), HostError>>,
+    },
+    StreamComplete {
+        inference_id: String,
+        channel_id: String,
+        reply: Reply<Result<(), HostError>>,
+    },
+    EndStream {
+        inference_id: String,
+        reply: Option<Reply<Result<(), HostError>>>,
+    },
+    Chunk {
+        id: RequestId,
+        delta: String,
+        reply: Reply<Result<(), HostError>>,
+    },
+    Answer {
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    },
+    /// Replied to once every call queued before it was carried out (its frames queued).
+    Barrier(Reply<()>),
+    AcceptOntology(String, Reply<Result<String, ReviewError>>),
+    RevokeOntology(String, Reply<Option<String>>),
+    ConsumerPatterns(Vec<String>, Reply<()>),
+}
+
+/// The reply to [`HostSession::refresh_manifest`].
+type RefreshReply = Reply<Result<Option<ChangeReceipt>, HostError>>;
+
+/// A policy call waiting for the exchange in flight to end (§6.7: one at a time).
+enum PolicyCall {
+    Set(Vec<String>, Reply<Result<PolicyChange, HostError>>),
+    Disable(Vec<String>, Reply<Result<(), HostError>>),
+}
+
+/// What the session hands the driver when it starts it.
+pub(super) struct Driver {
+    pub(super) state: HostState,
+    pub(super) peer: Peer,
+    pub(super) incoming: Incoming,
+    pub(super) cmds: queue::Receiver<Cmd>,
+    /// Handed to the application's handler tasks, for their answers.
+    pub(super) cmd_tx: queue::WeakSender<Cmd>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) events: queue::Sender<HostEvent>,
+    pub(super) diags: queue::Sender<HostDiagnostic>,
+    pub(super) connected: Option<Reply<Result<(), HostError>>>,
+}
+
+/// The driver's bookkeeping of what waits on the state machine.
+#[derive(Default)]
+struct Waiting {
+    /// Our requests: the peer's id → the state machine's, and back.
+    by_peer: HashMap<RequestId, u64>,
+    by_state: HashMap<u64, RequestId>,
+    /// Server requests handed to the application and not yet answered, by id.
+    requests: HashMap<RequestId, IncomingRequest>,
+    /// The server request the input being carried out read (a duplicate id is answered
+    /// from here, never in place of the one waiting under it).
+    current: Option<IncomingRequest>,
+    policy: Option<Reply<Result<PolicyChange, HostError>>>,
+    queued: VecDeque<PolicyCall>,
+    hooks: HashMap<u64, Reply<Option<HookVerdict>>>,
+    refreshes: Vec<(u64, RefreshReply)>,
+    /// The change receipt the input being carried out handed out, if any.
+    receipt: Option<ChangeReceipt>,
+}
+
+pub(super) fn closed_error(peer: &Peer) -> HostError {
+    HostError::Peer(PeerError::Closed(
+        peer.close_reason().unwrap_or(CloseReason::Eof),
+    ))
+}
+
+fn connect_error(e: ConnectError, timeout: Duration) -> HostError {
+    match e {
+        ConnectError::BadInitialize(s) => HostError::BadInitialize(s),
+        ConnectError::Remote(e) => HostError::Peer(PeerError::Remote(e)),
+        ConnectError::Timeout => HostError::Peer(PeerError::Timeout {
+            method: "initialize".into(),
+            id: RequestId::from(1u64),
+            after: timeout,
+        }),
+        ConnectError::TooManyFeatureSets { count, limit } => {
+            HostError::TooManyFeatureSets { count, limit }
+        }
+        ConnectError::Policy(p) => HostError::Policy(p),
+        ConnectError::Refused => HostError::Refused("close"),
+    }
+}
+
+/// The error a refused application call on the state machine is to the application.
+fn state_error(e: StateError, peer: &Peer) -> HostError {
+    match e {
+        StateError::McpOnly(r) => HostError::McpOnly(r),
+        StateError::Policy(p) => HostError::Policy(p),
+        StateError::Selection(s) => HostError::BadSelection(s),
+        StateError::NotSent(r) => r.into(),
+        StateError::Completed(c) => c.into(),
+        StateError::UseDedicated { method, instead } => HostError::UseDedicated { method, instead },
+        StateError::PolicyInFlight
+        | StateError::NotConnected
+        | StateError::UnknownRequest(_)
+        | StateError::Turn(_)
+        | StateError::Stream(_) => closed_error(peer),
+    }
+}
+
+impl Driver {
+    /// Runs until the connection ends (or every handle of the session is gone).
+    /// Boxed: moved into its future, the driver would be held there twice.
+    pub(super) async fn run(mut self: Box<Self>) {
+        let mut w = Waiting::default();
+        self.state.start(clock_now());
+        Box::pin(self.carry_out(&mut w, false)).await;
+        loop {
+            let deadline = self.state.poll_timeout();
+            let input = tokio::select! {
+                biased;
+                item = self.incoming.recv_ordered() => match item {
+                    Some(item) => Input::Wire(item),
+                    None => break,
+                },
+                cmd = self.cmds.recv() => match cmd {
+                    Some(cmd) => Input::Cmd(cmd),
+                    None => break,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => Input::Tick,
+            };
+            self.state.set_event_room(self.events.room());
+            let now = clock_now();
+            let (mut channels, mut counted) = (false, false);
+            match input {
+                Input::Wire(Ordered::Response(r)) => self.on_response(&mut w, now, r),
+                Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
+                    channels = matches!(
+                        n.method.as_str(),
+                        ChannelsRegister::NAME | ChannelsChanged::NAME
+                    );
+                    self.state.handle_message(now, Message::Notification(n));
+                }
+                Input::Wire(Ordered::Message(IncomingMessage::Request(req))) => {
+                    let r: Request = req.request().clone();
+                    channels = matches!(
+                        r.method.as_str(),
+                        ChannelsRegister::NAME | ChannelsChanged::NAME
+                    );
+                    w.current = Some(req);
+                    self.state.handle_message(now, Message::Request(r));
+                }
+                Input::Tick => self.state.handle_timeout(now),
+                Input::Cmd(cmd) => {
+                    // What the session's handles queued (`HostSession::enqueue`); a handler's
+                    // answers and chunks are not counted.
+                    counted = !matches!(cmd, Cmd::Answer { .. } | Cmd::Chunk { .. });
+                    self.on_command(&mut w, now, cmd);
+                }
+            }
+            // Boxed: the loop's future lives as long as the connection and would otherwise be
+            // as large as its largest state, the carrying out of outputs (≈ 10 KiB in a
+            // debug build against ≈ 2 KiB idle); an input is rare next to the idle time.
+            Box::pin(self.carry_out(&mut w, channels)).await;
+            if counted {
+                self.shared
+                    .queued
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        Box::pin(self.shut_down(w)).await;
+    }
+
+    /// The answer to one of our requests, under the state machine's id.
+    fn on_response(&mut self, w: &mut Waiting, now: Instant, mut r: Response) {
+        let mapped = r.id.as_ref().and_then(|id| w.by_peer.remove(id));
+        match mapped {
+            Some(n) => {
+                w.by_state.remove(&n);
+                r.id = Some(RequestId::from(n));
+                self.state.handle_message(now, Message::Response(r));
+            }
+            None => self.diag(HostDiagnostic::UnexpectedResponse {
+                id: r
+                    .id
+                    .as_ref()
+                    .map_or("null".into(), |id| id.to_value().to_string()),
+            }),
+        }
+    }
+
+    /// One application call.
+    fn on_command(&mut self, w: &mut Waiting, now: Instant, cmd: Cmd) {
+        let peer = self.peer.clone();
+        let err = |e| state_error(e, &peer);
+        match cmd {
+            Cmd::SetPolicy(p, reply) => w.queued.push_back(PolicyCall::Set(p, reply)),
+            Cmd::Disable(sets, reply) => w.queued.push_back(PolicyCall::Disable(sets, reply)),
+            Cmd::Refresh(reply) => match self.state.refresh_manifest(now) {
+                Ok(id) => w.refreshes.push((id, reply)),
+                Err(e) => {
+                    let _ = reply.send(Err(err(e)));
+                }
+            },
+            Cmd::Hook(params, reply) => match self.state.before_inference(now, params) {
+                Some(id) => {
+                    w.hooks.insert(id, reply);
+                }
+                None => {
+                    let _ = reply.send(None);
+                }
+            },
+            Cmd::StartTurn {
+                inference_id,
+                conversation_id,
+                turn_index,
+                reply,
+            } => {
+                let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
+                                     "turnIndex": turn_index, "phase": "started" });
+                let r = match self.gate(InferenceLifecycle::NAME, &params) {
+                    Err(e) => Err(e),
+                    Ok(()) => self
+                        .state
+                        .start_turn(&inference_id, &conversation_id, turn_index)
+                        .map_err(|e| match e {
+                            StateError::Turn(_) => HostError::TurnExists(inference_id.clone()),
+                            other => err(other),
+                        }),
+                };
+                let _ = reply.send(r);
+            }
+            Cmd::EndTurn {
+                inference_id,
+                terminal,
+                usage,
+                reply,
+            } => {
+                // §10.5: a terminal whose caller stopped waiting before it was taken was
+                // never queued, as far as the caller knows: the turn ends `aborted`.
+                let terminal = match &reply {
+                    Some(r) if r.is_closed() => Terminal::Aborted,
+                    _ => terminal,
+                };
+                let params = json!({ "inferenceId": inference_id, "phase": terminal.as_str() });
+                let gated = self.gate(InferenceLifecycle::NAME, &params);
+                let ended = self.state.end_turn(&inference_id, terminal, usage);
+                if let Some(reply) = reply {
+                    let _ = reply.send(ended.map_err(err).and(gated));
+                }
+            }
+            Cmd::StartStream {
+                inference_id,
+                conversation_id,
+                reply,
+            } => {
+                let r = self
+                    .state
+                    .start_stream(&inference_id, conversation_id.as_deref())
+                    .map_err(|_| HostError::StreamExists(inference_id.clone()));
+                let _ = reply.send(r);
+            }
+            Cmd::StreamChunk {
+                inference_id,
+                channel_id,
+                delta,
+                reply,
+            } => {
+                let r = self.state.stream_chunk(&inference_id, &channel_id, &delta);
+                let _ = reply.send(r.map_err(err));
+            }
+            Cmd::StreamComplete {
+                inference_id,
+                channel_id,
+                reply,
+            } => {
+                let r = self.state.stream_complete(&inference_id, &channel_id);
+                let _ = reply.send(r.map_err(err));
+            }
+            Cmd::EndStream {
+                inference_id,
+                reply,
+            } => {
+                let r = self.state.end_stream(&inference_id).map_err(err);
+                if let Some(reply) = reply {
+                    let _ = reply.send(r);
+                }
+            }
+            Cmd::Chunk { id, delta, reply } => {
+                let r = self
+                    .state
+                    .inference_chunk(&id, &delta)
+                    .map_err(|e| match e {
+                        StateError::Stream(_) => HostError::StreamEnded,
+                        other => err(other),
+                    });
+                let _ = reply.send(r);
+            }
+            Cmd::Answer { id, outcome } => {
+                if let Err(e) = self.state.answer(id, outcome) {
+                    tracing::debug!(error = %e, "an application answer found no request");
+                }
+            }
+            Cmd::Barrier(reply) => {
+                let _ = reply.send(());
+            }
+            Cmd::AcceptOntology(name, reply) => {
+                let _ = reply.send(self.state.accept_ontology(&name));
+            }
+            Cmd::RevokeOntology(name, reply) => {
+                let _ = reply.send(self.state.revoke_ontology(&name));
+            }
+            Cmd::ConsumerPatterns(patterns, reply) => {
+                self.state
+                    .set_consumer_patterns(patterns.iter().map(String::as_str));
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    /// The host's outbound gate ([`session::outbound::gate`]) under the state in force.
+    fn gate(&self, method: &str, params: &Value) -> Result<(), HostError> {
+        let st = &self.state;
+        session::outbound::gate(
+            method,
+            Some(params),
+            st.mode(),
+            st.is_ready(),
+            &st.grant(),
+            st.channels(),
+            &self.shared.channel_limits,
+        )
+        .map_err(HostError::from)
+    }
+
+    /// Starts the policy calls waiting, in order, while none is in flight.
+    fn start_policy_calls(&mut self, w: &mut Waiting, now: Instant) {
+        while w.policy.is_none() {
+            let Some(call) = w.queued.pop_front() else {
+                return;
+            };
+            let r = match &call {
+                PolicyCall::Set(p, _) => self.state.set_policy(now, p.clone()),
+                PolicyCall::Disable(sets, _) => self.state.disable_by_notification(sets),
+            };
+            match (r, call) {
+                (Err(StateError::PolicyInFlight), call) if !self.closing() => {
+                    w.queued.push_front(call);
+                    return;
+                }
+                (Err(e), PolicyCall::Set(_, reply)) => {
+                    let _ = reply.send(Err(state_error(e, &self.peer)));
+                }
+                (Err(e), PolicyCall::Disable(_, reply)) => {
+                    let _ = reply.send(Err(state_error(e, &self.peer)));
+                }
+                (Ok(()), PolicyCall::Set(_, reply)) => w.policy = Some(reply),
+                (Ok(()), PolicyCall::Disable(_, reply)) => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    fn closing(&self) -> bool {
+        self.peer.close_reason().is_some()
+    }
+
+    /// Publishes the snapshot, then carries out every output of the input, in order, and
+    /// of the policy calls that could start after it.
+    async fn carry_out(&mut self, w: &mut Waiting, channels: bool) {
+        let mut channels = channels;
+        loop {
+            let now = clock_now();
+            self.start_policy_calls(w, now);
+            self.shared.publish(&self.state, channels);
+            channels = false;
+            // Requests the state machine gave up on are forgotten by the peer first (a late
+            // answer is reported), before what their expiry made it send.
+            let gone: Vec<u64> = w
+                .by_state
+                .keys()
+                .copied()
+                .filter(|n| !self.state.is_pending(*n))
+                .collect();
+            for n in gone {
+                if let Some(pid) = w.by_state.remove(&n) {
+                    w.by_peer.remove(&pid);
+                    self.peer.forget(&pid, "no answer in time");
+                }
+            }
+            w.receipt = None;
+            let mut any = false;
+            while let Some(o) = self.state.poll_output() {
+                any = true;
+                self.output(w, o).await;
+            }
+            // A server request the state machine handed to the application waits for its
+            // answer; one it answered was answered from `current`.
+            if let Some(req) = w.current.take() {
+                if !w.requests.contains_key(req.id()) {
+                    w.requests.insert(req.id().clone(), req);
+                }
+            }
+            // Refreshes whose fetch this input answered or expired end with its receipt.
+            let mut i = 0;
+            while i < w.refreshes.len() {
+                if self.state.is_pending(w.refreshes[i].0) {
+                    i += 1;
+                } else {
+                    let (_, reply) = w.refreshes.swap_remove(i);
+                    let _ = reply.send(Ok(w.receipt.clone()));
+                }
+            }
+            if !any || w.queued.is_empty() || w.policy.is_some() {
+                return;
+            }
+        }
+    }
+
+    /// Carries out one output.
+    async fn output(&mut self, w: &mut Waiting, o: HostOutput) {
+        match o {
+            HostOutput::Transmit(m) => self.transmit(w, m).await,
+            HostOutput::Event(e) => {
+                if let HostEvent::ManifestChange(r) = &e {
+                    w.receipt = Some(r.clone());
+                }
+                if let HostEvent::ModeChanged(mode) = &e {
+                    tracing::info!(server = ?self.shared.label.get(), ?mode, "MCPL disabled: MCP-only");
+                }
+                // Room was reported before the input: only a closed queue refuses.
+                let _ = self.events.try_send(e);
+            }
+            HostOutput::Diagnostic(d) => self.diag(d),
+            HostOutput::Connected(r) => {
+                let _ = self.shared.label.set(self.state.label().to_owned());
+                self.shared.publish(&self.state, true);
+                let timeout = self.shared.config.initialize_timeout;
+                let r = r.map_err(|e| connect_error(e, timeout));
+                if let Some(reply) = self.connected.take() {
+                    let _ = reply.send(r);
+                }
+            }
+            HostOutput::Request { id, method, params } => self.hand_to_handler(id, method, params),
+            HostOutput::PolicyChanged(c) => {
+                if let Some(reply) = w.policy.take() {
+                    let _ = reply.send(Ok(c));
+                }
+            }
+            HostOutput::Hook { id, verdict } => {
+                if let Some(reply) = w.hooks.remove(&id) {
+                    let _ = reply.send(Some(verdict));
+                }
+            }
+            // The session's own requests go straight through the peer (`outbound.rs`).
+            HostOutput::Response { .. } | HostOutput::RequestTimedOut { .. } => {}
+            HostOutput::Close => self.peer.close(),
+        }
+    }
+
+    async fn transmit(&mut self, w: &mut Waiting, m: Message) {
+        match m {
+            Message::Request(r) => {
+                let RequestId::Number(n) = &r.id else { return };
+                let Some(n) = n.as_u64() else { return };
+                let sent = self.peer.send_request(&r.method, r.params, |_| {}).await;
+                match sent {
+                    Ok(id) => {
+                        w.by_peer.insert(id.clone(), n);
+                        w.by_state.insert(n, id);
+                    }
+                    // Not sent: answered as failed, in place, so nothing waits for it.
+                    Err(e) => {
+                        let failed = Response {
+                            id: Some(RequestId::from(n)),
+                            outcome: Err(ErrorObject::internal(e.to_string())),
+                        };
+                        self.state
+                            .handle_message(clock_now(), Message::Response(failed));
+                    }
+                }
+            }
+            Message::Response(r) => {
+                let Some(id) = r.id else { return };
+                let current = w.current.take_if(|c| *c.id() == id);
+                let sent = match current.or_else(|| w.requests.remove(&id)) {
+                    Some(req) => req.finish(r.outcome).await,
+                    None => match r.outcome {
+                        Ok(v) => self.peer.respond(id, v).await,
+                        Err(e) => self.peer.respond_error(id, e).await,
+                    },
+                };
+                if let Err(e) = sent {
+                    tracing::debug!(error = %e, "answer not written");
+                }
+            }
+            Message::Notification(n) => {
+                if let Err(e) = self.peer.notify_raw(&n.method, n.params).await {
+                    tracing::debug!(error = %e, method = %n.method, "notification not written");
+                }
+            }
+        }
+    }
+
+    /// An admitted `inference/request` or `model/info` (§11, §12) goes to the application's
+    /// handler in a task of its own; its answer re-enters as [`Cmd::Answer`].
+    fn hand_to_handler(&mut self, id: RequestId, method: String, params: Option<Value>) {
+        let Some(tx) = self.cmd_tx.upgrade() else {
+            return;
+        };
+        let cfg = &self.shared.config;
+        let p = params.unwrap_or(Value::Null);
+        let streamed = method == crate::protocol::inference::InferenceRequest::NAME
+            && rules::is_streamed(Some(&p));
+        if let (true, Some(h)) = (streamed, cfg.stream_handler.clone()) {
+            let sink = ChunkSink {
+                cmds: tx.clone(),
+                request_id: id.clone(),
+                sent: 0,
+            };
+            tokio::spawn(async move {
+                let outcome = h(p, sink).await;
+                let _ = tx.send(Cmd::Answer { id, outcome }).await;
+            });
+            return;
+        }
+        match cfg.request_handler.clone() {
+            None => {
+                let outcome = Err(ErrorObject::method_not_found(&method));
+                let _ = self.state.answer(id, outcome);
+            }
+            Some(h) => {
+                tokio::spawn(async move {
+                    let outcome = h(&method, p).await;
+                    let _ = tx.send(Cmd::Answer { id, outcome }).await;
+                });
+            }
+        }
+    }
+
+    fn diag(&self, d: HostDiagnostic) {
+        report_diag(&self.shared.label, &self.diags, d);
+    }
+
+    /// The connection ended: `connect` still waiting fails; every request of ours still
+    /// waiting is expired and its outcome carried out (nothing more is written).
+    async fn shut_down(mut self: Box<Self>, mut w: Waiting) {
+        if let Some(reply) = self.connected.take() {
+            let _ = reply.send(Err(closed_error(&self.peer)));
+        }
+        self.peer.close();
+        let far = clock_now() + Duration::from_secs(60 * 60 * 24 * 365);
+        self.state.handle_timeout(far);
+        Box::pin(self.carry_out(&mut w, false)).await;
+        for (_, reply) in w.refreshes.drain(..) {
+            let _ = reply.send(Ok(None));
+        }
+    }
+}
+
+/// One thing the driver takes, in the order it takes them.
+enum Input {
+    Wire(Ordered),
+    Cmd(Cmd),
+    Tick,
+}
+
+/// The driver's clock: tokio's, so deadlines the state machine computes agree with the
+/// timer that wakes the driver (and a runtime with paused time drives both).
+pub(super) fn clock_now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,76 @@
+//! The state the session's getters and its direct send path read: published by the driver
+//! alone, after each input and before that input's outputs are carried out.
+
+use super::*;
+
+/// One published view of the [`HostState`].
+#[derive(Debug)]
+pub(super) struct Snapshot {
+    pub(super) mode: Mode,
+    pub(super) ready: bool,
+    pub(super) grant: Grant,
+    pub(super) last_receipt: Option<Receipt>,
+    /// Shared with the state machine until it changes the review (copy on write).
+    pub(super) review: Option<Arc<ManifestReview>>,
+    /// Shared between snapshots until a channel message changes it.
+    pub(super) channels: Arc<ChannelTable>,
+}
+
+impl Snapshot {
+    pub(super) fn of(st: &HostState) -> Snapshot {
+        Snapshot {
+            mode: st.mode().clone(),
+            ready: st.is_ready(),
+            grant: st.grant(),
+            last_receipt: st.last_receipt().cloned(),
+            review: st.review_shared().cloned(),
+            channels: Arc::new(st.channels().clone()),
+        }
+    }
+}
+
+fn lock(m: &Mutex<Arc<Snapshot>>) -> std::sync::MutexGuard<'_, Arc<Snapshot>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// The snapshot published last.
+    pub(super) fn snapshot(&self) -> Arc<Snapshot> {
+        lock(&self.snapshot).clone()
+    }
+
+    /// Publishes `st` when it differs from what was published. The review is shared, never
+    /// copied here (the state machine copies it before changing one that is published, so
+    /// a changed review is a different one); the channel table is copied when `channels`
+    /// says a channel message was read.
+    pub(super) fn publish(&self, st: &HostState, channels: bool) {
+        let cur = self.snapshot();
+        let same_review = match (&cur.review, st.review_shared()) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let unchanged = same_review
+            && !channels
+            && cur.mode == *st.mode()
+            && cur.ready == st.is_ready()
+            && cur.grant == st.grant()
+            && cur.last_receipt.as_ref() == st.last_receipt();
+        if unchanged {
+            return;
+        }
+        let next = Snapshot {
+            mode: st.mode().clone(),
+            ready: st.is_ready(),
+            grant: st.grant(),
+            last_receipt: st.last_receipt().cloned(),
+            review: st.review_shared().cloned(),
+            channels: if channels {
+                Arc::new(st.channels().clone())
+            } else {
+                cur.channels.clone()
+            },
+        };
+        *lock(&self.snapshot) = Arc::new(next);
+    }
+}
