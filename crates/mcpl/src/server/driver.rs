@@ -412,12 +412,7 @@ impl Driver {
         let reason = match tx.try_send(chunk) {
             Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(_)) => Some("full"),
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                // The application dropped its `InferenceStream`: reported once, and the
-                // rest of the stream's chunks go nowhere (its final result still comes).
-                self.streams.remove(&id);
-                Some("closed")
-            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Some("closed"),
         };
         if let Some(reason) = reason {
             self.conn
