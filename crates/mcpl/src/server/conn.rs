@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Map, Value};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch, Notify};
 
 use super::builder::Handlers;
 use super::conn_state::StateSlot;
@@ -82,6 +82,7 @@ impl Server {
             peer: peer.clone(),
             commands,
             manifest_changed: Mutex::new(None),
+            manifest_wake: Notify::new(),
             grant_tx,
             channels: watch::Sender::new(Vec::new()),
             diag_tx: std::sync::OnceLock::new(),
@@ -152,9 +153,10 @@ pub(super) struct Conn {
     /// room, as a handler's answer does.
     pub(super) commands: queue::Sender<Command>,
     /// The tracker's changes not yet taken by the driver, merged into one (§17.8: they are
-    /// announced coalesced anyway), so the tracker's callback never waits and never drops;
-    /// [`Command::ManifestChanged`] wakes the driver for it.
+    /// announced coalesced anyway), so the tracker's callback never waits and never drops.
     pub(super) manifest_changed: Mutex<Option<ManifestChanged>>,
+    /// Wakes the driver for `manifest_changed`.
+    pub(super) manifest_wake: Notify,
     /// The negotiated state, as the driver last published it.
     pub(super) grant_tx: watch::Sender<GrantState>,
     /// The channels the host accepted (§14.5), as the driver last published them.
@@ -256,14 +258,10 @@ impl Conn {
                             }
                         }
                     }
-                    None => {
-                        *slot = Some(change);
-                        drop(slot);
-                        // A wake-up; when the queue is full the driver is about to take
-                        // commands anyway, and takes the slot with them.
-                        let _ = c.commands.try_send(Command::ManifestChanged);
-                    }
+                    None => *slot = Some(change),
                 }
+                drop(slot);
+                c.manifest_wake.notify_one();
             }
         })
     }

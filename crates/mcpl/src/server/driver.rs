@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::conn::{Conn, StreamTx};
 use super::*;
 use crate::jsonrpc::{Message, Request, RequestId, Response};
-use crate::manifest::ManifestSnapshot;
+use crate::manifest::{ManifestChanged, ManifestSnapshot};
 use crate::peer::{
     queue, CloseReason, Incoming, IncomingMessage, IncomingRequest, Ordered, PeerError,
 };
@@ -53,9 +53,8 @@ pub(super) enum Command {
         id: RequestId,
         outcome: HandlerResult<Value>,
     },
-    /// The connection's tracker installed a change (§17.3): it waits, merged with any
-    /// other not yet taken, in `Conn::manifest_changed`.
-    ManifestChanged,
+    /// The connection's tracker installed a change (§17.3).
+    ManifestChanged(ManifestChanged),
 }
 
 /// A request of the application's in flight.
@@ -156,9 +155,14 @@ impl Driver {
                             Err(_) => break,
                         }
                     }
-                    // A change whose wake-up found the queue full.
-                    self.take_manifest_change();
                     self.outputs().await;
+                }
+                () = self.conn.manifest_wake.notified() => {
+                    let change = lock(&self.conn.manifest_changed).take();
+                    if let Some(change) = change {
+                        self.command(Command::ManifestChanged(change));
+                        self.outputs().await;
+                    }
                 }
                 m = self.incoming.recv_ordered(), if !read_all && self.initializing.is_none() => match m {
                     Some(m) => self.received(m).await,
@@ -262,16 +266,10 @@ impl Driver {
                     tracing::debug!("answer not sent: {e}");
                 }
             }
-            Command::ManifestChanged => self.take_manifest_change(),
-        }
-    }
-
-    /// Feeds the tracker's change waiting in `Conn::manifest_changed`, if any (§17.3).
-    fn take_manifest_change(&mut self) {
-        let change = lock(&self.conn.manifest_changed).take();
-        if let Some(change) = change {
-            let manifest = self.conn.tracker().snapshot().manifest().clone();
-            self.state.manifest_changed(manifest, change);
+            Command::ManifestChanged(change) => {
+                let manifest = self.conn.tracker().snapshot().manifest().clone();
+                self.state.manifest_changed(manifest, change);
+            }
         }
     }
 
