@@ -89,15 +89,10 @@ impl IncomingRequest {
         crate::jsonrpc::params_of(self.request.params.as_ref())
     }
 
-    /// The request as received, its params taken out (the request keeps its id and method,
-    /// which its answer and its guard need): for a session that decides it elsewhere and
-    /// answers through this guard later.
-    pub(crate) fn take_request(&mut self) -> Request {
-        Request {
-            id: self.request.id.clone(),
-            method: self.request.method.clone(),
-            params: self.request.params.take(),
-        }
+    /// The params decoded as `P`, as [`IncomingRequest::params`], taken out of the request
+    /// (which has none afterwards) so that their strings are moved, not copied.
+    pub(crate) fn take_params<P: DeserializeOwned>(&mut self) -> Result<P, ErrorObject> {
+        crate::jsonrpc::parse_params(self.request.params.take())
     }
 
     /// The params decoded as method `M`'s params.
@@ -145,31 +140,6 @@ impl IncomingRequest {
                     wire::response_in(self.shared.frame_buffer(), Some(&self.request.id), &outcome);
                 self.shared.send_frame(text).await
             }
-        }
-    }
-
-    /// Answers with a result or an error object without waiting: written at once if the
-    /// writer has room, else by a task of its own (as a request dropped unanswered is
-    /// answered), so a session task never waits on a peer that does not read. Nothing is
-    /// reported if the connection has closed.
-    pub(crate) fn finish_detached(mut self, outcome: Result<Value, ErrorObject>) {
-        self.armed = false;
-        let text = match &self.batch {
-            Some(batch) => {
-                let response = Message::Response(Response {
-                    id: Some(self.request.id.clone()),
-                    outcome,
-                });
-                batch.add(response.to_value())
-            }
-            None => Some(wire::response_in(
-                self.shared.frame_buffer(),
-                Some(&self.request.id),
-                &outcome,
-            )),
-        };
-        if let Some(text) = text {
-            self.shared.send_answer_detached(text, self.owed.take());
         }
     }
 

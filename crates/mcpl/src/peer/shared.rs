@@ -294,22 +294,8 @@ impl Shared {
     /// `owed`, if any, is released only once the frame is queued.
     /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
     /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
-    /// (declined methods, §6.6) stalls at the transport instead of piling up answers.
+    /// (declined methods, §6.6) cannot pile up answers without bound.
     pub(super) fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
-        self.send_detached(text, owed, true);
-    }
-
-    /// Sends an answer the application gave (its request was taken and handled) without
-    /// waiting, as [`Shared::send_frame_detached`], except that the task is not counted
-    /// against the reader: it holds `owed`, so its request stays in flight and the in-flight
-    /// bound (`max_in_flight_requests`) refuses the excess `-32000`, as it does while a
-    /// handler waits to write.
-    pub(super) fn send_answer_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
-        let counted = owed.is_none();
-        self.send_detached(text, owed, counted);
-    }
-
-    fn send_detached(self: &Arc<Self>, text: String, owed: Option<Owed>, counted: bool) {
         let text = match self.send_now(text) {
             Ok(Some(text)) => text,
             Ok(None) | Err(_) => return,
@@ -325,18 +311,14 @@ impl Shared {
                     // The task owns the count from here.
                     queued.armed = false;
                     let shared = self.clone();
-                    if counted {
-                        self.detached.fetch_add(1, Ordering::AcqRel);
-                    }
+                    self.detached.fetch_add(1, Ordering::AcqRel);
                     handle.spawn(async move {
                         if shared.out.send(text).await.is_err() {
                             let mut slot = lock(&shared.slot);
                             slot.queued = slot.queued.saturating_sub(1);
                         }
-                        if counted {
-                            shared.detached.fetch_sub(1, Ordering::AcqRel);
-                            shared.detached_done.notify_waiters();
-                        }
+                        shared.detached.fetch_sub(1, Ordering::AcqRel);
+                        shared.detached_done.notify_waiters();
                         drop(owed);
                     });
                 }

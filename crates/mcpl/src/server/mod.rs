@@ -94,7 +94,6 @@ mod builder;
 mod conn;
 mod conn_state;
 mod dispatch;
-mod driver;
 mod errors;
 mod fallback;
 mod hooks;
