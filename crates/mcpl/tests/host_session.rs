@@ -2795,3 +2795,26 @@ async fn an_event_the_full_queue_cannot_take_is_reported() {
         .collect();
     assert_eq!(dropped.len(), 1);
 }
+
+/// A request handler that panics (after yielding, so in its own task) still leaves the
+/// server with an answer, `-32603`, instead of its own timeout; the request stops counting
+/// against `max_pending_outputs`.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_request_handler_still_answers_the_server() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            panic!("application bug")
+        })
+    }));
+    let (_s, _streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let r = server
+        .call(
+            "inference/request",
+            json!({ "featureSet": "assist", "messages": [] }),
+        )
+        .await;
+    // 0 would be the test server's own timeout: the host never answered.
+    assert_eq!(r, Err(mcpl::jsonrpc::codes::INTERNAL_ERROR), "{r:?}");
+}

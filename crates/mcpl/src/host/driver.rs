@@ -582,7 +582,7 @@ impl Driver {
                 sent: 0,
             };
             tokio::spawn(async move {
-                let outcome = h(p, sink).await;
+                let outcome = unwound(&method, async move { h(p, sink).await }).await;
                 let _ = tx.send(Cmd::Answer { id, outcome }).await;
             });
             return;
@@ -594,7 +594,8 @@ impl Driver {
             }
             Some(h) => {
                 tokio::spawn(async move {
-                    let outcome = h(&method, p).await;
+                    let outcome =
+                        unwound(&method.clone(), async move { h(&method, p).await }).await;
                     let _ = tx.send(Cmd::Answer { id, outcome }).await;
                 });
             }
@@ -617,6 +618,28 @@ impl Driver {
         Box::pin(self.carry_out(&mut w, false)).await;
         for (_, reply) in w.refreshes.drain(..) {
             let _ = reply.send(Ok(None));
+        }
+    }
+}
+
+/// Runs an application handler's future; a panic (in the call or in the future) is the
+/// answer `-32603`, so the server's request is still answered and stops counting against
+/// `max_pending_outputs`, and is logged at `warn` as the application's mistake.
+async fn unwound(
+    method: &str,
+    fut: impl std::future::Future<Output = Result<Value, ErrorObject>>,
+) -> Result<Value, ErrorObject> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            tracing::warn!(
+                method,
+                "the application's request handler panicked; answered -32603"
+            );
+            Err(ErrorObject::internal(format!(
+                "the host's handler for {method} panicked"
+            )))
         }
     }
 }
