@@ -1,0 +1,122 @@
+//! A `Server` and a `HostSession` of this crate facing each other, both writing hard at once:
+//! neither may stop reading because its own writes wait, or the two wait on each other for
+//! good. And a server facing a host that stops reading still ends its requests at the
+//! request timeout. Found by an audit of the sessions' drivers (issue #24); the server's
+//! driver failed both and was reverted.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::capability::Capability;
+use mcpl::host::{HostConfig, HostSession};
+use mcpl::peer::{Peer, PeerConfig};
+use mcpl::server::{PushEvent, Server};
+use serde_json::json;
+
+/// A deadlock guard, far above what the exchange takes (well under a second).
+const GUARD: Duration = Duration::from_secs(20);
+
+fn small() -> PeerConfig {
+    PeerConfig {
+        outgoing_capacity: 2,
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    }
+}
+
+/// The server pushes `pushes` events of ≈ 2 KB while the host starts `turns` turns with
+/// 20 KB ids (`inference/lifecycle`, §10.5): both pipes fill at once.
+async fn both_ways(peer: PeerConfig, pushes: usize, turns: usize) {
+    let server = Server::builder("burst", "1")
+        .feature_set(
+            "alerts",
+            "Alerts",
+            &[Capability::PushEvents, Capability::InferenceLifecycle],
+        )
+        .peer_config(peer.clone())
+        .build()
+        .unwrap();
+    let (a, b) = mcpl::transport::memory::pair();
+    let session = server.start(b);
+    let mut grant = session.grant_changes();
+    let config = HostConfig {
+        policy: vec!["pushEvents".into(), "inferenceLifecycle".into()],
+        peer,
+        ..HostConfig::default()
+    };
+    let (host, _streams) = HostSession::connect(a, config).await.unwrap();
+    while !session.granted(Capability::PushEvents) {
+        grant.changed().await.unwrap();
+    }
+    let body = "x".repeat(2_000);
+    let pushed: Vec<_> = (0..pushes)
+        .map(|i| {
+            let s = session.clone();
+            let e = PushEvent::text("alerts", format!("{i}{body}")).event_id(format!("e{i}"));
+            tokio::spawn(async move { s.push_event(e).await })
+        })
+        .collect();
+    let started = tokio::spawn(async move {
+        let big = "y".repeat(20_000);
+        let mut kept = Vec::new();
+        for i in 0..turns {
+            kept.push(host.start_turn(&format!("{big}{i}"), "c", 0).await.unwrap());
+        }
+        kept
+    });
+    let pushed = tokio::time::timeout(GUARD, futures_util::future::join_all(pushed)).await;
+    assert!(
+        pushed.is_ok(),
+        "the server's push events did not complete (deadlock)"
+    );
+    let started = tokio::time::timeout(GUARD, started).await;
+    assert!(
+        started.is_ok(),
+        "the host's turns did not complete (deadlock)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_and_a_server_both_writing_hard_do_not_deadlock() {
+    both_ways(PeerConfig::default(), 1000, 200).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_and_a_server_both_writing_hard_do_not_deadlock_on_small_queues() {
+    both_ways(small(), 1000, 200).await
+}
+
+/// A host that completes the handshake and then reads nothing: the server application's
+/// `push/event`s still end, at the latest at the connection's request timeout (30 s).
+#[tokio::test(start_paused = true)]
+async fn requests_to_a_host_that_stops_reading_still_end() {
+    let server = Server::builder("stuck", "1")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .peer_config(small())
+        .build()
+        .unwrap();
+    let (a, b) = mcpl::transport::memory::pair();
+    let session = server.start(b);
+    let (peer, _incoming) = Peer::new(a, small());
+    let init = json!({"protocolVersion": "2025-06-18",
+                      "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}});
+    peer.request_raw("initialize", Some(init)).await.unwrap();
+    let policy = json!({"effectiveCapabilities": ["pushEvents"]});
+    peer.request_raw("featureSets/update", Some(policy))
+        .await
+        .unwrap();
+    let body = "x".repeat(4_000);
+    let pushed: Vec<_> = (0..100)
+        .map(|i| {
+            let s = session.clone();
+            let e = PushEvent::text("alerts", format!("{i}{body}")).event_id(format!("e{i}"));
+            tokio::spawn(async move { s.push_event(e).await })
+        })
+        .collect();
+    let all = tokio::time::timeout(
+        Duration::from_secs(300),
+        futures_util::future::join_all(pushed),
+    )
+    .await;
+    assert!(all.is_ok(), "push_event hung past the 30 s request timeout");
+}
