@@ -123,6 +123,8 @@ struct Waiting {
     /// from here, never in place of the one waiting under it).
     current: Option<IncomingRequest>,
     policy: Option<Reply<Result<PolicyChange, HostError>>>,
+    /// Policy calls waiting for the one in flight; at most [`COMMANDS_QUEUED`] (the driver
+    /// takes no more calls past that).
     queued: VecDeque<PolicyCall>,
     hooks: HashMap<u64, Reply<Option<HookVerdict>>>,
     refreshes: Vec<(u64, RefreshReply)>,
@@ -185,7 +187,10 @@ impl Driver {
                     Some(item) => Input::Wire(item),
                     None => break,
                 },
-                cmd = self.cmds.recv() => match cmd {
+                // Policy calls wait for the exchange in flight (§6.7); past COMMANDS_QUEUED of
+                // them no more calls are taken until it ends (at the latest at
+                // `policy_timeout`), so they are bounded like the queue they came from.
+                cmd = self.cmds.recv(), if w.queued.len() < COMMANDS_QUEUED => match cmd {
                     Some(cmd) => Input::Cmd(cmd),
                     None => break,
                 },
