@@ -2818,3 +2818,48 @@ async fn a_panicking_request_handler_still_answers_the_server() {
     // 0 would be the test server's own timeout: the host never answered.
     assert_eq!(r, Err(mcpl::jsonrpc::codes::INTERNAL_ERROR), "{r:?}");
 }
+
+/// One server that stops reading does not hold up a fan-out over other sessions: its
+/// session's writer is stuck (filled with large `inference/lifecycle` notifications), so its
+/// driver cannot take the hook; the fan-out still ends, within that session's
+/// `hook_timeout` plus `HOOK_TAKE_GRACE`, with the stuck session counted as failed
+/// (fail-open, §10), while the healthy one is decided as usual.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_stops_reading_does_not_hold_up_a_fan_out() {
+    let small = PeerConfig {
+        outgoing_capacity: 2,
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (stuck, _streams, _server) = connected_with(
+        short(&["inferenceLifecycle", "contextHooks.beforeInference.observe"]),
+        full_manifest(),
+        small,
+    )
+    .await;
+    let (healthy, _hstreams, _hserver) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    let big = "x".repeat(60_000);
+    let mut fillers = Vec::new();
+    for i in 0.. {
+        let id = format!("{big}{i}");
+        match tokio::time::timeout(Duration::from_secs(1), stuck.start_turn(&id, "c", 0)).await {
+            Ok(t) => fillers.push(t.unwrap()),
+            Err(_) => break,
+        }
+        assert!(i < 1000, "the outgoing queue never filled");
+    }
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
+    let fan = tokio::time::timeout(
+        Duration::from_secs(120),
+        before_inference(&[&stuck, &healthy], &params),
+    )
+    .await
+    .expect("before_inference hung on a session whose server stopped reading");
+    assert_eq!(fan.failures.len(), 1, "{fan:?}");
+    assert!(
+        fan.failures[0].detail.contains("did not take the hook"),
+        "{fan:?}"
+    );
+    drop(fillers);
+}

@@ -269,6 +269,8 @@ impl Driver {
                     let _ = reply.send(Err(err(e)));
                 }
             },
+            // A fan-out that stopped waiting (`fanout::HOOK_TAKE_GRACE`) gets no late hook.
+            Cmd::Hook(_, reply) if reply.is_closed() => {}
             Cmd::Hook(params, reply) => match self.state.before_inference(now, params) {
                 Some(id) => {
                     w.hooks.insert(id, reply);

@@ -1,6 +1,11 @@
 //! The `context/beforeInference` fan-out over several sessions (§10).
 
 use super::*;
+use crate::session::rules::HookVerdict;
+
+/// How much longer than its `hook_timeout` the fan-out waits for one session: time for
+/// its driver to take the hook; past it the session is a failure (fail-open, §10).
+pub const HOOK_TAKE_GRACE: Duration = Duration::from_secs(1);
 
 /// One accepted injection.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,12 +61,25 @@ pub struct Injections {
 /// decides whether the hook applies, redacts, and judges the answer where it is read
 /// ([`crate::session::HostState::before_inference`]); it also reports the failures and the
 /// rejected injections on that session's diagnostics.
+///
+/// One session can hold up the fan-out by at most its `hook_timeout` plus
+/// [`HOOK_TAKE_GRACE`]: a session whose driver has not taken the hook by then (it waits on a
+/// server that stopped reading) counts as consulted and failed, and is sent no late hook.
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
     let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
         let p = params.clone();
         async move {
-            let verdict = s.call(|r| Cmd::Hook(p, r)).await.ok().flatten();
+            let limit = s.inner.shared.config.hook_timeout + HOOK_TAKE_GRACE;
+            let verdict = match tokio::time::timeout(limit, s.call(|r| Cmd::Hook(p, r))).await {
+                Ok(v) => v.ok().flatten(),
+                Err(_) => Some(HookVerdict {
+                    failure: Some(format!(
+                        "the session did not take the hook within {limit:?} (its server is not reading)"
+                    )),
+                    ..HookVerdict::default()
+                }),
+            };
             (s, verdict)
         }
     });
