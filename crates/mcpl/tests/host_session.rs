@@ -2819,25 +2819,17 @@ async fn a_panicking_request_handler_still_answers_the_server() {
     assert_eq!(r, Err(mcpl::jsonrpc::codes::INTERNAL_ERROR), "{r:?}");
 }
 
-/// One server that stops reading does not hold up a fan-out over other sessions: its
-/// session's writer is stuck (filled with large `inference/lifecycle` notifications), so its
-/// driver cannot take the hook; the fan-out still ends, within that session's
-/// `hook_timeout` plus `HOOK_TAKE_GRACE`, with the stuck session counted as failed
-/// (fail-open, §10), while the healthy one is decided as usual.
-#[tokio::test(start_paused = true)]
-async fn a_server_that_stops_reading_does_not_hold_up_a_fan_out() {
+/// A session whose server stopped reading: its writer is full (large
+/// `inference/lifecycle` notifications), so its driver is stuck writing.
+async fn stuck_session(
+    policy: &[&str],
+) -> (HostSession, HostStreams, Server, Vec<mcpl::host::Turn>) {
     let small = PeerConfig {
         outgoing_capacity: 2,
         incoming_capacity: 2,
         ..PeerConfig::default()
     };
-    let (stuck, _streams, _server) = connected_with(
-        short(&["inferenceLifecycle", "contextHooks.beforeInference.observe"]),
-        full_manifest(),
-        small,
-    )
-    .await;
-    let (healthy, _hstreams, _hserver) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    let (stuck, streams, server) = connected_with(short(policy), full_manifest(), small).await;
     let big = "x".repeat(60_000);
     let mut fillers = Vec::new();
     for i in 0.. {
@@ -2848,6 +2840,18 @@ async fn a_server_that_stops_reading_does_not_hold_up_a_fan_out() {
         }
         assert!(i < 1000, "the outgoing queue never filled");
     }
+    (stuck, streams, server, fillers)
+}
+
+/// One server that stops reading does not hold up a fan-out over other sessions: its
+/// session's driver cannot take the hook; the fan-out still ends, within that session's
+/// `hook_timeout` plus `DRIVER_GRACE`, with the stuck session counted as failed
+/// (fail-open, §10), while the healthy one is decided as usual.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_stops_reading_does_not_hold_up_a_fan_out() {
+    let (stuck, _streams, _server, _fillers) =
+        stuck_session(&["inferenceLifecycle", "contextHooks.beforeInference.observe"]).await;
+    let (healthy, _hstreams, _hserver) = connected(&["inferenceLifecycle"], full_manifest()).await;
     let params =
         json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
     let fan = tokio::time::timeout(
@@ -2861,5 +2865,29 @@ async fn a_server_that_stops_reading_does_not_hold_up_a_fan_out() {
         fan.failures[0].detail.contains("did not take the hook"),
         "{fan:?}"
     );
-    drop(fillers);
+}
+
+fn timed_out<T>(r: &Result<T, HostError>, method: &str) -> bool {
+    matches!(r, Err(HostError::Peer(mcpl::peer::PeerError::Timeout { method: m, .. })) if m == method)
+}
+
+/// The exchanges an application starts on a session whose server stopped reading end at
+/// their own timeout plus `DRIVER_GRACE` (a `PeerError::Timeout` naming the method), as they
+/// did before the session had a driver, instead of waiting on the stuck driver for good.
+#[tokio::test(start_paused = true)]
+async fn exchanges_with_a_server_that_stops_reading_end_at_their_timeout() {
+    let (stuck, _streams, _server, _fillers) = stuck_session(&["inferenceLifecycle"]).await;
+    let guard = Duration::from_secs(600);
+    let r = tokio::time::timeout(guard, stuck.set_policy(vec!["tools".into()]))
+        .await
+        .expect("set_policy hung");
+    assert!(timed_out(&r, "featureSets/update"), "{r:?}");
+    let r = tokio::time::timeout(guard, stuck.refresh_manifest())
+        .await
+        .expect("refresh_manifest hung");
+    assert!(timed_out(&r, "mcpl/manifest"), "{r:?}");
+    let r = tokio::time::timeout(guard, stuck.request_raw("tools/list", json!({})))
+        .await
+        .expect("request_raw hung");
+    assert!(timed_out(&r, "tools/list"), "{r:?}");
 }

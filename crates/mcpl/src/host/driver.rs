@@ -263,13 +263,15 @@ impl Driver {
         match cmd {
             Cmd::SetPolicy(p, reply) => w.queued.push_back(PolicyCall::Set(p, reply)),
             Cmd::Disable(sets, reply) => w.queued.push_back(PolicyCall::Disable(sets, reply)),
+            // A caller that gave up (`DRIVER_GRACE`) starts no fetch.
+            Cmd::Refresh(reply) if reply.is_closed() => {}
             Cmd::Refresh(reply) => match self.state.refresh_manifest(now) {
                 Ok(id) => w.refreshes.push((id, reply)),
                 Err(e) => {
                     let _ = reply.send(Err(err(e)));
                 }
             },
-            // A fan-out that stopped waiting (`fanout::HOOK_TAKE_GRACE`) gets no late hook.
+            // A fan-out that stopped waiting (`DRIVER_GRACE`) gets no late hook.
             Cmd::Hook(_, reply) if reply.is_closed() => {}
             Cmd::Hook(params, reply) => match self.state.before_inference(now, params) {
                 Some(id) => {
@@ -408,6 +410,14 @@ impl Driver {
             let Some(call) = w.queued.pop_front() else {
                 return;
             };
+            let abandoned = match &call {
+                PolicyCall::Set(_, reply) => reply.is_closed(),
+                PolicyCall::Disable(_, reply) => reply.is_closed(),
+            };
+            if abandoned {
+                // Its caller gave up (`DRIVER_GRACE`): never started.
+                continue;
+            }
             let r = match &call {
                 PolicyCall::Set(p, _) => self.state.set_policy(now, p.clone()),
                 PolicyCall::Disable(sets, _) => self.state.disable_by_notification(sets),

@@ -2,13 +2,18 @@
 //! time, in the order they were made.
 
 use super::*;
+use crate::protocol::feature_sets::FeatureSetsUpdate;
 
 impl HostSession {
     /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
     /// Request goes out; a widening activates only after an accepting receipt. A call made
     /// while another policy exchange is in flight waits for it to end.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
-        self.call(|r| Cmd::SetPolicy(patterns, r)).await?
+        let timeout = self.inner.shared.config.policy_timeout;
+        self.call_within(FeatureSetsUpdate::NAME, Some(timeout), |r| {
+            Cmd::SetPolicy(patterns, r)
+        })
+        .await?
     }
 
     /// Disables feature sets `sets` with a `featureSets/update` **Notification** carrying only

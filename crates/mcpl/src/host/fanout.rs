@@ -3,10 +3,6 @@
 use super::*;
 use crate::session::rules::HookVerdict;
 
-/// How much longer than its `hook_timeout` the fan-out waits for one session: time for
-/// its driver to take the hook; past it the session is a failure (fail-open, §10).
-pub const HOOK_TAKE_GRACE: Duration = Duration::from_secs(1);
-
 /// One accepted injection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcceptedInjection {
@@ -63,14 +59,14 @@ pub struct Injections {
 /// rejected injections on that session's diagnostics.
 ///
 /// One session can hold up the fan-out by at most its `hook_timeout` plus
-/// [`HOOK_TAKE_GRACE`]: a session whose driver has not taken the hook by then (it waits on a
+/// [`DRIVER_GRACE`]: a session whose driver has not taken the hook by then (it waits on a
 /// server that stopped reading) counts as consulted and failed, and is sent no late hook.
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
     let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
         let p = params.clone();
         async move {
-            let limit = s.inner.shared.config.hook_timeout + HOOK_TAKE_GRACE;
+            let limit = s.inner.shared.config.hook_timeout + DRIVER_GRACE;
             let verdict = match tokio::time::timeout(limit, s.call(|r| Cmd::Hook(p, r))).await {
                 Ok(v) => v.ok().flatten(),
                 Err(_) => Some(HookVerdict {

@@ -77,6 +77,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::protocol::manifest::ManifestFetch;
+
 use serde_json::{json, Value};
 
 use crate::capability::{Capability, Grant, PatternError};
@@ -126,6 +128,12 @@ struct Shared {
     /// plain request or notification waits for them ([`HostSession::in_order`]).
     queued: std::sync::atomic::AtomicUsize,
 }
+
+/// How much longer than the timeout of the exchange it waits on an application call waits
+/// for the session's driver, which may be stuck writing to a server that stopped reading:
+/// past it the call fails (a hook counts as failed, fail-open §10) and the driver, once
+/// free, drops it unstarted.
+pub const DRIVER_GRACE: Duration = Duration::from_secs(1);
 
 struct Inner {
     peer: Peer,
@@ -249,13 +257,45 @@ impl HostSession {
     /// Queues an application call for the driver, counted until it is carried out; `false`
     /// when the driver is gone.
     async fn enqueue(&self, cmd: Cmd) -> bool {
+        /// Uncounts a call that was never queued, also when the caller stopped waiting.
+        struct Counted<'a>(&'a std::sync::atomic::AtomicUsize, bool);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
         let queued = &self.inner.shared.queued;
         queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if self.inner.cmds.send(cmd).await.is_err() {
-            queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-            return false;
+        let mut counted = Counted(queued, false);
+        counted.1 = self.inner.cmds.send(cmd).await.is_ok();
+        counted.1
+    }
+
+    /// [`HostSession::call`] for a call that waits on an exchange with the server, bounded
+    /// by that exchange's `timeout` plus [`DRIVER_GRACE`]: the driver may be stuck writing
+    /// to a server that stopped reading, and a caller must not wait longer than the exchange
+    /// could take. Past it, a [`PeerError::Timeout`] for `method` (id 0: nothing was sent),
+    /// and the driver, once free, drops the call unstarted (its caller is gone).
+    async fn call_within<T>(
+        &self,
+        method: &str,
+        timeout: Option<Duration>,
+        make: impl FnOnce(Reply<T>) -> Cmd,
+    ) -> Result<T, HostError> {
+        let Some(timeout) = timeout else {
+            return self.call(make).await;
+        };
+        let after = timeout + DRIVER_GRACE;
+        match tokio::time::timeout(after, self.call(make)).await {
+            Ok(r) => r,
+            Err(_) => Err(HostError::Peer(PeerError::Timeout {
+                method: method.to_owned(),
+                id: RequestId::from(0u64),
+                after,
+            })),
         }
-        true
     }
 
     /// Sends an application call to the driver and waits for its reply; a driver gone (the
@@ -297,15 +337,24 @@ impl HostSession {
     /// Keeps the application's calls in the order it made them: a plain request or
     /// notification, which goes straight out through the peer, first waits until every
     /// call queued for the driver before it has been carried out (its frames queued).
-    async fn in_order(&self) {
+    /// A `method` request waits no longer than the peer's `request_timeout` (plus
+    /// [`DRIVER_GRACE`]) for the calls before it; a notification waits as its write would.
+    async fn in_order(&self, method: &str, request: bool) -> Result<(), HostError> {
         if self
             .inner
             .shared
             .queued
             .load(std::sync::atomic::Ordering::SeqCst)
-            > 0
+            == 0
         {
-            let _ = self.call(Cmd::Barrier).await;
+            return Ok(());
+        }
+        let timeout = request
+            .then_some(self.inner.shared.config.peer.request_timeout)
+            .flatten();
+        match self.call_within(method, timeout, Cmd::Barrier).await {
+            Err(e @ HostError::Peer(PeerError::Timeout { .. })) => Err(e),
+            _ => Ok(()),
         }
     }
 
@@ -403,7 +452,9 @@ impl HostSession {
     /// the change receipt its answer produced. It returns once the answer is applied: a
     /// reduction it prompted is then in flight (§6.7), told by the driver.
     pub async fn refresh_manifest(&self) -> Result<Option<ChangeReceipt>, HostError> {
-        self.call(Cmd::Refresh).await?
+        let timeout = self.inner.shared.config.manifest_timeout;
+        self.call_within(ManifestFetch::NAME, Some(timeout), Cmd::Refresh)
+            .await?
     }
 
     /// Closes the connection.

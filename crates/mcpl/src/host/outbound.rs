@@ -44,7 +44,7 @@ impl HostSession {
     /// Sends a typed request after outbound gating (refused locally if not granted).
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.in_order().await;
+        self.in_order(M::NAME, true).await?;
         self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.request::<M>(params).await?)
     }
@@ -54,21 +54,21 @@ impl HostSession {
     /// `inferenceLifecycle`, and so on through the method table.
     pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.in_order().await;
+        self.in_order(M::NAME, false).await?;
         self.gate_public(M::NAME, Some(&v))?;
         Ok(self.inner.peer.notify::<M>(params).await?)
     }
 
     /// Sends a raw request after outbound gating.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
-        self.in_order().await;
+        self.in_order(method, true).await?;
         self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)
     }
 
     /// Sends a raw notification after outbound gating.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
-        self.in_order().await;
+        self.in_order(method, false).await?;
         self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
     }
