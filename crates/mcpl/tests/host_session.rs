@@ -2891,3 +2891,28 @@ async fn exchanges_with_a_server_that_stops_reading_end_at_their_timeout() {
         .expect("request_raw hung");
     assert!(timed_out(&r, "tools/list"), "{r:?}");
 }
+
+/// §6.7: policy calls queue behind the exchange in flight. A slow server that answers each
+/// just inside `policy_timeout` delays the third call far past its own `policy_timeout` plus
+/// `DRIVER_GRACE`, but the driver keeps carrying out inputs, so no call gives up: only a
+/// driver that carries out nothing (stuck writing) is given up on.
+#[tokio::test(start_paused = true)]
+async fn policy_calls_queued_behind_a_slow_server_are_not_given_up() {
+    let (s, _streams, mut server) = connected_cfg(short(&["tools"]), full_manifest()).await;
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move { s.set_policy(vec!["tools".into()]).await })
+        })
+        .collect();
+    for _ in 0..3 {
+        let upd = server.request("featureSets/update").await;
+        // The server is slow, but within the host's 1 s policy_timeout.
+        tokio::time::sleep(Duration::from_millis(950)).await;
+        upd.respond(json!({ "accepted": true })).await.unwrap();
+    }
+    for c in calls {
+        let change = c.await.unwrap();
+        assert!(change.is_ok(), "{change:?}");
+    }
+}

@@ -234,6 +234,9 @@ impl Driver {
                     .queued
                     .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
+            self.shared
+                .progress
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         Box::pin(self.shut_down(w)).await;
     }

@@ -58,18 +58,19 @@ pub struct Injections {
 /// ([`crate::session::HostState::before_inference`]); it also reports the failures and the
 /// rejected injections on that session's diagnostics.
 ///
-/// One session can hold up the fan-out by at most its `hook_timeout` plus
-/// [`DRIVER_GRACE`]: a session whose driver has not taken the hook by then (it waits on a
-/// server that stopped reading) counts as consulted and failed, and is sent no late hook.
+/// A session whose driver carries out no input for its `hook_timeout` plus
+/// [`DRIVER_GRACE`] (it waits on a server that stopped reading) holds up the fan-out no
+/// longer: it counts as consulted and failed, and is sent no late hook.
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
     let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
         let p = params.clone();
         async move {
             let limit = s.inner.shared.config.hook_timeout + DRIVER_GRACE;
-            let verdict = match tokio::time::timeout(limit, s.call(|r| Cmd::Hook(p, r))).await {
-                Ok(v) => v.ok().flatten(),
-                Err(_) => Some(HookVerdict {
+            let call = s.call(|r| Cmd::Hook(p, r));
+            let verdict = match while_driver_moves(&s.inner.shared, call, limit).await {
+                Some(v) => v.ok().flatten(),
+                None => Some(HookVerdict {
                     failure: Some(format!(
                         "the session did not take the hook within {limit:?} (its server is not reading)"
                     )),

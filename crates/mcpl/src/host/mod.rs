@@ -127,13 +127,42 @@ struct Shared {
     /// Application calls queued for the driver and not yet carried out: while any is, a
     /// plain request or notification waits for them ([`HostSession::in_order`]).
     queued: std::sync::atomic::AtomicUsize,
+    /// Inputs the driver has carried out: a caller tells a driver stuck writing (to a
+    /// server that stopped reading) from a busy one by it ([`HostSession::call_within`]).
+    progress: std::sync::atomic::AtomicU64,
 }
 
 /// How much longer than the timeout of the exchange it waits on an application call waits
-/// for the session's driver, which may be stuck writing to a server that stopped reading:
-/// past it the call fails (a hook counts as failed, fail-open §10) and the driver, once
-/// free, drops it unstarted.
+/// for the session's driver to carry out any input at all: a driver that carries out none
+/// for that long is stuck writing to a server that stopped reading, and the call fails (a
+/// hook counts as failed, fail-open §10); the driver, once free, drops it unstarted. A
+/// driver that is only busy (other exchanges queued before the call) is waited for.
 pub const DRIVER_GRACE: Duration = Duration::from_secs(1);
+
+/// Awaits `fut` (a call's reply), giving up (`None`) only once the driver has carried out
+/// no input for a whole `limit`: so at the earliest after `limit`, at the latest after
+/// twice it.
+async fn while_driver_moves<F: std::future::Future>(
+    shared: &Shared,
+    fut: F,
+    limit: Duration,
+) -> Option<F::Output> {
+    use std::sync::atomic::Ordering::SeqCst;
+    tokio::pin!(fut);
+    let mut seen = shared.progress.load(SeqCst);
+    loop {
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            () = tokio::time::sleep(limit) => {
+                let now = shared.progress.load(SeqCst);
+                if now == seen {
+                    return None;
+                }
+                seen = now;
+            }
+        }
+    }
+}
 
 struct Inner {
     peer: Peer,
@@ -205,6 +234,7 @@ impl HostSession {
             label: Arc::new(std::sync::OnceLock::new()),
             snapshot: Mutex::new(Arc::new(Snapshot::of(&state))),
             queued: std::sync::atomic::AtomicUsize::new(0),
+            progress: std::sync::atomic::AtomicU64::new(0),
         });
         let streams = HostStreams {
             events: erx,
@@ -273,11 +303,11 @@ impl HostSession {
         counted.1
     }
 
-    /// [`HostSession::call`] for a call that waits on an exchange with the server, bounded
-    /// by that exchange's `timeout` plus [`DRIVER_GRACE`]: the driver may be stuck writing
-    /// to a server that stopped reading, and a caller must not wait longer than the exchange
-    /// could take. Past it, a [`PeerError::Timeout`] for `method` (id 0: nothing was sent),
-    /// and the driver, once free, drops the call unstarted (its caller is gone).
+    /// [`HostSession::call`] for a call that waits on an exchange with the server: given up
+    /// once the driver has carried out no input for that exchange's `timeout` plus
+    /// [`DRIVER_GRACE`] (it is stuck writing to a server that stopped reading), with a
+    /// [`PeerError::Timeout`] for `method` (id 0: nothing was sent); the driver, once free,
+    /// drops the call unstarted (its caller is gone).
     async fn call_within<T>(
         &self,
         method: &str,
@@ -288,9 +318,9 @@ impl HostSession {
             return self.call(make).await;
         };
         let after = timeout + DRIVER_GRACE;
-        match tokio::time::timeout(after, self.call(make)).await {
-            Ok(r) => r,
-            Err(_) => Err(HostError::Peer(PeerError::Timeout {
+        match while_driver_moves(&self.inner.shared, self.call(make), after).await {
+            Some(r) => r,
+            None => Err(HostError::Peer(PeerError::Timeout {
                 method: method.to_owned(),
                 id: RequestId::from(0u64),
                 after,
