@@ -175,14 +175,11 @@ impl HostSession {
                 turn_index,
                 reply,
             })
-            .await;
-        match r {
-            Ok(Ok(())) => Ok(turn),
-            Ok(Err(e)) | Err(e) => {
-                turn.owed = false;
-                Err(e)
-            }
-        }
+            .await
+            .and_then(|decided| decided);
+        // Refused: nothing to end.
+        turn.owed = r.is_ok();
+        r.map(|()| turn)
     }
 
     /// Starts the outgoing stream of inference `inference_id` to this server (§14.3). One
@@ -206,13 +203,9 @@ impl HostSession {
                 conversation_id,
                 reply,
             })
-            .await;
-        match r {
-            Ok(Ok(())) => Ok(stream),
-            Ok(Err(e)) | Err(e) => {
-                stream.open = false;
-                Err(e)
-            }
-        }
+            .await
+            .and_then(|decided| decided);
+        stream.open = r.is_ok();
+        r.map(|()| stream)
     }
 }
