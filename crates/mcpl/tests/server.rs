@@ -866,6 +866,21 @@ fn build_refuses_reserved_custom_methods_and_invalid_uses() {
     ));
 }
 
+/// A server whose `digest` set may ask for inference, streamed or not (§11).
+fn streaming_server() -> Server {
+    builder()
+        .feature_set(
+            "digest",
+            "Summaries",
+            &[
+                Capability::InferenceRequest,
+                Capability::InferenceRequestStreaming,
+            ],
+        )
+        .build()
+        .unwrap()
+}
+
 fn inference_params(feature_set: &str) -> mcpl::protocol::inference::InferenceRequestParams {
     serde_json::from_value(json!({
         "featureSet": feature_set,
@@ -876,17 +891,7 @@ fn inference_params(feature_set: &str) -> mcpl::protocol::inference::InferenceRe
 
 #[tokio::test]
 async fn s11_4_streaming_chunks_are_routed_by_request_id() {
-    let server = builder()
-        .feature_set(
-            "digest",
-            "Summaries",
-            &[
-                Capability::InferenceRequest,
-                Capability::InferenceRequestStreaming,
-            ],
-        )
-        .build()
-        .unwrap();
+    let server = streaming_server();
     let mut host = connect(&server, true).await;
 
     // Only inferenceRequest granted: streaming is refused locally, naming the missing leaf.
@@ -960,17 +965,7 @@ async fn streaming_request() -> (
     mcpl::server::InferenceStream,
     mcpl::peer::IncomingRequest,
 ) {
-    let server = builder()
-        .feature_set(
-            "digest",
-            "Summaries",
-            &[
-                Capability::InferenceRequest,
-                Capability::InferenceRequestStreaming,
-            ],
-        )
-        .build()
-        .unwrap();
+    let server = streaming_server();
     let mut host = connect(&server, true).await;
     let diags = host.session.diagnostics();
     policy(

@@ -81,9 +81,7 @@ fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
         "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
         "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
     let mut p = Pair::connect(&["contextHooks.beforeInference.inject.afterUser"], rules);
-    let params =
-        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
-    p.host.before_inference(p.now, params).unwrap();
+    p.host.before_inference(p.now, hook_params()).unwrap();
     p.step_server();
     answer_hook(
         &mut p,
@@ -115,9 +113,7 @@ fn s6_6_a_dropped_answer_names_the_feature_set_it_claimed() {
         &["contextHooks.beforeInference.inject.afterUser"],
         hook_rules(),
     );
-    let params =
-        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
-    p.host.before_inference(p.now, params).unwrap();
+    p.host.before_inference(p.now, hook_params()).unwrap();
     p.step_server();
     answer_hook_with(
         &mut p,
@@ -162,9 +158,7 @@ fn s10_1_an_unanswered_hook_fails_open_at_its_deadline() {
         &["contextHooks.beforeInference.inject.afterUser"],
         hook_rules(),
     );
-    let params =
-        json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": null});
-    p.host.before_inference(p.now, params).unwrap();
+    p.host.before_inference(p.now, hook_params()).unwrap();
     p.collect();
     p.to_server.clear();
     let at = p.host.poll_timeout().unwrap();

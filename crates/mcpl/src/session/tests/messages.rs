@@ -804,13 +804,7 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
 
 #[test]
 fn s11_4_the_hosts_chunks_reach_the_streaming_request_before_its_response() {
-    let mut p = inference_pair();
-    let asked = p
-        .server
-        .request(p.now, "inference/request", ask(true))
-        .expect("granted");
-    p.drive();
-    let id = handed_inference(&p);
+    let (mut p, asked, id) = streaming_asked();
     p.host.inference_chunk(&id, "Hel").expect("streamed");
     p.host.inference_chunk(&id, "lo").expect("streamed");
     let result = json!({ "content": "Hello", "finishReason": "end_turn" });

@@ -391,6 +391,19 @@ fn asked_without_stream() -> (Pair, u64) {
     (p, asked)
 }
 
+/// A streaming `inference/request` the server sent and the host handed to its application:
+/// the pair, the server's id for it, the host's.
+fn streaming_asked() -> (Pair, u64, RequestId) {
+    let mut p = inference_pair();
+    let asked = p
+        .server
+        .request(p.now, "inference/request", ask(true))
+        .expect("granted");
+    p.drive();
+    let id = handed_inference(&p);
+    (p, asked, id)
+}
+
 fn inference_pair() -> Pair {
     Pair::connect(
         &["inferenceRequest", "inferenceRequest.streaming"],

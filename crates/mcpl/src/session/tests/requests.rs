@@ -132,13 +132,7 @@ fn s14_5_a_channel_change_never_answered_settles_closed_and_unblocks_the_next() 
 
 #[test]
 fn s11_4_a_stream_given_up_takes_no_more_chunks() {
-    let mut p = inference_pair();
-    let asked = p
-        .server
-        .request(p.now, "inference/request", ask(true))
-        .expect("granted");
-    p.drive();
-    let id = handed_inference(&p);
+    let (mut p, asked, id) = streaming_asked();
     p.server
         .handle_timeout(p.now + crate::session::DEFAULT_REQUEST_TIMEOUT);
     p.collect();
