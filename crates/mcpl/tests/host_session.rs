@@ -2916,3 +2916,35 @@ async fn policy_calls_queued_behind_a_slow_server_are_not_given_up() {
         assert!(change.is_ok(), "{change:?}");
     }
 }
+
+/// The driver never waits for its own writes (issue #24): on a session whose server stopped
+/// reading (the host's writer full, its calls held back), what the server sends is still
+/// read and carried out: its pushed events reach the application although their answers
+/// cannot be written yet. A driver that waited for a write stopped reading with it.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_stops_reading_is_still_read() {
+    let (_stuck, mut streams, server, _fillers) =
+        stuck_session(&["inferenceLifecycle", "pushEvents"]).await;
+    const PUSHES: usize = 20;
+    for i in 0..PUSHES {
+        let peer = server.peer.clone();
+        tokio::spawn(async move {
+            let _ = peer
+                .request_raw("push/event", Some(push(&format!("e{i}"))))
+                .await;
+        });
+    }
+    let mut ids = Vec::new();
+    while ids.len() < PUSHES {
+        let e = tokio::time::timeout(Duration::from_secs(600), streams.events.recv())
+            .await
+            .expect("the host stopped reading while its writes wait")
+            .expect("the session ended");
+        if let HostEvent::Push { event_id, .. } = e {
+            ids.push(event_id);
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), PUSHES);
+}

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::jsonrpc::{Message, Request, Response};
 use crate::manifest::review::ReviewError;
-use crate::peer::Incoming;
+use crate::peer::{Incoming, Outbox};
 use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
 use crate::protocol::lifecycle::InferenceLifecycle;
 use crate::session::rules::HookVerdict;
@@ -101,6 +101,9 @@ enum PolicyCall {
 pub(super) struct Driver {
     pub(super) state: HostState,
     pub(super) peer: Peer,
+    /// Every frame the driver sends goes through it, so a server that does not read never
+    /// stops the driver reading ([`Outbox`]).
+    pub(super) out: Outbox,
     pub(super) incoming: Incoming,
     pub(super) cmds: queue::Receiver<Cmd>,
     /// Handed to the application's handler tasks, for their answers.
@@ -178,19 +181,30 @@ impl Driver {
     pub(super) async fn run(mut self: Box<Self>) {
         let mut w = Waiting::default();
         self.state.start(clock_now());
-        Box::pin(self.carry_out(&mut w, false)).await;
+        self.carry_out(&mut w, false);
         loop {
             let deadline = self.state.poll_timeout();
+            // Frames held for a server that reads slowly stop the application's calls, and
+            // far more of them reading too (`Outbox::takes_calls`, `Outbox::reads`); writing
+            // them never does.
+            let taking = self.out.takes_calls();
+            let reading = self.out.reads();
             let input = tokio::select! {
                 biased;
-                item = self.incoming.recv_ordered() => match item {
+                item = self.incoming.recv_ordered(), if reading => match item {
                     Some(item) => Input::Wire(item),
                     None => break,
                 },
+                flushed = self.out.flush(), if !self.out.is_empty() => {
+                    if flushed.is_ok() {
+                        self.moved();
+                    }
+                    continue;
+                }
                 // Policy calls wait for the exchange in flight (§6.7); past COMMANDS_QUEUED of
                 // them no more calls are taken until it ends (at the latest at
                 // `policy_timeout`), so they are bounded like the queue they came from.
-                cmd = self.cmds.recv(), if w.queued.len() < COMMANDS_QUEUED => match cmd {
+                cmd = self.cmds.recv(), if taking && w.queued.len() < COMMANDS_QUEUED => match cmd {
                     Some(cmd) => Input::Cmd(cmd),
                     None => break,
                 },
@@ -225,20 +239,25 @@ impl Driver {
                     self.on_command(&mut w, now, cmd);
                 }
             }
-            // Boxed: the loop's future lives as long as the connection and would otherwise be
-            // as large as its largest state, the carrying out of outputs (≈ 10 KiB in a
-            // debug build against ≈ 2 KiB idle); an input is rare next to the idle time.
-            Box::pin(self.carry_out(&mut w, channels)).await;
+            self.carry_out(&mut w, channels);
             if counted {
                 self.shared
                     .queued
                     .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
-            self.shared
-                .progress
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // A driver that takes no calls (its writer backed up) moves only by writing.
+            if taking || counted {
+                self.moved();
+            }
         }
-        Box::pin(self.shut_down(w)).await;
+        self.shut_down(w).await;
+    }
+
+    /// Tells callers waiting on the driver that it moves ([`Shared::progress`]).
+    fn moved(&self) {
+        self.shared
+            .progress
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The answer to one of our requests, under the state machine's id.
@@ -450,7 +469,7 @@ impl Driver {
 
     /// Publishes the snapshot, then carries out every output of the input, in order, and
     /// of the policy calls that could start after it.
-    async fn carry_out(&mut self, w: &mut Waiting, channels: bool) {
+    fn carry_out(&mut self, w: &mut Waiting, channels: bool) {
         let mut channels = channels;
         loop {
             let now = clock_now();
@@ -475,7 +494,7 @@ impl Driver {
             let mut any = false;
             while let Some(o) = self.state.poll_output() {
                 any = true;
-                self.output(w, o).await;
+                self.output(w, o);
             }
             // A server request the state machine handed to the application waits for its
             // answer; one it answered was answered from `current`.
@@ -501,9 +520,9 @@ impl Driver {
     }
 
     /// Carries out one output.
-    async fn output(&mut self, w: &mut Waiting, o: HostOutput) {
+    fn output(&mut self, w: &mut Waiting, o: HostOutput) {
         match o {
-            HostOutput::Transmit(m) => self.transmit(w, m).await,
+            HostOutput::Transmit(m) => self.transmit(w, m),
             HostOutput::Event(e) => {
                 if let HostEvent::ManifestChange(r) = &e {
                     w.receipt = Some(r.clone());
@@ -541,12 +560,13 @@ impl Driver {
         }
     }
 
-    async fn transmit(&mut self, w: &mut Waiting, m: Message) {
+    /// Sends a frame through the outbox: never waits.
+    fn transmit(&mut self, w: &mut Waiting, m: Message) {
         match m {
             Message::Request(r) => {
                 let RequestId::Number(n) = &r.id else { return };
                 let Some(n) = n.as_u64() else { return };
-                let sent = self.peer.send_request(&r.method, r.params, |_| {}).await;
+                let sent = self.out.request(&r.method, r.params);
                 match sent {
                     Ok(id) => {
                         w.by_peer.insert(id.clone(), n);
@@ -567,18 +587,15 @@ impl Driver {
                 let Some(id) = r.id else { return };
                 let current = w.current.take_if(|c| *c.id() == id);
                 let sent = match current.or_else(|| w.requests.remove(&id)) {
-                    Some(req) => req.finish(r.outcome).await,
-                    None => match r.outcome {
-                        Ok(v) => self.peer.respond(id, v).await,
-                        Err(e) => self.peer.respond_error(id, e).await,
-                    },
+                    Some(req) => self.out.finish(req, r.outcome),
+                    None => self.out.respond(id, r.outcome),
                 };
                 if let Err(e) = sent {
                     tracing::debug!(error = %e, "answer not written");
                 }
             }
             Message::Notification(n) => {
-                if let Err(e) = self.peer.notify_raw(&n.method, n.params).await {
+                if let Err(e) = self.out.notify(&n.method, n.params) {
                     tracing::debug!(error = %e, method = %n.method, "notification not written");
                 }
             }
@@ -632,10 +649,13 @@ impl Driver {
         if let Some(reply) = self.connected.take() {
             let _ = reply.send(Err(closed_error(&self.peer)));
         }
+        // What it still held (answers owed at EOF …) goes out first, within the write
+        // timeout.
+        self.out.drain().await;
         self.peer.close();
         let far = clock_now() + Duration::from_secs(60 * 60 * 24 * 365);
         self.state.handle_timeout(far);
-        Box::pin(self.carry_out(&mut w, false)).await;
+        self.carry_out(&mut w, false);
         for (_, reply) in w.refreshes.drain(..) {
             let _ = reply.send(Ok(None));
         }

@@ -255,6 +255,7 @@ impl HostSession {
         let (up_tx, up_rx) = tokio::sync::oneshot::channel();
         let driver = Box::new(driver::Driver {
             state,
+            out: peer.outbox(),
             peer: peer.clone(),
             incoming,
             cmds: crx,

@@ -107,6 +107,7 @@ mod config;
 mod diag;
 mod errors;
 mod incoming;
+mod outbox;
 pub mod queue;
 mod reader;
 mod shared;
@@ -116,6 +117,7 @@ mod writer;
 pub use config::*;
 pub use errors::*;
 pub use incoming::*;
+pub(crate) use outbox::Outbox;
 use reader::*;
 use shared::*;
 use writer::*;
@@ -461,21 +463,7 @@ impl Peer {
         on_id: impl FnOnce(&RequestId),
     ) -> Result<RequestId, PeerError> {
         let shared = self.shared();
-        if let Some(reason) = shared.close_reason() {
-            return Err(PeerError::Closed(reason));
-        }
-        if shared.read_eof.load(Ordering::SeqCst) {
-            return Err(PeerError::Closed(CloseReason::Eof));
-        }
-        let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
-        {
-            let limit = shared.config.max_pending_requests;
-            let mut in_order = lock(&shared.in_order);
-            if in_order.len() + lock(&shared.pending).len() >= limit {
-                return Err(PeerError::TooManyPending { limit });
-            }
-            in_order.insert(id.clone());
-        }
+        let id = shared.register_in_order()?;
         on_id(&id);
         let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
         if let Err(e) = shared.send_frame(text).await {

@@ -176,6 +176,59 @@ impl<T> Sender<T> {
         }
     }
 
+    /// Moves items from the front of `held` into the queue (each through `into`) while
+    /// there is room, first waiting for room, as [`Sender::send`] waits, if there is none:
+    /// returns how many moved (0 only when `held` is empty), or `Err` once the receiver is
+    /// closed or gone. Cancel-safe: an item is either queued or still in `held`, so a
+    /// sender that must never wait keeps its backlog and polls this beside other work.
+    pub(crate) async fn send_from<H>(
+        &self,
+        held: &mut VecDeque<H>,
+        mut into: impl FnMut(H) -> T,
+    ) -> Result<usize, ()> {
+        /// Counts this sender among the waiting ones while it waits (cancelled included).
+        struct Waiting<'a, T>(&'a Chan<T>);
+        impl<T> Drop for Waiting<'_, T> {
+            fn drop(&mut self) {
+                let mut st = self.0.state();
+                st.waiting = st.waiting.saturating_sub(1);
+            }
+        }
+        let mut woken = false;
+        loop {
+            let room = self.chan.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            let waiting = {
+                let mut st = self.chan.state();
+                if st.rx_closed {
+                    return Err(());
+                }
+                let mut moved = 0;
+                // Behind senders already waiting (fairness, as `send`) unless woken.
+                if st.waiting == 0 || woken {
+                    while st.items.len() < self.chan.capacity {
+                        let Some(h) = held.pop_front() else { break };
+                        st.items.push_back(into(h));
+                        moved += 1;
+                    }
+                }
+                if moved > 0 || held.is_empty() {
+                    drop(st);
+                    if moved > 0 {
+                        self.chan.ready.notify_one();
+                    }
+                    return Ok(moved);
+                }
+                st.waiting += 1;
+                Waiting(&self.chan)
+            };
+            room.await;
+            drop(waiting);
+            woken = true;
+        }
+    }
+
     /// How many more items [`Sender::try_send`] would queue now (0 once the receiver is
     /// closed or gone, or while senders wait for room): a single producer that checks it
     /// first never has an item refused.

@@ -1,0 +1,292 @@
+//! A sender that never waits for the writer (issue #24): a session's driver reads the wire
+//! and writes it from one task, so a write that waited for room in a full writer queue
+//! would stop it reading too, and two such sides writing hard at each other would each
+//! wait for the other to read. Through an [`Outbox`] a frame goes out at once when the
+//! writer has room and is otherwise held, in order, until [`Outbox::flush`] (polled beside
+//! the driver's other inputs) moves it into the writer's queue.
+//!
+//! What it holds is bounded by its owner, which stops taking work while
+//! [`Outbox::len`] is high; answers are bounded besides by
+//! [`PeerConfig::max_in_flight_requests`], as an answer held here is still owed (the reader
+//! answers `busy` past the bound), and requests by [`PeerConfig::max_pending_requests`].
+
+use super::*;
+
+/// While this many frames, or [`HELD_STOP_CALLS_BYTES`], are held, a driver takes no more of
+/// its application's calls (they wait in its bounded command queue): [`Outbox::takes_calls`].
+pub(crate) const HELD_STOP_CALLS: usize = 256;
+/// See [`HELD_STOP_CALLS`].
+pub(crate) const HELD_STOP_CALLS_BYTES: usize = 4 << 20;
+
+/// While this many frames, or [`HELD_STOP_READING_BYTES`], are held, a driver reads nothing
+/// more from the wire either ([`Outbox::reads`]): only a peer that sends far more than it
+/// reads gets here (answers are bounded by the in-flight bound, calls by
+/// [`HELD_STOP_CALLS`]).
+pub(crate) const HELD_STOP_READING: usize = 1024;
+/// See [`HELD_STOP_READING`].
+pub(crate) const HELD_STOP_READING_BYTES: usize = 16 << 20;
+
+/// One held frame, with what it releases once queued.
+struct Held {
+    text: String,
+    /// The response's owed count (released once it is queued, as a direct write would).
+    owed: Option<Owed>,
+}
+
+/// The frames one sender could not queue yet, in order (module docs).
+pub(crate) struct Outbox {
+    shared: Arc<Shared>,
+    held: VecDeque<Held>,
+    /// The bytes of the frames held.
+    bytes: usize,
+}
+
+impl fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbox")
+            .field("held", &self.held.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Peer {
+    /// An [`Outbox`] for this connection: frames sent through it never wait.
+    pub(crate) fn outbox(&self) -> Outbox {
+        Outbox {
+            shared: self.shared().clone(),
+            held: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Outbox {
+    /// Whether its owner may take more of the application's calls ([`HELD_STOP_CALLS`]).
+    pub(crate) fn takes_calls(&self) -> bool {
+        self.held.len() < HELD_STOP_CALLS && self.bytes < HELD_STOP_CALLS_BYTES
+    }
+
+    /// Whether its owner may read more from the wire ([`HELD_STOP_READING`]).
+    pub(crate) fn reads(&self) -> bool {
+        self.held.len() < HELD_STOP_READING && self.bytes < HELD_STOP_READING_BYTES
+    }
+
+    /// Whether every frame sent through it is queued (or written).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Sends `text` behind the frames held, without waiting; `owed` is released once it
+    /// is queued.
+    fn push(&mut self, text: String, owed: Option<Owed>) -> Result<(), PeerError> {
+        let shared = &self.shared;
+        if let Some(reason) = shared.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        if !self.held.is_empty() {
+            // Counted as queued, as a sender waiting for room is: nobody writes past it.
+            lock(&shared.slot).queued += 1;
+            self.hold(Held { text, owed });
+            return Ok(());
+        }
+        let Some(text) = shared.send_now(text)? else {
+            return Ok(());
+        };
+        match shared.out.try_send(text) {
+            Ok(()) => Ok(()),
+            Err(queue::TrySendError::Full(text)) => {
+                self.hold(Held { text, owed });
+                Ok(())
+            }
+            Err(queue::TrySendError::Closed(_)) => {
+                let mut slot = lock(&shared.slot);
+                slot.queued = slot.queued.saturating_sub(1);
+                Err(PeerError::Closed(
+                    shared.close_reason().unwrap_or(CloseReason::Dropped),
+                ))
+            }
+        }
+    }
+
+    /// Waits until the writer's queue takes at least one held frame (returns at once when
+    /// none is held). Cancel-safe. `Err` once the connection is closed: what was held is
+    /// dropped.
+    pub(crate) async fn flush(&mut self) -> Result<(), PeerError> {
+        let shared = self.shared.clone();
+        let bytes = &mut self.bytes;
+        let moved = shared
+            .out
+            .send_from(&mut self.held, |h: Held| {
+                *bytes = bytes.saturating_sub(h.text.len());
+                drop(h.owed);
+                h.text
+            })
+            .await;
+        if moved.is_err() {
+            self.drop_held();
+            return Err(PeerError::Closed(
+                shared.close_reason().unwrap_or(CloseReason::Dropped),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Flushes everything held, bounded by the write timeout (or [`CLOSE_DRAIN_LIMIT`]) in
+    /// all: for a driver that stops, so that answers it produced are not lost.
+    pub(crate) async fn drain(&mut self) {
+        let limit = self
+            .shared
+            .config
+            .write_timeout
+            .unwrap_or(CLOSE_DRAIN_LIMIT);
+        let _ = tokio::time::timeout(limit, async {
+            while !self.held.is_empty() {
+                if self.flush().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        self.drop_held();
+    }
+
+    /// Sends request `method` (as [`Peer::send_request`]: its response comes through
+    /// [`Incoming::recv_ordered`]) without waiting; its id.
+    pub(crate) fn request(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<RequestId, PeerError> {
+        let shared = self.shared.clone();
+        let id = shared.register_in_order()?;
+        let text = wire::request_in(shared.frame_buffer(), &id, method, params.as_ref());
+        if let Err(e) = self.push(text, None) {
+            lock(&shared.in_order).remove(&id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Sends a notification without waiting.
+    pub(crate) fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
+        self.push(wire::notification(method, params.as_ref()), None)
+    }
+
+    /// Answers request `id` (whose guard was disarmed) without waiting.
+    pub(crate) fn respond(
+        &mut self,
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), PeerError> {
+        let text = wire::response_in(self.shared.frame_buffer(), Some(&id), &outcome);
+        self.push(text, None)
+    }
+
+    /// Answers `req` through its guard without waiting (as [`IncomingRequest::finish`]);
+    /// it stays owed until its answer is queued.
+    pub(crate) fn finish(
+        &mut self,
+        mut req: IncomingRequest,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), PeerError> {
+        req.armed = false;
+        let owed = req.owed.take();
+        let text = match &req.batch {
+            Some(batch) => {
+                let response = Message::Response(Response {
+                    id: Some(req.request.id.clone()),
+                    outcome,
+                });
+                match batch.add(response.to_value()) {
+                    Some(text) => text,
+                    None => return Ok(()),
+                }
+            }
+            None => wire::response_in(self.shared.frame_buffer(), Some(&req.request.id), &outcome),
+        };
+        self.push(text, owed)
+    }
+
+    fn hold(&mut self, held: Held) {
+        self.bytes += held.text.len();
+        self.held.push_back(held);
+    }
+
+    fn drop_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let n = self.held.len();
+        self.held.clear();
+        self.bytes = 0;
+        let mut slot = lock(&self.shared.slot);
+        slot.queued = slot.queued.saturating_sub(n);
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        self.drop_held();
+    }
+}
+
+impl Shared {
+    /// A fresh id registered for delivery in wire order ([`Peer::send_request`]), within
+    /// [`PeerConfig::max_pending_requests`].
+    pub(super) fn register_in_order(&self) -> Result<RequestId, PeerError> {
+        if let Some(reason) = self.close_reason() {
+            return Err(PeerError::Closed(reason));
+        }
+        if self.read_eof.load(Ordering::SeqCst) {
+            return Err(PeerError::Closed(CloseReason::Eof));
+        }
+        let id = RequestId::from(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let limit = self.config.max_pending_requests;
+        let mut in_order = lock(&self.in_order);
+        if in_order.len() + lock(&self.pending).len() >= limit {
+            return Err(PeerError::TooManyPending { limit });
+        }
+        in_order.insert(id.clone());
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    /// Frames sent through an outbox never wait, keep their order, and all arrive once the
+    /// other side reads.
+    #[tokio::test(start_paused = true)]
+    async fn nothing_waits_and_order_is_kept() {
+        let (a, b) = tokio::io::duplex(64);
+        let (ar, aw) = tokio::io::split(a);
+        let config = PeerConfig {
+            outgoing_capacity: 2,
+            ..PeerConfig::default()
+        };
+        let (peer, _incoming) = Peer::new(Transport::lines(ar, aw, "outbox"), config);
+        let mut out = peer.outbox();
+        const N: usize = 300;
+        for i in 0..N {
+            out.notify("n", Some(serde_json::json!({ "i": i })))
+                .unwrap();
+        }
+        assert!(!out.is_empty(), "a full writer holds the rest");
+        assert!(!out.takes_calls(), "{N} held frames stop the calls");
+        assert!(out.reads(), "but not the reading");
+        let mut lines = BufReader::new(b).lines();
+        let read = tokio::spawn(async move {
+            for i in 0..N {
+                let line = lines.next_line().await.unwrap().unwrap();
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(v["params"]["i"], i, "out of order");
+            }
+        });
+        while !out.is_empty() {
+            out.flush().await.unwrap();
+        }
+        read.await.unwrap();
+    }
+}
