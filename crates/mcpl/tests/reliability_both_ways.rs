@@ -86,37 +86,99 @@ async fn a_host_and_a_server_both_writing_hard_do_not_deadlock_on_small_queues()
     both_ways(small(), 1000, 200).await
 }
 
-/// A host that completes the handshake and then reads nothing: the server application's
-/// `push/event`s still end, at the latest at the connection's request timeout (30 s).
-#[tokio::test(start_paused = true)]
-async fn requests_to_a_host_that_stops_reading_still_end() {
-    let server = Server::builder("stuck", "1")
+/// A server (from `builder`, with an `alerts` feature set) on two-frame queues whose host
+/// completes the handshake granting `granted` and then reads nothing, while the server
+/// application pushes 100 events of ≈ 4 KB: the host's peer and its `Incoming` (kept, never
+/// read), and the pushes.
+async fn pushing_to_a_host_that_stops_reading(
+    builder: mcpl::server::ServerBuilder,
+    granted: &[&str],
+) -> (
+    Peer,
+    mcpl::peer::Incoming,
+    Vec<
+        tokio::task::JoinHandle<
+            Result<mcpl::protocol::push::PushEventResult, mcpl::server::SendError>,
+        >,
+    >,
+) {
+    let server = builder
         .feature_set("alerts", "Alerts", &[Capability::PushEvents])
         .peer_config(small())
         .build()
         .unwrap();
     let (a, b) = mcpl::transport::memory::pair();
     let session = server.start(b);
-    let (peer, _incoming) = Peer::new(a, small());
+    let (peer, incoming) = Peer::new(a, small());
     let init = json!({"protocolVersion": "2025-06-18",
                       "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}});
     peer.request_raw("initialize", Some(init)).await.unwrap();
-    let policy = json!({"effectiveCapabilities": ["pushEvents"]});
+    let policy = json!({ "effectiveCapabilities": granted });
     peer.request_raw("featureSets/update", Some(policy))
         .await
         .unwrap();
     let body = "x".repeat(4_000);
-    let pushed: Vec<_> = (0..100)
+    let pushed = (0..100)
         .map(|i| {
             let s = session.clone();
             let e = PushEvent::text("alerts", format!("{i}{body}")).event_id(format!("e{i}"));
             tokio::spawn(async move { s.push_event(e).await })
         })
         .collect();
+    (peer, incoming, pushed)
+}
+
+/// A host that completes the handshake and then reads nothing: the server application's
+/// `push/event`s still end, at the latest at the connection's request timeout (30 s).
+#[tokio::test(start_paused = true)]
+async fn requests_to_a_host_that_stops_reading_still_end() {
+    let builder = Server::builder("stuck", "1");
+    let (_peer, _incoming, pushed) =
+        pushing_to_a_host_that_stops_reading(builder, &["pushEvents"]).await;
     let all = tokio::time::timeout(
         Duration::from_secs(300),
         futures_util::future::join_all(pushed),
     )
     .await;
     assert!(all.is_ok(), "push_event hung past the 30 s request timeout");
+}
+
+/// A host that completes the handshake and then reads nothing, while the server application
+/// pushes: the server's writes wait for the host, its reading does not (issue #24: the
+/// driver never waits for its own writes), so the host's `tools/call`s still reach their
+/// handler.
+#[tokio::test(start_paused = true)]
+async fn a_host_that_stops_reading_is_still_read() {
+    const CALLS: usize = 20;
+    let (called_tx, mut called) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let builder = Server::builder("stuck", "1").tool(
+        "touch",
+        "Touch",
+        json!({"type": "object"}),
+        move |_s, _p| {
+            let _ = called_tx.send(());
+            async move { Ok(mcpl::protocol::handshake::ToolsCallResult::text("ok")) }
+        },
+    );
+    let (peer, _incoming, _pushed) =
+        pushing_to_a_host_that_stops_reading(builder, &["pushEvents", "tools"]).await;
+    // Everything runs until it blocks: the server's writer is full.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    for _ in 0..CALLS {
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer
+                .request_raw(
+                    "tools/call",
+                    Some(json!({"name": "touch", "arguments": {}})),
+                )
+                .await;
+        });
+    }
+    for i in 0..CALLS {
+        tokio::time::timeout(Duration::from_secs(5), called.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {i} of {CALLS} tools/calls were read"))
+            .expect("the handler is gone");
+    }
 }

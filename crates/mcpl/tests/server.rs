@@ -984,16 +984,11 @@ async fn streaming_request() -> (
     (host, diags, stream, req)
 }
 
-/// §11.4 sets no number of chunks: a host streaming more `inference/chunk`s than the
-/// application reads is held to `session::INFERENCE_CHUNKS_HELD` unread ones; each one past
-/// it is dropped and reported (`inference_chunks_dropped`), never held without bound, and the
-/// final result still arrives whole.
-#[tokio::test]
-async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
-    let (host, mut diags, mut stream, req) = streaming_request().await;
+/// The host sends `n` one-character `inference/chunk`s for `req` (§11.4), then waits until
+/// the server has handled them.
+async fn send_chunks(host: &Host, req: &mcpl::peer::IncomingRequest, n: usize) {
     let id = req.id().to_value();
-    let held = mcpl::session::INFERENCE_CHUNKS_HELD;
-    for i in 0..held + 3 {
+    for i in 0..n {
         host.peer
             .notify_raw(
                 "inference/chunk",
@@ -1002,7 +997,18 @@ async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
             .await
             .unwrap();
     }
-    sync(&host).await;
+    sync(host).await;
+}
+
+/// §11.4 sets no number of chunks: a host streaming more `inference/chunk`s than the
+/// application reads is held to `session::INFERENCE_CHUNKS_HELD` unread ones; each one past
+/// it is dropped and reported (`inference_chunks_dropped`), never held without bound, and the
+/// final result still arrives whole.
+#[tokio::test]
+async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
+    let (host, mut diags, mut stream, req) = streaming_request().await;
+    let held = mcpl::session::INFERENCE_CHUNKS_HELD;
+    send_chunks(&host, &req, held + 3).await;
     let mut dropped = 0;
     while let Ok(d) = diags.try_recv() {
         assert_eq!(d.code(), "inference_chunks_dropped", "{d}");
@@ -1020,6 +1026,28 @@ async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
     assert_eq!(read, held, "what it held, in order, and no more");
     let result = stream.finish().await.unwrap();
     assert_eq!(serde_json::to_value(&result.content).unwrap(), "whole");
+}
+
+/// §11.4: an application that drops its `InferenceStream` reads no more chunks; the host's
+/// later chunks are reported once (`inference_chunks_dropped`, `closed`), not once each, and
+/// the request still ends with the host's result.
+#[tokio::test]
+async fn s11_4_chunks_for_a_dropped_stream_are_reported_once() {
+    let (host, mut diags, stream, req) = streaming_request().await;
+    drop(stream);
+    send_chunks(&host, &req, 5).await;
+    let mut closed = 0;
+    while let Ok(d) = diags.try_recv() {
+        assert_eq!(d.code(), "inference_chunks_dropped", "{d}");
+        assert!(d.to_string().contains("closed"), "{d}");
+        closed += 1;
+    }
+    assert_eq!(closed, 1, "one report for the dropped stream");
+    req.respond(json!({"content": "whole", "finishReason": "end_turn"}))
+        .await
+        .unwrap();
+    sync(&host).await;
+    assert!(diags.try_recv().is_err(), "the result is no defect");
 }
 
 /// §11.3 / App. B.4: a host's malformed `inference/request` result (an audited host's

@@ -89,10 +89,15 @@ impl IncomingRequest {
         crate::jsonrpc::params_of(self.request.params.as_ref())
     }
 
-    /// The params decoded as `P`, as [`IncomingRequest::params`], taken out of the request
-    /// (which has none afterwards) so that their strings are moved, not copied.
-    pub(crate) fn take_params<P: DeserializeOwned>(&mut self) -> Result<P, ErrorObject> {
-        crate::jsonrpc::parse_params(self.request.params.take())
+    /// The request as received, its params taken out (the request keeps its id and method,
+    /// which its answer and its guard need): for a session that decides it elsewhere and
+    /// answers through this guard later.
+    pub(crate) fn take_request(&mut self) -> Request {
+        Request {
+            id: self.request.id.clone(),
+            method: self.request.method.clone(),
+            params: self.request.params.take(),
+        }
     }
 
     /// The params decoded as method `M`'s params.

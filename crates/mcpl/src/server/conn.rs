@@ -1,6 +1,5 @@
 //! [`Server`] and the per-connection state shared by the dispatcher and the senders.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -9,19 +8,18 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::builder::Handlers;
 use super::conn_state::StateSlot;
-use super::dispatch::run;
+use super::driver::{Command, Driver};
 use super::*;
 use crate::capability::CapabilitySet;
-use crate::jsonrpc::RequestId;
-use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
+use crate::lifecycle::{LifecycleConfig, TurnEvent};
 use crate::manifest::{
     ConnectionId, ManifestChanged, ManifestSink, ManifestSnapshot, ManifestTracker,
 };
-use crate::peer::{CloseReason, Peer, PeerConfig};
-use crate::policy::{Fallback, FeatureSets, ServerPolicyState};
+use crate::peer::{queue, CloseReason, Peer, PeerConfig};
+use crate::policy::Fallback;
+use crate::protocol::channels::ChannelDescriptor;
 use crate::protocol::handshake::Implementation;
 use crate::protocol::inference::InferenceChunkParams;
-use crate::session::{AcceptedChannels, PendingAnnouncement, ReadyMoments};
 use crate::transport::Transport;
 
 pub(super) struct ServerInner {
@@ -78,40 +76,28 @@ impl Server {
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
         let (grant_tx, _) = watch::channel(GrantState::inert());
-        let decls = FeatureSets::from_mcpl(self.inner.tracker.snapshot().manifest()).0;
+        let (commands, command_rx) = queue::channel(super::driver::COMMANDS_QUEUED);
         let conn = Arc::new(Conn {
             server: self.inner.clone(),
             peer: peer.clone(),
-            state: Mutex::new(ConnState {
-                phase: Phase::New,
-                mcpl: false,
-                policy: ServerPolicyState::new(decls),
-                lifecycle: LifecycleTracker::new(self.inner.lifecycle),
-                tracker_id: None,
-                channels: AcceptedChannels::default(),
-                held: None,
-                ready: ReadyMoments::default(),
-            }),
+            commands,
+            manifest_changed: Mutex::new(None),
             grant_tx,
+            channels: watch::Sender::new(Vec::new()),
             diag_tx: std::sync::OnceLock::new(),
-            announce: Mutex::new(PendingAnnouncement::default()),
-            announce_wake: watch::Sender::new(()),
-            streams: Mutex::new(HashMap::new()),
-            channel_ops: tokio::sync::Mutex::new(()),
             fallback: Mutex::new(None),
             user_state: StateSlot::new(),
             own_tracker: std::sync::OnceLock::new(),
-            attach: Mutex::new(()),
+            attached: Mutex::new(Attachment::default()),
             author_mistakes: AtomicU64::new(0),
             warned: Mutex::new(Vec::new()),
         });
-        spawn_announcer(&conn);
         let session = Session { conn: conn.clone() };
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
         }
         super::tools::spawn_list_changed(&conn);
-        tokio::spawn(run(conn, incoming));
+        tokio::spawn(Driver::new(conn, incoming, command_rx).run());
         session
     }
 
@@ -138,94 +124,57 @@ impl Server {
     }
 }
 
-/// Sends the connection's pending `mcpl/manifestChanged` ([`Conn::announce`]) whenever one
-/// is set, until the connection ends. Changes made while a send waits (a host that does not
-/// read) are coalesced into the next one.
-fn spawn_announcer(conn: &Arc<Conn>) {
-    let mut wake = conn.announce_wake.subscribe();
-    let peer = conn.peer.clone();
-    let weak: Weak<Conn> = Arc::downgrade(conn);
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                r = wake.changed() => if r.is_err() { return },
-                _ = peer.closed() => return,
-            }
-            let Some(conn) = weak.upgrade() else { return };
-            let change = lock(&conn.announce).take();
-            drop(conn);
-            let Some(change) = change else { continue };
-            if let Err(e) = peer
-                .notify_raw(ManifestChanged::METHOD, serde_json::to_value(&change).ok())
-                .await
-            {
-                tracing::debug!("mcpl/manifestChanged not sent: {e}");
-                return;
-            }
-        }
-    });
-}
-
 // ---------------------------------------------------------------------------------------
-// Connection state
+// Connection
 // ---------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    New,
-    Initialized,
-}
-
-pub(super) struct ConnState {
-    pub(super) phase: Phase,
-    pub(super) mcpl: bool,
-    pub(super) policy: ServerPolicyState,
-    pub(super) lifecycle: LifecycleTracker,
-    pub(super) tracker_id: Option<ConnectionId>,
-    /// The channels the host accepted from this connection's `channels/register` and
-    /// `channels/changed` (§14.5 itemized results), by the core rule.
-    pub(super) channels: AcceptedChannels,
-    /// The state in force before a policy Request whose receipt is not yet on the wire:
-    /// what is published meets it, so a narrowing reaches senders at once and a widening
-    /// (readiness included) only once the receipt is written ahead of them (§5.3, §6.7).
-    pub(super) held: Option<GrantState>,
-    /// Whether the connection had its first ready moment ([`ServerBuilder::on_first_ready`]).
-    pub(super) ready: ReadyMoments,
+/// The connection's place in its manifest tracker: attached (with the id), detached for
+/// good (no more announcements: the connection ended or turned MCP-only, §3.2), or not yet.
+#[derive(Debug, Default)]
+pub(super) struct Attachment {
+    pub(super) id: Option<ConnectionId>,
+    pub(super) ended: bool,
 }
 
 pub(super) type StreamTx = mpsc::Sender<InferenceChunkParams>;
 
+/// What one connection shares between its driver ([`Driver`]: the one task that owns the
+/// session's state, `session::ServerState`), its [`Session`] handles and its handler tasks.
+/// No session state is kept here: the application's calls reach the driver as
+/// [`Command`]s, and what the sync getters read is a snapshot the driver publishes after
+/// each input it handles (`grant_tx`, `channels`).
 pub(super) struct Conn {
     pub(super) server: Arc<ServerInner>,
     pub(super) peer: Peer,
-    pub(super) state: Mutex<ConnState>,
+    /// The driver's inputs from the application and from handler tasks.
+    /// The driver's inputs from outside the wire, bounded
+    /// ([`COMMANDS_QUEUED`](super::driver::COMMANDS_QUEUED)): an application call waits for
+    /// room, as a handler's answer does.
+    pub(super) commands: queue::Sender<Command>,
+    /// The tracker's changes not yet taken by the driver, merged into one (§17.8: they are
+    /// announced coalesced anyway), so the tracker's callback never waits and never drops;
+    /// [`Command::ManifestChanged`] wakes the driver for it.
+    pub(super) manifest_changed: Mutex<Option<ManifestChanged>>,
+    /// The negotiated state, as the driver last published it.
     pub(super) grant_tx: watch::Sender<GrantState>,
+    /// The channels the host accepted (§14.5), as the driver last published them.
+    pub(super) channels: watch::Sender<Vec<ChannelDescriptor>>,
     /// Made at the first [`Session::diagnostics`] call (a broadcast allocates its 256 slots
     /// up front); before it, nobody could receive a diagnostic, and `tracing` still logs it.
     pub(super) diag_tx: std::sync::OnceLock<broadcast::Sender<ServerDiagnostic>>,
-    /// The `mcpl/manifestChanged` not yet handed to the peer, coalesced by the core rule
-    /// ([`PendingAnnouncement`], §17.8).
-    pub(super) announce: Mutex<PendingAnnouncement>,
-    /// Wakes the connection's announcer task ([`spawn_announcer`]) after `announce` was set.
-    pub(super) announce_wake: watch::Sender<()>,
-    pub(super) streams: Mutex<HashMap<RequestId, StreamTx>>,
-    /// Held across each `channels/register` / `channels/changed` exchange, so they go out
-    /// one at a time and their results are applied in the order the host applied them. An
-    /// unanswered change holds the next one until it is answered or times out
-    /// (`PeerConfig::request_timeout`).
-    pub(super) channel_ops: tokio::sync::Mutex<()>,
     /// The connection's [`McpFallback`], if the server has one; dropped when the connection
     /// ends (it holds a [`Session`], so keeping it would keep the connection alive).
     pub(super) fallback: Mutex<Option<Arc<dyn McpFallback>>>,
     /// The application's state for this connection ([`ServerBuilder::connection_state`]),
-    /// made on first use, dropped by [`Conn::finish`].
+    /// made on first use, dropped when the driver ends.
     pub(super) user_state: StateSlot,
     /// This connection's own manifest tracker once [`Session::own_manifest`] has forked
     /// the server's; never set on a connection that does not ask.
     pub(super) own_tracker: std::sync::OnceLock<Arc<ManifestTracker>>,
-    /// Held while the connection is attached to, moved between or detached from a tracker,
-    /// so `initialize`'s attach and a fork cannot interleave.
-    pub(super) attach: Mutex<()>,
+    /// The connection's place in its tracker, changed by the driver (attach after
+    /// `initialize`, detach) and by [`Session::own_manifest`] (the fork), so they cannot
+    /// interleave: tracker bookkeeping, not session state.
+    pub(super) attached: Mutex<Attachment>,
     /// How many [`DiagnosticKind::AuthorMistake`] diagnostics this connection reported.
     pub(super) author_mistakes: AtomicU64,
     /// Digests of the author mistakes already logged at `warn` (repeats go to `debug`);
@@ -252,16 +201,18 @@ impl Conn {
     /// Attaches the connection to its tracker with `initialized`, the snapshot its
     /// `initialize` carried, so nothing is re-announced (§17.10).
     pub(super) fn attach_manifest(self: &Arc<Self>, initialized: Arc<ManifestSnapshot>) {
-        let _order = lock(&self.attach);
-        let id = self.tracker().attach_snapshot(self.sink(), initialized);
-        lock(&self.state).tracker_id = Some(id);
+        let mut at = lock(&self.attached);
+        if at.ended || at.id.is_some() {
+            return;
+        }
+        at.id = Some(self.tracker().attach_snapshot(self.sink(), initialized));
     }
 
-    /// Detaches the connection from its tracker: no more announcements.
+    /// Detaches the connection from its tracker for good: no more announcements.
     pub(super) fn detach(&self) {
-        let _order = lock(&self.attach);
-        let id = lock(&self.state).tracker_id.take();
-        if let Some(id) = id {
+        let mut at = lock(&self.attached);
+        at.ended = true;
+        if let Some(id) = at.id.take() {
             self.tracker().detach(id);
         }
     }
@@ -271,29 +222,21 @@ impl Conn {
     /// not copied), and an attached connection moves to it with the baseline it was last
     /// told about, so the fork itself announces nothing.
     pub(super) fn own_manifest(self: &Arc<Self>) -> &Arc<ManifestTracker> {
-        let _order = lock(&self.attach);
+        let mut at = lock(&self.attached);
         if let Some(own) = self.own_tracker.get() {
             return own;
         }
         let shared = &self.server.tracker;
-        let id = lock(&self.state).tracker_id.take();
+        let id = at.id.take();
         let announced = id.and_then(|id| {
             let revision = shared.announced_revision(id);
             shared.detach(id);
             revision
         });
         let own = self.own_tracker.get_or_init(|| Arc::new(shared.fork()));
-        if id.is_some() {
+        if id.is_some() && !at.ended {
             // An unknown baseline ("") is told the current revision with every domain.
-            let id = own.attach(self.sink(), announced.as_deref().unwrap_or(""));
-            let mut st = lock(&self.state);
-            if st.mcpl {
-                st.tracker_id = Some(id);
-            } else {
-                // Turned MCP-only meanwhile (§6.7 refusal): no more announcements.
-                drop(st);
-                own.detach(id);
-            }
+            at.id = Some(own.attach(self.sink(), announced.as_deref().unwrap_or("")));
         }
         own
     }
@@ -302,7 +245,25 @@ impl Conn {
         let weak: Weak<Conn> = Arc::downgrade(self);
         Arc::new(move |change: ManifestChanged| {
             if let Some(c) = weak.upgrade() {
-                c.on_manifest_changed(change);
+                // The driver declares it and announces it, coalesced (§17.3, §17.8).
+                let mut slot = lock(&c.manifest_changed);
+                match slot.as_mut() {
+                    Some(waiting) => {
+                        waiting.revision = change.revision;
+                        for d in change.domains {
+                            if !waiting.domains.contains(&d) {
+                                waiting.domains.push(d);
+                            }
+                        }
+                    }
+                    None => {
+                        *slot = Some(change);
+                        drop(slot);
+                        // A wake-up; when the queue is full the driver is about to take
+                        // commands anyway, and takes the slot with them.
+                        let _ = c.commands.try_send(Command::ManifestChanged);
+                    }
+                }
             }
         })
     }
@@ -347,44 +308,12 @@ impl Conn {
         true
     }
 
-    pub(super) fn publish(&self, st: &ConnState) {
-        let state = Self::state_of(st);
-        let state = match &st.held {
-            Some(held) => state.meet(held),
-            None => state,
-        };
-        self.grant_tx.send_replace(state);
-    }
-
-    pub(super) fn state_of(st: &ConnState) -> GrantState {
-        GrantState {
-            initialized: st.phase != Phase::New,
-            mcpl: st.mcpl,
-            ready: st.policy.is_ready(),
-            grant: *st.policy.grant(),
-            feature_sets: st.policy.statuses(),
-        }
-    }
-
     pub(super) fn grant_state(&self) -> GrantState {
         self.grant_tx.borrow().clone()
     }
 
     pub(super) fn fallback(&self) -> Option<Arc<dyn McpFallback>> {
         lock(&self.fallback).clone()
-    }
-
-    /// A manifest change on the live connection, by the core rules
-    /// ([`declare_changed`](crate::session::declare_changed) and
-    /// [`PendingAnnouncement`], as `ServerState::manifest_changed` decides it).
-    pub(super) fn on_manifest_changed(&self, change: ManifestChanged) {
-        {
-            let mut st = lock(&self.state);
-            crate::session::declare_changed(&mut st.policy, self.tracker().snapshot().manifest());
-            self.publish(&st);
-        }
-        lock(&self.announce).offer(change);
-        self.announce_wake.send_replace(());
     }
 
     pub(super) fn deliver_turn(&self, ev: TurnEvent) {
@@ -401,33 +330,5 @@ impl Conn {
                 }
             }
         }
-    }
-
-    pub(super) fn expire_turns(&self) {
-        let now = tokio::time::Instant::now().into_std();
-        let ends = lock(&self.state).lifecycle.expire(now);
-        for e in ends {
-            self.deliver_turn(TurnEvent::Ended(e));
-        }
-    }
-
-    pub(super) fn next_deadline(&self) -> Option<tokio::time::Instant> {
-        lock(&self.state)
-            .lifecycle
-            .next_deadline()
-            .map(tokio::time::Instant::from_std)
-    }
-
-    pub(super) fn finish(&self) {
-        let now = tokio::time::Instant::now().into_std();
-        let ends = lock(&self.state).lifecycle.close_all(now);
-        self.detach();
-        drop(lock(&self.fallback).take());
-        for e in ends {
-            self.deliver_turn(TurnEvent::Ended(e));
-        }
-        lock(&self.streams).clear();
-        // Last: the turn ends above may still read it.
-        self.user_state.end();
     }
 }

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::dispatch::{guarded, respond_value};
+use super::dispatch::{run_handler, Handled};
 use super::*;
 use crate::jsonrpc::{ErrorObject, RequestId};
-use crate::peer::IncomingRequest;
 
 /// The future an [`McpFallback`] answers a request with.
 pub type FallbackFuture = Pin<Box<dyn Future<Output = HandlerResult<Value>> + Send>>;
@@ -38,47 +37,41 @@ pub trait McpFallback: Send + Sync + 'static {
     fn notification(&self, method: &str, params: Option<Value>);
 }
 
-/// Hands `req` to the fallback now (in wire order) and answers with what it returns.
-pub(super) fn spawn_fallback(conn: &Arc<Conn>, req: IncomingRequest, f: Arc<dyn McpFallback>) {
-    let r = req.request();
-    let fut = f.request(&r.id, &r.method, r.params.clone());
-    let conn = conn.clone();
-    tokio::spawn(async move {
-        let method = format!("MCP fallback's {}", req.method());
-        let out = guarded(&conn, &method, fut).await;
-        respond_value(req, out).await;
-    });
+/// Hands request `id` to the fallback now (in wire order) and answers with what it returns.
+pub(super) fn spawn_fallback(
+    conn: &Arc<Conn>,
+    id: RequestId,
+    method: &str,
+    params: Option<Value>,
+    f: Arc<dyn McpFallback>,
+) -> Handled {
+    let fut = f.request(&id, method, params);
+    run_handler(conn, id, format!("MCP fallback's {method}").into(), fut)
 }
 
-/// The fallback's `initialize` result made the session's by the one rule
-/// ([`crate::session::application_initialize_result`], as `ServerState` makes an
-/// application's answer). Reading: the fallback gets the connection's request timeout to
-/// answer (without one it is waited for).
-pub(super) async fn fallback_initialize(
-    conn: &Conn,
+/// Hands the host's `initialize` to the fallback like any handler (a fallback that waits,
+/// e.g. on the session's own senders, never holds up the driver); the driver reads no
+/// more of the wire until it is answered. The session makes the answer its own
+/// (`session::application_initialize_result`, the manifest set under
+/// `capabilities.experimental.mcpl`). Reading: the fallback gets the connection's request
+/// timeout to answer (without one it is waited for).
+pub(super) fn fallback_initialize(
+    conn: &Arc<Conn>,
     f: Arc<dyn McpFallback>,
-    id: &RequestId,
+    id: RequestId,
     params: Value,
-    manifest: &Value,
-) -> Result<Value, ErrorObject> {
-    let fut = guarded(conn, "MCP fallback's initialize", f.initialize(id, params));
-    let out = match conn.server.peer_config.request_timeout {
-        Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
-            ErrorObject::internal(format!(
-                "the MCP fallback did not answer initialize within {t:?}"
-            ))
-        })?,
-        None => fut.await,
-    }?;
-    let mut diags = Vec::new();
-    let result = crate::session::application_initialize_result(
-        out,
-        &conn.server.mcp_capabilities,
-        manifest,
-        &mut diags,
-    );
-    for d in diags {
-        conn.diagnostic(d);
-    }
-    result
+) -> Handled {
+    let fut = f.initialize(&id, params);
+    let timeout = conn.server.peer_config.request_timeout;
+    let fut: super::BoxFut<HandlerResult<Value>> = Box::pin(async move {
+        match timeout {
+            Some(t) => tokio::time::timeout(t, fut).await.unwrap_or_else(|_| {
+                Err(ErrorObject::internal(format!(
+                    "the MCP fallback did not answer initialize within {t:?}"
+                )))
+            }),
+            None => fut.await,
+        }
+    });
+    run_handler(conn, id, "MCP fallback's initialize".into(), fut)
 }

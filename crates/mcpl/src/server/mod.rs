@@ -94,6 +94,7 @@ mod builder;
 mod conn;
 mod conn_state;
 mod dispatch;
+mod driver;
 mod errors;
 mod fallback;
 mod hooks;

@@ -14,45 +14,14 @@ use crate::protocol::channels::{
     ChannelsTyping, OutgoingChunkParams, OutgoingCompleteParams,
 };
 use crate::protocol::handshake::Initialized;
-use crate::protocol::inference::InferenceChunk;
-use crate::protocol::Method;
-use crate::session::{host_notification, NotificationStep};
+use crate::protocol::{method_info, Method};
 
+/// A host notification the session handed out (admitted, §5.4; the policy Notification,
+/// `inference/lifecycle` and `inference/chunk` are decided by the session itself).
 pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
-    let now = tokio::time::Instant::now().into_std();
-    let mut diags = Vec::new();
-    // The one server rule (`session::server::host_notification`, as `ServerState` decides
-    // it): the policy Notification, admission, the §10.5 tracker.
-    let step = {
-        let mut st = lock(&conn.state);
-        let st = &mut *st;
-        let step = host_notification(
-            st.mcpl,
-            &mut st.policy,
-            &mut st.lifecycle,
-            now,
-            n,
-            &mut diags,
-        );
-        if matches!(step, NotificationStep::PolicyApplied) {
-            conn.publish(st);
-        }
-        step
-    };
-    for d in diags {
-        conn.diagnostic(d);
+    if method_info(&n.method).is_none() {
+        return untyped(conn, n);
     }
-    let n = match step {
-        NotificationStep::Done | NotificationStep::PolicyApplied => return,
-        NotificationStep::Turns(turns) => {
-            for ev in turns {
-                conn.deliver_turn(ev);
-            }
-            return;
-        }
-        NotificationStep::Deliver(n) => n,
-        NotificationStep::Untyped(n) => return untyped(conn, n),
-    };
     let method = n.method.as_str();
     if method == Initialized::NAME {
         if let Some(f) = conn.fallback() {
@@ -62,30 +31,6 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
     }
     let h = &conn.server.handlers;
     match method {
-        InferenceChunk::NAME => {
-            // The one rule (`session::route_chunk`, as `ServerState` routes chunks).
-            let routed = crate::session::route_chunk(&lock(&conn.streams), n.params)
-                .map(|(tx, p)| (tx.clone(), p));
-            match routed {
-                // Bounded (§11.4 sets no number): a chunk its reader has no room for, or
-                // no longer reads, is dropped and reported, never held without bound.
-                Ok((tx, p)) => {
-                    let request_id = p.request_id.clone();
-                    let reason = match tx.try_send(p) {
-                        Ok(()) => None,
-                        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => Some("full"),
-                        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => Some("closed"),
-                    };
-                    if let Some(reason) = reason {
-                        conn.diagnostic(ServerDiagnostic::InferenceChunkDropped {
-                            request_id,
-                            reason,
-                        });
-                    }
-                }
-                Err(d) => conn.diagnostic(d),
-            }
-        }
         ChannelsOutgoingChunk::NAME => {
             match crate::jsonrpc::parse_params::<OutgoingChunkParams>(n.params) {
                 Ok(p) => {

@@ -1,17 +1,17 @@
 //! [`Session`]: one live connection from the server's side, and its senders.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use super::conn::Conn;
+use super::conn::{Conn, StreamTx};
 use super::dispatch::is_reserved;
+use super::driver::Command;
 use super::*;
 use crate::capability::Capability;
-use crate::jsonrpc::RequestId;
 use crate::manifest::ManifestTracker;
-use crate::peer::{CloseReason, PeerError, RequestOptions};
+use crate::peer::{CloseReason, PeerError};
 use crate::protocol::channels::{
     ChangedParams, ChannelDescriptor, ChannelsChanged, ChannelsIncoming, ChannelsRegister,
     IncomingMessage as ChannelMessage, IncomingParams, IncomingResult, ItemizedResult,
@@ -24,7 +24,6 @@ use crate::protocol::inference::{
 use crate::protocol::model::{ModelInfo, ModelInfoRequest};
 use crate::protocol::push::{self, PushEventParams, PushEventResult, PushPayload};
 use crate::protocol::{EmptyObject, Method};
-use crate::session::ChannelChange;
 
 /// One live connection, from the server's side: read the negotiated state, send what the
 /// grant allows. Cheap to clone.
@@ -45,10 +44,18 @@ impl std::fmt::Debug for Session {
 #[derive(Debug)]
 pub struct InferenceStream {
     pub(super) chunks: mpsc::Receiver<InferenceChunkParams>,
-    pub(super) result: Option<oneshot::Receiver<Result<InferenceResult, SendError>>>,
+    pub(super) result: Option<oneshot::Receiver<Result<Value, SendError>>>,
     pub(super) done: Option<Result<InferenceResult, SendError>>,
-    pub(super) conn: Weak<Conn>,
-    pub(super) id: Arc<Mutex<Option<RequestId>>>,
+}
+
+/// The final result as the driver delivered it: decoded, or why there is none.
+fn final_result(
+    r: Result<Result<Value, SendError>, oneshot::error::RecvError>,
+) -> Result<InferenceResult, SendError> {
+    match r {
+        Ok(out) => out.and_then(|v| Ok(decode_result(v)?)),
+        Err(_) => Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped))),
+    }
 }
 
 impl InferenceStream {
@@ -64,7 +71,7 @@ impl InferenceStream {
             c = self.chunks.recv() => c,
             r = rx => {
                 self.result = None;
-                self.done = Some(r.unwrap_or(Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped)))));
+                self.done = Some(final_result(r));
                 self.chunks.try_recv().ok()
             }
         }
@@ -76,18 +83,8 @@ impl InferenceStream {
             return done;
         }
         match self.result.take() {
-            Some(rx) => rx.await.unwrap_or(Err(SendError::Peer(PeerError::Closed(
-                CloseReason::Dropped,
-            )))),
+            Some(rx) => final_result(rx.await),
             None => Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped))),
-        }
-    }
-}
-
-impl Drop for InferenceStream {
-    fn drop(&mut self) {
-        if let (Some(conn), Some(id)) = (self.conn.upgrade(), lock(&self.id).take()) {
-            lock(&conn.streams).remove(&id);
         }
     }
 }
@@ -96,6 +93,69 @@ impl Session {
     /// The negotiated state now.
     pub fn grant_state(&self) -> GrantState {
         self.conn.grant_state()
+    }
+
+    /// Hands request `method` with `params` to the connection's driver, whose session
+    /// state gates it (§5.4, §6.6: `session::ServerState::request`), sends it and delivers
+    /// its outcome; with `stream`, the chunks of a streaming `inference/request` go there
+    /// and the call returns once the request is sent (or refused).
+    ///
+    /// The driver takes no calls while the host reads too little of what it already sent
+    /// (`Outbox::takes_calls`): a call it has not taken within the peer's
+    /// `request_timeout` fails with [`PeerError::Timeout`] (id 0: nothing was sent) and is
+    /// dropped unsent; once taken, the request's own timeout runs.
+    async fn send_command(
+        &self,
+        method: &'static str,
+        params: Value,
+        stream: Option<StreamTx>,
+    ) -> Result<oneshot::Receiver<Result<Value, SendError>>, SendError> {
+        let (reply, rx) = oneshot::channel();
+        let (accepted, sent) = oneshot::channel();
+        let command = Command::Request {
+            method,
+            params,
+            reply,
+            stream,
+            accepted: Some(accepted),
+        };
+        let taken = async {
+            if self.conn.commands.send(command).await.is_err() {
+                return false;
+            }
+            sent.await.is_ok()
+        };
+        let taken = match self.conn.server.peer_config.request_timeout {
+            None => taken.await,
+            Some(after) => match tokio::time::timeout(after, taken).await {
+                Ok(taken) => taken,
+                // Dropped with `rx`: the driver sees the reply closed and never sends it.
+                Err(_) => {
+                    return Err(SendError::Peer(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id: crate::jsonrpc::RequestId::from(0u64),
+                        after,
+                    }))
+                }
+            },
+        };
+        if !taken {
+            // Not sent: the reply says why.
+            return match rx.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(self.closed_error()),
+            };
+        }
+        Ok(rx)
+    }
+
+    fn closed_error(&self) -> SendError {
+        SendError::Peer(PeerError::Closed(
+            self.conn
+                .peer
+                .close_reason()
+                .unwrap_or(CloseReason::Dropped),
+        ))
     }
 
     /// Whether behaviour needing `c` may run now (MCPL active, policy received, granted).
@@ -207,27 +267,24 @@ impl Session {
         self.conn.peer.closed().await
     }
 
-    /// The server's outbound gate before sending `params` of `M` ([`GrantState`]'s, the one
-    /// rule `session::ServerState` applies too): their wire form, or why the host would
-    /// refuse them.
-    pub(super) fn authorize<M: Method>(&self, params: &M::Params) -> Result<Value, SendError> {
-        let value = serde_json::to_value(params).map_err(|e| PeerError::Encode {
-            method: M::NAME.into(),
-            reason: e.to_string(),
-        })?;
-        let state = self.grant_state();
-        let st = lock(&self.conn.state);
-        state.gate(st.policy.declarations(), M::NAME, &value)?;
-        Ok(value)
-    }
-
-    /// Sends the typed request `M` ([`crate::peer::Peer::request`]); the caller has
-    /// authorized it by `M`'s own requirement.
+    /// Sends the typed request `M` through the connection's driver, whose session state
+    /// gates it (the one rule, `session::gate_to_host`), and decodes its result.
     pub(super) async fn request<M: Method>(
         &self,
         params: &M::Params,
     ) -> Result<M::Result, SendError> {
-        Ok(self.conn.peer.request::<M>(params).await?)
+        let value = serde_json::to_value(params).map_err(|e| PeerError::Encode {
+            method: M::NAME.into(),
+            reason: e.to_string(),
+        })?;
+        let rx = self.send_command(M::NAME, value, None).await?;
+        let out = rx.await.unwrap_or_else(|_| Err(self.closed_error()))?;
+        serde_json::from_value(out).map_err(|e| {
+            SendError::Peer(PeerError::Decode {
+                method: M::NAME.to_owned(),
+                reason: e.to_string(),
+            })
+        })
     }
 
     /// Sends a plain MCP request to the host (`sampling/createMessage`, `roots/list`,
@@ -292,29 +349,24 @@ impl Session {
                 tags: producer_tags(event.tags)?,
                 extra: Map::new(),
             };
-            self.authorize::<push::PushEvent>(&params)?;
             self.request::<push::PushEvent>(&params).await
         };
         self.reported(push::PushEvent::NAME, out.await)
     }
 
     /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
-    /// descriptor (§14.5). Channel changes from one connection go out one at a time.
+    /// descriptor (§14.5). The results of a connection's channel changes are applied in the
+    /// order the changes were sent, whatever order the answers come in.
     pub async fn channels_register(
         &self,
         channels: Vec<ChannelDescriptor>,
     ) -> Result<ItemizedResult, SendError> {
         let out = async {
-            let _in_order = self.conn.channel_ops.lock().await;
             let params = RegisterParams {
                 channels,
                 extra: Map::new(),
             };
-            self.authorize::<ChannelsRegister>(&params)?;
-            let result = self.request::<ChannelsRegister>(&params).await?;
-            let change = ChannelChange::register(&params);
-            lock(&self.conn.state).channels.apply(&result, &change);
-            Ok(result)
+            self.request::<ChannelsRegister>(&params).await
         };
         self.reported(ChannelsRegister::NAME, out.await)
     }
@@ -323,23 +375,16 @@ impl Session {
     /// [`Self::channels_register`] and [`Self::channels_changed`]); what an inbound
     /// `channels/list` is answered with when no handler is set.
     pub fn channels(&self) -> Vec<ChannelDescriptor> {
-        lock(&self.conn.state).channels.list()
+        self.conn.channels.borrow().clone()
     }
 
-    /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`), after
-    /// any earlier channel change of this connection has been answered.
+    /// Sends `channels/changed` in the Request form (§14.5; needs `channels.register`); its
+    /// result is applied after those of the channel changes sent before it.
     pub async fn channels_changed(
         &self,
         change: ChangedParams,
     ) -> Result<ItemizedResult, SendError> {
-        let out = async {
-            let _in_order = self.conn.channel_ops.lock().await;
-            self.authorize::<ChannelsChanged>(&change)?;
-            let result = self.request::<ChannelsChanged>(&change).await?;
-            let change = ChannelChange::changed(&change);
-            lock(&self.conn.state).channels.apply(&result, &change);
-            Ok(result)
-        };
+        let out = async { self.request::<ChannelsChanged>(&change).await };
         self.reported(ChannelsChanged::NAME, out.await)
     }
 
@@ -358,7 +403,6 @@ impl Session {
                 messages,
                 extra: Map::new(),
             };
-            self.authorize::<ChannelsIncoming>(&params)?;
             self.request::<ChannelsIncoming>(&params).await
         };
         self.reported(ChannelsIncoming::NAME, out.await)
@@ -372,14 +416,8 @@ impl Session {
     ) -> Result<InferenceResult, SendError> {
         let out = async {
             params.stream = None;
-            let value = self.authorize::<InferenceRequest>(&params)?;
             inference_content(&params)?;
-            let result = self
-                .conn
-                .peer
-                .request_raw(InferenceRequest::NAME, Some(value))
-                .await?;
-            Ok(checked_result(&self.conn, result)?)
+            self.request::<InferenceRequest>(&params).await
         };
         self.reported(InferenceRequest::NAME, out.await)
     }
@@ -392,42 +430,20 @@ impl Session {
     ) -> Result<InferenceStream, SendError> {
         let out = async {
             params.stream = Some(true);
-            let value = self.authorize::<InferenceRequest>(&params)?;
             inference_content(&params)?;
+            let value = serde_json::to_value(&params).map_err(|e| PeerError::Encode {
+                method: InferenceRequest::NAME.into(),
+                reason: e.to_string(),
+            })?;
             let (chunk_tx, chunk_rx) = mpsc::channel(crate::session::INFERENCE_CHUNKS_HELD);
-            let (res_tx, res_rx) = oneshot::channel();
-            let (id_tx, id_rx) = oneshot::channel::<RequestId>();
-            let id_slot = Arc::new(Mutex::new(None));
-            let conn = self.conn.clone();
-            let slot = id_slot.clone();
-            tokio::spawn(async move {
-                let streams_conn = conn.clone();
-                let out = conn
-                    .peer
-                    .request_raw_with(
-                        InferenceRequest::NAME,
-                        Some(value),
-                        RequestOptions::new().on_id(move |id| {
-                            lock(&streams_conn.streams).insert(id.clone(), chunk_tx);
-                            *lock(&slot) = Some(id.clone());
-                            let _ = id_tx.send(id.clone());
-                        }),
-                    )
-                    .await;
-                let out = out
-                    .map_err(SendError::from)
-                    .and_then(|v| Ok(checked_result(&conn, v)?));
-                let _ = res_tx.send(out);
-            });
-            // Wait until the id is registered (or the request failed before one was assigned),
-            // so no chunk can arrive unrouted.
-            let _ = id_rx.await;
+            // Returns once the request is sent, its chunks routed here (§11.4).
+            let result = self
+                .send_command(InferenceRequest::NAME, value, Some(chunk_tx))
+                .await?;
             Ok(InferenceStream {
                 chunks: chunk_rx,
-                result: Some(res_rx),
+                result: Some(result),
                 done: None,
-                conn: Arc::downgrade(&self.conn),
-                id: id_slot,
             })
         };
         self.reported(InferenceRequest::NAME, out.await)
@@ -437,7 +453,6 @@ impl Session {
     pub async fn model_info(&self) -> Result<ModelInfo, SendError> {
         let out = async {
             let params = EmptyObject::default();
-            self.authorize::<ModelInfoRequest>(&params)?;
             self.request::<ModelInfoRequest>(&params).await
         };
         self.reported(ModelInfoRequest::NAME, out.await)
@@ -476,15 +491,11 @@ pub(super) fn producer_tags(tags: Option<Vec<String>>) -> Result<Option<Vec<Stri
     Ok(Some(out))
 }
 
-/// A host's `inference/request` result, streamed or not, held to §11.3's rule
-/// ([`crate::protocol::inference::result_defects`], the one `mcpl check-host` reports):
-/// each defect is reported as a host defect (`inference_result_malformed`), and the result
-/// is decoded as far as it can be (a typed decode failure is the caller's
-/// [`PeerError::Decode`]).
-fn checked_result(conn: &Conn, result: Value) -> Result<InferenceResult, PeerError> {
-    if let Some(d) = crate::session::result_diagnostic(&result) {
-        conn.diagnostic(d);
-    }
+/// A host's `inference/request` result, streamed or not, decoded as far as it can be (a
+/// typed decode failure is the caller's [`PeerError::Decode`]); the session reported each
+/// §11.3 defect of it already (`inference_result_malformed`, by the one rule
+/// `session::result_diagnostic`).
+fn decode_result(result: Value) -> Result<InferenceResult, PeerError> {
     serde_json::from_value(result).map_err(|e| PeerError::Decode {
         method: InferenceRequest::NAME.into(),
         reason: e.to_string(),

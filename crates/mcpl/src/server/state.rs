@@ -2,14 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::*;
-use crate::capability::{Capability, CapabilitySet, Grant};
+use crate::capability::{Capability, Grant};
 use crate::jsonrpc::ErrorObject;
 use crate::peer::PeerError;
-use crate::policy::{FeatureSetStatus, FeatureSets, SetRefusal, UnavailableReason};
-use crate::session::{gate_to_host, Refusal, SendRefusal, SendState};
+use crate::policy::{FeatureSetStatus, SetRefusal};
+use crate::session::{Refusal, SendRefusal};
 
 /// The negotiated state of one connection as the application sees it: published on every
 /// change through [`Session::grant_changes`].
@@ -43,33 +41,6 @@ impl GrantState {
         self.mcpl && self.ready && self.grant.allows(c)
     }
 
-    /// What both states allow: readiness, grant and available feature sets only where both
-    /// have them (a set `other` does not know is unavailable).
-    pub(super) fn meet(&self, other: &GrantState) -> GrantState {
-        let feature_sets = self
-            .feature_sets
-            .iter()
-            .map(|(name, status)| {
-                let status = match (status, other.feature_sets.get(name)) {
-                    (FeatureSetStatus::Available, Some(o)) => *o,
-                    (FeatureSetStatus::Available, None) => FeatureSetStatus::Unavailable {
-                        reason: UnavailableReason::CapabilityDenied,
-                        missing: CapabilitySet::EMPTY,
-                    },
-                    (unavailable, _) => *unavailable,
-                };
-                (name.clone(), status)
-            })
-            .collect();
-        GrantState {
-            initialized: self.initialized && other.initialized,
-            mcpl: self.mcpl && other.mcpl,
-            ready: self.ready && other.ready,
-            grant: self.grant.intersect(other.grant.capabilities()),
-            feature_sets,
-        }
-    }
-
     /// Whether the named feature set is available now.
     pub fn feature_available(&self, name: &str) -> bool {
         self.mcpl
@@ -79,34 +50,11 @@ impl GrantState {
                 .get(name)
                 .is_some_and(FeatureSetStatus::is_available)
     }
-
-    /// The server's outbound gate ([`crate::session::gate_to_host`], the one
-    /// [`crate::session::ServerState`] applies too) under this state and the connection's
-    /// declarations `decls`, before sending `method` with `params` (its wire form): a
-    /// message the host would refuse is not sent.
-    pub(super) fn gate(
-        &self,
-        decls: &FeatureSets,
-        method: &str,
-        params: &Value,
-    ) -> Result<(), SendError> {
-        let at = SendState {
-            initialized: self.initialized,
-            mcpl: self.mcpl,
-            ready: self.ready,
-            grant: &self.grant,
-            declarations: decls,
-            statuses: &self.feature_sets,
-        };
-        match gate_to_host(method, Some(params), &at) {
-            Ok(_) => Ok(()),
-            Err(refusal) => Err(refused(method, refusal)),
-        }
-    }
 }
 
-/// A refusal of [`gate_to_host`] as the [`SendError`] a typed sender returns.
-fn refused(method: &str, refusal: SendRefusal) -> SendError {
+/// A refusal of the session's outbound gate (`session::ServerState::request`, by the one
+/// rule `session::gate_to_host`) as the [`SendError`] a typed sender returns.
+pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
     match refusal {
         SendRefusal::McpOnly => SendError::McpOnly,
         SendRefusal::Admission(Refusal::NotReady(d), _) => SendError::NotReady {
@@ -155,15 +103,20 @@ mod tests {
     pub(super) fn s5_3_inert_state_refuses_as_not_ready() {
         let g = GrantState::inert();
         assert!(!g.granted(Capability::PushEvents));
+        let mut st = crate::session::ServerState::new(crate::session::ServerRules::new(
+            serde_json::json!({"name": "s", "version": "1"}),
+            serde_json::json!({"version": "0.5", "pushEvents": {}}),
+        ));
+        let now = std::time::Instant::now();
+        let params = serde_json::json!({"featureSet": "s"});
+        let refusal = st
+            .request(now, push::PushEvent::NAME, params)
+            .expect_err("not initialized");
         assert_eq!(
-            g.gate(
-                &FeatureSets::default(),
-                push::PushEvent::NAME,
-                &serde_json::json!({"featureSet": "s"})
-            ),
-            Err(SendError::NotReady {
+            refused(push::PushEvent::NAME, refusal),
+            SendError::NotReady {
                 capability: Capability::PushEvents
-            })
+            }
         );
     }
 

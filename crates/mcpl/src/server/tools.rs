@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
-use super::conn::{Conn, Phase};
+use super::conn::Conn;
 use super::*;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::handshake::{Tool, ToolsCallParams, ToolsCallResult};
@@ -302,7 +302,7 @@ pub(super) fn spawn_list_changed(conn: &Arc<Conn>) {
                 _ = peer.closed() => return,
             }
             let Some(conn) = weak.upgrade() else { return };
-            let initialized = lock(&conn.state).phase != Phase::New;
+            let initialized = conn.grant_tx.borrow().initialized;
             drop(conn);
             if initialized {
                 if let Err(e) = peer.notify_raw(TOOLS_LIST_CHANGED, None).await {

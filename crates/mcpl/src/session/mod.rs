@@ -92,28 +92,7 @@ pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
     ServerState,
 };
-// Only `server::Server` (the `runtime` feature) calls these rules from outside this module.
-#[cfg(feature = "runtime")]
-pub(crate) use server::{gate_to_host, unredacted_hook, SendState};
-#[cfg(feature = "runtime")]
-pub(crate) use server_channels::{AcceptedChannels, ChannelChange};
-#[cfg(feature = "runtime")]
-pub(crate) use server_hooks::{filter_hook_answer, hook_not_run};
-#[cfg(feature = "runtime")]
-pub(crate) use server_inbound::{
-    host_notification, route_host_request, NotificationStep, RequestRoute,
-};
-#[cfg(feature = "runtime")]
-pub(crate) use server_inference::{result_diagnostic, route_chunk};
-#[cfg(feature = "runtime")]
-pub(crate) use server_initialize::{
-    application_initialize_result, initialize_result, read_initialize,
-};
-#[cfg(feature = "runtime")]
-pub(crate) use server_manifest::{declare_changed, PendingAnnouncement};
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
-#[cfg(feature = "runtime")]
-pub(crate) use server_ready::ReadyMoments;
 pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};

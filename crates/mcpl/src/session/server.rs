@@ -68,6 +68,13 @@ pub struct ServerRules {
     /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
     /// it here with [`ServerState::channels`] (§14.3), as `server::Server` does without one.
     pub channels_list_by_application: bool,
+    /// Whether the application reads each request's typed params itself and answers `-32602`
+    /// for params that are not its method's (as `server::Server`'s handlers do, after
+    /// answering `-32601` for a method they have no handler for): `true` hands admitted
+    /// requests out without reading their params here first (once, not twice), except a
+    /// `context/beforeInference`, whose params the session reads itself (§10.1). `false`
+    /// (the default) answers such params `-32602` before handing anything out.
+    pub application_checks_params: bool,
     /// Whether the application answers `initialize` (an MCP implementation of its own, as
     /// `server::ServerBuilder::mcp_fallback`'s): `true` hands an `initialize` the session
     /// read (§5.1; a host's MCPL version, §3.2) out as [`ServerOutput::Request`], and makes
@@ -104,6 +111,7 @@ impl ServerRules {
             answers_manifest_fetch: false,
             channels_list_by_application: false,
             initialize_by_application: false,
+            application_checks_params: false,
             lifecycle: LifecycleConfig::default(),
             max_in_flight: 128,
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
@@ -384,6 +392,8 @@ pub struct ServerState {
     ready: super::server_ready::ReadyMoments,
     /// [`Self::handle_close`] was called.
     closed: bool,
+    /// [`Self::generation`].
+    generation: u64,
 }
 
 impl ServerState {
@@ -406,6 +416,7 @@ impl ServerState {
             inference: Default::default(),
             ready: Default::default(),
             closed: false,
+            generation: 0,
         }
     }
 
@@ -419,6 +430,39 @@ impl ServerState {
     /// applied in the order the changes were sent. What `channels/list` answers with (§14.3).
     pub fn channels(&self) -> Vec<crate::protocol::channels::ChannelDescriptor> {
         self.channels.accepted().list()
+    }
+
+    /// Whether `initialize` has been answered (before that, whether the host speaks MCPL is
+    /// unknown).
+    pub fn is_initialized(&self) -> bool {
+        self.initialized
+    }
+
+    /// Each declared feature set's derived status now (§6.4).
+    pub fn feature_sets(&self) -> BTreeMap<String, FeatureSetStatus> {
+        self.policy.statuses()
+    }
+
+    /// The manifest `initialize` answers with and `mcpl/manifest` serves
+    /// ([`ServerRules::answers_manifest_fetch`]), replaced before `initialize` without
+    /// anything to announce (§17.10), as [`Self::manifest_changed`] replaces it before then.
+    /// After `initialize` it changes nothing: a change on a live connection is
+    /// [`Self::manifest_changed`]'s, which declares and announces it.
+    pub fn set_manifest(&mut self, manifest: Value) {
+        if self.initialized || self.closed {
+            return;
+        }
+        self.generation += 1;
+        super::server_manifest::declare_changed(&mut self.policy, &manifest);
+        self.rules.manifest = manifest;
+    }
+
+    /// A number that changes whenever what [`Self::is_initialized`], [`Self::mcpl`],
+    /// [`Self::is_ready`], [`Self::grant`], [`Self::feature_sets`] or [`Self::channels`]
+    /// return may have changed (it may change when they did not): a driver that publishes
+    /// them reads them again only then.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Whether a policy Request has been applied (§5.3).
@@ -452,6 +496,7 @@ impl ServerState {
         if self.closed {
             return;
         }
+        self.generation += 1;
         super::server_manifest::declare_changed(&mut self.policy, &manifest);
         if self.initialized && self.mcpl {
             self.announce.offer(change);
@@ -468,6 +513,8 @@ impl ServerState {
             Message::Request(r) => self.on_request(r),
             Message::Notification(n) => self.on_notification(now, n),
             Message::Response(r) => {
+                // The channels the host accepted may change (§14.5).
+                self.generation += 1;
                 let id = match &r.id {
                     Some(RequestId::Number(n)) => n.as_u64(),
                     _ => None,
@@ -500,6 +547,7 @@ impl ServerState {
         if self.closed {
             return;
         }
+        self.generation += 1;
         self.closed = true;
         for end in self.turns.close_all(now) {
             self.out
@@ -532,6 +580,7 @@ impl ServerState {
             return;
         }
         for id in self.pending.expire(now) {
+            self.generation += 1;
             self.channels.gave_up(id);
             self.inference.ended(id);
             self.out.push_back(ServerOutput::RequestTimedOut { id });
@@ -591,6 +640,7 @@ impl ServerState {
         self.out
             .extend(diags.into_iter().map(ServerOutput::Diagnostic));
         if result.is_ok() {
+            self.generation += 1;
             self.initialized = true;
             self.mcpl = mcpl;
         }
@@ -727,10 +777,14 @@ impl ServerState {
             }
             Err(e) => self.respond(r.id, Err(e)),
             Ok(RequestRoute::Untyped | RequestRoute::Admitted) => {
-                if let Err(e) = crate::protocol::check_params(&r.method, r.params.as_ref()) {
-                    // Typed params that do not parse reach no handler, and are read no
-                    // further (`server::Server`'s typed handlers refuse them alike).
-                    return self.respond(r.id, Err(e));
+                let checked =
+                    !self.rules.application_checks_params || r.method == BeforeInference::NAME;
+                if checked {
+                    if let Err(e) = crate::protocol::check_params(&r.method, r.params.as_ref()) {
+                        // Typed params that do not parse reach no handler, and are read no
+                        // further (`server::Server`'s typed handlers refuse them alike).
+                        return self.respond(r.id, Err(e));
+                    }
                 }
                 let mut r = r;
                 if r.method == BeforeInference::NAME {
@@ -822,7 +876,8 @@ impl ServerState {
         self.out
             .extend(diags.into_iter().map(ServerOutput::Diagnostic));
         match step {
-            NotificationStep::Done | NotificationStep::PolicyApplied => {}
+            NotificationStep::Done => {}
+            NotificationStep::PolicyApplied => self.generation += 1,
             NotificationStep::Turns(turns) => {
                 self.out.extend(turns.into_iter().map(ServerOutput::Turn))
             }
@@ -857,6 +912,7 @@ impl ServerState {
 
     fn on_initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
         let read = read_initialize(self.initialized, params)?;
+        self.generation += 1;
         let version = read.protocol_version;
         self.mcpl = read.mcpl;
         self.out
@@ -872,6 +928,7 @@ impl ServerState {
     }
 
     fn on_policy(&mut self, r: Request) {
+        self.generation += 1;
         let params = r.params.unwrap_or(Value::Null);
         let answer = answer_policy_request(&mut self.policy, self.rules.required, &params);
         for d in answer.diagnostics {

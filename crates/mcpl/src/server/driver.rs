@@ -1,0 +1,547 @@
+//! The connection's driver (issue #24): one task owns the connection's
+//! [`ServerState`](crate::session::ServerState), feeds it every input in wire order (the
+//! host's messages and the responses to the server's own requests, as
+//! [`Incoming::recv_ordered`] reads them; the application's calls and the handlers'
+//! answers, as [`Command`]s; its deadlines) and executes what it outputs: frames through
+//! the [`Peer`](crate::peer::Peer), handlers, turn callbacks, diagnostics. Handlers run
+//! concurrently as before (a slow one never holds up the messages after it), and their
+//! answers re-enter the state machine as [`Command::Answer`]; one that finishes without
+//! waiting is answered inline, before the next message is read.
+//!
+//! What the application reads without a call (`Session::granted`, `Session::channels` …)
+//! is a snapshot the driver publishes after each input it handles.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::conn::{Conn, StreamTx};
+use super::*;
+use crate::jsonrpc::{Message, Request, RequestId, Response};
+use crate::manifest::ManifestSnapshot;
+use crate::peer::{
+    queue, CloseReason, Incoming, IncomingMessage, IncomingRequest, Ordered, Outbox, PeerError,
+};
+use crate::protocol::handshake::Initialize;
+use crate::protocol::Method;
+use crate::session::{ServerOutput, ServerRules, ServerState};
+
+/// The most commands fed at once before the outputs run (and the wire is read again).
+const COMMAND_BATCH: usize = 256;
+
+/// The most commands queued for the driver; a sender (an application call, a handler's
+/// answer) waits for room.
+pub(super) const COMMANDS_QUEUED: usize = 256;
+
+/// An input for the driver from outside the wire.
+pub(super) enum Command {
+    /// The application sends request `method` ([`ServerState::request`]'s gate decides);
+    /// its outcome goes to `reply`. With `stream`, the `inference/chunk`s of a streaming
+    /// `inference/request` go there (§11.4).
+    Request {
+        method: &'static str,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, SendError>>,
+        stream: Option<StreamTx>,
+        /// Told once the request is sent (dropped unsent when it is refused).
+        accepted: Option<oneshot::Sender<()>>,
+    },
+    /// A handler answered host request `id`.
+    Answer {
+        id: RequestId,
+        outcome: HandlerResult<Value>,
+    },
+    /// The connection's tracker installed a change (§17.3): it waits, merged with any
+    /// other not yet taken, in `Conn::manifest_changed`.
+    ManifestChanged,
+}
+
+/// A request of the application's in flight.
+struct Waiting {
+    method: &'static str,
+    reply: oneshot::Sender<Result<Value, SendError>>,
+    /// The id the peer sent it under, once sent.
+    peer_id: Option<RequestId>,
+}
+
+/// The one task of a connection (module docs).
+pub(super) struct Driver {
+    conn: Arc<Conn>,
+    state: ServerState,
+    /// Every frame the driver sends goes through it, so a host that does not read never
+    /// stops the driver reading ([`Outbox`]).
+    out: Outbox,
+    incoming: Incoming,
+    commands: queue::Receiver<Command>,
+    /// The host request being fed now: answered in place, or kept in `requests` once
+    /// handed out.
+    current: Option<IncomingRequest>,
+    /// Host requests handed out and not yet answered: the guard each answer goes through.
+    requests: HashMap<RequestId, IncomingRequest>,
+    /// The application's requests in flight, by the state's id.
+    waiting: HashMap<u64, Waiting>,
+    /// The state's id of each request by the id the peer sent it under.
+    by_peer: HashMap<RequestId, u64>,
+    /// Streaming `inference/request`s, by the state's id.
+    streams: HashMap<u64, StreamTx>,
+    /// The manifest snapshot the connection's `initialize` was answered with.
+    initialized_with: Option<Arc<ManifestSnapshot>>,
+    /// The state's generation last published.
+    published: Option<u64>,
+    /// The host's `initialize`, handed to the MCP fallback and not yet answered: nothing
+    /// more is read from the wire until it is (the host waits for it too).
+    initializing: Option<RequestId>,
+}
+
+impl Driver {
+    pub(super) fn new(
+        conn: Arc<Conn>,
+        incoming: Incoming,
+        commands: queue::Receiver<Command>,
+    ) -> Driver {
+        let server = &conn.server;
+        let h = &server.handlers;
+        let config = &server.peer_config;
+        let mut rules = ServerRules::new(
+            serde_json::to_value(&server.info).unwrap_or(Value::Null),
+            server.tracker.snapshot().manifest().clone(),
+        );
+        rules.mcp_capabilities = server.mcp_capabilities.clone();
+        rules.instructions = server.instructions.clone();
+        rules.required = server.required;
+        rules.lifecycle = server.lifecycle;
+        rules.hook_feature_set = h.before_inference.as_ref().and_then(|(s, _)| s.clone());
+        rules.channels_list_by_application = h.channels_list.is_some();
+        rules.initialize_by_application = h.fallback.is_some();
+        // Each handler reads its params into its type (`dispatch::spawn_handler`).
+        rules.application_checks_params = true;
+        rules.max_in_flight = config.max_in_flight_requests;
+        rules.request_timeout = config.request_timeout;
+        rules.max_pending = config.max_pending_requests;
+        Driver {
+            out: conn.peer.outbox(),
+            conn,
+            state: ServerState::new(rules),
+            incoming,
+            commands,
+            current: None,
+            requests: HashMap::new(),
+            waiting: HashMap::new(),
+            by_peer: HashMap::new(),
+            streams: HashMap::new(),
+            initialized_with: None,
+            published: None,
+            initializing: None,
+        }
+    }
+
+    fn now() -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
+    pub(super) async fn run(mut self) {
+        let mut read_all = false;
+        loop {
+            if read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some()) {
+                break;
+            }
+            let deadline = self.state.poll_timeout();
+            // Frames held for a host that reads slowly stop the application's calls (and
+            // handlers' answers), and far more of them reading too; writing never does.
+            let taking = self.out.takes_calls();
+            let reading = self.out.reads();
+            tokio::select! {
+                biased;
+                Some(c) = self.commands.recv(), if taking => {
+                    // Every command already queued is fed before the outputs run, so the
+                    // changes a blocked write held up are announced as one (§17.8).
+                    self.command(c);
+                    for _ in 0..COMMAND_BATCH {
+                        match self.commands.try_recv() {
+                            Ok(c) => self.command(c),
+                            Err(_) => break,
+                        }
+                    }
+                    // A change whose wake-up found the queue full.
+                    self.take_manifest_change();
+                    self.outputs();
+                }
+                m = self.incoming.recv_ordered(), if reading && !read_all && self.initializing.is_none() => match m {
+                    Some(m) => self.received(m),
+                    // The host sends no more; what it is owed is still answered (the
+                    // handlers' answers come as commands), unless the connection closed.
+                    None => read_all = true,
+                },
+                _ = self.out.flush(), if !self.out.is_empty() => {}
+                _ = self.conn.peer.closed(), if read_all => {}
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d.into()).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    self.state.handle_timeout(Self::now());
+                    self.outputs();
+                }
+            }
+            self.publish();
+        }
+        self.finish().await;
+    }
+
+    fn received(&mut self, m: Ordered) {
+        let now = Self::now();
+        match m {
+            Ordered::Message(IncomingMessage::Request(mut req)) => {
+                let request = req.take_request();
+                if request.method == Initialize::NAME {
+                    self.before_initialize();
+                }
+                self.current = Some(req);
+                self.state.handle_message(now, Message::Request(request));
+            }
+            Ordered::Message(IncomingMessage::Notification(n)) => {
+                self.state.handle_message(now, Message::Notification(n))
+            }
+            Ordered::Response(r) => {
+                let Some(id) = r.id.as_ref().and_then(|p| self.by_peer.remove(p)) else {
+                    // `send_request` responses only: the peer knows no other.
+                    return;
+                };
+                let r = Response {
+                    id: Some(RequestId::from(id)),
+                    outcome: r.outcome,
+                };
+                self.state.handle_message(now, Message::Response(r));
+            }
+        }
+        self.outputs();
+        // Answered in place, or handed out (then kept in `requests`).
+        drop(self.current.take());
+    }
+
+    /// The manifest `initialize` is answered with is the tracker's now: the connection is
+    /// attached with exactly that snapshot (§17.10).
+    fn before_initialize(&mut self) {
+        if self.initialized_with.is_some() {
+            return;
+        }
+        let snapshot = self.conn.tracker().snapshot();
+        self.state.set_manifest(snapshot.manifest().clone());
+        self.initialized_with = Some(snapshot);
+    }
+
+    /// Feeds one command to the state (its outputs run after).
+    fn command(&mut self, c: Command) {
+        match c {
+            // Its caller gave up waiting for the driver to take it (`Session::send_command`):
+            // never sent.
+            Command::Request { reply, .. } if reply.is_closed() => {}
+            Command::Request {
+                method,
+                params,
+                reply,
+                stream,
+                accepted,
+            } => match self.state.request(Self::now(), method, params) {
+                Ok(id) => {
+                    if let Some(tx) = accepted {
+                        let _ = tx.send(());
+                    }
+                    if let Some(tx) = stream {
+                        self.streams.insert(id, tx);
+                    }
+                    self.waiting.insert(
+                        id,
+                        Waiting {
+                            method,
+                            reply,
+                            peer_id: None,
+                        },
+                    );
+                }
+                Err(refusal) => {
+                    let _ = reply.send(Err(super::state::refused(method, refusal)));
+                }
+            },
+            Command::Answer { id, outcome } => {
+                if self.initializing.as_ref() == Some(&id) {
+                    self.initializing = None;
+                }
+                if let Err(e) = self.state.answer(id, outcome) {
+                    tracing::debug!("answer not sent: {e}");
+                }
+            }
+            Command::ManifestChanged => self.take_manifest_change(),
+        }
+    }
+
+    /// Feeds the tracker's change waiting in `Conn::manifest_changed`, if any (§17.3).
+    fn take_manifest_change(&mut self) {
+        let change = lock(&self.conn.manifest_changed).take();
+        if let Some(change) = change {
+            let manifest = self.conn.tracker().snapshot().manifest().clone();
+            self.state.manifest_changed(manifest, change);
+        }
+    }
+
+    /// Executes every output, in order.
+    /// Frames go through the outbox: nothing here waits.
+    fn outputs(&mut self) {
+        while let Some(out) = self.state.poll_output() {
+            match out {
+                ServerOutput::Transmit(Message::Response(r)) => self.respond(r),
+                ServerOutput::Transmit(Message::Request(r)) => self.send_request(r),
+                ServerOutput::Transmit(Message::Notification(n)) => {
+                    if let Err(e) = self.out.notify(&n.method, n.params) {
+                        tracing::debug!("{} not sent: {e}", n.method);
+                    }
+                }
+                ServerOutput::Request { id, method, params } => self.hand_out(id, method, params),
+                ServerOutput::Notification(n) => {
+                    super::notifications::on_notification(&self.conn, n)
+                }
+                ServerOutput::Turn(ev) => self.conn.deliver_turn(ev),
+                ServerOutput::InferenceChunk { id, chunk } => self.chunk(id, chunk),
+                ServerOutput::Response { id, outcome } => {
+                    // What the caller reads next (`Session::channels` …) is already this.
+                    self.publish();
+                    self.streams.remove(&id);
+                    if let Some(w) = self.waiting.remove(&id) {
+                        let out = outcome.map_err(|e| SendError::Peer(PeerError::Remote(e)));
+                        let _ = w.reply.send(out);
+                    }
+                }
+                ServerOutput::RequestTimedOut { id } => self.timed_out(id),
+                ServerOutput::PolicyApplied { first, .. } => self.ready(first),
+                ServerOutput::Diagnostic(d) => self.conn.diagnostic(d),
+                ServerOutput::Close => self.conn.peer.close(),
+            }
+        }
+    }
+
+    /// Writes the answer to host request `r.id` through its guard.
+    fn respond(&mut self, r: Response) {
+        let Some(id) = r.id else { return };
+        match self.current.take() {
+            // Decided while its own message was fed (`initialize`, `ping`, the policy
+            // receipt, a refusal …): written before anything the state outputs after it.
+            Some(req) if *req.id() == id => {
+                let initialize = req.method() == Initialize::NAME;
+                self.answer(req, r.outcome);
+                if initialize {
+                    self.after_initialize();
+                }
+            }
+            other => {
+                self.current = other;
+                let Some(req) = self.requests.remove(&id) else {
+                    tracing::debug!("an answer to {id} has no request waiting");
+                    return;
+                };
+                // A handler's answer, or the application's (its MCP fallback's)
+                // `initialize` answer.
+                let initialize = req.method() == Initialize::NAME;
+                self.answer(req, r.outcome);
+                if initialize {
+                    self.after_initialize();
+                }
+            }
+        }
+    }
+
+    /// Writes the answer to `req` through its guard (it stays in flight until the answer
+    /// is queued: [`Outbox::finish`]).
+    fn answer(&mut self, req: IncomingRequest, outcome: HandlerResult<Value>) {
+        if let Err(e) = self.out.finish(req, outcome) {
+            tracing::debug!("response not sent: {e}");
+        }
+    }
+
+    /// Once `initialize` is answered on an MCPL connection, attach it to its tracker with
+    /// the snapshot it was answered with, so nothing is re-announced (§17.10).
+    fn after_initialize(&mut self) {
+        if !self.state.mcpl() {
+            return;
+        }
+        if let Some(snapshot) = self.initialized_with.clone() {
+            self.conn.attach_manifest(snapshot);
+        }
+    }
+
+    fn send_request(&mut self, r: Request) {
+        let Some(id) = state_id(&r.id) else { return };
+        let sent = self.out.request(&r.method, r.params);
+        match sent {
+            Ok(peer_id) => {
+                if let Some(w) = self.waiting.get_mut(&id) {
+                    w.peer_id = Some(peer_id.clone());
+                }
+                self.by_peer.insert(peer_id, id);
+            }
+            Err(e) => {
+                // Given up here: the state gives it up at its deadline, unanswered.
+                self.streams.remove(&id);
+                if let Some(w) = self.waiting.remove(&id) {
+                    let _ = w.reply.send(Err(SendError::Peer(e)));
+                }
+            }
+        }
+    }
+
+    fn timed_out(&mut self, id: u64) {
+        self.streams.remove(&id);
+        let Some(w) = self.waiting.remove(&id) else {
+            return;
+        };
+        let after = self
+            .conn
+            .server
+            .peer_config
+            .request_timeout
+            .unwrap_or_default();
+        let peer_id = w.peer_id.unwrap_or_else(|| RequestId::from(id));
+        self.by_peer.remove(&peer_id);
+        self.conn
+            .peer
+            .forget(&peer_id, &format!("timed out after {after:?}"));
+        let _ = w.reply.send(Err(SendError::Peer(PeerError::Timeout {
+            method: w.method.to_owned(),
+            id: peer_id,
+            after,
+        })));
+    }
+
+    fn chunk(&mut self, id: u64, chunk: crate::protocol::inference::InferenceChunkParams) {
+        let Some(tx) = self.streams.get(&id) else {
+            return;
+        };
+        let request_id = chunk.request_id.clone();
+        // Bounded (§11.4 sets no number): a chunk its reader has no room for, or no longer
+        // reads, is dropped and reported, never held without bound.
+        let reason = match tx.try_send(chunk) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(_)) => Some("full"),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                // The application dropped its `InferenceStream`: reported once, and the
+                // rest of the stream's chunks go nowhere (its final result still comes).
+                self.streams.remove(&id);
+                Some("closed")
+            }
+        };
+        if let Some(reason) = reason {
+            self.conn
+                .diagnostic(ServerDiagnostic::InferenceChunkDropped { request_id, reason });
+        }
+    }
+
+    /// A policy Request was accepted and its receipt written (§5.3): the ready moments.
+    fn ready(&mut self, first: bool) {
+        let h = &self.conn.server.handlers;
+        let first = h.first_ready.clone().filter(|_| first);
+        let every = h.ready.clone();
+        if first.is_none() && every.is_none() {
+            return;
+        }
+        let session = Session {
+            conn: self.conn.clone(),
+        };
+        tokio::spawn(async move {
+            if let Some(first) = first {
+                first(session.clone()).await;
+            }
+            if let Some(every) = every {
+                every(session).await;
+            }
+        });
+    }
+
+    /// A host request the state handed out: to its handler (or the fallback).
+    fn hand_out(&mut self, id: RequestId, method: String, params: Option<Value>) {
+        if let Some(req) = self.current.take() {
+            if *req.id() == id {
+                self.requests.insert(id.clone(), req);
+            } else {
+                self.current = Some(req);
+            }
+        }
+        let initialize = method == Initialize::NAME;
+        let handled = super::dispatch::on_request(&self.conn, id.clone(), &method, params);
+        match handled {
+            super::dispatch::Handled::Now(outcome) => {
+                if let Err(e) = self.state.answer(id, outcome) {
+                    tracing::debug!("answer not sent: {e}");
+                }
+            }
+            super::dispatch::Handled::Later if initialize => self.initializing = Some(id),
+            super::dispatch::Handled::Later => {}
+        }
+    }
+
+    /// Publishes what the sync getters read, when it changed.
+    fn publish(&mut self) {
+        let st = &self.state;
+        if self.published == Some(st.generation()) {
+            return;
+        }
+        self.published = Some(st.generation());
+        let now = GrantState {
+            initialized: st.is_initialized(),
+            mcpl: st.mcpl(),
+            ready: st.is_ready(),
+            grant: st.grant(),
+            feature_sets: st.feature_sets(),
+        };
+        self.conn.grant_tx.send_if_modified(|g| {
+            let changed = *g != now;
+            if changed {
+                *g = now;
+            }
+            changed
+        });
+        let channels = st.channels();
+        self.conn.channels.send_if_modified(|c| {
+            let changed = *c != channels;
+            if changed {
+                *c = channels;
+            }
+            changed
+        });
+        if !st.mcpl() && st.is_initialized() {
+            // Not an MCPL connection (§3.2, or turned MCP-only, §6.7): nothing to announce.
+            self.conn.detach();
+        }
+    }
+
+    async fn finish(mut self) {
+        // What it still held (the last answers) goes out first, within the write timeout.
+        self.out.drain().await;
+        self.state.handle_close(Self::now());
+        self.outputs();
+        self.conn.detach();
+        let reason = self
+            .conn
+            .peer
+            .close_reason()
+            .unwrap_or(CloseReason::Dropped);
+        for (_, w) in self.waiting.drain() {
+            let _ = w
+                .reply
+                .send(Err(SendError::Peer(PeerError::Closed(reason.clone()))));
+        }
+        self.streams.clear();
+        drop(lock(&self.conn.fallback).take());
+        // Last: the turn ends above may still read it.
+        self.conn.user_state.end();
+    }
+}
+
+/// The state's id of a request it transmitted.
+fn state_id(id: &RequestId) -> Option<u64> {
+    match id {
+        RequestId::Number(n) => n.as_u64(),
+        RequestId::String(_) => None,
+    }
+}
