@@ -24,7 +24,6 @@ use crate::jsonrpc::{Message, Request, Response};
 use crate::manifest::review::ReviewError;
 use crate::peer::{Incoming, Outbox};
 use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
-use crate::protocol::lifecycle::InferenceLifecycle;
 use crate::session::rules::HookVerdict;
 use crate::session::{ConnectError, HostOutput, HostState, StateError};
 
@@ -309,18 +308,14 @@ impl Driver {
                 turn_index,
                 reply,
             } => {
-                let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
-                                     "turnIndex": turn_index, "phase": "started" });
-                let r = match self.gate(InferenceLifecycle::NAME, &params) {
-                    Err(e) => Err(e),
-                    Ok(()) => self
-                        .state
-                        .start_turn(&inference_id, &conversation_id, turn_index)
-                        .map_err(|e| match e {
-                            StateError::Turn(_) => HostError::TurnExists(inference_id.clone()),
-                            other => err(other),
-                        }),
-                };
+                // Gated by the state (§5.4): a refusal is `NotSent`, as the gate's own.
+                let r = self
+                    .state
+                    .start_turn(&inference_id, &conversation_id, turn_index)
+                    .map_err(|e| match e {
+                        StateError::Turn(_) => HostError::TurnExists(inference_id.clone()),
+                        other => err(other),
+                    });
                 let _ = reply.send(r);
             }
             Cmd::EndTurn {
@@ -335,11 +330,10 @@ impl Driver {
                     Some(r) if r.is_closed() => Terminal::Aborted,
                     _ => terminal,
                 };
-                let params = json!({ "inferenceId": inference_id, "phase": terminal.as_str() });
-                let gated = self.gate(InferenceLifecycle::NAME, &params);
+                // Ended either way; a terminal the grant no longer allows is `NotSent`.
                 let ended = self.state.end_turn(&inference_id, terminal, usage);
                 if let Some(reply) = reply {
-                    let _ = reply.send(ended.map_err(err).and(gated));
+                    let _ = reply.send(ended.map_err(err));
                 }
             }
             Cmd::StartStream {
@@ -409,21 +403,6 @@ impl Driver {
                 let _ = reply.send(());
             }
         }
-    }
-
-    /// The host's outbound gate ([`session::outbound::gate`]) under the state in force.
-    fn gate(&self, method: &str, params: &Value) -> Result<(), HostError> {
-        let st = &self.state;
-        session::outbound::gate(
-            method,
-            Some(params),
-            st.mode(),
-            st.is_ready(),
-            &st.grant(),
-            st.channels(),
-            &self.shared.channel_limits,
-        )
-        .map_err(HostError::from)
     }
 
     /// Starts the policy calls waiting, in order, while none is in flight.

@@ -79,7 +79,7 @@ use std::time::{Duration, Instant};
 
 use crate::protocol::manifest::ManifestFetch;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::capability::{Capability, Grant, PatternError};
 use crate::jsonrpc::{ErrorObject, RequestId};

@@ -464,9 +464,10 @@ impl HostState {
     }
 
     /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
-    /// server admits it (`inferenceLifecycle`). Refused while a turn for `inference_id` is
-    /// open or among the last [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones,
-    /// and past that many open turns.
+    /// server admits it (`inferenceLifecycle`; refused [`StateError::NotSent`]). Refused
+    /// ([`StateError::Turn`]) while a turn for `inference_id` is open or among the last
+    /// [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones, and past that many
+    /// open turns.
     pub fn start_turn(
         &mut self,
         inference_id: &str,
@@ -481,7 +482,8 @@ impl HostState {
         }
         let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
                              "turnIndex": turn_index, "phase": "started" });
-        self.gate_lifecycle(&params)?;
+        self.gate(InferenceLifecycle::NAME, &params)
+            .map_err(StateError::NotSent)?;
         if !self.turns.start(inference_id) {
             return Err(StateError::Turn(format!(
                 "a turn for inference {inference_id:?} is open or recently ended"
@@ -496,8 +498,8 @@ impl HostState {
     }
 
     /// Ends the open turn of `inference_id` with its one terminal (§10.5), `usage` attached
-    /// when given. A terminal the grant no longer allows is not sent (outbound gating wins)
-    /// and reported; the turn ends either way.
+    /// when given. A terminal the grant no longer allows is not sent (outbound gating wins):
+    /// reported, and [`StateError::NotSent`]; the turn ends either way.
     pub fn end_turn(
         &mut self,
         inference_id: &str,
@@ -515,20 +517,16 @@ impl HostState {
         if let (Some(u), Some(o)) = (usage, params.as_object_mut()) {
             o.insert("usage".into(), u);
         }
-        match self.gate_lifecycle(&params) {
-            Ok(()) => self.write_notification(InferenceLifecycle::NAME, params),
-            Err(e) => self.diag(HostDiagnostic::LifecycleNotSent {
+        // The server's admission rule, applied before sending (§5.4).
+        if let Err(r) = self.gate(InferenceLifecycle::NAME, &params) {
+            self.diag(HostDiagnostic::LifecycleNotSent {
                 inference_id: inference_id.to_owned(),
-                detail: e.to_string(),
-            }),
+                detail: r.to_string(),
+            });
+            return Err(StateError::NotSent(r));
         }
+        self.write_notification(InferenceLifecycle::NAME, params);
         Ok(())
-    }
-
-    /// The server's admission rule applied before sending `inference/lifecycle` (§5.4).
-    fn gate_lifecycle(&self, params: &Value) -> Result<(), StateError> {
-        self.gate(InferenceLifecycle::NAME, params)
-            .map_err(|r| StateError::Turn(r.to_string()))
     }
 
     /// The host's outbound gate ([`super::outbound::gate`], the one `HostSession` applies).

@@ -533,7 +533,7 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
     let mut q = Pair::connect(&["pushEvents"], server_rules());
     assert!(matches!(
         q.host.start_turn("i2", "c", 0),
-        Err(StateError::Turn(_))
+        Err(StateError::NotSent(OutboundRefusal::NotGranted(_)))
     ));
     q.collect();
     assert!(!q
