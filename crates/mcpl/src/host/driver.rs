@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::jsonrpc::{Message, Request, Response};
 use crate::manifest::review::ReviewError;
-use crate::peer::{Incoming, Outbox};
+use crate::peer::{Alarm, Incoming, Outbox};
 use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
 use crate::session::rules::HookVerdict;
 use crate::session::{ConnectError, HostOutput, HostState, StateError};
@@ -181,8 +181,9 @@ impl Driver {
         let mut w = Waiting::default();
         self.state.start(clock_now());
         self.carry_out(&mut w, false);
+        let mut alarm = Alarm::new();
         loop {
-            let deadline = self.state.poll_timeout();
+            alarm.want(self.state.poll_timeout());
             // Frames held for a server that reads slowly stop the application's calls, and
             // far more of them reading too (`Outbox::takes_calls`, `Outbox::reads`); writing
             // them never does.
@@ -207,7 +208,7 @@ impl Driver {
                     Some(cmd) => Input::Cmd(cmd),
                     None => break,
                 },
-                () = sleep_until(deadline), if deadline.is_some() => Input::Tick,
+                () = alarm.fired(), if alarm.is_armed() => Input::Tick,
             };
             self.state.set_event_room(self.events.room());
             let now = clock_now();
@@ -674,11 +675,4 @@ enum Input {
 /// timer that wakes the driver (and a runtime with paused time drives both).
 pub(super) fn clock_now() -> Instant {
     tokio::time::Instant::now().into_std()
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
-    }
 }

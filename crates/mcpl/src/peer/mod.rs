@@ -103,6 +103,7 @@ use crate::transport::{
     Frame, FrameReader, FrameWriter, Transport, TrySend, DEFAULT_MAX_MESSAGE_SIZE,
 };
 
+mod alarm;
 mod config;
 mod diag;
 mod errors;
@@ -114,6 +115,7 @@ mod shared;
 mod wire;
 mod writer;
 
+pub(crate) use alarm::Alarm;
 pub use config::*;
 pub use errors::*;
 pub use incoming::*;

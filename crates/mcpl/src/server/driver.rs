@@ -22,7 +22,8 @@ use super::*;
 use crate::jsonrpc::{Message, Request, RequestId, Response};
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{
-    queue, CloseReason, Incoming, IncomingMessage, IncomingRequest, Ordered, Outbox, PeerError,
+    queue, Alarm, CloseReason, Incoming, IncomingMessage, IncomingRequest, Ordered, Outbox,
+    PeerError,
 };
 use crate::protocol::handshake::Initialize;
 use crate::protocol::Method;
@@ -143,11 +144,12 @@ impl Driver {
 
     pub(super) async fn run(mut self) {
         let mut read_all = false;
+        let mut alarm = Alarm::new();
         loop {
             if read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some()) {
                 break;
             }
-            let deadline = self.state.poll_timeout();
+            alarm.want(self.state.poll_timeout());
             // Frames held for a host that reads slowly stop the application's calls (and
             // handlers' answers), and far more of them reading too; writing never does.
             let taking = self.out.takes_calls();
@@ -176,12 +178,7 @@ impl Driver {
                 },
                 _ = self.out.flush(), if !self.out.is_empty() => {}
                 _ = self.conn.peer.closed(), if read_all => {}
-                _ = async {
-                    match deadline {
-                        Some(d) => tokio::time::sleep_until(d.into()).await,
-                        None => std::future::pending::<()>().await,
-                    }
-                } => {
+                () = alarm.fired(), if alarm.is_armed() => {
                     self.state.handle_timeout(Self::now());
                     self.outputs();
                 }
