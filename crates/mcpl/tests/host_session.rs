@@ -2948,3 +2948,51 @@ async fn a_server_that_stops_reading_is_still_read() {
     ids.dedup();
     assert_eq!(ids.len(), PUSHES);
 }
+
+/// `HostSession`'s plain sends keep the application's call order (`in_order`): a `ping`
+/// the application sends after `start_turn` returned reaches the wire after that turn's
+/// `inference/lifecycle`, also while the server reads slowly and the driver holds the
+/// turn's frame in its outbox (a carried-out call is not a written one).
+#[tokio::test(start_paused = true)]
+async fn a_plain_send_after_a_carried_out_call_is_not_written_ahead_of_it() {
+    let small = PeerConfig {
+        outgoing_capacity: 2,
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (s, _streams, mut server) =
+        connected_with(short(&["inferenceLifecycle"]), full_manifest(), small).await;
+    // The server reads nothing yet: the first turns fill the pipe and the writer's queue,
+    // the later ones are held by the driver; every call returns once carried out.
+    const TURNS: usize = 8;
+    let big = "x".repeat(60_000);
+    let mut turns = Vec::new();
+    for i in 0..TURNS {
+        turns.push(s.start_turn(&format!("{big}{i}"), "c", 0).await.unwrap());
+    }
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    // Everything runs until blocked: the ping is queued or waits for room.
+    until_idle().await;
+    // The server says something meanwhile: the host's driver reads it and goes round.
+    server
+        .peer
+        .notify_raw("notifications/message", Some(json!({"level": "info", "data": "hi"})))
+        .await
+        .unwrap();
+    until_idle().await;
+    for i in 0..TURNS {
+        match server.next().await {
+            IncomingMessage::Notification(n) if n.method == "inference/lifecycle" => {
+                let id = n.params.unwrap()["inferenceId"].as_str().unwrap().to_owned();
+                assert!(id.ends_with(&i.to_string()), "turn {i} out of order");
+            }
+            IncomingMessage::Request(r) => {
+                panic!("{} written ahead of turn {i}, which was started before it", r.method())
+            }
+            IncomingMessage::Notification(n) => panic!("unexpected {}", n.method),
+        }
+    }
+    server.request("ping").await.respond(json!({})).await.unwrap();
+    ping.await.unwrap().unwrap();
+}

@@ -80,7 +80,8 @@ pub(super) enum Cmd {
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
     },
-    /// Replied to once every call queued before it was carried out (its frames queued).
+    /// Replied to once every call queued before it was carried out and its frames queued
+    /// (not merely held by the driver's outbox).
     Barrier(Reply<()>),
     AcceptOntology(String, Reply<Result<String, ReviewError>>),
     RevokeOntology(String, Reply<Option<String>>),
@@ -132,6 +133,9 @@ struct Waiting {
     refreshes: Vec<(u64, RefreshReply)>,
     /// The change receipt the input being carried out handed out, if any.
     receipt: Option<ChangeReceipt>,
+    /// Barriers whose calls' frames the outbox still holds: each with the number of the
+    /// last frame taken before it ([`Outbox::sent`]), in order.
+    barriers: VecDeque<(u64, Reply<()>)>,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -199,6 +203,7 @@ impl Driver {
                     if flushed.is_ok() {
                         self.moved();
                     }
+                    self.frames_moved(&mut w);
                     continue;
                 }
                 // Policy calls wait for the exchange in flight (§6.7); past COMMANDS_QUEUED of
@@ -240,6 +245,8 @@ impl Driver {
                 }
             }
             self.carry_out(&mut w, channels);
+            // Before the call's count is released (`HostSession::in_order` reads them so).
+            self.frames_moved(&mut w);
             if counted {
                 self.shared
                     .queued
@@ -251,6 +258,20 @@ impl Driver {
             }
         }
         self.shut_down(w).await;
+    }
+
+    /// Publishes how many frames the outbox holds and releases the barriers whose frames
+    /// have all left it.
+    fn frames_moved(&mut self, w: &mut Waiting) {
+        self.shared
+            .held
+            .store(self.out.len(), std::sync::atomic::Ordering::SeqCst);
+        let (_, left) = self.out.sent();
+        while w.barriers.front().is_some_and(|(n, _)| *n <= left) {
+            if let Some((_, reply)) = w.barriers.pop_front() {
+                let _ = reply.send(());
+            }
+        }
     }
 
     /// Tells callers waiting on the driver that it moves ([`Shared::progress`]).
@@ -389,9 +410,9 @@ impl Driver {
                     tracing::debug!(error = %e, "an application answer found no request");
                 }
             }
-            Cmd::Barrier(reply) => {
-                let _ = reply.send(());
-            }
+            // The frames of the calls before it may still be held: released once they
+            // left the outbox (`frames_moved`).
+            Cmd::Barrier(reply) => w.barriers.push_back((self.out.sent().0, reply)),
             Cmd::AcceptOntology(name, reply) => {
                 let _ = reply.send(self.state.accept_ontology(&name));
             }
@@ -632,6 +653,7 @@ impl Driver {
         // What it still held (answers owed at EOF …) goes out first, within the write
         // timeout.
         self.out.drain().await;
+        self.frames_moved(&mut w);
         self.peer.close();
         let far = clock_now() + Duration::from_secs(60 * 60 * 24 * 365);
         self.state.handle_timeout(far);

@@ -127,6 +127,11 @@ struct Shared {
     /// Application calls queued for the driver and not yet carried out: while any is, a
     /// plain request or notification waits for them ([`HostSession::in_order`]).
     queued: std::sync::atomic::AtomicUsize,
+    /// Frames the driver carried out but still holds, not yet queued for the writer
+    /// ([`crate::peer::Outbox`]): a plain send made now would be written ahead of them, so
+    /// it waits for them as for a queued call ([`HostSession::in_order`]). Set before a
+    /// call's count in `queued` is released.
+    held: std::sync::atomic::AtomicUsize,
     /// Inputs the driver has carried out: a caller tells a driver stuck writing (to a
     /// server that stopped reading) from a busy one by it ([`HostSession::call_within`]).
     progress: std::sync::atomic::AtomicU64,
@@ -234,6 +239,7 @@ impl HostSession {
             label: Arc::new(std::sync::OnceLock::new()),
             snapshot: Mutex::new(Arc::new(Snapshot::of(&state))),
             queued: std::sync::atomic::AtomicUsize::new(0),
+            held: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
         });
         let streams = HostStreams {
@@ -371,13 +377,10 @@ impl HostSession {
     /// A `method` request waits no longer than the peer's `request_timeout` (plus
     /// [`DRIVER_GRACE`]) for the calls before it; a notification waits as its write would.
     async fn in_order(&self, method: &str, request: bool) -> Result<(), HostError> {
-        if self
-            .inner
-            .shared
-            .queued
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-        {
+        use std::sync::atomic::Ordering::SeqCst;
+        let shared = &self.inner.shared;
+        // `held` is set before a call's `queued` count is released: read after it.
+        if shared.queued.load(SeqCst) == 0 && shared.held.load(SeqCst) == 0 {
             return Ok(());
         }
         let timeout = request

@@ -39,6 +39,8 @@ pub(crate) struct Outbox {
     held: VecDeque<Held>,
     /// The bytes of the frames held.
     bytes: usize,
+    /// Frames taken so far ([`Outbox::sent`]).
+    taken: u64,
 }
 
 impl fmt::Debug for Outbox {
@@ -56,6 +58,7 @@ impl Peer {
             shared: self.shared().clone(),
             held: VecDeque::new(),
             bytes: 0,
+            taken: 0,
         }
     }
 }
@@ -76,6 +79,18 @@ impl Outbox {
         self.held.is_empty()
     }
 
+    /// How many frames it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// How many frames it took so far and how many of them left it (queued, written, or
+    /// dropped with the connection): a frame taken as number `n` (counting from 1) is
+    /// queued ahead of anything sent directly through the peer once `left >= n`.
+    pub(crate) fn sent(&self) -> (u64, u64) {
+        (self.taken, self.taken - self.held.len() as u64)
+    }
+
     /// Sends `text` behind the frames held, without waiting; `owed` is released once it
     /// is queued.
     fn push(&mut self, text: String, owed: Option<Owed>) -> Result<(), PeerError> {
@@ -86,15 +101,21 @@ impl Outbox {
         if !self.held.is_empty() {
             // Counted as queued, as a sender waiting for room is: nobody writes past it.
             lock(&shared.slot).queued += 1;
+            self.taken += 1;
             self.hold(Held { text, owed });
             return Ok(());
         }
         let Some(text) = shared.send_now(text)? else {
+            self.taken += 1;
             return Ok(());
         };
         match shared.out.try_send(text) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.taken += 1;
+                Ok(())
+            }
             Err(queue::TrySendError::Full(text)) => {
+                self.taken += 1;
                 self.hold(Held { text, owed });
                 Ok(())
             }
