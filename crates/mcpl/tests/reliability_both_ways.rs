@@ -182,3 +182,84 @@ async fn a_host_that_stops_reading_is_still_read() {
             .expect("the handler is gone");
     }
 }
+
+/// Each side has more requests of the other's in flight than its in-flight bound while
+/// neither reads fast enough: the server's application pushes events (each answered by
+/// the host at once, but held while the server does not read), the host's application
+/// calls a tool (answered by the server at once, held alike), both with ≈ 8 KB frames, on
+/// default peer configurations. Answers held stay owed, so both peers reach their bound,
+/// and past it each peer's reader answers `busy` itself: a reader that waited for its own
+/// writer to do so stopped reading, and the two readers waited on each other for good (no
+/// write timeout is set by default).
+#[tokio::test(start_paused = true)]
+async fn both_sides_past_their_in_flight_bound_do_not_deadlock() {
+    const N: usize = 400;
+    let peer = PeerConfig::default();
+    let text = "t".repeat(8_000);
+    let server = Server::builder("burst", "1")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .tool("big", "Big", json!({"type": "object"}), move |_s, _p| {
+            let text = text.clone();
+            async move { Ok(mcpl::protocol::handshake::ToolsCallResult::text(text)) }
+        })
+        .peer_config(peer.clone())
+        .build()
+        .unwrap();
+    let (a, b) = mcpl::transport::memory::pair();
+    let session = server.start(b);
+    let mut grant = session.grant_changes();
+    let config = HostConfig {
+        policy: vec!["pushEvents".into(), "tools".into()],
+        peer,
+        ..HostConfig::default()
+    };
+    let (host, _streams) = HostSession::connect(a, config).await.unwrap();
+    while !session.granted(Capability::PushEvents) {
+        grant.changed().await.unwrap();
+    }
+    let body = "x".repeat(8_000);
+    let pushed: Vec<_> = (0..N)
+        .map(|i| {
+            let s = session.clone();
+            let e = PushEvent::text("alerts", format!("{i}{body}")).event_id(format!("e{i}"));
+            tokio::spawn(async move { s.push_event(e).await.map(|_| ()).map_err(|e| e.to_string()) })
+        })
+        .collect();
+    let called: Vec<_> = (0..N)
+        .map(|_| {
+            let h = host.clone();
+            let body = body.clone();
+            tokio::spawn(async move {
+                h.request_raw("tools/call", json!({"name": "big", "arguments": {"b": body}}))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    // Under the paused clock time moves only once every task waits: a deadlock reaches
+    // the guard, long before any request's own timeout (30 s).
+    let both = async {
+        let pushed = futures_util::future::join_all(pushed).await;
+        let called = futures_util::future::join_all(called).await;
+        (pushed, called)
+    };
+    let (pushed, called) = tokio::time::timeout(GUARD, both)
+        .await
+        .expect("the host and the server wait on each other (deadlock)");
+    // Each side did get past the other's bound (the case under test); every call ended,
+    // answered or `busy`.
+    for (side, results) in [("host", pushed), ("server", called)] {
+        let results: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+        let busy = results
+            .iter()
+            .filter(|r| r.as_ref().is_err_and(|e| e.contains("Busy")))
+            .count();
+        assert!(busy > 0, "the {side} never reached its in-flight bound");
+        for r in results {
+            if let Err(e) = r {
+                assert!(e.contains("Busy"), "{e}");
+            }
+        }
+    }
+}

@@ -60,7 +60,9 @@ async fn read_answers(read: ReadHalf<DuplexStream>, n: usize, limit: usize) -> u
 #[tokio::test(start_paused = true)]
 async fn a_client_that_floods_requests_and_never_reads_meets_the_in_flight_bound() {
     const LIMIT: usize = 8;
-    const SENT: usize = 300;
+    // Past the bound the reader holds up to 1,024 `busy` answers it cannot write yet (as
+    // many as a peer of this crate may have requests pending) before it stops reading.
+    const SENT: usize = 2_000;
     let config = PeerConfig {
         max_in_flight_requests: LIMIT,
         outgoing_capacity: 4,
@@ -112,7 +114,9 @@ async fn a_client_that_floods_requests_and_never_reads_meets_the_in_flight_bound
 
 #[tokio::test(start_paused = true)]
 async fn the_reference_server_bounds_tool_calls_for_a_client_that_never_reads() {
-    const SENT: usize = 600;
+    // Beyond what the reader holds before it stops reading: the requests in flight, their
+    // answers, and up to 1,024 `busy` answers not yet written.
+    const SENT: usize = 1_600;
     let (transport, read, mut write) = raw(64 * 1024);
     let session = mcpl::reference::server().start(transport);
     let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},

@@ -54,8 +54,15 @@ impl fmt::Debug for Outbox {
 impl Peer {
     /// An [`Outbox`] for this connection: frames sent through it never wait.
     pub(crate) fn outbox(&self) -> Outbox {
+        self.shared().outbox()
+    }
+}
+
+impl Shared {
+    /// An [`Outbox`] for this connection (the reader's own, or a driver's).
+    pub(super) fn outbox(self: &Arc<Self>) -> Outbox {
         Outbox {
-            shared: self.shared().clone(),
+            shared: self.clone(),
             held: VecDeque::new(),
             bytes: 0,
             taken: 0,
@@ -186,6 +193,11 @@ impl Outbox {
             return Err(e);
         }
         Ok(id)
+    }
+
+    /// Sends a frame as it is without waiting.
+    pub(super) fn send(&mut self, text: String) -> Result<(), PeerError> {
+        self.push(text, None)
     }
 
     /// Sends a notification without waiting.

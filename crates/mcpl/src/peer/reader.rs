@@ -27,21 +27,40 @@ pub(super) async fn reader_task(
     let mut closed_loop = shared.closed.subscribe();
     let stop = until_closed(&mut closed_loop);
     tokio::pin!(stop);
-    loop {
-        let frame = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            f = async {
+    // The reader's own answers to requests past the in-flight bound (`busy`) never wait for
+    // the writer: a reader that waited there stopped reading, and two peers each past the
+    // other's bound, each with a full writer, waited on each other for good. Held in order
+    // beside the reading, which stops only once far too many are held ([`Outbox::reads`]).
+    let mut replies = shared.outbox();
+    'frames: loop {
+        let frame = {
+            // Kept across the flushes below: a read is never cancelled half way.
+            let read = async {
                 // Answers sent from `Drop` are bounded like any other send: stop reading.
                 shared.detached_backlog_clear().await;
                 next_frame(&mut *reader).await
-            } => f,
+            };
+            tokio::pin!(read);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stop => break 'frames,
+                    f = &mut read, if replies.reads() => break f,
+                    flushed = replies.flush(), if !replies.is_empty() => {
+                        if flushed.is_err() {
+                            break 'frames;
+                        }
+                    }
+                }
+            }
         };
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
                 let mut spare = None;
-                if !handle_frame(&shared, frame, &inbound, &mut closed, &mut spare).await {
+                let handled =
+                    handle_frame(&shared, frame, &inbound, &mut closed, &mut spare, &mut replies);
+                if !handled.await {
                     break;
                 }
                 if let Some(text) = spare {
@@ -61,8 +80,9 @@ pub(super) async fn reader_task(
                 // Boxed: once per connection, and it would otherwise size the task for its
                 // whole life (see `read_off_worker`).
                 Box::pin(async {
+                    let settled = tokio::time::timeout(drain, shared.owed_settled());
                     tokio::select! {
-                        _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
+                        _ = async { tokio::join!(settled, replies.drain()) } => {}
                         _ = until_closed(&mut closed) => {}
                     }
                 })
@@ -125,6 +145,7 @@ pub(super) async fn handle_frame(
     inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
     spare: &mut Option<String>,
+    replies: &mut Outbox,
 ) -> bool {
     let text = match frame {
         Frame::Text(t) => t,
@@ -194,7 +215,7 @@ pub(super) async fn handle_frame(
     let parsed = match read {
         Read::Message(msg) => {
             let item = accept(shared, msg, None);
-            return deliver(shared, item, inbound, closed).await;
+            return deliver(shared, item, inbound, closed, replies).await;
         }
         Read::Top(parsed) => parsed,
         Read::TooCostly { cost, head } => {
@@ -281,7 +302,7 @@ pub(super) async fn handle_frame(
         }
     }
     for item in items {
-        if !deliver(shared, Some(item), inbound, closed).await {
+        if !deliver(shared, Some(item), inbound, closed, replies).await {
             return false;
         }
     }
@@ -570,11 +591,13 @@ pub(super) async fn deliver(
     item: Option<Parsed>,
     inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
+    replies: &mut Outbox,
 ) -> bool {
     match item {
         None => {}
+        // Never waits for the writer (`reader_task`).
         Some(Parsed::Reply(v)) => {
-            let _ = Box::pin(shared.send_frame(v.to_string())).await;
+            let _ = replies.send(v.to_string());
         }
         Some(item @ (Parsed::Deliver(_) | Parsed::Settled(_))) => {
             let item = match item {
