@@ -2977,22 +2977,36 @@ async fn a_plain_send_after_a_carried_out_call_is_not_written_ahead_of_it() {
     // The server says something meanwhile: the host's driver reads it and goes round.
     server
         .peer
-        .notify_raw("notifications/message", Some(json!({"level": "info", "data": "hi"})))
+        .notify_raw(
+            "notifications/message",
+            Some(json!({"level": "info", "data": "hi"})),
+        )
         .await
         .unwrap();
     until_idle().await;
     for i in 0..TURNS {
         match server.next().await {
             IncomingMessage::Notification(n) if n.method == "inference/lifecycle" => {
-                let id = n.params.unwrap()["inferenceId"].as_str().unwrap().to_owned();
+                let id = n.params.unwrap()["inferenceId"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
                 assert!(id.ends_with(&i.to_string()), "turn {i} out of order");
             }
             IncomingMessage::Request(r) => {
-                panic!("{} written ahead of turn {i}, which was started before it", r.method())
+                panic!(
+                    "{} written ahead of turn {i}, which was started before it",
+                    r.method()
+                )
             }
             IncomingMessage::Notification(n) => panic!("unexpected {}", n.method),
         }
     }
-    server.request("ping").await.respond(json!({})).await.unwrap();
+    server
+        .request("ping")
+        .await
+        .respond(json!({}))
+        .await
+        .unwrap();
     ping.await.unwrap().unwrap();
 }

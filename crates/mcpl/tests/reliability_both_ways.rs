@@ -222,7 +222,9 @@ async fn both_sides_past_their_in_flight_bound_do_not_deadlock() {
         .map(|i| {
             let s = session.clone();
             let e = PushEvent::text("alerts", format!("{i}{body}")).event_id(format!("e{i}"));
-            tokio::spawn(async move { s.push_event(e).await.map(|_| ()).map_err(|e| e.to_string()) })
+            tokio::spawn(
+                async move { s.push_event(e).await.map(|_| ()).map_err(|e| e.to_string()) },
+            )
         })
         .collect();
     let called: Vec<_> = (0..N)
@@ -230,10 +232,13 @@ async fn both_sides_past_their_in_flight_bound_do_not_deadlock() {
             let h = host.clone();
             let body = body.clone();
             tokio::spawn(async move {
-                h.request_raw("tools/call", json!({"name": "big", "arguments": {"b": body}}))
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                h.request_raw(
+                    "tools/call",
+                    json!({"name": "big", "arguments": {"b": body}}),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
             })
         })
         .collect();

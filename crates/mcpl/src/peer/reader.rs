@@ -58,8 +58,14 @@ pub(super) async fn reader_task(
             Ok(Some(frame)) => {
                 shared.touch();
                 let mut spare = None;
-                let handled =
-                    handle_frame(&shared, frame, &inbound, &mut closed, &mut spare, &mut replies);
+                let handled = handle_frame(
+                    &shared,
+                    frame,
+                    &inbound,
+                    &mut closed,
+                    &mut spare,
+                    &mut replies,
+                );
                 if !handled.await {
                     break;
                 }
