@@ -186,7 +186,14 @@ impl Driver {
         self.state.start(clock_now());
         self.carry_out(&mut w, false);
         let mut alarm = Alarm::new();
+        // The server sends no more: its requests the application's handlers still answer
+        // are answered all the same (the peer keeps the connection open for them), unless
+        // the connection closed.
+        let mut read_all = false;
         loop {
+            if read_all && (w.requests.is_empty() || self.closing()) {
+                break;
+            }
             alarm.want(self.state.poll_timeout());
             // Frames held for a server that reads slowly stop the application's calls, and
             // far more of them reading too (`Outbox::takes_calls`, `Outbox::reads`); writing
@@ -195,9 +202,12 @@ impl Driver {
             let reading = self.out.reads();
             let input = tokio::select! {
                 biased;
-                item = self.incoming.recv_ordered(), if reading => match item {
+                item = self.incoming.recv_ordered(), if reading && !read_all => match item {
                     Some(item) => Input::Wire(item),
-                    None => break,
+                    None => {
+                        read_all = true;
+                        continue;
+                    }
                 },
                 flushed = self.out.flush(), if !self.out.is_empty() => {
                     if flushed.is_ok() {
@@ -214,6 +224,7 @@ impl Driver {
                     None => break,
                 },
                 () = alarm.fired(), if alarm.is_armed() => Input::Tick,
+                _ = self.peer.closed(), if read_all => continue,
             };
             self.state.set_event_room(self.events.room());
             let now = clock_now();
