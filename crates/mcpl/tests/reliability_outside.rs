@@ -484,3 +484,37 @@ async fn partial_frames_of_many_websocket_connections_stay_within_one_budget() {
         task.abort();
     }
 }
+
+/// A peer that sends junk and never reads: each junk line is answered `-32700`, and those
+/// answers, the reader's own, never hold up its reading (issue #24: they wait for the writer
+/// beside the reading, up to the held bound), so the valid message after them is still
+/// delivered although not one answer could be written.
+#[tokio::test(start_paused = true)]
+async fn the_readers_own_answers_to_a_peer_that_never_reads_do_not_stop_its_reading() {
+    const JUNK: usize = 200;
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (transport, _read, mut write) = raw(256);
+    let (_peer, mut incoming) = Peer::new(transport, config);
+    let writer = tokio::spawn(async move {
+        for _ in 0..JUNK {
+            write.write_all(b"{not json\n").await.unwrap();
+        }
+        let note = json!({"jsonrpc": "2.0", "method": "after/junk"});
+        write
+            .write_all(format!("{note}\n").as_bytes())
+            .await
+            .unwrap();
+        write
+    });
+    let got = tokio::time::timeout(GUARD, incoming.recv())
+        .await
+        .expect("the reader stopped reading behind its own unwritten answers");
+    match got {
+        Some(IncomingMessage::Notification(n)) => assert_eq!(n.method, "after/junk"),
+        other => panic!("expected the notification, got {other:?}"),
+    }
+    let _write = writer.await.unwrap();
+}

@@ -27,10 +27,11 @@ pub(super) async fn reader_task(
     let mut closed_loop = shared.closed.subscribe();
     let stop = until_closed(&mut closed_loop);
     tokio::pin!(stop);
-    // The reader's own answers to requests past the in-flight bound (`busy`) never wait for
-    // the writer: a reader that waited there stopped reading, and two peers each past the
-    // other's bound, each with a full writer, waited on each other for good. Held in order
-    // beside the reading, which stops only once far too many are held ([`Outbox::reads`]).
+    // The reader's own answers (`busy` past the in-flight bound, parse errors, refused
+    // batches and messages over the budgets) never wait for the writer: a reader that
+    // waited there stopped reading, and two peers each past the other's bound, each with a
+    // full writer, waited on each other for good. Held in order beside the reading, which
+    // stops only once far too many are held ([`Outbox::reads`]).
     let mut replies = shared.outbox();
     'frames: loop {
         let frame = {
@@ -176,7 +177,7 @@ pub(super) async fn handle_frame(
                 )
                 .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
             });
-            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
+            let _ = replies.send(reply.to_json());
             return true;
         }
     };
@@ -225,7 +226,7 @@ pub(super) async fn handle_frame(
         }
         Read::Top(parsed) => parsed,
         Read::TooCostly { cost, head } => {
-            return Box::pin(too_costly(shared, cost, max_cost, head)).await;
+            return too_costly(shared, cost, max_cost, head, replies);
         }
     };
     let value = match parsed {
@@ -238,7 +239,7 @@ pub(super) async fn handle_frame(
                 id: None,
                 outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
             });
-            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
+            let _ = replies.send(reply.to_json());
             return true;
         }
     };
@@ -254,7 +255,7 @@ pub(super) async fn handle_frame(
                 ))
                 .with_data(serde_json::json!({ "limit": limit, "count": count }))),
             });
-            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
+            let _ = replies.send(reply.to_json());
             return true;
         }
         Top::Batch(BoundedBatch::Within(entries)) => {
@@ -264,7 +265,7 @@ pub(super) async fn handle_frame(
                     id: None,
                     outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
                 });
-                let _ = Box::pin(shared.send_frame(reply.to_json())).await;
+                let _ = replies.send(reply.to_json());
                 return true;
             }
             let collector = Arc::new(BatchCollector {
@@ -273,11 +274,11 @@ pub(super) async fn handle_frame(
                     responses: Vec::new(),
                 }),
             });
-            let mut replies = Vec::new();
+            let mut refused = Vec::new();
             for entry in entries {
                 if let Some(p) = classify(shared, entry, Some(&collector)) {
                     match p {
-                        Parsed::Reply(v) => replies.push(v),
+                        Parsed::Reply(v) => refused.push(v),
                         other => items.push(other),
                     }
                 }
@@ -289,7 +290,7 @@ pub(super) async fn handle_frame(
             let ready = {
                 let mut st = lock(&collector.state);
                 st.remaining = delivered_requests;
-                st.responses.extend(replies);
+                st.responses.extend(refused);
                 // Nothing was delivered yet, so no guard can have answered before this.
                 if st.remaining == 0 && !st.responses.is_empty() {
                     Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
@@ -298,7 +299,7 @@ pub(super) async fn handle_frame(
                 }
             };
             if let Some(text) = ready {
-                let _ = Box::pin(shared.send_frame(text)).await;
+                let _ = replies.send(text);
             }
         }
         Top::Single(single) => {
@@ -460,7 +461,13 @@ impl<'de> serde::Deserialize<'de> for Scalar {
 /// (issue #20): a request is answered `-32600` under its id, a batch `-32600` with
 /// `id: null`, a response fails the request it answers, anything else is reported only. Reading chosen: the error is the batch
 /// limit's (`-32600` with `data: { limit, count }`), the message being too large to take.
-async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head) -> bool {
+fn too_costly(
+    shared: &Arc<Shared>,
+    cost: usize,
+    limit: usize,
+    head: Head,
+    replies: &mut Outbox,
+) -> bool {
     let Head { id, method, batch } = head;
     shared.diagnose(Diagnostic::TooCostly {
         id: id.clone(),
@@ -495,7 +502,7 @@ async fn too_costly(shared: &Arc<Shared>, cost: usize, limit: usize, head: Head)
                     ),
                 ),
             });
-            let _ = Box::pin(shared.send_frame(reply.to_json())).await;
+            let _ = replies.send(reply.to_json());
             true
         }
     }
