@@ -18,13 +18,12 @@ pub(crate) const HELD_STOP_CALLS: usize = 256;
 /// See [`HELD_STOP_CALLS`].
 pub(crate) const HELD_STOP_CALLS_BYTES: usize = 4 << 20;
 
-/// While this many frames, or [`HELD_STOP_READING_BYTES`], are held, a driver reads nothing
-/// more from the wire either ([`Outbox::reads`]): only a peer that sends far more than it
-/// reads gets here (answers are bounded by the in-flight bound, calls by
-/// [`HELD_STOP_CALLS`]).
+/// While this many frames are held, a driver reads nothing more from the wire either
+/// ([`Outbox::reads`]): a safety net past what its bounds let it hold (calls
+/// [`HELD_STOP_CALLS`], answers the in-flight bound, its own requests the pending bound).
+/// Frames, not bytes: two drivers each holding a few large answers for the other must not
+/// both stop reading.
 pub(crate) const HELD_STOP_READING: usize = 1024;
-/// See [`HELD_STOP_READING`].
-pub(crate) const HELD_STOP_READING_BYTES: usize = 16 << 20;
 
 /// One held frame, with what it releases once queued.
 struct Held {
@@ -78,7 +77,7 @@ impl Outbox {
 
     /// Whether its owner may read more from the wire ([`HELD_STOP_READING`]).
     pub(crate) fn reads(&self) -> bool {
-        self.held.len() < HELD_STOP_READING && self.bytes < HELD_STOP_READING_BYTES
+        self.held.len() < HELD_STOP_READING
     }
 
     /// Whether every frame sent through it is queued (or written).
