@@ -3070,3 +3070,37 @@ async fn a_request_the_server_sent_before_its_eof_is_still_answered() {
     assert_eq!(answer["id"], 77, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
 }
+
+/// A session with `ENDED_IDS_REMEMBERED` lifecycle turns (§10.5) or outgoing streams
+/// (§14.3) open refuses one more with `HostError::TooManyOpen` naming the limit, not as if
+/// the new id were a duplicate (`TurnExists`/`StreamExists`, which it is not); ending one
+/// makes room.
+#[tokio::test]
+async fn more_open_turns_or_streams_than_the_limit_are_refused_as_such() {
+    let limit = mcpl::session::ENDED_IDS_REMEMBERED;
+    let (s, _streams, mut server) = connected(&["inferenceLifecycle"], full_manifest()).await;
+    // The server reads everything (the host's writes never back up).
+    tokio::spawn(async move { while server.incoming.recv().await.is_some() {} });
+    let mut turns = Vec::new();
+    let mut streams = Vec::new();
+    for i in 0..limit {
+        turns.push(s.start_turn(&format!("t{i}"), "c", 0).await.unwrap());
+        streams.push(s.outgoing_stream(&format!("s{i}"), None).await.unwrap());
+    }
+    let r = s.start_turn("one-more", "c", 0).await;
+    assert!(
+        matches!(r, Err(HostError::TooManyOpen { what: "lifecycle turns", limit: l }) if l == limit),
+        "{:?}",
+        r.err()
+    );
+    let r = s.outgoing_stream("one-more", None).await;
+    assert!(
+        matches!(r, Err(HostError::TooManyOpen { what: "outgoing streams", limit: l }) if l == limit),
+        "{:?}",
+        r.err()
+    );
+    turns.pop().unwrap().complete(None).await.unwrap();
+    streams.pop().unwrap().finish().await.unwrap();
+    let _turn = s.start_turn("one-more", "c", 0).await.unwrap();
+    let _stream = s.outgoing_stream("one-more", None).await.unwrap();
+}

@@ -170,6 +170,7 @@ fn state_error(e: StateError, peer: &Peer) -> HostError {
         StateError::NotSent(r) => r.into(),
         StateError::Completed(c) => c.into(),
         StateError::UseDedicated { method, instead } => HostError::UseDedicated { method, instead },
+        StateError::TooManyOpen { what, limit } => HostError::TooManyOpen { what, limit },
         StateError::PolicyInFlight
         | StateError::NotConnected
         | StateError::UnknownRequest(_)
@@ -377,7 +378,10 @@ impl Driver {
                 let r = self
                     .state
                     .start_stream(&inference_id, conversation_id.as_deref())
-                    .map_err(|_| HostError::StreamExists(inference_id.clone()));
+                    .map_err(|e| match e {
+                        StateError::Stream(_) => HostError::StreamExists(inference_id.clone()),
+                        other => err(other),
+                    });
                 let _ = reply.send(r);
             }
             Cmd::StreamChunk {

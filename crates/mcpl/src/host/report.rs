@@ -82,6 +82,16 @@ pub enum HostError {
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]
     StreamExists(String),
+    /// Refused locally: [`crate::session::ENDED_IDS_REMEMBERED`] lifecycle turns (§10.5) or
+    /// outgoing streams (§14.3) are open on this session; a `Turn` or an `OutgoingStream`
+    /// that is never ended or dropped keeps its slot.
+    #[error("{limit} {what} are open on this connection, the limit; end or drop one (Turn::complete, OutgoingStream::finish) before starting another")]
+    TooManyOpen {
+        /// `"lifecycle turns"` or `"outgoing streams"`.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
     /// Refused locally: this session already has a lifecycle turn for the inference, open or
     /// ended; a second would send a second `started` and a second terminal for the same
     /// `inferenceId` (§10.5).

@@ -149,14 +149,23 @@ pub enum StateError {
     /// not names or patterns. Nothing was sent or applied.
     #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
     Selection(String),
-    /// A lifecycle turn could not be started or ended (§10.5): not granted, MCP-only, a
-    /// turn for the id open or recently ended, or none open to end.
+    /// A lifecycle turn could not be started or ended (§10.5): a turn for the id open or
+    /// recently ended, or none open to end.
     #[error("lifecycle turn refused: {0}")]
     Turn(String),
     /// An outgoing stream (§14.3) could not be started or used: one for the inference is
-    /// open or recently ended, none is open, or the open-stream limit is reached.
+    /// open or recently ended, or none is open.
     #[error("outgoing stream refused: {0}")]
     Stream(String),
+    /// [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) lifecycle turns (§10.5) or
+    /// outgoing streams (§14.3) are open: end one before starting another.
+    #[error("{limit} {what} are open, the limit: end one before starting another")]
+    TooManyOpen {
+        /// `"lifecycle turns"` or `"outgoing streams"`.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
     /// The channel's `complete` was already sent for the inference (§14.3).
     #[error(transparent)]
     Completed(#[from] super::Completed),
@@ -475,10 +484,10 @@ impl HostState {
         turn_index: u64,
     ) -> Result<(), StateError> {
         if self.open_turns.len() >= super::ENDED_IDS_REMEMBERED {
-            return Err(StateError::Turn(format!(
-                "{} turns are open, the limit",
-                self.open_turns.len()
-            )));
+            return Err(StateError::TooManyOpen {
+                what: "lifecycle turns",
+                limit: super::ENDED_IDS_REMEMBERED,
+            });
         }
         let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
                              "turnIndex": turn_index, "phase": "started" });
@@ -551,10 +560,10 @@ impl HostState {
         conversation_id: Option<&str>,
     ) -> Result<(), StateError> {
         if self.open_streams.len() >= super::ENDED_IDS_REMEMBERED {
-            return Err(StateError::Stream(format!(
-                "{} streams are open, the limit",
-                self.open_streams.len()
-            )));
+            return Err(StateError::TooManyOpen {
+                what: "outgoing streams",
+                limit: super::ENDED_IDS_REMEMBERED,
+            });
         }
         if !self.streams.start(inference_id) {
             return Err(StateError::Stream(format!(
