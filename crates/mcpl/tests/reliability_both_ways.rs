@@ -89,13 +89,14 @@ async fn a_host_and_a_server_both_writing_hard_do_not_deadlock_on_small_queues()
 /// A server (from `builder`, with an `alerts` feature set) on two-frame queues whose host
 /// completes the handshake granting `granted` and then reads nothing, while the server
 /// application pushes 100 events of ≈ 4 KB: the host's peer and its `Incoming` (kept, never
-/// read), and the pushes.
+/// read), the server's session and the pushes.
 async fn pushing_to_a_host_that_stops_reading(
     builder: mcpl::server::ServerBuilder,
     granted: &[&str],
 ) -> (
     Peer,
     mcpl::peer::Incoming,
+    mcpl::server::Session,
     Vec<
         tokio::task::JoinHandle<
             Result<mcpl::protocol::push::PushEventResult, mcpl::server::SendError>,
@@ -125,7 +126,7 @@ async fn pushing_to_a_host_that_stops_reading(
             tokio::spawn(async move { s.push_event(e).await })
         })
         .collect();
-    (peer, incoming, pushed)
+    (peer, incoming, session, pushed)
 }
 
 /// A host that completes the handshake and then reads nothing: the server application's
@@ -133,7 +134,7 @@ async fn pushing_to_a_host_that_stops_reading(
 #[tokio::test(start_paused = true)]
 async fn requests_to_a_host_that_stops_reading_still_end() {
     let builder = Server::builder("stuck", "1");
-    let (_peer, _incoming, pushed) =
+    let (_peer, _incoming, _session, pushed) =
         pushing_to_a_host_that_stops_reading(builder, &["pushEvents"]).await;
     let all = tokio::time::timeout(
         Duration::from_secs(300),
@@ -160,7 +161,7 @@ async fn a_host_that_stops_reading_is_still_read() {
             async move { Ok(mcpl::protocol::handshake::ToolsCallResult::text("ok")) }
         },
     );
-    let (peer, _incoming, _pushed) =
+    let (peer, _incoming, _session, _pushed) =
         pushing_to_a_host_that_stops_reading(builder, &["pushEvents", "tools"]).await;
     // Everything runs until it blocks: the server's writer is full.
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -267,4 +268,51 @@ async fn both_sides_past_their_in_flight_bound_do_not_deadlock() {
             }
         }
     }
+}
+
+/// A plain MCP notification the server application sends straight through the peer
+/// (`Session::send_mcp_notification`) after its pushes is written after them, although the
+/// driver still held the pushes for a host that was not reading: it waits for them to
+/// leave the driver's outbox instead of taking the writer's room first.
+#[tokio::test(start_paused = true)]
+async fn a_direct_send_is_not_written_ahead_of_what_the_driver_holds() {
+    const PUSHES: usize = 100;
+    let builder = Server::builder("ordered", "1");
+    let (_peer, mut incoming, server_session, _pushed) =
+        pushing_to_a_host_that_stops_reading(builder, &["pushEvents"]).await;
+    // Everything runs until it blocks: the driver holds most pushes.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let s = server_session.clone();
+    let note = tokio::spawn(async move {
+        s.send_mcp_notification(
+            "notifications/message",
+            Some(json!({"level": "info", "data": "after"})),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The host reads now: every push comes before the notification.
+    let mut pushes = 0;
+    loop {
+        let m = tokio::time::timeout(GUARD, incoming.recv())
+            .await
+            .expect("the host got nothing more")
+            .expect("the connection ended");
+        match m {
+            mcpl::peer::IncomingMessage::Request(r) => {
+                assert_eq!(r.method(), "push/event");
+                pushes += 1;
+                r.respond(json!({"accepted": true})).await.unwrap();
+            }
+            mcpl::peer::IncomingMessage::Notification(n) => {
+                assert_eq!(n.method, "notifications/message");
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        pushes, PUSHES,
+        "the notification was written ahead of held pushes"
+    );
+    note.await.unwrap().unwrap();
 }

@@ -57,6 +57,10 @@ pub(super) enum Command {
     /// The connection's tracker installed a change (§17.3): it waits, merged with any
     /// other not yet taken, in `Conn::manifest_changed`.
     ManifestChanged,
+    /// Replied to once every frame the driver took before it has left its outbox: a
+    /// frame sent straight through the peer after the reply is written after them
+    /// (`Session::in_order`).
+    Barrier(oneshot::Sender<()>),
 }
 
 /// A request of the application's in flight.
@@ -94,6 +98,9 @@ pub(super) struct Driver {
     /// The host's `initialize`, handed to the MCP fallback and not yet answered: nothing
     /// more is read from the wire until it is (the host waits for it too).
     initializing: Option<RequestId>,
+    /// Barriers waiting for the frames taken before them: each with the number of the last
+    /// ([`Outbox::sent`]), in order.
+    barriers: std::collections::VecDeque<(u64, oneshot::Sender<()>)>,
 }
 
 impl Driver {
@@ -135,6 +142,7 @@ impl Driver {
             initialized_with: None,
             published: None,
             initializing: None,
+            barriers: std::collections::VecDeque::new(),
         }
     }
 
@@ -184,8 +192,19 @@ impl Driver {
                 }
             }
             self.publish();
+            self.release_barriers();
         }
         self.finish().await;
+    }
+
+    /// Replies to the barriers whose frames have all left the outbox.
+    fn release_barriers(&mut self) {
+        let (_, left) = self.out.sent();
+        while self.barriers.front().is_some_and(|(n, _)| *n <= left) {
+            if let Some((_, reply)) = self.barriers.pop_front() {
+                let _ = reply.send(());
+            }
+        }
     }
 
     fn received(&mut self, m: Ordered) {
@@ -272,6 +291,11 @@ impl Driver {
                 }
             }
             Command::ManifestChanged => self.take_manifest_change(),
+            Command::Barrier(reply) => {
+                // The frames of the commands fed before it go into the outbox first.
+                self.outputs();
+                self.barriers.push_back((self.out.sent().0, reply));
+            }
         }
     }
 
@@ -515,6 +539,7 @@ impl Driver {
     async fn finish(mut self) {
         // What it still held (the last answers) goes out first, within the write timeout.
         self.out.drain().await;
+        self.release_barriers();
         self.state.handle_close(Self::now());
         self.outputs();
         self.conn.detach();

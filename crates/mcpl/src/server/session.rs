@@ -149,6 +149,38 @@ impl Session {
         Ok(rx)
     }
 
+    /// Waits until every frame the connection's driver took before now has left its outbox,
+    /// so a frame sent straight through the peer next is written after them (the driver
+    /// holds frames a host that reads slowly has no room for). Within `timeout` (a request:
+    /// the peer's `request_timeout`, then [`PeerError::Timeout`], id 0: nothing was sent);
+    /// without one, as long as a write would wait.
+    pub(super) async fn in_order(
+        &self,
+        method: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), SendError> {
+        let (tx, rx) = oneshot::channel();
+        let wait = async {
+            if self.conn.commands.send(Command::Barrier(tx)).await.is_ok() {
+                // Err: the driver ended; the send that follows says how.
+                let _ = rx.await;
+            }
+        };
+        match timeout {
+            None => wait.await,
+            Some(after) => {
+                if tokio::time::timeout(after, wait).await.is_err() {
+                    return Err(SendError::Peer(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id: crate::jsonrpc::RequestId::from(0u64),
+                        after,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn closed_error(&self) -> SendError {
         SendError::Peer(PeerError::Closed(
             self.conn
@@ -301,6 +333,8 @@ impl Session {
             if is_reserved(method) && method != crate::protocol::handshake::Ping::NAME {
                 return Err(SendError::NotMcp(method.to_owned()));
             }
+            self.in_order(method, self.conn.server.peer_config.request_timeout)
+                .await?;
             Ok(self.conn.peer.request_raw(method, params).await?)
         };
         self.reported(method, out.await)
@@ -318,6 +352,7 @@ impl Session {
             if is_reserved(method) {
                 return Err(SendError::NotMcp(method.to_owned()));
             }
+            self.in_order(method, None).await?;
             Ok(self.conn.peer.notify_raw(method, params).await?)
         };
         self.reported(method, out.await)

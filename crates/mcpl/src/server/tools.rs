@@ -303,8 +303,13 @@ pub(super) fn spawn_list_changed(conn: &Arc<Conn>) {
             }
             let Some(conn) = weak.upgrade() else { return };
             let initialized = conn.grant_tx.borrow().initialized;
-            drop(conn);
             if initialized {
+                // After the frames the driver holds (the `initialize` answer among them).
+                let session = Session { conn };
+                if session.in_order(TOOLS_LIST_CHANGED, None).await.is_err() {
+                    return;
+                }
+                drop(session);
                 if let Err(e) = peer.notify_raw(TOOLS_LIST_CHANGED, None).await {
                     tracing::debug!("{TOOLS_LIST_CHANGED} not sent: {e}");
                     return;
