@@ -69,3 +69,41 @@ async fn on_first_ready_runs_once_per_connection_and_on_ready_after_every_accept
         peer.close();
     }
 }
+
+/// What `on_ready` reads is the grant the policy Request just made (§5.3): the session's
+/// state is published before the handler is started, whichever worker runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_ready_sees_the_grant_it_runs_for() {
+    let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
+    let server = Server::builder("ready", "1.0.0")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .on_ready(move |s| {
+            let _ = tx.send(s.granted(Capability::PushEvents));
+            async {}
+        })
+        .build()
+        .unwrap();
+    for _connection in 0..300 {
+        let (host_t, server_t) = mcpl::transport::memory::pair();
+        let _session = server.start(server_t);
+        let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+        peer.request_raw(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-06-18",
+                        "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}})),
+        )
+        .await
+        .unwrap();
+        peer.request_raw(
+            "featureSets/update",
+            Some(json!({"effectiveCapabilities": ["pushEvents"]})),
+        )
+        .await
+        .unwrap();
+        assert!(
+            rx.recv().await.unwrap(),
+            "on_ready ran before the grant was published"
+        );
+        peer.close();
+    }
+}

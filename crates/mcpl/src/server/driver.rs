@@ -466,6 +466,9 @@ impl Driver {
         if first.is_none() && every.is_none() {
             return;
         }
+        // What the handlers read (`Session::granted` …) is this grant, whichever worker
+        // runs them first.
+        self.publish();
         let session = Session {
             conn: self.conn.clone(),
         };
