@@ -518,3 +518,63 @@ async fn the_readers_own_answers_to_a_peer_that_never_reads_do_not_stop_its_read
     }
     let _write = writer.await.unwrap();
 }
+
+/// The reader's own answers can be far larger than what they answer (an id is echoed, a batch
+/// of tiny invalid entries gets one error object each), so what it holds for a peer that
+/// never reads is bounded in bytes too, not only in frames: here 40 requests with a 1 MiB id
+/// each, answered `-32600` under that id, would otherwise all be read and their 40 MiB of
+/// answers held (1,024 such frames: 1 GiB). The reader stops reading while too much is held,
+/// and once the peer reads, every answer arrives, in order, and the reading resumes.
+#[tokio::test(start_paused = true)]
+async fn the_readers_own_held_answers_are_bounded_in_bytes_too() {
+    const SENT: usize = 40;
+    const ID_LEN: usize = 1 << 20;
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (transport, read, mut write) = raw(64 * 1024);
+    let (_peer, mut incoming) = Peer::new(transport, config);
+    let pad = "x".repeat(ID_LEN);
+    let mut writer = tokio::spawn(async move {
+        for i in 0..SENT {
+            let invalid = json!({"jsonrpc": "2.0", "id": format!("{i:04}{pad}"), "method": 1});
+            write
+                .write_all(format!("{invalid}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        let note = json!({"jsonrpc": "2.0", "method": "after/junk"});
+        write
+            .write_all(format!("{note}\n").as_bytes())
+            .await
+            .unwrap();
+        write
+    });
+    // Nothing reads the answers: with paused time the guard elapses only once every task is
+    // blocked, i.e. the reader stopped taking the peer's frames.
+    assert!(
+        tokio::time::timeout(GUARD, &mut writer).await.is_err(),
+        "the reader took in {SENT} MiB of frames whose answers it could not write"
+    );
+    let mut lines = BufReader::new(read).lines();
+    for i in 0..SENT {
+        let line = tokio::time::timeout(GUARD, lines.next_line())
+            .await
+            .expect("an answer is missing (deadlock guard)")
+            .unwrap()
+            .expect("the connection ended before every junk request was answered");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["error"]["code"], codes::INVALID_REQUEST, "answer {i}");
+        let id = v["id"].as_str().expect("answered under its id");
+        assert_eq!(&id[..4], format!("{i:04}"), "answers out of order");
+    }
+    let _write = tokio::time::timeout(GUARD, writer)
+        .await
+        .expect("the reader did not resume reading (deadlock guard)")
+        .unwrap();
+    match tokio::time::timeout(GUARD, incoming.recv()).await.unwrap() {
+        Some(IncomingMessage::Notification(n)) => assert_eq!(n.method, "after/junk"),
+        other => panic!("expected the notification, got {other:?}"),
+    }
+}

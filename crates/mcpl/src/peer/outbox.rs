@@ -25,6 +25,13 @@ pub(crate) const HELD_STOP_CALLS_BYTES: usize = 4 << 20;
 /// both stop reading.
 pub(crate) const HELD_STOP_READING: usize = 1024;
 
+/// While its own answers held reach this many bytes, the reader reads nothing more either
+/// ([`Outbox::reads_replies`]). Unlike a driver's answers, bounded by the in-flight bound,
+/// the reader answers junk, and its answers can be far larger than what they answer (an
+/// echoed id, one error object per entry of a batch of tiny invalid ones): 1,024 of them
+/// could hold gigabytes for a peer that never reads.
+pub(crate) const HELD_STOP_READING_REPLIES_BYTES: usize = 16 << 20;
+
 /// One held frame, with what it releases once queued.
 struct Held {
     text: String,
@@ -78,6 +85,12 @@ impl Outbox {
     /// Whether its owner may read more from the wire ([`HELD_STOP_READING`]).
     pub(crate) fn reads(&self) -> bool {
         self.held.len() < HELD_STOP_READING
+    }
+
+    /// Whether the reader, whose own answers these are, may read more from the wire
+    /// ([`HELD_STOP_READING`], [`HELD_STOP_READING_REPLIES_BYTES`]).
+    pub(super) fn reads_replies(&self) -> bool {
+        self.reads() && self.bytes < HELD_STOP_READING_REPLIES_BYTES
     }
 
     /// Whether every frame sent through it is queued (or written).

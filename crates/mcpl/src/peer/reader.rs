@@ -31,7 +31,7 @@ pub(super) async fn reader_task(
     // batches and messages over the budgets) never wait for the writer: a reader that
     // waited there stopped reading, and two peers each past the other's bound, each with a
     // full writer, waited on each other for good. Held in order beside the reading, which
-    // stops only once far too many are held ([`Outbox::reads`]).
+    // stops only once far too many, or too many bytes, are held ([`Outbox::reads_replies`]).
     let mut replies = shared.outbox();
     'frames: loop {
         let frame = {
@@ -46,7 +46,7 @@ pub(super) async fn reader_task(
                 tokio::select! {
                     biased;
                     _ = &mut stop => break 'frames,
-                    f = &mut read, if replies.reads() => break f,
+                    f = &mut read, if replies.reads_replies() => break f,
                     flushed = replies.flush(), if !replies.is_empty() => {
                         if flushed.is_err() {
                             break 'frames;
