@@ -3104,3 +3104,34 @@ async fn more_open_turns_or_streams_than_the_limit_are_refused_as_such() {
     let _turn = s.start_turn("one-more", "c", 0).await.unwrap();
     let _stream = s.outgoing_stream("one-more", None).await.unwrap();
 }
+
+/// §10.5 with §5.4: a grant narrowed mid-turn (here `inferenceLifecycle` revoked by the
+/// host's own policy change) ends the open turn without sending its terminal (outbound gating
+/// wins), and `Turn::complete` returns the gate's refusal, as does a new `start_turn`, which
+/// sends nothing either. Pins the errors across the move of the gate into `HostState`.
+#[tokio::test]
+async fn s10_5_a_grant_narrowed_mid_turn_refuses_the_terminal_and_new_turns() {
+    let (s, _streams, mut server) =
+        connected(&["inferenceLifecycle", "tools"], full_manifest()).await;
+    let turn = s.start_turn("i1", "c", 0).await.unwrap();
+    let started = server.notification("inference/lifecycle").await.unwrap();
+    assert_eq!(started["phase"], "started");
+    set_policy_accepted(&s, &mut server, &["tools"]).await;
+    assert!(!s.grant().allows(Capability::InferenceLifecycle));
+    assert_eq!(
+        turn.complete(None).await.err(),
+        Some(HostError::NotGranted(Capability::InferenceLifecycle))
+    );
+    assert_eq!(
+        s.start_turn("i2", "c", 1).await.err(),
+        Some(HostError::NotGranted(Capability::InferenceLifecycle))
+    );
+    // Nothing of either was sent: the next message is a ping.
+    server.expect_ping_next(&s).await;
+    // The ended turn is not restarted once the grant is back (§10.5: one `started` per id).
+    set_policy_accepted(&s, &mut server, &["inferenceLifecycle", "tools"]).await;
+    assert_eq!(
+        s.start_turn("i1", "c", 2).await.err(),
+        Some(HostError::TurnExists("i1".into()))
+    );
+}
