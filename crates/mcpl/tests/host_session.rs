@@ -3135,3 +3135,57 @@ async fn s10_5_a_grant_narrowed_mid_turn_refuses_the_terminal_and_new_turns() {
         Some(HostError::TurnExists("i1".into()))
     );
 }
+
+/// The peer reader's own answers (here `-32700` to junk lines) that wait in its outbox for a
+/// server that reads slowly are still written when the server ends its output (EOF) right
+/// after: the driver, seeing the end, closes the connection, but only once the reader has
+/// queued them (they were queued before the EOF was read until the reader held them in an
+/// outbox of its own, and the close dropped what it held).
+#[tokio::test(start_paused = true)]
+async fn the_readers_own_answers_held_at_the_servers_eof_are_still_written() {
+    const JUNK: usize = 50;
+    let small = PeerConfig {
+        outgoing_capacity: 1,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming, mut raw) = raw::raw_peer_with(small, 256);
+    let connect = tokio::spawn(HostSession::connect_peer(
+        peer,
+        incoming,
+        config(&["tools"]),
+    ));
+    let init = raw.recv().await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(full_manifest()))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (_session, _streams) = connect.await.unwrap().unwrap();
+    // Junk the host answers while the server does not read, then the end of its output.
+    for _ in 0..JUNK {
+        raw.send("{not json").await;
+    }
+    tokio::io::AsyncWriteExt::shutdown(&mut raw.write)
+        .await
+        .unwrap();
+    // Every task runs until it blocks: the host has seen the end.
+    until_idle().await;
+    let mut parse_errors = 0;
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(3600), raw.lines.next_line())
+        .await
+        .expect("the host neither wrote nor closed (deadlock guard)")
+        .unwrap()
+    {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["error"]["code"] == -32700 {
+            parse_errors += 1;
+        }
+    }
+    assert_eq!(parse_errors, JUNK, "answers lost at the close");
+}

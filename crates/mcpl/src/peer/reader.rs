@@ -75,6 +75,17 @@ pub(super) async fn reader_task(
                 }
             }
             Ok(None) => {
+                // The reader's own answers go out before the end is told: an application
+                // (a session's driver) that closes once it has seen the end would otherwise
+                // drop what the reader still holds. Bounded by the write timeout or the drain
+                // limit, as a reader that waited for the writer with each answer was.
+                Box::pin(async {
+                    tokio::select! {
+                        () = replies.drain() => {}
+                        _ = until_closed(&mut closed) => {}
+                    }
+                })
+                .await;
                 // The other side sent everything it will send: our own requests can no
                 // longer be answered, but the responses we owe are still written (bounded by
                 // the write timeout or the drain limit) before the connection closes.
@@ -87,9 +98,8 @@ pub(super) async fn reader_task(
                 // Boxed: once per connection, and it would otherwise size the task for its
                 // whole life (see `read_off_worker`).
                 Box::pin(async {
-                    let settled = tokio::time::timeout(drain, shared.owed_settled());
                     tokio::select! {
-                        _ = async { tokio::join!(settled, replies.drain()) } => {}
+                        _ = tokio::time::timeout(drain, shared.owed_settled()) => {}
                         _ = until_closed(&mut closed) => {}
                     }
                 })
