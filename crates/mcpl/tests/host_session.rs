@@ -3189,3 +3189,41 @@ async fn the_readers_own_answers_held_at_the_servers_eof_are_still_written() {
     }
     assert_eq!(parse_errors, JUNK, "answers lost at the close");
 }
+
+/// The driver that keeps going after the server's EOF for a request still with the
+/// application's handler does not wait for it for ever: a handler that never answers holds
+/// the connection open only within the drain limit, then the connection closes and the
+/// driver ends (its event queue closes).
+#[tokio::test(start_paused = true)]
+async fn after_the_servers_eof_a_handler_that_never_answers_does_not_keep_the_driver() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        Box::pin(std::future::pending())
+    }));
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = raw.recv().await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(full_manifest()))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (_session, mut streams) = connect.await.unwrap().unwrap();
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
+                         "params": { "featureSet": "assist", "messages": [] }}),
+    )
+    .await;
+    tokio::io::AsyncWriteExt::shutdown(&mut raw.write)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(3600), async {
+        while streams.events.recv().await.is_some() {}
+    })
+    .await
+    .expect("the driver never ended (deadlock guard)");
+}
