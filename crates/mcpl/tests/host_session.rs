@@ -3074,7 +3074,8 @@ async fn a_request_the_server_sent_before_its_eof_is_still_answered() {
 /// A session with `ENDED_IDS_REMEMBERED` lifecycle turns (§10.5) or outgoing streams
 /// (§14.3) open refuses one more with `HostError::TooManyOpen` naming the limit, not as if
 /// the new id were a duplicate (`TurnExists`/`StreamExists`, which it is not); ending one
-/// makes room.
+/// makes room. An id that is a duplicate is refused as one at the limit too (ending turns
+/// would not make room for it).
 #[tokio::test]
 async fn more_open_turns_or_streams_than_the_limit_are_refused_as_such() {
     let limit = mcpl::session::ENDED_IDS_REMEMBERED;
@@ -3098,6 +3099,14 @@ async fn more_open_turns_or_streams_than_the_limit_are_refused_as_such() {
         matches!(r, Err(HostError::TooManyOpen { what: "outgoing streams", limit: l }) if l == limit),
         "{:?}",
         r.err()
+    );
+    assert_eq!(
+        s.start_turn("t0", "c", 1).await.err(),
+        Some(HostError::TurnExists("t0".into()))
+    );
+    assert_eq!(
+        s.outgoing_stream("s0", None).await.err(),
+        Some(HostError::StreamExists("s0".into()))
     );
     turns.pop().unwrap().complete(None).await.unwrap();
     streams.pop().unwrap().finish().await.unwrap();

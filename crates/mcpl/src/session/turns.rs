@@ -43,9 +43,14 @@ pub(crate) struct InferenceIds {
 }
 
 impl InferenceIds {
+    /// Whether `inference_id` is open or remembered as ended (a new one for it is refused).
+    pub(crate) fn knows(&self, inference_id: &str) -> bool {
+        self.live.contains(inference_id) || self.ended.contains(inference_id)
+    }
+
     /// Claims `inference_id` for a new stream; `false` if it is open or remembered as ended.
     pub(crate) fn start(&mut self, inference_id: &str) -> bool {
-        if self.live.contains(inference_id) || self.ended.contains(inference_id) {
+        if self.knows(inference_id) {
             return false;
         }
         self.live.insert(inference_id.to_owned());

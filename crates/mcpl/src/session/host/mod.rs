@@ -475,29 +475,32 @@ impl HostState {
     /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
     /// server admits it (`inferenceLifecycle`; refused [`StateError::NotSent`]). Refused
     /// ([`StateError::Turn`]) while a turn for `inference_id` is open or among the last
-    /// [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones, and past that many
-    /// open turns.
+    /// [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones (also at the open
+    /// limit), and [`StateError::TooManyOpen`] past that many open turns.
     pub fn start_turn(
         &mut self,
         inference_id: &str,
         conversation_id: &str,
         turn_index: u64,
     ) -> Result<(), StateError> {
+        let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
+                             "turnIndex": turn_index, "phase": "started" });
+        self.gate(InferenceLifecycle::NAME, &params)
+            .map_err(StateError::NotSent)?;
+        // A duplicate is refused as one even at the open limit: ending turns would not make
+        // room for it.
+        if self.turns.knows(inference_id) {
+            return Err(StateError::Turn(format!(
+                "a turn for inference {inference_id:?} is open or recently ended"
+            )));
+        }
         if self.open_turns.len() >= super::ENDED_IDS_REMEMBERED {
             return Err(StateError::TooManyOpen {
                 what: "lifecycle turns",
                 limit: super::ENDED_IDS_REMEMBERED,
             });
         }
-        let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
-                             "turnIndex": turn_index, "phase": "started" });
-        self.gate(InferenceLifecycle::NAME, &params)
-            .map_err(StateError::NotSent)?;
-        if !self.turns.start(inference_id) {
-            return Err(StateError::Turn(format!(
-                "a turn for inference {inference_id:?} is open or recently ended"
-            )));
-        }
+        self.turns.start(inference_id);
         self.open_turns.insert(
             inference_id.to_owned(),
             (conversation_id.to_owned(), turn_index),
@@ -559,17 +562,19 @@ impl HostState {
         inference_id: &str,
         conversation_id: Option<&str>,
     ) -> Result<(), StateError> {
+        // A duplicate is refused as one even at the open limit (as a turn's).
+        if self.streams.knows(inference_id) {
+            return Err(StateError::Stream(format!(
+                "a stream for inference {inference_id:?} is open or recently ended"
+            )));
+        }
         if self.open_streams.len() >= super::ENDED_IDS_REMEMBERED {
             return Err(StateError::TooManyOpen {
                 what: "outgoing streams",
                 limit: super::ENDED_IDS_REMEMBERED,
             });
         }
-        if !self.streams.start(inference_id) {
-            return Err(StateError::Stream(format!(
-                "a stream for inference {inference_id:?} is open or recently ended"
-            )));
-        }
+        self.streams.start(inference_id);
         self.open_streams.insert(
             inference_id.to_owned(),
             super::Outgoing::new(inference_id, conversation_id),

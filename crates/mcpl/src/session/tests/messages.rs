@@ -542,6 +542,41 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
         .any(|t| t.contains("inference/lifecycle")));
 }
 
+/// §10.5 and §14.3 bounds: past `ENDED_IDS_REMEMBERED` open turns or streams a new id is
+/// `TooManyOpen`, while an id already open is still refused as the duplicate it is (ending
+/// others would not make room for it); ending one makes room.
+#[test]
+fn open_turns_and_streams_are_bounded_and_a_duplicate_at_the_bound_stays_a_duplicate() {
+    let limit = crate::session::ENDED_IDS_REMEMBERED;
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    for i in 0..limit {
+        p.host.start_turn(&format!("t{i}"), "c", 0).expect("room");
+        p.host.start_stream(&format!("s{i}"), None).expect("room");
+    }
+    assert!(matches!(
+        p.host.start_turn("new", "c", 0),
+        Err(StateError::TooManyOpen { what: "lifecycle turns", limit: l }) if l == limit
+    ));
+    assert!(matches!(
+        p.host.start_stream("new", None),
+        Err(StateError::TooManyOpen { what: "outgoing streams", limit: l }) if l == limit
+    ));
+    assert!(matches!(
+        p.host.start_turn("t0", "c", 1),
+        Err(StateError::Turn(_))
+    ));
+    assert!(matches!(
+        p.host.start_stream("s0", None),
+        Err(StateError::Stream(_))
+    ));
+    p.host.end_turn("t0", Terminal::Completed, None).unwrap();
+    p.host.start_turn("new", "c", 0).expect("room again");
+    p.host.end_stream("s0").unwrap();
+    p.host.start_stream("new", None).expect("room again");
+}
+
 /// §14.3 through the real pair: one index across the inference's channels, one `complete`
 /// per channel with its whole text (also when the stream just ends), a completed channel
 /// closed, one stream per inference, and every frame gated (§5.4, §14.1): a channel the
