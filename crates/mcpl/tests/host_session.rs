@@ -2819,6 +2819,82 @@ async fn a_panicking_request_handler_still_answers_the_server() {
     assert_eq!(r, Err(mcpl::jsonrpc::codes::INTERNAL_ERROR), "{r:?}");
 }
 
+/// The application's mistake is reported, not only answered: a request handler that panics
+/// (here at once, in the call, and after yielding) is `HostDiagnostic::HandlerPanicked`
+/// with the request's method, once per panic, beside the server's `-32603`.
+#[tokio::test]
+async fn a_panicking_request_handler_is_reported_as_the_applications_mistake() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, p: Value| {
+        if p["messages"].as_array().is_some_and(Vec::is_empty) {
+            panic!("application bug in the call")
+        }
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            panic!("application bug in the future")
+        })
+    }));
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    for messages in [json!([]), json!([{"role": "user", "content": "x"}])] {
+        let r = server
+            .call(
+                "inference/request",
+                json!({ "featureSet": "assist", "messages": messages }),
+            )
+            .await;
+        assert_eq!(r, Err(mcpl::jsonrpc::codes::INTERNAL_ERROR), "{r:?}");
+    }
+    // The host answered both: their panics were reported before the answers were written.
+    let panicked: Vec<String> = drain_diags(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::HandlerPanicked { method } => Some(method),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(panicked, ["inference/request", "inference/request"]);
+}
+
+/// Nothing is lost silently: diagnostics that find the application's queue full
+/// (`diagnostics_capacity`) are counted, and the count is delivered
+/// (`HostDiagnostic::DiagnosticsDropped`) ahead of the next diagnostic that finds room.
+#[tokio::test]
+async fn diagnostics_the_full_queue_had_no_room_for_are_counted_and_delivered() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.diagnostics_capacity = 2;
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let _ = drain_diags(&mut streams);
+    let unhandled = |i: u32| {
+        server.peer.notify_raw(
+            "notifications/message",
+            Some(json!({"level": "info", "data": i})),
+        )
+    };
+    for i in 0..5 {
+        unhandled(i).await.unwrap();
+    }
+    // Answered after the host handled every notification before it.
+    server.call("ping", json!({})).await.unwrap();
+    let first = drain_diags(&mut streams);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(first
+        .iter()
+        .all(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. })));
+    unhandled(5).await.unwrap();
+    server.call("ping", json!({})).await.unwrap();
+    let next = drain_diags(&mut streams);
+    assert!(
+        matches!(
+            next.as_slice(),
+            [
+                HostDiagnostic::DiagnosticsDropped { count: 3 },
+                HostDiagnostic::UnexpectedMethod { .. }
+            ]
+        ),
+        "{next:?}"
+    );
+}
+
 /// A session whose server stopped reading: its writer is full (large
 /// `inference/lifecycle` notifications), so its driver is stuck writing.
 async fn stuck_session(

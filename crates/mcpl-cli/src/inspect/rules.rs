@@ -240,6 +240,22 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Nothing,
         ),
+        HostDiagnostic::HandlerPanicked { method: me } => (
+            m(
+                "handler_panicked",
+                "JSON-RPC 2.0",
+                format!("the host's handler for {me} panicked; answered -32603"),
+            ),
+            method(me),
+        ),
+        HostDiagnostic::DiagnosticsDropped { count } => (
+            m(
+                "diagnostics_dropped",
+                "host",
+                format!("the diagnostics queue was full: {count} not delivered"),
+            ),
+            About::Nothing,
+        ),
         HostDiagnostic::Connection(c) => connection(c),
     }
 }

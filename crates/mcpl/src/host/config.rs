@@ -93,7 +93,8 @@ pub struct HostConfig {
     pub suspend_after_failures: u32,
     /// Capacity of the event stream; a full stream refuses new push events.
     pub event_capacity: usize,
-    /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged).
+    /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged)
+    /// and counted ([`HostDiagnostic::DiagnosticsDropped`]).
     pub diagnostics_capacity: usize,
     /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
     pub dedupe_window: usize,

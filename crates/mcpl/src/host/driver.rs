@@ -79,6 +79,9 @@ pub(super) enum Cmd {
     Answer {
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
+        /// The method, when the handler panicked (reported as
+        /// [`HostDiagnostic::HandlerPanicked`]).
+        panicked: Option<String>,
     },
     /// Replied to once every call queued before it was carried out and its frames queued
     /// (not merely held by the driver's outbox).
@@ -420,7 +423,14 @@ impl Driver {
                     });
                 let _ = reply.send(r);
             }
-            Cmd::Answer { id, outcome } => {
+            Cmd::Answer {
+                id,
+                outcome,
+                panicked,
+            } => {
+                if let Some(method) = panicked {
+                    self.diag(HostDiagnostic::HandlerPanicked { method });
+                }
                 if let Err(e) = self.state.answer(id, outcome) {
                     tracing::debug!(error = %e, "an application answer found no request");
                 }
@@ -635,8 +645,14 @@ impl Driver {
                 sent: 0,
             };
             tokio::spawn(async move {
-                let outcome = unwound(&method, async move { h(p, sink).await }).await;
-                let _ = tx.send(Cmd::Answer { id, outcome }).await;
+                let (outcome, panicked) = unwound(method, async move { h(p, sink).await }).await;
+                let _ = tx
+                    .send(Cmd::Answer {
+                        id,
+                        outcome,
+                        panicked,
+                    })
+                    .await;
             });
             return;
         }
@@ -647,16 +663,22 @@ impl Driver {
             }
             Some(h) => {
                 tokio::spawn(async move {
-                    let outcome =
-                        unwound(&method.clone(), async move { h(&method, p).await }).await;
-                    let _ = tx.send(Cmd::Answer { id, outcome }).await;
+                    let m = method.clone();
+                    let (outcome, panicked) = unwound(method, async move { h(&m, p).await }).await;
+                    let _ = tx
+                        .send(Cmd::Answer {
+                            id,
+                            outcome,
+                            panicked,
+                        })
+                        .await;
                 });
             }
         }
     }
 
     fn diag(&self, d: HostDiagnostic) {
-        report_diag(&self.shared.label, &self.diags, d);
+        report_diag(&self.shared.label, &self.diags, &self.shared.diags_lost, d);
     }
 
     /// The connection ended: `connect` still waiting fails; every request of ours still
@@ -679,24 +701,20 @@ impl Driver {
     }
 }
 
-/// Runs an application handler's future; a panic (in the call or in the future) is the
-/// answer `-32603`, so the server's request is still answered and stops counting against
-/// `max_pending_outputs`, and is logged at `warn` as the application's mistake.
+/// Runs an application handler's future for a request of `method`; a panic (in the call or
+/// in the future) is the answer `-32603`, so the server's request is still answered and
+/// stops counting against `max_pending_outputs`, and the method comes back with it, for the
+/// driver to report as the application's mistake ([`HostDiagnostic::HandlerPanicked`]).
 async fn unwound(
-    method: &str,
+    method: String,
     fut: impl std::future::Future<Output = Result<Value, ErrorObject>>,
-) -> Result<Value, ErrorObject> {
+) -> (Result<Value, ErrorObject>, Option<String>) {
     use futures_util::FutureExt;
     match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(outcome) => outcome,
+        Ok(outcome) => (outcome, None),
         Err(_) => {
-            tracing::warn!(
-                method,
-                "the application's request handler panicked; answered -32603"
-            );
-            Err(ErrorObject::internal(format!(
-                "the host's handler for {method} panicked"
-            )))
+            let answer = ErrorObject::internal(format!("the host's handler for {method} panicked"));
+            (Err(answer), Some(method))
         }
     }
 }

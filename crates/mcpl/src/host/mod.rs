@@ -135,6 +135,9 @@ struct Shared {
     /// Inputs the driver has carried out: a caller tells a driver stuck writing (to a
     /// server that stopped reading) from a busy one by it ([`HostSession::call_within`]).
     progress: std::sync::atomic::AtomicU64,
+    /// Diagnostics not delivered since the last one that was (the queue was full); shared
+    /// with the connection's diagnostics forwarder ([`report_diag`]).
+    diags_lost: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How much longer than the timeout of the exchange it waits on an application call waits
@@ -191,15 +194,30 @@ impl std::fmt::Debug for HostSession {
     }
 }
 
-/// Logs a diagnostic of the session labelled `label` and queues it for the application
-/// (dropped if the queue is full: its capacity is the application's bound).
+/// Logs a diagnostic of the session labelled `label` and queues it for the application.
+/// The queue's capacity is the application's bound: one that finds it full is counted in
+/// `lost`, and the count goes ahead of the next one that finds room
+/// ([`HostDiagnostic::DiagnosticsDropped`]).
 fn report_diag(
     label: &std::sync::OnceLock<String>,
     diags: &queue::Sender<HostDiagnostic>,
+    lost: &std::sync::atomic::AtomicU64,
     d: HostDiagnostic,
 ) {
+    use std::sync::atomic::Ordering;
     tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
-    let _ = diags.try_send(d);
+    let count = lost.swap(0, Ordering::SeqCst);
+    if count > 0
+        && diags
+            .try_send(HostDiagnostic::DiagnosticsDropped { count })
+            .is_err()
+    {
+        lost.fetch_add(count + 1, Ordering::SeqCst);
+        return;
+    }
+    if diags.try_send(d).is_err() {
+        lost.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Inner {
@@ -241,6 +259,7 @@ impl HostSession {
             queued: std::sync::atomic::AtomicUsize::new(0),
             held: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
+            diags_lost: Arc::default(),
         });
         let streams = HostStreams {
             events: erx,
@@ -251,10 +270,11 @@ impl HostSession {
         // per session). The forwarder holds the queue weakly: the stream still ends when the
         // driver is gone.
         let label = shared.label.clone();
+        let lost = shared.diags_lost.clone();
         let diags = dtx.downgrade();
         peer.forward_diagnostics(move |d| {
             if let Some(diags) = diags.upgrade() {
-                report_diag(&label, &diags, HostDiagnostic::Connection(d));
+                report_diag(&label, &diags, &lost, HostDiagnostic::Connection(d));
             }
         });
 

@@ -202,6 +202,20 @@ pub enum HostDiagnostic {
         /// Which event: `ModeChanged` or `ManifestChange`.
         event: &'static str,
     },
+    /// The application's request handler panicked: the server's request was answered
+    /// `-32603` (the application's mistake, not the server's).
+    HandlerPanicked {
+        /// The request's method.
+        method: String,
+    },
+    /// Diagnostics the application's queue had no room for
+    /// (`host::HostConfig::diagnostics_capacity`), each still logged through `tracing`:
+    /// counted since the last one delivered, and delivered ahead of the next one that finds
+    /// room, so a reader of the queue knows what it missed.
+    DiagnosticsDropped {
+        /// How many were not delivered.
+        count: u64,
+    },
     /// A connection-level defect from the peer (junk lines, late responses…).
     #[cfg(feature = "runtime")]
     Connection(crate::peer::Diagnostic),
