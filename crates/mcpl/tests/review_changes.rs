@@ -578,3 +578,40 @@ fn s5_4_bad_host_policy_pattern_is_an_error() {
     let err = ManifestReview::initial(&base(), None, ["channels.pub*"], t(0)).unwrap_err();
     assert!(!err.code().is_empty());
 }
+
+/// The manifest in force is kept as its text (idle memory) and read back exactly: numbers
+/// (floats at the edge of f64, integers past i64), escapes and vendor members come back as
+/// given, a fetch of the same content is `Unchanged` (§17.5: same digest, no receipt), and
+/// a changed one is diffed against the kept manifest, after the getter was asked or not.
+#[test]
+fn s17_5_the_manifest_in_force_reads_back_exactly_and_diffs_against_the_kept_one() {
+    let mut m = base();
+    m["x-vendor"] = json!({
+        "f": [0.1, 1e-7, 2.2250738585072014e-308, 1.7976931348623157e308, -0.0, 123456789.123456789],
+        "u": 18446744073709551615u64, "i": -9223372036854775808i64,
+        "s": "é\u{0}\"\\\n😀"
+    });
+    for ask_first in [false, true] {
+        let mut r = review_all(&m);
+        if ask_first {
+            assert_eq!(r.manifest(), &m);
+        }
+        assert!(matches!(
+            r.on_fetched(&m.clone(), None, t(5)).result,
+            FetchResult::Unchanged
+        ));
+        let mut narrowed = m.clone();
+        narrowed["featureSets"]
+            .as_object_mut()
+            .unwrap()
+            .remove("chat.relay");
+        let rc = receipt(&mut r, &narrowed);
+        assert_eq!(
+            rc.previous_revision.as_deref(),
+            Some(revision(&m).unwrap().as_str())
+        );
+        assert_eq!(rc.domains, [ChangeDomain::FeatureSets]);
+        assert_eq!(r.manifest(), &narrowed);
+        assert_eq!(r.revision(), Some(revision(&narrowed).unwrap().as_str()));
+    }
+}

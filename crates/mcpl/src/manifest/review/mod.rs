@@ -132,7 +132,7 @@ impl ReviewError {
 /// receipt. Pure; the host session feeds it fetched manifests and acts on its outcomes.
 #[derive(Debug, Clone)]
 pub struct ManifestReview {
-    manifest: Value,
+    manifest: KeptManifest,
     revision: Option<String>,
     findings: Vec<Finding>,
     outer_tools: bool,
@@ -145,6 +145,45 @@ pub struct ManifestReview {
     patterns: Vec<TagPattern>,
     last_receipt: Option<ChangeReceipt>,
     failures: u32,
+}
+
+/// The manifest in force, kept as its JSON text: a `Value` tree of a small manifest costs
+/// several times its text (every object a B-tree), per connection, to serve the rare diff
+/// (a fetch, accepting an ontology) and the getter. The tree is parsed back when one of
+/// those needs it (exact: `float_roundtrip`), and kept only once the getter has asked.
+#[derive(Debug, Clone)]
+struct KeptManifest {
+    text: Box<str>,
+    parsed: std::sync::OnceLock<Value>,
+}
+
+impl KeptManifest {
+    fn new(manifest: &Value) -> KeptManifest {
+        // Writing a `Value` to a string cannot fail (its keys are strings).
+        let text = serde_json::to_string(manifest).unwrap_or_else(|_| "null".to_owned());
+        KeptManifest {
+            text: text.into(),
+            parsed: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn parse(&self) -> Value {
+        // Text this type wrote from a `Value` always parses back.
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+
+    /// The tree, parsed now unless the getter kept it.
+    fn value(&self) -> std::borrow::Cow<'_, Value> {
+        match self.parsed.get() {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(self.parse()),
+        }
+    }
+
+    /// The tree, parsed once and kept.
+    fn kept(&self) -> &Value {
+        self.parsed.get_or_init(|| self.parse())
+    }
 }
 
 impl ManifestReview {
@@ -185,7 +224,7 @@ impl ManifestReview {
         let selection = Selection::default();
         let statuses = policy::derive(&decls, &hg.effective, &selection);
         let review = ManifestReview {
-            manifest: manifest.clone(),
+            manifest: KeptManifest::new(manifest),
             revision,
             findings: findings.clone(),
             outer_tools,
@@ -222,7 +261,7 @@ impl ManifestReview {
             Err(e) if new.is_object() && self.revision.is_some() => {
                 // Built only from members of the manifest in force, whose digest succeeded,
                 // so this review takes the digestible path.
-                let merged = removals_only(&self.manifest, new);
+                let merged = removals_only(&self.manifest.value(), new);
                 let mut outcome = self.on_fetched(&merged, None, now);
                 outcome.findings = findings;
                 outcome.defects.push(Finding::new(
@@ -285,8 +324,9 @@ impl ManifestReview {
             };
         }
 
+        let old = self.manifest.value();
         let before = Before {
-            manifest: &self.manifest,
+            manifest: &old,
             advertised: self.advertised,
             grant: self.grant.grant.capabilities(),
             statuses: &self.statuses,
@@ -299,7 +339,7 @@ impl ManifestReview {
         let receipt = ChangeReceipt {
             previous_revision: self.revision.take(),
             revision: rev.clone(),
-            domains: changed_domains(&self.manifest, new),
+            domains: changed_domains(&old, new),
             impacts: after.impacts,
         };
         if after.grant != self.grant.grant.capabilities() {
@@ -312,7 +352,8 @@ impl ManifestReview {
         for name in &after.invalidated {
             self.accepted.remove(name);
         }
-        self.manifest = new.clone();
+        drop(old);
+        self.manifest = KeptManifest::new(new);
         self.revision = Some(rev);
         self.findings = findings.clone();
         self.advertised = after.advertised;
@@ -357,7 +398,7 @@ impl ManifestReview {
         let d = self
             .revision
             .as_ref()
-            .and_then(|_| ontology_digest_of(&self.manifest, name))
+            .and_then(|_| ontology_digest_of(&self.manifest.value(), name))
             .ok_or_else(|| ReviewError::NoOntology(name.to_owned()))?;
         self.accepted.insert(name.to_owned(), d.clone());
         Ok(d)
@@ -389,7 +430,7 @@ impl ManifestReview {
 
     /// The manifest in force.
     pub fn manifest(&self) -> &Value {
-        &self.manifest
+        self.manifest.kept()
     }
 
     /// The host-recomputed digest of the manifest in force (`None` if it had none).
