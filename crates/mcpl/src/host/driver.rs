@@ -272,7 +272,9 @@ impl Driver {
                 self.moved();
             }
         }
-        self.shut_down(w).await;
+        // Boxed: its future is larger than the loop's, and would size every idle
+        // connection's task.
+        Box::pin(self.shut_down(w)).await;
     }
 
     /// Publishes how many frames the outbox holds and releases the barriers whose frames
