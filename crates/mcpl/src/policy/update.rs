@@ -195,7 +195,8 @@ pub struct ServerPolicyState {
     pub(super) ready: bool,
     pub(super) grant: Grant,
     pub(super) selection: Selection,
-    pub(super) declarations: FeatureSets,
+    /// Shared with the other connections of a server serving the same manifest.
+    pub(super) declarations: std::sync::Arc<FeatureSets>,
 }
 
 impl ServerPolicyState {
@@ -205,7 +206,7 @@ impl ServerPolicyState {
             ready: false,
             grant: Grant::none(),
             selection: Selection::default(),
-            declarations,
+            declarations: std::sync::Arc::new(declarations),
         }
     }
 
@@ -231,6 +232,11 @@ impl ServerPolicyState {
 
     /// Replaces the declarations (e.g. after a manifest change); the grant is unaffected.
     pub fn set_declarations(&mut self, declarations: FeatureSets) {
+        self.declarations = std::sync::Arc::new(declarations);
+    }
+
+    /// [`Self::set_declarations`] with declarations shared with other connections.
+    pub fn set_declarations_shared(&mut self, declarations: std::sync::Arc<FeatureSets>) {
         self.declarations = declarations;
     }
 

@@ -717,6 +717,7 @@ impl ServerBuilder {
                 required: self.required,
                 tools,
                 declares_tools,
+                shared_manifest: std::sync::Mutex::new(None),
             }),
         })
     }

@@ -20,6 +20,7 @@ use crate::policy::Fallback;
 use crate::protocol::channels::ChannelDescriptor;
 use crate::protocol::handshake::Implementation;
 use crate::protocol::inference::InferenceChunkParams;
+use crate::session::SharedManifest;
 use crate::transport::Transport;
 
 pub(super) struct ServerInner {
@@ -36,6 +37,25 @@ pub(super) struct ServerInner {
     pub(super) tools: super::tools::Tools,
     /// Whether `initialize` declares `capabilities.tools` (with `listChanged`).
     pub(super) declares_tools: bool,
+    /// The last tracker snapshot a connection was given, with its manifest and declarations
+    /// shared ([`SharedManifest`]): every connection serving that snapshot holds the same
+    /// copy (one per snapshot, not per connection: an idle connection's memory, issue #20).
+    pub(super) shared_manifest: std::sync::Mutex<Option<(Arc<ManifestSnapshot>, SharedManifest)>>,
+}
+
+impl ServerInner {
+    /// `snapshot`'s manifest, shared with the connections given the same snapshot.
+    pub(super) fn shared_manifest(&self, snapshot: &Arc<ManifestSnapshot>) -> SharedManifest {
+        let mut cached = lock(&self.shared_manifest);
+        if let Some((s, shared)) = cached.as_ref() {
+            if Arc::ptr_eq(s, snapshot) {
+                return shared.clone();
+            }
+        }
+        let shared = SharedManifest::new(snapshot.manifest().clone());
+        *cached = Some((snapshot.clone(), shared.clone()));
+        shared
+    }
 }
 
 /// A built server: cheap to clone, serves any number of connections, all sharing one
@@ -330,5 +350,46 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::Capability;
+    use crate::policy::FeatureSets;
+
+    /// Connections given the same tracker snapshot share one manifest and one parse of its
+    /// declarations (issue #20: an idle connection's memory); a new snapshot gets its own,
+    /// with exactly its manifest and declarations (§17.10: each connection serves the
+    /// snapshot it was attached with).
+    #[test]
+    fn connections_of_one_snapshot_share_its_manifest_and_a_new_snapshot_gets_its_own() {
+        let server = Server::builder("shared", "1")
+            .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+            .build()
+            .unwrap();
+        let inner = &server.inner;
+        let first = inner.shared_manifest(&inner.tracker.snapshot());
+        let again = inner.shared_manifest(&inner.tracker.snapshot());
+        assert!(std::ptr::eq(first.manifest(), again.manifest()));
+        assert!(Arc::ptr_eq(first.declarations(), again.declarations()));
+        assert!(first.declarations().sets.contains_key("alerts"));
+
+        let mut next = inner.tracker.snapshot().manifest().clone();
+        next["featureSets"]["more"] =
+            serde_json::json!({"description": "More", "uses": ["pushEvents"]});
+        inner.tracker.set_manifest(next).unwrap();
+        let snapshot = inner.tracker.snapshot();
+        let changed = inner.shared_manifest(&snapshot);
+        assert!(!std::ptr::eq(first.manifest(), changed.manifest()));
+        assert_eq!(changed.manifest(), snapshot.manifest());
+        assert_eq!(
+            **changed.declarations(),
+            FeatureSets::from_mcpl(snapshot.manifest()).0
+        );
+        assert!(changed.declarations().sets.contains_key("more"));
+        // The first snapshot's holders keep theirs.
+        assert!(!first.declarations().sets.contains_key("more"));
     }
 }

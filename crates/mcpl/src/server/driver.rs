@@ -104,17 +104,20 @@ pub(super) struct Driver {
 }
 
 impl Driver {
+    /// Boxed: the task's future then holds a pointer to the driver, not the driver itself
+    /// (twice, as the argument and as the local it is moved into).
     pub(super) fn new(
         conn: Arc<Conn>,
         incoming: Incoming,
         commands: queue::Receiver<Command>,
-    ) -> Driver {
+    ) -> Box<Driver> {
         let server = &conn.server;
         let h = &server.handlers;
         let config = &server.peer_config;
+        // The manifest is set shared below, not copied into the rules.
         let mut rules = ServerRules::new(
             serde_json::to_value(&server.info).unwrap_or(Value::Null),
-            server.tracker.snapshot().manifest().clone(),
+            Value::Null,
         );
         rules.mcp_capabilities = server.mcp_capabilities.clone();
         rules.instructions = server.instructions.clone();
@@ -128,10 +131,12 @@ impl Driver {
         rules.max_in_flight = config.max_in_flight_requests;
         rules.request_timeout = config.request_timeout;
         rules.max_pending = config.max_pending_requests;
-        Driver {
+        let mut state = ServerState::new(rules);
+        state.set_shared_manifest(&server.shared_manifest(&server.tracker.snapshot()));
+        Box::new(Driver {
             out: conn.peer.outbox(),
             conn,
-            state: ServerState::new(rules),
+            state,
             incoming,
             commands,
             current: None,
@@ -143,14 +148,16 @@ impl Driver {
             published: None,
             initializing: None,
             barriers: std::collections::VecDeque::new(),
-        }
+        })
     }
 
     fn now() -> std::time::Instant {
         tokio::time::Instant::now().into_std()
     }
 
-    pub(super) async fn run(mut self) {
+    /// Runs until the connection ends. Its idle future is what an idle connection costs, so
+    /// the end (which awaits the last writes) is boxed apart.
+    pub(super) async fn run(mut self: Box<Self>) {
         let mut read_all = false;
         let mut alarm = Alarm::new();
         loop {
@@ -194,7 +201,7 @@ impl Driver {
             self.publish();
             self.release_barriers();
         }
-        self.finish().await;
+        Box::pin(self.finish()).await;
     }
 
     /// Replies to the barriers whose frames have all left the outbox.
@@ -245,7 +252,8 @@ impl Driver {
             return;
         }
         let snapshot = self.conn.tracker().snapshot();
-        self.state.set_manifest(snapshot.manifest().clone());
+        let shared = self.conn.server.shared_manifest(&snapshot);
+        self.state.set_shared_manifest(&shared);
         self.initialized_with = Some(snapshot);
     }
 
@@ -303,8 +311,9 @@ impl Driver {
     fn take_manifest_change(&mut self) {
         let change = lock(&self.conn.manifest_changed).take();
         if let Some(change) = change {
-            let manifest = self.conn.tracker().snapshot().manifest().clone();
-            self.state.manifest_changed(manifest, change);
+            let snapshot = self.conn.tracker().snapshot();
+            let shared = self.conn.server.shared_manifest(&snapshot);
+            self.state.shared_manifest_changed(&shared, change);
         }
     }
 
@@ -539,7 +548,7 @@ impl Driver {
         }
     }
 
-    async fn finish(mut self) {
+    async fn finish(mut self: Box<Self>) {
         // What it still held (the last answers) goes out first, within the write timeout.
         self.out.drain().await;
         self.release_barriers();

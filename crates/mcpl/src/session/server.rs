@@ -13,6 +13,7 @@
 //! (`server_ready`, §5.3) and the `initialize` result (`server_initialize`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -35,6 +36,36 @@ use crate::protocol::hooks::BeforeInference;
 use crate::protocol::inference::InferenceChunk;
 use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method;
+
+/// A manifest and its feature-set declarations (§6.1) parsed once, for the
+/// [`ServerState`]s of many connections to share: a clone copies two pointers, so a
+/// server's idle connections hold one manifest between them, not one each.
+#[derive(Debug, Clone)]
+pub struct SharedManifest {
+    manifest: Arc<Value>,
+    declarations: Arc<FeatureSets>,
+}
+
+impl SharedManifest {
+    /// Parses `manifest`'s feature-set declarations and keeps both.
+    pub fn new(manifest: Value) -> SharedManifest {
+        let declarations = FeatureSets::from_mcpl(&manifest).0;
+        SharedManifest {
+            manifest: Arc::new(manifest),
+            declarations: Arc::new(declarations),
+        }
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Value {
+        &self.manifest
+    }
+
+    /// Its feature-set declarations.
+    pub fn declarations(&self) -> &Arc<FeatureSets> {
+        &self.declarations
+    }
+}
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
@@ -371,7 +402,10 @@ enum Handed {
 /// The server side of one connection (module docs).
 #[derive(Debug)]
 pub struct ServerState {
+    /// The rules, but for their `manifest`, which is moved into `manifest`.
     rules: ServerRules,
+    /// The manifest in force (`ServerRules::manifest` at first).
+    manifest: SharedManifest,
     initialized: bool,
     mcpl: bool,
     policy: ServerPolicyState,
@@ -398,14 +432,17 @@ pub struct ServerState {
 
 impl ServerState {
     /// A state machine serving `rules`.
-    pub fn new(rules: ServerRules) -> ServerState {
-        let decls = FeatureSets::from_mcpl(&rules.manifest).0;
+    pub fn new(mut rules: ServerRules) -> ServerState {
+        let manifest = SharedManifest::new(std::mem::take(&mut rules.manifest));
+        let mut policy = ServerPolicyState::new(FeatureSets::default());
+        policy.set_declarations_shared(manifest.declarations.clone());
         let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
+            manifest,
             initialized: false,
             mcpl: false,
-            policy: ServerPolicyState::new(decls),
+            policy,
             pending: Default::default(),
             handed: HashMap::new(),
             initializing: false,
@@ -449,12 +486,17 @@ impl ServerState {
     /// After `initialize` it changes nothing: a change on a live connection is
     /// [`Self::manifest_changed`]'s, which declares and announces it.
     pub fn set_manifest(&mut self, manifest: Value) {
+        self.set_shared_manifest(&SharedManifest::new(manifest));
+    }
+
+    /// [`Self::set_manifest`] with a manifest shared with other connections.
+    pub fn set_shared_manifest(&mut self, manifest: &SharedManifest) {
         if self.initialized || self.closed {
             return;
         }
         self.generation += 1;
-        super::server_manifest::declare_changed(&mut self.policy, &manifest);
-        self.rules.manifest = manifest;
+        super::server_manifest::declare_changed(&mut self.policy, manifest);
+        self.manifest = manifest.clone();
     }
 
     /// A number that changes whenever what [`Self::is_initialized`], [`Self::mcpl`],
@@ -493,15 +535,20 @@ impl ServerState {
     /// announced, coalesced with any announcement not yet polled (§17.8); an MCP-only
     /// connection (§3.2) announces nothing.
     pub fn manifest_changed(&mut self, manifest: Value, change: ManifestChanged) {
+        self.shared_manifest_changed(&SharedManifest::new(manifest), change);
+    }
+
+    /// [`Self::manifest_changed`] with a manifest shared with other connections.
+    pub fn shared_manifest_changed(&mut self, manifest: &SharedManifest, change: ManifestChanged) {
         if self.closed {
             return;
         }
         self.generation += 1;
-        super::server_manifest::declare_changed(&mut self.policy, &manifest);
+        super::server_manifest::declare_changed(&mut self.policy, manifest);
         if self.initialized && self.mcpl {
             self.announce.offer(change);
         }
-        self.rules.manifest = manifest;
+        self.manifest = manifest.clone();
     }
 
     /// Handles one message received from the host at `now`, in wire order.
@@ -633,7 +680,7 @@ impl ServerState {
             super::server_initialize::application_initialize_result(
                 v,
                 &self.rules.mcp_capabilities,
-                &self.rules.manifest,
+                &self.manifest.manifest,
                 &mut diags,
             )
         });
@@ -763,7 +810,7 @@ impl ServerState {
                 if r.method == ManifestFetch::NAME && self.rules.answers_manifest_fetch =>
             {
                 // §17.4: the manifest in force, as `initialize` would send it now.
-                let manifest = self.rules.manifest.clone();
+                let manifest = Value::clone(&self.manifest.manifest);
                 self.respond(r.id, Ok(manifest))
             }
             Ok(RequestRoute::Admitted)
@@ -921,7 +968,7 @@ impl ServerState {
         Ok(super::server_initialize::initialize_result(
             version,
             &self.rules.mcp_capabilities,
-            &self.rules.manifest,
+            &self.manifest.manifest,
             self.rules.server_info.clone(),
             self.rules.instructions.as_deref(),
         ))

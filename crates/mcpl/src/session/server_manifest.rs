@@ -3,12 +3,10 @@
 //! to send coalesced into one. Used by [`ServerState`](super::ServerState) and
 //! `server::Server` alike.
 
-use serde_json::Value;
-
 use crate::jsonrpc::{Message, Notification};
 use crate::manifest::domains::ChangeDomain;
 use crate::manifest::ManifestChanged;
-use crate::policy::{FeatureSets, ServerPolicyState};
+use crate::policy::ServerPolicyState;
 
 /// Declares the changed `manifest`'s feature sets on the live session. Reading: a set the
 /// change adds is derived like any other under the grant in force (and the host's `enabled`
@@ -16,8 +14,8 @@ use crate::policy::{FeatureSets, ServerPolicyState};
 /// and a set only names granted capabilities it uses (§6.4), so no capability is widened
 /// (§17.5: additions never auto-grant); a host that has not yet fetched the change refuses a
 /// use of the new name (`-32003`), which fails closed.
-pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &Value) {
-    policy.set_declarations(FeatureSets::from_mcpl(manifest).0);
+pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &super::SharedManifest) {
+    policy.set_declarations_shared(manifest.declarations().clone());
 }
 
 /// The `mcpl/manifestChanged` not yet handed to the wire: at most one, later changes merged
