@@ -646,16 +646,7 @@ impl Driver {
                 request_id: id.clone(),
                 sent: 0,
             };
-            tokio::spawn(async move {
-                let (outcome, panicked) = unwound(method, async move { h(p, sink).await }).await;
-                let _ = tx
-                    .send(Cmd::Answer {
-                        id,
-                        outcome,
-                        panicked,
-                    })
-                    .await;
-            });
+            tokio::spawn(answer_with(tx, id, method, async move { h(p, sink).await }));
             return;
         }
         match cfg.request_handler.clone() {
@@ -664,17 +655,8 @@ impl Driver {
                 let _ = self.state.answer(id, outcome);
             }
             Some(h) => {
-                tokio::spawn(async move {
-                    let m = method.clone();
-                    let (outcome, panicked) = unwound(method, async move { h(&m, p).await }).await;
-                    let _ = tx
-                        .send(Cmd::Answer {
-                            id,
-                            outcome,
-                            panicked,
-                        })
-                        .await;
-                });
+                let m = method.clone();
+                tokio::spawn(answer_with(tx, id, method, async move { h(&m, p).await }));
             }
         }
     }
@@ -703,22 +685,32 @@ impl Driver {
     }
 }
 
-/// Runs an application handler's future for a request of `method`; a panic (in the call or
-/// in the future) is the answer `-32603`, so the server's request is still answered and
-/// stops counting against `max_pending_outputs`, and the method comes back with it, for the
-/// driver to report as the application's mistake ([`HostDiagnostic::HandlerPanicked`]).
-async fn unwound(
+/// Runs an application handler's future for the server's request `id` of `method` and hands
+/// its answer to the driver; a panic (in the call or in the future) is the answer `-32603`,
+/// so the server's request is still answered and stops counting against
+/// `max_pending_outputs`, and the driver reports it as the application's mistake
+/// ([`HostDiagnostic::HandlerPanicked`]).
+async fn answer_with(
+    tx: queue::Sender<Cmd>,
+    id: RequestId,
     method: String,
     fut: impl std::future::Future<Output = Result<Value, ErrorObject>>,
-) -> (Result<Value, ErrorObject>, Option<String>) {
+) {
     use futures_util::FutureExt;
-    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+    let (outcome, panicked) = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
         Ok(outcome) => (outcome, None),
         Err(_) => {
             let answer = ErrorObject::internal(format!("the host's handler for {method} panicked"));
             (Err(answer), Some(method))
         }
-    }
+    };
+    let _ = tx
+        .send(Cmd::Answer {
+            id,
+            outcome,
+            panicked,
+        })
+        .await;
 }
 
 /// One thing the driver takes, in the order it takes them.
