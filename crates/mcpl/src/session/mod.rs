@@ -90,8 +90,9 @@ pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
 pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
-    ServerState, SharedManifest,
+    ServerState,
 };
+pub use server_manifest::SharedManifest;
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};
 pub(crate) use turns::InferenceIds;

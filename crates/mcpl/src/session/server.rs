@@ -13,7 +13,6 @@
 //! (`server_ready`, §5.3) and the `initialize` result (`server_initialize`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -22,6 +21,7 @@ use super::server_inbound::{
     grant_in_force, host_notification, route_host_request, NotificationStep, RequestRoute,
 };
 use super::server_initialize::read_initialize;
+use super::server_manifest::SharedManifest;
 use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 use super::{Receiver, Refusal, ServerDiagnostic};
 use crate::capability::{CapabilitySet, Grant, Requirement};
@@ -36,36 +36,6 @@ use crate::protocol::hooks::BeforeInference;
 use crate::protocol::inference::InferenceChunk;
 use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method;
-
-/// A manifest and its feature-set declarations (§6.1) parsed once, for the
-/// [`ServerState`]s of many connections to share: a clone copies two pointers, so a
-/// server's idle connections hold one manifest between them, not one each.
-#[derive(Debug, Clone)]
-pub struct SharedManifest {
-    manifest: Arc<Value>,
-    declarations: Arc<FeatureSets>,
-}
-
-impl SharedManifest {
-    /// Parses `manifest`'s feature-set declarations and keeps both.
-    pub fn new(manifest: Value) -> SharedManifest {
-        let declarations = FeatureSets::from_mcpl(&manifest).0;
-        SharedManifest {
-            manifest: Arc::new(manifest),
-            declarations: Arc::new(declarations),
-        }
-    }
-
-    /// The manifest.
-    pub fn manifest(&self) -> &Value {
-        &self.manifest
-    }
-
-    /// Its feature-set declarations.
-    pub fn declarations(&self) -> &Arc<FeatureSets> {
-        &self.declarations
-    }
-}
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
@@ -435,7 +405,7 @@ impl ServerState {
     pub fn new(mut rules: ServerRules) -> ServerState {
         let manifest = SharedManifest::new(std::mem::take(&mut rules.manifest));
         let mut policy = ServerPolicyState::new(FeatureSets::default());
-        policy.set_declarations_shared(manifest.declarations.clone());
+        policy.set_declarations_shared(manifest.declarations().clone());
         let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
@@ -680,7 +650,7 @@ impl ServerState {
             super::server_initialize::application_initialize_result(
                 v,
                 &self.rules.mcp_capabilities,
-                &self.manifest.manifest,
+                self.manifest.manifest(),
                 &mut diags,
             )
         });
@@ -810,7 +780,7 @@ impl ServerState {
                 if r.method == ManifestFetch::NAME && self.rules.answers_manifest_fetch =>
             {
                 // §17.4: the manifest in force, as `initialize` would send it now.
-                let manifest = Value::clone(&self.manifest.manifest);
+                let manifest = self.manifest.manifest().clone();
                 self.respond(r.id, Ok(manifest))
             }
             Ok(RequestRoute::Admitted)
@@ -968,7 +938,7 @@ impl ServerState {
         Ok(super::server_initialize::initialize_result(
             version,
             &self.rules.mcp_capabilities,
-            &self.manifest.manifest,
+            self.manifest.manifest(),
             self.rules.server_info.clone(),
             self.rules.instructions.as_deref(),
         ))

@@ -1,12 +1,47 @@
 //! A manifest change on a live server connection (§17.3, §17.8): the changed manifest's
 //! feature sets declared on the session, and the `mcpl/manifestChanged` announcements still
 //! to send coalesced into one. Used by [`ServerState`](super::ServerState) and
-//! `server::Server` alike.
+//! `server::Server` alike, and the manifest the connections of one server share
+//! ([`SharedManifest`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
 
 use crate::jsonrpc::{Message, Notification};
 use crate::manifest::domains::ChangeDomain;
 use crate::manifest::ManifestChanged;
-use crate::policy::ServerPolicyState;
+use crate::policy::{FeatureSets, ServerPolicyState};
+
+/// A manifest and its feature-set declarations (§6.1) parsed once, for the
+/// [`ServerState`](super::ServerState)s of many connections to share: a clone copies two pointers, so a
+/// server's idle connections hold one manifest between them, not one each.
+#[derive(Debug, Clone)]
+pub struct SharedManifest {
+    manifest: Arc<Value>,
+    declarations: Arc<FeatureSets>,
+}
+
+impl SharedManifest {
+    /// Parses `manifest`'s feature-set declarations and keeps both.
+    pub fn new(manifest: Value) -> SharedManifest {
+        let declarations = FeatureSets::from_mcpl(&manifest).0;
+        SharedManifest {
+            manifest: Arc::new(manifest),
+            declarations: Arc::new(declarations),
+        }
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Value {
+        &self.manifest
+    }
+
+    /// Its feature-set declarations.
+    pub fn declarations(&self) -> &Arc<FeatureSets> {
+        &self.declarations
+    }
+}
 
 /// Declares the changed `manifest`'s feature sets on the live session. Reading: a set the
 /// change adds is derived like any other under the grant in force (and the host's `enabled`
@@ -14,7 +49,7 @@ use crate::policy::ServerPolicyState;
 /// and a set only names granted capabilities it uses (§6.4), so no capability is widened
 /// (§17.5: additions never auto-grant); a host that has not yet fetched the change refuses a
 /// use of the new name (`-32003`), which fails closed.
-pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &super::SharedManifest) {
+pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &SharedManifest) {
     policy.set_declarations_shared(manifest.declarations().clone());
 }
 

@@ -465,3 +465,4 @@ mod messages;
 mod model;
 mod policy;
 mod requests;
+mod turns;

@@ -1,0 +1,197 @@
+//! Lifecycle turns (§10.5) and outgoing streams (§14.3) the host starts, through the real
+//! pair: one terminal per `started`, one index and one `complete` per channel, both gated
+//! and bounded.
+
+use super::*;
+
+#[test]
+fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    p.host.start_turn("i1", "c", 0).expect("granted");
+    assert!(matches!(
+        p.host.start_turn("i1", "c", 0),
+        Err(StateError::Turn(_))
+    ));
+    p.host
+        .end_turn("i1", Terminal::Completed, Some(json!({"outputTokens": 3})))
+        .unwrap();
+    assert!(matches!(
+        p.host.end_turn("i1", Terminal::Aborted, None),
+        Err(StateError::Turn(_))
+    ));
+    // Ended ids are remembered: the same inference cannot start a second turn.
+    assert!(matches!(
+        p.host.start_turn("i1", "c", 1),
+        Err(StateError::Turn(_))
+    ));
+    p.drive();
+    // The server pairs them with its §10.5 tracker: one start, one end, usage kept.
+    let turns: Vec<String> = p
+        .server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Turn(TurnEvent::Started(s)) => Some(format!("start {}", s.inference_id)),
+            ServerOutput::Turn(TurnEvent::Ended(e)) => Some(format!(
+                "end {} {:?}",
+                e.inference_id,
+                matches!(&e.outcome, TurnOutcome::Completed { usage: Some(u) } if u.output_tokens == Some(3))
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns, ["start i1", "end i1 true"]);
+    // Not granted: nothing is sent (§5.4).
+    let mut q = Pair::connect(&["pushEvents"], server_rules());
+    assert!(matches!(
+        q.host.start_turn("i2", "c", 0),
+        Err(StateError::NotSent(OutboundRefusal::NotGranted(_)))
+    ));
+    q.collect();
+    assert!(!q
+        .to_server
+        .iter()
+        .any(|t| t.contains("inference/lifecycle")));
+}
+
+/// §10.5 and §14.3 bounds: past `ENDED_IDS_REMEMBERED` open turns or streams a new id is
+/// `TooManyOpen`, while an id already open is still refused as the duplicate it is (ending
+/// others would not make room for it); ending one makes room.
+#[test]
+fn open_turns_and_streams_are_bounded_and_a_duplicate_at_the_bound_stays_a_duplicate() {
+    let limit = crate::session::ENDED_IDS_REMEMBERED;
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    for i in 0..limit {
+        p.host.start_turn(&format!("t{i}"), "c", 0).expect("room");
+        p.host.start_stream(&format!("s{i}"), None).expect("room");
+    }
+    assert!(matches!(
+        p.host.start_turn("new", "c", 0),
+        Err(StateError::TooManyOpen { what: "lifecycle turns", limit: l }) if l == limit
+    ));
+    assert!(matches!(
+        p.host.start_stream("new", None),
+        Err(StateError::TooManyOpen { what: "outgoing streams", limit: l }) if l == limit
+    ));
+    assert!(matches!(
+        p.host.start_turn("t0", "c", 1),
+        Err(StateError::Turn(_))
+    ));
+    assert!(matches!(
+        p.host.start_stream("s0", None),
+        Err(StateError::Stream(_))
+    ));
+    p.host.end_turn("t0", Terminal::Completed, None).unwrap();
+    p.host.start_turn("new", "c", 0).expect("room again");
+    p.host.end_stream("s0").unwrap();
+    p.host.start_stream("new", None).expect("room again");
+}
+
+/// §14.3 through the real pair: one index across the inference's channels, one `complete`
+/// per channel with its whole text (also when the stream just ends), a completed channel
+/// closed, one stream per inference, and every frame gated (§5.4, §14.1): a channel the
+/// server did not register as outbound, or a stream without `channels.streaming`, sends
+/// nothing; a `complete` the gate no longer allows at the end is reported, not sent.
+#[test]
+fn s14_3_outgoing_streams_index_per_inference_complete_once_and_are_gated() {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({ "register": {}, "streaming": {} });
+    let mut p = Pair::connect(&["channels.register", "channels.streaming"], rules.clone());
+    let r = call(
+        &mut p,
+        300,
+        "channels/register",
+        json!({"channels": [
+            {"id": "a", "type": "chat", "direction": "outbound"},
+            {"id": "b", "type": "chat", "direction": "bidirectional"},
+            {"id": "in", "type": "chat", "direction": "inbound"}
+        ]}),
+    );
+    assert_eq!(r["result"]["results"][2]["accepted"], true, "{r}");
+    p.host.start_stream("i1", Some("c1")).unwrap();
+    assert!(matches!(
+        p.host.start_stream("i1", None),
+        Err(StateError::Stream(_))
+    ));
+    p.host.stream_chunk("i1", "a", "Hel").unwrap();
+    p.host.stream_chunk("i1", "b", "x").unwrap();
+    assert!(matches!(
+        p.host.stream_chunk("i1", "in", "no"),
+        Err(StateError::NotSent(OutboundRefusal::ChannelNotPermitted(_)))
+    ));
+    p.host.stream_chunk("i1", "a", "lo").unwrap();
+    p.host.stream_complete("i1", "a").unwrap();
+    assert!(matches!(
+        p.host.stream_chunk("i1", "a", "again"),
+        Err(StateError::Completed(_))
+    ));
+    p.host.end_stream("i1").unwrap();
+    assert!(matches!(
+        p.host.start_stream("i1", None),
+        Err(StateError::Stream(_))
+    ));
+    p.drive();
+    let chunks = server_notifications(&p, "channels/outgoing/chunk");
+    let indexes: Vec<(&Value, &Value)> = chunks
+        .iter()
+        .map(|c| (&c["channelId"], &c["index"]))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            (&json!("a"), &json!(0)),
+            (&json!("b"), &json!(1)),
+            (&json!("a"), &json!(2))
+        ]
+    );
+    assert!(chunks.iter().all(|c| c["conversationId"] == "c1"));
+    let completes = server_notifications(&p, "channels/outgoing/complete");
+    let texts: Vec<(&Value, &Value)> = completes
+        .iter()
+        .map(|c| (&c["channelId"], &c["content"][0]["text"]))
+        .collect();
+    assert_eq!(
+        texts,
+        [(&json!("a"), &json!("Hello")), (&json!("b"), &json!("x"))]
+    );
+
+    // Narrowed mid-stream: the owed `complete` is reported, not sent.
+    p.host.start_stream("i2", None).unwrap();
+    p.host.stream_chunk("i2", "b", "y").unwrap();
+    p.host
+        .set_policy(p.now, vec!["channels.register".into()])
+        .unwrap();
+    p.drive();
+    p.host.end_stream("i2").unwrap();
+    p.drive();
+    assert_eq!(
+        server_notifications(&p, "channels/outgoing/complete").len(),
+        2
+    );
+    assert!(p.host_out.iter().any(|o| matches!(
+        o,
+        HostOutput::Diagnostic(HostDiagnostic::OutgoingNotCompleted { inference_id, channel_id, .. })
+            if inference_id == "i2" && channel_id == "b"
+    )));
+
+    // Without channels.streaming nothing is streamed.
+    let mut q = Pair::connect(&["channels.register"], rules);
+    call(
+        &mut q,
+        301,
+        "channels/register",
+        json!({"channels": [{"id": "a", "type": "chat", "direction": "outbound"}]}),
+    );
+    q.host.start_stream("i1", None).unwrap();
+    assert!(matches!(
+        q.host.stream_chunk("i1", "a", "x"),
+        Err(StateError::NotSent(OutboundRefusal::NotGranted(
+            Capability::ChannelsStreaming
+        )))
+    ));
+    q.drive();
+    assert!(server_notifications(&q, "channels/outgoing/chunk").is_empty());
+}
