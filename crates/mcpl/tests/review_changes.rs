@@ -615,3 +615,30 @@ fn s17_5_the_manifest_in_force_reads_back_exactly_and_diffs_against_the_kept_one
         assert_eq!(r.revision(), Some(revision(&narrowed).unwrap().as_str()));
     }
 }
+
+/// The manifest in force reads back whatever its depth: a vendor member nested past
+/// `serde_json`'s parse depth (128) is still the manifest given, not `null` (the kept text
+/// must not be read back through a limit the given `Value` was never subject to), and a
+/// fetch of the same content is still `Unchanged`.
+#[test]
+fn s17_5_a_deeply_nested_manifest_in_force_reads_back_exactly() {
+    let mut deep = json!("leaf");
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    let mut m = base();
+    m["x-vendor"] = deep;
+    let mut r = review_all(&m);
+    let mut narrowed = m.clone();
+    narrowed["featureSets"]
+        .as_object_mut()
+        .unwrap()
+        .remove("chat.relay");
+    let rc = receipt(&mut r, &narrowed);
+    assert_eq!(rc.domains, [ChangeDomain::FeatureSets]);
+    assert_eq!(r.manifest(), &narrowed);
+    assert!(matches!(
+        r.on_fetched(&narrowed.clone(), None, t(20)).result,
+        FetchResult::Unchanged
+    ));
+}

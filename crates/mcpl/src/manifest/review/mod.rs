@@ -157,13 +157,33 @@ struct KeptManifest {
     parsed: std::sync::OnceLock<Value>,
 }
 
+/// The deepest nesting [`KeptManifest`] keeps as text alone (below `serde_json`'s parse
+/// depth limit of 128).
+const KEPT_AS_TEXT_DEPTH: usize = 100;
+
+/// Whether `v` nests arrays and objects more than `depth` deep.
+fn nested_deeper_than(v: &Value, depth: usize) -> bool {
+    let deeper = |x: &Value| depth == 0 || nested_deeper_than(x, depth - 1);
+    match v {
+        Value::Array(a) => depth == 0 || a.iter().any(deeper),
+        Value::Object(o) => depth == 0 || o.values().any(deeper),
+        _ => false,
+    }
+}
+
 impl KeptManifest {
     fn new(manifest: &Value) -> KeptManifest {
         // Writing a `Value` to a string cannot fail (its keys are strings).
         let text = serde_json::to_string(manifest).unwrap_or_else(|_| "null".to_owned());
+        let parsed = std::sync::OnceLock::new();
+        // Text nested deeper than the parser's depth limit (128) would not parse back: such
+        // a manifest keeps its tree.
+        if nested_deeper_than(manifest, KEPT_AS_TEXT_DEPTH) {
+            let _ = parsed.set(manifest.clone());
+        }
         KeptManifest {
             text: text.into(),
-            parsed: std::sync::OnceLock::new(),
+            parsed,
         }
     }
 
