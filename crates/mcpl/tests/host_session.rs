@@ -2895,6 +2895,55 @@ async fn diagnostics_the_full_queue_had_no_room_for_are_counted_and_delivered() 
     );
 }
 
+/// A diagnostics queue of capacity 1 still delivers diagnostics after some were dropped: the
+/// count of the dropped ones must not take the only slot ahead of every later diagnostic
+/// (which would then itself be dropped and counted, round after round, though the
+/// application drains the queue each time).
+#[tokio::test]
+async fn a_diagnostics_queue_of_one_still_delivers_diagnostics_after_a_drop() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.diagnostics_capacity = 1;
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let _ = drain_diags(&mut streams);
+    let unhandled = |i: u32| {
+        server.peer.notify_raw(
+            "notifications/message",
+            Some(json!({"level": "info", "data": i})),
+        )
+    };
+    for i in 0..5 {
+        unhandled(i).await.unwrap();
+    }
+    server.call("ping", json!({})).await.unwrap();
+    let first = drain_diags(&mut streams);
+    assert!(
+        !first.is_empty()
+            && first
+                .iter()
+                .all(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. })),
+        "{first:?}"
+    );
+    let dropped = 5 - first.len() as u64;
+    let mut later = Vec::new();
+    for i in 5..8 {
+        unhandled(i).await.unwrap();
+        server.call("ping", json!({})).await.unwrap();
+        later.extend(drain_diags(&mut streams));
+    }
+    assert!(
+        later
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. })),
+        "{later:?}"
+    );
+    assert!(
+        later.iter().any(
+            |d| matches!(d, HostDiagnostic::DiagnosticsDropped { count } if *count == dropped)
+        ),
+        "{later:?}"
+    );
+}
+
 /// A session whose server stopped reading: its writer is full (large
 /// `inference/lifecycle` notifications), so its driver is stuck writing.
 async fn stuck_session(

@@ -94,7 +94,8 @@ pub struct HostConfig {
     /// Capacity of the event stream; a full stream refuses new push events.
     pub event_capacity: usize,
     /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged)
-    /// and counted ([`HostDiagnostic::DiagnosticsDropped`]).
+    /// and counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
+    /// is taken as 2): the count needs a slot beside the diagnostic it precedes.
     pub diagnostics_capacity: usize,
     /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
     pub dedupe_window: usize,

@@ -249,7 +249,9 @@ impl HostSession {
             std::time::SystemTime::now(),
         )?;
         let (etx, erx) = queue::channel(config.event_capacity);
-        let (dtx, drx) = queue::channel(config.diagnostics_capacity);
+        // At least 2: a count of dropped diagnostics goes in beside the diagnostic it
+        // precedes ([`report_diag`]); with one slot the count would take it every time.
+        let (dtx, drx) = queue::channel(config.diagnostics_capacity.max(2));
         let (ctx, crx) = queue::channel(driver::COMMANDS_QUEUED);
         let shared = Arc::new(Shared {
             channel_limits: config.channel_limits(),
