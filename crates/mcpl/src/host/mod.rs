@@ -137,7 +137,10 @@ struct Shared {
     progress: std::sync::atomic::AtomicU64,
     /// Diagnostics not delivered since the last one that was (the queue was full); shared
     /// with the connection's diagnostics forwarder ([`report_diag`]).
-    diags_lost: Arc<std::sync::atomic::AtomicU64>,
+    /// A lock, not an atomic: the count and the diagnostic after it are queued in one step,
+    /// so a diagnostic reported from the other side at the same time cannot slip in ahead
+    /// of the count.
+    diags_lost: Arc<Mutex<u64>>,
 }
 
 /// How much longer than the timeout of the exchange it waits on an application call waits
@@ -201,22 +204,25 @@ impl std::fmt::Debug for HostSession {
 fn report_diag(
     label: &std::sync::OnceLock<String>,
     diags: &queue::Sender<HostDiagnostic>,
-    lost: &std::sync::atomic::AtomicU64,
+    lost: &Mutex<u64>,
     d: HostDiagnostic,
 ) {
-    use std::sync::atomic::Ordering;
     tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
-    let count = lost.swap(0, Ordering::SeqCst);
-    if count > 0
-        && diags
+    // Held across both sends (neither waits): the queue's order is the order taken here.
+    let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
+    if *lost > 0 {
+        let count = *lost;
+        if diags
             .try_send(HostDiagnostic::DiagnosticsDropped { count })
             .is_err()
-    {
-        lost.fetch_add(count + 1, Ordering::SeqCst);
-        return;
+        {
+            *lost += 1;
+            return;
+        }
+        *lost = 0;
     }
     if diags.try_send(d).is_err() {
-        lost.fetch_add(1, Ordering::SeqCst);
+        *lost += 1;
     }
 }
 
