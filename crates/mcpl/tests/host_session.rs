@@ -3017,6 +3017,61 @@ async fn exchanges_with_a_server_that_stops_reading_end_at_their_timeout() {
     assert!(timed_out(&r, "tools/list"), "{r:?}");
 }
 
+/// Every application call is bounded (never unbounded time): on a session whose server
+/// stopped reading, starting a turn, ending one and starting an outgoing stream end at the
+/// peer's `request_timeout` plus `DRIVER_GRACE` with a `PeerError::Timeout`, as the
+/// ontology and pattern calls do, instead of waiting on the stuck driver for good. Once the
+/// server reads again: the turn whose start was given up was never started (its id starts
+/// afresh, one `started` on the wire), and the turn whose end was given up is still ended,
+/// once, `aborted` (§10.5: one terminal per `started`).
+#[tokio::test(start_paused = true)]
+async fn turn_and_stream_calls_on_a_server_that_stops_reading_end_at_the_request_timeout() {
+    let (stuck, _streams, mut server, mut fillers) = stuck_session(&["inferenceLifecycle"]).await;
+    let guard = Duration::from_secs(600);
+    let r = tokio::time::timeout(guard, stuck.start_turn("late", "c", 0))
+        .await
+        .expect("start_turn hung");
+    assert!(timed_out(&r, "inference/lifecycle"), "{:?}", r.err());
+    let filler = fillers.remove(0);
+    let filler_id = filler.inference_id().to_owned();
+    let r = tokio::time::timeout(guard, filler.complete(None))
+        .await
+        .expect("Turn::complete hung");
+    assert!(timed_out(&r, "inference/lifecycle"), "{r:?}");
+    let r = tokio::time::timeout(guard, stuck.outgoing_stream("late-stream", None))
+        .await
+        .expect("outgoing_stream hung");
+    assert!(timed_out(&r, "channels/outgoing/chunk"), "{:?}", r.err());
+    let r = tokio::time::timeout(guard, stuck.revoke_ontology("news"))
+        .await
+        .expect("revoke_ontology hung");
+    assert_eq!(r, None);
+
+    // The server reads again: everything held is written, then the fresh start.
+    let again = {
+        let s = stuck.clone();
+        tokio::spawn(async move { s.start_turn("late", "c", 1).await.map(drop) })
+    };
+    let mut filler_terminals = Vec::new();
+    loop {
+        let p = server.notification("inference/lifecycle").await.unwrap();
+        let (id, phase) = (
+            p["inferenceId"].as_str().unwrap(),
+            p["phase"].as_str().unwrap(),
+        );
+        if id == filler_id && phase != "started" {
+            filler_terminals.push(phase.to_owned());
+        }
+        if id == "late" {
+            assert_eq!(phase, "started", "the given-up start was never sent");
+            assert_eq!(p["turnIndex"], 1, "{p}");
+            break;
+        }
+    }
+    again.await.unwrap().unwrap();
+    assert_eq!(filler_terminals, ["aborted"]);
+}
+
 /// §6.7: policy calls queue behind the exchange in flight. A slow server that answers each
 /// just inside `policy_timeout` delays the third call far past its own `policy_timeout` plus
 /// `DRIVER_GRACE`, but the driver keeps carrying out inputs, so no call gives up: only a

@@ -341,6 +341,13 @@ impl Driver {
                     let _ = reply.send(None);
                 }
             },
+            // A caller that gave up (`HostSession::call_bounded`: told nothing was sent)
+            // starts nothing and sends no frame of a stream.
+            Cmd::StartTurn { reply, .. }
+            | Cmd::StartStream { reply, .. }
+            | Cmd::StreamChunk { reply, .. }
+            | Cmd::StreamComplete { reply, .. }
+                if reply.is_closed() => {}
             Cmd::StartTurn {
                 inference_id,
                 conversation_id,

@@ -26,6 +26,7 @@ impl HostSession {
     /// name or pattern.
     pub async fn disable_by_notification(&self, sets: &[String]) -> Result<(), HostError> {
         let sets = sets.to_vec();
-        self.call(|r| Cmd::Disable(sets, r)).await?
+        self.call_bounded(FeatureSetsUpdate::NAME, |r| Cmd::Disable(sets, r))
+            .await?
     }
 }

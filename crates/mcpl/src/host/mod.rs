@@ -363,6 +363,20 @@ impl HostSession {
         }
     }
 
+    /// [`HostSession::call`], given up like [`HostSession::call_within`] after the peer's
+    /// `request_timeout` (as `method`'s timeout): bounded also for a server that stops
+    /// reading while the driver holds too much to take calls. A call given up this way is
+    /// not carried out when the driver reaches it, except a turn's or stream's end (§10.5,
+    /// §14.3: owed either way).
+    async fn call_bounded<T>(
+        &self,
+        method: &str,
+        make: impl FnOnce(Reply<T>) -> Cmd,
+    ) -> Result<T, HostError> {
+        let timeout = self.inner.shared.config.peer.request_timeout;
+        self.call_within(method, timeout, make).await
+    }
+
     /// Sends an application call to the driver and waits for its reply; a driver gone (the
     /// connection ended) is the close.
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, HostError> {
@@ -467,7 +481,7 @@ impl HostSession {
     ) -> Result<String, crate::manifest::review::ReviewError> {
         let name = name.to_owned();
         let missing = crate::manifest::review::ReviewError::NoOntology(name.clone());
-        self.call(|r| Cmd::AcceptOntology(name, r))
+        self.call_bounded("acceptOntology", |r| Cmd::AcceptOntology(name, r))
             .await
             .unwrap_or(Err(missing))
     }
@@ -476,7 +490,7 @@ impl HostSession {
     /// edges stop applying to later messages. Returns the digest that was accepted, if any.
     pub async fn revoke_ontology(&self, name: &str) -> Option<String> {
         let name = name.to_owned();
-        self.call(|r| Cmd::RevokeOntology(name, r))
+        self.call_bounded("revokeOntology", |r| Cmd::RevokeOntology(name, r))
             .await
             .ok()
             .flatten()
@@ -489,7 +503,11 @@ impl HostSession {
         I: IntoIterator<Item = &'a str>,
     {
         let patterns: Vec<String> = patterns.into_iter().map(str::to_owned).collect();
-        let _ = self.call(|r| Cmd::ConsumerPatterns(patterns, r)).await;
+        let _ = self
+            .call_bounded("setConsumerPatterns", |r| {
+                Cmd::ConsumerPatterns(patterns, r)
+            })
+            .await;
     }
 
     /// The accepted ontology digest of feature set `name`, if any is standing.

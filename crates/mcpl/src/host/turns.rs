@@ -2,6 +2,8 @@
 //! machine's turns and streams, each call an input to the driver.
 
 use super::*;
+use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
+use crate::protocol::lifecycle::InferenceLifecycle;
 
 /// A started turn (§10.5): exactly one terminal per `started` on every exit path the host
 /// controls. Finish it with [`Turn::complete`], [`Turn::fail`] or [`Turn::abort`]; dropping it
@@ -29,14 +31,15 @@ impl Turn {
         let inference_id = self.inference_id.clone();
         let r = self
             .session
-            .call(|reply| Cmd::EndTurn {
+            .call_bounded(InferenceLifecycle::NAME, |reply| Cmd::EndTurn {
                 inference_id,
                 terminal: t,
                 usage,
                 reply: Some(reply),
             })
             .await;
-        self.owed = false;
+        // Given up before the driver took it: still owed, so `Drop` ends the turn.
+        self.owed = gave_up(&r);
         r?
     }
 
@@ -97,7 +100,7 @@ impl OutgoingStream {
         let (inference_id, channel_id) = (self.inference_id.clone(), channel_id.to_owned());
         let delta = delta.to_owned();
         self.session
-            .call(|reply| Cmd::StreamChunk {
+            .call_bounded(ChannelsOutgoingChunk::NAME, |reply| Cmd::StreamChunk {
                 inference_id,
                 channel_id,
                 delta,
@@ -112,10 +115,12 @@ impl OutgoingStream {
     pub async fn complete(&mut self, channel_id: &str) -> Result<(), HostError> {
         let (inference_id, channel_id) = (self.inference_id.clone(), channel_id.to_owned());
         self.session
-            .call(|reply| Cmd::StreamComplete {
-                inference_id,
-                channel_id,
-                reply,
+            .call_bounded(ChannelsOutgoingComplete::NAME, |reply| {
+                Cmd::StreamComplete {
+                    inference_id,
+                    channel_id,
+                    reply,
+                }
             })
             .await?
     }
@@ -126,12 +131,13 @@ impl OutgoingStream {
         let inference_id = self.inference_id.clone();
         let r = self
             .session
-            .call(|reply| Cmd::EndStream {
+            .call_bounded(ChannelsOutgoingComplete::NAME, |reply| Cmd::EndStream {
                 inference_id,
                 reply: Some(reply),
             })
             .await;
-        self.open = false;
+        // Given up before the driver took it: still open, so `Drop` ends the stream.
+        self.open = gave_up(&r);
         r?
     }
 }
@@ -169,17 +175,17 @@ impl HostSession {
             inference_id: id.clone(),
         };
         let r = self
-            .call(|reply| Cmd::StartTurn {
+            .call_bounded(InferenceLifecycle::NAME, |reply| Cmd::StartTurn {
                 inference_id: id,
                 conversation_id,
                 turn_index,
                 reply,
             })
-            .await
-            .and_then(|decided| decided);
-        // Refused: nothing to end.
-        turn.owed = r.is_ok();
-        r.map(|()| turn)
+            .await;
+        // Refused: nothing to end. Given up: the driver will not start it, and the guard's
+        // `Drop` ends it should it have started all the same.
+        turn.owed = gave_up(&r) || matches!(r, Ok(Ok(())));
+        r.and_then(|decided| decided).map(|()| turn)
     }
 
     /// Starts the outgoing stream of inference `inference_id` to this server (§14.3). One
@@ -198,14 +204,19 @@ impl HostSession {
             open: true,
         };
         let r = self
-            .call(|reply| Cmd::StartStream {
+            .call_bounded(ChannelsOutgoingChunk::NAME, |reply| Cmd::StartStream {
                 inference_id: id,
                 conversation_id,
                 reply,
             })
-            .await
-            .and_then(|decided| decided);
-        stream.open = r.is_ok();
-        r.map(|()| stream)
+            .await;
+        stream.open = gave_up(&r) || matches!(r, Ok(Ok(())));
+        r.and_then(|decided| decided).map(|()| stream)
     }
+}
+
+/// Whether a call was given up before the driver took it
+/// ([`HostSession::call_bounded`](super::HostSession)'s timeout).
+fn gave_up<T>(r: &Result<T, HostError>) -> bool {
+    matches!(r, Err(HostError::Peer(PeerError::Timeout { .. })))
 }
