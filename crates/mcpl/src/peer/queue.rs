@@ -100,6 +100,17 @@ pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     (Sender { chan: chan.clone() }, Receiver { chan })
 }
 
+/// Counts a sender among the waiting ones while it waits for room (cancelled included):
+/// [`Sender::send`] and [`Sender::send_from`].
+struct Waiting<'a, T>(&'a Chan<T>);
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        let mut st = self.0.state();
+        st.waiting = st.waiting.saturating_sub(1);
+    }
+}
+
 impl<T> Sender<T> {
     /// Queues `item` if there is room and no sender is waiting for it: room made while
     /// senders wait is theirs, in the order they began waiting (as tokio's `mpsc`), so a
@@ -134,14 +145,6 @@ impl<T> Sender<T> {
     /// Queues `item`, waiting for room; hands it back if the receiver is closed or gone.
     /// Cancel-safe: dropped while waiting, nothing was queued.
     pub(crate) async fn send(&self, item: T) -> Result<(), T> {
-        /// Counts this sender among the waiting ones while it waits (cancelled included).
-        struct Waiting<'a, T>(&'a Chan<T>);
-        impl<T> Drop for Waiting<'_, T> {
-            fn drop(&mut self) {
-                let mut st = self.0.state();
-                st.waiting = st.waiting.saturating_sub(1);
-            }
-        }
         let mut item = item;
         // A first attempt queues behind senders already waiting (fairness, as
         // [`Sender::try_send`]); a woken one takes the room its wake-up was for.
@@ -186,14 +189,6 @@ impl<T> Sender<T> {
         held: &mut VecDeque<H>,
         mut into: impl FnMut(H) -> T,
     ) -> Result<usize, ()> {
-        /// Counts this sender among the waiting ones while it waits (cancelled included).
-        struct Waiting<'a, T>(&'a Chan<T>);
-        impl<T> Drop for Waiting<'_, T> {
-            fn drop(&mut self) {
-                let mut st = self.0.state();
-                st.waiting = st.waiting.saturating_sub(1);
-            }
-        }
         let mut woken = false;
         loop {
             let room = self.chan.room.notified();
