@@ -2855,33 +2855,43 @@ async fn a_panicking_request_handler_is_reported_as_the_applications_mistake() {
     assert_eq!(panicked, ["inference/request", "inference/request"]);
 }
 
+/// A session whose diagnostics queue holds `capacity`, with what connecting reported
+/// drained.
+async fn diagnostics_session(capacity: usize) -> (HostSession, HostStreams, Server) {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.diagnostics_capacity = capacity;
+    let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let _ = drain_diags(&mut streams);
+    (s, streams, server)
+}
+
+/// The server sends one `notifications/message` (reported by the host as unhandled) per
+/// item of `data`, then a ping, answered after the host handled every one of them.
+async fn unhandled(server: &Server, data: std::ops::Range<u32>) {
+    for i in data {
+        let params = json!({"level": "info", "data": i});
+        server
+            .peer
+            .notify_raw("notifications/message", Some(params))
+            .await
+            .unwrap();
+    }
+    server.call("ping", json!({})).await.unwrap();
+}
+
 /// Nothing is lost silently: diagnostics that find the application's queue full
 /// (`diagnostics_capacity`) are counted, and the count is delivered
 /// (`HostDiagnostic::DiagnosticsDropped`) ahead of the next diagnostic that finds room.
 #[tokio::test]
 async fn diagnostics_the_full_queue_had_no_room_for_are_counted_and_delivered() {
-    let mut cfg = config(&["pushEvents"]);
-    cfg.diagnostics_capacity = 2;
-    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
-    let _ = drain_diags(&mut streams);
-    let unhandled = |i: u32| {
-        server.peer.notify_raw(
-            "notifications/message",
-            Some(json!({"level": "info", "data": i})),
-        )
-    };
-    for i in 0..5 {
-        unhandled(i).await.unwrap();
-    }
-    // Answered after the host handled every notification before it.
-    server.call("ping", json!({})).await.unwrap();
+    let (_s, mut streams, server) = diagnostics_session(2).await;
+    unhandled(&server, 0..5).await;
     let first = drain_diags(&mut streams);
     assert_eq!(first.len(), 2, "{first:?}");
     assert!(first
         .iter()
         .all(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. })));
-    unhandled(5).await.unwrap();
-    server.call("ping", json!({})).await.unwrap();
+    unhandled(&server, 5..6).await;
     let next = drain_diags(&mut streams);
     assert!(
         matches!(
@@ -2901,20 +2911,8 @@ async fn diagnostics_the_full_queue_had_no_room_for_are_counted_and_delivered() 
 /// application drains the queue each time).
 #[tokio::test]
 async fn a_diagnostics_queue_of_one_still_delivers_diagnostics_after_a_drop() {
-    let mut cfg = config(&["pushEvents"]);
-    cfg.diagnostics_capacity = 1;
-    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
-    let _ = drain_diags(&mut streams);
-    let unhandled = |i: u32| {
-        server.peer.notify_raw(
-            "notifications/message",
-            Some(json!({"level": "info", "data": i})),
-        )
-    };
-    for i in 0..5 {
-        unhandled(i).await.unwrap();
-    }
-    server.call("ping", json!({})).await.unwrap();
+    let (_s, mut streams, server) = diagnostics_session(1).await;
+    unhandled(&server, 0..5).await;
     let first = drain_diags(&mut streams);
     assert!(
         !first.is_empty()
@@ -2926,8 +2924,7 @@ async fn a_diagnostics_queue_of_one_still_delivers_diagnostics_after_a_drop() {
     let dropped = 5 - first.len() as u64;
     let mut later = Vec::new();
     for i in 5..8 {
-        unhandled(i).await.unwrap();
-        server.call("ping", json!({})).await.unwrap();
+        unhandled(&server, i..i + 1).await;
         later.extend(drain_diags(&mut streams));
     }
     assert!(
