@@ -24,6 +24,28 @@ fn small() -> PeerConfig {
     }
 }
 
+/// Connects a host granted `pushEvents` and `also` to `server` over memory, and waits until
+/// the server's session holds the grant.
+async fn connect(
+    server: &Server,
+    peer: PeerConfig,
+    also: &str,
+) -> (HostSession, mcpl::host::HostStreams, mcpl::server::Session) {
+    let (a, b) = mcpl::transport::memory::pair();
+    let session = server.start(b);
+    let mut grant = session.grant_changes();
+    let config = HostConfig {
+        policy: vec!["pushEvents".into(), also.into()],
+        peer,
+        ..HostConfig::default()
+    };
+    let (host, streams) = HostSession::connect(a, config).await.unwrap();
+    while !session.granted(Capability::PushEvents) {
+        grant.changed().await.unwrap();
+    }
+    (host, streams, session)
+}
+
 /// The server pushes `pushes` events of ≈ 2 KB while the host starts `turns` turns with
 /// 20 KB ids (`inference/lifecycle`, §10.5): both pipes fill at once.
 async fn both_ways(peer: PeerConfig, pushes: usize, turns: usize) {
@@ -36,18 +58,7 @@ async fn both_ways(peer: PeerConfig, pushes: usize, turns: usize) {
         .peer_config(peer.clone())
         .build()
         .unwrap();
-    let (a, b) = mcpl::transport::memory::pair();
-    let session = server.start(b);
-    let mut grant = session.grant_changes();
-    let config = HostConfig {
-        policy: vec!["pushEvents".into(), "inferenceLifecycle".into()],
-        peer,
-        ..HostConfig::default()
-    };
-    let (host, _streams) = HostSession::connect(a, config).await.unwrap();
-    while !session.granted(Capability::PushEvents) {
-        grant.changed().await.unwrap();
-    }
+    let (host, _streams, session) = connect(&server, peer, "inferenceLifecycle").await;
     let body = "x".repeat(2_000);
     let pushed: Vec<_> = (0..pushes)
         .map(|i| {
@@ -206,18 +217,7 @@ async fn both_sides_past_their_in_flight_bound_do_not_deadlock() {
         .peer_config(peer.clone())
         .build()
         .unwrap();
-    let (a, b) = mcpl::transport::memory::pair();
-    let session = server.start(b);
-    let mut grant = session.grant_changes();
-    let config = HostConfig {
-        policy: vec!["pushEvents".into(), "tools".into()],
-        peer,
-        ..HostConfig::default()
-    };
-    let (host, _streams) = HostSession::connect(a, config).await.unwrap();
-    while !session.granted(Capability::PushEvents) {
-        grant.changed().await.unwrap();
-    }
+    let (host, _streams, session) = connect(&server, peer, "tools").await;
     let body = "x".repeat(8_000);
     let pushed: Vec<_> = (0..N)
         .map(|i| {
