@@ -196,10 +196,10 @@ impl Drop for ChildReader {
         };
         let mut exit = self.exit.clone();
         handle.spawn(async move {
-            let mut rest = lines.into_inner();
+            let (mut rest, _unframed) = lines.into_parts();
             let mut sink = tokio::io::sink();
             tokio::select! {
-                _ = tokio::io::copy_buf(&mut rest, &mut sink) => {}
+                _ = tokio::io::copy(&mut rest, &mut sink) => {}
                 _ = exited(&mut exit) => {}
             }
         });

@@ -18,7 +18,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 pub mod budget;
 pub mod child;
@@ -177,11 +177,13 @@ impl Transport {
     }
 }
 
-/// Read buffer of each line reader. Longer lines are assembled across reads, so this only
-/// trades syscalls against memory: 2 KiB keeps an idle connection small (the buffer is
-/// zero-filled, hence resident, from the start; issue #20 counts every idle KiB at 2,000
-/// connections).
-const READ_BUFFER: usize = 2 * 1024;
+/// Bytes one read of a line reader asks for. They are read into the polling thread's stack
+/// and copied out at once: into the line being assembled, and whatever follows its newline
+/// into the reader's `pending` buffer (so at most this much per connection). `pending` is
+/// freed whenever a read finds nothing to read, so an idle connection holds no read buffer
+/// (issue #24 counts every idle KiB; tokio's `BufReader` kept its whole buffer, zero-filled,
+/// for the connection's life).
+const READ_CHUNK: usize = 8 * 1024;
 
 /// Bytes of one partial line a reader takes in (buffered, or skipped while discarding)
 /// before it yields to the other tasks of its runtime. Without it, a connection streaming a
@@ -198,7 +200,11 @@ const RECYCLED_LINE_BYTES: usize = 512;
 /// Newline-delimited framing over a byte stream, with a size limit that never buffers an
 /// oversized line.
 pub struct LineReader<R> {
-    inner: BufReader<R>,
+    inner: R,
+    /// Bytes read after the end of a line and not framed yet (`pending[pos..]`); empty,
+    /// without capacity, while the connection is idle.
+    pending: Vec<u8>,
+    pos: usize,
     line: Vec<u8>,
     /// `Some(n)` while discarding an oversized line of which `n` bytes were seen.
     discarding: Option<usize>,
@@ -209,11 +215,23 @@ pub struct LineReader<R> {
     hold: budget::Hold,
 }
 
+/// What one read of a [`LineReader`] gave.
+enum Read {
+    /// The byte reader ended.
+    Eof,
+    /// A frame was completed (bytes after it are kept in `pending`).
+    Frame(Frame),
+    /// This many bytes of a line still without its end were taken.
+    Partial(usize),
+}
+
 impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// Wraps a byte reader with the default limit.
     pub fn new(inner: R) -> Self {
         LineReader {
-            inner: BufReader::with_capacity(READ_BUFFER, inner),
+            inner,
+            pending: Vec::new(),
+            pos: 0,
             line: Vec::new(),
             discarding: None,
             refused: false,
@@ -222,9 +240,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
     }
 
-    /// The underlying buffered reader (with any bytes not yet framed).
-    pub fn into_inner(self) -> BufReader<R> {
-        self.inner
+    /// The byte reader, and the bytes read from it that no frame has taken yet.
+    pub fn into_parts(self) -> (R, Vec<u8>) {
+        let mut pending = self.pending;
+        pending.drain(..self.pos.min(pending.len()));
+        (self.inner, pending)
     }
 
     fn finish_line(&mut self) -> Frame {
@@ -242,65 +262,122 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
     }
 
-    /// Reads the next frame. Cancel-safe: all progress lives in `self`. Yields to the
-    /// runtime after every 64 KiB of a line still without its end, so one
-    /// long line never holds a worker thread.
+    /// Reads the next frame. Cancel-safe: all progress lives in `self` (every read is
+    /// taken apart within the poll that made it). Yields to the runtime after every 64 KiB
+    /// of a line still without its end, so one long line never holds a worker thread.
     pub async fn read_frame(&mut self) -> io::Result<Option<Frame>> {
         let mut since_yield = 0usize;
         loop {
-            let available = self.inner.fill_buf().await?;
-            if available.is_empty() {
-                if self.refused {
-                    self.refused = false;
-                    return Ok(None);
+            let read = if self.pos < self.pending.len() {
+                let pending = std::mem::take(&mut self.pending);
+                let (consumed, frame) = self.take(&pending[self.pos..]);
+                self.pending = pending;
+                self.pos += consumed;
+                if self.pos >= self.pending.len() {
+                    self.pending.clear();
+                    self.pos = 0;
                 }
-                if self.discarding.is_none() && self.line.is_empty() {
-                    return Ok(None);
+                match frame {
+                    Some(f) => Read::Frame(f),
+                    None => Read::Partial(consumed),
                 }
-                // A final line without a terminator still counts as a message.
-                return Ok(Some(self.end_of_line()));
-            }
-            let newline = available.iter().position(|b| *b == b'\n');
-            let take = newline.unwrap_or(available.len());
-            let mut over_budget = None;
-            // The limit excludes the terminator; one `\r` before `\n` is tolerated on top,
-            // so at most `limit + 1` bytes are ever buffered.
-            if self.refused {
-                // The rest of a line the budget refused: skipped, reported already.
-            } else if let Some(seen) = self.discarding.as_mut() {
-                *seen += take;
-            } else if self.line.len() + take > self.limit + 1 {
-                self.discarding = Some(self.line.len() + take);
-                self.line = Vec::new();
-                self.hold.clear();
-            } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
-                over_budget = Some(Frame::OverBudget {
-                    bytes: self.line.len() + take,
-                    limit: self.hold.limit(),
-                });
-                self.line = Vec::new();
-                self.hold.clear();
-                self.refused = newline.is_none();
             } else {
-                self.line.extend_from_slice(&available[..take]);
-            }
-            let consumed = take + usize::from(newline.is_some());
-            self.inner.consume(consumed);
-            if over_budget.is_some() {
-                return Ok(over_budget);
-            }
-            if newline.is_some() {
-                if std::mem::take(&mut self.refused) {
-                    continue;
+                std::future::poll_fn(|cx| self.poll_read_chunk(cx)).await?
+            };
+            match read {
+                Read::Frame(f) => return Ok(Some(f)),
+                Read::Eof => {
+                    if self.refused {
+                        self.refused = false;
+                        return Ok(None);
+                    }
+                    if self.discarding.is_none() && self.line.is_empty() {
+                        return Ok(None);
+                    }
+                    // A final line without a terminator still counts as a message.
+                    return Ok(Some(self.end_of_line()));
                 }
-                return Ok(Some(self.end_of_line()));
-            }
-            since_yield += consumed;
-            if since_yield >= YIELD_AFTER {
-                since_yield = 0;
-                tokio::task::yield_now().await;
+                Read::Partial(n) => {
+                    since_yield += n;
+                    if since_yield >= YIELD_AFTER {
+                        since_yield = 0;
+                        tokio::task::yield_now().await;
+                    }
+                }
             }
         }
+    }
+
+    /// One read of up to [`READ_CHUNK`] bytes into the stack, taken apart at once: what
+    /// follows a completed frame goes to `pending`. Called only with `pending` drained,
+    /// whose memory a read that must wait gives back.
+    fn poll_read_chunk(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Read>> {
+        let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); READ_CHUNK];
+        let mut buf = ReadBuf::uninit(&mut chunk);
+        match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
+            Poll::Pending => {
+                if self.pending.capacity() > 0 {
+                    self.pending = Vec::new();
+                }
+                Poll::Pending
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) => {
+                let got = buf.filled();
+                if got.is_empty() {
+                    return Poll::Ready(Ok(Read::Eof));
+                }
+                let (consumed, frame) = self.take(got);
+                if consumed < got.len() {
+                    self.pending
+                        .extend_from_slice(got.get(consumed..).unwrap_or_default());
+                    self.pos = 0;
+                }
+                Poll::Ready(Ok(match frame {
+                    Some(f) => Read::Frame(f),
+                    None => Read::Partial(consumed),
+                }))
+            }
+        }
+    }
+
+    /// Takes `available` up to and including its first newline into the line being
+    /// assembled (or the discard of an oversized or refused one). Returns the bytes taken
+    /// and the frame they completed, if any.
+    fn take(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.unwrap_or(available.len());
+        let consumed = take + usize::from(newline.is_some());
+        // The limit excludes the terminator; one `\r` before `\n` is tolerated on top,
+        // so at most `limit + 1` bytes are ever buffered.
+        if self.refused {
+            // The rest of a line the budget refused: skipped, reported already.
+        } else if let Some(seen) = self.discarding.as_mut() {
+            *seen += take;
+        } else if self.line.len() + take > self.limit + 1 {
+            self.discarding = Some(self.line.len() + take);
+            self.line = Vec::new();
+            self.hold.clear();
+        } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
+            let refused = Frame::OverBudget {
+                bytes: self.line.len() + take,
+                limit: self.hold.limit(),
+            };
+            self.line = Vec::new();
+            self.hold.clear();
+            self.refused = newline.is_none();
+            return (consumed, Some(refused));
+        } else {
+            self.line
+                .extend_from_slice(available.get(..take).unwrap_or_default());
+        }
+        if newline.is_none() {
+            return (consumed, None);
+        }
+        if std::mem::take(&mut self.refused) {
+            return (consumed, None);
+        }
+        (consumed, Some(self.end_of_line()))
     }
 
     fn end_of_line(&mut self) -> Frame {
@@ -656,7 +733,11 @@ mod tests {
         });
         let (r, first) = reader.await.unwrap();
         assert_eq!(first, vec![text("abc")]);
-        let b = r.into_inner();
+        let (b, unframed) = r.into_parts();
+        assert!(
+            unframed.is_empty(),
+            "nothing past the first line was sent yet"
+        );
         assert_eq!(w.try_send_now("abcdefgh").unwrap(), TrySend::Partial);
         let reader = collect_frames(b);
         // `send` writes the owed rest before its own message.
@@ -750,6 +831,134 @@ mod tests {
             during >= LINE / YIELD_AFTER - 1,
             "the other task ran {during} times while a {LINE}-byte line was read"
         );
+    }
+
+    /// A byte reader that hands out `chunks` one per read, each read after the first
+    /// waiting once (waking itself) as a socket between packets does.
+    struct Chunked {
+        chunks: std::collections::VecDeque<Vec<u8>>,
+        wait: bool,
+    }
+
+    impl AsyncRead for Chunked {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            if std::mem::replace(&mut self.wait, false) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.wait = true;
+            if let Some(mut c) = self.chunks.pop_front() {
+                let n = c.len().min(buf.remaining());
+                buf.put_slice(&c[..n]);
+                if n < c.len() {
+                    self.chunks.push_front(c.split_off(n));
+                }
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The frames of `input` as the framing rules define them: split at `\n`, one `\r`
+    /// before it dropped, a line over `limit` (the `\r` not counted) oversized, a last
+    /// line without terminator still a frame.
+    fn expected_frames(input: &[u8], limit: usize) -> Vec<Frame> {
+        let mut out = Vec::new();
+        let mut parts: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        if parts.last().is_some_and(|l| l.is_empty()) {
+            parts.pop();
+        }
+        for line in parts {
+            let body = line.strip_suffix(b"\r").unwrap_or(line);
+            if body.len() > limit {
+                out.push(Frame::Oversized {
+                    bytes: line.len(),
+                    limit,
+                });
+            } else {
+                out.push(Frame::Text(String::from_utf8(body.to_vec()).unwrap()));
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// However the bytes are cut into reads (and however many lines one read carries),
+        /// the frames are the same, and once the reader waits for more it holds no unframed
+        /// bytes' buffer.
+        #[test]
+        fn frames_do_not_depend_on_where_reads_cut_the_bytes(
+            lines in proptest::collection::vec("[a-c\r]{0,40}", 0..30),
+            cuts in proptest::collection::vec(1usize..3 * READ_CHUNK, 0..12),
+            limit in 8usize..48,
+        ) {
+            let input = lines.join("\n").into_bytes();
+            let mut chunks = std::collections::VecDeque::new();
+            let mut rest = &input[..];
+            for c in cuts.iter().cycle().take(input.len()) {
+                if rest.is_empty() {
+                    break;
+                }
+                let (head, tail) = rest.split_at((*c).min(rest.len()));
+                chunks.push_back(head.to_vec());
+                rest = tail;
+            }
+            if !rest.is_empty() {
+                chunks.push_back(rest.to_vec());
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = rt.block_on(async {
+                let mut r = LineReader::new(Chunked { chunks, wait: false });
+                r.set_max_message_size(limit);
+                let mut got = Vec::new();
+                while let Some(f) = r.read_frame().await.unwrap() {
+                    got.push(f);
+                }
+                got
+            });
+            proptest::prop_assert_eq!(got, expected_frames(&input, limit));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reader_waiting_for_bytes_holds_no_read_buffer_and_keeps_what_followed_a_line() {
+        let (mut a, b) = tokio::io::duplex(64 * 1024);
+        let many: String = (0..100).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+        a.write_all(many.as_bytes()).await.unwrap();
+        let mut r = LineReader::new(b);
+        // One read took them all; the first frame leaves the other 99 lines unframed.
+        assert_eq!(r.read_frame().await.unwrap(), Some(text("{\"n\":0}")));
+        assert!(r.pending.len() - r.pos > 0);
+        for i in 1..100 {
+            assert_eq!(
+                r.read_frame().await.unwrap(),
+                Some(text(&format!("{{\"n\":{i}}}")))
+            );
+        }
+        // Nothing more to read: the read waits, and the reader gives its buffer back.
+        {
+            let mut next = std::pin::pin!(r.read_frame());
+            let waited =
+                std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).is_pending()));
+            assert!(waited.await);
+        }
+        assert_eq!(r.pending.capacity(), 0);
+        // A partial line is kept across the wait, and what follows a line is handed back by
+        // `into_parts`.
+        a.write_all(b"{\"half\":").await.unwrap();
+        {
+            let mut next = std::pin::pin!(r.read_frame());
+            let waited =
+                std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).is_pending()));
+            assert!(waited.await);
+        }
+        a.write_all(b"1}\nnext\npart").await.unwrap();
+        assert_eq!(r.read_frame().await.unwrap(), Some(text("{\"half\":1}")));
+        let (_b, unframed) = r.into_parts();
+        assert_eq!(unframed, b"next\npart");
     }
 
     #[tokio::test]
