@@ -715,6 +715,42 @@ async fn a_flooding_peer_is_slowed_at_the_transport() {
     flood.await.unwrap();
 }
 
+/// A batch whose entries overrun the incoming queue makes the reader wait for room part-way
+/// through it (the boxed rare path of `peer::reader`), both for a small batch and for one
+/// read off the worker (past 256 KiB): every entry is still delivered, in order, and the
+/// connection reads on after it.
+#[tokio::test]
+async fn a_batch_larger_than_the_incoming_queue_is_delivered_whole_and_in_order() {
+    let config = PeerConfig {
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (_peer, mut incoming, mut raw) = raw_peer(config);
+    for pad in [0usize, 30 * 1024] {
+        let filler = "x".repeat(pad);
+        let batch: Vec<Value> = (0..10)
+            .map(|i| json!({"jsonrpc": "2.0", "method": "n", "params": {"i": i, "pad": filler}}))
+            .collect();
+        raw.send_json(Value::Array(batch)).await;
+        raw.send_json(json!({"jsonrpc": "2.0", "method": "after", "params": {"pad": pad}}))
+            .await;
+        for i in 0..10 {
+            let Some(IncomingMessage::Notification(n)) = incoming.recv().await else {
+                panic!("expected entry {i} of the batch padded {pad}")
+            };
+            assert_eq!(n.method, "n");
+            assert_eq!(n.params.as_ref().and_then(|p| p.get("i")), Some(&json!(i)));
+        }
+        let Some(IncomingMessage::Notification(n)) = incoming.recv().await else {
+            panic!("expected the message after the batch padded {pad}")
+        };
+        assert_eq!(
+            (n.method.as_str(), n.params),
+            ("after", Some(json!({"pad": pad})))
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_tap_sees_every_frame_in_and_out() {
     let log = Arc::new(Mutex::new(Vec::new()));

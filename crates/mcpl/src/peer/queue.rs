@@ -322,12 +322,15 @@ impl<T> Receiver<T> {
     /// Cancel-safe: dropped while waiting, nothing was taken.
     pub async fn recv(&mut self) -> Option<T> {
         loop {
+            // The look is done before the wait, so no item-sized value is kept across it
+            // (it would size every idle receiver's future; issue #24).
             match self.take() {
                 Next::Item(item) => return Some(item),
                 Next::Ended => return None,
-                // A send since the look left a permit, so this returns at once.
-                Next::Empty => self.chan.ready.notified().await,
+                Next::Empty => {}
             }
+            // A send since the look left a permit, so this returns at once.
+            self.chan.ready.notified().await;
         }
     }
 

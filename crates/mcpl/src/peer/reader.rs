@@ -156,6 +156,11 @@ pub(super) enum Parsed {
 /// Handles one frame; returns `false` when the connection closed while delivering. The
 /// frame's text, once read, is left in `spare` for the reader to reuse
 /// ([`FrameReader::recycle`]).
+///
+/// Everything but the two rare waits (a large text read off the worker, a full incoming
+/// queue) is done without awaiting ([`take_frame`]); those run in one boxed future
+/// ([`Later::finish`]), so the reader task's future, which an idle connection keeps, holds
+/// only a pointer to them (issue #24).
 pub(super) async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
@@ -164,15 +169,101 @@ pub(super) async fn handle_frame(
     spare: &mut Option<String>,
     replies: &mut Outbox,
 ) -> bool {
+    let later = match take_frame(shared, frame, inbound, spare, replies) {
+        Taken::Done(ok) => return ok,
+        Taken::Later(later) => Box::pin(later.finish(shared, inbound, closed, replies)),
+    };
+    later.await
+}
+
+/// What [`take_frame`] and [`take_read`] did: all of it, or the part left to wait for.
+enum Taken {
+    /// Handled; `false` when the connection closed meanwhile.
+    Done(bool),
+    Later(Later),
+}
+
+/// The rare part of handling a frame that waits.
+enum Later {
+    /// A large text to read on the blocking pool ([`read_off_worker`]).
+    OffWorker(String),
+    /// An item (counted in the inbox already) the full incoming queue has no room for, and
+    /// the batch's items after it.
+    Room {
+        item: Item,
+        rest: std::vec::IntoIter<Parsed>,
+    },
+}
+
+impl Later {
+    async fn finish(
+        self,
+        shared: &Arc<Shared>,
+        inbound: &queue::Sender<Item>,
+        closed: &mut watch::Receiver<Option<CloseReason>>,
+        replies: &mut Outbox,
+    ) -> bool {
+        let (mut item, mut rest) = match self {
+            Later::Room { item, rest } => (item, rest),
+            Later::OffWorker(text) => {
+                let max_batch = shared.config.max_batch_entries;
+                let max_cost = shared.config.max_parsed_cost;
+                let read = match read_off_worker(text, max_batch, max_cost).await {
+                    Ok(read) => read,
+                    Err(None) => return false,
+                    // A runtime shutting down cancels it; reading is not expected to panic,
+                    // but if it did the connection is closed rather than left looking open
+                    // with nothing read.
+                    Err(Some(e)) => {
+                        shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
+                        return false;
+                    }
+                };
+                match take_read(shared, read, inbound, replies) {
+                    Ok(ok) => return ok,
+                    Err(full) => *full,
+                }
+            }
+        };
+        loop {
+            if !deliver_when_room(shared, item, inbound, closed).await {
+                return false;
+            }
+            match deliver_all(shared, &mut rest, inbound, replies) {
+                Some(full) => item = full,
+                None => return true,
+            }
+        }
+    }
+}
+
+/// Delivers `items` in order while the incoming queue has room; the one it had none for.
+fn deliver_all(
+    shared: &Arc<Shared>,
+    items: &mut std::vec::IntoIter<Parsed>,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Option<Item> {
+    items.find_map(|p| deliver_now(shared, Some(p), inbound, replies).err())
+}
+
+/// [`handle_frame`] up to its first wait.
+fn take_frame(
+    shared: &Arc<Shared>,
+    frame: Frame,
+    inbound: &queue::Sender<Item>,
+    spare: &mut Option<String>,
+    replies: &mut Outbox,
+) -> Taken {
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
             shared.diagnose(Diagnostic::Oversized { bytes, limit });
-            return true;
+            return Taken::Done(true);
         }
         Frame::NotText { reason } => {
             shared.diagnose(Diagnostic::NotText { reason });
-            return true;
+            return Taken::Done(true);
         }
         Frame::OverBudget { bytes, limit } => {
             shared.diagnose(Diagnostic::OverBudget { bytes, limit });
@@ -188,24 +279,24 @@ pub(super) async fn handle_frame(
                 .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
             });
             let _ = replies.send(reply.to_json());
-            return true;
+            return Taken::Done(true);
         }
     };
     shared.tap(FrameDirection::Inbound, &text);
     let trimmed = text.trim();
     if trimmed.is_empty() {
         tracing::trace!("skipped a blank line");
-        return true;
+        return Taken::Done(true);
     }
     if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
         shared.diagnose(Diagnostic::JunkLine {
             excerpt: excerpt(trimmed),
         });
-        return true;
+        return Taken::Done(true);
     }
     let max_batch = shared.config.max_batch_entries;
     let max_cost = shared.config.max_parsed_cost;
-    let read = if trimmed.len() >= PARSE_OFF_WORKER {
+    if trimmed.len() >= PARSE_OFF_WORKER {
         // Issue #20: a large text takes milliseconds of CPU to read (a 2 MB list of 200,000
         // strings, tens of them), during which this worker polled no other connection:
         // under a flood of such messages a new connection's `initialize` waited hundreds
@@ -214,29 +305,42 @@ pub(super) async fn handle_frame(
         // At most one such parse per core at once, for the whole process: the blocking pool
         // would otherwise run one per connection (up to its 512 threads), each holding its
         // parse's memory.
-        match Box::pin(read_off_worker(text, max_batch, max_cost)).await {
-            Ok(read) => read,
-            Err(None) => return false,
-            // A runtime shutting down cancels it; reading is not expected to panic, but if it
-            // did the connection is closed rather than left looking open with nothing read.
-            Err(Some(e)) => {
-                shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
-                return false;
-            }
+        return Taken::Later(Later::OffWorker(text));
+    }
+    let read = read_text(trimmed, max_batch, max_cost);
+    *spare = Some(text);
+    match take_read(shared, read, inbound, replies) {
+        Ok(ok) => Taken::Done(ok),
+        Err(full) => {
+            let (item, rest) = *full;
+            Taken::Later(Later::Room { item, rest })
         }
-    } else {
-        let read = read_text(trimmed, max_batch, max_cost);
-        *spare = Some(text);
-        read
-    };
+    }
+}
+
+/// An item the full incoming queue had no room for (counted in the inbox already), and
+/// the batch's items after it; boxed, as the rare path it is.
+type Full = Box<(Item, std::vec::IntoIter<Parsed>)>;
+
+/// Handles a read frame up to its first wait: `Err` when the incoming queue is full.
+fn take_read(
+    shared: &Arc<Shared>,
+    read: Read,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Result<bool, Full> {
+    let max_cost = shared.config.max_parsed_cost;
     let parsed = match read {
         Read::Message(msg) => {
             let item = accept(shared, msg, None);
-            return deliver(shared, item, inbound, closed, replies).await;
+            return match deliver_now(shared, item, inbound, replies) {
+                Ok(()) => Ok(true),
+                Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
+            };
         }
         Read::Top(parsed) => parsed,
         Read::TooCostly { cost, head } => {
-            return too_costly(shared, cost, max_cost, head, replies);
+            return Ok(too_costly(shared, cost, max_cost, head, replies));
         }
     };
     let value = match parsed {
@@ -250,7 +354,7 @@ pub(super) async fn handle_frame(
                 outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
             });
             let _ = replies.send(reply.to_json());
-            return true;
+            return Ok(true);
         }
     };
     let mut items = Vec::new();
@@ -266,7 +370,7 @@ pub(super) async fn handle_frame(
                 .with_data(serde_json::json!({ "limit": limit, "count": count }))),
             });
             let _ = replies.send(reply.to_json());
-            return true;
+            return Ok(true);
         }
         Top::Batch(BoundedBatch::Within(entries)) => {
             if entries.is_empty() {
@@ -276,7 +380,7 @@ pub(super) async fn handle_frame(
                     outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
                 });
                 let _ = replies.send(reply.to_json());
-                return true;
+                return Ok(true);
             }
             let collector = Arc::new(BatchCollector {
                 state: Mutex::new(BatchState {
@@ -318,12 +422,11 @@ pub(super) async fn handle_frame(
             }
         }
     }
-    for item in items {
-        if !deliver(shared, Some(item), inbound, closed, replies).await {
-            return false;
-        }
+    let mut items = items.into_iter();
+    match deliver_all(shared, &mut items, inbound, replies) {
+        Some(item) => Err(Box::new((item, items))),
+        None => Ok(true),
     }
-    true
 }
 
 /// Reads a large text on the blocking pool under a [`parse_permits`] permit; `Err(None)` if
@@ -607,48 +710,42 @@ pub(super) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::E
     Ok(Top::Batch(batch))
 }
 
-/// Sends one reply or delivers one message; returns `false` when the connection closed while
-/// delivering.
-pub(super) async fn deliver(
+/// Sends one reply or delivers one message if the incoming queue has room; the item back
+/// (counted in the inbox already) when it is full, for [`deliver_when_room`], which callers
+/// await boxed (see `read_off_worker`): only a pointer to that rare wait is then part of the
+/// reader task's future, which an idle connection keeps.
+fn deliver_now(
     shared: &Arc<Shared>,
     item: Option<Parsed>,
     inbound: &queue::Sender<Item>,
-    closed: &mut watch::Receiver<Option<CloseReason>>,
     replies: &mut Outbox,
-) -> bool {
-    match item {
-        None => {}
+) -> Result<(), Item> {
+    let item = match item {
+        None => return Ok(()),
         // Never waits for the writer (`reader_task`).
         Some(Parsed::Reply(v)) => {
             let _ = replies.send(v.to_string());
+            return Ok(());
         }
-        Some(item @ (Parsed::Deliver(_) | Parsed::Settled(_))) => {
-            let item = match item {
-                Parsed::Deliver(msg) => Item::Message(msg),
-                Parsed::Settled(r) => Item::Response(r),
-                Parsed::Reply(_) => return true,
-            };
-            if inbound.is_closed() {
-                undeliverable(shared, item);
-                return true;
-            }
-            // Counted before it can be received, so `recv` never counts below zero.
-            shared.inbox.fetch_add(1, Ordering::Relaxed);
-            // Room in the queue: no need to watch for a close while waiting.
-            let item = match inbound.try_send(item) {
-                Ok(()) => return true,
-                Err(queue::TrySendError::Closed(item)) => {
-                    shared.inbox_taken();
-                    undeliverable(shared, item);
-                    return true;
-                }
-                Err(queue::TrySendError::Full(item)) => item,
-            };
-            // A full queue: the rare path, awaited boxed (see `read_off_worker`).
-            return Box::pin(deliver_when_room(shared, item, inbound, closed)).await;
-        }
+        Some(Parsed::Deliver(msg)) => Item::Message(msg),
+        Some(Parsed::Settled(r)) => Item::Response(r),
+    };
+    if inbound.is_closed() {
+        undeliverable(shared, item);
+        return Ok(());
     }
-    true
+    // Counted before it can be received, so `recv` never counts below zero.
+    shared.inbox.fetch_add(1, Ordering::Relaxed);
+    // Room in the queue: no need to watch for a close while waiting.
+    match inbound.try_send(item) {
+        Ok(()) => Ok(()),
+        Err(queue::TrySendError::Closed(item)) => {
+            shared.inbox_taken();
+            undeliverable(shared, item);
+            Ok(())
+        }
+        Err(queue::TrySendError::Full(item)) => Err(item),
+    }
 }
 
 /// Waits for room in the incoming queue for `item` (counted in the inbox already); returns
