@@ -2952,6 +2952,14 @@ async fn stuck_session(
         ..PeerConfig::default()
     };
     let (stuck, streams, server) = connected_with(short(policy), full_manifest(), small).await;
+    let fillers = fill_until_stuck(&stuck).await;
+    (stuck, streams, server, fillers)
+}
+
+/// Starts turns with large ids until the session's driver is stuck writing them to a
+/// server that does not read (a start that no longer returns within a second); the turns
+/// that started.
+async fn fill_until_stuck(stuck: &HostSession) -> Vec<mcpl::host::Turn> {
     let big = "x".repeat(60_000);
     let mut fillers = Vec::new();
     for i in 0.. {
@@ -2962,7 +2970,7 @@ async fn stuck_session(
         }
         assert!(i < 1000, "the outgoing queue never filled");
     }
-    (stuck, streams, server, fillers)
+    fillers
 }
 
 /// One server that stops reading does not hold up a fan-out over other sessions: its
@@ -3016,8 +3024,9 @@ async fn exchanges_with_a_server_that_stops_reading_end_at_their_timeout() {
 
 /// Every application call is bounded (never unbounded time): on a session whose server
 /// stopped reading, starting a turn, ending one and starting an outgoing stream end at the
-/// peer's `request_timeout` plus `DRIVER_GRACE` with a `PeerError::Timeout`, as the
-/// ontology and pattern calls do, instead of waiting on the stuck driver for good. Once the
+/// peer's `request_timeout` plus `DRIVER_GRACE` with a `PeerError::Timeout` (as a stream's
+/// chunk and the ontology calls do, next test), instead of waiting on the stuck driver for
+/// good. Once the
 /// server reads again: the turn whose start was given up was never started (its id starts
 /// afresh, one `started` on the wire), and the turn whose end was given up is still ended,
 /// once, `aborted` (§10.5: one terminal per `started`).
@@ -3039,10 +3048,6 @@ async fn turn_and_stream_calls_on_a_server_that_stops_reading_end_at_the_request
         .await
         .expect("outgoing_stream hung");
     assert!(timed_out(&r, "channels/outgoing/chunk"), "{:?}", r.err());
-    let r = tokio::time::timeout(guard, stuck.revoke_ontology("news"))
-        .await
-        .expect("revoke_ontology hung");
-    assert_eq!(r, None);
 
     // The server reads again: everything held is written, then the fresh start.
     let again = {
@@ -3067,6 +3072,87 @@ async fn turn_and_stream_calls_on_a_server_that_stops_reading_end_at_the_request
     }
     again.await.unwrap().unwrap();
     assert_eq!(filler_terminals, ["aborted"]);
+}
+
+/// The same for a chunk of a stream opened before the server stopped reading, and for
+/// revoking an accepted ontology: each gives up at the peer's `request_timeout` plus
+/// `DRIVER_GRACE`. Once the server reads again, the given-up chunk was never written and
+/// took no `index` (§14.3: the next chunk is index 1), and the given-up revocation, local
+/// bookkeeping that sends nothing, was still carried out when the driver reached it.
+#[tokio::test(start_paused = true)]
+async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
+    let small = PeerConfig {
+        outgoing_capacity: 2,
+        incoming_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let policy = [
+        "inferenceLifecycle",
+        "pushEvents",
+        "channels.register",
+        "channels.streaming",
+    ];
+    let (s, _streams, mut server) = connected_with(short(&policy), full_manifest(), small).await;
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" }] }),
+        )
+        .await
+        .unwrap();
+    let digest = s.accept_ontology("alerts").await.unwrap();
+    let mut out = s.outgoing_stream("inf", None).await.unwrap();
+    out.chunk("a", "sent ").await.unwrap();
+    let _fillers = fill_until_stuck(&s).await;
+
+    let guard = Duration::from_secs(600);
+    let r = tokio::time::timeout(guard, out.chunk("a", "given up"))
+        .await
+        .expect("OutgoingStream::chunk hung");
+    assert!(timed_out(&r, "channels/outgoing/chunk"), "{r:?}");
+    let r = tokio::time::timeout(guard, s.revoke_ontology("alerts"))
+        .await
+        .expect("revoke_ontology hung");
+    // Carried out, it would have returned the revoked digest.
+    assert_eq!(r, None, "the revocation was carried out by a stuck driver");
+    assert_eq!(s.accepted_ontology("alerts"), Some(digest));
+
+    // The server reads again.
+    let after = {
+        let mut out = out;
+        tokio::spawn(async move {
+            out.chunk("a", "after").await?;
+            out.finish().await
+        })
+    };
+    let mut chunks = Vec::new();
+    loop {
+        match server.next().await {
+            IncomingMessage::Notification(n) if n.method == "channels/outgoing/chunk" => {
+                let p = n.params.unwrap();
+                chunks.push((p["index"].clone(), p["delta"].clone()));
+            }
+            IncomingMessage::Notification(n) if n.method == "channels/outgoing/complete" => {
+                let p = n.params.unwrap();
+                assert_eq!(p["content"][0]["text"], "sent after", "{p}");
+                break;
+            }
+            IncomingMessage::Notification(n) => {
+                assert_eq!(n.method, "inference/lifecycle", "{:?}", n.params)
+            }
+            IncomingMessage::Request(r) => panic!("unexpected request {}", r.method()),
+        }
+    }
+    after.await.unwrap().unwrap();
+    assert_eq!(
+        chunks,
+        [(json!(0), json!("sent ")), (json!(1), json!("after"))]
+    );
+    assert_eq!(
+        s.accepted_ontology("alerts"),
+        None,
+        "the revocation was dropped"
+    );
 }
 
 /// §6.7: policy calls queue behind the exchange in flight. A slow server that answers each
