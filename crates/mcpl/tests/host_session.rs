@@ -2905,6 +2905,58 @@ async fn diagnostics_the_full_queue_had_no_room_for_are_counted_and_delivered() 
     );
 }
 
+/// Every diagnostic received after the session ended, until the queue's end (bounded: a
+/// queue that never ends fails the test).
+async fn diags_until_end(streams: &mut HostStreams) -> Vec<HostDiagnostic> {
+    let mut got = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), streams.diagnostics.recv()).await {
+            Ok(Some(d)) => got.push(d),
+            Ok(None) => return got,
+            Err(_) => panic!("the diagnostics queue never ended: {got:?}"),
+        }
+    }
+}
+
+/// A count of dropped diagnostics that no later diagnostic carried is still delivered when
+/// the session ends: at once when the application had drained the queue, and once it makes
+/// room when the queue was still full (ending the session does not wait for that).
+#[tokio::test]
+async fn a_count_of_dropped_diagnostics_is_delivered_when_the_session_ends() {
+    // Drained before the end.
+    let (s, mut streams, server) = diagnostics_session(2).await;
+    unhandled(&server, 0..5).await;
+    assert_eq!(drain_diags(&mut streams).len(), 2);
+    s.close();
+    drop((s, server));
+    let rest = diags_until_end(&mut streams).await;
+    assert!(
+        matches!(
+            rest.as_slice(),
+            [HostDiagnostic::DiagnosticsDropped { count: 3 }]
+        ),
+        "{rest:?}"
+    );
+
+    // Still full at the end.
+    let (s, mut streams, server) = diagnostics_session(2).await;
+    unhandled(&server, 0..5).await;
+    s.close();
+    drop((s, server));
+    let rest = diags_until_end(&mut streams).await;
+    assert!(
+        matches!(
+            rest.as_slice(),
+            [
+                HostDiagnostic::UnexpectedMethod { .. },
+                HostDiagnostic::UnexpectedMethod { .. },
+                HostDiagnostic::DiagnosticsDropped { count: 3 }
+            ]
+        ),
+        "{rest:?}"
+    );
+}
+
 /// A diagnostics queue of capacity 1 still delivers diagnostics after some were dropped: the
 /// count of the dropped ones must not take the only slot ahead of every later diagnostic
 /// (which would then itself be dropped and counted, round after round, though the

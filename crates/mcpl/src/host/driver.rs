@@ -689,6 +689,8 @@ impl Driver {
         for (_, reply) in w.refreshes.drain(..) {
             let _ = reply.send(Ok(None));
         }
+        // Nothing is lost silently: a count no later diagnostic will carry is delivered now.
+        super::deliver_lost(&self.diags, &self.shared.diags_lost);
     }
 }
 

@@ -226,6 +226,27 @@ fn report_diag(
     }
 }
 
+/// Delivers a count of dropped diagnostics that no later diagnostic carried
+/// ([`report_diag`]), for a session that reports no more (its driver ended): at once if the
+/// queue has room, else from a task that waits for the application to make room (it ends
+/// when it has, or when the application drops its receiver), so ending the session never
+/// waits on the application.
+fn deliver_lost(diags: &queue::Sender<HostDiagnostic>, lost: &Mutex<u64>) {
+    let count = std::mem::take(&mut *lost.lock().unwrap_or_else(|e| e.into_inner()));
+    if count == 0 {
+        return;
+    }
+    let d = HostDiagnostic::DiagnosticsDropped { count };
+    if let Err(queue::TrySendError::Full(d)) = diags.try_send(d) {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let diags = diags.clone();
+            tokio::spawn(async move {
+                let _ = diags.send(d).await;
+            });
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         self.peer.close();

@@ -211,7 +211,8 @@ pub enum HostDiagnostic {
     /// Diagnostics the application's queue had no room for
     /// (`host::HostConfig::diagnostics_capacity`), each still logged through `tracing`:
     /// counted since the last one delivered, and delivered ahead of the next one that finds
-    /// room, so a reader of the queue knows what it missed.
+    /// room (or, when none comes, as the session's last diagnostic once the queue has room),
+    /// so a reader of the queue knows what it missed.
     DiagnosticsDropped {
         /// How many were not delivered.
         count: u64,
