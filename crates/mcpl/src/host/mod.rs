@@ -140,7 +140,19 @@ struct Shared {
     /// A lock, not an atomic: the count and the diagnostic after it are queued in one step,
     /// so a diagnostic reported from the other side at the same time cannot slip in ahead
     /// of the count.
-    diags_lost: Arc<Mutex<u64>>,
+    diags_lost: Arc<Mutex<Lost>>,
+}
+
+/// Diagnostics not delivered since the last one that was ([`report_diag`]), and whether
+/// the session has reported its last ([`deliver_lost`]).
+#[derive(Debug, Default)]
+struct Lost {
+    count: u64,
+    /// The driver ended and its final count was taken: nothing more is queued (or counted,
+    /// as no later diagnostic would carry the count). A task still waiting to deliver that
+    /// count keeps the queue open, so the connection's forwarder could otherwise still
+    /// upgrade its weak sender and count a late diagnostic that nobody delivers.
+    ended: bool,
 }
 
 /// How much longer than the timeout of the exchange it waits on an application call waits
@@ -204,25 +216,30 @@ impl std::fmt::Debug for HostSession {
 fn report_diag(
     label: &std::sync::OnceLock<String>,
     diags: &queue::Sender<HostDiagnostic>,
-    lost: &Mutex<u64>,
+    lost: &Mutex<Lost>,
     d: HostDiagnostic,
 ) {
     tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
-    if *lost > 0 {
-        let count = *lost;
+    if lost.ended {
+        // After the session's last (its final count): logged only, as once the queue has
+        // ended.
+        return;
+    }
+    if lost.count > 0 {
+        let count = lost.count;
         if diags
             .try_send(HostDiagnostic::DiagnosticsDropped { count })
             .is_err()
         {
-            *lost += 1;
+            lost.count += 1;
             return;
         }
-        *lost = 0;
+        lost.count = 0;
     }
     if diags.try_send(d).is_err() {
-        *lost += 1;
+        lost.count += 1;
     }
 }
 
@@ -230,9 +247,14 @@ fn report_diag(
 /// ([`report_diag`]), for a session that reports no more (its driver ended): at once if the
 /// queue has room, else from a task that waits for the application to make room (it ends
 /// when it has, or when the application drops its receiver), so ending the session never
-/// waits on the application.
-fn deliver_lost(diags: &queue::Sender<HostDiagnostic>, lost: &Mutex<u64>) {
-    let count = std::mem::take(&mut *lost.lock().unwrap_or_else(|e| e.into_inner()));
+/// waits on the application. Diagnostics reported after it (by the connection's forwarder,
+/// for a frame the reader was still finishing) are only logged.
+fn deliver_lost(diags: &queue::Sender<HostDiagnostic>, lost: &Mutex<Lost>) {
+    let count = {
+        let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
+        lost.ended = true;
+        std::mem::take(&mut lost.count)
+    };
     if count == 0 {
         return;
     }
@@ -561,5 +583,63 @@ impl HostSession {
     /// Closes the connection.
     pub fn close(&self) {
         self.inner.peer.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panicked(i: u32) -> HostDiagnostic {
+        HostDiagnostic::HandlerPanicked {
+            method: format!("m{i}"),
+        }
+    }
+
+    /// Audit: once the session's driver has delivered the final count ([`deliver_lost`]) and
+    /// is gone, a diagnostic the connection's forwarder still reports (a frame the reader
+    /// was finishing as the session ended) must not be counted as dropped where no later
+    /// count will ever carry it: the task waiting to deliver the final count holds the
+    /// queue open, so the forwarder's weak sender still upgrades.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_diagnostic_reported_after_the_final_count_is_not_counted_and_forgotten() {
+        let (tx, mut rx) = queue::channel::<HostDiagnostic>(2);
+        let weak = tx.downgrade();
+        let lost: Mutex<Lost> = Mutex::default();
+        let label = std::sync::OnceLock::new();
+        for i in 0..5 {
+            report_diag(&label, &tx, &lost, panicked(i));
+        }
+        // The queue is full (2) and 3 were dropped: the driver ends, the count waits in a
+        // task for room, and the driver's sender is gone.
+        deliver_lost(&tx, &lost);
+        drop(tx);
+        // The forwarder, as `connect_peer` sets it up, reporting late.
+        if let Some(diags) = weak.upgrade() {
+            report_diag(&label, &diags, &lost, panicked(99));
+        }
+        let mut got = Vec::new();
+        while let Some(d) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("the diagnostics queue ends")
+        {
+            got.push(d);
+        }
+        assert!(
+            matches!(
+                got.as_slice(),
+                [
+                    HostDiagnostic::HandlerPanicked { .. },
+                    HostDiagnostic::HandlerPanicked { .. },
+                    HostDiagnostic::DiagnosticsDropped { count: 3 },
+                ]
+            ),
+            "{got:?}"
+        );
+        assert_eq!(
+            lost.lock().unwrap().count,
+            0,
+            "a diagnostic was counted as dropped after the final count: nobody will deliver it"
+        );
     }
 }
