@@ -240,11 +240,21 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
     }
 
-    /// The byte reader, and the bytes read from it that no frame has taken yet.
-    pub fn into_parts(self) -> (R, Vec<u8>) {
-        let mut pending = self.pending;
-        pending.drain(..self.pos.min(pending.len()));
-        (self.inner, pending)
+    /// The byte reader, and the bytes read from it that no frame has taken yet: those of a
+    /// line still without its end (unless it was being discarded, oversized or refused by
+    /// the budget: those were never kept), then any read after the last frame.
+    pub fn into_parts(mut self) -> (R, Vec<u8>) {
+        let pending = std::mem::take(&mut self.pending);
+        let rest = pending.get(self.pos..).unwrap_or_default();
+        // A line is assembled only from bytes no frame left in `pending`: at most one of
+        // the two holds anything, and the line came first.
+        let mut unframed = if self.discarding.is_none() && !self.refused {
+            std::mem::take(&mut self.line)
+        } else {
+            Vec::new()
+        };
+        unframed.extend_from_slice(rest);
+        (self.inner, unframed)
     }
 
     fn finish_line(&mut self) -> Frame {
@@ -923,6 +933,75 @@ mod tests {
         }
     }
 
+    use proptest::prelude::Strategy as _;
+
+    /// Every frame of `r` until EOF, each read through `poll_next_frame`: a fresh future per
+    /// poll, dropped after every `Pending` (cancel safety).
+    async fn frames_polled<R: AsyncRead + Unpin + Send>(r: &mut LineReader<R>) -> Vec<Frame> {
+        let mut got = Vec::new();
+        loop {
+            let f = std::future::poll_fn(|cx| r.poll_next_frame(cx).unwrap()).await;
+            match f.unwrap() {
+                Some(f) => got.push(f),
+                None => return got,
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Audit: lines far past a read (up to 40 KiB), a budget refusing whatever is not
+        /// covered by the unbudgeted bytes, any cuts, read through fresh futures per poll:
+        /// a line over 16 KiB is one `OverBudget`, every other line its text, nothing lost
+        /// or reordered across `pending`.
+        #[test]
+        fn audit_budget_refusals_across_reads_lose_no_following_line(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-c\\r]{0,60}".prop_map(|s| s.into_bytes()),
+                    (20_000usize..40_000).prop_map(|n| vec![b'y'; n]),
+                ],
+                0..12,
+            ),
+            cuts in proptest::collection::vec(1usize..3 * READ_CHUNK, 1..12),
+            trailing_newline in proptest::bool::ANY,
+        ) {
+            let mut input = lines.join(&b'\n');
+            if trailing_newline && !lines.is_empty() {
+                input.push(b'\n');
+            }
+            let mut chunks = std::collections::VecDeque::new();
+            let mut rest = &input[..];
+            for c in cuts.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (head, tail) = rest.split_at((*c).min(rest.len()));
+                chunks.push_back(head.to_vec());
+                rest = tail;
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = rt.block_on(async {
+                let mut r = LineReader::new(Chunked { chunks, wait: false });
+                r.set_max_message_size(1 << 20);
+                r.set_message_budget(MessageBudget::new(0));
+                frames_polled(&mut r).await
+            });
+            let mut want_lines: Vec<&Vec<u8>> = lines.iter().collect();
+            if !trailing_newline && want_lines.last().is_some_and(|l| l.is_empty()) {
+                want_lines.pop();
+            }
+            proptest::prop_assert_eq!(got.len(), want_lines.len(), "{:?}", got);
+            for (g, w) in got.iter().zip(want_lines) {
+                if w.len() > UNBUDGETED_BYTES {
+                    proptest::prop_assert!(matches!(g, Frame::OverBudget { .. }), "{:?}", g);
+                } else {
+                    let body = w.strip_suffix(b"\r").unwrap_or(w);
+                    proptest::prop_assert_eq!(g, &Frame::Text(String::from_utf8(body.to_vec()).unwrap()));
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_reader_waiting_for_bytes_holds_no_read_buffer_and_keeps_what_followed_a_line() {
         let (mut a, b) = tokio::io::duplex(64 * 1024);
@@ -959,6 +1038,30 @@ mod tests {
         assert_eq!(r.read_frame().await.unwrap(), Some(text("{\"half\":1}")));
         let (_b, unframed) = r.into_parts();
         assert_eq!(unframed, b"next\npart");
+    }
+
+    /// `into_parts` hands back a line still without its end too: bytes read but taken by no
+    /// frame, as its docs (and the README) say.
+    #[tokio::test]
+    async fn into_parts_hands_back_a_partial_line() {
+        let (mut a, b) = tokio::io::duplex(1024);
+        a.write_all(b"{\"a\":1}\n{\"b\"").await.unwrap();
+        let mut r = LineReader::new(b);
+        assert_eq!(r.read_frame().await.unwrap(), Some(text("{\"a\":1}")));
+        // The rest of that read becomes the line being assembled; the next read waits.
+        {
+            let mut next = std::pin::pin!(r.read_frame());
+            let waited =
+                std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).is_pending()));
+            assert!(waited.await);
+        }
+        a.write_all(b":2}\nnext").await.unwrap();
+        let (mut b, unframed) = r.into_parts();
+        assert_eq!(unframed, b"{\"b\"");
+        // Nothing was read past it: the rest is still in the byte reader.
+        let mut rest = [0u8; 16];
+        let n = tokio::io::AsyncReadExt::read(&mut b, &mut rest).await.unwrap();
+        assert_eq!(&rest[..n], b":2}\nnext");
     }
 
     #[tokio::test]
