@@ -364,7 +364,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             // The rest of a line the budget refused: skipped, reported already.
         } else if let Some(seen) = self.discarding.as_mut() {
             *seen += take;
-        } else if self.line.len() + take > self.limit + 1 {
+        } else if self.line.len() + take > self.limit.saturating_add(1) {
             self.discarding = Some(self.line.len() + take);
             self.line = Vec::new();
             self.hold.clear();
@@ -455,7 +455,10 @@ fn grow_line(line: &mut Vec<u8>, hold: &mut budget::Hold, limit: usize, more: us
     if need <= line.capacity() {
         return true;
     }
-    let target = need.max(line.capacity() * 2).min(limit + 1).max(need);
+    let target = need
+        .max(line.capacity() * 2)
+        .min(limit.saturating_add(1))
+        .max(need);
     if !hold.cover(target) {
         return false;
     }
@@ -1060,8 +1063,19 @@ mod tests {
         assert_eq!(unframed, b"{\"b\"");
         // Nothing was read past it: the rest is still in the byte reader.
         let mut rest = [0u8; 16];
-        let n = tokio::io::AsyncReadExt::read(&mut b, &mut rest).await.unwrap();
+        let n = tokio::io::AsyncReadExt::read(&mut b, &mut rest)
+            .await
+            .unwrap();
         assert_eq!(&rest[..n], b":2}\nnext");
+    }
+
+    /// A limit of `usize::MAX` (an application's "no limit") frames lines as any other: the
+    /// one `\r` tolerated on top of the limit must not overflow it (a panic in the reader
+    /// in debug builds; in release every non-empty line was oversized).
+    #[tokio::test]
+    async fn a_limit_of_usize_max_does_not_overflow() {
+        let got = frames(b"{\"a\":1}\r\nok\n", usize::MAX).await;
+        assert_eq!(got, vec![text("{\"a\":1}"), text("ok")]);
     }
 
     #[tokio::test]
