@@ -148,10 +148,10 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Lost {
     count: u64,
-    /// The driver ended and its final count was taken: nothing more is queued (or counted,
-    /// as no later diagnostic would carry the count). A task still waiting to deliver that
-    /// count keeps the queue open, so the connection's forwarder could otherwise still
-    /// upgrade its weak sender and count a late diagnostic that nobody delivers.
+    /// The driver ended and its final count was taken: a later diagnostic is queued only
+    /// if there is room, and not counted otherwise, as no later diagnostic would carry the
+    /// count. (A task still waiting to deliver that count keeps the queue open, so the
+    /// connection's forwarder can still upgrade its weak sender and report late.)
     ended: bool,
 }
 
@@ -223,8 +223,9 @@ fn report_diag(
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
     if lost.ended {
-        // After the session's last (its final count): logged only, as once the queue has
-        // ended.
+        // After the session's final count: delivered if there is room, but not counted
+        // when there is none, as no later count would carry it (logged above either way).
+        let _ = diags.try_send(d);
         return;
     }
     if lost.count > 0 {
@@ -247,8 +248,8 @@ fn report_diag(
 /// ([`report_diag`]), for a session that reports no more (its driver ended): at once if the
 /// queue has room, else from a task that waits for the application to make room (it ends
 /// when it has, or when the application drops its receiver), so ending the session never
-/// waits on the application. Diagnostics reported after it (by the connection's forwarder,
-/// for a frame the reader was still finishing) are only logged.
+/// waits on the application. A diagnostic reported after it (by the connection's forwarder,
+/// for a frame the reader was still finishing) is queued if there is room, else only logged.
 fn deliver_lost(diags: &queue::Sender<HostDiagnostic>, lost: &Mutex<Lost>) {
     let count = {
         let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
@@ -596,7 +597,7 @@ mod tests {
         }
     }
 
-    /// Audit: once the session's driver has delivered the final count ([`deliver_lost`]) and
+    /// Once the session's driver has delivered the final count ([`deliver_lost`]) and
     /// is gone, a diagnostic the connection's forwarder still reports (a frame the reader
     /// was finishing as the session ended) must not be counted as dropped where no later
     /// count will ever carry it: the task waiting to deliver the final count holds the
@@ -641,5 +642,21 @@ mod tests {
             0,
             "a diagnostic was counted as dropped after the final count: nobody will deliver it"
         );
+    }
+
+    /// A diagnostic reported after the final count still reaches a queue that has room.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_diagnostic_reported_after_the_final_count_is_delivered_when_there_is_room() {
+        let (tx, mut rx) = queue::channel::<HostDiagnostic>(4);
+        let lost: Mutex<Lost> = Mutex::default();
+        let label = std::sync::OnceLock::new();
+        deliver_lost(&tx, &lost);
+        report_diag(&label, &tx, &lost, panicked(7));
+        drop(tx);
+        assert!(matches!(
+            rx.recv().await,
+            Some(HostDiagnostic::HandlerPanicked { method }) if method == "m7"
+        ));
+        assert!(rx.recv().await.is_none());
     }
 }

@@ -952,12 +952,12 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Audit: lines far past a read (up to 40 KiB), a budget refusing whatever is not
+        /// Lines far past a read (up to 40 KiB), a budget refusing whatever is not
         /// covered by the unbudgeted bytes, any cuts, read through fresh futures per poll:
         /// a line over 16 KiB is one `OverBudget`, every other line its text, nothing lost
         /// or reordered across `pending`.
         #[test]
-        fn audit_budget_refusals_across_reads_lose_no_following_line(
+        fn budget_refusals_across_reads_lose_no_following_line(
             lines in proptest::collection::vec(
                 proptest::prop_oneof![
                     "[a-c\\r]{0,60}".prop_map(|s| s.into_bytes()),
