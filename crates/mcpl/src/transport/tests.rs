@@ -2,6 +2,7 @@
 //! each file of a size a reader can hold.
 
 use super::*;
+use proptest::prelude::Strategy as _;
 use tokio::io::AsyncWriteExt;
 
 async fn frames(input: &[u8], limit: usize) -> Vec<Frame> {
@@ -254,6 +255,30 @@ struct Chunked {
     wait: bool,
 }
 
+impl Chunked {
+    /// `input` cut into reads of the sizes `cuts` gives, in turn (one read for all of it
+    /// when `cuts` is empty).
+    fn cut(input: &[u8], cuts: &[usize]) -> Chunked {
+        let mut chunks = std::collections::VecDeque::new();
+        let mut rest = input;
+        for c in cuts.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (head, tail) = rest.split_at((*c).clamp(1, rest.len()));
+            chunks.push_back(head.to_vec());
+            rest = tail;
+        }
+        if !rest.is_empty() {
+            chunks.push_back(rest.to_vec());
+        }
+        Chunked {
+            chunks,
+            wait: false,
+        }
+    }
+}
+
 impl AsyncRead for Chunked {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -300,9 +325,8 @@ fn expected_frames(input: &[u8], limit: usize) -> Vec<Frame> {
 }
 
 proptest::proptest! {
-    /// However the bytes are cut into reads (and however many lines one read carries),
-    /// the frames are the same, and once the reader waits for more it holds no unframed
-    /// bytes' buffer.
+    /// However the bytes are cut into reads (and however many lines one read carries,
+    /// with a wait between reads), the frames are the same.
     #[test]
     fn frames_do_not_depend_on_where_reads_cut_the_bytes(
         lines in proptest::collection::vec("[a-c\r]{0,40}", 0..30),
@@ -310,22 +334,9 @@ proptest::proptest! {
         limit in 8usize..48,
     ) {
         let input = lines.join("\n").into_bytes();
-        let mut chunks = std::collections::VecDeque::new();
-        let mut rest = &input[..];
-        for c in cuts.iter().cycle().take(input.len()) {
-            if rest.is_empty() {
-                break;
-            }
-            let (head, tail) = rest.split_at((*c).min(rest.len()));
-            chunks.push_back(head.to_vec());
-            rest = tail;
-        }
-        if !rest.is_empty() {
-            chunks.push_back(rest.to_vec());
-        }
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let got = rt.block_on(async {
-            let mut r = LineReader::new(Chunked { chunks, wait: false });
+            let mut r = LineReader::new(Chunked::cut(&input, &cuts));
             r.set_max_message_size(limit);
             let mut got = Vec::new();
             while let Some(f) = r.read_frame().await.unwrap() {
@@ -336,8 +347,6 @@ proptest::proptest! {
         proptest::prop_assert_eq!(got, expected_frames(&input, limit));
     }
 }
-
-use proptest::prelude::Strategy as _;
 
 /// Every frame of `r` until EOF, each read through `poll_next_frame`: a fresh future per
 /// poll, dropped after every `Pending` (cancel safety).
@@ -373,19 +382,9 @@ proptest::proptest! {
         if trailing_newline && !lines.is_empty() {
             input.push(b'\n');
         }
-        let mut chunks = std::collections::VecDeque::new();
-        let mut rest = &input[..];
-        for c in cuts.iter().cycle() {
-            if rest.is_empty() {
-                break;
-            }
-            let (head, tail) = rest.split_at((*c).min(rest.len()));
-            chunks.push_back(head.to_vec());
-            rest = tail;
-        }
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let got = rt.block_on(async {
-            let mut r = LineReader::new(Chunked { chunks, wait: false });
+            let mut r = LineReader::new(Chunked::cut(&input, &cuts));
             r.set_max_message_size(1 << 20);
             r.set_message_budget(MessageBudget::new(0));
             frames_polled(&mut r).await
