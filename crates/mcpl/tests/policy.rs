@@ -161,6 +161,26 @@ fn s5_3_request_with_absent_effective_capabilities_grants_nothing() {
     assert_eq!(entry["effect"], "disabled");
 }
 
+/// A refused policy Request puts the state back (§6.7: nothing was applied) and keeps the
+/// declarations it shares with the server's other connections, uncopied.
+#[test]
+fn s6_7_reset_forgets_the_grant_and_keeps_the_shared_declarations() {
+    let shared = std::sync::Arc::new(memory());
+    let mut s = ServerPolicyState::new(FeatureSets::default());
+    s.set_declarations_shared(shared.clone());
+    s.apply(
+        Form::Request,
+        &json!({"effectiveCapabilities": ["pushEvents"]}),
+    )
+    .unwrap();
+    assert!(s.is_ready() && s.is_available("memory.proactive"));
+    s.reset();
+    assert!(!s.is_ready());
+    assert!(s.grant().capabilities().is_empty());
+    assert!(!s.is_available("memory.proactive"));
+    assert!(std::ptr::eq(s.declarations(), &*shared));
+}
+
 #[test]
 fn s5_3_request_even_empty_makes_ready() {
     let mut s = ServerPolicyState::new(FeatureSets::default());

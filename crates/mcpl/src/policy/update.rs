@@ -230,6 +230,14 @@ impl ServerPolicyState {
         &self.declarations
     }
 
+    /// Back to the state before any policy was applied (not ready, nothing granted, no
+    /// selection), keeping the declarations (still shared with the other connections).
+    pub fn reset(&mut self) {
+        self.ready = false;
+        self.grant = Grant::none();
+        self.selection = Selection::default();
+    }
+
     /// Replaces the declarations (e.g. after a manifest change); the grant is unaffected.
     pub fn set_declarations(&mut self, declarations: FeatureSets) {
         self.declarations = std::sync::Arc::new(declarations);

@@ -266,7 +266,7 @@ pub fn answer_policy_request(
                 missing,
                 Some("required capabilities are not granted".into()),
             );
-            *policy = ServerPolicyState::new(policy.declarations().clone());
+            policy.reset();
             return PolicyAnswer {
                 response: Ok(refused.to_value()),
                 diagnostics,
