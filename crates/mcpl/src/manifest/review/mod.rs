@@ -163,24 +163,27 @@ const KEPT_AS_TEXT_DEPTH: usize = 100;
 
 /// Whether `v` nests arrays and objects more than `depth` deep.
 fn nested_deeper_than(v: &Value, depth: usize) -> bool {
-    let deeper = |x: &Value| depth == 0 || nested_deeper_than(x, depth - 1);
     match v {
-        Value::Array(a) => depth == 0 || a.iter().any(deeper),
-        Value::Object(o) => depth == 0 || o.values().any(deeper),
+        Value::Array(_) | Value::Object(_) if depth == 0 => true,
+        Value::Array(a) => a.iter().any(|x| nested_deeper_than(x, depth - 1)),
+        Value::Object(o) => o.values().any(|x| nested_deeper_than(x, depth - 1)),
         _ => false,
     }
 }
 
 impl KeptManifest {
     fn new(manifest: &Value) -> KeptManifest {
-        // Writing a `Value` to a string cannot fail (its keys are strings).
-        let text = serde_json::to_string(manifest).unwrap_or_else(|_| "null".to_owned());
         let parsed = std::sync::OnceLock::new();
         // Text nested deeper than the parser's depth limit (128) would not parse back: such
-        // a manifest keeps its tree.
-        if nested_deeper_than(manifest, KEPT_AS_TEXT_DEPTH) {
-            let _ = parsed.set(manifest.clone());
-        }
+        // a manifest keeps its tree, as one whose text could not be written would (writing
+        // a `Value` does not fail: its keys are strings).
+        let text = match serde_json::to_string(manifest) {
+            Ok(text) if !nested_deeper_than(manifest, KEPT_AS_TEXT_DEPTH) => text,
+            _ => {
+                let _ = parsed.set(manifest.clone());
+                String::new()
+            }
+        };
         KeptManifest {
             text: text.into(),
             parsed,
@@ -188,8 +191,12 @@ impl KeptManifest {
     }
 
     fn parse(&self) -> Value {
-        // Text this type wrote from a `Value` always parses back.
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+        // Text this type wrote from a `Value` (nested no deeper than the parser reads)
+        // always parses back; a tree it could not keep as text is kept as the tree.
+        serde_json::from_str(&self.text).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "a manifest kept as text did not parse back");
+            Value::Null
+        })
     }
 
     /// The tree, parsed now unless the getter kept it.
