@@ -79,19 +79,8 @@ pub fn accepted_ontology(
     review: Option<&ManifestReview>,
     feature_set: &str,
 ) -> Option<(TagOntology, String)> {
-    let review = review?;
-    let accepted = review.accepted_ontology(feature_set)?;
-    let value = review
-        .manifest()
-        .get("featureSets")?
-        .get(feature_set)?
-        .get("tagOntology")?;
-    let current = crate::manifest::ontology_digest(value).ok()?;
-    if current != accepted {
-        return None;
-    }
-    let (onto, _issues) = TagOntology::parse(value).ok()?;
-    Some((onto, current))
+    let (onto, digest) = review?.standing_ontology(feature_set)?;
+    Some((onto.clone(), digest.to_owned()))
 }
 
 /// Expands a message's `tags` (§16.3): producer `implies` edges apply only under a standing

@@ -80,17 +80,17 @@ pub fn diff(old: &Value, new: &Value) -> Diff {
     let grant = Grant::from_set(advertised);
     let selection = Selection::default();
     let statuses = policy::derive(&decls, &grant, &selection);
-    let accepted: BTreeMap<String, String> = decls
+    let digests: Vec<(&str, String)> = decls
         .sets
         .keys()
-        .filter_map(|name| Some((name.clone(), ontology_digest_of(old, name)?)))
+        .filter_map(|name| Some((name.as_str(), ontology_digest_of(old, name)?)))
         .collect();
     let before = Before {
         manifest: old,
         advertised,
         grant: advertised,
         statuses: &statuses,
-        accepted: &accepted,
+        accepted: digests.iter().map(|(n, d)| (*n, d.as_str())).collect(),
         patterns: &[],
         selection: &selection,
         outer_tools: false,
@@ -105,12 +105,16 @@ pub fn diff(old: &Value, new: &Value) -> Diff {
 /// The digest of feature set `name`'s `tagOntology` in `manifest`, if it has one the digest
 /// accepts.
 pub(super) fn ontology_digest_of(manifest: &Value, name: &str) -> Option<String> {
-    let onto = manifest
+    digest::ontology_digest(ontology_of(manifest, name)?).ok()
+}
+
+/// Feature set `name`'s `tagOntology` in `manifest`.
+pub(super) fn ontology_of<'a>(manifest: &'a Value, name: &str) -> Option<&'a Value> {
+    manifest
         .get("featureSets")?
         .as_object()?
         .get(name)?
-        .get("tagOntology")?;
-    digest::ontology_digest(onto).ok()
+        .get("tagOntology")
 }
 
 /// Tags declared under `featureSets.*.tagOntology.tags` (object form only).
@@ -136,7 +140,8 @@ pub(super) struct Before<'a> {
     pub(super) advertised: CapabilitySet,
     pub(super) grant: CapabilitySet,
     pub(super) statuses: &'a BTreeMap<String, FeatureSetStatus>,
-    pub(super) accepted: &'a BTreeMap<String, String>,
+    /// Accepted ontologies: each feature set's name and accepted digest.
+    pub(super) accepted: Vec<(&'a str, &'a str)>,
     pub(super) patterns: &'a [TagPattern],
     pub(super) selection: &'a Selection,
     pub(super) outer_tools: bool,
@@ -269,14 +274,14 @@ pub(super) fn assess(b: &Before<'_>, new: &Value) -> After {
     }
 
     let mut invalidated = Vec::new();
-    for (name, accepted) in b.accepted {
-        if ontology_digest_of(new, name).as_deref() != Some(accepted.as_str()) {
-            invalidated.push(name.clone());
+    for &(name, accepted) in &b.accepted {
+        if ontology_digest_of(new, name).as_deref() != Some(accepted) {
+            invalidated.push(name.to_owned());
             impacts.push(Impact::new(
                 I::OntologyAcceptanceInvalidated,
                 P::Applied,
                 D::TagOntology,
-                name.as_str(),
+                name,
             ));
         }
     }

@@ -141,10 +141,19 @@ pub struct ManifestReview {
     selection: Selection,
     statuses: BTreeMap<String, FeatureSetStatus>,
     grant: GrantRecord,
-    accepted: BTreeMap<String, String>,
+    accepted: BTreeMap<String, AcceptedOntology>,
     patterns: Vec<TagPattern>,
     last_receipt: Option<ChangeReceipt>,
     failures: u32,
+}
+
+/// A standing acceptance of a feature set's `tagOntology` (§16.5): its digest, and the
+/// ontology as parsed when it was accepted (none if it does not parse), so that applying it
+/// to a message never reads the manifest again. A manifest change to it ends the acceptance.
+#[derive(Debug, Clone)]
+struct AcceptedOntology {
+    digest: String,
+    ontology: Option<crate::tags::TagOntology>,
 }
 
 /// The manifest in force, kept as its JSON text: a `Value` tree of a small manifest costs
@@ -357,7 +366,11 @@ impl ManifestReview {
             advertised: self.advertised,
             grant: self.grant.grant.capabilities(),
             statuses: &self.statuses,
-            accepted: &self.accepted,
+            accepted: self
+                .accepted
+                .iter()
+                .map(|(name, a)| (name.as_str(), a.digest.as_str()))
+                .collect(),
             patterns: &self.patterns,
             selection: &self.selection,
             outer_tools: self.outer_tools,
@@ -422,24 +435,47 @@ impl ManifestReview {
     /// Records acceptance of feature set `name`'s current `tagOntology` (§16.5) and returns
     /// the accepted digest. A later fetch whose ontology digest differs invalidates it.
     pub fn accept_ontology(&mut self, name: &str) -> Result<String, ReviewError> {
-        let d = self
+        let manifest = self.manifest.value();
+        let value = self
             .revision
             .as_ref()
-            .and_then(|_| ontology_digest_of(&self.manifest.value(), name))
-            .ok_or_else(|| ReviewError::NoOntology(name.to_owned()))?;
-        self.accepted.insert(name.to_owned(), d.clone());
-        Ok(d)
+            .and_then(|_| diff::ontology_of(&manifest, name));
+        let Some((value, digest)) = value.and_then(|v| Some((v, digest::ontology_digest(v).ok()?)))
+        else {
+            return Err(ReviewError::NoOntology(name.to_owned()));
+        };
+        let ontology = crate::tags::TagOntology::parse(value).ok().map(|(o, _)| o);
+        drop(manifest);
+        self.accepted.insert(
+            name.to_owned(),
+            AcceptedOntology {
+                digest: digest.clone(),
+                ontology,
+            },
+        );
+        Ok(digest)
     }
 
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5: accepted
     /// suggestions stay revocable); returns the digest that was accepted, if any.
     pub fn revoke_ontology(&mut self, name: &str) -> Option<String> {
-        self.accepted.remove(name)
+        self.accepted.remove(name).map(|a| a.digest)
     }
 
     /// The accepted ontology digest of feature set `name`, if acceptance still stands.
     pub fn accepted_ontology(&self, name: &str) -> Option<&str> {
-        self.accepted.get(name).map(String::as_str)
+        self.accepted.get(name).map(|a| a.digest.as_str())
+    }
+
+    /// Feature set `name`'s accepted `tagOntology` and its digest, while the acceptance
+    /// stands (§16.5: the manifest in force still carries that digest, as a change to it
+    /// ends the acceptance) and the ontology parses.
+    pub(crate) fn standing_ontology(
+        &self,
+        name: &str,
+    ) -> Option<(&crate::tags::TagOntology, &str)> {
+        let a = self.accepted.get(name)?;
+        Some((a.ontology.as_ref()?, a.digest.as_str()))
     }
 
     /// Sets the tag patterns the consumer's treatment rules reference (e.g.
@@ -541,5 +577,37 @@ impl ManifestReview {
         };
         self.last_receipt = Some(receipt.clone());
         Some(receipt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_ontology(desc: &str) -> Value {
+        json!({"version": "0.5", "pushEvents": true, "featureSets": {"alerts": {
+            "description": "Alerts", "uses": ["pushEvents"],
+            "tagOntology": {"tags": {"acme:alert": {"desc": desc}}}}}})
+    }
+
+    /// §16.5: an accepted ontology is applied from what was parsed when it was accepted,
+    /// so using it does not make the review keep the manifest's tree beside its text; a
+    /// manifest change to it ends the acceptance (§17.5) and with it the parsed ontology.
+    #[test]
+    fn s16_5_a_standing_ontology_is_kept_parsed_without_the_manifest_tree() {
+        let m = with_ontology("An alert");
+        let (mut r, _) = ManifestReview::initial(&m, None, ["*"], SystemTime::UNIX_EPOCH)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(r.standing_ontology("alerts").is_none(), "not accepted yet");
+        let digest = r.accept_ontology("alerts").unwrap();
+        let (onto, d) = r.standing_ontology("alerts").unwrap();
+        assert_eq!(d, digest);
+        let (parsed, _) =
+            crate::tags::TagOntology::parse(&m["featureSets"]["alerts"]["tagOntology"]).unwrap();
+        assert_eq!(onto, &parsed);
+        assert!(r.manifest.parsed.get().is_none(), "the tree was kept");
+        r.on_fetched(&with_ontology("Changed"), None, SystemTime::UNIX_EPOCH);
+        assert!(r.standing_ontology("alerts").is_none());
+        assert_eq!(r.accepted_ontology("alerts"), None);
     }
 }
