@@ -508,7 +508,7 @@ impl HostSession {
         let snap = self.snapshot();
         snap.review
             .as_ref()
-            .map(|r| (r.manifest().clone(), r.revision().map(str::to_owned)))
+            .map(|r| (r.manifest_owned(), r.revision().map(str::to_owned)))
     }
 
     /// The last change receipt emitted (§17.6).

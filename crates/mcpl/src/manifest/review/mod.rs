@@ -491,9 +491,15 @@ impl ManifestReview {
             .collect();
     }
 
-    /// The manifest in force.
+    /// The manifest in force. Its tree is kept from then on beside its text (see
+    /// [`Self::manifest_owned`] for a copy that keeps nothing).
     pub fn manifest(&self) -> &Value {
         self.manifest.kept()
+    }
+
+    /// A copy of the manifest in force, read back from its text without keeping the tree.
+    pub fn manifest_owned(&self) -> Value {
+        self.manifest.value().into_owned()
     }
 
     /// The host-recomputed digest of the manifest in force (`None` if it had none).
@@ -606,6 +612,8 @@ mod tests {
             crate::tags::TagOntology::parse(&m["featureSets"]["alerts"]["tagOntology"]).unwrap();
         assert_eq!(onto, &parsed);
         assert!(r.manifest.parsed.get().is_none(), "the tree was kept");
+        assert_eq!(r.manifest_owned(), m);
+        assert!(r.manifest.parsed.get().is_none(), "the copy kept the tree");
         r.on_fetched(&with_ontology("Changed"), None, SystemTime::UNIX_EPOCH);
         assert!(r.standing_ontology("alerts").is_none());
         assert_eq!(r.accepted_ontology("alerts"), None);
