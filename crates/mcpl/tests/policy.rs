@@ -167,7 +167,7 @@ fn s5_3_request_with_absent_effective_capabilities_grants_nothing() {
 fn s6_7_reset_forgets_the_grant_and_keeps_the_shared_declarations() {
     let shared = std::sync::Arc::new(memory());
     let mut s = ServerPolicyState::new(FeatureSets::default());
-    s.set_declarations_shared(shared.clone());
+    s.set_declarations(shared.clone());
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"]}),

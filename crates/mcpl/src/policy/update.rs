@@ -201,12 +201,12 @@ pub struct ServerPolicyState {
 
 impl ServerPolicyState {
     /// A fresh state for a server declaring `declarations`: not ready, nothing granted.
-    pub fn new(declarations: FeatureSets) -> Self {
+    pub fn new(declarations: impl Into<std::sync::Arc<FeatureSets>>) -> Self {
         ServerPolicyState {
             ready: false,
             grant: Grant::none(),
             selection: Selection::default(),
-            declarations: std::sync::Arc::new(declarations),
+            declarations: declarations.into(),
         }
     }
 
@@ -238,14 +238,10 @@ impl ServerPolicyState {
         self.selection = Selection::default();
     }
 
-    /// Replaces the declarations (e.g. after a manifest change); the grant is unaffected.
-    pub fn set_declarations(&mut self, declarations: FeatureSets) {
-        self.declarations = std::sync::Arc::new(declarations);
-    }
-
-    /// [`Self::set_declarations`] with declarations shared with other connections.
-    pub fn set_declarations_shared(&mut self, declarations: std::sync::Arc<FeatureSets>) {
-        self.declarations = declarations;
+    /// Replaces the declarations (e.g. after a manifest change; an `Arc` shares them with
+    /// other connections); the grant is unaffected.
+    pub fn set_declarations(&mut self, declarations: impl Into<std::sync::Arc<FeatureSets>>) {
+        self.declarations = declarations.into();
     }
 
     /// Whether behaviour needing `c` may run now: ready and granted.

@@ -114,7 +114,8 @@ impl Driver {
         let server = &conn.server;
         let h = &server.handlers;
         let config = &server.peer_config;
-        // The manifest is set shared below, not copied into the rules.
+        // The manifest is the server's shared one (`ServerState::with_manifest`), not a
+        // copy in the rules.
         let mut rules = ServerRules::new(
             serde_json::to_value(&server.info).unwrap_or(Value::Null),
             Value::Null,
@@ -131,8 +132,8 @@ impl Driver {
         rules.max_in_flight = config.max_in_flight_requests;
         rules.request_timeout = config.request_timeout;
         rules.max_pending = config.max_pending_requests;
-        let mut state = ServerState::new(rules);
-        state.set_shared_manifest(&server.shared_manifest(&server.tracker.snapshot()));
+        let state =
+            ServerState::with_manifest(rules, server.shared_manifest(&server.tracker.snapshot()));
         Box::new(Driver {
             out: conn.peer.outbox(),
             conn,
@@ -253,7 +254,7 @@ impl Driver {
         }
         let snapshot = self.conn.tracker().snapshot();
         let shared = self.conn.server.shared_manifest(&snapshot);
-        self.state.set_shared_manifest(&shared);
+        self.state.set_manifest(shared);
         self.initialized_with = Some(snapshot);
     }
 
@@ -313,7 +314,7 @@ impl Driver {
         if let Some(change) = change {
             let snapshot = self.conn.tracker().snapshot();
             let shared = self.conn.server.shared_manifest(&snapshot);
-            self.state.shared_manifest_changed(&shared, change);
+            self.state.manifest_changed(shared, change);
         }
     }
 

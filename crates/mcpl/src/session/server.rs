@@ -403,9 +403,15 @@ pub struct ServerState {
 impl ServerState {
     /// A state machine serving `rules`.
     pub fn new(mut rules: ServerRules) -> ServerState {
-        let manifest = SharedManifest::new(std::mem::take(&mut rules.manifest));
-        let mut policy = ServerPolicyState::new(FeatureSets::default());
-        policy.set_declarations_shared(manifest.declarations().clone());
+        let manifest = std::mem::take(&mut rules.manifest);
+        ServerState::with_manifest(rules, manifest)
+    }
+
+    /// A state machine serving `rules` with `manifest` in place of `rules.manifest` (which
+    /// is not read): e.g. a [`SharedManifest`] the connections of one server share.
+    pub fn with_manifest(rules: ServerRules, manifest: impl Into<SharedManifest>) -> ServerState {
+        let manifest = manifest.into();
+        let policy = ServerPolicyState::new(manifest.declarations().clone());
         let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
@@ -455,18 +461,15 @@ impl ServerState {
     /// anything to announce (§17.10), as [`Self::manifest_changed`] replaces it before then.
     /// After `initialize` it changes nothing: a change on a live connection is
     /// [`Self::manifest_changed`]'s, which declares and announces it.
-    pub fn set_manifest(&mut self, manifest: Value) {
-        self.set_shared_manifest(&SharedManifest::new(manifest));
-    }
-
-    /// [`Self::set_manifest`] with a manifest shared with other connections.
-    pub fn set_shared_manifest(&mut self, manifest: &SharedManifest) {
+    /// A [`SharedManifest`] shares it with other connections.
+    pub fn set_manifest(&mut self, manifest: impl Into<SharedManifest>) {
         if self.initialized || self.closed {
             return;
         }
+        let manifest = manifest.into();
         self.generation += 1;
-        super::server_manifest::declare_changed(&mut self.policy, manifest);
-        self.manifest = manifest.clone();
+        super::server_manifest::declare_changed(&mut self.policy, &manifest);
+        self.manifest = manifest;
     }
 
     /// A number that changes whenever what [`Self::is_initialized`], [`Self::mcpl`],
@@ -504,21 +507,22 @@ impl ServerState {
     /// declared on the session at once (§17.5) and, on an MCPL connection, `change` is
     /// announced, coalesced with any announcement not yet polled (§17.8); an MCP-only
     /// connection (§3.2) announces nothing.
-    pub fn manifest_changed(&mut self, manifest: Value, change: ManifestChanged) {
-        self.shared_manifest_changed(&SharedManifest::new(manifest), change);
-    }
-
-    /// [`Self::manifest_changed`] with a manifest shared with other connections.
-    pub fn shared_manifest_changed(&mut self, manifest: &SharedManifest, change: ManifestChanged) {
+    /// A [`SharedManifest`] shares it with other connections.
+    pub fn manifest_changed(
+        &mut self,
+        manifest: impl Into<SharedManifest>,
+        change: ManifestChanged,
+    ) {
         if self.closed {
             return;
         }
+        let manifest = manifest.into();
         self.generation += 1;
-        super::server_manifest::declare_changed(&mut self.policy, manifest);
+        super::server_manifest::declare_changed(&mut self.policy, &manifest);
         if self.initialized && self.mcpl {
             self.announce.offer(change);
         }
-        self.manifest = manifest.clone();
+        self.manifest = manifest;
     }
 
     /// Handles one message received from the host at `now`, in wire order.

@@ -22,6 +22,12 @@ pub struct SharedManifest {
     declarations: Arc<FeatureSets>,
 }
 
+impl From<Value> for SharedManifest {
+    fn from(manifest: Value) -> SharedManifest {
+        SharedManifest::new(manifest)
+    }
+}
+
 impl SharedManifest {
     /// Parses `manifest`'s feature-set declarations and keeps both.
     pub fn new(manifest: Value) -> SharedManifest {
@@ -50,7 +56,7 @@ impl SharedManifest {
 /// (§17.5: additions never auto-grant); a host that has not yet fetched the change refuses a
 /// use of the new name (`-32003`), which fails closed.
 pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &SharedManifest) {
-    policy.set_declarations_shared(manifest.declarations().clone());
+    policy.set_declarations(manifest.declarations().clone());
 }
 
 /// The `mcpl/manifestChanged` not yet handed to the wire: at most one, later changes merged
