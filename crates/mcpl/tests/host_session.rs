@@ -32,6 +32,11 @@ impl Server {
             .expect("connection ended")
     }
 
+    /// Sends notification `method` with `params` to the host.
+    async fn notify(&self, method: &str, params: Option<Value>) {
+        self.peer.notify_raw(method, params).await.unwrap();
+    }
+
     async fn request(&mut self, method: &str) -> IncomingRequest {
         match self.next().await {
             IncomingMessage::Request(r) if r.method() == method => r,
@@ -67,10 +72,7 @@ impl Server {
 
     /// [`Self::announce_manifest`] with the announcement's params `announced`.
     async fn announce_manifest_as(&mut self, announced: Value, manifest: Value) {
-        self.peer
-            .notify_raw("mcpl/manifestChanged", Some(announced))
-            .await
-            .unwrap();
+        self.notify("mcpl/manifestChanged", Some(announced)).await;
         self.request("mcpl/manifest")
             .await
             .respond(manifest)
@@ -1287,7 +1289,7 @@ async fn s14_5_a_malformed_channel_notification_is_reported_once() {
         ("channels/register", json!({ "channels": 5 })),
         ("channels/changed", json!({ "removed": 5 })),
     ] {
-        server.peer.notify_raw(method, Some(params)).await.unwrap();
+        server.notify(method, Some(params)).await;
         // Answered after the dispatch loop handled the notification before it.
         server.call("ping", json!({})).await.unwrap();
         let bad = drain_diags(&mut streams)
@@ -1332,15 +1334,11 @@ async fn s14_5_changed_notification_filtered_itemwise_with_diagnostic() {
     let mut cfg = config(&["channels.register"]);
     cfg.channel_patterns = Some(vec!["ok:*".into()]);
     let (s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
-    server
-        .peer
-        .notify_raw(
+    server.notify(
             "channels/changed",
             Some(json!({ "added": [
                 { "id": "ok:1", "type": "k", "direction": "bidirectional" }, { "id": "bad:1", "type": "k", "direction": "bidirectional" }]})),
-        )
-        .await
-        .unwrap();
+        ).await;
     // A request after the notification: the host handles messages in order.
     let r = server
         .call("channels/changed", json!({ "removed": ["ok:1", "never"] }))
@@ -1395,10 +1393,8 @@ async fn s14_5_removals_apply_after_channels_register_was_revoked() {
     );
 
     server
-        .peer
-        .notify_raw("channels/changed", Some(json!({ "removed": ["c2"] })))
-        .await
-        .unwrap();
+        .notify("channels/changed", Some(json!({ "removed": ["c2"] })))
+        .await;
     // Handled in order: once the ping is answered, the notification was applied.
     server.call("ping", json!({})).await.unwrap();
     assert!(s.channels().is_empty());
@@ -2226,16 +2222,10 @@ async fn s17_8_a_coalesced_follow_up_fetch_is_not_held_behind_the_reduction() {
         connected(&["pushEvents", "channels.register"], full_manifest()).await;
     let announce = json!({ "revision": "sha256:announced", "domains": ["capabilities"] });
     server
-        .peer
-        .notify_raw("mcpl/manifestChanged", Some(announce.clone()))
-        .await
-        .unwrap();
+        .notify("mcpl/manifestChanged", Some(announce.clone()))
+        .await;
     let fetch = server.request("mcpl/manifest").await;
-    server
-        .peer
-        .notify_raw("mcpl/manifestChanged", Some(announce))
-        .await
-        .unwrap();
+    server.notify("mcpl/manifestChanged", Some(announce)).await;
     // Handled (folded into the fetch in flight) before the fetch is answered.
     server.call("ping", json!({})).await.unwrap();
     let mut revoking = full_manifest();
@@ -2585,13 +2575,11 @@ async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
 async fn unhandled_mcp_notifications_are_reported() {
     let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
     server
-        .peer
-        .notify_raw(
+        .notify(
             "notifications/message",
             Some(json!({"level": "info", "data": "hello"})),
         )
-        .await
-        .unwrap();
+        .await;
     loop {
         match streams.diagnostics.recv().await {
             Some(HostDiagnostic::UnexpectedMethod { method }) => {
@@ -2771,10 +2759,8 @@ async fn an_event_the_full_queue_cannot_take_is_reported() {
         .unwrap();
     assert_eq!(first["accepted"], true);
     server
-        .peer
-        .notify_raw("notifications/tools/list_changed", None)
-        .await
-        .unwrap();
+        .notify("notifications/tools/list_changed", None)
+        .await;
     // Handled in wire order: once this is answered, the notification was judged.
     let busy = server
         .peer
@@ -2870,11 +2856,7 @@ async fn diagnostics_session(capacity: usize) -> (HostSession, HostStreams, Serv
 async fn unhandled(server: &Server, data: std::ops::Range<u32>) {
     for i in data {
         let params = json!({"level": "info", "data": i});
-        server
-            .peer
-            .notify_raw("notifications/message", Some(params))
-            .await
-            .unwrap();
+        server.notify("notifications/message", Some(params)).await;
     }
     server.call("ping", json!({})).await.unwrap();
 }
@@ -3291,13 +3273,11 @@ async fn a_plain_send_after_a_carried_out_call_is_not_written_ahead_of_it() {
     until_idle().await;
     // The server says something meanwhile: the host's driver reads it and goes round.
     server
-        .peer
-        .notify_raw(
+        .notify(
             "notifications/message",
             Some(json!({"level": "info", "data": "hi"})),
         )
-        .await
-        .unwrap();
+        .await;
     until_idle().await;
     for i in 0..TURNS {
         match server.next().await {
