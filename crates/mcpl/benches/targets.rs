@@ -486,9 +486,16 @@ fn fan_out(c: &mut Criterion, rt: &Runtime, server: &Server, max: usize) {
 }
 
 /// Allocations per in-memory `tools/call` round trip, host and server together (the
-/// caller's params built before counting, as `tests/peer_allocs.rs`).
+/// caller's params built before counting, as `tests/peer_allocs.rs`). `MCPL_BENCH_ROUND_TRIPS`
+/// sets how many are counted (1,000): under `valgrind --tool=callgrind`, the difference
+/// between two counts of `--bench allocs` gives the instructions per round trip, a figure the
+/// VM's two speeds do not move.
 fn allocations(rt: &Runtime, server: &Server) -> u64 {
-    const N: u64 = 1_000;
+    let n: u64 = std::env::var("MCPL_BENCH_ROUND_TRIPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1_000);
     rt.block_on(async {
         let pair = memory_pair(server).await;
         let params = tool_params();
@@ -498,7 +505,7 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
                 .await
                 .expect("tools/call");
         }
-        let mut inputs: Vec<Value> = (0..N).map(|_| params.clone()).collect();
+        let mut inputs: Vec<Value> = (0..n).map(|_| params.clone()).collect();
         let before = ALLOCS.load(Ordering::Relaxed);
         for p in inputs.drain(..) {
             black_box(
@@ -508,7 +515,7 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
                     .expect("tools/call"),
             );
         }
-        (ALLOCS.load(Ordering::Relaxed) - before) / N
+        (ALLOCS.load(Ordering::Relaxed) - before) / n
     })
 }
 
