@@ -519,6 +519,49 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
     })
 }
 
+/// Allocations per `inference/lifecycle` notification (`start_turn` + `complete`, host and
+/// server together), over `MCPL_BENCH_TURNS` turns (1,000) after 100 warm-up ones; under
+/// callgrind, as `MCPL_BENCH_ROUND_TRIPS`, two counts give the instructions per turn.
+fn lifecycle_allocations(rt: &Runtime, server: &Server) -> u64 {
+    let n: u64 = std::env::var("MCPL_BENCH_TURNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1_000);
+    rt.block_on(async {
+        let pair = memory_pair(server).await;
+        let params = tool_params();
+        let mut next = 0u64;
+        let mut turns = |count: u64| {
+            let ids: Vec<String> = (0..count)
+                .map(|_| {
+                    next += 1;
+                    format!("a-{next:07}")
+                })
+                .collect();
+            let host = &pair.host;
+            let params = params.clone();
+            async move {
+                let before = TURNS_ENDED.load(Ordering::Relaxed);
+                for (n, id) in ids.iter().enumerate() {
+                    let turn = host.start_turn(id, "c", n as u64).await.expect("started");
+                    turn.complete(None).await.expect("completed");
+                }
+                // In wire order: once this is answered, every turn was handled.
+                host.request_raw("tools/call", params)
+                    .await
+                    .expect("tools/call");
+                assert_eq!(TURNS_ENDED.load(Ordering::Relaxed) - before, count);
+            }
+        };
+        turns(100).await;
+        let counted = turns(n);
+        let before = ALLOCS.load(Ordering::Relaxed);
+        counted.await;
+        (ALLOCS.load(Ordering::Relaxed) - before) / (2 * n)
+    })
+}
+
 // ---- idle memory at 1,000 TCP connections -------------------------------------------
 
 fn rss_kib() -> u64 {
@@ -865,8 +908,12 @@ fn main() {
     if runs("setup") {
         setup(&mut c, &rt);
     }
+    let mut lifecycle_allocs = None;
     if runs("allocs") || runs("round_trip") {
         allocs = Some(allocations(&rt, &server));
+    }
+    if runs("allocs") || runs("pipelined") {
+        lifecycle_allocs = Some(lifecycle_allocations(&rt, &server));
     }
     if runs("idle") {
         let mut n: usize = if bench { 1_000 } else { 20 };
@@ -966,6 +1013,11 @@ fn main() {
         println!(
             "allocations per in-memory round trip (HostSession+Server, both sides): {a}  target <= 12  {}",
             if a <= 12 { "MET" } else { "MISSED" }
+        );
+    }
+    if let Some(a) = lifecycle_allocs {
+        println!(
+            "allocations per lifecycle notification (host and server together): {a}  (reported)"
         );
     }
     if let Some(per) = idle {
