@@ -252,6 +252,36 @@ impl Outbox {
         self.push(text, owed)
     }
 
+    /// [`Self::finish`] with a result already encoded: written as it is (a batch's member
+    /// is read back into the batch's array).
+    pub(crate) fn finish_encoded(
+        &mut self,
+        req: IncomingRequest,
+        result: &crate::jsonrpc::Encoded,
+    ) -> Result<(), PeerError> {
+        if req.batch.is_some() {
+            let outcome = result
+                .to_value()
+                .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")));
+            return self.finish(req, outcome);
+        }
+        let mut req = req;
+        req.armed = false;
+        let owed = req.owed.take();
+        let text =
+            wire::result_response_in(self.shared.frame_buffer(), &req.request.id, result.as_raw());
+        match text {
+            Some(text) => self.push(text, owed),
+            // Text that is JSON always writes; were it not, the request is still answered.
+            None => {
+                let e = ErrorObject::internal("cannot encode result");
+                let text =
+                    wire::response_in(self.shared.frame_buffer(), Some(&req.request.id), &Err(e));
+                self.push(text, owed)
+            }
+        }
+    }
+
     fn hold(&mut self, held: Held) {
         self.bytes += held.text.len();
         self.held.push_back(held);

@@ -197,6 +197,12 @@ mod tests {
                         result_response(id, result).as_deref(),
                         Some(response(Some(id), o).as_str())
                     );
+                    // An encoded result is written as it is (`Outbox::finish_encoded`).
+                    let encoded = crate::jsonrpc::Encoded::encode(result).unwrap();
+                    assert_eq!(
+                        result_response(id, encoded.as_raw()).as_deref(),
+                        Some(response(Some(id), o).as_str())
+                    );
                 }
             }
         }

@@ -15,7 +15,7 @@ use super::driver::Command;
 use super::fallback::{fallback_initialize, spawn_fallback};
 use super::hooks::on_before_inference;
 use super::*;
-use crate::jsonrpc::{ErrorObject, RequestId};
+use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
 use crate::protocol::channels::{
     ChannelsAcknowledge, ChannelsClose, ChannelsList, ChannelsOpen, ChannelsPublish,
     ChannelsTyping, ListResult,
@@ -31,9 +31,26 @@ use crate::protocol::{method_info, Method};
 /// How a handed-out request was taken.
 pub(super) enum Handled {
     /// Answered without waiting: the driver feeds the answer at once.
-    Now(HandlerResult<Value>),
+    Now(Answer),
     /// Goes on in a task of its own, which sends its answer to the driver.
     Later,
+}
+
+impl Handled {
+    /// Answered now with `outcome`.
+    pub(super) fn now(outcome: HandlerResult<Value>) -> Handled {
+        Handled::Now(Answer::Value(outcome))
+    }
+}
+
+/// A handler's answer, in the form the state machine takes it.
+pub(super) enum Answer {
+    /// As a `Value`: a hook's and an `initialize`'s (rules read them,
+    /// `ServerState::answer`), the MCP fallback's, errors, and what is built as one.
+    Value(HandlerResult<Value>),
+    /// A typed handler's result, encoded straight from its type
+    /// (`ServerState::answer_encoded`; issue #24: no `Value` tree in between).
+    Encoded(HandlerResult<Encoded>),
 }
 
 /// Whether `method` is a surface removed from MCPL ([`crate::protocol::REMOVED_METHODS`]):
@@ -55,29 +72,31 @@ pub(super) fn is_reserved(method: &str) -> bool {
 /// task, so it never holds up the messages after it (a `ping` behind a slow `tools/call` is
 /// answered at once); its answer comes back to the driver as a [`Command::Answer`]. A panic
 /// is answered `-32603` and reported ([`guarded`]); a result that does not serialize is
-/// answered `-32603` and reported.
+/// answered `-32603` and reported. With `encode` the result is encoded straight from its
+/// type ([`Answer::Encoded`]), else made a `Value` (a rule reads it, or it is one).
 pub(super) fn run_handler<R: Serialize + Send + 'static>(
     conn: &Arc<Conn>,
     id: RequestId,
     method: std::borrow::Cow<'static, str>,
     mut fut: BoxFut<HandlerResult<R>>,
+    encode: bool,
 ) -> Handled {
     use futures_util::FutureExt;
     let first =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().now_or_never()));
     match first {
-        Ok(Some(out)) => Handled::Now(encoded(conn, &method, out)),
+        Ok(Some(out)) => Handled::Now(answer(conn, &method, out, encode)),
         Err(_) => {
             conn.diagnostic(ServerDiagnostic::HandlerPanicked {
                 method: method.into_owned(),
             });
-            Handled::Now(Err(ErrorObject::internal(PANICKED)))
+            Handled::now(Err(ErrorObject::internal(PANICKED)))
         }
         Ok(None) => {
             let conn = conn.clone();
             tokio::spawn(async move {
                 let out = guarded(&conn, &method, fut).await;
-                let outcome = encoded(&conn, &method, out);
+                let outcome = answer(&conn, &method, out, encode);
                 let _ = conn.commands.send(Command::Answer { id, outcome }).await;
             });
             Handled::Later
@@ -85,17 +104,21 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
     }
 }
 
-/// A handler's result as the JSON it is answered with.
-fn encoded<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>) -> HandlerResult<Value> {
-    out.and_then(|r| {
-        serde_json::to_value(r).map_err(|e| {
-            conn.diagnostic(ServerDiagnostic::ResultUnencodable {
-                method: method.to_owned(),
-                error: e.to_string(),
-            });
-            ErrorObject::internal(format!("cannot encode result: {e}"))
-        })
-    })
+/// A handler's result as the JSON it is answered with: encoded text with `encode`, else a
+/// `Value`.
+fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode: bool) -> Answer {
+    let unencodable = |e: serde_json::Error| {
+        conn.diagnostic(ServerDiagnostic::ResultUnencodable {
+            method: method.to_owned(),
+            error: e.to_string(),
+        });
+        ErrorObject::internal(format!("cannot encode result: {e}"))
+    };
+    if encode {
+        Answer::Encoded(out.and_then(|r| Encoded::encode(&r).map_err(unencodable)))
+    } else {
+        Answer::Value(out.and_then(|r| serde_json::to_value(r).map_err(unencodable)))
+    }
 }
 
 /// Hands request `id` of `method` with `params` to `handler` (`-32601` without one, `-32602`
@@ -112,14 +135,21 @@ where
     R: Serialize + Send + 'static,
 {
     let Some(handler) = handler else {
-        return Handled::Now(Err(ErrorObject::method_not_found(method)));
+        return Handled::now(Err(ErrorObject::method_not_found(method)));
     };
     let params = match crate::jsonrpc::parse_params::<P>(params) {
         Ok(p) => p,
-        Err(e) => return Handled::Now(Err(e)),
+        Err(e) => return Handled::now(Err(e)),
     };
     let session = Session { conn: conn.clone() };
-    run_handler(conn, id, static_name(method), handler(session, params))
+    // Every request it takes is answered as the application gave it: encoded.
+    run_handler(
+        conn,
+        id,
+        static_name(method),
+        handler(session, params),
+        true,
+    )
 }
 
 /// `method`'s name: a known method's is static, so no copy on the common path (issue #24).
@@ -165,7 +195,7 @@ pub(super) fn on_request(
         // Handed out only to a connection with a fallback; the driver reads nothing more
         // until it answers (as the host waits for it).
         let Some(f) = conn.fallback() else {
-            return Handled::Now(Err(ErrorObject::method_not_found(method)));
+            return Handled::now(Err(ErrorObject::method_not_found(method)));
         };
         return fallback_initialize(conn, f, id, params.unwrap_or(Value::Null));
     }
@@ -193,7 +223,7 @@ pub(super) fn on_request(
                 next_cursor: None,
                 extra: Map::new(),
             };
-            Handled::Now(
+            Handled::now(
                 serde_json::to_value(result)
                     .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}"))),
             )
@@ -205,11 +235,11 @@ pub(super) fn on_request(
                 .and_then(Value::as_str)
                 .and_then(|name| conn.server.tools.handler(name));
             if handler.is_none() {
-                return Handled::Now(Err(ErrorObject::invalid_params("unknown tool")));
+                return Handled::now(Err(ErrorObject::invalid_params("unknown tool")));
             }
             spawn_handler(conn, id, method, params, handler)
         }
-        ManifestFetch::NAME => Handled::Now(Ok(conn.tracker().manifest_result())),
+        ManifestFetch::NAME => Handled::now(Ok(conn.tracker().manifest_result())),
         BeforeInference::NAME => on_before_inference(conn, id, params),
         StateRollback::NAME => spawn_handler(conn, id, method, params, h.rollback.clone()),
         ChannelsOpen::NAME => spawn_handler(conn, id, method, params, h.channels_open.clone()),
@@ -241,7 +271,7 @@ pub(super) fn on_request(
             params,
             empty_result(h.channels_typing.clone()),
         ),
-        _ => Handled::Now(Err(ErrorObject::method_not_found(method))),
+        _ => Handled::now(Err(ErrorObject::method_not_found(method))),
     }
 }
 

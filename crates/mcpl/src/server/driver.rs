@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Conn, StreamTx};
+use super::dispatch::Answer;
 use super::*;
 use crate::jsonrpc::{Message, Request, RequestId, Response};
 use crate::manifest::ManifestSnapshot;
@@ -50,10 +51,7 @@ pub(super) enum Command {
         accepted: Option<oneshot::Sender<()>>,
     },
     /// A handler answered host request `id`.
-    Answer {
-        id: RequestId,
-        outcome: HandlerResult<Value>,
-    },
+    Answer { id: RequestId, outcome: Answer },
     /// The connection's tracker installed a change (§17.3): it waits, merged with any
     /// other not yet taken, in `Conn::manifest_changed`.
     ManifestChanged,
@@ -295,9 +293,7 @@ impl Driver {
                 if self.initializing.as_ref() == Some(&id) {
                     self.initializing = None;
                 }
-                if let Err(e) = self.state.answer(id, outcome) {
-                    tracing::debug!("answer not sent: {e}");
-                }
+                self.feed_answer(id, outcome);
             }
             Command::ManifestChanged => self.take_manifest_change(),
             Command::Barrier(reply) => {
@@ -323,7 +319,14 @@ impl Driver {
     fn outputs(&mut self) {
         while let Some(out) = self.state.poll_output() {
             match out {
-                ServerOutput::Transmit(Message::Response(r)) => self.respond(r),
+                ServerOutput::Transmit(Message::Response(r)) => {
+                    if let Some(id) = r.id {
+                        self.respond(id, Answer::Value(r.outcome));
+                    }
+                }
+                ServerOutput::TransmitResult { id, result } => {
+                    self.respond(id, Answer::Encoded(Ok(result)))
+                }
                 ServerOutput::Transmit(Message::Request(r)) => self.send_request(r),
                 ServerOutput::Transmit(Message::Notification(n)) => {
                     if let Err(e) = self.out.notify(&n.method, n.params) {
@@ -353,15 +356,14 @@ impl Driver {
         }
     }
 
-    /// Writes the answer to host request `r.id` through its guard.
-    fn respond(&mut self, r: Response) {
-        let Some(id) = r.id else { return };
+    /// Writes the answer to host request `id` through its guard.
+    fn respond(&mut self, id: RequestId, outcome: Answer) {
         match self.current.take() {
             // Decided while its own message was fed (`initialize`, `ping`, the policy
             // receipt, a refusal …): written before anything the state outputs after it.
             Some(req) if *req.id() == id => {
                 let initialize = req.method() == Initialize::NAME;
-                self.answer(req, r.outcome);
+                self.answer(req, outcome);
                 if initialize {
                     self.after_initialize();
                 }
@@ -375,7 +377,7 @@ impl Driver {
                 // A handler's answer, or the application's (its MCP fallback's)
                 // `initialize` answer.
                 let initialize = req.method() == Initialize::NAME;
-                self.answer(req, r.outcome);
+                self.answer(req, outcome);
                 if initialize {
                     self.after_initialize();
                 }
@@ -385,9 +387,26 @@ impl Driver {
 
     /// Writes the answer to `req` through its guard (it stays in flight until the answer
     /// is queued: [`Outbox::finish`]).
-    fn answer(&mut self, req: IncomingRequest, outcome: HandlerResult<Value>) {
-        if let Err(e) = self.out.finish(req, outcome) {
+    fn answer(&mut self, req: IncomingRequest, outcome: Answer) {
+        let written = match outcome {
+            Answer::Value(outcome) => self.out.finish(req, outcome),
+            Answer::Encoded(Ok(result)) => self.out.finish_encoded(req, &result),
+            Answer::Encoded(Err(e)) => self.out.finish(req, Err(e)),
+        };
+        if let Err(e) = written {
             tracing::debug!("response not sent: {e}");
+        }
+    }
+
+    /// Feeds a handler's answer to host request `id` to the state machine.
+    fn feed_answer(&mut self, id: RequestId, outcome: Answer) {
+        let fed = match outcome {
+            Answer::Value(outcome) => self.state.answer(id, outcome),
+            Answer::Encoded(Ok(result)) => self.state.answer_encoded(id, result),
+            Answer::Encoded(Err(e)) => self.state.answer(id, Err(e)),
+        };
+        if let Err(e) = fed {
+            tracing::debug!("answer not sent: {e}");
         }
     }
 
@@ -504,11 +523,7 @@ impl Driver {
         let initialize = method == Initialize::NAME;
         let handled = super::dispatch::on_request(&self.conn, id.clone(), &method, params);
         match handled {
-            super::dispatch::Handled::Now(outcome) => {
-                if let Err(e) = self.state.answer(id, outcome) {
-                    tracing::debug!("answer not sent: {e}");
-                }
-            }
+            super::dispatch::Handled::Now(outcome) => self.feed_answer(id, outcome),
             super::dispatch::Handled::Later if initialize => self.initializing = Some(id),
             super::dispatch::Handled::Later => {}
         }

@@ -46,7 +46,14 @@ pub(super) fn spawn_fallback(
     f: Arc<dyn McpFallback>,
 ) -> Handled {
     let fut = f.request(&id, method, params);
-    run_handler(conn, id, format!("MCP fallback's {method}").into(), fut)
+    // Already a `Value`: written as one.
+    run_handler(
+        conn,
+        id,
+        format!("MCP fallback's {method}").into(),
+        fut,
+        false,
+    )
 }
 
 /// Hands the host's `initialize` to the fallback like any handler (a fallback that waits,
@@ -73,5 +80,5 @@ pub(super) fn fallback_initialize(
             None => fut.await,
         }
     });
-    run_handler(conn, id, "MCP fallback's initialize".into(), fut)
+    run_handler(conn, id, "MCP fallback's initialize".into(), fut, false)
 }

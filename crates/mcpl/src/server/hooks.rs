@@ -20,11 +20,11 @@ pub(super) fn on_before_inference(
     params: Option<Value>,
 ) -> Handled {
     let Some((_, handler)) = conn.server.handlers.before_inference.clone() else {
-        return Handled::Now(Err(ErrorObject::method_not_found(BeforeInference::NAME)));
+        return Handled::now(Err(ErrorObject::method_not_found(BeforeInference::NAME)));
     };
     let params: BeforeInferenceParams = match crate::jsonrpc::parse_params(params) {
         Ok(p) => p,
-        Err(e) => return Handled::Now(Err(e)),
+        Err(e) => return Handled::now(Err(e)),
     };
     let state = conn.grant_state();
     run_handler(
@@ -32,5 +32,7 @@ pub(super) fn on_before_inference(
         id,
         BeforeInference::NAME.into(),
         handler(state, params),
+        // A rule reads the answer (§10.8): as a `Value`.
+        false,
     )
 }

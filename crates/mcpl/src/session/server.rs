@@ -37,6 +37,9 @@ use crate::protocol::inference::InferenceChunk;
 use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method;
 
+/// Answers to the host requests handed out.
+mod answers;
+
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
 pub struct ServerRules {
@@ -126,6 +129,14 @@ impl ServerRules {
 pub enum ServerOutput {
     /// A message to write to the host, in this order.
     Transmit(Message),
+    /// The answer to host request `id` with a result the application encoded
+    /// ([`ServerState::answer_encoded`]): written, in this order, as it is.
+    TransmitResult {
+        /// The request answered.
+        id: RequestId,
+        /// Its result.
+        result: crate::jsonrpc::Encoded,
+    },
     /// An admitted host request for the application (`tools/call`, hooks, …): answer with
     /// [`ServerState::answer`].
     Request {
@@ -610,83 +621,6 @@ impl ServerState {
             self.out
                 .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
         }
-    }
-
-    /// Answers a request handed out as [`ServerOutput::Request`]. A `context/beforeInference`
-    /// answer is first made one the host accepts whole
-    /// ([`rules::hook_answer_to_send`](super::rules::hook_answer_to_send): the host's own
-    /// judgement of each injection under the grant in force now, §10.8); what it drops is an
-    /// `injection_dropped` diagnostic, and an answer that is no hook result is `-32603`.
-    /// An answer without a `featureSet` claims the hook's own
-    /// ([`ServerRules::hook_feature_set`]). An `initialize` answer
-    /// ([`ServerRules::initialize_by_application`]) gets the manifest under
-    /// `capabilities.experimental.mcpl`; one that is no object, or whose `capabilities` is
-    /// none, is `-32603`.
-    pub fn answer(
-        &mut self,
-        id: RequestId,
-        outcome: Result<Value, ErrorObject>,
-    ) -> Result<(), SendRefusal> {
-        let Some(handed) = self.handed.remove(&id) else {
-            return Err(SendRefusal::UnknownRequest(id.to_value().to_string()));
-        };
-        let outcome = match (handed, outcome) {
-            (Handed::Hook, Ok(v)) => self.hook_answer(v),
-            (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
-            (_, other) => other,
-        };
-        self.respond(id, outcome);
-        Ok(())
-    }
-
-    /// The application's answer to the `initialize` handed out, made the session's by the
-    /// one rule ([`application_initialize_result`](super::server_initialize::application_initialize_result),
-    /// as `server::Server` makes its MCP fallback's); a result makes the connection
-    /// initialized, an error leaves it as it was (a later `initialize` is read afresh).
-    fn initialize_answer(
-        &mut self,
-        mcpl: bool,
-        outcome: Result<Value, ErrorObject>,
-    ) -> Result<Value, ErrorObject> {
-        self.initializing = false;
-        let mut diags = Vec::new();
-        let result = outcome.and_then(|v| {
-            super::server_initialize::application_initialize_result(
-                v,
-                &self.rules.mcp_capabilities,
-                self.manifest.manifest(),
-                &mut diags,
-            )
-        });
-        self.out
-            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
-        if result.is_ok() {
-            self.generation += 1;
-            self.initialized = true;
-            self.mcpl = mcpl;
-        }
-        result
-    }
-
-    fn hook_answer(&mut self, v: Value) -> Result<Value, ErrorObject> {
-        let mut r: crate::protocol::hooks::BeforeInferenceResult = serde_json::from_value(v)
-            .map_err(|e| {
-                ErrorObject::internal(format!("the hook's answer is no hook result: {e}"))
-            })?;
-        let statuses = self.policy.statuses();
-        let diags = super::server_hooks::filter_hook_answer(
-            &mut r,
-            self.rules.hook_feature_set.as_deref(),
-            self.mcpl,
-            self.policy.is_ready(),
-            self.policy.grant(),
-            self.policy.declarations(),
-            &statuses,
-        );
-        self.out
-            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
-        serde_json::to_value(r)
-            .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
     }
 
     /// Sends `method` at `now` to the host if the host would admit it now: its admission

@@ -83,6 +83,11 @@ impl Pair {
         while let Some(o) = self.server.poll_output() {
             match o {
                 ServerOutput::Transmit(m) => self.to_host.push_back(m.to_json()),
+                ServerOutput::TransmitResult { id, result } => self.to_host.push_back(format!(
+                    r#"{{"id":{},"jsonrpc":"2.0","result":{}}}"#,
+                    id.to_value(),
+                    result.get()
+                )),
                 other => self.server_out.push(other),
             }
         }

@@ -1,0 +1,122 @@
+//! Answers to the host requests a [`ServerState`] handed out ([`ServerOutput::Request`]):
+//! a hook's is filtered (§10.8), an `initialize`'s made the session's (§3.2); any other is
+//! written as the application gave it, encoded or not.
+
+use serde_json::Value;
+
+use super::{Handed, ServerOutput, ServerState};
+use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
+use crate::session::SendRefusal;
+
+impl ServerState {
+    /// Answers a request handed out as [`ServerOutput::Request`]. A `context/beforeInference`
+    /// answer is first made one the host accepts whole
+    /// ([`rules::hook_answer_to_send`](crate::session::rules::hook_answer_to_send): the host's own
+    /// judgement of each injection under the grant in force now, §10.8); what it drops is an
+    /// `injection_dropped` diagnostic, and an answer that is no hook result is `-32603`.
+    /// An answer without a `featureSet` claims the hook's own
+    /// ([`ServerRules::hook_feature_set`](crate::session::ServerRules::hook_feature_set)). An `initialize` answer
+    /// ([`ServerRules::initialize_by_application`](crate::session::ServerRules::initialize_by_application)) gets the manifest under
+    /// `capabilities.experimental.mcpl`; one that is no object, or whose `capabilities` is
+    /// none, is `-32603`.
+    pub fn answer(
+        &mut self,
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), SendRefusal> {
+        let handed = self.take_handed(&id)?;
+        self.answer_handed(id, handed, outcome);
+        Ok(())
+    }
+
+    /// Request `id` as it was handed out, no longer waiting for its answer.
+    fn take_handed(&mut self, id: &RequestId) -> Result<Handed, SendRefusal> {
+        self.handed
+            .remove(id)
+            .ok_or_else(|| SendRefusal::UnknownRequest(id.to_value().to_string()))
+    }
+
+    fn answer_handed(
+        &mut self,
+        id: RequestId,
+        handed: Handed,
+        outcome: Result<Value, ErrorObject>,
+    ) {
+        let outcome = match (handed, outcome) {
+            (Handed::Hook, Ok(v)) => self.hook_answer(v),
+            (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
+            (_, other) => other,
+        };
+        self.respond(id, outcome);
+    }
+
+    /// The application's answer to the `initialize` handed out, made the session's by the
+    /// one rule ([`application_initialize_result`](crate::session::server_initialize::application_initialize_result),
+    /// as `server::Server` makes its MCP fallback's); a result makes the connection
+    /// initialized, an error leaves it as it was (a later `initialize` is read afresh).
+    fn initialize_answer(
+        &mut self,
+        mcpl: bool,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<Value, ErrorObject> {
+        self.initializing = false;
+        let mut diags = Vec::new();
+        let result = outcome.and_then(|v| {
+            crate::session::server_initialize::application_initialize_result(
+                v,
+                &self.rules.mcp_capabilities,
+                self.manifest.manifest(),
+                &mut diags,
+            )
+        });
+        self.out
+            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
+        if result.is_ok() {
+            self.generation += 1;
+            self.initialized = true;
+            self.mcpl = mcpl;
+        }
+        result
+    }
+
+    fn hook_answer(&mut self, v: Value) -> Result<Value, ErrorObject> {
+        let mut r: crate::protocol::hooks::BeforeInferenceResult = serde_json::from_value(v)
+            .map_err(|e| {
+                ErrorObject::internal(format!("the hook's answer is no hook result: {e}"))
+            })?;
+        let statuses = self.policy.statuses();
+        let diags = crate::session::server_hooks::filter_hook_answer(
+            &mut r,
+            self.rules.hook_feature_set.as_deref(),
+            self.mcpl,
+            self.policy.is_ready(),
+            self.policy.grant(),
+            self.policy.declarations(),
+            &statuses,
+        );
+        self.out
+            .extend(diags.into_iter().map(ServerOutput::Diagnostic));
+        serde_json::to_value(r)
+            .map_err(|e| ErrorObject::internal(format!("cannot encode the hook's answer: {e}")))
+    }
+
+    /// [`Self::answer`] with a result the application already encoded
+    /// ([`Encoded::encode`]): written as it is ([`ServerOutput::TransmitResult`]), no
+    /// `Value` in between. The answers a rule reads (a hook's, an `initialize`'s) are read
+    /// back and go the way of [`Self::answer`]; one that is no JSON is `-32603`.
+    pub fn answer_encoded(&mut self, id: RequestId, result: Encoded) -> Result<(), SendRefusal> {
+        match self.take_handed(&id)? {
+            Handed::Plain => {
+                self.out
+                    .push_back(ServerOutput::TransmitResult { id, result });
+            }
+            handed => {
+                let outcome = result
+                    .to_value()
+                    .map_err(|e| ErrorObject::internal(format!("the answer is no JSON: {e}")));
+                self.answer_handed(id, handed, outcome);
+            }
+        }
+        Ok(())
+    }
+}
