@@ -242,8 +242,9 @@ impl Harness {
     fn pump(&mut self) {
         while let Some(o) = self.host.poll_output() {
             match o {
-                HostOutput::Transmit(m) => {
-                    let frame = serde_json::from_str(&m.to_json()).expect("the host writes JSON");
+                HostOutput::Transmit(_) | HostOutput::TransmitNotification { .. } => {
+                    let text = o.frame().expect("a frame");
+                    let frame = serde_json::from_str(&text).expect("the host writes JSON");
                     self.to_server.push_back(frame);
                 }
                 HostOutput::Event(e) => self.events.push(e),

@@ -558,6 +558,11 @@ impl Driver {
     fn output(&mut self, w: &mut Waiting, o: HostOutput) {
         match o {
             HostOutput::Transmit(m) => self.transmit(w, m),
+            HostOutput::TransmitNotification { method, params } => {
+                if let Err(e) = self.out.notify_encoded(method, &params) {
+                    tracing::debug!(error = %e, method, "notification not written");
+                }
+            }
             HostOutput::Event(e) => {
                 if let HostEvent::ManifestChange(r) = &e {
                     w.receipt = Some(r.clone());

@@ -330,6 +330,54 @@ impl Encoded {
     pub fn as_raw(&self) -> &serde_json::value::RawValue {
         &self.0
     }
+
+    /// The notification `method` with these params, as one line of JSON text (members in
+    /// [`Message::to_json`]'s order).
+    pub fn notification(&self, method: &str) -> String {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            jsonrpc: &'static str,
+            method: &'a str,
+            params: &'a serde_json::value::RawValue,
+        }
+        let out = Out {
+            jsonrpc: "2.0",
+            method,
+            params: &self.0,
+        };
+        serde_json::to_string(&out).unwrap_or_else(|_| {
+            Message::Notification(Notification {
+                method: method.to_owned(),
+                params: self.to_value().ok(),
+            })
+            .to_json()
+        })
+    }
+
+    /// The answer to request `id` with this result, as one line of JSON text (members in
+    /// [`Message::to_json`]'s order).
+    pub fn response(&self, id: &RequestId) -> String {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            id: &'a RequestId,
+            jsonrpc: &'static str,
+            result: &'a serde_json::value::RawValue,
+        }
+        let out = Out {
+            id,
+            jsonrpc: "2.0",
+            result: &self.0,
+        };
+        serde_json::to_string(&out).unwrap_or_else(|_| {
+            Message::Response(Response {
+                id: Some(id.clone()),
+                outcome: self
+                    .to_value()
+                    .map_err(|e| ErrorObject::internal(e.to_string())),
+            })
+            .to_json()
+        })
+    }
 }
 
 /// Two encoded values are equal when their texts are.

@@ -531,3 +531,32 @@ mod equivalence {
         }
     }
 }
+
+/// An encoded value is written as it is: the notification and response lines built around
+/// it are the ones `Message::to_json` writes for the same value (JSON-RPC 2.0 §4, §5), escapes
+/// and all.
+#[test]
+fn encoded_values_make_the_same_lines_as_message_to_json() {
+    let values = [
+        json!(null),
+        json!({"z": 1, "a": [1.5, "x\u{2028}", {"k": null}], "é\n\"": true}),
+        json!([1, -2, "three"]),
+        json!("just text"),
+    ];
+    for v in &values {
+        let e = Encoded::encode(v).unwrap();
+        assert_eq!(e.to_value().unwrap(), *v);
+        let n = Message::Notification(Notification {
+            method: "inference/lifecycle".into(),
+            params: Some(v.clone()),
+        });
+        assert_eq!(e.notification("inference/lifecycle"), n.to_json());
+        for id in [RequestId::from(7u64), RequestId::from("a\"b")] {
+            let r = Message::Response(Response {
+                id: Some(id.clone()),
+                outcome: Ok(v.clone()),
+            });
+            assert_eq!(e.response(&id), r.to_json());
+        }
+    }
+}

@@ -217,6 +217,16 @@ impl Outbox {
         self.push(wire::notification(method, params.as_ref()), None)
     }
 
+    /// [`Self::notify`] with params already encoded: written as they are.
+    pub(crate) fn notify_encoded(
+        &mut self,
+        method: &str,
+        params: &crate::jsonrpc::Encoded,
+    ) -> Result<(), PeerError> {
+        let text = wire::notification_in(self.shared.frame_buffer(), method, params.as_raw());
+        self.push(text, None)
+    }
+
     /// Answers request `id` (whose guard was disarmed) without waiting.
     pub(crate) fn respond(
         &mut self,

@@ -86,6 +86,34 @@ pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
     })
 }
 
+/// A notification line with `params` written as they are (already encoded JSON), encoded
+/// into `buf` (a spare frame buffer).
+pub(super) fn notification_in(
+    buf: Vec<u8>,
+    method: &str,
+    params: &serde_json::value::RawValue,
+) -> String {
+    /// Members in the same (sorted) order as [`Out`].
+    #[derive(Serialize)]
+    struct NotificationOut<'a> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a serde_json::value::RawValue,
+    }
+    let out = NotificationOut {
+        jsonrpc: "2.0",
+        method,
+        params,
+    };
+    encode(buf, &out).unwrap_or_else(|| {
+        Message::Notification(Notification {
+            method: method.to_owned(),
+            params: serde_json::from_str(params.get()).ok(),
+        })
+        .to_json()
+    })
+}
+
 /// A result response line serialised straight from `result`; `None` if it cannot be
 /// serialised (the caller then answers `-32603`).
 #[cfg(test)]
@@ -212,6 +240,14 @@ mod tests {
                 params: p.clone(),
             });
             assert_eq!(notification("push/event", p.as_ref()), m.to_json());
+            if let Some(p) = p {
+                // Encoded params are written as they are (`Outbox::notify_encoded`).
+                let encoded = crate::jsonrpc::Encoded::encode(p).unwrap();
+                assert_eq!(
+                    notification_in(Vec::new(), "push/event", encoded.as_raw()),
+                    m.to_json()
+                );
+            }
         }
     }
 }

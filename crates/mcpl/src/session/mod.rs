@@ -29,7 +29,7 @@
 //! use std::time::{Instant, SystemTime};
 //! use mcpl::capability::Capability;
 //! use mcpl::jsonrpc::Message;
-//! use mcpl::session::{HostOutput, HostRules, HostState, Mode, ServerOutput, ServerRules, ServerState};
+//! use mcpl::session::{HostRules, HostState, Mode, ServerRules, ServerState};
 //! use serde_json::json;
 //!
 //! let now = Instant::now();
@@ -43,14 +43,16 @@
 //! loop {
 //!     let mut moved = false;
 //!     while let Some(out) = host.poll_output() {
-//!         if let HostOutput::Transmit(m) = out {
-//!             server.handle_message(now, Message::parse(&m.to_json())?);
+//!         // `frame()`: the text of every output to write (`Transmit`, and the
+//!         // notifications and answers the sessions encode themselves).
+//!         if let Some(text) = out.frame() {
+//!             server.handle_message(now, Message::parse(&text)?);
 //!             moved = true;
 //!         }
 //!     }
 //!     while let Some(out) = server.poll_output() {
-//!         if let ServerOutput::Transmit(m) = out {
-//!             host.handle_message(now, Message::parse(&m.to_json())?);
+//!         if let Some(text) = out.frame() {
+//!             host.handle_message(now, Message::parse(&text)?);
 //!             moved = true;
 //!         }
 //!     }

@@ -194,6 +194,19 @@ pub enum ServerOutput {
     Close,
 }
 
+impl ServerOutput {
+    /// The line of JSON text to write, for [`ServerOutput::Transmit`] and
+    /// [`ServerOutput::TransmitResult`]; `None` for every other output. A driver that
+    /// writes through this never misses a frame.
+    pub fn frame(&self) -> Option<String> {
+        match self {
+            ServerOutput::Transmit(m) => Some(m.to_json()),
+            ServerOutput::TransmitResult { id, result } => Some(result.response(id)),
+            _ => None,
+        }
+    }
+}
+
 /// Why [`ServerState::request`], [`ServerState::notify`] or [`ServerState::answer`] sent
 /// nothing: the host would refuse it, or there was nothing to answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

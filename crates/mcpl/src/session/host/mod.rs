@@ -21,12 +21,12 @@ use crate::protocol::feature_sets::FeatureSetsUpdate;
 use crate::protocol::handshake::Initialize;
 use crate::protocol::hooks::BeforeInference;
 use crate::protocol::inference::InferenceChunk;
-use crate::protocol::lifecycle::InferenceLifecycle;
 use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method as _;
 
 mod answers;
 mod inbound;
+mod turns;
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
 /// `host::HostConfig` (whose defaults these are).
@@ -194,6 +194,15 @@ pub enum StateError {
 pub enum HostOutput {
     /// A message to write to the server, in this order.
     Transmit(Message),
+    /// A notification to write to the server, in this order, its params encoded by the
+    /// session from their type (`inference/lifecycle`): a driver writes
+    /// `{"jsonrpc":"2.0","method":…,"params":<params.get()>}`.
+    TransmitNotification {
+        /// Its method.
+        method: &'static str,
+        /// Its params.
+        params: crate::jsonrpc::Encoded,
+    },
     /// Something for the application (the same events `host::HostSession` streams).
     Event(HostEvent),
     /// A defect of the server (the same diagnostics `host::HostSession` streams).
@@ -236,6 +245,21 @@ pub enum HostOutput {
     },
     /// Close the connection (after writing what was transmitted before).
     Close,
+}
+
+impl HostOutput {
+    /// The line of JSON text to write, for [`HostOutput::Transmit`] and
+    /// [`HostOutput::TransmitNotification`]; `None` for every other output. A driver that
+    /// writes through this never misses a frame.
+    pub fn frame(&self) -> Option<String> {
+        match self {
+            HostOutput::Transmit(m) => Some(m.to_json()),
+            HostOutput::TransmitNotification { method, params } => {
+                Some(params.notification(method))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A server request handed out to the application ([`HostOutput::Request`]).
@@ -472,80 +496,20 @@ impl HostState {
         }
     }
 
-    /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
-    /// server admits it (`inferenceLifecycle`; refused [`StateError::NotSent`]). Refused
-    /// ([`StateError::Turn`]) while a turn for `inference_id` is open or among the last
-    /// [`ENDED_IDS_REMEMBERED`](super::ENDED_IDS_REMEMBERED) ended ones (also at the open
-    /// limit), and [`StateError::TooManyOpen`] past that many open turns.
-    pub fn start_turn(
-        &mut self,
-        inference_id: &str,
-        conversation_id: &str,
-        turn_index: u64,
-    ) -> Result<(), StateError> {
-        let params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
-                             "turnIndex": turn_index, "phase": "started" });
-        self.gate(InferenceLifecycle::NAME, &params)
-            .map_err(StateError::NotSent)?;
-        // A duplicate is refused as one even at the open limit: ending turns would not make
-        // room for it.
-        if self.turns.knows(inference_id) {
-            return Err(StateError::Turn(format!(
-                "a turn for inference {inference_id:?} is open or recently ended"
-            )));
-        }
-        if self.open_turns.len() >= super::ENDED_IDS_REMEMBERED {
-            return Err(StateError::TooManyOpen {
-                what: "lifecycle turns",
-                limit: super::ENDED_IDS_REMEMBERED,
-            });
-        }
-        self.turns.start(inference_id);
-        self.open_turns.insert(
-            inference_id.to_owned(),
-            (conversation_id.to_owned(), turn_index),
-        );
-        self.write_notification(InferenceLifecycle::NAME, params);
-        Ok(())
-    }
-
-    /// Ends the open turn of `inference_id` with its one terminal (§10.5), `usage` attached
-    /// when given. A terminal the grant no longer allows is not sent (outbound gating wins):
-    /// reported, and [`StateError::NotSent`]; the turn ends either way.
-    pub fn end_turn(
-        &mut self,
-        inference_id: &str,
-        terminal: super::Terminal,
-        usage: Option<Value>,
-    ) -> Result<(), StateError> {
-        let Some((conversation_id, turn_index)) = self.open_turns.remove(inference_id) else {
-            return Err(StateError::Turn(format!(
-                "no turn for inference {inference_id:?} is open"
-            )));
-        };
-        self.turns.end(inference_id);
-        let mut params = json!({ "inferenceId": inference_id, "conversationId": conversation_id,
-                                 "turnIndex": turn_index, "phase": terminal.as_str() });
-        if let (Some(u), Some(o)) = (usage, params.as_object_mut()) {
-            o.insert("usage".into(), u);
-        }
-        // The server's admission rule, applied before sending (§5.4).
-        if let Err(r) = self.gate(InferenceLifecycle::NAME, &params) {
-            self.diag(HostDiagnostic::LifecycleNotSent {
-                inference_id: inference_id.to_owned(),
-                detail: r.to_string(),
-            });
-            return Err(StateError::NotSent(r));
-        }
-        self.write_notification(InferenceLifecycle::NAME, params);
-        Ok(())
-    }
-
     /// The host's outbound gate ([`super::outbound::gate`], the one `HostSession` applies).
     fn gate(&self, method: &str, params: &Value) -> Result<(), super::OutboundRefusal> {
+        self.gate_params(method, Some(params))
+    }
+
+    /// [`Self::gate`] for a message whose params the gate need not read (`None`).
+    fn gate_params(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<(), super::OutboundRefusal> {
         super::outbound::gate(
             method,
-            Some(params),
+            params,
             &self.p.mode,
             self.p.ready,
             &self.p.grant,
@@ -895,6 +859,18 @@ impl HostState {
 
     fn transmit(&mut self, m: Message) {
         self.out.push_back(HostOutput::Transmit(m));
+    }
+
+    /// Writes notification `method` with `params` encoded straight from their type
+    /// ([`HostOutput::TransmitNotification`]); params that do not serialize (none of the
+    /// session's own) are reported and nothing is written.
+    fn transmit_encoded(&mut self, method: &'static str, params: &impl serde::Serialize) {
+        match crate::jsonrpc::Encoded::encode(params) {
+            Ok(params) => self
+                .out
+                .push_back(HostOutput::TransmitNotification { method, params }),
+            Err(e) => tracing::error!(method, "params not encoded, nothing sent: {e}"),
+        }
     }
 
     fn diag(&mut self, d: HostDiagnostic) {

@@ -72,23 +72,18 @@ impl Pair {
     /// everything else into the recorded outputs.
     fn collect(&mut self) {
         while let Some(o) = self.host.poll_output() {
-            match o {
-                HostOutput::Transmit(m) => {
-                    self.host_wrote.push(m.to_json());
-                    self.to_server.push_back(m.to_json());
+            match o.frame() {
+                Some(text) => {
+                    self.host_wrote.push(text.clone());
+                    self.to_server.push_back(text);
                 }
-                other => self.host_out.push(other),
+                None => self.host_out.push(o),
             }
         }
         while let Some(o) = self.server.poll_output() {
-            match o {
-                ServerOutput::Transmit(m) => self.to_host.push_back(m.to_json()),
-                ServerOutput::TransmitResult { id, result } => self.to_host.push_back(format!(
-                    r#"{{"id":{},"jsonrpc":"2.0","result":{}}}"#,
-                    id.to_value(),
-                    result.get()
-                )),
-                other => self.server_out.push(other),
+            match o.frame() {
+                Some(text) => self.to_host.push_back(text),
+                None => self.server_out.push(o),
             }
         }
     }

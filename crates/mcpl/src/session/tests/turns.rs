@@ -195,3 +195,18 @@ fn s14_3_outgoing_streams_index_per_inference_complete_once_and_are_gated() {
     q.drive();
     assert!(server_notifications(&q, "channels/outgoing/chunk").is_empty());
 }
+
+/// The host gates its `inference/lifecycle` without reading its params
+/// (`session/host/turns.rs`, encoded straight from their type): that holds only while the
+/// method's requirement does not depend on them (§10.5), whatever they carry.
+#[test]
+fn s10_5_the_lifecycle_requirement_reads_no_params() {
+    let full = json!({ "inferenceId": "i", "conversationId": "c", "turnIndex": 1,
+                       "phase": "completed", "model": { "id": "m" },
+                       "usage": { "inputTokens": 1, "outputTokens": 2 } });
+    let started = json!({ "phase": "started" });
+    let of = |p| crate::protocol::method_requirement("inference/lifecycle", p);
+    assert_eq!(of(None), of(Some(&full)));
+    assert_eq!(of(None), of(Some(&started)));
+    assert!(of(None).is_some(), "a typed method");
+}

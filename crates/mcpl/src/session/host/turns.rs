@@ -1,0 +1,105 @@
+//! Lifecycle turns at the host (§10.5): `inference/lifecycle` `started` and its one
+//! terminal, each gated as the server admits it, their params encoded straight from their
+//! type (issue #24: no `Value` tree per notification).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{HostState, StateError};
+use crate::protocol::lifecycle::InferenceLifecycle;
+use crate::protocol::Method as _;
+use crate::session::HostDiagnostic;
+
+/// `inference/lifecycle` params as the host sends them (§10.5), members in sorted order, as
+/// a `Value` writes them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Lifecycle<'a> {
+    conversation_id: &'a str,
+    inference_id: &'a str,
+    phase: &'a str,
+    turn_index: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Value>,
+}
+
+impl HostState {
+    /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
+    /// server admits it (`inferenceLifecycle`; refused [`StateError::NotSent`]). Refused
+    /// ([`StateError::Turn`]) while a turn for `inference_id` is open or among the last
+    /// [`ENDED_IDS_REMEMBERED`](crate::session::ENDED_IDS_REMEMBERED) ended ones (also at the open
+    /// limit), and [`StateError::TooManyOpen`] past that many open turns.
+    pub fn start_turn(
+        &mut self,
+        inference_id: &str,
+        conversation_id: &str,
+        turn_index: u64,
+    ) -> Result<(), StateError> {
+        // The gate reads no params of this method: its requirement is the method's own
+        // (`InferenceLifecycle::REQUIREMENT`, §10.5), and it addresses no channel.
+        self.gate_params(InferenceLifecycle::NAME, None)
+            .map_err(StateError::NotSent)?;
+        // A duplicate is refused as one even at the open limit: ending turns would not make
+        // room for it.
+        if self.turns.knows(inference_id) {
+            return Err(StateError::Turn(format!(
+                "a turn for inference {inference_id:?} is open or recently ended"
+            )));
+        }
+        if self.open_turns.len() >= crate::session::ENDED_IDS_REMEMBERED {
+            return Err(StateError::TooManyOpen {
+                what: "lifecycle turns",
+                limit: crate::session::ENDED_IDS_REMEMBERED,
+            });
+        }
+        self.turns.start(inference_id);
+        self.open_turns.insert(
+            inference_id.to_owned(),
+            (conversation_id.to_owned(), turn_index),
+        );
+        let params = Lifecycle {
+            conversation_id,
+            inference_id,
+            phase: "started",
+            turn_index,
+            usage: None,
+        };
+        self.transmit_encoded(InferenceLifecycle::NAME, &params);
+        Ok(())
+    }
+
+    /// Ends the open turn of `inference_id` with its one terminal (§10.5), `usage` attached
+    /// when given. A terminal the grant no longer allows is not sent (outbound gating wins):
+    /// reported, and [`StateError::NotSent`]; the turn ends either way.
+    pub fn end_turn(
+        &mut self,
+        inference_id: &str,
+        terminal: crate::session::Terminal,
+        usage: Option<Value>,
+    ) -> Result<(), StateError> {
+        let Some((conversation_id, turn_index)) = self.open_turns.remove(inference_id) else {
+            return Err(StateError::Turn(format!(
+                "no turn for inference {inference_id:?} is open"
+            )));
+        };
+        self.turns.end(inference_id);
+        // The server's admission rule, applied before sending (§5.4); as at the start, it
+        // reads no params.
+        if let Err(r) = self.gate_params(InferenceLifecycle::NAME, None) {
+            self.diag(HostDiagnostic::LifecycleNotSent {
+                inference_id: inference_id.to_owned(),
+                detail: r.to_string(),
+            });
+            return Err(StateError::NotSent(r));
+        }
+        let params = Lifecycle {
+            conversation_id: &conversation_id,
+            inference_id,
+            phase: terminal.as_str(),
+            turn_index,
+            usage: usage.as_ref(),
+        };
+        self.transmit_encoded(InferenceLifecycle::NAME, &params);
+        Ok(())
+    }
+}
