@@ -304,89 +304,6 @@ pub enum Message {
     Response(Response),
 }
 
-/// A JSON value already encoded as text (a typed handler's result, a typed message's params):
-/// written into its message as it is, with no `Value` tree in between (issue #24: the trees
-/// were a third of a round trip's allocations).
-#[derive(Debug, Clone)]
-pub struct Encoded(Box<serde_json::value::RawValue>);
-
-impl Encoded {
-    /// Encodes `value` (`Err` if it does not serialize).
-    pub fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::value::to_raw_value(value).map(Self)
-    }
-
-    /// The JSON text.
-    pub fn get(&self) -> &str {
-        self.0.get()
-    }
-
-    /// The value as a `Value` (for a rule that must read it).
-    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(self.0.get())
-    }
-
-    /// The text, to write as it is.
-    pub fn as_raw(&self) -> &serde_json::value::RawValue {
-        &self.0
-    }
-
-    /// The notification `method` with these params, as one line of JSON text (members in
-    /// [`Message::to_json`]'s order).
-    pub fn notification(&self, method: &str) -> String {
-        #[derive(Serialize)]
-        struct Out<'a> {
-            jsonrpc: &'static str,
-            method: &'a str,
-            params: &'a serde_json::value::RawValue,
-        }
-        let out = Out {
-            jsonrpc: "2.0",
-            method,
-            params: &self.0,
-        };
-        serde_json::to_string(&out).unwrap_or_else(|_| {
-            Message::Notification(Notification {
-                method: method.to_owned(),
-                params: self.to_value().ok(),
-            })
-            .to_json()
-        })
-    }
-
-    /// The answer to request `id` with this result, as one line of JSON text (members in
-    /// [`Message::to_json`]'s order).
-    pub fn response(&self, id: &RequestId) -> String {
-        #[derive(Serialize)]
-        struct Out<'a> {
-            id: &'a RequestId,
-            jsonrpc: &'static str,
-            result: &'a serde_json::value::RawValue,
-        }
-        let out = Out {
-            id,
-            jsonrpc: "2.0",
-            result: &self.0,
-        };
-        serde_json::to_string(&out).unwrap_or_else(|_| {
-            Message::Response(Response {
-                id: Some(id.clone()),
-                outcome: self
-                    .to_value()
-                    .map_err(|e| ErrorObject::internal(e.to_string())),
-            })
-            .to_json()
-        })
-    }
-}
-
-/// Two encoded values are equal when their texts are.
-impl PartialEq for Encoded {
-    fn eq(&self, other: &Self) -> bool {
-        self.get() == other.get()
-    }
-}
-
 /// Why a JSON value is not a valid JSON-RPC 2.0 message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid JSON-RPC message: {reason}; the sender must send a JSON-RPC 2.0 object (\"jsonrpc\": \"2.0\" with a method, or an id with a result or an error)")]
@@ -749,7 +666,9 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 }
 
 mod cost;
+pub(crate) mod encoded;
 pub use cost::{may_exceed, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST};
+pub use encoded::Encoded;
 
 #[cfg(test)]
 mod tests;

@@ -223,7 +223,9 @@ impl Outbox {
         method: &str,
         params: &crate::jsonrpc::Encoded,
     ) -> Result<(), PeerError> {
-        let text = wire::notification_in(self.shared.frame_buffer(), method, params.as_raw());
+        let text =
+            crate::jsonrpc::encoded::notification_line(self.shared.frame_buffer(), method, params)
+                .unwrap_or_else(|| params.notification(method));
         self.push(text, None)
     }
 
@@ -278,8 +280,11 @@ impl Outbox {
         let mut req = req;
         req.armed = false;
         let owed = req.owed.take();
-        let text =
-            wire::result_response_in(self.shared.frame_buffer(), &req.request.id, result.as_raw());
+        let text = crate::jsonrpc::encoded::response_line(
+            self.shared.frame_buffer(),
+            &req.request.id,
+            result,
+        );
         match text {
             Some(text) => self.push(text, owed),
             // Text that is JSON always writes; were it not, the request is still answered.
@@ -373,5 +378,51 @@ mod tests {
             out.flush().await.unwrap();
         }
         read.await.unwrap();
+    }
+
+    /// An encoded result is one frame of JSON whatever the application's
+    /// type held. A `RawValue` (valid JSON, but with its own whitespace: pretty-printed, read
+    /// from a file) used to be re-read into a `Value` by `to_value`; written "as it is" its
+    /// newlines split the response into several lines on a newline-framed transport, the
+    /// request is never answered, and a line of it can be a message of its own.
+    #[tokio::test]
+    async fn an_encoded_result_with_newlines_is_still_one_line() {
+        use crate::jsonrpc::Encoded;
+        use serde_json::value::RawValue;
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, mut bw) = tokio::io::split(b);
+        let (peer, mut incoming) =
+            Peer::new(Transport::lines(ar, aw, "outbox"), PeerConfig::default());
+        let mut lines = BufReader::new(br).lines();
+        use tokio::io::AsyncWriteExt;
+        bw.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"acme/get\"}\n")
+            .await
+            .unwrap();
+        let Some(IncomingMessage::Request(req)) = incoming.recv().await else {
+            panic!("the request arrives");
+        };
+        #[derive(serde::Serialize)]
+        struct Doc {
+            doc: Box<RawValue>,
+        }
+        let doc = RawValue::from_string(
+            "[\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/injected\"}\n]".into(),
+        )
+        .unwrap();
+        let encoded = Encoded::encode(&Doc { doc }).unwrap();
+        let mut out = peer.outbox();
+        out.finish_encoded(req, &encoded).unwrap();
+        while !out.is_empty() {
+            out.flush().await.unwrap();
+        }
+        let line = lines.next_line().await.unwrap().unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the response is one line of JSON ({e}): {line:?}"));
+        assert_eq!(v["id"], 1);
+        assert_eq!(
+            v["result"]["doc"][0]["method"], "notifications/injected",
+            "{line}"
+        );
     }
 }

@@ -86,34 +86,6 @@ pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
     })
 }
 
-/// A notification line with `params` written as they are (already encoded JSON), encoded
-/// into `buf` (a spare frame buffer).
-pub(super) fn notification_in(
-    buf: Vec<u8>,
-    method: &str,
-    params: &serde_json::value::RawValue,
-) -> String {
-    /// Members in the same (sorted) order as [`Out`].
-    #[derive(Serialize)]
-    struct NotificationOut<'a> {
-        jsonrpc: &'static str,
-        method: &'a str,
-        params: &'a serde_json::value::RawValue,
-    }
-    let out = NotificationOut {
-        jsonrpc: "2.0",
-        method,
-        params,
-    };
-    encode(buf, &out).unwrap_or_else(|| {
-        Message::Notification(Notification {
-            method: method.to_owned(),
-            params: serde_json::from_str(params.get()).ok(),
-        })
-        .to_json()
-    })
-}
-
 /// A result response line serialised straight from `result`; `None` if it cannot be
 /// serialised (the caller then answers `-32603`).
 #[cfg(test)]
@@ -227,10 +199,7 @@ mod tests {
                     );
                     // An encoded result is written as it is (`Outbox::finish_encoded`).
                     let encoded = crate::jsonrpc::Encoded::encode(result).unwrap();
-                    assert_eq!(
-                        result_response(id, encoded.as_raw()).as_deref(),
-                        Some(response(Some(id), o).as_str())
-                    );
+                    assert_eq!(encoded.response(id), response(Some(id), o));
                 }
             }
         }
@@ -243,11 +212,36 @@ mod tests {
             if let Some(p) = p {
                 // Encoded params are written as they are (`Outbox::notify_encoded`).
                 let encoded = crate::jsonrpc::Encoded::encode(p).unwrap();
-                assert_eq!(
-                    notification_in(Vec::new(), "push/event", encoded.as_raw()),
-                    m.to_json()
-                );
+                assert_eq!(encoded.notification("push/event"), m.to_json());
             }
         }
+    }
+
+    /// A typed result whose flattened `extra` names one of its own members (`isError`) is
+    /// one object with unique member names, as the `Value` path wrote it (the `extra`
+    /// member wins there): a typed reader (serde derive, rmcp) refuses duplicates (RFC 8259
+    /// §4: names SHOULD be unique).
+    #[test]
+    fn an_encoded_typed_result_has_unique_member_names() {
+        use crate::protocol::handshake::ToolsCallResult;
+        let mut r = ToolsCallResult::new(["hi"]);
+        r.is_error = Some(false);
+        r.extra.insert("isError".into(), json!(true));
+        let id = RequestId::from(1u64);
+        let via_value = response(Some(&id), &Ok(serde_json::to_value(&r).unwrap()));
+        let line = crate::jsonrpc::Encoded::encode(&r).unwrap().response(&id);
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Envelope {
+            result: ToolsCallResult,
+        }
+        assert!(
+            serde_json::from_str::<Envelope>(&via_value).is_ok(),
+            "the Value path's answer reads: {via_value}"
+        );
+        if let Err(e) = serde_json::from_str::<Envelope>(&line) {
+            panic!("a typed reader refuses the encoded answer ({e}): {line}");
+        }
+        assert_eq!(line, via_value);
     }
 }

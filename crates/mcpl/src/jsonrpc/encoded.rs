@@ -1,0 +1,345 @@
+//! [`Encoded`]: a JSON value encoded straight from its type (issue #24: the `Value` trees
+//! in between were a third of a round trip's allocations), with the guarantees the
+//! `Value` path gave for free.
+
+use std::cell::Cell;
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
+use serde_json::Value;
+
+use super::{ErrorObject, Message, Notification, RequestId, Response};
+
+/// A JSON value already encoded as text (a typed handler's result, a typed message's
+/// params), written into its message as it is. [`Encoded::encode`] makes the same text the
+/// `Value` path would write, but for member order: always one complete value on one line,
+/// no object with a member name twice.
+#[derive(Debug, Clone)]
+pub struct Encoded(String);
+
+/// Deepest object nesting whose member names are checked as the value is written; past it
+/// (or past [`KEYS_CHECKED`] members in one object) the value goes the `Value` way.
+const DEPTH_CHECKED: usize = 8;
+/// Most members of one object checked as the value is written.
+const KEYS_CHECKED: usize = 16;
+
+/// serde_json's compact formatter, noting what the direct text would get wrong where the
+/// `Value` path does not: a raw fragment (a `RawValue`, written as it is: its newlines and
+/// all, or no JSON at all when forged), and a member name written twice in one object (a
+/// `#[serde(flatten)]` map naming a declared field: the `Value` path keeps one). Names are
+/// compared by hash; a collision only sends the value the `Value` way.
+struct Checked<'a> {
+    /// The direct text is not to be used.
+    fallback: &'a Cell<bool>,
+    /// Object nesting now (0: outside any).
+    depth: usize,
+    /// Member names written so far in each open object (by hash), and how many.
+    keys: [[u64; KEYS_CHECKED]; DEPTH_CHECKED],
+    counts: [usize; DEPTH_CHECKED],
+    /// The hash of the member name being written, while one is.
+    key: Option<u64>,
+}
+
+/// FNV-1a over `bytes`, from `h`.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl<'a> Checked<'a> {
+    fn new(fallback: &'a Cell<bool>) -> Checked<'a> {
+        Checked {
+            fallback,
+            depth: 0,
+            keys: [[0; KEYS_CHECKED]; DEPTH_CHECKED],
+            counts: [0; DEPTH_CHECKED],
+            key: None,
+        }
+    }
+
+    fn hash_key_part(&mut self, bytes: &[u8]) {
+        if let Some(h) = self.key.as_mut() {
+            *h = fnv(*h, bytes);
+        }
+    }
+}
+
+impl Formatter for Checked<'_> {
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        match self.counts.get_mut(self.depth - 1) {
+            Some(count) => *count = 0,
+            None => self.fallback.set(true),
+        }
+        CompactFormatter.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth = self.depth.saturating_sub(1);
+        CompactFormatter.end_object(w)
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.key = Some(0xcbf2_9ce4_8422_2325);
+        CompactFormatter.begin_object_key(w, first)
+    }
+
+    fn end_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        if let (Some(h), Some(level)) = (self.key.take(), self.depth.checked_sub(1)) {
+            match (self.keys.get_mut(level), self.counts.get_mut(level)) {
+                (Some(keys), Some(count)) => {
+                    let seen = keys.get(..*count).unwrap_or_default();
+                    if seen.contains(&h) {
+                        self.fallback.set(true);
+                    } else if let Some(slot) = keys.get_mut(*count) {
+                        *slot = h;
+                        *count += 1;
+                    } else {
+                        self.fallback.set(true);
+                    }
+                }
+                _ => self.fallback.set(true),
+            }
+        }
+        CompactFormatter.end_object_key(w)
+    }
+
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        self.hash_key_part(fragment.as_bytes());
+        CompactFormatter.write_string_fragment(w, fragment)
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
+        // The same name always escapes the same way: hashing the escape is enough.
+        let mark: [u8; 2] = match escape {
+            CharEscape::Quote => *b"\\\"",
+            CharEscape::ReverseSolidus => *b"\\\\",
+            CharEscape::Solidus => *b"\\/",
+            CharEscape::Backspace => *b"\\b",
+            CharEscape::FormFeed => *b"\\f",
+            CharEscape::LineFeed => *b"\\n",
+            CharEscape::CarriageReturn => *b"\\r",
+            CharEscape::Tab => *b"\\t",
+            CharEscape::AsciiControl(c) => [b'u', c],
+        };
+        self.hash_key_part(&mark);
+        CompactFormatter.write_char_escape(w, escape)
+    }
+
+    fn write_raw_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        self.fallback.set(true);
+        CompactFormatter.write_raw_fragment(w, fragment)
+    }
+}
+
+impl Encoded {
+    /// Encodes `value` (`Err` if it does not serialize). Written straight from its type;
+    /// one that holds a `RawValue`, names a member twice in one object, or nests objects
+    /// past what is checked goes through `serde_json::to_value` as before (which reads a raw
+    /// fragment, refusing one that is no JSON, and keeps one member of each name).
+    pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        let mut buf = Vec::with_capacity(128);
+        let fallback = Cell::new(false);
+        value.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut buf,
+            Checked::new(&fallback),
+        ))?;
+        if fallback.get() {
+            let v = serde_json::to_value(value)?;
+            return serde_json::to_string(&v).map(Encoded);
+        }
+        // serde_json writes UTF-8 only.
+        String::from_utf8(buf)
+            .map(Encoded)
+            .map_err(<serde_json::Error as serde::ser::Error>::custom)
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+
+    /// The value as a `Value` (for a rule that must read it).
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(&self.0)
+    }
+
+    /// The notification `method` with these params, as one line of JSON text (members in
+    /// [`Message::to_json`]'s order).
+    pub fn notification(&self, method: &str) -> String {
+        notification_line(Vec::new(), method, self).unwrap_or_else(|| {
+            Message::Notification(Notification {
+                method: method.to_owned(),
+                params: self.to_value().ok(),
+            })
+            .to_json()
+        })
+    }
+
+    /// The answer to request `id` with this result, as one line of JSON text (members in
+    /// [`Message::to_json`]'s order).
+    pub fn response(&self, id: &RequestId) -> String {
+        response_line(Vec::new(), id, self).unwrap_or_else(|| {
+            Message::Response(Response {
+                id: Some(id.clone()),
+                outcome: self
+                    .to_value()
+                    .map_err(|e| ErrorObject::internal(e.to_string())),
+            })
+            .to_json()
+        })
+    }
+}
+
+/// Two encoded values are equal when their texts are.
+impl PartialEq for Encoded {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+/// The notification line of `method` with `params`, written into `buf` (emptied first);
+/// `None` only if the method name does not encode.
+pub(crate) fn notification_line(
+    mut buf: Vec<u8>,
+    method: &str,
+    params: &Encoded,
+) -> Option<String> {
+    buf.clear();
+    buf.reserve(params.0.len() + method.len() + 40);
+    buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    serde_json::to_writer(&mut buf, method).ok()?;
+    buf.extend_from_slice(b",\"params\":");
+    buf.extend_from_slice(params.0.as_bytes());
+    buf.push(b'}');
+    String::from_utf8(buf).ok()
+}
+
+/// The result response line answering `id` with `result`, written into `buf` (emptied
+/// first); `None` only if the id does not encode.
+pub(crate) fn response_line(mut buf: Vec<u8>, id: &RequestId, result: &Encoded) -> Option<String> {
+    buf.clear();
+    buf.reserve(result.0.len() + 48);
+    buf.extend_from_slice(b"{\"id\":");
+    serde_json::to_writer(&mut buf, id).ok()?;
+    buf.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+    buf.extend_from_slice(result.0.as_bytes());
+    buf.push(b'}');
+    String::from_utf8(buf).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What the direct text would get wrong goes the `Value` way, and comes out as the
+    /// `Value` path wrote it: a pretty-printed `RawValue` on one line, a forged raw
+    /// fragment refused, a member named twice (a flattened map naming a declared field)
+    /// once, with the map's value.
+    #[test]
+    fn encoded_text_is_what_the_value_path_reads() {
+        use serde_json::value::RawValue;
+        #[derive(Serialize)]
+        struct Doc {
+            doc: Box<RawValue>,
+        }
+        let doc = RawValue::from_string("[\n{\"a\": 1}\n]".into()).unwrap();
+        let e = Encoded::encode(&Doc { doc }).unwrap();
+        assert_eq!(e.get(), r#"{"doc":[{"a":1}]}"#);
+
+        struct Forged;
+        impl Serialize for Forged {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct;
+                // What `RawValue` itself emits, with a fragment that is no value.
+                let mut st = s.serialize_struct("$serde_json::private::RawValue", 1)?;
+                st.serialize_field("$serde_json::private::RawValue", "1,\"id\":99")?;
+                st.end()
+            }
+        }
+        assert!(Encoded::encode(&Forged).is_err());
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WithExtra {
+            is_error: bool,
+            #[serde(flatten)]
+            extra: serde_json::Map<String, Value>,
+        }
+        let mut extra = serde_json::Map::new();
+        extra.insert("isError".into(), json!(true));
+        let r = WithExtra {
+            is_error: false,
+            extra,
+        };
+        assert_eq!(Encoded::encode(&r).unwrap().get(), r#"{"isError":true}"#);
+        // Nested, escaped names too; the same name in sibling objects is no duplicate.
+        let v = json!({ "a": { "k\"\n": 1, "b": [{ "k": 1 }, { "k": 2 }] }, "k": 3 });
+        assert_eq!(Encoded::encode(&v).unwrap().to_value().unwrap(), v);
+        assert_eq!(Encoded::encode(&v).unwrap().get(), v.to_string());
+    }
+
+    /// Objects nested past what is checked, or with more members than that, are encoded
+    /// the `Value` way: the same value, no member lost or doubled, even a name doubled
+    /// where it is not checked.
+    #[test]
+    fn values_past_the_checked_bounds_still_encode_whole() {
+        #[derive(Serialize)]
+        struct Deep {
+            next: Option<Box<Deep>>,
+            #[serde(flatten)]
+            extra: serde_json::Map<String, Value>,
+        }
+        let mut extra = serde_json::Map::new();
+        extra.insert("next".into(), json!(1));
+        let mut deep = Deep { next: None, extra };
+        for _ in 0..DEPTH_CHECKED + 2 {
+            deep = Deep {
+                next: Some(Box::new(deep)),
+                extra: serde_json::Map::new(),
+            };
+        }
+        let text = Encoded::encode(&deep).unwrap().get().to_owned();
+        assert_eq!(
+            text.matches("\"next\":").count(),
+            DEPTH_CHECKED + 3,
+            "one `next` per object: {text}"
+        );
+        assert!(
+            text.ends_with(&format!("1{}", "}".repeat(DEPTH_CHECKED + 3))),
+            "{text}"
+        );
+
+        let mut deep = json!({ "leaf": 1 });
+        for _ in 0..DEPTH_CHECKED + 2 {
+            deep = json!({ "next": deep });
+        }
+        assert_eq!(Encoded::encode(&deep).unwrap().to_value().unwrap(), deep);
+        let wide: serde_json::Map<String, Value> = (0..KEYS_CHECKED * 2)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect();
+        let wide = Value::Object(wide);
+        assert_eq!(Encoded::encode(&wide).unwrap().to_value().unwrap(), wide);
+    }
+}
