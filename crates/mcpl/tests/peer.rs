@@ -1523,3 +1523,24 @@ async fn tap_order_with(inline: bool) {
     }
     assert_eq!(wire.lock().unwrap().len(), 20);
 }
+
+/// A local close stops the reader at once: the incoming stream ends while the other side
+/// neither writes nor hangs up (the reader's stop is woken by the close itself, not by the
+/// next bytes), and nothing sent after the close is delivered.
+#[tokio::test]
+async fn a_local_close_ends_the_incoming_stream_without_the_other_side() {
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    raw.send(r#"{"jsonrpc":"2.0","method":"first"}"#).await;
+    let Some(IncomingMessage::Notification(n)) = incoming.recv().await else {
+        panic!("the first notification arrives");
+    };
+    assert_eq!(n.method, "first");
+    // The reader now waits for bytes that never come.
+    tokio::task::yield_now().await;
+    peer.close();
+    let end = tokio::time::timeout(Duration::from_secs(30), incoming.recv()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "the stream ends at the close: {end:?}"
+    );
+}

@@ -210,6 +210,7 @@ impl Peer {
             detached_done: Notify::new(),
             closed: closed_tx,
             is_closed: std::sync::atomic::AtomicBool::new(false),
+            reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
             last_activity: Mutex::new(Instant::now()),

@@ -23,10 +23,8 @@ pub(super) async fn reader_task(
     inbound: queue::Sender<Item>,
 ) {
     let mut closed = shared.closed.subscribe();
-    // One close watch for the whole loop, not one per frame.
-    let mut closed_loop = shared.closed.subscribe();
-    let stop = until_closed(&mut closed_loop);
-    tokio::pin!(stop);
+    // Polled at every wake: an atomic look, not the watch's lock.
+    let mut stop = std::future::poll_fn(|cx| shared.reader_stopped(cx));
     // The reader's own answers (`busy` past the in-flight bound, parse errors, refused
     // batches and messages over the budgets) never wait for the writer: a reader that
     // waited there stopped reading, and two peers each past the other's bound, each with a

@@ -23,6 +23,9 @@ pub(super) struct Shared {
     pub(super) closed: watch::Sender<Option<CloseReason>>,
     /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
     pub(super) is_closed: std::sync::atomic::AtomicBool,
+    /// The reader task's wake-up at close ([`Shared::reader_stopped`]): it polls its stop at
+    /// every wake, and a watch's `changed` took the watch's lock each time (issue #24).
+    pub(super) reader_stop: futures_util::task::AtomicWaker,
     /// Created at the first diagnostic or the first [`Peer::diagnostics`] call; it holds
     /// only the diagnostics not yet read by every receiver ([`diag`]), so an idle
     /// connection holds no slots.
@@ -119,11 +122,26 @@ impl Shared {
             }
         });
         self.is_closed.store(true, Ordering::Release);
+        self.reader_stop.wake();
         if first {
             tracing::debug!("connection closed: {reason}");
         }
         let reason = self.close_reason().unwrap_or(reason);
         self.fail_pending(reason);
+    }
+
+    /// Ready once the connection is closed; only the reader task polls it (one waker).
+    pub(super) fn reader_stopped(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.is_closed.load(Ordering::Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        self.reader_stop.register(cx.waker());
+        // Again after registering: a close in between woke no one.
+        if self.is_closed.load(Ordering::Acquire) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
     }
 
     /// Fails every request this side is waiting on.
