@@ -485,17 +485,23 @@ fn fan_out(c: &mut Criterion, rt: &Runtime, server: &Server, max: usize) {
     g.finish();
 }
 
+/// How many calls an allocation count makes: the positive number in environment variable
+/// `name`, else 1,000.
+fn count_from_env(name: &str) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1_000)
+}
+
 /// Allocations per in-memory `tools/call` round trip, host and server together (the
 /// caller's params built before counting, as `tests/peer_allocs.rs`). `MCPL_BENCH_ROUND_TRIPS`
 /// sets how many are counted (1,000): under `valgrind --tool=callgrind`, the difference
 /// between two counts of `--bench allocs` gives the instructions per round trip, a figure the
 /// VM's two speeds do not move.
 fn allocations(rt: &Runtime, server: &Server) -> u64 {
-    let n: u64 = std::env::var("MCPL_BENCH_ROUND_TRIPS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(1_000);
+    let n = count_from_env("MCPL_BENCH_ROUND_TRIPS");
     rt.block_on(async {
         let pair = memory_pair(server).await;
         let params = tool_params();
@@ -523,11 +529,7 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
 /// server together), over `MCPL_BENCH_TURNS` turns (1,000) after 100 warm-up ones; under
 /// callgrind, as `MCPL_BENCH_ROUND_TRIPS`, two counts give the instructions per turn.
 fn lifecycle_allocations(rt: &Runtime, server: &Server) -> u64 {
-    let n: u64 = std::env::var("MCPL_BENCH_TURNS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(1_000);
+    let n = count_from_env("MCPL_BENCH_TURNS");
     rt.block_on(async {
         let pair = memory_pair(server).await;
         let params = tool_params();

@@ -220,30 +220,43 @@ impl PartialEq for Encoded {
 
 /// The notification line of `method` with `params`, written into `buf` (emptied first);
 /// `None` only if the method name does not encode.
-pub(crate) fn notification_line(
-    mut buf: Vec<u8>,
-    method: &str,
-    params: &Encoded,
-) -> Option<String> {
-    buf.clear();
-    buf.reserve(params.0.len() + method.len() + 40);
-    buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    serde_json::to_writer(&mut buf, method).ok()?;
-    buf.extend_from_slice(b",\"params\":");
-    buf.extend_from_slice(params.0.as_bytes());
-    buf.push(b'}');
-    String::from_utf8(buf).ok()
+pub(crate) fn notification_line(buf: Vec<u8>, method: &str, params: &Encoded) -> Option<String> {
+    line(
+        buf,
+        b"{\"jsonrpc\":\"2.0\",\"method\":",
+        method,
+        b",\"params\":",
+        params,
+    )
 }
 
 /// The result response line answering `id` with `result`, written into `buf` (emptied
 /// first); `None` only if the id does not encode.
-pub(crate) fn response_line(mut buf: Vec<u8>, id: &RequestId, result: &Encoded) -> Option<String> {
+pub(crate) fn response_line(buf: Vec<u8>, id: &RequestId, result: &Encoded) -> Option<String> {
+    line(
+        buf,
+        b"{\"id\":",
+        id,
+        b",\"jsonrpc\":\"2.0\",\"result\":",
+        result,
+    )
+}
+
+/// `head`, `member` as JSON, `middle`, `value` as it is, and the closing brace: the members
+/// in [`Message::to_json`]'s (sorted) order.
+fn line<T: Serialize + ?Sized>(
+    mut buf: Vec<u8>,
+    head: &[u8],
+    member: &T,
+    middle: &[u8],
+    value: &Encoded,
+) -> Option<String> {
     buf.clear();
-    buf.reserve(result.0.len() + 48);
-    buf.extend_from_slice(b"{\"id\":");
-    serde_json::to_writer(&mut buf, id).ok()?;
-    buf.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
-    buf.extend_from_slice(result.0.as_bytes());
+    buf.reserve(head.len() + middle.len() + value.0.len() + 32);
+    buf.extend_from_slice(head);
+    serde_json::to_writer(&mut buf, member).ok()?;
+    buf.extend_from_slice(middle);
+    buf.extend_from_slice(value.0.as_bytes());
     buf.push(b'}');
     String::from_utf8(buf).ok()
 }

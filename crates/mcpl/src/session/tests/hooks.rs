@@ -73,34 +73,44 @@ fn s5_4_a_hook_answer_read_before_a_widening_receipt_is_judged_without_it() {
 }
 
 /// §10.8 at the server: its hook answer carries only what the host would accept now, judged
-/// by the host's own rule (`rules::hook_answer_to_send`); what it drops is reported.
+/// by the host's own rule (`rules::hook_answer_to_send`); what it drops is reported. The
+/// same whether the application answers with a `Value` or encoded
+/// (`ServerState::answer_encoded`, which reads it back for the rule).
 #[test]
 fn s10_8_the_server_sends_only_injections_the_host_would_accept() {
-    let mut rules = hook_rules();
-    rules.manifest["featureSets"] = json!({
-        "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
-        "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
-    let mut p = Pair::connect(&["contextHooks.beforeInference.inject.afterUser"], rules);
-    p.host.before_inference(p.now, hook_params()).unwrap();
-    p.step_server();
-    answer_hook(
-        &mut p,
-        json!([{"namespace": "n", "position": "system", "content": "not granted"},
-               {"namespace": "n", "position": "afterUser", "content": "granted"}]),
-    );
-    p.drive();
-    let v = hook_verdicts(&p);
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
-    assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
-    let dropped = p.server_details("injection_dropped");
-    assert_eq!(dropped.len(), 1, "{dropped:?}");
-    assert!(dropped[0].contains("position system"), "{}", dropped[0]);
-    // An answer to a request never handed out sends nothing.
-    assert!(matches!(
-        p.server.answer(RequestId::from(999i64), Ok(json!({}))),
-        Err(SendRefusal::UnknownRequest(_))
-    ));
+    for encoded in [false, true] {
+        let mut rules = hook_rules();
+        rules.manifest["featureSets"] = json!({
+            "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
+            "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
+        let mut p = Pair::connect(&["contextHooks.beforeInference.inject.afterUser"], rules);
+        p.host.before_inference(p.now, hook_params()).unwrap();
+        p.step_server();
+        let answer = json!({"featureSet": "ctx", "contextInjections": [
+            {"namespace": "n", "position": "system", "content": "not granted"},
+            {"namespace": "n", "position": "afterUser", "content": "granted"}]});
+        let id = handed_hook(&mut p);
+        let answered = if encoded {
+            let e = crate::jsonrpc::Encoded::encode(&answer).unwrap();
+            p.server.answer_encoded(id, e)
+        } else {
+            p.server.answer(id, Ok(answer))
+        };
+        answered.expect("handed out");
+        p.drive();
+        let v = hook_verdicts(&p);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
+        assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
+        let dropped = p.server_details("injection_dropped");
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(dropped[0].contains("position system"), "{}", dropped[0]);
+        // An answer to a request never handed out sends nothing.
+        assert!(matches!(
+            p.server.answer(RequestId::from(999i64), Ok(json!({}))),
+            Err(SendRefusal::UnknownRequest(_))
+        ));
+    }
 }
 
 /// §6.5, §6.6 at the server: an answer claiming an undeclared feature set loses every

@@ -249,6 +249,12 @@ fn answer_hook(p: &mut Pair, injections: Value) {
 
 /// The server application answers the hook it was handed with the whole `answer`.
 fn answer_hook_with(p: &mut Pair, answer: Value) {
+    let id = handed_hook(p);
+    p.server.answer(id, Ok(answer)).expect("handed out");
+}
+
+/// The id of the hook handed to the server application, taken out of its outputs.
+fn handed_hook(p: &mut Pair) -> RequestId {
     let i = p
         .server_out
         .iter()
@@ -257,7 +263,7 @@ fn answer_hook_with(p: &mut Pair, answer: Value) {
     let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
         unreachable!("matched above")
     };
-    p.server.answer(id, Ok(answer)).expect("handed out");
+    id
 }
 
 /// The server application answers the host's `mcpl/manifest` fetch with `manifest`.

@@ -164,10 +164,9 @@ fn a_closed_connection_waits_on_nothing() {
 
 /// Issue #24: an answer the application encoded itself (`ServerState::answer_encoded`)
 /// reaches the host as the same result a `Value` answer would, once (a second answer to the
-/// id is refused); a hook's encoded answer is still made one the host accepts whole (§10.8:
-/// the injection the grant does not allow is dropped and reported).
+/// id is refused). A hook's encoded answer is still filtered: `hooks.rs`, §10.8.
 #[test]
-fn an_encoded_answer_is_written_as_it_is_and_a_hooks_is_still_filtered() {
+fn an_encoded_answer_reaches_the_host_as_the_same_result() {
     use crate::jsonrpc::Encoded;
     let mut p = Pair::new(&["tools", "pushEvents"], server_rules());
     p.host.start(p.now);
@@ -199,33 +198,4 @@ fn an_encoded_answer_is_written_as_it_is_and_a_hooks_is_still_filtered() {
         p.server.answer_encoded(sid, encoded),
         Err(SendRefusal::UnknownRequest(_))
     ));
-
-    let mut rules = hook_rules();
-    rules.manifest["featureSets"] = json!({
-        "ctx": {"uses": ["contextHooks.beforeInference.inject.afterUser"]},
-        "sys": {"uses": ["contextHooks.beforeInference.inject.system"]}});
-    let mut p = Pair::connect(&["contextHooks.beforeInference.inject.afterUser"], rules);
-    p.host.before_inference(p.now, hook_params()).unwrap();
-    p.step_server();
-    let i = p
-        .server_out
-        .iter()
-        .position(|o| matches!(o, ServerOutput::Request { method, .. } if method == "context/beforeInference"))
-        .expect("the hook reached the server application");
-    let ServerOutput::Request { id, .. } = p.server_out.remove(i) else {
-        unreachable!("matched above")
-    };
-    let answer = json!({"featureSet": "ctx", "contextInjections": [
-        {"namespace": "n", "position": "system", "content": "not granted"},
-        {"namespace": "n", "position": "afterUser", "content": "granted"}]});
-    p.server
-        .answer_encoded(id, Encoded::encode(&answer).unwrap())
-        .expect("handed out");
-    p.drive();
-    let v = hook_verdicts(&p);
-    assert_eq!(v.len(), 1);
-    assert_eq!(v[0].accepted.len(), 1, "{:?}", v[0]);
-    assert!(v[0].rejected.is_empty(), "{:?}", v[0]);
-    let dropped = p.server_details("injection_dropped");
-    assert_eq!(dropped.len(), 1, "{dropped:?}");
 }
