@@ -525,6 +525,32 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
     })
 }
 
+/// Allocations per `tools/call` when `MCPL_BENCH_CONCURRENT` (1,000) are outstanding at once
+/// on one in-memory connection (after one such burst as warm-up; params built before
+/// counting); under callgrind, two counts give the instructions per concurrent call.
+fn concurrent_allocations(rt: &Runtime, server: &Server) -> u64 {
+    let n = count_from_env("MCPL_BENCH_CONCURRENT");
+    rt.block_on(async {
+        let pair = memory_pair(server).await;
+        let params = tool_params();
+        let burst = |inputs: Vec<Value>| {
+            let calls = inputs
+                .into_iter()
+                .map(|p| pair.host.request_raw("tools/call", p));
+            join_all(calls)
+        };
+        for r in burst((0..n).map(|_| params.clone()).collect()).await {
+            black_box(r.expect("tools/call"));
+        }
+        let inputs: Vec<Value> = (0..n).map(|_| params.clone()).collect();
+        let before = ALLOCS.load(Ordering::Relaxed);
+        for r in burst(inputs).await {
+            black_box(r.expect("tools/call"));
+        }
+        (ALLOCS.load(Ordering::Relaxed) - before) / n
+    })
+}
+
 /// Allocations per `inference/lifecycle` notification (`start_turn` + `complete`, host and
 /// server together), over `MCPL_BENCH_TURNS` turns (1,000) after 100 warm-up ones; under
 /// callgrind, as `MCPL_BENCH_ROUND_TRIPS`, two counts give the instructions per turn.
@@ -914,8 +940,10 @@ fn main() {
     if runs("allocs") || runs("round_trip") {
         allocs = Some(allocations(&rt, &server));
     }
+    let mut concurrent_allocs = None;
     if runs("allocs") || runs("pipelined") {
         lifecycle_allocs = Some(lifecycle_allocations(&rt, &server));
+        concurrent_allocs = Some(concurrent_allocations(&rt, &server));
     }
     if runs("idle") {
         let mut n: usize = if bench { 1_000 } else { 20 };
@@ -1016,6 +1044,9 @@ fn main() {
             "allocations per in-memory round trip (HostSession+Server, both sides): {a}  target <= 12  {}",
             if a <= 12 { "MET" } else { "MISSED" }
         );
+    }
+    if let Some(a) = concurrent_allocs {
+        println!("allocations per tools/call with 1,000 outstanding (host and server together): {a}  (reported)");
     }
     if let Some(a) = lifecycle_allocs {
         println!(
