@@ -380,11 +380,10 @@ mod tests {
         read.await.unwrap();
     }
 
-    /// An encoded result is one frame of JSON whatever the application's
-    /// type held. A `RawValue` (valid JSON, but with its own whitespace: pretty-printed, read
-    /// from a file) used to be re-read into a `Value` by `to_value`; written "as it is" its
-    /// newlines split the response into several lines on a newline-framed transport, the
-    /// request is never answered, and a line of it can be a message of its own.
+    /// An encoded result is one frame of JSON whatever the application's type held. A
+    /// `RawValue` (valid JSON with its own whitespace: pretty-printed, read from a file)
+    /// written as it is would split the response over several lines on a line transport: the
+    /// request never answered, and a line of it read as a message of its own.
     #[tokio::test]
     async fn an_encoded_result_with_newlines_is_still_one_line() {
         use crate::jsonrpc::Encoded;
