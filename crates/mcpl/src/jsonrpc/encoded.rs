@@ -27,8 +27,10 @@ const KEYS_CHECKED: usize = 16;
 /// serde_json's compact formatter, noting what the direct text would get wrong where the
 /// `Value` path does not: a raw fragment (a `RawValue`, written as it is: its newlines and
 /// all, or no JSON at all when forged), and a member name written twice in one object (a
-/// `#[serde(flatten)]` map naming a declared field: the `Value` path keeps one). Names are
-/// compared by hash; a collision only sends the value the `Value` way.
+/// `#[serde(flatten)]` map naming a declared field: the `Value` path keeps one), a member
+/// name that is no string in Rust (an integer key), an `f32` (the `Value` path writes it as
+/// the `f64` it holds) and an integer past 64 bits (which the `Value` path refuses). Names
+/// are compared by hash; a collision only sends the value the `Value` way.
 struct Checked<'a> {
     /// The direct text is not to be used.
     fallback: &'a Cell<bool>,
@@ -61,11 +63,30 @@ impl<'a> Checked<'a> {
         }
     }
 
+    /// A scalar is being written: if it is a member name, the value goes the `Value` way.
+    fn no_key(&self) {
+        if self.key.is_some() {
+            self.fallback.set(true);
+        }
+    }
+
     fn hash_key_part(&mut self, bytes: &[u8]) {
         if let Some(h) = self.key.as_mut() {
             *h = fnv(*h, bytes);
         }
     }
+}
+
+/// Formatter methods for scalars that also write member names that are no strings in Rust.
+macro_rules! key_writes {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        $(
+            fn $name<W: ?Sized + io::Write>(&mut self, w: &mut W, value: $t) -> io::Result<()> {
+                self.no_key();
+                CompactFormatter.$name(w, value)
+            }
+        )*
+    };
 }
 
 impl Formatter for Checked<'_> {
@@ -140,6 +161,39 @@ impl Formatter for Checked<'_> {
         };
         self.hash_key_part(&mark);
         CompactFormatter.write_char_escape(w, escape)
+    }
+
+    // A member name that is no string in Rust (an integer, a bool, a float key) is written by
+    // these between its quotes, which the name check does not read: such a name sends the
+    // value the `Value` way (`1` and `"1"` are one name there).
+    key_writes! {
+        write_bool: bool,
+        write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64,
+        write_u8: u8, write_u16: u16, write_u32: u32, write_u64: u64,
+        write_f64: f64,
+    }
+
+    fn write_f32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
+        self.no_key();
+        // The `Value` path holds an f32 as an f64, and writes that.
+        CompactFormatter.write_f64(w, f64::from(value))
+    }
+
+    fn write_i128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: i128) -> io::Result<()> {
+        self.no_key();
+        // Past 64 bits the `Value` path refuses the number: it decides.
+        if i64::try_from(value).is_err() && u64::try_from(value).is_err() {
+            self.fallback.set(true);
+        }
+        CompactFormatter.write_i128(w, value)
+    }
+
+    fn write_u128<W: ?Sized + io::Write>(&mut self, w: &mut W, value: u128) -> io::Result<()> {
+        self.no_key();
+        if u64::try_from(value).is_err() {
+            self.fallback.set(true);
+        }
+        CompactFormatter.write_u128(w, value)
     }
 
     fn write_raw_fragment<W: ?Sized + io::Write>(
@@ -354,5 +408,59 @@ mod tests {
             .collect();
         let wide = Value::Object(wide);
         assert_eq!(Encoded::encode(&wide).unwrap().to_value().unwrap(), wide);
+    }
+
+    /// Member names that are no strings in Rust are names all the same: an integer or bool key
+    /// naming a string key or a declared field is one member, as the `Value` path writes it
+    /// (audit of `a8ac049`).
+    #[test]
+    fn a_key_that_is_no_string_is_checked_as_a_name() {
+        use serde::ser::{SerializeMap, Serializer};
+        use std::collections::BTreeMap;
+        struct Mixed;
+        impl Serialize for Mixed {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("1", &"string key")?;
+                m.serialize_entry(&1u64, &"integer key")?;
+                m.serialize_entry("true", &1)?;
+                m.serialize_entry(&true, &2)?;
+                m.end()
+            }
+        }
+        let via_value = serde_json::to_string(&serde_json::to_value(&Mixed).unwrap()).unwrap();
+        assert_eq!(Encoded::encode(&Mixed).unwrap().get(), via_value);
+        assert_eq!(via_value, r#"{"1":"integer key","true":2}"#);
+
+        #[derive(Serialize)]
+        struct R {
+            #[serde(rename = "1")]
+            one: u8,
+            #[serde(flatten)]
+            extra: BTreeMap<u32, u8>,
+        }
+        let r = R {
+            one: 0,
+            extra: BTreeMap::from([(1, 2)]),
+        };
+        assert_eq!(Encoded::encode(&r).unwrap().get(), r#"{"1":2}"#);
+    }
+
+    /// Numbers come out as the `Value` path writes them: an `f32` as the `f64` it holds, an
+    /// integer past 64 bits refused (audit of `a8ac049`).
+    #[test]
+    fn numbers_are_written_as_the_value_path_writes_them() {
+        let x = 0.1f32;
+        let via_value = serde_json::to_string(&serde_json::to_value(x).unwrap()).unwrap();
+        assert_eq!(Encoded::encode(&x).unwrap().get(), via_value);
+        let big = u128::from(u64::MAX) + 1;
+        assert!(serde_json::to_value(big).is_err());
+        assert!(Encoded::encode(&big).is_err());
+        assert!(Encoded::encode(&-i128::from(u64::MAX)).is_err());
+        assert_eq!(
+            Encoded::encode(&u128::from(u64::MAX)).unwrap().get(),
+            u64::MAX.to_string()
+        );
+        assert_eq!(Encoded::encode(&f64::NAN).unwrap().get(), "null");
     }
 }

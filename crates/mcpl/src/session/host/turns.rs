@@ -103,3 +103,48 @@ impl HostState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Encoded, Message, Notification};
+    use serde_json::json;
+
+    /// The lines are byte for byte the ones the `json!` tree wrote before the params were
+    /// encoded from their type (audit of `165cc51`): every phase, with and without usage,
+    /// escapes and extremes included.
+    #[test]
+    fn s10_5_lifecycle_lines_match_the_json_tree() {
+        let usages = [
+            None,
+            Some(json!(null)),
+            Some(json!({"z": 1.5, "a": {"y": [1, "\u{2028}"], "b": -0.0}, "é\n": u64::MAX})),
+        ];
+        for phase in ["started", "completed", "failed", "aborted"] {
+            for usage in &usages {
+                let (iid, cid, ti) = ("i\"\\\u{1}x", "c\u{7f}é", u64::MAX);
+                let mut old = json!({ "inferenceId": iid, "conversationId": cid,
+                                      "turnIndex": ti, "phase": phase });
+                if let (Some(u), Some(o)) = (usage.clone(), old.as_object_mut()) {
+                    o.insert("usage".into(), u);
+                }
+                let old_line = Message::Notification(Notification {
+                    method: "inference/lifecycle".into(),
+                    params: Some(old),
+                })
+                .to_json();
+                let new = Lifecycle {
+                    conversation_id: cid,
+                    inference_id: iid,
+                    phase,
+                    turn_index: ti,
+                    usage: usage.as_ref(),
+                };
+                let line = Encoded::encode(&new)
+                    .unwrap()
+                    .notification("inference/lifecycle");
+                assert_eq!(line, old_line);
+            }
+        }
+    }
+}
