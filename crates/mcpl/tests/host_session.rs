@@ -80,6 +80,15 @@ impl Server {
             .unwrap();
     }
 
+    /// Registers one outbound chat channel `id` (§14.5); the host accepts it.
+    async fn register_outbound(&self, id: &str) {
+        let channels =
+            json!({ "channels": [{ "id": id, "type": "chat", "direction": "outbound" }] });
+        self.call("channels/register", channels)
+            .await
+            .expect("the host accepts the registration");
+    }
+
     /// Sends a request to the host and returns the error code, if it answered with one.
     async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
         self.peer
@@ -1470,13 +1479,7 @@ async fn outbound_generic_paths_refuse_dedicated_methods_and_unregistered_channe
         Err(HostError::ChannelNotPermitted("chat:a".into()))
     );
     server.expect_ping_next(&s).await;
-    server
-        .call(
-            "channels/register",
-            json!({ "channels": [{ "id": "chat:a", "type": "chat", "direction": "outbound" }] }),
-        )
-        .await
-        .unwrap();
+    server.register_outbound("chat:a").await;
     s.notify_raw("channels/publish", publish("chat:a"))
         .await
         .unwrap();
@@ -3127,13 +3130,7 @@ async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
         "channels.streaming",
     ];
     let (s, _streams, mut server) = connected_with(short(&policy), full_manifest(), small).await;
-    server
-        .call(
-            "channels/register",
-            json!({ "channels": [{ "id": "a", "type": "chat", "direction": "outbound" }] }),
-        )
-        .await
-        .unwrap();
+    server.register_outbound("a").await;
     let digest = s.accept_ontology("alerts").await.unwrap();
     let mut out = s.outgoing_stream("inf", None).await.unwrap();
     out.chunk("a", "sent ").await.unwrap();

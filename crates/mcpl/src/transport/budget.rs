@@ -491,7 +491,6 @@ mod tests {
     /// (before, not at all until the source was drained).
     #[tokio::test(flavor = "current_thread")]
     async fn a_large_frame_yields_to_other_tasks_while_it_is_read() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
         use tokio::io::AsyncReadExt;
         const PAYLOAD: usize = 1024 * 1024;
         let mut bytes = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
@@ -499,22 +498,10 @@ mod tests {
         let total = bytes.len();
         let meter = Arc::new(Mutex::new(Meter::new(MessageBudget::new(4 * PAYLOAD))));
         let mut stream = Metered::new(AlwaysReady(bytes.into()), meter);
-        let ticks = Arc::new(AtomicUsize::new(0));
-        let ticker = {
-            let ticks = ticks.clone();
-            tokio::spawn(async move {
-                loop {
-                    ticks.fetch_add(1, Ordering::Relaxed);
-                    tokio::task::yield_now().await;
-                }
-            })
-        };
-        tokio::task::yield_now().await;
-        let before = ticks.load(Ordering::Relaxed);
+        let ticker = crate::transport::tests::Ticker::start().await;
         let mut read = Vec::new();
         stream.read_to_end(&mut read).await.unwrap();
-        let during = ticks.load(Ordering::Relaxed) - before;
-        ticker.abort();
+        let during = ticker.stop();
         assert_eq!(read.len(), total);
         assert!(
             during >= PAYLOAD / super::super::YIELD_AFTER - 1,

@@ -217,30 +217,15 @@ impl AsyncRead for AlwaysReady {
 /// all until the line was complete).
 #[tokio::test(flavor = "current_thread")]
 async fn a_long_line_yields_to_other_tasks_while_it_is_read() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
     const LINE: usize = 1024 * 1024;
-    let ticks = Arc::new(AtomicUsize::new(0));
-    let ticker = {
-        let ticks = ticks.clone();
-        tokio::spawn(async move {
-            loop {
-                ticks.fetch_add(1, Ordering::Relaxed);
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    // Let the ticker start, so that every tick counted below happened during the read.
-    tokio::task::yield_now().await;
-    let before = ticks.load(Ordering::Relaxed);
+    let ticker = Ticker::start().await;
     let mut r = LineReader::new(AlwaysReady {
         left: LINE,
         newline: true,
     });
     r.set_max_message_size(2 * LINE);
     let frame = r.read_frame().await.unwrap();
-    let during = ticks.load(Ordering::Relaxed) - before;
-    ticker.abort();
+    let during = ticker.stop();
     assert!(matches!(&frame, Some(Frame::Text(t)) if t.len() == LINE));
     assert!(
         during >= LINE / YIELD_AFTER - 1,
@@ -480,4 +465,42 @@ async fn invalid_utf8_is_not_text() {
     let got = frames(b"\xff\xfe\nok\n", 10).await;
     assert!(matches!(got[0], Frame::NotText { .. }));
     assert_eq!(got[1], text("ok"));
+}
+
+/// Another task on the same runtime, counting how often it gets to run: a read that never
+/// waits must still let it run (the `YIELD_AFTER` tests here and in `budget.rs`).
+pub(super) struct Ticker {
+    ticks: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+    before: usize,
+}
+
+impl Ticker {
+    /// Spawns it and lets it start, so every tick counted happens after this returns.
+    pub(super) async fn start() -> Ticker {
+        use std::sync::atomic::Ordering;
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        tokio::task::yield_now().await;
+        let before = ticks.load(Ordering::Relaxed);
+        Ticker {
+            ticks,
+            task,
+            before,
+        }
+    }
+
+    /// Stops it: how many times it ran since [`Ticker::start`] returned.
+    pub(super) fn stop(self) -> usize {
+        self.task.abort();
+        self.ticks.load(std::sync::atomic::Ordering::Relaxed) - self.before
+    }
 }
