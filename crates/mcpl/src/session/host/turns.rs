@@ -11,7 +11,9 @@ use crate::protocol::Method as _;
 use crate::session::HostDiagnostic;
 
 /// `inference/lifecycle` params as the host sends them (§10.5), members in sorted order, as
-/// a `Value` writes them.
+/// a `Value` writes them: the borrowed, write-only form of
+/// [`LifecycleParams`](crate::protocol::lifecycle::LifecycleParams), which owns its strings
+/// (one allocation each per notification) and is what a receiver reads.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Lifecycle<'a> {
