@@ -74,3 +74,204 @@ async fn stdio_transport_end_to_end() {
         "libtest's banner should have been skipped as junk: {junk:?}"
     );
 }
+
+/// The non-blocking stdio of issue #24 (Linux: the child reads its own descriptors' flags
+/// from `/proc/self/fdinfo`). Each test re-runs this binary as a child whose stdio is what a
+/// host hands over; the child answers any request with what its stdio looks like while the
+/// transport is open, and after the connection ends checks that the flags are as before.
+#[cfg(target_os = "linux")]
+mod nonblocking {
+    use super::*;
+    use std::process::Stdio;
+
+    const FLAGS_CHILD_ENV: &str = "MCPL_TEST_STDIO_FLAGS_CHILD";
+
+    /// Whether `fd`'s open file is in non-blocking mode (`O_NONBLOCK`, octal 04000).
+    fn nonblocking(fd: u32) -> bool {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap();
+        flags & 0o4000 != 0
+    }
+
+    /// The process's thread count.
+    fn threads() -> i64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .map(|n| n.trim().parse().unwrap())
+            .unwrap()
+    }
+
+    /// Child mode: serve over `stdio()` until the host closes, then drop the runtime (and
+    /// with it both halves) and require the flags to be back.
+    fn run_flags_child() {
+        let before = (nonblocking(0), nonblocking(1));
+        let threads_before = threads();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (peer, mut incoming) = Peer::new(transport::stdio::stdio(), PeerConfig::default());
+            while let Some(msg) = incoming.recv().await {
+                if let IncomingMessage::Request(r) = msg {
+                    let answer = json!({
+                        "stdin": nonblocking(0),
+                        "stdout": nonblocking(1),
+                        "newThreads": threads() - threads_before,
+                    });
+                    r.respond(answer).await.unwrap();
+                }
+            }
+            peer.closed().await;
+        });
+        drop(rt);
+        assert_eq!(
+            (nonblocking(0), nonblocking(1)),
+            before,
+            "stdio flags put back once the transport is dropped"
+        );
+    }
+
+    /// The child command: this test, alone and quiet, in child mode.
+    fn child_command(test: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            test,
+            "--nocapture",
+            "--test-threads=1",
+            "--quiet",
+        ])
+        .env(FLAGS_CHILD_ENV, "1")
+        .kill_on_drop(true);
+        cmd
+    }
+
+    /// Asks the child what its stdio looks like over raw lines (skipping libtest's banner),
+    /// then closes our writing side and reads to the end, so that libtest's last words
+    /// after the transport closed find a reader.
+    async fn ask<R, W>(read: R, mut write: W) -> Value
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"stdio\"}\n")
+            .await
+            .unwrap();
+        let mut read = tokio::io::BufReader::new(read);
+        let mut line = String::new();
+        let answer = loop {
+            line.clear();
+            assert!(
+                read.read_line(&mut line).await.unwrap() > 0,
+                "child ended early"
+            );
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if v["id"] == json!(1) {
+                    break v["result"].clone();
+                }
+            }
+        };
+        write.shutdown().await.unwrap();
+        drop(write);
+        read.read_to_end(&mut Vec::new()).await.unwrap();
+        answer
+    }
+
+    /// Pipes (how `std::process` and `transport::child` spawn): the reactor serves both
+    /// ends, no thread is started for them, and the flags are put back at the end.
+    #[test]
+    fn pipes_are_served_without_threads_and_restored() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_flags_child();
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut cmd =
+                child_command("nonblocking::pipes_are_served_without_threads_and_restored");
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+            let answer = ask(stdout, stdin).await;
+            assert_eq!(
+                answer,
+                json!({"stdin": true, "stdout": true, "newThreads": 0})
+            );
+            assert!(
+                child.wait().await.unwrap().success(),
+                "child checks its flags"
+            );
+        });
+    }
+
+    /// A Unix socket pair as stdin and stdout (how Node's and Python asyncio's
+    /// `subprocess` spawn): served by the reactor too.
+    #[test]
+    fn unix_socket_is_served_without_threads_and_restored() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_flags_child();
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+            let mut cmd =
+                child_command("nonblocking::unix_socket_is_served_without_threads_and_restored");
+            cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(
+                theirs.try_clone().unwrap(),
+            )))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+            let mut child = cmd.spawn().unwrap();
+            drop(cmd);
+            ours.set_nonblocking(true).unwrap();
+            let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+            let answer = ask(r, w).await;
+            assert_eq!(
+                answer,
+                json!({"stdin": true, "stdout": true, "newThreads": 0})
+            );
+            assert!(
+                child.wait().await.unwrap().success(),
+                "child checks its flags"
+            );
+        });
+    }
+
+    /// stderr on the same pipe as stdout (`2>&1`): making stdout non-blocking would make
+    /// stderr non-blocking too, so a full pipe could fail an `eprintln!`. Both stay blocking
+    /// and the transport still works.
+    #[test]
+    fn stderr_sharing_stdout_keeps_stdio_blocking() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_flags_child();
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let (read, write) = std::io::pipe().unwrap();
+            let mut cmd = child_command("nonblocking::stderr_sharing_stdout_keeps_stdio_blocking");
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::from(write.try_clone().unwrap()))
+                .stderr(Stdio::from(write));
+            let mut child = cmd.spawn().unwrap();
+            drop(cmd);
+            let stdin = child.stdin.take().unwrap();
+            let stdout =
+                tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(read))
+                    .unwrap();
+            let answer = ask(stdout, stdin).await;
+            assert_eq!(answer["stdin"], json!(false));
+            assert_eq!(answer["stdout"], json!(false));
+            assert!(
+                child.wait().await.unwrap().success(),
+                "child checks its flags"
+            );
+        });
+    }
+}
