@@ -334,10 +334,20 @@ impl Pattern {
                 return Err(PatternError::PartialWildcard(text.to_owned()));
             }
         }
-        let resolved = Capability::ALL
-            .into_iter()
-            .filter(|c| segments_match(text, c.as_str()))
-            .collect();
+        // Without a `*`, equal segment counts with every segment equal is string equality:
+        // one comparison per path instead of a segment walk per path (issue #24: the grant
+        // of a session setup parses each entry several times).
+        let resolved = if text.contains('*') {
+            Capability::ALL
+                .into_iter()
+                .filter(|c| segments_match(text, c.as_str()))
+                .collect()
+        } else {
+            Capability::ALL
+                .into_iter()
+                .filter(|c| c.as_str() == text)
+                .collect()
+        };
         Ok(Pattern {
             text: text.to_owned(),
             resolved,
