@@ -110,14 +110,24 @@ mod nonblocking {
     /// Child mode: serve over `stdio()` until the host closes, then drop the runtime (and
     /// with it both halves) and require the flags to be back.
     fn run_flags_child() {
+        run_flags_child_in(
+            tokio::runtime::Builder::new_current_thread().enable_all(),
+            false,
+        );
+    }
+
+    /// [`run_flags_child`] in the runtime `builder` makes; when `overlap`, an earlier
+    /// `stdio()` transport is still alive when the served one is made, and dropped just
+    /// after (as when a first connection's reader half is still held by its task when the
+    /// process serves its stdio again).
+    fn run_flags_child_in(builder: &mut tokio::runtime::Builder, overlap: bool) {
         let before = (nonblocking(0), nonblocking(1));
         let threads_before = threads();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = builder.build().unwrap();
         rt.block_on(async {
+            let earlier = overlap.then(transport::stdio::stdio);
             let (peer, mut incoming) = Peer::new(transport::stdio::stdio(), PeerConfig::default());
+            drop(earlier);
             while let Some(msg) = incoming.recv().await {
                 if let IncomingMessage::Request(r) = msg {
                     let answer = json!({
@@ -274,4 +284,65 @@ mod nonblocking {
             );
         });
     }
+
+    /// Two `stdio()` transports whose lives overlap (an earlier one dropped after the next
+    /// was made): the later one must stay non-blocking while it lives (the earlier one's end
+    /// must not switch the files back to blocking under the reactor), and the flags must be
+    /// back to blocking at the end (not to the non-blocking ones the later one found).
+    #[test]
+    fn overlapping_transports_keep_stdio_nonblocking_and_restore_it() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_flags_child_in(
+                tokio::runtime::Builder::new_current_thread().enable_all(),
+                true,
+            );
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut cmd = child_command(
+                "nonblocking::overlapping_transports_keep_stdio_nonblocking_and_restore_it",
+            );
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
+                .await
+                .expect("the child answers");
+            assert_eq!(answer["stdin"], json!(true), "{answer}");
+            assert_eq!(answer["stdout"], json!(true), "{answer}");
+            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+            assert!(status.unwrap().success(), "child checks its flags");
+        });
+    }
+
+    /// A runtime without I/O (`enable_time` only) served `stdio()` before issue #24 (tokio's
+    /// `stdin()`/`stdout()` need a runtime, not its reactor): it still does, on the blocking
+    /// path, with stdio left blocking, instead of panicking in tokio's registration.
+    #[test]
+    fn runtime_without_io_falls_back_to_blocking_stdio() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_flags_child_in(
+                tokio::runtime::Builder::new_current_thread().enable_time(),
+                false,
+            );
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut cmd =
+                child_command("nonblocking::runtime_without_io_falls_back_to_blocking_stdio");
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
+                .await
+                .expect("the child answers");
+            assert_eq!(answer["stdin"], json!(false), "{answer}");
+            assert_eq!(answer["stdout"], json!(false), "{answer}");
+            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+            assert!(status.unwrap().success(), "child checks its flags");
+        });
+    }
+
+    /// Bound on a child's answer and exit in the tests above that could otherwise hang.
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 }
