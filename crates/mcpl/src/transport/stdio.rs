@@ -17,11 +17,11 @@ use super::Transport;
 /// either's open file, both are switched to non-blocking mode for the transport's life and
 /// served by the reactor: no thread per read or write. The mode belongs to the open file
 /// (`O_NONBLOCK`), so a `println!` elsewhere in the process may now fail with `WouldBlock`
-/// while the host is not reading; when both halves of the transport are dropped, each file's
-/// mode is put back as it was. Anything else (a terminal, a regular file, a TCP socket,
-/// stderr redirected into stdout, no runtime with I/O around) is read and written as
-/// [`stdio_blocking`] does. Called within a tokio runtime, that runtime must have I/O enabled
-/// (`enable_io`/`enable_all`), as for every byte-stream transport of this crate.
+/// while the host is not reading; once both halves of every such transport are dropped, each
+/// file switched is put back in blocking mode. Anything else (a terminal, a regular file, a
+/// TCP socket, stderr redirected into stdout, no runtime, or a runtime without I/O enabled,
+/// which then prints tokio's panic message once as it is probed) is read and written as
+/// [`stdio_blocking`] does.
 pub fn stdio() -> Transport {
     #[cfg(unix)]
     if let Some(transport) = unix::nonblocking() {
@@ -41,8 +41,9 @@ mod unix {
     use std::io;
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
     use std::os::unix::fs::FileTypeExt;
+    use std::panic::AssertUnwindSafe;
     use std::pin::Pin;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
     use std::task::{Context, Poll};
 
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -58,14 +59,14 @@ mod unix {
     /// The stdio transport on non-blocking pipes or sockets, or `None` where that is not
     /// known to be safe (see [`super::stdio`]).
     pub(super) fn nonblocking() -> Option<Transport> {
-        // Registering with a reactor needs a runtime; outside one, the blocking path.
+        // Registering with a reactor needs a runtime with I/O; without, the blocking path.
         tokio::runtime::Handle::try_current().ok()?;
         let input = stream(io::stdin().as_fd())?;
         let output = stream(io::stdout().as_fd())?;
-        let restore = Arc::new(Restore::set(&[
-            io::stdin().as_raw_fd(),
-            io::stdout().as_raw_fd(),
-        ])?);
+        if !reactor_present() {
+            return None;
+        }
+        let restore = Arc::new(Restore::set(&[io::stdin().as_fd(), io::stdout().as_fd()])?);
         let reader: Box<dyn AsyncRead + Send + Unpin> = match input {
             Stream::Fifo(fd) => {
                 Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd).ok()?)
@@ -89,6 +90,22 @@ mod unix {
             },
             "stdio",
         ))
+    }
+
+    /// Whether the current runtime has I/O enabled. Tokio has no query for it and panics on
+    /// registering a file without it, so a socket of our own is registered, before any flag
+    /// is changed (the panic message is printed: the price of a runtime without I/O).
+    fn reactor_present() -> bool {
+        let Ok((probe, _peer)) = std::os::unix::net::UnixStream::pair() else {
+            return false;
+        };
+        if probe.set_nonblocking(true).is_err() {
+            return false;
+        }
+        std::panic::catch_unwind(AssertUnwindSafe(move || {
+            tokio::net::UnixStream::from_std(probe).is_ok()
+        }))
+        .unwrap_or(false)
     }
 
     /// A duplicate of `fd` if it is a pipe or a Unix socket.
@@ -122,39 +139,87 @@ mod unix {
         unsafe { libc::fcntl(fd, libc::F_SETFL, f) == 0 }
     }
 
-    /// The status flags the stdio files had before the transport made them non-blocking;
-    /// put back when the last half of the transport is dropped.
-    struct Restore {
-        saved: Vec<(RawFd, libc::c_int)>,
+    /// The stdio files this process switched to non-blocking mode (duplicates, so they are
+    /// switched back even if fd 0 or 1 was replaced meanwhile), and how many live transports
+    /// rely on that: one per process, so a transport made while an earlier one still lives
+    /// neither takes the switched mode for the original nor has it undone under it.
+    struct Switched {
+        holders: usize,
+        files: Vec<OwnedFd>,
     }
+
+    static SWITCHED: Mutex<Switched> = Mutex::new(Switched {
+        holders: 0,
+        files: Vec::new(),
+    });
+
+    fn switched() -> MutexGuard<'static, Switched> {
+        SWITCHED.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts `files` back in blocking mode, last first.
+    fn switch_back(files: &[OwnedFd]) {
+        for fd in files.iter().rev() {
+            if let Some(f) = flags(fd.as_raw_fd()) {
+                set_flags(fd.as_raw_fd(), f & !libc::O_NONBLOCK);
+            }
+        }
+    }
+
+    /// One live transport's hold on the non-blocking mode of the stdio files; the last one
+    /// dropped puts back blocking mode on the files that were switched.
+    struct Restore;
 
     impl Restore {
         /// Makes each of `fds` non-blocking, unless that would also make stderr
         /// non-blocking (it shares one of their open files, e.g. `2>&1`): then every flag
         /// is put back and `None` returned.
-        fn set(fds: &[RawFd]) -> Option<Restore> {
+        fn set(fds: &[BorrowedFd<'_>]) -> Option<Restore> {
+            let mut state = switched();
+            if state.holders > 0 {
+                state.holders += 1;
+                return Some(Restore);
+            }
             let stderr = io::stderr().as_raw_fd();
             let stderr_before = flags(stderr);
-            let mut restore = Restore { saved: Vec::new() };
-            for &fd in fds {
-                let f = flags(fd)?;
-                restore.saved.push((fd, f));
-                if !set_flags(fd, f | libc::O_NONBLOCK) {
-                    return None;
+            let mut files = Vec::new();
+            let mut ok = true;
+            for fd in fds {
+                let Some(f) = flags(fd.as_raw_fd()) else {
+                    ok = false;
+                    break;
+                };
+                if f & libc::O_NONBLOCK != 0 {
+                    continue;
                 }
+                let Ok(dup) = fd.try_clone_to_owned() else {
+                    ok = false;
+                    break;
+                };
+                if !set_flags(dup.as_raw_fd(), f | libc::O_NONBLOCK) {
+                    ok = false;
+                    break;
+                }
+                files.push(dup);
             }
             let stderr_after = flags(stderr);
             let shared = matches!((stderr_before, stderr_after),
                 (Some(b), Some(a)) if b & libc::O_NONBLOCK == 0 && a & libc::O_NONBLOCK != 0);
-            (!shared).then_some(restore)
+            if !ok || shared {
+                switch_back(&files);
+                return None;
+            }
+            *state = Switched { holders: 1, files };
+            Some(Restore)
         }
     }
 
     impl Drop for Restore {
         fn drop(&mut self) {
-            // In reverse, so a file shared by two descriptors ends with its first flags.
-            for &(fd, f) in self.saved.iter().rev() {
-                set_flags(fd, f);
+            let mut state = switched();
+            state.holders -= 1;
+            if state.holders == 0 {
+                switch_back(&std::mem::take(&mut state.files));
             }
         }
     }
