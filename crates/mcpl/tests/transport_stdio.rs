@@ -210,15 +210,15 @@ mod nonblocking {
             cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
             let mut child = cmd.spawn().unwrap();
             let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let answer = ask(stdout, stdin).await;
+            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
+                .await
+                .expect("the child answers");
             assert_eq!(
                 answer,
                 json!({"stdin": true, "stdout": true, "newThreads": 0})
             );
-            assert!(
-                child.wait().await.unwrap().success(),
-                "child checks its flags"
-            );
+            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+            assert!(status.unwrap().success(), "child checks its flags");
         });
     }
 
@@ -242,15 +242,15 @@ mod nonblocking {
             drop(cmd);
             ours.set_nonblocking(true).unwrap();
             let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
-            let answer = ask(r, w).await;
+            let answer = tokio::time::timeout(TIMEOUT, ask(r, w))
+                .await
+                .expect("the child answers");
             assert_eq!(
                 answer,
                 json!({"stdin": true, "stdout": true, "newThreads": 0})
             );
-            assert!(
-                child.wait().await.unwrap().success(),
-                "child checks its flags"
-            );
+            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+            assert!(status.unwrap().success(), "child checks its flags");
         });
     }
 
@@ -275,13 +275,13 @@ mod nonblocking {
             let stdout =
                 tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(read))
                     .unwrap();
-            let answer = ask(stdout, stdin).await;
+            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
+                .await
+                .expect("the child answers");
             assert_eq!(answer["stdin"], json!(false));
             assert_eq!(answer["stdout"], json!(false));
-            assert!(
-                child.wait().await.unwrap().success(),
-                "child checks its flags"
-            );
+            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+            assert!(status.unwrap().success(), "child checks its flags");
         });
     }
 
