@@ -196,6 +196,29 @@ mod nonblocking {
         answer
     }
 
+    /// Runs `test` as a child on pipes (as `std::process` spawns), asks it, and requires
+    /// its clean exit: the child checks its flags after the transport is gone.
+    fn ask_over_pipes(test: &str) -> Value {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut cmd = child_command(test);
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
+                .await
+                .expect("the child answers");
+            exits_cleanly(child).await;
+            answer
+        })
+    }
+
+    /// Waits (bounded) for `child` to exit, and requires success.
+    async fn exits_cleanly(mut child: tokio::process::Child) {
+        let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
+        assert!(status.unwrap().success(), "child checks its flags");
+    }
+
     /// Pipes (how `std::process` and `transport::child` spawn): the reactor serves both
     /// ends, no thread is started for them, and the flags are put back at the end.
     #[test]
@@ -203,23 +226,11 @@ mod nonblocking {
         if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
             return run_flags_child();
         }
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let mut cmd =
-                child_command("nonblocking::pipes_are_served_without_threads_and_restored");
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
-                .await
-                .expect("the child answers");
-            assert_eq!(
-                answer,
-                json!({"stdin": true, "stdout": true, "newThreads": 0})
-            );
-            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
-            assert!(status.unwrap().success(), "child checks its flags");
-        });
+        let answer = ask_over_pipes("nonblocking::pipes_are_served_without_threads_and_restored");
+        assert_eq!(
+            answer,
+            json!({"stdin": true, "stdout": true, "newThreads": 0})
+        );
     }
 
     /// A Unix socket pair as stdin and stdout (how Node's and Python asyncio's
@@ -238,7 +249,7 @@ mod nonblocking {
                 theirs.try_clone().unwrap(),
             )))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-            let mut child = cmd.spawn().unwrap();
+            let child = cmd.spawn().unwrap();
             drop(cmd);
             ours.set_nonblocking(true).unwrap();
             let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
@@ -249,8 +260,7 @@ mod nonblocking {
                 answer,
                 json!({"stdin": true, "stdout": true, "newThreads": 0})
             );
-            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
-            assert!(status.unwrap().success(), "child checks its flags");
+            exits_cleanly(child).await;
         });
     }
 
@@ -280,8 +290,7 @@ mod nonblocking {
                 .expect("the child answers");
             assert_eq!(answer["stdin"], json!(false));
             assert_eq!(answer["stdout"], json!(false));
-            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
-            assert!(status.unwrap().success(), "child checks its flags");
+            exits_cleanly(child).await;
         });
     }
 
@@ -297,22 +306,11 @@ mod nonblocking {
                 true,
             );
         }
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let mut cmd = child_command(
-                "nonblocking::overlapping_transports_keep_stdio_nonblocking_and_restore_it",
-            );
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
-                .await
-                .expect("the child answers");
-            assert_eq!(answer["stdin"], json!(true), "{answer}");
-            assert_eq!(answer["stdout"], json!(true), "{answer}");
-            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
-            assert!(status.unwrap().success(), "child checks its flags");
-        });
+        let answer = ask_over_pipes(
+            "nonblocking::overlapping_transports_keep_stdio_nonblocking_and_restore_it",
+        );
+        assert_eq!(answer["stdin"], json!(true), "{answer}");
+        assert_eq!(answer["stdout"], json!(true), "{answer}");
     }
 
     /// A runtime without I/O (`enable_time` only) served `stdio()` before issue #24 (tokio's
@@ -326,21 +324,9 @@ mod nonblocking {
                 false,
             );
         }
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let mut cmd =
-                child_command("nonblocking::runtime_without_io_falls_back_to_blocking_stdio");
-            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
-                .await
-                .expect("the child answers");
-            assert_eq!(answer["stdin"], json!(false), "{answer}");
-            assert_eq!(answer["stdout"], json!(false), "{answer}");
-            let status = tokio::time::timeout(TIMEOUT, child.wait()).await.unwrap();
-            assert!(status.unwrap().success(), "child checks its flags");
-        });
+        let answer = ask_over_pipes("nonblocking::runtime_without_io_falls_back_to_blocking_stdio");
+        assert_eq!(answer["stdin"], json!(false), "{answer}");
+        assert_eq!(answer["stdout"], json!(false), "{answer}");
     }
 
     /// Bound on a child's answer and exit in the tests above that could otherwise hang.
