@@ -233,8 +233,8 @@ mod nonblocking {
         );
     }
 
-    /// A Unix socket pair as stdin and stdout (how Node's and Python asyncio's
-    /// `subprocess` spawn): served by the reactor too.
+    /// A Unix socket pair as stdin and stdout (how Node's `child_process` spawns, through
+    /// libuv): served by the reactor too.
     #[test]
     fn unix_socket_is_served_without_threads_and_restored() {
         if std::env::var_os(FLAGS_CHILD_ENV).is_some() {

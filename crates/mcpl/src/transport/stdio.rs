@@ -2,7 +2,7 @@
 //! server launched by its host talks).
 //!
 //! Hosts hand their servers pipes (`std::process`, Python's `subprocess`) or Unix socket
-//! pairs (Node's and Python asyncio's `child_process` and `subprocess`). On Unix, [`stdio`]
+//! pairs (Node's `child_process`, through libuv). On Unix, [`stdio`]
 //! reads and writes those through the runtime's reactor, like a socket; tokio's own
 //! `stdin()`/`stdout()` instead do every read and write on its blocking pool, and a server's
 //! setup then starts a thread per pending read or write (five for one handshake; issue #24
