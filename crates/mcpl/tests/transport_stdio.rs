@@ -107,6 +107,21 @@ mod nonblocking {
             .unwrap()
     }
 
+    /// A pipe (read end, write end), close-on-exec (`std::io::pipe` is newer than the
+    /// crate's MSRV).
+    fn os_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0; 2];
+        // SAFETY: `pipe2` writes two new descriptors into `fds`, which are owned from here on.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        }
+    }
+
     /// Child mode: serve over `stdio()` until the host closes, then drop the runtime (and
     /// with it both halves) and require the flags to be back.
     fn run_flags_child() {
@@ -274,7 +289,7 @@ mod nonblocking {
         }
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            let (read, write) = std::io::pipe().unwrap();
+            let (read, write) = os_pipe();
             let mut cmd = child_command("nonblocking::stderr_sharing_stdout_keeps_stdio_blocking");
             cmd.stdin(Stdio::piped())
                 .stdout(Stdio::from(write.try_clone().unwrap()))
@@ -282,9 +297,7 @@ mod nonblocking {
             let mut child = cmd.spawn().unwrap();
             drop(cmd);
             let stdin = child.stdin.take().unwrap();
-            let stdout =
-                tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(read))
-                    .unwrap();
+            let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(read).unwrap();
             let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
                 .await
                 .expect("the child answers");
@@ -327,6 +340,67 @@ mod nonblocking {
         let answer = ask_over_pipes("nonblocking::runtime_without_io_falls_back_to_blocking_stdio");
         assert_eq!(answer["stdin"], json!(false), "{answer}");
         assert_eq!(answer["stdout"], json!(false), "{answer}");
+    }
+
+    /// Child mode of [`replaced_stdout_is_switched_by_a_later_transport`].
+    fn run_replaced_stdout_child() {
+        use std::os::fd::AsRawFd;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = transport::stdio::stdio();
+            assert!(
+                nonblocking(0) && nonblocking(1),
+                "the first transport switched"
+            );
+            // fd 1 becomes a fresh (blocking) pipe while the first transport lives.
+            // SAFETY: `dup`/`dup2` on open descriptors of this process; `saved` keeps the
+            // original stdout to put back.
+            let (_read, write) = os_pipe();
+            let saved = unsafe { libc::dup(1) };
+            assert!(saved >= 0);
+            assert_eq!(unsafe { libc::dup2(write.as_raw_fd(), 1) }, 1);
+            assert!(!nonblocking(1));
+            let second = transport::stdio::stdio();
+            assert!(
+                nonblocking(1),
+                "the later transport switched the new stdout"
+            );
+            drop(first);
+            assert!(nonblocking(1), "still switched while the later one lives");
+            drop(second);
+            assert!(!nonblocking(1), "the new stdout put back");
+            assert!(!nonblocking(0), "stdin put back");
+            assert_eq!(unsafe { libc::dup2(saved, 1) }, 1);
+            unsafe { libc::close(saved) };
+            assert!(!nonblocking(1), "the original stdout put back");
+        });
+    }
+
+    /// A file put on fd 1 (`dup2`) while a transport lives is switched by the next
+    /// transport, which must never hand the reactor a blocking descriptor; every file
+    /// switched is put back when the last transport is dropped.
+    #[test]
+    fn replaced_stdout_is_switched_by_a_later_transport() {
+        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+            return run_replaced_stdout_child();
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut cmd =
+                child_command("nonblocking::replaced_stdout_is_switched_by_a_later_transport");
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let drain = tokio::spawn(async move {
+                use tokio::io::AsyncReadExt;
+                let _ = stdout.read_to_end(&mut Vec::new()).await;
+            });
+            exits_cleanly(child).await;
+            drain.await.unwrap();
+        });
     }
 
     /// Bound on a child's answer and exit in the tests above that could otherwise hang.

@@ -171,15 +171,13 @@ mod unix {
     struct Restore;
 
     impl Restore {
-        /// Makes each of `fds` non-blocking, unless that would also make stderr
-        /// non-blocking (it shares one of their open files, e.g. `2>&1`): then every flag
-        /// is put back and `None` returned.
+        /// Makes each of `fds` non-blocking (those that are not yet: a later transport
+        /// joins the mode an earlier one set, and switches only a file put in place since,
+        /// e.g. by a `dup2` over fd 1), unless that would also make stderr non-blocking (it
+        /// shares one of their open files, e.g. `2>&1`): then what it switched is put back
+        /// and `None` returned.
         fn set(fds: &[BorrowedFd<'_>]) -> Option<Restore> {
             let mut state = switched();
-            if state.holders > 0 {
-                state.holders += 1;
-                return Some(Restore);
-            }
             let stderr = io::stderr().as_raw_fd();
             let stderr_before = flags(stderr);
             let mut files = Vec::new();
@@ -209,7 +207,8 @@ mod unix {
                 switch_back(&files);
                 return None;
             }
-            *state = Switched { holders: 1, files };
+            state.holders += 1;
+            state.files.extend(files);
             Some(Restore)
         }
     }
