@@ -495,6 +495,13 @@ fn count_from_env(name: &str) -> u64 {
         .unwrap_or(1_000)
 }
 
+/// Allocations `work` makes, per one of its `calls` (the counting allocator's tally).
+async fn allocations_during(calls: u64, work: impl std::future::Future<Output = ()>) -> u64 {
+    let before = ALLOCS.load(Ordering::Relaxed);
+    work.await;
+    (ALLOCS.load(Ordering::Relaxed) - before) / calls
+}
+
 /// Allocations per in-memory `tools/call` round trip, host and server together (the
 /// caller's params built before counting, as `tests/peer_allocs.rs`). `MCPL_BENCH_ROUND_TRIPS`
 /// sets how many are counted (1,000): under `valgrind --tool=callgrind`, the difference
@@ -511,17 +518,18 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
                 .await
                 .expect("tools/call");
         }
-        let mut inputs: Vec<Value> = (0..n).map(|_| params.clone()).collect();
-        let before = ALLOCS.load(Ordering::Relaxed);
-        for p in inputs.drain(..) {
-            black_box(
-                pair.host
-                    .request_raw("tools/call", p)
-                    .await
-                    .expect("tools/call"),
-            );
-        }
-        (ALLOCS.load(Ordering::Relaxed) - before) / n
+        let inputs: Vec<Value> = (0..n).map(|_| params.clone()).collect();
+        allocations_during(n, async {
+            for p in inputs {
+                black_box(
+                    pair.host
+                        .request_raw("tools/call", p)
+                        .await
+                        .expect("tools/call"),
+                );
+            }
+        })
+        .await
     })
 }
 
@@ -543,11 +551,12 @@ fn concurrent_allocations(rt: &Runtime, server: &Server) -> u64 {
             black_box(r.expect("tools/call"));
         }
         let inputs: Vec<Value> = (0..n).map(|_| params.clone()).collect();
-        let before = ALLOCS.load(Ordering::Relaxed);
-        for r in burst(inputs).await {
-            black_box(r.expect("tools/call"));
-        }
-        (ALLOCS.load(Ordering::Relaxed) - before) / n
+        allocations_during(n, async {
+            for r in burst(inputs).await {
+                black_box(r.expect("tools/call"));
+            }
+        })
+        .await
     })
 }
 
@@ -584,9 +593,7 @@ fn lifecycle_allocations(rt: &Runtime, server: &Server) -> u64 {
         };
         turns(100).await;
         let counted = turns(n);
-        let before = ALLOCS.load(Ordering::Relaxed);
-        counted.await;
-        (ALLOCS.load(Ordering::Relaxed) - before) / (2 * n)
+        allocations_during(2 * n, counted).await
     })
 }
 
@@ -936,11 +943,10 @@ fn main() {
     if runs("setup") {
         setup(&mut c, &rt);
     }
-    let mut lifecycle_allocs = None;
     if runs("allocs") || runs("round_trip") {
         allocs = Some(allocations(&rt, &server));
     }
-    let mut concurrent_allocs = None;
+    let (mut lifecycle_allocs, mut concurrent_allocs) = (None, None);
     if runs("allocs") || runs("pipelined") {
         lifecycle_allocs = Some(lifecycle_allocations(&rt, &server));
         concurrent_allocs = Some(concurrent_allocations(&rt, &server));
@@ -1046,7 +1052,8 @@ fn main() {
         );
     }
     if let Some(a) = concurrent_allocs {
-        println!("allocations per tools/call with 1,000 outstanding (host and server together): {a}  (reported)");
+        let n = count_from_env("MCPL_BENCH_CONCURRENT");
+        println!("allocations per tools/call with {n} outstanding (host and server together): {a}  (reported)");
     }
     if let Some(a) = lifecycle_allocs {
         println!(
