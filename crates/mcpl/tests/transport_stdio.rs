@@ -220,12 +220,27 @@ mod nonblocking {
             cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
             let mut child = cmd.spawn().unwrap();
             let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
-                .await
-                .expect("the child answers");
-            exits_cleanly(child).await;
-            answer
+            ask_then_exit(child, stdout, stdin).await
         })
+    }
+
+    /// Asks `child` over `read`/`write` and requires its clean exit, each bounded by
+    /// [`TIMEOUT`].
+    async fn ask_then_exit<R, W>(child: tokio::process::Child, read: R, write: W) -> Value
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        let answer = tokio::time::timeout(TIMEOUT, ask(read, write))
+            .await
+            .expect("the child answers");
+        exits_cleanly(child).await;
+        answer
+    }
+
+    /// Whether this process is a test's child (it then plays the child's part).
+    fn in_child() -> bool {
+        std::env::var_os(FLAGS_CHILD_ENV).is_some()
     }
 
     /// Waits (bounded) for `child` to exit, and requires success.
@@ -238,7 +253,7 @@ mod nonblocking {
     /// ends, no thread is started for them, and the flags are put back at the end.
     #[test]
     fn pipes_are_served_without_threads_and_restored() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_flags_child();
         }
         let answer = ask_over_pipes("nonblocking::pipes_are_served_without_threads_and_restored");
@@ -252,7 +267,7 @@ mod nonblocking {
     /// libuv): served by the reactor too.
     #[test]
     fn unix_socket_is_served_without_threads_and_restored() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_flags_child();
         }
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -268,14 +283,11 @@ mod nonblocking {
             drop(cmd);
             ours.set_nonblocking(true).unwrap();
             let (r, w) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
-            let answer = tokio::time::timeout(TIMEOUT, ask(r, w))
-                .await
-                .expect("the child answers");
+            let answer = ask_then_exit(child, r, w).await;
             assert_eq!(
                 answer,
                 json!({"stdin": true, "stdout": true, "newThreads": 0})
             );
-            exits_cleanly(child).await;
         });
     }
 
@@ -284,7 +296,7 @@ mod nonblocking {
     /// and the transport still works.
     #[test]
     fn stderr_sharing_stdout_keeps_stdio_blocking() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_flags_child();
         }
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -298,12 +310,9 @@ mod nonblocking {
             drop(cmd);
             let stdin = child.stdin.take().unwrap();
             let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(read).unwrap();
-            let answer = tokio::time::timeout(TIMEOUT, ask(stdout, stdin))
-                .await
-                .expect("the child answers");
+            let answer = ask_then_exit(child, stdout, stdin).await;
             assert_eq!(answer["stdin"], json!(false));
             assert_eq!(answer["stdout"], json!(false));
-            exits_cleanly(child).await;
         });
     }
 
@@ -313,7 +322,7 @@ mod nonblocking {
     /// back to blocking at the end (not to the non-blocking ones the later one found).
     #[test]
     fn overlapping_transports_keep_stdio_nonblocking_and_restore_it() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_flags_child_in(
                 tokio::runtime::Builder::new_current_thread().enable_all(),
                 true,
@@ -331,7 +340,7 @@ mod nonblocking {
     /// path, with stdio left blocking, instead of panicking in tokio's registration.
     #[test]
     fn runtime_without_io_falls_back_to_blocking_stdio() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_flags_child_in(
                 tokio::runtime::Builder::new_current_thread().enable_time(),
                 false,
@@ -384,7 +393,7 @@ mod nonblocking {
     /// switched is put back when the last transport is dropped.
     #[test]
     fn replaced_stdout_is_switched_by_a_later_transport() {
-        if std::env::var_os(FLAGS_CHILD_ENV).is_some() {
+        if in_child() {
             return run_replaced_stdout_child();
         }
         let rt = tokio::runtime::Runtime::new().unwrap();
