@@ -50,7 +50,7 @@ pub(super) enum Answer {
     Value(HandlerResult<Value>),
     /// A typed handler's result, encoded straight from its type
     /// (`ServerState::answer_encoded`; issue #24: no `Value` tree in between).
-    Encoded(HandlerResult<Encoded>),
+    Encoded(Encoded),
 }
 
 /// Whether `method` is a surface removed from MCPL ([`crate::protocol::REMOVED_METHODS`]):
@@ -114,10 +114,12 @@ fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode
         });
         ErrorObject::internal(format!("cannot encode result: {e}"))
     };
-    if encode {
-        Answer::Encoded(out.and_then(|r| Encoded::encode(&r).map_err(unencodable)))
-    } else {
-        Answer::Value(out.and_then(|r| serde_json::to_value(r).map_err(unencodable)))
+    match out {
+        Ok(r) if encode => match Encoded::encode(&r) {
+            Ok(result) => Answer::Encoded(result),
+            Err(e) => Answer::Value(Err(unencodable(e))),
+        },
+        out => Answer::Value(out.and_then(|r| serde_json::to_value(r).map_err(unencodable))),
     }
 }
 

@@ -325,7 +325,7 @@ impl Driver {
                     }
                 }
                 ServerOutput::TransmitResult { id, result } => {
-                    self.respond(id, Answer::Encoded(Ok(result)))
+                    self.respond(id, Answer::Encoded(result))
                 }
                 ServerOutput::Transmit(Message::Request(r)) => self.send_request(r),
                 ServerOutput::Transmit(Message::Notification(n)) => {
@@ -358,30 +358,25 @@ impl Driver {
 
     /// Writes the answer to host request `id` through its guard.
     fn respond(&mut self, id: RequestId, outcome: Answer) {
-        match self.current.take() {
+        let req = match self.current.take() {
             // Decided while its own message was fed (`initialize`, `ping`, the policy
             // receipt, a refusal …): written before anything the state outputs after it.
-            Some(req) if *req.id() == id => {
-                let initialize = req.method() == Initialize::NAME;
-                self.answer(req, outcome);
-                if initialize {
-                    self.after_initialize();
-                }
-            }
+            Some(req) if *req.id() == id => req,
+            // A handler's answer, or the application's (its MCP fallback's) `initialize`
+            // answer.
             other => {
                 self.current = other;
                 let Some(req) = self.requests.remove(&id) else {
                     tracing::debug!("an answer to {id} has no request waiting");
                     return;
                 };
-                // A handler's answer, or the application's (its MCP fallback's)
-                // `initialize` answer.
-                let initialize = req.method() == Initialize::NAME;
-                self.answer(req, outcome);
-                if initialize {
-                    self.after_initialize();
-                }
+                req
             }
+        };
+        let initialize = req.method() == Initialize::NAME;
+        self.answer(req, outcome);
+        if initialize {
+            self.after_initialize();
         }
     }
 
@@ -390,8 +385,7 @@ impl Driver {
     fn answer(&mut self, req: IncomingRequest, outcome: Answer) {
         let written = match outcome {
             Answer::Value(outcome) => self.out.finish(req, outcome),
-            Answer::Encoded(Ok(result)) => self.out.finish_encoded(req, &result),
-            Answer::Encoded(Err(e)) => self.out.finish(req, Err(e)),
+            Answer::Encoded(result) => self.out.finish_encoded(req, &result),
         };
         if let Err(e) = written {
             tracing::debug!("response not sent: {e}");
@@ -402,8 +396,7 @@ impl Driver {
     fn feed_answer(&mut self, id: RequestId, outcome: Answer) {
         let fed = match outcome {
             Answer::Value(outcome) => self.state.answer(id, outcome),
-            Answer::Encoded(Ok(result)) => self.state.answer_encoded(id, result),
-            Answer::Encoded(Err(e)) => self.state.answer(id, Err(e)),
+            Answer::Encoded(result) => self.state.answer_encoded(id, result),
         };
         if let Err(e) = fed {
             tracing::debug!("answer not sent: {e}");

@@ -149,4 +149,35 @@ mod tests {
             }
         }
     }
+
+    /// The write-only `Lifecycle` is read back whole by the receiver's own type
+    /// ([`LifecycleParams`](crate::protocol::lifecycle::LifecycleParams)): no member it
+    /// writes falls into `extra`, so the two forms of §10.5's params cannot drift apart.
+    #[test]
+    fn s10_5_lifecycle_reads_back_as_lifecycle_params() {
+        use crate::protocol::lifecycle::{LifecycleParams, Phase};
+        let usage = json!({"inputTokens": 1, "outputTokens": 2});
+        for (phase, wire, usage) in [
+            (Phase::Started, "started", None),
+            (Phase::Completed, "completed", Some(&usage)),
+            (Phase::Aborted, "aborted", None),
+            (Phase::Failed, "failed", Some(&usage)),
+        ] {
+            let sent = Lifecycle {
+                conversation_id: "c",
+                inference_id: "i",
+                phase: wire,
+                turn_index: 3,
+                usage,
+            };
+            let text = Encoded::encode(&sent).unwrap();
+            let read: LifecycleParams = serde_json::from_str(text.get()).unwrap();
+            assert_eq!(read.inference_id, "i");
+            assert_eq!(read.conversation_id.as_deref(), Some("c"));
+            assert_eq!(read.turn_index, Some(3));
+            assert_eq!(read.phase, phase);
+            assert_eq!(read.usage.is_some(), usage.is_some());
+            assert!(read.extra.is_empty(), "{:?}", read.extra);
+        }
+    }
 }
