@@ -14,8 +14,8 @@ use super::{ErrorObject, Message, Notification, RequestId, Response};
 /// A JSON value already encoded as text (a typed handler's result, a typed message's
 /// params), written into its message as it is. [`Encoded::encode`] makes the same text the
 /// `Value` path would write, but for member order: always one complete value on one line,
-/// no object with a member name twice.
-#[derive(Debug, Clone)]
+/// no object with a member name twice. Two are equal when their texts are.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Encoded(String);
 
 /// Deepest object nesting whose member names are checked as the value is written; past it
@@ -241,7 +241,12 @@ impl Encoded {
     /// The notification `method` with these params, as one line of JSON text (members in
     /// [`Message::to_json`]'s order).
     pub fn notification(&self, method: &str) -> String {
-        notification_line(Vec::new(), method, self).unwrap_or_else(|| {
+        self.notification_in(Vec::new(), method)
+    }
+
+    /// [`Self::notification`], written into `buf` (a spare frame buffer; emptied first).
+    pub(crate) fn notification_in(&self, buf: Vec<u8>, method: &str) -> String {
+        notification_line(buf, method, self).unwrap_or_else(|| {
             Message::Notification(Notification {
                 method: method.to_owned(),
                 params: self.to_value().ok(),
@@ -253,7 +258,12 @@ impl Encoded {
     /// The answer to request `id` with this result, as one line of JSON text (members in
     /// [`Message::to_json`]'s order).
     pub fn response(&self, id: &RequestId) -> String {
-        response_line(Vec::new(), id, self).unwrap_or_else(|| {
+        self.response_in(Vec::new(), id)
+    }
+
+    /// [`Self::response`], written into `buf` (a spare frame buffer; emptied first).
+    pub(crate) fn response_in(&self, buf: Vec<u8>, id: &RequestId) -> String {
+        response_line(buf, id, self).unwrap_or_else(|| {
             Message::Response(Response {
                 id: Some(id.clone()),
                 outcome: self
@@ -265,16 +275,9 @@ impl Encoded {
     }
 }
 
-/// Two encoded values are equal when their texts are.
-impl PartialEq for Encoded {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
 /// The notification line of `method` with `params`, written into `buf` (emptied first);
 /// `None` only if the method name does not encode.
-pub(crate) fn notification_line(buf: Vec<u8>, method: &str, params: &Encoded) -> Option<String> {
+fn notification_line(buf: Vec<u8>, method: &str, params: &Encoded) -> Option<String> {
     line(
         buf,
         b"{\"jsonrpc\":\"2.0\",\"method\":",
@@ -286,7 +289,7 @@ pub(crate) fn notification_line(buf: Vec<u8>, method: &str, params: &Encoded) ->
 
 /// The result response line answering `id` with `result`, written into `buf` (emptied
 /// first); `None` only if the id does not encode.
-pub(crate) fn response_line(buf: Vec<u8>, id: &RequestId, result: &Encoded) -> Option<String> {
+fn response_line(buf: Vec<u8>, id: &RequestId, result: &Encoded) -> Option<String> {
     line(
         buf,
         b"{\"id\":",

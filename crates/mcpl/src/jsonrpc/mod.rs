@@ -666,7 +666,7 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 }
 
 mod cost;
-pub(crate) mod encoded;
+mod encoded;
 pub use cost::{may_exceed, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST};
 pub use encoded::Encoded;
 

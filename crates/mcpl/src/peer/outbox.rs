@@ -223,9 +223,7 @@ impl Outbox {
         method: &str,
         params: &crate::jsonrpc::Encoded,
     ) -> Result<(), PeerError> {
-        let text =
-            crate::jsonrpc::encoded::notification_line(self.shared.frame_buffer(), method, params)
-                .unwrap_or_else(|| params.notification(method));
+        let text = params.notification_in(self.shared.frame_buffer(), method);
         self.push(text, None)
     }
 
@@ -268,7 +266,7 @@ impl Outbox {
     /// is read back into the batch's array).
     pub(crate) fn finish_encoded(
         &mut self,
-        req: IncomingRequest,
+        mut req: IncomingRequest,
         result: &crate::jsonrpc::Encoded,
     ) -> Result<(), PeerError> {
         if req.batch.is_some() {
@@ -277,24 +275,10 @@ impl Outbox {
                 .map_err(|e| ErrorObject::internal(format!("cannot encode result: {e}")));
             return self.finish(req, outcome);
         }
-        let mut req = req;
         req.armed = false;
         let owed = req.owed.take();
-        let text = crate::jsonrpc::encoded::response_line(
-            self.shared.frame_buffer(),
-            &req.request.id,
-            result,
-        );
-        match text {
-            Some(text) => self.push(text, owed),
-            // Text that is JSON always writes; were it not, the request is still answered.
-            None => {
-                let e = ErrorObject::internal("cannot encode result");
-                let text =
-                    wire::response_in(self.shared.frame_buffer(), Some(&req.request.id), &Err(e));
-                self.push(text, owed)
-            }
-        }
+        let text = result.response_in(self.shared.frame_buffer(), &req.request.id);
+        self.push(text, owed)
     }
 
     fn hold(&mut self, held: Held) {
