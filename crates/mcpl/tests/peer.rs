@@ -1544,3 +1544,34 @@ async fn a_local_close_ends_the_incoming_stream_without_the_other_side() {
         "the stream ends at the close: {end:?}"
     );
 }
+
+/// A result holding a `RawValue` with newlines (a pretty-printed document, or one forged to
+/// carry a second message) is still answered as one line of one message: the other side
+/// reads the response whole, then the next answer, and no injected notification.
+#[tokio::test]
+async fn a_respond_result_with_newlines_is_still_one_line() {
+    use serde_json::value::RawValue;
+    #[derive(serde::Serialize)]
+    struct Doc {
+        doc: Box<RawValue>,
+    }
+    let (_peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"method":"acme/get"}))
+        .await;
+    let Some(IncomingMessage::Request(req)) = incoming.recv().await else {
+        panic!("the request arrives");
+    };
+    let doc = RawValue::from_string(
+        "[\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/injected\"}\n]".into(),
+    )
+    .unwrap();
+    req.respond(Doc { doc }).await.unwrap();
+    spawn_ping_server(incoming);
+    let line = raw.recv_line().await;
+    let v: Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("the response is one line of JSON ({e}): {line:?}"));
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["result"]["doc"][0]["method"], "notifications/injected");
+    // The very next line answers the next request: nothing was injected in between.
+    assert_ping_works(&mut raw, 2).await;
+}

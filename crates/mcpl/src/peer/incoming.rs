@@ -108,11 +108,12 @@ impl IncomingRequest {
     /// Answers with a result (serialised; a serialisation failure answers `-32603`).
     pub async fn respond(mut self, result: impl Serialize) -> Result<(), PeerError> {
         if self.batch.is_none() {
-            // Straight to text, without building a `Value` of the result first.
-            if let Some(text) =
-                wire::result_response_in(self.shared.frame_buffer(), &self.request.id, &result)
-            {
+            // Straight to text, without building a `Value` of the result first, through
+            // `Encoded`'s checks: a `RawValue` holding a newline, or a member named twice,
+            // goes through `Value`, so the answer stays one line of one message.
+            if let Ok(result) = crate::jsonrpc::Encoded::encode(&result) {
                 self.armed = false;
+                let text = result.response_in(self.shared.frame_buffer(), &self.request.id);
                 return self.shared.send_frame(text).await;
             }
         }

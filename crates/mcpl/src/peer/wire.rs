@@ -86,36 +86,6 @@ pub(super) fn notification(method: &str, params: Option<&Value>) -> String {
     })
 }
 
-/// A result response line serialised straight from `result`; `None` if it cannot be
-/// serialised (the caller then answers `-32603`).
-#[cfg(test)]
-pub(super) fn result_response<T: Serialize + ?Sized>(id: &RequestId, result: &T) -> Option<String> {
-    result_response_in(Vec::new(), id, result)
-}
-
-/// [`result_response`], encoded into `buf`.
-pub(super) fn result_response_in<T: Serialize + ?Sized>(
-    buf: Vec<u8>,
-    id: &RequestId,
-    result: &T,
-) -> Option<String> {
-    /// Members in the same (sorted) order as [`Out`].
-    #[derive(Serialize)]
-    struct ResultOut<'a, T: ?Sized> {
-        id: &'a RequestId,
-        jsonrpc: &'static str,
-        result: &'a T,
-    }
-    encode(
-        buf,
-        &ResultOut {
-            id,
-            jsonrpc: "2.0",
-            result,
-        },
-    )
-}
-
 /// A response line. The (rare) error object goes through `Value`, as in `to_json`, so
 /// its members keep the same order.
 #[cfg(test)]
@@ -193,11 +163,8 @@ mod tests {
                     assert_eq!(response(rid, o), m.to_json());
                 }
                 if let Ok(result) = o {
-                    assert_eq!(
-                        result_response(id, result).as_deref(),
-                        Some(response(Some(id), o).as_str())
-                    );
-                    // An encoded result is written as it is (`Outbox::finish_encoded`).
+                    // An encoded result is written as it is (`Outbox::finish_encoded`,
+                    // `IncomingRequest::respond`).
                     let encoded = crate::jsonrpc::Encoded::encode(result).unwrap();
                     assert_eq!(encoded.response(id), response(Some(id), o));
                 }
