@@ -538,6 +538,7 @@ mod tests {
             assert_eq!(Arc::strong_count(&held), 1, "dropped with the receiver");
         });
     }
+
     /// A send racing the receiver's registration is never lost. Ping-pong between a thread
     /// and a runtime task: each item is sent only once the previous one was received, so no
     /// later send could rescue a missed wake-up (the timeout turns it into a failure). Then
