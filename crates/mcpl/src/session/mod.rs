@@ -17,11 +17,11 @@
 //! and [`outbound::gate`] as `HostSession`) and manifest announcements, fetches and review
 //! (§17.3–§17.8, the same `HostPolicy` as `HostSession`): it decides every message, or hands
 //! it to the application as a [`HostOutput::Request`] to answer. `host::HostSession` and
-//! `server::Server` are not yet drivers of these machines: they decide through the same
-//! rules, in their own async code (`server::Server` answers the policy Request and decides
-//! each host notification by the very functions [`ServerState`] uses, and both report the same
-//! [`ServerDiagnostic`]).
-
+//! `server::Server` are thin async drivers of these machines: each connection's one task
+//! feeds its machine in wire order and carries out the outputs (frames, events, handlers).
+//! The one decision taken outside a machine is the host's gate on the application's plain
+//! requests and notifications: the same [`outbound::gate`], against the state the driver
+//! published.
 //!
 //! A host and a server wired back to back, every frame through its JSON text:
 //!
