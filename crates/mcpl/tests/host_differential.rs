@@ -362,11 +362,9 @@ impl StateSide {
     fn collect(&mut self) {
         while let Some(o) = self.st.poll_output() {
             match o {
-                HostOutput::Transmit(_) | HostOutput::TransmitNotification { .. } => {
-                    self.frames.push_back(
-                        serde_json::from_str(&o.frame().expect("a frame")).expect("valid JSON"),
-                    )
-                }
+                HostOutput::Transmit(_) => self.frames.push_back(
+                    serde_json::from_str(&o.frame().expect("a frame")).expect("valid JSON"),
+                ),
                 HostOutput::Event(e) => self.events.push(norm_event(&e)),
                 HostOutput::Diagnostic(d) => self.diags.push(norm_diag(&d)),
                 HostOutput::Connected(r) => self.app = Some(norm_connect_state(&r)),

@@ -242,7 +242,7 @@ impl Harness {
     fn pump(&mut self) {
         while let Some(o) = self.host.poll_output() {
             match o {
-                HostOutput::Transmit(_) | HostOutput::TransmitNotification { .. } => {
+                HostOutput::Transmit(_) => {
                     let text = o.frame().expect("a frame");
                     let frame = serde_json::from_str(&text).expect("the host writes JSON");
                     self.to_server.push_back(frame);

@@ -25,7 +25,7 @@ use crate::manifest::review::ReviewError;
 use crate::peer::{Alarm, Incoming, Outbox};
 use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
 use crate::session::rules::HookVerdict;
-use crate::session::{ConnectError, HostOutput, HostState, StateError};
+use crate::session::{ConnectError, HostOutput, HostState, StateError, Transmission};
 
 /// A reply to the application.
 pub(super) type Reply<T> = oneshot::Sender<T>;
@@ -557,11 +557,16 @@ impl Driver {
     /// Carries out one output.
     fn output(&mut self, w: &mut Waiting, o: HostOutput) {
         match o {
-            HostOutput::Transmit(m) => self.transmit(w, m),
-            HostOutput::TransmitNotification { method, params } => {
+            HostOutput::Transmit(Transmission::Message(m)) => self.transmit(w, m),
+            HostOutput::Transmit(Transmission::Notification { method, params }) => {
                 if let Err(e) = self.out.notify_encoded(method, &params) {
                     tracing::debug!(error = %e, method, "notification not written");
                 }
+            }
+            // Written through the request's guard, as any answer (read back: the host's
+            // machine encodes none of its answers today).
+            HostOutput::Transmit(t @ Transmission::Result { .. }) => {
+                self.transmit(w, t.to_message())
             }
             HostOutput::Event(e) => {
                 if let HostEvent::ManifestChange(r) = &e {

@@ -28,7 +28,7 @@ use crate::peer::{
 };
 use crate::protocol::handshake::Initialize;
 use crate::protocol::Method;
-use crate::session::{ServerOutput, ServerRules, ServerState};
+use crate::session::{ServerOutput, ServerRules, ServerState, Transmission};
 
 /// The most commands fed at once before the outputs run (and the wire is read again).
 const COMMAND_BATCH: usize = 256;
@@ -319,18 +319,25 @@ impl Driver {
     fn outputs(&mut self) {
         while let Some(out) = self.state.poll_output() {
             match out {
-                ServerOutput::Transmit(Message::Response(r)) => {
+                ServerOutput::Transmit(Transmission::Message(Message::Response(r))) => {
                     if let Some(id) = r.id {
                         self.respond(id, Answer::Value(r.outcome));
                     }
                 }
-                ServerOutput::TransmitResult { id, result } => {
+                ServerOutput::Transmit(Transmission::Result { id, result }) => {
                     self.respond(id, Answer::Encoded(result))
                 }
-                ServerOutput::Transmit(Message::Request(r)) => self.send_request(r),
-                ServerOutput::Transmit(Message::Notification(n)) => {
+                ServerOutput::Transmit(Transmission::Message(Message::Request(r))) => {
+                    self.send_request(r)
+                }
+                ServerOutput::Transmit(Transmission::Message(Message::Notification(n))) => {
                     if let Err(e) = self.out.notify(&n.method, n.params) {
                         tracing::debug!("{} not sent: {e}", n.method);
+                    }
+                }
+                ServerOutput::Transmit(Transmission::Notification { method, params }) => {
+                    if let Err(e) = self.out.notify_encoded(method, &params) {
+                        tracing::debug!("{method} not sent: {e}");
                     }
                 }
                 ServerOutput::Request { id, method, params } => self.hand_out(id, method, params),

@@ -43,8 +43,7 @@
 //! loop {
 //!     let mut moved = false;
 //!     while let Some(out) = host.poll_output() {
-//!         // `frame()`: the text of every output to write (`Transmit`, and the
-//!         // notifications and answers the sessions encode themselves).
+//!         // `frame()`: the text of a `Transmit` output, whatever the frame's form.
 //!         if let Some(text) = out.frame() {
 //!             server.handle_message(now, Message::parse(&text)?);
 //!             moved = true;
@@ -83,6 +82,7 @@ mod server_manifest;
 mod server_pending;
 mod server_ready;
 mod server_report;
+mod transmission;
 mod turns;
 
 pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
@@ -97,6 +97,7 @@ pub use server::{
 pub use server_manifest::SharedManifest;
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};
+pub use transmission::Transmission;
 pub(crate) use turns::InferenceIds;
 pub use turns::{Terminal, ENDED_IDS_REMEMBERED};
 

@@ -23,7 +23,7 @@ use super::server_inbound::{
 use super::server_initialize::read_initialize;
 use super::server_manifest::SharedManifest;
 use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
-use super::{Receiver, Refusal, ServerDiagnostic};
+use super::{Receiver, Refusal, ServerDiagnostic, Transmission};
 use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
@@ -127,16 +127,8 @@ impl ServerRules {
 /// What a [`ServerState`] produced, drained in order by [`ServerState::poll_output`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerOutput {
-    /// A message to write to the host, in this order.
-    Transmit(Message),
-    /// The answer to host request `id` with a result the application encoded
-    /// ([`ServerState::answer_encoded`]): written, in this order, as it is.
-    TransmitResult {
-        /// The request answered.
-        id: RequestId,
-        /// Its result.
-        result: crate::jsonrpc::Encoded,
-    },
+    /// A frame to write to the host, in this order (every frame the machine sends).
+    Transmit(Transmission),
     /// An admitted host request for the application (`tools/call`, hooks, …): answer with
     /// [`ServerState::answer`].
     Request {
@@ -195,13 +187,11 @@ pub enum ServerOutput {
 }
 
 impl ServerOutput {
-    /// The line of JSON text to write, for [`ServerOutput::Transmit`] and
-    /// [`ServerOutput::TransmitResult`]; `None` for every other output. A driver that
-    /// writes through this never misses a frame.
+    /// The line of JSON text to write for a [`ServerOutput::Transmit`]; `None` for every
+    /// other output.
     pub fn frame(&self) -> Option<String> {
         match self {
-            ServerOutput::Transmit(m) => Some(m.to_json()),
-            ServerOutput::TransmitResult { id, result } => Some(result.response(id)),
+            ServerOutput::Transmit(t) => Some(t.to_json()),
             _ => None,
         }
     }
@@ -519,9 +509,9 @@ impl ServerState {
     pub fn poll_output(&mut self) -> Option<ServerOutput> {
         self.out.pop_front().or_else(|| {
             let change = self.announce.take()?;
-            Some(ServerOutput::Transmit(
+            Some(ServerOutput::Transmit(Transmission::Message(
                 super::server_manifest::announcement(&change),
-            ))
+            )))
         })
     }
 
@@ -657,11 +647,13 @@ impl ServerState {
         self.channels.sent(id, method, &params);
         self.inference.sent(id, method, &params);
         self.out
-            .push_back(ServerOutput::Transmit(Message::Request(Request {
-                id: RequestId::from(id),
-                method: method.to_owned(),
-                params: Some(params),
-            })));
+            .push_back(ServerOutput::Transmit(Transmission::Message(
+                Message::Request(Request {
+                    id: RequestId::from(id),
+                    method: method.to_owned(),
+                    params: Some(params),
+                }),
+            )));
         Ok(id)
     }
 
@@ -677,11 +669,11 @@ impl ServerState {
         }
         self.gate_outbound(method, &params)?;
         self.out
-            .push_back(ServerOutput::Transmit(Message::Notification(
-                Notification {
+            .push_back(ServerOutput::Transmit(Transmission::Message(
+                Message::Notification(Notification {
                     method: method.to_owned(),
                     params: Some(params),
-                },
+                }),
             )));
         Ok(())
     }
@@ -703,10 +695,12 @@ impl ServerState {
 
     fn respond(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {
         self.out
-            .push_back(ServerOutput::Transmit(Message::Response(Response {
-                id: Some(id),
-                outcome,
-            })));
+            .push_back(ServerOutput::Transmit(Transmission::Message(
+                Message::Response(Response {
+                    id: Some(id),
+                    outcome,
+                }),
+            )));
     }
 
     fn on_request(&mut self, r: Request) {

@@ -11,7 +11,10 @@ use super::channels::{ChannelLimits, ChannelTable};
 use super::policy_state::{ChangePlan, ChangeRefused, DisableRefused, Effects, HostPolicy};
 use super::rules::{self, Dedupe, Diagnostics, PolicyAnswer, PushVerdict};
 use super::InferenceIds;
-use super::{admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal};
+use super::{
+    admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal,
+    Transmission,
+};
 use crate::capability::{Grant, PatternError};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::manifest::review::{FetchDecision, FetchLimiter, ManifestReview};
@@ -192,17 +195,8 @@ pub enum StateError {
 /// What a [`HostState`] produced, drained in order by [`HostState::poll_output`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostOutput {
-    /// A message to write to the server, in this order.
-    Transmit(Message),
-    /// A notification to write to the server, in this order, its params encoded by the
-    /// session from their type (`inference/lifecycle`): a driver writes
-    /// `{"jsonrpc":"2.0","method":…,"params":<params.get()>}`.
-    TransmitNotification {
-        /// Its method.
-        method: &'static str,
-        /// Its params.
-        params: crate::jsonrpc::Encoded,
-    },
+    /// A frame to write to the server, in this order (every frame the machine sends).
+    Transmit(Transmission),
     /// Something for the application (the same events `host::HostSession` streams).
     Event(HostEvent),
     /// A defect of the server (the same diagnostics `host::HostSession` streams).
@@ -248,15 +242,11 @@ pub enum HostOutput {
 }
 
 impl HostOutput {
-    /// The line of JSON text to write, for [`HostOutput::Transmit`] and
-    /// [`HostOutput::TransmitNotification`]; `None` for every other output. A driver that
-    /// writes through this never misses a frame.
+    /// The line of JSON text to write for a [`HostOutput::Transmit`]; `None` for every
+    /// other output.
     pub fn frame(&self) -> Option<String> {
         match self {
-            HostOutput::Transmit(m) => Some(m.to_json()),
-            HostOutput::TransmitNotification { method, params } => {
-                Some(params.notification(method))
-            }
+            HostOutput::Transmit(t) => Some(t.to_json()),
             _ => None,
         }
     }
@@ -858,17 +848,21 @@ impl HostState {
     }
 
     fn transmit(&mut self, m: Message) {
-        self.out.push_back(HostOutput::Transmit(m));
+        self.out
+            .push_back(HostOutput::Transmit(Transmission::Message(m)));
     }
 
     /// Writes notification `method` with `params` encoded straight from their type
-    /// ([`HostOutput::TransmitNotification`]); params that do not serialize (none of the
+    /// ([`Transmission::Notification`]); params that do not serialize (none of the
     /// session's own) are reported and nothing is written.
     fn transmit_encoded(&mut self, method: &'static str, params: &impl serde::Serialize) {
         match crate::jsonrpc::Encoded::encode(params) {
             Ok(params) => self
                 .out
-                .push_back(HostOutput::TransmitNotification { method, params }),
+                .push_back(HostOutput::Transmit(Transmission::Notification {
+                    method,
+                    params,
+                })),
             Err(e) => tracing::error!(method, "params not encoded, nothing sent: {e}"),
         }
     }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{Handed, ServerOutput, ServerState};
 use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
-use crate::session::SendRefusal;
+use crate::session::{SendRefusal, Transmission};
 
 impl ServerState {
     /// Answers a request handed out as [`ServerOutput::Request`]. A `context/beforeInference`
@@ -101,14 +101,14 @@ impl ServerState {
     }
 
     /// [`Self::answer`] with a result the application already encoded
-    /// ([`Encoded::encode`]): written as it is ([`ServerOutput::TransmitResult`]), no
+    /// ([`Encoded::encode`]): written as it is ([`Transmission::Result`]), no
     /// `Value` in between. The answers a rule reads (a hook's, an `initialize`'s) are read
     /// back and go the way of [`Self::answer`]; one that is no JSON is `-32603`.
     pub fn answer_encoded(&mut self, id: RequestId, result: Encoded) -> Result<(), SendRefusal> {
         match self.take_handed(&id)? {
             Handed::Plain => {
                 self.out
-                    .push_back(ServerOutput::TransmitResult { id, result });
+                    .push_back(ServerOutput::Transmit(Transmission::Result { id, result }));
             }
             handed => {
                 let outcome = result

@@ -390,7 +390,9 @@ fn events_past_the_applications_room_are_refused_not_dropped() {
     let mut dropped = Vec::new();
     while let Some(o) = p.host.poll_output() {
         match o {
-            HostOutput::Transmit(Message::Response(r)) => answers.push(r.outcome),
+            HostOutput::Transmit(Transmission::Message(Message::Response(r))) => {
+                answers.push(r.outcome)
+            }
             HostOutput::Event(_) => events += 1,
             HostOutput::Diagnostic(HostDiagnostic::EventDropped { event }) => dropped.push(event),
             _ => {}

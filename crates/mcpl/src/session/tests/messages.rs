@@ -286,7 +286,9 @@ fn events_past_the_bound_are_answered_host_busy() {
     let mut events = 0;
     while let Some(o) = p.host.poll_output() {
         match o {
-            HostOutput::Transmit(Message::Response(r)) => answers.push(r.outcome),
+            HostOutput::Transmit(Transmission::Message(Message::Response(r))) => {
+                answers.push(r.outcome)
+            }
             HostOutput::Event(HostEvent::Push { .. }) => events += 1,
             _ => {}
         }

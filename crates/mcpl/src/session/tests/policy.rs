@@ -564,7 +564,8 @@ fn s5_1_initialize_carries_the_servers_instructions() {
     rules.instructions = Some("Ask about the news.".into());
     let mut s = ServerState::new(rules);
     initialize_plain(&mut s);
-    let Some(ServerOutput::Transmit(Message::Response(r))) = s.poll_output() else {
+    let Some(ServerOutput::Transmit(Transmission::Message(Message::Response(r)))) = s.poll_output()
+    else {
         panic!("initialize answered first")
     };
     let result = r.outcome.expect("accepted");

@@ -55,6 +55,31 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
         .any(|t| t.contains("inference/lifecycle")));
 }
 
+/// A driver that handles only `Transmit` writes every frame: the lifecycle notifications
+/// the session encodes from their type come out as that one variant, like every other frame
+/// (a loop matching `Transmit` alone used to miss them, silently).
+#[test]
+fn s10_5_encoded_lifecycle_frames_come_out_as_transmit() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    p.host.start_turn("i1", "c", 0).expect("granted");
+    p.host.end_turn("i1", Terminal::Completed, None).expect("open");
+    let mut phases = Vec::new();
+    while let Some(o) = p.host.poll_output() {
+        if let HostOutput::Transmit(t) = o {
+            let Message::Notification(n) = t.to_message() else {
+                panic!("a notification: {t:?}")
+            };
+            assert_eq!(Message::parse(&t.to_json()), Ok(Message::Notification(n.clone())));
+            assert_eq!(n.method, "inference/lifecycle");
+            let params = n.params.expect("params");
+            phases.push(format!("{} {}", params["inferenceId"], params["phase"]));
+        }
+    }
+    assert_eq!(phases, [r#""i1" "started""#, r#""i1" "completed""#]);
+}
+
 /// §10.5 and §14.3 bounds: past `ENDED_IDS_REMEMBERED` open turns or streams a new id is
 /// `TooManyOpen`, while an id already open is still refused as the duplicate it is (ending
 /// others would not make room for it); ending one makes room.
