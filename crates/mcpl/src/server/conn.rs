@@ -1,4 +1,5 @@
-//! [`Server`] and the per-connection state shared by the dispatcher and the senders.
+//! [`Server`] and what one connection shares between its driver, its [`Session`] handles
+//! and its handler tasks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -166,8 +167,7 @@ pub(super) type StreamTx = mpsc::Sender<InferenceChunkParams>;
 pub(super) struct Conn {
     pub(super) server: Arc<ServerInner>,
     pub(super) peer: Peer,
-    /// The driver's inputs from the application and from handler tasks.
-    /// The driver's inputs from outside the wire, bounded
+    /// The driver's inputs from the application and from handler tasks, bounded
     /// ([`COMMANDS_QUEUED`](super::driver::COMMANDS_QUEUED)): an application call waits for
     /// room, as a handler's answer does.
     pub(super) commands: queue::Sender<Command>,

@@ -16,9 +16,9 @@ pub type FallbackFuture = Pin<Box<dyn Future<Output = HandlerResult<Value>> + Se
 
 /// Serves, for one connection, the MCP methods the [`ServerBuilder`] does not know: another
 /// MCP implementation driven by the session (see [`ServerBuilder::mcp_fallback`]). The
-/// session calls it in wire order from its dispatch loop, so an implementation that must
-/// keep that order (a `notifications/cancelled` after the request it cancels) does the
-/// ordering-relevant work before returning the future.
+/// connection's driver calls it in wire order, from the one task that reads the connection,
+/// so an implementation that must keep that order (a `notifications/cancelled` after the
+/// request it cancels) does the ordering-relevant work before returning the future.
 pub trait McpFallback: Send + Sync + 'static {
     /// The MCP `initialize` result for the host's `params` (`protocolVersion`,
     /// `capabilities`, `serverInfo`, `instructions`). The session sets

@@ -1,4 +1,6 @@
-//! Inbound notifications (§5.4 gating, lifecycle §10.5, outgoing channel events §14.3).
+//! The host notifications the session handed out, already admitted (§5.4): outgoing channel
+//! events (§14.3), the channel handlers' notifications and the MCP fallback's. The policy
+//! Notification and `inference/lifecycle` (§10.5) are the session's own.
 
 use std::sync::Arc;
 

@@ -5,8 +5,8 @@
 //! of the host's `inference/lifecycle` into turns with a safety timeout (§10.5,
 //! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in.
 //!
-//! Beside it, each by a rule of its own module that `server::Server` calls too: manifest
-//! changes on a live connection and their coalesced announcements (`server_manifest`,
+//! `server::Server` drives one per connection. Beside it, each by a rule of its own module:
+//! manifest changes on a live connection and their coalesced announcements (`server_manifest`,
 //! §17.3, §17.8), the channels the host accepted (`server_channels`, §14.5), the server's
 //! own `inference/request`s, their results and chunks (`server_inference`, §11.3, §11.4),
 //! the hook's set and answer (`server_hooks`, §6.7, §10.8), the ready moments
@@ -246,9 +246,10 @@ pub struct PolicyAnswer {
 }
 
 /// Applies one `featureSets/update` Request (§5.3, §6.7) to `policy` and decides the answer:
-/// the server session and [`ServerState`] both answer through it. Capabilities in
-/// `required` that the grant lacks refuse the policy with their fallback; a refused policy
-/// is not operated under, so the state becomes not ready with nothing granted.
+/// [`ServerState`] (which `server::Server` drives) and `mcpl check-host` answer through it.
+/// Capabilities in `required` that the grant lacks refuse the policy with their fallback; a
+/// refused policy is not operated under, so the state becomes not ready with nothing
+/// granted.
 pub fn answer_policy_request(
     policy: &mut ServerPolicyState,
     required: Option<(CapabilitySet, Fallback)>,
@@ -357,9 +358,9 @@ pub fn dedicated_to_host(method: &str) -> Option<&'static str> {
     }
 }
 
-/// §10.1 at the server, for `server::Server` and [`ServerState`] alike: `context/beforeInference`
-/// params carrying a `userMessage` that the grant in force `grant` withholds
-/// ([`policy::unredacted_user_message`]) are a host defect, reported as
+/// §10.1 at the server, applied by [`ServerState`] (which `server::Server` drives):
+/// `context/beforeInference` params carrying a `userMessage` that the grant in force
+/// `grant` withholds ([`policy::unredacted_user_message`]) are a host defect, reported as
 /// [`ServerDiagnostic::UserMessageUnredacted`]. Reading where the spec is silent (fail
 /// closed): the grant does not let the server read the message, so the caller withholds it
 /// from the hook, which runs as if the host had redacted it.

@@ -1,7 +1,7 @@
 //! The channels the host accepted from one server connection (§14.5 itemized results of
 //! `channels/register` and Request-form `channels/changed`): what the server may go on using
-//! and what an inbound `channels/list` is answered with (§14.3). Used by
-//! [`ServerState`](super::ServerState) and `server::Server` alike.
+//! and what an inbound `channels/list` is answered with (§14.3). Part of
+//! [`ServerState`](super::ServerState), which `server::Server` drives.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -138,7 +138,7 @@ enum Settled {
 /// they were sent. Reading (§14.5 is silent on overlapping changes): the host applies each
 /// change in the order it reads them, so results are applied in send order whatever order
 /// the responses come in; an answer waits for the answers to the changes sent before it.
-/// `server::Server` gets the same order by sending one change at a time.
+/// `server::Server`'s senders get this order through the `ServerState` its driver runs.
 #[derive(Debug, Default)]
 pub(crate) struct ChannelLedger {
     accepted: AcceptedChannels,

@@ -1,5 +1,6 @@
 //! A server's `context/beforeInference` hook (§10.1): whether it runs, and what of its
-//! answer is sent. Used by [`ServerState`](super::ServerState) and `server::Server` alike.
+//! answer is sent. Part of [`ServerState`](super::ServerState), which `server::Server`
+//! drives.
 
 use std::collections::BTreeMap;
 

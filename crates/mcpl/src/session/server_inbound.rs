@@ -1,5 +1,5 @@
-//! The one server rule for each message the host sends, used by
-//! [`ServerState`](super::ServerState) and `server::Server` alike: where a request goes
+//! The one server rule for each message the host sends, applied by
+//! [`ServerState`](super::ServerState) (which `server::Server` drives): where a request goes
 //! ([`route_host_request`]: §4.1, §5.3, §5.4) and what a notification does
 //! ([`host_notification`]: §6.7, §10.5), under the connection's readiness and grant in
 //! force.
@@ -27,19 +27,19 @@ pub(crate) enum NotificationStep {
     Turns(Vec<TurnEvent>),
     /// For the application: `notifications/initialized`, or an admitted MCPL notification.
     Deliver(Notification),
-    /// A method this crate does not type and MCPL did not remove: the caller decides
-    /// (`server::Server` reports it or hands it to its MCP fallback; [`ServerState`](super::ServerState) hands
-    /// it out).
+    /// A method this crate does not type and MCPL did not remove:
+    /// [`ServerState`](super::ServerState) hands it out (`server::Server`'s driver then
+    /// reports it or hands it to its MCP fallback).
     Untyped(Notification),
 }
 
-/// The one server rule for a host notification, used by [`ServerState`](super::ServerState) and
-/// `server::Server` alike: `featureSets/update` as a Notification (§6.7; on an MCP-only
-/// connection it is no method, §3.2), the admission of every other MCPL notification
-/// (§5.3, §5.4: a refused one has no response to carry the error, so it is reported), a
-/// removed surface (`protocol::REMOVED_METHODS`) reported as unknown, and
-/// `inference/lifecycle` observed by the §10.5 tracker. What it reports is pushed on
-/// `diags`.
+/// The one server rule for a host notification, applied by
+/// [`ServerState`](super::ServerState) (which `server::Server` drives): `featureSets/update`
+/// as a Notification (§6.7; on an MCP-only connection it is no method, §3.2), the admission
+/// of every other MCPL notification (§5.3, §5.4: a refused one has no response to carry the
+/// error, so it is reported), a removed surface (`protocol::REMOVED_METHODS`) reported as
+/// unknown, and `inference/lifecycle` observed by the §10.5 tracker. What it reports is
+/// pushed on `diags`.
 pub(crate) fn host_notification(
     mcpl: bool,
     policy: &mut ServerPolicyState,
@@ -128,12 +128,12 @@ pub(crate) enum RequestRoute {
     Admitted,
 }
 
-/// The one server rule for where a host request goes, used by [`ServerState`](super::ServerState) and
-/// `server::Server`: `initialize` and `ping` at any time; nothing else before
-/// `initialize` (`-32600`); a notification method sent with an id is `-32600`; a surface
-/// MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is `-32601`; any other method this crate
-/// does not type is the application's; every typed one passes
-/// [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
+/// The one server rule for where a host request goes, applied by
+/// [`ServerState`](super::ServerState) (which `server::Server` drives): `initialize` and
+/// `ping` at any time; nothing else before `initialize` (`-32600`); a notification method
+/// sent with an id is `-32600`; a surface MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is
+/// `-32601`; any other method this crate does not type is the application's; every typed
+/// one passes [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
 pub(crate) fn route_host_request(
     method: &str,
     params: Option<&Value>,

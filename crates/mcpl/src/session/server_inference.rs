@@ -1,6 +1,6 @@
 //! The server's own `inference/request`s (§11): the host's result held to §11.3, and the
-//! host's `inference/chunk`s routed to the streaming request they name (§11.4). Used by
-//! [`ServerState`](super::ServerState) and `server::Server` alike.
+//! host's `inference/chunk`s routed to the streaming request they name (§11.4). Part of
+//! [`ServerState`](super::ServerState), which `server::Server` drives.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,5 +1,5 @@
 //! What a server reads from the host's `initialize` and answers it with (§3.2, §5.1, §17.1).
-//! Used by [`ServerState`](super::ServerState) and `server::Server` alike.
+//! Part of [`ServerState`](super::ServerState), which `server::Server` drives.
 
 use serde_json::{json, Map, Value};
 
@@ -53,10 +53,10 @@ pub(crate) struct InitializeRead {
     pub(crate) diagnostic: Option<ServerDiagnostic>,
 }
 
-/// The one server rule for the host's `initialize`, used by [`ServerState`](super::ServerState) and
-/// `server::Server`: a second one is `-32600`; only `protocolVersion` is required (read
-/// leniently, §5.1); a host advertising another MCPL version is served as plain MCP and
-/// reported (§3.2).
+/// The one server rule for the host's `initialize`, applied by
+/// [`ServerState`](super::ServerState) (which `server::Server` drives): a second one is
+/// `-32600`; only `protocolVersion` is required (read leniently, §5.1); a host advertising
+/// another MCPL version is served as plain MCP and reported (§3.2).
 pub(crate) fn read_initialize(
     initialized: bool,
     params: Option<&Value>,

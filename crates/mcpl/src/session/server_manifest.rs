@@ -1,7 +1,7 @@
 //! A manifest change on a live server connection (§17.3, §17.8): the changed manifest's
 //! feature sets declared on the session, and the `mcpl/manifestChanged` announcements still
-//! to send coalesced into one. Used by [`ServerState`](super::ServerState) and
-//! `server::Server` alike, and the manifest the connections of one server share
+//! to send coalesced into one, part of [`ServerState`](super::ServerState), which
+//! `server::Server` drives; and the manifest the connections of one server share
 //! ([`SharedManifest`]).
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The moments a server application is told the session became ready (§5.3): after every
 //! accepted policy Request's receipt (`ServerBuilder::on_ready`), and the first of them on a
-//! connection (`on_first_ready`). Used by [`ServerState`](super::ServerState) and
-//! `server::Server` alike.
+//! connection (`on_first_ready`). Part of [`ServerState`](super::ServerState), which
+//! `server::Server` drives.
 
 /// Whether a connection has had its first ready moment.
 #[derive(Debug, Default)]
