@@ -1,7 +1,8 @@
 //! [`HostPolicy`]: the host's policy lifecycle over plain data (§3.3, §5.3, §6.7) — the
 //! initial decision, MCP-only fallbacks, narrowing before a later Request and widening on
-//! its accepting receipt. [`HostState`](super::HostState) and the async `host::HostSession`
-//! both hold one and change it only through these methods.
+//! its accepting receipt. [`HostState`](super::HostState) holds one (the async
+//! `host::HostSession` through the `HostState` its driver runs) and changes it only through
+//! these methods.
 
 use std::time::SystemTime;
 

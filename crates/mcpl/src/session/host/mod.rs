@@ -877,7 +877,6 @@ impl HostState {
         }
     }
 
-    /// Hands an event or request to the application; `false` when too many wait.
     /// Hands out an event that has no answer to carry a refusal (a mode change, a manifest
     /// change receipt): one the queue has no room for is reported, not lost silently.
     fn hand_out_event(&mut self, e: HostEvent) {
@@ -887,6 +886,7 @@ impl HostState {
         }
     }
 
+    /// Hands an event or request to the application; `false` when too many wait.
     fn hand_out(&mut self, o: HostOutput) -> bool {
         let event = matches!(o, HostOutput::Event(_));
         if self.handed_out >= self.rules.max_pending_outputs.max(1)
