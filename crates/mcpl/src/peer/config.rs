@@ -22,8 +22,9 @@ pub struct TapEvent<'a> {
     pub text: &'a str,
 }
 
-/// A callback receiving every text frame in and out, e.g. to log a transcript. It runs on the
-/// connection's reader or writer task, so it must be quick.
+/// A callback receiving every text frame in and out, e.g. to log a transcript. It runs where
+/// each frame is read or written (the reader task, the writer task, or a sender writing its
+/// own frame, under the connection's writer lock), so it must be quick.
 #[derive(Clone)]
 pub struct Tap(pub(super) Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
 

@@ -250,8 +250,7 @@ impl Peer {
             .await
     }
 
-    /// Sends a typed request under `options` (timeout, id and position observers) and decodes
-    /// its result.
+    /// Sends a typed request under `options` (timeout, id observer) and decodes its result.
     pub async fn request_with<M: Method>(
         &self,
         params: &M::Params,
