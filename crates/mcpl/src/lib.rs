@@ -6,7 +6,8 @@
 //!
 //! The crate has two layers:
 //! - the **protocol core** (always available, no I/O): [`jsonrpc`], [`protocol`],
-//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`], [`lifecycle`];
+//!   [`capability`], [`policy`], [`manifest`], [`tags`], [`uri`], [`lifecycle`], and
+//!   [`session`] (the host's and the server's sans-I/O state machines);
 //! - the **runtime** (feature `runtime`, on by default, tokio): [`transport`], [`peer`],
 //!   [`server`] and [`host`], and the reference server ([`mod@reference`]).
 //!
