@@ -23,8 +23,10 @@
 //! - content-like members are reported (§10.5 "MUST NOT carry message content") and never
 //!   surfaced.
 //!
-//! Memory is bounded: open turns are bounded by the safety timeout, and the set of
-//! already-terminated ids is a ring of [`LifecycleConfig::remembered_terminals`] entries.
+//! Memory is bounded: open turns by the safety timeout and by
+//! [`LifecycleConfig::max_open_turns`] (past it a `started` ends the oldest open turn), and
+//! the set of already-terminated ids is a ring of [`LifecycleConfig::remembered_terminals`]
+//! entries.
 //! A duplicate terminal for an id that has left the ring is reported as
 //! [`LifecycleDiagnostic::TerminalWithoutStarted`] — still a defect, still no callback.
 
