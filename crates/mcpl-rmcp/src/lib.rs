@@ -100,7 +100,7 @@
 //!   §6.7 narrowing `featureSets/update` Notification cannot be applied "before anything else
 //!   is read", and a policy receipt written by one task can be overtaken on the wire by a
 //!   push another task sends under the grant it announces (§5.3). The library's session reads
-//!   in wire order and holds a widening until the receipt is written.
+//!   in wire order, and whatever it sends under a widening goes out behind the receipt.
 //! - rmcp's `Peer` sends any `CustomRequest` without a hook to check it, so nothing would
 //!   stop a `push/event` before the receipt or outside the grant; here rmcp's own peer cannot
 //!   send an MCPL method at all (the channel refuses it, see below) and MCPL goes only through
