@@ -74,8 +74,8 @@ pub enum WsError {
 
 /// tungstenite's read buffer, allocated per connection and zero-filled on the first read
 /// (its default, 128 KiB, made an idle WebSocket connection cost ~200 KiB; 4 KiB still put
-/// WebSocket over 32 KiB per idle connection, issue #20). The same as the line reader's
-/// (2 KiB); larger messages are assembled across reads.
+/// WebSocket over 32 KiB per idle connection, issue #20). 2 KiB; larger messages are
+/// assembled across reads.
 const WS_READ_BUFFER: usize = 2 * 1024;
 /// Outgoing bytes tungstenite collects before writing (default 128 KiB); the peer's writer
 /// already batches frames, so a small buffer costs no extra writes.
