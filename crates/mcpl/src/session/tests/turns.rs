@@ -64,14 +64,19 @@ fn s10_5_encoded_lifecycle_frames_come_out_as_transmit() {
     rules.manifest["inferenceLifecycle"] = json!({});
     let mut p = Pair::connect(&["inferenceLifecycle"], rules);
     p.host.start_turn("i1", "c", 0).expect("granted");
-    p.host.end_turn("i1", Terminal::Completed, None).expect("open");
+    p.host
+        .end_turn("i1", Terminal::Completed, None)
+        .expect("open");
     let mut phases = Vec::new();
     while let Some(o) = p.host.poll_output() {
         if let HostOutput::Transmit(t) = o {
             let Message::Notification(n) = t.to_message() else {
                 panic!("a notification: {t:?}")
             };
-            assert_eq!(Message::parse(&t.to_json()), Ok(Message::Notification(n.clone())));
+            assert_eq!(
+                Message::parse(&t.to_json()),
+                Ok(Message::Notification(n.clone()))
+            );
             assert_eq!(n.method, "inference/lifecycle");
             let params = n.params.expect("params");
             phases.push(format!("{} {}", params["inferenceId"], params["phase"]));
