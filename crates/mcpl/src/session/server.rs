@@ -598,8 +598,13 @@ impl ServerState {
     }
 
     /// When [`Self::handle_timeout`] is due next: the earliest of the open turns' safety
-    /// timeouts and the deadlines of the requests sent through [`Self::request`].
+    /// timeouts and the deadlines of the requests sent through [`Self::request`]; `None`
+    /// after [`Self::handle_close`], when nothing is due any more.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed {
+            // `handle_timeout` changes nothing now: a deadline would be due forever.
+            return None;
+        }
         match (self.turns.next_deadline(), self.pending.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

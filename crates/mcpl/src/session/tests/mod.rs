@@ -465,6 +465,7 @@ fn hook_params() -> Value {
 }
 
 mod hooks;
+mod hostile;
 mod initialize;
 mod manifest;
 mod messages;
