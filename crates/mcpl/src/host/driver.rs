@@ -683,7 +683,9 @@ impl Driver {
     }
 
     /// The connection ended: `connect` still waiting fails; every request of ours still
-    /// waiting is expired and its outcome carried out (nothing more is written).
+    /// waiting is expired and its outcome carried out (nothing more is written); one with
+    /// no deadline (a timeout past what `Instant` holds) is not, and its caller gets the
+    /// closed error when its reply is dropped.
     async fn shut_down(mut self: Box<Self>, mut w: Waiting) {
         if let Some(reply) = self.connected.take() {
             let _ = reply.send(Err(closed_error(&self.peer)));

@@ -170,12 +170,12 @@ impl HostState {
         self.notify_initialized();
         // §5.3: the Request goes out even when nothing is enabled or disabled.
         self.phase = Phase::PolicyPending;
-        let deadline = now + self.rules.policy_timeout;
+        let timeout = self.rules.policy_timeout;
         self.send_request(
             FeatureSetsUpdate::NAME,
             params,
             Purpose::InitialPolicy(hg),
-            deadline,
+            (now, timeout),
         );
     }
 

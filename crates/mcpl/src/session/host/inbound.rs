@@ -267,8 +267,13 @@ impl HostState {
     }
 
     pub(super) fn fetch(&mut self, now: Instant) {
-        let deadline = now + self.rules.manifest_timeout;
-        self.send_request(ManifestFetch::NAME, json!({}), Purpose::Fetch, deadline);
+        let timeout = self.rules.manifest_timeout;
+        self.send_request(
+            ManifestFetch::NAME,
+            json!({}),
+            Purpose::Fetch,
+            (now, timeout),
+        );
     }
 
     /// A fetched manifest (§17.5): bounded, reviewed, its receipt handed out; a revocation
@@ -344,12 +349,12 @@ impl HostState {
             }
         }
         let params = self.p.update_params(&hg);
-        let deadline = now + self.rules.policy_timeout;
+        let timeout = self.rules.policy_timeout;
         self.send_request(
             FeatureSetsUpdate::NAME,
             params,
             Purpose::Reduction,
-            deadline,
+            (now, timeout),
         );
     }
 

@@ -315,7 +315,9 @@ pub struct HostState {
     open_streams: HashMap<String, super::Outgoing>,
     dedupe: Dedupe,
     next_id: u64,
-    pending: HashMap<u64, (Purpose, Instant)>,
+    /// Our requests waiting for their answer, with their deadlines (`None`: a timeout past
+    /// what `Instant` holds, so it waits until answered).
+    pending: HashMap<u64, (Purpose, Option<Instant>)>,
     /// Server requests handed out to the application and not yet answered.
     app_pending: HashMap<RequestId, AppRequest>,
     out: VecDeque<HostOutput>,
@@ -420,8 +422,13 @@ impl HostState {
             &self.rules.client_name,
             &self.rules.client_version,
         );
-        let deadline = now + self.rules.initialize_timeout;
-        self.send_request(Initialize::NAME, params, Purpose::Initialize, deadline);
+        let timeout = self.rules.initialize_timeout;
+        self.send_request(
+            Initialize::NAME,
+            params,
+            Purpose::Initialize,
+            (now, timeout),
+        );
     }
 
     /// The next output, in order; `None` when there is nothing more until the next input.
@@ -438,7 +445,7 @@ impl HostState {
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due, if anything waits.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.pending.values().map(|(_, at)| *at).min()
+        self.pending.values().filter_map(|(_, at)| *at).min()
     }
 
     /// Expires every request of ours whose deadline is at or before `now`, in id order.
@@ -446,7 +453,7 @@ impl HostState {
         let mut due: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, (_, at))| *at <= now)
+            .filter(|(_, (_, at))| at.is_some_and(|at| at <= now))
             .map(|(id, _)| *id)
             .collect();
         due.sort_unstable();
@@ -666,7 +673,8 @@ impl HostState {
     /// §5.4, no MCPL method when MCP-only §3.3, channel methods §14.1); a method with an API
     /// of its own is refused ([`super::outbound::dedicated`]), as `HostSession`'s generic path
     /// refuses it. Returns its id; the answer comes out as [`HostOutput::Response`], or
-    /// [`HostOutput::RequestTimedOut`] once `timeout` has passed.
+    /// [`HostOutput::RequestTimedOut`] once `timeout` has passed (a `timeout` past what
+    /// `Instant` can hold, such as `Duration::MAX`, never passes).
     pub fn request(
         &mut self,
         now: Instant,
@@ -676,7 +684,7 @@ impl HostState {
     ) -> Result<u64, StateError> {
         self.gate_app(method, &params)?;
         let id = self.next_id;
-        self.send_request(method, params, Purpose::App, now + timeout);
+        self.send_request(method, params, Purpose::App, (now, timeout));
         Ok(id)
     }
 
@@ -724,8 +732,13 @@ impl HostState {
             return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
         }
         let id = self.next_id;
-        let deadline = now + self.rules.manifest_timeout;
-        self.send_request(ManifestFetch::NAME, json!({}), Purpose::Refresh, deadline);
+        let timeout = self.rules.manifest_timeout;
+        self.send_request(
+            ManifestFetch::NAME,
+            json!({}),
+            Purpose::Refresh,
+            (now, timeout),
+        );
         Ok(id)
     }
 
@@ -779,12 +792,12 @@ impl HostState {
             ChangeRefused::Policy(p) => StateError::Policy(p),
         })?;
         let params = self.p.update_params(&plan.hg);
-        let deadline = now + self.rules.policy_timeout;
+        let timeout = self.rules.policy_timeout;
         self.send_request(
             FeatureSetsUpdate::NAME,
             params,
             Purpose::Change(plan),
-            deadline,
+            (now, timeout),
         );
         Ok(())
     }
@@ -838,8 +851,8 @@ impl HostState {
         }
         crate::policy::redact_before_inference(&self.p.grant, &mut params);
         let id = self.next_id;
-        let deadline = now + self.rules.hook_timeout;
-        self.send_request(BeforeInference::NAME, params, Purpose::Hook, deadline);
+        let timeout = self.rules.hook_timeout;
+        self.send_request(BeforeInference::NAME, params, Purpose::Hook, (now, timeout));
         Some(id)
     }
 
@@ -913,10 +926,19 @@ impl HostState {
         undrained.min(self.event_room.saturating_sub(self.events_out))
     }
 
-    fn send_request(&mut self, method: &str, params: Value, purpose: Purpose, deadline: Instant) {
+    /// Sends request `method` for `purpose`, sent at `now` and waiting at most `timeout`
+    /// for its answer: a deadline past what `Instant` can hold is no deadline (it waits
+    /// until answered), as the server's own requests read it (`server_pending`).
+    fn send_request(
+        &mut self,
+        method: &str,
+        params: Value,
+        purpose: Purpose,
+        (now, timeout): (Instant, Duration),
+    ) {
         let id = self.next_id;
         self.next_id += 1;
-        self.pending.insert(id, (purpose, deadline));
+        self.pending.insert(id, (purpose, now.checked_add(timeout)));
         self.transmit(Message::Request(Request {
             id: RequestId::from(id),
             method: method.to_owned(),

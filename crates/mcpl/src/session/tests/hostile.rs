@@ -18,3 +18,41 @@ fn after_close_no_deadline_stays_due() {
     let due = p.server.poll_timeout().filter(|d| *d <= later);
     assert_eq!(due, None, "handle_timeout({later:?}) left a deadline due");
 }
+
+/// No panic: a timeout past what `Instant` can hold (`Duration::MAX`, "wait for ever") is
+/// no deadline, as the server's own requests read it (`server_pending`). The host added
+/// every timeout to `now` with `+`, which panics on overflow: `HostState::request` with
+/// `Duration::MAX`, and `start` with such an `initialize_timeout` (likewise the policy,
+/// hook and manifest timeouts).
+#[test]
+fn a_timeout_instant_cannot_hold_is_no_deadline() {
+    let now = Instant::now();
+    let forever = Duration::MAX;
+    let rules = HostRules {
+        initialize_timeout: forever,
+        policy_timeout: forever,
+        hook_timeout: forever,
+        manifest_timeout: forever,
+        ..HostRules::new(["pushEvents"])
+    };
+    let mut p = Pair::new(&[], server_rules());
+    p.host = HostState::new(rules, now, SystemTime::UNIX_EPOCH).expect("policy parses");
+    p.host.start(now);
+    assert_eq!(p.host.poll_timeout(), None, "nothing expires");
+    p.drive();
+    assert!(p.host.is_ready());
+    let id = p
+        .host
+        .request(p.now, "ping", json!({}), forever)
+        .expect("sent");
+    let much_later = p.now + Duration::from_secs(1_000 * 365 * 24 * 3600);
+    p.host.handle_timeout(much_later);
+    p.collect();
+    assert!(p.host.is_pending(id), "not given up: it has no deadline");
+    p.drive();
+    assert!(!p.host.is_pending(id), "answered");
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Response { id: r, outcome: Ok(_) } if *r == id)));
+}
