@@ -41,6 +41,20 @@ use crate::protocol::model::ModelInfo;
 /// tracker ends it itself. Generous, since it only bounds state after a lost terminal.
 pub const DEFAULT_SAFETY_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The longest safety timeout counted: a longer one (`Duration::MAX`, "never") counts as
+/// this, which no connection outlives, so its deadline is one `Instant` holds.
+const LONGEST_SAFETY_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// When a turn started at `now` times out: `now + timeout`, a timeout longer than
+/// [`LONGEST_SAFETY_TIMEOUT`] counted as that. Open turns keep their start order (the
+/// oldest is the one a full tracker ends first).
+fn safety_deadline(now: Instant, timeout: Duration) -> Instant {
+    let timeout = timeout.min(LONGEST_SAFETY_TIMEOUT);
+    // `None` only for an instant within a century of the end of `Instant`, which no clock
+    // reaches (it holds hundreds of billions of years): due at once then.
+    now.checked_add(timeout).unwrap_or(now)
+}
+
 /// Default number of terminated `inferenceId`s remembered for duplicate detection.
 pub const DEFAULT_REMEMBERED_TERMINALS: usize = 4096;
 
@@ -51,7 +65,8 @@ pub const DEFAULT_MAX_OPEN_TURNS: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LifecycleConfig {
     /// How long after `started` a turn is ended with [`TurnOutcome::TimedOut`] if no
-    /// terminal arrived (§10.5 "retain a safety timeout").
+    /// terminal arrived (§10.5 "retain a safety timeout"); one longer than a century
+    /// (`Duration::MAX`) counts as a century.
     pub safety_timeout: Duration,
     /// How many terminated `inferenceId`s are remembered to recognise a second terminal.
     pub remembered_terminals: usize,
@@ -357,7 +372,7 @@ impl LifecycleTracker {
                 });
                 None
             } else {
-                let deadline = now.checked_add(self.config.safety_timeout).unwrap_or(now);
+                let deadline = safety_deadline(now, self.config.safety_timeout);
                 let limit = self.config.max_open_turns.max(1);
                 if self.open.len() >= limit {
                     let oldest = self.deadlines.first().cloned();

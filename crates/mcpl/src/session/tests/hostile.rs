@@ -56,3 +56,35 @@ fn a_timeout_instant_cannot_hold_is_no_deadline() {
         .iter()
         .any(|o| matches!(o, HostOutput::Response { id: r, outcome: Ok(_) } if *r == id)));
 }
+
+/// §10.5 "retain a safety timeout": a turn ends by it only once it has passed. A safety
+/// timeout past what `Instant` can hold (`Duration::MAX`: "never, in practice") made the
+/// tracker's deadline `now` itself, so every turn ended `TimedOut` at the first tick after
+/// its `started`, and its real terminal was then reported as coming after a timeout.
+#[test]
+fn s10_5_a_safety_timeout_instant_cannot_hold_never_ends_a_turn() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    rules.lifecycle.safety_timeout = Duration::MAX;
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    p.host.start_turn("i1", "c", 0).expect("granted");
+    p.drive();
+    p.server.handle_timeout(p.now + Duration::from_secs(3600));
+    p.collect();
+    p.host
+        .end_turn("i1", Terminal::Completed, None)
+        .expect("open");
+    p.drive();
+    let ends: Vec<&TurnOutcome> = p
+        .server_out
+        .iter()
+        .filter_map(|o| match o {
+            ServerOutput::Turn(TurnEvent::Ended(e)) => Some(&e.outcome),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(ends[..], [TurnOutcome::Completed { .. }]),
+        "{ends:?}"
+    );
+}
