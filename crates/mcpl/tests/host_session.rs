@@ -3528,3 +3528,24 @@ async fn after_the_servers_eof_a_handler_that_never_answers_does_not_keep_the_dr
     .await
     .expect("the driver never ended (deadlock guard)");
 }
+
+/// JSON-RPC 2.0 §4.2: the application's scalar params are refused by the outbound gate
+/// (`HostError::Encode`, the one rule `jsonrpc::params_shape`) before anything reaches the
+/// wire; the next message the server reads is the next valid one.
+#[tokio::test]
+async fn scalar_params_from_the_application_never_reach_the_wire() {
+    let (host, _streams, mut server) = connected(&["tools"], full_manifest()).await;
+    for params in [json!(false), json!(3), json!("x")] {
+        let r = host.request_raw("tools/call", params.clone()).await;
+        assert!(
+            matches!(&r, Err(HostError::Encode(m)) if m.contains("§4.2")),
+            "{params}: {r:?}"
+        );
+        let r = host.notify_raw("notifications/acme", params.clone()).await;
+        assert!(
+            matches!(&r, Err(HostError::Encode(m)) if m.contains("§4.2")),
+            "{params}: {r:?}"
+        );
+    }
+    server.expect_ping_next(&host).await;
+}

@@ -1575,3 +1575,60 @@ async fn a_respond_result_with_newlines_is_still_one_line() {
     // The very next line answers the next request: nothing was injected in between.
     assert_ping_works(&mut raw, 2).await;
 }
+
+/// JSON-RPC 2.0 §4.2: `params` is an object or an array. A scalar the application passes
+/// is refused before anything is written or registered (`PeerError::Encode`, naming the
+/// method), on every send path, so no peer ever reads a message it must reject; the very
+/// next line on the wire is the next valid request, with the next id.
+#[tokio::test]
+async fn scalar_params_are_refused_before_anything_is_sent() {
+    // Bounded: before the rule, the request went out and waited for an answer.
+    let config = PeerConfig {
+        request_timeout: Some(Duration::from_secs(5)),
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer(config);
+    for params in [json!(false), json!(7), json!("text")] {
+        let refused = |r: Result<_, PeerError>, path: &str| match r {
+            Err(PeerError::Encode { method, reason }) => {
+                assert_eq!(method, "acme/do", "{path}");
+                assert!(reason.contains("JSON-RPC 2.0 §4.2"), "{path}: {reason}");
+            }
+            other => panic!("{path}: {params} refused, got {other:?}"),
+        };
+        refused(
+            peer.request_raw("acme/do", Some(params.clone()))
+                .await
+                .map(drop),
+            "request_raw",
+        );
+        refused(
+            peer.notify_raw("acme/do", Some(params.clone())).await,
+            "notify_raw",
+        );
+        refused(
+            peer.send_request("acme/do", Some(params.clone()), |_| {})
+                .await
+                .map(drop),
+            "send_request",
+        );
+    }
+    // Objects, arrays, null and no params still go; nothing refused above was written and
+    // no id was spent on it.
+    peer.notify_raw("acme/note", Some(json!([1, 2])))
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","method":"acme/note","params":[1,2]})
+    );
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("ping", None).await });
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":1,"method":"ping"})
+    );
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{}}))
+        .await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({}));
+}

@@ -117,6 +117,7 @@ impl From<session::OutboundRefusal> for HostError {
             R::NotGranted(c) => HostError::NotGranted(c),
             R::McpOnly(m) => HostError::McpOnly(m),
             R::ChannelNotPermitted(c) => HostError::ChannelNotPermitted(c),
+            r @ R::InvalidParams(_) => HostError::Encode(r.to_string()),
         }
     }
 }

@@ -380,10 +380,12 @@ impl Parts {
             let Value::String(method) = method else {
                 return Err(invalid(known_id(), "method must be a string"));
             };
-            if let Some(p) = &params {
-                if !(p.is_object() || p.is_array() || p.is_null()) {
-                    return Err(invalid(known_id(), "params must be an object or an array"));
-                }
+            if params
+                .as_ref()
+                .map(params_shape)
+                .is_some_and(|r| r.is_err())
+            {
+                return Err(invalid(known_id(), "params must be an object or an array"));
             }
             return match id {
                 None => Ok(Message::Notification(Notification { method, params })),
@@ -617,6 +619,18 @@ pub enum ParseError {
     /// JSON, but not a JSON-RPC 2.0 message (answered `-32600` when it carries an id).
     #[error(transparent)]
     Invalid(InvalidMessage),
+}
+
+/// Whether `params` can be a message's `params` member (JSON-RPC 2.0 §4.2: a structured
+/// value, an object or an array; `null` is read as given, as many peers send it). The one
+/// rule for what is read ([`Message::from_value`], [`Message::parse`]) and what is sent (the
+/// peer's senders and both sessions' outbound gates). A scalar's refusal names its type
+/// ([`json_type_name`]).
+pub fn params_shape(params: &Value) -> Result<(), &'static str> {
+    match params {
+        Value::Object(_) | Value::Array(_) | Value::Null => Ok(()),
+        other => Err(json_type_name(other)),
+    }
 }
 
 /// The name of a JSON value's type (`null`, `boolean`, `number`, `string`, `array`,

@@ -167,6 +167,21 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// Refuses params no message carries, before anything is sent or registered (JSON-RPC 2.0
+/// §4.2: an object or an array; [`crate::jsonrpc::params_shape`], the rule the reader
+/// applies to what it receives).
+pub(crate) fn check_params(method: &str, params: Option<&Value>) -> Result<(), PeerError> {
+    match params.map(crate::jsonrpc::params_shape) {
+        Some(Err(kind)) => Err(PeerError::Encode {
+            method: method.to_owned(),
+            reason: format!(
+                "params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Option<Value>, PeerError> {
     let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
         method: method.to_owned(),
@@ -298,6 +313,7 @@ impl Peer {
         timeout: Option<Duration>,
         on_id: Option<OnId<'_>>,
     ) -> Result<Value, PeerError> {
+        check_params(method, params.as_ref())?;
         let shared = self.shared();
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
@@ -365,6 +381,7 @@ impl Peer {
 
     /// Sends a notification by method name; `params: None` omits the member.
     pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
+        check_params(method, params.as_ref())?;
         let text = wire::notification(method, params.as_ref());
         self.shared().send_frame(text).await
     }
@@ -464,6 +481,7 @@ impl Peer {
         params: Option<Value>,
         on_id: impl FnOnce(&RequestId),
     ) -> Result<RequestId, PeerError> {
+        check_params(method, params.as_ref())?;
         let shared = self.shared();
         let id = shared.register_in_order()?;
         on_id(&id);

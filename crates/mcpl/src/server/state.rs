@@ -82,6 +82,10 @@ pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
         SendRefusal::TooManyPending { limit } => {
             SendError::Peer(PeerError::TooManyPending { limit })
         }
+        refusal @ SendRefusal::InvalidParams(_) => SendError::Peer(PeerError::Encode {
+            method: method.to_owned(),
+            reason: refusal.to_string(),
+        }),
         // The typed senders send only methods the host receives (the test
         // `s4_1_every_typed_sender_is_a_host_bound_method`); were one not, the host would
         // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request

@@ -28,6 +28,10 @@ pub enum OutboundRefusal {
     /// channel patterns do not permit it (§14.1, §14.3).
     #[error("channel {0:?} is not one this server registered for this, or the host's patterns refuse it")]
     ChannelNotPermitted(String),
+    /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
+    /// §4.2, [`crate::jsonrpc::params_shape`]).
+    #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
+    InvalidParams(&'static str),
 }
 
 /// A host method with an API of its own, which keeps the host's obligations for it: the
@@ -98,6 +102,9 @@ pub fn gate(
     channels: &ChannelTable,
     limits: &ChannelLimits,
 ) -> Result<(), OutboundRefusal> {
+    if let Some(Err(kind)) = params.map(crate::jsonrpc::params_shape) {
+        return Err(OutboundRefusal::InvalidParams(kind));
+    }
     match admit_outbound(Receiver::Server, method, params, ready, grant) {
         Ok(_) => {}
         Err(Refusal::NotReceived) => return Err(OutboundRefusal::WrongDirection(method.into())),

@@ -230,6 +230,10 @@ pub enum SendRefusal {
         /// The bound.
         limit: usize,
     },
+    /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
+    /// §4.2, [`crate::jsonrpc::params_shape`]): nothing is sent.
+    #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
+    InvalidParams(&'static str),
 }
 
 /// How a server answers one policy Request ([`answer_policy_request`]).
@@ -326,6 +330,9 @@ pub(crate) fn gate_to_host(
     params: Option<&Value>,
     at: &SendState<'_>,
 ) -> Result<Requirement, SendRefusal> {
+    if let Some(Err(kind)) = params.map(crate::jsonrpc::params_shape) {
+        return Err(SendRefusal::InvalidParams(kind));
+    }
     if at.initialized && !at.mcpl && crate::protocol::is_mcpl_method(method) {
         return Err(SendRefusal::McpOnly);
     }

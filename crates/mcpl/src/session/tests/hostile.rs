@@ -88,3 +88,43 @@ fn s10_5_a_safety_timeout_instant_cannot_hold_never_ends_a_turn() {
         "{ends:?}"
     );
 }
+
+/// JSON-RPC 2.0 §4.2: `params` is an object or an array. The application's scalar params
+/// are refused by each machine's outbound gate (`OutboundRefusal::InvalidParams`,
+/// `SendRefusal::InvalidParams`, by the one rule `jsonrpc::params_shape`): no frame goes
+/// out, where one did that no peer may accept (`Message::parse` refuses it).
+#[test]
+fn scalar_params_from_the_application_are_refused_not_sent() {
+    let mut p = inference_pair();
+    p.collect();
+    let (host_before, server_before) = (p.to_server.len(), p.to_host.len());
+    for params in [json!(false), json!(1.5), json!("hi")] {
+        let kind = crate::jsonrpc::json_type_name(&params);
+        assert_eq!(
+            p.host
+                .request(p.now, "ping", params.clone(), Duration::from_secs(5)),
+            Err(StateError::NotSent(OutboundRefusal::InvalidParams(kind)))
+        );
+        assert_eq!(
+            p.host.notify("notifications/acme", params.clone()),
+            Err(StateError::NotSent(OutboundRefusal::InvalidParams(kind)))
+        );
+        assert_eq!(
+            p.server.request(p.now, "inference/request", params.clone()),
+            Err(SendRefusal::InvalidParams(kind))
+        );
+        assert_eq!(
+            p.server.notify("notifications/acme", params),
+            Err(SendRefusal::InvalidParams(kind))
+        );
+    }
+    p.collect();
+    assert_eq!(p.to_server.len(), host_before, "the host wrote nothing");
+    assert_eq!(p.to_host.len(), server_before, "the server wrote nothing");
+    // Structured params still go.
+    p.host
+        .request(p.now, "ping", json!({}), Duration::from_secs(5))
+        .expect("an object is params");
+    p.collect();
+    assert_eq!(p.to_server.len(), host_before + 1, "the ping is written");
+}
