@@ -3548,4 +3548,11 @@ async fn scalar_params_from_the_application_never_reach_the_wire() {
         );
     }
     server.expect_ping_next(&host).await;
+    // `null` (this API's "no params") goes as no member (JSON-RPC 2.0 §4.2).
+    let h = host.clone();
+    let call = tokio::spawn(async move { h.request_raw("ping", Value::Null).await });
+    let ping = server.request("ping").await;
+    assert_eq!(ping.request().params, None, "no params member");
+    ping.respond(json!({})).await.unwrap();
+    call.await.unwrap().unwrap();
 }

@@ -1632,3 +1632,35 @@ async fn scalar_params_are_refused_before_anything_is_sent() {
         .await;
     assert_eq!(call.await.unwrap().unwrap(), json!({}));
 }
+
+/// JSON-RPC 2.0 §4.2: `params` is an object, an array or absent. `null` params (what a
+/// caller of a `Value` API passes for "none") go as no member, which every peer reads,
+/// where `"params": null` is refused by schema-validating ones.
+#[tokio::test]
+async fn null_params_go_as_no_member() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    peer.notify_raw("acme/note", Some(Value::Null))
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","method":"acme/note"})
+    );
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("ping", Some(Value::Null)).await });
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":1,"method":"ping"})
+    );
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{}}))
+        .await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({}));
+    let id = peer
+        .send_request("ping", Some(Value::Null), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":id.to_value(),"method":"ping"})
+    );
+}

@@ -633,6 +633,14 @@ pub fn params_shape(params: &Value) -> Result<(), &'static str> {
     }
 }
 
+/// The `params` member to send for `params`: `null` is sent as no member at all. JSON-RPC
+/// 2.0 §4.2 allows an object, an array or no member, and stricter peers (schema-validating
+/// SDKs) refuse `"params": null`, which this crate still reads as given. The one rule of
+/// every send path (the peer's and both state machines').
+pub fn params_to_send(params: Option<Value>) -> Option<Value> {
+    params.filter(|p| !p.is_null())
+}
+
 /// The name of a JSON value's type (`null`, `boolean`, `number`, `string`, `array`,
 /// `object`), for error messages and findings.
 pub fn json_type_name(v: &Value) -> &'static str {

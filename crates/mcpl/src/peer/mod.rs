@@ -167,19 +167,23 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// Refuses params no message carries, before anything is sent or registered (JSON-RPC 2.0
-/// §4.2: an object or an array; [`crate::jsonrpc::params_shape`], the rule the reader
-/// applies to what it receives).
-pub(crate) fn check_params(method: &str, params: Option<&Value>) -> Result<(), PeerError> {
-    match params.map(crate::jsonrpc::params_shape) {
-        Some(Err(kind)) => Err(PeerError::Encode {
+/// The params member to write for `params`, checked before anything is sent or registered
+/// (JSON-RPC 2.0 §4.2): a scalar is refused ([`crate::jsonrpc::params_shape`], the rule the
+/// reader applies to what it receives), `null` goes as no member
+/// ([`crate::jsonrpc::params_to_send`]).
+pub(crate) fn params_for_wire(
+    method: &str,
+    params: Option<Value>,
+) -> Result<Option<Value>, PeerError> {
+    if let Some(Err(kind)) = params.as_ref().map(crate::jsonrpc::params_shape) {
+        return Err(PeerError::Encode {
             method: method.to_owned(),
             reason: format!(
                 "params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}"
             ),
-        }),
-        _ => Ok(()),
+        });
     }
+    Ok(crate::jsonrpc::params_to_send(params))
 }
 
 fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Option<Value>, PeerError> {
@@ -313,7 +317,7 @@ impl Peer {
         timeout: Option<Duration>,
         on_id: Option<OnId<'_>>,
     ) -> Result<Value, PeerError> {
-        check_params(method, params.as_ref())?;
+        let params = params_for_wire(method, params)?;
         let shared = self.shared();
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
@@ -381,7 +385,7 @@ impl Peer {
 
     /// Sends a notification by method name; `params: None` omits the member.
     pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
-        check_params(method, params.as_ref())?;
+        let params = params_for_wire(method, params)?;
         let text = wire::notification(method, params.as_ref());
         self.shared().send_frame(text).await
     }
@@ -481,7 +485,7 @@ impl Peer {
         params: Option<Value>,
         on_id: impl FnOnce(&RequestId),
     ) -> Result<RequestId, PeerError> {
-        check_params(method, params.as_ref())?;
+        let params = params_for_wire(method, params)?;
         let shared = self.shared();
         let id = shared.register_in_order()?;
         on_id(&id);

@@ -197,7 +197,7 @@ impl Outbox {
         method: &str,
         params: Option<Value>,
     ) -> Result<RequestId, PeerError> {
-        super::check_params(method, params.as_ref())?;
+        let params = super::params_for_wire(method, params)?;
         let shared = self.shared.clone();
         let id = shared.register_in_order()?;
         let text = wire::request_in(shared.frame_buffer(), &id, method, params.as_ref());
@@ -215,7 +215,7 @@ impl Outbox {
 
     /// Sends a notification without waiting.
     pub(crate) fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
-        super::check_params(method, params.as_ref())?;
+        let params = super::params_for_wire(method, params)?;
         self.push(wire::notification(method, params.as_ref()), None)
     }
 

@@ -664,7 +664,7 @@ impl ServerState {
                 Message::Request(Request {
                     id: RequestId::from(id),
                     method: method.to_owned(),
-                    params: Some(params),
+                    params: crate::jsonrpc::params_to_send(Some(params)),
                 }),
             )));
         Ok(id)
@@ -685,7 +685,7 @@ impl ServerState {
             .push_back(ServerOutput::Transmit(Transmission::Message(
                 Message::Notification(Notification {
                     method: method.to_owned(),
-                    params: Some(params),
+                    params: crate::jsonrpc::params_to_send(Some(params)),
                 }),
             )));
         Ok(())

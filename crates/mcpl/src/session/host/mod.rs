@@ -611,7 +611,7 @@ impl HostState {
     fn write_notification(&mut self, method: &str, params: Value) {
         self.transmit(Message::Notification(Notification {
             method: method.to_owned(),
-            params: Some(params),
+            params: crate::jsonrpc::params_to_send(Some(params)),
         }));
     }
 
@@ -942,7 +942,7 @@ impl HostState {
         self.transmit(Message::Request(Request {
             id: RequestId::from(id),
             method: method.to_owned(),
-            params: Some(params),
+            params: crate::jsonrpc::params_to_send(Some(params)),
         }));
     }
 

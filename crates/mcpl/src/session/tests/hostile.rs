@@ -127,4 +127,22 @@ fn scalar_params_from_the_application_are_refused_not_sent() {
         .expect("an object is params");
     p.collect();
     assert_eq!(p.to_server.len(), host_before + 1, "the ping is written");
+    // `null` params go as no member (§4.2), from both machines (their generic `notify`
+    // sends typed methods only, whose params are objects).
+    p.host
+        .request(p.now, "ping", Value::Null, Duration::from_secs(5))
+        .expect("sent");
+    p.server.request(p.now, "ping", Value::Null).expect("sent");
+    p.collect();
+    for text in p
+        .to_server
+        .iter()
+        .skip(host_before + 1)
+        .chain(p.to_host.iter().skip(server_before))
+    {
+        let frame: Value = serde_json::from_str(text).expect("JSON");
+        assert!(frame.get("params").is_none(), "{text}");
+    }
+    assert_eq!(p.to_server.len(), host_before + 2);
+    assert_eq!(p.to_host.len(), server_before + 1);
 }
