@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::capability::{Capability, Grant};
 use crate::jsonrpc::ErrorObject;
-use crate::peer::PeerError;
+use crate::peer::{CloseReason, PeerError};
 use crate::policy::{FeatureSetStatus, SetRefusal};
 use crate::session::{Refusal, SendRefusal};
 
@@ -86,6 +86,9 @@ pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
             method: method.to_owned(),
             reason: refusal.to_string(),
         }),
+        // The driver feeds its state nothing after closing it (its callers learn the peer's
+        // close reason); were it to, the call is refused as on a connection closed here.
+        SendRefusal::Closed => SendError::Peer(PeerError::Closed(CloseReason::Local)),
         // The typed senders send only methods the host receives (the test
         // `s4_1_every_typed_sender_is_a_host_bound_method`); were one not, the host would
         // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request

@@ -234,6 +234,10 @@ pub enum SendRefusal {
     /// §4.2, [`crate::jsonrpc::params_shape`]): nothing is sent.
     #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
     InvalidParams(&'static str),
+    /// The connection ended ([`ServerState::handle_close`]): nothing is sent, and no
+    /// outcome would ever come for a request.
+    #[error("the connection is closed: nothing more is sent on it")]
+    Closed,
 }
 
 /// How a server answers one policy Request ([`answer_policy_request`]).
@@ -651,6 +655,9 @@ impl ServerState {
         method: &str,
         params: Value,
     ) -> Result<u64, SendRefusal> {
+        if self.closed {
+            return Err(SendRefusal::Closed);
+        }
         self.gate_outbound(method, &params)?;
         let limit = self.rules.max_pending;
         if self.pending.len() >= limit {
@@ -674,6 +681,9 @@ impl ServerState {
     /// [`Self::request`]. A method with a path of its own is refused and named
     /// ([`dedicated_to_host`], [`SendRefusal::UseDedicated`]).
     pub fn notify(&mut self, method: &str, params: Value) -> Result<(), SendRefusal> {
+        if self.closed {
+            return Err(SendRefusal::Closed);
+        }
         if let Some(instead) = dedicated_to_host(method) {
             return Err(SendRefusal::UseDedicated {
                 method: method.to_owned(),

@@ -7,12 +7,25 @@ use super::*;
 /// `handle_close`, `handle_timeout` changes nothing, so no deadline may be due any more. A
 /// request the application sent after the close (a race its driver cannot rule out) left
 /// its deadline behind, and `poll_timeout` returned it forever: a driver sleeping until it
-/// spun.
+/// spun. Such a request is now refused ([`SendRefusal::Closed`]) as well.
 #[test]
 fn after_close_no_deadline_stays_due() {
     let mut p = inference_pair();
     p.server.handle_close(p.now);
-    let _ = p.server.request(p.now, "inference/request", ask(false));
+    p.collect();
+    let written = p.to_host.len();
+    // Refused: no outcome would ever come for it, and nothing is written.
+    assert_eq!(
+        p.server.request(p.now, "inference/request", ask(false)),
+        Err(SendRefusal::Closed)
+    );
+    assert_eq!(
+        p.server
+            .notify("channels/incoming", json!({ "channelId": "c" })),
+        Err(SendRefusal::Closed)
+    );
+    p.collect();
+    assert_eq!(p.to_host.len(), written);
     let later = p.now + crate::session::DEFAULT_REQUEST_TIMEOUT * 2;
     p.server.handle_timeout(later);
     let due = p.server.poll_timeout().filter(|d| *d <= later);
