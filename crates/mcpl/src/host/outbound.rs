@@ -59,14 +59,16 @@ impl HostSession {
         Ok(self.inner.peer.notify::<M>(params).await?)
     }
 
-    /// Sends a raw request after outbound gating.
+    /// Sends a raw request after outbound gating (`Value::Null` sends no `params` member;
+    /// a scalar is refused, JSON-RPC 2.0 §4.2).
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
         self.in_order(method, true).await?;
         self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)
     }
 
-    /// Sends a raw notification after outbound gating.
+    /// Sends a raw notification after outbound gating (`params` as for
+    /// [`Self::request_raw`]).
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
         self.in_order(method, false).await?;
         self.gate_public(method, Some(&params))?;

@@ -283,7 +283,9 @@ impl Peer {
         })
     }
 
-    /// Sends a request by method name; `params: None` omits the member. Default timeout.
+    /// Sends a request by method name; `params: None` (or `null`) omits the member, and a
+    /// scalar is refused before anything is sent ([`crate::jsonrpc::params_shape`], JSON-RPC
+    /// 2.0 §4.2). Default timeout.
     pub async fn request_raw(
         &self,
         method: &str,
@@ -383,7 +385,7 @@ impl Peer {
         self.notify_raw(M::NAME, params).await
     }
 
-    /// Sends a notification by method name; `params: None` omits the member.
+    /// Sends a notification by method name; `params` as [`Self::request_raw`] takes them.
     pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
         let params = params_for_wire(method, params)?;
         let text = wire::notification(method, params.as_ref());
