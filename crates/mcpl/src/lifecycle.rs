@@ -402,9 +402,11 @@ impl LifecycleTracker {
                     at: now,
                 }))
             }
-        } else if let Some(turn) = self.open.remove(id) {
-            self.deadlines.remove(&(turn.deadline, id.clone()));
-            self.remember(id.clone(), Ended::ByTerminal);
+        } else if let Some((key, turn)) = self.open.remove_entry(id) {
+            // The open turn's own id string serves the lookup and the memory of it.
+            let entry = (turn.deadline, key);
+            self.deadlines.remove(&entry);
+            self.remember(entry.1, Ended::ByTerminal);
             let outcome = match params.phase {
                 Phase::Completed => TurnOutcome::Completed {
                     usage: params.usage.clone(),

@@ -59,11 +59,12 @@ impl InferenceIds {
 
     /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
     pub(crate) fn end(&mut self, inference_id: &str) {
-        if !self.live.remove(inference_id) {
+        // The open id's own string moves on (one copy for the set, not two).
+        let Some(id) = self.live.take(inference_id) else {
             return;
-        }
-        self.ended.insert(inference_id.to_owned());
-        self.ended_order.push_back(inference_id.to_owned());
+        };
+        self.ended.insert(id.clone());
+        self.ended_order.push_back(id);
         while self.ended_order.len() > ENDED_IDS_REMEMBERED {
             if let Some(old) = self.ended_order.pop_front() {
                 self.ended.remove(&old);
