@@ -17,7 +17,8 @@
 //! parsed is discarded unbuilt and reported; a non-JSON frame is kept as its first
 //! [`JUNK_CHARS`] characters; frames received and not yet judged hold at most
 //! [`QUEUED_BYTES`] per connection, counting each as its text plus [`UNIT_BYTES`] per
-//! parsed-cost unit (past it the pump stops reading, so the server's writes block); the
+//! parsed-cost unit, and every event (junk and discarded frames too) its queue slot,
+//! [`EVENT_BYTES`] (past it the pump stops reading, so the server's writes block); the
 //! transcript holds at most
 //! [`TRANSCRIPT_BYTES`] and records the first [`TRANSCRIPT_JUNK`] non-JSON frames, counting
 //! what it leaves out in a last `{"direction": "note", "omitted": {frames, junk}}` line.
@@ -50,6 +51,11 @@ pub const TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 pub const TRANSCRIPT_JUNK: u64 = 100;
 /// Characters of a non-JSON frame kept for the report.
 pub const JUNK_CHARS: usize = 200;
+/// What one queued event costs in [`QUEUED_BYTES`] besides its text and parsed values: its
+/// slot in the queue and the allocator's share of its text (issue #20). A flood of
+/// two-byte lines that are not UTF-8 had been counted as nothing, so the queue grew without
+/// bound while the checker was slower than the server.
+pub const EVENT_BYTES: usize = std::mem::size_of::<(Event, usize)>() + 32;
 
 /// What the pump saw.
 #[derive(Debug)]
@@ -449,8 +455,8 @@ async fn pump(
             while queued.load(Ordering::Relaxed) > QUEUED_BYTES {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            let mut cost = 0;
-            let event = match reader.next_frame().await {
+            // The event and what it holds, counted against [`QUEUED_BYTES`].
+            let (event, cost) = match reader.next_frame().await {
                 Ok(Some(Frame::Text(text))) => {
                     let text = if skip_blank { text.trim() } else { &text };
                     if skip_blank && text.is_empty() {
@@ -459,7 +465,7 @@ async fn pump(
                     let parsed = mcpl::jsonrpc::parsed_cost(text);
                     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
                     if parsed > limit {
-                        discarded(
+                        discard(
                             format!(
                                 "a message of {} bytes that would cost {parsed} units parsed, \
                                  over the limit of {limit} (discarded unread)",
@@ -469,32 +475,35 @@ async fn pump(
                         )
                     } else {
                         let event = classify(text, transcript.as_ref());
-                        cost = match &event {
-                            Event::Junk(kept) => kept.len(),
-                            _ => text.len().saturating_add(parsed.saturating_mul(UNIT_BYTES)),
+                        let cost = match &event {
+                            Event::Frame(_) => text
+                                .len()
+                                .saturating_add(parsed.saturating_mul(UNIT_BYTES))
+                                .saturating_add(EVENT_BYTES),
+                            other => other.held_bytes(),
                         };
-                        event
+                        (event, cost)
                     }
                 }
-                Ok(Some(Frame::Oversized { bytes, limit })) => discarded(
+                Ok(Some(Frame::Oversized { bytes, limit })) => discard(
                     format!(
                         "a message of {bytes} bytes exceeds the {limit}-byte limit (discarded)"
                     ),
                     transcript.as_ref(),
                 ),
-                Ok(Some(Frame::OverBudget { bytes, limit })) => discarded(
+                Ok(Some(Frame::OverBudget { bytes, limit })) => discard(
                     format!(
                         "a message refused after {bytes} bytes: the {limit}-byte budget for \
                          buffered partial messages is exhausted (discarded)"
                     ),
                     transcript.as_ref(),
                 ),
-                Ok(Some(Frame::NotText { reason })) => discarded(
+                Ok(Some(Frame::NotText { reason })) => discard(
                     format!("a frame that is not text: {reason}"),
                     transcript.as_ref(),
                 ),
-                Ok(None) => Event::Closed("end of stream".into()),
-                Err(e) => Event::Closed(format!("read error: {e}")),
+                Ok(None) => (Event::Closed("end of stream".into()), 0),
+                Err(e) => (Event::Closed(format!("read error: {e}")), 0),
             };
             let closed = matches!(event, Event::Closed(_));
             queued.fetch_add(cost, Ordering::Relaxed);
@@ -605,13 +614,28 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
     }
 }
 
-/// A frame the transport discarded, logged to the transcript.
-fn discarded(why: String, transcript: Option<&Transcript>) -> Event {
+/// A frame the transport discarded, logged to the transcript, with what its event holds.
+fn discard(why: String, transcript: Option<&Transcript>) -> (Event, usize) {
     if let Some(t) = transcript {
         t.write_discarded(&why);
     }
-    Event::Invalid(why)
+    let event = Event::Invalid(why);
+    let cost = event.held_bytes();
+    (event, cost)
 }
+
+impl Event {
+    /// What a queued event holds besides a parsed frame's values: its kept text (junk, a
+    /// discarded frame's reason) and its slot in the queue ([`EVENT_BYTES`]).
+    fn held_bytes(&self) -> usize {
+        let text = match self {
+            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) => s.capacity(),
+            Event::Frame(_) => 0,
+        };
+        text.saturating_add(EVENT_BYTES)
+    }
+}
+
 /// A rustls client configuration trusting the PEM certificates in `ca_file` (ring provider).
 pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientConfig>> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -637,4 +661,36 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// Issue #20: a server writing lines that are not UTF-8 (each discarded by the
+    /// transport, its event carrying only a reason) fills the queue of frames not yet judged
+    /// up to [`QUEUED_BYTES`] and no further, while nobody judges them. Those events had
+    /// been counted as costing nothing, so the pump read on without bound.
+    #[test]
+    fn discarded_frames_count_against_the_queue_bound() {
+        let script = "yes \"$(printf '\\377')\" | head -n 2000000; exec sleep 60";
+        let dial = Dial::Command(vec!["sh".into(), "-c".into(), script.into()]);
+        let conn = Conn::open(dial, Duration::from_secs(5), None).unwrap();
+        // A guard against a pump that never fills the queue (the test then fails).
+        let guard = Instant::now() + Duration::from_secs(30);
+        while conn.queued.load(Ordering::Relaxed) <= QUEUED_BYTES {
+            assert!(
+                Instant::now() < guard,
+                "the queue holds {} bytes of discarded frames",
+                conn.queued.load(Ordering::Relaxed)
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+        // Full: what is held is counted, and the first event is the discarded line.
+        let first = conn.recv(Instant::now() + Duration::from_secs(5));
+        assert!(
+            matches!(&first, Some(Event::Invalid(why)) if why.contains("not valid UTF-8")),
+            "{first:?}"
+        );
+    }
 }

@@ -1,0 +1,99 @@
+//! `mcpl check`'s memory against servers that flood it (issue #20): whatever a server
+//! writes, and however much faster it writes than the checker judges, the checker's peak
+//! memory stays within its documented bounds (32 MiB of frames not yet judged per
+//! connection, bounded findings). Each test measures the peak resident size of the checker
+//! it ran (`getrusage(RUSAGE_CHILDREN)` after it is reaped), so this file runs nothing else
+//! that could raise that figure: every run here is one of these floods.
+
+#![cfg(target_os = "linux")]
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(120);
+
+/// The most any flooded checker here may reach: the 32 MiB queue bound, the checker's own
+/// ~20 MB and room for the allocator. Before the fixes the floods below took it to
+/// 100–270 MB in a 10-second run and grew for as long as the session lasted.
+const PEAK_BYTES: u64 = 96 * 1024 * 1024;
+
+/// The largest peak resident size of any child this process has reaped, in bytes.
+fn children_peak() -> u64 {
+    // SAFETY: getrusage writes one plain struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    assert_eq!(rc, 0);
+    u64::try_from(usage.ru_maxrss).unwrap() * 1024
+}
+
+/// The answer to the checker's `initialize` (id 1): MCPL 0.5 with one push set.
+fn init_answer() -> String {
+    json!({ "jsonrpc": "2.0", "id": 1, "result": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": { "experimental": { "mcpl": {
+            "version": "0.5", "pushEvents": true,
+            "featureSets": { "demo.push": { "description": "d", "uses": ["pushEvents"] } } } } },
+        "serverInfo": { "name": "flood", "version": "0" } } })
+    .to_string()
+}
+
+/// `mcpl check --json --quick --timeout 2 --watch 0` of a server that answers `initialize`
+/// and then writes `line` forever (`yes`; `line` is a `printf` format, so bytes that are
+/// not UTF-8 can be given as octal escapes), never reading again: exit code and report,
+/// with the peak memory asserted.
+fn flooded_by(line: &str) -> (i32, Value) {
+    let script = format!(
+        "read -r _; printf '%s\\n' '{}'; exec yes \"$(printf \"$1\")\"",
+        init_answer()
+    );
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "2",
+            "--watch",
+            "0",
+        ])
+        .args(["--", "sh", "-c", &script, "flood"])
+        .arg(line)
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let peak = children_peak();
+    let code = out.status.code().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        peak < PEAK_BYTES,
+        "the checker peaked at {} MiB",
+        peak / (1024 * 1024)
+    );
+    (code, doc)
+}
+
+fn detail<'a>(doc: &'a Value, id: &str) -> (&'a str, &'a str) {
+    let c = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {doc:#}"));
+    (c["status"].as_str().unwrap(), c["detail"].as_str().unwrap())
+}
+
+/// Lines that are not UTF-8 (two bytes each) are discarded by the transport; their events
+/// (a reason string each) had been counted as costing nothing, so the queue of frames not
+/// yet judged grew without bound whenever the server wrote faster than the checker judged.
+#[test]
+fn a_flood_of_lines_that_are_not_utf8_stays_within_the_queue_bound() {
+    let (code, doc) = flooded_by("\\377");
+    let (status, detail) = detail(&doc, "transport.frames-valid");
+    assert_eq!(status, "fail", "{doc:#}");
+    assert!(detail.contains("not valid UTF-8"), "{detail}");
+    assert_eq!(code, 1, "{doc:#}");
+}
