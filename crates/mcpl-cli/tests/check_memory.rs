@@ -40,11 +40,11 @@ fn init_answer() -> String {
     .to_string()
 }
 
-/// `mcpl check --json --quick --timeout 2 --watch 0` of a server that answers `initialize`
+/// `mcpl check --json --quick --timeout T --watch 0` of a server that answers `initialize`
 /// and then writes `line` forever (`yes`; `line` is a `printf` format, so bytes that are
 /// not UTF-8 can be given as octal escapes), never reading again: exit code and report,
 /// with the peak memory asserted.
-fn flooded_by(line: &str) -> (i32, Value) {
+fn flooded_by(line: &str, timeout: &str) -> (i32, Value) {
     let script = format!(
         "read -r _; printf '%s\\n' '{}'; exec yes \"$(printf \"$1\")\"",
         init_answer()
@@ -56,7 +56,7 @@ fn flooded_by(line: &str) -> (i32, Value) {
             "--json",
             "--quick",
             "--timeout",
-            "2",
+            timeout,
             "--watch",
             "0",
         ])
@@ -91,9 +91,38 @@ fn detail<'a>(doc: &'a Value, id: &str) -> (&'a str, &'a str) {
 /// yet judged grew without bound whenever the server wrote faster than the checker judged.
 #[test]
 fn a_flood_of_lines_that_are_not_utf8_stays_within_the_queue_bound() {
-    let (code, doc) = flooded_by("\\377");
+    let (code, doc) = flooded_by("\\377", "2");
     let (status, detail) = detail(&doc, "transport.frames-valid");
     assert_eq!(status, "fail", "{doc:#}");
     assert!(detail.contains("not valid UTF-8"), "{detail}");
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// `push/event` notifications from the moment `initialize` is answered, as fast as the pipe
+/// takes them: each is a finding of `policy.no-privileged-before-ready` (and of
+/// `policy.notification-not-ready` once the grant went as a Notification). Those findings
+/// were a list of every message's method, joined into one detail at the end: memory grew
+/// with every push for the whole session. The first ones are quoted, the rest counted.
+#[test]
+fn a_flood_of_pushes_before_the_policy_is_counted_not_listed() {
+    let push = json!({ "jsonrpc": "2.0", "method": "push/event", "params": {
+        "featureSet": "demo.push", "eventId": "e", "timestamp": "2026-01-23T10:30:00Z",
+        "payload": { "content": [ { "type": "text", "text": "x" } ] } } })
+    .to_string()
+    .replace('%', "%%");
+    let (code, doc) = flooded_by(&push, "1");
+    for id in [
+        "policy.no-privileged-before-ready",
+        "policy.notification-not-ready",
+    ] {
+        let (status, detail) = detail(&doc, id);
+        assert_eq!(status, "fail", "{id}: {doc:#}");
+        let more = detail
+            .rsplit_once("and ")
+            .and_then(|(_, n)| n.strip_suffix(" more"))
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(more.is_some_and(|n| n > 0), "{id}: {detail}");
+        assert_eq!(detail.matches("push/event").count(), 32, "{id}: {detail}");
+    }
     assert_eq!(code, 1, "{doc:#}");
 }

@@ -101,7 +101,7 @@ struct Session {
     /// accepted receipt, then under the grant, with the sets its probes disable marked so.
     statuses: BTreeMap<String, FeatureSetStatus>,
     /// Declaration mismatches seen (§6.4), as "set exercises paths".
-    mismatches: Vec<String>,
+    mismatches: Listed,
     /// Feature-set-tagged uses seen (push events, hook results), for the §6.4 check.
     tagged_uses: usize,
     /// The channels the server registered, as the library host holds them (§14.5).
@@ -122,21 +122,21 @@ struct Session {
     /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed, stray responses): the
     /// first few, and how many.
     invalid: Sample,
-    privileged_before_ready: Vec<String>,
+    privileged_before_ready: Listed,
     /// The grant-carrying `featureSets/update` Notification has been sent (§6.7 probe):
     /// privileged messages from then until the receipt are judged by that probe.
     grant_notified: bool,
     /// Privileged messages after that Notification and before the receipt.
-    ready_by_notification: Vec<String>,
+    ready_by_notification: Listed,
     /// Set when the receipt was a refusal or malformed: what it was, for the report. The
     /// server is then not operating under the policy (§5.3, §6.7), so nothing is granted.
     unaccepted: Option<&'static str>,
     /// Privileged messages after such a receipt.
-    privileged_unaccepted: Vec<String>,
+    privileged_unaccepted: Listed,
     /// Privileged messages judged after an accepted receipt (§5.4).
     privileged_after_ready: usize,
     /// Those outside the grant.
-    outside_grant: Vec<String>,
+    outside_grant: Listed,
     /// The manifest `mcpl/manifest` returned, for the unknown-member probe.
     fetched: Option<Value>,
     /// The `channels/list` result, for the unknown-member and unknown-channel probes.
@@ -168,7 +168,7 @@ struct Session {
     after_reduction: usize,
     /// Uses of a disabled set, or of a capability the reduction revoked, after the reduction
     /// was answered.
-    reduction_violations: Vec<String>,
+    reduction_violations: Listed,
     /// The grant before the reduction probe narrowed it (set when the reduction is sent).
     pre_reduction_grant: Option<Grant>,
     /// The set the first hook injected under, for the narrowing-Notification probe.
@@ -181,7 +181,7 @@ struct Session {
     /// Feature-set-tagged messages judged after that point and before the reduction.
     after_narrowing: usize,
     /// Uses of a set disabled by that Notification once it was read.
-    narrowing_violations: Vec<String>,
+    narrowing_violations: Listed,
     /// Of those, how many were push events or inference requests, by the `declared` check
     /// id that would otherwise count them as conforming.
     reduction_hits: BTreeMap<&'static str, usize>,
@@ -190,10 +190,10 @@ struct Session {
     narrowed: Option<Narrowed>,
     /// In a narrowed session: what the server sent (or injected) that this session's grant
     /// withholds and the full grant allowed (`grant.narrowed-respected`).
-    narrowed_outside: Vec<String>,
+    narrowed_outside: Listed,
     /// In a narrowed session: uses of a set this session's grant leaves unavailable and the
     /// full grant left available (`featuresets.narrowed-respected`).
-    narrowed_unavailable: Vec<String>,
+    narrowed_unavailable: Listed,
     /// Feature sets seen in a tagged use (push events, inference requests, injections):
     /// the sets later sessions disable in turn.
     used_sets: BTreeSet<String>,
@@ -281,7 +281,7 @@ impl Session {
             grant: Grant::default(),
             decls: FeatureSets::default(),
             statuses: BTreeMap::new(),
-            mismatches: Vec::new(),
+            mismatches: Listed::default(),
             tagged_uses: 0,
             channels: mcpl::session::ChannelTable::default(),
             junk: Sample::default(),
@@ -290,13 +290,13 @@ impl Session {
             policy_sent: false,
             timed_out: HashSet::new(),
             invalid: Sample::default(),
-            privileged_before_ready: Vec::new(),
+            privileged_before_ready: Listed::default(),
             grant_notified: false,
-            ready_by_notification: Vec::new(),
+            ready_by_notification: Listed::default(),
             unaccepted: None,
-            privileged_unaccepted: Vec::new(),
+            privileged_unaccepted: Listed::default(),
             privileged_after_ready: 0,
-            outside_grant: Vec::new(),
+            outside_grant: Listed::default(),
             fetched: None,
             listed: None,
             ping_answered: false,
@@ -313,17 +313,17 @@ impl Session {
             reduced: BTreeSet::new(),
             reduction_answered: false,
             after_reduction: 0,
-            reduction_violations: Vec::new(),
+            reduction_violations: Listed::default(),
             reduction_hits: BTreeMap::new(),
             pre_reduction_grant: None,
             hook_set: None,
             notified_disabled: BTreeSet::new(),
             narrowing_read: false,
             after_narrowing: 0,
-            narrowing_violations: Vec::new(),
+            narrowing_violations: Listed::default(),
             narrowed: None,
-            narrowed_outside: Vec::new(),
-            narrowed_unavailable: Vec::new(),
+            narrowed_outside: Listed::default(),
+            narrowed_unavailable: Listed::default(),
             used_sets: BTreeSet::new(),
             sent_policy: None,
             start_error: None,
@@ -764,6 +764,51 @@ impl Sample {
             self.count,
             quoted.join("; ")
         )
+    }
+}
+
+/// Findings of one kind, in the order seen, bounded whatever the server sends: the first
+/// [`Listed::KEPT`] kept, the rest only counted, so a server repeating a defect a million
+/// times costs a counter, not a list (a flood of `push/event` before the policy had grown
+/// such a list by about 100 bytes a message for the whole session).
+#[derive(Debug, Default, Clone)]
+struct Listed {
+    kept: Vec<String>,
+    /// How many were not kept.
+    more: u64,
+}
+
+impl Listed {
+    /// How many are kept to be quoted.
+    const KEPT: usize = 32;
+
+    fn push(&mut self, s: String) {
+        if self.kept.len() < Self::KEPT {
+            self.kept.push(s);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    /// The kept ones joined by `sep`, then how many more there were (`…; and 7 more`).
+    fn join(&self, sep: &str) -> String {
+        let mut s = self.kept.join(sep);
+        if self.more > 0 {
+            s.push_str(&format!("{sep}and {} more", self.more));
+        }
+        s
+    }
+
+    /// Like [`Listed::push`], but a repeat of the one just kept is dropped, not counted.
+    fn push_unrepeated(&mut self, s: String) {
+        if self.more == 0 && self.kept.last() == Some(&s) {
+            return;
+        }
+        self.push(s);
     }
 }
 

@@ -233,7 +233,6 @@ impl Session {
         }
         let decl = "featuresets.declaration-matches";
         if !self.mismatches.is_empty() {
-            self.mismatches.dedup();
             self.rec
                 .record(decl, Status::Warn, self.mismatches.join("; "));
         } else if self.tagged_uses > 0 {
@@ -404,7 +403,7 @@ impl Session {
             self.used_sets.insert(feature_set.clone());
         }
         if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
-            self.mismatches.push(format!(
+            self.mismatches.push_unrepeated(format!(
                 "{feature_set:?} exercises {} without declaring it (a host rejects that use, §6.4 rule 2)",
                 missing.sorted_paths().join(", ")
             ));
