@@ -376,6 +376,26 @@ fn s3_3_mcp_only_server_skips_mcpl_checks_with_a_reason() {
     assert!(ids_with(&doc, "pass").contains("rpc.unknown-method-errors"));
 }
 
+/// An `initialize` result that is no object with a `capabilities` object (MCP) is not an
+/// MCP-only server: a host refuses it outright. `initialize.mcpl-present` fails saying so,
+/// not "an MCP-only server (§3.3)".
+#[test]
+fn an_initialize_result_without_capabilities_is_not_called_mcp_only() {
+    let (code, doc) = scripted("string-init");
+    assert_complete(&doc);
+    assert_eq!(code, 1);
+    let present = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "initialize.mcpl-present")
+        .unwrap();
+    assert_eq!(present["status"], "fail");
+    let detail = present["detail"].as_str().unwrap();
+    assert!(detail.contains("no capabilities object"), "{detail}");
+    assert!(!detail.contains("an MCP-only server (§3.3)"), "{detail}");
+}
+
 #[test]
 fn server_that_never_answers_initialize_gets_a_complete_report() {
     let (code, doc) = scripted("no-init");

@@ -433,6 +433,14 @@ impl Session {
                 return Some((capabilities, m));
             }
             Some(other) => format!("experimental.mcpl is not an object: {other}"),
+            // Not an MCP-only server: MCP's initialize result is an object with a
+            // `capabilities` object, and a host (the library's `ConnectError::BadInitialize`)
+            // refuses one without.
+            None if !capabilities.is_object() => format!(
+                "the initialize result (a JSON {}) has no capabilities object (MCP): a host \
+                 refuses such a server before any MCPL, so it is no MCP-only server either",
+                mcpl::jsonrpc::json_type_name(&init)
+            ),
             None => "no capabilities.experimental.mcpl: an MCP-only server (§3.3)".to_owned(),
         };
         self.rec
