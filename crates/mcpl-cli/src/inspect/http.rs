@@ -8,10 +8,17 @@
 //! - then every request (the page, its script and style, the API, the event stream) needs
 //!   the per-run random token, as `?token=` or an `X-MCPL-Token` header: `401` without it;
 //! - API writes are `POST` with `Content-Type: application/json` (no form can send that
-//!   cross-site without a preflight);
+//!   cross-site without a preflight), a body of at most [`MAX_BODY`] bytes (`413`) that
+//!   arrives within [`BODY_TIMEOUT`] (`408`);
 //! - the page renders server content as text only (`textContent`, never HTML), under a
 //!   `Content-Security-Policy` that allows no inline script and no other origin, with
 //!   `Referrer-Policy: no-referrer` so the token never leaves in a `Referer`.
+//!
+//! Bounds (a client needs no token to open a connection, so these hold before it is read):
+//! at most [`MAX_CONNECTIONS`] connections at once (one more is closed as soon as it is
+//! accepted), and each must send a request head within [`HEAD_TIMEOUT`] of connecting or of
+//! its previous response (a keep-alive connection idle longer is closed), so a client
+//! trickling its headers (slowloris) or holding idle connections cannot take them all.
 
 use std::convert::Infallible;
 use std::io;
@@ -26,7 +33,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -46,6 +55,17 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 
 /// How often at most the event stream reports new log entries.
 const LOG_TICK_EVERY: Duration = Duration::from_millis(250);
+
+/// Most dashboard connections open at once (the page needs a few: its event stream and its
+/// requests); a connection past it is closed as soon as it is accepted.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Longest a connection may take to send a request head, from its opening or its previous
+/// response; it is closed then.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest an API write's body may take to arrive (`408` then).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest body of an API write, in bytes (`413` past it).
+pub const MAX_BODY: usize = 2 * 1024 * 1024;
 
 /// A bound dashboard listener, not yet serving.
 pub struct Server {
@@ -94,7 +114,8 @@ impl Server {
         format!("http://{}:{}/?token={}", self.host, self.port, self.token)
     }
 
-    /// Serves the dashboard until the listener fails.
+    /// Serves the dashboard until the listener fails: each connection on its own task, at
+    /// most [`MAX_CONNECTIONS`] at once, each request head within [`HEAD_TIMEOUT`].
     pub async fn serve(self, engine: Arc<Engine>) -> io::Result<()> {
         let mut hosts: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
             .iter()
@@ -109,8 +130,48 @@ impl Server {
             token: self.token,
             hosts,
         });
-        axum::serve(self.listener, router(app)).await
+        let router = router(app);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let stream = match self.listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) if is_transient(&e) => continue,
+                Err(e) => {
+                    // Out of file descriptors, say: wait for some to close, as hyper does.
+                    crate::term::emit_err(&format!("mcpl inspect: accept failed: {e}\n"));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let router = router.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let mut router = router.clone();
+                    tower_service::Service::call(&mut router, req.map(Body::new))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEAD_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+                drop(slot);
+            });
+        }
     }
+}
+
+/// An accept error about one connection only (the listener goes on at once).
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
 }
 
 fn router(app: Arc<App>) -> Router {
@@ -190,7 +251,44 @@ fn refuse(status: StatusCode, why: &str) -> Response {
     secure((status, Json(json!({ "ok": false, "error": why }))).into_response())
 }
 
-/// Host and Origin first (403), then the token (401), then the JSON content type of writes.
+fn too_large() -> (StatusCode, String) {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("API writes take a body of at most {MAX_BODY} bytes"),
+    )
+}
+
+/// A write's body, read whole: at most [`MAX_BODY`] bytes, within [`BODY_TIMEOUT`]; else the
+/// status and reason to refuse it with.
+async fn read_body(body: Body) -> Result<Body, (StatusCode, String)> {
+    let read = async {
+        let mut data = body.into_data_stream();
+        let mut out = Vec::new();
+        while let Some(chunk) = data.next().await {
+            let chunk = chunk.map_err(|e| {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read: {e}"),
+                )
+            })?;
+            if out.len() + chunk.len() > MAX_BODY {
+                return Err(too_large());
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(Body::from(out))
+    };
+    match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Ok(r) => r,
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {BODY_TIMEOUT:?}"),
+        )),
+    }
+}
+
+/// Host and Origin first (403), then the token (401), then the JSON content type of writes
+/// and their body (bounded in size and time).
 async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let host = req
         .headers()
@@ -233,6 +331,20 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
                 "API writes take Content-Type: application/json",
             );
         }
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY as u64) {
+            let (status, why) = too_large();
+            return refuse(status, &why);
+        }
+        let (parts, body) = req.into_parts();
+        return match read_body(body).await {
+            Ok(body) => secure(next.run(Request::from_parts(parts, body)).await),
+            Err((status, why)) => refuse(status, &why),
+        };
     }
     secure(next.run(req).await)
 }

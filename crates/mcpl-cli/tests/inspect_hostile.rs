@@ -1,0 +1,136 @@
+//! `mcpl inspect` against hostile clients of its dashboard and a hostile server under
+//! inspection: every connection, body and list the inspector keeps has a bound, and a
+//! hostile party past it gets an answer or a close, not a hold on the inspector.
+//!
+//! Every wait is bounded (a read timeout, the inspector's own deadlines), never a sleep.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+mod inspect_support;
+use inspect_support::{Inspect, WAIT};
+
+/// The dashboard's bounds (`inspect::http`): connections at once, the deadline of a request
+/// head and of a write's body.
+const MAX_CONNECTIONS: usize = 256;
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads until the peer closes (`Some(bytes read)`), or `None` if `within` passes first.
+fn read_until_closed(s: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        match s.read(&mut buf) {
+            Ok(0) => return Some(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Some(got),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Slowloris: connections that never finish their request head (no token needed to open
+/// one) were kept forever, as many as the client opened (8,000 held 240 MB and 8,000
+/// descriptors). Now past [`MAX_CONNECTIONS`] one is closed at once, and every one is closed
+/// [`HEAD_TIMEOUT`] after it opened; the dashboard serves its page all along.
+#[test]
+fn slow_request_heads_are_closed_and_connections_are_bounded() {
+    let insp = Inspect::start(&[]);
+    let extra = 64;
+    let opened = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..MAX_CONNECTIONS + extra)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+            // A head begun, never finished (a connection past the bound may be closed
+            // before this is written).
+            let _ = write!(
+                s,
+                "GET /api/state HTTP/1.1\r\nHost: {}\r\nX-Slow: ",
+                insp.host()
+            );
+            s
+        })
+        .collect();
+    // The connections past the bound are closed at once (well before any head deadline).
+    for s in slow.iter_mut().skip(MAX_CONNECTIONS + 8) {
+        assert!(
+            read_until_closed(s, WAIT).is_some(),
+            "a connection past the bound was kept"
+        );
+    }
+    assert!(
+        opened.elapsed() < HEAD_TIMEOUT,
+        "the connections past the bound were closed only after {:?}",
+        opened.elapsed()
+    );
+    // The rest: closed by the head deadline, not kept.
+    for (i, s) in slow.iter_mut().enumerate() {
+        assert!(
+            read_until_closed(s, HEAD_TIMEOUT + WAIT).is_some(),
+            "slow connection {i} still open after {:?}",
+            opened.elapsed()
+        );
+    }
+    // And the dashboard is there for everyone else.
+    assert!(insp.get("/api/state")["target"].is_string());
+}
+
+/// An idle keep-alive connection is closed too, not kept open for ever.
+#[test]
+fn an_idle_keep_alive_connection_is_closed() {
+    let insp = Inspect::start(&[]);
+    let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+    write!(
+        s,
+        "GET /api/state HTTP/1.1\r\nHost: {}\r\nX-MCPL-Token: {}\r\n\r\n",
+        insp.host(),
+        insp.token
+    )
+    .unwrap();
+    let got = read_until_closed(&mut s, HEAD_TIMEOUT + WAIT).expect("closed when idle");
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+/// A write whose body never arrives in full (`Content-Length` larger than what is sent)
+/// was waited for without end; now it is answered `408` after [`BODY_TIMEOUT`].
+#[test]
+fn a_body_that_never_arrives_is_answered_408() {
+    let insp = Inspect::start(&[]);
+    let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+    write!(
+        s,
+        "POST /api/tools/call HTTP/1.1\r\nHost: {}\r\nX-MCPL-Token: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"name\"",
+        insp.host(),
+        insp.token
+    )
+    .unwrap();
+    let got = read_until_closed(&mut s, BODY_TIMEOUT + WAIT).expect("an answer, then a close");
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("did not arrive"), "{got}");
+    // A body declared over the bound is refused before it is read, with a JSON error.
+    let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+    write!(
+        s,
+        "POST /api/tools/call HTTP/1.1\r\nHost: {}\r\nX-MCPL-Token: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 104857600\r\n\r\n{{",
+        insp.host(),
+        insp.token
+    )
+    .unwrap();
+    let got = read_until_closed(&mut s, WAIT).expect("an answer, then a close");
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 413"), "{got}");
+    assert!(got.contains("\"ok\":false"), "{got}");
+}
