@@ -134,3 +134,48 @@ fn a_body_that_never_arrives_is_answered_408() {
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
     assert!(got.contains("\"ok\":false"), "{got}");
 }
+
+/// The events list was bounded in number (1,000) but not in bytes: each event kept the
+/// server's params whole, so a server pushing 1.5 MB events made `/api/state` (the last 200)
+/// 225 MB and the inspector's memory grow by each event (16 MiB frames: 16 GB for the list).
+/// Now an event over 64 KiB keeps its head, and its params are cut to a preview with their
+/// size, in the list, the live stream and the state alike.
+#[test]
+fn a_huge_event_is_kept_cut() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let text = format!("huge {}", "x".repeat(1 << 20));
+    let r = insp.post(
+        "/api/tools/call",
+        serde_json::json!({ "name": "schedule_event", "arguments": { "text": text } }),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    // The reference server's greeting push comes first; this one is cut or starts "huge".
+    let ev = events.until("the huge push", |v| {
+        let e = &v["event"];
+        v["type"] == "event"
+            && e["kind"] == "push"
+            && (e["params"]["truncated"] == true
+                || e["params"]["payload"]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("huge")))
+    });
+    let ev = &ev["event"];
+    assert!(
+        ev.to_string().len() <= 64 * 1024 + 1024,
+        "a {} byte event",
+        ev.to_string().len()
+    );
+    assert_eq!(ev["truncated"], true);
+    assert_eq!(ev["params"]["truncated"], true);
+    assert!(ev["params"]["bytes"].as_u64().unwrap() > 1 << 20);
+    assert!(ev["params"]["preview"].as_str().unwrap().starts_with('{'));
+    // Its head is whole: the kind, feature set, id and treatment.
+    assert!(ev["featureSet"].is_string() && ev["eventId"].is_string());
+    assert!(ev["treatment"]["behavior"].is_string());
+    let state = insp.get("/api/state");
+    let kept = state["events"].as_array().unwrap();
+    assert!(kept.iter().all(|e| e.to_string().len() <= 64 * 1024 + 1024));
+    assert!(kept.iter().any(|e| e["truncated"] == true));
+}

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
+use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME, PREVIEW_CHARS};
 use super::rules::{self, About};
 use crate::check::Target;
 
@@ -33,6 +33,11 @@ pub const MAX_EVENTS: usize = 1000;
 pub const MAX_PENDING: usize = 64;
 /// Longest a server → host request waits for an answer before it is answered `-32603`.
 pub const PENDING_TIMEOUT: Duration = Duration::from_secs(600);
+/// Most bytes of one kept event or answered request as JSON (in the lists, the live stream
+/// and the state): past it, its biggest members (params, message, manifest, tags…) are each
+/// replaced by `{"truncated": true, "bytes": N, "preview": …}` and it is marked
+/// `"truncated": true`, so 1,000 events of 16 MiB each cannot take 16 GB.
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// Most answered server → host requests, hook runs, streams and narrowings remembered (each).
 pub const MAX_HISTORY: usize = 50;
 /// Most channel descriptors remembered from `channels/register` and `channels/changed`.
@@ -178,6 +183,29 @@ pub struct State {
 }
 
 /// Pushes onto a bounded history, dropping the oldest.
+/// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,
+/// in order, are `keys`.
+pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
+    let size = |v: &Value| serde_json::to_string(v).map_or(0, |s| s.len());
+    if size(v) <= MAX_EVENT_BYTES {
+        return;
+    }
+    for key in keys {
+        let Some(member) = v.get_mut(*key) else {
+            continue;
+        };
+        let text = member.to_string();
+        if text.len() > PREVIEW_CHARS {
+            let preview: String = text.chars().take(PREVIEW_CHARS).collect();
+            *member = json!({ "truncated": true, "bytes": text.len(), "preview": preview });
+        }
+        if size(v) <= MAX_EVENT_BYTES {
+            break;
+        }
+    }
+    v["truncated"] = json!(true);
+}
+
 pub fn push_bounded(list: &mut VecDeque<Value>, v: Value, bound: usize) {
     list.push_back(v);
     while list.len() > bound {
@@ -668,6 +696,13 @@ impl Engine {
             }
             HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
         };
+        // Cut before the lock: serializing a 16 MiB event takes a while.
+        bound_bytes(
+            &mut v,
+            &[
+                "params", "message", "manifest", "receipt", "wireTags", "tags",
+            ],
+        );
         {
             let mut st = self.state();
             st.next_event += 1;
@@ -722,8 +757,9 @@ impl Engine {
                 (AutoAnswer::Text(t), _) => Some(text_answer(&method, t)),
             };
             if let Some(result) = auto {
-                let record = json!({ "method": method, "params": params, "since": since,
+                let mut record = json!({ "method": method, "params": params, "since": since,
                                      "answer": result, "by": "auto", "generation": generation });
+                bound_bytes(&mut record, &["params", "answer"]);
                 push_bounded(&mut st.answered, record, MAX_HISTORY);
                 drop(st);
                 self.changed();
@@ -776,8 +812,9 @@ impl Engine {
             Ok(v) => json!({ "result": v }),
             Err(e) => json!({ "error": { "code": e.code, "message": e.message } }),
         };
-        let record = json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
+        let mut record = json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
                              "answer": shown, "by": "user", "generation": p.generation });
+        bound_bytes(&mut record, &["params", "answer"]);
         let delivered = p.answer.send(answer).is_ok();
         push_bounded(&mut self.state().answered, record.clone(), MAX_HISTORY);
         self.changed();

@@ -195,6 +195,16 @@ fn content_text(c: &Value) -> String {
     super::engine::echo_text(&json!({ "messages": [{ "role": "user", "content": c }] }))
 }
 
+/// The text of an event's content, or a note that the event was cut
+/// ([`super::engine::MAX_EVENT_BYTES`]) with `member`, the member that held it.
+fn shown_content(member: &Value, content: &Value) -> String {
+    if member["truncated"] == json!(true) {
+        format!("(cut: {} bytes)", member["bytes"])
+    } else {
+        content_text(content)
+    }
+}
+
 /// A receipt (§6.7) in lines.
 fn receipt_lines(r: &Value) -> String {
     if r.is_null() {
@@ -390,12 +400,12 @@ fn print_events(engine: &Engine, json_out: bool) {
                                     .collect::<Vec<_>>()
                                     .join(" "))
                                 .unwrap_or_default(),
-                            content_text(&e["params"]["payload"]["content"])
+                            shown_content(&e["params"], &e["params"]["payload"]["content"])
                         ),
                         Some("channel") => format!(
                             "* message on {}: {}",
                             e["channelId"].as_str().unwrap_or(""),
-                            content_text(&e["message"]["content"])
+                            shown_content(&e["message"], &e["message"]["content"])
                         ),
                         _ => format!("* {e}"),
                     }
