@@ -179,3 +179,50 @@ fn a_huge_event_is_kept_cut() {
     assert!(kept.iter().all(|e| e.to_string().len() <= 64 * 1024 + 1024));
     assert!(kept.iter().any(|e| e["truncated"] == true));
 }
+
+/// `mcpl inspect --repl | head`: the REPL's stdout closes while it has results and events
+/// to print. `println!` panicked ("failed printing to stdout", exit 101); now the REPL
+/// says so once on stderr and ends with 1.
+#[test]
+fn the_repl_ends_cleanly_when_its_output_is_closed() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(inspect_support::BIN)
+        .args(["inspect", "--repl", "--timeout", "5"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    // The first result line, then nobody reads any more.
+    writeln!(stdin, "help").unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let feeder = std::thread::spawn(move || {
+        for _ in 0..10_000 {
+            if writeln!(stdin, "help").is_err() {
+                break;
+            }
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        let _ = tx.send(err);
+    });
+    let Ok(err) = rx.recv_timeout(WAIT) else {
+        let _ = child.kill();
+        panic!("the REPL did not end within {WAIT:?} once its output was closed");
+    };
+    let status = child.wait().unwrap();
+    feeder.join().unwrap();
+    waiter.join().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("cannot write the output"), "{err}");
+    assert_eq!(status.code(), Some(1), "{err}");
+}

@@ -372,6 +372,23 @@ fn readable(cmd: &str, v: &Value) -> String {
     }
 }
 
+/// Prints one line on stdout; false when stdout is gone (a closed pipe), reported once on
+/// stderr. `println!` panicked there.
+fn print_line(line: &str) -> bool {
+    use std::io::Write;
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) => {
+            if !REPORTED.swap(true, Ordering::SeqCst) {
+                crate::term::emit_err(&format!("mcpl inspect: cannot write the output: {e}\n"));
+            }
+            false
+        }
+    }
+}
+
 /// Prints events as they come until the engine goes away.
 fn print_events(engine: &Engine, json_out: bool) {
     let mut rx = engine.subscribe();
@@ -421,7 +438,9 @@ fn print_events(engine: &Engine, json_out: bool) {
                 Some("resync") => format!("* {} events were not shown", msg["missed"]),
                 _ => continue,
             };
-            println!("{line}");
+            if !print_line(&line) {
+                break;
+            }
         }
     });
 }
@@ -471,16 +490,16 @@ pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
         if line.is_empty() {
             continue;
         }
-        match (&result, json_out) {
-            (Ok(v), true) => println!("{}", json!({ "command": cmd, "ok": true, "result": v })),
-            (Err(e), true) => println!("{}", json!({ "command": cmd, "ok": false, "error": e })),
-            (Ok(v), false) => {
-                let text = readable(&cmd, v);
-                if !text.is_empty() {
-                    println!("{text}");
-                }
-            }
-            (Err(e), false) => println!("error: {e}"),
+        let text = match (&result, json_out) {
+            (Ok(v), true) => json!({ "command": cmd, "ok": true, "result": v }).to_string(),
+            (Err(e), true) => json!({ "command": cmd, "ok": false, "error": e }).to_string(),
+            (Ok(v), false) => readable(&cmd, v),
+            (Err(e), false) => format!("error: {e}"),
+        };
+        if !text.is_empty() && !print_line(&text) {
+            // Nobody reads the results any more (`mcpl inspect --repl | head`): end.
+            failed.store(true, Ordering::SeqCst);
+            break;
         }
         if result.is_err() {
             failed.store(true, Ordering::SeqCst);
