@@ -133,8 +133,15 @@ impl HostPolicy {
         let up = UpdateParams::parse(&json!({ "disabled": later }))
             .map_err(|e| DisableRefused::Selection(e.to_string()))?;
         if let Some(r) = self.review_mut() {
+            // `up.disabled` is every set disabled this way so far: only the ones the
+            // selection lacks join it (appending them all made it grow by the whole list at
+            // each call, quadratically, past the bound `later` keeps).
             let mut selection = r.selection().clone();
-            selection.disabled.extend(up.disabled);
+            for name in up.disabled {
+                if !selection.disabled.contains(&name) {
+                    selection.disabled.push(name);
+                }
+            }
             r.set_selection(selection);
         }
         self.disabled_later = later;

@@ -163,6 +163,26 @@ fn s6_7_disabling_by_notification_narrows_the_host_first_and_sticks() {
     assert_eq!(p.host_wrote.len(), written);
 }
 
+/// Disabling by Notification again and again keeps the host's selection to the sets named,
+/// each once: every call re-read the whole list so far and appended all of it, so the
+/// selection grew quadratically with the calls, past the `disabled` list's bound (30 calls
+/// naming ten 150 KB names each took the inspector to 2.8 GB).
+#[test]
+fn s6_7_repeated_disabling_by_notification_keeps_each_set_once() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    for round in 0..50 {
+        let names: Vec<String> = (0..10)
+            .map(|i| format!("set{}", (round * 3 + i) % 40))
+            .collect();
+        p.host.disable_by_notification(&names).expect("ready");
+        p.drive();
+    }
+    let disabled = &p.host.review().expect("reviewed").selection().disabled;
+    let unique: std::collections::BTreeSet<&str> = disabled.iter().map(|n| n.as_str()).collect();
+    assert_eq!(unique.len(), disabled.len(), "each set once: {disabled:?}");
+    assert_eq!(disabled.len(), 40);
+}
+
 /// A disable by Notification waits like a policy change: not before the connection is up,
 /// not while a policy Request is in flight, never on an MCP-only connection (§3.2).
 #[test]
