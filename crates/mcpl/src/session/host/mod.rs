@@ -938,6 +938,15 @@ impl HostState {
     ) {
         let id = self.next_id;
         self.next_id += 1;
+        // The application's hook params (`before_inference`) may be anything: a scalar goes
+        // nowhere (JSON-RPC 2.0 §4.2) and the request fails at once, as a driver's refused
+        // write does (a hook then fails open, reported).
+        if let Err(kind) = crate::jsonrpc::params_shape(&params) {
+            let refused = ErrorObject::invalid_params(format!(
+                "{method} not sent: params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}"
+            ));
+            return self.on_answer(now, id, purpose, Answer::Error(refused));
+        }
         self.pending.insert(id, (purpose, now.checked_add(timeout)));
         self.transmit(Message::Request(Request {
             id: RequestId::from(id),

@@ -159,3 +159,31 @@ fn scalar_params_from_the_application_are_refused_not_sent() {
     assert_eq!(p.to_server.len(), host_before + 2);
     assert_eq!(p.to_host.len(), server_before + 1);
 }
+
+/// JSON-RPC 2.0 §4.2 and §10.1: hook params the application passes as a scalar go nowhere:
+/// the hook fails at once (fail-open, a `Hook` verdict with its failure and a `HookFailed`
+/// diagnostic), where `before_inference` wrote a request no server may accept.
+#[test]
+fn scalar_hook_params_fail_the_hook_without_a_frame() {
+    let mut p = Pair::connect(
+        &["contextHooks.beforeInference.inject.afterUser"],
+        hook_rules(),
+    );
+    p.collect();
+    let written = p.to_server.len();
+    let id = p
+        .host
+        .before_inference(p.now, json!("hello"))
+        .expect("an inject leaf is granted");
+    p.collect();
+    assert_eq!(p.to_server.len(), written, "nothing written");
+    let verdicts = hook_verdicts(&p);
+    assert_eq!(verdicts.len(), 1);
+    let failure = verdicts[0].failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("§4.2"), "{failure}");
+    assert!(!p.host.is_pending(id));
+    assert!(p
+        .host_out
+        .iter()
+        .any(|o| matches!(o, HostOutput::Diagnostic(HostDiagnostic::HookFailed { .. }))));
+}
