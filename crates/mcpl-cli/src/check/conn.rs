@@ -605,6 +605,18 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
             }
             Event::Frame(v)
         }
+        // JSON, but nested past what a parser takes (serde_json's 128 levels): not junk, an
+        // invalid message, said so.
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            discard(
+                format!(
+                    "a JSON text of {} bytes nested deeper than 128 levels (not parsed)",
+                    text.len()
+                ),
+                transcript,
+            )
+            .0
+        }
         Err(_) => {
             if let Some(t) = transcript {
                 t.write_junk(text);
@@ -666,6 +678,19 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    /// A frame that is JSON but nested past what a parser takes is an invalid message,
+    /// reported as such, not "junk (not JSON)"; text that is no JSON stays junk.
+    #[test]
+    fn json_nested_too_deep_is_invalid_not_junk() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(
+            classify(&deep, None),
+            Event::Invalid(why) if why.contains("nested deeper than 128 levels")
+        ));
+        assert!(matches!(classify("hello", None), Event::Junk(kept) if kept == "hello"));
+        assert!(matches!(classify("[[1]]", None), Event::Frame(_)));
+    }
 
     /// Issue #20: a server writing lines that are not UTF-8 (each discarded by the
     /// transport, its event carrying only a reason) fills the queue of frames not yet judged
