@@ -633,6 +633,12 @@ pub fn params_shape(params: &Value) -> Result<(), &'static str> {
     }
 }
 
+/// Why params of JSON type `kind` (a [`params_shape`] refusal) are not sent: the one text
+/// every send path refuses them with.
+pub fn scalar_params_reason(kind: &str) -> String {
+    format!("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}")
+}
+
 /// The `params` member to send for `params`: `null` is sent as no member at all. JSON-RPC
 /// 2.0 §4.2 allows an object, an array or no member, and stricter peers (schema-validating
 /// SDKs) refuse `"params": null`, which this crate still reads as given. The one rule of

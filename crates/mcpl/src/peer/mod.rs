@@ -178,9 +178,7 @@ pub(crate) fn params_for_wire(
     if let Some(Err(kind)) = params.as_ref().map(crate::jsonrpc::params_shape) {
         return Err(PeerError::Encode {
             method: method.to_owned(),
-            reason: format!(
-                "params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}"
-            ),
+            reason: crate::jsonrpc::scalar_params_reason(kind),
         });
     }
     Ok(crate::jsonrpc::params_to_send(params))

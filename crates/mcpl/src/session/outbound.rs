@@ -30,7 +30,7 @@ pub enum OutboundRefusal {
     ChannelNotPermitted(String),
     /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
     /// §4.2, [`crate::jsonrpc::params_shape`]).
-    #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
+    #[error("{}", crate::jsonrpc::scalar_params_reason(.0))]
     InvalidParams(&'static str),
 }
 

@@ -232,7 +232,7 @@ pub enum SendRefusal {
     },
     /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
     /// §4.2, [`crate::jsonrpc::params_shape`]): nothing is sent.
-    #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
+    #[error("{}", crate::jsonrpc::scalar_params_reason(.0))]
     InvalidParams(&'static str),
     /// The connection ended ([`ServerState::handle_close`]): nothing is sent, and no
     /// outcome would ever come for a request.

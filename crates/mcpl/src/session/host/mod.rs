@@ -943,7 +943,8 @@ impl HostState {
         // write does (a hook then fails open, reported).
         if let Err(kind) = crate::jsonrpc::params_shape(&params) {
             let refused = ErrorObject::invalid_params(format!(
-                "{method} not sent: params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}"
+                "{method} not sent: {}",
+                crate::jsonrpc::scalar_params_reason(kind)
             ));
             return self.on_answer(now, id, purpose, Answer::Error(refused));
         }
