@@ -989,60 +989,10 @@ impl HostHarness {
     }
 
     fn hostile(&mut self, h: &Hostile) -> Result<(), TestCaseError> {
-        match h {
-            Hostile::Request {
-                id,
-                method,
-                params,
-                extra,
-            } => {
-                let text = request_text(
-                    Some(&id_pool(*id)),
-                    method,
-                    make_params(method, params),
-                    extra.clone(),
-                );
-                self.deliver(&text)
-            }
-            Hostile::Twice { id, method, params } => {
-                let text = request_text(
-                    Some(&id_pool(*id)),
-                    method,
-                    make_params(method, params),
-                    None,
-                );
-                self.deliver(&text)?;
-                self.deliver(&text)
-            }
-            Hostile::Notification { method, params } => {
-                let text = request_text(None, method, make_params(method, params), None);
-                self.deliver(&text)
-            }
-            Hostile::Response { to, body } => {
-                let (id, method) = match to {
-                    RespTo::Pending { k, again } => {
-                        if self.asked.is_empty() {
-                            return Ok(());
-                        }
-                        let i = k % self.asked.len();
-                        if *again {
-                            self.asked[i].clone()
-                        } else {
-                            self.asked.remove(i)
-                        }
-                    }
-                    RespTo::Pool(i) => (id_pool(*i), String::new()),
-                    RespTo::Null => (Value::Null, String::new()),
-                    RespTo::StringOf(i) => (json!(i.to_string()), String::new()),
-                };
-                let body = match body {
-                    Body::Valid(k) => Ok(self.valid_answer(&method, *k)),
-                    Body::Junk(v) => Ok(v.clone()),
-                    Body::Error(c, d) => Err(error_value(*c, d.clone())),
-                };
-                self.deliver(&response_text(&id, body))
-            }
-        }
+        let mut asked = std::mem::take(&mut self.asked);
+        let frames = hostile_frames(h, &mut asked, |m, k| self.valid_answer(m, k), |_, _| {});
+        self.asked = asked;
+        frames.iter().try_for_each(|f| self.deliver(f))
     }
 
     /// Moves time and fires every deadline due (invariant 5).
@@ -1504,67 +1454,17 @@ impl ServerHarness {
     }
 
     fn hostile(&mut self, h: &Hostile) -> Result<(), TestCaseError> {
-        match h {
-            Hostile::Request {
-                id,
-                method,
-                params,
-                extra,
-            } => {
-                let text = request_text(
-                    Some(&id_pool(*id)),
-                    method,
-                    make_params(method, params),
-                    extra.clone(),
-                );
-                self.deliver(&text)
-            }
-            Hostile::Twice { id, method, params } => {
-                let text = request_text(
-                    Some(&id_pool(*id)),
-                    method,
-                    make_params(method, params),
-                    None,
-                );
-                self.deliver(&text)?;
-                self.deliver(&text)
-            }
-            Hostile::Notification { method, params } => {
-                let mut p = make_params(method, params);
-                // Chunks name the server's own streamed requests now and then.
-                if let (Some(Value::Object(o)), Some((id, _))) = (p.as_mut(), self.asked.first()) {
-                    if method == "inference/chunk" && o.contains_key("requestId") {
-                        o.insert("requestId".into(), id.clone());
-                    }
+        // Chunks name the server's own streamed requests now and then.
+        let first = self.asked.first().map(|(id, _)| id.clone());
+        let tweak = |method: &str, p: &mut Option<Value>| {
+            if let (Some(Value::Object(o)), Some(id)) = (p.as_mut(), first) {
+                if method == "inference/chunk" && o.contains_key("requestId") {
+                    o.insert("requestId".into(), id);
                 }
-                let text = request_text(None, method, p, None);
-                self.deliver(&text)
             }
-            Hostile::Response { to, body } => {
-                let (id, method) = match to {
-                    RespTo::Pending { k, again } => {
-                        if self.asked.is_empty() {
-                            return Ok(());
-                        }
-                        let i = k % self.asked.len();
-                        if *again {
-                            self.asked[i].clone()
-                        } else {
-                            self.asked.remove(i)
-                        }
-                    }
-                    RespTo::Pool(i) => (id_pool(*i), String::new()),
-                    RespTo::Null => (Value::Null, String::new()),
-                    RespTo::StringOf(i) => (json!(i.to_string()), String::new()),
-                };
-                let body = match body {
-                    Body::Valid(k) => Ok(Self::valid_answer(&method, *k)),
-                    Body::Junk(v) => Ok(v.clone()),
-                    Body::Error(c, d) => Err(error_value(*c, d.clone())),
-                };
-                self.deliver(&response_text(&id, body))
-            }
-        }
+        };
+        let frames = hostile_frames(h, &mut self.asked, Self::valid_answer, tweak);
+        frames.iter().try_for_each(|f| self.deliver(f))
     }
 
     fn tick(&mut self, t: &Tick) -> Result<(), TestCaseError> {
@@ -1726,6 +1626,67 @@ const WARM: usize = 6_000;
 /// its collections): what grows with what it holds.
 fn size_of(state: &impl std::fmt::Debug) -> usize {
     format!("{state:?}").len()
+}
+/// The frames one hostile step `h` writes, in order. `asked` holds the requests the machine
+/// sent, which a response step answers (and takes, unless it answers again); `answer` makes
+/// a valid answer for a method; `tweak` adjusts a notification's params.
+fn hostile_frames(
+    h: &Hostile,
+    asked: &mut Vec<(Value, String)>,
+    answer: impl Fn(&str, u64) -> Value,
+    tweak: impl FnOnce(&str, &mut Option<Value>),
+) -> Vec<String> {
+    match h {
+        Hostile::Request {
+            id,
+            method,
+            params,
+            extra,
+        } => vec![request_text(
+            Some(&id_pool(*id)),
+            method,
+            make_params(method, params),
+            extra.clone(),
+        )],
+        Hostile::Twice { id, method, params } => {
+            let text = request_text(
+                Some(&id_pool(*id)),
+                method,
+                make_params(method, params),
+                None,
+            );
+            vec![text.clone(), text]
+        }
+        Hostile::Notification { method, params } => {
+            let mut p = make_params(method, params);
+            tweak(method, &mut p);
+            vec![request_text(None, method, p, None)]
+        }
+        Hostile::Response { to, body } => {
+            let (id, method) = match to {
+                RespTo::Pending { k, again } => {
+                    if asked.is_empty() {
+                        return Vec::new();
+                    }
+                    let i = k % asked.len();
+                    if *again {
+                        asked[i].clone()
+                    } else {
+                        asked.remove(i)
+                    }
+                }
+                RespTo::Pool(i) => (id_pool(*i), String::new()),
+                RespTo::Null => (Value::Null, String::new()),
+                RespTo::StringOf(i) => (json!(i.to_string()), String::new()),
+            };
+            let body = match body {
+                Body::Valid(k) => Ok(answer(&method, *k)),
+                Body::Junk(v) => Ok(v.clone()),
+                Body::Error(c, d) => Err(error_value(*c, d.clone())),
+            };
+            vec![response_text(&id, body)]
+        }
+    }
 }
 
 /// Every output drained, each frame read; the requests the machine sent, by id and method.
