@@ -1576,6 +1576,20 @@ async fn a_respond_result_with_newlines_is_still_one_line() {
     assert_ping_works(&mut raw, 2).await;
 }
 
+/// The peer's first request, `ping` with `params`, reaches the wire as id 1 with no params
+/// member and gets its answer.
+async fn ping_goes_as_id_1_without_params(peer: &Peer, raw: &mut Raw, params: Option<Value>) {
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw("ping", params).await });
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":1,"method":"ping"})
+    );
+    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{}}))
+        .await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({}));
+}
+
 /// JSON-RPC 2.0 §4.2: `params` is an object or an array. A scalar the application passes
 /// is refused before anything is written or registered (`PeerError::Encode`, naming the
 /// method), on every send path, so no peer ever reads a message it must reject; the very
@@ -1622,15 +1636,7 @@ async fn scalar_params_are_refused_before_anything_is_sent() {
         raw.recv().await,
         json!({"jsonrpc":"2.0","method":"acme/note","params":[1,2]})
     );
-    let p = peer.clone();
-    let call = tokio::spawn(async move { p.request_raw("ping", None).await });
-    assert_eq!(
-        raw.recv().await,
-        json!({"jsonrpc":"2.0","id":1,"method":"ping"})
-    );
-    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{}}))
-        .await;
-    assert_eq!(call.await.unwrap().unwrap(), json!({}));
+    ping_goes_as_id_1_without_params(&peer, &mut raw, None).await;
 }
 
 /// JSON-RPC 2.0 §4.2: `params` is an object, an array or absent. `null` params (what a
@@ -1646,15 +1652,7 @@ async fn null_params_go_as_no_member() {
         raw.recv().await,
         json!({"jsonrpc":"2.0","method":"acme/note"})
     );
-    let p = peer.clone();
-    let call = tokio::spawn(async move { p.request_raw("ping", Some(Value::Null)).await });
-    assert_eq!(
-        raw.recv().await,
-        json!({"jsonrpc":"2.0","id":1,"method":"ping"})
-    );
-    raw.send_json(json!({"jsonrpc":"2.0","id":1,"result":{}}))
-        .await;
-    assert_eq!(call.await.unwrap().unwrap(), json!({}));
+    ping_goes_as_id_1_without_params(&peer, &mut raw, Some(Value::Null)).await;
     let id = peer
         .send_request("ping", Some(Value::Null), |_| {})
         .await
