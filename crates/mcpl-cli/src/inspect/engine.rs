@@ -182,7 +182,6 @@ pub struct State {
     child: Option<ChildControl>,
 }
 
-/// Pushes onto a bounded history, dropping the oldest.
 /// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,
 /// in order, are `keys`.
 pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
@@ -206,6 +205,7 @@ pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
     v["truncated"] = json!(true);
 }
 
+/// Pushes onto a bounded history, dropping the oldest.
 pub fn push_bounded(list: &mut VecDeque<Value>, v: Value, bound: usize) {
     list.push_back(v);
     while list.len() > bound {
