@@ -7,10 +7,15 @@ use super::*;
 /// `handle_close`, `handle_timeout` changes nothing, so no deadline may be due any more. A
 /// request the application sent after the close (a race its driver cannot rule out) left
 /// its deadline behind, and `poll_timeout` returned it forever: a driver sleeping until it
-/// spun. Such a request is now refused ([`SendRefusal::Closed`]) as well.
+/// spun. Such a request is now refused ([`SendRefusal::Closed`]), and one sent before the
+/// close leaves no deadline behind either.
 #[test]
 fn after_close_no_deadline_stays_due() {
     let mut p = inference_pair();
+    p.server
+        .request(p.now, "inference/request", ask(false))
+        .expect("sent before the close");
+    assert!(p.server.poll_timeout().is_some(), "its deadline is pending");
     p.server.handle_close(p.now);
     p.collect();
     let written = p.to_host.len();
