@@ -2635,6 +2635,32 @@ async fn s10_a_hook_answer_past_the_injection_bound_is_refused_whole() {
     ));
 }
 
+/// §10.1: the connection closes while the server holds the hook. The fan-out does not wait
+/// for the hook timeout: the hook fails open as closed (`HostState::handle_close`), and the
+/// session reports no `HookFailed` (the server was not late: it is gone).
+#[tokio::test]
+async fn s10_1_a_hook_in_flight_when_the_connection_closes_fails_open_as_closed() {
+    let (s, mut streams, server, fan, hook) = hook_in_flight().await;
+    server.peer.close();
+    let inj = fan.await.unwrap();
+    drop(hook);
+    assert_eq!(inj.consulted, vec![s.label()]);
+    assert_eq!(inj.failures.len(), 1, "{inj:?}");
+    assert!(
+        inj.failures[0].detail.contains("connection closed"),
+        "{}",
+        inj.failures[0].detail
+    );
+    assert!(inj.system.is_empty() && inj.before_user.is_empty() && inj.after_user.is_empty());
+    let diags = drain_diags(&mut streams);
+    assert!(
+        !diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::HookFailed { .. })),
+        "{diags:?}"
+    );
+}
+
 /// §6.1, §17.5: an `mcpl/manifest` answer with 100,000 feature sets (past
 /// `max_feature_sets`, 1,024) is refused before review: a `ManifestFetchFailed` naming the
 /// count, no change receipt, the grant as it was.

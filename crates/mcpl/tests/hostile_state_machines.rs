@@ -35,7 +35,7 @@ use mcpl::manifest::{ChangeDomain, ManifestChanged};
 use mcpl::policy::Fallback;
 use mcpl::session::{
     ChannelLimits, HostOutput, HostRules, HostState, ServerDiagnostic, ServerOutput, ServerRules,
-    ServerState, Terminal,
+    ServerState, StateError, Terminal,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -736,6 +736,8 @@ enum HostCall {
     InferenceChunk(usize),
     EventRoom(usize),
     Ontology(u8, bool),
+    /// The connection ends (`HostState::handle_close`).
+    Close,
 }
 
 fn host_call() -> impl Strategy<Value = HostCall> {
@@ -759,6 +761,7 @@ fn host_call() -> impl Strategy<Value = HostCall> {
         1 => any::<usize>().prop_map(HostCall::InferenceChunk),
         1 => prop_oneof![Just(0usize), Just(1), Just(usize::MAX)].prop_map(HostCall::EventRoom),
         1 => (any::<u8>(), any::<bool>()).prop_map(|(s, a)| HostCall::Ontology(s, a)),
+        1 => Just(HostCall::Close),
     ]
 }
 
@@ -1061,6 +1064,11 @@ impl HostHarness {
             }
             HostCall::Disable(sets) => drop(h.disable_by_notification(sets)),
             HostCall::Refresh => drop(h.refresh_manifest(now)),
+            HostCall::Close => {
+                h.handle_close(now);
+                self.closed = true;
+                prop_assert_eq!(h.poll_timeout(), None, "a deadline after close");
+            }
             HostCall::Answer(k, how, j) => return self.answer(*k, *how, j.clone()),
             HostCall::InferenceChunk(k) => {
                 if !self.ledger.handed.is_empty() {
@@ -1097,6 +1105,11 @@ impl HostHarness {
             _ => Err(ErrorObject::new(-32000, "application error")),
         };
         let r = self.host.answer(id.clone(), outcome);
+        if self.closed {
+            // Closed (a `Close` output, or `handle_close`): nothing is sent any more.
+            prop_assert_eq!(r, Err(StateError::NotConnected));
+            return self.drain();
+        }
         prop_assert!(
             r.is_ok(),
             "request {id} was handed out but its answer was refused: {r:?}"

@@ -161,6 +161,7 @@ fn connect_error(e: ConnectError, timeout: Duration) -> HostError {
         }
         ConnectError::Policy(p) => HostError::Policy(p),
         ConnectError::Refused => HostError::Refused("close"),
+        ConnectError::Closed => HostError::Peer(PeerError::Closed(CloseReason::Eof)),
     }
 }
 
@@ -682,10 +683,10 @@ impl Driver {
         report_diag(&self.shared.label, &self.diags, &self.shared.diags_lost, d);
     }
 
-    /// The connection ended: `connect` still waiting fails; every request of ours still
-    /// waiting is expired and its outcome carried out (nothing more is written); one with
-    /// no deadline (a timeout past what `Instant` holds) is not, and its caller gets the
-    /// closed error when its reply is dropped.
+    /// The connection ended: `connect` still waiting fails; the state machine is told
+    /// ([`HostState::handle_close`]), so a hook still waiting gets its fail-open verdict, and
+    /// every other caller still waiting gets the closed error when its reply is dropped
+    /// (nothing more is written).
     async fn shut_down(mut self: Box<Self>, mut w: Waiting) {
         if let Some(reply) = self.connected.take() {
             let _ = reply.send(Err(closed_error(&self.peer)));
@@ -695,8 +696,7 @@ impl Driver {
         self.out.drain().await;
         self.frames_moved(&mut w);
         self.peer.close();
-        let far = clock_now() + Duration::from_secs(60 * 60 * 24 * 365);
-        self.state.handle_timeout(far);
+        self.state.handle_close(clock_now());
         self.carry_out(&mut w, false);
         for (_, reply) in w.refreshes.drain(..) {
             let _ = reply.send(Ok(None));

@@ -5,8 +5,9 @@
 //! - [`rules`]: the host's inbound judgements and policy decisions (§5.3, §6.7, §9, §11.1,
 //!   §16), used by the async `host::HostSession` and by [`HostState`].
 //! - [`HostState`] and [`ServerState`]: state machines fed inputs in wire order (a received
-//!   message, a timer tick with `now`, an application call) that return outputs (messages
-//!   to send, events, diagnostics, the next deadline). Wired back to back they run a whole
+//!   message, a timer tick with `now`, an application call, the end of the connection:
+//!   `handle_close`) that return outputs (messages to send, events, diagnostics, the next
+//!   deadline). Wired back to back they run a whole
 //!   session deterministically (`session/tests/`).
 //!
 //! [`HostState`] decides the handshake and policy exchange, admission, `push/event`,

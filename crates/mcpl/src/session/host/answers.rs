@@ -6,6 +6,47 @@ use crate::protocol::feature_sets::FeatureSetsUpdate;
 use crate::protocol::handshake::Initialized;
 
 impl HostState {
+    /// The connection ended at `now` (the transport closed, or the driver closed it after
+    /// [`HostOutput::Close`]): nothing more is read or sent. Every request of ours still
+    /// waiting ends now, in id order, without a diagnostic (the server is not known to be at
+    /// fault): a `context/beforeInference` hook as [`HostOutput::Hook`] with a failed
+    /// verdict (fail-open, §10.1), and a handshake or initial policy exchange still under
+    /// way (§5.2, §5.3) as [`HostOutput::Connected`] with [`ConnectError::Closed`]. The
+    /// application's requests, a policy change, manifest fetches, the server's requests
+    /// handed out, open turns and open streams are forgotten: the driver tells its callers
+    /// the connection closed, as [`super::super::ServerState::handle_close`] leaves it to
+    /// the server's. Afterwards [`Self::poll_timeout`] is `None`, inputs change nothing and
+    /// every call that would send is refused ([`StateError::NotConnected`]). Outputs queued
+    /// before stay queued. Later calls do nothing.
+    pub fn handle_close(&mut self, _now: Instant) {
+        let connecting = matches!(
+            self.phase,
+            Phase::Initializing | Phase::PolicyPending | Phase::Reducing
+        );
+        self.phase = Phase::Closed;
+        let mut ended: Vec<(u64, Purpose)> =
+            self.pending.drain().map(|(id, (p, _))| (id, p)).collect();
+        ended.sort_unstable_by_key(|(id, _)| *id);
+        for (id, purpose) in ended {
+            if let Purpose::Hook = purpose {
+                let verdict = rules::judge_hook_answer(
+                    Err("the connection closed before the server answered (fail-open)".into()),
+                    &self.p.grant,
+                    self.p.review.as_deref(),
+                    self.rules.max_injections_per_hook,
+                );
+                self.out.push_back(HostOutput::Hook { id, verdict });
+            }
+        }
+        if connecting {
+            self.out
+                .push_back(HostOutput::Connected(Err(ConnectError::Closed)));
+        }
+        self.app_pending.clear();
+        self.open_turns.clear();
+        self.open_streams.clear();
+    }
+
     pub(super) fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
         match purpose {
             Purpose::Fetch => {

@@ -29,6 +29,7 @@ use crate::protocol::Method as _;
 
 mod answers;
 mod inbound;
+mod streams;
 mod turns;
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
@@ -128,6 +129,10 @@ pub enum ConnectError {
     /// The host's own policy does not parse.
     #[error("{0}")]
     Policy(#[from] PatternError),
+    /// The connection closed before the handshake and initial policy exchange ended
+    /// ([`HostState::handle_close`]).
+    #[error("the connection closed before the handshake ended (§5.2, §5.3)")]
+    Closed,
     /// The server refused the initial policy with `fallback: "close"` (§6.7).
     #[error(
         "the server refused the policy with fallback \"close\" (§6.7): the connection is closed"
@@ -515,99 +520,6 @@ impl HostState {
         )
     }
 
-    /// Starts the outgoing stream of inference `inference_id` (§14.3): one per inference,
-    /// carrying all its channels; refused while one for the id is open or among the
-    /// recently ended ones, and past [`super::ENDED_IDS_REMEMBERED`] open streams.
-    pub fn start_stream(
-        &mut self,
-        inference_id: &str,
-        conversation_id: Option<&str>,
-    ) -> Result<(), StateError> {
-        // A duplicate is refused as one even at the open limit (as a turn's).
-        if self.streams.knows(inference_id) {
-            return Err(StateError::Stream(format!(
-                "a stream for inference {inference_id:?} is open or recently ended"
-            )));
-        }
-        if self.open_streams.len() >= super::ENDED_IDS_REMEMBERED {
-            return Err(StateError::TooManyOpen {
-                what: "outgoing streams",
-                limit: super::ENDED_IDS_REMEMBERED,
-            });
-        }
-        self.streams.start(inference_id);
-        self.open_streams.insert(
-            inference_id.to_owned(),
-            super::Outgoing::new(inference_id, conversation_id),
-        );
-        Ok(())
-    }
-
-    fn open_stream(&self, inference_id: &str) -> Result<&super::Outgoing, StateError> {
-        self.open_streams.get(inference_id).ok_or_else(|| {
-            StateError::Stream(format!("no stream for inference {inference_id:?} is open"))
-        })
-    }
-
-    /// Sends the next `channels/outgoing/chunk` of the stream (§14.3), gated like every
-    /// channel method (`channels.streaming`, a channel this server registered as outbound
-    /// that the host's patterns permit); a refused chunk takes no index.
-    pub fn stream_chunk(
-        &mut self,
-        inference_id: &str,
-        channel_id: &str,
-        delta: &str,
-    ) -> Result<(), StateError> {
-        let params = self.open_stream(inference_id)?.chunk(channel_id, delta)?;
-        self.gate(ChannelsOutgoingChunk::NAME, &params)?;
-        if let Some(s) = self.open_streams.get_mut(inference_id) {
-            s.chunk_sent(channel_id, delta);
-        }
-        self.write_notification(ChannelsOutgoingChunk::NAME, params);
-        Ok(())
-    }
-
-    /// Sends `channels/outgoing/complete` for one channel of the stream with the whole text
-    /// it streamed (§14.3); a channel that got no chunk owes nothing and gets nothing.
-    pub fn stream_complete(
-        &mut self,
-        inference_id: &str,
-        channel_id: &str,
-    ) -> Result<(), StateError> {
-        let Some(params) = self.open_stream(inference_id)?.complete(channel_id)? else {
-            return Ok(());
-        };
-        self.gate(ChannelsOutgoingComplete::NAME, &params)?;
-        if let Some(s) = self.open_streams.get_mut(inference_id) {
-            s.complete_sent(channel_id);
-        }
-        self.write_notification(ChannelsOutgoingComplete::NAME, params);
-        Ok(())
-    }
-
-    /// Ends the stream: every channel still owed its `complete` gets it (§14.3: on every exit
-    /// path); one the gate no longer allows is not sent and reported as
-    /// [`HostDiagnostic::OutgoingNotCompleted`].
-    pub fn end_stream(&mut self, inference_id: &str) -> Result<(), StateError> {
-        let Some(mut stream) = self.open_streams.remove(inference_id) else {
-            return Err(StateError::Stream(format!(
-                "no stream for inference {inference_id:?} is open"
-            )));
-        };
-        self.streams.end(inference_id);
-        for (channel_id, params) in stream.take_owed() {
-            match self.gate(ChannelsOutgoingComplete::NAME, &params) {
-                Ok(()) => self.write_notification(ChannelsOutgoingComplete::NAME, params),
-                Err(r) => self.diag(HostDiagnostic::OutgoingNotCompleted {
-                    inference_id: inference_id.to_owned(),
-                    channel_id,
-                    detail: r.to_string(),
-                }),
-            }
-        }
-        Ok(())
-    }
-
     fn write_notification(&mut self, method: &str, params: Value) {
         self.transmit(Message::Notification(Notification {
             method: method.to_owned(),
@@ -621,6 +533,7 @@ impl HostState {
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), StateError> {
+        self.open()?;
         let Some(req) = self.app_pending.remove(&id) else {
             return Err(StateError::UnknownRequest(
                 serde_json::to_string(&id).unwrap_or_default(),
@@ -650,6 +563,7 @@ impl HostState {
     /// and not yet answered; gated per chunk (`inference.streaming`, §5.4), so a grant
     /// narrowed mid-stream stops it. The answer ([`Self::answer`]) follows the chunks.
     pub fn inference_chunk(&mut self, id: &RequestId, delta: &str) -> Result<(), StateError> {
+        self.open()?;
         let index = match self.app_pending.get(id) {
             Some(r) if r.streamed => r.chunks,
             _ => {
@@ -778,6 +692,7 @@ impl HostState {
     /// Request is written; a widening activates only on an accepting receipt. The outcome
     /// comes out as [`HostOutput::PolicyChanged`].
     pub fn set_policy(&mut self, now: Instant, patterns: Vec<String>) -> Result<(), StateError> {
+        self.open()?;
         if let Mode::McpOnly(r) = &self.p.mode {
             if self.p.ready {
                 return Err(StateError::McpOnly(r.clone()));
@@ -854,6 +769,15 @@ impl HostState {
         let timeout = self.rules.hook_timeout;
         self.send_request(BeforeInference::NAME, params, Purpose::Hook, (now, timeout));
         Some(id)
+    }
+
+    /// `Err(NotConnected)` once closed: after [`HostOutput::Close`] or
+    /// [`Self::handle_close`] nothing more is sent.
+    fn open(&self) -> Result<(), StateError> {
+        match self.phase {
+            Phase::Closed => Err(StateError::NotConnected),
+            _ => Ok(()),
+        }
     }
 
     fn wall(&self, now: Instant) -> SystemTime {

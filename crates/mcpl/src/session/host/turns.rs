@@ -37,6 +37,7 @@ impl HostState {
         conversation_id: &str,
         turn_index: u64,
     ) -> Result<(), StateError> {
+        self.open()?;
         // The gate reads no params of this method: its requirement is the method's own
         // (`InferenceLifecycle::REQUIREMENT`, §10.5), and it addresses no channel.
         self.gate_params(InferenceLifecycle::NAME, None)
@@ -79,6 +80,7 @@ impl HostState {
         terminal: crate::session::Terminal,
         usage: Option<Value>,
     ) -> Result<(), StateError> {
+        self.open()?;
         let Some((conversation_id, turn_index)) = self.open_turns.remove(inference_id) else {
             return Err(StateError::Turn(format!(
                 "no turn for inference {inference_id:?} is open"
