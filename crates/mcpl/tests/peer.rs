@@ -1662,3 +1662,73 @@ async fn null_params_go_as_no_member() {
         json!({"jsonrpc":"2.0","id":id.to_value(),"method":"ping"})
     );
 }
+
+/// `levels` arrays nested in one another (`[]` is 1).
+fn nested(levels: usize) -> Value {
+    (1..levels).fold(json!([]), |inner, _| json!([inner]))
+}
+
+/// No message nested past what a peer reads is written (`jsonrpc::MAX_MEMBER_NESTING`: the
+/// message is one level more, and serde_json reads 127): params that deep are refused
+/// before anything is sent, and an answer that deep (a `Value` through `finish`, a typed
+/// result through `respond`, in a batch too) goes as `-32603` saying so, where the
+/// requester would have read nothing and waited for its timeout. As deep as is read still
+/// goes as it is.
+#[tokio::test]
+async fn nothing_nested_past_what_a_peer_reads_is_written() {
+    use mcpl::jsonrpc::MAX_MEMBER_NESTING;
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let too_deep = nested(MAX_MEMBER_NESTING + 1);
+    match peer.request_raw("acme/do", Some(too_deep.clone())).await {
+        Err(PeerError::Encode { method, reason }) => {
+            assert_eq!(method, "acme/do");
+            assert!(reason.contains("deeper than 126 levels"), "{reason}");
+        }
+        other => panic!("too deep params refused, got {other:?}"),
+    }
+    let deepest = nested(MAX_MEMBER_NESTING);
+    peer.notify_raw("acme/note", Some(deepest.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","method":"acme/note","params":deepest})
+    );
+
+    for (id, value, typed) in [
+        (1, too_deep.clone(), false),
+        (2, too_deep.clone(), true),
+        (3, deepest.clone(), false),
+    ] {
+        raw.send_json(json!({"jsonrpc":"2.0","id":id,"method":"acme/get"}))
+            .await;
+        let Some(IncomingMessage::Request(req)) = incoming.recv().await else {
+            panic!("the request is delivered");
+        };
+        if typed {
+            req.respond(&value).await.unwrap();
+        } else {
+            req.finish(Ok(value.clone())).await.unwrap();
+        }
+        let got = raw.recv().await;
+        assert_eq!(got["id"], id);
+        if value == deepest {
+            assert_eq!(got["result"], deepest);
+        } else {
+            assert_eq!(got["error"]["code"], codes::INTERNAL_ERROR, "{got}");
+            let message = got["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("deeper than 126 levels"), "{message}");
+        }
+    }
+
+    // In a batch: the member is replaced, the batch is answered whole.
+    raw.send_json(json!([{"jsonrpc":"2.0","id":7,"method":"acme/get"}]))
+        .await;
+    let Some(IncomingMessage::Request(req)) = incoming.recv().await else {
+        panic!("the batch's request is delivered");
+    };
+    req.finish(Ok(too_deep)).await.unwrap();
+    let got = raw.recv().await;
+    assert_eq!(got[0]["id"], 7);
+    assert_eq!(got[0]["error"]["code"], codes::INTERNAL_ERROR, "{got}");
+}

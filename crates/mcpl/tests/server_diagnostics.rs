@@ -799,3 +799,51 @@ async fn s10_1_an_unredacted_user_message_is_reported_and_withheld_alike() {
     assert_eq!(handed, [None, None]);
     assert_eq!(reported, [D::UserMessageUnredacted]);
 }
+
+/// A tool whose result nests past what the host reads (`jsonrpc::MAX_MEMBER_NESTING`) is
+/// answered `-32603` saying so, where the host read nothing and waited for its timeout, and
+/// the author is told under plain `serve()` (`result_unencodable`, naming the method). The
+/// next call on the connection is answered as usual.
+#[tokio::test]
+async fn a_tool_result_nested_past_what_the_host_reads_is_answered_32603_and_warned() {
+    let (capture, _guard) = Capture::install();
+    let deep = (0..mcpl::jsonrpc::MAX_MEMBER_NESTING).fold(json!([]), |v, _| json!([v]));
+    let server = Server::builder("deep", "1")
+        .tool(
+            "deep",
+            "Too deep",
+            json!({"type": "object"}),
+            move |_s, _p| {
+                let mut r = ToolsCallResult::text("deep");
+                r.extra.insert("deep".into(), deep.clone());
+                async move { Ok(r) }
+            },
+        )
+        .tool("ok", "Fine", json!({"type": "object"}), |_s, _p| async {
+            Ok(ToolsCallResult::text("fine"))
+        })
+        .build()
+        .unwrap();
+    let (mut host, task) = RawHost::serve(&server);
+    host.initialize(false).await;
+    let answer = host
+        .request("tools/call", json!({"name": "deep", "arguments": {}}))
+        .await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("deeper than 126 levels"), "{message}");
+    let fine = host
+        .request("tools/call", json!({"name": "ok", "arguments": {}}))
+        .await;
+    assert_eq!(fine["result"]["content"][0]["text"], "fine", "{fine}");
+    host.hang_up(task).await;
+    let warnings = capture.at(tracing::Level::WARN);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("code=result_unencodable")
+                && w.contains("tools/call")
+                && w.contains("deeper than 126 levels")),
+        "{warnings:#?}"
+    );
+}

@@ -36,6 +36,8 @@ struct Checked<'a> {
     fallback: &'a Cell<bool>,
     /// Object nesting now (0: outside any).
     depth: usize,
+    /// Array and object nesting now: past [`super::MAX_MEMBER_NESTING`] the value is refused.
+    nesting: usize,
     /// Member names written so far in each open object (by hash), and how many.
     keys: [[u64; KEYS_CHECKED]; DEPTH_CHECKED],
     counts: [usize; DEPTH_CHECKED],
@@ -57,6 +59,7 @@ impl<'a> Checked<'a> {
         Checked {
             fallback,
             depth: 0,
+            nesting: 0,
             keys: [[0; KEYS_CHECKED]; DEPTH_CHECKED],
             counts: [0; DEPTH_CHECKED],
             key: None,
@@ -68,6 +71,18 @@ impl<'a> Checked<'a> {
         if self.key.is_some() {
             self.fallback.set(true);
         }
+    }
+
+    /// One level deeper: an error past [`super::MAX_MEMBER_NESTING`] (no peer reads it).
+    fn deeper(&mut self) -> io::Result<()> {
+        self.nesting += 1;
+        if self.nesting > super::MAX_MEMBER_NESTING {
+            return Err(io::Error::other(format!(
+                "nested deeper than {} levels, which the peer cannot read",
+                super::MAX_MEMBER_NESTING
+            )));
+        }
+        Ok(())
     }
 
     fn hash_key_part(&mut self, bytes: &[u8]) {
@@ -90,7 +105,18 @@ macro_rules! key_writes {
 }
 
 impl Formatter for Checked<'_> {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.deeper()?;
+        CompactFormatter.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.nesting = self.nesting.saturating_sub(1);
+        CompactFormatter.end_array(w)
+    }
+
     fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.deeper()?;
         self.depth += 1;
         match self.counts.get_mut(self.depth - 1) {
             Some(count) => *count = 0,
@@ -100,6 +126,7 @@ impl Formatter for Checked<'_> {
     }
 
     fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.nesting = self.nesting.saturating_sub(1);
         self.depth = self.depth.saturating_sub(1);
         CompactFormatter.end_object(w)
     }
@@ -207,7 +234,9 @@ impl Formatter for Checked<'_> {
 }
 
 impl Encoded {
-    /// Encodes `value` (`Err` if it does not serialize). Written straight from its type;
+    /// Encodes `value` (`Err` if it does not serialize, or nests arrays and objects past
+    /// [`super::MAX_MEMBER_NESTING`] levels, which no peer could read inside its message).
+    /// Written straight from its type;
     /// one that holds a `RawValue`, names a member twice in one object, or nests objects
     /// past what is checked goes through `serde_json::to_value` as before (which reads a raw
     /// fragment, refusing one that is no JSON, and keeps one member of each name).
@@ -368,6 +397,30 @@ mod tests {
         let v = json!({ "a": { "k\"\n": 1, "b": [{ "k": 1 }, { "k": 2 }] }, "k": 3 });
         assert_eq!(Encoded::encode(&v).unwrap().to_value().unwrap(), v);
         assert_eq!(Encoded::encode(&v).unwrap().get(), v.to_string());
+    }
+
+    /// A value nested as deep as a peer reads inside its message encodes; one level more is
+    /// refused (`MAX_MEMBER_NESTING`), typed or a `Value`, arrays or objects: no peer could
+    /// read the message it would go in (`Message::parse` refuses it).
+    #[test]
+    fn values_nested_past_what_a_peer_reads_are_refused() {
+        use crate::jsonrpc::MAX_MEMBER_NESTING;
+        let arrays = |n: usize| (1..n).fold(json!([]), |v, _| json!([v]));
+        let objects = |n: usize| (1..n).fold(json!({}), |v, _| json!({ "k": v }));
+        for make in [arrays, objects] {
+            let deepest = Encoded::encode(&make(MAX_MEMBER_NESTING)).expect("as deep as read");
+            let line = deepest.response(&RequestId::from(1u64));
+            assert!(Message::parse(&line).is_ok(), "the answer is read back");
+            let e = Encoded::encode(&make(MAX_MEMBER_NESTING + 1)).expect_err("too deep");
+            assert!(e.to_string().contains("nested deeper than 126"), "{e}");
+        }
+        #[derive(Serialize)]
+        struct Deep(Option<Box<Deep>>, [u8; 0]);
+        let mut deep = Deep(None, []);
+        for _ in 0..MAX_MEMBER_NESTING * 2 {
+            deep = Deep(Some(Box::new(deep)), []);
+        }
+        assert!(Encoded::encode(&deep).is_err(), "a typed value too");
     }
 
     /// Objects nested past what is checked, or with more members than that, are encoded

@@ -380,11 +380,9 @@ impl Parts {
             let Value::String(method) = method else {
                 return Err(invalid(known_id(), "method must be a string"));
             };
-            if params
-                .as_ref()
-                .map(params_shape)
-                .is_some_and(|r| r.is_err())
-            {
+            // Only the type: what was parsed from text is as deep as the reader allows
+            // (a value built in memory is checked where it is sent, by `params_shape`).
+            if params.as_ref().is_some_and(|p| params_type(p).is_err()) {
                 return Err(invalid(known_id(), "params must be an object or an array"));
             }
             return match id {
@@ -621,22 +619,94 @@ pub enum ParseError {
     Invalid(InvalidMessage),
 }
 
-/// Whether `params` can be a message's `params` member (JSON-RPC 2.0 §4.2: a structured
-/// value, an object or an array; `null` is read as given, as many peers send it). The one
-/// rule for what is read ([`Message::from_value`], [`Message::parse`]) and what is sent (the
-/// peer's senders and both sessions' outbound gates). A scalar's refusal names its type
-/// ([`json_type_name`]).
-pub fn params_shape(params: &Value) -> Result<(), &'static str> {
-    match params {
-        Value::Object(_) | Value::Array(_) | Value::Null => Ok(()),
-        other => Err(json_type_name(other)),
+/// Deepest nesting of arrays and objects a message's `params`, `result` or error `data` may
+/// have: the message around it is one level more, and serde_json (this crate's reader, and
+/// rmcp's) reads no text nested past 127 levels. A peer answers such a request `-32700`
+/// with `"id": null`, so it would wait for its timeout: this crate sends none, and reads
+/// none from a `Value` either.
+pub const MAX_MEMBER_NESTING: usize = 126;
+
+/// Whether `v` nests arrays and objects at most `limit` levels deep (a scalar is 0, `[]`
+/// is 1). Stops descending past `limit`, so a value of any depth is read within `limit`
+/// calls deep.
+pub fn nests_within(v: &Value, limit: usize) -> bool {
+    // Scalars are skipped where they are met: only containers cost a call.
+    let within = |x: &Value| match x {
+        Value::Array(_) | Value::Object(_) => nests_within(x, limit - 1),
+        _ => true,
+    };
+    match v {
+        Value::Array(a) => limit > 0 && a.iter().all(within),
+        Value::Object(o) => limit > 0 && o.values().all(within),
+        _ => true,
     }
 }
 
-/// Why params of JSON type `kind` (a [`params_shape`] refusal) are not sent: the one text
-/// every send path refuses them with.
-pub fn scalar_params_reason(kind: &str) -> String {
-    format!("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {kind}")
+/// Why a value cannot be a message's `params` member ([`params_shape`]); its `Display` is
+/// the one text every send path refuses it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParamsDefect {
+    /// A scalar, its JSON type named (JSON-RPC 2.0 §4.2: an object or an array).
+    #[error("params must be a JSON object or array (JSON-RPC 2.0 §4.2), not a {0}")]
+    Scalar(&'static str),
+    /// Arrays and objects nested past [`MAX_MEMBER_NESTING`] levels.
+    #[error("params nest arrays and objects deeper than {MAX_MEMBER_NESTING} levels, which this crate and serde_json-based peers cannot read: send them flatter")]
+    TooDeep,
+}
+
+/// Whether `params` can be a message's `params` member (JSON-RPC 2.0 §4.2: a structured
+/// value, an object or an array, nested at most [`MAX_MEMBER_NESTING`] levels; `null` is
+/// read as given, as many peers send it). The one rule for what is sent (the peer's
+/// senders and both sessions' outbound gates); what is read is held to its type part
+/// ([`Message::from_value`], [`Message::parse`]), the parser having bounded the depth.
+pub fn params_shape(params: &Value) -> Result<(), ParamsDefect> {
+    params_type(params)?;
+    if nests_within(params, MAX_MEMBER_NESTING) {
+        Ok(())
+    } else {
+        Err(ParamsDefect::TooDeep)
+    }
+}
+
+/// The type part of [`params_shape`]: an object, an array or `null`.
+fn params_type(params: &Value) -> Result<(), ParamsDefect> {
+    match params {
+        Value::Object(_) | Value::Array(_) | Value::Null => Ok(()),
+        other => Err(ParamsDefect::Scalar(json_type_name(other))),
+    }
+}
+
+/// Why `outcome` cannot be sent as the answer to a request: a result or error `data` nested
+/// past [`MAX_MEMBER_NESTING`] levels, which the peer could not read (so its request would
+/// wait for its timeout). `None` when it can.
+pub fn outcome_defect(outcome: &Result<Value, ErrorObject>) -> Option<String> {
+    let what = match outcome {
+        Ok(v) if !nests_within(v, MAX_MEMBER_NESTING) => "result",
+        Err(ErrorObject { data: Some(d), .. }) if !nests_within(d, MAX_MEMBER_NESTING) => {
+            "error data"
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "the {what} nests arrays and objects deeper than {MAX_MEMBER_NESTING} levels, which the peer cannot read"
+    ))
+}
+
+/// The outcome to send as the answer to a request, and why it was replaced if it was: one
+/// with an [`outcome_defect`] becomes `-32603` saying so, for the caller to report. The one
+/// rule of every answer path (the peer's writer and both state machines').
+pub fn outcome_to_send(
+    outcome: Result<Value, ErrorObject>,
+) -> (Result<Value, ErrorObject>, Option<String>) {
+    match outcome_defect(&outcome) {
+        None => (outcome, None),
+        Some(reason) => (Err(answer_not_sent(&reason)), Some(reason)),
+    }
+}
+
+/// The `-32603` sent instead of an answer with an [`outcome_defect`] (`reason`).
+pub fn answer_not_sent(reason: &str) -> ErrorObject {
+    ErrorObject::internal(format!("{reason}: not sent"))
 }
 
 /// The `params` member to send for `params`: `null` is sent as no member at all. JSON-RPC

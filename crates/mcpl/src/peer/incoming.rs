@@ -132,6 +132,10 @@ impl IncomingRequest {
         self.armed = false;
         match &self.batch {
             Some(batch) => {
+                let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
+                if let Some(reason) = replaced {
+                    tracing::warn!("answer in a batch replaced by -32603: {reason}");
+                }
                 let response = Message::Response(Response {
                     id: Some(self.request.id.clone()),
                     outcome,

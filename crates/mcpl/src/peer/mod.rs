@@ -168,8 +168,9 @@ impl Drop for PendingGuard<'_> {
 }
 
 /// The params member to write for `params`, checked before anything is sent or registered
-/// (JSON-RPC 2.0 §4.2): a scalar is refused ([`crate::jsonrpc::params_shape`], the rule the
-/// reader applies to what it receives), `null` goes as no member
+/// (JSON-RPC 2.0 §4.2): a scalar, or params nested too deep to read, are refused
+/// ([`crate::jsonrpc::params_shape`], the rule the reader applies to what it receives),
+/// `null` goes as no member
 /// ([`crate::jsonrpc::params_to_send`]).
 pub(crate) fn params_for_wire(
     method: &str,
@@ -178,7 +179,7 @@ pub(crate) fn params_for_wire(
     if let Some(Err(kind)) = params.as_ref().map(crate::jsonrpc::params_shape) {
         return Err(PeerError::Encode {
             method: method.to_owned(),
-            reason: crate::jsonrpc::scalar_params_reason(kind),
+            reason: kind.to_string(),
         });
     }
     Ok(crate::jsonrpc::params_to_send(params))

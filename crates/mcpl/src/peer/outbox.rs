@@ -250,6 +250,10 @@ impl Outbox {
         let owed = req.owed.take();
         let text = match &req.batch {
             Some(batch) => {
+                let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
+                if let Some(reason) = replaced {
+                    tracing::warn!("answer in a batch replaced by -32603: {reason}");
+                }
                 let response = Message::Response(Response {
                     id: Some(req.request.id.clone()),
                     outcome,

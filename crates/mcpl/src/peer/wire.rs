@@ -99,6 +99,12 @@ pub(super) fn response_in(
     id: Option<&RequestId>,
     outcome: &Result<Value, ErrorObject>,
 ) -> String {
+    if let Some(reason) = crate::jsonrpc::outcome_defect(outcome) {
+        // Not sent as it is: the peer could not read it (`jsonrpc::outcome_to_send`).
+        tracing::warn!(?id, "answer replaced by -32603: {reason}");
+        let replaced = Err(crate::jsonrpc::answer_not_sent(&reason));
+        return response_in(buf, id, &replaced);
+    }
     let out = match outcome {
         Ok(result) => Out {
             id: Some(id),

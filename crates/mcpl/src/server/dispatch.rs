@@ -107,7 +107,7 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
 /// A handler's result as the JSON it is answered with: encoded text with `encode`, else a
 /// `Value`.
 fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode: bool) -> Answer {
-    let unencodable = |e: serde_json::Error| {
+    let unencodable = |e: &dyn std::fmt::Display| {
         conn.diagnostic(ServerDiagnostic::ResultUnencodable {
             method: method.to_owned(),
             error: e.to_string(),
@@ -117,9 +117,17 @@ fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode
     match out {
         Ok(r) if encode => match Encoded::encode(&r) {
             Ok(result) => Answer::Encoded(result),
-            Err(e) => Answer::Value(Err(unencodable(e))),
+            Err(e) => Answer::Value(Err(unencodable(&e))),
         },
-        out => Answer::Value(out.and_then(|r| serde_json::to_value(r).map_err(unencodable))),
+        out => {
+            let outcome = out.and_then(|r| serde_json::to_value(r).map_err(|e| unencodable(&e)));
+            // A result nested past what the host reads is not sent (`Encoded::encode`'s
+            // rule, for the `Value` way).
+            match crate::jsonrpc::outcome_to_send(outcome) {
+                (outcome, None) => Answer::Value(outcome),
+                (_, Some(reason)) => Answer::Value(Err(unencodable(&reason))),
+            }
+        }
     }
 }
 

@@ -28,10 +28,10 @@ pub enum OutboundRefusal {
     /// channel patterns do not permit it (§14.1, §14.3).
     #[error("channel {0:?} is not one this server registered for this, or the host's patterns refuse it")]
     ChannelNotPermitted(String),
-    /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
-    /// §4.2, [`crate::jsonrpc::params_shape`]).
-    #[error("{}", crate::jsonrpc::scalar_params_reason(.0))]
-    InvalidParams(&'static str),
+    /// The params are a scalar, which no message carries (JSON-RPC 2.0 §4.2), or nested
+    /// too deep for the peer to read ([`crate::jsonrpc::params_shape`]).
+    #[error("{0}")]
+    InvalidParams(crate::jsonrpc::ParamsDefect),
 }
 
 /// A host method with an API of its own, which keeps the host's obligations for it: the

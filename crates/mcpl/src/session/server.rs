@@ -230,10 +230,10 @@ pub enum SendRefusal {
         /// The bound.
         limit: usize,
     },
-    /// The params are a scalar (its type named), which no message carries (JSON-RPC 2.0
-    /// §4.2, [`crate::jsonrpc::params_shape`]): nothing is sent.
-    #[error("{}", crate::jsonrpc::scalar_params_reason(.0))]
-    InvalidParams(&'static str),
+    /// The params are a scalar, which no message carries (JSON-RPC 2.0 §4.2), or nested
+    /// too deep for the peer to read ([`crate::jsonrpc::params_shape`]): nothing is sent.
+    #[error("{0}")]
+    InvalidParams(crate::jsonrpc::ParamsDefect),
     /// The connection ended ([`ServerState::handle_close`]): nothing is sent, and no
     /// outcome would ever come for a request.
     #[error("the connection is closed: nothing more is sent on it")]

@@ -62,10 +62,12 @@ pub enum ServerDiagnostic {
         /// The method it handled.
         method: String,
     },
-    /// `result_unencodable`: a handler returned a result that does not serialize (answered
-    /// `-32603`).
+    /// `result_unencodable`: a handler returned a result that does not serialize, or that
+    /// nests past what the host reads ([`crate::jsonrpc::outcome_defect`]); answered
+    /// `-32603`.
     ResultUnencodable {
-        /// The method it handled.
+        /// The method it handled (`request <id>` from [`super::ServerState::answer`], which
+        /// keeps no method per request).
         method: String,
         /// The serializer's error.
         error: String,

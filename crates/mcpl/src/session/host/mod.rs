@@ -543,6 +543,11 @@ impl HostState {
             Ok(v) if req.inference => rules::checked_inference_result(v),
             other => other,
         };
+        // An answer the server could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
+        let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
+        if let Some(reason) = replaced {
+            tracing::warn!(?id, "answer replaced by -32603: {reason}");
+        }
         if let (true, Ok(result)) = (req.streamed, &outcome) {
             if let Some(text) = rules::owed_chunk(req.chunks, result) {
                 let params = rules::chunk_params(&id, 0, &text);
@@ -862,14 +867,11 @@ impl HostState {
     ) {
         let id = self.next_id;
         self.next_id += 1;
-        // The application's hook params (`before_inference`) may be anything: a scalar goes
-        // nowhere (JSON-RPC 2.0 §4.2) and the request fails at once, as a driver's refused
-        // write does (a hook then fails open, reported).
-        if let Err(kind) = crate::jsonrpc::params_shape(&params) {
-            let refused = ErrorObject::invalid_params(format!(
-                "{method} not sent: {}",
-                crate::jsonrpc::scalar_params_reason(kind)
-            ));
+        // The application's hook params (`before_inference`) may be anything: a scalar, or
+        // params nested too deep to read, go nowhere (JSON-RPC 2.0 §4.2) and the request
+        // fails at once, as a driver's refused write does (a hook then fails open, reported).
+        if let Err(defect) = crate::jsonrpc::params_shape(&params) {
+            let refused = ErrorObject::invalid_params(format!("{method} not sent: {defect}"));
             return self.on_answer(now, id, purpose, Answer::Error(refused));
         }
         self.pending.insert(id, (purpose, now.checked_add(timeout)));

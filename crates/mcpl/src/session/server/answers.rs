@@ -47,6 +47,16 @@ impl ServerState {
             (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
             (_, other) => other,
         };
+        // An answer the host could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
+        let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
+        if let Some(error) = replaced {
+            self.out.push_back(ServerOutput::Diagnostic(
+                crate::session::ServerDiagnostic::ResultUnencodable {
+                    method: format!("request {}", id.to_value()),
+                    error,
+                },
+            ));
+        }
         self.respond(id, outcome);
     }
 

@@ -107,17 +107,33 @@ fn s10_5_a_safety_timeout_instant_cannot_hold_never_ends_a_turn() {
     );
 }
 
-/// JSON-RPC 2.0 §4.2: `params` is an object or an array. The application's scalar params
-/// are refused by each machine's outbound gate (`OutboundRefusal::InvalidParams`,
-/// `SendRefusal::InvalidParams`, by the one rule `jsonrpc::params_shape`): no frame goes
-/// out, where one did that no peer may accept (`Message::parse` refuses it).
+/// `levels` arrays nested in one another (`[]` is 1).
+fn nested(levels: usize) -> Value {
+    (1..levels).fold(json!([]), |inner, _| json!([inner]))
+}
+
+/// JSON-RPC 2.0 §4.2: `params` is an object or an array. The application's scalar params,
+/// and params nested past `jsonrpc::MAX_MEMBER_NESTING` (which `Message::parse` cannot read
+/// inside a message), are refused by each machine's outbound gate
+/// (`OutboundRefusal::InvalidParams`, `SendRefusal::InvalidParams`, by the one rule
+/// `jsonrpc::params_shape`): no frame goes out, where one did that no peer may accept.
 #[test]
-fn scalar_params_from_the_application_are_refused_not_sent() {
+fn scalar_or_too_deep_params_from_the_application_are_refused_not_sent() {
+    use crate::jsonrpc::{ParamsDefect, MAX_MEMBER_NESTING};
     let mut p = inference_pair();
     p.collect();
     let (host_before, server_before) = (p.to_server.len(), p.to_host.len());
-    for params in [json!(false), json!(1.5), json!("hi")] {
-        let kind = crate::jsonrpc::json_type_name(&params);
+    let too_deep = nested(MAX_MEMBER_NESTING + 1);
+    assert!(
+        Message::parse(&json!({"jsonrpc": "2.0", "method": "m", "params": too_deep}).to_string())
+            .is_err(),
+        "a message this deep is not read"
+    );
+    for params in [json!(false), json!(1.5), json!("hi"), too_deep] {
+        let kind = match crate::jsonrpc::json_type_name(&params) {
+            "array" => ParamsDefect::TooDeep,
+            scalar => ParamsDefect::Scalar(scalar),
+        };
         assert_eq!(
             p.host
                 .request(p.now, "ping", params.clone(), Duration::from_secs(5)),
@@ -139,12 +155,18 @@ fn scalar_params_from_the_application_are_refused_not_sent() {
     p.collect();
     assert_eq!(p.to_server.len(), host_before, "the host wrote nothing");
     assert_eq!(p.to_host.len(), server_before, "the server wrote nothing");
-    // Structured params still go.
+    // Structured params still go, up to the deepest a peer reads.
     p.host
         .request(p.now, "ping", json!({}), Duration::from_secs(5))
         .expect("an object is params");
+    let deepest = nested(MAX_MEMBER_NESTING);
+    p.host
+        .request(p.now, "ping", deepest.clone(), Duration::from_secs(5))
+        .expect("as deep as a peer reads");
     p.collect();
-    assert_eq!(p.to_server.len(), host_before + 1, "the ping is written");
+    assert_eq!(p.to_server.len(), host_before + 2, "both are written");
+    let read = Message::parse(p.to_server.back().expect("written")).expect("read back");
+    assert!(matches!(read, Message::Request(r) if r.params == Some(deepest)));
     // `null` params go as no member (§4.2), from both machines (their generic `notify`
     // sends typed methods only, whose params are objects).
     p.host
@@ -155,14 +177,68 @@ fn scalar_params_from_the_application_are_refused_not_sent() {
     for text in p
         .to_server
         .iter()
-        .skip(host_before + 1)
+        .skip(host_before + 2)
         .chain(p.to_host.iter().skip(server_before))
     {
         let frame: Value = serde_json::from_str(text).expect("JSON");
         assert!(frame.get("params").is_none(), "{text}");
     }
-    assert_eq!(p.to_server.len(), host_before + 2);
+    assert_eq!(p.to_server.len(), host_before + 3);
     assert_eq!(p.to_host.len(), server_before + 1);
+}
+
+/// An application's answer nested past what the other side reads
+/// (`jsonrpc::MAX_MEMBER_NESTING`) goes as `-32603` saying so, from either machine, so the
+/// requester is answered instead of waiting for its timeout; the server reports it
+/// (`ResultUnencodable`). Error `data` that deep too.
+#[test]
+fn answers_nested_past_what_the_peer_reads_go_as_32603() {
+    use crate::jsonrpc::{codes, ErrorObject, MAX_MEMBER_NESTING};
+    let too_deep = nested(MAX_MEMBER_NESTING + 1);
+    // The host answers the server's `inference/request`.
+    let (mut p, asked) = asked_without_stream();
+    p.drive();
+    let id = handed_inference(&p);
+    p.host
+        .answer(id, Ok(json!({"content": too_deep.clone()})))
+        .expect("handed out");
+    p.collect();
+    let sent: Value = serde_json::from_str(p.to_server.back().expect("written")).expect("read");
+    assert_eq!(sent["id"], json!(asked));
+    assert_eq!(sent["error"]["code"], codes::INTERNAL_ERROR, "{sent}");
+    // The server answers the host's `tools/call`, handed to its application, with a result
+    // and with error data that deep.
+    for outcome in [
+        Ok(too_deep.clone()),
+        Err(ErrorObject::new(-32000, "app").with_data(too_deep.clone())),
+    ] {
+        let mut p = Pair::connect(&["tools"], server_rules());
+        let call = json!({"name": "t", "arguments": {}});
+        p.host
+            .request(p.now, "tools/call", call, Duration::from_secs(5))
+            .expect("sent");
+        p.step_server();
+        let id = p
+            .server_out
+            .iter()
+            .find_map(|o| match o {
+                ServerOutput::Request { id, method, .. } if method == "tools/call" => {
+                    Some(id.clone())
+                }
+                _ => None,
+            })
+            .expect("handed to the server application");
+        p.server.answer(id.clone(), outcome).expect("handed out");
+        p.collect();
+        let sent: Value = serde_json::from_str(p.to_host.back().expect("written")).expect("read");
+        assert_eq!(sent["id"], id.to_value());
+        assert_eq!(sent["error"]["code"], codes::INTERNAL_ERROR, "{sent}");
+        assert!(p.server_out.iter().any(|o| matches!(
+            o,
+            ServerOutput::Diagnostic(ServerDiagnostic::ResultUnencodable { error, .. })
+                if error.contains("deeper than 126 levels")
+        )));
+    }
 }
 
 /// JSON-RPC 2.0 §4.2 and §10.1: hook params the application passes as a scalar go nowhere:
