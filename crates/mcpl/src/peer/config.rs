@@ -92,7 +92,9 @@ pub struct PeerConfig {
     /// `data: { limit }`) and a [`Diagnostic::Busy`]. Together with the bounded queues this
     /// bounds the work and the answers one connection can hold, whether its peer floods
     /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] no
-    /// longer count.
+    /// longer count. A [`crate::server::Server`] also runs at most this many notification
+    /// handlers at once per connection; a notification past it is not handled and is
+    /// reported (`ServerDiagnostic::NotificationDropped`).
     pub max_in_flight_requests: usize,
     /// The budget this connection's partial messages are taken from, shared with every
     /// connection given the same one (see [`crate::transport::budget`]). `None` (default)

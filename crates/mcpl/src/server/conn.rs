@@ -112,6 +112,9 @@ impl Server {
             attached: Mutex::new(Attachment::default()),
             author_mistakes: AtomicU64::new(0),
             warned: Mutex::new(Vec::new()),
+            notification_slots: Arc::new(tokio::sync::Semaphore::new(
+                self.inner.peer_config.max_in_flight_requests.max(1),
+            )),
         });
         let session = Session { conn: conn.clone() };
         if let Some(factory) = &self.inner.handlers.fallback {
@@ -200,6 +203,13 @@ pub(super) struct Conn {
     /// Digests of the author mistakes already logged at `warn` (repeats go to `debug`);
     /// at most [`WARNED_BOUND`], after which every new one is logged at `warn`.
     pub(super) warned: Mutex<Vec<u64>>,
+    /// The notification handlers that may run at once on this connection
+    /// ([`PeerConfig::max_in_flight_requests`], 128 by default): each admitted host
+    /// notification with a handler takes one for as long as its handler runs; one that finds
+    /// none is not handled and is reported ([`ServerDiagnostic::NotificationDropped`]).
+    /// A notification has no id and no answer, so the peer's in-flight bound never sees it:
+    /// without this, a host flooding them at a slow handler grew one task each, unbounded.
+    pub(super) notification_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// How many distinct author-mistake messages a connection remembers having logged.

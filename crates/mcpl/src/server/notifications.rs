@@ -108,10 +108,20 @@ pub(super) fn spawn_notification<P, R>(
         Ok(p) => p,
         Err(e) => return conn.diagnostic(invalid(method, e)),
     };
+    // Bounded (`Conn::notification_slots`): past it the notification is reported, not
+    // handled, as a request past the in-flight bound is answered busy.
+    let Ok(slot) = conn.notification_slots.clone().try_acquire_owned() else {
+        return conn.diagnostic(ServerDiagnostic::NotificationDropped {
+            method: method.to_owned(),
+            limit: conn.server.peer_config.max_in_flight_requests.max(1),
+        });
+    };
     let session = Session { conn: conn.clone() };
     let method = method.to_owned();
     let conn = conn.clone();
     tokio::spawn(async move {
+        // Held until the handler has ended.
+        let _slot = slot;
         // A notification has no response for the error to travel in, so it is reported.
         match guarded(&conn, &method, handler(session, p)).await {
             // Reported by `guarded`.

@@ -152,6 +152,16 @@ pub enum ServerDiagnostic {
         /// `"full"` or `"closed"`.
         reason: &'static str,
     },
+    /// `notification_dropped`: a host notification admitted (§5.4) for a handler while
+    /// the connection already ran as many notification handlers as it may at once
+    /// (`PeerConfig::max_in_flight_requests`, 128 by default): not handled, not held.
+    /// A notification has no answer to carry a busy error, so this is how the bound shows.
+    NotificationDropped {
+        /// The notification.
+        method: String,
+        /// The number of notification handlers a connection runs at once.
+        limit: usize,
+    },
     /// `inference_result_malformed`: the host's `inference/request` result breaks §11.3.
     InferenceResultMalformed {
         /// Each defect found.
@@ -198,6 +208,7 @@ impl ServerDiagnostic {
             D::UnexpectedNotification { .. } => "unexpected_notification",
             D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
             D::InferenceChunkDropped { .. } => "inference_chunks_dropped",
+            D::NotificationDropped { .. } => "notification_dropped",
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
@@ -219,7 +230,9 @@ impl ServerDiagnostic {
             | D::FallbackExperimentalReplaced
             | D::FallbackMcplReplaced => DiagnosticKind::AuthorMistake,
             // The server's own bound at work (or its reader gone): no defect of the host.
-            D::HostMcplVersion { .. } | D::InferenceChunkDropped { .. } => DiagnosticKind::Notice,
+            D::HostMcplVersion { .. }
+            | D::InferenceChunkDropped { .. }
+            | D::NotificationDropped { .. } => DiagnosticKind::Notice,
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
@@ -337,6 +350,12 @@ impl std::fmt::Display for Detail<'_> {
                 f,
                 "an inference/chunk of request {request_id} was dropped: its stream is {reason} \
                  (read InferenceStream::next_chunk as chunks arrive; the final result is whole)"
+            ),
+            D::NotificationDropped { method, limit } => write!(
+                f,
+                "{method} was not handled: {limit} notification handlers already run on this \
+                 connection (PeerConfig::max_in_flight_requests); make the handler return \
+                 sooner, or raise the bound"
             ),
             D::InferenceResultMalformed { defects } => f.write_str(&defects.join("; ")),
             D::UnexpectedResponse { id: Some(id) } => {
@@ -623,6 +642,14 @@ mod tests {
                     reason: "full",
                 },
                 "inference_chunks_dropped",
+                DiagnosticKind::Notice,
+            ),
+            (
+                D::NotificationDropped {
+                    method: m(),
+                    limit: 1,
+                },
+                "notification_dropped",
                 DiagnosticKind::Notice,
             ),
             (

@@ -1,0 +1,161 @@
+//! The async drivers (`Server`'s per-connection driver, `HostSession`'s) against a peer that
+//! misbehaves on a real transport: raw JSON lines in, every bound checked by a count the
+//! test can read (never a timing).
+#![cfg(feature = "runtime")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use mcpl::capability::Capability;
+use mcpl::peer::{Incoming, Peer, PeerConfig, DEFAULT_MAX_IN_FLIGHT_REQUESTS};
+use mcpl::server::{Server, ServerBuilder, ServerDiagnostic, Session};
+use mcpl::transport::memory;
+use serde_json::json;
+use tokio::sync::{broadcast, Notify};
+
+/// Handlers alive now (called and not yet dropped), and a wake-up each time one ends.
+#[derive(Default)]
+struct Live {
+    now: AtomicUsize,
+    called: AtomicUsize,
+    ended: Notify,
+}
+
+/// One handler's share of [`Live`]: counted from its call until its future is dropped.
+struct Alive(Arc<Live>);
+
+impl Alive {
+    fn enter(live: &Arc<Live>) -> Alive {
+        live.now.fetch_add(1, Ordering::SeqCst);
+        live.called.fetch_add(1, Ordering::SeqCst);
+        Alive(live.clone())
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
+}
+
+struct Host {
+    peer: Peer,
+    _incoming: Incoming,
+    session: Session,
+}
+
+/// A host over the in-memory transport, `initialize`d as an MCPL host and granted `caps`.
+async fn connect(server: &Server, caps: &[&str]) -> Host {
+    let (host_t, server_t) = memory::pair();
+    let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                    "clientInfo": {"name": "hostile-host", "version": "0"}})),
+    )
+    .await
+    .unwrap();
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let receipt = peer
+        .request_raw(
+            "featureSets/update",
+            Some(json!({ "effectiveCapabilities": caps })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(receipt["accepted"], true, "{receipt}");
+    Host {
+        peer,
+        _incoming: incoming,
+        session,
+    }
+}
+
+fn builder() -> ServerBuilder {
+    Server::builder("drivers", "1.0.0").feature_set(
+        "chat",
+        "Chat channels",
+        &[Capability::ChannelsTyping],
+    )
+}
+
+/// Every `code` diagnostic already delivered to `rx`.
+fn drain(rx: &mut broadcast::Receiver<ServerDiagnostic>, code: &str) -> usize {
+    let mut n = 0;
+    loop {
+        match rx.try_recv() {
+            Ok(d) if d.code() == code => n += 1,
+            Ok(_) => {}
+            Err(broadcast::error::TryRecvError::Lagged(_)) => panic!("diagnostics lagged"),
+            Err(_) => return n,
+        }
+    }
+}
+
+/// A host that floods `channels/typing` notifications at a handler that does not finish
+/// (a slow connector) meets a bound: notifications have no in-flight bound of their own on
+/// the wire (no id, no answer), so without one each became a task of its own, without limit.
+/// Past the bound each is reported (`notification_dropped`), and once handlers end the
+/// connection handles notifications again.
+#[tokio::test]
+async fn a_notification_flood_at_a_slow_handler_is_bounded_and_reported() {
+    let live = Arc::new(Live::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let server = {
+        let live = live.clone();
+        let gate = gate.clone();
+        builder()
+            .on_channels_typing(move |_s, _p| {
+                let alive = Alive::enter(&live);
+                let gate = gate.clone();
+                async move {
+                    let _alive = alive;
+                    let _ = gate.acquire().await;
+                    Ok(())
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let host = connect(&server, &["channels.typing"]).await;
+    let mut diags = host.session.diagnostics();
+    let bound = DEFAULT_MAX_IN_FLIGHT_REQUESTS;
+    let sent = bound + 100;
+    for _ in 0..sent {
+        host.peer
+            .notify_raw("channels/typing", Some(json!({"channelId": "c"})))
+            .await
+            .unwrap();
+    }
+    // Everything before the ping has been read and handed out once it is answered.
+    host.peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(
+        live.now.load(Ordering::SeqCst),
+        bound,
+        "handlers alive at once"
+    );
+    assert_eq!(drain(&mut diags, "notification_dropped"), sent - bound);
+
+    // The handlers end: their slots are free again.
+    gate.add_permits(sent);
+    loop {
+        let ended = live.ended.notified();
+        if live.now.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        ended.await;
+    }
+    let before = live.called.load(Ordering::SeqCst);
+    host.peer
+        .notify_raw("channels/typing", Some(json!({"channelId": "c"})))
+        .await
+        .unwrap();
+    host.peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(live.called.load(Ordering::SeqCst), before + 1);
+    assert_eq!(drain(&mut diags, "notification_dropped"), 0);
+}
