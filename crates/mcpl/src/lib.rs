@@ -22,7 +22,8 @@
 //! [`on_before_inference`](server::ServerBuilder::on_before_inference) hook per
 //! `context/beforeInference` while its feature set is available;
 //! [`on_ready`](server::ServerBuilder::on_ready) after **every** accepted policy Request of
-//! a connection (the first, which makes it ready, and each later re-grant, §5.3, §6.7) and
+//! a connection (the first, which makes it ready, and each later re-grant, §5.3, §6.7; never
+//! two at once: Requests accepted while it runs are served by one more call after it) and
 //! [`on_first_ready`](server::ServerBuilder::on_first_ready) once per connection, after
 //! the first one — so start per-connection work (a timer, a first event) in
 //! `on_first_ready`, and re-register what depends on the grant in `on_ready`.

@@ -159,3 +159,73 @@ async fn a_notification_flood_at_a_slow_handler_is_bounded_and_reported() {
     assert_eq!(live.called.load(Ordering::SeqCst), before + 1);
     assert_eq!(drain(&mut diags, "notification_dropped"), 0);
 }
+
+/// A host that floods `featureSets/update` Requests (each accepted and answered at once)
+/// at a server whose `on_ready` is slow (it awaits the host, or a connector) does not grow
+/// one `on_ready` task per Request: at most one runs per connection, and the Requests
+/// accepted while it runs are served by one more call after it, which sees the last grant
+/// (§5.3: the grant in force is what `on_ready` reads).
+#[tokio::test]
+async fn a_policy_request_flood_at_a_slow_on_ready_runs_it_once_at_a_time() {
+    let live = Arc::new(Live::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (saw_tx, mut saw) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let server = {
+        let live = live.clone();
+        let gate = gate.clone();
+        Server::builder("drivers", "1.0.0")
+            .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+            .on_ready(move |s| {
+                let alive = Alive::enter(&live);
+                let gate = gate.clone();
+                let saw = saw_tx.clone();
+                async move {
+                    let _alive = alive;
+                    let _ = gate.acquire().await.map(|p| p.forget());
+                    let _ = saw.send(s.granted(Capability::PushEvents));
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let host = connect(&server, &[]).await;
+    let requests = 300;
+    for i in 0..requests {
+        // The last one grants `pushEvents`.
+        let grant = if i + 1 == requests {
+            json!(["pushEvents"])
+        } else {
+            json!([])
+        };
+        let receipt = host
+            .peer
+            .request_raw(
+                "featureSets/update",
+                Some(json!({ "effectiveCapabilities": grant })),
+            )
+            .await
+            .unwrap();
+        assert_eq!(receipt["accepted"], true, "{receipt}");
+    }
+    host.peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(
+        live.now.load(Ordering::SeqCst),
+        1,
+        "on_ready calls alive at once"
+    );
+    // Released one at a time: the first call (for the first Request, reading whatever
+    // grant is in force when it gets there), then one more for every Request accepted while
+    // it ran, which reads the last grant.
+    gate.add_permits(1);
+    assert!(saw.recv().await.is_some());
+    gate.add_permits(1);
+    assert_eq!(saw.recv().await, Some(true));
+    loop {
+        let ended = live.ended.notified();
+        if live.now.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        ended.await;
+    }
+    assert_eq!(live.called.load(Ordering::SeqCst), 2);
+}

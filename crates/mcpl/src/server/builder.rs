@@ -514,10 +514,15 @@ impl ServerBuilder {
     /// later `featureSets/update` Request the server accepts (a host re-granting, widening
     /// or narrowing). Not called for a Notification (it only narrows), for a policy refused
     /// under [`Self::require`], or on an MCP-only connection (no policy exchange, §3.2).
-    /// Each call runs as its own task with the connection's [`Session`]; it is the place to
+    /// It runs in a task of its own with the connection's [`Session`]; it is the place to
     /// (re)register channels or send a first event under the grant now in force — read it
     /// with [`Session::granted`], as a later call may see a narrower grant. For work to do
     /// once per connection, use [`Self::on_first_ready`].
+    ///
+    /// Calls on one connection never overlap: Requests accepted while it runs are served
+    /// by **one** more call once it returns (it reads the grant in force then, the last
+    /// one's or later), so a host flooding policy Requests at a slow handler holds one
+    /// task, not one per Request.
     pub fn on_ready<F, Fut>(mut self, f: F) -> Self
     where
         F: Fn(Session) -> Fut + Send + Sync + 'static,

@@ -115,6 +115,7 @@ impl Server {
             notification_slots: Arc::new(tokio::sync::Semaphore::new(
                 self.inner.peer_config.max_in_flight_requests.max(1),
             )),
+            ready_run: Mutex::new(ReadyRunState::default()),
         });
         let session = Session { conn: conn.clone() };
         if let Some(factory) = &self.inner.handlers.fallback {
@@ -210,6 +211,21 @@ pub(super) struct Conn {
     /// A notification has no id and no answer, so the peer's in-flight bound never sees it:
     /// without this, a host flooding them at a slow handler grew one task each, unbounded.
     pub(super) notification_slots: Arc<tokio::sync::Semaphore>,
+    /// Whether the ready handlers ([`ServerBuilder::on_first_ready`],
+    /// [`ServerBuilder::on_ready`]) run now, and whether a policy Request was accepted
+    /// since `on_ready` last started: at most one run per connection, so a host flooding
+    /// accepted `featureSets/update` Requests (each answered at once) no longer starts a
+    /// task each while `on_ready` is slow.
+    pub(super) ready_run: Mutex<ReadyRunState>,
+}
+
+/// See [`Conn::ready_run`].
+#[derive(Debug, Default)]
+pub(super) struct ReadyRunState {
+    /// A run of the ready handlers is under way.
+    pub(super) running: bool,
+    /// A policy Request was accepted while it ran: `on_ready` runs once more.
+    pub(super) again: bool,
 }
 
 /// How many distinct author-mistake messages a connection remembers having logged.

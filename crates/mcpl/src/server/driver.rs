@@ -498,16 +498,36 @@ impl Driver {
         // What the handlers read (`Session::granted` …) is this grant, whichever worker
         // runs them first.
         self.publish();
+        {
+            let mut run = lock(&self.conn.ready_run);
+            if run.running {
+                // One run at a time (`Conn::ready_run`): the one running calls `on_ready`
+                // once more when it ends, and that call reads this grant or a later one.
+                run.again = true;
+                return;
+            }
+            run.running = true;
+        }
         let session = Session {
             conn: self.conn.clone(),
         };
         tokio::spawn(async move {
+            let mut run = ReadyRun {
+                conn: session.conn.clone(),
+                ended: false,
+            };
             if let Some(first) = first {
                 first(session.clone()).await;
             }
             if let Some(every) = every {
-                every(session).await;
+                loop {
+                    every(session.clone()).await;
+                    if !run.again() {
+                        break;
+                    }
+                }
             }
+            run.end();
         });
     }
 
@@ -585,6 +605,40 @@ impl Driver {
         drop(lock(&self.conn.fallback).take());
         // Last: the turn ends above may still read it.
         self.conn.user_state.end();
+    }
+}
+
+/// The ready handlers' run of one connection, ended however it ends (a panicking handler
+/// included): another may start.
+struct ReadyRun {
+    conn: Arc<Conn>,
+    ended: bool,
+}
+
+impl ReadyRun {
+    /// Whether policy Requests were accepted while `on_ready` ran (it runs once more);
+    /// if not, the run ends, under the same lock the driver reads it with.
+    fn again(&mut self) -> bool {
+        let mut run = lock(&self.conn.ready_run);
+        if std::mem::take(&mut run.again) {
+            return true;
+        }
+        run.running = false;
+        self.ended = true;
+        false
+    }
+
+    fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            *lock(&self.conn.ready_run) = super::conn::ReadyRunState::default();
+        }
+    }
+}
+
+impl Drop for ReadyRun {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 
