@@ -229,3 +229,42 @@ async fn a_policy_request_flood_at_a_slow_on_ready_runs_it_once_at_a_time() {
     }
     assert_eq!(live.called.load(Ordering::SeqCst), 2);
 }
+
+/// A host whose first line starts with a UTF-8 byte order mark (what some Windows tools
+/// write at the start of a stream) is answered: RFC 8259 §8.1 lets a parser ignore the
+/// mark, and without that the line was skipped as junk, so its `initialize` (a request
+/// with an id) was never answered. Over real TCP; CRLF lines and blank lines beside it.
+#[tokio::test]
+async fn a_byte_order_mark_before_a_request_does_not_lose_the_request() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let server = builder().build().unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(async move {
+        let (transport, _) = listener.accept().await.unwrap();
+        server.serve(transport).await
+    });
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "bom", "version": "0"}}});
+    let mut wire = b"\xef\xbb\xbf".to_vec();
+    wire.extend_from_slice(format!("{initialize}\r\n").as_bytes());
+    wire.extend_from_slice(b" \t\r\n");
+    wire.extend_from_slice(b"\xef\xbb\xbf {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
+    wire.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\r\n");
+    write.write_all(&wire).await.unwrap();
+    write.shutdown().await.unwrap();
+    let mut ids = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert!(v.get("error").is_none(), "{v}");
+        ids.push(v["id"].clone());
+    }
+    assert_eq!(ids, [json!(1), json!(2), json!(3)]);
+    served.await.unwrap();
+}

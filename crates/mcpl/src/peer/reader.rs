@@ -281,7 +281,7 @@ fn take_frame(
         }
     };
     shared.tap(FrameDirection::Inbound, &text);
-    let trimmed = text.trim();
+    let trimmed = message_text(&text);
     if trimmed.is_empty() {
         tracing::trace!("skipped a blank line");
         return Taken::Done(true);
@@ -439,9 +439,22 @@ async fn read_off_worker(
     let Ok(_permit) = parse_permits().acquire().await else {
         return Err(None);
     };
-    tokio::task::spawn_blocking(move || read_text(text.trim(), max_batch, max_cost))
+    tokio::task::spawn_blocking(move || read_text(message_text(&text), max_batch, max_cost))
         .await
         .map_err(Some)
+}
+
+/// The message in a frame's text: without the whitespace around it, nor a UTF-8 byte
+/// order mark (U+FEFF) before it, which RFC 8259 §8.1 lets a parser ignore and some
+/// writers (Windows tools, at the start of a stream) put there. `str::trim` keeps the mark
+/// (it is no whitespace), so the line was skipped as junk and a request in it, with its
+/// id, never answered.
+fn message_text(text: &str) -> &str {
+    let trimmed = text.trim();
+    match trimmed.strip_prefix('\u{feff}') {
+        Some(rest) => rest.trim_start(),
+        None => trimmed,
+    }
 }
 
 /// The process-wide permits for reading large texts on the blocking pool: one per core
