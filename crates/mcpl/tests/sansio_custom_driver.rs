@@ -540,3 +540,99 @@ fn a_blocking_driver_pair_runs_a_whole_session_over_a_socket() {
     server.thread.join().expect("server driver ends cleanly");
     assert!(started.elapsed() < GUARD, "took {:?}", started.elapsed());
 }
+
+// ---------------------------------------------------------------------------------------
+// Inputs a driver can give that the machines must take without panicking.
+
+/// Moves every frame between the two machines until neither writes; the other outputs are
+/// returned in order, each side's apart.
+fn pump(now: Instant, host: &mut HostState, server: &mut ServerState) -> Vec<HostOutput> {
+    let mut host_out = Vec::new();
+    loop {
+        let mut moved = false;
+        while let Some(o) = host.poll_output() {
+            match o.frame() {
+                Some(text) => {
+                    server.handle_message(now, Message::parse(&text).expect("valid"));
+                    moved = true;
+                }
+                None => host_out.push(o),
+            }
+        }
+        while let Some(o) = server.poll_output() {
+            if let Some(text) = o.frame() {
+                host.handle_message(now, Message::parse(&text).expect("valid"));
+                moved = true;
+            }
+        }
+        if !moved {
+            return host_out;
+        }
+    }
+}
+
+/// The latest `Instant` this clock holds, or close to it: the `now` of a driver that reads
+/// another clock, or tests "far in the future".
+fn near_the_end_of(now: Instant) -> Instant {
+    let mut step = Duration::from_secs(u64::MAX);
+    let mut at = now;
+    while step > Duration::from_secs(1) {
+        if let Some(later) = at.checked_add(step) {
+            at = later;
+        }
+        step /= 2;
+    }
+    at
+}
+
+/// "Time is passed in": any `Instant` the clock holds is a valid `now`. `HostState` dated
+/// its grant records by adding the time since `new` to the wall clock it was given, with
+/// `+`, which panics past what `SystemTime` holds: a `now` near the end of `Instant`
+/// (reachable: `Instant` counts from boot, `SystemTime` from 1970) panicked in
+/// `handle_timeout` and in `set_policy`.
+#[test]
+fn a_now_near_the_end_of_instant_does_not_panic() {
+    let now = Instant::now();
+    let end = near_the_end_of(now);
+    let rules = || {
+        let mut r = server_rules();
+        r.hook_feature_set = None;
+        r
+    };
+    // The initial policy Request times out at `end`.
+    let mut host = HostState::new(host_rules(), now, SystemTime::now()).expect("parses");
+    let mut server = ServerState::new(rules());
+    host.start(now);
+    let init = host
+        .poll_output()
+        .and_then(|o| o.frame())
+        .expect("initialize");
+    server.handle_message(now, Message::parse(&init).expect("valid"));
+    let answer = server
+        .poll_output()
+        .and_then(|o| o.frame())
+        .expect("answered");
+    host.handle_message(now, Message::parse(&answer).expect("valid"));
+    assert!(host.poll_timeout().is_some(), "the policy Request waits");
+    host.handle_timeout(end);
+    // §6.7: MCP-only on the unanswered policy, the reduction told, then connected.
+    let outs = pump(end, &mut host, &mut server);
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, HostOutput::Connected(Ok(())))),
+        "{outs:?}"
+    );
+    // A policy change at `end`, and its receipt read then.
+    let mut host = HostState::new(host_rules(), now, SystemTime::now()).expect("parses");
+    let mut server = ServerState::new(rules());
+    host.start(now);
+    pump(now, &mut host, &mut server);
+    assert!(host.is_ready());
+    host.set_policy(end, vec!["tools".into()]).expect("sent");
+    let outs = pump(end, &mut host, &mut server);
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, HostOutput::PolicyChanged(_))),
+        "{outs:?}"
+    );
+}

@@ -785,8 +785,14 @@ impl HostState {
         }
     }
 
+    /// The wall-clock moment of `now`, which dates the grant records (§17.10; testimony,
+    /// never authority). Any `Instant` is a valid `now`: one whose moment is past what
+    /// `SystemTime` holds (`Instant` counts from boot, `SystemTime` from 1970) is dated at
+    /// the origin, where `+` panicked.
     fn wall(&self, now: Instant) -> SystemTime {
-        self.origin.1 + now.saturating_duration_since(self.origin.0)
+        let (origin, wall) = self.origin;
+        wall.checked_add(now.saturating_duration_since(origin))
+            .unwrap_or(wall)
     }
 
     fn transmit(&mut self, m: Message) {
