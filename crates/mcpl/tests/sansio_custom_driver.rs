@@ -636,3 +636,21 @@ fn a_now_near_the_end_of_instant_does_not_panic() {
         "{outs:?}"
     );
 }
+
+/// The call a driver must make first: a `HostState` writes nothing and waits on nothing
+/// until [`HostState::start`] (§5.2: the host opens with `initialize`), so a loop that only
+/// feeds, drains and sleeps until `poll_timeout` waits for ever, and so does the server.
+#[test]
+fn a_host_state_not_started_writes_nothing_and_waits_on_nothing() {
+    let now = Instant::now();
+    let mut host = HostState::new(host_rules(), now, SystemTime::now()).expect("parses");
+    assert_eq!(host.poll_output(), None);
+    assert_eq!(host.poll_timeout(), None);
+    host.start(now);
+    let first = host.poll_output().and_then(|o| o.frame()).expect("a frame");
+    let Ok(Message::Request(r)) = Message::parse(&first) else {
+        panic!("{first}")
+    };
+    assert_eq!(r.method, "initialize");
+    assert!(host.poll_timeout().is_some(), "initialize_timeout runs");
+}

@@ -295,10 +295,12 @@ enum Phase {
     Closed,
 }
 
-/// The host side of one connection (module docs): feed it with
-/// [`handle_message`](Self::handle_message), [`handle_timeout`](Self::handle_timeout) and
-/// the application calls; drain [`poll_output`](Self::poll_output); sleep until
-/// [`poll_timeout`](Self::poll_timeout).
+/// The host side of one connection (module docs): call [`start`](Self::start) first (the
+/// host opens the connection with `initialize`, §5.2: until then the machine writes
+/// nothing and has no deadline, so a driver that only feeds and drains waits for ever, and
+/// so does the server); then feed it with [`handle_message`](Self::handle_message),
+/// [`handle_timeout`](Self::handle_timeout) and the application calls; drain
+/// [`poll_output`](Self::poll_output); sleep until [`poll_timeout`](Self::poll_timeout).
 #[derive(Debug)]
 pub struct HostState {
     rules: HostRules,
