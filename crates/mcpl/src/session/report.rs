@@ -58,7 +58,10 @@ pub enum Mode {
     McpOnly(McpOnlyReason),
 }
 
-/// A defect of the server or of the connection, also logged through `tracing`.
+/// A defect of the server or of the connection. `host::HostSession` also logs each through
+/// `tracing`; [`HostState`](super::HostState) logs none, it only outputs them
+/// ([`HostOutput::Diagnostic`](super::HostOutput::Diagnostic)), so a driver of its own logs
+/// them itself or they go unseen.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostDiagnostic {
     /// A privileged method arrived before the initial receipt (§5.3).
