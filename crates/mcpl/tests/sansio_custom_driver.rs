@@ -654,3 +654,45 @@ fn a_host_state_not_started_writes_nothing_and_waits_on_nothing() {
     assert_eq!(r.method, "initialize");
     assert!(host.poll_timeout().is_some(), "initialize_timeout runs");
 }
+
+/// `ServerOutput::Close` (a policy refused with `fallback: "close"`, §6.7) does not close the
+/// machine: a turn open before it stays open, its safety timeout armed, until the driver
+/// calls `handle_close`, which ends it (§10.5) and leaves nothing due.
+#[test]
+fn s6_7_server_close_output_leaves_the_closing_to_handle_close() {
+    use mcpl::capability::{CapabilitySet, Grant};
+    use mcpl::policy::Fallback;
+    let now = Instant::now();
+    let mut rules = server_rules();
+    rules.required = Some((
+        CapabilitySet::from_iter([Capability::PushEvents]),
+        Fallback::Close,
+    ));
+    let mut host = HostState::new(host_rules(), now, SystemTime::now()).expect("parses");
+    let mut server = ServerState::new(rules);
+    host.start(now);
+    pump(now, &mut host, &mut server);
+    assert!(server.is_ready());
+    host.start_turn("t", "conv", 0).expect("granted");
+    pump(now, &mut host, &mut server);
+    while server.poll_output().is_some() {}
+    host.set_policy(now, vec!["inferenceLifecycle".into()])
+        .expect("sent");
+    let frame = host
+        .poll_output()
+        .and_then(|o| o.frame())
+        .expect("the Request");
+    server.handle_message(now, Message::parse(&frame).expect("valid"));
+    let outs: Vec<ServerOutput> = std::iter::from_fn(|| server.poll_output()).collect();
+    assert!(outs.contains(&ServerOutput::Close), "{outs:?}");
+    assert_eq!(server.grant(), Grant::default(), "the policy is reset");
+    assert!(server.poll_timeout().is_some(), "the turn is still open");
+    server.handle_close(now);
+    let outs: Vec<ServerOutput> = std::iter::from_fn(|| server.poll_output()).collect();
+    assert!(
+        matches!(&outs[..], [ServerOutput::Turn(TurnEvent::Ended(e))]
+            if e.inference_id == "t" && e.outcome == TurnOutcome::TimedOut),
+        "{outs:?}"
+    );
+    assert_eq!(server.poll_timeout(), None);
+}

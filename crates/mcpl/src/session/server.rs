@@ -182,7 +182,11 @@ pub enum ServerOutput {
     /// A defect of the host (`policy_malformed`, `unknown_feature_set`, …) or of the
     /// application's answer (`injection_dropped`), as `server::Server` reports it.
     Diagnostic(ServerDiagnostic),
-    /// Close the connection (after writing what was transmitted before).
+    /// Close the connection (after writing what was transmitted before): a policy refused
+    /// with `fallback: "close"` (§6.7). The machine does not close itself: it still reads
+    /// what it is fed (under the reset policy, nothing granted) and its deadlines still run
+    /// until the driver, once the connection is down, calls [`ServerState::handle_close`],
+    /// which ends the open turns (§10.5) and everything in flight.
     Close,
 }
 
