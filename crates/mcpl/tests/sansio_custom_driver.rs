@@ -20,7 +20,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpl::capability::Capability;
-use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
+use mcpl::jsonrpc::{ErrorObject, Message, ParseError, RequestId, Response};
 use mcpl::lifecycle::{LifecycleConfig, TurnEvent, TurnOutcome};
 use mcpl::session::{
     HostDiagnostic, HostEvent, HostOutput, HostRules, HostState, Mode, ServerOutput, ServerRules,
@@ -80,6 +80,8 @@ enum HostCall {
     StartTurn(&'static str),
     EndTurn(&'static str),
     Answer(RequestId, Value),
+    /// A line written as it is (a misbehaving host).
+    Raw(&'static str),
     Close,
 }
 
@@ -156,6 +158,11 @@ fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
                 }
                 Input::Call(HostCall::Answer(id, result)) => {
                     host.answer(id, Ok(result)).expect("a request to answer");
+                }
+                Input::Call(HostCall::Raw(line)) => {
+                    if !write_line(&mut w, line) {
+                        break;
+                    }
                 }
                 Input::Call(HostCall::Close) => {
                     // Everything polled is written: close our end (the server reads EOF).
@@ -278,7 +285,21 @@ fn spawn_server(stream: UnixStream, rules: ServerRules) -> ServerDriver {
             match input {
                 Input::Frame(text) => match Message::parse(&text) {
                     Ok(m) => server.handle_message(now, m),
-                    Err(e) => panic!("the host wrote no message: {e}: {text}"),
+                    // The machines take only messages: a line that is none is the driver's
+                    // to answer (JSON-RPC 2.0 §5), with the id when one could be read.
+                    Err(e) => {
+                        let (id, error) = match e {
+                            ParseError::Json(d) => (None, ErrorObject::parse_error(d)),
+                            ParseError::Invalid(i) => {
+                                (i.id, ErrorObject::invalid_request(i.reason))
+                            }
+                        };
+                        let answer = Message::Response(Response {
+                            id,
+                            outcome: Err(error),
+                        });
+                        let _ = write_line(&mut w, &answer.to_json());
+                    }
                 },
                 Input::Eof => {
                     server.handle_close(now);
@@ -501,6 +522,21 @@ fn a_blocking_driver_pair_runs_a_whole_session_over_a_socket() {
         }
         _ => None,
     });
+
+    // Lines that are no message: the server's driver answers them (JSON-RPC 2.0 §5), and
+    // the host reads answers to nothing it sent.
+    host.call(HostCall::Raw("{not json"));
+    host.call(HostCall::Raw(r#"{"jsonrpc":"2.0","id":77,"method":7}"#));
+    for want in ["null", "77"] {
+        host.until(|s| match s {
+            HostSeen::Out(HostOutput::Diagnostic(HostDiagnostic::UnexpectedResponse { id }))
+                if id == want =>
+            {
+                Some(())
+            }
+            _ => None,
+        });
+    }
 
     // Lifecycle turns (§10.5): one ended by its terminal, one by the server's safety
     // timeout, one open at the close.

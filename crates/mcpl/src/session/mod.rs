@@ -24,6 +24,14 @@
 //! requests and notifications: the same [`outbound::gate`], against the state the driver
 //! published.
 //!
+//! The machines take only messages. A line that is none is its driver's to answer
+//! (JSON-RPC 2.0 §5), as the async drivers' peer does: [`ParseError::Json`] with `-32700`
+//! and a null id, [`ParseError::Invalid`] with `-32600` and the id it carries when one
+//! could be read; a driver that drops such a line leaves a request unanswered.
+//!
+//! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
+//! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid
+//!
 //! A host and a server wired back to back, every frame through its JSON text:
 //!
 //! ```
