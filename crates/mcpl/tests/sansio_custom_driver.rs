@@ -170,6 +170,15 @@ fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
                 }
             }
         }
+        // The connection is down: the machine is told, so what still waited ends (a hook
+        // fails open) and nothing stays due.
+        host.handle_close(Instant::now());
+        while let Some(out) = host.poll_output() {
+            if out.frame().is_none() {
+                let _ = seen_tx.send(HostSeen::Out(out));
+            }
+        }
+        assert_eq!(host.poll_timeout(), None, "nothing is due after close");
         let _ = w.shutdown(std::net::Shutdown::Both);
         drop(reader);
     });
