@@ -847,3 +847,44 @@ async fn a_tool_result_nested_past_what_the_host_reads_is_answered_32603_and_war
         "{warnings:#?}"
     );
 }
+
+/// What the connection's reader reports (a junk line, a message that is no JSON-RPC, a
+/// response to no request) reaches the session's diagnostics stream as
+/// `ServerDiagnostic::Connection`, a defect of the host, as `HostDiagnostic::Connection`
+/// does at the host: a `Server` application could not see them before (only `tracing`).
+#[tokio::test]
+async fn connection_defects_reach_the_session_diagnostics() {
+    use mcpl::peer::Diagnostic as P;
+    use mcpl::server::ServerDiagnostic as D;
+    let server = pushing_server().build().unwrap();
+    let (mut host, session) = RawHost::start(&server);
+    let mut diags = session.diagnostics();
+    host.ready(&["tools"]).await;
+    host.write.write_all(b"not json at all\n").await.unwrap();
+    host.send(json!({"jsonrpc": "1.0", "id": 41, "method": "ping"}))
+        .await;
+    host.send(json!({"jsonrpc": "2.0", "id": 77, "result": {}}))
+        .await;
+    host.request("ping", json!({})).await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let d = diags.recv().await.unwrap();
+        assert_eq!(d.code(), "connection", "{d:?}");
+        assert_eq!(d.kind(), DiagnosticKind::PeerDefect, "{d:?}");
+        let D::Connection(c) = d else {
+            unreachable!("code connection")
+        };
+        seen.push(c);
+    }
+    assert!(matches!(&seen[0], P::JunkLine { excerpt } if excerpt.contains("not json")));
+    assert!(
+        matches!(&seen[1], P::InvalidMessage { answered: true, .. }),
+        "{:?}",
+        seen[1]
+    );
+    assert!(
+        matches!(&seen[2], P::UnknownResponse { .. }),
+        "{:?}",
+        seen[2]
+    );
+}

@@ -117,6 +117,15 @@ impl Server {
             )),
             ready_run: Mutex::new(ReadyRunState::default()),
         });
+        // The reader's diagnostics reach the session's stream from the start, as the host's
+        // do (`HostDiagnostic::Connection`); the peer logs each already. Held weakly: the
+        // peer must not keep its connection alive.
+        let weak = Arc::downgrade(&conn);
+        peer.forward_diagnostics(move |d| {
+            if let Some(conn) = weak.upgrade() {
+                conn.stream_diagnostic(ServerDiagnostic::Connection(d));
+            }
+        });
         let session = Session { conn: conn.clone() };
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
@@ -332,6 +341,11 @@ impl Conn {
                 tracing::info!(server, code, "{detail}")
             }
         }
+        self.stream_diagnostic(d);
+    }
+
+    /// Puts `d` on the session's diagnostics stream (if anyone subscribed), not logged.
+    pub(super) fn stream_diagnostic(&self, d: ServerDiagnostic) {
         if let Some(tx) = self.diag_tx.get() {
             let _ = tx.send(d);
         }

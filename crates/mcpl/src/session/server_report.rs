@@ -174,6 +174,13 @@ pub enum ServerDiagnostic {
     },
     /// A defect of the host's `inference/lifecycle` stream (§10.5; the `lifecycle_*` codes).
     Lifecycle(LifecycleDiagnostic),
+    /// `connection`: what the connection's reader reported (a junk line, a message that is
+    /// not JSON-RPC, a response to no request, a request past the in-flight bound …), as
+    /// `HostDiagnostic::Connection` is at the host. A `Notice` when it is the server's own
+    /// bound at work (`Busy`, `OverBudget`, `Dropped`, `UnhandledNotification`), else a
+    /// defect of the host.
+    #[cfg(feature = "runtime")]
+    Connection(crate::peer::Diagnostic),
     /// `host_mcpl_version`: the host advertises another MCPL version and is served as a
     /// plain MCP host (§3.2).
     HostMcplVersion {
@@ -212,6 +219,8 @@ impl ServerDiagnostic {
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
+            #[cfg(feature = "runtime")]
+            D::Connection(_) => "connection",
             D::HostMcplVersion { .. } => "host_mcpl_version",
             D::UserMessageUnredacted => "user_message_unredacted",
         }
@@ -236,6 +245,13 @@ impl ServerDiagnostic {
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
+            #[cfg(feature = "runtime")]
+            D::Connection(
+                crate::peer::Diagnostic::Busy { .. }
+                | crate::peer::Diagnostic::OverBudget { .. }
+                | crate::peer::Diagnostic::Dropped { .. }
+                | crate::peer::Diagnostic::UnhandledNotification { .. },
+            ) => DiagnosticKind::Notice,
             _ => DiagnosticKind::PeerDefect,
         }
     }
@@ -365,6 +381,8 @@ impl std::fmt::Display for Detail<'_> {
                 f.write_str("an error response without an id, to no request in flight")
             }
             D::Lifecycle(d) => write!(f, "{d}"),
+            #[cfg(feature = "runtime")]
+            D::Connection(d) => write!(f, "{d}"),
             D::HostMcplVersion { version } => write!(
                 f,
                 "the host advertises MCPL version {version}, not {}: serving it as a plain MCP \
@@ -692,6 +710,24 @@ mod tests {
                 N,
             ),
             (D::UserMessageUnredacted, "user_message_unredacted", P),
+            #[cfg(feature = "runtime")]
+            (
+                D::Connection(crate::peer::Diagnostic::JunkLine {
+                    excerpt: "x".into(),
+                }),
+                "connection",
+                P,
+            ),
+            #[cfg(feature = "runtime")]
+            (
+                D::Connection(crate::peer::Diagnostic::Busy {
+                    id: RequestId::from(1i64),
+                    method: m(),
+                    limit: 1,
+                }),
+                "connection",
+                N,
+            ),
         ];
         for (d, code, kind) in cases {
             assert_eq!((d.code(), d.kind()), (code, kind), "{d:?}");
