@@ -268,3 +268,69 @@ async fn a_byte_order_mark_before_a_request_does_not_lose_the_request() {
     assert_eq!(ids, [json!(1), json!(2), json!(3)]);
     served.await.unwrap();
 }
+
+/// `on_first_ready` and `on_ready` that panic are the author's mistakes, reported as any
+/// handler's (`handler_panicked`, naming which), not only tokio's task panic message; the
+/// run goes on (`on_ready` after a panicking `on_first_ready`) and the next accepted policy
+/// Request calls `on_ready` again.
+#[tokio::test]
+async fn panicking_ready_handlers_are_reported_and_the_next_request_runs_them_again() {
+    let (calls_tx, mut calls) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let first_tx = calls_tx.clone();
+    let server = Server::builder("drivers", "1.0.0")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .on_first_ready(move |_s| {
+            let _ = first_tx.send("first");
+            async move { panic!("on_first_ready fails") }
+        })
+        .on_ready(move |_s| {
+            let _ = calls_tx.send("every");
+            async move { panic!("on_ready fails") }
+        })
+        .build()
+        .unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    let mut diags = session.diagnostics();
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                    "clientInfo": {"name": "host", "version": "0"}})),
+    )
+    .await
+    .unwrap();
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let mut panicked = Vec::new();
+    for round in 0..2 {
+        let receipt = peer
+            .request_raw(
+                "featureSets/update",
+                Some(json!({ "effectiveCapabilities": ["pushEvents"] })),
+            )
+            .await
+            .unwrap();
+        assert_eq!(receipt["accepted"], true, "{receipt}");
+        // The first Request runs both handlers, the second `on_ready` alone.
+        let reported = if round == 0 { 2 } else { 3 };
+        while panicked.len() < reported {
+            // A guard, not a synchronisation: without the report this waited for ever.
+            let d = tokio::time::timeout(std::time::Duration::from_secs(10), diags.recv())
+                .await
+                .expect("the panic is reported")
+                .unwrap();
+            if let ServerDiagnostic::HandlerPanicked { method } = d {
+                panicked.push(method);
+            }
+        }
+    }
+    assert_eq!(panicked, ["on_first_ready", "on_ready", "on_ready"]);
+    let mut order = Vec::new();
+    while let Ok(c) = calls.try_recv() {
+        order.push(c);
+    }
+    assert_eq!(order, ["first", "every", "every"]);
+}

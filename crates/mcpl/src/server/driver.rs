@@ -516,12 +516,27 @@ impl Driver {
                 conn: session.conn.clone(),
                 ended: false,
             };
+            // A handler that panics is the author's mistake, reported as any handler's
+            // (`HandlerPanicked`); the run goes on (the next handler, a call owed).
+            let caught = |name: &'static str, fut: super::BoxFut<()>| {
+                use futures_util::FutureExt;
+                let conn = session.conn.clone();
+                std::panic::AssertUnwindSafe(fut)
+                    .catch_unwind()
+                    .map(move |r| {
+                        if r.is_err() {
+                            conn.diagnostic(ServerDiagnostic::HandlerPanicked {
+                                method: name.to_owned(),
+                            });
+                        }
+                    })
+            };
             if let Some(first) = first {
-                first(session.clone()).await;
+                caught("on_first_ready", first(session.clone())).await;
             }
             if let Some(every) = every {
                 loop {
-                    every(session.clone()).await;
+                    caught("on_ready", every(session.clone())).await;
                     if !run.again() {
                         break;
                     }
