@@ -45,10 +45,12 @@ fn init_answer() -> String {
 /// not UTF-8 can be given as octal escapes), never reading again: exit code and report,
 /// with the peak memory asserted.
 fn flooded_by(line: &str, timeout: &str) -> (i32, Value) {
-    let script = format!(
-        "read -r _; printf '%s\\n' '{}'; exec yes \"$(printf \"$1\")\"",
-        init_answer()
-    );
+    flooded_with("exec yes \"$(printf \"$1\")\"", line, timeout)
+}
+
+/// [`flooded_by`] with the shell command `writer` (given `$1`) writing after `initialize`.
+fn flooded_with(writer: &str, line: &str, timeout: &str) -> (i32, Value) {
+    let script = format!("read -r _; printf '%s\\n' '{}'; {writer}", init_answer());
     let out = Command::cargo_bin("mcpl")
         .unwrap()
         .args([
@@ -124,5 +126,19 @@ fn a_flood_of_pushes_before_the_policy_is_counted_not_listed() {
         assert!(more.is_some_and(|n| n > 0), "{id}: {detail}");
         assert_eq!(detail.matches("push/event").count(), 32, "{id}: {detail}");
     }
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// `mcpl/manifestChanged` announcements naming domains no server may (§17.3 names three),
+/// each one new, as fast as `awk` writes them: each is a shape finding, and the set of
+/// announced domains the checker compares with what changed kept every name, growing for
+/// the whole session. Only the three domains are kept now.
+#[test]
+fn a_flood_of_announcements_of_made_up_domains_keeps_no_name() {
+    let writer = r#"exec awk 'BEGIN { for (i = 0; ; i++) { printf "{\"jsonrpc\":\"2.0\",\"method\":\"mcpl/manifestChanged\",\"params\":{\"revision\":\"r%d\",\"domains\":[", i; for (j = 0; j < 40; j++) printf "%s\"made-up-domain-number-%d-%d\"", (j ? "," : ""), i, j; print "]}}" } }'"#;
+    let (code, doc) = flooded_with(writer, "", "1");
+    let (status, detail) = detail(&doc, "manifest.changed-shape");
+    assert_eq!(status, "fail", "{doc:#}");
+    assert!(detail.contains("unknown domain"), "{detail}");
     assert_eq!(code, 1, "{doc:#}");
 }

@@ -152,7 +152,7 @@ struct Session {
     /// The revision the last `mcpl/manifestChanged` announced, until it is checked.
     announced: Option<String>,
     /// Every domain any `mcpl/manifestChanged` announced (§17.3).
-    announced_domains: BTreeSet<String>,
+    announced_domains: BTreeSet<&'static str>,
     /// The manifest presented at `initialize`, to derive what changed since.
     initial_manifest: Option<Value>,
     /// The grant sent in the initial policy, reused by the reduction probe.

@@ -76,13 +76,13 @@ impl Session {
         let extra: Vec<&str> = self
             .announced_domains
             .iter()
-            .map(String::as_str)
+            .copied()
             .filter(|d| !changed.contains(d))
             .collect();
         let announced = self
             .announced_domains
             .iter()
-            .cloned()
+            .copied()
             .collect::<Vec<_>>()
             .join(", ");
         if !missing.is_empty() {

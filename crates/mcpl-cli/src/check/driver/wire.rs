@@ -321,8 +321,15 @@ impl Session {
                     .as_ref()
                     .and_then(|p| p.get("domains"))
                     .and_then(Value::as_array);
+                // Only the three domains §17.3 names are kept (so the set stays bounded
+                // whatever a server announces); another is a shape defect, judged below.
                 for d in domains.into_iter().flatten().filter_map(Value::as_str) {
-                    self.announced_domains.insert(d.to_owned());
+                    if let Some(known) = mcpl::manifest::ChangeDomain::ALL
+                        .iter()
+                        .find(|c| c.as_str() == d)
+                    {
+                        self.announced_domains.insert(known.as_str());
+                    }
                 }
                 let d = inspect::manifest_changed_defects(params.as_ref());
                 if !d.is_empty() {
