@@ -220,6 +220,55 @@ fn a_refused_frame_is_marked_with_its_rule() {
         .any(|l| l["message"]["id"] == "s-early" && l["marks"].is_array()));
 }
 
+/// `GET /api/state` with the token and `headers`: the status.
+fn state_status(insp: &Inspect, headers: &[(&str, String)]) -> u16 {
+    let mut all = vec![("X-MCPL-Token", insp.token.clone())];
+    all.extend(headers.iter().cloned());
+    insp.request("GET", "/api/state", &all, None).0
+}
+
+/// Listening on every address (`--host 0.0.0.0`), a client on the network names the
+/// dashboard by this machine's IP address: that `Host` (and `Origin`) is taken, with the
+/// dashboard's port, where it got `403` and the dashboard could be reached by no one but
+/// this machine. A name is still refused (DNS rebinding needs one), as is another port;
+/// on the default loopback address an IP that is not its own is refused as before.
+#[test]
+fn listening_on_every_address_a_client_may_name_it_by_ip_but_not_by_name() {
+    let insp = Inspect::start(&["--host", "0.0.0.0"]);
+    let p = insp.port;
+    for host in [format!("192.0.2.7:{p}"), format!("[2001:db8::1]:{p}")] {
+        assert_eq!(
+            state_status(&insp, &[("Host", host.clone())]),
+            200,
+            "{host}"
+        );
+        let origin = format!("http://{host}");
+        assert_eq!(
+            state_status(&insp, &[("Origin", origin.clone())]),
+            200,
+            "{origin}"
+        );
+    }
+    for host in [
+        format!("evil.example:{p}"),
+        "192.0.2.7:1".into(),
+        "192.0.2.7".into(),
+    ] {
+        assert_eq!(
+            state_status(&insp, &[("Host", host.clone())]),
+            403,
+            "{host}"
+        );
+    }
+    let origin = format!("http://evil.example:{p}");
+    assert_eq!(state_status(&insp, &[("Origin", origin)]), 403);
+    assert_eq!(state_status(&insp, &[]), 200, "127.0.0.1 still names it");
+
+    let local = Inspect::start(&[]);
+    let host = format!("192.0.2.7:{}", local.port);
+    assert_eq!(state_status(&local, &[("Host", host)]), 403);
+}
+
 #[test]
 fn without_the_token_401_and_with_a_foreign_origin_or_host_403() {
     let insp = Inspect::start(&[]);

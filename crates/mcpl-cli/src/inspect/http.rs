@@ -3,8 +3,10 @@
 //!
 //! Security (every response, whatever the route):
 //! - a `Host` header that is not the dashboard's own address (`127.0.0.1:PORT`,
-//!   `localhost:PORT`, `[::1]:PORT`, or `--host`'s `HOST:PORT`) gets `403`, and so does an
-//!   `Origin` that is not `http://` one of those (DNS rebinding, cross-site requests);
+//!   `localhost:PORT`, `[::1]:PORT`, or `--host`'s `HOST:PORT`; listening on every address,
+//!   `--host 0.0.0.0` or `::`, any IP address with `PORT`, never a name) gets `403`, and so
+//!   does an `Origin` that is not `http://` one of those (DNS rebinding, cross-site
+//!   requests);
 //! - then every request (the page, its script and style, the API, the event stream) needs
 //!   the per-run random token, as `?token=` or an `X-MCPL-Token` header: `401` without it;
 //! - API writes are `POST` with `Content-Type: application/json` (no form can send that
@@ -106,6 +108,25 @@ struct App {
     token: String,
     /// `Host` values that name the dashboard.
     hosts: Vec<String>,
+    /// The dashboard's port.
+    port: u16,
+    /// Listening on every address (`--host 0.0.0.0` or `::`): a `Host` that is an IP
+    /// address with the dashboard's port names it too (how a client on the network reaches
+    /// it). DNS rebinding needs a name the attacker controls, so an IP literal is no such
+    /// request; names stay refused.
+    any_address: bool,
+}
+
+impl App {
+    /// Whether `authority` (a `Host` value, or an `Origin` without `http://`) names this
+    /// dashboard.
+    fn names_dashboard(&self, authority: &str) -> bool {
+        self.hosts.iter().any(|a| a.eq_ignore_ascii_case(authority))
+            || (self.any_address
+                && authority
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.port() == self.port))
+    }
 }
 
 impl Server {
@@ -125,10 +146,17 @@ impl Server {
         if !hosts.contains(&own) {
             hosts.push(own);
         }
+        let any_address = self
+            .host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
         let app = Arc::new(App {
             engine,
             token: self.token,
             hosts,
+            port: self.port,
+            any_address,
         });
         let router = router(app);
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -294,7 +322,7 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok());
-    if !host.is_some_and(|h| app.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) {
+    if !host.is_some_and(|h| app.names_dashboard(h)) {
         return refuse(
             StatusCode::FORBIDDEN,
             "the Host header does not name this dashboard",
@@ -302,9 +330,9 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let ok = origin.to_str().ok().is_some_and(|o| {
-            app.hosts
-                .iter()
-                .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
+            o.get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+                && o.get(7..).is_some_and(|a| app.names_dashboard(a))
         });
         if !ok {
             return refuse(

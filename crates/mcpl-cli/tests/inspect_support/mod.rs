@@ -37,7 +37,8 @@ impl Drop for Inspect {
 
 impl Inspect {
     /// Starts `mcpl inspect --port 0 ARGS` and reads its first stderr line, which must be
-    /// exactly `mcpl inspect: http://127.0.0.1:PORT/?token=TOKEN`.
+    /// exactly `mcpl inspect: http://HOST:PORT/?token=TOKEN` (`127.0.0.1` unless `--host`);
+    /// requests go to `127.0.0.1:PORT`.
     pub fn start(args: &[&str]) -> Inspect {
         Self::start_with_env(args, &[])
     }
@@ -64,9 +65,10 @@ impl Inspect {
         });
         let url = first
             .trim_end()
-            .strip_prefix("mcpl inspect: http://127.0.0.1:")
+            .strip_prefix("mcpl inspect: http://")
             .unwrap_or_else(|| panic!("unexpected first stderr line: {first:?}"));
-        let (port, token) = url.split_once("/?token=").expect("url with token");
+        let (authority, token) = url.split_once("/?token=").expect("url with token");
+        let (_, port) = authority.rsplit_once(':').expect("HOST:PORT");
         assert_eq!(token.len(), 64, "a 32-byte hex token");
         Inspect {
             child,
