@@ -129,8 +129,11 @@ impl ServerRules {
 pub enum ServerOutput {
     /// A frame to write to the host, in this order (every frame the machine sends).
     Transmit(Transmission),
-    /// An admitted host request for the application (`tools/call`, hooks, …): answer with
-    /// [`ServerState::answer`].
+    /// An admitted host request for the application (`tools/call`, hooks, …): answer every
+    /// one with [`ServerState::answer`] (or [`ServerState::answer_encoded`]), a method the
+    /// application does not serve with `-32601` (`ErrorObject::method_not_found`): each
+    /// unanswered one holds one of [`ServerRules::max_in_flight`]'s slots, and the host
+    /// waits for it (JSON-RPC 2.0 §5).
     Request {
         /// Its id.
         id: RequestId,
