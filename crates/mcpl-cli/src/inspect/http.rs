@@ -459,7 +459,19 @@ async fn log_entry(State(app): State<Arc<App>>, Path(seq): Path<u64>) -> Respons
 }
 
 async fn export(State(app): State<Arc<App>>) -> Response {
-    let body = app.engine.log().export_jsonl();
+    // The frames are copied under the log's lock and rendered off it (on the blocking
+    // pool): up to the log's 32 MiB of JSON, which the connection's recording must not wait
+    // behind.
+    let frames = app.engine.log().frames();
+    let body = match tokio::task::spawn_blocking(move || super::log::export_jsonl(&frames)).await {
+        Ok(body) => body,
+        Err(e) => {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("the export failed: {e}"),
+            )
+        }
+    };
     (
         [
             (header::CONTENT_TYPE, "application/jsonl; charset=utf-8"),

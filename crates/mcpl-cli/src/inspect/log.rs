@@ -397,36 +397,46 @@ impl Log {
         })
     }
 
-    /// The kept frames as JSON Lines in the `mcpl check --transcript` format (`direction`
-    /// `sent`/`received`, `time`, `message`; text that is not JSON as a JSON string), with
-    /// `truncated`/`bytes` on a cut frame and `marks` on a marked one. Diagnostics and notes
-    /// are not frames and are left out.
-    pub fn export_jsonl(&self) -> String {
-        let mut out = String::new();
-        for e in &self.entries {
-            let direction = match e.dir {
-                Dir::Sent => "sent",
-                Dir::Received => "received",
-                Dir::Host => continue,
-            };
-            let message = if e.truncated {
-                Value::String(e.text.clone())
-            } else {
-                serde_json::from_str(&e.text).unwrap_or_else(|_| Value::String(e.text.clone()))
-            };
-            let mut line = json!({ "direction": direction, "time": e.time, "message": message });
-            if e.truncated {
-                line["truncated"] = json!(true);
-                line["bytes"] = json!(e.bytes);
-            }
-            if !e.marks.is_empty() {
-                line["marks"] = json!(e.marks);
-            }
-            out.push_str(&line.to_string());
-            out.push('\n');
-        }
-        out
+    /// A copy of the kept frames (diagnostics and notes are not frames), to export without
+    /// holding the log: copying is quick, rendering them as JSON is not.
+    pub fn frames(&self) -> Vec<Entry> {
+        self.entries
+            .iter()
+            .filter(|e| e.dir != Dir::Host)
+            .cloned()
+            .collect()
     }
+}
+
+/// `frames` as JSON Lines in the `mcpl check --transcript` format (`direction`
+/// `sent`/`received`, `time`, `message`; text that is not JSON as a JSON string), with
+/// `truncated`/`bytes` on a cut frame and `marks` on a marked one. Diagnostics and notes
+/// are not frames and are left out.
+pub fn export_jsonl(frames: &[Entry]) -> String {
+    let mut out = String::new();
+    for e in frames {
+        let direction = match e.dir {
+            Dir::Sent => "sent",
+            Dir::Received => "received",
+            Dir::Host => continue,
+        };
+        let message = if e.truncated {
+            Value::String(e.text.clone())
+        } else {
+            serde_json::from_str(&e.text).unwrap_or_else(|_| Value::String(e.text.clone()))
+        };
+        let mut line = json!({ "direction": direction, "time": e.time, "message": message });
+        if e.truncated {
+            line["truncated"] = json!(true);
+            line["bytes"] = json!(e.bytes);
+        }
+        if !e.marks.is_empty() {
+            line["marks"] = json!(e.marks);
+        }
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
