@@ -93,11 +93,40 @@ enum HostSeen {
     Up { mode: Mode, push_granted: bool },
 }
 
-struct HostDriver {
-    calls: Sender<Input<HostCall>>,
-    seen: Receiver<HostSeen>,
+/// A driver thread as the test sees it: the application calls it takes, the outputs it
+/// reports, and the thread.
+struct Driver<C, S> {
+    /// `host` or `server`, for a hung test's message.
+    side: &'static str,
+    calls: Sender<Input<C>>,
+    seen: Receiver<S>,
     thread: JoinHandle<()>,
 }
+
+impl<C, S: std::fmt::Debug> Driver<C, S> {
+    fn call(&self, c: C) {
+        if self.calls.send(Input::Call(c)).is_err() {
+            panic!("the {} driver has stopped", self.side);
+        }
+    }
+
+    /// The next reported output matching `f`, skipping (and returning) the others.
+    fn until<T>(&self, mut f: impl FnMut(&S) -> Option<T>) -> (T, Vec<S>) {
+        let mut skipped = Vec::new();
+        loop {
+            let s = self
+                .seen
+                .recv_timeout(GUARD)
+                .unwrap_or_else(|e| panic!("{}: no output ({e}); so far {skipped:#?}", self.side));
+            if let Some(t) = f(&s) {
+                return (t, skipped);
+            }
+            skipped.push(s);
+        }
+    }
+}
+
+type HostDriver = Driver<HostCall, HostSeen>;
 
 fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
     let (tx, rx) = mpsc::channel();
@@ -182,31 +211,11 @@ fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
         let _ = w.shutdown(std::net::Shutdown::Both);
         drop(reader);
     });
-    HostDriver {
+    Driver {
+        side: "host",
         calls: tx,
         seen,
         thread,
-    }
-}
-
-impl HostDriver {
-    fn call(&self, c: HostCall) {
-        self.calls.send(Input::Call(c)).expect("host driver runs");
-    }
-
-    /// The next reported output matching `f`, skipping (and returning) the others.
-    fn until<T>(&self, mut f: impl FnMut(&HostSeen) -> Option<T>) -> (T, Vec<HostSeen>) {
-        let mut skipped = Vec::new();
-        loop {
-            let s = self
-                .seen
-                .recv_timeout(GUARD)
-                .unwrap_or_else(|e| panic!("host: no output ({e}); so far {skipped:#?}"));
-            if let Some(t) = f(&s) {
-                return (t, skipped);
-            }
-            skipped.push(s);
-        }
     }
 }
 
@@ -226,11 +235,7 @@ enum ServerSeen {
     Closed,
 }
 
-struct ServerDriver {
-    calls: Sender<Input<ServerCall>>,
-    seen: Receiver<ServerSeen>,
-    thread: JoinHandle<()>,
-}
+type ServerDriver = Driver<ServerCall, ServerSeen>;
 
 fn hook_answer() -> Value {
     json!({ "featureSet": "ctx", "contextInjections": [
@@ -335,30 +340,11 @@ fn spawn_server(stream: UnixStream, rules: ServerRules) -> ServerDriver {
         let _ = seen_tx.send(ServerSeen::Closed);
         drop(reader);
     });
-    ServerDriver {
+    Driver {
+        side: "server",
         calls: tx,
         seen,
         thread,
-    }
-}
-
-impl ServerDriver {
-    fn call(&self, c: ServerCall) {
-        self.calls.send(Input::Call(c)).expect("server driver runs");
-    }
-
-    fn until<T>(&self, mut f: impl FnMut(&ServerSeen) -> Option<T>) -> (T, Vec<ServerSeen>) {
-        let mut skipped = Vec::new();
-        loop {
-            let s = self
-                .seen
-                .recv_timeout(GUARD)
-                .unwrap_or_else(|e| panic!("server: no output ({e}); so far {skipped:#?}"));
-            if let Some(t) = f(&s) {
-                return (t, skipped);
-            }
-            skipped.push(s);
-        }
     }
 }
 
