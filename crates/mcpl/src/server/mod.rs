@@ -43,6 +43,12 @@
 //!   them to a send. The `context/beforeInference` handler gets a read-only [`GrantState`],
 //!   not a session, for the same reason and for §10.7 (hooks must not trigger inference).
 //!
+//! - **Handlers run concurrently, from their first `.await`.** A handler's future is first
+//!   polled inside the connection's driver, so one that finishes without waiting is answered
+//!   at once, with no task of its own; one that awaits goes on in its own task and holds up
+//!   nothing after it. Work *before* its first `.await` runs in the driver: blocking there
+//!   (a blocking call, long CPU work) holds up every message of that connection, `ping`
+//!   included, so put such work in `tokio::task::spawn_blocking` and await it.
 //! - **One server, per-connection state.** A [`Server`] is built once and shared by every
 //!   connection (manifest tracker, handlers, tools); what belongs to one connection is its
 //!   [`ServerBuilder::connection_state`], made on first use ([`Session::state`]) and dropped
