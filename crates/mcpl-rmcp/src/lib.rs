@@ -184,8 +184,9 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 /// Capacity of the queue of messages waiting to be read by rmcp's service, per connection.
 pub const QUEUE: usize = 256;
 
-/// The code a request the host cancelled is answered with (rmcp does not answer it).
-pub const REQUEST_CANCELLED: i64 = -32800;
+/// The code a request the host cancelled is answered with (rmcp does not answer it):
+/// [`mcpl::jsonrpc::codes::REQUEST_CANCELLED`], as the session answers one itself.
+pub const REQUEST_CANCELLED: i64 = mcpl::jsonrpc::codes::REQUEST_CANCELLED;
 
 /// The library's [`ServerBuilder`] for `handler`: named and described by its `get_info`
 /// (`serverInfo`, `instructions`), with every MCP method served by a clone of `handler` per

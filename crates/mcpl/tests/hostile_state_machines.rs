@@ -670,6 +670,19 @@ impl Ledger {
         Ok(())
     }
 
+    /// The host cancelled request `id` (MCP `notifications/cancelled`): only one handed out
+    /// and not yet answered may be, and the machine has answered it (`-32800`, counted by
+    /// [`Self::responded`]): the application no longer does.
+    fn cancelled(&mut self, id: &RequestId) -> Result<(), TestCaseError> {
+        let Some(i) = self.handed.iter().position(|h| h == id) else {
+            return Err(TestCaseError::fail(format!(
+                "request {id} cancelled, but it is not handed out"
+            )));
+        };
+        self.handed.remove(i);
+        Ok(())
+    }
+
     fn unanswered(&self) -> Vec<(&RequestId, &usize)> {
         self.owed.iter().collect()
     }
@@ -1189,6 +1202,8 @@ enum ServerStep {
     Msg(Hostile),
     Tick(Tick),
     Call(ServerCall),
+    /// The host cancels the `k`-th request handed out (any id when none is).
+    Cancel(usize),
 }
 
 fn server_step() -> impl Strategy<Value = ServerStep> {
@@ -1196,6 +1211,7 @@ fn server_step() -> impl Strategy<Value = ServerStep> {
         7 => hostile(TO_SERVER).prop_map(ServerStep::Msg),
         2 => tick().prop_map(ServerStep::Tick),
         4 => server_call().prop_map(ServerStep::Call),
+        1 => any::<usize>().prop_map(ServerStep::Cancel),
     ]
 }
 
@@ -1407,6 +1423,14 @@ impl ServerHarness {
                     self.ledger.handed_out(&id)?;
                     self.handed_methods.insert(id, method);
                 }
+                ServerOutput::Cancelled { id, .. } => {
+                    prop_assert_ne!(
+                        self.handed_methods.get(&id).map(String::as_str),
+                        Some("initialize"),
+                        "initialize cancelled"
+                    );
+                    self.ledger.cancelled(&id)?;
+                }
                 ServerOutput::Close => close = true,
                 ServerOutput::Diagnostic(ServerDiagnostic::Lifecycle(
                     LifecycleDiagnostic::OpenTurnsLimit { ended, .. },
@@ -1435,6 +1459,21 @@ impl ServerHarness {
             self.drain()?;
         }
         Ok(())
+    }
+
+    /// The host's `notifications/cancelled` for the `k`-th request handed out.
+    fn cancel(&mut self, k: usize) -> Result<(), TestCaseError> {
+        let id = match self.ledger.handed.len() {
+            0 => json!(k),
+            n => self.ledger.handed[k % n].to_value(),
+        };
+        let text = request_text(
+            None,
+            "notifications/cancelled",
+            Some(json!({ "requestId": id })),
+            None,
+        );
+        self.deliver(&text)
     }
 
     fn deliver(&mut self, text: &str) -> Result<(), TestCaseError> {
@@ -1600,6 +1639,7 @@ fn run_server(setup: &ServerSetup, steps: &[ServerStep]) -> Result<(), TestCaseE
             ServerStep::Msg(m) => s.hostile(m)?,
             ServerStep::Tick(t) => s.tick(t)?,
             ServerStep::Call(c) => s.call(c)?,
+            ServerStep::Cancel(k) => s.cancel(*k)?,
         }
     }
     s.finish()

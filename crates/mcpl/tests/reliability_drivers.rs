@@ -334,3 +334,139 @@ async fn panicking_ready_handlers_are_reported_and_the_next_request_runs_them_ag
     }
     assert_eq!(order, ["first", "every", "every"]);
 }
+
+/// MCP's `notifications/cancelled` for a `tools/call` still running: its handler stops (its
+/// future is dropped at its `.await`), it is answered `-32800` at once (every request gets
+/// an answer; the host ignores it) and its in-flight slot is free. Before, the cancel was
+/// only reported (`ignored_notification`): a host that cancelled calls to a tool that never
+/// returns found the connection answering every later request busy once the bound was
+/// reached. A cancel of a request already answered, or of `initialize`, changes nothing.
+#[tokio::test]
+async fn a_cancelled_call_stops_its_handler_frees_its_slot_and_is_answered_cancelled() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let live = Arc::new(Live::default());
+    let server = {
+        let live = live.clone();
+        builder()
+            .tool(
+                "hang",
+                "Never returns",
+                json!({"type": "object"}),
+                move |_s, _p| {
+                    let alive = Alive::enter(&live);
+                    async move {
+                        let _alive = alive;
+                        std::future::pending::<()>().await;
+                        unreachable!("pending never resolves")
+                    }
+                },
+            )
+            .tool("echo", "Echo", json!({"type": "object"}), |_s, _p| async {
+                Ok(mcpl::protocol::handshake::ToolsCallResult::text("echo"))
+            })
+            .peer_config(PeerConfig {
+                max_in_flight_requests: 2,
+                ..PeerConfig::default()
+            })
+            .build()
+            .unwrap()
+    };
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (read, mut write) = tokio::io::split(host_end);
+    let (sr, sw) = tokio::io::split(server_end);
+    let _session = server.start(mcpl::transport::Transport::lines(sr, sw, "test"));
+    let mut lines = BufReader::new(read).lines();
+    let mut answers = Vec::new();
+    let send = |v: serde_json::Value| format!("{v}\n");
+    // Every answer up to the one for `id`, kept.
+    macro_rules! answer_to {
+        ($id:expr) => {{
+            loop {
+                let line = lines.next_line().await.unwrap().expect("the server is up");
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if v.get("method").is_none() {
+                    answers.push(v.clone());
+                    if v["id"] == json!($id) {
+                        break v;
+                    }
+                }
+            }
+        }};
+    }
+    let call = |id: u64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": {}}})
+    };
+    write
+        .write_all(
+            send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "host", "version": "0"}}}))
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    answer_to!(1);
+    for frame in [
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(10, "hang"),
+        call(11, "hang"),
+        call(12, "echo"),
+    ] {
+        write.write_all(send(frame).as_bytes()).await.unwrap();
+    }
+    let busy = answer_to!(12);
+    assert_eq!(
+        busy["error"]["code"], -32000,
+        "both slots are taken: {busy}"
+    );
+    for frame in [
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 10, "reason": "user stopped"}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 11}}),
+        // Already answered, and `initialize`: nothing to cancel.
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 12}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 1}}),
+    ] {
+        write.write_all(send(frame).as_bytes()).await.unwrap();
+    }
+    // Both handlers were called, then stopped (their futures dropped): each end wakes the
+    // test (the timeout is a guard: before, they ran for ever). The slots were freed in the
+    // same step that stopped them.
+    let stopped = async {
+        loop {
+            let ended = live.ended.notified();
+            if live.called.load(Ordering::SeqCst) == 2 && live.now.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            ended.await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), stopped)
+        .await
+        .expect("the cancelled handlers are stopped");
+    for frame in [call(13, "echo"), call(14, "echo")] {
+        write.write_all(send(frame).as_bytes()).await.unwrap();
+    }
+    let first = answer_to!(13);
+    assert_eq!(first["result"]["content"][0]["text"], "echo", "{first}");
+    let second = answer_to!(14);
+    assert_eq!(second["result"]["content"][0]["text"], "echo", "{second}");
+    let mut ids: Vec<u64> = answers.iter().filter_map(|a| a["id"].as_u64()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        [1, 10, 11, 12, 13, 14],
+        "each answered once: {answers:#?}"
+    );
+    for a in answers.iter().filter(|a| a["id"] == 10 || a["id"] == 11) {
+        assert_eq!(
+            a["error"]["code"],
+            mcpl::jsonrpc::codes::REQUEST_CANCELLED,
+            "{a}"
+        );
+    }
+}

@@ -116,6 +116,10 @@ pub mod codes {
     /// Appendix A code: JSON-RPC 2.0 leaves -32000 to -32099 to implementations, Appendix A
     /// uses none at -32000, and this crate reads a request refused this way as "retry later".
     pub const BUSY: i64 = -32000;
+    /// The requester cancelled the request (MCP `notifications/cancelled`); the answer it
+    /// still gets, which it ignores. No JSON-RPC 2.0 code names it; this is the one LSP's
+    /// `RequestCancelled` uses, and the `mcpl-rmcp` bridge's.
+    pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
 /// A JSON-RPC error object. `data` is kept verbatim in both directions.

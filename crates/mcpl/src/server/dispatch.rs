@@ -32,8 +32,9 @@ use crate::protocol::{method_info, Method};
 pub(super) enum Handled {
     /// Answered without waiting: the driver feeds the answer at once.
     Now(Answer),
-    /// Goes on in a task of its own, which sends its answer to the driver.
-    Later,
+    /// Goes on in a task of its own, which sends its answer to the driver; the handle stops
+    /// it when the host cancels the request.
+    Later(tokio::task::AbortHandle),
 }
 
 impl Handled {
@@ -94,12 +95,12 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
         }
         Ok(None) => {
             let conn = conn.clone();
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 let out = guarded(&conn, &method, fut).await;
                 let outcome = answer(&conn, &method, out, encode);
                 let _ = conn.commands.send(Command::Answer { id, outcome }).await;
             });
-            Handled::Later
+            Handled::Later(task.abort_handle())
         }
     }
 }

@@ -83,6 +83,9 @@ pub(super) struct Driver {
     current: Option<IncomingRequest>,
     /// Host requests handed out and not yet answered: the guard each answer goes through.
     requests: HashMap<RequestId, IncomingRequest>,
+    /// The tasks of the handlers of those that did not finish at once, to stop one the
+    /// host cancels.
+    tasks: HashMap<RequestId, tokio::task::AbortHandle>,
     /// The application's requests in flight, by the state's id.
     waiting: HashMap<u64, Waiting>,
     /// The state's id of each request by the id the peer sent it under.
@@ -140,6 +143,7 @@ impl Driver {
             commands,
             current: None,
             requests: HashMap::new(),
+            tasks: HashMap::new(),
             waiting: HashMap::new(),
             by_peer: HashMap::new(),
             streams: HashMap::new(),
@@ -293,6 +297,7 @@ impl Driver {
                 if self.initializing.as_ref() == Some(&id) {
                     self.initializing = None;
                 }
+                self.tasks.remove(&id);
                 self.feed_answer(id, outcome);
             }
             Command::ManifestChanged => self.take_manifest_change(),
@@ -341,6 +346,7 @@ impl Driver {
                     }
                 }
                 ServerOutput::Request { id, method, params } => self.hand_out(id, method, params),
+                ServerOutput::Cancelled { id, notification } => self.cancelled(id, notification),
                 ServerOutput::Notification(n) => {
                     super::notifications::on_notification(&self.conn, n)
                 }
@@ -559,8 +565,23 @@ impl Driver {
         let handled = super::dispatch::on_request(&self.conn, id.clone(), &method, params);
         match handled {
             super::dispatch::Handled::Now(outcome) => self.feed_answer(id, outcome),
-            super::dispatch::Handled::Later if initialize => self.initializing = Some(id),
-            super::dispatch::Handled::Later => {}
+            super::dispatch::Handled::Later(_) if initialize => self.initializing = Some(id),
+            super::dispatch::Handled::Later(task) => {
+                self.tasks.insert(id, task);
+            }
+        }
+    }
+
+    /// The host cancelled request `id` (MCP `notifications/cancelled`): the state answered
+    /// it `-32800` (written through its guard just before, which freed its in-flight slot),
+    /// so its handler's task is stopped at its next `.await`. The MCP fallback, if any, gets
+    /// the notification, for a request of its own it keeps.
+    fn cancelled(&mut self, id: RequestId, notification: crate::jsonrpc::Notification) {
+        if let Some(task) = self.tasks.remove(&id) {
+            task.abort();
+        }
+        if let Some(f) = self.conn.fallback() {
+            f.notification(&notification.method, notification.params);
         }
     }
 

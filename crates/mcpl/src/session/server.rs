@@ -39,6 +39,7 @@ use crate::protocol::Method;
 
 /// Answers to the host requests handed out.
 mod answers;
+use answers::CANCELLED;
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]
@@ -165,6 +166,21 @@ pub enum ServerOutput {
         id: u64,
         /// Its outcome.
         outcome: Result<Value, ErrorObject>,
+    },
+    /// The host cancelled a request handed out as [`ServerOutput::Request`] and not yet
+    /// answered (MCP's `notifications/cancelled`, naming its `requestId`): the machine has
+    /// answered it `-32800` ([`codes::REQUEST_CANCELLED`](crate::jsonrpc::codes), transmitted
+    /// before this output: every request gets an answer, which the host ignores), so its
+    /// work may stop and the application's answer is refused
+    /// ([`SendRefusal::UnknownRequest`]). `notification` is the host's, for an MCP
+    /// implementation that keeps its own requests. A cancel naming a request not handed
+    /// out, already answered or `initialize` (which MCP forbids cancelling) changes nothing
+    /// and comes out as [`ServerOutput::Notification`].
+    Cancelled {
+        /// The request's id.
+        id: RequestId,
+        /// The host's `notifications/cancelled`.
+        notification: Notification,
     },
     /// A request sent through [`ServerState::request`] got no answer within
     /// [`ServerRules::request_timeout`] ([`ServerState::handle_timeout`]): it is given up,
@@ -898,6 +914,7 @@ impl ServerState {
                     )),
                 }
             }
+            NotificationStep::Untyped(n) if n.method == CANCELLED => self.on_cancelled(n),
             NotificationStep::Untyped(n) => self.out.push_back(ServerOutput::Notification(n)),
         }
     }

@@ -128,7 +128,8 @@ pub enum ServerDiagnostic {
         mcp_only: bool,
     },
     /// `ignored_notification`: an MCP notification the session does not act on
-    /// (`notifications/cancelled` …).
+    /// (`notifications/progress`, a `notifications/cancelled` naming no request in flight
+    /// …).
     IgnoredNotification {
         /// The notification.
         method: String,

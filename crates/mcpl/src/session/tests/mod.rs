@@ -464,6 +464,7 @@ fn hook_params() -> Value {
     json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": "hi"})
 }
 
+mod cancel;
 mod close;
 mod hooks;
 mod hostile;
