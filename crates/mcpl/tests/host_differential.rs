@@ -378,9 +378,10 @@ impl StateSide {
                 HostOutput::Close => self.closed = true,
                 // The script makes no application request of its own (`HostState::request`):
                 // an answer to one would be a difference the comparison must show.
-                other @ (HostOutput::Response { .. } | HostOutput::RequestTimedOut { .. }) => {
-                    self.diags.push(format!("UNEXPECTED {other:?}"))
-                }
+                // Nor is a cancel possible: every request is answered as it is handed out.
+                other @ (HostOutput::Response { .. }
+                | HostOutput::RequestTimedOut { .. }
+                | HostOutput::Cancelled { .. }) => self.diags.push(format!("UNEXPECTED {other:?}")),
             }
         }
     }

@@ -815,6 +815,69 @@ async fn s11_inference_request_answered_by_application_handler() {
     assert_eq!(r["content"][0]["text"], "inference/request");
 }
 
+/// MCP `notifications/cancelled` from the server for an `inference/request` the application
+/// is still working on: the host answers it `-32800` at once (every request gets an answer;
+/// the server ignores it) and stops the handler (its future is dropped at its `.await`).
+/// Before, the cancel was reported as an unexpected method and the handler ran on.
+#[tokio::test]
+async fn s11_an_inference_request_the_server_cancels_stops_its_handler() {
+    struct Stopped(Option<tokio::sync::oneshot::Sender<()>>);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+    let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some((started_tx, stopped_tx))));
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let (started, stopped) = slot.lock().unwrap().take().expect("called once");
+        let _ = started.send(());
+        let guard = Stopped(Some(stopped));
+        Box::pin(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            unreachable!("never resolves")
+        })
+    }));
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let peer = server.peer.clone();
+    let asked = tokio::spawn(async move {
+        peer.request_raw(
+            "inference/request",
+            Some(json!({ "featureSet": "assist", "messages": [] })),
+        )
+        .await
+    });
+    // The server's first request of its own is id 1; cancelled once the handler has it.
+    started.await.unwrap();
+    server
+        .peer
+        .notify_raw(
+            "notifications/cancelled",
+            Some(json!({ "requestId": 1, "reason": "the user left" })),
+        )
+        .await
+        .unwrap();
+    let Err(mcpl::peer::PeerError::Remote(e)) = asked.await.unwrap() else {
+        panic!("answered as cancelled")
+    };
+    assert_eq!(e.code, mcpl::jsonrpc::codes::REQUEST_CANCELLED);
+    tokio::time::timeout(Duration::from_secs(10), stopped)
+        .await
+        .expect("the handler is stopped (a guard: before, it ran for ever)")
+        .unwrap();
+    assert!(
+        !drain_diags(&mut streams)
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. })),
+        "a cancel is no unexpected method"
+    );
+}
+
 /// §11.3 / App. B.4: a malformed result from the application (here OpenAI's
 /// `finishReason: "stop"`, what an audited host sent) is not sent on: the server gets
 /// `-32603` naming the defect, as `mcpl check-host` would report it.

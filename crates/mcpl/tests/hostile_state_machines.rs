@@ -783,6 +783,8 @@ enum HostStep {
     Msg(Hostile),
     Tick(Tick),
     Call(HostCall),
+    /// The server cancels the `k`-th request handed out (any id when none is).
+    Cancel(usize),
 }
 
 fn host_step() -> impl Strategy<Value = HostStep> {
@@ -790,6 +792,7 @@ fn host_step() -> impl Strategy<Value = HostStep> {
         6 => hostile(TO_HOST).prop_map(HostStep::Msg),
         2 => tick().prop_map(HostStep::Tick),
         4 => host_call().prop_map(HostStep::Call),
+        1 => any::<usize>().prop_map(HostStep::Cancel),
     ]
 }
 
@@ -953,11 +956,27 @@ impl HostHarness {
             }
             match o {
                 HostOutput::Request { id, .. } => self.ledger.handed_out(&id)?,
+                HostOutput::Cancelled { id } => self.ledger.cancelled(&id)?,
                 HostOutput::Close => self.closed = true,
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// The server's `notifications/cancelled` for the `k`-th request handed out.
+    fn cancel(&mut self, k: usize) -> Result<(), TestCaseError> {
+        let id = match self.ledger.handed.len() {
+            0 => json!(k),
+            n => self.ledger.handed[k % n].to_value(),
+        };
+        let text = request_text(
+            None,
+            "notifications/cancelled",
+            Some(json!({ "requestId": id })),
+            None,
+        );
+        self.deliver(&text)
     }
 
     /// Delivers one text the hostile server wrote; what does not parse is the driver's.
@@ -1151,6 +1170,7 @@ fn run_host(setup: &HostSetup, steps: &[HostStep]) -> Result<(), TestCaseError> 
             HostStep::Msg(m) => h.hostile(m)?,
             HostStep::Tick(t) => h.tick(t)?,
             HostStep::Call(c) => h.call(c)?,
+            HostStep::Cancel(k) => h.cancel(*k)?,
         }
     }
     h.finish()

@@ -115,6 +115,9 @@ pub(super) struct Driver {
     pub(super) events: queue::Sender<HostEvent>,
     pub(super) diags: queue::Sender<HostDiagnostic>,
     pub(super) connected: Option<Reply<Result<(), HostError>>>,
+    /// The tasks of the application's handlers of server requests, to stop one the server
+    /// cancels.
+    pub(super) tasks: HashMap<RequestId, tokio::task::AbortHandle>,
 }
 
 /// The driver's bookkeeping of what waits on the state machine.
@@ -438,6 +441,7 @@ impl Driver {
                 outcome,
                 panicked,
             } => {
+                self.tasks.remove(&id);
                 if let Some(method) = panicked {
                     self.diag(HostDiagnostic::HandlerPanicked { method });
                 }
@@ -602,6 +606,13 @@ impl Driver {
             }
             // The session's own requests go straight through the peer (`outbound.rs`).
             HostOutput::Response { .. } | HostOutput::RequestTimedOut { .. } => {}
+            // Answered by the state machine (written just before): the handler stops at its
+            // next `.await`.
+            HostOutput::Cancelled { id } => {
+                if let Some(task) = self.tasks.remove(&id) {
+                    task.abort();
+                }
+            }
             HostOutput::Close => self.peer.close(),
         }
     }
@@ -664,7 +675,10 @@ impl Driver {
                 request_id: id.clone(),
                 sent: 0,
             };
-            tokio::spawn(answer_with(tx, id, method, async move { h(p, sink).await }));
+            let task = tokio::spawn(answer_with(tx, id.clone(), method, async move {
+                h(p, sink).await
+            }));
+            self.tasks.insert(id, task.abort_handle());
             return;
         }
         match cfg.request_handler.clone() {
@@ -674,7 +688,10 @@ impl Driver {
             }
             Some(h) => {
                 let m = method.clone();
-                tokio::spawn(answer_with(tx, id, method, async move { h(&m, p).await }));
+                let task = tokio::spawn(answer_with(tx, id.clone(), method, async move {
+                    h(&m, p).await
+                }));
+                self.tasks.insert(id, task.abort_handle());
             }
         }
     }

@@ -342,6 +342,7 @@ impl HostSession {
             events: etx,
             diags: dtx,
             connected: Some(up_tx),
+            tasks: std::collections::HashMap::new(),
         });
         tokio::spawn(driver.run());
         let session = HostSession {

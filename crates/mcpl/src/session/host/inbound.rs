@@ -217,6 +217,9 @@ impl HostState {
         if method == ManifestChanged::NAME {
             return self.on_manifest_changed(now, n.params.as_ref());
         }
+        if method == "notifications/cancelled" {
+            return self.on_cancelled(n.params.as_ref());
+        }
         let params = n.params.clone();
         let Ok(judged) = self.admit(method, params.as_ref()) else {
             return;
@@ -231,6 +234,22 @@ impl HostState {
                 method: n.method.clone(),
             });
         }
+    }
+
+    /// The server's `notifications/cancelled` (MCP): a request handed out and not yet
+    /// answered is answered `-32800` now and forgotten ([`HostOutput::Cancelled`]); one
+    /// naming nothing handed out is ignored, as MCP lets a receiver (it may have just been
+    /// answered).
+    fn on_cancelled(&mut self, params: Option<&Value>) {
+        let id = params
+            .and_then(|p| p.get("requestId"))
+            .and_then(RequestId::from_value)
+            .filter(|id| self.app_pending.contains_key(id));
+        let Some(id) = id else { return };
+        self.app_pending.remove(&id);
+        let cancelled = ErrorObject::new(codes::REQUEST_CANCELLED, "the request was cancelled");
+        self.respond(id.clone(), Err(cancelled));
+        self.out.push_back(HostOutput::Cancelled { id });
     }
 
     /// `mcpl/manifestChanged` (§17.3): fetch now, fold into the fetch in flight, or drop

@@ -236,6 +236,17 @@ pub enum HostOutput {
         /// Its outcome.
         outcome: Result<Value, ErrorObject>,
     },
+    /// The server cancelled a request handed out as [`HostOutput::Request`] and not yet
+    /// answered (MCP's `notifications/cancelled`, naming its `requestId`): the machine has
+    /// answered it `-32800` ([`codes::REQUEST_CANCELLED`](crate::jsonrpc::codes),
+    /// transmitted before this output: every request gets an answer, which the server
+    /// ignores), so the application's work on it may stop, and its answer is refused
+    /// ([`StateError::UnknownRequest`]). A cancel naming nothing handed out changes nothing
+    /// (MCP lets a receiver ignore it: the request may have just been answered).
+    Cancelled {
+        /// The request's id.
+        id: RequestId,
+    },
     /// A [`HostState::request`] got no answer within its timeout; a later answer is reported
     /// as [`HostDiagnostic::UnexpectedResponse`].
     RequestTimedOut {

@@ -142,3 +142,42 @@ fn initialize_is_never_cancelled() {
     p.collect();
     assert_eq!(answers_to(&p, 1), 1);
 }
+
+/// At the host, the server's cancel of an `inference/request` handed to the application:
+/// answered `-32800` at once and forgotten ([`HostOutput::Cancelled`]), the application's
+/// later answer refused; a cancel naming nothing handed out changes nothing and is no
+/// defect (MCP lets a receiver ignore one: the request may have just been answered).
+#[test]
+fn s11_the_host_answers_a_cancelled_server_request_and_forgets_it() {
+    let (mut p, asked) = asked_without_stream();
+    p.drive();
+    let id = handed_inference(&p);
+    let from = p.host_out.len();
+    p.server_writes(cancel(id.to_value()));
+    p.step_host();
+    assert_eq!(
+        p.host_out[from..],
+        [HostOutput::Cancelled { id: id.clone() }]
+    );
+    assert_eq!(
+        p.host.answer(id.clone(), Ok(json!({"content": "late"}))),
+        Err(StateError::UnknownRequest(id.to_value().to_string()))
+    );
+    p.drive();
+    let answered: Vec<&ServerOutput> = p
+        .server_out
+        .iter()
+        .filter(|o| matches!(o, ServerOutput::Response { id, .. } if *id == asked))
+        .collect();
+    assert!(
+        matches!(answered[..], [ServerOutput::Response { outcome: Err(e), .. }]
+            if e.code == crate::jsonrpc::codes::REQUEST_CANCELLED),
+        "{answered:?}"
+    );
+    for frame in [cancel(id.to_value()), cancel(json!(4242))] {
+        let from = p.host_out.len();
+        p.server_writes(frame);
+        p.step_host();
+        assert!(p.host_out[from..].is_empty(), "{:?}", &p.host_out[from..]);
+    }
+}
