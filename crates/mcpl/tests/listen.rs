@@ -165,3 +165,50 @@ async fn a_connection_that_never_initializes_is_closed_and_one_that_does_is_serv
     assert_eq!(answer["id"], 1);
     assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
 }
+
+/// At most `ListenConfig::max_connections` connections are served at once: each holds its
+/// place until it ends, and one past the limit waits in the kernel's backlog (the loop says
+/// so, once) until a place frees, then is served. Before, nothing but descriptors bounded
+/// the idle connections a server held.
+#[tokio::test]
+async fn connections_past_the_limit_wait_until_one_ends() {
+    let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let (report_tx, mut reports) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let config = ListenConfig {
+        max_connections: 2,
+        report: Some(Arc::new(move |l: &str| {
+            let _ = report_tx.send(l.to_owned());
+        })),
+        ..ListenConfig::default()
+    };
+    // Each served connection lasts until the test ends it.
+    let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(listen::serve(listener, config, move |_t, peer| {
+        let served_tx = served_tx.clone();
+        async move {
+            let (end_tx, end) = tokio::sync::oneshot::channel::<()>();
+            let _ = served_tx.send((peer, end_tx));
+            let _ = end.await;
+        }
+    }));
+    let mut clients = Vec::new();
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        clients.push(TcpStream::connect(addr).await.unwrap());
+        let s = tokio::time::timeout(GUARD, served.recv()).await.unwrap().unwrap();
+        open.push(s);
+    }
+    // At the limit: said once, and the third dial is not served.
+    let said = tokio::time::timeout(GUARD, reports.recv()).await.unwrap().unwrap();
+    assert!(said.contains("2 connections are open, the limit"), "{said}");
+    let third = TcpStream::connect(addr).await.unwrap();
+    let third_addr = third.local_addr().unwrap();
+    clients.push(third);
+    assert!(served.try_recv().is_err(), "nothing is served past the limit");
+    // One ends: the third is served.
+    let (_, end) = open.remove(0);
+    let _ = end.send(());
+    let (peer, _end) = tokio::time::timeout(GUARD, served.recv()).await.unwrap().unwrap();
+    assert_eq!(peer, third_addr);
+}

@@ -14,6 +14,11 @@
 //!   each bounded by [`ListenConfig::handshake_timeout`]: one client that never completes its
 //!   upgrade delays nobody. At most [`ListenConfig::max_handshakes`] run at once; past that the
 //!   loop stops accepting (the kernel's backlog holds further dials) until one finishes.
+//! - **Connections** served at once are at most [`ListenConfig::max_connections`]
+//!   ([`DEFAULT_MAX_CONNECTIONS`]); a connection holds its place from its accept until it
+//!   ends. At the limit the loop stops accepting (the kernel's backlog holds further dials,
+//!   and refuses past its own size) and says so at most once per [`REPORT_INTERVAL`], so
+//!   idle connections cannot grow the server's memory without bound.
 //! - **Failed handshakes** are per connection and reported at most once per
 //!   [`REPORT_INTERVAL`], with a count of those not shown, so a flood of bad connections
 //!   cannot flood the log either.
@@ -40,6 +45,10 @@ pub struct ListenConfig {
     pub handshake_timeout: Duration,
     /// Most handshakes in progress at once (256); past it the loop waits before accepting.
     pub max_handshakes: usize,
+    /// Most connections served at once, handshakes included ([`DEFAULT_MAX_CONNECTIONS`]);
+    /// past it the loop waits before accepting, and reports it (at most once per
+    /// [`REPORT_INTERVAL`]).
+    pub max_connections: usize,
     /// Wait after the first failed accept of a run (10 ms).
     pub min_backoff: Duration,
     /// Longest wait between two failed accepts (1 s).
@@ -59,6 +68,7 @@ impl Default for ListenConfig {
         ListenConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_handshakes: 256,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             min_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
             report: None,
@@ -72,6 +82,7 @@ impl std::fmt::Debug for ListenConfig {
         f.debug_struct("ListenConfig")
             .field("handshake_timeout", &self.handshake_timeout)
             .field("max_handshakes", &self.max_handshakes)
+            .field("max_connections", &self.max_connections)
             .field("min_backoff", &self.min_backoff)
             .field("max_backoff", &self.max_backoff)
             .field("report", &self.report.is_some())
@@ -82,6 +93,10 @@ impl std::fmt::Debug for ListenConfig {
 
 /// The default [`ListenConfig::handshake_timeout`]: 10 s.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default [`ListenConfig::max_connections`]: 10,000 (about 280 MiB of idle MCPL
+/// connections of the reference server, issue #20's ≈ 28 KiB each).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// Failed handshakes are reported at most once per this interval (the others are counted).
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(10);
@@ -213,17 +228,39 @@ where
 {
     let on_connection = Arc::new(on_connection);
     let handshakes = Arc::new(Semaphore::new(config.max_handshakes.max(1)));
+    let limit = config.max_connections.max(1);
+    let connections = Arc::new(Semaphore::new(limit));
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
     let mut backoff = Backoff::new(&config);
+    // When reaching the connection limit was last reported.
+    let mut full_since: Option<Instant> = None;
     loop {
-        // A slot first: past the limit, dials wait in the kernel's backlog, not here.
+        // Places first: past a limit, dials wait in the kernel's backlog, not here.
+        let place = match connections.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                // Once per `REPORT_INTERVAL` at most, however often it is reached.
+                if !full_since.is_some_and(|at| at.elapsed() < REPORT_INTERVAL) {
+                    full_since = Some(Instant::now());
+                    config.say(&format!(
+                        "{limit} connections are open, the limit \
+                         (ListenConfig::max_connections): new ones wait to be accepted \
+                         until one ends"
+                    ));
+                }
+                let Ok(place) = connections.clone().acquire_owned().await else {
+                    return;
+                };
+                place
+            }
+        };
         let Ok(slot) = handshakes.clone().acquire_owned().await else {
             return;
         };
         let (accepted, addr) = match listener.accept_raw().await {
             Ok(a) => a,
             Err(e) => {
-                drop(slot);
+                drop((slot, place));
                 let wait = backoff.failed(&config, &e);
                 tokio::time::sleep(wait).await;
                 continue;
@@ -233,6 +270,8 @@ where
         let handshake = listener.handshake(accepted, addr);
         let (on_connection, config, log) = (on_connection.clone(), config.clone(), log.clone());
         tokio::spawn(async move {
+            // Held until the connection has ended, however it ends.
+            let _place = place;
             let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
             drop(slot);
             match result {
