@@ -196,19 +196,31 @@ async fn connections_past_the_limit_wait_until_one_ends() {
     let mut open = Vec::new();
     for _ in 0..2 {
         clients.push(TcpStream::connect(addr).await.unwrap());
-        let s = tokio::time::timeout(GUARD, served.recv()).await.unwrap().unwrap();
+        let s = tokio::time::timeout(GUARD, served.recv())
+            .await
+            .unwrap()
+            .unwrap();
         open.push(s);
     }
     // At the limit: said once, and the third dial is not served.
-    let said = tokio::time::timeout(GUARD, reports.recv()).await.unwrap().unwrap();
+    let said = tokio::time::timeout(GUARD, reports.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(said.contains("2 connections are open, the limit"), "{said}");
     let third = TcpStream::connect(addr).await.unwrap();
     let third_addr = third.local_addr().unwrap();
     clients.push(third);
-    assert!(served.try_recv().is_err(), "nothing is served past the limit");
+    assert!(
+        served.try_recv().is_err(),
+        "nothing is served past the limit"
+    );
     // One ends: the third is served.
     let (_, end) = open.remove(0);
     let _ = end.send(());
-    let (peer, _end) = tokio::time::timeout(GUARD, served.recv()).await.unwrap().unwrap();
+    let (peer, _end) = tokio::time::timeout(GUARD, served.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(peer, third_addr);
 }
