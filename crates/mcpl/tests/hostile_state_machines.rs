@@ -683,6 +683,21 @@ impl Ledger {
         Ok(())
     }
 
+    /// A `notifications/cancelled` naming the `k`-th request handed out (any id when none
+    /// is).
+    fn cancel_text(&self, k: usize) -> String {
+        let id = match self.handed.len() {
+            0 => json!(k),
+            n => self.handed[k % n].to_value(),
+        };
+        request_text(
+            None,
+            "notifications/cancelled",
+            Some(json!({ "requestId": id })),
+            None,
+        )
+    }
+
     fn unanswered(&self) -> Vec<(&RequestId, &usize)> {
         self.owed.iter().collect()
     }
@@ -966,16 +981,7 @@ impl HostHarness {
 
     /// The server's `notifications/cancelled` for the `k`-th request handed out.
     fn cancel(&mut self, k: usize) -> Result<(), TestCaseError> {
-        let id = match self.ledger.handed.len() {
-            0 => json!(k),
-            n => self.ledger.handed[k % n].to_value(),
-        };
-        let text = request_text(
-            None,
-            "notifications/cancelled",
-            Some(json!({ "requestId": id })),
-            None,
-        );
+        let text = self.ledger.cancel_text(k);
         self.deliver(&text)
     }
 
@@ -1483,16 +1489,7 @@ impl ServerHarness {
 
     /// The host's `notifications/cancelled` for the `k`-th request handed out.
     fn cancel(&mut self, k: usize) -> Result<(), TestCaseError> {
-        let id = match self.ledger.handed.len() {
-            0 => json!(k),
-            n => self.ledger.handed[k % n].to_value(),
-        };
-        let text = request_text(
-            None,
-            "notifications/cancelled",
-            Some(json!({ "requestId": id })),
-            None,
-        );
+        let text = self.ledger.cancel_text(k);
         self.deliver(&text)
     }
 
