@@ -147,7 +147,8 @@
 //!   (it asks for `InputRequiredResult` instead); unchanged here.
 //! - **A cancelled request is answered.** rmcp drops the response of a request the host
 //!   cancelled; the library answers every request it reads, so the host gets `-32800`
-//!   ("request cancelled") for it, which MCP lets a host ignore.
+//!   for it (`ErrorObject::request_cancelled`, as the session answers one), which MCP
+//!   lets a host ignore.
 //! - **A message rmcp's types cannot read at all** is answered `-32602` with its id and
 //!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
 //!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
@@ -413,10 +414,7 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
         if let Some(id) = cancelled {
             // rmcp never answers a cancelled request; the session answers every request.
             if let Some(tx) = lock(&self.shared.pending).remove(&id) {
-                let _ = tx.send(Err(ErrorObject::new(
-                    REQUEST_CANCELLED,
-                    "request cancelled",
-                )));
+                let _ = tx.send(Err(ErrorObject::request_cancelled()));
             }
         }
     }

@@ -161,6 +161,12 @@ impl ErrorObject {
         Self::new(codes::INVALID_REQUEST, detail)
     }
 
+    /// `-32800` ([`codes::REQUEST_CANCELLED`]): the answer to a request its sender
+    /// cancelled.
+    pub fn request_cancelled() -> Self {
+        Self::new(codes::REQUEST_CANCELLED, "the request was cancelled")
+    }
+
     /// `-32601` for `method`, with `data: { method }`.
     pub fn method_not_found(method: &str) -> Self {
         Self::new(

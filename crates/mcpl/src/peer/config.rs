@@ -119,7 +119,7 @@ impl Default for PeerConfig {
             idle_timeout: None,
             diagnostics_capacity: 256,
             remembered_timeouts: 1024,
-            cancel_method: Some("notifications/cancelled"),
+            cancel_method: Some(crate::session::CANCELLED),
             tap: None,
             max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
             max_parsed_cost: crate::jsonrpc::DEFAULT_MAX_PARSED_COST,

@@ -94,6 +94,18 @@ mod server_report;
 mod transmission;
 mod turns;
 
+/// MCP's cancellation of a request (`{ requestId, reason? }`), which both machines act on
+/// for a request they handed to the application.
+pub(crate) const CANCELLED: &str = "notifications/cancelled";
+
+/// The request a `notifications/cancelled` names, when its `requestId` is an id: the one
+/// reading both machines use.
+fn cancelled_request(params: Option<&serde_json::Value>) -> Option<crate::jsonrpc::RequestId> {
+    params
+        .and_then(|p| p.get("requestId"))
+        .and_then(crate::jsonrpc::RequestId::from_value)
+}
+
 pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};

@@ -39,7 +39,7 @@ use crate::protocol::Method;
 
 /// Answers to the host requests handed out.
 mod answers;
-use answers::CANCELLED;
+use super::CANCELLED;
 
 /// What a [`ServerState`] serves.
 #[derive(Debug, Clone)]

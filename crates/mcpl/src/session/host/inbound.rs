@@ -217,7 +217,7 @@ impl HostState {
         if method == ManifestChanged::NAME {
             return self.on_manifest_changed(now, n.params.as_ref());
         }
-        if method == "notifications/cancelled" {
+        if method == crate::session::CANCELLED {
             return self.on_cancelled(n.params.as_ref());
         }
         let params = n.params.clone();
@@ -241,14 +241,11 @@ impl HostState {
     /// naming nothing handed out is ignored, as MCP lets a receiver (it may have just been
     /// answered).
     fn on_cancelled(&mut self, params: Option<&Value>) {
-        let id = params
-            .and_then(|p| p.get("requestId"))
-            .and_then(RequestId::from_value)
-            .filter(|id| self.app_pending.contains_key(id));
+        let id =
+            super::super::cancelled_request(params).filter(|id| self.app_pending.contains_key(id));
         let Some(id) = id else { return };
         self.app_pending.remove(&id);
-        let cancelled = ErrorObject::new(codes::REQUEST_CANCELLED, "the request was cancelled");
-        self.respond(id.clone(), Err(cancelled));
+        self.respond(id.clone(), Err(ErrorObject::request_cancelled()));
         self.out.push_back(HostOutput::Cancelled { id });
     }
 

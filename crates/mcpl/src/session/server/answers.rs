@@ -8,33 +8,21 @@ use super::{Handed, ServerOutput, ServerState};
 use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
 use crate::session::{SendRefusal, Transmission};
 
-/// MCP's cancellation of a request (`{ requestId, reason? }`).
-pub(super) const CANCELLED: &str = "notifications/cancelled";
-
 impl ServerState {
     /// The host's `notifications/cancelled` (MCP): a request handed out and not yet answered
     /// is answered `-32800` now and forgotten, as [`ServerOutput::Cancelled`]; any other
     /// (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on as it
     /// is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
-        let id = n
-            .params
-            .as_ref()
-            .and_then(|p| p.get("requestId"))
-            .and_then(RequestId::from_value)
-            .filter(|id| {
-                self.handed
-                    .get(id)
-                    .is_some_and(|h| !matches!(h, Handed::Initialize { .. }))
-            });
+        let id = crate::session::cancelled_request(n.params.as_ref()).filter(|id| {
+            self.handed
+                .get(id)
+                .is_some_and(|h| !matches!(h, Handed::Initialize { .. }))
+        });
         match id {
             Some(id) => {
                 self.handed.remove(&id);
-                let cancelled = ErrorObject::new(
-                    crate::jsonrpc::codes::REQUEST_CANCELLED,
-                    "the request was cancelled",
-                );
-                self.respond(id.clone(), Err(cancelled));
+                self.respond(id.clone(), Err(ErrorObject::request_cancelled()));
                 self.out.push_back(ServerOutput::Cancelled {
                     id,
                     notification: n,
