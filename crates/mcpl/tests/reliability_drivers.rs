@@ -45,11 +45,8 @@ struct Host {
     session: Session,
 }
 
-/// A host over the in-memory transport, `initialize`d as an MCPL host and granted `caps`.
-async fn connect(server: &Server, caps: &[&str]) -> Host {
-    let (host_t, server_t) = memory::pair();
-    let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
-    let session = server.start(server_t);
+/// `initialize` as an MCPL 0.5 host, then `notifications/initialized` (no policy yet).
+async fn initialize(peer: &Peer) {
     peer.request_raw(
         "initialize",
         Some(json!({"protocolVersion": "2025-06-18",
@@ -61,6 +58,14 @@ async fn connect(server: &Server, caps: &[&str]) -> Host {
     peer.notify_raw("notifications/initialized", None)
         .await
         .unwrap();
+}
+
+/// A host over the in-memory transport, `initialize`d as an MCPL host and granted `caps`.
+async fn connect(server: &Server, caps: &[&str]) -> Host {
+    let (host_t, server_t) = memory::pair();
+    let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    initialize(&peer).await;
     let receipt = peer
         .request_raw(
             "featureSets/update",
@@ -293,17 +298,7 @@ async fn panicking_ready_handlers_are_reported_and_the_next_request_runs_them_ag
     let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
     let session = server.start(server_t);
     let mut diags = session.diagnostics();
-    peer.request_raw(
-        "initialize",
-        Some(json!({"protocolVersion": "2025-06-18",
-                    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
-                    "clientInfo": {"name": "host", "version": "0"}})),
-    )
-    .await
-    .unwrap();
-    peer.notify_raw("notifications/initialized", None)
-        .await
-        .unwrap();
+    initialize(&peer).await;
     let mut panicked = Vec::new();
     for round in 0..2 {
         let receipt = peer
