@@ -815,6 +815,30 @@ async fn s11_inference_request_answered_by_application_handler() {
     assert_eq!(r["content"][0]["text"], "inference/request");
 }
 
+/// §11.3: the application's malformed `inference/request` result is not sent; the server
+/// is answered `-32603` saying why, and the application is told on its diagnostics stream
+/// (`AnswerReplaced`), where the mistake was only logged.
+#[tokio::test]
+async fn s11_3_a_malformed_application_result_is_answered_32603_and_reported() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_method: &str, _p: Value| {
+        Box::pin(async move { Ok(json!({ "content": 5 })) })
+    }));
+    let (_s, mut streams, server) = connected_cfg(cfg, full_manifest()).await;
+    let asked = json!({ "featureSet": "assist", "messages": [] });
+    assert_eq!(server.call("inference/request", asked).await, Err(-32603));
+    loop {
+        match streams.diagnostics.recv().await {
+            Some(HostDiagnostic::AnswerReplaced { reason, .. }) => {
+                assert!(reason.contains("(§11.3)"), "{reason}");
+                break;
+            }
+            Some(_) => {}
+            None => panic!("no AnswerReplaced diagnostic"),
+        }
+    }
+}
+
 /// MCP `notifications/cancelled` from the server for an `inference/request` the application
 /// is still working on: the host answers it `-32800` at once (every request gets an answer;
 /// the server ignores it) and stops the handler (its future is dropped at its `.await`).

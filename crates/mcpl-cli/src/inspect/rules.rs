@@ -248,6 +248,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             method(me),
         ),
+        HostDiagnostic::AnswerReplaced { id, reason } => (
+            m(
+                "answer_replaced",
+                "JSON-RPC 2.0",
+                format!("the host's answer to request {id} could not be sent ({reason}); answered -32603"),
+            ),
+            About::Id(id.clone()),
+        ),
         HostDiagnostic::DiagnosticsDropped { count } => (
             m(
                 "diagnostics_dropped",

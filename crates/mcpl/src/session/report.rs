@@ -211,6 +211,16 @@ pub enum HostDiagnostic {
         /// The request's method.
         method: String,
     },
+    /// The application's answer to a server's request could not be sent as it was: an
+    /// `inference/request` result is malformed (§11.3), or the answer nests past what a peer
+    /// reads ([`crate::jsonrpc::outcome_defect`]). The request was answered `-32603` saying
+    /// why (the application's mistake, not the server's).
+    AnswerReplaced {
+        /// The request's id as JSON text.
+        id: String,
+        /// Why the answer could not go out.
+        reason: String,
+    },
     /// Diagnostics the application's queue had no room for
     /// (`host::HostConfig::diagnostics_capacity`), each still logged through `tracing`:
     /// counted since the last one delivered, and delivered ahead of the next one that finds

@@ -258,8 +258,8 @@ pub fn judge_push(
 
 /// The host application's `inference/request` result, checked before it is sent (§11.3, by
 /// [`crate::protocol::inference::result_defects`]): a malformed one is the application's
-/// mistake, logged at `warn` and answered `-32603` in its place so the server never reads
-/// it. `HostSession` and [`HostState`](super::HostState) answer through it.
+/// mistake, answered `-32603` in its place so the server never reads it (and reported by
+/// [`HostState::answer`](super::HostState::answer) as `HostDiagnostic::AnswerReplaced`).
 pub fn checked_inference_result(result: Value) -> Result<Value, ErrorObject> {
     let (fails, _warnings) = crate::protocol::inference::result_defects(&result);
     if fails.is_empty() {
@@ -270,7 +270,6 @@ pub fn checked_inference_result(result: Value) -> Result<Value, ErrorObject> {
          {{content: string, finishReason: one of App. B.4's, ...}}",
         fails.join("; ")
     );
-    tracing::warn!(%detail, "mcpl host: author mistake");
     Err(ErrorObject::internal(detail))
 }
 

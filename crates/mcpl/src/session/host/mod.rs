@@ -552,14 +552,20 @@ impl HostState {
                 serde_json::to_string(&id).unwrap_or_default(),
             ));
         };
+        let mut malformed = None;
         let outcome = match outcome {
-            Ok(v) if req.inference => rules::checked_inference_result(v),
+            Ok(v) if req.inference => rules::checked_inference_result(v).inspect_err(|e| {
+                malformed = Some(e.message.to_string());
+            }),
             other => other,
         };
         // An answer the server could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
-        let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
-        if let Some(reason) = replaced {
-            tracing::warn!(?id, "answer replaced by -32603: {reason}");
+        let (outcome, too_deep) = crate::jsonrpc::outcome_to_send(outcome);
+        if let Some(reason) = malformed.or(too_deep) {
+            self.diag(HostDiagnostic::AnswerReplaced {
+                id: serde_json::to_string(&id).unwrap_or_default(),
+                reason,
+            });
         }
         if let (true, Ok(result)) = (req.streamed, &outcome) {
             if let Some(text) = rules::owed_chunk(req.chunks, result) {

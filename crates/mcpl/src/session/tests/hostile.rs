@@ -189,23 +189,40 @@ fn scalar_or_too_deep_params_from_the_application_are_refused_not_sent() {
 
 /// An application's answer nested past what the other side reads
 /// (`jsonrpc::MAX_MEMBER_NESTING`) goes as `-32603` saying so, from either machine, so the
-/// requester is answered instead of waiting for its timeout; the server reports it
-/// (`ResultUnencodable`). Error `data` that deep too.
+/// requester is answered instead of waiting for its timeout; each reports it to its
+/// application (`HostDiagnostic::AnswerReplaced`, `ServerDiagnostic::ResultUnencodable`). Error `data` that deep too.
 #[test]
 fn answers_nested_past_what_the_peer_reads_go_as_32603() {
     use crate::jsonrpc::{codes, ErrorObject, MAX_MEMBER_NESTING};
     let too_deep = nested(MAX_MEMBER_NESTING + 1);
-    // The host answers the server's `inference/request`.
-    let (mut p, asked) = asked_without_stream();
-    p.drive();
-    let id = handed_inference(&p);
-    p.host
-        .answer(id, Ok(json!({"content": too_deep.clone()})))
-        .expect("handed out");
-    p.collect();
-    let sent: Value = serde_json::from_str(p.to_server.back().expect("written")).expect("read");
-    assert_eq!(sent["id"], json!(asked));
-    assert_eq!(sent["error"]["code"], codes::INTERNAL_ERROR, "{sent}");
+    // The host answers the server's `inference/request`: well-formed (§11.3; a member
+    // the spec does not name is tolerated) but that deep, then malformed.
+    for (result, why) in [
+        (
+            json!({"content": "x", "finishReason": "end_turn", "x-deep": too_deep.clone()}),
+            "deeper than 126 levels",
+        ),
+        (json!({"content": 5}), "(§11.3)"),
+    ] {
+        let (mut p, asked) = asked_without_stream();
+        p.drive();
+        let id = handed_inference(&p);
+        p.host.answer(id, Ok(result)).expect("handed out");
+        p.collect();
+        let sent: Value = serde_json::from_str(p.to_server.back().expect("written")).expect("read");
+        assert_eq!(sent["id"], json!(asked));
+        assert_eq!(sent["error"]["code"], codes::INTERNAL_ERROR, "{sent}");
+        // The host's application sees why (not only a log line).
+        assert!(
+            p.host_out.iter().any(|o| matches!(
+                o,
+                HostOutput::Diagnostic(HostDiagnostic::AnswerReplaced { id, reason })
+                    if *id == asked.to_string() && reason.contains(why)
+            )),
+            "{:?}",
+            p.host_out
+        );
+    }
     // The server answers the host's `tools/call`, handed to its application, with a result
     // and with error data that deep.
     for outcome in [
