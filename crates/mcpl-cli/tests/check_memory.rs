@@ -101,10 +101,12 @@ fn a_flood_of_lines_that_are_not_utf8_stays_within_the_queue_bound() {
 }
 
 /// `push/event` notifications from the moment `initialize` is answered, as fast as the pipe
-/// takes them: each is a finding of `policy.no-privileged-before-ready` (and of
-/// `policy.notification-not-ready` once the grant went as a Notification). Those findings
-/// were a list of every message's method, joined into one detail at the end: memory grew
-/// with every push for the whole session. The first ones are quoted, the rest counted.
+/// takes them: each is a finding of `policy.no-privileged-before-ready` (those after the
+/// grant went as a Notification are listed under `policy.notification-not-ready`, skipped:
+/// a server that pushed before it says nothing of how it read it, one defect is one
+/// failure). Those findings were a list of every message's method, joined into one detail
+/// at the end: memory grew with every push for the whole session. The first ones are
+/// quoted, the rest counted.
 #[test]
 fn a_flood_of_pushes_before_the_policy_is_counted_not_listed() {
     let push = json!({ "jsonrpc": "2.0", "method": "push/event", "params": {
@@ -113,12 +115,12 @@ fn a_flood_of_pushes_before_the_policy_is_counted_not_listed() {
     .to_string()
     .replace('%', "%%");
     let (code, doc) = flooded_by(&push, "1");
-    for id in [
-        "policy.no-privileged-before-ready",
-        "policy.notification-not-ready",
+    for (id, verdict) in [
+        ("policy.no-privileged-before-ready", "fail"),
+        ("policy.notification-not-ready", "skip"),
     ] {
         let (status, detail) = detail(&doc, id);
-        assert_eq!(status, "fail", "{id}: {doc:#}");
+        assert_eq!(status, verdict, "{id}: {doc:#}");
         let more = detail
             .rsplit_once("and ")
             .and_then(|(_, n)| n.strip_suffix(" more"))

@@ -128,6 +128,10 @@ struct Session {
     grant_notified: bool,
     /// Privileged messages after that Notification and before the receipt.
     ready_by_notification: Listed,
+    /// A privileged message came before that Notification was sent: the server was acting
+    /// before any grant (fail-open, AUDIT-001 §2.7), so what it sends after the Notification
+    /// tells nothing of how it read the Notification.
+    privileged_before_notification: bool,
     /// Set when the receipt was a refusal or malformed: what it was, for the report. The
     /// server is then not operating under the policy (§5.3, §6.7), so nothing is granted.
     unaccepted: Option<&'static str>,
@@ -293,6 +297,7 @@ impl Session {
             privileged_before_ready: Listed::default(),
             grant_notified: false,
             ready_by_notification: Listed::default(),
+            privileged_before_notification: false,
             unaccepted: None,
             privileged_unaccepted: Listed::default(),
             privileged_after_ready: 0,

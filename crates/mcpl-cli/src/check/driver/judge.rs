@@ -192,7 +192,23 @@ impl Session {
             None => {}
         }
         let notified = "policy.notification-not-ready";
-        if !self.ready_by_notification.is_empty() {
+        if !self.ready_by_notification.is_empty() && self.privileged_before_notification {
+            // One defect, not two: a server that sent privileged messages before the grant
+            // Notification went out (`policy.no-privileged-before-ready`) would send them
+            // after it whatever it made of it, so those say nothing of the Notification.
+            if !self.rec.has(notified) {
+                self.rec.record(
+                    notified,
+                    Status::Skip,
+                    format!(
+                        "cannot tell: privileged messages came before the grant Notification \
+                         too (policy.no-privileged-before-ready), so those after it say \
+                         nothing of how the server read it: {}",
+                        self.ready_by_notification.join(", ")
+                    ),
+                );
+            }
+        } else if !self.ready_by_notification.is_empty() {
             self.rec.record(
                 notified,
                 Status::Fail,

@@ -249,6 +249,7 @@ impl Session {
             } else if self.grant_notified && !self.policy_sent {
                 self.ready_by_notification.push(method.to_owned());
             } else {
+                self.privileged_before_notification |= !self.grant_notified;
                 self.privileged_before_ready.push(method.to_owned());
             }
         }
