@@ -196,11 +196,17 @@ pub enum Dial {
     },
 }
 
+/// One event from the pump: what arrived, the bytes it holds of the queue bound, and when.
+type Arrival = (Event, usize, Instant);
+
 /// A live connection to the server under test.
 pub struct Conn {
     /// Messages for the pump to write; dropped first to end the pump.
     out: Option<UnboundedSender<String>>,
-    rx: Receiver<(Event, usize)>,
+    rx: Receiver<Arrival>,
+    /// An event that arrived after the deadline of the `recv` that took it: the next `recv`
+    /// returns it first.
+    held: std::cell::RefCell<Option<Arrival>>,
     /// Bytes of the frames in `rx` ([`QUEUED_BYTES`]).
     queued: Arc<AtomicUsize>,
     pump: Option<JoinHandle<()>>,
@@ -254,6 +260,7 @@ impl Conn {
             Ok(Ok(())) => Ok(Conn {
                 out: Some(out),
                 rx,
+                held: std::cell::RefCell::new(None),
                 queued,
                 pump: Some(pump),
                 transcript,
@@ -292,7 +299,10 @@ impl Conn {
     }
 
     /// The next event, or `None` when `deadline` passes first. Past the time bound
-    /// ([`Conn::set_time_bound`]) the connection reads as ended.
+    /// ([`Conn::set_time_bound`]) the connection reads as ended. An event that arrived after
+    /// `deadline` is held for the next call and `None` returned: however fast a server
+    /// writes (and however far the judging lags behind), a step's deadline ends the step
+    /// once what arrived before it is judged.
     pub fn recv(&self, deadline: Instant) -> Option<Event> {
         let deadline = match self.bound {
             Some((end, bound)) if Instant::now() >= end => {
@@ -305,8 +315,13 @@ impl Conn {
             None => deadline,
         };
         let wait = deadline.saturating_duration_since(Instant::now());
-        match self.rx.recv_timeout(wait) {
-            Ok((e, cost)) => {
+        let held = self.held.borrow_mut().take();
+        match held.map_or_else(|| self.rx.recv_timeout(wait), Ok) {
+            Ok((e, cost, at)) if at > deadline => {
+                *self.held.borrow_mut() = Some((e, cost, at));
+                None
+            }
+            Ok((e, cost, _)) => {
                 self.queued.fetch_sub(cost, Ordering::Relaxed);
                 Some(e)
             }
@@ -431,7 +446,7 @@ async fn open(
 /// ([`end_group`]).
 async fn pump(
     opened: Opened,
-    events: mpsc::Sender<(Event, usize)>,
+    events: mpsc::Sender<Arrival>,
     mut out: UnboundedReceiver<String>,
     transcript: Option<Transcript>,
     bound: Duration,
@@ -507,7 +522,7 @@ async fn pump(
             };
             let closed = matches!(event, Event::Closed(_));
             queued.fetch_add(cost, Ordering::Relaxed);
-            if events.send((event, cost)).is_err() || closed {
+            if events.send((event, cost, Instant::now())).is_err() || closed {
                 break;
             }
         }
@@ -517,7 +532,11 @@ async fn pump(
     let write = async {
         while let Some(text) = out.recv().await {
             if let Err(e) = writer.send(&text).await {
-                let _ = events.send((Event::Closed(format!("write failed: {e}")), 0));
+                let _ = events.send((
+                    Event::Closed(format!("write failed: {e}")),
+                    0,
+                    Instant::now(),
+                ));
                 break;
             }
         }
@@ -690,6 +709,36 @@ mod tests {
         ));
         assert!(matches!(classify("hello", None), Event::Junk(kept) if kept == "hello"));
         assert!(matches!(classify("[[1]]", None), Event::Frame(_)));
+    }
+
+    /// A step's deadline holds however much is queued: an event that arrived after the
+    /// deadline of the `recv` that finds it is not returned by that call (which times out)
+    /// but by the next, first and unchanged. It was returned at once: a server writing
+    /// faster than the checker judged kept every step waiting until the session's bound.
+    #[test]
+    fn an_event_that_arrived_after_the_deadline_ends_the_wait_and_is_kept() {
+        let script = "printf '[1]\\n[2]\\n'; exec sleep 60";
+        let dial = Dial::Command(vec!["sh".into(), "-c".into(), script.into()]);
+        let before = Instant::now();
+        let conn = Conn::open(dial, Duration::from_secs(5), None).unwrap();
+        // A guard against a pump that never queues the lines (the test then fails).
+        let guard = Instant::now() + Duration::from_secs(30);
+        while conn.queued.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < guard, "nothing was queued");
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            conn.recv(before).is_none(),
+            "both lines arrived after the deadline"
+        );
+        let later = Instant::now() + Duration::from_secs(5);
+        for n in [1, 2] {
+            let got = conn.recv(later);
+            assert!(
+                matches!(&got, Some(Event::Frame(v)) if *v == serde_json::json!([n])),
+                "{got:?}"
+            );
+        }
     }
 
     /// Issue #20: a server writing lines that are not UTF-8 (each discarded by the
