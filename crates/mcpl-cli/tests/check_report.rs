@@ -97,6 +97,51 @@ fn without_a_terminal_there_is_no_progress_line() {
     assert_eq!(stdout.matches("initialize.answered").count(), 1);
 }
 
+/// A server silent from its `initialize` answer on: the first requests left unanswered are
+/// the quiet windows' `ping`s, which no check judges, so the first judged request is where
+/// the defect is reported, and every later timeout follows from it. The cascades named the
+/// `ping` as "reported there", which no check was, and `summary.defects` counted none.
+#[test]
+fn a_server_silent_from_the_start_has_its_silence_reported_once() {
+    let init = serde_json::json!({ "jsonrpc": "2.0", "id": 1, "result": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+        "serverInfo": { "name": "silent", "version": "0" } } });
+    let script = format!("read -r _; printf '%s\\n' '{init}'; while read -r _; do :; done");
+    let doc = check_json(&["--", "sh", "-c", &script]);
+    let failed: Vec<&Value> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    let roots: Vec<&Value> = failed
+        .iter()
+        .copied()
+        .filter(|c| c.get("followsFrom").is_none())
+        .collect();
+    assert_eq!(roots.len(), 1, "{doc:#}");
+    let root = roots[0]["id"].as_str().unwrap();
+    let detail = roots[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("no response within the timeout"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("ping"),
+        "the ping before it is named: {detail}"
+    );
+    assert!(failed.len() > 1, "{doc:#}");
+    for c in &failed {
+        let d = c["detail"].as_str().unwrap();
+        assert!(!d.contains("ping was the first"), "{d}");
+        if c["id"] != root {
+            assert_eq!(c["followsFrom"], root, "{doc:#}");
+        }
+    }
+    assert_eq!(doc["summary"]["defects"].as_u64(), Some(1), "{doc:#}");
+}
+
 /// A server that stops answering: the first unanswered request fails on its own; every
 /// later timeout says it follows from that, and the summary counts it apart.
 #[test]

@@ -87,6 +87,9 @@ struct Session {
     unanswered: usize,
     /// The first of those, and the last request answered before it.
     silent_after: Option<(String, Option<String>)>,
+    /// The first of those is a window's `ping`, whose answer no check judges: the next
+    /// timeout is where the silence is reported, not a cascade of it.
+    silent_unjudged: bool,
     closed: Option<String>,
     /// A valid accepted receipt was received: privileged inbound methods are now judged
     /// against the grant (§5.3).
@@ -279,6 +282,7 @@ impl Session {
             last_answered: None,
             unanswered: 0,
             silent_after: None,
+            silent_unjudged: false,
             closed: None,
             ready: false,
             receipt_seen: false,

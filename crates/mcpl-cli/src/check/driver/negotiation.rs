@@ -36,10 +36,10 @@ impl Session {
     /// second, so that traffic is judged here whatever `--watch` is (and however loaded the
     /// machine).
     pub(super) fn window(&mut self) {
-        if let Reply::Result(_) | Reply::Error(_) = self.request(Ping::NAME, json!({})) {
+        if let Reply::Result(_) | Reply::Error(_) = self.unjudged_request(Ping::NAME, json!({})) {
             self.ping_answered = true;
             self.watch();
-            let _ = self.request(Ping::NAME, json!({}));
+            let _ = self.unjudged_request(Ping::NAME, json!({}));
         } else {
             self.watch();
         }
@@ -291,7 +291,7 @@ impl Session {
             return;
         }
         if !matches!(
-            self.request(Ping::NAME, json!({})),
+            self.unjudged_request(Ping::NAME, json!({})),
             Reply::Result(_) | Reply::Error(_)
         ) {
             let why = "no ping answer: no point from which the Notification was read";

@@ -39,6 +39,17 @@ impl Session {
     /// Sends a request and waits (bounded) for its response, handling whatever else the
     /// server sends meanwhile.
     pub(super) fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.request_as(method, params, true)
+    }
+
+    /// [`Self::request`] for a request whose missing answer no check reports (a window's
+    /// `ping`): if it is the first left unanswered, the next judged one that goes unanswered
+    /// is where the silence is reported.
+    pub(super) fn unjudged_request(&mut self, method: &str, params: Value) -> Reply {
+        self.request_as(method, params, false)
+    }
+
+    fn request_as(&mut self, method: &str, params: Value, judged: bool) -> Reply {
         self.settle();
         self.next_id += 1;
         let id = RequestId::Number(self.next_id.into());
@@ -55,7 +66,18 @@ impl Session {
                 self.unanswered += 1;
                 if self.unanswered == 1 {
                     self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
+                    self.silent_unjudged = !judged;
                     return Reply::Timeout(None);
+                }
+                if judged && std::mem::take(&mut self.silent_unjudged) {
+                    // The unanswered `ping` before it is reported nowhere: this is the root.
+                    let first = self.silent_after.as_ref().map(|(m, _)| m.clone());
+                    self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
+                    return Reply::Timeout(Some(format!(
+                        "{} (nor was the {} before it answered)",
+                        crate::check::report::NO_RESPONSE,
+                        first.as_deref().unwrap_or("request")
+                    )));
                 }
                 return Reply::Timeout(Some(self.cascade_note()));
             };
@@ -148,6 +170,7 @@ impl Session {
         // Any response (a late one too) shows the server answers again: no cascade.
         if v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some()) {
             self.unanswered = 0;
+            self.silent_unjudged = false;
         }
         match Message::from_value(v) {
             Err(e) => {
