@@ -956,6 +956,69 @@ async fn s11_4_streaming_chunks_are_routed_by_request_id() {
     );
 }
 
+/// The host names a stream by the id its `inference/request` went out under (§11.4). A plain
+/// MCP request the application sent first (`Session::send_mcp_request`, straight through the
+/// peer) took a wire id the session's own requests did not count, so the session's ids and
+/// the wire's went apart: the first stream's chunks reached the second stream, and the
+/// second's were reported as for no request.
+#[tokio::test]
+async fn s11_4_chunks_reach_their_stream_after_a_plain_mcp_request() {
+    let server = streaming_server();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest", "inferenceRequest.streaming"]}),
+    )
+    .await;
+    let session = host.session.clone();
+    let roots = tokio::spawn(async move { session.send_mcp_request("roots/list", None).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected roots/list")
+    };
+    assert_eq!(req.method(), "roots/list");
+    req.respond(json!({"roots": []})).await.unwrap();
+    roots.await.unwrap().unwrap();
+
+    let mut streams = Vec::new();
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        streams.push(
+            host.session
+                .inference_stream(inference_params("digest"))
+                .await
+                .unwrap(),
+        );
+        let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+            panic!("expected inference/request")
+        };
+        requests.push(req);
+    }
+    for (req, delta) in requests.iter().zip(["first", "second"]) {
+        host.peer
+            .notify_raw(
+                "inference/chunk",
+                Some(json!({"requestId": req.id().to_value(), "index": 0, "delta": delta})),
+            )
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    for req in requests {
+        req.respond(json!({"content": "done"})).await.unwrap();
+    }
+    let mut got = Vec::new();
+    for stream in &mut streams {
+        let mut deltas = Vec::new();
+        while let Some(c) = stream.next_chunk().await {
+            deltas.push((c.request_id.to_value(), c.delta));
+        }
+        got.push(deltas);
+    }
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0], vec![(json!(2), "first".to_owned())]);
+    assert_eq!(got[1], vec![(json!(3), "second".to_owned())]);
+}
+
 /// A server whose `digest` set streams, granted both inference leaves, with one streamed
 /// `inference/request` sent (§11.4): the host, the server's diagnostics (subscribed before
 /// the grant), the stream and the request as the host read it.

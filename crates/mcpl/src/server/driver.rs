@@ -432,6 +432,9 @@ impl Driver {
         let sent = self.out.request(&r.method, r.params);
         match sent {
             Ok(peer_id) => {
+                // The peer numbers what it writes, `Session::send_mcp_request`s included:
+                // the host names a stream by this id (§11.4).
+                self.state.sent_as(id, peer_id.clone());
                 if let Some(w) = self.waiting.get_mut(&id) {
                     w.peer_id = Some(peer_id.clone());
                 }

@@ -700,6 +700,14 @@ impl ServerState {
         Ok(id)
     }
 
+    /// Request `id` ([`Self::request`]'s) went out under the wire id `wire`, not `id`: a
+    /// driver whose peer numbers the requests it writes (`server::Server`'s) says so, since
+    /// the host names a streaming `inference/request` by the id it read (§11.4: the
+    /// `requestId` of its `inference/chunk`s).
+    pub(crate) fn sent_as(&mut self, id: u64, wire: RequestId) {
+        self.inference.sent_as(id, wire);
+    }
+
     /// Sends notification `method` if the host would admit it now, by the same gate as
     /// [`Self::request`]. A method with a path of its own is refused and named
     /// ([`dedicated_to_host`], [`SendRefusal::UseDedicated`]).

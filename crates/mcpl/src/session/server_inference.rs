@@ -2,7 +2,7 @@
 //! host's `inference/chunk`s routed to the streaming request they name (§11.4). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -21,35 +21,27 @@ pub(crate) fn result_diagnostic(result: &Value) -> Option<ServerDiagnostic> {
     (!fails.is_empty()).then_some(ServerDiagnostic::InferenceResultMalformed { defects: fails })
 }
 
-/// Routes one `inference/chunk` (§11.4) to the stream its `requestId` names among
-/// `streams` (the server's streaming requests still in flight): params that do not parse
-/// are `invalid_notification`, a chunk for no streaming request is
-/// `unknown_inference_chunk`; each is reported, never dropped silently.
-pub(crate) fn route_chunk<T>(
-    streams: &HashMap<RequestId, T>,
-    params: Option<Value>,
-) -> Result<(&T, InferenceChunkParams), ServerDiagnostic> {
-    let p: InferenceChunkParams = crate::jsonrpc::parse_params(params).map_err(|e| {
-        ServerDiagnostic::InvalidNotification {
-            method: InferenceChunk::NAME.into(),
-            error: e.message.into_owned(),
-        }
-    })?;
-    match streams.get(&p.request_id) {
-        Some(stream) => Ok((stream, p)),
-        None => Err(ServerDiagnostic::UnknownInferenceChunk {
-            request_id: p.request_id,
-        }),
-    }
+/// Reads one `inference/chunk` (§11.4): params that do not parse are
+/// `invalid_notification`, reported, never dropped silently.
+fn read_chunk(params: Option<Value>) -> Result<InferenceChunkParams, ServerDiagnostic> {
+    crate::jsonrpc::parse_params(params).map_err(|e| ServerDiagnostic::InvalidNotification {
+        method: InferenceChunk::NAME.into(),
+        error: e.message.into_owned(),
+    })
 }
 
 /// [`ServerState`](super::ServerState)'s `inference/request`s in flight.
 #[derive(Debug, Default)]
 pub(crate) struct InferenceRequests {
-    /// Every one, by the id [`ServerState::request`](super::ServerState::request) returned.
-    open: HashSet<u64>,
-    /// The streaming ones (`stream: true`, §11.4), by wire id: their chunks are routed.
+    /// Every one, by the id [`ServerState::request`](super::ServerState::request) returned,
+    /// with the id it went out under when that is another ([`Self::sent_as`]).
+    open: HashMap<u64, Option<RequestId>>,
+    /// The streaming ones (`stream: true`, §11.4) that went out under their own id: their
+    /// chunks are routed.
     streams: HashMap<RequestId, u64>,
+    /// The streaming ones that went out under another id ([`Self::sent_as`]), by that id.
+    /// Apart from [`Self::streams`]: a wire id may equal another request's own id.
+    wire_streams: HashMap<RequestId, u64>,
 }
 
 impl InferenceRequests {
@@ -59,7 +51,7 @@ impl InferenceRequests {
         if method != InferenceRequest::NAME {
             return;
         }
-        self.open.insert(id);
+        self.open.insert(id, None);
         if super::rules::is_streamed(Some(params)) {
             self.streams.insert(RequestId::from(id), id);
         }
@@ -82,19 +74,51 @@ impl InferenceRequests {
     /// its stream are no longer tracked, so a later chunk naming it is
     /// `unknown_inference_chunk`. Whether it was an `inference/request` in flight.
     pub(crate) fn ended(&mut self, id: u64) -> bool {
-        if !self.open.remove(&id) {
+        let Some(wire) = self.open.remove(&id) else {
             return false;
-        }
-        self.streams.remove(&RequestId::from(id));
+        };
+        match wire {
+            Some(wire) => self.wire_streams.remove(&wire),
+            None => self.streams.remove(&RequestId::from(id)),
+        };
         true
     }
 
-    /// The streaming request an `inference/chunk` with `params` belongs to, by
-    /// [`route_chunk`].
+    /// Request `id` went out under `wire`, not its own id (a driver whose peer numbers
+    /// requests itself): the host names its stream by `wire` (§11.4), and its own id names
+    /// it no longer.
+    pub(crate) fn sent_as(&mut self, id: u64, wire: RequestId) {
+        let Some(slot) = self.open.get_mut(&id) else {
+            return;
+        };
+        // Whether it streams: named by its own id until now, or by an earlier wire id.
+        let streamed = match slot.replace(wire.clone()) {
+            Some(old) => self.wire_streams.remove(&old).is_some(),
+            None => self.streams.remove(&RequestId::from(id)).is_some(),
+        };
+        if streamed {
+            self.wire_streams.insert(wire, id);
+        }
+    }
+
+    /// The streaming request an `inference/chunk` with `params` belongs to, by the id its
+    /// `requestId` names: params that do not parse are `invalid_notification`, a chunk for
+    /// no streaming request is `unknown_inference_chunk`; each is reported, never dropped
+    /// silently.
     pub(crate) fn chunk(
         &self,
         params: Option<Value>,
     ) -> Result<(u64, InferenceChunkParams), ServerDiagnostic> {
-        route_chunk(&self.streams, params).map(|(id, p)| (*id, p))
+        let p = read_chunk(params)?;
+        let id = self
+            .wire_streams
+            .get(&p.request_id)
+            .or_else(|| self.streams.get(&p.request_id));
+        match id {
+            Some(id) => Ok((*id, p)),
+            None => Err(ServerDiagnostic::UnknownInferenceChunk {
+                request_id: p.request_id,
+            }),
+        }
     }
 }
