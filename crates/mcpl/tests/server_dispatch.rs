@@ -128,3 +128,113 @@ async fn a_handler_panicking_at_its_first_poll_is_answered_internal_error() {
     let fast = host.request_raw("tools/call", call("fast")).await.unwrap();
     assert_eq!(text(&fast), "fast");
 }
+
+/// A host cancels request 1 whose handler has just finished (its answer is queued for the
+/// driver, which is taking no answers while a host that reads slowly holds it up), then
+/// reuses id 1 for another request (allowed: the cancelled one was answered `-32800`). The
+/// first handler's answer used to answer the second request, whose own answer was then
+/// dropped.
+#[tokio::test]
+async fn an_answer_for_a_cancelled_request_never_answers_a_later_request_with_its_id() {
+    use mcpl::peer::PeerConfig;
+    use mcpl::transport::Transport;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::sync::mpsc;
+
+    let (go_first, go_second) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (done_tx, mut done) = mpsc::unbounded_channel::<()>();
+    let (probe_tx, mut probed) = mpsc::unbounded_channel::<()>();
+    let (g1, g2) = (go_first.clone(), go_second.clone());
+    let server = Server::builder("dispatch", "1")
+        .method("first", move |_s, _p| {
+            let (go, done) = (g1.clone(), done_tx.clone());
+            async move {
+                go.notified().await;
+                let _ = done.send(());
+                Ok(json!("first"))
+            }
+        })
+        .method("second", move |_s, _p| {
+            let go = g2.clone();
+            async move {
+                go.notified().await;
+                Ok(json!("second"))
+            }
+        })
+        .method("probe", move |_s, _p| {
+            let probe = probe_tx.clone();
+            async move {
+                let _ = probe.send(());
+                Ok(json!("probe"))
+            }
+        })
+        .peer_config(PeerConfig {
+            outgoing_capacity: 1,
+            ..PeerConfig::default()
+        })
+        .build()
+        .unwrap();
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let _session = server.start(Transport::lines(sr, sw, "test"));
+    let (hr, mut hw) = tokio::io::split(host_end);
+    let mut lines = BufReader::new(hr).lines();
+    let send = |v: Value| format!("{v}\n").into_bytes();
+
+    hw.write_all(&send(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}),
+    ))
+    .await
+    .unwrap();
+    hw.write_all(&send(json!({"jsonrpc": "2.0", "id": 1, "method": "first"})))
+        .await
+        .unwrap();
+    // The host reads nothing: the answers to these pings (ids of 100 KiB each, 6.4 MB in
+    // all) stay held by the server's driver, which then takes no handler answers.
+    let big = "x".repeat(100 * 1024);
+    for i in 0..64 {
+        let ping = json!({"jsonrpc": "2.0", "id": format!("{i}{big}"), "method": "ping"});
+        hw.write_all(&send(ping)).await.unwrap();
+    }
+    hw.write_all(&send(
+        json!({"jsonrpc": "2.0", "id": "p1", "method": "probe"}),
+    ))
+    .await
+    .unwrap();
+    probed.recv().await.unwrap();
+    go_first.notify_one();
+    done.recv().await.unwrap();
+    for v in [
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "second"}),
+        json!({"jsonrpc": "2.0", "id": "p2", "method": "probe"}),
+    ] {
+        hw.write_all(&send(v)).await.unwrap();
+    }
+    probed.recv().await.unwrap();
+
+    // Read up to the second probe's answer: request 1 was answered `-32800` only.
+    let mut answers_to_1 = Vec::new();
+    loop {
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        if v["id"] == 1 {
+            answers_to_1.push(v.clone());
+        }
+        if v["id"] == "p2" {
+            break;
+        }
+    }
+    assert_eq!(answers_to_1.len(), 1, "{answers_to_1:?}");
+    assert_eq!(answers_to_1[0]["error"]["code"], -32800);
+    // The second request's answer is its own handler's.
+    go_second.notify_one();
+    let answer = loop {
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        if v["id"] == 1 {
+            break v;
+        }
+    };
+    assert_eq!(answer["result"], "second", "{answer}");
+}

@@ -98,7 +98,11 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
             let task = tokio::spawn(async move {
                 let out = guarded(&conn, &method, fut).await;
                 let outcome = answer(&conn, &method, out, encode);
-                let _ = conn.commands.send(Command::Answer { id, outcome }).await;
+                let task = tokio::task::id();
+                let _ = conn
+                    .commands
+                    .send(Command::Answer { id, task, outcome })
+                    .await;
             });
             Handled::Later(task.abort_handle())
         }

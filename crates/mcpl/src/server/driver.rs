@@ -50,8 +50,14 @@ pub(super) enum Command {
         /// Told once the request is sent (dropped unsent when it is refused).
         accepted: Option<oneshot::Sender<()>>,
     },
-    /// A handler answered host request `id`.
-    Answer { id: RequestId, outcome: Answer },
+    /// The handler running as `task` answered host request `id`.
+    Answer {
+        id: RequestId,
+        /// The task that ran it: an answer from one no longer serving `id` (the host
+        /// cancelled the request, then reused its id) answers nothing.
+        task: tokio::task::Id,
+        outcome: Answer,
+    },
     /// The connection's tracker installed a change (§17.3): it waits, merged with any
     /// other not yet taken, in `Conn::manifest_changed`.
     ManifestChanged,
@@ -83,8 +89,9 @@ pub(super) struct Driver {
     current: Option<IncomingRequest>,
     /// Host requests handed out and not yet answered: the guard each answer goes through.
     requests: HashMap<RequestId, IncomingRequest>,
-    /// The tasks of the handlers of those that did not finish at once, to stop one the
-    /// host cancels.
+    /// The tasks of the handlers of those that did not finish at once (the MCP fallback's
+    /// `initialize` among them), to stop one the host cancels and to know an answer from
+    /// one that no longer serves its id.
     tasks: HashMap<RequestId, tokio::task::AbortHandle>,
     /// The application's requests in flight, by the state's id.
     waiting: HashMap<u64, Waiting>,
@@ -293,11 +300,18 @@ impl Driver {
                     let _ = reply.send(Err(super::state::refused(method, refusal)));
                 }
             },
-            Command::Answer { id, outcome } => {
+            Command::Answer { id, task, outcome } => {
+                if self.tasks.get(&id).map(tokio::task::AbortHandle::id) != Some(task) {
+                    // Its request was cancelled (and answered `-32800`) after the handler
+                    // finished; the host may have reused the id for a request now in flight,
+                    // which this answer is not for.
+                    tracing::debug!("the answer of a cancelled request {id} is not sent");
+                    return;
+                }
+                self.tasks.remove(&id);
                 if self.initializing.as_ref() == Some(&id) {
                     self.initializing = None;
                 }
-                self.tasks.remove(&id);
                 self.feed_answer(id, outcome);
             }
             Command::ManifestChanged => self.take_manifest_change(),
@@ -568,8 +582,10 @@ impl Driver {
         let handled = super::dispatch::on_request(&self.conn, id.clone(), &method, params);
         match handled {
             super::dispatch::Handled::Now(outcome) => self.feed_answer(id, outcome),
-            super::dispatch::Handled::Later(_) if initialize => self.initializing = Some(id),
             super::dispatch::Handled::Later(task) => {
+                if initialize {
+                    self.initializing = Some(id.clone());
+                }
                 self.tasks.insert(id, task);
             }
         }
