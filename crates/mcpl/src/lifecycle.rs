@@ -61,6 +61,10 @@ pub const DEFAULT_REMEMBERED_TERMINALS: usize = 4096;
 /// Default most turns open at once on one connection ([`LifecycleConfig::max_open_turns`]).
 pub const DEFAULT_MAX_OPEN_TURNS: usize = 1024;
 
+/// Default longest `inferenceId` or `conversationId` taken, in bytes
+/// ([`LifecycleConfig::max_id_bytes`]).
+pub const DEFAULT_MAX_ID_BYTES: usize = 1024;
+
 /// Tuning of a [`LifecycleTracker`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LifecycleConfig {
@@ -75,6 +79,12 @@ pub struct LifecycleConfig {
     /// forward; reported as [`LifecycleDiagnostic::OpenTurnsLimit`]), so what a sender can
     /// make the tracker hold stays bounded however many ids it starts.
     pub max_open_turns: usize,
+    /// The longest `inferenceId` or `conversationId` taken, in bytes (at least 1). §10.5 sets
+    /// no length, and the tracker keeps ids (each open turn's, each remembered terminal's): a
+    /// signal with a longer one is dropped and reported
+    /// ([`LifecycleDiagnostic::IdTooLong`]), so what a sender can make the tracker hold stays
+    /// bounded in bytes as well as in number.
+    pub max_id_bytes: usize,
 }
 
 impl Default for LifecycleConfig {
@@ -83,6 +93,7 @@ impl Default for LifecycleConfig {
             safety_timeout: DEFAULT_SAFETY_TIMEOUT,
             remembered_terminals: DEFAULT_REMEMBERED_TERMINALS,
             max_open_turns: DEFAULT_MAX_OPEN_TURNS,
+            max_id_bytes: DEFAULT_MAX_ID_BYTES,
         }
     }
 }
@@ -196,6 +207,17 @@ pub enum LifecycleDiagnostic {
         /// The limit.
         limit: usize,
     },
+    /// A signal whose `member` (`inferenceId` or `conversationId`) is longer than
+    /// [`LifecycleConfig::max_id_bytes`]: dropped, with no turn event and nothing
+    /// remembered. Not a conformance defect (§10.5 sets no length).
+    IdTooLong {
+        /// The member.
+        member: &'static str,
+        /// Its length in bytes.
+        length: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl LifecycleDiagnostic {
@@ -206,6 +228,7 @@ impl LifecycleDiagnostic {
             self,
             LifecycleDiagnostic::TerminalAfterTimeout { .. }
                 | LifecycleDiagnostic::OpenTurnsLimit { .. }
+                | LifecycleDiagnostic::IdTooLong { .. }
         )
     }
 
@@ -221,6 +244,7 @@ impl LifecycleDiagnostic {
             LifecycleDiagnostic::UsageOnNonCompleted { .. } => "lifecycle_usage_on_non_completed",
             LifecycleDiagnostic::ContentMembers { .. } => "lifecycle_content_members",
             LifecycleDiagnostic::OpenTurnsLimit { .. } => "lifecycle_open_turns_limit",
+            LifecycleDiagnostic::IdTooLong { .. } => "lifecycle_id_too_long",
         }
     }
 }
@@ -255,6 +279,10 @@ impl std::fmt::Display for LifecycleDiagnostic {
             LifecycleDiagnostic::OpenTurnsLimit { ended, limit } => write!(
                 f,
                 "{limit} turns were open, the limit: the oldest, inferenceId {ended:?}, was ended as timed out"
+            ),
+            LifecycleDiagnostic::IdTooLong { member, length, limit } => write!(
+                f,
+                "lifecycle signal dropped: its {member} of {length} bytes is over the limit of {limit} (LifecycleConfig::max_id_bytes)"
             ),
         }
     }
@@ -343,6 +371,12 @@ impl LifecycleTracker {
 
     /// Feed one received `inference/lifecycle` signal observed at `now`.
     pub fn observe(&mut self, params: &LifecycleParams, now: Instant) -> Observation {
+        if let Some(too_long) = self.id_too_long(params) {
+            return Observation {
+                diagnostics: vec![too_long],
+                ..Observation::default()
+            };
+        }
         let id = &params.inference_id;
         let mut diagnostics = Vec::new();
         let mut members: Vec<String> = params
@@ -457,6 +491,24 @@ impl LifecycleTracker {
             diagnostics,
             evicted,
         }
+    }
+
+    /// The first id of `params` past [`LifecycleConfig::max_id_bytes`], as its diagnostic.
+    fn id_too_long(&self, params: &LifecycleParams) -> Option<LifecycleDiagnostic> {
+        let limit = self.config.max_id_bytes.max(1);
+        [
+            ("inferenceId", Some(&params.inference_id)),
+            ("conversationId", params.conversation_id.as_ref()),
+        ]
+        .into_iter()
+        .find_map(|(member, id)| {
+            let length = id?.len();
+            (length > limit).then_some(LifecycleDiagnostic::IdTooLong {
+                member,
+                length,
+                limit,
+            })
+        })
     }
 
     /// End every open turn whose safety deadline is at or before `now`, returning their
@@ -774,6 +826,51 @@ mod tests {
         assert_eq!(t.open_turns(), 0);
     }
 
+    /// §10.5 sets no id length: a signal with an id past `max_id_bytes` is reported and
+    /// changes nothing (no turn, nothing remembered); one at the limit is taken.
+    #[test]
+    fn s10_5_ids_past_the_limit_are_dropped_and_reported() {
+        let t0 = Instant::now();
+        let mut t = LifecycleTracker::new(LifecycleConfig {
+            max_id_bytes: 4,
+            ..LifecycleConfig::default()
+        });
+        let o = t.observe(
+            &sig(json!({"inferenceId": "12345", "phase": "started"})),
+            t0,
+        );
+        assert_eq!(o.event, None);
+        assert_eq!(
+            o.diagnostics,
+            [LifecycleDiagnostic::IdTooLong {
+                member: "inferenceId",
+                length: 5,
+                limit: 4
+            }]
+        );
+        assert!(!o.diagnostics[0].is_conformance_defect());
+        let o = t.observe(
+            &sig(json!({"inferenceId": "a", "conversationId": "12345", "phase": "started"})),
+            t0,
+        );
+        assert_eq!(o.event, None);
+        assert!(matches!(
+            o.diagnostics[..],
+            [LifecycleDiagnostic::IdTooLong {
+                member: "conversationId",
+                ..
+            }]
+        ));
+        let o = t.observe(
+            &sig(json!({"inferenceId": "12345", "phase": "completed"})),
+            t0,
+        );
+        assert_eq!(o.event, None);
+        assert_eq!((t.open_turns(), t.ended.len()), (0, 0));
+        let o = t.observe(&sig(json!({"inferenceId": "1234", "phase": "started"})), t0);
+        assert!(matches!(o.event, Some(TurnEvent::Started(_))));
+    }
+
     #[test]
     fn remembered_terminals_are_bounded() {
         let t0 = Instant::now();
@@ -805,6 +902,7 @@ mod tests {
             safety_timeout: Duration::from_secs(60),
             remembered_terminals: 8,
             max_open_turns: 2,
+            max_id_bytes: DEFAULT_MAX_ID_BYTES,
         });
         let t0 = Instant::now();
         let start = |id: &str| sig(json!({"inferenceId": id, "phase": "started"}));

@@ -1350,6 +1350,7 @@ impl ServerHarness {
                 safety_timeout: millis(setup.lifecycle.0),
                 remembered_terminals: setup.lifecycle.1,
                 max_open_turns: setup.lifecycle.2,
+                ..LifecycleConfig::default()
             },
             ..ServerRules::new(
                 json!({"name": "s", "version": "1"}),

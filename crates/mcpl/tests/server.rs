@@ -776,6 +776,49 @@ async fn s10_5_a_host_starting_turns_without_end_is_held_to_the_limit() {
     assert_eq!(limits, 6);
 }
 
+/// §10.5 sets no length for `inferenceId` or `conversationId`, and the server keeps them (each
+/// open turn, and each ended id it remembers to tell a second terminal): a host sending
+/// megabyte ids made a connection hold gigabytes within those counts. A signal with an id
+/// past `LifecycleConfig::max_id_bytes` is reported and changes nothing.
+#[tokio::test]
+async fn s10_5_a_signal_with_an_over_long_id_is_reported_and_changes_nothing() {
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let s2 = starts.clone();
+    let server = builder()
+        .on_turn_start(move |t| s2.lock().unwrap().push(t.inference_id.clone()))
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceLifecycle"]}),
+    )
+    .await;
+    let long = "i".repeat(2048);
+    for params in [
+        json!({"inferenceId": long, "phase": "started"}),
+        json!({"inferenceId": "short", "conversationId": long, "phase": "started"}),
+        json!({"inferenceId": long, "phase": "completed"}),
+        json!({"inferenceId": "ok", "phase": "started"}),
+    ] {
+        host.peer
+            .notify_raw("inference/lifecycle", Some(params))
+            .await
+            .unwrap();
+    }
+    sync(&host).await;
+    assert_eq!(*starts.lock().unwrap(), ["ok"]);
+    let mut too_long = 0;
+    while let Ok(d) = diags.try_recv() {
+        if d.code() == "lifecycle_id_too_long" {
+            assert_eq!(d.kind(), mcpl::server::DiagnosticKind::Notice, "{d}");
+            too_long += 1;
+        }
+    }
+    assert_eq!(too_long, 3);
+}
+
 #[tokio::test]
 async fn s17_tracker_over_a_real_connection() {
     let server = builder().build().unwrap();

@@ -704,6 +704,15 @@ mod tests {
                 N,
             ),
             (
+                D::Lifecycle(LifecycleDiagnostic::IdTooLong {
+                    member: "inferenceId",
+                    length: 2,
+                    limit: 1,
+                }),
+                "lifecycle_id_too_long",
+                N,
+            ),
+            (
                 D::HostMcplVersion {
                     version: "0.4".into(),
                 },
