@@ -198,32 +198,50 @@ impl NamePattern {
 
     /// Whether this `enabled` entry selects `name` (one-segment `*`).
     pub fn selects(&self, name: &str) -> bool {
-        let mut p = self.0.split('.');
-        let mut n = name.split('.');
-        loop {
-            match (p.next(), n.next()) {
-                (None, None) => return true,
-                (Some(a), Some(b)) if a == "*" || a == b => {}
-                _ => return false,
-            }
-        }
+        name_matches(&self.0, name, false)
     }
 
     /// Whether this `disabled` entry covers `name` (trailing `*` is a subtree).
     pub fn covers(&self, name: &str) -> bool {
-        let p: Vec<&str> = self.0.split('.').collect();
-        let n: Vec<&str> = name.split('.').collect();
-        let trailing_star = p.last() == Some(&"*");
-        if trailing_star {
-            n.len() >= p.len()
-                && p[..p.len() - 1]
-                    .iter()
-                    .zip(&n)
-                    .all(|(a, b)| *a == "*" || a == b)
-        } else {
-            self.selects(name)
+        name_matches(&self.0, name, true)
+    }
+}
+
+/// Whether `pattern` matches `name` segment by segment (a whole `*` segment matches any one;
+/// with `subtree`, a trailing `*` matches one or more). Walked along `name`, stopping at the
+/// first segment that differs: what a match costs is bounded by `name` (a declared set's,
+/// §6.1), never by the entry (the host's, up to a whole message long), which every
+/// derivation (§6.4) matches against every declared set.
+fn name_matches(pattern: &str, name: &str, subtree: bool) -> bool {
+    /// What is left of `rest` once its first segment, `head`, is taken: `Some(None)` when it
+    /// was the last; `None` when the first segment is not `head`.
+    fn after<'a>(rest: &'a str, head: &str) -> Option<Option<&'a str>> {
+        let tail = rest.strip_prefix(head)?;
+        if tail.is_empty() {
+            return Some(None);
+        }
+        tail.strip_prefix('.').map(Some)
+    }
+    let mut rest = pattern;
+    let mut segments = name.split('.').peekable();
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        let (star, next) = match after(rest, "*") {
+            Some(next) => (true, next),
+            None => match after(rest, segment) {
+                Some(next) => (false, next),
+                None => return false,
+            },
+        };
+        match next {
+            // The pattern's last segment: the name must end here too, unless it is a
+            // subtree's `*`, which has taken one segment and takes the rest.
+            None => return last || (subtree && star),
+            Some(_) if last => return false,
+            Some(next) => rest = next,
         }
     }
+    false
 }
 
 /// The host's selection: `enabled` (an allowlist when present) and `disabled`.
@@ -435,5 +453,54 @@ pub fn feature_set_gate(
     match declaration_mismatch(decls, feature_set, required) {
         Some(missing) => Err(SetRefusal::Undeclared(missing)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// §6.3 matching as first written (each side split into segments up front): the model
+    /// the walk along the name must agree with.
+    fn model(pattern: &str, name: &str, subtree: bool) -> bool {
+        let p: Vec<&str> = pattern.split('.').collect();
+        let n: Vec<&str> = name.split('.').collect();
+        let seg = |(a, b): (&&str, &&str)| *a == "*" || a == b;
+        if subtree && p.last() == Some(&"*") {
+            n.len() >= p.len() && p[..p.len() - 1].iter().zip(&n).all(seg)
+        } else {
+            p.len() == n.len() && p.iter().zip(&n).all(seg)
+        }
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(prop_oneof!["a", "b", "ab", "\\*", "\\.", "\\*\\*"], 0..8)
+            .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn s6_3_walking_the_name_matches_as_splitting_both(
+            pattern in text(),
+            name in text(),
+        ) {
+            let p = NamePattern(pattern.clone());
+            prop_assert_eq!(p.selects(&name), model(&pattern, &name, false));
+            prop_assert_eq!(p.covers(&name), model(&pattern, &name, true));
+        }
+    }
+
+    #[test]
+    fn s6_3_trailing_star_reads() {
+        let p = |s: &str| NamePattern(s.into());
+        assert!(p("memory.*").selects("memory.retrieval"));
+        assert!(!p("memory.*").selects("memory.a.b"));
+        assert!(p("memory.*").covers("memory.a.b"));
+        assert!(!p("memory.*").covers("memory"));
+        assert!(p("*").covers("a.b.c"));
+        assert!(!p("*").selects("a.b"));
+        assert!(p("a.*.c").covers("a.x.c"));
+        assert!(!p("a.*.c").covers("a.x.c.d"));
     }
 }
