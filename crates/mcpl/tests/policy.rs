@@ -967,3 +967,60 @@ fn s6_4_declaration_mismatch_is_diagnosed() {
     assert!(declaration_mismatch(&d, "tools.edit", BEFORE_INFERENCE).is_some());
     assert_eq!(declaration_mismatch(&d, "undeclared", push), None);
 }
+
+/// The server keeps the `enabled` and `disabled` entries it is sent (a Notification's
+/// `disabled` accumulates, §6.7), and §6.3 sets no length for them: 1,024 Notifications of
+/// one 16 MiB name each were all kept. Each list is bounded in bytes as well as in entries
+/// (`MAX_POLICY_LIST_BYTES`); past it the update is refused like any malformed one, and the
+/// grant fails closed.
+#[test]
+fn s6_7_kept_policy_lists_are_bounded_in_bytes() {
+    let mut s = ServerPolicyState::new(memory());
+    s.apply(
+        Form::Request,
+        &json!({"effectiveCapabilities": ["pushEvents"]}),
+    )
+    .unwrap();
+    let limit = MAX_POLICY_LIST_BYTES;
+    let name = |c: char| c.to_string().repeat(limit / 2);
+    s.apply(Form::Notification, &json!({ "disabled": [name('a')] }))
+        .unwrap();
+    // A repeat costs nothing against the bound.
+    s.apply(Form::Notification, &json!({ "disabled": [name('a')] }))
+        .unwrap();
+    assert!(!s.grant().capabilities().is_empty());
+    let err = s
+        .apply(Form::Notification, &json!({ "disabled": [name('b'), "x"] }))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PolicyError::ListTooLarge {
+            field: "disabled",
+            limit,
+            bytes: limit + 1
+        }
+    );
+    let e = err.to_error();
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.data.unwrap()["reason"], "list_too_large");
+    assert!(s.grant().capabilities().is_empty());
+    assert_eq!(s.selection().disabled.len(), 1);
+
+    // A Request's lists are held to the same bound.
+    for field in ["enabled", "disabled"] {
+        let err = s
+            .apply(
+                Form::Request,
+                &json!({"effectiveCapabilities": ["pushEvents"], field: [name('a'), name('b'), "x"]}),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            PolicyError::ListTooLarge {
+                field,
+                limit,
+                bytes: limit + 1
+            }
+        );
+    }
+}

@@ -49,6 +49,18 @@ pub enum PolicyError {
         /// How many entries it had (or the accumulated list would have).
         count: usize,
     },
+    /// An `enabled` or `disabled` list whose entries hold more than
+    /// [`MAX_POLICY_LIST_BYTES`] (for `disabled` on a Notification: the accumulated list
+    /// would).
+    #[error("featureSets/update {field}: its entries hold {bytes} bytes, over the limit of {limit}; the sender must send shorter names (a `prefix.*` pattern names many at once)")]
+    ListTooLarge {
+        /// The list.
+        field: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many bytes its entries hold (or the accumulated list's would).
+        bytes: usize,
+    },
 }
 
 /// Most entries read from each `featureSets/update` list (`effectiveCapabilities`,
@@ -59,6 +71,13 @@ pub enum PolicyError {
 /// fails closed like any malformed update.
 pub const MAX_POLICY_LIST_ENTRIES: usize = 1024;
 
+/// Most bytes the entries of an `enabled` or `disabled` list hold, the `disabled` entries
+/// accumulated by Notifications included (§6.7): the server keeps them, and §6.3 sets no
+/// length for a name. 256 KiB: 1,024 names of 256 bytes. A longer list is refused whole
+/// with `-32602` and `data: { reason, field, limit, bytes }`, and the grant fails closed
+/// like any malformed update.
+pub const MAX_POLICY_LIST_BYTES: usize = 256 * 1024;
+
 impl PolicyError {
     /// Stable machine-readable code.
     pub fn code(&self) -> &'static str {
@@ -68,6 +87,7 @@ impl PolicyError {
             PolicyError::Pattern(p) => p.code(),
             PolicyError::GrantedAndDenied { .. } => "granted_and_denied",
             PolicyError::TooManyEntries { .. } => "too_many_entries",
+            PolicyError::ListTooLarge { .. } => "list_too_large",
         }
     }
 
@@ -80,6 +100,11 @@ impl PolicyError {
                 limit,
                 count,
             } => json!({ "reason": self.code(), "field": field, "limit": limit, "count": count }),
+            PolicyError::ListTooLarge {
+                field,
+                limit,
+                bytes,
+            } => json!({ "reason": self.code(), "field": field, "limit": limit, "bytes": bytes }),
             _ => json!({ "reason": self.code() }),
         };
         ErrorObject::invalid_params(self.to_string()).with_data(data)
@@ -139,6 +164,16 @@ impl UpdateParams {
         let denied_entries = string_array(obj, "deniedCapabilities")?;
         let enabled = string_array(obj, "enabled")?;
         let disabled = string_array(obj, "disabled")?;
+        for (field, list) in [("enabled", &enabled), ("disabled", &disabled)] {
+            let bytes = list.iter().flatten().map(|e| e.len()).sum();
+            if bytes > MAX_POLICY_LIST_BYTES {
+                return Err(PolicyError::ListTooLarge {
+                    field,
+                    limit: MAX_POLICY_LIST_BYTES,
+                    bytes,
+                });
+            }
+        }
         let effective = match &effective_entries {
             Some(e) => Some(Grant::from_patterns(e.iter().copied())?),
             None => None,
@@ -355,6 +390,16 @@ impl ServerPolicyState {
                         field: "disabled",
                         limit: MAX_POLICY_LIST_ENTRIES,
                         count,
+                    });
+                }
+                let bytes = known.iter().map(String::len).sum::<usize>()
+                    + fresh.iter().map(|e| e.len()).sum::<usize>();
+                if bytes > MAX_POLICY_LIST_BYTES {
+                    self.grant = Grant::none();
+                    return Err(PolicyError::ListTooLarge {
+                        field: "disabled",
+                        limit: MAX_POLICY_LIST_BYTES,
+                        bytes,
                     });
                 }
                 drop(fresh);
