@@ -1659,6 +1659,55 @@ async fn s6_7_a_refusal_names_its_fallback_and_the_server_does_it() {
     host.peer.closed().await;
 }
 
+/// §6.7: a policy refused with `fallback: "close"` is answered with its receipt (naming the
+/// consequence is the server's job), then the connection closes. The receipt was dropped
+/// when it had to wait for room in the writer's queue (here a queue of one frame): the
+/// connection was closed first, and the host read EOF without it.
+#[tokio::test]
+async fn s6_7_the_receipt_of_a_policy_refused_with_close_is_written_before_the_close() {
+    use mcpl::peer::PeerConfig;
+    use mcpl::transport::Transport;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let server = builder()
+        .require(&[Capability::PushEvents], mcpl::policy::Fallback::Close)
+        .peer_config(PeerConfig {
+            outgoing_capacity: 1,
+            ..PeerConfig::default()
+        })
+        .build()
+        .unwrap();
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let session = server.start(Transport::lines(sr, sw, "test"));
+    let (hr, mut hw) = tokio::io::split(host_end);
+    for v in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18",
+                          "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                          "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+               "params": {"effectiveCapabilities": ["tools"]}}),
+    ] {
+        hw.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    }
+    let mut lines = BufReader::new(hr).lines();
+    let mut ids = Vec::new();
+    let mut receipt = None;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        ids.push(v["id"].clone());
+        if v["id"] == 2 {
+            receipt = Some(v);
+        }
+    }
+    assert_eq!(ids, [json!(1), json!(2)]);
+    let receipt = receipt.unwrap();
+    assert_eq!(receipt["result"]["accepted"], false, "{receipt}");
+    assert_eq!(receipt["result"]["fallback"], "close", "{receipt}");
+    session.closed().await;
+}
+
 /// Nothing received vanishes: a notification the session does not act on — an MCP one such
 /// as `notifications/cancelled`, or an unknown method — is reported as a diagnostic.
 #[tokio::test]

@@ -109,6 +109,10 @@ pub(super) struct Driver {
     /// Barriers waiting for the frames taken before them: each with the number of the last
     /// ([`Outbox::sent`]), in order.
     barriers: std::collections::VecDeque<(u64, oneshot::Sender<()>)>,
+    /// The state asked to close ([`ServerOutput::Close`]: a policy refused with
+    /// `fallback: "close"`, §6.7): nothing more is read, and the connection is closed once
+    /// what the outbox holds (that receipt among it) has been queued for the writer.
+    closing: bool,
 }
 
 impl Driver {
@@ -158,6 +162,7 @@ impl Driver {
             published: None,
             initializing: None,
             barriers: std::collections::VecDeque::new(),
+            closing: false,
         })
     }
 
@@ -171,7 +176,9 @@ impl Driver {
         let mut read_all = false;
         let mut alarm = Alarm::new();
         loop {
-            if read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some()) {
+            let ended =
+                read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some());
+            if ended || self.closing {
                 break;
             }
             alarm.want(self.state.poll_timeout());
@@ -378,7 +385,8 @@ impl Driver {
                 ServerOutput::RequestTimedOut { id } => self.timed_out(id),
                 ServerOutput::PolicyApplied { first, .. } => self.ready(first),
                 ServerOutput::Diagnostic(d) => self.conn.diagnostic(d),
-                ServerOutput::Close => self.conn.peer.close(),
+                // Closed in `finish`, after what the outbox holds: closing now would drop it.
+                ServerOutput::Close => self.closing = true,
             }
         }
     }
@@ -642,6 +650,10 @@ impl Driver {
     async fn finish(mut self: Box<Self>) {
         // What it still held (the last answers) goes out first, within the write timeout.
         self.out.drain().await;
+        if self.closing {
+            // The writer writes what is queued before it shuts the transport down.
+            self.conn.peer.close();
+        }
         self.release_barriers();
         self.state.handle_close(Self::now());
         self.outputs();
