@@ -1355,6 +1355,46 @@ async fn a_message_over_max_parsed_cost_is_refused_unbuilt_and_the_connection_go
     assert_ping_works(&mut raw, 3).await;
 }
 
+/// A request whose id is no id (`null`, a fraction, a boolean, an object, an integer past 64
+/// bits) is an Invalid Request answered `-32600` with `id: null` (JSON-RPC 2.0 §5), over the
+/// parsed-cost bound as under it. Over the bound it was read as a notification (its unusable
+/// id was skipped like an absent one) and only reported.
+#[tokio::test]
+async fn a_costly_request_with_an_unusable_id_is_answered_with_a_null_id() {
+    let config = PeerConfig {
+        max_parsed_cost: 10_000,
+        ..PeerConfig::default()
+    };
+    let (_peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let objects = vec![r#"{"a":1}"#; 1000].join(",");
+    for (n, id) in ["null", "1.5", "true", r#"{"a":1}"#, "18446744073709551616"]
+        .into_iter()
+        .enumerate()
+    {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"echo","id":{id},"params":{{"x":[{objects}]}}}}"#
+        ))
+        .await;
+        // The refusal comes first, then the ping's answer.
+        raw.send_json(json!({"jsonrpc": "2.0", "id": n, "method": "ping"}))
+            .await;
+        let reply = raw.recv().await;
+        assert_eq!(reply["id"], Value::Null, "id {id}: {reply}");
+        assert_eq!(
+            reply["error"]["code"],
+            json!(codes::INVALID_REQUEST),
+            "{reply}"
+        );
+        assert_eq!(
+            reply["error"]["data"]["reason"],
+            json!("parsed_cost"),
+            "{reply}"
+        );
+        assert_eq!(raw.recv().await["id"], json!(n));
+    }
+}
+
 /// The default bound (`jsonrpc::DEFAULT_MAX_PARSED_COST`) refuses the attack's shape at
 /// 2 MB of text, and keeps what a large legitimate message needs.
 #[tokio::test]

@@ -484,6 +484,9 @@ enum Read {
 #[derive(Debug, Default)]
 struct Head {
     id: Option<RequestId>,
+    /// The message has an `id` member, usable or not (`null`, a fraction …): with a
+    /// `method` it is an Invalid Request, answered with `id: null`, not a notification.
+    id_present: bool,
     method: Option<String>,
     /// The text is a batch (a JSON array): answered with one `id: null` error, as a batch
     /// over `max_batch_entries` is.
@@ -503,7 +506,10 @@ impl<'de> serde::Deserialize<'de> for Head {
                 let mut head = Head::default();
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     match key.as_ref() {
-                        "id" => head.id = map.next_value::<Scalar>()?.id(),
+                        "id" => {
+                            head.id_present = true;
+                            head.id = map.next_value::<Scalar>()?.id();
+                        }
                         "method" => head.method = map.next_value::<Scalar>()?.text(),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -592,7 +598,12 @@ fn too_costly(
     head: Head,
     replies: &mut Outbox,
 ) -> bool {
-    let Head { id, method, batch } = head;
+    let Head {
+        id,
+        id_present,
+        method,
+        batch,
+    } = head;
     shared.diagnose(Diagnostic::TooCostly {
         id: id.clone(),
         method: method.clone(),
@@ -612,10 +623,11 @@ fn too_costly(
         }
         // A notification, or an object with neither id nor method (a log line, say): reported
         // only, as an invalid one is (answering what is not a request could loop).
-        (None, true) => true,
+        (None, true) if !id_present => true,
         (None, false) if !batch => true,
         (id, _) => {
-            // A request (its id answered), or a batch (answered `id: null`).
+            // A request (its id answered; `id: null` for one it has but cannot be read, as
+            // an Invalid Request is, JSON-RPC 2.0 §5), or a batch (answered `id: null`).
             let reply = Message::Response(Response {
                 id,
                 outcome: Err(
