@@ -1395,6 +1395,43 @@ async fn a_costly_request_with_an_unusable_id_is_answered_with_a_null_id() {
     }
 }
 
+/// JSON-RPC 2.0 §5: a string id past `jsonrpc::MAX_ID_BYTES` cannot be used (a session
+/// keeps a request's id in several places until it is answered, so 128 requests in flight
+/// with 16 MiB ids held gigabytes): the request is answered `-32600` with `id: null`, under
+/// the parsed-cost bound and over it, and the connection goes on. An id at the bound is
+/// echoed as sent.
+#[tokio::test]
+async fn a_request_whose_string_id_is_past_the_bound_is_answered_with_a_null_id() {
+    use mcpl::jsonrpc::MAX_ID_BYTES;
+    let config = PeerConfig {
+        max_parsed_cost: 10_000,
+        ..PeerConfig::default()
+    };
+    let (_peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let long = "x".repeat(MAX_ID_BYTES + 1);
+    let objects = vec![r#"{"a":1}"#; 1000].join(",");
+    for params in ["{}".to_owned(), format!(r#"{{"x":[{objects}]}}"#)] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"ping","id":"{long}","params":{params}}}"#
+        ))
+        .await;
+        let reply = raw.recv().await;
+        assert_eq!(reply["id"], Value::Null, "{reply}");
+        assert_eq!(
+            reply["error"]["code"],
+            json!(codes::INVALID_REQUEST),
+            "{reply}"
+        );
+    }
+    let at_bound = "y".repeat(MAX_ID_BYTES);
+    raw.send_json(json!({"jsonrpc": "2.0", "id": at_bound, "method": "ping"}))
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(at_bound));
+    assert!(reply.get("result").is_some(), "{reply}");
+}
+
 /// The default bound (`jsonrpc::DEFAULT_MAX_PARSED_COST`) refuses the attack's shape at
 /// 2 MB of text, and keeps what a large legitimate message needs.
 #[tokio::test]

@@ -378,6 +378,15 @@ impl Parts {
                 None,
                 "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",
             )),
+            Some(Value::String(s)) if s.len() > MAX_ID_BYTES => {
+                return Err(invalid(
+                    None,
+                    format!(
+                        "a string id may be at most {MAX_ID_BYTES} bytes; this one is {}",
+                        s.len()
+                    ),
+                ))
+            }
             Some(Value::String(s)) => Some(Some(RequestId::String(s))),
             Some(_) => return Err(invalid(None, "id must be a number, a string or null")),
         };
@@ -635,6 +644,14 @@ pub enum ParseError {
 /// with `"id": null`, so it would wait for its timeout: this crate sends none, and reads
 /// none from a `Value` either.
 pub const MAX_MEMBER_NESTING: usize = 126;
+
+/// Longest string `id` a message read may carry, in bytes. JSON-RPC 2.0 sets no length, but
+/// a session keeps a request's id until it is answered, in several places (the request in
+/// flight, its handler, its answer), so each of the in-flight requests a connection allows
+/// could otherwise hold a whole message's worth. A request with a longer id is an Invalid
+/// Request, answered `-32600` with `id: null` (§5: its id cannot be used); a response with
+/// one answers no request of this crate's, whose ids are short.
+pub const MAX_ID_BYTES: usize = 1024;
 
 /// Whether `v` nests arrays and objects at most `limit` levels deep (a scalar is 0, `[]`
 /// is 1). Stops descending past `limit`, so a value of any depth is read within `limit`

@@ -534,6 +534,8 @@ impl Scalar {
     fn id(self) -> Option<RequestId> {
         match self {
             Scalar::Int(id) => Some(id),
+            // Unusable past the bound, as `Message::parse` reads it (`jsonrpc::MAX_ID_BYTES`).
+            Scalar::Text(s) if s.len() > crate::jsonrpc::MAX_ID_BYTES => None,
             Scalar::Text(s) => Some(RequestId::from(s)),
             Scalar::Other => None,
         }
