@@ -172,7 +172,10 @@ pub enum ServerOutput {
     /// answered it `-32800` ([`codes::REQUEST_CANCELLED`](crate::jsonrpc::codes), transmitted
     /// before this output: every request gets an answer, which the host ignores), so its
     /// work may stop and the application's answer is refused
-    /// ([`SendRefusal::UnknownRequest`]). `notification` is the host's, for an MCP
+    /// ([`SendRefusal::UnknownRequest`]) until the host reuses the id for a new request,
+    /// which JSON-RPC 2.0 lets it do: from then on `answer(id, …)` answers the new one. A
+    /// driver therefore drops whatever the cancelled request's work still produces rather
+    /// than answering with it (`server::Server` numbers its hand-outs for this). `notification` is the host's, for an MCP
     /// implementation that keeps its own requests. A cancel naming a request not handed
     /// out, already answered or `initialize` (which MCP forbids cancelling) changes nothing
     /// and comes out as [`ServerOutput::Notification`].

@@ -241,7 +241,11 @@ pub enum HostOutput {
     /// answered it `-32800` ([`codes::REQUEST_CANCELLED`](crate::jsonrpc::codes),
     /// transmitted before this output: every request gets an answer, which the server
     /// ignores), so the application's work on it may stop, and its answer is refused
-    /// ([`StateError::UnknownRequest`]). A cancel naming nothing handed out changes nothing
+    /// ([`StateError::UnknownRequest`]) until the server reuses the id for a new request,
+    /// which JSON-RPC 2.0 lets it do: from then on `answer(id, …)` (and
+    /// [`HostState::inference_chunk`]) serve the new one. A driver therefore drops whatever
+    /// the cancelled request's work still produces (`host::HostSession` numbers its
+    /// hand-outs for this). A cancel naming nothing handed out changes nothing
     /// (MCP lets a receiver ignore it: the request may have just been answered).
     Cancelled {
         /// The request's id.
