@@ -6,7 +6,10 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 
 mod inspect_support;
 use inspect_support::{Inspect, WAIT};
@@ -225,4 +228,80 @@ fn the_repl_ends_cleanly_when_its_output_is_closed() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("cannot write the output"), "{err}");
     assert_eq!(status.code(), Some(1), "{err}");
+}
+
+/// The peak resident memory of process `pid` in KiB (`VmHWM`), if the system tells.
+fn peak_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A server of the test's own: MCP-only, answers the handshake and `tools/list`, sends
+/// `frame`, then a ping whose answer says the host has read it; then holds the connection.
+fn server_sending(listener: std::net::TcpListener, frame: String, done: mpsc::Sender<()>) {
+    use std::io::{BufRead, BufReader};
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let mut next = |line: &mut String| -> Value {
+        line.clear();
+        reader.read_line(line).unwrap();
+        serde_json::from_str(line).unwrap_or(Value::Null)
+    };
+    let init = next(&mut line);
+    let reply = json!({ "jsonrpc": "2.0", "id": init["id"], "result": {
+        "protocolVersion": "2024-11-05", "capabilities": { "tools": {} },
+        "serverInfo": { "name": "odd", "version": "1" } } });
+    writeln!(writer, "{reply}").unwrap();
+    loop {
+        let v = next(&mut line);
+        if v["method"] == "tools/list" {
+            let r = json!({ "jsonrpc": "2.0", "id": v["id"], "result": { "tools": [] } });
+            writeln!(writer, "{r}").unwrap();
+            break;
+        }
+    }
+    writer.write_all(frame.as_bytes()).unwrap();
+    writeln!(writer, r#"{{"jsonrpc":"2.0","id":"done","method":"ping"}}"#).unwrap();
+    loop {
+        if next(&mut line)["id"] == "done" {
+            let _ = done.send(());
+            break;
+        }
+    }
+    let _ = next(&mut line);
+}
+
+/// The log read each frame's head as it came, its `id` built whole as a JSON value before
+/// the peer's parsed-cost bound could refuse the frame: one 8 MB frame whose id is an array
+/// of a million small objects took the inspector to about 700 MB (16 MB: 1.4 GB). Now the id
+/// is read as its text, unbuilt, and the frame logged cut as any other.
+#[test]
+fn a_frame_with_a_huge_id_is_logged_unbuilt() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let objects = vec![r#"{"a":1}"#; 1_000_000].join(",");
+    let frame = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"id\":[{objects}]}}\n");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || server_sending(listener, frame, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    rx.recv_timeout(WAIT).expect("the host read the frame");
+    let page = insp.get("/api/log?dir=received&limit=3");
+    let entry = page["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["bytes"].as_u64().unwrap() > 8_000_000)
+        .unwrap_or_else(|| panic!("the frame is logged: {page}"))
+        .clone();
+    assert_eq!(entry["kind"], "request", "{entry}");
+    assert!(entry["id"].as_str().unwrap().len() <= 256, "{entry}");
+    if let Some(peak) = peak_kib(insp.child.id()) {
+        assert!(peak < 200 * 1024, "peak resident {peak} KiB");
+    }
 }

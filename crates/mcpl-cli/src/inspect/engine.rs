@@ -542,7 +542,7 @@ impl Engine {
         if st.generation != generation {
             return;
         }
-        let id = info.id.as_ref().map(Value::to_string);
+        let id = info.id.clone();
         let mut changed = true;
         match (dir, method) {
             (Dir::Sent, Some("initialize")) => {

@@ -21,6 +21,7 @@ use std::time::SystemTime;
 use mcpl::protocol::push::timestamp_millis;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::rules::{self, Mark};
@@ -139,13 +140,32 @@ impl Entry {
     }
 }
 
-/// The head of a frame: what the log reads from it, whatever its size.
+/// The head of a frame: what the log reads from it, whatever its size. The tap hands the
+/// log every frame before the peer's bound on what a message costs parsed applies, so the id
+/// is taken as its text, never built: an id that is an array of a million objects would
+/// cost about 90 times its text as a JSON value.
 #[derive(Deserialize)]
-struct Head {
+struct Head<'a> {
     method: Option<String>,
-    id: Option<Value>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
     result: Option<IgnoredAny>,
     error: Option<ErrorHead>,
+}
+
+/// Most bytes of an id (or method) an entry keeps.
+const MAX_ID: usize = 256;
+
+/// An id as compact JSON, at most [`MAX_ID`] bytes: a string or a number as JSON writes it,
+/// anything else (no JSON-RPC id, never parsed) as its text.
+fn id_text(raw: &RawValue) -> String {
+    let text = raw.get();
+    if text.starts_with(['[', '{']) {
+        return cut(text, MAX_ID).to_owned();
+    }
+    let compact =
+        serde_json::from_str::<Value>(text).map_or_else(|_| text.to_owned(), |v| v.to_string());
+    cut(&compact, MAX_ID).to_owned()
 }
 
 #[derive(Deserialize)]
@@ -161,8 +181,8 @@ pub struct FrameInfo {
     pub kind: Option<Kind>,
     /// The method, if any.
     pub method: Option<String>,
-    /// The id, if any.
-    pub id: Option<Value>,
+    /// The id as compact JSON (cut at 256 bytes), if any.
+    pub id: Option<String>,
 }
 
 /// Which entries a page lists.
@@ -270,12 +290,12 @@ impl Log {
                             err.code.unwrap_or(0),
                             err.message.as_deref().unwrap_or(""),
                         );
-                        self.mark_request(&id.to_string(), mark);
+                        self.mark_request(&id_text(id), mark);
                     }
                     FrameInfo {
                         kind: Some(kind),
                         method: h.method,
-                        id: h.id,
+                        id: h.id.map(id_text),
                     }
                 }
                 Err(_) => FrameInfo {
@@ -291,11 +311,8 @@ impl Log {
             generation,
             dir,
             kind: info.kind.unwrap_or(Kind::Junk),
-            method: info.method.as_ref().map(|m| cut(m, 256).to_owned()),
-            id: info
-                .id
-                .as_ref()
-                .map(|i| cut(&i.to_string(), 256).to_owned()),
+            method: info.method.as_ref().map(|m| cut(m, MAX_ID).to_owned()),
+            id: info.id.clone(),
             bytes: text.len(),
             text: kept.to_owned(),
             truncated: kept.len() < text.len(),
@@ -517,5 +534,27 @@ mod tests {
             .collect();
         assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
         assert_eq!(p["more"], json!(true));
+    }
+
+    /// Ids are kept as compact JSON, whatever the frame wrote; one that is no JSON-RPC id
+    /// (an array, an object) as its text, cut, never built.
+    #[test]
+    fn ids_are_read_as_text() {
+        let mut log = Log::default();
+        let now = SystemTime::now();
+        let info = log.record_frame(1, Dir::Received, now, r#"{"id": 7 ,"method":"m"}"#);
+        assert_eq!(info.id.as_deref(), Some("7"));
+        let info = log.record_frame(1, Dir::Received, now, r#"{"id":"a\u0062","method":"m"}"#);
+        assert_eq!(info.id.as_deref(), Some(r#""ab""#));
+        let huge = format!(
+            r#"{{"id":[{}],"method":"m"}}"#,
+            vec!["{}"; 100_000].join(",")
+        );
+        let info = log.record_frame(1, Dir::Received, now, &huge);
+        assert_eq!(info.kind, Some(Kind::Request));
+        let id = info.id.unwrap_or_default();
+        assert!(id.starts_with("[{},{}") && id.len() <= MAX_ID, "{id}");
+        let info = log.record_frame(1, Dir::Received, now, r#"{"id":null,"method":"m"}"#);
+        assert_eq!((info.kind, info.id), (Some(Kind::Notification), None));
     }
 }
