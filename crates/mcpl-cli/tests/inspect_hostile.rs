@@ -305,3 +305,57 @@ fn a_frame_with_a_huge_id_is_logged_unbuilt() {
         assert!(peak < 200 * 1024, "peak resident {peak} KiB");
     }
 }
+
+/// Reads the state on each change the event stream announces until `pred` holds for it.
+fn state_until(
+    insp: &Inspect,
+    events: &mut inspect_support::Events,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = insp.get("/api/state");
+        if pred(&s) {
+            return s;
+        }
+        if events.next(deadline).is_none() {
+            panic!("{what}: not within {WAIT:?}; last state {}", s["check"]);
+        }
+    }
+}
+
+/// A client that sends an API write and goes away before its answer (a reloaded page, a
+/// closed tab): the operation was dropped half-way. For the Check button, `check.running`
+/// stayed `true` for ever (every later check refused "a check is already running") and the
+/// `mcpl check` child was killed unreported. Now a write runs to its end whoever waits for
+/// it: the check's report lands in the state.
+#[test]
+fn a_write_whose_client_goes_away_still_runs_to_its_end() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+    write!(
+        s,
+        "POST /api/check HTTP/1.1\r\nHost: {}\r\nX-MCPL-Token: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        insp.host(),
+        insp.token
+    )
+    .unwrap();
+    state_until(&insp, &mut events, "the check runs", |s| {
+        s["check"]["running"] == true
+    });
+    drop(s);
+    let done = state_until(&insp, &mut events, "the check ends", |s| {
+        s["check"]["running"] == false
+    });
+    let last = &done["check"]["last"];
+    assert!(
+        last["report"]["summary"]["pass"].as_u64().is_some(),
+        "{last}"
+    );
+    let r = insp.post("/api/check", json!({}));
+    assert_eq!(r["ok"], true, "{r}");
+}

@@ -11,7 +11,9 @@
 //!   the per-run random token, as `?token=` or an `X-MCPL-Token` header: `401` without it;
 //! - API writes are `POST` with `Content-Type: application/json` (no form can send that
 //!   cross-site without a preflight), a body of at most [`MAX_BODY`] bytes (`413`) that
-//!   arrives within [`BODY_TIMEOUT`] (`408`);
+//!   arrives within [`BODY_TIMEOUT`] (`408`); a write, once its body is in, runs to its end
+//!   even when the client goes away before its answer, at most [`MAX_WRITES`] at once
+//!   (`503`);
 //! - the page renders server content as text only (`textContent`, never HTML), under a
 //!   `Content-Security-Policy` that allows no inline script and no other origin, with
 //!   `Referrer-Policy: no-referrer` so the token never leaves in a `Referer`.
@@ -69,6 +71,10 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest body of an API write, in bytes (`413` past it).
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
 
+/// Most API writes running at once (each runs to its end even when its client has gone,
+/// so they are counted apart from connections); one more is answered `503`.
+pub const MAX_WRITES: usize = 256;
+
 /// A bound dashboard listener, not yet serving.
 pub struct Server {
     listener: tokio::net::TcpListener,
@@ -115,6 +121,8 @@ struct App {
     /// it). DNS rebinding needs a name the attacker controls, so an IP literal is no such
     /// request; names stay refused.
     any_address: bool,
+    /// Slots of the API writes running ([`MAX_WRITES`]).
+    writes: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
@@ -157,6 +165,7 @@ impl Server {
             hosts,
             port: self.port,
             any_address,
+            writes: Arc::new(tokio::sync::Semaphore::new(MAX_WRITES)),
         });
         let router = router(app);
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -369,9 +378,31 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             return refuse(status, &why);
         }
         let (parts, body) = req.into_parts();
-        return match read_body(body).await {
-            Ok(body) => secure(next.run(Request::from_parts(parts, body)).await),
-            Err((status, why)) => refuse(status, &why),
+        let body = match read_body(body).await {
+            Ok(body) => body,
+            Err((status, why)) => return refuse(status, &why),
+        };
+        // A write runs on its own task, to its end, whoever waits for its answer: the client
+        // going away (a reloaded page) drops this future, and an operation dropped half-way
+        // left the engine untrue (a check `running` for ever, a grant applied and not shown,
+        // a turn started and never completed). At most MAX_WRITES run at once.
+        let Ok(slot) = app.writes.clone().try_acquire_owned() else {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("{MAX_WRITES} API writes are running already"),
+            );
+        };
+        let write = tokio::spawn(async move {
+            let response = next.run(Request::from_parts(parts, body)).await;
+            drop(slot);
+            response
+        });
+        return match write.await {
+            Ok(response) => secure(response),
+            Err(e) => refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("the operation failed: {e}"),
+            ),
         };
     }
     secure(next.run(req).await)
