@@ -359,3 +359,74 @@ fn a_write_whose_client_goes_away_still_runs_to_its_end() {
     let r = insp.post("/api/check", json!({}));
     assert_eq!(r["ok"], true, "{r}");
 }
+
+/// A server of the test's own that may ask for inference (§11) under `big`, and once the
+/// host has listed its tools asks `count` times with a user message of `bytes` bytes.
+fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
+    use std::io::{BufRead, BufReader};
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let manifest = json!({ "version": "0.5", "inferenceRequest": true, "featureSets": {
+        "big": { "description": "asks", "uses": ["inferenceRequest"] } } });
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let result = match method {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "asker", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{reply}").unwrap();
+        if method == "tools/list" {
+            let text = "y".repeat(bytes);
+            for i in 0..count {
+                let ask = json!({ "jsonrpc": "2.0", "id": format!("ask{i}"),
+                    "method": "inference/request", "params": { "featureSet": "big",
+                    "messages": [ { "role": "user", "content": text } ] } });
+                writeln!(writer, "{ask}").unwrap();
+            }
+        }
+    }
+}
+
+/// A server → host request waiting for an answer kept its params whole, and the state
+/// listed each with them and its suggested answer (the message echoed) whole: up to 64
+/// waiting requests of 16 MiB each, 1 GiB held and 2 GiB written per `/api/state`. Now each
+/// is kept within the bound of an event, cut as events are.
+#[test]
+fn a_huge_waiting_request_is_kept_cut() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || asking_server(listener, 3, 1 << 20));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = state_until(&insp, &mut events, "three requests wait", |s| {
+        s["pending"].as_array().is_some_and(|p| p.len() == 3)
+    });
+    for p in state["pending"].as_array().unwrap() {
+        assert_eq!(p["method"], "inference/request");
+        let size = p.to_string().len();
+        assert!(size <= 64 * 1024 + 1024, "a {size} byte waiting request");
+        assert_eq!(p["params"]["truncated"], true, "{}", p["params"]);
+    }
+    // It is still answered as any other.
+    let id = state["pending"][0]["id"].clone();
+    let r = insp.post("/api/answer", json!({ "id": id, "text": "short" }));
+    assert_eq!(r["ok"], true, "{r}");
+}

@@ -38,6 +38,8 @@ pub const PENDING_TIMEOUT: Duration = Duration::from_secs(600);
 /// replaced by `{"truncated": true, "bytes": N, "preview": …}` and it is marked
 /// `"truncated": true`, so 1,000 events of 16 MiB each cannot take 16 GB.
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// Most bytes of a waiting request's suggested answer (the echo of its last user message).
+pub const MAX_SUGGESTED: usize = MAX_EVENT_BYTES / 4;
 /// Most answered server → host requests, hook runs, streams and narrowings remembered (each).
 pub const MAX_HISTORY: usize = 50;
 /// Most channel descriptors remembered from `channels/register` and `channels/changed`.
@@ -121,8 +123,10 @@ pub struct Settings {
 pub struct Pending {
     /// The method.
     pub method: String,
-    /// Its params.
+    /// Its params, cut as an event's are past [`MAX_EVENT_BYTES`].
     pub params: Value,
+    /// The answer echo would give (its last user message), at most [`MAX_SUGGESTED`] bytes.
+    pub suggested: String,
     /// When it arrived.
     pub since: String,
     /// Which connection it came on.
@@ -748,23 +752,38 @@ impl Engine {
     ) -> Result<Value, ErrorObject> {
         let since = timestamp_millis(SystemTime::now());
         let (tx, rx) = oneshot::channel();
-        let id = {
-            let mut st = self.state();
-            let auto = match (&st.auto_answer, method.as_str()) {
+        let auto = {
+            let st = self.state();
+            match (&st.auto_answer, method.as_str()) {
                 (AutoAnswer::Off, _) => None,
                 (_, "model/info") => Some(text_answer(&method, "mcpl-inspect-echo")),
                 (AutoAnswer::Echo, _) => Some(text_answer(&method, &echo_text(&params))),
                 (AutoAnswer::Text(t), _) => Some(text_answer(&method, t)),
-            };
-            if let Some(result) = auto {
-                let mut record = json!({ "method": method, "params": params, "since": since,
-                                     "answer": result, "by": "auto", "generation": generation });
-                bound_bytes(&mut record, &["params", "answer"]);
-                push_bounded(&mut st.answered, record, MAX_HISTORY);
-                drop(st);
-                self.changed();
-                return Ok(result);
             }
+        };
+        if let Some(result) = auto {
+            let mut record = json!({ "method": method, "params": params, "since": since,
+                                 "answer": result, "by": "auto", "generation": generation });
+            bound_bytes(&mut record, &["params", "answer"]);
+            push_bounded(&mut self.state().answered, record, MAX_HISTORY);
+            self.changed();
+            return Ok(result);
+        }
+        // Kept as events are, within MAX_EVENT_BYTES (cut before the lock): the params and
+        // the suggested answer of up to MAX_PENDING requests of 16 MiB each were held whole.
+        let mut suggested = echo_text(&params);
+        if suggested.len() > MAX_SUGGESTED {
+            let mut end = MAX_SUGGESTED;
+            while !suggested.is_char_boundary(end) {
+                end -= 1;
+            }
+            suggested.truncate(end);
+        }
+        let mut kept = json!({ "params": params, "suggested": suggested });
+        bound_bytes(&mut kept, &["params"]);
+        let params = kept.get_mut("params").map(Value::take).unwrap_or_default();
+        let id = {
+            let mut st = self.state();
             if st.pending.len() >= MAX_PENDING {
                 return Err(ErrorObject::internal(format!(
                     "the inspector already has {MAX_PENDING} requests waiting for an answer"
@@ -777,6 +796,7 @@ impl Engine {
                 Pending {
                     method: method.clone(),
                     params,
+                    suggested,
                     since,
                     generation,
                     answer: tx,

@@ -156,7 +156,7 @@ impl Engine {
             .map(|(id, p)| {
                 json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
                         "generation": p.generation,
-                        "suggested": super::engine::echo_text(&p.params) })
+                        "suggested": p.suggested })
             })
             .collect();
         let recent = |l: &std::collections::VecDeque<Value>, n: usize| -> Vec<Value> {
