@@ -15,10 +15,11 @@ mod inspect_support;
 use inspect_support::{Inspect, WAIT};
 
 /// The dashboard's bounds (`inspect::http`): connections at once, the deadline of a request
-/// head and of a write's body.
+/// head, of a write's body and of writing a response.
 const MAX_CONNECTIONS: usize = 256;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads until the peer closes (`Some(bytes read)`), or `None` if `within` passes first.
 fn read_until_closed(s: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
@@ -429,4 +430,31 @@ fn a_huge_waiting_request_is_kept_cut() {
     let id = state["pending"][0]["id"].clone();
     let r = insp.post("/api/answer", json!({ "id": id, "text": "short" }));
     assert_eq!(r["ok"], true, "{r}");
+}
+
+/// A client that sends requests and never reads the answers (no token needed: a `401` is
+/// an answer too) held its connection for ever once the answers filled the socket's
+/// buffers: the request-head deadline does not run while a response is being written, so
+/// 256 such clients locked everyone out. Now a response that cannot be written within
+/// [`WRITE_TIMEOUT`] closes the connection (the client's writes then fail).
+#[test]
+fn a_client_that_never_reads_its_answers_is_closed() {
+    let insp = Inspect::start(&[]);
+    let s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+    let request = format!("GET /api/state HTTP/1.1\r\nHost: {}\r\n\r\n", insp.host()).repeat(100);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = s;
+        let mut sent = 0u64;
+        while s.write_all(request.as_bytes()).is_ok() {
+            sent += 100;
+        }
+        let _ = tx.send(sent);
+    });
+    let sent = rx
+        .recv_timeout(WRITE_TIMEOUT + WAIT)
+        .expect("the connection of a client that never reads is closed");
+    assert!(sent > 0);
+    // And the dashboard is there for everyone else.
+    assert!(insp.get("/api/state")["target"].is_string());
 }

@@ -21,12 +21,17 @@
 //! Bounds (a client needs no token to open a connection, so these hold before it is read):
 //! at most [`MAX_CONNECTIONS`] connections at once (one more is closed as soon as it is
 //! accepted), and each must send a request head within [`HEAD_TIMEOUT`] of connecting or of
-//! its previous response (a keep-alive connection idle longer is closed), so a client
-//! trickling its headers (slowloris) or holding idle connections cannot take them all.
+//! its previous response (a keep-alive connection idle longer is closed), and take each
+//! response's bytes within [`WRITE_TIMEOUT`] (else it is closed), so a client trickling its
+//! headers (slowloris), holding idle connections or never reading its answers cannot take
+//! them all.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -41,6 +46,7 @@ use futures_util::{Stream, StreamExt};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::engine::{AutoAnswer, Engine};
@@ -66,6 +72,9 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Longest a connection may take to send a request head, from its opening or its previous
 /// response; it is closed then.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a response may wait for the client to take it (its bytes not written, the
+/// socket's buffers full); the connection is closed then.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest an API write's body may take to arrive (`408` then).
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest body of an API write, in bytes (`413` past it).
@@ -193,11 +202,95 @@ impl Server {
                 let _ = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(HEAD_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), service)
+                    .serve_connection(TokioIo::new(WriteDeadline::new(stream)), service)
                     .await;
                 drop(slot);
             });
         }
+    }
+}
+
+/// A connection whose writes fail once one has waited [`WRITE_TIMEOUT`] without progress:
+/// hyper's request-head deadline does not run while a response is being written, so a
+/// client that sends requests and never reads the answers held its connection for ever.
+struct WriteDeadline {
+    stream: tokio::net::TcpStream,
+    /// Running while a write waits; cleared by any progress.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteDeadline {
+    fn new(stream: tokio::net::TcpStream) -> WriteDeadline {
+        WriteDeadline {
+            stream,
+            timer: None,
+        }
+    }
+
+    /// `poll` as it went, a wait past [`WRITE_TIMEOUT`] turned into an error.
+    fn deadline<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.timer = None;
+            return poll;
+        }
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took no data for the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for WriteDeadline {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteDeadline {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.deadline(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.deadline(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_flush(cx);
+        self.deadline(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.stream).poll_shutdown(cx);
+        self.deadline(cx, poll)
     }
 }
 
