@@ -348,3 +348,50 @@ async fn huge_answers_leave_the_report_bounded() {
     let doc = read_report(&report);
     assert_eq!(code, 1, "{doc:#}");
 }
+
+/// The check `id` of the report.
+fn check<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("{id} in {doc:#}"))
+}
+
+/// A host that sends its policy Request before `initialize`: the checker applied it and
+/// answered a receipt (ready before initialized), then reported that no policy Request came
+/// and that there was no grant to judge, while it probed under that grant. Now it is
+/// refused `-32600` as the library server refuses anything but `ping` before `initialize`,
+/// and the report says so.
+#[tokio::test]
+async fn a_policy_before_initialize_is_refused_and_reported() {
+    let report = report_path("early-policy.json");
+    let (transport, ctl) = child::spawn(&mut checker(&report)).unwrap();
+    let host = answering_host(transport, |method| match method {
+        "ping" => Ok(json!({})),
+        _ => Err(mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents")),
+    });
+    let policy = json!({ "effectiveCapabilities": ["pushEvents"] });
+    let early = host.request_raw("featureSets/update", Some(policy)).await;
+    let Err(mcpl::peer::PeerError::Remote(e)) = early else {
+        panic!("a policy before initialize got {early:?}");
+    };
+    assert_eq!(e.code, -32600, "{e:?}");
+    host.request_raw("initialize", Some(init_params(json!("0.5"))))
+        .await
+        .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let code = guarded(ctl.wait()).await;
+    drop(host);
+    let doc = read_report(&report);
+    let policy = check(&doc, "host.policy-is-request");
+    assert_eq!(policy["status"], "fail", "{doc:#}");
+    let detail = policy["detail"].as_str().unwrap();
+    assert!(detail.contains("before initialize"), "{detail}");
+    // Probed as granting nothing: the push refused is what that grant asks.
+    assert_eq!(check(&doc, "host.push-follows-grant")["status"], "pass");
+    assert_eq!(code, 1, "{doc:#}");
+}

@@ -119,6 +119,7 @@ impl Run {
             }
         };
         let written = init.respond(served::initialize_result(version)).await;
+        self.initialized = true;
         if written.is_err() && self.peer.close_reason().is_some() {
             self.on_closed();
             self.unfinished = self.gone().map(str::to_owned);
@@ -186,9 +187,14 @@ impl Run {
                 } else if let Some(g) = self.gone() {
                     format!("no featureSets/update Request: {g}{discarded}")
                 } else {
+                    let early = if self.policy_before_initialize {
+                        " (one came before initialize and was refused -32600)"
+                    } else {
+                        ""
+                    };
                     format!(
-                        "no featureSets/update Request within {}{discarded}: the server never \
-                         becomes ready (§5.3); probed as a host that granted nothing",
+                        "no featureSets/update Request within {}{early}{discarded}: the server \
+                         never becomes ready (§5.3); probed as a host that granted nothing",
                         secs(self.bounds.step)
                     )
                 };

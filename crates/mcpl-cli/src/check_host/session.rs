@@ -98,6 +98,10 @@ pub(super) struct Run {
     pub(super) policy: ServerPolicyState,
     /// What the host's own `experimental.mcpl` advertises (§5.2), `tools` aside.
     pub(super) host_advertised: CapabilitySet,
+    /// `initialize` has been answered: requests other than `ping` are served from now on.
+    pub(super) initialized: bool,
+    /// A `featureSets/update` Request came before `initialize` (refused `-32600`).
+    pub(super) policy_before_initialize: bool,
     /// A receipt has been written: the host may treat the session as ready.
     pub(super) ready: bool,
     /// The connection has ended.
@@ -127,6 +131,8 @@ impl Run {
                 mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
             ),
             host_advertised: CapabilitySet::EMPTY,
+            initialized: false,
+            policy_before_initialize: false,
             ready: false,
             closed: false,
             died_of_junk: false,
@@ -438,6 +444,18 @@ impl Run {
         let mut receipt = false;
         let result = match req.method() {
             Ping::NAME => Ok(json!({})),
+            // The library server's rule: `initialize` and `ping` at any time, nothing else
+            // before `initialize` (`-32600`); a policy applied then had made the server ready
+            // before it was initialized, and the report say no policy came.
+            other if !self.initialized => {
+                if other == FeatureSetsUpdate::NAME {
+                    self.policy_before_initialize = true;
+                }
+                let method = capped(other.to_owned(), 120);
+                Err(ErrorObject::invalid_request(format!(
+                    "{method} before initialize"
+                )))
+            }
             ToolsList::NAME => Ok(json!({ "tools": [] })),
             ManifestFetch::NAME => Ok(served::manifest()),
             ChannelsList::NAME => Ok(json!({ "channels": [] })),
