@@ -395,3 +395,77 @@ async fn a_policy_before_initialize_is_refused_and_reported() {
     assert_eq!(check(&doc, "host.push-follows-grant")["status"], "pass");
     assert_eq!(code, 1, "{doc:#}");
 }
+
+/// A host over raw pipes: `initialize`, `notifications/initialized` and a policy granting
+/// `pushEvents`, then each request of the checker answered with the line `answer` writes
+/// for it (or none), in the order they come.
+async fn raw_answering_host(
+    report: &PathBuf,
+    answer: impl Fn(&Value) -> Option<String>,
+) -> (i32, Value) {
+    let (child, mut stdin, stdout) = spawn_raw(report);
+    let all = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let Ok(m) = serde_json::from_str::<Value>(&l) else {
+            continue;
+        };
+        if m.get("method").is_none() || m.get("id").is_none() {
+            continue;
+        }
+        if let Some(a) = answer(&m) {
+            if stdin.write_all(a.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    report_of(child, report).await
+}
+
+/// A host answering `model/info` and `channels/incoming` with a response carrying both
+/// `result` and `error` (no valid JSON-RPC response), each before the ping behind it: the
+/// peer reports such a response to a request sent in wire order as a diagnostic only, so
+/// the checker waited out its timeout and reported "no answer within the timeout", "must
+/// error, not silence", and passed host.requests-independent (the ping answered "while
+/// model/info was still outstanding"). Now the report says what came, and no order is
+/// read from it.
+#[tokio::test]
+async fn an_invalid_response_is_reported_as_one_not_as_silence() {
+    let report = report_path("invalid-response.json");
+    let (code, doc) = raw_answering_host(&report, |m| {
+        let id = &m["id"];
+        let v = match m["method"].as_str().unwrap_or("") {
+            "model/info" | "channels/incoming" => json!({ "jsonrpc": "2.0", "id": id,
+                "result": {}, "error": { "code": 1, "message": "both" } }),
+            "ping" => json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
+            _ => json!({ "jsonrpc": "2.0", "id": id,
+                         "error": { "code": -32001, "message": "denied" } }),
+        };
+        Some(line(&v))
+    })
+    .await;
+    let answers = check(&doc, "host.answers-every-request");
+    assert_eq!(answers["status"], "fail", "{doc:#}");
+    let detail = answers["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("not valid JSON-RPC: model/info") && !detail.contains("no answer"),
+        "{detail}"
+    );
+    let incoming = check(&doc, "host.incoming-unregistered-refused");
+    assert_eq!(incoming["status"], "fail", "{doc:#}");
+    assert!(
+        incoming["detail"]
+            .as_str()
+            .unwrap()
+            .contains("invalid response"),
+        "{incoming}"
+    );
+    assert_ne!(
+        check(&doc, "host.requests-independent")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    assert_eq!(code, 1, "{doc:#}");
+}

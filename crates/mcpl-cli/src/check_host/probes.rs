@@ -105,23 +105,37 @@ impl Run {
     /// and channels/list hung).
     async fn answers_every_request(&mut self) {
         let id = "host.answers-every-request";
-        let mut silent = Vec::new();
+        let (mut silent, mut invalid) = (Vec::new(), Vec::new());
         for (method, stage) in [
             (ModelInfoRequest::NAME, "the model/info probe"),
             (ChannelsList::NAME, "the channels/list probe"),
         ] {
             self.stage = stage;
             match self.call_paired(method, json!({}), self.bounds.step).await {
-                Reply::Timeout => silent.push(method),
+                Reply::Timeout => silent.push(method.to_owned()),
+                Reply::Invalid(why) => invalid.push(format!("{method} ({why})")),
                 Reply::Closed => return,
                 _ => {}
             }
         }
-        if silent.is_empty() {
+        let mut defects = Vec::new();
+        if !silent.is_empty() {
+            defects.push(format!(
+                "no answer within the timeout: {}",
+                silent.join(", ")
+            ));
+        }
+        if !invalid.is_empty() {
+            let d = format!(
+                "a response that is not valid JSON-RPC: {}",
+                invalid.join(", ")
+            );
+            defects.push(d);
+        }
+        if defects.is_empty() {
             self.record(id, Status::Pass, "model/info and channels/list answered");
         } else {
-            let d = format!("no answer within the timeout: {}", silent.join(", "));
-            self.record(id, Status::Fail, d);
+            self.record(id, Status::Fail, defects.join("; "));
         }
     }
 

@@ -12,7 +12,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use mcpl::capability::{CapabilitySet, Grant};
-use mcpl::jsonrpc::ErrorObject;
+use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::peer::{
     CloseReason, Diagnostic, Diagnostics, Incoming, IncomingMessage, Ordered, Peer, PeerError,
     RequestOptions,
@@ -31,6 +31,9 @@ use tokio::time::Instant;
 use super::judge::{capped, excerpt, DETAIL_LIMIT};
 use super::{served, Bounds};
 use crate::check::report::{Recorder, Report, Status};
+
+/// Most invalid responses [`Run`] keeps the ids of.
+const INVALID_KEPT: usize = 8;
 
 /// The check the paired pings feed.
 pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
@@ -90,6 +93,13 @@ pub(super) struct Run {
     incoming: Incoming,
     /// The connection's diagnostics (bounded: [`super::peer_config`]), read for the report.
     diagnostics: Diagnostics,
+    /// What they told of frames discarded since [`Run::discarded`] last said so: over the
+    /// size limit, not valid JSON-RPC, lost uncounted.
+    discards: (u64, u64, u64),
+    /// Responses to the checker's requests that were not valid JSON-RPC, by id, newest last
+    /// (at most [`INVALID_KEPT`]): the peer reports them as diagnostics only when the
+    /// request was sent with `send_request`.
+    invalid_answers: Vec<(RequestId, String)>,
     rec: Recorder,
     pub(super) bounds: Bounds,
     started: Instant,
@@ -122,6 +132,8 @@ impl Run {
     pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
         Run {
             diagnostics: peer.diagnostics(),
+            discards: (0, 0, 0),
+            invalid_answers: Vec::new(),
             peer,
             incoming,
             rec,
@@ -204,21 +216,8 @@ impl Run {
     /// JSON-RPC, frames over [`super::MAX_MESSAGE`]), e.g. ` (discarded meanwhile: 1
     /// message over the 1048576-byte limit)`; empty when nothing was.
     pub(super) fn discarded(&mut self) -> String {
-        let (mut oversized, mut other, mut lost) = (0u64, 0u64, 0u64);
-        while let Some(d) = self.diagnostics.try_recv() {
-            match d {
-                Diagnostic::Oversized { .. } => oversized += 1,
-                Diagnostic::Dropped { count } => lost = lost.saturating_add(count),
-                Diagnostic::JunkLine { .. }
-                | Diagnostic::ParseError { .. }
-                | Diagnostic::NotText { .. }
-                | Diagnostic::InvalidMessage { .. }
-                | Diagnostic::EmptyBatch
-                | Diagnostic::BatchTooLarge { .. }
-                | Diagnostic::TooCostly { .. } => other += 1,
-                _ => {}
-            }
-        }
+        self.read_diagnostics();
+        let (oversized, other, lost) = std::mem::take(&mut self.discards);
         let mut parts = Vec::new();
         if oversized > 0 {
             parts.push(format!(
@@ -237,6 +236,58 @@ impl Run {
         } else {
             format!(" (discarded meanwhile: {})", parts.join(", "))
         }
+    }
+
+    /// Reads the diagnostics that came so far: counts the frames discarded, keeps the ids of
+    /// invalid responses.
+    fn read_diagnostics(&mut self) {
+        while let Some(d) = self.diagnostics.try_recv() {
+            let (oversized, other, lost) = &mut self.discards;
+            match d {
+                Diagnostic::Oversized { .. } => *oversized += 1,
+                Diagnostic::Dropped { count } => *lost = lost.saturating_add(count),
+                Diagnostic::InvalidMessage {
+                    id: Some(id),
+                    reason,
+                    answered: false,
+                } => {
+                    *other += 1;
+                    self.keep_invalid(id, reason);
+                }
+                Diagnostic::TooCostly {
+                    id: Some(id),
+                    method: None,
+                    cost,
+                    limit,
+                } => {
+                    *other += 1;
+                    let why = format!("it would cost {cost} units parsed, over {limit}");
+                    self.keep_invalid(id, why);
+                }
+                Diagnostic::JunkLine { .. }
+                | Diagnostic::ParseError { .. }
+                | Diagnostic::NotText { .. }
+                | Diagnostic::InvalidMessage { .. }
+                | Diagnostic::EmptyBatch
+                | Diagnostic::BatchTooLarge { .. }
+                | Diagnostic::TooCostly { .. } => *other += 1,
+                _ => {}
+            }
+        }
+    }
+
+    fn keep_invalid(&mut self, id: RequestId, why: String) {
+        if self.invalid_answers.len() >= INVALID_KEPT {
+            self.invalid_answers.remove(0);
+        }
+        self.invalid_answers.push((id, capped(why, 120)));
+    }
+
+    /// Why the response to `id` was not valid JSON-RPC, if one came so far (once).
+    fn invalid_answer(&mut self, id: &RequestId) -> Option<String> {
+        self.read_diagnostics();
+        let i = self.invalid_answers.iter().position(|(i, _)| i == id)?;
+        Some(self.invalid_answers.remove(i).1)
     }
 
     /// Whether a failed write means the connection is gone; notes it if so.
@@ -316,6 +367,30 @@ impl Run {
         }
     }
 
+    /// Settles `first` (and the ping) as invalid when the peer reported its response as not
+    /// valid JSON-RPC: such a response to a request sent with `send_request` is only a
+    /// diagnostic, and had read as no answer at all.
+    fn settle_invalid(
+        &mut self,
+        first: &RequestId,
+        ping: Option<&RequestId>,
+        answer: &mut Option<Reply>,
+        pong: &mut Option<Reply>,
+    ) {
+        if answer.is_none() {
+            if let Some(why) = self.invalid_answer(first) {
+                self.peer.forget(first, "answered invalidly");
+                *answer = Some(Reply::Invalid(why));
+            }
+        }
+        if let (None, Some(ping)) = (&pong, ping) {
+            if let Some(why) = self.invalid_answer(ping) {
+                self.peer.forget(ping, "answered invalidly");
+                *pong = Some(Reply::Invalid(why));
+            }
+        }
+    }
+
     /// [`Self::call_within`], with a `ping` sent right behind the request (issue #19 item 2,
     /// `host.requests-independent`): the ping must be answered within the step timeout even
     /// while the request is outstanding. Read by wire order, not by timing: the ping's answer
@@ -358,6 +433,10 @@ impl Run {
                     if r.id.as_ref() == Some(&first_id) {
                         answer = Some(self.reply(outcome));
                     } else if r.id.is_some() && r.id == ping_id {
+                        // An invalid answer to the request, reported meanwhile, may have come
+                        // before this one or after: it counts as first, so no order is read
+                        // from it.
+                        self.settle_invalid(&first_id, None, &mut answer, &mut pong);
                         ping_first = answer.is_none();
                         pong = Some(self.reply(outcome));
                     }
@@ -366,6 +445,7 @@ impl Run {
                 Ok(None) => self.on_closed(),
                 Err(_) => {
                     let now = Instant::now();
+                    self.settle_invalid(&first_id, ping_id.as_ref(), &mut answer, &mut pong);
                     if answer.is_none() && now >= first_deadline {
                         self.peer.forget(&first_id, "timed out");
                         answer = Some(Reply::Timeout);
