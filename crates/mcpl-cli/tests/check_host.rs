@@ -367,7 +367,8 @@ async fn raw_host_policy(
 }
 
 /// §5.4: a policy naming a path both granted and denied is rejected as malformed (-32602),
-/// and the server never becomes ready, so nothing after it is probed.
+/// and the server never becomes ready, so nothing after it is probed. The push already sent
+/// before the receipt is judged all the same (it was skipped as if never sent).
 #[tokio::test]
 async fn a_contradictory_policy_is_rejected_and_nothing_more_is_probed() {
     let report = report_path("contradictory.json");
@@ -385,6 +386,12 @@ async fn a_contradictory_policy_is_rejected_and_nothing_more_is_probed() {
     );
     assert!(
         ids_with(&doc, "skip").contains("host.push-follows-grant"),
+        "{doc:#}"
+    );
+    // The push sent before the receipt (there never was one) went out and was refused, as
+    // §5.3 asks: judged, not skipped as "never reached".
+    assert!(
+        ids_with(&doc, "pass").contains("host.refuses-before-ready"),
         "{doc:#}"
     );
     assert_eq!(code, 1);

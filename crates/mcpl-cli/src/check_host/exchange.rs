@@ -46,6 +46,8 @@ impl Run {
             return;
         }
         if let Policy::Refused = policy {
+            // After the push sent before the receipt was judged: it was sent, and answered.
+            self.skip_rest("the policy was malformed: the server never became ready");
             return;
         }
         self.probes().await;
@@ -270,7 +272,6 @@ impl Run {
                 {
                     self.on_closed();
                 }
-                self.skip_rest("the policy was malformed: the server never became ready");
                 Policy::Refused
             }
         }
