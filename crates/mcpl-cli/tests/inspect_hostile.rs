@@ -458,3 +458,41 @@ fn a_client_that_never_reads_its_answers_is_closed() {
     // And the dashboard is there for everyone else.
     assert!(insp.get("/api/state")["target"].is_string());
 }
+
+/// `mcpl inspect --repl` whose stderr is a closed pipe, fed a command line over the 1 MiB
+/// bound: the refusal was written with `eprintln!`, which panicked (exit 101). Now it is
+/// written as every other line on stderr, its failure ignored, and the REPL goes on.
+#[test]
+fn an_over_long_line_with_stderr_closed_is_refused_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(inspect_support::BIN)
+        .args(["inspect", "--repl", "--timeout", "5"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let long = "x".repeat(1024 * 1024 + 10);
+        let _ = writeln!(stdin, "{long}\nhelp");
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        let _ = tx.send(out);
+    });
+    let Ok(out) = rx.recv_timeout(WAIT) else {
+        let _ = child.kill();
+        panic!("the REPL did not end within {WAIT:?}");
+    };
+    let status = child.wait().unwrap();
+    feeder.join().unwrap();
+    assert_ne!(status.code(), Some(101), "the REPL panicked");
+    assert!(out.contains("commands (one per line)"), "{out}");
+    assert_eq!(status.code(), Some(1));
+}

@@ -479,7 +479,10 @@ pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
                 }
             }
             failed.store(true, Ordering::SeqCst);
-            eprintln!("mcpl inspect: a command line over {MAX_LINE} bytes was refused");
+            // Not `eprintln!`, which panics when stderr is a closed pipe.
+            crate::term::emit_err(&format!(
+                "mcpl inspect: a command line over {MAX_LINE} bytes was refused\n"
+            ));
             continue;
         }
         let line = String::from_utf8_lossy(&buf).trim().to_owned();
