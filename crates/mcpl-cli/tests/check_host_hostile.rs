@@ -469,3 +469,60 @@ async fn an_invalid_response_is_reported_as_one_not_as_silence() {
     );
     assert_eq!(code, 1, "{doc:#}");
 }
+
+/// `--ws`: a connection that is no WebSocket client (a plain HTTP request: a port probe, a
+/// browser) comes before the host. Its failed handshake ended the run ("accept failed",
+/// exit 2) before the host could connect; now it is said on stderr and the host that
+/// connects next is checked.
+#[tokio::test]
+async fn a_failed_websocket_handshake_is_not_the_host() {
+    use tokio::io::AsyncReadExt;
+    let report = report_path("ws-probe.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--json", "--ws", "127.0.0.1:0"])
+        .args(BOUNDS)
+        .arg("--report")
+        .arg(&report)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    let addr = first.rsplit("ws://").next().unwrap().to_owned();
+    let stderr = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Ok(Some(l)) = lines.next_line().await {
+            all.push(l);
+        }
+        all
+    });
+    let mut probe = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
+    probe
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    let _ = probe.read_to_end(&mut sink).await;
+    let transport = mcpl::transport::endpoint::connect(&format!("ws://{addr}"), None)
+        .await
+        .expect("the host connects after the probe");
+    let host = answering_host(transport, |_| Ok(json!({})));
+    host.request_raw("initialize", Some(init_params(json!("0.5"))))
+        .await
+        .unwrap();
+    host.close();
+    let code = guarded(child.wait()).await;
+    let stderr = stderr.await.unwrap().join("\n");
+    let doc = read_report(&report);
+    assert_eq!(
+        check(&doc, "host.initialize-advertises-mcpl")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    assert!(
+        stderr.contains("failed its WebSocket handshake"),
+        "{stderr}"
+    );
+    assert_eq!(code, 2, "the host went away: {doc:#}");
+}

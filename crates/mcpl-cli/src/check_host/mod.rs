@@ -229,11 +229,16 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
         Err(e) => return unreachable_report(label, format!("cannot start the runtime: {e}")),
     };
     let report = rt.block_on(async move {
-        let transport = match tokio::time::timeout(step, accept(args)).await {
+        let mut refused = 0u64;
+        let transport = match tokio::time::timeout(step, accept(args, &mut refused)).await {
             Ok(Ok(t)) => junk::with_junk_line(t),
             Ok(Err(e)) => return unreachable_report(label, e),
             Err(_) => {
-                let e = format!("no host connected within {}", session::secs(step));
+                let also = match refused {
+                    0 => String::new(),
+                    n => format!(" ({n} connection(s) failed the WebSocket handshake)"),
+                };
+                let e = format!("no host connected within {}{also}", session::secs(step));
                 return unreachable_report(label, e);
             }
         };
@@ -256,8 +261,11 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
     report
 }
 
-/// The one transport the host connects over.
-async fn accept(args: &CheckHostArgs) -> Result<Transport, String> {
+/// The one transport the host connects over. Over `--ws`, a connection that fails its
+/// WebSocket handshake (a port probe, a browser, a plain HTTP request) is not the host: it is
+/// counted in `refused`, the first said on stderr, and the host is still awaited; one such
+/// connection had ended the run (exit 2, "accept failed").
+async fn accept(args: &CheckHostArgs, refused: &mut u64) -> Result<Transport, String> {
     if let Some(addr) = &args.tcp {
         let listener = tcp::Listener::bind(addr.as_str())
             .await
@@ -277,11 +285,25 @@ async fn accept(args: &CheckHostArgs) -> Result<Transport, String> {
         if let Ok(local) = listener.local_addr() {
             emit_err(&format!("mcpl check-host: listening on ws://{local}\n"));
         }
-        let (t, _) = listener
-            .accept()
-            .await
-            .map_err(|e| format!("accept failed: {e}"))?;
-        Ok(t)
+        loop {
+            match listener.accept().await {
+                Ok((t, _)) => return Ok(t),
+                Err(
+                    e @ (ws::WsError::Handshake(_)
+                    | ws::WsError::HandshakeTimeout(_)
+                    | ws::WsError::Tls(_)),
+                ) => {
+                    if *refused == 0 {
+                        emit_err(&format!(
+                            "mcpl check-host: a connection failed its WebSocket handshake \
+                             ({e}); still waiting for the host\n"
+                        ));
+                    }
+                    *refused = refused.saturating_add(1);
+                }
+                Err(e) => return Err(format!("accept failed: {e}")),
+            }
+        }
     } else {
         Ok(stdio::stdio())
     }
