@@ -526,3 +526,50 @@ async fn a_failed_websocket_handshake_is_not_the_host() {
     );
     assert_eq!(code, 2, "the host went away: {doc:#}");
 }
+
+/// The peak resident size of process `pid` in KiB (`VmHWM`), if the system tells.
+fn peak_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Pings whose params are 1 MB of small objects (within the 1 MiB message limit): each was
+/// built whole (a million-entry parse costs about 90 times its text), so the checker
+/// documented as holding a few 1 MiB messages peaked past 100 MiB. Now a message that would
+/// cost more than `MAX_PARSED_COST` parsed is refused unbuilt (`-32600`), as the library
+/// refuses one past its own, larger bound.
+#[tokio::test]
+async fn messages_that_cost_more_parsed_than_the_checker_needs_are_refused_unbuilt() {
+    let report = report_path("costly.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let written = tokio::spawn(frames(stdout));
+    stdin
+        .write_all(initialize(json!(1)).as_bytes())
+        .await
+        .unwrap();
+    let objects = vec![r#"{"a":1}"#; 130_000].join(",");
+    for id in 0..12 {
+        let ping = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\",\"params\":{{\"x\":[{objects}]}}}}\n",
+            100 + id
+        );
+        stdin.write_all(ping.as_bytes()).await.unwrap();
+    }
+    let peak = peak_kib(child.id().unwrap_or_default());
+    drop(stdin);
+    let (code, _) = report_of(child, &report).await;
+    let written = written.await.unwrap();
+    if let Some(peak) = peak {
+        assert!(peak < 48 * 1024, "the checker peaked at {peak} KiB");
+    }
+    let refused = written
+        .iter()
+        .filter(|f| f["id"].as_i64().is_some_and(|i| i >= 100) && f["error"]["code"] == -32600)
+        .count();
+    assert!(refused > 0, "{written:?}");
+    assert_eq!(code, 2);
+}

@@ -12,8 +12,9 @@
 //! - **wall time**: the run ends within [`Bounds::wall`] = 16 × `--timeout` +
 //!   `--inference-timeout` + `--watch` (111 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
-//!   is discarded unread), at most [`INCOMING_QUEUE`] of them wait to be handled, and the
-//!   checker holds nothing per message once handled ([`peer_config`]);
+//!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
+//!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
+//!   nothing per message once handled ([`peer_config`]);
 //! - **report**: one line per catalogue check, each detail capped at
 //!   [`judge::DETAIL_LIMIT`] bytes, whatever it quotes.
 //!
@@ -102,6 +103,13 @@ pub struct CheckHostArgs {
 /// without being buffered (the library's framing).
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 
+/// Most a message from the host may cost once parsed, in [`mcpl::jsonrpc::parsed_cost`]
+/// units (about 32 bytes each at worst: 8 MiB), far above what the checker's exchanges need.
+/// The library's default (4,194,304 units) let a 1 MiB message of small objects build about
+/// 90 MiB. Past it a request is answered `-32600` unbuilt, a response fails its request, a
+/// notification is discarded (each reported as a frame that is not valid JSON-RPC).
+pub const MAX_PARSED_COST: usize = MAX_MESSAGE / 4;
+
 /// Messages from the host waiting to be handled; past it the transport is not read.
 pub const INCOMING_QUEUE: usize = 4;
 
@@ -113,6 +121,7 @@ fn peer_config(step: Duration) -> PeerConfig {
         request_timeout: Some(step),
         write_timeout: Some(step),
         max_message_size: MAX_MESSAGE,
+        max_parsed_cost: MAX_PARSED_COST,
         incoming_capacity: INCOMING_QUEUE,
         outgoing_capacity: 16,
         diagnostics_capacity: 16,
