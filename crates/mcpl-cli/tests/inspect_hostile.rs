@@ -496,3 +496,55 @@ fn an_over_long_line_with_stderr_closed_is_refused_not_a_panic() {
     assert!(out.contains("commands (one per line)"), "{out}");
     assert_eq!(status.code(), Some(1));
 }
+
+/// `--repl` commands whose argument is not one they take: `events abc`, `log 1e3` and
+/// `manifest x` answered as if given none (the last 10 events, 20 entries, the manifest),
+/// ok and exit 0. Now each is an error naming the argument, and the REPL exits 1.
+#[test]
+fn repl_arguments_that_are_not_taken_are_refused() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(inspect_support::BIN)
+        .args(["inspect", "--repl", "--json", "--timeout", "5"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "events abc\nlog 1e3\nmanifest x\nevents 2").unwrap();
+    drop(stdin);
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        let _ = tx.send(out);
+    });
+    let Ok(out) = rx.recv_timeout(WAIT) else {
+        let _ = child.kill();
+        panic!("the REPL did not end within {WAIT:?}");
+    };
+    let status = child.wait().unwrap();
+    let results: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("command").is_some())
+        .collect();
+    let oks: Vec<(String, bool)> = results
+        .iter()
+        .map(|r| (r["command"].as_str().unwrap().to_owned(), r["ok"] == true))
+        .collect();
+    assert_eq!(
+        oks,
+        [
+            ("events".to_owned(), false),
+            ("log".to_owned(), false),
+            ("manifest".to_owned(), false),
+            ("events".to_owned(), true),
+        ],
+        "{out}"
+    );
+    assert!(results[0]["error"].as_str().unwrap().contains("\"abc\""));
+    assert_eq!(status.code(), Some(1));
+}

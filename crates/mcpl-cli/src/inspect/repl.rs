@@ -71,6 +71,16 @@ fn need<'a>(v: &'a str, what: &str) -> Result<&'a str, String> {
     }
 }
 
+/// The optional count of `events [N]` and `log [N]`: `default` when absent; a word that is
+/// no count is refused (it was read as the default, as if the command had been given none).
+fn count(text: &str, default: usize) -> Result<usize, String> {
+    if text.is_empty() {
+        return Ok(default);
+    }
+    text.parse::<usize>()
+        .map_err(|_| format!("{text:?} is not a count (see `help`)"))
+}
+
 /// Runs one command line; `None` for `quit`.
 async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
     let (cmd, rest) = word(line);
@@ -124,12 +134,11 @@ async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
             Err(e) => Err(e),
         },
         "channels" => Ok(engine.snapshot()["channels"].clone()),
-        "events" => {
-            let n = rest.parse::<usize>().unwrap_or(10);
+        "events" => count(rest, 10).map(|n| {
             let st = engine.state();
             let events: Vec<Value> = st.events.iter().rev().take(n).rev().cloned().collect();
-            Ok(json!(events))
-        }
+            json!(events)
+        }),
         "pending" => Ok(engine.snapshot()["pending"].clone()),
         "answer" => {
             let (id, text) = word(rest);
@@ -155,6 +164,9 @@ async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
             Ok(engine.set_auto_answer(auto))
         }
         "manifest" if rest == "refresh" => engine.manifest_refresh().await,
+        "manifest" if !rest.is_empty() => Err(format!(
+            "manifest takes `refresh` or nothing, not {rest:?} (see `help`)"
+        )),
         "manifest" => {
             let s = engine.snapshot();
             Ok(json!({ "manifest": s["manifest"], "changes": s["manifestChanges"] }))
@@ -166,10 +178,8 @@ async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
                 (Err(e), _) | (_, Err(e)) => Err(e),
             }
         }
-        "log" => {
-            let n = rest.parse::<usize>().unwrap_or(20);
-            Ok(engine.log().page(None, n, &Filter::default())["entries"].clone())
-        }
+        "log" => count(rest, 20)
+            .map(|n| engine.log().page(None, n, &Filter::default())["entries"].clone()),
         "check" => engine.run_check().await,
         "restart" => engine.restart().await,
         "" => return Some(Ok(Value::Null)),
@@ -531,5 +541,15 @@ mod tests {
         assert_eq!(word("tools"), ("tools", ""));
         assert!(json_arg("", json!({})).unwrap().is_object());
         assert!(json_arg("{", json!({})).is_err());
+    }
+
+    /// A count that is no number is refused, not read as the default.
+    #[test]
+    fn counts_are_numbers_or_absent() {
+        assert_eq!(count("", 10), Ok(10));
+        assert_eq!(count("3", 10), Ok(3));
+        assert!(count("abc", 10).is_err());
+        assert!(count("99999999999999999999999", 10).is_err());
+        assert!(count("-1", 10).is_err());
     }
 }
