@@ -548,3 +548,28 @@ fn repl_arguments_that_are_not_taken_are_refused() {
     assert!(results[0]["error"].as_str().unwrap().contains("\"abc\""));
     assert_eq!(status.code(), Some(1));
 }
+
+/// `/api/log` parameters it does not understand (`dir=recieved`, `limit=ten`,
+/// `before=yesterday`) were read as absent: a page of every direction, 100 entries, the
+/// newest, answered 200 as if asked for. Now each is `400` naming the parameter.
+#[test]
+fn log_parameters_that_are_not_understood_are_refused() {
+    let insp = Inspect::start(&[]);
+    let token = ("X-MCPL-Token", insp.token.clone());
+    for (query, name) in [
+        ("dir=recieved", "dir"),
+        ("limit=ten", "limit"),
+        ("before=yesterday", "before"),
+    ] {
+        let (status, _, body) = insp.request(
+            "GET",
+            &format!("/api/log?{query}"),
+            std::slice::from_ref(&token),
+            None,
+        );
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(&format!("`{name}`")), "{query}: {body}");
+    }
+    let page = insp.get("/api/log?dir=received&limit=5");
+    assert!(page["entries"].is_array(), "{page}");
+}

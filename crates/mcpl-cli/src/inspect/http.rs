@@ -559,14 +559,35 @@ async fn log_page(
     State(app): State<Arc<App>>,
     Query(q): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    let num = |k: &str| q.get(k).and_then(|v| v.parse::<u64>().ok());
+    // A parameter given and not understood is refused: read as absent, it listed entries
+    // the page did not ask for (`dir=recieved` listed every direction).
+    let num = |k: &str| -> Result<Option<u64>, String> {
+        q.get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse::<u64>())
+            .transpose()
+            .map_err(|_| format!("`{k}` must be a number"))
+    };
+    let dir = match q
+        .get("dir")
+        .filter(|d| !d.is_empty())
+        .map(|d| Dir::parse(d))
+    {
+        None => None,
+        Some(Some(d)) => Some(d),
+        Some(None) => return bad("`dir` is sent, received or host"),
+    };
+    let (limit, before) = match (num("limit"), num("before")) {
+        (Ok(l), Ok(b)) => (l, b),
+        (Err(e), _) | (_, Err(e)) => return bad(e),
+    };
     let filter = Filter {
         method: q.get("method").cloned(),
-        dir: q.get("dir").and_then(|d| Dir::parse(d)),
+        dir,
         marked: q.get("marked").is_some_and(|m| m == "1" || m == "true"),
     };
-    let limit = num("limit").map_or(100, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let page = app.engine.log().page(num("before"), limit, &filter);
+    let limit = limit.map_or(100, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let page = app.engine.log().page(before, limit, &filter);
     Json(page).into_response()
 }
 
