@@ -573,3 +573,62 @@ fn log_parameters_that_are_not_understood_are_refused() {
     let page = insp.get("/api/log?dir=received&limit=5");
     assert!(page["entries"].is_array(), "{page}");
 }
+
+/// A server of the test's own serving `manifest`: answers `initialize`, the policy, the
+/// manifest fetch and `tools/list` (none), until the connection ends.
+fn manifest_server(listener: std::net::TcpListener, manifest: Value) {
+    use std::io::{BufRead, BufReader};
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        line.clear();
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let result = match msg["method"].as_str().unwrap_or("") {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "many-sets", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{reply}").unwrap();
+    }
+}
+
+/// A server whose `initialize` result passes the log's 256 KiB per frame (1,000 feature
+/// sets with long descriptions, within the library's 1,024): the connection panel read the
+/// server's result from the kept frame only, so it showed no server info, no advertisement
+/// and no feature sets, and the grant preview answered "no initialize result yet", for a
+/// session that was ready. Now that one frame is read whatever its size.
+#[test]
+fn a_large_initialize_result_still_fills_the_connection_panel() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sets: serde_json::Map<String, Value> = (0..1000)
+        .map(|i| {
+            let description = format!("set {i} {}", "d".repeat(300));
+            (
+                format!("set.{i:04}"),
+                json!({ "description": description, "uses": ["pushEvents"] }),
+            )
+        })
+        .collect();
+    let manifest = json!({ "version": "0.5", "pushEvents": true, "featureSets": sets });
+    assert!(manifest.to_string().len() > 256 * 1024);
+    std::thread::spawn(move || manifest_server(listener, manifest));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    assert_eq!(state["connection"]["serverInfo"]["name"], "many-sets");
+    let sets = state["grant"]["report"]["featureSets"].as_object();
+    assert_eq!(sets.map(|s| s.len()), Some(1000), "{}", state["grant"]);
+    let preview = insp.post("/api/grant/preview", json!({ "patterns": ["pushEvents"] }));
+    assert_eq!(preview["ok"], true, "{preview}");
+}

@@ -539,14 +539,36 @@ impl Engine {
                 None | Some("channels/register" | "channels/changed")
             )
         );
-        if !notable || ev.text.len() > MAX_KEPT_FRAME {
+        if !notable {
             return;
         }
+        let id = info.id.clone();
+        // A frame over MAX_KEPT_FRAME is only logged, but for the server's `initialize`
+        // result: a manifest of many feature sets passes 256 KiB, and the connection panel
+        // and the grant preview showed no server at all. It is read within the library's
+        // parsed-cost bound (the peer refuses a costlier one), outside the state's lock.
+        let mut parsed = None;
+        if ev.text.len() > MAX_KEPT_FRAME {
+            let answers_init = dir == Dir::Received && method.is_none() && id.is_some() && {
+                let st = self.state();
+                st.generation == generation && (st.init_id.is_none() || st.init_id == id)
+            };
+            if !answers_init
+                || mcpl::jsonrpc::parsed_cost(ev.text) > mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST
+            {
+                return;
+            }
+            parsed = serde_json::from_str::<Value>(ev.text).ok();
+        }
+        let mut read = || {
+            parsed
+                .take()
+                .unwrap_or_else(|| serde_json::from_str(ev.text).unwrap_or(Value::Null))
+        };
         let mut st = self.state();
         if st.generation != generation {
             return;
         }
-        let id = info.id.clone();
         let mut changed = true;
         match (dir, method) {
             (Dir::Sent, Some("initialize")) => {
@@ -566,13 +588,12 @@ impl Engine {
                 }
             }
             (Dir::Received, None) if id.is_some() && id == st.init_id => {
-                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                let v = read();
                 st.server_init = v.get("result").cloned();
             }
             (Dir::Received, None) if st.init_id.is_none() && st.server_init.is_none() => {
                 if let Some(id) = id {
-                    let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
-                    st.early_response = Some((id, v));
+                    st.early_response = Some((id, read()));
                 }
             }
             (Dir::Received, Some(m)) => {
