@@ -632,3 +632,71 @@ fn a_large_initialize_result_still_fills_the_connection_panel() {
     let preview = insp.post("/api/grant/preview", json!({ "patterns": ["pushEvents"] }));
     assert_eq!(preview["ok"], true, "{preview}");
 }
+
+/// A server that may register channels and, once the host has listed its tools, registers
+/// `descriptors` in one `channels/register`.
+fn registering_server(listener: std::net::TcpListener, descriptors: Vec<Value>) {
+    use std::io::{BufRead, BufReader};
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let manifest = json!({ "version": "0.5", "channels": { "register": true },
+                           "featureSets": {} });
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        line.clear();
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let result = match method {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "registrar", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{reply}").unwrap();
+        if method == "tools/list" {
+            let register = json!({ "jsonrpc": "2.0", "id": "reg", "method": "channels/register",
+                                   "params": { "channels": descriptors } });
+            writeln!(writer, "{register}").unwrap();
+        }
+    }
+}
+
+/// A `channels/register` over the log's 256 KiB per frame (1,000 channels with 300-byte
+/// labels, and one whose 100 KB descriptor the host refuses): the Channels panel read
+/// descriptors from kept frames only, so it listed all 1,000 channels with
+/// `descriptor: null`. Now such a frame is read too, each descriptor remembered within the
+/// library host's 4 KiB (a refused one had been kept whole, up to 256 KiB each).
+#[test]
+fn a_large_register_keeps_every_descriptor_bounded() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut descriptors: Vec<Value> = (0..1000)
+        .map(|i| {
+            json!({ "id": format!("c:{i}"), "type": "chat", "direction": "bidirectional",
+                         "label": "l".repeat(300) })
+        })
+        .collect();
+    descriptors.push(
+        json!({ "id": "c:huge", "type": "chat", "direction": "inbound",
+                             "label": "h".repeat(100_000) }),
+    );
+    std::thread::spawn(move || registering_server(listener, descriptors));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = state_until(&insp, &mut events, "1,000 channels", |s| {
+        s["channels"].as_array().is_some_and(|c| c.len() == 1000)
+    });
+    for c in state["channels"].as_array().unwrap() {
+        let d = &c["descriptor"];
+        assert_eq!(d["id"], c["id"], "{c}");
+        assert_eq!(d["label"].as_str().map(str::len), Some(300), "{c}");
+    }
+}

@@ -44,6 +44,10 @@ pub const MAX_SUGGESTED: usize = MAX_EVENT_BYTES / 4;
 pub const MAX_HISTORY: usize = 50;
 /// Most channel descriptors remembered from `channels/register` and `channels/changed`.
 pub const MAX_DESCRIPTORS: usize = 4096;
+/// Most bytes of one remembered channel descriptor as JSON, the library host's own bound
+/// (`session::ChannelLimits::max_descriptor_bytes`); a longer one (which the host refuses)
+/// is kept cut ([`kept_descriptor`]), so the descriptors hold at most 16 MiB.
+pub const MAX_DESCRIPTOR_BYTES: usize = 4096;
 /// Capacity of the live-update broadcast; a subscriber that falls further behind is told
 /// to reload (`{"type":"resync"}`).
 pub const UI_CAPACITY: usize = 256;
@@ -207,6 +211,26 @@ pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
         }
     }
     v["truncated"] = json!(true);
+}
+
+/// A channel descriptor as the Channels panel keeps it: whole up to
+/// [`MAX_DESCRIPTOR_BYTES`] of JSON, else its `id`, `type` and `direction` (each kept when a
+/// string of at most 256 bytes) with `"truncated": true` and its size.
+pub fn kept_descriptor(d: &Value) -> Value {
+    let size = serde_json::to_string(d).map_or(0, |t| t.len());
+    if size <= MAX_DESCRIPTOR_BYTES {
+        return d.clone();
+    }
+    let mut kept = json!({ "truncated": true, "bytes": size });
+    for key in ["id", "type", "direction"] {
+        if let Some(v) = d
+            .get(key)
+            .filter(|v| v.as_str().is_some_and(|t| t.len() <= 256))
+        {
+            kept[key] = v.clone();
+        }
+    }
+    kept
 }
 
 /// Pushes onto a bounded history, dropping the oldest.
@@ -544,16 +568,24 @@ impl Engine {
         }
         let id = info.id.clone();
         // A frame over MAX_KEPT_FRAME is only logged, but for the server's `initialize`
-        // result: a manifest of many feature sets passes 256 KiB, and the connection panel
-        // and the grant preview showed no server at all. It is read within the library's
-        // parsed-cost bound (the peer refuses a costlier one), outside the state's lock.
+        // result and its channel descriptors: a manifest of many feature sets passes 256 KiB
+        // (the connection panel and the grant preview showed no server at all), and so does
+        // a register of many channels (each listed with no descriptor). They are read within
+        // the library's parsed-cost bound (the peer refuses a costlier one), outside the
+        // state's lock.
         let mut parsed = None;
         if ev.text.len() > MAX_KEPT_FRAME {
-            let answers_init = dir == Dir::Received && method.is_none() && id.is_some() && {
-                let st = self.state();
-                st.generation == generation && (st.init_id.is_none() || st.init_id == id)
+            let wanted = match (dir, method) {
+                (Dir::Received, Some(_)) => true,
+                (Dir::Received, None) => {
+                    id.is_some() && {
+                        let st = self.state();
+                        st.generation == generation && (st.init_id.is_none() || st.init_id == id)
+                    }
+                }
+                _ => false,
             };
-            if !answers_init
+            if !wanted
                 || mcpl::jsonrpc::parsed_cost(ev.text) > mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST
             {
                 return;
@@ -597,7 +629,7 @@ impl Engine {
                 }
             }
             (Dir::Received, Some(m)) => {
-                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
+                let v = read();
                 let p = v.get("params");
                 let list = |k: &str| {
                     p.and_then(|p| p.get(k))
@@ -616,7 +648,7 @@ impl Engine {
                         if st.descriptors.len() < MAX_DESCRIPTORS
                             || st.descriptors.contains_key(cid)
                         {
-                            st.descriptors.insert(cid.to_owned(), d.clone());
+                            st.descriptors.insert(cid.to_owned(), kept_descriptor(&d));
                         }
                     }
                 }
@@ -941,6 +973,21 @@ mod tests {
             engine.state().server_init,
             Some(json!({ "serverInfo": { "name": "fast" } }))
         );
+    }
+
+    #[test]
+    fn a_descriptor_is_kept_whole_or_cut_to_its_head() {
+        let small = json!({ "id": "c:1", "type": "chat", "direction": "inbound", "label": "x" });
+        assert_eq!(kept_descriptor(&small), small);
+        let big = json!({ "id": "c:2", "type": "chat", "direction": "inbound",
+                          "label": "x".repeat(MAX_DESCRIPTOR_BYTES) });
+        let kept = kept_descriptor(&big);
+        assert_eq!(kept["truncated"], true);
+        assert_eq!(
+            (&kept["id"], &kept["direction"]),
+            (&json!("c:2"), &json!("inbound"))
+        );
+        assert!(kept.get("label").is_none());
     }
 
     #[test]
