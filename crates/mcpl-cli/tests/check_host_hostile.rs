@@ -573,3 +573,30 @@ async fn messages_that_cost_more_parsed_than_the_checker_needs_are_refused_unbui
     assert!(refused > 0, "{written:?}");
     assert_eq!(code, 2);
 }
+
+/// A host answering every request but `ping` under its id turned into a string (`"2"` for
+/// `2`): the responses were dropped unreported and the report read as for a silent host,
+/// "no response within the timeout". Now a timeout names the responses that came meanwhile
+/// under an id the checker never sent (verdicts unchanged).
+#[tokio::test]
+async fn answers_under_the_wrong_id_are_named_not_taken_for_silence() {
+    let report = report_path("wrong-ids.json");
+    let (code, doc) = raw_answering_host(&report, |m| {
+        let id = &m["id"];
+        let v = match m["method"].as_str().unwrap_or("") {
+            "ping" => json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
+            _ => json!({ "jsonrpc": "2.0", "id": id.to_string(),
+                         "error": { "code": -32001, "message": "denied" } }),
+        };
+        Some(line(&v))
+    })
+    .await;
+    let undeclared = check(&doc, "host.rejects-with-error");
+    assert_eq!(undeclared["status"], "fail", "{doc:#}");
+    let detail = undeclared["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("1 response(s) came meanwhile under an id the checker never sent"),
+        "{detail}"
+    );
+    assert_eq!(code, 1, "{doc:#}");
+}

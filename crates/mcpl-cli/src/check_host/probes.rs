@@ -112,7 +112,7 @@ impl Run {
         ] {
             self.stage = stage;
             match self.call_paired(method, json!({}), self.bounds.step).await {
-                Reply::Timeout => silent.push(method.to_owned()),
+                Reply::Timeout { note } => silent.push(format!("{method}{note}")),
                 Reply::Invalid(why) => invalid.push(format!("{method} ({why})")),
                 Reply::Closed => return,
                 _ => {}
@@ -186,10 +186,10 @@ impl Run {
                 ),
             ),
             Reply::Closed => {}
-            Reply::Timeout => self.record(
+            Reply::Timeout { note } => self.record(
                 id,
                 Status::Fail,
-                "no response within the timeout (§6.6: must error, not silence)",
+                format!("no response within the timeout{note} (§6.6: must error, not silence)"),
             ),
             other @ Reply::Invalid(_) => self.record(
                 id,
@@ -424,9 +424,9 @@ impl Run {
                     format!("after a line that is not JSON, {how}"),
                 );
             }
-            Reply::Timeout => {
+            Reply::Timeout { note } => {
                 let d = format!(
-                    "after a line that is not JSON, a ping got no answer within {}",
+                    "after a line that is not JSON, a ping got no answer within {}{note}",
                     secs(self.bounds.step)
                 );
                 self.record(id, Status::Fail, d);

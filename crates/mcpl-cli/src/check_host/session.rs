@@ -44,7 +44,11 @@ pub(super) enum Reply {
     Error(ErrorObject),
     /// A response that is not valid JSON-RPC (the peer's reading of it).
     Invalid(String),
-    Timeout,
+    /// No response within the bound; `note` names responses that came meanwhile under an id
+    /// the checker never sent (empty when none did).
+    Timeout {
+        note: String,
+    },
     Closed,
 }
 
@@ -52,7 +56,9 @@ impl Reply {
     fn of(r: Result<Value, PeerError>) -> Reply {
         match r {
             Ok(v) => Reply::Result(v),
-            Err(PeerError::Timeout { .. }) => Reply::Timeout,
+            Err(PeerError::Timeout { .. }) => Reply::Timeout {
+                note: String::new(),
+            },
             Err(PeerError::Remote(e)) => Reply::Error(e),
             Err(PeerError::Closed(_)) => Reply::Closed,
             Err(e) => Reply::Invalid(e.to_string()),
@@ -65,7 +71,7 @@ impl Reply {
             Reply::Result(v) => format!("a result {}", excerpt(v)),
             Reply::Error(e) => format!("error {} {:?}", e.code, capped(e.message.to_string(), 120)),
             Reply::Invalid(why) => format!("an invalid response ({})", capped(why.clone(), 120)),
-            Reply::Timeout => "no response within the timeout".into(),
+            Reply::Timeout { note } => format!("no response within the timeout{note}"),
             Reply::Closed => "no response: the connection ended".into(),
         }
     }
@@ -100,6 +106,9 @@ pub(super) struct Run {
     /// (at most [`INVALID_KEPT`]): the peer reports them as diagnostics only when the
     /// request was sent with `send_request`.
     invalid_answers: Vec<(RequestId, String)>,
+    /// Responses under an id the checker never sent since a timeout last named them, and
+    /// the first one's id (§6.6 / JSON-RPC: a response carries its request's id).
+    unmatched: (u64, Option<String>),
     rec: Recorder,
     pub(super) bounds: Bounds,
     started: Instant,
@@ -134,6 +143,7 @@ impl Run {
             diagnostics: peer.diagnostics(),
             discards: (0, 0, 0),
             invalid_answers: Vec::new(),
+            unmatched: (0, None),
             peer,
             incoming,
             rec,
@@ -264,6 +274,11 @@ impl Run {
                     let why = format!("it would cost {cost} units parsed, over {limit}");
                     self.keep_invalid(id, why);
                 }
+                Diagnostic::UnknownResponse { id: Some(id), .. } => {
+                    let (count, first) = &mut self.unmatched;
+                    *count = count.saturating_add(1);
+                    first.get_or_insert_with(|| capped(id.to_string(), 60));
+                }
                 Diagnostic::JunkLine { .. }
                 | Diagnostic::ParseError { .. }
                 | Diagnostic::NotText { .. }
@@ -343,12 +358,31 @@ impl Run {
         self.settle(call).await
     }
 
-    /// The reply of a settled call, noting a closed connection.
+    /// The reply of a settled call, noting a closed connection, and on a timeout the
+    /// responses that came meanwhile under ids the checker never sent.
     pub(super) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
         if let Err(PeerError::Closed(reason)) = &r {
             self.closed_for(Some(reason.clone()));
         }
-        Reply::of(r)
+        match Reply::of(r) {
+            Reply::Timeout { .. } => self.timeout(),
+            other => other,
+        }
+    }
+
+    /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent
+    /// since the last one did (they were dropped unreported: a host answering under the
+    /// wrong id read as a silent one).
+    pub(super) fn timeout(&mut self) -> Reply {
+        self.read_diagnostics();
+        let note = match std::mem::take(&mut self.unmatched) {
+            (0, _) => String::new(),
+            (n, first) => format!(
+                " ({n} response(s) came meanwhile under an id the checker never sent, the first {})",
+                first.unwrap_or_default()
+            ),
+        };
+        Reply::Timeout { note }
     }
 
     /// Drives an outstanding request to its answer while handling incoming messages. The
@@ -448,21 +482,21 @@ impl Run {
                     self.settle_invalid(&first_id, ping_id.as_ref(), &mut answer, &mut pong);
                     if answer.is_none() && now >= first_deadline {
                         self.peer.forget(&first_id, "timed out");
-                        answer = Some(Reply::Timeout);
+                        answer = Some(self.timeout());
                     }
                     if pong.is_none() && now >= ping_deadline {
                         if let Some(id) = &ping_id {
                             self.peer.forget(id, "timed out");
                         }
-                        pong = Some(Reply::Timeout);
+                        pong = Some(self.timeout());
                     }
                 }
             }
         }
         match pong {
-            Some(Reply::Timeout) => {
+            Some(Reply::Timeout { note }) => {
                 let d = format!(
-                    "a ping sent while {method} was outstanding got no answer within {}",
+                    "a ping sent while {method} was outstanding got no answer within {}{note}",
                     secs(self.bounds.step)
                 );
                 self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
