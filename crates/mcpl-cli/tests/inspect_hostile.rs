@@ -700,3 +700,21 @@ fn a_large_register_keeps_every_descriptor_bounded() {
         assert_eq!(d["label"].as_str().map(str::len), Some(300), "{c}");
     }
 }
+
+/// The Check button against a server that writes 64 MiB to stderr and never answers:
+/// `mcpl check` passes a server's stderr through, and the inspector read all of the check's
+/// stderr into memory to show its first 4,096 characters (peak above 85 MiB here; a server
+/// writing without end would have taken it without bound for the check's 300 s). Now the
+/// check's output is read as it comes, only its head kept.
+#[test]
+fn the_check_button_keeps_only_the_head_of_a_flood_on_stderr() {
+    let script = "head -c 67108864 /dev/zero | tr '\\0' e >&2; exec sleep 100";
+    let insp = Inspect::start(&["--", "sh", "-c", script]);
+    let r = insp.post("/api/check", json!({}));
+    assert_eq!(r["ok"], true, "{r}");
+    let stderr = r["result"]["stderr"].as_str().unwrap();
+    assert!(stderr.starts_with("eeee") && stderr.chars().count() <= 4096);
+    if let Some(peak) = peak_kib(insp.child.id()) {
+        assert!(peak < 48 * 1024, "peak resident {peak} KiB");
+    }
+}

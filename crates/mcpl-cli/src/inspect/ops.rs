@@ -9,6 +9,7 @@ use mcpl::host::{self, HostSession};
 use mcpl::policy::{self, FeatureSets, InjectionDenied};
 use mcpl::protocol::push::timestamp_millis;
 use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::engine::{push_bounded, AutoAnswer, Engine, MAX_HISTORY};
 use super::log;
@@ -17,6 +18,28 @@ use super::log;
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 /// Most bytes of a check's stderr shown.
 const CHECK_STDERR_SHOWN: usize = 4096;
+
+/// Most bytes of a check's report read (`mcpl check --json` keeps it under 1 MB); a longer
+/// one is no report.
+const CHECK_REPORT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads `from` to its end (or its first error), keeping its first `keep` bytes.
+async fn read_head(from: Option<impl AsyncRead + Unpin>, keep: usize) -> Vec<u8> {
+    let mut head = Vec::new();
+    let Some(mut from) = from else {
+        return head;
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return head,
+            Ok(n) => {
+                let room = keep.saturating_sub(head.len()).min(n);
+                head.extend_from_slice(buf.get(..room).unwrap_or_default());
+            }
+        }
+    }
+}
 
 /// The result of an operation: JSON to show, or what went wrong.
 pub type OpResult = Result<Value, String>;
@@ -480,19 +503,29 @@ impl Engine {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let child = cmd
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run mcpl check: {e}"))?;
-        let out = tokio::time::timeout(CHECK_TIMEOUT, child.wait_with_output())
+        // Read as it comes, only the head kept: `mcpl check` passes a spawned server's
+        // stderr through, so its stderr is as long as the server makes it.
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let run = async {
+            tokio::join!(
+                read_head(stdout, CHECK_REPORT_BYTES),
+                read_head(stderr, CHECK_STDERR_SHOWN * 4),
+                child.wait()
+            )
+        };
+        let (stdout, stderr, status) = tokio::time::timeout(CHECK_TIMEOUT, run)
             .await
-            .map_err(|_| format!("mcpl check took longer than {CHECK_TIMEOUT:?}; stopped"))?
-            .map_err(|e| format!("mcpl check failed to run: {e}"))?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
+            .map_err(|_| format!("mcpl check took longer than {CHECK_TIMEOUT:?}; stopped"))?;
+        let status = status.map_err(|e| format!("mcpl check failed to run: {e}"))?;
+        let stderr = String::from_utf8_lossy(&stderr);
         let stderr: String = stderr.chars().take(CHECK_STDERR_SHOWN).collect();
-        let report: Value = serde_json::from_slice(&out.stdout)
+        let report: Value = serde_json::from_slice(&stdout)
             .map_err(|e| format!("mcpl check printed no JSON report ({e}); stderr: {stderr}"))?;
         Ok(json!({
-            "exitCode": out.status.code(),
+            "exitCode": status.code(),
             "report": report,
             "stderr": stderr,
             "time": timestamp_millis(SystemTime::now()),
