@@ -718,3 +718,46 @@ fn the_check_button_keeps_only_the_head_of_a_flood_on_stderr() {
         assert!(peak < 48 * 1024, "peak resident {peak} KiB");
     }
 }
+
+/// `/api/answer` bodies that do not say one answer: an error code that is no integer, a
+/// message that is no string, an `error` that is no object, a result and an error at once.
+/// Each was answered with a default in its place (-32603, a stock message, the result) and
+/// sent to the server as if given. Now each is `400` and the request still waits.
+#[test]
+fn an_answer_that_is_not_one_is_refused_and_the_request_still_waits() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || asking_server(listener, 1, 10));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = state_until(&insp, &mut events, "a request waits", |s| {
+        s["pending"].as_array().is_some_and(|p| p.len() == 1)
+    });
+    let id = state["pending"][0]["id"].clone();
+    let token = ("X-MCPL-Token", insp.token.clone());
+    let json_type = ("Content-Type", "application/json".to_owned());
+    for body in [
+        json!({ "id": id, "error": { "code": "-32000" } }),
+        json!({ "id": id, "error": { "message": 7 } }),
+        json!({ "id": id, "error": "no" }),
+        json!({ "id": id, "result": {}, "error": { "code": 1 } }),
+        json!({ "id": id, "text": 3 }),
+    ] {
+        let (status, _, reply) = insp.request(
+            "POST",
+            "/api/answer",
+            &[token.clone(), json_type.clone()],
+            Some(&body.to_string()),
+        );
+        assert_eq!(status, 400, "{body}: {reply}");
+    }
+    assert_eq!(
+        insp.get("/api/state")["pending"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let r = insp.post(
+        "/api/answer",
+        json!({ "id": id, "error": { "code": -32000 } }),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+}

@@ -774,19 +774,36 @@ async fn answer(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Respons
         .get(&id)
         .map(|p| p.method.clone())
         .unwrap_or_default();
+    // Exactly one answer, each member as given: a code or message of another type (or a
+    // second answer) was replaced by a default and sent to the server as if given.
+    let given = ["text", "result", "error"]
+        .iter()
+        .filter(|k| body.get(**k).is_some())
+        .count();
+    if given != 1 {
+        return bad("give one of `text`, `result` or `error`");
+    }
     let answer = if let Some(r) = body.get("result") {
         Ok(r.clone())
     } else if let Some(e) = body.get("error") {
-        let code = e.get("code").and_then(Value::as_i64).unwrap_or(-32603);
-        let message = e
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("refused in the inspector");
+        let code = match e.get("code").map(Value::as_i64) {
+            None => -32603,
+            Some(Some(c)) => c,
+            Some(None) => return bad("`error.code` must be an integer"),
+        };
+        let message = match e.get("message").map(Value::as_str) {
+            None => "refused in the inspector",
+            Some(Some(m)) => m,
+            Some(None) => return bad("`error.message` must be a string"),
+        };
+        if !e.is_object() {
+            return bad("`error` must be an object");
+        }
         Err(mcpl::jsonrpc::ErrorObject::new(code, message.to_owned()))
     } else if let Some(t) = body.get("text").and_then(Value::as_str) {
         Ok(super::engine::text_answer(&method, t))
     } else {
-        return bad("give `text`, `result` or `error`");
+        return bad("`text` must be a string");
     };
     reply(app.engine.answer(id, answer))
 }
