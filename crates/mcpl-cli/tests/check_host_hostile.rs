@@ -600,3 +600,34 @@ async fn answers_under_the_wrong_id_are_named_not_taken_for_silence() {
     );
     assert_eq!(code, 1, "{doc:#}");
 }
+
+/// A host whose `experimental.mcpl` is present but no object (`true`, `"0.5"`, `[]`): the
+/// report said "no experimental.mcpl: an MCP-only host", skipped every check and exited 0,
+/// as for a host that advertises nothing. It is a malformed advertisement: the check fails
+/// saying what came, and the rest is skipped as the server stays MCP-only (§3.3).
+#[tokio::test]
+async fn an_advertisement_that_is_no_object_fails_and_says_what_came() {
+    for (n, mcpl) in [json!(true), json!("0.5"), json!([])]
+        .into_iter()
+        .enumerate()
+    {
+        let report = report_path(&format!("mcpl-not-object-{n}.json"));
+        let (transport, ctl) = child::spawn(&mut checker(&report)).unwrap();
+        let host = answering_host(transport, |_| Ok(json!({})));
+        let init = json!({ "protocolVersion": "2025-06-18",
+                           "capabilities": { "experimental": { "mcpl": mcpl } },
+                           "clientInfo": { "name": "hostile", "version": "0" } });
+        host.request_raw("initialize", Some(init)).await.unwrap();
+        host.close();
+        let code = guarded(ctl.wait()).await;
+        let doc = read_report(&report);
+        let c = check(&doc, "host.initialize-advertises-mcpl");
+        assert_eq!(c["status"], "fail", "{mcpl}: {doc:#}");
+        let detail = c["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!("experimental.mcpl is {mcpl}, not an object")),
+            "{detail}"
+        );
+        assert_eq!(code, 1, "{mcpl}: {doc:#}");
+    }
+}

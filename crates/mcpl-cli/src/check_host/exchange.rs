@@ -12,7 +12,7 @@ use mcpl::protocol::Method;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::judge::{capped, list, DETAIL_LIMIT};
+use super::judge::{capped, excerpt, list, DETAIL_LIMIT};
 use super::served::{self, served_advertisement};
 use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
@@ -114,11 +114,26 @@ impl Run {
                 self.record(id, Status::Fail, d);
                 true
             }
-            HostMcpl::Absent => {
-                let d = "no experimental.mcpl: an MCP-only host (§3.2)";
-                self.record(id, Status::Skip, d);
-                false
-            }
+            // Present but no object: the library reads it as no advertisement (§3.3), so the
+            // server stays MCP-only; it is a malformed one, not an MCP-only host's silence
+            // (it had read "no experimental.mcpl" and exit 0).
+            HostMcpl::Absent => match params.pointer("/capabilities/experimental/mcpl") {
+                Some(other) => {
+                    let d = format!(
+                        "experimental.mcpl is {}, not an object (§5.2 mirrors the server's \
+                         shape, App. B.3): it advertises nothing (§3.3), so the server stays \
+                         MCP-only (§3.2)",
+                        excerpt(other)
+                    );
+                    self.record(id, Status::Fail, d);
+                    false
+                }
+                None => {
+                    let d = "no experimental.mcpl: an MCP-only host (§3.2)";
+                    self.record(id, Status::Skip, d);
+                    false
+                }
+            },
         };
         let written = init.respond(served::initialize_result(version)).await;
         self.initialized = true;
