@@ -631,3 +631,66 @@ async fn an_advertisement_that_is_no_object_fails_and_says_what_came() {
         assert_eq!(code, 1, "{mcpl}: {doc:#}");
     }
 }
+
+/// An MCP-only host (no `experimental.mcpl`) that sends `tools/list` and a ping once its
+/// `initialize` is answered: the checker ended the connection right after that answer, so
+/// neither got a response. It is now served for `--watch` as after the probes: MCP's
+/// methods answered, MCPL's `-32601` (the server stays MCP-only, §3.2).
+#[tokio::test]
+async fn an_mcp_only_host_is_answered_for_the_watch() {
+    let report = report_path("mcp-only-watch.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args([
+            "check-host",
+            "--json",
+            "--timeout",
+            "1",
+            "--inference-timeout",
+            "1",
+        ])
+        .args(["--watch", "1", "--report"])
+        .arg(&report)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": { "name": "mcp-only", "version": "0" } } });
+    stdin.write_all(line(&init).as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    let after = format!(
+        "{INITIALIZED}{}{}{}",
+        line(&json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" })),
+        line(&json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" })),
+        line(
+            &json!({ "jsonrpc": "2.0", "id": 4, "method": "featureSets/update",
+                      "params": { "effectiveCapabilities": [] } })
+        ),
+    );
+    stdin.write_all(after.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let Ok(Some(l)) = lines.next_line().await else {
+            break;
+        };
+        got.push(serde_json::from_str::<Value>(&l).unwrap());
+    }
+    assert_eq!(got.len(), 3, "the connection ended with {got:?}");
+    assert_eq!(got[0]["result"]["tools"], json!([]), "{got:?}");
+    assert_eq!(got[1]["result"], json!({}), "{got:?}");
+    assert_eq!(got[2]["error"]["code"], -32601, "{got:?}");
+    drop(stdin);
+    let (code, doc) = report_of(child, &report).await;
+    assert_eq!(
+        check(&doc, "host.initialize-advertises-mcpl")["status"],
+        "skip",
+        "{doc:#}"
+    );
+    assert_eq!(code, 0, "{doc:#}");
+}

@@ -38,6 +38,12 @@ impl Run {
     /// The whole run: initialize, the policy, the probes, then listening for `--watch`.
     pub(super) async fn exercise(&mut self) {
         if !self.initialize().await {
+            // An MCP-only host is still served for `--watch` (its `tools/list`, its pings):
+            // ending the connection at once left what it sent after `initialize` unanswered.
+            if self.unfinished.is_none() && !self.closed {
+                self.listen("the listening after initialize (an MCP-only host)")
+                    .await;
+            }
             return;
         }
         let policy = self.initial_policy().await;
@@ -48,6 +54,9 @@ impl Run {
         if let Policy::Refused = policy {
             // After the push sent before the receipt was judged: it was sent, and answered.
             self.skip_rest("the policy was malformed: the server never became ready");
+            // Still served for `--watch`, as after the probes.
+            self.listen("the listening after the malformed policy")
+                .await;
             return;
         }
         self.probes().await;
@@ -60,7 +69,7 @@ impl Run {
             }
             return;
         }
-        self.listen().await;
+        self.listen("the listening after the probes").await;
     }
 
     /// Waits for `initialize` (one step from the connection), judges the host's
@@ -143,6 +152,7 @@ impl Run {
             return false;
         }
         if !advertises {
+            self.mcp_only = true;
             self.skip_rest("an MCP-only host: the server stays MCP-only (§3.2)");
         }
         advertises

@@ -119,6 +119,9 @@ pub(super) struct Run {
     pub(super) host_advertised: CapabilitySet,
     /// `initialize` has been answered: requests other than `ping` are served from now on.
     pub(super) initialized: bool,
+    /// The host advertised no MCPL: the server stays MCP-only (§3.2), every MCPL method
+    /// answered `-32601` as the library server answers it.
+    pub(super) mcp_only: bool,
     /// A `featureSets/update` Request came before `initialize` (refused `-32600`).
     pub(super) policy_before_initialize: bool,
     /// A receipt has been written: the host may treat the session as ready.
@@ -154,6 +157,7 @@ impl Run {
             ),
             host_advertised: CapabilitySet::EMPTY,
             initialized: false,
+            mcp_only: false,
             policy_before_initialize: false,
             ready: false,
             closed: false,
@@ -510,9 +514,10 @@ impl Run {
         answer.unwrap_or(Reply::Closed)
     }
 
-    /// Handles what the host sends for `watch`, then ends the connection.
-    pub(super) async fn listen(&mut self) {
-        self.stage = "the listening after the probes";
+    /// Handles what the host sends for `watch` (named `stage` in the report), then ends the
+    /// connection.
+    pub(super) async fn listen(&mut self, stage: &'static str) {
+        self.stage = stage;
         let deadline = Instant::now() + self.bounds.watch;
         while let Some(m) = self.next_until(deadline).await {
             self.handle(m).await;
@@ -571,6 +576,9 @@ impl Run {
                 )))
             }
             ToolsList::NAME => Ok(json!({ "tools": [] })),
+            other if self.mcp_only && other != Initialize::NAME => {
+                Err(ErrorObject::method_not_found(other))
+            }
             ManifestFetch::NAME => Ok(served::manifest()),
             ChannelsList::NAME => Ok(json!({ "channels": [] })),
             Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
