@@ -694,3 +694,38 @@ async fn an_mcp_only_host_is_answered_for_the_watch() {
     );
     assert_eq!(code, 0, "{doc:#}");
 }
+
+/// A host that sends `context/beforeInference` before `initialize`: refused `-32600` (as
+/// anything but `ping` is then) and judged as a hook before the receipt, not forgotten:
+/// the report must not say the host sent no hook.
+#[tokio::test]
+async fn a_hook_before_initialize_is_refused_and_judged() {
+    let report = report_path("early-hook.json");
+    let (transport, ctl) = child::spawn(&mut checker(&report)).unwrap();
+    let host = answering_host(transport, |_| Ok(json!({})));
+    let hook = json!({ "inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                       "userMessage": null, "model": { "id": "m" } });
+    let early = host
+        .request_raw("context/beforeInference", Some(hook))
+        .await;
+    let Err(mcpl::peer::PeerError::Remote(e)) = early else {
+        panic!("a hook before initialize got {early:?}");
+    };
+    assert_eq!(e.code, -32600, "{e:?}");
+    host.request_raw("initialize", Some(init_params(json!("0.5"))))
+        .await
+        .unwrap();
+    host.close();
+    let code = guarded(ctl.wait()).await;
+    let doc = read_report(&report);
+    let hooks = check(&doc, "host.hooks-after-ready");
+    assert_eq!(hooks["status"], "fail", "{doc:#}");
+    assert!(
+        hooks["detail"]
+            .as_str()
+            .unwrap()
+            .contains("before the policy receipt"),
+        "{hooks}"
+    );
+    assert_eq!(code, 2, "the host went away: {doc:#}");
+}

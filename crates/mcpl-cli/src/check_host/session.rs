@@ -570,6 +570,10 @@ impl Run {
                 if other == FeatureSetsUpdate::NAME {
                     self.policy_before_initialize = true;
                 }
+                if other == BeforeInference::NAME {
+                    // Refused, and judged: a hook this early is one before the receipt.
+                    self.judge_hook(req.request().params.as_ref());
+                }
                 let method = capped(other.to_owned(), 120);
                 Err(ErrorObject::invalid_request(format!(
                     "{method} before initialize"
