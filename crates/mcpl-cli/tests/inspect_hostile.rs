@@ -20,6 +20,7 @@ const MAX_CONNECTIONS: usize = 256;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_WRITES: usize = 256;
 
 /// Reads until the peer closes (`Some(bytes read)`), or `None` if `within` passes first.
 fn read_until_closed(s: &mut TcpStream, within: Duration) -> Option<Vec<u8>> {
@@ -760,4 +761,93 @@ fn an_answer_that_is_not_one_is_refused_and_the_request_still_waits() {
         json!({ "id": id, "error": { "code": -32000 } }),
     );
     assert_eq!(r["ok"], true, "{r}");
+}
+
+/// A server that answers the handshake and `tools/list` on each connection, then reads on
+/// and answers nothing more.
+fn mute_server(listener: std::net::TcpListener) {
+    use std::io::{BufRead, BufReader};
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { return };
+        std::thread::spawn(move || {
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            let mut listed = false;
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                line.clear();
+                let result = match msg["method"].as_str() {
+                    Some("initialize") => json!({ "protocolVersion": "2024-11-05",
+                        "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "mute", "version": "1" } }),
+                    Some("tools/list") if !listed => {
+                        listed = true;
+                        json!({ "tools": [] })
+                    }
+                    _ => continue,
+                };
+                let reply = json!({ "jsonrpc": "2.0", "id": msg["id"], "result": result });
+                let _ = writeln!(writer, "{reply}");
+            }
+        });
+    }
+}
+
+/// Every API write slot taken by a write that waits on a server that never answers (256
+/// tool calls, each bounded only by `--timeout 600`): `/api/restart`, the way out, was a
+/// write like the others and answered `503`. It takes no slot now, and restarting ends
+/// the writes that waited on the old connection.
+#[test]
+fn restart_answers_when_every_write_slot_is_taken() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || mute_server(listener));
+    let insp = Inspect::start_with(&[&format!("tcp://{addr}")], &[], "600");
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let body = json!({ "name": "never", "arguments": {} }).to_string();
+    // In batches well within the connection bound; a batch's connections are closed once
+    // its calls are on the wire (each write runs on, holding its slot).
+    let deadline = Instant::now() + WAIT;
+    for batch in 1..=4 {
+        let writes: Vec<TcpStream> = (0..MAX_WRITES / 4)
+            .map(|_| {
+                let mut s = TcpStream::connect(("127.0.0.1", insp.port)).unwrap();
+                write!(
+                    s,
+                    "POST /api/tools/call HTTP/1.1\r\nHost: {}\r\nX-MCPL-Token: {}\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    insp.host(),
+                    insp.token,
+                    body.len()
+                )
+                .unwrap();
+                s
+            })
+            .collect();
+        loop {
+            let sent = insp.get("/api/log?method=tools/call&dir=sent&limit=500");
+            if sent["entries"].as_array().map(Vec::len) == Some(batch * MAX_WRITES / 4) {
+                break;
+            }
+            events
+                .next(deadline)
+                .unwrap_or_else(|| panic!("the tool calls were not all sent: {sent}"));
+        }
+        drop(writes);
+    }
+    // Every slot is taken: another write is refused.
+    let r = insp.post(
+        "/api/tools/call",
+        json!({ "name": "one-more", "arguments": {} }),
+    );
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("running already"),
+        "{r}"
+    );
+    let r = insp.post("/api/restart", json!({}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["result"]["generation"], 2, "{r}");
 }

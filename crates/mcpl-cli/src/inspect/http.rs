@@ -13,7 +13,7 @@
 //!   cross-site without a preflight), a body of at most [`MAX_BODY`] bytes (`413`) that
 //!   arrives within [`BODY_TIMEOUT`] (`408`); a write, once its body is in, runs to its end
 //!   even when the client goes away before its answer, at most [`MAX_WRITES`] at once
-//!   (`503`);
+//!   (`503`; a restart always runs);
 //! - the page renders server content as text only (`textContent`, never HTML), under a
 //!   `Content-Security-Policy` that allows no inline script and no other origin, with
 //!   `Referrer-Policy: no-referrer` so the token never leaves in a `Referer`.
@@ -81,7 +81,8 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
 
 /// Most API writes running at once (each runs to its end even when its client has gone,
-/// so they are counted apart from connections); one more is answered `503`.
+/// so they are counted apart from connections); one more is answered `503`. A restart is
+/// not counted: it is the way out when every write waits on a server that does not answer.
 pub const MAX_WRITES: usize = 256;
 
 /// A bound dashboard listener, not yet serving.
@@ -478,12 +479,21 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         // A write runs on its own task, to its end, whoever waits for its answer: the client
         // going away (a reloaded page) drops this future, and an operation dropped half-way
         // left the engine untrue (a check `running` for ever, a grant applied and not shown,
-        // a turn started and never completed). At most MAX_WRITES run at once.
-        let Ok(slot) = app.writes.clone().try_acquire_owned() else {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("{MAX_WRITES} API writes are running already"),
-            );
+        // a turn started and never completed). At most MAX_WRITES run at once, but for a
+        // restart: the way out when every slot waits on a server that does not answer (it
+        // ends those writes, and runs one at a time).
+        let slot = if parts.uri.path() == "/api/restart" {
+            None
+        } else {
+            match app.writes.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    return refuse(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("{MAX_WRITES} API writes are running already"),
+                    )
+                }
+            }
         };
         let write = tokio::spawn(async move {
             let response = next.run(Request::from_parts(parts, body)).await;

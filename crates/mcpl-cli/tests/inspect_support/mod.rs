@@ -45,8 +45,13 @@ impl Inspect {
 
     /// [`Self::start`] with extra environment variables for the inspector.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Inspect {
+        Self::start_with(args, env, "5")
+    }
+
+    /// [`Self::start_with_env`] with `--timeout SECS` (each wait of the host).
+    pub fn start_with(args: &[&str], env: &[(&str, &str)], timeout: &str) -> Inspect {
         let mut child = Command::new(BIN)
-            .args(["inspect", "--port", "0", "--timeout", "5"])
+            .args(["inspect", "--port", "0", "--timeout", timeout])
             .args(args)
             .envs(env.iter().copied())
             .env("NO_COLOR", "1")
