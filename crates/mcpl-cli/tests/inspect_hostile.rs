@@ -362,24 +362,23 @@ fn a_write_whose_client_goes_away_still_runs_to_its_end() {
     assert_eq!(r["ok"], true, "{r}");
 }
 
-/// A server of the test's own that may ask for inference (§11) under `big`, and once the
-/// host has listed its tools asks `count` times with a user message of `bytes` bytes.
-fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
+/// A server of the test's own, named `name`, advertising `manifest`: answers `initialize`,
+/// the policy, the manifest fetch and `tools/list` (none), and once it has answered
+/// `tools/list` writes the lines `after_listing` gives, until the connection ends.
+fn scripted_server(
+    listener: std::net::TcpListener,
+    name: &str,
+    manifest: Value,
+    after_listing: impl Fn() -> Vec<Value>,
+) {
     use std::io::{BufRead, BufReader};
     let (stream, _) = listener.accept().unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
-    let manifest = json!({ "version": "0.5", "inferenceRequest": true, "featureSets": {
-        "big": { "description": "asks", "uses": ["inferenceRequest"] } } });
     let mut line = String::new();
-    loop {
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
         let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
             continue;
         };
@@ -387,7 +386,7 @@ fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
         let result = match method {
             "initialize" => json!({ "protocolVersion": "2025-06-18",
                 "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
-                "serverInfo": { "name": "asker", "version": "1" } }),
+                "serverInfo": { "name": name, "version": "1" } }),
             "featureSets/update" => json!({ "accepted": true }),
             "mcpl/manifest" => manifest.clone(),
             "tools/list" => json!({ "tools": [] }),
@@ -396,15 +395,28 @@ fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
         let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
         writeln!(writer, "{reply}").unwrap();
         if method == "tools/list" {
-            let text = "y".repeat(bytes);
-            for i in 0..count {
-                let ask = json!({ "jsonrpc": "2.0", "id": format!("ask{i}"),
-                    "method": "inference/request", "params": { "featureSet": "big",
-                    "messages": [ { "role": "user", "content": text } ] } });
-                writeln!(writer, "{ask}").unwrap();
+            for line in after_listing() {
+                writeln!(writer, "{line}").unwrap();
             }
         }
     }
+}
+
+/// A server of the test's own that may ask for inference (§11) under `big`, and once the
+/// host has listed its tools asks `count` times with a user message of `bytes` bytes.
+fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
+    let manifest = json!({ "version": "0.5", "inferenceRequest": true, "featureSets": {
+        "big": { "description": "asks", "uses": ["inferenceRequest"] } } });
+    scripted_server(listener, "asker", manifest, || {
+        let text = "y".repeat(bytes);
+        (0..count)
+            .map(|i| {
+                json!({ "jsonrpc": "2.0", "id": format!("ask{i}"),
+                    "method": "inference/request", "params": { "featureSet": "big",
+                    "messages": [ { "role": "user", "content": text } ] } })
+            })
+            .collect()
+    });
 }
 
 /// A server → host request waiting for an answer kept its params whole, and the state
@@ -578,29 +590,7 @@ fn log_parameters_that_are_not_understood_are_refused() {
 /// A server of the test's own serving `manifest`: answers `initialize`, the policy, the
 /// manifest fetch and `tools/list` (none), until the connection ends.
 fn manifest_server(listener: std::net::TcpListener, manifest: Value) {
-    use std::io::{BufRead, BufReader};
-    let (stream, _) = listener.accept().unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    while reader.read_line(&mut line).unwrap_or(0) > 0 {
-        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        line.clear();
-        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
-            continue;
-        };
-        let result = match msg["method"].as_str().unwrap_or("") {
-            "initialize" => json!({ "protocolVersion": "2025-06-18",
-                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
-                "serverInfo": { "name": "many-sets", "version": "1" } }),
-            "featureSets/update" => json!({ "accepted": true }),
-            "mcpl/manifest" => manifest.clone(),
-            "tools/list" => json!({ "tools": [] }),
-            _ => json!({}),
-        };
-        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-        writeln!(writer, "{reply}").unwrap();
-    }
+    scripted_server(listener, "many-sets", manifest, Vec::new);
 }
 
 /// A server whose `initialize` result passes the log's 256 KiB per frame (1,000 feature
@@ -637,37 +627,14 @@ fn a_large_initialize_result_still_fills_the_connection_panel() {
 /// A server that may register channels and, once the host has listed its tools, registers
 /// `descriptors` in one `channels/register`.
 fn registering_server(listener: std::net::TcpListener, descriptors: Vec<Value>) {
-    use std::io::{BufRead, BufReader};
-    let (stream, _) = listener.accept().unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
     let manifest = json!({ "version": "0.5", "channels": { "register": true },
                            "featureSets": {} });
-    let mut line = String::new();
-    while reader.read_line(&mut line).unwrap_or(0) > 0 {
-        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        line.clear();
-        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
-            continue;
-        };
-        let method = msg["method"].as_str().unwrap_or("");
-        let result = match method {
-            "initialize" => json!({ "protocolVersion": "2025-06-18",
-                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
-                "serverInfo": { "name": "registrar", "version": "1" } }),
-            "featureSets/update" => json!({ "accepted": true }),
-            "mcpl/manifest" => manifest.clone(),
-            "tools/list" => json!({ "tools": [] }),
-            _ => json!({}),
-        };
-        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-        writeln!(writer, "{reply}").unwrap();
-        if method == "tools/list" {
-            let register = json!({ "jsonrpc": "2.0", "id": "reg", "method": "channels/register",
-                                   "params": { "channels": descriptors } });
-            writeln!(writer, "{register}").unwrap();
-        }
-    }
+    scripted_server(listener, "registrar", manifest, || {
+        vec![
+            json!({ "jsonrpc": "2.0", "id": "reg", "method": "channels/register",
+                     "params": { "channels": descriptors } }),
+        ]
+    });
 }
 
 /// A `channels/register` over the log's 256 KiB per frame (1,000 channels with 300-byte
