@@ -23,7 +23,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME, PREVIEW_CHARS};
+use super::kept::{bound_bytes, kept_descriptor, push_bounded};
+use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
 use super::rules::{self, About};
 use crate::check::Target;
 
@@ -188,57 +189,6 @@ pub struct State {
     /// The turn counter for hooks.
     pub turns: u64,
     child: Option<ChildControl>,
-}
-
-/// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,
-/// in order, are `keys`.
-pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
-    let size = |v: &Value| serde_json::to_string(v).map_or(0, |s| s.len());
-    if size(v) <= MAX_EVENT_BYTES {
-        return;
-    }
-    for key in keys {
-        let Some(member) = v.get_mut(*key) else {
-            continue;
-        };
-        let text = member.to_string();
-        if text.len() > PREVIEW_CHARS {
-            let preview: String = text.chars().take(PREVIEW_CHARS).collect();
-            *member = json!({ "truncated": true, "bytes": text.len(), "preview": preview });
-        }
-        if size(v) <= MAX_EVENT_BYTES {
-            break;
-        }
-    }
-    v["truncated"] = json!(true);
-}
-
-/// A channel descriptor as the Channels panel keeps it: whole up to
-/// [`MAX_DESCRIPTOR_BYTES`] of JSON, else its `id`, `type` and `direction` (each kept when a
-/// string of at most 256 bytes) with `"truncated": true` and its size.
-pub fn kept_descriptor(d: &Value) -> Value {
-    let size = serde_json::to_string(d).map_or(0, |t| t.len());
-    if size <= MAX_DESCRIPTOR_BYTES {
-        return d.clone();
-    }
-    let mut kept = json!({ "truncated": true, "bytes": size });
-    for key in ["id", "type", "direction"] {
-        if let Some(v) = d
-            .get(key)
-            .filter(|v| v.as_str().is_some_and(|t| t.len() <= 256))
-        {
-            kept[key] = v.clone();
-        }
-    }
-    kept
-}
-
-/// Pushes onto a bounded history, dropping the oldest.
-pub fn push_bounded(list: &mut VecDeque<Value>, v: Value, bound: usize) {
-    list.push_back(v);
-    while list.len() > bound {
-        list.pop_front();
-    }
 }
 
 /// The engine; cheap to clone.
@@ -973,21 +923,6 @@ mod tests {
             engine.state().server_init,
             Some(json!({ "serverInfo": { "name": "fast" } }))
         );
-    }
-
-    #[test]
-    fn a_descriptor_is_kept_whole_or_cut_to_its_head() {
-        let small = json!({ "id": "c:1", "type": "chat", "direction": "inbound", "label": "x" });
-        assert_eq!(kept_descriptor(&small), small);
-        let big = json!({ "id": "c:2", "type": "chat", "direction": "inbound",
-                          "label": "x".repeat(MAX_DESCRIPTOR_BYTES) });
-        let kept = kept_descriptor(&big);
-        assert_eq!(kept["truncated"], true);
-        assert_eq!(
-            (&kept["id"], &kept["direction"]),
-            (&json!("c:2"), &json!("inbound"))
-        );
-        assert!(kept.get("label").is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod engine;
 mod http;
+mod kept;
 mod log;
 mod ops;
 mod repl;

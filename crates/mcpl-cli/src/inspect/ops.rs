@@ -11,7 +11,8 @@ use mcpl::protocol::push::timestamp_millis;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::engine::{push_bounded, AutoAnswer, Engine, MAX_HISTORY};
+use super::engine::{AutoAnswer, Engine, MAX_HISTORY};
+use super::kept::push_bounded;
 use super::log;
 
 /// How long the Check button's `mcpl check` run may take before it is stopped.
