@@ -476,10 +476,30 @@ async fn an_invalid_response_is_reported_as_one_not_as_silence() {
 /// connects next is checked.
 #[tokio::test]
 async fn a_failed_websocket_handshake_is_not_the_host() {
+    a_probe_before_the_host_is_not_the_host("ws", "failed its WebSocket handshake").await;
+}
+
+/// `--tcp`: a connection that ends before sending anything (a port probe) comes before the
+/// host. It was taken for the host, and the run ended (exit 2, "the host sent no initialize
+/// request"); now it is said on stderr and the host that connects next is checked (a host
+/// speaks first, with its `initialize`).
+#[tokio::test]
+async fn a_connection_that_ends_before_its_first_byte_is_not_the_host() {
+    a_probe_before_the_host_is_not_the_host("tcp", "ended before sending anything").await;
+}
+
+/// `check-host --SCHEME`, probed (an HTTP request over `ws`, a connect and close over `tcp`)
+/// before the host connects over SCHEME: the host is checked, and stderr says `said`.
+async fn a_probe_before_the_host_is_not_the_host(scheme: &str, said: &str) {
     use tokio::io::AsyncReadExt;
-    let report = report_path("ws-probe.json");
+    let report = report_path(&format!("{scheme}-probe.json"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
-        .args(["check-host", "--json", "--ws", "127.0.0.1:0"])
+        .args([
+            "check-host",
+            "--json",
+            &format!("--{scheme}"),
+            "127.0.0.1:0",
+        ])
         .args(BOUNDS)
         .arg("--report")
         .arg(&report)
@@ -489,7 +509,11 @@ async fn a_failed_websocket_handshake_is_not_the_host() {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next_line().await.unwrap().unwrap();
-    let addr = first.rsplit("ws://").next().unwrap().to_owned();
+    let addr = first
+        .rsplit(&format!("{scheme}://"))
+        .next()
+        .unwrap()
+        .to_owned();
     let stderr = tokio::spawn(async move {
         let mut all = Vec::new();
         while let Ok(Some(l)) = lines.next_line().await {
@@ -498,13 +522,16 @@ async fn a_failed_websocket_handshake_is_not_the_host() {
         all
     });
     let mut probe = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
-    probe
-        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut sink = Vec::new();
-    let _ = probe.read_to_end(&mut sink).await;
-    let transport = mcpl::transport::endpoint::connect(&format!("ws://{addr}"), None)
+    if scheme == "ws" {
+        probe
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut sink = Vec::new();
+        let _ = probe.read_to_end(&mut sink).await;
+    }
+    drop(probe);
+    let transport = mcpl::transport::endpoint::connect(&format!("{scheme}://{addr}"), None)
         .await
         .expect("the host connects after the probe");
     let host = answering_host(transport, |_| Ok(json!({})));
@@ -520,10 +547,7 @@ async fn a_failed_websocket_handshake_is_not_the_host() {
         "pass",
         "{doc:#}"
     );
-    assert!(
-        stderr.contains("failed its WebSocket handshake"),
-        "{stderr}"
-    );
+    assert!(stderr.contains(said), "{stderr}");
     assert_eq!(code, 2, "the host went away: {doc:#}");
 }
 

@@ -243,9 +243,10 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
             Ok(Ok(t)) => junk::with_junk_line(t),
             Ok(Err(e)) => return unreachable_report(label, e),
             Err(_) => {
-                let also = match refused {
-                    0 => String::new(),
-                    n => format!(" ({n} connection(s) failed the WebSocket handshake)"),
+                let also = match (refused, args.ws.is_some()) {
+                    (0, _) => String::new(),
+                    (n, true) => format!(" ({n} connection(s) failed the WebSocket handshake)"),
+                    (n, false) => format!(" ({n} connection(s) ended before sending anything)"),
                 };
                 let e = format!("no host connected within {}{also}", session::secs(step));
                 return unreachable_report(label, e);
@@ -273,20 +274,34 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
 /// The one transport the host connects over. Over `--ws`, a connection that fails its
 /// WebSocket handshake (a port probe, a browser, a plain HTTP request) is not the host: it is
 /// counted in `refused`, the first said on stderr, and the host is still awaited; one such
-/// connection had ended the run (exit 2, "accept failed").
+/// connection had ended the run (exit 2, "accept failed"). Over `--tcp` the same holds for
+/// a connection that ends before its first byte (a port probe): a host speaks first, with
+/// its `initialize`.
 async fn accept(args: &CheckHostArgs, refused: &mut u64) -> Result<Transport, String> {
     if let Some(addr) = &args.tcp {
-        let listener = tcp::Listener::bind(addr.as_str())
+        let listener = tokio::net::TcpListener::bind(addr.as_str())
             .await
             .map_err(|e| format!("cannot listen on tcp {addr}: {e}"))?;
         if let Ok(local) = listener.local_addr() {
             emit_err(&format!("mcpl check-host: listening on tcp://{local}\n"));
         }
-        let (t, _) = listener
-            .accept()
-            .await
-            .map_err(|e| format!("accept failed: {e}"))?;
-        Ok(t)
+        loop {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| format!("accept failed: {e}"))?;
+            let mut first = [0u8; 1];
+            if let Ok(1..) = stream.peek(&mut first).await {
+                return Ok(tcp::from_stream(stream));
+            }
+            if *refused == 0 {
+                emit_err(
+                    "mcpl check-host: a connection ended before sending anything; still \
+                     waiting for the host\n",
+                );
+            }
+            *refused = refused.saturating_add(1);
+        }
     } else if let Some(addr) = &args.ws {
         let listener = ws::Listener::bind(addr.as_str(), None)
             .await
