@@ -3669,3 +3669,52 @@ async fn scalar_params_from_the_application_never_reach_the_wire() {
     ping.respond(json!({})).await.unwrap();
     call.await.unwrap().unwrap();
 }
+
+/// A malformed answer (a `result` and an `error` both, JSON-RPC 2.0 §5) to the host's own
+/// requests is applied where it is read, as a failed answer: `initialize` fails at once
+/// and a policy Request ends MCP-only as failed (§6.7), where both waited for their
+/// deadline and then read as unanswered (`PolicyTimeout`).
+#[tokio::test(start_paused = true)]
+async fn a_malformed_answer_to_the_hosts_requests_is_applied_where_it_is_read() {
+    let both = |id: &Value, result: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "result": result,
+               "error": {"code": -32000, "message": "and an error"}})
+    };
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(
+        peer,
+        incoming,
+        config(&["pushEvents"]),
+    ));
+    let init = raw.recv().await;
+    raw.send_json(both(&init["id"], init_result(Some(full_manifest()))))
+        .await;
+    let err = connect.await.unwrap().unwrap_err();
+    assert!(
+        !matches!(&err, HostError::Peer(mcpl::peer::PeerError::Timeout { .. })),
+        "initialize waited for its deadline: {err:?}"
+    );
+
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(
+        peer,
+        incoming,
+        config(&["pushEvents"]),
+    ));
+    let init = raw.recv().await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(full_manifest()))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    raw.send_json(both(&policy["id"], json!({"accepted": true})))
+        .await;
+    let (s, _streams) = connect.await.unwrap().unwrap();
+    assert!(
+        matches!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyFailed(_))),
+        "{:?}",
+        s.mode()
+    );
+}

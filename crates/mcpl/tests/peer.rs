@@ -407,6 +407,51 @@ async fn malformed_response_fails_its_pending_request_at_once() {
     ));
 }
 
+/// The same for a `Peer::send_request`: a malformed response (neither result nor error,
+/// both, or one over `max_parsed_cost`) to an in-order request is delivered by
+/// `Incoming::recv_ordered` at its wire position as an error (`-32603` naming the defect),
+/// not left to the request's deadline. It was only reported, so a host's `initialize`
+/// waited its `initialize_timeout`, its policy Request its `policy_timeout`, and what the
+/// server sent after it was judged as if it had not answered.
+#[tokio::test]
+async fn a_malformed_response_to_an_in_order_request_is_delivered_at_its_position() {
+    let config = PeerConfig {
+        max_parsed_cost: 10_000,
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming, mut raw) = raw_peer(config);
+    let objects = vec![r#"{"a":1}"#; 1000].join(",");
+    let malformed = [
+        json!({"jsonrpc":"2.0"}).to_string(),
+        json!({"jsonrpc":"2.0","result":{},"error":{"code":1,"message":"m"}}).to_string(),
+        format!(r#"{{"jsonrpc":"2.0","result":[{objects}]}}"#),
+    ];
+    for (i, text) in malformed.iter().enumerate() {
+        let id = peer.send_request("slow", None, |_| {}).await.unwrap();
+        let req = raw.recv().await;
+        // The request's id spliced in first, then a notification read after it.
+        let line = format!(r#"{{"id":{},{}"#, req["id"], &text[1..]);
+        raw.send(&line).await;
+        raw.send_json(json!({"jsonrpc":"2.0","method":"after"}))
+            .await;
+        match incoming.recv_ordered().await.unwrap() {
+            mcpl::peer::Ordered::Response(r) => {
+                assert_eq!(r.id, Some(id.clone()), "case {i}");
+                let e = r.outcome.expect_err("delivered as an error");
+                assert_eq!(e.code, codes::INTERNAL_ERROR, "case {i}");
+            }
+            other => panic!("case {i}: the malformed response was not delivered: {other:?}"),
+        }
+        match incoming.recv_ordered().await.unwrap() {
+            mcpl::peer::Ordered::Message(IncomingMessage::Notification(n)) => {
+                assert_eq!(n.method, "after", "case {i}")
+            }
+            other => panic!("case {i}: {other:?}"),
+        }
+        assert!(!peer.forget(&id, "settled"), "case {i}: still waiting");
+    }
+}
+
 #[tokio::test]
 async fn s6_6_unknown_method_is_answered_32601_by_the_dropped_guard() {
     let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());

@@ -49,7 +49,8 @@
 //!   (or non-object) is answered, with `"id": null` when no id is readable, as JSON-RPC 2.0
 //!   asks. A malformed *response* is never answered (that could loop), but if its id matches
 //!   a pending request, that request fails at once with [`PeerError::InvalidResponse`]
-//!   instead of waiting for its timeout.
+//!   instead of waiting for its timeout; one sent with [`Peer::send_request`] gets it at its
+//!   wire position through [`Incoming::recv_ordered`], as a `-32603` error naming the defect.
 //! - A batch of more than [`PeerConfig::max_batch_entries`] entries is answered with one
 //!   `-32600` error (`"id": null`, `data: { limit, count }`) and a
 //!   [`Diagnostic::BatchTooLarge`]; none of its entries is handled (answering each would cost

@@ -338,7 +338,11 @@ fn take_read(
         }
         Read::Top(parsed) => parsed,
         Read::TooCostly { cost, head } => {
-            return Ok(too_costly(shared, cost, max_cost, head, replies));
+            let item = too_costly(shared, cost, max_cost, head, replies);
+            return match deliver_now(shared, item, inbound, replies) {
+                Ok(()) => Ok(true),
+                Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
+            };
         }
     };
     let value = match parsed {
@@ -591,7 +595,8 @@ impl<'de> serde::Deserialize<'de> for Scalar {
 
 /// Refuses a message whose parsed cost is over [`PeerConfig::max_parsed_cost`], unbuilt
 /// (issue #20): a request is answered `-32600` under its id, a batch `-32600` with
-/// `id: null`, a response fails the request it answers, anything else is reported only. Reading chosen: the error is the batch
+/// `id: null`, a response fails the request it answers ([`fail_response`]: the in-order
+/// failure returned for delivery), anything else is reported only. Reading chosen: the error is the batch
 /// limit's (`-32600` with `data: { limit, count }`), the message being too large to take.
 fn too_costly(
     shared: &Arc<Shared>,
@@ -599,7 +604,7 @@ fn too_costly(
     limit: usize,
     head: Head,
     replies: &mut Outbox,
-) -> bool {
+) -> Option<Parsed> {
     let Head {
         id,
         id_present,
@@ -617,16 +622,11 @@ fn too_costly(
          (PeerConfig::max_parsed_cost); send fewer or larger values"
     );
     match (id, method.is_some()) {
-        (Some(id), false) => {
-            if let Some(tx) = lock(&shared.pending).remove(&id) {
-                let _ = tx.send(Err(PeerError::InvalidResponse(reason)));
-            }
-            true
-        }
+        (Some(id), false) => fail_response(shared, &id, &reason),
         // A notification, or an object with neither id nor method (a log line, say): reported
         // only, as an invalid one is (answering what is not a request could loop).
-        (None, true) if !id_present => true,
-        (None, false) if !batch => true,
+        (None, true) if !id_present => None,
+        (None, false) if !batch => None,
         (id, _) => {
             // A request (its id answered; `id: null` for one it has but cannot be read, as
             // an Invalid Request is, JSON-RPC 2.0 §5), or a batch (answered `id: null`).
@@ -641,7 +641,7 @@ fn too_costly(
                 ),
             });
             let _ = replies.send(reply.to_json());
-            true
+            None
         }
     }
 }
@@ -842,19 +842,38 @@ pub(super) fn classify(
                 });
                 return Some(Parsed::Reply(reply.to_value()));
             }
-            if let Some(id) = &id {
-                if let Some(tx) = lock(&shared.pending).remove(id) {
-                    let _ = tx.send(Err(PeerError::InvalidResponse(reason.clone())));
-                }
-            }
+            let settled = id
+                .as_ref()
+                .and_then(|id| fail_response(shared, id, &reason));
             shared.diagnose(Diagnostic::InvalidMessage {
                 id,
                 reason,
                 answered: false,
             });
-            None
+            settled
         }
     }
+}
+
+/// Fails the request of ours a malformed response answers (`reason`), at once rather than
+/// at its deadline: a waiting caller gets [`PeerError::InvalidResponse`]; a
+/// [`Peer::send_request`]'s is returned for delivery in wire order as an error (`-32603`
+/// naming the defect), as its answer would have been.
+fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
+    let in_order = {
+        let mut set = lock(&shared.in_order);
+        !set.is_empty() && set.remove(id)
+    };
+    if in_order {
+        return Some(Parsed::Settled(Response {
+            id: Some(id.clone()),
+            outcome: Err(ErrorObject::internal(format!("invalid response: {reason}"))),
+        }));
+    }
+    if let Some(tx) = lock(&shared.pending).remove(id) {
+        let _ = tx.send(Err(PeerError::InvalidResponse(reason.to_owned())));
+    }
+    None
 }
 
 /// Takes one valid message, from either parse path: responses settle pending requests here;
