@@ -3718,3 +3718,63 @@ async fn a_malformed_answer_to_the_hosts_requests_is_applied_where_it_is_read() 
         s.mode()
     );
 }
+
+/// §11.4 with MCP's `notifications/cancelled`: once the server cancelled a streamed
+/// `inference/request` (answered `-32800`), the id is free for it to use again (JSON-RPC 2.0
+/// asks unique ids only among requests in flight). The first request's handler, or a task
+/// it handed its `ChunkSink` to, still holds that sink: its chunks must not go out as the
+/// new request's (they did, `index` 0 of the new stream, and the new handler's own chunk
+/// then came second), and the sink learns its stream ended.
+#[tokio::test]
+async fn s11_4_a_cancelled_requests_sink_does_not_stream_into_a_new_request_under_its_id() {
+    let (m, mut cfg) = streaming_setup();
+    let (sinks_tx, mut sinks) = tokio::sync::mpsc::unbounded_channel();
+    cfg.stream_handler = Some(std::sync::Arc::new(
+        move |_p: Value, sink: mcpl::host::ChunkSink| {
+            let _ = sinks_tx.send(sink);
+            Box::pin(std::future::pending())
+        },
+    ));
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = raw.recv().await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(m))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (_s, _streams) = connect.await.unwrap().unwrap();
+    let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "inference/request",
+                     "params": { "featureSet": "assist.stream", "stream": true,
+                                 "messages": [{ "role": "user", "content": "hi" }] }});
+    raw.send_json(ask.clone()).await;
+    let mut first = sinks.recv().await.expect("the first request is handed out");
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": { "requestId": 7 }}),
+    )
+    .await;
+    let cancelled = raw.recv().await;
+    assert_eq!(cancelled["id"], json!(7));
+    assert_eq!(
+        cancelled["error"]["code"],
+        json!(mcpl::jsonrpc::codes::REQUEST_CANCELLED)
+    );
+    raw.send_json(ask).await;
+    let mut second = sinks.recv().await.expect("the new request is handed out");
+    assert!(
+        first.send("stale").await.is_err(),
+        "the cancelled request's sink still streams"
+    );
+    second.send("fresh").await.unwrap();
+    let chunk = raw.recv().await;
+    assert_eq!(chunk["method"], json!("inference/chunk"));
+    assert_eq!(
+        chunk["params"],
+        json!({ "requestId": 7, "index": 0, "delta": "fresh" })
+    );
+}

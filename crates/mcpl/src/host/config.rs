@@ -15,6 +15,8 @@ pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + 
 pub struct ChunkSink {
     pub(super) cmds: queue::Sender<Cmd>,
     pub(super) request_id: crate::jsonrpc::RequestId,
+    /// The hand-out of the request it streams for (`driver::Driver::tasks`).
+    pub(super) handout: u64,
     pub(super) sent: u64,
 }
 
@@ -33,6 +35,7 @@ impl ChunkSink {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cmd = Cmd::Chunk {
             id: self.request_id.clone(),
+            handout: self.handout,
             delta: delta.to_owned(),
             reply: tx,
         };

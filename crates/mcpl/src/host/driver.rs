@@ -73,11 +73,15 @@ pub(super) enum Cmd {
     },
     Chunk {
         id: RequestId,
+        /// The hand-out of `id` whose handler sends it ([`Driver::tasks`]).
+        handout: u64,
         delta: String,
         reply: Reply<Result<(), HostError>>,
     },
     Answer {
         id: RequestId,
+        /// The hand-out of `id` whose handler answers ([`Driver::tasks`]).
+        handout: u64,
         outcome: Result<Value, ErrorObject>,
         /// The method, when the handler panicked (reported as
         /// [`HostDiagnostic::HandlerPanicked`]).
@@ -116,8 +120,12 @@ pub(super) struct Driver {
     pub(super) diags: queue::Sender<HostDiagnostic>,
     pub(super) connected: Option<Reply<Result<(), HostError>>>,
     /// The tasks of the application's handlers of server requests, to stop one the server
-    /// cancels.
-    pub(super) tasks: HashMap<RequestId, tokio::task::AbortHandle>,
+    /// cancels, each with its hand-out's number: once a request is cancelled its id may be
+    /// used again, and an answer or chunk its handler (or a task holding its
+    /// [`ChunkSink`]) sends after that is the old hand-out's, never the new one's.
+    pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
+    /// Requests handed to the application's handlers so far (numbers each hand-out).
+    pub(super) handouts: u64,
 }
 
 /// The driver's bookkeeping of what waits on the state machine.
@@ -426,7 +434,15 @@ impl Driver {
                     let _ = reply.send(r);
                 }
             }
-            Cmd::Chunk { id, delta, reply } => {
+            // A chunk of a hand-out that ended (cancelled, its id perhaps handed out again).
+            Cmd::Chunk {
+                id, handout, reply, ..
+            } if !self.is_current(&id, handout) => {
+                let _ = reply.send(Err(HostError::StreamEnded));
+            }
+            Cmd::Chunk {
+                id, delta, reply, ..
+            } => {
                 let r = self
                     .state
                     .inference_chunk(&id, &delta)
@@ -438,13 +454,20 @@ impl Driver {
             }
             Cmd::Answer {
                 id,
+                handout,
                 outcome,
                 panicked,
             } => {
-                self.tasks.remove(&id);
                 if let Some(method) = panicked {
                     self.diag(HostDiagnostic::HandlerPanicked { method });
                 }
+                if !self.is_current(&id, handout) {
+                    // Its request was cancelled (answered `-32800`): the id may be another
+                    // request's now.
+                    tracing::debug!(?id, "an answer to a cancelled request is dropped");
+                    return;
+                }
+                self.tasks.remove(&id);
                 if let Err(e) = self.state.answer(id, outcome) {
                     tracing::debug!(error = %e, "an application answer found no request");
                 }
@@ -609,7 +632,7 @@ impl Driver {
             // Answered by the state machine (written just before): the handler stops at its
             // next `.await`.
             HostOutput::Cancelled { id } => {
-                if let Some(task) = self.tasks.remove(&id) {
+                if let Some((_, task)) = self.tasks.remove(&id) {
                     task.abort();
                 }
             }
@@ -667,18 +690,20 @@ impl Driver {
         };
         let cfg = &self.shared.config;
         let p = params.unwrap_or(Value::Null);
+        self.handouts += 1;
+        let handout = self.handouts;
         let streamed = method == crate::protocol::inference::InferenceRequest::NAME
             && rules::is_streamed(Some(&p));
         if let (true, Some(h)) = (streamed, cfg.stream_handler.clone()) {
             let sink = ChunkSink {
                 cmds: tx.clone(),
                 request_id: id.clone(),
+                handout,
                 sent: 0,
             };
-            let task = tokio::spawn(answer_with(tx, id.clone(), method, async move {
-                h(p, sink).await
-            }));
-            self.tasks.insert(id, task.abort_handle());
+            let answer = (tx, id.clone(), handout, method);
+            let task = tokio::spawn(answer_with(answer, async move { h(p, sink).await }));
+            self.tasks.insert(id, (handout, task.abort_handle()));
             return;
         }
         match cfg.request_handler.clone() {
@@ -688,12 +713,16 @@ impl Driver {
             }
             Some(h) => {
                 let m = method.clone();
-                let task = tokio::spawn(answer_with(tx, id.clone(), method, async move {
-                    h(&m, p).await
-                }));
-                self.tasks.insert(id, task.abort_handle());
+                let answer = (tx, id.clone(), handout, method);
+                let task = tokio::spawn(answer_with(answer, async move { h(&m, p).await }));
+                self.tasks.insert(id, (handout, task.abort_handle()));
             }
         }
+    }
+
+    /// Whether `handout` is the hand-out of `id` whose handler still owes its answer.
+    fn is_current(&self, id: &RequestId, handout: u64) -> bool {
+        self.tasks.get(id).is_some_and(|(n, _)| *n == handout)
     }
 
     fn diag(&self, d: HostDiagnostic) {
@@ -723,15 +752,13 @@ impl Driver {
     }
 }
 
-/// Runs an application handler's future for the server's request `id` of `method` and hands
-/// its answer to the driver; a panic (in the call or in the future) is the answer `-32603`,
+/// Runs an application handler's future for hand-out `handout` of the server's request `id`
+/// of `method` and hands its answer to the driver; a panic (in the call or in the future) is the answer `-32603`,
 /// so the server's request is still answered and stops counting against
 /// `max_pending_outputs`, and the driver reports it as the application's mistake
 /// ([`HostDiagnostic::HandlerPanicked`]).
 async fn answer_with(
-    tx: queue::Sender<Cmd>,
-    id: RequestId,
-    method: String,
+    (tx, id, handout, method): (queue::Sender<Cmd>, RequestId, u64, String),
     fut: impl std::future::Future<Output = Result<Value, ErrorObject>>,
 ) {
     use futures_util::FutureExt;
@@ -745,6 +772,7 @@ async fn answer_with(
     let _ = tx
         .send(Cmd::Answer {
             id,
+            handout,
             outcome,
             panicked,
         })

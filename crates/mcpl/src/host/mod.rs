@@ -343,6 +343,7 @@ impl HostSession {
             diags: dtx,
             connected: Some(up_tx),
             tasks: std::collections::HashMap::new(),
+            handouts: 0,
         });
         tokio::spawn(driver.run());
         let session = HostSession {
