@@ -75,6 +75,31 @@ fn a_server_that_exits_before_initialize_is_a_startup_error() {
     assert_eq!(doc["summary"]["fail"], 0, "{doc:#}");
 }
 
+/// A server that writes to stdout instead of stderr (its usage, a half-written answer) and
+/// exits before answering `initialize`: still exit 2, and the error quotes what it wrote
+/// there, which was silently dropped (the error said only "it wrote nothing to stderr").
+#[test]
+fn what_a_server_wrote_to_stdout_before_exiting_is_quoted() {
+    let script = "echo 'Usage: server --config FILE'; \
+                  printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capab'; exit 1";
+    for args in [
+        &["--", "sh", "-c", script][..],
+        &["--json", "--", "sh", "-c", script],
+    ] {
+        let (code, stdout, stderr) = check(args);
+        assert_eq!(code, 2, "{stdout}\n{stderr}");
+        let error = if args[0] == "--json" {
+            let doc: Value = serde_json::from_str(&stdout).unwrap();
+            doc["error"].as_str().unwrap_or_default().to_owned()
+        } else {
+            own_lines(&stderr).join("\n")
+        };
+        assert!(error.contains("exit status: 1"), "{error}");
+        assert!(error.contains("Usage: server --config FILE"), "{error}");
+        assert!(error.contains("capab"), "the half line at exit: {error}");
+    }
+}
+
 /// A server that starts: what it wrote to stderr before `initialize` was answered (held
 /// meanwhile, issue #18 item 7) is passed through once, in order, not lost.
 #[test]

@@ -476,9 +476,26 @@ impl Session {
         let Reply::Closed(why) = reply else {
             return None;
         };
-        Some(match self.conn.exited(self.timing.step) {
+        let ended = match self.conn.exited(self.timing.step) {
             Some(exit) => format!("the server stopped before answering initialize: {exit}"),
             None => format!("the connection closed before initialize was answered ({why})"),
+        };
+        // No check reports them: what it wrote instead of an answer (a usage text on
+        // stdout, a half line at exit) is quoted here, not dropped.
+        let mut wrote = Vec::new();
+        if !self.junk.is_empty() {
+            wrote.push(self.junk.summary("junk (not JSON)"));
+        }
+        if !self.invalid.is_empty() {
+            wrote.push(self.invalid.summary("invalid JSON-RPC"));
+        }
+        Some(if wrote.is_empty() {
+            ended
+        } else {
+            format!(
+                "{ended}\n  before that, instead of an answer, it wrote {}",
+                wrote.join("; ")
+            )
         })
     }
 
