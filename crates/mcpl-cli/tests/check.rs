@@ -396,6 +396,23 @@ fn an_initialize_result_without_capabilities_is_not_called_mcp_only() {
     assert!(!detail.contains("an MCP-only server (§3.3)"), "{detail}");
 }
 
+/// JSON-RPC 2.0 answers requests, never responses: a malformed response (here to
+/// `initialize`, with a `result` and an `error` both) fails `transport.frames-valid` and is
+/// not answered. The checker had answered it `-32600` under its id, and a server that takes
+/// every message with an id for a request answered that with `-32601`, which the checker
+/// then read as its answer to `initialize`.
+#[test]
+fn a_malformed_response_is_not_answered() {
+    let (code, doc) = check(&["--quick", "--", FIXTURE, "both-init"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert!(
+        detail(&doc, "transport.frames-valid").contains("both result and error"),
+        "{doc:#}"
+    );
+    let init = detail(&doc, "initialize.answered");
+    assert!(!init.contains("-32601"), "{init}");
+}
+
 #[test]
 fn server_that_never_answers_initialize_gets_a_complete_report() {
     let (code, doc) = scripted("no-init");

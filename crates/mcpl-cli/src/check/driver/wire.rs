@@ -172,10 +172,14 @@ impl Session {
             self.unanswered = 0;
             self.silent_unjudged = false;
         }
+        // A request gone wrong is answered `-32600` under its id; a response gone wrong
+        // (no `method`) never is, as the library's peer reads it (JSON-RPC 2.0 answers
+        // requests only, and answering a response can loop).
+        let request_like = v.get("method").is_some();
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
-                if let Some(id) = e.id {
+                if let (Some(id), true) = (e.id, request_like) {
                     self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
                 }
             }
