@@ -3778,3 +3778,95 @@ async fn s11_4_a_cancelled_requests_sink_does_not_stream_into_a_new_request_unde
         json!({ "requestId": 7, "index": 0, "delta": "fresh" })
     );
 }
+
+/// The events waiting for a slow application are bounded in bytes
+/// (`HostConfig::max_event_bytes`), not only in number: a server pushing large events the
+/// application has not taken yet gets `host_busy` once they would pass the bound, as when
+/// the stream is full, and `channels/incoming` messages likewise (each judged with those of
+/// its batch before it); one event larger than the bound still goes to an empty stream.
+/// Before, `event_capacity` events of up to a whole message each were taken (300 pushes
+/// of 4 MiB held 1.28 GB).
+#[tokio::test]
+async fn events_waiting_for_the_application_are_bounded_in_bytes() {
+    let text = "x".repeat(300 * 1024);
+    let big = |id: &str| {
+        json!({ "featureSet": "alerts", "eventId": id, "timestamp": "2026-01-01T00:00:00Z",
+                "payload": { "content": [{ "type": "text", "text": text }] } })
+    };
+    let mut m = full_manifest();
+    m["featureSets"]["alerts"]["uses"] =
+        json!(["pushEvents", "channels.register", "channels.incoming"]);
+    let cfg = HostConfig {
+        max_event_bytes: 1024 * 1024,
+        ..config(&["pushEvents", "channels.register", "channels.incoming"])
+    };
+    let (_s, mut streams, server) = connected_cfg(cfg, m).await;
+    // Three fit in 1 MiB, the fourth does not.
+    for (i, accepted) in [(1, true), (2, true), (3, true), (4, false)] {
+        let r = server
+            .call("push/event", big(&format!("e{i}")))
+            .await
+            .unwrap();
+        assert_eq!(r["accepted"], accepted, "push {i}: {r}");
+        if !accepted {
+            assert_eq!(r["reason"], "host_busy", "push {i}: {r}");
+        }
+    }
+    // The application takes every event: the next push is taken again.
+    for _ in 0..3 {
+        streams.events.recv().await.unwrap();
+    }
+    let r = server.call("push/event", big("e5")).await.unwrap();
+    assert_eq!(r["accepted"], true, "{r}");
+    streams.events.recv().await.unwrap();
+    // Larger than the bound alone: taken by the empty stream.
+    let huge = "y".repeat(1200 * 1024);
+    let mut p = big("e6");
+    p["payload"]["content"][0]["text"] = json!(huge);
+    let r = server.call("push/event", p).await.unwrap();
+    assert_eq!(r["accepted"], true, "{r}");
+    streams.events.recv().await.unwrap();
+    // A batch of channel messages: the first three fit, the last two do not.
+    server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "c", "type": "chat", "direction": "inbound" }] }),
+        )
+        .await
+        .unwrap();
+    let messages: Vec<Value> = (0..5)
+        .map(|i| json!({ "channelId": "c", "messageId": format!("m{i}"), "content": text }))
+        .collect();
+    let r = server
+        .call("channels/incoming", json!({ "messages": messages }))
+        .await
+        .unwrap();
+    let accepted: Vec<&Value> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| &x["accepted"])
+        .collect();
+    assert_eq!(
+        accepted,
+        [
+            &json!(true),
+            &json!(true),
+            &json!(true),
+            &json!(false),
+            &json!(false)
+        ],
+        "{r}"
+    );
+    assert_eq!(r["results"][3]["reason"], "host_busy");
+    for _ in 0..3 {
+        assert!(matches!(
+            streams.events.recv().await,
+            Some(HostEvent::ChannelMessage { .. })
+        ));
+    }
+    assert!(
+        streams.events.try_recv().is_err(),
+        "no event beyond the results"
+    );
+}

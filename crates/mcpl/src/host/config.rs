@@ -54,6 +54,9 @@ impl ChunkSink {
     }
 }
 
+/// The default of [`HostConfig::max_event_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+
 /// A future returned by an application request handler.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send>>;
 
@@ -96,6 +99,15 @@ pub struct HostConfig {
     pub suspend_after_failures: u32,
     /// Capacity of the event stream; a full stream refuses new push events.
     pub event_capacity: usize,
+    /// Most bytes of events the event stream holds for the application
+    /// ([`HostEvent::weight`]: a push's params or a channel message as compact JSON, with
+    /// its strings and tags; [`DEFAULT_MAX_EVENT_BYTES`], 64 MiB, by default). Past it a
+    /// `push/event` is answered `accepted: false, reason: "host_busy"` and a
+    /// `channels/incoming` message likewise, as when the stream is full; one event larger
+    /// than this is still taken when the stream is empty. §9 sets no size: without it,
+    /// `event_capacity` events of up to a whole message each waited for a slow
+    /// application (1,024 × 16 MiB).
+    pub max_event_bytes: usize,
     /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged)
     /// and counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
     /// is taken as 2): the count needs a slot beside the diagnostic it precedes.
@@ -168,6 +180,7 @@ impl Default for HostConfig {
             manifest_fetch_per_sec: r.manifest_fetch_per_sec,
             suspend_after_failures: r.suspend_after_failures,
             event_capacity: r.max_pending_outputs,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             diagnostics_capacity: 1024,
             dedupe_window: r.dedupe_window,
             max_event_id_bytes: r.max_event_id_bytes,

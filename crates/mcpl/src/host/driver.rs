@@ -243,6 +243,8 @@ impl Driver {
                 _ = self.peer.closed(), if read_all => continue,
             };
             self.state.set_event_room(self.events.room());
+            let limit = self.shared.config.max_event_bytes;
+            self.state.set_event_bytes(self.events.weight(), limit);
             let now = clock_now();
             let (mut channels, mut counted) = (false, false);
             match input {
@@ -604,7 +606,8 @@ impl Driver {
                     tracing::info!(server = ?self.shared.label.get(), ?mode, "MCPL disabled: MCP-only");
                 }
                 // Room was reported before the input: only a closed queue refuses.
-                let _ = self.events.try_send(e);
+                let weight = e.weight();
+                let _ = self.events.try_send_weighted(e, weight);
             }
             HostOutput::Diagnostic(d) => self.diag(d),
             HostOutput::Connected(r) => {

@@ -298,7 +298,7 @@ impl HostSession {
             driver::clock_now(),
             std::time::SystemTime::now(),
         )?;
-        let (etx, erx) = queue::channel(config.event_capacity);
+        let (etx, erx) = queue::weighted(config.event_capacity);
         // At least 2: a count of dropped diagnostics goes in beside the diagnostic it
         // precedes ([`report_diag`]); with one slot the count would take it every time.
         let (dtx, drx) = queue::channel(config.diagnostics_capacity.max(2));

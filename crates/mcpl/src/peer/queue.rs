@@ -31,6 +31,10 @@ const KEEP_SLOTS: usize = 16;
 
 struct State<T> {
     items: VecDeque<T>,
+    /// The weight of each item, in order, in a [`weighted`] queue (empty otherwise).
+    weights: VecDeque<usize>,
+    /// The sum of `weights`.
+    weight: usize,
     senders: usize,
     /// The receiver is closed or dropped: nothing more is taken.
     rx_closed: bool,
@@ -47,6 +51,8 @@ struct Chan<T> {
     /// Senders waiting for room.
     room: Notify,
     capacity: usize,
+    /// Items carry a weight ([`weighted`]).
+    weighted: bool,
 }
 
 impl<T> Chan<T> {
@@ -93,9 +99,21 @@ pub(crate) enum TrySendError<T> {
 
 /// A queue that holds at most `capacity` (at least 1) items.
 pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    new_channel(capacity, false)
+}
+
+/// [`channel`] whose items each carry a weight ([`Sender::try_send_weighted`]), summed over
+/// what is queued until it is received ([`Sender::weight`]).
+pub(crate) fn weighted<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    new_channel(capacity, true)
+}
+
+fn new_channel<T>(capacity: usize, weighted: bool) -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
         state: Mutex::new(State {
             items: VecDeque::new(),
+            weights: VecDeque::new(),
+            weight: 0,
             senders: 1,
             rx_closed: false,
             waiting: 0,
@@ -103,6 +121,7 @@ pub(crate) fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
         ready: AtomicWaker::new(),
         room: Notify::new(),
         capacity: capacity.max(1),
+        weighted,
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
 }
@@ -123,12 +142,18 @@ impl<T> Sender<T> {
     /// senders wait is theirs, in the order they began waiting (as tokio's `mpsc`), so a
     /// stream of `try_send`s never starves a waiting [`Sender::send`].
     pub(crate) fn try_send(&self, item: T) -> Result<(), TrySendError<T>> {
+        self.try_send_weighted(item, 0)
+    }
+
+    /// [`Sender::try_send`] of an item of weight `weight` (counted in [`Sender::weight`]
+    /// until it is received, in a [`weighted`] queue).
+    pub(crate) fn try_send_weighted(&self, item: T, weight: usize) -> Result<(), TrySendError<T>> {
         let queued = {
             let mut st = self.chan.state();
             if st.waiting > 0 && !st.rx_closed {
                 Err(TrySendError::Full(item))
             } else {
-                self.push(&mut st, item)
+                self.push(&mut st, item, weight)
             }
         };
         if queued.is_ok() {
@@ -138,7 +163,7 @@ impl<T> Sender<T> {
     }
 
     /// Queues `item` into the locked state if there is room; the caller wakes the receiver.
-    fn push(&self, st: &mut State<T>, item: T) -> Result<(), TrySendError<T>> {
+    fn push(&self, st: &mut State<T>, item: T, weight: usize) -> Result<(), TrySendError<T>> {
         if st.rx_closed {
             return Err(TrySendError::Closed(item));
         }
@@ -146,7 +171,16 @@ impl<T> Sender<T> {
             return Err(TrySendError::Full(item));
         }
         st.items.push_back(item);
+        if self.chan.weighted {
+            st.weights.push_back(weight);
+            st.weight = st.weight.saturating_add(weight);
+        }
         Ok(())
+    }
+
+    /// The weight of what is queued and not yet received (0 in an unweighted queue).
+    pub(crate) fn weight(&self) -> usize {
+        self.chan.state().weight
     }
 
     /// Queues `item`, waiting for room; hands it back if the receiver is closed or gone.
@@ -166,7 +200,7 @@ impl<T> Sender<T> {
                 let attempt = if st.waiting > 0 && !woken && !st.rx_closed {
                     Err(TrySendError::Full(item))
                 } else {
-                    self.push(&mut st, item)
+                    self.push(&mut st, item, 0)
                 };
                 match attempt {
                     Ok(()) => {
@@ -212,6 +246,9 @@ impl<T> Sender<T> {
                     while st.items.len() < self.chan.capacity {
                         let Some(h) = held.pop_front() else { break };
                         st.items.push_back(into(h));
+                        if self.chan.weighted {
+                            st.weights.push_back(0);
+                        }
                         moved += 1;
                     }
                 }
@@ -311,8 +348,12 @@ impl<T> Receiver<T> {
                     Next::Empty
                 };
             };
+            if let Some(w) = st.weights.pop_front() {
+                st.weight = st.weight.saturating_sub(w);
+            }
             if st.items.is_empty() && st.items.capacity() > KEEP_SLOTS {
                 st.items.shrink_to_fit();
+                st.weights.shrink_to_fit();
             }
             (item, wake_sender)
         };
@@ -378,6 +419,8 @@ impl<T> Drop for Receiver<T> {
         let held = {
             let mut st = self.chan.state();
             st.rx_closed = true;
+            st.weights.clear();
+            st.weight = 0;
             std::mem::take(&mut st.items)
         };
         self.chan.room.notify_waiters();

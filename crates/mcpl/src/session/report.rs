@@ -265,6 +265,45 @@ pub enum HostEvent {
 }
 
 impl HostEvent {
+    /// What the event holds, in bytes, as the host bounds the events waiting for the
+    /// application (`host::HostConfig::max_event_bytes`,
+    /// [`HostState::set_event_bytes`](super::HostState::set_event_bytes)): the compact
+    /// JSON of a push's params or a channel message, its strings and tags, and the event
+    /// itself. Computed by walking what it holds (linear in its size).
+    pub fn weight(&self) -> usize {
+        fn json_len(v: &serde_json::Value) -> usize {
+            struct Count(usize);
+            impl std::io::Write for Count {
+                fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                    self.0 = self.0.saturating_add(buf.len());
+                    Ok(buf.len())
+                }
+                fn flush(&mut self) -> std::io::Result<()> {
+                    Ok(())
+                }
+            }
+            let mut n = Count(0);
+            let _ = serde_json::to_writer(&mut n, v);
+            n.0
+        }
+        let tags = |t: &ExpandedTags| t.iter().map(|t| t.as_str().len()).sum::<usize>();
+        let held = match self {
+            HostEvent::Push {
+                params,
+                feature_set,
+                event_id,
+                tags: t,
+            } => json_len(params) + feature_set.len() + event_id.len() + tags(t),
+            HostEvent::ChannelMessage {
+                channel_id,
+                message,
+                tags: t,
+            } => json_len(message) + channel_id.len() + tags(t),
+            HostEvent::ManifestChange(_) | HostEvent::ModeChanged(_) => 0,
+        };
+        held.saturating_add(std::mem::size_of::<HostEvent>())
+    }
+
     /// The variant's name, for [`HostDiagnostic::EventDropped`].
     pub fn name(&self) -> &'static str {
         match self {

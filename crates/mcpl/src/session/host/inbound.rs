@@ -146,6 +146,9 @@ impl HostState {
             ChannelsIncoming::NAME => {
                 let mut events = Vec::new();
                 let room = self.event_room_left();
+                // Weighed as `hand_out` weighs them (only under a weight limit).
+                let (weighed, mut weight) = (self.event_bytes.1 != usize::MAX, 0usize);
+                let fits = |pending: usize, w: usize| self.event_fits(pending, w);
                 let r = self.channels.incoming(
                     &mut diags,
                     params,
@@ -154,14 +157,18 @@ impl HostState {
                     self.p.review.as_deref(),
                     &self.label,
                     |e| {
-                        if events.len() >= room {
+                        let w = if weighed { e.weight() } else { 0 };
+                        // Each judged with the ones of the batch taken before it.
+                        if events.len() >= room || !fits(weight, w) {
                             return false;
                         }
+                        weight = weight.saturating_add(w);
                         events.push(e);
                         true
                     },
                 );
                 for e in events {
+                    // Within the room and the weight counted above: never refused.
                     self.hand_out(HostOutput::Event(e));
                 }
                 r

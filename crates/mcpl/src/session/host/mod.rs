@@ -349,6 +349,12 @@ pub struct HostState {
     events_out: usize,
     /// How many more events the application can take ([`HostState::set_event_room`]).
     event_room: usize,
+    /// The weight ([`HostEvent::weight`]) of the events the application's queue holds,
+    /// and the most it may hold ([`HostState::set_event_bytes`]).
+    event_bytes: (usize, usize),
+    /// The weight of each event in `out`, in order, and their sum.
+    event_weights: VecDeque<usize>,
+    event_bytes_out: usize,
 }
 
 impl HostState {
@@ -387,6 +393,9 @@ impl HostState {
             handed_out: 0,
             events_out: 0,
             event_room: usize::MAX,
+            event_bytes: (0, usize::MAX),
+            event_weights: VecDeque::new(),
+            event_bytes_out: 0,
         })
     }
 
@@ -461,6 +470,8 @@ impl HostState {
         }
         if matches!(o, HostOutput::Event(_)) {
             self.events_out = self.events_out.saturating_sub(1);
+            let weight = self.event_weights.pop_front().unwrap_or(0);
+            self.event_bytes_out = self.event_bytes_out.saturating_sub(weight);
         }
         Some(o)
     }
@@ -493,6 +504,16 @@ impl HostState {
     /// queue never drops one the server was told was delivered. Unlimited until called.
     pub fn set_event_room(&mut self, room: usize) {
         self.event_room = room;
+    }
+
+    /// Tells, before the next input, the weight ([`HostEvent::weight`]) of the events the
+    /// application's queue holds and the most it may hold: an event handed out past it is
+    /// refused as one past [`Self::set_event_room`]'s room is, unless nothing is held or
+    /// waiting to be drained (one event larger than `limit` still goes). So the events
+    /// that wait for a slow application are bounded in bytes as well as in number (each
+    /// may be as large as a whole message). Unlimited until called.
+    pub fn set_event_bytes(&mut self, queued: usize, limit: usize) {
+        self.event_bytes = (queued, limit);
     }
 
     /// Whether request `id` of ours (an id [`Self::before_inference`], [`Self::request`] or
@@ -857,7 +878,9 @@ impl HostState {
         }
     }
 
-    /// Hands an event or request to the application; `false` when too many wait.
+    /// Hands an event or request to the application; `false` when too many wait, or an
+    /// event would take the events waiting past their weight limit
+    /// ([`Self::set_event_bytes`]).
     fn hand_out(&mut self, o: HostOutput) -> bool {
         let event = matches!(o, HostOutput::Event(_));
         if self.handed_out >= self.rules.max_pending_outputs.max(1)
@@ -865,12 +888,32 @@ impl HostState {
         {
             return false;
         }
+        let weight = match &o {
+            HostOutput::Event(e) if self.event_bytes.1 != usize::MAX => e.weight(),
+            _ => 0,
+        };
+        if event && !self.event_fits(0, weight) {
+            return false;
+        }
         self.handed_out += 1;
         if event {
             self.events_out += 1;
+            self.event_weights.push_back(weight);
+            self.event_bytes_out = self.event_bytes_out.saturating_add(weight);
         }
         self.out.push_back(o);
         true
+    }
+
+    /// Whether one more event of `weight` keeps the events waiting, with `pending` more
+    /// about to be handed out, within their limit ([`Self::set_event_bytes`]): always when
+    /// none waits.
+    pub(super) fn event_fits(&self, pending: usize, weight: usize) -> bool {
+        let (queued, limit) = self.event_bytes;
+        let used = queued
+            .saturating_add(self.event_bytes_out)
+            .saturating_add(pending);
+        used == 0 || used.saturating_add(weight) <= limit
     }
 
     /// How many more events [`Self::hand_out`] may queue now: the bound on what is not yet
