@@ -3870,3 +3870,62 @@ async fn events_waiting_for_the_application_are_bounded_in_bytes() {
         "no event beyond the results"
     );
 }
+
+/// A diagnostic keeps at most `session::DIAGNOSTIC_TEXT_BYTES` of each text the server
+/// chose (a method name, an id), cut and its length said: the diagnostics waiting for the
+/// application are bounded by their number only, so a server sending notifications under
+/// 4 MiB method names had the host hold 1.28 GB of diagnostics after 300 of them (and log
+/// each whole). Here a method name (`UnexpectedMethod`) and a response id
+/// (`Connection(UnknownResponse)`).
+#[tokio::test]
+async fn server_chosen_text_in_diagnostics_is_clipped() {
+    let long = "m".repeat(100 * 1024);
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(
+        peer,
+        incoming,
+        config(&["pushEvents"]),
+    ));
+    let init = raw.recv().await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(full_manifest()))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (_s, mut streams) = connect.await.unwrap().unwrap();
+    raw.send_json(json!({"jsonrpc": "2.0", "method": long}))
+        .await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": long, "result": {}}))
+        .await;
+    let limit = mcpl::session::DIAGNOSTIC_TEXT_BYTES;
+    let (mut method, mut id) = (false, false);
+    while !(method && id) {
+        let d = tokio::time::timeout(Duration::from_secs(10), streams.diagnostics.recv())
+            .await
+            .expect("the diagnostics come")
+            .unwrap();
+        match &d {
+            HostDiagnostic::UnexpectedMethod { method: m } => {
+                assert!(m.len() <= limit, "{} bytes kept", m.len());
+                assert!(
+                    m.contains("102400 bytes"),
+                    "its length is said: {}",
+                    &m[m.len().saturating_sub(80)..]
+                );
+                method = true;
+            }
+            HostDiagnostic::Connection(mcpl::peer::Diagnostic::UnknownResponse {
+                id: Some(mcpl::jsonrpc::RequestId::String(s)),
+                ..
+            }) => {
+                assert!(s.len() <= limit, "{} bytes kept", s.len());
+                id = true;
+            }
+            _ => {}
+        }
+    }
+}

@@ -219,6 +219,9 @@ fn report_diag(
     lost: &Mutex<Lost>,
     d: HostDiagnostic,
 ) {
+    // What the server chose is kept only in part (`session::DIAGNOSTIC_TEXT_BYTES`): each
+    // diagnostic held, and logged, is bounded.
+    let d = d.clipped();
     tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());

@@ -191,6 +191,60 @@ pub enum Diagnostic {
     },
 }
 
+impl Diagnostic {
+    /// Cuts every text the other side chose (an excerpt, a reason, a method, a string id,
+    /// an error's message) with `clip`, and drops an error's `data` whose compact JSON is
+    /// longer than `session::DIAGNOSTIC_TEXT_BYTES`: what `session::HostDiagnostic::clipped`
+    /// applies.
+    pub(crate) fn clip(&mut self, clip: fn(&mut String)) {
+        let id = |id: &mut RequestId| {
+            if let RequestId::String(s) = id {
+                clip(s);
+            }
+        };
+        match self {
+            Diagnostic::JunkLine { excerpt: s }
+            | Diagnostic::ParseError { error: s }
+            | Diagnostic::NotText { reason: s }
+            | Diagnostic::UnhandledNotification { method: s } => clip(s),
+            Diagnostic::InvalidMessage { id: i, reason, .. } => {
+                i.as_mut().map(id);
+                clip(reason);
+            }
+            Diagnostic::TooCostly { id: i, method, .. } => {
+                i.as_mut().map(id);
+                method.as_mut().map(clip);
+            }
+            Diagnostic::Busy { id: i, method, .. } => {
+                id(i);
+                clip(method);
+            }
+            Diagnostic::LateResponse { id: i } => id(i),
+            Diagnostic::UnknownResponse { id: i, error } => {
+                i.as_mut().map(id);
+                if let Some(e) = error {
+                    let mut message = e.message.to_string();
+                    clip(&mut message);
+                    e.message = message.into();
+                    let limit = crate::session::DIAGNOSTIC_TEXT_BYTES;
+                    let large = e
+                        .data
+                        .as_ref()
+                        .is_some_and(|d| !crate::session::channels::encoded_within(d, limit));
+                    if large {
+                        e.data = None;
+                    }
+                }
+            }
+            Diagnostic::Oversized { .. }
+            | Diagnostic::EmptyBatch
+            | Diagnostic::BatchTooLarge { .. }
+            | Diagnostic::OverBudget { .. }
+            | Diagnostic::Dropped { .. } => {}
+        }
+    }
+}
+
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

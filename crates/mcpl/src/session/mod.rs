@@ -110,7 +110,9 @@ pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Recei
 pub use channels::{ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};
-pub use report::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
+pub use report::{
+    clip_text, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, DIAGNOSTIC_TEXT_BYTES,
+};
 pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
     ServerState,

@@ -235,6 +235,109 @@ pub enum HostDiagnostic {
     Connection(crate::peer::Diagnostic),
 }
 
+/// The most bytes a diagnostic keeps of one text the server chose (a method name, an id, a
+/// detail quoting what it sent): past it the text is cut at a character boundary and its
+/// length said ([`clip_text`]). The diagnostics waiting for the application are bounded by
+/// their number; this bounds each one's size, which a server otherwise chose (up to a whole
+/// message).
+pub const DIAGNOSTIC_TEXT_BYTES: usize = 1024;
+
+/// Cuts a text longer than [`DIAGNOSTIC_TEXT_BYTES`] to that many bytes, its end replaced
+/// by `… (N bytes)` naming its length (cut at a character boundary); a text within it is
+/// left as it is, so clipping twice changes nothing.
+pub fn clip_text(s: &mut String) {
+    if s.len() <= DIAGNOSTIC_TEXT_BYTES {
+        return;
+    }
+    let said = format!("… ({} bytes)", s.len());
+    let mut cut = DIAGNOSTIC_TEXT_BYTES.saturating_sub(said.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push_str(&said);
+    s.shrink_to_fit();
+}
+
+impl HostDiagnostic {
+    /// The diagnostic with every text the server chose cut by [`clip_text`]. The host's
+    /// state machine and `host::HostSession` report every diagnostic so.
+    pub fn clipped(mut self) -> HostDiagnostic {
+        use HostDiagnostic as D;
+        match &mut self {
+            D::PrivilegedBeforeReady { method }
+            | D::CapabilityDenied { method, .. }
+            | D::UnexpectedMethod { method }
+            | D::HandlerPanicked { method } => clip_text(method),
+            D::BadParams { method, detail }
+            | D::TagIssue {
+                method,
+                issue: detail,
+            } => {
+                clip_text(method);
+                clip_text(detail);
+            }
+            D::DuplicateEvent { event_id } => clip_text(event_id),
+            D::DeclarationMismatch {
+                method,
+                feature_set,
+                ..
+            } => {
+                clip_text(method);
+                clip_text(feature_set);
+            }
+            D::ReceiptDefect { path, .. } => clip_text(path),
+            D::ChannelRejected { method, id, .. } => {
+                clip_text(method);
+                clip_text(id);
+            }
+            D::ManifestFinding { path, message, .. } => {
+                clip_text(path);
+                clip_text(message);
+            }
+            D::ManifestDefect { message, .. } => clip_text(message),
+            D::ManifestFetchFailed { detail } | D::UnexpectedResponse { id: detail } => {
+                clip_text(detail)
+            }
+            D::HookFailed { server, detail }
+            | D::InjectionRejected {
+                server,
+                reason: detail,
+            }
+            | D::AnswerReplaced {
+                id: server,
+                reason: detail,
+            } => {
+                clip_text(server);
+                clip_text(detail);
+            }
+            D::LifecycleNotSent {
+                inference_id,
+                detail,
+            } => {
+                clip_text(inference_id);
+                clip_text(detail);
+            }
+            D::OutgoingNotCompleted {
+                inference_id,
+                channel_id,
+                detail,
+            } => {
+                clip_text(inference_id);
+                clip_text(channel_id);
+                clip_text(detail);
+            }
+            #[cfg(feature = "runtime")]
+            D::Connection(d) => d.clip(clip_text),
+            D::ManifestUnparseable { .. }
+            | D::ManifestFetchDropped { .. }
+            | D::EventDropped { .. }
+            | D::DiagnosticsDropped { .. } => {}
+        }
+        self
+    }
+}
+
 /// Something the application should act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HostEvent {

@@ -859,8 +859,10 @@ impl HostState {
         }
     }
 
+    /// Outputs a diagnostic, each text the server chose in it clipped
+    /// ([`HostDiagnostic::clipped`]).
     fn diag(&mut self, d: HostDiagnostic) {
-        self.out.push_back(HostOutput::Diagnostic(d));
+        self.out.push_back(HostOutput::Diagnostic(d.clipped()));
     }
 
     fn report(&mut self, diags: Diagnostics) {
