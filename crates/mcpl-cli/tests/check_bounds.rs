@@ -276,3 +276,58 @@ fn a_frame_over_the_parsed_cost_bound_is_discarded_unbuilt_and_reported() {
     assert!(detail.contains("units parsed"), "{detail}");
     assert_eq!(code, 1, "{doc:#}");
 }
+
+/// The checker's peak resident memory (`VmHWM`, read from `/proc` until it exits) while it
+/// checks the scripted server in `mode` (`--quick`), and its exit code.
+#[cfg(target_os = "linux")]
+fn peak_rss_kib(mode: &str) -> (u64, Option<i32>) {
+    let mut child = StdCommand::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "2",
+            "--watch",
+            "0",
+        ])
+        .args(["--", FIXTURE, mode])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let guard = std::time::Instant::now() + GUARD;
+    let mut peak = 0;
+    loop {
+        // The peak so far: nothing is missed between two reads.
+        if let Ok(s) = std::fs::read_to_string(&status) {
+            let hwm = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+            peak = peak.max(hwm.unwrap_or(0));
+        }
+        if let Some(code) = child.try_wait().unwrap() {
+            return (peak, code.code());
+        }
+        assert!(std::time::Instant::now() < guard, "the check never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Notifications under 40 distinct 8 MiB method names: the checker counts the methods a
+/// server sends by name (for `waitFor` steps), and kept each whole name (320 MiB here; up to
+/// 256 names of 16 MiB, 4 GiB). A name longer than any `waitFor` may give is not counted
+/// now, and the run stays within the frame queue's bound.
+#[cfg(target_os = "linux")]
+#[test]
+fn method_names_the_checker_counts_are_bounded() {
+    let (peak, code) = peak_rss_kib("long-methods");
+    assert_eq!(code, Some(0), "it ran (the names only warn)");
+    assert!(
+        peak < 200 * 1024,
+        "the checker peaked at {} MiB",
+        peak / 1024
+    );
+}

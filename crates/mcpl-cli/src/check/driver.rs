@@ -226,6 +226,11 @@ struct Session {
 /// invent any number).
 const MAX_METHODS_COUNTED: usize = 256;
 
+/// The longest method name [`Session::methods_seen`] counts, in bytes (a hostile server can
+/// send one as long as a whole message, and 256 of them were kept whole): no method of MCP
+/// or MCPL comes near it, and a `waitFor` step for a longer one waits its whole time.
+const MAX_COUNTED_NAME_BYTES: usize = 256;
+
 /// At most this many feature-set names are remembered as used (the sets later sessions
 /// disable in turn; only the first [`sessions::MAX_DISABLED_IN_TURN`] are).
 const MAX_USED_SETS: usize = 64;

@@ -228,7 +228,9 @@ impl Session {
     ) {
         if let Some(n) = self.methods_seen.get_mut(method) {
             *n += 1;
-        } else if self.methods_seen.len() < MAX_METHODS_COUNTED {
+        } else if self.methods_seen.len() < MAX_METHODS_COUNTED
+            && method.len() <= MAX_COUNTED_NAME_BYTES
+        {
             self.methods_seen.insert(method.to_owned(), 1);
         }
         self.foreign.note(method);
