@@ -278,9 +278,9 @@ fn a_frame_over_the_parsed_cost_bound_is_discarded_unbuilt_and_reported() {
 }
 
 /// The checker's peak resident memory (`VmHWM`, read from `/proc` until it exits) while it
-/// checks the scripted server in `mode` (`--quick`), and its exit code.
+/// checks `-- SERVER…` (`--quick`), and its exit code; fails past [`GUARD`].
 #[cfg(target_os = "linux")]
-fn peak_rss_kib(mode: &str) -> (u64, Option<i32>) {
+fn peak_rss_kib(server: &[&str]) -> (u64, Option<i32>) {
     let mut child = StdCommand::new(env!("CARGO_BIN_EXE_mcpl"))
         .args([
             "check",
@@ -291,7 +291,8 @@ fn peak_rss_kib(mode: &str) -> (u64, Option<i32>) {
             "--watch",
             "0",
         ])
-        .args(["--", FIXTURE, mode])
+        .arg("--")
+        .args(server)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -311,7 +312,14 @@ fn peak_rss_kib(mode: &str) -> (u64, Option<i32>) {
         if let Some(code) = child.try_wait().unwrap() {
             return (peak, code.code());
         }
-        assert!(std::time::Instant::now() < guard, "the check never ended");
+        if std::time::Instant::now() > guard {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the check never ended (its memory peaked at {} MiB)",
+                peak / 1024
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -323,8 +331,34 @@ fn peak_rss_kib(mode: &str) -> (u64, Option<i32>) {
 #[cfg(target_os = "linux")]
 #[test]
 fn method_names_the_checker_counts_are_bounded() {
-    let (peak, code) = peak_rss_kib("long-methods");
+    let (peak, code) = peak_rss_kib(&[FIXTURE, "long-methods"]);
     assert_eq!(code, Some(0), "it ran (the names only warn)");
+    assert!(
+        peak < 200 * 1024,
+        "the checker peaked at {} MiB",
+        peak / 1024
+    );
+}
+
+/// A server that floods requests and never reads what the checker writes (`yes` after its
+/// `initialize` answer): the checker answers each, and once its answers fill the pipe its
+/// writer waits for good. The answers were queued without bound while it read on, and when
+/// the session ended the checker waited for that writer for ever. Now it stops reading
+/// while `conn::UNSENT_BYTES` of its own frames wait, and gives up on writing them once the
+/// session ends (within `--timeout`), so the run ends within its bound (`mcpl check --help`),
+/// here 43 × 2 + 2.5 s; the guard only catches a hung run.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_server_that_never_reads_neither_holds_the_checker_nor_fills_its_memory() {
+    let init = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2024-11-05","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}"#;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let script = format!("read line; echo '{init}'; exec yes '{ping}'");
+    let (peak, code) = peak_rss_kib(&["sh", "-c", &script]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a complete run: its requests went unanswered"
+    );
     assert!(
         peak < 200 * 1024,
         "the checker peaked at {} MiB",

@@ -18,7 +18,8 @@
 //! [`JUNK_CHARS`] characters; frames received and not yet judged hold at most
 //! [`QUEUED_BYTES`] per connection, counting each as its text plus [`UNIT_BYTES`] per
 //! parsed-cost unit, and every event (junk and discarded frames too) its queue slot,
-//! [`EVENT_BYTES`] (past it the pump stops reading, so the server's writes block); the
+//! [`EVENT_BYTES`] (past it the pump stops reading, so the server's writes block), and so
+//! do the checker's own frames the server has not read yet, [`UNSENT_BYTES`]; the
 //! transcript holds at most
 //! [`TRANSCRIPT_BYTES`] and records the first [`TRANSCRIPT_JUNK`] non-JSON frames, counting
 //! what it leaves out in a last `{"direction": "note", "omitted": {frames, junk}}` line.
@@ -41,6 +42,12 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 /// Bytes of received frames queued for the checker to judge, per connection: text and
 /// parsed values (estimated at [`UNIT_BYTES`] per [`mcpl::jsonrpc::parsed_cost`] unit).
 pub const QUEUED_BYTES: usize = 32 * 1024 * 1024;
+/// Bytes of the checker's own frames (its answers, above all) queued for a server that has
+/// not read them, per connection: past it the pump stops reading, so a server that writes
+/// without reading (its writes then block) cannot make the checker queue answers without
+/// bound; one whose requests the checker answers at length (an unknown feature set's name
+/// is echoed in the error's `data`) had it queue 8 MiB per push.
+pub const UNSENT_BYTES: usize = 32 * 1024 * 1024;
 /// The bytes one parsed-cost unit is counted as in [`QUEUED_BYTES`] (a `serde_json::Value`
 /// is 32 bytes; an object counts 20 units, about its map node).
 pub const UNIT_BYTES: usize = 32;
@@ -203,12 +210,17 @@ type Arrival = (Event, usize, Instant);
 pub struct Conn {
     /// Messages for the pump to write; dropped first to end the pump.
     out: Option<UnboundedSender<String>>,
+    /// Dropped with `out`: the pump then writes what is still queued within its bound and
+    /// gives up on a server that does not read it.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     rx: Receiver<Arrival>,
     /// An event that arrived after the deadline of the `recv` that took it: the next `recv`
     /// returns it first.
     held: std::cell::RefCell<Option<Arrival>>,
     /// Bytes of the frames in `rx` ([`QUEUED_BYTES`]).
     queued: Arc<AtomicUsize>,
+    /// Bytes of the frames sent and not yet written ([`UNSENT_BYTES`]).
+    unsent: Arc<AtomicUsize>,
     pump: Option<JoinHandle<()>>,
     transcript: Option<Transcript>,
     /// A spawned server's exit (`exit status: 3`), sent once it has exited.
@@ -239,7 +251,9 @@ impl Conn {
         let (out, out_rx) = unbounded_channel::<String>();
         let tr = transcript.clone();
         let queued = Arc::new(AtomicUsize::new(0));
-        let pump_queued = queued.clone();
+        let unsent = Arc::new(AtomicUsize::new(0));
+        let counts = (queued.clone(), unsent.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel();
         let (exit_tx, exit_rx) = mpsc::channel::<String>();
         let stderr = Tail::default();
         let tail = stderr.clone();
@@ -253,15 +267,18 @@ impl Conn {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                pump(opened, events, out_rx, tr, timeout, pump_queued).await;
+                let ends = (timeout, stopped);
+                pump(opened, events, out_rx, tr, ends, counts).await;
             });
         });
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Conn {
                 out: Some(out),
+                stop: Some(stop),
                 rx,
                 held: std::cell::RefCell::new(None),
                 queued,
+                unsent,
                 pump: Some(pump),
                 transcript,
                 exit: Some(exit_rx),
@@ -286,10 +303,14 @@ impl Conn {
         if let Some(t) = &self.transcript {
             t.write("sent", message.clone());
         }
-        self.out
-            .as_ref()
-            .and_then(|out| out.send(message.to_string()).ok())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
+        let text = message.to_string();
+        let len = text.len();
+        self.unsent.fetch_add(len, Ordering::Relaxed);
+        let sent = self.out.as_ref().and_then(|out| out.send(text).ok());
+        if sent.is_none() {
+            self.unsent.fetch_sub(len, Ordering::Relaxed);
+        }
+        sent.ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
     }
 
     /// From now on, the connection reads as ended once `bound` has passed: however the
@@ -362,6 +383,7 @@ impl Drop for Conn {
         // Ends the pump: it closes the transport and kills a child (the run is over: a
         // server that would not exit on its own must not outlive it).
         self.out = None;
+        self.stop = None;
         if let Some(pump) = self.pump.take() {
             let _ = pump.join();
         }
@@ -441,16 +463,17 @@ async fn open(
     }
 }
 
-/// Moves frames both ways until the [`Conn`] is dropped (its sender closes) or a write
-/// fails, then closes the transport (bounded by `bound`) and ends a child's process group
-/// ([`end_group`]).
+/// Moves frames both ways until the [`Conn`] is dropped (`stopped` resolves) or a write
+/// fails; then writes what is still queued and closes the transport, both within `bound`
+/// (a server that does not read had held a blocked write, and the checker, for ever), and
+/// ends a child's process group ([`end_group`]).
 async fn pump(
     opened: Opened,
     events: mpsc::Sender<Arrival>,
     mut out: UnboundedReceiver<String>,
     transcript: Option<Transcript>,
-    bound: Duration,
-    queued: Arc<AtomicUsize>,
+    (bound, stopped): (Duration, tokio::sync::oneshot::Receiver<()>),
+    (queued, unsent): (Arc<AtomicUsize>, Arc<AtomicUsize>),
 ) {
     let Opened {
         transport,
@@ -466,8 +489,11 @@ async fn pump(
     } = transport;
     let read = async {
         loop {
-            // Backpressure: the server's frames wait in its pipe or socket, not here.
-            while queued.load(Ordering::Relaxed) > QUEUED_BYTES {
+            // Backpressure: the server's frames wait in its pipe or socket, not here, also
+            // while it does not read what the checker wrote (its answers among them).
+            while queued.load(Ordering::Relaxed) > QUEUED_BYTES
+                || unsent.load(Ordering::Relaxed) > UNSENT_BYTES
+            {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             // The event and what it holds, counted against [`QUEUED_BYTES`].
@@ -529,23 +555,34 @@ async fn pump(
         // The writer may still be in use; the pump ends when the writer side does.
         std::future::pending::<()>().await;
     };
-    let write = async {
-        while let Some(text) = out.recv().await {
-            if let Err(e) = writer.send(&text).await {
-                let _ = events.send((
-                    Event::Closed(format!("write failed: {e}")),
-                    0,
-                    Instant::now(),
-                ));
-                break;
+    let close_by = {
+        let write = async {
+            while let Some(text) = out.recv().await {
+                let written = writer.send(&text).await;
+                unsent.fetch_sub(text.len(), Ordering::Relaxed);
+                if let Err(e) = written {
+                    let _ = events.send((
+                        Event::Closed(format!("write failed: {e}")),
+                        0,
+                        Instant::now(),
+                    ));
+                    break;
+                }
+            }
+        };
+        tokio::pin!(write);
+        tokio::select! {
+            () = read => tokio::time::Instant::now() + bound,
+            () = &mut write => tokio::time::Instant::now() + bound,
+            _ = stopped => {
+                // What the checker queued last goes out if the server reads it in time.
+                let by = tokio::time::Instant::now() + bound;
+                let _ = tokio::time::timeout_at(by, &mut write).await;
+                by
             }
         }
     };
-    tokio::select! {
-        () = read => {}
-        () = write => {}
-    }
-    let _ = tokio::time::timeout(bound, writer.close()).await;
+    let _ = tokio::time::timeout_at(close_by, writer.close()).await;
     if let Some(child) = child {
         end_group(&child, bound).await;
     }
