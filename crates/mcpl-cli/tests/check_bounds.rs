@@ -340,6 +340,23 @@ fn method_names_the_checker_counts_are_bounded() {
     );
 }
 
+/// Pushes under 40 distinct, undeclared 8 MiB feature-set names: the checker remembers the
+/// sets it sees in use (later sessions disable them in turn), up to 64, and kept each whole
+/// name (320 MiB here, 410 MiB at its peak; 64 of 16 MiB would be 1 GiB). Only a declared
+/// set is remembered now (an undeclared one cannot be disabled), and the run stays within
+/// the frame queue's bound; the pushes still fail `push.feature-set-declared`.
+#[cfg(target_os = "linux")]
+#[test]
+fn feature_set_names_the_checker_remembers_are_bounded() {
+    let (peak, code) = peak_rss_kib(&[FIXTURE, "long-sets"]);
+    assert_eq!(code, Some(1), "the undeclared sets fail");
+    assert!(
+        peak < 200 * 1024,
+        "the checker peaked at {} MiB",
+        peak / 1024
+    );
+}
+
 /// A server that floods requests and never reads what the checker writes (`yes` after its
 /// `initialize` answer): the checker answers each, and once its answers fill the pipe its
 /// writer waits for good. The answers were queued without bound while it read on, and when

@@ -415,7 +415,9 @@ impl Session {
     /// Records a feature-set-tagged use for the §6.4 declaration-mismatch check.
     pub(super) fn note_use(&mut self, feature_set: String, required: Requirement) {
         self.tagged_uses += 1;
-        if self.used_sets.len() < MAX_USED_SETS {
+        // Only a declared set: an undeclared one cannot be disabled, and its name is the
+        // server's to make as long as a message.
+        if self.used_sets.len() < MAX_USED_SETS && self.decls.sets.contains_key(&feature_set) {
             self.used_sets.insert(feature_set.clone());
         }
         if let Some(missing) = policy::declaration_mismatch(&self.decls, &feature_set, required) {
