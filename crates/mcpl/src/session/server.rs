@@ -707,6 +707,7 @@ impl ServerState {
     /// driver whose peer numbers the requests it writes (`server::Server`'s) says so, since
     /// the host names a streaming `inference/request` by the id it read (§11.4: the
     /// `requestId` of its `inference/chunk`s).
+    #[cfg(feature = "runtime")]
     pub(crate) fn sent_as(&mut self, id: u64, wire: RequestId) {
         self.inference.sent_as(id, wire);
     }

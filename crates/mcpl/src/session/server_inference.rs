@@ -87,6 +87,7 @@ impl InferenceRequests {
     /// Request `id` went out under `wire`, not its own id (a driver whose peer numbers
     /// requests itself): the host names its stream by `wire` (§11.4), and its own id names
     /// it no longer.
+    #[cfg(feature = "runtime")]
     pub(crate) fn sent_as(&mut self, id: u64, wire: RequestId) {
         let Some(slot) = self.open.get_mut(&id) else {
             return;
