@@ -1730,6 +1730,32 @@ async fn ignored_notifications_are_reported() {
     assert_eq!(d.code(), "unknown_notification");
 }
 
+/// A diagnostic holds at most `session::DIAGNOSTIC_TEXT_BYTES` of what the host chose,
+/// saying its length: the stream keeps the last 256 diagnostics for a subscriber, and a host
+/// naming its notifications with 4 MiB methods made each of them hold the whole name.
+#[tokio::test]
+async fn a_diagnostic_keeps_the_hosts_text_cut_to_its_bound() {
+    use mcpl::session::DIAGNOSTIC_TEXT_BYTES;
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    let method = format!("vendor/{}", "m".repeat(4 << 20));
+    host.peer
+        .notify_raw(&method, Some(json!({})))
+        .await
+        .unwrap();
+    let d = diags.recv().await.unwrap();
+    let mcpl::server::ServerDiagnostic::UnknownNotification { method: kept, .. } = d else {
+        panic!("{d:?}")
+    };
+    assert!(kept.len() <= DIAGNOSTIC_TEXT_BYTES, "{}", kept.len());
+    assert!(kept.starts_with("vendor/mmm"), "{kept}");
+    assert!(
+        kept.ends_with(&format!("({} bytes)", method.len())),
+        "{kept}"
+    );
+}
+
 /// §5.3 / §6.7 on the server's side of the wire: while the receipt of the initial policy
 /// Request is being written, the session does not yet report the widened grant to senders,
 /// so nothing privileged can be put on the wire ahead of that receipt. Observed from the

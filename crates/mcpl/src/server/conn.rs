@@ -326,6 +326,7 @@ impl Conn {
     /// Reports `d`: logged through `tracing` by its [`DiagnosticKind`] (an author mistake
     /// at `warn` and counted), and sent to every [`Session::diagnostics`] receiver.
     pub(super) fn diagnostic(&self, d: ServerDiagnostic) {
+        let d = d.clipped();
         let server = self.server.info.name.as_str();
         let (kind, code, detail) = (d.kind(), d.code(), d.detail());
         match kind {
@@ -347,7 +348,7 @@ impl Conn {
     /// Puts `d` on the session's diagnostics stream (if anyone subscribed), not logged.
     pub(super) fn stream_diagnostic(&self, d: ServerDiagnostic) {
         if let Some(tx) = self.diag_tx.get() {
-            let _ = tx.send(d);
+            let _ = tx.send(d.clipped());
         }
     }
 

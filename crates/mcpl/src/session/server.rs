@@ -545,7 +545,11 @@ impl ServerState {
     /// The next output, in order; a pending `mcpl/manifestChanged`
     /// ([`Self::manifest_changed`]) comes after everything queued before it was polled.
     pub fn poll_output(&mut self) -> Option<ServerOutput> {
-        self.out.pop_front().or_else(|| {
+        let next = self.out.pop_front().map(|o| match o {
+            ServerOutput::Diagnostic(d) => ServerOutput::Diagnostic(d.clipped()),
+            o => o,
+        });
+        next.or_else(|| {
             let change = self.announce.take()?;
             Some(ServerOutput::Transmit(Transmission::Message(
                 super::server_manifest::announcement(&change),

@@ -195,6 +195,55 @@ pub enum ServerDiagnostic {
 }
 
 impl ServerDiagnostic {
+    /// The diagnostic with every text the host chose cut by [`super::clip_text`] (a method
+    /// name, a version, an error quoting its input …): the diagnostics waiting for the
+    /// application are bounded in number, this bounds each one's size, which the host
+    /// otherwise chose (up to a whole message). [`super::ServerState::poll_output`] and
+    /// `server::Server` report every diagnostic so.
+    pub fn clipped(mut self) -> ServerDiagnostic {
+        use super::clip_text;
+        use ServerDiagnostic as D;
+        match &mut self {
+            D::SendRefused { method, detail, .. }
+            | D::ResultUnencodable {
+                method,
+                error: detail,
+            }
+            | D::InvalidNotification {
+                method,
+                error: detail,
+            } => {
+                clip_text(method);
+                clip_text(detail);
+            }
+            D::HandlerPanicked { method }
+            | D::HandlerFailed { method, .. }
+            | D::UnhandledNotification { method }
+            | D::NotificationDenied { method, .. }
+            | D::UnknownNotification { method, .. }
+            | D::IgnoredNotification { method }
+            | D::UnexpectedNotification { method }
+            | D::NotificationDropped { method, .. } => clip_text(method),
+            D::PolicyMalformed { error, .. } => clip_text(error),
+            D::Policy(p) => clip_text(&mut p.detail),
+            D::HostMcplVersion { version } => clip_text(version),
+            D::InferenceResultMalformed { defects } => defects.iter_mut().for_each(clip_text),
+            #[cfg(feature = "runtime")]
+            D::Connection(d) => d.clip(clip_text),
+            // Bounded where they are read: ids (`jsonrpc::MAX_ID_BYTES`), lifecycle ids
+            // (`LifecycleConfig::max_id_bytes`), the injections the server's own code made.
+            D::InjectionDropped { .. }
+            | D::FallbackExperimentalReplaced
+            | D::FallbackMcplReplaced
+            | D::UnknownInferenceChunk { .. }
+            | D::InferenceChunkDropped { .. }
+            | D::UnexpectedResponse { .. }
+            | D::Lifecycle(_)
+            | D::UserMessageUnredacted => {}
+        }
+        self
+    }
+
     /// The stable machine code, e.g. `injection_dropped`, `lifecycle_second_terminal`.
     pub fn code(&self) -> &'static str {
         use ServerDiagnostic as D;

@@ -285,3 +285,44 @@ fn scalar_hook_params_fail_the_hook_without_a_frame() {
         .iter()
         .any(|o| matches!(o, HostOutput::Diagnostic(HostDiagnostic::HookFailed { .. }))));
 }
+
+/// A diagnostic holds at most [`DIAGNOSTIC_TEXT_BYTES`] of the text the peer chose, saying
+/// its length, at both machines: a host speaking an MCPL "version" of 1 MiB, and a server
+/// notification named with 1 MiB, are reported with that text cut (the server's
+/// diagnostics kept the whole version).
+#[test]
+fn diagnostics_keep_the_peers_text_cut_to_its_bound() {
+    let long = "9".repeat(1 << 20);
+    let mut server = ServerState::new(server_rules());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": long}}}}});
+    server.handle_message(
+        Instant::now(),
+        Message::from_value(init).expect("a request"),
+    );
+    let server_kept = std::iter::from_fn(|| server.poll_output()).find_map(|o| match o {
+        ServerOutput::Diagnostic(ServerDiagnostic::HostMcplVersion { version }) => Some(version),
+        _ => None,
+    });
+    let mut p = Pair::connect(&["tools"], server_rules());
+    let method = format!("vendor/{long}");
+    p.host.handle_message(
+        p.now,
+        Message::Notification(crate::jsonrpc::Notification {
+            method: method.clone(),
+            params: None,
+        }),
+    );
+    p.collect();
+    let host_kept = p.host_out.iter().find_map(|o| match o {
+        HostOutput::Diagnostic(HostDiagnostic::UnexpectedMethod { method }) => Some(method.clone()),
+        _ => None,
+    });
+    // The version is kept as the JSON text it came as: quoted.
+    for (kept, whole) in [(server_kept, long.len() + 2), (host_kept, method.len())] {
+        let kept = kept.expect("reported");
+        assert!(kept.len() <= DIAGNOSTIC_TEXT_BYTES, "{}", kept.len());
+        assert!(kept.ends_with(&format!("({whole} bytes)")), "{kept}");
+    }
+}
