@@ -411,6 +411,9 @@ fn a_malformed_response_is_not_answered() {
     );
     let init = detail(&doc, "initialize.answered");
     assert!(!init.contains("-32601"), "{init}");
+    // Said as what it is, at once: not waited out and reported as silence.
+    assert!(init.contains("invalid response"), "{init}");
+    assert!(!init.contains("no response within"), "{init}");
 }
 
 #[test]

@@ -37,6 +37,10 @@ enum Reply {
     /// already left unanswered ([`Session::cascade_note`]).
     Timeout(Option<String>),
     Closed(String),
+    /// A response under the request's id that is not valid JSON-RPC 2.0 (a result and an
+    /// error both, neither, a malformed error object): an answer no host can use, said at
+    /// once rather than waited out as silence.
+    Invalid(String),
 }
 
 impl Reply {
@@ -47,6 +51,7 @@ impl Reply {
             Reply::Timeout(None) => super::report::NO_RESPONSE.into(),
             Reply::Timeout(Some(note)) => note.clone(),
             Reply::Closed(why) => format!("no response: {why}"),
+            Reply::Invalid(why) => format!("an invalid response ({why})"),
         }
     }
 }

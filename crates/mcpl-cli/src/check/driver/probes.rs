@@ -114,7 +114,7 @@ impl Session {
                     self.rec.record(id, Status::Fail, d);
                 }
             }
-            r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout(_) | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{what}: "), r)
             }
             Reply::Error(e) => self.rec.record(
@@ -172,7 +172,7 @@ impl Session {
                 Status::Fail,
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout(_) | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{set}: "), r)
             }
         }
@@ -416,6 +416,11 @@ impl Session {
             Reply::Timeout(Some(note)) => {
                 self.rec.record(id, Status::Fail, format!("{what}{note}"));
             }
+            Reply::Invalid(why) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{what}answered with an invalid response ({why})"),
+            ),
             _ => self.rec.record(
                 id,
                 Status::Fail,

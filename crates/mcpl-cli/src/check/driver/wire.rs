@@ -179,8 +179,15 @@ impl Session {
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
-                if let (Some(id), true) = (e.id, request_like) {
-                    self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
+                match (e.id, request_like) {
+                    (Some(id), true) => {
+                        self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
+                    }
+                    // The awaited answer, unusable: said now, not waited out as silence.
+                    (Some(id), false) if Some(&id) == awaiting => {
+                        return Handled::Awaited(Reply::Invalid(e.reason));
+                    }
+                    _ => {}
                 }
             }
             Ok(Message::Response(r)) if r.id.is_some() && r.id.as_ref() == awaiting => {
