@@ -587,9 +587,9 @@ fn exit_2_when_ca_is_given_for_a_target_without_tls() {
     }
 }
 
-/// Runs a quick check of `mode` with a transcript; its report and what the strict host
-/// sent in answer to the server's request `id`.
-fn quick_answer_to(mode: &str, id: &str) -> (Value, Value) {
+/// Runs a quick check of `mode` with a transcript; its report and every message the strict
+/// host sent.
+fn quick_sent(mode: &str) -> (Value, Vec<Value>) {
     let dir = std::env::temp_dir().join(format!("mcpl-check-{mode}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.jsonl");
@@ -603,12 +603,24 @@ fn quick_answer_to(mode: &str, id: &str) -> (Value, Value) {
     ]);
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let answer = text
+    let sent = text
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|l| l["direction"] == "sent" && l["message"]["id"] == id)
+        .filter(|l| l["direction"] == "sent")
+        .map(|l| l["message"].clone())
+        .collect();
+    (doc, sent)
+}
+
+/// Runs a quick check of `mode` with a transcript; its report and what the strict host
+/// sent in answer to the server's request `id`.
+fn quick_answer_to(mode: &str, id: &str) -> (Value, Value) {
+    let (doc, sent) = quick_sent(mode);
+    let answer = sent
+        .into_iter()
+        .find(|m| m["id"] == id)
         .unwrap_or_else(|| panic!("{id} is answered"));
-    (doc, answer["message"].clone())
+    (doc, answer)
 }
 
 /// §16.6: admission is decided before tags are read. A push whose only defect is a bare tag
@@ -646,6 +658,23 @@ fn s14_3_the_strict_host_refuses_a_malformed_incoming_message_like_the_host() {
                             "reason": "invalid_message", "code": -32602 }),
         "{answer}"
     );
+}
+
+/// JSON-RPC 2.0 §5: a request whose id cannot be used (`null`, a fraction, an object) fails
+/// `transport.frames-valid` and is answered `-32600` with `id: null`, as the library's peer
+/// answers it; the strict host had left it unanswered.
+#[test]
+fn a_request_whose_id_cannot_be_used_is_answered_with_a_null_id() {
+    let (doc, sent) = quick_sent("odd-ids");
+    assert!(
+        ids_with(&doc, "fail").contains("transport.frames-valid"),
+        "{doc:#}"
+    );
+    let refused: Vec<&Value> = sent
+        .iter()
+        .filter(|m| m.get("id") == Some(&Value::Null) && m["error"]["code"] == -32600)
+        .collect();
+    assert_eq!(refused.len(), 3, "{sent:#?}");
 }
 
 #[test]

@@ -176,12 +176,19 @@ impl Session {
         // (no `method`) never is, as the library's peer reads it (JSON-RPC 2.0 answers
         // requests only, and answering a response can loop).
         let request_like = v.get("method").is_some();
+        let has_id = v.get("id").is_some();
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
                 match (e.id, request_like) {
                     (Some(id), true) => {
                         self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
+                    }
+                    // A request whose id cannot be used (`null`, a fraction, an object …)
+                    // is answered with `id: null`, as the library's peer answers it; one with
+                    // no id is a notification, never answered.
+                    (None, true) if has_id => {
+                        self.answer_as(Value::Null, Err(ErrorObject::invalid_request(e.reason)));
                     }
                     // The awaited answer, unusable: said now, not waited out as silence.
                     (Some(id), false) if Some(&id) == awaiting => {
@@ -212,9 +219,15 @@ impl Session {
     }
 
     pub(super) fn answer(&mut self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
+        self.answer_as(id.to_value(), outcome);
+    }
+
+    /// [`Self::answer`] under the JSON `id` (`null` for a request whose id cannot be read,
+    /// JSON-RPC 2.0 §5).
+    fn answer_as(&mut self, id: Value, outcome: Result<Value, ErrorObject>) {
         let msg = match outcome {
-            Ok(result) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "result": result }),
-            Err(e) => json!({ "jsonrpc": "2.0", "id": id.to_value(), "error": e }),
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(e) => json!({ "jsonrpc": "2.0", "id": id, "error": e }),
         };
         match &mut self.batch {
             Some(answers) => answers.push(msg),
