@@ -3875,8 +3875,8 @@ async fn events_waiting_for_the_application_are_bounded_in_bytes() {
 /// chose (a method name, an id), cut and its length said: the diagnostics waiting for the
 /// application are bounded by their number only, so a server sending notifications under
 /// 4 MiB method names had the host hold 1.28 GB of diagnostics after 300 of them (and log
-/// each whole). Here a method name (`UnexpectedMethod`) and a response id
-/// (`Connection(UnknownResponse)`).
+/// each whole). Here a method name (`UnexpectedMethod`), and a response id, which the id
+/// bound now refuses before any diagnostic holds it (`Connection(InvalidMessage)`).
 #[tokio::test]
 async fn server_chosen_text_in_diagnostics_is_clipped() {
     let long = "m".repeat(100 * 1024);
@@ -3918,11 +3918,15 @@ async fn server_chosen_text_in_diagnostics_is_clipped() {
                 );
                 method = true;
             }
-            HostDiagnostic::Connection(mcpl::peer::Diagnostic::UnknownResponse {
-                id: Some(mcpl::jsonrpc::RequestId::String(s)),
+            // A string id past `jsonrpc::MAX_ID_BYTES` is not read at all: the response is
+            // an invalid message, which says the id's length and keeps none of it.
+            HostDiagnostic::Connection(mcpl::peer::Diagnostic::InvalidMessage {
+                id: None,
+                reason,
                 ..
             }) => {
-                assert!(s.len() <= limit, "{} bytes kept", s.len());
+                assert!(reason.len() <= limit, "{} bytes kept", reason.len());
+                assert!(reason.contains("102400"), "{reason}");
                 id = true;
             }
             _ => {}

@@ -519,28 +519,30 @@ async fn the_readers_own_answers_to_a_peer_that_never_reads_do_not_stop_its_read
     let _write = writer.await.unwrap();
 }
 
-/// The reader's own answers can be far larger than what they answer (an id is echoed, a batch
-/// of tiny invalid entries gets one error object each), so what it holds for a peer that
-/// never reads is bounded in bytes too, not only in frames: here 40 requests with a 1 MiB id
-/// each, answered `-32600` under that id, would otherwise all be read and their 40 MiB of
-/// answers held (1,024 such frames: 1 GiB). The reader stops reading while too much is held,
-/// and once the peer reads, every answer arrives, in order, and the reading resumes.
+/// The reader's own answers can be far larger than what they answer (a batch of tiny invalid
+/// entries gets one error object each, with its id echoed), so what it holds for a peer that
+/// never reads is bounded in bytes too, not only in frames: here 300 batches of 1,000 invalid
+/// requests, 40 KB each, answered by 300 arrays of 1,000 `-32600` errors, about 100 KB each,
+/// would otherwise all be read and their 30 MB of answers held. (Until `jsonrpc::MAX_ID_BYTES`
+/// this was 40 requests under 1 MiB ids each, answered under that id.) The reader stops
+/// reading while too much is held, and once the peer reads, every answer arrives, in order,
+/// and the reading resumes.
 #[tokio::test(start_paused = true)]
 async fn the_readers_own_held_answers_are_bounded_in_bytes_too() {
-    const SENT: usize = 40;
-    const ID_LEN: usize = 1 << 20;
+    const SENT: usize = 300;
+    const ENTRIES: usize = 1000;
     let config = PeerConfig {
         outgoing_capacity: 2,
         ..PeerConfig::default()
     };
     let (transport, read, mut write) = raw(64 * 1024);
     let (_peer, mut incoming) = Peer::new(transport, config);
-    let pad = "x".repeat(ID_LEN);
     let mut writer = tokio::spawn(async move {
         for i in 0..SENT {
-            let invalid = json!({"jsonrpc": "2.0", "id": format!("{i:04}{pad}"), "method": 1});
+            let invalid = json!({"jsonrpc": "2.0", "id": format!("{i:04}"), "method": 1});
+            let batch = Value::Array(vec![invalid; ENTRIES]);
             write
-                .write_all(format!("{invalid}\n").as_bytes())
+                .write_all(format!("{batch}\n").as_bytes())
                 .await
                 .unwrap();
         }
@@ -555,7 +557,7 @@ async fn the_readers_own_held_answers_are_bounded_in_bytes_too() {
     // blocked, i.e. the reader stopped taking the peer's frames.
     assert!(
         tokio::time::timeout(GUARD, &mut writer).await.is_err(),
-        "the reader took in {SENT} MiB of frames whose answers it could not write"
+        "the reader took in {SENT} batches whose answers it could not write"
     );
     let mut lines = BufReader::new(read).lines();
     for i in 0..SENT {
@@ -565,9 +567,12 @@ async fn the_readers_own_held_answers_are_bounded_in_bytes_too() {
             .unwrap()
             .expect("the connection ended before every junk request was answered");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["error"]["code"], codes::INVALID_REQUEST, "answer {i}");
-        let id = v["id"].as_str().expect("answered under its id");
-        assert_eq!(&id[..4], format!("{i:04}"), "answers out of order");
+        let answers = v.as_array().expect("a batch is answered by an array");
+        assert_eq!(answers.len(), ENTRIES, "answer {i}");
+        for a in answers {
+            assert_eq!(a["error"]["code"], codes::INVALID_REQUEST, "answer {i}");
+            assert_eq!(a["id"], format!("{i:04}"), "answers out of order");
+        }
     }
     let _write = tokio::time::timeout(GUARD, writer)
         .await
