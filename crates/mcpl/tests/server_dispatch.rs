@@ -161,6 +161,7 @@ async fn an_answer_for_a_cancelled_request_never_answers_a_later_request_with_it
                 Ok(json!("second"))
             }
         })
+        .method("echo", |_s, p| async move { Ok(p.unwrap_or_default()) })
         .method("probe", move |_s, _p| {
             let probe = probe_tx.clone();
             async move {
@@ -191,12 +192,14 @@ async fn an_answer_for_a_cancelled_request_never_answers_a_later_request_with_it
     hw.write_all(&send(json!({"jsonrpc": "2.0", "id": 1, "method": "first"})))
         .await
         .unwrap();
-    // The host reads nothing: the answers to these pings (ids of 100 KiB each, 6.4 MB in
-    // all) stay held by the server's driver, which then takes no handler answers.
+    // The host reads nothing: the answers to these echoes (100 KiB each, 6.4 MB in all,
+    // answered at once) stay held by the server's driver, which then takes no handler
+    // answers.
     let big = "x".repeat(100 * 1024);
     for i in 0..64 {
-        let ping = json!({"jsonrpc": "2.0", "id": format!("{i}{big}"), "method": "ping"});
-        hw.write_all(&send(ping)).await.unwrap();
+        let echo = json!({"jsonrpc": "2.0", "id": format!("e{i}"), "method": "echo",
+                          "params": {"x": big}});
+        hw.write_all(&send(echo)).await.unwrap();
     }
     hw.write_all(&send(
         json!({"jsonrpc": "2.0", "id": "p1", "method": "probe"}),
