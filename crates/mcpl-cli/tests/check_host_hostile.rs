@@ -234,8 +234,9 @@ async fn pings_with_odd_ids_are_survived() {
     assert_eq!(code, 2);
 }
 
-/// An `initialize` whose id is a 1 MB string (within the 1 MiB message limit) is answered
-/// under that id; the host then closing is reported like any other.
+/// An `initialize` whose id is a 1 MB string (within the 1 MiB message limit, past
+/// `jsonrpc::MAX_ID_BYTES`) is an Invalid Request, answered `-32600` with `id: null` (JSON-RPC
+/// 2.0 §5: an id that cannot be used); the host then closing is reported like any other.
 #[tokio::test]
 async fn initialize_with_a_one_megabyte_id_is_answered() {
     let report = report_path("big-id.json");
@@ -247,8 +248,8 @@ async fn initialize_with_a_one_megabyte_id_is_answered() {
         .unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(answer["id"].as_str().map(str::len), Some(1_000_000));
-    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
     drop(stdin);
     let (code, doc) = report_of(child, &report).await;
     assert!(

@@ -374,6 +374,16 @@ impl Run {
         }
     }
 
+    /// The reply of a request sent with `send_request`, as delivered at its wire position: a
+    /// response that was not valid JSON-RPC comes as a `-32603` error, which the peer also
+    /// reports as an invalid message; that report makes it [`Reply::Invalid`], no answer.
+    fn ordered_reply(&mut self, id: &RequestId, outcome: Result<Value, PeerError>) -> Reply {
+        match self.invalid_answer(id) {
+            Some(why) => Reply::Invalid(why),
+            None => self.reply(outcome),
+        }
+    }
+
     /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent
     /// since the last one did (they were dropped unreported: a host answering under the
     /// wrong id read as a silent one).
@@ -469,14 +479,15 @@ impl Run {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {
-                        answer = Some(self.reply(outcome));
-                    } else if r.id.is_some() && r.id == ping_id {
+                        answer = Some(self.ordered_reply(&first_id, outcome));
+                    } else if let Some(ping) = ping_id.as_ref().filter(|p| r.id.as_ref() == Some(p))
+                    {
                         // An invalid answer to the request, reported meanwhile, may have come
                         // before this one or after: it counts as first, so no order is read
                         // from it.
                         self.settle_invalid(&first_id, None, &mut answer, &mut pong);
                         ping_first = answer.is_none();
-                        pong = Some(self.reply(outcome));
+                        pong = Some(self.ordered_reply(ping, outcome));
                     }
                 }
                 Ok(Some(Ordered::Message(m))) => self.handle(m).await,
