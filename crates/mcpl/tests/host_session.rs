@@ -18,6 +18,32 @@ use serde_json::{json, Value};
 mod raw;
 use raw::init_result;
 
+/// A session connecting over `peer`/`incoming` to the server the test speaks for on `raw`:
+/// `initialize` answered with `manifest`, then the policy Request (after
+/// `notifications/initialized`) accepted.
+async fn connect_raw(
+    peer: Peer,
+    incoming: mcpl::peer::Incoming,
+    raw: &mut raw::Raw,
+    cfg: HostConfig,
+    manifest: Value,
+) -> (HostSession, HostStreams) {
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = raw.recv().await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(manifest))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    connect.await.unwrap().unwrap()
+}
+
 /// The scripted server side of one connection.
 struct Server {
     peer: Peer,
@@ -3563,24 +3589,14 @@ async fn the_readers_own_answers_held_at_the_servers_eof_are_still_written() {
         ..PeerConfig::default()
     };
     let (peer, incoming, mut raw) = raw::raw_peer_with(small, 256);
-    let connect = tokio::spawn(HostSession::connect_peer(
+    let (_session, _streams) = connect_raw(
         peer,
         incoming,
+        &mut raw,
         config(&["tools"]),
-    ));
-    let init = raw.recv().await;
-    assert_eq!(init["method"], "initialize");
-    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
-                         "result": init_result(Some(full_manifest()))}))
-        .await;
-    let mut policy = raw.recv().await;
-    if policy["method"] == "notifications/initialized" {
-        policy = raw.recv().await;
-    }
-    assert_eq!(policy["method"], "featureSets/update");
-    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
-        .await;
-    let (_session, _streams) = connect.await.unwrap().unwrap();
+        full_manifest(),
+    )
+    .await;
     // Junk the host answers while the server does not read, then the end of its output.
     for _ in 0..JUNK {
         raw.send("{not json").await;
@@ -3615,18 +3631,7 @@ async fn after_the_servers_eof_a_handler_that_never_answers_does_not_keep_the_dr
         Box::pin(std::future::pending())
     }));
     let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
-    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
-    let init = raw.recv().await;
-    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
-                         "result": init_result(Some(full_manifest()))}))
-        .await;
-    let mut policy = raw.recv().await;
-    if policy["method"] == "notifications/initialized" {
-        policy = raw.recv().await;
-    }
-    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
-        .await;
-    let (_session, mut streams) = connect.await.unwrap().unwrap();
+    let (_session, mut streams) = connect_raw(peer, incoming, &mut raw, cfg, full_manifest()).await;
     raw.send_json(
         json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
                          "params": { "featureSet": "assist", "messages": [] }}),
@@ -3736,18 +3741,7 @@ async fn s11_4_a_cancelled_requests_sink_does_not_stream_into_a_new_request_unde
         },
     ));
     let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
-    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
-    let init = raw.recv().await;
-    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
-                         "result": init_result(Some(m))}))
-        .await;
-    let mut policy = raw.recv().await;
-    if policy["method"] == "notifications/initialized" {
-        policy = raw.recv().await;
-    }
-    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
-        .await;
-    let (_s, _streams) = connect.await.unwrap().unwrap();
+    let (_s, _streams) = connect_raw(peer, incoming, &mut raw, cfg, m).await;
     let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "inference/request",
                      "params": { "featureSet": "assist.stream", "stream": true,
                                  "messages": [{ "role": "user", "content": "hi" }] }});
@@ -3881,22 +3875,14 @@ async fn events_waiting_for_the_application_are_bounded_in_bytes() {
 async fn server_chosen_text_in_diagnostics_is_clipped() {
     let long = "m".repeat(100 * 1024);
     let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
-    let connect = tokio::spawn(HostSession::connect_peer(
+    let (_s, mut streams) = connect_raw(
         peer,
         incoming,
+        &mut raw,
         config(&["pushEvents"]),
-    ));
-    let init = raw.recv().await;
-    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
-                         "result": init_result(Some(full_manifest()))}))
-        .await;
-    let mut policy = raw.recv().await;
-    if policy["method"] == "notifications/initialized" {
-        policy = raw.recv().await;
-    }
-    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
-        .await;
-    let (_s, mut streams) = connect.await.unwrap().unwrap();
+        full_manifest(),
+    )
+    .await;
     raw.send_json(json!({"jsonrpc": "2.0", "method": long}))
         .await;
     raw.send_json(json!({"jsonrpc": "2.0", "id": long, "result": {}}))
