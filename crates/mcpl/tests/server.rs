@@ -765,15 +765,24 @@ async fn s10_5_a_host_starting_turns_without_end_is_held_to_the_limit() {
     }
     sync(&host).await;
     assert_eq!(*ends.lock().unwrap(), ["i0", "i1", "i2", "i3", "i4", "i5"]);
-    let mut limits = 0;
+    // The server's own bound at work, not a §10.5 defect of the host.
+    assert_eq!(notices(&mut diags, "lifecycle_open_turns_limit"), 6);
+}
+
+/// How many diagnostics with `code` are waiting on `diags`, each a `Notice` (the server's
+/// own bound at work, no defect of the host's).
+fn notices(
+    diags: &mut tokio::sync::broadcast::Receiver<mcpl::server::ServerDiagnostic>,
+    code: &str,
+) -> usize {
+    let mut n = 0;
     while let Ok(d) = diags.try_recv() {
-        if d.code() == "lifecycle_open_turns_limit" {
-            // The server's own bound at work, not a §10.5 defect of the host.
+        if d.code() == code {
             assert_eq!(d.kind(), mcpl::server::DiagnosticKind::Notice, "{d}");
-            limits += 1;
+            n += 1;
         }
     }
-    assert_eq!(limits, 6);
+    n
 }
 
 /// §10.5 sets no length for `inferenceId` or `conversationId`, and the server keeps them (each
@@ -809,14 +818,7 @@ async fn s10_5_a_signal_with_an_over_long_id_is_reported_and_changes_nothing() {
     }
     sync(&host).await;
     assert_eq!(*starts.lock().unwrap(), ["ok"]);
-    let mut too_long = 0;
-    while let Ok(d) = diags.try_recv() {
-        if d.code() == "lifecycle_id_too_long" {
-            assert_eq!(d.kind(), mcpl::server::DiagnosticKind::Notice, "{d}");
-            too_long += 1;
-        }
-    }
-    assert_eq!(too_long, 3);
+    assert_eq!(notices(&mut diags, "lifecycle_id_too_long"), 3);
 }
 
 #[tokio::test]
