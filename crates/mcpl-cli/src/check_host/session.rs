@@ -585,10 +585,7 @@ impl Run {
                     // Refused, and judged: a hook this early is one before the receipt.
                     self.judge_hook(req.request().params.as_ref());
                 }
-                let method = capped(other.to_owned(), 120);
-                Err(ErrorObject::invalid_request(format!(
-                    "{method} before initialize"
-                )))
+                Err(mcpl::session::rules::before_initialize(other))
             }
             ToolsList::NAME => Ok(json!({ "tools": [] })),
             other if self.mcp_only && other != Initialize::NAME => {

@@ -256,6 +256,16 @@ pub fn judge_push(
     })
 }
 
+/// The server's answer to a host request other than `initialize` or `ping` before
+/// `initialize` (MCP's lifecycle): `-32600`, naming the method (cut to
+/// [`super::DIAGNOSTIC_TEXT_BYTES`], as the host chose it). The server session and
+/// `mcpl check-host` answer by it.
+pub fn before_initialize(method: &str) -> ErrorObject {
+    let mut method = method.to_owned();
+    super::clip_text(&mut method);
+    ErrorObject::invalid_request(format!("{method} before initialize"))
+}
+
 /// The host application's `inference/request` result, checked before it is sent (§11.3, by
 /// [`crate::protocol::inference::result_defects`]): a malformed one is the application's
 /// mistake, answered `-32603` in its place so the server never reads it (and reported by

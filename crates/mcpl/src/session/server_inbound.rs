@@ -144,11 +144,7 @@ pub(crate) fn route_host_request(
     match method {
         "initialize" => return Ok(RequestRoute::Initialize),
         "ping" => return Ok(RequestRoute::Ping),
-        _ if !initialized => {
-            return Err(ErrorObject::invalid_request(format!(
-                "{method} before initialize"
-            )))
-        }
+        _ if !initialized => return Err(super::rules::before_initialize(method)),
         _ => {}
     }
     let Some(info) = crate::protocol::method_info(method) else {
