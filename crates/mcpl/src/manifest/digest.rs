@@ -9,13 +9,18 @@
 //! manifest.
 //!
 //! Readings where §17.2 is silent, each resolved fail-closed and documented here:
-//! - Identifier positions are those of the conformance file's `identifierPositions`, plus
-//!   every root member name other than `version`, `revision` and `featureSets`, plus every
-//!   object member name at any depth beneath such a capability member (through arrays too).
+//! - Identifier positions are those §17.2 lists: every root member name other than
+//!   `version`, `revision` and `featureSets` and every object member name at any depth
+//!   beneath such a capability member (through arrays too), feature-set names, `uses`,
+//!   `coreTags`, `tags` keys, `implies`, `keyed` keys and `values`, rule matchers. A tag's
+//!   `facet` is not among them: the conformance file's `identifierPositions` adds
+//!   `tags.*.facet` as its own fail-closed reading, but §17.2 names the only refusal and its
+//!   positions, so a `facet` is hashed as any string (a digest that refused it would make a
+//!   host grant that server nothing where other implementations digest it).
 //! - In list-valued identifier positions (`keyed.*.values`, `suggestedTreatment` matchers)
-//!   every *string* element is checked; non-string elements are hashed verbatim. A `facet`
-//!   is checked only when it is a string. A set-declared array with any non-string member is
-//!   hashed verbatim with no check at all (§17.2 second totality corollary).
+//!   every *string* element is checked; non-string elements are hashed verbatim. A
+//!   set-declared array with any non-string member is hashed verbatim with no check at all
+//!   (§17.2 second totality corollary).
 //! - `suggestedTreatment.*` means every element of the rule list (or every member value, if a
 //!   non-conforming server sent an object).
 
@@ -439,7 +444,8 @@ impl Writer {
     }
 
     /// A `tagOntology` value (§16.4): `coreTags` and `tags.*.implies` are sets; `tags` and
-    /// `keyed` keys, `keyed.*.values`, `tags.*.facet` and rule matchers are identifiers.
+    /// `keyed` keys, `keyed.*.values` and rule matchers are identifiers (§17.2; a `facet`
+    /// is not, see the module docs).
     pub(crate) fn tag_ontology(&mut self, v: &Value, path: &Path<'_>) -> Result<(), DigestError> {
         let Value::Object(map) = v else {
             jcs::write_value(&mut self.out, v);
@@ -480,11 +486,6 @@ impl Writer {
             let sub = Path::Member(path, name);
             match (name, member) {
                 ("implies", _) => w.set_array(member, &sub),
-                ("facet", Value::String(s)) => {
-                    w.ident(s, &sub)?;
-                    w.checked_string(s);
-                    Ok(())
-                }
                 _ => {
                     jcs::write_value(&mut w.out, member);
                     Ok(())
@@ -689,7 +690,6 @@ mod tests {
                 onto(json!({"tags":{"v:t":{"implies":["v:bad imp"]}}})),
                 "v:bad imp",
             ),
-            (onto(json!({"tags":{"v:t":{"facet":"bad f"}}})), "bad f"),
             (onto(json!({"keyed":{"bad k":{"values":["a"]}}})), "bad k"),
             (
                 onto(json!({"keyed":{"k":{"values":["ok",1,"bad v"]}}})),
@@ -744,6 +744,22 @@ mod tests {
         assert!(!is_identifier(""));
         assert!(!is_identifier("before user"));
         assert!(!is_identifier("caf\u{e9}"));
+    }
+
+    /// §17.2 lists the identifier positions, and a tag's `facet` is not one of them (the
+    /// conformance file's `identifierPositions` adds it): a facet that is no identifier is
+    /// hashed as the string it is, never refused, as every other free position.
+    #[test]
+    fn s17_2_a_facet_is_not_an_identifier_position() {
+        let m = json!({"version":"0.5","featureSets":{"f":{"uses":["pushEvents"],
+            "tagOntology":{"tags":{"v:t":{"facet":"my facet \u{e9}"}}}}}});
+        assert_eq!(
+            canonical_json(&m).unwrap(),
+            "{\"featureSets\":{\"f\":{\"tagOntology\":{\"tags\":{\"v:t\":{\"facet\":\"my facet \u{e9}\"}}},\"uses\":[\"pushEvents\"]}},\"version\":\"0.5\"}"
+        );
+        let named = json!({"version":"0.5","featureSets":{"f":{"uses":["pushEvents"],
+            "tagOntology":{"tags":{"v:t":{"facet":"content"}}}}}});
+        assert_ne!(revision(&m).unwrap(), revision(&named).unwrap());
     }
 
     #[test]
