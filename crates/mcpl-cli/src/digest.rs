@@ -159,7 +159,7 @@ fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
                 wrong_shape: false,
             })
         } else {
-            match serde_json::from_str::<Value>(line) {
+            match crate::input::from_str_unique(line) {
                 // A line that is JSON is a manifest document: whatever stops its digest
                 // (including `manifest_not_object`, a §17.2 refusal code) is a refusal,
                 // except a line of the wrong shape for what was asked.

@@ -79,10 +79,11 @@ impl Source {
     }
 }
 
-/// Parses `text` as one JSON document; a parse failure is a usage error naming `name`.
+/// Parses `text` as one JSON document; a parse failure (a repeated member name included,
+/// [`from_str_unique`]) is a usage error naming `name`.
 pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    serde_json::from_str(text).map_err(|e| {
+    from_str_unique(text).map_err(|e| {
         if text.trim().is_empty() {
             CliError::usage(format!("{name}: empty input, expected a JSON document"))
         } else {
@@ -90,6 +91,95 @@ pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
         }
         .with_hint("the input must be one JSON document")
     })
+}
+
+/// Parses one JSON document as `serde_json::from_str` does, refusing an object that repeats
+/// a member name ("duplicate member name \"x\" at line L column C").
+///
+/// Reading: the §17.2 digest is JCS, which canonicalises I-JSON only (RFC 8785 §3.1), and
+/// I-JSON forbids duplicate names (RFC 7493 §2.3). A parser that keeps the last (or first)
+/// of them would digest, validate, diff or grant a manifest the document does not uniquely
+/// say, silently; so every tool refuses the document instead (exit 2, like input that is not
+/// JSON). Depth stays bounded by serde_json's recursion limit.
+pub fn from_str_unique(text: &str) -> Result<Value, serde_json::Error> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = Unique.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// A [`Value`] deserialised with duplicate member names refused ([`from_str_unique`]).
+struct Unique;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Unique {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(Unique)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Unique {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        // The parser yields finite numbers only; a non-finite one has no JSON spelling.
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number out of range"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Unique)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = serde_json::Map::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if members.contains_key(&name) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate member name {name:?} (I-JSON, RFC 7493 §2.3: a manifest \
+                     names each member once, or it has no one §17.2 canonical form)"
+                )));
+            }
+            let value = map.next_value_seed(Unique)?;
+            members.insert(name, value);
+        }
+        Ok(Value::Object(members))
+    }
 }
 
 /// What the input document is, as `--manifest` / `--initialize` say, or detected.

@@ -378,3 +378,41 @@ fn readme_digest_lines_example_is_true() {
     );
     assert!(o.stdout.contains("rename it"), "{}", o.stdout);
 }
+
+/// RFC 8785 §3.1 canonicalises I-JSON only, and I-JSON (RFC 7493 §2.3) forbids duplicate
+/// member names: a document repeating a name has no one canonical form (which of the two is
+/// the manifest?). It is refused, naming the member and where it repeats, at any depth and
+/// under `--lines`, never digested as whichever value the parser kept.
+#[test]
+fn duplicate_member_names_are_refused() {
+    let root = r#"{"version":"0.5","version":"0.6"}"#;
+    let o = run(&["digest", "--canonical"], Some(root));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.contains("duplicate member name \"version\"")
+            && o.stderr.contains("line 1 column"),
+        "{}",
+        o.stderr
+    );
+    let nested = r#"{"version":"0.5","featureSets":{"a":{"description":"d","uses":["tools"]},
+        "a":{"description":"d","uses":["pushEvents"]}}}"#;
+    let o = run(&["digest"], Some(nested));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("duplicate member name \"a\"") && o.stderr.contains("line 2"),
+        "{}",
+        o.stderr
+    );
+    let input = format!("{}\n{root}\n", worked_example());
+    let o = run(&["digest", "--lines"], Some(&input));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.stdout);
+    assert_eq!(lines[0], WORKED_REVISION);
+    assert!(
+        lines[1].starts_with("error: invalid_json: line 2: duplicate member name \"version\""),
+        "{}",
+        lines[1]
+    );
+}

@@ -246,3 +246,21 @@ fn bad_input_not_json_wrong_type_missing_file() {
     let o = run(&["validate"], None);
     assert_eq!(o.code, 2, "FILE is required");
 }
+
+/// A manifest repeating a member name is not one manifest (I-JSON, RFC 7493 §2.3; the
+/// §17.2 digest is JCS over I-JSON, RFC 8785 §3.1): validate refuses it (exit 2, naming the
+/// member) instead of judging whichever declaration the parser kept. Here the kept one is
+/// valid and the other is not.
+#[test]
+fn a_manifest_repeating_a_member_name_is_refused() {
+    let text = r#"{"version":"0.5","pushEvents":true,"featureSets":{
+        "demo.push":{"description":"Push","uses":["bogus"]},
+        "demo.push":{"description":"Push","uses":["pushEvents"]}}}"#;
+    let o = run(&["validate", "-"], Some(text));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("duplicate member name \"demo.push\""),
+        "{}",
+        o.stderr
+    );
+}
