@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use mcpl::manifest::digest;
 use serde_json::{json, Value};
 
-use crate::input::{detection_note, manifest_of, Shape, ShapeArgs, Source};
+use crate::input::{
+    detection_note, manifest_of, too_large, Shape, ShapeArgs, Source, MAX_INPUT_BYTES,
+};
 use crate::term::{compact_json, emit, emit_err, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
 
 /// Arguments of `mcpl digest`.
@@ -141,50 +143,91 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
     }
 }
 
-/// `--lines`: every line gets exactly one output line, so results stay aligned with input.
+/// `--lines`: every line gets exactly one output line, so results stay aligned with input,
+/// written as the line is read (memory stays bounded by one line however long the input).
 /// Exit 2 if any line was not JSON (or blank) or was read as an `initialize` without a
 /// `capabilities` object, else 1 if any JSON line got no digest (an identifier refusal, a
-/// non-object, an initialize result without MCPL), else 0.
+/// non-object, an initialize result without MCPL), else 0. A line longer than
+/// [`MAX_INPUT_BYTES`] ends the run there (exit 2, on stderr): where the next line starts
+/// cannot be known without reading all of it.
 fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
-    let text = source.read_text()?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let mut out = String::new();
+    use std::io::{BufRead, Read, Write};
+    let mut reader = source.open()?;
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     let mut worst = EXIT_OK;
-    for (i, line) in text.lines().enumerate() {
-        let outcome = if line.trim().is_empty() {
-            Err(Refusal {
+    let mut buf = Vec::new();
+    for i in 0.. {
+        buf.clear();
+        let read = (&mut reader)
+            .take(MAX_INPUT_BYTES as u64 + 2)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CliError::usage(format!("{}: cannot read: {e}", source.name())))?;
+        if read == 0 {
+            break;
+        }
+        let mut line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        line = line.strip_suffix(b"\r").unwrap_or(line);
+        if i == 0 {
+            line = line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line);
+        }
+        if line.len() > MAX_INPUT_BYTES {
+            let _ = stdout.flush();
+            return Err(too_large(source.name(), Some(i + 1)));
+        }
+        let outcome = match std::str::from_utf8(line) {
+            Err(e) => Err(Refusal {
                 code: "invalid_json",
-                detail: format!("line {}: blank line, expected a JSON manifest", i + 1),
+                detail: format!(
+                    "line {}: not UTF-8 text (invalid byte at offset {})",
+                    i + 1,
+                    e.valid_up_to()
+                ),
                 refused: false,
                 wrong_shape: false,
-            })
-        } else {
-            match crate::input::from_str_unique(line) {
-                // A line that is JSON is a manifest document: whatever stops its digest
-                // (including `manifest_not_object`, a §17.2 refusal code) is a refusal,
-                // except a line of the wrong shape for what was asked.
-                Ok(doc) => digest_one(&doc, args.shape.shape()).map_err(|r| Refusal {
-                    refused: !r.wrong_shape,
-                    ..r
-                }),
-                Err(e) => Err(Refusal {
-                    code: "invalid_json",
-                    detail: format!("line {}: {e}", i + 1),
-                    refused: false,
-                    wrong_shape: false,
-                }),
-            }
+            }),
+            Ok(line) => one_line(args, i, line),
         };
-        match outcome {
-            Ok(d) => out.push_str(&render(args, &d)),
+        let text = match outcome {
+            Ok(d) => render(args, &d),
             Err(r) => {
                 worst = worst.max(if r.refused { EXIT_REFUSED } else { EXIT_USAGE });
-                out.push_str(&render_refusal(args, &r));
+                render_refusal(args, &r)
             }
+        };
+        if stdout.write_all(text.as_bytes()).is_err() {
+            // Nobody reads the answers any more (a closed pipe): stop reading too.
+            break;
         }
     }
-    emit(&out);
+    let _ = stdout.flush();
     Ok(ExitCode::from(worst))
+}
+
+/// The outcome of line `i` (0-based) of `--lines`.
+fn one_line(args: &DigestArgs, i: usize, line: &str) -> Result<digest::ManifestDigest, Refusal> {
+    if line.trim().is_empty() {
+        return Err(Refusal {
+            code: "invalid_json",
+            detail: format!("line {}: blank line, expected a JSON manifest", i + 1),
+            refused: false,
+            wrong_shape: false,
+        });
+    }
+    match crate::input::from_str_unique(line) {
+        // A line that is JSON is a manifest document: whatever stops its digest
+        // (including `manifest_not_object`, a §17.2 refusal code) is a refusal, except a
+        // line of the wrong shape for what was asked.
+        Ok(doc) => digest_one(&doc, args.shape.shape()).map_err(|r| Refusal {
+            refused: !r.wrong_shape,
+            ..r
+        }),
+        Err(e) => Err(Refusal {
+            code: "invalid_json",
+            detail: format!("line {}: {e}", i + 1),
+            refused: false,
+            wrong_shape: false,
+        }),
+    }
 }
 
 #[cfg(test)]

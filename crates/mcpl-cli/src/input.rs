@@ -2,7 +2,7 @@
 //! document: the manifest itself, or an `initialize` result or params, as `--manifest` /
 //! `--initialize` say or as recognised by `protocolVersion`/`serverInfo`/`clientInfo`.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 use serde_json::Value;
 
@@ -35,27 +35,38 @@ impl Source {
         }
     }
 
-    /// Reads the whole source as UTF-8 text. Missing files, unreadable files and invalid
-    /// UTF-8 are usage errors (exit 2) naming the source.
-    pub fn read_text(&self) -> Result<String, CliError> {
-        let bytes = if self.arg == "-" {
-            let mut buf = Vec::new();
-            std::io::stdin()
-                .lock()
-                .read_to_end(&mut buf)
-                .map_err(|e| CliError::usage(format!("<stdin>: cannot read: {e}")))?;
-            buf
-        } else {
-            std::fs::read(&self.arg).map_err(|e| {
-                let what = match e.kind() {
-                    std::io::ErrorKind::NotFound => "no such file".to_owned(),
-                    std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
-                    _ => e.to_string(),
-                };
-                CliError::usage(format!("{}: cannot read: {what}", self.arg))
-                    .with_hint("check the path, or pass `-` to read from stdin")
-            })?
+    /// Opens the source for reading. A missing or unreadable file is a usage error (exit 2)
+    /// naming it.
+    pub fn open(&self) -> Result<Box<dyn BufRead>, CliError> {
+        if self.arg == "-" {
+            return Ok(Box::new(std::io::stdin().lock()));
+        }
+        let file = std::fs::File::open(&self.arg).map_err(|e| self.read_error(&e))?;
+        Ok(Box::new(std::io::BufReader::new(file)))
+    }
+
+    fn read_error(&self, e: &std::io::Error) -> CliError {
+        let what = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+            _ => e.to_string(),
         };
+        CliError::usage(format!("{}: cannot read: {what}", self.name()))
+            .with_hint("check the path, or pass `-` to read from stdin")
+    }
+
+    /// Reads the whole source as UTF-8 text, at most [`MAX_INPUT_BYTES`]. Missing files,
+    /// unreadable files, a larger input and invalid UTF-8 are usage errors (exit 2) naming
+    /// the source.
+    pub fn read_text(&self) -> Result<String, CliError> {
+        let mut bytes = Vec::new();
+        self.open()?
+            .take(MAX_INPUT_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.read_error(&e))?;
+        if bytes.len() > MAX_INPUT_BYTES {
+            return Err(too_large(self.name(), None));
+        }
         String::from_utf8(bytes).map_err(|e| {
             CliError::usage(format!(
                 "{}: not UTF-8 text (invalid byte at offset {})",
@@ -77,6 +88,25 @@ impl Source {
         let text = self.read_text()?;
         parse_json(self.name(), &text).map_err(|e| e.with_hint(hint))
     }
+}
+
+/// The most bytes an offline tool reads of one input (a file or stdin), and of one line of
+/// `digest --lines`: 64 MiB, four times the largest message the library reads from a
+/// transport ([`mcpl::transport::DEFAULT_MAX_MESSAGE_SIZE`]), so every manifest a server
+/// can send fits. Past it the input is refused (exit 2) without being read further: a file
+/// like `/dev/zero` or an endless pipe is not held in memory.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024 * 1024;
+
+/// The refusal of an input (or of its line `line`) past [`MAX_INPUT_BYTES`].
+pub fn too_large(name: &str, line: Option<usize>) -> CliError {
+    let what = match line {
+        Some(n) => format!("line {n} is longer than"),
+        None => "larger than".to_owned(),
+    };
+    CliError::usage(format!(
+        "{name}: {what} 64 MiB ({MAX_INPUT_BYTES} bytes), the most an offline tool reads"
+    ))
+    .with_hint("a manifest is at most 16 MiB on the wire; pass the manifest itself")
 }
 
 /// Parses `text` as one JSON document; a parse failure (a repeated member name included,

@@ -416,3 +416,46 @@ fn duplicate_member_names_are_refused() {
         lines[1]
     );
 }
+
+/// One input is read up to a bound (64 MiB, four times the largest message the library reads
+/// from a transport), past which it is refused naming the bound, not read to the end: a
+/// file like `/dev/zero` or an endless pipe would otherwise be held whole in memory. Here a
+/// valid manifest padded past the bound.
+#[test]
+fn an_input_past_the_byte_bound_is_refused() {
+    let bound = 64 * 1024 * 1024;
+    let mut input = worked_example().to_string();
+    input.push_str(&" ".repeat(bound + 1 - input.len()));
+    let o = run(&["digest"], Some(&input));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.contains("<stdin>: larger than 64 MiB"),
+        "{}",
+        o.stderr
+    );
+    input.truncate(bound);
+    let o = run(&["digest"], Some(&input));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"));
+}
+
+/// `--lines` reads a line at a time, each line within the same bound, and answers each as it
+/// is read: a line past the bound ends the run there (exit 2) after the lines before it were
+/// answered, since what follows cannot be found without reading all of it.
+#[test]
+fn lines_past_the_byte_bound_end_the_run_after_the_lines_before() {
+    let bound = 64 * 1024 * 1024;
+    let first = worked_example().to_string();
+    let mut long = worked_example().to_string();
+    long.push_str(&" ".repeat(bound + 1 - long.len()));
+    let input = format!("{first}\n{long}\n{first}\n");
+    let o = run(&["digest", "--lines"], Some(&input));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, format!("{WORKED_REVISION}\n"));
+    assert!(
+        o.stderr.contains("<stdin>: line 2 is longer than 64 MiB"),
+        "{}",
+        o.stderr
+    );
+}
