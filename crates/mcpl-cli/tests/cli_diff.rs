@@ -167,3 +167,28 @@ fn bad_input_not_json_wrong_type_missing_file_and_double_stdin() {
     let o = run(&["diff", &a], None);
     assert_eq!(o.code, 2, "NEW is required");
 }
+
+/// §17.5 step 1: a manifest that parses but that the §17.2 digest refuses (here a capability
+/// member named `bad name`) is partially invalid, and the host applies only its removals:
+/// its additions are ignored, not pending. `diff` shows the receipt the host emits for it
+/// (`ManifestReview::on_fetched`), so the removal of `channels.publish` is revoked and the
+/// `inferenceLifecycle` it adds is not `capability-expansion-pending`.
+#[test]
+fn s17_5_a_partially_invalid_new_manifest_shows_only_its_removals() {
+    let a = temp_json("old4.json", &old());
+    let bad = json!({"version":"0.5","pushEvents":true,"inferenceLifecycle":true,
+      "bad name":true,"channels":{"register":true},
+      "featureSets":{"demo.push":{"description":"Push","uses":["pushEvents"]}}});
+    let o = run(&["diff", "--json", &a, "-"], Some(&bad.to_string()));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let impacts = v["impacts"].as_array().unwrap();
+    let revoked = impact(impacts, "capability-revoked", "channels.publish");
+    assert_eq!(revoked["disposition"], "applied");
+    assert!(
+        impacts
+            .iter()
+            .all(|i| i["impact"] != "capability-expansion-pending"),
+        "{impacts:?}"
+    );
+}

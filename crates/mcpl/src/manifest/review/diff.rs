@@ -68,37 +68,38 @@ pub struct ChangeReceipt {
     pub impacts: Vec<Impact>,
 }
 
-/// Offline diff for `mcpl diff OLD NEW` (§17.5 steps 2–3). Host policy is assumed to have
-/// granted everything the old manifest advertised and accepted every tag ontology it carried,
-/// so removals are `capability-revoked`/`applied`, additions
-/// `capability-expansion-pending`/`decision-needed`, a changed ontology
-/// `ontology-acceptance-invalidated`. No consumer rules are known, so
-/// `ontology-reference-undeclared` never appears here. Total over any two JSON values.
+/// Offline diff for `mcpl diff OLD NEW` (§17.5 steps 1–3): the receipt a host emits when it
+/// fetches `new` with `old` in force ([`ManifestReview::on_fetched`]), so the two never
+/// disagree. Host policy is assumed to have granted everything the old manifest advertised
+/// and accepted every tag ontology it carried, so removals are
+/// `capability-revoked`/`applied`, additions `capability-expansion-pending`/`decision-needed`,
+/// a changed ontology `ontology-acceptance-invalidated`. A `new` that parses but that the
+/// digest refuses is partially invalid (§17.5 step 1): only its removals show, its additions
+/// are ignored. An `old` the digest refuses was never in force (a host grants nothing of it,
+/// see the module docs), so everything `new` advertises is pending. No consumer rules are
+/// known, so `ontology-reference-undeclared` never appears here. `domains` are those of the
+/// two manifests as written (§17.3). Total over any two JSON values.
 pub fn diff(old: &Value, new: &Value) -> Diff {
-    let advertised = capability::advertised(old).capabilities;
-    let decls = FeatureSets::from_mcpl(old).0;
-    let grant = Grant::from_set(advertised);
-    let selection = Selection::default();
-    let statuses = policy::derive(&decls, &grant, &selection);
-    let digests: Vec<(&str, String)> = decls
-        .sets
-        .keys()
-        .filter_map(|name| Some((name.as_str(), ontology_digest_of(old, name)?)))
-        .collect();
-    let before = Before {
-        manifest: old,
-        advertised,
-        grant: advertised,
-        statuses: &statuses,
-        accepted: digests.iter().map(|(n, d)| (*n, d.as_str())).collect(),
-        patterns: &[],
-        selection: &selection,
-        outer_tools: false,
+    let at = std::time::SystemTime::UNIX_EPOCH;
+    let impacts = match ManifestReview::initial(old, None, std::iter::empty(), at) {
+        Ok((mut review, _)) => {
+            review.set_grant(Grant::from_set(CapabilitySet::ALL), at, "diff");
+            let names: Vec<String> = review.declarations().sets.keys().cloned().collect();
+            for name in names {
+                // A set without an ontology the digest accepts has none to accept.
+                let _ = review.accept_ontology(&name);
+            }
+            match review.on_fetched(new, None, at).result {
+                FetchResult::Changed(receipt) => receipt.impacts,
+                FetchResult::Unchanged | FetchResult::PreviousStands { .. } => Vec::new(),
+            }
+        }
+        // Unreachable: an empty policy has no malformed pattern.
+        Err(_) => Vec::new(),
     };
-    let after = assess(&before, new);
     Diff {
         domains: changed_domains(old, new),
-        impacts: after.impacts,
+        impacts,
     }
 }
 
