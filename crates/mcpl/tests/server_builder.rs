@@ -214,3 +214,81 @@ fn the_generic_and_the_named_registration_are_one_slot() {
         }
     );
 }
+
+/// A vendor manifest member or an MCP capability given twice under one name: the second
+/// replaced the first silently.
+#[test]
+fn second_manifest_member_or_mcp_capability_of_a_name_is_refused() {
+    let e = build_err(
+        reminders()
+            .manifest_member("acme", json!({"a": true}))
+            .manifest_member("acme", json!({"b": true})),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "manifest_member \"acme\"".into()
+        }
+    );
+    let e = build_err(
+        reminders()
+            .mcp_capability("resources", json!({}))
+            .mcp_capability("resources", json!({"subscribe": true})),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "mcp_capability \"resources\"".into()
+        }
+    );
+}
+
+/// A `manifest_member` is a vendor extension (§17.1: every member is hashed): one named like
+/// a member the builder writes itself (`version`, `revision`, `featureSets`, a capability of
+/// §5.1, `tools`) was dropped silently (`version`, `featureSets`, an advertised capability)
+/// or advertised a capability behind the builder's back; `revision` is derived (§17.1, never
+/// hand-maintained). Each is refused, naming the builder call to use instead.
+#[test]
+fn a_manifest_member_named_like_a_member_the_builder_writes_is_refused() {
+    for (name, instead) in [
+        ("version", "MCPL"),
+        ("revision", "derived"),
+        ("featureSets", "feature_set"),
+        ("pushEvents", "advertise"),
+        ("contextHooks", "advertise"),
+        ("tools", "advertise"),
+    ] {
+        let e = build_err(reminders().manifest_member(name, json!(true)));
+        match &e {
+            BuildError::Manifest(m) => assert!(
+                m.contains(&format!("manifest_member {name:?}")) && m.contains(instead),
+                "{name}: {m}"
+            ),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    reminders()
+        .manifest_member("acme.extension", json!({"x": 1}))
+        .build()
+        .expect("a vendor member builds");
+}
+
+/// A tag ontology given by `tag_ontology` for a set whose `feature_set_declaration` already
+/// carries one: the call replaced the declaration's silently (§16.4: one ontology per set).
+#[test]
+fn tag_ontology_for_a_set_whose_declaration_carries_one_is_refused() {
+    let mut decl = mcpl::policy::FeatureSetDeclaration::new("Alerts", &[Capability::PushEvents]);
+    decl.extra
+        .insert("tagOntology".into(), json!({"tags": {"acme:a": {}}}));
+    let e = build_err(
+        Server::builder("s", "1")
+            .feature_set_declaration("alerts", decl)
+            .tag_ontology("alerts", json!({"tags": {"acme:b": {}}})),
+    );
+    assert_eq!(
+        e,
+        BuildError::DuplicateRegistration {
+            slot: "tag_ontology for feature set \"alerts\"".into()
+        }
+    );
+}

@@ -80,6 +80,29 @@ fn fill<T>(place: &mut Option<T>, value: T, duplicates: &mut Vec<String>, slot: 
     }
 }
 
+/// What to call instead of `manifest_member(name, …)` when the builder writes `name` itself
+/// (`None` for a vendor member). Reading: a vendor member shadowing one of these was dropped
+/// (`version`, `featureSets`, an advertised capability), or advertised a capability the
+/// builder does not know it advertises; refusing it is the fail-closed reading.
+fn written_by_the_builder(name: &str) -> Option<&'static str> {
+    match name {
+        "version" => Some("the builder writes the MCPL version it speaks (\"0.5\")"),
+        "revision" => Some("the revision is derived from the content (§17.1), never given"),
+        "featureSets" => Some("declare feature sets with feature_set or feature_set_declaration"),
+        "tools" => Some(
+            "advertise tools by registering them or with advertise(&[Capability::Tools]): \
+             they are advertised in the outer MCP capabilities (§5.1)",
+        ),
+        _ if Capability::ALL
+            .iter()
+            .any(|c| c.segments().next() == Some(name)) =>
+        {
+            Some("advertise capabilities with advertise or feature_set (§5.1)")
+        }
+        _ => None,
+    }
+}
+
 impl ServerBuilder {
     /// Puts `value` in the handler slot `slot` picks, remembering a second registration.
     pub(super) fn fill_slot<T>(
@@ -187,15 +210,26 @@ impl ServerBuilder {
         self
     }
 
-    /// Any other manifest member (vendor extension), kept verbatim.
+    /// Any other manifest member (vendor extension), kept verbatim. [`Self::build`] refuses
+    /// a second one under the same name ([`BuildError::DuplicateRegistration`]) and one named
+    /// like a member the builder writes itself (`version`, `revision`, `featureSets`, `tools`
+    /// or a §5.1 capability; [`BuildError::Manifest`] names the call to use instead).
     pub fn manifest_member(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.manifest_extra.insert(key.into(), value);
+        let key = key.into();
+        if self.manifest_extra.insert(key.clone(), value).is_some() {
+            self.duplicates.push(format!("manifest_member {key:?}"));
+        }
         self
     }
 
     /// An MCP capability passed through to `initialize` (e.g. `resources`, `prompts`).
+    /// [`Self::build`] refuses a second one under the same name
+    /// ([`BuildError::DuplicateRegistration`]).
     pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
-        self.mcp_capabilities.insert(key.into(), value);
+        let key = key.into();
+        if self.mcp_capabilities.insert(key.clone(), value).is_some() {
+            self.duplicates.push(format!("mcp_capability {key:?}"));
+        }
         self
     }
 
@@ -622,8 +656,11 @@ impl ServerBuilder {
     /// Refuses the mistakes that would otherwise fail silently at run time: a hook or tag
     /// ontology bound to a feature set the builder does not declare
     /// ([`BuildError::UndeclaredFeatureSet`]: it would never run, or never be advertised),
-    /// and a slot registered twice ([`BuildError::DuplicateRegistration`]: the second would
-    /// replace the first). Setters of configuration (`instructions`, `require`,
+    /// a slot registered twice ([`BuildError::DuplicateRegistration`]: the second would
+    /// replace the first; a manifest member, an MCP capability or a set's tag ontology given
+    /// twice included), and a `manifest_member` named like a member the builder writes
+    /// ([`BuildError::Manifest`]: it would be dropped, or advertise behind the builder's
+    /// back). Setters of configuration (`instructions`, `require`,
     /// `lifecycle_config`, `peer_config`) keep their last value.
     pub fn build(self) -> Result<Server, BuildError> {
         if let Some(slot) = self.duplicates.first() {
@@ -654,6 +691,26 @@ impl ServerBuilder {
                     name: name.to_owned(),
                     declared: closest_first(name, self.feature_sets.keys()),
                 });
+            }
+        }
+        for (name, _) in &self.tag_ontologies {
+            if self
+                .feature_sets
+                .get(name)
+                .is_some_and(|d| d.extra.contains_key("tagOntology"))
+            {
+                // The declaration carries one already: the call would replace it.
+                return Err(BuildError::DuplicateRegistration {
+                    slot: format!("tag_ontology for feature set {name:?}"),
+                });
+            }
+        }
+        for name in self.manifest_extra.keys() {
+            if let Some(instead) = written_by_the_builder(name) {
+                return Err(BuildError::Manifest(format!(
+                    "manifest_member {name:?} names a member the builder writes itself \
+                     (a manifest_member is a vendor extension); {instead}"
+                )));
             }
         }
         for (name, d) in &self.feature_sets {
