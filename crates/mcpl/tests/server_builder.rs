@@ -292,3 +292,36 @@ fn tag_ontology_for_a_set_whose_declaration_carries_one_is_refused() {
         }
     );
 }
+
+/// `require` names what the server cannot work without (§6.7); a host grants only what is
+/// advertised (§5.4), so a required path the server does not advertise made every policy
+/// a refusal, on every connection, with nothing at build time to say why. Refused, naming
+/// the path; `tools` counts as advertised when tools are registered or an MCP fallback
+/// (which advertises its own) is set.
+#[test]
+fn require_of_a_capability_the_server_does_not_advertise_is_refused() {
+    use mcpl::policy::Fallback;
+    let e = build_err(reminders().require(
+        &[Capability::PushEvents, Capability::InferenceRequest],
+        Fallback::McpOnly,
+    ));
+    match &e {
+        BuildError::Manifest(m) => assert!(
+            m.contains("require") && m.contains("inferenceRequest") && !m.contains("pushEvents"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let e = build_err(reminders().require(&[Capability::Tools], Fallback::Close));
+    assert!(
+        matches!(&e, BuildError::Manifest(m) if m.contains("tools")),
+        "{e:?}"
+    );
+    remind(reminders(), "remind")
+        .require(
+            &[Capability::Tools, Capability::PushEvents],
+            Fallback::Close,
+        )
+        .build()
+        .expect("registered tools advertise tools");
+}

@@ -141,7 +141,9 @@ impl ServerBuilder {
     /// whose grant lacks any of them is answered `accepted: false` with `fallback`, and the
     /// server does what it names — [`Fallback::McpOnly`] turns MCPL off for the connection
     /// (tools keep working, §3.2), [`Fallback::Close`] closes it after the answer. The
-    /// refusal is testimony only; the host must not widen in response.
+    /// refusal is testimony only; the host must not widen in response. [`Self::build`]
+    /// refuses a required path the server does not advertise ([`BuildError::Manifest`]): no
+    /// host can grant it (§5.4), so every connection would refuse its policy.
     pub fn require(mut self, capabilities: &[Capability], fallback: Fallback) -> Self {
         self.required = Some((capabilities.iter().copied().collect(), fallback));
         self
@@ -710,6 +712,22 @@ impl ServerBuilder {
                 return Err(BuildError::Manifest(format!(
                     "manifest_member {name:?} names a member the builder writes itself \
                      (a manifest_member is a vendor extension); {instead}"
+                )));
+            }
+        }
+        if let Some((required, _)) = &self.required {
+            // `tools` is advertised by registered tools, or by the fallback's own initialize.
+            let mut advertised = self.advertised;
+            if !self.handlers.tools.is_empty() || self.handlers.fallback.is_some() {
+                advertised.insert(Capability::Tools);
+            }
+            let missing = required.difference(advertised);
+            if !missing.is_empty() {
+                return Err(BuildError::Manifest(format!(
+                    "require names {}, which the server does not advertise: a host grants \
+                     only what is advertised (§5.4), so every policy would be refused; \
+                     advertise it (advertise, feature_set or a tool) or leave it out of require",
+                    missing.sorted_paths().join(", ")
                 )));
             }
         }
