@@ -6,6 +6,8 @@
 //! error code; every `sortVectors` entry is checked against [`sort_set`]. The CLI's
 //! `mcpl vectors` and the conformance test both use [`run`].
 
+use std::collections::HashMap;
+
 use super::digest::{canonical_json, revision, sha256_hex, sort_set};
 use serde_json::{json, Value};
 
@@ -77,11 +79,20 @@ pub fn run(file: &Value) -> VectorReport {
             &[]
         }
     };
-    let by_name = |name: &str| {
-        vectors
-            .iter()
-            .find(|v| v.get("name").and_then(Value::as_str) == Some(name))
-    };
+    // Each name is found, and each input digested, once: assertions resolved by scanning
+    // the file and digesting the named vector again took n² steps over n vectors.
+    let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(vectors.len());
+    for (i, v) in vectors.iter().enumerate() {
+        if let Some(name) = v.get("name").and_then(Value::as_str) {
+            // The first vector of a name, as a scan from the start finds it.
+            by_name.entry(name).or_insert(i);
+        }
+    }
+    let revisions: Vec<Option<String>> = vectors
+        .iter()
+        .map(|v| v.get("input").and_then(|input| revision(input).ok()))
+        .collect();
+    let revision_of = |i: usize| revisions.get(i).cloned().flatten();
     for (i, v) in vectors.iter().enumerate() {
         let name = v
             .get("name")
@@ -111,16 +122,19 @@ pub fn run(file: &Value) -> VectorReport {
         } else {
             check_positive(v, input, &mut failures);
         }
-        let rev = revision(input).ok();
+        let rev = revision_of(i);
         for (key, want_equal) in [("sameDigestAs", true), ("differentDigestFrom", false)] {
             let Some(other) = v.get(key).and_then(Value::as_str) else {
                 continue;
             };
-            let Some(other_input) = by_name(other).and_then(|o| o.get("input")) else {
+            let Some(&j) = by_name
+                .get(other)
+                .filter(|&&j| vectors.get(j).is_some_and(|o| o.get("input").is_some()))
+            else {
                 failures.push(format!("{key}: no vector named {other:?}"));
                 continue;
             };
-            let other_rev = revision(other_input).ok();
+            let other_rev = revision_of(j);
             match (&rev, &other_rev) {
                 (Some(a), Some(b)) if (a == b) != want_equal => {
                     failures.push(format!("{key} {other}: {a} vs {b}"));
