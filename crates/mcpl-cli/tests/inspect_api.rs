@@ -686,3 +686,104 @@ fn open_hands_the_tokened_url_to_the_browser() {
     assert_eq!(url, insp.url());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server of the test's own that, once listed, asks the host's model (`inference/request`,
+/// §11) and ends its output (a TCP half-close) while still reading: the answer it reads is
+/// sent on `answers`.
+fn asking_then_ending_server(listener: TcpListener, answers: mpsc::Sender<Value>) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let manifest = json!({ "version": "0.5", "inferenceRequest": true,
+        "featureSets": { "assist": { "uses": ["inferenceRequest"] } } });
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if msg["id"] == "ask" {
+            let _ = answers.send(msg);
+            continue;
+        }
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let result = match method {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "ender", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        writeln!(
+            writer,
+            "{}",
+            json!({ "jsonrpc": "2.0", "id": id, "result": result })
+        )
+        .unwrap();
+        if method == "tools/list" {
+            let ask = json!({ "jsonrpc": "2.0", "id": "ask", "method": "inference/request",
+                "params": { "featureSet": "assist",
+                            "messages": [{ "role": "user", "content": "still there?" }] } });
+            writeln!(writer, "{ask}").unwrap();
+            writer.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+    }
+}
+
+/// A server that ends its output while a request it sent waits for the user's answer:
+/// the connection shows `server ended` (not `ready`) with the request still waiting, the
+/// end is on the event stream and in the log, and the answer still reaches the server.
+/// Before, the connection showed `ready` until it closed.
+#[test]
+fn a_server_that_ends_its_output_is_shown_ended_while_its_request_waits() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, answers) = mpsc::channel();
+    thread::spawn(move || asking_then_ending_server(listener, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    // Not `insp.ready`: the server ends its output as soon as the host has listed its
+    // tools. Each state read follows a change on the event stream.
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    let state = loop {
+        let s = insp.get("/api/state");
+        let ended = s["events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["kind"] == "end"));
+        if ended {
+            break s;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("the end of the server's output was not shown: {s}"));
+    };
+    let conn = &state["connection"];
+    assert_eq!(conn["phase"], "server ended", "{conn}");
+    assert!(
+        conn["detail"].as_str().unwrap_or("").contains("EOF"),
+        "{conn}"
+    );
+    let waiting = &state["pending"][0];
+    assert_eq!(waiting["method"], "inference/request", "{state}");
+    let notes = insp.get("/api/log?limit=500");
+    assert!(
+        notes.to_string().contains("the server ended its output"),
+        "{notes}"
+    );
+    let answered = insp.post(
+        "/api/answer",
+        json!({ "id": waiting["id"], "text": "yes, still here" }),
+    );
+    assert_eq!(answered["ok"], true, "{answered}");
+    let answer = answers
+        .recv_timeout(WAIT)
+        .expect("the answer reaches the server after its EOF");
+    assert_eq!(answer["result"]["content"], "yes, still here", "{answer}");
+}

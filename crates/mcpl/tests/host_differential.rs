@@ -224,6 +224,7 @@ fn norm_event(e: &HostEvent) -> String {
         } => format!("channel {channel_id} {message}"),
         HostEvent::ManifestChange(r) => format!("manifest {r:?}"),
         HostEvent::ModeChanged(m) => format!("mode {}", norm_mode(m)),
+        HostEvent::InputEnded => "input ended".into(),
     }
 }
 

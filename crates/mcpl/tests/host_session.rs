@@ -2749,8 +2749,9 @@ async fn s10_a_hook_answer_past_the_injection_bound_is_refused_whole() {
 }
 
 /// §10.1: the connection closes while the server holds the hook. The fan-out does not wait
-/// for the hook timeout: the hook fails open as closed (`HostState::handle_close`), and the
-/// session reports no `HookFailed` (the server was not late: it is gone).
+/// for the hook timeout: the hook fails open where the server's output ended
+/// (`HostState::handle_eof`, the close's first sign at the host), and the session reports
+/// no `HookFailed` (the server was not late: it is gone).
 #[tokio::test]
 async fn s10_1_a_hook_in_flight_when_the_connection_closes_fails_open_as_closed() {
     let (s, mut streams, server, fan, hook) = hook_in_flight().await;
@@ -2760,7 +2761,7 @@ async fn s10_1_a_hook_in_flight_when_the_connection_closes_fails_open_as_closed(
     assert_eq!(inj.consulted, vec![s.label()]);
     assert_eq!(inj.failures.len(), 1, "{inj:?}");
     assert!(
-        inj.failures[0].detail.contains("connection closed"),
+        inj.failures[0].detail.contains("ended its output"),
         "{}",
         inj.failures[0].detail
     );
@@ -3645,6 +3646,72 @@ async fn after_the_servers_eof_a_handler_that_never_answers_does_not_keep_the_dr
     })
     .await
     .expect("the driver never ended (deadlock guard)");
+}
+
+/// A server that ends its output (EOF) while the application still answers a request it
+/// sent: the application is told at once (`HostEvent::InputEnded`, `input_ended()`), a
+/// hook in flight fails open at once (§10.1) rather than at its deadline (nothing can answer
+/// it), a new hook is not sent, and the request's answer is still written afterwards.
+/// Before, the session looked up and ready until the connection closed, and the hook
+/// waited out its deadline.
+#[tokio::test(start_paused = true)]
+async fn the_servers_eof_is_told_while_its_request_is_still_answered() {
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let mut cfg = config(&[
+        "inferenceRequest",
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let mut release = release_rx.clone();
+        Box::pin(async move {
+            let _ = release.wait_for(|r| *r).await;
+            Ok(json!({ "content": [{ "type": "text", "text": "late" }] }))
+        })
+    }));
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let (s, mut streams) = connect_raw(peer, incoming, &mut raw, cfg, full_manifest()).await;
+    let s2 = s.clone();
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hi"});
+    let hook = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+    assert_eq!(raw.recv().await["method"], "context/beforeInference");
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
+                         "params": { "featureSet": "assist", "messages": [] }}),
+    )
+    .await;
+    tokio::io::AsyncWriteExt::shutdown(&mut raw.write)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let ev = tokio::time::timeout(Duration::from_secs(3600), streams.events.recv())
+        .await
+        .expect("deadlock guard");
+    assert_eq!(
+        ev,
+        Some(HostEvent::InputEnded),
+        "the end of the server's output"
+    );
+    assert!(s.input_ended());
+    let injections = hook.await.unwrap();
+    assert!(injections.before_user.is_empty(), "{injections:?}");
+    assert_eq!(injections.failures.len(), 1, "{injections:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the hook waited {:?} for an answer that could not come",
+        started.elapsed()
+    );
+    // A new fan-out sends nothing to a server that sends nothing more.
+    let again = json!({"inferenceId":"i2","conversationId":"c","turnIndex":1,"userMessage":"hi"});
+    assert!(before_inference(&[&s], &again).await.consulted.is_empty());
+    release_tx.send(true).unwrap();
+    // The hook given up is cancelled (the server may still read), then the answer.
+    let cancel = raw.recv().await;
+    assert_eq!(cancel["method"], "notifications/cancelled", "{cancel}");
+    assert_eq!(cancel["params"]["reason"], "the server ended its output");
+    let answer = raw.recv().await;
+    assert_eq!(answer["id"], 77, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
 }
 
 /// JSON-RPC 2.0 §4.2: the application's scalar params are refused by the outbound gate

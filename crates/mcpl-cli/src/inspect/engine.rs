@@ -100,6 +100,10 @@ pub enum Phase {
     /// The session is up (MCPL in force, or a recorded MCP-only decision).
     #[serde(rename = "ready")]
     Ready,
+    /// The server ended its output (EOF): the connection stays open only while the
+    /// requests it made are still answered.
+    #[serde(rename = "server ended")]
+    Ended,
     /// The connection ended or could not be made.
     #[serde(rename = "closed")]
     Closed,
@@ -702,6 +706,7 @@ impl Engine {
                 })
             }
             HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
+            HostEvent::InputEnded => json!({ "kind": "end" }),
         };
         // Cut before the lock: serializing a 16 MiB event takes a while.
         bound_bytes(
@@ -722,9 +727,23 @@ impl Engine {
             if v["kind"] == "mode" && st.generation == generation {
                 st.detail = v["mode"].as_str().map(str::to_owned);
             }
+            // The close, when it came first, stays what is shown.
+            if v["kind"] == "end" && st.generation == generation && st.phase != Phase::Closed {
+                st.phase = Phase::Ended;
+                st.detail = Some(format!(
+                    "the server ended its output (EOF); {} of its requests wait for an answer",
+                    st.pending.len()
+                ));
+            }
             push_bounded(&mut st.events, v.clone(), MAX_EVENTS);
         }
         let _ = self.inner.ui.send(json!({ "type": "event", "event": v }));
+        if v["kind"] == "end" {
+            self.note(format!(
+                "connection {generation}: the server ended its output (EOF)"
+            ));
+            self.changed();
+        }
     }
 
     fn request_handler(&self, generation: u64) -> RequestHandler {

@@ -222,7 +222,7 @@ impl Driver {
                     Some(item) => Input::Wire(item),
                     None => {
                         read_all = true;
-                        continue;
+                        Input::Eof
                     }
                 },
                 flushed = self.out.flush(), if !self.out.is_empty() => {
@@ -266,6 +266,8 @@ impl Driver {
                     self.state.handle_message(now, Message::Request(r));
                 }
                 Input::Tick => self.state.handle_timeout(now),
+                // The application is told, and what of ours waited ends now.
+                Input::Eof => self.state.handle_eof(now),
                 Input::Cmd(cmd) => {
                     // What the session's handles queued (`HostSession::enqueue`); a handler's
                     // answers and chunks are not counted.
@@ -552,7 +554,11 @@ impl Driver {
             for n in gone {
                 if let Some(pid) = w.by_state.remove(&n) {
                     w.by_peer.remove(&pid);
-                    self.peer.forget(&pid, "no answer in time");
+                    let why = match self.state.input_ended() {
+                        true => "the server ended its output",
+                        false => "no answer in time",
+                    };
+                    self.peer.forget(&pid, why);
                 }
             }
             w.receipt = None;
@@ -787,6 +793,8 @@ enum Input {
     Wire(Ordered),
     Cmd(Cmd),
     Tick,
+    /// The server ended its output (EOF).
+    Eof,
 }
 
 /// The driver's clock: tokio's, so deadlines the state machine computes agree with the

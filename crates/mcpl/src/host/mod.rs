@@ -503,6 +503,13 @@ impl HostSession {
         self.snapshot().ready
     }
 
+    /// Whether the server ended its output (EOF, a half-close; [`HostEvent::InputEnded`]):
+    /// it sends nothing more, and the connection stays open only while the requests it made
+    /// are still being answered.
+    pub fn input_ended(&self) -> bool {
+        self.snapshot().input_ended
+    }
+
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<Receipt> {
         self.snapshot().last_receipt.clone()

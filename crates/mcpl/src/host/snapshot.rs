@@ -14,6 +14,7 @@ pub(super) struct Snapshot {
     pub(super) review: Option<Arc<ManifestReview>>,
     /// Shared between snapshots until a channel message changes it.
     pub(super) channels: Arc<ChannelTable>,
+    pub(super) input_ended: bool,
 }
 
 impl Snapshot {
@@ -25,6 +26,7 @@ impl Snapshot {
             last_receipt: st.last_receipt().cloned(),
             review: st.review_shared().cloned(),
             channels: Arc::new(st.channels().clone()),
+            input_ended: st.input_ended(),
         }
     }
 }
@@ -55,7 +57,8 @@ impl Shared {
             && cur.mode == *st.mode()
             && cur.ready == st.is_ready()
             && cur.grant == st.grant()
-            && cur.last_receipt.as_ref() == st.last_receipt();
+            && cur.last_receipt.as_ref() == st.last_receipt()
+            && cur.input_ended == st.input_ended();
         if unchanged {
             return;
         }
@@ -70,6 +73,7 @@ impl Shared {
             } else {
                 cur.channels.clone()
             },
+            input_ended: st.input_ended(),
         };
         *lock(&self.snapshot) = Arc::new(next);
     }

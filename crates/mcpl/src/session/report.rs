@@ -365,6 +365,11 @@ pub enum HostEvent {
     ManifestChange(ChangeReceipt),
     /// The mode changed (e.g. to MCP-only), a recorded decision.
     ModeChanged(Mode),
+    /// The server ended its output (EOF, a half-close) while the connection is up: it sends
+    /// nothing more, and the host's own requests still waiting ended then. Its requests the
+    /// application still answers are written all the same (the server may still read) until
+    /// the connection closes.
+    InputEnded,
 }
 
 impl HostEvent {
@@ -402,7 +407,7 @@ impl HostEvent {
                 message,
                 tags: t,
             } => json_len(message) + channel_id.len() + tags(t),
-            HostEvent::ManifestChange(_) | HostEvent::ModeChanged(_) => 0,
+            HostEvent::ManifestChange(_) | HostEvent::ModeChanged(_) | HostEvent::InputEnded => 0,
         };
         held.saturating_add(std::mem::size_of::<HostEvent>())
     }
@@ -414,6 +419,7 @@ impl HostEvent {
             HostEvent::ChannelMessage { .. } => "ChannelMessage",
             HostEvent::ManifestChange(_) => "ManifestChange",
             HostEvent::ModeChanged(_) => "ModeChanged",
+            HostEvent::InputEnded => "InputEnded",
         }
     }
 }

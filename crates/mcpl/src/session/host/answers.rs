@@ -47,6 +47,57 @@ impl HostState {
         self.open_streams.clear();
     }
 
+    /// The server ended its output at `now` (EOF, a half-close): nothing more will be read,
+    /// but the server may still read. Once the connection is up, the application is told
+    /// ([`HostEvent::InputEnded`], reported as [`HostDiagnostic::EventDropped`] if its queue
+    /// has no room; [`Self::input_ended`] says it either way), and every request of ours
+    /// still waiting ends now, in id order, as nothing can answer it: a
+    /// `context/beforeInference` hook as [`HostOutput::Hook`] with a failed verdict
+    /// (fail-open, §10.1), a policy change as [`HostOutput::PolicyChanged`] with nothing
+    /// activated (§6.7, as when unanswered); the application's requests and manifest
+    /// fetches are forgotten, as [`Self::handle_close`] forgets them. The server's requests
+    /// handed out are still answered ([`Self::answer`], [`Self::inference_chunk`]) and
+    /// notifications still sent, while calls that would need an answer are refused
+    /// ([`StateError::NotConnected`]; [`Self::before_inference`] is `None`). Before the
+    /// connection is up it ends the connect as [`Self::handle_close`] does, with
+    /// [`ConnectError::Closed`], and asks for the close ([`HostOutput::Close`]). Later
+    /// calls do nothing.
+    pub fn handle_eof(&mut self, now: Instant) {
+        if self.input_ended || self.phase == Phase::Closed {
+            return;
+        }
+        self.input_ended = true;
+        if self.phase != Phase::Up {
+            return self.connected(Err(ConnectError::Closed));
+        }
+        self.hand_out_event(HostEvent::InputEnded);
+        let mut ended: Vec<(u64, Purpose)> =
+            self.pending.drain().map(|(id, (p, _))| (id, p)).collect();
+        ended.sort_unstable_by_key(|(id, _)| *id);
+        for (id, purpose) in ended {
+            match purpose {
+                Purpose::Hook => {
+                    let verdict = rules::judge_hook_answer(
+                        Err("the server ended its output before it answered (fail-open)".into()),
+                        &self.p.grant,
+                        self.p.review.as_deref(),
+                        self.rules.max_injections_per_hook,
+                    );
+                    self.out.push_back(HostOutput::Hook { id, verdict });
+                }
+                Purpose::Change(plan) => {
+                    self.on_answer(now, id, Purpose::Change(plan), Answer::Timeout)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether the server ended its output ([`Self::handle_eof`]).
+    pub fn input_ended(&self) -> bool {
+        self.input_ended
+    }
+
     pub(super) fn on_answer(&mut self, now: Instant, id: u64, purpose: Purpose, answer: Answer) {
         match purpose {
             Purpose::Fetch => {

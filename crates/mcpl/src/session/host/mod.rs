@@ -267,6 +267,8 @@ pub struct HostState {
     /// The weight of each event in `out`, in order, and their sum.
     event_weights: VecDeque<usize>,
     event_bytes_out: usize,
+    /// The server ended its output ([`HostState::handle_eof`]).
+    input_ended: bool,
 }
 
 impl HostState {
@@ -308,6 +310,7 @@ impl HostState {
             event_bytes: (0, usize::MAX),
             event_weights: VecDeque::new(),
             event_bytes_out: 0,
+            input_ended: false,
         })
     }
 
@@ -558,6 +561,7 @@ impl HostState {
         timeout: Duration,
     ) -> Result<u64, StateError> {
         self.gate_app(method, &params)?;
+        self.answerable()?;
         let id = self.next_id;
         self.send_request(method, params, Purpose::App, (now, timeout));
         Ok(id)
@@ -603,6 +607,7 @@ impl HostState {
         if self.phase != Phase::Up {
             return Err(StateError::NotConnected);
         }
+        self.answerable()?;
         if self.p.review.is_none() {
             return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
         }
@@ -654,6 +659,7 @@ impl HostState {
     /// comes out as [`HostOutput::PolicyChanged`].
     pub fn set_policy(&mut self, now: Instant, patterns: Vec<String>) -> Result<(), StateError> {
         self.open()?;
+        self.answerable()?;
         if let Mode::McpOnly(r) = &self.p.mode {
             if self.p.ready {
                 return Err(StateError::McpOnly(r.clone()));
@@ -722,6 +728,9 @@ impl HostState {
         if self.p.mode != Mode::Mcpl || !self.p.ready || self.phase != Phase::Up {
             return None;
         }
+        if self.input_ended {
+            return None;
+        }
         if !crate::policy::before_inference_applies(&self.p.grant) {
             return None;
         }
@@ -738,6 +747,15 @@ impl HostState {
         match self.phase {
             Phase::Closed => Err(StateError::NotConnected),
             _ => Ok(()),
+        }
+    }
+
+    /// `Err(NotConnected)` once the server ended its output ([`Self::handle_eof`]): a
+    /// request sent now could never be answered.
+    fn answerable(&self) -> Result<(), StateError> {
+        match self.input_ended {
+            true => Err(StateError::NotConnected),
+            false => Ok(()),
         }
     }
 

@@ -466,6 +466,7 @@ fn hook_params() -> Value {
 
 mod cancel;
 mod close;
+mod eof;
 mod hooks;
 mod hostile;
 mod initialize;
