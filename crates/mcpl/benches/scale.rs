@@ -111,6 +111,11 @@ fn idle_server(kind: &str) {
         });
         let config = mcpl::server::listen::ServeConfig {
             release_memory: std::env::var_os("MCPL_BENCH_NO_RELEASE").is_none(),
+            // Every connection of the bench comes from 127.0.0.1.
+            listen: mcpl::transport::listen::ListenConfig {
+                max_connections_per_address: usize::MAX,
+                ..Default::default()
+            },
             ..Default::default()
         };
         if kind == "ws" {

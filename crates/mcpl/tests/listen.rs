@@ -224,3 +224,76 @@ async fn connections_past_the_limit_wait_until_one_ends() {
         .unwrap();
     assert_eq!(peer, third_addr);
 }
+
+/// A client socket to `addr` from source address `from` (any loopback address on Linux).
+async fn dial_from(from: &str, addr: std::net::SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// At most `ListenConfig::max_connections_per_address` connections from one peer address
+/// are served at once: one more from it is closed at once, unserved, and the loop says so,
+/// while another address is still served; once one of the first ends, the address is
+/// served again. Before, one address could take every place (`max_connections`).
+#[tokio::test]
+async fn one_address_holds_at_most_its_own_limit_of_connections() {
+    let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let (report_tx, mut reports) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let config = ListenConfig {
+        max_connections_per_address: 2,
+        report: Some(Arc::new(move |l: &str| {
+            let _ = report_tx.send(l.to_owned());
+        })),
+        ..ListenConfig::default()
+    };
+    let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(listen::serve(listener, config, move |t, peer| {
+        let served_tx = served_tx.clone();
+        async move {
+            // Held until the test ends the connection (the client then reads its end).
+            let _t = t;
+            let (end_tx, end) = tokio::sync::oneshot::channel::<()>();
+            let _ = served_tx.send((peer, end_tx));
+            let _ = end.await;
+        }
+    }));
+    async fn next_served<T>(served: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
+        tokio::time::timeout(GUARD, served.recv())
+            .await
+            .expect("a connection was not served (hang guard)")
+            .unwrap()
+    }
+    let mut clients = Vec::new();
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        clients.push(dial_from("127.0.0.1", addr).await);
+        open.push(next_served(&mut served).await);
+    }
+    // A third from the same address is closed unserved, and said.
+    let mut third = dial_from("127.0.0.1", addr).await;
+    assert_eq!(read_to_eof(&mut third).await, b"");
+    let said = tokio::time::timeout(GUARD, reports.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        said.contains("2 connections from 127.0.0.1 are open")
+            && said.contains("max_connections_per_address"),
+        "{said}"
+    );
+    // Another address is served meanwhile.
+    clients.push(dial_from("127.0.0.2", addr).await);
+    let (peer, _end2) = next_served(&mut served).await;
+    assert_eq!(peer.ip().to_string(), "127.0.0.2");
+    // One of the first ends: the address is served again.
+    let (_, end) = open.remove(0);
+    let _ = end.send(());
+    assert_eq!(read_to_eof(&mut clients[0]).await, b"");
+    let fourth = dial_from("127.0.0.1", addr).await;
+    let fourth_addr = fourth.local_addr().unwrap();
+    clients.push(fourth);
+    let (peer, _end4) = next_served(&mut served).await;
+    assert_eq!(peer, fourth_addr);
+}

@@ -19,13 +19,19 @@
 //!   ends. At the limit the loop stops accepting (the kernel's backlog holds further dials,
 //!   and refuses past its own size) and says so at most once per [`REPORT_INTERVAL`], so
 //!   idle connections cannot grow the server's memory without bound.
+//! - **Connections from one address** (an IPv4 address, or an IPv6 /64, which one client
+//!   commonly holds whole) are at most [`ListenConfig::max_connections_per_address`]
+//!   ([`DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`]), so one peer cannot take every place. One
+//!   more from it is closed as soon as it is accepted, before any handshake, and reported
+//!   like a failed handshake.
 //! - **Failed handshakes** are per connection and reported at most once per
 //!   [`REPORT_INTERVAL`], with a count of those not shown, so a flood of bad connections
 //!   cannot flood the log either.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,6 +55,11 @@ pub struct ListenConfig {
     /// past it the loop waits before accepting, and reports it (at most once per
     /// [`REPORT_INTERVAL`]).
     pub max_connections: usize,
+    /// Most connections served at once from one peer address, handshakes included
+    /// ([`DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`]; IPv6 addresses count by their /64 prefix);
+    /// one more from it is closed at once and reported (at most once per
+    /// [`REPORT_INTERVAL`], the rest counted).
+    pub max_connections_per_address: usize,
     /// Wait after the first failed accept of a run (10 ms).
     pub min_backoff: Duration,
     /// Longest wait between two failed accepts (1 s).
@@ -69,6 +80,7 @@ impl Default for ListenConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_handshakes: 256,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             min_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
             report: None,
@@ -83,6 +95,10 @@ impl std::fmt::Debug for ListenConfig {
             .field("handshake_timeout", &self.handshake_timeout)
             .field("max_handshakes", &self.max_handshakes)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_connections_per_address",
+                &self.max_connections_per_address,
+            )
             .field("min_backoff", &self.min_backoff)
             .field("max_backoff", &self.max_backoff)
             .field("report", &self.report.is_some())
@@ -97,6 +113,11 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default [`ListenConfig::max_connections`]: 10,000 (about 280 MiB of idle MCPL
 /// connections of the reference server, issue #20's ≈ 28 KiB each).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// The default [`ListenConfig::max_connections_per_address`]: 1,000, a tenth of
+/// [`DEFAULT_MAX_CONNECTIONS`], so one peer address leaves nine tenths of the places to the
+/// others (a host behind a NAT or a proxy may still open that many).
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 1_000;
 
 /// Failed handshakes are reported at most once per this interval (the others are counted).
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(10);
@@ -216,6 +237,61 @@ impl HandshakeLog {
     }
 }
 
+/// The address a connection counts against ([`ListenConfig::max_connections_per_address`]):
+/// an IPv4 address as it is, an IPv6 one by its /64 prefix (an IPv4-mapped one as IPv4).
+fn address_key(addr: &SocketAddr) -> IpAddr {
+    match addr.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut o = v6.octets();
+                o[8..].fill(0);
+                IpAddr::V6(o.into())
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// The connections open per address ([`address_key`]); an address with none has no entry,
+/// so it holds at most [`ListenConfig::max_connections`] entries.
+#[derive(Debug, Default)]
+struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in its address's count, given back when dropped.
+struct AddressPlace {
+    counts: Arc<PerAddress>,
+    key: IpAddr,
+}
+
+impl PerAddress {
+    /// A place for one more connection from `key`, or `None` when it holds `limit`.
+    fn take(counts: &Arc<PerAddress>, key: IpAddr, limit: usize) -> Option<AddressPlace> {
+        let mut map = counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(key).or_insert(0);
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(AddressPlace {
+            counts: counts.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for AddressPlace {
+    fn drop(&mut self) {
+        let mut map = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
 /// Accepts connections from `listener` forever (it never returns; drop the future to stop)
 /// and hands each one's transport to `on_connection` in a task of its own, after the
 /// transport handshake has succeeded within [`ListenConfig::handshake_timeout`]. See the
@@ -230,6 +306,8 @@ where
     let handshakes = Arc::new(Semaphore::new(config.max_handshakes.max(1)));
     let limit = config.max_connections.max(1);
     let connections = Arc::new(Semaphore::new(limit));
+    let per_address_limit = config.max_connections_per_address.max(1);
+    let per_address = Arc::new(PerAddress::default());
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
     let mut backoff = Backoff::new(&config);
     // When reaching the connection limit was last reported.
@@ -267,11 +345,22 @@ where
             }
         };
         backoff.succeeded(&config);
+        let key = address_key(&addr);
+        let Some(address_place) = PerAddress::take(&per_address, key, per_address_limit) else {
+            // Closed before any handshake: it costs nothing more.
+            drop((accepted, slot, place));
+            let why = format!(
+                "{per_address_limit} connections from {key} are open, the limit \
+                 (ListenConfig::max_connections_per_address)"
+            );
+            HandshakeLog::failed(&log, &config, addr, &why);
+            continue;
+        };
         let handshake = listener.handshake(accepted, addr);
         let (on_connection, config, log) = (on_connection.clone(), config.clone(), log.clone());
         tokio::spawn(async move {
             // Held until the connection has ended, however it ends.
-            let _place = place;
+            let _place = (place, address_place);
             let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
             drop(slot);
             match result {
