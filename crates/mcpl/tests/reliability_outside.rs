@@ -583,3 +583,58 @@ async fn the_readers_own_held_answers_are_bounded_in_bytes_too() {
         other => panic!("expected the notification, got {other:?}"),
     }
 }
+
+/// A client that sends tool calls whose answers are large (`echo` of 1 MiB each) and never
+/// reads: the server holds their answers within a byte bound (the requests in flight,
+/// `PeerConfig::max_in_flight_bytes`, and the writer's queue, `peer::OUTGOING_QUEUE_BYTES`),
+/// answering the rest busy, not within the count bound alone (128 in flight and 64 queued
+/// frames: here all 150 answers, 150 MiB, were held at once).
+#[tokio::test(start_paused = true)]
+async fn answers_held_for_a_client_that_never_reads_are_bounded_in_bytes() {
+    const SENT: usize = 150;
+    const MIB: usize = 1024 * 1024;
+    let (transport, read, mut write) = raw(64 * 1024);
+    let session = mcpl::reference::server().start(transport);
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "outside", "version": "0"}});
+    let writer = tokio::spawn(async move {
+        write
+            .write_all(request(0, "initialize", init).as_bytes())
+            .await
+            .unwrap();
+        let text = "x".repeat(MIB);
+        for id in 1..SENT {
+            let params = json!({"name": "echo", "arguments": {"text": text}});
+            write
+                .write_all(request(id, "tools/call", params).as_bytes())
+                .await
+                .unwrap();
+        }
+        write
+    });
+    // Every task runs until it blocks: nothing the server holds is written (64 KiB pipe).
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let mut lines = BufReader::new(read).lines();
+    let (mut echoed, mut busy) = (0, 0);
+    for _ in 0..SENT {
+        let line = tokio::time::timeout(GUARD, lines.next_line())
+            .await
+            .expect("an answer is missing (deadlock guard)")
+            .unwrap()
+            .expect("the connection ended before every request was answered");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["error"]["code"] == codes::BUSY {
+            busy += 1;
+        } else if line.len() > MIB {
+            echoed += 1;
+        }
+    }
+    let bound = (mcpl::peer::DEFAULT_MAX_IN_FLIGHT_BYTES + mcpl::peer::OUTGOING_QUEUE_BYTES) / MIB;
+    assert!(
+        echoed <= bound + 4,
+        "{echoed} answers of 1 MiB were held for a client that read nothing (bound {bound} MiB)"
+    );
+    assert!(busy >= 1, "no request was refused busy");
+    let _write = writer.await.unwrap();
+    session.close();
+}

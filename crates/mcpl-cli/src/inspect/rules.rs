@@ -280,6 +280,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::BatchTooLarge { .. } => "batch_too_large",
         Diagnostic::TooCostly { .. } => "too_costly",
         Diagnostic::Busy { .. } => "busy",
+        Diagnostic::BusyBytes { .. } => "busy_bytes",
         Diagnostic::OverBudget { .. } => "over_budget",
         Diagnostic::LateResponse { .. } => "late_response",
         Diagnostic::UnknownResponse { .. } => "unknown_response",
@@ -290,6 +291,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
         Diagnostic::InvalidMessage { id: Some(id), .. }
         | Diagnostic::Busy { id, .. }
+        | Diagnostic::BusyBytes { id, .. }
         | Diagnostic::TooCostly { id: Some(id), .. }
         | Diagnostic::LateResponse { id }
         | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),

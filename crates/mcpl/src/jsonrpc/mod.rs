@@ -191,6 +191,17 @@ impl ErrorObject {
         .with_data(serde_json::json!({ "limit": limit }))
     }
 
+    /// `-32000` (busy) for a request arriving while the requests in flight weigh `bytes`,
+    /// past `limit` (`peer::PeerConfig::max_in_flight_bytes`); `data: { limit, bytes,
+    /// reason: "in_flight_bytes" }`.
+    pub fn busy_bytes(bytes: usize, limit: usize) -> Self {
+        Self::new(
+            codes::BUSY,
+            format!("Busy: the requests in flight weigh {bytes} bytes, the limit is {limit}; retry later"),
+        )
+        .with_data(serde_json::json!({ "limit": limit, "bytes": bytes, "reason": "in_flight_bytes" }))
+    }
+
     /// `-32602` for a list over its bound: `what` had `count` entries, more than `limit`;
     /// `data: { limit, count }`.
     pub fn too_many(what: &str, limit: usize, count: usize) -> Self {

@@ -96,6 +96,18 @@ pub struct PeerConfig {
     /// handlers at once per connection; a notification past it is not handled and is
     /// reported (`ServerDiagnostic::NotificationDropped`).
     pub max_in_flight_requests: usize,
+    /// Most bytes of incoming requests in flight at once ([`DEFAULT_MAX_IN_FLIGHT_BYTES`]):
+    /// each request counts its frame's length (a batch entry, its whole batch's) and, once
+    /// its answer is made, the answer's too, until that answer is queued for writing. A
+    /// request arriving while this much is in flight is answered at once with
+    /// [`crate::jsonrpc::codes::BUSY`] (`-32000`, `data: { limit, bytes, reason:
+    /// "in_flight_bytes" }`) and a [`Diagnostic::BusyBytes`], as past
+    /// [`Self::max_in_flight_requests`]; one request is always taken when none is in
+    /// flight. Beside the writer's own byte bound ([`OUTGOING_QUEUE_BYTES`]), it bounds in
+    /// bytes what a peer that sends large requests (or requests with large answers) and
+    /// never reads makes this side hold, where the count bounds alone let it hold
+    /// 128 + 64 whole answers.
+    pub max_in_flight_bytes: usize,
     /// The budget this connection's partial messages are taken from, shared with every
     /// connection given the same one (see [`crate::transport::budget`]). `None` (default)
     /// keeps the transport's: [`MessageBudget::process`](crate::transport::MessageBudget::process)
@@ -124,6 +136,7 @@ impl Default for PeerConfig {
             max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
             max_parsed_cost: crate::jsonrpc::DEFAULT_MAX_PARSED_COST,
             max_in_flight_requests: DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+            max_in_flight_bytes: DEFAULT_MAX_IN_FLIGHT_BYTES,
             message_budget: None,
         }
     }
@@ -131,6 +144,16 @@ impl Default for PeerConfig {
 
 /// The default [`PeerConfig::max_in_flight_requests`].
 pub const DEFAULT_MAX_IN_FLIGHT_REQUESTS: usize = 128;
+
+/// The default [`PeerConfig::max_in_flight_bytes`]: 32 MiB, two messages of the default
+/// [`DEFAULT_MAX_MESSAGE_SIZE`].
+pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 32 << 20;
+
+/// The most bytes of frames queued for the writer task and not yet taken by it (beside
+/// [`PeerConfig::outgoing_capacity`] frames): past it a sender waits, or a driver's outbox
+/// holds the frame, as when the queue is full; one frame larger than it still goes into an
+/// empty queue. 8 MiB.
+pub const OUTGOING_QUEUE_BYTES: usize = 8 << 20;
 
 /// The default [`PeerConfig::max_batch_entries`].
 pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;

@@ -156,6 +156,19 @@ pub enum Diagnostic {
         /// The limit.
         limit: usize,
     },
+    /// A request arrived while requests weighing [`PeerConfig::max_in_flight_bytes`] were
+    /// in flight; it was answered `-32000` ([`crate::jsonrpc::codes::BUSY`], `data: { limit,
+    /// bytes, reason: "in_flight_bytes" }`) and not delivered.
+    BusyBytes {
+        /// Its id.
+        id: RequestId,
+        /// Its method.
+        method: String,
+        /// The bytes in flight.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A partial message refused because the shared
     /// [`MessageBudget`](crate::transport::MessageBudget) could not cover it
     /// ([`PeerConfig::message_budget`]); answered `-32000` with `id: null` and
@@ -215,7 +228,8 @@ impl Diagnostic {
                 i.as_mut().map(id);
                 method.as_mut().map(clip);
             }
-            Diagnostic::Busy { id: i, method, .. } => {
+            Diagnostic::Busy { id: i, method, .. }
+            | Diagnostic::BusyBytes { id: i, method, .. } => {
                 id(i);
                 clip(method);
             }
@@ -296,6 +310,15 @@ impl fmt::Display for Diagnostic {
             Diagnostic::Busy { id, method, limit } => write!(
                 f,
                 "request {id} ({method}) refused -32000: {limit} requests already in flight"
+            ),
+            Diagnostic::BusyBytes {
+                id,
+                method,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "request {id} ({method}) refused -32000: the requests in flight weigh {bytes} bytes, the limit is {limit}"
             ),
             Diagnostic::OverBudget { bytes, limit } => write!(
                 f,

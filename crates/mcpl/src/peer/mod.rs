@@ -209,7 +209,8 @@ impl Peer {
         if let Some(budget) = &config.message_budget {
             reader.set_message_budget(budget.clone());
         }
-        let (out_tx, out_rx) = queue::channel(config.outgoing_capacity);
+        let (out_tx, out_rx) =
+            queue::capped(config.outgoing_capacity, OUTGOING_QUEUE_BYTES, String::len);
         let (in_tx, in_rx) = queue::channel(config.incoming_capacity);
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
@@ -234,6 +235,8 @@ impl Peer {
             first_diagnostics: Mutex::new(None),
             last_activity: Mutex::new(Instant::now()),
             owed: AtomicUsize::new(0),
+            owed_bytes: AtomicUsize::new(0),
+            reading: AtomicUsize::new(0),
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),

@@ -32,6 +32,15 @@ pub(crate) const HELD_STOP_READING: usize = 1024;
 /// could hold gigabytes for a peer that never reads.
 pub(crate) const HELD_STOP_READING_REPLIES_BYTES: usize = 16 << 20;
 
+/// `owed` counting its answer `text` too, until it is queued
+/// ([`PeerConfig::max_in_flight_bytes`]).
+fn weighed(mut owed: Option<Owed>, text: &str) -> Option<Owed> {
+    if let Some(o) = &mut owed {
+        o.add(text.len());
+    }
+    owed
+}
+
 /// One held frame, with what it releases once queued.
 struct Held {
     text: String,
@@ -265,6 +274,7 @@ impl Outbox {
             }
             None => wire::response_in(self.shared.frame_buffer(), Some(&req.request.id), &outcome),
         };
+        let owed = weighed(owed, &text);
         self.push(text, owed)
     }
 
@@ -284,6 +294,7 @@ impl Outbox {
         req.armed = false;
         let owed = req.owed.take();
         let text = result.response_in(self.shared.frame_buffer(), &req.request.id);
+        let owed = weighed(owed, &text);
         self.push(text, owed)
     }
 

@@ -51,13 +51,23 @@ struct Chan<T> {
     /// Senders waiting for room.
     room: Notify,
     capacity: usize,
-    /// Items carry a weight ([`weighted`]).
+    /// Items carry a weight ([`weighted`], [`capped`]).
     weighted: bool,
+    /// Past this weight queued, no more is taken unless the queue is empty ([`capped`]).
+    max_weight: usize,
+    /// Weighs each item as it is queued ([`capped`]), whichever way it comes.
+    weigh: Option<fn(&T) -> usize>,
 }
 
 impl<T> Chan<T> {
     fn state(&self) -> std::sync::MutexGuard<'_, State<T>> {
         lock(&self.state)
+    }
+
+    /// Whether `st` has room for one more item: fewer than `capacity`, and less than
+    /// `max_weight` queued unless it is empty.
+    fn has_room(&self, st: &State<T>) -> bool {
+        st.items.len() < self.capacity && (st.items.is_empty() || st.weight < self.max_weight)
     }
 }
 
@@ -108,7 +118,27 @@ pub(crate) fn weighted<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     new_channel(capacity, true)
 }
 
+/// [`channel`] that also holds at most `max_weight` of what `weigh` says its items weigh
+/// (one item more, whatever its weight, when it is empty): an item past it waits, or is
+/// refused as when the queue is full.
+pub(crate) fn capped<T>(
+    capacity: usize,
+    max_weight: usize,
+    weigh: fn(&T) -> usize,
+) -> (Sender<T>, Receiver<T>) {
+    new_chan(capacity, true, max_weight, Some(weigh))
+}
+
 fn new_channel<T>(capacity: usize, weighted: bool) -> (Sender<T>, Receiver<T>) {
+    new_chan(capacity, weighted, usize::MAX, None)
+}
+
+fn new_chan<T>(
+    capacity: usize,
+    weighted: bool,
+    max_weight: usize,
+    weigh: Option<fn(&T) -> usize>,
+) -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
         state: Mutex::new(State {
             items: VecDeque::new(),
@@ -122,6 +152,8 @@ fn new_channel<T>(capacity: usize, weighted: bool) -> (Sender<T>, Receiver<T>) {
         room: Notify::new(),
         capacity: capacity.max(1),
         weighted,
+        max_weight,
+        weigh,
     });
     (Sender { chan: chan.clone() }, Receiver { chan })
 }
@@ -167,9 +199,10 @@ impl<T> Sender<T> {
         if st.rx_closed {
             return Err(TrySendError::Closed(item));
         }
-        if st.items.len() >= self.chan.capacity {
+        if !self.chan.has_room(st) {
             return Err(TrySendError::Full(item));
         }
+        let weight = self.chan.weigh.map_or(weight, |w| w(&item));
         st.items.push_back(item);
         if self.chan.weighted {
             st.weights.push_back(weight);
@@ -243,12 +276,15 @@ impl<T> Sender<T> {
                 let mut moved = 0;
                 // Behind senders already waiting (fairness, as `send`) unless woken.
                 if st.waiting == 0 || woken {
-                    while st.items.len() < self.chan.capacity {
+                    while self.chan.has_room(&st) {
                         let Some(h) = held.pop_front() else { break };
-                        st.items.push_back(into(h));
+                        let item = into(h);
                         if self.chan.weighted {
-                            st.weights.push_back(0);
+                            let weight = self.chan.weigh.map_or(0, |w| w(&item));
+                            st.weights.push_back(weight);
+                            st.weight = st.weight.saturating_add(weight);
                         }
+                        st.items.push_back(item);
                         moved += 1;
                     }
                 }
@@ -479,6 +515,43 @@ mod tests {
             assert_eq!(rx.recv().await, Some(1));
             assert!(waiting.await.unwrap().is_ok());
             assert_eq!(rx.recv().await, Some(3));
+        });
+    }
+
+    /// A capped queue takes items up to its weight, whichever way they come (`try_send`,
+    /// `send_from`), then refuses as when full; one item heavier than the cap still goes
+    /// into an empty queue, and taking items makes room again.
+    #[test]
+    fn a_capped_queue_holds_at_most_its_weight_and_one_item_when_empty() {
+        runtime().block_on(async {
+            let (tx, mut rx) = capped::<String>(100, 10, String::len);
+            assert!(tx.try_send("x".repeat(6)).is_ok());
+            assert!(
+                tx.try_send("x".repeat(6)).is_ok(),
+                "under the cap when it came"
+            );
+            assert!(matches!(
+                tx.try_send("y".into()),
+                Err(TrySendError::Full(_))
+            ));
+            let mut held: VecDeque<String> = ["a".to_string(), "b".to_string()].into();
+            let moved = futures_util::FutureExt::now_or_never(tx.send_from(&mut held, |h| h));
+            assert!(moved.is_none(), "send_from waits for room past the cap");
+            assert_eq!(held.len(), 2);
+            assert_eq!(rx.try_recv().map(|s| s.len()), Ok(6));
+            assert_eq!(rx.try_recv().map(|s| s.len()), Ok(6));
+            assert!(
+                tx.try_send("z".repeat(50)).is_ok(),
+                "one heavy item into an empty queue"
+            );
+            assert!(matches!(
+                tx.try_send("y".into()),
+                Err(TrySendError::Full(_))
+            ));
+            assert_eq!(tx.weight(), 50);
+            assert_eq!(rx.try_recv().map(|s| s.len()), Ok(50));
+            assert_eq!(tx.send_from(&mut held, |h| h).await, Ok(2));
+            assert_eq!(tx.weight(), 2);
         });
     }
 

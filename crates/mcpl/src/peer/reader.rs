@@ -204,6 +204,7 @@ impl Later {
         let (mut item, mut rest) = match self {
             Later::Room { item, rest } => (item, rest),
             Later::OffWorker(text) => {
+                shared.reading.store(text.len(), Ordering::Relaxed);
                 let max_batch = shared.config.max_batch_entries;
                 let max_cost = shared.config.max_parsed_cost;
                 let read = match read_off_worker(text, max_batch, max_cost).await {
@@ -305,6 +306,7 @@ fn take_frame(
         // parse's memory.
         return Taken::Later(Later::OffWorker(text));
     }
+    shared.reading.store(trimmed.len(), Ordering::Relaxed);
     let read = read_text(trimmed, max_batch, max_cost);
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
@@ -886,7 +888,24 @@ pub(super) fn accept(
     match msg {
         Message::Request(request) => {
             let limit = shared.config.max_in_flight_requests.max(1);
-            if shared.owed.load(Ordering::SeqCst) >= limit {
+            let owed = shared.owed.load(Ordering::SeqCst);
+            let bytes = shared.owed_bytes.load(Ordering::Relaxed);
+            let byte_limit = shared.config.max_in_flight_bytes;
+            if owed > 0 && owed < limit && bytes >= byte_limit {
+                // The same, past the bytes in flight (one request is always taken).
+                shared.diagnose(Diagnostic::BusyBytes {
+                    id: request.id.clone(),
+                    method: request.method.clone(),
+                    bytes,
+                    limit: byte_limit,
+                });
+                let reply = Message::Response(Response {
+                    id: Some(request.id),
+                    outcome: Err(ErrorObject::busy_bytes(bytes, byte_limit)),
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
+            if owed >= limit {
                 // Past the bound nothing is built for it: one small error, written by the
                 // reader, which waits (reads nothing more) while the writer is full.
                 shared.diagnose(Diagnostic::Busy {
@@ -905,7 +924,7 @@ pub(super) fn accept(
                 shared: shared.clone(),
                 batch: batch.cloned(),
                 armed: true,
-                owed: Some(Owed::new(shared)),
+                owed: Some(Owed::new(shared, shared.reading.load(Ordering::Relaxed))),
             })))
         }
         Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),

@@ -36,6 +36,11 @@ pub(super) struct Shared {
     /// How many incoming requests are delivered but not yet answered (their responses are
     /// owed). At EOF the connection stays open for writing until this reaches zero.
     pub(super) owed: AtomicUsize,
+    /// The bytes those owed requests weigh ([`Owed`], [`PeerConfig::max_in_flight_bytes`]).
+    pub(super) owed_bytes: AtomicUsize,
+    /// The length of the frame the reader is taking: each request read from it weighs that
+    /// much. Written and read by the reader alone.
+    pub(super) reading: AtomicUsize,
     /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
     pub(super) owed_settled: Notify,
     /// Set once the other side ended its stream: no response can arrive any more.
@@ -86,18 +91,27 @@ impl Drop for QueuedFrame<'_> {
     }
 }
 
-/// One owed response: counted while alive, released once the response is queued.
-pub(super) struct Owed(Arc<Shared>);
+/// One owed response: counted while alive, with the bytes it weighs (its request's frame,
+/// then its answer's too), released once the response is queued.
+pub(super) struct Owed(Arc<Shared>, usize);
 
 impl Owed {
-    pub(super) fn new(shared: &Arc<Shared>) -> Owed {
+    pub(super) fn new(shared: &Arc<Shared>, weight: usize) -> Owed {
         shared.owed.fetch_add(1, Ordering::SeqCst);
-        Owed(shared.clone())
+        shared.owed_bytes.fetch_add(weight, Ordering::Relaxed);
+        Owed(shared.clone(), weight)
+    }
+
+    /// Counts `bytes` more (its answer, made and not yet queued).
+    pub(super) fn add(&mut self, bytes: usize) {
+        self.0.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.1 = self.1.saturating_add(bytes);
     }
 }
 
 impl Drop for Owed {
     fn drop(&mut self) {
+        self.0.owed_bytes.fetch_sub(self.1, Ordering::Relaxed);
         let before = self.0.owed.fetch_sub(1, Ordering::SeqCst);
         // Paired with the EOF drain: it sets `read_eof` before reading `owed`, this reads
         // `read_eof` after writing `owed`, so one of the two sees the other.
