@@ -3714,6 +3714,23 @@ async fn the_servers_eof_is_told_while_its_request_is_still_answered() {
     assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
 }
 
+/// The host closing the connection itself is not the server's end of output: the event
+/// stream ends without `HostEvent::InputEnded`, and `input_ended()` stays false.
+#[tokio::test]
+async fn closing_the_session_is_not_told_as_the_servers_end_of_output() {
+    let (s, mut streams, _server) = connected(&["pushEvents"], full_manifest()).await;
+    s.close();
+    let mut events = Vec::new();
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(10), streams.events.recv())
+        .await
+        .expect("the event stream ends after the close")
+    {
+        events.push(e);
+    }
+    assert!(!events.contains(&HostEvent::InputEnded), "{events:?}");
+    assert!(!s.input_ended());
+}
+
 /// JSON-RPC 2.0 §4.2: the application's scalar params are refused by the outbound gate
 /// (`HostError::Encode`, the one rule `jsonrpc::params_shape`) before anything reaches the
 /// wire; the next message the server reads is the next valid one.

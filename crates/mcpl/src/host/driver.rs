@@ -222,7 +222,12 @@ impl Driver {
                     Some(item) => Input::Wire(item),
                     None => {
                         read_all = true;
-                        Input::Eof
+                        // The server's end of output; a close (ours, a failed write) is
+                        // told by `HostState::handle_close` when the driver ends.
+                        match self.peer.close_reason() {
+                            None | Some(CloseReason::Eof) => Input::Eof,
+                            Some(_) => continue,
+                        }
                     }
                 },
                 flushed = self.out.flush(), if !self.out.is_empty() => {
