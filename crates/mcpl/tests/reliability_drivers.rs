@@ -165,6 +165,55 @@ async fn a_notification_flood_at_a_slow_handler_is_bounded_and_reported() {
     assert_eq!(drain(&mut diags, "notification_dropped"), 0);
 }
 
+/// The notification handlers a slow handler keeps alive are bounded in the bytes of what
+/// they were handed (`PeerConfig::max_in_flight_bytes`), not only in number: 60 `channels/
+/// typing` of 1 MiB each had all 60 alive at once (60 MiB held); past the bytes each is
+/// reported `notification_dropped`.
+#[tokio::test]
+async fn notification_handlers_alive_at_once_are_bounded_in_bytes() {
+    const MIB: usize = 1024 * 1024;
+    let live = Arc::new(Live::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let server = {
+        let live = live.clone();
+        let gate = gate.clone();
+        builder()
+            .on_channels_typing(move |_s, _p| {
+                let alive = Alive::enter(&live);
+                let gate = gate.clone();
+                async move {
+                    let _alive = alive;
+                    let _ = gate.acquire().await;
+                    Ok(())
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let host = connect(&server, &["channels.typing"]).await;
+    let mut diags = host.session.diagnostics();
+    let sent = 60;
+    let pad = "x".repeat(MIB);
+    for _ in 0..sent {
+        host.peer
+            .notify_raw(
+                "channels/typing",
+                Some(json!({"channelId": "c", "pad": pad})),
+            )
+            .await
+            .unwrap();
+    }
+    host.peer.request_raw("ping", None).await.unwrap();
+    let alive = live.now.load(Ordering::SeqCst);
+    let bound = mcpl::peer::DEFAULT_MAX_IN_FLIGHT_BYTES / MIB;
+    assert!(
+        alive >= 1 && alive <= bound,
+        "{alive} handlers of 1 MiB alive at once (bound {bound} MiB)"
+    );
+    assert_eq!(drain(&mut diags, "notification_dropped"), sent - alive);
+    gate.add_permits(sent);
+}
+
 /// A host that floods `featureSets/update` Requests (each accepted and answered at once)
 /// at a server whose `on_ready` is slow (it awaits the host, or a connector) does not grow
 /// one `on_ready` task per Request: at most one runs per connection, and the Requests

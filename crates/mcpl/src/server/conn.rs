@@ -115,6 +115,9 @@ impl Server {
             notification_slots: Arc::new(tokio::sync::Semaphore::new(
                 self.inner.peer_config.max_in_flight_requests.max(1),
             )),
+            notification_bytes: Arc::new(tokio::sync::Semaphore::new(notification_byte_limit(
+                &self.inner.peer_config,
+            ))),
             ready_run: Mutex::new(ReadyRunState::default()),
         });
         // The reader's diagnostics reach the session's stream from the start, as the host's
@@ -220,6 +223,11 @@ pub(super) struct Conn {
     /// A notification has no id and no answer, so the peer's in-flight bound never sees it:
     /// without this, a host flooding them at a slow handler grew one task each, unbounded.
     pub(super) notification_slots: Arc<tokio::sync::Semaphore>,
+    /// The bytes of notifications those handlers may hold at once
+    /// ([`PeerConfig::max_in_flight_bytes`]): each takes its params' compact JSON length
+    /// (capped at the limit) for as long as its handler runs; one that finds too few is not
+    /// handled and is reported ([`ServerDiagnostic::NotificationDroppedBytes`]).
+    pub(super) notification_bytes: Arc<tokio::sync::Semaphore>,
     /// Whether the ready handlers ([`ServerBuilder::on_first_ready`],
     /// [`ServerBuilder::on_ready`]) run now, and whether a policy Request was accepted
     /// since `on_ready` last started: at most one run per connection, so a host flooding
@@ -392,6 +400,12 @@ impl Conn {
             }
         }
     }
+}
+
+/// [`Conn::notification_bytes`]' permits: [`PeerConfig::max_in_flight_bytes`], at least 1,
+/// within what a semaphore and one acquisition (`u32`) hold.
+pub(super) fn notification_byte_limit(config: &PeerConfig) -> usize {
+    config.max_in_flight_bytes.clamp(1, u32::MAX as usize)
 }
 
 #[cfg(test)]

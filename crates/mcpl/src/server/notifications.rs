@@ -104,6 +104,12 @@ pub(super) fn spawn_notification<P, R>(
         });
         return;
     };
+    // What it will hold while its handler runs (its params), weighed before they are read.
+    let limit = super::conn::notification_byte_limit(&conn.server.peer_config);
+    let weight = params
+        .as_ref()
+        .map_or(1, crate::jsonrpc::json_len)
+        .clamp(1, limit);
     let p: P = match crate::jsonrpc::parse_params(params) {
         Ok(p) => p,
         Err(e) => return conn.diagnostic(invalid(method, e)),
@@ -116,12 +122,29 @@ pub(super) fn spawn_notification<P, R>(
             limit: conn.server.peer_config.max_in_flight_requests.max(1),
         });
     };
+    // Bounded in bytes too: each holds its params while its handler runs.
+    let held = limit - conn.notification_bytes.available_permits();
+    let bytes = match u32::try_from(weight) {
+        Ok(w) => conn
+            .notification_bytes
+            .clone()
+            .try_acquire_many_owned(w)
+            .ok(),
+        Err(_) => None,
+    };
+    let Some(bytes) = bytes else {
+        return conn.diagnostic(ServerDiagnostic::NotificationDroppedBytes {
+            method: method.to_owned(),
+            bytes: held.saturating_add(weight),
+            limit,
+        });
+    };
     let session = Session { conn: conn.clone() };
     let method = method.to_owned();
     let conn = conn.clone();
     tokio::spawn(async move {
         // Held until the handler has ended.
-        let _slot = slot;
+        let _slot = (slot, bytes);
         // A notification has no response for the error to travel in, so it is reported.
         match guarded(&conn, &method, handler(session, p)).await {
             // Reported by `guarded`.

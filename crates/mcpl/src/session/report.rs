@@ -379,21 +379,7 @@ impl HostEvent {
     /// JSON of a push's params or a channel message, its strings and tags, and the event
     /// itself. Computed by walking what it holds (linear in its size).
     pub fn weight(&self) -> usize {
-        fn json_len(v: &serde_json::Value) -> usize {
-            struct Count(usize);
-            impl std::io::Write for Count {
-                fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                    self.0 = self.0.saturating_add(buf.len());
-                    Ok(buf.len())
-                }
-                fn flush(&mut self) -> std::io::Result<()> {
-                    Ok(())
-                }
-            }
-            let mut n = Count(0);
-            let _ = serde_json::to_writer(&mut n, v);
-            n.0
-        }
+        use crate::jsonrpc::json_len;
         let tags = |t: &ExpandedTags| t.iter().map(|t| t.as_str().len()).sum::<usize>();
         let held = match self {
             HostEvent::Push {

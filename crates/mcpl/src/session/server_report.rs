@@ -163,6 +163,17 @@ pub enum ServerDiagnostic {
         /// The number of notification handlers a connection runs at once.
         limit: usize,
     },
+    /// `notification_dropped` too: a host notification admitted for a handler while the
+    /// notification handlers running on the connection held `PeerConfig::max_in_flight_bytes`
+    /// of notifications (each weighed by its params' compact JSON): not handled, not held.
+    NotificationDroppedBytes {
+        /// The notification.
+        method: String,
+        /// What the handlers running held, in bytes, with this one.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// `inference_result_malformed`: the host's `inference/request` result breaks §11.3.
     InferenceResultMalformed {
         /// Each defect found.
@@ -223,7 +234,8 @@ impl ServerDiagnostic {
             | D::UnknownNotification { method, .. }
             | D::IgnoredNotification { method }
             | D::UnexpectedNotification { method }
-            | D::NotificationDropped { method, .. } => clip_text(method),
+            | D::NotificationDropped { method, .. }
+            | D::NotificationDroppedBytes { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
             D::Policy(p) => clip_text(&mut p.detail),
             D::HostMcplVersion { version } => clip_text(version),
@@ -265,7 +277,9 @@ impl ServerDiagnostic {
             D::UnexpectedNotification { .. } => "unexpected_notification",
             D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
             D::InferenceChunkDropped { .. } => "inference_chunks_dropped",
-            D::NotificationDropped { .. } => "notification_dropped",
+            D::NotificationDropped { .. } | D::NotificationDroppedBytes { .. } => {
+                "notification_dropped"
+            }
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
@@ -291,7 +305,8 @@ impl ServerDiagnostic {
             // The server's own bound at work (or its reader gone): no defect of the host.
             D::HostMcplVersion { .. }
             | D::InferenceChunkDropped { .. }
-            | D::NotificationDropped { .. } => DiagnosticKind::Notice,
+            | D::NotificationDropped { .. }
+            | D::NotificationDroppedBytes { .. } => DiagnosticKind::Notice,
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
@@ -422,6 +437,17 @@ impl std::fmt::Display for Detail<'_> {
                 "{method} was not handled: {limit} notification handlers already run on this \
                  connection (PeerConfig::max_in_flight_requests); make the handler return \
                  sooner, or raise the bound"
+            ),
+            D::NotificationDroppedBytes {
+                method,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "{method} was not handled: with it the notification handlers running on this \
+                 connection would hold {bytes} bytes of notifications, past the limit of {limit} \
+                 (PeerConfig::max_in_flight_bytes); make the handler return sooner, or raise the \
+                 bound"
             ),
             D::InferenceResultMalformed { defects } => f.write_str(&defects.join("; ")),
             D::UnexpectedResponse { id: Some(id) } => {
@@ -715,6 +741,15 @@ mod tests {
             (
                 D::NotificationDropped {
                     method: m(),
+                    limit: 1,
+                },
+                "notification_dropped",
+                DiagnosticKind::Notice,
+            ),
+            (
+                D::NotificationDroppedBytes {
+                    method: m(),
+                    bytes: 2,
                     limit: 1,
                 },
                 "notification_dropped",
