@@ -23,6 +23,11 @@
 //! transcript holds at most
 //! [`TRANSCRIPT_BYTES`] and records the first [`TRANSCRIPT_JUNK`] non-JSON frames, counting
 //! what it leaves out in a last `{"direction": "note", "omitted": {frames, junk}}` line.
+//!
+//! A line the server began and did not end (§4: one message per line) is said, never
+//! dropped in silence: [`Conn::unfinished`] quotes the one it is writing when a wait ends,
+//! and an end of stream inside a line says so in its [`Event::Closed`] reason, both quoting
+//! at most [`UNFINISHED_QUOTE_BYTES`] of it.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -58,6 +63,11 @@ pub const TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 pub const TRANSCRIPT_JUNK: u64 = 100;
 /// Characters of a non-JSON frame kept for the report.
 pub const JUNK_CHARS: usize = 200;
+/// Bytes of a line left unfinished quoted in the report (its length is said whole).
+pub const UNFINISHED_QUOTE_BYTES: usize = 160;
+/// How long [`Conn::unfinished`] waits for the pump to look (it answers between two reads;
+/// it is late only while its runtime thread is starved).
+pub const UNFINISHED_WAIT: Duration = Duration::from_secs(1);
 /// What one queued event costs in [`QUEUED_BYTES`] besides its text and parsed values: its
 /// slot in the queue and the allocator's share of its text (issue #20). A flood of
 /// two-byte lines that are not UTF-8 had been counted as nothing, so the queue grew without
@@ -210,6 +220,8 @@ type Arrival = (Event, usize, Instant);
 pub struct Conn {
     /// Messages for the pump to write; dropped first to end the pump.
     out: Option<UnboundedSender<String>>,
+    /// Asks the pump what the reader holds of a line without its end ([`Conn::unfinished`]).
+    asks: UnboundedSender<mpsc::Sender<Option<String>>>,
     /// Dropped with `out`: the pump then writes what is still queued within its bound and
     /// gives up on a server that does not read it.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -249,6 +261,7 @@ impl Conn {
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
         let (events, rx) = mpsc::channel();
         let (out, out_rx) = unbounded_channel::<String>();
+        let (asks, asks_rx) = unbounded_channel();
         let tr = transcript.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let unsent = Arc::new(AtomicUsize::new(0));
@@ -268,12 +281,13 @@ impl Conn {
                 };
                 let _ = ready_tx.send(Ok(()));
                 let ends = (timeout, stopped);
-                pump(opened, events, out_rx, tr, ends, counts).await;
+                pump(opened, events, (out_rx, asks_rx), tr, ends, counts).await;
             });
         });
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Conn {
                 out: Some(out),
+                asks,
                 stop: Some(stop),
                 rx,
                 held: std::cell::RefCell::new(None),
@@ -311,6 +325,17 @@ impl Conn {
             self.unsent.fetch_sub(len, Ordering::Relaxed);
         }
         sent.ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
+    }
+
+    /// What the server has written of a line without its end yet, when it has (a start of
+    /// an answer, then a stall): its length and its first [`UNFINISHED_QUOTE_BYTES`],
+    /// quoted, for the report of a wait that ended. `None` when no line is begun, when the
+    /// one begun is being discarded (oversized), over a transport whose messages arrive
+    /// whole (WebSocket), or when the pump does not answer within [`UNFINISHED_WAIT`].
+    pub fn unfinished(&self) -> Option<String> {
+        let (tx, rx) = mpsc::channel();
+        self.asks.send(tx).ok()?;
+        rx.recv_timeout(UNFINISHED_WAIT).ok().flatten()
     }
 
     /// From now on, the connection reads as ended once `bound` has passed: however the
@@ -470,7 +495,7 @@ async fn open(
 async fn pump(
     opened: Opened,
     events: mpsc::Sender<Arrival>,
-    mut out: UnboundedReceiver<String>,
+    (mut out, mut asks): (UnboundedReceiver<String>, UnboundedReceiver<Ask>),
     transcript: Option<Transcript>,
     (bound, stopped): (Duration, tokio::sync::oneshot::Receiver<()>),
     (queued, unsent): (Arc<AtomicUsize>, Arc<AtomicUsize>),
@@ -488,16 +513,44 @@ async fn pump(
         ..
     } = transport;
     let read = async {
+        // The last line, when the stream ended inside it ([`FrameReader::ended_mid_line`]).
+        let mut ended_inside: Option<String> = None;
         loop {
             // Backpressure: the server's frames wait in its pipe or socket, not here, also
             // while it does not read what the checker wrote (its answers among them).
             while queued.load(Ordering::Relaxed) > QUEUED_BYTES
                 || unsent.load(Ordering::Relaxed) > UNSENT_BYTES
             {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                let asked = tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(1)) => None,
+                    Some(ask) = asks.recv() => Some(ask),
+                };
+                if let Some(ask) = asked {
+                    let _ = ask.send(reader.unfinished().map(unfinished_line));
+                }
+            }
+            // Between two reads (a read is cancel-safe), the checker may ask what the reader
+            // holds of a line without its end.
+            let next = tokio::select! {
+                biased;
+                Some(ask) = asks.recv() => Err(ask),
+                read = reader.next_frame() => Ok(read),
+            };
+            let next = match next {
+                Ok(read) => read,
+                Err(ask) => {
+                    let _ = ask.send(reader.unfinished().map(unfinished_line));
+                    continue;
+                }
+            };
+            if reader.ended_mid_line() && ended_inside.is_none() {
+                ended_inside = Some(match &next {
+                    Ok(Some(Frame::Text(text))) => unfinished_line(text.as_bytes()),
+                    _ => "it left its last line unfinished (no newline), discarded".to_owned(),
+                });
             }
             // The event and what it holds, counted against [`QUEUED_BYTES`].
-            let (event, cost) = match reader.next_frame().await {
+            let (event, cost) = match next {
                 Ok(Some(Frame::Text(text))) => {
                     let text = if skip_blank { text.trim() } else { &text };
                     if skip_blank && text.is_empty() {
@@ -543,7 +596,18 @@ async fn pump(
                     format!("a frame that is not text: {reason}"),
                     transcript.as_ref(),
                 ),
-                Ok(None) => (Event::Closed("end of stream".into()), 0),
+                Ok(None) => {
+                    // Inside a line: the last frame was that line, or (a child's pipe held
+                    // past its exit) the reader still holds it.
+                    let inside = ended_inside
+                        .take()
+                        .or_else(|| reader.unfinished().map(unfinished_line));
+                    let why = match inside {
+                        Some(line) => format!("end of stream inside a line: {line}"),
+                        None => "end of stream".to_owned(),
+                    };
+                    (Event::Closed(why), 0)
+                }
                 Err(e) => (Event::Closed(format!("read error: {e}")), 0),
             };
             let closed = matches!(event, Event::Closed(_));
@@ -590,6 +654,28 @@ async fn pump(
         let _ = tokio::time::timeout(bound, monitor).await;
     }
     drop((reader, writer, guard));
+}
+
+/// A request from [`Conn::unfinished`]: where the pump sends its answer.
+type Ask = mpsc::Sender<Option<String>>;
+
+/// How the report says a line was left without its end: its length, and its first
+/// [`UNFINISHED_QUOTE_BYTES`] quoted (bytes that are not UTF-8 replaced).
+fn unfinished_line(line: &[u8]) -> String {
+    let quoted = line.get(..UNFINISHED_QUOTE_BYTES).unwrap_or(line);
+    let quote = format!("{:?}", String::from_utf8_lossy(quoted));
+    if quoted.len() < line.len() {
+        format!(
+            "it left {} bytes of a line unfinished (no newline), the first {}: {quote}…",
+            line.len(),
+            quoted.len()
+        )
+    } else {
+        format!(
+            "it left {} bytes of a line unfinished (no newline): {quote}",
+            line.len()
+        )
+    }
 }
 
 /// How long a spawned target may take to exit on its own once its stdin is closed (the

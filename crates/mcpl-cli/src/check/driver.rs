@@ -33,9 +33,14 @@ use super::vocabulary;
 enum Reply {
     Result(Value),
     Error(ErrorObject),
-    /// No answer within the step timeout; the cascade note when an earlier request was
-    /// already left unanswered ([`Session::cascade_note`]).
-    Timeout(Option<String>),
+    /// No answer within the step timeout: `note`, the cascade note when an earlier request
+    /// was already left unanswered ([`Session::cascade_note`]); `unfinished`, what the
+    /// server had written of a line without its end when the wait ended (§4), said where
+    /// the silence is reported ([`super::conn::Conn::unfinished`]).
+    Timeout {
+        note: Option<String>,
+        unfinished: Option<String>,
+    },
     Closed(String),
     /// A response under the request's id that is not valid JSON-RPC 2.0 (a result and an
     /// error both, neither, a malformed error object): an answer no host can use, said at
@@ -48,8 +53,13 @@ impl Reply {
         match self {
             Reply::Result(_) => "a result".into(),
             Reply::Error(e) => format!("error {} {:?}", e.code, e.message),
-            Reply::Timeout(None) => super::report::NO_RESPONSE.into(),
-            Reply::Timeout(Some(note)) => note.clone(),
+            Reply::Timeout { note, unfinished } => {
+                let note = note.as_deref().unwrap_or(super::report::NO_RESPONSE);
+                match unfinished {
+                    Some(line) => format!("{note}; {line}"),
+                    None => note.to_owned(),
+                }
+            }
             Reply::Closed(why) => format!("no response: {why}"),
             Reply::Invalid(why) => format!("an invalid response ({why})"),
         }

@@ -216,4 +216,12 @@ impl FrameReader for ChildReader {
             lines.set_max_message_size(limit);
         }
     }
+
+    fn unfinished(&self) -> Option<&[u8]> {
+        self.lines.as_ref().and_then(FrameReader::unfinished)
+    }
+
+    fn ended_mid_line(&self) -> bool {
+        self.lines.as_ref().is_some_and(FrameReader::ended_mid_line)
+    }
 }

@@ -89,6 +89,22 @@ pub trait FrameReader: Send {
     }
     /// Sets the maximum message size in bytes.
     fn set_max_message_size(&mut self, limit: usize);
+    /// The bytes of a message this reader has begun and not yet ended, for a diagnostic
+    /// when a wait ends (a peer that wrote part of a line and stalled): for line framing,
+    /// the line read so far, with no newline after it. `None` when no line is begun, when
+    /// the line begun is being discarded (oversized or refused by the budget: its bytes are
+    /// not kept), and for a reader whose messages arrive whole (the default). Only what the
+    /// reader holds already: no allocation, no read.
+    fn unfinished(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Whether the stream ended in the middle of a line: the last frame this reader
+    /// yielded before `Ok(None)` was that line, without its newline (the framing still
+    /// takes it as a message). False for a reader whose messages arrive whole (the
+    /// default).
+    fn ended_mid_line(&self) -> bool {
+        false
+    }
     /// Sets the budget partial messages are taken from (every transport starts with
     /// [`MessageBudget::process`]). The default ignores it: a reader that buffers no
     /// partial messages has nothing to take.
@@ -213,6 +229,8 @@ pub struct LineReader<R> {
     limit: usize,
     /// What `line`'s capacity takes from the shared budget.
     hold: budget::Hold,
+    /// The stream ended in the middle of a line ([`FrameReader::ended_mid_line`]).
+    ended_mid_line: bool,
 }
 
 /// What one read of a [`LineReader`] gave.
@@ -237,6 +255,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             refused: false,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
             hold: budget::Hold::new(MessageBudget::process()),
+            ended_mid_line: false,
         }
     }
 
@@ -305,6 +324,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                         return Ok(None);
                     }
                     // A final line without a terminator still counts as a message.
+                    self.ended_mid_line = true;
                     return Ok(Some(self.end_of_line()));
                 }
                 Read::Partial(n) => {
@@ -440,6 +460,15 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
 
     fn set_max_message_size(&mut self, limit: usize) {
         self.limit = limit;
+    }
+
+    fn unfinished(&self) -> Option<&[u8]> {
+        let begun = self.discarding.is_none() && !self.refused && !self.line.is_empty();
+        begun.then_some(self.line.as_slice())
+    }
+
+    fn ended_mid_line(&self) -> bool {
+        self.ended_mid_line
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {

@@ -451,6 +451,54 @@ async fn into_parts_hands_back_a_partial_line() {
     assert_eq!(&rest[..n], b":2}\nnext");
 }
 
+/// `unfinished` shows the line a reader waits to see the end of (for a diagnostic when a
+/// wait ends), and nothing once it ends or while one is discarded; `ended_mid_line` says
+/// that the stream ended inside the last line, which is still framed.
+#[tokio::test]
+async fn a_line_without_its_end_is_shown_and_an_end_of_stream_inside_one_is_said() {
+    let (mut a, b) = tokio::io::duplex(1024);
+    a.write_all(b"{\"a\":1}\n{\"b\"").await.unwrap();
+    let mut r = LineReader::new(b);
+    r.set_max_message_size(16);
+    assert_eq!(r.read_frame().await.unwrap(), Some(text("{\"a\":1}")));
+    assert_eq!(FrameReader::unfinished(&r), None, "nothing begun yet");
+    {
+        let mut next = std::pin::pin!(r.read_frame());
+        let waited = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).is_pending()));
+        assert!(waited.await);
+    }
+    assert_eq!(FrameReader::unfinished(&r), Some(&b"{\"b\""[..]));
+    // Past the limit, the line is discarded and nothing of it is kept to show.
+    a.write_all(b":2, \"long\": true").await.unwrap();
+    {
+        let mut next = std::pin::pin!(r.read_frame());
+        let waited = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).is_pending()));
+        assert!(waited.await);
+    }
+    assert_eq!(FrameReader::unfinished(&r), None);
+    a.write_all(b"}\n[1]\n[2").await.unwrap();
+    assert!(matches!(
+        r.read_frame().await.unwrap(),
+        Some(Frame::Oversized { .. })
+    ));
+    assert_eq!(r.read_frame().await.unwrap(), Some(text("[1]")));
+    assert!(!r.ended_mid_line());
+    drop(a);
+    // The stream ends inside `[2`: still a frame, and said to have ended mid-line.
+    assert_eq!(r.read_frame().await.unwrap(), Some(text("[2")));
+    assert!(r.ended_mid_line());
+    assert_eq!(FrameReader::unfinished(&r), None);
+    assert_eq!(r.read_frame().await.unwrap(), None);
+    // A stream that ends after a newline did not end mid-line.
+    let (mut a, b) = tokio::io::duplex(1024);
+    a.write_all(b"[1]\n").await.unwrap();
+    drop(a);
+    let mut r = LineReader::new(b);
+    assert_eq!(r.read_frame().await.unwrap(), Some(text("[1]")));
+    assert_eq!(r.read_frame().await.unwrap(), None);
+    assert!(!r.ended_mid_line());
+}
+
 /// A limit of `usize::MAX` (an application's "no limit") frames lines as any other: the
 /// one `\r` tolerated on top of the limit must not overflow it (a panic in the reader
 /// in debug builds; in release every non-empty line was oversized).

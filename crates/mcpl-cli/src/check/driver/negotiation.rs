@@ -259,7 +259,7 @@ impl Session {
                 Status::Fail,
                 format!("{path} both granted and denied: answered as a policy: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout(_) | Reply::Invalid(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{path} both granted and denied: "), r)
             }
         }

@@ -114,7 +114,7 @@ impl Session {
                     self.rec.record(id, Status::Fail, d);
                 }
             }
-            r @ (Reply::Closed(_) | Reply::Timeout(_) | Reply::Invalid(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{what}: "), r)
             }
             Reply::Error(e) => self.rec.record(
@@ -172,7 +172,7 @@ impl Session {
                 Status::Fail,
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout(_) | Reply::Invalid(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{set}: "), r)
             }
         }
@@ -413,14 +413,33 @@ impl Session {
                 Status::Skip,
                 format!("connection ended before the answer: {why}"),
             ),
-            Reply::Timeout(Some(note)) => {
-                self.rec.record(id, Status::Fail, format!("{what}{note}"));
+            Reply::Timeout {
+                note: Some(note),
+                unfinished,
+            } => {
+                let line = unfinished.map(|l| format!("; {l}")).unwrap_or_default();
+                self.rec
+                    .record(id, Status::Fail, format!("{what}{note}{line}"));
             }
             Reply::Invalid(why) => self.rec.record(
                 id,
                 Status::Fail,
                 format!("{what}answered with an invalid response ({why})"),
             ),
+            Reply::Timeout {
+                note: None,
+                unfinished,
+            } => {
+                let line = unfinished.map(|l| format!("; {l}")).unwrap_or_default();
+                self.rec.record(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "{what}{} (§6.6: must error, not silence){line}",
+                        crate::check::report::NO_RESPONSE
+                    ),
+                );
+            }
             _ => self.rec.record(
                 id,
                 Status::Fail,

@@ -64,22 +64,34 @@ impl Session {
             let Some(ev) = self.conn.recv(deadline) else {
                 self.timed_out.insert(id);
                 self.unanswered += 1;
+                // Where the silence is reported, a line the server began and left without
+                // its end is quoted there (§4): it is in no frame.
                 if self.unanswered == 1 {
                     self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
                     self.silent_unjudged = !judged;
-                    return Reply::Timeout(None);
+                    let unfinished = if judged { self.conn.unfinished() } else { None };
+                    return Reply::Timeout {
+                        note: None,
+                        unfinished,
+                    };
                 }
                 if judged && std::mem::take(&mut self.silent_unjudged) {
                     // The unanswered `ping` before it is reported nowhere: this is the root.
                     let first = self.silent_after.as_ref().map(|(m, _)| m.clone());
                     self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
-                    return Reply::Timeout(Some(format!(
-                        "{} (nor was the {} before it answered)",
-                        crate::check::report::NO_RESPONSE,
-                        first.as_deref().unwrap_or("request")
-                    )));
+                    return Reply::Timeout {
+                        note: Some(format!(
+                            "{} (nor was the {} before it answered)",
+                            crate::check::report::NO_RESPONSE,
+                            first.as_deref().unwrap_or("request")
+                        )),
+                        unfinished: self.conn.unfinished(),
+                    };
                 }
-                return Reply::Timeout(Some(self.cascade_note()));
+                return Reply::Timeout {
+                    note: Some(self.cascade_note()),
+                    unfinished: None,
+                };
             };
             match self.handle_event(ev, Some(&id)) {
                 Handled::Awaited(reply) => {

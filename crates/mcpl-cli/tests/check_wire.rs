@@ -1,0 +1,84 @@
+//! `mcpl check` against servers scripted byte by byte (`sh -c`, over real pipes): what the
+//! report says of framing the library tolerates or cannot see as a message (§4: one message
+//! per line).
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// The answer to the checker's `initialize` (its id is 1): MCPL 0.5, nothing advertised.
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":{"version":"0.5"}}},"serverInfo":{"name":"s","version":"1"}}}"#;
+
+/// Runs `mcpl check --json --quick --timeout 1 --watch 0 -- sh -c SCRIPT`.
+fn check_script(script: &str) -> Value {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .args(["--", "sh", "-c", script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", out.stdout))
+}
+
+fn detail<'a>(doc: &'a Value, id: &str) -> &'a str {
+    doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_else(|| panic!("no {id} in {doc:#}"))
+}
+
+/// A server that answers `initialize`, then writes part of a line (the start of an answer,
+/// no newline) and stalls, or exits: the check that waited for that answer quotes what was
+/// left unfinished, where it said only "no response within the timeout" or "end of
+/// stream" and the bytes (never a frame while the server stalls) were mentioned nowhere.
+#[test]
+fn a_line_left_unfinished_is_quoted_by_the_check_that_waited() {
+    for (end, why) in [
+        ("exec sleep 60", "no response within the timeout"),
+        ("exit 0", "end of stream"),
+    ] {
+        // initialize; notifications/initialized; then the next request is answered in part.
+        let script = format!(
+            "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+             printf '%s' '{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{\"unfinis'; {end}"
+        );
+        let doc = check_script(&script);
+        let d = detail(&doc, "policy.request-answered");
+        assert!(d.contains(why), "{end}: {d}");
+        assert!(d.contains("unfinished"), "{end}: {d}");
+        assert!(
+            d.contains(r#"\"unfinis"#),
+            "{end}: the bytes are quoted: {d}"
+        );
+    }
+}
+
+/// What is quoted of an unfinished line is clipped, its length said: 100,000 bytes of a
+/// line without its end are not carried into the report whole.
+#[test]
+fn an_unfinished_line_is_quoted_clipped() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s' '{{\"x\":\"'; head -c 99994 /dev/zero | tr '\\000' a; exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(d.contains("100000 bytes"), "{d}");
+    assert!(d.contains(r#"{\"x\":\"aaa"#), "{d}");
+    assert!(!d.contains(&"a".repeat(300)), "{d}");
+}
