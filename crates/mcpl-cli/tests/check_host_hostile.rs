@@ -477,7 +477,8 @@ async fn an_invalid_response_is_reported_as_one_not_as_silence() {
 /// connects next is checked.
 #[tokio::test]
 async fn a_failed_websocket_handshake_is_not_the_host() {
-    a_probe_before_the_host_is_not_the_host("ws", "failed its WebSocket handshake").await;
+    a_probe_before_the_host_is_not_the_host("ws", Probe::Http, "failed its WebSocket handshake")
+        .await;
 }
 
 /// `--tcp`: a connection that ends before sending anything (a port probe) comes before the
@@ -486,12 +487,43 @@ async fn a_failed_websocket_handshake_is_not_the_host() {
 /// speaks first, with its `initialize`).
 #[tokio::test]
 async fn a_connection_that_ends_before_its_first_byte_is_not_the_host() {
-    a_probe_before_the_host_is_not_the_host("tcp", "ended before sending anything").await;
+    a_probe_before_the_host_is_not_the_host("tcp", Probe::Ends, "ended before sending anything")
+        .await;
 }
 
-/// `check-host --SCHEME`, probed (an HTTP request over `ws`, a connect and close over `tcp`)
-/// before the host connects over SCHEME: the host is checked, and stderr says `said`.
-async fn a_probe_before_the_host_is_not_the_host(scheme: &str, said: &str) {
+/// `--tcp` and `--ws`: a connection that stays open and sends nothing (a health check, a
+/// client that connected to the wrong port) comes before the host. It was taken for the
+/// host (`--tcp`: the checker waited on its first byte until the accept bound, "no host
+/// connected"; `--ws`: its stalled upgrade held the accept for the 10 s handshake bound, and
+/// a WebSocket client that upgraded and then said nothing was the host). A host speaks
+/// first: the one that does is checked, and stderr says the silent one was not the host.
+#[tokio::test]
+async fn a_connection_that_stays_silent_is_not_the_host() {
+    for (scheme, probe) in [
+        ("tcp", Probe::Silent),
+        ("ws", Probe::Silent),
+        ("ws", Probe::SilentWebSocket),
+    ] {
+        a_probe_before_the_host_is_not_the_host(scheme, probe, "sent nothing").await;
+    }
+}
+
+/// What connects before the host in [`a_probe_before_the_host_is_not_the_host`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Probe {
+    /// Connects and closes at once.
+    Ends,
+    /// A plain HTTP request, read to its end.
+    Http,
+    /// Connects and stays open, sending nothing, until the host has been checked.
+    Silent,
+    /// Completes a WebSocket handshake, then stays open sending nothing.
+    SilentWebSocket,
+}
+
+/// `check-host --SCHEME`, probed (`probe`) before the host connects over SCHEME: the host is
+/// checked, and stderr says `said`.
+async fn a_probe_before_the_host_is_not_the_host(scheme: &str, probe: Probe, said: &str) {
     use tokio::io::AsyncReadExt;
     let report = report_path(&format!("{scheme}-probe.json"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
@@ -522,16 +554,30 @@ async fn a_probe_before_the_host_is_not_the_host(scheme: &str, said: &str) {
         }
         all
     });
-    let mut probe = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
-    if scheme == "ws" {
-        probe
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut sink = Vec::new();
-        let _ = probe.read_to_end(&mut sink).await;
+    let mut held = None;
+    let mut held_ws = None;
+    if probe == Probe::SilentWebSocket {
+        let url = format!("{scheme}://{addr}");
+        held_ws = Some(
+            mcpl::transport::endpoint::connect(&url, None)
+                .await
+                .unwrap(),
+        );
+    } else {
+        let mut stream = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
+        match probe {
+            Probe::Http => {
+                stream
+                    .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
+                let mut sink = Vec::new();
+                let _ = stream.read_to_end(&mut sink).await;
+            }
+            Probe::Silent => held = Some(stream),
+            Probe::Ends | Probe::SilentWebSocket => {}
+        }
     }
-    drop(probe);
     let transport = mcpl::transport::endpoint::connect(&format!("{scheme}://{addr}"), None)
         .await
         .expect("the host connects after the probe");
@@ -541,14 +587,15 @@ async fn a_probe_before_the_host_is_not_the_host(scheme: &str, said: &str) {
         .unwrap();
     host.close();
     let code = guarded(child.wait()).await;
+    drop((held, held_ws));
     let stderr = stderr.await.unwrap().join("\n");
     let doc = read_report(&report);
     assert_eq!(
         check(&doc, "host.initialize-advertises-mcpl")["status"],
         "pass",
-        "{doc:#}"
+        "{scheme} {probe:?}: {doc:#}\n{stderr}"
     );
-    assert!(stderr.contains(said), "{stderr}");
+    assert!(stderr.contains(said), "{scheme} {probe:?}: {stderr}");
     assert_eq!(code, 2, "the host went away: {doc:#}");
 }
 

@@ -22,6 +22,7 @@
 //! connected, went away before the probes were done, the run reached its bound, or the
 //! arguments were unusable.
 
+mod accept;
 mod exchange;
 mod judge;
 mod junk;
@@ -34,7 +35,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpl::peer::{Peer, PeerConfig};
-use mcpl::transport::{stdio, tcp, ws, Transport};
+use mcpl::transport::{stdio, Transport};
 
 use crate::check::report::{catalogue, catalogue_text_of, CheckDef, Recorder, Report};
 use crate::check::seconds;
@@ -238,17 +239,16 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
         Err(e) => return unreachable_report(label, format!("cannot start the runtime: {e}")),
     };
     let report = rt.block_on(async move {
-        let mut refused = 0u64;
-        let transport = match tokio::time::timeout(step, accept(args, &mut refused)).await {
+        let mut seen = accept::Seen::default();
+        let transport = match tokio::time::timeout(step, connect(args, &mut seen)).await {
             Ok(Ok(t)) => junk::with_junk_line(t),
             Ok(Err(e)) => return unreachable_report(label, e),
             Err(_) => {
-                let also = match (refused, args.ws.is_some()) {
-                    (0, _) => String::new(),
-                    (n, true) => format!(" ({n} connection(s) failed the WebSocket handshake)"),
-                    (n, false) => format!(" ({n} connection(s) ended before sending anything)"),
-                };
-                let e = format!("no host connected within {}{also}", session::secs(step));
+                let e = format!(
+                    "no host connected within {}{}",
+                    session::secs(step),
+                    seen.summary()
+                );
                 return unreachable_report(label, e);
             }
         };
@@ -271,66 +271,25 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
     report
 }
 
-/// The one transport the host connects over. Over `--ws`, a connection that fails its
-/// WebSocket handshake (a port probe, a browser, a plain HTTP request) is not the host: it is
-/// counted in `refused`, the first said on stderr, and the host is still awaited; one such
-/// connection had ended the run (exit 2, "accept failed"). Over `--tcp` the same holds for
-/// a connection that ends before its first byte (a port probe): a host speaks first, with
-/// its `initialize`.
-async fn accept(args: &CheckHostArgs, refused: &mut u64) -> Result<Transport, String> {
-    if let Some(addr) = &args.tcp {
-        let listener = tokio::net::TcpListener::bind(addr.as_str())
-            .await
-            .map_err(|e| format!("cannot listen on tcp {addr}: {e}"))?;
-        if let Ok(local) = listener.local_addr() {
-            emit_err(&format!("mcpl check-host: listening on tcp://{local}\n"));
-        }
-        loop {
-            let (stream, _) = listener
-                .accept()
-                .await
-                .map_err(|e| format!("accept failed: {e}"))?;
-            let mut first = [0u8; 1];
-            if let Ok(1..) = stream.peek(&mut first).await {
-                return Ok(tcp::from_stream(stream));
-            }
-            if *refused == 0 {
-                emit_err(
-                    "mcpl check-host: a connection ended before sending anything; still \
-                     waiting for the host\n",
-                );
-            }
-            *refused = refused.saturating_add(1);
-        }
-    } else if let Some(addr) = &args.ws {
-        let listener = ws::Listener::bind(addr.as_str(), None)
-            .await
-            .map_err(|e| format!("cannot listen on ws {addr}: {e}"))?;
-        if let Ok(local) = listener.local_addr() {
-            emit_err(&format!("mcpl check-host: listening on ws://{local}\n"));
-        }
-        loop {
-            match listener.accept().await {
-                Ok((t, _)) => return Ok(t),
-                Err(
-                    e @ (ws::WsError::Handshake(_)
-                    | ws::WsError::HandshakeTimeout(_)
-                    | ws::WsError::Tls(_)),
-                ) => {
-                    if *refused == 0 {
-                        emit_err(&format!(
-                            "mcpl check-host: a connection failed its WebSocket handshake \
-                             ({e}); still waiting for the host\n"
-                        ));
-                    }
-                    *refused = refused.saturating_add(1);
-                }
-                Err(e) => return Err(format!("accept failed: {e}")),
-            }
-        }
-    } else {
-        Ok(stdio::stdio())
+/// The one transport the host connects over: stdio, or the first connection to speak over
+/// `--tcp`/`--ws` ([`accept::first_to_speak`]: a connection that ends, fails its WebSocket
+/// handshake or stays silent is not the host, said on stderr and counted in `seen`).
+async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transport, String> {
+    let (addr, websocket) = match (&args.tcp, &args.ws) {
+        (Some(addr), _) => (addr, false),
+        (_, Some(addr)) => (addr, true),
+        _ => return Ok(stdio::stdio()),
+    };
+    let scheme = if websocket { "ws" } else { "tcp" };
+    let listener = tokio::net::TcpListener::bind(addr.as_str())
+        .await
+        .map_err(|e| format!("cannot listen on {scheme} {addr}: {e}"))?;
+    if let Ok(local) = listener.local_addr() {
+        emit_err(&format!(
+            "mcpl check-host: listening on {scheme}://{local}\n"
+        ));
     }
+    accept::first_to_speak(listener, websocket, seen).await
 }
 
 #[cfg(test)]

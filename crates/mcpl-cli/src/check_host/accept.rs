@@ -1,0 +1,212 @@
+//! Which connection is the host (`--tcp`, `--ws`). A host speaks first: it connects and
+//! sends its `initialize` (§4.1, MCP's lifecycle). So a connection is the host once its first
+//! byte (`--tcp`) or its first WebSocket message (`--ws`, after the upgrade) arrives, and
+//! until then it is only a candidate:
+//!
+//! - candidates wait side by side, so none holds up another: one that connects and stays
+//!   silent (a health check, a client at the wrong port), or stalls its WebSocket upgrade,
+//!   cannot keep the host out, as it did when each was waited on in turn;
+//! - the wait for a first byte is bounded by the accept window, one `--timeout` from when
+//!   the checker starts listening (the bound the run gives the connection,
+//!   [`super::Bounds::wall`]); a connection silent through it is not the host, and a run in
+//!   which no connection spoke ends "no host connected", saying how many stayed silent;
+//! - at most [`MAX_CANDIDATES`] wait at once; past it, further connections wait in the
+//!   system's listen backlog, unaccepted, until a candidate ends;
+//! - what was not the host is said on stderr (the first of each kind at once; the silent
+//!   ones once the host speaks) and counted in [`Seen`].
+
+use std::io;
+use std::task::{Context, Poll};
+
+use mcpl::transport::{tcp, ws, BoxFuture, Frame, FrameReader, MessageBudget, Transport};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::term::emit_err;
+
+/// Connections that may wait at once for their first byte (the host among them).
+pub(super) const MAX_CANDIDATES: usize = 64;
+
+/// What connected and was not the host, by kind.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// Connections that ended before sending anything.
+    pub(super) ended: u64,
+    /// `--ws`: connections whose WebSocket handshake failed.
+    pub(super) failed_handshake: u64,
+    /// Connections that sent nothing (and were still open) when the host spoke or the
+    /// accept window closed.
+    pub(super) silent: u64,
+}
+
+impl Seen {
+    /// The count said with "no host connected": empty when nothing else connected.
+    pub(super) fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if self.ended > 0 {
+            parts.push(format!(
+                "{} connection(s) ended before sending anything",
+                self.ended
+            ));
+        }
+        if self.failed_handshake > 0 {
+            parts.push(format!(
+                "{} connection(s) failed the WebSocket handshake",
+                self.failed_handshake
+            ));
+        }
+        if self.silent > 0 {
+            parts.push(format!(
+                "{} connection(s) stayed open and sent nothing (a host speaks first)",
+                self.silent
+            ));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+}
+
+/// How a candidate turned out not to be the host.
+enum NotHost {
+    Ended,
+    Handshake(ws::WsError),
+}
+
+/// The first connection over `listener` that speaks (`ws`: after a WebSocket upgrade), as
+/// the module docs read it. Runs until one does: the caller bounds it (the accept window);
+/// dropping it closes every candidate still waiting, and `seen` counts them as silent
+/// then ([`Seen::silent`] is kept current while it runs).
+pub(super) async fn first_to_speak(
+    listener: TcpListener,
+    websocket: bool,
+    seen: &mut Seen,
+) -> Result<Transport, String> {
+    let mut candidates: JoinSet<Result<Transport, NotHost>> = JoinSet::new();
+    loop {
+        seen.silent = candidates.len() as u64;
+        tokio::select! {
+            accepted = listener.accept(), if candidates.len() < MAX_CANDIDATES => {
+                let (stream, _) = accepted.map_err(|e| format!("accept failed: {e}"))?;
+                if websocket {
+                    candidates.spawn(first_message(stream));
+                } else {
+                    candidates.spawn(first_byte(stream));
+                }
+            }
+            Some(done) = candidates.join_next() => match done {
+                Ok(Ok(transport)) => {
+                    seen.silent = candidates.len() as u64;
+                    if seen.silent > 0 {
+                        emit_err(&format!(
+                            "mcpl check-host: {} other connection(s) had sent nothing when \
+                             the host spoke (a host speaks first): closed, not the host\n",
+                            seen.silent
+                        ));
+                    }
+                    return Ok(transport);
+                }
+                Ok(Err(NotHost::Handshake(e))) => {
+                    if seen.failed_handshake == 0 {
+                        emit_err(&format!(
+                            "mcpl check-host: a connection failed its WebSocket handshake \
+                             ({e}); still waiting for the host\n"
+                        ));
+                    }
+                    seen.failed_handshake = seen.failed_handshake.saturating_add(1);
+                }
+                // A candidate's task does not panic; one that did is no host either.
+                Ok(Err(NotHost::Ended)) | Err(_) => {
+                    if seen.ended == 0 {
+                        emit_err(
+                            "mcpl check-host: a connection ended before sending anything; \
+                             still waiting for the host\n",
+                        );
+                    }
+                    seen.ended = seen.ended.saturating_add(1);
+                }
+            },
+        }
+    }
+}
+
+/// `--tcp`: the connection, once its first byte has come (peeked, left for the framing).
+async fn first_byte(stream: tokio::net::TcpStream) -> Result<Transport, NotHost> {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(1..) => Ok(tcp::from_stream(stream)),
+        _ => Err(NotHost::Ended),
+    }
+}
+
+/// `--ws`: the connection, once upgraded and its first message has come (read with the
+/// checker's message limit, and handed to the session first, [`FirstFrame`]).
+async fn first_message(stream: tokio::net::TcpStream) -> Result<Transport, NotHost> {
+    let mut transport = ws::accept(stream).await.map_err(NotHost::Handshake)?;
+    transport.reader.set_max_message_size(super::MAX_MESSAGE);
+    match transport.reader.next_frame().await {
+        Ok(Some(first)) => {
+            let Transport {
+                reader,
+                writer,
+                guard,
+                description,
+            } = transport;
+            let reader = Box::new(FirstFrame {
+                first: Some(first),
+                rest: reader,
+            });
+            Ok(Transport {
+                reader,
+                writer,
+                guard,
+                description,
+            })
+        }
+        Ok(None) | Err(_) => Err(NotHost::Ended),
+    }
+}
+
+/// A reader that yields `first` (already read) and then what `rest` reads.
+struct FirstFrame {
+    first: Option<Frame>,
+    rest: Box<dyn FrameReader>,
+}
+
+impl FrameReader for FirstFrame {
+    fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
+        match self.first.take() {
+            Some(first) => Box::pin(async move { Ok(Some(first)) }),
+            None => self.rest.next_frame(),
+        }
+    }
+
+    fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
+        match self.first.take() {
+            Some(first) => Some(Poll::Ready(Ok(Some(first)))),
+            None => self.rest.poll_next_frame(cx),
+        }
+    }
+
+    fn recycle(&mut self, text: String) {
+        self.rest.recycle(text);
+    }
+
+    fn set_max_message_size(&mut self, limit: usize) {
+        self.rest.set_max_message_size(limit);
+    }
+
+    fn unfinished(&self) -> Option<&[u8]> {
+        self.rest.unfinished()
+    }
+
+    fn ended_mid_line(&self) -> bool {
+        self.rest.ended_mid_line()
+    }
+
+    fn set_message_budget(&mut self, budget: MessageBudget) {
+        self.rest.set_message_budget(budget);
+    }
+}
