@@ -460,6 +460,79 @@ async fn a_later_grant_change_by_notification_fails() {
     );
 }
 
+/// §5.4, §6.7: a host that narrows its grant while a probe is outstanding (a reduction
+/// takes effect first, then goes out as a Request) and only then answers the probe is
+/// judged against the grant in force when it answered, read off the wire: the push under
+/// `check.push`, allowed when it was sent, must be refused once `pushEvents` is revoked. It
+/// was judged against the grant before the probe: the refusal failed
+/// `host.push-follows-grant` and the push accepted after the reduction passed it.
+#[tokio::test]
+async fn an_answer_is_judged_under_the_grant_in_force_when_the_host_answered() {
+    for (refuse, verdict) in [(true, "pass"), (false, "fail")] {
+        let report = report_path(&format!("narrowed-meanwhile-{refuse}.json"));
+        let (transport, ctl) = spawn_checker(&report, "0");
+        let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+        let narrowing = host.clone();
+        let answers = tokio::spawn(async move {
+            while let Some(m) = incoming.recv().await {
+                let IncomingMessage::Request(r) = m else {
+                    continue;
+                };
+                let params = r.request().params.clone().unwrap_or_default();
+                if r.method() == "ping" {
+                    let _ = r.respond(json!({})).await;
+                } else if r.method() == "push/event" && params["eventId"] == "p1" {
+                    // The reduction first (on the wire before the answer), then the answer.
+                    narrowing
+                        .send_request(
+                            "featureSets/update",
+                            Some(json!({ "effectiveCapabilities": [] })),
+                            |_| {},
+                        )
+                        .await
+                        .unwrap();
+                    let _ = if refuse {
+                        let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
+                        r.respond_error(e).await
+                    } else {
+                        r.respond(json!({ "accepted": true })).await
+                    };
+                } else {
+                    let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
+                    let _ = r.respond_error(e).await;
+                }
+            }
+        });
+        host.request_raw(
+            "initialize",
+            Some(json!({ "protocolVersion": "2025-06-18",
+                         "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+                         "clientInfo": { "name": "narrows", "version": "0" } })),
+        )
+        .await
+        .unwrap();
+        host.notify_raw("notifications/initialized", None)
+            .await
+            .unwrap();
+        let receipt = host
+            .request_raw(
+                "featureSets/update",
+                Some(json!({ "effectiveCapabilities": ["pushEvents"] })),
+            )
+            .await
+            .unwrap();
+        assert_eq!(receipt["accepted"], true);
+        let (_, doc) = finished_report(ctl, &report).await;
+        answers.abort();
+        let push = doc["checks"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["id"] == "host.push-follows-grant"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(push["status"], verdict, "refuse {refuse}: {doc:#}");
+    }
+}
+
 /// The ids as a set, to compare with [`ids_with`].
 fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|&id| id.to_owned()).collect()

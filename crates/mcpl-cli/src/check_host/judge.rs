@@ -88,6 +88,45 @@ pub(super) fn list(items: &[&str]) -> String {
     s
 }
 
+/// A probe's grant rule read twice (§5.4, §6.7): `sent`, whether the grant in force when
+/// the checker sent it allows it; `answered`, whether the one in force when the host
+/// answered does (every policy Request the host sent before its answer, in wire order,
+/// applied). A reduction takes effect at the host before its Request goes out, so an answer
+/// after it is judged under it; an expansion takes effect only once the host has read the
+/// receipt, which the checker cannot see, so either answer is then conforming.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Meanwhile {
+    pub(super) sent: bool,
+    pub(super) answered: bool,
+}
+
+impl Meanwhile {
+    /// What the host must do: allow it (`Some(true)`), refuse it (`Some(false)`), or either
+    /// (`None`: allowed only by an expansion the host may not have taken up yet).
+    pub(super) fn expected(self) -> Option<bool> {
+        match (self.sent, self.answered) {
+            (_, false) => Some(false),
+            (true, true) => Some(true),
+            (false, true) => None,
+        }
+    }
+
+    /// Said in a verdict when the grant changed under the probe; empty when it did not.
+    pub(super) fn note(self) -> &'static str {
+        match (self.sent, self.answered) {
+            (true, false) => {
+                " (under the grant the host narrowed while the probe was outstanding: a \
+                 reduction takes effect first, §6.7)"
+            }
+            (false, true) => {
+                " (the host widened its grant while the probe was outstanding: an expansion \
+                 takes effect once the receipt is read, §6.7, so either answer conforms)"
+            }
+            _ => "",
+        }
+    }
+}
+
 /// `accepted` of the first per-message result.
 pub(super) fn first_accepted(r: &Value) -> Option<bool> {
     r.get("results")
@@ -143,6 +182,20 @@ mod tests {
         assert_eq!(fail, ["content missing"]);
         let (fail, _) = inference_result_defects(&json!("OK"));
         assert_eq!(fail, ["the result is not an object"]);
+    }
+
+    /// §6.7: an answer after a reduction must follow it; one after an expansion may follow
+    /// either grant (the host takes it up once it has read the receipt).
+    #[test]
+    fn s6_7_a_grant_changed_under_a_probe_is_read_as_its_direction_says() {
+        let m = |sent, answered| Meanwhile { sent, answered };
+        assert_eq!(m(true, true).expected(), Some(true));
+        assert_eq!(m(false, false).expected(), Some(false));
+        assert_eq!(m(true, false).expected(), Some(false));
+        assert_eq!(m(false, true).expected(), None);
+        assert_eq!(m(true, true).note(), "");
+        assert!(m(true, false).note().contains("narrowed"));
+        assert!(m(false, true).note().contains("widened"));
     }
 
     /// Issue #20: what a detail quotes from the host is bounded, however large.

@@ -13,7 +13,7 @@ use mcpl::protocol::push::PushEvent;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
-use super::judge::{excerpt, first_accepted, inference_result_defects};
+use super::judge::{excerpt, first_accepted, inference_result_defects, Meanwhile};
 use super::junk;
 use super::served::{descriptors, incoming, inference_request, push};
 use super::session::{secs, Reply, Run};
@@ -203,12 +203,17 @@ impl Run {
     async fn register(&mut self) {
         self.stage = "the channels/register probe";
         let id = "host.register-itemized";
-        let granted = self.policy.allows(Capability::ChannelsRegister);
+        let sent = self.policy.allows(Capability::ChannelsRegister);
         let reply = self
             .call_paired(ChannelsRegister::NAME, descriptors(), self.bounds.step)
             .await;
-        match (granted, reply) {
-            (true, Reply::Result(r)) => {
+        let meanwhile = Meanwhile {
+            sent,
+            answered: self.policy.allows(Capability::ChannelsRegister),
+        };
+        let note = meanwhile.note();
+        match (meanwhile.expected(), reply) {
+            (Some(true) | None, Reply::Result(r)) => {
                 let items: &[Value] = r
                     .get("results")
                     .and_then(Value::as_array)
@@ -220,25 +225,26 @@ impl Run {
                     })
                 };
                 if judged("check:a") && judged("check:b") {
-                    self.record(id, Status::Pass, "one result per descriptor")
+                    self.record(id, Status::Pass, format!("one result per descriptor{note}"))
                 } else {
                     let d = format!("results do not judge each descriptor: {}", excerpt(&r));
-                    self.record(id, Status::Fail, d)
+                    self.record(id, Status::Fail, format!("{d}{note}"))
                 }
             }
-            (false, Reply::Result(r)) => self.record(
+            (Some(false), Reply::Result(r)) => self.record(
                 id,
                 Status::Fail,
                 format!(
-                    "channels.register is not granted, yet channels/register was answered {}",
+                    "channels.register is not granted, yet channels/register was answered \
+                     {}{note}",
                     excerpt(&r)
                 ),
             ),
-            (false, Reply::Error(e)) => self.record(
+            (Some(false) | None, Reply::Error(e)) => self.record(
                 id,
                 Status::Pass,
                 format!(
-                    "channels.register not granted, refused with error {}",
+                    "channels.register not granted, refused with error {}{note}",
                     e.code
                 ),
             ),
@@ -260,21 +266,33 @@ impl Run {
             self.record(id, Status::Skip, why);
             return;
         }
-        match self
+        let reply = self
             .call_paired(
                 ChannelsIncoming::NAME,
                 incoming("check:a"),
                 self.bounds.step,
             )
-            .await
-        {
-            Reply::Error(e) => self.record(
+            .await;
+        let meanwhile = Meanwhile {
+            sent: false,
+            answered: self.policy.allows(Capability::ChannelsIncoming),
+        };
+        match (meanwhile.expected(), reply) {
+            (_, Reply::Error(e)) => self.record(
                 id,
                 Status::Pass,
-                format!("not granted, refused with error {}", e.code),
+                format!(
+                    "not granted, refused with error {}{}",
+                    e.code,
+                    meanwhile.note()
+                ),
             ),
-            Reply::Closed => {}
-            other => self.record(
+            (_, Reply::Closed) => {}
+            (None, Reply::Result(_)) => {
+                let d = format!("answered{}", meanwhile.note());
+                self.record(id, Status::Pass, d);
+            }
+            (_, other) => self.record(
                 id,
                 Status::Fail,
                 format!(
@@ -326,19 +344,28 @@ impl Run {
             "host.inference-result-shape",
         );
         let params = inference_request();
-        let allowed = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
-        let bound = if allowed {
+        let sent = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
+        let bound = if sent {
             self.bounds.infer
         } else {
             self.bounds.step
         };
         let reply = self
-            .call_paired(InferenceRequest::NAME, params, bound)
+            .call_paired(InferenceRequest::NAME, params.clone(), bound)
             .await;
-        let (status, detail, judged) = match (allowed, reply) {
+        let meanwhile = Meanwhile {
+            sent,
+            answered: self.host_rule(InferenceRequest::NAME, &params) == Ok(true),
+        };
+        let allowed = meanwhile.expected() != Some(false);
+        let (status, detail, judged) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,
-            (true, Reply::Result(r)) => (Status::Pass, "allowed, and answered".into(), Some(r)),
-            (true, Reply::Error(e)) if REFUSAL.contains(&e.code) => (
+            (None, Reply::Result(r)) => (Status::Pass, "answered".into(), Some(r)),
+            (None, Reply::Error(e)) => (Status::Pass, format!("refused {}", e.code), None),
+            (Some(true), Reply::Result(r)) => {
+                (Status::Pass, "allowed, and answered".into(), Some(r))
+            }
+            (Some(true), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Fail,
                 format!(
                     "the policy allows check.infer, yet the request was refused {}",
@@ -346,23 +373,23 @@ impl Run {
                 ),
                 None,
             ),
-            (true, Reply::Error(e)) if e.code == codes::METHOD_NOT_FOUND => (
+            (Some(true), Reply::Error(e)) if e.code == codes::METHOD_NOT_FOUND => (
                 Status::Warn,
                 "inferenceRequest granted, yet inference/request is not implemented (-32601)"
                     .into(),
                 None,
             ),
-            (true, Reply::Error(e)) => (
+            (Some(true), Reply::Error(e)) => (
                 Status::Pass,
                 format!("allowed; the inference failed with error {}", e.code),
                 None,
             ),
-            (false, Reply::Error(e)) if REFUSAL.contains(&e.code) => (
+            (Some(false), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Pass,
                 format!("not allowed by the policy, refused {}", e.code),
                 None,
             ),
-            (false, Reply::Error(e)) => (
+            (Some(false), Reply::Error(e)) => (
                 Status::Warn,
                 format!(
                     "not allowed, refused with error {} (-32002 or -32001 expected)",
@@ -370,7 +397,7 @@ impl Run {
                 ),
                 None,
             ),
-            (false, Reply::Result(r)) => (
+            (Some(false), Reply::Result(r)) => (
                 Status::Fail,
                 format!(
                     "the policy does not allow check.infer, yet the request was answered {}",
@@ -384,7 +411,7 @@ impl Run {
                 None,
             ),
         };
-        self.record(id, status, detail);
+        self.record(id, status, format!("{detail}{}", meanwhile.note()));
         let (status, detail) = match judged {
             None if allowed => (Status::Skip, "no result to judge".into()),
             None => (
@@ -440,63 +467,61 @@ impl Run {
     }
 
     /// §5.4: a push is accepted when the policy allows its set, refused with an error when
-    /// not (§6.6: never a result carrying a failure flag).
+    /// not (§6.6: never a result carrying a failure flag); judged under the grant in force
+    /// when the host answered ([`Meanwhile`]).
     async fn push_follows_grant(&mut self) {
         self.stage = "the push/event probe against the grant";
         let id = "host.push-follows-grant";
         let params = push("check.push", "p1");
-        let expected = self.host_rule(PushEvent::NAME, &params) == Ok(true);
-        match (expected, self.call(PushEvent::NAME, params).await) {
+        let sent = self.host_rule(PushEvent::NAME, &params) == Ok(true);
+        let reply = self.call(PushEvent::NAME, params.clone()).await;
+        let meanwhile = Meanwhile {
+            sent,
+            answered: self.host_rule(PushEvent::NAME, &params) == Ok(true),
+        };
+        let (status, detail) = match (meanwhile.expected(), reply) {
+            (_, Reply::Closed) => return,
             // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
-            (true, Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => self
-                .record(
-                    id,
-                    Status::Warn,
-                    format!("granted and available, but declined: {}", excerpt(&r)),
-                ),
-            (true, Reply::Result(_)) => {
-                self.record(id, Status::Pass, "granted, and the push was accepted")
+            (Some(true), Reply::Result(r)) if r.get("accepted") == Some(&Value::Bool(false)) => (
+                Status::Warn,
+                format!("granted and available, but declined: {}", excerpt(&r)),
+            ),
+            (Some(true), Reply::Result(_)) => {
+                (Status::Pass, "granted, and the push was accepted".into())
             }
-            (true, Reply::Error(e)) if REFUSAL.contains(&e.code) => self.record(
-                id,
+            (Some(true), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Fail,
                 format!(
                     "the policy allows check.push, yet the push was refused {}",
                     e.code
                 ),
             ),
-            (true, Reply::Error(e)) => self.record(
-                id,
+            (Some(true), Reply::Error(e)) => (
                 Status::Warn,
                 format!("granted, push refused with error {}", e.code),
             ),
-            (false, Reply::Error(e)) if REFUSAL.contains(&e.code) => self.record(
-                id,
+            (Some(false), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Pass,
                 format!("not allowed by the policy, refused {}", e.code),
             ),
-            (false, Reply::Error(e)) => self.record(
-                id,
+            (_, Reply::Error(e)) if !REFUSAL.contains(&e.code) => (
                 Status::Warn,
                 format!(
                     "not allowed, refused with error {} (-32002 or -32001 expected)",
                     e.code
                 ),
             ),
-            (false, Reply::Result(r)) => self.record(
-                id,
+            (None, Reply::Error(e)) => (Status::Pass, format!("refused {}", e.code)),
+            (None, Reply::Result(_)) => (Status::Pass, "the push was accepted".into()),
+            (Some(false), Reply::Result(r)) => (
                 Status::Fail,
                 format!(
                     "the policy does not allow check.push, yet the push was answered {}",
                     excerpt(&r)
                 ),
             ),
-            (_, Reply::Closed) => {}
-            (_, other) => self.record(
-                id,
-                Status::Fail,
-                format!("push/event got {}", other.describe()),
-            ),
-        }
+            (_, other) => (Status::Fail, format!("push/event got {}", other.describe())),
+        };
+        self.record(id, status, format!("{detail}{}", meanwhile.note()));
     }
 }

@@ -343,7 +343,8 @@ impl Run {
     }
 
     /// Sends a request and waits for its answer (within the step timeout), handling what the
-    /// host sends meanwhile.
+    /// host sends meanwhile in wire order: a policy Request the host sent before its answer
+    /// is applied before the answer comes back (§5.4, §6.7).
     pub(super) async fn call(&mut self, method: &str, params: Value) -> Reply {
         self.call_within(method, params, self.bounds.step).await
     }
@@ -358,8 +359,32 @@ impl Run {
         if self.closed {
             return Reply::Closed;
         }
-        let call = self.start(method, Some(params), bound);
-        self.settle(call).await
+        let id = match self.peer.send_request(method, Some(params), |_| {}).await {
+            Ok(id) => id,
+            Err(e) => return self.reply(Err(e)),
+        };
+        let deadline = Instant::now() + bound;
+        loop {
+            if self.closed {
+                return Reply::Closed;
+            }
+            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
+                    return self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
+                }
+                // A late answer to a request that timed out before.
+                Ok(Some(Ordered::Response(_))) => {}
+                Ok(Some(Ordered::Message(m))) => self.handle(m).await,
+                Ok(None) => self.on_closed(),
+                Err(_) => {
+                    self.peer.forget(&id, "timed out");
+                    return match self.invalid_answer(&id) {
+                        Some(why) => Reply::Invalid(why),
+                        None => self.timeout(),
+                    };
+                }
+            }
+        }
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
