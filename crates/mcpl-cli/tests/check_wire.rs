@@ -82,3 +82,20 @@ fn an_unfinished_line_is_quoted_clipped() {
     assert!(d.contains(r#"{\"x\":\"aaa"#), "{d}");
     assert!(!d.contains(&"a".repeat(300)), "{d}");
 }
+
+/// A server that answers the checker's next request under an id the checker never sent (the
+/// string `"2"` for the number 2), then says nothing more: the check where the silence is
+/// reported says what came meanwhile instead of an answer, where it said only "no response
+/// within the timeout" (the frame was counted under `transport.frames-valid` alone).
+#[test]
+fn what_came_instead_of_an_answer_is_said_where_the_silence_is_reported() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"2\",\"result\":{{}}}}'; exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(d.contains("no response within the timeout"), "{d}");
+    assert!(d.contains("meanwhile"), "{d}");
+    assert!(d.contains(r#"never sent or already settled: \"2\""#), "{d}");
+}

@@ -34,12 +34,14 @@ enum Reply {
     Result(Value),
     Error(ErrorObject),
     /// No answer within the step timeout: `note`, the cascade note when an earlier request
-    /// was already left unanswered ([`Session::cascade_note`]); `unfinished`, what the
-    /// server had written of a line without its end when the wait ended (§4), said where
-    /// the silence is reported ([`super::conn::Conn::unfinished`]).
+    /// was already left unanswered ([`Session::cascade_note`]); `meanwhile`, said where the
+    /// silence is reported, what came instead of an answer: the frames since the silence
+    /// began that no host could take as one ([`Session::meanwhile`]), and what the server
+    /// had written of a line without its end when the wait ended (§4,
+    /// [`super::conn::Conn::unfinished`]).
     Timeout {
         note: Option<String>,
-        unfinished: Option<String>,
+        meanwhile: Option<String>,
     },
     Closed(String),
     /// A response under the request's id that is not valid JSON-RPC 2.0 (a result and an
@@ -53,9 +55,9 @@ impl Reply {
         match self {
             Reply::Result(_) => "a result".into(),
             Reply::Error(e) => format!("error {} {:?}", e.code, e.message),
-            Reply::Timeout { note, unfinished } => {
+            Reply::Timeout { note, meanwhile } => {
                 let note = note.as_deref().unwrap_or(super::report::NO_RESPONSE);
-                match unfinished {
+                match meanwhile {
                     Some(line) => format!("{note}; {line}"),
                     None => note.to_owned(),
                 }
@@ -105,6 +107,10 @@ struct Session {
     /// The first of those is a window's `ping`, whose answer no check judges: the next
     /// timeout is where the silence is reported, not a cascade of it.
     silent_unjudged: bool,
+    /// How many junk and invalid frames had come when the wait for the first of those
+    /// began: what came since, instead of an answer, is said where the silence is reported
+    /// ([`Session::meanwhile`]).
+    silent_marks: (u64, u64),
     closed: Option<String>,
     /// A valid accepted receipt was received: privileged inbound methods are now judged
     /// against the grant (§5.3).
@@ -303,6 +309,7 @@ impl Session {
             unanswered: 0,
             silent_after: None,
             silent_unjudged: false,
+            silent_marks: (0, 0),
             closed: None,
             ready: false,
             receipt_seen: false,
@@ -774,12 +781,13 @@ fn same_manifest(a: &Value, b: &Value) -> bool {
 }
 
 /// Bad frames of one kind, bounded whatever the server sends (issue #20): the first
-/// [`Sample::SHOWN`] kept (each cut to [`Sample::CHARS`] characters), the rest only
-/// counted.
+/// [`Sample::SHOWN`] kept (each cut to [`Sample::CHARS`] characters), the last one too (for
+/// [`Session::meanwhile`]), the rest only counted.
 #[derive(Debug, Default)]
 struct Sample {
     shown: Vec<String>,
     count: u64,
+    last: String,
 }
 
 impl Sample {
@@ -791,14 +799,15 @@ impl Sample {
 
     fn push(&mut self, s: impl AsRef<str>) {
         self.count += 1;
-        if self.shown.len() < Self::SHOWN {
-            let s = s.as_ref();
-            let mut kept: String = s.chars().take(Self::CHARS).collect();
-            if kept.len() < s.len() {
-                kept.push('…');
-            }
-            self.shown.push(kept);
+        let s = s.as_ref();
+        let mut kept: String = s.chars().take(Self::CHARS).collect();
+        if kept.len() < s.len() {
+            kept.push('…');
         }
+        if self.shown.len() < Self::SHOWN {
+            self.shown.push(kept.clone());
+        }
+        self.last = kept;
     }
 
     fn is_empty(&self) -> bool {

@@ -415,9 +415,9 @@ impl Session {
             ),
             Reply::Timeout {
                 note: Some(note),
-                unfinished,
+                meanwhile,
             } => {
-                let line = unfinished.map(|l| format!("; {l}")).unwrap_or_default();
+                let line = meanwhile.map(|l| format!("; {l}")).unwrap_or_default();
                 self.rec
                     .record(id, Status::Fail, format!("{what}{note}{line}"));
             }
@@ -428,9 +428,9 @@ impl Session {
             ),
             Reply::Timeout {
                 note: None,
-                unfinished,
+                meanwhile,
             } => {
-                let line = unfinished.map(|l| format!("; {l}")).unwrap_or_default();
+                let line = meanwhile.map(|l| format!("; {l}")).unwrap_or_default();
                 self.rec.record(
                     id,
                     Status::Fail,

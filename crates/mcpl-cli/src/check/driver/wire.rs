@@ -59,6 +59,7 @@ impl Session {
             return Reply::Closed(self.closed.clone().unwrap_or_default());
         }
         self.last_request = Some(msg);
+        let marks = (self.junk.count, self.invalid.count);
         let deadline = Instant::now() + self.timing.step;
         loop {
             let Some(ev) = self.conn.recv(deadline) else {
@@ -69,10 +70,11 @@ impl Session {
                 if self.unanswered == 1 {
                     self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
                     self.silent_unjudged = !judged;
-                    let unfinished = if judged { self.conn.unfinished() } else { None };
+                    self.silent_marks = marks;
+                    let meanwhile = if judged { self.meanwhile() } else { None };
                     return Reply::Timeout {
                         note: None,
-                        unfinished,
+                        meanwhile,
                     };
                 }
                 if judged && std::mem::take(&mut self.silent_unjudged) {
@@ -85,12 +87,12 @@ impl Session {
                             crate::check::report::NO_RESPONSE,
                             first.as_deref().unwrap_or("request")
                         )),
-                        unfinished: self.conn.unfinished(),
+                        meanwhile: self.meanwhile(),
                     };
                 }
                 return Reply::Timeout {
                     note: Some(self.cascade_note()),
-                    unfinished: None,
+                    meanwhile: None,
                 };
             };
             match self.handle_event(ev, Some(&id)) {
@@ -108,6 +110,33 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// What came instead of an answer since the silence began (the frames no host could take
+    /// as one: junk, invalid JSON-RPC, responses under ids never sent, counted since
+    /// [`Session::silent_marks`], the last of each quoted), and the line the server left
+    /// without its end, if any; `None` when neither.
+    fn meanwhile(&self) -> Option<String> {
+        let (junk, invalid) = self.silent_marks;
+        let mut parts = Vec::new();
+        for (sample, since, what) in [
+            (&self.junk, junk, "not JSON"),
+            (&self.invalid, invalid, "not valid JSON-RPC"),
+        ] {
+            let n = sample.count.saturating_sub(since);
+            if n > 0 {
+                parts.push(format!("{n} frame(s) {what} (the last: {:?})", sample.last));
+            }
+        }
+        let mut said = Vec::new();
+        if !parts.is_empty() {
+            said.push(format!(
+                "meanwhile it sent {}, none an answer",
+                parts.join(" and ")
+            ));
+        }
+        said.extend(self.conn.unfinished());
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     /// Judges and answers one event. A response to `awaiting` is handed back instead; a
