@@ -99,3 +99,18 @@ fn what_came_instead_of_an_answer_is_said_where_the_silence_is_reported() {
     assert!(d.contains("meanwhile"), "{d}");
     assert!(d.contains(r#"never sent or already settled: \"2\""#), "{d}");
 }
+
+/// An answer carrying a number past a 64-bit float (`1e400`, JSON by RFC 8259's grammar)
+/// is reported as a JSON text the checker could not read, not as "junk (not JSON)".
+#[test]
+fn a_number_out_of_range_is_not_called_junk() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{}},\"x\":1e400}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("number out of range"), "{d}");
+    assert!(!d.contains("junk"), "{d}");
+}

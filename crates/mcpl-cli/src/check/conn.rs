@@ -759,6 +759,22 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
             )
             .0
         }
+        // JSON with a number past a 64-bit float (RFC 8259 §6 lets a reader limit the
+        // range): read as JSON by its grammar alone, it is an invalid message, said so.
+        Err(e)
+            if e.to_string().starts_with("number out of range")
+                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
+        {
+            discard(
+                format!(
+                    "a JSON text of {} bytes with a number out of range of a 64-bit float \
+                     ({e}; not parsed)",
+                    text.len()
+                ),
+                transcript,
+            )
+            .0
+        }
         Err(_) => {
             if let Some(t) = transcript {
                 t.write_junk(text);
@@ -832,6 +848,19 @@ mod tests {
         ));
         assert!(matches!(classify("hello", None), Event::Junk(kept) if kept == "hello"));
         assert!(matches!(classify("[[1]]", None), Event::Frame(_)));
+    }
+
+    /// JSON whose number no parser here holds (`1e400`, past a 64-bit float) is JSON all
+    /// the same (RFC 8259 §6 lets a reader set the range): an invalid message said so, where
+    /// it read as "junk (not JSON)".
+    #[test]
+    fn a_number_out_of_range_is_invalid_not_junk() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"result":{},"x":1e400}"#;
+        assert!(matches!(
+            classify(text, None),
+            Event::Invalid(why) if why.contains("number out of range")
+        ));
+        assert!(matches!(classify("1e400x", None), Event::Junk(_)));
     }
 
     /// A step's deadline holds however much is queued: an event that arrived after the
