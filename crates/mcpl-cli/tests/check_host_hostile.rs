@@ -801,3 +801,29 @@ async fn a_hook_before_initialize_is_refused_and_judged() {
     );
     assert_eq!(code, 2, "the host went away: {doc:#}");
 }
+
+/// A host that writes part of its policy Request (no newline) and then stalls: the check
+/// that waited for it quotes what the host left unfinished, where it said only that no
+/// Request came (the bytes were in no frame, so nothing mentioned them).
+#[tokio::test]
+async fn a_line_the_host_left_unfinished_is_quoted() {
+    let report = report_path("unfinished.json");
+    let (child, mut stdin, mut stdout) = spawn_raw(&report);
+    // What the checker writes is read and dropped: only its report is judged.
+    let written =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    let half = r#"{"jsonrpc":"2.0","id":2,"method":"featureSets/upd"#;
+    let all = format!("{}{INITIALIZED}{half}", initialize(json!(1)));
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    let (_, doc) = report_of(child, &report).await;
+    drop(stdin);
+    written.abort();
+    let d = check(&doc, "host.policy-is-request")["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(d.contains("no featureSets/update Request"), "{d}");
+    assert!(d.contains("unfinished"), "{d}");
+    assert!(d.contains(r#"\"method\":\"featureSets/upd"#), "{d}");
+}

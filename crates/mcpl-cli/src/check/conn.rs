@@ -662,19 +662,26 @@ type Ask = mpsc::Sender<Option<String>>;
 /// How the report says a line was left without its end: its length, and its first
 /// [`UNFINISHED_QUOTE_BYTES`] quoted (bytes that are not UTF-8 replaced).
 fn unfinished_line(line: &[u8]) -> String {
-    let quoted = line.get(..UNFINISHED_QUOTE_BYTES).unwrap_or(line);
+    describe_unfinished(line.len(), unfinished_quote(line))
+}
+
+/// The part of a line left without its end that the report quotes: its first
+/// [`UNFINISHED_QUOTE_BYTES`].
+pub(crate) fn unfinished_quote(line: &[u8]) -> &[u8] {
+    line.get(..UNFINISHED_QUOTE_BYTES).unwrap_or(line)
+}
+
+/// [`unfinished_line`] of a line of `len` bytes of which `quoted` (its start, from
+/// [`unfinished_quote`]) was kept.
+pub(crate) fn describe_unfinished(len: usize, quoted: &[u8]) -> String {
     let quote = format!("{:?}", String::from_utf8_lossy(quoted));
-    if quoted.len() < line.len() {
+    if quoted.len() < len {
         format!(
-            "it left {} bytes of a line unfinished (no newline), the first {}: {quote}…",
-            line.len(),
+            "it left {len} bytes of a line unfinished (no newline), the first {}: {quote}…",
             quoted.len()
         )
     } else {
-        format!(
-            "it left {} bytes of a line unfinished (no newline): {quote}",
-            line.len()
-        )
+        format!("it left {len} bytes of a line unfinished (no newline): {quote}")
     }
 }
 

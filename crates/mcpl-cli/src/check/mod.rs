@@ -4,7 +4,7 @@
 //! Exit codes: 0 nothing failed, 1 a check failed, 2 the target could not be started or
 //! reached (or the arguments were unusable).
 
-mod conn;
+pub(crate) mod conn;
 mod driver;
 mod inspect;
 pub(crate) mod report;

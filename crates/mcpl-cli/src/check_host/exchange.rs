@@ -220,9 +220,11 @@ impl Run {
                         ""
                     };
                     format!(
-                        "no featureSets/update Request within {}{early}{discarded}: the server \
-                         never becomes ready (§5.3); probed as a host that granted nothing",
-                        secs(self.bounds.step)
+                        "no featureSets/update Request within {}{early}{discarded}{}: the \
+                         server never becomes ready (§5.3); probed as a host that granted \
+                         nothing",
+                        secs(self.bounds.step),
+                        self.left_unfinished()
                     )
                 };
                 self.record("host.policy-is-request", Status::Fail, why);

@@ -29,6 +29,7 @@ mod junk;
 mod probes;
 mod served;
 mod session;
+mod watched;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -241,7 +242,7 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
     let report = rt.block_on(async move {
         let mut seen = accept::Seen::default();
         let transport = match tokio::time::timeout(step, connect(args, &mut seen)).await {
-            Ok(Ok(t)) => junk::with_junk_line(t),
+            Ok(Ok(t)) => watched::watched(junk::with_junk_line(t)),
             Ok(Err(e)) => return unreachable_report(label, e),
             Err(_) => {
                 let e = format!(
@@ -252,9 +253,11 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
                 return unreachable_report(label, e);
             }
         };
+        let (transport, left) = transport;
         let (peer, incoming) = Peer::new(transport, peer_config(step));
         let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
         let mut run = session::Run::new(peer, incoming, rec, bounds);
+        run.left = left;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {
             run.cut_off(limit);

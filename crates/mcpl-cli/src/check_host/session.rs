@@ -137,6 +137,9 @@ pub(super) struct Run {
     gone: Option<String>,
     /// Set when the run could not be completed (the report then says so, exit 2).
     pub(super) unfinished: Option<String>,
+    /// What the host's reader holds of a line without its end ([`super::watched`]), said
+    /// where a wait ends without the message.
+    pub(super) left: super::watched::Left,
 }
 
 impl Run {
@@ -166,6 +169,7 @@ impl Run {
             stage: "the connection",
             gone: None,
             unfinished: None,
+            left: super::watched::Left::default(),
         }
     }
 
@@ -414,14 +418,24 @@ impl Run {
     /// wrong id read as a silent one).
     pub(super) fn timeout(&mut self) -> Reply {
         self.read_diagnostics();
-        let note = match std::mem::take(&mut self.unmatched) {
+        let mut note = match std::mem::take(&mut self.unmatched) {
             (0, _) => String::new(),
             (n, first) => format!(
                 " ({n} response(s) came meanwhile under an id the checker never sent, the first {})",
                 first.unwrap_or_default()
             ),
         };
+        note.push_str(&self.left_unfinished());
         Reply::Timeout { note }
+    }
+
+    /// `; it left N bytes of a line unfinished (no newline): "…"` when the host's reader
+    /// holds a line without its end (§4), else empty: said where a wait ends.
+    pub(super) fn left_unfinished(&self) -> String {
+        self.left
+            .describe()
+            .map(|l| format!("; {l}"))
+            .unwrap_or_default()
     }
 
     /// Drives an outstanding request to its answer while handling incoming messages. The
