@@ -616,6 +616,12 @@ async fn pump(
                 break;
             }
         }
+        // Nothing more is read: an ask from now on is refused at once, and one already
+        // queued is answered, rather than left to wait out [`UNFINISHED_WAIT`].
+        asks.close();
+        while let Ok(ask) = asks.try_recv() {
+            let _ = ask.send(None);
+        }
         // The writer may still be in use; the pump ends when the writer side does.
         std::future::pending::<()>().await;
     };
@@ -868,6 +874,19 @@ mod tests {
             Event::Invalid(why) if why.contains("number out of range")
         ));
         assert!(matches!(classify("1e400x", None), Event::Junk(_)));
+    }
+
+    /// Once the stream has ended, asking what is unfinished is answered at once: the pump
+    /// reads no more, and an ask had waited its whole [`UNFINISHED_WAIT`] unanswered.
+    #[test]
+    fn asking_what_is_unfinished_after_the_end_does_not_wait() {
+        let dial = Dial::Command(vec!["sh".into(), "-c".into(), "exit 0".into()]);
+        let conn = Conn::open(dial, Duration::from_secs(5), None).unwrap();
+        let got = conn.recv(Instant::now() + Duration::from_secs(30));
+        assert!(matches!(got, Some(Event::Closed(_))), "{got:?}");
+        let asked = Instant::now();
+        assert_eq!(conn.unfinished(), None);
+        assert!(asked.elapsed() < UNFINISHED_WAIT, "{:?}", asked.elapsed());
     }
 
     /// A step's deadline holds however much is queued: an event that arrived after the
