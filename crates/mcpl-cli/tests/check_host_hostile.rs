@@ -827,3 +827,28 @@ async fn a_line_the_host_left_unfinished_is_quoted() {
     assert!(d.contains("unfinished"), "{d}");
     assert!(d.contains(r#"\"method\":\"featureSets/upd"#), "{d}");
 }
+
+/// A host that answers the unknown-method probe with a line the connection cannot read (an
+/// error whose `data` is `1e400`, past a 64-bit float): the check says the frame was
+/// discarded, where it said only "no response within the timeout" as for a silent host.
+#[tokio::test]
+async fn an_answer_that_cannot_be_read_is_not_reported_as_silence() {
+    let report = report_path("unreadable-answer.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let id = &m["id"];
+        Some(match m["method"].as_str().unwrap_or("") {
+            "mcpl-check-host/no-such-method" => format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32601,\
+                 \"message\":\"no\",\"data\":1e400}}}}\n"
+            ),
+            "ping" => line(&json!({ "jsonrpc": "2.0", "id": id, "result": {} })),
+            _ => line(&json!({ "jsonrpc": "2.0", "id": id,
+                               "error": { "code": -32001, "message": "denied" } })),
+        })
+    })
+    .await;
+    let unknown = check(&doc, "host.unknown-method-errors");
+    assert_eq!(unknown["status"], "fail", "{doc:#}");
+    let detail = unknown["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("discarded meanwhile"), "{detail}");
+}

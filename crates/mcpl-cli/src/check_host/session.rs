@@ -415,7 +415,8 @@ impl Run {
 
     /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent
     /// since the last one did (they were dropped unreported: a host answering under the
-    /// wrong id read as a silent one).
+    /// wrong id read as a silent one), and the frames the connection discarded meanwhile
+    /// ([`Self::discarded`]: an answer it could not read read as no answer).
     pub(super) fn timeout(&mut self) -> Reply {
         self.read_diagnostics();
         let mut note = match std::mem::take(&mut self.unmatched) {
@@ -425,6 +426,8 @@ impl Run {
                 first.unwrap_or_default()
             ),
         };
+        // What came and could not be read is no silence: said where the wait ends.
+        note.push_str(&self.discarded());
         note.push_str(&self.left_unfinished());
         Reply::Timeout { note }
     }
