@@ -73,14 +73,25 @@ pub fn main(args: DiffArgs) -> Result<ExitCode, CliError> {
     if args.json {
         emit(&pretty_json(&d));
     } else {
-        emit(&human(&d));
+        emit(&human(&d, &old, &new));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn human(d: &Diff) -> String {
+fn human(d: &Diff, old: &Value, new: &Value) -> String {
     let s = Style::for_stream(Stream::Stdout);
     if d.domains.is_empty() && d.impacts.is_empty() {
+        // `version` is in the manifest but in no domain (§17.1): say so rather than "no
+        // change" when it is what differs.
+        let (was, now) = (old.get("version"), new.get("version"));
+        if was != now {
+            return format!(
+                "no domain changed; version changed from {} to {} (protocol identity, not a \
+                 domain, §17.1)\n",
+                shown(was),
+                shown(now)
+            );
+        }
         return "no change\n".to_owned();
     }
     let mut out = String::new();
@@ -121,4 +132,17 @@ fn human(d: &Diff) -> String {
         ));
     }
     out
+}
+
+/// A `version` value as JSON, `absent` when there is none, cut to 64 characters.
+fn shown(v: Option<&Value>) -> String {
+    let Some(v) = v else {
+        return "absent".to_owned();
+    };
+    let text = v.to_string();
+    if text.chars().nth(64).is_none() {
+        return text;
+    }
+    let head: String = text.chars().take(64).collect();
+    format!("{head}… ({} bytes)", text.len())
 }

@@ -192,3 +192,23 @@ fn s17_5_a_partially_invalid_new_manifest_shows_only_its_removals() {
         "{impacts:?}"
     );
 }
+
+/// `version` is protocol identity, not a §17.1 domain, so a change to it alone changes no
+/// domain and has no impact; the readable output said "no change" for two manifests that
+/// differ. It says what changed instead (the JSON form is unchanged: no domains, no impacts).
+#[test]
+fn s17_1_a_version_change_alone_is_not_reported_as_no_change() {
+    let a = temp_json("v05.json", &old());
+    let mut next = old();
+    next["version"] = json!("0.6");
+    let o = run(&["diff", &a, "-"], Some(&next.to_string()));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "no domain changed; version changed from \"0.5\" to \"0.6\" (protocol identity, not a \
+         domain, §17.1)\n"
+    );
+    let o = run(&["diff", "--json", &a, "-"], Some(&next.to_string()));
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v, json!({"domains": [], "impacts": []}));
+}
