@@ -459,3 +459,29 @@ fn lines_past_the_byte_bound_end_the_run_after_the_lines_before() {
         o.stderr
     );
 }
+
+/// An identifier refusal names the offending identifier and where it is, each cut to 1 KiB
+/// (`session::DIAGNOSTIC_TEXT_BYTES`) with its length said: a feature-set name of a MiB with
+/// one space in it printed the name twice whole (path and value), and `validate` likewise.
+#[test]
+fn s17_2_an_identifier_refusal_quotes_a_long_identifier_cut() {
+    let name = format!("{} x", "a".repeat(1 << 20));
+    let m = json!({"version": "0.5", "featureSets": {name: {"description": "d", "uses": ["pushEvents"]}}});
+    let o = run(&["digest"], Some(&m.to_string()));
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("identifier_charset"),
+        "{}",
+        &o.stderr[..200]
+    );
+    assert!(o.stderr.contains("(1048578 bytes)"), "{}", &o.stderr[..200]);
+    assert!(o.stderr.len() < 4096, "{} bytes of error", o.stderr.len());
+    let o = run(&["validate", "--json", "-"], Some(&m.to_string()));
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stdout.len() < 8192,
+        "{} bytes of findings",
+        o.stdout.len()
+    );
+    assert!(o.stdout.contains("identifier_charset"));
+}

@@ -34,7 +34,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestError {
     /// An identifier position held an empty string or a character outside `[A-Za-z0-9._:*-]`.
-    #[error("identifier_charset: {value:?} at {path} is not a non-empty [A-Za-z0-9._:*-] identifier; rename it with letters, digits and . _ : * - only (§17.2)")]
+    #[error("identifier_charset: {} at {} is not a non-empty [A-Za-z0-9._:*-] identifier; rename it with letters, digits and . _ : * - only (§17.2)", format!("{:?}", clipped(.value)), clipped(.path))]
     IdentifierCharset {
         /// Dotted path of the offending position (`featureSets.demo.uses[2]`, `channels.#key`).
         path: String,
@@ -47,6 +47,15 @@ pub enum DigestError {
         /// The JSON type that was found instead (`array`, `string`, …).
         found: &'static str,
     },
+}
+
+/// `text` cut to [`crate::session::DIAGNOSTIC_TEXT_BYTES`] with its length said: an
+/// identifier (and the path naming it) is the manifest author's, up to a whole message long,
+/// and an error quoting it whole is no clearer for it.
+pub(crate) fn clipped(text: &str) -> String {
+    let mut s = text.to_owned();
+    crate::session::clip_text(&mut s);
+    s
 }
 
 impl DigestError {

@@ -155,13 +155,15 @@ pub(super) fn validate_with_digest(
     // Digest and revision (§17.2, App. B.3).
     let recomputed = digest::revision(manifest);
     if let Err(DigestError::IdentifierCharset { path, value }) = &recomputed {
+        // Both are the author's, up to a whole message long: quoted cut (digest::clipped).
         out.push(Finding::new(
             "identifier_charset",
             Severity::Error,
             "§17.2",
-            path.clone(),
+            digest::clipped(path),
             format!(
-                "{value:?} is not a [A-Za-z0-9._:*-] identifier; rename it (the digest refuses it)"
+                "{:?} is not a [A-Za-z0-9._:*-] identifier; rename it (the digest refuses it)",
+                digest::clipped(value)
             ),
         ));
     }
