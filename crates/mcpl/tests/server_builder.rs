@@ -325,3 +325,48 @@ fn require_of_a_capability_the_server_does_not_advertise_is_refused() {
         .build()
         .expect("registered tools advertise tools");
 }
+
+/// A tag ontology the builder is given is the author's (§16.4): one a host reads only in
+/// part (not an object; a `coreTags` entry outside §16.2; a tag in the reserved `mcpl:`
+/// namespace) was advertised as it was, and hosts dropped the parts with no word to the
+/// author. Refused, naming the part.
+#[test]
+fn a_tag_ontology_a_host_reads_only_in_part_is_refused() {
+    for (ontology, code) in [
+        (json!("acme"), "ontology_not_object"),
+        (json!({"coreTags": ["acme:x"]}), "not_core_tag"),
+        (
+            json!({"tags": {"mcpl:x": {"desc": "d"}}}),
+            "reserved_namespace",
+        ),
+    ] {
+        let e = build_err(reminders().tag_ontology("reminders.push", ontology.clone()));
+        match &e {
+            BuildError::Manifest(m) => assert!(
+                m.contains("tag_ontology for feature set \"reminders.push\"") && m.contains(code),
+                "{ontology}: {m}"
+            ),
+            other => panic!("{ontology}: {other:?}"),
+        }
+    }
+    reminders()
+        .tag_ontology(
+            "reminders.push",
+            json!({"coreTags": ["chat:dm"], "tags": {"acme:x": {"desc": "d", "facet": "sender"}}}),
+        )
+        .build()
+        .expect("a well-formed ontology builds");
+}
+
+/// The same for an ontology a `feature_set_declaration` carries itself.
+#[test]
+fn a_declarations_own_tag_ontology_a_host_reads_only_in_part_is_refused() {
+    let mut decl = mcpl::policy::FeatureSetDeclaration::new("Alerts", &[Capability::PushEvents]);
+    decl.extra
+        .insert("tagOntology".into(), json!({"coreTags": ["chat:shout"]}));
+    let e = build_err(Server::builder("s", "1").feature_set_declaration("alerts", decl));
+    assert!(
+        matches!(&e, BuildError::Manifest(m) if m.contains("\"alerts\"") && m.contains("coreTags")),
+        "{e:?}"
+    );
+}

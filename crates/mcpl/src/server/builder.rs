@@ -200,8 +200,11 @@ impl ServerBuilder {
 
     /// The `tagOntology` of a declared feature set (§16.4: producers advertise the tags
     /// they emit on their feature-set declaration). [`Self::build`] refuses one for a set
-    /// the builder does not declare ([`BuildError::UndeclaredFeatureSet`]) and a second one
-    /// for the same set ([`BuildError::DuplicateRegistration`]).
+    /// the builder does not declare ([`BuildError::UndeclaredFeatureSet`]), a second one
+    /// for the same set ([`BuildError::DuplicateRegistration`]), and one a host would read
+    /// only in part ([`BuildError::Manifest`] naming the part: not an object, a `coreTags`
+    /// entry outside §16.2, a reserved namespace, …), as it does an ontology a
+    /// [`Self::feature_set_declaration`] carries.
     pub fn tag_ontology(mut self, feature_set: impl Into<String>, ontology: Value) -> Self {
         let feature_set = feature_set.into();
         if self.tag_ontologies.iter().any(|(n, _)| *n == feature_set) {
@@ -695,7 +698,25 @@ impl ServerBuilder {
                 });
             }
         }
-        for (name, _) in &self.tag_ontologies {
+        let declared_ontologies = self
+            .feature_sets
+            .iter()
+            .filter_map(|(name, d)| Some((name, d.extra.get("tagOntology")?)));
+        let given = self.tag_ontologies.iter().map(|(name, o)| (name, o));
+        for (name, ontology) in given.chain(declared_ontologies) {
+            // Hosts read an ontology leniently, dropping what is malformed (§16.4); the
+            // builder's author hears of each such part here instead.
+            let problem = match crate::tags::TagOntology::parse(ontology) {
+                Err(e) => Some(format!("{}: {e}", e.code())),
+                Ok((_, issues)) => issues
+                    .first()
+                    .map(|i| format!("{} at {}: {}", i.code, i.path, i.detail)),
+            };
+            if let Some(problem) = problem {
+                return Err(BuildError::Manifest(format!(
+                    "tag_ontology for feature set {name:?}: {problem} (a host would drop it)"
+                )));
+            }
             if self
                 .feature_sets
                 .get(name)
