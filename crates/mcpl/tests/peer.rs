@@ -1854,3 +1854,39 @@ async fn nothing_nested_past_what_a_peer_reads_is_written() {
     assert_eq!(got[0]["id"], 7);
     assert_eq!(got[0]["error"]["code"], codes::INTERNAL_ERROR, "{got}");
 }
+
+/// A batch's requests each weigh their share of the batch's frame against
+/// `PeerConfig::max_in_flight_bytes`, not the whole frame: 64 requests of 64 KiB in one
+/// 4 MiB batch are all delivered (weighing the whole frame each, all but 8 were refused
+/// busy, though together they are an eighth of the bound).
+#[tokio::test]
+async fn a_batchs_requests_weigh_their_share_of_its_frame() {
+    const N: usize = 64;
+    let (_peer, mut incoming, mut raw) = raw_peer(PeerConfig::default());
+    let pad = "x".repeat(64 * 1024);
+    let batch: Vec<Value> = (0..N)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "work", "params": {"pad": pad}}))
+        .collect();
+    raw.send_json(Value::Array(batch)).await;
+    let mut held = Vec::new();
+    for _ in 0..N {
+        match tokio::time::timeout(Duration::from_secs(10), incoming.recv())
+            .await
+            .expect("a request of the batch was not delivered")
+        {
+            Some(IncomingMessage::Request(r)) => held.push(r),
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+    for r in held {
+        r.respond(json!({})).await.unwrap();
+    }
+    let answers = raw.recv().await;
+    let answers = answers.as_array().expect("one array answers the batch");
+    assert_eq!(answers.len(), N);
+    assert!(
+        answers.iter().all(|a| a.get("result").is_some()),
+        "refused: {:?}",
+        answers.iter().find(|a| a.get("error").is_some())
+    );
+}

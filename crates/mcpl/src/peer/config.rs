@@ -97,7 +97,7 @@ pub struct PeerConfig {
     /// reported (`ServerDiagnostic::NotificationDropped`).
     pub max_in_flight_requests: usize,
     /// Most bytes of incoming requests in flight at once ([`DEFAULT_MAX_IN_FLIGHT_BYTES`]):
-    /// each request counts its frame's length (a batch entry, its whole batch's) and, once
+    /// each request counts its frame's length (a batch entry, its share of its batch's) and, once
     /// its answer is made, the answer's too, until that answer is queued for writing. A
     /// request arriving while this much is in flight is answered at once with
     /// [`crate::jsonrpc::codes::BUSY`] (`-32000`, `data: { limit, bytes, reason:

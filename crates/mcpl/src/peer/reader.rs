@@ -392,6 +392,10 @@ fn take_read(
                     responses: Vec::new(),
                 }),
             });
+            // Each request of the batch weighs its share of the frame
+            // (`PeerConfig::max_in_flight_bytes`).
+            let share = shared.reading.load(Ordering::Relaxed) / entries.len();
+            shared.reading.store(share.max(1), Ordering::Relaxed);
             let mut refused = Vec::new();
             for entry in entries {
                 if let Some(p) = classify(shared, entry, Some(&collector)) {
