@@ -3731,6 +3731,46 @@ async fn closing_the_session_is_not_told_as_the_servers_end_of_output() {
     assert!(!s.input_ended());
 }
 
+/// Once the connection has closed, a request still with the application's handler can no
+/// longer be answered: its handler is stopped (its future dropped at its next `.await`), so
+/// an application waiting on it learns the request is gone rather than answering into
+/// nothing. Before, the handler ran on and its answer was dropped unseen.
+#[tokio::test(start_paused = true)]
+async fn after_the_close_a_handler_still_answering_is_stopped() {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<Value>>();
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+        let _ = tx.send(answer_tx);
+        Box::pin(async move {
+            let v = answer_rx.await.unwrap_or(Value::Null);
+            Ok(v)
+        })
+    }));
+    let mut rx = rx;
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let (_session, mut streams) = connect_raw(peer, incoming, &mut raw, cfg, full_manifest()).await;
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
+                         "params": { "featureSet": "assist", "messages": [] }}),
+    )
+    .await;
+    let mut answer = tokio::time::timeout(Duration::from_secs(3600), rx.recv())
+        .await
+        .expect("deadlock guard")
+        .expect("the handler got the request");
+    // The server goes away: EOF, then the close after the drain limit.
+    drop(raw);
+    tokio::time::timeout(Duration::from_secs(3600), async {
+        while streams.events.recv().await.is_some() {}
+    })
+    .await
+    .expect("the driver never ended (deadlock guard)");
+    tokio::time::timeout(Duration::from_secs(3600), answer.closed())
+        .await
+        .expect("the handler still runs after the close: its answer would go nowhere");
+}
+
 /// JSON-RPC 2.0 §4.2: the application's scalar params are refused by the outbound gate
 /// (`HostError::Encode`, the one rule `jsonrpc::params_shape`) before anything reaches the
 /// wire; the next message the server reads is the next valid one.

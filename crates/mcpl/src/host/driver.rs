@@ -756,6 +756,12 @@ impl Driver {
         self.out.drain().await;
         self.frames_moved(&mut w);
         self.peer.close();
+        // The server's requests still with the application's handlers can no longer be
+        // answered: their handlers stop at their next `.await` (an application waiting to
+        // answer sees its request gone), as a cancelled one's do.
+        for (_, (_, task)) in self.tasks.drain() {
+            task.abort();
+        }
         self.state.handle_close(clock_now());
         self.carry_out(&mut w, false);
         for (_, reply) in w.refreshes.drain(..) {
