@@ -787,3 +787,30 @@ fn a_server_that_ends_its_output_is_shown_ended_while_its_request_waits() {
         .expect("the answer reaches the server after its EOF");
     assert_eq!(answer["result"]["content"], "yes, still here", "{answer}");
 }
+
+/// The same server's request left unanswered: once the connection closes (the end of the
+/// drain after the server's EOF) the request no longer shows as waiting, and the log says
+/// it closed unanswered. Before, it stayed listed as waiting on a closed connection, and
+/// answering it reported success while nothing was sent.
+#[test]
+fn a_request_left_waiting_when_the_connection_closes_is_no_longer_shown_waiting() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, _answers) = mpsc::channel();
+    thread::spawn(move || asking_then_ending_server(listener, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    let state = loop {
+        let s = insp.get("/api/state");
+        if s["connection"]["phase"] == "closed" {
+            break s;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("the connection did not close: {s}"));
+    };
+    assert_eq!(state["pending"], json!([]), "{state}");
+    let log = insp.get("/api/log?limit=500");
+    assert!(log.to_string().contains("closed unanswered"), "{log}");
+}

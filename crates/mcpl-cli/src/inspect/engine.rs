@@ -471,15 +471,24 @@ impl Engine {
             drop(peer);
             let Some(inner) = weak.upgrade() else { return };
             let e = Engine { inner };
-            {
+            let unanswered = {
                 let mut st = e.state();
                 if st.generation != generation {
                     return;
                 }
                 st.phase = Phase::Closed;
                 st.detail = Some(reason.to_string());
-            }
+                // Its requests can no longer be answered (their handlers are stopped).
+                let before = st.pending.len();
+                st.pending.retain(|_, p| p.generation != generation);
+                before - st.pending.len()
+            };
             e.note(format!("connection {generation}: closed ({reason})"));
+            if unanswered > 0 {
+                e.note(format!(
+                    "connection {generation}: {unanswered} request(s) of the server closed unanswered"
+                ));
+            }
             e.changed();
         });
     }
