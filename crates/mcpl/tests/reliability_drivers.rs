@@ -514,3 +514,52 @@ async fn a_cancelled_call_stops_its_handler_frees_its_slot_and_is_answered_cance
         );
     }
 }
+
+/// A tool call still running when the host goes away can no longer be answered: once the
+/// connection has ended its handler is stopped (its future dropped at its next `.await`), as
+/// a cancelled call's is. Before, it ran on for good: a host that called a tool that never
+/// returns, went away and came back left one more task alive each time.
+#[tokio::test(start_paused = true)]
+async fn a_call_still_running_when_the_connection_ends_is_stopped() {
+    let live = Arc::new(Live::default());
+    let server = {
+        let live = live.clone();
+        builder()
+            .tool(
+                "hang",
+                "Never returns",
+                json!({"type": "object"}),
+                move |_s, _p| {
+                    let alive = Alive::enter(&live);
+                    async move {
+                        let _alive = alive;
+                        std::future::pending::<()>().await;
+                        unreachable!("pending never resolves")
+                    }
+                },
+            )
+            .build()
+            .unwrap()
+    };
+    let host = connect(&server, &["tools"]).await;
+    let peer = host.peer.clone();
+    let _call = tokio::spawn(async move {
+        peer.request_raw("tools/call", Some(json!({"name": "hang", "arguments": {}})))
+            .await
+    });
+    // Every task runs until it blocks: the handler is running.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(live.now.load(Ordering::SeqCst), 1);
+    host.peer.close();
+    tokio::time::timeout(std::time::Duration::from_secs(3600), async {
+        loop {
+            let ended = live.ended.notified();
+            if live.now.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            ended.await;
+        }
+    })
+    .await
+    .expect("the handler still runs after the connection ended (deadlock guard)");
+}

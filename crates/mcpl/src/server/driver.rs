@@ -655,6 +655,11 @@ impl Driver {
             self.conn.peer.close();
         }
         self.release_barriers();
+        // The host's requests still with their handlers can no longer be answered: the
+        // handlers stop at their next `.await`, as a cancelled request's do.
+        for (_, task) in self.tasks.drain() {
+            task.abort();
+        }
         self.state.handle_close(Self::now());
         self.outputs();
         self.conn.detach();
