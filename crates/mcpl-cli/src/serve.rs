@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use mcpl::reference;
 use mcpl::server::listen::ServeConfig;
-use mcpl::transport::listen::ListenConfig;
+use mcpl::transport::listen::{
+    ListenConfig, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+};
 use mcpl::transport::{stdio, tcp, ws, MessageBudget};
 
 use crate::term::{emit_err, CliError};
@@ -32,6 +34,25 @@ pub struct ServeArgs {
     /// of each message are outside the budget, so small messages always get through.
     #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = parse_bytes)]
     pub max_buffered_bytes: usize,
+    /// Most connections a TCP or WebSocket listener serves at once, handshakes included;
+    /// one more is closed as soon as it is accepted, and reported on stderr.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS,
+          value_parser = parse_count)]
+    pub max_connections: usize,
+    /// Most of those connections from one peer address (IPv6 counted by its /64 prefix);
+    /// one more from that address is closed as soon as it is accepted, and reported on
+    /// stderr.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+          value_parser = parse_count)]
+    pub max_connections_per_address: usize,
+}
+
+/// Parses a connection limit: a whole number, at least 1.
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
 }
 
 /// Parses `--max-buffered-bytes`: digits, optionally followed by `KiB`, `MiB` or `GiB`.
@@ -60,15 +81,18 @@ fn listen_error(kind: &str, addr: &str, e: impl std::fmt::Display) -> CliError {
         .with_hint("pick another address or port (port 0 lets the system choose)")
 }
 
-/// The accept loops' limits, with their reports printed on stderr; every connection's
-/// partial messages share one budget of `max_buffered` bytes.
-fn serve_config(max_buffered: usize) -> ServeConfig {
+/// The accept loops' limits (`--max-connections`, `--max-connections-per-address`), with
+/// their reports printed on stderr; every connection's partial messages share one budget of
+/// `--max-buffered-bytes`.
+fn serve_config(args: &ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: ListenConfig {
             report: Some(Arc::new(|line: &str| {
                 emit_err(&format!("mcpl serve: {line}\n"))
             })),
-            message_budget: Some(MessageBudget::new(max_buffered)),
+            message_budget: Some(MessageBudget::new(args.max_buffered_bytes)),
+            max_connections: args.max_connections,
+            max_connections_per_address: args.max_connections_per_address,
             ..ListenConfig::default()
         },
         ..ServeConfig::default()
@@ -125,7 +149,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .map_err(|e| listen_error("tcp", addr, e))?;
             emit_err(&format!("mcpl serve: listening on tcp://{local}\n"));
             // One shared server, so every connection sees the same manifest tracker.
-            reference::serve_on(Arc::new(listener), serve_config(args.max_buffered_bytes)).await;
+            reference::serve_on(Arc::new(listener), serve_config(&args)).await;
             Ok(ExitCode::SUCCESS)
         } else if let Some(addr) = &args.ws {
             let listener = ws::Listener::bind(addr.as_str(), None)
@@ -135,7 +159,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .local_addr()
                 .map_err(|e| listen_error("ws", addr, e))?;
             emit_err(&format!("mcpl serve: listening on ws://{local}\n"));
-            reference::serve_on(Arc::new(listener), serve_config(args.max_buffered_bytes)).await;
+            reference::serve_on(Arc::new(listener), serve_config(&args)).await;
             Ok(ExitCode::SUCCESS)
         } else {
             let mut transport = stdio::stdio();

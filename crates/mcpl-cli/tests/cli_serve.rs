@@ -401,3 +401,62 @@ fn stdio_stderr_stays_bounded_when_the_host_refuses_every_push() {
         "{failed} lines for {CALLS} refused pushes: {lines:#?}"
     );
 }
+
+/// `--max-connections-per-address 1`: while one connection from 127.0.0.1 is served, a
+/// second from there is closed before anything is read from it, and stderr says why
+/// (`ListenConfig::max_connections_per_address`, which the flag sets).
+#[test]
+fn serve_closes_a_connection_past_the_per_address_limit() {
+    use std::io::Read;
+    use std::time::Duration;
+    let mut child = StdCommand::new(BIN)
+        .args(["serve", "--tcp", "127.0.0.1:0"])
+        .args(["--max-connections-per-address", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || lines.recv_timeout(Duration::from_secs(30)).unwrap();
+    let first = next();
+    let addr = first
+        .strip_prefix("mcpl serve: listening on tcp://")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let served = std::net::TcpStream::connect(&addr).unwrap();
+    let mut writer = served.try_clone().unwrap();
+    writer
+        .write_all(format!("{}\n", initialize()).as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(served).read_line(&mut line).unwrap();
+    assert_initialize_response(&line);
+
+    let mut refused = std::net::TcpStream::connect(&addr).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = refused.write_all(format!("{}\n", initialize()).as_bytes());
+    let mut buf = [0u8; 64];
+    match refused.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the second connection was served: {other:?}"),
+    }
+    let report = next();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        report.contains("1 connections from 127.0.0.1 are open"),
+        "{report}"
+    );
+}
