@@ -3,12 +3,6 @@
 
 use super::*;
 
-/// Every output after the first `from`, without the frames (the pair moved those).
-fn host_outputs_from(p: &mut Pair, from: usize) -> Vec<HostOutput> {
-    p.collect();
-    p.host_out[from..].to_vec()
-}
-
 /// Every kind of request of ours waits when the connection ends: only the hook gets an
 /// outcome (its fail-open verdict, §10.1), nothing is reported as the server's fault, nothing
 /// more is sent, no deadline stays and a late answer changes nothing.
@@ -40,7 +34,7 @@ fn s10_1_close_fails_a_waiting_hook_open_and_forgets_the_other_requests() {
     assert!(p.host.poll_timeout().is_some());
 
     p.host.handle_close(p.now);
-    let out = host_outputs_from(&mut p, from);
+    let out = p.host_outputs_from(from);
     assert_eq!(out.len(), 1, "{out:?}");
     let HostOutput::Hook { id, verdict } = &out[0] else {
         panic!("a hook verdict, not {out:?}");
@@ -71,12 +65,12 @@ fn s10_1_close_fails_a_waiting_hook_open_and_forgets_the_other_requests() {
         Message::parse(&json!({"jsonrpc": "2.0", "id": app, "result": {"tools": []}}).to_string())
             .expect("valid"),
     );
-    assert_eq!(host_outputs_from(&mut p, from).len(), 1, "nothing more");
+    assert_eq!(p.host_outputs_from(from).len(), 1, "nothing more");
     assert_eq!(p.host_wrote.len(), written, "nothing more is written");
 
     // A second close is nothing new.
     p.host.handle_close(p.now);
-    assert_eq!(host_outputs_from(&mut p, from).len(), 1);
+    assert_eq!(p.host_outputs_from(from).len(), 1);
 }
 
 /// After close every call that would send is refused, and nothing is written.

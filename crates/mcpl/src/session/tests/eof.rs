@@ -4,12 +4,6 @@
 
 use super::*;
 
-/// Every output after the first `from`, without the frames (the pair moved those).
-fn outputs_from(p: &mut Pair, from: usize) -> Vec<HostOutput> {
-    p.collect();
-    p.host_out[from..].to_vec()
-}
-
 /// At the server's EOF the application is told once ([`HostEvent::InputEnded`]); a hook in
 /// flight fails open at once (§10.1) and a policy change in flight ends with its widening
 /// not activated (§6.7), as nothing can answer them any more; a fetch is forgotten; no
@@ -41,7 +35,7 @@ fn s10_1_at_the_servers_eof_our_requests_end_at_once_and_the_application_is_told
     assert!(!p.host.input_ended());
 
     p.host.handle_eof(p.now);
-    let out = outputs_from(&mut p, from);
+    let out = p.host_outputs_from(from);
     assert_eq!(out.len(), 3, "{out:?}");
     assert_eq!(out[0], HostOutput::Event(HostEvent::InputEnded));
     let HostOutput::Hook { id, verdict } = &out[1] else {
@@ -84,7 +78,7 @@ fn s10_1_at_the_servers_eof_our_requests_end_at_once_and_the_application_is_told
     );
     // A second EOF is nothing new.
     p.host.handle_eof(p.now);
-    assert_eq!(outputs_from(&mut p, from).len(), 3);
+    assert_eq!(p.host_outputs_from(from).len(), 3);
     assert_eq!(p.host_wrote.len(), written, "nothing more is written");
 }
 
@@ -97,7 +91,7 @@ fn s11_a_request_handed_out_before_the_servers_eof_is_still_answered() {
     let from = p.host_out.len();
     p.host.handle_eof(p.now);
     assert_eq!(
-        outputs_from(&mut p, from),
+        p.host_outputs_from(from),
         vec![HostOutput::Event(HostEvent::InputEnded)]
     );
     p.host.inference_chunk(&id, "one").expect("still open");

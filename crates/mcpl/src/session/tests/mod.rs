@@ -88,6 +88,13 @@ impl Pair {
         }
     }
 
+    /// The host's outputs recorded after the first `from` (frames went onto the wire),
+    /// once everything pending is collected.
+    fn host_outputs_from(&mut self, from: usize) -> Vec<HostOutput> {
+        self.collect();
+        self.host_out[from..].to_vec()
+    }
+
     /// Delivers the next frame to the server; `false` if none was in flight.
     fn step_server(&mut self) -> bool {
         self.collect();
