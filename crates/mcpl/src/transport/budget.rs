@@ -222,6 +222,10 @@ pub(crate) struct Meter {
     /// Bytes of the data message being assembled (its frames' headers and payloads).
     message: usize,
     hold: Hold,
+    /// Bytes the last write left unwritten: tungstenite writes its whole write buffer each
+    /// time, so this is what it holds unsent (0 once a write took everything). The
+    /// WebSocket reader bounds the pongs held in it ([`super::ws::MAX_UNSENT_PONG_BYTES`]).
+    unsent: usize,
 }
 
 impl Meter {
@@ -230,7 +234,13 @@ impl Meter {
             phase: Phase::Http(0),
             message: 0,
             hold: Hold::new(budget),
+            unsent: 0,
         }
+    }
+
+    /// Bytes the last write to the stream left unwritten (see the field).
+    pub(crate) fn unsent(&self) -> usize {
+        self.unsent
     }
 
     pub(crate) fn rebind(&mut self, budget: MessageBudget) {
@@ -376,6 +386,9 @@ pub(crate) struct Metered<S> {
     since_yield: usize,
     /// The yield owed before the next read, once started.
     yielding: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The meter's `unsent` as last told it (the meter is locked only when it changes, so a
+    /// connection whose writes go through never locks it to write).
+    unsent: usize,
 }
 
 impl<S> Metered<S> {
@@ -385,6 +398,7 @@ impl<S> Metered<S> {
             meter,
             since_yield: 0,
             yielding: None,
+            unsent: 0,
         }
     }
 }
@@ -423,12 +437,24 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
+    /// Writes through, noting what the write left unwritten for the meter.
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        let unsent = match &result {
+            Poll::Ready(Ok(n)) => buf.len().saturating_sub(*n),
+            Poll::Pending => buf.len(),
+            Poll::Ready(Err(_)) => this.unsent,
+        };
+        if unsent != this.unsent {
+            this.unsent = unsent;
+            this.meter.lock().unwrap_or_else(|e| e.into_inner()).unsent = unsent;
+        }
+        result
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

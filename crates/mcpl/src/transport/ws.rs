@@ -21,6 +21,11 @@
 //!   cover fails tungstenite's read; it is reported as [`Frame::OverBudget`] (the peer
 //!   answers `-32000`) and the connection then ends, since tungstenite cannot skip the rest
 //!   of a frame it has started. See [`super::budget`] for why not a small frame size.
+//! - Pings are answered by tungstenite, which keeps each pong in its write buffer until the
+//!   other side reads it; that buffer has no bound of its own (`max_write_buffer_size` would
+//!   also refuse our own large messages), so a peer that sends pings and never reads would
+//!   grow it for as long as it kept on. The reader counts the pongs held unsent and ends the
+//!   connection with an error once they pass [`MAX_UNSENT_PONG_BYTES`].
 //! - `wss://` needs a rustls `ClientConfig`: no root store is bundled, so connecting without
 //!   one fails closed with [`WsError::TlsConfigRequired`] rather than trusting anything.
 //! - `mcpl://` URIs are resolved elsewhere (`crate::uri`, RFC-004); here they are refused.
@@ -43,6 +48,16 @@ use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_M
 
 /// The largest WebSocket message tungstenite will assemble (64 MiB); see the module docs.
 pub const WS_HARD_LIMIT: usize = 4 * DEFAULT_MAX_MESSAGE_SIZE;
+
+/// The most pong bytes (each counted as its payload plus 6 bytes of header and mask) a
+/// connection holds unsent for a peer that keeps pinging without reading them: 64 KiB,
+/// about 500 pings of the largest payload (125 bytes) or 10,000 empty ones. One more ping
+/// ends the connection with an I/O error that says so. The count starts again whenever a
+/// write leaves nothing unsent.
+pub const MAX_UNSENT_PONG_BYTES: usize = 64 * 1024;
+
+/// Header and mask bytes counted per pong (a client's pongs are masked).
+const PONG_OVERHEAD: usize = 6;
 
 /// Why a WebSocket connection could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -310,6 +325,7 @@ where
             limit: DEFAULT_MAX_MESSAGE_SIZE,
             meter,
             refused: None,
+            pongs: 0,
         }),
         writer: Box::new(WsWriter { sink }),
         guard: None,
@@ -323,9 +339,11 @@ struct WsReader<S> {
     split: Option<(Utf8Bytes, usize)>,
     limit: usize,
     meter: SharedMeter,
-    /// Set once a message was refused by the budget: the stream cannot be resynchronised,
-    /// so the next read ends the connection with this reason.
+    /// Set once a message was refused by the budget (the stream cannot be resynchronised) or
+    /// too many pongs wait unsent: the next read ends the connection with this reason.
     refused: Option<String>,
+    /// Pong bytes held unsent since a write last left nothing unsent.
+    pongs: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -358,6 +376,29 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
         None
     }
 
+    /// Counts the pong tungstenite queued for a ping of `payload` bytes; the reason to end
+    /// the connection once more than [`MAX_UNSENT_PONG_BYTES`] of pongs wait unsent.
+    fn pong_held(&mut self, payload: usize) -> Option<String> {
+        let unsent = self
+            .meter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unsent();
+        if unsent == 0 {
+            // Everything queued before this pong was written.
+            self.pongs = 0;
+        }
+        self.pongs = self.pongs.saturating_add(payload + PONG_OVERHEAD);
+        (self.pongs > MAX_UNSENT_PONG_BYTES).then(|| {
+            format!(
+                "the other side keeps sending WebSocket pings without reading the pongs: \
+                 {} bytes of pongs wait unsent, past the bound of {MAX_UNSENT_PONG_BYTES} \
+                 (ws::MAX_UNSENT_PONG_BYTES); closing the connection",
+                self.pongs
+            )
+        })
+    }
+
     /// Cancel-safe: `StreamExt::next` keeps no state of its own, and the frame being split
     /// waits in `self.split`.
     async fn read(&mut self) -> io::Result<Option<Frame>> {
@@ -377,7 +418,13 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                     }))
                 }
                 Some(Ok(WsMessage::Close(_))) => return Ok(None),
-                Some(Ok(WsMessage::Ping(_) | WsMessage::Pong(_) | WsMessage::Frame(_))) => {}
+                Some(Ok(WsMessage::Ping(payload))) => {
+                    if let Some(why) = self.pong_held(payload.len()) {
+                        self.refused = Some(why.clone());
+                        return Err(io::Error::other(why));
+                    }
+                }
+                Some(Ok(WsMessage::Pong(_) | WsMessage::Frame(_))) => {}
                 Some(Err(TungError::ConnectionClosed | TungError::AlreadyClosed)) => {
                     return Ok(None)
                 }

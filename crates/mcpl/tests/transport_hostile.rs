@@ -1,0 +1,141 @@
+//! Hostile peers against the transports, over real sockets and pipes, the bytes written by
+//! hand: what each attack costs the library, and that it ends with a clear error rather than
+//! unbounded memory or a hang. Waits are hang guards, never asserted timings.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::transport::{ws, Frame, Transport};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+const GUARD: Duration = Duration::from_secs(30);
+
+/// Dials `addr` with a small receive buffer (so that what the server writes and the client
+/// never reads piles up at the server, not in the client's kernel) and completes a
+/// WebSocket upgrade by hand, leaving the stream just after the server's `101` answer.
+async fn raw_ws_client(addr: std::net::SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n\
+              Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+              Sec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    // The answer, a byte at a time so nothing after it is taken.
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        stream.read_exact(&mut b).await.unwrap();
+        answer.push(b[0]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 101"), "{answer:?}");
+    stream
+}
+
+/// One masked client frame (RFC 6455 §5.2), the mask all zeroes so the payload goes as is.
+fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![(u8::from(fin) << 7) | opcode];
+    let len = payload.len();
+    if len < 126 {
+        f.push(0x80 | len as u8);
+    } else if len <= usize::from(u16::MAX) {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        f.push(0x80 | 127);
+        f.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+    f.extend_from_slice(&[0; 4]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Reads the server transport's frames until it ends; what ended it.
+async fn read_to_end(mut transport: Transport) -> (Vec<Frame>, Result<(), String>) {
+    let mut frames = Vec::new();
+    loop {
+        match transport.reader.next_frame().await {
+            Ok(Some(f)) => frames.push(f),
+            Ok(None) => return (frames, Ok(())),
+            Err(e) => return (frames, Err(e.to_string())),
+        }
+    }
+}
+
+/// A client that sends pings and never reads: tungstenite queues a pong for each in its
+/// write buffer, which no bound limited (`max_write_buffer_size` is unlimited by default), so
+/// 16 MiB of pings held nearly as much in pongs, for as long as the client kept on. The
+/// connection now ends once `ws::MAX_UNSENT_PONG_BYTES` of pongs wait unsent, with an error
+/// that says why.
+#[tokio::test]
+async fn a_client_that_pings_and_never_reads_is_closed_with_a_clear_error() {
+    let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (transport, _) = listener.accept().await.unwrap();
+        read_to_end(transport).await
+    });
+    let mut client = raw_ws_client(addr).await;
+    let ping = client_frame(true, 0x9, &[b'p'; 125]);
+    let burst: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 512)
+        .collect();
+    let mut sent = 0usize;
+    const CAP: usize = 16 * 1024 * 1024;
+    while sent < CAP {
+        match tokio::time::timeout(GUARD, client.write_all(&burst)).await {
+            Ok(Ok(())) => sent += burst.len(),
+            // The server closed the connection.
+            Ok(Err(_)) => break,
+            Err(_) => panic!("the server stopped reading without closing (hang guard)"),
+        }
+    }
+    let (frames, end) = tokio::time::timeout(GUARD, server)
+        .await
+        .unwrap_or_else(|_| panic!("{sent} bytes of pings sent and the server still reads on"))
+        .unwrap();
+    assert!(frames.is_empty(), "{frames:?}");
+    let why = end.expect_err("the connection should end with an error");
+    assert!(why.contains("pong"), "{why}");
+    assert!(sent < CAP, "all {sent} bytes of pings were taken");
+}
+
+/// The pong bound counts only pongs held unsent: a client that reads its pongs may ping far
+/// past `ws::MAX_UNSENT_PONG_BYTES` in all and its connection goes on.
+#[tokio::test]
+async fn pongs_the_client_reads_never_count_against_the_bound() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut transport, _) = listener.accept().await.unwrap();
+        transport.reader.next_frame().await
+    });
+    let (mut client, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+        .await
+        .unwrap();
+    let pings = 4 * ws::MAX_UNSENT_PONG_BYTES / 125;
+    for _ in 0..pings {
+        client
+            .send(WsMessage::Ping(vec![b'p'; 125].into()))
+            .await
+            .unwrap();
+        match tokio::time::timeout(GUARD, client.next()).await.unwrap() {
+            Some(Ok(WsMessage::Pong(p))) => assert_eq!(p.len(), 125),
+            other => panic!("expected a pong, got {other:?}"),
+        }
+    }
+    client.send(WsMessage::text("hello")).await.unwrap();
+    let got = tokio::time::timeout(GUARD, server).await.unwrap().unwrap();
+    assert_eq!(got.unwrap(), Some(Frame::Text("hello".to_owned())));
+}
