@@ -139,3 +139,31 @@ async fn pongs_the_client_reads_never_count_against_the_bound() {
     let got = tokio::time::timeout(GUARD, server).await.unwrap().unwrap();
     assert_eq!(got.unwrap(), Some(Frame::Text("hello".to_owned())));
 }
+
+/// A server that accepts the TCP connection and never answers the upgrade: `ws::connect` (and
+/// so `endpoint::connect` and a `host::Supervisor` dialling with it) waited for good. It now
+/// gives up after `ws::CONNECT_TIMEOUT` with an error that says so. Paused clock: the wait is
+/// the bound's, not the test's.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_never_answers_the_upgrade_fails_the_dial_at_its_deadline() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let (stream, _) = silent.accept().await.unwrap();
+        // Read nothing, answer nothing; hold the connection open.
+        std::future::pending::<()>().await;
+        drop(stream);
+    });
+    let url = format!("ws://{addr}/");
+    let dial = ws::connect(&url, None);
+    let err = tokio::time::timeout(Duration::from_secs(3600), dial)
+        .await
+        .expect("the dial never gave up")
+        .expect_err("nothing answered the upgrade");
+    assert!(
+        matches!(err, ws::WsError::ConnectTimeout(d) if d == ws::CONNECT_TIMEOUT),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade"), "{err}");
+    held.abort();
+}

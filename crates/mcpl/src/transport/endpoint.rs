@@ -74,6 +74,8 @@ pub fn resolve_ws(uri: &str) -> Result<EndpointUri, EndpointError> {
 }
 
 /// Dials `target` and returns its transport. `tls` overrides the root store for `wss:`.
+/// A WebSocket dial gives up after [`ws::CONNECT_TIMEOUT`]; a `tcp://` connect is bounded by
+/// the operating system's own connect timeout.
 pub async fn connect(
     target: &str,
     tls: Option<Arc<rustls::ClientConfig>>,

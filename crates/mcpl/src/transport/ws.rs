@@ -26,6 +26,9 @@
 //!   also refuse our own large messages), so a peer that sends pings and never reads would
 //!   grow it for as long as it kept on. The reader counts the pongs held unsent and ends the
 //!   connection with an error once they pass [`MAX_UNSENT_PONG_BYTES`].
+//! - A dial ([`connect`]) is bounded as a server's accept is: a server that takes the TCP
+//!   connection and never answers the upgrade (or trickles its answer) fails it with
+//!   [`WsError::ConnectTimeout`] after [`CONNECT_TIMEOUT`].
 //! - `wss://` needs a rustls `ClientConfig`: no root store is bundled, so connecting without
 //!   one fails closed with [`WsError::TlsConfigRequired`] rather than trusting anything.
 //! - `mcpl://` URIs are resolved elsewhere (`crate::uri`, RFC-004); here they are refused.
@@ -85,7 +88,17 @@ pub enum WsError {
     /// The TLS and WebSocket handshakes of an accepted connection took longer than this.
     #[error("the TLS and WebSocket handshakes were not completed within {0:?}, so the connection was closed; for slow clients serve with transport::listen and a longer ListenConfig::handshake_timeout")]
     HandshakeTimeout(std::time::Duration),
+    /// Dialling (TCP connect, TLS and WebSocket handshakes) took longer than this
+    /// ([`connect`]: [`CONNECT_TIMEOUT`]; [`connect_within`]: the caller's).
+    #[error("no WebSocket connection within {0:?}: the TCP connect, TLS handshake or HTTP upgrade was not completed, so the dial was given up; check that the address serves WebSocket upgrades, or dial with ws::connect_within and a longer bound")]
+    ConnectTimeout(std::time::Duration),
 }
+
+/// How long [`connect`] waits for the whole dial (TCP connect, TLS handshake, HTTP upgrade)
+/// before it gives up with [`WsError::ConnectTimeout`]: 10 s, as the server side's
+/// [`DEFAULT_HANDSHAKE_TIMEOUT`]. A server that accepted the connection and never answered
+/// the upgrade held the dial for good.
+pub const CONNECT_TIMEOUT: std::time::Duration = DEFAULT_HANDSHAKE_TIMEOUT;
 
 /// tungstenite's read buffer, allocated per connection and zero-filled on the first read
 /// (its default, 128 KiB, made an idle WebSocket connection cost ~200 KiB; 4 KiB still put
@@ -112,11 +125,30 @@ fn handshake_error(e: TungError) -> WsError {
 }
 
 /// Connects to a `ws://` or `wss://` URL. For `wss://`, `tls` is the rustls client
-/// configuration (roots to trust, ALPN…); it is ignored for `ws://`.
+/// configuration (roots to trust, ALPN…); it is ignored for `ws://`. The whole dial is
+/// bounded by [`CONNECT_TIMEOUT`] (then [`WsError::ConnectTimeout`]); see [`connect_within`]
+/// for another bound.
 pub async fn connect(
     url: &str,
     tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<Transport, WsError> {
+    connect_within(url, tls, CONNECT_TIMEOUT).await
+}
+
+/// [`connect`] with the dial (TCP connect, TLS handshake, HTTP upgrade) bounded by `timeout`
+/// instead of [`CONNECT_TIMEOUT`].
+pub async fn connect_within(
+    url: &str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: std::time::Duration,
+) -> Result<Transport, WsError> {
+    tokio::time::timeout(timeout, dial(url, tls))
+        .await
+        .map_err(|_| WsError::ConnectTimeout(timeout))?
+}
+
+/// The dial of [`connect`], without its bound.
+async fn dial(url: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Transport, WsError> {
     let parsed = url::Url::parse(url).map_err(|e| WsError::InvalidUrl {
         url: url.to_owned(),
         reason: e.to_string(),
