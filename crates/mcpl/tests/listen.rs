@@ -297,3 +297,65 @@ async fn one_address_holds_at_most_its_own_limit_of_connections() {
     let (peer, _end4) = next_served(&mut served).await;
     assert_eq!(peer, fourth_addr);
 }
+
+/// Slowloris from one address: it opens as many connections as the loop runs handshakes at
+/// once (`ListenConfig::max_handshakes`, 256) and stalls each upgrade. Before, those took
+/// every handshake slot, so the loop accepted nobody else until they timed out, and an
+/// attacker renewing them held the server for good (one address may hold 1,000
+/// connections). Now one address runs at most `max_handshakes_per_address` handshakes at
+/// once; its others wait for its turn holding no slot, and a client from another address is
+/// served while the stalled ones still wait. Defaults throughout except a handshake timeout
+/// longer than the test.
+#[tokio::test]
+async fn one_address_stalling_upgrades_cannot_take_every_handshake_slot() {
+    let listener = Arc::new(ws::Listener::bind("127.0.0.1:0", None).await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let (report_tx, mut reports) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let config = ListenConfig {
+        handshake_timeout: Duration::from_secs(3600),
+        report: Some(Arc::new(move |l: &str| {
+            let _ = report_tx.send(l.to_owned());
+        })),
+        ..ListenConfig::default()
+    };
+    let slots = config.max_handshakes;
+    let (served_tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(listen::serve(listener, config, move |t, peer| {
+        let served_tx = served_tx.clone();
+        async move {
+            let _ = served_tx.send((peer, t));
+        }
+    }));
+    let mut stalled = Vec::new();
+    for _ in 0..slots {
+        let mut s = dial_from("127.0.0.1", addr).await;
+        s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        stalled.push(s);
+    }
+    let stream = dial_from("127.0.0.2", addr).await;
+    let client = tokio::spawn(tokio_tungstenite::client_async(
+        format!("ws://{addr}/"),
+        stream,
+    ));
+    let (peer, _transport) = tokio::time::timeout(GUARD, served.recv())
+        .await
+        .expect("a client from another address was not served while one address stalled")
+        .unwrap();
+    assert_eq!(peer.ip().to_string(), "127.0.0.2");
+    let _client = tokio::time::timeout(GUARD, client)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // The stalled ones wait: none was refused or closed.
+    assert!(reports.try_recv().is_err());
+    for s in &mut stalled {
+        let mut byte = [0u8; 1];
+        assert!(matches!(
+            s.try_read(&mut byte),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        ));
+    }
+}

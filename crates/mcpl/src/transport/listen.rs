@@ -14,6 +14,13 @@
 //!   each bounded by [`ListenConfig::handshake_timeout`]: one client that never completes its
 //!   upgrade delays nobody. At most [`ListenConfig::max_handshakes`] run at once; past that the
 //!   loop stops accepting (the kernel's backlog holds further dials) until one finishes.
+//!   One address (counted as below) runs at most
+//!   [`ListenConfig::max_handshakes_per_address`] of them
+//!   ([`DEFAULT_MAX_HANDSHAKES_PER_ADDRESS`]); one more from it is accepted but waits, in
+//!   its own task and holding no slot, for one of its address's handshakes to end, all within
+//!   its own handshake timeout. A client stalling its upgrades (slowloris) thus holds at most
+//!   that many slots and the loop goes on accepting the others, while a burst from one
+//!   address (a NAT) is delayed, never refused.
 //! - **Connections** served at once are at most [`ListenConfig::max_connections`]
 //!   ([`DEFAULT_MAX_CONNECTIONS`]); a connection holds its place from its accept until it
 //!   ends. At the limit the loop stops accepting (the kernel's backlog holds further dials,
@@ -51,6 +58,12 @@ pub struct ListenConfig {
     pub handshake_timeout: Duration,
     /// Most handshakes in progress at once (256); past it the loop waits before accepting.
     pub max_handshakes: usize,
+    /// Most handshakes in progress at once from one peer address
+    /// ([`DEFAULT_MAX_HANDSHAKES_PER_ADDRESS`]; counted as
+    /// [`Self::max_connections_per_address`] counts); one more from it waits, holding none
+    /// of the [`Self::max_handshakes`] slots, until one of them ends, within its
+    /// [`Self::handshake_timeout`].
+    pub max_handshakes_per_address: usize,
     /// Most connections served at once, handshakes included ([`DEFAULT_MAX_CONNECTIONS`]);
     /// past it the loop waits before accepting, and reports it (at most once per
     /// [`REPORT_INTERVAL`]).
@@ -79,6 +92,7 @@ impl Default for ListenConfig {
         ListenConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_handshakes: 256,
+            max_handshakes_per_address: DEFAULT_MAX_HANDSHAKES_PER_ADDRESS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             min_backoff: Duration::from_millis(10),
@@ -94,6 +108,10 @@ impl std::fmt::Debug for ListenConfig {
         f.debug_struct("ListenConfig")
             .field("handshake_timeout", &self.handshake_timeout)
             .field("max_handshakes", &self.max_handshakes)
+            .field(
+                "max_handshakes_per_address",
+                &self.max_handshakes_per_address,
+            )
             .field("max_connections", &self.max_connections)
             .field(
                 "max_connections_per_address",
@@ -109,6 +127,11 @@ impl std::fmt::Debug for ListenConfig {
 
 /// The default [`ListenConfig::handshake_timeout`]: 10 s.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default [`ListenConfig::max_handshakes_per_address`]: 32, an eighth of the default
+/// [`ListenConfig::max_handshakes`] (256), so one address stalling its upgrades leaves the
+/// other slots to the others.
+pub const DEFAULT_MAX_HANDSHAKES_PER_ADDRESS: usize = 32;
 
 /// The default [`ListenConfig::max_connections`]: 10,000 (about 280 MiB of idle MCPL
 /// connections of the reference server, issue #20's ≈ 28 KiB each).
@@ -253,22 +276,33 @@ fn address_key(addr: &SocketAddr) -> IpAddr {
     }
 }
 
-/// The connections open per address ([`address_key`]); an address with none has no entry,
-/// so it holds at most [`ListenConfig::max_connections`] entries.
+/// The connections open per address ([`address_key`]), each address with the slots of its
+/// handshakes ([`ListenConfig::max_handshakes_per_address`]); an address with no connection
+/// has no entry, so it holds at most [`ListenConfig::max_connections`] entries.
 #[derive(Debug, Default)]
-struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+struct PerAddress(Mutex<HashMap<IpAddr, (usize, Arc<Semaphore>)>>);
 
-/// One connection's place in its address's count, given back when dropped.
+/// One connection's place in its address's count, given back when dropped, and its
+/// address's handshake slots.
 struct AddressPlace {
     counts: Arc<PerAddress>,
     key: IpAddr,
+    handshakes: Arc<Semaphore>,
 }
 
 impl PerAddress {
-    /// A place for one more connection from `key`, or `None` when it holds `limit`.
-    fn take(counts: &Arc<PerAddress>, key: IpAddr, limit: usize) -> Option<AddressPlace> {
+    /// A place for one more connection from `key`, or `None` when it holds `limit`; an
+    /// address new to the map gets `handshakes` handshake slots.
+    fn take(
+        counts: &Arc<PerAddress>,
+        key: IpAddr,
+        limit: usize,
+        handshakes: usize,
+    ) -> Option<AddressPlace> {
         let mut map = counts.0.lock().unwrap_or_else(|e| e.into_inner());
-        let n = map.entry(key).or_insert(0);
+        let (n, slots) = map
+            .entry(key)
+            .or_insert_with(|| (0, Arc::new(Semaphore::new(handshakes))));
         if *n >= limit {
             return None;
         }
@@ -276,6 +310,7 @@ impl PerAddress {
         Some(AddressPlace {
             counts: counts.clone(),
             key,
+            handshakes: slots.clone(),
         })
     }
 }
@@ -283,7 +318,7 @@ impl PerAddress {
 impl Drop for AddressPlace {
     fn drop(&mut self) {
         let mut map = self.counts.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = map.get_mut(&self.key) {
+        if let Some((n, _)) = map.get_mut(&self.key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 map.remove(&self.key);
@@ -308,6 +343,7 @@ where
     let connections = Arc::new(Semaphore::new(limit));
     let per_address_limit = config.max_connections_per_address.max(1);
     let per_address = Arc::new(PerAddress::default());
+    let handshakes_per_address = config.max_handshakes_per_address.max(1);
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
     let mut backoff = Backoff::new(&config);
     // When reaching the connection limit was last reported.
@@ -346,7 +382,9 @@ where
         };
         backoff.succeeded(&config);
         let key = address_key(&addr);
-        let Some(address_place) = PerAddress::take(&per_address, key, per_address_limit) else {
+        let Some(address_place) =
+            PerAddress::take(&per_address, key, per_address_limit, handshakes_per_address)
+        else {
             // Closed before any handshake: it costs nothing more.
             drop((accepted, slot, place));
             let why = format!(
@@ -356,13 +394,35 @@ where
             HandshakeLog::failed(&log, &config, addr, &why);
             continue;
         };
+        // Both slots at once, or neither: one past its address's handshakes gives its
+        // slot back to the loop and waits for its address's turn in its own task.
+        let ready = match address_place.handshakes.clone().try_acquire_owned() {
+            Ok(own) => Some((slot, own)),
+            Err(_) => None,
+        };
         let handshake = listener.handshake(accepted, addr);
         let (on_connection, config, log) = (on_connection.clone(), config.clone(), log.clone());
+        let slots = handshakes.clone();
         tokio::spawn(async move {
             // Held until the connection has ended, however it ends.
-            let _place = (place, address_place);
-            let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
-            drop(slot);
+            let places = (place, address_place);
+            let result = tokio::time::timeout(config.handshake_timeout, async {
+                let held = match ready {
+                    Some(held) => held,
+                    None => {
+                        let own = places.1.handshakes.clone().acquire_owned().await;
+                        let slot = slots.acquire_owned().await;
+                        match (slot, own) {
+                            (Ok(slot), Ok(own)) => (slot, own),
+                            _ => return Err("the accept loop has stopped".to_owned()),
+                        }
+                    }
+                };
+                let transport = handshake.await;
+                drop(held);
+                transport
+            })
+            .await;
             match result {
                 Ok(Ok(mut transport)) => {
                     if let Some(budget) = &config.message_budget {
