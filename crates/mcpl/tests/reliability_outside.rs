@@ -439,6 +439,7 @@ async fn partial_frames_of_many_websocket_connections_stay_within_one_budget() {
     let url = format!("ws://{addr}/");
     let _budget = budget_server(listener).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (closes_tx, mut closes) = tokio::sync::mpsc::unbounded_channel();
     let mut held = Vec::new();
     for _ in 0..ATTACKERS {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -452,17 +453,29 @@ async fn partial_frames_of_many_websocket_connections_stay_within_one_budget() {
         frame.extend_from_slice(&[0; 4]);
         frame.extend_from_slice(&endless_ping());
         ws.get_mut().write_all(&frame).await.unwrap();
-        let tx = tx.clone();
+        let (tx, closes_tx) = (tx.clone(), closes_tx.clone());
         held.push(tokio::spawn(async move {
             while let Some(Ok(msg)) = ws.next().await {
-                if let WsMessage::Text(text) = msg {
-                    let _ = tx.send(serde_json::from_str::<Value>(&text).unwrap());
+                match msg {
+                    WsMessage::Text(text) => {
+                        let _ = tx.send(serde_json::from_str::<Value>(&text).unwrap());
+                    }
+                    WsMessage::Close(frame) => {
+                        let _ = closes_tx.send(frame.map(|f| u16::from(f.code)));
+                    }
+                    _ => {}
                 }
             }
             // The connection ended after the refusal (tungstenite cannot skip the frame).
         }));
     }
     refusals(&mut rx, ATTACKERS - MAY_HOLD).await;
+    // Each refused connection then ends with close code 1013 (RFC 6455 §7.4.1 registry:
+    // try again later), where its close frame carried no code before.
+    for _ in 0..ATTACKERS - MAY_HOLD {
+        let code = tokio::time::timeout(REAL_GUARD, closes.recv()).await;
+        assert_eq!(code.unwrap().unwrap(), Some(1013));
+    }
     // A clean probe on another connection is answered while the budget is taken.
     let mut probe = mcpl::transport::ws::connect(&url, None).await.unwrap();
     probe

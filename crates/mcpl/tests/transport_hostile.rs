@@ -167,3 +167,73 @@ async fn a_server_that_never_answers_the_upgrade_fails_the_dial_at_its_deadline(
     assert!(err.to_string().contains("upgrade"), "{err}");
     held.abort();
 }
+
+/// Reads the server's frames after the upgrade until the connection ends; the close frame's
+/// status code and reason, if one came (server frames are unmasked, RFC 6455 §5.1).
+async fn close_frame_of(mut client: TcpStream) -> Option<(u16, String)> {
+    let mut got = Vec::new();
+    tokio::time::timeout(GUARD, client.read_to_end(&mut got))
+        .await
+        .expect("the server never closed the connection (hang guard)")
+        .ok()?;
+    let mut rest = got.as_slice();
+    while let [b0, b1, tail @ ..] = rest {
+        let len = usize::from(b1 & 0x7f);
+        assert!(len < 126, "a control frame, or a short test frame");
+        let (payload, after) = tail.split_at(len);
+        if b0 & 0x0f == 0x8 {
+            if payload.len() < 2 {
+                return Some((0, String::new()));
+            }
+            let code = u16::from_be_bytes([payload[0], payload[1]]);
+            return Some((code, String::from_utf8_lossy(&payload[2..]).into_owned()));
+        }
+        rest = after;
+    }
+    None
+}
+
+/// RFC 6455 §7.1.7 and §7.4.1: an endpoint failing the connection should send a close frame
+/// with the status code for why. A text message that is not UTF-8 (which §8.1 says fails the
+/// connection), a frame over the size limit (here a header announcing 1 TiB, refused before
+/// its payload) and a reserved opcode each ended the connection with a close frame carrying
+/// no code at all, and the server's own reason was tungstenite's bare text ("UTF-8 encoding
+/// error: …"). Now the close says 1007, 1009 and 1002 with a short reason, and the server's
+/// reason says what the other side did.
+#[tokio::test]
+async fn a_broken_frame_ends_the_connection_with_the_rfc_6455_close_code() {
+    use mcpl::peer::{CloseReason, Peer, PeerConfig};
+
+    let mut huge = vec![0x81u8, 0x80 | 127];
+    huge.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    huge.extend_from_slice(&[0; 4]);
+    let cases: [(Vec<u8>, u16, &str); 3] = [
+        (
+            client_frame(true, 0x1, &[b'{', 0xff, 0xfe, b'}']),
+            1007,
+            "UTF-8",
+        ),
+        (huge, 1009, "too large"),
+        (client_frame(true, 0x3, b"{}"), 1002, "protocol"),
+    ];
+    for (frame, code, says) in cases {
+        let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (transport, _) = listener.accept().await.unwrap();
+            let (peer, _incoming) = Peer::new(transport, PeerConfig::default());
+            peer.closed().await
+        });
+        let mut client = raw_ws_client(addr).await;
+        client.write_all(&frame).await.unwrap();
+        let close = close_frame_of(client).await;
+        let reason = tokio::time::timeout(GUARD, server).await.unwrap().unwrap();
+        let CloseReason::Io(why) = &reason else {
+            panic!("{code}: closed by {reason:?}")
+        };
+        assert!(why.contains(says), "{code}: {why}");
+        let (got, text) = close.unwrap_or_else(|| panic!("{code}: no close frame"));
+        assert_eq!(got, code, "{why} / {text:?}");
+        assert!(text.contains(says), "{code}: {text:?}");
+    }
+}

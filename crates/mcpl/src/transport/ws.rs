@@ -26,6 +26,11 @@
 //!   also refuse our own large messages), so a peer that sends pings and never reads would
 //!   grow it for as long as it kept on. The reader counts the pongs held unsent and ends the
 //!   connection with an error once they pass [`MAX_UNSENT_PONG_BYTES`].
+//! - A frame that breaks RFC 6455 (a text message that is not UTF-8, a frame or message
+//!   over [`WS_HARD_LIMIT`], a reserved opcode…) fails the connection, as §7.1.7 and §8.1
+//!   require: the reader's error says what the other side did, and the close frame the
+//!   writer then sends carries the §7.4.1 status code (1007, 1009, 1002; 1008 after the pong
+//!   bound below, 1013 after a budget refusal) with a short reason.
 //! - A dial ([`connect`]) is bounded as a server's accept is: a server that takes the TCP
 //!   connection and never answers the upgrade (or trickles its answer) fails it with
 //!   [`WsError::ConnectTimeout`] after [`CONNECT_TIMEOUT`].
@@ -41,7 +46,8 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as TungError, Message as WsMessage, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
@@ -350,6 +356,7 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (sink, stream) = stream.split();
+    let failed = FailedWith::default();
     Transport {
         reader: Box::new(WsReader {
             stream,
@@ -358,10 +365,57 @@ where
             meter,
             refused: None,
             pongs: 0,
+            failed: failed.clone(),
         }),
-        writer: Box::new(WsWriter { sink }),
+        writer: Box::new(WsWriter { sink, failed }),
         guard: None,
         description,
+    }
+}
+
+/// The close frame the writer sends when the reader failed the connection (RFC 6455
+/// §7.1.7): set by the reader, taken by [`WsWriter`]'s close.
+type FailedWith = Arc<Mutex<Option<CloseFrame>>>;
+
+/// Notes the close frame for a failed connection (the first reason stays).
+fn fail_with(failed: &FailedWith, code: CloseCode, reason: &'static str) {
+    let mut slot = failed.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.is_none() {
+        *slot = Some(CloseFrame {
+            code,
+            reason: Utf8Bytes::from_static(reason),
+        });
+    }
+}
+
+/// What the other side did to make tungstenite fail the read, and the RFC 6455 §7.4.1
+/// close code and reason for it.
+fn broken_frame(e: &TungError) -> (String, CloseCode, &'static str) {
+    match e {
+        TungError::Utf8(detail) => (
+            format!(
+                "the other side sent a WebSocket text message that is not valid UTF-8 \
+                 ({detail}); RFC 6455 §8.1 fails the connection (close code 1007)"
+            ),
+            CloseCode::Invalid,
+            "invalid UTF-8 in a text message",
+        ),
+        TungError::Capacity(detail) => (
+            format!(
+                "the other side sent a WebSocket frame or message too large: {detail} \
+                 (ws::WS_HARD_LIMIT is {WS_HARD_LIMIT} bytes); closing with code 1009"
+            ),
+            CloseCode::Size,
+            "message too large",
+        ),
+        other => (
+            format!(
+                "the other side broke the WebSocket protocol: {other}; closing with code \
+                 1002 (protocol error)"
+            ),
+            CloseCode::Protocol,
+            "protocol error",
+        ),
     }
 }
 
@@ -376,6 +430,8 @@ struct WsReader<S> {
     refused: Option<String>,
     /// Pong bytes held unsent since a write last left nothing unsent.
     pongs: usize,
+    /// Shared with the writer: the close frame for a connection this reader failed.
+    failed: FailedWith,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -452,6 +508,7 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                 Some(Ok(WsMessage::Close(_))) => return Ok(None),
                 Some(Ok(WsMessage::Ping(payload))) => {
                     if let Some(why) = self.pong_held(payload.len()) {
+                        fail_with(&self.failed, CloseCode::Policy, "pongs not read");
                         self.refused = Some(why.clone());
                         return Err(io::Error::other(why));
                     }
@@ -466,12 +523,17 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                             bytes: refused.bytes,
                             limit: refused.limit,
                         };
+                        fail_with(&self.failed, CloseCode::Again, "message budget exhausted");
                         self.refused = Some(e.to_string());
                         return Ok(Some(frame));
                     }
                     return Err(e);
                 }
-                Some(Err(e)) => return Err(io::Error::other(e)),
+                Some(Err(e)) => {
+                    let (why, code, reason) = broken_frame(&e);
+                    fail_with(&self.failed, code, reason);
+                    return Err(io::Error::other(why));
+                }
             }
         }
     }
@@ -496,6 +558,8 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
 
 struct WsWriter<S> {
     sink: SplitSink<WebSocketStream<Metered<S>>, WsMessage>,
+    /// The close frame to send when the reader failed the connection.
+    failed: FailedWith,
 }
 
 fn write_error(e: TungError) -> io::Error {
@@ -517,6 +581,12 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameWriter for WsWriter<S> {
 
     fn close(&mut self) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(async move {
+            let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(frame) = failed {
+                // Queued as the close frame; `close` below then flushes it. A failure here
+                // (the other side already gone) leaves `close` to say so.
+                let _ = self.sink.feed(WsMessage::Close(Some(frame))).await;
+            }
             match self.sink.close().await {
                 Ok(()) | Err(TungError::ConnectionClosed | TungError::AlreadyClosed) => Ok(()),
                 Err(e) => Err(write_error(e)),
