@@ -237,3 +237,60 @@ async fn a_broken_frame_ends_the_connection_with_the_rfc_6455_close_code() {
         assert!(text.contains(says), "{code}: {text:?}");
     }
 }
+
+/// tungstenite reads each frame into one buffer sized for the whole frame and keeps that
+/// buffer for the connection's life: after an 8 MiB message, an idle connection still held
+/// 8 MiB (measured with a counting allocator), while the budget had taken the message's
+/// bytes back once it was complete. So connections that each sent one large message, one
+/// after another, held any multiple of the budget. What a connection's reader keeps of its
+/// largest frame now stays counted against the budget until the connection ends: with a
+/// budget of 1 MiB, a second connection's 768 KiB message is refused while the first, idle
+/// after its own, still holds its buffer, and taken once the first has gone.
+#[tokio::test]
+async fn what_the_websocket_reader_keeps_of_a_large_frame_stays_in_the_budget() {
+    use futures_util::SinkExt;
+    use mcpl::transport::MessageBudget;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    const BIG: usize = 768 * 1024;
+    let budget = MessageBudget::new(1024 * 1024);
+    let listener = ws::Listener::bind("127.0.0.1:0", None).await.unwrap();
+    let url = format!("ws://{}/", listener.local_addr().unwrap());
+    let message = format!("{{\"x\":\"{}\"}}", "a".repeat(BIG));
+    let mut connections = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (client, accepted) = tokio::join!(
+            tokio_tungstenite::connect_async(url.as_str()),
+            listener.accept()
+        );
+        let (mut transport, _) = accepted.unwrap();
+        transport.reader.set_message_budget(budget.clone());
+        connections.push(transport);
+        clients.push(client.unwrap().0);
+    }
+    // The first connection's message is taken whole; it then sits idle, holding its buffer.
+    clients[0]
+        .send(WsMessage::text(message.clone()))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(GUARD, connections[0].reader.next_frame()).await;
+    assert!(matches!(first, Ok(Ok(Some(Frame::Text(t)))) if t.len() == message.len()));
+    assert!(
+        budget.used() >= BIG - mcpl::transport::UNBUDGETED_BYTES,
+        "{budget:?}"
+    );
+    // The second's is refused: the budget cannot cover both.
+    clients[1]
+        .send(WsMessage::text(message.clone()))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(GUARD, connections[1].reader.next_frame()).await;
+    assert!(
+        matches!(second, Ok(Ok(Some(Frame::OverBudget { .. })))),
+        "{second:?}"
+    );
+    // Once the first connection has gone, its buffer's bytes are back in the budget.
+    drop(connections.remove(0));
+    assert_eq!(budget.used(), 0, "{budget:?}");
+}

@@ -18,6 +18,12 @@
 //!   and the payload bytes of the data message being assembled (its frames, control frames
 //!   excluded) are what the budget covers. A refused message cannot be skipped (tungstenite
 //!   has already taken its header), so after the same `-32000` answer the connection ends.
+//!   tungstenite reads each frame into one buffer sized for the whole frame and keeps it
+//!   for the connection's life (reused, grown for a larger frame, never shrunk), so the
+//!   largest frame a connection has read stays taken from the budget until the connection
+//!   ends; a fragmented message also counts its earlier frames twice (the kept buffer and
+//!   tungstenite's copy). Without it, connections that each sent one large message held
+//!   any multiple of the budget once their messages were complete.
 //!   Reserving a whole [`super::ws::WS_HARD_LIMIT`] per connection instead would let four
 //!   idle connections exhaust a 256 MiB budget, and a small `max_frame_size` would refuse
 //!   every client that sends a large message as one frame, as clients do.
@@ -153,6 +159,15 @@ impl Hold {
         }
     }
 
+    /// Gives back what is held beyond what a buffer of `bytes` needs.
+    pub(crate) fn shrink_to(&mut self, bytes: usize) {
+        let need = bytes.saturating_sub(UNBUDGETED_BYTES);
+        if self.held > need {
+            self.budget.give_back(self.held - need);
+            self.held = need;
+        }
+    }
+
     /// Gives everything held back (the message is complete, or refused).
     pub(crate) fn clear(&mut self) {
         if self.held > 0 {
@@ -221,6 +236,14 @@ pub(crate) struct Meter {
     phase: Phase,
     /// Bytes of the data message being assembled (its frames' headers and payloads).
     message: usize,
+    /// Bytes of the data frame being read (its header and payload so far), the last part of
+    /// `message`.
+    frame: usize,
+    /// The largest data frame read whole. tungstenite reads a frame into one buffer sized
+    /// for all of it and keeps that buffer for the connection's life (it is reused, and
+    /// grown for a larger frame, never shrunk), so this much stays held after the message
+    /// is complete, until the connection ends.
+    kept: usize,
     hold: Hold,
     /// Bytes the last write left unwritten: tungstenite writes its whole write buffer each
     /// time, so this is what it holds unsent (0 once a write took everything). The
@@ -233,6 +256,8 @@ impl Meter {
         Meter {
             phase: Phase::Http(0),
             message: 0,
+            frame: 0,
+            kept: 0,
             hold: Hold::new(budget),
             unsent: 0,
         }
@@ -245,6 +270,14 @@ impl Meter {
 
     pub(crate) fn rebind(&mut self, budget: MessageBudget) {
         self.hold.rebind(budget);
+    }
+
+    /// What the connection's reader holds: its read buffer (the larger of the largest frame
+    /// read whole and the frame being read) plus the earlier frames of the message being
+    /// assembled (copied out of that buffer by tungstenite).
+    fn held(&self) -> usize {
+        let earlier = self.message.saturating_sub(self.frame);
+        self.kept.max(self.frame).saturating_add(earlier)
     }
 
     /// Follows `bytes` just read; `Err` when the message being assembled can no longer be
@@ -277,6 +310,7 @@ impl Meter {
                     if let Some(phase) = header_done(header, seen) {
                         if let Phase::Payload { data: true, .. } = phase {
                             self.message += usize::from(seen);
+                            self.frame = usize::from(seen);
                         }
                         self.phase = phase;
                         self.end_of_payload();
@@ -293,9 +327,10 @@ impl Meter {
                     bytes = bytes.get(take..).unwrap_or_default();
                     if is_data {
                         self.message = self.message.saturating_add(take);
+                        self.frame = self.frame.saturating_add(take);
                         // Checked before the message may end in this read: a message is
                         // refused by its size, however the reads split it.
-                        if !self.hold.cover(self.message) {
+                        if !self.hold.cover(self.held()) {
                             return Err(self.refuse());
                         }
                     }
@@ -303,20 +338,22 @@ impl Meter {
                 }
             }
         }
-        if self.hold.cover(self.message) {
+        if self.hold.cover(self.held()) {
             Ok(())
         } else {
             Err(self.refuse())
         }
     }
 
-    /// Gives back what the refused message held.
+    /// Gives back what the refused message held (the connection then ends).
     fn refuse(&mut self) -> OverBudget {
         let refused = OverBudget {
             bytes: self.message,
             limit: self.hold.limit(),
         };
         self.hold.clear();
+        self.kept = 0;
+        self.frame = 0;
         refused
     }
 
@@ -328,9 +365,14 @@ impl Meter {
             fin,
         } = self.phase
         {
-            if data && fin {
-                self.message = 0;
-                self.hold.clear();
+            if data {
+                self.kept = self.kept.max(self.frame);
+                self.frame = 0;
+                if fin {
+                    // Complete: the message goes to the peer; its read buffer stays.
+                    self.message = 0;
+                    self.hold.shrink_to(self.kept);
+                }
             }
             self.phase = Phase::Header {
                 bytes: [0; 14],
@@ -562,18 +604,27 @@ mod tests {
         m.feed(&first).unwrap();
         m.feed(&frame(true, 9, 4)).unwrap();
         let second = frame(true, 0, 1000);
-        // Fed a byte at a time: headers split anywhere.
+        // Fed a byte at a time: headers split anywhere. Held: the read buffer (the larger of
+        // the first frame, which tungstenite keeps, and the one being read) plus the first
+        // frame's copy in the message being assembled; a header counts once it is complete,
+        // and the ping not at all.
         for (i, b) in second.iter().enumerate() {
             m.feed(std::slice::from_ref(b)).unwrap();
-            // Never more than was read (a header counts once it is complete).
             if i + 1 < second.len() {
-                assert!(budget.used() <= first.len() + i + 1 - UNBUDGETED_BYTES);
-            }
-            if i + 2 == second.len() {
-                assert_eq!(budget.used(), first.len() + i + 1 - UNBUDGETED_BYTES);
+                // (The second frame stays smaller than the first, kept one.)
+                let held = first.len().max(i + 1) + first.len();
+                assert_eq!(
+                    budget.used(),
+                    held - UNBUDGETED_BYTES,
+                    "after {} bytes",
+                    i + 1
+                );
             }
         }
-        // The message is complete: everything is given back.
+        // The message is complete: given back, but for the read buffer tungstenite keeps
+        // (its largest frame), until the connection ends.
+        assert_eq!(budget.used(), first.len() - UNBUDGETED_BYTES);
+        drop(m);
         assert_eq!(budget.used(), 0);
     }
 
