@@ -331,6 +331,10 @@ async fn transport_errors_name_what_to_check() {
         &["10s", "ListenConfig::handshake_timeout"],
     );
     says(
+        &ws::WsError::ConnectTimeout(Duration::from_secs(10)),
+        &["10s", "serves WebSocket upgrades", "ws::connect_within"],
+    );
+    says(
         &OverBudget {
             bytes: 1 << 20,
             limit: 1 << 20,
