@@ -651,3 +651,52 @@ async fn answers_held_for_a_client_that_never_reads_are_bounded_in_bytes() {
     let _write = writer.await.unwrap();
     session.close();
 }
+
+/// An application that reads nothing from its `Incoming` while the other side sends large
+/// notifications: the incoming queue holds at most `peer::INCOMING_QUEUE_BYTES` of frames
+/// (one frame more when it is empty) before the reader stops reading, not its 64 slots
+/// (`PeerConfig::incoming_capacity`): 64 notifications of 1 MiB were all taken in before.
+/// Nothing is lost: every notification is received, in order, once the application reads.
+#[tokio::test(start_paused = true)]
+async fn an_application_that_reads_nothing_holds_queued_messages_within_a_byte_bound() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const SENT: usize = 80;
+    const MIB: usize = 1024 * 1024;
+    let (transport, _read, mut write) = raw(64 * 1024);
+    let (_peer, mut incoming) = Peer::new(transport, PeerConfig::default());
+    let written = Arc::new(AtomicUsize::new(0));
+    let counted = written.clone();
+    let writer = tokio::spawn(async move {
+        let text = "x".repeat(MIB);
+        for i in 0..SENT {
+            let line = format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "method": "big/news", "params": {"i": i, "text": text}})
+            );
+            write.write_all(line.as_bytes()).await.unwrap();
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        write
+    });
+    // Every task runs until it blocks: the reader stops once the queue is full.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let taken = written.load(Ordering::SeqCst);
+    // The queue's bytes, one frame past them, the frame being delivered and the pipe.
+    let bound = mcpl::peer::INCOMING_QUEUE_BYTES / MIB + 3;
+    assert!(
+        taken <= bound,
+        "{taken} notifications of 1 MiB were taken in for an application that read nothing \
+         (bound {bound})"
+    );
+    for i in 0..SENT {
+        match tokio::time::timeout(GUARD, incoming.recv()).await.unwrap() {
+            Some(IncomingMessage::Notification(n)) => {
+                assert_eq!(n.method, "big/news");
+                assert_eq!(n.params.as_ref().unwrap()["i"], i, "out of order");
+            }
+            other => panic!("expected notification {i}, got {other:?}"),
+        }
+    }
+    let _write = tokio::time::timeout(GUARD, writer).await.unwrap().unwrap();
+}

@@ -155,6 +155,13 @@ pub const DEFAULT_MAX_IN_FLIGHT_BYTES: usize = 32 << 20;
 /// empty queue. 8 MiB.
 pub const OUTGOING_QUEUE_BYTES: usize = 8 << 20;
 
+/// The most bytes of frames read and queued for the application and not yet received from
+/// [`Incoming`](super::Incoming) (beside [`PeerConfig::incoming_capacity`] messages): past
+/// it the reader stops reading until the application takes one, as when the queue is full;
+/// one frame larger than it still goes into an empty queue. A message is weighed by its
+/// frame (a batch entry by its share). 8 MiB.
+pub const INCOMING_QUEUE_BYTES: usize = 8 << 20;
+
 /// The default [`PeerConfig::max_batch_entries`].
 pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;
 

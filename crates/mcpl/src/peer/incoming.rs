@@ -209,10 +209,20 @@ pub struct Incoming {
 
 /// What the incoming queue carries: the other side's messages, and the responses to
 /// [`Peer::send_request`] at their wire position. Not boxed: the queue holds nothing until
-/// something is queued ([`queue`]), so an idle connection pays no slots for it.
+/// something is queued ([`queue`]), so an idle connection pays no slots for it. Each carries
+/// the bytes of its frame (a batch entry its share), which [`INCOMING_QUEUE_BYTES`] bounds.
 pub(super) enum Item {
-    Message(IncomingMessage),
-    Response(Response),
+    Message(IncomingMessage, usize),
+    Response(Response, usize),
+}
+
+impl Item {
+    /// What the item weighs in the incoming queue: its frame's bytes.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Item::Message(_, bytes) | Item::Response(_, bytes) => *bytes,
+        }
+    }
 }
 
 /// What [`Incoming::recv_ordered`] returns, in wire order.
@@ -259,8 +269,8 @@ impl Incoming {
         let item = self.rx.recv().await?;
         self.shared.inbox_taken();
         Some(match item {
-            Item::Message(m) => Ordered::Message(m),
-            Item::Response(r) => Ordered::Response(r),
+            Item::Message(m, _) => Ordered::Message(m),
+            Item::Response(r, _) => Ordered::Response(r),
         })
     }
 

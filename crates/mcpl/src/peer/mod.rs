@@ -211,7 +211,8 @@ impl Peer {
         }
         let (out_tx, out_rx) =
             queue::capped(config.outgoing_capacity, OUTGOING_QUEUE_BYTES, String::len);
-        let (in_tx, in_rx) = queue::channel(config.incoming_capacity);
+        let (in_tx, in_rx) =
+            queue::capped(config.incoming_capacity, INCOMING_QUEUE_BYTES, Item::bytes);
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             config,

@@ -745,6 +745,9 @@ pub(super) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::E
 /// (counted in the inbox already) when it is full, for [`deliver_when_room`], which callers
 /// await boxed (see `read_off_worker`): only a pointer to that rare wait is then part of the
 /// reader task's future, which an idle connection keeps.
+// The item comes back by value: boxing it would cost an allocation per message for the
+// rare full queue.
+#[allow(clippy::result_large_err)]
 fn deliver_now(
     shared: &Arc<Shared>,
     item: Option<Parsed>,
@@ -758,8 +761,9 @@ fn deliver_now(
             let _ = replies.send(v.to_string());
             return Ok(());
         }
-        Some(Parsed::Deliver(msg)) => Item::Message(msg),
-        Some(Parsed::Settled(r)) => Item::Response(r),
+        // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
+        Some(Parsed::Deliver(msg)) => Item::Message(msg, shared.reading.load(Ordering::Relaxed)),
+        Some(Parsed::Settled(r)) => Item::Response(r, shared.reading.load(Ordering::Relaxed)),
     };
     if inbound.is_closed() {
         undeliverable(shared, item);
@@ -805,16 +809,16 @@ async fn deliver_when_room(
 /// Nobody receives incoming messages: a request's guard answers -32601 when dropped here.
 pub(super) fn undeliverable(shared: &Shared, item: Item) {
     match &item {
-        Item::Message(IncomingMessage::Notification(n)) => {
+        Item::Message(IncomingMessage::Notification(n), _) => {
             shared.diagnose(Diagnostic::UnhandledNotification {
                 method: n.method.clone(),
             })
         }
-        Item::Response(r) => shared.diagnose(Diagnostic::UnknownResponse {
+        Item::Response(r, _) => shared.diagnose(Diagnostic::UnknownResponse {
             id: r.id.clone(),
             error: r.outcome.clone().err(),
         }),
-        Item::Message(IncomingMessage::Request(_)) => {}
+        Item::Message(IncomingMessage::Request(_), _) => {}
     }
     drop(item);
 }
