@@ -887,6 +887,8 @@ fn reference_server_passes_every_check() {
         ids_with(&doc, "pass"),
         set(&[
             "transport.frames-valid",
+            // Every object of every frame names each member once (RFC 8259 §4, I-JSON).
+            "transport.member-names-unique",
             "initialize.answered",
             "initialize.mcpl-present",
             "initialize.version",

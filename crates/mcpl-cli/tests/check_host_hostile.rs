@@ -68,7 +68,7 @@ fn read_report(report: &PathBuf) -> Value {
     assert!(text.len() < 64 * 1024, "a {}-byte report", text.len());
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 20, "{doc:#}");
+    assert_eq!(checks.len(), 21, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -851,4 +851,42 @@ async fn an_answer_that_cannot_be_read_is_not_reported_as_silence() {
     assert_eq!(unknown["status"], "fail", "{doc:#}");
     let detail = unknown["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("discarded meanwhile"), "{detail}");
+}
+
+/// A host whose answers to the checker's pings repeat a member name (`result` twice; RFC 8259
+/// §4: names SHOULD be unique, I-JSON forbids it): the peer reads the last one and says
+/// nothing, so the report warns under `host.member-names-unique`, naming the member and the
+/// message. A host naming each member once passes it.
+#[tokio::test]
+async fn a_host_repeating_a_member_name_is_warned_naming_it() {
+    let answer = |repeat: bool| {
+        move |m: &Value| {
+            let id = &m["id"];
+            Some(match m["method"].as_str().unwrap_or("") {
+                "ping" if repeat => {
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}},\"result\":{{}}}}\n")
+                }
+                "ping" => line(&json!({ "jsonrpc": "2.0", "id": id, "result": {} })),
+                _ => line(&json!({ "jsonrpc": "2.0", "id": id,
+                                   "error": { "code": -32001, "message": "denied" } })),
+            })
+        }
+    };
+    let report = report_path("repeated-member.json");
+    let (_, doc) = raw_answering_host(&report, answer(true)).await;
+    let unique = check(&doc, "host.member-names-unique");
+    assert_eq!(unique["status"], "warn", "{doc:#}");
+    let d = unique["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains(r#""result" repeated"#) && d.contains("response id"),
+        "{d}"
+    );
+
+    let report = report_path("unique-members.json");
+    let (_, doc) = raw_answering_host(&report, answer(false)).await;
+    assert_eq!(
+        check(&doc, "host.member-names-unique")["status"],
+        "pass",
+        "{doc:#}"
+    );
 }

@@ -114,3 +114,66 @@ fn a_number_out_of_range_is_not_called_junk() {
     assert!(d.contains("number out of range"), "{d}");
     assert!(!d.contains("junk"), "{d}");
 }
+
+fn status<'a>(doc: &'a Value, id: &str) -> &'a str {
+    doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_else(|| panic!("no {id} in {doc:#}"))
+}
+
+/// A server whose request repeats its `id` member (RFC 8259 §4: names SHOULD be unique;
+/// I-JSON, RFC 7493 §2.3, which the §17.2 digest canonicalises, forbids it): the checker, as
+/// any `serde_json::Value` reader, takes the last one (12345) and says nothing else, so the
+/// report warns under `transport.member-names-unique`, naming the member and the message.
+#[test]
+fn a_repeated_member_name_warns_naming_it_and_the_message() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":7,\"id\":12345,\"method\":\"ping\"}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "warn",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "transport.member-names-unique");
+    assert!(d.contains(r#""id""#), "{d}");
+    assert!(d.contains("ping") && d.contains("12345"), "{d}");
+    // The frame is JSON-RPC all the same: not a failure of framing.
+    assert_eq!(status(&doc, "transport.frames-valid"), "pass", "{doc:#}");
+}
+
+/// A member repeated deep inside a message (here `serverInfo.name` of the `initialize`
+/// answer) is found as well, with where it is.
+#[test]
+fn a_repeated_member_name_is_found_at_any_depth() {
+    let init = INIT.replace(r#""name":"s","#, r#""name":"s","name":"t","#);
+    let script = format!("read l; printf '%s\\n' '{init}'; exec sleep 60");
+    let doc = check_script(&script);
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "warn",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "transport.member-names-unique");
+    assert!(
+        d.contains(r#""name""#) && d.contains("result.serverInfo"),
+        "{d}"
+    );
+}
+
+/// A server whose every frame names each member once passes the check.
+#[test]
+fn a_server_naming_each_member_once_passes() {
+    let script = format!("read l; printf '%s\\n' '{INIT}'; exec sleep 60");
+    let doc = check_script(&script);
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "pass",
+        "{doc:#}"
+    );
+}

@@ -28,6 +28,10 @@
 //! dropped in silence: [`Conn::unfinished`] quotes the one it is writing when a wait ends,
 //! and an end of stream inside a line says so in its [`Event::Closed`] reason, both quoting
 //! at most [`UNFINISHED_QUOTE_BYTES`] of it.
+//!
+//! A frame that parsed is scanned once more for a member name repeated within one of its
+//! objects ([`super::repeated`]): what parsing it into a `Value` kept silent (the last name
+//! wins) arrives as an [`Event::Repeated`] just before the frame.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -86,6 +90,9 @@ pub enum Event {
     Invalid(String),
     /// End of stream, or a read or write error.
     Closed(String),
+    /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
+    /// objects: what and where ([`super::repeated::describe`]).
+    Repeated(String),
 }
 
 /// A JSON Lines transcript: `{direction, time, session, message}` per frame, one file for
@@ -569,6 +576,14 @@ async fn pump(
                         )
                     } else {
                         let event = classify(text, transcript.as_ref());
+                        // Said before the frame it is about, so it is judged with it.
+                        if let Some(note) = repeated_name(text, &event) {
+                            let cost = note.held_bytes();
+                            queued.fetch_add(cost, Ordering::Relaxed);
+                            if events.send((note, cost, Instant::now())).is_err() {
+                                break;
+                            }
+                        }
                         let cost = match &event {
                             Event::Frame(_) => text
                                 .len()
@@ -797,6 +812,16 @@ fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
     }
 }
 
+/// The note that `text`, parsed into `event`, repeats a member name
+/// ([`super::repeated::first_repeated`]); `None` for a frame that does not, or no frame.
+fn repeated_name(text: &str, event: &Event) -> Option<Event> {
+    let Event::Frame(v) = event else {
+        return None;
+    };
+    let found = super::repeated::first_repeated(text)?;
+    Some(Event::Repeated(super::repeated::describe(&found, v)))
+}
+
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
 fn discard(why: String, transcript: Option<&Transcript>) -> (Event, usize) {
     if let Some(t) = transcript {
@@ -812,7 +837,9 @@ impl Event {
     /// discarded frame's reason) and its slot in the queue ([`EVENT_BYTES`]).
     fn held_bytes(&self) -> usize {
         let text = match self {
-            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) => s.capacity(),
+            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) | Event::Repeated(s) => {
+                s.capacity()
+            }
             Event::Frame(_) => 0,
         };
         text.saturating_add(EVENT_BYTES)

@@ -132,6 +132,8 @@ struct Session {
     channels: mcpl::session::ChannelTable,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
+    /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
+    repeated: Sample,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
     /// Items of a batch that came after the awaited response: handled once the caller has
@@ -320,6 +322,7 @@ impl Session {
             tagged_uses: 0,
             channels: mcpl::session::ChannelTable::default(),
             junk: Sample::default(),
+            repeated: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,
@@ -812,6 +815,20 @@ impl Sample {
 
     fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// `N frame(s) WHAT, first 3 shown: A; B; C`: the kept ones as they are, unquoted.
+    fn listed(&self, what: &str) -> String {
+        let first = if self.count > self.shown.len() as u64 {
+            format!(", first {} shown", self.shown.len())
+        } else {
+            String::new()
+        };
+        format!(
+            "{} frame(s) {what}{first}: {}",
+            self.count,
+            self.shown.join("; ")
+        )
     }
 
     /// `N frames of junk, first 3 shown: …` (`what` names the kind).

@@ -7,6 +7,7 @@
 pub(crate) mod conn;
 mod driver;
 mod inspect;
+pub(crate) mod repeated;
 pub(crate) mod report;
 mod scenario;
 mod stderr;

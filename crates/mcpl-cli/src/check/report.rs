@@ -95,6 +95,7 @@ pub(crate) use catalogue;
 catalogue! {
     CATALOGUE, "Every check `mcpl check` performs, in report order.";
     "transport.frames-valid", "§4", "every frame the server writes is a JSON-RPC 2.0 message";
+    "transport.member-names-unique", "§4", "no object in a frame repeats a member name (RFC 8259 §4, I-JSON; a warning)";
     "initialize.answered", "§4.1", "the server answers initialize with a result";
     "initialize.mcpl-present", "§5.1", "capabilities.experimental.mcpl is present and an object";
     "initialize.version", "§5.1", "experimental.mcpl.version is \"0.5\"";

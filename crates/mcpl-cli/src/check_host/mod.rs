@@ -64,6 +64,7 @@ catalogue! {
     "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string, finishReason from App. B.4";
     "host.requests-independent", "§6.6", "a ping sent while an earlier request is outstanding is answered within --timeout (no head-of-line blocking)";
     "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";
+    "host.member-names-unique", "§4", "no object in a message from the host repeats a member name (RFC 8259 §4, I-JSON; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -253,11 +254,12 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
                 return unreachable_report(label, e);
             }
         };
-        let (transport, left) = transport;
+        let (transport, left, repeats) = transport;
         let (peer, incoming) = Peer::new(transport, peer_config(step));
         let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
         let mut run = session::Run::new(peer, incoming, rec, bounds);
         run.left = left;
+        run.repeats = repeats;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {
             run.cut_off(limit);

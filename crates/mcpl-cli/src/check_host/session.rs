@@ -140,6 +140,8 @@ pub(super) struct Run {
     /// What the host's reader holds of a line without its end ([`super::watched`]), said
     /// where a wait ends without the message.
     pub(super) left: super::watched::Left,
+    /// The host's messages that repeat a member name ([`super::watched::Repeats`]).
+    pub(super) repeats: super::watched::Repeats,
 }
 
 impl Run {
@@ -170,6 +172,7 @@ impl Run {
             gone: None,
             unfinished: None,
             left: super::watched::Left::default(),
+            repeats: super::watched::Repeats::default(),
         }
     }
 
@@ -722,6 +725,17 @@ impl Run {
             let why = "every request was answered before the ping sent right behind it: none \
                        was outstanding for another to wait behind";
             self.record_unset(&[REQUESTS_INDEPENDENT], Status::Skip, why);
+        }
+        // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3): judged on every message that came,
+        // however the run ended.
+        let unique = "host.member-names-unique";
+        match self.repeats.summary() {
+            (_, Some(said)) => self.record(unique, Status::Warn, said),
+            (0, None) => {}
+            (n, None) => {
+                let d = format!("no object repeated a member name in {n} frame(s)");
+                self.record(unique, Status::Pass, d);
+            }
         }
         match (&self.unfinished, &self.gone) {
             (Some(why), _) => {

@@ -3,6 +3,11 @@
 //! without its end ([`FrameReader::unfinished`]) is noted, its length and its first
 //! [`crate::check::conn::UNFINISHED_QUOTE_BYTES`] (copied only when its length changed),
 //! for the report of a wait that ends without the message ([`Left::describe`]).
+//!
+//! Each text frame is also scanned for a member name repeated within one of its objects
+//! (RFC 8259 §4, I-JSON: [`crate::check::repeated`]), noted in [`Repeats`]: the peer reads
+//! such a frame as `serde_json::Value` does (the last name wins) and says nothing, and its
+//! hot path is not made to look.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -11,6 +16,7 @@ use std::task::{Context, Poll};
 use mcpl::transport::{BoxFuture, Frame, FrameReader, MessageBudget, Transport};
 
 use crate::check::conn::{describe_unfinished, unfinished_quote};
+use crate::check::repeated;
 
 /// A line without its end: its length, and its start as quoted.
 type Held = Option<(usize, Vec<u8>)>;
@@ -41,9 +47,67 @@ impl Left {
     }
 }
 
-/// `transport` with its reader noting into the returned [`Left`].
-pub(super) fn watched(transport: Transport) -> (Transport, Left) {
+/// The messages of the host that repeat a member name: the first [`Repeats::KEPT`]
+/// described ([`crate::check::repeated::describe`]), how many, and how many frames were
+/// scanned. Shared between the wrapped reader and the run.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Repeats(Arc<Mutex<RepeatsSeen>>);
+
+#[derive(Debug, Default)]
+struct RepeatsSeen {
+    kept: Vec<String>,
+    count: u64,
+    scanned: u64,
+}
+
+impl Repeats {
+    /// How many are described in the report.
+    pub(super) const KEPT: usize = 3;
+
+    /// Scans one text frame.
+    fn scan(&self, text: &str) {
+        let found = repeated::first_repeated(text);
+        let Ok(mut seen) = self.0.lock() else {
+            return;
+        };
+        seen.scanned = seen.scanned.saturating_add(1);
+        let Some(found) = found else {
+            return;
+        };
+        seen.count = seen.count.saturating_add(1);
+        if seen.kept.len() < Self::KEPT {
+            let message = serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+            seen.kept.push(repeated::describe(&found, &message));
+        }
+    }
+
+    /// `(frames scanned, None)` when none repeated a name, else `(scanned, Some("N
+    /// message(s) repeated a member name, first 3 shown: …"))`.
+    pub(super) fn summary(&self) -> (u64, Option<String>) {
+        let Ok(seen) = self.0.lock() else {
+            return (0, None);
+        };
+        if seen.count == 0 {
+            return (seen.scanned, None);
+        }
+        let first = if seen.count > seen.kept.len() as u64 {
+            format!(", first {} shown", seen.kept.len())
+        } else {
+            String::new()
+        };
+        let said = format!(
+            "{} message(s) repeated a member name{first}: {}",
+            seen.count,
+            seen.kept.join("; ")
+        );
+        (seen.scanned, Some(said))
+    }
+}
+
+/// `transport` with its reader noting into the returned [`Left`] and [`Repeats`].
+pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats) {
     let left = Left::default();
+    let repeats = Repeats::default();
     let Transport {
         reader,
         writer,
@@ -53,6 +117,7 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left) {
     let reader = Box::new(Watched {
         inner: reader,
         left: left.clone(),
+        repeats: repeats.clone(),
     });
     let transport = Transport {
         reader,
@@ -60,27 +125,44 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left) {
         guard,
         description,
     };
-    (transport, left)
+    (transport, left, repeats)
 }
 
 /// A reader that notes what its inner reader holds of a line each time it is polled.
 struct Watched {
     inner: Box<dyn FrameReader>,
     left: Left,
+    repeats: Repeats,
+}
+
+impl Watched {
+    /// Notes what a frame read says ([`Repeats::scan`]).
+    fn read(&self, read: &io::Result<Option<Frame>>) {
+        if let Ok(Some(Frame::Text(text))) = read {
+            self.repeats.scan(text);
+        }
+    }
 }
 
 impl FrameReader for Watched {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         // Only a reader that polls in place can be looked into while it waits.
-        self.inner.next_frame()
+        Box::pin(async move {
+            let read = self.inner.next_frame().await;
+            self.read(&read);
+            read
+        })
     }
 
     fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
         let polled = self.inner.poll_next_frame(cx);
-        if matches!(polled, Some(Poll::Pending)) {
-            self.left.note(self.inner.unfinished());
-        } else {
-            self.left.note(None);
+        match &polled {
+            Some(Poll::Pending) => self.left.note(self.inner.unfinished()),
+            Some(Poll::Ready(read)) => {
+                self.left.note(None);
+                self.read(read);
+            }
+            None => self.left.note(None),
         }
         polled
     }

@@ -147,6 +147,16 @@ impl Session {
             }
             self.rec.record(frames, Status::Fail, all.join("; "));
         }
+        // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3, what the §17.2 digest reads): a
+        // warning, as every reader here reads such a frame (the last name wins).
+        let unique = "transport.member-names-unique";
+        if self.repeated.is_empty() {
+            self.rec
+                .record(unique, Status::Pass, "no object repeated a member name");
+        } else {
+            let what = self.repeated.listed("repeated a member name");
+            self.rec.record(unique, Status::Warn, what);
+        }
         let early = "policy.no-privileged-before-ready";
         if self.privileged_before_ready.is_empty() {
             if !self.rec.has(early) {

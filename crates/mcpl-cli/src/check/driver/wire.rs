@@ -153,6 +153,10 @@ impl Session {
                 self.invalid.push(why);
                 return Handled::Continue;
             }
+            Event::Repeated(what) => {
+                self.repeated.push(what);
+                return Handled::Continue;
+            }
             Event::Closed(why) => {
                 // Where its loop died, so what follows is not read as unrelated.
                 self.closed = Some(match &self.last_answered {
