@@ -890,3 +890,58 @@ async fn a_host_repeating_a_member_name_is_warned_naming_it() {
         "{doc:#}"
     );
 }
+
+/// A host that writes part of its policy Request (no newline) and then ends its stream (EOF
+/// inside the line), over a pipe and over TCP: the report says the host ended the connection
+/// and quotes what it left half-written, as it does when the host stalls there, where it
+/// said only "EOF".
+#[tokio::test]
+async fn an_end_of_stream_inside_a_line_quotes_the_line() {
+    let half = r#"{"jsonrpc":"2.0","id":2,"method":"featureSets/upd"#;
+    let all = format!("{}{INITIALIZED}{half}", initialize(json!(1)));
+    let quoted = r#"\"method\":\"featureSets/upd"#;
+
+    // A pipe: stdin closed after the half line.
+    let report = report_path("eof-inside-a-line.json");
+    let (child, mut stdin, mut stdout) = spawn_raw(&report);
+    let written =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    drop(stdin);
+    let (code, doc) = report_of(child, &report).await;
+    written.abort();
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("(EOF)"), "{doc:#}");
+    assert!(
+        error.contains("unfinished") && error.contains(quoted),
+        "{error}"
+    );
+    assert_eq!(code, 2);
+
+    // TCP: the write side shut down after the half line (FIN).
+    let report = report_path("eof-inside-a-line-tcp.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--json", "--tcp", "127.0.0.1:0"])
+        .args(BOUNDS)
+        .arg("--report")
+        .arg(&report)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    let addr = first.rsplit("tcp://").next().unwrap().to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut s = tokio::net::TcpStream::connect(addr.as_str()).await.unwrap();
+    s.write_all(all.as_bytes()).await.unwrap();
+    s.shutdown().await.unwrap();
+    let (code, doc) = report_of(child, &report).await;
+    drop(s);
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("unfinished") && error.contains(quoted),
+        "{error}"
+    );
+    assert_eq!(code, 2);
+}

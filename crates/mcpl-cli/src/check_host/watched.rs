@@ -2,7 +2,9 @@
 //! reader, so it is wrapped: each time a read of it waits, what the reader holds of a line
 //! without its end ([`FrameReader::unfinished`]) is noted, its length and its first
 //! [`crate::check::conn::UNFINISHED_QUOTE_BYTES`] (copied only when its length changed),
-//! for the report of a wait that ends without the message ([`Left::describe`]).
+//! for the report of a wait that ends without the message ([`Left::describe`]); and when
+//! the host's stream ends inside a line, that line, quoted the same way, for the report of
+//! how the host went away ([`Left::ended`]).
 //!
 //! Each text frame is also scanned for a member name repeated within one of its objects
 //! (RFC 8259 §4, I-JSON: [`crate::check::repeated`]), noted in [`Repeats`]: the peer reads
@@ -21,23 +23,47 @@ use crate::check::repeated;
 /// A line without its end: its length, and its start as quoted.
 type Held = Option<(usize, Vec<u8>)>;
 
-/// The line the host's reader held without its end when a read last waited. Shared between
-/// the wrapped reader and the run.
+/// The line the host's reader held without its end when a read last waited, and the one its
+/// stream ended inside. Shared between the wrapped reader and the run.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Left(Arc<Mutex<Held>>);
+pub(super) struct Left(Arc<Mutex<LeftSeen>>);
+
+#[derive(Debug, Default)]
+struct LeftSeen {
+    held: Held,
+    /// The stream ended inside a line: that line, as [`describe_unfinished`] says it.
+    ended: Option<String>,
+}
 
 impl Left {
     /// `it left N bytes of a line unfinished (no newline): "…"`, or `None`.
     pub(super) fn describe(&self) -> Option<String> {
-        let held = self.0.lock().ok()?;
-        let (len, quoted) = held.as_ref()?;
+        let seen = self.0.lock().ok()?;
+        let (len, quoted) = seen.held.as_ref()?;
         Some(describe_unfinished(*len, quoted))
     }
 
+    /// When the host's stream ended inside a line: `it left N bytes of a line unfinished
+    /// (no newline): "…"` (its length, its first
+    /// [`crate::check::conn::UNFINISHED_QUOTE_BYTES`] quoted), else `None`.
+    pub(super) fn ended(&self) -> Option<String> {
+        self.0.lock().ok()?.ended.clone()
+    }
+
+    /// Notes the line the stream ended inside (the first time only).
+    fn ended_inside(&self, said: impl FnOnce() -> String) {
+        if let Ok(mut seen) = self.0.lock() {
+            if seen.ended.is_none() {
+                seen.ended = Some(said());
+            }
+        }
+    }
+
     fn note(&self, line: Option<&[u8]>) {
-        let Ok(mut held) = self.0.lock() else {
+        let Ok(mut seen) = self.0.lock() else {
             return;
         };
+        let held = &mut seen.held;
         match (line, held.as_ref()) {
             (None, None) => {}
             (Some(l), Some((len, _))) if l.len() == *len => {}
@@ -136,10 +162,30 @@ struct Watched {
 }
 
 impl Watched {
-    /// Notes what a frame read says ([`Repeats::scan`]).
+    /// Notes what a frame read says: a repeated member name ([`Repeats::scan`]), the end of
+    /// the stream inside a line ([`Left::ended`]: the last frame was that line, or the
+    /// reader still holds it).
     fn read(&self, read: &io::Result<Option<Frame>>) {
-        if let Ok(Some(Frame::Text(text))) = read {
-            self.repeats.scan(text);
+        let ended_inside = self.inner.ended_mid_line();
+        match read {
+            Ok(Some(Frame::Text(text))) => {
+                if ended_inside {
+                    self.left.ended_inside(|| {
+                        describe_unfinished(text.len(), unfinished_quote(text.as_bytes()))
+                    });
+                }
+                self.repeats.scan(text);
+            }
+            Ok(Some(_)) if ended_inside => self.left.ended_inside(|| {
+                "it left its last line unfinished (no newline), discarded".to_owned()
+            }),
+            Ok(None) => {
+                if let Some(line) = self.inner.unfinished() {
+                    self.left
+                        .ended_inside(|| describe_unfinished(line.len(), unfinished_quote(line)));
+                }
+            }
+            _ => {}
         }
     }
 }
