@@ -13,19 +13,31 @@
 //! - at most [`MAX_CANDIDATES`] wait at once; past it, further connections wait in the
 //!   system's listen backlog, unaccepted, until a candidate ends;
 //! - what was not the host is said on stderr (the first of each kind at once; the silent
-//!   ones once the host speaks) and counted in [`Seen`].
+//!   ones once the host speaks) and counted in [`Seen`];
+//! - a failed `accept` (the process out of descriptors, EMFILE; a connection aborted while
+//!   queued) does not end the run: it is said on stderr (the first at once, all counted in
+//!   [`Seen`]) and retried after [`ACCEPT_RETRY_FIRST`], doubling up to
+//!   [`ACCEPT_RETRY_MAX`], and at once when a candidate ends (freeing its descriptor), until
+//!   the accept window closes.
 
 use std::io;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use mcpl::transport::{tcp, ws, BoxFuture, Frame, FrameReader, MessageBudget, Transport};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::term::emit_err;
 
 /// Connections that may wait at once for their first byte (the host among them).
 pub(super) const MAX_CANDIDATES: usize = 64;
+
+/// How long after a failed `accept` it is tried again (doubled after each further failure).
+pub(super) const ACCEPT_RETRY_FIRST: Duration = Duration::from_millis(10);
+/// The longest wait between two tries of a failing `accept`.
+pub(super) const ACCEPT_RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// What connected and was not the host, by kind.
 #[derive(Debug, Default)]
@@ -37,6 +49,8 @@ pub(super) struct Seen {
     /// Connections that sent nothing (and were still open) when the host spoke or the
     /// accept window closed.
     pub(super) silent: u64,
+    /// `accept` calls that failed (each retried), and the last error.
+    pub(super) accept_failed: (u64, Option<String>),
 }
 
 impl Seen {
@@ -59,6 +73,12 @@ impl Seen {
             parts.push(format!(
                 "{} connection(s) stayed open and sent nothing (a host speaks first)",
                 self.silent
+            ));
+        }
+        if let (n @ 1.., last) = &self.accept_failed {
+            parts.push(format!(
+                "accept failed {n} time(s), the last: {}",
+                last.as_deref().unwrap_or("unknown")
             ));
         }
         if parts.is_empty() {
@@ -85,11 +105,36 @@ pub(super) async fn first_to_speak(
     seen: &mut Seen,
 ) -> Result<Transport, String> {
     let mut candidates: JoinSet<Result<Transport, NotHost>> = JoinSet::new();
+    // After a failed accept: when to try again, and the wait after the next failure.
+    let mut retry_at: Option<Instant> = None;
+    let mut backoff = ACCEPT_RETRY_FIRST;
     loop {
         seen.silent = candidates.len() as u64;
         tokio::select! {
-            accepted = listener.accept(), if candidates.len() < MAX_CANDIDATES => {
-                let (stream, _) = accepted.map_err(|e| format!("accept failed: {e}"))?;
+            () = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)),
+                if retry_at.is_some() => retry_at = None,
+            accepted = listener.accept(),
+                if candidates.len() < MAX_CANDIDATES && retry_at.is_none() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => {
+                        backoff = ACCEPT_RETRY_FIRST;
+                        stream
+                    }
+                    Err(e) => {
+                        let (count, last) = &mut seen.accept_failed;
+                        if *count == 0 {
+                            emit_err(&format!(
+                                "mcpl check-host: accept failed ({e}); retrying until the \
+                                 accept window closes\n"
+                            ));
+                        }
+                        *count = count.saturating_add(1);
+                        *last = Some(e.to_string());
+                        retry_at = Some(Instant::now() + backoff);
+                        backoff = (backoff * 2).min(ACCEPT_RETRY_MAX);
+                        continue;
+                    }
+                };
                 if websocket {
                     candidates.spawn(first_message(stream));
                 } else {
@@ -109,6 +154,7 @@ pub(super) async fn first_to_speak(
                     return Ok(transport);
                 }
                 Ok(Err(NotHost::Handshake(e))) => {
+                    retry_at = None;
                     if seen.failed_handshake == 0 {
                         emit_err(&format!(
                             "mcpl check-host: a connection failed its WebSocket handshake \
@@ -119,6 +165,8 @@ pub(super) async fn first_to_speak(
                 }
                 // A candidate's task does not panic; one that did is no host either.
                 Ok(Err(NotHost::Ended)) | Err(_) => {
+                    // Its descriptor is free again: a failing accept is tried at once.
+                    retry_at = None;
                     if seen.ended == 0 {
                         emit_err(
                             "mcpl check-host: a connection ended before sending anything; \
