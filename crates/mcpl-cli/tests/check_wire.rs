@@ -177,3 +177,18 @@ fn a_server_naming_each_member_once_passes() {
         "{doc:#}"
     );
 }
+
+/// A server that begins its stream with a UTF-8 byte order mark (as Windows tools write
+/// one): RFC 8259 §8.1 says a writer must not add it and a parser may ignore it, and the
+/// library's peer does, so a library host answers such a server. The checker read the
+/// line as junk, failed `initialize.answered` and skipped everything else; it now reads it
+/// as the library does and warns under `transport.frames-valid`, naming the mark.
+#[test]
+fn a_byte_order_mark_before_a_message_warns_and_the_message_is_read() {
+    let script = format!("read l; printf '\\357\\273\\277%s\\n' '{INIT}'; exec sleep 60");
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "initialize.answered"), "pass", "{doc:#}");
+    assert_eq!(status(&doc, "transport.frames-valid"), "warn", "{doc:#}");
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("byte order mark"), "{d}");
+}

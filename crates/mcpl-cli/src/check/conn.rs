@@ -93,6 +93,10 @@ pub enum Event {
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
     /// objects: what and where ([`super::repeated::describe`]).
     Repeated(String),
+    /// The frame that follows (a [`Event::Frame`]) began with a UTF-8 byte order mark
+    /// (U+FEFF), read past (RFC 8259 §8.1: a writer must not add one, a parser may ignore
+    /// it, and the library's peer does).
+    ByteOrderMark,
 }
 
 /// A JSON Lines transcript: `{direction, time, session, message}` per frame, one file for
@@ -563,6 +567,14 @@ async fn pump(
                     if skip_blank && text.is_empty() {
                         continue;
                     }
+                    // A UTF-8 byte order mark before the message is read past, as the
+                    // library's peer reads it (RFC 8259 §8.1 lets a parser ignore it), and
+                    // said ([`Event::ByteOrderMark`]).
+                    let (text, marked) = match text.strip_prefix('\u{feff}') {
+                        Some(rest) if skip_blank => (rest.trim_start(), true),
+                        Some(rest) => (rest, true),
+                        None => (text, false),
+                    };
                     let parsed = mcpl::jsonrpc::parsed_cost(text);
                     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
                     if parsed > limit {
@@ -577,7 +589,9 @@ async fn pump(
                     } else {
                         let event = classify(text, transcript.as_ref());
                         // Said before the frame it is about, so it is judged with it.
-                        if let Some(note) = repeated_name(text, &event) {
+                        let marked = (marked && matches!(event, Event::Frame(_)))
+                            .then_some(Event::ByteOrderMark);
+                        for note in marked.into_iter().chain(repeated_name(text, &event)) {
                             let cost = note.held_bytes();
                             queued.fetch_add(cost, Ordering::Relaxed);
                             if events.send((note, cost, Instant::now())).is_err() {
@@ -840,7 +854,7 @@ impl Event {
             Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) | Event::Repeated(s) => {
                 s.capacity()
             }
-            Event::Frame(_) => 0,
+            Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)
     }

@@ -134,6 +134,8 @@ struct Session {
     junk: Sample,
     /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
     repeated: Sample,
+    /// Frames that began with a UTF-8 byte order mark, read past it (RFC 8259 §8.1).
+    marked: u64,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
     /// Items of a batch that came after the awaited response: handled once the caller has
@@ -323,6 +325,7 @@ impl Session {
             channels: mcpl::session::ChannelTable::default(),
             junk: Sample::default(),
             repeated: Sample::default(),
+            marked: 0,
             batch: None,
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,

@@ -134,9 +134,22 @@ impl Session {
     pub(super) fn conclude(&mut self) {
         let first = self.narrowed.is_none();
         let frames = "transport.frames-valid";
+        // RFC 8259 §8.1: a writer must not add a byte order mark, a parser may ignore it (the
+        // library's peer does): a warning, unless something failed.
+        let marked = (self.marked > 0).then(|| {
+            format!(
+                "{} frame(s) began with a UTF-8 byte order mark (U+FEFF, which RFC 8259 §8.1 \
+                 says a writer must not add), read past it as the library's peer reads it",
+                self.marked
+            )
+        });
         if self.junk.is_empty() && self.invalid.is_empty() {
-            self.rec
-                .record(frames, Status::Pass, "every frame was JSON-RPC 2.0");
+            match marked {
+                Some(said) => self.rec.record(frames, Status::Warn, said),
+                None => self
+                    .rec
+                    .record(frames, Status::Pass, "every frame was JSON-RPC 2.0"),
+            }
         } else {
             let mut all = Vec::new();
             if !self.junk.is_empty() {
@@ -145,6 +158,7 @@ impl Session {
             if !self.invalid.is_empty() {
                 all.push(self.invalid.summary("invalid JSON-RPC"));
             }
+            all.extend(marked);
             self.rec.record(frames, Status::Fail, all.join("; "));
         }
         // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3, what the §17.2 digest reads): a

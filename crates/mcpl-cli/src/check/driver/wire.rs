@@ -157,6 +157,10 @@ impl Session {
                 self.repeated.push(what);
                 return Handled::Continue;
             }
+            Event::ByteOrderMark => {
+                self.marked = self.marked.saturating_add(1);
+                return Handled::Continue;
+            }
             Event::Closed(why) => {
                 // Where its loop died, so what follows is not read as unrelated.
                 self.closed = Some(match &self.last_answered {
