@@ -938,6 +938,7 @@ fn reference_server_passes_every_check() {
             "channels.unknown-channel-error",
             // What its default scenario's tool calls start: add_topic, say, ask.
             "manifest.changed-shape",
+            "manifest.changed-is-notification",
             "manifest.changed-revision-matches",
             "manifest.changed-domains-match",
             "channels.incoming-is-request",

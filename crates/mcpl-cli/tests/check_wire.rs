@@ -192,3 +192,24 @@ fn a_byte_order_mark_before_a_message_warns_and_the_message_is_read() {
     let d = detail(&doc, "transport.frames-valid");
     assert!(d.contains("byte order mark"), "{d}");
 }
+
+/// A server that sends `mcpl/manifestChanged` (§17.3: a Notification) as a Request, with an
+/// id: the checker, as the library host, answers it `-32601`, and the report said nothing of
+/// the form (`manifest.changed-shape` passed, "conform"). It now fails
+/// `manifest.changed-is-notification`, as the `*-is-request` checks fail the opposite.
+#[test]
+fn a_manifest_change_sent_as_a_request_fails_its_form() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"mc1\",\"method\":\"mcpl/manifestChanged\",\
+         \"params\":{{\"revision\":\"sha256:x\",\"domains\":[\"featureSets\"]}}}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    assert_eq!(
+        status(&doc, "manifest.changed-is-notification"),
+        "fail",
+        "{doc:#}"
+    );
+    assert!(detail(&doc, "manifest.changed-is-notification").contains("as a Request"));
+}

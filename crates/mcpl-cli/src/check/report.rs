@@ -123,6 +123,7 @@ catalogue! {
     "featuresets.narrowed-respected", "§6.4", "under each narrowed grant, no push, inference request or injection names a set it leaves unavailable";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
     "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
+    "manifest.changed-is-notification", "§17.3", "mcpl/manifestChanged is sent as a Notification (no id)";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";

@@ -306,7 +306,7 @@ impl Session {
                 ChannelsIncoming::NAME,
             ),
             (
-                &["manifest.changed-shape"][..],
+                &["manifest.changed-shape", "manifest.changed-is-notification"][..],
                 self.changed_seen,
                 ManifestChanged::NAME,
             ),

@@ -409,6 +409,14 @@ impl Session {
             }
             ManifestChanged::NAME => {
                 self.changed_seen += 1;
+                if id.is_some() {
+                    self.rec.record(
+                        "manifest.changed-is-notification",
+                        Status::Fail,
+                        "mcpl/manifestChanged sent as a Request, with an id (§17.3: a \
+                         Notification; the library host answers it -32601)",
+                    );
+                }
                 if let Some(r) = params
                     .as_ref()
                     .and_then(|p| p.get("revision"))
