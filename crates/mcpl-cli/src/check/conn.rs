@@ -33,6 +33,8 @@
 //! objects ([`super::repeated`]): what parsing it into a `Value` kept silent (the last name
 //! wins) arrives as an [`Event::Repeated`] just before the frame.
 
+mod classify;
+
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,6 +44,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::stderr::Tail;
+use classify::{classify, discard, repeated_name};
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Frame, Transport};
@@ -779,87 +782,6 @@ mod group {
     }
 }
 
-/// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
-/// a JSON string).
-fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
-    match serde_json::from_str::<Value>(text) {
-        Ok(v) => {
-            if let Some(t) = transcript {
-                t.write("received", v.clone());
-            }
-            Event::Frame(v)
-        }
-        // JSON, but nested past what a parser takes (serde_json's 128 levels): not junk, an
-        // invalid message, said so.
-        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
-            discard(
-                format!(
-                    "a JSON text of {} bytes nested deeper than 128 levels (not parsed)",
-                    text.len()
-                ),
-                transcript,
-            )
-            .0
-        }
-        // JSON with a number past a 64-bit float (RFC 8259 §6 lets a reader limit the
-        // range): read as JSON by its grammar alone, it is an invalid message, said so.
-        Err(e)
-            if e.to_string().starts_with("number out of range")
-                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
-        {
-            discard(
-                format!(
-                    "a JSON text of {} bytes with a number out of range of a 64-bit float \
-                     ({e}; not parsed)",
-                    text.len()
-                ),
-                transcript,
-            )
-            .0
-        }
-        Err(_) => {
-            if let Some(t) = transcript {
-                t.write_junk(text);
-            }
-            Event::Junk(text.chars().take(JUNK_CHARS).collect())
-        }
-    }
-}
-
-/// The note that `text`, parsed into `event`, repeats a member name
-/// ([`super::repeated::first_repeated`]); `None` for a frame that does not, or no frame.
-fn repeated_name(text: &str, event: &Event) -> Option<Event> {
-    let Event::Frame(v) = event else {
-        return None;
-    };
-    let found = super::repeated::first_repeated(text)?;
-    Some(Event::Repeated(super::repeated::describe(&found, v)))
-}
-
-/// A frame the transport discarded, logged to the transcript, with what its event holds.
-fn discard(why: String, transcript: Option<&Transcript>) -> (Event, usize) {
-    if let Some(t) = transcript {
-        t.write_discarded(&why);
-    }
-    let event = Event::Invalid(why);
-    let cost = event.held_bytes();
-    (event, cost)
-}
-
-impl Event {
-    /// What a queued event holds besides a parsed frame's values: its kept text (junk, a
-    /// discarded frame's reason) and its slot in the queue ([`EVENT_BYTES`]).
-    fn held_bytes(&self) -> usize {
-        let text = match self {
-            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) | Event::Repeated(s) => {
-                s.capacity()
-            }
-            Event::Frame(_) | Event::ByteOrderMark => 0,
-        };
-        text.saturating_add(EVENT_BYTES)
-    }
-}
-
 /// A rustls client configuration trusting the PEM certificates in `ca_file` (ring provider).
 pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientConfig>> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
@@ -890,32 +812,6 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-
-    /// A frame that is JSON but nested past what a parser takes is an invalid message,
-    /// reported as such, not "junk (not JSON)"; text that is no JSON stays junk.
-    #[test]
-    fn json_nested_too_deep_is_invalid_not_junk() {
-        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(matches!(
-            classify(&deep, None),
-            Event::Invalid(why) if why.contains("nested deeper than 128 levels")
-        ));
-        assert!(matches!(classify("hello", None), Event::Junk(kept) if kept == "hello"));
-        assert!(matches!(classify("[[1]]", None), Event::Frame(_)));
-    }
-
-    /// JSON whose number no parser here holds (`1e400`, past a 64-bit float) is JSON all
-    /// the same (RFC 8259 §6 lets a reader set the range): an invalid message said so, where
-    /// it read as "junk (not JSON)".
-    #[test]
-    fn a_number_out_of_range_is_invalid_not_junk() {
-        let text = r#"{"jsonrpc":"2.0","id":7,"result":{},"x":1e400}"#;
-        assert!(matches!(
-            classify(text, None),
-            Event::Invalid(why) if why.contains("number out of range")
-        ));
-        assert!(matches!(classify("1e400x", None), Event::Junk(_)));
-    }
 
     /// Once the stream has ended, asking what is unfinished is answered at once: the pump
     /// reads no more, and an ask had waited its whole [`UNFINISHED_WAIT`] unanswered.

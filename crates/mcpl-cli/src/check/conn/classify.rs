@@ -1,0 +1,119 @@
+//! How the pump reads one received text ([`classify`]): a JSON frame, an invalid one (JSON
+//! the checker cannot read: nested too deep, a number out of range) or junk; and the notes
+//! said before a frame ([`repeated_name`]).
+
+use serde_json::Value;
+
+use super::{Event, Transcript, EVENT_BYTES, JUNK_CHARS};
+
+/// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
+/// a JSON string).
+pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => {
+            if let Some(t) = transcript {
+                t.write("received", v.clone());
+            }
+            Event::Frame(v)
+        }
+        // JSON, but nested past what a parser takes (serde_json's 128 levels): not junk, an
+        // invalid message, said so.
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            discard(
+                format!(
+                    "a JSON text of {} bytes nested deeper than 128 levels (not parsed)",
+                    text.len()
+                ),
+                transcript,
+            )
+            .0
+        }
+        // JSON with a number past a 64-bit float (RFC 8259 §6 lets a reader limit the
+        // range): read as JSON by its grammar alone, it is an invalid message, said so.
+        Err(e)
+            if e.to_string().starts_with("number out of range")
+                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
+        {
+            discard(
+                format!(
+                    "a JSON text of {} bytes with a number out of range of a 64-bit float \
+                     ({e}; not parsed)",
+                    text.len()
+                ),
+                transcript,
+            )
+            .0
+        }
+        Err(_) => {
+            if let Some(t) = transcript {
+                t.write_junk(text);
+            }
+            Event::Junk(text.chars().take(JUNK_CHARS).collect())
+        }
+    }
+}
+
+/// The note that `text`, parsed into `event`, repeats a member name
+/// ([`crate::check::repeated::first_repeated`]); `None` for a frame that does not, or no frame.
+pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
+    let Event::Frame(v) = event else {
+        return None;
+    };
+    let found = crate::check::repeated::first_repeated(text)?;
+    Some(Event::Repeated(crate::check::repeated::describe(&found, v)))
+}
+
+/// A frame the transport discarded, logged to the transcript, with what its event holds.
+pub(super) fn discard(why: String, transcript: Option<&Transcript>) -> (Event, usize) {
+    if let Some(t) = transcript {
+        t.write_discarded(&why);
+    }
+    let event = Event::Invalid(why);
+    let cost = event.held_bytes();
+    (event, cost)
+}
+
+impl Event {
+    /// What a queued event holds besides a parsed frame's values: its kept text (junk, a
+    /// discarded frame's reason) and its slot in the queue ([`EVENT_BYTES`]).
+    pub(super) fn held_bytes(&self) -> usize {
+        let text = match self {
+            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) | Event::Repeated(s) => {
+                s.capacity()
+            }
+            Event::Frame(_) | Event::ByteOrderMark => 0,
+        };
+        text.saturating_add(EVENT_BYTES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame that is JSON but nested past what a parser takes is an invalid message,
+    /// reported as such, not "junk (not JSON)"; text that is no JSON stays junk.
+    #[test]
+    fn json_nested_too_deep_is_invalid_not_junk() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(
+            classify(&deep, None),
+            Event::Invalid(why) if why.contains("nested deeper than 128 levels")
+        ));
+        assert!(matches!(classify("hello", None), Event::Junk(kept) if kept == "hello"));
+        assert!(matches!(classify("[[1]]", None), Event::Frame(_)));
+    }
+
+    /// JSON whose number no parser here holds (`1e400`, past a 64-bit float) is JSON all
+    /// the same (RFC 8259 §6 lets a reader set the range): an invalid message said so, where
+    /// it read as "junk (not JSON)".
+    #[test]
+    fn a_number_out_of_range_is_invalid_not_junk() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"result":{},"x":1e400}"#;
+        assert!(matches!(
+            classify(text, None),
+            Event::Invalid(why) if why.contains("number out of range")
+        ));
+        assert!(matches!(classify("1e400x", None), Event::Junk(_)));
+    }
+}
