@@ -213,3 +213,19 @@ fn a_manifest_change_sent_as_a_request_fails_its_form() {
     );
     assert!(detail(&doc, "manifest.changed-is-notification").contains("as a Request"));
 }
+
+/// An answer whose string holds an escaped lone surrogate (`"\ud800"`: JSON by RFC 8259's
+/// grammar, not I-JSON) is reported as a JSON text the checker could not read, not as "junk
+/// (not JSON)".
+#[test]
+fn a_lone_surrogate_is_not_called_junk() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{\"x\":\"\\ud800\"}}}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("lone surrogate"), "{d}");
+    assert!(!d.contains("junk"), "{d}");
+}

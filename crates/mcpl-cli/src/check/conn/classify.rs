@@ -44,6 +44,25 @@ pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
             )
             .0
         }
+        // JSON by its grammar alone (RFC 8259 §7 takes any `\uXXXX`), with a string holding
+        // an escaped surrogate that pairs with nothing (§8.2 leaves such strings to the
+        // reader, I-JSON, RFC 7493 §2.1, forbids them): an invalid message, said so.
+        Err(e)
+            if ["surrogate", "unicode code point", "hex escape"]
+                .iter()
+                .any(|m| e.to_string().contains(m))
+                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
+        {
+            discard(
+                format!(
+                    "a JSON text of {} bytes with a string holding a lone surrogate escape \
+                     (an unpaired \\uD800-\\uDFFF; {e}; not parsed)",
+                    text.len()
+                ),
+                transcript,
+            )
+            .0
+        }
         Err(_) => {
             if let Some(t) = transcript {
                 t.write_junk(text);
@@ -115,5 +134,27 @@ mod tests {
             Event::Invalid(why) if why.contains("number out of range")
         ));
         assert!(matches!(classify("1e400x", None), Event::Junk(_)));
+    }
+
+    /// JSON by RFC 8259's grammar whose string holds an escaped lone surrogate (`"\ud800"`,
+    /// which §8.2 leaves to the reader and I-JSON, RFC 7493 §2.1, forbids): an invalid
+    /// message said so, where it read as "junk (not JSON)". A broken escape stays junk.
+    #[test]
+    fn a_lone_surrogate_is_invalid_not_junk() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"x":"\ud800"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"x":"a\udc00b"}}"#,
+        ] {
+            let got = classify(text, None);
+            assert!(
+                matches!(&got, Event::Invalid(why) if why.contains("surrogate")),
+                "{text}: {got:?}"
+            );
+        }
+        assert!(matches!(classify(r#"{"x":"\ud80"}"#, None), Event::Junk(_)));
+        assert!(matches!(
+            classify(r#"{"x":"\ud800\udc00"}"#, None),
+            Event::Frame(_)
+        ));
     }
 }
