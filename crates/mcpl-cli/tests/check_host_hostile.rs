@@ -62,13 +62,14 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, under 64 KiB, every detail within the cap.
+/// The report: complete JSON, within the documented bound (22 checks × 6 × 512 B, each
+/// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
-    assert!(text.len() < 64 * 1024, "a {}-byte report", text.len());
+    assert!(text.len() < 22 * 6 * 512 + 4096, "a {}-byte report", text.len());
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 21, "{doc:#}");
+    assert_eq!(checks.len(), 22, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -944,4 +945,62 @@ async fn an_end_of_stream_inside_a_line_quotes_the_line() {
         "{error}"
     );
     assert_eq!(code, 2);
+}
+
+/// A host that sends `context/beforeInference` (§4.1: a Request) as a Notification, after the
+/// receipt and under a granted hook leaf: the run ignored it and reported that the host sent
+/// no beforeInference at all (`host.hooks-after-ready` skipped). It now fails
+/// `host.hook-is-request`, and the hook is judged as any other (here: the user message was
+/// sent though observe is not granted).
+#[tokio::test]
+async fn a_hook_sent_as_a_notification_fails_its_form() {
+    let report = report_path("hook-notification.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let policy = line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+        "params": { "effectiveCapabilities": ["contextHooks.beforeInference.inject.beforeUser"] } }),
+    );
+    let all = format!("{}{INITIALIZED}{policy}", initialize(json!(1)));
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    let hook = line(
+        &json!({ "jsonrpc": "2.0", "method": "context/beforeInference",
+        "params": { "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                    "userMessage": "secret" } }),
+    );
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let Ok(m) = serde_json::from_str::<Value>(&l) else {
+            continue;
+        };
+        let reply = match (m.get("method").and_then(Value::as_str), m.get("id")) {
+            // The receipt: the hook goes out now, as a Notification.
+            (None, Some(id)) if *id == json!(2) => Some(hook.clone()),
+            (Some("ping"), Some(id)) => Some(line(&json!({ "jsonrpc": "2.0", "id": id,
+                                                           "result": {} }))),
+            (Some(_), Some(id)) => Some(line(&json!({ "jsonrpc": "2.0", "id": id,
+                "error": { "code": -32001, "message": "denied" } }))),
+            _ => None,
+        };
+        if let Some(r) = reply {
+            if stdin.write_all(r.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let (_, doc) = report_of(child, &report).await;
+    let form = check(&doc, "host.hook-is-request");
+    assert_eq!(form["status"], "fail", "{doc:#}");
+    assert!(
+        form["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Notification"),
+        "{form}"
+    );
+    assert_eq!(
+        check(&doc, "host.user-message-redacted")["status"],
+        "fail",
+        "{doc:#}"
+    );
 }

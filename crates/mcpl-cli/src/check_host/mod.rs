@@ -65,6 +65,7 @@ catalogue! {
     "host.requests-independent", "§6.6", "a ping sent while an earlier request is outstanding is answered within --timeout (no head-of-line blocking)";
     "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";
     "host.member-names-unique", "§4", "no object in a message from the host repeats a member name (RFC 8259 §4, I-JSON; a warning)";
+    "host.hook-is-request", "§4.1", "context/beforeInference is sent as a Request, never as a Notification";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -131,6 +131,8 @@ pub(super) struct Run {
     /// The connection ended in answer to the junk line (`host.survives-junk-line` failed).
     pub(super) died_of_junk: bool,
     hooks: usize,
+    /// How many of those came as a Notification (§4.1: a Request).
+    hooks_notified: usize,
     /// What the run is doing, named in the report when the host goes away.
     pub(super) stage: &'static str,
     /// How and when the host went away, once it has.
@@ -168,6 +170,7 @@ impl Run {
             closed: false,
             died_of_junk: false,
             hooks: 0,
+            hooks_notified: 0,
             stage: "the connection",
             gone: None,
             unfinished: None,
@@ -607,6 +610,13 @@ impl Run {
         let req = match m {
             IncomingMessage::Request(r) => r,
             IncomingMessage::Notification(n) => {
+                // §4.1: a hook is a Request (its answer carries the injections); one sent as
+                // a Notification is still a hook, judged as one.
+                if n.method == BeforeInference::NAME {
+                    self.hooks_notified = self.hooks_notified.saturating_add(1);
+                    self.judge_hook(n.params.as_ref());
+                    return;
+                }
                 // §6.7: a grant change goes by Request, at any point of the session.
                 if n.method == FeatureSetsUpdate::NAME
                     && self.policy_notification(n.params.as_ref())
@@ -718,12 +728,25 @@ impl Run {
     /// not reached saying why.
     pub(super) fn finish(mut self, label: String) -> Report {
         let hook_ids = ["host.hooks-after-ready", "host.user-message-redacted"];
+        let form = "host.hook-is-request";
         if self.hooks == 0 {
             let why = "the host sent no context/beforeInference during the run";
             self.record_unset(&hook_ids, Status::Skip, why);
+            self.record_unset(&[form], Status::Skip, why);
         } else {
-            let d = format!("{} beforeInference request(s) conform", self.hooks);
+            let d = format!("{} context/beforeInference message(s) conform", self.hooks);
             self.record_unset(&hook_ids, Status::Pass, &d);
+            if self.hooks_notified > 0 {
+                let d = format!(
+                    "{} of {} context/beforeInference sent as a Notification (§4.1: a Request, \
+                     whose answer carries the injections: a Notification gets none)",
+                    self.hooks_notified, self.hooks
+                );
+                self.record(form, Status::Fail, d);
+            } else {
+                let d = format!("{} context/beforeInference, each a Request", self.hooks);
+                self.record(form, Status::Pass, d);
+            }
         }
         if self.unfinished.is_none() && self.gone.is_none() {
             let why = "every request was answered before the ping sent right behind it: none \
