@@ -66,7 +66,11 @@ async fn guarded<E: std::fmt::Debug>(
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
-    assert!(text.len() < 22 * 6 * 512 + 4096, "a {}-byte report", text.len());
+    assert!(
+        text.len() < 22 * 6 * 512 + 4096,
+        "a {}-byte report",
+        text.len()
+    );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 22, "{doc:#}");
