@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (22 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (23 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 22 * 6 * 512 + 4096,
+        text.len() < 23 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 22, "{doc:#}");
+    assert_eq!(checks.len(), 23, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1007,4 +1007,42 @@ async fn a_hook_sent_as_a_notification_fails_its_form() {
         "fail",
         "{doc:#}"
     );
+}
+
+/// A host that begins its stream with a UTF-8 byte order mark (RFC 8259 §8.1: a writer must
+/// not add one; a parser may ignore it, and the library's does): the run goes on as the
+/// library reads it, and `host.no-byte-order-mark` warns, since a server whose parser does not
+/// ignore it (Python's `json.loads`, for one) cannot read that message. A host without one
+/// passes it.
+#[tokio::test]
+async fn a_byte_order_mark_from_the_host_warns() {
+    for (bom, status) in [("\u{feff}", "warn"), ("", "pass")] {
+        let report = report_path(&format!("bom-{}.json", bom.len()));
+        let (child, mut stdin, mut stdout) = spawn_raw(&report);
+        let written =
+            tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+        let all = format!(
+            "{bom}{}{INITIALIZED}{}",
+            initialize(json!(1)),
+            policy_request()
+        );
+        stdin.write_all(all.as_bytes()).await.unwrap();
+        drop(stdin);
+        let (_, doc) = report_of(child, &report).await;
+        written.abort();
+        assert_eq!(
+            check(&doc, "host.initialize-advertises-mcpl")["status"],
+            "pass",
+            "{doc:#}"
+        );
+        let mark = check(&doc, "host.no-byte-order-mark");
+        assert_eq!(mark["status"], status, "{doc:#}");
+        if status == "warn" {
+            let d = mark["detail"].as_str().unwrap_or_default();
+            assert!(
+                d.contains("byte order mark") && d.contains("initialize"),
+                "{d}"
+            );
+        }
+    }
 }

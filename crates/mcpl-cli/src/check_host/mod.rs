@@ -66,6 +66,7 @@ catalogue! {
     "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";
     "host.member-names-unique", "§4", "no object in a message from the host repeats a member name (RFC 8259 §4, I-JSON; a warning)";
     "host.hook-is-request", "§4.1", "context/beforeInference is sent as a Request, never as a Notification";
+    "host.no-byte-order-mark", "§4", "no message from the host begins with a UTF-8 byte order mark (RFC 8259 §8.1; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -142,7 +142,8 @@ pub(super) struct Run {
     /// What the host's reader holds of a line without its end ([`super::watched`]), said
     /// where a wait ends without the message.
     pub(super) left: super::watched::Left,
-    /// The host's messages that repeat a member name ([`super::watched::Repeats`]).
+    /// The host's messages that repeat a member name, or begin with a byte order mark
+    /// ([`super::watched::Repeats`]).
     pub(super) repeats: super::watched::Repeats,
 }
 
@@ -762,6 +763,16 @@ impl Run {
             (n, None) => {
                 let d = format!("no object repeated a member name in {n} frame(s)");
                 self.record(unique, Status::Pass, d);
+            }
+        }
+        // RFC 8259 §8.1: a writer must not add a byte order mark (a parser may ignore it).
+        let mark = "host.no-byte-order-mark";
+        match self.repeats.marks() {
+            (_, Some(said)) => self.record(mark, Status::Warn, said),
+            (0, None) => {}
+            (n, None) => {
+                let d = format!("none of {n} frame(s) began with a byte order mark");
+                self.record(mark, Status::Pass, d);
             }
         }
         match (&self.unfinished, &self.gone) {

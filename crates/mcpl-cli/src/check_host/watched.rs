@@ -9,7 +9,8 @@
 //! Each text frame is also scanned for a member name repeated within one of its objects
 //! (RFC 8259 §4, I-JSON: [`crate::check::repeated`]), noted in [`Repeats`]: the peer reads
 //! such a frame as `serde_json::Value` does (the last name wins) and says nothing, and its
-//! hot path is not made to look.
+//! hot path is not made to look. A frame beginning with a UTF-8 byte order mark, which the
+//! peer reads past (RFC 8259 §8.1), is counted there too.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -75,7 +76,8 @@ impl Left {
 
 /// The messages of the host that repeat a member name: the first [`Repeats::KEPT`]
 /// described ([`crate::check::repeated::describe`]), how many, and how many frames were
-/// scanned. Shared between the wrapped reader and the run.
+/// scanned; and those that began with a byte order mark ([`Repeats::marks`]). Shared
+/// between the wrapped reader and the run.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Repeats(Arc<Mutex<RepeatsSeen>>);
 
@@ -84,27 +86,60 @@ struct RepeatsSeen {
     kept: Vec<String>,
     count: u64,
     scanned: u64,
+    /// Frames that began with a UTF-8 byte order mark, and the first one's message.
+    marked: (u64, Option<String>),
 }
 
 impl Repeats {
     /// How many are described in the report.
     pub(super) const KEPT: usize = 3;
 
-    /// Scans one text frame.
+    /// Scans one text frame: as the library's peer reads it, without the whitespace around
+    /// it and a byte order mark before it (noted).
     fn scan(&self, text: &str) {
+        let trimmed = text.trim();
+        let (text, marked) = match trimmed.strip_prefix('\u{feff}') {
+            Some(rest) => (rest.trim_start(), true),
+            None => (trimmed, false),
+        };
         let found = repeated::first_repeated(text);
         let Ok(mut seen) = self.0.lock() else {
             return;
         };
         seen.scanned = seen.scanned.saturating_add(1);
+        let parse = || serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
+        if marked {
+            let (count, first) = &mut seen.marked;
+            *count = count.saturating_add(1);
+            if first.is_none() {
+                *first = Some(repeated::message_name(&parse()));
+            }
+        }
         let Some(found) = found else {
             return;
         };
         seen.count = seen.count.saturating_add(1);
         if seen.kept.len() < Self::KEPT {
-            let message = serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
-            seen.kept.push(repeated::describe(&found, &message));
+            seen.kept.push(repeated::describe(&found, &parse()));
         }
+    }
+
+    /// `(frames scanned, None)` when none began with a byte order mark, else `(scanned,
+    /// Some("N frame(s) began with …, the first: request \"initialize\" id 1"))`.
+    pub(super) fn marks(&self) -> (u64, Option<String>) {
+        let Ok(seen) = self.0.lock() else {
+            return (0, None);
+        };
+        let said = match &seen.marked {
+            (0, _) => None,
+            (n, first) => Some(format!(
+                "{n} frame(s) began with a UTF-8 byte order mark (U+FEFF, which RFC 8259 §8.1 \
+                 says a writer must not add; read past it, as the library's peer reads it, but \
+                 a parser that does not ignore it cannot read them), the first: {}",
+                first.as_deref().unwrap_or("a message")
+            )),
+        };
+        (seen.scanned, said)
     }
 
     /// `(frames scanned, None)` when none repeated a name, else `(scanned, Some("N
