@@ -1046,3 +1046,22 @@ async fn a_byte_order_mark_from_the_host_warns() {
         }
     }
 }
+
+/// A host that sends its `initialize` without an id (a Notification, which no one can answer)
+/// and then waits: the run ends without an initialize Request, and the report says one came
+/// as a Notification, where it said only that none came.
+#[tokio::test]
+async fn an_initialize_sent_as_a_notification_is_named() {
+    let report = report_path("initialize-notification.json");
+    let (child, mut stdin, _stdout) = spawn_raw(&report);
+    let init = line(&json!({ "jsonrpc": "2.0", "method": "initialize",
+                             "params": init_params(json!("0.5")) }));
+    stdin.write_all(init.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    let (code, doc) = report_of(child, &report).await;
+    drop(stdin);
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("no initialize request"), "{doc:#}");
+    assert!(error.contains("as a Notification"), "{error}");
+    assert_eq!(code, 2);
+}

@@ -82,7 +82,13 @@ impl Run {
                 Some(IncomingMessage::Request(r)) if r.method() == Initialize::NAME => break r,
                 Some(m) => self.handle(m).await,
                 None => {
-                    let discarded = self.discarded();
+                    let mut discarded = self.discarded();
+                    if self.initialize_notified {
+                        discarded.push_str(
+                            " (an initialize came as a Notification, without an id: MCP's \
+                             initialize is a Request, answered under its id)",
+                        );
+                    }
                     let why = match self.gone() {
                         Some(g) => format!("the host sent no initialize request: {g}{discarded}"),
                         None => format!(

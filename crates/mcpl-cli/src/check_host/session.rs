@@ -133,6 +133,8 @@ pub(super) struct Run {
     hooks: usize,
     /// How many of those came as a Notification (§4.1: a Request).
     hooks_notified: usize,
+    /// An `initialize` came as a Notification (without an id).
+    pub(super) initialize_notified: bool,
     /// What the run is doing, named in the report when the host goes away.
     pub(super) stage: &'static str,
     /// How and when the host went away, once it has.
@@ -172,6 +174,7 @@ impl Run {
             died_of_junk: false,
             hooks: 0,
             hooks_notified: 0,
+            initialize_notified: false,
             stage: "the connection",
             gone: None,
             unfinished: None,
@@ -616,6 +619,12 @@ impl Run {
                 if n.method == BeforeInference::NAME {
                     self.hooks_notified = self.hooks_notified.saturating_add(1);
                     self.judge_hook(n.params.as_ref());
+                    return;
+                }
+                // MCP's initialize is a Request: one without an id is said where the wait
+                // for it ends.
+                if n.method == Initialize::NAME {
+                    self.initialize_notified = true;
                     return;
                 }
                 // §6.7: a grant change goes by Request, at any point of the session.
