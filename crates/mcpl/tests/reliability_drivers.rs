@@ -563,3 +563,127 @@ async fn a_call_still_running_when_the_connection_ends_is_stopped() {
     .await
     .expect("the handler still runs after the connection ended (deadlock guard)");
 }
+
+/// A host over a raw pipe (JSON lines), whose write half it can shut down (a half-close).
+struct PipeHost {
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+}
+
+impl PipeHost {
+    fn start(server: &Server) -> (PipeHost, Session) {
+        use tokio::io::AsyncBufReadExt;
+        let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (sr, sw) = tokio::io::split(server_end);
+        let session = server.start(mcpl::transport::Transport::lines(sr, sw, "pipe"));
+        let (hr, hw) = tokio::io::split(host_end);
+        let host = PipeHost {
+            lines: tokio::io::BufReader::new(hr).lines(),
+            write: hw,
+        };
+        (host, session)
+    }
+
+    async fn send(&mut self, v: serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = v.to_string();
+        line.push('\n');
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// The next frame, or `None` at the server's EOF.
+    async fn frame(&mut self) -> Option<serde_json::Value> {
+        let line = self.lines.next_line().await.unwrap()?;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+
+    /// Frames until the response to `id` (`None` if the server's output ended first).
+    async fn response(&mut self, id: u64) -> Option<serde_json::Value> {
+        loop {
+            let f = self.frame().await?;
+            if f["id"] == json!(id) && f.get("method").is_none() {
+                return Some(f);
+            }
+        }
+    }
+
+    /// `initialize` as an MCPL 0.5 host and a policy Request granting `caps`.
+    async fn connect(&mut self, caps: &[&str]) {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18",
+                       "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                       "clientInfo": {"name": "pipe-host", "version": "0"}}}))
+            .await;
+        self.response(1).await.expect("initialize answered");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                         "params": {"effectiveCapabilities": caps}}),
+        )
+        .await;
+        let receipt = self.response(2).await.expect("policy answered");
+        assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    }
+}
+
+/// The host ends its output (a half-close: it still reads) while a tool call's handler
+/// waits for the host's answer to the server's own `inference/request` (§11.3): nothing can
+/// answer that request any more, so it fails at once, with the connection's end as its
+/// error; the handler answers the call with it, and that answer is still written, as the
+/// host still reads. The application is told (`input_ended`). Before, the request waited
+/// until the connection closed (the reader's drain bound, the write timeout or 5 s), and
+/// the call's handler was then stopped, its call never answered. Time is paused: the 5 s
+/// drain passes at once, and the guard (an hour) only stops a hang.
+#[tokio::test(start_paused = true)]
+async fn at_the_hosts_half_close_the_servers_request_fails_at_once_and_the_call_is_answered() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .tool(
+            "ask",
+            "Asks the host's model",
+            json!({"type": "object"}),
+            |s, _p| async move {
+                let params = serde_json::from_value(json!({
+                    "featureSet": "digest",
+                    "messages": [{"role": "user", "content": "summarise"}]
+                }))
+                .unwrap();
+                let outcome = match s.inference_request(params).await {
+                    Ok(_) => "answered".to_owned(),
+                    Err(e) => format!("failed: {e}"),
+                };
+                Ok(mcpl::protocol::handshake::ToolsCallResult::text(outcome))
+            },
+        )
+        .build()
+        .unwrap();
+    let (mut host, session) = PipeHost::start(&server);
+    let mut diags = session.diagnostics();
+    host.connect(&["tools", "inferenceRequest"]).await;
+    host.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "ask", "arguments": {}}}))
+        .await;
+    loop {
+        let f = host.frame().await.expect("the server asks before it ends");
+        if f["method"] == "inference/request" {
+            break;
+        }
+        assert_ne!(f["id"], json!(3), "the call ended before it asked: {f}");
+    }
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(3600), host.response(3))
+        .await
+        .expect("the call is still unanswered (deadlock guard)")
+        .expect("the call is answered before the server's output ends");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        text.starts_with("failed: ") && text.contains("the other side ended the connection"),
+        "{answer}"
+    );
+    assert_eq!(drain(&mut diags, "input_ended"), 1);
+}

@@ -206,7 +206,10 @@ impl Driver {
                     Some(m) => self.received(m),
                     // The host sends no more; what it is owed is still answered (the
                     // handlers' answers come as commands), unless the connection closed.
-                    None => read_all = true,
+                    None => {
+                        read_all = true;
+                        self.input_ended();
+                    }
                 },
                 _ = self.out.flush(), if !self.out.is_empty() => {}
                 _ = self.conn.peer.closed(), if read_all => {}
@@ -260,6 +263,31 @@ impl Driver {
         self.outputs();
         // Answered in place, or handed out (then kept in `requests`).
         drop(self.current.take());
+    }
+
+    /// The wire's input ended. At the host's end of output (EOF, a half-close, not a close:
+    /// one is told when the driver ends) the state is told, the application with it
+    /// (`input_ended`), and its requests still waiting fail now, as nothing can answer
+    /// them: a handler waiting on one answers its own call at once, where it waited for
+    /// the close and was stopped unanswered.
+    fn input_ended(&mut self) {
+        if !matches!(self.conn.peer.close_reason(), None | Some(CloseReason::Eof)) {
+            return;
+        }
+        self.state.handle_eof(Self::now());
+        self.outputs();
+        self.streams.clear();
+        for (_, w) in self.waiting.drain() {
+            if let Some(peer_id) = &w.peer_id {
+                self.by_peer.remove(peer_id);
+                self.conn
+                    .peer
+                    .forget(peer_id, "the host ended its output before it answered");
+            }
+            let _ = w
+                .reply
+                .send(Err(SendError::Peer(PeerError::Closed(CloseReason::Eof))));
+        }
     }
 
     /// The manifest `initialize` is answered with is the tracker's now: the connection is

@@ -89,6 +89,9 @@ pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
         // The driver feeds its state nothing after closing it (its callers learn the peer's
         // close reason); were it to, the call is refused as on a connection closed here.
         SendRefusal::Closed => SendError::Peer(PeerError::Closed(CloseReason::Local)),
+        // The host ended its output: a request fails as the peer fails those it waits on
+        // then (`CloseReason::Eof`).
+        SendRefusal::InputEnded => SendError::Peer(PeerError::Closed(CloseReason::Eof)),
         // The typed senders send only methods the host receives (the test
         // `s4_1_every_typed_sender_is_a_host_bound_method`); were one not, the host would
         // answer -32601, and so does the gate. `gate_to_host` hands out no unknown request

@@ -39,6 +39,8 @@ use crate::protocol::Method;
 
 /// Answers to the host requests handed out.
 mod answers;
+/// The connection's deadlines and its end.
+mod ends;
 use super::CANCELLED;
 
 /// What a [`ServerState`] serves.
@@ -264,6 +266,11 @@ pub enum SendRefusal {
     /// outcome would ever come for a request.
     #[error("the connection is closed: nothing more is sent on it")]
     Closed,
+    /// [`ServerState::request`] after the host ended its output
+    /// ([`ServerState::handle_eof`]): nothing is sent, as nothing could answer it.
+    /// Notifications and answers are still sent.
+    #[error("the host ended its output: no answer to a request would come")]
+    InputEnded,
 }
 
 /// How a server answers one policy Request ([`answer_policy_request`]).
@@ -448,6 +455,8 @@ pub struct ServerState {
     ready: super::server_ready::ReadyMoments,
     /// [`Self::handle_close`] was called.
     closed: bool,
+    /// [`Self::handle_eof`] was called.
+    input_ended: bool,
     /// [`Self::generation`].
     generation: u64,
 }
@@ -481,6 +490,7 @@ impl ServerState {
             inference: Default::default(),
             ready: Default::default(),
             closed: false,
+            input_ended: false,
             generation: 0,
         }
     }
@@ -614,65 +624,6 @@ impl ServerState {
         }
     }
 
-    /// The connection ended at `now`: every open turn ends (§10.5: no terminal can come
-    /// now; [`LifecycleTracker::close_all`], as `server::Server` ends them) as
-    /// [`ServerOutput::Turn`], and nothing in flight is tracked any longer. Requests the
-    /// application sent are not answered: its driver tells its callers the connection
-    /// closed. [`Self::handle_message`], [`Self::handle_timeout`] and
-    /// [`Self::manifest_changed`] change nothing after it.
-    pub fn handle_close(&mut self, now: Instant) {
-        if self.closed {
-            return;
-        }
-        self.generation += 1;
-        self.closed = true;
-        for end in self.turns.close_all(now) {
-            self.out
-                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
-        }
-        self.pending.clear();
-        self.handed.clear();
-        self.initializing = false;
-        self.announce.clear();
-        self.channels.forget_in_flight();
-        self.inference = Default::default();
-    }
-
-    /// When [`Self::handle_timeout`] is due next: the earliest of the open turns' safety
-    /// timeouts and the deadlines of the requests sent through [`Self::request`]; `None`
-    /// after [`Self::handle_close`], when nothing is due any more.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.closed {
-            // `handle_timeout` changes nothing now: a deadline would be due forever.
-            return None;
-        }
-        match (self.turns.next_deadline(), self.pending.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// At `now`: gives up every request sent through [`Self::request`] whose deadline
-    /// passed, earliest first, as [`ServerOutput::RequestTimedOut`] (a channel change among
-    /// them settles unanswered, §14.5, and a streaming `inference/request` takes no more
-    /// chunks, §11.4); then ends every turn whose safety timeout passed (§10.5), as
-    /// [`ServerOutput::Turn`].
-    pub fn handle_timeout(&mut self, now: Instant) {
-        if self.closed {
-            return;
-        }
-        for id in self.pending.expire(now) {
-            self.generation += 1;
-            self.channels.gave_up(id);
-            self.inference.ended(id);
-            self.out.push_back(ServerOutput::RequestTimedOut { id });
-        }
-        for end in self.turns.expire(now) {
-            self.out
-                .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
-        }
-    }
-
     /// Sends `method` at `now` to the host if the host would admit it now: its admission
     /// rule ([`admit`](super::admit) as the host applies it) and, when `params` name a
     /// `featureSet`, the feature-set gate (§6.6) — a message the host would refuse is not
@@ -687,6 +638,9 @@ impl ServerState {
     ) -> Result<u64, SendRefusal> {
         if self.closed {
             return Err(SendRefusal::Closed);
+        }
+        if self.input_ended {
+            return Err(SendRefusal::InputEnded);
         }
         self.gate_outbound(method, &params)?;
         let limit = self.rules.max_pending;

@@ -82,6 +82,15 @@ impl OwnRequests {
         due
     }
 
+    /// Ends every request still waiting (nothing can answer them), and returns their ids
+    /// in the order they were sent.
+    pub(crate) fn end_all(&mut self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.waiting.drain().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        self.deadlines.clear();
+        ids
+    }
+
     /// The connection ended: nothing waits any longer.
     pub(crate) fn clear(&mut self) {
         self.waiting.clear();

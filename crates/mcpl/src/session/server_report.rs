@@ -203,6 +203,12 @@ pub enum ServerDiagnostic {
     /// `observe` is not granted (§10.1, `policy::unredacted_user_message`); the message was
     /// withheld from the application.
     UserMessageUnredacted,
+    /// `input_ended`: the host ended its output (EOF, a half-close) while the connection
+    /// is still writable: the server's own requests still waiting failed at once, and
+    /// requests sent from now on are refused, as nothing can answer them; what the host is
+    /// owed is still written (`ServerState::handle_eof`). Told once, and only for the
+    /// host's end of output, not for a close.
+    InputEnded,
 }
 
 impl ServerDiagnostic {
@@ -251,7 +257,8 @@ impl ServerDiagnostic {
             | D::InferenceChunkDropped { .. }
             | D::UnexpectedResponse { .. }
             | D::Lifecycle(_)
-            | D::UserMessageUnredacted => {}
+            | D::UserMessageUnredacted
+            | D::InputEnded => {}
         }
         self
     }
@@ -287,6 +294,7 @@ impl ServerDiagnostic {
             D::Connection(_) => "connection",
             D::HostMcplVersion { .. } => "host_mcpl_version",
             D::UserMessageUnredacted => "user_message_unredacted",
+            D::InputEnded => "input_ended",
         }
     }
 
@@ -306,7 +314,9 @@ impl ServerDiagnostic {
             D::HostMcplVersion { .. }
             | D::InferenceChunkDropped { .. }
             | D::NotificationDropped { .. }
-            | D::NotificationDroppedBytes { .. } => DiagnosticKind::Notice,
+            | D::NotificationDroppedBytes { .. }
+            // A host may end its output while it still reads: no defect.
+            | D::InputEnded => DiagnosticKind::Notice,
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
@@ -470,6 +480,11 @@ impl std::fmt::Display for Detail<'_> {
                 "context/beforeInference carried userMessage though \
                  `contextHooks.beforeInference.observe` is not granted (§10.1); withheld from \
                  the hook",
+            ),
+            D::InputEnded => f.write_str(
+                "the host ended its output (EOF, a half-close): the server's requests still \
+                 waiting failed, as nothing can answer them, and what the host is owed is \
+                 still written",
             ),
         }
     }

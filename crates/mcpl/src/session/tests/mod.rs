@@ -482,4 +482,5 @@ mod messages;
 mod model;
 mod policy;
 mod requests;
+mod server_eof;
 mod turns;
