@@ -270,6 +270,16 @@ fn client_message(
     Ok(msg)
 }
 
+/// `text` as the bridge logs it: cut to [`mcpl::session::DIAGNOSTIC_TEXT_BYTES`] by
+/// [`mcpl::session::clip_text`], as the sessions cut what they report, since the host
+/// chooses it (a method name, what rmcp's errors quote of its messages) up to a whole
+/// message.
+fn clipped(text: impl std::fmt::Display) -> String {
+    let mut s = text.to_string();
+    mcpl::session::clip_text(&mut s);
+    s
+}
+
 fn envelope(method: &str, params: Option<Value>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("jsonrpc".into(), Value::from("2.0"));
@@ -368,10 +378,10 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             match serve_server(handler, link).await {
                 Ok(running) => {
                     if let Err(e) = running.waiting().await {
-                        tracing::warn!("the rmcp service failed: {e}");
+                        tracing::warn!("the rmcp service failed: {}", clipped(e));
                     }
                 }
-                Err(e) => tracing::debug!("rmcp's initialize did not succeed: {e}"),
+                Err(e) => tracing::debug!("rmcp's initialize did not succeed: {}", clipped(e)),
             }
             // The service is gone: whatever still waits for it gets an error now.
             if let Some(inlet) = inlet.upgrade() {
@@ -406,10 +416,14 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
         match client_message(envelope(method, params), &self.shared.session) {
             Ok(msg) => {
                 if let Err(e) = self.send(msg) {
-                    tracing::warn!("{method} not handed to rmcp: {e}");
+                    tracing::warn!("{} not handed to rmcp: {}", clipped(method), clipped(e));
                 }
             }
-            Err(e) => tracing::warn!("{method} not handed to rmcp, which cannot read it: {e}"),
+            Err(e) => tracing::warn!(
+                "{} not handed to rmcp, which cannot read it: {}",
+                clipped(method),
+                clipped(e)
+            ),
         }
         if let Some(id) = cancelled {
             // rmcp never answers a cancelled request; the session answers every request.
@@ -504,7 +518,10 @@ async fn from_rmcp(
         ServerJsonRpcMessage::Error(e) => match e.id {
             Some(id) => (id, Err(error_object(e.error))),
             None => {
-                tracing::warn!("rmcp sent an error with no id: {}", e.error.message);
+                tracing::warn!(
+                    "rmcp sent an error with no id: {}",
+                    clipped(&e.error.message)
+                );
                 return Ok(());
             }
         },
@@ -555,7 +572,9 @@ async fn from_rmcp(
                     (Ok(reply), Some(tx)) => {
                         let _ = tx.send(reply).await;
                     }
-                    (Err(e), _) => tracing::warn!("no answer for rmcp's {method}: {e}"),
+                    (Err(e), _) => {
+                        tracing::warn!("no answer for rmcp's {}: {}", clipped(&method), clipped(e))
+                    }
                     (_, None) => {}
                 }
             });
