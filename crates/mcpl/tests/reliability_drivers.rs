@@ -687,3 +687,72 @@ async fn at_the_hosts_half_close_the_servers_request_fails_at_once_and_the_call_
     );
     assert_eq!(drain(&mut diags, "input_ended"), 1);
 }
+
+/// `PeerConfig::max_in_flight_bytes` bounds the answers a host that never reads makes a
+/// server hold, answers much larger than their requests included: 128 tiny `tools/call`s,
+/// sent one after another, of a tool whose handler waits once and answers 1 MiB. A
+/// handler's answer waiting for the driver to take it (which it does not while the host
+/// reads nothing and the outbox is full) was not weighed, so every call was admitted and
+/// 127 answers of 1 MiB were held; now it is weighed as it is made, and the calls after the
+/// bound are answered `-32000` (`busy_bytes`) unrun. Every call gets a response once the
+/// host reads. (Calls that all arrive before any answer is made are bounded by
+/// `max_in_flight_requests` alone: RELIABILITY.md.)
+#[tokio::test(start_paused = true)]
+async fn answers_much_larger_than_their_requests_are_held_within_the_byte_bound() {
+    let made = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let made = made.clone();
+        builder()
+            .tool(
+                "big",
+                "Answers 1 MiB",
+                json!({"type": "object"}),
+                move |_s, _p| {
+                    let made = made.clone();
+                    async move {
+                        tokio::task::yield_now().await;
+                        made.fetch_add(1, Ordering::SeqCst);
+                        Ok(mcpl::protocol::handshake::ToolsCallResult::text(
+                            "x".repeat(1 << 20),
+                        ))
+                    }
+                },
+            )
+            .build()
+            .unwrap()
+    };
+    let (mut host, _session) = PipeHost::start(&server);
+    host.connect(&["tools"]).await;
+    let calls = 128u64;
+    for id in 0..calls {
+        host.send(
+            json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
+                         "params": {"name": "big", "arguments": {}}}),
+        )
+        .await;
+        // Time is paused: the sleep ends only once every task is blocked (the host reads
+        // nothing), so the server has done all it would with this call before the next.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    let held = made.load(Ordering::SeqCst);
+    // The byte bound (32 MiB), the writer's queue (8 MiB) and the one answer that crosses.
+    assert!(
+        held <= 42,
+        "{held} answers of 1 MiB made for a host that reads nothing"
+    );
+    let (mut answered, mut busy) = (0, 0);
+    while answered < calls {
+        let f = host.frame().await.expect("every call is answered");
+        if f.get("method").is_none() && f["id"].as_u64().is_some_and(|i| i >= 10) {
+            answered += 1;
+            if f["error"]["data"]["reason"] == "in_flight_bytes" {
+                busy += 1;
+            }
+        }
+    }
+    assert_eq!(
+        busy as usize + held,
+        calls as usize,
+        "each call ran or was refused"
+    );
+}

@@ -106,7 +106,12 @@ pub struct PeerConfig {
     /// flight. Beside the writer's own byte bound ([`OUTGOING_QUEUE_BYTES`]), it bounds in
     /// bytes what a peer that sends large requests (or requests with large answers) and
     /// never reads makes this side hold, where the count bounds alone let it hold
-    /// 128 + 64 whole answers.
+    /// 128 + 64 whole answers. A [`crate::server::Server`] handler's answer counts from
+    /// the moment it is made, while it waits for the connection's driver too. An answer is
+    /// known only once made: requests admitted before any of their answers exists (a burst
+    /// arriving at once) run all the same, so the answers of the handlers already running
+    /// when the bound is reached (at most [`Self::max_in_flight_requests`] of them) may
+    /// still be held beyond it; no request arriving after is run until it is back under.
     pub max_in_flight_bytes: usize,
     /// The budget this connection's partial messages are taken from, shared with every
     /// connection given the same one (see [`crate::transport::budget`]). `None` (default)

@@ -122,6 +122,7 @@ pub use errors::*;
 pub use incoming::*;
 pub(crate) use outbox::Outbox;
 use reader::*;
+pub(crate) use shared::AnswerWeight;
 use shared::*;
 use writer::*;
 

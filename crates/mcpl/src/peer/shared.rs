@@ -121,6 +121,27 @@ impl Drop for Owed {
     }
 }
 
+/// The bytes of an answer made outside the peer (a handler's, on its way to the driver that
+/// sends it), counted among the bytes in flight ([`PeerConfig::max_in_flight_bytes`]) until
+/// dropped: a request arriving meanwhile is weighed against them.
+pub(crate) struct AnswerWeight(Arc<Shared>, usize);
+
+impl Drop for AnswerWeight {
+    fn drop(&mut self) {
+        self.0.owed_bytes.fetch_sub(self.1, Ordering::Relaxed);
+    }
+}
+
+impl Peer {
+    /// Counts an answer of `bytes` made and not yet sent among the bytes in flight, until
+    /// the guard is dropped ([`AnswerWeight`]).
+    pub(crate) fn weigh_answer(&self, bytes: usize) -> AnswerWeight {
+        let shared = self.shared();
+        shared.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
+        AnswerWeight(shared.clone(), bytes)
+    }
+}
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -54,6 +54,35 @@ pub(super) enum Answer {
     Encoded(Encoded),
 }
 
+impl Answer {
+    /// About the bytes of the answer as written: the encoded text's, or what a `Value`
+    /// serializes to (counted, not written).
+    fn len(&self) -> usize {
+        match self {
+            Answer::Encoded(e) => e.get().len(),
+            Answer::Value(Ok(v)) => {
+                let mut counted = Counted(0);
+                let _ = serde_json::to_writer(&mut counted, v);
+                counted.0
+            }
+            Answer::Value(Err(e)) => e.message.len(),
+        }
+    }
+}
+
+/// A sink that only counts the bytes written to it.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Whether `method` is a surface removed from MCPL ([`crate::protocol::REMOVED_METHODS`]):
 /// answered `-32601`, never handed to a custom handler or an [`McpFallback`].
 pub(super) fn is_removed(method: &str) -> bool {
@@ -98,10 +127,19 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
             let task = tokio::spawn(async move {
                 let out = guarded(&conn, &method, fut).await;
                 let outcome = answer(&conn, &method, out, encode);
+                // Counted among the bytes in flight while it waits for the driver to take
+                // it: a request arriving meanwhile is weighed against it
+                // (`PeerConfig::max_in_flight_bytes`), as against an answer the driver holds.
+                let weight = conn.peer.weigh_answer(outcome.len());
                 let task = tokio::task::id();
                 let _ = conn
                     .commands
-                    .send(Command::Answer { id, task, outcome })
+                    .send(Command::Answer {
+                        id,
+                        task,
+                        outcome,
+                        weight,
+                    })
                     .await;
             });
             Handled::Later(task.abort_handle())

@@ -57,6 +57,9 @@ pub(super) enum Command {
         /// cancelled the request, then reused its id) answers nothing.
         task: tokio::task::Id,
         outcome: Answer,
+        /// Its bytes, counted in flight until the driver has taken it (the outbox weighs
+        /// it from then on, until it is queued).
+        weight: crate::peer::AnswerWeight,
     },
     /// The connection's tracker installed a change (§17.3): it waits, merged with any
     /// other not yet taken, in `Conn::manifest_changed`.
@@ -335,7 +338,14 @@ impl Driver {
                     let _ = reply.send(Err(super::state::refused(method, refusal)));
                 }
             },
-            Command::Answer { id, task, outcome } => {
+            Command::Answer {
+                id,
+                task,
+                outcome,
+                weight,
+            } => {
+                // Dropped once the answer is fed (the outbox weighs what it holds).
+                let _weight = weight;
                 if self.tasks.get(&id).map(tokio::task::AbortHandle::id) != Some(task) {
                     // Its request was cancelled (and answered `-32800`) after the handler
                     // finished; the host may have reused the id for a request now in flight,
