@@ -756,3 +756,59 @@ async fn answers_much_larger_than_their_requests_are_held_within_the_byte_bound(
         "each call ran or was refused"
     );
 }
+
+/// After the host's end of output, with nothing more owed to it, a request of the
+/// application's fails at once while the connection's driver drains its outbox (full of
+/// answers for a host that reads nothing): the driver refuses each call it is given while
+/// it drains. Before, the call waited to be taken until the drain ended and the connection
+/// closed (the write timeout, else 5 s, later).
+#[tokio::test(start_paused = true)]
+async fn after_the_hosts_half_close_a_call_fails_at_once_while_the_outbox_is_full() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .tool(
+            "big",
+            "Answers 1 MiB",
+            json!({"type": "object"}),
+            |_s, _p| async {
+                tokio::task::yield_now().await;
+                Ok(mcpl::protocol::handshake::ToolsCallResult::text(
+                    "x".repeat(1 << 20),
+                ))
+            },
+        )
+        .build()
+        .unwrap();
+    let (mut host, session) = PipeHost::start(&server);
+    host.connect(&["tools", "inferenceRequest"]).await;
+    // More than the writer's queue (8 MiB) and the outbox's call bound (4 MiB) hold, within
+    // the byte bound (32 MiB), so the reader answers none of them itself.
+    for id in 0..16u64 {
+        host.send(
+            json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
+                         "params": {"name": "big", "arguments": {}}}),
+        )
+        .await;
+    }
+    // Paused time: the sleep ends once every task is blocked on the host, which reads
+    // nothing.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    let params = serde_json::from_value(json!({
+        "featureSet": "digest",
+        "messages": [{"role": "user", "content": "summarise"}]
+    }))
+    .unwrap();
+    let e = session.inference_request(params).await.unwrap_err();
+    assert_eq!(
+        e,
+        mcpl::server::SendError::Peer(mcpl::peer::PeerError::Closed(mcpl::peer::CloseReason::Eof))
+    );
+    use futures_util::FutureExt;
+    assert!(
+        session.closed().now_or_never().is_none(),
+        "refused while the connection is still open (the host may still read)"
+    );
+}

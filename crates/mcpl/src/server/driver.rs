@@ -687,7 +687,40 @@ impl Driver {
 
     async fn finish(mut self: Box<Self>) {
         // What it still held (the last answers) goes out first, within the write timeout.
-        self.out.drain().await;
+        // Nothing more is sent meanwhile: the application's calls are refused at once
+        // rather than left waiting to be taken until the drain ends (a host that ended
+        // its output and reads nothing holds it for the whole drain limit).
+        let reason = match (self.conn.peer.close_reason(), self.closing) {
+            (Some(reason), _) => reason,
+            (None, true) => CloseReason::Local,
+            // The driver ends unclosed only once the host's input ended.
+            (None, false) => CloseReason::Eof,
+        };
+        let mut barriers = Vec::new();
+        {
+            let Driver { out, commands, .. } = &mut *self;
+            let drain = out.drain();
+            tokio::pin!(drain);
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut drain => break,
+                    Some(c) = commands.recv() => match c {
+                        Command::Request { reply, .. } => {
+                            let _ = reply.send(Err(SendError::Peer(PeerError::Closed(reason.clone()))));
+                        }
+                        Command::Barrier(reply) => barriers.push(reply),
+                        // No request waits for it (the driver ends with none), and no
+                        // announcement goes out on an ending connection.
+                        Command::Answer { .. } | Command::ManifestChanged => {}
+                    },
+                }
+            }
+        }
+        // Every frame taken before them has left the outbox (written, or dropped with it).
+        for reply in barriers {
+            let _ = reply.send(());
+        }
         if self.closing {
             // The writer writes what is queued before it shuts the transport down.
             self.conn.peer.close();
