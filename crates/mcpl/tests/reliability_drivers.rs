@@ -812,3 +812,68 @@ async fn after_the_hosts_half_close_a_call_fails_at_once_while_the_outbox_is_ful
         "refused while the connection is still open (the host may still read)"
     );
 }
+
+/// The same while a handler still runs after the host's end of output (so the driver does
+/// not end yet): a call of the application's is taken and refused at once
+/// (`SendRefusal::InputEnded`, no frame), though the outbox is full. Before, it waited to
+/// be taken until the connection closed (the drain bound, 5 s later).
+#[tokio::test(start_paused = true)]
+async fn after_the_hosts_half_close_a_call_fails_at_once_while_a_handler_still_runs() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .tool(
+            "big",
+            "Answers 1 MiB",
+            json!({"type": "object"}),
+            |_s, _p| async {
+                tokio::task::yield_now().await;
+                Ok(mcpl::protocol::handshake::ToolsCallResult::text(
+                    "x".repeat(1 << 20),
+                ))
+            },
+        )
+        .tool(
+            "hang",
+            "Never returns",
+            json!({"type": "object"}),
+            |_s, _p| async {
+                std::future::pending::<()>().await;
+                unreachable!("pending never resolves")
+            },
+        )
+        .build()
+        .unwrap();
+    let (mut host, session) = PipeHost::start(&server);
+    host.connect(&["tools", "inferenceRequest"]).await;
+    host.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                     "params": {"name": "hang", "arguments": {}}}))
+        .await;
+    for id in 0..16u64 {
+        host.send(
+            json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
+                         "params": {"name": "big", "arguments": {}}}),
+        )
+        .await;
+    }
+    // Paused time: the sleep ends once every task is blocked on the host, which reads
+    // nothing.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    let params = serde_json::from_value(json!({
+        "featureSet": "digest",
+        "messages": [{"role": "user", "content": "summarise"}]
+    }))
+    .unwrap();
+    let e = session.inference_request(params).await.unwrap_err();
+    assert_eq!(
+        e,
+        mcpl::server::SendError::Peer(mcpl::peer::PeerError::Closed(mcpl::peer::CloseReason::Eof))
+    );
+    use futures_util::FutureExt;
+    assert!(
+        session.closed().now_or_never().is_none(),
+        "refused while the connection is still open (the host may still read)"
+    );
+}

@@ -187,7 +187,11 @@ impl Driver {
             alarm.want(self.state.poll_timeout());
             // Frames held for a host that reads slowly stop the application's calls (and
             // handlers' answers), and far more of them reading too; writing never does.
-            let taking = self.out.takes_calls();
+            // After the host's end of output they are taken again: a request is refused
+            // without a frame (`SendRefusal::InputEnded`), where it waited to be taken
+            // until the close; the answers behind it are owed (bounded by the in-flight
+            // bounds), the rest adds no frame or one coalesced announcement.
+            let taking = self.out.takes_calls() || self.state.input_ended();
             let reading = self.out.reads();
             tokio::select! {
                 biased;
