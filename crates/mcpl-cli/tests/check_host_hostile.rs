@@ -530,7 +530,8 @@ enum Probe {
 /// checked, and stderr says `said`.
 async fn a_probe_before_the_host_is_not_the_host(scheme: &str, probe: Probe, said: &str) {
     use tokio::io::AsyncReadExt;
-    let report = report_path(&format!("{scheme}-probe.json"));
+    // One file per scheme and probe: the tests calling this run at once in one process.
+    let report = report_path(&format!("{scheme}-{probe:?}-probe.json"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args([
             "check-host",
