@@ -168,7 +168,12 @@ fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
                     Ok(m) => host.handle_message(now, m),
                     Err(e) => panic!("the server wrote no message: {e}: {text}"),
                 },
-                Input::Eof => break,
+                Input::Eof => {
+                    // The server ended its output: a hook in flight fails open now (§10.1);
+                    // nothing more can come, so this driver closes.
+                    host.handle_eof(now);
+                    break;
+                }
                 Input::Call(HostCall::BeforeInference(params, reply)) => {
                     let _ = reply.send(host.before_inference(now, params));
                 }
@@ -316,6 +321,11 @@ fn spawn_server(stream: UnixStream, rules: ServerRules) -> ServerDriver {
                     }
                 },
                 Input::Eof => {
+                    // The host ended its output: what the server asked ends now, open turns
+                    // end (§10.5), and what the host asked is still answered. This driver
+                    // answers everything inline, so nothing is owed and it closes at once;
+                    // one with handlers still running would write their answers first.
+                    server.handle_eof(now);
                     server.handle_close(now);
                     open = false;
                 }
