@@ -100,6 +100,22 @@ fn what_a_server_wrote_to_stdout_before_exiting_is_quoted() {
     }
 }
 
+/// The same server, which also closes its stdin before the checker writes `initialize`:
+/// the write fails while the server's stdout still holds what it wrote, and the error
+/// still quotes its half line. The failed write ended the reading at once, and the report
+/// quoted only what had been read by then (seen under load with the test above).
+#[test]
+fn what_a_server_wrote_after_closing_its_stdin_is_quoted() {
+    let script = "exec 0<&-; echo 'Usage: server --config FILE'; sleep 0.2; \
+                  printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capab'; exit 1";
+    let (code, stdout, stderr) = check(&["--json", "--", "sh", "-c", script]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Usage: server --config FILE"), "{error}");
+    assert!(error.contains("capab"), "the half line at exit: {error}");
+}
+
 /// A server that starts: what it wrote to stderr before `initialize` was answered (held
 /// meanwhile, issue #18 item 7) is passed through once, in order, not lost.
 #[test]

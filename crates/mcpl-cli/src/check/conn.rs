@@ -446,6 +446,11 @@ struct Opened {
 /// before its exit is reported without the rest.
 const STDERR_GRACE: Duration = Duration::from_millis(500);
 
+/// How long the server's output is still read after a write to it failed (it closed its
+/// input, or exited) before the failed write is reported as the end: what it wrote before
+/// it ended is quoted, not lost.
+const READ_AFTER_FAILED_WRITE: Duration = Duration::from_secs(1);
+
 async fn open(
     dial: Dial,
     timeout: Duration,
@@ -526,6 +531,8 @@ async fn pump(
         guard,
         ..
     } = transport;
+    // Told once the read side has sent its last event.
+    let (read_ended, mut read_ended_rx) = tokio::sync::oneshot::channel::<()>();
     let read = async {
         // The last line, when the stream ended inside it ([`FrameReader::ended_mid_line`]).
         let mut ended_inside: Option<String> = None;
@@ -654,28 +661,51 @@ async fn pump(
         while let Ok(ask) = asks.try_recv() {
             let _ = ask.send(None);
         }
+        let _ = read_ended.send(());
         // The writer may still be in use; the pump ends when the writer side does.
         std::future::pending::<()>().await;
     };
     let close_by = {
+        // The error of a failed write, if one failed.
         let write = async {
             while let Some(text) = out.recv().await {
                 let written = writer.send(&text).await;
                 unsent.fetch_sub(text.len(), Ordering::Relaxed);
                 if let Err(e) = written {
-                    let _ = events.send((
-                        Event::Closed(format!("write failed: {e}")),
-                        0,
-                        Instant::now(),
-                    ));
-                    break;
+                    return Some(e.to_string());
                 }
             }
+            None
         };
         tokio::pin!(write);
+        tokio::pin!(read);
         tokio::select! {
-            () = read => tokio::time::Instant::now() + bound,
-            () = &mut write => tokio::time::Instant::now() + bound,
+            () = &mut read => tokio::time::Instant::now() + bound,
+            failed = &mut write => {
+                if let Some(e) = failed {
+                    // A server that closed its input (it exited, say) may have written
+                    // more before it did (a usage text, a half line): read on to the end
+                    // of its output, within [`READ_AFTER_FAILED_WRITE`], so that the
+                    // report quotes it; the failed write is the reason only if that end
+                    // does not come.
+                    let ended = tokio::time::timeout(READ_AFTER_FAILED_WRITE, async {
+                        tokio::select! {
+                            () = &mut read => {}
+                            _ = &mut read_ended_rx => {}
+                        }
+                    })
+                    .await
+                    .is_ok();
+                    if !ended {
+                        let _ = events.send((
+                            Event::Closed(format!("write failed: {e}")),
+                            0,
+                            Instant::now(),
+                        ));
+                    }
+                }
+                tokio::time::Instant::now() + bound
+            }
             _ = stopped => {
                 // What the checker queued last goes out if the server reads it in time.
                 let by = tokio::time::Instant::now() + bound;
