@@ -952,12 +952,14 @@ fn reference_server_passes_every_check() {
         ]),
         "{doc:#}"
     );
-    // The refusal path, which the reference server never takes.
+    // The refusal path, which the reference server never takes, and what it never sends.
     assert_eq!(
         ids_with(&doc, "skip"),
         set(&[
             "policy.refusal-names-fallback",
             "policy.no-privileged-unless-accepted",
+            // It sends no notification-only method but mcpl/manifestChanged (§4.1).
+            "rpc.notifications-have-no-id",
         ]),
         "{doc:#}"
     );

@@ -229,3 +229,41 @@ fn a_lone_surrogate_is_not_called_junk() {
     assert!(d.contains("lone surrogate"), "{d}");
     assert!(!d.contains("junk"), "{d}");
 }
+
+/// A server that sends a notification-only method (§4.1; here MCP's
+/// `notifications/message`) as a Request, with an id: the checker answers it `-32601`, as
+/// the library host does, and the report said nothing of the form. It now fails
+/// `rpc.notifications-have-no-id`, naming the method and the id.
+#[test]
+fn a_notification_sent_as_a_request_fails_its_form() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"n7\",\"method\":\"notifications/message\",\
+         \"params\":{{\"level\":\"info\",\"data\":\"hello\"}}}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let id = "rpc.notifications-have-no-id";
+    assert_eq!(status(&doc, id), "fail", "{doc:#}");
+    let d = detail(&doc, id);
+    assert!(d.contains("notifications/message"), "{d}");
+    assert!(d.contains(r#""n7""#), "{d}");
+}
+
+/// The same notification without an id passes `rpc.notifications-have-no-id`; a server
+/// that sends no notification-only method has it skipped.
+#[test]
+fn a_notification_without_an_id_passes_its_form() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\
+         \"params\":{{\"level\":\"info\",\"data\":\"hello\"}}}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let id = "rpc.notifications-have-no-id";
+    assert_eq!(status(&doc, id), "pass", "{doc:#}");
+    let script = format!("read l; printf '%s\\n' '{INIT}'; exec sleep 60");
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, id), "skip", "{doc:#}");
+}

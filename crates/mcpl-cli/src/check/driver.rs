@@ -181,6 +181,12 @@ struct Session {
     incoming_seen: usize,
     register_seen: usize,
     changed_seen: usize,
+    /// Messages of a notification-only method (§4.1) other than `mcpl/manifestChanged`
+    /// (judged by its own check), in either form; how many came with an id, and the first
+    /// of those (`rpc.notifications-have-no-id`).
+    notifications_seen: usize,
+    notifications_with_id: usize,
+    first_notification_with_id: Option<String>,
     /// The revision the last `mcpl/manifestChanged` announced, until it is checked.
     announced: Option<String>,
     /// Every domain any `mcpl/manifestChanged` announced (§17.3).
@@ -348,6 +354,9 @@ impl Session {
             incoming_seen: 0,
             register_seen: 0,
             changed_seen: 0,
+            notifications_seen: 0,
+            notifications_with_id: 0,
+            first_notification_with_id: None,
             announced: None,
             announced_domains: BTreeSet::new(),
             initial_manifest: None,

@@ -11,7 +11,7 @@ pub(crate) mod repeated;
 pub(crate) mod report;
 mod scenario;
 mod stderr;
-mod vocabulary;
+pub(crate) mod vocabulary;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -22,6 +22,22 @@ pub fn in_vocabulary(method: &str) -> bool {
     mcpl::protocol::is_mcp_method(method) || mcpl::protocol::is_known_method(method)
 }
 
+/// Whether `method`'s form is Notification only (§4.1): a typed method whose
+/// [`mcpl::protocol::Kind`] in the library's table is `Notification`, or one of MCP's
+/// untyped methods ([`mcpl::protocol::UNTYPED_MCP_METHODS`]) in its `notifications/`
+/// namespace, where MCP puts all of its notifications and nothing else. Sent with an `id`,
+/// such a method fails `rpc.notifications-have-no-id` (`mcpl check`) or
+/// `host.notifications-have-no-id` (`mcpl check-host`).
+pub fn notification_only(method: &str) -> bool {
+    match mcpl::protocol::method_info(method) {
+        Some(info) => info.kind == mcpl::protocol::Kind::Notification,
+        None => {
+            mcpl::protocol::UNTYPED_MCP_METHODS.contains(&method)
+                && method.starts_with("notifications/")
+        }
+    }
+}
+
 /// What a foreign method is known to be, if anything.
 fn era(method: &str) -> Option<String> {
     if let Some(section) = mcpl::protocol::removed_in(method) {
@@ -96,6 +112,35 @@ mod tests {
         }
         for m in ["state/update", "context/afterInference", "x/y", ""] {
             assert!(!in_vocabulary(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn notification_only_methods_come_from_the_method_table() {
+        for m in [
+            "notifications/initialized",
+            "notifications/message",
+            "notifications/progress",
+            "notifications/tools/list_changed",
+            "inference/lifecycle",
+            "inference/chunk",
+            "channels/outgoing/chunk",
+            "channels/outgoing/complete",
+            "mcpl/manifestChanged",
+        ] {
+            assert!(notification_only(m), "{m}");
+        }
+        for m in [
+            "push/event",
+            "ping",
+            "channels/changed",
+            "featureSets/update",
+            "channels/publish",
+            "resources/list",
+            "notifications/unknown",
+            "x/y",
+        ] {
+            assert!(!notification_only(m), "{m}");
         }
     }
 

@@ -285,6 +285,15 @@ impl Session {
             self.rec
                 .record(decl, Status::Skip, "no feature-set-tagged use observed");
         }
+        let form = "rpc.notifications-have-no-id";
+        if let Some(first) = &self.first_notification_with_id {
+            let d = format!(
+                "{} of {} message(s) of a notification-only method sent as a Request, with an \
+                 id (§4.1: a Notification carries none and gets no answer), the first {first}",
+                self.notifications_with_id, self.notifications_seen
+            );
+            self.rec.record(form, Status::Fail, d);
+        }
         let hint = self.runner.scenario().hint();
         let none = |what: &str| format!("server sent no {what}{hint}");
         for (ids, seen, what) in [
@@ -309,6 +318,11 @@ impl Session {
                 &["manifest.changed-shape", "manifest.changed-is-notification"][..],
                 self.changed_seen,
                 ManifestChanged::NAME,
+            ),
+            (
+                &[form][..],
+                self.notifications_seen,
+                "notification-only method besides mcpl/manifestChanged",
             ),
         ] {
             for id in ids {

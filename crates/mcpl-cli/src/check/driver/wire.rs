@@ -18,6 +18,9 @@ use crate::check::conn::Event;
 use crate::check::inspect;
 use crate::check::report::Status;
 
+/// At most this many characters of a request id (peer-chosen) are quoted in a detail.
+const MAX_QUOTED_ID_CHARS: usize = 64;
+
 impl Session {
     pub(super) fn notify(&mut self, method: &str, params: Value) -> bool {
         self.settle();
@@ -303,6 +306,18 @@ impl Session {
             self.methods_seen.insert(method.to_owned(), 1);
         }
         self.foreign.note(method);
+        // §4.1: a notification-only method carries no id (mcpl/manifestChanged has its own
+        // check, manifest.changed-is-notification).
+        if method != ManifestChanged::NAME && vocabulary::notification_only(method) {
+            self.notifications_seen = self.notifications_seen.saturating_add(1);
+            if let Some(id) = &id {
+                self.notifications_with_id = self.notifications_with_id.saturating_add(1);
+                if self.first_notification_with_id.is_none() {
+                    let id: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                    self.first_notification_with_id = Some(format!("{method} (id {id})"));
+                }
+            }
+        }
         let requirement = server_requirement(method, params.as_ref());
         // Whether the grant in force withholds what this message needs: its feature set is
         // then not judged as well (one defect, one finding).
