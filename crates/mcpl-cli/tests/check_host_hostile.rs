@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (23 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (24 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 23 * 6 * 512 + 4096,
+        text.len() < 24 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 23, "{doc:#}");
+    assert_eq!(checks.len(), 24, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1065,4 +1065,53 @@ async fn an_initialize_sent_as_a_notification_is_named() {
     assert!(error.contains("no initialize request"), "{doc:#}");
     assert!(error.contains("as a Notification"), "{error}");
     assert_eq!(code, 2);
+}
+
+/// A host that sends a notification-only method (§4.1; here `inference/lifecycle`) as a
+/// Request, with an id, once it has its receipt: the checker answers it `-32601` and the
+/// report said nothing of the form. It now fails `host.notifications-have-no-id`, naming the
+/// method and the id; the same message sent without an id passes it.
+#[tokio::test]
+async fn a_notification_sent_as_a_request_fails_its_form() {
+    for (id, status) in [(Some(json!("lc1")), "fail"), (None, "pass")] {
+        let report = report_path(&format!("notification-form-{}.json", id.is_some()));
+        let (child, mut stdin, stdout) = spawn_raw(&report);
+        let all = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+        stdin.write_all(all.as_bytes()).await.unwrap();
+        let mut lifecycle = json!({ "jsonrpc": "2.0", "method": "inference/lifecycle",
+            "params": { "inferenceId": "i1", "phase": "started" } });
+        if let (Some(id), Some(m)) = (&id, lifecycle.as_object_mut()) {
+            m.insert("id".to_owned(), id.clone());
+        }
+        let lifecycle = line(&lifecycle);
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let Ok(m) = serde_json::from_str::<Value>(&l) else {
+                continue;
+            };
+            let reply = match (m.get("method").and_then(Value::as_str), m.get("id")) {
+                // The receipt: the lifecycle message goes out now.
+                (None, Some(id)) if *id == json!(2) => Some(lifecycle.clone()),
+                (Some("ping"), Some(id)) => Some(line(&json!({ "jsonrpc": "2.0", "id": id,
+                                                               "result": {} }))),
+                (Some(_), Some(id)) => Some(line(&json!({ "jsonrpc": "2.0", "id": id,
+                    "error": { "code": -32001, "message": "denied" } }))),
+                _ => None,
+            };
+            if let Some(r) = reply {
+                if stdin.write_all(r.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        }
+        drop(stdin);
+        let (_, doc) = report_of(child, &report).await;
+        let form = check(&doc, "host.notifications-have-no-id");
+        assert_eq!(form["status"], status, "{doc:#}");
+        if id.is_some() {
+            let d = form["detail"].as_str().unwrap_or_default();
+            assert!(d.contains("inference/lifecycle"), "{form}");
+            assert!(d.contains(r#""lc1""#), "{form}");
+        }
+    }
 }

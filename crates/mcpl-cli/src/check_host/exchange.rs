@@ -177,7 +177,10 @@ impl Run {
         // policy Request, whichever comes first.
         while let Some(m) = self.next_until(deadline).await {
             match m {
-                IncomingMessage::Notification(n) if n.method == Initialized::NAME => break,
+                IncomingMessage::Notification(n) if n.method == Initialized::NAME => {
+                    self.note_form(&n.method, None);
+                    break;
+                }
                 IncomingMessage::Notification(n) if n.method == FeatureSetsUpdate::NAME => {
                     notified |= self.policy_notification(n.params.as_ref());
                 }

@@ -67,6 +67,7 @@ catalogue! {
     "host.member-names-unique", "§4", "no object in a message from the host repeats a member name (RFC 8259 §4, I-JSON; a warning)";
     "host.hook-is-request", "§4.1", "context/beforeInference is sent as a Request, never as a Notification";
     "host.no-byte-order-mark", "§4", "no message from the host begins with a UTF-8 byte order mark (RFC 8259 §8.1; a warning)";
+    "host.notifications-have-no-id", "§4.1", "a notification-only method (notifications/initialized, inference/lifecycle, inference/chunk, channels/outgoing/*, MCP's notifications/*) is sent without an id";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -135,6 +135,11 @@ pub(super) struct Run {
     hooks_notified: usize,
     /// An `initialize` came as a Notification (without an id).
     pub(super) initialize_notified: bool,
+    /// Messages of a notification-only method (§4.1) the host sent, in either form; how many
+    /// came with an id, and the first of those (`host.notifications-have-no-id`).
+    notifications: usize,
+    notifications_with_id: usize,
+    first_notification_with_id: Option<String>,
     /// What the run is doing, named in the report when the host goes away.
     pub(super) stage: &'static str,
     /// How and when the host went away, once it has.
@@ -148,6 +153,9 @@ pub(super) struct Run {
     /// ([`super::watched::Repeats`]).
     pub(super) repeats: super::watched::Repeats,
 }
+
+/// At most this many characters of a request id (host-chosen) are quoted in a detail.
+const MAX_QUOTED_ID_CHARS: usize = 64;
 
 impl Run {
     /// A run over a connected peer.
@@ -175,6 +183,9 @@ impl Run {
             hooks: 0,
             hooks_notified: 0,
             initialize_notified: false,
+            notifications: 0,
+            notifications_with_id: 0,
+            first_notification_with_id: None,
             stage: "the connection",
             gone: None,
             unfinished: None,
@@ -609,8 +620,29 @@ impl Run {
         }
     }
 
+    /// Notes the form of a message of `method` the host sent (`id` for a Request): a
+    /// notification-only method (§4.1, by the library's method table:
+    /// [`crate::check::vocabulary::notification_only`]) carries no id.
+    pub(super) fn note_form(&mut self, method: &str, id: Option<&RequestId>) {
+        if !crate::check::vocabulary::notification_only(method) {
+            return;
+        }
+        self.notifications = self.notifications.saturating_add(1);
+        if let Some(id) = id {
+            self.notifications_with_id = self.notifications_with_id.saturating_add(1);
+            if self.first_notification_with_id.is_none() {
+                let id: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                self.first_notification_with_id = Some(format!("{method} (id {id})"));
+            }
+        }
+    }
+
     /// Answers (and judges) anything the host sends outside the awaited steps.
     pub(super) async fn handle(&mut self, m: IncomingMessage) {
+        match &m {
+            IncomingMessage::Request(r) => self.note_form(r.method(), Some(r.id())),
+            IncomingMessage::Notification(n) => self.note_form(&n.method, None),
+        }
         let req = match m {
             IncomingMessage::Request(r) => r,
             IncomingMessage::Notification(n) => {
@@ -757,6 +789,24 @@ impl Run {
                 let d = format!("{} context/beforeInference, each a Request", self.hooks);
                 self.record(form, Status::Pass, d);
             }
+        }
+        let form = "host.notifications-have-no-id";
+        if let Some(first) = &self.first_notification_with_id {
+            let d = format!(
+                "{} of {} message(s) of a notification-only method sent as a Request, with an \
+                 id (§4.1: a Notification carries none and gets no answer), the first {first}",
+                self.notifications_with_id, self.notifications
+            );
+            self.record(form, Status::Fail, d);
+        } else if self.notifications > 0 {
+            let d = format!(
+                "{} message(s) of a notification-only method, each without an id",
+                self.notifications
+            );
+            self.record(form, Status::Pass, d);
+        } else {
+            let why = "the host sent no notification-only method (§4.1) during the run";
+            self.record_unset(&[form], Status::Skip, why);
         }
         if self.unfinished.is_none() && self.gone.is_none() {
             let why = "every request was answered before the ping sent right behind it: none \
