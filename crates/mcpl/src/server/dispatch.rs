@@ -60,26 +60,9 @@ impl Answer {
     fn len(&self) -> usize {
         match self {
             Answer::Encoded(e) => e.get().len(),
-            Answer::Value(Ok(v)) => {
-                let mut counted = Counted(0);
-                let _ = serde_json::to_writer(&mut counted, v);
-                counted.0
-            }
+            Answer::Value(Ok(v)) => crate::jsonrpc::json_len(v),
             Answer::Value(Err(e)) => e.message.len(),
         }
-    }
-}
-
-/// A sink that only counts the bytes written to it.
-struct Counted(usize);
-
-impl std::io::Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 = self.0.saturating_add(buf.len());
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
