@@ -38,6 +38,16 @@ pub fn notification_only(method: &str) -> bool {
     }
 }
 
+/// The detail of a failed `rpc.notifications-have-no-id` / `host.notifications-have-no-id`:
+/// `with_id` of the `seen` messages of a [`notification_only`] method carried an id, the
+/// first of them described by `first`.
+pub fn notifications_with_id_detail(with_id: usize, seen: usize, first: &str) -> String {
+    format!(
+        "{with_id} of {seen} message(s) of a notification-only method sent as a Request, with \
+         an id (§4.1: a Notification carries none and gets no answer), the first {first}"
+    )
+}
+
 /// What a foreign method is known to be, if anything.
 fn era(method: &str) -> Option<String> {
     if let Some(section) = mcpl::protocol::removed_in(method) {

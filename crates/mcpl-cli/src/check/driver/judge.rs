@@ -287,10 +287,10 @@ impl Session {
         }
         let form = "rpc.notifications-have-no-id";
         if let Some(first) = &self.first_notification_with_id {
-            let d = format!(
-                "{} of {} message(s) of a notification-only method sent as a Request, with an \
-                 id (§4.1: a Notification carries none and gets no answer), the first {first}",
-                self.notifications_with_id, self.notifications_seen
+            let d = crate::check::vocabulary::notifications_with_id_detail(
+                self.notifications_with_id,
+                self.notifications_seen,
+                first,
             );
             self.rec.record(form, Status::Fail, d);
         }
