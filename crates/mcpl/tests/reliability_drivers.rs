@@ -783,34 +783,7 @@ async fn after_the_hosts_half_close_a_call_fails_at_once_while_the_outbox_is_ful
     host.connect(&["tools", "inferenceRequest"]).await;
     // More than the writer's queue (8 MiB) and the outbox's call bound (4 MiB) hold, within
     // the byte bound (32 MiB), so the reader answers none of them itself.
-    for id in 0..16u64 {
-        host.send(
-            json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
-                         "params": {"name": "big", "arguments": {}}}),
-        )
-        .await;
-    }
-    // Paused time: the sleep ends once every task is blocked on the host, which reads
-    // nothing.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
-        .await
-        .unwrap();
-    let params = serde_json::from_value(json!({
-        "featureSet": "digest",
-        "messages": [{"role": "user", "content": "summarise"}]
-    }))
-    .unwrap();
-    let e = session.inference_request(params).await.unwrap_err();
-    assert_eq!(
-        e,
-        mcpl::server::SendError::Peer(mcpl::peer::PeerError::Closed(mcpl::peer::CloseReason::Eof))
-    );
-    use futures_util::FutureExt;
-    assert!(
-        session.closed().now_or_never().is_none(),
-        "refused while the connection is still open (the host may still read)"
-    );
+    flood_half_close_and_ask(&mut host, &session).await;
 }
 
 /// The same while a handler still runs after the host's end of output (so the driver does
@@ -848,6 +821,14 @@ async fn after_the_hosts_half_close_a_call_fails_at_once_while_a_handler_still_r
     host.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                      "params": {"name": "hang", "arguments": {}}}))
         .await;
+    flood_half_close_and_ask(&mut host, &session).await;
+}
+
+/// The end of the half-close tests: 16 `big` calls the host never reads the answers of, the
+/// host's half-close once every task is blocked (paused time), then the server's own
+/// `inference/request`, which must be refused `Closed(Eof)` while the connection is still
+/// open (the host may still read).
+async fn flood_half_close_and_ask(host: &mut PipeHost, session: &mcpl::server::Session) {
     for id in 0..16u64 {
         host.send(
             json!({"jsonrpc": "2.0", "id": 10 + id, "method": "tools/call",
