@@ -116,7 +116,7 @@ pub use turns::*;
 /// What the session's handles and its driver share: fixed at connect, or published by the
 /// driver alone ([`Shared::publish`]).
 struct Shared {
-    config: HostConfig,
+    config: Settings,
     /// The channel bounds and patterns of [`HostConfig`], read once.
     channel_limits: session::ChannelLimits,
     /// The server's label, set once `initialize` is answered; shared with the connection's
@@ -141,6 +141,36 @@ struct Shared {
     /// so a diagnostic reported from the other side at the same time cannot slip in ahead
     /// of the count.
     diags_lost: Arc<Mutex<Lost>>,
+}
+
+/// What the session's handles and its driver read of [`HostConfig`] once connected: the
+/// timeouts, the event bound and the handlers. The rest of the configuration went into the
+/// state machine's [`session::HostRules`]; keeping the whole `HostConfig` as well held a
+/// second copy of it (and of its policy strings) per connection (issue #24, idle memory).
+struct Settings {
+    initialize_timeout: Duration,
+    policy_timeout: Duration,
+    hook_timeout: Duration,
+    manifest_timeout: Duration,
+    max_event_bytes: usize,
+    request_timeout: Option<Duration>,
+    request_handler: Option<RequestHandler>,
+    stream_handler: Option<StreamHandler>,
+}
+
+impl Settings {
+    fn of(config: HostConfig) -> Settings {
+        Settings {
+            initialize_timeout: config.initialize_timeout,
+            policy_timeout: config.policy_timeout,
+            hook_timeout: config.hook_timeout,
+            manifest_timeout: config.manifest_timeout,
+            max_event_bytes: config.max_event_bytes,
+            request_timeout: config.peer.request_timeout,
+            request_handler: config.request_handler,
+            stream_handler: config.stream_handler,
+        }
+    }
 }
 
 /// Diagnostics not delivered since the last one that was ([`report_diag`]), and whether
@@ -308,7 +338,7 @@ impl HostSession {
         let (ctx, crx) = queue::channel(driver::COMMANDS_QUEUED);
         let shared = Arc::new(Shared {
             channel_limits: config.channel_limits(),
-            config,
+            config: Settings::of(config),
             label: Arc::new(std::sync::OnceLock::new()),
             snapshot: Mutex::new(Arc::new(Snapshot::of(&state))),
             queued: std::sync::atomic::AtomicUsize::new(0),
@@ -422,7 +452,7 @@ impl HostSession {
         method: &str,
         make: impl FnOnce(Reply<T>) -> Cmd,
     ) -> Result<T, HostError> {
-        let timeout = self.inner.shared.config.peer.request_timeout;
+        let timeout = self.inner.shared.config.request_timeout;
         self.call_within(method, timeout, make).await
     }
 
@@ -475,7 +505,7 @@ impl HostSession {
             return Ok(());
         }
         let timeout = request
-            .then_some(self.inner.shared.config.peer.request_timeout)
+            .then_some(self.inner.shared.config.request_timeout)
             .flatten();
         match self.call_within(method, timeout, Cmd::Barrier).await {
             Err(e @ HostError::Peer(PeerError::Timeout { .. })) => Err(e),

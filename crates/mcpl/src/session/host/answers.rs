@@ -231,7 +231,7 @@ impl HostState {
         let reviewed = ManifestReview::initial(
             manifest,
             Some(caps),
-            self.rules.policy.iter().map(String::as_str),
+            self.p.policy.iter().map(String::as_str),
             wall,
         );
         let (review, findings) = match reviewed {
@@ -252,7 +252,7 @@ impl HostState {
         }
         let hg = match HostGrant::compute(
             review.advertised(),
-            self.rules.policy.iter().map(String::as_str),
+            self.p.policy.iter().map(String::as_str),
         ) {
             Ok(hg) => hg,
             Err(e) => return self.connected(Err(e.into())),

@@ -230,6 +230,8 @@ enum Phase {
 /// [`poll_output`](Self::poll_output); sleep until [`poll_timeout`](Self::poll_timeout).
 #[derive(Debug)]
 pub struct HostState {
+    /// The rules, less `policy`, `enabled` and `disabled`: those moved into `p` (one copy
+    /// per connection, not two).
     rules: HostRules,
     host_allows: Grant,
     origin: (Instant, SystemTime),
@@ -276,16 +278,16 @@ impl HostState {
     /// `wall` are the same moment on the monotonic and the wall clock (the wall clock dates
     /// the manifest review's grant records).
     pub fn new(
-        rules: HostRules,
+        mut rules: HostRules,
         now: Instant,
         wall: SystemTime,
     ) -> Result<HostState, PatternError> {
         let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
         Ok(HostState {
             p: HostPolicy::new(
-                rules.policy.clone(),
-                rules.enabled.clone(),
-                rules.disabled.clone(),
+                std::mem::take(&mut rules.policy),
+                rules.enabled.take(),
+                std::mem::take(&mut rules.disabled),
             ),
             limiter: FetchLimiter::new(rules.manifest_fetch_burst, rules.manifest_fetch_per_sec),
             announced: None,
