@@ -41,12 +41,15 @@ impl HostSession {
         .map_err(HostError::from)
     }
 
-    /// Sends a typed request after outbound gating (refused locally if not granted).
+    /// Sends a typed request after outbound gating (refused locally if not granted). The
+    /// params are made a `Value` once, for the gate and the wire alike (`null` params send
+    /// no member, as [`Peer::request`]).
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
         self.in_order(M::NAME, true).await?;
         self.gate_public(M::NAME, Some(&v))?;
-        Ok(self.inner.peer.request::<M>(params).await?)
+        let value = self.inner.peer.request_raw(M::NAME, Some(v)).await?;
+        Ok(crate::peer::decode_result::<M>(value)?)
     }
 
     /// Sends a typed notification after outbound gating (refused locally if not granted):
@@ -56,7 +59,7 @@ impl HostSession {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
         self.in_order(M::NAME, false).await?;
         self.gate_public(M::NAME, Some(&v))?;
-        Ok(self.inner.peer.notify::<M>(params).await?)
+        Ok(self.inner.peer.notify_raw(M::NAME, Some(v)).await?)
     }
 
     /// Sends a raw request after outbound gating (`Value::Null` sends no `params` member;

@@ -187,6 +187,15 @@ pub(crate) fn params_for_wire(
     Ok(crate::jsonrpc::params_to_send(params))
 }
 
+/// `M`'s result decoded from the `value` it was answered with; [`PeerError::Decode`] if it
+/// does not fit.
+pub(crate) fn decode_result<M: Method>(value: Value) -> Result<M::Result, PeerError> {
+    serde_json::from_value(value).map_err(|e| PeerError::Decode {
+        method: M::NAME.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
 fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Option<Value>, PeerError> {
     let v = serde_json::to_value(params).map_err(|e| PeerError::Encode {
         method: method.to_owned(),
@@ -282,10 +291,7 @@ impl Peer {
     ) -> Result<M::Result, PeerError> {
         let params = encode_params(M::NAME, params)?;
         let value = self.request_raw_with(M::NAME, params, options).await?;
-        serde_json::from_value(value).map_err(|e| PeerError::Decode {
-            method: M::NAME.to_owned(),
-            reason: e.to_string(),
-        })
+        decode_result::<M>(value)
     }
 
     /// Sends a request by method name; `params: None` (or `null`) omits the member, and a
