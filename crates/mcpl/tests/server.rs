@@ -1732,6 +1732,81 @@ async fn ignored_notifications_are_reported() {
     assert_eq!(d.code(), "unknown_notification");
 }
 
+/// §14.3: an outgoing stream the grant lets through (`channels.streaming`) to a server with
+/// no handler for it, neither `on_outgoing_chunk` nor `on_outgoing_complete`, is reported
+/// (`unhandled_notification`, an author mistake): the text would vanish. A server with
+/// only the `complete` handler reads the whole text there, so its chunks are no mistake,
+/// and a server with only the chunk handler has read the text by the `complete`.
+#[tokio::test]
+async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silently() {
+    let chunk = json!({"inferenceId": "i", "channelId": "c", "index": 0, "delta": "hi"});
+    let complete = json!({"inferenceId": "i", "channelId": "c", "content": "hi"});
+    let stream = |host: &Host| {
+        let (peer, chunk, complete) = (host.peer.clone(), chunk.clone(), complete.clone());
+        async move {
+            peer.notify_raw("channels/outgoing/chunk", Some(chunk))
+                .await
+                .unwrap();
+            peer.notify_raw("channels/outgoing/complete", Some(complete))
+                .await
+                .unwrap();
+            // A marker after them: whatever they caused is on the stream before it.
+            peer.notify_raw("vendor/marker", Some(json!({})))
+                .await
+                .unwrap();
+        }
+    };
+    let codes_until_marker = |mut diags: tokio::sync::broadcast::Receiver<_>| async move {
+        let mut codes = Vec::new();
+        loop {
+            let d: mcpl::server::ServerDiagnostic = diags.recv().await.unwrap();
+            if matches!(&d, mcpl::server::ServerDiagnostic::UnknownNotification { method, .. } if method == "vendor/marker")
+            {
+                return codes;
+            }
+            codes.push((d.code(), d.detail()));
+        }
+    };
+    let granted = json!({"effectiveCapabilities": ["channels.streaming"]});
+
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, granted.clone()).await;
+    let diags = host.session.diagnostics();
+    stream(&host).await;
+    let codes = codes_until_marker(diags).await;
+    assert_eq!(codes.len(), 2, "{codes:?}");
+    assert!(
+        codes.iter().all(|(c, _)| *c == "unhandled_notification"),
+        "{codes:?}"
+    );
+    assert!(codes[0].1.contains("channels/outgoing/chunk"), "{codes:?}");
+    assert!(
+        codes[1].1.contains("channels/outgoing/complete"),
+        "{codes:?}"
+    );
+
+    let done = Arc::new(Mutex::new(Vec::<String>::new()));
+    let d2 = done.clone();
+    let server = builder()
+        .on_outgoing_complete(move |c| d2.lock().unwrap().push(c.channel_id.clone()))
+        .build()
+        .unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, granted.clone()).await;
+    let diags = host.session.diagnostics();
+    stream(&host).await;
+    assert_eq!(codes_until_marker(diags).await, []);
+    assert_eq!(*done.lock().unwrap(), ["c"]);
+
+    let server = builder().on_outgoing_chunk(|_| {}).build().unwrap();
+    let host = connect(&server, true).await;
+    policy(&host, granted).await;
+    let diags = host.session.diagnostics();
+    stream(&host).await;
+    assert_eq!(codes_until_marker(diags).await, []);
+}
+
 /// A diagnostic holds at most `session::DIAGNOSTIC_TEXT_BYTES` of what the host chose,
 /// saying its length: the stream keeps the last 256 diagnostics for a subscriber, and a host
 /// naming its notifications with 4 MiB methods made each of them hold the whole name.

@@ -412,7 +412,9 @@ impl ServerBuilder {
     }
 
     /// Observes `channels/outgoing/chunk` (§14.3): advisory text, never delivered content.
-    /// No session: delivery happens only via `channels/publish` (§14.5).
+    /// No session: delivery happens only via `channels/publish` (§14.5). A server granted
+    /// `channels.streaming` with neither this nor [`Self::on_outgoing_complete`] has each
+    /// stream notification reported (`unhandled_notification`).
     pub fn on_outgoing_chunk(
         mut self,
         f: impl Fn(&OutgoingChunkParams) + Send + Sync + 'static,

@@ -33,23 +33,25 @@ pub(super) fn on_notification(conn: &Arc<Conn>, n: Notification) {
     }
     let h = &conn.server.handlers;
     match method {
+        // §14.3: a server with either handler reads the stream (the chunks are advisory,
+        // `complete` carries the whole text); with neither, its text would vanish unseen.
         ChannelsOutgoingChunk::NAME => {
             match crate::jsonrpc::parse_params::<OutgoingChunkParams>(n.params) {
-                Ok(p) => {
-                    if let Some(f) = &h.outgoing_chunk {
-                        f(&p)
-                    }
-                }
+                Ok(p) => match (&h.outgoing_chunk, &h.outgoing_complete) {
+                    (Some(f), _) => f(&p),
+                    (None, Some(_)) => {}
+                    (None, None) => unhandled(conn, method),
+                },
                 Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
         ChannelsOutgoingComplete::NAME => {
             match crate::jsonrpc::parse_params::<OutgoingCompleteParams>(n.params) {
-                Ok(p) => {
-                    if let Some(f) = &h.outgoing_complete {
-                        f(&p)
-                    }
-                }
+                Ok(p) => match (&h.outgoing_complete, &h.outgoing_chunk) {
+                    (Some(f), _) => f(&p),
+                    (None, Some(_)) => {}
+                    (None, None) => unhandled(conn, method),
+                },
                 Err(e) => conn.diagnostic(invalid(method, e)),
             }
         }
@@ -88,6 +90,15 @@ fn untyped(conn: &Arc<Conn>, n: Notification) {
     });
 }
 
+/// A notification the grant let through (so the server advertised its capability) that no
+/// handler takes: reported, an author mistake (warned once per connection, then logged at
+/// `debug`).
+fn unhandled(conn: &Conn, method: &str) {
+    conn.diagnostic(ServerDiagnostic::UnhandledNotification {
+        method: method.to_owned(),
+    });
+}
+
 pub(super) fn spawn_notification<P, R>(
     conn: &Arc<Conn>,
     method: &str,
@@ -98,11 +109,7 @@ pub(super) fn spawn_notification<P, R>(
     R: Send + 'static,
 {
     let Some(handler) = handler else {
-        // Gated above: the grant allows the method, so the server advertised its capability.
-        conn.diagnostic(ServerDiagnostic::UnhandledNotification {
-            method: method.to_owned(),
-        });
-        return;
+        return unhandled(conn, method);
     };
     // What it will hold while its handler runs (its params), weighed before they are read.
     let limit = super::conn::notification_byte_limit(&conn.server.peer_config);
