@@ -858,3 +858,64 @@ async fn flood_half_close_and_ask(host: &mut PipeHost, session: &mcpl::server::S
         "refused while the connection is still open (the host may still read)"
     );
 }
+
+/// The host's half-close is an input as soon as it is read, though the peer's reader still
+/// holds its own `busy` answers (§5; `ServerState::handle_eof`) for a host that does not
+/// read yet: the session is told the input ended while the host reads nothing, and every
+/// `busy` answer is still written once it reads. Before, the reader held the end back until
+/// it had queued those answers, so the end came only at the drain limit (5 s), and the
+/// answers still held then were dropped.
+#[tokio::test(start_paused = true)]
+async fn the_hosts_half_close_is_seen_while_the_reader_holds_its_busy_answers() {
+    const FLOOD: u64 = 256;
+    let server = builder()
+        .peer_config(PeerConfig {
+            max_in_flight_requests: 1,
+            outgoing_capacity: 1,
+            ..PeerConfig::default()
+        })
+        .tool(
+            "hang",
+            "Never returns",
+            json!({"type": "object"}),
+            |_s, _p| async {
+                std::future::pending::<()>().await;
+                unreachable!("pending never resolves")
+            },
+        )
+        .build()
+        .unwrap();
+    let (mut host, session) = PipeHost::start(&server);
+    let mut diagnostics = session.diagnostics();
+    host.connect(&["tools"]).await;
+    // The one request in flight the bound allows, never answered.
+    host.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                     "params": {"name": "hang", "arguments": {}}}))
+        .await;
+    // Each answered `busy` by the reader, under a 1,000-byte id: together far more than the
+    // pipe (64 KiB) and the writer's queue (one frame) take while the host reads nothing.
+    let pad = "p".repeat(990);
+    for n in 0..FLOOD {
+        host.send(json!({"jsonrpc": "2.0", "id": format!("{n}-{pad}"), "method": "ping"}))
+            .await;
+    }
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    // Told while the host still reads nothing (paused time: this would also end at the
+    // drain limit, which is why the answers are counted below).
+    loop {
+        match diagnostics.recv().await {
+            Ok(ServerDiagnostic::InputEnded) => break,
+            Ok(_) => {}
+            Err(e) => panic!("no InputEnded: {e}"),
+        }
+    }
+    let mut busy = 0;
+    while let Some(f) = host.frame().await {
+        if f["error"]["code"] == -32000 {
+            busy += 1;
+        }
+    }
+    assert_eq!(busy, FLOOD, "busy answers lost at the host's half-close");
+}

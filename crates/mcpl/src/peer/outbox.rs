@@ -199,6 +199,23 @@ impl Outbox {
         self.drop_held();
     }
 
+    /// Moves everything held into the writer's queue now, past its capacity (bounded by
+    /// what the owner let it hold: [`Self::reads_replies`]): for the reader at the other
+    /// side's EOF, which tells the end at once and must not lose its own answers to a
+    /// close that follows (the writer writes what is queued before it shuts down).
+    pub(super) fn hand_over(&mut self) {
+        let shared = self.shared.clone();
+        let bytes = &mut self.bytes;
+        let moved = shared.out.push_past_capacity(&mut self.held, |h: Held| {
+            *bytes = bytes.saturating_sub(h.text.len());
+            drop(h.owed);
+            h.text
+        });
+        if moved.is_err() {
+            self.drop_held();
+        }
+    }
+
     /// Sends request `method` (as [`Peer::send_request`]: its response comes through
     /// [`Incoming::recv_ordered`]) without waiting; its id.
     pub(crate) fn request(

@@ -304,6 +304,39 @@ impl<T> Sender<T> {
         }
     }
 
+    /// Queues every item of `held` now (each through `into`), past the capacity and the
+    /// weight cap: for a sender whose backlog is bounded by its own limits and must not be
+    /// held back any longer (the reader's own answers at EOF, [`Outbox::hand_over`]). The
+    /// queue holds them until received; later senders wait until it has room again.
+    /// `Err` (with `held` untouched) once the receiver is closed or gone.
+    ///
+    /// [`Outbox::hand_over`]: super::Outbox::hand_over
+    pub(crate) fn push_past_capacity<H>(
+        &self,
+        held: &mut VecDeque<H>,
+        mut into: impl FnMut(H) -> T,
+    ) -> Result<(), ()> {
+        let mut st = self.chan.state();
+        if st.rx_closed {
+            return Err(());
+        }
+        if held.is_empty() {
+            return Ok(());
+        }
+        while let Some(h) = held.pop_front() {
+            let item = into(h);
+            if self.chan.weighted {
+                let weight = self.chan.weigh.map_or(0, |w| w(&item));
+                st.weights.push_back(weight);
+                st.weight = st.weight.saturating_add(weight);
+            }
+            st.items.push_back(item);
+        }
+        drop(st);
+        self.chan.ready.wake();
+        Ok(())
+    }
+
     /// How many more items [`Sender::try_send`] would queue now (0 once the receiver is
     /// closed or gone, or while senders wait for room): a single producer that checks it
     /// first never has an item refused.

@@ -73,17 +73,14 @@ pub(super) async fn reader_task(
                 }
             }
             Ok(None) => {
-                // The reader's own answers go out before the end is told: an application
-                // (a session's driver) that closes once it has seen the end would otherwise
-                // drop what the reader still holds. Bounded by the write timeout or the drain
-                // limit, as a reader that waited for the writer with each answer was.
-                Box::pin(async {
-                    tokio::select! {
-                        () = replies.drain() => {}
-                        _ = until_closed(&mut closed) => {}
-                    }
-                })
-                .await;
+                // The reader's own answers are queued before the end is told: an
+                // application (a session's driver) that closes once it has seen the end
+                // would otherwise drop what the reader still holds. Queued at once, past
+                // the writer's capacity (they are bounded by `Outbox::reads_replies`), not
+                // waited for: the end is an input as soon as it is read, whatever the other
+                // side still has to read (a wait here held it back until the drain limit,
+                // then dropped what was still held).
+                replies.hand_over();
                 // The other side sent everything it will send: our own requests can no
                 // longer be answered, but the responses we owe are still written (bounded by
                 // the write timeout or the drain limit) before the connection closes.
