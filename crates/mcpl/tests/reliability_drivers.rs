@@ -919,3 +919,72 @@ async fn the_hosts_half_close_is_seen_while_the_reader_holds_its_busy_answers() 
     }
     assert_eq!(busy, FLOOD, "busy answers lost at the host's half-close");
 }
+
+/// An MCP fallback whose `initialize` answers once the session says the host's input ended.
+struct AnswersAtTheEnd {
+    diagnostics: std::sync::Mutex<Option<broadcast::Receiver<ServerDiagnostic>>>,
+}
+
+impl mcpl::server::McpFallback for AnswersAtTheEnd {
+    fn initialize(
+        &self,
+        _id: &mcpl::jsonrpc::RequestId,
+        params: serde_json::Value,
+    ) -> mcpl::server::FallbackFuture {
+        let rx = self.diagnostics.lock().unwrap().take();
+        Box::pin(async move {
+            let mut rx = rx.expect("initialize is handed out once");
+            loop {
+                match rx.recv().await {
+                    Ok(ServerDiagnostic::InputEnded) => break,
+                    Ok(_) => {}
+                    Err(e) => panic!("no InputEnded: {e}"),
+                }
+            }
+            Ok(
+                json!({"protocolVersion": params["protocolVersion"], "capabilities": {},
+                      "serverInfo": {"name": "inner", "version": "1"}}),
+            )
+        })
+    }
+
+    fn request(
+        &self,
+        _id: &mcpl::jsonrpc::RequestId,
+        method: &str,
+        _params: Option<serde_json::Value>,
+    ) -> mcpl::server::FallbackFuture {
+        let e = mcpl::jsonrpc::ErrorObject::method_not_found(method);
+        Box::pin(async move { Err(e) })
+    }
+
+    fn notification(&self, _method: &str, _params: Option<serde_json::Value>) {}
+}
+
+/// The host's half-close is an input as soon as it is read while the MCP fallback's
+/// `initialize` is pending (`ServerState::handle_eof`): the fallback, told the input ended,
+/// answers, and the host still reads that answer. Before, the driver read nothing until
+/// `initialize` was answered, the end included: the fallback waited for an end it was never
+/// told of, and the connection closed at the drain limit with `initialize` unanswered.
+#[tokio::test(start_paused = true)]
+async fn the_hosts_half_close_is_seen_while_the_fallbacks_initialize_is_pending() {
+    let server = builder()
+        .mcp_fallback(|session| {
+            Arc::new(AnswersAtTheEnd {
+                diagnostics: std::sync::Mutex::new(Some(session.diagnostics())),
+            })
+        })
+        .build()
+        .unwrap();
+    let (mut host, _session) = PipeHost::start(&server);
+    host.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "pipe-host", "version": "0"}}}))
+        .await;
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    let answer = host.response(1).await.expect("initialize answered");
+    assert_eq!(answer["result"]["serverInfo"]["name"], "inner", "{answer}");
+}

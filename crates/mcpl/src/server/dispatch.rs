@@ -228,8 +228,8 @@ pub(super) fn on_request(
 ) -> Handled {
     let h = &conn.server.handlers;
     if method == Initialize::NAME {
-        // Handed out only to a connection with a fallback; the driver reads nothing more
-        // until it answers (as the host waits for it).
+        // Handed out only to a connection with a fallback; the driver feeds nothing more
+        // until it answers (as the host waits for it), though it sees the host's end.
         let Some(f) = conn.fallback() else {
             return Handled::now(Err(ErrorObject::method_not_found(method)));
         };

@@ -107,8 +107,12 @@ pub(super) struct Driver {
     /// The state's generation last published.
     published: Option<u64>,
     /// The host's `initialize`, handed to the MCP fallback and not yet answered: nothing
-    /// more is read from the wire until it is (the host waits for it too).
+    /// after it is fed until it is (the host waits for it too). One more item is read
+    /// meanwhile (`parked`), so the host's end of output is an input as soon as it is read.
     initializing: Option<RequestId>,
+    /// The message read while `initializing`, fed once `initialize` is answered; reading
+    /// stops while it waits (one message at most).
+    parked: Option<Ordered>,
     /// Barriers waiting for the frames taken before them: each with the number of the last
     /// ([`Outbox::sent`]), in order.
     barriers: std::collections::VecDeque<(u64, oneshot::Sender<()>)>,
@@ -164,6 +168,7 @@ impl Driver {
             initialized_with: None,
             published: None,
             initializing: None,
+            parked: None,
             barriers: std::collections::VecDeque::new(),
             closing: false,
         })
@@ -179,6 +184,12 @@ impl Driver {
         let mut read_all = false;
         let mut alarm = Alarm::new();
         loop {
+            if self.initializing.is_none() {
+                if let Some(m) = self.parked.take() {
+                    self.received(m);
+                    self.publish();
+                }
+            }
             let ended =
                 read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some());
             if ended || self.closing {
@@ -209,7 +220,9 @@ impl Driver {
                     self.take_manifest_change();
                     self.outputs();
                 }
-                m = self.incoming.recv_ordered(), if reading && !read_all && self.initializing.is_none() => match m {
+                m = self.incoming.recv_ordered(), if reading && !read_all && self.parked.is_none() => match m {
+                    // Behind the fallback's `initialize`: fed once it is answered.
+                    Some(m) if self.initializing.is_some() => self.parked = Some(m),
                     Some(m) => self.received(m),
                     // The host sends no more; what it is owed is still answered (the
                     // handlers' answers come as commands), unless the connection closed.

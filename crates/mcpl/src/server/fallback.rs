@@ -57,8 +57,9 @@ pub(super) fn spawn_fallback(
 }
 
 /// Hands the host's `initialize` to the fallback like any handler (a fallback that waits,
-/// e.g. on the session's own senders, never holds up the driver); the driver reads no
-/// more of the wire until it is answered. The session makes the answer its own
+/// e.g. on the session's own senders, never holds up the driver); the driver feeds nothing
+/// read after it until it is answered, but the host's end of output is told at once
+/// (`ServerDiagnostic::InputEnded`). The session makes the answer its own
 /// (`session::application_initialize_result`, the manifest set under
 /// `capabilities.experimental.mcpl`). Reading: the fallback gets the connection's request
 /// timeout to answer (without one it is waited for).
