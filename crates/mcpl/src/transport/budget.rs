@@ -478,6 +478,21 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
     }
 }
 
+impl<S> Metered<S> {
+    /// Tells the meter what a write of `len` bytes left unwritten (only when it changed).
+    fn note_unsent(&mut self, len: usize, result: &Poll<io::Result<usize>>) {
+        let unsent = match result {
+            Poll::Ready(Ok(n)) => len.saturating_sub(*n),
+            Poll::Pending => len,
+            Poll::Ready(Err(_)) => self.unsent,
+        };
+        if unsent != self.unsent {
+            self.unsent = unsent;
+            self.meter.lock().unwrap_or_else(|e| e.into_inner()).unsent = unsent;
+        }
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
     /// Writes through, noting what the write left unwritten for the meter.
     fn poll_write(
@@ -487,15 +502,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        let unsent = match &result {
-            Poll::Ready(Ok(n)) => buf.len().saturating_sub(*n),
-            Poll::Pending => buf.len(),
-            Poll::Ready(Err(_)) => this.unsent,
-        };
-        if unsent != this.unsent {
-            this.unsent = unsent;
-            this.meter.lock().unwrap_or_else(|e| e.into_inner()).unsent = unsent;
-        }
+        this.note_unsent(buf.len(), &result);
         result
     }
 
@@ -512,7 +519,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        // Noted as a plain write is: every write path tells the meter what it left.
+        let this = &mut *self;
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        let len = bufs.iter().fold(0usize, |n, b| n.saturating_add(b.len()));
+        this.note_unsent(len, &result);
+        result
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -640,5 +652,50 @@ mod tests {
         let refused = m.feed(rest).unwrap_err();
         assert_eq!(refused.limit, 4096);
         assert_eq!(budget.used(), 0);
+    }
+
+    /// A writer that takes at most `0` bytes of each write (vectored ones included, through
+    /// tokio's default: the first non-empty slice).
+    struct TakesAtMost(usize);
+
+    impl AsyncWrite for TakesAtMost {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len().min(self.0)))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// What a vectored write leaves unwritten is noted for the meter as a plain write's is
+    /// (the WebSocket reader bounds the pongs held unsent by it, `ws::MAX_UNSENT_PONG_BYTES`).
+    /// Before, a vectored write went through unnoted: the meter kept what the last plain
+    /// write left, 0 here, however much was held.
+    #[tokio::test]
+    async fn a_vectored_write_notes_what_it_left_unsent() {
+        use tokio::io::AsyncWriteExt;
+        let meter = Arc::new(Mutex::new(Meter::new(MessageBudget::new(1 << 20))));
+        let mut w = Metered::new(TakesAtMost(10), meter.clone());
+        let (a, b) = ([1u8; 100], [2u8; 50]);
+        let n = w
+            .write_vectored(&[io::IoSlice::new(&a), io::IoSlice::new(&b)])
+            .await
+            .unwrap();
+        assert_eq!(n, 10);
+        assert_eq!(meter.lock().unwrap().unsent(), 140);
+        // A write that takes everything leaves nothing unsent.
+        w.inner.0 = 1000;
+        let n = w.write_vectored(&[io::IoSlice::new(&a)]).await.unwrap();
+        assert_eq!(n, 100);
+        assert_eq!(meter.lock().unwrap().unsent(), 0);
     }
 }
