@@ -432,7 +432,14 @@ fn server_that_never_answers_initialize_gets_a_complete_report() {
 fn exit_2_when_the_command_does_not_exist() {
     let (code, doc) = check(&["--", "/nonexistent/mcpl-no-such-server"]);
     assert_eq!(code, 2);
-    assert!(doc["error"].as_str().unwrap().contains("cannot start"));
+    let error = doc["error"].as_str().unwrap();
+    assert!(error.contains("cannot start"), "{error}");
+    // Named once: the library's spawn error names the program itself.
+    assert_eq!(
+        error.matches("/nonexistent/mcpl-no-such-server").count(),
+        1,
+        "{error}"
+    );
     assert_complete(&doc);
     assert_eq!(doc["summary"]["fail"], 0);
 }

@@ -331,15 +331,12 @@ fn run(args: &CheckArgs) -> Report {
             }
         },
     };
-    let (dial, what) = match target {
-        Target::Command(argv) => {
-            let what = Some(format!("cannot start {:?}", argv.join(" ")));
-            (conn::Dial::Command(argv), what)
-        }
+    // The library's errors name the program (`child::spawn`) or the address.
+    let dial = match target {
+        Target::Command(argv) => conn::Dial::Command(argv),
         Target::Tcp(addr) => {
-            // The library's endpoint errors already name the address.
             let address = format!("tcp://{addr}");
-            (conn::Dial::Endpoint { address, tls: None }, None)
+            conn::Dial::Endpoint { address, tls: None }
         }
         Target::Ws(url) => {
             // `None` lets the library trust its bundled (webpki) roots for `wss:`.
@@ -350,14 +347,11 @@ fn run(args: &CheckArgs) -> Report {
                 },
                 _ => None,
             };
-            (conn::Dial::Endpoint { address: url, tls }, None)
+            conn::Dial::Endpoint { address: url, tls }
         }
     };
     let bound = session_bound(timing, &scenario);
-    let conn = Conn::open(dial.clone(), timing.step, transcript.clone()).map_err(|e| match &what {
-        Some(what) => format!("{what}: {e}"),
-        None => e.to_string(),
-    });
+    let conn = Conn::open(dial.clone(), timing.step, transcript.clone()).map_err(|e| e.to_string());
     let mut conn = match conn {
         Ok(c) => c,
         Err(e) => return unreachable_report(label, e),

@@ -891,9 +891,10 @@ async fn open(
                 .ok_or_else(|| "empty command".to_owned())?;
             let mut command = tokio::process::Command::new(prog);
             command.args(args);
+            // The error names the program ("cannot start …").
             mcpl::transport::child::spawn(&mut command)
                 .map(|(t, c)| (t, Some(c)))
-                .map_err(|e| format!("cannot start {:?}: {e}", argv.join(" ")))
+                .map_err(|e| e.to_string())
         }
         Target::Tcp(addr) => dial(&format!("tcp://{addr}"), None, timeout).await,
         Target::Ws(url) => dial(url, tls, timeout).await,

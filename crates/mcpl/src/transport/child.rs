@@ -93,8 +93,9 @@ fn spawn_inner(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
-    let description = format!("child {:?}", command.as_std().get_program());
-    let mut child = command.spawn()?;
+    let program = command.as_std().get_program().to_owned();
+    let description = format!("child {program:?}");
+    let mut child = command.spawn().map_err(|e| SpawnFailed::wrap(program, e))?;
     let stderr = child.stderr.take();
     let stdin = child
         .stdin
@@ -144,6 +145,32 @@ fn spawn_inner(
         description,
     };
     Ok((transport, control, stderr))
+}
+
+/// A child that could not be started: names its program, which the OS error alone does not
+/// ("No such file or directory"); the error's kind and its source are the OS error's.
+#[derive(Debug)]
+struct SpawnFailed {
+    program: std::ffi::OsString,
+    source: io::Error,
+}
+
+impl SpawnFailed {
+    fn wrap(program: std::ffi::OsString, source: io::Error) -> io::Error {
+        io::Error::new(source.kind(), SpawnFailed { program, source })
+    }
+}
+
+impl std::fmt::Display for SpawnFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot start {:?}: {}", self.program, self.source)
+    }
+}
+
+impl std::error::Error for SpawnFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 async fn kill_and_wait(child: &mut tokio::process::Child) -> io::Result<ExitStatus> {
@@ -223,5 +250,45 @@ impl FrameReader for ChildReader {
 
     fn ended_mid_line(&self) -> bool {
         self.lines.as_ref().is_some_and(FrameReader::ended_mid_line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that cannot be started is named in the error, whose kind stays the OS
+    /// error's (a caller still matches `NotFound` / `PermissionDenied`). Before, the error
+    /// was the bare OS one, "No such file or directory (os error 2)", naming nothing.
+    #[tokio::test]
+    async fn a_program_that_cannot_start_is_named_and_keeps_its_kind() {
+        let missing = "/nonexistent/mcpl-no-such-program";
+        let Err(e) = spawn(&mut Command::new(missing)) else {
+            panic!("{missing} started");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains(missing), "{e}");
+        let source = std::error::Error::source(e.get_ref().expect("wrapped"));
+        assert!(source.is_some(), "the OS error is kept as the source");
+        let Err(e) = spawn_with_stderr(&mut Command::new(missing)) else {
+            panic!("{missing} started");
+        };
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains(missing), "{e}");
+    }
+
+    /// The same for a file that is not executable (`PermissionDenied`).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_program_that_is_not_executable_is_named_and_keeps_its_kind() {
+        let path = std::env::temp_dir().join(format!("mcpl-not-executable-{}", std::process::id()));
+        std::fs::write(&path, "not a program").unwrap();
+        let result = spawn(&mut Command::new(&path));
+        let _ = std::fs::remove_file(&path);
+        let Err(e) = result else {
+            panic!("{} started", path.display());
+        };
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
     }
 }
