@@ -9,7 +9,12 @@
 //!   loop waits ([`ListenConfig::min_backoff`], doubled per consecutive failure up to
 //!   [`ListenConfig::max_backoff`]) and tries again. The first failure of a run is reported
 //!   once; the rest of the run is counted and summarised in one line when an accept succeeds
-//!   again, so a run of any length costs two log lines.
+//!   again, so a run of any length costs two log lines. An error that concerns only the
+//!   connection being accepted (aborted or reset before the accept, refused by a firewall
+//!   rule, a protocol error: `is_connection_error`) takes that connection with it and
+//!   leaves nothing pending: the next accept is tried at once, and such errors are reported
+//!   as failed handshakes are (at most once per [`REPORT_INTERVAL`]), so a storm of aborted
+//!   dials does not slow every other client by the backoff.
 //! - **Handshakes** (TLS, WebSocket upgrade) run in their own task, never on the accept loop,
 //!   each bounded by [`ListenConfig::handshake_timeout`]: one client that never completes its
 //!   upgrade delays nobody. At most [`ListenConfig::max_handshakes`] run at once; past that the
@@ -180,6 +185,32 @@ pub fn is_resource_exhaustion(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12)) || e.kind() == io::ErrorKind::OutOfMemory
 }
 
+/// Whether an accept error concerns only the connection being accepted, which is gone
+/// with it (aborted or reset before the accept, refused by a firewall rule, a network or
+/// protocol error the kernel passes on from it, an interrupted call): nothing stays pending,
+/// so the next accept is tried at once. accept(2) on Linux asks callers to retry those
+/// as they would `EAGAIN`. Any other error (resources, or the listener itself) backs off.
+fn is_connection_error(e: &io::Error) -> bool {
+    use io::ErrorKind as K;
+    // Linux's numbers of the errors with no `ErrorKind` of their own: EPROTO 71,
+    // ENOPROTOOPT 92, EOPNOTSUPP 95, ENONET 64, EHOSTDOWN 112; elsewhere they back off.
+    let linux =
+        cfg!(target_os = "linux") && matches!(e.raw_os_error(), Some(71 | 92 | 95 | 64 | 112));
+    linux
+        || matches!(
+            e.kind(),
+            K::ConnectionAborted
+                | K::ConnectionReset
+                | K::ConnectionRefused
+                | K::PermissionDenied
+                | K::Interrupted
+                | K::TimedOut
+                | K::HostUnreachable
+                | K::NetworkUnreachable
+                | K::NetworkDown
+        )
+}
+
 /// The accept loop's memory of a run of failures: the next wait, and how many failures the
 /// run has had since its first one was reported.
 #[derive(Debug)]
@@ -238,6 +269,16 @@ struct HandshakeLog {
 
 impl HandshakeLog {
     fn failed(log: &Mutex<HandshakeLog>, config: &ListenConfig, addr: SocketAddr, why: &str) {
+        HandshakeLog::report(
+            log,
+            config,
+            format!("connection from {addr} refused: {why}"),
+        );
+    }
+
+    /// Says `line`, unless a line was said less than [`REPORT_INTERVAL`] ago (then it is
+    /// counted, and the count said with the next).
+    fn report(log: &Mutex<HandshakeLog>, config: &ListenConfig, line: String) {
         let line = {
             let mut st = log.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
@@ -251,9 +292,9 @@ impl HandshakeLog {
             st.last = Some(now);
             let more = std::mem::take(&mut st.suppressed);
             if more == 0 {
-                format!("connection from {addr} refused: {why}")
+                line
             } else {
-                format!("connection from {addr} refused: {why} (and {more} more not shown)")
+                format!("{line} (and {more} more not shown)")
             }
         };
         config.say(&line);
@@ -345,6 +386,8 @@ where
     let per_address = Arc::new(PerAddress::default());
     let handshakes_per_address = config.max_handshakes_per_address.max(1);
     let log = Arc::new(Mutex::new(HandshakeLog::default()));
+    // Accept errors of one connection, reported as failed handshakes are.
+    let lost = Mutex::new(HandshakeLog::default());
     let mut backoff = Backoff::new(&config);
     // When reaching the connection limit was last reported.
     let mut full_since: Option<Instant> = None;
@@ -373,6 +416,16 @@ where
         };
         let (accepted, addr) = match listener.accept_raw().await {
             Ok(a) => a,
+            Err(e) if is_connection_error(&e) => {
+                // That connection is gone, and nothing waits behind it: no backoff, which
+                // would slow every other client for a storm of aborted dials.
+                drop((slot, place));
+                let line = format!("a connection was lost before it was accepted: {e}");
+                HandshakeLog::report(&lost, &config, line);
+                // Others run between two such errors, however many come.
+                tokio::task::yield_now().await;
+                continue;
+            }
             Err(e) => {
                 drop((slot, place));
                 let wait = backoff.failed(&config, &e);
@@ -499,5 +552,96 @@ mod tests {
         let lines = lines.lock().unwrap();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[1].ends_with("(and 99 more not shown)"), "{lines:?}");
+    }
+
+    /// A listener whose accepts follow a script (an error, or a connection), each noting
+    /// the (paused) time it was made at; past the script it waits for ever.
+    struct Scripted {
+        script: Mutex<std::collections::VecDeque<Option<io::Error>>>,
+        calls: Mutex<Vec<Instant>>,
+    }
+
+    impl Listen for Scripted {
+        type Accepted = ();
+
+        fn accept_raw(&self) -> BoxFuture<'_, io::Result<((), SocketAddr)>> {
+            self.calls.lock().unwrap().push(Instant::now());
+            let next = self.script.lock().unwrap().pop_front();
+            Box::pin(async move {
+                match next {
+                    Some(Some(e)) => Err(e),
+                    Some(None) => Ok(((), "127.0.0.1:9".parse().unwrap())),
+                    None => std::future::pending().await,
+                }
+            })
+        }
+
+        fn handshake(
+            &self,
+            _accepted: (),
+            _addr: SocketAddr,
+        ) -> BoxFuture<'static, Result<Transport, String>> {
+            Box::pin(async { Ok(super::super::memory::pair().0) })
+        }
+    }
+
+    /// Runs `serve` over `script` until its one connection is handed out; the times of the
+    /// accepts, from the first.
+    async fn accept_times(script: Vec<Option<io::Error>>) -> Vec<Duration> {
+        let (config, _lines) = quiet();
+        let len = script.len();
+        let listener = Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            calls: Mutex::new(Vec::new()),
+        });
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let serving = tokio::spawn(serve(listener.clone(), config, move |_t, _a| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(()).await;
+            }
+        }));
+        rx.recv().await.expect("the connection is handed out");
+        serving.abort();
+        // The accepts up to the connection (the loop has begun the next one since).
+        let calls = listener.calls.lock().unwrap();
+        calls
+            .iter()
+            .take(len)
+            .map(|t| t.duration_since(calls[0]))
+            .collect()
+    }
+
+    /// An accept error that concerns only the connection being accepted (it was aborted or
+    /// reset before the accept, refused by a firewall rule, a protocol error) does not delay
+    /// the next accept: that connection is gone, nothing stays pending. Before, every error
+    /// backed off, doubling: a storm of aborted handshakes slowed every other client by up
+    /// to `max_backoff` (1 s) per accept.
+    #[tokio::test(start_paused = true)]
+    async fn an_error_of_one_connection_does_not_delay_the_next_accept() {
+        let mut script: Vec<Option<io::Error>> = Vec::new();
+        for kind in [
+            io::ErrorKind::ConnectionAborted,
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::PermissionDenied,
+            io::ErrorKind::Interrupted,
+        ] {
+            for _ in 0..4 {
+                script.push(Some(io::Error::from(kind)));
+            }
+        }
+        #[cfg(target_os = "linux")]
+        script.push(Some(io::Error::from_raw_os_error(71))); // EPROTO
+        script.push(None);
+        let times = accept_times(script).await;
+        assert!(times.iter().all(|t| t.is_zero()), "{times:?}");
+    }
+
+    /// A resource error (here `EMFILE`) still backs off: the pending connection stays in the
+    /// kernel's backlog, and retrying at once would spin.
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_error_still_backs_off() {
+        let times = accept_times(vec![Some(io::Error::from_raw_os_error(24)), None]).await;
+        assert_eq!(times, [Duration::ZERO, Duration::from_millis(10)]);
     }
 }
