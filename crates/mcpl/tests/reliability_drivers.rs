@@ -988,3 +988,75 @@ async fn the_hosts_half_close_is_seen_while_the_fallbacks_initialize_is_pending(
     let answer = host.response(1).await.expect("initialize answered");
     assert_eq!(answer["result"]["serverInfo"]["name"], "inner", "{answer}");
 }
+
+/// An MCP fallback whose `initialize` never answers, counted alive until it is dropped.
+struct NeverInitializes(Arc<Live>);
+
+impl mcpl::server::McpFallback for NeverInitializes {
+    fn initialize(
+        &self,
+        _id: &mcpl::jsonrpc::RequestId,
+        _params: serde_json::Value,
+    ) -> mcpl::server::FallbackFuture {
+        let alive = Alive::enter(&self.0);
+        Box::pin(async move {
+            let _alive = alive;
+            std::future::pending().await
+        })
+    }
+
+    fn request(
+        &self,
+        _id: &mcpl::jsonrpc::RequestId,
+        method: &str,
+        _params: Option<serde_json::Value>,
+    ) -> mcpl::server::FallbackFuture {
+        let e = mcpl::jsonrpc::ErrorObject::method_not_found(method);
+        Box::pin(async move { Err(e) })
+    }
+
+    fn notification(&self, _method: &str, _params: Option<serde_json::Value>) {}
+}
+
+/// A connection that ends while the MCP fallback's `initialize` is pending (no request
+/// timeout) and a message read after it waits for it ends its driver: the fallback's
+/// `initialize` is stopped. Here the host sends `initialize`, a `ping` (MCP allows one
+/// before the answer) and its end of output; the connection closes at the drain limit.
+/// Before, the driver waited for that `initialize` for good (it watched the close only
+/// once it had read the end), and the fallback's future was never dropped.
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_closes_while_the_fallbacks_initialize_is_pending_ends_its_driver() {
+    let live = Arc::new(Live::default());
+    let fallback_live = live.clone();
+    let server = builder()
+        .peer_config(PeerConfig {
+            request_timeout: None,
+            ..PeerConfig::default()
+        })
+        .mcp_fallback(move |_session| Arc::new(NeverInitializes(fallback_live.clone())))
+        .build()
+        .unwrap();
+    let (mut host, session) = PipeHost::start(&server);
+    host.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "pipe-host", "version": "0"}}}))
+        .await;
+    host.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .await;
+    tokio::io::AsyncWriteExt::shutdown(&mut host.write)
+        .await
+        .unwrap();
+    session.closed().await;
+    tokio::time::timeout(std::time::Duration::from_secs(3600), async {
+        loop {
+            let ended = live.ended.notified();
+            if live.called.load(Ordering::SeqCst) == 1 && live.now.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            ended.await;
+        }
+    })
+    .await
+    .expect("the fallback's initialize is still running after the connection closed");
+}

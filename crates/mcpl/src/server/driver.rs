@@ -111,7 +111,8 @@ pub(super) struct Driver {
     /// meanwhile (`parked`), so the host's end of output is an input as soon as it is read.
     initializing: Option<RequestId>,
     /// The message read while `initializing`, fed once `initialize` is answered; reading
-    /// stops while it waits (one message at most).
+    /// stops while it waits (one message at most), and the driver ends if the connection
+    /// closes meanwhile (the fallback's `initialize` is then stopped).
     parked: Option<Ordered>,
     /// Barriers waiting for the frames taken before them: each with the number of the last
     /// ([`Outbox::sent`]), in order.
@@ -190,8 +191,11 @@ impl Driver {
                     self.publish();
                 }
             }
-            let ended =
-                read_all && (self.requests.is_empty() || self.conn.peer.close_reason().is_some());
+            let closed = self.conn.peer.close_reason().is_some();
+            // A message parked behind the fallback's `initialize` when the connection
+            // closed: nothing more is read, so the end is not waited for.
+            let ended = (read_all && (self.requests.is_empty() || closed))
+                || (self.parked.is_some() && closed);
             if ended || self.closing {
                 break;
             }
@@ -232,7 +236,7 @@ impl Driver {
                     }
                 },
                 _ = self.out.flush(), if !self.out.is_empty() => {}
-                _ = self.conn.peer.closed(), if read_all => {}
+                _ = self.conn.peer.closed(), if read_all || self.parked.is_some() => {}
                 () = alarm.fired(), if alarm.is_armed() => {
                     self.state.handle_timeout(Self::now());
                     self.outputs();
