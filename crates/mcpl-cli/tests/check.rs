@@ -1190,3 +1190,45 @@ fn s14_6_unknown_channel_probes_use_the_servers_own_id_shape() {
         ],
     );
 }
+
+/// A closed stdout (`mcpl check --json … | head -c 100`) is not worth a panic: `check` and
+/// `check-host` write their output as every other command does (`term::emit`), ignoring the
+/// failed write, and exit with their own code. Before, `println!` panicked ("failed printing
+/// to stdout: Broken pipe"), exit 101 with a backtrace on stderr.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let cases: [(&[&str], i32); 3] = [
+        (&["check", "--list"], 0),
+        (
+            &["check", "--json", "--", "/nonexistent/mcpl-no-such-server"],
+            2,
+        ),
+        (&["check-host", "--list"], 0),
+    ];
+    for (args, code) in cases {
+        // The read end is closed before the command starts: every write fails (EPIPE).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("mcpl"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        // The same with stderr closed too (`… 2>&1 | head`): the error line is not a panic.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = StdCommand::new(assert_cmd::cargo::cargo_bin("mcpl"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?} with stderr closed");
+    }
+}

@@ -206,7 +206,7 @@ impl Transcript {
         f.written += cost;
         if writeln!(f.w, "{text}").and_then(|()| f.w.flush()).is_err() {
             f.failed = true;
-            eprintln!("mcpl check: cannot write the transcript");
+            crate::term::emit_err("mcpl check: cannot write the transcript\n");
         }
     }
 }

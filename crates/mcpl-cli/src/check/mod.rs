@@ -229,7 +229,7 @@ pub(crate) fn seconds(name: &str, v: f64) -> Result<Duration, String> {
 /// Runs `mcpl check` and returns its exit code.
 pub fn main(args: CheckArgs) -> ExitCode {
     if args.list {
-        print!("{}", report::catalogue_text());
+        crate::term::emit(&report::catalogue_text());
         return ExitCode::SUCCESS;
     }
     let report = run(&args);
@@ -239,12 +239,12 @@ pub fn main(args: CheckArgs) -> ExitCode {
     // A target that could not be started or reached, or unusable arguments: one error line,
     // not a report of checks that never ran (the JSON document still carries it).
     if let Some(e) = &report.error {
-        eprintln!("mcpl check: {e}");
+        crate::term::emit_err(&format!("mcpl check: {e}\n"));
     }
     if args.json {
-        println!("{}", report.to_json());
+        crate::term::emit(&format!("{}\n", report.to_json()));
     } else if report.error.is_none() {
-        print!("{}", report.to_text());
+        crate::term::emit(&report.to_text());
     }
     ExitCode::from(report.exit_code())
 }

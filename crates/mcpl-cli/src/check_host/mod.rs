@@ -181,7 +181,7 @@ impl Bounds {
 /// Runs `mcpl check-host` and returns its exit code.
 pub fn main(args: CheckHostArgs) -> ExitCode {
     if args.list {
-        print!("{}", catalogue_text_of(HOST_CATALOGUE));
+        crate::term::emit(&catalogue_text_of(HOST_CATALOGUE));
         return ExitCode::SUCCESS;
     }
     let label = match (&args.tcp, &args.ws) {
