@@ -2925,6 +2925,48 @@ async fn an_event_the_full_queue_cannot_take_is_reported() {
     assert_eq!(dropped.len(), 1);
 }
 
+/// §17.6, §17.7: only the MCP surfaces a server announces (`tools`, `resources`, `prompts`)
+/// make a `surface-changed` receipt; a `notifications/<name>/list_changed` naming anything
+/// else (a name the server chose, of any length, or `roots`, which a host announces) is
+/// reported as a method the host does not receive, not turned into a receipt naming it.
+/// Found by the protocol-area hunt: the host made a receipt for any name, counted as weighing
+/// nothing against `max_event_bytes`, so 1,024 such notifications of 1 MiB each waited in
+/// full for an application that did not read.
+#[tokio::test]
+async fn s17_7_only_the_servers_mcp_surfaces_make_a_surface_changed_receipt() {
+    let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    let long = format!("notifications/{}/list_changed", "x".repeat(64 * 1024));
+    for method in [
+        "notifications/evil/list_changed",
+        "notifications/roots/list_changed",
+        "notifications/featureSets/list_changed",
+        long.as_str(),
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    ] {
+        server.notify(method, None).await;
+    }
+    // Handled in wire order: once this is answered, the notifications were judged.
+    let r = server.call("push/event", push("e1")).await.unwrap();
+    assert_eq!(r["accepted"], true, "{r}");
+    let mut subjects = Vec::new();
+    while let Ok(e) = streams.events.try_recv() {
+        if let HostEvent::ManifestChange(r) = e {
+            for i in r.impacts {
+                assert_eq!(i.impact, ChangeImpact::SurfaceChanged);
+                subjects.push(i.subject);
+            }
+        }
+    }
+    assert_eq!(subjects, ["tools", "resources", "prompts"]);
+    let unexpected = drain_diags(&mut streams)
+        .into_iter()
+        .filter(|d| matches!(d, HostDiagnostic::UnexpectedMethod { .. }))
+        .count();
+    assert_eq!(unexpected, 4, "each other name is reported");
+}
+
 /// A request handler that panics (after yielding, so in its own task) still leaves the
 /// server with an answer, `-32603`, instead of its own timeout; the request stops counting
 /// against `max_pending_outputs`.

@@ -440,6 +440,31 @@ fn s17_7_surface_changed_receipt() {
     );
 }
 
+/// A change receipt handed to the application weighs what it holds against
+/// `max_event_bytes` (`HostEvent::weight`): its revisions and each impact's subject. It
+/// weighed nothing beyond the event itself, so receipts naming long subjects waited for an
+/// application unweighed; `announced_surface` names the only surfaces a server's MCP
+/// notification may change (§17.7).
+#[test]
+fn s17_6_a_change_receipt_weighs_what_it_holds() {
+    let mut r = review_all(&base());
+    let subject = "x".repeat(100_000);
+    let rc = r.surface_changed(&subject).unwrap();
+    let weight = mcpl::session::HostEvent::ManifestChange(rc.clone()).weight();
+    assert!(weight > subject.len() + rc.revision.len(), "{weight}");
+    assert_eq!(
+        mcpl::manifest::review::announced_surface("notifications/tools/list_changed"),
+        Some("tools")
+    );
+    for other in [
+        "notifications/roots/list_changed",
+        "notifications/evil/list_changed",
+        "notifications/tools/list_changed/x",
+    ] {
+        assert_eq!(mcpl::manifest::review::announced_surface(other), None);
+    }
+}
+
 #[test]
 fn s17_5_offline_diff_shape_and_host_assumption() {
     let old = base();

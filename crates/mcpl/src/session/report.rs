@@ -376,8 +376,8 @@ impl HostEvent {
     /// What the event holds, in bytes, as the host bounds the events waiting for the
     /// application (`host::HostConfig::max_event_bytes`,
     /// [`HostState::set_event_bytes`](super::HostState::set_event_bytes)): the compact
-    /// JSON of a push's params or a channel message, its strings and tags, and the event
-    /// itself. Computed by walking what it holds (linear in its size).
+    /// JSON of a push's params or a channel message, its strings and tags, a change
+    /// receipt's strings and impacts, and the event itself. Computed by walking what it holds (linear in its size).
     pub fn weight(&self) -> usize {
         use crate::jsonrpc::json_len;
         let tags = |t: &ExpandedTags| t.iter().map(|t| t.as_str().len()).sum::<usize>();
@@ -393,7 +393,18 @@ impl HostEvent {
                 message,
                 tags: t,
             } => json_len(message) + channel_id.len() + tags(t),
-            HostEvent::ManifestChange(_) | HostEvent::ModeChanged(_) | HostEvent::InputEnded => 0,
+            // Its strings (subjects may come from the manifest) and one impact each.
+            HostEvent::ManifestChange(r) => {
+                let revisions =
+                    r.revision.len() + r.previous_revision.as_ref().map_or(0, String::len);
+                let impacts: usize = r
+                    .impacts
+                    .iter()
+                    .map(|i| i.subject.len() + std::mem::size_of_val(i))
+                    .sum();
+                revisions + impacts + r.domains.len()
+            }
+            HostEvent::ModeChanged(_) | HostEvent::InputEnded => 0,
         };
         held.saturating_add(std::mem::size_of::<HostEvent>())
     }

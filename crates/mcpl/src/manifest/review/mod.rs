@@ -586,6 +586,19 @@ impl ManifestReview {
     }
 }
 
+/// The surface a server's MCP change notification announces (§17.7): `tools`, `resources`
+/// or `prompts` for their `notifications/*/list_changed`, `None` for any other method. Only
+/// these make a `surface-changed` receipt: a name the server chose is not the host's closed
+/// vocabulary (§17.6), and `roots` is a surface the host announces, not the server.
+pub fn announced_surface(method: &str) -> Option<&'static str> {
+    match method {
+        "notifications/tools/list_changed" => Some("tools"),
+        "notifications/resources/list_changed" => Some("resources"),
+        "notifications/prompts/list_changed" => Some("prompts"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,10 +211,7 @@ impl HostState {
 
     pub(super) fn on_notification(&mut self, now: Instant, n: Notification) {
         let method = n.method.as_str();
-        if let Some(surface) = method
-            .strip_prefix("notifications/")
-            .and_then(|s| s.strip_suffix("/list_changed"))
-        {
+        if let Some(surface) = crate::manifest::review::announced_surface(method) {
             // §17.7: an MCP list change is a `surface-changed` receipt.
             if let Some(r) = self.p.review_mut().and_then(|r| r.surface_changed(surface)) {
                 self.hand_out_event(HostEvent::ManifestChange(r));
