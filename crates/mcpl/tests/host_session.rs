@@ -1526,6 +1526,43 @@ async fn s14_5_removals_apply_after_channels_register_was_revoked() {
     server.expect_ping_next(&s).await;
 }
 
+/// §17.6, §17.7: a `channels/changed` that changed no channel (every item rejected, or
+/// nothing in it) makes no `surface-changed` receipt; one that changed a channel makes one.
+/// Found by the protocol-area hunt: every answered `channels/changed` made one, so a server
+/// repeating `{"removed": ["nope"]}` had the host tell the resident its channels changed
+/// each time, while none had.
+#[tokio::test]
+async fn s17_7_a_channel_change_that_changed_nothing_makes_no_receipt() {
+    let (s, mut streams, server) = connected(&["channels.register"], full_manifest()).await;
+    server.register_outbound("c1").await;
+    let unchanged = [
+        json!({ "removed": ["nope"] }),
+        json!({}),
+        json!({ "updated": [{ "id": "ghost", "type": "chat", "direction": "outbound" }] }),
+        json!({ "added": [{ "id": "", "type": "chat" }] }),
+    ];
+    for params in unchanged.iter().cloned() {
+        server
+            .call("channels/changed", params.clone())
+            .await
+            .unwrap();
+        server.notify("channels/changed", Some(params)).await;
+    }
+    server
+        .call("channels/changed", json!({ "removed": ["c1"] }))
+        .await
+        .unwrap();
+    assert!(s.channels().is_empty());
+    let mut receipts = 0;
+    while let Ok(e) = streams.events.try_recv() {
+        if let HostEvent::ManifestChange(r) = e {
+            assert_eq!(r.impacts[0].subject, "channels");
+            receipts += 1;
+        }
+    }
+    assert_eq!(receipts, 1, "only the change that removed c1 is told");
+}
+
 // ---------------------------------------------------------------------------------------
 // Outbound gating and lifecycle (§10.5)
 // ---------------------------------------------------------------------------------------

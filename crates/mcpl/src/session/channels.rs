@@ -144,12 +144,37 @@ fn reject_item(
 #[derive(Debug, Clone, Default)]
 pub struct ChannelTable {
     channels: BTreeMap<String, Value>,
+    /// How many times a channel was added, removed or had its descriptor replaced by a
+    /// different one ([`Self::changes`]).
+    changes: u64,
 }
 
 impl ChannelTable {
     /// The accepted descriptor of `id`.
     pub fn get(&self, id: &str) -> Option<&Value> {
         self.channels.get(id)
+    }
+
+    /// How many times this table changed (a channel added or removed, or its descriptor
+    /// replaced by a different one): a caller compares it before and after a message to
+    /// tell whether the message changed the channels (§17.7).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Sets `id`'s descriptor, counting a change when it differs from the one held.
+    fn put(&mut self, id: String, d: &Value) {
+        if self.channels.get(&id) != Some(d) {
+            self.channels.insert(id, d.clone());
+            self.changes += 1;
+        }
+    }
+
+    /// Removes `id`, counting a change when it was held; whether it was.
+    fn drop_channel(&mut self, id: &str) -> bool {
+        let held = self.channels.remove(id).is_some();
+        self.changes += u64::from(held);
+        held
     }
 
     /// The accepted channel ids, in order.
@@ -201,7 +226,7 @@ impl ChannelTable {
                         reject_item(diags, method, id, "channel_limit", notification, results);
                         continue;
                     }
-                    self.channels.insert(id.clone(), d.clone());
+                    self.put(id.clone(), d);
                     results.push(json!({ "id": id, "accepted": true }));
                 }
                 Ok(id) => reject_item(
@@ -279,7 +304,7 @@ impl ChannelTable {
         let mut results = Vec::new();
         for r in removed {
             let id = r.as_str().unwrap_or("").to_owned();
-            if self.channels.remove(&id).is_some() {
+            if self.drop_channel(&id) {
                 results.push(json!({ "id": id, "accepted": true }));
             } else {
                 reject_item(diags, M, id, "unknown_channel", notification, &mut results);
@@ -294,11 +319,11 @@ impl ChannelTable {
             }
             match authorize_descriptor(u, judged, limits) {
                 Ok(id) => {
-                    self.channels.insert(id.clone(), u.clone());
+                    self.put(id.clone(), u);
                     results.push(json!({ "id": id, "accepted": true }));
                 }
                 Err((id, reason)) => {
-                    self.channels.remove(&id);
+                    self.drop_channel(&id);
                     reject_item(diags, M, id, reason, notification, &mut results);
                 }
             }

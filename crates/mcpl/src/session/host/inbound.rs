@@ -126,12 +126,13 @@ impl HostState {
                     .register(&mut diags, params, notification, judged, limits)
             }
             ChannelsChanged::NAME => {
+                let before = self.channels.changes();
                 let r = self
                     .channels
                     .changed(&mut diags, params, notification, judged, limits);
-                // §17.7: a channel change is a `surface-changed` receipt.
-                let receipt = r
-                    .is_ok()
+                // §17.7: a channel change is a `surface-changed` receipt; a message that
+                // changed no channel is none.
+                let receipt = (self.channels.changes() != before)
                     .then(|| {
                         self.p
                             .review_mut()
