@@ -823,6 +823,41 @@ async fn s11_2_a_mistyped_inference_request_is_invalid_params() {
     assert_eq!(server.call("inference/request", fine).await, Err(-32601));
 }
 
+/// A request with a defect in each of many entries (§11.2 messages, §9.2 content blocks)
+/// is refused `-32602` with a bounded message: the first defects and a count of the rest,
+/// not each one. Found by the protocol-area hunt: 100,000 messages that were not objects
+/// (200 KB of `1,`) drew an error message of 3.6 MB, every defect formatted and joined
+/// (a message at the parsed-cost bound built gigabytes of defect text).
+#[tokio::test]
+async fn s11_2_a_request_with_countless_defects_is_refused_with_a_bounded_message() {
+    let (_s, mut streams, server) =
+        connected(&["inferenceRequest", "pushEvents"], full_manifest()).await;
+    let many = vec![json!(1); 100_000];
+    let inference = json!({ "featureSet": "assist", "messages": many });
+    let mut pushed = push("e1");
+    pushed["payload"]["content"] = json!(many);
+    for (method, params) in [("inference/request", inference), ("push/event", pushed)] {
+        let e = server
+            .peer
+            .request_raw(method, Some(params))
+            .await
+            .unwrap_err();
+        let e = e.remote().expect("an error answer").clone();
+        assert_eq!(e.code, -32602, "{method}");
+        assert!(
+            e.message.len() <= 2048,
+            "{method}: {} bytes",
+            e.message.len()
+        );
+        assert!(e.message.contains("more"), "{method}: {}", e.message);
+    }
+    for d in drain_diags(&mut streams) {
+        if let HostDiagnostic::BadParams { detail, .. } = d {
+            assert!(detail.len() <= 2048);
+        }
+    }
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);

@@ -638,7 +638,7 @@ pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
     if o.get("timestamp").is_some_and(|t| !t.is_string()) {
         out.push(format!("{at}.timestamp is not a string"));
     }
-    out
+    super::listed_defects(out)
 }
 
 #[cfg(test)]

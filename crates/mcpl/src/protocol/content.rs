@@ -183,7 +183,7 @@ pub fn content_defect(content: Option<&Value>, at: &str, string_ok: bool) -> Opt
 /// of blocks each passing [`block_defect`] (each defect named with its block's index), or
 /// with `string_ok` the plain-string form §10.3 allows for injections. `None` for `content`
 /// means missing. The one content rule of the host ([`content_defect`]) and `mcpl check`,
-/// which reports them all.
+/// which reports them, as many as [`super::listed_defects`] lists.
 pub fn content_defects(content: Option<&Value>, at: &str, string_ok: bool) -> Vec<String> {
     let wanted = if string_ok {
         "a string or an array of content blocks"
@@ -193,11 +193,12 @@ pub fn content_defects(content: Option<&Value>, at: &str, string_ok: bool) -> Ve
     match content {
         None => vec![format!("{at} is missing; it must be {wanted}")],
         Some(Value::String(_)) if string_ok => Vec::new(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .enumerate()
-            .filter_map(|(i, b)| block_defect(b).map(|d| format!("{at}[{i}] {d}")))
-            .collect(),
+        Some(Value::Array(blocks)) => super::listed_defects(
+            blocks
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| block_defect(b).map(|d| format!("{at}[{i}] {d}"))),
+        ),
         Some(other) => vec![format!("{at} is {}, not {wanted}", json_kind(other))],
     }
 }

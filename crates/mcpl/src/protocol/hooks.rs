@@ -215,10 +215,13 @@ pub fn result_defects(result: &Value) -> Vec<String> {
     if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
         out.push("injections returned without a featureSet (§6.5)".into());
     }
-    for (i, inj) in injections.iter().enumerate() {
-        out.extend(injection_defects(inj, &format!("contextInjections[{i}]")));
-    }
-    out
+    out.extend(super::listed_defects(
+        injections
+            .iter()
+            .enumerate()
+            .flat_map(|(i, inj)| injection_defects(inj, &format!("contextInjections[{i}]"))),
+    ));
+    super::listed_defects(out)
 }
 
 #[cfg(test)]

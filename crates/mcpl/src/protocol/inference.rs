@@ -253,24 +253,12 @@ pub fn request_defects(params: Option<&Value>) -> Vec<String> {
         out.push("featureSet missing or not a string".into());
     }
     match p.get("messages") {
-        Some(Value::Array(msgs)) => {
-            for (i, m) in msgs.iter().enumerate() {
-                let at = format!("messages[{i}]");
-                let Some(m) = m.as_object() else {
-                    out.push(format!("{at} is not an object"));
-                    continue;
-                };
-                if !m.get("role").is_some_and(Value::is_string) {
-                    out.push(format!("{at}.role missing or not a string"));
-                }
-                // §10.3: a string or blocks.
-                out.extend(super::content::content_defects(
-                    m.get("content"),
-                    &format!("{at}.content"),
-                    true,
-                ));
-            }
-        }
+        // Made one message at a time, as many listed as `listed_defects` lists.
+        Some(Value::Array(msgs)) => out.extend(super::listed_defects(
+            msgs.iter()
+                .enumerate()
+                .flat_map(|(i, m)| message_defects(&format!("messages[{i}]"), m)),
+        )),
         Some(_) => out.push("messages is not an array".into()),
         None => out.push("messages missing".into()),
     }
@@ -292,6 +280,24 @@ pub fn request_defects(params: Option<&Value>) -> Vec<String> {
         }
         Some(_) => out.push("preferences is not an object".into()),
     }
+    super::listed_defects(out)
+}
+
+/// The defects of one §11.2 message, named `at`: an object with a string `role` and
+/// `content` a string or content blocks (§10.3).
+fn message_defects(at: &str, m: &Value) -> Vec<String> {
+    let Some(m) = m.as_object() else {
+        return vec![format!("{at} is not an object")];
+    };
+    let mut out = Vec::new();
+    if !m.get("role").is_some_and(Value::is_string) {
+        out.push(format!("{at}.role missing or not a string"));
+    }
+    out.extend(super::content::content_defects(
+        m.get("content"),
+        &format!("{at}.content"),
+        true,
+    ));
     out
 }
 

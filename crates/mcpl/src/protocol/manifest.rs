@@ -394,22 +394,20 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
             if ds.is_empty() {
                 out.push("domains is empty (App. B.3: minItems 1)".into());
             }
-            for d in ds {
+            out.extend(super::listed_defects(ds.iter().filter_map(|d| {
                 let known = crate::manifest::ChangeDomain::ALL
                     .iter()
                     .any(|c| Some(c.as_str()) == d.as_str());
-                if !known {
-                    out.push(format!("unknown domain {d}"));
-                }
-            }
+                (!known).then(|| format!("unknown domain {d}"))
+            })));
         }
     }
-    for k in p.keys() {
-        if k != "revision" && k != "domains" {
-            out.push(format!("carries payload member {k:?}"));
-        }
-    }
-    out
+    out.extend(super::listed_defects(
+        p.keys()
+            .filter(|k| *k != "revision" && *k != "domains")
+            .map(|k| format!("carries payload member {k:?}")),
+    ));
+    super::listed_defects(out)
 }
 
 #[cfg(test)]

@@ -179,6 +179,25 @@ registry!(
     manifest::ManifestChanged,
 );
 
+/// The most defects one of this module's defect lists names (the `*_defects` functions):
+/// past it a last entry counts the rest. A clear error needs the first few (§6.6); a message
+/// with a defect in each of a million entries had each formatted, kept and joined into one
+/// answer (3.6 MB answering 200 KB of `1,`).
+pub const MAX_LISTED_DEFECTS: usize = 16;
+
+/// The first [`MAX_LISTED_DEFECTS`] of `defects`, then, when there were more, one entry
+/// `… and N more not listed`; the rest are only counted, each dropped as soon as it is made
+/// (pass a lazy iterator).
+pub fn listed_defects(defects: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut it = defects.into_iter();
+    let mut out: Vec<String> = it.by_ref().take(MAX_LISTED_DEFECTS).collect();
+    let more = it.count();
+    if more > 0 {
+        out.push(format!("… and {more} more not listed"));
+    }
+    out
+}
+
 /// The MCP methods (revision 2025-06-18, requests and notifications in either direction)
 /// this crate does not type. With the typed ones of [`Family::Mcp`] they are MCP's whole
 /// vocabulary ([`is_mcp_method`]); a session answers them like any method it does not

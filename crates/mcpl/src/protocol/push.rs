@@ -110,7 +110,7 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
         Some(_) => out.push("payload is not an object".into()),
         None => out.push("payload missing".into()),
     }
-    out
+    super::listed_defects(out)
 }
 
 /// `t` as an ISO 8601 / RFC 3339 UTC timestamp with whole seconds (`YYYY-MM-DDTHH:MM:SSZ`),

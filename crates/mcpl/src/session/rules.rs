@@ -22,13 +22,17 @@ use crate::tags::{AdmittedEvent, ExpandedTags, OntologyAcceptance, TagOntology, 
 /// Where a judgement's diagnostics go.
 pub type Diagnostics = Vec<HostDiagnostic>;
 
-/// A `-32602` for `method` with `detail`, reported as [`HostDiagnostic::BadParams`].
+/// A `-32602` for `method` with `detail` (clipped as a diagnostic's text is), reported as
+/// [`HostDiagnostic::BadParams`].
 pub fn bad_params(diags: &mut Diagnostics, method: &str, detail: &str) -> ErrorObject {
+    // Bounded as the diagnostic is ([`super::clip_text`]): the detail may quote the peer.
+    let mut detail = detail.to_owned();
+    super::clip_text(&mut detail);
     diags.push(HostDiagnostic::BadParams {
         method: method.to_owned(),
-        detail: detail.to_owned(),
+        detail: detail.clone(),
     });
-    ErrorObject::invalid_params(detail.to_owned())
+    ErrorObject::invalid_params(detail)
 }
 
 /// The error for a use [`policy::feature_set_gate`] refused (§6.6); a use the exercising set
