@@ -858,6 +858,39 @@ async fn s11_2_a_request_with_countless_defects_is_refused_with_a_bounded_messag
     }
 }
 
+/// §16.1: a push whose `tags` hold a defect in each of many entries is reported by a
+/// bounded number of `TagIssue` diagnostics (the first few and one counting the rest), and
+/// the push itself is still judged. Found by the protocol-area hunt: each of 100,000
+/// non-string tags became a diagnostic of its own, all made and queued at once (a message
+/// at the parsed-cost bound made four million), past the diagnostics stream's room.
+#[tokio::test]
+async fn s16_1_a_push_with_countless_bad_tags_is_reported_in_bounded_diagnostics() {
+    let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
+    let mut p = push("e1");
+    p["tags"] = json!(vec![json!(1); 100_000]);
+    let r = server.call("push/event", p).await.unwrap();
+    assert_eq!(r["accepted"], true, "{r}");
+    let diags = drain_diags(&mut streams);
+    let issues: Vec<&String> = diags
+        .iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::TagIssue { issue, .. } => Some(issue),
+            _ => None,
+        })
+        .collect();
+    assert!(issues.len() <= 17, "{} tag issues", issues.len());
+    assert!(
+        issues.last().is_some_and(|i| i.contains("99984 more")),
+        "{issues:?}"
+    );
+    assert!(
+        !diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::DiagnosticsDropped { .. })),
+        "{diags:?}"
+    );
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);

@@ -88,8 +88,9 @@ pub fn accepted_ontology(
 }
 
 /// Expands a message's `tags` (§16.3): producer `implies` edges apply only under a standing
-/// acceptance of the declaring set's ontology (§16.5). Tag issues are reported, never a
-/// refusal (§16.6: admission is decided before tags are read).
+/// acceptance of the declaring set's ontology (§16.5). Tag issues are reported (as many as
+/// [`crate::protocol::listed_defects`] lists, the rest counted), never a refusal (§16.6:
+/// admission is decided before tags are read).
 pub fn expand_tags(
     diags: &mut Diagnostics,
     review: Option<&ManifestReview>,
@@ -98,10 +99,13 @@ pub fn expand_tags(
     ev: AdmittedEvent<'_>,
 ) -> ExpandedTags {
     let (set, issues) = TagSet::from_json(tags);
-    for i in issues {
+    // As many reported as a defect list names, the rest counted in one more (one message
+    // may carry millions).
+    let listed = crate::protocol::listed_defects(issues.iter().map(|i| format!("{i:?}")));
+    for issue in listed {
         diags.push(HostDiagnostic::TagIssue {
             method: method.to_owned(),
-            issue: format!("{i:?}"),
+            issue,
         });
     }
     let ontology = ev.feature_set.and_then(|fs| accepted_ontology(review, fs));
