@@ -891,6 +891,46 @@ async fn s16_1_a_push_with_countless_bad_tags_is_reported_in_bounded_diagnostics
     );
 }
 
+/// §14.3: a server that never answers `channels/open` (or answers `channels/close` twice
+/// over, or late) holds nothing for good: the host's request fails at the request timeout,
+/// and the answer arriving after it is reported, not applied.
+#[tokio::test(start_paused = true)]
+async fn s14_3_a_channels_open_never_answered_ends_at_the_request_timeout() {
+    let mut m = full_manifest();
+    m["channels"]["lifecycle"] = json!(true);
+    let (s, mut streams, mut server) = connected(&["channels.lifecycle"], m).await;
+    let s2 = s.clone();
+    let open = tokio::spawn(async move {
+        s2.request_raw("channels/open", json!({ "type": "chat", "address": {} }))
+            .await
+    });
+    let held = server.request("channels/open").await;
+    let r = open.await.unwrap();
+    assert!(
+        matches!(
+            r,
+            Err(HostError::Peer(mcpl::peer::PeerError::Timeout { .. }))
+        ),
+        "{r:?}"
+    );
+    held.respond(json!({ "channel": { "id": "c", "type": "chat" } }))
+        .await
+        .unwrap();
+    server.call("ping", json!({})).await.unwrap();
+    assert!(
+        s.channels().is_empty(),
+        "an open answer registers nothing (§14.5)"
+    );
+    let diags = drain_diags(&mut streams);
+    assert!(
+        diags.iter().any(|d| matches!(
+            d,
+            HostDiagnostic::Connection(mcpl::peer::Diagnostic::LateResponse { .. })
+        )),
+        "{diags:?}"
+    );
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);

@@ -2072,3 +2072,33 @@ async fn s14_3_generic_on_handlers_serve_their_method_behind_its_capability() {
         .unwrap();
     assert_eq!(listed, json!({"channels": []}));
 }
+
+/// §6.7 against a host that floods policy Requests, alternately widening and narrowing,
+/// without waiting for their receipts: every Request gets its receipt, and the grant in
+/// force afterwards is the one the last Request named (no widening left behind by an
+/// earlier one).
+#[tokio::test]
+async fn s6_7_a_flood_of_alternating_policy_requests_ends_in_the_last_grant() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let wide = json!({"effectiveCapabilities":
+        ["pushEvents", "contextHooks.beforeInference.inject.beforeUser"]});
+    let narrow = json!({"effectiveCapabilities": ["pushEvents"]});
+    let sends = (0..300).map(|i| {
+        let p = if i % 2 == 0 {
+            wide.clone()
+        } else {
+            narrow.clone()
+        };
+        host.peer.request_raw("featureSets/update", Some(p))
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    assert!(
+        answers.iter().all(|a| a.is_ok()),
+        "every Request has its receipt"
+    );
+    policy(&host, narrow).await;
+    sync(&host).await;
+    assert!(host.session.granted(Capability::PushEvents));
+    assert!(!host.session.granted(Capability::InjectBeforeUser));
+}
