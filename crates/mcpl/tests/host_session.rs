@@ -2117,6 +2117,35 @@ async fn s6_7_a_removal_during_the_initial_exchange_is_told_again() {
     assert!(s.grant().allows(Capability::Tools));
 }
 
+/// §17.3, §17.8: announcements sent before `initialize` is answered fetch nothing (there is
+/// no manifest in force to review against yet) and each is reported; the handshake goes on
+/// as if they had not been sent.
+#[tokio::test]
+async fn s17_3_announcements_before_initialize_is_answered_fetch_nothing() {
+    let ((hp, hin), mut server) = pair_with(PeerConfig::default());
+    let task = tokio::spawn(HostSession::connect_peer(hp, hin, config(&["pushEvents"])));
+    let init = server.request("initialize").await;
+    for _ in 0..50 {
+        let announced = json!({ "revision": "sha256:early", "domains": ["capabilities"] });
+        server.notify("mcpl/manifestChanged", Some(announced)).await;
+    }
+    init.respond(init_result(Some(full_manifest())))
+        .await
+        .unwrap();
+    server.notification("notifications/initialized").await;
+    // The next request is the policy Request, not a fetch.
+    let upd = server.request("featureSets/update").await;
+    upd.respond(json!({ "accepted": true })).await.unwrap();
+    let (s, mut streams) = task.await.unwrap().unwrap();
+    assert!(s.grant().allows(Capability::PushEvents));
+    server.expect_ping_next(&s).await;
+    let early = drain_diags(&mut streams)
+        .into_iter()
+        .filter(|d| matches!(d, HostDiagnostic::UnexpectedMethod { method } if method == "mcpl/manifestChanged"))
+        .count();
+    assert_eq!(early, 50);
+}
+
 #[tokio::test]
 async fn s17_5_additions_never_auto_grant() {
     let mut m = full_manifest();
