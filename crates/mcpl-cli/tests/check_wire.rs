@@ -267,3 +267,50 @@ fn a_notification_without_an_id_passes_its_form() {
     let doc = check_script(&script);
     assert_eq!(status(&doc, id), "skip", "{doc:#}");
 }
+
+/// A server that echoes every integer request id of the checker's as `N.0` (or `Ne0`):
+/// JSON-RPC 2.0 §5 asks for the same value, and RFC 8259 §6 numbers are values (`2.0` is
+/// the number 2), so this is no failure; but the requests' ids had no fraction, and a host
+/// that matches ids as written (the library's peer refuses a numeric id that is not an
+/// integer, `jsonrpc::RequestId`) never pairs them. The checker read each as "invalid
+/// JSON-RPC" and waited every answer out as silence ("no response within the timeout"); it
+/// now takes each as the answer it is and warns under `transport.frames-valid`, quoting the
+/// id and saying why.
+#[test]
+fn a_response_id_written_2_0_is_the_answer_to_2_with_a_warning() {
+    for written in ["%s.0", "%se0"] {
+        let script = format!(
+            "read l; printf '%s\\n' '{INIT}'; while read l; do \
+             id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+             [ -z \"$id\" ] && continue; \
+             case \"$l\" in *featureSets/update*) r='{{\"accepted\":true}}';; *) r='{{}}';; esac; \
+             printf '{{\"jsonrpc\":\"2.0\",\"id\":{written},\"result\":%s}}\\n' \"$id\" \"$r\"; \
+             done"
+        );
+        let doc = check_script(&script);
+        let answered = detail(&doc, "policy.request-answered");
+        assert!(!answered.contains("no response"), "{written}: {answered}");
+        assert_eq!(status(&doc, "policy.request-answered"), "pass", "{doc:#}");
+        assert_eq!(status(&doc, "transport.frames-valid"), "warn", "{doc:#}");
+        let d = detail(&doc, "transport.frames-valid");
+        assert!(d.contains("id 2.0 for request 2"), "{written}: {d}");
+        assert!(d.contains("§5"), "{written}: {d}");
+    }
+}
+
+/// A response under `2.5`, a number no request of the checker's carried, stays an invalid
+/// frame and no answer (the awaited request is reported unanswered).
+#[test]
+fn a_response_id_with_a_true_fraction_is_no_answer() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":2.5,\"result\":{{\"accepted\":true}}}}'; \
+         exec sleep 60"
+    );
+    let doc = check_script(&script);
+    assert!(
+        detail(&doc, "policy.request-answered").contains("no response"),
+        "{doc:#}"
+    );
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+}

@@ -136,6 +136,9 @@ struct Session {
     repeated: Sample,
     /// Frames that began with a UTF-8 byte order mark, read past it (RFC 8259 §8.1).
     marked: u64,
+    /// Responses whose integer id was written `2.0` or `2e0`, read as that integer
+    /// ([`Session::integral_id_read`]): the first few, and how many.
+    integral_ids: Sample,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
     /// Items of a batch that came after the awaited response: handled once the caller has
@@ -332,6 +335,7 @@ impl Session {
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,
+            integral_ids: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,

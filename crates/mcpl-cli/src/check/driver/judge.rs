@@ -143,6 +143,21 @@ impl Session {
                 self.marked
             )
         });
+        // JSON-RPC 2.0 §5: the same value, written otherwise (see `integral_id_read`).
+        let integral = (!self.integral_ids.is_empty()).then(|| {
+            format!(
+                "{} and read as the integer id it equals: the same value, as JSON-RPC 2.0 §5 \
+                 asks, but the request's id had no fraction, and a host that matches ids as \
+                 written (the library's peer, which refuses a numeric id that is not an \
+                 integer) would never pair the answer with its request",
+                self.integral_ids
+                    .listed("answered an integer request id written with a fraction or exponent")
+            )
+        });
+        let marked = match (marked, integral) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         if self.junk.is_empty() && self.invalid.is_empty() {
             match marked {
                 Some(said) => self.rec.record(frames, Status::Warn, said),

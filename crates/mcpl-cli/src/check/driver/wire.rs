@@ -216,6 +216,7 @@ impl Session {
     }
 
     pub(super) fn handle_value(&mut self, v: Value, awaiting: Option<&RequestId>) -> Handled {
+        let v = self.integral_id_read(v, awaiting);
         if self.last_request.as_ref() == Some(&v) {
             self.echoed = true;
         }
@@ -268,6 +269,49 @@ impl Session {
             Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
         }
         Handled::Continue
+    }
+
+    /// A response (no `method`) whose numeric id is written with a fraction or an exponent
+    /// (`2.0`, `2e0`) but whose value is the integer id of a request of ours still awaited or
+    /// timed out, given back with that integer id, and counted in [`Session::integral_ids`]
+    /// (a warning under `transport.frames-valid`); any other value is given back untouched.
+    ///
+    /// Reading: JSON-RPC 2.0 §5 asks that a response's id be "the same as the value" of the
+    /// request's, and an RFC 8259 §6 number is a value (`2.0` is the number 2): no MUST is
+    /// broken, so the checker takes it as the answer rather than wait it out as silence. Yet
+    /// the request's id had no fraction (§4 of JSON-RPC: ids SHOULD NOT), and a host that
+    /// matches ids as written never pairs it (the library's peer refuses a numeric id that is
+    /// not an integer, [`RequestId::from_value`]): a warning, not a pass. A value with a true
+    /// fraction (`2.5`), or one no request of ours carried, is left to fail as before.
+    fn integral_id_read(&mut self, mut v: Value, awaiting: Option<&RequestId>) -> Value {
+        if v.get("method").is_some() {
+            return v;
+        }
+        let Some(Value::Number(n)) = v.get("id") else {
+            return v;
+        };
+        if n.is_i64() || n.is_u64() {
+            return v;
+        }
+        // Exactly an integer only within 2^53; past it a double names a range, not one id.
+        let Some(f) = n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)
+        else {
+            return v;
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let id = RequestId::from(f as i64);
+        if Some(&id) != awaiting && !self.timed_out.contains(&id) {
+            return v;
+        }
+        let written = n.to_string();
+        self.integral_ids
+            .push(format!("id {written} for request {id}"));
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("id".into(), id.to_value());
+        }
+        v
     }
 
     pub(super) fn answer(&mut self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
