@@ -264,3 +264,45 @@ fn a_manifest_repeating_a_member_name_is_refused() {
         o.stderr
     );
 }
+
+/// Every place a manifest can leave a description out, graded as the spec grades it. A
+/// feature set's `description` is required (§6.2's table: "Required: Yes"; App. B.2
+/// `"required": ["description", "uses"]`, `"type": "string"`): absent or not a string, it is
+/// an error and validate exits 1 (it was a warning, exit 0). A tag's `desc` in a feature
+/// set's `tagOntology` is optional (§16.4: "Fields (all optional)"; hosts MUST tolerate
+/// undescribed tags): its absence is no finding at all.
+#[test]
+fn s6_2_a_feature_set_description_is_required_and_s16_4_a_tag_desc_is_not() {
+    for bad in [
+        None,
+        Some(json!(42)),
+        Some(json!(null)),
+        Some(json!(["Push"])),
+    ] {
+        let mut m = good();
+        match &bad {
+            None => {
+                m["featureSets"]["demo.push"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("description");
+            }
+            Some(v) => m["featureSets"]["demo.push"]["description"] = v.clone(),
+        }
+        let (code, fs) = findings(&m);
+        assert_eq!(code, 1, "{bad:?}: {fs:?}");
+        let f = find(&fs, "missing_description");
+        assert_eq!(f["severity"], "error", "{bad:?}");
+        assert_eq!(f["section"], "§6.2");
+        assert_eq!(f["path"], "featureSets.demo.push");
+    }
+    // An empty string is a string: the table asks for the type, not for content.
+    let mut m = good();
+    m["featureSets"]["demo.push"]["description"] = json!("");
+    assert_eq!(findings(&m), (0, vec![]));
+    // §16.4: a tag without `desc`, and a keyed family without one, are no finding.
+    let mut m = good();
+    m["featureSets"]["demo.push"]["tagOntology"] =
+        json!({"tags": {"demo:hello": {"facet": "sender"}}, "keyed": {"demo:item": {}}});
+    assert_eq!(findings(&m), (0, vec![]));
+}

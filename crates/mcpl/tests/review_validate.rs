@@ -74,14 +74,15 @@ fn s6_1_array_feature_sets_is_an_error() {
 }
 
 #[test]
-fn s6_2_missing_description_is_a_warning() {
+fn s6_2_missing_description_is_an_error() {
     let m = json!({"version":"0.5","featureSets":{"a":{"uses":["tools"]}}});
     let f = validate(&m);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].code, "missing_description");
-    assert_eq!(f[0].severity, Severity::Warning);
+    // §6.2's table: "Required: Yes" (App. B.2 lists it under `required`).
+    assert_eq!(f[0].severity, Severity::Error);
     assert_eq!(f[0].path, "featureSets.a");
-    assert!(!has_errors(&f));
+    assert!(has_errors(&f));
 }
 
 #[test]

@@ -112,27 +112,17 @@ pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
 }
 
 /// `manifest.feature-sets-shape` (§6.1, §6.2): `featureSets` absent, or an object whose
-/// members are objects with a string `description`. The 0.4 array form fails.
+/// members are objects with a string `description`. The 0.4 array form fails, and so does a
+/// declaration without a string `description` (§6.2's table: "Required: Yes"; graded as
+/// `mcpl validate` grades it, an error).
 pub fn feature_sets_shape(mcpl: &Value, sets: &FeatureSets, findings: &[Finding]) -> Verdict {
-    let described = |kind: FindingKind| kind == FindingKind::MissingDescription;
     let bad: Vec<String> = findings
         .iter()
-        .filter(|f| f.kind != FindingKind::InvalidUses && !described(f.kind))
-        .map(said)
-        .collect();
-    // A missing `description` is graded as `mcpl validate` grades it (a warning): the
-    // declaration is still usable, only its `uses` decides validity (§6.4).
-    let undescribed: Vec<String> = findings
-        .iter()
-        .filter(|f| described(f.kind))
+        .filter(|f| f.kind != FindingKind::InvalidUses)
         .map(said)
         .collect();
     if !bad.is_empty() {
-        // Every finding validate reports here, the warnings after what fails.
-        return fail([bad, undescribed].concat().join("; "));
-    }
-    if !undescribed.is_empty() {
-        return (Status::Warn, undescribed.join("; "));
+        return fail(bad.join("; "));
     }
     match mcpl.get("featureSets") {
         None => pass("no featureSets declared"),
@@ -625,11 +615,13 @@ mod tests {
         assert_eq!(shape_of(&m).0, Status::Fail);
         assert_eq!(shape_of(&json!({"version":"0.5"})).0, Status::Pass);
         let m = json!({"featureSets":{"a":{"uses":["tools"]}}});
+        let (st, d) = shape_of(&m);
         assert_eq!(
-            shape_of(&m).0,
-            Status::Warn,
-            "a missing description is a warning, as in `mcpl validate`"
+            st,
+            Status::Fail,
+            "§6.2: a missing description is an error, as in `mcpl validate`"
         );
+        assert!(d.contains("missing_description"), "{d}");
     }
 
     #[test]

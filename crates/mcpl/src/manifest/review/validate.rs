@@ -308,8 +308,10 @@ pub fn describe(f: &capability::Finding) -> Finding {
             "§6.2",
             format!("feature set `{p}` is not an object; declare {{ description, uses }}"),
         ),
+        // §6.2's table marks `description` "Required: Yes", a string (App. B.2): an error,
+        // though a host still reads the declaration (only `uses` decides validity, §6.4).
         FindingKind::MissingDescription => (
-            Severity::Warning,
+            Severity::Error,
             "§6.2",
             format!("feature set `{p}` has no string `description`; add one"),
         ),
