@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (24 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (25 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 24 * 6 * 512 + 4096,
+        text.len() < 25 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 24, "{doc:#}");
+    assert_eq!(checks.len(), 25, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1112,6 +1112,53 @@ async fn a_notification_sent_as_a_request_fails_its_form() {
             let d = form["detail"].as_str().unwrap_or_default();
             assert!(d.contains("inference/lifecycle"), "{form}");
             assert!(d.contains(r#""lc1""#), "{form}");
+        }
+    }
+}
+
+/// A host that pretty-prints its `initialize` over several lines (as `JSON.stringify(m,
+/// null, 2)` writes it): line framing (§4; MCP's stdio transport forbids embedded newlines)
+/// made each line a frame of junk, so the run saw no `initialize` at all and said only that
+/// none came. It now reads the message whole, so the run goes on, and fails
+/// `host.messages-one-line`, saying the message was spread over N lines, quoting it, and that
+/// it is otherwise a valid request. A host writing one line per message passes it.
+#[tokio::test]
+async fn a_message_spread_over_lines_from_the_host_fails_one_line_and_the_run_goes_on() {
+    for pretty in [true, false] {
+        let report = report_path(&format!("spread-{pretty}.json"));
+        let (child, mut stdin, mut stdout) = spawn_raw(&report);
+        let written =
+            tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+        let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": init_params(json!("0.5")) });
+        let init = if pretty {
+            format!("{}\n", serde_json::to_string_pretty(&init).unwrap())
+        } else {
+            line(&init)
+        };
+        let lines = init.lines().count();
+        let all = format!("{init}{INITIALIZED}{}", policy_request());
+        stdin.write_all(all.as_bytes()).await.unwrap();
+        drop(stdin);
+        let (_, doc) = report_of(child, &report).await;
+        written.abort();
+        assert_eq!(
+            check(&doc, "host.initialize-advertises-mcpl")["status"],
+            "pass",
+            "{doc:#}"
+        );
+        let one = check(&doc, "host.messages-one-line");
+        if pretty {
+            assert_eq!(one["status"], "fail", "{doc:#}");
+            let d = one["detail"].as_str().unwrap_or_default();
+            assert!(d.contains(&format!("spread over {lines} lines")), "{d}");
+            assert!(
+                d.contains("valid JSON-RPC request (initialize, id 1)"),
+                "{d}"
+            );
+            assert!(d.contains("§4"), "{d}");
+        } else {
+            assert_eq!(one["status"], "pass", "{doc:#}");
         }
     }
 }

@@ -314,3 +314,56 @@ fn a_response_id_with_a_true_fraction_is_no_answer() {
     );
     assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
 }
+
+/// The answer to `initialize`, pretty-printed over several lines (as `json.dumps(indent=2)`
+/// writes it), for `printf '%b'`.
+const INIT_PRETTY: &str = r#"{\n  "jsonrpc": "2.0",\n  "id": 1,\n  "result": {\n    "protocolVersion": "2025-06-18",\n    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},\n    "serverInfo": {"name": "s", "version": "1"}\n  }\n}\n"#;
+
+/// A server that pretty-prints its answer to `initialize` over 9 lines. Line framing (§4;
+/// MCP's stdio transport: newline-delimited, no embedded newline) makes that a framing
+/// defect, but the report said "9 frames of junk (not JSON)" and `initialize.answered`
+/// waited the answer out as silence, skipping the rest. It now says one message was spread
+/// over 9 lines, quoting it, that its content is otherwise a valid JSON-RPC response, and
+/// reads it whole so that the run goes on.
+#[test]
+fn a_message_spread_over_lines_is_one_framing_failure_and_the_run_goes_on() {
+    let script = format!("read l; printf '%b' '{INIT_PRETTY}'; exec sleep 60");
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("spread over 9 lines"), "{d}");
+    assert!(d.contains("§4"), "{d}");
+    assert!(d.contains("newline"), "{d}");
+    assert!(d.contains("valid JSON-RPC response (id 1)"), "{d}");
+    assert!(d.contains(r#"\"jsonrpc\": \"2.0\""#), "quoted: {d}");
+    assert!(!d.contains("junk"), "{d}");
+    assert_eq!(status(&doc, "initialize.answered"), "pass", "{doc:#}");
+}
+
+/// A spread message whose content is no JSON-RPC either (no `jsonrpc` member) says so; and
+/// one longer than the gathering bound (`spread::MAX_SPREAD_LINES`, 1,000 lines) is not
+/// gathered: its lines are junk, as before, and the run does not wait for its end.
+#[test]
+fn a_spread_message_is_judged_on_its_content_and_gathering_is_bounded() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; printf '{{\\n  \"id\": 7\\n}}\\n'; \
+         printf '[\\n'; yes '1,' | head -n 1100; printf '1]\\n'; exec sleep 60"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("spread over 3 lines"), "{d}");
+    assert!(d.contains("not valid JSON-RPC either"), "{d}");
+    assert!(d.contains("junk (not JSON)"), "{d}");
+    assert!(!d.contains("spread over 110"), "{d}");
+}
+
+/// A server that begins a message over several lines and stalls before its end: the check
+/// that waited says what it began (where the held lines were otherwise said nowhere).
+#[test]
+fn a_spread_message_left_unended_is_quoted_by_the_check_that_waited() {
+    let script = "read l; printf '{\\n  \"jsonrpc\": \"2.0\",\\n  \"id\": 1,\\n'; exec sleep 60";
+    let doc = check_script(script);
+    let d = detail(&doc, "initialize.answered");
+    assert!(d.contains("began one message over 3 line(s)"), "{d}");
+    assert!(d.contains(r#"\"id\": 1,"#), "{d}");
+}

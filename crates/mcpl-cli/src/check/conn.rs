@@ -43,11 +43,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
+use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
 use classify::{classify, discard, repeated_name};
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
-use mcpl::transport::{endpoint, Frame, Transport};
+use mcpl::transport::{endpoint, Frame, FrameReader, Transport};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -96,6 +97,9 @@ pub enum Event {
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
     /// objects: what and where ([`super::repeated::describe`]).
     Repeated(String),
+    /// The frame that follows (a [`Event::Frame`]) was one message spread over several
+    /// lines, joined ([`super::spread`]): how many, and its start quoted.
+    Spread(String),
     /// The frame that follows (a [`Event::Frame`]) began with a UTF-8 byte order mark
     /// (U+FEFF), read past (RFC 8259 §8.1: a writer must not add one, a parser may ignore
     /// it, and the library's peer does).
@@ -526,11 +530,25 @@ async fn pump(
         monitor,
     } = opened;
     let Transport {
-        mut reader,
+        reader,
         mut writer,
         guard,
         ..
     } = transport;
+    // Line framing: a message spread over several lines is joined, and said
+    // ([`super::spread`]); a WebSocket message is whole already.
+    let spreads = Spreads::default();
+    let mut reader: Box<dyn FrameReader> = if skip_blank {
+        Box::new(SpreadReader::new(reader, spreads.clone()))
+    } else {
+        reader
+    };
+    let unfinished_now = |reader: &dyn FrameReader| {
+        reader
+            .unfinished()
+            .map(unfinished_line)
+            .or_else(|| spreads.holding())
+    };
     // Told once the read side has sent its last event.
     let (read_ended, mut read_ended_rx) = tokio::sync::oneshot::channel::<()>();
     let read = async {
@@ -547,7 +565,7 @@ async fn pump(
                     Some(ask) = asks.recv() => Some(ask),
                 };
                 if let Some(ask) = asked {
-                    let _ = ask.send(reader.unfinished().map(unfinished_line));
+                    let _ = ask.send(unfinished_now(&*reader));
                 }
             }
             // Between two reads (a read is cancel-safe), the checker may ask what the reader
@@ -560,7 +578,7 @@ async fn pump(
             let next = match next {
                 Ok(read) => read,
                 Err(ask) => {
-                    let _ = ask.send(reader.unfinished().map(unfinished_line));
+                    let _ = ask.send(unfinished_now(&*reader));
                     continue;
                 }
             };
@@ -570,6 +588,8 @@ async fn pump(
                     _ => "it left its last line unfinished (no newline), discarded".to_owned(),
                 });
             }
+            // Said before the frame it is about (a message spread over lines, joined).
+            let spread = spreads.take_fresh().map(Event::Spread);
             // The event and what it holds, counted against [`QUEUED_BYTES`].
             let (event, cost) = match next {
                 Ok(Some(Frame::Text(text))) => {
@@ -601,7 +621,9 @@ async fn pump(
                         // Said before the frame it is about, so it is judged with it.
                         let marked = (marked && matches!(event, Event::Frame(_)))
                             .then_some(Event::ByteOrderMark);
-                        for note in marked.into_iter().chain(repeated_name(text, &event)) {
+                        let spread = spread.filter(|_| matches!(event, Event::Frame(_)));
+                        let notes = spread.into_iter().chain(marked);
+                        for note in notes.chain(repeated_name(text, &event)) {
                             let cost = note.held_bytes();
                             queued.fetch_add(cost, Ordering::Relaxed);
                             if events.send((note, cost, Instant::now())).is_err() {

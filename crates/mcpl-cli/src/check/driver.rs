@@ -136,6 +136,8 @@ struct Session {
     repeated: Sample,
     /// Frames that began with a UTF-8 byte order mark, read past it (RFC 8259 §8.1).
     marked: u64,
+    /// Messages spread over several lines, read whole ([`crate::check::spread`]).
+    spread: Sample,
     /// Responses whose integer id was written `2.0` or `2e0`, read as that integer
     /// ([`Session::integral_id_read`]): the first few, and how many.
     integral_ids: Sample,
@@ -335,6 +337,7 @@ impl Session {
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,
+            spread: Sample::default(),
             integral_ids: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),

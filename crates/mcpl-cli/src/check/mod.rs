@@ -10,6 +10,7 @@ mod inspect;
 pub(crate) mod repeated;
 pub(crate) mod report;
 mod scenario;
+pub(crate) mod spread;
 mod stderr;
 pub(crate) mod vocabulary;
 

@@ -6,7 +6,7 @@ use std::io;
 use serde_json::Value;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
-/// in `…`. With the catalogue's 24 checks the whole report stays under 24 × 6 × 512 B
+/// in `…`. With the catalogue's 25 checks the whole report stays under 25 × 6 × 512 B
 /// (72 KiB, JSON escaping included) whatever the host sends.
 pub(super) const DETAIL_LIMIT: usize = 512;
 

@@ -40,6 +40,7 @@ use mcpl::transport::{stdio, Transport};
 
 use crate::check::report::{catalogue, catalogue_text_of, CheckDef, Recorder, Report};
 use crate::check::seconds;
+use crate::check::spread::{SpreadReader, Spreads};
 use crate::term::emit_err;
 
 catalogue! {
@@ -68,6 +69,7 @@ catalogue! {
     "host.hook-is-request", "§4.1", "context/beforeInference is sent as a Request, never as a Notification";
     "host.no-byte-order-mark", "§4", "no message from the host begins with a UTF-8 byte order mark (RFC 8259 §8.1; a warning)";
     "host.notifications-have-no-id", "§4.1", "a notification-only method (notifications/initialized, inference/lifecycle, inference/chunk, channels/outgoing/*, MCP's notifications/*) is sent without an id";
+    "host.messages-one-line", "§4", "over line framing (stdio, --tcp), every message from the host is one line, none spread over several (as a pretty-printer writes)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -245,8 +247,16 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
     };
     let report = rt.block_on(async move {
         let mut seen = accept::Seen::default();
+        let spreads = Spreads::default();
         let transport = match tokio::time::timeout(step, connect(args, &mut seen)).await {
-            Ok(Ok(t)) => watched::watched(junk::with_junk_line(t)),
+            Ok(Ok(mut t)) => {
+                // Line framing (not a WebSocket, whose messages come whole): a message
+                // spread over several lines is read whole and said.
+                if args.ws.is_none() {
+                    t.reader = Box::new(SpreadReader::new(t.reader, spreads.clone()));
+                }
+                watched::watched(junk::with_junk_line(t))
+            }
             Ok(Err(e)) => return unreachable_report(label, e),
             Err(_) => {
                 let e = format!(
@@ -263,6 +273,7 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
         let mut run = session::Run::new(peer, incoming, rec, bounds);
         run.left = left;
         run.repeats = repeats;
+        run.spreads = spreads;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {
             run.cut_off(limit);

@@ -152,6 +152,8 @@ pub(super) struct Run {
     /// The host's messages that repeat a member name, or begin with a byte order mark
     /// ([`super::watched::Repeats`]).
     pub(super) repeats: super::watched::Repeats,
+    /// The host's messages spread over several lines, read whole ([`crate::check::spread`]).
+    pub(super) spreads: crate::check::spread::Spreads,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -191,6 +193,7 @@ impl Run {
             unfinished: None,
             left: super::watched::Left::default(),
             repeats: super::watched::Repeats::default(),
+            spreads: crate::check::spread::Spreads::default(),
         }
     }
 
@@ -822,6 +825,31 @@ impl Run {
             (n, None) => {
                 let d = format!("no object repeated a member name in {n} frame(s)");
                 self.record(unique, Status::Pass, d);
+            }
+        }
+        // §4: one message per line over line framing (MCP's stdio transport: no embedded
+        // newline); judged on every message that came, however the run ended.
+        let one_line = "host.messages-one-line";
+        match self.spreads.seen() {
+            (0, _) if self.repeats.summary().0 == 0 => {}
+            (0, _) => {
+                let d = "no message was spread over several lines";
+                self.record(one_line, Status::Pass, d);
+            }
+            (n, kept) => {
+                let d = format!(
+                    "{n} message(s) spread over several lines, where a message must be one line \
+                     (§4: JSON-RPC as MCP carries it, whose stdio transport delimits messages \
+                     by newlines and forbids embedded ones; each was read whole, so the run \
+                     went on){}: {}",
+                    if n > kept.len() as u64 {
+                        format!(", the first {} shown", kept.len())
+                    } else {
+                        String::new()
+                    },
+                    kept.join("; ")
+                );
+                self.record(one_line, Status::Fail, d);
             }
         }
         // RFC 8259 §8.1: a writer must not add a byte order mark (a parser may ignore it).

@@ -97,9 +97,11 @@ impl Event {
     /// discarded frame's reason) and its slot in the queue ([`EVENT_BYTES`]).
     pub(super) fn held_bytes(&self) -> usize {
         let text = match self {
-            Event::Junk(s) | Event::Invalid(s) | Event::Closed(s) | Event::Repeated(s) => {
-                s.capacity()
-            }
+            Event::Junk(s)
+            | Event::Invalid(s)
+            | Event::Closed(s)
+            | Event::Repeated(s)
+            | Event::Spread(s) => s.capacity(),
             Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)

@@ -158,7 +158,7 @@ impl Session {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };
-        if self.junk.is_empty() && self.invalid.is_empty() {
+        if self.junk.is_empty() && self.invalid.is_empty() && self.spread.is_empty() {
             match marked {
                 Some(said) => self.rec.record(frames, Status::Warn, said),
                 None => self
@@ -167,6 +167,21 @@ impl Session {
             }
         } else {
             let mut all = Vec::new();
+            if !self.spread.is_empty() {
+                all.push(format!(
+                    "{} message(s) spread over several lines, where a message must be one line \
+                     (§4: JSON-RPC as MCP carries it, whose stdio transport delimits messages \
+                     by newlines and forbids embedded ones; each was read whole, so the run \
+                     went on){}: {}",
+                    self.spread.count,
+                    if self.spread.count > self.spread.shown.len() as u64 {
+                        format!(", the first {} shown", self.spread.shown.len())
+                    } else {
+                        String::new()
+                    },
+                    self.spread.shown.join("; ")
+                ));
+            }
             if !self.junk.is_empty() {
                 all.push(self.junk.summary("junk (not JSON)"));
             }

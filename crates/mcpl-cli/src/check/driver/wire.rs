@@ -160,6 +160,10 @@ impl Session {
                 self.repeated.push(what);
                 return Handled::Continue;
             }
+            Event::Spread(said) => {
+                self.spread.push(said);
+                return Handled::Continue;
+            }
             Event::ByteOrderMark => {
                 self.marked = self.marked.saturating_add(1);
                 return Handled::Continue;
