@@ -788,29 +788,97 @@ fn a_server_that_ends_its_output_is_shown_ended_while_its_request_waits() {
     assert_eq!(answer["result"]["content"], "yes, still here", "{answer}");
 }
 
-/// The same server's request left unanswered: once the connection closes (the end of the
-/// drain after the server's EOF) the request no longer shows as waiting, and the log says
-/// it closed unanswered. Before, it stayed listed as waiting on a closed connection, and
-/// answering it reported success while nothing was sent.
-#[test]
-fn a_request_left_waiting_when_the_connection_closes_is_no_longer_shown_waiting() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, _answers) = mpsc::channel();
-    thread::spawn(move || asking_then_ending_server(listener, tx));
-    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+/// A spawned server (`sh`, over its stdio) that, once listed, asks the host's model
+/// (`inference/request`, §11) and then `END`s: `exit 0` (it can read no answer), or
+/// `exec 1>&-` (closes its output, keeps reading) and, once the answer comes, writes it to
+/// `$ANSWER_FILE` and exits.
+fn asking_child(end: &str) -> String {
+    format!(
+        r#"while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/^{{"id":\([0-9]*\),.*/\1/p')
+  case "$l" in
+    *'"method":"initialize"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}},"experimental":{{"mcpl":{{"version":"0.5","inferenceRequest":true,"featureSets":{{"assist":{{"description":"d","uses":["inferenceRequest"]}}}}}}}}}},"serverInfo":{{"name":"ender","version":"1"}}}}}}\n' "$id";;
+    *'"method":"tools/list"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"tools":[]}}}}\n' "$id"; printf '%s\n' '{{"jsonrpc":"2.0","id":"ask","method":"inference/request","params":{{"featureSet":"assist","messages":[{{"role":"user","content":"still there?"}}]}}}}'; {end};;
+    *'"id":"ask"'*) printf '%s\n' "$l" > "$ANSWER_FILE"; exit 0;;
+    *) [ -n "$id" ] && printf '{{"jsonrpc":"2.0","id":%s,"result":{{"accepted":true}}}}\n' "$id";;
+  esac
+done"#
+    )
+}
+
+/// Waits (on the event stream) until the connection's phase is `phase`.
+fn wait_phase(insp: &Inspect, phase: &str) -> Value {
     let mut events = insp.events();
     let deadline = Instant::now() + WAIT;
-    let state = loop {
+    loop {
         let s = insp.get("/api/state");
-        if s["connection"]["phase"] == "closed" {
-            break s;
+        if s["connection"]["phase"] == phase {
+            return s;
         }
         events
             .next(deadline)
-            .unwrap_or_else(|| panic!("the connection did not close: {s}"));
-    };
+            .unwrap_or_else(|| panic!("the connection never became {phase}: {s}"));
+    }
+}
+
+/// A spawned server's request left unanswered when the server exits: the connection closes
+/// at its exit, the request no longer shows as waiting, and the log says it closed
+/// unanswered. (Before, it stayed listed as waiting on a closed connection, and answering
+/// it reported success while nothing was sent.) Since the drain after a server's EOF now
+/// waits for the user's answers (`PeerConfig::eof_drain`, `PENDING_TIMEOUT`), the exit is
+/// what ends it; this test waited out the library's 5 s drain before.
+#[test]
+fn a_request_left_waiting_when_the_connection_closes_is_no_longer_shown_waiting() {
+    let script = asking_child("exit 0");
+    let insp = Inspect::start(&["--", "sh", "-c", &script]);
+    let state = wait_phase(&insp, "closed");
     assert_eq!(state["pending"], json!([]), "{state}");
     let log = insp.get("/api/log?limit=500");
     assert!(log.to_string().contains("closed unanswered"), "{log}");
+}
+
+/// A spawned server that closes its output after asking, and keeps reading: the request
+/// stays answerable after its EOF (shown `server ended`), the user's answer reaches it, and
+/// its exit then closes the connection.
+#[test]
+fn a_spawned_server_that_ended_its_output_still_gets_the_users_answer() {
+    let dir = std::env::temp_dir().join(format!("mcpl-inspect-eof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A named pipe: the test's read waits for the server's write, no polling.
+    let file = dir.join("answer.fifo");
+    let _ = std::fs::remove_file(&file);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = mpsc::channel();
+    let fifo = file.clone();
+    thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(&fifo));
+    });
+    let script = asking_child("exec 1>&-");
+    let insp = Inspect::start_with_env(
+        &["--", "sh", "-c", &script],
+        &[("ANSWER_FILE", file.to_str().unwrap())],
+    );
+    let state = wait_phase(&insp, "server ended");
+    let waiting = &state["pending"][0];
+    assert_eq!(waiting["method"], "inference/request", "{state}");
+    let answered = insp.post(
+        "/api/answer",
+        json!({ "id": waiting["id"], "text": "yes, still here" }),
+    );
+    assert_eq!(answered["ok"], true, "{answered}");
+    let written = rx
+        .recv_timeout(WAIT)
+        .expect("the answer reaches the server after its EOF")
+        .unwrap();
+    let answer: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(answer["result"]["content"], "yes, still here", "{answer}");
+    // The answer written, the connection closes (nothing more is owed, and the server exits).
+    wait_phase(&insp, "closed");
+    let log = insp.get("/api/log?limit=500");
+    assert!(!log.to_string().contains("closed unanswered"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

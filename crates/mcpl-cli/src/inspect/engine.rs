@@ -8,6 +8,8 @@
 //! [`State::pending`] and a parked handler task (the session answers it from its own task), so
 //! nothing else waits for it. Every list here has a bound (the `MAX_*` constants).
 
+mod exit;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
@@ -32,7 +34,8 @@ use crate::check::Target;
 pub const MAX_EVENTS: usize = 1000;
 /// Most server → host requests waiting for an answer at once; more are answered `-32603`.
 pub const MAX_PENDING: usize = 64;
-/// Longest a server → host request waits for an answer before it is answered `-32603`.
+/// Longest a server → host request waits for an answer before it is answered `-32603`; also
+/// how long, after a server's EOF, its requests stay answerable (`PeerConfig::eof_drain`).
 pub const PENDING_TIMEOUT: Duration = Duration::from_secs(600);
 /// Most bytes of one kept event or answered request as JSON (in the lists, the live stream
 /// and the state): past it, its biggest members (params, message, manifest, tags…) are each
@@ -410,6 +413,10 @@ impl Engine {
             peer: PeerConfig {
                 request_timeout: Some(s.timeout),
                 tap: Some(self.tap(generation)),
+                // A server that ended its output may still read: a request it sent stays
+                // answerable by the user for as long as it waits ([`PENDING_TIMEOUT`]),
+                // not the library's 5 s; a spawned server's exit closes at once ([`pump`]).
+                eof_drain: Some(PENDING_TIMEOUT),
                 ..PeerConfig::default()
             },
             ..HostConfig::default()
@@ -442,7 +449,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Feeds the session's events, diagnostics and end into the engine.
+    /// Feeds the session's events, diagnostics and end into the engine; closes the connection
+    /// when a spawned server exits.
     fn pump(&self, generation: u64, session: HostSession, streams: mcpl::host::HostStreams) {
         let mcpl::host::HostStreams {
             mut events,
@@ -466,6 +474,7 @@ impl Engine {
         let weak = Arc::downgrade(&self.inner);
         let peer = session.peer().clone();
         drop(session);
+        self.close_at_exit(generation, &peer);
         tokio::spawn(async move {
             let reason = peer.closed().await;
             drop(peer);

@@ -57,6 +57,11 @@ pub struct PeerConfig {
     /// A write taking longer than this closes the connection (the other side stopped
     /// reading). `None` (default) waits forever.
     pub write_timeout: Option<Duration>,
+    /// After the other side ends its output (EOF), how long the responses this side still
+    /// owes may take before the connection closes (a request answered by a person, as in
+    /// `mcpl inspect`). `None` (default): the write timeout, else 5 s. A write failing still
+    /// closes at once.
+    pub eof_drain: Option<Duration>,
     /// No traffic in either direction (no frame read, none written in full) for this long
     /// closes the connection, wherever the reader or writer is blocked. `None` (default)
     /// never does.
@@ -133,6 +138,7 @@ impl Default for PeerConfig {
             outgoing_capacity: 64,
             max_pending_requests: crate::session::DEFAULT_MAX_PENDING_REQUESTS,
             write_timeout: None,
+            eof_drain: None,
             idle_timeout: None,
             diagnostics_capacity: 256,
             remembered_timeouts: 1024,

@@ -89,7 +89,11 @@ pub(super) async fn reader_task(
                 // Nothing more will arrive: `Incoming` ends now, so an application that
                 // answers once it has seen the end of the input is not cut off.
                 drop(inbound);
-                let drain = shared.config.write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+                let drain = shared
+                    .config
+                    .eof_drain
+                    .or(shared.config.write_timeout)
+                    .unwrap_or(CLOSE_DRAIN_LIMIT);
                 // Boxed: once per connection, and it would otherwise size the task for its
                 // whole life (see `read_off_worker`).
                 Box::pin(async {
