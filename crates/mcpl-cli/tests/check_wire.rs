@@ -367,3 +367,27 @@ fn a_spread_message_left_unended_is_quoted_by_the_check_that_waited() {
     assert!(d.contains("began one message over 3 line(s)"), "{d}");
     assert!(d.contains(r#"\"id\": 1,"#), "{d}");
 }
+
+/// A server that pings the host once initialized (MCP's `ping`: either party may send it,
+/// and the receiver MUST answer with an empty result) and ends if the answer is an error, as
+/// a server checking that its host is alive would. The checker, as the strict host, answered
+/// `-32601` ("Method not found: ping"), where the library host answers `{}`: the server
+/// ended, and everything after was reported against it. It now answers `{}`.
+#[test]
+fn a_ping_from_the_server_is_answered_with_an_empty_result() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"p-1\",\"method\":\"ping\"}}'; \
+         while read l; do \
+         case \"$l\" in *'\"id\":\"p-1\"'*) case \"$l\" in *'\"error\"'*) exit 3;; esac; continue;; esac; \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         case \"$l\" in *featureSets/update*) r='{{\"accepted\":true}}';; *) r='{{}}';; esac; \
+         printf '{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}}\\n' \"$id\" \"$r\"; \
+         done"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(!d.contains("end of stream"), "{d}");
+    assert_eq!(status(&doc, "policy.request-answered"), "pass", "{doc:#}");
+}

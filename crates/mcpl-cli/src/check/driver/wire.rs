@@ -6,6 +6,7 @@ use std::time::Instant;
 use mcpl::capability::Requirement;
 use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
 use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister};
+use mcpl::protocol::handshake::Ping;
 use mcpl::protocol::inference::InferenceRequest;
 use mcpl::protocol::manifest::ManifestChanged;
 use mcpl::protocol::model::ModelInfoRequest;
@@ -533,6 +534,9 @@ impl Session {
             return Err(r.to_error(method));
         }
         match method {
+            // MCP's `ping`, which either party may send: an empty result, as the library
+            // host answers it (it was `-32601`, and a server checking its host went away).
+            Ping::NAME => Ok(json!({})),
             PushEvent::NAME => {
                 // The library host's rule: tags are a shape finding (`push.event-shape`),
                 // never a refusal (§16.6: admission is decided before tags are read).
