@@ -120,8 +120,13 @@
 //!   `context/beforeInference`, `channels/*` …) are the session's. `tools/call` under an MCPL
 //!   host is refused `-32002` until the policy grants `tools` (§5.3, §5.4), then goes to
 //!   rmcp; from an MCP-only host it goes straight through (§3.2). Every other request and
-//!   every non-MCPL notification goes to rmcp, in wire order, with the host's own id (so a
-//!   `notifications/cancelled` names it).
+//!   every non-MCPL notification goes to rmcp, in wire order. Each request goes to rmcp
+//!   under an id of the bridge's own, never used twice on a connection (what a handler
+//!   reads as `RequestContext::id`), and is answered to the host with its own id; a
+//!   `notifications/cancelled` is handed to rmcp naming the request by that id, and only
+//!   when it names a request rmcp is serving. So a host that reuses an id once its
+//!   request was cancelled (rmcp does not stop a handler, it drops its answer, which may
+//!   be on its way) gets the new request's answer, not the old one's.
 //! - **rmcp → host.** Responses go back to the host. rmcp's notifications (`progress`,
 //!   `message`, `…/list_changed`) and requests (`sampling/createMessage`, `roots/list`,
 //!   `elicitation/create`, `ping`) go out through [`Session::send_mcp_notification`] /
@@ -153,8 +158,8 @@
 //!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
 //!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
 //!   custom-request path and is answered as plain rmcp answers it (`-32601`).
-//! - **Request ids**: rmcp carries integer ids as `i64`; a host id beyond that range is
-//!   answered `-32600` instead of being handed to rmcp.
+//! - **Request ids**: rmcp carries integer ids as `i64`; since rmcp gets ids of the
+//!   bridge's own, every id the library reads (strings, integers up to `u64::MAX`) is served.
 //! - **MCPL from rmcp's `Peer`**: not possible, by design (see above); use the [`Session`]
 //!   from the `Extension`.
 
@@ -215,7 +220,7 @@ pub fn fallback<H: ServerHandler + Clone>(
             handler: handler.clone(),
             shared: Arc::new(Shared {
                 session,
-                pending: Mutex::new(HashMap::new()),
+                pending: Mutex::new(Pending::default()),
                 outgoing: Mutex::new(HashMap::new()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
@@ -230,11 +235,37 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Host requests handed to rmcp and not yet answered (≤ [`MAX_IN_FLIGHT`]), each under an
+/// id of the bridge's own there.
+#[derive(Default)]
+struct Pending {
+    /// The last id given to rmcp (ids count up from 1 and are never reused).
+    last: i64,
+    /// By the id rmcp knows: the host's id and where its answer goes.
+    by_rmcp: HashMap<rmcp::model::RequestId, (RequestId, oneshot::Sender<Answer>)>,
+    /// The id rmcp knows, by the host's.
+    by_host: HashMap<RequestId, rmcp::model::RequestId>,
+}
+
+impl Pending {
+    /// The waiting request rmcp knows as `rid`, no longer waiting.
+    fn take(&mut self, rid: &rmcp::model::RequestId) -> Option<oneshot::Sender<Answer>> {
+        let (host, tx) = self.by_rmcp.remove(rid)?;
+        self.by_host.remove(&host);
+        Some(tx)
+    }
+
+    fn clear(&mut self) {
+        self.by_rmcp.clear();
+        self.by_host.clear();
+    }
+}
+
 /// What the bridge and the rmcp side of one connection share.
 struct Shared {
     session: Session,
-    /// Host requests handed to rmcp, by the id they carry on both sides (≤ [`MAX_IN_FLIGHT`]).
-    pending: Mutex<HashMap<rmcp::model::RequestId, oneshot::Sender<Answer>>>,
+    /// Host requests handed to rmcp.
+    pending: Mutex<Pending>,
     /// rmcp's own requests to the host in flight, by rmcp's id.
     outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
 }
@@ -290,12 +321,6 @@ fn envelope(method: &str, params: Option<Value>) -> Map<String, Value> {
     m
 }
 
-fn rmcp_id(id: &RequestId) -> Option<rmcp::model::RequestId> {
-    serde_json::to_value(id)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-}
-
 fn ready(answer: Answer) -> FallbackFuture {
     Box::pin(std::future::ready(answer))
 }
@@ -303,35 +328,39 @@ fn ready(answer: Answer) -> FallbackFuture {
 impl<H: ServerHandler + Clone> Bridge<H> {
     /// Hands one host request to rmcp now and returns the future of its answer.
     fn forward(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
-        let Some(rid) = rmcp_id(id) else {
-            return ready(Err(ErrorObject::invalid_request(format!(
-                "request id {id} cannot be carried to rmcp (integer ids are i64 there)"
-            ))));
-        };
-        let mut message = envelope(method, params);
-        message.insert("id".into(), json!(id));
-        let msg = match client_message(message, &self.shared.session) {
-            Ok(m) => m,
-            Err(e) => return ready(Err(ErrorObject::invalid_params(format!("{method}: {e}")))),
-        };
         let (tx, rx) = oneshot::channel();
-        {
+        let rid = {
             let mut pending = lock(&self.shared.pending);
-            if pending.contains_key(&rid) {
+            if pending.by_host.contains_key(id) {
                 return ready(Err(ErrorObject::invalid_request(format!(
-                    "request id {id} is already in flight"
+                    "request id {} is already in flight",
+                    clipped(id)
                 ))));
             }
-            if pending.len() >= MAX_IN_FLIGHT {
+            if pending.by_rmcp.len() >= MAX_IN_FLIGHT {
                 return ready(Err(ErrorObject::internal(format!(
                     "{MAX_IN_FLIGHT} requests are already waiting for the rmcp handler"
                 ))));
             }
-            pending.insert(rid.clone(), tx);
-        }
-        if let Err(e) = self.send(msg) {
-            lock(&self.shared.pending).remove(&rid);
-            return ready(Err(ErrorObject::internal(e)));
+            let Some(last) = pending.last.checked_add(1) else {
+                return ready(Err(ErrorObject::internal(
+                    "this connection has used every request id rmcp can carry",
+                )));
+            };
+            pending.last = last;
+            let rid = rmcp::model::RequestId::Number(last);
+            pending.by_host.insert(id.clone(), rid.clone());
+            pending.by_rmcp.insert(rid.clone(), (id.clone(), tx));
+            rid
+        };
+        let mut message = envelope(method, params);
+        message.insert("id".into(), json!(rid));
+        let sent = client_message(message, &self.shared.session)
+            .map_err(|e| ErrorObject::invalid_params(format!("{method}: {e}")))
+            .and_then(|msg| self.send(msg).map_err(ErrorObject::internal));
+        if let Err(e) = sent {
+            lock(&self.shared.pending).take(&rid);
+            return ready(Err(e));
         }
         Box::pin(async move {
             rx.await.unwrap_or_else(|_| {
@@ -408,11 +437,30 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
         self.forward(id, method, params)
     }
 
-    fn notification(&self, method: &str, params: Option<Value>) {
-        let cancelled = (method == "notifications/cancelled")
-            .then(|| params.as_ref().and_then(|p| p.get("requestId")).cloned())
-            .flatten()
-            .and_then(|id| serde_json::from_value::<rmcp::model::RequestId>(id).ok());
+    fn notification(&self, method: &str, mut params: Option<Value>) {
+        if method == "notifications/cancelled" {
+            // The host names its own id; rmcp knows the request by the bridge's.
+            let host_id = params
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(RequestId::from_value);
+            let found = host_id.and_then(|id| {
+                let mut pending = lock(&self.shared.pending);
+                let rid = pending.by_host.get(&id)?.clone();
+                Some((rid.clone(), pending.take(&rid)?))
+            });
+            let Some((rid, tx)) = found else {
+                // Nothing rmcp serves: answered, never sent, an MCPL request, `initialize`
+                // or no id at all. Its ids are not the host's, so it is not told.
+                tracing::debug!("a cancel naming no request of rmcp's is not handed to it");
+                return;
+            };
+            // rmcp never answers a cancelled request; the session answers every request.
+            let _ = tx.send(Err(ErrorObject::request_cancelled()));
+            if let Some(Value::Object(p)) = params.as_mut() {
+                p.insert("requestId".into(), json!(rid));
+            }
+        }
         match client_message(envelope(method, params), &self.shared.session) {
             Ok(msg) => {
                 if let Err(e) = self.send(msg) {
@@ -424,12 +472,6 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
                 clipped(method),
                 clipped(e)
             ),
-        }
-        if let Some(id) = cancelled {
-            // rmcp never answers a cancelled request; the session answers every request.
-            if let Some(tx) = lock(&self.shared.pending).remove(&id) {
-                let _ = tx.send(Err(ErrorObject::request_cancelled()));
-            }
         }
     }
 }
@@ -582,7 +624,7 @@ async fn from_rmcp(
             return Ok(());
         }
     };
-    match lock(&shared.pending).remove(&id) {
+    match lock(&shared.pending).take(&id) {
         Some(tx) => {
             let _ = tx.send(answer);
         }

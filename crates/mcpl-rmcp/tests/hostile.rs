@@ -1,0 +1,257 @@
+//! A hostile or merely odd MCP host against the bridge, over real TCP: cancellations of
+//! every kind, reused and unusual request ids, requests around the half-close. Every
+//! request gets exactly one answer, and it is its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Semaphore};
+
+/// Bound on every single wait, so a broken bridge fails instead of hanging the suite.
+const WAIT: Duration = Duration::from_secs(10);
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct GateArgs {
+    /// Returned as the tool's text once the gate lets the call through.
+    tag: String,
+}
+
+/// Tools whose calls finish when the test says so, and not when they are cancelled.
+#[derive(Clone)]
+struct Gated {
+    /// One permit per call let through, in the order the calls entered.
+    gate: Arc<Semaphore>,
+    /// How many `gate` calls have entered.
+    entered: Arc<watch::Sender<usize>>,
+    /// How many `gate` calls have returned.
+    returned: Arc<watch::Sender<usize>>,
+}
+
+impl Gated {
+    fn new() -> Gated {
+        Gated {
+            gate: Arc::new(Semaphore::new(0)),
+            entered: Arc::new(watch::channel(0).0),
+            returned: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Waits until `n` `gate` calls have entered.
+    async fn until_entered(&self, n: usize) {
+        until(&self.entered, n).await
+    }
+
+    /// Lets one more `gate` call through and waits until it returned.
+    async fn release_one(&self) {
+        let n = *self.returned.borrow() + 1;
+        self.gate.add_permits(1);
+        until(&self.returned, n).await
+    }
+}
+
+async fn until(counter: &watch::Sender<usize>, n: usize) {
+    let mut rx = counter.subscribe();
+    tokio::time::timeout(WAIT, rx.wait_for(|e| *e >= n))
+        .await
+        .expect("the calls got there in time")
+        .unwrap();
+}
+
+#[tool_router]
+impl Gated {
+    #[tool(description = "Wait for the gate (ignoring cancellation), then return the tag")]
+    async fn gate(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
+        self.entered.send_modify(|e| *e += 1);
+        match self.gate.acquire().await {
+            Ok(permit) => permit.forget(),
+            Err(_) => return "closed".into(),
+        }
+        self.returned.send_modify(|e| *e += 1);
+        tag
+    }
+
+    #[tool(description = "Return the tag at once")]
+    fn echo(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
+        tag
+    }
+}
+
+#[tool_handler(name = "gated", version = "1")]
+impl ServerHandler for Gated {}
+
+/// Serves `handler` bridged on a fresh TCP listener.
+async fn serve(handler: Gated) -> SocketAddr {
+    let server = mcpl_rmcp::builder(handler).build().unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    addr
+}
+
+/// A host writing raw JSON lines.
+struct Raw {
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Raw {
+    /// Connected and initialized as an MCP host (id `"init"`).
+    async fn mcp(addr: SocketAddr) -> Raw {
+        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+        let mut h = Raw {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        h.send(
+            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "raw", "version": "0"}}}),
+        )
+        .await;
+        let init = h.next_frame().await;
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        h
+    }
+
+    async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn next_frame(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("the server sent it in time")
+            .unwrap()
+            .expect("the connection is open");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// The next response (frames without a method), skipping anything else.
+    async fn next_response(&mut self) -> Value {
+        loop {
+            let v = self.next_frame().await;
+            if v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    async fn call_tool(&mut self, id: Value, tool: &str, tag: &str) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": {"tag": tag}}}))
+            .await;
+    }
+
+    async fn cancel(&mut self, id: Value) {
+        self.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": id}}),
+        )
+        .await;
+    }
+}
+
+fn text(v: &Value) -> &str {
+    v["result"]["content"][0]["text"].as_str().unwrap_or("")
+}
+
+/// The host cancels a call whose tool goes on (rmcp does not stop a handler, it drops its
+/// answer), then reuses the id for a new call while the old one still runs. The old
+/// call's answer is not the new call's: the new call is answered with its own result.
+#[tokio::test]
+async fn a_reused_id_after_a_cancel_gets_its_own_answer() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    h.call_tool(json!(7), "gate", "old").await;
+    gated.until_entered(1).await;
+    h.cancel(json!(7)).await;
+    let cancelled = h.next_response().await;
+    assert_eq!(cancelled["id"], 7);
+    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    h.call_tool(json!(7), "gate", "new").await;
+    gated.until_entered(2).await;
+    // The old call finishes first (the semaphore is fair), then the new one.
+    gated.release_one().await;
+    gated.release_one().await;
+    let answer = h.next_response().await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(text(&answer), "new", "{answer}");
+}
+
+/// Every id the library reads is served and answered as it was sent, whatever rmcp can
+/// carry (integer ids are `i64` there): a long string, the empty string, `u64::MAX`,
+/// `i64::MIN`, `0`; and a cancel names such a call as the host sent it.
+#[tokio::test]
+async fn every_id_is_answered_as_sent_and_cancelled_by_it() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    let ids = [
+        json!("i".repeat(mcpl::jsonrpc::MAX_ID_BYTES)),
+        json!(""),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!(0),
+    ];
+    for (n, id) in ids.iter().enumerate() {
+        h.call_tool(id.clone(), "echo", &n.to_string()).await;
+        let answer = h.next_response().await;
+        assert!(answer["id"] == *id, "answered under another id");
+        assert_eq!(text(&answer), n.to_string(), "{:.300}", answer.to_string());
+    }
+    let id = json!(u64::MAX);
+    h.call_tool(id.clone(), "gate", "held").await;
+    gated.until_entered(1).await;
+    h.cancel(id.clone()).await;
+    let cancelled = h.next_response().await;
+    assert_eq!(cancelled["id"], id);
+    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    // The id is free again, and served.
+    h.call_tool(id.clone(), "echo", "again").await;
+    let answer = h.next_response().await;
+    assert_eq!((&answer["id"], text(&answer)), (&id, "again"), "{answer}");
+}
+
+/// Ids the library does not read as ids (a fraction, an exponent, `-0`, which it could not
+/// echo digit for digit) are answered `-32600` with a `null` id, once each, and never reach
+/// rmcp; the connection goes on.
+#[tokio::test]
+async fn numeric_ids_that_are_no_integers_are_refused_once_each() {
+    let mut h = Raw::mcp(serve(Gated::new()).await).await;
+    for raw in ["1.0", "-0", "1e2", "-0.0", "100"] {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{raw},"method":"tools/call","params":{{"name":"echo","arguments":{{"tag":"{raw}"}}}}}}"#
+        );
+        h.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = h.next_response().await;
+        if raw == "100" {
+            assert_eq!(
+                (&answer["id"], text(&answer)),
+                (&json!(100), "100"),
+                "{answer}"
+            );
+        } else {
+            assert_eq!(answer["id"], Value::Null, "{raw}: {answer}");
+            assert_eq!(answer["error"]["code"], -32600, "{raw}: {answer}");
+        }
+    }
+}
