@@ -83,7 +83,20 @@ impl Gated {
 }
 
 #[tool_handler(name = "gated", version = "1")]
-impl ServerHandler for Gated {}
+impl ServerHandler for Gated {
+    /// Refuses a host that calls itself `refused`.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
+        if request.client_info.name == "refused" {
+            return Err(rmcp::ErrorData::invalid_params("refused", None));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+}
 
 /// Serves `handler` bridged on a fresh TCP listener.
 async fn serve(handler: Gated) -> SocketAddr {
@@ -254,4 +267,197 @@ async fn numeric_ids_that_are_no_integers_are_refused_once_each() {
             assert_eq!(answer["error"]["code"], -32600, "{raw}: {answer}");
         }
     }
+}
+
+/// Serves `handler` bridged, with a feature set whose `beforeInference` hook never answers.
+async fn serve_with_stuck_hook(handler: Gated) -> SocketAddr {
+    let server = mcpl_rmcp::builder(handler)
+        .feature_set(
+            "gated",
+            "A hook that never answers",
+            &[mcpl::capability::Capability::InjectSystem],
+        )
+        .on_before_inference("gated", |_grant, _turn| async {
+            std::future::pending::<()>().await;
+            Ok(mcpl::protocol::hooks::BeforeInferenceResult::default())
+        })
+        .build()
+        .unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    addr
+}
+
+/// MCP `notifications/cancelled` in every odd form, under an MCPL host: for `initialize`
+/// (answered), for ids never sent, with a `requestId` that is no id or missing, repeated
+/// for one call, for an MCPL request the session serves (a hook), and for requests already
+/// answered. Each request is answered exactly once (a cancelled one `-32800`), a cancelled
+/// call's late answer never reaches the host, and the connection goes on serving.
+#[tokio::test]
+async fn cancels_of_every_kind_leave_one_answer_per_request() {
+    let gated = Gated::new();
+    let addr = serve_with_stuck_hook(gated.clone()).await;
+    let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+    let mut h = Raw {
+        lines: BufReader::new(read).lines(),
+        write,
+    };
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18",
+                             "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                             "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    let init = h.next_response().await;
+    assert_eq!(init["id"], "init", "{init}");
+    assert!(init["result"]["capabilities"]["experimental"]["mcpl"].is_object());
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    for id in [
+        json!("init"),
+        json!(99),
+        json!({"a": 1}),
+        Value::Null,
+        json!(1.5),
+        json!(true),
+    ] {
+        h.cancel(id).await;
+    }
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled"}))
+        .await;
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "p", "method": "featureSets/update",
+                  "params": {"effectiveCapabilities":
+                             ["tools", "contextHooks.beforeInference.inject.system"]}}),
+    )
+    .await;
+    let receipt = h.next_response().await;
+    assert_eq!(receipt["id"], "p", "{receipt}");
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    h.call_tool(json!(1), "gate", "late").await;
+    gated.until_entered(1).await;
+    for _ in 0..3 {
+        h.cancel(json!(1)).await;
+    }
+    h.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "context/beforeInference",
+                  "params": {"featureSet": "gated", "inferenceId": "i1",
+                             "conversationId": "c", "turnIndex": 0, "userMessage": null}}),
+    )
+    .await;
+    h.cancel(json!(2)).await;
+    h.cancel(json!(2)).await;
+    h.cancel(json!(1)).await;
+    h.call_tool(json!(3), "echo", "served").await;
+    let mut answers = Vec::new();
+    let answer = |a: Value| {
+        (
+            a["id"].clone(),
+            a["error"]["code"].clone(),
+            text(&a).to_owned(),
+        )
+    };
+    for _ in 0..3 {
+        answers.push(answer(h.next_response().await));
+    }
+    // The cancelled call's tool finishes now; rmcp's answer for it goes nowhere.
+    gated.release_one().await;
+    h.call_tool(json!(4), "echo", "still served").await;
+    answers.push(answer(h.next_response().await));
+    let cancelled = json!(mcpl_rmcp::REQUEST_CANCELLED);
+    assert_eq!(
+        answers,
+        [
+            (json!(1), cancelled.clone(), String::new()),
+            (json!(2), cancelled, String::new()),
+            (json!(3), Value::Null, "served".to_owned()),
+            (json!(4), Value::Null, "still served".to_owned()),
+        ]
+    );
+    // Nothing else was owed: the next frame is the answer to the next request.
+    h.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+        .await;
+    let pong = h.next_response().await;
+    assert_eq!(pong["id"], 5, "{pong}");
+}
+
+/// §5.1 lifecycle around rmcp's `initialize`: one the handler refuses is answered with its
+/// error and the connection stays uninitialized (rmcp's service ends), so the host may try
+/// again and a fresh rmcp service answers; a second `initialize` after that is the
+/// session's `-32600`; calls are served.
+#[tokio::test]
+async fn a_refused_initialize_may_be_retried_and_a_second_is_refused() {
+    let addr = serve(Gated::new()).await;
+    let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
+    let mut h = Raw {
+        lines: BufReader::new(read).lines(),
+        write,
+    };
+    let init = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    h.send(init(1, "refused")).await;
+    let first = h.next_response().await;
+    assert_eq!(first["id"], 1);
+    assert_eq!(
+        (&first["error"]["code"], &first["error"]["message"]),
+        (&json!(-32602), &json!("refused")),
+        "{first}"
+    );
+    h.call_tool(json!(9), "echo", "too early").await;
+    let early = h.next_response().await;
+    assert_eq!(early["error"]["code"], -32600, "{early}");
+    h.send(init(2, "raw")).await;
+    let second = h.next_response().await;
+    assert_eq!(second["result"]["serverInfo"]["name"], "gated", "{second}");
+    h.send(init(3, "raw")).await;
+    let third = h.next_response().await;
+    assert_eq!(third["error"]["code"], -32600, "{third}");
+    h.call_tool(json!(4), "echo", "after").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(4), "after"), "{call}");
+}
+
+/// The host ends its output (a half-close) with calls still with rmcp: each is answered
+/// once, after the EOF, and then the server ends the connection.
+#[tokio::test]
+async fn calls_in_flight_at_the_hosts_half_close_are_answered() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    h.call_tool(json!(1), "gate", "one").await;
+    h.call_tool(json!(2), "gate", "two").await;
+    gated.until_entered(2).await;
+    h.call_tool(json!(3), "echo", "three").await;
+    h.write.shutdown().await.unwrap();
+    let three = h.next_response().await;
+    assert_eq!(
+        (&three["id"], text(&three)),
+        (&json!(3), "three"),
+        "{three}"
+    );
+    gated.release_one().await;
+    gated.release_one().await;
+    let mut rest = Vec::new();
+    for _ in 0..2 {
+        let a = h.next_response().await;
+        rest.push((a["id"].clone(), text(&a).to_owned()));
+    }
+    rest.sort_by_key(|(id, _)| id.as_i64());
+    assert_eq!(
+        rest,
+        [(json!(1), "one".to_owned()), (json!(2), "two".to_owned())]
+    );
+    let end = tokio::time::timeout(WAIT, h.lines.next_line()).await;
+    assert!(matches!(end, Ok(Ok(None))), "the server closed: {end:?}");
 }
