@@ -76,6 +76,22 @@ impl Gated {
         tag
     }
 
+    #[tool(description = "Ask the host (a server-to-host request), return what came back")]
+    async fn ask(
+        &self,
+        Parameters(GateArgs { tag }): Parameters<GateArgs>,
+        peer: rmcp::Peer<rmcp::RoleServer>,
+    ) -> String {
+        use rmcp::model::{ClientResult, CustomRequest, ServerRequest};
+        let req = CustomRequest::new("vendor/ask", Some(json!({"tag": tag})));
+        match peer.send_request(ServerRequest::CustomRequest(req)).await {
+            Ok(ClientResult::CustomResult(r)) => format!("result {}", r.0),
+            Ok(other) => format!("other {other:?}"),
+            Err(rmcp::ServiceError::McpError(e)) => format!("error {} {}", e.code.0, e.message),
+            Err(e) => format!("failed {e}"),
+        }
+    }
+
     #[tool(description = "Return the tag at once")]
     fn echo(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
         tag
@@ -460,4 +476,42 @@ async fn calls_in_flight_at_the_hosts_half_close_are_answered() {
     );
     let end = tokio::time::timeout(WAIT, h.lines.next_line()).await;
     assert!(matches!(end, Ok(Ok(None))), "the server closed: {end:?}");
+}
+
+/// Answers to rmcp's own requests (§4.1, JSON-RPC): one under an id the server never
+/// used, an error, the same answer twice. rmcp gets the host's error as its error and each
+/// answer reaches only the request it names; the stray and the repeated answer are not
+/// taken for a later request, nor for any of the host's.
+#[tokio::test]
+async fn odd_answers_to_rmcps_requests_reach_only_the_request_they_name() {
+    let mut h = Raw::mcp(serve(Gated::new()).await).await;
+    h.call_tool(json!(1), "ask", "first").await;
+    let asked = h.next_frame().await;
+    assert_eq!(asked["method"], "vendor/ask", "{asked}");
+    assert_eq!(asked["params"]["tag"], "first");
+    let x = asked["id"].clone();
+    h.send(json!({"jsonrpc": "2.0", "id": "never-sent", "result": {"stray": true}}))
+        .await;
+    let unused = x.as_u64().map_or(json!(7), |n| json!(n + 1000));
+    h.send(json!({"jsonrpc": "2.0", "id": unused, "result": {"unused id": true}}))
+        .await;
+    h.send(json!({"jsonrpc": "2.0", "id": x, "error": {"code": -32001, "message": "no"}}))
+        .await;
+    let first = h.next_response().await;
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(text(&first), "error -32001 no", "{first}");
+    // The same answer again, then a result for it: the request is gone.
+    h.send(json!({"jsonrpc": "2.0", "id": x, "error": {"code": -32001, "message": "no"}}))
+        .await;
+    h.send(json!({"jsonrpc": "2.0", "id": x, "result": {"late": true}}))
+        .await;
+    h.call_tool(json!(2), "ask", "second").await;
+    let asked = h.next_frame().await;
+    assert_eq!(asked["params"]["tag"], "second", "{asked}");
+    assert_ne!(asked["id"], x, "rmcp's ids are not reused");
+    h.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"n": 2}}))
+        .await;
+    let second = h.next_response().await;
+    assert_eq!(second["id"], 2, "{second}");
+    assert_eq!(text(&second), r#"result {"n":2}"#, "{second}");
 }
