@@ -515,3 +515,47 @@ async fn odd_answers_to_rmcps_requests_reach_only_the_request_they_name() {
     assert_eq!(second["id"], 2, "{second}");
     assert_eq!(text(&second), r#"result {"n":2}"#, "{second}");
 }
+
+/// Big and deep requests for rmcp: `arguments` nested as deep as the library reads
+/// (serde_json's 128 levels for the whole message), a 4 MiB `_meta` member, a 1 MiB
+/// method name. Each is answered once with its own id, nothing panics, and the connection
+/// goes on.
+#[tokio::test]
+async fn deep_and_big_requests_are_answered_once() {
+    let mut h = Raw::mcp(serve(Gated::new()).await).await;
+    // message → params → arguments → deep: 4 levels, then 120 more.
+    let mut deep = json!(1);
+    for _ in 0..120 {
+        deep = json!([deep]);
+    }
+    h.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "echo", "arguments": {"tag": "deep", "deep": deep}}}))
+        .await;
+    let a = h.next_response().await;
+    assert_eq!(
+        (&a["id"], text(&a)),
+        (&json!(1), "deep"),
+        "{:.300}",
+        a.to_string()
+    );
+    let meta = "m".repeat(4 << 20);
+    h.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "echo", "arguments": {"tag": "meta"},
+                             "_meta": {"progressToken": "p", "big": meta}}}))
+        .await;
+    let a = h.next_response().await;
+    assert_eq!(
+        (&a["id"], text(&a)),
+        (&json!(2), "meta"),
+        "{:.300}",
+        a.to_string()
+    );
+    h.send(json!({"jsonrpc": "2.0", "id": 3, "method": "x".repeat(1 << 20), "params": {}}))
+        .await;
+    let a = h.next_response().await;
+    assert_eq!(a["id"], 3, "{:.300}", a.to_string());
+    assert_eq!(a["error"]["code"], -32601, "{:.300}", a.to_string());
+    h.call_tool(json!(4), "echo", "after").await;
+    let a = h.next_response().await;
+    assert_eq!((&a["id"], text(&a)), (&json!(4), "after"), "{a}");
+}
