@@ -137,10 +137,14 @@
 //!
 //! # Bounds
 //!
-//! At most [`MAX_IN_FLIGHT`] host requests wait for rmcp at once per connection (more are
-//! answered `-32603` at once), and at most [`QUEUE`] messages wait to be read by rmcp (a full
-//! queue refuses a request with `-32603` and drops a notification with a warning). rmcp's
-//! own requests to the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`].
+//! At most [`MAX_IN_FLIGHT`] host requests are with rmcp at once per connection (more are
+//! answered `-32603` at once), each counted until rmcp's handler for it has ended: a request
+//! the host cancelled is answered `-32800` at once and frees the library's in-flight slot,
+//! but rmcp only tells its handler (`RequestContext::ct`) and does not stop it, so a
+//! handler that ignores its token still counts here. At most [`QUEUE`] messages wait to be
+//! read by rmcp (a full queue refuses a request with `-32603` and drops a notification with
+//! a warning). rmcp's own requests to the host are bounded by
+//! [`mcpl::peer::PeerConfig::max_pending_requests`].
 //!
 //! # What rmcp 3.11.0 cannot carry, and the workarounds
 //!
@@ -153,7 +157,9 @@
 //! - **A cancelled request is answered.** rmcp drops the response of a request the host
 //!   cancelled; the library answers every request it reads, so the host gets `-32800`
 //!   for it (`ErrorObject::request_cancelled`, as the session answers one), which MCP
-//!   lets a host ignore.
+//!   lets a host ignore. rmcp tells the handler through its cancellation token and does not
+//!   stop it, so a handler that ignores the token runs on: it counts against
+//!   [`MAX_IN_FLIGHT`] until it ends (see Bounds).
 //! - **A message rmcp's types cannot read at all** is answered `-32602` with its id and
 //!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
 //!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
@@ -165,12 +171,15 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::server::{FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session};
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
-use rmcp::service::{serve_server, RoleServer};
+use rmcp::service::{
+    serve_server, NotificationContext, RequestContext, RoleServer, Service, ServiceRole,
+};
 use rmcp::ServerHandler;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -184,7 +193,8 @@ pub mod prelude {
     pub use rmcp::handler::server::tool::Extension;
 }
 
-/// Most host requests waiting for rmcp's answer at once, per connection.
+/// Most host requests with rmcp at once, per connection: waiting for its answer, or
+/// answered (cancelled) while rmcp's handler for them still runs.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// Capacity of the queue of messages waiting to be read by rmcp's service, per connection.
@@ -221,6 +231,7 @@ pub fn fallback<H: ServerHandler + Clone>(
             shared: Arc::new(Shared {
                 session,
                 pending: Mutex::new(Pending::default()),
+                live: Arc::new(AtomicUsize::new(0)),
                 outgoing: Mutex::new(HashMap::new()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
@@ -261,11 +272,41 @@ impl Pending {
     }
 }
 
+/// Rides in the extensions of each request handed to rmcp, and [`Tracked`] holds it while
+/// the handler's future for the request runs: it is dropped when the last clone is, once
+/// that future has ended (or the request was never read), so a connection's count of them
+/// ([`Shared::live`]) is how many of its requests rmcp still works on.
+#[derive(Clone)]
+struct Slot {
+    _count: Arc<SlotCount>,
+}
+
+impl Slot {
+    /// A place in `live`, taken now.
+    fn taken(live: &Arc<AtomicUsize>) -> Slot {
+        live.fetch_add(1, Ordering::AcqRel);
+        Slot {
+            _count: Arc::new(SlotCount(live.clone())),
+        }
+    }
+}
+
+/// One request's place in [`Shared::live`], given back on drop.
+struct SlotCount(Arc<AtomicUsize>);
+
+impl Drop for SlotCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// What the bridge and the rmcp side of one connection share.
 struct Shared {
     session: Session,
     /// Host requests handed to rmcp.
     pending: Mutex<Pending>,
+    /// Host requests rmcp works on (≤ [`MAX_IN_FLIGHT`]): their [`Slot`]s alive.
+    live: Arc<AtomicUsize>,
     /// rmcp's own requests to the host in flight, by rmcp's id.
     outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
 }
@@ -329,7 +370,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
     /// Hands one host request to rmcp now and returns the future of its answer.
     fn forward(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
         let (tx, rx) = oneshot::channel();
-        let rid = {
+        let (rid, slot) = {
             let mut pending = lock(&self.shared.pending);
             if pending.by_host.contains_key(id) {
                 return ready(Err(ErrorObject::invalid_request(format!(
@@ -337,9 +378,10 @@ impl<H: ServerHandler + Clone> Bridge<H> {
                     clipped(id)
                 ))));
             }
-            if pending.by_rmcp.len() >= MAX_IN_FLIGHT {
+            if self.shared.live.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
                 return ready(Err(ErrorObject::internal(format!(
-                    "{MAX_IN_FLIGHT} requests are already waiting for the rmcp handler"
+                    "{MAX_IN_FLIGHT} requests are already with the rmcp handler (one the host \
+                     cancelled counts until its handler ends)"
                 ))));
             }
             let Some(last) = pending.last.checked_add(1) else {
@@ -351,13 +393,18 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             let rid = rmcp::model::RequestId::Number(last);
             pending.by_host.insert(id.clone(), rid.clone());
             pending.by_rmcp.insert(rid.clone(), (id.clone(), tx));
-            rid
+            (rid, Slot::taken(&self.shared.live))
         };
         let mut message = envelope(method, params);
         message.insert("id".into(), json!(rid));
         let sent = client_message(message, &self.shared.session)
             .map_err(|e| ErrorObject::invalid_params(format!("{method}: {e}")))
-            .and_then(|msg| self.send(msg).map_err(ErrorObject::internal));
+            .and_then(|mut msg| {
+                if let ClientJsonRpcMessage::Request(r) = &mut msg {
+                    r.request.extensions_mut().insert(slot);
+                }
+                self.send(msg).map_err(ErrorObject::internal)
+            });
         if let Err(e) = sent {
             lock(&self.shared.pending).take(&rid);
             return ready(Err(e));
@@ -404,7 +451,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
         let shared = self.shared.clone();
         let inlet: Weak<Mutex<_>> = Arc::downgrade(&self.to_rmcp);
         tokio::spawn(async move {
-            match serve_server(handler, link).await {
+            match serve_server(Tracked(handler), link).await {
                 Ok(running) => {
                     if let Err(e) = running.waiting().await {
                         tracing::warn!("the rmcp service failed: {}", clipped(e));
@@ -473,6 +520,40 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
                 clipped(e)
             ),
         }
+    }
+}
+
+/// The connection's handler as rmcp's service, holding each request's [`Slot`] until the
+/// handler's future for it has ended: rmcp's tool router drops the `RequestContext` (and
+/// the slot in its extensions) before a tool's own future runs.
+struct Tracked<H>(H);
+
+impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
+    async fn handle_request(
+        &self,
+        request: <RoleServer as ServiceRole>::PeerReq,
+        context: RequestContext<RoleServer>,
+    ) -> Result<<RoleServer as ServiceRole>::Resp, rmcp::ErrorData> {
+        let _slot = context.extensions.get::<Slot>().cloned();
+        <H as Service<RoleServer>>::handle_request(&self.0, request, context).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: <RoleServer as ServiceRole>::PeerNot,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        <H as Service<RoleServer>>::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
+        <H as Service<RoleServer>>::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        <H as Service<RoleServer>>::supported_protocol_versions(&self.0)
     }
 }
 

@@ -137,13 +137,20 @@ struct Raw {
 }
 
 impl Raw {
-    /// Connected and initialized as an MCP host (id `"init"`).
-    async fn mcp(addr: SocketAddr) -> Raw {
-        let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
-        let mut h = Raw {
+    /// Connected, nothing sent (small frames go out at once: no Nagle delay).
+    async fn connect(addr: SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (read, write) = stream.into_split();
+        Raw {
             lines: BufReader::new(read).lines(),
             write,
-        };
+        }
+    }
+
+    /// Connected and initialized as an MCP host (id `"init"`).
+    async fn mcp(addr: SocketAddr) -> Raw {
+        let mut h = Raw::connect(addr).await;
         h.send(
             json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
                       "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -321,11 +328,7 @@ async fn serve_with_stuck_hook(handler: Gated) -> SocketAddr {
 async fn cancels_of_every_kind_leave_one_answer_per_request() {
     let gated = Gated::new();
     let addr = serve_with_stuck_hook(gated.clone()).await;
-    let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
-    let mut h = Raw {
-        lines: BufReader::new(read).lines(),
-        write,
-    };
+    let mut h = Raw::connect(addr).await;
     h.send(
         json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
                   "params": {"protocolVersion": "2025-06-18",
@@ -413,11 +416,7 @@ async fn cancels_of_every_kind_leave_one_answer_per_request() {
 #[tokio::test]
 async fn a_refused_initialize_may_be_retried_and_a_second_is_refused() {
     let addr = serve(Gated::new()).await;
-    let (read, write) = TcpStream::connect(addr).await.unwrap().into_split();
-    let mut h = Raw {
-        lines: BufReader::new(read).lines(),
-        write,
-    };
+    let mut h = Raw::connect(addr).await;
     let init = |id: u64, name: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -558,4 +557,46 @@ async fn deep_and_big_requests_are_answered_once() {
     h.call_tool(json!(4), "echo", "after").await;
     let a = h.next_response().await;
     assert_eq!((&a["id"], text(&a)), (&json!(4), "after"), "{a}");
+}
+
+/// A host that calls a tool that never returns and ignores its cancellation token, then
+/// cancels, again and again: each cancel is answered `-32800` at once and frees the
+/// library's in-flight slot, but rmcp only tells its handler (it does not stop it). The
+/// handlers still running are bounded: past `MAX_IN_FLIGHT` of them a call is refused at
+/// once and never reaches rmcp.
+#[tokio::test]
+async fn handlers_that_outlive_their_cancel_are_bounded() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    let mut refused = 0;
+    for i in 0..mcpl_rmcp::MAX_IN_FLIGHT + 50 {
+        let id = json!(i);
+        h.call_tool(id.clone(), "gate", "stuck").await;
+        // A ping is answered in place: behind a refusal, or first when the call is waiting.
+        h.send(json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}))
+            .await;
+        let first = h.next_response().await;
+        if first["id"] == id {
+            assert_eq!(first["error"]["code"], -32603, "{first}");
+            refused += 1;
+            let pong = h.next_response().await;
+            assert_eq!(pong["id"], "ping", "{pong}");
+            continue;
+        }
+        assert_eq!(first["id"], "ping", "{first}");
+        h.cancel(id.clone()).await;
+        let cancelled = h.next_response().await;
+        assert_eq!(cancelled["id"], id, "{cancelled}");
+        assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    }
+    assert_eq!(refused, 50);
+    gated.until_entered(mcpl_rmcp::MAX_IN_FLIGHT).await;
+    // The ones let through did reach rmcp, and no more.
+    assert_eq!(*gated.entered.borrow(), mcpl_rmcp::MAX_IN_FLIGHT);
+    // Once their handlers end, their places are free again.
+    gated.gate.add_permits(mcpl_rmcp::MAX_IN_FLIGHT);
+    until(&gated.returned, mcpl_rmcp::MAX_IN_FLIGHT).await;
+    h.call_tool(json!("after"), "echo", "served").await;
+    let a = h.next_response().await;
+    assert_eq!((&a["id"], text(&a)), (&json!("after"), "served"), "{a}");
 }
