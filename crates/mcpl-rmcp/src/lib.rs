@@ -141,7 +141,9 @@
 //! answered `-32603` at once), each counted until rmcp's handler for it has ended: a request
 //! the host cancelled is answered `-32800` at once and frees the library's in-flight slot,
 //! but rmcp only tells its handler (`RequestContext::ct`) and does not stop it, so a
-//! handler that ignores its token still counts here. At most [`QUEUE`] messages wait to be
+//! handler that ignores its token still counts here. When the connection ends, the rmcp
+//! handlers still running are stopped (their futures dropped at the next `.await`), as the
+//! library stops its own: nothing can be answered then. At most [`QUEUE`] messages wait to be
 //! read by rmcp (a full queue refuses a request with `-32603` and drops a notification with
 //! a warning). rmcp's own requests to the host are bounded by
 //! [`mcpl::peer::PeerConfig::max_pending_requests`].
@@ -182,7 +184,7 @@ use rmcp::service::{
 };
 use rmcp::ServerHandler;
 use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// What a bridged server's code names most: the MCPL types for pushes, hooks and feature
 /// sets, the [`Session`] and rmcp's `Extension` extractor that hands it to a tool.
@@ -235,6 +237,7 @@ pub fn fallback<H: ServerHandler + Clone>(
                 outgoing: Mutex::new(HashMap::new()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
+            ended: watch::channel(()).0,
         })
     }
 }
@@ -315,11 +318,14 @@ struct Shared {
 type Inlet = Arc<Mutex<Option<(u64, mpsc::Sender<ClientJsonRpcMessage>)>>>;
 
 /// One connection's [`McpFallback`]: owns the only strong sender into its rmcp service, so
-/// dropping it (the library does when the connection ends) ends the service.
+/// dropping it (the library does when the connection ends) ends the service, and the
+/// sender of `ended`, so dropping it stops the rmcp handlers still running ([`Tracked`]).
 struct Bridge<H> {
     handler: H,
     shared: Arc<Shared>,
     to_rmcp: Inlet,
+    /// Never sent on: its receivers learn the connection ended when it is dropped.
+    ended: watch::Sender<()>,
 }
 
 /// `message` (a JSON-RPC object) read as rmcp reads it from a wire, carrying `session` in its
@@ -448,10 +454,11 @@ impl<H: ServerHandler + Clone> Bridge<H> {
         };
         drop(tx);
         let handler = self.handler.clone();
+        let ended = self.ended.subscribe();
         let shared = self.shared.clone();
         let inlet: Weak<Mutex<_>> = Arc::downgrade(&self.to_rmcp);
         tokio::spawn(async move {
-            match serve_server(Tracked(handler), link).await {
+            match serve_server(Tracked(handler, ended), link).await {
                 Ok(running) => {
                     if let Err(e) = running.waiting().await {
                         tracing::warn!("the rmcp service failed: {}", clipped(e));
@@ -524,9 +531,25 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
 }
 
 /// The connection's handler as rmcp's service, holding each request's [`Slot`] until the
-/// handler's future for it has ended: rmcp's tool router drops the `RequestContext` (and
-/// the slot in its extensions) before a tool's own future runs.
-struct Tracked<H>(H);
+/// handler's future for it has ended (rmcp's tool router drops the `RequestContext`, and
+/// the slot in its extensions, before a tool's own future runs), and stopping every
+/// handler still running when the connection ends (`Bridge::ended`): nothing can be
+/// answered then, and rmcp neither stops a handler nor outlives its own loop's drain.
+/// Reading: as the library stops its own handlers then (the handler's future is dropped at
+/// its next `.await`).
+struct Tracked<H>(H, watch::Receiver<()>);
+
+impl<H> Tracked<H> {
+    /// `work`, or `stopped` once the connection has ended.
+    async fn until_ended<T>(&self, work: impl Future<Output = T>, stopped: T) -> T {
+        let mut ended = self.1.clone();
+        tokio::select! {
+            out = work => out,
+            // `Err` once the sender is dropped; nothing is ever sent.
+            _ = ended.changed() => stopped,
+        }
+    }
+}
 
 impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
     async fn handle_request(
@@ -535,7 +558,9 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         context: RequestContext<RoleServer>,
     ) -> Result<<RoleServer as ServiceRole>::Resp, rmcp::ErrorData> {
         let _slot = context.extensions.get::<Slot>().cloned();
-        <H as Service<RoleServer>>::handle_request(&self.0, request, context).await
+        let work = <H as Service<RoleServer>>::handle_request(&self.0, request, context);
+        let stopped = rmcp::ErrorData::internal_error("the connection ended", None);
+        self.until_ended(work, Err(stopped)).await
     }
 
     async fn handle_notification(
@@ -543,7 +568,8 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         notification: <RoleServer as ServiceRole>::PeerNot,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        <H as Service<RoleServer>>::handle_notification(&self.0, notification, context).await
+        let work = <H as Service<RoleServer>>::handle_notification(&self.0, notification, context);
+        self.until_ended(work, Ok(())).await
     }
 
     fn get_info(&self) -> <RoleServer as ServiceRole>::Info {

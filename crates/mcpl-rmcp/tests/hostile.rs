@@ -31,6 +31,17 @@ struct Gated {
     entered: Arc<watch::Sender<usize>>,
     /// How many `gate` calls have returned.
     returned: Arc<watch::Sender<usize>>,
+    /// How many `gate` calls have ended, returned or dropped unfinished.
+    ended: Arc<watch::Sender<usize>>,
+}
+
+/// Counts a `gate` call as ended when dropped.
+struct Ends(Arc<watch::Sender<usize>>);
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.0.send_modify(|e| *e += 1);
+    }
 }
 
 impl Gated {
@@ -39,6 +50,7 @@ impl Gated {
             gate: Arc::new(Semaphore::new(0)),
             entered: Arc::new(watch::channel(0).0),
             returned: Arc::new(watch::channel(0).0),
+            ended: Arc::new(watch::channel(0).0),
         }
     }
 
@@ -68,6 +80,7 @@ impl Gated {
     #[tool(description = "Wait for the gate (ignoring cancellation), then return the tag")]
     async fn gate(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
         self.entered.send_modify(|e| *e += 1);
+        let _ends = Ends(self.ended.clone());
         match self.gate.acquire().await {
             Ok(permit) => permit.forget(),
             Err(_) => return "closed".into(),
@@ -599,4 +612,31 @@ async fn handlers_that_outlive_their_cancel_are_bounded() {
     h.call_tool(json!("after"), "echo", "served").await;
     let a = h.next_response().await;
     assert_eq!((&a["id"], text(&a)), (&json!("after"), "served"), "{a}");
+}
+
+/// A host calls a tool that never returns (and ignores its cancellation token), and the
+/// connection ends (here the server closes it; a host that goes away ends it after the
+/// peer's drain limit): nobody can be answered any more, so the handler is stopped, as the
+/// library stops its own handlers when their connection ends. It ran on for good before,
+/// one more task alive per such call.
+#[tokio::test]
+async fn handlers_still_running_when_the_connection_ends_are_stopped() {
+    let gated = Gated::new();
+    let server = mcpl_rmcp::builder(gated.clone()).build().unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = tokio::spawn(async move {
+        let (t, _) = listener.accept().await.unwrap();
+        server.start(t)
+    });
+    let mut h = Raw::mcp(addr).await;
+    let session = accepted.await.unwrap();
+    h.call_tool(json!(1), "gate", "never").await;
+    h.call_tool(json!(2), "gate", "never").await;
+    gated.until_entered(2).await;
+    session.close();
+    until(&gated.ended, 2).await;
+    assert_eq!(*gated.returned.borrow(), 0, "stopped, not finished");
 }
