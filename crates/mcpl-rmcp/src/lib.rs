@@ -143,10 +143,13 @@
 //! but rmcp only tells its handler (`RequestContext::ct`) and does not stop it, so a
 //! handler that ignores its token still counts here. When the connection ends, the rmcp
 //! handlers still running are stopped (their futures dropped at the next `.await`), as the
-//! library stops its own: nothing can be answered then. At most [`QUEUE`] messages wait to be
-//! read by rmcp (a full queue refuses a request with `-32603` and drops a notification with
-//! a warning). rmcp's own requests to the host are bounded by
-//! [`mcpl::peer::PeerConfig::max_pending_requests`].
+//! library stops its own: nothing can be answered then.
+//!
+//! At most [`MAX_NOTIFICATIONS_IN_FLIGHT`] rmcp notification handlers run at once per
+//! connection (rmcp starts a task for each); past it a notification is dropped with a
+//! warning. At most [`QUEUE`] messages wait to be read by rmcp (a full queue refuses a
+//! request with `-32603` and drops a notification with a warning). rmcp's own requests to
+//! the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`].
 //!
 //! # What rmcp 3.11.0 cannot carry, and the workarounds
 //!
@@ -199,6 +202,10 @@ pub mod prelude {
 /// answered (cancelled) while rmcp's handler for them still runs.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
+/// Most rmcp notification handlers running at once, per connection: past it a host
+/// notification is dropped (with a warning) when rmcp starts its handler.
+pub const MAX_NOTIFICATIONS_IN_FLIGHT: usize = 1024;
+
 /// Capacity of the queue of messages waiting to be read by rmcp's service, per connection.
 pub const QUEUE: usize = 256;
 
@@ -234,6 +241,7 @@ pub fn fallback<H: ServerHandler + Clone>(
                 session,
                 pending: Mutex::new(Pending::default()),
                 live: Arc::new(AtomicUsize::new(0)),
+                notifying: Arc::new(AtomicUsize::new(0)),
                 outgoing: Mutex::new(HashMap::new()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
@@ -292,6 +300,17 @@ impl Slot {
             _count: Arc::new(SlotCount(live.clone())),
         }
     }
+
+    /// A place in `live` if fewer than `limit` are taken.
+    fn within(live: &Arc<AtomicUsize>, limit: usize) -> Option<Slot> {
+        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < limit).then_some(n + 1)
+        })
+        .ok()?;
+        Some(Slot {
+            _count: Arc::new(SlotCount(live.clone())),
+        })
+    }
 }
 
 /// One request's place in [`Shared::live`], given back on drop.
@@ -310,6 +329,8 @@ struct Shared {
     pending: Mutex<Pending>,
     /// Host requests rmcp works on (≤ [`MAX_IN_FLIGHT`]): their [`Slot`]s alive.
     live: Arc<AtomicUsize>,
+    /// rmcp's notification handlers running (≤ [`MAX_NOTIFICATIONS_IN_FLIGHT`]).
+    notifying: Arc<AtomicUsize>,
     /// rmcp's own requests to the host in flight, by rmcp's id.
     outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
 }
@@ -458,7 +479,12 @@ impl<H: ServerHandler + Clone> Bridge<H> {
         let shared = self.shared.clone();
         let inlet: Weak<Mutex<_>> = Arc::downgrade(&self.to_rmcp);
         tokio::spawn(async move {
-            match serve_server(Tracked(handler, ended), link).await {
+            let service = Tracked {
+                handler,
+                ended,
+                notifying: shared.notifying.clone(),
+            };
+            match serve_server(service, link).await {
                 Ok(running) => {
                     if let Err(e) = running.waiting().await {
                         tracing::warn!("the rmcp service failed: {}", clipped(e));
@@ -537,12 +563,20 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
 /// answered then, and rmcp neither stops a handler nor outlives its own loop's drain.
 /// Reading: as the library stops its own handlers then (the handler's future is dropped at
 /// its next `.await`).
-struct Tracked<H>(H, watch::Receiver<()>);
+/// Notification handlers are bounded here too ([`MAX_NOTIFICATIONS_IN_FLIGHT`]): rmcp starts
+/// one task per notification, without a bound.
+struct Tracked<H> {
+    handler: H,
+    /// Changes (to an error) once the connection has ended.
+    ended: watch::Receiver<()>,
+    /// The connection's notification handlers running ([`Shared::notifying`]).
+    notifying: Arc<AtomicUsize>,
+}
 
 impl<H> Tracked<H> {
     /// `work`, or `stopped` once the connection has ended.
     async fn until_ended<T>(&self, work: impl Future<Output = T>, stopped: T) -> T {
-        let mut ended = self.1.clone();
+        let mut ended = self.ended.clone();
         tokio::select! {
             out = work => out,
             // `Err` once the sender is dropped; nothing is ever sent.
@@ -558,7 +592,7 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         context: RequestContext<RoleServer>,
     ) -> Result<<RoleServer as ServiceRole>::Resp, rmcp::ErrorData> {
         let _slot = context.extensions.get::<Slot>().cloned();
-        let work = <H as Service<RoleServer>>::handle_request(&self.0, request, context);
+        let work = <H as Service<RoleServer>>::handle_request(&self.handler, request, context);
         let stopped = rmcp::ErrorData::internal_error("the connection ended", None);
         self.until_ended(work, Err(stopped)).await
     }
@@ -568,18 +602,28 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         notification: <RoleServer as ServiceRole>::PeerNot,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        let work = <H as Service<RoleServer>>::handle_notification(&self.0, notification, context);
+        // Taken before the handler runs, given back when it ends (or is stopped).
+        let Some(_slot) = Slot::within(&self.notifying, MAX_NOTIFICATIONS_IN_FLIGHT) else {
+            let method = method_and_params(&notification).map_or_else(|e| e.0, |(m, _)| m);
+            tracing::warn!(
+                "{} dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} notification handlers are running",
+                clipped(method)
+            );
+            return Ok(());
+        };
+        let work =
+            <H as Service<RoleServer>>::handle_notification(&self.handler, notification, context);
         self.until_ended(work, Ok(())).await
     }
 
     fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
-        <H as Service<RoleServer>>::get_info(&self.0)
+        <H as Service<RoleServer>>::get_info(&self.handler)
     }
 
     fn supported_protocol_versions(
         &self,
     ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
-        <H as Service<RoleServer>>::supported_protocol_versions(&self.0)
+        <H as Service<RoleServer>>::supported_protocol_versions(&self.handler)
     }
 }
 

@@ -33,6 +33,8 @@ struct Gated {
     returned: Arc<watch::Sender<usize>>,
     /// How many `gate` calls have ended, returned or dropped unfinished.
     ended: Arc<watch::Sender<usize>>,
+    /// How many `notifications/roots/list_changed` handlers have started (none ends).
+    notified: Arc<watch::Sender<usize>>,
 }
 
 /// Counts a `gate` call as ended when dropped.
@@ -51,6 +53,7 @@ impl Gated {
             entered: Arc::new(watch::channel(0).0),
             returned: Arc::new(watch::channel(0).0),
             ended: Arc::new(watch::channel(0).0),
+            notified: Arc::new(watch::channel(0).0),
         }
     }
 
@@ -124,6 +127,15 @@ impl ServerHandler for Gated {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    /// Never finishes.
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleServer>,
+    ) {
+        self.notified.send_modify(|n| *n += 1);
+        std::future::pending::<()>().await
     }
 }
 
@@ -639,4 +651,28 @@ async fn handlers_still_running_when_the_connection_ends_are_stopped() {
     session.close();
     until(&gated.ended, 2).await;
     assert_eq!(*gated.returned.borrow(), 0, "stopped, not finished");
+}
+
+/// A host floods a notification whose rmcp handler never finishes
+/// (`notifications/roots/list_changed` here): rmcp runs each as a task of its own, so they
+/// piled up without bound; at most `MAX_NOTIFICATIONS_IN_FLIGHT` run at once, and past it
+/// one is dropped (with a warning), as the library drops its own handlers' past its bound.
+#[tokio::test]
+async fn notification_handlers_that_never_finish_are_bounded() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    let bound = mcpl_rmcp::MAX_NOTIFICATIONS_IN_FLIGHT;
+    // In rounds, each closed by a call: rmcp has read (and started) the round's
+    // notifications before it answers the call behind them, so none is lost to a full queue.
+    let rounds = bound / 100 + 2;
+    for round in 0..rounds {
+        for _ in 0..100 {
+            h.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
+                .await;
+        }
+        h.call_tool(json!(round), "echo", "read").await;
+        let a = h.next_response().await;
+        assert_eq!((&a["id"], text(&a)), (&json!(round), "read"), "{a}");
+    }
+    assert_eq!(*gated.notified.borrow(), bound);
 }
