@@ -283,10 +283,11 @@ impl Pending {
     }
 }
 
-/// Rides in the extensions of each request handed to rmcp, and [`Tracked`] holds it while
-/// the handler's future for the request runs: it is dropped when the last clone is, once
-/// that future has ended (or the request was never read), so a connection's count of them
-/// ([`Shared::live`]) is how many of its requests rmcp still works on.
+/// A place in one of a connection's counts of rmcp's work ([`Shared::live`],
+/// [`Shared::notifying`]), given back when the last clone is dropped. A request's rides in
+/// its extensions and [`Tracked`] holds it while the handler's future for the request runs
+/// (or it is dropped with a request never read); a notification's is taken by [`Tracked`]
+/// for its handler's run.
 #[derive(Clone)]
 struct Slot {
     _count: Arc<SlotCount>,
@@ -313,7 +314,7 @@ impl Slot {
     }
 }
 
-/// One request's place in [`Shared::live`], given back on drop.
+/// One place in a count, given back on drop.
 struct SlotCount(Arc<AtomicUsize>);
 
 impl Drop for SlotCount {

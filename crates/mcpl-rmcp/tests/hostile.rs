@@ -108,6 +108,14 @@ impl Gated {
         }
     }
 
+    #[tool(description = "Wait until cancelled (through rmcp's token), then count it")]
+    async fn wait(&self, ctx: rmcp::service::RequestContext<rmcp::RoleServer>) -> String {
+        self.entered.send_modify(|e| *e += 1);
+        ctx.ct.cancelled().await;
+        self.ended.send_modify(|e| *e += 1);
+        "cancelled".into()
+    }
+
     #[tool(description = "Return the tag at once")]
     fn echo(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
         tag
@@ -675,4 +683,22 @@ async fn notification_handlers_that_never_finish_are_bounded() {
         assert_eq!((&a["id"], text(&a)), (&json!(round), "read"), "{a}");
     }
     assert_eq!(*gated.notified.borrow(), bound);
+}
+
+/// The host's cancel reaches rmcp's handler under the id rmcp knows the request by: its
+/// cancellation token fires (whatever id the host used, a string here).
+#[tokio::test]
+async fn a_cancel_reaches_the_handlers_token() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    let id = json!("the host's own id");
+    h.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "wait", "arguments": {}}}))
+        .await;
+    gated.until_entered(1).await;
+    h.cancel(id.clone()).await;
+    let cancelled = h.next_response().await;
+    assert_eq!(cancelled["id"], id);
+    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    until(&gated.ended, 1).await;
 }
