@@ -3665,58 +3665,7 @@ async fn a_plain_send_after_a_carried_out_call_is_not_written_ahead_of_it() {
 /// lost; before, the request was answered `-32601` by its dropped guard, after the close).
 #[tokio::test(start_paused = true)]
 async fn a_request_the_server_sent_before_its_eof_is_still_answered() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
-    let mut cfg = config(&["inferenceRequest"]);
-    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
-        let mut release = release_rx.clone();
-        Box::pin(async move {
-            let _ = release.wait_for(|r| *r).await;
-            Ok(json!({ "content": [{ "type": "text", "text": "late" }] }))
-        })
-    }));
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, mut bw) = tokio::io::split(b);
-    let mut lines = BufReader::new(br).lines();
-    let connect = tokio::spawn(HostSession::connect(
-        mcpl::transport::Transport::lines(ar, aw, "host"),
-        cfg,
-    ));
-    async fn next(
-        lines: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    ) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("the host wrote nothing more")
-            .unwrap()
-            .expect("the host closed");
-        serde_json::from_str(&line).unwrap()
-    }
-    let send = |v: Value| format!("{v}\n");
-    let init = next(&mut lines).await;
-    assert_eq!(init["method"], "initialize");
-    let answer =
-        json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(full_manifest()))});
-    bw.write_all(send(answer).as_bytes()).await.unwrap();
-    let mut policy = next(&mut lines).await;
-    if policy["method"] == "notifications/initialized" {
-        policy = next(&mut lines).await;
-    }
-    assert_eq!(policy["method"], "featureSets/update");
-    let receipt = json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}});
-    bw.write_all(send(receipt).as_bytes()).await.unwrap();
-    let (_session, _streams) = connect.await.unwrap().unwrap();
-    let request = json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
-        "params": { "featureSet": "assist", "messages": [] }});
-    bw.write_all(send(request).as_bytes()).await.unwrap();
-    // The server's output ends; the handler answers only afterwards.
-    bw.shutdown().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    release_tx.send(true).unwrap();
-    let answer = next(&mut lines).await;
-    assert_eq!(answer["id"], 77, "{answer}");
-    assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
+    answered_after_the_servers_eof(None, Duration::from_millis(10)).await;
 }
 
 /// The same, answered a minute after the server's EOF (a person answering it in `mcpl
@@ -3725,10 +3674,17 @@ async fn a_request_the_server_sent_before_its_eof_is_still_answered() {
 /// connection closed first and the answer was lost.
 #[tokio::test(start_paused = true)]
 async fn an_owed_answer_may_take_the_configured_eof_drain() {
+    answered_after_the_servers_eof(Some(Duration::from_secs(600)), Duration::from_secs(60)).await;
+}
+
+/// A server (this test, over a pipe) that, once connected, sends `inference/request` id 77
+/// and ends its output; the host's handler answers `after` the EOF, under `eof_drain`. The
+/// answer must reach the server.
+async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Duration) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let (release_tx, release_rx) = tokio::sync::watch::channel(false);
     let mut cfg = config(&["inferenceRequest"]);
-    cfg.peer.eof_drain = Some(Duration::from_secs(600));
+    cfg.peer.eof_drain = eof_drain;
     cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
         let mut release = release_rx.clone();
         Box::pin(async move {
@@ -3773,7 +3729,7 @@ async fn an_owed_answer_may_take_the_configured_eof_drain() {
     bw.write_all(send(request).as_bytes()).await.unwrap();
     // The server's output ends; the handler answers only afterwards.
     bw.shutdown().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::sleep(after).await;
     release_tx.send(true).unwrap();
     let answer = next(&mut lines).await;
     assert_eq!(answer["id"], 77, "{answer}");

@@ -69,6 +69,17 @@ impl<T> Chan<T> {
     fn has_room(&self, st: &State<T>) -> bool {
         st.items.len() < self.capacity && (st.items.is_empty() || st.weight < self.max_weight)
     }
+
+    /// Puts `item` at the back of `st`; a weighted queue counts its weight (`weigh`'s, else
+    /// `weight`). Every way into the queue goes through here.
+    fn enqueue(&self, st: &mut State<T>, item: T, weight: usize) {
+        let weight = self.weigh.map_or(weight, |w| w(&item));
+        st.items.push_back(item);
+        if self.weighted {
+            st.weights.push_back(weight);
+            st.weight = st.weight.saturating_add(weight);
+        }
+    }
 }
 
 /// The sending side of a queue; cloning it adds a sender.
@@ -202,12 +213,7 @@ impl<T> Sender<T> {
         if !self.chan.has_room(st) {
             return Err(TrySendError::Full(item));
         }
-        let weight = self.chan.weigh.map_or(weight, |w| w(&item));
-        st.items.push_back(item);
-        if self.chan.weighted {
-            st.weights.push_back(weight);
-            st.weight = st.weight.saturating_add(weight);
-        }
+        self.chan.enqueue(st, item, weight);
         Ok(())
     }
 
@@ -278,13 +284,7 @@ impl<T> Sender<T> {
                 if st.waiting == 0 || woken {
                     while self.chan.has_room(&st) {
                         let Some(h) = held.pop_front() else { break };
-                        let item = into(h);
-                        if self.chan.weighted {
-                            let weight = self.chan.weigh.map_or(0, |w| w(&item));
-                            st.weights.push_back(weight);
-                            st.weight = st.weight.saturating_add(weight);
-                        }
-                        st.items.push_back(item);
+                        self.chan.enqueue(&mut st, into(h), 0);
                         moved += 1;
                     }
                 }
@@ -324,13 +324,7 @@ impl<T> Sender<T> {
             return Ok(());
         }
         while let Some(h) = held.pop_front() {
-            let item = into(h);
-            if self.chan.weighted {
-                let weight = self.chan.weigh.map_or(0, |w| w(&item));
-                st.weights.push_back(weight);
-                st.weight = st.weight.saturating_add(weight);
-            }
-            st.items.push_back(item);
+            self.chan.enqueue(&mut st, into(h), 0);
         }
         drop(st);
         self.chan.ready.wake();
