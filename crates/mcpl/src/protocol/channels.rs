@@ -245,6 +245,7 @@ pub struct OutgoingChunkParams {
     /// The target channel.
     pub channel_id: String,
     /// Monotonic per `inferenceId`, across channels.
+    #[serde(deserialize_with = "super::int::u64")]
     pub index: u64,
     /// Moderated text delta.
     pub delta: String,

@@ -17,6 +17,7 @@ pub struct BeforeInferenceParams {
     /// Persistent across turns.
     pub conversation_id: String,
     /// 0-indexed turn number.
+    #[serde(deserialize_with = "super::int::u64")]
     pub turn_index: u64,
     /// The user's input. Always written, as `null` when absent: `null` for continued
     /// generation and whenever `observe` is not granted (§10.1). An absent member is read as

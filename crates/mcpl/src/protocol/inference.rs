@@ -13,10 +13,18 @@ use crate::jsonrpc::RequestId;
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     /// Input tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::int::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_tokens: Option<u64>,
     /// Output tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::int::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_tokens: Option<u64>,
     /// Unknown members, kept verbatim.
     #[serde(flatten)]
@@ -41,7 +49,11 @@ pub struct InferenceMessage {
 #[serde(rename_all = "camelCase")]
 pub struct Preferences {
     /// Max output tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::int::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_tokens: Option<u64>,
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +180,7 @@ pub struct InferenceChunkParams {
     /// The JSON-RPC id of the streaming `inference/request`.
     pub request_id: RequestId,
     /// Chunk index, from 0.
+    #[serde(deserialize_with = "super::int::u64")]
     pub index: u64,
     /// The text delta.
     pub delta: String,

@@ -67,7 +67,11 @@ pub struct LifecycleParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
     /// 0-indexed turn number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::int::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub turn_index: Option<u64>,
     /// Lifecycle position.
     pub phase: Phase,

@@ -71,6 +71,7 @@ pub mod feature_sets;
 pub mod handshake;
 pub mod hooks;
 pub mod inference;
+mod int;
 pub mod lifecycle;
 pub mod manifest;
 pub mod model;

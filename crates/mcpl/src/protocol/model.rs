@@ -15,7 +15,11 @@ pub struct ModelInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<String>,
     /// Context window in tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::int::opt_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub context_window: Option<u64>,
     /// Free-form capability labels (`"vision"`, `"tools"` …): descriptive, never grant paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
