@@ -655,3 +655,245 @@ async fn older_host_traffic_is_answered_or_ignored_never_hung() {
     assert_eq!(r["id"], "req-a", "{r}");
     assert_eq!(r["result"]["featureSet"], "notes", "{r}");
 }
+
+/// §5.4 / §6.7 grant lists a host may legally send: paths this server never heard of (a
+/// newer vocabulary), one-segment wildcards, `disabled` naming a set this server does not
+/// declare, a §6.3 wildcard in `enabled` — each accepted. A wildcard in `disabled` subtracts
+/// (§6.3). A present empty `enabled` is an allowlist of nothing (§5.3):
+/// the hook's set is disabled, so it injects nothing.
+#[tokio::test]
+async fn s5_4_grant_lists_with_unknown_paths_and_names_are_accepted() {
+    let cases = [
+        (
+            json!({"effectiveCapabilities": [INJECT, "futureThing.x", "channels.*", "*"]}),
+            true,
+        ),
+        (
+            json!({"effectiveCapabilities": [INJECT], "disabled": ["not.declared"]}),
+            true,
+        ),
+        (
+            json!({"effectiveCapabilities": ["contextHooks.beforeInference.*.beforeUser"]}),
+            true,
+        ),
+        (
+            json!({"effectiveCapabilities": [INJECT], "enabled": ["*"]}),
+            true,
+        ),
+        (
+            json!({"effectiveCapabilities": [INJECT], "enabled": []}),
+            false,
+        ),
+        (
+            json!({"effectiveCapabilities": [INJECT], "disabled": ["*"]}),
+            false,
+        ),
+        (json!({"effectiveCapabilities": ["contextHooks.*"]}), false),
+    ];
+    for (grant, served) in cases {
+        let server = hook_server().build().unwrap();
+        let (mut host, _s) = ready(&server, grant.clone()).await;
+        let r = host
+            .request(
+                "context/beforeInference",
+                json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0}),
+            )
+            .await;
+        let injected = r["result"]["contextInjections"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        assert_eq!(injected, served, "{grant}: {r}");
+    }
+}
+
+/// App. B.1 content on `channels/publish` as hosts write it: media by `uri` (with or without
+/// `mimeType`), inline audio, a `resource` with members beyond `uri`, blocks with MCP's
+/// `annotations`: all delivered. A block outside B.1's closed `oneOf` (MCP's nested
+/// `resource`, a media block with both forms) is refused `-32602`.
+#[tokio::test]
+async fn b1_content_blocks_from_hosts_are_read_as_b1_says() {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let server = channel_server(log);
+    let (mut host, _s) = ready(&server, serde_json::from_str(CHANNEL_GRANT).unwrap()).await;
+    let good = json!([
+        {"type": "image", "uri": "https://x/y.png"},
+        {"type": "image", "uri": "https://x/y.png", "mimeType": "image/png", "annotations": {}},
+        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+        {"type": "resource", "uri": "memory://1", "mimeType": "text/plain", "text": "t"},
+        {"type": "text", "text": "", "annotations": {"priority": 0.5}}
+    ]);
+    let r = host
+        .request(
+            "channels/publish",
+            json!({"conversationId": "c", "channelId": "a", "content": good}),
+        )
+        .await;
+    assert_eq!(r["result"]["delivered"], true, "{r}");
+    for bad in [
+        json!({"type": "resource", "resource": {"uri": "memory://1", "text": "t"}}),
+        json!({"type": "image", "uri": "u", "data": "AAAA", "mimeType": "image/png"}),
+        json!({"type": "text"}),
+    ] {
+        let r = host
+            .request(
+                "channels/publish",
+                json!({"conversationId": "c", "channelId": "a", "content": [bad]}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");
+    }
+}
+
+impl Host {
+    /// Reads the next frame (a request the server sent) and answers it with `result`;
+    /// returns the request.
+    async fn answer(&mut self, result: Value) -> Value {
+        let line = self.lines.next_line().await.unwrap().expect("a request");
+        let req: Value = serde_json::from_str(&line).unwrap();
+        self.send(json!({"jsonrpc": "2.0", "id": req["id"].clone(), "result": result}))
+            .await;
+        req
+    }
+}
+
+/// The results the other hosts answer the server's requests with: the TypeScript host's
+/// `push/event` refusal as a result (§9.3, with `inferenceId: null` and members of its
+/// own), its `channels/register` result carrying the legacy `registered` beside §14.5's
+/// `results`, and an `inference/request` result (§11.3) with token counts as floats and a
+/// `finishReason` outside App. B.4. Each is read as the spec says.
+#[tokio::test]
+async fn s9_3_s14_5_s11_3_host_results_from_other_hosts_are_read() {
+    use mcpl::protocol::channels::ChannelDescriptor;
+    use mcpl::protocol::inference::{InferenceMessage, InferenceRequestParams};
+    use mcpl::server::PushEvent;
+    let server = Server::builder("out", "1.0.0")
+        .feature_set(
+            "alerts",
+            "Alerts",
+            &[
+                Capability::PushEvents,
+                Capability::ChannelsRegister,
+                Capability::InferenceRequest,
+            ],
+        )
+        .build()
+        .unwrap();
+    let grant =
+        json!({"effectiveCapabilities": ["pushEvents", "channels.register", "inferenceRequest"]});
+    let (mut host, session) = ready(&server, grant).await;
+
+    let s = session.clone();
+    let push = tokio::spawn(async move { s.push_event(PushEvent::text("alerts", "x")).await });
+    let req = host
+        .answer(
+            json!({"reason": "feature set disabled", "inferenceId": null, "accepted": false,
+                       "hostNote": 1}),
+        )
+        .await;
+    assert_eq!(req["method"], "push/event");
+    let r = push.await.unwrap().unwrap();
+    assert!(!r.accepted);
+    assert_eq!(r.reason.as_deref(), Some("feature set disabled"));
+
+    let s = session.clone();
+    let reg = tokio::spawn(async move {
+        s.channels_register(vec![ChannelDescriptor::new("discord:#g", "discord")])
+            .await
+    });
+    host.answer(json!({"registered": ["discord:#g"],
+                       "results": [{"id": "discord:#g", "accepted": true, "reason": null}]}))
+        .await;
+    let r = reg.await.unwrap().unwrap();
+    assert!(r.results.iter().all(|i| i.accepted), "{r:?}");
+    assert_eq!(session.channels().len(), 1);
+
+    let s = session.clone();
+    let inf = tokio::spawn(async move {
+        s.inference_request(InferenceRequestParams::new(
+            "alerts",
+            [InferenceMessage::user("hi")],
+        ))
+        .await
+    });
+    host.answer(
+        json!({"content": "hello", "model": "m", "finishReason": "tool_use",
+                       "usage": {"inputTokens": 10.0, "outputTokens": 2}}),
+    )
+    .await;
+    let r = inf.await.unwrap().unwrap();
+    assert_eq!(r.usage.and_then(|u| u.input_tokens), Some(10));
+}
+
+/// MCP lets a client send requests once `initialize` is answered; `notifications/initialized`
+/// may follow them. A host that sends its policy Request (§5.3) and a hook before the
+/// notification is served, and the late notification changes nothing.
+#[tokio::test]
+async fn s5_3_a_policy_request_before_notifications_initialized_is_served() {
+    let server = hook_server().build().unwrap();
+    let (mut host, session) = Host::connect(&server).await;
+    let init = host
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": host_caps(),
+                   "clientInfo": {"name": "eager", "version": "1"}}),
+        )
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    let r = host
+        .request(
+            "featureSets/update",
+            json!({"effectiveCapabilities": [INJECT]}),
+        )
+        .await;
+    assert_eq!(r["result"]["accepted"], true, "{r}");
+    let r = host
+        .request(
+            "context/beforeInference",
+            json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["contextInjections"][0]["namespace"], "notes",
+        "{r}"
+    );
+    host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let r = host.request("ping", json!({})).await;
+    assert_eq!(r["result"], json!({}));
+    assert!(session.granted(Capability::InjectBeforeUser));
+}
+
+/// MCP list and call params as hosts send them: `cursor: null`, `_meta`, absent params, a
+/// call without `arguments`. Each is answered with a result.
+#[tokio::test]
+async fn mcp_list_and_call_params_from_other_hosts_are_served() {
+    let server = Server::builder("tools", "1.0.0")
+        .tool("t", "T", json!({"type": "object"}), |_s, _p| async move {
+            Ok(mcpl::protocol::handshake::ToolsCallResult {
+                content: vec![mcpl::protocol::handshake::ToolContent::text("ok")],
+                is_error: None,
+                state: None,
+                extra: Default::default(),
+            })
+        })
+        .build()
+        .unwrap();
+    let (mut host, _s) = ready(&server, json!({"effectiveCapabilities": ["tools"]})).await;
+    for params in [
+        json!({"cursor": null}),
+        json!({"_meta": {"progressToken": "p"}}),
+        json!({}),
+    ] {
+        let r = host.request("tools/list", params.clone()).await;
+        assert_eq!(r["result"]["tools"][0]["name"], "t", "{params}: {r}");
+    }
+    host.next_id += 1;
+    let id = host.next_id;
+    host.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))
+        .await;
+    let line = host.lines.next_line().await.unwrap().unwrap();
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(r["result"]["tools"][0]["name"], "t", "{r}");
+    let r = host.request("tools/call", json!({"name": "t"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+}
