@@ -239,7 +239,7 @@ pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
         None => {}
         Some(Value::Object(u)) => {
             for key in ["inputTokens", "outputTokens"] {
-                if u.get(key).is_some_and(|n| !n.is_u64()) {
+                if u.get(key).is_some_and(|n| !super::int::is_count(n)) {
                     warn.push(format!("usage.{key} is not a token count"));
                 }
             }
@@ -284,7 +284,10 @@ pub fn request_defects(params: Option<&Value>) -> Vec<String> {
     match p.get("preferences") {
         None => {}
         Some(Value::Object(prefs)) => {
-            if prefs.get("maxTokens").is_some_and(|v| !v.is_u64()) {
+            if prefs
+                .get("maxTokens")
+                .is_some_and(|v| !super::int::is_count(v))
+            {
                 out.push("preferences.maxTokens is not a non-negative integer".into());
             }
             if prefs.get("temperature").is_some_and(|v| !v.is_number()) {
@@ -349,6 +352,23 @@ method!(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An integral float is a token count (JSON has one number type, `protocol::int`): the
+    /// JSON-level checks read `10.0` as the typed reading does; a fraction is still a defect.
+    #[test]
+    fn s11_integer_members_written_as_floats_are_no_defect() {
+        let usage = json!({"content": "OK", "usage": {"inputTokens": 10.0, "outputTokens": 2}});
+        assert_eq!(result_defects(&usage), (vec![], vec![]));
+        let frac = json!({"content": "OK", "usage": {"inputTokens": 10.5}});
+        assert_eq!(result_defects(&frac).1.len(), 1);
+        let req = |max: serde_json::Value| {
+            request_defects(Some(&json!({"featureSet": "f", "messages": [],
+                                         "preferences": {"maxTokens": max}})))
+        };
+        assert!(req(json!(100.0)).is_empty());
+        assert_eq!(req(json!(100.5)).len(), 1);
+        assert_eq!(req(json!(-1)).len(), 1);
+    }
 
     /// §11.3 / App. B.4: `content` required; `finishReason` one of App. B.4's ("stop" is an
     /// audited host's, not MCPL's); a huge or non-string value is quoted bounded.

@@ -24,6 +24,13 @@ fn refuse<E: serde::de::Error>(n: &Number) -> E {
     E::custom(format!("expected a non-negative integer, got {n}"))
 }
 
+/// Whether `v` is a non-negative integer as [`u64`] reads one: the JSON-level checks
+/// (`inference::result_defects`, `inference::request_defects`) judge with it, so they agree
+/// with the typed reading.
+pub(crate) fn is_count(v: &serde_json::Value) -> bool {
+    matches!(v, serde_json::Value::Number(n) if integral(n).is_some())
+}
+
 /// A required non-negative integer; an integral float such as `7.0` is accepted.
 pub(crate) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let n = Number::deserialize(d)?;
