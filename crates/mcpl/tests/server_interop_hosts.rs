@@ -897,3 +897,34 @@ async fn mcp_list_and_call_params_from_other_hosts_are_served() {
     let r = host.request("tools/call", json!({"name": "t"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
 }
+
+/// A pre-0.5 host's `channels/register` result carries only `registered` (the TypeScript
+/// library's legacy field), no §14.5 itemized `results`. The server must not read that as
+/// registering anything it cannot see a verdict for: the call fails and no channel counts
+/// as registered.
+#[tokio::test]
+async fn s14_5_a_register_result_without_itemized_results_registers_nothing() {
+    use mcpl::protocol::channels::ChannelDescriptor;
+    let server = Server::builder("out", "1.0.0")
+        .feature_set("chat", "Chat", &[Capability::ChannelsRegister])
+        .build()
+        .unwrap();
+    let (mut host, session) = ready(
+        &server,
+        json!({"effectiveCapabilities": ["channels.register"]}),
+    )
+    .await;
+    let s = session.clone();
+    let reg = tokio::spawn(async move {
+        s.channels_register(vec![ChannelDescriptor::new("discord:#g", "discord")])
+            .await
+    });
+    host.answer(json!({"registered": ["discord:#g"]})).await;
+    let r = reg.await.unwrap();
+    assert!(
+        r.as_ref()
+            .map_or(true, |r| r.results.iter().all(|i| !i.accepted)),
+        "{r:?}"
+    );
+    assert!(session.channels().is_empty(), "{:?}", session.channels());
+}
