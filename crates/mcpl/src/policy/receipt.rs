@@ -194,7 +194,11 @@ pub struct ReceiptReport {
     pub defects: Vec<ReceiptDefect>,
 }
 
-/// Validates a `featureSets/update` result's shape (§6.7) and reads it.
+/// Validates a `featureSets/update` result's shape (§6.7) and reads it. An optional member
+/// written `null` (`mode`, `reason`, `notes`, `unavailableFeatures`, `missingCapabilities`)
+/// is read as absent, as [`crate::protocol::given`] reads every optional member; `accepted`,
+/// a refusal's `fallback` and an entry's `featureSet` and `effect` are required and a `null`
+/// there is the defect it names.
 pub fn parse_receipt(v: &Value) -> ReceiptReport {
     let mut defects = Vec::new();
     let mut defect = |code: &'static str, path: &str, fatal: bool| {
@@ -214,7 +218,7 @@ pub fn parse_receipt(v: &Value) -> ReceiptReport {
     };
     let accepted = obj.get("accepted").and_then(Value::as_bool);
     let strings = |v: Option<&Value>| -> Option<Vec<String>> {
-        match v {
+        match v.filter(|v| !v.is_null()) {
             None => Some(Vec::new()),
             Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_owned)).collect(),
             Some(_) => None,
@@ -271,7 +275,7 @@ pub fn parse_receipt(v: &Value) -> ReceiptReport {
             let mut entries = Vec::new();
             let mut ok = true;
             match obj.get("unavailableFeatures") {
-                None => {}
+                None | Some(Value::Null) => {}
                 Some(Value::Array(items)) => {
                     for (i, item) in items.iter().enumerate() {
                         let at = format!("/unavailableFeatures/{i}");
@@ -322,7 +326,7 @@ pub fn parse_receipt(v: &Value) -> ReceiptReport {
                 }
             }
             let notes = match obj.get("notes") {
-                None => Vec::new(),
+                None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(n)) => n.clone(),
                 Some(_) => {
                     defect("notes_not_array", "/notes", true);

@@ -564,7 +564,8 @@ method!(
 /// §14.2 shows the shape without saying which members are required. Read fail-closed: `id`
 /// and `type` are non-empty strings (a channel is addressed by its id, and `type` names its
 /// platform); `label`, when present, is a string; `direction`, when present, is one of the
-/// three; `address` and `metadata`, when present, are objects.
+/// three; `address` and `metadata`, when present, are objects. An optional member written
+/// `null` is absent ([`super::given`]).
 pub fn descriptor_defects(d: &Value) -> Vec<String> {
     let mut out = Vec::new();
     let Some(o) = d.as_object() else {
@@ -585,10 +586,10 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
     if !non_empty("type") {
         out.push("type missing, empty or not a string".into());
     }
-    if o.get("label").is_some_and(|l| !l.is_string()) {
+    if super::given(o, "label").is_some_and(|l| !l.is_string()) {
         out.push("label is not a string".into());
     }
-    match o.get("direction") {
+    match super::given(o, "direction") {
         None => {}
         Some(Value::String(s))
             if matches!(s.as_str(), "outbound" | "inbound" | "bidirectional") => {}
@@ -597,7 +598,7 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
         )),
     }
     for field in ["address", "metadata"] {
-        if o.get(field).is_some_and(|v| !v.is_object()) {
+        if super::given(o, field).is_some_and(|v| !v.is_object()) {
             out.push(format!("{field} is not an object"));
         }
     }
@@ -610,7 +611,7 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
 /// validates against the registered channel, §14.5), a non-empty string `messageId` (what
 /// the per-message results name), `content` a string or content blocks (§10.3's string form
 /// is one text block, as §11.1's example messages use it; blocks by App. B.1), and, when
-/// present, an object `author` and a string `timestamp`. `tags` are not judged here: they
+/// present and not `null` ([`super::given`]), an object `author` and a string `timestamp`. `tags` are not judged here: they
 /// never decide admission (§16.6). The one rule the host refuses a message on
 /// (`invalid_message`) and `mcpl check` (`channels.incoming-shape`) reports.
 pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
@@ -633,10 +634,10 @@ pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
         &format!("{at}.content"),
         true,
     ));
-    if o.get("author").is_some_and(|a| !a.is_object()) {
+    if super::given(o, "author").is_some_and(|a| !a.is_object()) {
         out.push(format!("{at}.author is not an object"));
     }
-    if o.get("timestamp").is_some_and(|t| !t.is_string()) {
+    if super::given(o, "timestamp").is_some_and(|t| !t.is_string()) {
         out.push(format!("{at}.timestamp is not a string"));
     }
     super::listed_defects(out)

@@ -171,8 +171,8 @@ method!(
 
 /// Every defect of one `contextInjections` entry, named `at`, against §10.4; empty when its
 /// shape is right: an object with a string `namespace` and `position`, `content` a string or
-/// content blocks (§10.3, [`super::content::content_defects`]) and `metadata`, when present,
-/// an object. Whether the position is one of App. B.4's and granted is not shape: the host
+/// content blocks (§10.3, [`super::content::content_defects`]) and `metadata`, when present
+/// and not `null` ([`super::given`]), an object. Whether the position is one of App. B.4's and granted is not shape: the host
 /// authorizes that first ([`crate::policy::judge_injection`]). The one rule the host refuses
 /// an injection on and `mcpl check` (`hooks.injection-shape`) reports.
 pub fn injection_defects(injection: &Value, at: &str) -> Vec<String> {
@@ -190,14 +190,15 @@ pub fn injection_defects(injection: &Value, at: &str) -> Vec<String> {
         &format!("{at}.content"),
         true,
     ));
-    if o.get("metadata").is_some_and(|m| !m.is_object()) {
+    if super::given(o, "metadata").is_some_and(|m| !m.is_object()) {
         out.push(format!("{at}.metadata is not an object"));
     }
     out
 }
 
 /// Every defect of a `context/beforeInference` result against §10.2, §10.4 and §6.5; empty
-/// when its shape is right: an object whose `contextInjections`, when present, is an array
+/// when its shape is right: an object whose `contextInjections`, when present and not `null`
+/// ([`super::given`]), is an array
 /// of entries each of the right shape ([`injection_defects`]), under a string `featureSet`
 /// whenever it injects anything (§6.5). Whether each position is granted, and the set
 /// declared and available, is the host's authorization ([`crate::policy::judge_injection`]).
@@ -207,7 +208,7 @@ pub fn result_defects(result: &Value) -> Vec<String> {
     let Some(obj) = result.as_object() else {
         return vec!["result is not an object".into()];
     };
-    let injections = match obj.get("contextInjections") {
+    let injections = match super::given(obj, "contextInjections") {
         None => return Vec::new(),
         Some(Value::Array(a)) => a,
         Some(_) => return vec!["contextInjections is not an array".into()],

@@ -253,7 +253,8 @@ pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
 /// array of objects each with a string `role` and `content` that is a string or content
 /// blocks; the optional members typed as the table gives them (`stream` boolean,
 /// `conversationId` string, `preferences` an object whose `maxTokens` is a non-negative
-/// integer and `temperature` a number). Advisory `preferences` keys are not judged. The one
+/// integer and `temperature` a number; each `null` read as absent, [`super::given`]).
+/// Advisory `preferences` keys are not judged. The one
 /// rule the host refuses a request on (`-32602`) and `mcpl check`
 /// (`inference.request-shape`) reports.
 pub fn request_defects(params: Option<&Value>) -> Vec<String> {
@@ -275,22 +276,19 @@ pub fn request_defects(params: Option<&Value>) -> Vec<String> {
         Some(_) => out.push("messages is not an array".into()),
         None => out.push("messages missing".into()),
     }
-    if p.get("stream").is_some_and(|v| !v.is_boolean()) {
+    if super::given(p, "stream").is_some_and(|v| !v.is_boolean()) {
         out.push("stream is not a boolean".into());
     }
-    if p.get("conversationId").is_some_and(|v| !v.is_string()) {
+    if super::given(p, "conversationId").is_some_and(|v| !v.is_string()) {
         out.push("conversationId is not a string".into());
     }
-    match p.get("preferences") {
+    match super::given(p, "preferences") {
         None => {}
         Some(Value::Object(prefs)) => {
-            if prefs
-                .get("maxTokens")
-                .is_some_and(|v| !super::int::is_count(v))
-            {
+            if super::given(prefs, "maxTokens").is_some_and(|v| !super::int::is_count(v)) {
                 out.push("preferences.maxTokens is not a non-negative integer".into());
             }
-            if prefs.get("temperature").is_some_and(|v| !v.is_number()) {
+            if super::given(prefs, "temperature").is_some_and(|v| !v.is_number()) {
                 out.push("preferences.temperature is not a number".into());
             }
         }

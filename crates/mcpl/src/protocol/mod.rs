@@ -180,6 +180,16 @@ registry!(
     manifest::ManifestChanged,
 );
 
+/// Member `key` of `obj` as the shape rules read an optional member: `None` when it is absent
+/// **or `null`**. Reading (the spec gives `null` no meaning for any optional member): a peer
+/// whose serializer writes `null` for "not set" (serde without `skip_serializing_if`, a
+/// JavaScript `?? null`) means absent, and absent is what the receiver then acts on, so the
+/// reading refuses nothing a peer meant and grants nothing (an absent optional member
+/// confers nothing). Required members are never read through this.
+pub fn given<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
 /// The most defects one of this module's defect lists names (the `*_defects` functions):
 /// past it a last entry counts the rest. A clear error needs the first few (§6.6); a message
 /// with a defect in each of a million entries had each formatted, kept and joined into one

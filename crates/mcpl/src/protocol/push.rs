@@ -78,7 +78,7 @@ method!(
 
 /// Every defect of `push/event` params against §9.2, empty when the shape is right: an
 /// object with string `featureSet`, `eventId` and `timestamp`, the timestamp ISO 8601
-/// ([`timestamp_defect`]), `origin` (when present) an object, and `payload` an object whose
+/// ([`timestamp_defect`]), `origin` (when present and not `null`, [`super::given`]) an object, and `payload` an object whose
 /// `content` is ContentBlock[] (App. B.1, [`super::content::content_defects`]; §9.2 gives no
 /// string form). `tags` are not judged here: they are read after admission and never refuse
 /// a message (§16.6). The one rule the host refuses on (`-32602`) and `mcpl check`
@@ -98,7 +98,7 @@ pub fn push_event_defects(params: Option<&Value>) -> Vec<String> {
             out.push(format!("timestamp {ts:?} is not ISO 8601 (§9.2): {d}"));
         }
     }
-    if p.get("origin").is_some_and(|o| !o.is_object()) {
+    if super::given(p, "origin").is_some_and(|o| !o.is_object()) {
         out.push("origin is not an object".into());
     }
     match p.get("payload") {
