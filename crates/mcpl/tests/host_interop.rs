@@ -317,3 +317,32 @@ async fn inference_requests_of_either_library_reach_the_handler() {
         assert_eq!(r["result"]["content"], "ok", "shape {i}: {r}");
     }
 }
+
+/// §11.2 types `preferences.maxTokens` `integer`; JSON has one number type, so `500.0` (what
+/// a Python or a float-typed serializer writes) is the integer 500 and reaches the handler,
+/// while `500.5` and `-1` are still refused.
+#[tokio::test]
+async fn max_tokens_written_as_a_whole_float_is_an_integer() {
+    let mut c = cfg(ALL);
+    c.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async {
+            Ok(json!({"content":"ok","model":"m","finishReason":"end_turn",
+                      "usage":{"inputTokens":1,"outputTokens":1}}))
+        })
+    }));
+    let init = init_result(Some(library_manifest())).to_string();
+    let (_s, _st, mut srv) = connect_text(c, &init, r#"{"accepted":true}"#).await;
+    let req = |max: &str| {
+        format!(
+            r#"{{"featureSet":"assist","messages":[{{"role":"user","content":"hi"}}],"preferences":{{"maxTokens":{max}}}}}"#
+        )
+    };
+    for max in ["500.0", "5e2"] {
+        let r = srv.call_text("inference/request", &req(max)).await;
+        assert_eq!(r["result"]["content"], "ok", "{max}: {r}");
+    }
+    for max in ["500.5", "-1", "-1.0"] {
+        let r = srv.call_text("inference/request", &req(max)).await;
+        assert_eq!(r["error"]["code"], -32602, "{max}: {r}");
+    }
+}

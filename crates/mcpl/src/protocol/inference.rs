@@ -368,6 +368,23 @@ mod tests {
         assert_eq!(req(json!(-1)).len(), 1);
     }
 
+    /// §11.2 / §11.3 counts: the typed forms take a whole number however written, as the
+    /// shape rule does (`500.0` is the integer 500), `null` as absent, and refuse the rest.
+    #[test]
+    fn s11_counts_written_as_whole_floats_are_integers() {
+        let p: Preferences = serde_json::from_value(json!({"maxTokens": 500.0})).unwrap();
+        assert_eq!(p.max_tokens, Some(500));
+        let p: Preferences = serde_json::from_value(json!({"maxTokens": null})).unwrap();
+        assert_eq!(p.max_tokens, None);
+        let u: Usage =
+            serde_json::from_value(json!({"inputTokens": 1e3, "outputTokens": 2})).unwrap();
+        assert_eq!((u.input_tokens, u.output_tokens), (Some(1000), Some(2)));
+        for bad in [json!(0.5), json!(-1), json!(-1.0), json!("5"), json!(1e20)] {
+            let r = serde_json::from_value::<Preferences>(json!({ "maxTokens": bad }));
+            assert!(r.is_err(), "{bad} taken");
+        }
+    }
+
     /// §11.3 / App. B.4: `content` required; `finishReason` one of App. B.4's ("stop" is an
     /// audited host's, not MCPL's); a huge or non-string value is quoted bounded.
     #[test]
