@@ -13,7 +13,9 @@
 use std::time::Duration;
 
 use mcpl::capability::Capability;
-use mcpl::host::{before_inference, HostConfig, HostEvent, HostSession, HostStreams, Mode};
+use mcpl::host::{
+    before_inference, HostConfig, HostDiagnostic, HostEvent, HostSession, HostStreams, Mode,
+};
 use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
@@ -216,6 +218,13 @@ async fn push_event_shapes_of_either_library_are_admitted() {
             matches!(st.events.recv().await, Some(HostEvent::Push { .. })),
             "shape {i}"
         );
+        // Reported before the answer is written: none of these shapes is a tag defect.
+        while let Ok(d) = st.diagnostics.try_recv() {
+            assert!(
+                !matches!(d, HostDiagnostic::TagIssue { .. }),
+                "shape {i}: {d:?}"
+            );
+        }
     }
 }
 
@@ -345,4 +354,102 @@ async fn max_tokens_written_as_a_whole_float_is_an_integer() {
         let r = srv.call_text("inference/request", &req(max)).await;
         assert_eq!(r["error"]["code"], -32602, "{max}: {r}");
     }
+}
+
+/// §5.1: `true` at a node is every leaf beneath it (the TypeScript library reads
+/// `inferenceRequest: true` so, seed PR open question 4), and `contextHooks.beforeInference.inject:
+/// true` every inject leaf.
+#[tokio::test]
+async fn boolean_shorthand_advertises_every_leaf_beneath() {
+    let manifest = json!({ "version": "0.5", "inferenceRequest": true,
+        "contextHooks": { "beforeInference": { "observe": true, "inject": true } },
+        "featureSets": { "assist": { "description": "A", "uses": ["inferenceRequest"] } } });
+    let (s, _st, _srv) = connect(ALL, manifest, r#"{"accepted":true}"#).await;
+    let g = s.grant();
+    for c in [
+        Capability::InferenceRequest,
+        Capability::InferenceRequestStreaming,
+        Capability::Observe,
+        Capability::InjectSystem,
+        Capability::InjectBeforeUser,
+        Capability::InjectAfterUser,
+    ] {
+        assert!(g.allows(c), "{c} not granted");
+    }
+}
+
+/// §6.1 / §6.2: the 0.4 array form of `featureSets` (what `mcpl-core` 0.1 serializes:
+/// `[{name, description?, uses, rollback, hostState}]`) is read by name, and a declaration
+/// without `description` (optional in both libraries' types) is still read (only `uses`
+/// decides validity, §6.4): its push is admitted.
+#[tokio::test]
+async fn legacy_feature_set_shapes_are_read() {
+    let array = json!({ "version": "0.5", "pushEvents": true, "featureSets": [
+        { "name": "alerts", "description": "A", "uses": ["pushEvents"],
+          "rollback": false, "hostState": false } ] });
+    let undescribed = json!({ "version": "0.5", "pushEvents": true, "featureSets": {
+        "alerts": { "uses": ["pushEvents"], "rollback": false, "hostState": false } } });
+    for m in [array, undescribed] {
+        let (_s, _st, mut srv) = connect(ALL, m.clone(), r#"{"accepted":true}"#).await;
+        let r = srv.call("push/event", push_params()).await;
+        assert_eq!(r["result"]["accepted"], true, "{m}: {r}");
+    }
+}
+
+/// §10.2, §6.5: a hook answer with nothing to inject — `contextInjections` empty, absent or
+/// `null`, `featureSet` present or `null` — is a clean answer, not a failure.
+#[tokio::test]
+async fn empty_hook_answers_are_clean() {
+    for answer in [
+        r#"{"featureSet":"memory","contextInjections":[]}"#,
+        r#"{"featureSet":"memory"}"#,
+        r#"{}"#,
+        r#"{"featureSet":null,"contextInjections":null}"#,
+        r#"{"contextInjections":[],"featureSet":"memory","metadata":{"took":3}}"#,
+    ] {
+        let (s, _st, mut srv) = connect(ALL, library_manifest(), r#"{"accepted":true}"#).await;
+        let s2 = s.clone();
+        let params =
+            json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+        let fan = tokio::spawn(async move { before_inference(&[&s2], &params).await });
+        let hook = srv.recv().await;
+        assert_eq!(hook["method"], "context/beforeInference");
+        srv.raw
+            .send(&format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{answer}}}"#,
+                hook["id"]
+            ))
+            .await;
+        let inj = fan.await.unwrap();
+        assert!(
+            inj.failures.is_empty() && inj.rejected.is_empty(),
+            "{answer}: {inj:?}"
+        );
+    }
+}
+
+/// §14.5: `channels/changed` as the libraries write it (`added`/`removed`/`updated`, any of
+/// them absent or `null`).
+#[tokio::test]
+async fn channels_changed_of_either_library_is_applied() {
+    let (s, _st, mut srv) = connect(ALL, library_manifest(), r#"{"accepted":true}"#).await;
+    let reg = srv
+        .call(
+            "channels/register",
+            json!({"channels":[{"id":"c1","type":"chat","label":"c","direction":"outbound"}]}),
+        )
+        .await;
+    assert!(reg.get("result").is_some(), "{reg}");
+    let r = srv
+        .call_text(
+            "channels/changed",
+            r#"{"added":[{"id":"c2","type":"chat","label":"d","direction":"inbound","address":null}],"removed":null,"updated":null}"#,
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let r = srv
+        .call_text("channels/changed", r#"{"removed":["c1"],"added":null}"#)
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert_eq!(s.channels(), vec!["c2".to_owned()], "{r}");
 }

@@ -286,7 +286,8 @@ impl ChannelTable {
         };
         let empty = Vec::new();
         let mut arr = |k: &str| -> Result<&Vec<Value>, ErrorObject> {
-            match p.get(k) {
+            // An absent or `null` list changes nothing (`protocol::given`).
+            match crate::protocol::given(p, k) {
                 None => Ok(&empty),
                 Some(Value::Array(a)) => Ok(a),
                 Some(_) => Err(rules::bad_params(

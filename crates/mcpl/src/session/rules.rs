@@ -517,8 +517,9 @@ pub fn judge_hook_answer(
         // §10.2: the result is an object; anything else carries nothing (fail closed).
         return fail("the result is not an object (§10.2); the answer is refused".into());
     }
+    // Absent or `null`: nothing to inject (`protocol::given`).
     let items = match v.get_mut("contextInjections") {
-        None => Vec::new(),
+        None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) if a.len() > limit => {
             return fail(format!(
                 "{} contextInjections exceed the limit of {limit}; the answer is refused",

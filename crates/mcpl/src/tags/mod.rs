@@ -284,10 +284,11 @@ impl TagSet {
         (TagSet(set), issues)
     }
 
-    /// Parses the raw JSON `tags` member (absent ⇒ `None` ⇒ empty set); wrong types are reported.
+    /// Parses the raw JSON `tags` member (absent or `null` ⇒ empty set); wrong types are reported.
     pub fn from_json(tags: Option<&Value>) -> (TagSet, Vec<TagIssue>) {
         match tags {
-            None => (TagSet::default(), Vec::new()),
+            // `null` is absent, as every optional member is read (`protocol::given`).
+            None | Some(Value::Null) => (TagSet::default(), Vec::new()),
             Some(Value::Array(items)) => {
                 let mut issues = Vec::new();
                 let mut strings = Vec::new();
