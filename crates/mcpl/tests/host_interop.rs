@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use mcpl::capability::Capability;
 use mcpl::host::{
-    before_inference, HostConfig, HostDiagnostic, HostEvent, HostSession, HostStreams, Mode,
+    before_inference, HostConfig, HostDiagnostic, HostEvent, HostSession, HostStreams,
+    McpOnlyReason, Mode,
 };
 use serde_json::{json, Value};
 
@@ -95,8 +96,25 @@ async fn connect_text(
             p["id"]
         ))
         .await;
-    let (s, streams) = connect.await.unwrap().expect("the host connects");
-    (s, streams, srv)
+    // A host that told more than it keeps sends the reduction before it is up (§6.7): the
+    // server acknowledges it.
+    let mut connect = connect;
+    loop {
+        tokio::select! {
+            up = &mut connect => {
+                let (s, streams) = up.unwrap().expect("the host connects");
+                return (s, streams, srv);
+            }
+            v = srv.raw.recv() => {
+                if v["method"] == "featureSets/update" {
+                    let id = &v["id"];
+                    srv.raw
+                        .send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"accepted":true}}}}"#))
+                        .await;
+                }
+            }
+        }
+    }
 }
 
 async fn connect(
@@ -452,4 +470,51 @@ async fn channels_changed_of_either_library_is_applied() {
         .await;
     assert!(r.get("result").is_some(), "{r}");
     assert_eq!(s.channels(), vec!["c2".to_owned()], "{r}");
+}
+
+/// Where SPEC says MUST the host stays strict: a `push/event` without `featureSet` (§6.5)
+/// is `-32602`; one from a set whose `uses` names a path outside §6.2 (the `tools`-only /
+/// `hostState`-era declarations the audit found) is disabled `invalid_uses` (§6.4) and its
+/// push refused; a refusal without `fallback` (§6.7: REQUIRED) is not a usable receipt.
+#[tokio::test]
+async fn must_violations_are_still_refused() {
+    let manifest = json!({ "version": "0.5", "pushEvents": true, "featureSets": {
+        "alerts": { "description": "A", "uses": ["pushEvents"] },
+        "legacy": { "description": "L", "uses": ["pushEvents", "streamObserver"] } } });
+    let (_s, _st, mut srv) = connect(ALL, manifest.clone(), r#"{"accepted":true}"#).await;
+    let mut p = push_params();
+    p.as_object_mut().unwrap().remove("featureSet");
+    assert_eq!(srv.call("push/event", p).await["error"]["code"], -32602);
+    let mut p = push_params();
+    p["featureSet"] = json!("legacy");
+    let r = srv.call("push/event", p).await;
+    assert!(r.get("error").is_some(), "{r}");
+
+    let init = init_result(Some(manifest)).to_string();
+    let (s, _st, _srv) = connect_text(cfg(ALL), &init, r#"{"accepted":false,"reason":"no"}"#).await;
+    assert!(
+        matches!(s.mode(), Mode::McpOnly(McpOnlyReason::PolicyFailed(_))),
+        "{:?}",
+        s.mode()
+    );
+}
+
+/// §5.1 is silent on a `version` other than `"0.5"`: a server writing the document's own
+/// label (`"0.5.0-draft"`) or a 0.4 string is reported (`unsupported_version`) and still
+/// read as the manifest it is, never refused on the label alone.
+#[tokio::test]
+async fn another_version_label_is_reported_not_refused() {
+    for version in ["0.5.0-draft", "0.5.0", "0.4"] {
+        let mut m = library_manifest();
+        m["version"] = json!(version);
+        let (s, mut st, mut srv) = connect(ALL, m, r#"{"accepted":true}"#).await;
+        assert_eq!(s.mode(), Mode::Mcpl, "{version}");
+        let r = srv.call("push/event", push_params()).await;
+        assert_eq!(r["result"]["accepted"], true, "{version}: {r}");
+        let mut reported = false;
+        while let Ok(d) = st.diagnostics.try_recv() {
+            reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. } if *code == "unsupported_version");
+        }
+        assert!(reported, "{version}");
+    }
 }
