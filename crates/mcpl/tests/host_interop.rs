@@ -228,6 +228,7 @@ async fn push_event_shapes_of_either_library_are_admitted() {
         r#"{"payload":{"content":[{"type":"text","text":"hi"}]},"timestamp":"2026-01-23T10:30:00.123Z","eventId":"a1","featureSet":"alerts"}"#,
         r#"{"featureSet":"alerts","eventId":"a2","timestamp":"2026-01-23T10:30:00Z","origin":null,"tags":null,"payload":{"content":[{"type":"text","text":"hi"}]}}"#,
         r#"{"featureSet":"alerts","eventId":"a3","timestamp":"2026-01-23T10:30:00Z","origin":{"source":"discord","channel":"x"},"payload":{"content":[{"type":"text","text":"hi","annotations":{"priority":0.5},"_meta":{"k":1}},{"type":"image","uri":"https://x.test/a.png"}],"extra":1},"x-vendor":true}"#,
+        r#"{"featureSet":"alerts","eventId":"a4","timestamp":"2026-01-23T10:30:00Z","payload":{"content":[{"type":"image","uri":"https://x.test/a.png","mimeType":null,"data":null},{"type":"text","text":"t","annotations":null}]}}"#,
     ];
     for (i, p) in shapes.iter().enumerate() {
         let r = srv.call_text("push/event", p).await;

@@ -127,8 +127,9 @@ pub fn block_defect(block: &Value) -> Option<String> {
             json_kind(block)
         ));
     };
-    // B.1 types every member it names: present means a string.
-    let string = |k: &str| match obj.get(k) {
+    // B.1 types every member it names: present means a string (`null` is absent,
+    // `super::given`; a required member written `null` is still missing).
+    let string = |k: &str| match super::given(obj, k) {
         None => Ok(false),
         Some(Value::String(_)) => Ok(true),
         Some(other) => Err(format!(
