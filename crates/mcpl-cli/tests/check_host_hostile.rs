@@ -1162,3 +1162,30 @@ async fn a_message_spread_over_lines_from_the_host_fails_one_line_and_the_run_go
         }
     }
 }
+
+/// A host that begins its policy Request pretty-printed (§4: one message per line) and
+/// stalls before its end: the lines it wrote are held whole by the checker's reader, waiting
+/// for the rest, so the report of the wait said only that no Request came, where `mcpl
+/// check` quotes what is held. Now it says a message was begun over several lines and
+/// quotes its start.
+#[tokio::test]
+async fn a_message_begun_over_lines_and_left_is_quoted() {
+    let report = report_path("spread-left.json");
+    let (child, mut stdin, mut stdout) = spawn_raw(&report);
+    let written =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    let begun = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 2,\n  \"method\": \"featureSets/update\",\n";
+    let all = format!("{}{INITIALIZED}{begun}", initialize(json!(1)));
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+    let (_, doc) = report_of(child, &report).await;
+    drop(stdin);
+    written.abort();
+    let d = check(&doc, "host.policy-is-request")["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(d.contains("no featureSets/update Request"), "{d}");
+    assert!(d.contains("began one message over 4 line(s)"), "{d}");
+    assert!(d.contains("featureSets/update\\\""), "{d}");
+}

@@ -461,10 +461,13 @@ impl Run {
     }
 
     /// `; it left N bytes of a line unfinished (no newline): "…"` when the host's reader
-    /// holds a line without its end (§4), else empty: said where a wait ends.
+    /// holds a line without its end (§4), or `; it began one message over N line(s) … and
+    /// has not ended it: "…"` when the lines of a message begun spread over several are
+    /// held ([`crate::check::spread::Spreads::holding`]), else empty: said where a wait ends.
     pub(super) fn left_unfinished(&self) -> String {
         self.left
             .describe()
+            .or_else(|| self.spreads.holding())
             .map(|l| format!("; {l}"))
             .unwrap_or_default()
     }
