@@ -244,7 +244,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 25, "{text}");
+    assert_eq!(text.lines().count(), 26, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -671,6 +671,7 @@ async fn a_host_without_a_policy_gets_every_probe_judged() {
     passed.insert("host.messages-one-line".to_owned());
     passed.insert("host.member-names-unique".to_owned());
     passed.insert("host.no-byte-order-mark".to_owned());
+    passed.insert("host.response-ids-as-sent".to_owned());
     passed.insert("host.notifications-have-no-id".to_owned());
     assert_eq!(ids_with(&doc, "pass"), passed, "{doc:#}");
     assert_eq!(code, 1);

@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (25 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (26 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 25 * 6 * 512 + 4096,
+        text.len() < 26 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 25, "{doc:#}");
+    assert_eq!(checks.len(), 26, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1188,4 +1188,56 @@ async fn a_message_begun_over_lines_and_left_is_quoted() {
     assert!(d.contains("no featureSets/update Request"), "{d}");
     assert!(d.contains("began one message over 4 line(s)"), "{d}");
     assert!(d.contains("featureSets/update\\\""), "{d}");
+}
+
+/// A host answering the checker's requests under their integer ids written with a fraction
+/// or an exponent (`2.0`, `2e0`: the same value, JSON-RPC 2.0 §5, but not as the request
+/// wrote it): the library's peer refuses such an id, so each answer was discarded as a
+/// frame that is not valid JSON-RPC and its request waited out as silence. `mcpl check`
+/// reads them as the answers with a warning; `check-host` now does too, under
+/// `host.response-ids-as-sent`, naming the form. A host writing the ids as sent passes it.
+#[tokio::test]
+async fn response_ids_written_2_0_are_the_answers_with_a_warning() {
+    for odd in [true, false] {
+        let report = report_path(&format!("integral-ids-{odd}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| {
+            let id = &m["id"];
+            let id = match (odd, m["method"].as_str().unwrap_or("")) {
+                (false, _) => id.to_string(),
+                (true, "ping") => format!("{id}e0"),
+                (true, _) => format!("{id}.0"),
+            };
+            Some(match m["method"].as_str().unwrap_or("") {
+                "ping" => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}\n"),
+                _ => format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":\
+                     {{\"code\":-32001,\"message\":\"denied\"}}}}\n"
+                ),
+            })
+        })
+        .await;
+        let answers = check(&doc, "host.answers-every-request");
+        let d = answers["detail"].as_str().unwrap_or_default();
+        assert!(
+            !d.contains("no answer") && !d.contains("not valid"),
+            "{odd}: {d}"
+        );
+        assert_ne!(
+            check(&doc, "host.requests-independent")["status"],
+            "fail",
+            "{odd}: {doc:#}"
+        );
+        let ids = check(&doc, "host.response-ids-as-sent");
+        if odd {
+            assert_eq!(ids["status"], "warn", "{doc:#}");
+            let d = ids["detail"].as_str().unwrap_or_default();
+            assert!(
+                d.contains("id 2.0 for request 2")
+                    && d.contains("response(s) wrote the integer id"),
+                "{d}"
+            );
+        } else {
+            assert_eq!(ids["status"], "pass", "{doc:#}");
+        }
+    }
 }

@@ -70,6 +70,7 @@ catalogue! {
     "host.no-byte-order-mark", "§4", "no message from the host begins with a UTF-8 byte order mark (RFC 8259 §8.1; a warning)";
     "host.notifications-have-no-id", "§4.1", "a notification-only method (notifications/initialized, inference/lifecycle, inference/chunk, channels/outgoing/*, MCP's notifications/*) is sent without an id";
     "host.messages-one-line", "§4", "over line framing (stdio, --tcp), every message from the host is one line, none spread over several (as a pretty-printer writes)";
+    "host.response-ids-as-sent", "§4", "a response to the checker's request writes its integer id as the request did, not with a fraction or exponent such as 2.0 (JSON-RPC 2.0 §5; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -267,12 +268,13 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
                 return unreachable_report(label, e);
             }
         };
-        let (transport, left, repeats) = transport;
+        let (transport, left, repeats, integral) = transport;
         let (peer, incoming) = Peer::new(transport, peer_config(step));
         let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
         let mut run = session::Run::new(peer, incoming, rec, bounds);
         run.left = left;
         run.repeats = repeats;
+        run.integral = integral;
         run.spreads = spreads;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {

@@ -154,6 +154,9 @@ pub(super) struct Run {
     pub(super) repeats: super::watched::Repeats,
     /// The host's messages spread over several lines, read whole ([`crate::check::spread`]).
     pub(super) spreads: crate::check::spread::Spreads,
+    /// The host's responses that wrote a request's integer id with a fraction or an
+    /// exponent, read as the answers ([`super::watched::IntegralIds`]).
+    pub(super) integral: super::watched::IntegralIds,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -194,6 +197,7 @@ impl Run {
             left: super::watched::Left::default(),
             repeats: super::watched::Repeats::default(),
             spreads: crate::check::spread::Spreads::default(),
+            integral: super::watched::IntegralIds::default(),
         }
     }
 
@@ -853,6 +857,16 @@ impl Run {
                     kept.join("; ")
                 );
                 self.record(one_line, Status::Fail, d);
+            }
+        }
+        // JSON-RPC 2.0 §5: the same value, written otherwise; judged however the run ended.
+        let ids = "host.response-ids-as-sent";
+        match self.integral.summary() {
+            Some(said) => self.record(ids, Status::Warn, said),
+            None if self.repeats.summary().0 == 0 => {}
+            None => {
+                let d = "no response wrote a request's id with a fraction or an exponent";
+                self.record(ids, Status::Pass, d);
             }
         }
         // RFC 8259 §8.1: a writer must not add a byte order mark (a parser may ignore it).

@@ -11,12 +11,22 @@
 //! such a frame as `serde_json::Value` does (the last name wins) and says nothing, and its
 //! hot path is not made to look. A frame beginning with a UTF-8 byte order mark, which the
 //! peer reads past (RFC 8259 §8.1), is counted there too.
+//!
+//! A response whose id is the integer id of a request the checker wrote, written with a
+//! fraction or an exponent (`2.0`, `2e0`), is handed on under that integer id and noted in
+//! [`IntegralIds`], as `mcpl check` reads it (its `integral_id_read`): the library's peer
+//! refuses a numeric id that is not an integer, so the answer read as silence.
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use mcpl::transport::{BoxFuture, Frame, FrameReader, MessageBudget, Transport};
+use std::collections::VecDeque;
+
+use mcpl::transport::{
+    BoxFuture, Frame, FrameReader, FrameWriter, MessageBudget, Transport, TrySend,
+};
+use serde_json::Value;
 
 use crate::check::conn::{describe_unfinished, unfinished_quote};
 use crate::check::repeated;
@@ -165,10 +175,12 @@ impl Repeats {
     }
 }
 
-/// `transport` with its reader noting into the returned [`Left`] and [`Repeats`].
-pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats) {
+/// `transport` with its reader noting into the returned [`Left`], [`Repeats`] and
+/// [`IntegralIds`], and its writer noting the ids of the checker's requests there.
+pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, IntegralIds) {
     let left = Left::default();
     let repeats = Repeats::default();
+    let integral = IntegralIds::default();
     let Transport {
         reader,
         writer,
@@ -179,6 +191,11 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats) {
         inner: reader,
         left: left.clone(),
         repeats: repeats.clone(),
+        integral: integral.clone(),
+    });
+    let writer = Box::new(NotingWriter {
+        inner: writer,
+        integral: integral.clone(),
     });
     let transport = Transport {
         reader,
@@ -186,7 +203,147 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats) {
         guard,
         description,
     };
-    (transport, left, repeats)
+    (transport, left, repeats, integral)
+}
+
+/// The integer ids of the checker's requests (the newest [`IntegralIds::SENT_KEPT`]), and the
+/// host's responses that wrote one of them with a fraction or an exponent: how many, the
+/// first [`Repeats::KEPT`] described (`id 2.0 for request 2`). Shared between the wrapped
+/// reader, the wrapped writer and the run.
+#[derive(Debug, Clone, Default)]
+pub(super) struct IntegralIds(Arc<Mutex<IntegralSeen>>);
+
+#[derive(Debug, Default)]
+struct IntegralSeen {
+    sent: VecDeque<i64>,
+    count: u64,
+    kept: Vec<String>,
+}
+
+impl IntegralIds {
+    /// How many of the checker's request ids are remembered (a run sends a few dozen).
+    pub(super) const SENT_KEPT: usize = 1024;
+
+    /// Notes the id of an outgoing frame that is a request with an integer id (once when the
+    /// same text is offered again).
+    fn sent(&self, text: &str) {
+        let Ok(v) = serde_json::from_str::<Head>(text) else {
+            return;
+        };
+        let (Some(_), Some(id)) = (v.method, v.id.as_ref().and_then(Value::as_i64)) else {
+            return;
+        };
+        if let Ok(mut seen) = self.0.lock() {
+            if seen.sent.back() == Some(&id) {
+                return;
+            }
+            if seen.sent.len() >= Self::SENT_KEPT {
+                seen.sent.pop_front();
+            }
+            seen.sent.push_back(id);
+        }
+    }
+
+    /// `text` with its id written as the integer it names, when it is a response (no
+    /// `method`) whose numeric id has a fraction or an exponent and is, as a value, the id
+    /// of a request the checker wrote (JSON-RPC 2.0 §5: "the same as the value"); noted.
+    /// Anything else (a true fraction, an id no request carried) is `None`, left to fail.
+    fn read(&self, text: &str) -> Option<String> {
+        // Costlier than the peer would build: left for it to refuse.
+        if mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST {
+            return None;
+        }
+        let head = serde_json::from_str::<Head>(text.trim().trim_start_matches('\u{feff}')).ok()?;
+        let Some(Value::Number(n)) = head.id else {
+            return None;
+        };
+        if head.method.is_some() || n.is_i64() || n.is_u64() {
+            return None;
+        }
+        // Exactly an integer only within 2^53; past it a double names a range, not one id.
+        let f = n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)?;
+        #[allow(clippy::cast_possible_truncation)]
+        let id = f as i64;
+        let mut seen = self.0.lock().ok()?;
+        if !seen.sent.contains(&id) {
+            return None;
+        }
+        let mut v: Value = serde_json::from_str(text.trim().trim_start_matches('\u{feff}')).ok()?;
+        v.as_object_mut()?.insert("id".into(), Value::from(id));
+        seen.count = seen.count.saturating_add(1);
+        if seen.kept.len() < Repeats::KEPT {
+            seen.kept.push(format!("id {n} for request {id}"));
+        }
+        Some(v.to_string())
+    }
+
+    /// `None` when no response wrote an id so, else `Some("N response(s) …: id 2.0 for
+    /// request 2; …")`.
+    pub(super) fn summary(&self) -> Option<String> {
+        let seen = self.0.lock().ok()?;
+        if seen.count == 0 {
+            return None;
+        }
+        Some(format!(
+            "{} response(s) wrote the integer id of the checker's request with a fraction or \
+             an exponent, the same value (JSON-RPC 2.0 §5) but not as the request wrote it: \
+             read as the answers, yet a host matching ids as written, as the library's peer \
+             does, never pairs them{}: {}",
+            seen.count,
+            if seen.count > seen.kept.len() as u64 {
+                format!(", the first {} shown", seen.kept.len())
+            } else {
+                String::new()
+            },
+            seen.kept.join("; ")
+        ))
+    }
+}
+
+/// What [`IntegralIds`] reads of a frame: its `id` and whether it has a `method`.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+}
+
+/// A writer that notes the ids of the checker's requests ([`IntegralIds::sent`]).
+struct NotingWriter {
+    inner: Box<dyn FrameWriter>,
+    integral: IntegralIds,
+}
+
+impl FrameWriter for NotingWriter {
+    fn send<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        self.integral.sent(text);
+        self.inner.send(text)
+    }
+
+    fn send_many<'a>(&'a mut self, texts: &'a [String]) -> BoxFuture<'a, io::Result<()>> {
+        for text in texts {
+            self.integral.sent(text);
+        }
+        self.inner.send_many(texts)
+    }
+
+    fn close(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.close()
+    }
+
+    fn try_send_now(&mut self, text: &str) -> io::Result<TrySend> {
+        // Noted before it is written, so that the answer cannot come first; a text not
+        // taken comes again through `send`, noted once ([`IntegralIds::sent`]).
+        self.integral.sent(text);
+        self.inner.try_send_now(text)
+    }
+
+    fn flush_pending(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        self.inner.flush_pending()
+    }
 }
 
 /// A reader that notes what its inner reader holds of a line each time it is polled.
@@ -194,6 +351,7 @@ struct Watched {
     inner: Box<dyn FrameReader>,
     left: Left,
     repeats: Repeats,
+    integral: IntegralIds,
 }
 
 impl Watched {
@@ -225,23 +383,37 @@ impl Watched {
     }
 }
 
+impl Watched {
+    /// A text frame whose id [`IntegralIds::read`] reads as a request's integer id, written
+    /// with that id.
+    fn rewrite(&self, read: &mut io::Result<Option<Frame>>) {
+        if let Ok(Some(Frame::Text(text))) = read {
+            if let Some(written) = self.integral.read(text) {
+                *text = written;
+            }
+        }
+    }
+}
+
 impl FrameReader for Watched {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         // Only a reader that polls in place can be looked into while it waits.
         Box::pin(async move {
-            let read = self.inner.next_frame().await;
+            let mut read = self.inner.next_frame().await;
             self.read(&read);
+            self.rewrite(&mut read);
             read
         })
     }
 
     fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
-        let polled = self.inner.poll_next_frame(cx);
-        match &polled {
+        let mut polled = self.inner.poll_next_frame(cx);
+        match &mut polled {
             Some(Poll::Pending) => self.left.note(self.inner.unfinished()),
             Some(Poll::Ready(read)) => {
                 self.left.note(None);
                 self.read(read);
+                self.rewrite(read);
             }
             None => self.left.note(None),
         }
