@@ -149,7 +149,12 @@
 //! connection (rmcp starts a task for each); past it a notification is dropped with a
 //! warning. At most [`QUEUE`] messages wait to be read by rmcp (a full queue refuses a
 //! request with `-32603` and drops a notification with a warning). rmcp's own requests to
-//! the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`].
+//! the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`]. The warnings
+//! for dropped notifications are at most one line per
+//! [`mcpl::transport::listen::REPORT_INTERVAL`] per reason, counting those not shown
+//! ([`mcpl::throttle::Throttle`]). The first `notifications/initialized` of a service is
+//! never dropped for either bound (a slot of the queue is kept for it): it is part of MCP's
+//! lifecycle, and the app's `on_initialized` runs on it.
 //!
 //! # What rmcp 3.11.0 cannot carry, and the workarounds
 //!
@@ -176,11 +181,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::server::{FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session};
+use mcpl::throttle::Throttle;
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::service::{
     serve_server, NotificationContext, RequestContext, RoleServer, Service, ServiceRole,
@@ -243,6 +249,7 @@ pub fn fallback<H: ServerHandler + Clone>(
                 live: Arc::new(AtomicUsize::new(0)),
                 notifying: Arc::new(AtomicUsize::new(0)),
                 outgoing: Mutex::new(HashMap::new()),
+                drops: Arc::new(DropLog::default()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
             ended: watch::channel(()).0,
@@ -334,6 +341,46 @@ struct Shared {
     notifying: Arc<AtomicUsize>,
     /// rmcp's own requests to the host in flight, by rmcp's id.
     outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
+    /// The warnings for notifications dropped, throttled.
+    drops: Arc<DropLog>,
+}
+
+/// Why a notification of the host's was dropped; each reason's warnings are throttled on
+/// their own.
+#[derive(Debug, Clone, Copy)]
+enum Dropped {
+    /// [`MAX_NOTIFICATIONS_IN_FLIGHT`] handlers were running.
+    OverLimit,
+    /// No rmcp service ran (before `initialize`, or after it ended), or [`QUEUE`] was full.
+    NotHanded,
+    /// rmcp's types could not read it.
+    Unreadable,
+}
+
+/// The warnings for dropped notifications: at most one line per
+/// [`mcpl::transport::listen::REPORT_INTERVAL`] per [`Dropped`] reason, the next one
+/// counting those not shown, so a flood makes a bounded number of lines.
+#[derive(Debug)]
+struct DropLog(Mutex<[Throttle; 3]>);
+
+impl Default for DropLog {
+    fn default() -> Self {
+        DropLog(Mutex::new(std::array::from_fn(|_| {
+            Throttle::new(mcpl::transport::listen::REPORT_INTERVAL)
+        })))
+    }
+}
+
+impl DropLog {
+    /// Warns `line` for `why`, unless one was said for it within the interval (counted).
+    fn warn(&self, why: Dropped, line: impl FnOnce() -> String) {
+        let said = lock(&self.0)
+            .get_mut(why as usize)
+            .and_then(|t| t.line(line));
+        if let Some(line) = said {
+            tracing::warn!("{line}");
+        }
+    }
 }
 
 /// The channel into one rmcp service, tagged with the `initialize` attempt that started it.
@@ -446,11 +493,23 @@ impl<H: ServerHandler + Clone> Bridge<H> {
         })
     }
 
+    /// Hands `msg` to rmcp now. The queue's last slot is kept for `notifications/initialized`
+    /// ([`QUEUE`] + 1 slots), so a queue full of other messages does not drop it.
     fn send(&self, msg: ClientJsonRpcMessage) -> Result<(), String> {
         let inlet = lock(&self.to_rmcp);
         let Some((_, tx)) = inlet.as_ref() else {
             return Err("the rmcp service is not running".into());
         };
+        let lifecycle = matches!(
+            &msg,
+            ClientJsonRpcMessage::Notification(n)
+                if matches!(n.notification, rmcp::model::ClientNotification::InitializedNotification(_))
+        );
+        if !lifecycle && tx.capacity() <= 1 {
+            return Err(format!(
+                "{QUEUE} messages are already waiting for the rmcp service"
+            ));
+        }
         tx.try_send(msg).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => {
                 format!("{QUEUE} messages are already waiting for the rmcp service")
@@ -462,7 +521,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
     /// Starts this connection's rmcp service (one per `initialize` attempt: rmcp's handshake
     /// ends its service when it fails, and the host may try again).
     fn start(&self) {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let (tx, rx) = mpsc::channel(QUEUE + 1);
         let generation = {
             let mut inlet = lock(&self.to_rmcp);
             let generation = inlet.as_ref().map_or(0, |(g, _)| g + 1);
@@ -484,6 +543,8 @@ impl<H: ServerHandler + Clone> Bridge<H> {
                 handler,
                 ended,
                 notifying: shared.notifying.clone(),
+                drops: shared.drops.clone(),
+                initialized: AtomicBool::new(false),
             };
             match serve_server(service, link).await {
                 Ok(running) => {
@@ -545,14 +606,18 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
         match client_message(envelope(method, params), &self.shared.session) {
             Ok(msg) => {
                 if let Err(e) = self.send(msg) {
-                    tracing::warn!("{} not handed to rmcp: {}", clipped(method), clipped(e));
+                    self.shared.drops.warn(Dropped::NotHanded, || {
+                        format!("{} not handed to rmcp: {}", clipped(method), clipped(e))
+                    });
                 }
             }
-            Err(e) => tracing::warn!(
-                "{} not handed to rmcp, which cannot read it: {}",
-                clipped(method),
-                clipped(e)
-            ),
+            Err(e) => self.shared.drops.warn(Dropped::Unreadable, || {
+                format!(
+                    "{} not handed to rmcp, which cannot read it: {}",
+                    clipped(method),
+                    clipped(e)
+                )
+            }),
         }
     }
 }
@@ -572,6 +637,10 @@ struct Tracked<H> {
     ended: watch::Receiver<()>,
     /// The connection's notification handlers running ([`Shared::notifying`]).
     notifying: Arc<AtomicUsize>,
+    /// The warnings for notifications dropped ([`Shared::drops`]).
+    drops: Arc<DropLog>,
+    /// This service's first `notifications/initialized` has come (it runs past the bound).
+    initialized: AtomicBool,
 }
 
 impl<H> Tracked<H> {
@@ -603,13 +672,26 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         notification: <RoleServer as ServiceRole>::PeerNot,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
+        // MCP's lifecycle: the first `notifications/initialized` runs `on_initialized`
+        // whatever else runs (one past the bound at most; a later one counts as any other).
+        let lifecycle = matches!(
+            notification,
+            rmcp::model::ClientNotification::InitializedNotification(_)
+        ) && !self.initialized.swap(true, Ordering::AcqRel);
         // Taken before the handler runs, given back when it ends (or is stopped).
-        let Some(_slot) = Slot::within(&self.notifying, MAX_NOTIFICATIONS_IN_FLIGHT) else {
-            let method = method_and_params(&notification).map_or_else(|e| e.0, |(m, _)| m);
-            tracing::warn!(
-                "{} dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} notification handlers are running",
-                clipped(method)
-            );
+        let slot = if lifecycle {
+            Some(Slot::taken(&self.notifying))
+        } else {
+            Slot::within(&self.notifying, MAX_NOTIFICATIONS_IN_FLIGHT)
+        };
+        let Some(_slot) = slot else {
+            self.drops.warn(Dropped::OverLimit, || {
+                let method = method_and_params(&notification).map_or_else(|e| e.0, |(m, _)| m);
+                format!(
+                    "{} dropped: {MAX_NOTIFICATIONS_IN_FLIGHT} notification handlers are running",
+                    clipped(method)
+                )
+            });
             return Ok(());
         };
         let work =

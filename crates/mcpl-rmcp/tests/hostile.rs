@@ -35,6 +35,8 @@ struct Gated {
     ended: Arc<watch::Sender<usize>>,
     /// How many `notifications/roots/list_changed` handlers have started (none ends).
     notified: Arc<watch::Sender<usize>>,
+    /// How many times `on_initialized` has run.
+    initialized: Arc<watch::Sender<usize>>,
 }
 
 /// Counts a `gate` call as ended when dropped.
@@ -54,6 +56,7 @@ impl Gated {
             returned: Arc::new(watch::channel(0).0),
             ended: Arc::new(watch::channel(0).0),
             notified: Arc::new(watch::channel(0).0),
+            initialized: Arc::new(watch::channel(0).0),
         }
     }
 
@@ -135,6 +138,10 @@ impl ServerHandler for Gated {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, _context: rmcp::service::NotificationContext<rmcp::RoleServer>) {
+        self.initialized.send_modify(|n| *n += 1);
     }
 
     /// Never finishes.
@@ -701,4 +708,39 @@ async fn a_cancel_reaches_the_handlers_token() {
     assert_eq!(cancelled["id"], id);
     assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
     until(&gated.ended, 1).await;
+}
+
+/// A host that floods never-finishing notifications between `initialize` and
+/// `notifications/initialized` (MCP's lifecycle: the host's `initialized` follows the
+/// answer to `initialize`): past `MAX_NOTIFICATIONS_IN_FLIGHT` handlers the bridge dropped
+/// `notifications/initialized` too, so the app's `on_initialized` never ran. It is part of
+/// the lifecycle, so its first one is never dropped for the bound (a second counts as any
+/// notification does).
+#[tokio::test]
+async fn initialized_is_not_dropped_under_a_notification_flood() {
+    let gated = Gated::new();
+    let mut h = Raw::connect(serve(gated.clone()).await).await;
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    let init = h.next_frame().await;
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let bound = mcpl_rmcp::MAX_NOTIFICATIONS_IN_FLIGHT;
+    // In rounds, each closed by a call, as in the test above: none lost to a full queue.
+    for round in 0..bound / 100 + 2 {
+        for _ in 0..100 {
+            h.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
+                .await;
+        }
+        h.call_tool(json!(round), "echo", "read").await;
+        let a = h.next_response().await;
+        assert_eq!((&a["id"], text(&a)), (&json!(round), "read"), "{a}");
+    }
+    assert_eq!(*gated.notified.borrow(), bound);
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    until(&gated.initialized, 1).await;
 }

@@ -137,6 +137,7 @@ pub mod policy;
 pub mod protocol;
 pub mod session;
 pub mod tags;
+pub mod throttle;
 pub mod uri;
 
 #[cfg(feature = "runtime")]

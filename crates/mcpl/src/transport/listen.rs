@@ -261,10 +261,13 @@ impl Backoff {
 }
 
 /// Reports failed handshakes at most once per [`REPORT_INTERVAL`], counting the rest.
-#[derive(Debug, Default)]
-struct HandshakeLog {
-    last: Option<Instant>,
-    suppressed: u64,
+#[derive(Debug)]
+struct HandshakeLog(crate::throttle::Throttle);
+
+impl Default for HandshakeLog {
+    fn default() -> Self {
+        HandshakeLog(crate::throttle::Throttle::new(REPORT_INTERVAL))
+    }
 }
 
 impl HandshakeLog {
@@ -279,25 +282,14 @@ impl HandshakeLog {
     /// Says `line`, unless a line was said less than [`REPORT_INTERVAL`] ago (then it is
     /// counted, and the count said with the next).
     fn report(log: &Mutex<HandshakeLog>, config: &ListenConfig, line: String) {
-        let line = {
-            let mut st = log.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            if st
-                .last
-                .is_some_and(|t| now.duration_since(t) < REPORT_INTERVAL)
-            {
-                st.suppressed += 1;
-                return;
-            }
-            st.last = Some(now);
-            let more = std::mem::take(&mut st.suppressed);
-            if more == 0 {
-                line
-            } else {
-                format!("{line} (and {more} more not shown)")
-            }
-        };
-        config.say(&line);
+        let said = log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .line(|| line);
+        if let Some(line) = said {
+            config.say(&line);
+        }
     }
 }
 
