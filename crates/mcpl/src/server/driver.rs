@@ -112,7 +112,11 @@ pub(super) struct Driver {
     initializing: Option<RequestId>,
     /// The message read while `initializing`, fed once `initialize` is answered; reading
     /// stops while it waits (one message at most), and the driver ends if the connection
-    /// closes meanwhile (the fallback's `initialize` is then stopped).
+    /// closes meanwhile (the fallback's `initialize` is then stopped). The host's end of
+    /// output behind it is not read until then, and need not be: the state may learn of it
+    /// only after the parked message (wire order), and the driver's end waits for the
+    /// pending `initialize` (in `requests`) or the close either way, as when the end comes
+    /// right behind `initialize`; the close comes within the peer's EOF drain.
     parked: Option<Ordered>,
     /// Barriers waiting for the frames taken before them: each with the number of the last
     /// ([`Outbox::sent`]), in order.
