@@ -26,7 +26,11 @@ impl Throttle {
     /// The line `line` makes, to be said now, with the count of those held back since the
     /// last one said; `None` (the line counted, never built) within `interval` of it.
     pub fn line(&mut self, line: impl FnOnce() -> String) -> Option<String> {
-        let now = Instant::now();
+        self.line_at(Instant::now(), line)
+    }
+
+    /// [`Self::line`] at `now` (a caller on another clock, a paused runtime's, gives its own).
+    pub fn line_at(&mut self, now: Instant, line: impl FnOnce() -> String) -> Option<String> {
         if self
             .last
             .is_some_and(|t| now.duration_since(t) < self.interval)

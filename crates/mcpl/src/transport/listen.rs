@@ -282,11 +282,13 @@ impl HandshakeLog {
     /// Says `line`, unless a line was said less than [`REPORT_INTERVAL`] ago (then it is
     /// counted, and the count said with the next).
     fn report(log: &Mutex<HandshakeLog>, config: &ListenConfig, line: String) {
+        // The runtime's clock (paused in tests), as `REPORT_INTERVAL` is measured on it.
+        let now = Instant::now().into_std();
         let said = log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .0
-            .line(|| line);
+            .line_at(now, || line);
         if let Some(line) = said {
             config.say(&line);
         }
