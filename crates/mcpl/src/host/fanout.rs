@@ -61,6 +61,10 @@ pub struct Injections {
 /// A session whose driver carries out no input for its `hook_timeout` plus
 /// [`DRIVER_GRACE`] (it waits on a server that stopped reading) holds up the fan-out no
 /// longer: it counts as consulted and failed, and is sent no late hook.
+///
+/// `params` are the application's, sent as given apart from `userMessage`: give every member
+/// of §10.1's table, `model` included. Servers built on `mcpl-core` refuse a hook whose
+/// `model` lacks `id`, `vendor` or `contextWindow` (it then fails open, and is reported).
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
     let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
