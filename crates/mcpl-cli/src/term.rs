@@ -112,14 +112,15 @@ impl CliError {
         self
     }
 
-    /// Prints the error (and hint) on stderr and returns its exit code.
+    /// Prints the error (and hint) on stderr and returns its exit code. The message names
+    /// what a file or a peer wrote, so it is printed on one line ([`one_line`]).
     pub fn report(&self) -> ExitCode {
         let style = Style::for_stream(Stream::Stderr);
-        let mut text = format!("{} {}\n", style.bad("error:"), self.message);
+        let mut text = format!("{} {}\n", style.bad("error:"), one_line(&self.message));
         if let Some(hint) = &self.hint {
-            text.push_str(&format!("{} {hint}\n", style.warn("hint:")));
+            text.push_str(&format!("{} {}\n", style.warn("hint:"), one_line(hint)));
         }
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        emit_err(&text);
         ExitCode::from(self.exit)
     }
 }
@@ -132,15 +133,82 @@ impl fmt::Display for CliError {
 
 /// Writes `text` to stdout in one go. A closed pipe (`mcpl … | head`) is not an error worth
 /// a panic: the write failure is ignored and the exit code stays the command's own.
+/// What a terminal would act on is made [`visible`] first.
 pub fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(visible(text).as_bytes());
     let _ = out.flush();
 }
 
-/// Writes `text` to stderr (warnings that accompany a successful result).
+/// Writes `text` to stderr (warnings that accompany a successful result), made
+/// [`visible`] first.
 pub fn emit_err(text: &str) {
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    let _ = std::io::stderr().lock().write_all(visible(text).as_bytes());
+}
+
+/// The colour sequences [`Style`] writes: the only escape sequences [`visible`] lets through.
+const OWN_SEQUENCES: [&str; 6] = [
+    "\x1b[0m",
+    "\x1b[1;31m",
+    "\x1b[32m",
+    "\x1b[33m",
+    "\x1b[1m",
+    "\x1b[2m",
+];
+
+/// Whether a terminal would act on `c` rather than show it: C0 and C1 controls (newline and
+/// tab aside), DEL, and the bidirectional overrides and isolates that reorder what is shown
+/// after them (the "Trojan Source" characters).
+fn acts_on_terminal(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as it is safe to print: the strings a peer or a file supplies (a server's names,
+/// errors and stderr, a manifest's keys) reach every human report, and a terminal would
+/// act on their escape sequences (clear the screen, move the cursor over earlier lines,
+/// retitle the window, hide or reorder text). Every character a terminal acts on is
+/// written as its escape (`\u{1b}`), except the colour sequences [`Style`] itself writes;
+/// newlines and tabs stay. JSON output never holds such characters (its strings escape
+/// them), so it passes unchanged.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(own) = OWN_SEQUENCES.iter().find(|s| rest.starts_with(**s)) {
+            out.push_str(own);
+            rest = &rest[own.len()..];
+            continue;
+        }
+        if acts_on_terminal(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out.into()
+}
+
+/// `text` kept on one line: a newline or carriage return in it is written as its escape
+/// (`\u{a}`), so text a peer or a file supplies cannot start a line of its own in a
+/// report (a forged `PASS` line, a forged finding). The rest as [`visible`].
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(['\n', '\r']) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c == '\n' || c == '\r' {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 /// Serialises a value as pretty JSON followed by a newline.
@@ -169,6 +237,26 @@ mod tests {
     fn colour_only_when_enabled() {
         assert_eq!(Style { enabled: false }.bad("x"), "x");
         assert_eq!(Style { enabled: true }.bad("x"), "\x1b[1;31mx\x1b[0m");
+    }
+
+    #[test]
+    fn visible_writes_what_a_terminal_acts_on_as_escapes_and_keeps_own_colours() {
+        let hostile = "a\x1b]0;PWNED\x07b\x1b[2Jc\x1b[1Ad\u{9b}31m\u{202e}gnp.exe\x7f";
+        assert_eq!(
+            visible(hostile),
+            "a\\u{1b}]0;PWNED\\u{7}b\\u{1b}[2Jc\\u{1b}[1Ad\\u{9b}31m\\u{202e}gnp.exe\\u{7f}"
+        );
+        let own = Style { enabled: true };
+        let text = format!("{} line\n\tnext {}", own.bad("FAIL"), own.dim("x"));
+        assert_eq!(visible(&text), text);
+        // A server's own colour code is let through only as one of ours.
+        assert_eq!(visible("\x1b[8mhidden"), "\\u{1b}[8mhidden");
+    }
+
+    #[test]
+    fn one_line_escapes_line_breaks() {
+        assert_eq!(one_line("a\n  PASS  x\rb"), "a\\u{a}  PASS  x\\u{d}b");
+        assert_eq!(one_line("plain"), "plain");
     }
 
     #[test]

@@ -74,7 +74,13 @@ fn human(findings: &[Finding]) -> String {
             Severity::Warning => s.warn(&format!("{sev:<7}")),
             Severity::Info => s.dim(&format!("{sev:<7}")),
         };
-        out.push_str(&format!("{sev} {:<6} {f}\n", f.section));
+        // A finding's path and message quote the manifest's own keys: one line each.
+        let text = f.to_string();
+        out.push_str(&format!(
+            "{sev} {:<6} {}\n",
+            f.section,
+            crate::term::one_line(&text)
+        ));
     }
     let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
     let tally = format!(

@@ -538,9 +538,13 @@ impl Report {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let target = cap_chars(&self.target, TEXT_DETAIL_LIMIT);
-        let _ = writeln!(s, "{} {target}", self.command);
+        let _ = writeln!(s, "{} {}", self.command, one_line_text(&target));
         if let Some(e) = &self.error {
-            let _ = writeln!(s, "error: {}", cap_chars(e, TEXT_DETAIL_LIMIT));
+            let _ = writeln!(
+                s,
+                "error: {}",
+                one_line_text(&cap_chars(e, TEXT_DETAIL_LIMIT))
+            );
         }
         let width = self.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
         for c in &self.checks {
@@ -550,7 +554,7 @@ impl Report {
                 c.status.as_str().to_uppercase(),
                 c.id,
                 c.section,
-                cap_chars(&c.detail, TEXT_DETAIL_LIMIT)
+                indented(&cap_chars(&c.detail, TEXT_DETAIL_LIMIT))
             );
         }
         let (pass, fail, warn, skip) = self.counts();
@@ -591,15 +595,44 @@ impl Report {
                     .map(|c| c.id)
                     .collect();
                 let outcome = match (&session.error, failed.is_empty()) {
-                    (Some(e), _) => cap_chars(e, TEXT_DETAIL_LIMIT),
+                    (Some(e), _) => one_line_text(&cap_chars(e, TEXT_DETAIL_LIMIT)).into_owned(),
                     (None, true) => "nothing failed".to_owned(),
                     (None, false) => format!("failed {}", failed.join(", ")),
                 };
-                let _ = writeln!(s, "  {:>2}  {:<34}  {outcome}", i + 1, session.label);
+                let label = one_line_text(&session.label);
+                let _ = writeln!(s, "  {:>2}  {label:<34}  {outcome}", i + 1);
             }
         }
         s
     }
+}
+
+use crate::term::one_line as one_line_text;
+
+/// How far the lines after the first of a detail are indented at least: a check's own
+/// line starts with two spaces and its status, so a line a server's text began (a newline
+/// in a name it chose) can never pass for one.
+const CONTINUATION: &str = "    ";
+
+/// `detail` with each of its lines after the first indented by at least [`CONTINUATION`]
+/// (the checker's own continuation lines already are: a server's stderr, quoted).
+fn indented(detail: &str) -> std::borrow::Cow<'_, str> {
+    let detail = detail.trim_end_matches(['\n', '\r']);
+    if !detail.contains(['\n', '\r']) {
+        return detail.into();
+    }
+    let mut out = String::with_capacity(detail.len() + 16);
+    for (i, line) in detail.split('\n').enumerate() {
+        let line = line.trim_end_matches('\r').replace('\r', "\\u{d}");
+        if i > 0 {
+            out.push('\n');
+            if !line.starts_with(CONTINUATION) {
+                out.push_str(CONTINUATION);
+            }
+        }
+        out.push_str(&line);
+    }
+    out.into()
 }
 
 /// The live progress line is cut to this many characters: a longer one would wrap, and
@@ -655,6 +688,16 @@ pub fn catalogue_text_of(catalogue: &[CheckDef]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detail_cannot_forge_a_line_of_the_report() {
+        assert_eq!(
+            indented("featureSets.x\n  PASS  forged\r\n    quoted\n"),
+            "featureSets.x\n      PASS  forged\n    quoted"
+        );
+        assert_eq!(indented("a\rb"), "a\\u{d}b");
+        assert_eq!(indented("plain"), "plain");
+    }
 
     #[test]
     fn catalogue_ids_are_unique_and_include_the_contract() {

@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use super::engine::{AutoAnswer, Engine};
 use super::log::Filter;
 use super::ops::OpResult;
+use crate::term::one_line;
 
 /// Longest command line accepted, in bytes.
 pub const MAX_LINE: usize = 1024 * 1024;
@@ -215,6 +216,13 @@ fn shown_content(member: &Value, content: &Value) -> String {
     }
 }
 
+/// A string member the REPL shows inside one of its lines (a name, a reason, a preview): a
+/// newline the peer put in it is written as its escape, so it cannot start a line that
+/// reads as the REPL's own (`term::one_line`); not a string: empty.
+fn field(v: &Value) -> std::borrow::Cow<'_, str> {
+    one_line(v.as_str().unwrap_or(""))
+}
+
 /// A receipt (§6.7) in lines.
 fn receipt_lines(r: &Value) -> String {
     if r.is_null() {
@@ -231,15 +239,15 @@ fn receipt_lines(r: &Value) -> String {
     } else {
         format!(
             "receipt: refused, fallback {}",
-            r["fallback"].as_str().unwrap_or("?")
+            r["fallback"].as_str().map_or("?".into(), one_line)
         )
     };
     for u in r["unavailableFeatures"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "\n  {} {}: {} (missing {})",
-            u["featureSet"].as_str().unwrap_or(""),
-            u["effect"].as_str().unwrap_or(""),
-            u["reason"].as_str().unwrap_or(""),
+            field(&u["featureSet"]),
+            field(&u["effect"]),
+            field(&u["reason"]),
             joined(&u["missingCapabilities"], ", ")
         ));
     }
@@ -262,19 +270,19 @@ fn readable(cmd: &str, v: &Value) -> String {
                     let status = if s["available"] == json!(true) {
                         "available".to_owned()
                     } else {
-                        format!("unavailable ({})", s["reason"].as_str().unwrap_or(""))
+                        format!("unavailable ({})", field(&s["reason"]))
                     };
-                    format!("  {name}: {status}")
+                    format!("  {}: {status}", one_line(name))
                 })
                 .collect();
             format!(
                 "target: {}\nstate: {} ({}), connection {}\nserver: {} {}\ngrant: {}\nfeature sets:\n{}",
-                v["target"].as_str().unwrap_or(""),
-                c["phase"].as_str().unwrap_or(""),
-                c["mode"].as_str().unwrap_or(""),
+                field(&v["target"]),
+                field(&c["phase"]),
+                field(&c["mode"]),
                 c["generation"],
-                c["serverInfo"]["name"].as_str().unwrap_or(""),
-                c["serverInfo"]["version"].as_str().unwrap_or(""),
+                field(&c["serverInfo"]["name"]),
+                field(&c["serverInfo"]["version"]),
                 joined(&v["grant"], " "),
                 sets.join("\n")
             )
@@ -296,13 +304,13 @@ fn readable(cmd: &str, v: &Value) -> String {
             let mut out = format!(
                 "consulted: {}\nlifecycle: {}",
                 joined(&v["consulted"], ", "),
-                v["lifecycle"].as_str().unwrap_or("")
+                field(&v["lifecycle"])
             );
             for pos in ["system", "beforeUser", "afterUser"] {
                 for a in v[pos].as_array().into_iter().flatten() {
                     out.push_str(&format!(
                         "\n{pos} [{}]: {}",
-                        a["injection"]["namespace"].as_str().unwrap_or(""),
+                        field(&a["injection"]["namespace"]),
                         content_text(&a["injection"]["content"])
                     ));
                 }
@@ -310,8 +318,8 @@ fn readable(cmd: &str, v: &Value) -> String {
             for r in v["rejected"].as_array().into_iter().flatten() {
                 out.push_str(&format!(
                     "\ndropped ({}): {}",
-                    r["category"].as_str().unwrap_or(""),
-                    r["reason"].as_str().unwrap_or("")
+                    field(&r["category"]),
+                    field(&r["reason"])
                 ));
             }
             out
@@ -323,25 +331,14 @@ fn readable(cmd: &str, v: &Value) -> String {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|m| {
-                        format!(
-                            "  [{} {}]",
-                            m["section"].as_str().unwrap_or(""),
-                            m["rule"].as_str().unwrap_or("")
-                        )
-                    })
+                    .map(|m| format!("  [{} {}]", field(&m["section"]), field(&m["rule"])))
                     .collect();
-                let preview: String = e["preview"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(100)
-                    .collect();
+                let preview: String = field(&e["preview"]).chars().take(100).collect();
                 format!(
                     "{:>6} {:<8} {:<12} {}{}",
                     e["seq"],
-                    e["dir"].as_str().unwrap_or(""),
-                    e["kind"].as_str().unwrap_or(""),
+                    field(&e["dir"]),
+                    field(&e["kind"]),
                     preview,
                     marks
                 )
@@ -369,13 +366,7 @@ fn readable(cmd: &str, v: &Value) -> String {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|t| {
-                format!(
-                    "{:<16} {}",
-                    t["name"].as_str().unwrap_or(""),
-                    t["description"].as_str().unwrap_or("")
-                )
-            })
+            .map(|t| format!("{:<16} {}", field(&t["name"]), field(&t["description"])))
             .collect::<Vec<_>>()
             .join("\n"),
         _ => serde_json::to_string_pretty(v).unwrap_or_default(),
@@ -388,7 +379,9 @@ fn print_line(line: &str) -> bool {
     use std::io::Write;
     static REPORTED: AtomicBool = AtomicBool::new(false);
     let mut out = std::io::stdout().lock();
-    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+    // What the server wrote (names, descriptions, messages) is printed as text, never
+    // acted on by the terminal (`term::visible`).
+    match writeln!(out, "{}", crate::term::visible(line)).and_then(|()| out.flush()) {
         Ok(()) => true,
         Err(e) => {
             if !REPORTED.swap(true, Ordering::SeqCst) {
@@ -418,12 +411,13 @@ fn print_events(engine: &Engine, json_out: bool) {
                     match e["kind"].as_str() {
                         Some("push") => format!(
                             "* push {} [{}] {}",
-                            e["featureSet"].as_str().unwrap_or(""),
+                            field(&e["featureSet"]),
                             e["tags"]
                                 .as_array()
                                 .map(|t| t
                                     .iter()
                                     .filter_map(Value::as_str)
+                                    .map(one_line)
                                     .collect::<Vec<_>>()
                                     .join(" "))
                                 .unwrap_or_default(),
@@ -431,7 +425,7 @@ fn print_events(engine: &Engine, json_out: bool) {
                         ),
                         Some("channel") => format!(
                             "* message on {}: {}",
-                            e["channelId"].as_str().unwrap_or(""),
+                            field(&e["channelId"]),
                             shown_content(&e["message"], &e["message"]["content"])
                         ),
                         _ => format!("* {e}"),
@@ -442,7 +436,7 @@ fn print_events(engine: &Engine, json_out: bool) {
                 .to_string(),
                 Some("request") => format!(
                     "* {} waiting: answer {} TEXT",
-                    msg["method"].as_str().unwrap_or(""),
+                    field(&msg["method"]),
                     msg["id"]
                 ),
                 Some("resync") => format!("* {} events were not shown", msg["missed"]),

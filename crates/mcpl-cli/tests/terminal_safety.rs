@@ -1,0 +1,172 @@
+//! What a server or a manifest file writes reaches the human reports of `mcpl check`,
+//! `validate` and `inspect --repl` as text, never as terminal control: a server naming a
+//! feature set `ESC ] 0 ; … BEL ESC [ 2 J` retitled the window and cleared the screen of
+//! whoever checked it, and a newline in a name printed a line of the report's own shape
+//! (a forged `PASS`). Each is run against a scripted hostile server (`python3`) or file.
+//!
+//! A spawned server's own stderr is passed through as it is (its log, colours and all): a
+//! program the user started already runs with the user's rights and terminal, so the
+//! hostile server here writes nothing there; what the checkers print of it themselves (a
+//! dead server's last lines, quoted in the report) is made printable like the rest.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcpl");
+
+/// Characters a terminal acts on: ESC, BEL, CSI as one C1 character, a right-to-left
+/// override, and the carriage return that would let a line overwrite itself.
+const HOSTILE: &str = "\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}1A\u{202e}txt.exe\r";
+/// A name that, printed raw, starts a line shaped like one of the report's own.
+const FORGED: &str = "x\n  PASS  forged.check  §0  all good";
+
+fn python() -> bool {
+    Command::new("python3").arg("--version").output().is_ok()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-terminal-safety-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// A server answering every request with the hostile strings in every member it can.
+fn hostile_server() -> PathBuf {
+    let script = r#"
+import sys, json
+E = HOSTILE + FORGED
+def send(m):
+    print(json.dumps(m), flush=True)
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except Exception:
+        continue
+    if "id" not in m or "method" not in m:
+        continue
+    i, meth = m["id"], m["method"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {
+            "protocolVersion": "2025-06-18",
+            "serverInfo": {"name": E, "version": E},
+            "capabilities": {"tools": {}, "experimental": {"mcpl": {
+                "version": "0.5", "pushEvents": True,
+                "featureSets": {E: {"description": E, "uses": ["pushEvents"]}}}}}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [
+            {"name": E, "description": E, "inputSchema": {"type": "object"}}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": E}})
+"#
+    .replace("HOSTILE", &serde_json::to_string(HOSTILE).unwrap())
+    .replace("FORGED", &serde_json::to_string(FORGED).unwrap());
+    let path = scratch("hostile_server.py");
+    std::fs::write(&path, script).unwrap();
+    path
+}
+
+/// Asserts `out` (a command's stdout and stderr) shows the hostile strings only as text.
+fn assert_printable(what: &str, out: &str) {
+    for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r'] {
+        assert!(
+            !out.contains(c),
+            "{what} printed {c:?} for the terminal to act on:\n{out}"
+        );
+    }
+    assert!(
+        !out.lines().any(|l| l.starts_with("  PASS  forged")),
+        "{what} printed a line a server's name began as one of its own:\n{out}"
+    );
+}
+
+fn run(args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let errs = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child.wait().unwrap();
+    out + &errs.join().unwrap()
+}
+
+#[test]
+fn check_prints_a_hostile_servers_strings_as_text() {
+    if !python() {
+        panic!("python3 is needed for this test (CI installs it)");
+    }
+    let server = hostile_server();
+    let out = run(
+        &["check", "--timeout", "5", "--", "python3", path(&server)],
+        "",
+    );
+    assert_printable("mcpl check", &out);
+    // Shown, escaped, where it was written.
+    assert!(out.contains("\\u{1b}]0;PWNED\\u{7}"), "{out}");
+    assert!(out.contains("manifest.identifier-charset"), "{out}");
+}
+
+#[test]
+fn the_repl_prints_a_hostile_servers_strings_as_text() {
+    if !python() {
+        panic!("python3 is needed for this test (CI installs it)");
+    }
+    let server = hostile_server();
+    let out = run(
+        &[
+            "inspect",
+            "--repl",
+            "--timeout",
+            "5",
+            "--",
+            "python3",
+            path(&server),
+        ],
+        "tools\n",
+    );
+    assert_printable("mcpl inspect --repl", &out);
+    assert!(out.contains("\\u{202e}txt.exe"), "{out}");
+}
+
+#[test]
+fn validate_and_digest_print_a_hostile_manifests_keys_as_text() {
+    let name = format!("{HOSTILE}{FORGED}");
+    let manifest = serde_json::json!({
+        "version": "0.5",
+        "pushEvents": true,
+        "featureSets": { name: { "description": "d", "uses": ["pushEvents"] } }
+    });
+    let file = scratch("hostile_manifest.json");
+    std::fs::write(&file, manifest.to_string()).unwrap();
+    for cmd in ["validate", "digest"] {
+        let out = run(&[cmd, path(&file)], "");
+        assert_printable(cmd, &out);
+        assert!(out.contains("identifier_charset"), "{cmd}: {out}");
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
