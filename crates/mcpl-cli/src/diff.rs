@@ -122,7 +122,8 @@ fn human(d: &Diff, old: &Value, new: &Value) -> String {
             "applied" => s.good(&padded),
             _ => s.dim(&padded),
         };
-        let mut subject = i.subject.clone();
+        // Names a manifest's own key: on one line (`term::one_line`).
+        let mut subject = crate::term::one_line(&i.subject).into_owned();
         if let Some(r) = i.reason {
             subject.push_str(&format!(" ({r})"));
         }

@@ -127,6 +127,8 @@ fn table(r: &GrantReport, no_policy: bool) -> String {
         out.push('\n');
         out.push_str(&s.bold(&format!("{:<width$}{}\n", "FEATURE SET", "STATUS")));
         for (name, fs) in &r.feature_sets {
+            // The advertisement's own key: on one line (`term::one_line`).
+            let name = crate::term::one_line(name);
             let status = if fs.available {
                 s.good("available")
             } else {

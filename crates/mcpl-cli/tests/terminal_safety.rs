@@ -165,6 +165,13 @@ fn validate_and_digest_print_a_hostile_manifests_keys_as_text() {
         assert_printable(cmd, &out);
         assert!(out.contains("identifier_charset"), "{cmd}: {out}");
     }
+    let before = scratch("plain_manifest.json");
+    std::fs::write(&before, r#"{"version":"0.5","pushEvents":true}"#).unwrap();
+    let out = run(&["diff", path(&file), path(&before)], "");
+    assert_printable("diff", &out);
+    let out = run(&["grant", "--advertised", path(&file), "--allow", "*"], "");
+    assert_printable("grant", &out);
+    assert!(out.contains("\\u{1b}]0;PWNED"), "grant: {out}");
 }
 
 fn path(p: &Path) -> &str {
