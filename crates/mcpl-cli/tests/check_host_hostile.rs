@@ -1200,34 +1200,63 @@ async fn a_message_begun_over_lines_and_left_is_quoted() {
 async fn response_ids_written_2_0_are_the_answers_with_a_warning() {
     for odd in [true, false] {
         let report = report_path(&format!("integral-ids-{odd}.json"));
-        let (_, doc) = raw_answering_host(&report, |m| {
-            let id = &m["id"];
-            let id = match (odd, m["method"].as_str().unwrap_or("")) {
-                (false, _) => id.to_string(),
-                (true, "ping") => format!("{id}e0"),
-                (true, _) => format!("{id}.0"),
-            };
-            Some(match m["method"].as_str().unwrap_or("") {
-                "ping" => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}\n"),
-                _ => format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":\
-                     {{\"code\":-32001,\"message\":\"denied\"}}}}\n"
-                ),
-            })
-        })
-        .await;
-        let answers = check(&doc, "host.answers-every-request");
+        let (_, doc) = raw_answering_host(&report, |m| Some(integral_answer(m, odd, false))).await;
+        integral_ids_judged(&doc, odd);
+    }
+}
+
+/// As [`response_ids_written_2_0_are_the_answers_with_a_warning`], each answer sent as a
+/// JSON-RPC batch of one (JSON-RPC 2.0 §6, which the library's peer reads): the id written
+/// `2.0` was read only in a single response, so inside the array the answer was discarded
+/// and its request waited out as silence.
+#[tokio::test]
+async fn response_ids_written_2_0_inside_a_batch_are_the_answers_with_a_warning() {
+    for odd in [true, false] {
+        let report = report_path(&format!("integral-ids-batch-{odd}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| Some(integral_answer(m, odd, true))).await;
+        integral_ids_judged(&doc, odd);
+    }
+}
+
+/// The answer to the checker's request `m`: ping with `{}`, anything else with `-32001`;
+/// under its id written `N.0` (`Ne0` for ping) when `odd`; as a batch of one when `batch`.
+fn integral_answer(m: &Value, odd: bool, batch: bool) -> String {
+    let id = &m["id"];
+    let id = match (odd, m["method"].as_str().unwrap_or("")) {
+        (false, _) => id.to_string(),
+        (true, "ping") => format!("{id}e0"),
+        (true, _) => format!("{id}.0"),
+    };
+    let one = match m["method"].as_str().unwrap_or("") {
+        "ping" => format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}"),
+        _ => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":\
+             {{\"code\":-32001,\"message\":\"denied\"}}}}"
+        ),
+    };
+    if batch {
+        format!("[{one}]\n")
+    } else {
+        format!("{one}\n")
+    }
+}
+
+/// The report of a host answering as [`integral_answer`] does: every answer read, and
+/// `host.response-ids-as-sent` a warning naming the form when `odd`, else a pass.
+fn integral_ids_judged(doc: &Value, odd: bool) {
+    {
+        let answers = check(doc, "host.answers-every-request");
         let d = answers["detail"].as_str().unwrap_or_default();
         assert!(
             !d.contains("no answer") && !d.contains("not valid"),
             "{odd}: {d}"
         );
         assert_ne!(
-            check(&doc, "host.requests-independent")["status"],
+            check(doc, "host.requests-independent")["status"],
             "fail",
             "{odd}: {doc:#}"
         );
-        let ids = check(&doc, "host.response-ids-as-sent");
+        let ids = check(doc, "host.response-ids-as-sent");
         if odd {
             assert_eq!(ids["status"], "warn", "{doc:#}");
             let d = ids["detail"].as_str().unwrap_or_default();

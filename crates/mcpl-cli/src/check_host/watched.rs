@@ -13,9 +13,10 @@
 //! peer reads past (RFC 8259 §8.1), is counted there too.
 //!
 //! A response whose id is the integer id of a request the checker wrote, written with a
-//! fraction or an exponent (`2.0`, `2e0`), is handed on under that integer id and noted in
-//! [`IntegralIds`], as `mcpl check` reads it (its `integral_id_read`): the library's peer
-//! refuses a numeric id that is not an integer, so the answer read as silence.
+//! fraction or an exponent (`2.0`, `2e0`), alone or within a batch, is handed on under that
+//! integer id and noted in [`IntegralIds`], as `mcpl check` reads it (its
+//! `integral_id_read`): the library's peer refuses a numeric id that is not an integer, so
+//! the answer read as silence.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -244,39 +245,43 @@ impl IntegralIds {
         }
     }
 
-    /// `text` with its id written as the integer it names, when it is a response (no
-    /// `method`) whose numeric id has a fraction or an exponent and is, as a value, the id
-    /// of a request the checker wrote (JSON-RPC 2.0 §5: "the same as the value"); noted.
-    /// Anything else (a true fraction, an id no request carried) is `None`, left to fail.
+    /// `text` with each response's id written as the integer it names ([`Self::integral`]),
+    /// whether `text` is one message or a JSON-RPC batch of them (JSON-RPC 2.0 §6, which the
+    /// library's peer reads): `None` when no id was so rewritten, and the text is left as
+    /// it came.
     fn read(&self, text: &str) -> Option<String> {
         // Costlier than the peer would build: left for it to refuse.
         if mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST {
             return None;
         }
-        let head = serde_json::from_str::<Head>(text.trim().trim_start_matches('\u{feff}')).ok()?;
-        let Some(Value::Number(n)) = head.id else {
-            return None;
+        let text = text.trim().trim_start_matches('\u{feff}');
+        // Only a frame with a response whose id is a number but no integer is parsed whole.
+        let odd = |h: &Head| {
+            h.method.is_none()
+                && matches!(&h.id, Some(Value::Number(n)) if !n.is_i64() && !n.is_u64())
         };
-        if head.method.is_some() || n.is_i64() || n.is_u64() {
+        let candidate = if text.starts_with('[') {
+            serde_json::from_str::<Vec<Item>>(text)
+                .is_ok_and(|items| items.iter().any(|i| matches!(i, Item::Head(h) if odd(h))))
+        } else {
+            serde_json::from_str::<Head>(text).is_ok_and(|head| odd(&head))
+        };
+        if !candidate {
             return None;
         }
-        // Exactly an integer only within 2^53; past it a double names a range, not one id.
-        let f = n
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)?;
-        #[allow(clippy::cast_possible_truncation)]
-        let id = f as i64;
+        let mut v: Value = serde_json::from_str(text).ok()?;
         let mut seen = self.0.lock().ok()?;
-        if !seen.sent.contains(&id) {
-            return None;
+        // Every item of a batch is read (none is skipped once one is rewritten).
+        let mut rewritten = false;
+        match &mut v {
+            Value::Array(items) => {
+                for item in items {
+                    rewritten |= seen.integral(item);
+                }
+            }
+            one => rewritten = seen.integral(one),
         }
-        let mut v: Value = serde_json::from_str(text.trim().trim_start_matches('\u{feff}')).ok()?;
-        v.as_object_mut()?.insert("id".into(), Value::from(id));
-        seen.count = seen.count.saturating_add(1);
-        if seen.kept.len() < Repeats::KEPT {
-            seen.kept.push(format!("id {n} for request {id}"));
-        }
-        Some(v.to_string())
+        rewritten.then(|| v.to_string())
     }
 
     /// `None` when no response wrote an id so, else `Some("N response(s) …: id 2.0 for
@@ -302,13 +307,62 @@ impl IntegralIds {
     }
 }
 
-/// What [`IntegralIds`] reads of a frame: its `id` and whether it has a `method`.
+impl IntegralSeen {
+    /// Rewrites `message`'s id as the integer it names, when it is a response (no `method`)
+    /// whose numeric id has a fraction or an exponent and is, as a value, the id of a
+    /// request the checker wrote (JSON-RPC 2.0 §5: "the same as the value"); noted. Anything
+    /// else (a true fraction, an id no request carried) is left to fail: `false`.
+    fn integral(&mut self, message: &mut Value) -> bool {
+        let Some(obj) = message.as_object_mut() else {
+            return false;
+        };
+        if obj.contains_key("method") {
+            return false;
+        }
+        let Some(Value::Number(n)) = obj.get("id") else {
+            return false;
+        };
+        if n.is_i64() || n.is_u64() {
+            return false;
+        }
+        // Exactly an integer only within 2^53; past it a double names a range, not one id.
+        let Some(f) = n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)
+        else {
+            return false;
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let id = f as i64;
+        if !self.sent.contains(&id) {
+            return false;
+        }
+        let written = n.to_string();
+        obj.insert("id".into(), Value::from(id));
+        self.count = self.count.saturating_add(1);
+        if self.kept.len() < Repeats::KEPT {
+            self.kept.push(format!("id {written} for request {id}"));
+        }
+        true
+    }
+}
+
+/// What [`IntegralIds`] reads of a frame (or of each item of a batch): its `id` and whether
+/// it has a `method`.
 #[derive(serde::Deserialize)]
 struct Head {
     #[serde(default)]
     id: Option<Value>,
     #[serde(default)]
     method: Option<serde::de::IgnoredAny>,
+}
+
+/// An item of a batch: a [`Head`], or anything else (no object), which is never rewritten.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Item {
+    Head(Head),
+    Other(serde::de::IgnoredAny),
 }
 
 /// A writer that notes the ids of the checker's requests ([`IntegralIds::sent`]).
