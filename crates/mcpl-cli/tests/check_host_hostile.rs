@@ -952,6 +952,36 @@ async fn an_end_of_stream_inside_a_line_quotes_the_line() {
     assert_eq!(code, 2);
 }
 
+/// A host that begins its policy Request over several lines (pretty-printed) and ends its
+/// stream before its end: the report of how the host went away quotes what it began, as the
+/// end of a wait does, where the held lines were handed on as junk and the end said only
+/// "EOF" (§4: one message per line).
+#[tokio::test]
+async fn an_end_of_stream_inside_a_spread_message_quotes_it() {
+    let begun = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 2,\n  \"method\": \"featureSets/update\",\n";
+    let all = format!("{}{INITIALIZED}{begun}", initialize(json!(1)));
+    let report = report_path("eof-inside-a-spread-message.json");
+    let (child, mut stdin, mut stdout) = spawn_raw(&report);
+    let written =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    stdin.write_all(all.as_bytes()).await.unwrap();
+    drop(stdin);
+    let (code, doc) = report_of(child, &report).await;
+    written.abort();
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("(EOF)"), "{doc:#}");
+    assert!(
+        error.contains("began one message over 4 line(s)")
+            && error.contains(r#"\"method\": \"featureSets/update\""#),
+        "{error}"
+    );
+    let policy = check(&doc, "host.policy-is-request")["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!policy.contains("junk"), "{policy}");
+    assert_eq!(code, 2);
+}
+
 /// A host that sends `context/beforeInference` (§4.1: a Request) as a Notification, after the
 /// receipt and under a granted hook leaf: the run ignored it and reported that the host sent
 /// no beforeInference at all (`host.hooks-after-ready` skipped). It now fails

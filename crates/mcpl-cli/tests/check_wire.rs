@@ -391,3 +391,23 @@ fn a_ping_from_the_server_is_answered_with_an_empty_result() {
     assert!(!d.contains("end of stream"), "{d}");
     assert_eq!(status(&doc, "policy.request-answered"), "pass", "{doc:#}");
 }
+
+/// A server that begins a message over several lines and exits before its end: the end of
+/// stream quotes what it began, as a wait's end does, where the held lines were handed on at
+/// the end as 3 lines of junk and the end said only "end of stream" (§4: one message per
+/// line).
+#[test]
+fn a_spread_message_the_stream_ends_inside_is_quoted_at_the_end() {
+    // initialize; notifications/initialized; then the answer to the policy is begun.
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; read l; \
+         printf '{{\\n  \"jsonrpc\": \"2.0\",\\n  \"id\": 2,\\n'; exit 0"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(d.contains("end of stream"), "{d}");
+    assert!(d.contains("began one message over 3 line(s)"), "{d}");
+    assert!(d.contains(r#"\"id\": 2,"#), "{d}");
+    let frames = detail(&doc, "transport.frames-valid");
+    assert!(!frames.contains("junk"), "{frames}");
+}

@@ -663,8 +663,9 @@ async fn pump(
                     let inside = ended_inside
                         .take()
                         .or_else(|| reader.unfinished().map(unfinished_line));
-                    let why = match inside {
-                        Some(line) => format!("end of stream inside a line: {line}"),
+                    // Or the lines of a message begun spread over several ([`super::spread`]).
+                    let why = match super::spread::ended_inside(&spreads, inside) {
+                        Some(it) => format!("end of stream inside {it}"),
                         None => "end of stream".to_owned(),
                     };
                     (Event::Closed(why), 0)

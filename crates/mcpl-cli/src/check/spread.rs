@@ -11,7 +11,9 @@
 //! Bounded: at most [`MAX_SPREAD_LINES`] lines and [`MAX_SPREAD_BYTES`] bytes are held; past
 //! either, or when the held text cannot become JSON (a raw newline inside a string, text
 //! after its end), or a line that is a whole JSON-RPC message on its own arrives, the held
-//! lines are handed on one by one as they came, as before.
+//! lines are handed on one by one as they came, as before. When the stream ends (or fails)
+//! while lines are held, they are not handed on as junk: they are quoted where the end is
+//! reported, by both checkers through [`ended_inside`], as the end of a wait quotes them.
 
 use std::collections::VecDeque;
 use std::io;
@@ -43,6 +45,8 @@ struct SpreadsSeen {
     fresh: Option<String>,
     /// What is held now: lines, and the text's start.
     holding: Option<(usize, String)>,
+    /// What was held when the stream ended: lines, and the text's start.
+    ended: Option<(usize, String)>,
 }
 
 impl Spreads {
@@ -77,6 +81,15 @@ impl Spreads {
         self.lock()?.fresh.take()
     }
 
+    /// Notes what is held as what the stream ended inside (the first time only).
+    fn end(&self) {
+        if let Some(mut seen) = self.lock() {
+            if seen.ended.is_none() {
+                seen.ended = seen.holding.take();
+            }
+        }
+    }
+
     /// How many spread messages were joined, and the first [`KEPT`] described.
     pub fn seen(&self) -> (u64, Vec<String>) {
         self.lock()
@@ -94,6 +107,25 @@ impl Spreads {
              has not ended it: {:?}",
             quote(start)
         ))
+    }
+}
+
+/// What the peer's stream ended inside, for the report of how it went away (both checkers,
+/// §4): `a message spread over lines: it began one message over N line(s) … and ended its
+/// stream before its end: "…"` when the lines of a message begun spread over several were
+/// held at the end (said over `line`: the last of them is among them), else `a line: LINE`
+/// when `line` (the line the stream ended inside, as the caller's reader quotes it) is some,
+/// else `None`.
+pub fn ended_inside(spreads: &Spreads, line: Option<String>) -> Option<String> {
+    let held = spreads.lock().and_then(|seen| seen.ended.clone());
+    match (held, line) {
+        (Some((lines, start)), _) => Some(format!(
+            "a message spread over lines: it began one message over {lines} line(s) (a \
+             message must be one line, §4) and ended its stream before its end: {:?}",
+            quote(&start)
+        )),
+        (None, Some(line)) => Some(format!("a line: {line}")),
+        (None, None) => None,
     }
 }
 
@@ -258,6 +290,18 @@ impl SpreadReader {
         self.spreads.hold(None);
     }
 
+    /// The stream ended or failed: what is held is noted as what it ended inside
+    /// ([`ended_inside`]), not handed on.
+    fn end_held(&mut self) {
+        if self.lines > 0 {
+            self.spreads.end();
+        }
+        self.held = String::new();
+        self.lines = 0;
+        self.scan = Scan::default();
+        self.spreads.hold(None);
+    }
+
     fn start(&mut self, text: String) {
         self.scan = Scan::default();
         self.scan.feed(&text);
@@ -335,13 +379,13 @@ impl FrameReader for SpreadReader {
                 // Cancel-safe: the inner read is, and what it yields is taken at once.
                 match self.inner.next_frame().await {
                     Ok(Some(frame)) => self.take(frame),
-                    // The end, or an error: what is held is handed on first, not joined.
+                    // The end, or an error: what is held is quoted where it is reported.
                     Ok(None) => {
-                        self.release();
+                        self.end_held();
                         self.ended = true;
                     }
                     Err(e) => {
-                        self.release();
+                        self.end_held();
                         self.failed = Some(e);
                     }
                 }
@@ -366,11 +410,11 @@ impl FrameReader for SpreadReader {
                 Poll::Pending => return Some(Poll::Pending),
                 Poll::Ready(Ok(Some(frame))) => self.take(frame),
                 Poll::Ready(Ok(None)) => {
-                    self.release();
+                    self.end_held();
                     self.ended = true;
                 }
                 Poll::Ready(Err(e)) => {
-                    self.release();
+                    self.end_held();
                     self.failed = Some(e);
                 }
             }

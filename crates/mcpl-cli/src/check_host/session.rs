@@ -242,11 +242,14 @@ impl Run {
             return;
         }
         let how = match reason {
-            // A line left half-written is quoted, as where a wait ends (§4).
-            Some(CloseReason::Eof) | None => match self.left.ended() {
-                Some(line) => format!("the host ended the connection (EOF) inside a line ({line})"),
-                None => "the host ended the connection (EOF)".to_owned(),
-            },
+            // A line left half-written, or the lines of a message begun spread over several,
+            // quoted as where a wait ends (§4).
+            Some(CloseReason::Eof) | None => {
+                match crate::check::spread::ended_inside(&self.spreads, self.left.ended()) {
+                    Some(it) => format!("the host ended the connection (EOF) inside {it}"),
+                    None => "the host ended the connection (EOF)".to_owned(),
+                }
+            }
             Some(CloseReason::Io(e)) => format!("the connection failed ({})", capped(e, 120)),
             Some(CloseReason::WriteTimeout(d)) => format!(
                 "the host stopped reading (a write did not complete within {})",
