@@ -3,47 +3,20 @@
 //! errors quote, up to a whole message (16 MiB by default), and each was logged uncut.
 //! One test in this binary: it installs the process's log subscriber.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod support;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-/// Every log line written, in order.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[derive(Clone)]
-struct Quiet;
-
-impl rmcp::ServerHandler for Quiet {}
+use tokio::io::AsyncWriteExt;
 
 #[tokio::test]
 async fn what_the_bridge_logs_of_the_hosts_text_is_cut() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        // The bridge's own lines (rmcp's are rmcp's).
-        .with_env_filter("mcpl_rmcp=debug")
-        .init();
-    let server = mcpl_rmcp::builder(Quiet).build().unwrap();
-    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
-    let (sr, sw) = tokio::io::split(server_end);
-    let _session = server.start(mcpl::transport::Transport::lines(sr, sw, "pipe"));
-    let (hr, mut hw) = tokio::io::split(host_end);
-    let mut lines = BufReader::new(hr).lines();
+    // The bridge's own lines (rmcp's are rmcp's).
+    let (captured, bridged) = support::captured_bridge("mcpl_rmcp=debug");
+    let support::Bridged {
+        mut lines,
+        writer: mut hw,
+        session: _session,
+    } = bridged;
     let send = |v: Value| {
         let mut line = v.to_string();
         line.push('\n');
@@ -71,7 +44,7 @@ async fn what_the_bridge_logs_of_the_hosts_text_is_cut() {
             break;
         }
     }
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let longest = text.lines().map(str::len).max().unwrap_or(0);
     assert!(text.contains("not handed to rmcp"), "{:.2000}", text);
     assert!(longest <= 4 * 1024, "a log line of {longest} bytes");

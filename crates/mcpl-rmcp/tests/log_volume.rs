@@ -4,46 +4,19 @@
 //! notifications before `initialize` wrote as many warnings as it sent notifications.
 //! One test in this binary: it installs the process's log subscriber.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod support;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-/// Every log line written, in order.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[derive(Clone)]
-struct Quiet;
-
-impl rmcp::ServerHandler for Quiet {}
+use tokio::io::AsyncWriteExt;
 
 #[tokio::test]
 async fn dropped_notifications_log_a_bounded_number_of_lines() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .with_env_filter("mcpl_rmcp=warn")
-        .init();
-    let server = mcpl_rmcp::builder(Quiet).build().unwrap();
-    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
-    let (sr, sw) = tokio::io::split(server_end);
-    let _session = server.start(mcpl::transport::Transport::lines(sr, sw, "pipe"));
-    let (hr, mut hw) = tokio::io::split(host_end);
-    let mut lines = BufReader::new(hr).lines();
+    let (captured, bridged) = support::captured_bridge("mcpl_rmcp=warn");
+    let support::Bridged {
+        mut lines,
+        writer: mut hw,
+        session: _session,
+    } = bridged;
     // Before `initialize` rmcp does not run: each of these is dropped.
     let flood = 500;
     let mut text = String::new();
@@ -64,7 +37,7 @@ async fn dropped_notifications_log_a_bounded_number_of_lines() {
             break;
         }
     }
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let said = text
         .lines()
         .filter(|l| l.contains("not handed to rmcp"))
