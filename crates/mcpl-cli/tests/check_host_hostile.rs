@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (26 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (28 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 26 * 6 * 512 + 4096,
+        text.len() < 28 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 26, "{doc:#}");
+    assert_eq!(checks.len(), 28, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1298,5 +1298,101 @@ fn integral_ids_judged(doc: &Value, odd: bool) {
         } else {
             assert_eq!(ids["status"], "pass", "{doc:#}");
         }
+    }
+}
+
+/// The answer a conforming host gives the checker's probe `m`: ping `{}`, a refusal of
+/// anything else (`-32001`), or `channels/incoming` refused with `incoming_code`.
+fn refusing_answer(m: &Value, incoming_code: i64) -> String {
+    let id = &m["id"];
+    let v = match m["method"].as_str().unwrap_or("") {
+        "ping" => json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
+        "channels/incoming" => json!({ "jsonrpc": "2.0", "id": id,
+            "error": { "code": incoming_code, "message": "refused" } }),
+        _ => json!({ "jsonrpc": "2.0", "id": id,
+                     "error": { "code": -32001, "message": "denied" } }),
+    };
+    line(&v)
+}
+
+/// AUDIT-001 §2.2, §2.3, §2.4: a host that delivers what the grant withholds. Granted only
+/// `pushEvents`, once ready it sends `channels/publish` (`channels.publish`, not even
+/// advertised), `inference/lifecycle` (`inferenceLifecycle`, idem), `channels/outgoing/chunk`
+/// (`channels.streaming`) and `context/afterInference` (removed in 0.5.0, §10.5: no grant
+/// allows it, and it hands over the user's and the model's text). §5.4: a host MUST NOT
+/// deliver a message requiring a denied capability. Nothing judged these: each was answered
+/// `-32601` or ignored, and every check passed. They now fail
+/// `host.deliveries-within-grant`, each named; a host sending none is skipped there.
+#[tokio::test]
+async fn deliveries_the_grant_withholds_fail() {
+    let report = report_path("deliveries-outside.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" && m["params"]["eventId"] == "u1" {
+            for v in [
+                json!({ "jsonrpc": "2.0", "method": "channels/publish",
+                        "params": { "conversationId": "c", "channelId": "check:a",
+                                    "content": [ { "type": "text", "text": "hi" } ] } }),
+                json!({ "jsonrpc": "2.0", "method": "inference/lifecycle",
+                        "params": { "inferenceId": "i1", "conversationId": "c",
+                                    "turnIndex": 0, "phase": "started" } }),
+                json!({ "jsonrpc": "2.0", "method": "channels/outgoing/chunk",
+                        "params": { "inferenceId": "i1", "conversationId": "c",
+                                    "channelId": "check:a", "index": 0, "delta": "hi" } }),
+                json!({ "jsonrpc": "2.0", "id": "after-1", "method": "context/afterInference",
+                        "params": { "inferenceId": "i1", "userMessage": "secret",
+                                    "assistantMessage": "reply" } }),
+            ] {
+                out.push_str(&line(&v));
+            }
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.deliveries-within-grant");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    for said in [
+        "channels/publish",
+        "channels.publish",
+        "inference/lifecycle",
+        "inferenceLifecycle",
+        "channels/outgoing/chunk",
+        "context/afterInference",
+        "§10.5",
+        "4 of 4",
+    ] {
+        assert!(d.contains(said), "{said}: {d}");
+    }
+
+    // A host that delivers nothing of the kind: nothing to judge.
+    let report = report_path("deliveries-none.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    assert_eq!(
+        check(&doc, "host.deliveries-within-grant")["status"],
+        "skip",
+        "{doc:#}"
+    );
+}
+
+/// AUDIT-001 §2.1: the §14.6 channel codes were "defined, exported, and never thrown". A
+/// host refusing `channels/incoming` for a channel never registered with some other code
+/// (`-32603`) passed `host.incoming-unregistered-refused` with nothing said; §14.6 names
+/// `-32023` (unknown channel) for it, and §6.6 asks a rejecting host to populate the
+/// documented code. It now warns under `host.unknown-channel-code`; `-32023` passes.
+#[tokio::test]
+async fn an_unknown_channel_refused_with_another_code_warns() {
+    for (code, status) in [(-32603, "warn"), (-32023, "pass")] {
+        let report = report_path(&format!("unknown-channel-code{code}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, code))).await;
+        assert_eq!(
+            check(&doc, "host.incoming-unregistered-refused")["status"],
+            "pass",
+            "{doc:#}"
+        );
+        let c = check(&doc, "host.unknown-channel-code");
+        assert_eq!(c["status"], status, "{code}: {doc:#}");
+        let d = c["detail"].as_str().unwrap_or_default();
+        assert!(d.contains(&code.to_string()), "{d}");
     }
 }

@@ -23,6 +23,7 @@
 //! arguments were unusable.
 
 mod accept;
+mod delivered;
 mod exchange;
 mod judge;
 mod junk;
@@ -71,6 +72,8 @@ catalogue! {
     "host.notifications-have-no-id", "§4.1", "a notification-only method (notifications/initialized, inference/lifecycle, inference/chunk, channels/outgoing/*, MCP's notifications/*) is sent without an id";
     "host.messages-one-line", "§4", "over line framing (stdio, --tcp), every message from the host is one line, none spread over several (as a pretty-printer writes)";
     "host.response-ids-as-sent", "§4", "a response to the checker's request writes its integer id as the request did, not with a fraction or exponent such as 2.0 (JSON-RPC 2.0 §5; a warning)";
+    "host.deliveries-within-grant", "§5.4", "every MCPL message the host delivers (inference/lifecycle, channels/publish, channels/open, channels/close, channels/outgoing/*, channels/list …) needs only what the grant in force allows, and none is one 0.5.0 removed (context/afterInference, §10.5)";
+    "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -172,7 +172,8 @@ impl Run {
             .await
         {
             Reply::Error(e) => {
-                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+                self.record(id, Status::Pass, format!("refused with error {}", e.code));
+                self.unknown_channel_code(e.code);
             }
             Reply::Result(r) if first_accepted(&r) == Some(false) => {
                 self.record(id, Status::Pass, "the message was refused in its result")
@@ -195,6 +196,41 @@ impl Run {
                 id,
                 Status::Fail,
                 format!("channels/incoming got {}", other.describe()),
+            ),
+        }
+        if !self.closed {
+            let why = "channels/incoming for a channel never registered was not refused with an \
+                       error: no code to judge";
+            self.record_unset(&["host.unknown-channel-code"], Status::Skip, why);
+        }
+    }
+
+    /// §14.6, §6.6 (AUDIT-001 §2.1: the channel codes were defined and never thrown): the
+    /// error refusing `channels/incoming` for a channel never registered carries `-32023`,
+    /// or `-32002` when the grant withholds `channels.incoming` (admission refuses first,
+    /// §5.4); another code warns. Reading: §14.6 lists the code without a MUST, so a warning.
+    fn unknown_channel_code(&mut self, code: i64) {
+        let id = "host.unknown-channel-code";
+        let granted = self.policy.allows(Capability::ChannelsIncoming);
+        match code {
+            codes::UNKNOWN_CHANNEL => self.record(id, Status::Pass, "refused -32023"),
+            codes::CAPABILITY_DENIED if !granted => self.record(
+                id,
+                Status::Pass,
+                "refused -32002: channels.incoming is not granted",
+            ),
+            other => self.record(
+                id,
+                Status::Warn,
+                format!(
+                    "refused with error {other}; §14.6 names -32023 (unknown channel) for a \
+                     channel never registered{}",
+                    if granted {
+                        ""
+                    } else {
+                        ", or -32002 as channels.incoming is not granted"
+                    }
+                ),
             ),
         }
     }

@@ -157,6 +157,9 @@ pub(super) struct Run {
     /// The host's responses that wrote a request's integer id with a fraction or an
     /// exponent, read as the answers ([`super::watched::IntegralIds`]).
     pub(super) integral: super::watched::IntegralIds,
+    /// The MCPL messages the host delivered that need a capability, judged against the
+    /// grant ([`super::delivered`]).
+    pub(super) deliveries: super::delivered::Deliveries,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -198,6 +201,7 @@ impl Run {
             repeats: super::watched::Repeats::default(),
             spreads: crate::check::spread::Spreads::default(),
             integral: super::watched::IntegralIds::default(),
+            deliveries: super::delivered::Deliveries::default(),
         }
     }
 
@@ -653,8 +657,14 @@ impl Run {
     /// Answers (and judges) anything the host sends outside the awaited steps.
     pub(super) async fn handle(&mut self, m: IncomingMessage) {
         match &m {
-            IncomingMessage::Request(r) => self.note_form(r.method(), Some(r.id())),
-            IncomingMessage::Notification(n) => self.note_form(&n.method, None),
+            IncomingMessage::Request(r) => {
+                self.note_form(r.method(), Some(r.id()));
+                self.judge_delivery(r.method(), r.request().params.as_ref());
+            }
+            IncomingMessage::Notification(n) => {
+                self.note_form(&n.method, None);
+                self.judge_delivery(&n.method, n.params.as_ref());
+            }
         }
         let req = match m {
             IncomingMessage::Request(r) => r,
@@ -821,6 +831,7 @@ impl Run {
             let why = "the host sent no notification-only method (§4.1) during the run";
             self.record_unset(&[form], Status::Skip, why);
         }
+        self.conclude_deliveries();
         if self.unfinished.is_none() && self.gone.is_none() {
             let why = "every request was answered before the ping sent right behind it: none \
                        was outstanding for another to wait behind";
