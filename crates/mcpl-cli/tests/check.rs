@@ -69,6 +69,34 @@ fn s6_4_undeclared_use_is_a_warning_not_a_failure() {
     assert_eq!(code, 0);
 }
 
+/// AUDIT-001 §2.5 (dog_mcp: `uses: ["tools"]` while answering hooks with injections): a
+/// hook answered with injections under a declared, available set whose `uses` lacks the
+/// inject leaf is a declaration mismatch (§6.4 rule 2, SHOULD warn), as a push under such a
+/// set is; nothing fails.
+#[test]
+fn s6_4_injection_under_a_set_not_declaring_it_is_a_warning() {
+    let (code, doc) = scripted("hook-undeclared-use");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["featuresets.declaration-matches"]),
+        "{doc:#}"
+    );
+    let d = doc["checks"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["id"] == "featuresets.declaration-matches")
+        })
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_default();
+    assert!(
+        d.contains("\"demo.push\" exercises contextHooks.beforeInference.inject"),
+        "{d}"
+    );
+    assert_eq!(code, 0);
+}
+
 /// Answers the spec does not pin to an error code are warnings: a refusal receipt to a
 /// contradictory policy (§5.4), a result to `channels/close` of an unknown channel (§14.6).
 #[test]
