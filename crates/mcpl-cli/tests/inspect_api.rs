@@ -882,3 +882,48 @@ fn a_spawned_server_that_ended_its_output_still_gets_the_users_answer() {
     assert!(!log.to_string().contains("closed unanswered"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The `N of its requests wait for an answer` of a server that ended its output was counted
+/// once, when the end was handled: a request the server sent just before its end, parked by
+/// its own task after the end was handled, showed `0 of its requests wait` beside it in the
+/// waiting list. The count now follows the waiting list when the state is shown.
+#[test]
+fn an_ended_servers_waiting_count_follows_its_waiting_requests() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, answers) = mpsc::channel();
+    thread::spawn(move || asking_then_ending_server(listener, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    // Each state read follows a change on the event stream.
+    let mut state_when = |what: &str, done: &dyn Fn(&Value) -> bool| loop {
+        let s = insp.get("/api/state");
+        if done(&s) {
+            break s;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("{what} was not shown: {s}"));
+    };
+    let ended_and_waiting = |s: &Value| {
+        let ended = s["events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["kind"] == "end"));
+        ended && s["pending"].as_array().is_some_and(|p| p.len() == 1)
+    };
+    let state = state_when("the end with its request waiting", &ended_and_waiting);
+    let detail = state["connection"]["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(detail.contains("1 of its requests wait"), "{detail}");
+    let answered = insp.post(
+        "/api/answer",
+        json!({ "id": state["pending"][0]["id"], "text": "here" }),
+    );
+    assert_eq!(answered["ok"], true, "{answered}");
+    answers
+        .recv_timeout(WAIT)
+        .expect("the answer reaches the server after its EOF");
+}

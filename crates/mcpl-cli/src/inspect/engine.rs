@@ -198,6 +198,27 @@ pub struct State {
     child: Option<ChildControl>,
 }
 
+impl State {
+    /// [`State::detail`] as shown: once the server has ended its output, with how many of
+    /// the current connection's requests wait for an answer now (counted when shown, not
+    /// when the end was handled: a request the server sent just before its end is parked by
+    /// its own task, which may run after the end is handled, and an answer given later
+    /// lowers the count).
+    pub fn shown_detail(&self) -> Option<String> {
+        match (&self.phase, &self.detail) {
+            (Phase::Ended, Some(d)) => {
+                let waiting = self
+                    .pending
+                    .values()
+                    .filter(|p| p.generation == self.generation)
+                    .count();
+                Some(format!("{d}; {waiting} of its requests wait for an answer"))
+            }
+            (_, d) => d.clone(),
+        }
+    }
+}
+
 /// The engine; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -746,12 +767,11 @@ impl Engine {
                 st.detail = v["mode"].as_str().map(str::to_owned);
             }
             // The close, when it came first, stays what is shown.
+            // How many of its requests wait is counted where the state is shown
+            // ([`State::shown_detail`]): one sent just before the end may be parked after it.
             if v["kind"] == "end" && st.generation == generation && st.phase != Phase::Closed {
                 st.phase = Phase::Ended;
-                st.detail = Some(format!(
-                    "the server ended its output (EOF); {} of its requests wait for an answer",
-                    st.pending.len()
-                ));
+                st.detail = Some("the server ended its output (EOF)".to_owned());
             }
             push_bounded(&mut st.events, v.clone(), MAX_EVENTS);
         }

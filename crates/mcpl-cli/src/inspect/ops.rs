@@ -191,7 +191,7 @@ impl Engine {
             "connection": {
                 "generation": st.generation,
                 "phase": st.phase,
-                "detail": st.detail,
+                "detail": st.shown_detail(),
                 "mode": session.as_ref().map(|s| format!("{:?}", s.mode())),
                 "ready": session.as_ref().map(HostSession::is_ready),
                 "protocolVersion": server.and_then(|r| r.get("protocolVersion")),
