@@ -219,6 +219,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.user-message-redacted",
             "host.undeclared-use-refused",
             "host.inference-result-shape",
+            // model/info and channels/list answered with a result, neither granted (§12).
+            "host.answers-follow-grant",
         ]),
         "{doc:#}"
     );
@@ -244,7 +246,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 28, "{text}");
+    assert_eq!(text.lines().count(), 29, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])

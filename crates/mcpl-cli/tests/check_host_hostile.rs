@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (28 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (29 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 28 * 6 * 512 + 4096,
+        text.len() < 29 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 28, "{doc:#}");
+    assert_eq!(checks.len(), 29, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1394,5 +1394,51 @@ async fn an_unknown_channel_refused_with_another_code_warns() {
         assert_eq!(c["status"], status, "{code}: {doc:#}");
         let d = c["detail"].as_str().unwrap_or_default();
         assert!(d.contains(&code.to_string()), "{d}");
+    }
+}
+
+/// §12: "A host that does not support or does not grant model/info MUST reply with an
+/// error"; §14.1, §5.4: the inbound `channels/list` needs `channels.register`, and a host
+/// MUST reject an inbound method requiring a denied capability. The checker advertises no
+/// `modelInfo`, and this host grants only `pushEvents`, yet answers both with a result
+/// (AUDIT-001 §2.3, §3: ungated surfaces): `host.answers-every-request` passed them, as any
+/// answer is no silence, and nothing else judged them. They now fail
+/// `host.answers-follow-grant`; refused with errors, it passes.
+#[tokio::test]
+async fn model_info_and_channels_list_answered_outside_the_grant_fail() {
+    for ungated in [true, false] {
+        let report = report_path(&format!("answers-follow-grant-{ungated}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| {
+            let id = &m["id"];
+            Some(match m["method"].as_str().unwrap_or("") {
+                "model/info" if ungated => line(&json!({ "jsonrpc": "2.0", "id": id,
+                    "result": { "id": "m", "vendor": "v", "contextWindow": 1 } })),
+                "channels/list" if ungated => line(&json!({ "jsonrpc": "2.0", "id": id,
+                    "result": { "channels": [] } })),
+                _ => refusing_answer(m, -32023),
+            })
+        })
+        .await;
+        assert_ne!(
+            check(&doc, "host.answers-every-request")["status"],
+            "fail",
+            "{doc:#}"
+        );
+        let c = check(&doc, "host.answers-follow-grant");
+        let d = c["detail"].as_str().unwrap_or_default();
+        if ungated {
+            assert_eq!(c["status"], "fail", "{doc:#}");
+            for said in [
+                "model/info",
+                "modelInfo",
+                "channels/list",
+                "channels.register",
+                "§12",
+            ] {
+                assert!(d.contains(said), "{said}: {d}");
+            }
+        } else {
+            assert_eq!(c["status"], "pass", "{doc:#}");
+        }
     }
 }

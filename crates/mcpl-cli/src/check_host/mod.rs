@@ -74,6 +74,7 @@ catalogue! {
     "host.response-ids-as-sent", "§4", "a response to the checker's request writes its integer id as the request did, not with a fraction or exponent such as 2.0 (JSON-RPC 2.0 §5; a warning)";
     "host.deliveries-within-grant", "§5.4", "every MCPL message the host delivers (inference/lifecycle, channels/publish, channels/open, channels/close, channels/outgoing/*, channels/list …) needs only what the grant in force allows, and none is one 0.5.0 removed (context/afterInference, §10.5)";
     "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
+    "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
 }
 
 /// Arguments of `mcpl check-host`.

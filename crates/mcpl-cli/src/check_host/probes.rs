@@ -106,18 +106,36 @@ impl Run {
     async fn answers_every_request(&mut self) {
         let id = "host.answers-every-request";
         let (mut silent, mut invalid) = (Vec::new(), Vec::new());
-        for (method, stage) in [
-            (ModelInfoRequest::NAME, "the model/info probe"),
-            (ChannelsList::NAME, "the channels/list probe"),
+        let mut gated = Gated::default();
+        for (method, stage, needs) in [
+            (
+                ModelInfoRequest::NAME,
+                "the model/info probe",
+                Capability::ModelInfo,
+            ),
+            (
+                ChannelsList::NAME,
+                "the channels/list probe",
+                Capability::ChannelsRegister,
+            ),
         ] {
             self.stage = stage;
-            match self.call_paired(method, json!({}), self.bounds.step).await {
+            let sent = self.ready && self.policy.allows(needs);
+            let reply = self.call_paired(method, json!({}), self.bounds.step).await;
+            let meanwhile = Meanwhile {
+                sent,
+                answered: self.ready && self.policy.allows(needs),
+            };
+            gated.judge(method, needs, meanwhile, &reply);
+            match reply {
                 Reply::Timeout { note } => silent.push(format!("{method}{note}")),
                 Reply::Invalid(why) => invalid.push(format!("{method} ({why})")),
                 Reply::Closed => return,
                 _ => {}
             }
         }
+        let (status, detail) = gated.verdict();
+        self.record("host.answers-follow-grant", status, detail);
         let mut defects = Vec::new();
         if !silent.is_empty() {
             defects.push(format!(
@@ -559,5 +577,54 @@ impl Run {
             (_, other) => (Status::Fail, format!("push/event got {}", other.describe())),
         };
         self.record(id, status, format!("{detail}{}", meanwhile.note()));
+    }
+}
+
+/// `host.answers-follow-grant` (§5.4, §12, §14.1; AUDIT-001 §2.3): `model/info` needs
+/// `modelInfo` and the inbound `channels/list` needs `channels.register`; a host that does
+/// not grant it MUST reply with an error (§12), as it rejects any inbound method requiring a
+/// denied capability (§5.4). Judged under the grant in force when the host answered
+/// ([`Meanwhile`]); a silence or an invalid answer is `host.answers-every-request`'s.
+#[derive(Debug, Default)]
+struct Gated {
+    judged: Vec<String>,
+    outside: Vec<String>,
+}
+
+impl Gated {
+    fn judge(&mut self, method: &str, needs: Capability, m: Meanwhile, reply: &Reply) {
+        let cap = needs.as_str();
+        match (m.expected(), reply) {
+            (Some(false), Reply::Result(r)) => self.outside.push(format!(
+                "{method} answered {} though {cap} is not granted{}",
+                excerpt(r),
+                m.note()
+            )),
+            (Some(false), Reply::Error(e)) => self
+                .judged
+                .push(format!("{method} refused {} ({cap} not granted)", e.code)),
+            (_, Reply::Result(_)) => self
+                .judged
+                .push(format!("{method} answered ({cap} granted)")),
+            (_, Reply::Error(e)) => self.judged.push(format!("{method} refused {}", e.code)),
+            _ => {}
+        }
+    }
+
+    fn verdict(self) -> (Status, String) {
+        if !self.outside.is_empty() {
+            let d = format!(
+                "{} (§12: a host that does not grant model/info MUST reply with an error; \
+                 §14.1, §5.4: channels/list needs channels.register, and a host MUST reject an \
+                 inbound method requiring a denied capability)",
+                self.outside.join("; ")
+            );
+            return (Status::Fail, d);
+        }
+        if self.judged.is_empty() {
+            let why = "neither model/info nor channels/list was answered: nothing to judge";
+            return (Status::Skip, why.to_owned());
+        }
+        (Status::Pass, self.judged.join("; "))
     }
 }
