@@ -221,6 +221,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.inference-result-shape",
             // model/info and channels/list answered with a result, neither granted (§12).
             "host.answers-follow-grant",
+            // scope/elevate (removed, §7) answered with a result too.
+            "host.removed-methods-refused",
         ]),
         "{doc:#}"
     );
@@ -246,7 +248,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 29, "{text}");
+    assert_eq!(text.lines().count(), 30, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -619,12 +621,13 @@ async fn scripted_host_advertising(
 }
 
 /// The probes that mean something without a grant (issue #19 item 1), plus the two new ones.
-const PROBES: [&str; 12] = [
+const PROBES: [&str; 13] = [
     "host.refuses-before-ready",
     "host.rejects-with-error",
     "host.push-follows-grant",
     "host.answers-every-request",
     "host.unknown-method-errors",
+    "host.removed-methods-refused",
     "host.incoming-unregistered-refused",
     "host.register-itemized",
     "host.incoming-follows-grant",
@@ -636,7 +639,8 @@ const PROBES: [&str; 12] = [
 
 /// Issue #19 item 1: a 0.4-era host that never sends a policy still gets every probe judged,
 /// as a host that granted nothing, with the defects the audit found by hand: silence for
-/// model/info, channels/list and an unknown method; `{accepted: false}` results instead of
+/// model/info, channels/list and an unknown method; scope/elevate (removed, §7) approved;
+/// `{accepted: false}` results instead of
 /// errors (§6.6); a message for a channel never registered accepted (§14.5); a registration
 /// answered without per-descriptor results; an ungranted inference answered, with a
 /// `finishReason` outside App. B.4.

@@ -20,11 +20,11 @@ fn report_path(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// The checker's own bound on a run with these flags, `16 × timeout + inference + watch`,
+/// The checker's own bound on a run with these flags, `17 × timeout + inference + watch`,
 /// plus a margin for a loaded machine. Only a hung checker reaches it.
-const GUARD: Duration = Duration::from_secs(16 + 1 + 60);
+const GUARD: Duration = Duration::from_secs(17 + 1 + 60);
 
-/// The flags every run here uses: the wall-time bound is then 16 × 1 + 1 + 0 = 17 s.
+/// The flags every run here uses: the wall-time bound is then 17 × 1 + 1 + 0 = 18 s.
 const BOUNDS: [&str; 6] = ["--timeout", "1", "--inference-timeout", "1", "--watch", "0"];
 
 fn checker(report: &PathBuf) -> Command {
@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (29 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (30 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 29 * 6 * 512 + 4096,
+        text.len() < 30 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 29, "{doc:#}");
+    assert_eq!(checks.len(), 30, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1437,6 +1437,35 @@ async fn model_info_and_channels_list_answered_outside_the_grant_fail() {
             ] {
                 assert!(d.contains(said), "{said}: {d}");
             }
+        } else {
+            assert_eq!(c["status"], "pass", "{doc:#}");
+        }
+    }
+}
+
+/// AUDIT-001 §3: the host implemented `scope/elevate` and approved it ungated. 0.5.0
+/// removed it (§7: the host matched a server-supplied label against its whitelist), so it
+/// is an unknown method now, to be refused with an error (§6.6). A host approving it passed
+/// every check (the checker never sent it); it now fails `host.removed-methods-refused`,
+/// quoting the answer; refused, it passes.
+#[tokio::test]
+async fn a_host_approving_scope_elevate_fails() {
+    for approves in [true, false] {
+        let report = report_path(&format!("scope-elevate-{approves}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| {
+            Some(match m["method"].as_str().unwrap_or("") {
+                "scope/elevate" if approves => line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                    "result": { "approved": true } })),
+                _ => refusing_answer(m, -32023),
+            })
+        })
+        .await;
+        let c = check(&doc, "host.removed-methods-refused");
+        let d = c["detail"].as_str().unwrap_or_default();
+        if approves {
+            assert_eq!(c["status"], "fail", "{doc:#}");
+            assert!(d.contains("scope/elevate") && d.contains("approved"), "{d}");
+            assert!(d.contains("§7"), "{d}");
         } else {
             assert_eq!(c["status"], "pass", "{doc:#}");
         }

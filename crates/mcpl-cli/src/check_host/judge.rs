@@ -6,8 +6,8 @@ use std::io;
 use serde_json::Value;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
-/// in `…`. With the catalogue's 29 checks the whole report stays under 29 × 6 × 512 B
-/// (87 KiB, JSON escaping included) whatever the host sends.
+/// in `…`. With the catalogue's 30 checks the whole report stays under 30 × 6 × 512 B
+/// (90 KiB, JSON escaping included) whatever the host sends.
 pub(super) const DETAIL_LIMIT: usize = 512;
 
 /// Most bytes of the JSON a detail quotes from the host (a result, a list of paths).

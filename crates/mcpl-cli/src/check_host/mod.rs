@@ -9,8 +9,8 @@
 //! nothing, §5.3), the probes ([`probes`]), then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 16 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (111 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 17 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (116 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -75,6 +75,7 @@ catalogue! {
     "host.deliveries-within-grant", "§5.4", "every MCPL message the host delivers (inference/lifecycle, channels/publish, channels/open, channels/close, channels/outgoing/*, channels/list …) needs only what the grant in force allows, and none is one 0.5.0 removed (context/afterInference, §10.5)";
     "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
     "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
+    "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -97,7 +98,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 16 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 17 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub timeout: f64,
@@ -153,7 +154,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "16 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "17 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -163,22 +164,22 @@ impl Bounds {
     /// | `initialize` | 1 step from the connection |
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
-    /// | ten probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | eleven probes | 1 step each; a paired ping starts with its request, with its own step |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
     ///
-    /// That is 13 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 14 steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 14 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 15 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(14) + self.infer + self.watch
+        self.step.saturating_mul(15) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 16 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 17 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -321,7 +322,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 16 steps + the inference + the watch (111 s by default).
+    /// The documented bound: 17 steps + the inference + the watch (116 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -329,13 +330,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(111));
+        assert_eq!(b.wall(), Duration::from_secs(116));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(35));
+        assert_eq!(b.wall(), Duration::from_secs(37));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.

@@ -58,6 +58,7 @@ impl Run {
             undeclared_push,
             answers_every_request,
             unknown_method,
+            removed_method,
             incoming_unregistered,
             register,
             incoming_follows_grant,
@@ -176,6 +177,49 @@ impl Run {
                 id,
                 Status::Fail,
                 format!("unknown method got {}", other.describe()),
+            ),
+        }
+    }
+
+    /// §7, §6.6 (AUDIT-001 §3: `scope/elevate` approved, ungated): the method 0.5.0 removed
+    /// is an unknown method now, answered with an error (`-32601`; any error refuses it),
+    /// never a result, which would be an approval on a label the server chose. Sent with the
+    /// 0.4 shape, the label claiming more than the payload does.
+    async fn removed_method(&mut self) {
+        self.stage = "the scope/elevate probe";
+        let id = "host.removed-methods-refused";
+        let method = "scope/elevate";
+        let params = json!({ "featureSet": "check.push",
+            "scope": { "label": "/project/**", "payload": { "path": "/etc/hosts" } },
+            "reason": "mcpl check-host probe: to be refused" });
+        match self.call_paired(method, params, self.bounds.step).await {
+            Reply::Error(e) => {
+                let d = if e.code == codes::METHOD_NOT_FOUND {
+                    "scope/elevate refused -32601".to_owned()
+                } else {
+                    format!("scope/elevate refused with error {}", e.code)
+                };
+                self.record(id, Status::Pass, d);
+            }
+            Reply::Closed => {}
+            Reply::Result(r) => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "scope/elevate (removed in 0.5.0, §7: an approval matched a label the \
+                     server chose) was answered {} where an unknown method gets an error (§6.6)",
+                    excerpt(&r)
+                ),
+            ),
+            Reply::Timeout { note } => self.record(
+                id,
+                Status::Fail,
+                format!("scope/elevate got no answer within the timeout{note} (§6.6: must error, not silence)"),
+            ),
+            other @ Reply::Invalid(_) => self.record(
+                id,
+                Status::Fail,
+                format!("scope/elevate got {}", other.describe()),
             ),
         }
     }
