@@ -140,6 +140,10 @@ async fn the_library_host_passes_every_check() {
         "host.grant-within-own-advertisement",
         // §4: the junk line is skipped, the ping after it answered.
         "host.survives-junk-line",
+        // §12: model/info refused -32002 (modelInfo is never advertised by the checker).
+        "host.answers-follow-grant",
+        // §7: scope/elevate is an unknown method (-32601).
+        "host.removed-methods-refused",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -148,6 +152,9 @@ async fn the_library_host_passes_every_check() {
     let skipped = ids_with(&doc, "skip");
     assert!(skipped.contains("host.inference-result-shape"), "{doc:#}");
     assert!(skipped.contains("host.requests-independent"), "{doc:#}");
+    // It delivers nothing but the hook, and refuses the unregistered channel in its result.
+    assert!(skipped.contains("host.deliveries-within-grant"), "{doc:#}");
+    assert!(skipped.contains("host.unknown-channel-code"), "{doc:#}");
     assert_eq!(code, 0);
 }
 

@@ -95,10 +95,8 @@ impl Run {
     /// Records [`ID`] from what the host delivered during the run.
     pub(super) fn conclude_deliveries(&mut self) {
         let d = &self.deliveries;
-        // A run cut short says so for every check not reached.
-        let cut = self.unfinished.is_some() || self.gone().is_some();
+        // Judged on what came, however the run ended (as the hooks are).
         let (status, detail) = match (d.judged, d.outside) {
-            (0, _) if cut => return,
             (0, _) => (
                 Status::Skip,
                 "the host sent no MCPL message that needs a capability (hooks aside) during \
