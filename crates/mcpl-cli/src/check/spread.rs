@@ -11,9 +11,10 @@
 //! Bounded: at most [`MAX_SPREAD_LINES`] lines and [`MAX_SPREAD_BYTES`] bytes are held; past
 //! either, or when the held text cannot become JSON (a raw newline inside a string, text
 //! after its end), or a line that is a whole JSON-RPC message on its own arrives, the held
-//! lines are handed on one by one as they came, as before. When the stream ends (or fails)
-//! while lines are held, they are not handed on as junk: they are quoted where the end is
-//! reported, by both checkers through [`ended_inside`], as the end of a wait quotes them.
+//! lines are handed on one by one as they came, as before (so are they when a read fails).
+//! When the stream ends while lines are held, they are not handed on as junk: they are
+//! quoted where the end is reported, by both checkers through [`ended_inside`], as the end
+//! of a wait quotes them.
 
 use std::collections::VecDeque;
 use std::io;
@@ -290,8 +291,8 @@ impl SpreadReader {
         self.spreads.hold(None);
     }
 
-    /// The stream ended or failed: what is held is noted as what it ended inside
-    /// ([`ended_inside`]), not handed on.
+    /// The stream ended: what is held is noted as what it ended inside ([`ended_inside`]),
+    /// not handed on.
     fn end_held(&mut self) {
         if self.lines > 0 {
             self.spreads.end();
@@ -379,13 +380,14 @@ impl FrameReader for SpreadReader {
                 // Cancel-safe: the inner read is, and what it yields is taken at once.
                 match self.inner.next_frame().await {
                     Ok(Some(frame)) => self.take(frame),
-                    // The end, or an error: what is held is quoted where it is reported.
+                    // The end: what is held is quoted where it is reported.
                     Ok(None) => {
                         self.end_held();
                         self.ended = true;
                     }
+                    // A failed read: the held lines are handed on, as before.
                     Err(e) => {
-                        self.end_held();
+                        self.release();
                         self.failed = Some(e);
                     }
                 }
@@ -414,7 +416,7 @@ impl FrameReader for SpreadReader {
                     self.ended = true;
                 }
                 Poll::Ready(Err(e)) => {
-                    self.end_held();
+                    self.release();
                     self.failed = Some(e);
                 }
             }
