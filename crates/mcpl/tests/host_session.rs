@@ -1509,6 +1509,49 @@ async fn s14_3_incoming_message_shape_is_one_rule() {
     }
 }
 
+/// §14.3, §9.2: a `channels/incoming` message's `timestamp` is judged by the one ISO 8601
+/// rule `push/event`'s is (`protocol::time::timestamp_defect`): a string that is no ISO 8601
+/// time is `invalid_message`. Found by the channels hunt: only the JSON type was checked, so
+/// `"yesterday"` was admitted while a push with it was refused.
+#[tokio::test]
+async fn s14_3_an_incoming_timestamp_is_judged_as_iso_8601_like_a_push() {
+    let (_s, mut streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    let r = server
+        .call(
+            "channels/register",
+            json!({ "channels": [{ "id": "c1", "type": "k", "direction": "inbound" }] }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["accepted"], true);
+    let r = server
+        .call(
+            "channels/incoming",
+            json!({ "messages": [
+                { "channelId": "c1", "messageId": "m1", "content": "hi", "timestamp": "yesterday" },
+                { "channelId": "c1", "messageId": "m2", "content": "hi",
+                  "timestamp": "2026-03-05 10:30:00Z" },
+                { "channelId": "c1", "messageId": "m3", "content": "hi",
+                  "timestamp": "2026-03-05T10:30:00Z" }
+            ]}),
+        )
+        .await
+        .unwrap();
+    let res = r["results"].as_array().unwrap();
+    for (i, mid) in ["m1", "m2"].into_iter().enumerate() {
+        assert_eq!(
+            res[i],
+            json!({ "messageId": mid, "accepted": false, "reason": "invalid_message", "code": -32602 })
+        );
+    }
+    assert_eq!(res[2], json!({ "messageId": "m3", "accepted": true }));
+    match streams.events.recv().await.unwrap() {
+        HostEvent::ChannelMessage { message, .. } => assert_eq!(message["messageId"], "m3"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
 /// §14.5: a `channels/register` or `channels/changed` Notification whose params are
 /// malformed is one defect, reported once (by the core channel table), as `HostState` does:
 /// found by `host_differential.rs`.

@@ -1955,6 +1955,29 @@ async fn s9_2_push_timestamp_is_iso8601_or_refused() {
     send.await.unwrap().unwrap();
 }
 
+/// §14.3, §9.2: a `channels/incoming` message's timestamp is judged by the same ISO 8601 rule
+/// as a push's, before the wire (the host refuses it as `invalid_message`). Found by the
+/// channels hunt: only `push_event` checked it, so `channels_incoming` sent what the host
+/// then refused.
+#[tokio::test]
+async fn s14_3_incoming_timestamp_is_iso8601_or_refused() {
+    use mcpl::protocol::channels::IncomingMessage as ChannelMessage;
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.incoming"]}),
+    )
+    .await;
+    let m = ChannelMessage::new("c1", "m1", "hi").with_timestamp("1706005800");
+    let e = host.session.channels_incoming(vec![m]).await.unwrap_err();
+    assert!(
+        matches!(&e, SendError::InvalidTimestamp { timestamp, .. } if timestamp == "1706005800"),
+        "{e:?}"
+    );
+    assert!(methods_received(&host.received).is_empty());
+}
+
 /// App. B.1: a typed block can still be built malformed (public fields); the session refuses
 /// it before the wire, naming where, as a host would refuse it after.
 #[tokio::test]

@@ -611,7 +611,8 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
 /// validates against the registered channel, §14.5), a non-empty string `messageId` (what
 /// the per-message results name), `content` a string or content blocks (§10.3's string form
 /// is one text block, as §11.1's example messages use it; blocks by App. B.1), and, when
-/// present and not `null` ([`super::given`]), an object `author` and a string `timestamp`. `tags` are not judged here: they
+/// present and not `null` ([`super::given`]), an object `author` and a `timestamp` that is an ISO 8601 string by the one rule
+/// `push/event`'s is judged by ([`super::time::timestamp_defect`]). `tags` are not judged here: they
 /// never decide admission (§16.6). The one rule the host refuses a message on
 /// (`invalid_message`) and `mcpl check` (`channels.incoming-shape`) reports.
 pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
@@ -637,8 +638,14 @@ pub fn incoming_message_defects(m: &Value, at: &str) -> Vec<String> {
     if super::given(o, "author").is_some_and(|a| !a.is_object()) {
         out.push(format!("{at}.author is not an object"));
     }
-    if super::given(o, "timestamp").is_some_and(|t| !t.is_string()) {
-        out.push(format!("{at}.timestamp is not a string"));
+    match super::given(o, "timestamp") {
+        None => {}
+        Some(Value::String(ts)) => {
+            if let Some(d) = super::time::timestamp_defect(ts) {
+                out.push(format!("{at}.timestamp {ts:?} is not ISO 8601: {d}"));
+            }
+        }
+        Some(_) => out.push(format!("{at}.timestamp is not a string")),
     }
     super::listed_defects(out)
 }
@@ -677,6 +684,12 @@ mod tests {
             (
                 json!({"channelId": "c", "messageId": "m", "content": "hi", "timestamp": 1}),
                 "timestamp",
+            ),
+            // §9.2's rule: RFC 3339's space for `T` is not ISO 8601.
+            (
+                json!({"channelId": "c", "messageId": "m", "content": "hi",
+                    "timestamp": "2026-03-05 10:30:00Z"}),
+                "ISO 8601",
             ),
             (json!(3), "not an object"),
         ] {

@@ -77,6 +77,7 @@ pub mod manifest;
 pub mod model;
 pub mod push;
 pub mod state;
+pub mod time;
 
 /// Unknown members of a wire object, kept verbatim so they survive a round trip.
 pub type Extra = Map<String, Value>;

@@ -135,9 +135,9 @@ pub enum SendError {
         "content is not App. B.1 content blocks: {0}; build it with ContentBlock's constructors"
     )]
     InvalidContent(String),
-    /// A caller-set `timestamp` that is not ISO 8601 (§9.2): a host rejects the event, so it
-    /// is refused before the wire.
-    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2): {defect}; give YYYY-MM-DDTHH:MM:SSZ, or leave it unset to stamp the current time")]
+    /// A caller-set `timestamp` that is not ISO 8601 (§9.2, §14.3): a host rejects the event
+    /// or message, so it is refused before the wire.
+    #[error("timestamp {timestamp:?} is not ISO 8601 (§9.2, §14.3): {defect}; give YYYY-MM-DDTHH:MM:SSZ, or leave it unset to stamp the current time")]
     InvalidTimestamp {
         /// The timestamp as given.
         timestamp: String,

@@ -363,14 +363,7 @@ impl Session {
     pub async fn push_event(&self, event: PushEvent) -> Result<PushEventResult, SendError> {
         let out = async {
             checked_content(&event.content, "payload.content")?;
-            if let Some(ts) = &event.timestamp {
-                if let Some(defect) = crate::protocol::push::timestamp_defect(ts) {
-                    return Err(SendError::InvalidTimestamp {
-                        timestamp: ts.clone(),
-                        defect,
-                    });
-                }
-            }
+            checked_timestamp(event.timestamp.as_deref())?;
             let params = PushEventParams {
                 event_id: event.stable_event_id(),
                 timestamp: event.timestamp.clone().unwrap_or_else(utc_now_iso8601),
@@ -423,7 +416,8 @@ impl Session {
         self.reported(ChannelsChanged::NAME, out.await)
     }
 
-    /// Sends `channels/incoming` (§14.3; needs `channels.incoming`).
+    /// Sends `channels/incoming` (§14.3; needs `channels.incoming`); a message's `timestamp`
+    /// that is not ISO 8601 is refused before the wire ([`SendError::InvalidTimestamp`]).
     pub async fn channels_incoming(
         &self,
         messages: Vec<ChannelMessage>,
@@ -432,6 +426,7 @@ impl Session {
             let mut messages = messages;
             for (i, m) in messages.iter_mut().enumerate() {
                 checked_content(&m.content, &format!("messages[{i}].content"))?;
+                checked_timestamp(m.timestamp.as_deref())?;
                 m.tags = producer_tags(m.tags.take())?;
             }
             let params = IncomingParams {
@@ -501,6 +496,18 @@ pub(super) fn checked_content(content: &Content, at: &str) -> Result<(), SendErr
     match crate::protocol::content::content_defect(Some(&v), at, true) {
         Some(defect) => Err(SendError::InvalidContent(defect)),
         None => Ok(()),
+    }
+}
+
+/// A caller-set `timestamp` passes the one ISO 8601 rule ([`crate::protocol::time`]) the host
+/// judges it by (§9.2, §14.3): one check for every sender that carries one.
+pub(super) fn checked_timestamp(ts: Option<&str>) -> Result<(), SendError> {
+    match ts.map(|t| (t, crate::protocol::time::timestamp_defect(t))) {
+        Some((t, Some(defect))) => Err(SendError::InvalidTimestamp {
+            timestamp: t.to_owned(),
+            defect,
+        }),
+        _ => Ok(()),
     }
 }
 
