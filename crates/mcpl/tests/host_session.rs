@@ -115,6 +115,13 @@ impl Server {
             .expect("the host accepts the registration");
     }
 
+    /// Registers one inbound channel `id` (§14.5); the host accepts it.
+    async fn register_inbound(&self, id: &str) {
+        let channels = json!({ "channels": [{ "id": id, "type": "k", "direction": "inbound" }] });
+        let r = self.call("channels/register", channels).await.unwrap();
+        assert_eq!(r["results"][0]["accepted"], true, "{r}");
+    }
+
     /// Sends a request to the host and returns the error code, if it answered with one.
     async fn call(&self, method: &str, params: Value) -> Result<Value, i64> {
         self.peer
@@ -1552,9 +1559,61 @@ async fn s14_3_an_incoming_timestamp_is_judged_as_iso_8601_like_a_push() {
     }
 }
 
-/// §14.5: a `channels/register` or `channels/changed` Notification whose params are
-/// malformed is one defect, reported once (by the core channel table), as `HostState` does:
-/// found by `host_differential.rs`.
+/// §4.1, §14.3: each channel method is taken only in the form §4.1's table gives it (the
+/// `protocol::Kind` of its `Method`): `channels/register`, `channels/incoming` and
+/// `channels/list` are Requests, so sent as Notifications they are not applied and each is
+/// reported (`UnexpectedMethod`), while `channels/changed` (Notification or Request) is
+/// applied. Found by the channels hunt: a `channels/register` Notification was applied while
+/// a `channels/incoming` one (AUDIT-001: x-mcpl, xgate) was reported and dropped.
+#[tokio::test]
+async fn s4_1_a_request_only_channel_method_sent_as_a_notification_is_reported_not_applied() {
+    let (s, mut streams, server) =
+        connected(&["channels.register", "channels.incoming"], full_manifest()).await;
+    let d = |id: &str| json!({ "id": id, "type": "k", "direction": "inbound" });
+    server
+        .notify("channels/register", Some(json!({ "channels": [d("c1")] })))
+        .await;
+    server.notify("channels/list", Some(json!({}))).await;
+    server.call("ping", json!({})).await.unwrap();
+    assert!(s.channels().is_empty(), "{:?}", s.channels());
+    server.register_inbound("c2").await;
+    server
+        .notify(
+            "channels/incoming",
+            Some(
+                json!({ "messages": [{ "channelId": "c2", "messageId": "m1", "content": "hi" }] }),
+            ),
+        )
+        .await;
+    server
+        .notify("channels/changed", Some(json!({ "added": [d("c3")] })))
+        .await;
+    server.call("ping", json!({})).await.unwrap();
+    assert_eq!(s.channels(), vec!["c2".to_string(), "c3".to_string()]);
+    while let Ok(e) = streams.events.try_recv() {
+        assert!(
+            !matches!(e, HostEvent::ChannelMessage { .. }),
+            "no message admitted: {e:?}"
+        );
+    }
+    let unexpected: Vec<String> = drain_diags(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::UnexpectedMethod { method } => Some(method),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        unexpected,
+        ["channels/register", "channels/list", "channels/incoming"],
+        "each one not applied is reported"
+    );
+}
+
+/// §14.5: a malformed channel Notification is one defect, reported once, as `HostState`
+/// does (found by `host_differential.rs`): a `channels/changed` one by the core channel
+/// table, a `channels/register` one by its form (§4.1: a Request, so as a Notification it is
+/// not read at all).
 #[tokio::test]
 async fn s14_5_a_malformed_channel_notification_is_reported_once() {
     let (_s, mut streams, server) = connected(&["channels.register"], full_manifest()).await;
@@ -1565,11 +1624,15 @@ async fn s14_5_a_malformed_channel_notification_is_reported_once() {
         server.notify(method, Some(params)).await;
         // Answered after the dispatch loop handled the notification before it.
         server.call("ping", json!({})).await.unwrap();
-        let bad = drain_diags(&mut streams)
+        let reported = drain_diags(&mut streams)
             .iter()
-            .filter(|d| matches!(d, HostDiagnostic::BadParams { method: m, .. } if m == method))
+            .filter(|d| match d {
+                HostDiagnostic::BadParams { method: m, .. }
+                | HostDiagnostic::UnexpectedMethod { method: m } => m == method,
+                _ => false,
+            })
             .count();
-        assert_eq!(bad, 1, "{method}: one defect, one diagnostic");
+        assert_eq!(reported, 1, "{method}: one defect, one diagnostic");
     }
 }
 

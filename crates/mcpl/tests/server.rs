@@ -1978,6 +1978,27 @@ async fn s14_3_incoming_timestamp_is_iso8601_or_refused() {
     assert!(methods_received(&host.received).is_empty());
 }
 
+/// §4.1: a Request-only method sent as a Notification (`channels/open`, `channels/close`) is
+/// not applied and is reported as one the server does not take so, by the one form rule
+/// (`protocol::Kind::takes`) the host applies too, before admission: the defect is the form,
+/// whatever the grant (it was reported `notification_denied` when not granted).
+#[tokio::test]
+async fn s4_1_a_request_only_method_as_a_notification_is_reported_by_its_form() {
+    let server = builder().build().unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    for method in ["channels/open", "channels/close"] {
+        host.peer
+            .notify_raw(method, Some(json!({"type": "chat", "channelId": "c"})))
+            .await
+            .unwrap();
+        sync(&host).await;
+        let d = diags.recv().await.unwrap();
+        assert_eq!(d.code(), "unexpected_notification", "{method}: {d:?}");
+    }
+}
+
 /// App. B.1: a typed block can still be built malformed (public fields); the session refuses
 /// it before the wire, naming where, as a host would refuse it after.
 #[tokio::test]

@@ -342,6 +342,30 @@ pub enum Kind {
     Either,
 }
 
+impl Kind {
+    /// Whether a message of this kind is taken in the form it came in (`notification`: it
+    /// carried no id). §4.1's table gives each method its form; the reading where a peer
+    /// sends another one (AUDIT-001: `channels/incoming` and `channels/register` sent as
+    /// Notifications) is to fail closed: a Request-only method sent as a Notification is
+    /// not applied (it has no response to carry the per-item results §14.5 owes, and the
+    /// spec gives no filtered Notification form but `channels/changed`'s), and a
+    /// Notification-only one sent as a Request is answered `-32601`. The receiver reports
+    /// what it does not apply. The one form rule of both sessions.
+    pub fn takes(self, notification: bool) -> bool {
+        match self {
+            Kind::Either => true,
+            Kind::Request => !notification,
+            Kind::Notification => notification,
+        }
+    }
+}
+
+/// Whether `method` is taken in the form it came in ([`Kind::takes`]); a method this crate
+/// does not type has no form to hold it to (its receiver decides).
+pub fn takes_form(method: &str, notification: bool) -> bool {
+    method_info(method).map_or(true, |m| m.kind.takes(notification))
+}
+
 /// Who sends a method (§4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {

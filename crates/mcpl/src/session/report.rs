@@ -76,7 +76,9 @@ pub enum HostDiagnostic {
         /// The missing capability.
         capability: Capability,
     },
-    /// A method the host does not receive (unknown or host → server).
+    /// A method the host does not receive: unknown, host → server, or in a form §4.1 does
+    /// not give it (a Request-only method such as `channels/register` or `channels/incoming`
+    /// sent as a Notification: not applied, `protocol::Kind::takes`).
     UnexpectedMethod {
         /// The method.
         method: String,

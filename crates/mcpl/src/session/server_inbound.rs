@@ -36,7 +36,8 @@ pub(crate) enum NotificationStep {
 /// The one server rule for a host notification, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): `featureSets/update`
 /// as a Notification (§6.7; on an MCP-only connection it is no method, §3.2), the admission
-/// of every other MCPL notification (§5.3, §5.4: a refused one has no response to carry the
+/// of every other MCPL notification taken in that form (§4.1, [`crate::protocol::Kind::takes`];
+/// §5.3, §5.4: a refused one has no response to carry the
 /// error, so it is reported), a removed surface (`protocol::REMOVED_METHODS`) reported as
 /// unknown, and `inference/lifecycle` observed by the §10.5 tracker. What it reports is
 /// pushed on `diags`.
@@ -81,6 +82,12 @@ pub(crate) fn host_notification(
             return NotificationStep::Done;
         }
         return NotificationStep::Untyped(n);
+    }
+    // §4.1: a method in a form its table does not give it is not applied, whatever the
+    // grant (`protocol::Kind::takes`, the host's rule too).
+    if !crate::protocol::takes_form(method, true) {
+        diags.push(ServerDiagnostic::UnexpectedNotification { method: n.method });
+        return NotificationStep::Done;
     }
     if let Err(refusal) = admit_under(policy, mcpl, method, n.params.as_ref()) {
         diags.push(ServerDiagnostic::NotificationDenied {

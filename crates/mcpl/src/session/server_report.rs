@@ -134,7 +134,9 @@ pub enum ServerDiagnostic {
         /// The notification.
         method: String,
     },
-    /// `unexpected_notification`: a notification the server sends, not receives.
+    /// `unexpected_notification`: a notification the server sends, not receives, or a method
+    /// §4.1 gives only the Request form (`channels/open` …) sent as a Notification: not
+    /// applied ([`crate::protocol::Kind::takes`]).
     UnexpectedNotification {
         /// The notification.
         method: String,

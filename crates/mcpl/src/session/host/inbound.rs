@@ -12,6 +12,18 @@ use crate::protocol::manifest::{ManifestChanged, ManifestFetch};
 use crate::protocol::model::ModelInfoRequest;
 use crate::protocol::push::PushEvent;
 
+/// The server → host channel methods the host's [`ChannelTable`] answers (§14.3), in either
+/// form their `Method` takes ([`crate::protocol::takes_form`]).
+fn is_channel_method(method: &str) -> bool {
+    matches!(
+        method,
+        ChannelsRegister::NAME
+            | ChannelsChanged::NAME
+            | ChannelsIncoming::NAME
+            | ChannelsList::NAME
+    )
+}
+
 impl HostState {
     /// The admission of one inbound method (§5.3, §5.4); `channels/changed` once ready is
     /// judged item-wise even without `channels.register` (a removal only narrows; the
@@ -93,10 +105,7 @@ impl HostState {
                     self.respond(r.id, Err(ErrorObject::busy(limit)));
                 }
             }
-            ChannelsRegister::NAME
-            | ChannelsChanged::NAME
-            | ChannelsIncoming::NAME
-            | ChannelsList::NAME => {
+            m if is_channel_method(m) => {
                 let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
                 self.respond(r.id, answer);
             }
@@ -225,12 +234,20 @@ impl HostState {
         if method == crate::session::CANCELLED {
             return self.on_cancelled(n.params.as_ref());
         }
+        // §4.1: a method in a form its table does not give it is not applied
+        // (`protocol::Kind::takes`), reported as one the host does not receive so.
+        if !crate::protocol::takes_form(method, true) {
+            return self.diag(HostDiagnostic::UnexpectedMethod {
+                method: n.method.clone(),
+            });
+        }
         let params = n.params.clone();
         let Ok(judged) = self.admit(method, params.as_ref()) else {
             return;
         };
-        if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
-            // Applied as a Request would be; nothing to answer (§14.3, §14.5).
+        if is_channel_method(method) {
+            // Applied as a Request would be, filtered item-wise and each rejection reported;
+            // nothing to answer (§14.5).
             let m = n.method.clone();
             let _ = self.on_channels(&m, n.params.as_ref(), true, &judged);
         } else {
