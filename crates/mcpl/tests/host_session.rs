@@ -938,6 +938,147 @@ async fn s14_3_a_channels_open_never_answered_ends_at_the_request_timeout() {
     );
 }
 
+/// A session granted the channel lifecycle, registration, incoming and publish, with
+/// bidirectional channel `c1` registered.
+async fn lifecycle_session(cfg: HostConfig) -> (HostSession, HostStreams, Server) {
+    let mut m = full_manifest();
+    m["channels"]["lifecycle"] = json!(true);
+    let (s, streams, server) = connected_cfg(cfg, m).await;
+    let c1 = json!({ "channels": [{ "id": "c1", "type": "chat", "direction": "bidirectional" }] });
+    let r = server.call("channels/register", c1).await.unwrap();
+    assert_eq!(r["results"][0]["accepted"], true, "{r}");
+    (s, streams, server)
+}
+
+fn lifecycle_config() -> HostConfig {
+    config(&[
+        "channels.register",
+        "channels.lifecycle",
+        "channels.incoming",
+        "channels.publish",
+    ])
+}
+
+/// One `channels/incoming` message on `channel`: its result.
+async fn incoming_on(server: &Server, channel: &str) -> Value {
+    let m = json!({ "messages": [{ "channelId": channel, "messageId": "m", "content": "hi" }] });
+    let r = server.call("channels/incoming", m).await.unwrap();
+    r["results"][0].clone()
+}
+
+/// §14.3, §14.5: a `channels/close` the server confirmed (`closed: true`) takes the channel
+/// out of the set `channels/incoming` is validated against, in wire order: a message the
+/// server sends right behind its answer is `-32023`, and publishing to it is refused
+/// locally. A close answered with an error, or `closed: false`, changes nothing. Found by
+/// the channels hunt: a confirmed close left the channel registered.
+#[tokio::test]
+async fn s14_5_a_confirmed_close_unregisters_the_channel_in_wire_order() {
+    let (s, _streams, mut server) = lifecycle_session(lifecycle_config()).await;
+    let close = |s: &HostSession| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.request_raw("channels/close", json!({ "channelId": "c1" }))
+                .await
+        })
+    };
+    // Refused, then not closed: the channel stays.
+    let refused = close(&s);
+    let req = server.request("channels/close").await;
+    req.respond_error(ErrorObject::new(-32023, "unknown channel"))
+        .await
+        .unwrap();
+    assert!(refused.await.unwrap().is_err());
+    let not_closed = close(&s);
+    let req = server.request("channels/close").await;
+    req.respond(json!({ "closed": false })).await.unwrap();
+    not_closed.await.unwrap().unwrap();
+    assert_eq!(s.channels(), ["c1"]);
+    assert_eq!(incoming_on(&server, "c1").await["accepted"], true);
+    // Closed: the message sent right behind the answer is judged after it.
+    let closed = close(&s);
+    let req = server.request("channels/close").await;
+    req.respond(json!({ "closed": true })).await.unwrap();
+    let r = incoming_on(&server, "c1").await;
+    assert_eq!(r["accepted"], false, "{r}");
+    assert_eq!(r["code"], -32023, "{r}");
+    assert_eq!(closed.await.unwrap().unwrap(), json!({ "closed": true }));
+    assert!(s.channels().is_empty(), "{:?}", s.channels());
+    let publish = json!({ "channelId": "c1", "content": [{ "type": "text", "text": "hi" }] });
+    assert_eq!(
+        s.notify_raw("channels/publish", publish).await,
+        Err(HostError::ChannelNotPermitted("c1".into()))
+    );
+}
+
+/// §14.3, §14.5, §5.4: the channel a confirmed `channels/open` names joins the set the host
+/// validates against, authorized at the answer's receipt like a registered descriptor (its
+/// shape, the host's patterns, the grant's `channels.lifecycle`) and of the `type` asked for;
+/// one refused is reported (`ChannelRejected`) and registers nothing, and an open answer
+/// never replaces a channel already held. Found by the channels hunt: an opened channel was
+/// never usable (incoming `-32023`, publish refused locally).
+#[tokio::test]
+async fn s14_5_a_confirmed_open_registers_the_channel_it_names_authorized_at_receipt() {
+    let mut cfg = lifecycle_config();
+    cfg.channel_patterns = Some(vec!["c1".into(), "chat:*".into()]);
+    let (s, mut streams, mut server) = lifecycle_session(cfg).await;
+    let open = |s: &HostSession| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.request_raw("channels/open", json!({ "type": "chat", "address": {} }))
+                .await
+        })
+    };
+    for (answer, reason) in [
+        (
+            json!({ "id": "chat:1", "type": "discord" }),
+            "type_mismatch",
+        ),
+        (
+            json!({ "id": "evil:1", "type": "chat" }),
+            "capability_denied",
+        ),
+        (
+            json!({ "id": "chat:1", "type": "chat", "direction": "up" }),
+            "invalid_descriptor",
+        ),
+    ] {
+        let call = open(&s);
+        let req = server.request("channels/open").await;
+        req.respond(json!({ "channel": answer })).await.unwrap();
+        call.await.unwrap().unwrap();
+        assert!(s.channels() == ["c1"], "{reason}: {:?}", s.channels());
+        let diags = drain_diags(&mut streams);
+        assert!(
+            diags.iter().any(
+                |d| matches!(d, HostDiagnostic::ChannelRejected { method, reason: r, .. }
+                if method == "channels/open" && *r == reason)
+            ),
+            "{reason}: {diags:?}"
+        );
+    }
+    // An open naming a held channel leaves its descriptor as registered (no widening).
+    let call = open(&s);
+    let req = server.request("channels/open").await;
+    req.respond(json!({ "channel": { "id": "c1", "type": "chat", "direction": "inbound" } }))
+        .await
+        .unwrap();
+    call.await.unwrap().unwrap();
+    let publish = json!({ "channelId": "c1", "content": [{ "type": "text", "text": "hi" }] });
+    s.notify_raw("channels/publish", publish).await.unwrap();
+    server.notification("channels/publish").await;
+    // Accepted: usable at once, in wire order.
+    let call = open(&s);
+    let req = server.request("channels/open").await;
+    req.respond(
+        json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "bidirectional" } }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(incoming_on(&server, "chat:1").await["accepted"], true);
+    call.await.unwrap().unwrap();
+    assert_eq!(s.channels(), ["c1", "chat:1"]);
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);

@@ -23,7 +23,6 @@ use super::*;
 use crate::jsonrpc::{Message, Request, Response};
 use crate::manifest::review::ReviewError;
 use crate::peer::{Alarm, Incoming, Outbox};
-use crate::protocol::channels::{ChannelsChanged, ChannelsRegister};
 use crate::session::rules::HookVerdict;
 use crate::session::{ConnectError, HostOutput, HostState, StateError, Transmission};
 
@@ -90,6 +89,14 @@ pub(super) enum Cmd {
     /// Replied to once every call queued before it was carried out and its frames queued
     /// (not merely held by the driver's outbox).
     Barrier(Reply<()>),
+    /// A `channels/open` or `channels/close` of the application's: sent by the state
+    /// machine, whose confirmed answer changes the channels where it is read, in wire order
+    /// ([`HostState::request`], `session::ChannelLifecycle`).
+    Request {
+        method: String,
+        params: Value,
+        reply: Reply<Result<Value, HostError>>,
+    },
     AcceptOntology(String, Reply<Result<String, ReviewError>>),
     RevokeOntology(String, Reply<Option<String>>),
     ConsumerPatterns(Vec<String>, Reply<()>),
@@ -97,6 +104,14 @@ pub(super) enum Cmd {
 
 /// The reply to [`HostSession::refresh_manifest`].
 type RefreshReply = Reply<Result<Option<ChangeReceipt>, HostError>>;
+
+/// A [`Cmd::Request`] waiting for its answer.
+struct RequestCall {
+    method: String,
+    reply: Reply<Result<Value, HostError>>,
+    /// Its id on the wire, once written (what a timeout names).
+    wire: Option<RequestId>,
+}
 
 /// A policy call waiting for the exchange in flight to end (§6.7: one at a time).
 enum PolicyCall {
@@ -144,6 +159,8 @@ struct Waiting {
     /// takes no more calls past that).
     queued: VecDeque<PolicyCall>,
     hooks: HashMap<u64, Reply<Option<HookVerdict>>>,
+    /// The application's requests sent by the state machine ([`Cmd::Request`]), by its id.
+    requests_out: HashMap<u64, RequestCall>,
     refreshes: Vec<(u64, RefreshReply)>,
     /// The change receipt the input being carried out handed out, if any.
     receipt: Option<ChangeReceipt>,
@@ -251,22 +268,17 @@ impl Driver {
             let limit = self.shared.config.max_event_bytes;
             self.state.set_event_bytes(self.events.weight(), limit);
             let now = clock_now();
-            let (mut channels, mut counted) = (false, false);
+            let mut counted = false;
+            // Whatever input changed the channels (a registration, a confirmed open or
+            // close …), the snapshot's copy of them is renewed.
+            let before = self.state.channels().changes();
             match input {
                 Input::Wire(Ordered::Response(r)) => self.on_response(&mut w, now, r),
                 Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
-                    channels = matches!(
-                        n.method.as_str(),
-                        ChannelsRegister::NAME | ChannelsChanged::NAME
-                    );
                     self.state.handle_message(now, Message::Notification(n));
                 }
                 Input::Wire(Ordered::Message(IncomingMessage::Request(req))) => {
                     let r: Request = req.request().clone();
-                    channels = matches!(
-                        r.method.as_str(),
-                        ChannelsRegister::NAME | ChannelsChanged::NAME
-                    );
                     w.current = Some(req);
                     self.state.handle_message(now, Message::Request(r));
                 }
@@ -280,6 +292,7 @@ impl Driver {
                     self.on_command(&mut w, now, cmd);
                 }
             }
+            let channels = self.state.channels().changes() != before;
             self.carry_out(&mut w, channels);
             // Before the call's count is released (`HostSession::in_order` reads them so).
             self.frames_moved(&mut w);
@@ -484,6 +497,28 @@ impl Driver {
             // The frames of the calls before it may still be held: released once they
             // left the outbox (`frames_moved`).
             Cmd::Barrier(reply) => w.barriers.push_back((self.out.sent().0, reply)),
+            // A caller that gave up (`HostSession::call_bounded`) sends nothing.
+            Cmd::Request { reply, .. } if reply.is_closed() => {}
+            Cmd::Request {
+                method,
+                params,
+                reply,
+            } => {
+                let timeout = self.shared.config.request_timeout.unwrap_or(Duration::MAX);
+                match self.state.request(now, &method, params, timeout) {
+                    Ok(id) => {
+                        let call = RequestCall {
+                            method,
+                            reply,
+                            wire: None,
+                        };
+                        w.requests_out.insert(id, call);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(err(e)));
+                    }
+                }
+            }
             Cmd::AcceptOntology(name, reply) => {
                 let _ = reply.send(self.state.accept_ontology(&name));
             }
@@ -641,8 +676,23 @@ impl Driver {
                     let _ = reply.send(Some(verdict));
                 }
             }
-            // The session's own requests go straight through the peer (`outbound.rs`).
-            HostOutput::Response { .. } | HostOutput::RequestTimedOut { .. } => {}
+            // The session's other requests go straight through the peer (`outbound.rs`).
+            HostOutput::Response { id, outcome } => {
+                if let Some(call) = w.requests_out.remove(&id) {
+                    let r = outcome.map_err(|e| HostError::Peer(PeerError::Remote(e)));
+                    let _ = call.reply.send(r);
+                }
+            }
+            HostOutput::RequestTimedOut { id } => {
+                if let Some(call) = w.requests_out.remove(&id) {
+                    let after = self.shared.config.request_timeout.unwrap_or(Duration::MAX);
+                    let _ = call.reply.send(Err(HostError::Peer(PeerError::Timeout {
+                        method: call.method,
+                        id: call.wire.unwrap_or_else(|| RequestId::from(id)),
+                        after,
+                    })));
+                }
+            }
             // Answered by the state machine (written just before): the handler stops at its
             // next `.await`.
             HostOutput::Cancelled { id } => {
@@ -663,6 +713,9 @@ impl Driver {
                 let sent = self.out.request(&r.method, r.params);
                 match sent {
                     Ok(id) => {
+                        if let Some(call) = w.requests_out.get_mut(&n) {
+                            call.wire = Some(id.clone());
+                        }
                         w.by_peer.insert(id.clone(), n);
                         w.by_state.insert(n, id);
                     }

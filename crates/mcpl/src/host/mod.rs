@@ -48,6 +48,15 @@
 //!   `reason: "capability_denied"` or `"invalid_descriptor"`. `channels/incoming` results
 //!   carry the Appendix A code of each rejection in an extra `code` member (`-32023` for a
 //!   channel this connection never registered, `-32017` for one no longer permitted).
+//! - The channels `channels/incoming` is validated against follow the host's own
+//!   `channels/open` and `channels/close` (§14.3, §14.5): a confirmed close removes the
+//!   channel and a confirmed open adds the channel its answer names (authorized at receipt
+//!   under `channels.lifecycle`, of the `type` asked for, else `ChannelRejected`), applied in
+//!   wire order: those two go through the driver, not straight through the peer. A failed,
+//!   refused or late answer changes nothing ([`session::ChannelLifecycle`]).
+//! - A method sent in a form §4.1 does not give it (`channels/register` or
+//!   `channels/incoming` as a Notification) is not applied and is reported
+//!   (`UnexpectedMethod`, [`crate::protocol::Kind::takes`]).
 //! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
 //!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
 //! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;

@@ -46,9 +46,7 @@ impl HostSession {
     /// no member, as [`Peer::request`]).
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.in_order(M::NAME, true).await?;
-        self.gate_public(M::NAME, Some(&v))?;
-        let value = self.inner.peer.request_raw(M::NAME, Some(v)).await?;
+        let value = self.request_raw(M::NAME, v).await?;
         Ok(crate::peer::decode_result::<M>(value)?)
     }
 
@@ -63,8 +61,20 @@ impl HostSession {
     }
 
     /// Sends a raw request after outbound gating (`Value::Null` sends no `params` member;
-    /// a scalar is refused, JSON-RPC 2.0 §4.2).
+    /// a scalar is refused, JSON-RPC 2.0 §4.2). A `channels/open` or `channels/close` goes
+    /// through the session's state machine, so that its confirmed answer changes the
+    /// channels where it is read, before any message the server sends after it
+    /// ([`session::ChannelLifecycle`], §14.3, §14.5).
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
+        if session::ChannelLifecycle::is_lifecycle(method) {
+            let method_owned = method.to_owned();
+            let make = |reply| Cmd::Request {
+                method: method_owned,
+                params,
+                reply,
+            };
+            return self.call_bounded(method, make).await?;
+        }
         self.in_order(method, true).await?;
         self.gate_public(method, Some(&params))?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)

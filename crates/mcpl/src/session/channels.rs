@@ -13,7 +13,9 @@ use crate::capability::{Capability, Grant};
 use crate::jsonrpc::{codes, ErrorObject};
 use crate::manifest::review::ManifestReview;
 use crate::protocol::channels::ChannelDirection;
-use crate::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsRegister};
+use crate::protocol::channels::{
+    ChannelsChanged, ChannelsClose, ChannelsIncoming, ChannelsOpen, ChannelsRegister,
+};
 use crate::protocol::Method as _;
 use crate::tags::AdmittedEvent;
 
@@ -140,6 +142,57 @@ fn reject_item(
     results.push(json!({ "id": id, "accepted": false, "reason": reason }));
 }
 
+/// A host request whose confirmed answer changes the channels the host holds (§14.3
+/// `channels/open` and `channels/close`), with what it asked for.
+///
+/// Reading (§14.3 gives the methods, §14.5 validates `channels/incoming` against "the
+/// actually registered channel"): the set the host validates against is the channels
+/// registered plus those a confirmed open named, less those a confirmed close named. Only
+/// a confirmed answer changes it, judged where the answer is read (§5.4): a close answered
+/// with an error, with `closed` not `true`, or never answered leaves the channel as it was
+/// (nothing is widened by a failure), and an open answered late (after its request was
+/// given up) registers nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelLifecycle {
+    /// `channels/open` of platform `kind` (its `type`).
+    Open {
+        /// The `type` asked for.
+        kind: String,
+    },
+    /// `channels/close` of `channel_id`.
+    Close {
+        /// The `channelId` asked to close.
+        channel_id: String,
+    },
+}
+
+impl ChannelLifecycle {
+    /// Whether `method` is `channels/open` or `channels/close`, whose answers a host applies
+    /// ([`ChannelTable::settle`]).
+    pub fn is_lifecycle(method: &str) -> bool {
+        matches!(method, ChannelsOpen::NAME | ChannelsClose::NAME)
+    }
+
+    /// The lifecycle change a host request of `method` with `params` asks for; `None` for
+    /// another method, or params naming no `type` / `channelId` (the outbound gate refuses
+    /// those as `-32602` before they are sent).
+    pub fn of(method: &str, params: Option<&Value>) -> Option<ChannelLifecycle> {
+        let member = |k: &str| {
+            params
+                .and_then(|p| p.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        match method {
+            ChannelsOpen::NAME => member("type").map(|kind| ChannelLifecycle::Open { kind }),
+            ChannelsClose::NAME => {
+                member("channelId").map(|channel_id| ChannelLifecycle::Close { channel_id })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The channels one connection registered and the host accepted, by id.
 #[derive(Debug, Clone, Default)]
 pub struct ChannelTable {
@@ -239,6 +292,60 @@ impl ChannelTable {
                 ),
                 Err((id, reason)) => reject_item(diags, method, id, reason, notification, results),
             }
+        }
+    }
+
+    /// Applies the confirmed `result` of a host's `channels/open` or `channels/close`
+    /// ([`ChannelLifecycle`]) under `grant`, the grant current where the answer is read (§5.4).
+    /// A close whose `closed` is `true` removes the channel. An open's `channel` is
+    /// authorized as a registered descriptor is ([`authorize_descriptor`]'s shape and size,
+    /// the host's patterns, [`ChannelLimits::max_channels`]) but under `channels.lifecycle`,
+    /// the capability the open was sent under, and must be of the `type` asked for
+    /// (`type_mismatch`); one refused is reported as [`HostDiagnostic::ChannelRejected`] and
+    /// registers nothing. An open naming a channel already held leaves it as held (an open
+    /// answer does not rewrite a registration: it could widen its direction).
+    pub fn settle(
+        &mut self,
+        diags: &mut Diagnostics,
+        op: &ChannelLifecycle,
+        result: &Value,
+        grant: &Grant,
+        limits: &ChannelLimits,
+    ) {
+        let kind = match op {
+            ChannelLifecycle::Close { channel_id } => {
+                if result.get("closed") == Some(&Value::Bool(true)) {
+                    self.drop_channel(channel_id);
+                }
+                return;
+            }
+            ChannelLifecycle::Open { kind } => kind,
+        };
+        let d = result.get("channel").unwrap_or(&Value::Null);
+        let id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let reason = if !crate::protocol::channels::descriptor_defects(d).is_empty()
+            || !encoded_within(d, limits.max_descriptor_bytes)
+        {
+            Some("invalid_descriptor")
+        } else if d.get("type").and_then(Value::as_str) != Some(kind.as_str()) {
+            Some("type_mismatch")
+        } else if !grant.allows(Capability::ChannelsLifecycle) || !limits.permits(&id) {
+            Some("capability_denied")
+        } else if self.channels.contains_key(&id) {
+            return;
+        } else if self.channels.len() >= limits.max_channels {
+            Some("channel_limit")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => diags.push(HostDiagnostic::ChannelRejected {
+                method: ChannelsOpen::NAME.to_owned(),
+                id,
+                reason,
+                filtered_notification: false,
+            }),
+            None => self.put(id, d),
         }
     }
 

@@ -118,7 +118,8 @@ pub enum HostDiagnostic {
         /// Where.
         path: String,
     },
-    /// A channel descriptor or message was rejected (itemized; §14.5).
+    /// A channel descriptor or message was rejected (itemized; §14.5), or the channel a
+    /// confirmed `channels/open` named was not registered (`ChannelTable::settle`).
     ChannelRejected {
         /// The method.
         method: String,

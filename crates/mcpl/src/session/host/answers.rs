@@ -106,14 +106,27 @@ impl HostState {
                 self.after_announced_fetch(now);
             }
             Purpose::Refresh => self.on_fetched(now, answer, None),
-            Purpose::App => self.out.push_back(match answer {
-                Answer::Result(v) => HostOutput::Response { id, outcome: Ok(v) },
-                Answer::Error(e) => HostOutput::Response {
-                    id,
-                    outcome: Err(e),
-                },
-                Answer::Timeout => HostOutput::RequestTimedOut { id },
-            }),
+            Purpose::App(lifecycle) => {
+                let out = match answer {
+                    Answer::Result(v) => {
+                        // Applied before the answer is handed out: an application that saw
+                        // it sees the channels after it, and so does the next message read.
+                        if let Some(op) = lifecycle {
+                            let mut diags = Vec::new();
+                            let (grant, limits) = (&self.p.grant, &self.rules.channels);
+                            self.channels.settle(&mut diags, &op, &v, grant, limits);
+                            self.report(diags);
+                        }
+                        HostOutput::Response { id, outcome: Ok(v) }
+                    }
+                    Answer::Error(e) => HostOutput::Response {
+                        id,
+                        outcome: Err(e),
+                    },
+                    Answer::Timeout => HostOutput::RequestTimedOut { id },
+                };
+                self.out.push_back(out);
+            }
             Purpose::Hook => {
                 let answer = match answer {
                     Answer::Result(v) => Ok(v),

@@ -207,8 +207,10 @@ enum Purpose {
     /// any, outside the announcement rate limit (§17.4: a host may fetch at any time).
     Refresh,
     Reduction,
-    /// The application's own request ([`HostState::request`]).
-    App,
+    /// The application's own request ([`HostState::request`]); a `channels/open` or
+    /// `channels/close` with what it asks for, applied to the channels on its confirmed
+    /// answer ([`ChannelTable::settle`]).
+    App(Option<super::ChannelLifecycle>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -565,7 +567,8 @@ impl HostState {
         self.gate_app(method, &params)?;
         self.answerable()?;
         let id = self.next_id;
-        self.send_request(method, params, Purpose::App, (now, timeout));
+        let lifecycle = super::ChannelLifecycle::of(method, Some(&params));
+        self.send_request(method, params, Purpose::App(lifecycle), (now, timeout));
         Ok(id)
     }
 

@@ -472,6 +472,7 @@ fn hook_params() -> Value {
 }
 
 mod cancel;
+mod channels;
 mod close;
 mod eof;
 mod hooks;

@@ -1,0 +1,77 @@
+//! The channels a host holds follow the confirmed answers to its own `channels/open` and
+//! `channels/close` (§14.3, §14.5), in wire order, on the sans-I/O [`HostState`].
+
+use super::*;
+
+fn lifecycle_rules() -> ServerRules {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({ "register": {}, "incoming": {}, "lifecycle": {} });
+    rules
+}
+
+/// A host granted registration, incoming and the lifecycle, with inbound channel `c1`
+/// registered.
+fn with_c1() -> Pair {
+    let policy = [
+        "channels.register",
+        "channels.incoming",
+        "channels.lifecycle",
+    ];
+    let mut p = Pair::connect(&policy, lifecycle_rules());
+    let c1 = json!({ "channels": [{ "id": "c1", "type": "chat", "direction": "inbound" }] });
+    let r = call(&mut p, 900, "channels/register", c1);
+    assert_eq!(r["result"]["results"][0]["accepted"], true, "{r}");
+    p
+}
+
+/// The host sends `method` with `params`; the server never reads it (the test answers).
+fn host_asks(p: &mut Pair, method: &str, params: Value) -> u64 {
+    let id = p
+        .host
+        .request(p.now, method, params, Duration::from_secs(30))
+        .expect("granted");
+    p.collect();
+    p.to_server.clear();
+    id
+}
+
+fn answer(p: &mut Pair, id: u64, result: Value) {
+    p.server_writes(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+}
+
+/// The result of one `channels/incoming` message on `channel`.
+fn incoming_on(p: &mut Pair, id: i64, channel: &str) -> Value {
+    let m = json!({ "messages": [{ "channelId": channel, "messageId": "m", "content": "hi" }] });
+    call(p, id, "channels/incoming", m)["result"]["results"][0].clone()
+}
+
+/// §14.5: a message the server sends right behind its confirming `closed: true` is judged
+/// without the channel (`-32023`).
+#[test]
+fn s14_5_a_confirmed_close_is_applied_before_the_next_message() {
+    let mut p = with_c1();
+    let id = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    answer(&mut p, id, json!({ "closed": true }));
+    let r = incoming_on(&mut p, 901, "c1");
+    assert_eq!(r["code"], -32023, "{r}");
+    assert!(p.host.channels().ids().is_empty());
+}
+
+/// Fail closed: a close or an open whose request timed out is not applied by its late
+/// answer, and an open answer registers its channel only once confirmed in time.
+#[test]
+fn s14_5_late_lifecycle_answers_change_nothing() {
+    let mut p = with_c1();
+    let close = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    let open = host_asks(&mut p, "channels/open", json!({ "type": "chat" }));
+    p.host.handle_timeout(p.now + Duration::from_secs(31));
+    answer(&mut p, close, json!({ "closed": true }));
+    let chat = json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "inbound" } });
+    answer(&mut p, open, chat.clone());
+    p.drive();
+    assert_eq!(p.host.channels().ids(), ["c1"]);
+    let open = host_asks(&mut p, "channels/open", json!({ "type": "chat" }));
+    answer(&mut p, open, chat);
+    assert_eq!(incoming_on(&mut p, 902, "chat:1")["accepted"], true);
+    assert_eq!(p.host.channels().ids(), ["c1", "chat:1"]);
+}
