@@ -3,7 +3,7 @@
 //! and what an inbound `channels/list` is answered with (§14.3). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -38,19 +38,30 @@ impl AcceptedChannels {
     /// Applies an itemized `result` the way the host does (§14.5): `removed` ids are
     /// dropped, an accepted descriptor is held (the first one sent under its id), a rejected
     /// addition changes nothing, and a rejected update drops the channel.
+    ///
+    /// Linear in the result and the change: each list is indexed by id once (its first
+    /// descriptor under each id), where each result item searched both lists.
     pub(crate) fn apply(&mut self, result: &ItemizedResult, change: &ChannelChange) {
+        fn index(ds: &[ChannelDescriptor]) -> HashMap<&str, &ChannelDescriptor> {
+            let mut by_id = HashMap::with_capacity(ds.len());
+            for d in ds {
+                by_id.entry(d.id.as_str()).or_insert(d);
+            }
+            by_id
+        }
         for id in &change.removed {
             self.0.remove(id);
         }
+        let (added, updated) = (index(&change.added), index(&change.updated));
         for item in &result.results {
-            let find = |ds: &[ChannelDescriptor]| ds.iter().find(|d| d.id == item.id).cloned();
+            let id = item.id.as_str();
             if item.accepted {
                 // The host applies additions before updates: an id in both ends as updated.
-                if let Some(d) = find(&change.updated).or_else(|| find(&change.added)) {
-                    self.0.insert(d.id.clone(), d);
+                if let Some(d) = updated.get(id).or_else(|| added.get(id)) {
+                    self.0.insert(d.id.clone(), (*d).clone());
                 }
-            } else if find(&change.added).is_none() && find(&change.updated).is_some() {
-                self.0.remove(&item.id);
+            } else if !added.contains_key(id) && updated.contains_key(id) {
+                self.0.remove(id);
             }
         }
     }
@@ -199,5 +210,55 @@ impl ChannelLedger {
     /// The connection ended: no change in flight will be answered.
     pub(crate) fn forget_in_flight(&mut self) {
         self.in_flight.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn d(id: &str, label: &str) -> ChannelDescriptor {
+        ChannelDescriptor::new(id, "chat").with_label(label)
+    }
+
+    fn results(items: &[(&str, bool)]) -> ItemizedResult {
+        let results = items
+            .iter()
+            .map(|(id, ok)| json!({ "id": id, "accepted": ok }))
+            .collect::<Vec<_>>();
+        serde_json::from_value(json!({ "results": results })).expect("itemized")
+    }
+
+    /// §14.5, as the host applies a change: removals drop; an accepted id takes its update
+    /// if there is one, else the first addition under it; a rejected update drops the
+    /// channel, a rejected addition changes nothing; an id no descriptor carries is skipped.
+    /// Pins `apply`'s behaviour, which an index made linear (it was results × descriptors).
+    #[test]
+    fn s14_5_apply_follows_the_itemized_result() {
+        let mut held = AcceptedChannels::default();
+        for c in [d("c", "old c"), d("d", "old d"), d("e", "old e")] {
+            held.0.insert(c.id.clone(), c);
+        }
+        let change = ChannelChange {
+            added: vec![d("a", "first a"), d("a", "second a"), d("b", "added b")],
+            updated: vec![d("b", "updated b"), d("d", "new d"), d("e", "new e")],
+            removed: vec!["c".into()],
+        };
+        let result = results(&[
+            ("c", true),
+            ("a", true),
+            ("a", false),
+            ("b", true),
+            ("d", false),
+            ("e", true),
+            ("ghost", true),
+        ]);
+        held.apply(&result, &change);
+        let got: Vec<(String, Option<String>)> =
+            held.list().into_iter().map(|c| (c.id, c.label)).collect();
+        let want = [("a", "first a"), ("b", "updated b"), ("e", "new e")]
+            .map(|(i, l)| (i.to_owned(), Some(l.to_owned())));
+        assert_eq!(got, want);
     }
 }
