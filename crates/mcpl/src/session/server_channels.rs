@@ -10,8 +10,7 @@ use serde_json::Value;
 
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
-    ChangedParams, ChannelDescriptor, ChannelsChanged, ChannelsRegister, ItemizedResult,
-    ListResult, RegisterParams,
+    ChannelDescriptor, ChannelsChanged, ChannelsRegister, ItemizedResult, ListResult,
 };
 use crate::protocol::Method;
 
@@ -94,34 +93,31 @@ pub(crate) struct ChannelChange {
 }
 
 impl ChannelChange {
-    /// A `channels/register`.
-    pub(crate) fn register(params: &RegisterParams) -> ChannelChange {
-        ChannelChange {
-            added: params.channels.clone(),
-            ..ChannelChange::default()
-        }
-    }
-
-    /// A Request-form `channels/changed`.
-    pub(crate) fn changed(params: &ChangedParams) -> ChannelChange {
-        ChannelChange {
-            added: params.added.clone().unwrap_or_default(),
-            updated: params.updated.clone().unwrap_or_default(),
-            removed: params.removed.clone().unwrap_or_default(),
-        }
-    }
-
     /// The change a request of `method` with `params` proposes; `None` for another method,
     /// or for params that are no channel change (the host answers those `-32602`, so
-    /// nothing is accepted).
+    /// nothing is accepted). Read item by item, as the host judges them (§14.5): an entry
+    /// the types cannot read (a descriptor without `type` …) is one the host rejects, and
+    /// is left out without taking the rest of the change with it.
     fn of(method: &str, params: &Value) -> Option<ChannelChange> {
+        fn items<T: for<'de> Deserialize<'de>>(list: Option<&Value>) -> Vec<T> {
+            list.and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|v| T::deserialize(v).ok()).collect())
+                .unwrap_or_default()
+        }
+        let p = params.as_object()?;
         match method {
-            ChannelsRegister::NAME => RegisterParams::deserialize(params)
-                .ok()
-                .map(|p| Self::register(&p)),
-            ChannelsChanged::NAME => ChangedParams::deserialize(params)
-                .ok()
-                .map(|p| Self::changed(&p)),
+            ChannelsRegister::NAME => {
+                let channels = p.get("channels").filter(|c| c.is_array())?;
+                Some(ChannelChange {
+                    added: items(Some(channels)),
+                    ..ChannelChange::default()
+                })
+            }
+            ChannelsChanged::NAME => Some(ChannelChange {
+                added: items(p.get("added")),
+                updated: items(p.get("updated")),
+                removed: items(p.get("removed")),
+            }),
             _ => None,
         }
     }

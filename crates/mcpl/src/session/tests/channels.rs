@@ -75,3 +75,29 @@ fn s14_5_late_lifecycle_answers_change_nothing() {
     assert_eq!(incoming_on(&mut p, 902, "chat:1")["accepted"], true);
     assert_eq!(p.host.channels().ids(), ["c1", "chat:1"]);
 }
+
+/// §14.5 on the server's side: the host judges each descriptor on its own, so the server
+/// does too. A `channels/register` carrying one descriptor its type cannot read (no `type`)
+/// next to a good one: the host accepts the good one, and the server holds it. Found by
+/// the channels hunt: the whole change failed to parse, so the server tracked nothing and
+/// its `channels/list` answer left out a channel the host had accepted.
+#[test]
+fn s14_5_the_server_holds_what_the_host_accepted_next_to_an_unreadable_descriptor() {
+    let mut p = registering(json!([channel("a", "one"), { "id": "b" }]));
+    p.drive();
+    let answer = p
+        .server_out
+        .iter()
+        .find_map(|o| match o {
+            ServerOutput::Response { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .expect("answered");
+    let results = answer.expect("itemized")["results"].clone();
+    assert_eq!(results[0], json!({ "id": "a", "accepted": true }));
+    assert_eq!(results[1]["accepted"], false);
+    assert_eq!(
+        labels(&p.server),
+        [("a".to_owned(), Some("one".to_owned()))]
+    );
+}
