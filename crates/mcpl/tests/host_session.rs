@@ -4194,6 +4194,62 @@ async fn the_servers_eof_is_told_while_its_request_is_still_answered() {
     assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
 }
 
+/// A `channels/close` (or `channels/open`) waiting when the server ends its output ends at
+/// once as closed, while the driver still runs for the server's request the application is
+/// answering: nothing can answer it. Found by the channels hunt: these two go through the
+/// state machine, which forgets the application's requests at EOF, and the call waited out
+/// the request timeout.
+#[tokio::test(start_paused = true)]
+async fn s14_3_a_lifecycle_request_waiting_at_the_servers_eof_ends_as_closed() {
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let mut cfg = config(&["inferenceRequest", "channels.lifecycle"]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let mut release = release_rx.clone();
+        Box::pin(async move {
+            let _ = release.wait_for(|r| *r).await;
+            Ok(json!({ "content": [{ "type": "text", "text": "late" }] }))
+        })
+    }));
+    let mut m = full_manifest();
+    m["channels"]["lifecycle"] = json!(true);
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let (s, _streams) = connect_raw(peer, incoming, &mut raw, cfg, m).await;
+    let s2 = s.clone();
+    let close = tokio::spawn(async move {
+        s2.request_raw("channels/close", json!({ "channelId": "c1" }))
+            .await
+    });
+    assert_eq!(raw.recv().await["method"], "channels/close");
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
+                         "params": { "featureSet": "assist", "messages": [] }}),
+    )
+    .await;
+    tokio::io::AsyncWriteExt::shutdown(&mut raw.write)
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(3600), close)
+        .await
+        .expect("deadlock guard")
+        .unwrap();
+    assert!(
+        matches!(r, Err(HostError::Peer(mcpl::peer::PeerError::Closed(_)))),
+        "{r:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited {:?}",
+        started.elapsed()
+    );
+    release_tx.send(true).unwrap();
+    // The close given up is cancelled (the server may still read), then the answer.
+    let cancel = raw.recv().await;
+    assert_eq!(cancel["method"], "notifications/cancelled", "{cancel}");
+    let answer = raw.recv().await;
+    assert_eq!(answer["id"], 77, "{answer}");
+}
+
 /// The host closing the connection itself is not the server's end of output: the event
 /// stream ends without `HostEvent::InputEnded`, and `input_ended()` stays false.
 #[tokio::test]

@@ -607,6 +607,19 @@ impl Driver {
                 any = true;
                 self.output(w, o);
             }
+            // The application's requests the state machine forgot unanswered (the server
+            // ended its output: nothing can answer them) end now, as closed.
+            let forgotten: Vec<u64> = w
+                .requests_out
+                .keys()
+                .copied()
+                .filter(|n| !self.state.is_pending(*n))
+                .collect();
+            for n in forgotten {
+                if let Some(call) = w.requests_out.remove(&n) {
+                    let _ = call.reply.send(Err(closed_error(&self.peer)));
+                }
+            }
             // A server request the state machine handed to the application waits for its
             // answer; one it answered was answered from `current`.
             if let Some(req) = w.current.take() {
