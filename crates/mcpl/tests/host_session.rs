@@ -1079,6 +1079,36 @@ async fn s14_5_a_confirmed_open_registers_the_channel_it_names_authorized_at_rec
     assert_eq!(s.channels(), ["c1", "chat:1"]);
 }
 
+/// §4.1: the host sends each method only in the form its table gives it, by the rule the
+/// receivers apply (`protocol::Kind::takes`): `channels/open` or `channels/close` as a
+/// Notification is refused locally (a server would not apply it), typed or raw. Found by
+/// the channels hunt: the outbound gate judged direction and grant only, so the call
+/// succeeded and the server dropped the message.
+#[tokio::test]
+async fn s4_1_a_request_only_method_is_not_sent_as_a_notification() {
+    let (s, _streams, mut server) = lifecycle_session(lifecycle_config()).await;
+    let close = mcpl::protocol::channels::CloseParams {
+        channel_id: "c1".into(),
+        extra: Default::default(),
+    };
+    let typed = s
+        .notify::<mcpl::protocol::channels::ChannelsClose>(&close)
+        .await;
+    assert!(
+        matches!(&typed, Err(HostError::WrongForm { method, .. }) if method == "channels/close"),
+        "{typed:?}"
+    );
+    let raw = s
+        .notify_raw("channels/open", json!({ "type": "chat" }))
+        .await;
+    assert!(
+        matches!(&raw, Err(HostError::WrongForm { method, .. }) if method == "channels/open"),
+        "{raw:?}"
+    );
+    // Nothing reached the wire before the ping.
+    server.expect_ping_next(&s).await;
+}
+
 #[tokio::test]
 async fn s11_inference_request_answered_by_application_handler() {
     let mut cfg = config(&["inferenceRequest"]);

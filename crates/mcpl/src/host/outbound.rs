@@ -8,11 +8,13 @@ use super::*;
 impl HostSession {
     /// The gate of the public send paths: methods with a dedicated API are refused here
     /// (the generic path would skip their obligations), then the core outbound gate
-    /// ([`session::outbound::gate`]) under the published state.
+    /// ([`session::outbound::gate`]) under the published state, then the form §4.1 gives
+    /// the method ([`session::outbound::gate_form`]; `notification` when sent as one).
     pub(super) fn gate_public(
         &self,
         method: &str,
         params: Option<&Value>,
+        notification: bool,
     ) -> Result<(), HostError> {
         use session::outbound::Dedicated;
         if let Some(d) = session::outbound::dedicated(method) {
@@ -38,7 +40,8 @@ impl HostSession {
             &snap.channels,
             &self.inner.shared.channel_limits,
         )
-        .map_err(HostError::from)
+        .map_err(HostError::from)?;
+        Ok(session::outbound::gate_form(method, notification)?)
     }
 
     /// Sends a typed request after outbound gating (refused locally if not granted). The
@@ -56,7 +59,7 @@ impl HostSession {
     pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
         self.in_order(M::NAME, false).await?;
-        self.gate_public(M::NAME, Some(&v))?;
+        self.gate_public(M::NAME, Some(&v), true)?;
         Ok(self.inner.peer.notify_raw(M::NAME, Some(v)).await?)
     }
 
@@ -76,7 +79,7 @@ impl HostSession {
             return self.call_bounded(method, make).await?;
         }
         self.in_order(method, true).await?;
-        self.gate_public(method, Some(&params))?;
+        self.gate_public(method, Some(&params), false)?;
         Ok(self.inner.peer.request_raw(method, Some(params)).await?)
     }
 
@@ -84,7 +87,7 @@ impl HostSession {
     /// [`Self::request_raw`]).
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
         self.in_order(method, false).await?;
-        self.gate_public(method, Some(&params))?;
+        self.gate_public(method, Some(&params), true)?;
         Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
     }
 }

@@ -68,6 +68,15 @@ pub enum HostError {
         /// What to call instead.
         instead: &'static str,
     },
+    /// Refused locally: the method is not sent in this form (§4.1 gives it as `kind`, a
+    /// Request-only `channels/open` sent by `notify`, say), which a server would not apply.
+    #[error("{method} is sent only as a {kind:?} (§4.1), so a server would not apply it: use HostSession::request or notify accordingly")]
+    WrongForm {
+        /// The method.
+        method: String,
+        /// The form §4.1 gives it.
+        kind: crate::protocol::Kind,
+    },
     /// Refused locally: the channel is not one this server registered, or the host's
     /// channel patterns do not permit it (§14.1, §14.5: channel methods are keyed on the
     /// channel id).
@@ -118,6 +127,7 @@ impl From<session::OutboundRefusal> for HostError {
             R::McpOnly(m) => HostError::McpOnly(m),
             R::ChannelNotPermitted(c) => HostError::ChannelNotPermitted(c),
             r @ R::InvalidParams(_) => HostError::Encode(r.to_string()),
+            R::WrongForm { method, kind } => HostError::WrongForm { method, kind },
         }
     }
 }

@@ -363,7 +363,16 @@ impl Kind {
 /// Whether `method` is taken in the form it came in ([`Kind::takes`]); a method this crate
 /// does not type has no form to hold it to (its receiver decides).
 pub fn takes_form(method: &str, notification: bool) -> bool {
-    method_info(method).map_or(true, |m| m.kind.takes(notification))
+    form_refused(method, notification).is_none()
+}
+
+/// The form §4.1 gives `method` when a message of it in this form (`notification`: no id)
+/// is not taken ([`Kind::takes`]); `None` when it is, or when this crate does not type it.
+/// The one rule a sender refuses to send by and a receiver refuses to apply by.
+pub fn form_refused(method: &str, notification: bool) -> Option<Kind> {
+    method_info(method)
+        .map(|m| m.kind)
+        .filter(|k| !k.takes(notification))
 }
 
 /// Who sends a method (§4.1).

@@ -82,10 +82,14 @@ pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
         SendRefusal::TooManyPending { limit } => {
             SendError::Peer(PeerError::TooManyPending { limit })
         }
-        refusal @ SendRefusal::InvalidParams(_) => SendError::Peer(PeerError::Encode {
-            method: method.to_owned(),
-            reason: refusal.to_string(),
-        }),
+        // The typed senders send each method in its form; were one not to, it is refused
+        // as unsendable, naming why.
+        refusal @ (SendRefusal::InvalidParams(_) | SendRefusal::WrongForm { .. }) => {
+            SendError::Peer(PeerError::Encode {
+                method: method.to_owned(),
+                reason: refusal.to_string(),
+            })
+        }
         // The driver feeds its state nothing after closing it (its callers learn the peer's
         // close reason); were it to, the call is refused as on a connection closed here.
         SendRefusal::Closed => SendError::Peer(PeerError::Closed(CloseReason::Local)),

@@ -32,6 +32,30 @@ pub enum OutboundRefusal {
     /// too deep for the peer to read ([`crate::jsonrpc::params_shape`]).
     #[error("{0}")]
     InvalidParams(crate::jsonrpc::ParamsDefect),
+    /// The method is not sent in this form: §4.1 gives it as `kind`, and the server would
+    /// not apply it ([`crate::protocol::form_refused`]).
+    #[error(
+        "{method} is sent only as a {kind:?} (§4.1); a server does not apply it in another form"
+    )]
+    WrongForm {
+        /// The method.
+        method: String,
+        /// The form §4.1 gives it.
+        kind: crate::protocol::Kind,
+    },
+}
+
+/// The rule after [`gate`] for a message sent as a Notification (`notification`) or a
+/// Request: the form §4.1 gives the method ([`crate::protocol::form_refused`]), as the
+/// server's notification path applies it on receipt.
+pub fn gate_form(method: &str, notification: bool) -> Result<(), OutboundRefusal> {
+    match crate::protocol::form_refused(method, notification) {
+        Some(kind) => Err(OutboundRefusal::WrongForm {
+            method: method.to_owned(),
+            kind,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// A host method with an API of its own, which keeps the host's obligations for it: the

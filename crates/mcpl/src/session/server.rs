@@ -262,6 +262,18 @@ pub enum SendRefusal {
     /// too deep for the peer to read ([`crate::jsonrpc::params_shape`]): nothing is sent.
     #[error("{0}")]
     InvalidParams(crate::jsonrpc::ParamsDefect),
+    /// The method is not sent in this form: §4.1 gives it as `kind` (a Request-only
+    /// `channels/incoming` sent by [`ServerState::notify`], say), and the host would not
+    /// apply it ([`crate::protocol::form_refused`]): nothing is sent.
+    #[error(
+        "{method} is sent only as a {kind:?} (§4.1); a host does not apply it in another form"
+    )]
+    WrongForm {
+        /// The method.
+        method: String,
+        /// The form §4.1 gives it.
+        kind: crate::protocol::Kind,
+    },
     /// The connection ended ([`ServerState::handle_close`]): nothing is sent, and no
     /// outcome would ever come for a request.
     #[error("the connection is closed: nothing more is sent on it")]
@@ -642,7 +654,7 @@ impl ServerState {
         if self.input_ended {
             return Err(SendRefusal::InputEnded);
         }
-        self.gate_outbound(method, &params)?;
+        self.gate_outbound(method, &params, false)?;
         let limit = self.rules.max_pending;
         if self.pending.len() >= limit {
             return Err(SendRefusal::TooManyPending { limit });
@@ -683,7 +695,7 @@ impl ServerState {
                 instead,
             });
         }
-        self.gate_outbound(method, &params)?;
+        self.gate_outbound(method, &params, true)?;
         self.out
             .push_back(ServerOutput::Transmit(Transmission::Message(
                 Message::Notification(Notification {
@@ -694,8 +706,14 @@ impl ServerState {
         Ok(())
     }
 
-    /// [`gate_to_host`] under this state.
-    fn gate_outbound(&self, method: &str, params: &Value) -> Result<(), SendRefusal> {
+    /// [`gate_to_host`] under this state, then the form §4.1 gives `method` (`notification`:
+    /// sent as one; [`crate::protocol::form_refused`], the host's rule too).
+    fn gate_outbound(
+        &self,
+        method: &str,
+        params: &Value,
+        notification: bool,
+    ) -> Result<(), SendRefusal> {
         let grant = self.grant();
         let statuses = self.policy.statuses();
         let at = SendState {
@@ -706,7 +724,14 @@ impl ServerState {
             declarations: self.policy.declarations(),
             statuses: &statuses,
         };
-        gate_to_host(method, Some(params), &at).map(|_| ())
+        gate_to_host(method, Some(params), &at)?;
+        match crate::protocol::form_refused(method, notification) {
+            Some(kind) => Err(SendRefusal::WrongForm {
+                method: method.to_owned(),
+                kind,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn respond(&mut self, id: RequestId, outcome: Result<Value, ErrorObject>) {

@@ -564,7 +564,7 @@ impl HostState {
         params: Value,
         timeout: Duration,
     ) -> Result<u64, StateError> {
-        self.gate_app(method, &params)?;
+        self.gate_app(method, &params, false)?;
         self.answerable()?;
         let id = self.next_id;
         let lifecycle = super::ChannelLifecycle::of(method, Some(&params));
@@ -575,13 +575,15 @@ impl HostState {
     /// Sends notification `method` on the application's behalf, by the same gate as
     /// [`Self::request`].
     pub fn notify(&mut self, method: &str, params: Value) -> Result<(), StateError> {
-        self.gate_app(method, &params)?;
+        self.gate_app(method, &params, true)?;
         self.write_notification(method, params);
         Ok(())
     }
 
-    /// The gate of the application's generic send paths.
-    fn gate_app(&self, method: &str, params: &Value) -> Result<(), StateError> {
+    /// The gate of the application's generic send paths, for a message sent as a
+    /// Notification (`notification`) or a Request: [`Self::gate`], then its form (§4.1,
+    /// [`super::outbound::gate_form`]).
+    fn gate_app(&self, method: &str, params: &Value, notification: bool) -> Result<(), StateError> {
         use super::outbound::Dedicated;
         if let Some(d) = super::outbound::dedicated(method) {
             let instead = match d {
@@ -599,7 +601,8 @@ impl HostState {
         if self.phase != Phase::Up {
             return Err(StateError::NotConnected);
         }
-        Ok(self.gate(method, params)?)
+        self.gate(method, params)?;
+        Ok(super::outbound::gate_form(method, notification)?)
     }
 
     /// Fetches `mcpl/manifest` now (§17.4: a host may fetch at any time, outside the

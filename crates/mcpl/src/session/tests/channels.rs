@@ -101,3 +101,21 @@ fn s14_5_the_server_holds_what_the_host_accepted_next_to_an_unreadable_descripto
         [("a".to_owned(), Some("one".to_owned()))]
     );
 }
+
+/// §4.1 on the server's side: [`ServerState::notify`] and [`ServerState::request`] send a
+/// method only in the form its table gives it, by the rule the host applies: a
+/// `channels/incoming` Notification (AUDIT-001: x-mcpl, xgate) or an `mcpl/manifestChanged`
+/// Request is refused, nothing sent. Found by the channels hunt: the gate judged direction
+/// and grant only, and the host then dropped the Notification.
+#[test]
+fn s4_1_the_server_sends_a_method_only_in_its_form() {
+    let policy = ["channels.register", "channels.incoming"];
+    let mut p = Pair::connect(&policy, lifecycle_rules());
+    let m = json!({ "messages": [{ "channelId": "c1", "messageId": "m", "content": "hi" }] });
+    let r = p.server.notify("channels/incoming", m);
+    assert!(matches!(r, Err(SendRefusal::WrongForm { .. })), "{r:?}");
+    let r = p.server.request(p.now, "mcpl/manifestChanged", json!({}));
+    assert!(matches!(r, Err(SendRefusal::WrongForm { .. })), "{r:?}");
+    p.collect();
+    assert!(p.to_host.is_empty(), "{:?}", p.to_host);
+}
