@@ -35,21 +35,50 @@ impl AcceptedChannels {
     }
 
     /// Applies an itemized `result` the way the host does (§14.5): `removed` ids are
-    /// dropped, an accepted descriptor is held (the first one sent under its id), a rejected
-    /// addition changes nothing, and a rejected update drops the channel.
+    /// dropped, an accepted descriptor is held, a rejected addition changes nothing, and a
+    /// rejected update drops the channel.
     ///
-    /// Linear in the result and the change: each list is indexed by id once (its first
-    /// descriptor under each id), where each result item searched both lists.
+    /// Reading (§14.5 gives one entry per submitted descriptor, not their order): a result
+    /// with one entry per entry of the change, naming the same ids in the order the host
+    /// applies them (removals, additions, updates, as this crate's host answers), is read
+    /// entry by entry, so one id in two lists (removed and re-added, say) takes each of its
+    /// results. Any other result is read by id: the first descriptor sent under it, an
+    /// update before an addition. Linear either way (each list indexed by id once).
     pub(crate) fn apply(&mut self, result: &ItemizedResult, change: &ChannelChange) {
+        for id in &change.removed {
+            self.0.remove(id);
+        }
+        let aligned = result.results.len() == change.entries.len()
+            && result
+                .results
+                .iter()
+                .zip(&change.entries)
+                .all(|(r, (id, _))| r.id == *id);
+        if aligned {
+            for (r, (id, entry)) in result.results.iter().zip(&change.entries) {
+                let held = match entry {
+                    Entry::Added(i) => i.and_then(|i| change.added.get(i)),
+                    Entry::Updated(i) => i.and_then(|i| change.updated.get(i)),
+                    Entry::Removed => None,
+                };
+                match (r.accepted, held) {
+                    (true, Some(d)) => {
+                        self.0.insert(d.id.clone(), d.clone());
+                    }
+                    (false, _) if matches!(entry, Entry::Updated(_)) => {
+                        self.0.remove(id);
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
         fn index(ds: &[ChannelDescriptor]) -> HashMap<&str, &ChannelDescriptor> {
             let mut by_id = HashMap::with_capacity(ds.len());
             for d in ds {
                 by_id.entry(d.id.as_str()).or_insert(d);
             }
             by_id
-        }
-        for id in &change.removed {
-            self.0.remove(id);
         }
         let (added, updated) = (index(&change.added), index(&change.updated));
         for item in &result.results {
@@ -70,12 +99,10 @@ impl AcceptedChannels {
     /// channels it removed or updated are no longer counted as accepted and what it added
     /// is not accepted. The server claims no channel the host may not hold as it does.
     fn unanswered(&mut self, change: &ChannelChange) {
-        for id in change
-            .removed
-            .iter()
-            .chain(change.updated.iter().map(|d| &d.id))
-        {
-            self.0.remove(id);
+        for (id, entry) in &change.entries {
+            if matches!(entry, Entry::Removed | Entry::Updated(_)) {
+                self.0.remove(id);
+            }
         }
     }
 }
@@ -90,6 +117,18 @@ pub(crate) struct ChannelChange {
     pub(crate) updated: Vec<ChannelDescriptor>,
     /// Ids removed.
     pub(crate) removed: Vec<String>,
+    /// Every entry as sent, in the order the host applies them (removals, additions,
+    /// updates): its id (`""` when it has none) and what it is ([`AcceptedChannels::apply`]).
+    entries: Vec<(String, Entry)>,
+}
+
+/// What one entry of a [`ChannelChange`] is: a removal, or an addition or update with the
+/// index of its descriptor in `added` / `updated` (`None`: unreadable, the host rejects it).
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Removed,
+    Added(Option<usize>),
+    Updated(Option<usize>),
 }
 
 impl ChannelChange {
@@ -99,27 +138,44 @@ impl ChannelChange {
     /// the types cannot read (a descriptor without `type` …) is one the host rejects, and
     /// is left out without taking the rest of the change with it.
     fn of(method: &str, params: &Value) -> Option<ChannelChange> {
-        fn items<T: for<'de> Deserialize<'de>>(list: Option<&Value>) -> Vec<T> {
-            list.and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|v| T::deserialize(v).ok()).collect())
-                .unwrap_or_default()
-        }
         let p = params.as_object()?;
-        match method {
+        let list = |k: &str| {
+            p.get(k)
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice)
+        };
+        let (adds, updates, removes) = match method {
             ChannelsRegister::NAME => {
-                let channels = p.get("channels").filter(|c| c.is_array())?;
-                Some(ChannelChange {
-                    added: items(Some(channels)),
-                    ..ChannelChange::default()
-                })
+                let channels = p.get("channels").and_then(Value::as_array)?;
+                (channels.as_slice(), &[][..], &[][..])
             }
-            ChannelsChanged::NAME => Some(ChannelChange {
-                added: items(p.get("added")),
-                updated: items(p.get("updated")),
-                removed: items(p.get("removed")),
-            }),
-            _ => None,
+            ChannelsChanged::NAME => (list("added"), list("updated"), list("removed")),
+            _ => return None,
+        };
+        let mut change = ChannelChange::default();
+        for r in removes {
+            let id = r.as_str().unwrap_or("").to_owned();
+            if r.is_string() {
+                change.removed.push(id.clone());
+            }
+            change.entries.push((id, Entry::Removed));
         }
+        let id_of = |v: &Value| v.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        for v in adds {
+            let at = ChannelDescriptor::deserialize(v).ok().map(|d| {
+                change.added.push(d);
+                change.added.len() - 1
+            });
+            change.entries.push((id_of(v), Entry::Added(at)));
+        }
+        for v in updates {
+            let at = ChannelDescriptor::deserialize(v).ok().map(|d| {
+                change.updated.push(d);
+                change.updated.len() - 1
+            });
+            change.entries.push((id_of(v), Entry::Updated(at)));
+        }
+        Some(change)
     }
 }
 
@@ -226,6 +282,28 @@ mod tests {
         serde_json::from_value(json!({ "results": results })).expect("itemized")
     }
 
+    /// §14.5: one id in two lists of one `channels/changed` (removed and re-added) is two
+    /// results, in the order the host applied them (removals, additions, updates): a removal
+    /// accepted and the re-addition refused (`capability_denied`, the host no longer grants
+    /// `channels.register`, while a removal always applies) leaves the channel removed, as
+    /// the host holds it. Found by the channels hunt: each result was matched by id alone,
+    /// so the removal's `accepted` re-added the refused descriptor and the server held a
+    /// channel the host did not.
+    #[test]
+    fn s14_5_a_refused_readdition_after_a_removal_is_not_held() {
+        let mut held = AcceptedChannels::default();
+        held.0.insert("a".into(), d("a", "old"));
+        let change = ChannelChange::of(
+            ChannelsChanged::NAME,
+            &json!({ "removed": ["a"], "added": [d("a", "new")] }),
+        )
+        .expect("a change");
+        let mut result = results(&[("a", true), ("a", false)]);
+        result.results[1].reason = Some("capability_denied".into());
+        held.apply(&result, &change);
+        assert!(held.list().is_empty(), "{:?}", held.list());
+    }
+
     /// §14.5, as the host applies a change: removals drop; an accepted id takes its update
     /// if there is one, else the first addition under it; a rejected update drops the
     /// channel, a rejected addition changes nothing; an id no descriptor carries is skipped.
@@ -236,11 +314,15 @@ mod tests {
         for c in [d("c", "old c"), d("d", "old d"), d("e", "old e")] {
             held.0.insert(c.id.clone(), c);
         }
-        let change = ChannelChange {
-            added: vec![d("a", "first a"), d("a", "second a"), d("b", "added b")],
-            updated: vec![d("b", "updated b"), d("d", "new d"), d("e", "new e")],
-            removed: vec!["c".into()],
-        };
+        let change = ChannelChange::of(
+            ChannelsChanged::NAME,
+            &json!({
+                "added": [d("a", "first a"), d("a", "second a"), d("b", "added b")],
+                "updated": [d("b", "updated b"), d("d", "new d"), d("e", "new e")],
+                "removed": ["c"],
+            }),
+        )
+        .expect("a change");
         let result = results(&[
             ("c", true),
             ("a", true),
@@ -255,6 +337,27 @@ mod tests {
             held.list().into_iter().map(|c| (c.id, c.label)).collect();
         let want = [("a", "first a"), ("b", "updated b"), ("e", "new e")]
             .map(|(i, l)| (i.to_owned(), Some(l.to_owned())));
+        assert_eq!(got, want);
+        // The same change answered entry by entry, as this crate's host answers it.
+        let mut aligned = AcceptedChannels::default();
+        for c in [d("c", "old c"), d("d", "old d"), d("e", "old e")] {
+            aligned.0.insert(c.id.clone(), c);
+        }
+        let result = results(&[
+            ("c", true),
+            ("a", true),
+            ("a", false),
+            ("b", true),
+            ("b", true),
+            ("d", false),
+            ("e", true),
+        ]);
+        aligned.apply(&result, &change);
+        let got: Vec<(String, Option<String>)> = aligned
+            .list()
+            .into_iter()
+            .map(|c| (c.id, c.label))
+            .collect();
         assert_eq!(got, want);
     }
 }
