@@ -304,6 +304,21 @@ mod tests {
         assert!(held.list().is_empty(), "{:?}", held.list());
     }
 
+    /// Fail closed on an unanswered change: the host rejects an update it cannot read and
+    /// so drops the channel, so the server no longer counts it either.
+    #[test]
+    fn s14_5_an_unanswered_unreadable_update_drops_the_channel() {
+        let mut held = AcceptedChannels::default();
+        held.0.insert("a".into(), d("a", "old"));
+        let change = ChannelChange::of(
+            ChannelsChanged::NAME,
+            &json!({ "updated": [{ "id": "a" }] }),
+        )
+        .expect("a change");
+        held.unanswered(&change);
+        assert!(held.list().is_empty(), "{:?}", held.list());
+    }
+
     /// §14.5, as the host applies a change: removals drop; an accepted id takes its update
     /// if there is one, else the first addition under it; a rejected update drops the
     /// channel, a rejected addition changes nothing; an id no descriptor carries is skipped.
