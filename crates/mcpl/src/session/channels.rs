@@ -174,8 +174,9 @@ impl ChannelLifecycle {
     }
 
     /// The lifecycle change a host request of `method` with `params` asks for; `None` for
-    /// another method, or params naming no `type` / `channelId` (the outbound gate refuses
-    /// those as `-32602` before they are sent).
+    /// another method, or for params naming no string `type` / `channelId` (sent all the
+    /// same, but its answer changes nothing: there is no type to hold an opened channel to,
+    /// nor a channel to close).
     pub fn of(method: &str, params: Option<&Value>) -> Option<ChannelLifecycle> {
         let member = |k: &str| {
             params
