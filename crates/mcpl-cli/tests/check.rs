@@ -695,6 +695,24 @@ fn s14_3_the_strict_host_refuses_a_malformed_incoming_message_like_the_host() {
     );
 }
 
+/// §4.1: `channels/register` is a Request. Sent as a Notification it fails
+/// `channels.register-is-request`, and the strict host does not apply it, as the library
+/// host does not (`protocol::Kind::takes`): the server's `channels/incoming` on the channel
+/// it named is refused `-32023` (§14.6), where the strict host had registered the channel.
+#[test]
+fn s4_1_a_register_notification_is_not_applied_by_the_strict_host() {
+    let (doc, answer) = quick_answer_to("register-notification", "s-incoming");
+    assert!(
+        ids_with(&doc, "fail").contains("channels.register-is-request"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        answer["result"]["results"][0]["code"],
+        serde_json::json!(-32023),
+        "{answer}"
+    );
+}
+
 /// JSON-RPC 2.0 §5: a request whose id cannot be used (`null`, a fraction, an object) fails
 /// `transport.frames-valid` and is answered `-32600` with `id: null`, as the library's peer
 /// answers it; the strict host had left it unanswered.

@@ -511,9 +511,14 @@ impl Session {
             _ => {}
         }
         let Some(id) = id else {
-            if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
-                // The Notification form changes the channel set as well (§14.3, §14.5): the
-                // strict host applies it (grant permitting) and has nothing to answer.
+            if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME)
+                && mcpl::protocol::takes_form(method, true)
+            {
+                // `channels/changed`'s Notification form changes the channel set as well
+                // (§14.5): the strict host applies it (grant permitting) and has nothing to
+                // answer. A `channels/register` Notification (§4.1: Request only,
+                // `channels.register-is-request`) is not applied, as the library host
+                // does not apply it (`protocol::Kind::takes`).
                 let _ = self.reply_to(method, params.as_ref());
             }
             return;
