@@ -148,6 +148,38 @@ fn a_waiting_server_request_blocks_nothing_else_and_hooks_show_their_injections(
         .is_empty());
 }
 
+/// §4.1: a `channels/register` sent as a Notification is not applied by the host
+/// (`protocol::Kind::takes`); the log says why in those words, where it said the host does
+/// not receive the method at all.
+#[test]
+fn s4_1_a_request_sent_as_a_notification_is_marked_for_its_form() {
+    let insp = Inspect::start(&["--", SCRIPTED, "register-notification"]);
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    let mark = loop {
+        let page = insp.get("/api/log?dir=host&method=channels/register");
+        let hit = page["entries"].as_array().unwrap().iter().find_map(|e| {
+            e["marks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["rule"] == "unexpected_method")
+                .cloned()
+        });
+        if let Some(m) = hit {
+            break m;
+        }
+        events
+            .next(deadline)
+            .expect("log updates until the register Notification is reported");
+    };
+    let detail = mark["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("came as a Notification; §4.1 gives it only as a Request"),
+        "{mark}"
+    );
+}
+
 #[test]
 fn a_refused_frame_is_marked_with_its_rule() {
     // The scripted server pushes before the policy receipt: the host answers -32002 (§5.3).

@@ -100,7 +100,13 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             m(
                 "unexpected_method",
                 "§4",
-                format!("{me} is not a method a host receives"),
+                if only_a_request_from_a_server(me) {
+                    format!(
+                        "{me} came as a Notification; §4.1 gives it only as a Request (not applied)"
+                    )
+                } else {
+                    format!("{me} is not a method a host receives")
+                },
             ),
             method(me),
         ),
@@ -306,6 +312,16 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         },
         about,
     )
+}
+
+/// Whether `method` is one a server sends, only as a Request (§4.1): sent as a Notification,
+/// the host reports it `UnexpectedMethod` for its form (`protocol::Kind::takes`).
+fn only_a_request_from_a_server(method: &str) -> bool {
+    use mcpl::protocol::{method_info, Direction, Kind};
+    method_info(method).is_some_and(|m| {
+        m.kind == Kind::Request
+            && matches!(m.direction, Direction::ServerToHost | Direction::Either)
+    })
 }
 
 #[cfg(test)]
