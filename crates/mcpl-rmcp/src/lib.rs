@@ -126,7 +126,10 @@
 //!   `notifications/cancelled` is handed to rmcp naming the request by that id, and only
 //!   when it names a request rmcp is serving. So a host that reuses an id once its
 //!   request was cancelled (rmcp does not stop a handler, it drops its answer, which may
-//!   be on its way) gets the new request's answer, not the old one's.
+//!   be on its way) gets the new request's answer, not the old one's. The bridge fires the
+//!   handler's cancellation token (`RequestContext::ct`) itself, so a cancel is never lost
+//!   to a full [`QUEUE`]: the notification then misses only the app's `on_cancelled` (with
+//!   a warning).
 //! - **rmcp → host.** Responses go back to the host. rmcp's notifications (`progress`,
 //!   `message`, `…/list_changed`) and requests (`sampling/createMessage`, `roots/list`,
 //!   `elicitation/create`, `ping`) go out through [`Session::send_mcp_notification`] /
@@ -154,7 +157,9 @@
 //! [`mcpl::transport::listen::REPORT_INTERVAL`] per reason, counting those not shown
 //! ([`mcpl::throttle::Throttle`]). The first `notifications/initialized` of a service is
 //! never dropped for either bound (a slot of the queue is kept for it): it is part of MCP's
-//! lifecycle, and the app's `on_initialized` runs on it.
+//! lifecycle, and the app's `on_initialized` runs on it. A host's cancel does not depend on
+//! the queue either (see above). The queue fills only while rmcp's service loop does not
+//! read it, e.g. while it writes a log line to a blocked stderr.
 //!
 //! # What rmcp 3.11.0 cannot carry, and the workarounds
 //!
@@ -270,18 +275,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Pending {
     /// The last id given to rmcp (ids count up from 1 and are never reused).
     last: i64,
-    /// By the id rmcp knows: the host's id and where its answer goes.
-    by_rmcp: HashMap<rmcp::model::RequestId, (RequestId, oneshot::Sender<Answer>)>,
+    /// By the id rmcp knows: the host's id, where its answer goes, and its handler's
+    /// cancellation.
+    by_rmcp: HashMap<rmcp::model::RequestId, (RequestId, oneshot::Sender<Answer>, Cancel)>,
     /// The id rmcp knows, by the host's.
     by_host: HashMap<RequestId, rmcp::model::RequestId>,
 }
 
 impl Pending {
     /// The waiting request rmcp knows as `rid`, no longer waiting.
-    fn take(&mut self, rid: &rmcp::model::RequestId) -> Option<oneshot::Sender<Answer>> {
-        let (host, tx) = self.by_rmcp.remove(rid)?;
+    fn take(&mut self, rid: &rmcp::model::RequestId) -> Option<(oneshot::Sender<Answer>, Cancel)> {
+        let (host, tx, cancel) = self.by_rmcp.remove(rid)?;
         self.by_host.remove(&host);
-        Some(tx)
+        Some((tx, cancel))
     }
 
     fn clear(&mut self) {
@@ -318,6 +324,61 @@ impl Slot {
         Some(Slot {
             _count: Arc::new(SlotCount(live.clone())),
         })
+    }
+}
+
+/// A host request's way to its rmcp handler's cancellation token, which the bridge fires
+/// itself when the host cancels the request: the `notifications/cancelled` handed to rmcp
+/// may find [`QUEUE`] full, and a cancel must not be lost with it (rmcp fires the token only
+/// when it reads the notification). Rides in the request's extensions; [`Tracked`] hands it
+/// the token when the handler starts.
+#[derive(Clone, Default)]
+struct Cancel(Arc<Mutex<CancelState>>);
+
+/// Where a [`Cancel`] stands.
+#[derive(Default)]
+enum CancelState {
+    /// Neither started nor cancelled.
+    #[default]
+    Waiting,
+    /// Cancelled before its handler started: the token fires as it starts.
+    Asked,
+    /// The handler runs; this fires its token.
+    Running(Box<dyn FnOnce() + Send>),
+    /// Fired, or the handler ended.
+    Done,
+}
+
+impl Cancel {
+    /// The host cancelled the request: its handler's token fires now, or as it starts.
+    fn fire(&self) {
+        let mut state = lock(&self.0);
+        match std::mem::replace(&mut *state, CancelState::Done) {
+            CancelState::Waiting => *state = CancelState::Asked,
+            CancelState::Running(fire) => {
+                drop(state);
+                fire();
+            }
+            CancelState::Asked | CancelState::Done => {}
+        }
+    }
+
+    /// The handler starts; `fire` fires its token (now, if the host has cancelled already).
+    fn started(&self, fire: impl FnOnce() + Send + 'static) {
+        let mut state = lock(&self.0);
+        match std::mem::replace(&mut *state, CancelState::Done) {
+            CancelState::Waiting => *state = CancelState::Running(Box::new(fire)),
+            CancelState::Asked => {
+                drop(state);
+                fire();
+            }
+            CancelState::Running(_) | CancelState::Done => {}
+        }
+    }
+
+    /// The handler ended: nothing to fire any more.
+    fn ended(&self) {
+        *lock(&self.0) = CancelState::Done;
     }
 }
 
@@ -445,6 +506,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
     /// Hands one host request to rmcp now and returns the future of its answer.
     fn forward(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
         let (tx, rx) = oneshot::channel();
+        let cancel = Cancel::default();
         let (rid, slot) = {
             let mut pending = lock(&self.shared.pending);
             if pending.by_host.contains_key(id) {
@@ -467,7 +529,9 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             pending.last = last;
             let rid = rmcp::model::RequestId::Number(last);
             pending.by_host.insert(id.clone(), rid.clone());
-            pending.by_rmcp.insert(rid.clone(), (id.clone(), tx));
+            pending
+                .by_rmcp
+                .insert(rid.clone(), (id.clone(), tx, cancel.clone()));
             (rid, Slot::taken(&self.shared.live))
         };
         let mut message = envelope(method, params);
@@ -477,6 +541,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             .and_then(|mut msg| {
                 if let ClientJsonRpcMessage::Request(r) = &mut msg {
                     r.request.extensions_mut().insert(slot);
+                    r.request.extensions_mut().insert(cancel);
                 }
                 self.send(msg).map_err(ErrorObject::internal)
             });
@@ -591,7 +656,7 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
                 let rid = pending.by_host.get(&id)?.clone();
                 Some((rid.clone(), pending.take(&rid)?))
             });
-            let Some((rid, tx)) = found else {
+            let Some((rid, (tx, cancel))) = found else {
                 // Nothing rmcp serves: answered, never sent, an MCPL request, `initialize`
                 // or no id at all. Its ids are not the host's, so it is not told.
                 tracing::debug!("a cancel naming no request of rmcp's is not handed to it");
@@ -599,6 +664,9 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
             };
             // rmcp never answers a cancelled request; the session answers every request.
             let _ = tx.send(Err(ErrorObject::request_cancelled()));
+            // The handler's token fires whether or not rmcp gets the notification below
+            // (a full queue drops it, with a warning: only the app's `on_cancelled` misses it).
+            cancel.fire();
             if let Some(Value::Object(p)) = params.as_mut() {
                 p.insert("requestId".into(), json!(rid));
             }
@@ -662,9 +730,18 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
         context: RequestContext<RoleServer>,
     ) -> Result<<RoleServer as ServiceRole>::Resp, rmcp::ErrorData> {
         let _slot = context.extensions.get::<Slot>().cloned();
+        let cancel = context.extensions.get::<Cancel>().cloned();
+        if let Some(cancel) = &cancel {
+            let ct = context.ct.clone();
+            cancel.started(move || ct.cancel());
+        }
         let work = <H as Service<RoleServer>>::handle_request(&self.handler, request, context);
         let stopped = rmcp::ErrorData::internal_error("the connection ended", None);
-        self.until_ended(work, Err(stopped)).await
+        let out = self.until_ended(work, Err(stopped)).await;
+        if let Some(cancel) = cancel {
+            cancel.ended();
+        }
+        out
     }
 
     async fn handle_notification(
@@ -859,7 +936,7 @@ async fn from_rmcp(
         }
     };
     match lock(&shared.pending).take(&id) {
-        Some(tx) => {
+        Some((tx, _)) => {
             let _ = tx.send(answer);
         }
         None => tracing::debug!("rmcp answered request {id}, which no longer waits"),
