@@ -148,6 +148,12 @@
 //! handlers still running are stopped (their futures dropped at the next `.await`), as the
 //! library stops its own: nothing can be answered then.
 //!
+//! At most one rmcp service runs per connection. An `initialize` your handler never
+//! answers is answered `-32603` by the library once the connection's request timeout
+//! ([`mcpl::peer::PeerConfig::request_timeout`], 30 s) has passed; the bridge then stops
+//! the service serving it (your `initialize` future is dropped), and a retry by the host
+//! starts a fresh one.
+//!
 //! At most [`MAX_NOTIFICATIONS_IN_FLIGHT`] rmcp notification handlers run at once per
 //! connection (rmcp starts a task for each); past it a notification is dropped with a
 //! warning. At most [`QUEUE`] messages wait to be read by rmcp (a full queue refuses a
@@ -199,6 +205,9 @@ use rmcp::service::{
 use rmcp::ServerHandler;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
+
+mod track;
+use track::{Cancel, Slot};
 
 /// What a bridged server's code names most: the MCPL types for pushes, hooks and feature
 /// sets, the [`Session`] and rmcp's `Extension` extractor that hands it to a tool.
@@ -258,6 +267,7 @@ pub fn fallback<H: ServerHandler + Clone>(
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
             ended: watch::channel(()).0,
+            service: Mutex::new(None),
         })
     }
 }
@@ -293,101 +303,6 @@ impl Pending {
     fn clear(&mut self) {
         self.by_rmcp.clear();
         self.by_host.clear();
-    }
-}
-
-/// A place in one of a connection's counts of rmcp's work ([`Shared::live`],
-/// [`Shared::notifying`]), given back when the last clone is dropped. A request's rides in
-/// its extensions and [`Tracked`] holds it while the handler's future for the request runs
-/// (or it is dropped with a request never read); a notification's is taken by [`Tracked`]
-/// for its handler's run.
-#[derive(Clone)]
-struct Slot {
-    _count: Arc<SlotCount>,
-}
-
-impl Slot {
-    /// A place in `live`, taken now.
-    fn taken(live: &Arc<AtomicUsize>) -> Slot {
-        live.fetch_add(1, Ordering::AcqRel);
-        Slot {
-            _count: Arc::new(SlotCount(live.clone())),
-        }
-    }
-
-    /// A place in `live` if fewer than `limit` are taken.
-    fn within(live: &Arc<AtomicUsize>, limit: usize) -> Option<Slot> {
-        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < limit).then_some(n + 1)
-        })
-        .ok()?;
-        Some(Slot {
-            _count: Arc::new(SlotCount(live.clone())),
-        })
-    }
-}
-
-/// A host request's way to its rmcp handler's cancellation token, which the bridge fires
-/// itself when the host cancels the request: the `notifications/cancelled` handed to rmcp
-/// may find [`QUEUE`] full, and a cancel must not be lost with it (rmcp fires the token only
-/// when it reads the notification). Rides in the request's extensions; [`Tracked`] hands it
-/// the token when the handler starts.
-#[derive(Clone, Default)]
-struct Cancel(Arc<Mutex<CancelState>>);
-
-/// Where a [`Cancel`] stands.
-#[derive(Default)]
-enum CancelState {
-    /// Neither started nor cancelled.
-    #[default]
-    Waiting,
-    /// Cancelled before its handler started: the token fires as it starts.
-    Asked,
-    /// The handler runs; this fires its token.
-    Running(Box<dyn FnOnce() + Send>),
-    /// Fired, or the handler ended.
-    Done,
-}
-
-impl Cancel {
-    /// The host cancelled the request: its handler's token fires now, or as it starts.
-    fn fire(&self) {
-        let mut state = lock(&self.0);
-        match std::mem::replace(&mut *state, CancelState::Done) {
-            CancelState::Waiting => *state = CancelState::Asked,
-            CancelState::Running(fire) => {
-                drop(state);
-                fire();
-            }
-            CancelState::Asked | CancelState::Done => {}
-        }
-    }
-
-    /// The handler starts; `fire` fires its token (now, if the host has cancelled already).
-    fn started(&self, fire: impl FnOnce() + Send + 'static) {
-        let mut state = lock(&self.0);
-        match std::mem::replace(&mut *state, CancelState::Done) {
-            CancelState::Waiting => *state = CancelState::Running(Box::new(fire)),
-            CancelState::Asked => {
-                drop(state);
-                fire();
-            }
-            CancelState::Running(_) | CancelState::Done => {}
-        }
-    }
-
-    /// The handler ended: nothing to fire any more.
-    fn ended(&self) {
-        *lock(&self.0) = CancelState::Done;
-    }
-}
-
-/// One place in a count, given back on drop.
-struct SlotCount(Arc<AtomicUsize>);
-
-impl Drop for SlotCount {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -445,7 +360,10 @@ impl DropLog {
 }
 
 /// The channel into one rmcp service, tagged with the `initialize` attempt that started it.
-type Inlet = Arc<Mutex<Option<(u64, mpsc::Sender<ClientJsonRpcMessage>)>>>;
+type Inlet = Arc<InletSlot>;
+
+/// The inlet of the connection's current rmcp service, if one runs.
+type InletSlot = Mutex<Option<(u64, mpsc::Sender<ClientJsonRpcMessage>)>>;
 
 /// One connection's [`McpFallback`]: owns the only strong sender into its rmcp service, so
 /// dropping it (the library does when the connection ends) ends the service, and the
@@ -456,6 +374,44 @@ struct Bridge<H> {
     to_rmcp: Inlet,
     /// Never sent on: its receivers learn the connection ended when it is dropped.
     ended: watch::Sender<()>,
+    /// The task running the newest rmcp service: stopped when the next `initialize` starts
+    /// one, so at most one runs per connection.
+    service: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+/// Stops an rmcp service whose `initialize` was given up (its future dropped unanswered:
+/// the library's time limit, or the connection's end) unless disarmed.
+struct StopUnanswered(Option<tokio::task::AbortHandle>);
+
+impl Drop for StopUnanswered {
+    fn drop(&mut self) {
+        if let Some(service) = self.0.take() {
+            service.abort();
+        }
+    }
+}
+
+/// What a service's task leaves when it ends or is stopped: the inlet (if still its own)
+/// and the requests waiting for it (they get an error), and rmcp's own requests in flight.
+struct ServiceEnd {
+    inlet: Weak<InletSlot>,
+    generation: u64,
+    shared: Arc<Shared>,
+}
+
+impl Drop for ServiceEnd {
+    fn drop(&mut self) {
+        if let Some(inlet) = self.inlet.upgrade() {
+            let mut inlet = lock(&inlet);
+            if inlet.as_ref().is_some_and(|(g, _)| *g == self.generation) {
+                *inlet = None;
+                lock(&self.shared.pending).clear();
+            }
+        }
+        for (_, task) in lock(&self.shared.outgoing).drain() {
+            task.abort();
+        }
+    }
 }
 
 /// `message` (a JSON-RPC object) read as rmcp reads it from a wire, carrying `session` in its
@@ -584,8 +540,9 @@ impl<H: ServerHandler + Clone> Bridge<H> {
     }
 
     /// Starts this connection's rmcp service (one per `initialize` attempt: rmcp's handshake
-    /// ends its service when it fails, and the host may try again).
-    fn start(&self) {
+    /// ends its service when it fails, and the host may try again), stopping the one before
+    /// if it still runs (its `initialize` given up); returns the new one's task.
+    fn start(&self) -> tokio::task::AbortHandle {
         let (tx, rx) = mpsc::channel(QUEUE + 1);
         let generation = {
             let mut inlet = lock(&self.to_rmcp);
@@ -602,8 +559,14 @@ impl<H: ServerHandler + Clone> Bridge<H> {
         let handler = self.handler.clone();
         let ended = self.ended.subscribe();
         let shared = self.shared.clone();
-        let inlet: Weak<Mutex<_>> = Arc::downgrade(&self.to_rmcp);
-        tokio::spawn(async move {
+        let end = ServiceEnd {
+            inlet: Arc::downgrade(&self.to_rmcp),
+            generation,
+            shared: shared.clone(),
+        };
+        let task = tokio::spawn(async move {
+            // Cleans up when the service ends, or when its task is stopped.
+            let _end = end;
             let service = Tracked {
                 handler,
                 ended,
@@ -619,25 +582,29 @@ impl<H: ServerHandler + Clone> Bridge<H> {
                 }
                 Err(e) => tracing::debug!("rmcp's initialize did not succeed: {}", clipped(e)),
             }
-            // The service is gone: whatever still waits for it gets an error now.
-            if let Some(inlet) = inlet.upgrade() {
-                let mut inlet = lock(&inlet);
-                if inlet.as_ref().is_some_and(|(g, _)| *g == generation) {
-                    *inlet = None;
-                    lock(&shared.pending).clear();
-                }
-            }
-            for (_, task) in lock(&shared.outgoing).drain() {
-                task.abort();
-            }
-        });
+        })
+        .abort_handle();
+        if let Some(before) = lock(&self.service).replace(task.clone()) {
+            before.abort();
+        }
+        task
     }
 }
 
 impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
+    /// Reading (§5.1 says nothing of a handler that never answers): an `initialize` the
+    /// library gives up (its request timeout) stops the service that was serving it, so a
+    /// stuck rmcp `initialize` does not outlive its try; the host may try again.
     fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture {
-        self.start();
-        self.forward(id, "initialize", Some(params))
+        let service = self.start();
+        let answer = self.forward(id, "initialize", Some(params));
+        Box::pin(async move {
+            let mut stop = StopUnanswered(Some(service));
+            let out = answer.await;
+            // Answered: the service goes on (or has ended by itself, refused).
+            stop.0 = None;
+            out
+        })
     }
 
     fn request(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {

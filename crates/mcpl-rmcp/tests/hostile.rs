@@ -37,6 +37,10 @@ struct Gated {
     notified: Arc<watch::Sender<usize>>,
     /// How many times `on_initialized` has run.
     initialized: Arc<watch::Sender<usize>>,
+    /// How many `initialize`s that never answer (a host named `hang`) have entered.
+    hung: Arc<watch::Sender<usize>>,
+    /// How many of those have been dropped unfinished.
+    hung_ended: Arc<watch::Sender<usize>>,
 }
 
 /// Counts a `gate` call as ended when dropped.
@@ -57,6 +61,8 @@ impl Gated {
             ended: Arc::new(watch::channel(0).0),
             notified: Arc::new(watch::channel(0).0),
             initialized: Arc::new(watch::channel(0).0),
+            hung: Arc::new(watch::channel(0).0),
+            hung_ended: Arc::new(watch::channel(0).0),
         }
     }
 
@@ -127,7 +133,8 @@ impl Gated {
 
 #[tool_handler(name = "gated", version = "1")]
 impl ServerHandler for Gated {
-    /// Refuses a host that calls itself `refused`.
+    /// Refuses a host that calls itself `refused`, never answers one that calls itself
+    /// `hang`.
     async fn initialize(
         &self,
         request: rmcp::model::InitializeRequestParams,
@@ -135,6 +142,11 @@ impl ServerHandler for Gated {
     ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
         if request.client_info.name == "refused" {
             return Err(rmcp::ErrorData::invalid_params("refused", None));
+        }
+        if request.client_info.name == "hang" {
+            self.hung.send_modify(|n| *n += 1);
+            let _ends = Ends(self.hung_ended.clone());
+            std::future::pending::<()>().await;
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
@@ -743,4 +755,62 @@ async fn initialized_is_not_dropped_under_a_notification_flood() {
     h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
     until(&gated.initialized, 1).await;
+}
+
+/// An rmcp `initialize` that never answers: the library answers it `-32603` once the
+/// connection's request timeout has passed (`PeerConfig::request_timeout`, the fallback's
+/// limit for `initialize`), and the host may try again (§5.1: the connection is not
+/// initialized). Each try started an rmcp service of its own and the stuck one stayed,
+/// its `initialize` handler pending, until the connection ended: one more per retry. The
+/// stuck service is stopped once its `initialize` is given up, so at most one rmcp service
+/// runs per connection, and a retry is answered by a fresh one.
+#[tokio::test]
+async fn a_hung_initialize_is_stopped_once_given_up_and_a_retry_is_answered() {
+    let gated = Gated::new();
+    let config = mcpl::peer::PeerConfig {
+        // Only how soon the library gives up on the hung `initialize`; nothing races it.
+        request_timeout: Some(Duration::from_millis(100)),
+        ..Default::default()
+    };
+    let server = mcpl_rmcp::builder(gated.clone())
+        .peer_config(config)
+        .build()
+        .unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    let mut h = Raw::connect(addr).await;
+    let init = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    for n in 1..=2 {
+        h.send(init(n, "hang")).await;
+        let given_up = h.next_response().await;
+        assert_eq!(given_up["id"], n, "{given_up}");
+        assert_eq!(given_up["error"]["code"], -32603, "{given_up}");
+        assert_eq!(*gated.hung.borrow(), n as usize);
+        // The stuck handler (and its service) is stopped, not left to the connection's end.
+        until(&gated.hung_ended, n as usize).await;
+    }
+    h.send(init(3, "raw")).await;
+    let answered = h.next_response().await;
+    assert_eq!(
+        answered["result"]["serverInfo"]["name"], "gated",
+        "{answered}"
+    );
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    until(&gated.initialized, 1).await;
+    h.call_tool(json!(4), "echo", "served").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(4), "served"), "{call}");
 }
