@@ -185,6 +185,9 @@
 //!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
 //!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
 //!   custom-request path and is answered as plain rmcp answers it (`-32601`).
+//! - **A handler that panics** (a request's, `initialize`'s among them): rmcp's task for it
+//!   dies and rmcp sends nothing; here it is answered `-32603` "the handler panicked", as
+//!   the library answers for its own handlers, with a warning.
 //! - **Request ids**: rmcp carries integer ids as `i64`; since rmcp gets ids of the
 //!   bridge's own, every id the library reads (strings, integers up to `u64::MAX`) is served.
 //! - **MCPL from rmcp's `Peer`**: not possible, by design (see above); use the [`Session`]
@@ -232,6 +235,10 @@ pub const QUEUE: usize = 256;
 /// The code a request the host cancelled is answered with (rmcp does not answer it):
 /// [`mcpl::jsonrpc::codes::REQUEST_CANCELLED`], as the session answers one itself.
 pub const REQUEST_CANCELLED: i64 = mcpl::jsonrpc::codes::REQUEST_CANCELLED;
+
+/// The `-32603` message a request whose rmcp handler panicked is answered with, as the
+/// library answers one of its own handlers'.
+const PANICKED: &str = "the handler panicked";
 
 /// The library's [`ServerBuilder`] for `handler`: named and described by its `get_info`
 /// (`serverInfo`, `instructions`), with every MCP method served by a clone of `handler` per
@@ -703,6 +710,19 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
             cancel.started(move || ct.cancel());
         }
         let work = <H as Service<RoleServer>>::handle_request(&self.handler, request, context);
+        // rmcp sends nothing for a handler that panics (its task dies with it), so the
+        // host's request would never be answered: answered `-32603` instead, as the
+        // library answers for a handler of its own.
+        let work = async move {
+            use futures_util::FutureExt;
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::warn!("an rmcp request handler panicked; answered -32603");
+                    Err(rmcp::ErrorData::internal_error(PANICKED, None))
+                })
+        };
         let stopped = rmcp::ErrorData::internal_error("the connection ended", None);
         let out = self.until_ended(work, Err(stopped)).await;
         if let Some(cancel) = cancel {

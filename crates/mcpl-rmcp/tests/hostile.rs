@@ -125,6 +125,11 @@ impl Gated {
         "cancelled".into()
     }
 
+    #[tool(description = "Panic")]
+    fn boom(&self) -> String {
+        panic!("boom (a test's tool panicking on purpose)")
+    }
+
     #[tool(description = "Return the tag at once")]
     fn echo(&self, Parameters(GateArgs { tag }): Parameters<GateArgs>) -> String {
         tag
@@ -142,6 +147,9 @@ impl ServerHandler for Gated {
     ) -> Result<rmcp::model::InitializeResult, rmcp::ErrorData> {
         if request.client_info.name == "refused" {
             return Err(rmcp::ErrorData::invalid_params("refused", None));
+        }
+        if request.client_info.name == "boom" {
+            panic!("boom (a test's initialize panicking on purpose)");
         }
         if request.client_info.name == "hang" {
             self.hung.send_modify(|n| *n += 1);
@@ -813,4 +821,36 @@ async fn a_hung_initialize_is_stopped_once_given_up_and_a_retry_is_answered() {
     h.call_tool(json!(4), "echo", "served").await;
     let call = h.next_response().await;
     assert_eq!((&call["id"], text(&call)), (&json!(4), "served"), "{call}");
+}
+
+/// rmcp handlers that panic, as an author's bug does: rmcp runs a request's handler as a
+/// task of its own and sends nothing when it panics, so the host's request was never
+/// answered. Every request gets an answer: `-32603` (as the library answers for its own
+/// handlers, "the handler panicked"), for a tool call and for `initialize` (which the host
+/// may then retry), and the connection goes on.
+#[tokio::test]
+async fn a_panicking_handler_is_answered_and_the_connection_goes_on() {
+    let mut h = Raw::connect(serve(Gated::new()).await).await;
+    let init = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    h.send(init(1, "boom")).await;
+    let first = h.next_response().await;
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["error"]["code"], -32603, "{first}");
+    h.send(init(2, "raw")).await;
+    let second = h.next_response().await;
+    assert_eq!(second["result"]["serverInfo"]["name"], "gated", "{second}");
+    h.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                  "params": {"name": "boom", "arguments": {}}}))
+        .await;
+    let boom = h.next_response().await;
+    assert_eq!(boom["id"], 3, "{boom}");
+    assert_eq!(boom["error"]["code"], -32603, "{boom}");
+    assert_eq!(boom["error"]["message"], "the handler panicked", "{boom}");
+    h.call_tool(json!(4), "echo", "after").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(4), "after"), "{call}");
 }
