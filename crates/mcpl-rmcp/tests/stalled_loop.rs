@@ -358,3 +358,43 @@ async fn initialized_gets_in_behind_a_full_queue() {
     stall.release();
     until(&waiter.initialized, 1).await;
 }
+
+/// The host cancels a call rmcp has not read yet (it waits in the queue behind a stalled
+/// loop) when the queue has no room left for the cancel: the handler's token fires as the
+/// handler starts, so the handler sees itself cancelled from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_before_the_handler_starts_fires_as_it_starts() {
+    let waiter = Waiter::new();
+    let served = serve(waiter.clone()).await;
+    let mut h = Raw::connect(served.addr).await;
+    h.initialize().await;
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let stall = stall_on("notifications/stall-unread");
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/stall-unread"}))
+        .await;
+    stall.until_blocked().await;
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "unread", "method": "tools/call",
+                  "params": {"name": "wait", "arguments": {}}}),
+    )
+    .await;
+    h.notify_many("notifications/filler", mcpl_rmcp::QUEUE + 10)
+        .await;
+    h.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": "unread"}}),
+    )
+    .await;
+    let cancelled = h.next_response().await;
+    assert_eq!(cancelled["id"], "unread", "{cancelled}");
+    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    h.sync("after the cancel").await;
+    assert_eq!(
+        *waiter.entered.borrow(),
+        0,
+        "rmcp has not read the call yet"
+    );
+    stall.release();
+    until(&waiter.cancelled, 1).await;
+}
