@@ -116,18 +116,25 @@ impl Write for Blocking {
             .find(|s| line.contains(&s.marker))
             .cloned();
         if let Some(stall) = hit {
-            // The worker's queued tasks go on elsewhere meanwhile (its core is handed off),
-            // so only the task writing this line stands still.
-            tokio::task::block_in_place(|| {
+            let armed = {
                 let mut stage = stall.stage.lock().unwrap();
-                if *stage == Stage::Armed {
+                let armed = *stage == Stage::Armed;
+                if armed {
                     *stage = Stage::Blocked;
-                    stall.seen.send_replace(Stage::Blocked);
+                }
+                armed
+            };
+            if armed {
+                stall.seen.send_replace(Stage::Blocked);
+                // The worker's queued tasks go on elsewhere meanwhile (its core is handed
+                // off), so only the task writing this line stands still.
+                tokio::task::block_in_place(|| {
+                    let mut stage = stall.stage.lock().unwrap();
                     while *stage == Stage::Blocked {
                         stage = stall.changed.wait(stage).unwrap();
                     }
-                }
-            });
+                });
+            }
         }
         Ok(buf.len())
     }
