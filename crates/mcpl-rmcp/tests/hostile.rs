@@ -809,7 +809,8 @@ async fn a_hung_initialize_is_stopped_once_given_up_and_a_retry_is_answered() {
         // The stuck handler (and its service) is stopped, not left to the connection's end.
         until(&gated.hung_ended, n as usize).await;
     }
-    h.send(init(3, "raw")).await;
+    // Under an id already used (free again once answered, JSON-RPC 2.0).
+    h.send(init(2, "raw")).await;
     let answered = h.next_response().await;
     assert_eq!(
         answered["result"]["serverInfo"]["name"], "gated",
@@ -818,9 +819,9 @@ async fn a_hung_initialize_is_stopped_once_given_up_and_a_retry_is_answered() {
     h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
     until(&gated.initialized, 1).await;
-    h.call_tool(json!(4), "echo", "served").await;
+    h.call_tool(json!(1), "echo", "served").await;
     let call = h.next_response().await;
-    assert_eq!((&call["id"], text(&call)), (&json!(4), "served"), "{call}");
+    assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
 }
 
 /// rmcp handlers that panic, as an author's bug does: rmcp runs a request's handler as a
