@@ -387,13 +387,31 @@ struct Bridge<H> {
 }
 
 /// Stops an rmcp service whose `initialize` was given up (its future dropped unanswered:
-/// the library's time limit, or the connection's end) unless disarmed.
-struct StopUnanswered(Option<tokio::task::AbortHandle>);
+/// the library's time limit, or the connection's end) unless disarmed, and forgets the
+/// request at once: its host id is free again for a retry under it, where it waited for
+/// the stopped service to end (which an `initialize` blocking its thread delays). Only
+/// `initialize`'s: no cancel can race it (the driver reads nothing meanwhile), where a
+/// cancelled request's future is dropped while its cancel is on its way to the bridge.
+struct StopUnanswered {
+    service: Option<tokio::task::AbortHandle>,
+    shared: Arc<Shared>,
+    rid: Option<rmcp::model::RequestId>,
+}
+
+impl StopUnanswered {
+    /// The `initialize` was answered: nothing to stop or forget.
+    fn disarm(mut self) {
+        self.service = None;
+    }
+}
 
 impl Drop for StopUnanswered {
     fn drop(&mut self) {
-        if let Some(service) = self.0.take() {
+        if let Some(service) = self.service.take() {
             service.abort();
+            if let Some(rid) = &self.rid {
+                lock(&self.shared.pending).take(rid);
+            }
         }
     }
 }
@@ -468,26 +486,45 @@ fn ready(answer: Answer) -> FallbackFuture {
 impl<H: ServerHandler + Clone> Bridge<H> {
     /// Hands one host request to rmcp now and returns the future of its answer.
     fn forward(&self, id: &RequestId, method: &str, params: Option<Value>) -> FallbackFuture {
+        self.hand(id, method, params).1
+    }
+
+    /// [`Bridge::forward`], with the id rmcp knows the request by if it was handed.
+    fn hand(
+        &self,
+        id: &RequestId,
+        method: &str,
+        params: Option<Value>,
+    ) -> (Option<rmcp::model::RequestId>, FallbackFuture) {
         let (tx, rx) = oneshot::channel();
         let cancel = Cancel::default();
         let (rid, slot) = {
             let mut pending = lock(&self.shared.pending);
             if pending.by_host.contains_key(id) {
-                return ready(Err(ErrorObject::invalid_request(format!(
-                    "request id {} is already in flight",
-                    clipped(id)
-                ))));
+                return (
+                    None,
+                    ready(Err(ErrorObject::invalid_request(format!(
+                        "request id {} is already in flight",
+                        clipped(id)
+                    )))),
+                );
             }
             if self.shared.live.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
-                return ready(Err(ErrorObject::internal(format!(
-                    "{MAX_IN_FLIGHT} requests are already with the rmcp handler (one the host \
+                return (
+                    None,
+                    ready(Err(ErrorObject::internal(format!(
+                        "{MAX_IN_FLIGHT} requests are already with the rmcp handler (one the host \
                      cancelled counts until its handler ends)"
-                ))));
+                    )))),
+                );
             }
             let Some(last) = pending.last.checked_add(1) else {
-                return ready(Err(ErrorObject::internal(
-                    "this connection has used every request id rmcp can carry",
-                )));
+                return (
+                    None,
+                    ready(Err(ErrorObject::internal(
+                        "this connection has used every request id rmcp can carry",
+                    ))),
+                );
             };
             pending.last = last;
             let rid = rmcp::model::RequestId::Number(last);
@@ -510,15 +547,16 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             });
         if let Err(e) = sent {
             lock(&self.shared.pending).take(&rid);
-            return ready(Err(e));
+            return (None, ready(Err(e)));
         }
-        Box::pin(async move {
+        let answer = Box::pin(async move {
             rx.await.unwrap_or_else(|_| {
                 Err(ErrorObject::internal(
                     "the rmcp service ended before answering",
                 ))
             })
-        })
+        });
+        (Some(rid), answer)
     }
 
     /// Hands `msg` to rmcp now. The queue's last slot is kept for `notifications/initialized`
@@ -604,12 +642,16 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
     /// stuck rmcp `initialize` does not outlive its try; the host may try again.
     fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture {
         let service = self.start();
-        let answer = self.forward(id, "initialize", Some(params));
+        let (rid, answer) = self.hand(id, "initialize", Some(params));
+        let stop = StopUnanswered {
+            service: Some(service),
+            shared: self.shared.clone(),
+            rid,
+        };
         Box::pin(async move {
-            let mut stop = StopUnanswered(Some(service));
             let out = answer.await;
             // Answered: the service goes on (or has ended by itself, refused).
-            stop.0 = None;
+            stop.disarm();
             out
         })
     }

@@ -41,6 +41,8 @@ struct Gated {
     hung: Arc<watch::Sender<usize>>,
     /// How many of those have been dropped unfinished.
     hung_ended: Arc<watch::Sender<usize>>,
+    /// Holds an `initialize` from a host named `block` on its thread until set.
+    blocking: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
 }
 
 /// Counts a `gate` call as ended when dropped.
@@ -63,6 +65,7 @@ impl Gated {
             initialized: Arc::new(watch::channel(0).0),
             hung: Arc::new(watch::channel(0).0),
             hung_ended: Arc::new(watch::channel(0).0),
+            blocking: Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new())),
         }
     }
 
@@ -150,6 +153,18 @@ impl ServerHandler for Gated {
         }
         if request.client_info.name == "boom" {
             panic!("boom (a test's initialize panicking on purpose)");
+        }
+        if request.client_info.name == "block" {
+            // Blocking work on the runtime's thread, as a synchronous client would do (the
+            // worker's other tasks are handed off meanwhile).
+            self.hung.send_modify(|n| *n += 1);
+            tokio::task::block_in_place(|| {
+                let (released, changed) = &*self.blocking;
+                let mut released = released.lock().unwrap();
+                while !*released {
+                    released = changed.wait(released).unwrap();
+                }
+            });
         }
         if request.client_info.name == "hang" {
             self.hung.send_modify(|n| *n += 1);
@@ -854,4 +869,53 @@ async fn a_panicking_handler_is_answered_and_the_connection_goes_on() {
     h.call_tool(json!(4), "echo", "after").await;
     let call = h.next_response().await;
     assert_eq!((&call["id"], text(&call)), (&json!(4), "after"), "{call}");
+}
+
+/// An rmcp `initialize` that blocks its thread past the library's time limit (`-32603`):
+/// the bridge's service cannot be stopped mid-poll, and the request entry it kept under the
+/// host's id stayed until then (then for good, the service's cleanup finding a newer one in
+/// place), so the host's retry under the same id (free again, JSON-RPC 2.0) was refused
+/// `-32600` "already in flight". A given-up `initialize` frees its id at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_given_up_initialize_frees_its_id_at_once() {
+    let gated = Gated::new();
+    let config = mcpl::peer::PeerConfig {
+        // Only how soon the library gives up on the blocked `initialize`; nothing races it.
+        request_timeout: Some(Duration::from_millis(100)),
+        ..Default::default()
+    };
+    let server = mcpl_rmcp::builder(gated.clone())
+        .peer_config(config)
+        .build()
+        .unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    let mut h = Raw::connect(addr).await;
+    let init = |name: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    h.send(init("block")).await;
+    let given_up = h.next_response().await;
+    assert_eq!(given_up["error"]["code"], -32603, "{given_up}");
+    assert_eq!(*gated.hung.borrow(), 1);
+    h.send(init("raw")).await;
+    let retry = h.next_response().await;
+    let (released, changed) = &*gated.blocking;
+    *released.lock().unwrap() = true;
+    changed.notify_all();
+    assert_eq!(retry["id"], 1, "{retry}");
+    assert_eq!(retry["result"]["serverInfo"]["name"], "gated", "{retry}");
+    h.call_tool(json!(1), "echo", "served").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
 }
