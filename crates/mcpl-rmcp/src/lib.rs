@@ -157,7 +157,8 @@
 //! At most [`MAX_NOTIFICATIONS_IN_FLIGHT`] rmcp notification handlers run at once per
 //! connection (rmcp starts a task for each); past it a notification is dropped with a
 //! warning. At most [`QUEUE`] messages wait to be read by rmcp (a full queue refuses a
-//! request with `-32603` and drops a notification with a warning). rmcp's own requests to
+//! request with `-32603` and drops a notification with a warning), and at most [`QUEUE`]
+//! of the host's answers to rmcp's own requests, apart. rmcp's own requests to
 //! the host are bounded by [`mcpl::peer::PeerConfig::max_pending_requests`]. The warnings
 //! for dropped notifications are at most one line per
 //! [`mcpl::transport::listen::REPORT_INTERVAL`] per reason, counting those not shown
@@ -229,7 +230,8 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 /// notification is dropped (with a warning) when rmcp starts its handler.
 pub const MAX_NOTIFICATIONS_IN_FLIGHT: usize = 1024;
 
-/// Capacity of the queue of messages waiting to be read by rmcp's service, per connection.
+/// Capacity of the queue of messages waiting to be read by rmcp's service, per connection;
+/// the host's answers to rmcp's own requests have a queue of their own of this size.
 pub const QUEUE: usize = 256;
 
 /// The code a request the host cancelled is answered with (rmcp does not answer it):
@@ -595,9 +597,11 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             *inlet = Some((generation, tx.clone()));
             generation
         };
+        let (answer, answers) = mpsc::channel(QUEUE);
         let link = Link {
             rx,
-            inlet: tx.downgrade(),
+            answers,
+            answer,
             shared: self.shared.clone(),
         };
         drop(tx);
@@ -835,11 +839,17 @@ impl From<SendError> for LinkError {
 }
 
 /// rmcp's end of the in-process channel: an rmcp `Transport` whose incoming side is the
-/// bridge's queue and whose outgoing side is the host, through the session.
+/// bridge's queue (and the host's answers to rmcp's own requests, by a way of their own)
+/// and whose outgoing side is the host, through the session.
 struct Link {
     rx: mpsc::Receiver<ClientJsonRpcMessage>,
-    /// For answers to rmcp's own requests; weak, so that only the bridge keeps rmcp running.
-    inlet: mpsc::WeakSender<ClientJsonRpcMessage>,
+    /// The host's answers to rmcp's own requests ([`QUEUE`] at most waiting), read first.
+    /// Apart from the host's messages so that none takes the slot kept for
+    /// `notifications/initialized`; no order binds them to the host's messages. Only `rx`
+    /// ending ends the service.
+    answers: mpsc::Receiver<ClientJsonRpcMessage>,
+    /// Where the tasks waiting for those answers put them.
+    answer: mpsc::Sender<ClientJsonRpcMessage>,
     shared: Arc<Shared>,
 }
 
@@ -851,16 +861,24 @@ impl rmcp::transport::Transport<RoleServer> for Link {
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let shared = self.shared.clone();
-        let inlet = self.inlet.clone();
-        async move { from_rmcp(shared, inlet, item).await }
+        let answer = self.answer.clone();
+        async move { from_rmcp(shared, answer, item).await }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
-        self.rx.recv()
+        let Link { rx, answers, .. } = self;
+        async move {
+            tokio::select! {
+                biased;
+                Some(answer) = answers.recv() => Some(answer),
+                m = rx.recv() => m,
+            }
+        }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.rx.close();
+        self.answers.close();
         Ok(())
     }
 }
@@ -888,7 +906,7 @@ fn method_and_params<T: serde::Serialize>(m: &T) -> Result<(String, Option<Value
 /// or request to the host through the session's plain MCP senders.
 async fn from_rmcp(
     shared: Arc<Shared>,
-    inlet: mpsc::WeakSender<ClientJsonRpcMessage>,
+    answer: mpsc::Sender<ClientJsonRpcMessage>,
     item: ServerJsonRpcMessage,
 ) -> Result<(), LinkError> {
     let (id, answer) = match item {
@@ -950,14 +968,14 @@ async fn from_rmcp(
                     let e = ErrorObject::internal(format!("the host's answer to {method}: {e}"));
                     serde_json::from_value(json!({"jsonrpc": "2.0", "id": task_id, "error": e}))
                 });
-                match (reply, inlet.upgrade()) {
-                    (Ok(reply), Some(tx)) => {
-                        let _ = tx.send(reply).await;
+                match reply {
+                    // Fails only once the service has ended.
+                    Ok(reply) => {
+                        let _ = answer.send(reply).await;
                     }
-                    (Err(e), _) => {
+                    Err(e) => {
                         tracing::warn!("no answer for rmcp's {}: {}", clipped(&method), clipped(e))
                     }
-                    (_, None) => {}
                 }
             });
             outgoing.insert(id, task.abort_handle());

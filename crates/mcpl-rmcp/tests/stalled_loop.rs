@@ -182,6 +182,17 @@ impl Waiter {
         self.cancelled.send_modify(|e| *e += 1);
         "cancelled".into()
     }
+
+    #[tool(description = "Ask the host (a server-to-host request), return what came back")]
+    async fn ask(&self, peer: rmcp::Peer<rmcp::RoleServer>) -> String {
+        use rmcp::model::{ClientResult, CustomRequest, ServerRequest};
+        let req = CustomRequest::new("vendor/ask", None);
+        match peer.send_request(ServerRequest::CustomRequest(req)).await {
+            Ok(ClientResult::CustomResult(r)) => format!("result {}", r.0),
+            Ok(other) => format!("other {other:?}"),
+            Err(e) => format!("failed {e}"),
+        }
+    }
 }
 
 #[tool_handler(name = "waiter", version = "1")]
@@ -404,4 +415,58 @@ async fn a_cancel_before_the_handler_starts_fires_as_it_starts() {
     );
     stall.release();
     until(&waiter.cancelled, 1).await;
+}
+
+/// An answer to rmcp's own request to the host (here before `notifications/initialized`,
+/// to a tool the host called first) while rmcp's loop stands still with the queue full but
+/// for the slot kept for `notifications/initialized`: the answer took that slot (it waited
+/// for room in the same queue), so the host's `notifications/initialized` behind it was
+/// dropped and `on_initialized` never ran. Answers to rmcp's requests have a way in of
+/// their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_to_rmcp_does_not_take_initializeds_slot() {
+    let waiter = Waiter::new();
+    let served = serve(waiter.clone()).await;
+    let mut h = Raw::connect(served.addr).await;
+    h.initialize().await;
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "ask", "method": "tools/call",
+                  "params": {"name": "ask", "arguments": {}}}),
+    )
+    .await;
+    let asked = loop {
+        let line = tokio::time::timeout(WAIT, h.lines.next_line())
+            .await
+            .expect("rmcp asked in time")
+            .unwrap()
+            .expect("the connection is open");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "vendor/ask" {
+            break v;
+        }
+    };
+    let stall = stall_on("notifications/stall-answer");
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/stall-answer"}))
+        .await;
+    stall.until_blocked().await;
+    h.notify_many("notifications/filler", mcpl_rmcp::QUEUE + 10)
+        .await;
+    h.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"n": 1}}))
+        .await;
+    // The answer is on its way to rmcp, by a task of the bridge's own (before the fix
+    // it took the kept slot in the time these round trips take, nearly always).
+    for n in 0..3 {
+        h.sync(&format!("after the answer {n}")).await;
+    }
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    h.sync("after initialized").await;
+    stall.release();
+    until(&waiter.initialized, 1).await;
+    let call = h.next_response().await;
+    assert_eq!(call["id"], "ask", "{call}");
+    assert_eq!(
+        call["result"]["content"][0]["text"], r#"result {"n":1}"#,
+        "{call}"
+    );
 }
