@@ -201,7 +201,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::server::{FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session};
-use mcpl::throttle::Throttle;
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::service::{
     serve_server, NotificationContext, RequestContext, RoleServer, Service, ServiceRole,
@@ -211,7 +210,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
 mod track;
-use track::{Cancel, Slot};
+use track::{Cancel, DropLog, Dropped, Slot};
 
 /// What a bridged server's code names most: the MCPL types for pushes, hooks and feature
 /// sets, the [`Session`] and rmcp's `Extension` extractor that hands it to a tool.
@@ -328,44 +327,6 @@ struct Shared {
     outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
     /// The warnings for notifications dropped, throttled.
     drops: Arc<DropLog>,
-}
-
-/// Why a notification of the host's was dropped; each reason's warnings are throttled on
-/// their own.
-#[derive(Debug, Clone, Copy)]
-enum Dropped {
-    /// [`MAX_NOTIFICATIONS_IN_FLIGHT`] handlers were running.
-    OverLimit,
-    /// No rmcp service ran (before `initialize`, or after it ended), or [`QUEUE`] was full.
-    NotHanded,
-    /// rmcp's types could not read it.
-    Unreadable,
-}
-
-/// The warnings for dropped notifications: at most one line per
-/// [`mcpl::transport::listen::REPORT_INTERVAL`] per [`Dropped`] reason, the next one
-/// counting those not shown, so a flood makes a bounded number of lines.
-#[derive(Debug)]
-struct DropLog(Mutex<[Throttle; 3]>);
-
-impl Default for DropLog {
-    fn default() -> Self {
-        DropLog(Mutex::new(std::array::from_fn(|_| {
-            Throttle::new(mcpl::transport::listen::REPORT_INTERVAL)
-        })))
-    }
-}
-
-impl DropLog {
-    /// Warns `line` for `why`, unless one was said for it within the interval (counted).
-    fn warn(&self, why: Dropped, line: impl FnOnce() -> String) {
-        let said = lock(&self.0)
-            .get_mut(why as usize)
-            .and_then(|t| t.line(line));
-        if let Some(line) = said {
-            tracing::warn!("{line}");
-        }
-    }
 }
 
 /// The channel into one rmcp service, tagged with the `initialize` attempt that started it.

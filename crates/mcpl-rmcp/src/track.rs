@@ -1,8 +1,10 @@
-//! The bridge's hold on rmcp's work per request: a [`Slot`] in a connection's counts, and a
-//! [`Cancel`] to fire a handler's cancellation token.
+//! The bridge's hold on rmcp's work per request: a [`Slot`] in a connection's counts, a
+//! [`Cancel`] to fire a handler's cancellation token; and the [`DropLog`] of what it drops.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use mcpl::throttle::Throttle;
 
 use crate::lock;
 
@@ -98,5 +100,43 @@ struct SlotCount(Arc<AtomicUsize>);
 impl Drop for SlotCount {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Why a notification of the host's was dropped; each reason's warnings are throttled on
+/// their own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Dropped {
+    /// [`crate::MAX_NOTIFICATIONS_IN_FLIGHT`] handlers were running.
+    OverLimit,
+    /// No rmcp service ran (before `initialize`, or after it ended), or [`crate::QUEUE`] was full.
+    NotHanded,
+    /// rmcp's types could not read it.
+    Unreadable,
+}
+
+/// The warnings for dropped notifications: at most one line per
+/// [`mcpl::transport::listen::REPORT_INTERVAL`] per [`Dropped`] reason, the next one
+/// counting those not shown, so a flood makes a bounded number of lines.
+#[derive(Debug)]
+pub(crate) struct DropLog(Mutex<[Throttle; 3]>);
+
+impl Default for DropLog {
+    fn default() -> Self {
+        DropLog(Mutex::new(std::array::from_fn(|_| {
+            Throttle::new(mcpl::transport::listen::REPORT_INTERVAL)
+        })))
+    }
+}
+
+impl DropLog {
+    /// Warns `line` for `why`, unless one was said for it within the interval (counted).
+    pub(crate) fn warn(&self, why: Dropped, line: impl FnOnce() -> String) {
+        let said = lock(&self.0)
+            .get_mut(why as usize)
+            .and_then(|t| t.line(line));
+        if let Some(line) = said {
+            tracing::warn!("{line}");
+        }
     }
 }
