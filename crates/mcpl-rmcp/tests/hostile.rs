@@ -919,3 +919,56 @@ async fn a_given_up_initialize_frees_its_id_at_once() {
     let call = h.next_response().await;
     assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
 }
+
+/// JSON-RPC batches through the bridge: calls for rmcp, a notification for it and a cancel
+/// of a call in the same batch. The batch is answered as one array with one answer per
+/// request, each its own (the cancelled call `-32800`, its tool's token fired), and the
+/// connection goes on.
+#[tokio::test]
+async fn a_batch_of_calls_and_a_cancel_is_answered_as_one_array() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    h.send(json!([
+        {"jsonrpc": "2.0", "id": "b1", "method": "tools/call",
+         "params": {"name": "echo", "arguments": {"tag": "one"}}},
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        {"jsonrpc": "2.0", "id": "b2", "method": "tools/call",
+         "params": {"name": "wait", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "b2"}},
+        {"jsonrpc": "2.0", "id": "b3", "method": "tools/list"}
+    ]))
+    .await;
+    let batch = h.next_response().await;
+    let answers = batch.as_array().expect("one array for the batch");
+    let mut got: Vec<(Value, Value, String)> = answers
+        .iter()
+        .map(|a| {
+            (
+                a["id"].clone(),
+                a["error"]["code"].clone(),
+                text(a).to_owned(),
+            )
+        })
+        .collect();
+    got.sort_by_key(|(id, _, _)| id.to_string());
+    assert_eq!(got.len(), 3, "{batch}");
+    assert_eq!(
+        got[0],
+        (json!("b1"), Value::Null, "one".to_owned()),
+        "{batch}"
+    );
+    assert_eq!(
+        (&got[1].0, &got[1].1),
+        (&json!("b2"), &json!(mcpl_rmcp::REQUEST_CANCELLED)),
+        "{batch}"
+    );
+    assert_eq!(
+        (&got[2].0, &got[2].1),
+        (&json!("b3"), &Value::Null),
+        "{batch}"
+    );
+    until(&gated.ended, 1).await;
+    h.call_tool(json!("after"), "echo", "served").await;
+    let a = h.next_response().await;
+    assert_eq!((&a["id"], text(&a)), (&json!("after"), "served"), "{a}");
+}
