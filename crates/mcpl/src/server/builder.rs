@@ -251,7 +251,9 @@ impl ServerBuilder {
     }
 
     /// Registers an MCP tool (listed by `tools/list`, run by `tools/call`). A second tool
-    /// with the same name is refused by [`Self::build`] ([`BuildError::DuplicateRegistration`]).
+    /// with the same name is refused by [`Self::build`] ([`BuildError::DuplicateRegistration`]),
+    /// and so are an empty name and an `input_schema` that is not an object schema with
+    /// `"type": "object"` ([`BuildError::ToolSchema`]; `json!({"type": "object"})` for none).
     pub fn tool<F, Fut>(
         mut self,
         name: impl Into<String>,

@@ -60,8 +60,9 @@ pub enum BuildError {
         /// The type `connection_state` registered, if any.
         registered: Option<&'static str>,
     },
-    /// A typed tool whose argument type does not describe an object: MCP's `inputSchema` is
-    /// an object schema, so its arguments could never fit.
+    /// A tool MCP cannot carry: an empty name (no `tools/call` can name it), or an
+    /// `inputSchema` that is not an object schema with `"type": "object"` (MCP's `Tool`),
+    /// hand-written or generated from a typed tool's argument type.
     #[error("tool {name:?}: {reason}")]
     ToolSchema {
         /// The tool.

@@ -41,7 +41,8 @@ use crate::protocol::handshake::{Tool, ToolsCallParams, ToolsCallResult};
 pub struct ToolSpec {
     pub(super) tool: Tool,
     pub(super) handler: Handler<ToolsCallParams, ToolsCallResult>,
-    /// Why the generated `inputSchema` cannot be a tool's (MCP: an object schema).
+    /// Why MCP cannot carry this tool ([`tool_defect`]): refused by
+    /// [`ServerBuilder::build`] and [`Server::add_tool`].
     pub(super) schema_defect: Option<String>,
 }
 
@@ -55,7 +56,9 @@ impl std::fmt::Debug for ToolSpec {
 
 impl ToolSpec {
     /// A tool with a hand-written `input_schema` whose handler reads the raw
-    /// [`ToolsCallParams`] (arguments as JSON, and the §8.4 `state` / `checkpoint`).
+    /// [`ToolsCallParams`] (arguments as JSON, and the §8.4 `state` / `checkpoint`). An empty
+    /// name, or a schema that is not an object schema with `"type": "object"` (MCP's `Tool`),
+    /// is refused by [`ServerBuilder::build`] and [`Server::add_tool`].
     pub fn new<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -66,15 +69,17 @@ impl ToolSpec {
         F: Fn(Session, ToolsCallParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult<ToolsCallResult>> + Send + 'static,
     {
+        let name = name.into();
+        let schema_defect = tool_defect(&name, &input_schema, "the inputSchema");
         ToolSpec {
             tool: Tool {
-                name: name.into(),
+                name,
                 description: Some(description.into()),
                 input_schema: Some(input_schema),
                 extra: Map::new(),
             },
             handler: erase(handler),
-            schema_defect: None,
+            schema_defect,
         }
     }
 
@@ -96,13 +101,8 @@ impl ToolSpec {
     {
         let name = name.into();
         let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
-        let schema_defect = match schema.get("type") {
-            Some(Value::String(t)) if t == "object" => None,
-            other => Some(format!(
-                "its argument type's schema has type {}, not \"object\" (MCP inputSchema); use a struct",
-                other.map_or_else(|| "(none)".to_owned(), Value::to_string)
-            )),
-        };
+        let schema_defect = tool_defect(&name, &schema, "its argument type's schema")
+            .map(|d| format!("{d}; use a struct"));
         let tool_name = name.clone();
         let handler: Handler<ToolsCallParams, ToolsCallResult> =
             Arc::new(move |s, p: ToolsCallParams| {
@@ -128,6 +128,33 @@ impl ToolSpec {
     /// The tool as `tools/list` shows it.
     pub fn tool(&self) -> &Tool {
         &self.tool
+    }
+}
+
+/// Why MCP cannot carry a tool named `name` with `schema` as its `inputSchema`, if it
+/// cannot: MCP's `Tool` has a `name` a `tools/call` names it by (an empty one names
+/// nothing) and an `inputSchema` that is an object schema (`"type": "object"`, MCP
+/// schema.ts), which hosts check before listing the tool. `what` names the schema in the
+/// message.
+fn tool_defect(name: &str, schema: &Value, what: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some(
+            "the tool has an empty name, which no tools/call can name; give it one".into(),
+        );
+    }
+    match schema {
+        Value::Object(o) => match o.get("type") {
+            Some(Value::String(t)) if t == "object" => None,
+            Some(other) => Some(format!(
+                "{what} has type {other}, where MCP's inputSchema is an object schema with \"type\": \"object\""
+            )),
+            None => Some(format!(
+                "{what} has no type, where MCP's inputSchema is an object schema with \"type\": \"object\" (write {{\"type\": \"object\"}} for a tool without arguments)"
+            )),
+        },
+        other => Some(format!(
+            "{what} is {other}, not a JSON Schema object: MCP's inputSchema is an object schema with \"type\": \"object\""
+        )),
     }
 }
 
@@ -168,7 +195,8 @@ pub enum ToolChangeError {
     /// look for tools.
     #[error("the server declares no tools capability: register a tool or advertise Capability::Tools at build time")]
     NoToolsCapability,
-    /// A typed tool whose argument type is not an object.
+    /// A tool MCP cannot carry: an empty name, or an `inputSchema` (hand-written or
+    /// generated) that is not an object schema with `"type": "object"`.
     #[error("tool {name:?}: {reason}")]
     Schema {
         /// The tool.

@@ -1,0 +1,85 @@
+//! Mistakes a new server author makes that `ServerBuilder::build` (or `Server::add_tool`)
+//! let through, each found by writing a first server against the README (issue #21's rule:
+//! a user's mistake is reported, not absorbed). `server_builder.rs` holds the earlier ones.
+#![cfg(feature = "runtime")]
+
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{BuildError, Server, ServerBuilder, ToolChangeError, ToolSpec};
+use serde_json::{json, Value};
+
+fn build_err(b: ServerBuilder) -> BuildError {
+    match b.build() {
+        Ok(_) => panic!("build() accepted the mistake"),
+        Err(e) => e,
+    }
+}
+
+fn tool(name: &str, schema: Value) -> ToolSpec {
+    ToolSpec::new(name, "A tool", schema, |_s, _p| async {
+        Ok(ToolsCallResult::text("ok"))
+    })
+}
+
+fn with_tool(name: &str, schema: Value) -> ServerBuilder {
+    Server::builder("tools", "1.0.0").tool(name, "A tool", schema, |_s, _p| async {
+        Ok(ToolsCallResult::text("ok"))
+    })
+}
+
+/// MCP's `Tool.inputSchema` is an object schema (`"type": "object"`, schema.ts); a typed
+/// tool whose argument type is not an object was refused, but a hand-written schema that is
+/// not one (`{}`, `{"type": "string"}`, `null`) went out in `tools/list` as it was, for a host
+/// to refuse the whole list or the tool. And a tool with an empty name could never be
+/// called by name. Each is refused at build time, naming the tool and what to write.
+#[test]
+fn a_hand_written_tool_schema_that_is_not_an_object_schema_is_refused() {
+    for schema in [
+        json!({}),
+        json!({"type": "string"}),
+        Value::Null,
+        json!("object"),
+    ] {
+        match build_err(with_tool("remind", schema.clone())) {
+            BuildError::ToolSchema { name, reason } => {
+                assert_eq!(name, "remind");
+                assert!(
+                    reason.contains("\"type\": \"object\""),
+                    "{schema}: {reason}"
+                );
+            }
+            other => panic!("{schema}: {other:?}"),
+        }
+    }
+    assert!(with_tool("remind", json!({"type": "object"}))
+        .build()
+        .is_ok());
+}
+
+#[test]
+fn a_tool_with_an_empty_name_is_refused() {
+    match build_err(with_tool("", json!({"type": "object"}))) {
+        BuildError::ToolSchema { name, reason } => {
+            assert_eq!(name, "");
+            assert!(reason.contains("empty name"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The same rule for a tool added to a live server.
+#[test]
+fn add_tool_refuses_the_same_tools() {
+    let server = with_tool("first", json!({"type": "object"}))
+        .build()
+        .expect("builds");
+    for (name, schema) in [
+        ("second", json!({"type": "array"})),
+        ("", json!({"type": "object"})),
+    ] {
+        match server.add_tool(tool(name, schema.clone())) {
+            Err(ToolChangeError::Schema { name: n, .. }) => assert_eq!(n, name),
+            other => panic!("{name:?} {schema}: {other:?}"),
+        }
+    }
+    assert_eq!(server.tools().len(), 1);
+}
