@@ -3,7 +3,9 @@
 //! a user's mistake is reported, not absorbed). `server_builder.rs` holds the earlier ones.
 #![cfg(feature = "runtime")]
 
+use mcpl::capability::Capability;
 use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::protocol::hooks::BeforeInferenceResult;
 use mcpl::server::{BuildError, Server, ServerBuilder, ToolChangeError, ToolSpec};
 use serde_json::{json, Value};
 
@@ -82,4 +84,43 @@ fn add_tool_refuses_the_same_tools() {
         }
     }
     assert_eq!(server.tools().len(), 1);
+}
+
+/// `on_before_inference("reminders.push", …)` where that set's `uses` names no
+/// `contextHooks.beforeInference` path (it pushes): every injection the hook makes under it
+/// exercises a capability the set does not declare, so a host rejects it (§6.4 rule 2), and
+/// §6.4 asks implementations to warn at declaration time. It built, and the hook's work was
+/// dropped at run time on every turn. Refused, naming the set and the paths to add.
+#[test]
+fn a_hook_bound_to_a_set_that_declares_no_hook_path_is_refused() {
+    let e = build_err(
+        Server::builder("reminders", "1.0.0")
+            .feature_set(
+                "reminders.push",
+                "Fired reminders",
+                &[Capability::PushEvents],
+            )
+            .on_before_inference("reminders.push", |_g, _p| async {
+                Ok(BeforeInferenceResult::default())
+            }),
+    );
+    match e {
+        BuildError::InvalidFeatureSet { name, reason } => {
+            assert_eq!(name, "reminders.push");
+            assert!(reason.contains("on_before_inference"), "{reason}");
+            assert!(reason.contains("contextHooks.beforeInference"), "{reason}");
+            assert!(reason.contains("§6.4"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Observing only is a use of its own (§10.1): such a hook builds.
+    for uses in [Capability::Observe, Capability::InjectAfterUser] {
+        Server::builder("reminders", "1.0.0")
+            .feature_set("reminders.context", "Context", &[uses])
+            .on_before_inference("reminders.context", |_g, _p| async {
+                Ok(BeforeInferenceResult::default())
+            })
+            .build()
+            .unwrap_or_else(|e| panic!("{uses}: {e}"));
+    }
 }

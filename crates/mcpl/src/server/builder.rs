@@ -73,6 +73,15 @@ pub struct ServerBuilder {
     state_users: Vec<(&'static str, TypeId, &'static str)>,
 }
 
+/// The capability paths a `context/beforeInference` hook exercises (§10.1): one of them in
+/// its feature set's `uses` is what makes the hook's work acceptable (§6.4 rule 2).
+const HOOK_PATHS: [Capability; 4] = [
+    Capability::Observe,
+    Capability::InjectSystem,
+    Capability::InjectBeforeUser,
+    Capability::InjectAfterUser,
+];
+
 /// Fills a single-handler slot, recording `slot` when it was already filled.
 fn fill<T>(place: &mut Option<T>, value: T, duplicates: &mut Vec<String>, slot: &str) {
     if place.replace(value).is_some() {
@@ -300,7 +309,9 @@ impl ServerBuilder {
     ///
     /// A server has one such hook: [`Self::build`] refuses `feature_set` when the builder
     /// does not declare it ([`BuildError::UndeclaredFeatureSet`], closest declared name
-    /// first) and a second `on_before_inference` ([`BuildError::DuplicateRegistration`]).
+    /// first) or its `uses` names no `contextHooks.beforeInference` path
+    /// ([`BuildError::InvalidFeatureSet`]: the host would reject what the hook injects,
+    /// §6.4 rule 2), and a second `on_before_inference` ([`BuildError::DuplicateRegistration`]).
     pub fn on_before_inference<F, Fut>(mut self, feature_set: impl Into<String>, handler: F) -> Self
     where
         F: Fn(GrantState, BeforeInferenceParams) -> Fut + Send + Sync + 'static,
@@ -761,6 +772,26 @@ impl ServerBuilder {
                 return Err(BuildError::InvalidFeatureSet {
                     name: name.clone(),
                     reason: e.to_string(),
+                });
+            }
+        }
+        if let Some((Some(set), _)) = &self.handlers.before_inference {
+            // §6.4 rule 2: what the hook injects under a set whose `uses` names no hook
+            // path is a use the set does not declare, rejected by the host on every turn;
+            // §6.4 asks for the warning at declaration time.
+            let uses = self
+                .feature_sets
+                .get(set)
+                .and_then(|d| d.validated_uses().ok());
+            if uses.is_some_and(|u| HOOK_PATHS.iter().all(|c| !u.contains(*c))) {
+                return Err(BuildError::InvalidFeatureSet {
+                    name: set.clone(),
+                    reason: format!(
+                        "on_before_inference is bound to it, but its uses names no \
+                         contextHooks.beforeInference path, so a host rejects what the hook \
+                         injects under it (§6.4 rule 2); add the ones the hook uses ({})",
+                        HOOK_PATHS.map(Capability::as_str).join(", ")
+                    ),
                 });
             }
         }
