@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use mcpl::capability::{self, Pattern};
+use mcpl::capability::{self, Grant, Pattern};
 use mcpl::policy::{self, FeatureSets, GrantReport};
 use serde_json::Value;
 
@@ -66,11 +66,11 @@ pub fn main(args: GrantArgs) -> Result<ExitCode, CliError> {
             )
         })?;
         if pattern.resolved().is_empty() {
-            emit_err(&format!(
-                "{} --allow {p:?} names no capability path and grants nothing \
-                 (a bare parent like `channels` is not a path; try `{p}.*`)\n",
-                err_style.warn("warning:")
-            ));
+            // The library's rule for a host's own policy, with its hint; a warning here, as
+            // `grant` only reports what the patterns would grant.
+            if let Err(e) = Grant::from_policy([p.as_str()]) {
+                emit_err(&format!("{} --allow: {e}\n", err_style.warn("warning:")));
+            }
         }
     }
     let source = Source::new(args.advertised.clone());

@@ -285,3 +285,26 @@ fn bad_input_not_json_wrong_type_missing_file() {
         o.stderr
     );
 }
+
+/// A wildcard short of the paths' segments: the warning said "try `contextHooks.*.*`",
+/// which names only `observe`; it now names both depths (the library's hint,
+/// `Grant::from_policy`), and a typo gets the closest path.
+#[test]
+fn pattern_naming_no_path_hint_names_every_depth_and_the_closest_path() {
+    let m = json!({"contextHooks":{"beforeInference":true},"pushEvents":true});
+    let (o, _) = grant_json(&m, &["contextHooks.*"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("`contextHooks.*.*.*`"), "{}", o.stderr);
+    let (o, _) = grant_json(&m, &["pushEvent"]);
+    assert!(o.stderr.contains("`pushEvents`"), "{}", o.stderr);
+}
+
+/// `mcpl inspect --allow channels` connected and granted nothing of what it said (the
+/// library host took the entry); it is a usage error now, as a malformed pattern is, with
+/// what to write.
+#[test]
+fn inspect_refuses_an_allow_pattern_naming_no_path() {
+    let o = run(&["inspect", "--repl", "--allow", "channels"], Some(""));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("`channels.*`"), "{}", o.stderr);
+}

@@ -300,6 +300,16 @@ pub enum PatternError {
     /// `*` used inside a segment (`"chan*"`): §5.4 defines `*` only as a whole segment.
     #[error("capability pattern {0:?} uses '*' inside a segment; '*' must be a whole segment, as in `channels.*` (§5.4)")]
     PartialWildcard(String),
+    /// A host's own policy entry that is well formed but names no path of the vocabulary
+    /// (a bare parent `channels`, a `*` short of the paths' segments `contextHooks.*`, a
+    /// typo), so it would grant nothing: [`Grant::from_policy`] refuses it.
+    #[error("capability pattern {pattern:?} names no capability path, so it would grant nothing; {hint} (§5.4, §6.2)")]
+    NoPath {
+        /// The entry as written.
+        pattern: String,
+        /// What to write instead.
+        hint: String,
+    },
 }
 
 impl PatternError {
@@ -308,6 +318,7 @@ impl PatternError {
         match self {
             PatternError::EmptySegment(_) => "pattern_empty_segment",
             PatternError::PartialWildcard(_) => "pattern_partial_wildcard",
+            PatternError::NoPath { .. } => "pattern_no_path",
         }
     }
 }
@@ -384,6 +395,42 @@ fn segments_match(pattern: &str, path: &str) -> bool {
     }
 }
 
+/// What to write for a well-formed `entry` that names no path: the patterns naming the
+/// paths under it (`channels` → `channels.*`), else the closest path (a typo).
+fn no_path_hint(entry: &str) -> String {
+    let segments: Vec<&str> = entry.split('.').collect();
+    let mut depths: Vec<usize> = Capability::ALL
+        .iter()
+        .map(|c| c.as_str().split('.').collect::<Vec<_>>())
+        .filter(|path| {
+            path.len() > segments.len()
+                && segments.iter().zip(path).all(|(a, b)| *a == "*" || a == b)
+        })
+        .map(|path| path.len() - segments.len())
+        .collect();
+    depths.sort_unstable();
+    depths.dedup();
+    if !depths.is_empty() {
+        let forms: Vec<String> = depths
+            .iter()
+            .map(|d| format!("`{entry}{}`", ".*".repeat(*d)))
+            .collect();
+        return format!(
+            "a pattern has as many segments as the paths it names, `*` standing for one \
+             whole segment: for the paths under it write {}",
+            forms.join(" or ")
+        );
+    }
+    let paths: Vec<String> = Capability::ALL
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    match crate::manifest::edit::closest_first(entry, paths.iter()).first() {
+        Some(closest) => format!("did you mean `{closest}`?"),
+        None => "name a capability path".to_owned(),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Grant
 // ---------------------------------------------------------------------------------------
@@ -418,6 +465,29 @@ impl Grant {
         let mut set = CapabilitySet::EMPTY;
         for e in entries {
             set = set.union(Pattern::parse(e)?.resolved());
+        }
+        Ok(Grant { set })
+    }
+
+    /// The grant a host's own policy allows (`HostConfig::policy`, §5.4): as
+    /// [`Self::from_patterns`], and an entry that names no path of the vocabulary is an
+    /// error too ([`PatternError::NoPath`], saying what to write). Reading: a grant read off
+    /// the wire tolerates such an entry (it grants nothing); in the host's configuration it
+    /// is its author's mistake, refused rather than granting less than it says.
+    pub fn from_policy<'a, I>(entries: I) -> Result<Grant, PatternError>
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        let mut set = CapabilitySet::EMPTY;
+        for e in entries {
+            let resolved = Pattern::parse(e)?.resolved();
+            if resolved.is_empty() {
+                return Err(PatternError::NoPath {
+                    pattern: e.to_owned(),
+                    hint: no_path_hint(e),
+                });
+            }
+            set = set.union(resolved);
         }
         Ok(Grant { set })
     }

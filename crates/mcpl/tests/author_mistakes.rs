@@ -124,3 +124,62 @@ fn a_hook_bound_to_a_set_that_declares_no_hook_path_is_refused() {
             .unwrap_or_else(|e| panic!("{uses}: {e}"));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The host author's mistakes
+// ---------------------------------------------------------------------------------------
+
+/// A `HostConfig::policy` entry that names no path of the vocabulary: a bare parent
+/// (`channels`), a wildcard with too few segments (`contextHooks.*`: §5.4's `*` matches one
+/// whole segment and segment counts must be equal), or a typo (`pushEvent`). It was taken
+/// and granted nothing, with no word: the host author saw a server that never pushed.
+/// Refused as the malformed patterns are (`HostError::Policy`), saying what to write.
+#[tokio::test]
+async fn a_host_policy_entry_that_names_no_path_is_refused_with_what_to_write() {
+    use mcpl::host::{HostConfig, HostError, HostSession};
+    for (entry, hint) in [
+        ("channels", "`channels.*`"),
+        ("contextHooks.*", "`contextHooks.*.*.*`"),
+        ("contextHooks", "`contextHooks.*.*`"),
+        ("pushEvent", "`pushEvents`"),
+    ] {
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        let config = HostConfig {
+            policy: vec!["tools".into(), entry.into()],
+            ..HostConfig::default()
+        };
+        match HostSession::connect(host_side, config).await {
+            Err(HostError::Policy(e)) => {
+                let text = e.to_string();
+                assert_eq!(e.code(), "pattern_no_path", "{entry}: {text}");
+                assert!(text.contains(&format!("{entry:?}")), "{entry}: {text}");
+                assert!(text.contains(hint), "{entry}: {text}");
+            }
+            Err(e) => panic!("{entry}: {e}"),
+            Ok(_) => panic!("{entry}: connected with a policy entry that grants nothing"),
+        }
+    }
+}
+
+/// The same entry given later, to `HostSession::set_policy`, is refused before anything is
+/// sent, and the grant in force stands.
+#[tokio::test]
+async fn set_policy_refuses_an_entry_that_names_no_path() {
+    use mcpl::host::{HostConfig, HostError, HostSession};
+    let (host_side, server_side) = mcpl::transport::memory::pair();
+    tokio::spawn(mcpl::reference::serve(server_side));
+    let config = HostConfig {
+        policy: vec!["pushEvents".into()],
+        ..HostConfig::default()
+    };
+    let (session, _streams) = HostSession::connect(host_side, config)
+        .await
+        .expect("connects");
+    let before = session.grant();
+    match session.set_policy(vec!["channel.*".into()]).await {
+        Err(HostError::Policy(e)) => assert_eq!(e.code(), "pattern_no_path", "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(session.grant(), before);
+}

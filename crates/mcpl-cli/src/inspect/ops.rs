@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use mcpl::capability::{Capability, Pattern};
+use mcpl::capability::Capability;
 use mcpl::host::{self, HostSession};
 use mcpl::policy::{self, FeatureSets, InjectionDenied};
 use mcpl::protocol::push::timestamp_millis;
@@ -50,10 +50,13 @@ pub fn vocabulary() -> Vec<&'static str> {
     Capability::ALL.iter().map(|c| c.as_str()).collect()
 }
 
-/// Checks host policy patterns as `mcpl grant --allow` does (§5.4).
+/// Checks host policy patterns by the library host's rule (§5.4,
+/// [`Grant::from_policy`](mcpl::capability::Grant::from_policy)): a malformed one, or one
+/// naming no path, which the session would refuse.
 pub fn parse_patterns(patterns: &[String]) -> Result<(), String> {
     for p in patterns {
-        Pattern::parse(p).map_err(|e| format!("invalid pattern {p:?}: {e}"))?;
+        mcpl::capability::Grant::from_policy([p.as_str()])
+            .map_err(|e| format!("invalid pattern {p:?}: {e}"))?;
     }
     Ok(())
 }

@@ -75,6 +75,9 @@ pub struct HostConfig {
     /// ([`MCP_PROTOCOL_VERSION`](crate::protocol::handshake::MCP_PROTOCOL_VERSION) by default).
     pub protocol_version: String,
     /// Host policy: capability patterns (§5.4 `*` matching); the grant is advertised ∩ these.
+    /// An entry that is malformed or names no path ([`crate::capability::Grant::from_policy`]:
+    /// `channels`, `contextHooks.*`, a typo) fails [`HostSession::connect`] with
+    /// [`HostError::Policy`] saying what to write.
     pub policy: Vec<String>,
     /// `enabled` allowlist of feature-set names sent with the grant (`None` omits it).
     pub enabled: Option<Vec<String>>,

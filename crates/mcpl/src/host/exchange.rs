@@ -7,7 +7,9 @@ use crate::protocol::feature_sets::FeatureSetsUpdate;
 impl HostSession {
     /// Changes host policy (§6.7 orderings): a narrowing applies host-side at once, then the
     /// Request goes out; a widening activates only after an accepting receipt. A call made
-    /// while another policy exchange is in flight waits for it to end.
+    /// while another policy exchange is in flight waits for it to end. `patterns` are held to
+    /// the rule of [`HostConfig::policy`]: one that is malformed or names no path is
+    /// [`HostError::Policy`], and nothing is sent.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
         let timeout = self.inner.shared.config.policy_timeout;
         self.call_within(FeatureSetsUpdate::NAME, Some(timeout), |r| {

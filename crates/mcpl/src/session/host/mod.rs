@@ -284,7 +284,7 @@ impl HostState {
         now: Instant,
         wall: SystemTime,
     ) -> Result<HostState, PatternError> {
-        let host_allows = Grant::from_patterns(rules.policy.iter().map(String::as_str))?;
+        let host_allows = Grant::from_policy(rules.policy.iter().map(String::as_str))?;
         Ok(HostState {
             p: HostPolicy::new(
                 std::mem::take(&mut rules.policy),
@@ -676,6 +676,8 @@ impl HostState {
         if self.phase != Phase::Up || self.policy_in_flight() {
             return Err(StateError::PolicyInFlight);
         }
+        // The host's own patterns, held to the rule `new` holds the configured ones to.
+        Grant::from_policy(patterns.iter().map(String::as_str)).map_err(StateError::Policy)?;
         let wall = self.wall(now);
         let plan = self.p.begin_change(patterns, wall).map_err(|e| match e {
             ChangeRefused::McpOnly(r) => StateError::McpOnly(r),
