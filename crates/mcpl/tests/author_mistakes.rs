@@ -183,3 +183,19 @@ async fn set_policy_refuses_an_entry_that_names_no_path() {
     }
     assert_eq!(session.grant(), before);
 }
+
+/// A custom method named `rpc.…` (JSON-RPC 2.0 §4 reserves the prefix for the protocol's
+/// own methods) or with an empty name: built, where a protocol method's name is refused.
+#[test]
+fn a_custom_method_with_a_json_rpc_reserved_or_empty_name_is_refused() {
+    for name in ["rpc.discover", ""] {
+        let b = Server::builder("custom", "1.0.0").method(name, |_s, _p| async { Ok(json!({})) });
+        match build_err(b) {
+            BuildError::ReservedMethod(n) => assert_eq!(n, name),
+            other => panic!("{name:?}: {other:?}"),
+        }
+    }
+    let b =
+        Server::builder("custom", "1.0.0").method("acme/rpc.x", |_s, _p| async { Ok(json!({})) });
+    assert!(b.build().is_ok());
+}

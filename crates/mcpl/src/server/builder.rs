@@ -611,7 +611,8 @@ impl ServerBuilder {
     }
 
     /// A custom (non-MCPL) request method, unprivileged. Names of protocol methods and of the
-    /// removed surfaces are refused by [`Self::build`].
+    /// removed surfaces, JSON-RPC's reserved `rpc.` names and an empty name are refused by
+    /// [`Self::build`] ([`BuildError::ReservedMethod`]).
     pub fn method<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
     where
         F: Fn(Session, Option<Value>) -> Fut + Send + Sync + 'static,
@@ -806,7 +807,9 @@ impl ServerBuilder {
             }
         }
         for name in self.handlers.custom.keys() {
-            if is_reserved(name) {
+            // JSON-RPC 2.0 §4 reserves `rpc.` for the protocol's own methods; an empty name
+            // names nothing a host could call.
+            if is_reserved(name) || name.is_empty() || name.starts_with("rpc.") {
                 return Err(BuildError::ReservedMethod(name.clone()));
             }
         }

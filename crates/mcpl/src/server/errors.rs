@@ -15,8 +15,9 @@ pub enum BuildError {
         /// Why.
         reason: String,
     },
-    /// A custom method name collides with an MCPL/MCP method or a removed surface.
-    #[error("custom method {0:?} collides with a protocol method or a surface 0.5 removed; choose another name (a vendor prefix, e.g. `acme/…`)")]
+    /// A custom method name collides with an MCPL/MCP method or a removed surface, is one
+    /// of JSON-RPC's reserved `rpc.` names (JSON-RPC 2.0 §4), or is empty.
+    #[error("custom method {0:?} is not a name a server may take (a protocol method, a surface 0.5 removed, JSON-RPC's reserved `rpc.` prefix, or empty); choose another name (a vendor prefix, e.g. `acme/…`)")]
     ReservedMethod(String),
     /// The manifest could not be digested (§17.2).
     #[error("the manifest the builder made is refused: {0}; fix the builder input it names")]
