@@ -199,3 +199,87 @@ fn a_custom_method_with_a_json_rpc_reserved_or_empty_name_is_refused() {
         Server::builder("custom", "1.0.0").method("acme/rpc.x", |_s, _p| async { Ok(json!({})) });
     assert!(b.build().is_ok());
 }
+
+/// A handler for a host → server method whose capability the server never advertises: a
+/// conforming host grants only what is advertised (§5.4) and the session answers the method `-32002`
+/// without calling the handler, so it could never run (`on_channels_open` on a server with
+/// no `channels.lifecycle`, `on_turn_end` with no `inferenceLifecycle` …). It built; it is
+/// refused, naming the registration, the method and the path to advertise.
+#[test]
+fn a_handler_for_a_method_whose_capability_is_never_advertised_is_refused() {
+    use mcpl::jsonrpc::ErrorObject;
+    use mcpl::protocol::channels::{ListResult, OpenResult, PublishResult};
+    let no = || ErrorObject::new(-32000, "no");
+    let cases: Vec<(ServerBuilder, &str, &str, &str)> = vec![
+        (
+            Server::builder("s", "1")
+                .on_channels_open(move |_s, _p| async move { Err::<OpenResult, _>(no()) }),
+            "on_channels_open",
+            "channels/open",
+            "channels.lifecycle",
+        ),
+        (
+            Server::builder("s", "1")
+                .on_channels_publish(move |_s, _p| async move { Err::<PublishResult, _>(no()) }),
+            "on_channels_publish",
+            "channels/publish",
+            "channels.publish",
+        ),
+        (
+            Server::builder("s", "1")
+                .on_channels_list(move |_s| async move { Err::<ListResult, _>(no()) }),
+            "on_channels_list",
+            "channels/list",
+            "channels.register",
+        ),
+        (
+            Server::builder("s", "1").on_channels_typing(move |_s, _p| async move { Err(no()) }),
+            "on_channels_typing",
+            "channels/typing",
+            "channels.typing",
+        ),
+        (
+            Server::builder("s", "1").on_rollback(move |_s, _p| async move { Err(no()) }),
+            "on_rollback",
+            "state/rollback",
+            "tools",
+        ),
+        (
+            Server::builder("s", "1").on_turn_end(|_t| {}),
+            "on_turn_end",
+            "inference/lifecycle",
+            "inferenceLifecycle",
+        ),
+        (
+            Server::builder("s", "1").on_outgoing_complete(|_c| {}),
+            "on_outgoing_complete",
+            "channels/outgoing/complete",
+            "channels.streaming",
+        ),
+    ];
+    for (b, registration, method, path) in cases {
+        match build_err(b) {
+            BuildError::NotAdvertised {
+                registration: r,
+                method: m,
+                needs,
+            } => {
+                assert_eq!((r, m), (registration, method));
+                assert_eq!(needs, path);
+            }
+            other => panic!("{registration}: {other:?}"),
+        }
+    }
+    // Advertised (by a feature set, by `advertise`, or `tools` by a registered tool): built.
+    Server::builder("s", "1")
+        .feature_set("turns", "Turns", &[Capability::InferenceLifecycle])
+        .advertise(&[Capability::ChannelsLifecycle])
+        .on_turn_end(|_t| {})
+        .on_channels_open(move |_s, _p| async move { Err::<OpenResult, _>(no()) })
+        .build()
+        .expect("advertised");
+    with_tool("t", json!({"type": "object"}))
+        .on_rollback(move |_s, _p| async move { Err(no()) })
+        .build()
+        .expect("tools registered");
+}

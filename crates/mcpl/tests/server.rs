@@ -456,6 +456,9 @@ async fn s6_6_unknown_and_removed_methods_are_minus_32601() {
 #[tokio::test]
 async fn s5_4_inbound_without_capability_is_minus_32002_not_the_handler() {
     let server = builder()
+        // The handlers below need these advertised (else build() refuses them: no host
+        // could grant them, §5.4); the grant in force decides the rest.
+        .advertise(&[Capability::ChannelsPublish])
         .on_channels_publish(|_s, _p| async { panic!("publish without channels.publish") })
         .on_before_inference("memory.recall", |_g, _p| async {
             panic!("hook without observe/inject")
@@ -1257,6 +1260,9 @@ async fn s14_outgoing_stream_is_observed_only_when_streaming_is_granted() {
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let (s1, s2) = (seen.clone(), seen.clone());
     let server = builder()
+        // The handlers below need these advertised (else build() refuses them: no host
+        // could grant them, §5.4); the grant in force decides the rest.
+        .advertise(&[Capability::ChannelsStreaming])
         .on_outgoing_chunk(move |c| s1.lock().unwrap().push(c.delta.clone()))
         .on_outgoing_complete(move |c| s2.lock().unwrap().push(format!("done {}", c.channel_id)))
         .build()
@@ -1543,6 +1549,9 @@ async fn s3_2_a_non_object_mcpl_advertisement_means_mcp_only() {
 #[tokio::test]
 async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
     let server = builder()
+        // The handlers below need these advertised (else build() refuses them: no host
+        // could grant them, §5.4); the grant in force decides the rest.
+        .advertise(&[Capability::ChannelsAcknowledge, Capability::ChannelsTyping])
         .on_channels_acknowledge(|_s, _p| async { Ok(()) })
         .on_channels_typing(|_s, _p| async { Ok(()) })
         .on_rollback(|_s, p| async move {
@@ -1789,6 +1798,9 @@ async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silent
     let done = Arc::new(Mutex::new(Vec::<String>::new()));
     let d2 = done.clone();
     let server = builder()
+        // The handlers below need these advertised (else build() refuses them: no host
+        // could grant them, §5.4); the grant in force decides the rest.
+        .advertise(&[Capability::ChannelsStreaming])
         .on_outgoing_complete(move |c| d2.lock().unwrap().push(c.channel_id.clone()))
         .build()
         .unwrap();
@@ -1799,7 +1811,11 @@ async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silent
     assert_eq!(codes_until_marker(diags).await, []);
     assert_eq!(*done.lock().unwrap(), ["c"]);
 
-    let server = builder().on_outgoing_chunk(|_| {}).build().unwrap();
+    let server = builder()
+        .advertise(&[Capability::ChannelsStreaming])
+        .on_outgoing_chunk(|_| {})
+        .build()
+        .unwrap();
     let host = connect(&server, true).await;
     policy(&host, granted).await;
     let diags = host.session.diagnostics();
@@ -2069,6 +2085,13 @@ async fn s14_3_generic_on_handlers_serve_their_method_behind_its_capability() {
         ChannelDescriptor, ChannelsAcknowledge, ChannelsList, ChannelsOpen, ListResult, OpenResult,
     };
     let server = builder()
+        // The handlers below need these advertised (else build() refuses them: no host
+        // could grant them, §5.4); the grant in force decides the rest.
+        .advertise(&[
+            Capability::ChannelsLifecycle,
+            Capability::ChannelsAcknowledge,
+            Capability::ChannelsRegister,
+        ])
         .on::<ChannelsOpen, _, _>(|_s, p| async move {
             Ok(OpenResult::new(ChannelDescriptor::new("opened-1", p.kind)))
         })

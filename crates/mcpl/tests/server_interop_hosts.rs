@@ -361,6 +361,8 @@ fn channel_server(log: Arc<Mutex<Vec<String>>>) -> Server {
                 Capability::ChannelsStreaming,
             ],
         )
+        // on_turn_start needs it advertised (build() refuses a handler no host could reach).
+        .advertise(&[Capability::InferenceLifecycle])
         .on_channels_open(|_s, p| async move {
             Ok(mcpl::protocol::channels::OpenResult::new(
                 mcpl::protocol::channels::ChannelDescriptor::new(format!("{}:x", p.kind), p.kind),

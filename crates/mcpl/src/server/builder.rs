@@ -672,6 +672,61 @@ impl ServerBuilder {
         Value::Object(m)
     }
 
+    /// Refuses a handler whose method needs a capability the server does not advertise
+    /// ([`BuildError::NotAdvertised`]): a host grants only what is advertised (§5.4), so the
+    /// session would answer the method `-32002` and never call it. `tools` counts as
+    /// advertised when tools are registered or an MCP fallback is set, as for `require`.
+    fn handlers_advertised(&self) -> Result<(), BuildError> {
+        use crate::capability::{Grant, Requirement};
+        use crate::protocol::channels::{
+            ChannelsAcknowledge, ChannelsClose, ChannelsList, ChannelsOpen, ChannelsOutgoingChunk,
+            ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
+        };
+        use crate::protocol::lifecycle::InferenceLifecycle;
+        use crate::protocol::state::StateRollback;
+        use crate::protocol::Method;
+        fn slot<M: Method>(filled: bool, registration: &'static str) -> Option<Slot> {
+            filled.then_some((registration, M::NAME, M::REQUIREMENT))
+        }
+        type Slot = (&'static str, &'static str, Requirement);
+        let h = &self.handlers;
+        let slots = [
+            slot::<ChannelsOpen>(h.channels_open.is_some(), "on_channels_open"),
+            slot::<ChannelsClose>(h.channels_close.is_some(), "on_channels_close"),
+            slot::<ChannelsPublish>(h.channels_publish.is_some(), "on_channels_publish"),
+            slot::<ChannelsList>(h.channels_list.is_some(), "on_channels_list"),
+            slot::<ChannelsAcknowledge>(
+                h.channels_acknowledge.is_some(),
+                "on_channels_acknowledge",
+            ),
+            slot::<ChannelsTyping>(h.channels_typing.is_some(), "on_channels_typing"),
+            slot::<StateRollback>(h.rollback.is_some(), "on_rollback"),
+            slot::<InferenceLifecycle>(h.turn_start.is_some(), "on_turn_start"),
+            slot::<InferenceLifecycle>(h.turn_end.is_some(), "on_turn_end"),
+            slot::<ChannelsOutgoingChunk>(h.outgoing_chunk.is_some(), "on_outgoing_chunk"),
+            slot::<ChannelsOutgoingComplete>(h.outgoing_complete.is_some(), "on_outgoing_complete"),
+        ];
+        let mut advertised = self.advertised;
+        if !h.tools.is_empty() || h.fallback.is_some() {
+            advertised.insert(Capability::Tools);
+        }
+        let grant = Grant::from_set(advertised);
+        for (registration, method, req) in slots.into_iter().flatten() {
+            if !grant.satisfies(req) {
+                let join = match req {
+                    Requirement::AllOf(_) => " and ",
+                    _ => " or ",
+                };
+                return Err(BuildError::NotAdvertised {
+                    registration,
+                    method,
+                    needs: req.capabilities().sorted_paths().join(join),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Validates and builds the server (and its [`ManifestTracker`]).
     ///
     /// Refuses the mistakes that would otherwise fail silently at run time: a hook or tag
@@ -681,7 +736,8 @@ impl ServerBuilder {
     /// replace the first; a manifest member, an MCP capability or a set's tag ontology given
     /// twice included), and a `manifest_member` named like a member the builder writes
     /// ([`BuildError::Manifest`]: it would be dropped, or advertise behind the builder's
-    /// back). Setters of configuration (`instructions`, `require`,
+    /// back), and a handler of a method whose capability the server does not advertise
+    /// ([`BuildError::NotAdvertised`]: a conforming host never grants it, §5.4). Setters of configuration (`instructions`, `require`,
     /// `lifecycle_config`, `peer_config`) keep their last value.
     pub fn build(self) -> Result<Server, BuildError> {
         if let Some(slot) = self.duplicates.first() {
@@ -796,6 +852,7 @@ impl ServerBuilder {
                 });
             }
         }
+        self.handlers_advertised()?;
         let registered = self.handlers.connection_state.as_ref();
         for (registration, type_id, wanted) in &self.state_users {
             if registered.map(|s| s.type_id) != Some(*type_id) {

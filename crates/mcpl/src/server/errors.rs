@@ -61,6 +61,19 @@ pub enum BuildError {
         /// The type `connection_state` registered, if any.
         registered: Option<&'static str>,
     },
+    /// A handler for a host → server method whose capability the server does not advertise
+    /// (`on_channels_open` without `channels.lifecycle`, `on_turn_end` without
+    /// `inferenceLifecycle` …): a conforming host grants only what is advertised (§5.4), so
+    /// the session answers the method `-32002` and the handler never runs.
+    #[error("{registration} handles {method}, which needs `{needs}`, but the server does not advertise it: a host grants only what is advertised (§5.4), so the handler would never run; advertise it (a feature_set's uses, or advertise) or leave the handler out")]
+    NotAdvertised {
+        /// The builder method, e.g. `on_channels_open`.
+        registration: &'static str,
+        /// The method it handles, e.g. `channels/open`.
+        method: &'static str,
+        /// The capability path (or paths) the method needs, e.g. `channels.lifecycle`.
+        needs: String,
+    },
     /// A tool MCP cannot carry: an empty name (no `tools/call` can name it), or an
     /// `inputSchema` that is not an object schema with `"type": "object"` (MCP's `Tool`),
     /// hand-written or generated from a typed tool's argument type.
