@@ -283,3 +283,41 @@ fn a_handler_for_a_method_whose_capability_is_never_advertised_is_refused() {
         .build()
         .expect("tools registered");
 }
+
+/// `mcp_capability("experimental", {"acme.trace": {}})`: the builder's `initialize` wrote
+/// `experimental` as `{"mcpl": manifest}` over it, so the author's other experimental
+/// capabilities were dropped without a word (an MCP fallback's are kept, §3.1). They are
+/// kept now, beside `mcpl`, over a real connection; an `experimental` that is not an object,
+/// or that carries `mcpl` itself (the session writes that one), is refused at build time.
+#[tokio::test]
+async fn experimental_capabilities_given_to_the_builder_are_sent_beside_mcpl() {
+    use mcpl::peer::{Peer, PeerConfig};
+    let server = Server::builder("s", "1")
+        .feature_set("p", "Pushes", &[Capability::PushEvents])
+        .mcp_capability("experimental", json!({"acme.trace": {"level": 2}}))
+        .build()
+        .expect("builds");
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let _session = server.start(server_t);
+    let init = peer
+        .request_raw(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-06-18",
+                        "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                        "clientInfo": {"name": "h", "version": "0"}})),
+        )
+        .await
+        .expect("initialize answered");
+    let experimental = &init["capabilities"]["experimental"];
+    assert_eq!(experimental["acme.trace"], json!({"level": 2}), "{init}");
+    assert_eq!(experimental["mcpl"]["version"], "0.5", "{init}");
+
+    for bad in [json!(true), json!({"mcpl": {"version": "0.5"}})] {
+        let b = Server::builder("s", "1").mcp_capability("experimental", bad.clone());
+        match build_err(b) {
+            BuildError::Manifest(m) => assert!(m.contains("experimental"), "{bad}: {m}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

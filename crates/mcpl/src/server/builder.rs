@@ -238,7 +238,9 @@ impl ServerBuilder {
 
     /// An MCP capability passed through to `initialize` (e.g. `resources`, `prompts`).
     /// [`Self::build`] refuses a second one under the same name
-    /// ([`BuildError::DuplicateRegistration`]).
+    /// ([`BuildError::DuplicateRegistration`]). An `experimental` object is sent with the
+    /// session's `mcpl` member added; one that is not an object or names `mcpl` is refused
+    /// ([`BuildError::Manifest`]).
     pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
         let key = key.into();
         if self.mcp_capabilities.insert(key.clone(), value).is_some() {
@@ -798,6 +800,22 @@ impl ServerBuilder {
                 return Err(BuildError::DuplicateRegistration {
                     slot: format!("tag_ontology for feature set {name:?}"),
                 });
+            }
+        }
+        match self.mcp_capabilities.get("experimental") {
+            None => {}
+            Some(Value::Object(e)) if !e.contains_key("mcpl") => {}
+            Some(other) => {
+                return Err(BuildError::Manifest(format!(
+                    "mcp_capability \"experimental\" is {}: the session writes \
+                     experimental.mcpl itself, from the builder's manifest (§5.1); give \
+                     an object of your other experimental capabilities, without `mcpl`",
+                    if other.is_object() {
+                        "an object naming `mcpl`"
+                    } else {
+                        "not an object"
+                    }
+                )));
             }
         }
         for name in self.manifest_extra.keys() {

@@ -1,7 +1,7 @@
 //! What a server reads from the host's `initialize` and answers it with (§3.2, §5.1, §17.1).
 //! Part of [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::ServerDiagnostic;
 use crate::jsonrpc::ErrorObject;
@@ -28,10 +28,14 @@ pub(crate) fn initialize_result(
     instructions: Option<&str>,
 ) -> Value {
     let mut caps = mcp.clone();
-    caps.insert(
-        "experimental".into(),
-        json!({ "mcpl": manifest_object(manifest) }),
-    );
+    // The application's other experimental capabilities stay beside `mcpl` (the builder
+    // refuses an `experimental` that is no object or names `mcpl` itself).
+    let mut experimental = match caps.remove("experimental") {
+        Some(Value::Object(e)) => e,
+        _ => Map::new(),
+    };
+    experimental.insert("mcpl".into(), manifest_object(manifest));
+    caps.insert("experimental".into(), Value::Object(experimental));
     let mut result = Map::new();
     result.insert("protocolVersion".into(), Value::String(protocol_version));
     result.insert("capabilities".into(), Value::Object(caps));
