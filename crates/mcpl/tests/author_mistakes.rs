@@ -321,3 +321,21 @@ async fn experimental_capabilities_given_to_the_builder_are_sent_beside_mcpl() {
         }
     }
 }
+
+/// A feature set named `memory.*` (or `memory..recall`, `.memory`): §6.3 makes `*` select
+/// sets in `enabled`/`disabled`, so a host's `memory.*` there is a pattern, never this name.
+/// A live manifest edit refuses such a name (`ManifestEditError::InvalidName`); the builder
+/// took it. It is refused at build time by the same rule (`manifest::edit::is_feature_set_name`).
+#[test]
+fn a_feature_set_name_the_manifest_edit_refuses_is_refused_by_the_builder_too() {
+    for name in ["memory.*", "memory..recall", ".memory", "a b", ""] {
+        let b = Server::builder("s", "1").feature_set(name, "Pushes", &[Capability::PushEvents]);
+        match build_err(b) {
+            BuildError::InvalidFeatureSet { name: n, reason } => {
+                assert_eq!(n, name);
+                assert!(reason.contains("§6.3"), "{name:?}: {reason}");
+            }
+            other => panic!("{name:?}: {other:?}"),
+        }
+    }
+}

@@ -843,6 +843,14 @@ impl ServerBuilder {
             }
         }
         for (name, d) in &self.feature_sets {
+            // The rule a live manifest edit holds a name to (§6.3, §17.2).
+            if !crate::manifest::edit::is_feature_set_name(name) {
+                return Err(BuildError::InvalidFeatureSet {
+                    name: name.clone(),
+                    reason: crate::manifest::edit::ManifestEditError::InvalidName(name.clone())
+                        .to_string(),
+                });
+            }
             if let Err(e) = d.validated_uses() {
                 return Err(BuildError::InvalidFeatureSet {
                     name: name.clone(),
