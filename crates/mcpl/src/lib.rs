@@ -31,8 +31,12 @@
 //! Where mistakes show: a send the grant does not allow, an injection at a position not
 //! granted, a handler that panics … are refused or repaired by the session and logged
 //! through `tracing` at `warn` with what to change, under plain [`serve`](server::Server::serve)
-//! too; host defects at `info` (see [`server::DiagnosticKind`]). Install a subscriber to see
-//! them, as below (`tracing-subscriber` with its `fmt` and `env-filter` features).
+//! too; host defects at `info` (see [`server::DiagnosticKind`]). With no subscriber
+//! installed the mistakes are written to stderr instead; install one to route them, as
+//! below (`tracing-subscriber` with its `fmt` and `env-filter` features). Mistakes in the
+//! registrations themselves (a handler no host could reach, a hook under a set that
+//! declares no hook path, a tool MCP cannot carry …) are refused earlier, by
+//! [`build`](server::ServerBuilder::build).
 //!
 //! ```no_run
 //! use mcpl::capability::Capability;

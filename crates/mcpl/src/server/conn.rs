@@ -144,20 +144,42 @@ impl Server {
     /// Nothing needs subscribing to see the server author's mistakes: each one (a refused
     /// send, a dropped injection, a panicking handler …, see [`DiagnosticKind`]) is logged
     /// through `tracing` at `warn` as it happens, and a connection that had any ends with a
-    /// `warn` line counting them. To read the count, or every diagnostic, use
+    /// `warn` line counting them; with no `tracing` subscriber installed at all, those lines
+    /// go to stderr instead. To read the count, or every diagnostic, use
     /// [`Self::start`] with [`Session::author_mistakes`] and [`Session::diagnostics`].
     pub async fn serve(&self, transport: Transport) -> CloseReason {
         let session = self.start(transport);
         let reason = session.conn.peer.finished().await;
         let mistakes = session.author_mistakes();
         if mistakes > 0 {
+            let server = self.inner.info.name.as_str();
             tracing::warn!(
-                server = self.inner.info.name.as_str(),
+                server,
                 "connection ended ({reason}) after {mistakes} mistake(s) of the server's code \
                  were reported on it; the warnings before this say what to change"
             );
+            unrouted_warning(format_args!(
+                "{server}: connection ended ({reason}) after {mistakes} mistake(s) of the \
+                 server's code were reported on it"
+            ));
         }
         reason
+    }
+}
+
+/// Writes an author-mistake warning to stderr when no `tracing` subscriber is in force
+/// (none installed, globally or for this thread): `tracing` alone would drop it, and a
+/// server author who installed none would never hear of the mistake. With any subscriber,
+/// even one whose filter hides `warn`, `tracing` alone carries it. Stderr, never stdout,
+/// which may carry the stdio transport.
+fn unrouted_warning(line: std::fmt::Arguments<'_>) {
+    let unrouted =
+        tracing::dispatcher::get_default(|d| d.is::<tracing::subscriber::NoSubscriber>());
+    if unrouted {
+        eprintln!(
+            "mcpl: warning: {line} (no tracing subscriber is installed; install one to route \
+             the library's diagnostics)"
+        );
     }
 }
 
@@ -342,6 +364,7 @@ impl Conn {
                 self.author_mistakes.fetch_add(1, Ordering::Relaxed);
                 if self.first_warning(code, &detail) {
                     tracing::warn!(server, code, "{detail}");
+                    unrouted_warning(format_args!("{server}: {code}: {detail}"));
                 } else {
                     tracing::debug!(server, code, "{detail}");
                 }
