@@ -68,6 +68,10 @@ async fn a_tool_panics() {
         .await
         .expect_err("a panicking tool is answered with an error");
     assert_eq!(e.remote().map(|e| e.code), Some(-32603), "{e}");
+    // The connection goes on after the warning was written (or could not be).
+    peer.request_raw("tools/list", None)
+        .await
+        .expect("the server still answers after the panicking tool");
 }
 
 /// Runs the child test `name` in a process of its own; its stderr.
@@ -98,4 +102,28 @@ fn an_author_mistake_reaches_stderr_without_a_subscriber() {
 fn with_a_subscriber_tracing_alone_carries_it() {
     let stderr = child_stderr("child_a_tool_panics_with_a_subscriber");
     assert!(!stderr.contains("mcpl: warning"), "{stderr}");
+}
+
+/// With stderr closed (a host that closed the pipe it reads a server's log from), the
+/// warning cannot be written: it is dropped, and the server goes on (the panicking tool is
+/// still answered `-32603`). `eprintln!` panicked there, in the session's task.
+#[test]
+fn a_closed_stderr_drops_the_warning_and_the_server_goes_on() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "child_a_tool_panics_with_no_subscriber",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the child runs");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().expect("the child ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }

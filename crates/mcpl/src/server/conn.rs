@@ -176,7 +176,11 @@ fn unrouted_warning(line: std::fmt::Arguments<'_>) {
     let unrouted =
         tracing::dispatcher::get_default(|d| d.is::<tracing::subscriber::NoSubscriber>());
     if unrouted {
-        eprintln!(
+        // Not `eprintln!`, which panics when stderr is closed (a host that closed the
+        // pipe): a warning that cannot be written is dropped, never a panic.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "mcpl: warning: {line} (no tracing subscriber is installed; install one to route \
              the library's diagnostics)"
         );
