@@ -756,6 +756,28 @@ fn unfinished_line(line: &[u8]) -> String {
     describe_unfinished(line.len(), unfinished_quote(line))
 }
 
+/// The integer a response's `id` names when it is written with a fraction or an exponent
+/// (`2.0`, `2e0`) and is, as a value, an integer (JSON-RPC 2.0 §5 asks for the same value),
+/// with the id as written; `None` for a request or notification (a `method`), an integer or
+/// non-numeric id, a true fraction, or a value past 2^53 (a double there names a range, not
+/// one id). Both checkers read such answers by this one rule, each against its own requests.
+pub(crate) fn integral_response_id(message: &Value) -> Option<(i64, String)> {
+    if message.get("method").is_some() {
+        return None;
+    }
+    let Some(Value::Number(n)) = message.get("id") else {
+        return None;
+    };
+    if n.is_i64() || n.is_u64() {
+        return None;
+    }
+    let f = n
+        .as_f64()
+        .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)?;
+    #[allow(clippy::cast_possible_truncation)]
+    Some((f as i64, n.to_string()))
+}
+
 /// The part of a line left without its end that the report quotes: its first
 /// [`UNFINISHED_QUOTE_BYTES`].
 pub(crate) fn unfinished_quote(line: &[u8]) -> &[u8] {
@@ -865,6 +887,26 @@ pub fn tls_config(ca_file: &std::path::Path) -> io::Result<Arc<rustls::ClientCon
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    /// JSON-RPC 2.0 §5: the one reading both checkers apply to a response id written with
+    /// a fraction or an exponent.
+    #[test]
+    fn integral_response_ids_are_whole_values_within_2_53() {
+        let id = |v: Value| integral_response_id(&v);
+        assert_eq!(id(json!({"id": 2.0})), Some((2, "2.0".to_owned())));
+        assert_eq!(id(json!({"id": 2e0})).map(|p| p.0), Some(2));
+        assert_eq!(id(json!({"id": -7.0})).map(|p| p.0), Some(-7));
+        assert_eq!(id(json!({"id": 2})), None, "an integer is read as it is");
+        assert_eq!(id(json!({"id": 2.5})), None);
+        assert_eq!(id(json!({"id": 18014398509481984.0})), None, "past 2^53");
+        assert_eq!(id(json!({"id": "2.0"})), None);
+        assert_eq!(id(json!({"id": 2.0, "method": "ping"})), None, "a request");
+        assert_eq!(
+            id(json!([{"id": 2.0}])),
+            None,
+            "a batch is read item by item"
+        );
+    }
 
     /// Once the stream has ended, asking what is unfinished is answered at once: the pump
     /// reads no more, and an ask had waited its whole [`UNFINISHED_WAIT`] unanswered.

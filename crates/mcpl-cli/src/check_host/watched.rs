@@ -313,31 +313,15 @@ impl IntegralSeen {
     /// request the checker wrote (JSON-RPC 2.0 §5: "the same as the value"); noted. Anything
     /// else (a true fraction, an id no request carried) is left to fail: `false`.
     fn integral(&mut self, message: &mut Value) -> bool {
-        let Some(obj) = message.as_object_mut() else {
+        let Some((id, written)) = crate::check::conn::integral_response_id(message) else {
             return false;
         };
-        if obj.contains_key("method") {
-            return false;
-        }
-        let Some(Value::Number(n)) = obj.get("id") else {
-            return false;
-        };
-        if n.is_i64() || n.is_u64() {
-            return false;
-        }
-        // Exactly an integer only within 2^53; past it a double names a range, not one id.
-        let Some(f) = n
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)
-        else {
-            return false;
-        };
-        #[allow(clippy::cast_possible_truncation)]
-        let id = f as i64;
         if !self.sent.contains(&id) {
             return false;
         }
-        let written = n.to_string();
+        let Some(obj) = message.as_object_mut() else {
+            return false;
+        };
         obj.insert("id".into(), Value::from(id));
         self.count = self.count.saturating_add(1);
         if self.kept.len() < Repeats::KEPT {

@@ -289,28 +289,13 @@ impl Session {
     /// not an integer, [`RequestId::from_value`]): a warning, not a pass. A value with a true
     /// fraction (`2.5`), or one no request of ours carried, is left to fail as before.
     fn integral_id_read(&mut self, mut v: Value, awaiting: Option<&RequestId>) -> Value {
-        if v.get("method").is_some() {
-            return v;
-        }
-        let Some(Value::Number(n)) = v.get("id") else {
+        let Some((id, written)) = crate::check::conn::integral_response_id(&v) else {
             return v;
         };
-        if n.is_i64() || n.is_u64() {
-            return v;
-        }
-        // Exactly an integer only within 2^53; past it a double names a range, not one id.
-        let Some(f) = n
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)
-        else {
-            return v;
-        };
-        #[allow(clippy::cast_possible_truncation)]
-        let id = RequestId::from(f as i64);
+        let id = RequestId::from(id);
         if Some(&id) != awaiting && !self.timed_out.contains(&id) {
             return v;
         }
-        let written = n.to_string();
         self.integral_ids
             .push(format!("id {written} for request {id}"));
         if let Some(obj) = v.as_object_mut() {
