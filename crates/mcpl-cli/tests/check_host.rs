@@ -265,6 +265,34 @@ fn list_and_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
 }
 
+/// A listener that cannot start is one error line, as `mcpl check` says an unreachable
+/// server, not that line after 30 SKIP lines of checks that never ran; `--json` still
+/// carries the whole report with its `error`.
+#[test]
+fn a_listener_that_cannot_start_is_one_error_line() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--tcp", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("cannot listen on tcp nope").count(), 1, "{err}");
+    assert!(!err.contains("SKIP"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--tcp", "nope", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
+    assert_eq!(doc["summary"]["skip"], 30, "{doc}");
+    assert!(
+        doc["error"].as_str().unwrap().contains("cannot listen"),
+        "{doc}"
+    );
+}
+
 /// `--tcp` waits for one host connection on the address it prints; the run is the same.
 #[tokio::test]
 async fn tcp_listener_checks_the_host_that_connects() {

@@ -211,8 +211,16 @@ pub fn main(args: CheckHostArgs) -> ExitCode {
             "--timeout and --inference-timeout must be greater than 0".into(),
         ),
     };
+    // A host that never connected (a listener that could not start, unusable arguments):
+    // one error line, as `mcpl check` says it, not a list of checks that never ran (the
+    // JSON document and a `--report` file still carry the whole report).
+    let (_, fail, warn, skip) = report.counts();
+    let never_connected =
+        report.error.is_some() && fail == 0 && warn == 0 && skip == report.checks.len();
     let text = if args.json {
         format!("{}\n", report.to_json())
+    } else if never_connected && args.report.is_none() {
+        String::new()
     } else {
         report.to_text()
     };
