@@ -339,3 +339,210 @@ fn a_feature_set_name_the_manifest_edit_refuses_is_refused_by_the_builder_too() 
         }
     }
 }
+
+/// `HostConfig` values that cannot work were taken and quietly changed or left to fail later:
+/// `event_capacity: 0` and `manifest_fetch_burst: 0` became 1, `suspend_after_failures` 0 or 1
+/// became 2 (§17.5: never suspend on a single failure), a zero timeout failed every
+/// `initialize`, policy exchange, hook or fetch, a `manifest_fetch_per_sec` that is NaN,
+/// negative or infinite was read as 0 and stopped every fetch after the burst (§17.8 wants a
+/// bound; an infinite rate asked for the opposite), and `max_event_bytes: 0` held one event at a time. Each is refused at connect,
+/// naming the field and what to write; several at once are all named.
+#[tokio::test]
+async fn host_config_values_that_cannot_work_are_refused_at_connect_naming_each_field() {
+    use mcpl::host::{HostConfig, HostError, HostSession};
+    use std::time::Duration;
+    let zero = Duration::ZERO;
+    let d = HostConfig::default;
+    let cases: Vec<(&str, HostConfig)> = vec![
+        (
+            "event_capacity",
+            HostConfig {
+                event_capacity: 0,
+                ..d()
+            },
+        ),
+        (
+            "max_event_bytes",
+            HostConfig {
+                max_event_bytes: 0,
+                ..d()
+            },
+        ),
+        (
+            "hook_timeout",
+            HostConfig {
+                hook_timeout: zero,
+                ..d()
+            },
+        ),
+        (
+            "policy_timeout",
+            HostConfig {
+                policy_timeout: zero,
+                ..d()
+            },
+        ),
+        (
+            "initialize_timeout",
+            HostConfig {
+                initialize_timeout: zero,
+                ..d()
+            },
+        ),
+        (
+            "manifest_timeout",
+            HostConfig {
+                manifest_timeout: zero,
+                ..d()
+            },
+        ),
+        (
+            "suspend_after_failures",
+            HostConfig {
+                suspend_after_failures: 0,
+                ..d()
+            },
+        ),
+        (
+            "suspend_after_failures",
+            HostConfig {
+                suspend_after_failures: 1,
+                ..d()
+            },
+        ),
+        (
+            "manifest_fetch_burst",
+            HostConfig {
+                manifest_fetch_burst: 0,
+                ..d()
+            },
+        ),
+        (
+            "manifest_fetch_per_sec",
+            HostConfig {
+                manifest_fetch_per_sec: f64::NAN,
+                ..d()
+            },
+        ),
+        (
+            "manifest_fetch_per_sec",
+            HostConfig {
+                manifest_fetch_per_sec: -1.0,
+                ..d()
+            },
+        ),
+        (
+            "manifest_fetch_per_sec",
+            HostConfig {
+                manifest_fetch_per_sec: f64::INFINITY,
+                ..d()
+            },
+        ),
+    ];
+    for (field, config) in cases {
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        match HostSession::connect(host_side, config).await {
+            Err(e @ HostError::InvalidConfig(_)) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("HostConfig.{field}")),
+                    "{field}: {text}"
+                );
+                assert!(
+                    text.contains("at least") || text.contains("above 0"),
+                    "{field}: {text}"
+                );
+            }
+            Err(e) => panic!("{field}: {e}"),
+            Ok(_) => panic!("{field}: connected with a value that cannot work"),
+        }
+    }
+    let all = HostConfig {
+        event_capacity: 0,
+        hook_timeout: zero,
+        suspend_after_failures: 1,
+        manifest_fetch_per_sec: f64::NAN,
+        ..d()
+    };
+    assert!(all.defects().len() == 4, "{:?}", all.defects());
+    let (host_side, _server_side) = mcpl::transport::memory::pair();
+    match HostSession::connect(host_side, all).await {
+        Err(e) => {
+            let text = e.to_string();
+            for field in [
+                "event_capacity",
+                "hook_timeout",
+                "suspend_after_failures",
+                "manifest_fetch_per_sec",
+            ] {
+                assert!(text.contains(field), "{field}: {text}");
+            }
+        }
+        Ok(_) => panic!("connected"),
+    }
+    assert!(HostConfig::default().defects().is_empty());
+}
+
+/// A `HostConfig::enabled` or `disabled` entry that is neither a feature-set name nor a
+/// pattern (§6.3: dot-separated segments, `*` a whole segment) selected nothing, silently:
+/// a host that enabled `"memory retrieval"` got a server with no sets on. Refused at connect,
+/// quoting the entry and the rule; names and patterns that are well-formed still connect.
+#[tokio::test]
+async fn a_feature_set_selection_entry_that_is_not_a_name_or_pattern_is_refused_at_connect() {
+    use mcpl::host::{HostConfig, HostError, HostSession};
+    for (field, entry) in [
+        ("enabled", "a b"),
+        ("enabled", ""),
+        ("enabled", "memory..retrieval"),
+        ("enabled", "memory.*x"),
+        ("disabled", "memory."),
+        ("disabled", "mem ory.*"),
+    ] {
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        let list = vec![entry.to_owned()];
+        let config = if field == "enabled" {
+            HostConfig {
+                enabled: Some(list),
+                ..HostConfig::default()
+            }
+        } else {
+            HostConfig {
+                disabled: list,
+                ..HostConfig::default()
+            }
+        };
+        match HostSession::connect(host_side, config).await {
+            Err(e @ HostError::InvalidConfig(_)) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("HostConfig.{field}")),
+                    "{entry:?}: {text}"
+                );
+                assert!(text.contains(&format!("{entry:?}")), "{entry:?}: {text}");
+                assert!(text.contains("§6.3"), "{entry:?}: {text}");
+            }
+            Err(e) => panic!("{entry:?}: {e}"),
+            Ok(_) => panic!("{entry:?}: connected with an entry that selects nothing"),
+        }
+    }
+    for entry in [
+        "memory.retrieval",
+        "memory.*",
+        "*",
+        "*.retrieval",
+        "a-b_c:d",
+    ] {
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        let config = HostConfig {
+            enabled: Some(vec![entry.to_owned()]),
+            disabled: vec![entry.to_owned()],
+            ..HostConfig::default()
+        };
+        if let Err(e) = HostSession::connect(host_side, config).await {
+            panic!("{entry:?}: {e}");
+        }
+    }
+}

@@ -96,7 +96,8 @@ pub struct HostConfig {
     pub manifest_timeout: Duration,
     /// §17.8 token bucket: burst size.
     pub manifest_fetch_burst: u32,
-    /// §17.8 token bucket: tokens per second.
+    /// §17.8 token bucket: tokens per second, finite and at least 0 (0: no refill, at most
+    /// `manifest_fetch_burst` fetches on the connection).
     pub manifest_fetch_per_sec: f64,
     /// Consecutive unparseable manifests after which MCPL is suspended (at least 2, §17.5).
     pub suspend_after_failures: u32,
@@ -201,6 +202,85 @@ impl Default for HostConfig {
 }
 
 impl HostConfig {
+    /// Every value of this configuration that cannot work, each naming its field, what it
+    /// holds and what to write; empty when there is none. [`HostSession::connect`] refuses a
+    /// configuration with any ([`HostError::InvalidConfig`]) before anything is sent.
+    ///
+    /// Readings (the spec sets none of these numbers unless cited): a zero capacity, byte
+    /// bound, burst or timeout could never let anything through in time, so it is refused
+    /// rather than raised or left to fail every time; `suspend_after_failures` is at least 2
+    /// (§17.5: never suspend on a single failure); `manifest_fetch_per_sec` is a finite rate
+    /// of at least 0 (§17.8: a bound on the fetch rate; NaN, a negative or an infinite one
+    /// was read as 0, the opposite of what an infinite one asks); each `enabled` and `disabled`
+    /// entry is a feature-set name or pattern (§6.3,
+    /// [`crate::manifest::edit::is_feature_set_pattern`]), since any other selects nothing.
+    pub fn defects(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at_least = |field: &str, value: u128, min: u128, unit: &str, why: &str| {
+            if value < min {
+                out.push(format!(
+                    "HostConfig.{field} is {value}{unit}: give at least {min}{unit} ({why})"
+                ));
+            }
+        };
+        let never = "nothing could ever pass";
+        at_least("event_capacity", self.event_capacity as u128, 1, "", never);
+        at_least(
+            "max_event_bytes",
+            self.max_event_bytes as u128,
+            1,
+            "",
+            never,
+        );
+        at_least(
+            "manifest_fetch_burst",
+            u128::from(self.manifest_fetch_burst),
+            1,
+            "",
+            never,
+        );
+        let late = "every wait would end at once";
+        for (field, d) in [
+            ("initialize_timeout", self.initialize_timeout),
+            ("policy_timeout", self.policy_timeout),
+            ("hook_timeout", self.hook_timeout),
+            ("manifest_timeout", self.manifest_timeout),
+        ] {
+            at_least(field, d.as_millis(), 1, " ms", late);
+        }
+        at_least(
+            "suspend_after_failures",
+            u128::from(self.suspend_after_failures),
+            2,
+            "",
+            "§17.5: MCPL is never suspended on a single failure",
+        );
+        let rate = self.manifest_fetch_per_sec;
+        if !(rate.is_finite() && rate >= 0.0) {
+            out.push(format!(
+                "HostConfig.manifest_fetch_per_sec is {rate}: give a finite rate of at least \
+                 0 fetches per second (§17.8 bounds the rate; 0.2 by default, 0 for no more \
+                 than manifest_fetch_burst fetches)"
+            ));
+        }
+        let lists = [
+            ("enabled", self.enabled.as_deref().unwrap_or_default()),
+            ("disabled", &self.disabled[..]),
+        ];
+        for (field, list) in lists {
+            for entry in list {
+                if !crate::manifest::edit::is_feature_set_pattern(entry) {
+                    out.push(format!(
+                        "HostConfig.{field} entry {entry:?} is not a feature-set name or \
+                         pattern, so it selects nothing: write dot-separated segments of \
+                         [A-Za-z0-9_:-], or `*` as a whole segment (`memory.*`, §6.3)"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The channel bounds and patterns of this configuration (§14.5).
     pub fn channel_limits(&self) -> crate::session::ChannelLimits {
         crate::session::ChannelLimits {

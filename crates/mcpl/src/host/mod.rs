@@ -334,7 +334,11 @@ impl HostSession {
         incoming: crate::peer::Incoming,
         config: HostConfig,
     ) -> Result<(HostSession, HostStreams), HostError> {
-        // The host's own policy must parse before anything is sent.
+        // The host's own configuration must be usable before anything is sent.
+        let defects = config.defects();
+        if !defects.is_empty() {
+            return Err(HostError::InvalidConfig(defects));
+        }
         let state = HostState::new(
             config.rules(),
             driver::clock_now(),

@@ -25,6 +25,11 @@ pub enum HostError {
     /// or not strings.
     #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
     BadSelection(String),
+    /// [`HostConfig`] holds values that cannot work ([`HostConfig::defects`]): each entry
+    /// names the field, what it holds and what to write. Checked by
+    /// [`HostSession::connect`] before anything is sent.
+    #[error("HostConfig cannot work as given: {}", .0.join("; "))]
+    InvalidConfig(Vec<String>),
     /// The connection failed.
     #[error(transparent)]
     Peer(#[from] PeerError),

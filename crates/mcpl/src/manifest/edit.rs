@@ -134,6 +134,16 @@ pub fn is_feature_set_name(name: &str) -> bool {
     is_identifier(name) && !name.contains('*') && name.split('.').all(|s| !s.is_empty())
 }
 
+/// Whether `entry` can select feature sets in an `enabled` or `disabled` list: a feature-set
+/// name, or one in which whole segments are `*` (§6.3's `memory.*`). Anything else selects
+/// nothing.
+pub fn is_feature_set_pattern(entry: &str) -> bool {
+    !entry.is_empty()
+        && entry
+            .split('.')
+            .all(|segment| segment == "*" || is_feature_set_name(segment))
+}
+
 /// A copy of the manifest under typed edit (§5.1, §6.1); see the [module docs](self).
 #[derive(Debug)]
 pub struct ManifestEdit<'a> {
