@@ -4609,3 +4609,57 @@ async fn server_chosen_text_in_diagnostics_is_clipped() {
         }
     }
 }
+
+/// `before_inference` params that lack §10.1's members (`inferenceId`, `conversationId`,
+/// `turnIndex`), or are not an object, were sent to every server; each refused them with
+/// `-32602` (or timed out), and the fan-out reported that as the servers' `HookFailure`s: the
+/// host application's own mistake looked like theirs. They are now checked by the core's
+/// rule for these params before any is sent: nothing is sent, no server is consulted or
+/// blamed, and `params_refused` says what is wrong. The first hook the server then sees is
+/// the next, valid one.
+#[tokio::test]
+async fn s10_1_hook_params_missing_required_members_are_refused_before_any_is_sent() {
+    let policy = [
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ];
+    let (s, _streams, mut server) = connected_cfg(short(&policy), full_manifest()).await;
+    for (params, member) in [
+        (json!({}), "inferenceId"),
+        (Value::Null, "invalid"),
+        (
+            json!({"inferenceId": 5, "conversationId": "c", "turnIndex": 0}),
+            "invalid type",
+        ),
+        (
+            json!({"inferenceId": "i", "conversationId": "c"}),
+            "turnIndex",
+        ),
+        (
+            json!({"inferenceId": "i", "conversationId": "c", "turnIndex": -1}),
+            "turnIndex",
+        ),
+    ] {
+        let out = before_inference(&[&s], &params).await;
+        assert!(out.failures.is_empty(), "{params}: {:?}", out.failures);
+        assert!(out.consulted.is_empty(), "{params}: {:?}", out.consulted);
+        let refused = out.params_refused.unwrap_or_default();
+        assert!(refused.contains("§10.1"), "{params}: {refused}");
+        assert!(refused.contains(member), "{params}: {refused}");
+    }
+    let s2 = s.clone();
+    let good = json!({"inferenceId": "good", "conversationId": "c", "turnIndex": 0,
+                      "userMessage": "hi"});
+    let fan = tokio::spawn(async move { before_inference(&[&s2], &good).await });
+    let hook = server.request("context/beforeInference").await;
+    assert_eq!(
+        hook.request().params.as_ref().unwrap()["inferenceId"],
+        "good"
+    );
+    hook.respond(json!({ "contextInjections": [] }))
+        .await
+        .unwrap();
+    let out = fan.await.unwrap();
+    assert!(out.params_refused.is_none());
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+}

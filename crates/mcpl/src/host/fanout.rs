@@ -47,6 +47,9 @@ pub struct Injections {
     pub failures: Vec<HookFailure>,
     /// Servers the hook was sent to.
     pub consulted: Vec<String>,
+    /// Why the application's params were refused before any hook was sent (they lack a
+    /// member §10.1 requires, or one has the wrong type); `None` when they were sent.
+    pub params_refused: Option<String>,
 }
 
 /// Sends `context/beforeInference` (§10.1) to every session granted observe or any inject
@@ -63,9 +66,29 @@ pub struct Injections {
 /// longer: it counts as consulted and failed, and is sent no late hook.
 ///
 /// `params` are the application's, sent as given apart from `userMessage`: give every member
-/// of §10.1's table, `model` included. Servers built on `mcpl-core` refuse a hook whose
-/// `model` lacks `id`, `vendor` or `contextWindow` (it then fails open, and is reported).
+/// of §10.1's table, `model` included. Params the core's own reading of them refuses
+/// ([`crate::protocol::hooks::BeforeInferenceParams`], as a server built on this crate reads
+/// them: `inferenceId`, `conversationId` and `turnIndex` present and typed) are sent to no
+/// server: the result has [`Injections::params_refused`] set and nothing else, so the
+/// application's mistake is not reported as every server's failure. Servers built on
+/// `mcpl-core` refuse a hook whose `model` lacks `id`, `vendor` or `contextWindow` (it then
+/// fails open, and is reported).
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
+    if let Err(e) = crate::jsonrpc::parse_params::<crate::protocol::hooks::BeforeInferenceParams>(
+        Some(params.clone()),
+    ) {
+        let detail = format!(
+            "context/beforeInference params refused before sending ({}): give `inferenceId` \
+             (string), `conversationId` (string), `turnIndex` (integer from 0), and \
+             `model` with its `id` (§10.1)",
+            e.message
+        );
+        tracing::warn!("{detail}");
+        return Injections {
+            params_refused: Some(detail),
+            ..Injections::default()
+        };
+    }
     let calls = sessions.iter().map(|s| {
         let s = (*s).clone();
         let p = params.clone();
