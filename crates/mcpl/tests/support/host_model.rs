@@ -110,8 +110,8 @@ pub fn incoming_params(channel: &str, message_id: &str) -> Value {
 
 /// `context/beforeInference` params, with a user message only `observe` may see.
 pub fn hook_params() -> Value {
-    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0,
-           "userMessage": {"role": "user", "content": "secret"}})
+    // §10.1: `userMessage` is a string or null; an object is refused before sending.
+    json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": "secret"})
 }
 
 /// The position whose hook set an answer claims: the first injection's, or `system`.
