@@ -74,9 +74,11 @@ pub struct Injections {
 /// `mcpl-core` refuse a hook whose `model` lacks `id`, `vendor` or `contextWindow` (it then
 /// fails open, and is reported).
 pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Injections {
-    if let Err(e) = crate::jsonrpc::parse_params::<crate::protocol::hooks::BeforeInferenceParams>(
-        Some(params.clone()),
-    ) {
+    // Read borrowed (`params_of`): the check copies only the few members the type keeps,
+    // not the whole tree once more per fan-out.
+    if let Err(e) =
+        crate::jsonrpc::params_of::<crate::protocol::hooks::BeforeInferenceParams>(Some(params))
+    {
         let detail = format!(
             "context/beforeInference params refused before sending ({}): give `inferenceId` \
              (string), `conversationId` (string), `turnIndex` (integer from 0), and \
