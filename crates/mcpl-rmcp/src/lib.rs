@@ -185,7 +185,9 @@
 //! - **A message rmcp's types cannot read at all** is answered `-32602` with its id and
 //!   rmcp's reason (rmcp's own transports answer `-32600` with a `null` id). In 3.11 a known
 //!   method whose params do not fit (`tools/call` with `"name": 5`) falls back to rmcp's
-//!   custom-request path and is answered as plain rmcp answers it (`-32601`).
+//!   custom-request path and is answered as plain rmcp answers it (`-32601`); but an
+//!   `initialize` whose params rmcp cannot read is answered `-32602` with rmcp's reason at
+//!   once, and no rmcp service starts for it.
 //! - **A handler that panics** (a request's, `initialize`'s among them): rmcp's task for it
 //!   dies and rmcp sends nothing; here it is answered `-32603` "the handler panicked", as
 //!   the library answers for its own handlers, with a warning.
@@ -200,8 +202,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
-use mcpl::server::{FallbackFuture, McpFallback, SendError, Server, ServerBuilder, Session};
-use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
+use mcpl::server::{FallbackFuture, McpFallback, Server, ServerBuilder, Session};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions};
 use rmcp::service::{
     serve_server, NotificationContext, RequestContext, RoleServer, Service, ServiceRole,
 };
@@ -209,7 +211,10 @@ use rmcp::ServerHandler;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod link;
 mod track;
+pub use link::LinkError;
+use link::{method_and_params, Link};
 use track::{Cancel, DropLog, Dropped, Slot};
 
 /// What a bridged server's code names most: the MCPL types for pushes, hooks and feature
@@ -605,7 +610,20 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
     /// Reading (§5.1 says nothing of a handler that never answers): an `initialize` the
     /// library gives up (its request timeout) stops the service that was serving it, so a
     /// stuck rmcp `initialize` does not outlive its try; the host may try again.
+    ///
+    /// Params rmcp's types cannot read as `initialize`'s are answered `-32602` with rmcp's
+    /// reason at once, and no service starts: rmcp would read the request as a custom one,
+    /// answer it as an initialize-less request would be (`-32602` naming `_meta`, or
+    /// `-32601`) and then wait for an `initialize`, or serve on a connection never
+    /// initialized.
     fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture {
+        use serde::Deserialize;
+        if let Err(e) = rmcp::model::InitializeRequestParams::deserialize(&params) {
+            return ready(Err(ErrorObject::invalid_params(format!(
+                "initialize: rmcp cannot read the params: {}",
+                clipped(e)
+            ))));
+        }
         let service = self.start();
         let (rid, answer) = self.hand(id, "initialize", Some(params));
         let stop = StopUnanswered {
@@ -779,175 +797,4 @@ impl<H: ServerHandler> Service<RoleServer> for Tracked<H> {
     ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
         <H as Service<RoleServer>>::supported_protocol_versions(&self.handler)
     }
-}
-
-/// Why the bridge refused a message rmcp sent.
-#[derive(Debug)]
-pub struct LinkError(String);
-
-impl std::fmt::Display for LinkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for LinkError {}
-
-impl From<SendError> for LinkError {
-    fn from(e: SendError) -> Self {
-        LinkError(e.to_string())
-    }
-}
-
-/// rmcp's end of the in-process channel: an rmcp `Transport` whose incoming side is the
-/// bridge's queue (and the host's answers to rmcp's own requests, by a way of their own)
-/// and whose outgoing side is the host, through the session.
-struct Link {
-    rx: mpsc::Receiver<ClientJsonRpcMessage>,
-    /// The host's answers to rmcp's own requests ([`QUEUE`] at most waiting), read first.
-    /// Apart from the host's messages so that none takes the slot kept for
-    /// `notifications/initialized`; no order binds them to the host's messages. Only `rx`
-    /// ending ends the service.
-    answers: mpsc::Receiver<ClientJsonRpcMessage>,
-    /// Where the tasks waiting for those answers put them.
-    answer: mpsc::Sender<ClientJsonRpcMessage>,
-    shared: Arc<Shared>,
-}
-
-impl rmcp::transport::Transport<RoleServer> for Link {
-    type Error = LinkError;
-
-    fn send(
-        &mut self,
-        item: ServerJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let shared = self.shared.clone();
-        let answer = self.answer.clone();
-        async move { from_rmcp(shared, answer, item).await }
-    }
-
-    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
-        let Link { rx, answers, .. } = self;
-        async move {
-            tokio::select! {
-                biased;
-                Some(answer) = answers.recv() => Some(answer),
-                m = rx.recv() => m,
-            }
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.rx.close();
-        self.answers.close();
-        Ok(())
-    }
-}
-
-fn error_object(e: rmcp::model::ErrorData) -> ErrorObject {
-    let o = ErrorObject::new(i64::from(e.code.0), e.message);
-    match e.data {
-        Some(d) => o.with_data(d),
-        None => o,
-    }
-}
-
-/// The method and params of an rmcp request or notification, as the wire carries them.
-fn method_and_params<T: serde::Serialize>(m: &T) -> Result<(String, Option<Value>), LinkError> {
-    let v = serde_json::to_value(m).map_err(|e| LinkError(format!("cannot encode: {e}")))?;
-    let method = v
-        .get("method")
-        .and_then(Value::as_str)
-        .ok_or_else(|| LinkError("rmcp sent a message without a method".into()))?
-        .to_owned();
-    Ok((method, v.get("params").cloned()))
-}
-
-/// Routes one message rmcp sent: a response to the host's waiting request, a notification
-/// or request to the host through the session's plain MCP senders.
-async fn from_rmcp(
-    shared: Arc<Shared>,
-    answer: mpsc::Sender<ClientJsonRpcMessage>,
-    item: ServerJsonRpcMessage,
-) -> Result<(), LinkError> {
-    let (id, answer) = match item {
-        ServerJsonRpcMessage::Response(r) => {
-            let v = serde_json::to_value(&r.result)
-                .map_err(|e| ErrorObject::internal(format!("cannot encode rmcp's result: {e}")));
-            (r.id, v)
-        }
-        ServerJsonRpcMessage::Error(e) => match e.id {
-            Some(id) => (id, Err(error_object(e.error))),
-            None => {
-                tracing::warn!(
-                    "rmcp sent an error with no id: {}",
-                    clipped(&e.error.message)
-                );
-                return Ok(());
-            }
-        },
-        ServerJsonRpcMessage::Notification(n) => {
-            let (method, params) = method_and_params(&n.notification)?;
-            if method == "notifications/cancelled" {
-                // rmcp gives up one of its own requests: dropping the session's request
-                // cancels it on the wire with the id the host saw.
-                let id = params
-                    .as_ref()
-                    .and_then(|p| p.get("requestId"))
-                    .and_then(|v| serde_json::from_value(v.clone()).ok());
-                if let Some(task) = id.and_then(|id| lock(&shared.outgoing).remove(&id)) {
-                    task.abort();
-                }
-                return Ok(());
-            }
-            return Ok(shared
-                .session
-                .send_mcp_notification(&method, params)
-                .await?);
-        }
-        ServerJsonRpcMessage::Request(r) => {
-            let (method, params) = method_and_params(&r.request)?;
-            let id = r.id;
-            let task_shared = shared.clone();
-            let task_id = id.clone();
-            let mut outgoing = lock(&shared.outgoing);
-            let task = tokio::spawn(async move {
-                let out = task_shared.session.send_mcp_request(&method, params).await;
-                lock(&task_shared.outgoing).remove(&task_id);
-                let reply = match out {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": task_id, "result": result}),
-                    Err(e) => {
-                        let e = match e {
-                            SendError::Peer(mcpl::peer::PeerError::Remote(e)) => e,
-                            other => ErrorObject::internal(other.to_string()),
-                        };
-                        json!({"jsonrpc": "2.0", "id": task_id, "error": e})
-                    }
-                };
-                let reply = serde_json::from_value::<ClientJsonRpcMessage>(reply).or_else(|e| {
-                    // rmcp's types refuse the host's answer: rmcp gets an error, not silence.
-                    let e = ErrorObject::internal(format!("the host's answer to {method}: {e}"));
-                    serde_json::from_value(json!({"jsonrpc": "2.0", "id": task_id, "error": e}))
-                });
-                match reply {
-                    // Fails only once the service has ended.
-                    Ok(reply) => {
-                        let _ = answer.send(reply).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!("no answer for rmcp's {}: {}", clipped(&method), clipped(e))
-                    }
-                }
-            });
-            outgoing.insert(id, task.abort_handle());
-            return Ok(());
-        }
-    };
-    match lock(&shared.pending).take(&id) {
-        Some((tx, _)) => {
-            let _ = tx.send(answer);
-        }
-        None => tracing::debug!("rmcp answered request {id}, which no longer waits"),
-    }
-    Ok(())
 }

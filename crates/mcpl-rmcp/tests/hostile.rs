@@ -972,3 +972,45 @@ async fn a_batch_of_calls_and_a_cancel_is_answered_as_one_array() {
     let a = h.next_response().await;
     assert_eq!((&a["id"], text(&a)), (&json!("after"), "served"), "{a}");
 }
+
+/// An `initialize` whose params the library reads (its `protocolVersion` is a string) but
+/// rmcp's `InitializeRequestParams` cannot (here `clientInfo.name` a number): rmcp's types
+/// read it as a custom request, so its handshake answered `-32602` about missing
+/// initialize-less `_meta` (no word of what was wrong) and went on waiting for an
+/// `initialize`; with that `_meta` present it served the request in the initialize-less
+/// lifecycle, answered `-32601` "initialize", and left that service running on a
+/// connection never initialized. Both are answered `-32602` at once with rmcp's reason, and
+/// no service is started; a good `initialize` after them is served.
+#[tokio::test]
+async fn an_initialize_rmcp_cannot_read_is_answered_32602_with_its_reason() {
+    let addr = serve(Gated::new()).await;
+    let mut h = Raw::connect(addr).await;
+    let bad = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                     "clientInfo": {"name": 5, "version": "0"}});
+    let mut with_meta = bad.clone();
+    with_meta["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                "io.modelcontextprotocol/clientCapabilities": {}});
+    for (n, params) in [bad, with_meta].into_iter().enumerate() {
+        h.send(json!({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": params}))
+            .await;
+        let refused = h.next_response().await;
+        assert_eq!(refused["id"], n, "{refused}");
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("invalid type: integer `5`, expected a string"),
+            "{refused}"
+        );
+    }
+    h.send(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    let init = h.next_response().await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "gated", "{init}");
+    h.call_tool(json!(1), "echo", "served").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
+}
