@@ -149,10 +149,12 @@
 //! library stops its own: nothing can be answered then.
 //!
 //! At most one rmcp service runs per connection. An `initialize` your handler never
-//! answers is answered `-32603` by the library once the connection's request timeout
-//! ([`mcpl::peer::PeerConfig::request_timeout`], 30 s) has passed; the bridge then stops
-//! the service serving it (your `initialize` future is dropped), and a retry by the host
-//! starts a fresh one.
+//! answers is answered `-32603` once [`BridgeConfig::initialize_timeout`]
+//! ([`INITIALIZE_TIMEOUT`], 30 s; set it with [`builder_with`]) has passed, or the
+//! connection's request timeout ([`mcpl::peer::PeerConfig::request_timeout`]) if that is
+//! shorter; the bridge then stops the service serving it (your `initialize` future is
+//! dropped), and a retry by the host starts a fresh one. The bridge's bound holds also
+//! when the connection has no request timeout.
 //!
 //! At most [`MAX_NOTIFICATIONS_IN_FLIGHT`] rmcp notification handlers run at once per
 //! connection (rmcp starts a task for each); past it a notification is dropped with a
@@ -200,6 +202,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::server::{FallbackFuture, McpFallback, Server, ServerBuilder, Session};
@@ -251,13 +254,48 @@ const PANICKED: &str = "the handler panicked";
 /// connection ([`fallback`]). Add feature sets, hooks and the rest as for any MCPL server,
 /// then `build()` and `serve(transport)`.
 pub fn builder<H: ServerHandler + Clone>(handler: H) -> ServerBuilder {
+    builder_with(handler, BridgeConfig::default())
+}
+
+/// [`builder`], with the bridge's own bounds set by `config`.
+pub fn builder_with<H: ServerHandler + Clone>(handler: H, config: BridgeConfig) -> ServerBuilder {
     let info = handler.get_info();
     let b = Server::builder(info.server_info.name, info.server_info.version);
     let b = match info.instructions {
         Some(text) => b.instructions(text),
         None => b,
     };
-    b.mcp_fallback(fallback(handler))
+    b.mcp_fallback(fallback_with(handler, config))
+}
+
+/// How long rmcp's `initialize` may take by default ([`BridgeConfig::initialize_timeout`]).
+pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bridge's own bounds, per connection, besides the library's
+/// ([`mcpl::peer::PeerConfig`]) and the constants of this crate.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BridgeConfig {
+    /// How long rmcp's `initialize` may take before the host is answered `-32603` and the
+    /// service serving it is stopped ([`INITIALIZE_TIMEOUT`]); the library's request
+    /// timeout, when set and shorter, gives up first.
+    pub initialize_timeout: Duration,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            initialize_timeout: INITIALIZE_TIMEOUT,
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// This config with `initialize_timeout` set to `timeout`.
+    pub fn initialize_timeout(mut self, timeout: Duration) -> Self {
+        self.initialize_timeout = timeout;
+        self
+    }
 }
 
 /// The [`mcpl::server::ServerBuilder::mcp_fallback`] factory serving the MCP methods with
@@ -267,9 +305,18 @@ pub fn builder<H: ServerHandler + Clone>(handler: H) -> ServerBuilder {
 pub fn fallback<H: ServerHandler + Clone>(
     handler: H,
 ) -> impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static {
+    fallback_with(handler, BridgeConfig::default())
+}
+
+/// [`fallback`], with the bridge's own bounds set by `config`.
+pub fn fallback_with<H: ServerHandler + Clone>(
+    handler: H,
+    config: BridgeConfig,
+) -> impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static {
     move |session| {
         Arc::new(Bridge {
             handler: handler.clone(),
+            config: config.clone(),
             shared: Arc::new(Shared {
                 session,
                 pending: Mutex::new(Pending::default()),
@@ -345,6 +392,7 @@ type InletSlot = Mutex<Option<(u64, mpsc::Sender<ClientJsonRpcMessage>)>>;
 /// sender of `ended`, so dropping it stops the rmcp handlers still running ([`Tracked`]).
 struct Bridge<H> {
     handler: H,
+    config: BridgeConfig,
     shared: Arc<Shared>,
     to_rmcp: Inlet,
     /// Never sent on: its receivers learn the connection ended when it is dropped.
@@ -607,9 +655,10 @@ impl<H: ServerHandler + Clone> Bridge<H> {
 }
 
 impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
-    /// Reading (§5.1 says nothing of a handler that never answers): an `initialize` the
-    /// library gives up (its request timeout) stops the service that was serving it, so a
-    /// stuck rmcp `initialize` does not outlive its try; the host may try again.
+    /// Reading (§5.1 says nothing of a handler that never answers): an `initialize` given
+    /// up (the bridge's [`BridgeConfig::initialize_timeout`], or the library's request
+    /// timeout if shorter) stops the service that was serving it, so a stuck rmcp
+    /// `initialize` does not outlive its try; the host may try again.
     ///
     /// Params rmcp's types cannot read as `initialize`'s are answered `-32602` with rmcp's
     /// reason at once, and no service starts: rmcp would read the request as a custom one,
@@ -631,11 +680,19 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
             shared: self.shared.clone(),
             rid,
         };
+        let limit = self.config.initialize_timeout;
         Box::pin(async move {
-            let out = answer.await;
-            // Answered: the service goes on (or has ended by itself, refused).
-            stop.disarm();
-            out
+            match tokio::time::timeout(limit, answer).await {
+                Ok(out) => {
+                    // Answered: the service goes on (or has ended by itself, refused).
+                    stop.disarm();
+                    out
+                }
+                // Given up: `stop` stops the service and forgets the request as it drops.
+                Err(_) => Err(ErrorObject::internal(format!(
+                    "the rmcp handler did not answer initialize within {limit:?}"
+                ))),
+            }
         })
     }
 

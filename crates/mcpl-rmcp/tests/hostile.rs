@@ -839,6 +839,59 @@ async fn a_hung_initialize_is_stopped_once_given_up_and_a_retry_is_answered() {
     assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
 }
 
+/// The same hung rmcp `initialize` on a server whose connections have no request timeout
+/// (`PeerConfig::request_timeout: None`): the library waits for the fallback without a
+/// limit, so the host's `initialize` was never answered and the stuck service held on
+/// until the connection closed. The bridge bounds `initialize` itself
+/// (`BridgeConfig::initialize_timeout`, `mcpl_rmcp::INITIALIZE_TIMEOUT` by default): the
+/// host is answered `-32603`, the stuck service is stopped, and a retry is served.
+#[tokio::test]
+async fn a_hung_initialize_is_bounded_without_a_request_timeout() {
+    let gated = Gated::new();
+    let config = mcpl::peer::PeerConfig {
+        request_timeout: None,
+        ..Default::default()
+    };
+    // Only how soon the bridge gives up on the hung `initialize`; nothing races it.
+    let bridge = mcpl_rmcp::BridgeConfig::default().initialize_timeout(Duration::from_millis(100));
+    let server = mcpl_rmcp::builder_with(gated.clone(), bridge)
+        .peer_config(config)
+        .build()
+        .unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    let mut h = Raw::connect(addr).await;
+    let init = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    for n in 1..=2 {
+        h.send(init(n, "hang")).await;
+        let given_up = h.next_response().await;
+        assert_eq!(given_up["id"], n, "{given_up}");
+        assert_eq!(given_up["error"]["code"], -32603, "{given_up}");
+        until(&gated.hung_ended, n as usize).await;
+    }
+    h.send(init(3, "raw")).await;
+    let answered = h.next_response().await;
+    assert_eq!(
+        answered["result"]["serverInfo"]["name"], "gated",
+        "{answered}"
+    );
+    h.call_tool(json!(1), "echo", "served").await;
+    let call = h.next_response().await;
+    assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
+}
+
 /// rmcp handlers that panic, as an author's bug does: rmcp runs a request's handler as a
 /// task of its own and sends nothing when it panics, so the host's request was never
 /// answered. Every request gets an answer: `-32603` (as the library answers for its own
