@@ -113,10 +113,12 @@ fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // Diagnostics (a refused send, a dropped injection …) on stderr, as stdout carries the
-    // protocol: `warn` and up unless RUST_LOG says otherwise.
+    // protocol: `warn` and up unless RUST_LOG says otherwise, and rmcp's lines quoting the
+    // host's messages only if RUST_LOG names rmcp (`mcpl_rmcp::log_filter`).
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(mcpl_rmcp::log_filter(&filter))
         .init();
     // Errors print with Display (what happened and what to change), not Debug.
     match run().await {

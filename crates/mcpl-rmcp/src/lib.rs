@@ -48,8 +48,9 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> std::process::ExitCode {
-//!     // Diagnostics on stderr (stdout is the transport): warn and up, or what RUST_LOG says.
-//!     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+//!     // Diagnostics on stderr (stdout is the transport): warn and up, or what RUST_LOG says;
+//!     // rmcp's lines quoting the host's messages only if it names rmcp (`log_filter`).
+//!     let filter = mcpl_rmcp::log_filter(&std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()));
 //!     tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
 //!     let counter = Counter::default();
 //!     let count = counter.counter.clone();
@@ -75,7 +76,7 @@
 //! }
 //! ```
 //!
-//! Against the same server on plain rmcp that is 32 lines added and 5 removed: the prelude
+//! Against the same server on plain rmcp that is 33 lines added and 5 removed: the prelude
 //! import, the `Extension` parameter, the push, and `main` installing a diagnostics
 //! subscriber and building an MCPL server with a feature set and a hook instead of
 //! `Counter::default().serve(stdio())`, printing a build error with `Display` and exiting 1.
@@ -169,6 +170,17 @@
 //! lifecycle, and the app's `on_initialized` runs on it. A host's cancel does not depend on
 //! the queue either (see above). The queue fills only while rmcp's service loop does not
 //! read it, e.g. while it writes a log line to a blocked stderr.
+//!
+//! # Logs
+//!
+//! What the bridge logs of the host's text is cut to 1 KiB ([`mcpl::session::clip_text`]),
+//! and its warnings for dropped notifications are throttled (above). rmcp's service loop
+//! logs each host message it reads in full (every notification and a cancel's reason at
+//! `info`, every error answer at `warn`), so a host flooding messages floods a log that
+//! takes rmcp's lines at `warn` or `info`. The bridge cannot filter them (rmcp logs from
+//! tasks it spawns itself, under the process's subscriber): build the subscriber's filter
+//! with [`log_filter`], which adds [`RMCP_LOG_DIRECTIVE`] (`rmcp::service=error`) unless
+//! the filter names rmcp itself, as the example above does.
 //!
 //! # What rmcp 3.11.0 cannot carry, and the workarounds
 //!
@@ -266,6 +278,29 @@ pub fn builder_with<H: ServerHandler + Clone>(handler: H, config: BridgeConfig) 
         None => b,
     };
     b.mcp_fallback(fallback_with(handler, config))
+}
+
+/// The `tracing` directive [`log_filter`] adds: rmcp's service loop logs each host message
+/// it reads in full (every notification at `info`, a cancel's reason at `info`, every error
+/// answer at `warn`, quoting what the host sent), so a host that floods a server logging
+/// rmcp at `warn` or `info` floods its log. Its `error` lines carry no host text.
+pub const RMCP_LOG_DIRECTIVE: &str = "rmcp::service=error";
+
+/// `filter` (a `tracing_subscriber::EnvFilter` directive list, e.g. `RUST_LOG`'s) with
+/// [`RMCP_LOG_DIRECTIVE`] added, unless a directive of `filter` names an rmcp target itself
+/// (`rmcp=debug` asks for rmcp's lines). The bridge cannot filter rmcp's lines otherwise:
+/// rmcp logs from tasks it spawns itself, under the process's subscriber.
+pub fn log_filter(filter: &str) -> String {
+    let names_rmcp = filter.split(',').any(|directive| {
+        // A directive is `target[span{field}]=level`, any part but one left out.
+        let target = directive.trim().split(['[', '=']).next().unwrap_or("");
+        target == "rmcp" || target.starts_with("rmcp::")
+    });
+    match (names_rmcp, filter.trim().is_empty()) {
+        (true, _) => filter.to_owned(),
+        (false, true) => RMCP_LOG_DIRECTIVE.to_owned(),
+        (false, false) => format!("{filter},{RMCP_LOG_DIRECTIVE}"),
+    }
 }
 
 /// How long rmcp's `initialize` may take by default ([`BridgeConfig::initialize_timeout`]).
