@@ -357,7 +357,6 @@ pub fn fallback_with<H: ServerHandler + Clone>(
                 pending: Mutex::new(Pending::default()),
                 live: Arc::new(AtomicUsize::new(0)),
                 notifying: Arc::new(AtomicUsize::new(0)),
-                outgoing: Mutex::new(HashMap::new()),
                 drops: Arc::new(DropLog::default()),
             }),
             to_rmcp: Arc::new(Mutex::new(None)),
@@ -410,11 +409,14 @@ struct Shared {
     live: Arc<AtomicUsize>,
     /// rmcp's notification handlers running (≤ [`MAX_NOTIFICATIONS_IN_FLIGHT`]).
     notifying: Arc<AtomicUsize>,
-    /// rmcp's own requests to the host in flight, by rmcp's id.
-    outgoing: Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>,
     /// The warnings for notifications dropped, throttled.
     drops: Arc<DropLog>,
 }
+
+/// One rmcp service's own requests to the host in flight, by its id for them: each service
+/// has its own (each numbers its requests from 0, and a stopped one may end after the next
+/// has started, when its `initialize` blocks its thread).
+type Outgoing = Mutex<HashMap<rmcp::model::RequestId, tokio::task::AbortHandle>>;
 
 /// The channel into one rmcp service, tagged with the `initialize` attempt that started it.
 type Inlet = Arc<InletSlot>;
@@ -468,11 +470,13 @@ impl Drop for StopUnanswered {
 }
 
 /// What a service's task leaves when it ends or is stopped: the inlet (if still its own)
-/// and the requests waiting for it (they get an error), and rmcp's own requests in flight.
+/// and the requests waiting for it (they get an error), and its own requests to the host
+/// in flight (and no other service's).
 struct ServiceEnd {
     inlet: Weak<InletSlot>,
     generation: u64,
     shared: Arc<Shared>,
+    outgoing: Arc<Outgoing>,
 }
 
 impl Drop for ServiceEnd {
@@ -484,7 +488,7 @@ impl Drop for ServiceEnd {
                 lock(&self.shared.pending).clear();
             }
         }
-        for (_, task) in lock(&self.shared.outgoing).drain() {
+        for (_, task) in lock(&self.outgoing).drain() {
             task.abort();
         }
     }
@@ -647,11 +651,13 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             generation
         };
         let (answer, answers) = mpsc::channel(QUEUE);
+        let outgoing = Arc::new(Outgoing::default());
         let link = Link {
             rx,
             answers,
             answer,
             shared: self.shared.clone(),
+            outgoing: outgoing.clone(),
         };
         drop(tx);
         let handler = self.handler.clone();
@@ -661,6 +667,7 @@ impl<H: ServerHandler + Clone> Bridge<H> {
             inlet: Arc::downgrade(&self.to_rmcp),
             generation,
             shared: shared.clone(),
+            outgoing,
         };
         let task = tokio::spawn(async move {
             // Cleans up when the service ends, or when its task is stopped.

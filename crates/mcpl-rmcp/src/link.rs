@@ -11,7 +11,7 @@ use rmcp::service::RoleServer;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::{clipped, lock, Shared};
+use crate::{clipped, lock, Outgoing, Shared};
 
 /// Why the bridge refused a message rmcp sent.
 #[derive(Debug)]
@@ -44,6 +44,8 @@ pub(crate) struct Link {
     /// Where the tasks waiting for those answers put them.
     pub(crate) answer: mpsc::Sender<ClientJsonRpcMessage>,
     pub(crate) shared: Arc<Shared>,
+    /// This service's own requests to the host in flight.
+    pub(crate) outgoing: Arc<Outgoing>,
 }
 
 impl rmcp::transport::Transport<RoleServer> for Link {
@@ -55,7 +57,8 @@ impl rmcp::transport::Transport<RoleServer> for Link {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let shared = self.shared.clone();
         let answer = self.answer.clone();
-        async move { from_rmcp(shared, answer, item).await }
+        let outgoing = self.outgoing.clone();
+        async move { from_rmcp(shared, outgoing, answer, item).await }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
@@ -101,6 +104,7 @@ pub(crate) fn method_and_params<T: serde::Serialize>(
 /// or request to the host through the session's plain MCP senders.
 async fn from_rmcp(
     shared: Arc<Shared>,
+    outgoing: Arc<Outgoing>,
     answer: mpsc::Sender<ClientJsonRpcMessage>,
     item: ServerJsonRpcMessage,
 ) -> Result<(), LinkError> {
@@ -129,7 +133,7 @@ async fn from_rmcp(
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
                     .and_then(|v| serde_json::from_value(v.clone()).ok());
-                if let Some(task) = id.and_then(|id| lock(&shared.outgoing).remove(&id)) {
+                if let Some(task) = id.and_then(|id| lock(&outgoing).remove(&id)) {
                     task.abort();
                 }
                 return Ok(());
@@ -143,11 +147,12 @@ async fn from_rmcp(
             let (method, params) = method_and_params(&r.request)?;
             let id = r.id;
             let task_shared = shared.clone();
+            let task_outgoing = outgoing.clone();
             let task_id = id.clone();
-            let mut outgoing = lock(&shared.outgoing);
+            let mut outgoing = lock(&outgoing);
             let task = tokio::spawn(async move {
                 let out = task_shared.session.send_mcp_request(&method, params).await;
-                lock(&task_shared.outgoing).remove(&task_id);
+                lock(&task_outgoing).remove(&task_id);
                 let reply = match out {
                     Ok(result) => json!({"jsonrpc": "2.0", "id": task_id, "result": result}),
                     Err(e) => {

@@ -1067,3 +1067,68 @@ async fn an_initialize_rmcp_cannot_read_is_answered_32602_with_its_reason() {
     let call = h.next_response().await;
     assert_eq!((&call["id"], text(&call)), (&json!(1), "served"), "{call}");
 }
+
+/// An rmcp `initialize` that blocks its thread past the library's time limit, then a retry
+/// served by a fresh service and a tool asking the host (a server-to-host request) while
+/// the stopped service's task still waits to be dropped (it cannot be while its thread is
+/// blocked). When it ended, its cleanup stopped every rmcp request to the host in flight
+/// on the connection, the new service's among them (the map was the connection's, and
+/// each service numbers its requests from 0): the host's answer went nowhere and the call
+/// was never answered. A service's end stops only its own requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_service_ending_late_leaves_the_new_ones_requests_alone() {
+    let gated = Gated::new();
+    let config = mcpl::peer::PeerConfig {
+        // Only how soon the library gives up on the blocked `initialize`; nothing races it.
+        request_timeout: Some(Duration::from_millis(100)),
+        ..Default::default()
+    };
+    let server = mcpl_rmcp::builder(gated.clone())
+        .peer_config(config)
+        .build()
+        .unwrap();
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((t, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move { server.serve(t).await });
+        }
+    });
+    let mut h = Raw::connect(addr).await;
+    let init = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": name, "version": "0"}}})
+    };
+    h.send(init(1, "block")).await;
+    let given_up = h.next_response().await;
+    assert_eq!(given_up["error"]["code"], -32603, "{given_up}");
+    h.send(init(2, "raw")).await;
+    let init = h.next_response().await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "gated", "{init}");
+    h.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    h.call_tool(json!(3), "ask", "late").await;
+    let asked = h.next_frame().await;
+    assert_eq!(asked["method"], "vendor/ask", "{asked}");
+    // Every service holds a clone of the handler: the stopped one's goes when it ends.
+    let held = Arc::strong_count(&gated.blocking);
+    let (released, changed) = &*gated.blocking;
+    *released.lock().unwrap() = true;
+    changed.notify_all();
+    tokio::time::timeout(WAIT, async {
+        while Arc::strong_count(&gated.blocking) >= held {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the stopped service ended");
+    h.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"n": 3}}))
+        .await;
+    let call = h.next_response().await;
+    assert_eq!(call["id"], 3, "{call}");
+    assert_eq!(text(&call), r#"result {"n":3}"#, "{call}");
+}
