@@ -1132,3 +1132,35 @@ async fn a_stopped_service_ending_late_leaves_the_new_ones_requests_alone() {
     assert_eq!(call["id"], 3, "{call}");
     assert_eq!(text(&call), r#"result {"n":3}"#, "{call}");
 }
+
+/// `1` and `"1"` are different ids (JSON-RPC 2.0): both in flight at once, each is served
+/// under an id of the bridge's own, a cancel naming `"1"` cancels only the string one, and
+/// the number one is answered with its own result.
+#[tokio::test]
+async fn a_number_id_and_the_same_digits_as_a_string_are_two_requests() {
+    let gated = Gated::new();
+    let mut h = Raw::mcp(serve(gated.clone()).await).await;
+    h.call_tool(json!(1), "gate", "number").await;
+    h.call_tool(json!("1"), "gate", "string").await;
+    gated.until_entered(2).await;
+    h.cancel(json!("1")).await;
+    let cancelled = h.next_response().await;
+    assert_eq!(cancelled["id"], "1", "{cancelled}");
+    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+    // The number one entered first and is let through first.
+    gated.release_one().await;
+    let answer = h.next_response().await;
+    assert_eq!(
+        (&answer["id"], text(&answer)),
+        (&json!(1), "number"),
+        "{answer}"
+    );
+    gated.release_one().await;
+    h.call_tool(json!("1"), "echo", "again").await;
+    let again = h.next_response().await;
+    assert_eq!(
+        (&again["id"], text(&again)),
+        (&json!("1"), "again"),
+        "{again}"
+    );
+}
