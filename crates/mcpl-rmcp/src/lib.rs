@@ -313,7 +313,8 @@ pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct BridgeConfig {
     /// How long rmcp's `initialize` may take before the host is answered `-32603` and the
     /// service serving it is stopped ([`INITIALIZE_TIMEOUT`]); the library's request
-    /// timeout, when set and shorter, gives up first.
+    /// timeout, when set and shorter, gives up first. `Duration::ZERO` gives up every
+    /// `initialize` rmcp does not answer at once.
     pub initialize_timeout: Duration,
 }
 
@@ -534,6 +535,25 @@ fn envelope(method: &str, params: Option<Value>) -> Map<String, Value> {
     m
 }
 
+/// `params`, if rmcp's types read them as `initialize`'s, as its service reads a message;
+/// else why not (they would take the request for a custom one).
+fn readable_initialize(params: Value) -> Result<Value, String> {
+    use serde::Deserialize;
+    let message = Value::Object(envelope("initialize", Some(params)));
+    let read = rmcp::model::ClientRequest::deserialize(&message);
+    let params = match message {
+        Value::Object(mut m) => m.remove("params").unwrap_or_default(),
+        other => other,
+    };
+    match read {
+        Ok(rmcp::model::ClientRequest::InitializeRequest(_)) => Ok(params),
+        Ok(_) => Err(rmcp::model::InitializeRequestParams::deserialize(&params)
+            .err()
+            .map_or_else(|| "they fit another request".to_owned(), |e| e.to_string())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn ready(answer: Answer) -> FallbackFuture {
     Box::pin(std::future::ready(answer))
 }
@@ -708,13 +728,15 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
     /// `-32601`) and then wait for an `initialize`, or serve on a connection never
     /// initialized.
     fn initialize(&self, id: &RequestId, params: Value) -> FallbackFuture {
-        use serde::Deserialize;
-        if let Err(e) = rmcp::model::InitializeRequestParams::deserialize(&params) {
-            return ready(Err(ErrorObject::invalid_params(format!(
-                "initialize: rmcp cannot read the params: {}",
-                clipped(e)
-            ))));
-        }
+        let params = match readable_initialize(params) {
+            Ok(params) => params,
+            Err(why) => {
+                return ready(Err(ErrorObject::invalid_params(format!(
+                    "initialize: rmcp cannot read the params: {}",
+                    clipped(why)
+                ))))
+            }
+        };
         let service = self.start();
         let (rid, answer) = self.hand(id, "initialize", Some(params));
         let stop = StopUnanswered {
