@@ -1,7 +1,7 @@
-//! What the log tests share (`log_volume.rs`, `log_bounds.rs`): the process's log subscriber
-//! writing into memory, and a bridged server over an in-memory pipe whose host end the test
-//! writes raw lines to. Each such test binary holds one test, since the subscriber is the
-//! process's.
+//! What the log tests share (`log_volume.rs`, `log_bounds.rs`, `log_flood.rs`): the
+//! process's log subscriber writing into memory, and a bridged server over an in-memory
+//! pipe whose host end the test writes raw lines to. Each such test binary holds one test
+//! that installs it, since the subscriber is the process's.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
