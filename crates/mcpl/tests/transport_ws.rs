@@ -300,3 +300,88 @@ async fn a_frame_with_many_messages_is_split_lazily_in_order() {
         Some(Frame::Text("{\"next\":1}".into()))
     );
 }
+
+/// One JSON-RPC message per text frame: a message whose JSON spans lines (pretty-printed,
+/// its newlines whitespace, RFC 8259 §2) is one message, not one per line. Before, the frame
+/// was split at every newline: the request became a `-32700` (`{` alone) and junk lines, and
+/// was never answered. Several messages in one frame, each balanced, are still split at the
+/// newlines between them, pretty-printed or not.
+#[tokio::test]
+async fn a_pretty_printed_message_in_one_text_frame_is_one_message() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, incoming) = Peer::new(server.unwrap(), PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let _served = serve(peer, incoming);
+    let (mut raw, _) = client.unwrap();
+
+    let request = |id: u64| {
+        serde_json::to_string_pretty(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "echo",
+            "params": {"text": "line one\nline two", "list": [1, {"deep": ["{", "}"]}]}
+        }))
+        .unwrap()
+    };
+    let echoed = json!({"text": "line one\nline two", "list": [1, {"deep": ["{", "}"]}]});
+    raw.send(WsMessage::text(request(1))).await.unwrap();
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": echoed})
+    );
+    // Two pretty-printed messages and a compact one in one frame, `\r\n` between them.
+    let frame = format!(
+        "{}\r\n{}\n{}",
+        request(2),
+        request(3),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "echo", "params": [4]})
+    );
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    for id in [2, 3] {
+        assert_eq!(
+            next_text(&mut raw).await,
+            json!({"jsonrpc": "2.0", "id": id, "result": echoed})
+        );
+    }
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 4, "result": [4]})
+    );
+    assert!(
+        diags.try_recv().is_none(),
+        "nothing was discarded or refused"
+    );
+}
+
+/// A frame whose lines do not balance as JSON (a junk line with an open bracket) is still
+/// read line by line, as before: the junk costs its own line, not the messages after it.
+#[tokio::test]
+async fn an_unbalanced_line_in_a_frame_costs_only_itself() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, incoming) = Peer::new(server.unwrap(), PeerConfig::default());
+    let _served = serve(peer, incoming);
+    let (mut raw, _) = client.unwrap();
+    let frame = format!(
+        "{{ oops [\n{}\n\"half\n{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1]}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": [2]})
+    );
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    // The `{ oops [` line is answered -32700 (it looks like JSON), the others are served.
+    let first = next_text(&mut raw).await;
+    assert_eq!(first["error"]["code"], json!(-32700), "{first}");
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": [1]})
+    );
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 2, "result": [2]})
+    );
+}

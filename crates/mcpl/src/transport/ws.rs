@@ -5,6 +5,11 @@
 //!
 //! Readings:
 //! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic.
+//! - A message's JSON may span lines (pretty-printed: its newlines are whitespace, RFC 8259
+//!   §2), as nothing in a WebSocket frame needs them escaped. A frame whose brackets balance
+//!   outside its strings, with no string crossing a line ([`balanced`]), is split only at
+//!   newlines outside every bracket; any other frame at every newline, so a junk line with an
+//!   open bracket costs only itself.
 //! - The peer's size limit applies to each message after a frame is split. A frame is split
 //!   lazily: it is kept whole with an offset and its messages are handed out one at a time,
 //!   so a frame of many small messages costs the frame plus one message, not a copy of each.
@@ -419,10 +424,71 @@ fn broken_frame(e: &TungError) -> (String, CloseCode, &'static str) {
     }
 }
 
+/// Whether `text` nests as JSON texts do, read as bytes outside strings (escapes honoured):
+/// no `}` or `]` without an open bracket, every bracket closed by the end, and no string
+/// crossing a line (a raw newline cannot be in a JSON string). Then every newline inside a
+/// bracket is whitespace of the message around it ([`value_end`]). Linear, no allocation.
+fn balanced(text: &str) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            match b {
+                b'\n' => return false,
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => {}
+        }
+    }
+    depth == 0 && !in_string
+}
+
+/// Where the message at the start of `rest`, in a [`balanced`] frame and at a message's
+/// start, ends: its first newline outside every bracket and string; `None` if it runs to the
+/// end of the frame.
+fn value_end(rest: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &b) in rest.as_bytes().iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'\n' if depth == 0 => return Some(i),
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 struct WsReader<S> {
     stream: SplitStream<WebSocketStream<Metered<S>>>,
-    /// A text frame being handed out message by message, and the offset of the next one.
-    split: Option<(Utf8Bytes, usize)>,
+    /// A text frame being handed out message by message, the offset of the next one, and
+    /// whether its messages end only at newlines outside brackets ([`balanced`]).
+    split: Option<(Utf8Bytes, usize, bool)>,
     limit: usize,
     meter: SharedMeter,
     /// Set once a message was refused by the budget (the stream cannot be resynchronised) or
@@ -436,13 +502,19 @@ struct WsReader<S> {
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// The next message of the frame being split (newline-separated, `\r\n` tolerated, blank
-    /// parts skipped), checked against the limit; `None` once the frame is used up.
+    /// parts skipped; in a [`balanced`] frame only newlines outside brackets separate),
+    /// checked against the limit; `None` once the frame is used up.
     fn next_part(&mut self) -> Option<Frame> {
-        let (text, offset) = self.split.as_mut()?;
+        let (text, offset, values) = self.split.as_mut()?;
         let whole = text.as_str();
         while *offset < whole.len() {
             let rest = &whole[*offset..];
-            let (part, advance) = match rest.find('\n') {
+            let end = if *values {
+                value_end(rest)
+            } else {
+                rest.find('\n')
+            };
+            let (part, advance) = match end {
                 Some(i) => (&rest[..i], i + 1),
                 None => (rest, rest.len()),
             };
@@ -499,7 +571,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             }
             match self.stream.next().await {
                 None => return Ok(None),
-                Some(Ok(WsMessage::Text(text))) => self.split = Some((text, 0)),
+                Some(Ok(WsMessage::Text(text))) => {
+                    let values = balanced(&text);
+                    self.split = Some((text, 0, values));
+                }
                 Some(Ok(WsMessage::Binary(bytes))) => {
                     return Ok(Some(Frame::NotText {
                         reason: format!("binary WebSocket frame of {} bytes", bytes.len()),
