@@ -29,16 +29,34 @@ pub(super) struct BatchCollector {
 pub(super) struct BatchState {
     pub(super) remaining: usize,
     pub(super) responses: Vec<Value>,
+    /// What the responses made so far still owe: they are queued only with the array.
+    pub(super) owed: Option<Owed>,
 }
 
+/// A batch's complete array of responses, and what its answers owed until it is queued.
+pub(super) type BatchAnswer = (String, Option<Owed>);
+
 impl BatchCollector {
-    /// Records one response; returns the array text once every request is answered.
-    pub(super) fn add(&self, response: Value) -> Option<String> {
+    /// Records one response and its request's `owed` (weighed with the response, and kept
+    /// until the array is queued: the answers held for the batch's last request count
+    /// against the in-flight bounds); returns the array text, with everything its answers
+    /// owe, once every request is answered.
+    pub(super) fn add(&self, response: Value, owed: Option<Owed>) -> Option<BatchAnswer> {
+        let mut owed = owed;
+        if let Some(o) = &mut owed {
+            o.add(crate::jsonrpc::json_len(&response));
+        }
         let mut st = lock(&self.state);
         st.responses.push(response);
+        match (&mut st.owed, owed) {
+            (Some(all), Some(o)) => all.absorb(o),
+            (all @ None, o) => *all = o,
+            (Some(_), None) => {}
+        }
         st.remaining = st.remaining.saturating_sub(1);
         if st.remaining == 0 {
-            Some(Value::Array(std::mem::take(&mut st.responses)).to_string())
+            let text = Value::Array(std::mem::take(&mut st.responses)).to_string();
+            Some((text, st.owed.take()))
         } else {
             None
         }
@@ -140,8 +158,12 @@ impl IncomingRequest {
                     id: Some(self.request.id.clone()),
                     outcome,
                 });
-                match batch.add(response.to_value()) {
-                    Some(text) => self.shared.send_frame(text).await,
+                match batch.add(response.to_value(), self.owed.take()) {
+                    Some((text, owed)) => {
+                        let sent = self.shared.send_frame(text).await;
+                        drop(owed);
+                        sent
+                    }
                     None => Ok(()),
                 }
             }
@@ -156,6 +178,9 @@ impl IncomingRequest {
     /// Disarms the guard and returns the id, for answering later with [`Peer::respond`].
     /// A request that arrived in a batch is handed back instead: its answer must go through
     /// [`IncomingRequest::finish`] so that the batch's single response array is completed.
+    // The request comes back by value, as it always did (public API): boxing it would cost
+    // every caller an allocation for the rare batch case.
+    #[allow(clippy::result_large_err)]
     pub fn into_id(mut self) -> Result<RequestId, IncomingRequest> {
         if self.batch.is_some() {
             return Err(self);
@@ -189,12 +214,13 @@ impl Drop for IncomingRequest {
             id: Some(self.request.id.clone()),
             outcome: Err(error),
         });
-        let text = match &self.batch {
-            Some(batch) => batch.add(response.to_value()),
-            None => Some(response.to_json()),
+        let owed = self.owed.take();
+        let answer = match &self.batch {
+            Some(batch) => batch.add(response.to_value(), owed),
+            None => Some((response.to_json(), owed)),
         };
-        if let Some(text) = text {
-            self.shared.send_frame_detached(text, self.owed.take());
+        if let Some((text, owed)) = answer {
+            self.shared.send_frame_detached(text, owed);
         }
     }
 }

@@ -475,8 +475,8 @@ impl Peer {
         reason
     }
 
-    /// How many incoming requests are in flight: delivered and not yet answered (see
-    /// [`PeerConfig::max_in_flight_requests`]).
+    /// How many incoming requests are in flight: delivered and not yet answered, a batch's
+    /// until its array of answers is queued (see [`PeerConfig::max_in_flight_requests`]).
     pub fn requests_in_flight(&self) -> usize {
         self.shared().owed.load(Ordering::SeqCst)
     }

@@ -284,10 +284,11 @@ impl Outbox {
                     id: Some(req.request.id.clone()),
                     outcome,
                 });
-                match batch.add(response.to_value()) {
-                    Some(text) => text,
-                    None => return Ok(()),
-                }
+                // Weighed with its answer by the batch, and released with its array.
+                return match batch.add(response.to_value(), owed) {
+                    Some((text, owed)) => self.push(text, owed),
+                    None => Ok(()),
+                };
             }
             None => wire::response_in(self.shared.frame_buffer(), Some(&req.request.id), &outcome),
         };

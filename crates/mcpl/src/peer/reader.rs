@@ -391,6 +391,7 @@ fn take_read(
                 state: Mutex::new(BatchState {
                     remaining: 0,
                     responses: Vec::new(),
+                    owed: None,
                 }),
             });
             // Each request of the batch weighs its share of the frame

@@ -91,32 +91,57 @@ impl Drop for QueuedFrame<'_> {
     }
 }
 
-/// One owed response: counted while alive, with the bytes it weighs (its request's frame,
-/// then its answer's too), released once the response is queued.
-pub(super) struct Owed(Arc<Shared>, usize);
+/// One owed response (or several: the answers a batch holds, [`Owed::absorb`]): counted
+/// while alive, with the bytes it weighs (its request's frame, then its answer's too),
+/// released once the response is queued.
+pub(super) struct Owed {
+    shared: Arc<Shared>,
+    /// The bytes counted in `Shared::owed_bytes`.
+    weight: usize,
+    /// The responses counted in `Shared::owed`.
+    count: usize,
+}
 
 impl Owed {
     pub(super) fn new(shared: &Arc<Shared>, weight: usize) -> Owed {
         shared.owed.fetch_add(1, Ordering::SeqCst);
         shared.owed_bytes.fetch_add(weight, Ordering::Relaxed);
-        Owed(shared.clone(), weight)
+        Owed {
+            shared: shared.clone(),
+            weight,
+            count: 1,
+        }
     }
 
     /// Counts `bytes` more (its answer, made and not yet queued).
     pub(super) fn add(&mut self, bytes: usize) {
-        self.0.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.1 = self.1.saturating_add(bytes);
+        self.shared.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.weight = self.weight.saturating_add(bytes);
+    }
+
+    /// Takes over what `other` counts, released with this one: a batch's answers are queued
+    /// together, as one array, so each stays owed until the last is made.
+    pub(super) fn absorb(&mut self, mut other: Owed) {
+        self.weight = self
+            .weight
+            .saturating_add(std::mem::take(&mut other.weight));
+        self.count += std::mem::take(&mut other.count);
     }
 }
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        self.0.owed_bytes.fetch_sub(self.1, Ordering::Relaxed);
-        let before = self.0.owed.fetch_sub(1, Ordering::SeqCst);
+        if self.count == 0 {
+            return;
+        }
+        self.shared
+            .owed_bytes
+            .fetch_sub(self.weight, Ordering::Relaxed);
+        let before = self.shared.owed.fetch_sub(self.count, Ordering::SeqCst);
         // Paired with the EOF drain: it sets `read_eof` before reading `owed`, this reads
         // `read_eof` after writing `owed`, so one of the two sees the other.
-        if before == 1 && self.0.read_eof.load(Ordering::SeqCst) {
-            self.0.owed_settled.notify_waiters();
+        if before == self.count && self.shared.read_eof.load(Ordering::SeqCst) {
+            self.shared.owed_settled.notify_waiters();
         }
     }
 }
