@@ -33,7 +33,8 @@ enum Segment {
     Notification,
     /// A non-JSON line: `JunkLine`, no reply.
     Junk(String),
-    /// Bytes that are not UTF-8: `NotText`, no reply.
+    /// Bytes that are not UTF-8: `NotText`, and a `-32700` reply with a null id when they
+    /// begin as a message does ([`begins_as_json`]), as text that does not parse gets.
     NotUtf8(Vec<u8>),
     /// A line over the limit: `Oversized`, no reply.
     Oversized(usize),
@@ -83,6 +84,12 @@ fn segment() -> impl Strategy<Value = Segment> {
                 b
             })
             .prop_map(Segment::NotUtf8),
+        // A request with one byte of another encoding in a string (Latin-1 `é`).
+        1 => "[a-z]{0,8}".prop_map(|m| {
+            let mut b = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"u\",\"method\":\"{m}").into_bytes();
+            b.extend_from_slice(b"\xe9\"}");
+            Segment::NotUtf8(b)
+        }),
         1 => (LIMIT + 2..LIMIT * 3).prop_map(Segment::Oversized),
         2 => prop_oneof![
             (129usize..2000).prop_map(|d| format!(
@@ -100,6 +107,16 @@ fn segment() -> impl Strategy<Value = Segment> {
         1 => Just(Segment::BadVersion),
         1 => "[ \t\r]{0,4}".prop_map(Segment::Blank),
     ]
+}
+
+/// Whether a line begins as a JSON-RPC message does: `{` or `[` after JSON whitespace and
+/// an optional byte order mark (RFC 8259 §8.1: such a line that is not UTF-8 does not parse).
+fn begins_as_json(line: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(line);
+    let rest = text.trim_start_matches([' ', '\t', '\r', '\n']);
+    let rest = rest.strip_prefix('\u{feff}').unwrap_or(rest);
+    let rest = rest.trim_start_matches([' ', '\t', '\r', '\n']);
+    rest.starts_with(['{', '['])
 }
 
 /// What a segment must produce on the diagnostics stream.
@@ -277,7 +294,14 @@ proptest! {
             }
             assert_eq!(answered.len(), expected.len(), "requests answered");
             assert!(answered.values().all(|n| *n == 1), "answered exactly once: {answered:?}");
-            let want_parse = segments.iter().filter(|s| matches!(s, Segment::Unparseable(_))).count();
+            let want_parse = segments
+                .iter()
+                .filter(|s| match s {
+                    Segment::Unparseable(_) => true,
+                    Segment::NotUtf8(b) => begins_as_json(b),
+                    _ => false,
+                })
+                .count();
             assert_eq!(parse_errors, want_parse, "-32700 replies");
             let want_invalid = segments.iter().filter(|s| matches!(s, Segment::BadVersion)).count();
             assert_eq!(invalid.len(), want_invalid, "-32600 replies");

@@ -385,3 +385,49 @@ async fn an_unbalanced_line_in_a_frame_costs_only_itself() {
         json!({"jsonrpc": "2.0", "id": 2, "result": [2]})
     );
 }
+
+/// A request sent in a binary frame is not read (JSON-RPC over WebSocket is text), but it is
+/// answered `-32700` with a null id saying so, as a request that does not parse is, rather
+/// than left to its sender's timeout; a binary frame that is not JSON-like is reported only.
+#[tokio::test]
+async fn a_request_in_a_binary_frame_is_answered_32700() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, incoming) = Peer::new(server.unwrap(), PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let _served = serve(peer, incoming);
+    let (mut raw, _) = client.unwrap();
+    raw.send(WsMessage::binary(vec![0u8, 1, 2])).await.unwrap();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1]});
+    raw.send(WsMessage::binary(request.to_string().into_bytes()))
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), next_text(&mut raw))
+        .await
+        .expect("the request in a binary frame was not answered (deadlock guard)");
+    assert_eq!(refused["id"], Value::Null, "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32700), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("text frames"),
+        "{refused}"
+    );
+    raw.send(WsMessage::text(request.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": [1]})
+    );
+    for _ in 0..2 {
+        assert!(matches!(
+            diags.recv().await,
+            Some(Diagnostic::NotText { .. })
+        ));
+    }
+}

@@ -109,7 +109,9 @@ pub enum Diagnostic {
         /// The limit.
         limit: usize,
     },
-    /// A frame that is not text (bad UTF-8, binary WebSocket frame), discarded.
+    /// A frame that is not text (bad UTF-8, binary WebSocket frame), discarded; one that
+    /// began as a message does is also answered `-32700` with a null id
+    /// ([`crate::transport::FrameReader::not_text_began_as_json`]).
     NotText {
         /// Why.
         reason: String,

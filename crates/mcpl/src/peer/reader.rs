@@ -56,10 +56,13 @@ pub(super) async fn reader_task(
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
+                let began_as_json =
+                    matches!(frame, Frame::NotText { .. }) && reader.not_text_began_as_json();
                 let mut spare = None;
                 let handled = handle_frame(
                     &shared,
                     frame,
+                    began_as_json,
                     &inbound,
                     &mut closed,
                     &mut spare,
@@ -154,7 +157,8 @@ pub(super) enum Parsed {
 
 /// Handles one frame; returns `false` when the connection closed while delivering. The
 /// frame's text, once read, is left in `spare` for the reader to reuse
-/// ([`FrameReader::recycle`]).
+/// ([`FrameReader::recycle`]). `began_as_json`: a [`Frame::NotText`] that began as a message
+/// does ([`FrameReader::not_text_began_as_json`]).
 ///
 /// Everything but the two rare waits (a large text read off the worker, a full incoming
 /// queue) is done without awaiting ([`take_frame`]); those run in one boxed future
@@ -163,12 +167,13 @@ pub(super) enum Parsed {
 pub(super) async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
+    began_as_json: bool,
     inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
     spare: &mut Option<String>,
     replies: &mut Outbox,
 ) -> bool {
-    let later = match take_frame(shared, frame, inbound, spare, replies) {
+    let later = match take_frame(shared, frame, began_as_json, inbound, spare, replies) {
         Taken::Done(ok) => return ok,
         Taken::Later(later) => Box::pin(later.finish(shared, inbound, closed, replies)),
     };
@@ -251,6 +256,7 @@ fn deliver_all(
 fn take_frame(
     shared: &Arc<Shared>,
     frame: Frame,
+    began_as_json: bool,
     inbound: &queue::Sender<Item>,
     spare: &mut Option<String>,
     replies: &mut Outbox,
@@ -262,6 +268,16 @@ fn take_frame(
             return Taken::Done(true);
         }
         Frame::NotText { reason } => {
+            // RFC 8259 §8.1: JSON text is UTF-8, so a message that is not does not parse,
+            // and is answered as one that does not parse is (JSON-RPC 2.0 §5.1); junk that
+            // does not begin as a message is reported only, as a junk line is.
+            if began_as_json {
+                let reply = Message::Response(Response {
+                    id: None,
+                    outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),
+                });
+                let _ = replies.send(reply.to_json());
+            }
             shared.diagnose(Diagnostic::NotText { reason });
             return Taken::Done(true);
         }

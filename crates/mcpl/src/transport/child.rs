@@ -251,6 +251,12 @@ impl FrameReader for ChildReader {
     fn ended_mid_line(&self) -> bool {
         self.lines.as_ref().is_some_and(FrameReader::ended_mid_line)
     }
+
+    fn not_text_began_as_json(&self) -> bool {
+        self.lines
+            .as_ref()
+            .is_some_and(FrameReader::not_text_began_as_json)
+    }
 }
 
 #[cfg(test)]

@@ -105,6 +105,14 @@ pub trait FrameReader: Send {
     fn ended_mid_line(&self) -> bool {
         false
     }
+    /// Whether the last [`Frame::NotText`] this reader yielded began as a JSON-RPC message
+    /// does (`{` or `[`, after whitespace and a UTF-8 byte order mark): a message in the
+    /// wrong encoding, which the peer answers `-32700` as it answers text that does not
+    /// parse, rather than junk, which it only reports. False for a reader that does not tell
+    /// (the default); a reader wrapping another forwards it, as [`Self::ended_mid_line`].
+    fn not_text_began_as_json(&self) -> bool {
+        false
+    }
     /// Sets the budget partial messages are taken from (every transport starts with
     /// [`MessageBudget::process`]). The default ignores it: a reader that buffers no
     /// partial messages has nothing to take.
@@ -231,6 +239,9 @@ pub struct LineReader<R> {
     hold: budget::Hold,
     /// The stream ended in the middle of a line ([`FrameReader::ended_mid_line`]).
     ended_mid_line: bool,
+    /// The last line that was not UTF-8 began as a message does
+    /// ([`FrameReader::not_text_began_as_json`]).
+    not_text_json: bool,
 }
 
 /// What one read of a [`LineReader`] gave.
@@ -256,6 +267,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             limit: DEFAULT_MAX_MESSAGE_SIZE,
             hold: budget::Hold::new(MessageBudget::process()),
             ended_mid_line: false,
+            not_text_json: false,
         }
     }
 
@@ -285,9 +297,12 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
         match String::from_utf8(bytes) {
             Ok(s) => Frame::Text(s),
-            Err(e) => Frame::NotText {
-                reason: format!("line is not valid UTF-8: {}", e.utf8_error()),
-            },
+            Err(e) => {
+                self.not_text_json = begins_as_json(e.as_bytes());
+                Frame::NotText {
+                    reason: format!("line is not valid UTF-8: {}", e.utf8_error()),
+                }
+            }
         }
     }
 
@@ -471,10 +486,29 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
         self.ended_mid_line
     }
 
+    fn not_text_began_as_json(&self) -> bool {
+        self.not_text_json
+    }
+
     fn set_message_budget(&mut self, budget: MessageBudget) {
         self.hold.rebind(budget);
         // What the line already holds is taken from the new budget at its next growth.
     }
+}
+
+/// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after JSON
+/// whitespace and an optional UTF-8 byte order mark (as the peer reads a frame's text).
+pub(crate) fn begins_as_json(bytes: &[u8]) -> bool {
+    fn skip_whitespace(b: &[u8]) -> &[u8] {
+        let start = b
+            .iter()
+            .position(|c| !matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+            .unwrap_or(b.len());
+        b.get(start..).unwrap_or_default()
+    }
+    let rest = skip_whitespace(bytes);
+    let rest = skip_whitespace(rest.strip_prefix(b"\xef\xbb\xbf").unwrap_or(rest));
+    matches!(rest.first(), Some(b'{' | b'['))
 }
 
 /// Makes room for `more` bytes in `line`, its capacity covered by `hold` (grown by doubling,

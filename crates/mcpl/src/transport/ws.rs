@@ -4,7 +4,8 @@
 //! from the other side ends the stream like EOF.
 //!
 //! Readings:
-//! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic.
+//! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic (and, when it
+//!   begins as a message does, answered `-32700` by the peer, so its sender learns why).
 //! - A message's JSON may span lines (pretty-printed: its newlines are whitespace, RFC 8259
 //!   §2), as nothing in a WebSocket frame needs them escaped. A frame whose brackets balance
 //!   outside its strings, with no string crossing a line ([`balanced`]), is split only at
@@ -371,6 +372,7 @@ where
             refused: None,
             pongs: 0,
             failed: failed.clone(),
+            binary_json: false,
         }),
         writer: Box::new(WsWriter { sink, failed }),
         guard: None,
@@ -498,6 +500,9 @@ struct WsReader<S> {
     pongs: usize,
     /// Shared with the writer: the close frame for a connection this reader failed.
     failed: FailedWith,
+    /// The last binary frame began as a JSON-RPC message does
+    /// ([`FrameReader::not_text_began_as_json`]).
+    binary_json: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -576,9 +581,14 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                     self.split = Some((text, 0, values));
                 }
                 Some(Ok(WsMessage::Binary(bytes))) => {
+                    self.binary_json = super::begins_as_json(&bytes);
                     return Ok(Some(Frame::NotText {
-                        reason: format!("binary WebSocket frame of {} bytes", bytes.len()),
-                    }))
+                        reason: format!(
+                            "binary WebSocket frame of {} bytes (JSON-RPC messages go in \
+                             text frames)",
+                            bytes.len()
+                        ),
+                    }));
                 }
                 Some(Ok(WsMessage::Close(_))) => return Ok(None),
                 Some(Ok(WsMessage::Ping(payload))) => {
@@ -621,6 +631,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
 
     fn set_max_message_size(&mut self, limit: usize) {
         self.limit = limit;
+    }
+
+    fn not_text_began_as_json(&self) -> bool {
+        self.binary_json
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {
