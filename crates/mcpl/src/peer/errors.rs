@@ -102,7 +102,8 @@ pub enum Diagnostic {
         /// The parser's message.
         error: String,
     },
-    /// A frame larger than the limit, discarded.
+    /// A frame larger than the limit, discarded; a response to a request of ours among them
+    /// fails that request at once ([`crate::transport::FrameReader::discarded_head`]).
     Oversized {
         /// Bytes discarded.
         bytes: usize,

@@ -110,6 +110,7 @@ mod diag;
 mod errors;
 mod incoming;
 mod outbox;
+mod oversized;
 pub mod queue;
 mod reader;
 mod shared;

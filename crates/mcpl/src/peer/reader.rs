@@ -56,13 +56,12 @@ pub(super) async fn reader_task(
         match frame {
             Ok(Some(frame)) => {
                 shared.touch();
-                let began_as_json =
-                    matches!(frame, Frame::NotText { .. }) && reader.not_text_began_as_json();
+                let discarded = super::oversized::Discarded::of(&frame, &*reader);
                 let mut spare = None;
                 let handled = handle_frame(
                     &shared,
                     frame,
-                    began_as_json,
+                    discarded,
                     &inbound,
                     &mut closed,
                     &mut spare,
@@ -157,8 +156,7 @@ pub(super) enum Parsed {
 
 /// Handles one frame; returns `false` when the connection closed while delivering. The
 /// frame's text, once read, is left in `spare` for the reader to reuse
-/// ([`FrameReader::recycle`]). `began_as_json`: a [`Frame::NotText`] that began as a message
-/// does ([`FrameReader::not_text_began_as_json`]).
+/// ([`FrameReader::recycle`]). `discarded`: what the transport told of a frame it discarded.
 ///
 /// Everything but the two rare waits (a large text read off the worker, a full incoming
 /// queue) is done without awaiting ([`take_frame`]); those run in one boxed future
@@ -167,13 +165,13 @@ pub(super) enum Parsed {
 pub(super) async fn handle_frame(
     shared: &Arc<Shared>,
     frame: Frame,
-    began_as_json: bool,
+    discarded: super::oversized::Discarded,
     inbound: &queue::Sender<Item>,
     closed: &mut watch::Receiver<Option<CloseReason>>,
     spare: &mut Option<String>,
     replies: &mut Outbox,
 ) -> bool {
-    let later = match take_frame(shared, frame, began_as_json, inbound, spare, replies) {
+    let later = match take_frame(shared, frame, discarded, inbound, spare, replies) {
         Taken::Done(ok) => return ok,
         Taken::Later(later) => Box::pin(later.finish(shared, inbound, closed, replies)),
     };
@@ -256,7 +254,7 @@ fn deliver_all(
 fn take_frame(
     shared: &Arc<Shared>,
     frame: Frame,
-    began_as_json: bool,
+    discarded: super::oversized::Discarded,
     inbound: &queue::Sender<Item>,
     spare: &mut Option<String>,
     replies: &mut Outbox,
@@ -264,21 +262,17 @@ fn take_frame(
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
-            shared.diagnose(Diagnostic::Oversized { bytes, limit });
-            return Taken::Done(true);
+            let failed = discarded.oversized(shared, bytes, limit);
+            return match deliver_now(shared, failed, inbound, replies) {
+                Ok(()) => Taken::Done(true),
+                Err(item) => Taken::Later(Later::Room {
+                    item,
+                    rest: Vec::new().into_iter(),
+                }),
+            };
         }
         Frame::NotText { reason } => {
-            // RFC 8259 §8.1: JSON text is UTF-8, so a message that is not does not parse,
-            // and is answered as one that does not parse is (JSON-RPC 2.0 §5.1); junk that
-            // does not begin as a message is reported only, as a junk line is.
-            if began_as_json {
-                let reply = Message::Response(Response {
-                    id: None,
-                    outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),
-                });
-                let _ = replies.send(reply.to_json());
-            }
-            shared.diagnose(Diagnostic::NotText { reason });
+            discarded.not_text(shared, reason, replies);
             return Taken::Done(true);
         }
         Frame::OverBudget { bytes, limit } => {
@@ -887,7 +881,7 @@ pub(super) fn classify(
 /// at its deadline: a waiting caller gets [`PeerError::InvalidResponse`]; a
 /// [`Peer::send_request`]'s is returned for delivery in wire order as an error (`-32603`
 /// naming the defect), as its answer would have been.
-fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
+pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
     let in_order = {
         let mut set = lock(&shared.in_order);
         !set.is_empty() && set.remove(id)

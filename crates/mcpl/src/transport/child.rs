@@ -252,6 +252,10 @@ impl FrameReader for ChildReader {
         self.lines.as_ref().is_some_and(FrameReader::ended_mid_line)
     }
 
+    fn discarded_head(&self) -> Option<&[u8]> {
+        self.lines.as_ref().and_then(FrameReader::discarded_head)
+    }
+
     fn not_text_began_as_json(&self) -> bool {
         self.lines
             .as_ref()

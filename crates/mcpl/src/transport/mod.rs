@@ -113,6 +113,13 @@ pub trait FrameReader: Send {
     fn not_text_began_as_json(&self) -> bool {
         false
     }
+    /// The first bytes (at most [`DISCARDED_HEAD_BYTES`]) of the message the last
+    /// [`Frame::Oversized`] this reader yielded discarded, for the peer to read which request
+    /// it answers: `None` for a reader that does not keep them (the default). Only what the
+    /// reader holds already; a reader wrapping another forwards it.
+    fn discarded_head(&self) -> Option<&[u8]> {
+        None
+    }
     /// Sets the budget partial messages are taken from (every transport starts with
     /// [`MessageBudget::process`]). The default ignores it: a reader that buffers no
     /// partial messages has nothing to take.
@@ -217,6 +224,11 @@ const READ_CHUNK: usize = 8 * 1024;
 /// waited for several such rounds (issue #20).
 pub(crate) const YIELD_AFTER: usize = 64 * 1024;
 
+/// The most bytes of an oversized line a [`LineReader`] keeps while it discards the rest
+/// ([`FrameReader::discarded_head`]): enough for the envelope members a message begins with
+/// (`jsonrpc`, and an `id` of up to [`crate::jsonrpc::MAX_ID_BYTES`]).
+pub const DISCARDED_HEAD_BYTES: usize = 2048;
+
 /// The largest frame buffer a [`LineReader`] keeps for the next line
 /// ([`FrameReader::recycle`]): what an idle connection may hold for it.
 const RECYCLED_LINE_BYTES: usize = 512;
@@ -242,6 +254,9 @@ pub struct LineReader<R> {
     /// The last line that was not UTF-8 began as a message does
     /// ([`FrameReader::not_text_began_as_json`]).
     not_text_json: bool,
+    /// The first bytes of the oversized line being (or last) discarded
+    /// ([`FrameReader::discarded_head`]); freed when the next line begins.
+    discard_head: Vec<u8>,
 }
 
 /// What one read of a [`LineReader`] gave.
@@ -268,6 +283,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             hold: budget::Hold::new(MessageBudget::process()),
             ended_mid_line: false,
             not_text_json: false,
+            discard_head: Vec::new(),
         }
     }
 
@@ -310,6 +326,10 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// taken apart within the poll that made it). Yields to the runtime after every 64 KiB
     /// of a line still without its end, so one long line never holds a worker thread.
     pub async fn read_frame(&mut self) -> io::Result<Option<Frame>> {
+        if self.discarding.is_none() && self.discard_head.capacity() > 0 {
+            // The last oversized line was yielded and looked at: a new line begins.
+            self.discard_head = Vec::new();
+        }
         let mut since_yield = 0usize;
         loop {
             let read = if self.pos < self.pending.len() {
@@ -401,6 +421,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             *seen += take;
         } else if self.line.len() + take > self.limit.saturating_add(1) {
             self.discarding = Some(self.line.len() + take);
+            self.discard_head = head_of(&self.line, available.get(..take).unwrap_or_default());
             self.line = Vec::new();
             self.hold.clear();
         } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
@@ -434,6 +455,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
         let len = self.line.len();
         if len > self.limit && !(len == self.limit + 1 && self.line.ends_with(b"\r")) {
+            self.discard_head = head_of(&self.line, &[]);
             self.line = Vec::new();
             self.hold.clear();
             return Frame::Oversized {
@@ -490,10 +512,22 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
         self.not_text_json
     }
 
+    fn discarded_head(&self) -> Option<&[u8]> {
+        (self.discarding.is_none() && !self.discard_head.is_empty())
+            .then_some(self.discard_head.as_slice())
+    }
+
     fn set_message_budget(&mut self, budget: MessageBudget) {
         self.hold.rebind(budget);
         // What the line already holds is taken from the new budget at its next growth.
     }
+}
+
+/// The first [`DISCARDED_HEAD_BYTES`] of `a` followed by `b`.
+fn head_of(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let from_a = a.get(..DISCARDED_HEAD_BYTES).unwrap_or(a);
+    let from_b = b.get(..DISCARDED_HEAD_BYTES - from_a.len()).unwrap_or(b);
+    [from_a, from_b].concat()
 }
 
 /// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after JSON

@@ -59,7 +59,10 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::budget::{over_budget, MessageBudget, Meter, Metered};
 use super::listen::{Listen, DEFAULT_HANDSHAKE_TIMEOUT};
-use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
+use super::{
+    BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE,
+    DISCARDED_HEAD_BYTES,
+};
 
 /// The largest WebSocket message tungstenite will assemble (64 MiB); see the module docs.
 pub const WS_HARD_LIMIT: usize = 4 * DEFAULT_MAX_MESSAGE_SIZE;
@@ -373,6 +376,7 @@ where
             pongs: 0,
             failed: failed.clone(),
             binary_json: false,
+            oversized_head: Vec::new(),
         }),
         writer: Box::new(WsWriter { sink, failed }),
         guard: None,
@@ -503,6 +507,9 @@ struct WsReader<S> {
     /// The last binary frame began as a JSON-RPC message does
     /// ([`FrameReader::not_text_began_as_json`]).
     binary_json: bool,
+    /// The first bytes of the last message over the limit
+    /// ([`FrameReader::discarded_head`]); freed at the next read.
+    oversized_head: Vec<u8>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -529,6 +536,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                 continue;
             }
             return Some(if part.len() > self.limit {
+                let bytes = part.as_bytes();
+                // `part` is longer than the limit, not necessarily than the head.
+                let head = bytes.get(..DISCARDED_HEAD_BYTES).unwrap_or(bytes);
+                self.oversized_head = head.to_vec();
                 Frame::Oversized {
                     bytes: part.len(),
                     limit: self.limit,
@@ -567,6 +578,9 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// Cancel-safe: `StreamExt::next` keeps no state of its own, and the frame being split
     /// waits in `self.split`.
     async fn read(&mut self) -> io::Result<Option<Frame>> {
+        if self.oversized_head.capacity() > 0 {
+            self.oversized_head = Vec::new();
+        }
         if let Some(why) = &self.refused {
             return Err(io::Error::other(why.clone()));
         }
@@ -635,6 +649,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
 
     fn not_text_began_as_json(&self) -> bool {
         self.binary_json
+    }
+
+    fn discarded_head(&self) -> Option<&[u8]> {
+        (!self.oversized_head.is_empty()).then_some(self.oversized_head.as_slice())
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {

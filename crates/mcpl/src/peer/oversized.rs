@@ -1,0 +1,130 @@
+//! Frames discarded by the transport that still carry what a peer needs to answer them or
+//! to end a wait: a message in the wrong encoding that began as a message does
+//! ([`FrameReader::not_text_began_as_json`]), and the first bytes of a message over the
+//! size limit ([`FrameReader::discarded_head`]).
+
+use super::reader::Parsed;
+use super::*;
+
+/// What the reader knows of a discarded frame, read from the transport as it was yielded.
+#[derive(Debug, Default)]
+pub(super) struct Discarded {
+    /// A [`Frame::NotText`] that began as a message does: answered `-32700`.
+    pub(super) began_as_json: bool,
+    /// A [`Frame::Oversized`] whose first bytes show a response (an id, then `result` or
+    /// `error`, and no `method`): the request of ours it answers.
+    pub(super) answers: Option<RequestId>,
+}
+
+impl Discarded {
+    /// What `reader` tells of `frame`, which it just yielded.
+    pub(super) fn of(frame: &Frame, reader: &dyn FrameReader) -> Discarded {
+        match frame {
+            Frame::NotText { .. } => Discarded {
+                began_as_json: reader.not_text_began_as_json(),
+                answers: None,
+            },
+            Frame::Oversized { .. } => Discarded {
+                began_as_json: false,
+                answers: reader.discarded_head().and_then(response_id),
+            },
+            _ => Discarded::default(),
+        }
+    }
+}
+
+impl Discarded {
+    /// Reports a message over the size limit; a response of ours among them fails its
+    /// request now, not at its deadline (the failure to deliver, for one sent in order).
+    pub(super) fn oversized(&self, shared: &Shared, bytes: usize, limit: usize) -> Option<Parsed> {
+        shared.diagnose(Diagnostic::Oversized { bytes, limit });
+        let reason = format!(
+            "the response of {bytes} bytes exceeds the {limit}-byte limit \
+             (PeerConfig::max_message_size) and was discarded unread"
+        );
+        let id = self.answers.as_ref()?;
+        super::reader::fail_response(shared, id, &reason)
+    }
+
+    /// Reports a frame that is not text. RFC 8259 §8.1: JSON text is UTF-8, so a message
+    /// that is not does not parse, and is answered as one that does not parse is (JSON-RPC
+    /// 2.0 §5.1: `-32700`, `id: null`); junk that does not begin as a message is reported
+    /// only, as a junk line is.
+    pub(super) fn not_text(&self, shared: &Shared, reason: String, replies: &mut Outbox) {
+        if self.began_as_json {
+            let reply = Message::Response(Response {
+                id: None,
+                outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),
+            });
+            let _ = replies.send(reply.to_json());
+        }
+        shared.diagnose(Diagnostic::NotText { reason });
+    }
+}
+
+/// The id of the response whose first bytes are `head`, if they show one: an `id` (a string
+/// or an integer, as [`RequestId::from_value`] reads it), a `result` or `error` member (its
+/// value may be cut), and no `method` before the cut. Reading: an object that might be the
+/// other side's request (a `method` member, or no outcome member yet) fails nothing of ours,
+/// as the two sides' ids are unrelated.
+pub(super) fn response_id(head: &[u8]) -> Option<RequestId> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Seen {
+        id: Option<RequestId>,
+        method: bool,
+        outcome: bool,
+    }
+    /// Records each member as it is read, so what precedes the cut is kept.
+    struct Partial<'a>(&'a mut Seen);
+    impl<'de> Visitor<'de> for Partial<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON-RPC message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match key.as_ref() {
+                    "method" => self.0.method = true,
+                    "result" | "error" => self.0.outcome = true,
+                    "id" => {
+                        let id = map.next_value::<Value>()?;
+                        self.0.id = RequestId::from_value(&id).filter(|id| match id {
+                            RequestId::String(s) => s.len() <= crate::jsonrpc::MAX_ID_BYTES,
+                            RequestId::Number(_) => true,
+                        });
+                        continue;
+                    }
+                    _ => {}
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Partial<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    let start = head
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))?;
+    let head = head.get(start..)?;
+    let head = head
+        .strip_prefix(b"\xef\xbb\xbf".as_slice())
+        .unwrap_or(head);
+    let mut seen = Seen::default();
+    // The head is cut, so the read ends in an error: what was read before it is kept.
+    let _ = Partial(&mut seen).deserialize(&mut serde_json::Deserializer::from_slice(head));
+    match seen {
+        Seen {
+            id: Some(id),
+            method: false,
+            outcome: true,
+        } => Some(id),
+        _ => None,
+    }
+}

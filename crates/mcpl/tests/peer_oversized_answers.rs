@@ -1,0 +1,149 @@
+//! An answer over `PeerConfig::max_message_size`, on the wire. The line is discarded
+//! unbuffered (its size is the point of the limit), but its first bytes say which request
+//! it answers: that request fails at once, naming the size, rather than waiting for its
+//! timeout (or for ever, without one) for an answer that already came.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::peer::{Diagnostic, Ordered, PeerConfig, PeerError};
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::raw_peer;
+
+/// A deadlock guard, never a synchronisation.
+const GUARD: Duration = Duration::from_secs(30);
+
+fn config() -> PeerConfig {
+    PeerConfig {
+        max_message_size: 1024,
+        // No deadline: a request whose answer was lost would wait for ever.
+        request_timeout: None,
+        ..PeerConfig::default()
+    }
+}
+
+/// The answer to `request` (a line read from the peer), `bytes` of padding in its result.
+fn big_answer(request: &str, bytes: usize) -> String {
+    let v: Value = serde_json::from_str(request).unwrap();
+    json!({"jsonrpc": "2.0", "id": v["id"], "result": {"pad": "x".repeat(bytes)}}).to_string()
+}
+
+#[tokio::test]
+async fn an_answer_over_the_size_limit_fails_its_request_at_once() {
+    let (peer, _incoming, mut raw) = raw_peer(config());
+    let mut diags = peer.diagnostics();
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("big", None).await })
+    };
+    let request = raw.recv_line().await;
+    raw.send(&big_answer(&request, 5000)).await;
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    match outcome {
+        Err(PeerError::InvalidResponse(why)) => {
+            assert!(why.contains("1024"), "{why}");
+        }
+        other => panic!("expected the request to fail as an invalid response, got {other:?}"),
+    }
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::Oversized { limit: 1024, .. })
+    ));
+    // The connection goes on; a small answer is still read.
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("small", None).await })
+    };
+    let request = raw.recv_line().await;
+    raw.send(&big_answer(&request, 10)).await;
+    assert_eq!(call.await.unwrap().unwrap(), json!({"pad": "x".repeat(10)}));
+}
+
+/// The same for a request whose answer is delivered in wire order (`Peer::send_request`,
+/// as the sessions send theirs): its failure takes the answer's place.
+#[tokio::test]
+async fn an_oversized_in_order_answer_is_delivered_as_a_failure_at_its_place() {
+    let (peer, mut incoming, mut raw) = raw_peer(config());
+    let id = peer.send_request("big", None, |_| {}).await.unwrap();
+    let request = raw.recv_line().await;
+    raw.send(&big_answer(&request, 5000)).await;
+    let got = tokio::time::timeout(GUARD, incoming.recv_ordered())
+        .await
+        .expect("the answer's place was lost (deadlock guard)");
+    match got {
+        Some(Ordered::Response(r)) => {
+            assert_eq!(r.id, Some(id));
+            let e = r.outcome.unwrap_err();
+            assert!(e.message.contains("1024"), "{}", e.message);
+        }
+        other => panic!("expected the failed response, got {other:?}"),
+    }
+}
+
+/// Only a line that shows it is a response (an id, then `result` or `error`, and no method)
+/// fails a request: the other side's request with the same id does not.
+#[tokio::test]
+async fn an_oversized_request_with_a_colliding_id_fails_nothing() {
+    let (peer, _incoming, mut raw) = raw_peer(config());
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("small", None).await })
+    };
+    let request = raw.recv_line().await;
+    let v: Value = serde_json::from_str(&request).unwrap();
+    // The other side's own request, reusing the id, its method after its params.
+    raw.send(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"params\":{{\"pad\":\"{}\"}},\"method\":\"x\"}}",
+        v["id"],
+        "x".repeat(5000)
+    ))
+    .await;
+    raw.send(&big_answer(&request, 10)).await;
+    assert_eq!(
+        tokio::time::timeout(GUARD, call)
+            .await
+            .expect("deadlock guard")
+            .unwrap()
+            .unwrap(),
+        json!({"pad": "x".repeat(10)})
+    );
+}
+
+/// Over WebSocket too: an answer over the limit in a text frame fails its request at once.
+#[tokio::test]
+async fn over_websocket_an_oversized_answer_fails_its_request_at_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        mcpl::transport::ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, _incoming) = mcpl::peer::Peer::new(server.unwrap(), config());
+    let (mut raw, _) = client.unwrap();
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("big", None).await })
+    };
+    let request = match raw.next().await.unwrap().unwrap() {
+        WsMessage::Text(t) => t.as_str().to_owned(),
+        other => panic!("expected the request, got {other:?}"),
+    };
+    raw.send(WsMessage::text(big_answer(&request, 5000)))
+        .await
+        .unwrap();
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    assert!(
+        matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("1024")),
+        "{outcome:?}"
+    );
+}
