@@ -128,3 +128,34 @@ pub(super) fn response_id(head: &[u8]) -> Option<RequestId> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a head showing a response names a request: an id, an outcome member (its value
+    /// cut anywhere), no method; whitespace and a byte order mark before it are skipped.
+    #[test]
+    fn a_cut_head_names_the_request_only_when_it_shows_a_response() {
+        let id = |head: &str| response_id(head.as_bytes());
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":7,"result":{"pad":"xx"#),
+            Some(RequestId::from(7_i64))
+        );
+        assert_eq!(
+            id("\u{feff} {\"id\":\"a\",\"error\":{\"co"),
+            Some("a".into())
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","result":{"pad":"xx"#),
+            None,
+            "no id yet"
+        );
+        assert_eq!(id(r#"{"id":7,"params":{"pad":"xx"#), None, "no outcome yet");
+        assert_eq!(id(r#"{"id":7,"method":"m","result":1"#), None, "a method");
+        assert_eq!(id(r#"{"id":1.5,"result":{"#), None, "not an id");
+        assert_eq!(id(r#"{"id":"abc"#), None, "the id itself cut");
+        assert_eq!(id("[{\"id\":7,\"result\":1"), None, "a batch");
+        assert_eq!(id(""), None);
+    }
+}
