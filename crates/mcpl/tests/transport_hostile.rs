@@ -294,3 +294,25 @@ async fn what_the_websocket_reader_keeps_of_a_large_frame_stays_in_the_budget() 
     drop(connections.remove(0));
     assert_eq!(budget.used(), 0, "{budget:?}");
 }
+
+/// A budget given to a child's reader (as `Peer::new` passes `PeerConfig::message_budget`)
+/// applies to what the child writes: a line the budget cannot cover is refused, not kept
+/// whole. Before, the child's reader ignored it and held the line on the process budget.
+#[tokio::test]
+async fn a_childs_reader_takes_the_budget_it_is_given() {
+    use mcpl::transport::{child, MessageBudget};
+
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.args(["-c", "head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 5"]);
+    let (mut transport, _control) = child::spawn(&mut cmd).unwrap();
+    transport.reader.set_message_budget(MessageBudget::new(0));
+    let frame = tokio::time::timeout(GUARD, transport.reader.next_frame()).await;
+    assert!(
+        matches!(frame, Ok(Ok(Some(Frame::OverBudget { .. })))),
+        "{:?}",
+        frame.map(|r| r.map(|f| f.map(|f| match f {
+            Frame::Text(t) => format!("text of {} bytes", t.len()),
+            other => format!("{other:?}"),
+        })))
+    );
+}

@@ -13,12 +13,13 @@
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::process::{ChildStdout, Command};
 use tokio::sync::{watch, Notify};
 
-use super::{BoxFuture, Frame, FrameReader, LineReader, LineWriter, Transport};
+use super::{BoxFuture, Frame, FrameReader, LineReader, LineWriter, MessageBudget, Transport};
 
 /// How long output is still read after the child has exited.
 pub const EXIT_GRACE: Duration = Duration::from_millis(200);
@@ -233,9 +234,30 @@ impl Drop for ChildReader {
     }
 }
 
+// A wrapper forwards every method, defaulted ones too: a default left in place silently
+// undoes what the line reader does (a `PeerConfig::message_budget` was ignored so).
+#[deny(clippy::missing_trait_methods)]
 impl FrameReader for ChildReader {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         Box::pin(self.read())
+    }
+
+    /// Not polled in place: the read also watches for the child's exit (its grace period).
+    fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
+        let _ = cx;
+        None
+    }
+
+    fn recycle(&mut self, text: String) {
+        if let Some(lines) = self.lines.as_mut() {
+            lines.recycle(text);
+        }
+    }
+
+    fn set_message_budget(&mut self, budget: MessageBudget) {
+        if let Some(lines) = self.lines.as_mut() {
+            lines.set_message_budget(budget);
+        }
     }
 
     fn set_max_message_size(&mut self, limit: usize) {
