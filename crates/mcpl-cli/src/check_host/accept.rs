@@ -223,6 +223,9 @@ struct FirstFrame {
     rest: Box<dyn FrameReader>,
 }
 
+// A wrapper forwards every method, defaulted ones too: a default left in place would
+// silently undo what the reader it wraps does (clippy names a method added later).
+#[deny(clippy::missing_trait_methods)]
 impl FrameReader for FirstFrame {
     fn next_frame(&mut self) -> BoxFuture<'_, io::Result<Option<Frame>>> {
         match self.first.take() {
@@ -252,6 +255,14 @@ impl FrameReader for FirstFrame {
 
     fn ended_mid_line(&self) -> bool {
         self.rest.ended_mid_line()
+    }
+
+    fn not_text_began_as_json(&self) -> bool {
+        self.rest.not_text_began_as_json()
+    }
+
+    fn discarded_head(&self) -> Option<&[u8]> {
+        self.rest.discarded_head()
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {
