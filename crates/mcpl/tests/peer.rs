@@ -297,6 +297,21 @@ async fn oversized_line_is_discarded_and_the_connection_survives() {
     let mut diags = peer.diagnostics();
     let big = json!({"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"y".repeat(5000)}});
     raw.send_json(big).await;
+    // Its id is in the part read before the cut: it is answered -32600, saying why (§6.6: a
+    // request with an id gets an answer).
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(1), "{reply}");
+    assert_eq!(
+        reply["error"]["code"],
+        json!(codes::INVALID_REQUEST),
+        "{reply}"
+    );
+    assert_eq!(reply["error"]["data"]["limit"], json!(1024), "{reply}");
+    assert_eq!(
+        reply["error"]["data"]["reason"],
+        json!("max_message_size"),
+        "{reply}"
+    );
     assert_ping_works(&mut raw, 2).await;
     match diags.try_recv() {
         Some(Diagnostic::Oversized { bytes, limit }) => {

@@ -36,7 +36,8 @@ enum Segment {
     /// Bytes that are not UTF-8: `NotText`, and a `-32700` reply with a null id when they
     /// begin as a message does ([`begins_as_json`]), as text that does not parse gets.
     NotUtf8(Vec<u8>),
-    /// A line over the limit: `Oversized`, no reply.
+    /// A request over the limit: `Oversized`, and a `-32600` under its id (read from the
+    /// line's first bytes).
     Oversized(usize),
     /// JSON-looking text the parser refuses (nesting, lone surrogate, 1e400, truncation):
     /// `ParseError` and a `-32700` reply with a null id.
@@ -273,6 +274,7 @@ proptest! {
             let mut answered: BTreeMap<String, usize> = BTreeMap::new();
             let mut parse_errors = 0;
             let mut invalid = Vec::new();
+            let mut oversized = Vec::new();
             for v in &got {
                 assert_eq!(v["jsonrpc"], "2.0");
                 match &v["id"] {
@@ -283,6 +285,12 @@ proptest! {
                     Value::String(id) if id.starts_with('v') => {
                         assert_eq!(v["error"]["code"], json!(codes::INVALID_REQUEST));
                         invalid.push(id.clone());
+                    }
+                    Value::String(id) if id.starts_with('o') => {
+                        // Over the limit, its id read from its first bytes: `-32600`.
+                        assert_eq!(v["error"]["code"], json!(codes::INVALID_REQUEST), "{v}");
+                        assert_eq!(v["error"]["data"]["reason"], json!("max_message_size"));
+                        oversized.push(id.clone());
                     }
                     Value::String(id) if id == "end" => {}
                     Value::Null => {
@@ -305,6 +313,13 @@ proptest! {
             assert_eq!(parse_errors, want_parse, "-32700 replies");
             let want_invalid = segments.iter().filter(|s| matches!(s, Segment::BadVersion)).count();
             assert_eq!(invalid.len(), want_invalid, "-32600 replies");
+            let want_oversized: Vec<String> = segments
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s, Segment::Oversized(_)))
+                .map(|(i, _)| format!("o{i}"))
+                .collect();
+            assert_eq!(oversized, want_oversized, "oversized requests answered once each, in order");
 
             // Every dropped frame: one diagnostic of its kind, in stream order, nothing else.
             let want: Vec<&str> = segments.iter().filter_map(expected_diagnostic).collect();

@@ -196,9 +196,22 @@ async fn a_frame_with_several_messages_binary_frames_and_pings() {
         json!({"jsonrpc":"2.0","id":3,"method":"echo","params":[3]}),
     );
     raw.send(WsMessage::text(frame)).await.unwrap();
-    let a = next_text(&mut raw).await;
-    let b = next_text(&mut raw).await;
+    // The reader answers the oversized one itself, the handler the others: in any order.
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(next_text(&mut raw).await);
+    }
+    got.sort_by_key(|v| v["id"].as_i64());
+    let [a, over, b] = <[Value; 3]>::try_from(got).unwrap();
     assert_eq!(a, json!({"jsonrpc":"2.0","id":1,"result":[1]}));
+    // The oversized one's id is in its first bytes: it is answered -32600, saying why.
+    assert_eq!(over["id"], json!(2), "{over}");
+    assert_eq!(over["error"]["code"], json!(-32600), "{over}");
+    assert_eq!(
+        over["error"]["data"]["reason"],
+        json!("max_message_size"),
+        "{over}"
+    );
     assert_eq!(b, json!({"jsonrpc":"2.0","id":3,"result":[3]}));
     match diags.recv().await {
         Some(Diagnostic::Oversized { limit: 200, bytes }) => assert!(bytes > 300),

@@ -14,6 +14,9 @@ pub(super) struct Discarded {
     /// A [`Frame::Oversized`] whose first bytes show a response (an id, then `result` or
     /// `error`, and no `method`): the request of ours it answers.
     pub(super) answers: Option<RequestId>,
+    /// A [`Frame::Oversized`] whose first bytes show a request (an id and a `method`, no
+    /// `result` or `error`): the id its error answer goes to.
+    pub(super) request: Option<RequestId>,
 }
 
 impl Discarded {
@@ -22,12 +25,16 @@ impl Discarded {
         match frame {
             Frame::NotText { .. } => Discarded {
                 began_as_json: reader.not_text_began_as_json(),
-                answers: None,
+                ..Discarded::default()
             },
-            Frame::Oversized { .. } => Discarded {
-                began_as_json: false,
-                answers: reader.discarded_head().and_then(response_id),
-            },
+            Frame::Oversized { .. } => {
+                let head = reader.discarded_head().map(read_head).unwrap_or_default();
+                Discarded {
+                    began_as_json: false,
+                    answers: head.answers,
+                    request: head.request,
+                }
+            }
             _ => Discarded::default(),
         }
     }
@@ -36,8 +43,36 @@ impl Discarded {
 impl Discarded {
     /// Reports a message over the size limit; a response of ours among them fails its
     /// request now, not at its deadline (the failure to deliver, for one sent in order).
-    pub(super) fn oversized(&self, shared: &Shared, bytes: usize, limit: usize) -> Option<Parsed> {
+    /// A request whose id its first bytes show is answered `-32600` under that id, with
+    /// `data: { limit, bytes, reason: "max_message_size" }`: a request with an id gets an
+    /// answer (§6.6), and its sender learns why rather than waiting for its own deadline.
+    /// Reading: JSON-RPC 2.0 has no code for a message too large to read; it is not a valid
+    /// Request object this side can take, so `-32600`. One whose id comes after the cut (or
+    /// a notification) cannot be answered and is reported only.
+    pub(super) fn oversized(
+        &self,
+        shared: &Shared,
+        bytes: usize,
+        limit: usize,
+        replies: &mut Outbox,
+    ) -> Option<Parsed> {
         shared.diagnose(Diagnostic::Oversized { bytes, limit });
+        if let Some(id) = &self.request {
+            let error = ErrorObject::invalid_request(format!(
+                "the request of {bytes} bytes exceeds the {limit}-byte limit and was discarded \
+                 unread"
+            ))
+            .with_data(serde_json::json!({
+                "limit": limit,
+                "bytes": bytes,
+                "reason": "max_message_size",
+            }));
+            let reply = Message::Response(Response {
+                id: Some(id.clone()),
+                outcome: Err(error),
+            });
+            let _ = replies.send(reply.to_json());
+        }
         let reason = format!(
             "the response of {bytes} bytes exceeds the {limit}-byte limit \
              (PeerConfig::max_message_size) and was discarded unread"
@@ -62,12 +97,20 @@ impl Discarded {
     }
 }
 
-/// The id of the response whose first bytes are `head`, if they show one: an `id` (a string
-/// or an integer, as [`RequestId::from_value`] reads it), a `result` or `error` member (its
-/// value may be cut), and no `method` before the cut. Reading: an object that might be the
-/// other side's request (a `method` member, or no outcome member yet) fails nothing of ours,
-/// as the two sides' ids are unrelated.
-pub(super) fn response_id(head: &[u8]) -> Option<RequestId> {
+/// What the first bytes of a discarded message show of it.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Head {
+    /// A response: an `id` (a string or an integer, as [`RequestId::from_value`] reads it),
+    /// a `result` or `error` member (its value may be cut), and no `method` before the cut.
+    answers: Option<RequestId>,
+    /// A request: an `id` and a `method`, and no `result` or `error` before the cut.
+    request: Option<RequestId>,
+}
+
+/// Reads the first bytes `head` of a discarded message. Reading: an object that might be
+/// the other side's request fails nothing of ours (the two sides' ids are unrelated), and
+/// one showing both a `method` and an outcome is neither.
+pub(super) fn read_head(head: &[u8]) -> Head {
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
     #[derive(Default)]
@@ -109,10 +152,13 @@ pub(super) fn response_id(head: &[u8]) -> Option<RequestId> {
             d.deserialize_map(self)
         }
     }
-    let start = head
+    let Some(head) = head
         .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))?;
-    let head = head.get(start..)?;
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+        .and_then(|start| head.get(start..))
+    else {
+        return Head::default();
+    };
     let head = head
         .strip_prefix(b"\xef\xbb\xbf".as_slice())
         .unwrap_or(head);
@@ -124,8 +170,19 @@ pub(super) fn response_id(head: &[u8]) -> Option<RequestId> {
             id: Some(id),
             method: false,
             outcome: true,
-        } => Some(id),
-        _ => None,
+        } => Head {
+            answers: Some(id),
+            request: None,
+        },
+        Seen {
+            id: Some(id),
+            method: true,
+            outcome: false,
+        } => Head {
+            answers: None,
+            request: Some(id),
+        },
+        _ => Head::default(),
     }
 }
 
@@ -137,7 +194,7 @@ mod tests {
     /// cut anywhere), no method; whitespace and a byte order mark before it are skipped.
     #[test]
     fn a_cut_head_names_the_request_only_when_it_shows_a_response() {
-        let id = |head: &str| response_id(head.as_bytes());
+        let id = |head: &str| read_head(head.as_bytes()).answers;
         assert_eq!(
             id(r#"{"jsonrpc":"2.0","id":7,"result":{"pad":"xx"#),
             Some(RequestId::from(7_i64))
@@ -157,5 +214,32 @@ mod tests {
         assert_eq!(id(r#"{"id":"abc"#), None, "the id itself cut");
         assert_eq!(id("[{\"id\":7,\"result\":1"), None, "a batch");
         assert_eq!(id(""), None);
+    }
+
+    /// A head showing an id and a method, and no outcome, is a request to answer; one whose
+    /// id is not in the head (or is cut) is not.
+    #[test]
+    fn a_cut_head_names_a_request_to_answer_only_with_its_id_and_method() {
+        let req = |head: &str| read_head(head.as_bytes()).request;
+        assert_eq!(
+            req(r#"{"id":7,"jsonrpc":"2.0","method":"tools/call","params":{"x":"yy"#),
+            Some(RequestId::from(7_i64))
+        );
+        assert_eq!(
+            req(r#"{"method":"m","id":"a","params":["#),
+            Some("a".into())
+        );
+        assert_eq!(
+            req(r#"{"method":"m","params":{"x":"yy"#),
+            None,
+            "id after the cut"
+        );
+        assert_eq!(req(r#"{"id":7,"params":{"x":"yy"#), None, "no method yet");
+        assert_eq!(
+            req(r#"{"id":7,"method":"m","result":1"#),
+            None,
+            "an outcome too"
+        );
+        assert_eq!(req(r#"{"method":"m","id":"ab"#), None, "the id itself cut");
     }
 }

@@ -262,7 +262,7 @@ fn take_frame(
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
-            let failed = discarded.oversized(shared, bytes, limit);
+            let failed = discarded.oversized(shared, bytes, limit, replies);
             return match deliver_now(shared, failed, inbound, replies) {
                 Ok(()) => Taken::Done(true),
                 Err(item) => Taken::Later(Later::Room {
