@@ -819,7 +819,7 @@ struct HostSetup {
     /// through a genuine `ServerState`.
     phase: u8,
     /// 0: defaults; 1: small bounds; 3: small windows; 4: timeouts `Duration::MAX`;
-    /// 5: zero timeouts.
+    /// 5: 1 ms timeouts (the least `HostRules` takes).
     rules: u8,
     advertised: u32,
 }
@@ -883,11 +883,12 @@ impl HostHarness {
                 hook_timeout: Duration::MAX,
                 ..base
             },
+            // The shortest timeouts `HostRules::defects` takes (zero is refused).
             _ => HostRules {
-                initialize_timeout: Duration::ZERO,
-                policy_timeout: Duration::ZERO,
-                manifest_timeout: Duration::ZERO,
-                hook_timeout: Duration::ZERO,
+                initialize_timeout: Duration::from_millis(1),
+                policy_timeout: Duration::from_millis(1),
+                manifest_timeout: Duration::from_millis(1),
+                hook_timeout: Duration::from_millis(1),
                 manifest_fetch_burst: 1000,
                 manifest_fetch_per_sec: 1000.0,
                 ..base

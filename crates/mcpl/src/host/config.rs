@@ -101,7 +101,8 @@ pub struct HostConfig {
     pub manifest_fetch_per_sec: f64,
     /// Consecutive unparseable manifests after which MCPL is suspended (at least 2, §17.5).
     pub suspend_after_failures: u32,
-    /// Capacity of the event stream; a full stream refuses new push events.
+    /// Capacity of the event stream; a full stream refuses new push events. At least 1
+    /// (0 would deliver nothing: refused, [`HostConfig::defects`]).
     pub event_capacity: usize,
     /// Most bytes of events the event stream holds for the application
     /// ([`HostEvent::weight`]: a push's params or a channel message as compact JSON, with
@@ -116,11 +117,14 @@ pub struct HostConfig {
     /// and counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
     /// is taken as 2): the count needs a slot beside the diagnostic it precedes.
     pub diagnostics_capacity: usize,
-    /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first).
+    /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first). At least 1:
+    /// 0 would remember none, which §9.4's SHOULD argues against, and was quietly read as 1
+    /// (refused, [`HostConfig::defects`]).
     pub dedupe_window: usize,
     /// Longest `eventId` a `push/event` may carry, in UTF-8 bytes; a longer one is refused
     /// with `-32602` and `data: { limit, length }` (1,024 by default). §9.4 leaves the id's
     /// length open; this bounds what deduplication remembers to `dedupe_window` × this.
+    /// At least 1: 0 would refuse every `push/event` (§9.2 requires an `eventId`).
     pub max_event_id_bytes: usize,
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
@@ -130,16 +134,21 @@ pub struct HostConfig {
     pub stream_handler: Option<StreamHandler>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and
-    /// `data: { limit, count }` (1,024 by default).
+    /// `data: { limit, count }` (1,024 by default). At least 1: 0 would refuse every one
+    /// that carries a descriptor, while the grant lets the server send it.
     pub max_channels_per_message: usize,
     /// Most messages one `channels/incoming` may carry; a larger batch is refused whole with
-    /// `-32602` and `data: { limit, count }` (1,024 by default).
+    /// `-32602` and `data: { limit, count }` (1,024 by default). At least 1: 0 would refuse
+    /// every batch (not taking messages is said by leaving `channels.incoming` out of
+    /// `policy`).
     pub max_incoming_per_batch: usize,
     /// Most `contextInjections` one `context/beforeInference` answer may carry (§10; 1,024
     /// by default). A larger answer is refused whole, before any entry is judged: a
     /// [`HostDiagnostic::HookFailed`] and a [`HookFailure`] naming the count and the limit,
     /// nothing accepted from that server for the round. §10 sets no number; this bounds
-    /// what one answer makes the host build.
+    /// what one answer makes the host build. At least 1: 0 would fail every answer that
+    /// injects, blaming the server; a host that takes no injections leaves the
+    /// `contextHooks.beforeInference.inject.*` leaves out of `policy` (§5.4).
     pub max_injections_per_hook: usize,
     /// Most feature sets (`featureSets` entries, §6.1) a server's manifest may carry,
     /// wherever the host reads one (1,024 by default,
@@ -149,15 +158,19 @@ pub struct HostConfig {
     /// in an `mcpl/manifest` answer, a [`HostDiagnostic::ManifestFetchFailed`] names the
     /// count and the limit and the manifest in force stands, as for a failed fetch (§17.5).
     /// `mcpl/manifestChanged` carries no manifest (§17.3), only the fetch it prompts.
+    /// At least 1: 0 would refuse every MCPL server that declares a set, at connect.
     pub max_feature_sets: usize,
     /// Most channels one connection may hold registered at once (4,096 by default). A
     /// descriptor that would add a channel past it is rejected item-wise with reason
     /// `channel_limit` (§14.5 itemized results); updates and removals are unaffected.
+    /// At least 1: 0 is not "no channels" (that is `channels.*` left out of `policy`, or
+    /// `channel_patterns: Some(vec![])`), it would tell a server granted channels that it
+    /// hit a limit.
     pub max_channels: usize,
     /// Largest encoded size of one channel descriptor (compact JSON, in bytes); a larger one
     /// is rejected item-wise with reason `invalid_descriptor` (§14.5 itemized results;
     /// 4,096 by default). §14.2 sets no size; this bounds what a connection's registered
-    /// channels hold to `max_channels` × this.
+    /// channels hold to `max_channels` × this. At least 1: 0 would reject every descriptor.
     pub max_descriptor_bytes: usize,
     /// Configuration of the underlying peer (used by [`HostSession::connect`]).
     pub peer: PeerConfig,
@@ -206,77 +219,28 @@ impl HostConfig {
     /// holds and what to write; empty when there is none. [`HostSession::connect`] refuses a
     /// configuration with any ([`HostError::InvalidConfig`]) before anything is sent.
     ///
-    /// Readings (the spec sets none of these numbers unless cited): a zero capacity, byte
-    /// bound, burst or timeout could never let anything through in time, so it is refused
-    /// rather than raised or left to fail every time; `suspend_after_failures` is at least 2
-    /// (§17.5: never suspend on a single failure); `manifest_fetch_per_sec` is a finite rate
-    /// of at least 0 (§17.8: a bound on the fetch rate; NaN, a negative or an infinite one
-    /// was read as 0, the opposite of what an infinite one asks); each `enabled` and `disabled`
-    /// entry is a feature-set name or pattern (§6.3,
-    /// [`crate::manifest::edit::is_feature_set_pattern`]), since any other selects nothing.
+    /// The rule is the core's ([`crate::session::HostRules::defects`], which
+    /// [`crate::session::HostState::new`] applies: its readings are there), under this
+    /// configuration's field names, and `max_event_bytes`, which is this one's alone, is
+    /// at least 1 (0 would hold one event at a time).
     pub fn defects(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut at_least = |field: &str, value: u128, min: u128, unit: &str, why: &str| {
-            if value < min {
-                out.push(format!(
-                    "HostConfig.{field} is {value}{unit}: give at least {min}{unit} ({why})"
-                ));
-            }
-        };
-        let never = "nothing could ever pass";
-        at_least("event_capacity", self.event_capacity as u128, 1, "", never);
-        at_least(
-            "max_event_bytes",
-            self.max_event_bytes as u128,
-            1,
-            "",
-            never,
-        );
-        at_least(
-            "manifest_fetch_burst",
-            u128::from(self.manifest_fetch_burst),
-            1,
-            "",
-            never,
-        );
-        let late = "every wait would end at once";
-        for (field, d) in [
-            ("initialize_timeout", self.initialize_timeout),
-            ("policy_timeout", self.policy_timeout),
-            ("hook_timeout", self.hook_timeout),
-            ("manifest_timeout", self.manifest_timeout),
-        ] {
-            at_least(field, d.as_millis(), 1, " ms", late);
-        }
-        at_least(
-            "suspend_after_failures",
-            u128::from(self.suspend_after_failures),
-            2,
-            "",
-            "§17.5: MCPL is never suspended on a single failure",
-        );
-        let rate = self.manifest_fetch_per_sec;
-        if !(rate.is_finite() && rate >= 0.0) {
-            out.push(format!(
-                "HostConfig.manifest_fetch_per_sec is {rate}: give a finite rate of at least \
-                 0 fetches per second (§17.8 bounds the rate; 0.2 by default, 0 for no more \
-                 than manifest_fetch_burst fetches)"
-            ));
-        }
-        let lists = [
-            ("enabled", self.enabled.as_deref().unwrap_or_default()),
-            ("disabled", &self.disabled[..]),
-        ];
-        for (field, list) in lists {
-            for entry in list {
-                if !crate::manifest::edit::is_feature_set_pattern(entry) {
-                    out.push(format!(
-                        "HostConfig.{field} entry {entry:?} is not a feature-set name or \
-                         pattern, so it selects nothing: write dot-separated segments of \
-                         [A-Za-z0-9_:-], or `*` as a whole segment (`memory.*`, §6.3)"
-                    ));
-                }
-            }
+        let mut out = self.rules().defects_named(&|field| {
+            let own = match field {
+                "max_pending_outputs" => "event_capacity",
+                "channels.max_channels" => "max_channels",
+                "channels.max_per_message" => "max_channels_per_message",
+                "channels.max_incoming_per_batch" => "max_incoming_per_batch",
+                "channels.max_descriptor_bytes" => "max_descriptor_bytes",
+                other => other,
+            };
+            format!("HostConfig.{own}")
+        });
+        if self.max_event_bytes == 0 {
+            out.push(
+                "HostConfig.max_event_bytes is 0: give at least 1 (nothing could ever pass; \
+                 64 MiB by default)"
+                    .to_owned(),
+            );
         }
         out
     }

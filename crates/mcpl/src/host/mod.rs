@@ -343,7 +343,12 @@ impl HostSession {
             config.rules(),
             driver::clock_now(),
             std::time::SystemTime::now(),
-        )?;
+        )
+        .map_err(|e| match e {
+            crate::session::RulesError::Policy(p) => HostError::Policy(p),
+            // Not reached: `defects` above is this rule under the config's names.
+            crate::session::RulesError::Invalid(d) => HostError::InvalidConfig(d),
+        })?;
         let (etx, erx) = queue::weighted(config.event_capacity);
         // At least 2: a count of dropped diagnostics goes in beside the diagnostic it
         // precedes ([`report_diag`]); with one slot the count would take it every time.

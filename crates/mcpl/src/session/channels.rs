@@ -25,7 +25,8 @@ use crate::tags::AdmittedEvent;
 pub struct ChannelLimits {
     /// The host's channel-id patterns (`prefix*` or exact); `None` permits every id.
     pub patterns: Option<Vec<String>>,
-    /// The most channels one connection may hold (default 4,096).
+    /// The most channels one connection may hold (default 4,096; at least 1, as every bound
+    /// here: [`super::HostRules::defects`] gives the reading).
     pub max_channels: usize,
     /// The most descriptors (or `changed` entries) per message (default 1,024).
     pub max_per_message: usize,

@@ -108,7 +108,7 @@ fn cancelled_request(params: Option<&serde_json::Value>) -> Option<crate::jsonrp
 
 pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
 pub use channels::{ChannelLifecycle, ChannelLimits, ChannelTable};
-pub use host::{ConnectError, HostOutput, HostRules, HostState, StateError};
+pub use host::{ConnectError, HostOutput, HostRules, HostState, RulesError, StateError};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{
     clip_text, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, DIAGNOSTIC_TEXT_BYTES,

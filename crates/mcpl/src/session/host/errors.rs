@@ -1,7 +1,19 @@
-//! Why [`HostState`] refused: the handshake ([`ConnectError`]) and an application call
-//! ([`StateError`]).
+//! Why [`HostState`] refused: its rules ([`RulesError`]), the handshake
+//! ([`ConnectError`]) and an application call ([`StateError`]).
 
 use super::*;
+
+/// Why [`HostState::new`] refused its [`HostRules`]: nothing was started.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RulesError {
+    /// The host's own policy does not parse.
+    #[error("{0}")]
+    Policy(#[from] PatternError),
+    /// Values that cannot work ([`HostRules::defects`]), each naming its field, what it
+    /// holds and what to write.
+    #[error("HostRules cannot work as given: {}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
 
 /// Why the handshake did not bring the connection up.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -28,12 +28,13 @@ use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method as _;
 
 mod answers;
+mod defects;
 mod errors;
 mod inbound;
 mod streams;
 mod turns;
 
-pub use errors::{ConnectError, StateError};
+pub use errors::{ConnectError, RulesError, StateError};
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of
 /// `host::HostConfig` (whose defaults these are).
@@ -55,11 +56,12 @@ pub struct HostRules {
     pub initialize_timeout: Duration,
     /// How long each policy Request may take.
     pub policy_timeout: Duration,
-    /// How many `push/event` ids dedupe remembers (§9.4).
+    /// How many `push/event` ids dedupe remembers (§9.4); at least 1, as every count here
+    /// ([`HostRules::defects`] gives the reading for each).
     pub dedupe_window: usize,
-    /// The longest `eventId` accepted, in bytes.
+    /// The longest `eventId` accepted, in bytes (at least 1: §9.2 requires one).
     pub max_event_id_bytes: usize,
-    /// The most feature sets a manifest may declare (§6.1 sets no number).
+    /// The most feature sets a manifest may declare (§6.1 sets no number; at least 1).
     pub max_feature_sets: usize,
     /// Channel bounds and patterns (§14.5).
     pub channels: ChannelLimits,
@@ -73,12 +75,13 @@ pub struct HostRules {
     pub suspend_after_failures: u32,
     /// How long a `context/beforeInference` hook may take (fail-open after it, §10.1).
     pub hook_timeout: Duration,
-    /// The most `contextInjections` one hook answer may carry.
+    /// The most `contextInjections` one hook answer may carry (at least 1: taking none is
+    /// said by the policy's inject leaves, §5.4).
     pub max_injections_per_hook: usize,
     /// The most events and application requests handed out and not yet drained by
     /// [`HostState::poll_output`], and separately the most application requests handed out
     /// and not yet answered ([`HostState::answer`]); past it a `push/event` is answered
-    /// `host_busy` and a request `-32000` (default 1,024).
+    /// `host_busy` and a request `-32000` (default 1,024; at least 1).
     pub max_pending_outputs: usize,
 }
 
@@ -276,15 +279,21 @@ pub struct HostState {
 }
 
 impl HostState {
-    /// A state machine for one connection; the host's own policy must parse. `now` and
-    /// `wall` are the same moment on the monotonic and the wall clock (the wall clock dates
-    /// the manifest review's grant records).
+    /// A state machine for one connection; the host's own policy must parse
+    /// ([`RulesError::Policy`]) and the rules must be usable ([`HostRules::defects`]:
+    /// [`RulesError::Invalid`], the rule `host::HostSession::connect` applies to a
+    /// `HostConfig`). `now` and `wall` are the same moment on the monotonic and the wall
+    /// clock (the wall clock dates the manifest review's grant records).
     pub fn new(
         mut rules: HostRules,
         now: Instant,
         wall: SystemTime,
-    ) -> Result<HostState, PatternError> {
+    ) -> Result<HostState, RulesError> {
         let host_allows = Grant::from_policy(rules.policy.iter().map(String::as_str))?;
+        let defects = rules.defects();
+        if !defects.is_empty() {
+            return Err(RulesError::Invalid(defects));
+        }
         Ok(HostState {
             p: HostPolicy::new(
                 std::mem::take(&mut rules.policy),
