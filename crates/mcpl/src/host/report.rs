@@ -22,7 +22,7 @@ pub enum HostError {
     #[error("HostConfig.policy is malformed: {0}; fix the pattern (an exact capability path, or `prefix.*`, §5.4)")]
     Policy(#[from] PatternError),
     /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many,
-    /// or not strings.
+    /// or one is not a feature-set name or pattern (§6.3). Nothing was sent.
     #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
     BadSelection(String),
     /// [`HostConfig`] holds values that cannot work ([`HostConfig::defects`]): each entry

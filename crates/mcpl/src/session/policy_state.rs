@@ -118,12 +118,14 @@ impl HostPolicy {
     /// repeated by every later policy Request ([`Self::update_params`]). Returns the
     /// Notification's params (`disabled` only, no grant: nothing widens). Refused on an
     /// MCP-only connection, and when the sets disabled this way would exceed the `disabled`
-    /// list's bound or are not feature-set names or patterns ([`UpdateParams::parse`]):
-    /// nothing is applied then.
+    /// list's bound ([`UpdateParams::parse`]) or one is not a feature-set name or pattern
+    /// (§6.3: it would select nothing; the rule the configured `enabled`/`disabled`
+    /// entries are held to, [`super::HostRules::defects`]): nothing is applied then.
     pub(crate) fn disable_later(&mut self, sets: &[String]) -> Result<Value, DisableRefused> {
         if let Mode::McpOnly(r) = &self.mode {
             return Err(DisableRefused::McpOnly(r.clone()));
         }
+        super::host::check_set_patterns("disabled", sets).map_err(DisableRefused::Selection)?;
         let mut later = self.disabled_later.clone();
         later.extend(
             sets.iter()

@@ -15,6 +15,18 @@ pub(crate) fn not_a_set_pattern(field: &str, entry: &str) -> String {
     )
 }
 
+/// The first entry of `entries` that is not a feature-set name or pattern (§6.3), refused
+/// as [`not_a_set_pattern`] says.
+pub(crate) fn check_set_patterns(field: &str, entries: &[String]) -> Result<(), String> {
+    match entries
+        .iter()
+        .find(|e| !crate::manifest::edit::is_feature_set_pattern(e))
+    {
+        Some(bad) => Err(not_a_set_pattern(field, bad)),
+        None => Ok(()),
+    }
+}
+
 impl HostRules {
     /// Every value of these rules that cannot work, each naming its field
     /// (`HostRules.…`), what it holds and what to write; empty when there is none.

@@ -34,6 +34,7 @@ mod inbound;
 mod streams;
 mod turns;
 
+pub(crate) use defects::check_set_patterns;
 pub use errors::{ConnectError, RulesError, StateError};
 
 /// What a [`HostState`] is configured with: the protocol-relevant part of

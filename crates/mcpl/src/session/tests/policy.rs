@@ -163,6 +163,52 @@ fn s6_7_disabling_by_notification_narrows_the_host_first_and_sticks() {
     assert_eq!(p.host_wrote.len(), written);
 }
 
+/// §6.3: a name given to `disable_by_notification` that is neither a feature-set name nor a
+/// pattern (`"a b"`, `""`, `"memory..x"`, `"memory.*x"`) was sent and applied: it selects
+/// nothing, so the tester believed sets disabled that were not, and every later policy
+/// Request repeated it in `disabled`. Refused as the configured `enabled`/`disabled`
+/// entries are (`HostRules::defects`, one rule): nothing sent, nothing applied, and a
+/// later Request carries none of it; well-formed names and patterns still go.
+#[test]
+fn s6_3_disabling_by_notification_refuses_a_name_that_is_not_a_feature_set_pattern() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    for bad in ["a b", "", "memory..x", "memory.*x", ".memory"] {
+        let names = vec!["news".to_owned(), bad.to_owned()];
+        let written = p.host_wrote.len();
+        match p.host.disable_by_notification(&names) {
+            Err(StateError::Selection(why)) => {
+                assert!(why.contains(&format!("{bad:?}")), "{bad:?}: {why}");
+                assert!(why.contains("§6.3"), "{bad:?}: {why}");
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
+        p.drive();
+        assert_eq!(p.host_wrote.len(), written, "{bad:?}: nothing sent");
+    }
+    let disabled = &p.host.review().expect("reviewed").selection().disabled;
+    assert!(disabled.is_empty(), "nothing applied: {disabled:?}");
+    let written = p.host_wrote.len();
+    p.host
+        .set_policy(p.now, vec!["pushEvents".into()])
+        .expect("nothing in flight");
+    p.drive();
+    let request: Value = serde_json::from_str(&p.host_wrote[written]).unwrap();
+    assert_eq!(request["method"], "featureSets/update");
+    let carried = request["params"].get("disabled").cloned();
+    assert!(
+        carried.is_none() || carried == Some(json!([])),
+        "none of it repeated: {request}"
+    );
+    for good in ["news", "memory.*", "*", "a-b_c:d"] {
+        p.drive();
+        assert_eq!(
+            p.host.disable_by_notification(&[good.to_owned()]),
+            Ok(()),
+            "{good:?}"
+        );
+    }
+}
+
 /// Disabling by Notification again and again keeps the host's selection to the sets named,
 /// each once: every call re-read the whole list so far and appended all of it, so the
 /// selection grew quadratically with the calls, past the `disabled` list's bound (30 calls
