@@ -37,7 +37,8 @@ pub(super) enum Cmd {
     SetPolicy(Vec<String>, Reply<Result<PolicyChange, HostError>>),
     Disable(Vec<String>, Reply<Result<(), HostError>>),
     Refresh(RefreshReply),
-    Hook(Value, Reply<Option<HookVerdict>>),
+    /// A hook's params, its number ([`Shared::calls`], named by a [`Cmd::Forget`]) and reply.
+    Hook(Value, u64, Reply<Option<HookVerdict>>),
     StartTurn {
         inference_id: String,
         conversation_id: String,
@@ -95,8 +96,14 @@ pub(super) enum Cmd {
     Request {
         method: String,
         params: Value,
+        /// Its number ([`Shared::calls`]), which names it in a [`Cmd::Forget`].
+        call: u64,
         reply: Reply<Result<Value, HostError>>,
     },
+    /// The caller of [`Cmd::Request`] or [`Cmd::Hook`] `call` gave up (its future was
+    /// dropped): the request is cancelled on the wire and forgotten
+    /// ([`HostState::abandon_request`]).
+    Forget(u64),
     AcceptOntology(String, Reply<Result<String, ReviewError>>),
     RevokeOntology(String, Reply<Option<String>>),
     ConsumerPatterns(Vec<String>, Reply<()>),
@@ -108,6 +115,8 @@ type RefreshReply = Reply<Result<Option<ChangeReceipt>, HostError>>;
 /// A [`Cmd::Request`] waiting for its answer.
 struct RequestCall {
     method: String,
+    /// Its number ([`Cmd::Request`]).
+    call: u64,
     reply: Reply<Result<Value, HostError>>,
     /// Its id on the wire, once written (what a timeout names).
     wire: Option<RequestId>,
@@ -158,7 +167,8 @@ struct Waiting {
     /// Policy calls waiting for the one in flight; at most [`COMMANDS_QUEUED`] (the driver
     /// takes no more calls past that).
     queued: VecDeque<PolicyCall>,
-    hooks: HashMap<u64, Reply<Option<HookVerdict>>>,
+    /// Hooks waiting for their answer, each with its call's number ([`Cmd::Hook`]).
+    hooks: HashMap<u64, (u64, Reply<Option<HookVerdict>>)>,
     /// The application's requests sent by the state machine ([`Cmd::Request`]), by its id.
     requests_out: HashMap<u64, RequestCall>,
     refreshes: Vec<(u64, RefreshReply)>,
@@ -335,6 +345,22 @@ impl Driver {
     /// The answer to one of our requests, under the state machine's id.
     fn on_response(&mut self, w: &mut Waiting, now: Instant, mut r: Response) {
         let mapped = r.id.as_ref().and_then(|id| w.by_peer.remove(id));
+        // The answer to an application request or hook whose caller gave up before it was
+        // read (its `Cmd::Forget` still queued) is not applied: a channel open or close
+        // given up never changes the channels (`HostState::abandon_request`). It was
+        // answered, so nothing is cancelled.
+        if let Some(n) = mapped.filter(|n| {
+            let request = w.requests_out.get(n).map(|c| c.reply.is_closed());
+            let hook = || w.hooks.get(n).map(|(_, r)| r.is_closed());
+            request.or_else(hook).unwrap_or(false)
+        }) {
+            w.by_state.remove(&n);
+            w.requests_out.remove(&n);
+            w.hooks.remove(&n);
+            self.state.abandon_request(n);
+            tracing::debug!(id = n, "an answer whose caller gave up is dropped");
+            return;
+        }
         match mapped {
             Some(n) => {
                 w.by_state.remove(&n);
@@ -347,6 +373,19 @@ impl Driver {
                     .as_ref()
                     .map_or("null".into(), |id| id.to_value().to_string()),
             }),
+        }
+    }
+
+    /// Gives up application request `id` of the state machine's: forgotten there
+    /// ([`HostState::abandon_request`]) and, once written, cancelled on the wire under the
+    /// peer's id, after its own frame ([`Outbox::cancel`]).
+    fn give_up(&mut self, w: &mut Waiting, id: u64) {
+        if !self.state.abandon_request(id) {
+            return;
+        }
+        if let Some(pid) = w.by_state.remove(&id) {
+            w.by_peer.remove(&pid);
+            self.out.cancel(&pid, "the caller stopped waiting");
         }
     }
 
@@ -366,10 +405,10 @@ impl Driver {
                 }
             },
             // A fan-out that stopped waiting (`DRIVER_GRACE`) gets no late hook.
-            Cmd::Hook(_, reply) if reply.is_closed() => {}
-            Cmd::Hook(params, reply) => match self.state.before_inference(now, params) {
+            Cmd::Hook(_, _, reply) if reply.is_closed() => {}
+            Cmd::Hook(params, call, reply) => match self.state.before_inference(now, params) {
                 Some(id) => {
-                    w.hooks.insert(id, reply);
+                    w.hooks.insert(id, (call, reply));
                 }
                 None => {
                     let _ = reply.send(None);
@@ -502,6 +541,7 @@ impl Driver {
             Cmd::Request {
                 method,
                 params,
+                call,
                 reply,
             } => {
                 let timeout = self.shared.config.request_timeout.unwrap_or(Duration::MAX);
@@ -509,6 +549,7 @@ impl Driver {
                     Ok(id) => {
                         let call = RequestCall {
                             method,
+                            call,
                             reply,
                             wire: None,
                         };
@@ -517,6 +558,18 @@ impl Driver {
                     Err(e) => {
                         let _ = reply.send(Err(err(e)));
                     }
+                }
+            }
+            Cmd::Forget(call) => {
+                let request = w.requests_out.iter().find(|(_, c)| c.call == call);
+                let id = request.map(|(id, _)| *id).or_else(|| {
+                    let hook = w.hooks.iter().find(|(_, (c, _))| *c == call);
+                    hook.map(|(id, _)| *id)
+                });
+                if let Some(id) = id {
+                    w.requests_out.remove(&id);
+                    w.hooks.remove(&id);
+                    self.give_up(w, id);
                 }
             }
             Cmd::AcceptOntology(name, reply) => {
@@ -598,7 +651,8 @@ impl Driver {
                         true => "the server ended its output",
                         false => "no answer in time",
                     };
-                    self.peer.forget(&pid, why);
+                    // Through the outbox: after the request's own frame, if still held.
+                    self.out.cancel(&pid, why);
                 }
             }
             w.receipt = None;
@@ -685,7 +739,7 @@ impl Driver {
                 }
             }
             HostOutput::Hook { id, verdict } => {
-                if let Some(reply) = w.hooks.remove(&id) {
+                if let Some((_, reply)) = w.hooks.remove(&id) {
                     let _ = reply.send(Some(verdict));
                 }
             }

@@ -9,7 +9,9 @@ impl HostSession {
     /// Request goes out; a widening activates only after an accepting receipt. A call made
     /// while another policy exchange is in flight waits for it to end. `patterns` are held to
     /// the rule of [`HostConfig::policy`]: one that is malformed or names no path is
-    /// [`HostError::Policy`], and nothing is sent.
+    /// [`HostError::Policy`], and nothing is sent. Dropping the future does not cancel a
+    /// Request already sent: the exchange's outcome is the session's (a narrowing already
+    /// applied, a widening on its receipt, §6.7), so it runs to its end.
     pub async fn set_policy(&self, patterns: Vec<String>) -> Result<PolicyChange, HostError> {
         let timeout = self.inner.shared.config.policy_timeout;
         self.call_within(FeatureSetsUpdate::NAME, Some(timeout), |r| {

@@ -63,7 +63,10 @@ pub struct Injections {
 ///
 /// A session whose driver carries out no input for its `hook_timeout` plus
 /// [`DRIVER_GRACE`] (it waits on a server that stopped reading) holds up the fan-out no
-/// longer: it counts as consulted and failed, and is sent no late hook.
+/// longer: it counts as consulted and failed, and is sent no late hook (one it had sent is
+/// cancelled). Dropping the returned future cancels every hook still waiting, at once, with
+/// MCP's `notifications/cancelled` (as the bare [`Peer`] cancels a dropped request), rather
+/// than at `hook_timeout`.
 ///
 /// `params` are the application's, sent as given apart from `userMessage`: give every member
 /// of §10.1's table, `model` included. Params the core's own reading of them refuses
@@ -96,9 +99,15 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         let p = params.clone();
         async move {
             let limit = s.inner.shared.config.hook_timeout + DRIVER_GRACE;
-            let call = s.call(|r| Cmd::Hook(p, r));
+            // Dropped with the fan-out, or given up below: the hook is cancelled at once.
+            let mut give_up = GiveUp::new(&s);
+            let n = give_up.call;
+            let call = s.call(|r| Cmd::Hook(p, n, r));
             let verdict = match while_driver_moves(&s.inner.shared, call, limit).await {
-                Some(v) => v.ok().flatten(),
+                Some(v) => {
+                    give_up.answered();
+                    v.ok().flatten()
+                }
                 None => Some(HookVerdict {
                     failure: Some(format!(
                         "the session did not take the hook within {limit:?} (its server is not reading)"
@@ -106,6 +115,8 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
                     ..HookVerdict::default()
                 }),
             };
+            // Given up (`None` above): cancelled when the driver takes calls again.
+            drop(give_up);
             (s, verdict)
         }
     });

@@ -144,12 +144,55 @@ struct Shared {
     /// Inputs the driver has carried out: a caller tells a driver stuck writing (to a
     /// server that stopped reading) from a busy one by it ([`HostSession::call_within`]).
     progress: std::sync::atomic::AtomicU64,
+    /// Numbers the application's requests sent by the state machine ([`Cmd::Request`]), so
+    /// one whose caller gave up can be named to the driver ([`Cmd::Forget`]).
+    calls: std::sync::atomic::AtomicU64,
     /// Diagnostics not delivered since the last one that was (the queue was full); shared
     /// with the connection's diagnostics forwarder ([`report_diag`]).
     /// A lock, not an atomic: the count and the diagnostic after it are queued in one step,
     /// so a diagnostic reported from the other side at the same time cannot slip in ahead
     /// of the count.
     diags_lost: Arc<Mutex<Lost>>,
+}
+
+/// Numbers one call of the application's that waits on a request of the state machine's
+/// (a `channels/open` or `channels/close`, a hook) and, dropped before [`GiveUp::answered`]
+/// (its caller stopped waiting, or gave up on a stuck driver), tells the driver
+/// ([`Cmd::Forget`]): the request is cancelled on the wire and forgotten, as the bare
+/// [`Peer`] does for a dropped request.
+struct GiveUp<'a> {
+    session: &'a HostSession,
+    /// The call's number ([`Shared::calls`]).
+    call: u64,
+    armed: bool,
+}
+
+impl<'a> GiveUp<'a> {
+    fn new(session: &'a HostSession) -> GiveUp<'a> {
+        let call = session
+            .inner
+            .shared
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        GiveUp {
+            session,
+            call,
+            armed: true,
+        }
+    }
+
+    /// The driver answered the call: nothing is left to give up.
+    fn answered(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveUp<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.session.call_detached(Cmd::Forget(self.call));
+        }
+    }
 }
 
 /// What the session's handles and its driver read of [`HostConfig`] once connected: the
@@ -362,6 +405,7 @@ impl HostSession {
             queued: std::sync::atomic::AtomicUsize::new(0),
             held: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
+            calls: std::sync::atomic::AtomicU64::new(0),
             diags_lost: Arc::default(),
         });
         let streams = HostStreams {
@@ -634,7 +678,9 @@ impl HostSession {
 
     /// Fetches `mcpl/manifest` now (§17.4: a host MAY at any time) and reviews it; returns
     /// the change receipt its answer produced. It returns once the answer is applied: a
-    /// reduction it prompted is then in flight (§6.7), told by the driver.
+    /// reduction it prompted is then in flight (§6.7), told by the driver. Dropping the
+    /// future does not cancel a fetch already sent: its answer is the session's (§17.5), so
+    /// it is reviewed and applied whoever waits for it.
     pub async fn refresh_manifest(&self) -> Result<Option<ChangeReceipt>, HostError> {
         let timeout = self.inner.shared.config.manifest_timeout;
         self.call_within(ManifestFetch::NAME, Some(timeout), Cmd::Refresh)

@@ -68,15 +68,30 @@ impl HostSession {
     /// through the session's state machine, so that its confirmed answer changes the
     /// channels where it is read, before any message the server sends after it
     /// ([`session::ChannelLifecycle`], §14.3, §14.5).
+    ///
+    /// Dropping the returned future before it ends gives the request up, as the bare
+    /// [`Peer`] does: the server is sent MCP's `notifications/cancelled { requestId,
+    /// reason }` and a later answer is a late response; a `channels/open` or
+    /// `channels/close` given up never changes the channels
+    /// ([`session::HostState::abandon_request`]).
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
         if session::ChannelLifecycle::is_lifecycle(method) {
+            let mut give_up = GiveUp::new(self);
+            let call = give_up.call;
             let method_owned = method.to_owned();
             let make = |reply| Cmd::Request {
                 method: method_owned,
                 params,
+                call,
                 reply,
             };
-            return self.call_bounded(method, make).await?;
+            let r = self.call_bounded(method, make).await;
+            // Answered by the driver (its outcome, or a refusal): nothing is left to give up.
+            // A call given up unanswered (`call_bounded`'s own bound) is forgotten too.
+            if r.is_ok() {
+                give_up.answered();
+            }
+            return r?;
         }
         self.in_order(method, true).await?;
         self.gate_public(method, Some(&params), false)?;

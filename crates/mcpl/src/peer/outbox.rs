@@ -234,6 +234,28 @@ impl Outbox {
         Ok(id)
     }
 
+    /// Gives up on request `id` sent through this outbox ([`Self::request`]), as
+    /// [`Peer::forget`] does: a response arriving later is a [`Diagnostic::LateResponse`],
+    /// and the other side is told ([`PeerConfig::cancel_method`], MCP's
+    /// `notifications/cancelled { requestId, reason }`) through this outbox, so the cancel
+    /// is written after the request's own frame, which it may still hold (a detached write
+    /// could overtake it). `false` if its response was already delivered (or it was never
+    /// sent): nothing is written then.
+    pub(crate) fn cancel(&mut self, id: &RequestId, reason: &str) -> bool {
+        let shared = self.shared.clone();
+        if !lock(&shared.in_order).remove(id) {
+            return false;
+        }
+        shared.remember_abandoned(id.clone());
+        if let Some(method) = shared.config.cancel_method {
+            let params = serde_json::json!({ "requestId": id.to_value(), "reason": reason });
+            if let Err(e) = self.notify(method, Some(params)) {
+                tracing::debug!(error = %e, "cancel not written");
+            }
+        }
+        true
+    }
+
     /// Sends a frame as it is without waiting.
     pub(super) fn send(&mut self, text: String) -> Result<(), PeerError> {
         self.push(text, None)

@@ -6,6 +6,30 @@ use crate::protocol::feature_sets::FeatureSetsUpdate;
 use crate::protocol::handshake::Initialized;
 
 impl HostState {
+    /// Gives up on request `id` of the application's ([`Self::request`], or a hook,
+    /// [`Self::before_inference`]) whose caller stopped waiting: it is forgotten at once and
+    /// comes out as nothing (no [`HostOutput::Response`] or [`HostOutput::Hook`]), so its
+    /// answer, if one comes, is [`HostDiagnostic::UnexpectedResponse`] (a late response), a
+    /// hook's is not judged, and a
+    /// `channels/open` or `channels/close` given up never changes the channels (§14.3,
+    /// §14.5: only a confirmed answer read while it waits does; nothing widens on an
+    /// unconfirmed open). The machine writes nothing for it: the driver tells the server
+    /// with MCP's `notifications/cancelled { requestId, reason }` under the id it wrote, as
+    /// it does for a request of ours that expired ([`HostOutput::RequestTimedOut`]).
+    /// `false` when `id` is no such request still waiting (answered, expired, or one of the
+    /// machine's own: a policy exchange or manifest fetch, whose outcome the session needs
+    /// whoever waits for it).
+    pub fn abandon_request(&mut self, id: u64) -> bool {
+        if !matches!(
+            self.pending.get(&id),
+            Some((Purpose::App(_) | Purpose::Hook, _))
+        ) {
+            return false;
+        }
+        self.pending.remove(&id);
+        true
+    }
+
     /// The connection ended at `now` (the transport closed, or the driver closed it after
     /// [`HostOutput::Close`]): nothing more is read or sent. Every request of ours still
     /// waiting ends now, in id order, without a diagnostic (the server is not known to be at

@@ -76,6 +76,54 @@ fn s14_5_late_lifecycle_answers_change_nothing() {
     assert_eq!(p.host.channels().ids(), ["c1", "chat:1"]);
 }
 
+/// §14.3, §14.5: an open or close the application gave up ([`HostState::abandon_request`])
+/// is forgotten at once: its answer, read after, is a late response (reported) and changes
+/// no channel, so nothing widens on an unconfirmed open. Only the application's own
+/// requests are given up: the machine's (a hook, a policy Request) are not.
+#[test]
+fn s14_5_a_lifecycle_request_given_up_is_forgotten_and_its_answer_changes_nothing() {
+    let mut p = with_c1();
+    let close = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    let open = host_asks(&mut p, "channels/open", json!({ "type": "chat" }));
+    let from = p.host_out.len();
+    assert!(p.host.abandon_request(close));
+    assert!(p.host.abandon_request(open));
+    assert!(!p.host.is_pending(open) && !p.host.is_pending(close));
+    assert!(!p.host.abandon_request(open), "given up once");
+    p.collect();
+    assert!(
+        p.to_server.is_empty(),
+        "the driver writes the cancel, under its id"
+    );
+    answer(&mut p, close, json!({ "closed": true }));
+    let chat = json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "inbound" } });
+    answer(&mut p, open, chat);
+    assert_eq!(incoming_on(&mut p, 903, "chat:1")["code"], -32023);
+    assert_eq!(incoming_on(&mut p, 904, "c1")["accepted"], true);
+    assert_eq!(p.host.channels().ids(), ["c1"]);
+    let outputs = p.host_outputs_from(from);
+    let late = outputs
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                HostOutput::Diagnostic(HostDiagnostic::UnexpectedResponse { .. })
+            )
+        })
+        .count();
+    assert_eq!(late, 2, "each late answer reported");
+    assert!(
+        !outputs.iter().any(|o| matches!(
+            o,
+            HostOutput::Response { .. } | HostOutput::RequestTimedOut { .. }
+        )),
+        "nothing comes out for a request given up"
+    );
+    let fetch = p.host.refresh_manifest(p.now).expect("up, in MCPL");
+    assert!(!p.host.abandon_request(fetch), "the machine's own request");
+    assert!(p.host.is_pending(fetch));
+}
+
 /// §14.5 on the server's side: the host judges each descriptor on its own, so the server
 /// does too. A `channels/register` carrying one descriptor its type cannot read (no `type`)
 /// next to a good one: the host accepts the good one, and the server holds it. Found by
