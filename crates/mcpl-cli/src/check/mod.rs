@@ -36,12 +36,12 @@ pub struct CheckArgs {
     pub json: bool,
     /// Bound on every single wait, in seconds. A whole run of N sessions ends within
     /// N × (43 × timeout + 5 × watch + the scenario's time + 2.5 s).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
     /// How long to listen, at each of the first session's four windows and once in each
     /// later session, for messages the server sends on its own (push events, channel
     /// registrations).
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = secs_arg)]
     pub watch: f64,
     /// Run at most N sessions: the first under the full grant, each further one
     /// reconnected and under a narrowed grant (nothing granted; only `tools`; everything but
@@ -213,6 +213,33 @@ fn sessions_arg(v: &str) -> Result<usize, String> {
             "expected a number of sessions from 1 to {}",
             driver::DEFAULT_SESSIONS
         )),
+    }
+}
+
+/// The least wait a `--timeout`-like flag takes, in seconds: the host's own least
+/// (`mcpl::session::HostRules::defects`: a timeout under 1 ms ends every wait at once).
+const LEAST_WAIT_SECS: f64 = 0.001;
+
+/// A `--NAME SECS` flag that bounds a wait (`--timeout`, `--inference-timeout`): a number of
+/// seconds from 0.001 to 86400, refused by clap otherwise (a usage error, exit code 2).
+/// 0 (or anything under 1 ms) would end every wait at once: `mcpl inspect` took it to its
+/// host's configuration, which refused it only at connect (`HostError::InvalidConfig`).
+pub(crate) fn wait_arg(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if (LEAST_WAIT_SECS..=86_400.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "expected a number of seconds from {LEAST_WAIT_SECS} to 86400 (a wait under 1 ms \
+             would end at once)"
+        )),
+    }
+}
+
+/// A `--NAME SECS` flag that may be 0 (`--watch`: listen for nothing): 0 to 86400 seconds,
+/// refused by clap otherwise.
+pub(crate) fn secs_arg(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(s),
+        _ => Err("expected a number of seconds from 0 to 86400".to_owned()),
     }
 }
 

@@ -40,8 +40,8 @@ use mcpl::peer::{Peer, PeerConfig};
 use mcpl::transport::{stdio, Transport};
 
 use crate::check::report::{catalogue, catalogue_text_of, CheckDef, Recorder, Report};
-use crate::check::seconds;
 use crate::check::spread::{SpreadReader, Spreads};
+use crate::check::{seconds, secs_arg, wait_arg};
 use crate::term::emit_err;
 
 catalogue! {
@@ -100,15 +100,15 @@ pub struct CheckHostArgs {
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
     /// each probe's answer. The whole run ends within 17 × this + --inference-timeout +
     /// --watch.
-    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
     /// After the probes, keep the connection open this many seconds for what the host sends
     /// on its own (hooks when a user turn runs), then end it.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = secs_arg)]
     pub watch: f64,
     /// Bound on the answer to the `inference/request` probe when the host grants it, in
     /// seconds: such a host runs a real (one short message) inference.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = wait_arg)]
     pub inference_timeout: f64,
 }
 

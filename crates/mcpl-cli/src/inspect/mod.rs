@@ -60,7 +60,7 @@ pub struct InspectArgs {
     #[arg(long, value_name = "TEXT", num_args = 0..=1, require_equals = true)]
     pub auto_answer: Option<Option<String>>,
     /// Bound on each wait of the host (initialize, policy receipt, hooks, requests), seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = check::wait_arg)]
     pub timeout: f64,
     /// PEM file of CA certificates trusted for `wss://` and `mcpl://` targets, as for
     /// `mcpl check`.
