@@ -23,7 +23,7 @@ pub enum HostError {
     Policy(#[from] PatternError),
     /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many,
     /// or one is not a feature-set name or pattern (§6.3). Nothing was sent.
-    #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
+    #[error("feature-set names not sent ({0}); give at most 1,024 in total, each a feature-set name or pattern such as `prefix.*` (§6.3)")]
     BadSelection(String),
     /// [`HostConfig`] holds values that cannot work ([`HostConfig::defects`]): each entry
     /// names the field, what it holds and what to write. Checked by

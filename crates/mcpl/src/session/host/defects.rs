@@ -119,7 +119,8 @@ impl HostRules {
                 "channels.max_channels",
                 c.max_channels,
                 "every registration would be rejected channel_limit (§14.5); to take no \
-                 channels, leave channels.* out of the policy or give no channel patterns",
+                 channels, leave channels.* out of the policy or give an empty list of \
+                 channel patterns",
             ),
             (
                 "channels.max_per_message",

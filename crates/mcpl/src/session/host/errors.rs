@@ -64,7 +64,7 @@ pub enum StateError {
     Policy(#[from] PatternError),
     /// The feature-set names to disable are not a valid `disabled` list (§5.3): too many, or
     /// not names or patterns. Nothing was sent or applied.
-    #[error("feature-set names not sent ({0}); give at most 1,024 names or `prefix.*` patterns in total")]
+    #[error("feature-set names not sent ({0}); give at most 1,024 in total, each a feature-set name or pattern such as `prefix.*` (§6.3)")]
     Selection(String),
     /// A lifecycle turn could not be started or ended (§10.5): a turn for the id open or
     /// recently ended, or none open to end.
