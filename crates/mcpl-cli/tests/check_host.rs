@@ -144,6 +144,8 @@ async fn the_library_host_passes_every_check() {
         "host.answers-follow-grant",
         // §7: scope/elevate is an unknown method (-32601).
         "host.removed-methods-refused",
+        // §6.6: the inference/request it does not grant is refused -32002.
+        "host.refusal-code",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -255,7 +257,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 30, "{text}");
+    assert_eq!(text.lines().count(), 31, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -266,7 +268,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 30 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 31 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -286,7 +288,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 30, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 31, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (30 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (31 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 30 * 6 * 512 + 4096,
+        text.len() < 31 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 30, "{doc:#}");
+    assert_eq!(checks.len(), 31, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -409,8 +409,19 @@ async fn raw_answering_host(
     report: &PathBuf,
     answer: impl Fn(&Value) -> Option<String>,
 ) -> (i32, Value) {
+    let head = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+    raw_scripted_host(report, head, answer).await
+}
+
+/// As [`raw_answering_host`], the host first writing `head` (its `initialize`,
+/// `notifications/initialized` and policy, as it chooses them).
+async fn raw_scripted_host(
+    report: &PathBuf,
+    head: String,
+    answer: impl Fn(&Value) -> Option<String>,
+) -> (i32, Value) {
     let (child, mut stdin, stdout) = spawn_raw(report);
-    let all = format!("{}{INITIALIZED}{}", initialize(json!(1)), policy_request());
+    let all = head;
     stdin.write_all(all.as_bytes()).await.unwrap();
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(l)) = lines.next_line().await {
@@ -1468,6 +1479,70 @@ async fn a_host_approving_scope_elevate_fails() {
             assert!(d.contains("§7"), "{d}");
         } else {
             assert_eq!(c["status"], "pass", "{doc:#}");
+        }
+    }
+}
+
+/// §6.6: "When a host does reject, it MUST use a JSON-RPC error object ... and MUST populate
+/// the documented code" (-32001, feature set not enabled; -32002, capability denied). A host
+/// granting nothing that refuses the push and the inference request with `-32603` only
+/// warned under `host.push-follows-grant` and `host.inference-follows-grant` (verdicts kept:
+/// a published contract), so the run passed (exit 0). It now fails `host.refusal-code`;
+/// `-32001` and `-32002` pass, and so does `-32601` from a host whose own advertisement
+/// claims neither `pushEvents` nor `inferenceRequest` (it does not implement the methods),
+/// not from one that claims them.
+#[tokio::test]
+async fn a_refusal_with_an_undocumented_code_fails_refusal_code() {
+    let cases = [
+        (-32603, false, "fail"),
+        (-32601, true, "fail"),
+        (-32001, true, "pass"),
+        (-32002, true, "pass"),
+        (-32601, false, "pass"),
+    ];
+    for (code, claims, status) in cases {
+        let report = report_path(&format!("refusal-code{code}-{claims}.json"));
+        let mcpl = if claims {
+            json!({ "version": "0.5", "pushEvents": true, "inferenceRequest": true })
+        } else {
+            json!({ "version": "0.5" })
+        };
+        let init = line(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18",
+                        "capabilities": { "experimental": { "mcpl": mcpl } },
+                        "clientInfo": { "name": "scripted", "version": "0" } } }));
+        let nothing = line(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                    "params": { "effectiveCapabilities": [] } }),
+        );
+        let head = format!("{init}{INITIALIZED}{nothing}");
+        let (exit, doc) = raw_scripted_host(&report, head, |m| {
+            Some(match m["method"].as_str().unwrap_or("") {
+                "push/event" | "inference/request" => line(&json!({ "jsonrpc": "2.0",
+                    "id": m["id"], "error": { "code": code, "message": "no" } })),
+                _ => refusing_answer(m, -32002),
+            })
+        })
+        .await;
+        let c = check(&doc, "host.refusal-code");
+        assert_eq!(c["status"], status, "{code} {claims}: {doc:#}");
+        let d = c["detail"].as_str().unwrap_or_default();
+        assert!(d.contains(&code.to_string()), "{d}");
+        for method in ["push/event", "inference/request"] {
+            assert!(d.contains(method), "{method}: {d}");
+        }
+        if status == "fail" {
+            assert!(d.contains("§6.6"), "{d}");
+            assert_eq!(exit, 1, "{doc:#}");
+        }
+        // The older checks keep their verdicts: another code warns there, as before.
+        let older = if [-32001, -32002].contains(&code) {
+            "pass"
+        } else {
+            "warn"
+        };
+        for id in ["host.push-follows-grant", "host.inference-follows-grant"] {
+            assert_eq!(check(&doc, id)["status"], older, "{id} {code}: {doc:#}");
         }
     }
 }

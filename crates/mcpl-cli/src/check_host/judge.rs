@@ -3,11 +3,14 @@
 
 use std::io;
 
+use mcpl::jsonrpc::codes;
 use serde_json::Value;
 
+use crate::check::report::Status;
+
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
-/// in `…`. With the catalogue's 30 checks the whole report stays under 30 × 6 × 512 B
-/// (90 KiB, JSON escaping included) whatever the host sends.
+/// in `…`. With the catalogue's 31 checks the whole report stays under 31 × 6 × 512 B
+/// (93 KiB, JSON escaping included) whatever the host sends.
 pub(super) const DETAIL_LIMIT: usize = 512;
 
 /// Most bytes of the JSON a detail quotes from the host (a result, a list of paths).
@@ -127,6 +130,77 @@ impl Meanwhile {
     }
 }
 
+/// `host.refusal-code` (§6.6): "when a host does reject, it MUST use a JSON-RPC error object
+/// … and MUST populate the documented code". A server-initiated request the policy does not
+/// allow (a `push/event`, an `inference/request`) is refused for a disabled feature set
+/// (`-32001`) or a denied capability (`-32002`, §5.4, §14.6); any other code breaks that
+/// MUST (AUDIT-001 §2.1: the documented factories were never invoked). Reading: `-32601`
+/// from a host whose own advertisement (§5.2) does not claim the capability the method needs
+/// is JSON-RPC's "method not found" from a host that does not implement it, not a §6.6
+/// rejection, so it passes; from a host that claims it, it fails. Only refusals the grant
+/// asks for are judged (`expected == Some(false)`): an allowed request refused for another
+/// reason, or one the grant widened under (either answer conforms, §6.7), is not.
+#[derive(Debug, Default)]
+pub(super) struct RefusalCodes {
+    judged: Vec<String>,
+    wrong: Vec<String>,
+}
+
+impl RefusalCodes {
+    /// Notes the `code` refusing `method` (which needs `needs`), under the grant's
+    /// expectation ([`Meanwhile::expected`]); `claimed`: the host's own advertisement claims
+    /// `needs`. Returns whether the refusal was judged (for the tests).
+    pub(super) fn note(
+        &mut self,
+        method: &str,
+        needs: &str,
+        expected: Option<bool>,
+        code: i64,
+        claimed: bool,
+    ) -> bool {
+        if expected != Some(false) {
+            return false;
+        }
+        let documented = [codes::FEATURE_SET_NOT_ENABLED, codes::CAPABILITY_DENIED];
+        if documented.contains(&code) {
+            self.judged.push(format!("{method} refused {code}"));
+        } else if code == codes::METHOD_NOT_FOUND && !claimed {
+            self.judged.push(format!(
+                "{method} refused -32601 by a host whose advertisement does not claim {needs} \
+                 (it does not implement it)"
+            ));
+        } else {
+            let why = if code == codes::METHOD_NOT_FOUND {
+                format!(" (the host advertises {needs}, so the method is known to it)")
+            } else {
+                String::new()
+            };
+            self.wrong.push(format!(
+                "{method}, not allowed by the policy, refused {code}{why}"
+            ));
+        }
+        true
+    }
+
+    /// The verdict so far: `None` while nothing was judged.
+    pub(super) fn verdict(&self) -> Option<(Status, String)> {
+        if !self.wrong.is_empty() {
+            let d = format!(
+                "{} (§6.6: a rejecting host MUST populate the documented code, -32001 for a \
+                 feature set not enabled or -32002 for a denied capability){}",
+                self.wrong.join("; "),
+                if self.judged.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", self.judged.join("; "))
+                }
+            );
+            return Some((Status::Fail, d));
+        }
+        (!self.judged.is_empty()).then(|| (Status::Pass, self.judged.join("; ")))
+    }
+}
+
 /// `accepted` of the first per-message result.
 pub(super) fn first_accepted(r: &Value) -> Option<bool> {
     r.get("results")
@@ -196,6 +270,33 @@ mod tests {
         assert_eq!(m(true, true).note(), "");
         assert!(m(true, false).note().contains("narrowed"));
         assert!(m(false, true).note().contains("widened"));
+    }
+
+    /// §6.6: only a refusal the grant asks for is judged; -32001 and -32002 pass, -32601
+    /// only from a host not claiming the capability, any other code fails.
+    #[test]
+    fn s6_6_a_refusal_carries_the_documented_code() {
+        let mut r = RefusalCodes::default();
+        assert!(!r.note("push/event", "pushEvents", Some(true), -32603, true));
+        assert!(!r.note("push/event", "pushEvents", None, -32603, true));
+        assert_eq!(r.verdict(), None);
+        assert!(r.note("push/event", "pushEvents", Some(false), -32002, true));
+        assert!(r.note(
+            "inference/request",
+            "inferenceRequest",
+            Some(false),
+            -32601,
+            false
+        ));
+        assert_eq!(r.verdict().map(|v| v.0), Some(Status::Pass));
+        assert!(r.note("push/event", "pushEvents", Some(false), -32601, true));
+        let (status, detail) = r.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Fail);
+        assert!(detail.starts_with("push/event, not allowed by the policy, refused -32601"));
+        assert!(detail.contains("§6.6") && detail.contains("inference/request refused -32601"));
+        let mut r = RefusalCodes::default();
+        r.note("push/event", "pushEvents", Some(false), -32603, false);
+        assert_eq!(r.verdict().map(|v| v.0), Some(Status::Fail));
     }
 
     /// Issue #20: what a detail quotes from the host is bounded, however large.

@@ -76,6 +76,7 @@ catalogue! {
     "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
     "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
     "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
+    "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32601 only from a host not advertising the method's capability)";
 }
 
 /// Arguments of `mcpl check-host`.

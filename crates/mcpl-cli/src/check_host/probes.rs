@@ -22,6 +22,9 @@ use crate::check::report::Status;
 /// The refusals §6.6 names for a use the grant does not allow.
 const REFUSAL: [i64; 2] = [codes::CAPABILITY_DENIED, codes::FEATURE_SET_NOT_ENABLED];
 
+/// The check judging the codes of those refusals (§6.6 MUST).
+const REFUSAL_CODE: &str = "host.refusal-code";
+
 impl Run {
     /// What the library host answers a feature-set-tagged probe under the policy this
     /// server holds (its grant, declarations and derived statuses): admission (§4.1, §5.3,
@@ -43,8 +46,23 @@ impl Run {
         Ok(gate.is_ok())
     }
 
-    /// Every probe, in order; stops early once the connection is gone.
+    /// Every probe, in order, then `host.refusal-code`'s verdict on what they were refused
+    /// with (judged even when the host went away before the last of them).
     pub(super) async fn probes(&mut self) {
+        self.each_probe().await;
+        match self.refusal_codes.verdict() {
+            Some((status, detail)) => self.record(REFUSAL_CODE, status, detail),
+            None if !self.closed => {
+                let why = "neither the push/event nor the inference/request probe was refused \
+                           with an error under a grant that does not allow it: no code to judge";
+                self.record(REFUSAL_CODE, Status::Skip, why);
+            }
+            None => {}
+        }
+    }
+
+    /// Every probe, in order; stops early once the connection is gone.
+    async fn each_probe(&mut self) {
         // Stops at the first probe the host is no longer there for.
         macro_rules! in_order {
             ($($probe:ident),*) => {$(
@@ -456,6 +474,10 @@ impl Run {
             answered: self.host_rule(InferenceRequest::NAME, &params) == Ok(true),
         };
         let allowed = meanwhile.expected() != Some(false);
+        if let Reply::Error(e) = &reply {
+            let needs = Capability::InferenceRequest;
+            self.refusal_code(InferenceRequest::NAME, needs, meanwhile.expected(), e.code);
+        }
         let (status, detail, judged) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,
             (None, Reply::Result(r)) => (Status::Pass, "answered".into(), Some(r)),
@@ -577,6 +599,10 @@ impl Run {
             sent,
             answered: self.host_rule(PushEvent::NAME, &params) == Ok(true),
         };
+        if let Reply::Error(e) = &reply {
+            let needs = Capability::PushEvents;
+            self.refusal_code(PushEvent::NAME, needs, meanwhile.expected(), e.code);
+        }
         let (status, detail) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,
             // §9.3: a host may decline an event it may receive (rate limits, §9.4 dedupe).
@@ -621,6 +647,16 @@ impl Run {
             (_, other) => (Status::Fail, format!("push/event got {}", other.describe())),
         };
         self.record(id, status, format!("{detail}{}", meanwhile.note()));
+    }
+}
+
+impl Run {
+    /// Notes the `code` refusing the `method` probe for `host.refusal-code`
+    /// ([`super::judge::RefusalCodes`]), recorded once the probes are done.
+    fn refusal_code(&mut self, method: &str, needs: Capability, expected: Option<bool>, code: i64) {
+        let claimed = self.host_advertised.contains(needs);
+        self.refusal_codes
+            .note(method, needs.as_str(), expected, code, claimed);
     }
 }
 

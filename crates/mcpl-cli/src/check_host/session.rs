@@ -160,6 +160,8 @@ pub(super) struct Run {
     /// The MCPL messages the host delivered that need a capability, judged against the
     /// grant ([`super::delivered`]).
     pub(super) deliveries: super::delivered::Deliveries,
+    /// The codes refusing the probes the grant does not allow ([`super::judge::RefusalCodes`]).
+    pub(super) refusal_codes: super::judge::RefusalCodes,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -202,6 +204,7 @@ impl Run {
             spreads: crate::check::spread::Spreads::default(),
             integral: super::watched::IntegralIds::default(),
             deliveries: super::delivered::Deliveries::default(),
+            refusal_codes: super::judge::RefusalCodes::default(),
         }
     }
 
