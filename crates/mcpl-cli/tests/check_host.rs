@@ -146,6 +146,8 @@ async fn the_library_host_passes_every_check() {
         "host.removed-methods-refused",
         // §6.6: the inference/request it does not grant is refused -32002.
         "host.refusal-code",
+        // §6.4 rule 1: check.typo's uses holds "pushEvent", so the set is invalid_uses.
+        "host.invalid-uses-refused",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -227,6 +229,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.hooks-after-ready",
             "host.user-message-redacted",
             "host.undeclared-use-refused",
+            // A push under check.typo, whose uses is invalid (§6.4 rule 1), answered too.
+            "host.invalid-uses-refused",
             "host.inference-result-shape",
             // model/info and channels/list answered with a result, neither granted (§12).
             "host.answers-follow-grant",
@@ -257,7 +261,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 31, "{text}");
+    assert_eq!(text.lines().count(), 32, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -268,7 +272,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 31 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 32 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -288,7 +292,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 31, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 32, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

@@ -20,11 +20,11 @@ fn report_path(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// The checker's own bound on a run with these flags, `17 × timeout + inference + watch`,
+/// The checker's own bound on a run with these flags, `18 × timeout + inference + watch`,
 /// plus a margin for a loaded machine. Only a hung checker reaches it.
-const GUARD: Duration = Duration::from_secs(17 + 1 + 60);
+const GUARD: Duration = Duration::from_secs(18 + 1 + 60);
 
-/// The flags every run here uses: the wall-time bound is then 17 × 1 + 1 + 0 = 18 s.
+/// The flags every run here uses: the wall-time bound is then 18 × 1 + 1 + 0 = 19 s.
 const BOUNDS: [&str; 6] = ["--timeout", "1", "--inference-timeout", "1", "--watch", "0"];
 
 fn checker(report: &PathBuf) -> Command {
@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (31 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (32 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 31 * 6 * 512 + 4096,
+        text.len() < 32 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 31, "{doc:#}");
+    assert_eq!(checks.len(), 32, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1544,5 +1544,46 @@ async fn a_refusal_with_an_undocumented_code_fails_refusal_code() {
         for id in ["host.push-follows-grant", "host.inference-follows-grant"] {
             assert_eq!(check(&doc, id)["status"], older, "{id} {code}: {doc:#}");
         }
+    }
+}
+
+/// §6.2, §6.4 rule 1 (AUDIT-001 §2.5: "neither core library types `uses` as a closed enum";
+/// `uses` was wrong in three servers): a feature set whose `uses` holds a value outside §6.2's
+/// vocabulary is invalid, and the host disables it (`invalid_uses`); it does not guess what
+/// was meant. The checker declares `check.typo` with `uses: ["pushEvents", "pushEvent"]`.
+/// A host granting `pushEvents` that reads only the valid entry accepts a push under it; no
+/// check sent one, so such a host passed. It now fails `host.invalid-uses-refused`; refusing
+/// it (`-32001`, the set disabled) passes.
+#[tokio::test]
+async fn a_push_under_a_set_with_invalid_uses_is_refused() {
+    for validates in [false, true] {
+        let report = report_path(&format!("invalid-uses-{validates}.json"));
+        let (_, doc) = raw_answering_host(&report, |m| {
+            let set = m["params"]["featureSet"].as_str().unwrap_or("");
+            Some(match m["method"].as_str().unwrap_or("") {
+                "push/event" if set == "check.push" || (set == "check.typo" && !validates) => {
+                    line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                                  "result": { "accepted": true } }))
+                }
+                _ => refusing_answer(m, -32023),
+            })
+        })
+        .await;
+        let c = check(&doc, "host.invalid-uses-refused");
+        let d = c["detail"].as_str().unwrap_or_default();
+        if validates {
+            assert_eq!(c["status"], "pass", "{doc:#}");
+            assert!(d.contains("-32001"), "{d}");
+        } else {
+            assert_eq!(c["status"], "fail", "{doc:#}");
+            for said in ["check.typo", "pushEvent", "invalid_uses", "§6.4"] {
+                assert!(d.contains(said), "{said}: {d}");
+            }
+        }
+        assert_eq!(
+            check(&doc, "host.push-follows-grant")["status"],
+            "pass",
+            "{doc:#}"
+        );
     }
 }

@@ -9,8 +9,8 @@
 //! nothing, §5.3), the probes ([`probes`]), then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 17 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (116 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 18 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (121 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -76,6 +76,7 @@ catalogue! {
     "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
     "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
     "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
+    "host.invalid-uses-refused", "§6.4", "a push/event under a feature set whose uses holds a value outside §6.2's vocabulary is refused with an error (the set is disabled, invalid_uses), even with pushEvents granted";
     "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32601 only from a host not advertising the method's capability)";
 }
 
@@ -99,7 +100,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 17 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 18 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
@@ -155,7 +156,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "17 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "18 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -165,22 +166,22 @@ impl Bounds {
     /// | `initialize` | 1 step from the connection |
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
-    /// | eleven probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | twelve probes | 1 step each; a paired ping starts with its request, with its own step |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
     ///
-    /// That is 14 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 15 steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 15 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 16 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(15) + self.infer + self.watch
+        self.step.saturating_mul(16) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 17 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 18 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -331,7 +332,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 17 steps + the inference + the watch (116 s by default).
+    /// The documented bound: 18 steps + the inference + the watch (121 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -339,13 +340,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(116));
+        assert_eq!(b.wall(), Duration::from_secs(121));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(37));
+        assert_eq!(b.wall(), Duration::from_secs(39));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::judge::{excerpt, first_accepted, inference_result_defects, Meanwhile};
 use super::junk;
-use super::served::{descriptors, incoming, inference_request, push};
+use super::served::{descriptors, incoming, inference_request, push, TYPO_SET, TYPO_USE};
 use super::session::{secs, Reply, Run};
 use crate::check::report::Status;
 
@@ -81,6 +81,7 @@ impl Run {
             register,
             incoming_follows_grant,
             undeclared_use,
+            invalid_uses,
             inference,
             junk_line,
             // Last, so a host application sees its admitted push once every probe is
@@ -446,6 +447,47 @@ impl Run {
                     other.describe()
                 ),
             ),
+        }
+    }
+
+    /// §6.2, §6.4 rule 1 (AUDIT-001 §2.5: `uses` was never read as a closed vocabulary): a
+    /// push under [`TYPO_SET`], whose `uses` holds [`TYPO_USE`] beside `pushEvents`, while
+    /// the grant allows pushes, so only the invalid declaration can refuse it. The host MUST
+    /// disable the set (`invalid_uses`) rather than guess; the refusal is an error object
+    /// (§6.6), its code judged by `host.refusal-code`. Judged when the grant allowed pushes
+    /// both when the probe went and when it was answered.
+    async fn invalid_uses(&mut self) {
+        self.stage = "the push under a set whose uses is invalid";
+        let id = "host.invalid-uses-refused";
+        let params = push(TYPO_SET, "t1");
+        let pushes = |run: &Run| run.ready && run.policy.allows(Capability::PushEvents);
+        if !pushes(self) {
+            let why = "pushEvents not granted: a refusal would not show the uses rule";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        let reply = self
+            .call_paired(PushEvent::NAME, params, self.bounds.step)
+            .await;
+        if !pushes(self) && !matches!(reply, Reply::Closed) {
+            let why = "the host withdrew pushEvents while the probe was outstanding: a refusal \
+                       would not show the uses rule";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        let what = format!(
+            "push/event under {TYPO_SET}, whose uses names {TYPO_USE:?} (not a §6.2 capability \
+             path, so the set is invalid and disabled, invalid_uses, §6.4 rule 1, and the push \
+             refused with an error, §6.6)"
+        );
+        match reply {
+            Reply::Error(e) => {
+                let needs = Capability::PushEvents;
+                self.refusal_code(PushEvent::NAME, needs, Some(false), e.code);
+                self.record(id, Status::Pass, format!("refused with error {}", e.code));
+            }
+            Reply::Closed => {}
+            other => self.record(id, Status::Fail, format!("{what} got {}", other.describe())),
         }
     }
 

@@ -17,8 +17,17 @@ pub(super) fn negotiated_version(requested: Option<&Value>) -> &'static str {
         .map_or(MCP_PROTOCOL_VERSION, negotiate_protocol_version)
 }
 
+/// The feature set the checker declares with an invalid `uses` (§6.2: [`TYPO_USE`] is not a
+/// capability path), which a host disables with reason `invalid_uses` (§6.4 rule 1).
+pub(super) const TYPO_SET: &str = "check.typo";
+
+/// The `uses` entry of [`TYPO_SET`] outside §6.2's vocabulary: `pushEvents` misspelt, the
+/// kind of slip AUDIT-001 §2.5 found in live servers' `uses`.
+pub(super) const TYPO_USE: &str = "pushEvent";
+
 /// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
-/// injection, and channels, under three feature sets.
+/// injection, and channels, under three feature sets, and a fourth whose `uses` is invalid
+/// ([`TYPO_SET`]).
 pub(super) fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
@@ -35,6 +44,10 @@ pub(super) fn manifest() -> Value {
             "check.hints": {
                 "description": "Probe hooks",
                 "uses": ["contextHooks.beforeInference.inject.beforeUser"]
+            },
+            TYPO_SET: {
+                "description": "Probe invalid uses: the host must disable this set (§6.4)",
+                "uses": ["pushEvents", TYPO_USE]
             }
         }
     });
