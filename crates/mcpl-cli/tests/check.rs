@@ -202,6 +202,7 @@ fn well_behaved_server_passes_every_check() {
         "state.rollback-unknown-checkpoint",
         "channels.close-unknown-error",
         "lifecycle.defensive",
+        "hooks.no-inference-in-hook",
     ] {
         assert!(
             ids_with(&doc, "pass").contains(id),
@@ -980,6 +981,8 @@ fn reference_server_passes_every_check() {
             "hooks.injection-positions",
             "hooks.injection-shape",
             "hooks.feature-set-declared",
+            // §10.7: its hook answers without asking for inference first.
+            "hooks.no-inference-in-hook",
             // Its ready-time push/event (ref.events) and channels/register (ref.chat).
             "push.event-is-request",
             "push.event-shape",
@@ -1277,4 +1280,25 @@ fn a_closed_stdout_is_not_a_panic() {
             .unwrap();
         assert_eq!(status.code(), Some(code), "{args:?} with stderr closed");
     }
+}
+
+/// §10.7: "Context hooks MUST NOT trigger `inference/request` calls", inference for a hook
+/// being done "asynchronously outside the hook response path". A server that, handed a
+/// `context/beforeInference`, sends an `inference/request` and awaits its answer before
+/// answering the hook passed every check (the request itself is well-formed and granted).
+/// It now fails `hooks.no-inference-in-hook`, and only that.
+#[test]
+fn s10_7_inference_requested_on_the_hook_path_fails() {
+    let doc = fails_exactly("hook-inference", &["hooks.no-inference-in-hook"]);
+    let c = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "hooks.no-inference-in-hook")
+        .unwrap();
+    let d = c["detail"].as_str().unwrap();
+    assert!(
+        d.contains("inference/request") && d.contains("§10.7"),
+        "{d}"
+    );
 }

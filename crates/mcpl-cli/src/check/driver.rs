@@ -216,6 +216,15 @@ struct Session {
     pre_reduction_grant: Option<Grant>,
     /// The set the first hook injected under, for the narrowing-Notification probe.
     hook_set: Option<String>,
+    /// The checker's last message was a `ping` the server answered (a fence: whatever the
+    /// server wrote before reading what follows has arrived).
+    fenced: bool,
+    /// A fenced `context/beforeInference` is sent and not yet answered; the fenced hooks
+    /// answered; the `inference/request`s sent while one was outstanding
+    /// (`hooks.no-inference-in-hook`).
+    hook_outstanding: bool,
+    hooks_answered: usize,
+    inference_in_hook: Listed,
     /// Sets disabled by a `featureSets/update` Notification (§6.7 probe); every later
     /// Request keeps them disabled.
     notified_disabled: BTreeSet<String>,
@@ -375,6 +384,10 @@ impl Session {
             reduction_hits: BTreeMap::new(),
             pre_reduction_grant: None,
             hook_set: None,
+            fenced: false,
+            hook_outstanding: false,
+            hooks_answered: 0,
+            inference_in_hook: Listed::default(),
             notified_disabled: BTreeSet::new(),
             narrowing_read: false,
             after_narrowing: 0,

@@ -7,6 +7,7 @@ use mcpl::capability::Requirement;
 use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
 use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister};
 use mcpl::protocol::handshake::Ping;
+use mcpl::protocol::hooks::BeforeInference;
 use mcpl::protocol::inference::InferenceRequest;
 use mcpl::protocol::manifest::ManifestChanged;
 use mcpl::protocol::model::ModelInfoRequest;
@@ -24,6 +25,7 @@ const MAX_QUOTED_ID_CHARS: usize = 64;
 
 impl Session {
     pub(super) fn notify(&mut self, method: &str, params: Value) -> bool {
+        self.fenced = false;
         self.settle();
         let msg = json!({ "jsonrpc": "2.0", "method": method, "params": params });
         self.send(&msg)
@@ -42,8 +44,17 @@ impl Session {
 
     /// Sends a request and waits (bounded) for its response, handling whatever else the
     /// server sends meanwhile.
+    /// A `context/beforeInference` sent right after an answered `ping` is outstanding while
+    /// it waits, for §10.7 ([`Session::judge_hook_path`]).
     pub(super) fn request(&mut self, method: &str, params: Value) -> Reply {
-        self.request_as(method, params, true)
+        let hook = method == BeforeInference::NAME && self.fenced;
+        self.hook_outstanding = hook;
+        let reply = self.request_as(method, params, true);
+        self.hook_outstanding = false;
+        if hook && matches!(reply, Reply::Result(_) | Reply::Error(_)) {
+            self.hooks_answered += 1;
+        }
+        reply
     }
 
     /// [`Self::request`] for a request whose missing answer no check reports (a window's
@@ -54,6 +65,12 @@ impl Session {
     }
 
     fn request_as(&mut self, method: &str, params: Value, judged: bool) -> Reply {
+        let reply = self.request_unfenced(method, params, judged);
+        self.fenced = method == Ping::NAME && matches!(reply, Reply::Result(_) | Reply::Error(_));
+        reply
+    }
+
+    fn request_unfenced(&mut self, method: &str, params: Value, judged: bool) -> Reply {
         self.settle();
         self.next_id += 1;
         let id = RequestId::Number(self.next_id.into());
@@ -402,7 +419,20 @@ impl Session {
         }
         match method {
             PushEvent::NAME => self.judge_push(id.is_some(), params.as_ref(), denied),
-            InferenceRequest::NAME => self.judge_inference(id.is_some(), params.as_ref(), denied),
+            InferenceRequest::NAME => {
+                if self.hook_outstanding {
+                    let which = id.as_ref().map_or_else(
+                        || "an inference/request notification".to_owned(),
+                        |id| {
+                            let id: String =
+                                id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                            format!("inference/request id {id}")
+                        },
+                    );
+                    self.inference_in_hook.push(which);
+                }
+                self.judge_inference(id.is_some(), params.as_ref(), denied)
+            }
             ChannelsRegister::NAME => {
                 self.register_seen += 1;
                 if id.is_none() {
