@@ -483,7 +483,7 @@ impl Run {
         match reply {
             Reply::Error(e) => {
                 let needs = Capability::PushEvents;
-                self.refusal_code(PushEvent::NAME, needs, Some(false), e.code);
+                self.refusal_code("push/event under check.typo", needs, Some(false), e.code);
                 self.record(id, Status::Pass, format!("refused with error {}", e.code));
             }
             Reply::Closed => {}
@@ -643,7 +643,12 @@ impl Run {
         };
         if let Reply::Error(e) = &reply {
             let needs = Capability::PushEvents;
-            self.refusal_code(PushEvent::NAME, needs, meanwhile.expected(), e.code);
+            self.refusal_code(
+                "push/event under check.push",
+                needs,
+                meanwhile.expected(),
+                e.code,
+            );
         }
         let (status, detail) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,
