@@ -1301,4 +1301,44 @@ fn s10_7_inference_requested_on_the_hook_path_fails() {
         d.contains("inference/request") && d.contains("§10.7"),
         "{d}"
     );
+    // The dependency is what is shown: no answer while the request was held, one once the
+    // checker answered it (and that answer is the hook's, so no hook check fails for it).
+    assert!(
+        d.contains("held") && d.contains("answered once the checker answered it"),
+        "{d}"
+    );
+}
+
+/// §10.7's second sentence: inference a hook needs is asked for "asynchronously outside the
+/// hook response path". A server that, handed a `context/beforeInference`, sends an
+/// `inference/request` and answers the hook without waiting for it conforms: the checker
+/// holds that request unanswered and the hook's answer still comes, so
+/// `hooks.no-inference-in-hook` passes (it failed on the request's mere arrival), and
+/// nothing else fails.
+#[test]
+fn s10_7_inference_asked_asynchronously_on_a_hook_passes() {
+    passes_cleanly("hook-inference-async", &["hooks.no-inference-in-hook"]);
+}
+
+/// A hook the server never answers, though it sent an `inference/request` meanwhile, is not
+/// shown to wait on inference (the request was held, then answered, and still no answer came):
+/// `hooks.no-inference-in-hook` says it could not judge rather than fail, and nothing fails
+/// for the checker's holding.
+#[test]
+fn s10_7_a_hook_never_answered_is_not_taken_for_one_waiting_on_inference() {
+    let (_, doc) = scripted("hook-inference-silent");
+    assert_complete(&doc);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    let c = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "hooks.no-inference-in-hook")
+        .unwrap();
+    assert_eq!(c["status"], "skip", "{c}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(
+        d.contains("nor within --timeout once the checker answered it"),
+        "{d}"
+    );
 }

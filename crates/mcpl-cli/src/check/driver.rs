@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::conn::Conn;
 
 mod channels;
+mod hook_path;
 mod judge;
 mod negotiation;
 mod probes;
@@ -219,12 +220,8 @@ struct Session {
     /// The checker's last message was a `ping` the server answered (a fence: whatever the
     /// server wrote before reading what follows has arrived).
     fenced: bool,
-    /// A fenced `context/beforeInference` is sent and not yet answered; the fenced hooks
-    /// answered; the `inference/request`s sent while one was outstanding
-    /// (`hooks.no-inference-in-hook`).
-    hook_outstanding: bool,
-    hooks_answered: usize,
-    inference_in_hook: Listed,
+    /// Whether fenced hooks' answers waited on inference (`hooks.no-inference-in-hook`).
+    hook_path: hook_path::HookPath,
     /// Sets disabled by a `featureSets/update` Notification (§6.7 probe); every later
     /// Request keeps them disabled.
     notified_disabled: BTreeSet<String>,
@@ -385,9 +382,7 @@ impl Session {
             pre_reduction_grant: None,
             hook_set: None,
             fenced: false,
-            hook_outstanding: false,
-            hooks_answered: 0,
-            inference_in_hook: Listed::default(),
+            hook_path: hook_path::HookPath::default(),
             notified_disabled: BTreeSet::new(),
             narrowing_read: false,
             after_narrowing: 0,

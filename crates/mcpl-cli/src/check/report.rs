@@ -136,7 +136,7 @@ catalogue! {
     "hooks.injection-positions", "§5.4", "every injection is at a granted position";
     "hooks.injection-shape", "§10.4", "injections carry namespace, position, content; featureSet named";
     "hooks.feature-set-declared", "§6.5", "injections come under a declared feature set the grant leaves available";
-    "hooks.no-inference-in-hook", "§10.7", "no inference/request is sent while a context/beforeInference (sent after a ping round trip) is outstanding: a hook does not wait on inference";
+    "hooks.no-inference-in-hook", "§10.7", "a context/beforeInference (sent after a ping round trip) is answered while the inference/request the server sent meanwhile is held unanswered: the hook's answer does not wait on inference";
     "push.event-is-request", "§4.1", "push/event is sent as a Request";
     "push.event-shape", "§9.2", "push/event params carry featureSet, eventId, an ISO 8601 timestamp, payload of App. B.1 blocks";
     "push.feature-set-declared", "§6.5", "push/event names a declared, available feature set";

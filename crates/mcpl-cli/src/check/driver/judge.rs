@@ -129,40 +129,22 @@ impl Session {
         }
     }
 
-    /// The verdicts recorded when a session ends. The first session also settles what it
-    /// never saw as skipped; a narrowed session records only what it has evidence for.
-    /// `hooks.no-inference-in-hook` (§10.7: "context hooks MUST NOT trigger
-    /// `inference/request` calls"; inference a hook needs is done "asynchronously outside the
-    /// hook response path"). Reading: an `inference/request` the server sends while the
-    /// checker's `context/beforeInference` is outstanding (sent, not yet answered) is on that
-    /// hook's response path; one sent after the hook's answer is outside it and not judged.
-    /// Only a hook sent right after an answered `ping` is judged (the narrowing probe's):
+    /// `hooks.no-inference-in-hook` (§10.7), from what each judged hook came to
+    /// ([`super::hook_path`]). Only a hook sent right after an answered `ping` is judged:
     /// what the server wrote on its own before reading the hook (its traffic on a receipt)
-    /// has then arrived before the `ping` answer, and is not mistaken for the hook's.
+    /// has then arrived before the `ping` answer, and is not held as the hook's.
     pub(super) fn judge_hook_path(&mut self) {
-        let id = "hooks.no-inference-in-hook";
-        if !self.inference_in_hook.is_empty() {
-            let d = format!(
-                "sent while the checker's context/beforeInference was outstanding: {} (§10.7: \
-                 a hook MUST NOT trigger inference/request; inference for a hook is done \
-                 asynchronously, outside the hook's response path)",
-                self.inference_in_hook.join(", ")
-            );
-            self.rec.record(id, Status::Fail, d);
-        } else if self.hooks_answered > 0 {
-            let d = format!(
-                "{} context/beforeInference (sent after a ping round trip) answered, no \
-                 inference/request sent while one was outstanding",
-                self.hooks_answered
-            );
-            self.rec.record(id, Status::Pass, d);
-        } else {
-            let why = "no context/beforeInference sent right after a ping round trip was \
-                       answered: no hook path to judge";
-            self.rec.record(id, Status::Skip, why);
-        }
+        let (status, detail) = match self.hook_path.verdict() {
+            (Some(true), d) => (Status::Pass, d),
+            (Some(false), d) => (Status::Fail, d),
+            (None, why) => (Status::Skip, why),
+        };
+        self.rec
+            .record("hooks.no-inference-in-hook", status, detail);
     }
 
+    /// The verdicts recorded when a session ends. The first session also settles what it
+    /// never saw as skipped; a narrowed session records only what it has evidence for.
     pub(super) fn conclude(&mut self) {
         self.judge_hook_path();
         let first = self.narrowed.is_none();

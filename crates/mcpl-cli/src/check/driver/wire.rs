@@ -44,17 +44,40 @@ impl Session {
 
     /// Sends a request and waits (bounded) for its response, handling whatever else the
     /// server sends meanwhile.
-    /// A `context/beforeInference` sent right after an answered `ping` is outstanding while
-    /// it waits, for §10.7 ([`Session::judge_hook_path`]).
+    /// A `context/beforeInference` sent right after an answered `ping` is judged for §10.7:
+    /// the `inference/request`s the server sends while it is outstanding are held
+    /// ([`super::hook_path`]), and answered once its answer comes, or once the checker stops
+    /// waiting for it.
     pub(super) fn request(&mut self, method: &str, params: Value) -> Reply {
         let hook = method == BeforeInference::NAME && self.fenced;
-        self.hook_outstanding = hook;
+        if hook {
+            // What an earlier batch still carries was sent before the hook: not held.
+            self.settle();
+            self.hook_path.begin();
+        }
         let reply = self.request_as(method, params, true);
-        self.hook_outstanding = false;
-        if hook && matches!(reply, Reply::Result(_) | Reply::Error(_)) {
-            self.hooks_answered += 1;
+        if hook {
+            let answered = matches!(
+                reply,
+                Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_)
+            );
+            self.release_held(false);
+            self.hook_path.end(answered);
         }
         reply
+    }
+
+    /// Answers the `inference/request`s held during a judged hook, as the checker answers
+    /// any (`unanswered`: the hook's answer has not come). Each goes alone, never into the
+    /// answers of a batch being gathered: none came in one.
+    fn release_held(&mut self, unanswered: bool) {
+        for (id, outcome) in self.hook_path.release(unanswered) {
+            let id = id.to_value();
+            self.answer_now(match outcome {
+                Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+                Err(e) => json!({ "jsonrpc": "2.0", "id": id, "error": e }),
+            });
+        }
     }
 
     /// [`Self::request`] for a request whose missing answer no check reports (a window's
@@ -81,9 +104,17 @@ impl Session {
         }
         self.last_request = Some(msg);
         let marks = (self.junk.count, self.invalid.count);
-        let deadline = Instant::now() + self.timing.step;
+        let mut deadline = Instant::now() + self.timing.step;
+        // §10.7: a judged hook gets a whole step from the first inference request it holds,
+        // and, unanswered then, one more once the checker answers it ([`super::hook_path`]).
+        let mut extended = false;
         loop {
             let Some(ev) = self.conn.recv(deadline) else {
+                if self.hook_path.has_held() {
+                    self.release_held(true);
+                    deadline = Instant::now() + self.timing.step;
+                    continue;
+                }
                 self.timed_out.insert(id);
                 self.unanswered += 1;
                 // Where the silence is reported, a line the server began and left without
@@ -124,6 +155,10 @@ impl Session {
                     };
                     self.last_answered = Some(format!("{method} ({how})"));
                     return reply;
+                }
+                Handled::Continue if !extended && self.hook_path.has_held() => {
+                    extended = true;
+                    deadline = deadline.max(Instant::now() + self.timing.step);
                 }
                 Handled::Continue => {}
                 Handled::Closed => {
@@ -419,20 +454,7 @@ impl Session {
         }
         match method {
             PushEvent::NAME => self.judge_push(id.is_some(), params.as_ref(), denied),
-            InferenceRequest::NAME => {
-                if self.hook_outstanding {
-                    let which = id.as_ref().map_or_else(
-                        || "an inference/request notification".to_owned(),
-                        |id| {
-                            let id: String =
-                                id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
-                            format!("inference/request id {id}")
-                        },
-                    );
-                    self.inference_in_hook.push(which);
-                }
-                self.judge_inference(id.is_some(), params.as_ref(), denied)
-            }
+            InferenceRequest::NAME => self.judge_inference(id.is_some(), params.as_ref(), denied),
             ChannelsRegister::NAME => {
                 self.register_seen += 1;
                 if id.is_none() {
@@ -539,6 +561,16 @@ impl Session {
             return;
         };
         let outcome = self.reply_to(method, params.as_ref());
+        if method == InferenceRequest::NAME {
+            // §10.7: held while a judged hook is outstanding, unless a batch's answers are
+            // being gathered (they go back together).
+            if self.batch.is_none() && self.hook_path.holds() {
+                let quoted: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                self.hook_path.hold(id, format!("id {quoted}"), outcome);
+                return;
+            }
+            self.hook_path.answered_at_once();
+        }
         self.answer(&id, outcome);
     }
 
