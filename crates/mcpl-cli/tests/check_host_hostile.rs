@@ -1587,3 +1587,61 @@ async fn a_push_under_a_set_with_invalid_uses_is_refused() {
         );
     }
 }
+
+/// §6.6: "For unknown feature sets, hosts SHOULD reject with `-32003`". A host that discards
+/// `check.typo`'s invalid declaration (§6.4 rule 1: its `uses` names `pushEvent`) and so
+/// treats the set as not declared refuses the push under it `-32003`: a documented code for
+/// that set, yet `host.refusal-code` failed it. It now passes there, and only there: the same
+/// `-32003` refusing the push under `check.push`, a valid declaration, still fails.
+#[tokio::test]
+async fn an_unknown_set_refusal_passes_only_for_the_set_with_invalid_uses() {
+    // Granted pushEvents: check.push is accepted, check.typo refused -32003.
+    let report = report_path("refusal-code-typo-32003.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let set = m["params"]["featureSet"].as_str().unwrap_or("");
+        Some(match (m["method"].as_str().unwrap_or(""), set) {
+            ("push/event", "check.push") => line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                "result": { "accepted": true } })),
+            ("push/event", "check.typo") => line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                "error": { "code": -32003, "message": "Unknown feature set",
+                           "data": { "featureSet": "check.typo" } } })),
+            _ => refusing_answer(m, -32023),
+        })
+    })
+    .await;
+    let c = check(&doc, "host.refusal-code");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    assert!(d.contains("check.typo") && d.contains("-32003"), "{d}");
+    assert_eq!(
+        check(&doc, "host.invalid-uses-refused")["status"],
+        "pass",
+        "{doc:#}"
+    );
+
+    // Granted nothing: the push under check.push (declared validly) refused -32003 fails.
+    let report = report_path("refusal-code-push-32003.json");
+    let mcpl = json!({ "version": "0.5", "pushEvents": true, "inferenceRequest": true });
+    let init = line(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18",
+                    "capabilities": { "experimental": { "mcpl": mcpl } },
+                    "clientInfo": { "name": "scripted", "version": "0" } } }));
+    let nothing = line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                "params": { "effectiveCapabilities": [] } }),
+    );
+    let head = format!("{init}{INITIALIZED}{nothing}");
+    let (exit, doc) = raw_scripted_host(&report, head, |m| {
+        Some(match m["method"].as_str().unwrap_or("") {
+            "push/event" => line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                "error": { "code": -32003, "message": "Unknown feature set" } })),
+            _ => refusing_answer(m, -32002),
+        })
+    })
+    .await;
+    let c = check(&doc, "host.refusal-code");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(d.contains("-32003") && d.contains("check.push"), "{d}");
+    assert_eq!(exit, 1, "{doc:#}");
+}

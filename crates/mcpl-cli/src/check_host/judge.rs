@@ -137,9 +137,13 @@ impl Meanwhile {
 /// MUST (AUDIT-001 §2.1: the documented factories were never invoked). Reading: `-32601`
 /// from a host whose own advertisement (§5.2) does not claim the capability the method needs
 /// is JSON-RPC's "method not found" from a host that does not implement it, not a §6.6
-/// rejection, so it passes; from a host that claims it, it fails. Only refusals the grant
-/// asks for are judged (`expected == Some(false)`): an allowed request refused for another
-/// reason, or one the grant widened under (either answer conforms, §6.7), is not.
+/// rejection, so it passes; from a host that claims it, it fails. `-32003`, §6.6's code for
+/// an unknown feature set (SHOULD), passes only under a set the host may treat as not
+/// declared: one whose declaration is invalid (§6.4 rule 1, `check.typo`), which a host may
+/// discard rather than keep as disabled (`invalid_uses`); under a valid declaration the set
+/// is known, and `-32003` fails. Only refusals the grant asks for are judged
+/// (`expected == Some(false)`): an allowed request refused for another reason, or one the
+/// grant widened under (either answer conforms, §6.7), is not.
 #[derive(Debug, Default)]
 pub(super) struct RefusalCodes {
     judged: Vec<String>,
@@ -149,14 +153,16 @@ pub(super) struct RefusalCodes {
 impl RefusalCodes {
     /// Notes the `code` refusing `method` (which needs `needs`), under the grant's
     /// expectation ([`Meanwhile::expected`]); `claimed`: the host's own advertisement claims
-    /// `needs`. Returns whether the refusal was judged (for the tests).
+    /// `needs`; `undeclarable`: the request's feature set is one the host may treat as not
+    /// declared (its declaration invalid, §6.4 rule 1). Returns whether the refusal was
+    /// judged (for the tests).
     pub(super) fn note(
         &mut self,
         method: &str,
         needs: &str,
         expected: Option<bool>,
         code: i64,
-        claimed: bool,
+        (claimed, undeclarable): (bool, bool),
     ) -> bool {
         if expected != Some(false) {
             return false;
@@ -164,6 +170,11 @@ impl RefusalCodes {
         let documented = [codes::FEATURE_SET_NOT_ENABLED, codes::CAPABILITY_DENIED];
         if documented.contains(&code) {
             self.judged.push(format!("{method} refused {code}"));
+        } else if code == codes::UNKNOWN_FEATURE_SET && undeclarable {
+            self.judged.push(format!(
+                "{method} refused {code}, the unknown feature set's code (§6.6), for a set whose \
+                 declaration is invalid (§6.4 rule 1)"
+            ));
         } else if code == codes::METHOD_NOT_FOUND && !claimed {
             self.judged.push(format!(
                 "{method} refused -32601 by a host whose advertisement does not claim {needs} \
@@ -172,6 +183,8 @@ impl RefusalCodes {
         } else {
             let why = if code == codes::METHOD_NOT_FOUND {
                 format!(" (the host advertises {needs}, so the method is known to it)")
+            } else if code == codes::UNKNOWN_FEATURE_SET {
+                " (the unknown feature set's code, for a set validly declared)".to_owned()
             } else {
                 String::new()
             };
@@ -277,25 +290,95 @@ mod tests {
     #[test]
     fn s6_6_a_refusal_carries_the_documented_code() {
         let mut r = RefusalCodes::default();
-        assert!(!r.note("push/event", "pushEvents", Some(true), -32603, true));
-        assert!(!r.note("push/event", "pushEvents", None, -32603, true));
+        assert!(!r.note(
+            "push/event",
+            "pushEvents",
+            Some(true),
+            -32603,
+            (true, false)
+        ));
+        assert!(!r.note("push/event", "pushEvents", None, -32603, (true, false)));
         assert_eq!(r.verdict(), None);
-        assert!(r.note("push/event", "pushEvents", Some(false), -32002, true));
+        assert!(r.note(
+            "push/event",
+            "pushEvents",
+            Some(false),
+            -32002,
+            (true, false)
+        ));
         assert!(r.note(
             "inference/request",
             "inferenceRequest",
             Some(false),
             -32601,
-            false
+            (false, false)
         ));
         assert_eq!(r.verdict().map(|v| v.0), Some(Status::Pass));
-        assert!(r.note("push/event", "pushEvents", Some(false), -32601, true));
+        assert!(r.note(
+            "push/event",
+            "pushEvents",
+            Some(false),
+            -32601,
+            (true, false)
+        ));
         let (status, detail) = r.verdict().unwrap_or((Status::Skip, String::new()));
         assert_eq!(status, Status::Fail);
         assert!(detail.starts_with("push/event, not allowed by the policy, refused -32601"));
         assert!(detail.contains("§6.6") && detail.contains("inference/request refused -32601"));
         let mut r = RefusalCodes::default();
-        r.note("push/event", "pushEvents", Some(false), -32603, false);
+        r.note(
+            "push/event",
+            "pushEvents",
+            Some(false),
+            -32603,
+            (false, false),
+        );
+        assert_eq!(r.verdict().map(|v| v.0), Some(Status::Fail));
+    }
+
+    /// §6.6's `-32003` (unknown feature set) is a documented refusal of a request under a
+    /// set whose declaration is invalid (§6.4 rule 1: a host may discard it and treat the set
+    /// as not declared), and only there: under a validly declared set it fails.
+    #[test]
+    fn s6_6_unknown_set_code_passes_only_for_an_invalid_declaration() {
+        let mut r = RefusalCodes::default();
+        assert!(r.note(
+            "push/event under check.typo",
+            "pushEvents",
+            Some(false),
+            -32003,
+            (true, true)
+        ));
+        let (status, detail) = r.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Pass, "{detail}");
+        assert!(
+            detail.contains("-32003") && detail.contains("§6.4"),
+            "{detail}"
+        );
+        assert!(r.note(
+            "push/event under check.push",
+            "pushEvents",
+            Some(false),
+            -32003,
+            (true, false)
+        ));
+        let (status, detail) = r.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Fail, "{detail}");
+        assert!(
+            detail.starts_with(
+                "push/event under check.push, not allowed by the policy, refused -32003"
+            ),
+            "{detail}"
+        );
+        // Only -32003 is widened: another undocumented code under the invalid set still fails.
+        let mut r = RefusalCodes::default();
+        r.note(
+            "push/event under check.typo",
+            "pushEvents",
+            Some(false),
+            -32603,
+            (true, true),
+        );
         assert_eq!(r.verdict().map(|v| v.0), Some(Status::Fail));
     }
 

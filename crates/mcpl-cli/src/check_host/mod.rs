@@ -77,7 +77,7 @@ catalogue! {
     "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
     "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
     "host.invalid-uses-refused", "§6.4", "a push/event under a feature set whose uses holds a value outside §6.2's vocabulary is refused with an error (the set is disabled, invalid_uses), even with pushEvents granted";
-    "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32601 only from a host not advertising the method's capability)";
+    "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32003, unknown feature set, also under check.typo, whose invalid declaration a host may discard; -32601 only from a host not advertising the method's capability)";
 }
 
 /// Arguments of `mcpl check-host`.

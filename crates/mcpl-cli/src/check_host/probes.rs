@@ -483,7 +483,10 @@ impl Run {
         match reply {
             Reply::Error(e) => {
                 let needs = Capability::PushEvents;
-                self.refusal_code("push/event under check.typo", needs, Some(false), e.code);
+                let what = format!("push/event under {TYPO_SET}");
+                // §6.6: -32003 (unknown feature set) is documented here, the host having
+                // discarded the invalid declaration (§6.4 rule 1).
+                self.refusal_code(&what, needs, Some(false), e.code, true);
                 self.record(id, Status::Pass, format!("refused with error {}", e.code));
             }
             Reply::Closed => {}
@@ -518,7 +521,13 @@ impl Run {
         let allowed = meanwhile.expected() != Some(false);
         if let Reply::Error(e) = &reply {
             let needs = Capability::InferenceRequest;
-            self.refusal_code(InferenceRequest::NAME, needs, meanwhile.expected(), e.code);
+            self.refusal_code(
+                InferenceRequest::NAME,
+                needs,
+                meanwhile.expected(),
+                e.code,
+                false,
+            );
         }
         let (status, detail, judged) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,
@@ -648,6 +657,7 @@ impl Run {
                 needs,
                 meanwhile.expected(),
                 e.code,
+                false,
             );
         }
         let (status, detail) = match (meanwhile.expected(), reply) {
@@ -699,11 +709,24 @@ impl Run {
 
 impl Run {
     /// Notes the `code` refusing the `method` probe for `host.refusal-code`
-    /// ([`super::judge::RefusalCodes`]), recorded once the probes are done.
-    fn refusal_code(&mut self, method: &str, needs: Capability, expected: Option<bool>, code: i64) {
+    /// ([`super::judge::RefusalCodes`]), recorded once the probes are done; `undeclarable`:
+    /// the probe's feature set is one the host may treat as not declared (§6.4 rule 1).
+    fn refusal_code(
+        &mut self,
+        method: &str,
+        needs: Capability,
+        expected: Option<bool>,
+        code: i64,
+        undeclarable: bool,
+    ) {
         let claimed = self.host_advertised.contains(needs);
-        self.refusal_codes
-            .note(method, needs.as_str(), expected, code, claimed);
+        self.refusal_codes.note(
+            method,
+            needs.as_str(),
+            expected,
+            code,
+            (claimed, undeclarable),
+        );
     }
 }
 
