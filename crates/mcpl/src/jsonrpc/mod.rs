@@ -123,6 +123,8 @@ pub mod codes {
 }
 
 /// The length of `v`'s compact JSON, counted without building it (linear in its size).
+/// Only the server's drivers use it (the host weighs events by `session::report::held_bytes`).
+#[cfg(feature = "runtime")]
 pub(crate) fn json_len(v: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
