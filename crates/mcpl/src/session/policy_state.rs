@@ -156,9 +156,15 @@ impl HostPolicy {
             .map_or(CapabilitySet::EMPTY, ManifestReview::advertised)
     }
 
-    /// Reads a receipt by [`rules::read_receipt`], keeping a usable one as the last receipt.
-    pub(crate) fn read_receipt(&mut self, diags: &mut Diagnostics, v: &Value) -> Option<Receipt> {
-        let receipt = rules::read_receipt(diags, v);
+    /// Reads a receipt by [`rules::read_receipt_within`] (at most `max_entries`
+    /// `unavailableFeatures`), keeping a usable one as the last receipt.
+    pub(crate) fn read_receipt(
+        &mut self,
+        diags: &mut Diagnostics,
+        v: &Value,
+        max_entries: usize,
+    ) -> Option<Receipt> {
+        let receipt = rules::read_receipt_within(diags, v, max_entries);
         if let Some(r) = &receipt {
             self.last_receipt = Some(r.clone());
         }
@@ -384,16 +390,7 @@ pub(crate) struct Reviewed {
 impl Reviewed {
     /// The diagnostics the review produced, in order: findings, defects, an unusable fetch.
     pub(crate) fn diagnostics(&self) -> Vec<HostDiagnostic> {
-        let mut d: Vec<HostDiagnostic> = self
-            .outcome
-            .findings
-            .iter()
-            .map(|f| HostDiagnostic::ManifestFinding {
-                code: f.code,
-                path: f.path.clone(),
-                message: f.message.clone(),
-            })
-            .collect();
+        let mut d = finding_diagnostics(&self.outcome.findings);
         d.extend(
             self.outcome
                 .defects
@@ -420,6 +417,35 @@ impl Reviewed {
     pub(crate) fn tell_reduction(&self) -> bool {
         self.narrowed || self.effects.entered.is_some()
     }
+}
+
+/// The diagnostics of a manifest's validation findings (§17.5 step 1), listed as a
+/// refusal's defects are: the first [`crate::protocol::MAX_LISTED_DEFECTS`], then one
+/// `findings_not_listed` counting the rest. A manifest of
+/// 50,000 members outside the vocabulary was 50,000 diagnostics (each logged), at
+/// `initialize` and again on every fetch.
+pub(crate) fn finding_diagnostics(
+    findings: &[crate::manifest::review::Finding],
+) -> Vec<HostDiagnostic> {
+    let listed = crate::protocol::MAX_LISTED_DEFECTS;
+    let mut d: Vec<HostDiagnostic> = findings
+        .iter()
+        .take(listed)
+        .map(|f| HostDiagnostic::ManifestFinding {
+            code: f.code,
+            path: f.path.clone(),
+            message: f.message.clone(),
+        })
+        .collect();
+    let more = findings.len().saturating_sub(listed);
+    if more > 0 {
+        d.push(HostDiagnostic::ManifestFinding {
+            code: "findings_not_listed",
+            path: String::new(),
+            message: format!("… and {more} more not listed"),
+        });
+    }
+    d
 }
 
 /// Why [`HostPolicy::disable_later`] refused.

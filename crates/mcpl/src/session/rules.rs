@@ -393,13 +393,50 @@ impl InitialDecision {
     }
 }
 
-/// Parses a receipt (§6.7), reporting every defect; `None` when unusable.
+/// Parses a receipt (§6.7), reporting its defects; `None` when unusable. Reads at most
+/// [`crate::manifest::DEFAULT_MAX_FEATURE_SETS`] `unavailableFeatures` entries
+/// ([`read_receipt_within`]).
 pub fn read_receipt(diags: &mut Diagnostics, v: &Value) -> Option<crate::policy::Receipt> {
+    read_receipt_within(diags, v, crate::manifest::DEFAULT_MAX_FEATURE_SETS)
+}
+
+/// [`read_receipt`] for a host reading at most `max_entries` feature sets in a manifest:
+/// a receipt whose `unavailableFeatures` holds more entries than that names sets the host
+/// never read (§6.7: one entry per degraded declared set), so it is unusable, refused with
+/// the one defect `unavailable_features_too_many` before any entry is read (fail closed, as
+/// any unusable receipt). The defects are reported as a refusal's are listed
+/// ([`crate::protocol::MAX_LISTED_DEFECTS`], then one `defects_not_listed` counting the
+/// rest): a receipt of 100,000 malformed entries was 100,000 diagnostics, each logged.
+pub fn read_receipt_within(
+    diags: &mut Diagnostics,
+    v: &Value,
+    max_entries: usize,
+) -> Option<crate::policy::Receipt> {
+    if let Some(entries) = v.get("unavailableFeatures").and_then(Value::as_array) {
+        if entries.len() > max_entries {
+            diags.push(HostDiagnostic::ReceiptDefect {
+                code: "unavailable_features_too_many",
+                path: format!(
+                    "/unavailableFeatures: {} entries exceed the limit of {max_entries}",
+                    entries.len()
+                ),
+            });
+            return None;
+        }
+    }
     let report = policy::parse_receipt(v);
-    for d in report.defects {
+    let listed = crate::protocol::MAX_LISTED_DEFECTS;
+    let more = report.defects.len().saturating_sub(listed);
+    for d in report.defects.into_iter().take(listed) {
         diags.push(HostDiagnostic::ReceiptDefect {
             code: d.code,
             path: d.path,
+        });
+    }
+    if more > 0 {
+        diags.push(HostDiagnostic::ReceiptDefect {
+            code: "defects_not_listed",
+            path: format!("… and {more} more not listed"),
         });
     }
     report.receipt

@@ -228,7 +228,8 @@ impl HostState {
 
     pub(super) fn read_receipt(&mut self, v: &Value) -> Option<Receipt> {
         let mut diags = Vec::new();
-        let receipt = self.p.read_receipt(&mut diags, v);
+        let limit = self.rules.max_feature_sets;
+        let receipt = self.p.read_receipt(&mut diags, v, limit);
         self.report(diags);
         receipt
     }
@@ -280,12 +281,8 @@ impl HostState {
                 return self.connected(Err(ConnectError::BadInitialize(other.to_string())))
             }
         };
-        for f in findings {
-            self.diag(HostDiagnostic::ManifestFinding {
-                code: f.code,
-                path: f.path,
-                message: f.message,
-            });
+        for d in crate::session::policy_state::finding_diagnostics(&findings) {
+            self.diag(d);
         }
         let hg = match HostGrant::compute(
             review.advertised(),
