@@ -33,7 +33,8 @@ pub struct ChannelLimits {
     /// The most messages per `channels/incoming` (default 1,024).
     pub max_incoming_per_batch: usize,
     /// The largest descriptor accepted, as compact JSON bytes (default 4,096; §14.2 sets
-    /// no size).
+    /// no size). With [`Self::max_channels`] it also bounds the heap the channels held at
+    /// once take ([`Self::max_held_bytes`]).
     pub max_descriptor_bytes: usize,
 }
 
@@ -50,6 +51,15 @@ impl Default for ChannelLimits {
 }
 
 impl ChannelLimits {
+    /// The most heap the descriptors one connection holds may take once parsed (their
+    /// `session::report::held_bytes` and ids): [`Self::max_channels`] ×
+    /// [`Self::max_descriptor_bytes`] (16 MiB at the defaults). A descriptor within
+    /// `max_descriptor_bytes` of text can hold far more parsed (`{"a":0}` is 7 bytes of
+    /// text and about 630 parsed), so the text bound alone let 4,096 channels hold 1.3 GB.
+    pub fn max_held_bytes(&self) -> usize {
+        self.max_channels.saturating_mul(self.max_descriptor_bytes)
+    }
+
     /// Whether the host's channel patterns permit `id`.
     pub fn permits(&self, id: &str) -> bool {
         match &self.patterns {
@@ -202,6 +212,14 @@ pub struct ChannelTable {
     /// How many times a channel was added, removed or had its descriptor replaced by a
     /// different one ([`Self::changes`]).
     changes: u64,
+    /// The heap the descriptors held take ([`held`]), within
+    /// [`ChannelLimits::max_held_bytes`].
+    held: usize,
+}
+
+/// What channel `id` with descriptor `d` holds, as [`ChannelLimits::max_held_bytes`] counts.
+fn held(id: &str, d: &Value) -> usize {
+    super::report::held_bytes(d).saturating_add(id.len())
 }
 
 impl ChannelTable {
@@ -220,16 +238,32 @@ impl ChannelTable {
     /// Sets `id`'s descriptor, counting a change when it differs from the one held.
     fn put(&mut self, id: String, d: &Value) {
         if self.channels.get(&id) != Some(d) {
-            self.channels.insert(id, d.clone());
+            self.held = self.held.saturating_add(held(&id, d));
+            if let Some(old) = self.channels.insert(id.clone(), d.clone()) {
+                self.held = self.held.saturating_sub(held(&id, &old));
+            }
             self.changes += 1;
         }
     }
 
+    /// Whether holding `d` as `id`'s descriptor (in place of the one held, if any) keeps the
+    /// channels within [`ChannelLimits::max_held_bytes`].
+    fn fits(&self, id: &str, d: &Value, limits: &ChannelLimits) -> bool {
+        let now = match self.channels.get(id) {
+            Some(old) => self.held.saturating_sub(held(id, old)),
+            None => self.held,
+        };
+        now.saturating_add(held(id, d)) <= limits.max_held_bytes()
+    }
+
     /// Removes `id`, counting a change when it was held; whether it was.
     fn drop_channel(&mut self, id: &str) -> bool {
-        let held = self.channels.remove(id).is_some();
-        self.changes += u64::from(held);
-        held
+        let Some(old) = self.channels.remove(id) else {
+            return false;
+        };
+        self.held = self.held.saturating_sub(held(id, &old));
+        self.changes += 1;
+        true
     }
 
     /// The accepted channel ids, in order.
@@ -277,7 +311,9 @@ impl ChannelTable {
             match authorize_descriptor(d, judged, limits) {
                 Ok(id) if seen.insert(id.clone()) => {
                     let adds = !self.channels.contains_key(&id);
-                    if adds && self.channels.len() >= limits.max_channels {
+                    if (adds && self.channels.len() >= limits.max_channels)
+                        || !self.fits(&id, d, limits)
+                    {
                         reject_item(diags, method, id, "channel_limit", notification, results);
                         continue;
                     }
@@ -335,7 +371,7 @@ impl ChannelTable {
             Some("capability_denied")
         } else if self.channels.contains_key(&id) {
             return;
-        } else if self.channels.len() >= limits.max_channels {
+        } else if self.channels.len() >= limits.max_channels || !self.fits(&id, d, limits) {
             Some("channel_limit")
         } else {
             None
@@ -428,6 +464,11 @@ impl ChannelTable {
                 continue;
             }
             match authorize_descriptor(u, judged, limits) {
+                // Past the heap bound the update is not applied; the channel stays as held
+                // (nothing widens: it keeps the descriptor it was authorized with).
+                Ok(id) if !self.fits(&id, u, limits) => {
+                    reject_item(diags, M, id, "channel_limit", notification, &mut results);
+                }
                 Ok(id) => {
                     self.put(id.clone(), u);
                     results.push(json!({ "id": id, "accepted": true }));
