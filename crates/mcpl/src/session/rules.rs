@@ -400,6 +400,15 @@ pub fn read_receipt(diags: &mut Diagnostics, v: &Value) -> Option<crate::policy:
     read_receipt_within(diags, v, crate::manifest::DEFAULT_MAX_FEATURE_SETS)
 }
 
+/// The most heap a policy receipt's parsed JSON may take (`session::report::held_bytes`):
+/// 4 MiB. A host keeps the last usable receipt for the connection's life (and its driver
+/// a copy for its getters); a larger one is unusable, refused with the one defect
+/// `receipt_too_large` before it is read (fail closed, as any unusable receipt). A
+/// conforming receipt names at most one entry per declared feature set (about 1 MB at
+/// 1,024 sets); before, a receipt's free-form `notes` were kept whatever they held (a
+/// 16 MiB receipt some 128 MiB parsed, kept twice).
+pub const MAX_RECEIPT_BYTES: usize = 4 * 1024 * 1024;
+
 /// [`read_receipt`] for a host reading at most `max_entries` feature sets in a manifest:
 /// a receipt whose `unavailableFeatures` holds more entries than that names sets the host
 /// never read (§6.7: one entry per degraded declared set), so it is unusable, refused with
@@ -423,6 +432,14 @@ pub fn read_receipt_within(
             });
             return None;
         }
+    }
+    let size = super::report::held_bytes(v);
+    if size > MAX_RECEIPT_BYTES {
+        diags.push(HostDiagnostic::ReceiptDefect {
+            code: "receipt_too_large",
+            path: format!("(receipt): {size} bytes parsed exceed the limit of {MAX_RECEIPT_BYTES}"),
+        });
+        return None;
     }
     let report = policy::parse_receipt(v);
     let listed = crate::protocol::MAX_LISTED_DEFECTS;
