@@ -9,6 +9,12 @@
 //! server-defined `metadata`, §14.2) holds some 300 KB: 4,096 of them 1.3 GB. The channels'
 //! parsed heap is now bounded by that product as a whole: a descriptor that would take the
 //! table past it is rejected item-wise (`channel_limit`).
+//!
+//! The driver also publishes a copy of the table for the session's getters whenever a
+//! message changes it: a deep copy of every descriptor, so a server holding a full table
+//! and sending a stream of small `channels/changed` updates (an update storm, §14.3) made
+//! the host copy the whole table per message. The table now shares its descriptors between
+//! copies, so a change costs what the message carries, not what the table holds.
 #![cfg(feature = "runtime")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -25,6 +31,8 @@ mod raw;
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// Every byte ever allocated.
+static TOTAL: AtomicIsize = AtomicIsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -32,6 +40,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            TOTAL.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
         p
     }
@@ -67,6 +76,39 @@ async fn next(incoming: &mut mcpl::peer::Incoming) -> Option<IncomingRequest> {
     }
 }
 
+/// A session granted `channels.register` under the channel bounds of this file, and the
+/// server's side of it.
+async fn connected() -> (
+    HostSession,
+    mcpl::host::HostStreams,
+    Peer,
+    mcpl::peer::Incoming,
+) {
+    let ((hp, hin), (server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
+    let cfg = HostConfig {
+        policy: vec!["channels.register".into()],
+        max_channels: MAX_CHANNELS,
+        max_descriptor_bytes: MAX_DESCRIPTOR_BYTES,
+        policy_timeout: Duration::from_secs(30),
+        ..HostConfig::default()
+    };
+    let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
+    let manifest = json!({ "version": "0.5", "channels": { "register": true } });
+    let init = next(&mut incoming).await.expect("initialize");
+    init.respond(raw::init_result(Some(manifest)))
+        .await
+        .unwrap();
+    let policy = loop {
+        if let Some(r) = next(&mut incoming).await {
+            break r;
+        }
+    };
+    assert_eq!(policy.method(), "featureSets/update");
+    policy.respond(json!({ "accepted": true })).await.unwrap();
+    let (session, streams) = connect.await.unwrap().unwrap();
+    (session, streams, server, incoming)
+}
+
 #[test]
 fn s14_5_channels_held_by_a_connection_are_bounded_in_heap_bytes() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -74,28 +116,7 @@ fn s14_5_channels_held_by_a_connection_are_bounded_in_heap_bytes() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let ((hp, hin), (server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
-        let cfg = HostConfig {
-            policy: vec!["channels.register".into()],
-            max_channels: MAX_CHANNELS,
-            max_descriptor_bytes: MAX_DESCRIPTOR_BYTES,
-            policy_timeout: Duration::from_secs(30),
-            ..HostConfig::default()
-        };
-        let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
-        let manifest = json!({ "version": "0.5", "channels": { "register": true } });
-        let init = next(&mut incoming).await.expect("initialize");
-        init.respond(raw::init_result(Some(manifest)))
-            .await
-            .unwrap();
-        let policy = loop {
-            if let Some(r) = next(&mut incoming).await {
-                break r;
-            }
-        };
-        assert_eq!(policy.method(), "featureSets/update");
-        policy.respond(json!({ "accepted": true })).await.unwrap();
-        let (session, _streams) = connect.await.unwrap().unwrap();
+        let (session, _streams, server, _incoming) = connected().await;
         let plain =
             json!({ "channels": [{ "id": "plain", "type": "chat", "direction": "inbound" }] });
         let r = server
@@ -128,5 +149,44 @@ fn s14_5_channels_held_by_a_connection_are_bounded_in_heap_bytes() {
              bytes more, past {bound} (max_channels × max_descriptor_bytes = {})",
             MAX_CHANNELS * MAX_DESCRIPTOR_BYTES
         );
+        drop((session, server));
+        update_storm().await;
     });
+}
+
+/// §14.3 `channels/changed`: a full table of channels whose descriptors carry long labels,
+/// then a stream of small updates to one of them. What the host allocates per update is
+/// bounded by the update, not by the table (which was copied whole per message).
+async fn update_storm() {
+    const UPDATES: usize = 200;
+    let (session, _streams, server, _incoming) = connected().await;
+    let label = "l".repeat(3000);
+    for i in 0..MAX_CHANNELS - 1 {
+        let d = json!({ "id": format!("c{i}"), "type": "chat", "direction": "inbound",
+                        "label": label });
+        let r = server
+            .request_raw("channels/register", Some(json!({ "channels": [d] })))
+            .await
+            .unwrap();
+        assert_eq!(r["results"][0]["accepted"], true, "channel {i}: {r}");
+    }
+    let before = TOTAL.load(Ordering::Relaxed);
+    for i in 0..UPDATES {
+        let d = json!({ "id": "c0", "type": "chat", "direction": "inbound",
+                        "label": format!("{}", i % 2) });
+        let r = server
+            .request_raw("channels/changed", Some(json!({ "updated": [d] })))
+            .await
+            .unwrap();
+        assert_eq!(r["results"][0]["accepted"], true, "update {i}: {r}");
+    }
+    let allocated = TOTAL.load(Ordering::Relaxed) - before;
+    assert_eq!(session.channels().len(), MAX_CHANNELS - 1);
+    let per_update = 64 * 1024;
+    assert!(
+        allocated <= (UPDATES * per_update) as isize,
+        "{UPDATES} small updates to a table of {} channels allocated {allocated} bytes, past \
+         {per_update} per update",
+        MAX_CHANNELS - 1
+    );
 }

@@ -4,6 +4,7 @@
 //! [`HostState`](super::HostState) and `mcpl check`'s strict host all decide through it.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -208,7 +209,11 @@ impl ChannelLifecycle {
 /// The channels one connection registered and the host accepted, by id.
 #[derive(Debug, Clone, Default)]
 pub struct ChannelTable {
-    channels: BTreeMap<String, Value>,
+    /// Ids and descriptors are shared between copies of the table: the host session
+    /// publishes a copy for its getters whenever a message changes it, which copied every
+    /// descriptor (a storm of small updates to a full table copied the whole table per
+    /// message); now a copy costs a reference per channel.
+    channels: BTreeMap<Arc<str>, Arc<Value>>,
     /// How many times a channel was added, removed or had its descriptor replaced by a
     /// different one ([`Self::changes`]).
     changes: u64,
@@ -225,7 +230,7 @@ fn held(id: &str, d: &Value) -> usize {
 impl ChannelTable {
     /// The accepted descriptor of `id`.
     pub fn get(&self, id: &str) -> Option<&Value> {
-        self.channels.get(id)
+        self.channels.get(id).map(|d| &**d)
     }
 
     /// How many times this table changed (a channel added or removed, or its descriptor
@@ -237,9 +242,12 @@ impl ChannelTable {
 
     /// Sets `id`'s descriptor, counting a change when it differs from the one held.
     fn put(&mut self, id: String, d: &Value) {
-        if self.channels.get(&id) != Some(d) {
+        if self.get(&id) != Some(d) {
             self.held = self.held.saturating_add(held(&id, d));
-            if let Some(old) = self.channels.insert(id.clone(), d.clone()) {
+            if let Some(old) = self
+                .channels
+                .insert(Arc::from(id.as_str()), Arc::new(d.clone()))
+            {
                 self.held = self.held.saturating_sub(held(&id, &old));
             }
             self.changes += 1;
@@ -268,12 +276,13 @@ impl ChannelTable {
 
     /// The accepted channel ids, in order.
     pub fn ids(&self) -> Vec<String> {
-        self.channels.keys().cloned().collect()
+        self.channels.keys().map(|k| k.to_string()).collect()
     }
 
     /// The `channels/list` result: every accepted descriptor.
     pub fn list(&self) -> Value {
-        json!({ "channels": self.channels.values().cloned().collect::<Vec<_>>() })
+        let all: Vec<&Value> = self.channels.values().map(|d| &**d).collect();
+        json!({ "channels": all })
     }
 
     /// Whether the host may send `method` to channel `id` (§14.1, §14.3): the channel is
@@ -281,17 +290,13 @@ impl ChannelTable {
     /// message; the rest need an outbound channel), and the patterns permit it.
     pub fn may_send(&self, method: &str, id: &str, limits: &ChannelLimits) -> bool {
         let inbound = method == "channels/acknowledge";
-        let direction_ok = self
-            .channels
-            .get(id)
-            .and_then(direction_of)
-            .is_some_and(|d| {
-                if inbound {
-                    d.is_inbound()
-                } else {
-                    d.is_outbound()
-                }
-            });
+        let direction_ok = self.get(id).and_then(direction_of).is_some_and(|d| {
+            if inbound {
+                d.is_inbound()
+            } else {
+                d.is_outbound()
+            }
+        });
         direction_ok && limits.permits(id)
     }
 
@@ -310,7 +315,7 @@ impl ChannelTable {
         for d in descriptors {
             match authorize_descriptor(d, judged, limits) {
                 Ok(id) if seen.insert(id.clone()) => {
-                    let adds = !self.channels.contains_key(&id);
+                    let adds = !self.channels.contains_key(id.as_str());
                     if (adds && self.channels.len() >= limits.max_channels)
                         || !self.fits(&id, d, limits)
                     {
@@ -369,7 +374,7 @@ impl ChannelTable {
             Some("type_mismatch")
         } else if !grant.allows(Capability::ChannelsLifecycle) || !limits.permits(&id) {
             Some("capability_denied")
-        } else if self.channels.contains_key(&id) {
+        } else if self.channels.contains_key(id.as_str()) {
             return;
         } else if self.channels.len() >= limits.max_channels || !self.fits(&id, d, limits) {
             Some("channel_limit")
@@ -459,7 +464,7 @@ impl ChannelTable {
         self.itemize(diags, M, added, notification, judged, limits, &mut results);
         for u in updated {
             let id = u.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-            if !self.channels.contains_key(&id) {
+            if !self.channels.contains_key(id.as_str()) {
                 reject_item(diags, M, id, "unknown_channel", notification, &mut results);
                 continue;
             }
@@ -515,7 +520,7 @@ impl ChannelTable {
             let echoed = m.get("messageId").cloned().unwrap_or(Value::Null);
             let mid = echoed.as_str().unwrap_or("").to_owned();
             let cid = m.get("channelId").and_then(Value::as_str).unwrap_or("");
-            let desc = self.channels.get(cid);
+            let desc = self.get(cid);
             // A descriptor without a direction claims neither (fail closed).
             let inbound_ok = desc.and_then(direction_of).is_some_and(|d| d.is_inbound());
             let malformed =
