@@ -16,7 +16,7 @@ use raw::init_result;
 
 /// The scripted server side of one connection.
 struct Server {
-    _peer: Peer,
+    peer: Peer,
     incoming: Incoming,
 }
 
@@ -65,10 +65,7 @@ type Connecting = tokio::task::JoinHandle<Result<(HostSession, HostStreams), Hos
 /// `notifications/initialized` is read.
 async fn start(cfg: HostConfig, manifest: Value) -> (Connecting, Server) {
     let ((hp, hin), (peer, incoming)) = Peer::memory_pair(PeerConfig::default());
-    let mut server = Server {
-        _peer: peer,
-        incoming,
-    };
+    let mut server = Server { peer, incoming };
     let task = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
     let init = server.request("initialize").await;
     init.respond(init_result(Some(manifest))).await.unwrap();
@@ -192,5 +189,80 @@ async fn s17_5_a_manifest_with_countless_findings_is_reported_in_bounded_diagnos
         total <= 3 * 64,
         "three reviews made {total} diagnostics (first: {:?})",
         got.first()
+    );
+}
+
+/// Counts the `mcpl host diagnostic` log lines of the thread it is the default subscriber of.
+#[derive(Clone, Default)]
+struct DiagnosticLines(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for DiagnosticLines {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                if f.name() == "message" && format!("{v:?}").starts_with("mcpl host diagnostic") {
+                    self.0 = true;
+                }
+            }
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        if m.0 {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// A flood of messages each worth a diagnostic (here 1,000 notifications of a method the
+/// host does not serve, 40 bytes each): every one still reaches the application's stream
+/// (delivered or counted as dropped), but the log is not one line per message the server
+/// chose to send. Before, each was logged (`warn`), so a server wrote the host's log at the
+/// rate it sent (a 40-byte message, a 150-byte line), and a slow log writer held up every
+/// session logging through it. Now each kind of diagnostic is logged at most once per
+/// `transport::listen::REPORT_INTERVAL` per session, the next line counting those not
+/// shown (`throttle::Throttle`).
+#[tokio::test(flavor = "current_thread")]
+async fn a_flood_of_diagnostics_is_logged_in_bounded_lines_and_delivered_in_full() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let lines = DiagnosticLines::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+    let (task, mut server) = start(config(&["pushEvents"]), manifest()).await;
+    server
+        .request("featureSets/update")
+        .await
+        .respond(json!({ "accepted": true }))
+        .await
+        .unwrap();
+    let (s, streams) = task.await.unwrap().unwrap();
+    let before = lines.0.load(std::sync::atomic::Ordering::SeqCst);
+    const FLOOD: u64 = 1000;
+    for i in 0..FLOOD {
+        server
+            .peer
+            .notify_raw("x/unknown", Some(json!({ "i": i })))
+            .await
+            .unwrap();
+    }
+    // Answered after the host handled every notification before it.
+    server
+        .peer
+        .request_raw("ping", Some(json!({})))
+        .await
+        .unwrap();
+    let logged = lines.0.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let (total, _) = reported_until_end(s, server, streams).await;
+    assert!(
+        total >= FLOOD,
+        "every diagnostic reaches the stream: {total}"
+    );
+    assert!(
+        logged <= 10,
+        "{FLOOD} notifications made {logged} diagnostic log lines"
     );
 }

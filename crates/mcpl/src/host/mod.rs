@@ -235,6 +235,34 @@ struct Lost {
     /// count. (A task still waiting to deliver that count keeps the queue open, so the
     /// connection's forwarder can still upgrade its weak sender and report late.)
     ended: bool,
+    /// The log's throttle for each kind of diagnostic reported so far ([`Lost::log`]).
+    logged: Vec<(
+        std::mem::Discriminant<HostDiagnostic>,
+        crate::throttle::Throttle,
+    )>,
+}
+
+impl Lost {
+    /// Logs `d` of the session labelled `label`, at most once per
+    /// [`crate::transport::listen::REPORT_INTERVAL`] for each kind of diagnostic, the next
+    /// line counting those not shown. Every diagnostic still goes to the application's
+    /// stream: only the log is throttled, since a server chooses how many it causes (one
+    /// per message it sends), and a line per message wrote the host's log at the server's
+    /// rate, holding up every session logging through a slow writer.
+    fn log(&mut self, label: &std::sync::OnceLock<String>, d: &HostDiagnostic) {
+        let kind = std::mem::discriminant(d);
+        if !self.logged.iter().any(|(k, _)| *k == kind) {
+            let interval = crate::transport::listen::REPORT_INTERVAL;
+            self.logged
+                .push((kind, crate::throttle::Throttle::new(interval)));
+        }
+        let Some((_, throttle)) = self.logged.iter_mut().find(|(k, _)| *k == kind) else {
+            return;
+        };
+        if let Some(line) = throttle.line(|| format!("{d:?}")) {
+            tracing::warn!(server = ?label.get(), diagnostic = %line, "mcpl host diagnostic");
+        }
+    }
 }
 
 /// How much longer than the timeout of the exchange it waits on an application call waits
@@ -291,7 +319,8 @@ impl std::fmt::Debug for HostSession {
     }
 }
 
-/// Logs a diagnostic of the session labelled `label` and queues it for the application.
+/// Logs a diagnostic of the session labelled `label` (throttled per kind, [`Lost::log`]) and
+/// queues it for the application.
 /// The queue's capacity is the application's bound: one that finds it full is counted in
 /// `lost`, and the count goes ahead of the next one that finds room
 /// ([`HostDiagnostic::DiagnosticsDropped`]).
@@ -304,9 +333,9 @@ fn report_diag(
     // What the server chose is kept only in part (`session::DIAGNOSTIC_TEXT_BYTES`): each
     // diagnostic held, and logged, is bounded.
     let d = d.clipped();
-    tracing::warn!(server = ?label.get(), diagnostic = ?d, "mcpl host diagnostic");
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
+    lost.log(label, &d);
     if lost.ended {
         // After the session's final count: delivered if there is room, but not counted
         // when there is none, as no later count would carry it (logged above either way).

@@ -58,8 +58,9 @@ pub enum Mode {
     McpOnly(McpOnlyReason),
 }
 
-/// A defect of the server or of the connection. `host::HostSession` also logs each through
-/// `tracing`; [`HostState`](super::HostState) logs none, it only outputs them
+/// A defect of the server or of the connection. `host::HostSession` also logs them through
+/// `tracing` (each kind at most once per `transport::listen::REPORT_INTERVAL`, the next line
+/// counting those not shown; its stream carries every one); [`HostState`](super::HostState) logs none, it only outputs them
 /// ([`HostOutput::Diagnostic`](super::HostOutput::Diagnostic)), so a driver of its own logs
 /// them itself or they go unseen.
 #[derive(Debug, Clone, PartialEq)]
