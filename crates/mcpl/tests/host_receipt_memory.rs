@@ -63,6 +63,49 @@ async fn next_request(incoming: &mut mcpl::peer::Incoming) -> IncomingRequest {
     }
 }
 
+/// Connects a session whose initial receipt carries `notes` small objects as its `notes`;
+/// returns what the host holds after it (the session held), the receipt's own parsed size,
+/// whether the receipt was taken (else the reduction was told, §6.7), and the session.
+async fn with_receipt(notes: usize) -> (isize, isize, bool, HostSession) {
+    let ((hp, hin), (_server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
+    let cfg = HostConfig {
+        policy: vec!["pushEvents".into()],
+        policy_timeout: Duration::from_secs(30),
+        ..HostConfig::default()
+    };
+    let before = LIVE.load(Ordering::Relaxed);
+    let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
+    let manifest = json!({ "version": "0.5", "pushEvents": true });
+    let init = next_request(&mut incoming).await;
+    init.respond(raw::init_result(Some(manifest)))
+        .await
+        .unwrap();
+    let policy = next_request(&mut incoming).await;
+    assert_eq!(policy.method(), "featureSets/update");
+    // Made and dropped within the step: what stays is what the host keeps.
+    let made = LIVE.load(Ordering::Relaxed);
+    let mut answer = json!({ "accepted": true });
+    answer["notes"] = Value::Array((0..notes).map(|_| json!({ "a": 0 })).collect());
+    let size = LIVE.load(Ordering::Relaxed) - made;
+    policy.respond(answer).await.unwrap();
+    // An unusable receipt ends in MCP-only, and the reduction is told by a second
+    // Request, which `connect` waits for; an accepted one connects at once.
+    let mut connect = connect;
+    let mut taken = true;
+    let (session, streams) = tokio::select! {
+        done = &mut connect => done.unwrap().unwrap(),
+        r = next_request(&mut incoming) => {
+            assert_eq!(r.method(), "featureSets/update");
+            r.respond(json!({ "accepted": true })).await.unwrap();
+            taken = false;
+            connect.await.unwrap().unwrap()
+        }
+    };
+    drop(streams);
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    (held, size, taken, session)
+}
+
 #[test]
 fn s6_7_the_receipt_a_host_keeps_is_bounded_in_heap_bytes() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -70,46 +113,27 @@ fn s6_7_the_receipt_a_host_keeps_is_bounded_in_heap_bytes() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let ((hp, hin), (_server, mut incoming)) = Peer::memory_pair(PeerConfig::default());
-        let cfg = HostConfig {
-            policy: vec!["pushEvents".into()],
-            policy_timeout: Duration::from_secs(30),
-            ..HostConfig::default()
-        };
-        let before = LIVE.load(Ordering::Relaxed);
-        let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
-        let manifest = json!({ "version": "0.5", "pushEvents": true });
-        let init = next_request(&mut incoming).await;
-        init.respond(raw::init_result(Some(manifest)))
-            .await
-            .unwrap();
-        let policy = next_request(&mut incoming).await;
-        assert_eq!(policy.method(), "featureSets/update");
-        // Made and dropped within the step: what stays is what the host keeps.
-        let notes = Value::Array((0..NOTES).map(|_| json!({ "a": 0 })).collect());
-        let mut answer = json!({ "accepted": true });
-        answer["notes"] = notes;
-        policy.respond(answer).await.unwrap();
-        // An unusable receipt ends in MCP-only, and the reduction is told by a second
-        // Request, which `connect` waits for; an accepted one connects at once.
-        let mut connect = connect;
-        let mut told = false;
-        let (session, _streams) = tokio::select! {
-            done = &mut connect => done.unwrap().unwrap(),
-            r = next_request(&mut incoming) => {
-                assert_eq!(r.method(), "featureSets/update");
-                r.respond(json!({ "accepted": true })).await.unwrap();
-                told = true;
-                connect.await.unwrap().unwrap()
-            }
-        };
-        let held = LIVE.load(Ordering::Relaxed) - before;
+        // Past the bound: unusable, nothing of it kept.
+        let (held, size, taken, session) = with_receipt(NOTES).await;
         let bound = 2 * 1024 * 1024;
         assert!(
             held <= bound,
-            "the host holds {held} bytes for a connection whose receipt carried {NOTES} notes \
-             (mode {:?}, reduction told: {told}), past {bound}",
+            "the host holds {held} bytes for a connection whose receipt ({size} bytes parsed) \
+             carried {NOTES} notes (mode {:?}, taken: {taken}), past {bound}",
             session.mode()
+        );
+        drop(session);
+        // Within it: taken, and kept once. The state machine and the copy the session's
+        // getters read share it: they held a copy each, and the driver compared the two
+        // by value after every message the server sent.
+        let (held, size, taken, session) = with_receipt(4_000).await;
+        assert!(taken, "a receipt within the bound is taken");
+        assert!(session.last_receipt().is_some());
+        let bound = size + size / 4 + 512 * 1024;
+        assert!(
+            held <= bound,
+            "the host holds {held} bytes for a connection whose receipt is {size} bytes \
+             parsed, past {bound}: it is kept more than once"
         );
     });
 }

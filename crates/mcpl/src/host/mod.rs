@@ -633,7 +633,7 @@ impl HostSession {
 
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<Receipt> {
-        self.snapshot().last_receipt.clone()
+        self.snapshot().last_receipt.as_deref().cloned()
     }
 
     /// The manifest currently in force and its recomputed revision.

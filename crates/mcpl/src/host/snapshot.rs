@@ -9,7 +9,9 @@ pub(super) struct Snapshot {
     pub(super) mode: Mode,
     pub(super) ready: bool,
     pub(super) grant: Grant,
-    pub(super) last_receipt: Option<Receipt>,
+    /// Shared with the state machine; a new receipt is a different one (compared by
+    /// identity: by value, a receipt of megabytes was compared after every input).
+    pub(super) last_receipt: Option<Arc<Receipt>>,
     /// Shared with the state machine until it changes the review (copy on write).
     pub(super) review: Option<Arc<ManifestReview>>,
     /// Shared between snapshots until a channel message changes it.
@@ -23,11 +25,21 @@ impl Snapshot {
             mode: st.mode().clone(),
             ready: st.is_ready(),
             grant: st.grant(),
-            last_receipt: st.last_receipt().cloned(),
+            last_receipt: st.last_receipt_shared().cloned(),
             review: st.review_shared().cloned(),
             channels: Arc::new(st.channels().clone()),
             input_ended: st.input_ended(),
         }
+    }
+}
+
+/// Whether two receipts are the same one (identity; the state machine makes a new one for
+/// each receipt it reads).
+fn same_receipt(a: Option<&Arc<Receipt>>, b: Option<&Arc<Receipt>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
     }
 }
 
@@ -57,7 +69,7 @@ impl Shared {
             && cur.mode == *st.mode()
             && cur.ready == st.is_ready()
             && cur.grant == st.grant()
-            && cur.last_receipt.as_ref() == st.last_receipt()
+            && same_receipt(cur.last_receipt.as_ref(), st.last_receipt_shared())
             && cur.input_ended == st.input_ended();
         if unchanged {
             return;
@@ -66,7 +78,7 @@ impl Shared {
             mode: st.mode().clone(),
             ready: st.is_ready(),
             grant: st.grant(),
-            last_receipt: st.last_receipt().cloned(),
+            last_receipt: st.last_receipt_shared().cloned(),
             review: st.review_shared().cloned(),
             channels: if channels {
                 Arc::new(st.channels().clone())

@@ -24,7 +24,9 @@ pub(crate) struct HostPolicy {
     /// Shared copy-on-write with what a driver publishes (`host::HostSession`'s getters): a
     /// change copies it only while a published view still holds it.
     pub(crate) review: Option<std::sync::Arc<ManifestReview>>,
-    pub(crate) last_receipt: Option<Receipt>,
+    /// Shared with what a driver publishes (as `review`), so a published view neither
+    /// copies it nor compares it by value after every input.
+    pub(crate) last_receipt: Option<std::sync::Arc<Receipt>>,
     /// The host's configured `enabled` allowlist, sent in every policy Request (§6.7).
     enabled: Option<Vec<String>>,
     /// The host's configured `disabled` list, sent in every policy Request (§6.7).
@@ -166,7 +168,7 @@ impl HostPolicy {
     ) -> Option<Receipt> {
         let receipt = rules::read_receipt_within(diags, v, max_entries);
         if let Some(r) = &receipt {
-            self.last_receipt = Some(r.clone());
+            self.last_receipt = Some(std::sync::Arc::new(r.clone()));
         }
         receipt
     }
@@ -207,7 +209,7 @@ impl HostPolicy {
                 self.ready = true;
                 self.grant = applied;
                 self.mode = Mode::Mcpl;
-                self.last_receipt = Some(receipt);
+                self.last_receipt = Some(std::sync::Arc::new(receipt));
                 if let Some(r) = self.review_mut() {
                     r.set_grant(applied, now, "initial-policy");
                 }

@@ -350,6 +350,13 @@ impl HostState {
 
     /// The last usable receipt (testimony only).
     pub fn last_receipt(&self) -> Option<&Receipt> {
+        self.p.last_receipt.as_deref()
+    }
+
+    /// The last usable receipt as shared (a driver publishes it without copying it, and
+    /// tells a new one from the one it published by identity, not by comparing them).
+    #[cfg(feature = "runtime")]
+    pub(crate) fn last_receipt_shared(&self) -> Option<&std::sync::Arc<Receipt>> {
         self.p.last_receipt.as_ref()
     }
 
