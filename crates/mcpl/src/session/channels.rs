@@ -54,11 +54,14 @@ impl Default for ChannelLimits {
 impl ChannelLimits {
     /// The most heap the descriptors one connection holds may take once parsed (their
     /// `session::report::held_bytes` and ids): [`Self::max_channels`] ×
-    /// [`Self::max_descriptor_bytes`] (16 MiB at the defaults). A descriptor within
+    /// [`Self::max_descriptor_bytes`], the latter counted as at least 4,096 (16 MiB at the
+    /// defaults; a plain descriptor of a few members takes about 1 KB parsed, so a small
+    /// `max_descriptor_bytes` still holds `max_channels` of those). A descriptor within
     /// `max_descriptor_bytes` of text can hold far more parsed (`{"a":0}` is 7 bytes of
     /// text and about 630 parsed), so the text bound alone let 4,096 channels hold 1.3 GB.
     pub fn max_held_bytes(&self) -> usize {
-        self.max_channels.saturating_mul(self.max_descriptor_bytes)
+        self.max_channels
+            .saturating_mul(self.max_descriptor_bytes.max(4096))
     }
 
     /// Whether the host's channel patterns permit `id`.
@@ -573,5 +576,38 @@ impl ChannelTable {
             }
         }
         Ok(json!({ "results": results }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// §14.5: the channels' heap bound (`ChannelLimits::max_held_bytes`) counts each
+    /// channel as at least 4,096 bytes, so a host that set a small `max_descriptor_bytes`
+    /// still holds `max_channels` plain descriptors (about 1 KB each parsed), while a
+    /// descriptor dense in small objects is still refused past the bound.
+    #[test]
+    fn s14_5_a_small_descriptor_limit_still_holds_its_channels() {
+        let limits = ChannelLimits {
+            max_channels: 8,
+            max_descriptor_bytes: 256,
+            ..ChannelLimits::default()
+        };
+        let grant = Grant::from_patterns(["channels.register"]).expect("pattern");
+        let mut table = ChannelTable::default();
+        let mut diags = Vec::new();
+        let plain: Vec<Value> = (0..8)
+            .map(|i| json!({ "id": format!("c{i}"), "type": "chat", "direction": "inbound" }))
+            .collect();
+        let params = json!({ "channels": plain });
+        let r = table
+            .register(&mut diags, Some(&params), false, &grant, &limits)
+            .expect("answered item-wise");
+        let accepted = r["results"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|x| x["accepted"] == true).count());
+        assert_eq!(accepted, 8, "{r}");
+        assert!(diags.is_empty(), "{diags:?}");
     }
 }
