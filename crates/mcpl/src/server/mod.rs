@@ -105,6 +105,7 @@ use serde_json::Value;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 
+mod build_checks;
 mod builder;
 mod conn;
 mod conn_state;
