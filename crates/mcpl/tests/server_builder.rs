@@ -370,3 +370,74 @@ fn a_declarations_own_tag_ontology_a_host_reads_only_in_part_is_refused() {
         "{e:?}"
     );
 }
+
+/// MCP's `serverInfo` (the `initialize` result, §5.1) needs a `name` and a `version`; an empty
+/// or whitespace-only one built a server every host shows as nameless or unversioned.
+/// Refused, naming which and what was given.
+#[test]
+fn a_blank_server_name_or_version_is_refused() {
+    for (name, version, what, given) in [
+        ("", "1.0.0", "server name", ""),
+        (" \t", "1.0.0", "server name", " \t"),
+        ("notes", "", "server version", ""),
+        ("notes", "\n ", "server version", "\n "),
+    ] {
+        let e = build_err(Server::builder(name, version));
+        assert_eq!(
+            e,
+            BuildError::BlankName {
+                what,
+                given: given.into()
+            },
+            "{name:?} {version:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains(what) && msg.contains("serverInfo"), "{msg}");
+    }
+    Server::builder("notes", "1.0.0")
+        .build()
+        .expect("a named server builds");
+}
+
+/// The other names the builder is given are held to the same rule: a blank `mcp_capability`
+/// or `manifest_member` key (a capability or vendor member no host can name), a blank tool
+/// name (no `tools/call` can name it; [`BuildError::ToolSchema`] as for an empty one) and a
+/// blank custom method name (no host can call it; [`BuildError::ReservedMethod`] as for an
+/// empty one).
+#[test]
+fn the_other_names_the_builder_takes_are_refused_blank() {
+    let e = build_err(reminders().mcp_capability(" ", json!({})));
+    assert_eq!(
+        e,
+        BuildError::BlankName {
+            what: "mcp_capability key",
+            given: " ".into()
+        }
+    );
+    let e = build_err(reminders().manifest_member("", json!({})));
+    assert_eq!(
+        e,
+        BuildError::BlankName {
+            what: "manifest_member key",
+            given: String::new()
+        }
+    );
+    match build_err(remind(reminders(), "  ")) {
+        BuildError::ToolSchema { name, reason } => {
+            assert_eq!(name, "  ");
+            assert!(reason.contains("blank"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = build_err(reminders().method(" \t", |_s, _p| async { Ok(json!({})) }));
+    assert_eq!(e, BuildError::ReservedMethod(" \t".into()));
+    // A tool added to a live server is held to the tool rule too.
+    let server = remind(reminders(), "remind").build().unwrap();
+    let blank = mcpl::server::ToolSpec::new("\t", "", json!({"type": "object"}), |_s, _p| async {
+        Ok(ToolsCallResult::text("ok"))
+    });
+    assert!(matches!(
+        server.add_tool(blank),
+        Err(mcpl::server::ToolChangeError::Schema { .. })
+    ));
+}

@@ -97,8 +97,42 @@ impl ServerBuilder {
         Ok(())
     }
 
+    /// Refuses a blank (empty or whitespace-only) server name or version (MCP's
+    /// `serverInfo`, §5.1, needs both), `mcp_capability` key or `manifest_member` key
+    /// ([`BuildError::BlankName`]): a host shows or matches each as given, so a blank one
+    /// names nothing. Feature-set names ([`BuildError::InvalidFeatureSet`]), tool names
+    /// ([`BuildError::ToolSchema`]) and custom method names ([`BuildError::ReservedMethod`])
+    /// are held to the same rule by their own checks.
+    fn names_not_blank(&self) -> Result<(), BuildError> {
+        let identity = [
+            ("server name", &self.info.name),
+            ("server version", &self.info.version),
+        ];
+        let keys = (self
+            .mcp_capabilities
+            .keys()
+            .map(|k| ("mcp_capability key", k)))
+        .chain(
+            self.manifest_extra
+                .keys()
+                .map(|k| ("manifest_member key", k)),
+        );
+        match identity
+            .into_iter()
+            .chain(keys)
+            .find(|(_, n)| n.trim().is_empty())
+        {
+            Some((what, given)) => Err(BuildError::BlankName {
+                what,
+                given: given.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Every check [`Self::build`] makes before it builds (see its docs), in that order.
     pub(super) fn check(&self) -> Result<(), BuildError> {
+        self.names_not_blank()?;
         if let Some(slot) = self.duplicates.first() {
             return Err(BuildError::DuplicateRegistration { slot: slot.clone() });
         }
@@ -247,9 +281,9 @@ impl ServerBuilder {
             }
         }
         for name in self.handlers.custom.keys() {
-            // JSON-RPC 2.0 §4 reserves `rpc.` for the protocol's own methods; an empty name
-            // names nothing a host could call.
-            if is_reserved(name) || name.is_empty() || name.starts_with("rpc.") {
+            // JSON-RPC 2.0 §4 reserves `rpc.` for the protocol's own methods; an empty or
+            // whitespace-only name names nothing a host could call.
+            if is_reserved(name) || name.trim().is_empty() || name.starts_with("rpc.") {
                 return Err(BuildError::ReservedMethod(name.clone()));
             }
         }

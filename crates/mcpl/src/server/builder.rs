@@ -89,7 +89,8 @@ impl ServerBuilder {
         fill(slot(&mut self.handlers), value, &mut self.duplicates, name);
     }
 
-    /// A builder for a server called `name` at `version` (MCP `serverInfo`).
+    /// A builder for a server called `name` at `version` (MCP `serverInfo`). [`Self::build`]
+    /// refuses either one blank, empty or whitespace only ([`BuildError::BlankName`]).
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         ServerBuilder {
             info: Implementation {
@@ -193,7 +194,8 @@ impl ServerBuilder {
     /// Any other manifest member (vendor extension), kept verbatim. [`Self::build`] refuses
     /// a second one under the same name ([`BuildError::DuplicateRegistration`]) and one named
     /// like a member the builder writes itself (`version`, `revision`, `featureSets`, `tools`
-    /// or a §5.1 capability; [`BuildError::Manifest`] names the call to use instead).
+    /// or a §5.1 capability; [`BuildError::Manifest`] names the call to use instead), and a
+    /// blank key ([`BuildError::BlankName`]).
     pub fn manifest_member(mut self, key: impl Into<String>, value: Value) -> Self {
         let key = key.into();
         if self.manifest_extra.insert(key.clone(), value).is_some() {
@@ -204,7 +206,8 @@ impl ServerBuilder {
 
     /// An MCP capability passed through to `initialize` (e.g. `resources`, `prompts`).
     /// [`Self::build`] refuses a second one under the same name
-    /// ([`BuildError::DuplicateRegistration`]). An `experimental` object is sent with the
+    /// ([`BuildError::DuplicateRegistration`]) and a blank key ([`BuildError::BlankName`]).
+    /// An `experimental` object is sent with the
     /// session's `mcpl` member added; one that is not an object or names `mcpl` is refused
     /// ([`BuildError::Manifest`]).
     pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
@@ -229,7 +232,7 @@ impl ServerBuilder {
 
     /// Registers an MCP tool (listed by `tools/list`, run by `tools/call`). A second tool
     /// with the same name is refused by [`Self::build`] ([`BuildError::DuplicateRegistration`]),
-    /// and so are an empty name and an `input_schema` that is not an object schema with
+    /// and so are a blank (empty or whitespace-only) name and an `input_schema` that is not an object schema with
     /// `"type": "object"` ([`BuildError::ToolSchema`]; `json!({"type": "object"})` for none).
     pub fn tool<F, Fut>(
         mut self,
@@ -579,7 +582,7 @@ impl ServerBuilder {
     }
 
     /// A custom (non-MCPL) request method, unprivileged. Names of protocol methods and of the
-    /// removed surfaces, JSON-RPC's reserved `rpc.` names and an empty name are refused by
+    /// removed surfaces, JSON-RPC's reserved `rpc.` names and a blank name are refused by
     /// [`Self::build`] ([`BuildError::ReservedMethod`]).
     pub fn method<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
     where

@@ -16,8 +16,9 @@ pub enum BuildError {
         reason: String,
     },
     /// A custom method name collides with an MCPL/MCP method or a removed surface, is one
-    /// of JSON-RPC's reserved `rpc.` names (JSON-RPC 2.0 §4), or is empty.
-    #[error("custom method {0:?} is not a name a server may take (a protocol method, a surface 0.5 removed, JSON-RPC's reserved `rpc.` prefix, or empty); choose another name (a vendor prefix, e.g. `acme/…`)")]
+    /// of JSON-RPC's reserved `rpc.` names (JSON-RPC 2.0 §4), or is blank (empty or
+    /// whitespace only).
+    #[error("custom method {0:?} is not a name a server may take (a protocol method, a surface 0.5 removed, JSON-RPC's reserved `rpc.` prefix, or blank); choose another name (a vendor prefix, e.g. `acme/…`)")]
     ReservedMethod(String),
     /// The manifest could not be digested (§17.2).
     #[error("the manifest the builder made is refused: {0}; fix the builder input it names")]
@@ -74,7 +75,20 @@ pub enum BuildError {
         /// The capability path (or paths) the method needs, e.g. `channels.lifecycle`.
         needs: String,
     },
-    /// A tool MCP cannot carry: an empty name (no `tools/call` can name it), or an
+    /// A name the builder was given that names nothing: an empty or whitespace-only server
+    /// name or version (MCP's `serverInfo` needs both, §5.1), `mcp_capability` key or
+    /// `manifest_member` key. Blank tool and custom method names are [`Self::ToolSchema`] and
+    /// [`Self::ReservedMethod`], as empty ones are.
+    #[error("{}", blank_message(what, given))]
+    BlankName {
+        /// Which name: `server name`, `server version`, `mcp_capability key` or
+        /// `manifest_member key`.
+        what: &'static str,
+        /// The name as given.
+        given: String,
+    },
+    /// A tool MCP cannot carry: an empty or whitespace-only name (no `tools/call` can name
+    /// it), or an
     /// `inputSchema` that is not an object schema with `"type": "object"` (MCP's `Tool`),
     /// hand-written or generated from a typed tool's argument type.
     #[error("tool {name:?}: {reason}")]
@@ -84,6 +98,22 @@ pub enum BuildError {
         /// Why.
         reason: String,
     },
+}
+
+/// The [`BuildError::BlankName`] message: which name, how it is blank, what it is for.
+fn blank_message(what: &str, given: &str) -> String {
+    let blank = if given.is_empty() {
+        "empty".to_owned()
+    } else {
+        format!("whitespace only ({given:?})")
+    };
+    let purpose = match what {
+        "server name" | "server version" => {
+            "MCP's initialize result carries it in serverInfo (§5.1), which needs a name and a version"
+        }
+        _ => "a host matches it as given, so it names nothing",
+    };
+    format!("the {what} is {blank}: {purpose}; give one with a visible character")
 }
 
 fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> String {

@@ -132,15 +132,22 @@ impl ToolSpec {
 }
 
 /// Why MCP cannot carry a tool named `name` with `schema` as its `inputSchema`, if it
-/// cannot: MCP's `Tool` has a `name` a `tools/call` names it by (an empty one names
-/// nothing) and an `inputSchema` that is an object schema (`"type": "object"`, MCP
+/// cannot: MCP's `Tool` has a `name` a `tools/call` names it by (an empty or
+/// whitespace-only one names nothing) and an `inputSchema` that is an object schema (`"type": "object"`, MCP
 /// schema.ts), which hosts check before listing the tool. `what` names the schema in the
 /// message.
 fn tool_defect(name: &str, schema: &Value, what: &str) -> Option<String> {
     if name.is_empty() {
         return Some(
-            "the tool has an empty name, which no tools/call can name; give it one".into(),
+            "the tool has an empty name (blank), which no tools/call can name; give it one".into(),
         );
+    }
+    if name.trim().is_empty() {
+        // A host lists it as it is, and no caller types a name it cannot see.
+        return Some(format!(
+            "the tool's name {name:?} is blank (whitespace only), which no tools/call can \
+             name; give it one with a visible character"
+        ));
     }
     match schema {
         Value::Object(o) => match o.get("type") {
