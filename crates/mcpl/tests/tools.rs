@@ -229,3 +229,66 @@ fn tool_changes_that_cannot_apply_are_refused() {
     );
     assert_eq!(server.tools().len(), 1);
 }
+
+/// MCP's `capabilities.tools.listChanged` states whether the server sends
+/// `notifications/tools/list_changed`; a host that reads `false` has no reason to list the
+/// tools again. An author's explicit `false` was replaced by `true` once tools were
+/// registered. Now it is kept as stated and nothing is announced under it; a change to the
+/// tools, which no host reading `false` would learn of, is refused
+/// ([`ToolChangeError::ListChangedFalse`]) rather than made silently.
+#[tokio::test]
+async fn an_authors_list_changed_false_is_kept_and_the_tools_do_not_change_under_it() {
+    let server = Server::builder("fixed", "0")
+        .mcp_capability("tools", json!({"listChanged": false}))
+        .tool("echo", "Echo", json!({"type": "object"}), echo)
+        .build()
+        .unwrap();
+    let (mut host, init) = RawHost::connect(&server).await;
+    assert_eq!(
+        init["capabilities"]["tools"],
+        json!({"listChanged": false}),
+        "{init}"
+    );
+    let t = ToolSpec::new("more", "", json!({"type": "object"}), echo);
+    assert_eq!(server.add_tool(t), Err(ToolChangeError::ListChangedFalse));
+    let t = ToolSpec::new("echo", "Echo, louder", json!({"type": "object"}), echo);
+    assert_eq!(
+        server.replace_tool(t),
+        Err(ToolChangeError::ListChangedFalse)
+    );
+    assert_eq!(
+        server.remove_tool("echo"),
+        Err(ToolChangeError::ListChangedFalse)
+    );
+    // Nothing changed and nothing was announced (no frame comes before the answer).
+    assert_eq!(host.tool_names().await, ["echo"]);
+    // `listChanged: true`, or left out, is the default: changes are told.
+    let told = Server::builder("told", "0")
+        .mcp_capability("tools", json!({"listChanged": true}))
+        .tool("echo", "Echo", json!({"type": "object"}), echo)
+        .build()
+        .unwrap();
+    let t = ToolSpec::new("more", "", json!({"type": "object"}), echo);
+    told.add_tool(t).unwrap();
+}
+
+/// MCP's `capabilities.tools` is an object whose `listChanged` is a boolean: a `tools` that is
+/// no object, or a `listChanged` that is no boolean, was replaced or overwritten by the
+/// builder's own. Refused at build, naming what was given.
+#[test]
+fn a_tools_capability_mcp_cannot_read_is_a_build_error() {
+    for (tools, needle) in [
+        (json!(false), "not an object"),
+        (json!(true), "not an object"),
+        (json!({"listChanged": "no"}), "listChanged"),
+    ] {
+        let e = Server::builder("s", "0")
+            .mcp_capability("tools", tools.clone())
+            .tool("echo", "Echo", json!({"type": "object"}), echo)
+            .build()
+            .err()
+            .unwrap_or_else(|| panic!("{tools} built"));
+        assert!(matches!(e, mcpl::server::BuildError::Manifest(_)), "{e:?}");
+        assert!(e.to_string().contains(needle), "{tools}: {e}");
+    }
+}

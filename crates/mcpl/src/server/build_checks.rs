@@ -130,9 +130,43 @@ impl ServerBuilder {
         }
     }
 
+    /// Refuses an MCP capability of a member MCP defines in a shape no MCP host reads
+    /// ([`BuildError::Manifest`]): MCP's `ServerCapabilities` members `tools`, `resources`,
+    /// `prompts`, `logging` and `completions` are objects, and their `listChanged` and
+    /// `subscribe` are booleans. The builder reads `tools.listChanged` itself (it keeps an
+    /// author's `false`), so a `tools` that is no object, or a `listChanged` that is no
+    /// boolean, would otherwise be replaced or overwritten unseen. Vendor members pass as
+    /// given; `experimental` has a rule of its own.
+    fn mcp_capabilities_readable(&self) -> Result<(), BuildError> {
+        for name in ["tools", "resources", "prompts", "logging", "completions"] {
+            let Some(value) = self.mcp_capabilities.get(name) else {
+                continue;
+            };
+            let Value::Object(members) = value else {
+                return Err(BuildError::Manifest(format!(
+                    "mcp_capability {name:?} is {value}, not an object: MCP's \
+                     capabilities.{name} is an object (give {{}} for one without options)"
+                )));
+            };
+            for flag in ["listChanged", "subscribe"] {
+                match members.get(flag) {
+                    None | Some(Value::Bool(_)) => {}
+                    Some(other) => {
+                        return Err(BuildError::Manifest(format!(
+                            "mcp_capability {name:?} has {flag}: {other}, not a boolean: MCP \
+                             reads capabilities.{name}.{flag} as true or false"
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every check [`Self::build`] makes before it builds (see its docs), in that order.
     pub(super) fn check(&self) -> Result<(), BuildError> {
         self.names_not_blank()?;
+        self.mcp_capabilities_readable()?;
         if let Some(slot) = self.duplicates.first() {
             return Err(BuildError::DuplicateRegistration { slot: slot.clone() });
         }

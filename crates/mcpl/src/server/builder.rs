@@ -209,7 +209,11 @@ impl ServerBuilder {
     /// ([`BuildError::DuplicateRegistration`]) and a blank key ([`BuildError::BlankName`]).
     /// An `experimental` object is sent with the
     /// session's `mcpl` member added; one that is not an object or names `mcpl` is refused
-    /// ([`BuildError::Manifest`]).
+    /// ([`BuildError::Manifest`]), as is a `tools`, `resources`, `prompts`, `logging` or
+    /// `completions` that is no object, or whose `listChanged` or `subscribe` is no boolean.
+    /// `tools` is declared for registered tools with `listChanged: true` (changes at runtime
+    /// are told); an explicit `"listChanged": false` here is kept, and then the tools do not
+    /// change at runtime ([`ToolChangeError::ListChangedFalse`](super::ToolChangeError)).
     pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
         let key = key.into();
         if self.mcp_capabilities.insert(key.clone(), value).is_some() {
@@ -669,9 +673,17 @@ impl ServerBuilder {
         }
         let mut handlers = self.handlers;
         let declares_tools = handlers.fallback.is_none() && mcp.contains_key("tools");
-        if declares_tools {
-            // The tools may change at runtime (Server::add_tool …), told with MCP's
-            // notifications/tools/list_changed.
+        // MCP's `tools.listChanged` says whether `notifications/tools/list_changed` is sent;
+        // a host reading `false` has no reason to list again. The author's `false` is kept
+        // (never overridden) and nothing is announced under it; the tools then do not change
+        // at runtime (`ToolChangeError::ListChangedFalse`). Unset, the tools may change
+        // (`Server::add_tool` …) and each change is told, so `true` is declared.
+        let stated = mcp
+            .get("tools")
+            .and_then(|t| t.get("listChanged"))
+            .and_then(Value::as_bool);
+        let tells_tool_changes = declares_tools && stated != Some(false);
+        if tells_tool_changes {
             if let Some(Value::Object(tools)) = mcp.get_mut("tools") {
                 tools.insert("listChanged".into(), Value::Bool(true));
             }
@@ -689,6 +701,7 @@ impl ServerBuilder {
                 required: self.required,
                 tools,
                 declares_tools,
+                tells_tool_changes,
                 shared_manifest: std::sync::Mutex::new(None),
             }),
         })

@@ -36,8 +36,11 @@ pub(super) struct ServerInner {
     /// The tools `tools/list` and `tools/call` read; changed at runtime by
     /// [`Server::add_tool`] and its siblings.
     pub(super) tools: super::tools::Tools,
-    /// Whether `initialize` declares `capabilities.tools` (with `listChanged`).
+    /// Whether `initialize` declares `capabilities.tools`.
     pub(super) declares_tools: bool,
+    /// Whether it declares `tools.listChanged: true`: the tools may change at runtime and
+    /// each change is told (`false` when the author stated `listChanged: false`).
+    pub(super) tells_tool_changes: bool,
     /// The last tracker snapshot a connection was given, with its manifest and declarations
     /// shared ([`SharedManifest`]): every connection serving that snapshot holds the same
     /// copy (one per snapshot, not per connection: an idle connection's memory, issue #20).
@@ -133,7 +136,9 @@ impl Server {
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
         }
-        super::tools::spawn_list_changed(&conn);
+        if self.inner.tells_tool_changes {
+            super::tools::spawn_list_changed(&conn);
+        }
         tokio::spawn(Driver::new(conn, incoming, command_rx).run());
         session
     }

@@ -11,7 +11,10 @@
 //! tools of a live server: `tools/list` reflects the change at once, a `tools/call` of a
 //! removed tool is answered `-32602` (unknown tool), and every connection past `initialize`
 //! is sent MCP's `notifications/tools/list_changed` (declared in `initialize` as
-//! `capabilities.tools.listChanged: true`).
+//! `capabilities.tools.listChanged: true`). An author who states `listChanged: false`
+//! ([`ServerBuilder::mcp_capability`]) keeps it: nothing is announced, and the tools do not
+//! change at runtime ([`ToolChangeError::ListChangedFalse`]), since a host reading `false`
+//! has no reason to list them again.
 //!
 //! Readings where the specs are silent:
 //! - `notifications/tools/list_changed` is MCP's, unchanged by MCPL (§17.7), and needs no
@@ -202,6 +205,11 @@ pub enum ToolChangeError {
     /// look for tools.
     #[error("the server declares no tools capability: register a tool or advertise Capability::Tools at build time")]
     NoToolsCapability,
+    /// The server declared `capabilities.tools.listChanged: false` (through
+    /// [`ServerBuilder::mcp_capability`]): it sends no `notifications/tools/list_changed`, so
+    /// a host that listed the tools would never learn of the change.
+    #[error("the server declares tools.listChanged: false, so no host is told its tools changed and each goes on with the list it has; leave listChanged out of mcp_capability(\"tools\", …) (or make it true) to change tools at runtime")]
+    ListChangedFalse,
     /// A tool MCP cannot carry: an empty name, or an `inputSchema` (hand-written or
     /// generated) that is not an object schema with `"type": "object"`.
     #[error("tool {name:?}: {reason}")]
@@ -267,6 +275,9 @@ impl Server {
         }
         if !self.inner.declares_tools {
             return Err(ToolChangeError::NoToolsCapability);
+        }
+        if !self.inner.tells_tool_changes {
+            return Err(ToolChangeError::ListChangedFalse);
         }
         if let Some(reason) = spec.and_then(|s| s.schema_defect.clone()) {
             let name = spec.map(|s| s.tool.name.clone()).unwrap_or_default();
