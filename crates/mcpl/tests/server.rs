@@ -593,6 +593,8 @@ async fn s6_7_a_disabled_sets_hook_does_not_run() {
     let seen = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
     let saw = seen.clone();
     let server = builder()
+        // §5.4: the server grants only what it advertises.
+        .advertise(&[Capability::Observe])
         .on_before_inference("memory.recall", move |_g, p| {
             saw.lock().unwrap().push(p.user_message.clone());
             async { Ok(BeforeInferenceResult::default()) }
@@ -1298,7 +1300,11 @@ async fn s14_outgoing_stream_is_observed_only_when_streaming_is_granted() {
 
 #[tokio::test]
 async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_granted() {
-    let server = builder().build().unwrap();
+    let server = builder()
+        // §5.4: the server grants only what it advertises.
+        .advertise(&[Capability::ChannelsRegister, Capability::ModelInfo])
+        .build()
+        .unwrap();
     let mut host = connect(&server, true).await;
     policy(
         &host,
@@ -1335,7 +1341,11 @@ async fn s14_5_channels_changed_uses_the_request_form_and_model_info_when_grante
 /// changes nothing, a rejected update drops the channel, a removal drops it.
 #[tokio::test]
 async fn s14_3_channels_list_without_handler_answers_what_the_host_accepted() {
-    let server = builder().build().unwrap();
+    let server = builder()
+        // §5.4: the server grants only what it advertises.
+        .advertise(&[Capability::ChannelsRegister])
+        .build()
+        .unwrap();
     let mut host = connect(&server, true).await;
     policy(
         &host,
@@ -1403,7 +1413,11 @@ async fn s14_3_channels_list_without_handler_answers_what_the_host_accepted() {
 /// goes out only after it, so answers can never be applied in the other order.
 #[tokio::test(start_paused = true)]
 async fn s14_5_concurrent_channel_changes_apply_in_the_order_sent() {
-    let server = builder().build().unwrap();
+    let server = builder()
+        // §5.4: the server grants only what it advertises.
+        .advertise(&[Capability::ChannelsRegister])
+        .build()
+        .unwrap();
     let mut host = connect(&server, true).await;
     policy(
         &host,
@@ -1463,7 +1477,11 @@ async fn s14_5_concurrent_channel_changes_apply_in_the_order_sent() {
 
 #[tokio::test]
 async fn s6_7_a_reducing_request_applies_before_its_receipt() {
-    let server = builder().build().unwrap();
+    let server = builder()
+        // §5.4: the server grants only what it advertises.
+        .advertise(&[Capability::ModelInfo])
+        .build()
+        .unwrap();
     let (host_t, server_t) = memory::pair();
     let session = server.start(server_t);
     // Before initialize nothing is known, so nothing is allowed.
@@ -1551,7 +1569,12 @@ async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
     let server = builder()
         // The handlers below need these advertised (else build() refuses them: no host
         // could grant them, §5.4); the grant in force decides the rest.
-        .advertise(&[Capability::ChannelsAcknowledge, Capability::ChannelsTyping])
+        .advertise(&[
+            Capability::ChannelsAcknowledge,
+            Capability::ChannelsTyping,
+            // Advertised with no handler: granted, `channels/open` is still `-32601`.
+            Capability::ChannelsLifecycle,
+        ])
         .on_channels_acknowledge(|_s, _p| async { Ok(()) })
         .on_channels_typing(|_s, _p| async { Ok(()) })
         .on_rollback(|_s, p| async move {
@@ -1778,7 +1801,11 @@ async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silent
     };
     let granted = json!({"effectiveCapabilities": ["channels.streaming"]});
 
-    let server = builder().build().unwrap();
+    // Advertised (§5.4: the server grants only what it advertises), with no handler.
+    let server = builder()
+        .advertise(&[Capability::ChannelsStreaming])
+        .build()
+        .unwrap();
     let host = connect(&server, true).await;
     policy(&host, granted.clone()).await;
     let diags = host.session.diagnostics();

@@ -457,10 +457,13 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
     );
 
     // The same inputs, in the same order, to the state machine.
-    let mut state = ServerState::new(ServerRules::new(
+    let mut rules = ServerRules::new(
         json!({"name": "pinger", "version": "1.0.0"}),
         json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
-    ));
+    );
+    // As the `Server`'s (it has a tool): `tools` advertised, so granting it is no defect.
+    rules.mcp_capabilities.insert("tools".into(), json!({}));
+    let mut state = ServerState::new(rules);
     let now = std::time::Instant::now();
     let feed = |state: &mut ServerState, v: Value| {
         state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());
@@ -535,10 +538,13 @@ async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
     }
 
     // The same requests to the state machine.
-    let mut state = ServerState::new(ServerRules::new(
+    let mut rules = ServerRules::new(
         json!({"name": "pinger", "version": "1.0.0"}),
         json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
-    ));
+    );
+    // As the `Server`'s (it has a tool): `tools` advertised, so granting it is no defect.
+    rules.mcp_capabilities.insert("tools".into(), json!({}));
+    let mut state = ServerState::new(rules);
     let now = std::time::Instant::now();
     let mut feed = |v: &Value| -> Vec<Value> {
         state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());

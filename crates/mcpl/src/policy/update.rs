@@ -221,6 +221,29 @@ pub struct Outcome {
     pub receipt: Option<Receipt>,
     /// Diagnostics to surface (never silently dropped).
     pub diagnostics: Vec<PolicyDiagnostic>,
+    /// What a Request granted beyond the server's advertisement
+    /// ([`ServerPolicyState::set_advertised`]), narrowed away (empty for a Notification).
+    pub excess: GrantExcess,
+}
+
+/// The paths a policy Request granted that the server does not advertise. §5.4 makes
+/// `effectiveCapabilities` the intersection of the advertisement and host policy, so
+/// [`ServerPolicyState::apply`] grants only the advertised part (fail closed: advertisement
+/// is never the host's to widen) and reports the rest here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GrantExcess {
+    /// Unadvertised paths `effectiveCapabilities` named exactly: a defect of the host.
+    pub named: CapabilitySet,
+    /// Unadvertised paths reached only by a `*` pattern, which resolves against the
+    /// vocabulary rather than the advertisement (§5.4's one-segment wildcard).
+    pub by_pattern: CapabilitySet,
+}
+
+impl GrantExcess {
+    /// Whether nothing was granted beyond the advertisement.
+    pub fn is_empty(&self) -> bool {
+        self.named.is_empty() && self.by_pattern.is_empty()
+    }
 }
 
 /// The server's negotiated-policy state (§5.3, §6.7), driven by `featureSets/update`.
@@ -232,17 +255,52 @@ pub struct ServerPolicyState {
     pub(super) selection: Selection,
     /// Shared with the other connections of a server serving the same manifest.
     pub(super) declarations: std::sync::Arc<FeatureSets>,
+    /// The ceiling of every grant: what the server advertises (§5.4).
+    pub(super) advertised: CapabilitySet,
+    /// The grant the last policy Request sent; `grant` is its part within `advertised`.
+    pub(super) offered: Grant,
 }
 
 impl ServerPolicyState {
     /// A fresh state for a server declaring `declarations`: not ready, nothing granted.
+    /// Every path counts as advertised until [`Self::set_advertised`] says what the server
+    /// advertises; a server that knows its advertisement sets it (`session::ServerState`
+    /// does, from what its `initialize` answer carries).
     pub fn new(declarations: impl Into<std::sync::Arc<FeatureSets>>) -> Self {
         ServerPolicyState {
             ready: false,
             grant: Grant::none(),
             selection: Selection::default(),
             declarations: declarations.into(),
+            advertised: CapabilitySet::ALL,
+            offered: Grant::none(),
         }
+    }
+
+    /// What the server advertises (§5.1: the `experimental.mcpl` tree, and `tools` from
+    /// the MCP capabilities): the ceiling of every grant [`Self::apply`] takes, which
+    /// grants only the advertised part of a Request's `effectiveCapabilities` (§5.4: the
+    /// grant is the intersection of the advertisement and host policy; advertisement is
+    /// never widened by the host) and reports the rest ([`Outcome::excess`]). The grant in
+    /// force follows at once: always the part of the last Request's grant within the
+    /// advertisement now. Reading (§5.4, §17.5): a path the server stops advertising leaves
+    /// the grant at once; one it advertises (again) is in force only when that Request
+    /// granted it, as the host's own enforcement of that grant allows it; nothing is
+    /// granted that the host did not send.
+    pub fn set_advertised(&mut self, advertised: CapabilitySet) {
+        self.advertised = advertised;
+        self.grant = self.offered.intersect(advertised);
+    }
+
+    /// Takes `offered` as the host's grant: in force within the advertisement.
+    fn take_grant(&mut self, offered: Grant) {
+        self.offered = offered;
+        self.grant = offered.intersect(self.advertised);
+    }
+
+    /// The ceiling [`Self::set_advertised`] set (every path until then).
+    pub fn advertised(&self) -> CapabilitySet {
+        self.advertised
     }
 
     /// Whether the initial policy Request has been applied (§5.3).
@@ -269,7 +327,7 @@ impl ServerPolicyState {
     /// selection), keeping the declarations (still shared with the other connections).
     pub fn reset(&mut self) {
         self.ready = false;
-        self.grant = Grant::none();
+        self.take_grant(Grant::none());
         self.selection = Selection::default();
     }
 
@@ -307,8 +365,10 @@ impl ServerPolicyState {
     /// Applies one `featureSets/update` (§5.3, §6.7).
     ///
     /// - **Request**: the whole policy is replaced. Absent `effectiveCapabilities` grants
-    ///   nothing; `enabled` (if present) is the allowlist; `disabled` is the new disabled
-    ///   list. The state becomes ready and the accepting receipt is returned.
+    ///   nothing, and only its advertised part is granted ([`Self::set_advertised`]; the
+    ///   rest is [`Outcome::excess`]); `enabled` (if present) is the allowlist; `disabled`
+    ///   is the new disabled list. The state becomes ready and the accepting receipt is
+    ///   returned.
     /// - **Notification**: only `disabled` entries apply, added to the current disabled list;
     ///   `effectiveCapabilities`, `deniedCapabilities` and `enabled` are discarded with a
     ///   diagnostic; readiness and the grant are untouched.
@@ -320,14 +380,29 @@ impl ServerPolicyState {
         let parsed = match UpdateParams::parse(params) {
             Ok(p) => p,
             Err(e) => {
-                self.grant = Grant::none();
+                self.take_grant(Grant::none());
                 return Err(e);
             }
         };
         let mut diagnostics = Vec::new();
         match form {
             Form::Request => {
-                self.grant = parsed.effective.unwrap_or_default();
+                let offered = parsed.effective.unwrap_or_default();
+                self.take_grant(offered);
+                let excess = offered.capabilities().difference(self.advertised);
+                // Exact entries (a `*` pattern never parses as a path).
+                let named: CapabilitySet = params
+                    .get("effectiveCapabilities")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.as_str()?.parse::<Capability>().ok())
+                    .collect();
+                let named = named.intersection(excess);
+                let excess = GrantExcess {
+                    named,
+                    by_pattern: excess.difference(named),
+                };
                 self.selection = Selection {
                     enabled: parsed.enabled,
                     disabled: parsed.disabled,
@@ -358,6 +433,7 @@ impl ServerPolicyState {
                 Ok(Outcome {
                     receipt: Some(self.receipt()),
                     diagnostics,
+                    excess,
                 })
             }
             Form::Notification => {
@@ -385,7 +461,7 @@ impl ServerPolicyState {
                 }
                 let count = known.len() + fresh.len();
                 if count > MAX_POLICY_LIST_ENTRIES {
-                    self.grant = Grant::none();
+                    self.take_grant(Grant::none());
                     return Err(PolicyError::TooManyEntries {
                         field: "disabled",
                         limit: MAX_POLICY_LIST_ENTRIES,
@@ -395,7 +471,7 @@ impl ServerPolicyState {
                 let bytes = known.iter().map(String::len).sum::<usize>()
                     + fresh.iter().map(|e| e.len()).sum::<usize>();
                 if bytes > MAX_POLICY_LIST_BYTES {
-                    self.grant = Grant::none();
+                    self.take_grant(Grant::none());
                     return Err(PolicyError::ListTooLarge {
                         field: "disabled",
                         limit: MAX_POLICY_LIST_BYTES,
@@ -419,6 +495,7 @@ impl ServerPolicyState {
                 Ok(Outcome {
                     receipt: None,
                     diagnostics,
+                    excess: GrantExcess::default(),
                 })
             }
         }

@@ -300,9 +300,11 @@ pub struct PolicyAnswer {
 
 /// Applies one `featureSets/update` Request (§5.3, §6.7) to `policy` and decides the answer:
 /// [`ServerState`] (which `server::Server` drives) and `mcpl check-host` answer through it.
-/// Capabilities in `required` that the grant lacks refuse the policy with their fallback; a
-/// refused policy is not operated under, so the state becomes not ready with nothing
-/// granted.
+/// Only the part of the grant within `policy`'s advertisement is in force
+/// ([`ServerPolicyState::set_advertised`], §5.4); the rest is reported first
+/// ([`ServerDiagnostic::GrantBeyondAdvertisement`]). Capabilities in `required` that the
+/// grant lacks refuse the policy with their fallback; a refused policy is not operated
+/// under, so the state becomes not ready with nothing granted.
 pub fn answer_policy_request(
     policy: &mut ServerPolicyState,
     required: Option<(CapabilitySet, Fallback)>,
@@ -321,10 +323,20 @@ pub fn answer_policy_request(
             }
         }
     };
-    let diagnostics = outcome
-        .diagnostics
+    // §5.4: what the host granted beyond the advertisement is not in force; said first.
+    let excess = outcome.excess;
+    let beyond = (!excess.is_empty()).then_some(ServerDiagnostic::GrantBeyondAdvertisement {
+        named: excess.named,
+        by_pattern: excess.by_pattern,
+    });
+    let diagnostics = beyond
         .into_iter()
-        .map(ServerDiagnostic::Policy)
+        .chain(
+            outcome
+                .diagnostics
+                .into_iter()
+                .map(ServerDiagnostic::Policy),
+        )
         .collect();
     if let Some((required, fallback)) = required {
         let missing = required.difference(policy.grant().capabilities());
@@ -484,7 +496,11 @@ impl ServerState {
     /// is not read): e.g. a [`SharedManifest`] the connections of one server share.
     pub fn with_manifest(rules: ServerRules, manifest: impl Into<SharedManifest>) -> ServerState {
         let manifest = manifest.into();
-        let policy = ServerPolicyState::new(manifest.declarations().clone());
+        let mut policy = ServerPolicyState::new(manifest.declarations().clone());
+        // Before `initialize` no grant is taken; its answer sets the ceiling again from
+        // what it carries (an MCP fallback's `tools` included).
+        let tools = super::server_initialize::declares_tools(&rules.mcp_capabilities);
+        policy.set_advertised(super::server_manifest::advertisement(&manifest, tools));
         let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
@@ -922,13 +938,26 @@ impl ServerState {
         self.out
             .extend(read.diagnostic.map(ServerOutput::Diagnostic));
         self.initialized = true;
-        Ok(super::server_initialize::initialize_result(
+        let result = super::server_initialize::initialize_result(
             version,
             &self.rules.mcp_capabilities,
             self.manifest.manifest(),
             self.rules.server_info.clone(),
             self.rules.instructions.as_deref(),
-        ))
+        );
+        self.advertised_as_sent(&result);
+        Ok(result)
+    }
+
+    /// Sets the grant's ceiling (§5.4) from the `initialize` result sent: the manifest in
+    /// force, and `tools` as its MCP capabilities carry it.
+    fn advertised_as_sent(&mut self, result: &Value) {
+        let tools = result
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .is_some_and(super::server_initialize::declares_tools);
+        let advertised = super::server_manifest::advertisement(&self.manifest, tools);
+        self.policy.set_advertised(advertised);
     }
 
     fn on_policy(&mut self, r: Request) {

@@ -46,6 +46,15 @@ pub(crate) fn initialize_result(
     Value::Object(result)
 }
 
+/// Whether MCP capabilities `caps` advertise `tools` (an object or `true`), as a host reads
+/// them ([`crate::capability::advertised_from_capabilities`]).
+pub(crate) fn declares_tools(caps: &Map<String, Value>) -> bool {
+    matches!(
+        caps.get("tools"),
+        Some(Value::Object(_)) | Some(Value::Bool(true))
+    )
+}
+
 /// What a server reads from the host's `initialize` ([`read_initialize`]).
 #[derive(Debug)]
 pub(crate) struct InitializeRead {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::capability::{Capability, CapabilitySet};
 use crate::jsonrpc::{Message, Notification};
 use crate::manifest::domains::ChangeDomain;
 use crate::manifest::ManifestChanged;
@@ -20,6 +21,8 @@ use crate::policy::{FeatureSets, ServerPolicyState};
 pub struct SharedManifest {
     manifest: Arc<Value>,
     declarations: Arc<FeatureSets>,
+    /// The paths its capability tree advertises (§5.1; `tools` is never sourced here).
+    advertised: CapabilitySet,
 }
 
 impl From<Value> for SharedManifest {
@@ -29,12 +32,14 @@ impl From<Value> for SharedManifest {
 }
 
 impl SharedManifest {
-    /// Parses `manifest`'s feature-set declarations and keeps both.
+    /// Parses `manifest`'s feature-set declarations and capability tree and keeps them.
     pub fn new(manifest: Value) -> SharedManifest {
         let declarations = FeatureSets::from_mcpl(&manifest).0;
+        let advertised = crate::capability::advertised(&manifest).capabilities;
         SharedManifest {
             manifest: Arc::new(manifest),
             declarations: Arc::new(declarations),
+            advertised,
         }
     }
 
@@ -49,7 +54,20 @@ impl SharedManifest {
     }
 }
 
-/// Declares the changed `manifest`'s feature sets on the live session. Reading: a set the
+/// What a server serving `manifest` advertises (§5.1): its capability tree, and `tools`
+/// when the MCP capabilities carry it (`tools` is never an `experimental.mcpl` member).
+pub(crate) fn advertisement(manifest: &SharedManifest, tools: bool) -> CapabilitySet {
+    let mut advertised = manifest.advertised;
+    if tools {
+        advertised.insert(Capability::Tools);
+    }
+    advertised
+}
+
+/// Declares the changed `manifest`'s feature sets on the live session, and makes its
+/// advertisement the grant's ceiling (§5.4, [`ServerPolicyState::set_advertised`]; `tools`
+/// as it was): a path it no longer advertises leaves the grant in force at once, and one it
+/// adds is in force only if the host's last grant named it. Reading: a set the
 /// change adds is derived like any other under the grant in force (and the host's `enabled`
 /// allowlist, when it sent one), so it may be available at once. The grant is the authority
 /// and a set only names granted capabilities it uses (§6.4), so no capability is widened
@@ -57,6 +75,8 @@ impl SharedManifest {
 /// use of the new name (`-32003`), which fails closed.
 pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &SharedManifest) {
     policy.set_declarations(manifest.declarations().clone());
+    let tools = policy.advertised().contains(Capability::Tools);
+    policy.set_advertised(advertisement(manifest, tools));
 }
 
 /// The `mcpl/manifestChanged` not yet handed to the wire: at most one, later changes merged

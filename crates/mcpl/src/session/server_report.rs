@@ -103,6 +103,18 @@ pub enum ServerDiagnostic {
     /// `notification_field_discarded` or `unknown_feature_set`: an observation of the policy
     /// state machine while applying an update (§6.7).
     Policy(PolicyDiagnostic),
+    /// `grant_beyond_advertisement`: a policy Request granted paths this server does not
+    /// advertise. §5.4 makes the grant the intersection of the advertisement and host
+    /// policy, so the server narrows the grant in force to its own advertisement (fail
+    /// closed): each such path behaves as never granted. A [`DiagnosticKind::PeerDefect`]
+    /// when the host named a path exactly, a [`DiagnosticKind::Notice`] when only a `*`
+    /// pattern reached past the advertisement (patterns resolve against the vocabulary).
+    GrantBeyondAdvertisement {
+        /// Unadvertised paths `effectiveCapabilities` named exactly.
+        named: crate::capability::CapabilitySet,
+        /// Unadvertised paths reached only by a `*` pattern.
+        by_pattern: crate::capability::CapabilitySet,
+    },
     /// `notification_denied`: a host notification the admission rule refuses (not ready,
     /// not granted, §5.3, §5.4); a notification has no response to carry the error.
     NotificationDenied {
@@ -260,6 +272,7 @@ impl ServerDiagnostic {
             | D::UnexpectedResponse { .. }
             | D::Lifecycle(_)
             | D::UserMessageUnredacted
+            | D::GrantBeyondAdvertisement { .. }
             | D::InputEnded => {}
         }
         self
@@ -279,6 +292,7 @@ impl ServerDiagnostic {
             D::FallbackMcplReplaced => "fallback_mcpl_replaced",
             D::PolicyMalformed { .. } => "policy_malformed",
             D::Policy(d) => d.code,
+            D::GrantBeyondAdvertisement { .. } => "grant_beyond_advertisement",
             D::NotificationDenied { .. } => "notification_denied",
             D::InvalidNotification { .. } => "invalid_notification",
             D::UnknownNotification { .. } => "unknown_notification",
@@ -319,6 +333,10 @@ impl ServerDiagnostic {
             | D::NotificationDroppedBytes { .. }
             // A host may end its output while it still reads: no defect.
             | D::InputEnded => DiagnosticKind::Notice,
+            // Only a `*` pattern reached past the advertisement: narrowed, no path named.
+            D::GrantBeyondAdvertisement { named, .. } if named.is_empty() => {
+                DiagnosticKind::Notice
+            }
             // A terminal after the safety timeout, or the open-turns bound: the server's own
             // limits at work, no §10.5 defect of the host.
             D::Lifecycle(d) if !d.is_conformance_defect() => DiagnosticKind::Notice,
@@ -404,6 +422,9 @@ impl std::fmt::Display for Detail<'_> {
             ),
             D::PolicyMalformed { error, .. } => f.write_str(error),
             D::Policy(d) => f.write_str(&d.detail),
+            D::GrantBeyondAdvertisement { named, by_pattern } => {
+                grant_beyond_advertisement(f, *named, *by_pattern)
+            }
             D::NotificationDenied { method, refusal } => match refusal {
                 Refusal::NotReceived => {
                     write!(
@@ -490,6 +511,28 @@ impl std::fmt::Display for Detail<'_> {
             ),
         }
     }
+}
+
+/// The `grant_beyond_advertisement` detail: what was granted beyond the advertisement, and
+/// that it is not in force (§5.4).
+fn grant_beyond_advertisement(
+    f: &mut std::fmt::Formatter<'_>,
+    named: crate::capability::CapabilitySet,
+    by_pattern: crate::capability::CapabilitySet,
+) -> std::fmt::Result {
+    f.write_str("the policy Request granted what this server does not advertise (")?;
+    if !named.is_empty() {
+        write!(f, "named: {}", named.sorted_paths().join(", "))?;
+    }
+    if !by_pattern.is_empty() {
+        let sep = if named.is_empty() { "" } else { "; " };
+        let paths = by_pattern.sorted_paths().join(", ");
+        write!(f, "{sep}reached by a `*` pattern: {paths}")?;
+    }
+    f.write_str(
+        "); the grant is the intersection of the advertisement and host policy (§5.4), so \
+         those paths are not in force and behave as never granted",
+    )
 }
 
 /// The `injection_dropped` detail: what was dropped and what to change (§5.4, §6.4, §10.8).

@@ -104,10 +104,11 @@ impl ServerState {
         });
         self.out
             .extend(diags.into_iter().map(ServerOutput::Diagnostic));
-        if result.is_ok() {
+        if let Ok(sent) = &result {
             self.generation += 1;
             self.initialized = true;
             self.mcpl = mcpl;
+            self.advertised_as_sent(sent);
         }
         result
     }

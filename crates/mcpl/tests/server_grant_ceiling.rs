@@ -1,0 +1,303 @@
+//! §5.4 at the server: the grant a host sends is the intersection of the server's
+//! advertisement and host policy, and "advertisement is an input, never an authorization".
+//! A host breaking that rule may name in `effectiveCapabilities` paths this server never
+//! advertised; the server's effective grant is the intersection with its own advertisement
+//! (fail closed), the excess is reported as a typed host defect, and a later use of an
+//! unadvertised path is refused as if never granted. A raw host writes JSON lines over an
+//! in-memory pipe, so every frame is under test.
+#![cfg(feature = "runtime")]
+
+use mcpl::capability::{Capability, CapabilitySet, Denied};
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{DiagnosticKind, Server, ServerDiagnostic as D, Session};
+use mcpl::session::Refusal;
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+
+/// The host's end: raw JSON lines over an in-memory pipe.
+struct RawHost {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+    next_id: u64,
+}
+
+impl RawHost {
+    /// Starts `server` on one end of a pipe; returns the other end and the session.
+    fn start(server: &Server) -> (Self, Session) {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let session = server.start(Transport::lines(br, bw, "test"));
+        let host = RawHost {
+            lines: BufReader::new(ar).lines(),
+            write: aw,
+            next_id: 0,
+        };
+        (host, session)
+    }
+
+    async fn send(&mut self, v: Value) {
+        let line = format!("{v}\n");
+        self.write.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// Sends a request and returns its response (skipping the server's own messages).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = self.lines.next_line().await.unwrap().expect("a frame");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("method").is_none() && v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+}
+
+/// A server advertising `pushEvents` (its one feature set) and `tools` (its one tool), and
+/// nothing else.
+fn server() -> Server {
+    Server::builder("alerts", "1.0.0")
+        .feature_set("alerts", "Alerts", &[Capability::PushEvents])
+        .tool("echo", "Echo", json!({"type": "object"}), |_s, _p| async {
+            Ok(ToolsCallResult::text("echo"))
+        })
+        .build()
+        .unwrap()
+}
+
+fn set(cs: &[Capability]) -> CapabilitySet {
+    cs.iter().copied().collect()
+}
+
+/// §5.4: a grant naming `channels.lifecycle` and `inferenceLifecycle` (never advertised) and
+/// reaching the inject leaves with a `*` pattern is narrowed to the advertisement; the
+/// excess is one `grant_beyond_advertisement` host defect; the host's later `channels/open`
+/// is `-32002` naming `channels.lifecycle` and its `inference/lifecycle` is refused, as if
+/// never granted; the session reads only the advertised paths as granted.
+#[tokio::test]
+async fn s5_4_a_grant_beyond_the_advertisement_is_narrowed_reported_and_its_use_refused() {
+    let (mut host, session) = RawHost::start(&server());
+    let mut diags = session.diagnostics();
+    let init = host
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "raw-host", "version": "0"}}),
+        )
+        .await;
+    assert!(init["result"].is_object(), "{init}");
+    host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let receipt = host
+        .request(
+            "featureSets/update",
+            json!({"effectiveCapabilities": ["tools", "pushEvents", "channels.lifecycle",
+                                             "inferenceLifecycle",
+                                             "contextHooks.beforeInference.inject.*"],
+                   "enabled": ["alerts", "ghost"]}),
+        )
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    let open = host
+        .request("channels/open", json!({"type": "discord", "address": {}}))
+        .await;
+    assert_eq!(open["error"]["code"], -32002, "{open}");
+    assert_eq!(
+        open["error"]["data"]["capability"], "channels.lifecycle",
+        "{open}"
+    );
+    host.send(json!({"jsonrpc": "2.0", "method": "inference/lifecycle",
+                     "params": {"inferenceId": "i1", "phase": "started"}}))
+        .await;
+    // In order behind everything above.
+    host.request("ping", json!({})).await;
+
+    assert!(session.granted(Capability::PushEvents));
+    assert!(session.granted(Capability::Tools));
+    for c in [
+        Capability::ChannelsLifecycle,
+        Capability::InferenceLifecycle,
+        Capability::InjectSystem,
+    ] {
+        assert!(!session.granted(c), "{c} read as granted");
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(diags.recv().await.unwrap());
+    }
+    let beyond = &seen[0];
+    assert_eq!(
+        *beyond,
+        D::GrantBeyondAdvertisement {
+            named: set(&[
+                Capability::ChannelsLifecycle,
+                Capability::InferenceLifecycle
+            ]),
+            by_pattern: set(&[
+                Capability::InjectSystem,
+                Capability::InjectBeforeUser,
+                Capability::InjectAfterUser
+            ]),
+        }
+    );
+    assert_eq!(beyond.code(), "grant_beyond_advertisement");
+    assert_eq!(beyond.kind(), DiagnosticKind::PeerDefect);
+    let text = beyond.to_string();
+    for needle in ["channels.lifecycle", "inferenceLifecycle", "§5.4"] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    // An `enabled` entry naming no declared set was reported already (§5.3).
+    assert_eq!(seen[1].code(), "unknown_feature_set");
+    assert_eq!(
+        seen[2],
+        D::NotificationDenied {
+            method: "inference/lifecycle".into(),
+            refusal: Refusal::Denied(Denied {
+                capability: Capability::InferenceLifecycle
+            }),
+        }
+    );
+}
+
+/// A grant whose only excess comes from `*` patterns (`channels.*` where the server
+/// advertises no channels leaf) is narrowed alike, and reported as a `Notice`: a pattern
+/// resolves against the vocabulary, not the advertisement, so reaching past it is the
+/// deny-safe reading of §5.4 at work rather than a path the host named. A grant within the
+/// advertisement reports nothing.
+#[tokio::test]
+async fn s5_4_excess_reached_only_by_a_pattern_is_a_notice_and_an_exact_grant_is_silent() {
+    let (mut host, session) = RawHost::start(&server());
+    let mut diags = session.diagnostics();
+    host.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+               "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+               "clientInfo": {"name": "raw-host", "version": "0"}}),
+    )
+    .await;
+    host.request(
+        "featureSets/update",
+        json!({"effectiveCapabilities": ["tools", "pushEvents", "channels.*"]}),
+    )
+    .await;
+    host.request(
+        "featureSets/update",
+        json!({"effectiveCapabilities": ["tools", "pushEvents"]}),
+    )
+    .await;
+    // A host defect after both, so the reading below ends.
+    host.send(json!({"jsonrpc": "2.0", "method": "no/such"}))
+        .await;
+    host.request("ping", json!({})).await;
+    let first = diags.recv().await.unwrap();
+    assert_eq!(first.code(), "grant_beyond_advertisement");
+    assert_eq!(first.kind(), DiagnosticKind::Notice);
+    assert!(!session.granted(Capability::ChannelsPublish));
+    assert_eq!(diags.recv().await.unwrap().code(), "unknown_notification");
+}
+
+/// The sans-I/O `ServerState` (which `Server` drives) reports the same value, reads `tools`
+/// as advertised only when its MCP capabilities carry it, and keeps the grant in force
+/// within the manifest in force: a manifest change that stops advertising a path takes it
+/// out of the grant at once (§5.4, §6.7: reductions first), and advertising it again
+/// restores what the host's last grant named, nothing more.
+#[test]
+fn s5_4_the_sans_io_server_keeps_the_grant_within_the_manifest_in_force() {
+    use mcpl::jsonrpc::Message;
+    use mcpl::manifest::ManifestChanged;
+    use mcpl::session::{ServerOutput, ServerRules, ServerState};
+    use std::time::Instant;
+
+    let sets = json!({"alerts": {"description": "Alerts", "uses": ["pushEvents"]}});
+    let manifest = |push: bool| json!({"version": "0.5", "pushEvents": push, "featureSets": sets});
+    let mut server = ServerState::new(ServerRules::new(
+        json!({"name": "s", "version": "1"}),
+        manifest(true),
+    ));
+    let now = Instant::now();
+    let feed = |server: &mut ServerState, v: Value| {
+        server.handle_message(now, Message::parse(&v.to_string()).unwrap());
+        let mut diags = Vec::new();
+        while let Some(o) = server.poll_output() {
+            if let ServerOutput::Diagnostic(d) = o {
+                diags.push(d);
+            }
+        }
+        diags
+    };
+    feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18",
+                          "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}}}),
+    );
+    let diags = feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+               "params": {"effectiveCapabilities": ["tools", "pushEvents"]}}),
+    );
+    // No MCP `tools` capability: `tools` is not advertised.
+    assert_eq!(
+        diags,
+        [D::GrantBeyondAdvertisement {
+            named: set(&[Capability::Tools]),
+            by_pattern: CapabilitySet::EMPTY,
+        }]
+    );
+    assert_eq!(
+        server.grant().capabilities(),
+        set(&[Capability::PushEvents])
+    );
+    let change = || ManifestChanged {
+        revision: "sha256:x".into(),
+        domains: vec![],
+    };
+    server.manifest_changed(manifest(false), change());
+    assert!(server.grant().capabilities().is_empty());
+    assert!(!server.feature_sets()["alerts"].is_available());
+    server.manifest_changed(manifest(true), change());
+    assert_eq!(
+        server.grant().capabilities(),
+        set(&[Capability::PushEvents])
+    );
+}
+
+/// `policy::ServerPolicyState` itself: the ceiling narrows a Request's grant and its
+/// receipt (a set using an unadvertised path is `capability_denied`), a Notification
+/// reports no excess, and `new` counts every path as advertised until told.
+#[test]
+fn s5_4_the_policy_state_grants_within_its_advertisement() {
+    use mcpl::policy::{FeatureSets, Form, ServerPolicyState};
+
+    let (sets, _) = FeatureSets::parse(&json!({
+        "alerts": {"description": "Alerts", "uses": ["pushEvents"]},
+        "turns": {"description": "Turns", "uses": ["inferenceLifecycle"]}
+    }));
+    let grant = json!({"effectiveCapabilities": ["pushEvents", "inferenceLifecycle"]});
+    let mut open = ServerPolicyState::new(sets.clone());
+    let o = open.apply(Form::Request, &grant).unwrap();
+    assert!(o.excess.is_empty());
+    assert!(open.is_available("turns"));
+
+    let mut state = ServerPolicyState::new(sets);
+    state.set_advertised(set(&[Capability::PushEvents]));
+    let o = state.apply(Form::Request, &grant).unwrap();
+    assert_eq!(o.excess.named, set(&[Capability::InferenceLifecycle]));
+    assert!(state.is_available("alerts"));
+    assert!(!state.is_available("turns"));
+    let receipt = o.receipt.unwrap().to_value();
+    assert_eq!(
+        receipt["unavailableFeatures"][0]["featureSet"], "turns",
+        "{receipt}"
+    );
+    let o = state
+        .apply(Form::Notification, &json!({"disabled": ["alerts"]}))
+        .unwrap();
+    assert!(o.excess.is_empty());
+}
