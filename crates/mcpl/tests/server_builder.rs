@@ -441,3 +441,47 @@ fn the_other_names_the_builder_takes_are_refused_blank() {
         Err(mcpl::server::ToolChangeError::Schema { .. })
     ));
 }
+
+/// An MCP capability is a promise of its methods (MCP `ServerCapabilities`): a host that
+/// reads `resources` calls `resources/list` and `resources/read`. Declared with neither a
+/// custom handler for them nor an MCP fallback, every such call was `-32601`. The reverse
+/// too: a custom handler for such a method without its capability declared never runs (a
+/// host calls only what is declared), and one for a method a host never sends a server
+/// (`sampling/createMessage` goes the other way) never runs either. Each is refused.
+#[test]
+fn an_mcp_capability_and_its_methods_go_together() {
+    let ok = |_s, _p| async { Ok(json!({})) };
+    let e = build_err(reminders().mcp_capability("prompts", json!({})));
+    match &e {
+        BuildError::Manifest(m) => {
+            assert!(
+                m.contains("prompts/list") && m.contains("prompts/get"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = build_err(
+        reminders()
+            .mcp_capability("resources", json!({"subscribe": true}))
+            .method("resources/list", ok)
+            .method("resources/read", ok),
+    );
+    assert!(e.to_string().contains("resources/subscribe"), "{e}");
+    let e = build_err(reminders().method("logging/setLevel", ok));
+    assert!(e.to_string().contains("mcp_capability(\"logging\""), "{e}");
+    let e = build_err(reminders().method("sampling/createMessage", ok));
+    assert!(e.to_string().contains("never sends"), "{e}");
+    // Served by custom handlers, or by a fallback: builds.
+    reminders()
+        .mcp_capability("prompts", json!({}))
+        .method("prompts/list", ok)
+        .method("prompts/get", ok)
+        .build()
+        .expect("prompts served by custom methods");
+    reminders()
+        .mcp_capability("completions", json!({}))
+        .mcp_fallback(|_s| -> std::sync::Arc<dyn mcpl::server::McpFallback> { unimplemented!() })
+        .build()
+        .expect("completions served by the fallback");
+}

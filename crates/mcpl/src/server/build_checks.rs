@@ -18,6 +18,22 @@ const HOOK_PATHS: [Capability; 4] = [
     Capability::InjectAfterUser,
 ];
 
+/// The MCP methods a host calls on a server declaring each MCP capability (MCP 2025-06-18
+/// `ServerCapabilities`), and the prefix every method of that capability has.
+const MCP_CAPABILITY_METHODS: [(&str, &str, &[&str]); 4] = [
+    (
+        "resources",
+        "resources/",
+        &["resources/list", "resources/read"],
+    ),
+    ("prompts", "prompts/", &["prompts/list", "prompts/get"]),
+    ("logging", "logging/", &["logging/setLevel"]),
+    ("completions", "completion/", &["completion/complete"]),
+];
+
+/// MCP requests that go from a server to a client only: a host never sends them here.
+const CLIENT_METHODS: [&str; 3] = ["sampling/createMessage", "roots/list", "elicitation/create"];
+
 /// What to call instead of `manifest_member(name, …)` when the builder writes `name` itself
 /// (`None` for a vendor member). Reading: a vendor member shadowing one of these was dropped
 /// (`version`, `featureSets`, an advertised capability), or advertised a capability the
@@ -163,10 +179,71 @@ impl ServerBuilder {
         Ok(())
     }
 
+    /// Refuses an MCP capability whose methods nothing serves, and a custom handler that
+    /// would never run ([`BuildError::Manifest`]). Reading (MCP 2025-06-18
+    /// `ServerCapabilities`): a host calls `resources/list` and `resources/read` on a server
+    /// declaring `resources` (and `resources/subscribe`/`unsubscribe` under
+    /// `subscribe: true`), `prompts/list` and `prompts/get` under `prompts`,
+    /// `logging/setLevel` under `logging`, `completion/complete` under `completions`, and
+    /// none of them on a server that does not declare their capability; `sampling/*`,
+    /// `roots/list` and `elicitation/create` go from a server to a client only. With an
+    /// [`McpFallback`](super::McpFallback) nothing is refused here: it declares and serves
+    /// MCP's capabilities itself.
+    fn mcp_methods_served(&self) -> Result<(), BuildError> {
+        if self.handlers.fallback.is_some() {
+            return Ok(());
+        }
+        for (capability, _, methods) in MCP_CAPABILITY_METHODS {
+            let Some(declared) = self.mcp_capabilities.get(capability) else {
+                continue;
+            };
+            let subscribe =
+                capability == "resources" && declared.get("subscribe") == Some(&Value::Bool(true));
+            let extra: &[&str] = if subscribe {
+                &["resources/subscribe", "resources/unsubscribe"]
+            } else {
+                &[]
+            };
+            let missing: Vec<&str> = (methods.iter().chain(extra))
+                .copied()
+                .filter(|m| !self.handlers.custom.contains_key(*m))
+                .collect();
+            if !missing.is_empty() {
+                return Err(BuildError::Manifest(format!(
+                    "mcp_capability {capability:?} tells a host to call {}, which nothing \
+                     serves (each would be -32601): register them with method(..), serve MCP \
+                     with mcp_fallback, or leave the capability out",
+                    missing.join(", ")
+                )));
+            }
+        }
+        for name in self.handlers.custom.keys() {
+            if CLIENT_METHODS.contains(&name.as_str()) {
+                return Err(BuildError::Manifest(format!(
+                    "method {name:?}: MCP sends it from a server to a client, and a host never \
+                     sends it to a server, so the handler would never run; leave it out"
+                )));
+            }
+            let owner = MCP_CAPABILITY_METHODS
+                .iter()
+                .find(|(_, prefix, _)| name.starts_with(prefix));
+            if let Some((capability, _, _)) = owner {
+                if !self.mcp_capabilities.contains_key(*capability) {
+                    return Err(BuildError::Manifest(format!(
+                        "method {name:?} serves MCP's {capability} capability, which the server \
+                         does not declare: a host calls it only on a server that does, so the \
+                         handler would never run; declare it with \
+                         mcp_capability(\"{capability}\", {{}})"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every check [`Self::build`] makes before it builds (see its docs), in that order.
     pub(super) fn check(&self) -> Result<(), BuildError> {
         self.names_not_blank()?;
-        self.mcp_capabilities_readable()?;
         if let Some(slot) = self.duplicates.first() {
             return Err(BuildError::DuplicateRegistration { slot: slot.clone() });
         }
@@ -304,6 +381,8 @@ impl ServerBuilder {
             }
         }
         self.handlers_advertised()?;
+        self.mcp_capabilities_readable()?;
+        self.mcp_methods_served()?;
         let registered = self.handlers.connection_state.as_ref();
         for (registration, type_id, wanted) in &self.state_users {
             if registered.map(|s| s.type_id) != Some(*type_id) {

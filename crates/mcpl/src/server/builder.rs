@@ -585,7 +585,13 @@ impl ServerBuilder {
         self
     }
 
-    /// A custom (non-MCPL) request method, unprivileged. Names of protocol methods and of the
+    /// A custom (non-MCPL) request method, unprivileged; also how a server without an
+    /// [`Self::mcp_fallback`] serves an MCP capability it declares with
+    /// [`Self::mcp_capability`] (`resources/list`, `prompts/get` …). Without a fallback,
+    /// [`Self::build`] refuses a declared MCP capability whose methods have no handler, a
+    /// handler for an MCP method whose capability is not declared (a host never calls it),
+    /// and one for a method MCP sends only to clients (`sampling/createMessage` …), each
+    /// with [`BuildError::Manifest`]. Names of protocol methods and of the
     /// removed surfaces, JSON-RPC's reserved `rpc.` names and a blank name are refused by
     /// [`Self::build`] ([`BuildError::ReservedMethod`]).
     pub fn method<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
