@@ -380,7 +380,7 @@ impl HostEvent {
     /// What the event holds, in bytes, as the host bounds the events waiting for the
     /// application (`host::HostConfig::max_event_bytes`,
     /// [`HostState::set_event_bytes`](super::HostState::set_event_bytes)): the heap a
-    /// push's params or a channel message holds once parsed ([`held_bytes`]), its strings
+    /// push's params or a channel message holds once parsed (`held_bytes`), its strings
     /// and tags, a change receipt's strings and impacts, and the event itself. Computed by
     /// walking what it holds (linear in its size).
     pub fn weight(&self) -> usize {

@@ -8,7 +8,7 @@
 //!   begins as a message does, answered `-32700` by the peer, so its sender learns why).
 //! - A message's JSON may span lines (pretty-printed: its newlines are whitespace, RFC 8259
 //!   §2), as nothing in a WebSocket frame needs them escaped. A frame whose brackets balance
-//!   outside its strings, with no string crossing a line ([`balanced`]), is split only at
+//!   outside its strings, with no string crossing a line (`balanced`), is split only at
 //!   newlines outside every bracket; any other frame at every newline, so a junk line with an
 //!   open bracket costs only itself.
 //! - The peer's size limit applies to each message after a frame is split. A frame is split
