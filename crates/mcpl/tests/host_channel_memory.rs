@@ -17,8 +17,6 @@
 //! copies, so a change costs what the message carries, not what the table holds.
 #![cfg(feature = "runtime")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use mcpl::host::{HostConfig, HostSession};
@@ -28,32 +26,8 @@ use serde_json::{json, Value};
 #[path = "support/raw.rs"]
 mod raw;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-/// Every byte ever allocated.
-static TOTAL: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-            TOTAL.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
 
 const MAX_CHANNELS: usize = 64;
 const MAX_DESCRIPTOR_BYTES: usize = 4096;
@@ -124,7 +98,7 @@ fn s14_5_channels_held_by_a_connection_are_bounded_in_heap_bytes() {
             .await
             .unwrap();
         assert_eq!(r["results"][0]["accepted"], true, "{r}");
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = live_bytes::live();
         let mut accepted = 0;
         for i in 0..MAX_CHANNELS {
             // Made and dropped within the step: what stays is what the host holds.
@@ -139,7 +113,7 @@ fn s14_5_channels_held_by_a_connection_are_bounded_in_heap_bytes() {
                 assert_eq!(r["results"][0]["reason"], "channel_limit", "{r}");
             }
         }
-        let held = LIVE.load(Ordering::Relaxed) - before;
+        let held = live_bytes::live() - before;
         assert!(session.channels().contains(&"plain".to_owned()));
         // The table, the copy the session's getters read, and slack.
         let bound = (2 * MAX_CHANNELS * MAX_DESCRIPTOR_BYTES + 256 * 1024) as isize;
@@ -170,7 +144,7 @@ async fn update_storm() {
             .unwrap();
         assert_eq!(r["results"][0]["accepted"], true, "channel {i}: {r}");
     }
-    let before = TOTAL.load(Ordering::Relaxed);
+    let before = live_bytes::total();
     for i in 0..UPDATES {
         let d = json!({ "id": "c0", "type": "chat", "direction": "inbound",
                         "label": format!("{}", i % 2) });
@@ -180,7 +154,7 @@ async fn update_storm() {
             .unwrap();
         assert_eq!(r["results"][0]["accepted"], true, "update {i}: {r}");
     }
-    let allocated = TOTAL.load(Ordering::Relaxed) - before;
+    let allocated = live_bytes::total() - before;
     assert_eq!(session.channels().len(), MAX_CHANNELS - 1);
     let per_update = 64 * 1024;
     assert!(

@@ -11,8 +11,6 @@
 //! 4 MiB bound: 120 MB held. The weight now estimates the heap a parsed value holds.
 #![cfg(feature = "runtime")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use mcpl::host::{HostConfig, HostSession};
@@ -22,29 +20,8 @@ use serde_json::{json, Value};
 #[path = "support/raw.rs"]
 mod raw;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
 
 const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 const PUSHES: usize = 40;
@@ -95,7 +72,7 @@ fn s9_events_held_for_the_application_are_bounded_in_heap_bytes() {
         policy.respond(json!({ "accepted": true })).await.unwrap();
         // The application holds its streams and never takes an event.
         let (_session, _streams) = connect.await.unwrap().unwrap();
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = live_bytes::live();
         let mut accepted = 0;
         for i in 0..PUSHES {
             // Made and dropped within the step: what stays is what the host holds.
@@ -109,7 +86,7 @@ fn s9_events_held_for_the_application_are_bounded_in_heap_bytes() {
                 assert_eq!(r["reason"], "host_busy", "{r}");
             }
         }
-        let held = LIVE.load(Ordering::Relaxed) - before;
+        let held = live_bytes::live() - before;
         assert!(accepted >= 1, "the first event goes to the empty queue");
         // The bound, plus the one event an empty queue takes whatever its weight, plus
         // slack for the session's own bookkeeping.

@@ -10,8 +10,6 @@
 //! refused before it is read (fail closed, as any unusable receipt).
 #![cfg(feature = "runtime")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use mcpl::host::{HostConfig, HostSession};
@@ -21,29 +19,8 @@ use serde_json::{json, Value};
 #[path = "support/raw.rs"]
 mod raw;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
 
 const NOTES: usize = 20_000;
 
@@ -73,7 +50,7 @@ async fn with_receipt(notes: usize) -> (isize, isize, bool, HostSession) {
         policy_timeout: Duration::from_secs(30),
         ..HostConfig::default()
     };
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live_bytes::live();
     let connect = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));
     let manifest = json!({ "version": "0.5", "pushEvents": true });
     let init = next_request(&mut incoming).await;
@@ -83,10 +60,10 @@ async fn with_receipt(notes: usize) -> (isize, isize, bool, HostSession) {
     let policy = next_request(&mut incoming).await;
     assert_eq!(policy.method(), "featureSets/update");
     // Made and dropped within the step: what stays is what the host keeps.
-    let made = LIVE.load(Ordering::Relaxed);
+    let made = live_bytes::live();
     let mut answer = json!({ "accepted": true });
     answer["notes"] = Value::Array((0..notes).map(|_| json!({ "a": 0 })).collect());
-    let size = LIVE.load(Ordering::Relaxed) - made;
+    let size = live_bytes::live() - made;
     policy.respond(answer).await.unwrap();
     // An unusable receipt ends in MCP-only, and the reduction is told by a second
     // Request, which `connect` waits for; an accepted one connects at once.
@@ -102,7 +79,7 @@ async fn with_receipt(notes: usize) -> (isize, isize, bool, HostSession) {
         }
     };
     drop(streams);
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = live_bytes::live() - before;
     (held, size, taken, session)
 }
 

@@ -6,40 +6,13 @@
 //! line buffer up to the limit, the read buffer, the pipe), and the connection still answers.
 #![cfg(feature = "runtime")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use mcpl::peer::{Diagnostic, IncomingMessage, Peer, PeerConfig};
 use mcpl::transport::Transport;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now =
-                LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed) + layout.size() as isize;
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
 
 const LIMIT: usize = 64 * 1024;
 const FLOOD: usize = 32 * 1024 * 1024;
@@ -77,8 +50,8 @@ fn slowloris_and_oversized_floods_keep_the_live_heap_bounded() {
             .await
             .unwrap();
         lines.next_line().await.unwrap().unwrap();
-        let baseline = LIVE.load(Ordering::Relaxed);
-        PEAK.store(baseline, Ordering::Relaxed);
+        let baseline = live_bytes::live();
+        live_bytes::reset_peak(baseline);
 
         // One endless line, then one newline.
         for _ in 0..FLOOD / chunk.len() {
@@ -97,7 +70,7 @@ fn slowloris_and_oversized_floods_keep_the_live_heap_bounded() {
         let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(v, json!({"jsonrpc":"2.0","id":1,"result":"pong"}));
 
-        let growth = PEAK.load(Ordering::Relaxed) - baseline;
+        let growth = live_bytes::peak() - baseline;
         eprintln!(
             "peak live-heap growth over {} MiB of hostile input: {growth} bytes",
             (2 * FLOOD) >> 20
