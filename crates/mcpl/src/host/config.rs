@@ -113,8 +113,8 @@ pub struct HostConfig {
     /// `event_capacity` events of up to a whole message each waited for a slow
     /// application (1,024 × 16 MiB).
     pub max_event_bytes: usize,
-    /// Capacity of the diagnostics stream; excess diagnostics are dropped (still logged)
-    /// and counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
+    /// Capacity of the diagnostics stream; excess diagnostics are dropped and
+    /// counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
     /// is taken as 2): the count needs a slot beside the diagnostic it precedes.
     pub diagnostics_capacity: usize,
     /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first). At least 1:

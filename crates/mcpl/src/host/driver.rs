@@ -10,7 +10,7 @@
 //!   outputs are carried out: an application that saw an event sees the state after it.
 //! - Nothing here waits on the application: events go into their bounded queue only as far
 //!   as [`HostState::set_event_room`] said there was room (a `push/event` past it is
-//!   answered `host_busy`, as before); a full diagnostics queue drops (still logged).
+//!   answered `host_busy`, as before); a full diagnostics queue drops (counted).
 //! - When the connection ends, every request of ours still waiting is expired at once
 //!   (as if its deadline had passed): a policy change ends not activated, a hook fails
 //!   open, a fetch fails; `connect` still waiting fails with the close reason.

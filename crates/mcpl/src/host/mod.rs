@@ -249,7 +249,8 @@ impl Lost {
     /// stream: only the log is throttled, since a server chooses how many it causes (one
     /// per message it sends), and a line per message wrote the host's log at the server's
     /// rate, holding up every session logging through a slow writer.
-    fn log(&mut self, label: &std::sync::OnceLock<String>, d: &HostDiagnostic) {
+    /// Returns whether a line was written.
+    fn log(&mut self, label: &std::sync::OnceLock<String>, d: &HostDiagnostic) -> bool {
         let kind = std::mem::discriminant(d);
         if !self.logged.iter().any(|(k, _)| *k == kind) {
             let interval = crate::transport::listen::REPORT_INTERVAL;
@@ -257,10 +258,14 @@ impl Lost {
                 .push((kind, crate::throttle::Throttle::new(interval)));
         }
         let Some((_, throttle)) = self.logged.iter_mut().find(|(k, _)| *k == kind) else {
-            return;
+            return false;
         };
-        if let Some(line) = throttle.line(|| format!("{d:?}")) {
-            tracing::warn!(server = ?label.get(), diagnostic = %line, "mcpl host diagnostic");
+        match throttle.line(|| format!("{d:?}")) {
+            Some(line) => {
+                tracing::warn!(server = ?label.get(), diagnostic = %line, "mcpl host diagnostic");
+                true
+            }
+            None => false,
         }
     }
 }
@@ -335,11 +340,22 @@ fn report_diag(
     let d = d.clipped();
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
-    lost.log(label, &d);
+    let logged = lost.log(label, &d);
     if lost.ended {
         // After the session's final count: delivered if there is room, but not counted
-        // when there is none, as no later count would carry it (logged above either way).
-        let _ = diags.try_send(d);
+        // when there is none, as no later count would carry it; then it is logged even if
+        // its kind's line was throttled, so it is never lost to both (what comes after the
+        // end is bounded by what the connection still held).
+        let line = (!logged).then(|| format!("{d:?}"));
+        if diags.try_send(d).is_err() {
+            if let Some(line) = line {
+                tracing::warn!(
+                    server = ?label.get(),
+                    diagnostic = %line,
+                    "mcpl host diagnostic (the diagnostics stream was full after the session ended)"
+                );
+            }
+        }
         return;
     }
     if lost.count > 0 {
@@ -777,6 +793,53 @@ mod tests {
             0,
             "a diagnostic was counted as dropped after the final count: nobody will deliver it"
         );
+    }
+
+    /// Counts the `mcpl host diagnostic` log lines of the thread it is the default
+    /// subscriber of.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Lines {
+        fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            struct Found(bool);
+            impl tracing::field::Visit for Found {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    if f.name() == "message" && format!("{v:?}").starts_with("mcpl host diagnostic")
+                    {
+                        self.0 = true;
+                    }
+                }
+            }
+            let mut found = Found(false);
+            e.record(&mut found);
+            if found.0 {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The log is throttled per kind, and after the session's final count a diagnostic
+    /// finding the stream full is not counted: one both throttled and undeliverable is
+    /// logged anyway, so it is never lost to both (found by review: it vanished).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_diagnostic_neither_streamed_nor_counted_after_the_end_is_still_logged() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let lines = Lines::default();
+        let _guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+        let (tx, _rx) = queue::channel::<HostDiagnostic>(2);
+        let lost: Mutex<Lost> = Mutex::default();
+        let label = std::sync::OnceLock::new();
+        for i in 0..2 {
+            report_diag(&label, &tx, &lost, panicked(i));
+        }
+        // One line for the kind; the second was throttled, and streamed.
+        assert_eq!(lines.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        lost.lock().unwrap().ended = true;
+        // The stream is full and the kind's line throttled: it must still be logged.
+        report_diag(&label, &tx, &lost, panicked(99));
+        assert_eq!(lines.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     /// A diagnostic reported after the final count still reaches a queue that has room.
