@@ -4663,3 +4663,33 @@ async fn s10_1_hook_params_missing_required_members_are_refused_before_any_is_se
     assert!(out.params_refused.is_none());
     assert!(out.failures.is_empty(), "{:?}", out.failures);
 }
+
+/// Hook fan-outs given up on a session whose server stopped reading leave nothing waiting
+/// behind them once its driver's queue is full: each one's `Cmd::Forget` found the queue
+/// full and used to spawn a task (holding a `HostSession`) to queue it, one more per turn
+/// for as long as the server did not read. The driver is now flagged instead, and gives up
+/// every call whose caller is gone at its next input.
+#[tokio::test(start_paused = true)]
+async fn hooks_given_up_on_a_stuck_session_pile_up_no_tasks() {
+    let (stuck, _streams, _server, _fillers) =
+        stuck_session(&["inferenceLifecycle", "contextHooks.beforeInference.observe"]).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let params =
+        json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"hello"});
+    // Each fan-out queues its hook and then its forget: past 128 of them the driver's
+    // queue (256) is full, and every later one's forget finds it so.
+    for _ in 0..200 {
+        let fan = tokio::time::timeout(
+            Duration::from_secs(120),
+            before_inference(&[&stuck], &params),
+        )
+        .await
+        .expect("before_inference hung on a stuck session");
+        assert_eq!(fan.failures.len(), 1, "{fan:?}");
+    }
+    let alive = metrics.num_alive_tasks();
+    assert!(
+        alive < 40,
+        "{alive} tasks alive after 200 fan-outs given up on a stuck session"
+    );
+}

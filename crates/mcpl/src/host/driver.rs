@@ -274,6 +274,13 @@ impl Driver {
                 () = alarm.fired(), if alarm.is_armed() => Input::Tick,
                 _ = self.peer.closed(), if read_all => continue,
             };
+            if self
+                .shared
+                .sweep
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                self.sweep_given_up(&mut w);
+            }
             self.state.set_event_room(self.events.room());
             let limit = self.shared.config.max_event_bytes;
             self.state.set_event_bytes(self.events.weight(), limit);
@@ -379,6 +386,28 @@ impl Driver {
     /// Gives up application request `id` of the state machine's: forgotten there
     /// ([`HostState::abandon_request`]) and, once written, cancelled on the wire under the
     /// peer's id, after its own frame ([`Outbox::cancel`]).
+    /// Gives up every application request and hook whose caller is gone ([`Shared::sweep`]:
+    /// its [`Cmd::Forget`] found the queue full).
+    fn sweep_given_up(&mut self, w: &mut Waiting) {
+        let gone: Vec<u64> = w
+            .requests_out
+            .iter()
+            .filter(|(_, c)| c.reply.is_closed())
+            .map(|(id, _)| *id)
+            .chain(
+                w.hooks
+                    .iter()
+                    .filter(|(_, (_, r))| r.is_closed())
+                    .map(|(id, _)| *id),
+            )
+            .collect();
+        for id in gone {
+            w.requests_out.remove(&id);
+            w.hooks.remove(&id);
+            self.give_up(w, id);
+        }
+    }
+
     fn give_up(&mut self, w: &mut Waiting, id: u64) {
         if !self.state.abandon_request(id) {
             return;

@@ -64,9 +64,10 @@ pub struct Injections {
 /// A session whose driver carries out no input for its `hook_timeout` plus
 /// [`DRIVER_GRACE`] (it waits on a server that stopped reading) holds up the fan-out no
 /// longer: it counts as consulted and failed, and is sent no late hook (one it had sent is
-/// cancelled). Dropping the returned future cancels every hook still waiting, at once, with
-/// MCP's `notifications/cancelled` (as the bare [`Peer`] cancels a dropped request), rather
-/// than at `hook_timeout`.
+/// cancelled, once its driver moves again). Dropping the returned future cancels every hook
+/// still waiting with MCP's `notifications/cancelled` (as the bare [`Peer`] cancels a
+/// dropped request), rather than at `hook_timeout`: at once, or, on a session whose driver
+/// is stuck with its queue full, at its next input.
 ///
 /// `params` are the application's, sent as given apart from `userMessage`: give every member
 /// of §10.1's table, `model` included. Params the core's own reading of them refuses
@@ -99,7 +100,7 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         let p = params.clone();
         async move {
             let limit = s.inner.shared.config.hook_timeout + DRIVER_GRACE;
-            // Dropped with the fan-out, or given up below: the hook is cancelled at once.
+            // Dropped with the fan-out, or given up below: the hook is cancelled (`GiveUp`).
             let mut give_up = GiveUp::new(&s);
             let n = give_up.call;
             let call = s.call(|r| Cmd::Hook(p, n, r));

@@ -147,6 +147,11 @@ struct Shared {
     /// Numbers the application's requests sent by the state machine ([`Cmd::Request`]), so
     /// one whose caller gave up can be named to the driver ([`Cmd::Forget`]).
     calls: std::sync::atomic::AtomicU64,
+    /// A call was given up while the driver's queue was full ([`GiveUp`]): instead of a
+    /// task per call waiting to queue its [`Cmd::Forget`] (one per turn piled up on a
+    /// driver stuck writing), the driver is flagged, and at its next input it gives up
+    /// every call whose caller is gone (bounded by the requests it holds).
+    sweep: std::sync::atomic::AtomicBool,
     /// Diagnostics not delivered since the last one that was (the queue was full); shared
     /// with the connection's diagnostics forwarder ([`report_diag`]).
     /// A lock, not an atomic: the count and the diagnostic after it are queued in one step,
@@ -189,8 +194,25 @@ impl<'a> GiveUp<'a> {
 
 impl Drop for GiveUp<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            self.session.call_detached(Cmd::Forget(self.call));
+        if !self.armed {
+            return;
+        }
+        let shared = &self.session.inner.shared;
+        shared
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.session.inner.cmds.try_send(Cmd::Forget(self.call)) {
+            Ok(()) => {}
+            Err(e) => {
+                shared
+                    .queued
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                if matches!(e, queue::TrySendError::Full(_)) {
+                    shared
+                        .sweep
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
         }
     }
 }
@@ -451,6 +473,7 @@ impl HostSession {
             held: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),
             calls: std::sync::atomic::AtomicU64::new(0),
+            sweep: std::sync::atomic::AtomicBool::new(false),
             diags_lost: Arc::default(),
         });
         let streams = HostStreams {
