@@ -288,15 +288,23 @@ pub const RMCP_LOG_DIRECTIVE: &str = "rmcp::service=error";
 
 /// `filter` (a `tracing_subscriber::EnvFilter` directive list, e.g. `RUST_LOG`'s) with
 /// [`RMCP_LOG_DIRECTIVE`] added, unless a directive of `filter` names an rmcp target itself
-/// (`rmcp=debug` asks for rmcp's lines). The bridge cannot filter rmcp's lines otherwise:
-/// rmcp logs from tasks it spawns itself, under the process's subscriber.
+/// (`rmcp=debug` asks for rmcp's lines) or the default level is `off` (adding the directive
+/// would turn rmcp's `error` lines back on against it). The bridge cannot filter rmcp's
+/// lines otherwise: rmcp logs from tasks it spawns itself, under the process's subscriber.
 pub fn log_filter(filter: &str) -> String {
     let names_rmcp = filter.split(',').any(|directive| {
         // A directive is `target[span{field}]=level`, any part but one left out.
         let target = directive.trim().split(['[', '=']).next().unwrap_or("");
         target == "rmcp" || target.starts_with("rmcp::")
     });
-    match (names_rmcp, filter.trim().is_empty()) {
+    // The last bare level sets the default (a bare `off` silences every target).
+    let levels = ["off", "error", "warn", "info", "debug", "trace"];
+    let off = filter
+        .split(',')
+        .map(str::trim)
+        .rfind(|d| levels.iter().any(|l| d.eq_ignore_ascii_case(l)))
+        .is_some_and(|d| d.eq_ignore_ascii_case("off"));
+    match (names_rmcp || off, filter.trim().is_empty()) {
         (true, _) => filter.to_owned(),
         (false, true) => RMCP_LOG_DIRECTIVE.to_owned(),
         (false, false) => format!("{filter},{RMCP_LOG_DIRECTIVE}"),

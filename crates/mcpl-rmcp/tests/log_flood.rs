@@ -82,6 +82,10 @@ fn log_filter_keeps_a_filter_that_names_rmcp() {
         ("info,rmcpx=debug", format!("info,rmcpx=debug,{d}")),
         ("warn,rmcp=debug", "warn,rmcp=debug".to_owned()),
         ("rmcp", "rmcp".to_owned()),
+        // A default of `off` stays off: the directive would turn rmcp's errors back on.
+        ("off", "off".to_owned()),
+        ("info,OFF", "info,OFF".to_owned()),
+        ("off,warn", format!("off,warn,{d}")),
         (
             "warn,rmcp::service[serve_inner]=info",
             "warn,rmcp::service[serve_inner]=info".to_owned(),
