@@ -751,13 +751,17 @@ pub fn advertised_from_capabilities(capabilities: &Value) -> Advertisement {
         Some(mcpl) => advertised(mcpl),
         None => Advertisement::default(),
     };
-    if matches!(
-        capabilities.get("tools"),
-        Some(Value::Object(_)) | Some(Value::Bool(true))
-    ) {
+    if declares_tools(capabilities.get("tools")) {
         adv.capabilities.insert(Capability::Tools);
     }
     adv
+}
+
+/// Whether the MCP `capabilities.tools` member `tools` advertises `tools` (an object or
+/// `true`): the one reading the host's review, its MCP-only grant and the server's ceiling
+/// share.
+pub fn declares_tools(tools: Option<&Value>) -> bool {
+    matches!(tools, Some(Value::Object(_)) | Some(Value::Bool(true)))
 }
 
 /// Writes `set` as a 0.5 `experimental.mcpl` capability tree (no `version`, no

@@ -248,7 +248,7 @@ impl Outbox {
         }
         shared.remember_abandoned(id.clone());
         if let Some(method) = shared.config.cancel_method {
-            let params = serde_json::json!({ "requestId": id.to_value(), "reason": reason });
+            let params = super::shared::cancel_params(id, reason);
             if let Err(e) = self.notify(method, Some(params)) {
                 tracing::debug!(error = %e, "cancel not written");
             }

@@ -455,7 +455,7 @@ impl Shared {
         if let Some(method) = self.config.cancel_method {
             let text = Message::Notification(Notification {
                 method: method.to_owned(),
-                params: Some(serde_json::json!({ "requestId": id.to_value(), "reason": reason })),
+                params: Some(cancel_params(&id, reason)),
             })
             .to_json();
             self.send_frame_detached(text, None);
@@ -472,4 +472,10 @@ impl Shared {
         }
         q.push_back(id);
     }
+}
+
+/// The params of the cancel sent for our request `id` given up (`PeerConfig::cancel_method`,
+/// MCP's `notifications/cancelled`).
+pub(super) fn cancel_params(id: &RequestId, reason: &str) -> Value {
+    serde_json::json!({ "requestId": id.to_value(), "reason": reason })
 }

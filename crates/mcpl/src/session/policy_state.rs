@@ -177,10 +177,7 @@ impl HostPolicy {
     /// The grant holds at most `tools` and is final.
     pub(crate) fn not_advertised(&mut self, caps: &Value) -> Result<(), PatternError> {
         let mut adv = CapabilitySet::EMPTY;
-        if matches!(
-            caps.get("tools"),
-            Some(Value::Object(_)) | Some(Value::Bool(true))
-        ) {
+        if crate::capability::declares_tools(caps.get("tools")) {
             adv.insert(Capability::Tools);
         }
         let hg = HostGrant::compute(adv, self.policy.iter().map(String::as_str))?;

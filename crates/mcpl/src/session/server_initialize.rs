@@ -49,10 +49,7 @@ pub(crate) fn initialize_result(
 /// Whether MCP capabilities `caps` advertise `tools` (an object or `true`), as a host reads
 /// them ([`crate::capability::advertised_from_capabilities`]).
 pub(crate) fn declares_tools(caps: &Map<String, Value>) -> bool {
-    matches!(
-        caps.get("tools"),
-        Some(Value::Object(_)) | Some(Value::Bool(true))
-    )
+    crate::capability::declares_tools(caps.get("tools"))
 }
 
 /// What a server reads from the host's `initialize` ([`read_initialize`]).

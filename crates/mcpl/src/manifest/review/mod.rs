@@ -237,10 +237,8 @@ impl ManifestReview {
         I: IntoIterator<Item = &'a str>,
     {
         let (findings, recomputed) = validate_with_digest(manifest);
-        let outer_tools = matches!(
-            outer_caps.and_then(|c| c.get("tools")),
-            Some(Value::Object(_)) | Some(Value::Bool(true))
-        );
+        let outer_tools =
+            crate::capability::declares_tools(outer_caps.and_then(|c| c.get("tools")));
         let revision = recomputed.ok();
         let (advertised, decls) = if revision.is_some() {
             (
