@@ -301,3 +301,33 @@ fn s5_4_the_policy_state_grants_within_its_advertisement() {
         .unwrap();
     assert!(o.excess.is_empty());
 }
+
+/// `GrantExcess::of`, the one §5.4 reading the server and `mcpl check-host` share: an exact
+/// unadvertised path is named; what only a `*` pattern reaches past the advertisement is
+/// by pattern; a malformed entry reaches nothing.
+#[test]
+fn s5_4_the_excess_of_a_grants_entries_over_an_advertisement() {
+    use mcpl::policy::GrantExcess;
+    let advertised = set(&[Capability::PushEvents, Capability::ChannelsPublish]);
+    let e = GrantExcess::of(
+        &[
+            "pushEvents",
+            "inferenceLifecycle",
+            "channels.*",
+            "no such path",
+            "",
+        ],
+        advertised,
+    );
+    assert_eq!(e.named, set(&[Capability::InferenceLifecycle]));
+    assert!(
+        e.by_pattern.contains(Capability::ChannelsLifecycle),
+        "{e:?}"
+    );
+    assert!(!e.by_pattern.contains(Capability::ChannelsPublish), "{e:?}");
+    assert!(
+        !e.by_pattern.contains(Capability::InferenceLifecycle),
+        "{e:?}"
+    );
+    assert!(GrantExcess::of(&["pushEvents"], advertised).is_empty());
+}

@@ -324,18 +324,18 @@ impl Run {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
+        // The library server's own reading of the excess (§5.4), named by entry.
+        let excess = mcpl::policy::GrantExcess::of(&entries, advertised);
         let (mut outside, mut wide) = (Vec::new(), Vec::new());
         for e in &entries {
-            if e.contains('*') {
-                let reach = Pattern::parse(e).map(|p| p.resolved()).unwrap_or_default();
-                if reach.difference(advertised) != CapabilitySet::EMPTY {
+            if let Ok(c) = e.parse::<Capability>() {
+                if excess.named.contains(c) {
+                    outside.push(*e);
+                }
+            } else if let Ok(p) = Pattern::parse(e) {
+                if !p.resolved().intersection(excess.by_pattern).is_empty() {
                     wide.push(*e);
                 }
-            } else if e
-                .parse::<Capability>()
-                .is_ok_and(|c| !advertised.contains(c))
-            {
-                outside.push(*e);
             }
         }
         if !outside.is_empty() {

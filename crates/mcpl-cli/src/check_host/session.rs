@@ -180,9 +180,15 @@ impl Run {
             rec,
             bounds,
             started: Instant::now(),
-            policy: ServerPolicyState::new(
-                mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
-            ),
+            // The grant's ceiling is what the checker advertises, as the library server's
+            // (§5.4, `ServerPolicyState::set_advertised`).
+            policy: {
+                let mut p = ServerPolicyState::new(
+                    mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
+                );
+                p.set_advertised(served::served_advertisement());
+                p
+            },
             host_advertised: CapabilitySet::EMPTY,
             initialized: false,
             mcp_only: false,

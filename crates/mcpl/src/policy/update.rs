@@ -240,6 +240,27 @@ pub struct GrantExcess {
 }
 
 impl GrantExcess {
+    /// What the `effectiveCapabilities` entries `entries` grant beyond `advertised`: the
+    /// one §5.4 reading the server ([`ServerPolicyState::apply`]) and `mcpl check-host`
+    /// share. An entry that is no well-formed path or pattern reaches nothing.
+    pub fn of(entries: &[&str], advertised: CapabilitySet) -> GrantExcess {
+        let mut named = CapabilitySet::EMPTY;
+        let mut reached = CapabilitySet::EMPTY;
+        for e in entries {
+            // An exact entry (a `*` pattern never parses as a path).
+            if let Ok(c) = e.parse::<Capability>() {
+                named.insert(c);
+            } else if let Ok(p) = crate::capability::Pattern::parse(e) {
+                reached = reached.union(p.resolved());
+            }
+        }
+        let named = named.difference(advertised);
+        GrantExcess {
+            named,
+            by_pattern: reached.difference(advertised).difference(named),
+        }
+    }
+
     /// Whether nothing was granted beyond the advertisement.
     pub fn is_empty(&self) -> bool {
         self.named.is_empty() && self.by_pattern.is_empty()
@@ -389,20 +410,14 @@ impl ServerPolicyState {
             Form::Request => {
                 let offered = parsed.effective.unwrap_or_default();
                 self.take_grant(offered);
-                let excess = offered.capabilities().difference(self.advertised);
-                // Exact entries (a `*` pattern never parses as a path).
-                let named: CapabilitySet = params
+                let entries: Vec<&str> = params
                     .get("effectiveCapabilities")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter_map(|e| e.as_str()?.parse::<Capability>().ok())
+                    .filter_map(Value::as_str)
                     .collect();
-                let named = named.intersection(excess);
-                let excess = GrantExcess {
-                    named,
-                    by_pattern: excess.difference(named),
-                };
+                let excess = GrantExcess::of(&entries, self.advertised);
                 self.selection = Selection {
                     enabled: parsed.enabled,
                     disabled: parsed.disabled,
