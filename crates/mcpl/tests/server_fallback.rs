@@ -81,9 +81,16 @@ struct Host {
 }
 
 async fn connect(mcpl: bool) -> Host {
+    connect_with(mcpl, |b| b).await
+}
+
+/// [`connect`] to the server `more` makes of [`builder`]'s.
+async fn connect_with(mcpl: bool, more: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Host {
     let log: Log = Arc::default();
     let sessions = Arc::new(Mutex::new(Vec::new()));
-    let server = builder(log.clone(), sessions.clone()).build().unwrap();
+    let server = more(builder(log.clone(), sessions.clone()))
+        .build()
+        .unwrap();
     let (host_t, server_t) = memory::pair();
     let (peer, incoming) = Peer::new(host_t, PeerConfig::default());
     let session = server.start(server_t);
@@ -149,6 +156,34 @@ async fn s3_1_initialize_is_the_fallbacks_result_with_the_manifest_merged_in() {
         logged(&h),
         ["initialize", "notification notifications/initialized"]
     );
+}
+
+/// The author's `mcp_capability` is an explicit statement of what the server declares: under
+/// the same name it wins over the fallback's (`experimental` member by member), where the
+/// fallback names none it is added, and what only the builder derived (`tools` from
+/// `advertise`) never replaces the fallback's (§5.1, §17.1).
+#[tokio::test]
+async fn s5_1_the_authors_mcp_capability_wins_over_the_fallbacks() {
+    let h = connect_with(true, |b| {
+        b.mcp_capability("resources", json!({"listChanged": false}))
+            .mcp_capability("logging", json!({}))
+            .mcp_capability(
+                "experimental",
+                json!({"inner": {"author": true}, "extra": {}}),
+            )
+    })
+    .await;
+    let caps = &h.init["capabilities"];
+    assert_eq!(caps["resources"], json!({"listChanged": false}), "{caps}");
+    assert_eq!(caps["logging"], json!({}), "{caps}");
+    assert_eq!(caps["tools"], json!({"listChanged": true}), "{caps}");
+    assert_eq!(
+        caps["experimental"]["inner"],
+        json!({"author": true}),
+        "{caps}"
+    );
+    assert_eq!(caps["experimental"]["extra"], json!({}), "{caps}");
+    assert_eq!(caps["experimental"]["mcpl"]["version"], "0.5", "{caps}");
 }
 
 #[tokio::test]
@@ -336,4 +371,48 @@ async fn the_fallback_is_dropped_when_its_connection_ends() {
         .await
         .expect("the fallback was not dropped when its connection ended")
         .unwrap();
+}
+
+/// A fallback declaring no MCP capability at all.
+struct Bare;
+
+impl McpFallback for Bare {
+    fn initialize(&self, _id: &RequestId, params: Value) -> FallbackFuture {
+        let version = params["protocolVersion"].clone();
+        Box::pin(async move { Ok(json!({"protocolVersion": version, "capabilities": {}})) })
+    }
+    fn request(&self, _id: &RequestId, method: &str, _params: Option<Value>) -> FallbackFuture {
+        let e = ErrorObject::method_not_found(method);
+        Box::pin(async move { Err(e) })
+    }
+    fn notification(&self, _method: &str, _params: Option<Value>) {}
+}
+
+/// The `tools` the builder derives from `advertise` is added where the fallback names none
+/// (it never replaces the fallback's, see above), and the author's `tools` wins over both.
+#[tokio::test]
+async fn s5_1_the_derived_tools_fills_in_and_the_authors_tools_wins() {
+    for (declared, sent) in [
+        (None, json!({})),
+        (
+            Some(json!({"listChanged": false})),
+            json!({"listChanged": false}),
+        ),
+    ] {
+        let mut b = Server::builder("outer", "1")
+            .advertise(&[Capability::Tools])
+            .mcp_fallback(|_| Arc::new(Bare));
+        if let Some(d) = declared {
+            b = b.mcp_capability("tools", d);
+        }
+        let server = b.build().unwrap();
+        let (host_t, server_t) = memory::pair();
+        let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+        let _session = server.start(server_t);
+        let init = peer
+            .request_raw("initialize", Some(json!({"protocolVersion": "2025-06-18"})))
+            .await
+            .unwrap();
+        assert_eq!(init["capabilities"]["tools"], sent, "{init}");
+    }
 }

@@ -214,6 +214,9 @@ impl ServerBuilder {
     /// `tools` is declared for registered tools with `listChanged: true` (changes at runtime
     /// are told); an explicit `"listChanged": false` here is kept, and then the tools do not
     /// change at runtime ([`ToolChangeError::ListChangedFalse`](super::ToolChangeError)).
+    /// With an [`Self::mcp_fallback`] the capability declared here wins over the one the
+    /// fallback's `initialize` names the same (an `experimental` member by member): it is
+    /// the author's explicit statement of what the server declares.
     pub fn mcp_capability(mut self, key: impl Into<String>, value: Value) -> Self {
         let key = key.into();
         if self.mcp_capabilities.insert(key.clone(), value).is_some() {
@@ -673,7 +676,14 @@ impl ServerBuilder {
             tracker.bind_feature_set(set.clone(), "on_before_inference");
         }
         let mut mcp = self.mcp_capabilities;
-        if !self.handlers.tools.is_empty() || self.advertised.contains(Capability::Tools) {
+        let derives_tools =
+            !self.handlers.tools.is_empty() || self.advertised.contains(Capability::Tools);
+        // With a fallback, `mcp` is only what the author declared, which wins over the
+        // fallback's `initialize`; the `tools` derived here is added only where the
+        // fallback names none (`fallback::fallback_initialize`).
+        let fallback_adds_tools =
+            derives_tools && self.handlers.fallback.is_some() && !mcp.contains_key("tools");
+        if derives_tools && self.handlers.fallback.is_none() {
             mcp.entry("tools".to_owned())
                 .or_insert_with(|| Value::Object(Map::new()));
         }
@@ -708,6 +718,7 @@ impl ServerBuilder {
                 tools,
                 declares_tools,
                 tells_tool_changes,
+                fallback_adds_tools,
                 shared_manifest: std::sync::Mutex::new(None),
             }),
         })

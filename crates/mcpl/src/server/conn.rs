@@ -41,6 +41,9 @@ pub(super) struct ServerInner {
     /// Whether it declares `tools.listChanged: true`: the tools may change at runtime and
     /// each change is told (`false` when the author stated `listChanged: false`).
     pub(super) tells_tool_changes: bool,
+    /// Whether an [`McpFallback`](super::McpFallback)'s `initialize` result that names no
+    /// `tools` gets `tools: {}` (the builder advertises `tools` and the author declared none).
+    pub(super) fallback_adds_tools: bool,
     /// The last tracker snapshot a connection was given, with its manifest and declarations
     /// shared ([`SharedManifest`]): every connection serving that snapshot holds the same
     /// copy (one per snapshot, not per connection: an idle connection's memory, issue #20).

@@ -61,8 +61,10 @@ pub(super) fn spawn_fallback(
 /// read after it until it is answered, but the host's end of output is told at once
 /// (`ServerDiagnostic::InputEnded`). The session makes the answer its own
 /// (`session::application_initialize_result`, the manifest set under
-/// `capabilities.experimental.mcpl`). Reading: the fallback gets the connection's request
-/// timeout to answer (without one it is waited for).
+/// `capabilities.experimental.mcpl`, the author's `mcp_capability`s set over its own). A
+/// result naming no `tools` gets `tools: {}` when the builder advertises `tools` and the
+/// author declared none. Reading: the fallback gets the connection's request timeout to
+/// answer (without one it is waited for).
 pub(super) fn fallback_initialize(
     conn: &Arc<Conn>,
     f: Arc<dyn McpFallback>,
@@ -71,15 +73,28 @@ pub(super) fn fallback_initialize(
 ) -> Handled {
     let fut = f.initialize(&id, params);
     let timeout = conn.server.peer_config.request_timeout;
+    let adds_tools = conn.server.fallback_adds_tools;
     let fut: super::BoxFut<HandlerResult<Value>> = Box::pin(async move {
-        match timeout {
+        let mut outcome = match timeout {
             Some(t) => tokio::time::timeout(t, fut).await.unwrap_or_else(|_| {
                 Err(ErrorObject::internal(format!(
                     "the MCP fallback did not answer initialize within {t:?}"
                 )))
             }),
             None => fut.await,
+        };
+        if adds_tools {
+            if let Ok(Value::Object(result)) = &mut outcome {
+                let caps = result
+                    .entry("capabilities")
+                    .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Value::Object(caps) = caps {
+                    caps.entry("tools")
+                        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+                }
+            }
         }
+        outcome
     });
     run_handler(conn, id, "MCP fallback's initialize".into(), fut, false)
 }

@@ -50,7 +50,9 @@ pub struct ServerRules {
     pub server_info: Value,
     /// The MCPL manifest advertised under `capabilities.experimental.mcpl` (§5.1, §6.1).
     pub manifest: Value,
-    /// MCP capabilities beside it (`tools`, `resources`, …).
+    /// MCP capabilities beside it (`tools`, `resources`, …). Under
+    /// [`Self::initialize_by_application`] each one wins over the application's under the
+    /// same name (`experimental` member by member) and is added where it names none.
     pub mcp_capabilities: Map<String, Value>,
     /// `instructions` for the `initialize` result (none by default).
     pub instructions: Option<String>,

@@ -98,12 +98,18 @@ pub(crate) fn read_initialize(
 
 /// The `initialize` result an MCP implementation of the application's own answered
 /// (`server::McpFallback::initialize`), made the session's: the server's MCP capabilities
-/// `mcp` added where it names none, and the manifest in force set under
+/// `mcp` set over the result's (see below), and the manifest in force set under
 /// `capabilities.experimental.mcpl` (§5.1, §17.1), replacing an `experimental` that is no
 /// object ([`ServerDiagnostic::FallbackExperimentalReplaced`]) or an `mcpl` it carried
 /// ([`ServerDiagnostic::FallbackMcplReplaced`]), each pushed on `diags`. Reading: a result
 /// that is not an object, or whose `capabilities` is not one, is the application's defect
 /// and is answered `-32603` (the connection stays uninitialized).
+///
+/// Reading (the spec is silent): `mcp` is what the author declared explicitly
+/// ([`ServerRules::mcp_capabilities`](super::ServerRules), `server::ServerBuilder::mcp_capability`),
+/// so under the same name it wins over the implementation's, and is added where that names
+/// none; `experimental` is a namespace of separate capabilities, so there the author's
+/// members win one by one and the implementation's others stay.
 pub(crate) fn application_initialize_result(
     result: Value,
     mcp: &Map<String, Value>,
@@ -124,7 +130,9 @@ pub(crate) fn application_initialize_result(
         ));
     };
     for (k, v) in mcp {
-        caps.entry(k.clone()).or_insert_with(|| v.clone());
+        if k != "experimental" {
+            caps.insert(k.clone(), v.clone());
+        }
     }
     let experimental = caps
         .entry("experimental")
@@ -136,6 +144,13 @@ pub(crate) fn application_initialize_result(
     if let Value::Object(experimental) = experimental {
         if experimental.contains_key("mcpl") {
             diags.push(ServerDiagnostic::FallbackMcplReplaced);
+        }
+        // The builder refuses an author's `experimental` that is no object or names `mcpl`;
+        // a sans-I/O author's `mcpl` is replaced below like the implementation's.
+        if let Some(Value::Object(authors)) = mcp.get("experimental") {
+            for (k, v) in authors {
+                experimental.insert(k.clone(), v.clone());
+            }
         }
         experimental.insert("mcpl".into(), manifest_object(manifest));
     }
