@@ -917,10 +917,13 @@ impl HostHarness {
 
     /// A genuine `ServerState` answers the handshake and the initial policy exchange.
     fn connect_genuinely(&mut self) -> Result<(), TestCaseError> {
-        let mut server = ServerState::new(ServerRules::new(
-            json!({"name": "genuine", "version": "1"}),
-            manifest("r0", self.advertised),
-        ));
+        let mut server = ServerState::new(
+            ServerRules::new(
+                json!({"name": "genuine", "version": "1"}),
+                manifest("r0", self.advertised),
+            )
+            .unwrap(),
+        );
         for _ in 0..32 {
             let mut to_server = Vec::new();
             let mut n = 0;
@@ -1357,6 +1360,7 @@ impl ServerHarness {
                 json!({"name": "s", "version": "1"}),
                 manifest("r0", ALL_CAPS),
             )
+            .unwrap()
         };
         let mut s = ServerHarness {
             server: ServerState::new(rules),

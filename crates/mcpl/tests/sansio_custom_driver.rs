@@ -373,7 +373,8 @@ fn server_rules() -> ServerRules {
             "obs": { "uses": ["inferenceLifecycle", "modelInfo"] }
         }
     });
-    let mut rules = ServerRules::new(json!({ "name": "custom", "version": "1" }), manifest);
+    let mut rules =
+        ServerRules::new(json!({ "name": "custom", "version": "1" }), manifest).unwrap();
     rules.mcp_capabilities = mcp;
     rules.hook_feature_set = Some("ctx".into());
     rules.lifecycle = LifecycleConfig {

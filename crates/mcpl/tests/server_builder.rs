@@ -7,6 +7,7 @@ use mcpl::capability::Capability;
 use mcpl::protocol::handshake::{ToolContent, ToolsCallResult};
 use mcpl::protocol::hooks::BeforeInferenceResult;
 use mcpl::server::{BuildError, Server, ServerBuilder};
+use mcpl::session::{ServerRules, ServerRulesError};
 use serde_json::{json, Map};
 
 fn reminders() -> ServerBuilder {
@@ -397,6 +398,42 @@ fn a_blank_server_name_or_version_is_refused() {
     Server::builder("notes", "1.0.0")
         .build()
         .expect("a named server builds");
+}
+
+/// The sans-I/O `ServerRules::new` holds `server_info` to the builder's rule, with the same
+/// message; a `server_info` without a `name` or `version` string is refused too (§5.1).
+#[test]
+fn server_rules_refuse_a_blank_server_name_or_version_by_the_builders_rule() {
+    let manifest = || json!({"version": "0.5"});
+    for (name, version, what, given) in [
+        ("", "1.0.0", "server name", ""),
+        (" \t", "1.0.0", "server name", " \t"),
+        ("notes", "", "server version", ""),
+        ("notes", "\n ", "server version", "\n "),
+    ] {
+        let e = ServerRules::new(json!({"name": name, "version": version}), manifest())
+            .expect_err("a blank server identity");
+        assert_eq!(
+            e,
+            ServerRulesError::BlankName {
+                what,
+                given: given.into()
+            }
+        );
+        let built = build_err(Server::builder(name, version));
+        assert_eq!(e.to_string(), built.to_string(), "one rule, one message");
+    }
+    for (info, what) in [
+        (json!({"version": "1"}), "name"),
+        (json!({"name": "notes", "version": 1}), "version"),
+        (json!("notes"), "name"),
+    ] {
+        let e = ServerRules::new(info.clone(), manifest()).expect_err("no identity");
+        assert_eq!(e, ServerRulesError::ServerInfo { what }, "{info}");
+        assert!(e.to_string().contains("serverInfo"), "{e}");
+    }
+    ServerRules::new(json!({"name": "notes", "version": "1.0.0"}), manifest())
+        .expect("a named server's rules");
 }
 
 /// The other names the builder is given are held to the same rule: a blank `mcp_capability`

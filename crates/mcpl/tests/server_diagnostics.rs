@@ -460,7 +460,8 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
     let mut rules = ServerRules::new(
         json!({"name": "pinger", "version": "1.0.0"}),
         json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
-    );
+    )
+    .unwrap();
     // As the `Server`'s (it has a tool): `tools` advertised, so granting it is no defect.
     rules.mcp_capabilities.insert("tools".into(), json!({}));
     let mut state = ServerState::new(rules);
@@ -541,7 +542,8 @@ async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
     let mut rules = ServerRules::new(
         json!({"name": "pinger", "version": "1.0.0"}),
         json!({"version": "0.5", "featureSets": {"pings": {"uses": ["pushEvents"]}}}),
-    );
+    )
+    .unwrap();
     // As the `Server`'s (it has a tool): `tools` advertised, so granting it is no defect.
     rules.mcp_capabilities.insert("tools".into(), json!({}));
     let mut state = ServerState::new(rules);
@@ -667,7 +669,8 @@ async fn s5_4_sends_are_refused_alike_by_server_and_server_state() {
     let rules = ServerRules::new(
         json!({"name": "sender", "version": "1.0.0"}),
         server.tracker().snapshot().manifest().clone(),
-    );
+    )
+    .unwrap();
     let now = std::time::Instant::now();
     let start = |mcpl: bool, grant: Option<&[&str]>| {
         let mut state = ServerState::new(rules.clone());
@@ -768,10 +771,13 @@ async fn s10_1_an_unredacted_user_message_is_reported_and_withheld_alike() {
     assert!(diags.try_recv().is_err());
 
     // The same turns to the state machine.
-    let mut state = ServerState::new(ServerRules::new(
-        json!({"name": "notes", "version": "1.0.0"}),
-        server.tracker().snapshot().manifest().clone(),
-    ));
+    let mut state = ServerState::new(
+        ServerRules::new(
+            json!({"name": "notes", "version": "1.0.0"}),
+            server.tracker().snapshot().manifest().clone(),
+        )
+        .unwrap(),
+    );
     let now = std::time::Instant::now();
     let mut feed = |v: Value| -> Vec<ServerOutput> {
         state.handle_message(now, mcpl::jsonrpc::Message::parse(&v.to_string()).unwrap());

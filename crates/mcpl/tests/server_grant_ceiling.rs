@@ -216,10 +216,9 @@ fn s5_4_the_sans_io_server_keeps_the_grant_within_the_manifest_in_force() {
 
     let sets = json!({"alerts": {"description": "Alerts", "uses": ["pushEvents"]}});
     let manifest = |push: bool| json!({"version": "0.5", "pushEvents": push, "featureSets": sets});
-    let mut server = ServerState::new(ServerRules::new(
-        json!({"name": "s", "version": "1"}),
-        manifest(true),
-    ));
+    let mut server = ServerState::new(
+        ServerRules::new(json!({"name": "s", "version": "1"}), manifest(true)).unwrap(),
+    );
     let now = Instant::now();
     let feed = |server: &mut ServerState, v: Value| {
         server.handle_message(now, Message::parse(&v.to_string()).unwrap());

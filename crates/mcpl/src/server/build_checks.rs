@@ -120,27 +120,23 @@ impl ServerBuilder {
     /// ([`BuildError::ToolSchema`]) and custom method names ([`BuildError::ReservedMethod`])
     /// are held to the same rule by their own checks.
     fn names_not_blank(&self) -> Result<(), BuildError> {
-        let identity = [
-            ("server name", &self.info.name),
-            ("server version", &self.info.version),
-        ];
-        let keys = (self
+        let identity = crate::session::server_initialize::blank_server_identity(
+            &self.info.name,
+            &self.info.version,
+        );
+        let mut keys = (self
             .mcp_capabilities
             .keys()
-            .map(|k| ("mcp_capability key", k)))
+            .map(|k| ("mcp_capability key", k.as_str())))
         .chain(
             self.manifest_extra
                 .keys()
-                .map(|k| ("manifest_member key", k)),
+                .map(|k| ("manifest_member key", k.as_str())),
         );
-        match identity
-            .into_iter()
-            .chain(keys)
-            .find(|(_, n)| n.trim().is_empty())
-        {
+        match identity.or_else(|| keys.find(|(_, n)| n.trim().is_empty())) {
             Some((what, given)) => Err(BuildError::BlankName {
                 what,
-                given: given.clone(),
+                given: given.to_owned(),
             }),
             None => Ok(()),
         }

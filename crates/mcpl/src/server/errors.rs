@@ -79,7 +79,7 @@ pub enum BuildError {
     /// name or version (MCP's `serverInfo` needs both, §5.1), `mcp_capability` key or
     /// `manifest_member` key. Blank tool and custom method names are [`Self::ToolSchema`] and
     /// [`Self::ReservedMethod`], as empty ones are.
-    #[error("{}", blank_message(what, given))]
+    #[error("{}", crate::session::server_initialize::blank_message(what, given))]
     BlankName {
         /// Which name: `server name`, `server version`, `mcp_capability key` or
         /// `manifest_member key`.
@@ -98,22 +98,6 @@ pub enum BuildError {
         /// Why.
         reason: String,
     },
-}
-
-/// The [`BuildError::BlankName`] message: which name, how it is blank, what it is for.
-fn blank_message(what: &str, given: &str) -> String {
-    let blank = if given.is_empty() {
-        "empty".to_owned()
-    } else {
-        format!("whitespace only ({given:?})")
-    };
-    let purpose = match what {
-        "server name" | "server version" => {
-            "MCP's initialize result carries it in serverInfo (§5.1), which needs a name and a version"
-        }
-        _ => "a host matches it as given, so it names nothing",
-    };
-    format!("the {what} is {blank}: {purpose}; give one with a visible character")
 }
 
 fn undeclared_message(registration: &str, name: &str, declared: &[String]) -> String {

@@ -117,10 +117,13 @@ mod tests {
     pub(super) fn s5_3_inert_state_refuses_as_not_ready() {
         let g = GrantState::inert();
         assert!(!g.granted(Capability::PushEvents));
-        let mut st = crate::session::ServerState::new(crate::session::ServerRules::new(
-            serde_json::json!({"name": "s", "version": "1"}),
-            serde_json::json!({"version": "0.5", "pushEvents": {}}),
-        ));
+        let mut st = crate::session::ServerState::new(
+            crate::session::ServerRules::new(
+                serde_json::json!({"name": "s", "version": "1"}),
+                serde_json::json!({"version": "0.5", "pushEvents": {}}),
+            )
+            .unwrap(),
+        );
         let now = std::time::Instant::now();
         let params = serde_json::json!({"featureSet": "s"});
         let refusal = st

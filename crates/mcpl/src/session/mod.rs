@@ -47,7 +47,7 @@
 //!     json!({ "name": "demo", "version": "1" }),
 //!     json!({ "version": "0.5", "pushEvents": {},
 //!             "featureSets": { "news": { "uses": ["pushEvents"] } } }),
-//! ));
+//! )?);
 //! host.start(now);
 //! loop {
 //!     let mut moved = false;
@@ -86,7 +86,7 @@ mod server_channels;
 mod server_hooks;
 mod server_inbound;
 mod server_inference;
-mod server_initialize;
+pub(crate) mod server_initialize;
 mod server_manifest;
 mod server_pending;
 mod server_ready;
@@ -117,6 +117,7 @@ pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
     ServerState,
 };
+pub use server_initialize::ServerRulesError;
 pub use server_manifest::SharedManifest;
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 pub use server_report::{DiagnosticKind, ServerDiagnostic, INFERENCE_CHUNKS_HELD};

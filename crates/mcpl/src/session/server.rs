@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::server_inbound::{
     grant_in_force, host_notification, route_host_request, NotificationStep, RequestRoute,
 };
-use super::server_initialize::read_initialize;
+use super::server_initialize::{read_initialize, ServerRulesError};
 use super::server_manifest::SharedManifest;
 use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 use super::{Receiver, Refusal, ServerDiagnostic, Transmission};
@@ -108,8 +108,16 @@ pub struct ServerRules {
 
 impl ServerRules {
     /// Rules serving `manifest` as `server_info`, with no MCP capabilities, nothing
-    /// required, and the defaults above.
-    pub fn new(server_info: Value, manifest: Value) -> ServerRules {
+    /// required, and the defaults above. Refuses a `server_info` without a `name` and a
+    /// `version` string, or with one blank ([`ServerRulesError`]), by the rule
+    /// `server::ServerBuilder::build` applies (a field set afterwards is not checked again).
+    pub fn new(server_info: Value, manifest: Value) -> Result<ServerRules, ServerRulesError> {
+        super::server_initialize::check_server_info(&server_info)?;
+        Ok(ServerRules::unchecked(server_info, manifest))
+    }
+
+    /// [`Self::new`] for a `server_info` the caller checked by the same rule.
+    pub(crate) fn unchecked(server_info: Value, manifest: Value) -> ServerRules {
         ServerRules {
             server_info,
             manifest,

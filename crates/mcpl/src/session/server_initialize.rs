@@ -46,6 +46,74 @@ pub(crate) fn initialize_result(
     Value::Object(result)
 }
 
+/// Why [`ServerRules::new`](super::ServerRules::new) refused its `server_info` (MCP's
+/// `serverInfo`, §5.1, needs a name and a version): nothing was built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerRulesError {
+    /// `server_info` is no object, or its `name` or `version` is missing or no string.
+    #[error("the server_info has no {what} string: MCP's initialize result carries it in serverInfo (§5.1), which needs a name and a version; pass {{\"name\": …, \"version\": …}}")]
+    ServerInfo {
+        /// `name` or `version`.
+        what: &'static str,
+    },
+    /// Its `name` or `version` is empty or whitespace only.
+    #[error("{}", blank_message(what, given))]
+    BlankName {
+        /// `server name` or `server version`.
+        what: &'static str,
+        /// The name as given.
+        given: String,
+    },
+}
+
+/// The one rule for a server's identity (the builder's `BuildError::BlankName` and
+/// [`ServerRules::new`](super::ServerRules::new)): the first of `name` and `version` that is
+/// empty or whitespace only, as `("server name" | "server version", given)`. A host shows
+/// or matches each as given, so a blank one names nothing.
+pub(crate) fn blank_server_identity<'a>(
+    name: &'a str,
+    version: &'a str,
+) -> Option<(&'static str, &'a str)> {
+    [("server name", name), ("server version", version)]
+        .into_iter()
+        .find(|(_, n)| n.trim().is_empty())
+}
+
+/// Checks `server_info` by [`blank_server_identity`] ([`ServerRules::new`](super::ServerRules::new)).
+pub(crate) fn check_server_info(server_info: &Value) -> Result<(), ServerRulesError> {
+    let member = |what: &'static str| {
+        server_info
+            .get(what)
+            .and_then(Value::as_str)
+            .ok_or(ServerRulesError::ServerInfo { what })
+    };
+    let (name, version) = (member("name")?, member("version")?);
+    match blank_server_identity(name, version) {
+        Some((what, given)) => Err(ServerRulesError::BlankName {
+            what,
+            given: given.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The message of a blank name (`BuildError::BlankName`, [`ServerRulesError::BlankName`]):
+/// which name, how it is blank, what it is for.
+pub(crate) fn blank_message(what: &str, given: &str) -> String {
+    let blank = if given.is_empty() {
+        "empty".to_owned()
+    } else {
+        format!("whitespace only ({given:?})")
+    };
+    let purpose = match what {
+        "server name" | "server version" => {
+            "MCP's initialize result carries it in serverInfo (§5.1), which needs a name and a version"
+        }
+        _ => "a host matches it as given, so it names nothing",
+    };
+    format!("the {what} is {blank}: {purpose}; give one with a visible character")
+}
+
 /// Whether MCP capabilities `caps` advertise `tools` (an object or `true`), as a host reads
 /// them ([`crate::capability::advertised_from_capabilities`]).
 pub(crate) fn declares_tools(caps: &Map<String, Value>) -> bool {

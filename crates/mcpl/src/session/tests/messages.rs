@@ -109,7 +109,8 @@ fn s11_3_a_malformed_application_result_is_answered_internal_error() {
         json!({ "name": "asker", "version": "1" }),
         json!({ "version": "0.5", "inferenceRequest": {},
                 "featureSets": { "assist": { "uses": ["inferenceRequest"] } } }),
-    );
+    )
+    .unwrap();
     let mut p = Pair::connect(&["inferenceRequest"], rules);
     for id in [90, 91] {
         p.server_writes(

@@ -30,7 +30,7 @@ fn server_rules() -> ServerRules {
     mcp.insert("tools".into(), json!({}));
     ServerRules {
         mcp_capabilities: mcp,
-        ..ServerRules::new(json!({ "name": "pair-server", "version": "1" }), manifest())
+        ..ServerRules::new(json!({ "name": "pair-server", "version": "1" }), manifest()).unwrap()
     }
 }
 
