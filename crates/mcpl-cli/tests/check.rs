@@ -1320,15 +1320,44 @@ fn s10_7_inference_asked_asynchronously_on_a_hook_passes() {
     passes_cleanly("hook-inference-async", &["hooks.no-inference-in-hook"]);
 }
 
+/// §6.6: a request with an id is answered, with an error if nothing else. A server that
+/// answers the first `context/beforeInference` (turn 0) and never a later one (the hooks
+/// the notification-narrowing and reduction probes send, each with `userMessage` null)
+/// fails `hooks.answers-without-observe` at the first one left unanswered, naming it;
+/// nothing passes on the strength of a hook that never came back.
+#[test]
+fn s6_6_a_later_hook_never_answered_fails() {
+    let (code, doc) = scripted("hook-silent-later");
+    assert_complete(&doc);
+    let c = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "hooks.answers-without-observe")
+        .unwrap();
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(
+        d.contains("turn 1") && d.contains("no response within the timeout") && d.contains("§6.6"),
+        "{d}"
+    );
+    assert_eq!(code, 1, "{doc:#}");
+}
+
 /// A hook the server never answers, though it sent an `inference/request` meanwhile, is not
 /// shown to wait on inference (the request was held, then answered, and still no answer came):
 /// `hooks.no-inference-in-hook` says it could not judge rather than fail, and nothing fails
-/// for the checker's holding.
+/// for the checker's holding; the silence itself fails `hooks.answers-without-observe`
+/// (§6.6), and nothing else.
 #[test]
 fn s10_7_a_hook_never_answered_is_not_taken_for_one_waiting_on_inference() {
     let (_, doc) = scripted("hook-inference-silent");
     assert_complete(&doc);
-    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        set(&["hooks.answers-without-observe"]),
+        "{doc:#}"
+    );
     let c = doc["checks"]
         .as_array()
         .unwrap()

@@ -300,7 +300,8 @@ impl Session {
         }
         self.narrowing_read = true;
         let asked = if hook.is_some() {
-            match self.request(BeforeInference::NAME, self.hook_params(1)) {
+            let params = self.hook_params(1);
+            match self.request(BeforeInference::NAME, params.clone()) {
                 Reply::Result(r) => {
                     let injected = r
                         .get("contextInjections")
@@ -313,7 +314,10 @@ impl Session {
                     }
                     true
                 }
-                _ => false,
+                other => {
+                    self.later_hook_answered(&params, other);
+                    false
+                }
             }
         } else {
             self.window();
@@ -335,7 +339,8 @@ impl Session {
             let d = format!("no injection under {set:?} once it was disabled by Notification");
             self.rec.record(id, Status::Pass, d);
         } else if hook.is_some() {
-            let why = "the hook was not answered after the Notification";
+            let why = "the hook got no result after the Notification (one left unanswered fails \
+                       hooks.answers-without-observe)";
             self.rec.record(id, Status::Skip, why);
         } else {
             let why = format!(
@@ -446,7 +451,8 @@ impl Session {
         self.settle();
         if policy::before_inference_applies(&self.grant) {
             let params = self.hook_params(2);
-            if let Reply::Result(r) = self.request(BeforeInference::NAME, params) {
+            let reply = self.request(BeforeInference::NAME, params.clone());
+            if let Reply::Result(r) = reply {
                 self.after_reduction += 1;
                 let injected = r
                     .get("contextInjections")
@@ -460,6 +466,8 @@ impl Session {
                         "beforeInference injected {injected} item(s) under featureSet {fs:?}"
                     ));
                 }
+            } else {
+                self.later_hook_answered(&params, reply);
             }
         }
         // A window that opens with a ping round trip: what a server sends on its own (its

@@ -448,6 +448,24 @@ impl Session {
         }
     }
 
+    /// Judges the answer to a later `context/beforeInference` (one a probe or session sends
+    /// after `hooks.answers-without-observe`'s own, `params` as sent): a result or an error
+    /// is an answer; silence (or an invalid response) fails that check by [`Self::no_answer`]
+    /// (§6.6: a request that will never be answered MUST get an error), naming the turn, as
+    /// its first hook's would. Every hook the checker sends has `userMessage` null (it never
+    /// grants `observe`), so each is one that check speaks for; one that did not would be
+    /// another check's, and is left to it.
+    pub(super) fn later_hook_answered(&mut self, params: &Value, reply: Reply) {
+        if matches!(reply, Reply::Result(_) | Reply::Error(_)) || !params["userMessage"].is_null() {
+            return;
+        }
+        let what = format!(
+            "the context/beforeInference of turn {} (userMessage null): ",
+            params["turnIndex"]
+        );
+        self.no_answer("hooks.answers-without-observe", &what, reply);
+    }
+
     /// `context/beforeInference` params for turn `turn`, redacted for the grant (§10.1).
     pub(super) fn hook_params(&self, turn: u64) -> Value {
         let mut params = json!({

@@ -326,8 +326,10 @@ impl Session {
         if !self.ready || !policy::before_inference_applies(&self.grant) {
             return;
         }
-        let Reply::Result(result) = self.request(BeforeInference::NAME, self.hook_params(0)) else {
-            return;
+        let params = self.hook_params(0);
+        let result = match self.request(BeforeInference::NAME, params.clone()) {
+            Reply::Result(result) => result,
+            other => return self.later_hook_answered(&params, other),
         };
         let defects = inspect::before_inference_defects(&result);
         if !defects.is_empty() {
