@@ -151,8 +151,8 @@
 //!
 //! At most one rmcp service runs per connection. An `initialize` your handler never
 //! answers is answered `-32603` once [`BridgeConfig::initialize_timeout`]
-//! ([`INITIALIZE_TIMEOUT`], 30 s; set it with [`builder_with`]) has passed, or the
-//! connection's request timeout ([`mcpl::peer::PeerConfig::request_timeout`]) if that is
+//! ([`INITIALIZE_TIMEOUT`], 30 s; set it with [`builder_with`], at least 1 ms) has passed,
+//! or the connection's request timeout ([`mcpl::peer::PeerConfig::request_timeout`]) if that is
 //! shorter; the bridge then stops the service serving it (your `initialize` future is
 //! dropped), and a retry by the host starts a fresh one. The bridge's bound holds also
 //! when the connection has no request timeout.
@@ -214,7 +214,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
 
 use mcpl::jsonrpc::{ErrorObject, RequestId};
 use mcpl::server::{FallbackFuture, McpFallback, Server, ServerBuilder, Session};
@@ -226,8 +225,10 @@ use rmcp::ServerHandler;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod config;
 mod link;
 mod track;
+pub use config::{BridgeConfig, BridgeConfigError, INITIALIZE_TIMEOUT, MIN_INITIALIZE_TIMEOUT};
 pub use link::LinkError;
 use link::{method_and_params, Link};
 use track::{Cancel, DropLog, Dropped, Slot};
@@ -266,18 +267,28 @@ const PANICKED: &str = "the handler panicked";
 /// connection ([`fallback`]). Add feature sets, hooks and the rest as for any MCPL server,
 /// then `build()` and `serve(transport)`.
 pub fn builder<H: ServerHandler + Clone>(handler: H) -> ServerBuilder {
-    builder_with(handler, BridgeConfig::default())
+    builder_of(handler, BridgeConfig::default())
 }
 
-/// [`builder`], with the bridge's own bounds set by `config`.
-pub fn builder_with<H: ServerHandler + Clone>(handler: H, config: BridgeConfig) -> ServerBuilder {
+/// [`builder`], with the bridge's own bounds set by `config`; refuses a `config` that
+/// cannot work ([`BridgeConfig::check`]).
+pub fn builder_with<H: ServerHandler + Clone>(
+    handler: H,
+    config: BridgeConfig,
+) -> Result<ServerBuilder, BridgeConfigError> {
+    config.check()?;
+    Ok(builder_of(handler, config))
+}
+
+/// [`builder_with`] for a `config` known to work.
+fn builder_of<H: ServerHandler + Clone>(handler: H, config: BridgeConfig) -> ServerBuilder {
     let info = handler.get_info();
     let b = Server::builder(info.server_info.name, info.server_info.version);
     let b = match info.instructions {
         Some(text) => b.instructions(text),
         None => b,
     };
-    b.mcp_fallback(fallback_with(handler, config))
+    b.mcp_fallback(fallback_of(handler, config))
 }
 
 /// The `tracing` directive [`log_filter`] adds: rmcp's service loop logs each host message
@@ -311,37 +322,6 @@ pub fn log_filter(filter: &str) -> String {
     }
 }
 
-/// How long rmcp's `initialize` may take by default ([`BridgeConfig::initialize_timeout`]).
-pub const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The bridge's own bounds, per connection, besides the library's
-/// ([`mcpl::peer::PeerConfig`]) and the constants of this crate.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct BridgeConfig {
-    /// How long rmcp's `initialize` may take before the host is answered `-32603` and the
-    /// service serving it is stopped ([`INITIALIZE_TIMEOUT`]); the library's request
-    /// timeout, when set and shorter, gives up first. `Duration::ZERO` gives up every
-    /// `initialize` rmcp does not answer at once.
-    pub initialize_timeout: Duration,
-}
-
-impl Default for BridgeConfig {
-    fn default() -> Self {
-        BridgeConfig {
-            initialize_timeout: INITIALIZE_TIMEOUT,
-        }
-    }
-}
-
-impl BridgeConfig {
-    /// This config with `initialize_timeout` set to `timeout`.
-    pub fn initialize_timeout(mut self, timeout: Duration) -> Self {
-        self.initialize_timeout = timeout;
-        self
-    }
-}
-
 /// The [`mcpl::server::ServerBuilder::mcp_fallback`] factory serving the MCP methods with
 /// `handler`: each connection gets its own rmcp service over a clone of it (share state
 /// between connections through `Arc`s in the handler, as with rmcp's own servers). For a
@@ -349,11 +329,21 @@ impl BridgeConfig {
 pub fn fallback<H: ServerHandler + Clone>(
     handler: H,
 ) -> impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static {
-    fallback_with(handler, BridgeConfig::default())
+    fallback_of(handler, BridgeConfig::default())
 }
 
-/// [`fallback`], with the bridge's own bounds set by `config`.
+/// [`fallback`], with the bridge's own bounds set by `config`; refuses a `config` that
+/// cannot work ([`BridgeConfig::check`]).
 pub fn fallback_with<H: ServerHandler + Clone>(
+    handler: H,
+    config: BridgeConfig,
+) -> Result<impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static, BridgeConfigError> {
+    config.check()?;
+    Ok(fallback_of(handler, config))
+}
+
+/// [`fallback_with`] for a `config` known to work.
+fn fallback_of<H: ServerHandler + Clone>(
     handler: H,
     config: BridgeConfig,
 ) -> impl Fn(Session) -> Arc<dyn McpFallback> + Send + Sync + 'static {

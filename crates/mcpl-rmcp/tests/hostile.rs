@@ -855,6 +855,7 @@ async fn a_hung_initialize_is_bounded_without_a_request_timeout() {
     // Only how soon the bridge gives up on the hung `initialize`; nothing races it.
     let bridge = mcpl_rmcp::BridgeConfig::default().initialize_timeout(Duration::from_millis(100));
     let server = mcpl_rmcp::builder_with(gated.clone(), bridge)
+        .unwrap()
         .peer_config(config)
         .build()
         .unwrap();
