@@ -186,6 +186,15 @@ async fn s5_1_the_authors_mcp_capability_wins_over_the_fallbacks() {
     assert_eq!(caps["experimental"]["mcpl"]["version"], "0.5", "{caps}");
 }
 
+/// `instructions` set on the builder is as explicit as an `mcp_capability`: it wins over the
+/// fallback's; unset, the fallback's stand (see above).
+#[tokio::test]
+async fn the_authors_instructions_win_over_the_fallbacks() {
+    let h = connect_with(true, |b| b.instructions("from the author")).await;
+    assert_eq!(h.init["instructions"], "from the author", "{}", h.init);
+    assert_eq!(h.init["serverInfo"]["name"], "inner", "{}", h.init);
+}
+
 #[tokio::test]
 async fn s5_3_mcp_methods_reach_the_fallback_but_tools_call_waits_for_the_grant() {
     let h = connect(true).await;

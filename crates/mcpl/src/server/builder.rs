@@ -125,7 +125,7 @@ impl ServerBuilder {
         self
     }
 
-    /// MCP `instructions`.
+    /// MCP `instructions`; with an [`Self::mcp_fallback`] they win over the fallback's.
     pub fn instructions(mut self, text: impl Into<String>) -> Self {
         self.instructions = Some(text.into());
         self

@@ -54,7 +54,8 @@ pub struct ServerRules {
     /// [`Self::initialize_by_application`] each one wins over the application's under the
     /// same name (`experimental` member by member) and is added where it names none.
     pub mcp_capabilities: Map<String, Value>,
-    /// `instructions` for the `initialize` result (none by default).
+    /// `instructions` for the `initialize` result (none by default); under
+    /// [`Self::initialize_by_application`], set over the application's when `Some`.
     pub instructions: Option<String>,
     /// Capabilities without which the server refuses the policy, and the fallback it names
     /// (§6.7).

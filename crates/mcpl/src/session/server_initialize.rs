@@ -177,10 +177,13 @@ pub(crate) fn read_initialize(
 /// ([`ServerRules::mcp_capabilities`](super::ServerRules), `server::ServerBuilder::mcp_capability`),
 /// so under the same name it wins over the implementation's, and is added where that names
 /// none; `experimental` is a namespace of separate capabilities, so there the author's
-/// members win one by one and the implementation's others stay.
+/// members win one by one and the implementation's others stay. `instructions`, when the
+/// author set them, win likewise; `serverInfo` (which a `ServerBuilder` always has) stays
+/// the implementation's.
 pub(crate) fn application_initialize_result(
     result: Value,
     mcp: &Map<String, Value>,
+    instructions: Option<&str>,
     manifest: &Value,
     diags: &mut Vec<ServerDiagnostic>,
 ) -> Result<Value, ErrorObject> {
@@ -189,6 +192,9 @@ pub(crate) fn application_initialize_result(
             "the MCP fallback's initialize result is not an object",
         ));
     };
+    if let Some(text) = instructions {
+        result.insert("instructions".into(), Value::String(text.to_owned()));
+    }
     let caps = result
         .entry("capabilities")
         .or_insert_with(|| Value::Object(Map::new()));

@@ -98,6 +98,7 @@ impl ServerState {
             crate::session::server_initialize::application_initialize_result(
                 v,
                 &self.rules.mcp_capabilities,
+                self.rules.instructions.as_deref(),
                 self.manifest.manifest(),
                 &mut diags,
             )
