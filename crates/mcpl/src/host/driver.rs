@@ -26,6 +26,10 @@ use crate::peer::{Alarm, Incoming, Outbox};
 use crate::session::rules::HookVerdict;
 use crate::session::{ConnectError, HostOutput, HostState, StateError, Transmission};
 
+#[cfg(test)]
+#[path = "driver_tests.rs"]
+mod tests;
+
 /// A reply to the application.
 pub(super) type Reply<T> = oneshot::Sender<T>;
 
@@ -102,7 +106,8 @@ pub(super) enum Cmd {
     },
     /// The caller of [`Cmd::Request`] or [`Cmd::Hook`] `call` gave up (its future was
     /// dropped): the request is cancelled on the wire and forgotten
-    /// ([`HostState::abandon_request`]).
+    /// ([`HostState::abandon_request`]), unless its answer was already received
+    /// (`Driver::give_up`: then applied when read).
     Forget(u64),
     AcceptOntology(String, Reply<Result<String, ReviewError>>),
     RevokeOntology(String, Reply<Option<String>>),
@@ -174,6 +179,9 @@ struct Waiting {
     refreshes: Vec<(u64, RefreshReply)>,
     /// The change receipt the input being carried out handed out, if any.
     receipt: Option<ChangeReceipt>,
+    /// Requests given up whose answer the peer had already received: applied when read
+    /// (`Driver::give_up`), at most one per request waiting.
+    answered_given_up: std::collections::HashSet<u64>,
     /// Barriers whose calls' frames the outbox still holds: each with the number of the
     /// last frame taken before it ([`Outbox::sent`]), in order.
     barriers: VecDeque<(u64, Reply<()>)>,
@@ -274,58 +282,65 @@ impl Driver {
                 () = alarm.fired(), if alarm.is_armed() => Input::Tick,
                 _ = self.peer.closed(), if read_all => continue,
             };
-            if self
-                .shared
-                .sweep
-                .swap(false, std::sync::atomic::Ordering::SeqCst)
-            {
-                self.sweep_given_up(&mut w);
-            }
-            self.state.set_event_room(self.events.room());
-            let limit = self.shared.config.max_event_bytes;
-            self.state.set_event_bytes(self.events.weight(), limit);
-            let now = clock_now();
-            let mut counted = false;
-            // Whatever input changed the channels (a registration, a confirmed open or
-            // close …), the snapshot's copy of them is renewed.
-            let before = self.state.channels().changes();
-            match input {
-                Input::Wire(Ordered::Response(r)) => self.on_response(&mut w, now, r),
-                Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
-                    self.state.handle_message(now, Message::Notification(n));
-                }
-                Input::Wire(Ordered::Message(IncomingMessage::Request(req))) => {
-                    let r: Request = req.request().clone();
-                    w.current = Some(req);
-                    self.state.handle_message(now, Message::Request(r));
-                }
-                Input::Tick => self.state.handle_timeout(now),
-                // The application is told, and what of ours waited ends now.
-                Input::Eof => self.state.handle_eof(now),
-                Input::Cmd(cmd) => {
-                    // What the session's handles queued (`HostSession::enqueue`); a handler's
-                    // answers and chunks are not counted.
-                    counted = !matches!(cmd, Cmd::Answer { .. } | Cmd::Chunk { .. });
-                    self.on_command(&mut w, now, cmd);
-                }
-            }
-            let channels = self.state.channels().changes() != before;
-            self.carry_out(&mut w, channels);
-            // Before the call's count is released (`HostSession::in_order` reads them so).
-            self.frames_moved(&mut w);
-            if counted {
-                self.shared
-                    .queued
-                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-            }
-            // A driver that takes no calls (its writer backed up) moves only by writing.
-            if taking || counted {
-                self.moved();
-            }
+            self.take(&mut w, input, taking);
         }
         // Boxed: its future is larger than the loop's, and would size every idle
         // connection's task.
         Box::pin(self.shut_down(w)).await;
+    }
+
+    /// Carries out one input the loop took (`taking`: it could take the application's calls
+    /// as it did), with its outputs: the loop's body, which a test drives in the exact
+    /// order it chooses (`driver_tests`).
+    fn take(&mut self, w: &mut Waiting, input: Input, taking: bool) {
+        if self
+            .shared
+            .sweep
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.sweep_given_up(w);
+        }
+        self.state.set_event_room(self.events.room());
+        let limit = self.shared.config.max_event_bytes;
+        self.state.set_event_bytes(self.events.weight(), limit);
+        let now = clock_now();
+        let mut counted = false;
+        // Whatever input changed the channels (a registration, a confirmed open or
+        // close …), the snapshot's copy of them is renewed.
+        let before = self.state.channels().changes();
+        match input {
+            Input::Wire(Ordered::Response(r)) => self.on_response(w, now, r),
+            Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
+                self.state.handle_message(now, Message::Notification(n));
+            }
+            Input::Wire(Ordered::Message(IncomingMessage::Request(req))) => {
+                let r: Request = req.request().clone();
+                w.current = Some(req);
+                self.state.handle_message(now, Message::Request(r));
+            }
+            Input::Tick => self.state.handle_timeout(now),
+            // The application is told, and what of ours waited ends now.
+            Input::Eof => self.state.handle_eof(now),
+            Input::Cmd(cmd) => {
+                // What the session's handles queued (`HostSession::enqueue`); a handler's
+                // answers and chunks are not counted.
+                counted = !matches!(cmd, Cmd::Answer { .. } | Cmd::Chunk { .. });
+                self.on_command(w, now, cmd);
+            }
+        }
+        let channels = self.state.channels().changes() != before;
+        self.carry_out(w, channels);
+        // Before the call's count is released (`HostSession::in_order` reads them so).
+        self.frames_moved(w);
+        if counted {
+            self.shared
+                .queued
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        // A driver that takes no calls (its writer backed up) moves only by writing.
+        if taking || counted {
+            self.moved();
+        }
     }
 
     /// Publishes how many frames the outbox holds and releases the barriers whose frames
@@ -352,21 +367,17 @@ impl Driver {
     /// The answer to one of our requests, under the state machine's id.
     fn on_response(&mut self, w: &mut Waiting, now: Instant, mut r: Response) {
         let mapped = r.id.as_ref().and_then(|id| w.by_peer.remove(id));
-        // The answer to an application request or hook whose caller gave up before it was
-        // read (its `Cmd::Forget` still queued) is not applied: a channel open or close
-        // given up never changes the channels (`HostState::abandon_request`). It was
-        // answered, so nothing is cancelled.
-        if let Some(n) = mapped.filter(|n| {
-            let request = w.requests_out.get(n).map(|c| c.reply.is_closed());
-            let hook = || w.hooks.get(n).map(|(_, r)| r.is_closed());
-            request.or_else(hook).unwrap_or(false)
-        }) {
-            w.by_state.remove(&n);
-            w.requests_out.remove(&n);
-            w.hooks.remove(&n);
-            self.state.abandon_request(n);
-            tracing::debug!(id = n, "an answer whose caller gave up is dropped");
-            return;
+        // An answer received is a fact about the server (§14.3, §14.5: it opened or closed
+        // the channel), applied whoever still waits for it: one whose caller gave up before
+        // the driver read it was received before any cancel could go out (`give_up` finds
+        // it answered), so the host's channels follow the server's. One read after the
+        // cancel never comes here: the peer reports it late.
+        if let Some(n) = mapped {
+            let closed = w.requests_out.get(&n).is_some_and(|c| c.reply.is_closed())
+                || w.hooks.get(&n).is_some_and(|(_, r)| r.is_closed());
+            if w.answered_given_up.remove(&n) || closed {
+                tracing::info!(id = n, "an answer whose caller gave up is applied");
+            }
         }
         match mapped {
             Some(n) => {
@@ -383,9 +394,6 @@ impl Driver {
         }
     }
 
-    /// Gives up application request `id` of the state machine's: forgotten there
-    /// ([`HostState::abandon_request`]) and, once written, cancelled on the wire under the
-    /// peer's id, after its own frame ([`Outbox::cancel`]).
     /// Gives up every application request and hook whose caller is gone ([`Shared::sweep`]:
     /// its [`Cmd::Forget`] found the queue full).
     fn sweep_given_up(&mut self, w: &mut Waiting) {
@@ -408,14 +416,25 @@ impl Driver {
         }
     }
 
+    /// Gives up application request or hook `id` of the state machine's whose caller is
+    /// gone: cancelled on the wire under the peer's id, after its own frame
+    /// ([`Outbox::cancel`]), and forgotten ([`HostState::abandon_request`]). One whose
+    /// answer the peer already received (queued, not yet read) is not: nothing is
+    /// cancelled, and the answer is applied when read (`on_response`), as the server
+    /// acted on the request.
     fn give_up(&mut self, w: &mut Waiting, id: u64) {
-        if !self.state.abandon_request(id) {
+        if !self.state.is_pending(id) {
             return;
         }
-        if let Some(pid) = w.by_state.remove(&id) {
+        if let Some(pid) = w.by_state.get(&id).cloned() {
+            if !self.out.cancel(&pid, "the caller stopped waiting") {
+                w.answered_given_up.insert(id);
+                return;
+            }
+            w.by_state.remove(&id);
             w.by_peer.remove(&pid);
-            self.out.cancel(&pid, "the caller stopped waiting");
         }
+        self.state.abandon_request(id);
     }
 
     /// One application call.

@@ -444,6 +444,31 @@ impl HostSession {
         incoming: crate::peer::Incoming,
         config: HostConfig,
     ) -> Result<(HostSession, HostStreams), HostError> {
+        let (driver, session, streams, up_rx) = Self::prepare(peer, incoming, config)?;
+        tokio::spawn(driver.run());
+        match up_rx.await {
+            Ok(Ok(())) => Ok((session, streams)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(driver::closed_error(&session.inner.peer)),
+        }
+    }
+
+    /// The session over `peer` with its driver, not yet started, and the reply `connect`
+    /// waits on: the configuration judged, nothing sent yet.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        peer: Peer,
+        incoming: crate::peer::Incoming,
+        config: HostConfig,
+    ) -> Result<
+        (
+            Box<driver::Driver>,
+            HostSession,
+            HostStreams,
+            tokio::sync::oneshot::Receiver<Result<(), HostError>>,
+        ),
+        HostError,
+    > {
         // The host's own configuration must be usable before anything is sent.
         let defects = config.defects();
         if !defects.is_empty() {
@@ -508,7 +533,6 @@ impl HostSession {
             tasks: std::collections::HashMap::new(),
             handouts: 0,
         });
-        tokio::spawn(driver.run());
         let session = HostSession {
             inner: Arc::new(Inner {
                 peer,
@@ -516,11 +540,7 @@ impl HostSession {
                 cmds: ctx,
             }),
         };
-        match up_rx.await {
-            Ok(Ok(())) => Ok((session, streams)),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(driver::closed_error(&session.inner.peer)),
-        }
+        Ok((driver, session, streams, up_rx))
     }
 
     /// The snapshot the driver published last (module docs).

@@ -73,7 +73,8 @@ impl HostSession {
     /// [`Peer`] does: the server is sent MCP's `notifications/cancelled { requestId,
     /// reason }` and a later answer is a late response; a `channels/open` or
     /// `channels/close` given up never changes the channels
-    /// ([`session::HostState::abandon_request`]).
+    /// ([`session::HostState::abandon_request`]), unless its answer had already been
+    /// received: the server acted on it, so it is applied and nothing is cancelled.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
         if session::ChannelLifecycle::is_lifecycle(method) {
             let mut give_up = GiveUp::new(self);

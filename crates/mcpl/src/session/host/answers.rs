@@ -16,6 +16,11 @@ impl HostState {
     /// unconfirmed open). The machine writes nothing for it: the driver tells the server
     /// with MCP's `notifications/cancelled { requestId, reason }` under the id it wrote, as
     /// it does for a request of ours that expired ([`HostOutput::RequestTimedOut`]).
+    /// Reading (§14.3, §14.5; MCP's cancellation): an answer already received when the
+    /// caller gives up is a fact about the server, so a driver feeds it
+    /// ([`Self::handle_message`]) rather than give the request up (`host::HostSession`'s
+    /// does), and then this is `false`: only an answer received after the cancel went out
+    /// is a late one, never applied.
     /// `false` when `id` is no such request still waiting (answered, expired, or one of the
     /// machine's own: a policy exchange or manifest fetch, whose outcome the session needs
     /// whoever waits for it).

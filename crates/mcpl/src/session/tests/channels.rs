@@ -167,3 +167,25 @@ fn s4_1_the_server_sends_a_method_only_in_its_form() {
     p.collect();
     assert!(p.to_host.is_empty(), "{:?}", p.to_host);
 }
+
+/// §14.3, §14.5: an open and a close whose answers were read before the application gave
+/// them up are facts about the server's channels: applied where they were read, and the
+/// give-up that follows finds nothing to forget ([`HostState::abandon_request`] is `false`)
+/// and changes nothing back. (The driver feeds a received answer before the give-up: see
+/// `host::driver_tests`.)
+#[test]
+fn s14_5_an_open_or_close_answered_before_it_was_given_up_stays_applied() {
+    let mut p = with_c1();
+    let close = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    let open = host_asks(&mut p, "channels/open", json!({ "type": "chat" }));
+    answer(&mut p, close, json!({ "closed": true }));
+    let chat = json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "inbound" } });
+    answer(&mut p, open, chat);
+    // Both answers read (received), then the caller gives up.
+    while p.step_host() {}
+    assert!(!p.host.abandon_request(close), "already answered");
+    assert!(!p.host.abandon_request(open), "already answered");
+    assert_eq!(p.host.channels().ids(), ["chat:1"]);
+    assert_eq!(incoming_on(&mut p, 905, "chat:1")["accepted"], true);
+    assert_eq!(incoming_on(&mut p, 906, "c1")["code"], -32023);
+}

@@ -1,0 +1,226 @@
+//! The driver's inputs taken in an order the test chooses ([`Driver::take`], the loop's
+//! body), over a real transport whose other end the test writes and reads in raw lines: the
+//! races between the wire and the application's calls, each ordering made deterministic.
+//! Frames are awaited with a deadlock guard, never a sleep.
+
+use super::*;
+use crate::peer::PeerConfig;
+use crate::transport::Transport;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+use tokio::io::{ReadHalf, WriteHalf};
+
+/// A driver not running on its own: the test takes each input for it.
+struct Rig {
+    d: Box<Driver>,
+    w: Waiting,
+    session: HostSession,
+    _streams: HostStreams,
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+}
+
+/// A deadlock guard, never a synchronisation: what it waits for comes without waiting on
+/// anything else (something that never comes fails here, not by hanging).
+async fn guard<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("nothing came")
+}
+
+impl Rig {
+    /// Connected (handshake and initial policy exchange answered), with channel `c1`
+    /// registered.
+    async fn up() -> Rig {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), PeerConfig::default());
+        let config = HostConfig {
+            policy: [
+                "channels.register",
+                "channels.lifecycle",
+                "channels.incoming",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            ..HostConfig::default()
+        };
+        let Ok((d, session, streams, _connected)) = HostSession::prepare(peer, incoming, config)
+        else {
+            panic!("a usable configuration");
+        };
+        let mut r = Rig {
+            d,
+            w: Waiting::default(),
+            session,
+            _streams: streams,
+            lines: BufReader::new(br).lines(),
+            write: bw,
+        };
+        r.d.state.start(clock_now());
+        r.d.carry_out(&mut r.w, false);
+        let init = r.recv().await;
+        assert_eq!(init["method"], "initialize", "{init}");
+        let manifest = json!({
+            "version": "0.5",
+            "channels": { "register": true, "lifecycle": true, "incoming": true },
+        });
+        let caps = json!({ "tools": {}, "experimental": { "mcpl": manifest } });
+        let result = json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
+                             "serverInfo": { "name": "scripted", "version": "1" } });
+        r.send(json!({ "jsonrpc": "2.0", "id": init["id"], "result": result }))
+            .await;
+        r.read_and_take().await;
+        let mut policy = r.recv().await;
+        if policy["method"] == "notifications/initialized" {
+            policy = r.recv().await;
+        }
+        assert_eq!(policy["method"], "featureSets/update", "{policy}");
+        r.send(json!({ "jsonrpc": "2.0", "id": policy["id"], "result": { "accepted": true } }))
+            .await;
+        r.read_and_take().await;
+        assert!(r.d.state.is_ready());
+        let c1 =
+            json!({ "channels": [{ "id": "c1", "type": "chat", "direction": "bidirectional" }] });
+        r.send(json!({ "jsonrpc": "2.0", "id": 500, "method": "channels/register", "params": c1 }))
+            .await;
+        r.read_and_take().await;
+        let registered = r.recv().await;
+        assert_eq!(
+            registered["result"]["results"][0]["accepted"], true,
+            "{registered}"
+        );
+        r
+    }
+
+    async fn send(&mut self, v: Value) {
+        let line = format!("{v}\n");
+        guard(self.write.write_all(line.as_bytes()))
+            .await
+            .expect("the pipe is open");
+    }
+
+    /// The host's next frame.
+    async fn recv(&mut self) -> Value {
+        let line = guard(self.lines.next_line())
+            .await
+            .expect("the pipe is open");
+        serde_json::from_str(&line.expect("the host wrote more")).expect("JSON")
+    }
+
+    /// The next thing the server wrote, as the host's reader received it (a response of
+    /// ours is settled by then: [`crate::peer::Outbox::cancel`] finds it answered).
+    async fn received(&mut self) -> Ordered {
+        guard(self.d.incoming.recv_ordered())
+            .await
+            .expect("the connection is open")
+    }
+
+    fn take(&mut self, input: Input) {
+        self.d.take(&mut self.w, input, true);
+    }
+
+    /// Takes an application call, counted as `HostSession::enqueue` and `GiveUp` count it.
+    fn take_call(&mut self, cmd: Cmd) {
+        self.d
+            .shared
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.take(Input::Cmd(cmd));
+    }
+
+    async fn read_and_take(&mut self) {
+        let item = self.received().await;
+        self.take(Input::Wire(item));
+    }
+
+    /// Sends `method` with `params` for a caller numbered `call` and answers it `result`:
+    /// the answer as the host received it (not yet taken), and the caller's receiver.
+    async fn answered(
+        &mut self,
+        (method, params, call): (&str, Value, u64),
+        result: Value,
+    ) -> (Ordered, oneshot::Receiver<Result<Value, HostError>>) {
+        let (reply, rx) = oneshot::channel();
+        self.take_call(Cmd::Request {
+            method: method.to_owned(),
+            params,
+            call,
+            reply,
+        });
+        let sent = self.recv().await;
+        assert_eq!(sent["method"], method, "{sent}");
+        self.send(json!({ "jsonrpc": "2.0", "id": sent["id"], "result": result }))
+            .await;
+        (self.received().await, rx)
+    }
+
+    /// The host's verdict on a `channels/incoming` message on `channel`, and every frame
+    /// it wrote before it.
+    async fn incoming(&mut self, id: u64, channel: &str) -> (Vec<Value>, Value) {
+        let m =
+            json!({ "messages": [{ "channelId": channel, "messageId": "m", "content": "hi" }] });
+        self.send(
+            json!({ "jsonrpc": "2.0", "id": id, "method": "channels/incoming", "params": m }),
+        )
+        .await;
+        self.read_and_take().await;
+        let mut before = Vec::new();
+        loop {
+            let frame = self.recv().await;
+            if frame["id"] == id && frame.get("method").is_none() {
+                return (before, frame["result"]["results"][0].clone());
+            }
+            before.push(frame);
+        }
+    }
+}
+
+fn chat_1() -> Value {
+    json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "bidirectional" } })
+}
+
+/// §14.3, §14.5: an answer to a `channels/open` or `channels/close` the host received
+/// before its caller gave up is a fact about the server's channels: applied, whichever the
+/// driver takes first, the answer or the give-up (`Cmd::Forget`), and nothing is cancelled
+/// (the request was answered). Before, the driver dropped such an answer unapplied: the
+/// server had opened `chat:1` and closed `c1`, and the host refused `chat:1` and still
+/// accepted `c1`.
+#[tokio::test]
+async fn s14_5_an_answer_received_before_the_caller_gave_up_is_applied() {
+    for forget_first in [false, true] {
+        let mut r = Rig::up().await;
+        let (open, open_rx) = r
+            .answered(("channels/open", json!({ "type": "chat" }), 1), chat_1())
+            .await;
+        let close = json!({ "channelId": "c1" });
+        let (closed, close_rx) = r
+            .answered(("channels/close", close, 2), json!({ "closed": true }))
+            .await;
+        // Both callers give up after their answers were received, before they are taken.
+        drop((open_rx, close_rx));
+        if forget_first {
+            r.take_call(Cmd::Forget(1));
+            r.take_call(Cmd::Forget(2));
+        }
+        r.take(Input::Wire(open));
+        r.take(Input::Wire(closed));
+        if !forget_first {
+            r.take_call(Cmd::Forget(1));
+            r.take_call(Cmd::Forget(2));
+        }
+        let order = if forget_first {
+            "forget first"
+        } else {
+            "answer first"
+        };
+        assert_eq!(r.session.channels(), ["chat:1"], "{order}");
+        let (before, verdict) = r.incoming(501, "chat:1").await;
+        assert!(before.is_empty(), "{order}: nothing cancelled: {before:?}");
+        assert_eq!(verdict["accepted"], true, "{order}: {verdict}");
+        let (_, verdict) = r.incoming(502, "c1").await;
+        assert_ne!(verdict["accepted"], true, "{order}: {verdict}");
+    }
+}
