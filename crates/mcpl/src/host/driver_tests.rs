@@ -131,6 +131,20 @@ impl Rig {
         self.take(Input::Cmd(cmd));
     }
 
+    /// Fills the driver's command queue (it takes nothing while the test holds it).
+    fn fill_queue(&mut self) -> Vec<oneshot::Receiver<()>> {
+        let mut fillers = Vec::new();
+        loop {
+            let (tx, rx) = oneshot::channel();
+            match self.session.inner.cmds.try_send(Cmd::Barrier(tx)) {
+                Ok(()) => fillers.push(rx),
+                Err(_) => break,
+            }
+        }
+        assert_eq!(fillers.len(), COMMANDS_QUEUED);
+        fillers
+    }
+
     async fn read_and_take(&mut self) {
         let item = self.received().await;
         self.take(Input::Wire(item));
@@ -223,4 +237,74 @@ async fn s14_5_an_answer_received_before_the_caller_gave_up_is_applied() {
         let (_, verdict) = r.incoming(502, "c1").await;
         assert_ne!(verdict["accepted"], true, "{order}: {verdict}");
     }
+}
+
+/// A call given up while the driver's command queue is full (its `Cmd::Forget` finds no
+/// room, so `GiveUp` flags `Shared::sweep` instead of queuing it) is cancelled on the wire
+/// at the driver's next input, whatever that input is, and forgotten: the server's answer
+/// read after the cancel opens nothing (a late response).
+#[tokio::test]
+async fn a_call_given_up_while_the_queue_is_full_is_cancelled_at_the_next_input() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut r = Rig::up().await;
+    let session = r.session.clone();
+    let give_up = GiveUp::new(&session);
+    let (reply, caller) = oneshot::channel();
+    r.take_call(Cmd::Request {
+        method: "channels/open".into(),
+        params: json!({ "type": "chat" }),
+        call: give_up.call,
+        reply,
+    });
+    let sent = r.recv().await;
+    assert_eq!(sent["method"], "channels/open", "{sent}");
+    let _fillers = r.fill_queue();
+    drop((caller, give_up));
+    assert!(
+        r.d.shared.sweep.load(SeqCst),
+        "the forget found the queue full"
+    );
+    // The next input is a message of the server's: the cancel goes out before its answer.
+    let (before, verdict) = r.incoming(501, "c1").await;
+    assert_eq!(verdict["accepted"], true, "{verdict}");
+    let [cancel] = before.as_slice() else {
+        panic!("one cancel before the answer: {before:?}");
+    };
+    assert_eq!(cancel["method"], "notifications/cancelled", "{cancel}");
+    assert_eq!(cancel["params"]["requestId"], sent["id"], "{cancel}");
+    assert_eq!(
+        cancel["params"]["reason"], "the caller stopped waiting",
+        "{cancel}"
+    );
+    assert!(!r.d.shared.sweep.load(SeqCst), "swept once");
+    r.send(json!({ "jsonrpc": "2.0", "id": sent["id"], "result": chat_1() }))
+        .await;
+    let (_, verdict) = r.incoming(502, "chat:1").await;
+    assert_ne!(
+        verdict["accepted"], true,
+        "a late answer opened chat:1: {verdict}"
+    );
+    assert_eq!(r.session.channels(), ["c1"]);
+}
+
+/// The sweep and an answer already received (§14.5): a caller gives up while the queue is
+/// full after the answer to its `channels/open` arrived; the sweep runs at the driver's
+/// next input, which is that answer. It finds the answer received and cancels nothing; the
+/// answer is applied.
+#[tokio::test]
+async fn s14_5_the_sweep_applies_an_answer_already_received() {
+    let mut r = Rig::up().await;
+    let session = r.session.clone();
+    let give_up = GiveUp::new(&session);
+    let call = give_up.call;
+    let (answer, caller) = r
+        .answered(("channels/open", json!({ "type": "chat" }), call), chat_1())
+        .await;
+    let _fillers = r.fill_queue();
+    drop((caller, give_up));
+    r.take(Input::Wire(answer));
+    assert_eq!(r.session.channels(), ["c1", "chat:1"]);
+    let (before, verdict) = r.incoming(501, "chat:1").await;
+    assert!(before.is_empty(), "nothing cancelled: {before:?}");
+    assert_eq!(verdict["accepted"], true, "{verdict}");
 }
