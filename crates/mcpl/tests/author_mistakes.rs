@@ -546,3 +546,175 @@ async fn a_feature_set_selection_entry_that_is_not_a_name_or_pattern_is_refused_
         }
     }
 }
+
+/// The rest of a `HostConfig` is judged by the same one rule: the `PeerConfig` inside it
+/// (`HostConfig::peer`, by `PeerConfig::defects`), `diagnostics_capacity` and the form of
+/// `channel_patterns`. Before, a zero `request_timeout` failed every request at once, a zero
+/// `max_message_size` or `max_parsed_cost` refused every message, zero queue capacities and
+/// bounds were raised to 1 unseen, `diagnostics_capacity` 0 or 1 was raised to 2 unseen, and
+/// a channel pattern with `*` anywhere but at its end (`discord:*/general`) or an empty one
+/// matched only itself, refusing every registration it was meant to admit.
+#[tokio::test]
+async fn host_config_peer_values_capacities_and_channel_pattern_forms_are_refused_at_connect() {
+    use mcpl::host::{HostConfig, HostError, HostSession};
+    use mcpl::peer::PeerConfig;
+    use std::time::Duration;
+    let d = HostConfig::default;
+    let p = PeerConfig::default;
+    let zero = Some(Duration::ZERO);
+    let peer = |peer: PeerConfig| HostConfig { peer, ..d() };
+    let patterns = |p: &[&str]| HostConfig {
+        channel_patterns: Some(p.iter().map(|s| s.to_string()).collect()),
+        ..d()
+    };
+    let cases: Vec<(&str, HostConfig)> = vec![
+        (
+            "peer.request_timeout",
+            peer(PeerConfig {
+                request_timeout: zero,
+                ..p()
+            }),
+        ),
+        (
+            "peer.write_timeout",
+            peer(PeerConfig {
+                write_timeout: zero,
+                ..p()
+            }),
+        ),
+        (
+            "peer.idle_timeout",
+            peer(PeerConfig {
+                idle_timeout: zero,
+                ..p()
+            }),
+        ),
+        (
+            "peer.max_message_size",
+            peer(PeerConfig {
+                max_message_size: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.incoming_capacity",
+            peer(PeerConfig {
+                incoming_capacity: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.outgoing_capacity",
+            peer(PeerConfig {
+                outgoing_capacity: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.max_pending_requests",
+            peer(PeerConfig {
+                max_pending_requests: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.diagnostics_capacity",
+            peer(PeerConfig {
+                diagnostics_capacity: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.remembered_timeouts",
+            peer(PeerConfig {
+                remembered_timeouts: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.max_parsed_cost",
+            peer(PeerConfig {
+                max_parsed_cost: 0,
+                ..p()
+            }),
+        ),
+        (
+            "peer.max_in_flight_requests",
+            peer(PeerConfig {
+                max_in_flight_requests: 0,
+                ..p()
+            }),
+        ),
+        (
+            "diagnostics_capacity",
+            HostConfig {
+                diagnostics_capacity: 0,
+                ..d()
+            },
+        ),
+        (
+            "diagnostics_capacity",
+            HostConfig {
+                diagnostics_capacity: 1,
+                ..d()
+            },
+        ),
+        ("channel_patterns", patterns(&["discord:*/general"])),
+        ("channel_patterns", patterns(&["ui", ""])),
+        ("channel_patterns", patterns(&["a**"])),
+    ];
+    for (field, config) in cases {
+        let named = format!("HostConfig.{field}");
+        let defects = config.defects();
+        assert!(
+            defects.len() == 1 && defects[0].contains(&named),
+            "{field}: {defects:?}"
+        );
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        match HostSession::connect(host_side, config).await {
+            Err(e @ HostError::InvalidConfig(_)) => {
+                let text = e.to_string();
+                assert!(text.contains(&named), "{field}: {text}");
+            }
+            Err(e) => panic!("{field}: {e}"),
+            Ok(_) => panic!("{field}: connected with a value that cannot work"),
+        }
+    }
+    // The same rule under the peer's own names, and the core's for the patterns.
+    let bad = PeerConfig {
+        max_message_size: 0,
+        request_timeout: zero,
+        ..p()
+    };
+    let defects = bad.defects();
+    assert_eq!(defects.len(), 2, "{defects:?}");
+    assert!(
+        defects.iter().all(|d| d.starts_with("PeerConfig.")),
+        "{defects:?}"
+    );
+    let mut rules = mcpl::session::HostRules::new(["channels.register"]);
+    rules.channels.patterns = Some(vec!["x*y".into()]);
+    assert!(
+        rules.defects()[0].contains("HostRules.channels.patterns"),
+        "{:?}",
+        rules.defects()
+    );
+    // Values that work, at their edges, still connect.
+    let fine = HostConfig {
+        diagnostics_capacity: 2,
+        channel_patterns: Some(vec!["*".into(), "discord:*".into(), "ui".into()]),
+        peer: PeerConfig {
+            request_timeout: None,
+            max_batch_entries: 0,
+            max_in_flight_bytes: 0,
+            eof_drain: zero,
+            ..p()
+        },
+        ..d()
+    };
+    assert!(fine.defects().is_empty(), "{:?}", fine.defects());
+    let (host_side, server_side) = mcpl::transport::memory::pair();
+    tokio::spawn(mcpl::reference::serve(server_side));
+    assert!(HostSession::connect(host_side, fine).await.is_ok());
+}

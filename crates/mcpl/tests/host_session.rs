@@ -3575,13 +3575,14 @@ async fn a_count_of_dropped_diagnostics_is_delivered_when_the_session_ends() {
     );
 }
 
-/// A diagnostics queue of capacity 1 still delivers diagnostics after some were dropped: the
+/// A diagnostics queue of the smallest capacity (2: 1, once raised to it, is refused at
+/// connect, `HostConfig::defects`) still delivers diagnostics after some were dropped: the
 /// count of the dropped ones must not take the only slot ahead of every later diagnostic
 /// (which would then itself be dropped and counted, round after round, though the
 /// application drains the queue each time).
 #[tokio::test]
-async fn a_diagnostics_queue_of_one_still_delivers_diagnostics_after_a_drop() {
-    let (_s, mut streams, server) = diagnostics_session(1).await;
+async fn the_smallest_diagnostics_queue_still_delivers_diagnostics_after_a_drop() {
+    let (_s, mut streams, server) = diagnostics_session(2).await;
     unhandled(&server, 0..5).await;
     let first = drain_diags(&mut streams);
     assert!(

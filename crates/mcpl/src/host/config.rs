@@ -84,7 +84,9 @@ pub struct HostConfig {
     /// `disabled` feature-set names sent with the grant.
     pub disabled: Vec<String>,
     /// Channel ids this host accepts registrations for (`*` as a trailing wildcard); `None`
-    /// accepts any id the grant allows.
+    /// accepts any id the grant allows. Each entry is an exact id or a prefix followed by
+    /// one `*` (an empty entry, or a `*` anywhere else, is refused: it would match only
+    /// itself; [`HostConfig::defects`]).
     pub channel_patterns: Option<Vec<String>>,
     /// How long to wait for the `initialize` response.
     pub initialize_timeout: Duration,
@@ -114,8 +116,9 @@ pub struct HostConfig {
     /// application (1,024 × 16 MiB).
     pub max_event_bytes: usize,
     /// Capacity of the diagnostics stream; excess diagnostics are dropped and
-    /// counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value
-    /// is taken as 2): the count needs a slot beside the diagnostic it precedes.
+    /// counted ([`HostDiagnostic::DiagnosticsDropped`]). At least 2 (a smaller value is
+    /// refused, [`HostConfig::defects`]): the count needs a slot beside the diagnostic it
+    /// precedes.
     pub diagnostics_capacity: usize,
     /// Remembered `eventId`s for §9.4 deduplication (oldest forgotten first). At least 1:
     /// 0 would remember none, which §9.4's SHOULD argues against, and was quietly read as 1
@@ -172,7 +175,8 @@ pub struct HostConfig {
     /// 4,096 by default). §14.2 sets no size; this bounds what a connection's registered
     /// channels hold to `max_channels` × this. At least 1: 0 would reject every descriptor.
     pub max_descriptor_bytes: usize,
-    /// Configuration of the underlying peer (used by [`HostSession::connect`]).
+    /// Configuration of the underlying peer (used by [`HostSession::connect`]); judged
+    /// with the rest ([`PeerConfig::defects`], under `HostConfig.peer.…`).
     pub peer: PeerConfig,
 }
 
@@ -221,8 +225,10 @@ impl HostConfig {
     ///
     /// The rule is the core's ([`crate::session::HostRules::defects`], which
     /// [`crate::session::HostState::new`] applies: its readings are there), under this
-    /// configuration's field names, and `max_event_bytes`, which is this one's alone, is
-    /// at least 1 (0 would hold one event at a time).
+    /// configuration's field names, the peer's ([`PeerConfig::defects`]) for `peer`, and
+    /// for the fields that are this one's alone: `max_event_bytes` is at least 1 (0 would
+    /// hold one event at a time) and `diagnostics_capacity` at least 2 (it was raised to 2
+    /// unseen).
     pub fn defects(&self) -> Vec<String> {
         let mut out = self.rules().defects_named(&|field| {
             let own = match field {
@@ -231,10 +237,22 @@ impl HostConfig {
                 "channels.max_per_message" => "max_channels_per_message",
                 "channels.max_incoming_per_batch" => "max_incoming_per_batch",
                 "channels.max_descriptor_bytes" => "max_descriptor_bytes",
+                "channels.patterns" => "channel_patterns",
                 other => other,
             };
             format!("HostConfig.{own}")
         });
+        out.extend(
+            self.peer
+                .defects_named(&|field| format!("HostConfig.peer.{field}")),
+        );
+        if self.diagnostics_capacity < 2 {
+            out.push(format!(
+                "HostConfig.diagnostics_capacity is {}: give at least 2 (a count of dropped \
+                 diagnostics needs a slot beside the diagnostic it precedes; 1,024 by default)",
+                self.diagnostics_capacity
+            ));
+        }
         if self.max_event_bytes == 0 {
             out.push(
                 "HostConfig.max_event_bytes is 0: give at least 1 (nothing could ever pass; \

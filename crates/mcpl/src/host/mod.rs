@@ -434,6 +434,11 @@ impl HostSession {
         transport: Transport,
         config: HostConfig,
     ) -> Result<(HostSession, HostStreams), HostError> {
+        // Judged before the peer is built on `config.peer` (`connect_peer` judges it again).
+        let defects = config.defects();
+        if !defects.is_empty() {
+            return Err(HostError::InvalidConfig(defects));
+        }
         let (peer, incoming) = Peer::new(transport, config.peer.clone());
         Self::connect_peer(peer, incoming, config).await
     }
@@ -485,9 +490,9 @@ impl HostSession {
             crate::session::RulesError::Invalid(d) => HostError::InvalidConfig(d),
         })?;
         let (etx, erx) = queue::weighted(config.event_capacity);
-        // At least 2: a count of dropped diagnostics goes in beside the diagnostic it
-        // precedes ([`report_diag`]); with one slot the count would take it every time.
-        let (dtx, drx) = queue::channel(config.diagnostics_capacity.max(2));
+        // At least 2 (`HostConfig::defects`): a count of dropped diagnostics goes in beside
+        // the diagnostic it precedes ([`report_diag`]).
+        let (dtx, drx) = queue::channel(config.diagnostics_capacity);
         let (ctx, crx) = queue::channel(driver::COMMANDS_QUEUED);
         let shared = Arc::new(Shared {
             channel_limits: config.channel_limits(),

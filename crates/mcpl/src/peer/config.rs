@@ -231,3 +231,89 @@ impl<'a> RequestOptions<'a> {
         self
     }
 }
+
+impl PeerConfig {
+    /// Every value of this configuration that cannot work, each naming its field
+    /// (`PeerConfig.…`), what it holds and what to write; empty when there is none.
+    /// `host::HostSession::connect` refuses a `HostConfig` whose `peer` has any (as
+    /// `HostConfig.peer.…`).
+    ///
+    /// Readings (the spec sets none of these numbers):
+    /// - A timeout given (`Some`) is at least 1 ms: a zero `request_timeout` fails every
+    ///   request at once, a zero `write_timeout` closes the connection at its first write,
+    ///   a zero `idle_timeout` at once. `None` is the way to say "no limit". `eof_drain`
+    ///   may be 0: closing as soon as the other side ends its output is a choice.
+    /// - `max_message_size` and `max_parsed_cost` are at least 1 (0 refuses every message);
+    ///   `incoming_capacity`, `outgoing_capacity`, `diagnostics_capacity` and
+    ///   `max_in_flight_requests` at least 1 (0 was raised to 1 unseen);
+    ///   `max_pending_requests` at least 1 (0 fails every request of ours at once);
+    ///   `remembered_timeouts` at least 1 (0 reports every late answer as one to nothing,
+    ///   blaming the other side).
+    /// - `max_batch_entries` may be 0 (every batch refused: a side may take none, as
+    ///   MCP's later revisions dropped them) and `max_in_flight_bytes` 0 (one request at
+    ///   a time, as documented).
+    pub fn defects(&self) -> Vec<String> {
+        self.defects_named(&|field| format!("PeerConfig.{field}"))
+    }
+
+    /// The rule of [`Self::defects`], each field named by `name` (a `HostConfig` names them
+    /// `HostConfig.peer.…`).
+    pub(crate) fn defects_named(&self, name: &dyn Fn(&'static str) -> String) -> Vec<String> {
+        let mut out = Vec::new();
+        let timeouts = [
+            (
+                "request_timeout",
+                self.request_timeout,
+                "every request would fail at once",
+            ),
+            (
+                "write_timeout",
+                self.write_timeout,
+                "every write would close the connection",
+            ),
+            (
+                "idle_timeout",
+                self.idle_timeout,
+                "the connection would close at once",
+            ),
+        ];
+        for (field, timeout, why) in timeouts {
+            if let Some(d) = timeout.filter(|d| d.as_millis() < 1) {
+                out.push(format!(
+                    "{} is Some({d:?}): give at least 1 ms, or None for no limit ({why})",
+                    name(field)
+                ));
+            }
+        }
+        let never = "every message would be refused";
+        let raised = "0 was raised to 1 unseen";
+        let counts = [
+            ("max_message_size", self.max_message_size, never),
+            ("max_parsed_cost", self.max_parsed_cost, never),
+            ("incoming_capacity", self.incoming_capacity, raised),
+            ("outgoing_capacity", self.outgoing_capacity, raised),
+            ("diagnostics_capacity", self.diagnostics_capacity, raised),
+            (
+                "max_in_flight_requests",
+                self.max_in_flight_requests,
+                raised,
+            ),
+            (
+                "max_pending_requests",
+                self.max_pending_requests,
+                "every request would fail at once",
+            ),
+            (
+                "remembered_timeouts",
+                self.remembered_timeouts,
+                "every late answer would be reported as an answer to nothing",
+            ),
+        ];
+        for (field, value, why) in counts {
+            if value == 0 {
+                out.push(format!("{} is 0: give at least 1 ({why})", name(field)));
+            }
+        }
+        out
+    }
+}

@@ -55,6 +55,10 @@ impl HostRules {
     /// - Each `enabled` and `disabled` entry is a feature-set name or pattern (§6.3,
     ///   [`crate::manifest::edit::is_feature_set_pattern`]), since any other selects
     ///   nothing.
+    /// - Each `channels.patterns` entry is an exact channel id or a prefix followed by one
+    ///   `*` ([`ChannelLimits::permits`]): an empty entry matches no id, and a `*` anywhere
+    ///   else matches only that literal text, so either refuses every registration it was
+    ///   written to admit (§14.5).
     pub fn defects(&self) -> Vec<String> {
         self.defects_named(&|field| format!("HostRules.{field}"))
     }
@@ -152,6 +156,17 @@ impl HostRules {
                  fetches)",
                 name("manifest_fetch_per_sec")
             ));
+        }
+        for entry in c.patterns.iter().flatten() {
+            let star = entry.find('*');
+            if entry.is_empty() || star.is_some_and(|at| at + 1 != entry.len()) {
+                out.push(format!(
+                    "{} entry {entry:?} is no channel-id pattern, so it matches only itself: \
+                     write an exact id, or a prefix followed by one `*` (`discord:*`; `*` \
+                     alone permits every id)",
+                    name("channels.patterns")
+                ));
+            }
         }
         let lists: [(&'static str, &[String]); 2] = [
             ("enabled", self.enabled.as_deref().unwrap_or_default()),
