@@ -227,3 +227,52 @@ async fn s10_1_a_hook_whose_fan_out_was_dropped_is_cancelled_at_once() {
     assert!(injections.failures.is_empty(), "{injections:?}");
     assert_eq!(injections.consulted.len(), 1, "{injections:?}");
 }
+
+/// §6.7: a `set_policy` whose caller gives up after its Request went out is not cancelled,
+/// unlike the requests above: its outcome is the session's (a widening activates on the
+/// receipt; cancelling would leave what the server applied unknown), so the exchange runs to
+/// its end and the receipt is read and applied whoever waits. Nothing is left on the wire
+/// unread. (`refresh_manifest` likewise: its answer is reviewed, §17.5.)
+#[tokio::test]
+async fn s6_7_a_policy_change_given_up_runs_to_its_end_and_its_receipt_is_applied() {
+    let (peer, incoming, mut raw) = raw::raw_peer(PeerConfig::default());
+    let (s, _streams) = connect(peer, incoming, &mut raw).await;
+    let c1 = json!({ "channels": [{ "id": "c1", "type": "chat", "direction": "bidirectional" }] });
+    let (_, registered) = call(&mut raw, 500, "channels/register", c1).await;
+    assert_eq!(registered["result"]["results"][0]["accepted"], true);
+    let full = config().policy;
+    let narrow: Vec<String> = full
+        .iter()
+        .filter(|p| *p != "channels.incoming")
+        .cloned()
+        .collect();
+    // A narrowing, waited for: c1's messages are refused after it.
+    let s2 = s.clone();
+    let narrowing = tokio::spawn(async move { s2.set_policy(narrow).await });
+    let sent = next(&mut raw).await;
+    assert_eq!(sent["method"], "featureSets/update", "{sent}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": sent["id"], "result": {"accepted": true}}))
+        .await;
+    narrowing.await.unwrap().unwrap();
+    assert!(!incoming_accepted(&mut raw, 501, "c1").await);
+    // A widening whose caller gives up once its Request is out.
+    let s2 = s.clone();
+    let widening = tokio::spawn(async move { s2.set_policy(full).await });
+    let sent = next(&mut raw).await;
+    assert_eq!(sent["method"], "featureSets/update", "{sent}");
+    widening.abort();
+    assert!(widening.await.unwrap_err().is_cancelled());
+    raw.send_json(json!({"jsonrpc": "2.0", "id": sent["id"], "result": {"accepted": true}}))
+        .await;
+    let m = json!({ "messages": [{ "channelId": "c1", "messageId": "m", "content": "hi" }] });
+    let (before, answer) = call(&mut raw, 502, "channels/incoming", m).await;
+    assert!(before.is_empty(), "nothing cancelled: {before:?}");
+    assert_eq!(
+        answer["result"]["results"][0]["accepted"], true,
+        "the receipt was applied: {answer}"
+    );
+    assert!(s
+        .grant()
+        .to_effective_capabilities()
+        .contains(&"channels.incoming"));
+}
