@@ -42,6 +42,18 @@ pub fn parsed_cost(text: &str) -> usize {
     cost
 }
 
+/// Heap bytes one [`parsed_cost`] unit stands for: one JSON value (`serde_json::Value`, 32
+/// bytes on 64-bit targets); an object's [`OBJECT_COST`] units are about its map node.
+pub const UNIT_BYTES: usize = std::mem::size_of::<serde_json::Value>();
+
+/// The heap a text of `len` bytes and [`parsed_cost`] `cost` is estimated to hold once
+/// parsed: its length (what its strings can hold) plus [`UNIT_BYTES`] per unit. 2,000
+/// `{"a":1}` (16 KB of text) are estimated at 1.4 MB, what they hold parsed; a text of one
+/// long string, at its length.
+pub fn parsed_bytes(len: usize, cost: usize) -> usize {
+    len.saturating_add(cost.saturating_mul(UNIT_BYTES))
+}
+
 /// Whether `text` might cost more than `limit` without counting it: no text of `n` bytes
 /// can cost more than `1 + OBJECT_COST * n`, so a short one is never scanned.
 pub fn may_exceed(text: &str, limit: usize) -> bool {

@@ -822,7 +822,9 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 
 mod cost;
 mod encoded;
-pub use cost::{may_exceed, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST};
+pub use cost::{
+    may_exceed, parsed_bytes, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST, UNIT_BYTES,
+};
 pub use encoded::Encoded;
 
 #[cfg(test)]

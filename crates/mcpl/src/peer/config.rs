@@ -102,7 +102,9 @@ pub struct PeerConfig {
     /// reported (`ServerDiagnostic::NotificationDropped`).
     pub max_in_flight_requests: usize,
     /// Most bytes of incoming requests in flight at once ([`DEFAULT_MAX_IN_FLIGHT_BYTES`]):
-    /// each request counts its frame's length (a batch entry, its share of its batch's) and, once
+    /// each request counts its frame's weight (its length; for a frame of
+    /// [`WEIGH_PARSED_FROM`] bytes or more, what it is estimated to hold parsed,
+    /// [`crate::jsonrpc::parsed_bytes`]; a batch entry, its share of its batch's) and, once
     /// its answer is made, the answer's too, until that answer is queued for writing. A
     /// request arriving while this much is in flight is answered at once with
     /// [`crate::jsonrpc::codes::BUSY`] (`-32000`, `data: { limit, bytes, reason:
@@ -170,8 +172,20 @@ pub const OUTGOING_QUEUE_BYTES: usize = 8 << 20;
 /// [`Incoming`](super::Incoming) (beside [`PeerConfig::incoming_capacity`] messages): past
 /// it the reader stops reading until the application takes one, as when the queue is full;
 /// one frame larger than it still goes into an empty queue. A message is weighed by its
-/// frame (a batch entry by its share). 8 MiB.
+/// frame (a batch entry by its share): its length, or for a frame of [`WEIGH_PARSED_FROM`]
+/// bytes or more what it is estimated to hold parsed ([`crate::jsonrpc::parsed_bytes`]:
+/// 16 KB of `{"a":1}` weigh 1.4 MB). 8 MiB.
 pub const INCOMING_QUEUE_BYTES: usize = 8 << 20;
+
+/// Frames of at least this many bytes (1 KiB) weigh what they are estimated to hold parsed
+/// ([`crate::jsonrpc::parsed_bytes`]) in the incoming queue ([`INCOMING_QUEUE_BYTES`]) and
+/// the requests in flight ([`PeerConfig::max_in_flight_bytes`]), not their length: a text
+/// of small objects holds up to ~90 times its length parsed, so 64 queued notifications of
+/// 16 KB held 87 MB under the 8 MiB bound, and 128 held requests 172 MB under the 32 MiB
+/// one. A shorter frame (a typical request or answer) is not scanned and weighs its
+/// length: holding at most ~90 KB parsed, such frames are bounded by the count bounds
+/// (64 queued, 128 in flight: under 18 MB).
+pub const WEIGH_PARSED_FROM: usize = 1024;
 
 /// The default [`PeerConfig::max_batch_entries`].
 pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1024;

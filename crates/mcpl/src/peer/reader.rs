@@ -208,11 +208,13 @@ impl Later {
         let (mut item, mut rest) = match self {
             Later::Room { item, rest } => (item, rest),
             Later::OffWorker(text) => {
-                shared.reading.store(text.len(), Ordering::Relaxed);
                 let max_batch = shared.config.max_batch_entries;
                 let max_cost = shared.config.max_parsed_cost;
                 let read = match read_off_worker(text, max_batch, max_cost).await {
-                    Ok(read) => read,
+                    Ok((read, weight)) => {
+                        shared.reading.store(weight, Ordering::Relaxed);
+                        read
+                    }
                     Err(None) => return false,
                     // A runtime shutting down cancels it; reading is not expected to panic,
                     // but if it did the connection is closed rather than left looking open
@@ -317,8 +319,8 @@ fn take_frame(
         // parse's memory.
         return Taken::Later(Later::OffWorker(text));
     }
-    shared.reading.store(trimmed.len(), Ordering::Relaxed);
-    let read = read_text(trimmed, max_batch, max_cost);
+    let (read, weight) = read_text(trimmed, max_batch, max_cost);
+    shared.reading.store(weight, Ordering::Relaxed);
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
         Ok(ok) => Taken::Done(ok),
@@ -457,7 +459,7 @@ async fn read_off_worker(
     text: String,
     max_batch: usize,
     max_cost: usize,
-) -> Result<Read, Option<tokio::task::JoinError>> {
+) -> Result<(Read, usize), Option<tokio::task::JoinError>> {
     let Ok(_permit) = parse_permits().acquire().await else {
         return Err(None);
     };
@@ -667,11 +669,15 @@ fn too_costly(
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
 /// read straight into a `Message` when it is a valid one; anything the fast path declines
 /// (batches, junk, invalid messages) takes the `Value` path, which owns every diagnostic
-/// and error reply. A batch keeps at most `max_batch` entries.
-fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> Read {
-    if crate::jsonrpc::may_exceed(trimmed, max_cost) {
+/// and error reply. A batch keeps at most `max_batch` entries. Also returns what the
+/// message weighs ([`WEIGH_PARSED_FROM`]): a text refused unbuilt, its length.
+fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> (Read, usize) {
+    let mut weight = trimmed.len();
+    if weight >= WEIGH_PARSED_FROM || crate::jsonrpc::may_exceed(trimmed, max_cost) {
         let cost = crate::jsonrpc::parsed_cost(trimmed);
-        if cost > max_cost {
+        if cost <= max_cost {
+            weight = crate::jsonrpc::parsed_bytes(trimmed.len(), cost);
+        } else {
             let head = if trimmed.starts_with('{') {
                 serde_json::from_str::<Head>(trimmed).unwrap_or_default()
             } else {
@@ -680,19 +686,20 @@ fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> Read {
                     ..Head::default()
                 }
             };
-            return Read::TooCostly { cost, head };
+            return (Read::TooCostly { cost, head }, weight);
         }
     }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {
-            return Read::Message(msg);
+            return (Read::Message(msg), weight);
         }
     }
-    Read::Top(if trimmed.starts_with('[') {
+    let top = if trimmed.starts_with('[') {
         parse_batch(trimmed, max_batch)
     } else {
         serde_json::from_str(trimmed).map(Top::Single)
-    })
+    };
+    (Read::Top(top), weight)
 }
 
 /// A frame's top-level JSON value: a batch (JSON array) or anything else.
