@@ -284,3 +284,42 @@ fn s16_4_reference_server_uses_named_facets() {
         .as_object()
         .is_some_and(|t| !t.is_empty()));
 }
+
+/// A manifest of 100,000 members outside the vocabulary (an info finding each) and one
+/// feature set without `uses` (an error, found after them): validation keeps at most
+/// `review::MAX_FINDINGS` findings, then one `findings_not_kept` counting the rest, graded
+/// as the worst of them, so the error still fails the manifest. Before, every finding was
+/// kept, by `ManifestReview` too for the manifest in force: a 16 MiB manifest of such
+/// members, some 300 MB estimated.
+#[test]
+fn findings_kept_are_bounded_and_the_rest_counted_at_their_worst_severity() {
+    use mcpl::manifest::review::{ManifestReview, MAX_FINDINGS};
+    const MEMBERS: usize = 100_000;
+    let mut obj = serde_json::Map::new();
+    obj.insert("version".into(), json!("0.5"));
+    for i in 0..MEMBERS {
+        obj.insert(format!("x{i}"), json!(0));
+    }
+    obj.insert("featureSets".into(), json!({"a": {"description": "x"}}));
+    let m = Value::Object(obj);
+    let f = validate(&m);
+    let kept = MAX_FINDINGS;
+    assert_eq!(kept, 256);
+    assert_eq!(f.len(), kept + 1, "{} findings kept", f.len());
+    let last = f.last().unwrap();
+    assert_eq!(last.code, "findings_not_kept");
+    assert_eq!(last.severity, Severity::Error, "{last:?}");
+    assert_eq!(last.path, "");
+    let dropped = MEMBERS + 1 - kept;
+    assert!(
+        last.message
+            .starts_with(&format!("{dropped} more findings")),
+        "{}",
+        last.message
+    );
+    assert!(has_errors(&f));
+    let (review, findings) =
+        ManifestReview::initial(&m, None, ["*"], std::time::SystemTime::UNIX_EPOCH).unwrap();
+    assert_eq!(findings, f);
+    assert_eq!(review.findings(), &f[..]);
+}

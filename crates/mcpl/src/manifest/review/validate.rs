@@ -108,16 +108,79 @@ pub fn is_well_formed_revision(s: &str) -> bool {
 }
 
 /// Validates a manifest (the `experimental.mcpl` object) exactly as a host does at
-/// `initialize` and on every fetch (§17.5 step 1). Total: never fails, reports everything.
+/// `initialize` and on every fetch (§17.5 step 1). Total: never fails, reports everything,
+/// the first [`MAX_FINDINGS`] findings whole and the rest counted.
 pub fn validate(manifest: &Value) -> Vec<Finding> {
     validate_with_digest(manifest).0
+}
+
+/// Most findings one validation keeps ([`validate`], and so [`ManifestReview`] for the
+/// manifest in force): 256. Past it findings are only counted, and one more,
+/// `findings_not_kept` (path empty), says how many of each severity were not kept; it takes
+/// the worst severity among them and that finding's section, so [`has_errors`] reads the
+/// same as over every finding. Before, each member outside the vocabulary was kept as a
+/// finding: a 16 MiB manifest of them, estimated at some 300 MB per review.
+pub const MAX_FINDINGS: usize = 256;
+
+/// Findings as a validation keeps them: the first [`MAX_FINDINGS`], the rest counted.
+#[derive(Default)]
+struct Kept {
+    out: Vec<Finding>,
+    /// Findings not kept, by severity (error, warning, info).
+    dropped: [usize; 3],
+    /// The worst severity not kept, and the section of its first finding.
+    worst: Option<(Severity, &'static str)>,
+}
+
+impl Kept {
+    fn push(&mut self, f: Finding) {
+        if self.out.len() < MAX_FINDINGS {
+            self.out.push(f);
+            return;
+        }
+        let slot = match f.severity {
+            Severity::Error => 0,
+            Severity::Warning => 1,
+            Severity::Info => 2,
+        };
+        self.dropped[slot] = self.dropped[slot].saturating_add(1);
+        if self.worst.map_or(true, |(s, _)| f.severity < s) {
+            self.worst = Some((f.severity, f.section));
+        }
+    }
+
+    fn finish(mut self) -> Vec<Finding> {
+        if let Some((severity, section)) = self.worst {
+            let [e, w, i] = self.dropped;
+            let n = e.saturating_add(w).saturating_add(i);
+            self.out.push(Finding::new(
+                "findings_not_kept",
+                severity,
+                section,
+                "",
+                format!(
+                    "{n} more findings ({e} errors, {w} warnings, {i} info) past the first \
+                     {MAX_FINDINGS} were not kept; fix those listed and validate again"
+                ),
+            ));
+        }
+        self.out
+    }
+}
+
+impl Extend<Finding> for Kept {
+    fn extend<T: IntoIterator<Item = Finding>>(&mut self, iter: T) {
+        for f in iter {
+            self.push(f);
+        }
+    }
 }
 
 /// [`validate`], also returning the recomputed revision (or the digest's refusal).
 pub(super) fn validate_with_digest(
     manifest: &Value,
 ) -> (Vec<Finding>, Result<String, DigestError>) {
-    let mut out = Vec::new();
+    let mut out = Kept::default();
     let Some(obj) = manifest.as_object() else {
         out.push(Finding::new(
             "manifest_not_object",
@@ -130,7 +193,7 @@ pub(super) fn validate_with_digest(
             ),
         ));
         let err = digest::revision(manifest);
-        return (out, err);
+        return (out.finish(), err);
     };
 
     // Version (§5.1, App. B.3).
@@ -207,7 +270,7 @@ pub(super) fn validate_with_digest(
 
     // Tag ontologies (§16.4, RFC-001 §5.1).
     out.extend(unnamed_facets(manifest));
-    (out, recomputed)
+    (out.finish(), recomputed)
 }
 
 /// One `unnamed_facet` finding (info, §16.4) for every tag descriptor under
