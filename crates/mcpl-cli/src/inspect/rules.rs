@@ -289,6 +289,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::BusyBytes { .. } => "busy_bytes",
         Diagnostic::OverBudget { .. } => "over_budget",
         Diagnostic::LateResponse { .. } => "late_response",
+        Diagnostic::IntegralId { .. } => "integral_id",
         Diagnostic::UnknownResponse { .. } => "unknown_response",
         Diagnostic::UnhandledNotification { .. } => "unhandled_notification",
         Diagnostic::Dropped { .. } => "diagnostics_dropped",
@@ -300,6 +301,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         | Diagnostic::BusyBytes { id, .. }
         | Diagnostic::TooCostly { id: Some(id), .. }
         | Diagnostic::LateResponse { id }
+        | Diagnostic::IntegralId { id, .. }
         | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),
         Diagnostic::UnhandledNotification { method } => About::Method(method.clone()),
         _ => About::Nothing,

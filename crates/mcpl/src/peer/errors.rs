@@ -188,6 +188,15 @@ pub enum Diagnostic {
         /// Its id.
         id: RequestId,
     },
+    /// A response whose id was written with a fraction or an exponent (`1.0`, `1e0`) and is,
+    /// as a value, the integer id of a request of ours still outstanding: taken as that
+    /// request's answer (JSON-RPC 2.0 §5 asks for the same value) and reported for its form.
+    IntegralId {
+        /// The request's id, the one it answered.
+        id: RequestId,
+        /// The id as read (`1e0` reads `1.0`).
+        written: String,
+    },
     /// A response whose id matches no request this side sent; dropped.
     UnknownResponse {
         /// Its id (`None` for `"id": null`).
@@ -236,7 +245,7 @@ impl Diagnostic {
                 id(i);
                 clip(method);
             }
-            Diagnostic::LateResponse { id: i } => id(i),
+            Diagnostic::LateResponse { id: i } | Diagnostic::IntegralId { id: i, .. } => id(i),
             Diagnostic::UnknownResponse { id: i, error } => {
                 i.as_mut().map(id);
                 if let Some(e) = error {
@@ -331,6 +340,11 @@ impl fmt::Display for Diagnostic {
             Diagnostic::LateResponse { id } => {
                 write!(f, "dropped a late response to timed-out request {id}")
             }
+            Diagnostic::IntegralId { id, written } => write!(
+                f,
+                "read the response id {written} as the id {id} of our request: JSON-RPC 2.0 §5 \
+                 asks for the id as sent"
+            ),
             Diagnostic::UnknownResponse { id: Some(id), .. } => {
                 write!(f, "dropped a response to unknown request {id}")
             }

@@ -108,6 +108,7 @@ mod alarm;
 mod config;
 mod diag;
 mod errors;
+mod ids;
 mod incoming;
 mod outbox;
 mod oversized;

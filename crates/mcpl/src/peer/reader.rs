@@ -846,7 +846,7 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
 /// notifications are returned for delivery; invalid requests get a `-32600` reply.
 pub(super) fn classify(
     shared: &Arc<Shared>,
-    value: Value,
+    mut value: Value,
     batch: Option<&Arc<BatchCollector>>,
 ) -> Option<Parsed> {
     // A request gone wrong is answered, with `"id": null` when no id can be read (JSON-RPC
@@ -854,6 +854,9 @@ pub(super) fn classify(
     // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
     // with no `method` (a log line on stdout, say), which is reported instead.
     let request_like = value.get("method").is_some() || !value.is_object();
+    if !request_like {
+        super::ids::integral_id(shared, &mut value);
+    }
     match Message::from_value(value) {
         Ok(msg) => accept(shared, msg, batch),
         Err(InvalidMessage { id, reason }) => {
