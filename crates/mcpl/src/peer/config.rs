@@ -55,7 +55,8 @@ pub struct PeerConfig {
     /// Most outgoing requests awaiting a response at once (1024); more fail at once.
     pub max_pending_requests: usize,
     /// A write taking longer than this closes the connection (the other side stopped
-    /// reading). `None` (default) waits forever.
+    /// reading). `None` (default) waits forever. Once the connection is closed, what is
+    /// still queued is written within this (else 5 s) in all, the transport's close included.
     pub write_timeout: Option<Duration>,
     /// After the other side ends its output (EOF), how long the responses this side still
     /// owes may take before the connection closes (a request answered by a person, as in

@@ -2,8 +2,8 @@
 
 use super::*;
 
-/// How long queued frames may still take to be written after the connection closed, when no
-/// write timeout is configured.
+/// How long queued frames may still take to be written after the connection closed, all of
+/// them and the transport's close together, when no write timeout is configured.
 pub(super) const CLOSE_DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 pub(super) async fn writer_task(
@@ -22,6 +22,11 @@ pub(super) async fn writer_task(
     let _finished = Finished(shared.clone());
     let mut closed = shared.closed.subscribe();
     let write_timeout = shared.config.write_timeout;
+    // The close drain's one allowance, from the moment the close is seen: every batch after
+    // it and the final close share it. A fresh one per batch let a side that read just fast
+    // enough keep a closed connection writing for as long as it had frames queued.
+    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
+    let mut drain_until: Option<tokio::time::Instant> = None;
     let mut batch: Vec<String> = Vec::new();
     loop {
         let text = tokio::select! {
@@ -66,10 +71,10 @@ pub(super) async fn writer_task(
             tokio::pin!(write);
             tokio::select! {
                 r = &mut write => r,
-                // Closed mid-write: the frame in flight gets the drain allowance, no more.
+                // Closed mid-write: the frames in flight get what is left of the drain.
                 _ = until_closed(&mut closed) => {
-                    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
-                    match tokio::time::timeout(drain, &mut write).await {
+                    let until = *drain_until.get_or_insert_with(|| Instant::now() + drain);
+                    match tokio::time::timeout_at(until, &mut write).await {
                         Ok(r) => r,
                         Err(_) => Err(CloseReason::WriteTimeout(drain)),
                     }
@@ -98,22 +103,25 @@ pub(super) async fn writer_task(
         drop(guard);
         return;
     };
-    let drain = write_timeout.unwrap_or(CLOSE_DRAIN_LIMIT);
-    while let Ok(text) = out.try_recv() {
-        let batch: &[String] = if text.is_empty() {
-            &[]
-        } else {
-            std::slice::from_ref(&text)
-        };
-        let head_tapped = std::mem::take(&mut tapped);
-        if write_batch(&shared, writer.as_mut(), batch, head_tapped, Some(drain))
-            .await
-            .is_err()
-        {
-            break;
+    let until = *drain_until.get_or_insert_with(|| Instant::now() + drain);
+    let _ = tokio::time::timeout_at(until, async {
+        while let Ok(text) = out.try_recv() {
+            let batch: &[String] = if text.is_empty() {
+                &[]
+            } else {
+                std::slice::from_ref(&text)
+            };
+            let head_tapped = std::mem::take(&mut tapped);
+            if write_batch(&shared, writer.as_mut(), batch, head_tapped, None)
+                .await
+                .is_err()
+            {
+                break;
+            }
         }
-    }
-    let _ = tokio::time::timeout(drain, writer.close()).await;
+        let _ = writer.close().await;
+    })
+    .await;
     // The writer (e.g. a child's stdin) goes first, then whatever the transport kept alive.
     drop(writer);
     drop(guard);
