@@ -3,6 +3,7 @@
 #![cfg(feature = "runtime")]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use mcpl::peer::{CloseReason, Diagnostic, Incoming, IncomingMessage, Peer, PeerConfig};
@@ -397,6 +398,69 @@ async fn an_unbalanced_line_in_a_frame_costs_only_itself() {
         next_text(&mut raw).await,
         json!({"jsonrpc": "2.0", "id": 2, "result": [2]})
     );
+}
+
+/// Junk lines that balance each other around messages (a lone `{` line, messages, a lone
+/// `}` line) do not make the frame one message: each line or pretty-printed message that is
+/// JSON is handled, and each junk line costs only itself (`-32700` when it looks like JSON, a
+/// `JunkLine` diagnostic otherwise). Before, the frame's brackets balanced, so it was split
+/// only outside brackets: the whole frame was one part, one `-32700`, and the requests in it
+/// were never answered.
+#[tokio::test]
+async fn junk_lines_that_balance_each_other_do_not_swallow_the_messages_between_them() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, incoming) = Peer::new(server.unwrap(), PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let _served = serve(peer, incoming);
+    let (mut raw, _) = client.unwrap();
+    let echo = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "echo", "params": [id]});
+    let pretty = serde_json::to_string_pretty(&echo(3)).unwrap();
+    // The reader's own answers and the application's may interleave: each frame's answers
+    // are compared as a set, its diagnostics (the reader's, in order) as a list.
+    let frames = [
+        (
+            format!("{{\n{}\n{}\n}}", echo(1), echo(2)),
+            vec![1, 2],
+            vec!["parse_error", "}"],
+        ),
+        (
+            format!("}}\n{pretty}\n["),
+            vec![3],
+            vec!["}", "parse_error"],
+        ),
+    ];
+    for (frame, ids, expected) in frames {
+        raw.send(WsMessage::text(frame)).await.unwrap();
+        let mut answered = Vec::new();
+        let mut refused = 0;
+        for _ in 0..ids.len() + 1 {
+            // A deadlock guard, never a synchronisation: a swallowed request is never answered.
+            let v = tokio::time::timeout(Duration::from_secs(10), next_text(&mut raw))
+                .await
+                .expect("a message of the frame was not answered");
+            if v["error"]["code"] == json!(-32700) {
+                refused += 1;
+            } else {
+                assert_eq!(v["result"], json!([v["id"]]), "{v}");
+                answered.push(v["id"].as_u64().unwrap());
+            }
+        }
+        answered.sort_unstable();
+        assert_eq!((answered, refused), (ids, 1));
+        let mut seen = Vec::new();
+        for _ in 0..expected.len() {
+            seen.push(match diags.recv().await {
+                Some(Diagnostic::ParseError { .. }) => "parse_error".to_owned(),
+                Some(Diagnostic::JunkLine { excerpt }) => excerpt,
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        assert_eq!(seen, expected);
+    }
 }
 
 /// A request sent in a binary frame is not read (JSON-RPC over WebSocket is text), but it is

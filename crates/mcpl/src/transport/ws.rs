@@ -7,10 +7,10 @@
 //! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic (and, when it
 //!   begins as a message does, answered `-32700` by the peer, so its sender learns why).
 //! - A message's JSON may span lines (pretty-printed: its newlines are whitespace, RFC 8259
-//!   §2), as nothing in a WebSocket frame needs them escaped. A frame whose brackets balance
-//!   outside its strings, with no string crossing a line (`balanced`), is split only at
-//!   newlines outside every bracket; any other frame at every newline, so a junk line with an
-//!   open bracket costs only itself.
+//!   §2), as nothing in a WebSocket frame needs them escaped. A frame is split into the JSON
+//!   values that parse from each message's start, over lines or not, and, where none does,
+//!   into lines (`part_end`): a junk line costs only itself, whatever brackets it opens or
+//!   closes (a lone `{` line and a lone `}` line around messages no longer make them one).
 //! - The peer's size limit applies to each message after a frame is split. A frame is split
 //!   lazily: it is kept whole with an offset and its messages are handed out one at a time,
 //!   so a frame of many small messages costs the frame plus one message, not a copy of each.
@@ -430,71 +430,57 @@ fn broken_frame(e: &TungError) -> (String, CloseCode, &'static str) {
     }
 }
 
-/// Whether `text` nests as JSON texts do, read as bytes outside strings (escapes honoured):
-/// no `}` or `]` without an open bracket, every bracket closed by the end, and no string
-/// crossing a line (a raw newline cannot be in a JSON string). Then every newline inside a
-/// bracket is whitespace of the message around it ([`value_end`]). Linear, no allocation.
-fn balanced(text: &str) -> bool {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text.as_bytes() {
-        if in_string {
-            match b {
-                b'\n' => return false,
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => match depth.checked_sub(1) {
-                Some(d) => depth = d,
-                None => return false,
-            },
-            _ => {}
-        }
+/// Where the part at the start of `rest` (a frame's text from a message's start) ends,
+/// exclusive; a newline there separates it from the next. A JSON value that parses from
+/// here is one part, whichever lines it spans, up to the end of the line it ends on (what
+/// follows it on that line makes the line junk, as it would be alone); anything else is one
+/// line, so a junk line costs only itself, whatever brackets it opens or closes. Linear in
+/// the frame: a parse that fails spends `budget` (the frame's length at first) by the bytes
+/// it read, and once none is left the rest of the frame is split at every newline.
+fn part_end(rest: &str, budget: &mut usize) -> usize {
+    let bytes = rest.as_bytes();
+    let Some(line_end) = memchr::memchr(b'\n', bytes) else {
+        return rest.len();
+    };
+    // A last or blank line is a part as it is, read by nothing here.
+    let after = bytes.get(line_end + 1..).unwrap_or_default();
+    let blank = |b: &[u8]| b.iter().all(u8::is_ascii_whitespace);
+    if *budget == 0 || blank(after) || blank(bytes.get(..line_end).unwrap_or_default()) {
+        return line_end;
     }
-    depth == 0 && !in_string
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+    match values.next() {
+        Some(Ok(_)) => {
+            let end = values.byte_offset();
+            let tail = bytes.get(end..).unwrap_or_default();
+            memchr::memchr(b'\n', tail).map_or(rest.len(), |i| end + i)
+        }
+        Some(Err(e)) => {
+            *budget = budget.saturating_sub(bytes_read(rest, &e));
+            line_end
+        }
+        None => line_end,
+    }
 }
 
-/// Where the message at the start of `rest`, in a [`balanced`] frame and at a message's
-/// start, ends: its first newline outside every bracket and string; `None` if it runs to the
-/// end of the frame.
-fn value_end(rest: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in rest.as_bytes().iter().enumerate() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'\n' if depth == 0 => return Some(i),
-            b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
+/// How many bytes of `text` a parse read before it failed with `e` (its line and column).
+/// An error of no position (line 0) counts the whole text.
+fn bytes_read(text: &str, e: &serde_json::Error) -> usize {
+    let start = match e.line() {
+        0 => return text.len(),
+        1 => 0,
+        line => memchr::memchr_iter(b'\n', text.as_bytes())
+            .nth(line - 2)
+            .map_or(text.len(), |i| i + 1),
+    };
+    start.saturating_add(e.column()).min(text.len())
 }
 
 struct WsReader<S> {
     stream: SplitStream<WebSocketStream<Metered<S>>>,
     /// A text frame being handed out message by message, the offset of the next one, and
-    /// whether its messages end only at newlines outside brackets ([`balanced`]).
-    split: Option<(Utf8Bytes, usize, bool)>,
+    /// the bytes failed parses may still read in it ([`part_end`]).
+    split: Option<(Utf8Bytes, usize, usize)>,
     limit: usize,
     meter: SharedMeter,
     /// Set once a message was refused by the budget (the stream cannot be resynchronised) or
@@ -513,23 +499,16 @@ struct WsReader<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
-    /// The next message of the frame being split (newline-separated, `\r\n` tolerated, blank
-    /// parts skipped; in a [`balanced`] frame only newlines outside brackets separate),
-    /// checked against the limit; `None` once the frame is used up.
+    /// The next message of the frame being split (a JSON value, over lines or not, else a
+    /// line: [`part_end`]; `\r\n` tolerated, blank parts skipped), checked against the
+    /// limit; `None` once the frame is used up.
     fn next_part(&mut self) -> Option<Frame> {
-        let (text, offset, values) = self.split.as_mut()?;
+        let (text, offset, budget) = self.split.as_mut()?;
         let whole = text.as_str();
         while *offset < whole.len() {
             let rest = &whole[*offset..];
-            let end = if *values {
-                value_end(rest)
-            } else {
-                rest.find('\n')
-            };
-            let (part, advance) = match end {
-                Some(i) => (&rest[..i], i + 1),
-                None => (rest, rest.len()),
-            };
+            let end = part_end(rest, budget);
+            let (part, advance) = (&rest[..end], (end + 1).min(rest.len()));
             *offset += advance;
             let part = part.strip_suffix('\r').unwrap_or(part);
             if part.trim().is_empty() {
@@ -591,8 +570,8 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             match self.stream.next().await {
                 None => return Ok(None),
                 Some(Ok(WsMessage::Text(text))) => {
-                    let values = balanced(&text);
-                    self.split = Some((text, 0, values));
+                    let budget = text.len();
+                    self.split = Some((text, 0, budget));
                 }
                 Some(Ok(WsMessage::Binary(bytes))) => {
                     self.binary_json = super::begins_as_json(&bytes);
@@ -699,5 +678,53 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameWriter for WsWriter<S> {
                 Err(e) => Err(write_error(e)),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_end;
+
+    fn parts(frame: &str) -> Vec<&str> {
+        let mut budget = frame.len();
+        let mut out = Vec::new();
+        let mut rest = frame;
+        while !rest.is_empty() {
+            let end = part_end(rest, &mut budget);
+            out.push(&rest[..end]);
+            rest = rest.get(end + 1..).unwrap_or_default();
+        }
+        out
+    }
+
+    #[test]
+    fn values_over_lines_are_one_part_and_anything_else_a_line() {
+        assert_eq!(
+            parts("{\n{\"a\":1}\n[2]\n}"),
+            ["{", "{\"a\":1}", "[2]", "}"]
+        );
+        assert_eq!(
+            parts("{\n  \"a\": [\n 1\n ]\n}\n7"),
+            ["{\n  \"a\": [\n 1\n ]\n}", "7"]
+        );
+        assert_eq!(parts("{\"a\":1} x\n[\n]"), ["{\"a\":1} x", "[\n]"]);
+        assert_eq!(parts("\n\n[1]\n"), ["", "", "[1]"]);
+    }
+
+    /// A failed parse spends the budget by what it read: a `[` whose array runs to the end
+    /// of the frame unclosed spends it all, and the rest is split at newlines unread, so no
+    /// frame costs more than about twice its length to split.
+    #[test]
+    fn failed_parses_spend_the_budget_by_what_they_read() {
+        let frame = format!("[\n{}", "1,\n".repeat(1000));
+        let mut budget = frame.len();
+        assert_eq!(part_end(&frame, &mut budget), 1);
+        assert!(budget < 4, "{budget} left");
+        let mut small = 10;
+        assert_eq!(part_end("{\n{\"a\":1}\n}", &mut small), 1);
+        assert!(
+            small < 10 && small > 0,
+            "`{{` then `{{` fails at once: {small}"
+        );
     }
 }
