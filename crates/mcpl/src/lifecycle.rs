@@ -31,6 +31,7 @@
 //! [`LifecycleDiagnostic::TerminalWithoutStarted`] — still a defect, still no callback.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::protocol::inference::Usage;
@@ -322,12 +323,14 @@ enum Ended {
 #[derive(Debug, Clone)]
 pub struct LifecycleTracker {
     config: LifecycleConfig,
-    open: HashMap<String, OpenTurn>,
+    /// Each id is held once, shared by these maps (`Arc<str>`), and keyed by SipHash:
+    /// the ids are the peer's.
+    open: HashMap<Arc<str>, OpenTurn>,
     /// The open turns by deadline (ties by id): the next deadline, expiry and the oldest
     /// turn without a scan.
-    deadlines: BTreeSet<(Instant, String)>,
-    ended: HashMap<String, Ended>,
-    ended_order: VecDeque<String>,
+    deadlines: BTreeSet<(Instant, Arc<str>)>,
+    ended: HashMap<Arc<str>, Ended>,
+    ended_order: VecDeque<Arc<str>>,
 }
 
 impl Default for LifecycleTracker {
@@ -377,13 +380,33 @@ impl LifecycleTracker {
                 ..Observation::default()
             };
         }
-        let id = &params.inference_id;
+        self.observe_owned(params.clone(), now)
+    }
+
+    /// [`Self::observe`] taking the signal by value: its strings move into the turn event
+    /// instead of being copied (issue #24: the server's path, which owns the params it read).
+    pub fn observe_owned(&mut self, params: LifecycleParams, now: Instant) -> Observation {
+        if let Some(too_long) = self.id_too_long(&params) {
+            return Observation {
+                diagnostics: vec![too_long],
+                ..Observation::default()
+            };
+        }
         let mut diagnostics = Vec::new();
         let mut members: Vec<String> = params
             .content_like_members()
             .into_iter()
             .map(str::to_owned)
             .collect();
+        let LifecycleParams {
+            inference_id: id,
+            conversation_id,
+            turn_index,
+            phase,
+            model,
+            usage,
+            ..
+        } = params;
         if !members.is_empty() {
             members.sort();
             diagnostics.push(LifecycleDiagnostic::ContentMembers {
@@ -391,19 +414,17 @@ impl LifecycleTracker {
                 members,
             });
         }
-        if params.usage.is_some() && params.phase != Phase::Completed {
+        if usage.is_some() && phase != Phase::Completed {
             diagnostics.push(LifecycleDiagnostic::UsageOnNonCompleted {
                 inference_id: id.clone(),
-                phase: params.phase,
+                phase,
             });
         }
 
         let mut evicted = None;
-        let event = if params.phase == Phase::Started {
-            if self.open.contains_key(id) || self.ended.contains_key(id) {
-                diagnostics.push(LifecycleDiagnostic::DuplicateStarted {
-                    inference_id: id.clone(),
-                });
+        let event = if phase == Phase::Started {
+            if self.open.contains_key(id.as_str()) || self.ended.contains_key(id.as_str()) {
+                diagnostics.push(LifecycleDiagnostic::DuplicateStarted { inference_id: id });
                 None
             } else {
                 let deadline = safety_deadline(now, self.config.safety_timeout);
@@ -418,69 +439,67 @@ impl LifecycleTracker {
                         evicted = Some(end);
                     }
                 }
-                self.deadlines.insert((deadline, id.clone()));
+                // One copy of the id, shared by the open turn, its deadline and (once it
+                // ends) the memory of it; the event takes the received string.
+                let key: Arc<str> = Arc::from(id.as_str());
+                self.deadlines.insert((deadline, key.clone()));
                 self.open.insert(
-                    id.clone(),
+                    key,
                     OpenTurn {
-                        conversation_id: params.conversation_id.clone(),
-                        turn_index: params.turn_index,
+                        conversation_id: conversation_id.clone(),
+                        turn_index,
                         started_at: now,
                         deadline,
                     },
                 );
                 Some(TurnEvent::Started(TurnStart {
-                    inference_id: id.clone(),
-                    conversation_id: params.conversation_id.clone(),
-                    turn_index: params.turn_index,
-                    model: params.model.clone(),
+                    inference_id: id,
+                    conversation_id,
+                    turn_index,
+                    model,
                     at: now,
                 }))
             }
-        } else if let Some((key, turn)) = self.open.remove_entry(id) {
-            // The open turn's own id string serves the lookup and the memory of it.
-            let entry = (turn.deadline, key);
-            self.deadlines.remove(&entry);
-            self.remember(entry.1, Ended::ByTerminal);
-            let outcome = match params.phase {
-                Phase::Completed => TurnOutcome::Completed {
-                    usage: params.usage.clone(),
-                },
+        } else if let Some((key, turn)) = self.open.remove_entry(id.as_str()) {
+            // The open turn's own id serves the lookup and the memory of it.
+            self.deadlines.remove(&(turn.deadline, key.clone()));
+            self.remember(key, Ended::ByTerminal);
+            let outcome = match phase {
+                Phase::Completed => TurnOutcome::Completed { usage },
                 Phase::Aborted => TurnOutcome::Aborted,
                 // `Started` is handled above; the remaining phase is `Failed`.
                 Phase::Failed | Phase::Started => TurnOutcome::Failed,
             };
             Some(TurnEvent::Ended(TurnEnd {
-                inference_id: id.clone(),
-                conversation_id: turn
-                    .conversation_id
-                    .or_else(|| params.conversation_id.clone()),
-                turn_index: turn.turn_index.or(params.turn_index),
+                inference_id: id,
+                conversation_id: turn.conversation_id.or(conversation_id),
+                turn_index: turn.turn_index.or(turn_index),
                 outcome,
                 started_at: turn.started_at,
                 at: now,
             }))
         } else {
-            match self.ended.get(id).copied() {
-                Some(Ended::ByTimeout) => {
+            match self.ended.get_mut(id.as_str()) {
+                Some(how @ Ended::ByTimeout) => {
                     // The first real terminal after a timeout: a late one, not a defect.
                     // Any further terminal is a second terminal.
-                    self.ended.insert(id.clone(), Ended::ByTerminal);
+                    *how = Ended::ByTerminal;
                     diagnostics.push(LifecycleDiagnostic::TerminalAfterTimeout {
-                        inference_id: id.clone(),
-                        phase: params.phase,
+                        inference_id: id,
+                        phase,
                     });
                 }
                 Some(Ended::ByTerminal) | Some(Ended::Orphan) => {
                     diagnostics.push(LifecycleDiagnostic::SecondTerminal {
-                        inference_id: id.clone(),
-                        phase: params.phase,
+                        inference_id: id,
+                        phase,
                     });
                 }
                 None => {
-                    self.remember(id.clone(), Ended::Orphan);
+                    self.remember(Arc::from(id.as_str()), Ended::Orphan);
                     diagnostics.push(LifecycleDiagnostic::TerminalWithoutStarted {
-                        inference_id: id.clone(),
-                        phase: params.phase,
+                        inference_id: id,
+                        phase,
                     });
                 }
             }
@@ -514,7 +533,7 @@ impl LifecycleTracker {
     /// End every open turn whose safety deadline is at or before `now`, returning their
     /// [`TurnOutcome::TimedOut`] ends in deadline order (ties by id).
     pub fn expire(&mut self, now: Instant) -> Vec<TurnEnd> {
-        let due: Vec<(Instant, String)> = self
+        let due: Vec<(Instant, Arc<str>)> = self
             .deadlines
             .iter()
             .take_while(|(d, _)| *d <= now)
@@ -526,7 +545,7 @@ impl LifecycleTracker {
     /// End every open turn now (e.g. the connection closed, so no terminal can come),
     /// as [`TurnOutcome::TimedOut`], in start order (ties by id).
     pub fn close_all(&mut self, now: Instant) -> Vec<TurnEnd> {
-        let all: Vec<(Instant, String)> = self
+        let all: Vec<(Instant, Arc<str>)> = self
             .open
             .iter()
             .map(|(id, t)| (t.started_at, id.clone()))
@@ -536,7 +555,7 @@ impl LifecycleTracker {
 
     /// Ends the given open turns as [`TurnOutcome::TimedOut`], ordered by the instant paired
     /// with each id (ties by id).
-    fn time_out(&mut self, mut turns: Vec<(Instant, String)>, now: Instant) -> Vec<TurnEnd> {
+    fn time_out(&mut self, mut turns: Vec<(Instant, Arc<str>)>, now: Instant) -> Vec<TurnEnd> {
         turns.sort();
         let mut ends = Vec::with_capacity(turns.len());
         for (_, id) in turns {
@@ -544,7 +563,7 @@ impl LifecycleTracker {
                 self.deadlines.remove(&(turn.deadline, id.clone()));
                 self.remember(id.clone(), Ended::ByTimeout);
                 ends.push(TurnEnd {
-                    inference_id: id,
+                    inference_id: id.to_string(),
                     conversation_id: turn.conversation_id,
                     turn_index: turn.turn_index,
                     outcome: TurnOutcome::TimedOut,
@@ -558,12 +577,12 @@ impl LifecycleTracker {
 
     /// The `inferenceId`s of open turns, sorted.
     pub fn open_ids(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.open.keys().cloned().collect();
+        let mut v: Vec<String> = self.open.keys().map(|k| k.to_string()).collect();
         v.sort();
         v
     }
 
-    fn remember(&mut self, id: String, how: Ended) {
+    fn remember(&mut self, id: Arc<str>, how: Ended) {
         if self.config.remembered_terminals == 0 {
             return;
         }

@@ -178,3 +178,76 @@ fn a_typed_host_session_round_trip_costs_one_params_value() {
         "{per_round_trip} allocations per typed HostSession + Server round trip"
     );
 }
+
+/// Allocations per `inference/lifecycle` notification through the public host→server API
+/// (issue #24): `HostSession::start_turn` + `Turn::complete` (two notifications per turn),
+/// received by a `Server` that counts the turns it saw end, both on this thread. The ids
+/// are made before counting; a `tools/call` after the turns is answered only once every
+/// notification before it was handled (wire order), and is counted with them (it adds less
+/// than one allocation per notification, which the division drops).
+#[test]
+fn a_lifecycle_notification_stays_within_its_allocation_budget() {
+    use mcpl::capability::Capability;
+    use mcpl::host::{HostConfig, HostSession};
+    use mcpl::protocol::handshake::ToolsCallResult;
+    use mcpl::server::Server;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    const TURNS: u64 = 1_000;
+    let rt = current_thread();
+    let ended = Arc::new(AtomicU64::new(0));
+    let counter = ended.clone();
+    let per_notification = rt.block_on(async {
+        let config = PeerConfig {
+            request_timeout: None,
+            ..PeerConfig::default()
+        };
+        let server = Server::builder("allocs", "1")
+            .feature_set("tools", "Tools", &[Capability::Tools])
+            .feature_set("turns", "Turns", &[Capability::InferenceLifecycle])
+            .tool("echo", "Echo", json!({"type": "object"}), |_s, _p| async {
+                Ok(ToolsCallResult::text("hello"))
+            })
+            .on_turn_end(move |_| {
+                counter.fetch_add(1, Ordering::Relaxed);
+            })
+            .peer_config(config.clone())
+            .build()
+            .unwrap();
+        let (a, b) = mcpl::transport::memory::pair();
+        let _session = server.start(b);
+        let host_config = HostConfig {
+            policy: vec!["tools".into(), "inferenceLifecycle".into()],
+            peer: config,
+            ..HostConfig::default()
+        };
+        let (host, _streams) = HostSession::connect(a, host_config).await.unwrap();
+        let params = json!({"name": "echo", "arguments": {"text": "hello"}});
+        let turns = |from: u64, count: u64| {
+            let ids: Vec<String> = (from..from + count).map(|n| format!("i-{n:07}")).collect();
+            let host = &host;
+            let params = params.clone();
+            async move {
+                for (n, id) in ids.iter().enumerate() {
+                    let turn = host.start_turn(id, "c", n as u64).await.unwrap();
+                    turn.complete(None).await.unwrap();
+                }
+                host.request_raw("tools/call", params).await.unwrap();
+            }
+        };
+        turns(0, 100).await;
+        let counted = turns(100, TURNS);
+        let before = allocs();
+        counted.await;
+        (allocs() - before) / (2 * TURNS)
+    });
+    assert_eq!(ended.load(Ordering::Relaxed), 100 + TURNS);
+    println!("{per_notification} allocations per lifecycle notification");
+    // 19 measured before the tracker shared one copy of each id among its maps and moved
+    // the received params' strings into the turn events.
+    assert!(
+        per_notification <= 16,
+        "{per_notification} allocations per lifecycle notification"
+    );
+}

@@ -908,8 +908,10 @@ impl ServerState {
         match step {
             NotificationStep::Done => {}
             NotificationStep::PolicyApplied => self.generation += 1,
-            NotificationStep::Turns(turns) => {
-                self.out.extend(turns.into_iter().map(ServerOutput::Turn))
+            NotificationStep::Turns(evicted, event) => {
+                let evicted = evicted.map(TurnEvent::Ended);
+                self.out
+                    .extend(evicted.into_iter().chain(event).map(ServerOutput::Turn))
             }
             // The MCP handshake's: the application's when it answers `initialize` (an MCP
             // implementation of its own, as `server::Server` hands it to its fallback).

@@ -11,20 +11,23 @@ use serde_json::Value;
 use super::{admit_at_server, Refusal, ServerDiagnostic};
 use crate::capability::Grant;
 use crate::jsonrpc::{ErrorObject, Notification};
-use crate::lifecycle::{LifecycleTracker, TurnEvent};
+use crate::lifecycle::{LifecycleTracker, TurnEnd, TurnEvent};
 use crate::policy::{Form, ServerPolicyState};
 use crate::protocol::lifecycle::LifecycleParams;
 
 /// What [`host_notification`] decided for one host notification.
+// Returned once and matched at once: boxing the turns would cost the allocation their
+// inline form saves.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum NotificationStep {
     /// Refused or fully handled here; the diagnostics say why.
     Done,
     /// A `featureSets/update` Notification was applied (§6.7): the grant may have changed.
     PolicyApplied,
-    /// `inference/lifecycle` paired into §10.5 turn boundaries, in order (an evicted end
-    /// first, [`LifecycleTracker::observe`]).
-    Turns(Vec<TurnEvent>),
+    /// `inference/lifecycle` paired into §10.5 turn boundaries: the end of a turn evicted to
+    /// make room, then the signal's own event ([`LifecycleTracker::observe_owned`]).
+    Turns(Option<TurnEnd>, Option<TurnEvent>),
     /// For the application: `notifications/initialized`, or an admitted MCPL notification.
     Deliver(Notification),
     /// A method this crate does not type and MCPL did not remove:
@@ -109,15 +112,9 @@ pub(crate) fn host_notification(
             return NotificationStep::Done;
         }
     };
-    let obs = turns.observe(&p, now);
+    let obs = turns.observe_owned(p, now);
     diags.extend(obs.diagnostics.into_iter().map(ServerDiagnostic::Lifecycle));
-    let events = obs
-        .evicted
-        .map(TurnEvent::Ended)
-        .into_iter()
-        .chain(obs.event)
-        .collect();
-    NotificationStep::Turns(events)
+    NotificationStep::Turns(obs.evicted, obs.event)
 }
 
 /// Where [`route_host_request`] sends a host request that is not refused.
