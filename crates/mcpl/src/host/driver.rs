@@ -44,13 +44,13 @@ pub(super) enum Cmd {
     /// A hook's params, its number ([`Shared::calls`], named by a [`Cmd::Forget`]) and reply.
     Hook(Value, u64, Reply<Option<HookVerdict>>),
     StartTurn {
-        inference_id: String,
+        inference_id: std::sync::Arc<str>,
         conversation_id: String,
         turn_index: u64,
         reply: Reply<Result<(), HostError>>,
     },
     EndTurn {
-        inference_id: String,
+        inference_id: std::sync::Arc<str>,
         terminal: Terminal,
         usage: Option<Value>,
         reply: Option<Reply<Result<(), HostError>>>,
@@ -476,11 +476,12 @@ impl Driver {
                 reply,
             } => {
                 // Gated by the state (§5.4): a refusal is `NotSent`, as the gate's own.
+                let id = std::sync::Arc::clone(&inference_id);
                 let r = self
                     .state
-                    .start_turn(&inference_id, &conversation_id, turn_index)
+                    .start_turn_owned(inference_id, conversation_id, turn_index)
                     .map_err(|e| match e {
-                        StateError::Turn(_) => HostError::TurnExists(inference_id.clone()),
+                        StateError::Turn(_) => HostError::TurnExists(id.to_string()),
                         other => err(other),
                     });
                 let _ = reply.send(r);

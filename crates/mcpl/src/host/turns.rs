@@ -1,6 +1,8 @@
 //! Lifecycle turns (§10.5) and outgoing channel streams (§14.3): guards over the state
 //! machine's turns and streams, each call an input to the driver.
 
+use std::sync::Arc;
+
 use super::*;
 use crate::protocol::channels::{ChannelsOutgoingChunk, ChannelsOutgoingComplete};
 use crate::protocol::lifecycle::InferenceLifecycle;
@@ -16,7 +18,8 @@ pub struct Turn {
     /// finish whose future is dropped before that still ends the turn from `Drop` (§10.5:
     /// every exit path the host controls).
     owed: bool,
-    inference_id: String,
+    /// Shared with the driver's commands and the state's open turn: one copy per turn.
+    inference_id: Arc<str>,
 }
 
 impl Turn {
@@ -28,7 +31,7 @@ impl Turn {
     /// Sends terminal `t` (gated on `inferenceLifecycle`: one the grant no longer allows is
     /// not sent, reported, and returned as the refusal; the turn ends either way).
     async fn finish(mut self, t: Terminal, usage: Option<Value>) -> Result<(), HostError> {
-        let inference_id = self.inference_id.clone();
+        let inference_id = Arc::clone(&self.inference_id);
         let r = self
             .session
             .call_bounded(InferenceLifecycle::NAME, |reply| Cmd::EndTurn {
@@ -65,7 +68,7 @@ impl Drop for Turn {
             return;
         }
         self.session.call_detached(Cmd::EndTurn {
-            inference_id: std::mem::take(&mut self.inference_id),
+            inference_id: Arc::clone(&self.inference_id),
             terminal: Terminal::Aborted,
             usage: None,
             reply: None,
@@ -165,14 +168,14 @@ impl HostSession {
         conversation_id: &str,
         turn_index: u64,
     ) -> Result<Turn, HostError> {
-        let id = inference_id.to_owned();
+        let id: Arc<str> = Arc::from(inference_id);
         let conversation_id = conversation_id.to_owned();
         // The guard exists before the call: a future dropped once the driver took `started`
         // still ends the turn (an end for a turn never started is refused and ignored).
         let mut turn = Turn {
             session: self.clone(),
             owed: true,
-            inference_id: id.clone(),
+            inference_id: Arc::clone(&id),
         };
         let r = self
             .call_bounded(InferenceLifecycle::NAME, |reply| Cmd::StartTurn {

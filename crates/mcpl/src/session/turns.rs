@@ -2,6 +2,7 @@
 //! outgoing stream, §14.3) open or recently ended, and the terminal phases.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
 /// How a turn ended (§10.5 terminal phases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +36,13 @@ pub const ENDED_IDS_REMEMBERED: usize = 4096;
 /// complete its channels again. Turns (§10.5): one terminal per `started`; a second turn for
 /// the same inference would send a second `started` and a second terminal. Either is refused
 /// while the first is open and for the last [`ENDED_IDS_REMEMBERED`] ended ones.
+/// Each id is held once (`Arc<str>`), shared by the sets it is in and by the caller's
+/// open-turn map ([`Self::claim`]).
 #[derive(Debug, Default)]
 pub(crate) struct InferenceIds {
-    pub(crate) live: HashSet<String>,
-    pub(crate) ended: HashSet<String>,
-    pub(crate) ended_order: VecDeque<String>,
+    pub(crate) live: HashSet<Arc<str>>,
+    pub(crate) ended: HashSet<Arc<str>>,
+    pub(crate) ended_order: VecDeque<Arc<str>>,
 }
 
 impl InferenceIds {
@@ -50,16 +53,21 @@ impl InferenceIds {
 
     /// Claims `inference_id` for a new stream; `false` if it is open or remembered as ended.
     pub(crate) fn start(&mut self, inference_id: &str) -> bool {
-        if self.knows(inference_id) {
+        !self.knows(inference_id) && self.claim(Arc::from(inference_id))
+    }
+
+    /// [`Self::start`] for an id the caller already holds as an `Arc<str>` (kept, not copied).
+    pub(crate) fn claim(&mut self, inference_id: Arc<str>) -> bool {
+        if self.knows(&inference_id) {
             return false;
         }
-        self.live.insert(inference_id.to_owned());
+        self.live.insert(inference_id);
         true
     }
 
     /// Moves `inference_id` from open to ended, forgetting the oldest ended id past the bound.
     pub(crate) fn end(&mut self, inference_id: &str) {
-        // The open id's own string moves on (one copy for the set, not two).
+        // The open id's own string moves on, shared by the set and the order.
         let Some(id) = self.live.take(inference_id) else {
             return;
         };

@@ -251,7 +251,7 @@ pub struct HostState {
     /// Lifecycle turns (§10.5) open or recently ended, and each open one's
     /// `conversationId` and `turnIndex` for its terminal.
     turns: InferenceIds,
-    open_turns: HashMap<String, (String, u64)>,
+    open_turns: HashMap<std::sync::Arc<str>, (String, u64)>,
     /// Outgoing streams (§14.3) open or recently ended, and the open ones.
     streams: InferenceIds,
     open_streams: HashMap<String, super::Outgoing>,

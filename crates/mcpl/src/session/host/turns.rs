@@ -2,6 +2,8 @@
 //! terminal, each gated as the server admits it, their params encoded straight from their
 //! type (issue #24: no `Value` tree per notification).
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -37,6 +39,21 @@ impl HostState {
         conversation_id: &str,
         turn_index: u64,
     ) -> Result<(), StateError> {
+        self.start_turn_owned(
+            Arc::from(inference_id),
+            conversation_id.to_owned(),
+            turn_index,
+        )
+    }
+
+    /// [`Self::start_turn`] with the ids already owned: they are kept, not copied (issue #24:
+    /// `HostSession::start_turn` hands its own over).
+    pub(crate) fn start_turn_owned(
+        &mut self,
+        inference_id: Arc<str>,
+        conversation_id: String,
+        turn_index: u64,
+    ) -> Result<(), StateError> {
         self.open()?;
         // The gate reads no params of this method: its requirement is the method's own
         // (`InferenceLifecycle::REQUIREMENT`, §10.5), and it addresses no channel.
@@ -44,7 +61,7 @@ impl HostState {
             .map_err(StateError::NotSent)?;
         // A duplicate is refused as one even at the open limit: ending turns would not make
         // room for it.
-        if self.turns.knows(inference_id) {
+        if self.turns.knows(&inference_id) {
             return Err(StateError::Turn(format!(
                 "a turn for inference {inference_id:?} is open or recently ended"
             )));
@@ -55,19 +72,17 @@ impl HostState {
                 limit: crate::session::ENDED_IDS_REMEMBERED,
             });
         }
-        self.turns.start(inference_id);
-        self.open_turns.insert(
-            inference_id.to_owned(),
-            (conversation_id.to_owned(), turn_index),
-        );
+        self.turns.claim(inference_id.clone());
         let params = Lifecycle {
-            conversation_id,
-            inference_id,
+            conversation_id: &conversation_id,
+            inference_id: &inference_id,
             phase: "started",
             turn_index,
             usage: None,
         };
         self.transmit_encoded(InferenceLifecycle::NAME, &params);
+        self.open_turns
+            .insert(inference_id, (conversation_id, turn_index));
         Ok(())
     }
 
