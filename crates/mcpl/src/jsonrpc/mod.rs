@@ -822,10 +822,14 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 
 mod cost;
 mod encoded;
+#[cfg(feature = "runtime")]
+mod hot;
 pub use cost::{
     may_exceed, parsed_bytes, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST, UNIT_BYTES,
 };
 pub use encoded::Encoded;
+#[cfg(feature = "runtime")]
+pub(crate) use hot::parse_lifecycle;
 
 #[cfg(test)]
 mod tests;

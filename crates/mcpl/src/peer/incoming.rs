@@ -240,15 +240,28 @@ pub struct Incoming {
 pub(super) enum Item {
     Message(IncomingMessage, usize),
     Response(Response, usize),
+    /// An `inference/lifecycle` notification read into its type (only once
+    /// [`Peer::read_lifecycle_typed`] asked for it).
+    Lifecycle(Box<LifecycleParams>, usize),
 }
 
 impl Item {
     /// What the item weighs in the incoming queue: its frame's bytes.
     pub(super) fn bytes(&self) -> usize {
         match self {
-            Item::Message(_, bytes) | Item::Response(_, bytes) => *bytes,
+            Item::Message(_, bytes) | Item::Response(_, bytes) | Item::Lifecycle(_, bytes) => {
+                *bytes
+            }
         }
     }
+}
+
+/// What [`Incoming::recv_typed`] returns, in wire order.
+pub(crate) enum Typed {
+    /// What [`Incoming::recv_ordered`] returns.
+    Ordered(Ordered),
+    /// An `inference/lifecycle` notification's params (§10.5), read straight from its text.
+    Lifecycle(Box<LifecycleParams>),
 }
 
 /// What [`Incoming::recv_ordered`] returns, in wire order.
@@ -292,11 +305,26 @@ impl Incoming {
     /// applies a response before the next message is handled (§5.3, §6.7) reads here. `None`
     /// once the connection has ended and the queue is drained.
     pub async fn recv_ordered(&mut self) -> Option<Ordered> {
+        Some(match self.recv_typed().await? {
+            Typed::Ordered(o) => o,
+            // Read typed only for a driver that reads here, never here: as a notification
+            // all the same, should one get here.
+            Typed::Lifecycle(p) => Ordered::Message(IncomingMessage::Notification(Notification {
+                method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
+                params: serde_json::to_value(&*p).ok(),
+            })),
+        })
+    }
+
+    /// [`Self::recv_ordered`], with an `inference/lifecycle` the reader read into its type
+    /// ([`Peer::read_lifecycle_typed`]) as it is.
+    pub(crate) async fn recv_typed(&mut self) -> Option<Typed> {
         let item = self.rx.recv().await?;
         self.shared.inbox_taken();
         Some(match item {
-            Item::Message(m, _) => Ordered::Message(m),
-            Item::Response(r, _) => Ordered::Response(r),
+            Item::Message(m, _) => Typed::Ordered(Ordered::Message(m)),
+            Item::Response(r, _) => Typed::Ordered(Ordered::Response(r)),
+            Item::Lifecycle(p, _) => Typed::Lifecycle(p),
         })
     }
 

@@ -99,12 +99,14 @@ use tokio::time::Instant;
 use crate::jsonrpc::{
     ErrorObject, InvalidMessage, Message, Notification, Request, RequestId, Response,
 };
+use crate::protocol::lifecycle::LifecycleParams;
 use crate::protocol::Method;
 use crate::transport::{
     Frame, FrameReader, FrameWriter, Transport, TrySend, DEFAULT_MAX_MESSAGE_SIZE,
 };
 
 mod alarm;
+mod batch;
 mod config;
 mod diag;
 mod errors;
@@ -119,6 +121,7 @@ mod wire;
 mod writer;
 
 pub(crate) use alarm::Alarm;
+use batch::*;
 pub use config::*;
 pub use errors::*;
 pub use incoming::*;
@@ -243,6 +246,7 @@ impl Peer {
             detached_done: Notify::new(),
             closed: closed_tx,
             is_closed: std::sync::atomic::AtomicBool::new(false),
+            typed_lifecycle: std::sync::atomic::AtomicBool::new(false),
             reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
@@ -453,6 +457,13 @@ impl Peer {
     /// queued are still written, then the transport is shut down.
     pub fn close(&self) {
         self.shared().close(CloseReason::Local);
+    }
+
+    /// From now on, an `inference/lifecycle` notification the reader can read straight into
+    /// its type is handed out so ([`Incoming::recv_typed`], issue #24): for a driver that
+    /// reads there (`server::Server`'s).
+    pub(crate) fn read_lifecycle_typed(&self) {
+        self.shared().typed_lifecycle.store(true, Ordering::Relaxed);
     }
 
     /// Whether the connection has ended, and why.

@@ -149,6 +149,7 @@ pub(super) fn excerpt(text: &str) -> String {
 /// One dispatched item: a message for the application, or an immediate error reply.
 pub(super) enum Parsed {
     Deliver(IncomingMessage),
+    Lifecycle(Box<LifecycleParams>),
     /// The response to a [`Peer::send_request`], delivered in wire order.
     Settled(Response),
     Reply(Value),
@@ -319,7 +320,8 @@ fn take_frame(
         // parse's memory.
         return Taken::Later(Later::OffWorker(text));
     }
-    let (read, weight) = read_text(trimmed, max_batch, max_cost);
+    let typed = shared.typed_lifecycle.load(Ordering::Relaxed);
+    let (read, weight) = read_text(trimmed, max_batch, max_cost, typed);
     shared.reading.store(weight, Ordering::Relaxed);
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
@@ -343,23 +345,25 @@ fn take_read(
     replies: &mut Outbox,
 ) -> Result<bool, Full> {
     let max_cost = shared.config.max_parsed_cost;
-    let parsed = match read {
-        Read::Message(msg) => {
-            let item = accept(shared, msg, None);
-            return match deliver_now(shared, item, inbound, replies) {
-                Ok(()) => Ok(true),
-                Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
-            };
-        }
-        Read::Top(parsed) => parsed,
-        Read::TooCostly { cost, head } => {
-            let item = too_costly(shared, cost, max_cost, head, replies);
-            return match deliver_now(shared, item, inbound, replies) {
-                Ok(()) => Ok(true),
-                Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
-            };
-        }
+    let item = match read {
+        Read::Message(msg) => accept(shared, msg, None),
+        Read::Lifecycle(params) => Some(Parsed::Lifecycle(params)),
+        Read::Top(parsed) => return take_top(shared, parsed, inbound, replies),
+        Read::TooCostly { cost, head } => too_costly(shared, cost, max_cost, head, replies),
     };
+    match deliver_now(shared, item, inbound, replies) {
+        Ok(()) => Ok(true),
+        Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
+    }
+}
+
+/// [`take_read`] of a frame read the slow way: a batch, or a value that is no valid message.
+fn take_top(
+    shared: &Arc<Shared>,
+    parsed: Result<Top, serde_json::Error>,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Result<bool, Full> {
     let value = match parsed {
         Ok(v) => v,
         Err(e) => {
@@ -463,7 +467,7 @@ async fn read_off_worker(
     let Ok(_permit) = parse_permits().acquire().await else {
         return Err(None);
     };
-    tokio::task::spawn_blocking(move || read_text(message_text(&text), max_batch, max_cost))
+    tokio::task::spawn_blocking(move || read_text(message_text(&text), max_batch, max_cost, false))
         .await
         .map_err(Some)
 }
@@ -499,8 +503,13 @@ const PARSE_OFF_WORKER: usize = 256 * 1024;
 /// a text refused unbuilt for its parsed cost.
 enum Read {
     Message(Message),
+    /// An `inference/lifecycle` notification, its params read straight into their type.
+    Lifecycle(Box<LifecycleParams>),
     Top(Result<Top, serde_json::Error>),
-    TooCostly { cost: usize, head: Head },
+    TooCostly {
+        cost: usize,
+        head: Head,
+    },
 }
 
 /// The `id` and `method` of a message refused unbuilt, read without building anything else
@@ -669,9 +678,11 @@ fn too_costly(
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
 /// read straight into a `Message` when it is a valid one; anything the fast path declines
 /// (batches, junk, invalid messages) takes the `Value` path, which owns every diagnostic
-/// and error reply. A batch keeps at most `max_batch` entries. Also returns what the
-/// message weighs ([`WEIGH_PARSED_FROM`]): a text refused unbuilt, its length.
-fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> (Read, usize) {
+/// and error reply. A batch keeps at most `max_batch` entries. `typed`: an
+/// `inference/lifecycle` is read into its type where it can be ([`Read::Lifecycle`]). Also
+/// returns what the message weighs ([`WEIGH_PARSED_FROM`]): a text refused unbuilt, its
+/// length.
+fn read_text(trimmed: &str, max_batch: usize, max_cost: usize, typed: bool) -> (Read, usize) {
     let mut weight = trimmed.len();
     if weight >= WEIGH_PARSED_FROM || crate::jsonrpc::may_exceed(trimmed, max_cost) {
         let cost = crate::jsonrpc::parsed_cost(trimmed);
@@ -689,6 +700,12 @@ fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> (Read, usize) 
             return (Read::TooCostly { cost, head }, weight);
         }
     }
+    if let Some(params) = typed
+        .then(|| crate::jsonrpc::parse_lifecycle(trimmed))
+        .flatten()
+    {
+        return (Read::Lifecycle(Box::new(params)), weight);
+    }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {
             return (Read::Message(msg), weight);
@@ -700,64 +717,6 @@ fn read_text(trimmed: &str, max_batch: usize, max_cost: usize) -> (Read, usize) 
         serde_json::from_str(trimmed).map(Top::Single)
     };
     (Read::Top(top), weight)
-}
-
-/// A frame's top-level JSON value: a batch (JSON array) or anything else.
-pub(super) enum Top {
-    Batch(BoundedBatch),
-    Single(Value),
-}
-
-/// A batch read with at most the limit's worth of entries kept.
-pub(super) enum BoundedBatch {
-    /// Every entry (the limit was not exceeded).
-    Within(Vec<Value>),
-    /// More entries than the limit: only their count is known, nothing of them is kept, so
-    /// the memory a huge batch of tiny entries can drive stays bounded by the limit.
-    Over { count: usize },
-}
-
-/// Reads a whole frame that starts with `[` as a batch bounded to `limit` entries (entries
-/// past it are syntax-checked and counted, not built); errors as `serde_json::from_str`.
-pub(super) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::Error> {
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
-
-    struct Seed(usize);
-    impl<'de> Visitor<'de> for Seed {
-        type Value = BoundedBatch;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON array")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BoundedBatch, A::Error> {
-            let mut entries = Vec::new();
-            while entries.len() < self.0 {
-                match seq.next_element::<Value>()? {
-                    Some(v) => entries.push(v),
-                    None => return Ok(BoundedBatch::Within(entries)),
-                }
-            }
-            // At the limit: one more entry makes the batch too large.
-            if seq.next_element::<IgnoredAny>()?.is_none() {
-                return Ok(BoundedBatch::Within(entries));
-            }
-            drop(entries);
-            let mut count = self.0 + 1;
-            while seq.next_element::<IgnoredAny>()?.is_some() {
-                count += 1;
-            }
-            Ok(BoundedBatch::Over { count })
-        }
-    }
-    impl<'de> DeserializeSeed<'de> for Seed {
-        type Value = BoundedBatch;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<BoundedBatch, D::Error> {
-            d.deserialize_seq(self)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let batch = Seed(limit).deserialize(&mut de)?;
-    de.end()?;
-    Ok(Top::Batch(batch))
 }
 
 /// Sends one reply or delivers one message if the incoming queue has room; the item back
@@ -782,6 +741,7 @@ fn deliver_now(
         }
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
         Some(Parsed::Deliver(msg)) => Item::Message(msg, shared.reading.load(Ordering::Relaxed)),
+        Some(Parsed::Lifecycle(p)) => Item::Lifecycle(p, shared.reading.load(Ordering::Relaxed)),
         Some(Parsed::Settled(r)) => Item::Response(r, shared.reading.load(Ordering::Relaxed)),
     };
     if inbound.is_closed() {
@@ -836,6 +796,9 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
         Item::Response(r, _) => shared.diagnose(Diagnostic::UnknownResponse {
             id: r.id.clone(),
             error: r.outcome.clone().err(),
+        }),
+        Item::Lifecycle(..) => shared.diagnose(Diagnostic::UnhandledNotification {
+            method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
         }),
         Item::Message(IncomingMessage::Request(_), _) => {}
     }

@@ -23,6 +23,10 @@ pub(super) struct Shared {
     pub(super) closed: watch::Sender<Option<CloseReason>>,
     /// Set once `closed` holds a reason: the hot paths' check, without the watch's lock.
     pub(super) is_closed: std::sync::atomic::AtomicBool,
+    /// Whether the reader hands out `inference/lifecycle` params decoded straight from their
+    /// text ([`Incoming::recv_typed`]); only `server::Server`'s driver, which reads that way,
+    /// sets it ([`Peer::read_lifecycle_typed`]).
+    pub(super) typed_lifecycle: std::sync::atomic::AtomicBool,
     /// The reader task's wake-up at close ([`Shared::reader_stopped`]): it polls its stop at
     /// every wake, and a watch's `changed` took the watch's lock each time (issue #24).
     pub(super) reader_stop: futures_util::task::AtomicWaker,

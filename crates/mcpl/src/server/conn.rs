@@ -102,6 +102,8 @@ impl Server {
     /// returns its [`Session`]; the session runs until the connection ends.
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
+        // Its driver reads `Incoming::recv_typed`.
+        peer.read_lifecycle_typed();
         let (grant_tx, _) = watch::channel(GrantState::inert());
         let (commands, command_rx) = queue::channel(super::driver::COMMANDS_QUEUED);
         let conn = Arc::new(Conn {

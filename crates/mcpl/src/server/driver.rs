@@ -24,7 +24,7 @@ use crate::jsonrpc::{Message, Request, RequestId, Response};
 use crate::manifest::ManifestSnapshot;
 use crate::peer::{
     queue, Alarm, CloseReason, Incoming, IncomingMessage, IncomingRequest, Ordered, Outbox,
-    PeerError,
+    PeerError, Typed,
 };
 use crate::protocol::handshake::Initialize;
 use crate::protocol::Method;
@@ -117,7 +117,7 @@ pub(super) struct Driver {
     /// only after the parked message (wire order), and the driver's end waits for the
     /// pending `initialize` (in `requests`) or the close either way, as when the end comes
     /// right behind `initialize`; the close comes within the peer's EOF drain.
-    parked: Option<Ordered>,
+    parked: Option<Typed>,
     /// Barriers waiting for the frames taken before them: each with the number of the last
     /// ([`Outbox::sent`]), in order.
     barriers: std::collections::VecDeque<(u64, oneshot::Sender<()>)>,
@@ -229,7 +229,7 @@ impl Driver {
                     self.take_manifest_change();
                     self.outputs();
                 }
-                m = self.incoming.recv_ordered(), if reading && !read_all && self.parked.is_none() => match m {
+                m = self.incoming.recv_typed(), if reading && !read_all && self.parked.is_none() => match m {
                     // Behind the fallback's `initialize`: fed once it is answered.
                     Some(m) if self.initializing.is_some() => self.parked = Some(m),
                     Some(m) => self.received(m),
@@ -263,8 +263,15 @@ impl Driver {
         }
     }
 
-    fn received(&mut self, m: Ordered) {
+    fn received(&mut self, m: Typed) {
         let now = Self::now();
+        let m = match m {
+            Typed::Ordered(m) => m,
+            Typed::Lifecycle(params) => {
+                self.state.handle_lifecycle(now, params);
+                return self.outputs();
+            }
+        };
         match m {
             Ordered::Message(IncomingMessage::Request(mut req)) => {
                 let request = req.take_request();

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::server_inbound::{
-    grant_in_force, host_notification, route_host_request, NotificationStep, RequestRoute,
+    grant_in_force, host_notification, route_host_request, unredacted_hook, HostNotice,
+    NotificationStep, RequestRoute,
 };
 use super::server_initialize::{read_initialize, ServerRulesError};
 use super::server_manifest::SharedManifest;
@@ -435,17 +436,6 @@ pub fn dedicated_to_host(method: &str) -> Option<&'static str> {
         ManifestChanged::METHOD => Some("ServerState::manifest_changed"),
         _ => None,
     }
-}
-
-/// §10.1 at the server, applied by [`ServerState`] (which `server::Server` drives):
-/// `context/beforeInference` params carrying a `userMessage` that the grant in force
-/// `grant` withholds ([`policy::unredacted_user_message`]) are a host defect, reported as
-/// [`ServerDiagnostic::UserMessageUnredacted`]. Reading where the spec is silent (fail
-/// closed): the grant does not let the server read the message, so the caller withholds it
-/// from the hook, which runs as if the host had redacted it.
-pub(crate) fn unredacted_hook(grant: &Grant, params: Option<&Value>) -> Option<ServerDiagnostic> {
-    policy::unredacted_user_message(grant, params)
-        .then_some(ServerDiagnostic::UserMessageUnredacted)
 }
 
 /// What the answer to a host request handed out is made before it is sent.
@@ -893,14 +883,28 @@ impl ServerState {
         serde_json::to_value(empty).ok()
     }
 
-    fn on_notification(&mut self, now: Instant, n: Notification) {
+    /// The host's `inference/lifecycle` notification with these params, read straight into
+    /// their type (`server::Server`'s reader, issue #24): handled as [`Self::handle_message`]
+    /// handles it read as a `Value`.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn handle_lifecycle(
+        &mut self,
+        now: Instant,
+        params: Box<crate::protocol::lifecycle::LifecycleParams>,
+    ) {
+        if !self.closed {
+            self.on_notification(now, HostNotice::Lifecycle(params));
+        }
+    }
+
+    fn on_notification(&mut self, now: Instant, n: impl Into<HostNotice>) {
         let mut diags = Vec::new();
         let step = host_notification(
             self.mcpl,
             &mut self.policy,
             &mut self.turns,
             now,
-            n,
+            n.into(),
             &mut diags,
         );
         self.out

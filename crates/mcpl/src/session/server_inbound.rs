@@ -14,6 +14,7 @@ use crate::jsonrpc::{ErrorObject, Notification};
 use crate::lifecycle::{LifecycleTracker, TurnEnd, TurnEvent};
 use crate::policy::{Form, ServerPolicyState};
 use crate::protocol::lifecycle::LifecycleParams;
+use crate::protocol::Method as _;
 
 /// What [`host_notification`] decided for one host notification.
 // Returned once and matched at once: boxing the turns would cost the allocation their
@@ -36,6 +37,23 @@ pub(crate) enum NotificationStep {
     Untyped(Notification),
 }
 
+/// A host notification as [`host_notification`] takes it: as read, or an
+/// `inference/lifecycle` whose params were read straight into their type.
+pub(crate) enum HostNotice {
+    /// As read.
+    Message(Notification),
+    /// `inference/lifecycle` (§10.5) with these params (`server::Server`'s reader).
+    // Made only by the runtime's driver, boxed by its reader.
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    Lifecycle(Box<LifecycleParams>),
+}
+
+impl From<Notification> for HostNotice {
+    fn from(n: Notification) -> HostNotice {
+        HostNotice::Message(n)
+    }
+}
+
 /// The one server rule for a host notification, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): `featureSets/update`
 /// as a Notification (§6.7; on an MCP-only connection it is no method, §3.2), the admission
@@ -49,9 +67,26 @@ pub(crate) fn host_notification(
     policy: &mut ServerPolicyState,
     turns: &mut LifecycleTracker,
     now: Instant,
-    n: Notification,
+    n: HostNotice,
     diags: &mut Vec<ServerDiagnostic>,
 ) -> NotificationStep {
+    let n = match n {
+        HostNotice::Message(n) => n,
+        // What the steps below do for this method, its params being of its type already:
+        // a typed method, taken as a Notification (§4.1), admitted as a Notification whose
+        // params do not change its requirement (`InferenceLifecycle::REQUIREMENT`).
+        HostNotice::Lifecycle(p) => {
+            let method = crate::protocol::lifecycle::InferenceLifecycle::NAME;
+            if let Err(refusal) = admit_under(policy, mcpl, method, None) {
+                diags.push(ServerDiagnostic::NotificationDenied {
+                    method: method.into(),
+                    refusal,
+                });
+                return NotificationStep::Done;
+            }
+            return observe(turns, *p, now, diags);
+        }
+    };
     let method = n.method.as_str();
     match method {
         "notifications/initialized" => return NotificationStep::Deliver(n),
@@ -112,6 +147,16 @@ pub(crate) fn host_notification(
             return NotificationStep::Done;
         }
     };
+    observe(turns, p, now, diags)
+}
+
+/// `inference/lifecycle` params observed by the §10.5 tracker.
+fn observe(
+    turns: &mut LifecycleTracker,
+    p: LifecycleParams,
+    now: Instant,
+    diags: &mut Vec<ServerDiagnostic>,
+) -> NotificationStep {
     let obs = turns.observe_owned(p, now);
     diags.extend(obs.diagnostics.into_iter().map(ServerDiagnostic::Lifecycle));
     NotificationStep::Turns(obs.evicted, obs.event)
@@ -189,4 +234,15 @@ fn admit_under(
 ) -> Result<crate::capability::Requirement, Refusal> {
     let grant = grant_in_force(policy);
     admit_at_server(method, params, mcpl, policy.is_ready(), &grant)
+}
+
+/// §10.1 at the server, applied by [`ServerState`](super::ServerState) (which `server::Server` drives):
+/// `context/beforeInference` params carrying a `userMessage` that the grant in force
+/// `grant` withholds ([`crate::policy::unredacted_user_message`]) are a host defect, reported as
+/// [`ServerDiagnostic::UserMessageUnredacted`]. Reading where the spec is silent (fail
+/// closed): the grant does not let the server read the message, so the caller withholds it
+/// from the hook, which runs as if the host had redacted it.
+pub(crate) fn unredacted_hook(grant: &Grant, params: Option<&Value>) -> Option<ServerDiagnostic> {
+    crate::policy::unredacted_user_message(grant, params)
+        .then_some(ServerDiagnostic::UserMessageUnredacted)
 }
