@@ -137,6 +137,7 @@ pub mod capability;
 pub mod jsonrpc;
 pub mod lifecycle;
 pub mod manifest;
+mod own_keys;
 pub mod policy;
 pub mod protocol;
 pub mod session;

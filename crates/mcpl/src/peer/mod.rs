@@ -239,7 +239,7 @@ impl Peer {
                 head_tapped: false,
             }),
             inbox: AtomicUsize::new(0),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::default()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
             detached: AtomicUsize::new(0),

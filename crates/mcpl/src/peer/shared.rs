@@ -13,7 +13,8 @@ pub(super) struct Shared {
     pub(super) slot: Mutex<WriterSlot>,
     /// Messages delivered to [`Incoming`] and not yet received from it.
     pub(super) inbox: AtomicUsize,
-    pub(super) pending: Mutex<HashMap<RequestId, PendingSender>>,
+    /// Keyed by the ids this side numbers its requests with ([`crate::own_keys`]).
+    pub(super) pending: Mutex<HashMap<RequestId, PendingSender, crate::own_keys::OwnKeys>>,
     pub(super) timed_out: Mutex<VecDeque<RequestId>>,
     pub(super) next_id: AtomicU64,
     /// Frames sent from `Drop` that found the queue full and wait in their own task.

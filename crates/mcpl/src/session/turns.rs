@@ -4,6 +4,8 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
+use crate::own_keys::OwnKeys;
+
 /// How a turn ended (§10.5 terminal phases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Terminal {
@@ -37,11 +39,12 @@ pub const ENDED_IDS_REMEMBERED: usize = 4096;
 /// the same inference would send a second `started` and a second terminal. Either is refused
 /// while the first is open and for the last [`ENDED_IDS_REMEMBERED`] ended ones.
 /// Each id is held once (`Arc<str>`), shared by the sets it is in and by the caller's
-/// open-turn map ([`Self::claim`]).
+/// open-turn map ([`Self::claim`]). The ids are the host application's, never the peer's:
+/// the sets hash with [`OwnKeys`].
 #[derive(Debug, Default)]
 pub(crate) struct InferenceIds {
-    pub(crate) live: HashSet<Arc<str>>,
-    pub(crate) ended: HashSet<Arc<str>>,
+    pub(crate) live: HashSet<Arc<str>, OwnKeys>,
+    pub(crate) ended: HashSet<Arc<str>, OwnKeys>,
     pub(crate) ended_order: VecDeque<Arc<str>>,
 }
 

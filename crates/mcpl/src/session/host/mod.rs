@@ -251,7 +251,8 @@ pub struct HostState {
     /// Lifecycle turns (§10.5) open or recently ended, and each open one's
     /// `conversationId` and `turnIndex` for its terminal.
     turns: InferenceIds,
-    open_turns: HashMap<std::sync::Arc<str>, (String, u64)>,
+    /// Keyed by the application's ids ([`crate::own_keys`]).
+    open_turns: HashMap<std::sync::Arc<str>, (String, u64), crate::own_keys::OwnKeys>,
     /// Outgoing streams (§14.3) open or recently ended, and the open ones.
     streams: InferenceIds,
     open_streams: HashMap<String, super::Outgoing>,
@@ -310,7 +311,7 @@ impl HostState {
             label: String::new(),
             channels: ChannelTable::default(),
             turns: InferenceIds::default(),
-            open_turns: HashMap::new(),
+            open_turns: HashMap::default(),
             streams: InferenceIds::default(),
             open_streams: HashMap::new(),
             dedupe: Dedupe::default(),
