@@ -257,6 +257,14 @@ impl Encoded {
             .map_err(<serde_json::Error as serde::ser::Error>::custom)
     }
 
+    /// Text a caller wrote itself, member by member, as [`Self::encode`] would have: one
+    /// complete value on one line, no member named twice (the caller's tests pin it).
+    pub(crate) fn from_written(text: Vec<u8>) -> Result<Self, serde_json::Error> {
+        String::from_utf8(text)
+            .map(Encoded)
+            .map_err(<serde_json::Error as serde::ser::Error>::custom)
+    }
+
     /// The JSON text.
     pub fn get(&self) -> &str {
         &self.0

@@ -802,21 +802,6 @@ impl HostState {
             .push_back(HostOutput::Transmit(Transmission::Message(m)));
     }
 
-    /// Writes notification `method` with `params` encoded straight from their type
-    /// ([`Transmission::Notification`]); params that do not serialize (none of the
-    /// session's own) are reported and nothing is written.
-    fn transmit_encoded(&mut self, method: &'static str, params: &impl serde::Serialize) {
-        match crate::jsonrpc::Encoded::encode(params) {
-            Ok(params) => self
-                .out
-                .push_back(HostOutput::Transmit(Transmission::Notification {
-                    method,
-                    params,
-                })),
-            Err(e) => tracing::error!(method, "params not encoded, nothing sent: {e}"),
-        }
-    }
-
     /// Outputs a diagnostic, each text the server chose in it clipped
     /// ([`HostDiagnostic::clipped`]).
     fn diag(&mut self, d: HostDiagnostic) {

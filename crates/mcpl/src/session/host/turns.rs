@@ -7,10 +7,12 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{HostState, StateError};
+use super::{HostOutput, HostState, StateError};
+use crate::jsonrpc::Encoded;
 use crate::protocol::lifecycle::InferenceLifecycle;
 use crate::protocol::Method as _;
 use crate::session::HostDiagnostic;
+use crate::session::Transmission;
 
 /// `inference/lifecycle` params as the host sends them (§10.5), members in sorted order, as
 /// a `Value` writes them: the borrowed, write-only form of
@@ -27,7 +29,51 @@ struct Lifecycle<'a> {
     usage: Option<&'a Value>,
 }
 
+impl Lifecycle<'_> {
+    /// The params as JSON text, exactly as [`Encoded::encode`] writes them (pinned by the
+    /// tests below): without `usage`, written member by member (issue #24: no serializer
+    /// machinery, no member-name checks for these four fixed names); with it, encoded
+    /// (`usage` is the application's `Value`, checked as any).
+    fn encode(&self) -> Result<Encoded, serde_json::Error> {
+        if self.usage.is_some() {
+            return Encoded::encode(self);
+        }
+        let mut text = Vec::with_capacity(
+            64 + self.conversation_id.len() + self.inference_id.len() + self.phase.len(),
+        );
+        for (name, value) in [
+            (&b"{\"conversationId\":"[..], self.conversation_id),
+            (b",\"inferenceId\":", self.inference_id),
+            (b",\"phase\":", self.phase),
+        ] {
+            text.extend_from_slice(name);
+            // Escaped as the serializer escapes any string.
+            serde_json::to_writer(&mut text, value)?;
+        }
+        text.extend_from_slice(b",\"turnIndex\":");
+        serde_json::to_writer(&mut text, &self.turn_index)?;
+        text.push(b'}');
+        Encoded::from_written(text)
+    }
+}
+
 impl HostState {
+    /// Writes `inference/lifecycle` with `params` ([`Transmission::Notification`]); params
+    /// that do not encode (an application's `usage` nested too deep) are reported and
+    /// nothing is written.
+    fn transmit_lifecycle(&mut self, params: &Lifecycle<'_>) {
+        let method = InferenceLifecycle::NAME;
+        match params.encode() {
+            Ok(params) => self
+                .out
+                .push_back(HostOutput::Transmit(Transmission::Notification {
+                    method,
+                    params,
+                })),
+            Err(e) => tracing::error!(method, "params not encoded, nothing sent: {e}"),
+        }
+    }
+
     /// Starts a lifecycle turn (§10.5): sends `inference/lifecycle` `started`, gated as the
     /// server admits it (`inferenceLifecycle`; refused [`StateError::NotSent`]). Refused
     /// ([`StateError::Turn`]) while a turn for `inference_id` is open or among the last
@@ -80,7 +126,7 @@ impl HostState {
             turn_index,
             usage: None,
         };
-        self.transmit_encoded(InferenceLifecycle::NAME, &params);
+        self.transmit_lifecycle(&params);
         self.open_turns
             .insert(inference_id, (conversation_id, turn_index));
         Ok(())
@@ -118,7 +164,7 @@ impl HostState {
             turn_index,
             usage: usage.as_ref(),
         };
-        self.transmit_encoded(InferenceLifecycle::NAME, &params);
+        self.transmit_lifecycle(&params);
         Ok(())
     }
 }
@@ -159,10 +205,9 @@ mod tests {
                     turn_index: ti,
                     usage: usage.as_ref(),
                 };
-                let line = Encoded::encode(&new)
-                    .unwrap()
-                    .notification("inference/lifecycle");
+                let line = new.encode().unwrap().notification("inference/lifecycle");
                 assert_eq!(line, old_line);
+                assert_eq!(new.encode().unwrap(), Encoded::encode(&new).unwrap());
             }
         }
     }
@@ -187,7 +232,7 @@ mod tests {
                 turn_index: 3,
                 usage,
             };
-            let text = Encoded::encode(&sent).unwrap();
+            let text = sent.encode().unwrap();
             let read: LifecycleParams = serde_json::from_str(text.get()).unwrap();
             assert_eq!(read.inference_id, "i");
             assert_eq!(read.conversation_id.as_deref(), Some("c"));
