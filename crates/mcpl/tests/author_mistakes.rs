@@ -718,3 +718,77 @@ async fn host_config_peer_values_capacities_and_channel_pattern_forms_are_refuse
     tokio::spawn(mcpl::reference::serve(server_side));
     assert!(HostSession::connect(host_side, fine).await.is_ok());
 }
+
+/// `ServerBuilder::peer_config` took any `PeerConfig`: a zero `max_message_size` refused
+/// every message and a `request_timeout` of `Some(0)` failed every request at once, found
+/// only when the server ran. `build` judges it by the peer's own rule (`PeerConfig::defects`,
+/// the one a host applies at connect), naming each field; values that work still build.
+#[test]
+fn a_peer_config_that_cannot_work_is_refused_by_build_naming_each_field() {
+    use mcpl::peer::PeerConfig;
+    use std::time::Duration;
+    let p = PeerConfig::default;
+    let cases: Vec<(&str, PeerConfig)> = vec![
+        (
+            "PeerConfig.max_message_size",
+            PeerConfig {
+                max_message_size: 0,
+                ..p()
+            },
+        ),
+        (
+            "PeerConfig.request_timeout",
+            PeerConfig {
+                request_timeout: Some(Duration::from_micros(500)),
+                ..p()
+            },
+        ),
+        (
+            "PeerConfig.idle_timeout",
+            PeerConfig {
+                idle_timeout: Some(Duration::ZERO),
+                ..p()
+            },
+        ),
+        (
+            "PeerConfig.incoming_capacity",
+            PeerConfig {
+                incoming_capacity: 0,
+                ..p()
+            },
+        ),
+    ];
+    for (field, config) in cases {
+        let e = build_err(Server::builder("s", "1.0.0").peer_config(config.clone()));
+        let BuildError::InvalidPeerConfig(defects) = &e else {
+            panic!("{field}: expected InvalidPeerConfig, got {e:?}");
+        };
+        assert_eq!(defects, &config.defects(), "{field}: the peer's own rule");
+        assert!(
+            defects.len() == 1 && defects[0].starts_with(field),
+            "{field}: {defects:?}"
+        );
+        assert!(e.to_string().contains(field), "{field}: {e}");
+    }
+    // Every defect is listed, not only the first.
+    let two = PeerConfig {
+        max_message_size: 0,
+        request_timeout: Some(Duration::ZERO),
+        ..p()
+    };
+    match Server::builder("s", "1.0.0").peer_config(two).build() {
+        Err(BuildError::InvalidPeerConfig(d)) => assert_eq!(d.len(), 2, "{d:?}"),
+        other => panic!("expected InvalidPeerConfig, got {:?}", other.err()),
+    }
+    // Edge values that work still build: 1 byte, 1 ms, `None` for no limit.
+    let edge = PeerConfig {
+        max_message_size: 1,
+        request_timeout: Some(Duration::from_millis(1)),
+        idle_timeout: None,
+        ..p()
+    };
+    assert!(Server::builder("s", "1.0.0")
+        .peer_config(edge)
+        .build()
+        .is_ok());
+}

@@ -239,6 +239,10 @@ impl ServerBuilder {
 
     /// Every check [`Self::build`] makes before it builds (see its docs), in that order.
     pub(super) fn check(&self) -> Result<(), BuildError> {
+        let defects = self.peer_config.defects();
+        if !defects.is_empty() {
+            return Err(BuildError::InvalidPeerConfig(defects));
+        }
         self.names_not_blank()?;
         if let Some(slot) = self.duplicates.first() {
             return Err(BuildError::DuplicateRegistration { slot: slot.clone() });

@@ -231,7 +231,8 @@ impl ServerBuilder {
         self
     }
 
-    /// The connection limits and timeouts used by [`Server::start`].
+    /// The connection limits and timeouts used by [`Server::start`]; [`Self::build`] refuses
+    /// values that cannot work ([`PeerConfig::defects`]).
     pub fn peer_config(mut self, config: PeerConfig) -> Self {
         self.peer_config = config;
         self
@@ -666,8 +667,11 @@ impl ServerBuilder {
     /// twice included), and a `manifest_member` named like a member the builder writes
     /// ([`BuildError::Manifest`]: it would be dropped, or advertise behind the builder's
     /// back), and a handler of a method whose capability the server does not advertise
-    /// ([`BuildError::NotAdvertised`]: a conforming host never grants it, §5.4). Setters of configuration (`instructions`, `require`,
-    /// `lifecycle_config`, `peer_config`) keep their last value.
+    /// ([`BuildError::NotAdvertised`]: a conforming host never grants it, §5.4), and a
+    /// `peer_config` with values that cannot work ([`BuildError::InvalidPeerConfig`], by
+    /// [`PeerConfig::defects`]: a zero `max_message_size` would refuse every message).
+    /// Setters of configuration (`instructions`, `require`, `lifecycle_config`,
+    /// `peer_config`) keep their last value.
     pub fn build(self) -> Result<Server, BuildError> {
         self.check()?;
         let mut tracker = ManifestTracker::new(self.manifest())

@@ -87,6 +87,13 @@ pub enum BuildError {
         /// The name as given.
         given: String,
     },
+    /// The [`PeerConfig`](crate::peer::PeerConfig) given to
+    /// [`ServerBuilder::peer_config`](super::ServerBuilder::peer_config) has values that cannot
+    /// work (a zero `max_message_size` refuses every message, a `request_timeout` under 1 ms
+    /// fails every request …): each defect, naming its field (`PeerConfig.…`), by the peer's
+    /// own rule ([`PeerConfig::defects`](crate::peer::PeerConfig::defects)).
+    #[error("ServerBuilder::peer_config is refused: {}", .0.join("; "))]
+    InvalidPeerConfig(Vec<String>),
     /// A tool MCP cannot carry: an empty or whitespace-only name (no `tools/call` can name
     /// it), or an
     /// `inputSchema` that is not an object schema with `"type": "object"` (MCP's `Tool`),
