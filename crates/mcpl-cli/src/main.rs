@@ -14,6 +14,7 @@ mod grant;
 mod input;
 mod inspect;
 mod serve;
+mod server_stderr;
 mod term;
 mod uri;
 mod validate;

@@ -4,10 +4,11 @@
 //! whoever checked it, and a newline in a name printed a line of the report's own shape
 //! (a forged `PASS`). Each is run against a scripted hostile server (`python3`) or file.
 //!
-//! A spawned server's own stderr is passed through as it is (its log, colours and all): a
-//! program the user started already runs with the user's rights and terminal, so the
-//! hostile server here writes nothing there; what the checkers print of it themselves (a
-//! dead server's last lines, quoted in the report) is made printable like the rest.
+//! A spawned server's own stderr is passed through made printable too, and bounded (its
+//! lines and its whole): a server that is broken or not the one the user meant to run
+//! (`mcpl check -- npx some-package`) wrote OSC 52 clipboard writes, screen clears or a
+//! line of megabytes straight into the user's terminal. What the checkers quote of it
+//! themselves (a dead server's last lines, in the report) is made printable like the rest.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -176,4 +177,141 @@ fn validate_and_digest_print_a_hostile_manifests_keys_as_text() {
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// A server that writes the hostile strings, an OSC 52 clipboard write, a line far over
+/// the line bound and, given `flood`, stderr far over the total bound, then answers
+/// `initialize` and every request with an error.
+fn stderr_server(flood: bool) -> PathBuf {
+    let script = r#"
+import sys, json
+E = HOSTILE
+sys.stderr.write("stderr-tag " + E + "\x1b]52;c;cm0gLXJmIH4K\x07 crlf\r\n")
+sys.stderr.write("long " + "y" * 200000 + " end-of-long\n")
+if FLOOD:
+    for i in range(100000):
+        sys.stderr.write("flood line %d %s\n" % (i, "z" * 80))
+sys.stderr.write("after-flood\n")
+sys.stderr.flush()
+def send(m):
+    print(json.dumps(m), flush=True)
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except Exception:
+        continue
+    if "id" not in m or "method" not in m:
+        continue
+    i, meth = m["id"], m["method"]
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {
+            "protocolVersion": "2025-06-18",
+            "serverInfo": {"name": "s", "version": "1"},
+            "capabilities": {"tools": {}}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": []}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "no"}})
+"#
+    .replace("HOSTILE", &serde_json::to_string(HOSTILE).unwrap())
+    .replace("FLOOD", if flood { "True" } else { "False" });
+    let path = scratch(if flood {
+        "stderr_flood.py"
+    } else {
+        "stderr_server.py"
+    });
+    std::fs::write(&path, script).unwrap();
+    path
+}
+
+/// What `check` and `inspect --repl` show of a server's stderr: its escapes as text
+/// (the OSC 52 clipboard write too), a CRLF line ending as a newline, and a line over
+/// the line bound (4 KiB) cut and ended with `…`, the text after it in the line dropped.
+#[test]
+fn a_servers_stderr_is_shown_as_text_and_its_lines_bounded() {
+    if !python() {
+        panic!("python3 is needed for this test (CI installs it)");
+    }
+    let server = stderr_server(false);
+    let runs = [
+        (
+            "mcpl check",
+            run(
+                &["check", "--timeout", "5", "--", "python3", path(&server)],
+                "",
+            ),
+        ),
+        (
+            "mcpl inspect --repl",
+            run(
+                &[
+                    "inspect",
+                    "--repl",
+                    "--timeout",
+                    "5",
+                    "--",
+                    "python3",
+                    path(&server),
+                ],
+                "tools\n",
+            ),
+        ),
+    ];
+    for (what, out) in runs {
+        assert_printable(what, &out);
+        assert!(
+            out.contains("stderr-tag \\u{1b}]0;PWNED\\u{7}\\u{1b}[2J"),
+            "{what}: {out}"
+        );
+        assert!(out.contains("\\u{1b}]52;c;"), "{what}: {out}");
+        assert!(
+            out.contains("crlf\n"),
+            "{what}: a CRLF ending shown as a newline: {out}"
+        );
+        let long = out
+            .lines()
+            .find(|l| l.starts_with("long "))
+            .unwrap_or_else(|| panic!("{what}: no long line: {out}"));
+        assert!(long.ends_with('…'), "{what}: {}", long.len());
+        assert!(
+            long.len() <= 4096 + 3,
+            "{what}: a line of {} bytes",
+            long.len()
+        );
+        assert!(!out.contains("end-of-long"), "{what}: {out}");
+        assert!(out.contains("after-flood"), "{what}: {out}");
+    }
+}
+
+/// A server writing ~9 MiB of stderr: what is shown stops at the total bound (4 MiB) with
+/// one line saying the rest is not shown; the server is still read (it answers and the
+/// check completes).
+#[test]
+fn a_servers_stderr_is_shown_up_to_its_total_bound() {
+    if !python() {
+        panic!("python3 is needed for this test (CI installs it)");
+    }
+    let server = stderr_server(true);
+    let out = run(
+        &["check", "--timeout", "10", "--", "python3", path(&server)],
+        "",
+    );
+    assert_printable("mcpl check", &out);
+    assert!(out.contains("flood line 0 "), "{}", out.len());
+    assert!(
+        !out.contains("after-flood"),
+        "shown past the bound: {}",
+        out.len()
+    );
+    assert!(
+        out.contains("the rest of the server's stderr is not shown"),
+        "{}",
+        out.len()
+    );
+    assert!(
+        out.len() < 4 * 1024 * 1024 + 256 * 1024,
+        "{} bytes",
+        out.len()
+    );
+    assert!(out.contains("initialize"), "the check ran: {}", out.len());
 }

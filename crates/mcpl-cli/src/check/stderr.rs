@@ -1,4 +1,5 @@
-//! A spawned server's stderr: passed through to ours, and its last lines kept for the report,
+//! A spawned server's stderr: passed through to ours (made printable and bounded,
+//! [`crate::server_stderr`]), and its last lines kept for the report,
 //! so a server that exits before answering `initialize` is reported with what it said on the
 //! way out (issue #18 item 8), not as a conformance failure.
 //!
@@ -135,24 +136,29 @@ impl TailState {
     }
 }
 
-/// Copies `stderr` to this process's stderr until it ends (held until [`Tail::release`]),
-/// keeping its tail in `tail`.
+/// Copies `stderr` to this process's stderr until it ends, as
+/// [`crate::server_stderr::Shown`] shows it (printable, bounded; held until
+/// [`Tail::release`]), keeping its tail in `tail`.
 pub async fn pass_through(mut stderr: impl AsyncRead + Unpin, tail: Tail) {
+    let mut shown = crate::server_stderr::Shown::default();
     let mut buf = [0u8; 4096];
     let mut out = tokio::io::stderr();
     loop {
-        match stderr.read(&mut buf).await {
+        let text = match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let chunk = buf.get(..n).unwrap_or_default();
                 tail.push(chunk);
-                let now = tail.hold_or_pass(chunk);
-                if !now.is_empty() {
-                    let _ = out.write_all(&now).await;
-                }
+                shown.feed(chunk)
             }
+        };
+        let now = tail.hold_or_pass(text.as_bytes());
+        if !now.is_empty() {
+            let _ = out.write_all(&now).await;
         }
     }
+    let now = tail.hold_or_pass(shown.finish().as_bytes());
+    let _ = out.write_all(&now).await;
     let _ = out.flush().await;
 }
 

@@ -920,8 +920,8 @@ async fn open(
                 .ok_or_else(|| "empty command".to_owned())?;
             let mut command = tokio::process::Command::new(prog);
             command.args(args);
-            // The error names the program ("cannot start …").
-            mcpl::transport::child::spawn(&mut command)
+            // The error names the program ("cannot start …"); its stderr shown printable.
+            crate::server_stderr::spawn(&mut command)
                 .map(|(t, c)| (t, Some(c)))
                 .map_err(|e| e.to_string())
         }
