@@ -81,6 +81,11 @@ fn listen_error(kind: &str, addr: &str, e: impl std::fmt::Display) -> CliError {
         .with_hint("pick another address or port (port 0 lets the system choose)")
 }
 
+/// A [`ServeConfig`] the library refused before accepting anything (exit 2).
+fn refused(e: mcpl::server::listen::ServeConfigError) -> CliError {
+    CliError::usage(format!("serve: {e}"))
+}
+
 /// The accept loops' limits (`--max-connections`, `--max-connections-per-address`), with
 /// their reports printed on stderr; every connection's partial messages share one budget of
 /// `--max-buffered-bytes`.
@@ -149,7 +154,9 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .map_err(|e| listen_error("tcp", addr, e))?;
             emit_err(&format!("mcpl serve: listening on tcp://{local}\n"));
             // One shared server, so every connection sees the same manifest tracker.
-            reference::serve_on(Arc::new(listener), serve_config(&args)).await;
+            reference::serve_on(Arc::new(listener), serve_config(&args))
+                .await
+                .map_err(refused)?;
             Ok(ExitCode::SUCCESS)
         } else if let Some(addr) = &args.ws {
             let listener = ws::Listener::bind(addr.as_str(), None)
@@ -159,7 +166,9 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .local_addr()
                 .map_err(|e| listen_error("ws", addr, e))?;
             emit_err(&format!("mcpl serve: listening on ws://{local}\n"));
-            reference::serve_on(Arc::new(listener), serve_config(&args)).await;
+            reference::serve_on(Arc::new(listener), serve_config(&args))
+                .await
+                .map_err(refused)?;
             Ok(ExitCode::SUCCESS)
         } else {
             let mut transport = stdio::stdio();

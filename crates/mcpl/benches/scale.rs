@@ -124,12 +124,16 @@ fn idle_server(kind: &str) {
                 .expect("bind");
             println!("{}", l.local_addr().expect("addr").port());
             std::io::stdout().flush().ok();
-            mcpl::reference::serve_on(std::sync::Arc::new(l), config).await;
+            mcpl::reference::serve_on(std::sync::Arc::new(l), config)
+                .await
+                .expect("the ServeConfig serves");
         } else {
             let l = tcp::Listener::bind("127.0.0.1:0").await.expect("bind");
             println!("{}", l.local_addr().expect("addr").port());
             std::io::stdout().flush().ok();
-            mcpl::reference::serve_on(std::sync::Arc::new(l), config).await;
+            mcpl::reference::serve_on(std::sync::Arc::new(l), config)
+                .await
+                .expect("the ServeConfig serves");
         }
     });
 }

@@ -22,14 +22,14 @@
 //! To serve a listener yourself:
 //!
 //! ```no_run
-//! # async fn demo() -> std::io::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use mcpl::server::listen::{serve, ServeConfig};
 //!
 //! let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:7777").await?;
 //! // Each connection in its own task, one shared server; accept errors (EMFILE…) are
-//! // survived.
-//! serve(mcpl::reference::server(), Arc::new(listener), ServeConfig::default()).await;
+//! // survived. It returns only when the ServeConfig is refused.
+//! serve(mcpl::reference::server(), Arc::new(listener), ServeConfig::default()).await?;
 //! # Ok(())
 //! # }
 //! ```
@@ -487,13 +487,20 @@ pub async fn serve(transport: Transport) -> CloseReason {
 
 /// Accepts TCP connections forever, serving them all with one reference server (each
 /// connection's state its own, freed when it ends), with the default [`ServeConfig`]. Never
-/// returns: accept errors are survived (see [`crate::transport::listen`]).
-pub async fn serve_tcp(listener: crate::transport::tcp::Listener) {
+/// returns (the default has no defect): accept errors are survived (see
+/// [`crate::transport::listen`]).
+pub async fn serve_tcp(
+    listener: crate::transport::tcp::Listener,
+) -> Result<(), crate::server::listen::ServeConfigError> {
     serve_on(Arc::new(listener), ServeConfig::default()).await
 }
 
 /// Serves every connection `listener` accepts (TCP or WebSocket) with one reference server,
-/// forever, with the limits of `config` ([`crate::server::listen::serve`]).
-pub async fn serve_on<L: Listen + 'static>(listener: Arc<L>, config: ServeConfig) {
+/// forever, with the limits of `config` ([`crate::server::listen::serve`], which refuses a
+/// `config` that cannot work before accepting anything: the only return).
+pub async fn serve_on<L: Listen + 'static>(
+    listener: Arc<L>,
+    config: ServeConfig,
+) -> Result<(), crate::server::listen::ServeConfigError> {
     crate::server::listen::serve(server(), listener, config).await
 }

@@ -359,3 +359,59 @@ async fn one_address_stalling_upgrades_cannot_take_every_handshake_slot() {
         ));
     }
 }
+
+/// `ServeConfig::initialize_timeout` under 1 ms closed every connection before its
+/// `initialize` could be read, and `serve` ran on, accepting connections it could never
+/// serve. It is refused before anything is accepted: `serve`, `serve_each` and
+/// `reference::serve_on` return `ServeConfigError` naming the field (the hang guard fires
+/// only if one of them starts serving). 1 ms and the default still serve.
+#[tokio::test]
+async fn a_serve_config_that_cannot_work_is_refused_before_anything_is_accepted() {
+    use mcpl::server::listen::{serve, serve_each, ServeConfigError};
+    for timeout in [Duration::ZERO, Duration::from_micros(999)] {
+        let config = ServeConfig {
+            initialize_timeout: timeout,
+            ..ServeConfig::default()
+        };
+        let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+        let server = mcpl::reference::server();
+        let runs: Vec<Result<(), ServeConfigError>> = vec![
+            tokio::time::timeout(
+                GUARD,
+                serve(server.clone(), listener.clone(), config.clone()),
+            )
+            .await
+            .expect("serve started serving (hang guard)"),
+            tokio::time::timeout(
+                GUARD,
+                serve_each(move || server.clone(), listener.clone(), config.clone()),
+            )
+            .await
+            .expect("serve_each started serving (hang guard)"),
+            tokio::time::timeout(
+                GUARD,
+                mcpl::reference::serve_on(listener.clone(), config.clone()),
+            )
+            .await
+            .expect("serve_on started serving (hang guard)"),
+        ];
+        for refused in runs {
+            let Err(e) = refused else {
+                panic!("{timeout:?}: served")
+            };
+            assert_eq!(e.defects, config.defects(), "{timeout:?}");
+            assert_eq!(e.defects.len(), 1, "{e}");
+            let message = e.to_string();
+            assert!(
+                message.contains("ServeConfig.initialize_timeout") && message.contains("1 ms"),
+                "{message}"
+            );
+        }
+    }
+    assert!(ServeConfig::default().defects().is_empty());
+    let at_least = ServeConfig {
+        initialize_timeout: Duration::from_millis(1),
+        ..ServeConfig::default()
+    };
+    assert!(at_least.defects().is_empty());
+}

@@ -23,7 +23,8 @@ pub struct ServeConfig {
     /// The accept loop's limits (handshake timeout, backoff, reports).
     pub listen: ListenConfig,
     /// Longest a connection may take from its transport handshake to a handled
-    /// `initialize` request (10 s); a slower one is closed.
+    /// `initialize` request (10 s); a slower one is closed. At least 1 ms ([`serve`]
+    /// refuses less, [`ServeConfig::defects`]).
     pub initialize_timeout: Duration,
     /// Hand the heap memory freed by ended connections back to the operating system
     /// ([`RELEASE_DELAY`] after the first of them ends; on by default). See
@@ -39,6 +40,36 @@ impl Default for ServeConfig {
             release_memory: true,
         }
     }
+}
+
+impl ServeConfig {
+    /// The values of this configuration that cannot work, each naming its field
+    /// (`ServeConfig.…`); empty when it can serve. [`serve`] and [`serve_each`] refuse a
+    /// configuration with any ([`ServeConfigError`]) before accepting a connection.
+    ///
+    /// Reading (issue #20 sets no floor): an `initialize_timeout` under 1 ms closes every
+    /// connection before its `initialize` could be read, so nothing could ever be served;
+    /// 1 ms is the floor [`crate::peer::PeerConfig::defects`] sets for its timeouts.
+    pub fn defects(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.initialize_timeout.as_millis() < 1 {
+            out.push(format!(
+                "ServeConfig.initialize_timeout is {:?}: give at least 1 ms (every connection \
+                 would be closed before its initialize could be read)",
+                self.initialize_timeout
+            ));
+        }
+        out
+    }
+}
+
+/// Why [`serve`] or [`serve_each`] refused to start: the [`ServeConfig`] has values that
+/// cannot work ([`ServeConfig::defects`]). Nothing was accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the ServeConfig is refused, nothing is served: {}", .defects.join("; "))]
+pub struct ServeConfigError {
+    /// Each defect, naming its field, as [`ServeConfig::defects`] lists them.
+    pub defects: Vec<String>,
 }
 
 /// How long after a connection ends [`ServeConfig::release_memory`] releases memory: the
@@ -96,7 +127,16 @@ pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `server` on every connection `listener` accepts, forever (drop the future to stop
 /// accepting; connections already served go on). Each connection runs in its own task.
-pub async fn serve<L: Listen + 'static>(server: Server, listener: Arc<L>, config: ServeConfig) {
+///
+/// Returns only an error: a `config` with values that cannot work is refused before
+/// anything is accepted ([`ServeConfigError`], also logged with `tracing`, for a caller
+/// that spawned the future and never reads its output). The accept loop itself never ends,
+/// so `Ok` is never returned.
+pub async fn serve<L: Listen + 'static>(
+    server: Server,
+    listener: Arc<L>,
+    config: ServeConfig,
+) -> Result<(), ServeConfigError> {
     serve_each(move || server.clone(), listener, config).await
 }
 
@@ -107,11 +147,22 @@ pub async fn serve<L: Listen + 'static>(server: Server, listener: Arc<L>, config
 /// connection fits one shared server ([`serve`]) as
 /// [`ServerBuilder::connection_state`](super::ServerBuilder::connection_state), and a
 /// manifest one connection changes alone as [`Session::own_manifest`](super::Session::own_manifest).
-pub async fn serve_each<L, F>(make: F, listener: Arc<L>, config: ServeConfig)
+/// A `config` that cannot work is refused as [`serve`] refuses it.
+pub async fn serve_each<L, F>(
+    make: F,
+    listener: Arc<L>,
+    config: ServeConfig,
+) -> Result<(), ServeConfigError>
 where
     L: Listen + 'static,
     F: Fn() -> Server + Send + Sync + 'static,
 {
+    let defects = config.defects();
+    if !defects.is_empty() {
+        let e = ServeConfigError { defects };
+        tracing::error!("{e}");
+        return Err(e);
+    }
     let initialize_timeout = config.initialize_timeout;
     let release = config.release_memory.then(Arc::<Release>::default);
     listen::serve(listener, config.listen, move |transport, addr| {
@@ -124,7 +175,8 @@ where
             }
         }
     })
-    .await
+    .await;
+    Ok(())
 }
 
 async fn serve_one(server: Server, transport: Transport, addr: SocketAddr, init: Duration) {
