@@ -99,6 +99,35 @@ impl Default for LifecycleConfig {
     }
 }
 
+impl LifecycleConfig {
+    /// The values that cannot work, each naming its field (`LifecycleConfig.…`); empty when
+    /// it can track turns. `server::ServerBuilder::build` refuses a config with any.
+    /// Readings (§10.5 sets no numbers): a `safety_timeout` under 1 ms ends every turn as
+    /// timed out at once; `max_open_turns` 0 and `max_id_bytes` 0 were raised to 1 unseen;
+    /// `remembered_terminals` 0 stays allowed (no second terminal is recognised: a choice).
+    pub fn defects(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.safety_timeout.as_millis() < 1 {
+            out.push(format!(
+                "LifecycleConfig.safety_timeout is {:?}: give at least 1 ms (every turn \
+                 would end as timed out at once)",
+                self.safety_timeout
+            ));
+        }
+        for (field, value) in [
+            ("max_open_turns", self.max_open_turns),
+            ("max_id_bytes", self.max_id_bytes),
+        ] {
+            if value == 0 {
+                out.push(format!(
+                    "LifecycleConfig.{field} is 0: give at least 1 (0 was raised to 1 unseen)"
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// A turn began: delivered once per `inferenceId`, on its first `started`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnStart {

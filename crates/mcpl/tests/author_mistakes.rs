@@ -760,8 +760,8 @@ fn a_peer_config_that_cannot_work_is_refused_by_build_naming_each_field() {
     ];
     for (field, config) in cases {
         let e = build_err(Server::builder("s", "1.0.0").peer_config(config.clone()));
-        let BuildError::InvalidPeerConfig(defects) = &e else {
-            panic!("{field}: expected InvalidPeerConfig, got {e:?}");
+        let BuildError::InvalidConfig(defects) = &e else {
+            panic!("{field}: expected InvalidConfig, got {e:?}");
         };
         assert_eq!(defects, &config.defects(), "{field}: the peer's own rule");
         assert!(
@@ -777,8 +777,8 @@ fn a_peer_config_that_cannot_work_is_refused_by_build_naming_each_field() {
         ..p()
     };
     match Server::builder("s", "1.0.0").peer_config(two).build() {
-        Err(BuildError::InvalidPeerConfig(d)) => assert_eq!(d.len(), 2, "{d:?}"),
-        other => panic!("expected InvalidPeerConfig, got {:?}", other.err()),
+        Err(BuildError::InvalidConfig(d)) => assert_eq!(d.len(), 2, "{d:?}"),
+        other => panic!("expected InvalidConfig, got {:?}", other.err()),
     }
     // Edge values that work still build: 1 byte, 1 ms, `None` for no limit.
     let edge = PeerConfig {
@@ -789,6 +789,78 @@ fn a_peer_config_that_cannot_work_is_refused_by_build_naming_each_field() {
     };
     assert!(Server::builder("s", "1.0.0")
         .peer_config(edge)
+        .build()
+        .is_ok());
+}
+
+/// `ServerBuilder::lifecycle_config` took any `LifecycleConfig`: a `safety_timeout` under
+/// 1 ms ended every turn as timed out at once, and `max_open_turns` or `max_id_bytes` 0
+/// were raised to 1 unseen. `build` refuses them by `LifecycleConfig::defects`, naming each
+/// field, beside the peer config's; `remembered_terminals` 0 (a choice) still builds.
+#[test]
+fn a_lifecycle_config_that_cannot_work_is_refused_by_build_naming_each_field() {
+    use mcpl::lifecycle::LifecycleConfig;
+    use mcpl::peer::PeerConfig;
+    use std::time::Duration;
+    let l = LifecycleConfig::default;
+    let cases: Vec<(&str, LifecycleConfig)> = vec![
+        (
+            "LifecycleConfig.safety_timeout",
+            LifecycleConfig {
+                safety_timeout: Duration::from_micros(999),
+                ..l()
+            },
+        ),
+        (
+            "LifecycleConfig.max_open_turns",
+            LifecycleConfig {
+                max_open_turns: 0,
+                ..l()
+            },
+        ),
+        (
+            "LifecycleConfig.max_id_bytes",
+            LifecycleConfig {
+                max_id_bytes: 0,
+                ..l()
+            },
+        ),
+    ];
+    for (field, config) in cases {
+        let e = build_err(Server::builder("s", "1.0.0").lifecycle_config(config));
+        let BuildError::InvalidConfig(defects) = &e else {
+            panic!("{field}: expected InvalidConfig, got {e:?}");
+        };
+        assert_eq!(defects, &config.defects(), "{field}");
+        assert!(
+            defects.len() == 1 && defects[0].starts_with(field),
+            "{field}: {defects:?}"
+        );
+        assert!(e.to_string().contains(field), "{field}: {e}");
+    }
+    // Both configs' defects are listed together.
+    let both = Server::builder("s", "1.0.0")
+        .peer_config(PeerConfig {
+            max_message_size: 0,
+            ..PeerConfig::default()
+        })
+        .lifecycle_config(LifecycleConfig {
+            safety_timeout: Duration::ZERO,
+            ..l()
+        });
+    match build_err(both) {
+        BuildError::InvalidConfig(d) => assert_eq!(d.len(), 2, "{d:?}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    let edge = LifecycleConfig {
+        safety_timeout: Duration::from_millis(1),
+        max_open_turns: 1,
+        max_id_bytes: 1,
+        remembered_terminals: 0,
+    };
+    assert!(edge.defects().is_empty());
+    assert!(Server::builder("s", "1.0.0")
+        .lifecycle_config(edge)
         .build()
         .is_ok());
 }

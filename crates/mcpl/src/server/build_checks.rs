@@ -239,9 +239,10 @@ impl ServerBuilder {
 
     /// Every check [`Self::build`] makes before it builds (see its docs), in that order.
     pub(super) fn check(&self) -> Result<(), BuildError> {
-        let defects = self.peer_config.defects();
+        let mut defects = self.peer_config.defects();
+        defects.extend(self.lifecycle.defects());
         if !defects.is_empty() {
-            return Err(BuildError::InvalidPeerConfig(defects));
+            return Err(BuildError::InvalidConfig(defects));
         }
         self.names_not_blank()?;
         if let Some(slot) = self.duplicates.first() {

@@ -225,7 +225,8 @@ impl ServerBuilder {
         self
     }
 
-    /// The safety timeout and memory of the built-in lifecycle consumer (§10.5).
+    /// The safety timeout and memory of the built-in lifecycle consumer (§10.5);
+    /// [`Self::build`] refuses values that cannot work ([`LifecycleConfig::defects`]).
     pub fn lifecycle_config(mut self, config: LifecycleConfig) -> Self {
         self.lifecycle = config;
         self
@@ -668,8 +669,9 @@ impl ServerBuilder {
     /// ([`BuildError::Manifest`]: it would be dropped, or advertise behind the builder's
     /// back), and a handler of a method whose capability the server does not advertise
     /// ([`BuildError::NotAdvertised`]: a conforming host never grants it, §5.4), and a
-    /// `peer_config` with values that cannot work ([`BuildError::InvalidPeerConfig`], by
-    /// [`PeerConfig::defects`]: a zero `max_message_size` would refuse every message).
+    /// `peer_config` or `lifecycle_config` with values that cannot work
+    /// ([`BuildError::InvalidConfig`], by [`PeerConfig::defects`] and
+    /// [`LifecycleConfig::defects`]: a zero `max_message_size` would refuse every message).
     /// Setters of configuration (`instructions`, `require`, `lifecycle_config`,
     /// `peer_config`) keep their last value.
     pub fn build(self) -> Result<Server, BuildError> {

@@ -87,13 +87,15 @@ pub enum BuildError {
         /// The name as given.
         given: String,
     },
-    /// The [`PeerConfig`](crate::peer::PeerConfig) given to
-    /// [`ServerBuilder::peer_config`](super::ServerBuilder::peer_config) has values that cannot
-    /// work (a zero `max_message_size` refuses every message, a `request_timeout` under 1 ms
-    /// fails every request …): each defect, naming its field (`PeerConfig.…`), by the peer's
-    /// own rule ([`PeerConfig::defects`](crate::peer::PeerConfig::defects)).
-    #[error("ServerBuilder::peer_config is refused: {}", .0.join("; "))]
-    InvalidPeerConfig(Vec<String>),
+    /// The configuration given to [`ServerBuilder::peer_config`](super::ServerBuilder::peer_config)
+    /// or [`ServerBuilder::lifecycle_config`](super::ServerBuilder::lifecycle_config) has
+    /// values that cannot work (a zero `max_message_size` refuses every message, a
+    /// `safety_timeout` under 1 ms ends every turn at once …): each defect, naming its field
+    /// (`PeerConfig.…`, `LifecycleConfig.…`), by each config's own rule
+    /// ([`PeerConfig::defects`](crate::peer::PeerConfig::defects),
+    /// [`LifecycleConfig::defects`](crate::lifecycle::LifecycleConfig::defects)).
+    #[error("the builder's configuration is refused: {}", .0.join("; "))]
+    InvalidConfig(Vec<String>),
     /// A tool MCP cannot carry: an empty or whitespace-only name (no `tools/call` can name
     /// it), or an
     /// `inputSchema` that is not an object schema with `"type": "object"` (MCP's `Tool`),
