@@ -262,8 +262,8 @@ pub const REQUEST_CANCELLED: i64 = mcpl::jsonrpc::codes::REQUEST_CANCELLED;
 /// library answers one of its own handlers'.
 const PANICKED: &str = "the handler panicked";
 
-/// The library's [`ServerBuilder`] for `handler`: named and described by its `get_info`
-/// (`serverInfo`, `instructions`), with every MCP method served by a clone of `handler` per
+/// The library's [`ServerBuilder`] for `handler`: named by its `get_info` (`serverInfo`;
+/// `instructions` come from its `initialize`, per connection), with every MCP method served by a clone of `handler` per
 /// connection ([`fallback`]). Add feature sets, hooks and the rest as for any MCPL server,
 /// then `build()` and `serve(transport)`.
 pub fn builder<H: ServerHandler + Clone>(handler: H) -> ServerBuilder {
@@ -282,13 +282,12 @@ pub fn builder_with<H: ServerHandler + Clone>(
 
 /// [`builder_with`] for a `config` known to work.
 fn builder_of<H: ServerHandler + Clone>(handler: H, config: BridgeConfig) -> ServerBuilder {
+    // Named by `get_info`; its instructions are left to the handler's own `initialize`,
+    // which the fallback answers with per connection: set on the builder, they would win
+    // over what the handler says to each host (`ServerBuilder::instructions`).
     let info = handler.get_info();
-    let b = Server::builder(info.server_info.name, info.server_info.version);
-    let b = match info.instructions {
-        Some(text) => b.instructions(text),
-        None => b,
-    };
-    b.mcp_fallback(fallback_of(handler, config))
+    Server::builder(info.server_info.name, info.server_info.version)
+        .mcp_fallback(fallback_of(handler, config))
 }
 
 /// The `tracing` directive [`log_filter`] adds: rmcp's service loop logs each host message

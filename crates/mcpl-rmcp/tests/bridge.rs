@@ -147,7 +147,10 @@ impl ServerHandler for Probe {
             *self.push_at_initialize.lock().unwrap() = Some(outcome(r));
         }
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        // Instructions of this connection's own, which the bridge must pass on as they are.
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = Some(format!("A probe for {}", request.client_info.name));
+        Ok(result)
     }
 }
 
@@ -317,6 +320,9 @@ async fn s3_2_an_mcp_host_gets_what_plain_rmcp_serves_plus_the_manifest() {
             caps.remove("experimental");
         }
     }
+    // The handler's per-connection instructions, not its `get_info`'s.
+    let instructions = plain[0]["result"]["instructions"].as_str().unwrap_or("");
+    assert!(instructions.starts_with("A probe for "), "{instructions}");
     for (p, b) in plain.iter().zip(&bridged) {
         assert_eq!(p, b, "plain rmcp answered {p}, the bridge {b}");
     }
