@@ -4,11 +4,13 @@ use super::*;
 
 /// JSON-RPC 2.0 §5: a response's id is "the same as the value of" its request's. A response
 /// (`value`, no `method`) whose id echoes an outstanding integer id of ours written with a
-/// fraction or an exponent (`1.0`, `1e0`: whole, and within 2^53, where a double names one
+/// fraction or an exponent (`1.0`, `1e0`: whole, and under 2^53, where a double names one
 /// integer) gets that id, so it answers its request, which otherwise waited for its timeout
 /// (for ever without one): ids are read exactly ([`RequestId::from_value`]) and such a
 /// number is none. The reading `mcpl check` and `check-host` apply (`integral_id_read`);
 /// a true fraction, or a value no outstanding request has, is left to the exact reading.
+/// The number is read as a double, as a JavaScript peer reads it: a fraction too small for
+/// a double to hold (`1.0000000000000001`) reads as the integer it rounds to.
 /// `None` when it was left.
 pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
     let slot = value.as_object_mut()?.get_mut("id")?;
@@ -20,7 +22,7 @@ pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
     }
     let whole = n
         .as_f64()
-        .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)?;
+        .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)?;
     #[allow(clippy::cast_possible_truncation)]
     let id = RequestId::from(whole as i64);
     let pending = lock(&shared.pending).contains_key(&id);
