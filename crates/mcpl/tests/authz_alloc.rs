@@ -87,14 +87,14 @@ fn s6_4_deriving_against_the_hosts_entries_allocates_nothing_per_entry() {
     // As many long entries as `policy::MAX_POLICY_LIST_BYTES` (256 KiB a list) takes.
     let long = "s1.".repeat(1200);
     let entries: Vec<String> = (0..64).map(|i| format!("{long}{i}")).collect();
-    let mut plain = ServerPolicyState::new(declared.clone());
+    let mut plain = ServerPolicyState::new(declared.clone(), mcpl::capability::CapabilitySet::ALL);
     plain
         .apply(
             Form::Request,
             &json!({"effectiveCapabilities": ["pushEvents"]}),
         )
         .unwrap();
-    let mut selecting = ServerPolicyState::new(declared);
+    let mut selecting = ServerPolicyState::new(declared, mcpl::capability::CapabilitySet::ALL);
     selecting
         .apply(
             Form::Request,

@@ -139,7 +139,7 @@ proptest! {
     ) {
         let mut a = set_of(advertised);
         let declarations = FeatureSets::parse(&json!({})).0;
-        let mut server = ServerPolicyState::new(declarations);
+        let mut server = ServerPolicyState::new(declarations, CapabilitySet::ALL);
         prop_assert!(!server.is_ready());
         prop_assert!(server.grant().capabilities().is_empty(), "§5.3: nothing before the first Request");
 

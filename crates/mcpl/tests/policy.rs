@@ -126,7 +126,7 @@ fn s6_4_denied_capability_disables_sets_requiring_it() {
 
 #[test]
 fn s5_3_state_starts_not_ready_and_grants_nothing() {
-    let s = ServerPolicyState::new(memory());
+    let s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     assert!(!s.is_ready());
     assert!(s.grant().capabilities().is_empty());
     assert!(!s.is_available("memory.proactive"));
@@ -135,7 +135,7 @@ fn s5_3_state_starts_not_ready_and_grants_nothing() {
 
 #[test]
 fn s5_3_request_with_absent_effective_capabilities_grants_nothing() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"]}),
@@ -166,7 +166,7 @@ fn s5_3_request_with_absent_effective_capabilities_grants_nothing() {
 #[test]
 fn s6_7_reset_forgets_the_grant_and_keeps_the_shared_declarations() {
     let shared = std::sync::Arc::new(memory());
-    let mut s = ServerPolicyState::new(FeatureSets::default());
+    let mut s = ServerPolicyState::new(FeatureSets::default(), CapabilitySet::ALL);
     s.set_declarations(shared.clone());
     s.apply(
         Form::Request,
@@ -183,7 +183,7 @@ fn s6_7_reset_forgets_the_grant_and_keeps_the_shared_declarations() {
 
 #[test]
 fn s5_3_request_even_empty_makes_ready() {
-    let mut s = ServerPolicyState::new(FeatureSets::default());
+    let mut s = ServerPolicyState::new(FeatureSets::default(), CapabilitySet::ALL);
     let out = s.apply(Form::Request, &Value::Null).unwrap();
     assert!(s.is_ready());
     // nothing degraded: mode omitted
@@ -195,7 +195,7 @@ fn s5_3_request_even_empty_makes_ready() {
 
 #[test]
 fn s5_3_enabled_is_an_allowlist_that_never_widens() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents", "tools"],
@@ -217,7 +217,7 @@ fn s5_3_enabled_is_an_allowlist_that_never_widens() {
 
 #[test]
 fn s5_3_absent_enabled_constrains_nothing() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents", "tools"]}),
@@ -229,7 +229,7 @@ fn s5_3_absent_enabled_constrains_nothing() {
 
 #[test]
 fn s5_3_disabled_always_subtracts() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"], "enabled": ["memory.proactive"],
@@ -244,7 +244,7 @@ fn s5_3_disabled_always_subtracts() {
 
 #[test]
 fn s6_3_wildcards_in_enabled_and_disabled() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"], "enabled": ["memory.*"]}),
@@ -274,7 +274,7 @@ fn s6_3_wildcards_in_enabled_and_disabled() {
 
 #[test]
 fn s6_7_notification_only_narrows_and_never_makes_ready() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     let out = s
         .apply(
             Form::Notification,
@@ -314,7 +314,7 @@ fn s6_7_notification_only_narrows_and_never_makes_ready() {
 
 #[test]
 fn s6_7_disabled_notifications_accumulate_within_the_bound_and_repeats_are_counted_once() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"]}),
@@ -359,7 +359,7 @@ fn s6_7_disabled_notifications_accumulate_within_the_bound_and_repeats_are_count
 
 #[test]
 fn s5_4_granted_and_denied_is_malformed_and_grants_nothing() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents", "tools"]}),
@@ -412,7 +412,7 @@ fn s6_7_malformed_params_are_refused() {
         json!({"disabled": {}}),
         json!({"deniedCapabilities": "x"}),
     ] {
-        let mut s = ServerPolicyState::new(memory());
+        let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
         assert!(s.apply(Form::Request, &bad).is_err(), "{bad}");
         assert!(s.grant().capabilities().is_empty());
     }
@@ -420,7 +420,7 @@ fn s6_7_malformed_params_are_refused() {
 
 #[test]
 fn s6_7_unknown_feature_set_names_are_diagnosed() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     let out = s
         .apply(
             Form::Request,
@@ -451,7 +451,7 @@ fn s6_7_unknown_feature_set_names_are_diagnosed() {
 
 #[test]
 fn s6_7_degraded_receipt_shape() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     let out = s
         .apply(
             Form::Request,
@@ -892,13 +892,13 @@ proptest! {
         });
         let mut p = mk(dis.clone());
         if en.is_none() { p.as_object_mut().unwrap().remove("enabled"); }
-        let mut a = ServerPolicyState::new(d.clone());
+        let mut a = ServerPolicyState::new(d.clone(), CapabilitySet::ALL);
         a.apply(Form::Request, &p).unwrap();
         let mut more = dis.clone();
         more.extend(extra.clone());
         let mut q = mk(more);
         if en.is_none() { q.as_object_mut().unwrap().remove("enabled"); }
-        let mut b = ServerPolicyState::new(d);
+        let mut b = ServerPolicyState::new(d, CapabilitySet::ALL);
         b.apply(Form::Request, &q).unwrap();
         let (av_a, av_b) = (available(&a), available(&b));
         prop_assert!(av_b.iter().all(|n| av_a.contains(n)));
@@ -913,7 +913,7 @@ proptest! {
         d in any_decls(), g in any_set(), ready in any::<bool>(),
         eff in any_patterns(), en in any_names(), dis in any_names()
     ) {
-        let mut s = ServerPolicyState::new(d);
+        let mut s = ServerPolicyState::new(d, CapabilitySet::ALL);
         if ready {
             s.apply(Form::Request, &json!({"effectiveCapabilities": g.sorted_paths()})).unwrap();
         }
@@ -975,7 +975,7 @@ fn s6_4_declaration_mismatch_is_diagnosed() {
 /// grant fails closed.
 #[test]
 fn s6_7_kept_policy_lists_are_bounded_in_bytes() {
-    let mut s = ServerPolicyState::new(memory());
+    let mut s = ServerPolicyState::new(memory(), CapabilitySet::ALL);
     s.apply(
         Form::Request,
         &json!({"effectiveCapabilities": ["pushEvents"]}),

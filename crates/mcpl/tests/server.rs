@@ -208,7 +208,10 @@ async fn s6_7_receipt_matches_the_derivation() {
     let receipt = policy(&host, params.clone()).await;
 
     let manifest = server.tracker().snapshot().manifest().clone();
-    let mut expected = ServerPolicyState::new(FeatureSets::from_mcpl(&manifest).0);
+    let mut expected = ServerPolicyState::new(
+        FeatureSets::from_mcpl(&manifest).0,
+        mcpl::capability::CapabilitySet::ALL,
+    );
     let outcome = expected.apply(Form::Request, &params).unwrap();
     assert_eq!(receipt, outcome.receipt.unwrap().to_value());
     assert_eq!(receipt["accepted"], true);

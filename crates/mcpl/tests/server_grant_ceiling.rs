@@ -279,12 +279,12 @@ fn s5_4_the_policy_state_grants_within_its_advertisement() {
         "turns": {"description": "Turns", "uses": ["inferenceLifecycle"]}
     }));
     let grant = json!({"effectiveCapabilities": ["pushEvents", "inferenceLifecycle"]});
-    let mut open = ServerPolicyState::new(sets.clone());
+    let mut open = ServerPolicyState::new(sets.clone(), CapabilitySet::ALL);
     let o = open.apply(Form::Request, &grant).unwrap();
     assert!(o.excess.is_empty());
     assert!(open.is_available("turns"));
 
-    let mut state = ServerPolicyState::new(sets);
+    let mut state = ServerPolicyState::new(sets, CapabilitySet::ALL);
     state.set_advertised(set(&[Capability::PushEvents]));
     let o = state.apply(Form::Request, &grant).unwrap();
     assert_eq!(o.excess.named, set(&[Capability::InferenceLifecycle]));

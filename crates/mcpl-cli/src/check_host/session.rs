@@ -182,13 +182,10 @@ impl Run {
             started: Instant::now(),
             // The grant's ceiling is what the checker advertises, as the library server's
             // (§5.4, `ServerPolicyState::set_advertised`).
-            policy: {
-                let mut p = ServerPolicyState::new(
-                    mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
-                );
-                p.set_advertised(served::served_advertisement());
-                p
-            },
+            policy: ServerPolicyState::new(
+                mcpl::policy::FeatureSets::from_mcpl(&served::manifest()).0,
+                served::served_advertisement(),
+            ),
             host_advertised: CapabilitySet::EMPTY,
             initialized: false,
             mcp_only: false,

@@ -283,17 +283,21 @@ pub struct ServerPolicyState {
 }
 
 impl ServerPolicyState {
-    /// A fresh state for a server declaring `declarations`: not ready, nothing granted.
-    /// Every path counts as advertised until [`Self::set_advertised`] says what the server
-    /// advertises; a server that knows its advertisement sets it (`session::ServerState`
-    /// does, from what its `initialize` answer carries).
-    pub fn new(declarations: impl Into<std::sync::Arc<FeatureSets>>) -> Self {
+    /// A fresh state for a server declaring `declarations` and advertising `advertised`
+    /// (the ceiling of every grant, §5.4; [`Self::set_advertised`] changes it): not ready,
+    /// nothing granted. The advertisement is an argument, not a default, so a caller that
+    /// forgets it gets no grant wider than it chose ([`CapabilitySet::ALL`] says "every
+    /// path", e.g. to test the policy alone).
+    pub fn new(
+        declarations: impl Into<std::sync::Arc<FeatureSets>>,
+        advertised: CapabilitySet,
+    ) -> Self {
         ServerPolicyState {
             ready: false,
             grant: Grant::none(),
             selection: Selection::default(),
             declarations: declarations.into(),
-            advertised: CapabilitySet::ALL,
+            advertised,
             offered: Grant::none(),
         }
     }
@@ -319,7 +323,7 @@ impl ServerPolicyState {
         self.grant = offered.intersect(self.advertised);
     }
 
-    /// The ceiling [`Self::set_advertised`] set (every path until then).
+    /// The ceiling of every grant: as [`Self::new`] or [`Self::set_advertised`] set it.
     pub fn advertised(&self) -> CapabilitySet {
         self.advertised
     }

@@ -497,11 +497,13 @@ impl ServerState {
     /// is not read): e.g. a [`SharedManifest`] the connections of one server share.
     pub fn with_manifest(rules: ServerRules, manifest: impl Into<SharedManifest>) -> ServerState {
         let manifest = manifest.into();
-        let mut policy = ServerPolicyState::new(manifest.declarations().clone());
         // Before `initialize` no grant is taken; its answer sets the ceiling again from
         // what it carries (an MCP fallback's `tools` included).
         let tools = super::server_initialize::declares_tools(&rules.mcp_capabilities);
-        policy.set_advertised(super::server_manifest::advertisement(&manifest, tools));
+        let policy = ServerPolicyState::new(
+            manifest.declarations().clone(),
+            super::server_manifest::advertisement(&manifest, tools),
+        );
         let turns = LifecycleTracker::new(rules.lifecycle);
         ServerState {
             rules,
