@@ -694,6 +694,9 @@ impl Driver {
                 .filter(|n| !self.state.is_pending(*n))
                 .collect();
             for n in gone {
+                // Given up with its answer queued, then expired before that was read: the
+                // answer is now late, and nothing waits to apply it.
+                w.answered_given_up.remove(&n);
                 if let Some(pid) = w.by_state.remove(&n) {
                     w.by_peer.remove(&pid);
                     let why = match self.state.input_ended() {

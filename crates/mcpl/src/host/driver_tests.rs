@@ -308,3 +308,28 @@ async fn s14_5_the_sweep_applies_an_answer_already_received() {
     assert!(before.is_empty(), "nothing cancelled: {before:?}");
     assert_eq!(verdict["accepted"], true, "{verdict}");
 }
+
+/// A call given up with its answer already queued (kept for that answer: `give_up`), whose
+/// request then expires in the state machine before the answer is read, is forgotten
+/// whole: the answer is late, and no mark of it stays behind (`Waiting::answered_given_up`
+/// kept one per such race, for the connection's life).
+#[tokio::test]
+async fn a_given_up_answered_request_that_expires_leaves_no_mark() {
+    let mut r = Rig::up().await;
+    let (open, open_rx) = r
+        .answered(("channels/open", json!({ "type": "chat" }), 1), chat_1())
+        .await;
+    drop(open_rx);
+    r.take_call(Cmd::Forget(1));
+    assert_eq!(r.w.answered_given_up.len(), 1, "kept for its queued answer");
+    r.d.state
+        .handle_timeout(clock_now() + Duration::from_secs(24 * 3600));
+    r.d.carry_out(&mut r.w, false);
+    r.take(Input::Wire(open));
+    assert!(
+        r.w.answered_given_up.is_empty(),
+        "{:?}",
+        r.w.answered_given_up
+    );
+    assert!(r.session.channels().iter().all(|c| c != "chat:1"));
+}
