@@ -29,9 +29,7 @@ use crate::capability::{CapabilitySet, Grant, Requirement};
 use crate::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::lifecycle::{LifecycleConfig, LifecycleTracker, TurnEvent};
 use crate::manifest::ManifestChanged;
-use crate::policy::{
-    self, Fallback, FeatureSetStatus, FeatureSets, Form, Receipt, ServerPolicyState, SetRefusal,
-};
+use crate::policy::{self, Fallback, FeatureSetStatus, FeatureSets, ServerPolicyState, SetRefusal};
 use crate::protocol::channels::ChannelsList;
 use crate::protocol::hooks::BeforeInference;
 use crate::protocol::inference::InferenceChunk;
@@ -40,6 +38,8 @@ use crate::protocol::Method;
 
 /// Answers to the host requests handed out.
 mod answers;
+mod policy_answer;
+pub use policy_answer::{answer_policy_request, PolicyAnswer};
 /// The connection's deadlines and its end.
 mod ends;
 use super::CANCELLED;
@@ -295,83 +295,6 @@ pub enum SendRefusal {
     /// Notifications and answers are still sent.
     #[error("the host ended its output: no answer to a request would come")]
     InputEnded,
-}
-
-/// How a server answers one policy Request ([`answer_policy_request`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PolicyAnswer {
-    /// The response: the receipt (accepting or refusing), or `-32602` for malformed params.
-    pub response: Result<Value, ErrorObject>,
-    /// Defects of the host to report (`policy_malformed`, `unknown_feature_set`, …).
-    pub diagnostics: Vec<ServerDiagnostic>,
-    /// `Some` when the policy was refused for lacking `required` capabilities: the state was
-    /// reset (not ready, nothing granted) and the caller does what the fallback says
-    /// (`mcp-only`: no MCPL on this connection; `close`: close after the receipt).
-    pub refused: Option<Fallback>,
-}
-
-/// Applies one `featureSets/update` Request (§5.3, §6.7) to `policy` and decides the answer:
-/// [`ServerState`] (which `server::Server` drives) and `mcpl check-host` answer through it.
-/// Only the part of the grant within `policy`'s advertisement is in force
-/// ([`ServerPolicyState::set_advertised`], §5.4); the rest is reported first
-/// ([`ServerDiagnostic::GrantBeyondAdvertisement`]). Capabilities in `required` that the
-/// grant lacks refuse the policy with their fallback; a refused policy is not operated
-/// under, so the state becomes not ready with nothing granted.
-pub fn answer_policy_request(
-    policy: &mut ServerPolicyState,
-    required: Option<(CapabilitySet, Fallback)>,
-    params: &Value,
-) -> PolicyAnswer {
-    let outcome = match policy.apply(Form::Request, params) {
-        Ok(o) => o,
-        Err(e) => {
-            return PolicyAnswer {
-                response: Err(e.to_error()),
-                diagnostics: vec![ServerDiagnostic::PolicyMalformed {
-                    form: Form::Request,
-                    error: e.to_string(),
-                }],
-                refused: None,
-            }
-        }
-    };
-    // §5.4: what the host granted beyond the advertisement is not in force; said first.
-    let excess = outcome.excess;
-    let beyond = (!excess.is_empty()).then_some(ServerDiagnostic::GrantBeyondAdvertisement {
-        named: excess.named,
-        by_pattern: excess.by_pattern,
-    });
-    let diagnostics = beyond
-        .into_iter()
-        .chain(
-            outcome
-                .diagnostics
-                .into_iter()
-                .map(ServerDiagnostic::Policy),
-        )
-        .collect();
-    if let Some((required, fallback)) = required {
-        let missing = required.difference(policy.grant().capabilities());
-        if !missing.is_empty() {
-            let refused = Receipt::refused(
-                fallback,
-                missing,
-                Some("required capabilities are not granted".into()),
-            );
-            policy.reset();
-            return PolicyAnswer {
-                response: Ok(refused.to_value()),
-                diagnostics,
-                refused: Some(fallback),
-            };
-        }
-    }
-    let receipt = outcome.receipt.unwrap_or_else(|| policy.receipt());
-    PolicyAnswer {
-        response: Ok(receipt.to_value()),
-        diagnostics,
-        refused: None,
-    }
 }
 
 /// One connection's state as the server's outbound gate ([`gate_to_host`]) reads it.

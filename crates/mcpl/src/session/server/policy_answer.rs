@@ -1,0 +1,86 @@
+//! The server's answer to a policy Request (§5.3, §5.4, §6.7): one rule for the library's
+//! server and `mcpl check-host`.
+
+use serde_json::Value;
+
+use crate::capability::CapabilitySet;
+use crate::jsonrpc::ErrorObject;
+use crate::policy::{Fallback, Form, Receipt, ServerPolicyState};
+use crate::session::ServerDiagnostic;
+
+/// How a server answers one policy Request ([`answer_policy_request`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyAnswer {
+    /// The response: the receipt (accepting or refusing), or `-32602` for malformed params.
+    pub response: Result<Value, ErrorObject>,
+    /// Defects of the host to report (`policy_malformed`, `unknown_feature_set`, …).
+    pub diagnostics: Vec<ServerDiagnostic>,
+    /// `Some` when the policy was refused for lacking `required` capabilities: the state was
+    /// reset (not ready, nothing granted) and the caller does what the fallback says
+    /// (`mcp-only`: no MCPL on this connection; `close`: close after the receipt).
+    pub refused: Option<Fallback>,
+}
+
+/// Applies one `featureSets/update` Request (§5.3, §6.7) to `policy` and decides the answer:
+/// [`ServerState`](super::ServerState) (which `server::Server` drives) and `mcpl check-host` answer through it.
+/// Only the part of the grant within `policy`'s advertisement is in force
+/// ([`ServerPolicyState::set_advertised`], §5.4); the rest is reported first
+/// ([`ServerDiagnostic::GrantBeyondAdvertisement`]). Capabilities in `required` that the
+/// grant lacks refuse the policy with their fallback; a refused policy is not operated
+/// under, so the state becomes not ready with nothing granted.
+pub fn answer_policy_request(
+    policy: &mut ServerPolicyState,
+    required: Option<(CapabilitySet, Fallback)>,
+    params: &Value,
+) -> PolicyAnswer {
+    let outcome = match policy.apply(Form::Request, params) {
+        Ok(o) => o,
+        Err(e) => {
+            return PolicyAnswer {
+                response: Err(e.to_error()),
+                diagnostics: vec![ServerDiagnostic::PolicyMalformed {
+                    form: Form::Request,
+                    error: e.to_string(),
+                }],
+                refused: None,
+            }
+        }
+    };
+    // §5.4: what the host granted beyond the advertisement is not in force; said first.
+    let excess = outcome.excess;
+    let beyond = (!excess.is_empty()).then_some(ServerDiagnostic::GrantBeyondAdvertisement {
+        named: excess.named,
+        by_pattern: excess.by_pattern,
+    });
+    let diagnostics = beyond
+        .into_iter()
+        .chain(
+            outcome
+                .diagnostics
+                .into_iter()
+                .map(ServerDiagnostic::Policy),
+        )
+        .collect();
+    if let Some((required, fallback)) = required {
+        let missing = required.difference(policy.grant().capabilities());
+        if !missing.is_empty() {
+            let refused = Receipt::refused(
+                fallback,
+                missing,
+                Some("required capabilities are not granted".into()),
+            );
+            policy.reset();
+            return PolicyAnswer {
+                response: Ok(refused.to_value()),
+                diagnostics,
+                refused: Some(fallback),
+            };
+        }
+    }
+    let receipt = outcome.receipt.unwrap_or_else(|| policy.receipt());
+    PolicyAnswer {
+        response: Ok(receipt.to_value()),
+        diagnostics,
+        refused: None,
+    }
+}
