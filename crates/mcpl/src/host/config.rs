@@ -107,7 +107,7 @@ pub struct HostConfig {
     /// (0 would deliver nothing: refused, [`HostConfig::defects`]).
     pub event_capacity: usize,
     /// Most bytes of events the event stream holds for the application
-    /// ([`HostEvent::weight`]: a push's params or a channel message as compact JSON, with
+    /// ([`HostEvent::weight`]: what a push's params or a channel message hold parsed, with
     /// its strings and tags; [`DEFAULT_MAX_EVENT_BYTES`], 64 MiB, by default). Past it a
     /// `push/event` is answered `accepted: false, reason: "host_busy"` and a
     /// `channels/incoming` message likewise, as when the stream is full; one event larger

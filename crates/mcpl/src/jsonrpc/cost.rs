@@ -49,9 +49,45 @@ pub const UNIT_BYTES: usize = std::mem::size_of::<serde_json::Value>();
 /// The heap a text of `len` bytes and [`parsed_cost`] `cost` is estimated to hold once
 /// parsed: its length (what its strings can hold) plus [`UNIT_BYTES`] per unit. 2,000
 /// `{"a":1}` (16 KB of text) are estimated at 1.4 MB, what they hold parsed; a text of one
-/// long string, at its length.
+/// long string, at its length. A `Value` already built is weighed by [`held_bytes`], the
+/// same estimate read from it.
 pub fn parsed_bytes(len: usize, cost: usize) -> usize {
     len.saturating_add(cost.saturating_mul(UNIT_BYTES))
+}
+
+/// The heap a parsed `Value` holds, estimated from its shape: the same quantity
+/// [`parsed_bytes`] estimates from a text before anything is built, read from what was
+/// built. Each value's slot ([`UNIT_BYTES`]), each string's bytes, and each non-empty
+/// object's B-tree nodes ([`OBJECT_COST`] units, 640 bytes, per six members, at least one:
+/// the text alone cannot tell how members share nodes, so [`parsed_cost`] counts one node
+/// per object and one unit per member). Its JSON text is no measure: `{"a":0}` is 7 bytes
+/// of text and about 630 once parsed, so what is held weighed by its text held 30 to 90
+/// times its bound for text dense in small objects. Linear in the value, walked with a
+/// stack of its own, so any depth is safe.
+pub(crate) fn held_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const NODE_BYTES: usize = OBJECT_COST * UNIT_BYTES;
+    let mut total = UNIT_BYTES;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        let here = match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => {
+                stack.extend(a.iter());
+                a.len().saturating_mul(UNIT_BYTES)
+            }
+            Value::Object(o) if o.is_empty() => 0,
+            Value::Object(o) => {
+                stack.extend(o.values());
+                let nodes = o.len().div_ceil(6);
+                let keys: usize = o.keys().map(String::len).sum();
+                nodes.saturating_mul(NODE_BYTES).saturating_add(keys)
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        };
+        total = total.saturating_add(here);
+    }
+    total
 }
 
 /// Whether `text` might cost more than `limit` without counting it: no text of `n` bytes

@@ -123,7 +123,7 @@ pub mod codes {
 }
 
 /// The length of `v`'s compact JSON, counted without building it (linear in its size).
-/// Only the server's drivers use it (the host weighs events by `session::report::held_bytes`).
+/// What a held `Value` weighs is [`held_bytes`], not this: it counts what is written.
 #[cfg(feature = "runtime")]
 pub(crate) fn json_len(v: &Value) -> usize {
     struct Count(usize);
@@ -824,6 +824,7 @@ mod cost;
 mod encoded;
 #[cfg(feature = "runtime")]
 mod hot;
+pub(crate) use cost::held_bytes;
 pub use cost::{
     may_exceed, parsed_bytes, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST, UNIT_BYTES,
 };

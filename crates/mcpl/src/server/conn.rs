@@ -260,8 +260,8 @@ pub(super) struct Conn {
     /// without this, a host flooding them at a slow handler grew one task each, unbounded.
     pub(super) notification_slots: Arc<tokio::sync::Semaphore>,
     /// The bytes of notifications those handlers may hold at once
-    /// ([`PeerConfig::max_in_flight_bytes`]): each takes its params' compact JSON length
-    /// (capped at the limit) for as long as its handler runs; one that finds too few is not
+    /// ([`PeerConfig::max_in_flight_bytes`]): each takes what its params hold parsed
+    /// ([`crate::jsonrpc::held_bytes`], capped at the limit) for as long as its handler runs; one that finds too few is not
     /// handled and is reported ([`ServerDiagnostic::NotificationDroppedBytes`]).
     pub(super) notification_bytes: Arc<tokio::sync::Semaphore>,
     /// Whether the ready handlers ([`ServerBuilder::on_first_ready`],

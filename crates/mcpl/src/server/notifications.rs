@@ -111,11 +111,13 @@ pub(super) fn spawn_notification<P, R>(
     let Some(handler) = handler else {
         return unhandled(conn, method);
     };
-    // What it will hold while its handler runs (its params), weighed before they are read.
+    // What it will hold while its handler runs (its params, parsed), weighed before they
+    // are read: by what they hold (`jsonrpc::held_bytes`), not their text, which params
+    // dense in small objects outweigh ~90 times.
     let limit = super::conn::notification_byte_limit(&conn.server.peer_config);
     let weight = params
         .as_ref()
-        .map_or(1, crate::jsonrpc::json_len)
+        .map_or(1, crate::jsonrpc::held_bytes)
         .clamp(1, limit);
     let p: P = match crate::jsonrpc::parse_params(params) {
         Ok(p) => p,

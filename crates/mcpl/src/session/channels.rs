@@ -53,7 +53,7 @@ impl Default for ChannelLimits {
 
 impl ChannelLimits {
     /// The most heap the descriptors one connection holds may take once parsed (their
-    /// `session::report::held_bytes` and ids): [`Self::max_channels`] ×
+    /// `jsonrpc::held_bytes` and ids): [`Self::max_channels`] ×
     /// [`Self::max_descriptor_bytes`], the latter counted as at least 4,096 (16 MiB at the
     /// defaults; a plain descriptor of a few members takes about 1 KB parsed, so a small
     /// `max_descriptor_bytes` still holds `max_channels` of those). A descriptor within
@@ -227,7 +227,7 @@ pub struct ChannelTable {
 
 /// What channel `id` with descriptor `d` holds, as [`ChannelLimits::max_held_bytes`] counts.
 fn held(id: &str, d: &Value) -> usize {
-    super::report::held_bytes(d).saturating_add(id.len())
+    crate::jsonrpc::held_bytes(d).saturating_add(id.len())
 }
 
 impl ChannelTable {

@@ -380,7 +380,7 @@ impl HostEvent {
     /// What the event holds, in bytes, as the host bounds the events waiting for the
     /// application (`host::HostConfig::max_event_bytes`,
     /// [`HostState::set_event_bytes`](super::HostState::set_event_bytes)): the heap a
-    /// push's params or a channel message holds once parsed (`held_bytes`), its strings
+    /// push's params or a channel message holds once parsed ([`crate::jsonrpc::held_bytes`]), its strings
     /// and tags, a change receipt's strings and impacts, and the event itself. Computed by
     /// walking what it holds (linear in its size).
     pub fn weight(&self) -> usize {
@@ -391,12 +391,12 @@ impl HostEvent {
                 feature_set,
                 event_id,
                 tags: t,
-            } => held_bytes(params) + feature_set.len() + event_id.len() + tags(t),
+            } => crate::jsonrpc::held_bytes(params) + feature_set.len() + event_id.len() + tags(t),
             HostEvent::ChannelMessage {
                 channel_id,
                 message,
                 tags: t,
-            } => held_bytes(message) + channel_id.len() + tags(t),
+            } => crate::jsonrpc::held_bytes(message) + channel_id.len() + tags(t),
             // Its strings (subjects may come from the manifest) and one impact each.
             HostEvent::ManifestChange(r) => {
                 let revisions =
@@ -424,42 +424,6 @@ impl HostEvent {
         }
     }
 }
-
-/// The heap bytes a parsed `Value` holds, estimated from its shape (an upper estimate of
-/// `serde_json`'s layout): each value's slot, each string's bytes, and each non-empty
-/// object's B-tree nodes (one node of [`OBJECT_NODE_BYTES`] per six members, at least one).
-/// Its JSON text is no measure: `{"a":0}` is 7 bytes of text and about 630 once parsed, so
-/// events weighed by their text held 30 to 90 times the bound for text dense in small
-/// objects (a server-defined `origin`, §9.2, or a channel message's `metadata`, §14.3).
-/// Walked with a stack of its own, so any depth is safe.
-pub(crate) fn held_bytes(v: &Value) -> usize {
-    const SLOT: usize = std::mem::size_of::<Value>();
-    let mut total = SLOT;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        let here = match v {
-            Value::String(s) => s.len(),
-            Value::Array(a) => {
-                stack.extend(a.iter());
-                a.len().saturating_mul(SLOT)
-            }
-            Value::Object(o) if o.is_empty() => 0,
-            Value::Object(o) => {
-                stack.extend(o.values());
-                let nodes = o.len().div_ceil(6);
-                let keys: usize = o.keys().map(String::len).sum();
-                nodes.saturating_mul(OBJECT_NODE_BYTES).saturating_add(keys)
-            }
-            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-        };
-        total = total.saturating_add(here);
-    }
-    total
-}
-
-/// The bytes [`held_bytes`] counts per B-tree node of a parsed object: eleven keys and
-/// values and the node's header (`serde_json`'s `Map` is a `BTreeMap<String, Value>`).
-pub(crate) const OBJECT_NODE_BYTES: usize = 640;
 
 /// The result of a policy change: `host::HostSession::set_policy` and
 /// [`HostState::set_policy`](super::HostState::set_policy).

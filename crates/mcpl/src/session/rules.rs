@@ -400,7 +400,7 @@ pub fn read_receipt(diags: &mut Diagnostics, v: &Value) -> Option<crate::policy:
     read_receipt_within(diags, v, crate::manifest::DEFAULT_MAX_FEATURE_SETS)
 }
 
-/// The most heap a policy receipt's parsed JSON may take (`session::report::held_bytes`):
+/// The most heap a policy receipt's parsed JSON may take (`jsonrpc::held_bytes`):
 /// 4 MiB. A host keeps the last usable receipt for the connection's life (and its driver
 /// a copy for its getters); a larger one is unusable, refused with the one defect
 /// `receipt_too_large` before it is read (fail closed, as any unusable receipt). A
@@ -433,7 +433,7 @@ pub fn read_receipt_within(
             return None;
         }
     }
-    let size = super::report::held_bytes(v);
+    let size = crate::jsonrpc::held_bytes(v);
     if size > MAX_RECEIPT_BYTES {
         diags.push(HostDiagnostic::ReceiptDefect {
             code: "receipt_too_large",

@@ -179,7 +179,8 @@ pub enum ServerDiagnostic {
     },
     /// `notification_dropped` too: a host notification admitted for a handler while the
     /// notification handlers running on the connection held `PeerConfig::max_in_flight_bytes`
-    /// of notifications (each weighed by its params' compact JSON): not handled, not held.
+    /// of notifications (each weighed by what its params hold parsed,
+    /// `jsonrpc::held_bytes`): not handled, not held.
     NotificationDroppedBytes {
         /// The notification.
         method: String,
