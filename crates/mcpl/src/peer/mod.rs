@@ -117,6 +117,7 @@ mod oversized;
 pub mod queue;
 mod reader;
 mod shared;
+mod text;
 mod wire;
 mod writer;
 
@@ -129,6 +130,7 @@ pub(crate) use outbox::Outbox;
 use reader::*;
 pub(crate) use shared::AnswerWeight;
 use shared::*;
+use text::*;
 use writer::*;
 
 /// Closes the connection when the last user-facing handle goes away.
