@@ -147,3 +147,77 @@ async fn over_websocket_an_oversized_answer_fails_its_request_at_once() {
         "{outcome:?}"
     );
 }
+
+/// An answer refused for its size (over `max_message_size`, discarded unread) or for its
+/// parsed cost (over `max_parsed_cost`, refused unbuilt) whose id echoes ours written as a
+/// whole float (`3.0`, `3e0`: JSON-RPC 2.0 §5 asks for the same value, which it is) fails
+/// its request at once, as one with the integer id does, and is reported for its form
+/// (`Diagnostic::IntegralId`). Before, such an id was read as no id there, so the request
+/// waited for its timeout, or for ever without one.
+#[tokio::test(start_paused = true)]
+async fn a_refused_answer_whose_id_is_a_whole_float_fails_its_request_at_once() {
+    let config = PeerConfig {
+        max_parsed_cost: 1_000,
+        ..config()
+    };
+    let (peer, mut incoming, mut raw) = raw_peer(config);
+    let mut diags = peer.diagnostics();
+    // `{"a":1}` 100 times: 800 bytes of text (under the size limit), 2,200 cost units.
+    let dense = format!("[{}]", vec![r#"{"a":1}"#; 100].join(","));
+    let pad = "x".repeat(5000);
+    let answers = [
+        (".0", format!(r#""result":{{"pad":"{pad}"}}"#), "1024"),
+        ("e0", format!(r#""result":{dense}"#), "1000"),
+        (
+            ".0",
+            format!(r#""error":{{"code":1,"message":"m","data":{dense}}}"#),
+            "1000",
+        ),
+    ];
+    for (form, outcome, names) in answers {
+        let call = {
+            let peer = peer.clone();
+            tokio::spawn(async move { peer.request_raw("big", None).await })
+        };
+        let request: Value = serde_json::from_str(&raw.recv_line().await).unwrap();
+        let id = request["id"].as_u64().unwrap();
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{id}{form},{outcome}}}"#))
+            .await;
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .expect("the request still waits for the answer that came (deadlock guard)")
+            .unwrap();
+        match outcome {
+            Err(PeerError::InvalidResponse(why)) => assert!(why.contains(names), "{why}"),
+            other => panic!("expected the request to fail as an invalid response, got {other:?}"),
+        }
+        let mut integral = false;
+        while let Some(d) = diags.try_recv() {
+            if let Diagnostic::IntegralId { id: got, written } = d {
+                assert_eq!(got, mcpl::jsonrpc::RequestId::from(id));
+                assert_eq!(written, format!("{id}.0"));
+                integral = true;
+            }
+        }
+        assert!(integral, "no IntegralId reported for {form}");
+    }
+    // Delivered in wire order too (`Peer::send_request`): its failure takes its place.
+    let id = peer.send_request("big", None, |_| {}).await.unwrap();
+    let request: Value = serde_json::from_str(&raw.recv_line().await).unwrap();
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{}.0,"result":{{"pad":"{pad}"}}}}"#,
+        request["id"]
+    ))
+    .await;
+    match tokio::time::timeout(GUARD, incoming.recv_ordered())
+        .await
+        .expect("the answer's place was lost (deadlock guard)")
+    {
+        Some(Ordered::Response(r)) => {
+            assert_eq!(r.id, Some(id));
+            assert!(r.outcome.is_err());
+        }
+        other => panic!("expected the failed response, got {other:?}"),
+    }
+    assert_eq!(peer.pending_requests(), 0);
+}

@@ -17,6 +17,16 @@ pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
     let Value::Number(n) = slot else {
         return None;
     };
+    *slot = outstanding_integral(shared, n)?.to_value();
+    Some(())
+}
+
+/// The one reading of [`integral_id`], for a response's id `n` read anywhere (a message
+/// built, or one refused unbuilt for its size or parsed cost, whose request then fails at
+/// once): the outstanding integer id of ours that `n` writes as a whole float, reported
+/// (`Diagnostic::IntegralId`); `None` for an integer (read exactly elsewhere), a true
+/// fraction, or a value no outstanding request has.
+pub(super) fn outstanding_integral(shared: &Shared, n: &serde_json::Number) -> Option<RequestId> {
     if n.is_i64() || n.is_u64() {
         return None;
     }
@@ -30,8 +40,9 @@ pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
     if !outstanding {
         return None;
     }
-    let written = n.to_string();
-    *slot = id.to_value();
-    shared.diagnose(Diagnostic::IntegralId { id, written });
-    Some(())
+    shared.diagnose(Diagnostic::IntegralId {
+        id: id.clone(),
+        written: n.to_string(),
+    });
+    Some(id)
 }

@@ -14,6 +14,9 @@ pub(super) struct Discarded {
     /// A [`Frame::Oversized`] whose first bytes show a response (an id, then `result` or
     /// `error`, and no `method`): the request of ours it answers.
     pub(super) answers: Option<RequestId>,
+    /// Such a response whose id is a number that is not an integer (`1.0`): read against
+    /// the requests outstanding when it is handled ([`super::ids::outstanding_integral`]).
+    pub(super) answers_number: Option<serde_json::Number>,
     /// A [`Frame::Oversized`] whose first bytes show a request (an id and a `method`, no
     /// `result` or `error`): the id its error answer goes to.
     pub(super) request: Option<RequestId>,
@@ -32,6 +35,7 @@ impl Discarded {
                 Discarded {
                     began_as_json: false,
                     answers: head.answers,
+                    answers_number: head.answers_number,
                     request: head.request,
                 }
             }
@@ -77,8 +81,12 @@ impl Discarded {
             "the response of {bytes} bytes exceeds the {limit}-byte limit \
              (PeerConfig::max_message_size) and was discarded unread"
         );
-        let id = self.answers.as_ref()?;
-        super::reader::fail_response(shared, id, &reason)
+        let id = match (&self.answers, &self.answers_number) {
+            (Some(id), _) => id.clone(),
+            (None, Some(n)) => super::ids::outstanding_integral(shared, n)?,
+            (None, None) => return None,
+        };
+        super::reader::fail_response(shared, &id, &reason)
     }
 
     /// Reports a frame that is not text. RFC 8259 §8.1: JSON text is UTF-8, so a message
@@ -103,6 +111,9 @@ pub(super) struct Head {
     /// A response: an `id` (a string or an integer, as [`RequestId::from_value`] reads it),
     /// a `result` or `error` member (its value may be cut), and no `method` before the cut.
     answers: Option<RequestId>,
+    /// A response as `answers` shows one, whose id is a number that is not an integer
+    /// (`1.0`): whether it names a request of ours is read when it is handled.
+    answers_number: Option<serde_json::Number>,
     /// A request: an `id` and a `method`, and no `result` or `error` before the cut.
     request: Option<RequestId>,
 }
@@ -116,6 +127,8 @@ pub(super) fn read_head(head: &[u8]) -> Head {
     #[derive(Default)]
     struct Seen {
         id: Option<RequestId>,
+        /// An id that is a number but no integer.
+        number: Option<serde_json::Number>,
         method: bool,
         outcome: bool,
     }
@@ -133,6 +146,10 @@ pub(super) fn read_head(head: &[u8]) -> Head {
                     "result" | "error" => self.0.outcome = true,
                     "id" => {
                         let id = map.next_value::<Value>()?;
+                        self.0.number = match &id {
+                            Value::Number(n) if !n.is_i64() && !n.is_u64() => Some(n.clone()),
+                            _ => None,
+                        };
                         self.0.id = RequestId::from_value(&id).filter(|id| match id {
                             RequestId::String(s) => s.len() <= crate::jsonrpc::MAX_ID_BYTES,
                             RequestId::Number(_) => true,
@@ -170,17 +187,28 @@ pub(super) fn read_head(head: &[u8]) -> Head {
             id: Some(id),
             method: false,
             outcome: true,
+            ..
         } => Head {
             answers: Some(id),
-            request: None,
+            ..Head::default()
+        },
+        Seen {
+            id: None,
+            number: Some(n),
+            method: false,
+            outcome: true,
+        } => Head {
+            answers_number: Some(n),
+            ..Head::default()
         },
         Seen {
             id: Some(id),
             method: true,
             outcome: false,
+            ..
         } => Head {
-            answers: None,
             request: Some(id),
+            ..Head::default()
         },
         _ => Head::default(),
     }
@@ -211,6 +239,13 @@ mod tests {
         assert_eq!(id(r#"{"id":7,"params":{"pad":"xx"#), None, "no outcome yet");
         assert_eq!(id(r#"{"id":7,"method":"m","result":1"#), None, "a method");
         assert_eq!(id(r#"{"id":1.5,"result":{"#), None, "not an id");
+        let number = |head: &str| read_head(head.as_bytes()).answers_number;
+        assert_eq!(
+            number(r#"{"id":1.0,"result":{"#).map(|n| n.to_string()),
+            Some("1.0".into()),
+            "read against the requests outstanding"
+        );
+        assert_eq!(number(r#"{"id":1.0,"method":"m","result":{"#), None);
         assert_eq!(id(r#"{"id":"abc"#), None, "the id itself cut");
         assert_eq!(id("[{\"id\":7,\"result\":1"), None, "a batch");
         assert_eq!(id(""), None);

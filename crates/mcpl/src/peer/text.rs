@@ -26,6 +26,9 @@ pub(super) struct Head {
     /// The message has an `id` member, usable or not (`null`, a fraction …): with a
     /// `method` it is an Invalid Request, answered with `id: null`, not a notification.
     id_present: bool,
+    /// An id that is a number but no integer (`1.0`): a response's is read against the
+    /// requests outstanding ([`super::ids::outstanding_integral`]).
+    number: Option<serde_json::Number>,
     method: Option<String>,
     /// The text is a batch (a JSON array): answered with one `id: null` error, as a batch
     /// over `max_batch_entries` is.
@@ -47,7 +50,10 @@ impl<'de> serde::Deserialize<'de> for Head {
                     match key.as_ref() {
                         "id" => {
                             head.id_present = true;
-                            head.id = map.next_value::<Scalar>()?.id();
+                            match map.next_value::<Scalar>()? {
+                                Scalar::Float(f) => head.number = serde_json::Number::from_f64(f),
+                                other => head.id = other.id(),
+                            }
                         }
                         "method" => head.method = map.next_value::<Scalar>()?.text(),
                         _ => {
@@ -66,6 +72,8 @@ impl<'de> serde::Deserialize<'de> for Head {
 enum Scalar {
     Int(RequestId),
     Text(String),
+    /// A number that is no integer, kept for [`Head::number`].
+    Float(f64),
     Other,
 }
 
@@ -76,7 +84,7 @@ impl Scalar {
             // Unusable past the bound, as `Message::parse` reads it (`jsonrpc::MAX_ID_BYTES`).
             Scalar::Text(s) if s.len() > crate::jsonrpc::MAX_ID_BYTES => None,
             Scalar::Text(s) => Some(RequestId::from(s)),
-            Scalar::Other => None,
+            Scalar::Float(_) | Scalar::Other => None,
         }
     }
 
@@ -103,8 +111,8 @@ impl<'de> serde::Deserialize<'de> for Scalar {
             fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
                 Ok(Scalar::Int(RequestId::from(v)))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
-                Ok(Scalar::Other)
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
             }
             fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
                 Ok(Scalar::Other)
@@ -143,9 +151,16 @@ pub(super) fn too_costly(
     let Head {
         id,
         id_present,
+        number,
         method,
         batch,
     } = head;
+    // A response whose id writes one of ours as a whole float fails that request, as one
+    // built would answer it (`ids::integral_id`).
+    let id = match (id, &number) {
+        (None, Some(n)) if method.is_none() => super::ids::outstanding_integral(shared, n),
+        (id, _) => id,
+    };
     shared.diagnose(Diagnostic::TooCostly {
         id: id.clone(),
         method: method.clone(),
