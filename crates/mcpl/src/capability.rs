@@ -648,8 +648,30 @@ impl fmt::Display for Finding {
 pub struct Advertisement {
     /// The advertised paths.
     pub capabilities: CapabilitySet,
-    /// Non-conformances (reading tolerated them).
+    /// Non-conformances (reading tolerated them). Members outside the vocabulary
+    /// ([`FindingKind::UnrecognisedMember`]) are kept up to
+    /// [`crate::manifest::review::MAX_FINDINGS`], the rest counted in
+    /// [`Self::unrecognised_not_kept`]; every other finding is kept.
     pub findings: Vec<Finding>,
+    /// Members outside the vocabulary past those kept in [`Self::findings`]: counted, not
+    /// kept, so reading an advertisement of 100,000 of them builds 256 findings, not
+    /// 100,000.
+    pub unrecognised_not_kept: usize,
+}
+
+impl Advertisement {
+    /// Records member `path`, outside the vocabulary: kept while fewer than
+    /// [`crate::manifest::review::MAX_FINDINGS`] findings are, else counted.
+    fn unrecognised(&mut self, path: impl Into<String>) {
+        if self.findings.len() < crate::manifest::review::MAX_FINDINGS {
+            self.findings.push(Finding {
+                kind: FindingKind::UnrecognisedMember,
+                path: path.into(),
+            });
+        } else {
+            self.unrecognised_not_kept = self.unrecognised_not_kept.saturating_add(1);
+        }
+    }
 }
 
 /// Whether `prefix` names a node of the advertisement tree that may appear inside
@@ -699,10 +721,7 @@ pub fn advertised(mcpl: &Value) -> Advertisement {
             }
             walk(k, v, &mut adv);
         } else if !MCPL_META_MEMBERS.contains(&k.as_str()) {
-            adv.findings.push(Finding {
-                kind: FindingKind::UnrecognisedMember,
-                path: k.clone(),
-            });
+            adv.unrecognised(k.as_str());
         }
     }
     adv
@@ -729,10 +748,7 @@ fn walk(path: &str, v: &Value, adv: &mut Advertisement) {
                 if is_member_name(k) && is_mcpl_node(&child_path) {
                     walk(&child_path, child, adv);
                 } else {
-                    adv.findings.push(Finding {
-                        kind: FindingKind::UnrecognisedMember,
-                        path: child_path,
-                    });
+                    adv.unrecognised(child_path);
                 }
             }
         }

@@ -323,3 +323,42 @@ fn findings_kept_are_bounded_and_the_rest_counted_at_their_worst_severity() {
     assert_eq!(findings, f);
     assert_eq!(review.findings(), &f[..]);
 }
+
+/// Reading an advertisement (`capability::advertised`, which a validation and
+/// `ManifestReview::initial` each run) keeps at most `review::MAX_FINDINGS` members outside
+/// the vocabulary as findings, at the top and nested alike, and counts the rest
+/// (`Advertisement::unrecognised_not_kept`); its other findings (`tools` inside `mcpl`) are
+/// kept past them. Before, it built one finding per such member (100,000 for this
+/// manifest) before the validation kept 256 of them, and the review built them twice.
+#[test]
+fn an_advertisement_read_keeps_a_bounded_number_of_unknown_members() {
+    use mcpl::capability::{advertised, FindingKind};
+    use mcpl::manifest::review::MAX_FINDINGS;
+    const MEMBERS: usize = 100_000;
+    let mut obj = serde_json::Map::new();
+    let mut nested = serde_json::Map::new();
+    for i in 0..MEMBERS / 2 {
+        // Before `tools` in the map's order.
+        obj.insert(format!("a{i}"), json!(true));
+        nested.insert(format!("a{i}"), json!(true));
+    }
+    obj.insert("channels".into(), Value::Object(nested));
+    obj.insert("tools".into(), json!({}));
+    obj.insert("pushEvents".into(), json!(true));
+    let adv = advertised(&Value::Object(obj));
+    let unknown = adv
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::UnrecognisedMember)
+        .count();
+    assert_eq!(unknown, MAX_FINDINGS, "{unknown} unknown members kept");
+    assert_eq!(adv.unrecognised_not_kept, MEMBERS - MAX_FINDINGS);
+    assert!(adv
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::ToolsInsideMcpl));
+    // The vocabulary past them is still read.
+    assert!(adv
+        .capabilities
+        .contains(mcpl::capability::Capability::PushEvents));
+}

@@ -35,7 +35,7 @@ pub fn version(mcpl: &Value) -> Verdict {
 /// shapes are tolerated by the host (read fail-closed) and reported as `warn`.
 pub fn advertisement_shape(mcpl: &Value) -> Verdict {
     let adv = capability::advertised(mcpl);
-    let odd: Vec<String> = adv
+    let mut odd: Vec<String> = adv
         .findings
         .iter()
         .filter(|f| {
@@ -49,6 +49,12 @@ pub fn advertisement_shape(mcpl: &Value) -> Verdict {
         })
         .map(said)
         .collect();
+    if adv.unrecognised_not_kept > 0 {
+        odd.push(format!(
+            "{} more members outside the vocabulary not listed",
+            adv.unrecognised_not_kept
+        ));
+    }
     if odd.is_empty() {
         pass(format!(
             "advertises {}",

@@ -311,7 +311,17 @@ where
         effective_capabilities: hg.effective.to_effective_capabilities(),
         denied_capabilities: hg.denied.sorted_paths(),
         feature_sets,
-        findings: adv.findings.iter().map(ToString::to_string).collect(),
+        findings: adv
+            .findings
+            .iter()
+            .map(ToString::to_string)
+            .chain((adv.unrecognised_not_kept > 0).then(|| {
+                format!(
+                    "{} more members outside the vocabulary not listed",
+                    adv.unrecognised_not_kept
+                )
+            }))
+            .collect(),
     })
 }
 

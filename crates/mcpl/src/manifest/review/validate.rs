@@ -138,14 +138,19 @@ impl Kept {
             self.out.push(f);
             return;
         }
-        let slot = match f.severity {
+        self.not_kept(f.severity, f.section, 1);
+    }
+
+    /// Counts `n` findings of `severity` (from `section`) not kept.
+    fn not_kept(&mut self, severity: Severity, section: &'static str, n: usize) {
+        let slot = match severity {
             Severity::Error => 0,
             Severity::Warning => 1,
             Severity::Info => 2,
         };
-        self.dropped[slot] = self.dropped[slot].saturating_add(1);
-        if self.worst.map_or(true, |(s, _)| f.severity < s) {
-            self.worst = Some((f.severity, f.section));
+        self.dropped[slot] = self.dropped[slot].saturating_add(n);
+        if self.worst.map_or(true, |(s, _)| severity < s) {
+            self.worst = Some((severity, section));
         }
     }
 
@@ -258,9 +263,18 @@ pub(super) fn validate_with_digest(
         }
     }
 
-    // Advertisement (§5.1).
-    for f in capability::advertised(manifest).findings {
-        out.push(describe(&f));
+    // Advertisement (§5.1): the members outside the vocabulary past those it kept are
+    // counted as the findings not kept they would be.
+    let adv = capability::advertised(manifest);
+    for f in &adv.findings {
+        out.push(describe(f));
+    }
+    if adv.unrecognised_not_kept > 0 {
+        let like = describe(&capability::Finding {
+            kind: FindingKind::UnrecognisedMember,
+            path: String::new(),
+        });
+        out.not_kept(like.severity, like.section, adv.unrecognised_not_kept);
     }
 
     // Feature sets (§6.1, §6.2, §6.4).
