@@ -122,25 +122,6 @@ pub mod codes {
     pub const REQUEST_CANCELLED: i64 = -32800;
 }
 
-/// The length of `v`'s compact JSON, counted without building it (linear in its size).
-/// What a held `Value` weighs is [`held_bytes`], not this: it counts what is written.
-#[cfg(feature = "runtime")]
-pub(crate) fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    let _ = serde_json::to_writer(&mut n, v);
-    n.0
-}
-
 /// A JSON-RPC error object. `data` is kept verbatim in both directions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("JSON-RPC error {code}: {message}")]

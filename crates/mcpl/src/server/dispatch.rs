@@ -55,12 +55,13 @@ pub(super) enum Answer {
 }
 
 impl Answer {
-    /// About the bytes of the answer as written: the encoded text's, or what a `Value`
-    /// serializes to (counted, not written).
+    /// What the answer holds while it waits for the driver: the encoded text's bytes, or
+    /// what a `Value` holds ([`crate::jsonrpc::held_bytes`]; its text is no measure, one
+    /// dense in small objects holding ~80 times it).
     fn len(&self) -> usize {
         match self {
             Answer::Encoded(e) => e.get().len(),
-            Answer::Value(Ok(v)) => crate::jsonrpc::json_len(v),
+            Answer::Value(Ok(v)) => crate::jsonrpc::held_bytes(v),
             Answer::Value(Err(e)) => e.message.len(),
         }
     }
