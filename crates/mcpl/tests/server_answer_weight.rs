@@ -26,8 +26,8 @@ const OBJECTS: usize = 2_000;
 /// for it as values.
 const PAD: usize = 200 * 1024;
 
-/// Answers `dense` with 2,000 `{"a":1}` and [`PAD`] bytes once it has yielded (so the answer waits for the
-/// driver like any handler's that awaited something).
+/// Answers `dense` with 2,000 `{"a":1}` and [`PAD`] bytes once it has yielded (so the
+/// answer waits for the driver like any handler's that awaited something).
 struct Dense(Arc<AtomicUsize>);
 
 impl McpFallback for Dense {

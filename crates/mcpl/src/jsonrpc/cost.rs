@@ -49,7 +49,7 @@ pub const UNIT_BYTES: usize = std::mem::size_of::<serde_json::Value>();
 /// The heap a text of `len` bytes and [`parsed_cost`] `cost` is estimated to hold once
 /// parsed: its length (what its strings can hold) plus [`UNIT_BYTES`] per unit. 2,000
 /// `{"a":1}` (16 KB of text) are estimated at 1.4 MB, what they hold parsed; a text of one
-/// long string, at its length. A `Value` already built is weighed by [`held_bytes`], the
+/// long string, at its length. A `Value` already built is weighed by `held_bytes`, the
 /// same estimate read from it.
 pub fn parsed_bytes(len: usize, cost: usize) -> usize {
     len.saturating_add(cost.saturating_mul(UNIT_BYTES))

@@ -261,8 +261,9 @@ pub(super) struct Conn {
     pub(super) notification_slots: Arc<tokio::sync::Semaphore>,
     /// The bytes of notifications those handlers may hold at once
     /// ([`PeerConfig::max_in_flight_bytes`]): each takes what its params hold parsed
-    /// ([`crate::jsonrpc::held_bytes`], capped at the limit) for as long as its handler runs; one that finds too few is not
-    /// handled and is reported ([`ServerDiagnostic::NotificationDroppedBytes`]).
+    /// ([`crate::jsonrpc::held_bytes`], capped at the limit) for as long as its handler
+    /// runs; one that finds too few is not handled and is reported
+    /// ([`ServerDiagnostic::NotificationDroppedBytes`]).
     pub(super) notification_bytes: Arc<tokio::sync::Semaphore>,
     /// Whether the ready handlers ([`ServerBuilder::on_first_ready`],
     /// [`ServerBuilder::on_ready`]) run now, and whether a policy Request was accepted

@@ -380,9 +380,11 @@ impl HostEvent {
     /// What the event holds, in bytes, as the host bounds the events waiting for the
     /// application (`host::HostConfig::max_event_bytes`,
     /// [`HostState::set_event_bytes`](super::HostState::set_event_bytes)): the heap a
-    /// push's params or a channel message holds once parsed ([`crate::jsonrpc::held_bytes`]), its strings
-    /// and tags, a change receipt's strings and impacts, and the event itself. Computed by
-    /// walking what it holds (linear in its size).
+    /// push's params or a channel message holds once parsed (estimated from its shape:
+    /// each value's slot, each string's bytes, a map node per six members, as
+    /// [`crate::jsonrpc::parsed_bytes`] estimates from a text), its strings and tags, a
+    /// change receipt's strings and impacts, and the event itself. Computed by walking what
+    /// it holds (linear in its size).
     pub fn weight(&self) -> usize {
         let tags = |t: &ExpandedTags| t.iter().map(|t| t.as_str().len()).sum::<usize>();
         let held = match self {
