@@ -62,7 +62,10 @@ impl Answer {
         match self {
             Answer::Encoded(e) => e.get().len(),
             Answer::Value(Ok(v)) => crate::jsonrpc::held_bytes(v),
-            Answer::Value(Err(e)) => e.message.len(),
+            // An error's `data` is a value like any result.
+            Answer::Value(Err(e)) => {
+                e.message.len() + e.data.as_ref().map_or(0, crate::jsonrpc::held_bytes)
+            }
         }
     }
 }
