@@ -50,9 +50,16 @@ impl<'de> serde::Deserialize<'de> for Head {
                     match key.as_ref() {
                         "id" => {
                             head.id_present = true;
+                            // A member named twice: the last one counts, as when built.
                             match map.next_value::<Scalar>()? {
-                                Scalar::Float(f) => head.number = serde_json::Number::from_f64(f),
-                                other => head.id = other.id(),
+                                Scalar::Float(f) => {
+                                    head.id = None;
+                                    head.number = serde_json::Number::from_f64(f);
+                                }
+                                other => {
+                                    head.number = None;
+                                    head.id = other.id();
+                                }
                             }
                         }
                         "method" => head.method = map.next_value::<Scalar>()?.text(),
@@ -243,4 +250,25 @@ pub(super) fn read_text(
         serde_json::from_str(trimmed).map(Top::Single)
     };
     (Read::Top(top), weight)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Head;
+    use crate::jsonrpc::RequestId;
+
+    /// An `id` named twice in a message refused unbuilt reads as the built message would:
+    /// the last one counts (serde_json keeps the last duplicate), whatever kinds they are.
+    #[test]
+    fn an_id_named_twice_reads_as_its_last() {
+        let h: Head = serde_json::from_str(r#"{"id":"x","id":2.0,"result":1}"#).unwrap();
+        assert_eq!(
+            (h.id, h.number.map(|n| n.to_string())),
+            (None, Some("2.0".into()))
+        );
+        let h: Head = serde_json::from_str(r#"{"id":2.0,"id":null,"result":1}"#).unwrap();
+        assert_eq!((h.id, h.number), (None, None));
+        let h: Head = serde_json::from_str(r#"{"id":2.0,"id":3,"result":1}"#).unwrap();
+        assert_eq!((h.id, h.number), (Some(RequestId::from(3u64)), None));
+    }
 }
