@@ -1,14 +1,15 @@
 //! A spawned server's stderr as the CLI shows it (`mcpl check`, `mcpl inspect`): made
-//! printable ([`crate::term::visible`]: every character a terminal acts on is written as
-//! its escape, newlines and tabs kept) and bounded, a line at [`LINE_BYTES`] and the whole
-//! at [`TOTAL_BYTES`]. A server that is broken, or not the program the user meant to run,
+//! printable (every character a terminal acts on is written as its escape, `\u{1b}`, with
+//! no exception: not even the colour sequences the CLI's own reports use, so a server
+//! cannot colour a forged `PASS`; newlines and tabs kept) and bounded, a line at
+//! [`LINE_BYTES`] and the whole at [`TOTAL_BYTES`]. A server that is broken, or not the program the user meant to run,
 //! wrote screen clears, OSC 52 clipboard writes or a line of megabytes straight into the
 //! user's terminal. Past the total bound the stderr is still read (a child blocked on a
 //! full pipe stops answering), only not shown. A CRLF line ending is shown as a newline.
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-/// Most bytes of one stderr line shown, as the server wrote them (4 KiB); the rest of a
+/// Most bytes of one stderr line shown, escapes as written out (4 KiB); the rest of a
 /// longer line is dropped and the line ends in `…`.
 pub const LINE_BYTES: usize = 4 * 1024;
 
@@ -110,22 +111,33 @@ impl Shown {
         if self.cut {
             return;
         }
-        if self.line + c.len_utf8() > LINE_BYTES {
+        let mut escaped = [0u8; 16];
+        let shown: &str = if crate::term::acts_on_terminal(c) {
+            let mut n = 0;
+            for e in c.escape_unicode() {
+                n += e
+                    .encode_utf8(escaped.get_mut(n..).unwrap_or_default())
+                    .len();
+            }
+            std::str::from_utf8(escaped.get(..n).unwrap_or_default()).unwrap_or_default()
+        } else {
+            c.encode_utf8(&mut escaped)
+        };
+        if self.line + shown.len() > LINE_BYTES {
             self.cut = true;
             out.push('…');
             return;
         }
-        self.line += c.len_utf8();
-        out.push(c);
+        self.line += shown.len();
+        out.push_str(shown);
     }
 
-    /// `text` made printable, within what is left of [`TOTAL_BYTES`].
-    fn bounded(&mut self, text: &str) -> String {
-        let shown = crate::term::visible(text);
+    /// `text` (printable already), within what is left of [`TOTAL_BYTES`].
+    fn bounded(&mut self, shown: &str) -> String {
         let left = TOTAL_BYTES.saturating_sub(self.total);
         if shown.len() <= left {
             self.total += shown.len();
-            return shown.into_owned();
+            return shown.to_owned();
         }
         let mut end = left;
         while !shown.is_char_boundary(end) {
@@ -168,8 +180,33 @@ pub fn spawn(
     mcpl::transport::child::ChildControl,
 )> {
     let (transport, control, stderr) = mcpl::transport::child::spawn_with_stderr(command)?;
-    tokio::spawn(copy(stderr));
+    let task = tokio::spawn(copy(stderr));
+    let mut copies = COPIES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    copies.retain(|t| !t.is_finished());
+    copies.push(task);
     Ok((transport, control))
+}
+
+/// The copies [`spawn`] started (finished ones dropped at each spawn), for [`drain`].
+static COPIES: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// How long [`drain`] waits at most for servers' stderr to end (500 ms, as `mcpl check`'s
+/// grace for it).
+pub const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Waits, at most [`DRAIN_GRACE`] in all, for every copy [`spawn`] started to show what its
+/// server wrote last, so a command ending does not cut a server's last lines (the runtime's
+/// end would cancel the copies mid-read). Call it before leaving the runtime.
+pub async fn drain() {
+    let copies = std::mem::take(
+        &mut *COPIES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let _ = tokio::time::timeout(DRAIN_GRACE, futures_util::future::join_all(copies)).await;
 }
 
 #[cfg(test)]
@@ -189,6 +226,21 @@ mod tests {
         assert_eq!(s.feed(b"yyy\nnext"), "\nnext");
         s.feed(b"\r");
         assert_eq!(s.finish(), "\\u{d}");
+    }
+
+    /// The CLI's own colour sequences are escaped too when the server writes them (a
+    /// coloured forged `PASS`), and a line's bound counts what is shown: 4,096 ESC bytes
+    /// are not 24 KiB of `\u{1b}` on one line.
+    #[test]
+    fn a_servers_colours_are_escaped_and_its_escapes_count_in_the_line_bound() {
+        let mut s = Shown::default();
+        assert_eq!(
+            s.feed(b"\x1b[32mPASS\x1b[0m\n"),
+            "\\u{1b}[32mPASS\\u{1b}[0m\n"
+        );
+        let out = s.feed(&[0x1b; LINE_BYTES]);
+        assert!(out.len() <= LINE_BYTES + '…'.len_utf8(), "{}", out.len());
+        assert!(out.ends_with('…') && !out.contains('\x1b'));
     }
 
     #[test]

@@ -159,7 +159,7 @@ const OWN_SEQUENCES: [&str; 6] = [
 /// Whether a terminal would act on `c` rather than show it: C0 and C1 controls (newline and
 /// tab aside), DEL, and the bidirectional overrides and isolates that reorder what is shown
 /// after them (the "Trojan Source" characters).
-fn acts_on_terminal(c: char) -> bool {
+pub(crate) fn acts_on_terminal(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }

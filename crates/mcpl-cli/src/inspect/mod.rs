@@ -160,7 +160,11 @@ pub fn main(args: InspectArgs) -> ExitCode {
     };
     let engine = Engine::new(settings);
     if args.repl {
-        return rt.block_on(repl::run(engine, args.json));
+        return rt.block_on(async move {
+            let code = repl::run(engine, args.json).await;
+            crate::server_stderr::drain().await;
+            code
+        });
     }
     rt.block_on(async move {
         let server = match http::bind(&args.host, args.port).await {
@@ -191,7 +195,9 @@ pub fn main(args: InspectArgs) -> ExitCode {
                 emit_err(&format!("mcpl inspect: {err}\n"));
             }
         });
-        match server.serve(Arc::new(engine)).await {
+        let served = server.serve(Arc::new(engine)).await;
+        crate::server_stderr::drain().await;
+        match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => usage(format!("the dashboard stopped: {e}")),
         }
