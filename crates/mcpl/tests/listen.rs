@@ -415,3 +415,38 @@ async fn a_serve_config_that_cannot_work_is_refused_before_anything_is_accepted(
     };
     assert!(at_least.defects().is_empty());
 }
+
+/// The listener's own values are judged with the rest of a `ServeConfig`: a handshake
+/// timeout under 1 ms (nearly every TLS or WebSocket handshake dropped) and a count of 0
+/// (nothing admitted, raised to 1 unsaid before) are refused before anything is accepted,
+/// each naming its field; the defaults pass.
+#[tokio::test]
+async fn a_listen_config_that_cannot_work_is_refused_by_serve() {
+    use mcpl::server::listen::serve;
+    assert!(ListenConfig::default().defects().is_empty());
+    let config = ServeConfig {
+        listen: ListenConfig {
+            handshake_timeout: Duration::ZERO,
+            max_connections: 0,
+            ..ListenConfig::default()
+        },
+        ..ServeConfig::default()
+    };
+    let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+    let run = tokio::time::timeout(
+        GUARD,
+        serve(mcpl::reference::server(), listener, config.clone()),
+    )
+    .await
+    .expect("serve started serving (hang guard)");
+    let Err(e) = run else { panic!("served") };
+    assert_eq!(e.defects, config.defects());
+    let message = e.to_string();
+    for field in [
+        "ServeConfig.listen.handshake_timeout",
+        "ServeConfig.listen.max_connections",
+    ] {
+        assert!(message.contains(field), "{field}: {message}");
+    }
+    assert_eq!(e.defects.len(), 2, "{message}");
+}

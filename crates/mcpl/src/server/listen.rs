@@ -49,7 +49,8 @@ impl ServeConfig {
     ///
     /// Reading (issue #20 sets no floor): an `initialize_timeout` under 1 ms closes every
     /// connection before its `initialize` could be read, so nothing could ever be served;
-    /// 1 ms is the floor [`crate::peer::PeerConfig::defects`] sets for its timeouts.
+    /// 1 ms is the floor [`crate::peer::PeerConfig::defects`] sets for its timeouts. The
+    /// listener's own values are judged by [`ListenConfig::defects`].
     pub fn defects(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.initialize_timeout.as_millis() < 1 {
@@ -59,6 +60,12 @@ impl ServeConfig {
                 self.initialize_timeout
             ));
         }
+        out.extend(self.listen.defects().into_iter().map(|d| {
+            format!(
+                "ServeConfig.listen.{}",
+                d.trim_start_matches("ListenConfig.")
+            )
+        }));
         out
     }
 }

@@ -108,6 +108,50 @@ impl Default for ListenConfig {
     }
 }
 
+impl ListenConfig {
+    /// The values of this configuration that cannot work, each naming its field
+    /// (`ListenConfig.…`); empty when it can accept. `server::listen::serve` refuses them
+    /// (through `ServeConfig::defects`). Readings: a `handshake_timeout` under 1 ms drops
+    /// nearly every TLS or WebSocket handshake before its first read (1 ms is the floor
+    /// `PeerConfig::defects` sets for timeouts); a count of 0 admits nothing, so it is a
+    /// mistake, not a way to refuse connections (the loop would raise it to 1 unsaid).
+    pub fn defects(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.handshake_timeout.as_millis() < 1 {
+            out.push(format!(
+                "ListenConfig.handshake_timeout is {:?}: give at least 1 ms (nearly every \
+                 handshake would be dropped before its first read)",
+                self.handshake_timeout
+            ));
+        }
+        for (name, value) in [
+            ("max_handshakes", self.max_handshakes),
+            (
+                "max_handshakes_per_address",
+                self.max_handshakes_per_address,
+            ),
+            ("max_connections", self.max_connections),
+            (
+                "max_connections_per_address",
+                self.max_connections_per_address,
+            ),
+        ] {
+            if value == 0 {
+                out.push(format!(
+                    "ListenConfig.{name} is 0: give at least 1 (0 would admit nothing)"
+                ));
+            }
+        }
+        if self.min_backoff > self.max_backoff {
+            out.push(format!(
+                "ListenConfig.min_backoff ({:?}) is over max_backoff ({:?})",
+                self.min_backoff, self.max_backoff
+            ));
+        }
+        out
+    }
+}
+
 impl std::fmt::Debug for ListenConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ListenConfig")
