@@ -78,7 +78,8 @@ pub fn gate_tagged_request(
 }
 
 /// The tag ontology of `feature_set` in the manifest in force, when its acceptance is
-/// standing (the accepted digest equals the current one, §16.5), with that digest.
+/// standing (the accepted digest equals the current one, §16.5), with that digest. A copy:
+/// [`expand_tags`] borrows it instead, as a per-event copy would cost the ontology's size.
 pub fn accepted_ontology(
     review: Option<&ManifestReview>,
     feature_set: &str,
@@ -108,11 +109,14 @@ pub fn expand_tags(
             issue,
         });
     }
-    let ontology = ev.feature_set.and_then(|fs| accepted_ontology(review, fs));
-    match &ontology {
-        Some((onto, digest)) => {
-            let fs = ev.feature_set.unwrap_or_default();
-            match OntologyAcceptance::accept(ev.source, fs, digest.as_str())
+    // Borrowed, never cloned: an event's cost must not grow with the accepted ontology
+    // (a copy per event made each small push cost megabytes; `host_ontology_per_event.rs`).
+    let ontology = ev
+        .feature_set
+        .and_then(|fs| review?.standing_ontology(fs).map(|(o, d)| (fs, o, d)));
+    match ontology {
+        Some((fs, onto, digest)) => {
+            match OntologyAcceptance::accept(ev.source, fs, digest)
                 .bind(onto, ev.source, fs, digest)
             {
                 Ok(accepted) => set.expand(&ev, &[accepted]),
