@@ -1,6 +1,7 @@
 //! Tag and id patterns and treatment rules (§16.7).
 
 use super::*;
+use std::ops::Bound;
 
 // Patterns and rules (§16.7)
 
@@ -56,6 +57,25 @@ impl TagPattern {
     /// Whether the pattern matches `tag`.
     pub fn matches(&self, tag: &Tag) -> bool {
         glob_match(self.0.as_bytes(), tag.0.as_bytes())
+    }
+
+    /// Whether the pattern matches some tag of `tags`: a pattern without `*` is one set
+    /// lookup, and a glob only runs over the tags that share its literal prefix, so a rule
+    /// list (an accepted ontology's suggestions are one rule per tag) is not evaluated as
+    /// every pattern against every tag.
+    pub fn matches_any(&self, tags: &ExpandedTags) -> bool {
+        let p = self.0.as_str();
+        match p.find('*') {
+            None => tags.0.contains(p),
+            Some(star) => {
+                // `*` is ASCII, so `star` is a char boundary.
+                let prefix = &p[..star];
+                tags.0
+                    .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                    .take_while(|t| t.0.starts_with(prefix))
+                    .any(|t| self.matches(t))
+            }
+        }
     }
 
     /// The pattern as written.
@@ -226,7 +246,7 @@ impl TreatmentRule {
     /// An accepted producer suggestion additionally only ever matches events from its own
     /// server and feature set: one server's suggestion never decides another's treatment.
     pub fn matches(&self, event: &AdmittedEvent<'_>, tags: &ExpandedTags) -> bool {
-        let hit = |p: &TagPattern| tags.0.iter().any(|t| p.matches(t));
+        let hit = |p: &TagPattern| p.matches_any(tags);
         let scoped = match &self.origin {
             RuleOrigin::Consumer => true,
             RuleOrigin::Producer {
@@ -362,6 +382,8 @@ impl TreatmentRules {
 
 /// Classic `*` wildcard matching over bytes (`*` matches any run, including an empty one).
 pub(super) fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    #[cfg(test)]
+    GLOB_CALLS.with(|c| c.set(c.get() + 1));
     let (mut p, mut t) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while t < text.len() {
@@ -380,4 +402,10 @@ pub(super) fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
         }
     }
     pattern[p..].iter().all(|&b| b == b'*')
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`glob_match`] ran on this thread (tests count evaluation work with it).
+    pub(super) static GLOB_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
