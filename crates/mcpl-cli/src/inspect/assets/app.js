@@ -12,21 +12,35 @@ function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = String(v);
+    if (k === 'class') e.className = str(v);
+    else if (k === 'text') e.textContent = str(v);
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else if (k === 'checked' || k === 'disabled' || k === 'value') e[k] = v;
-    else e.setAttribute(k, String(v));
+    else if (k === 'checked' || k === 'disabled') e[k] = v;
+    else if (k === 'value') e.value = str(v);
+    else e.setAttribute(k, str(v));
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null) continue;
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    e.append(c instanceof Node ? c : document.createTextNode(str(c)));
   }
   return e;
 }
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
 function fill(node, ...children) { clear(node); for (const c of children.flat()) if (c) node.append(c); return node; }
 function pretty(v) { return v === undefined ? '' : JSON.stringify(v, null, 2); }
+// Any value as display text, never throwing: the server shapes most of what is shown, and a
+// JSON object whose `toString` is not a function makes String() and `${}` throw, which
+// stopped every panel drawn after it for as long as the value was kept.
+function str(v) {
+  if (typeof v === 'string') return v;
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'object') return String(v);
+  try { return JSON.stringify(v); } catch (e) { return '[not shown]'; }
+}
+// A template literal whose substitutions go through str().
+function fmt(parts, ...vals) { return parts.reduce((acc, p, i) => acc + str(vals[i - 1]) + p); }
+// A list as `a, b, c` (nothing when it is not an array).
+function joined(list) { return Array.isArray(list) ? list.map(str).join(', ') : ''; }
 // Re-renders a part only when what it shows changed, so open details, typed text and
 // element identity survive the frequent state refreshes.
 const shown = {};
@@ -36,7 +50,7 @@ function changed(name, value) {
   shown[name] = key;
   return true;
 }
-function text(node, v) { node.textContent = v === undefined || v === null ? '' : String(v); }
+function text(node, v) { node.textContent = str(v); }
 
 async function api(path, body) {
   const opts = { headers: { 'X-MCPL-Token': TOKEN } };
@@ -78,7 +92,7 @@ const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
 const AUDIO_TYPES = ['audio/wav', 'audio/x-wav', 'audio/mpeg', 'audio/ogg', 'audio/webm', 'audio/mp4'];
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 function blockNode(b) {
-  if (!b || typeof b !== 'object') return el('pre', { text: String(b) });
+  if (!b || typeof b !== 'object') return el('pre', { text: str(b) });
   if (b.type === 'text') return el('pre', { text: b.text });
   if ((b.type === 'image' || b.type === 'audio') && typeof b.data === 'string' && BASE64.test(b.data)) {
     const allowed = b.type === 'image' ? IMAGE_TYPES : AUDIO_TYPES;
@@ -87,12 +101,12 @@ function blockNode(b) {
       return b.type === 'image' ? el('img', { class: 'block', src, alt: 'image from the server' })
         : el('audio', { controls: '', src });
     }
-    return el('pre', { text: `[${b.type} of type ${b.mimeType}: not shown]` });
+    return el('pre', { text: fmt`[${b.type} of type ${b.mimeType}: not shown]` });
   }
   if (b.type === 'resource' && b.resource) {
     const r = b.resource;
-    return el('div', { class: 'box' }, el('div', { class: 'mono', text: 'resource ' + (r.uri || '') }),
-      r.text !== undefined ? el('pre', { text: r.text }) : el('span', { class: 'muted', text: r.blob ? `blob, ${r.blob.length} base64 chars` : '' }));
+    return el('div', { class: 'box' }, el('div', { class: 'mono', text: 'resource ' + str(r.uri) }),
+      r.text !== undefined ? el('pre', { text: r.text }) : el('span', { class: 'muted', text: r.blob ? fmt`blob, ${r.blob.length} base64 chars` : '' }));
   }
   return el('pre', { class: 'json', text: pretty(b) });
 }
@@ -122,17 +136,14 @@ function render(s) {
   text($('conn-generation'), c.generation);
   text($('conn-mode'), c.mode || '');
   text($('conn-protocol'), c.protocolVersion || '');
-  text($('conn-server'), c.serverInfo ? `${c.serverInfo.name || ''} ${c.serverInfo.version || ''}` : '');
+  text($('conn-server'), c.serverInfo ? fmt`${c.serverInfo.name || ''} ${c.serverInfo.version || ''}` : '');
   text($('adv-host'), pretty(c.hostAdvertisement));
   text($('adv-server'), c.serverAdvertisement === undefined || c.serverAdvertisement === null
     ? '(no experimental.mcpl: MCP-only)' : pretty(c.serverAdvertisement));
-  renderGrant(s);
-  renderTools(s);
-  renderHooks(s);
-  renderRequests(s);
-  renderEvents(s);
-  renderManifest(s);
-  renderCheck(s);
+  // Each panel on its own: one a server's data breaks must not leave the others stale.
+  for (const panel of [renderGrant, renderTools, renderHooks, renderRequests, renderEvents, renderManifest, renderCheck]) {
+    try { panel(s); } catch (e) { console.error(`mcpl inspect: ${panel.name} failed`, e); }
+  }
 }
 
 // ---- grant ---------------------------------------------------------------------------------
@@ -223,9 +234,9 @@ function renderFeatureSets(s) {
     const then = preview && preview.featureSets ? preview.featureSets[name] : null;
     const status = (x) => !x ? el('span', { class: 'muted', text: '—' })
       : x.available ? el('span', { class: 'ok', text: 'available' })
-        : el('span', { class: 'bad', text: `unavailable: ${x.reason || ''}${x.missingCapabilities && x.missingCapabilities.length ? ' (missing ' + x.missingCapabilities.join(', ') + ')' : ''}` });
+        : el('span', { class: 'bad', text: fmt`unavailable: ${x.reason || ''}${x.missingCapabilities && x.missingCapabilities.length ? ' (missing ' + joined(x.missingCapabilities) + ')' : ''}` });
     tbody.append(el('tr', {}, el('td', { class: 'mono', text: name, title: fs.description || '' }),
-      el('td', { class: 'mono', text: (fs.uses || []).join(', ') }), el('td', {}, status(now)), el('td', {}, status(then))));
+      el('td', { class: 'mono', text: joined(fs.uses) }), el('td', {}, status(now)), el('td', {}, status(then))));
   }
 }
 function receiptNode(p) {
@@ -235,15 +246,15 @@ function receiptNode(p) {
   if (!r) {
     box.append(el('div', { class: 'bad', text: 'no usable receipt: nothing widened' }));
   } else if (r.accepted) {
-    box.append(el('div', { class: 'ok', text: 'accepted' + (r.mode ? ` (mode ${r.mode})` : '') }));
+    box.append(el('div', { class: 'ok', text: 'accepted' + (r.mode ? fmt` (mode ${r.mode})` : '') }));
     for (const u of r.unavailableFeatures || []) {
-      box.append(el('div', {}, el('span', { class: 'mono', text: u.featureSet }), ` ${u.effect || ''}: ${u.reason || ''}`,
-        u.missingCapabilities && u.missingCapabilities.length ? ` (missing ${u.missingCapabilities.join(', ')})` : ''));
+      box.append(el('div', {}, el('span', { class: 'mono', text: u.featureSet }), fmt` ${u.effect || ''}: ${u.reason || ''}`,
+        u.missingCapabilities && u.missingCapabilities.length ? fmt` (missing ${joined(u.missingCapabilities)})` : ''));
     }
   } else {
-    box.append(el('div', { class: 'bad', text: `refused, fallback ${r.fallback}` + (r.reason ? `: ${r.reason}` : '') }));
+    box.append(el('div', { class: 'bad', text: fmt`refused, fallback ${r.fallback}` + (r.reason ? fmt`: ${r.reason}` : '') }));
   }
-  const line = (label, list) => list && list.length ? el('div', {}, el('span', { class: 'muted', text: label + ' ' }), el('span', { class: 'mono', text: list.join(', ') })) : null;
+  const line = (label, list) => list && list.length ? el('div', {}, el('span', { class: 'muted', text: label + ' ' }), el('span', { class: 'mono', text: joined(list) })) : null;
   for (const l of [line('narrowed:', p.narrowed), line('activated:', p.activated),
     line('not activated:', p.notActivated), line('grant in force:', p.grant)]) if (l) box.append(l);
   box.append(el('details', {}, el('summary', { text: 'receipt JSON' }), el('pre', { class: 'json', text: pretty(r) })));
@@ -257,7 +268,7 @@ function buildNarrow(sets) {
 // ---- tools ---------------------------------------------------------------------------------
 
 let toolsKey = null;
-function tools(s) { return (s.tools && Array.isArray(s.tools.tools)) ? s.tools.tools : []; }
+function tools(s) { return (s.tools && Array.isArray(s.tools.tools)) ? s.tools.tools.filter((t) => t && typeof t === 'object') : []; }
 function renderTools(s) {
   const list = tools(s);
   const key = JSON.stringify(list.map((t) => t.name));
@@ -275,13 +286,15 @@ function buildToolForm() {
   const form = clear($('tool-form'));
   text($('tool-description'), t ? t.description || '' : 'Press tools/list to list the server\'s tools.');
   if (!t) return;
-  const schema = t.inputSchema || {};
-  const required = schema.required || [];
-  for (const [name, prop] of Object.entries(schema.properties || {})) {
+  const schema = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : {};
+  const required = Array.isArray(schema.required) ? schema.required : [];
+  const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
+  for (const [name, p] of Object.entries(props)) {
+    const prop = p && typeof p === 'object' ? p : {};
     const id = 'arg-' + name;
     let input;
     if (Array.isArray(prop.enum)) {
-      input = el('select', { id, 'data-arg': name, 'data-kind': 'json' }, prop.enum.map((v) => el('option', { value: JSON.stringify(v), text: String(v) })));
+      input = el('select', { id, 'data-arg': name, 'data-kind': 'json' }, prop.enum.map((v) => el('option', { value: JSON.stringify(v), text: str(v) })));
     } else if (prop.type === 'boolean') {
       input = el('input', { id, type: 'checkbox', 'data-arg': name, 'data-kind': 'boolean' });
     } else if (prop.type === 'number' || prop.type === 'integer') {
@@ -336,15 +349,15 @@ function renderHooks(s) {
   if (!changed('hook', last)) return;
   const box = $('hook-result');
   if (!last) { clear(box); return; }
-  const injections = (label, list) => el('div', {}, el('h3', { text: `${label} (${list.length})` }),
-    list.map((a) => el('div', { class: 'box' }, el('div', { class: 'muted', text: `${a.server} · ${a.injection.namespace || ''}` }), contentNodes(a.injection.content))));
-  fill(box, el('div', {}, el('div', { class: 'muted', text: `${last.inferenceId} · consulted ${last.consulted.join(', ') || 'no server'} · lifecycle: ${last.lifecycle}` }),
+  const injections = (label, list) => el('div', {}, el('h3', { text: fmt`${label} (${list.length})` }),
+    list.map((a) => el('div', { class: 'box' }, el('div', { class: 'muted', text: fmt`${a.server} · ${a.injection.namespace || ''}` }), contentNodes(a.injection.content))));
+  fill(box, el('div', {}, el('div', { class: 'muted', text: fmt`${last.inferenceId} · consulted ${joined(last.consulted) || 'no server'} · lifecycle: ${last.lifecycle}` }),
     injections('system', last.system), injections('beforeUser', last.beforeUser), injections('afterUser', last.afterUser),
-    el('h3', { text: `dropped by the host (${last.rejected.length})` }),
+    el('h3', { text: fmt`dropped by the host (${last.rejected.length})` }),
     last.rejected.map((r) => el('div', { class: 'box error' }, el('strong', { text: r.category }), ' ', r.reason,
       el('pre', { class: 'json', text: pretty(r.injection) }))),
     last.failures.length ? el('h3', { text: 'failures' }) : null,
-    last.failures.map((f) => errorBox(`${f.server}: ${f.detail}`))));
+    last.failures.map((f) => errorBox(fmt`${f.server}: ${f.detail}`))));
 }
 
 // ---- server → host requests ----------------------------------------------------------------
@@ -365,7 +378,7 @@ function renderRequests(s) {
       const isModel = p.method === 'model/info';
       const area = el('textarea', { rows: 2, 'data-answer': p.id }, isModel ? 'mcpl-inspect' : p.suggested);
       box.append(el('div', { class: 'box' },
-        el('div', {}, el('strong', { text: `#${p.id} ${p.method}` }), el('span', { class: 'muted', text: ` since ${p.since}` })),
+        el('div', {}, el('strong', { text: fmt`#${p.id} ${p.method}` }), el('span', { class: 'muted', text: fmt` since ${p.since}` })),
         el('details', {}, el('summary', { text: 'params' }), el('pre', { class: 'json', text: pretty(p.params) })),
         el('label', { class: 'muted', text: isModel ? 'model id' : 'answer text' }), area,
         el('div', { class: 'row' },
@@ -374,7 +387,7 @@ function renderRequests(s) {
     }
   }
   if (changed('answered', s.answered)) fill($('answered'), (s.answered || []).slice().reverse().map((a) => el('li', {},
-    el('strong', { text: a.method }), el('span', { class: 'muted', text: ` ${a.by} · ${a.since}` }),
+    el('strong', { text: a.method }), el('span', { class: 'muted', text: fmt` ${a.by} · ${a.since}` }),
     el('pre', { text: a.answer && a.answer.result !== undefined ? pretty(a.answer.result) : pretty(a.answer) }))));
 }
 
@@ -385,12 +398,12 @@ function tagNodes(e) {
   return (e.tags || []).map((t) => el('span', { class: 'tag' + (wire.includes(t) ? '' : ' implied'), title: wire.includes(t) ? 'sent' : 'implied (§16.3)', text: t }));
 }
 function renderEvents(s) {
-  text($('event-count'), `(${s.eventCount} kept)`);
+  text($('event-count'), fmt`(${s.eventCount} kept)`);
   if (changed('events', s.events.map((e) => [e.generation, e.seq]))) fill($('events'), s.events.slice().reverse().map((e) => {
     const head = el('div', {}, el('strong', { text: e.kind }), ' ');
     let body = null;
     if (e.kind === 'push') {
-      head.append(el('span', { class: 'mono', text: `${e.featureSet} · ${e.eventId}` }));
+      head.append(el('span', { class: 'mono', text: fmt`${e.featureSet} · ${e.eventId}` }));
       body = contentNodes(e.params && e.params.payload ? e.params.payload.content : '');
     } else if (e.kind === 'channel') {
       head.append(el('span', { class: 'mono', text: e.channelId }));
@@ -401,20 +414,20 @@ function renderEvents(s) {
       head.append(el('span', { text: e.mode }));
     }
     const meta = el('div', { class: 'meta' }, tagNodes(e),
-      e.treatment ? el('span', { text: ` → ${typeof e.treatment.behavior === 'string' ? e.treatment.behavior : JSON.stringify(e.treatment.behavior)} (rule ${e.treatment.rule})` }) : null,
-      el('span', { text: ` · ${e.time} · connection ${e.generation}` }));
+      e.treatment ? el('span', { text: fmt` → ${typeof e.treatment.behavior === 'string' ? e.treatment.behavior : JSON.stringify(e.treatment.behavior)} (rule ${e.treatment.rule})` }) : null,
+      el('span', { text: fmt` · ${e.time} · connection ${e.generation}` }));
     return el('li', { class: 'event ' + e.kind, 'data-seq': e.seq }, head, body, meta);
   }));
   if (changed('channels', s.channels)) renderChannels(s);
   if (changed('streams', s.streams)) fill($('streams'), (s.streams || []).slice().reverse().map((st) => el('li', {},
-    el('span', { class: 'mono', text: `${st.inferenceId} → ${st.channelId}` }),
-    el('span', { class: st.outcome ? 'bad' : 'muted', text: st.outcome ? ` ${st.outcome}` : ` ${st.chunks} chunks, completed` }))));
+    el('span', { class: 'mono', text: fmt`${st.inferenceId} → ${st.channelId}` }),
+    el('span', { class: st.outcome ? 'bad' : 'muted', text: st.outcome ? fmt` ${st.outcome}` : fmt` ${st.chunks} chunks, completed` }))));
 }
 function renderChannels(s) {
   const tbody = clear($('channels'));
   for (const c of s.channels) {
     const d = c.descriptor || {};
-    const input = el('input', { type: 'text', placeholder: 'text', 'aria-label': 'text for ' + c.id });
+    const input = el('input', { type: 'text', placeholder: 'text', 'aria-label': 'text for ' + str(c.id) });
     const out = $('channel-result');
     const send = (path) => async () => {
       const r = await api(path, { channelId: c.id, text: input.value });
@@ -422,7 +435,7 @@ function renderChannels(s) {
       scheduleState();
     };
     tbody.append(el('tr', {}, el('td', { class: 'mono', text: c.id }),
-      el('td', {}, el('div', { text: `${d.type || ''} ${d.label ? '· ' + d.label : ''} ${d.direction ? '· ' + d.direction : ''}` }),
+      el('td', {}, el('div', { text: fmt`${d.type || ''} ${d.label ? '· ' + str(d.label) : ''} ${d.direction ? '· ' + str(d.direction) : ''}` }),
         el('details', {}, el('summary', { text: 'descriptor' }), el('pre', { class: 'json', text: pretty(c.descriptor) }))),
       el('td', {}, input, el('div', { class: 'row' },
         el('button', { type: 'button', text: 'Publish', onclick: send('/api/channels/publish') }),
@@ -445,7 +458,7 @@ function renderManifest(s) {
   if (changed('manifestChanges', s.manifestChanges)) fill($('man-changes'), (s.manifestChanges || []).slice().reverse().map((c) => {
     const r = c.receipt || {};
     return el('div', { class: 'box' },
-      el('div', {}, el('strong', { text: (r.domains || []).join(', ') || 'no domain' }), el('span', { class: 'muted', text: ` · ${r.previousRevision || '?'} → ${r.revision || '?'} · ${c.time}` })),
+      el('div', {}, el('strong', { text: joined(r.domains) || 'no domain' }), el('span', { class: 'muted', text: fmt` · ${r.previousRevision || '?'} → ${r.revision || '?'} · ${c.time}` })),
       el('table', { class: 'grid' }, el('tbody', {}, (r.impacts || []).map((i) => el('tr', {},
         el('td', { class: 'mono', text: i.impact }), el('td', { text: i.disposition }), el('td', { class: 'mono', text: i.subject }), el('td', { class: 'muted', text: i.reason || '' }))))),
       el('details', {}, el('summary', { text: 'fetched manifest' }), el('pre', { class: 'json', text: pretty(c.manifest) })));
@@ -465,7 +478,7 @@ function renderCheck(s) {
   if (last.error) { box.append(errorBox(last.error)); return; }
   const rep = last.report || {};
   const sum = rep.summary || {};
-  box.append(el('div', { class: (sum.fail ? 'bad' : 'ok'), text: `${sum.pass || 0} passed, ${sum.fail || 0} failed, ${sum.warn || 0} warned, ${sum.skip || 0} skipped (exit ${last.exitCode})` }));
+  box.append(el('div', { class: (sum.fail ? 'bad' : 'ok'), text: fmt`${sum.pass || 0} passed, ${sum.fail || 0} failed, ${sum.warn || 0} warned, ${sum.skip || 0} skipped (exit ${last.exitCode})` }));
   box.append(el('table', { class: 'grid' }, el('tbody', {}, (rep.checks || []).map((k) => el('tr', {},
     el('td', { class: k.status === 'fail' ? 'bad' : k.status === 'pass' ? 'ok' : k.status === 'warn' ? 'warn' : 'muted', text: k.status }),
     el('td', { class: 'mono', text: k.id }), el('td', { class: 'muted', text: k.section }), el('td', { text: k.detail }))))));
@@ -501,9 +514,9 @@ async function loadLog() {
   el('td', { text: e.seq }), el('td', { text: (e.time || '').slice(11, 23) }), el('td', { text: arrow[e.dir] || '', title: e.dir }),
   el('td', { text: e.kind }), el('td', { text: e.method || '' }), el('td', { text: e.id || '' }),
   el('td', { text: e.bytes + (e.truncated ? ' (cut)' : '') }),
-  el('td', { class: 'mark' }, e.marks.map((m) => el('div', { text: `${m.section} ${m.rule}`, title: m.detail }))),
+  el('td', { class: 'mark' }, e.marks.map((m) => el('div', { text: fmt`${m.section} ${m.rule}`, title: m.detail }))),
   el('td', { class: 'frame', text: e.preview }))));
-  text($('log-status'), `${p.kept} kept of at most ${p.bounds.entries} (${p.evicted} older dropped) · newest #${p.lastSeq}` + (logBefore !== null ? ` · showing before #${logBefore}` : ' · live'));
+  text($('log-status'), fmt`${p.kept} kept of at most ${p.bounds.entries} (${p.evicted} older dropped) · newest #${p.lastSeq}` + (logBefore !== null ? fmt` · showing before #${logBefore}` : ' · live'));
 }
 async function showEntry(seq) {
   selectedSeq = seq;
@@ -512,8 +525,8 @@ async function showEntry(seq) {
   if (!e || e.ok === false) { text(d, e ? e.error : ''); return; }
   let body = e.text;
   if (!e.truncated) { try { body = pretty(JSON.parse(e.text)); } catch (_) { /* shown as text */ } }
-  const marks = e.marks.map((m) => `${m.section} ${m.rule}: ${m.detail}`).join('\n');
-  text(d, (marks ? marks + '\n\n' : '') + (e.truncated ? `(cut: ${e.bytes} bytes, first ${e.text.length} kept)\n` : '') + body);
+  const marks = e.marks.map((m) => fmt`${m.section} ${m.rule}: ${m.detail}`).join('\n');
+  text(d, (marks ? marks + '\n\n' : '') + (e.truncated ? fmt`(cut: ${e.bytes} bytes, first ${e.text.length} kept)\n` : '') + body);
   for (const tr of document.querySelectorAll('#log-rows tr')) tr.classList.toggle('selected', Number(tr.dataset.seq) === seq);
 }
 
