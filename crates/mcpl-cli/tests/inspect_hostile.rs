@@ -818,3 +818,35 @@ fn restart_answers_when_every_write_slot_is_taken() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["result"]["generation"], 2, "{r}");
 }
+
+/// Channel descriptors are remembered by their id: the descriptor was kept within 4 KiB, but
+/// its id, the key it was kept under, whole, so 4,096 `channels/register` frames each with
+/// one channel whose id is 4 MiB (every one refused by the host) took 16 GiB; 64 of them
+/// took the inspector past 256 MiB here. Now a descriptor whose id alone is over the 4 KiB a
+/// descriptor may take is not remembered (the host refuses it; it names no channel).
+#[test]
+fn register_frames_with_huge_channel_ids_are_not_remembered_whole() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let long = "i".repeat(4 << 20);
+    let frame: String = (0..64)
+        .map(|n| {
+            let d = json!({ "id": format!("{n}{long}"), "type": "chat", "direction": "inbound" });
+            format!(
+                "{}\n",
+                json!({ "jsonrpc": "2.0", "id": format!("reg{n}"), "method": "channels/register",
+                        "params": { "channels": [d] } })
+            )
+        })
+        .collect();
+    drop(long);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || server_sending(listener, frame, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    rx.recv_timeout(WAIT).expect("the host read the frames");
+    let state = insp.get("/api/state");
+    assert_eq!(state["channels"], json!([]), "{state}");
+    if let Some(peak) = peak_kib(insp.child.id()) {
+        assert!(peak < 160 * 1024, "peak resident {peak} KiB");
+    }
+}

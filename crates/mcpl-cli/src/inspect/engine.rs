@@ -50,7 +50,7 @@ pub const MAX_HISTORY: usize = 50;
 pub const MAX_DESCRIPTORS: usize = 4096;
 /// Most bytes of one remembered channel descriptor as JSON, the library host's own bound
 /// (`session::ChannelLimits::max_descriptor_bytes`); a longer one (which the host refuses)
-/// is kept cut ([`kept_descriptor`]), so the descriptors hold at most 16 MiB.
+/// is kept cut ([`kept_descriptor`]), one with a longer id not at all: 32 MiB with the ids.
 pub const MAX_DESCRIPTOR_BYTES: usize = 4096;
 /// Capacity of the live-update broadcast; a subscriber that falls further behind is told
 /// to reload (`{"type":"resync"}`).
@@ -637,7 +637,9 @@ impl Engine {
                 });
                 upserts.extend(list("updated"));
                 for d in upserts {
-                    if let Some(cid) = d.get("id").and_then(Value::as_str) {
+                    // An id over MAX_DESCRIPTOR_BYTES names no channel (the host refuses it).
+                    let cid = d.get("id").and_then(Value::as_str);
+                    if let Some(cid) = cid.filter(|c| c.len() <= MAX_DESCRIPTOR_BYTES) {
                         if st.descriptors.len() < MAX_DESCRIPTORS
                             || st.descriptors.contains_key(cid)
                         {
