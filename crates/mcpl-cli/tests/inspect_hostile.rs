@@ -850,3 +850,36 @@ fn register_frames_with_huge_channel_ids_are_not_remembered_whole() {
         assert!(peak < 160 * 1024, "peak resident {peak} KiB");
     }
 }
+
+/// An event is kept within `MAX_EVENT_BYTES` (64 KiB) by cutting its biggest members, but
+/// the list of members cut left out the feature set's name: a server declaring a feature set
+/// whose name is 200 KB and pushing under it had each of its 1,000 kept events hold the name
+/// whole (a name as long as a manifest allows: 16 GB). Now the name is cut as params are.
+#[test]
+fn an_event_under_a_huge_feature_set_name_is_kept_cut() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let name = "n".repeat(200_000);
+    let manifest = json!({ "version": "0.5", "pushEvents": true, "featureSets": {
+        name.clone(): { "description": "pushes", "uses": ["pushEvents"] } } });
+    std::thread::spawn(move || {
+        scripted_server(listener, "pusher", manifest, || {
+            vec![
+                json!({ "jsonrpc": "2.0", "id": "p1", "method": "push/event",
+                "params": { "featureSet": name, "eventId": "e1", "timestamp": "2026-01-01T00:00:00Z",
+                            "payload": { "content": [{ "type": "text", "text": "hi" }] } } }),
+            ]
+        })
+    });
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let ev = events.until("the push", |v| {
+        v["type"] == "event" && v["event"]["kind"] == "push"
+    });
+    let size = ev["event"].to_string().len();
+    assert!(size <= 64 * 1024 + 1024, "a {size} byte event");
+    let state = insp.get("/api/state");
+    let kept = state["events"].as_array().unwrap();
+    assert!(!kept.is_empty(), "{state}");
+    assert!(kept.iter().all(|e| e.to_string().len() <= 64 * 1024 + 1024));
+}

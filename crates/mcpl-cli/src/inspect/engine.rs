@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::kept::{bound_bytes, kept_descriptor, push_bounded};
+use super::kept::{bound_bytes, kept_descriptor, push_bounded, EVENT_CUT};
 use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
 use super::rules::{self, About};
 use crate::check::Target;
@@ -750,12 +750,7 @@ impl Engine {
             HostEvent::InputEnded => json!({ "kind": "end" }),
         };
         // Cut before the lock: serializing a 16 MiB event takes a while.
-        bound_bytes(
-            &mut v,
-            &[
-                "params", "message", "manifest", "receipt", "wireTags", "tags",
-            ],
-        );
+        bound_bytes(&mut v, EVENT_CUT);
         {
             let mut st = self.state();
             st.next_event += 1;

@@ -9,6 +9,20 @@ use serde_json::{json, Value};
 use super::engine::{MAX_DESCRIPTOR_BYTES, MAX_EVENT_BYTES};
 use super::log::PREVIEW_CHARS;
 
+/// The members of a kept event [`bound_bytes`] cuts, in order: every one a server sizes (the
+/// feature set's name and the channel and event ids too: a 200 KB name kept a 200 KB event).
+pub const EVENT_CUT: &[&str] = &[
+    "params",
+    "message",
+    "manifest",
+    "receipt",
+    "wireTags",
+    "tags",
+    "featureSet",
+    "channelId",
+    "eventId",
+];
+
 /// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,
 /// in order, are `keys`.
 pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
