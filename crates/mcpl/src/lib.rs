@@ -134,6 +134,7 @@
 #![warn(missing_docs)]
 
 pub mod capability;
+mod config_rules;
 pub mod jsonrpc;
 pub mod lifecycle;
 pub mod manifest;

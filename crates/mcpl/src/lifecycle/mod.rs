@@ -106,23 +106,24 @@ impl LifecycleConfig {
     /// timed out at once; `max_open_turns` 0 and `max_id_bytes` 0 were raised to 1 unseen;
     /// `remembered_terminals` 0 stays allowed (no second terminal is recognised: a choice).
     pub fn defects(&self) -> Vec<String> {
+        use crate::config_rules::{count, timeout};
         let mut out = Vec::new();
-        if self.safety_timeout.as_millis() < 1 {
-            out.push(format!(
-                "LifecycleConfig.safety_timeout is {:?}: give at least 1 ms (every turn \
-                 would end as timed out at once)",
-                self.safety_timeout
-            ));
-        }
+        timeout(
+            &mut out,
+            "LifecycleConfig.safety_timeout",
+            self.safety_timeout,
+            "every turn would end as timed out at once",
+        );
         for (field, value) in [
             ("max_open_turns", self.max_open_turns),
             ("max_id_bytes", self.max_id_bytes),
         ] {
-            if value == 0 {
-                out.push(format!(
-                    "LifecycleConfig.{field} is 0: give at least 1 (0 was raised to 1 unseen)"
-                ));
-            }
+            count(
+                &mut out,
+                &format!("LifecycleConfig.{field}"),
+                value,
+                "0 was raised to 1 unseen",
+            );
         }
         out
     }

@@ -293,12 +293,7 @@ impl PeerConfig {
             ),
         ];
         for (field, timeout, why) in timeouts {
-            if let Some(d) = timeout.filter(|d| d.as_millis() < 1) {
-                out.push(format!(
-                    "{} is Some({d:?}): give at least 1 ms, or None for no limit ({why})",
-                    name(field)
-                ));
-            }
+            crate::config_rules::optional_timeout(&mut out, &name(field), timeout, why);
         }
         let never = "every message would be refused";
         let raised = "0 was raised to 1 unseen";
@@ -325,9 +320,7 @@ impl PeerConfig {
             ),
         ];
         for (field, value, why) in counts {
-            if value == 0 {
-                out.push(format!("{} is 0: give at least 1 ({why})", name(field)));
-            }
+            crate::config_rules::count(&mut out, &name(field), value, why);
         }
         out
     }

@@ -53,13 +53,12 @@ impl ServeConfig {
     /// listener's own values are judged by [`ListenConfig::defects`].
     pub fn defects(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.initialize_timeout.as_millis() < 1 {
-            out.push(format!(
-                "ServeConfig.initialize_timeout is {:?}: give at least 1 ms (every connection \
-                 would be closed before its initialize could be read)",
-                self.initialize_timeout
-            ));
-        }
+        crate::config_rules::timeout(
+            &mut out,
+            "ServeConfig.initialize_timeout",
+            self.initialize_timeout,
+            "every connection would be closed before its initialize could be read",
+        );
         out.extend(self.listen.defects().into_iter().map(|d| {
             format!(
                 "ServeConfig.listen.{}",

@@ -116,14 +116,14 @@ impl ListenConfig {
     /// `PeerConfig::defects` sets for timeouts); a count of 0 admits nothing, so it is a
     /// mistake, not a way to refuse connections (the loop would raise it to 1 unsaid).
     pub fn defects(&self) -> Vec<String> {
+        use crate::config_rules::{count, timeout};
         let mut out = Vec::new();
-        if self.handshake_timeout.as_millis() < 1 {
-            out.push(format!(
-                "ListenConfig.handshake_timeout is {:?}: give at least 1 ms (nearly every \
-                 handshake would be dropped before its first read)",
-                self.handshake_timeout
-            ));
-        }
+        timeout(
+            &mut out,
+            "ListenConfig.handshake_timeout",
+            self.handshake_timeout,
+            "nearly every handshake would be dropped before its first read",
+        );
         for (name, value) in [
             ("max_handshakes", self.max_handshakes),
             (
@@ -136,11 +136,12 @@ impl ListenConfig {
                 self.max_connections_per_address,
             ),
         ] {
-            if value == 0 {
-                out.push(format!(
-                    "ListenConfig.{name} is 0: give at least 1 (0 would admit nothing)"
-                ));
-            }
+            count(
+                &mut out,
+                &format!("ListenConfig.{name}"),
+                value,
+                "0 would admit nothing",
+            );
         }
         if self.min_backoff > self.max_backoff {
             out.push(format!(

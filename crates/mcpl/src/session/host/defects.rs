@@ -67,31 +67,29 @@ impl HostRules {
     /// `HostRules` (`channels.max_channels`, say): `HostConfig` names them as its own.
     pub(crate) fn defects_named(&self, name: &dyn Fn(&'static str) -> String) -> Vec<String> {
         let mut out = Vec::new();
-        let mut at_least = |field: &'static str, value: u128, min: u128, unit: &str, why: &str| {
-            if value < min {
-                out.push(format!(
-                    "{} is {value}{unit}: give at least {min}{unit} ({why})",
-                    name(field)
-                ));
-            }
-        };
-        let never = "nothing could ever pass";
-        let late = "every wait would end at once";
         for (field, d) in [
             ("initialize_timeout", self.initialize_timeout),
             ("policy_timeout", self.policy_timeout),
             ("hook_timeout", self.hook_timeout),
             ("manifest_timeout", self.manifest_timeout),
         ] {
-            at_least(field, d.as_millis(), 1, " ms", late);
+            crate::config_rules::timeout(&mut out, &name(field), d, "every wait would end at once");
         }
+        let mut at_least = |field: &'static str, value: u128, min: u128, why: &str| {
+            if value < min {
+                out.push(format!(
+                    "{} is {value}: give at least {min} ({why})",
+                    name(field)
+                ));
+            }
+        };
+        let never = "nothing could ever pass";
         let burst = u128::from(self.manifest_fetch_burst);
-        at_least("manifest_fetch_burst", burst, 1, "", never);
+        at_least("manifest_fetch_burst", burst, 1, never);
         at_least(
             "suspend_after_failures",
             u128::from(self.suspend_after_failures),
             2,
-            "",
             "§17.5: MCPL is never suspended on a single failure",
         );
         let c = &self.channels;
@@ -139,13 +137,12 @@ impl HostRules {
             ),
         ];
         for (field, value, why) in counts {
-            at_least(field, value as u128, 1, "", why);
+            at_least(field, value as u128, 1, why);
         }
         at_least(
             "channels.max_descriptor_bytes",
             c.max_descriptor_bytes as u128,
             1,
-            "",
             "every channel descriptor would be rejected (§14.2)",
         );
         let rate = self.manifest_fetch_per_sec;

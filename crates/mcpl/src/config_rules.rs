@@ -1,0 +1,35 @@
+//! The one rule every configuration's `defects` applies to its timeouts and counts
+//! (`PeerConfig`, `LifecycleConfig`, `HostRules`, `ListenConfig`, `ServeConfig`): a timeout
+//! under [`MIN_TIMEOUT`] ends every wait at once, and a count of 0 admits nothing (or was
+//! raised to 1 unsaid), so both are a user's mistake, reported naming the field.
+
+use std::time::Duration;
+
+/// The shortest timeout a configuration takes (1 ms): under it, every wait ends at once.
+pub(crate) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Adds `"{field} is {d:?}: give at least 1 ms ({why})"` to `out` when `d` is under
+/// [`MIN_TIMEOUT`].
+pub(crate) fn timeout(out: &mut Vec<String>, field: &str, d: Duration, why: &str) {
+    if d < MIN_TIMEOUT {
+        out.push(format!("{field} is {d:?}: give at least 1 ms ({why})"));
+    }
+}
+
+/// [`timeout`] for a timeout `None` turns off: `Some` under [`MIN_TIMEOUT`] is the mistake.
+// Only `PeerConfig` (the runtime's) has such timeouts.
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+pub(crate) fn optional_timeout(out: &mut Vec<String>, field: &str, d: Option<Duration>, why: &str) {
+    if let Some(d) = d.filter(|d| *d < MIN_TIMEOUT) {
+        out.push(format!(
+            "{field} is Some({d:?}): give at least 1 ms, or None for no limit ({why})"
+        ));
+    }
+}
+
+/// Adds `"{field} is 0: give at least 1 ({why})"` to `out` when `value` is 0.
+pub(crate) fn count(out: &mut Vec<String>, field: &str, value: usize, why: &str) {
+    if value == 0 {
+        out.push(format!("{field} is 0: give at least 1 ({why})"));
+    }
+}
