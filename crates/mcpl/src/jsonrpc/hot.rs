@@ -3,15 +3,18 @@
 //! and the tree was most of its allocations. [`parse_lifecycle`] reads the params from the
 //! text directly, and only where the result is exactly what the `Value` way gives
 //! ([`super::Message::parse`] then [`super::parse_params`]); anything else declines, and the
-//! caller takes the `Value` way as before.
+//! caller takes the `Value` way as before. A `tools/call` request's params are read the
+//! same way ([`parse_tools_call`]): the server's hottest request.
 
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::{Key, Version2};
-use crate::protocol::lifecycle::LifecycleParams;
+use super::{read_id, Key, RequestId, Version2};
+use crate::protocol::handshake::{ToolsCall, ToolsCallParams};
+use crate::protocol::lifecycle::{InferenceLifecycle, LifecycleParams};
+use crate::protocol::Method as _;
 
 /// How a host writing the members in `Message::to_json`'s order (as this crate's does)
 /// starts the line of an `inference/lifecycle` notification whose params are an object.
@@ -41,28 +44,6 @@ pub(crate) fn parse_lifecycle(text: &str) -> Option<LifecycleParams> {
 /// One `inference/lifecycle` notification's params, read from its whole text.
 struct Lifecycle(LifecycleParams);
 
-/// The method member: exactly `inference/lifecycle` (after unescaping).
-struct LifecycleMethod;
-
-impl<'de> Deserialize<'de> for LifecycleMethod {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = LifecycleMethod;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("the string \"inference/lifecycle\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<LifecycleMethod, E> {
-                match v {
-                    "inference/lifecycle" => Ok(LifecycleMethod),
-                    _ => Err(E::custom("another method")),
-                }
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
 impl<'de> Deserialize<'de> for Lifecycle {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -80,7 +61,7 @@ impl<'de> Deserialize<'de> for Lifecycle {
                             jsonrpc = true;
                         }
                         Key::Method if !method => {
-                            map.next_value::<LifecycleMethod>()?;
+                            map.next_value_seed(ExactStr(InferenceLifecycle::NAME))?;
                             method = true;
                         }
                         Key::Params if params.is_none() => params = Some(map.next_value()?),
@@ -99,10 +80,182 @@ impl<'de> Deserialize<'de> for Lifecycle {
     }
 }
 
+/// What follows the integer id of a `tools/call` request line as this crate's host writes
+/// it (`Message::to_json`'s sorted members: `id`, `jsonrpc`, `method`, `params`).
+const TOOLS_CALL_AFTER_ID: &str = ",\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{";
+
+/// The id and params of `text` when it is one `tools/call` request read the fast way (as
+/// [`parse_lifecycle`]); `None` sends it the `Value` way. Declined: a line not written as
+/// this crate's host writes one with an integer id (a cheap prefix test), a member named
+/// twice, a `result` or `error`, an id the envelope rule refuses or `null`, any syntax
+/// error, and params that are not an object holding `name` and only the members the type
+/// names (so `extra` is empty, as the `Value` way would leave it).
+pub(crate) fn parse_tools_call(text: &str) -> Option<(RequestId, ToolsCallParams)> {
+    let rest = text.strip_prefix("{\"id\":")?;
+    let digits = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'-')
+        .count();
+    if !rest.get(digits..)?.starts_with(TOOLS_CALL_AFTER_ID) {
+        return None;
+    }
+    let CallLine(id, params) = serde_json::from_str(text).ok()?;
+    Some((id, params))
+}
+
+/// One `tools/call` request's id and params, read from its whole text.
+struct CallLine(RequestId, ToolsCallParams);
+
+/// A method member that is exactly `name` (after unescaping); anything else is an error.
+struct ExactStr(&'static str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ExactStr {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for ExactStr {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the string {:?}", self.0)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        if v == self.0 {
+            Ok(())
+        } else {
+            Err(E::custom("another string"))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CallLine {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CallLine;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tools/call request")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallLine, A::Error> {
+                let (mut jsonrpc, mut method) = (false, false);
+                let (mut id, mut params) = (None, None);
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Jsonrpc if !jsonrpc => {
+                            map.next_value::<Version2>()?;
+                            jsonrpc = true;
+                        }
+                        Key::Id if id.is_none() => {
+                            let read = read_id(map.next_value()?).ok().flatten();
+                            id = Some(read.ok_or_else(|| A::Error::custom("not a request id"))?);
+                        }
+                        Key::Method if !method => {
+                            map.next_value_seed(ExactStr(ToolsCall::NAME))?;
+                            method = true;
+                        }
+                        Key::Params if params.is_none() => {
+                            let CallParams(p) = map.next_value()?;
+                            params = Some(p);
+                        }
+                        // Read as a `Value`, not skipped, as `Message::parse_object` does.
+                        Key::Other => drop(map.next_value::<Value>()?),
+                        _ => return Err(A::Error::custom("not a lone tools/call request")),
+                    }
+                }
+                match (jsonrpc, method, id, params) {
+                    (true, true, Some(id), Some(p)) => Ok(CallLine(id, p)),
+                    _ => Err(A::Error::custom("not a tools/call request")),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A member name of `tools/call` params (after unescaping); `Other` is any name the type
+/// does not name.
+enum ParamKey {
+    Name,
+    Arguments,
+    State,
+    Checkpoint,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ParamKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ParamKey, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ParamKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ParamKey, E> {
+                Ok(match v {
+                    "name" => ParamKey::Name,
+                    "arguments" => ParamKey::Arguments,
+                    "state" => ParamKey::State,
+                    "checkpoint" => ParamKey::Checkpoint,
+                    _ => ParamKey::Other,
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `tools/call` params holding only the members [`ToolsCallParams`] names, each once.
+struct CallParams(ToolsCallParams);
+
+impl<'de> Deserialize<'de> for CallParams {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CallParams;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("tools/call params")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallParams, A::Error> {
+                let mut name = None;
+                let (mut arguments, mut state, mut checkpoint) = (None, None, None);
+                while let Some(key) = map.next_key::<ParamKey>()? {
+                    match key {
+                        ParamKey::Name if name.is_none() => {
+                            name = Some(map.next_value::<String>()?)
+                        }
+                        ParamKey::Arguments if arguments.is_none() => {
+                            arguments = Some(map.next_value::<Option<_>>()?)
+                        }
+                        ParamKey::State if state.is_none() => {
+                            state = Some(map.next_value::<Option<_>>()?)
+                        }
+                        ParamKey::Checkpoint if checkpoint.is_none() => {
+                            checkpoint = Some(map.next_value::<Option<_>>()?)
+                        }
+                        _ => return Err(A::Error::custom("a member the type does not name")),
+                    }
+                }
+                let name = name.ok_or_else(|| A::Error::custom("no name"))?;
+                Ok(CallParams(ToolsCallParams {
+                    name,
+                    arguments: arguments.flatten(),
+                    state: state.flatten(),
+                    checkpoint: checkpoint.flatten(),
+                    extra: Default::default(),
+                }))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jsonrpc::{parse_params, Message};
+    use crate::protocol::handshake::ToolsCallParams;
 
     /// §10.5: whatever the fast way reads, the `Value` way reads the same message with the
     /// same params; and it reads the host's own lines.
@@ -148,6 +301,77 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"tools/call","params":{}}"#,
         ] {
             assert_eq!(parse_lifecycle(other), None, "{other}");
+        }
+    }
+
+    /// Whatever the fast way reads of a `tools/call` request, the `Value` way reads as the
+    /// same request with the same params; the host's own lines are read fast.
+    #[test]
+    fn tools_call_read_fast_is_what_the_value_way_reads() {
+        let start = |id: &str| format!("{{\"id\":{id}{TOOLS_CALL_AFTER_ID}");
+        let read = [
+            ("1", r#""arguments":{"text":"hello"},"name":"echo"}}"#),
+            (
+                "-7",
+                r#""name":"e\u0063ho","arguments":{"n":1.0,"d":{"x":[1,2e3]}}}}"#,
+            ),
+            (
+                "18446744073709551615",
+                r#""name":"é\n","arguments":null,"state":null}}"#,
+            ),
+            (
+                "0",
+                r#""name":"t","state":{"k":[true]},"checkpoint":"c-1"},"x":[1]}"#,
+            ),
+            ("2", r#""name":"t","checkpoint":null,"arguments":{}}}"#),
+        ];
+        for (id, rest) in read {
+            let text = format!("{}{rest}", start(id));
+            let (fast_id, fast) =
+                parse_tools_call(&text).unwrap_or_else(|| panic!("declined {text}"));
+            let Ok(Message::Request(r)) = Message::parse(&text) else {
+                panic!("the Value way refuses {text}");
+            };
+            assert_eq!(
+                (r.method.as_str(), &r.id),
+                ("tools/call", &fast_id),
+                "{text}"
+            );
+            assert_eq!(
+                parse_params::<ToolsCallParams>(r.params).unwrap(),
+                fast,
+                "{text}"
+            );
+        }
+        // Declined: the `Value` way decides (it takes some, with other params or an error).
+        let declined = [
+            ("1", r#""name":"a","name":"b"}}"#),
+            ("1", r#""arguments":{}}}"#),
+            ("1", r#""name":"a","_meta":{"progressToken":1}}}"#),
+            ("1", r#""name":"a","arguments":[1]}}"#),
+            ("1", r#""name":1}}"#),
+            ("1", r#""name":"a","arguments":{"x":1e400}}}"#),
+            ("1", r#""name":"a"},"params":{}}"#),
+            ("1", r#""name":"a"},"result":1}"#),
+            ("1", r#""name":"a"},"id":2}"#),
+            ("1", r#""name":"a"},"jsonrpc":"2.0"}"#),
+            ("1", r#""name":"a"},"x":1e400}"#),
+            ("1", r#""name":"a"}"#),
+            ("1.5", r#""name":"a"}}"#),
+            ("18446744073709551616", r#""name":"a"}}"#),
+        ];
+        for (id, rest) in declined {
+            let text = format!("{}{rest}", start(id));
+            assert_eq!(parse_tools_call(&text), None, "{text}");
+        }
+        for other in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#,
+            r#"{"id":"s","jsonrpc":"2.0","method":"tools/call","params":{"name":"a"}}"#,
+            r#"{"id":null,"jsonrpc":"2.0","method":"tools/call","params":{"name":"a"}}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"tools/list","params":{"name":"a"}}"#,
+            r#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":[]}"#,
+        ] {
+            assert_eq!(parse_tools_call(other), None, "{other}");
         }
     }
 }

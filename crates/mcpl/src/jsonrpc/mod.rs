@@ -383,23 +383,7 @@ impl Parts {
         } = self;
         let id = match id {
             None => None,
-            Some(Value::Null) => Some(None),
-            Some(Value::Number(n)) if exact_id(&n) => Some(Some(RequestId::Number(n))),
-            Some(Value::Number(_)) => return Err(invalid(
-                None,
-                "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",
-            )),
-            Some(Value::String(s)) if s.len() > MAX_ID_BYTES => {
-                return Err(invalid(
-                    None,
-                    format!(
-                        "a string id may be at most {MAX_ID_BYTES} bytes; this one is {}",
-                        s.len()
-                    ),
-                ))
-            }
-            Some(Value::String(s)) => Some(Some(RequestId::String(s))),
-            Some(_) => return Err(invalid(None, "id must be a number, a string or null")),
+            Some(v) => Some(read_id(v)?),
         };
         // Cloned only on the way to an error, so a valid message never copies its id.
         let known_id = || id.clone().flatten();
@@ -434,6 +418,28 @@ impl Parts {
             (None, None) => return Err(invalid(id, "response has neither result nor error")),
         };
         Ok(Message::Response(Response { id, outcome }))
+    }
+}
+
+/// The one rule for an envelope's `id` member as received: `null`, an integer within 64
+/// bits, or a string of at most [`MAX_ID_BYTES`]; anything else makes the message invalid.
+fn read_id(id: Value) -> Result<Option<RequestId>, InvalidMessage> {
+    match id {
+        Value::Null => Ok(None),
+        Value::Number(n) if exact_id(&n) => Ok(Some(RequestId::Number(n))),
+        Value::Number(_) => Err(invalid(
+            None,
+            "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",
+        )),
+        Value::String(s) if s.len() > MAX_ID_BYTES => Err(invalid(
+            None,
+            format!(
+                "a string id may be at most {MAX_ID_BYTES} bytes; this one is {}",
+                s.len()
+            ),
+        )),
+        Value::String(s) => Ok(Some(RequestId::String(s))),
+        _ => Err(invalid(None, "id must be a number, a string or null")),
     }
 }
 
@@ -811,7 +817,7 @@ pub use cost::{
 };
 pub use encoded::Encoded;
 #[cfg(feature = "runtime")]
-pub(crate) use hot::parse_lifecycle;
+pub(crate) use hot::{parse_lifecycle, parse_tools_call};
 
 #[cfg(test)]
 mod tests;

@@ -73,6 +73,13 @@ pub struct IncomingRequest {
     pub(super) batch: Option<Arc<BatchCollector>>,
     pub(super) armed: bool,
     pub(super) owed: Option<Owed>,
+    /// Where the method's static name is in [`crate::protocol::METHODS`] once
+    /// [`Self::take_request`] moved the received one out (a method this crate types; an
+    /// index, so the guard stays as small as it was); read by [`Self::method`] and the drop.
+    pub(super) taken_method: Option<u8>,
+    /// A `tools/call`'s params read straight into their type ([`Peer::read_tools_call_typed`]);
+    /// `request.params` is then `None`.
+    pub(super) tools_call: Option<Box<ToolsCallParams>>,
 }
 
 impl fmt::Debug for IncomingRequest {
@@ -91,7 +98,9 @@ impl IncomingRequest {
 
     /// The method name.
     pub fn method(&self) -> &str {
-        &self.request.method
+        self.taken_method
+            .and_then(|i| crate::protocol::METHODS.get(usize::from(i)))
+            .map_or(&self.request.method, |info| info.name)
     }
 
     /// The request id.
@@ -101,21 +110,44 @@ impl IncomingRequest {
 
     /// Whether this is a request for method `M`.
     pub fn is<M: Method>(&self) -> bool {
-        self.request.method == M::NAME
+        self.method() == M::NAME
     }
 
     /// The params decoded as `P` (absent params read as `null`); a `-32602` error otherwise.
     pub fn params<P: DeserializeOwned>(&self) -> Result<P, ErrorObject> {
+        if let Some(typed) = &self.tools_call {
+            let value = serde_json::to_value(typed).ok();
+            return crate::jsonrpc::params_of(value.as_ref());
+        }
         crate::jsonrpc::params_of(self.request.params.as_ref())
     }
 
-    /// The request as received, its params taken out (the request keeps its id and method,
-    /// which its answer and its guard need): for a session that decides it elsewhere and
-    /// answers through this guard later.
+    /// The params of a `tools/call` read straight into their type, taken out (`None` for
+    /// any other request, or one read the `Value` way: its params are in the request).
+    pub(crate) fn take_tools_call(&mut self) -> Option<Box<ToolsCallParams>> {
+        self.tools_call.take()
+    }
+
+    /// The request as received, its params taken out (the guard keeps its id and method,
+    /// which its answer and its drop need): for a session that decides it elsewhere and
+    /// answers through this guard later. A method this crate types keeps its static name
+    /// ([`Self::method`]) and hands the received one on, so the common path copies no name
+    /// (issue #24).
     pub(crate) fn take_request(&mut self) -> Request {
+        let known = crate::protocol::METHODS
+            .iter()
+            .position(|m| m.name == self.request.method)
+            .and_then(|i| u8::try_from(i).ok());
+        let method = match known {
+            Some(i) if self.taken_method.is_none() => {
+                self.taken_method = Some(i);
+                std::mem::take(&mut self.request.method)
+            }
+            _ => self.method().to_owned(),
+        };
         Request {
             id: self.request.id.clone(),
-            method: self.request.method.clone(),
+            method,
             params: self.request.params.take(),
         }
     }
@@ -204,12 +236,12 @@ impl Drop for IncomingRequest {
         let error = if std::thread::panicking() {
             ErrorObject::internal("the handler failed")
         } else {
-            ErrorObject::method_not_found(&self.request.method)
+            ErrorObject::method_not_found(self.method())
         };
         tracing::debug!(
             "request {} ({}) dropped unanswered; answering {}",
             self.request.id,
-            self.request.method,
+            self.method(),
             error.code
         );
         let response = Message::Response(Response {

@@ -99,6 +99,7 @@ use tokio::time::Instant;
 use crate::jsonrpc::{
     ErrorObject, InvalidMessage, Message, Notification, Request, RequestId, Response,
 };
+use crate::protocol::handshake::{ToolsCall, ToolsCallParams};
 use crate::protocol::lifecycle::LifecycleParams;
 use crate::protocol::Method;
 use crate::transport::{
@@ -249,6 +250,7 @@ impl Peer {
             closed: closed_tx,
             is_closed: std::sync::atomic::AtomicBool::new(false),
             typed_lifecycle: std::sync::atomic::AtomicBool::new(false),
+            typed_tools_call: std::sync::atomic::AtomicBool::new(false),
             reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
@@ -466,6 +468,15 @@ impl Peer {
     /// reads there (`server::Server`'s).
     pub(crate) fn read_lifecycle_typed(&self) {
         self.shared().typed_lifecycle.store(true, Ordering::Relaxed);
+    }
+
+    /// From now on, a `tools/call` request the reader can read straight into its type
+    /// carries its params so ([`IncomingRequest::take_tools_call`], issue #24), not as a
+    /// `Value`: for a driver that takes them there (`server::Server`'s, without a fallback).
+    pub(crate) fn read_tools_call_typed(&self) {
+        self.shared()
+            .typed_tools_call
+            .store(true, Ordering::Relaxed);
     }
 
     /// Whether the connection has ended, and why.

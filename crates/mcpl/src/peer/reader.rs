@@ -320,7 +320,10 @@ fn take_frame(
         // parse's memory.
         return Taken::Later(Later::OffWorker(text));
     }
-    let typed = shared.typed_lifecycle.load(Ordering::Relaxed);
+    let typed = TypedReads {
+        lifecycle: shared.typed_lifecycle.load(Ordering::Relaxed),
+        tools_call: shared.typed_tools_call.load(Ordering::Relaxed),
+    };
     let (read, weight) = read_text(trimmed, max_batch, max_cost, typed);
     shared.reading.store(weight, Ordering::Relaxed);
     *spare = Some(text);
@@ -348,6 +351,18 @@ fn take_read(
     let item = match read {
         Read::Message(msg) => accept(shared, msg, None),
         Read::Lifecycle(params) => Some(Parsed::Lifecycle(params)),
+        Read::ToolsCall(id, params) => {
+            let request = Request {
+                id,
+                method: ToolsCall::NAME.to_owned(),
+                params: None,
+            };
+            let mut item = accept(shared, Message::Request(request), None);
+            if let Some(Parsed::Deliver(IncomingMessage::Request(r))) = &mut item {
+                r.tools_call = Some(params);
+            }
+            item
+        }
         Read::Top(parsed) => return take_top(shared, parsed, inbound, replies),
         Read::TooCostly { cost, head } => too_costly(shared, cost, max_cost, head, replies),
     };
@@ -467,9 +482,16 @@ async fn read_off_worker(
     let Ok(_permit) = parse_permits().acquire().await else {
         return Err(None);
     };
-    tokio::task::spawn_blocking(move || read_text(message_text(&text), max_batch, max_cost, false))
-        .await
-        .map_err(Some)
+    tokio::task::spawn_blocking(move || {
+        read_text(
+            message_text(&text),
+            max_batch,
+            max_cost,
+            TypedReads::default(),
+        )
+    })
+    .await
+    .map_err(Some)
 }
 
 /// The message in a frame's text: without the whitespace around it, nor a UTF-8 byte
@@ -698,6 +720,8 @@ pub(super) fn accept(
                 batch: batch.cloned(),
                 armed: true,
                 owed: Some(Owed::new(shared, shared.reading.load(Ordering::Relaxed))),
+                taken_method: None,
+                tools_call: None,
             })))
         }
         Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),

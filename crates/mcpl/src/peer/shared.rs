@@ -28,6 +28,8 @@ pub(super) struct Shared {
     /// text ([`Incoming::recv_typed`]); only `server::Server`'s driver, which reads that way,
     /// sets it ([`Peer::read_lifecycle_typed`]).
     pub(super) typed_lifecycle: std::sync::atomic::AtomicBool,
+    /// The same for a `tools/call` request's params ([`Peer::read_tools_call_typed`]).
+    pub(super) typed_tools_call: std::sync::atomic::AtomicBool,
     /// The reader task's wake-up at close ([`Shared::reader_stopped`]): it polls its stop at
     /// every wake, and a watch's `changed` took the watch's lock each time (issue #24).
     pub(super) reader_stop: futures_util::task::AtomicWaker,

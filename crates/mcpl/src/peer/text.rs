@@ -5,12 +5,24 @@
 
 use super::*;
 
+/// Which hot messages a frame's text is read straight into their types (issue #24); each
+/// only for a driver that takes them so.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TypedReads {
+    /// `inference/lifecycle` notifications ([`Read::Lifecycle`]).
+    pub(super) lifecycle: bool,
+    /// `tools/call` requests ([`Read::ToolsCall`]).
+    pub(super) tools_call: bool,
+}
+
 /// A frame's text read: a valid single message, the top-level value for the slow path, or
 /// a text refused unbuilt for its parsed cost.
 pub(super) enum Read {
     Message(Message),
     /// An `inference/lifecycle` notification, its params read straight into their type.
     Lifecycle(Box<LifecycleParams>),
+    /// A `tools/call` request, its params read straight into their type.
+    ToolsCall(RequestId, Box<ToolsCallParams>),
     Top(Result<Top, serde_json::Error>),
     TooCostly {
         cost: usize,
@@ -206,15 +218,15 @@ pub(super) fn too_costly(
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
 /// read straight into a `Message` when it is a valid one; anything the fast path declines
 /// (batches, junk, invalid messages) takes the `Value` path, which owns every diagnostic
-/// and error reply. A batch keeps at most `max_batch` entries. `typed`: an
-/// `inference/lifecycle` is read into its type where it can be ([`Read::Lifecycle`]). Also
+/// and error reply. A batch keeps at most `max_batch` entries. `typed`: the hot
+/// messages read into their types where they can be ([`TypedReads`]). Also
 /// returns what the message weighs ([`WEIGH_PARSED_FROM`]): a text refused unbuilt, its
 /// length.
 pub(super) fn read_text(
     trimmed: &str,
     max_batch: usize,
     max_cost: usize,
-    typed: bool,
+    typed: TypedReads,
 ) -> (Read, usize) {
     let mut weight = trimmed.len();
     if weight >= WEIGH_PARSED_FROM || crate::jsonrpc::may_exceed(trimmed, max_cost) {
@@ -234,10 +246,18 @@ pub(super) fn read_text(
         }
     }
     if let Some(params) = typed
+        .lifecycle
         .then(|| crate::jsonrpc::parse_lifecycle(trimmed))
         .flatten()
     {
         return (Read::Lifecycle(Box::new(params)), weight);
+    }
+    if let Some((id, params)) = typed
+        .tools_call
+        .then(|| crate::jsonrpc::parse_tools_call(trimmed))
+        .flatten()
+    {
+        return (Read::ToolsCall(id, Box::new(params)), weight);
     }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {

@@ -104,6 +104,10 @@ impl Server {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
         // Its driver reads `Incoming::recv_typed`.
         peer.read_lifecycle_typed();
+        if self.inner.handlers.fallback.is_none() {
+            // No fallback takes `tools/call` as a `Value` (`dispatch::on_request`).
+            peer.read_tools_call_typed();
+        }
         let (grant_tx, _) = watch::channel(GrantState::inert());
         let (commands, command_rx) = queue::channel(super::driver::COMMANDS_QUEUED);
         let conn = Arc::new(Conn {

@@ -177,10 +177,24 @@ where
     let Some(handler) = handler else {
         return Handled::now(Err(ErrorObject::method_not_found(method)));
     };
-    let params = match crate::jsonrpc::parse_params::<P>(params) {
-        Ok(p) => p,
-        Err(e) => return Handled::now(Err(e)),
-    };
+    match crate::jsonrpc::parse_params::<P>(params) {
+        Ok(params) => run_parsed(conn, id, method, params, handler),
+        Err(e) => Handled::now(Err(e)),
+    }
+}
+
+/// Hands request `id` of `method`, its params already parsed, to `handler`.
+fn run_parsed<P, R>(
+    conn: &Arc<Conn>,
+    id: RequestId,
+    method: &str,
+    params: P,
+    handler: Handler<P, R>,
+) -> Handled
+where
+    P: Send + 'static,
+    R: Serialize + Send + 'static,
+{
     let session = Session { conn: conn.clone() };
     // Every request it takes is answered as the application gave it: encoded.
     run_handler(
@@ -222,14 +236,25 @@ pub(super) async fn guarded<R>(
     }
 }
 
+/// A handed-out request's params: as a `Value`, or a `tools/call`'s read straight into their
+/// type by the reader (`Peer::read_tools_call_typed`, issue #24).
+pub(super) enum Params {
+    Value(Option<Value>),
+    ToolsCall(Box<ToolsCallParams>),
+}
+
 /// Takes a request the session handed out (`initialize` with a fallback, a typed method it
 /// admitted, or one this crate does not type).
-pub(super) fn on_request(
-    conn: &Arc<Conn>,
-    id: RequestId,
-    method: &str,
-    params: Option<Value>,
-) -> Handled {
+pub(super) fn on_request(conn: &Arc<Conn>, id: RequestId, method: &str, params: Params) -> Handled {
+    let params = match params {
+        Params::ToolsCall(call) if method == ToolsCall::NAME && conn.fallback().is_none() => {
+            return on_tools_call(conn, id, *call);
+        }
+        // Not reached (typed reads are off with a fallback): the `Value` the params read
+        // into, members the type omits when absent left out.
+        Params::ToolsCall(call) => serde_json::to_value(*call).ok(),
+        Params::Value(params) => params,
+    };
     let h = &conn.server.handlers;
     if method == Initialize::NAME {
         // Handed out only to a connection with a fallback; the driver feeds nothing more
@@ -312,6 +337,15 @@ pub(super) fn on_request(
             empty_result(h.channels_typing.clone()),
         ),
         _ => Handled::now(Err(ErrorObject::method_not_found(method))),
+    }
+}
+
+/// A `tools/call` whose params are read: to the named tool's handler (`-32602` for a tool
+/// this server does not have, as the `Value` way answers it).
+fn on_tools_call(conn: &Arc<Conn>, id: RequestId, call: ToolsCallParams) -> Handled {
+    match conn.server.tools.handler(&call.name) {
+        Some(handler) => run_parsed(conn, id, ToolsCall::NAME, call, handler),
+        None => Handled::now(Err(ErrorObject::invalid_params("unknown tool"))),
     }
 }
 

@@ -650,14 +650,20 @@ impl Driver {
 
     /// A host request the state handed out: to its handler (or the fallback).
     fn hand_out(&mut self, id: RequestId, method: String, params: Option<Value>) {
-        if let Some(req) = self.current.take() {
+        let mut typed = None;
+        if let Some(mut req) = self.current.take() {
             if *req.id() == id {
+                typed = req.take_tools_call();
                 self.requests.insert(id.clone(), req);
             } else {
                 self.current = Some(req);
             }
         }
         let initialize = method == Initialize::NAME;
+        let params = match typed {
+            Some(call) => super::dispatch::Params::ToolsCall(call),
+            None => super::dispatch::Params::Value(params),
+        };
         let handled = super::dispatch::on_request(&self.conn, id.clone(), &method, params);
         match handled {
             super::dispatch::Handled::Now(outcome) => self.feed_answer(id, outcome),
