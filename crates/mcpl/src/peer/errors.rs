@@ -102,8 +102,10 @@ pub enum Diagnostic {
         /// The parser's message.
         error: String,
     },
-    /// A frame larger than the limit, discarded; a response to a request of ours among them
-    /// fails that request at once ([`crate::transport::FrameReader::discarded_head`]).
+    /// A frame larger than the limit, discarded; what its first bytes show is handled as a
+    /// message over [`PeerConfig::max_parsed_cost`] is: a request is answered `-32600`, a
+    /// response to a request of ours fails that request at once
+    /// ([`crate::transport::FrameReader::discarded_head`]).
     Oversized {
         /// Bytes discarded.
         bytes: usize,

@@ -117,6 +117,7 @@ mod outbox;
 mod oversized;
 pub mod queue;
 mod reader;
+mod refused;
 mod shared;
 mod text;
 mod wire;

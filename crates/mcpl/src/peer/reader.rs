@@ -364,7 +364,15 @@ fn take_read(
             item
         }
         Read::Top(parsed) => return take_top(shared, parsed, inbound, replies),
-        Read::TooCostly { cost, head } => too_costly(shared, cost, max_cost, head, replies),
+        Read::TooCostly { cost, head } => super::refused::refuse(
+            shared,
+            Some(head),
+            super::refused::Limit::Cost {
+                cost,
+                limit: max_cost,
+            },
+            replies,
+        ),
     };
     match deliver_now(shared, item, inbound, replies) {
         Ok(()) => Ok(true),

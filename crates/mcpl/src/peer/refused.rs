@@ -1,0 +1,427 @@
+//! A message refused before it is built: over [`PeerConfig::max_message_size`], discarded
+//! unread with only its first bytes kept ([`crate::transport::FrameReader::discarded_head`]),
+//! or over [`PeerConfig::max_parsed_cost`], refused unbuilt (issue #20). One reading of what
+//! it shows ([`Head::read`]) and one rule for what is done with it ([`refuse`]) serve both
+//! limits, so a request is answered under the id it has when taken, whichever it broke.
+
+use std::borrow::Cow;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::reader::Parsed;
+use super::*;
+
+/// The `id` member of a refused message, as far as it was read.
+#[derive(Debug, Default, PartialEq)]
+enum IdSeen {
+    /// No `id` member was read.
+    #[default]
+    Absent,
+    /// An id as a taken message has it ([`RequestId::from_value`], at most
+    /// [`crate::jsonrpc::MAX_ID_BYTES`] for a string).
+    Id(RequestId),
+    /// A number that is no integer id (`1.0`, `2.5`, `1e2`, an integer past 64 bits): no id
+    /// for a request, as when taken; a response's is read against the requests outstanding
+    /// ([`super::ids::outstanding_integral`]).
+    Number(serde_json::Number),
+    /// A value read whole that is no id (`null`, a boolean, an array, an object, a string
+    /// over [`crate::jsonrpc::MAX_ID_BYTES`]).
+    Unusable,
+    /// A value not whole in what was read: cut by the end of a discarded message's head
+    /// (a number whose last digit is the head's last byte included: `"id":12` may be the
+    /// start of `"id":123`), a string or a literal cut inside. Unreadable.
+    Cut,
+}
+
+/// What a refused message shows of itself, read member by member in order, up to its end or
+/// to the first byte that cannot be read (a discarded message's head ends in the middle).
+#[derive(Debug, Default)]
+pub(super) struct Head {
+    /// A JSON array: a batch.
+    batch: bool,
+    /// The last `id` member read (a member named twice counts as its last, as when taken).
+    id: IdSeen,
+    /// A `method` member was read, whatever its value: the message is request-shaped, as
+    /// [`super::reader::classify`] reads one.
+    method: bool,
+    /// The method, if a string (at most 64 characters of it), for the diagnostic.
+    method_name: Option<String>,
+    /// A `result` or `error` member was read.
+    outcome: bool,
+    /// The object was read to its end: nothing of it is unknown.
+    whole: bool,
+}
+
+/// Bytes a JSON number can end with: one that is the last byte read may go on past it.
+fn in_number(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+}
+
+impl Head {
+    /// Reads `text`: a whole message (refused for its cost) or the first bytes of one
+    /// (discarded for its size). Whitespace and a UTF-8 byte order mark before it are
+    /// skipped, as the reader skips them (RFC 8259 §8.1). Member names are read unescaped
+    /// (`"i\u0064"` is `id`); only top-level members count (an `id` inside `params`, or
+    /// inside a string, is skipped). Reading: a number that runs to the end of `text` is not
+    /// known to end there, so it is not read (JSON-RPC 2.0 §5: an id that cannot be read is
+    /// none, and must not name another request).
+    pub(super) fn read(text: &[u8]) -> Head {
+        let start = text
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .unwrap_or(text.len());
+        let text = text.get(start..).unwrap_or_default();
+        let text = text
+            .strip_prefix(b"\xef\xbb\xbf".as_slice())
+            .unwrap_or(text);
+        let text = match text.iter().rposition(|&b| !in_number(b)) {
+            Some(last) => text.get(..=last).unwrap_or(text),
+            None => &[],
+        };
+        let mut head = Head::default();
+        if text
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .is_some_and(|&b| b == b'[')
+        {
+            head.batch = true;
+            return head;
+        }
+        let mut de = serde_json::Deserializer::from_slice(text);
+        // What was read before an error (the end of a head) is kept in `head`.
+        let read = Members(&mut head).deserialize(&mut de).is_ok();
+        head.whole = read && de.end().is_ok();
+        head
+    }
+}
+
+/// Records each top-level member of a message into a [`Head`] as it is read.
+struct Members<'a>(&'a mut Head);
+
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "id" => {
+                    // Unreadable until its value is read whole.
+                    self.0.id = IdSeen::Cut;
+                    self.0.id = map.next_value::<Scalar>()?.id();
+                }
+                "method" => {
+                    self.0.method = true;
+                    self.0.method_name = None;
+                    self.0.method_name = map.next_value::<Scalar>()?.text();
+                }
+                "result" | "error" => {
+                    self.0.outcome = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Members<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+/// A member's value, read only if it is a number or a string; anything else is skipped
+/// unbuilt, and a string too long to be an id is kept only as far as a diagnostic shows it.
+enum Scalar {
+    Int(RequestId),
+    /// A string of at most [`crate::jsonrpc::MAX_ID_BYTES`].
+    Text(String),
+    /// A longer string: its first 64 characters.
+    Long(String),
+    /// A number that is no integer within 64 bits.
+    Float(f64),
+    Other,
+}
+
+impl Scalar {
+    fn id(self) -> IdSeen {
+        match self {
+            Scalar::Int(id) => IdSeen::Id(id),
+            Scalar::Text(s) => IdSeen::Id(RequestId::from(s)),
+            Scalar::Float(f) => {
+                serde_json::Number::from_f64(f).map_or(IdSeen::Unusable, IdSeen::Number)
+            }
+            Scalar::Long(_) | Scalar::Other => IdSeen::Unusable,
+        }
+    }
+
+    fn text(self) -> Option<String> {
+        match self {
+            Scalar::Text(s) | Scalar::Long(s) => Some(s.chars().take(64).collect()),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(if v.len() > crate::jsonrpc::MAX_ID_BYTES {
+                    Scalar::Long(v.chars().take(64).collect())
+                } else {
+                    Scalar::Text(v.to_owned())
+                })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The bound a refused message broke.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Limit {
+    /// Over [`PeerConfig::max_message_size`]: `bytes` long, discarded unread.
+    Size { bytes: usize, limit: usize },
+    /// Over [`PeerConfig::max_parsed_cost`]: `cost` units, refused unbuilt.
+    Cost { cost: usize, limit: usize },
+}
+
+impl Limit {
+    /// The error a refused request or batch is answered with.
+    fn answer(self, batch: bool) -> ErrorObject {
+        let what = if batch { "batch" } else { "request" };
+        match self {
+            Limit::Size { bytes, limit } => ErrorObject::invalid_request(format!(
+                "the {what} of {bytes} bytes exceeds the {limit}-byte limit and was discarded \
+                 unread"
+            ))
+            .with_data(serde_json::json!({
+                "limit": limit, "bytes": bytes, "reason": "max_message_size"
+            })),
+            Limit::Cost { cost, limit } => {
+                ErrorObject::invalid_request(format!("Invalid Request: {}", self.why())).with_data(
+                    serde_json::json!({
+                        "limit": limit, "count": cost, "reason": "parsed_cost"
+                    }),
+                )
+            }
+        }
+    }
+
+    /// Why a response of ours refused fails its request.
+    fn why(self) -> String {
+        match self {
+            Limit::Size { bytes, limit } => format!(
+                "the response of {bytes} bytes exceeds the {limit}-byte limit \
+                 (PeerConfig::max_message_size) and was discarded unread"
+            ),
+            Limit::Cost { cost, limit } => format!(
+                "the message would cost {cost} units parsed, over the limit of {limit} \
+                 (PeerConfig::max_parsed_cost); send fewer or larger values"
+            ),
+        }
+    }
+}
+
+/// Handles a message refused for `broke`, from what `head` shows of it (`None`: a transport
+/// that keeps nothing of what it discards), and reports it (`Diagnostic::Oversized`,
+/// `Diagnostic::TooCostly`). The one rule for both limits, which answers as a taken message
+/// is answered (JSON-RPC 2.0 §5, §6; readings where it is silent, failing closed):
+///
+/// - A batch: one `-32600` error, `id: null`, as a batch over `max_batch_entries`.
+/// - Request-shaped (a `method` member, whatever else): `-32600` under its id when it has
+///   one a taken request would be answered under; `id: null` when its id is none (a fraction,
+///   `1.0`, `null`, a string over `MAX_ID_BYTES`), or cut (§5: an id that cannot be read
+///   is answered `null`). One with no `id` read whole is a notification: reported only. One
+///   whose `id` may come after the cut of a discarded message is reported only too: nothing
+///   tells it from a notification (§4.1: a notification is never answered), and a null id
+///   would name no request to its sender anyway.
+/// - A response (an outcome and no method, or an object read whole without a method): the
+///   request of ours its id names fails now ([`fail_response`]; a whole float read by
+///   [`super::ids::outstanding_integral`]), never answered (answering a response could
+///   loop). An id that is cut names no request.
+/// - Anything else (a cut head showing neither a method nor an outcome): reported only.
+///   Answering it under an id it shows could name the other side's own request, were it a
+///   response.
+///
+/// The data of each answer names the limit (`reason`: `max_message_size`, `parsed_cost`),
+/// so the sender learns why rather than waiting for its own deadline.
+pub(super) fn refuse(
+    shared: &Shared,
+    head: Option<Head>,
+    broke: Limit,
+    replies: &mut Outbox,
+) -> Option<Parsed> {
+    let head = head.unwrap_or_default();
+    // What the diagnostic names, and what is done.
+    let (id, then) = if head.batch {
+        (None, Then::Answer)
+    } else if head.method {
+        match &head.id {
+            IdSeen::Id(id) => (Some(id.clone()), Then::Answer),
+            IdSeen::Absent => (None, Then::Report),
+            IdSeen::Number(_) | IdSeen::Unusable | IdSeen::Cut => (None, Then::Answer),
+        }
+    } else if head.outcome || head.whole {
+        let id = match &head.id {
+            IdSeen::Id(id) => Some(id.clone()),
+            IdSeen::Number(n) => super::ids::outstanding_integral(shared, n),
+            IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => None,
+        };
+        (id, Then::Fail)
+    } else {
+        (None, Then::Report)
+    };
+    match broke {
+        Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
+        Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
+            id: id.clone(),
+            method: head.method_name.clone(),
+            cost,
+            limit,
+        }),
+    }
+    match then {
+        Then::Answer => {
+            let reply = Message::Response(Response {
+                id,
+                outcome: Err(broke.answer(head.batch)),
+            });
+            let _ = replies.send(reply.to_json());
+            None
+        }
+        Then::Fail => id.and_then(|id| fail_response(shared, &id, &broke.why())),
+        Then::Report => None,
+    }
+}
+
+/// What [`refuse`] does with a refused message.
+enum Then {
+    Answer,
+    Fail,
+    Report,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Head {
+        Head::read(text.as_bytes())
+    }
+
+    /// A cut head keeps what it read before the cut: an id, a method, an outcome (its value
+    /// cut anywhere); whitespace and a byte order mark before it are skipped.
+    #[test]
+    fn a_cut_head_keeps_what_precedes_the_cut() {
+        let h = read(r#"{"jsonrpc":"2.0","id":7,"result":{"pad":"xx"#);
+        assert_eq!(h.id, IdSeen::Id(RequestId::from(7_i64)));
+        assert!(h.outcome && !h.method && !h.whole);
+        let h = read("\u{feff} {\"id\":\"a\",\"error\":{\"co");
+        assert_eq!(h.id, IdSeen::Id("a".into()));
+        let h = read(r#"{"method":"tools/call","id":"a","params":["#);
+        assert_eq!(h.id, IdSeen::Id("a".into()));
+        assert_eq!(h.method_name.as_deref(), Some("tools/call"));
+        let one = serde_json::Number::from_f64(1.0).unwrap_or(0.into());
+        assert_eq!(read(r#"{"id":1.0,"result":{"#).id, IdSeen::Number(one));
+        assert!(read("[{\"id\":7,\"result\":1").batch);
+        assert!(read(r#"{"id":7,"method":"m"}"#).whole);
+        assert_eq!(read("").id, IdSeen::Absent);
+    }
+
+    /// An id not whole in what was read is cut, whatever its kind: a number running to the
+    /// end of the text (`12` of `123`), a string cut inside.
+    #[test]
+    fn an_id_not_whole_in_the_head_is_cut() {
+        for head in [
+            r#"{"result":1,"id":12"#,
+            r#"{"result":1,"id":-1"#,
+            r#"{"result":1,"id":12."#,
+            r#"{"result":1,"id":1.5"#,
+            r#"{"result":1,"id":1e"#,
+            r#"{"result":1,"id":1e1"#,
+            r#"{"result":1,"id":"ab"#,
+            r#"{"result":1,"id":tru"#,
+            r#"{"result":1,"id":"#,
+            r#"{"id":7,"result":1,"id":12"#,
+        ] {
+            assert_eq!(read(head).id, IdSeen::Cut, "{head}");
+        }
+        assert_eq!(
+            read(r#"{"result":1,"id":12 "#).id,
+            IdSeen::Id(RequestId::from(12_i64)),
+            "whitespace ends it"
+        );
+        assert_eq!(
+            read(r#"{"result":1,"id":12,"#).id,
+            IdSeen::Id(RequestId::from(12_i64))
+        );
+    }
+
+    /// An `id` named twice in a message reads as the taken message would: the last one
+    /// counts (serde_json keeps the last duplicate), whatever kinds they are.
+    #[test]
+    fn an_id_named_twice_reads_as_its_last() {
+        let two = serde_json::Number::from_f64(2.0).unwrap_or(0.into());
+        assert_eq!(
+            read(r#"{"id":"x","id":2.0,"result":1}"#).id,
+            IdSeen::Number(two)
+        );
+        assert_eq!(
+            read(r#"{"id":2.0,"id":null,"result":1}"#).id,
+            IdSeen::Unusable
+        );
+        assert_eq!(
+            read(r#"{"id":2.0,"id":3,"result":1}"#).id,
+            IdSeen::Id(RequestId::from(3_u64))
+        );
+    }
+
+    /// Only top-level members count, their names unescaped.
+    #[test]
+    fn only_top_level_members_count() {
+        let h = read(r#"{"result":{"id":1,"method":"m"},"x":"\"id\":2"}"#);
+        assert_eq!(h.id, IdSeen::Absent);
+        assert!(!h.method && h.outcome && h.whole);
+        let h = read(r#"{"i\u0064":3,"m\u0065thod":"m"}"#);
+        assert_eq!(h.id, IdSeen::Id(RequestId::from(3_u64)));
+        assert!(h.method);
+        let long = format!(r#"{{"id":"{}","method":"m"}}"#, "x".repeat(1025));
+        assert_eq!(read(&long).id, IdSeen::Unusable);
+    }
+}

@@ -1,0 +1,314 @@
+//! A message refused before it is built, over `PeerConfig::max_message_size` (discarded
+//! unread, only its first `DISCARDED_HEAD_BYTES` kept) or over `max_parsed_cost` (refused
+//! unbuilt), is answered under the same id as the same request under the bounds, whatever
+//! form the id takes (JSON-RPC 2.0 §5: the id, or `null` when it cannot be read), and a
+//! response among them fails only a request whose id is truly in what was read. Over a real
+//! line transport (an in-memory pipe), every byte written by the test.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::peer::{IncomingMessage, PeerConfig, RequestOptions, RequestTimeout};
+use mcpl::transport::DISCARDED_HEAD_BYTES;
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{raw_peer, Raw};
+
+/// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
+/// task waits, which is how a missing answer shows.
+const GUARD: Duration = Duration::from_secs(3600);
+
+const MAX_SIZE: usize = 4096;
+const MAX_COST: usize = 1000;
+
+fn config() -> PeerConfig {
+    PeerConfig {
+        max_message_size: MAX_SIZE,
+        max_parsed_cost: MAX_COST,
+        request_timeout: None,
+        ..PeerConfig::default()
+    }
+}
+
+/// `{"a":1}` 100 times: 800 bytes of text (under the size limit), 2,200 cost units.
+fn dense() -> String {
+    format!("[{}]", vec![r#"{"a":1}"#; 100].join(","))
+}
+
+/// The next line from the peer, or a panic naming `what` if none comes.
+async fn answer(raw: &mut Raw, what: &str) -> Value {
+    tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no answer to {what}"))
+}
+
+/// Sends `line`, then a `sync` request the application answers: every line the peer wrote
+/// before that answer (the frames are handled in order, so `line` was handled by then).
+async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
+    raw.send(line).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+        .await;
+    let mut before = Vec::new();
+    loop {
+        let v = answer(raw, line).await;
+        if v["id"] == "sync" {
+            return before;
+        }
+        before.push(v);
+    }
+}
+
+/// Answers every request delivered with `"ok"`.
+fn answer_all(mut incoming: mcpl::peer::Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+}
+
+/// Each id form the other side may write (as JSON text) and the id its request is answered
+/// under when taken: an integer or a string as read (escapes undone), `null` for what is no
+/// id (a fraction, a whole float, a string over `MAX_ID_BYTES`, `null`).
+fn id_forms() -> Vec<(String, Value)> {
+    let long = "x".repeat(1500);
+    vec![
+        ("7".into(), json!(7)),
+        ("-7".into(), json!(-7)),
+        ("0".into(), json!(0)),
+        ("1.0".into(), Value::Null),
+        ("1e2".into(), Value::Null),
+        ("2.5".into(), Value::Null),
+        ("null".into(), Value::Null),
+        (r#""a\"b\u0063""#.into(), json!("a\"bc")),
+        (format!("\"{long}\""), Value::Null),
+    ]
+}
+
+/// Every request form, each sent small (taken), over the size limit, and over the parsed
+/// cost, is answered, and under one id: the one a taken request is answered under.
+#[tokio::test(start_paused = true)]
+async fn a_refused_request_is_answered_under_the_id_it_has_when_taken() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(MAX_SIZE + 1000);
+    let dense = dense();
+    let mut shapes: Vec<(String, Value)> = Vec::new();
+    for (id, expected) in id_forms() {
+        // The id before the method, after it, and with an escaped member name.
+        shapes.push((format!(r#""id":{id},"method":"m""#), expected.clone()));
+        shapes.push((format!(r#""method":"m","id":{id}"#), expected.clone()));
+        shapes.push((format!(r#""i\u0064":{id},"method":"m""#), expected));
+    }
+    // A method beside an outcome is a request, as built (the outcome is ignored).
+    shapes.push((r#""id":8,"result":1,"method":"m""#.into(), json!(8)));
+    // A method that is no string: an Invalid Request, answered under its id.
+    shapes.push((r#""id":9,"method":1"#.into(), json!(9)));
+    // An id named twice: the last counts, as built.
+    shapes.push((r#""id":1,"id":10,"method":"m""#.into(), json!(10)));
+    // A string id over `MAX_ID_BYTES` and longer than the kept head: no id either way.
+    shapes.push((
+        format!(r#""method":"m","id":"{}""#, "y".repeat(3000)),
+        Value::Null,
+    ));
+    for (members, expected) in shapes {
+        let lines = [
+            (
+                "taken",
+                format!(r#"{{"jsonrpc":"2.0",{members},"params":{{}}}}"#),
+            ),
+            (
+                "max_message_size",
+                format!(r#"{{"jsonrpc":"2.0",{members},"params":{{"pad":"{pad}"}}}}"#),
+            ),
+            (
+                "parsed_cost",
+                format!(r#"{{"jsonrpc":"2.0",{members},"params":{dense}}}"#),
+            ),
+        ];
+        for (limit, line) in lines {
+            let got = exchange(&mut raw, &line).await;
+            let what = format!("{members} ({limit})");
+            assert_eq!(got.len(), 1, "{what}: one answer, got {got:?}");
+            assert_eq!(got[0]["id"], expected, "{what}: {}", got[0]);
+            if limit != "taken" {
+                assert_eq!(got[0]["error"]["code"], -32600, "{what}: {}", got[0]);
+                assert_eq!(
+                    got[0]["error"]["data"]["reason"], limit,
+                    "{what}: {}",
+                    got[0]
+                );
+            }
+        }
+    }
+    // A batch over either limit is answered once, `id: null`, as one over
+    // `max_batch_entries` is.
+    let entry =
+        |params: &str| format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{params}}}"#);
+    let big = format!(r#"["{pad}"]"#);
+    for line in [
+        format!("[{},{}]", entry("[]"), entry(&big)),
+        format!("[{},{}]", entry("[]"), entry(&dense)),
+        format!("  \u{feff}[{}]", entry(&big)),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0]["id"], Value::Null, "{}", got[0]);
+        assert_eq!(got[0]["error"]["code"], -32600, "{}", got[0]);
+    }
+}
+
+/// An id after the params is read over the parsed cost (the whole text is there); over the
+/// size limit it is past the kept head, and the message, which may be a notification, is
+/// reported only.
+#[tokio::test(start_paused = true)]
+async fn an_id_after_huge_params_is_answered_where_it_is_read() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let got = exchange(
+        &mut raw,
+        &format!(
+            r#"{{"jsonrpc":"2.0","method":"m","params":{},"id":11}}"#,
+            dense()
+        ),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 11);
+    let pad = "x".repeat(MAX_SIZE);
+    let got = exchange(
+        &mut raw,
+        &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":11}}"#),
+    )
+    .await;
+    assert!(got.is_empty(), "{got:?}");
+}
+
+/// Past `max_in_flight_requests` each form is answered `busy` under the same id, or, for what
+/// is no id, `-32600` with `id: null` as when taken.
+#[tokio::test(start_paused = true)]
+async fn past_the_in_flight_bound_each_id_form_is_answered_under_its_id() {
+    let (_peer, mut incoming, mut raw) = raw_peer(PeerConfig {
+        max_in_flight_requests: 1,
+        ..config()
+    });
+    raw.send(r#"{"jsonrpc":"2.0","id":"held","method":"m"}"#)
+        .await;
+    let held = match tokio::time::timeout(GUARD, incoming.recv()).await {
+        Ok(Some(IncomingMessage::Request(r))) => r,
+        other => panic!("expected the held request, got {other:?}"),
+    };
+    for (id, expected) in id_forms() {
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m"}}"#))
+            .await;
+        let got = answer(&mut raw, &id).await;
+        assert_eq!(got["id"], expected, "{id}: {got}");
+        assert!(got["error"]["code"].is_i64(), "{id}: {got}");
+    }
+    drop(held);
+}
+
+fn never() -> RequestOptions<'static> {
+    RequestOptions::new().wait(RequestTimeout::Never)
+}
+
+/// An oversized response whose id is cut at the end of the kept head (`"id":12|3`) names
+/// no request: the cut token reads as another number (`12`), which failed that request of
+/// ours. Every offset of the cut through the id, for ids of integer, float and string form,
+/// none of which names a request of ours whole; the requests `1`, `12`, `123` (prefixes of
+/// them) are outstanding and none may fail.
+#[tokio::test(start_paused = true)]
+async fn an_id_cut_at_the_head_boundary_names_no_request() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_message_size: 1024,
+        ..config()
+    });
+    answer_all(incoming);
+    let mut calls = Vec::new();
+    for _ in 0..130 {
+        let p = peer.clone();
+        calls.push(tokio::spawn(async move {
+            p.request_raw_with("x", None, never()).await
+        }));
+        answer(&mut raw, "a request of ours").await;
+    }
+    assert_eq!(peer.pending_requests(), 130);
+    let rest = format!(r#","more":"{}"}}"#, "z".repeat(3000));
+    for id in [
+        "1234",
+        "-123",
+        "123.5",
+        "12e3",
+        "1.25e1",
+        r#""12x""#,
+        "12345678901234567890123",
+    ] {
+        let member = format!(r#","id":{id}"#);
+        let start = r#"{"jsonrpc":"2.0","result":""#;
+        // The cut falls at every byte from before the member to past its end.
+        for cut in 0..=member.len() + 1 {
+            let before = DISCARDED_HEAD_BYTES - cut;
+            let pad = "p".repeat(before - start.len() - 1);
+            let line = format!(r#"{start}{pad}"{member}{rest}"#);
+            assert!(line.len() > 1024);
+            let got = exchange(&mut raw, &line).await;
+            assert!(got.is_empty(), "a response was answered: {got:?}");
+            assert_eq!(
+                peer.pending_requests(),
+                130,
+                "a request failed for the id {id} cut {cut} bytes into `{member}`: the head \
+                 ended `{}`",
+                &line[DISCARDED_HEAD_BYTES - 12..DISCARDED_HEAD_BYTES]
+            );
+        }
+    }
+    // An id whole in the head, and ours, still fails its request at once.
+    let line = format!(r#"{{"jsonrpc":"2.0","result":"","id":123{rest}"#);
+    exchange(&mut raw, &line).await;
+    assert_eq!(peer.pending_requests(), 129);
+    drop(calls);
+}
+
+/// What an adversary may put in a refused message's head before the true `id`: an `id`
+/// inside a nested object or inside a string, an escaped member name, a byte order mark and
+/// whitespace. Only a top-level `id` member names a request, and a request-shaped message
+/// (a `method`, with whatever else) never fails one of ours.
+#[tokio::test(start_paused = true)]
+async fn only_a_top_level_id_of_a_response_fails_a_request() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+    let ours = answer(&mut raw, "our request").await["id"].clone();
+    assert_eq!(ours, 1);
+    let pad = "x".repeat(MAX_SIZE);
+    let dense = dense();
+    let none_fails = [
+        format!(r#"{{"result":{{"id":1,"pad":"{pad}"}}}}"#),
+        format!(r#"{{"result":"\"id\":1,","pad":"{pad}"}}"#),
+        format!(r#"{{"error":{{"code":1,"message":"m","data":{{"id":1}}}},"pad":"{pad}"}}"#),
+        format!(r#"{{"result":{{"id":1,"pad":{dense}}}}}"#),
+        // The other side's own request reusing our id, its method not a string.
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":1,"params":{dense}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"result":1,"method":"m","params":{dense}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"result":1,"method":"m","pad":"{pad}"}}"#),
+    ];
+    for line in none_fails {
+        exchange(&mut raw, &line).await;
+        assert_eq!(
+            peer.pending_requests(),
+            1,
+            "our request failed for {}",
+            &line[..60]
+        );
+    }
+    let line = format!("\u{feff} \t{{\"jsonrpc\":\"2.0\",\"i\\u0064\":1,\"result\":\"{pad}\"}}");
+    exchange(&mut raw, &line).await;
+    assert_eq!(peer.pending_requests(), 0);
+    let outcome = tokio::time::timeout(GUARD, call).await.unwrap().unwrap();
+    assert!(outcome.is_err(), "{outcome:?}");
+}
