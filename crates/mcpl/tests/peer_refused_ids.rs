@@ -312,3 +312,52 @@ async fn only_a_top_level_id_of_a_response_fails_a_request() {
     let outcome = tokio::time::timeout(GUARD, call).await.unwrap().unwrap();
     assert!(outcome.is_err(), "{outcome:?}");
 }
+
+/// The failure an answer refused for its size or its parsed cost is delivered as
+/// (`Peer::send_request`'s, at its place in the incoming queue) weighs what it holds, not a
+/// frame: discarded unread, it weighed the frame before it; refused unbuilt, its own text.
+/// After a 5 MiB notification nobody took, the queue counted 9 or 10 MiB, over its 8 MiB
+/// bound (`INCOMING_QUEUE_BYTES`), and the reader stopped at the next message: the answer
+/// to our next request after it was never read.
+#[tokio::test(start_paused = true)]
+async fn a_refused_answer_weighs_its_failure_not_a_frame() {
+    const BIG: usize = 5 << 20;
+    let pad = "x".repeat(BIG);
+    let answers = [
+        format!(r#""result":{{"pad":"{pad}{}"}}"#, "x".repeat(2048)),
+        format!(
+            r#""result":{{"pad":"{}","d":{}}}"#,
+            &pad[..4 << 20],
+            dense()
+        ),
+    ];
+    for outcome in answers {
+        let (peer, _incoming, mut raw) = raw::raw_peer_with(
+            PeerConfig {
+                max_message_size: BIG + 1024,
+                ..config()
+            },
+            1 << 20,
+        );
+        // Nobody takes the incoming queue: the notification stays in it, weighing ~5 MiB.
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"n","params":{{"s":"{pad}"}}}}"#
+        ))
+        .await;
+        let _in_order = peer.send_request("big", None, |_| {}).await.unwrap();
+        let id = answer(&mut raw, "our in-order request").await["id"].clone();
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},{outcome}}}"#))
+            .await;
+        raw.send(r#"{"jsonrpc":"2.0","method":"small"}"#).await;
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+        let id = answer(&mut raw, "our request").await["id"].clone();
+        raw.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"done"}}"#))
+            .await;
+        let got = tokio::time::timeout(GUARD, call)
+            .await
+            .expect("the reader stopped: the answer after the refused one was never read")
+            .unwrap();
+        assert_eq!(got.unwrap(), "done");
+    }
+}

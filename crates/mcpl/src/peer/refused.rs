@@ -325,7 +325,18 @@ pub(super) fn refuse(
             let _ = replies.send(reply.to_json());
             None
         }
-        Then::Fail => id.and_then(|id| fail_response(shared, &id, &broke.why())),
+        Then::Fail => {
+            let failed = id.and_then(|id| fail_response(shared, &id, &broke.why()))?;
+            if let Parsed::Settled(r) = &failed {
+                // It weighs what it holds in the incoming queue: not the frame it stands for
+                // (unread, or refused unbuilt), nor the frame before it, whose weight
+                // `Shared::reading` holds when a message is discarded unread.
+                let message = r.outcome.as_ref().err().map_or(0, |e| e.message.len());
+                let held = std::mem::size_of::<Response>() + message;
+                shared.reading.store(held, Ordering::Relaxed);
+            }
+            Some(failed)
+        }
         Then::Report => None,
     }
 }

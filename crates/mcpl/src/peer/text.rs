@@ -37,7 +37,8 @@ pub(super) enum Read {
 /// and error reply. A batch keeps at most `max_batch` entries. `typed`: the hot
 /// messages read into their types where they can be ([`TypedReads`]). Also
 /// returns what the message weighs ([`WEIGH_PARSED_FROM`]): a text refused unbuilt, its
-/// length.
+/// length (the failure of ours it is delivered as weighs what it holds instead,
+/// [`super::refused::refuse`]).
 pub(super) fn read_text(
     trimmed: &str,
     max_batch: usize,
