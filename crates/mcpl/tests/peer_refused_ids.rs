@@ -361,3 +361,33 @@ async fn a_refused_answer_weighs_its_failure_not_a_frame() {
         assert_eq!(got.unwrap(), "done");
     }
 }
+
+/// What may come before a message (JSON whitespace, a byte order mark, and the Unicode
+/// whitespace the reader trims from a frame's text) is skipped alike whichever way it is
+/// read: a request after it is answered under its id, taken or refused.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_leading_whitespace_is_answered_alike() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(MAX_SIZE);
+    let dense = dense();
+    for before in [
+        " \t",
+        "\u{feff}",
+        " \u{feff} ",
+        "\u{a0}",
+        "\u{2028}\u{3000}",
+    ] {
+        for params in [
+            "{}".to_owned(),
+            format!(r#"{{"pad":"{pad}"}}"#),
+            dense.clone(),
+        ] {
+            let line =
+                format!(r#"{before}{{"jsonrpc":"2.0","id":7,"method":"m","params":{params}}}"#);
+            let got = exchange(&mut raw, &line).await;
+            assert_eq!(got.len(), 1, "{before:?} {}: {got:?}", params.len());
+            assert_eq!(got[0]["id"], 7, "{before:?} {}: {}", params.len(), got[0]);
+        }
+    }
+}

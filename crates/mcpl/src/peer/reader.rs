@@ -508,10 +508,17 @@ async fn read_off_worker(
 /// (it is no whitespace), so the line was skipped as junk and a request in it, with its
 /// id, never answered.
 fn message_text(text: &str) -> &str {
-    let trimmed = text.trim();
-    match trimmed.strip_prefix('\u{feff}') {
+    message_start(text).trim_end()
+}
+
+/// `text` from where its message starts: past the whitespace and the byte order mark that
+/// [`message_text`] takes away before it. The one reading of what precedes a message, for a
+/// text read whole and for the first bytes of one discarded ([`super::refused::Head::read`]).
+pub(super) fn message_start(text: &str) -> &str {
+    let text = text.trim_start();
+    match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.trim_start(),
-        None => trimmed,
+        None => text,
     }
 }
 

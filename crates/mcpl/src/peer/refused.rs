@@ -58,35 +58,38 @@ fn in_number(b: u8) -> bool {
 }
 
 impl Head {
+    /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
+    /// (the cut may fall inside a character), then as [`Head::read_str`].
+    pub(super) fn read(head: &[u8]) -> Head {
+        let text = match std::str::from_utf8(head) {
+            Ok(text) => text,
+            Err(e) => head
+                .get(..e.valid_up_to())
+                .and_then(|valid| std::str::from_utf8(valid).ok())
+                .unwrap_or_default(),
+        };
+        Head::read_str(text)
+    }
+
     /// Reads `text`: a whole message (refused for its cost) or the first bytes of one
-    /// (discarded for its size). Whitespace and a UTF-8 byte order mark before it are
-    /// skipped, as the reader skips them (RFC 8259 §8.1). Member names are read unescaped
-    /// (`"i\u0064"` is `id`); only top-level members count (an `id` inside `params`, or
-    /// inside a string, is skipped). Reading: a number that runs to the end of `text` is not
-    /// known to end there, so it is not read (JSON-RPC 2.0 §5: an id that cannot be read is
-    /// none, and must not name another request).
-    pub(super) fn read(text: &[u8]) -> Head {
-        let start = text
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-            .unwrap_or(text.len());
-        let text = text.get(start..).unwrap_or_default();
-        let text = text
-            .strip_prefix(b"\xef\xbb\xbf".as_slice())
-            .unwrap_or(text);
+    /// (discarded for its size). What may come before a message is skipped as the reader
+    /// skips it from a frame's text ([`super::reader::message_start`]). Member names are
+    /// read unescaped (`"i\u0064"` is `id`); only top-level members count (an `id` inside
+    /// `params`, or inside a string, is skipped). Reading: a number that runs to the end of
+    /// `text` is not known to end there, so it is not read (JSON-RPC 2.0 §5: an id that
+    /// cannot be read is none, and must not name another request).
+    pub(super) fn read_str(text: &str) -> Head {
+        let text = super::reader::message_start(text).as_bytes();
         let text = match text.iter().rposition(|&b| !in_number(b)) {
             Some(last) => text.get(..=last).unwrap_or(text),
             None => &[],
         };
         let mut head = Head::default();
-        if text
-            .iter()
-            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-            .is_some_and(|&b| b == b'[')
-        {
+        if text.first() == Some(&b'[') {
             head.batch = true;
             return head;
         }
+        // Cut only after an ASCII byte, so still UTF-8; read as bytes all the same.
         let mut de = serde_json::Deserializer::from_slice(text);
         // What was read before an error (the end of a head) is kept in `head`.
         let read = Members(&mut head).deserialize(&mut de).is_ok();

@@ -51,7 +51,7 @@ pub(super) fn read_text(
         if cost <= max_cost {
             weight = crate::jsonrpc::parsed_bytes(trimmed.len(), cost);
         } else {
-            let head = Head::read(trimmed.as_bytes());
+            let head = Head::read_str(trimmed);
             return (Read::TooCostly { cost, head }, weight);
         }
     }
