@@ -277,7 +277,9 @@ impl Limit {
 /// - A response (an outcome and no method, or an object read whole without a method): the
 ///   request of ours its id names fails now ([`fail_response`]; a whole float read by
 ///   [`super::ids::outstanding_integral`]), never answered (answering a response could
-///   loop). An id that is cut names no request.
+///   loop). An id that is cut names no request. A `method` past the cut of a discarded
+///   message is not known: such a message, which would be request-shaped, still fails the
+///   request its id names, as only the side that request went to writes that id back.
 /// - Anything else (a cut head showing neither a method nor an outcome): reported only.
 ///   Answering it under an id it shows could name the other side's own request, were it a
 ///   response.
