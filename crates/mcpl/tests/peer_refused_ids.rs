@@ -108,6 +108,11 @@ async fn a_refused_request_is_answered_under_the_id_it_has_when_taken() {
     shapes.push((r#""id":8,"result":1,"method":"m""#.into(), json!(8)));
     // A method that is no string: an Invalid Request, answered under its id.
     shapes.push((r#""id":9,"method":1"#.into(), json!(9)));
+    // An `id` nested in another member, or inside a string, before the true one.
+    shapes.push((
+        r#""method":"m","x":{"id":9,"y":["id",9]},"z":"\"id\":9,","id":12"#.into(),
+        json!(12),
+    ));
     // An id named twice: the last counts, as built.
     shapes.push((r#""id":1,"id":10,"method":"m""#.into(), json!(10)));
     // A string id over `MAX_ID_BYTES` and longer than the kept head: no id either way.
