@@ -89,6 +89,13 @@ async fn a_tools_call_read_fast_is_answered_as_the_same_call_read_the_value_way(
         r#"{"arguments":{"n":"x"},"name":"count"}"#,
         r#"{"arguments":{"n":3},"name":"count"}"#,
         r#"{"name":"echo","name":"count","arguments":{"n":3}}"#,
+        // serde_json's raw-value marker as a member name, plain and escaped: the `Value`
+        // way reads the object as the marker's string parsed as JSON (review of `70e1ed8`).
+        r#"{"arguments":{"$serde_json::private::RawValue":"{\"text\":\"hi\"}"},"name":"echo"}"#,
+        r#"{"arguments":{"$serde_json::private::RawValue":"[1]"},"name":"count"}"#,
+        r#"{"name":"echo","state":{"b":1,"$serde_json::private::RawValue":"[2]"}}"#,
+        r#"{"arguments":{"x":{"b":1,"$serde_json::private::RawValue":"[2]"}},"name":"echo"}"#,
+        r#"{"arguments":{"\u0024serde_json::private::Raw\u0056alue":"{}","b":2},"name":"echo"}"#,
     ];
     let mut id = 0;
     for p in params {
@@ -102,8 +109,17 @@ async fn a_tools_call_read_fast_is_answered_as_the_same_call_read_the_value_way(
             id += 1;
             host.send(&form.replace("{id}", &id.to_string())).await;
             let mut answer = host.recv().await;
-            assert_eq!(answer["id"], json!(id), "{answer}");
+            // `null` for a line the `Value` way cannot read as a message (a raw-value
+            // marker whose string is no JSON).
+            assert!(
+                answer["id"] == json!(id) || answer["id"].is_null(),
+                "{answer}"
+            );
             answer["id"] = Value::Null;
+            if answer["error"]["code"] == json!(-32700) {
+                // Its message names the column, which the member order moves.
+                answer["error"]["message"] = Value::Null;
+            }
             answers.push(answer);
         }
         assert_eq!(answers[0], answers[1], "params {p}");

@@ -89,8 +89,14 @@ const TOOLS_CALL_AFTER_ID: &str = ",\"jsonrpc\":\"2.0\",\"method\":\"tools/call\
 /// this crate's host writes one with an integer id (a cheap prefix test), a member named
 /// twice, a `result` or `error`, an id the envelope rule refuses or `null`, any syntax
 /// error, and params that are not an object holding `name` and only the members the type
-/// names (so `extra` is empty, as the `Value` way would leave it).
+/// names (so `extra` is empty, as the `Value` way would leave it). Also declined: any text
+/// that may spell serde_json's raw-value marker as a member name
+/// ([`may_spell_raw_value_marker`]), which `arguments` and `state` (read as `Value`s the
+/// `Value` way, twice, in two member orders) would read differently.
 pub(crate) fn parse_tools_call(text: &str) -> Option<(RequestId, ToolsCallParams)> {
+    if may_spell_raw_value_marker(text) {
+        return None;
+    }
     let rest = text.strip_prefix("{\"id\":")?;
     let digits = rest
         .bytes()
@@ -101,6 +107,15 @@ pub(crate) fn parse_tools_call(text: &str) -> Option<(RequestId, ToolsCallParams
     }
     let CallLine(id, params) = serde_json::from_str(text).ok()?;
     Some((id, params))
+}
+
+/// Whether `text` may hold serde_json's raw-value marker (`$serde_json::private::RawValue`,
+/// live with the `raw_value` feature) as a member name: a `Value` built from an object whose
+/// first member is so named is the marker's string parsed as JSON, which a `Map` read from
+/// the text is not. The marker holds no character JSON escapes by name, so any spelling of
+/// it has `RawValue` or a `\u` escape in the text.
+fn may_spell_raw_value_marker(text: &str) -> bool {
+    text.contains("RawValue") || text.contains("\\u")
 }
 
 /// One `tools/call` request's id and params, read from its whole text.
@@ -313,7 +328,7 @@ mod tests {
             ("1", r#""arguments":{"text":"hello"},"name":"echo"}}"#),
             (
                 "-7",
-                r#""name":"e\u0063ho","arguments":{"n":1.0,"d":{"x":[1,2e3]}}}}"#,
+                r#""name":"echo","arguments":{"n":1.0,"d":{"x":[1,2e3]}}}}"#,
             ),
             (
                 "18446744073709551615",
@@ -358,6 +373,21 @@ mod tests {
             ("1", r#""name":"a"},"x":1e400}"#),
             ("1", r#""name":"a"}"#),
             ("1.5", r#""name":"a"}}"#),
+            // serde_json's raw-value marker, which the `Value` way reads as its string's JSON
+            // (review of `70e1ed8`), and any `\u` escape, which could spell it.
+            (
+                "1",
+                r#""name":"a","arguments":{"$serde_json::private::RawValue":"{\"t\":1}"}}}"#,
+            ),
+            (
+                "1",
+                r#""name":"a","state":{"b":1,"$serde_json::private::RawValue":"[2]"}}}"#,
+            ),
+            (
+                "1",
+                r#""name":"a","arguments":{"\u0024serde_json::private::Raw\u0056alue":"{"}}}"#,
+            ),
+            ("1", r#""name":"e\u0063ho"}}"#),
             ("18446744073709551616", r#""name":"a"}}"#),
         ];
         for (id, rest) in declined {

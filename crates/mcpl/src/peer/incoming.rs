@@ -91,7 +91,8 @@ impl fmt::Debug for IncomingRequest {
 }
 
 impl IncomingRequest {
-    /// The request as received.
+    /// The request as received (a `Peer`'s user always gets it whole; only this crate's
+    /// server driver has its params read into their type or taken out).
     pub fn request(&self) -> &Request {
         &self.request
     }
