@@ -260,3 +260,25 @@ async fn zero_in_a_host_config_limit_is_refused_at_connect_naming_the_field() {
         }
     }
 }
+
+/// `connect_peer` judges the peer it is given, whose configuration is the one in force, not
+/// `config.peer`: a peer built with a zero request timeout is refused under a default
+/// `HostConfig` as `connect` refuses the same setting in `config.peer`.
+#[tokio::test]
+async fn connect_peer_judges_the_peer_in_force_not_config_peer() {
+    let (host_side, server_side) = mcpl::transport::memory::pair();
+    tokio::spawn(mcpl::reference::serve(server_side));
+    let zero = mcpl::peer::PeerConfig {
+        request_timeout: Some(std::time::Duration::ZERO),
+        ..mcpl::peer::PeerConfig::default()
+    };
+    let (peer, incoming) = mcpl::peer::Peer::new(host_side, zero);
+    match HostSession::connect_peer(peer, incoming, HostConfig::default()).await {
+        Err(e @ HostError::InvalidConfig(_)) => {
+            let text = e.to_string();
+            assert!(text.contains("HostConfig.peer.request_timeout"), "{text}");
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("connected over a peer whose requests time out at once"),
+    }
+}

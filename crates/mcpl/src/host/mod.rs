@@ -434,7 +434,8 @@ impl HostSession {
         transport: Transport,
         config: HostConfig,
     ) -> Result<(HostSession, HostStreams), HostError> {
-        // Judged before the peer is built on `config.peer` (`connect_peer` judges it again).
+        // Judged before the peer is built on `config.peer` (`prepare` judges it again, as
+        // the peer's).
         let defects = config.defects();
         if !defects.is_empty() {
             return Err(HostError::InvalidConfig(defects));
@@ -443,7 +444,9 @@ impl HostSession {
         Self::connect_peer(peer, incoming, config).await
     }
 
-    /// Like [`HostSession::connect`] over an existing peer and its incoming queue.
+    /// Like [`HostSession::connect`] over an existing peer and its incoming queue. The
+    /// peer's own configuration is the one in force: it is what is judged (under
+    /// `HostConfig.peer.…`) and read (its `request_timeout`), whatever `config.peer` holds.
     pub async fn connect_peer(
         peer: Peer,
         incoming: crate::peer::Incoming,
@@ -474,7 +477,11 @@ impl HostSession {
         ),
         HostError,
     > {
-        // The host's own configuration must be usable before anything is sent.
+        // The host's own configuration must be usable before anything is sent, with the
+        // peer's in force in place of `config.peer` (the peer may have been built with
+        // another: `connect_peer`).
+        let mut config = config;
+        config.peer = peer.config().clone();
         let defects = config.defects();
         if !defects.is_empty() {
             return Err(HostError::InvalidConfig(defects));

@@ -288,6 +288,11 @@ impl Peer {
         &self.owner.shared
     }
 
+    /// The configuration this peer was built with (what is in force).
+    pub(crate) fn config(&self) -> &PeerConfig {
+        &self.shared().config
+    }
+
     /// Sends a typed request and decodes its result, with the default timeout.
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, PeerError> {
         self.request_with::<M>(params, RequestOptions::default())
