@@ -39,5 +39,5 @@ fn every_panel_is_drawn_whatever_shape_the_servers_values_take() {
     assert!(out.status.success(), "{report}");
     // Every state was drawn (hostile.js prints `ok` for each).
     let drawn = report.lines().filter(|l| l.starts_with("ok ")).count();
-    assert_eq!(drawn, 5, "{report}");
+    assert_eq!(drawn, 6, "{report}");
 }

@@ -419,6 +419,79 @@ fn asking_server(listener: std::net::TcpListener, count: usize, bytes: usize) {
     });
 }
 
+/// A server of the test's own whose `beforeInference` hook answers with one `system`
+/// injection of `bytes` bytes (§10.4).
+fn injecting_server(listener: std::net::TcpListener, bytes: usize) {
+    use std::io::{BufRead, BufReader};
+    let manifest = json!({ "version": "0.5",
+        "contextHooks": { "beforeInference": { "inject": { "system": true } } },
+        "featureSets": { "ctx": { "description": "injects",
+            "uses": ["contextHooks.beforeInference.inject.system"] } } });
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let text = "z".repeat(bytes);
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        line.clear();
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let result = match msg["method"].as_str().unwrap_or("") {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "injector", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => json!({ "tools": [] }),
+            "context/beforeInference" => json!({ "featureSet": "ctx", "contextInjections": [
+                { "namespace": "big", "position": "system", "content": text } ] }),
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{reply}").unwrap();
+    }
+}
+
+/// The hook runs the inspector remembers (50) kept each server's injections whole: a server
+/// injecting 1 MiB per turn made every `/api/state` carry the last ten whole and the
+/// inspector hold 50 MiB (16 MiB frames: 800 MiB). Now each remembered run is kept within
+/// the bound of an event, cut as events are; the run's own answer is still whole.
+#[test]
+fn a_hook_run_with_a_huge_injection_is_remembered_cut() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || injecting_server(listener, 1 << 20));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    let r = insp.post("/api/hook", json!({ "text": "hello" }));
+    assert_eq!(r["ok"], true, "{r}");
+    let run = r["result"].to_string();
+    assert!(
+        run.len() > 1 << 20,
+        "the run's answer is whole: {} bytes",
+        run.len()
+    );
+    let state = insp.get("/api/state");
+    let hooks = state["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{state}");
+    let size = hooks[0].to_string().len();
+    assert!(
+        size <= 64 * 1024 + 1024,
+        "a {size} byte remembered hook run"
+    );
+    assert_eq!(hooks[0]["truncated"], true);
+    assert_eq!(
+        hooks[0]["system"]["truncated"], true,
+        "{}",
+        hooks[0]["system"]
+    );
+    // Its head is whole.
+    assert_eq!(hooks[0]["inferenceId"], r["result"]["inferenceId"]);
+}
+
 /// A server → host request waiting for an answer kept its params whole, and the state
 /// listed each with them and its suggested answer (the message echoed) whole: up to 64
 /// waiting requests of 16 MiB each, 1 GiB held and 2 GiB written per `/api/state`. Now each

@@ -1,6 +1,6 @@
-//! What the inspector keeps of what it shows, within its bounds: events and requests cut
-//! past [`MAX_EVENT_BYTES`], channel descriptors past [`MAX_DESCRIPTOR_BYTES`], histories
-//! by count.
+//! What the inspector keeps of what it shows, within its bounds: events, requests and every
+//! history entry cut past [`MAX_EVENT_BYTES`], channel descriptors past
+//! [`MAX_DESCRIPTOR_BYTES`], histories by count.
 
 use std::collections::VecDeque;
 
@@ -21,6 +21,18 @@ pub const EVENT_CUT: &[&str] = &[
     "featureSet",
     "channelId",
     "eventId",
+];
+
+/// The members of a remembered hook run [`bound_bytes`] cuts, in order: what the servers
+/// answered (their injections, refusals and failures), then what was sent.
+pub const HOOK_CUT: &[&str] = &[
+    "system",
+    "beforeUser",
+    "afterUser",
+    "rejected",
+    "failures",
+    "params",
+    "consulted",
 ];
 
 /// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::engine::{AutoAnswer, Engine, MAX_HISTORY};
-use super::kept::push_bounded;
+use super::kept::{bound_bytes, push_bounded, HOOK_CUT};
 use super::log;
 
 /// How long the Check button's `mcpl check` run may take before it is stopped.
@@ -273,7 +273,9 @@ impl Engine {
             .await
             .map_err(|e| e.to_string())?;
         let v = json!({ "params": params, "time": timestamp_millis(SystemTime::now()) });
-        push_bounded(&mut self.state().narrowings, v.clone(), MAX_HISTORY);
+        let mut kept = v.clone();
+        bound_bytes(&mut kept, &["params"]);
+        push_bounded(&mut self.state().narrowings, kept, MAX_HISTORY);
         self.changed();
         Ok(v)
     }
@@ -359,7 +361,11 @@ impl Engine {
             "lifecycle": lifecycle,
             "time": timestamp_millis(SystemTime::now()),
         });
-        push_bounded(&mut self.state().hooks, v.clone(), MAX_HISTORY);
+        // Remembered within the bound of an event (the servers size their injections); the
+        // answer to this call is whole.
+        let mut kept = v.clone();
+        bound_bytes(&mut kept, HOOK_CUT);
+        push_bounded(&mut self.state().hooks, kept, MAX_HISTORY);
         self.changed();
         Ok(v)
     }
@@ -424,7 +430,9 @@ impl Engine {
         let v = json!({ "inferenceId": inference_id, "channelId": channel_id, "text": text,
                         "chunks": sent, "outcome": result.as_ref().err(),
                         "time": timestamp_millis(SystemTime::now()) });
-        push_bounded(&mut self.state().streams, v.clone(), MAX_HISTORY);
+        let mut kept = v.clone();
+        bound_bytes(&mut kept, &["text", "channelId", "outcome"]);
+        push_bounded(&mut self.state().streams, kept, MAX_HISTORY);
         self.changed();
         result.map(|()| v)
     }

@@ -82,6 +82,11 @@ const cases = {
     s.manifest = { manifest: {}, declared: H, recomputed: H, matches: false };
     s.manifestChanges = [{ time: 't', receipt: { domains: [H], previousRevision: H, revision: H, impacts: [{ impact: H, disposition: H, subject: H, reason: H }] } }];
   },
+  'a remembered hook run cut to its bound (each member a preview with its size)': (s) => {
+    const cut = { truncated: true, bytes: 1048600, preview: '[{"server"' };
+    s.hooks = [{ inferenceId: 'i', consulted: cut, lifecycle: 'l', truncated: true, system: cut,
+      beforeUser: cut, afterUser: [], rejected: cut, failures: cut, params: cut }];
+  },
 };
 let failed = 0;
 for (const [name, make] of Object.entries(cases)) {

@@ -349,15 +349,20 @@ function renderHooks(s) {
   if (!changed('hook', last)) return;
   const box = $('hook-result');
   if (!last) { clear(box); return; }
-  const injections = (label, list) => el('div', {}, el('h3', { text: fmt`${label} (${list.length})` }),
-    list.map((a) => el('div', { class: 'box' }, el('div', { class: 'muted', text: fmt`${a.server} · ${a.injection.namespace || ''}` }), contentNodes(a.injection.content))));
+  // A remembered run is cut to its bound: a member may be a preview with its size.
+  const items = (v) => (Array.isArray(v) ? v.filter((x) => x && typeof x === 'object') : []);
+  const count = (v) => (Array.isArray(v) ? v.length : (v && v.truncated ? fmt`cut, ${v.bytes} bytes` : 0));
+  const injections = (label, v) => el('div', {}, el('h3', { text: fmt`${label} (${count(v)})` }),
+    items(v).map((a) => { const i = a.injection && typeof a.injection === 'object' ? a.injection : {};
+      return el('div', { class: 'box' }, el('div', { class: 'muted', text: fmt`${a.server} · ${i.namespace || ''}` }), contentNodes(i.content)); }));
+  const failures = items(last.failures);
   fill(box, el('div', {}, el('div', { class: 'muted', text: fmt`${last.inferenceId} · consulted ${joined(last.consulted) || 'no server'} · lifecycle: ${last.lifecycle}` }),
     injections('system', last.system), injections('beforeUser', last.beforeUser), injections('afterUser', last.afterUser),
-    el('h3', { text: fmt`dropped by the host (${last.rejected.length})` }),
-    last.rejected.map((r) => el('div', { class: 'box error' }, el('strong', { text: r.category }), ' ', r.reason,
+    el('h3', { text: fmt`dropped by the host (${count(last.rejected)})` }),
+    items(last.rejected).map((r) => el('div', { class: 'box error' }, el('strong', { text: r.category }), ' ', r.reason,
       el('pre', { class: 'json', text: pretty(r.injection) }))),
-    last.failures.length ? el('h3', { text: 'failures' }) : null,
-    last.failures.map((f) => errorBox(fmt`${f.server}: ${f.detail}`))));
+    failures.length || count(last.failures) ? el('h3', { text: fmt`failures (${count(last.failures)})` }) : null,
+    failures.map((f) => errorBox(fmt`${f.server}: ${f.detail}`))));
 }
 
 // ---- server → host requests ----------------------------------------------------------------
