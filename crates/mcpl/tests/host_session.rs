@@ -3227,8 +3227,10 @@ async fn s10_1_a_hook_in_flight_when_the_connection_closes_fails_open_as_closed(
 }
 
 /// §6.1, §17.5: an `mcpl/manifest` answer with 100,000 feature sets (past
-/// `max_feature_sets`, 1,024) is refused before review: a `ManifestFetchFailed` naming the
-/// count, no change receipt, the grant as it was.
+/// `max_feature_sets`, 1,024) is not reviewed whole: a `ManifestFetchFailed` naming the
+/// count, none of its sets read, the grant as it was (it advertises the same capabilities);
+/// only its removals apply (§17.5 step 1): the sets in force it no longer declares are
+/// degraded, nothing it adds is taken.
 #[tokio::test]
 async fn s17_5_a_manifest_past_the_feature_set_bound_is_refused() {
     let (s, mut streams, mut server) = connected(&["pushEvents", "tools"], full_manifest()).await;
@@ -3251,11 +3253,25 @@ async fn s17_5_a_manifest_past_the_feature_set_bound_is_refused() {
         .respond(m)
         .await
         .unwrap();
+    let receipt = refresh.await.unwrap().unwrap().expect("its removals apply");
     assert!(
-        refresh.await.unwrap().unwrap().is_none(),
-        "no change receipt"
+        receipt
+            .impacts
+            .iter()
+            .all(|i| i.impact == ChangeImpact::FeatureDegraded
+                || i.impact == ChangeImpact::OntologyAcceptanceInvalidated),
+        "only removals: {receipt:?}"
+    );
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .all(|i| !i.subject.starts_with("set")),
+        "no set of the answer was read: {receipt:?}"
     );
     assert_eq!(s.grant(), before);
+    let (in_force, _) = s.manifest().expect("a manifest in force");
+    assert_eq!(in_force["featureSets"], json!({}));
     let diags = drain_diags(&mut streams);
     assert!(
         diags.iter().any(

@@ -159,7 +159,9 @@ pub struct HostConfig {
     /// copied or reviewed. In the `initialize` result, [`HostSession::connect`] fails with
     /// [`HostError::TooManyFeatureSets`] (nothing reviewed, nothing granted: fail closed);
     /// in an `mcpl/manifest` answer, a [`HostDiagnostic::ManifestFetchFailed`] names the
-    /// count and the limit and the manifest in force stands, as for a failed fetch (§17.5).
+    /// count and the limit and only the manifest's removals are applied (§17.5 step 1: it
+    /// parses, so a capability or set it drops is revoked; of its sets only those in force
+    /// are read, and nothing it adds is taken).
     /// `mcpl/manifestChanged` carries no manifest (§17.3), only the fetch it prompts.
     /// At least 1: 0 would refuse every MCPL server that declares a set, at connect.
     pub max_feature_sets: usize,

@@ -40,7 +40,7 @@ pub enum HostError {
     /// [`HostConfig::max_feature_sets`]: refused before review. At `initialize` the
     /// connection is not set up (nothing was reviewed, nothing granted); for an
     /// `mcpl/manifest` answer it is reported as [`HostDiagnostic::ManifestFetchFailed`] and
-    /// the manifest in force stands (§17.5).
+    /// only the manifest's removals are applied (§17.5 step 1).
     #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostConfig::max_feature_sets if this server is trusted to declare that many")]
     TooManyFeatureSets {
         /// How many `featureSets` entries the manifest carries.

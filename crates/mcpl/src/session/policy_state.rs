@@ -315,8 +315,38 @@ impl HostPolicy {
         now: SystemTime,
         suspend_after: u32,
     ) -> Option<Reviewed> {
-        let review = self.review.as_mut().map(std::sync::Arc::make_mut)?;
-        let outcome = review.on_fetched(fetched, announced, now);
+        self.review_with(
+            |r| r.on_fetched(fetched, announced, now),
+            now,
+            suspend_after,
+        )
+    }
+
+    /// [`Self::review_fetched`] for a manifest past the host's feature-set bound: only its
+    /// removals apply ([`ManifestReview::on_fetched_past_bound`], §17.5 step 1).
+    pub(crate) fn review_past_bound(
+        &mut self,
+        fetched: &Value,
+        now: SystemTime,
+        suspend_after: u32,
+    ) -> Option<Reviewed> {
+        self.review_with(
+            |r| r.on_fetched_past_bound(fetched, now),
+            now,
+            suspend_after,
+        )
+    }
+
+    /// Runs `review` on the review in force, then applies its outcome to the grant.
+    fn review_with(
+        &mut self,
+        review: impl FnOnce(&mut ManifestReview) -> ChangeOutcome,
+        now: SystemTime,
+        suspend_after: u32,
+    ) -> Option<Reviewed> {
+        let r = self.review.as_mut().map(std::sync::Arc::make_mut)?;
+        let outcome = review(r);
+        let review = r;
         let kept = self.grant.intersect(review.advertised());
         let narrowed = kept != self.grant;
         if narrowed {

@@ -174,6 +174,9 @@ pub(super) fn advertised_by(manifest: &Value, outer_tools: bool) -> CapabilitySe
 ///   `invalid_uses`) until a manifest can be taken whole: neither its new requirements nor
 ///   its new declared leaves are adopted, and the old ones no longer describe it;
 /// - a kept set whose `tagOntology` changed loses it (prior acceptance does not carry over).
+///
+/// Of `new`'s feature sets only those `old` declares are read ([`sets_named`]), so the cost
+/// is bounded by the manifest in force however many sets `new` carries.
 pub(super) fn removals_only(old: &Value, new: &Value) -> Value {
     let kept = capability::advertised(old)
         .capabilities
@@ -186,7 +189,7 @@ pub(super) fn removals_only(old: &Value, new: &Value) -> Value {
         return merged;
     };
     let old_sets = FeatureSets::from_mcpl(old).0;
-    let new_sets = FeatureSets::from_mcpl(new).0;
+    let new_sets = FeatureSets::parse(&sets_named(new.get("featureSets"), old_raw)).0;
     let new_raw = new.get("featureSets").and_then(Value::as_object);
     let mut sets = serde_json::Map::new();
     for (name, old_decl) in old_raw {
@@ -209,6 +212,32 @@ pub(super) fn removals_only(old: &Value, new: &Value) -> Value {
     }
     merged["featureSets"] = Value::Object(sets);
     merged
+}
+
+/// The entries of a `featureSets` value (`sets`, in its 0.5 object or 0.4 array form) whose
+/// names `names` holds, in the same form; any other value as it is. One lookup per name of
+/// `names` (object form) or one pass (array form): nothing else of `sets` is copied.
+fn sets_named(sets: Option<&Value>, names: &serde_json::Map<String, Value>) -> Value {
+    match sets {
+        Some(Value::Object(m)) => Value::Object(
+            names
+                .keys()
+                .filter_map(|n| m.get(n).map(|d| (n.clone(), d.clone())))
+                .collect(),
+        ),
+        Some(Value::Array(a)) => Value::Array(
+            a.iter()
+                .filter(|d| {
+                    d.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| names.contains_key(n))
+                })
+                .cloned()
+                .collect(),
+        ),
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
 }
 
 /// Applies §17.5 step 3 to a parsed (object, digestible) or — for the offline diff — any

@@ -293,10 +293,7 @@ impl ManifestReview {
             Ok(r) => r,
             // §17.5 step 1: it parses, so every removal it shows applies; nothing it adds.
             Err(e) if new.is_object() && self.revision.is_some() => {
-                // Built only from members of the manifest in force, whose digest succeeded,
-                // so this review takes the digestible path.
-                let merged = removals_only(&self.manifest.value(), new);
-                let mut outcome = self.on_fetched(&merged, None, now);
+                let mut outcome = self.removals_of(new, now);
                 outcome.findings = findings;
                 outcome.defects.push(Finding::new(
                     "partially_invalid_manifest",
@@ -403,6 +400,26 @@ impl ManifestReview {
             findings,
             defects,
         }
+    }
+
+    /// [`Self::on_fetched`] for a fetched manifest the host will not read whole: one whose
+    /// feature sets are past the host's bound (`host::HostConfig::max_feature_sets`). It
+    /// parses, so §17.5 step 1 still applies every removal it shows (a capability it no
+    /// longer advertises, a set it no longer declares or whose `uses` changed) and nothing it
+    /// adds; the caller reports the bound. Only the sets the manifest in force declares are
+    /// read, and the fetched manifest is neither validated, digested nor kept: what comes
+    /// into force is the manifest in force less those removals. Refusing the whole of it
+    /// left broader authority standing, which §17.5 forbids.
+    pub fn on_fetched_past_bound(&mut self, new: &Value, now: SystemTime) -> ChangeOutcome {
+        self.removals_of(new, now)
+    }
+
+    /// The manifest in force with only what `new` removes applied ([`removals_only`]),
+    /// reviewed as a fetched manifest. Built only from members of the manifest in force,
+    /// whose digest succeeded, so that review takes the digestible path.
+    fn removals_of(&mut self, new: &Value, now: SystemTime) -> ChangeOutcome {
+        let merged = removals_only(&self.manifest.value(), new);
+        self.on_fetched(&merged, None, now)
     }
 
     /// Sets the effective grant after a host policy decision (e.g. approving a pending

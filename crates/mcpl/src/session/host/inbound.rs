@@ -321,33 +321,35 @@ impl HostState {
             Answer::Result(v) => {
                 let count = crate::manifest::feature_set_count(&v);
                 let limit = self.rules.max_feature_sets;
-                if count > limit {
+                let wall = self.wall(now);
+                let threshold = self.rules.suspend_after_failures;
+                let reviewed = if count > limit {
+                    // §17.5 step 1: it parses, so its removals apply all the same; only the
+                    // sets in force are read of it (`ManifestReview::on_fetched_past_bound`).
                     self.diag(HostDiagnostic::ManifestFetchFailed {
                         detail: format!(
-                            "{}; it is refused and the manifest in force stands",
+                            "{}; only its removals were applied (§17.5)",
                             ConnectError::TooManyFeatureSets { count, limit }
                         ),
                     });
+                    self.p.review_past_bound(&v, wall, threshold)
                 } else {
-                    let wall = self.wall(now);
-                    let threshold = self.rules.suspend_after_failures;
-                    let reviewed = self
-                        .p
-                        .review_fetched(&v, announced.as_deref(), wall, threshold);
-                    if let Some(reviewed) = reviewed {
-                        for d in reviewed.diagnostics() {
-                            self.diag(d);
-                        }
-                        if let Some(r) = reviewed.outcome.receipt().cloned() {
-                            self.hand_out_event(HostEvent::ManifestChange(r));
-                        }
-                        let tell = reviewed.tell_reduction();
-                        self.effects(reviewed.effects);
-                        // §6.7: told by Request, also while an earlier reduction is in
-                        // flight (it told a wider grant than the one now in force).
-                        if tell && matches!(self.phase, Phase::Up | Phase::Reducing) {
-                            self.send_reduction(now);
-                        }
+                    self.p
+                        .review_fetched(&v, announced.as_deref(), wall, threshold)
+                };
+                if let Some(reviewed) = reviewed {
+                    for d in reviewed.diagnostics() {
+                        self.diag(d);
+                    }
+                    if let Some(r) = reviewed.outcome.receipt().cloned() {
+                        self.hand_out_event(HostEvent::ManifestChange(r));
+                    }
+                    let tell = reviewed.tell_reduction();
+                    self.effects(reviewed.effects);
+                    // §6.7: told by Request, also while an earlier reduction is in
+                    // flight (it told a wider grant than the one now in force).
+                    if tell && matches!(self.phase, Phase::Up | Phase::Reducing) {
+                        self.send_reduction(now);
                     }
                 }
             }

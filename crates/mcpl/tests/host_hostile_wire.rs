@@ -1,0 +1,228 @@
+//! A hostile server against the host, spoken in raw JSON lines over a real transport: every
+//! byte the server sends is written by the test, so the host faces exactly what a hostile
+//! peer could put on the wire (§5.3, §5.4, §10, §11, §14, §17).
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::capability::Capability;
+use mcpl::host::{HostConfig, HostDiagnostic, HostSession, HostStreams};
+use mcpl::manifest::ChangeImpact;
+use mcpl::peer::PeerConfig;
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{init_result, raw_peer, Raw};
+
+fn config(policy: &[&str]) -> HostConfig {
+    HostConfig {
+        policy: policy.iter().map(|s| s.to_string()).collect(),
+        policy_timeout: Duration::from_secs(30),
+        hook_timeout: Duration::from_secs(30),
+        manifest_timeout: Duration::from_secs(30),
+        ..HostConfig::default()
+    }
+}
+
+fn manifest() -> Value {
+    json!({
+        "version": "0.5",
+        "pushEvents": true,
+        "inferenceRequest": true,
+        "contextHooks": { "beforeInference": {
+            "observe": true,
+            "inject": { "system": true, "beforeUser": true, "afterUser": true } } },
+        "channels": { "register": true, "incoming": true, "publish": true },
+        "featureSets": {
+            "alerts": { "description": "Alerts", "uses": ["pushEvents"] },
+            "assist": { "description": "Assist", "uses": ["inferenceRequest"] },
+            "memory": { "description": "Memory",
+                "uses": ["contextHooks.beforeInference.observe",
+                         "contextHooks.beforeInference.inject.beforeUser"] }
+        }
+    })
+}
+
+/// The host's next line, as JSON.
+async fn recv(raw: &mut Raw) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), raw.recv())
+        .await
+        .expect("the host said nothing")
+}
+
+/// Connects a host with `cfg` to the raw server, answering `initialize` with `m` and the
+/// policy Request with `{accepted: true}`.
+async fn connected(cfg: HostConfig, m: Value) -> (HostSession, HostStreams, Raw) {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = recv(&mut raw).await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(m))}))
+        .await;
+    let mut policy = recv(&mut raw).await;
+    if policy["method"] == "notifications/initialized" {
+        policy = recv(&mut raw).await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (s, streams) = connect.await.unwrap().unwrap();
+    (s, streams, raw)
+}
+
+/// Sends a request with `id` and returns the host's answer to it (the next line).
+async fn call(raw: &mut Raw, id: Value, method: &str, params: Value) -> Value {
+    raw.send_json(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .await;
+    let a = recv(raw).await;
+    assert_eq!(a["id"], id, "{a}");
+    a
+}
+
+fn drain(streams: &mut HostStreams) -> Vec<HostDiagnostic> {
+    let mut v = Vec::new();
+    while let Ok(d) = streams.diagnostics.try_recv() {
+        v.push(d);
+    }
+    v
+}
+
+/// Starts a host connecting with `cfg`; returns the raw server side once `initialize`
+/// arrived (not answered), with that request.
+async fn initializing(
+    cfg: HostConfig,
+) -> (
+    tokio::task::JoinHandle<Result<(HostSession, HostStreams), mcpl::host::HostError>>,
+    Raw,
+    Value,
+) {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = recv(&mut raw).await;
+    assert_eq!(init["method"], "initialize");
+    (connect, raw, init)
+}
+
+/// §17.5, §6.7: a manifest change announced and fetched while the initial policy Request
+/// (§5.3) is still unanswered narrows the grant host-side at once; once the initial receipt
+/// arrives the server, told a wider grant than the one now in force, is told the narrowed
+/// one by a second Request, and nothing the fetched manifest dropped is granted.
+#[tokio::test]
+async fn s17_5_a_narrowing_fetched_during_the_initial_exchange_is_told_after_it() {
+    let (connect, mut raw, init) = initializing(config(&["pushEvents", "inferenceRequest"])).await;
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(manifest()))}),
+    )
+    .await;
+    let mut policy = recv(&mut raw).await;
+    if policy["method"] == "notifications/initialized" {
+        policy = recv(&mut raw).await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    assert_eq!(
+        policy["params"]["effectiveCapabilities"],
+        json!(["inferenceRequest", "pushEvents"])
+    );
+    raw.send_json(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged",
+        "params": {"revision": "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                   "domains": ["capabilities"]}}))
+        .await;
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest");
+    let mut m = manifest();
+    m.as_object_mut().unwrap().remove("inferenceRequest");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": m}))
+        .await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let told = recv(&mut raw).await;
+    assert_eq!(told["method"], "featureSets/update", "{told}");
+    assert_eq!(
+        told["params"]["effectiveCapabilities"],
+        json!(["pushEvents"])
+    );
+    raw.send_json(json!({"jsonrpc": "2.0", "id": told["id"], "result": {"accepted": true}}))
+        .await;
+    let (s, _streams) = connect.await.unwrap().unwrap();
+    assert!(!s.grant().allows(Capability::InferenceRequest));
+    assert!(s.grant().allows(Capability::PushEvents));
+    let a = call(
+        &mut raw,
+        json!(9),
+        "inference/request",
+        json!({"featureSet": "assist", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(a["error"]["code"], -32002, "{a}");
+}
+
+/// A manifest whose `featureSets` carry more entries than the host reads
+/// (`HostConfig::max_feature_sets`), with the other members of [`manifest`] minus `drop`.
+fn padded_manifest(drop: &str, sets: usize) -> Value {
+    let mut m = manifest();
+    m.as_object_mut().unwrap().remove(drop);
+    let fs = m["featureSets"].as_object_mut().unwrap();
+    for i in 0..sets {
+        fs.insert(
+            format!("pad{i}"),
+            json!({ "description": "p", "uses": ["pushEvents"] }),
+        );
+    }
+    m
+}
+
+/// §17.5 step 1: a fetched manifest that parses but that the host will not read whole (more
+/// feature sets than `max_feature_sets`) still has every removal it shows applied. Here the
+/// server drops `contextHooks` (it no longer takes the user's message) and pads its feature
+/// sets past the bound: the host must stop granting `observe` and tell the narrowed grant
+/// by Request (§6.7). Found by the hostile-wire hunt: the whole manifest was refused and the
+/// broader grant stood, so the host kept sending `userMessage` to a server that had
+/// withdrawn the capability.
+#[tokio::test]
+async fn s17_5_a_manifest_past_the_feature_set_bound_still_has_its_removals_applied() {
+    let policy = [
+        "pushEvents",
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ];
+    let (s, mut streams, mut raw) = connected(config(&policy), manifest()).await;
+    assert!(s.grant().allows(Capability::Observe));
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest");
+    let m = padded_manifest("contextHooks", 1100);
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": m}))
+        .await;
+    let told = recv(&mut raw).await;
+    assert_eq!(told["method"], "featureSets/update", "{told}");
+    assert_eq!(
+        told["params"]["effectiveCapabilities"],
+        json!(["pushEvents"])
+    );
+    raw.send_json(json!({"jsonrpc": "2.0", "id": told["id"], "result": {"accepted": true}}))
+        .await;
+    let receipt = refresh.await.unwrap().unwrap().expect("a change receipt");
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .any(|i| i.impact == ChangeImpact::CapabilityRevoked),
+        "{receipt:?}"
+    );
+    assert!(!s.grant().allows(Capability::Observe));
+    assert!(s.grant().allows(Capability::PushEvents));
+    // None of the padding was read as a feature set.
+    let (in_force, _) = s.manifest().expect("a manifest in force");
+    let sets = in_force["featureSets"].as_object().expect("feature sets");
+    assert!(sets.keys().all(|k| !k.starts_with("pad")), "{sets:?}");
+    let d = drain(&mut streams);
+    assert!(
+        d.iter().any(
+            |d| matches!(d, HostDiagnostic::ManifestFetchFailed { detail }
+            if detail.contains("1103 feature sets exceed the limit of 1024"))
+        ),
+        "{d:?}"
+    );
+}
