@@ -226,3 +226,41 @@ async fn s17_5_a_manifest_past_the_feature_set_bound_still_has_its_removals_appl
         "{d:?}"
     );
 }
+
+/// App. B.3, §17.3: an announcement's `revision` has the digest's shape (`sha256:` and 43
+/// base64url characters), judged by the one rule the manifest's own `revision` is judged
+/// by (`manifest::review::is_well_formed_revision`). One that is not — a hand-kept `"v2"`,
+/// or 100,000 characters — is reported as malformed (and still fetched: it is only a
+/// hint), and is not kept to be compared with the fetched manifest's digest, which it can
+/// never equal. Found by the hostile-wire hunt: the shape rule checked only that it was a
+/// string, so neither was reported as malformed, and the host kept the 100,000 characters
+/// until the fetch answered, then quoted them whole in an `announced_revision_mismatch`
+/// defect and its log line.
+#[tokio::test]
+async fn s17_3_an_announced_revision_not_of_the_digest_shape_is_reported_not_kept() {
+    let (_s, mut streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    for revision in ["v2".to_owned(), format!("sha256:{}", "A".repeat(100_000))] {
+        raw.send_json(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged",
+            "params": {"revision": revision, "domains": ["capabilities"]}}))
+            .await;
+        let fetch = recv(&mut raw).await;
+        assert_eq!(fetch["method"], "mcpl/manifest", "still fetched");
+        raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": manifest()}))
+            .await;
+        let a = call(&mut raw, json!("after"), "ping", json!({})).await;
+        assert_eq!(a["result"], json!({}));
+        let d = drain(&mut streams);
+        assert!(
+            d.iter()
+                .any(|d| matches!(d, HostDiagnostic::BadParams { method, detail }
+                if method == "mcpl/manifestChanged" && detail.contains("App. B.3"))),
+            "{d:?}"
+        );
+        assert!(
+            !d.iter()
+                .any(|d| matches!(d, HostDiagnostic::ManifestDefect { code, .. }
+                if *code == "announced_revision_mismatch")),
+            "{d:?}"
+        );
+    }
+}

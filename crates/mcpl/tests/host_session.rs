@@ -92,7 +92,8 @@ impl Server {
 
     /// Announces a manifest change (§17.3) and answers the host's `mcpl/manifest` fetch.
     async fn announce_manifest(&mut self, manifest: Value) {
-        let announced = json!({ "revision": "sha256:announced", "domains": ["capabilities"] });
+        // Of the digest's shape (App. B.3), and never a manifest's digest.
+        let announced = json!({ "revision": ANNOUNCED, "domains": ["capabilities"] });
         self.announce_manifest_as(announced, manifest).await
     }
 
@@ -130,6 +131,10 @@ impl Server {
             .map_err(|e| e.remote().map(|e| e.code).unwrap_or(0))
     }
 }
+
+/// An announced revision (§17.3) of the digest's shape (App. B.3) that no manifest here
+/// digests to.
+const ANNOUNCED: &str = "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
 fn full_manifest() -> Value {
     json!({
@@ -2787,7 +2792,7 @@ async fn s17_5_a_push_right_behind_the_receipt_that_suspends_is_refused() {
 async fn s17_8_a_coalesced_follow_up_fetch_is_not_held_behind_the_reduction() {
     let (s, _streams, mut server) =
         connected(&["pushEvents", "channels.register"], full_manifest()).await;
-    let announce = json!({ "revision": "sha256:announced", "domains": ["capabilities"] });
+    let announce = json!({ "revision": ANNOUNCED, "domains": ["capabilities"] });
     server
         .notify("mcpl/manifestChanged", Some(announce.clone()))
         .await;

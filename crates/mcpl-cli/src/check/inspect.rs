@@ -769,11 +769,16 @@ mod tests {
 
     #[test]
     fn s17_3_manifest_changed_carries_no_payload() {
-        let ok = json!({"revision":"sha256:x","domains":["capabilities"]});
+        let r = "sha256:QLXa7BigUFzNlw_IWPSqpYbDzdvBX7PVQIPS5lgnkaw";
+        let ok = json!({"revision":r,"domains":["capabilities"]});
         assert!(manifest_changed_defects(Some(&ok)).is_empty());
-        let bad = json!({"revision":"sha256:x","domains":["tools"],"added":["a"]});
+        let bad = json!({"revision":r,"domains":["tools"],"added":["a"]});
         assert_eq!(manifest_changed_defects(Some(&bad)).len(), 2);
-        let empty = json!({"revision":"sha256:x","domains":[]});
+        let empty = json!({"revision":r,"domains":[]});
         assert_eq!(manifest_changed_defects(Some(&empty)).len(), 1);
+        // App. B.3: the revision has the digest's shape.
+        let hand_kept = json!({"revision":"sha256:x","domains":["capabilities"]});
+        let d = manifest_changed_defects(Some(&hand_kept));
+        assert!(d.len() == 1 && d[0].contains("App. B.3"), "{d:?}");
     }
 }

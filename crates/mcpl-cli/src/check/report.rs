@@ -122,7 +122,7 @@ catalogue! {
     "grant.narrowed-respected", "§5.4", "under each narrowed grant (sessions 2 and later), nothing is sent that the grant withholds";
     "featuresets.narrowed-respected", "§6.4", "under each narrowed grant, no push, inference request or injection names a set it leaves unavailable";
     "manifest.fetch", "§17.4", "mcpl/manifest returns the complete manifest, or an error";
-    "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}";
+    "manifest.changed-shape", "§17.3", "mcpl/manifestChanged carries only {revision, domains}, a revision of the digest's shape (App. B.3)";
     "manifest.changed-is-notification", "§17.3", "mcpl/manifestChanged is sent as a Notification (no id)";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";

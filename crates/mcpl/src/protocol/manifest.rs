@@ -376,7 +376,9 @@ method!(
 );
 
 /// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
-/// `revision` a string and `domains` a non-empty (App. B.3: `minItems` 1) subset of
+/// `revision` a string of the digest's shape (App. B.3 `pattern`, by the rule a manifest's
+/// own `revision` is judged by, [`crate::manifest::review::is_well_formed_revision`]) and
+/// `domains` a non-empty (App. B.3: `minItems` 1) subset of
 /// `capabilities | featureSets | tagOntology` — no payload. The one shape rule the hosts
 /// report a malformed announcement by and `mcpl check` (`manifest.changed-shape`) fails.
 pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
@@ -385,8 +387,14 @@ pub fn manifest_changed_defects(params: Option<&Value>) -> Vec<String> {
         out.push("params is not an object".into());
         return out;
     };
-    if !p.get("revision").is_some_and(Value::is_string) {
-        out.push("revision missing or not a string".into());
+    match p.get("revision") {
+        Some(Value::String(r)) if crate::manifest::review::is_well_formed_revision(r) => {}
+        Some(Value::String(r)) => out.push(format!(
+            "revision is not \"sha256:\" and 43 base64url characters (App. B.3, §17.2): {} \
+             characters",
+            r.chars().count()
+        )),
+        _ => out.push("revision missing or not a string".into()),
     }
     match p.get("domains").and_then(Value::as_array) {
         None => out.push("domains missing or not an array".into()),

@@ -171,7 +171,7 @@ fn s17_3_a_malformed_announcement_is_reported_and_still_fetches() {
             .collect()
     };
     let mut p = Pair::connect(&["pushEvents"], server_rules());
-    let good = json!({"revision": "sha256:x", "domains": ["capabilities"]});
+    let good = json!({"revision": "sha256:QLXa7BigUFzNlw_IWPSqpYbDzdvBX7PVQIPS5lgnkaw", "domains": ["capabilities"]});
     p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": good}));
     p.step_host();
     assert_eq!(bad_params(&p), Vec::<String>::new());
