@@ -264,3 +264,33 @@ async fn s17_3_an_announced_revision_not_of_the_digest_shape_is_reported_not_kep
         );
     }
 }
+
+/// §17.2, §17.5: a fetched manifest whose own `revision` is not its digest is one
+/// conformance defect, reported once (as `ManifestDefect`; never grounds to reject it).
+/// Found by the hostile-wire hunt: it was reported twice on every fetch, as a
+/// `ManifestFinding` and as a `ManifestDefect` of the same code and text.
+#[tokio::test]
+async fn s17_2_a_fetched_revision_that_is_not_the_digest_is_reported_once() {
+    let (s, mut streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest");
+    let mut m = manifest();
+    m["revision"] = json!("sha256:BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": m}))
+        .await;
+    refresh.await.unwrap().unwrap();
+    let reported: Vec<HostDiagnostic> = drain(&mut streams)
+        .into_iter()
+        .filter(|d| match d {
+            HostDiagnostic::ManifestDefect { code, .. }
+            | HostDiagnostic::ManifestFinding { code, .. } => *code == "revision_mismatch",
+            _ => false,
+        })
+        .collect();
+    assert!(
+        matches!(reported.as_slice(), [HostDiagnostic::ManifestDefect { .. }]),
+        "one defect, one diagnostic: {reported:?}"
+    );
+}

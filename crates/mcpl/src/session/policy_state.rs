@@ -418,8 +418,22 @@ pub(crate) struct Reviewed {
 
 impl Reviewed {
     /// The diagnostics the review produced, in order: findings, defects, an unusable fetch.
+    /// A finding the review also made a conformance defect (§17.2 `revision_mismatch`) is
+    /// reported once, as the defect: one defect, one diagnostic.
     pub(crate) fn diagnostics(&self) -> Vec<HostDiagnostic> {
-        let mut d = finding_diagnostics(&self.outcome.findings);
+        let defects = &self.outcome.defects;
+        let findings: Vec<_> = self
+            .outcome
+            .findings
+            .iter()
+            .filter(|f| {
+                !defects
+                    .iter()
+                    .any(|d| d.code == f.code && d.message == f.message)
+            })
+            .cloned()
+            .collect();
+        let mut d = finding_diagnostics(&findings);
         d.extend(
             self.outcome
                 .defects
