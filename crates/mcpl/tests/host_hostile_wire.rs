@@ -294,3 +294,54 @@ async fn s17_2_a_fetched_revision_that_is_not_the_digest_is_reported_once() {
         "one defect, one diagnostic: {reported:?}"
     );
 }
+
+/// §5.4, §6.7: the answer to a server's `inference/request` is a message that needs
+/// `inferenceRequest`; one whose capability was revoked while the application worked on it
+/// is not delivered. The server is answered `-32002` naming the capability (a request with
+/// an id is always answered), the generated content never reaches it, and the host reports
+/// `CapabilityDenied`. Found by the hostile-wire hunt: the chunks of a streamed answer were
+/// gated per chunk, but the final answer, carrying the whole text, went out regardless.
+#[tokio::test]
+async fn s5_4_an_inference_answer_whose_grant_was_revoked_meanwhile_is_not_delivered() {
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some((started_tx, released))));
+    let mut cfg = config(&["pushEvents", "inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let (started, released) = slot.lock().unwrap().take().expect("called once");
+        Box::pin(async move {
+            let _ = started.send(());
+            let _ = released.await;
+            Ok(json!({ "content": "the secret summary", "finishReason": "end_turn" }))
+        })
+    }));
+    let (s, mut streams, mut raw) = connected(cfg, manifest()).await;
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "inference/request",
+        "params": {"featureSet": "assist", "messages": [{"role": "user", "content": "hi"}]}}),
+    )
+    .await;
+    started.await.unwrap();
+    let s2 = s.clone();
+    let change = tokio::spawn(async move { s2.set_policy(vec!["pushEvents".into()]).await });
+    let told = recv(&mut raw).await;
+    assert_eq!(told["method"], "featureSets/update", "{told}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": told["id"], "result": {"accepted": true}}))
+        .await;
+    let change = change.await.unwrap().unwrap();
+    assert!(change.narrowed.contains(Capability::InferenceRequest));
+    release.send(()).unwrap();
+    let a = recv(&mut raw).await;
+    assert_eq!(a["id"], 1, "{a}");
+    assert!(a.get("result").is_none(), "no content delivered: {a}");
+    assert_eq!(a["error"]["code"], -32002, "{a}");
+    assert_eq!(a["error"]["data"]["capability"], "inferenceRequest", "{a}");
+    let d = drain(&mut streams);
+    assert!(
+        d.iter().any(
+            |d| matches!(d, HostDiagnostic::CapabilityDenied { method, .. }
+            if method == "inference/request")
+        ),
+        "{d:?}"
+    );
+}

@@ -57,6 +57,11 @@
 //! - A method sent in a form §4.1 does not give it (`channels/register` or
 //!   `channels/incoming` as a Notification) is not applied and is reported
 //!   (`UnexpectedMethod`, [`crate::protocol::Kind::takes`]).
+//! - The application's answer to an `inference/request` or `model/info` whose capability was
+//!   revoked while it worked on it is not sent (§5.4: a message needing a denied capability
+//!   is not delivered, judged where it is sent, as each `inference/chunk` is): the server is
+//!   answered `-32002` naming the capability and [`HostDiagnostic::CapabilityDenied`] is
+//!   reported.
 //! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
 //!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
 //! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;

@@ -70,7 +70,9 @@ pub enum HostDiagnostic {
         /// The method.
         method: String,
     },
-    /// A method arrived whose capability is not granted.
+    /// A method arrived whose capability is not granted, or the application answered a
+    /// request handed out ([`HostOutput::Request`](super::HostOutput::Request)) after its
+    /// capability was revoked: the server was answered `-32002` in its place (§5.4).
     CapabilityDenied {
         /// The method.
         method: String,

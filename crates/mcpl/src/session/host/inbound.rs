@@ -94,7 +94,16 @@ impl HostState {
                     });
                 if handed {
                     let inference = r.method == InferenceRequest::NAME;
+                    let requirement =
+                        crate::protocol::method_requirement(&r.method, r.params.as_ref())
+                            .unwrap_or(crate::capability::Requirement::None);
                     let req = AppRequest {
+                        method: if inference {
+                            InferenceRequest::NAME
+                        } else {
+                            ModelInfoRequest::NAME
+                        },
+                        requirement,
                         inference,
                         streamed: inference && rules::is_streamed(r.params.as_ref()),
                         chunks: 0,

@@ -15,7 +15,7 @@ use super::{
     admit_at_host, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, Refusal,
     Transmission,
 };
-use crate::capability::{Grant, PatternError};
+use crate::capability::{Grant, PatternError, Requirement};
 use crate::jsonrpc::{codes, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::manifest::review::{FetchDecision, FetchLimiter, ManifestReview};
 use crate::policy::{HostGrant, Receipt};
@@ -191,6 +191,11 @@ impl HostOutput {
 /// A server request handed out to the application ([`HostOutput::Request`]).
 #[derive(Debug, Clone, Copy)]
 struct AppRequest {
+    /// The method (`inference/request` or `model/info`).
+    method: &'static str,
+    /// What its admission required (§5.4): its answer is delivered only while the grant in
+    /// force still satisfies it ([`HostState::answer`]).
+    requirement: Requirement,
     /// An `inference/request`: its result is checked before it is sent (§11.3).
     inference: bool,
     /// With `stream: true` (§11.4): chunks may go out before the answer.
@@ -502,7 +507,13 @@ impl HostState {
         }));
     }
 
-    /// Answers a request handed out as [`HostOutput::Request`].
+    /// Answers a request handed out as [`HostOutput::Request`]. An answer is a message the
+    /// request's capability governs (§5.4: the host MUST NOT deliver a message requiring a
+    /// denied capability), judged where it is sent, as each `inference/chunk` is: when the
+    /// grant in force no longer satisfies what the request's admission required (revoked
+    /// meanwhile, §6.7: a reduction takes effect first), the server is answered `-32002`
+    /// naming the capability in its place and [`HostDiagnostic::CapabilityDenied`] is
+    /// reported; what the application answered is not sent.
     pub fn answer(
         &mut self,
         id: RequestId,
@@ -515,11 +526,20 @@ impl HostState {
             ));
         };
         let mut malformed = None;
-        let outcome = match outcome {
-            Ok(v) if req.inference => rules::checked_inference_result(v).inspect_err(|e| {
-                malformed = Some(e.message.to_string());
-            }),
-            other => other,
+        let outcome = match (self.p.grant.check(req.requirement), outcome) {
+            (Err(denied), _) => {
+                self.diag(HostDiagnostic::CapabilityDenied {
+                    method: req.method.to_owned(),
+                    capability: denied.capability,
+                });
+                Err(denied.to_error())
+            }
+            (Ok(()), Ok(v)) if req.inference => {
+                rules::checked_inference_result(v).inspect_err(|e| {
+                    malformed = Some(e.message.to_string());
+                })
+            }
+            (Ok(()), other) => other,
         };
         // An answer the server could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
         let (outcome, too_deep) = crate::jsonrpc::outcome_to_send(outcome);
