@@ -344,9 +344,9 @@ impl HostPolicy {
         now: SystemTime,
         suspend_after: u32,
     ) -> Option<Reviewed> {
-        let r = self.review.as_mut().map(std::sync::Arc::make_mut)?;
-        let outcome = review(r);
-        let review = r;
+        let under_review = self.review.as_mut().map(std::sync::Arc::make_mut)?;
+        let outcome = review(under_review);
+        let review = under_review;
         let kept = self.grant.intersect(review.advertised());
         let narrowed = kept != self.grant;
         if narrowed {

@@ -415,8 +415,9 @@ impl ManifestReview {
     }
 
     /// The manifest in force with only what `new` removes applied ([`removals_only`]),
-    /// reviewed as a fetched manifest. Built only from members of the manifest in force,
-    /// whose digest succeeded, so that review takes the digestible path.
+    /// reviewed as a fetched manifest. Built only from members of the manifest in force, so
+    /// it digests whenever that one did (it has a revision); one that did not (an
+    /// identifier the digest refuses, §17.2) leaves it standing, as its own re-fetch would.
     fn removals_of(&mut self, new: &Value, now: SystemTime) -> ChangeOutcome {
         let merged = removals_only(&self.manifest.value(), new);
         self.on_fetched(&merged, None, now)
