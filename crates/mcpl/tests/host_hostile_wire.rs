@@ -345,3 +345,47 @@ async fn s5_4_an_inference_answer_whose_grant_was_revoked_meanwhile_is_not_deliv
         "{d:?}"
     );
 }
+
+/// §14.2, §14.5: channel ids are compared as the exact strings sent ("unique within this
+/// connection"): ids differing only by case or by Unicode normalization are distinct
+/// channels, each authorized on its own, and the host's channel patterns match exactly too,
+/// so such a variant of a permitted id is never permitted by it (the reading can only
+/// under-grant). A message on the variant is judged against the variant's registration.
+#[tokio::test]
+async fn s14_5_ids_differing_by_case_or_normalization_are_distinct_and_never_permitted_by_likeness()
+{
+    let mut cfg = config(&["channels.register", "channels.incoming"]);
+    cfg.channel_patterns = Some(vec!["ok:*".into(), "caf\u{e9}".into()]);
+    let (s, _streams, mut raw) = connected(cfg, manifest()).await;
+    let d = |id: &str| json!({ "id": id, "type": "k", "direction": "inbound" });
+    let ids = ["ok:a", "ok:A", "OK:a", "caf\u{e9}", "cafe\u{301}"];
+    let a = call(
+        &mut raw,
+        json!(1),
+        "channels/register",
+        json!({ "channels": ids.iter().map(|i| d(i)).collect::<Vec<_>>() }),
+    )
+    .await;
+    let accepted: Vec<bool> = a["result"]["results"]
+        .as_array()
+        .expect("itemized")
+        .iter()
+        .map(|r| r["accepted"] == true)
+        .collect();
+    assert_eq!(accepted, [true, true, false, true, false], "{a}");
+    let mut held = s.channels();
+    held.sort();
+    assert_eq!(held, ["caf\u{e9}", "ok:A", "ok:a"]);
+    let m = |c: &str, id: &str| json!({ "channelId": c, "messageId": id, "content": "hi" });
+    let a = call(
+        &mut raw,
+        json!(2),
+        "channels/incoming",
+        json!({ "messages": [m("OK:a", "m1"), m("cafe\u{301}", "m2"), m("ok:A", "m3")] }),
+    )
+    .await;
+    let results = &a["result"]["results"];
+    assert_eq!(results[0]["code"], -32023, "{a}");
+    assert_eq!(results[1]["code"], -32023, "{a}");
+    assert_eq!(results[2]["accepted"], true, "{a}");
+}

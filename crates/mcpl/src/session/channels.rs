@@ -64,7 +64,11 @@ impl ChannelLimits {
             .saturating_mul(self.max_descriptor_bytes.max(4096))
     }
 
-    /// Whether the host's channel patterns permit `id`.
+    /// Whether the host's channel patterns permit `id`. Reading (§14.2 makes an id
+    /// "unique within this connection" and says no more): ids and patterns are compared as
+    /// the exact strings sent, never case-folded or Unicode-normalized, so a variant of a
+    /// permitted id (`OK:a` for `ok:*`, a decomposed `é`) is not permitted by likeness and
+    /// is a distinct channel wherever it is: the reading can only under-grant.
     pub fn permits(&self, id: &str) -> bool {
         match &self.patterns {
             None => true,
