@@ -24,10 +24,14 @@ pub fn timestamp_millis(t: SystemTime) -> String {
 /// the extended or the basic (`20260123`) format, optionally followed by `T` and a time
 /// (`hh`, `hh:mm` or `hh:mm:ss`, a fraction after `.` or `,` on the last unit, `24:00:00`
 /// for the end of a day, second 60 for a leap second) and a zone (`Z`, `±hh`, `±hh:mm`).
-/// Date and time use one format, both extended or both basic. Reading: ISO 8601 also
-/// allows expanded years and durations, which no event time needs, and no zone (local time,
-/// accepted: the standard allows it). A space instead of `T` is RFC 3339's relaxation, not
-/// ISO 8601, and is refused; so are epoch numbers.
+/// Date and time use one format, both extended or both basic. A date standing alone may
+/// also have reduced precision ([`reduced_date`]: `2026-12`, `2026`, `20`, `2026-W04`).
+/// Reading: §9.2 says only "ISO 8601", so every representation the standard gives a date
+/// or date-time without prior agreement is accepted, and no zone (local time) with it.
+/// Refused, fail-closed, as ISO 8601 admits them only "by agreement" (none exists in MCPL)
+/// or as no point in time: expanded (`+002026-01-23`) and truncated (`--01-23`) dates,
+/// a time of day without a date, durations and intervals. A space instead of `T` is
+/// RFC 3339's relaxation, not ISO 8601, and is refused; so are epoch numbers.
 pub fn timestamp_defect(ts: &str) -> Option<&'static str> {
     iso8601(ts.as_bytes()).err()
 }
@@ -37,6 +41,11 @@ fn iso8601(b: &[u8]) -> Result<(), &'static str> {
         Some(i) => (&b[..i], Some(&b[i + 1..])),
         None => (b, None),
     };
+    if time.is_none() {
+        if let Some(reduced) = reduced_date(date) {
+            return reduced;
+        }
+    }
     let extended = date_part(date)?;
     if let Some(time) = time {
         time_part(time, extended)?;
@@ -73,12 +82,7 @@ fn date_part(d: &[u8]) -> Result<bool, &'static str> {
             _ => return Err(BAD),
         };
         let (ww, day) = (digits(ww).ok_or(BAD)?, digits(day).ok_or(BAD)?);
-        // A year has week 53 when it starts on a Thursday, or on a Wednesday in a leap year.
-        let p =
-            |y: i64| (y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400)).rem_euclid(7);
-        let y = i64::from(year);
-        let weeks = if p(y) == 4 || p(y - 1) == 3 { 53 } else { 52 };
-        if !(1..=weeks).contains(&ww) || !(1..=7).contains(&day) {
+        if !(1..=weeks_in(year)).contains(&ww) || !(1..=7).contains(&day) {
             return Err("week or weekday out of range");
         }
         return Ok(extended);
@@ -95,6 +99,50 @@ fn date_part(d: &[u8]) -> Result<bool, &'static str> {
         (true, 5) if rest[2] == b'-' => month_day(year, &rest[..2], &rest[3..]).map(|()| true),
         (false, 4) => month_day(year, &rest[..2], &rest[2..]).map(|()| false),
         _ => Err(BAD),
+    }
+}
+
+/// How many ISO weeks `year` has: 53 when it starts on a Thursday, or on a Wednesday in a
+/// leap year; 52 otherwise.
+fn weeks_in(year: u32) -> u32 {
+    let p = |y: i64| (y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400)).rem_euclid(7);
+    let y = i64::from(year);
+    if p(y) == 4 || p(y - 1) == 3 {
+        53
+    } else {
+        52
+    }
+}
+
+/// A date of reduced precision, the one ISO 8601 rule for a date that names less than a day
+/// (ISO 8601:2004 §4.1.2.3 and §4.1.4.3, ISO 8601-1:2019 §5.2.2.2): a month `YYYY-MM` (with
+/// the hyphen: the basic `YYYYMM` is not allowed, it would read as `YYMMDD`), a year `YYYY`,
+/// a century `YY`, or a week `YYYY-Www` / `YYYYWww`. `None` when `d` has none of these
+/// shapes (it may still be a complete date); `Some(Err)` when it has one but a value out of
+/// range. Only a date standing alone may be reduced: a date-time needs a complete date
+/// (2004 §4.3.3), which the caller enforces by asking only when there is no time.
+fn reduced_date(d: &[u8]) -> Option<Result<(), &'static str>> {
+    match d {
+        [_, _] | [_, _, _, _] => digits(d).map(|_| Ok(())),
+        [y0, y1, y2, y3, b'-', m0, m1] => {
+            digits(&[*y0, *y1, *y2, *y3])?;
+            let month = digits(&[*m0, *m1])?;
+            Some(if (1..=12).contains(&month) {
+                Ok(())
+            } else {
+                Err("month out of range")
+            })
+        }
+        [y0, y1, y2, y3, b'-', b'W', w0, w1] | [y0, y1, y2, y3, b'W', w0, w1] => {
+            let year = digits(&[*y0, *y1, *y2, *y3])?;
+            let week = digits(&[*w0, *w1])?;
+            Some(if (1..=weeks_in(year)).contains(&week) {
+                Ok(())
+            } else {
+                Err("week out of range")
+            })
+        }
+        _ => None,
     }
 }
 
@@ -261,6 +309,44 @@ mod tests {
         }
         // What this library writes passes its own rule.
         assert_eq!(timestamp_defect(&timestamp_millis(SystemTime::now())), None);
+    }
+
+    /// §9.2 says only "ISO 8601", and ISO 8601 (2004 §4.1.2.3, §4.1.4.3; 2019-1 §5.2.2.2)
+    /// lets a date alone be written with reduced precision, needing no agreement between
+    /// the parties: a month, a year, a century, a week. A host refused such a push
+    /// (`-32602`) and `mcpl check` failed the server that sent it. A date-time still needs a
+    /// complete date (2004 §4.3.3), and the basic `YYYYMM` is not ISO 8601 (it reads as
+    /// `YYMMDD`).
+    #[test]
+    fn s9_2_reduced_precision_dates_are_iso8601() {
+        for ok in [
+            "2026-12", "2026-01", "2026", "0000", "20", "2026-W04", "2026W04", "2026-W53",
+        ] {
+            assert_eq!(timestamp_defect(ok), None, "{ok}");
+        }
+        for bad in [
+            "202612",
+            "2026-13",
+            "2026-00",
+            "2026-1",
+            "2026-",
+            "2026-W54",
+            "2026-W00",
+            "2026-W4",
+            "2026W4",
+            "2",
+            "202",
+            "20261",
+            "2026-12T10:00:00Z",
+            "2026T10:00Z",
+            "20T10",
+            "2026-W04T10:00Z",
+            "-2026",
+            "+2026",
+            "2026-12Z",
+        ] {
+            assert!(timestamp_defect(bad).is_some(), "{bad:?} accepted");
+        }
     }
 
     proptest::proptest! {
