@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use mcpl::uri::{self, EndpointUri, RejectReason};
 use serde_json::{json, Value};
 
-use crate::term::{emit, pretty_json, CliError, Stream, Style};
+use crate::term::{emit, one_line, pretty_json, CliError, Stream, Style};
 
 /// Arguments of `mcpl uri`.
 #[derive(Debug, clap::Args)]
@@ -53,21 +53,31 @@ pub fn main(args: UriArgs) -> Result<ExitCode, CliError> {
     } else {
         let s = Style::for_stream(Stream::Stdout);
         let mut out = String::new();
+        // Each value is kept on its own line (`one_line`): the configured URI is the
+        // caller's text as given, and a line break in it (refused, but still echoed) would
+        // otherwise print a line of the report's own shape.
         for (i, (configured, outcome)) in outcomes.iter().enumerate() {
             if i > 0 {
                 out.push('\n');
             }
-            out.push_str(&format!("configuredUri      {configured}\n"));
+            out.push_str(&format!("configuredUri      {}\n", one_line(configured)));
             match outcome {
                 Ok(e) => {
-                    out.push_str(&format!("canonicalUri       {}\n", e.canonical_uri()));
-                    out.push_str(&format!("resolvedTransport  {}\n", e.resolved_transport()));
+                    out.push_str(&format!(
+                        "canonicalUri       {}\n",
+                        one_line(e.canonical_uri())
+                    ));
+                    out.push_str(&format!(
+                        "resolvedTransport  {}\n",
+                        one_line(e.resolved_transport())
+                    ));
                 }
                 Err(r) => {
                     out.push_str(&format!(
-                        "{}              {}: {r}\n",
+                        "{}              {}: {}\n",
                         s.bad("error"),
-                        r.code()
+                        r.code(),
+                        one_line(&r.to_string())
                     ));
                 }
             }

@@ -107,3 +107,19 @@ fn readme_uri_example_is_true() {
     );
     assert!(o.stdout.contains("write the host after"), "{}", o.stdout);
 }
+
+/// The configured URI is printed as given, and a newline or carriage return in it started a
+/// line of the report's own shape (a forged `canonicalUri` for a URI that was refused);
+/// it stays on its own line with the break written as its escape, like every other
+/// report's quoted text (`term::one_line`). `--json` escapes it anyway.
+#[test]
+fn rfc004_s5_a_configured_uri_cannot_forge_a_line_of_the_report() {
+    let forged = "mcpl://h/x\ncanonicalUri       mcpl://forged/\rresolvedTransport  wss://forged/";
+    let o = run(&["uri", forged]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", o.stdout);
+    assert!(lines[0].starts_with("configuredUri      mcpl://h/x\\u{a}canonicalUri"));
+    assert!(lines[1].contains("invalid_character"), "{}", o.stdout);
+    assert!(!o.stdout.contains('\r'), "{:?}", o.stdout);
+}
