@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn s16_7_glob_star_semantics() {
-    let m = |p: &str, t: &str| glob_match(p.as_bytes(), t.as_bytes());
+    let m = |p: &str, t: &str| glob_match(p, t);
     assert!(m("*", ""));
     assert!(m("*", "chat:dm"));
     assert!(m("chat:*", "chat:dm"));
@@ -13,6 +13,69 @@ fn s16_7_glob_star_semantics() {
     assert!(m("a**c", "ac"));
     assert!(!m("chat:dm", "chat:dms"));
     assert!(!m("chat:dms", "chat:dm"));
+}
+
+/// §16.7 patterns come from the host's rules and from accepted producer ontologies, tags
+/// from every event: a glob that backtracks over the whole tag for every place a literal
+/// run could start did `pattern × tag` work (a 20 KB pattern `x:*aa…ab` against a 40 KB
+/// tag of `a`s, 800 million steps for one event). Work stays linear in both.
+#[test]
+fn s16_7_glob_work_is_linear_in_pattern_and_tag() {
+    let cases = [
+        (
+            format!("x:*{}b", "a".repeat(2_000)),
+            format!("x:{}", "a".repeat(4_000)),
+        ),
+        (
+            format!("x:*{}*b", "a*".repeat(500)),
+            format!("x:{}", "a".repeat(4_000)),
+        ),
+        (format!("*{}", "ab".repeat(1_000)), "ab".repeat(2_000) + "a"),
+        ("x:*".repeat(1_000), "x:".repeat(2_000)),
+    ];
+    for (pattern, text) in &cases {
+        rules::GLOB_STEPS.with(|c| c.set(0));
+        let naive = naive_glob(pattern.as_bytes(), text.as_bytes());
+        assert_eq!(glob_match(pattern, text), naive, "{}", &pattern[..16]);
+        let steps = rules::GLOB_STEPS.with(|c| c.get());
+        let bound = 2 * (pattern.len() + text.len());
+        assert!(
+            steps <= bound,
+            "{steps} steps for {} + {} bytes",
+            pattern.len(),
+            text.len()
+        );
+    }
+}
+
+/// The glob by definition (dynamic programming over both), to check the fast one against.
+fn naive_glob(p: &[u8], t: &[u8]) -> bool {
+    let mut row = vec![false; t.len() + 1];
+    row[0] = true;
+    for &pc in p {
+        let mut next = vec![false; t.len() + 1];
+        if pc == b'*' {
+            let mut any = false;
+            for j in 0..=t.len() {
+                any |= row[j];
+                next[j] = any;
+            }
+        } else {
+            for j in 1..=t.len() {
+                next[j] = row[j - 1] && t[j - 1] == pc;
+            }
+        }
+        row = next;
+    }
+    row[t.len()]
+}
+
+proptest::proptest! {
+    /// The glob agrees with its definition on every small pattern and text.
+    #[test]
+    fn s16_7_glob_agrees_with_its_definition(p in "[ab*]{0,8}", t in "[ab]{0,10}") {
+        proptest::prop_assert_eq!(glob_match(&p, &t), naive_glob(p.as_bytes(), t.as_bytes()));
+    }
 }
 
 #[test]
