@@ -106,7 +106,9 @@ fn render_refusal(args: &DigestArgs, r: &Refusal) -> String {
     if args.json {
         compact_json(&json!({"error": {"code": r.code, "message": r.detail}}))
     } else {
-        format!("error: {}: {}\n", r.code, r.detail)
+        // The detail quotes the manifest's own names (a position's path): one line, so
+        // `--lines` keeps one answer per input line.
+        format!("error: {}: {}\n", r.code, crate::term::one_line(&r.detail))
     }
 }
 
@@ -194,7 +196,11 @@ fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
                 render_refusal(args, &r)
             }
         };
-        if stdout.write_all(text.as_bytes()).is_err() {
+        // What a terminal would act on is made visible, as `emit` does for one document.
+        if stdout
+            .write_all(crate::term::visible(&text).as_bytes())
+            .is_err()
+        {
             // Nobody reads the answers any more (a closed pipe): stop reading too.
             break;
         }

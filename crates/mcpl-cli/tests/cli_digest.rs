@@ -485,3 +485,44 @@ fn s17_2_an_identifier_refusal_quotes_a_long_identifier_cut() {
     );
     assert!(o.stdout.contains("identifier_charset"));
 }
+
+/// `--lines` answers each input line with exactly one output line. A refusal quotes the
+/// position's path, made of the manifest's member names as written, so a name holding a
+/// newline printed a line of its own (a forged `sha256:…` answer one line below, taken
+/// for the next manifest's revision), and a name holding an escape sequence was written to
+/// the terminal raw (it retitled the window). Both now print as their escapes, as the
+/// single-document refusal and every other report already did.
+#[test]
+fn s17_2_lines_a_hostile_member_name_stays_on_its_own_line_as_text() {
+    let input = concat!(
+        r#"{"featureSets":{"a\nsha256:FORGED":{}}}"#,
+        "\n",
+        r#"{"featureSets":{"\u001b]0;PWNED\u0007":{}}}"#,
+        "\n{}\n"
+    );
+    let o = run(&["digest", "--lines", "-"], Some(input));
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    assert!(
+        lines[0].starts_with("error: identifier_charset: "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("featureSets.a\\u{a}sha256:FORGED"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("featureSets.\\u{1b}]0;PWNED\\u{7}"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].starts_with("sha256:"), "{}", lines[2]);
+    assert!(
+        !o.stdout.contains(['\u{1b}', '\u{7}', '\r']),
+        "{:?}",
+        o.stdout
+    );
+}
