@@ -211,20 +211,41 @@ pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// Serialises a value as pretty JSON followed by a newline.
+/// Serialises a value as pretty JSON followed by a newline ([`json_text`]).
 pub fn pretty_json<T: serde::Serialize>(value: &T) -> String {
     // Serialising our own report types and `serde_json::Value` cannot fail (string keys
     // only); fall back to an explicit marker rather than panicking.
-    let mut s = serde_json::to_string_pretty(value)
+    let s = serde_json::to_string_pretty(value)
         .unwrap_or_else(|e| format!("{{\"error\":\"serialisation failed: {e}\"}}"));
-    s.push('\n');
-    s
+    json_text(s)
 }
 
-/// Serialises a value as one compact JSON line followed by a newline.
+/// Serialises a value as one compact JSON line followed by a newline ([`json_text`]).
 pub fn compact_json<T: serde::Serialize>(value: &T) -> String {
-    let mut s = serde_json::to_string(value)
+    let s = serde_json::to_string(value)
         .unwrap_or_else(|e| format!("{{\"error\":\"serialisation failed: {e}\"}}"));
+    json_text(s)
+}
+
+/// Serialised JSON as the CLI prints it, with a newline: every character a terminal acts on
+/// ([`acts_on_terminal`]) written as a JSON `\uXXXX` escape. serde_json escapes only C0
+/// controls (all JSON requires), so DEL, C1 controls and the bidirectional overrides from a
+/// file or a peer stayed raw, and [`visible`] then rewrote them as `\u{7f}`, which is no
+/// JSON escape: the output no longer parsed. Such characters occur only inside strings
+/// (JSON's own text is printable ASCII and whitespace), where the escape reads back as the
+/// same character; all of them are in the BMP, so one `\uXXXX` each.
+pub fn json_text(mut s: String) -> String {
+    if s.chars().any(acts_on_terminal) {
+        let mut out = String::with_capacity(s.len() + 16);
+        for c in s.chars() {
+            if acts_on_terminal(c) {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            } else {
+                out.push(c);
+            }
+        }
+        s = out;
+    }
     s.push('\n');
     s
 }

@@ -526,3 +526,31 @@ fn s17_2_lines_a_hostile_member_name_stays_on_its_own_line_as_text() {
         o.stdout
     );
 }
+
+/// `digest --json` must parse, and its `canonicalJson` must be the text `sha256Hex` is the
+/// hash of: a manifest string holding DEL, a C1 control or a bidirectional override (which
+/// JCS, like serde_json, leaves unescaped) printed as `\u{7f}`, no JSON escape, so the
+/// output did not parse (`--lines --json` likewise).
+#[test]
+fn s17_2_json_output_parses_whatever_the_manifest_strings_hold() {
+    let manifest = r#"{"version":"0.5","d":"x\u007fy\u202ez\u0085"}"#;
+    for args in [
+        &["digest", "--json", "-"][..],
+        &["digest", "--lines", "--json", "-"],
+    ] {
+        let o = run(args, Some(manifest));
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", o.stdout));
+        let canonical = v["canonicalJson"].as_str().unwrap();
+        assert_eq!(
+            canonical,
+            "{\"d\":\"x\u{7f}y\u{202e}z\u{85}\",\"version\":\"0.5\"}"
+        );
+        assert!(
+            !o.stdout.contains(['\u{202e}', '\u{7f}', '\u{85}']),
+            "{}",
+            o.stdout
+        );
+    }
+}

@@ -123,3 +123,23 @@ fn rfc004_s5_a_configured_uri_cannot_forge_a_line_of_the_report() {
     assert!(lines[1].contains("invalid_character"), "{}", o.stdout);
     assert!(!o.stdout.contains('\r'), "{:?}", o.stdout);
 }
+
+/// `--json` is a published machine format: it must parse. serde_json leaves DEL, C1
+/// controls and the bidirectional overrides unescaped (JSON requires only C0 escaped), and
+/// the terminal guard then rewrote them as `\u{202e}`, which is no JSON escape, so the
+/// whole array failed to parse. They are now written as JSON escapes (`\u202e`), which
+/// read back as the same characters and leave a terminal nothing to act on.
+#[test]
+fn rfc004_s5_json_output_parses_whatever_the_configured_uri_holds() {
+    let configured = "mcpl://h/x\u{202e}txt\u{7f}\u{85}";
+    let o = run(&["uri", "--json", configured]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let v: Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", o.stdout));
+    assert_eq!(v[0]["configuredUri"], configured);
+    assert!(
+        !o.stdout.contains(['\u{202e}', '\u{7f}', '\u{85}']),
+        "{}",
+        o.stdout
+    );
+}
