@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use crate::input::{
     detection_note, manifest_of, too_large, Shape, ShapeArgs, Source, MAX_INPUT_BYTES,
 };
-use crate::term::{compact_json, emit, emit_err, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE};
+use crate::term::{
+    compact_json, emit, emit_data, emit_err, CliError, EXIT_OK, EXIT_REFUSED, EXIT_USAGE,
+};
 
 /// Arguments of `mcpl digest`.
 #[derive(Debug, clap::Args)]
@@ -24,7 +26,8 @@ pub struct DigestArgs {
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// Print the canonical JSON (JCS, `revision` stripped, sets sorted) instead of the
-    /// revision.
+    /// revision: byte for byte the text the revision hashes, except on a terminal, where
+    /// control and bidirectional characters are shown as escapes.
     #[arg(long)]
     pub canonical: bool,
     /// Read JSON Lines (one manifest per line) and print one result per line, in order; a
@@ -126,7 +129,13 @@ pub fn main(args: DigestArgs) -> Result<ExitCode, CliError> {
     }
     match digest_one(&doc, args.shape.shape()) {
         Ok(d) => {
-            emit(&render(&args, &d));
+            let text = render(&args, &d);
+            if args.canonical && !args.json {
+                // The canonical text is data: its bytes are what the revision hashes.
+                emit_data(&text);
+            } else {
+                emit(&text);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(r) => {
@@ -189,18 +198,21 @@ fn lines(args: &DigestArgs, source: &Source) -> Result<ExitCode, CliError> {
             }),
             Ok(line) => one_line(args, i, line),
         };
-        let text = match outcome {
-            Ok(d) => render(args, &d),
+        let (text, data) = match outcome {
+            Ok(d) => (render(args, &d), args.canonical && !args.json),
             Err(r) => {
                 worst = worst.max(if r.refused { EXIT_REFUSED } else { EXIT_USAGE });
-                render_refusal(args, &r)
+                (render_refusal(args, &r), false)
             }
         };
-        // What a terminal would act on is made visible, as `emit` does for one document.
-        if stdout
-            .write_all(crate::term::visible(&text).as_bytes())
-            .is_err()
-        {
+        // What a terminal would act on is made visible, as `emit` does for one document;
+        // canonical text is data, exact off a terminal as `emit_data` writes it.
+        let shown = if data {
+            crate::term::shown_data(&text)
+        } else {
+            crate::term::visible(&text)
+        };
+        if stdout.write_all(shown.as_bytes()).is_err() {
             // Nobody reads the answers any more (a closed pipe): stop reading too.
             break;
         }

@@ -140,6 +140,26 @@ pub fn emit(text: &str) {
     let _ = out.flush();
 }
 
+/// Writes `text` to stdout as [`emit`] does, but byte for byte when stdout is not a terminal:
+/// for output that is data whose exact bytes matter (the §17.2 canonical JSON, whose hash
+/// is the revision), where [`visible`] would change what a pipe or a file receives. On a
+/// terminal it is made visible all the same.
+pub fn emit_data(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(shown_data(text).as_bytes());
+    let _ = out.flush();
+}
+
+/// `text` as [`emit_data`] writes it: unchanged unless stdout is a terminal, [`visible`]
+/// there.
+pub fn shown_data(text: &str) -> std::borrow::Cow<'_, str> {
+    if std::io::stdout().is_terminal() {
+        visible(text)
+    } else {
+        text.into()
+    }
+}
+
 /// Writes `text` to stderr (warnings that accompany a successful result), made
 /// [`visible`] first.
 pub fn emit_err(text: &str) {

@@ -554,3 +554,19 @@ fn s17_2_json_output_parses_whatever_the_manifest_strings_hold() {
         );
     }
 }
+
+/// `--canonical` prints the JCS text the revision is the hash of, byte for byte, when the
+/// output is not a terminal: a manifest string holding DEL, a C1 control or a bidirectional
+/// override (which JCS leaves unescaped) was printed as `\u{7f}` text, so hashing the
+/// printed text did not give `sha256Hex`. On a terminal they are still shown as escapes.
+#[test]
+fn s17_2_canonical_output_is_the_hashed_bytes() {
+    let manifest = r#"{"version":"0.5","d":"x\u007fy\u202ez\u0085"}"#;
+    let canonical = "{\"d\":\"x\u{7f}y\u{202e}z\u{85}\",\"version\":\"0.5\"}";
+    let o = run(&["digest", "--canonical", "-"], Some(manifest));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{canonical}\n"));
+    let o = run(&["digest", "--lines", "--canonical", "-"], Some(manifest));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout, format!("{canonical}\n"));
+}
