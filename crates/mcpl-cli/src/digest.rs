@@ -32,8 +32,9 @@ pub struct DigestArgs {
     pub canonical: bool,
     /// Read JSON Lines (one manifest per line) and print one result per line, in order; a
     /// refused line prints `error: <code>: <detail>` and the rest continue. Exit 1 if any
-    /// line was refused, 2 if any line was not JSON or was read as an `initialize` result or
-    /// params without a `capabilities` object.
+    /// line was refused, 2 if any line was not JSON (`invalid_json`), would cost too much
+    /// to parse (`too_costly`), or was read as an `initialize` result or params without a
+    /// `capabilities` object.
     #[arg(long)]
     pub lines: bool,
     /// Print `{"revision","sha256Hex","canonicalJson"}` (one object per line with `--lines`;
@@ -227,6 +228,14 @@ fn one_line(args: &DigestArgs, i: usize, line: &str) -> Result<digest::ManifestD
         return Err(Refusal {
             code: "invalid_json",
             detail: format!("line {}: blank line, expected a JSON manifest", i + 1),
+            refused: false,
+            wrong_shape: false,
+        });
+    }
+    if let Some(defect) = crate::input::cost_defect(line) {
+        return Err(Refusal {
+            code: "too_costly",
+            detail: format!("line {}: {defect}", i + 1),
             refused: false,
             wrong_shape: false,
         });

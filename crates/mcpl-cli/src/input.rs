@@ -109,10 +109,38 @@ pub fn too_large(name: &str, line: Option<usize>) -> CliError {
     .with_hint("a manifest is at most 16 MiB on the wire; pass the manifest itself")
 }
 
+/// The most [`mcpl::jsonrpc::parsed_cost`] an offline tool parses of one input (or one line
+/// of `digest --lines`): 16,777,216 units, four times the library's default bound for one
+/// message ([`mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST`]) as [`MAX_INPUT_BYTES`] is four times
+/// its message size, so every manifest a server can send fits; about 512 MiB parsed at worst.
+/// Past it the input is refused (exit 2) before it is built: within the byte bound, a text
+/// of small objects holds some 80 times its size parsed (64 MiB of `{"a":0}`: over 5 GB).
+pub const MAX_INPUT_COST: usize = 4 * mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
+
+/// Why `text` is not parsed for its cost ([`MAX_INPUT_COST`]), or `None` when it is within
+/// the bound. One rule for every input an offline tool parses.
+pub fn cost_defect(text: &str) -> Option<String> {
+    if !mcpl::jsonrpc::may_exceed(text, MAX_INPUT_COST) {
+        return None;
+    }
+    let cost = mcpl::jsonrpc::parsed_cost(text);
+    (cost > MAX_INPUT_COST).then(|| {
+        format!(
+            "would hold more than {MAX_INPUT_COST} JSON values parsed (it costs {cost}: each \
+             object counts {}), the most an offline tool builds",
+            mcpl::jsonrpc::OBJECT_COST
+        )
+    })
+}
+
 /// Parses `text` as one JSON document; a parse failure (a repeated member name included,
-/// [`from_str_unique`]) is a usage error naming `name`.
+/// [`from_str_unique`]) or a text past [`MAX_INPUT_COST`] is a usage error naming `name`.
 pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some(defect) = cost_defect(text) {
+        return Err(CliError::usage(format!("{name}: {defect}"))
+            .with_hint("a manifest a host accepts is far smaller; pass the manifest itself"));
+    }
     from_str_unique(text).map_err(|e| {
         if text.trim().is_empty() {
             CliError::usage(format!("{name}: empty input, expected a JSON document"))

@@ -570,3 +570,36 @@ fn s17_2_canonical_output_is_the_hashed_bytes() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.stdout, format!("{canonical}\n"));
 }
+
+/// Past the byte bound, what an input holds once parsed is bounded too: a text of small
+/// objects holds some 80 times its size parsed, so a 64 MiB file of `{"a":0}` is estimated to
+/// take the tool past 5 GB (6 MB of them: about 500 MB; 64 MiB of `0,` measured 1.1 GB). An input whose parsed cost
+/// (`mcpl::jsonrpc::parsed_cost`) is over four times the library's default bound for one
+/// message (as the byte bound is four times its message size) is refused before it is
+/// built, exit 2, naming the bound; a `--lines` line likewise, in place (`too_costly`).
+#[test]
+fn an_input_past_the_parsed_cost_bound_is_refused_before_it_is_parsed() {
+    let n = 4 * mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST / (mcpl::jsonrpc::OBJECT_COST + 2) + 1;
+    let mut input = String::from(r#"{"version":"0.5","x":["#);
+    input.push_str(&r#"{"a":0},"#.repeat(n));
+    input.push_str("0]}");
+    let o = run(&["digest"], Some(&input));
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.contains("<stdin>: would hold more than"),
+        "{}",
+        o.stderr
+    );
+    let lines = format!("{{}}\n{input}\n{{}}\n");
+    let o = run(&["digest", "--lines"], Some(&lines));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let out: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(out.len(), 3, "{}", o.stdout);
+    assert!(
+        out[1].starts_with("error: too_costly: line 2: "),
+        "{}",
+        out[1]
+    );
+    assert!(out[0].starts_with("sha256:") && out[2].starts_with("sha256:"));
+}
