@@ -395,9 +395,9 @@ fn segments_match(pattern: &str, path: &str) -> bool {
     }
 }
 
-/// What to write for a well-formed `entry` that names no path: the patterns naming the
-/// paths under it (`channels` → `channels.*`), else the closest path (a typo).
-fn no_path_hint(entry: &str) -> String {
+/// How many segments below `entry` each path under it lies, sorted and deduplicated: the
+/// paths whose leading segments `entry`'s match (a `*` matching any one) and that have more.
+fn depths_below(entry: &str) -> Vec<usize> {
     let segments: Vec<&str> = entry.split('.').collect();
     let mut depths: Vec<usize> = Capability::ALL
         .iter()
@@ -410,6 +410,20 @@ fn no_path_hint(entry: &str) -> String {
         .collect();
     depths.sort_unstable();
     depths.dedup();
+    depths
+}
+
+/// Whether paths of the vocabulary lie below `entry`: for an entry that names no path, a
+/// bare parent (`channels`) or a pattern short of the leaves' depth (`contextHooks.*`), which
+/// §5.4 reads as granting none of them, rather than a typo (`PushEvents`), which names nothing.
+pub fn names_a_node(entry: &str) -> bool {
+    !depths_below(entry).is_empty()
+}
+
+/// What to write for a well-formed `entry` that names no path: the patterns naming the
+/// paths under it (`channels` → `channels.*`), else the closest path (a typo).
+fn no_path_hint(entry: &str) -> String {
+    let depths = depths_below(entry);
     if !depths.is_empty() {
         let forms: Vec<String> = depths
             .iter()

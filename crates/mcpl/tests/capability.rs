@@ -90,6 +90,32 @@ fn s5_4_bare_parent_grants_no_leaves() {
     assert!(!g.allows(Capability::InferenceRequestStreaming));
 }
 
+/// §5.4: an entry naming no path is either a node above paths (a bare parent, a `*`
+/// pattern short of the leaves' depth: it grants none of them) or names nothing at all (a
+/// typo, a case variant); `mcpl check-host` warns of the first and fails the second.
+#[test]
+fn s5_4_an_entry_naming_a_node_is_told_from_a_typo() {
+    for node in [
+        "channels",
+        "contextHooks",
+        "contextHooks.*",
+        "contextHooks.beforeInference",
+        "*.*",
+    ] {
+        assert!(mcpl::capability::names_a_node(node), "{node}");
+    }
+    for other in [
+        "PushEvents",
+        "pushevents",
+        "channels.publish",
+        "channels.*",
+        "tools.call",
+        "x",
+    ] {
+        assert!(!mcpl::capability::names_a_node(other), "{other}");
+    }
+}
+
 #[test]
 fn s5_4_absence_is_denial() {
     let g = Grant::none();

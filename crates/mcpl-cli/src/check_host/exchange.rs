@@ -1,9 +1,9 @@
 //! The run's order, and its first two phases: the host's `initialize` (§5.2) and its initial
 //! policy (§5.3, §5.4), each awaited until one deadline.
 
-use mcpl::capability::{self, Capability, CapabilitySet, Pattern};
+use mcpl::capability::{self, Capability, CapabilitySet, Pattern, PatternError};
 use mcpl::peer::{IncomingMessage, IncomingRequest};
-use mcpl::policy::{Form, PolicyError};
+use mcpl::policy::{Form, PolicyError, UpdateParams};
 use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::{self, HostMcpl};
 use mcpl::protocol::handshake::{Initialize, Initialized};
@@ -275,12 +275,9 @@ impl Run {
             self.record(id, Status::Pass, "initial policy sent as a Request");
         }
         let params = req.request().params.clone().unwrap_or(Value::Null);
-        self.judge_grant_paths(&params);
-        self.judge_own_advertisement(&params);
+        self.judge_policy_grant(&params, "");
         match self.policy.apply(Form::Request, &params) {
             Ok(outcome) => {
-                let d = "no path both granted and denied";
-                self.record("host.grant-not-contradictory", Status::Pass, d);
                 let receipt = outcome
                     .receipt
                     .map_or_else(|| json!({ "accepted": true }), |r| r.to_value());
@@ -292,17 +289,6 @@ impl Run {
                 Policy::InForce
             }
             Err(e) => {
-                let (id, why) = match &e {
-                    PolicyError::GrantedAndDenied { path } => (
-                        "host.grant-not-contradictory",
-                        format!("{path} is both granted and denied"),
-                    ),
-                    other => (
-                        "host.grant-within-advertisement",
-                        format!("malformed: {other}"),
-                    ),
-                };
-                self.record(id, Status::Fail, why);
                 if req.respond_error(e.to_error()).await.is_err()
                     && self.peer.close_reason().is_some()
                 {
@@ -313,10 +299,38 @@ impl Run {
         }
     }
 
+    /// Judges the grant a policy Request carries (§5.3, §5.4, §6.7): the initial one and
+    /// every later one alike, since each replaces the grant; `which` prefixes the details
+    /// (empty for the initial Request). A later verdict adds to the first only when it fails
+    /// ([`crate::check::report::Recorder::record`]).
+    pub(super) fn judge_policy_grant(&mut self, params: &Value, which: &str) {
+        self.judge_grant_paths(params, which);
+        self.judge_own_advertisement(params, which);
+        // The library server's own reading of the params (§5.4: a path both granted and
+        // denied makes the update malformed; so does a list that is not one of strings).
+        match UpdateParams::parse(params) {
+            Ok(_) => {
+                let d = format!("{which}no path both granted and denied");
+                self.record("host.grant-not-contradictory", Status::Pass, d);
+            }
+            Err(PolicyError::GrantedAndDenied { path }) => {
+                let d = format!("{which}{path} is both granted and denied");
+                self.record("host.grant-not-contradictory", Status::Fail, d);
+            }
+            Err(other) => {
+                let d = format!("{which}malformed: {other}");
+                self.record("host.grant-within-advertisement", Status::Fail, d);
+            }
+        }
+    }
+
     /// §5.4: `effectiveCapabilities` is the intersection of the advertisement and the
-    /// host's policy. A literal path the server never advertised fails; a `*` pattern that
-    /// reaches beyond the advertisement warns (the server intersects anyway).
-    fn judge_grant_paths(&mut self, params: &Value) {
+    /// host's policy. A literal path the server never advertised fails, and so does an entry
+    /// naming no §6.2 path at all (a typo, a case variant: it grants nothing); a `*` pattern
+    /// that reaches beyond the advertisement warns (the server intersects anyway), and so
+    /// does an entry naming a node above the paths (a bare parent such as `channels`, or
+    /// `contextHooks.*`), which grants none of them ([`capability::names_a_node`]).
+    fn judge_grant_paths(&mut self, params: &Value, which: &str) {
         let id = "host.grant-within-advertisement";
         let advertised = served_advertisement();
         let entries: Vec<&str> = params
@@ -326,26 +340,60 @@ impl Run {
             .unwrap_or_default();
         // The library server's own reading of the excess (§5.4), named by entry.
         let excess = mcpl::policy::GrantExcess::of(&entries, advertised);
-        let (mut outside, mut wide) = (Vec::new(), Vec::new());
+        let (mut outside, mut wide, mut nodes) = (Vec::new(), Vec::new(), Vec::new());
         for e in &entries {
             if let Ok(c) = e.parse::<Capability>() {
                 if excess.named.contains(c) {
                     outside.push(*e);
                 }
             } else if let Ok(p) = Pattern::parse(e) {
-                if !p.resolved().intersection(excess.by_pattern).is_empty() {
+                if p.resolved().is_empty() {
+                    if capability::names_a_node(e) {
+                        nodes.push(*e);
+                    } else {
+                        outside.push(*e);
+                    }
+                } else if !p.resolved().intersection(excess.by_pattern).is_empty() {
                     wide.push(*e);
                 }
             }
         }
+        let nameless = |found: &[&str]| {
+            let hints: Vec<String> = found
+                .iter()
+                .filter_map(|e| match mcpl::capability::Grant::from_policy([*e]) {
+                    Err(PatternError::NoPath { pattern, hint }) => {
+                        Some(format!("{pattern} names no capability path, so it grants nothing (§5.4, §6.2): {hint}"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            hints.join("; ")
+        };
         if !outside.is_empty() {
-            let d = format!("grants what was never advertised: {}", list(&outside));
+            let mut d = format!(
+                "{which}grants what was never advertised: {}",
+                list(&outside)
+            );
+            let said = nameless(&outside);
+            if !said.is_empty() {
+                d.push_str(&format!(" ({said})"));
+            }
             self.record(id, Status::Fail, d);
-        } else if !wide.is_empty() {
-            let d = format!("patterns reach past the advertisement: {}", list(&wide));
-            self.record(id, Status::Warn, d);
+        } else if !wide.is_empty() || !nodes.is_empty() {
+            let mut parts = Vec::new();
+            if !wide.is_empty() {
+                parts.push(format!(
+                    "patterns reach past the advertisement: {}",
+                    list(&wide)
+                ));
+            }
+            if !nodes.is_empty() {
+                parts.push(nameless(&nodes));
+            }
+            self.record(id, Status::Warn, format!("{which}{}", parts.join("; ")));
         } else {
-            let d = format!("grants {}", list(&entries));
+            let d = format!("{which}grants {}", list(&entries));
             self.record(id, Status::Pass, d);
         }
     }
@@ -354,7 +402,7 @@ impl Run {
     /// a path it does not claim to support is the under-advertising AUDIT-001 §2.5 and §4.2
     /// item 10 found. No sentence of the spec makes it a MUST, so it warns. Patterns count
     /// for what they reach within the server's advertisement; `tools` is MCP's, not here.
-    fn judge_own_advertisement(&mut self, params: &Value) {
+    fn judge_own_advertisement(&mut self, params: &Value, which: &str) {
         let id = "host.grant-within-own-advertisement";
         let server = served_advertisement();
         let mut granted = CapabilitySet::EMPTY;
@@ -376,11 +424,11 @@ impl Run {
         granted.remove(Capability::Tools);
         let unclaimed = granted.difference(self.host_advertised);
         if unclaimed == CapabilitySet::EMPTY {
-            let d = "every granted path is one the host advertises";
+            let d = format!("{which}every granted path is one the host advertises");
             self.record(id, Status::Pass, d);
         } else {
             let d = format!(
-                "grants what its own experimental.mcpl does not claim to support: {}",
+                "{which}grants what its own experimental.mcpl does not claim to support: {}",
                 unclaimed.sorted_paths().join(", ")
             );
             self.record(id, Status::Warn, d);

@@ -729,6 +729,8 @@ impl Run {
             // host that sent none in time is late, not ignored).
             FeatureSetsUpdate::NAME => {
                 let params = req.request().params.as_ref().unwrap_or(&Value::Null);
+                // §5.4, §6.7: each Request replaces the grant, so each is judged.
+                self.judge_policy_grant(params, "a later policy Request: ");
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
                 answer.response

@@ -1,0 +1,159 @@
+//! `mcpl check-host` verdicts on hosts built to slip past a check: the defect in a form the
+//! other suites do not send (a later policy Request rather than the first, a grant entry in
+//! the wrong case), each a false pass before its fix. The report is read from `--report
+//! FILE` (stdout carries the protocol).
+
+mod common;
+
+use std::path::PathBuf;
+
+use mcpl::peer::{IncomingMessage, Peer, PeerConfig};
+use mcpl::transport::child;
+use serde_json::{json, Value};
+
+use common::ids_with;
+
+fn report_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-host-verdicts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Spawns `mcpl check-host` (JSON report to `report`, `--watch 60`: the host ends the run by
+/// closing the connection once it has done what it came to do).
+fn spawn_checker(report: &PathBuf) -> (mcpl::transport::Transport, child::ChildControl) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args(["check-host", "--json", "--timeout", "5", "--watch", "60"])
+        .arg("--report")
+        .arg(report);
+    child::spawn(&mut cmd).unwrap()
+}
+
+async fn finished_report(ctl: child::ChildControl, report: &PathBuf) -> Value {
+    let status = ctl.wait().await.unwrap();
+    assert_ne!(status.code(), Some(101), "the checker panicked");
+    let text = std::fs::read_to_string(report).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The status and detail of check `id`.
+fn verdict(doc: &Value, id: &str) -> (String, String) {
+    let c = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .unwrap_or_else(|| panic!("{id} missing: {doc:#}"));
+    (
+        c["status"].as_str().unwrap_or_default().to_owned(),
+        c["detail"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// A host played by hand: `initialize` (advertising every MCPL path, so the own-advertisement
+/// warning stays out of the way), `notifications/initialized`, then `policy` as its initial
+/// Request; every request from the checker gets `-32002` (as a strict host refuses what it
+/// does not allow) except `ping`. Returns the host's peer and the policy's answer.
+async fn host_with_policy(
+    transport: mcpl::transport::Transport,
+    policy: Value,
+) -> (Peer, Result<Value, i64>) {
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = m {
+                let _ = if r.method() == "ping" {
+                    r.respond(json!({})).await
+                } else {
+                    let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
+                    r.respond_error(e).await
+                };
+            }
+        }
+    });
+    let mcpl = json!({ "version": "0.5", "pushEvents": true, "inferenceRequest": true,
+        "modelInfo": true, "inferenceLifecycle": true,
+        "contextHooks": { "beforeInference": true },
+        "channels": { "register": true, "incoming": true, "publish": true } });
+    host.request_raw(
+        "initialize",
+        Some(json!({ "protocolVersion": "2025-06-18",
+                     "capabilities": { "experimental": { "mcpl": mcpl } },
+                     "clientInfo": { "name": "by-hand", "version": "0" } })),
+    )
+    .await
+    .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let answer = host
+        .request_raw("featureSets/update", Some(policy))
+        .await
+        .map_err(|e| e.remote().map_or(0, |e| e.code));
+    (host, answer)
+}
+
+/// §5.4, §6.7: every policy Request carries a grant, not only the first. A host whose
+/// initial policy conforms and whose later one grants a path the server never advertised
+/// (`modelInfo`), or names a path both granted and denied, breaks the same rules; the
+/// checker judged only the first Request and passed both checks.
+#[tokio::test]
+async fn a_later_policy_request_is_judged_like_the_first() {
+    for (later, id) in [
+        (
+            json!({ "effectiveCapabilities": ["pushEvents", "modelInfo"] }),
+            "host.grant-within-advertisement",
+        ),
+        (
+            json!({ "effectiveCapabilities": ["pushEvents"],
+                    "deniedCapabilities": ["pushEvents"] }),
+            "host.grant-not-contradictory",
+        ),
+    ] {
+        let report = report_path(&format!("later-{}.json", id.replace('.', "-")));
+        let (transport, ctl) = spawn_checker(&report);
+        let (host, answer) = host_with_policy(
+            transport,
+            json!({ "effectiveCapabilities": ["pushEvents"] }),
+        )
+        .await;
+        assert_eq!(answer.unwrap()["accepted"], true);
+        // Whatever the checker answers (a receipt, -32602), the grant was the host's to get
+        // right.
+        let _ = host.request_raw("featureSets/update", Some(later)).await;
+        host.request_raw("ping", None).await.unwrap();
+        host.close();
+        let doc = finished_report(ctl, &report).await;
+        let (status, detail) = verdict(&doc, id);
+        assert_eq!(status, "fail", "{id}: {doc:#}");
+        assert!(detail.contains("later"), "{detail}");
+    }
+}
+
+/// §5.4, §6.2: an `effectiveCapabilities` entry that names no capability path grants
+/// nothing. One in the wrong case (`PushEvents`) is a path the server never advertised, so
+/// it fails; a bare parent (`channels`) or a wildcard short of the leaves' depth
+/// (`contextHooks.*`, the divergence §5.4 pinned) names a node the server did advertise but
+/// grants none of its leaves, so it warns. Each had passed as "grants PushEvents".
+#[tokio::test]
+async fn a_grant_entry_naming_no_path_is_not_passed() {
+    for (entry, expected) in [
+        ("PushEvents", "fail"),
+        ("pushevents", "fail"),
+        ("channels", "warn"),
+        ("contextHooks.*", "warn"),
+        ("contextHooks.beforeInference", "warn"),
+    ] {
+        let report = report_path(&format!("no-path-{}.json", entry.replace(['.', '*'], "-")));
+        let (transport, ctl) = spawn_checker(&report);
+        let policy = json!({ "effectiveCapabilities": ["inferenceRequest", entry] });
+        let (host, answer) = host_with_policy(transport, policy).await;
+        assert_eq!(answer.unwrap()["accepted"], true);
+        host.request_raw("ping", None).await.unwrap();
+        host.close();
+        let doc = finished_report(ctl, &report).await;
+        let (status, detail) = verdict(&doc, "host.grant-within-advertisement");
+        assert_eq!(status, expected, "{entry}: {doc:#}");
+        assert!(detail.contains(entry), "{entry}: {detail}");
+        assert!(detail.contains("grants nothing"), "{entry}: {detail}");
+        assert!(!ids_with(&doc, "fail").contains("host.grant-not-contradictory"));
+    }
+}
