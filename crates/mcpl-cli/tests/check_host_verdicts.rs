@@ -22,8 +22,17 @@ fn report_path(name: &str) -> PathBuf {
 /// Spawns `mcpl check-host` (JSON report to `report`, `--watch 60`: the host ends the run by
 /// closing the connection once it has done what it came to do).
 fn spawn_checker(report: &PathBuf) -> (mcpl::transport::Transport, child::ChildControl) {
+    spawn_checker_watching(report, "60")
+}
+
+/// [`spawn_checker`] listening `watch` seconds after its probes (`0`: the run ends once the
+/// probes are done, whatever the host does).
+fn spawn_checker_watching(
+    report: &PathBuf,
+    watch: &str,
+) -> (mcpl::transport::Transport, child::ChildControl) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    cmd.args(["check-host", "--json", "--timeout", "5", "--watch", "60"])
+    cmd.args(["check-host", "--json", "--timeout", "5", "--watch", watch])
         .arg("--report")
         .arg(report);
     child::spawn(&mut cmd).unwrap()
@@ -48,6 +57,18 @@ fn verdict(doc: &Value, id: &str) -> (String, String) {
     )
 }
 
+/// What a scripted host answers one request of the checker's (its method and params).
+type Answer = Result<Value, mcpl::jsonrpc::ErrorObject>;
+
+/// The strict host's answer: `ping` answered, everything else refused `-32002`.
+fn refuse_all(method: &str, _: &Value) -> Answer {
+    if method == "ping" {
+        Ok(json!({}))
+    } else {
+        Err(mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents"))
+    }
+}
+
 /// A host played by hand: `initialize` (advertising every MCPL path, so the own-advertisement
 /// warning stays out of the way), `notifications/initialized`, then `policy` as its initial
 /// Request; every request from the checker gets `-32002` (as a strict host refuses what it
@@ -56,15 +77,23 @@ async fn host_with_policy(
     transport: mcpl::transport::Transport,
     policy: Value,
 ) -> (Peer, Result<Value, i64>) {
+    host_answering(transport, policy, refuse_all).await
+}
+
+/// [`host_with_policy`], answering the checker's requests as `answer` says.
+async fn host_answering(
+    transport: mcpl::transport::Transport,
+    policy: Value,
+    answer: impl Fn(&str, &Value) -> Answer + Send + 'static,
+) -> (Peer, Result<Value, i64>) {
     let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
     tokio::spawn(async move {
         while let Some(m) = incoming.recv().await {
             if let IncomingMessage::Request(r) = m {
-                let _ = if r.method() == "ping" {
-                    r.respond(json!({})).await
-                } else {
-                    let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
-                    r.respond_error(e).await
+                let params = r.request().params.clone().unwrap_or_default();
+                let _ = match answer(r.method(), &params) {
+                    Ok(v) => r.respond(v).await,
+                    Err(e) => r.respond_error(e).await,
                 };
             }
         }
@@ -155,5 +184,43 @@ async fn a_grant_entry_naming_no_path_is_not_passed() {
         assert!(detail.contains(entry), "{entry}: {detail}");
         assert!(detail.contains("grants nothing"), "{entry}: {detail}");
         assert!(!ids_with(&doc, "fail").contains("host.grant-not-contradictory"));
+    }
+}
+
+/// §14.5: `channels/register` is answered with one result per submitted descriptor. A result
+/// naming an id never submitted, or one descriptor twice with opposite verdicts (which the
+/// library server reads as accepted: the two sides then disagree about which channels
+/// exist), is no such answer; it passed, since each submitted id was found once at least.
+/// One per descriptor in another order, with members §14.5 does not name, conforms.
+#[tokio::test]
+async fn register_results_are_one_per_descriptor_exactly() {
+    let a = |accepted: bool| json!({ "id": "check:a", "accepted": accepted });
+    let b = json!({ "id": "check:b", "accepted": true });
+    for (results, expected) in [
+        (
+            json!([a(true), b, { "id": "check:z", "accepted": true }]),
+            "fail",
+        ),
+        (json!([a(true), a(false), b]), "fail"),
+        (json!([a(true), a(true), b]), "fail"),
+        (
+            json!([b, { "id": "check:a", "accepted": false, "reason": "capability_denied", "x": 1 }]),
+            "pass",
+        ),
+    ] {
+        let report = report_path(&format!("register-{}.json", results.to_string().len()));
+        let (transport, ctl) = spawn_checker_watching(&report, "0");
+        let answer = move |method: &str, params: &Value| match method {
+            "channels/register" => Ok(json!({ "results": results.clone(), "note": "x" })),
+            _ => refuse_all(method, params),
+        };
+        let policy = json!({ "effectiveCapabilities": ["channels.register"] });
+        let (host, answer) = host_answering(transport, policy, answer).await;
+        assert_eq!(answer.unwrap()["accepted"], true);
+        // The checker ends the run once its probes are done (`--watch 0`).
+        let doc = finished_report(ctl, &report).await;
+        drop(host);
+        let (status, detail) = verdict(&doc, "host.register-itemized");
+        assert_eq!(status, expected, "{detail}");
     }
 }

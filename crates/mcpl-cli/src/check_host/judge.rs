@@ -214,6 +214,67 @@ impl RefusalCodes {
     }
 }
 
+/// §14.5: what keeps `result` from being an itemized answer to descriptors `submitted`: a
+/// `results` array holding exactly one `{id, accepted: boolean}` entry per submitted id (in
+/// any order; other members allowed), none naming an id not submitted. Reading: §14.5 asks
+/// for "one entry per submitted descriptor"; an extra or repeated entry leaves the two sides
+/// able to disagree about which channels exist (a reader taking the first entry under an id
+/// and one taking the last differ), which is what itemizing exists to prevent. Each defect
+/// quotes at most [`QUOTE_LIMIT`] bytes of the host's ids.
+pub(super) fn itemized_defects(result: &Value, submitted: &[&str]) -> Vec<String> {
+    let Some(items) = result.get("results").and_then(Value::as_array) else {
+        return vec!["no results array".to_owned()];
+    };
+    let mut counts = vec![0usize; submitted.len()];
+    let (mut unknown, mut malformed) = (Vec::new(), 0usize);
+    for item in items {
+        let id = item.get("id").and_then(Value::as_str);
+        let judged = item.get("accepted").is_some_and(Value::is_boolean);
+        match (id, judged) {
+            (Some(id), true) => match submitted.iter().position(|s| *s == id) {
+                Some(i) => {
+                    if let Some(c) = counts.get_mut(i) {
+                        *c = c.saturating_add(1);
+                    }
+                }
+                None => unknown.push(id),
+            },
+            _ => malformed = malformed.saturating_add(1),
+        }
+    }
+    let mut defects = Vec::new();
+    let missing: Vec<&str> = submitted
+        .iter()
+        .zip(&counts)
+        .filter(|(_, c)| **c == 0)
+        .map(|(s, _)| *s)
+        .collect();
+    if !missing.is_empty() {
+        defects.push(format!("no result for {}", list(&missing)));
+    }
+    let repeated: Vec<&str> = submitted
+        .iter()
+        .zip(&counts)
+        .filter(|(_, c)| **c > 1)
+        .map(|(s, _)| *s)
+        .collect();
+    if !repeated.is_empty() {
+        defects.push(format!("more than one result for {}", list(&repeated)));
+    }
+    if !unknown.is_empty() {
+        defects.push(format!(
+            "results for ids never submitted: {}",
+            list(&unknown)
+        ));
+    }
+    if malformed > 0 {
+        defects.push(format!(
+            "{malformed} result(s) without a string id and a boolean accepted"
+        ));
+    }
+    defects
+}
+
 /// `accepted` of the first per-message result.
 pub(super) fn first_accepted(r: &Value) -> Option<bool> {
     r.get("results")

@@ -13,7 +13,9 @@ use mcpl::protocol::push::PushEvent;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
-use super::judge::{excerpt, first_accepted, inference_result_defects, Meanwhile};
+use super::judge::{
+    excerpt, first_accepted, inference_result_defects, itemized_defects, Meanwhile,
+};
 use super::junk;
 use super::served::{descriptors, incoming, inference_request, push, TYPO_SET, TYPO_USE};
 use super::session::{secs, Reply, Run};
@@ -331,20 +333,15 @@ impl Run {
         let note = meanwhile.note();
         match (meanwhile.expected(), reply) {
             (Some(true) | None, Reply::Result(r)) => {
-                let items: &[Value] = r
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .map_or(&[], Vec::as_slice);
-                let judged = |cid: &str| {
-                    items.iter().any(|i| {
-                        i.get("id").and_then(Value::as_str) == Some(cid)
-                            && i.get("accepted").is_some_and(Value::is_boolean)
-                    })
-                };
-                if judged("check:a") && judged("check:b") {
+                let defects = itemized_defects(&r, &["check:a", "check:b"]);
+                if defects.is_empty() {
                     self.record(id, Status::Pass, format!("one result per descriptor{note}"))
                 } else {
-                    let d = format!("results do not judge each descriptor: {}", excerpt(&r));
+                    let d = format!(
+                        "results are not one per descriptor ({}): {}",
+                        defects.join("; "),
+                        excerpt(&r)
+                    );
                     self.record(id, Status::Fail, format!("{d}{note}"))
                 }
             }
