@@ -224,3 +224,54 @@ async fn register_results_are_one_per_descriptor_exactly() {
         assert_eq!(status, expected, "{detail}");
     }
 }
+
+/// Issue #19 item 5: the report names the probe during which the host went away. A host that
+/// answers the push under an undeclared set and then hangs up is gone by the time the next
+/// probe (`model/info`) is sent; that send failed, the probe returned without a word, so did
+/// every one after it, and the report named the junk-line probe, the first to notice.
+#[tokio::test]
+async fn a_host_gone_between_probes_is_said_gone_during_the_next() {
+    let report = report_path("gone-between.json");
+    let (transport, ctl) = spawn_checker(&report);
+    let (host, mut incoming) = Peer::new(transport, PeerConfig::default());
+    let closer = host.clone();
+    tokio::spawn(async move {
+        while let Some(m) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = m {
+                let params = r.request().params.clone().unwrap_or_default();
+                let last = params["eventId"] == "u1";
+                let e = mcpl::jsonrpc::ErrorObject::capability_denied("pushEvents");
+                let _ = r.respond_error(e).await;
+                if last {
+                    closer.close();
+                    return;
+                }
+            }
+        }
+    });
+    host.request_raw(
+        "initialize",
+        Some(json!({ "protocolVersion": "2025-06-18",
+                     "capabilities": { "experimental": { "mcpl": { "version": "0.5" } } },
+                     "clientInfo": { "name": "leaves", "version": "0" } })),
+    )
+    .await
+    .unwrap();
+    host.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    let receipt = host
+        .request_raw(
+            "featureSets/update",
+            Some(json!({ "effectiveCapabilities": [] })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(receipt["accepted"], true);
+    let doc = finished_report(ctl, &report).await;
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("during the model/info probe"), "{doc:#}");
+    let (status, detail) = verdict(&doc, "host.answers-every-request");
+    assert_eq!(status, "skip");
+    assert_eq!(detail, format!("not reached: {error}"));
+}

@@ -546,8 +546,11 @@ impl Run {
         }
         // Both go out with `send_request`: their answers come through `recv_ordered` at their
         // wire position among the host's messages, so which came first is read off the wire.
-        let Ok(first_id) = self.peer.send_request(method, Some(params), |_| {}).await else {
-            return Reply::Closed;
+        // A send that fails on a connection already gone notes it here, so the report names
+        // this probe, and the probes after it are not run for nothing.
+        let first_id = match self.peer.send_request(method, Some(params), |_| {}).await {
+            Ok(id) => id,
+            Err(e) => return self.reply(Err(e)),
         };
         let first_deadline = Instant::now() + bound;
         let ping_id = self.peer.send_request(Ping::NAME, None, |_| {}).await.ok();
