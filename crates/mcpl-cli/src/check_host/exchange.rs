@@ -27,6 +27,12 @@ enum Policy {
     Refused,
 }
 
+/// Most `effectiveCapabilities` entries naming no path that a detail gives a hint for.
+const HINTED_ENTRIES: usize = 3;
+
+/// Longest such entry given a hint, in bytes: a longer one is no typo of a path.
+const HINTED_ENTRY_BYTES: usize = 128;
+
 /// The checks that judge the initial policy itself, not what follows from it.
 const GRANT_CHECKS: [&str; 3] = [
     "host.grant-within-advertisement",
@@ -358,13 +364,18 @@ impl Run {
                 }
             }
         }
+        // The library's hint for each of the first few, short enough to be a typo (a hint
+        // ranks the 17 paths by edit distance: its cost grows with the entry's length).
         let nameless = |found: &[&str]| {
             let hints: Vec<String> = found
                 .iter()
+                .filter(|e| e.len() <= HINTED_ENTRY_BYTES)
+                .take(HINTED_ENTRIES)
                 .filter_map(|e| match mcpl::capability::Grant::from_policy([*e]) {
-                    Err(PatternError::NoPath { pattern, hint }) => {
-                        Some(format!("{pattern} names no capability path, so it grants nothing (§5.4, §6.2): {hint}"))
-                    }
+                    Err(PatternError::NoPath { pattern, hint }) => Some(format!(
+                        "{pattern} names no capability path, so it grants nothing (§5.4, \
+                         §6.2): {hint}"
+                    )),
                     _ => None,
                 })
                 .collect();
