@@ -275,3 +275,82 @@ async fn a_host_gone_between_probes_is_said_gone_during_the_next() {
     assert_eq!(status, "skip");
     assert_eq!(detail, format!("not reached: {error}"));
 }
+
+/// §10.5: the library host, granted `inferenceLifecycle`, runs a turn: `started`, then
+/// `completed` with usage, metadata only. Both lifecycle checks pass, nothing fails.
+#[tokio::test]
+async fn the_library_hosts_lifecycle_signals_pass() {
+    use mcpl::host::{HostConfig, HostEvent, HostSession};
+    let report = report_path("lifecycle-library.json");
+    let (transport, ctl) = spawn_checker(&report);
+    let config = HostConfig {
+        policy: vec!["pushEvents".into(), "inferenceLifecycle".into()],
+        ..HostConfig::default()
+    };
+    let (session, mut streams) = HostSession::connect(transport, config).await.unwrap();
+    // The last probe is a push the grant allows: once it is admitted, the probes are done.
+    loop {
+        if let HostEvent::Push { .. } = streams.events.recv().await.expect("the push probe") {
+            break;
+        }
+    }
+    let turn = session.start_turn("i1", "c1", 0).await.unwrap();
+    turn.complete(Some(json!({ "inputTokens": 3, "outputTokens": 1 })))
+        .await
+        .unwrap();
+    // Answered once the checker has read the turn's signals (it reads in order).
+    session.peer().request_raw("ping", None).await.unwrap();
+    session.close();
+    let doc = finished_report(ctl, &report).await;
+    assert_eq!(ids_with(&doc, "fail"), Default::default(), "{doc:#}");
+    for id in ["host.lifecycle-metadata-only", "host.lifecycle-paired"] {
+        let (status, detail) = verdict(&doc, id);
+        assert_eq!(status, "pass", "{id}: {detail}");
+        assert!(detail.starts_with("2 inference/lifecycle"), "{detail}");
+    }
+}
+
+/// §10.5 (AUDIT-001 §2.2: `context/afterInference` handed every subscriber the user's and
+/// the model's text; its replacement MUST NOT carry content): a host granted
+/// `inferenceLifecycle` whose signals carry the messages, a `model` the checker never asked
+/// for (no `modelInfo`), and terminals that do not pair (a second one, one for an inference
+/// never started). The checker advertised no `inferenceLifecycle`, so no grant it would take
+/// let a host send the signal, and what a granted one carried was never judged.
+#[tokio::test]
+async fn lifecycle_signals_carrying_content_or_unpaired_fail() {
+    let report = report_path("lifecycle-leaks.json");
+    let (transport, ctl) = spawn_checker(&report);
+    let (host, answer) = host_with_policy(
+        transport,
+        json!({ "effectiveCapabilities": ["pushEvents", "inferenceLifecycle"] }),
+    )
+    .await;
+    assert_eq!(answer.unwrap()["accepted"], true);
+    for params in [
+        json!({ "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                "phase": "started", "userMessage": "the user's secret" }),
+        json!({ "inferenceId": "i1", "phase": "completed", "assistantMessage": "the reply",
+                "model": { "id": "m" } }),
+        json!({ "inferenceId": "i1", "phase": "aborted" }),
+        json!({ "inferenceId": "i9", "phase": "failed" }),
+    ] {
+        host.notify_raw("inference/lifecycle", Some(params))
+            .await
+            .unwrap();
+    }
+    host.request_raw("ping", None).await.unwrap();
+    host.close();
+    let doc = finished_report(ctl, &report).await;
+    let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
+    assert_eq!(status, "fail", "{detail}");
+    for said in ["userMessage", "assistantMessage", "modelInfo", "3 of 4"] {
+        assert!(detail.contains(said), "{said}: {detail}");
+    }
+    let (status, detail) = verdict(&doc, "host.lifecycle-paired");
+    assert_eq!(status, "fail", "{detail}");
+    for said in ["second terminal", "no preceding started", "2 of 4"] {
+        assert!(detail.contains(said), "{said}: {detail}");
+    }
+    // Granted, so delivered within the grant: only the content and pairing fail.
+    assert_eq!(verdict(&doc, "host.deliveries-within-grant").0, "pass");
+}

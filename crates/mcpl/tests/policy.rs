@@ -779,6 +779,20 @@ fn s10_1_redaction_and_its_check_are_one_rule() {
     assert!(!unredacted_user_message(&Grant::none(), None));
 }
 
+/// §10.5: `inference/lifecycle` carries `model` only when `modelInfo` is granted; a null or
+/// absent one is nothing carried.
+#[test]
+fn s10_5_lifecycle_model_only_with_model_info() {
+    let model = json!({"inferenceId": "i", "phase": "started", "model": {"id": "m"}});
+    let none = Grant::none();
+    let info = Grant::from_patterns(["modelInfo"]).unwrap();
+    assert!(ungranted_lifecycle_model(&none, Some(&model)));
+    assert!(!ungranted_lifecycle_model(&info, Some(&model)));
+    let bare = json!({"inferenceId": "i", "phase": "started", "model": null});
+    assert!(!ungranted_lifecycle_model(&none, Some(&bare)));
+    assert!(!ungranted_lifecycle_model(&none, None));
+}
+
 #[test]
 fn s5_4_grant_report_for_cli() {
     let caps = json!({"tools": {}, "experimental": {"mcpl": {"version": "0.5", "tools": true,

@@ -26,13 +26,14 @@ pub(super) const TYPO_SET: &str = "check.typo";
 pub(super) const TYPO_USE: &str = "pushEvent";
 
 /// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
-/// injection, and channels, under three feature sets, and a fourth whose `uses` is invalid
-/// ([`TYPO_SET`]).
+/// injection, lifecycle signals (judged, [`super::lifecycle`]), and channels, under four
+/// feature sets, and a fifth whose `uses` is invalid ([`TYPO_SET`]).
 pub(super) fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
         "pushEvents": true,
         "inferenceRequest": true,
+        "inferenceLifecycle": true,
         "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
         "channels": { "register": true, "incoming": true },
         "featureSets": {
@@ -44,6 +45,10 @@ pub(super) fn manifest() -> Value {
             "check.hints": {
                 "description": "Probe hooks",
                 "uses": ["contextHooks.beforeInference.inject.beforeUser"]
+            },
+            "check.turns": {
+                "description": "Judge lifecycle signals (§10.5)",
+                "uses": ["inferenceLifecycle"]
             },
             TYPO_SET: {
                 "description": "Probe invalid uses: the host must disable this set (§6.4)",

@@ -22,6 +22,7 @@ use mcpl::protocol::channels::ChannelsList;
 use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::{Initialize, Ping, ToolsList};
 use mcpl::protocol::hooks::BeforeInference;
+use mcpl::protocol::lifecycle::InferenceLifecycle;
 use mcpl::protocol::manifest::ManifestFetch;
 use mcpl::protocol::Method;
 use mcpl::session::Refusal;
@@ -162,6 +163,8 @@ pub(super) struct Run {
     pub(super) deliveries: super::delivered::Deliveries,
     /// The codes refusing the probes the grant does not allow ([`super::judge::RefusalCodes`]).
     pub(super) refusal_codes: super::judge::RefusalCodes,
+    /// The `inference/lifecycle` signals the host sent, judged ([`super::lifecycle`]).
+    pub(super) lifecycles: super::lifecycle::Lifecycles,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -208,6 +211,7 @@ impl Run {
             integral: super::watched::IntegralIds::default(),
             deliveries: super::delivered::Deliveries::default(),
             refusal_codes: super::judge::RefusalCodes::default(),
+            lifecycles: super::lifecycle::Lifecycles::default(),
         }
     }
 
@@ -665,15 +669,19 @@ impl Run {
 
     /// Answers (and judges) anything the host sends outside the awaited steps.
     pub(super) async fn handle(&mut self, m: IncomingMessage) {
-        match &m {
+        let (method, params) = match &m {
             IncomingMessage::Request(r) => {
                 self.note_form(r.method(), Some(r.id()));
-                self.judge_delivery(r.method(), r.request().params.as_ref());
+                (r.method(), r.request().params.as_ref())
             }
             IncomingMessage::Notification(n) => {
                 self.note_form(&n.method, None);
-                self.judge_delivery(&n.method, n.params.as_ref());
+                (n.method.as_str(), n.params.as_ref())
             }
+        };
+        self.judge_delivery(method, params);
+        if method == InferenceLifecycle::NAME {
+            self.judge_lifecycle(params);
         }
         let req = match m {
             IncomingMessage::Request(r) => r,
@@ -843,6 +851,7 @@ impl Run {
             self.record_unset(&[form], Status::Skip, why);
         }
         self.conclude_deliveries();
+        self.conclude_lifecycles();
         if self.unfinished.is_none() && self.gone.is_none() {
             let why = "every request was answered before the ping sent right behind it: none \
                        was outstanding for another to wait behind";

@@ -234,6 +234,16 @@ pub fn unredacted_user_message(grant: &Grant, params: Option<&Value>) -> bool {
             .is_some_and(|u| !u.is_null())
 }
 
+/// Whether received `inference/lifecycle` params carry a `model` that §10.5 withholds under
+/// `grant`, the grant in force: a non-null one while `modelInfo` is not granted (§10.5:
+/// `model` is sent "only if `modelInfo` is granted"). `mcpl check-host` judges a host by it.
+pub fn ungranted_lifecycle_model(grant: &Grant, params: Option<&Value>) -> bool {
+    !grant.allows(Capability::ModelInfo)
+        && params
+            .and_then(|p| p.get("model"))
+            .is_some_and(|m| !m.is_null())
+}
+
 /// Sets `userMessage` to `null` in `context/beforeInference` params unless
 /// [`user_message_allowed`] (§10.1). Non-object params are left alone (the caller built
 /// them).

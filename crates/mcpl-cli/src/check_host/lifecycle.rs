@@ -1,0 +1,238 @@
+//! `host.lifecycle-metadata-only` and `host.lifecycle-paired` (§10.5; AUDIT-001 §2.2):
+//! `inference/lifecycle` replaced `context/afterInference`, which handed every subscriber the
+//! user's and the model's text, with a metadata-only signal. The checker advertises
+//! `inferenceLifecycle` (under `check.turns`), so a host granting it sends the signal when
+//! its turns run, and each one is judged:
+//!
+//! - **metadata only**: well-formed §10.5 params (`inferenceId`, a phase of the four), no
+//!   message content (the library's [`LifecycleParams::content_like_members`]), `model` only
+//!   when `modelInfo` is granted ([`mcpl::policy::ungranted_lifecycle_model`]; the checker
+//!   advertises no `modelInfo`, so never here), `usage` only on `completed`;
+//! - **paired**: the library's consumer, [`LifecycleTracker`], reads the stream as a server
+//!   does; a terminal with no `started`, a second terminal, or a second `started` for one
+//!   `inferenceId` is a conformance defect (§10.5: a host MUST attempt exactly one terminal
+//!   per `started`). A missing terminal is not: the host may lose control, and the run may
+//!   end mid-turn.
+//!
+//! Bounded: the tracker holds at most [`MAX_OPEN_TURNS`] open turns and remembers
+//! [`REMEMBERED_TERMINALS`] ended ones, ids of at most [`mcpl::lifecycle::DEFAULT_MAX_ID_BYTES`]
+//! bytes (a longer one is not tracked: not a defect, §10.5 sets no length); each check keeps
+//! [`KEPT`] described defects, each capped, and counts the rest.
+
+use std::time::{Duration, Instant};
+
+use mcpl::capability::Grant;
+use mcpl::lifecycle::{LifecycleConfig, LifecycleDiagnostic, LifecycleTracker};
+use mcpl::protocol::lifecycle::LifecycleParams;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::judge::capped;
+use super::session::Run;
+use crate::check::report::Status;
+
+/// The check on what one signal carries.
+pub(super) const METADATA: &str = "host.lifecycle-metadata-only";
+
+/// The check on how the signals pair up.
+pub(super) const PAIRED: &str = "host.lifecycle-paired";
+
+/// Most turns the checker tracks open at once; a `started` past it ends the oldest as timed
+/// out (its later terminal is then no defect).
+pub(super) const MAX_OPEN_TURNS: usize = 64;
+
+/// Most ended `inferenceId`s remembered to recognise a second terminal; one for an id
+/// forgotten since reads as a terminal with no `started`, a defect all the same.
+pub(super) const REMEMBERED_TERMINALS: usize = 256;
+
+/// Described defects kept per check; later ones are counted.
+const KEPT: usize = 4;
+
+/// Bytes of one described defect.
+const DESCRIBED_BYTES: usize = 200;
+
+/// What one check found: how many defects, the first [`KEPT`] described.
+#[derive(Debug, Default)]
+struct Found {
+    count: u64,
+    kept: Vec<String>,
+}
+
+impl Found {
+    fn push(&mut self, said: String) {
+        self.count = self.count.saturating_add(1);
+        if self.kept.len() < KEPT {
+            self.kept.push(capped(said, DESCRIBED_BYTES));
+        }
+    }
+}
+
+/// The `inference/lifecycle` signals the host sent, read as a server consumes them.
+#[derive(Debug)]
+pub(super) struct Lifecycles {
+    tracker: LifecycleTracker,
+    seen: u64,
+    metadata: Found,
+    paired: Found,
+}
+
+impl Default for Lifecycles {
+    fn default() -> Self {
+        Lifecycles {
+            tracker: LifecycleTracker::new(LifecycleConfig {
+                // No turn times out within a run: a slow terminal is never misread.
+                safety_timeout: Duration::MAX,
+                remembered_terminals: REMEMBERED_TERMINALS,
+                max_open_turns: MAX_OPEN_TURNS,
+                ..LifecycleConfig::default()
+            }),
+            seen: 0,
+            metadata: Found::default(),
+            paired: Found::default(),
+        }
+    }
+}
+
+impl Lifecycles {
+    /// Judges one signal's `params` under `grant`, the grant in force when it came.
+    fn judge(&mut self, params: Option<&Value>, grant: &Grant) {
+        self.seen = self.seen.saturating_add(1);
+        let n = self.seen;
+        if mcpl::policy::ungranted_lifecycle_model(grant, params) {
+            self.metadata.push(format!(
+                "signal {n} carried model, though modelInfo is not granted"
+            ));
+        }
+        let parsed = params
+            .ok_or_else(|| "no params".to_owned())
+            .and_then(|p| LifecycleParams::deserialize(p).map_err(|e| e.to_string()));
+        let params = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                self.metadata
+                    .push(format!("signal {n} is not §10.5's params: {e}"));
+                return;
+            }
+        };
+        for d in self.tracker.observe(&params, Instant::now()).diagnostics {
+            if !d.is_conformance_defect() {
+                continue;
+            }
+            match d {
+                LifecycleDiagnostic::ContentMembers { .. }
+                | LifecycleDiagnostic::UsageOnNonCompleted { .. } => {
+                    self.metadata.push(format!("signal {n}: {d}"))
+                }
+                other => self.paired.push(format!("signal {n}: {other}")),
+            }
+        }
+    }
+}
+
+/// The verdict of one check on `seen` signals.
+fn verdict(found: &Found, seen: u64, what: &str, rule: &str) -> (Status, String) {
+    if found.count == 0 {
+        return (
+            Status::Pass,
+            format!("{seen} inference/lifecycle signal(s), {what}"),
+        );
+    }
+    let shown = if found.count > found.kept.len() as u64 {
+        format!(", the first {} shown", found.kept.len())
+    } else {
+        String::new()
+    };
+    let d = format!(
+        "{} of {seen} inference/lifecycle signal(s) break §10.5 ({rule}){shown}: {}",
+        found.count,
+        found.kept.join("; ")
+    );
+    (Status::Fail, d)
+}
+
+impl Run {
+    /// Judges an `inference/lifecycle` the host sent (in either form) under the grant in
+    /// force (none before the receipt).
+    pub(super) fn judge_lifecycle(&mut self, params: Option<&Value>) {
+        let in_force = if self.policy.is_ready() {
+            *self.policy.grant()
+        } else {
+            Grant::none()
+        };
+        self.lifecycles.judge(params, &in_force);
+    }
+
+    /// Records [`METADATA`] and [`PAIRED`] from the signals that came, however the run ended.
+    pub(super) fn conclude_lifecycles(&mut self) {
+        let l = &self.lifecycles;
+        if l.seen == 0 {
+            let why = "the host sent no inference/lifecycle during the run";
+            self.record_unset(&[METADATA, PAIRED], Status::Skip, why);
+            return;
+        }
+        let metadata = verdict(
+            &l.metadata,
+            l.seen,
+            "each metadata only",
+            "a lifecycle signal MUST NOT carry message content; model only when modelInfo is \
+             granted, usage on completed only",
+        );
+        let paired = verdict(
+            &l.paired,
+            l.seen,
+            "each terminal after its started, none twice",
+            "a host MUST attempt exactly one terminal per started; a terminal with no started \
+             or a second terminal is a conformance defect",
+        );
+        self.record(METADATA, metadata.0, metadata.1);
+        self.record(PAIRED, paired.0, paired.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn judged(signals: &[Value]) -> Lifecycles {
+        let mut l = Lifecycles::default();
+        let grant = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
+        for s in signals {
+            l.judge(Some(s), &grant);
+        }
+        l
+    }
+
+    /// §10.5: a started and its completed, usage on the terminal, conform.
+    #[test]
+    fn s10_5_a_clean_turn_has_no_defect() {
+        let l = judged(&[
+            json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0, "phase": "started"}),
+            json!({"inferenceId": "i1", "phase": "completed",
+                   "usage": {"inputTokens": 1, "outputTokens": 2}}),
+        ]);
+        assert_eq!((l.seen, l.metadata.count, l.paired.count), (2, 0, 0));
+    }
+
+    /// §10.5: content members, a model without modelInfo, usage on started and an unknown
+    /// phase break the metadata rule; an orphan and a second terminal break the pairing.
+    #[test]
+    fn s10_5_content_model_usage_and_pairing_are_found() {
+        let l = judged(&[
+            json!({"inferenceId": "i1", "phase": "started", "userMessage": "secret",
+                   "usage": {"inputTokens": 1, "outputTokens": 0}}),
+            json!({"inferenceId": "i1", "phase": "completed", "assistantMessage": "reply",
+                   "model": {"id": "m"}}),
+            json!({"inferenceId": "i1", "phase": "aborted"}),
+            json!({"inferenceId": "i9", "phase": "failed"}),
+            json!({"inferenceId": "i2", "phase": "paused"}),
+        ]);
+        assert_eq!(l.metadata.count, 5, "{:?}", l.metadata);
+        assert_eq!(l.paired.count, 2, "{:?}", l.paired);
+        let said = l.metadata.kept.join("; ");
+        assert!(
+            said.contains("userMessage") && said.contains("modelInfo"),
+            "{said}"
+        );
+    }
+}
