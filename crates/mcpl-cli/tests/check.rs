@@ -133,6 +133,29 @@ fn fails_exactly(mode: &str, ids: &[&str]) -> Value {
     doc
 }
 
+/// §5.4: matching is over full paths with `*` wildcards, so `channels.*` granted beside
+/// `channels.publish` denied names `channels.publish` both granted and denied, and the policy
+/// is malformed. A server comparing the two lists as strings rejects only a path written in
+/// both (the one contradiction the checker sent) and took the pattern form as a policy: it
+/// passed `policy.contradiction-rejected`. The scripted fixture's own rule was that one.
+#[test]
+fn a_contradiction_by_pattern_is_rejected_too() {
+    let doc = fails_exactly("textual-contradiction", &["policy.contradiction-rejected"]);
+    let d = doc["checks"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["id"] == "policy.contradiction-rejected")
+        })
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        d.contains("answered as a policy") && d.contains(".*"),
+        "{d}"
+    );
+}
+
 /// Runs a scripted `mode`: nothing fails, exit 0, and each of `ids` passes.
 fn passes_cleanly(mode: &str, ids: &[&str]) {
     let (code, doc) = scripted(mode);

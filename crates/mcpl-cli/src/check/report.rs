@@ -116,7 +116,7 @@ catalogue! {
     "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability";
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
     "policy.notification-narrowing-respected", "§6.7", "a set disabled by Notification is no longer used";
-    "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied is rejected with an error";
+    "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied (written in both lists, or granted by a `*` pattern) is rejected with an error";
     "policy.receipt-matches-derivation", "§6.4", "an accepted receipt reports every set the host's derivation disables, and none it allows without a further need";
     "grant.messages-within-grant", "§5.4", "after the receipt, the server sends only what the grant allows";
     "grant.narrowed-respected", "§5.4", "under each narrowed grant (sessions 2 and later), nothing is sent that the grant withholds";

@@ -2,7 +2,7 @@
 //! initial Request and its receipt, the narrowing Notification, the reduction and the
 //! contradictory policy.
 
-use mcpl::capability::{Capability, CapabilitySet};
+use mcpl::capability::{Capability, CapabilitySet, Pattern};
 use mcpl::policy::{self, FeatureSets, HostGrant};
 use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::Ping;
@@ -235,14 +235,13 @@ impl Session {
         }
         params["deniedCapabilities"] = json!([path]);
         match self.request(FeatureSetsUpdate::NAME, params) {
-            Reply::Error(e) => self.rec.record(
-                id,
-                Status::Pass,
-                format!(
+            Reply::Error(e) => {
+                let first = format!(
                     "{path} both granted and denied: rejected with error {}",
                     e.code
-                ),
-            ),
+                );
+                self.pattern_contradiction(id, &now, &disabled, first);
+            }
             // A refusal receipt does not apply the policy either, but it answers a malformed
             // message as if it were a policy it chose not to take.
             Reply::Result(r) if r.get("accepted") == Some(&Value::Bool(false)) => {
@@ -261,6 +260,72 @@ impl Session {
             ),
             r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
                 self.no_answer(id, &format!("{path} both granted and denied: "), r)
+            }
+        }
+    }
+
+    /// The second form of `policy.contradiction-rejected` (§5.4), once the first (one path
+    /// written in both lists, `first` its verdict) was rejected: matching is over full paths
+    /// with `*` wildcards, so a pattern granting a path that `deniedCapabilities` names makes
+    /// the policy just as malformed. A granted path is replaced in `effectiveCapabilities` by
+    /// its parent's `*` (`channels.publish` → `channels.*`, `pushEvents` → `*`) and denied;
+    /// only a pattern whose paths are all granted now is used, so the policy, taken by
+    /// mistake, would change nothing. Without one, `first` stands alone.
+    fn pattern_contradiction(
+        &mut self,
+        id: &'static str,
+        now: &HostGrant,
+        disabled: &[String],
+        first: String,
+    ) {
+        let granted = self.grant.capabilities();
+        let found = granted.iter().find_map(|c| {
+            let path = c.as_str();
+            let pattern = match path.rsplit_once('.') {
+                Some((parent, _)) => format!("{parent}.*"),
+                None => "*".to_owned(),
+            };
+            let reaches = Pattern::parse(&pattern).ok()?.resolved();
+            reaches
+                .difference(granted)
+                .is_empty()
+                .then_some((path, pattern))
+        });
+        let Some((path, pattern)) = found else {
+            self.rec.record(id, Status::Pass, first);
+            return;
+        };
+        let mut params = self.policy_params(now, disabled);
+        let effective: Vec<&str> = granted
+            .sorted_paths()
+            .into_iter()
+            .filter(|p| *p != path)
+            .chain([pattern.as_str()])
+            .collect();
+        params["effectiveCapabilities"] = json!(effective);
+        params["deniedCapabilities"] = json!([path]);
+        let what = format!("{pattern} granted and {path} denied");
+        match self.request(FeatureSetsUpdate::NAME, params) {
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Pass,
+                format!("{first}; {what}: rejected with error {}", e.code),
+            ),
+            Reply::Result(r) if r.get("accepted") == Some(&Value::Bool(false)) => self.rec.record(
+                id,
+                Status::Warn,
+                format!("{first}; {what}: refused with a receipt, not rejected as malformed"),
+            ),
+            Reply::Result(r) => self.rec.record(
+                id,
+                Status::Fail,
+                format!(
+                    "{first}, yet {what} was answered as a policy: {r} (§5.4: matching is over \
+                     full paths with `*` wildcards, so {path} is both granted and denied)"
+                ),
+            ),
+            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
+                self.no_answer(id, &format!("{first}; {what}: "), r)
             }
         }
     }
