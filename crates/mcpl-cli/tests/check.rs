@@ -156,6 +156,21 @@ fn a_contradiction_by_pattern_is_rejected_too() {
     );
 }
 
+/// §17.5, §6.2: a manifest served after a change is validated exactly as at `initialize`.
+/// A server whose announced change adds a feature set with an invalid `uses` (`pushEvent`)
+/// passed `manifest.uses-valid`, which judged only the manifest `initialize` carried.
+#[test]
+fn a_manifest_changed_to_invalid_uses_fails_uses_valid() {
+    let doc = fails_exactly("changed-invalid-uses", &["manifest.uses-valid"]);
+    let d = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "manifest.uses-valid"))
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(d.contains("demo.new") && d.contains("mcpl/manifest"), "{d}");
+}
+
 /// Runs a scripted `mode`: nothing fails, exit 0, and each of `ids` passes.
 fn passes_cleanly(mode: &str, ids: &[&str]) {
     let (code, doc) = scripted(mode);

@@ -15,6 +15,39 @@ use crate::check::inspect;
 use crate::check::report::Status;
 
 impl Session {
+    /// §17.5: a manifest served after `initialize` (`what` names how: by `mcpl/manifest`, or
+    /// after `mcpl/manifestChanged`) is validated exactly as the one `initialize` carried, by
+    /// the same `manifest.*` rules ([`Session::judge_manifest`]); the `initialize.*` checks
+    /// stay about `initialize`. Called for one that differs from the initial manifest (an
+    /// equal one was judged already); past the feature-set bound the sets are counted, not
+    /// built, as there. Only a failure or a warning is recorded, naming `what`: the initial
+    /// verdicts stand otherwise.
+    pub(super) fn judge_served_manifest(&mut self, served: &Value, what: &str) {
+        let mut found = Vec::new();
+        let (count, within) = inspect::feature_set_count(served);
+        found.push(("manifest.feature-set-count", count));
+        if within {
+            let (sets, findings) = FeatureSets::from_mcpl(served);
+            found.extend([
+                (
+                    "manifest.feature-sets-shape",
+                    inspect::feature_sets_shape(served, &sets, &findings),
+                ),
+                ("manifest.uses-valid", inspect::uses_valid(&sets, &findings)),
+                (
+                    "manifest.identifier-charset",
+                    inspect::identifier_charset(served),
+                ),
+                ("manifest.tag-facets", inspect::tag_facets(served)),
+            ]);
+        }
+        for (id, (st, d)) in found {
+            if matches!(st, Status::Fail | Status::Warn) {
+                self.rec.record(id, st, format!("{what}: {d}"));
+            }
+        }
+    }
+
     /// §17.3 / §17.2: the revision a `mcpl/manifestChanged` announces is the digest of the
     /// manifest then served. Fetched once after the watch, for the last announcement.
     pub(super) fn check_announced(&mut self) {
@@ -47,6 +80,14 @@ impl Session {
             Reply::Result(m) => {
                 self.judge_domains(domains_id, &m);
                 self.judge_revision(id, &announced, &m);
+                let what = "the manifest mcpl/manifest served after mcpl/manifestChanged";
+                if !self
+                    .initial_manifest
+                    .as_ref()
+                    .is_some_and(|initial| same_manifest(initial, &m))
+                {
+                    self.judge_served_manifest(&m, what);
+                }
             }
             other => {
                 let d = format!("mcpl/manifest after the announcement: {}", other.describe());

@@ -33,6 +33,9 @@ impl Session {
                     );
                 }
                 let same = same_manifest(&m, initial);
+                if !same {
+                    self.judge_served_manifest(&m, "the manifest mcpl/manifest served");
+                }
                 if same || self.changed_seen > 0 {
                     self.rec
                         .record("manifest.fetch", Status::Pass, "complete manifest returned");
