@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (34 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (35 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 34 * 6 * 512 + 4096,
+        text.len() < 35 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 34, "{doc:#}");
+    assert_eq!(checks.len(), 35, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1644,4 +1644,38 @@ async fn an_unknown_set_refusal_passes_only_for_the_set_with_invalid_uses() {
     assert_eq!(c["status"], "fail", "{doc:#}");
     assert!(d.contains("-32003") && d.contains("check.push"), "{d}");
     assert_eq!(exit, 1, "{doc:#}");
+}
+
+/// JSON-RPC 2.0 §5: one Response per call. A host answering each `push/event` twice, first
+/// refusing it and then accepting it, was judged by its first answer alone: the early push
+/// passed `host.refuses-before-ready` and nothing said the second answer came (the peer
+/// dropped it as a response to no request). It now fails `host.responses-once`, naming the
+/// ids; a host answering each request once passes it.
+#[tokio::test]
+async fn a_request_answered_twice_fails_responses_once() {
+    let report = report_path("answered-twice.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" {
+            let again = json!({ "jsonrpc": "2.0", "id": m["id"], "result": { "accepted": true } });
+            out.push_str(&line(&again));
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.responses-once");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("already answered") && d.contains("request id(s)"),
+        "{d}"
+    );
+
+    let report = report_path("answered-once.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    assert_eq!(
+        check(&doc, "host.responses-once")["status"],
+        "pass",
+        "{doc:#}"
+    );
 }

@@ -81,6 +81,7 @@ catalogue! {
     "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32003, unknown feature set, also under check.typo, whose invalid declaration a host may discard; -32601 only from a host not advertising the method's capability)";
     "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only";
     "host.lifecycle-paired", "§10.5", "inference/lifecycle signals pair up: no terminal without its started, no second terminal, no second started for one inferenceId";
+    "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";
 }
 
 /// Arguments of `mcpl check-host`.

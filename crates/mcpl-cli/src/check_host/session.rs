@@ -36,6 +36,9 @@ use crate::check::report::{Recorder, Report, Status};
 /// Most invalid responses [`Run`] keeps the ids of.
 const INVALID_KEPT: usize = 8;
 
+/// Most ids of requests answered twice [`Run`] keeps to quote (the rest are counted).
+const TWICE_KEPT: usize = 3;
+
 /// The check the paired pings feed.
 pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
 
@@ -110,6 +113,10 @@ pub(super) struct Run {
     /// Responses under an id the checker never sent since a timeout last named them, and
     /// the first one's id (§6.6 / JSON-RPC: a response carries its request's id).
     unmatched: (u64, Option<String>),
+    /// Responses under the id of a request of the checker's already answered (not one it
+    /// gave up on: the peer reports that one as late), and the first [`TWICE_KEPT`] ids
+    /// (`host.responses-once`).
+    twice: (u64, Vec<String>),
     rec: Recorder,
     pub(super) bounds: Bounds,
     started: Instant,
@@ -178,6 +185,7 @@ impl Run {
             discards: (0, 0, 0),
             invalid_answers: Vec::new(),
             unmatched: (0, None),
+            twice: (0, Vec::new()),
             peer,
             incoming,
             rec,
@@ -330,6 +338,15 @@ impl Run {
                     *other += 1;
                     let why = format!("it would cost {cost} units parsed, over {limit}");
                     self.keep_invalid(id, why);
+                }
+                // The id of a request the peer no longer awaits and did not give up on: it
+                // was answered already (JSON-RPC 2.0 §5: one Response per call).
+                Diagnostic::UnknownResponse { id: Some(id), .. } if self.integral.was_sent(&id) => {
+                    let (count, kept) = &mut self.twice;
+                    *count = count.saturating_add(1);
+                    if kept.len() < TWICE_KEPT {
+                        kept.push(capped(id.to_string(), 60));
+                    }
                 }
                 Diagnostic::UnknownResponse { id: Some(id), .. } => {
                     let (count, first) = &mut self.unmatched;
@@ -852,6 +869,25 @@ impl Run {
         }
         self.conclude_deliveries();
         self.conclude_lifecycles();
+        // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
+        self.read_diagnostics();
+        let once = "host.responses-once";
+        match &self.twice {
+            (0, _) if self.repeats.summary().0 == 0 => {}
+            (0, _) => {
+                let d = "no request of the checker's was answered twice";
+                self.record(once, Status::Pass, d);
+            }
+            (n, kept) => {
+                let d = format!(
+                    "{n} response(s) came under the id of a request already answered (JSON-RPC \
+                     2.0 §5: one Response per call; the second is dropped unread, so whatever \
+                     it said, an acceptance after a refusal, never counts): request id(s) {}",
+                    kept.join(", ")
+                );
+                self.record(once, Status::Fail, d);
+            }
+        }
         if self.unfinished.is_none() && self.gone.is_none() {
             let why = "every request was answered before the ping sent right behind it: none \
                        was outstanding for another to wait behind";

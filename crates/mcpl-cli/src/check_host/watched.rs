@@ -225,6 +225,14 @@ impl IntegralIds {
     /// How many of the checker's request ids are remembered (a run sends a few dozen).
     pub(super) const SENT_KEPT: usize = 1024;
 
+    /// Whether `id` is one of the checker's request ids remembered ([`Self::SENT_KEPT`]).
+    pub(super) fn was_sent(&self, id: &mcpl::jsonrpc::RequestId) -> bool {
+        let Some(id) = id.to_value().as_i64() else {
+            return false;
+        };
+        self.0.lock().is_ok_and(|seen| seen.sent.contains(&id))
+    }
+
     /// Notes the id of an outgoing frame that is a request with an integer id (once when the
     /// same text is offered again).
     fn sent(&self, text: &str) {
