@@ -396,3 +396,52 @@ async fn a_request_after_leading_whitespace_is_answered_alike() {
         }
     }
 }
+
+/// What a small message is answered with under no id, an oversized or too costly one is
+/// too: a message whose first bytes are no UTF-8 (a small one is `-32700`, no text), and a
+/// whole text refused for its cost that is no JSON (its error before any `method`). Before,
+/// both were only reported: nothing told the sender its message was refused.
+#[tokio::test(start_paused = true)]
+async fn a_refused_message_that_is_no_json_text_is_answered_as_a_small_one() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(MAX_SIZE + 1000);
+    // Over the cost limit, under the size limit.
+    let zeros = vec!["0"; MAX_COST * 3 / 2].join(",");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "small, no UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"x\":\"\xff\",\"id\":6,\"method\":\"m\"}".to_vec(),
+        ),
+        (
+            "oversized, no UTF-8",
+            [
+                &b"{\"jsonrpc\":\"2.0\",\"x\":\"\xff\",\"id\":6,\"method\":\"m\",\"pad\":\""[..],
+                pad.as_bytes(),
+                b"\"}",
+            ]
+            .concat(),
+        ),
+        (
+            "small, no JSON",
+            br#"{"jsonrpc":"2.0","x":[0,],"id":5,"method":"m"}"#.to_vec(),
+        ),
+        (
+            "too costly, no JSON",
+            format!(r#"{{"jsonrpc":"2.0","x":[{zeros},],"id":5,"method":"m"}}"#).into_bytes(),
+        ),
+    ];
+    for (what, bytes) in cases {
+        raw.send_bytes(&bytes).await;
+        raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+            .await;
+        let got = answer(&mut raw, what).await;
+        assert_eq!(got["id"], Value::Null, "{what}: {got}");
+        assert!(got["error"]["code"].is_i64(), "{what}: {got}");
+        let sync = answer(&mut raw, what).await;
+        assert_eq!(
+            sync["id"], "sync",
+            "{what}: one answer, then the next: {sync}"
+        );
+    }
+}

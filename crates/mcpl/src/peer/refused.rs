@@ -50,6 +50,9 @@ pub(super) struct Head {
     outcome: bool,
     /// The object was read to its end: nothing of it is unknown.
     whole: bool,
+    /// The bytes read hold a byte sequence that is no UTF-8 (not a character the cut
+    /// split): the message is no text, as a small one would be refused.
+    not_text: bool,
 }
 
 /// Bytes a JSON number can end with: one that is the last byte read may go on past it.
@@ -61,14 +64,19 @@ impl Head {
     /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
     /// (the cut may fall inside a character), then as [`Head::read_str`].
     pub(super) fn read(head: &[u8]) -> Head {
-        let text = match std::str::from_utf8(head) {
-            Ok(text) => text,
-            Err(e) => head
-                .get(..e.valid_up_to())
-                .and_then(|valid| std::str::from_utf8(valid).ok())
-                .unwrap_or_default(),
-        };
-        Head::read_str(text)
+        match std::str::from_utf8(head) {
+            Ok(text) => Head::read_str(text),
+            // A sequence no more bytes could complete: not a character split by the cut.
+            Err(e) if e.error_len().is_some() => Head {
+                not_text: true,
+                ..Head::default()
+            },
+            Err(e) => Head::read_str(
+                head.get(..e.valid_up_to())
+                    .and_then(|valid| std::str::from_utf8(valid).ok())
+                    .unwrap_or_default(),
+            ),
+        }
     }
 
     /// Reads `text`: a whole message (refused for its cost) or the first bytes of one
@@ -267,6 +275,10 @@ impl Limit {
 /// is answered (JSON-RPC 2.0 §5, §6; readings where it is silent, failing closed):
 ///
 /// - A batch: one `-32600` error, `id: null`, as a batch over `max_batch_entries`.
+/// - No text (a discarded message whose first bytes hold a sequence that is no UTF-8), or a
+///   whole text refused for its cost that is no JSON object (or no JSON, its error before
+///   any `method`, `result` or `error`): one error, `id: null`, as a small one gets its
+///   `-32700`/`-32600` under no id.
 /// - Request-shaped (a `method` member, whatever else): `-32600` under its id when it has
 ///   one a taken request would be answered under; `id: null` when its id is none (a fraction,
 ///   `1.0`, `null`, a string over `MAX_ID_BYTES`), or cut (§5: an id that cannot be read
@@ -294,7 +306,13 @@ pub(super) fn refuse(
 ) -> Option<Parsed> {
     let head = head.unwrap_or_default();
     // What the diagnostic names, and what is done.
-    let (id, then) = if head.batch {
+    let whole_text = matches!(broke, Limit::Cost { .. });
+    let (id, then) = if head.batch || head.not_text {
+        // No text is answered as a small one is, under no id (whatever the head showed).
+        (None, Then::Answer)
+    } else if whole_text && !head.whole && !head.method && !head.outcome {
+        // A whole text refused for its cost that is no JSON object (or no JSON): a small
+        // one is answered under no id, so is this.
         (None, Then::Answer)
     } else if head.method {
         match &head.id {

@@ -22,6 +22,12 @@ impl Raw {
         self.write.write_all(b"\n").await.unwrap();
     }
 
+    /// Writes `bytes` and a newline, whatever they are (no UTF-8 needed).
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.write.write_all(bytes).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
     /// Writes one JSON value as a line.
     pub async fn send_json(&mut self, v: Value) {
         self.send(&v.to_string()).await;
