@@ -428,6 +428,17 @@ pub fn host_advertisement(params: &Value) -> Option<&Value> {
         .filter(|m| m.is_object())
 }
 
+/// The host's `capabilities.experimental.mcpl` when it is present but neither an object nor
+/// `null` (absent, as any optional member): a malformed advertisement, which
+/// [`host_advertisement`] reads as none (§3.3). Only an object names a version (§5.2).
+pub fn malformed_advertisement(params: &Value) -> Option<&Value> {
+    params
+        .get("capabilities")
+        .and_then(|c| c.get("experimental"))
+        .and_then(|e| e.get("mcpl"))
+        .filter(|m| !m.is_object() && !m.is_null())
+}
+
 /// Reads the host's MCPL advertisement (§5.2, [`host_advertisement`]).
 ///
 /// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when

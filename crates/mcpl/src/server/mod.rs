@@ -9,7 +9,8 @@
 //!   [`ManifestTracker`](crate::manifest::ManifestTracker); the connection is attached to the tracker with exactly the snapshot
 //!   it was sent, so nothing is announced right after `initialize` (§17.3, §17.10). `ping` is
 //!   answered. A host that does not advertise `experimental.mcpl`, or advertises an MCPL
-//!   version other than 0.5 (a `host_mcpl_version` diagnostic names it), gets a plain MCP
+//!   version other than 0.5 (a `host_mcpl_version` diagnostic names it), or one that is no
+//!   object (`host_mcpl_malformed`), gets a plain MCP
 //!   server (§3.2): tools work, every MCPL method is unknown (`-32601`), every MCPL sender refuses.
 //! - **Inert until the policy Request (§5.3).** Every capability-dependent behaviour is
 //!   unavailable until a `featureSets/update` *Request* arrives; the grant then follows

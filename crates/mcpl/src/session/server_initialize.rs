@@ -127,14 +127,17 @@ pub(crate) struct InitializeRead {
     pub(crate) protocol_version: String,
     /// Whether the host speaks MCPL 0.5 (§3.2).
     pub(crate) mcpl: bool,
-    /// `host_mcpl_version` when it advertises another MCPL version.
+    /// `host_mcpl_version` when it advertises another MCPL version, `host_mcpl_malformed`
+    /// when its advertisement is no object.
     pub(crate) diagnostic: Option<ServerDiagnostic>,
 }
 
 /// The one server rule for the host's `initialize`, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): a second one is
 /// `-32600`; only `protocolVersion` is required (read leniently, §5.1); a host advertising
-/// another MCPL version is served as plain MCP and reported (§3.2).
+/// another MCPL version, or an `experimental.mcpl` that is no object
+/// ([`handshake::malformed_advertisement`]), is served as plain MCP and reported (§3.2,
+/// §3.3).
 pub(crate) fn read_initialize(
     initialized: bool,
     params: Option<&Value>,
@@ -155,6 +158,10 @@ pub(crate) fn read_initialize(
     let mcpl = read.is_v05();
     let diagnostic = match read {
         handshake::HostMcpl::Other(version) => Some(ServerDiagnostic::HostMcplVersion { version }),
+        handshake::HostMcpl::Absent => handshake::malformed_advertisement(params.unwrap_or(&null))
+            .map(|m| ServerDiagnostic::HostMcplMalformed {
+                found: crate::jsonrpc::json_type_name(m),
+            }),
         _ => None,
     };
     Ok(InitializeRead {

@@ -214,6 +214,13 @@ pub enum ServerDiagnostic {
         /// The version it advertised.
         version: String,
     },
+    /// `host_mcpl_malformed`: the host's `capabilities.experimental.mcpl` is present but no
+    /// object (`true`, `"0.5"` …), which advertises no MCPL (§5.2 mirrors the server's
+    /// object), so the host is served as a plain MCP host (§3.3), as without one.
+    HostMcplMalformed {
+        /// The JSON type it wrote there (`boolean`, `string` …).
+        found: &'static str,
+    },
     /// `user_message_unredacted`: a `context/beforeInference` carried a `userMessage` though
     /// `observe` is not granted (§10.1, `policy::unredacted_user_message`); the message was
     /// withheld from the application.
@@ -274,6 +281,8 @@ impl ServerDiagnostic {
             | D::Lifecycle(_)
             | D::UserMessageUnredacted
             | D::GrantBeyondAdvertisement { .. }
+            // A JSON type's name.
+            | D::HostMcplMalformed { .. }
             | D::InputEnded => {}
         }
         self
@@ -310,6 +319,7 @@ impl ServerDiagnostic {
             #[cfg(feature = "runtime")]
             D::Connection(_) => "connection",
             D::HostMcplVersion { .. } => "host_mcpl_version",
+            D::HostMcplMalformed { .. } => "host_mcpl_malformed",
             D::UserMessageUnredacted => "user_message_unredacted",
             D::InputEnded => "input_ended",
         }
@@ -498,6 +508,13 @@ impl std::fmt::Display for Detail<'_> {
                 "the host advertises MCPL version {version}, not {}: serving it as a plain MCP \
                  host (§3.2): tools work ungated, and the server sends it no MCPL method (each \
                  MCPL send is refused as MCP-only)",
+                crate::protocol::handshake::MCPL_VERSION
+            ),
+            D::HostMcplMalformed { found } => write!(
+                f,
+                "the host's capabilities.experimental.mcpl is a {found}, not an object with a \
+                 version (§5.2): it advertises no MCPL, so the host is served as a plain MCP \
+                 host (§3.3); the host must send {{\"version\": \"{}\"}} to speak MCPL",
                 crate::protocol::handshake::MCPL_VERSION
             ),
             D::UserMessageUnredacted => f.write_str(
@@ -863,6 +880,11 @@ mod tests {
                 },
                 "host_mcpl_version",
                 N,
+            ),
+            (
+                D::HostMcplMalformed { found: "boolean" },
+                "host_mcpl_malformed",
+                P,
             ),
             (D::UserMessageUnredacted, "user_message_unredacted", P),
             #[cfg(feature = "runtime")]

@@ -1,0 +1,130 @@
+//! A hostile or merely unusual host on the wire, against a `Server`: raw JSON lines over a
+//! real pipe. Whatever the host sends is handled, answered with an error, or reported as a
+//! `ServerDiagnostic` the application sees; nothing it sends vanishes.
+#![cfg(feature = "runtime")]
+
+use mcpl::capability::Capability;
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{Server, ServerDiagnostic, Session};
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+use tokio::sync::broadcast;
+
+fn server() -> Server {
+    Server::builder("hostile", "1")
+        .feature_set("work", "Work", &[Capability::Tools])
+        .tool(
+            "echo",
+            "Echo",
+            json!({"type": "object"}),
+            |_s: Session, _p| async { Ok(ToolsCallResult::text("echo")) },
+        )
+        .build()
+        .expect("server builds")
+}
+
+/// The host's end of a pipe to a started [`server`], and the session's diagnostics.
+struct RawHost {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+    diagnostics: broadcast::Receiver<ServerDiagnostic>,
+    _session: Session,
+}
+
+impl RawHost {
+    fn start() -> RawHost {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let session = server().start(Transport::lines(br, bw, "test"));
+        RawHost {
+            lines: BufReader::new(ar).lines(),
+            write: aw,
+            diagnostics: session.diagnostics(),
+            _session: session,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let line = format!("{line}\n");
+        self.write.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = self.lines.next_line().await.expect("read").expect("a line");
+        serde_json::from_str(&line).expect("the server writes JSON")
+    }
+
+    /// A `ping` and its answer: everything sent before it has been taken by then.
+    async fn sync(&mut self, id: u64) {
+        self.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
+            .await;
+        let answer = self.recv().await;
+        assert_eq!(answer["id"], json!(id), "{answer}");
+    }
+
+    /// The codes of the diagnostics reported so far.
+    fn codes(&mut self) -> Vec<&'static str> {
+        let mut codes = Vec::new();
+        while let Ok(d) = self.diagnostics.try_recv() {
+            codes.push(d.code());
+        }
+        codes
+    }
+}
+
+/// `initialize` with these `capabilities` (JSON text).
+fn initialize(capabilities: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+    )
+}
+
+/// §5.2, §3.3: an `experimental.mcpl` that is no object advertises no MCPL, so the host is
+/// served as a plain MCP host; that the host wrote one is reported, as another version is
+/// (`host_mcpl_version`), never silently taken. `null` reads as absent, as everywhere.
+#[tokio::test]
+async fn s5_2_an_mcpl_advertisement_that_is_no_object_is_reported() {
+    for (mcpl, reported) in [
+        ("true", true),
+        (r#""0.5""#, true),
+        (r#"["0.5"]"#, true),
+        ("5", true),
+        ("null", false),
+        (r#"{"version":"0.5"}"#, false),
+    ] {
+        let mut host = RawHost::start();
+        host.send(&initialize(&format!(
+            r#"{{"experimental":{{"mcpl":{mcpl}}}}}"#
+        )))
+        .await;
+        let init = host.recv().await;
+        assert!(init["result"].is_object(), "{init}");
+        host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
+            .await;
+        let policy = host.recv().await;
+        // Served as MCP (no policy method) unless it advertised MCPL 0.5.
+        let mcp_only = mcpl != r#"{"version":"0.5"}"#;
+        assert_eq!(
+            policy["error"]["code"] == json!(-32601),
+            mcp_only,
+            "{mcpl}: {policy}"
+        );
+        host.sync(2).await;
+        let codes = host.codes();
+        assert_eq!(
+            codes.contains(&"host_mcpl_malformed"),
+            reported,
+            "{mcpl}: {codes:?}"
+        );
+    }
+    // The plain MCP host, which names no `mcpl`, is no defect.
+    let mut host = RawHost::start();
+    host.send(&initialize("{}")).await;
+    host.recv().await;
+    host.sync(1).await;
+    assert_eq!(host.codes(), Vec::<&str>::new());
+}
