@@ -128,3 +128,26 @@ async fn s5_2_an_mcpl_advertisement_that_is_no_object_is_reported() {
     host.sync(1).await;
     assert_eq!(host.codes(), Vec::<&str>::new());
 }
+
+/// MCP's handshake: `notifications/initialized` acknowledges the `initialize` answer, once.
+/// One before `initialize`, or a second one, acknowledges nothing: it is reported
+/// (`ignored_notification`), not dropped unseen; the one in turn is no defect.
+#[tokio::test]
+async fn an_initialized_notification_out_of_turn_is_reported() {
+    const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let mut host = RawHost::start();
+    host.send(INITIALIZED).await;
+    host.sync(1).await;
+    assert_eq!(host.codes(), ["ignored_notification"], "before initialize");
+    host.send(&initialize(
+        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+    ))
+    .await;
+    host.recv().await;
+    host.send(INITIALIZED).await;
+    host.sync(2).await;
+    assert_eq!(host.codes(), Vec::<&str>::new(), "in turn");
+    host.send(INITIALIZED).await;
+    host.sync(3).await;
+    assert_eq!(host.codes(), ["ignored_notification"], "a second one");
+}

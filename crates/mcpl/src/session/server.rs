@@ -384,6 +384,9 @@ pub struct ServerState {
     /// The manifest in force (`ServerRules::manifest` at first).
     manifest: SharedManifest,
     initialized: bool,
+    /// MCP's `notifications/initialized` arrived after `initialize` was answered
+    /// ([`Self::on_initialized`]).
+    acknowledged: bool,
     mcpl: bool,
     policy: ServerPolicyState,
     /// The application's requests waiting for the host's answer, with their deadlines.
@@ -432,6 +435,7 @@ impl ServerState {
             rules,
             manifest,
             initialized: false,
+            acknowledged: false,
             mcpl: false,
             policy,
             pending: Default::default(),
@@ -847,6 +851,8 @@ impl ServerState {
             NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {
                 if self.rules.initialize_by_application {
                     self.out.push_back(ServerOutput::Notification(n))
+                } else {
+                    self.on_initialized(n)
                 }
             }
             NotificationStep::Deliver(n) if n.method == InferenceChunk::NAME => {
@@ -869,6 +875,20 @@ impl ServerState {
             }
             NotificationStep::Untyped(n) if n.method == CANCELLED => self.on_cancelled(n),
             NotificationStep::Untyped(n) => self.out.push_back(ServerOutput::Notification(n)),
+        }
+    }
+
+    /// MCP's `notifications/initialized`, taken by the session (no application answers
+    /// `initialize`): it acknowledges the `initialize` answer, once. Reading (MCP is silent
+    /// on a stray one): one before that answer, or a second one, acknowledges nothing and
+    /// changes nothing, and is reported (`ignored_notification`) rather than dropped unseen.
+    fn on_initialized(&mut self, n: Notification) {
+        if self.initialized && !self.acknowledged {
+            self.acknowledged = true;
+        } else {
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::IgnoredNotification { method: n.method },
+            ));
         }
     }
 

@@ -140,8 +140,8 @@ pub enum ServerDiagnostic {
         mcp_only: bool,
     },
     /// `ignored_notification`: an MCP notification the session does not act on
-    /// (`notifications/progress`, a `notifications/cancelled` naming no request in flight
-    /// …).
+    /// (`notifications/progress`, a `notifications/cancelled` naming no request in flight,
+    /// a `notifications/initialized` before `initialize` was answered or a second one …).
     IgnoredNotification {
         /// The notification.
         method: String,
