@@ -151,3 +151,28 @@ async fn an_initialized_notification_out_of_turn_is_reported() {
     host.sync(3).await;
     assert_eq!(host.codes(), ["ignored_notification"], "a second one");
 }
+
+/// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
+/// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
+/// newest). A host asking for a version this server does not know (older, newer, or no date
+/// at all) is not told the server speaks it.
+#[tokio::test]
+async fn an_unknown_protocol_version_is_answered_with_one_the_server_speaks() {
+    use mcpl::protocol::handshake::{MCP_PROTOCOL_VERSION, SUPPORTED_MCP_PROTOCOL_VERSIONS};
+    let asked = ["1999-01-01", "2099-12-31", "", "latest"];
+    for version in asked.iter().chain(SUPPORTED_MCP_PROTOCOL_VERSIONS) {
+        let mut host = RawHost::start();
+        host.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
+        ))
+        .await;
+        let init = host.recv().await;
+        let answered = init["result"]["protocolVersion"].as_str().unwrap_or("");
+        let expected = if SUPPORTED_MCP_PROTOCOL_VERSIONS.contains(version) {
+            *version
+        } else {
+            MCP_PROTOCOL_VERSION
+        };
+        assert_eq!(answered, expected, "asked {version:?}: {init}");
+    }
+}

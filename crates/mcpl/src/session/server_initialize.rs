@@ -16,12 +16,12 @@ fn manifest_object(manifest: &Value) -> Value {
     }
 }
 
-/// The `initialize` result: the MCP `protocolVersion` as the host asked it (§5.1), the MCP
+/// The `initialize` result: the MCP `protocolVersion` negotiated ([`read_initialize`]), the MCP
 /// capabilities `mcp` with the manifest in force under `experimental.mcpl` (§17.1; a
 /// manifest that is no object is sent as `{}`, which declares nothing), `serverInfo`, and
 /// `instructions` when there are any.
 pub(crate) fn initialize_result(
-    protocol_version: String,
+    protocol_version: &str,
     mcp: &Map<String, Value>,
     manifest: &Value,
     server_info: Value,
@@ -37,7 +37,7 @@ pub(crate) fn initialize_result(
     experimental.insert("mcpl".into(), manifest_object(manifest));
     caps.insert("experimental".into(), Value::Object(experimental));
     let mut result = Map::new();
-    result.insert("protocolVersion".into(), Value::String(protocol_version));
+    result.insert("protocolVersion".into(), protocol_version.into());
     result.insert("capabilities".into(), Value::Object(caps));
     result.insert("serverInfo".into(), server_info);
     if let Some(text) = instructions {
@@ -123,8 +123,10 @@ pub(crate) fn declares_tools(caps: &Map<String, Value>) -> bool {
 /// What a server reads from the host's `initialize` ([`read_initialize`]).
 #[derive(Debug)]
 pub(crate) struct InitializeRead {
-    /// The MCP `protocolVersion` the host asked for, answered as sent.
-    pub(crate) protocol_version: String,
+    /// The MCP `protocolVersion` to answer with: the host's when this library speaks it,
+    /// else the newest it does ([`handshake::negotiate_protocol_version`], MCP's lifecycle
+    /// rule, which MCPL keeps, §3.1).
+    pub(crate) protocol_version: &'static str,
     /// Whether the host speaks MCPL 0.5 (§3.2).
     pub(crate) mcpl: bool,
     /// `host_mcpl_version` when it advertises another MCPL version, `host_mcpl_malformed`
@@ -134,7 +136,8 @@ pub(crate) struct InitializeRead {
 
 /// The one server rule for the host's `initialize`, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): a second one is
-/// `-32600`; only `protocolVersion` is required (read leniently, §5.1); a host advertising
+/// `-32600`; only `protocolVersion` is required (read leniently, §5.1), and answered as MCP
+/// negotiates it (one this library speaks, §3.1); a host advertising
 /// another MCPL version, or an `experimental.mcpl` that is no object
 /// ([`handshake::malformed_advertisement`]), is served as plain MCP and reported (§3.2,
 /// §3.3).
@@ -165,7 +168,7 @@ pub(crate) fn read_initialize(
         _ => None,
     };
     Ok(InitializeRead {
-        protocol_version: version.to_owned(),
+        protocol_version: handshake::negotiate_protocol_version(version),
         mcpl,
         diagnostic,
     })
