@@ -20,6 +20,12 @@ fn server() -> Server {
             json!({"type": "object"}),
             |_s: Session, _p| async { Ok(ToolsCallResult::text("echo")) },
         )
+        .tool(
+            "wait",
+            "Never finishes by itself",
+            json!({"type": "object"}),
+            |_s: Session, _p| std::future::pending(),
+        )
         .build()
         .expect("server builds")
 }
@@ -175,4 +181,46 @@ async fn an_unknown_protocol_version_is_answered_with_one_the_server_speaks() {
         };
         assert_eq!(answered, expected, "asked {version:?}: {init}");
     }
+}
+
+/// JSON-RPC ids are unique among requests in flight: a request reusing the id of one the
+/// server still works on is answered `-32600` and not acted on, whichever method it names
+/// (a `ping`, the policy Request, `tools/list`), as a `tools/call` is; its answer would
+/// otherwise read as the answer to both. The one in flight is still answered.
+#[tokio::test]
+async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
+    let mut host = RawHost::start();
+    host.send(&initialize(
+        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+    ))
+    .await;
+    host.recv().await;
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
+        .await;
+    host.recv().await;
+    host.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"wait"}}"#)
+        .await;
+    for reuse in [
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"featureSets/update","params":{"effectiveCapabilities":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo"}}"#,
+    ] {
+        host.send(reuse).await;
+        let answer = host.recv().await;
+        assert_eq!(answer["error"]["code"], json!(-32600), "{reuse}: {answer}");
+        assert_eq!(answer["id"], json!(5), "{answer}");
+    }
+    // The policy Request reusing the id was not applied: `tools` is still granted.
+    host.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo"}}"#)
+        .await;
+    let echo = host.recv().await;
+    assert_eq!(echo["result"]["content"][0]["text"], "echo", "{echo}");
+    // The request in flight is still the host's to cancel, and is answered once.
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#)
+        .await;
+    let cancelled = host.recv().await;
+    assert_eq!(cancelled["error"]["code"], json!(-32800), "{cancelled}");
 }

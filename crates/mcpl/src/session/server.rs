@@ -691,6 +691,13 @@ impl ServerState {
     }
 
     fn on_request(&mut self, r: Request) {
+        if self.handed.contains_key(&r.id) {
+            // JSON-RPC ids are unique among requests in flight: its answer would answer
+            // both, whatever its method (a `ping`, the policy Request …), so it is not
+            // acted on.
+            let e = ErrorObject::invalid_request("a request with this id is in flight");
+            return self.respond(r.id, Err(e));
+        }
         let route = route_host_request(
             &r.method,
             r.params.as_ref(),
@@ -773,15 +780,11 @@ impl ServerState {
         self.hand_out(r, handed);
     }
 
-    /// Hands `r` out as `handed`, within the in-flight bound; whether it was.
+    /// Hands `r` out as `handed`, within the in-flight bound; whether it was. Its id is not
+    /// in flight ([`Self::on_request`] refused it).
     fn hand_out(&mut self, r: Request, handed: Handed) -> bool {
-        if self.handed.contains_key(&r.id) {
-            // Its answer would answer both (JSON-RPC ids are unique among requests in
-            // flight).
-            let e = ErrorObject::invalid_request("a request with this id is in flight");
-            self.respond(r.id, Err(e));
-            false
-        } else if self.handed.len() >= self.rules.max_in_flight {
+        // An id in flight was refused before routing (`on_request`).
+        if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
             self.respond(r.id, Err(e));
             false
