@@ -89,9 +89,10 @@ fn initialize(capabilities: &str) -> String {
 
 /// §5.2, §3.3: an `experimental.mcpl` that is no object advertises no MCPL, so the host is
 /// served as a plain MCP host; that the host wrote one is reported, as another version is
-/// (`host_mcpl_version`), never silently taken. `null` reads as absent, as everywhere.
+/// (`host_mcpl_version`), never silently taken. `null` reads as absent, as everywhere. An
+/// object without `version` is served as MCPL 0.5 (`HostMcpl::Unversioned`), and reported.
 #[tokio::test]
-async fn s5_2_an_mcpl_advertisement_that_is_no_object_is_reported() {
+async fn s5_2_a_malformed_mcpl_advertisement_is_reported() {
     for (mcpl, reported) in [
         ("true", true),
         (r#""0.5""#, true),
@@ -99,6 +100,8 @@ async fn s5_2_an_mcpl_advertisement_that_is_no_object_is_reported() {
         ("5", true),
         ("null", false),
         (r#"{"version":"0.5"}"#, false),
+        // An object without the `version` its shape requires: served as MCPL 0.5, reported.
+        ("{}", true),
     ] {
         let mut host = RawHost::start();
         host.send(&initialize(&format!(
@@ -113,7 +116,7 @@ async fn s5_2_an_mcpl_advertisement_that_is_no_object_is_reported() {
             .await;
         let policy = host.recv().await;
         // Served as MCP (no policy method) unless it advertised MCPL 0.5.
-        let mcp_only = mcpl != r#"{"version":"0.5"}"#;
+        let mcp_only = !mcpl.starts_with('{');
         assert_eq!(
             policy["error"]["code"] == json!(-32601),
             mcp_only,

@@ -130,7 +130,7 @@ pub(crate) struct InitializeRead {
     /// Whether the host speaks MCPL 0.5 (§3.2).
     pub(crate) mcpl: bool,
     /// `host_mcpl_version` when it advertises another MCPL version, `host_mcpl_malformed`
-    /// when its advertisement is no object.
+    /// when its advertisement is no object or names no version.
     pub(crate) diagnostic: Option<ServerDiagnostic>,
 }
 
@@ -140,7 +140,7 @@ pub(crate) struct InitializeRead {
 /// negotiates it (one this library speaks, §3.1); a host advertising
 /// another MCPL version, or an `experimental.mcpl` that is no object
 /// ([`handshake::malformed_advertisement`]), is served as plain MCP and reported (§3.2,
-/// §3.3).
+/// §3.3); one without `version` is served as MCPL 0.5 and reported.
 pub(crate) fn read_initialize(
     initialized: bool,
     params: Option<&Value>,
@@ -164,7 +164,12 @@ pub(crate) fn read_initialize(
         handshake::HostMcpl::Absent => handshake::malformed_advertisement(params.unwrap_or(&null))
             .map(|m| ServerDiagnostic::HostMcplMalformed {
                 found: crate::jsonrpc::json_type_name(m),
+                mcpl: false,
             }),
+        handshake::HostMcpl::Unversioned => Some(ServerDiagnostic::HostMcplMalformed {
+            found: "object without a version",
+            mcpl: true,
+        }),
         _ => None,
     };
     Ok(InitializeRead {

@@ -214,12 +214,17 @@ pub enum ServerDiagnostic {
         /// The version it advertised.
         version: String,
     },
-    /// `host_mcpl_malformed`: the host's `capabilities.experimental.mcpl` is present but no
-    /// object (`true`, `"0.5"` …), which advertises no MCPL (§5.2 mirrors the server's
-    /// object), so the host is served as a plain MCP host (§3.3), as without one.
+    /// `host_mcpl_malformed`: the host's `capabilities.experimental.mcpl` is not the object
+    /// with a `version` that §5.2 (mirroring the server's shape) gives it. One that is no
+    /// object (`true`, `"0.5"` …) advertises no MCPL, so the host is served as a plain MCP
+    /// host (§3.3), as without one; an object without `version` is served as MCPL 0.5
+    /// (`handshake::HostMcpl::Unversioned`).
     HostMcplMalformed {
-        /// The JSON type it wrote there (`boolean`, `string` …).
+        /// What it wrote there: a JSON type (`boolean`, `string` …), or `object without a
+        /// version`.
         found: &'static str,
+        /// Whether the host is served as MCPL 0.5 anyway (an object without `version`).
+        mcpl: bool,
     },
     /// `user_message_unredacted`: a `context/beforeInference` carried a `userMessage` though
     /// `observe` is not granted (§10.1, `policy::unredacted_user_message`); the message was
@@ -510,7 +515,14 @@ impl std::fmt::Display for Detail<'_> {
                  MCPL send is refused as MCP-only)",
                 crate::protocol::handshake::MCPL_VERSION
             ),
-            D::HostMcplMalformed { found } => write!(
+            D::HostMcplMalformed { found, mcpl: true } => write!(
+                f,
+                "the host's capabilities.experimental.mcpl is an {found} (§5.2 gives it \
+                 \"version\"): served as MCPL {v}, the only version this server speaks; the \
+                 host should send {{\"version\": \"{v}\"}}",
+                v = crate::protocol::handshake::MCPL_VERSION
+            ),
+            D::HostMcplMalformed { found, mcpl: false } => write!(
                 f,
                 "the host's capabilities.experimental.mcpl is a {found}, not an object with a \
                  version (§5.2): it advertises no MCPL, so the host is served as a plain MCP \
@@ -882,7 +894,18 @@ mod tests {
                 N,
             ),
             (
-                D::HostMcplMalformed { found: "boolean" },
+                D::HostMcplMalformed {
+                    found: "boolean",
+                    mcpl: false,
+                },
+                "host_mcpl_malformed",
+                P,
+            ),
+            (
+                D::HostMcplMalformed {
+                    found: "object without a version",
+                    mcpl: true,
+                },
                 "host_mcpl_malformed",
                 P,
             ),
