@@ -112,8 +112,10 @@ pub fn too_large(name: &str, line: Option<usize>) -> CliError {
 /// The most [`mcpl::jsonrpc::parsed_cost`] an offline tool parses of one input (or one line
 /// of `digest --lines`): 16,777,216 units, four times the library's default bound for one
 /// message ([`mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST`]) as [`MAX_INPUT_BYTES`] is four times
-/// its message size, so every manifest a server can send fits; about 512 MiB parsed at worst.
-/// Past it the input is refused (exit 2) before it is built: within the byte bound, a text
+/// its message size, so every manifest a server can send fits. At worst that is about 1.1 GB
+/// parsed (measured: 64 MiB of one-character strings, each its own allocation, under both
+/// bounds; the units count a string's 32-byte slot, not its heap block). Past it the input
+/// is refused (exit 2) before it is built: within the byte bound, a text
 /// of small objects holds some 80 times its size parsed (64 MiB of `{"a":0}`: over 5 GB).
 pub const MAX_INPUT_COST: usize = 4 * mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
 

@@ -82,6 +82,12 @@ fn assert_printable(what: &str, out: &str) {
 }
 
 fn run(args: &[&str], stdin: &str) -> String {
+    let (out, err) = run_split(args, stdin);
+    out + &err
+}
+
+/// [`run`], its stdout and stderr apart.
+fn run_split(args: &[&str], stdin: &str) -> (String, String) {
     let mut child = Command::new(BIN)
         .args(args)
         .env("NO_COLOR", "1")
@@ -110,7 +116,7 @@ fn run(args: &[&str], stdin: &str) -> String {
         .read_to_string(&mut out)
         .unwrap();
     child.wait().unwrap();
-    out + &errs.join().unwrap()
+    (out, errs.join().unwrap())
 }
 
 #[test]
@@ -127,6 +133,53 @@ fn check_prints_a_hostile_servers_strings_as_text() {
     // Shown, escaped, where it was written.
     assert!(out.contains("\\u{1b}]0;PWNED\\u{7}"), "{out}");
     assert!(out.contains("manifest.identifier-charset"), "{out}");
+}
+
+/// `--json` output is JSON whatever the server's strings hold: DEL, C1 controls and
+/// bidirectional overrides, which serde_json leaves raw and the terminal guard rewrote as
+/// `\u{202e}` (no JSON escape), are written as JSON escapes (review of `a2440be`: `check`,
+/// `check-host` and `inspect --repl` printed reports that did not parse).
+#[test]
+fn json_output_parses_whatever_a_hostile_server_writes() {
+    if !python() {
+        panic!("python3 is needed for this test (CI installs it)");
+    }
+    let server = hostile_server();
+    let (out, _) = run_split(
+        &[
+            "check",
+            "--json",
+            "--timeout",
+            "5",
+            "--",
+            "python3",
+            path(&server),
+        ],
+        "",
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("check --json: {e}:\n{out}"));
+    assert!(report["checks"].is_array(), "{out}");
+    assert_printable("mcpl check --json", &out);
+    let (out, _) = run_split(
+        &[
+            "inspect",
+            "--repl",
+            "--json",
+            "--timeout",
+            "5",
+            "--",
+            "python3",
+            path(&server),
+        ],
+        "tools\n",
+    );
+    assert!(out.contains("202e"), "the tool list was printed: {out}");
+    for line in out.lines().filter(|l| !l.is_empty()) {
+        let _: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("inspect --repl --json: {e}: {line}"));
+    }
+    assert_printable("mcpl inspect --repl --json", &out);
 }
 
 #[test]

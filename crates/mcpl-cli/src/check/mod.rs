@@ -270,7 +270,8 @@ pub fn main(args: CheckArgs) -> ExitCode {
         crate::term::emit_err(&format!("mcpl check: {e}\n"));
     }
     if args.json {
-        crate::term::emit(&format!("{}\n", report.to_json()));
+        // `json_text`: what a terminal acts on, escaped as JSON, so the document parses.
+        crate::term::emit(&crate::term::json_text(report.to_json().to_string()));
     } else if report.error.is_none() {
         crate::term::emit(&report.to_text());
     }

@@ -224,7 +224,8 @@ pub fn main(args: CheckHostArgs) -> ExitCode {
     let never_connected =
         report.error.is_some() && fail == 0 && warn == 0 && skip == report.checks.len();
     let text = if args.json {
-        format!("{}\n", report.to_json())
+        // `json_text`: what a terminal acts on, escaped as JSON, so the document parses.
+        crate::term::json_text(report.to_json().to_string())
     } else if never_connected && args.report.is_none() {
         String::new()
     } else {

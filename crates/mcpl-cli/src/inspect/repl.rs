@@ -373,6 +373,14 @@ fn readable(cmd: &str, v: &Value) -> String {
     }
 }
 
+/// `v` as one line of JSON that still parses once printed: what a terminal acts on is
+/// escaped as JSON ([`crate::term::compact_json`]), which [`print_line`] leaves as it is.
+fn json_line(v: &Value) -> String {
+    let mut s = crate::term::compact_json(v);
+    s.pop();
+    s
+}
+
 /// Prints one line on stdout; false when stdout is gone (a closed pipe), reported once on
 /// stderr. `println!` panicked there.
 fn print_line(line: &str) -> bool {
@@ -405,7 +413,7 @@ fn print_events(engine: &Engine, json_out: bool) {
                 Err(_) => break,
             };
             let line = match msg["type"].as_str() {
-                Some("event") if json_out => json!({ "event": msg["event"] }).to_string(),
+                Some("event") if json_out => json_line(&json!({ "event": msg["event"] })),
                 Some("event") => {
                     let e = &msg["event"];
                     match e["kind"].as_str() {
@@ -431,9 +439,8 @@ fn print_events(engine: &Engine, json_out: bool) {
                         _ => format!("* {e}"),
                     }
                 }
-                Some("request") if json_out => json!({ "request": {
-                    "id": msg["id"], "method": msg["method"] } })
-                .to_string(),
+                Some("request") if json_out => json_line(&json!({ "request": {
+                    "id": msg["id"], "method": msg["method"] } })),
                 Some("request") => format!(
                     "* {} waiting: answer {} TEXT",
                     field(&msg["method"]),
@@ -498,8 +505,8 @@ pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
             continue;
         }
         let text = match (&result, json_out) {
-            (Ok(v), true) => json!({ "command": cmd, "ok": true, "result": v }).to_string(),
-            (Err(e), true) => json!({ "command": cmd, "ok": false, "error": e }).to_string(),
+            (Ok(v), true) => json_line(&json!({ "command": cmd, "ok": true, "result": v })),
+            (Err(e), true) => json_line(&json!({ "command": cmd, "ok": false, "error": e })),
             (Ok(v), false) => readable(&cmd, v),
             (Err(e), false) => format!("error: {e}"),
         };
