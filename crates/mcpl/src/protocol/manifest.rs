@@ -375,6 +375,18 @@ method!(
     requires: None
 );
 
+/// The revision of a `mcpl/manifestChanged` kept for the fetch that follows it (§17.3,
+/// §17.5): the announcement's `revision` only when of the digest's shape (App. B.3,
+/// [`crate::manifest::review::is_well_formed_revision`]); any other can never equal a digest,
+/// is a defect [`manifest_changed_defects`] reports, and is not kept. The one rule for the
+/// host and `mcpl check`: a later announcement replaces an earlier one, well formed or not.
+pub fn announced_revision(params: Option<&Value>) -> Option<&str> {
+    params
+        .and_then(|p| p.get("revision"))
+        .and_then(Value::as_str)
+        .filter(|r| crate::manifest::review::is_well_formed_revision(r))
+}
+
 /// Defects of `mcpl/manifestChanged` params (§17.3): exactly `{revision, domains}`, with
 /// `revision` a string of the digest's shape (App. B.3 `pattern`, by the rule a manifest's
 /// own `revision` is judged by, [`crate::manifest::review::is_well_formed_revision`]) and

@@ -60,7 +60,9 @@ impl Session {
                     self.runner.scenario().hint()
                 )
             } else {
-                "no announced revision to compare".to_owned()
+                "no announced revision of the digest's shape to compare (see \
+                 manifest.changed-shape)"
+                    .to_owned()
             };
             self.rec.skip_all(&[id, domains_id], &why);
             return;

@@ -518,13 +518,10 @@ impl Session {
                          Notification; the library host answers it -32601)",
                     );
                 }
-                if let Some(r) = params
-                    .as_ref()
-                    .and_then(|p| p.get("revision"))
-                    .and_then(Value::as_str)
-                {
-                    self.announced = Some(r.to_owned());
-                }
+                // Kept by the host's rule: only a revision of the digest's shape, the latest
+                // announcement's (a malformed one fails `manifest.changed-shape`, once).
+                self.announced = mcpl::protocol::manifest::announced_revision(params.as_ref())
+                    .map(str::to_owned);
                 let domains = params
                     .as_ref()
                     .and_then(|p| p.get("domains"))

@@ -298,11 +298,7 @@ impl HostState {
         // The latest announcement's revision, kept for the fetch only when of the digest's
         // shape (App. B.3): any other can never equal a digest, is reported above, and is
         // the server's bytes to keep no longer.
-        self.announced = params
-            .and_then(|p| p.get("revision"))
-            .and_then(Value::as_str)
-            .filter(|r| crate::manifest::review::is_well_formed_revision(r))
-            .map(str::to_owned);
+        self.announced = crate::protocol::manifest::announced_revision(params).map(str::to_owned);
         match self.limiter.on_notification(now) {
             FetchDecision::FetchNow => self.fetch(now),
             FetchDecision::Coalesced => {}
