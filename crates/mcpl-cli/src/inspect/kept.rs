@@ -24,7 +24,8 @@ pub const EVENT_CUT: &[&str] = &[
 ];
 
 /// The members of a remembered hook run [`bound_bytes`] cuts, in order: what the servers
-/// answered (their injections, refusals and failures), then what was sent.
+/// answered (their injections, refusals and failures), then what was sent. Not `consulted`:
+/// the names of the one connection's server, shown as they are.
 pub const HOOK_CUT: &[&str] = &[
     "system",
     "beforeUser",
@@ -32,7 +33,6 @@ pub const HOOK_CUT: &[&str] = &[
     "rejected",
     "failures",
     "params",
-    "consulted",
 ];
 
 /// Cuts `v` to at most about [`MAX_EVENT_BYTES`] of JSON (see there); the members tried,
