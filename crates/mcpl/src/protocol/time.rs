@@ -25,7 +25,7 @@ pub fn timestamp_millis(t: SystemTime) -> String {
 /// (`hh`, `hh:mm` or `hh:mm:ss`, a fraction after `.` or `,` on the last unit, `24:00:00`
 /// for the end of a day, second 60 for a leap second) and a zone (`Z`, `±hh`, `±hh:mm`).
 /// Date and time use one format, both extended or both basic. A date standing alone may
-/// also have reduced precision ([`reduced_date`]: `2026-12`, `2026`, `20`, `2026-W04`).
+/// also have reduced precision (`2026-12`, `2026`, `20`, `2026-W04`).
 /// Reading: §9.2 says only "ISO 8601", so every representation the standard gives a date
 /// or date-time without prior agreement is accepted, and no zone (local time) with it.
 /// Refused, fail-closed, as ISO 8601 admits them only "by agreement" (none exists in MCPL)
