@@ -314,7 +314,15 @@ fn check_port(authority: &str) -> Result<(), RejectReason> {
             }
         }
     } else {
-        authority.find(':').unwrap_or(authority.len())
+        let end = authority.find(':').unwrap_or(authority.len());
+        // A bracket belongs to an IPv6 literal only at the host's start: `h[::1]` is a
+        // malformed host, not a host `h[` with the port `:1]`.
+        if authority[..end].contains(['[', ']']) {
+            return Err(RejectReason::InvalidHost {
+                detail: "a bracket outside an IPv6 literal".to_owned(),
+            });
+        }
+        end
     };
     let tail = &authority[host_end..];
     if tail.is_empty() {
@@ -482,6 +490,8 @@ mod tests {
         assert_eq!(code("mcpl://[::1/x"), "invalid_host");
         assert_eq!(code("mcpl://[::1]x/"), "invalid_host");
         assert_eq!(code("mcpl://h<x/"), "invalid_host");
+        assert_eq!(code("mcpl://h[::1]/x"), "invalid_host");
+        assert_eq!(code("mcpl://h]:1/x"), "invalid_host");
     }
 
     #[test]
