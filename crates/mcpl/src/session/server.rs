@@ -118,6 +118,36 @@ impl ServerRules {
         Ok(ServerRules::unchecked(server_info, manifest))
     }
 
+    /// Mistakes in these rules, one line per field, empty when there are none: a bound of 0
+    /// (`max_in_flight` answers every request busy, `max_pending` refuses every request of
+    /// the server's), a `request_timeout` under 1 ms, and [`LifecycleConfig::defects`].
+    /// [`ServerState::new`] reports them as [`ServerDiagnostic::InvalidRules`], its first
+    /// output; `server::ServerBuilder::build` refuses its own as `BuildError::InvalidConfig`.
+    pub fn defects(&self) -> Vec<String> {
+        use crate::config_rules::{count, optional_timeout};
+        let mut out = Vec::new();
+        count(
+            &mut out,
+            "ServerRules.max_in_flight",
+            self.max_in_flight,
+            "every host request would be answered busy",
+        );
+        count(
+            &mut out,
+            "ServerRules.max_pending",
+            self.max_pending,
+            "every request of the server's would be refused",
+        );
+        optional_timeout(
+            &mut out,
+            "ServerRules.request_timeout",
+            self.request_timeout,
+            "every request of the server's would be given up at once",
+        );
+        out.extend(self.lifecycle.defects());
+        out
+    }
+
     /// [`Self::new`] for a `server_info` the caller checked by the same rule.
     pub(crate) fn unchecked(server_info: Value, manifest: Value) -> ServerRules {
         ServerRules {
@@ -413,7 +443,8 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// A state machine serving `rules`.
+    /// A state machine serving `rules`. Rules that cannot work ([`ServerRules::defects`])
+    /// are served as given and told as its first output ([`ServerDiagnostic::InvalidRules`]).
     pub fn new(mut rules: ServerRules) -> ServerState {
         let manifest = std::mem::take(&mut rules.manifest);
         ServerState::with_manifest(rules, manifest)
@@ -431,6 +462,14 @@ impl ServerState {
             super::server_manifest::advertisement(&manifest, tools),
         );
         let turns = LifecycleTracker::new(rules.lifecycle);
+        let defects = rules.defects();
+        let out = if defects.is_empty() {
+            VecDeque::new()
+        } else {
+            VecDeque::from([ServerOutput::Diagnostic(ServerDiagnostic::InvalidRules {
+                defects,
+            })])
+        };
         ServerState {
             rules,
             manifest,
@@ -442,7 +481,7 @@ impl ServerState {
             handed: HashMap::new(),
             initializing: false,
             turns,
-            out: VecDeque::new(),
+            out,
             announce: Default::default(),
             channels: Default::default(),
             inference: Default::default(),

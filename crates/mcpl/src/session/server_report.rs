@@ -230,6 +230,14 @@ pub enum ServerDiagnostic {
     /// `observe` is not granted (§10.1, `policy::unredacted_user_message`); the message was
     /// withheld from the application.
     UserMessageUnredacted,
+    /// `invalid_rules`: the [`super::ServerRules`] the state was built with cannot work
+    /// ([`super::ServerRules::defects`]: a bound of 0, a timeout under 1 ms); the state runs
+    /// with them as given, and this says why it refuses what it refuses. An author mistake,
+    /// told first of all.
+    InvalidRules {
+        /// One line per field, naming it and what to give.
+        defects: Vec<String>,
+    },
     /// `input_ended`: the host ended its output (EOF, a half-close) while the connection
     /// is still writable: the server's own requests still waiting failed at once, and
     /// requests sent from now on are refused, as nothing can answer them; what the host is
@@ -288,6 +296,8 @@ impl ServerDiagnostic {
             | D::GrantBeyondAdvertisement { .. }
             // A JSON type's name.
             | D::HostMcplMalformed { .. }
+            // The crate's own text about the author's rules.
+            | D::InvalidRules { .. }
             | D::InputEnded => {}
         }
         self
@@ -326,6 +336,7 @@ impl ServerDiagnostic {
             D::HostMcplVersion { .. } => "host_mcpl_version",
             D::HostMcplMalformed { .. } => "host_mcpl_malformed",
             D::UserMessageUnredacted => "user_message_unredacted",
+            D::InvalidRules { .. } => "invalid_rules",
             D::InputEnded => "input_ended",
         }
     }
@@ -341,7 +352,8 @@ impl ServerDiagnostic {
             | D::HandlerFailed { .. }
             | D::UnhandledNotification { .. }
             | D::FallbackExperimentalReplaced
-            | D::FallbackMcplReplaced => DiagnosticKind::AuthorMistake,
+            | D::FallbackMcplReplaced
+            | D::InvalidRules { .. } => DiagnosticKind::AuthorMistake,
             // The server's own bound at work (or its reader gone): no defect of the host.
             D::HostMcplVersion { .. }
             | D::InferenceChunkDropped { .. }
@@ -533,6 +545,11 @@ impl std::fmt::Display for Detail<'_> {
                 "context/beforeInference carried userMessage though \
                  `contextHooks.beforeInference.observe` is not granted (§10.1); withheld from \
                  the hook",
+            ),
+            D::InvalidRules { defects } => write!(
+                f,
+                "the ServerRules cannot work as given: {}",
+                defects.join("; ")
             ),
             D::InputEnded => f.write_str(
                 "the host ended its output (EOF, a half-close): the server's requests still \

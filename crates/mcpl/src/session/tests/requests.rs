@@ -199,3 +199,38 @@ fn an_encoded_answer_reaches_the_host_as_the_same_result() {
         Err(SendRefusal::UnknownRequest(_))
     ));
 }
+
+/// `ServerRules` that cannot work (a bound of 0, a timeout under 1 ms, a lifecycle bound of
+/// 0) are the author's mistake, told as the state's first output, naming each field; the
+/// defaults tell nothing. Before, a `max_in_flight` of 0 answered every request busy
+/// unexplained.
+#[test]
+fn server_rules_that_cannot_work_are_told_first_naming_each_field() {
+    let fresh = |rules: ServerRules| {
+        let mut s = ServerState::new(rules);
+        std::iter::from_fn(move || s.poll_output()).collect::<Vec<_>>()
+    };
+    assert!(fresh(server_rules()).is_empty(), "the defaults are fine");
+    let mut rules = server_rules();
+    rules.max_in_flight = 0;
+    rules.request_timeout = Some(Duration::ZERO);
+    rules.lifecycle.max_open_turns = 0;
+    let out = fresh(rules);
+    let [ServerOutput::Diagnostic(d @ ServerDiagnostic::InvalidRules { defects })] = &out[..]
+    else {
+        panic!("{out:?}");
+    };
+    assert!(d.is_author_mistake(), "{d}");
+    assert_eq!(d.code(), "invalid_rules");
+    for field in [
+        "ServerRules.max_in_flight",
+        "ServerRules.request_timeout",
+        "LifecycleConfig.max_open_turns",
+    ] {
+        assert!(
+            defects.iter().any(|l| l.starts_with(field)),
+            "{field}: {defects:?}"
+        );
+    }
+    assert_eq!(defects.len(), 3, "{defects:?}");
+}
