@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::{read_id, Key, RequestId, Version2};
+use super::{read_id, ExactStr, Key, RequestId, JSONRPC_2_0};
 use crate::protocol::handshake::{ToolsCall, ToolsCallParams};
 use crate::protocol::lifecycle::{InferenceLifecycle, LifecycleParams};
 use crate::protocol::Method as _;
@@ -57,7 +57,7 @@ impl<'de> Deserialize<'de> for Lifecycle {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Jsonrpc if !jsonrpc => {
-                            map.next_value::<Version2>()?;
+                            map.next_value_seed(JSONRPC_2_0)?;
                             jsonrpc = true;
                         }
                         Key::Method if !method => {
@@ -121,30 +121,6 @@ fn may_spell_raw_value_marker(text: &str) -> bool {
 /// One `tools/call` request's id and params, read from its whole text.
 struct CallLine(RequestId, ToolsCallParams);
 
-/// A method member that is exactly `name` (after unescaping); anything else is an error.
-struct ExactStr(&'static str);
-
-impl<'de> serde::de::DeserializeSeed<'de> for ExactStr {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for ExactStr {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the string {:?}", self.0)
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
-        if v == self.0 {
-            Ok(())
-        } else {
-            Err(E::custom("another string"))
-        }
-    }
-}
-
 impl<'de> Deserialize<'de> for CallLine {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -159,7 +135,7 @@ impl<'de> Deserialize<'de> for CallLine {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Jsonrpc if !jsonrpc => {
-                            map.next_value::<Version2>()?;
+                            map.next_value_seed(JSONRPC_2_0)?;
                             jsonrpc = true;
                         }
                         Key::Id if id.is_none() => {

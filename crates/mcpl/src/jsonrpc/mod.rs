@@ -488,26 +488,31 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-/// A `"jsonrpc"` member that is exactly the string `"2.0"`; anything else is a (fallback) error.
-struct Version2;
+/// A string member that is exactly `self.0` (after unescaping); anything else is an error,
+/// which sends the fast readers' text the `Value` way.
+struct ExactStr(&'static str);
 
-impl<'de> Deserialize<'de> for Version2 {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Version2, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = Version2;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("the string \"2.0\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Version2, E> {
-                if v == "2.0" {
-                    Ok(Version2)
-                } else {
-                    Err(E::custom("jsonrpc is not \"2.0\""))
-                }
-            }
+/// A `"jsonrpc"` member that is exactly the string `"2.0"`.
+const JSONRPC_2_0: ExactStr = ExactStr("2.0");
+
+impl<'de> serde::de::DeserializeSeed<'de> for ExactStr {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for ExactStr {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the string {:?}", self.0)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        if v == self.0 {
+            Ok(())
+        } else {
+            Err(E::custom(format_args!("not the string {:?}", self.0)))
         }
-        d.deserialize_str(V)
     }
 }
 
@@ -537,7 +542,7 @@ impl<'de> Deserialize<'de> for FastParts {
                             if p.jsonrpc_2_0 {
                                 return Err(serde::de::Error::custom("duplicate envelope member"));
                             }
-                            map.next_value::<Version2>()?;
+                            map.next_value_seed(JSONRPC_2_0)?;
                             p.jsonrpc_2_0 = true;
                         }
                         Key::Id => put(&mut p.id, map.next_value()?)?,
