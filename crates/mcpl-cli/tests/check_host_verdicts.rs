@@ -354,3 +354,33 @@ async fn lifecycle_signals_carrying_content_or_unpaired_fail() {
     // Granted, so delivered within the grant: only the content and pairing fail.
     assert_eq!(verdict(&doc, "host.deliveries-within-grant").0, "pass");
 }
+
+/// §14.5 (receipt-time validation against the actually registered channel): every message of
+/// a `channels/incoming` for channels never registered is refused, not only the first. A
+/// host that refuses the first message and accepts the rest (it looked at `messages[0]`
+/// alone) passed, as the checker read only `results[0]` of the answer.
+#[tokio::test]
+async fn incoming_unregistered_judges_every_result() {
+    let refused =
+        |m: &str| json!({ "messageId": m, "accepted": false, "reason": "unknown_channel" });
+    let accepted = |m: &str| json!({ "messageId": m, "accepted": true, "conversationId": "c" });
+    for (results, expected) in [
+        (json!([refused("m1"), accepted("m2")]), "fail"),
+        (json!([refused("m1"), refused("m2")]), "pass"),
+        (json!([]), "fail"),
+    ] {
+        let report = report_path(&format!("incoming-{}.json", results.to_string().len()));
+        let (transport, ctl) = spawn_checker_watching(&report, "0");
+        let answer = move |method: &str, params: &Value| match method {
+            "channels/incoming" => Ok(json!({ "results": results.clone() })),
+            _ => refuse_all(method, params),
+        };
+        let policy = json!({ "effectiveCapabilities": ["channels.incoming"] });
+        let (host, answer) = host_answering(transport, policy, answer).await;
+        assert_eq!(answer.unwrap()["accepted"], true);
+        let doc = finished_report(ctl, &report).await;
+        drop(host);
+        let (status, detail) = verdict(&doc, "host.incoming-unregistered-refused");
+        assert_eq!(status, expected, "{detail}");
+    }
+}

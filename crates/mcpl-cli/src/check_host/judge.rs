@@ -275,13 +275,27 @@ pub(super) fn itemized_defects(result: &Value, submitted: &[&str]) -> Vec<String
     defects
 }
 
-/// `accepted` of the first per-message result.
-pub(super) fn first_accepted(r: &Value) -> Option<bool> {
-    r.get("results")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(|m| m.get("accepted"))
-        .and_then(Value::as_bool)
+/// §14.5 (receipt-time validation against the actually registered channel): why `result`
+/// does not refuse every one of `sent` messages for channels never registered, or `None`
+/// when it does. Every per-message result is judged, not only the first: a host that
+/// validated `messages[0]` alone refuses it and accepts the rest. Reading (fail closed): a
+/// refusal is `accepted: false`; a result without a boolean `accepted`, or fewer results
+/// than messages sent, shows no refusal of a message.
+pub(super) fn unrefused_messages(result: &Value, sent: usize) -> Option<String> {
+    let Some(items) = result.get("results").and_then(Value::as_array) else {
+        return Some("no results array".to_owned());
+    };
+    let not_refused = items
+        .iter()
+        .filter(|m| m.get("accepted").and_then(Value::as_bool) != Some(false))
+        .count();
+    if not_refused > 0 {
+        return Some(format!(
+            "{not_refused} of {} per-message result(s) not refused (accepted: false)",
+            items.len()
+        ));
+    }
+    (items.len() < sent).then(|| format!("{} result(s) for {sent} messages", items.len()))
 }
 
 /// §11.3's result rule, the core's ([`mcpl::protocol::inference::result_defects`]), with

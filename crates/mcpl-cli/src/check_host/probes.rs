@@ -14,10 +14,13 @@ use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::judge::{
-    excerpt, first_accepted, inference_result_defects, itemized_defects, Meanwhile,
+    excerpt, inference_result_defects, itemized_defects, unrefused_messages, Meanwhile,
 };
 use super::junk;
-use super::served::{descriptors, incoming, inference_request, push, TYPO_SET, TYPO_USE};
+use super::served::{
+    descriptors, incoming, inference_request, push, unregistered_incoming, TYPO_SET, TYPO_USE,
+    UNREGISTERED,
+};
 use super::session::{secs, Reply, Run};
 use crate::check::report::Status;
 
@@ -245,11 +248,12 @@ impl Run {
         }
     }
 
-    /// §14.5: a message for a channel never registered is refused.
+    /// §14.5: messages for channels never registered are refused, each of them: the probe
+    /// sends two ([`unregistered_incoming`]) and judges every per-message result.
     async fn incoming_unregistered(&mut self) {
         self.stage = "the channels/incoming probe for a channel never registered";
         let id = "host.incoming-unregistered-refused";
-        let params = incoming("check:never-registered");
+        let params = unregistered_incoming();
         match self
             .call_paired(ChannelsIncoming::NAME, params, self.bounds.step)
             .await
@@ -258,17 +262,17 @@ impl Run {
                 self.record(id, Status::Pass, format!("refused with error {}", e.code));
                 self.unknown_channel_code(e.code);
             }
-            Reply::Result(r) if first_accepted(&r) == Some(false) => {
-                self.record(id, Status::Pass, "the message was refused in its result")
-            }
-            Reply::Result(r) => self.record(
-                id,
-                Status::Fail,
-                format!(
-                    "a message for a channel never registered was answered {}",
-                    excerpt(&r)
+            Reply::Result(r) => match unrefused_messages(&r, UNREGISTERED.len()) {
+                None => self.record(id, Status::Pass, "every message was refused in its result"),
+                Some(why) => self.record(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "messages for channels never registered were answered {} ({why})",
+                        excerpt(&r)
+                    ),
                 ),
-            ),
+            },
             Reply::Closed => {}
             Reply::Timeout { note } => self.record(
                 id,

@@ -105,6 +105,25 @@ pub(super) fn incoming(channel: &str) -> Value {
     } ] })
 }
 
+/// The channels of [`unregistered_incoming`]: none is ever registered.
+pub(super) const UNREGISTERED: [&str; 2] = ["check:never-registered", "check:never-registered-2"];
+
+/// `channels/incoming` params with one message for each of [`UNREGISTERED`], so a host that
+/// validates only the first message is seen accepting the second (§14.5).
+pub(super) fn unregistered_incoming() -> Value {
+    let messages: Vec<Value> = UNREGISTERED
+        .iter()
+        .enumerate()
+        .map(|(i, channel)| {
+            json!({
+                "channelId": channel, "messageId": format!("m{}", i + 1),
+                "content": [ { "type": "text", "text": "mcpl check-host probe" } ]
+            })
+        })
+        .collect();
+    json!({ "messages": messages })
+}
+
 /// `channels/register` params: two descriptors, each to be judged on its own (§14.5).
 pub(super) fn descriptors() -> Value {
     json!({ "channels": [
