@@ -131,6 +131,8 @@ async fn the_library_host_passes_every_check() {
         "host.unknown-method-errors",
         "host.incoming-unregistered-refused",
         "host.register-itemized",
+        // §14.2: the second descriptor under check:dup is refused, duplicate_descriptor.
+        "host.register-duplicate-id",
         "host.hooks-after-ready",
         "host.user-message-redacted",
         // §6.4 rule 2: check.hints is available (inject.* granted) but does not declare
@@ -261,7 +263,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 35, "{text}");
+    assert_eq!(text.lines().count(), 36, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -272,7 +274,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 35 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 36 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -292,7 +294,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 35, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 36, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

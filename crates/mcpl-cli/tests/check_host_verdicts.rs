@@ -384,3 +384,53 @@ async fn incoming_unregistered_judges_every_result() {
         assert_eq!(status, expected, "{detail}");
     }
 }
+
+/// §14.2 (a descriptor's id is unique within the connection), §14.5 (one result per
+/// submitted descriptor): a `channels/register` naming one id in two descriptors of
+/// different direction. A host that accepts both holds one channel under that id (the later
+/// overwriting the earlier, or two under one key) while the server was told both were
+/// taken; it was never judged. Refusing the request, or accepting at most one of the two
+/// (one result per descriptor, in order, as the library host does), conforms.
+#[tokio::test]
+async fn a_register_repeating_a_channel_id_is_judged() {
+    let dup = |accepted: bool| json!({ "id": "check:dup", "accepted": accepted });
+    for (results, expected) in [
+        (Some(json!([dup(true), dup(true)])), "fail"),
+        (Some(json!([dup(true)])), "fail"),
+        (
+            Some(json!([dup(true), { "id": "check:dup", "accepted": "yes" }])),
+            "fail",
+        ),
+        (Some(json!([dup(true), dup(false)])), "pass"),
+        (Some(json!([dup(false), dup(false)])), "pass"),
+        (None, "pass"),
+    ] {
+        let name = format!(
+            "dup-{}.json",
+            results.as_ref().map_or(0, |r| r.to_string().len())
+        );
+        let report = report_path(&name);
+        let (transport, ctl) = spawn_checker_watching(&report, "0");
+        let answer = move |method: &str, params: &Value| {
+            let repeats = params["channels"][0]["id"] == params["channels"][1]["id"];
+            match (method, &results) {
+                ("channels/register", Some(r)) if repeats => Ok(json!({ "results": r.clone() })),
+                ("channels/register", None) if repeats => Err(
+                    mcpl::jsonrpc::ErrorObject::invalid_params("a repeated channel id"),
+                ),
+                ("channels/register", _) => Ok(json!({ "results": [
+                    { "id": "check:a", "accepted": true }, { "id": "check:b", "accepted": true }
+                ] })),
+                _ => refuse_all(method, params),
+            }
+        };
+        let policy = json!({ "effectiveCapabilities": ["channels.register"] });
+        let (host, answer) = host_answering(transport, policy, answer).await;
+        assert_eq!(answer.unwrap()["accepted"], true);
+        let doc = finished_report(ctl, &report).await;
+        drop(host);
+        let (status, detail) = verdict(&doc, "host.register-duplicate-id");
+        assert_eq!(status, expected, "{name}: {detail}");
+        assert_eq!(verdict(&doc, "host.register-itemized").0, "pass", "{name}");
+    }
+}

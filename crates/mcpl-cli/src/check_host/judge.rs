@@ -298,6 +298,38 @@ pub(super) fn unrefused_messages(result: &Value, sent: usize) -> Option<String> 
     (items.len() < sent).then(|| format!("{} result(s) for {sent} messages", items.len()))
 }
 
+/// `host.register-duplicate-id` (§14.2: a descriptor's `id` is unique within the
+/// connection; §14.5: one result per submitted descriptor): why `result`, the answer to a
+/// `channels/register` naming one id in `submitted` descriptors, is not one the server can
+/// act on, or `None`. Reading (the spec is silent on a repeated id within one request; fail
+/// closed): the host holds at most one channel under an id, so at most one of the
+/// descriptors may be accepted, and the results, all under the same id, can say which only
+/// by position: exactly one per descriptor. More than one accepted (the later overwriting
+/// the earlier, or both held under one key) fails; so does a result whose `accepted` is not
+/// a boolean (counted as accepted) and a count other than `submitted`.
+pub(super) fn duplicate_defects(result: &Value, submitted: usize) -> Option<String> {
+    let Some(items) = result.get("results").and_then(Value::as_array) else {
+        return Some("no results array".to_owned());
+    };
+    let accepted = items
+        .iter()
+        .filter(|m| m.get("accepted").and_then(Value::as_bool) != Some(false))
+        .count();
+    if accepted > 1 {
+        return Some(format!(
+            "{accepted} of the descriptors sharing one id accepted (or not refused with \
+             accepted: false), where the host can hold one channel under it"
+        ));
+    }
+    (items.len() != submitted).then(|| {
+        format!(
+            "{} result(s) for {submitted} descriptors sharing one id: only their position can \
+             say which was accepted",
+            items.len()
+        )
+    })
+}
+
 /// §11.3's result rule, the core's ([`mcpl::protocol::inference::result_defects`]), with
 /// what it quotes bounded.
 pub(super) fn inference_result_defects(r: &Value) -> (Vec<String>, Vec<String>) {

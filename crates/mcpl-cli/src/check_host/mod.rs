@@ -9,8 +9,8 @@
 //! nothing, §5.3), the probes ([`probes`]), then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 18 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (121 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 19 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (126 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -82,6 +82,7 @@ catalogue! {
     "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only";
     "host.lifecycle-paired", "§10.5", "inference/lifecycle signals pair up: no terminal without its started, no second terminal, no second started for one inferenceId";
     "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";
+    "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -104,7 +105,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 18 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 19 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
@@ -160,7 +161,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "18 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "19 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -170,22 +171,22 @@ impl Bounds {
     /// | `initialize` | 1 step from the connection |
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
-    /// | twelve probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | thirteen probes | 1 step each; a paired ping starts with its request, with its own step |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
     ///
-    /// That is 15 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 16 steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 16 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 17 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(16) + self.infer + self.watch
+        self.step.saturating_mul(17) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 18 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 19 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -337,7 +338,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 18 steps + the inference + the watch (121 s by default).
+    /// The documented bound: 19 steps + the inference + the watch (126 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -345,13 +346,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(121));
+        assert_eq!(b.wall(), Duration::from_secs(126));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(39));
+        assert_eq!(b.wall(), Duration::from_secs(41));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.

@@ -14,12 +14,13 @@ use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
 use super::judge::{
-    excerpt, inference_result_defects, itemized_defects, unrefused_messages, Meanwhile,
+    duplicate_defects, excerpt, inference_result_defects, itemized_defects, unrefused_messages,
+    Meanwhile,
 };
 use super::junk;
 use super::served::{
-    descriptors, incoming, inference_request, push, unregistered_incoming, TYPO_SET, TYPO_USE,
-    UNREGISTERED,
+    descriptors, duplicate_descriptors, incoming, inference_request, push, unregistered_incoming,
+    DUPLICATE_ID, TYPO_SET, TYPO_USE, UNREGISTERED,
 };
 use super::session::{secs, Reply, Run};
 use crate::check::report::Status;
@@ -84,6 +85,7 @@ impl Run {
             removed_method,
             incoming_unregistered,
             register,
+            register_duplicate,
             incoming_follows_grant,
             undeclared_use,
             invalid_uses,
@@ -371,6 +373,65 @@ impl Run {
                 id,
                 Status::Fail,
                 format!("channels/register got {}", other.describe()),
+            ),
+        }
+    }
+
+    /// §14.2, §14.5: a `channels/register` naming [`DUPLICATE_ID`] in two descriptors is
+    /// refused with an error, or answered with one result per descriptor accepting at most
+    /// one ([`duplicate_defects`]). Judged when the grant allowed `channels.register` both
+    /// when the probe went and when it was answered (else a refusal shows only the grant).
+    async fn register_duplicate(&mut self) {
+        self.stage = "the channels/register probe repeating a channel id";
+        let id = "host.register-duplicate-id";
+        let granted = |run: &Run| run.ready && run.policy.allows(Capability::ChannelsRegister);
+        if !granted(self) {
+            let why = "channels.register not granted: a refusal would not show what the host \
+                       does with a repeated id";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        let reply = self
+            .call_paired(
+                ChannelsRegister::NAME,
+                duplicate_descriptors(),
+                self.bounds.step,
+            )
+            .await;
+        if !granted(self) && !matches!(reply, Reply::Closed) {
+            let why = "the host withdrew channels.register while the probe was outstanding: \
+                       a refusal would not show what it does with a repeated id";
+            self.record(id, Status::Skip, why);
+            return;
+        }
+        match reply {
+            Reply::Error(e) => {
+                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+            }
+            Reply::Result(r) => match duplicate_defects(&r, 2) {
+                None => self.record(
+                    id,
+                    Status::Pass,
+                    "at most one of the descriptors sharing an id accepted, one result each",
+                ),
+                Some(why) => self.record(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "channels/register naming {DUPLICATE_ID} twice (§14.2: unique within \
+                         the connection) was answered {} ({why})",
+                        excerpt(&r)
+                    ),
+                ),
+            },
+            Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "channels/register naming {DUPLICATE_ID} twice got {}",
+                    other.describe()
+                ),
             ),
         }
     }

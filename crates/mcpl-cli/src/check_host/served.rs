@@ -132,6 +132,19 @@ pub(super) fn descriptors() -> Value {
     ] })
 }
 
+/// The id [`duplicate_descriptors`] names twice.
+pub(super) const DUPLICATE_ID: &str = "check:dup";
+
+/// `channels/register` params whose two descriptors share one id ([`DUPLICATE_ID`]) and
+/// differ in direction, so a host that keeps the later one holds another channel than the
+/// one it accepted first (§14.2, §14.5).
+pub(super) fn duplicate_descriptors() -> Value {
+    json!({ "channels": [
+        { "id": DUPLICATE_ID, "type": "check", "direction": "inbound" },
+        { "id": DUPLICATE_ID, "type": "check", "direction": "bidirectional" }
+    ] })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
