@@ -29,6 +29,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::tally::Tally;
 use crate::term::emit_err;
 
 /// Connections that may wait at once for their first byte (the host among them).
@@ -43,30 +44,30 @@ pub(super) const ACCEPT_RETRY_MAX: Duration = Duration::from_millis(500);
 #[derive(Debug, Default)]
 pub(super) struct Seen {
     /// Connections that ended before sending anything.
-    pub(super) ended: u64,
+    pub(super) ended: Tally<0>,
     /// `--ws`: connections whose WebSocket handshake failed.
-    pub(super) failed_handshake: u64,
+    pub(super) failed_handshake: Tally<0>,
     /// Connections that sent nothing (and were still open) when the host spoke or the
     /// accept window closed.
     pub(super) silent: u64,
     /// `accept` calls that failed (each retried), and the last error.
-    pub(super) accept_failed: (u64, Option<String>),
+    pub(super) accept_failed: Tally<1>,
 }
 
 impl Seen {
     /// The count said with "no host connected": empty when nothing else connected.
     pub(super) fn summary(&self) -> String {
         let mut parts = Vec::new();
-        if self.ended > 0 {
+        if self.ended.count() > 0 {
             parts.push(format!(
                 "{} connection(s) ended before sending anything",
-                self.ended
+                self.ended.count()
             ));
         }
-        if self.failed_handshake > 0 {
+        if self.failed_handshake.count() > 0 {
             parts.push(format!(
                 "{} connection(s) failed the WebSocket handshake",
-                self.failed_handshake
+                self.failed_handshake.count()
             ));
         }
         if self.silent > 0 {
@@ -75,10 +76,10 @@ impl Seen {
                 self.silent
             ));
         }
-        if let (n @ 1.., last) = &self.accept_failed {
+        if let n @ 1.. = self.accept_failed.count() {
             parts.push(format!(
                 "accept failed {n} time(s), the last: {}",
-                last.as_deref().unwrap_or("unknown")
+                self.accept_failed.latest().unwrap_or("unknown")
             ));
         }
         if parts.is_empty() {
@@ -121,15 +122,12 @@ pub(super) async fn first_to_speak(
                         stream
                     }
                     Err(e) => {
-                        let (count, last) = &mut seen.accept_failed;
-                        if *count == 0 {
+                        if seen.accept_failed.note_latest(e.to_string()) {
                             emit_err(&format!(
                                 "mcpl check-host: accept failed ({e}); retrying until the \
                                  accept window closes\n"
                             ));
                         }
-                        *count = count.saturating_add(1);
-                        *last = Some(e.to_string());
                         retry_at = Some(Instant::now() + backoff);
                         backoff = (backoff * 2).min(ACCEPT_RETRY_MAX);
                         continue;
@@ -155,25 +153,23 @@ pub(super) async fn first_to_speak(
                 }
                 Ok(Err(NotHost::Handshake(e))) => {
                     retry_at = None;
-                    if seen.failed_handshake == 0 {
+                    if seen.failed_handshake.note(String::new) {
                         emit_err(&format!(
                             "mcpl check-host: a connection failed its WebSocket handshake \
                              ({e}); still waiting for the host\n"
                         ));
                     }
-                    seen.failed_handshake = seen.failed_handshake.saturating_add(1);
                 }
                 // A candidate's task does not panic; one that did is no host either.
                 Ok(Err(NotHost::Ended)) | Err(_) => {
                     // Its descriptor is free again: a failing accept is tried at once.
                     retry_at = None;
-                    if seen.ended == 0 {
+                    if seen.ended.note(String::new) {
                         emit_err(
                             "mcpl check-host: a connection ended before sending anything; \
                              still waiting for the host\n",
                         );
                     }
-                    seen.ended = seen.ended.saturating_add(1);
                 }
             },
         }

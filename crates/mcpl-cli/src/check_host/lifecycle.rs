@@ -29,6 +29,7 @@ use serde_json::Value;
 
 use super::judge::capped;
 use super::session::Run;
+use super::tally::Tally;
 use crate::check::report::Status;
 
 /// The check on what one signal carries.
@@ -52,19 +53,11 @@ const KEPT: usize = 4;
 const DESCRIBED_BYTES: usize = 200;
 
 /// What one check found: how many defects, the first [`KEPT`] described.
-#[derive(Debug, Default)]
-struct Found {
-    count: u64,
-    kept: Vec<String>,
-}
+type Found = Tally<KEPT>;
 
-impl Found {
-    fn push(&mut self, said: String) {
-        self.count = self.count.saturating_add(1);
-        if self.kept.len() < KEPT {
-            self.kept.push(capped(said, DESCRIBED_BYTES));
-        }
-    }
+/// Notes one defect of `found`, its description capped at [`DESCRIBED_BYTES`].
+fn push(found: &mut Found, said: String) {
+    found.note(|| capped(said, DESCRIBED_BYTES));
 }
 
 /// The `inference/lifecycle` signals the host sent, read as a server consumes them.
@@ -87,8 +80,8 @@ impl Default for Lifecycles {
                 ..LifecycleConfig::default()
             }),
             seen: 0,
-            metadata: Found::default(),
-            paired: Found::default(),
+            metadata: Tally::default(),
+            paired: Tally::default(),
         }
     }
 }
@@ -99,9 +92,10 @@ impl Lifecycles {
         self.seen = self.seen.saturating_add(1);
         let n = self.seen;
         if mcpl::policy::ungranted_lifecycle_model(grant, params) {
-            self.metadata.push(format!(
-                "signal {n} carried model, though modelInfo is not granted"
-            ));
+            push(
+                &mut self.metadata,
+                format!("signal {n} carried model, though modelInfo is not granted"),
+            );
         }
         let parsed = params
             .ok_or_else(|| "no params".to_owned())
@@ -109,8 +103,10 @@ impl Lifecycles {
         let params = match parsed {
             Ok(p) => p,
             Err(e) => {
-                self.metadata
-                    .push(format!("signal {n} is not §10.5's params: {e}"));
+                push(
+                    &mut self.metadata,
+                    format!("signal {n} is not §10.5's params: {e}"),
+                );
                 return;
             }
         };
@@ -121,9 +117,9 @@ impl Lifecycles {
             match d {
                 LifecycleDiagnostic::ContentMembers { .. }
                 | LifecycleDiagnostic::UsageOnNonCompleted { .. } => {
-                    self.metadata.push(format!("signal {n}: {d}"))
+                    push(&mut self.metadata, format!("signal {n}: {d}"))
                 }
-                other => self.paired.push(format!("signal {n}: {other}")),
+                other => push(&mut self.paired, format!("signal {n}: {other}")),
             }
         }
     }
@@ -131,21 +127,19 @@ impl Lifecycles {
 
 /// The verdict of one check on `seen` signals.
 fn verdict(found: &Found, seen: u64, what: &str, rule: &str) -> (Status, String) {
-    if found.count == 0 {
+    if found.count() == 0 {
         return (
             Status::Pass,
             format!("{seen} inference/lifecycle signal(s), {what}"),
         );
     }
-    let shown = if found.count > found.kept.len() as u64 {
-        format!(", the first {} shown", found.kept.len())
-    } else {
-        String::new()
-    };
+    let shown = found
+        .cut()
+        .map_or_else(String::new, |n| format!(", the first {n} shown"));
     let d = format!(
         "{} of {seen} inference/lifecycle signal(s) break §10.5 ({rule}){shown}: {}",
-        found.count,
-        found.kept.join("; ")
+        found.count(),
+        found.joined()
     );
     (Status::Fail, d)
 }
@@ -211,7 +205,7 @@ mod tests {
             json!({"inferenceId": "i1", "phase": "completed",
                    "usage": {"inputTokens": 1, "outputTokens": 2}}),
         ]);
-        assert_eq!((l.seen, l.metadata.count, l.paired.count), (2, 0, 0));
+        assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
     }
 
     /// §10.5: content members, a model without modelInfo, usage on started and an unknown
@@ -227,9 +221,9 @@ mod tests {
             json!({"inferenceId": "i9", "phase": "failed"}),
             json!({"inferenceId": "i2", "phase": "paused"}),
         ]);
-        assert_eq!(l.metadata.count, 5, "{:?}", l.metadata);
-        assert_eq!(l.paired.count, 2, "{:?}", l.paired);
-        let said = l.metadata.kept.join("; ");
+        assert_eq!(l.metadata.count(), 5, "{:?}", l.metadata);
+        assert_eq!(l.paired.count(), 2, "{:?}", l.paired);
+        let said = l.metadata.joined();
         assert!(
             said.contains("userMessage") && said.contains("modelInfo"),
             "{said}"

@@ -31,6 +31,7 @@ mod lifecycle;
 mod probes;
 mod served;
 mod session;
+mod tally;
 mod watched;
 
 use std::path::PathBuf;

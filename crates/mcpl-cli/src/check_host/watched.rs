@@ -29,6 +29,7 @@ use mcpl::transport::{
 };
 use serde_json::Value;
 
+use super::tally::Tally;
 use crate::check::conn::{describe_unfinished, unfinished_quote};
 use crate::check::repeated;
 
@@ -43,8 +44,9 @@ pub(super) struct Left(Arc<Mutex<LeftSeen>>);
 #[derive(Debug, Default)]
 struct LeftSeen {
     held: Held,
-    /// The stream ended inside a line: that line, as [`describe_unfinished`] says it.
-    ended: Option<String>,
+    /// The stream ended inside a line: that line, as [`describe_unfinished`] says it (the
+    /// first time only).
+    ended: Tally<1>,
 }
 
 impl Left {
@@ -59,15 +61,13 @@ impl Left {
     /// (no newline): "…"` (its length, its first
     /// [`crate::check::conn::UNFINISHED_QUOTE_BYTES`] quoted), else `None`.
     pub(super) fn ended(&self) -> Option<String> {
-        self.0.lock().ok()?.ended.clone()
+        self.0.lock().ok()?.ended.first().map(str::to_owned)
     }
 
     /// Notes the line the stream ended inside (the first time only).
     fn ended_inside(&self, said: impl FnOnce() -> String) {
         if let Ok(mut seen) = self.0.lock() {
-            if seen.ended.is_none() {
-                seen.ended = Some(said());
-            }
+            seen.ended.note(said);
         }
     }
 
@@ -94,11 +94,11 @@ pub(super) struct Repeats(Arc<Mutex<RepeatsSeen>>);
 
 #[derive(Debug, Default)]
 struct RepeatsSeen {
-    kept: Vec<String>,
-    count: u64,
+    /// The messages that repeated a member name.
+    repeated: Tally<{ Repeats::KEPT }>,
     scanned: u64,
     /// Frames that began with a UTF-8 byte order mark, and the first one's message.
-    marked: (u64, Option<String>),
+    marked: Tally<1>,
 }
 
 impl Repeats {
@@ -120,19 +120,12 @@ impl Repeats {
         seen.scanned = seen.scanned.saturating_add(1);
         let parse = || serde_json::from_str(text).unwrap_or(serde_json::Value::Null);
         if marked {
-            let (count, first) = &mut seen.marked;
-            *count = count.saturating_add(1);
-            if first.is_none() {
-                *first = Some(repeated::message_name(&parse()));
-            }
+            seen.marked.note(|| repeated::message_name(&parse()));
         }
         let Some(found) = found else {
             return;
         };
-        seen.count = seen.count.saturating_add(1);
-        if seen.kept.len() < Self::KEPT {
-            seen.kept.push(repeated::describe(&found, &parse()));
-        }
+        seen.repeated.note(|| repeated::describe(&found, &parse()));
     }
 
     /// `(frames scanned, None)` when none began with a byte order mark, else `(scanned,
@@ -141,13 +134,13 @@ impl Repeats {
         let Ok(seen) = self.0.lock() else {
             return (0, None);
         };
-        let said = match &seen.marked {
-            (0, _) => None,
-            (n, first) => Some(format!(
+        let said = match seen.marked.count() {
+            0 => None,
+            n => Some(format!(
                 "{n} frame(s) began with a UTF-8 byte order mark (U+FEFF, which RFC 8259 §8.1 \
                  says a writer must not add; read past it, as the library's peer reads it, but \
                  a parser that does not ignore it cannot read them), the first: {}",
-                first.as_deref().unwrap_or("a message")
+                seen.marked.first().unwrap_or("a message")
             )),
         };
         (seen.scanned, said)
@@ -159,18 +152,17 @@ impl Repeats {
         let Ok(seen) = self.0.lock() else {
             return (0, None);
         };
-        if seen.count == 0 {
+        let repeated = &seen.repeated;
+        if repeated.count() == 0 {
             return (seen.scanned, None);
         }
-        let first = if seen.count > seen.kept.len() as u64 {
-            format!(", first {} shown", seen.kept.len())
-        } else {
-            String::new()
-        };
+        let first = repeated
+            .cut()
+            .map_or_else(String::new, |n| format!(", first {n} shown"));
         let said = format!(
             "{} message(s) repeated a member name{first}: {}",
-            seen.count,
-            seen.kept.join("; ")
+            repeated.count(),
+            repeated.joined()
         );
         (seen.scanned, Some(said))
     }
@@ -217,8 +209,8 @@ pub(super) struct IntegralIds(Arc<Mutex<IntegralSeen>>);
 #[derive(Debug, Default)]
 struct IntegralSeen {
     sent: VecDeque<i64>,
-    count: u64,
-    kept: Vec<String>,
+    /// The responses whose id was rewritten.
+    rewritten: Tally<{ Repeats::KEPT }>,
 }
 
 impl IntegralIds {
@@ -296,7 +288,8 @@ impl IntegralIds {
     /// request 2; …")`.
     pub(super) fn summary(&self) -> Option<String> {
         let seen = self.0.lock().ok()?;
-        if seen.count == 0 {
+        let rewritten = &seen.rewritten;
+        if rewritten.count() == 0 {
             return None;
         }
         Some(format!(
@@ -304,13 +297,11 @@ impl IntegralIds {
              an exponent, the same value (JSON-RPC 2.0 §5) but not as the request wrote it: \
              read as the answers, yet a host matching ids as written, as the library's peer \
              does, never pairs them{}: {}",
-            seen.count,
-            if seen.count > seen.kept.len() as u64 {
-                format!(", the first {} shown", seen.kept.len())
-            } else {
-                String::new()
-            },
-            seen.kept.join("; ")
+            rewritten.count(),
+            rewritten
+                .cut()
+                .map_or_else(String::new, |n| format!(", the first {n} shown")),
+            rewritten.joined()
         ))
     }
 }
@@ -331,10 +322,8 @@ impl IntegralSeen {
             return false;
         };
         obj.insert("id".into(), Value::from(id));
-        self.count = self.count.saturating_add(1);
-        if self.kept.len() < Repeats::KEPT {
-            self.kept.push(format!("id {written} for request {id}"));
-        }
+        self.rewritten
+            .note(|| format!("id {written} for request {id}"));
         true
     }
 }
