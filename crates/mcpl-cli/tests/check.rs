@@ -1412,3 +1412,23 @@ fn s10_7_a_hook_never_answered_is_not_taken_for_one_waiting_on_inference() {
         "{d}"
     );
 }
+
+/// §17.1, §17.3: a manifest that changes and changes back (a set added, then removed, each
+/// announced with its revision and `featureSets`) ends where it began; the revision going
+/// back is no defect (revisions are compared for equality only). The checker compared the
+/// manifest of `initialize` with the one served after the watch, found no domain changed,
+/// and warned that `featureSets` was announced "but it did not change".
+#[test]
+fn a_manifest_changed_and_changed_back_is_not_warned() {
+    let (code, doc) = scripted("changed-and-back");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+    for id in [
+        "manifest.changed-shape",
+        "manifest.changed-revision-matches",
+        "manifest.changed-domains-match",
+    ] {
+        assert!(ids_with(&doc, "pass").contains(id), "{id}: {doc:#}");
+    }
+    assert_eq!(code, 0);
+}
