@@ -242,19 +242,49 @@ impl Encoded {
     /// fragment, refusing one that is no JSON, and keeps one member of each name).
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         let mut buf = Vec::with_capacity(128);
-        let fallback = Cell::new(false);
-        value.serialize(&mut serde_json::Serializer::with_formatter(
-            &mut buf,
-            Checked::new(&fallback),
-        ))?;
-        if fallback.get() {
-            let v = serde_json::to_value(value)?;
-            return serde_json::to_string(&v).map(Encoded);
-        }
+        encode_into(&mut buf, value)?;
         // serde_json writes UTF-8 only.
         String::from_utf8(buf)
             .map(Encoded)
             .map_err(<serde_json::Error as serde::ser::Error>::custom)
+    }
+
+    /// The request line of `method` numbered `id` with `params` encoded straight from their
+    /// type into it ([`Self::encode`]'s text), written into `buf` (emptied first): params
+    /// that encode as `null` go as no member. `Err` (nothing to send) when they do not
+    /// encode or are no object or array ([`super::params_shape`]'s rule, JSON-RPC 2.0 §4.2).
+    #[cfg(feature = "runtime")]
+    pub(crate) fn typed_request_in<P: Serialize + ?Sized>(
+        mut buf: Vec<u8>,
+        id: &RequestId,
+        method: &str,
+        params: &P,
+    ) -> Result<String, String> {
+        buf.clear();
+        buf.reserve(method.len() + 128);
+        buf.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut buf, id).map_err(|e| e.to_string())?;
+        buf.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"method\":");
+        serde_json::to_writer(&mut buf, method).map_err(|e| e.to_string())?;
+        let without_params = buf.len();
+        buf.extend_from_slice(b",\"params\":");
+        let start = buf.len();
+        encode_into(&mut buf, params).map_err(|e| e.to_string())?;
+        let kind = match buf.get(start) {
+            Some(b'{' | b'[') => None,
+            Some(b'n') => {
+                buf.truncate(without_params);
+                None
+            }
+            Some(b'"') => Some("string"),
+            Some(b't' | b'f') => Some("boolean"),
+            _ => Some("number"),
+        };
+        if let Some(kind) = kind {
+            return Err(super::ParamsDefect::Scalar(kind).to_string());
+        }
+        buf.push(b'}');
+        String::from_utf8(buf).map_err(|e| e.to_string())
     }
 
     /// Text a caller wrote itself, member by member, as [`Self::encode`] would have: one
@@ -310,6 +340,30 @@ impl Encoded {
             .to_json()
         })
     }
+}
+
+/// Appends `value` encoded straight from its type ([`Encoded::encode`]) to `buf`; what the
+/// direct text would get wrong ([`Checked`]) is written the `Value` way instead.
+fn encode_into<T: Serialize + ?Sized>(
+    buf: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    let start = buf.len();
+    let fallback = Cell::new(false);
+    let direct = value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut *buf,
+        Checked::new(&fallback),
+    ));
+    if let Err(e) = direct {
+        buf.truncate(start);
+        return Err(e);
+    }
+    if fallback.get() {
+        buf.truncate(start);
+        let v = serde_json::to_value(value)?;
+        serde_json::to_writer(&mut *buf, &v)?;
+    }
+    Ok(())
 }
 
 /// The notification line of `method` with `params`, written into `buf` (emptied first);
@@ -526,5 +580,65 @@ mod tests {
             u64::MAX.to_string()
         );
         assert_eq!(Encoded::encode(&f64::NAN).unwrap().get(), "null");
+    }
+
+    /// A typed request line reads as the request the `Value` way writes for the same params
+    /// (JSON-RPC 2.0 §4): `null` params as no member, a scalar or params nested past what a
+    /// peer reads refused, and the `Value` way's reading where the direct text would differ.
+    #[cfg(feature = "runtime")]
+    #[test]
+    fn a_typed_request_line_is_the_request_the_value_way_writes() {
+        use std::collections::BTreeMap;
+        #[derive(Serialize)]
+        struct P {
+            name: &'static str,
+            #[serde(flatten)]
+            extra: BTreeMap<String, Value>,
+        }
+        let id = RequestId::from(7u64);
+        let value_way = |params: Option<Value>| {
+            Message::Request(super::super::Request {
+                id: id.clone(),
+                method: "m/x".into(),
+                params,
+            })
+            .to_json()
+        };
+        let read = |line: &str| serde_json::from_str::<Value>(line).unwrap();
+        let plain = P {
+            name: "a",
+            extra: BTreeMap::from([("z".into(), json!([1, {"y": "\n"}]))]),
+        };
+        let line = Encoded::typed_request_in(Vec::new(), &id, "m/x", &plain).unwrap();
+        assert_eq!(
+            read(&line),
+            read(&value_way(Some(serde_json::to_value(&plain).unwrap())))
+        );
+        assert!(!line.contains('\n'));
+        // A flattened map naming a declared member: the `Value` way keeps one.
+        let twice = P {
+            name: "a",
+            extra: BTreeMap::from([("name".into(), json!("b"))]),
+        };
+        let line = Encoded::typed_request_in(Vec::new(), &id, "m/x", &twice).unwrap();
+        assert_eq!(line, value_way(Some(serde_json::to_value(&twice).unwrap())));
+        // `null` params: no member, as the `Value` way sends them.
+        let line = Encoded::typed_request_in(Vec::new(), &id, "m/x", &()).unwrap();
+        assert_eq!(line, value_way(None));
+        assert_eq!(line, r#"{"id":7,"jsonrpc":"2.0","method":"m/x"}"#);
+        // Scalars and params too deep for any peer are refused.
+        for (scalar, kind) in [
+            (json!(1), "number"),
+            (json!("s"), "string"),
+            (json!(true), "boolean"),
+        ] {
+            let e = Encoded::typed_request_in(Vec::new(), &id, "m/x", &scalar).unwrap_err();
+            assert_eq!(e, super::super::ParamsDefect::Scalar(kind).to_string());
+        }
+        let mut deep = json!(1);
+        for _ in 0..=super::super::MAX_MEMBER_NESTING {
+            deep = json!([deep]);
+        }
+        assert!(Encoded::typed_request_in(Vec::new(), &id, "m/x", &deep).is_err());
     }
 }

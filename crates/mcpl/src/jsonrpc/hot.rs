@@ -4,7 +4,8 @@
 //! text directly, and only where the result is exactly what the `Value` way gives
 //! ([`super::Message::parse`] then [`super::parse_params`]); anything else declines, and the
 //! caller takes the `Value` way as before. A `tools/call` request's params are read the
-//! same way ([`parse_tools_call`]): the server's hottest request.
+//! same way ([`parse_tools_call`]): the server's hottest request. A result response is
+//! checked and its result's text handed to a typed caller ([`parse_answer`]).
 
 use std::fmt;
 
@@ -242,6 +243,147 @@ impl<'de> Deserialize<'de> for CallParams {
     }
 }
 
+/// What follows the integer id of a result response line as this crate's peers write it
+/// (`Message::to_json`'s sorted members: `id`, `jsonrpc`, `result`).
+const ANSWER_AFTER_ID: &str = ",\"jsonrpc\":\"2.0\",\"result\":";
+
+/// The id, and where the result's text is in `text`, when it is one result response read the fast way
+/// (as [`parse_tools_call`]), for a typed caller to decode its result from the text rather
+/// than from a `Value` tree ([`crate::peer::Peer::request`]); `None` sends it the `Value`
+/// way. Declined: a line not written as this crate's peers write a result response with an
+/// integer id (a cheap prefix test), a member named twice or any member but the three, an
+/// id the envelope rule refuses, any text that may spell the raw-value marker
+/// ([`may_spell_raw_value_marker`]), and a result the `Value` way would read differently
+/// from the text or not at all: any syntax error, a number out of range, nesting past
+/// serde_json's limit, an escaped member name, an object naming a member twice (a `Value`
+/// keeps the last; a type decoding from the text would refuse it) or holding more than
+/// [`ANSWER_KEYS_CHECKED`] members. What is read is the result's exact text, which every
+/// type decodes as it would decode the `Value` read from it.
+pub(crate) fn parse_answer(text: &str) -> Option<(RequestId, std::ops::Range<usize>)> {
+    if may_spell_raw_value_marker(text) {
+        return None;
+    }
+    let rest = text.strip_prefix("{\"id\":")?;
+    let digits = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'-')
+        .count();
+    if !rest.get(digits..)?.starts_with(ANSWER_AFTER_ID) {
+        return None;
+    }
+    let AnswerLine(id) = serde_json::from_str(text).ok()?;
+    // The envelope holds exactly `id`, `jsonrpc` and `result`, the first two written as the
+    // prefix says: the result runs from the prefix to the envelope's closing brace.
+    let start = "{\"id\":".len() + digits + ANSWER_AFTER_ID.len();
+    let end = text.trim_end().strip_suffix('}')?.len();
+    text.get(start..end)?;
+    Some((id, start..end))
+}
+
+/// Most members of one object a result read the fast way may hold ([`parse_answer`]); one
+/// holding more goes the `Value` way.
+const ANSWER_KEYS_CHECKED: usize = 32;
+
+/// One result response's id, its result checked ([`Checked`]), read from its whole text.
+struct AnswerLine(RequestId);
+
+impl<'de> Deserialize<'de> for AnswerLine {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnswerLine;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a result response")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnswerLine, A::Error> {
+                let (mut jsonrpc, mut result, mut id) = (false, false, None);
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Jsonrpc if !jsonrpc => {
+                            map.next_value_seed(JSONRPC_2_0)?;
+                            jsonrpc = true;
+                        }
+                        Key::Id if id.is_none() => {
+                            let read = read_id(map.next_value()?).ok().flatten();
+                            id = Some(read.ok_or_else(|| A::Error::custom("not a request id"))?);
+                        }
+                        Key::Result if !result => {
+                            map.next_value::<Checked>()?;
+                            result = true;
+                        }
+                        _ => return Err(A::Error::custom("not a lone result response")),
+                    }
+                }
+                match (jsonrpc, result, id) {
+                    (true, true, Some(id)) => Ok(AnswerLine(id)),
+                    _ => Err(A::Error::custom("not a result response")),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A JSON value read through, checked to read from its text as it reads from the `Value`
+/// parsed from it ([`parse_answer`]); nothing is kept.
+struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Checked;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_unit<E>(self) -> Result<Checked, E> {
+                Ok(Checked)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Checked, A::Error> {
+                while seq.next_element::<Checked>()?.is_some() {}
+                Ok(Checked)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+                let mut names: [&'de str; ANSWER_KEYS_CHECKED] = [""; ANSWER_KEYS_CHECKED];
+                let mut count = 0;
+                // A name that is not borrowed from the text held an escape: declined.
+                while let Some(name) = map.next_key::<&'de str>()? {
+                    let seen = names.get(..count).unwrap_or_default();
+                    if seen.contains(&name) {
+                        return Err(A::Error::custom("a member named twice"));
+                    }
+                    let slot = names
+                        .get_mut(count)
+                        .ok_or_else(|| A::Error::custom("too many members to check"))?;
+                    *slot = name;
+                    count += 1;
+                    map.next_value::<Checked>()?;
+                }
+                Ok(Checked)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +520,87 @@ mod tests {
             r#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":[]}"#,
         ] {
             assert_eq!(parse_tools_call(other), None, "{other}");
+        }
+    }
+
+    /// A result read fast is the result's exact text: it parses to the `Value` the `Value`
+    /// way reads, and a typed result decodes from it as from that `Value`; anything that
+    /// could read otherwise is declined.
+    #[test]
+    fn answer_read_fast_is_what_the_value_way_reads() {
+        use crate::protocol::handshake::ToolsCallResult;
+        let read = [
+            ("1", r#"{"content":[{"text":"hello","type":"text"}]}"#),
+            (
+                "-7",
+                r#"{"content":[{"type":"text","text":"é\n\"x\""}],"isError":false,"x":{"y":[1,2e3,null]}}"#,
+            ),
+            ("18446744073709551615", r#"{"content":[]} "#),
+            ("0", "null"),
+            ("3", r#"[1,{"a":{"a":{"a":1}}},"s"]"#),
+            (
+                "4",
+                r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png","extra":1}],"structuredContent":{"n":1.5}}"#,
+            ),
+        ];
+        for (id, result) in read {
+            let text = format!("{{\"id\":{id}{ANSWER_AFTER_ID}{result}}}");
+            let (fast_id, range) = parse_answer(&text).unwrap_or_else(|| panic!("declined {text}"));
+            let raw = &text[range];
+            assert_eq!(raw, result, "{text}");
+            let Ok(Message::Response(r)) = Message::parse(&text) else {
+                panic!("the Value way refuses {text}");
+            };
+            assert_eq!(r.id.as_ref(), Some(&fast_id), "{text}");
+            let value = r.outcome.expect("a result");
+            assert_eq!(serde_json::from_str::<Value>(raw).unwrap(), value, "{text}");
+            let typed = serde_json::from_str::<ToolsCallResult>(raw).map_err(|e| e.to_string());
+            let from_value =
+                serde_json::from_value::<ToolsCallResult>(value).map_err(|e| e.to_string());
+            assert_eq!(typed.is_ok(), from_value.is_ok(), "{text}");
+            assert_eq!(typed.ok(), from_value.ok(), "{text}");
+        }
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let wide = format!(
+            "{{{}}}",
+            (0..=ANSWER_KEYS_CHECKED)
+                .map(|i| format!("\"k{i}\":1"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        // Declined: the `Value` way decides (it takes some, others it refuses).
+        let declined = [
+            r#"{"content":[],"content":[{"type":"text","text":"x"}]}"#.to_owned(),
+            r#"{"content":[{"type":"text","text":"a","text":"b"}]}"#.to_owned(),
+            r#"{"c\u006fntent":[]}"#.to_owned(),
+            r#"{"$serde_json::private::RawValue":"{}"}"#.to_owned(),
+            r#"{"n":1e400}"#.to_owned(),
+            r#"{"n":01}"#.to_owned(),
+            r#"{"n":1"#.to_owned(),
+            r#"{"n":1}}"#.to_owned(),
+            r#"{},"result":{}"#.to_owned(),
+            r#"{},"error":{"code":1,"message":"m"}"#.to_owned(),
+            r#"{},"x":1"#.to_owned(),
+            r#"{},"jsonrpc":"2.0""#.to_owned(),
+            r#"{},"id":2"#.to_owned(),
+            deep,
+            wide,
+        ];
+        for result in &declined {
+            let text = format!("{{\"id\":1{ANSWER_AFTER_ID}{result}}}");
+            assert_eq!(parse_answer(&text), None, "{text}");
+        }
+        for other in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"id":"s","jsonrpc":"2.0","result":{}}"#,
+            r#"{"id":null,"jsonrpc":"2.0","result":{}}"#,
+            r#"{"id":1.5,"jsonrpc":"2.0","result":{}}"#,
+            r#"{"id":18446744073709551616,"jsonrpc":"2.0","result":{}}"#,
+            r#"{"id":1,"jsonrpc":"2.0","error":{"code":1,"message":"m"}}"#,
+            r#"{"id":1,"jsonrpc":"1.0","result":{}}"#,
+            r#"{"id":1,"jsonrpc":"2.0","result":{}"#,
+        ] {
+            assert_eq!(parse_answer(other), None, "{other}");
         }
     }
 }

@@ -252,6 +252,7 @@ impl Peer {
             is_closed: std::sync::atomic::AtomicBool::new(false),
             typed_lifecycle: std::sync::atomic::AtomicBool::new(false),
             typed_tools_call: std::sync::atomic::AtomicBool::new(false),
+            typed_answers: std::sync::atomic::AtomicBool::new(false),
             reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
@@ -305,9 +306,19 @@ impl Peer {
         params: &M::Params,
         options: RequestOptions<'_>,
     ) -> Result<M::Result, PeerError> {
-        let params = encode_params(M::NAME, params)?;
-        let value = self.request_raw_with(M::NAME, params, options).await?;
-        decode_result::<M>(value)
+        // Issue #24: the params are encoded straight from their type into the line, and the
+        // result decoded straight from its text where the reader can hand it so
+        // ([`crate::jsonrpc::parse_answer`]): no `Value` tree either way.
+        let line = |buf, id: &RequestId| {
+            crate::jsonrpc::Encoded::typed_request_in(buf, id, M::NAME, params).map_err(|reason| {
+                PeerError::Encode {
+                    method: M::NAME.to_owned(),
+                    reason,
+                }
+            })
+        };
+        let answer = self.call(M::NAME, line, true, options).await?;
+        answer.decode::<M>()
     }
 
     /// Sends a request by method name; `params: None` (or `null`) omits the member, and a
@@ -330,28 +341,34 @@ impl Peer {
         params: Option<Value>,
         options: RequestOptions<'_>,
     ) -> Result<Value, PeerError> {
+        let params = params_for_wire(method, params)?;
+        let line = |buf, id: &RequestId| Ok(wire::request_in(buf, id, method, params.as_ref()));
+        let answer = self.call(method, line, false, options).await?;
+        answer.into_value()
+    }
+
+    /// Sends one request, its line written by `line` into a spare frame buffer under the id
+    /// it is given (an `Err` sends nothing), and waits for its answer under `options`;
+    /// `text`: the caller takes a result read the fast way as its text.
+    async fn call(
+        &self,
+        method: &str,
+        line: impl FnOnce(Vec<u8>, &RequestId) -> Result<String, PeerError>,
+        text: bool,
+        options: RequestOptions<'_>,
+    ) -> Result<Answer, PeerError> {
         let RequestOptions { timeout, on_id } = options;
         let timeout = match timeout {
             RequestTimeout::Default => self.shared().config.request_timeout,
             RequestTimeout::After(d) => Some(d),
             RequestTimeout::Never => None,
         };
-        self.call_observed(method, params, timeout, on_id).await
-    }
-
-    async fn call_observed(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Option<Duration>,
-        on_id: Option<OnId<'_>>,
-    ) -> Result<Value, PeerError> {
-        let params = params_for_wire(method, params)?;
         let shared = self.shared();
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
         }
         let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let line = line(shared.frame_buffer(), &id)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = lock(&shared.pending);
@@ -359,7 +376,10 @@ impl Peer {
             if pending.len() >= limit {
                 return Err(PeerError::TooManyPending { limit });
             }
-            pending.insert(id.clone(), tx);
+            pending.insert(id.clone(), Waiter { tx, text });
+        }
+        if text && !shared.typed_answers.load(Ordering::Relaxed) {
+            shared.typed_answers.store(true, Ordering::Relaxed);
         }
         let mut guard = PendingGuard {
             shared,
@@ -376,9 +396,8 @@ impl Peer {
         if let Some(f) = on_id {
             f(&id);
         }
-        let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
         let exchange = async {
-            shared.send_frame(text).await?;
+            shared.send_frame(line).await?;
             match rx.await {
                 Ok(r) => r,
                 Err(_) => Err(PeerError::Closed(

@@ -323,9 +323,19 @@ fn take_frame(
     let typed = TypedReads {
         lifecycle: shared.typed_lifecycle.load(Ordering::Relaxed),
         tools_call: shared.typed_tools_call.load(Ordering::Relaxed),
+        answers: shared.typed_answers.load(Ordering::Relaxed),
     };
     let (read, weight) = read_text(trimmed, max_batch, max_cost, typed);
     shared.reading.store(weight, Ordering::Relaxed);
+    // A result read the fast way is taken while its text is at hand.
+    let read = match read {
+        Read::Answer(id, result) => Read::Settled(settle_answer(
+            shared,
+            id,
+            trimmed.get(result).unwrap_or_default(),
+        )),
+        other => other,
+    };
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
         Ok(ok) => Taken::Done(ok),
@@ -351,6 +361,10 @@ fn take_read(
     let item = match read {
         Read::Message(msg) => accept(shared, msg, None),
         Read::Lifecycle(params) => Some(Parsed::Lifecycle(params)),
+        Read::Settled(item) => item,
+        // Taken in `take_frame`, while the text is at hand (never read off the worker); were
+        // one here, its caller would be failed rather than left waiting.
+        Read::Answer(id, _) => fail_response(shared, &id, "its result's text was not kept"),
         Read::ToolsCall(id, params) => {
             let request = Request {
                 id,
@@ -682,8 +696,8 @@ pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Op
             outcome: Err(ErrorObject::internal(format!("invalid response: {reason}"))),
         }));
     }
-    if let Some(tx) = lock(&shared.pending).remove(id) {
-        let _ = tx.send(Err(PeerError::InvalidResponse(reason.to_owned())));
+    if let Some(waiter) = lock(&shared.pending).remove(id) {
+        waiter.send(Err(PeerError::InvalidResponse(reason.to_owned())));
     }
     None
 }
@@ -744,6 +758,38 @@ pub(super) fn accept(
     }
 }
 
+/// Who waits for the answer to one of this side's requests, taken off the books.
+enum Waiting {
+    /// A [`Peer::send_request`]'s: delivered in wire order.
+    InOrder,
+    /// A caller.
+    Caller(Waiter),
+    /// A request given up on after its deadline.
+    Late,
+    /// Nobody: this side sent no such request.
+    Unknown,
+}
+
+/// Takes whoever waits for the answer to `id`.
+fn take_waiting(shared: &Shared, id: &RequestId) -> Waiting {
+    // Most connections never send one: an empty set is not hashed into.
+    let in_order = {
+        let mut set = lock(&shared.in_order);
+        !set.is_empty() && set.remove(id)
+    };
+    if in_order {
+        return Waiting::InOrder;
+    }
+    if let Some(waiter) = lock(&shared.pending).remove(id) {
+        return Waiting::Caller(waiter);
+    }
+    if lock(&shared.timed_out).contains(id) {
+        Waiting::Late
+    } else {
+        Waiting::Unknown
+    }
+}
+
 /// Settles a response: a waiting caller gets it, a [`Peer::send_request`]'s is returned for
 /// delivery in wire order, anything else is reported.
 pub(super) fn settle(shared: &Shared, response: Response) -> Option<Parsed> {
@@ -754,30 +800,50 @@ pub(super) fn settle(shared: &Shared, response: Response) -> Option<Parsed> {
         });
         return None;
     };
-    // Most connections never send one: an empty set is not hashed into.
-    let in_order = {
-        let mut set = lock(&shared.in_order);
-        !set.is_empty() && set.remove(&id)
-    };
-    if in_order {
-        return Some(Parsed::Settled(response));
+    match take_waiting(shared, &id) {
+        Waiting::InOrder => return Some(Parsed::Settled(response)),
+        Waiting::Caller(waiter) => waiter.send(
+            response
+                .outcome
+                .map(Answer::Value)
+                .map_err(PeerError::Remote),
+        ),
+        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
+        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
+            id: Some(id),
+            error: response.outcome.err(),
+        }),
     }
-    let tx = lock(&shared.pending).remove(&id);
-    match tx {
-        Some(tx) => {
-            let _ = tx.send(response.outcome.map_err(PeerError::Remote));
+    None
+}
+
+/// [`settle`] for a result response read the fast way ([`Read::Answer`]), `result` being
+/// the result's text: a caller waiting for text gets that text, anyone else the `Value` read
+/// from it, as [`settle`] would have given them.
+pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Option<Parsed> {
+    let value = || {
+        serde_json::from_str::<Value>(result).map_err(|e| format!("the result does not read: {e}"))
+    };
+    match take_waiting(shared, &id) {
+        Waiting::InOrder => {
+            let outcome = value()
+                .map_err(|reason| ErrorObject::internal(format!("invalid response: {reason}")));
+            return Some(Parsed::Settled(Response {
+                id: Some(id),
+                outcome,
+            }));
         }
-        None => {
-            let late = lock(&shared.timed_out).contains(&id);
-            if late {
-                shared.diagnose(Diagnostic::LateResponse { id });
-            } else {
-                shared.diagnose(Diagnostic::UnknownResponse {
-                    id: Some(id),
-                    error: response.outcome.err(),
-                });
-            }
-        }
+        Waiting::Caller(waiter) if waiter.text => waiter.send(Ok(Answer::Text(result.to_owned()))),
+        Waiting::Caller(waiter) => waiter.send(
+            value()
+                .map(Answer::Value)
+                .map_err(PeerError::InvalidResponse),
+        ),
+        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
+        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
+            id: Some(id),
+            error: None,
+        }),
     }
     None
 }

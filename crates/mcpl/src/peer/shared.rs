@@ -2,7 +2,51 @@
 
 use super::*;
 
-pub(super) type PendingSender = oneshot::Sender<Result<Value, PeerError>>;
+/// A result as the reader hands it to a waiting caller: a `Value`, or (for a typed caller,
+/// [`Waiter::text`]) the result's own text, read the fast way ([`crate::jsonrpc::parse_answer`])
+/// and decoded by the caller straight into its type.
+#[derive(Debug)]
+pub(super) enum Answer {
+    Value(Value),
+    Text(String),
+}
+
+impl Answer {
+    /// The result as a `Value`.
+    pub(super) fn into_value(self) -> Result<Value, PeerError> {
+        match self {
+            Answer::Value(v) => Ok(v),
+            Answer::Text(t) => serde_json::from_str(&t)
+                .map_err(|e| PeerError::InvalidResponse(format!("the result does not read: {e}"))),
+        }
+    }
+
+    /// The result decoded into `M`'s result type, from its text when it came as text.
+    pub(super) fn decode<M: Method>(self) -> Result<M::Result, PeerError> {
+        let decoded = match self {
+            Answer::Value(v) => serde_json::from_value(v),
+            Answer::Text(t) => serde_json::from_str(&t),
+        };
+        decoded.map_err(|e| PeerError::Decode {
+            method: M::NAME.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// A caller waiting for the answer to one of this side's requests.
+pub(super) struct Waiter {
+    pub(super) tx: oneshot::Sender<Result<Answer, PeerError>>,
+    /// Whether the caller takes a result read the fast way as its text ([`Answer::Text`]).
+    pub(super) text: bool,
+}
+
+impl Waiter {
+    /// Gives the caller `outcome`.
+    pub(super) fn send(self, outcome: Result<Answer, PeerError>) {
+        let _ = self.tx.send(outcome);
+    }
+}
 
 pub(super) struct Shared {
     pub(super) config: PeerConfig,
@@ -14,7 +58,7 @@ pub(super) struct Shared {
     /// Messages delivered to [`Incoming`] and not yet received from it.
     pub(super) inbox: AtomicUsize,
     /// Keyed by the ids this side numbers its requests with ([`crate::own_keys`]).
-    pub(super) pending: Mutex<HashMap<RequestId, PendingSender, crate::own_keys::OwnKeys>>,
+    pub(super) pending: Mutex<HashMap<RequestId, Waiter, crate::own_keys::OwnKeys>>,
     pub(super) timed_out: Mutex<VecDeque<RequestId>>,
     pub(super) next_id: AtomicU64,
     /// Frames sent from `Drop` that found the queue full and wait in their own task.
@@ -30,6 +74,9 @@ pub(super) struct Shared {
     pub(super) typed_lifecycle: std::sync::atomic::AtomicBool,
     /// The same for a `tools/call` request's params ([`Peer::read_tools_call_typed`]).
     pub(super) typed_tools_call: std::sync::atomic::AtomicBool,
+    /// Whether a caller ever waited for a result as text ([`Waiter::text`]): from then on the
+    /// reader reads a result response the fast way when it can ([`Read::Answer`]).
+    pub(super) typed_answers: std::sync::atomic::AtomicBool,
     /// The reader task's wake-up at close ([`Shared::reader_stopped`]): it polls its stop at
     /// every wake, and a watch's `changed` took the watch's lock each time (issue #24).
     pub(super) reader_stop: futures_util::task::AtomicWaker,
@@ -214,8 +261,8 @@ impl Shared {
     /// Fails every request this side is waiting on.
     pub(super) fn fail_pending(&self, reason: CloseReason) {
         let pending: Vec<_> = lock(&self.pending).drain().collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(PeerError::Closed(reason.clone())));
+        for (_, waiter) in pending {
+            waiter.send(Err(PeerError::Closed(reason.clone())));
         }
     }
 

@@ -14,6 +14,8 @@ pub(super) struct TypedReads {
     pub(super) lifecycle: bool,
     /// `tools/call` requests ([`Read::ToolsCall`]).
     pub(super) tools_call: bool,
+    /// Result responses, their result kept as text ([`Read::Answer`]).
+    pub(super) answers: bool,
 }
 
 /// A frame's text read: a valid single message, the top-level value for the slow path, or
@@ -24,6 +26,10 @@ pub(super) enum Read {
     Lifecycle(Box<LifecycleParams>),
     /// A `tools/call` request, its params read straight into their type.
     ToolsCall(RequestId, Box<ToolsCallParams>),
+    /// A result response, checked; the result is the text's bytes in the range.
+    Answer(RequestId, std::ops::Range<usize>),
+    /// A [`Read::Answer`] taken ([`settle_answer`]): what is left to deliver, if anything.
+    Settled(Option<Parsed>),
     Top(Result<Top, serde_json::Error>),
     TooCostly {
         cost: usize,
@@ -68,6 +74,11 @@ pub(super) fn read_text(
         .flatten()
     {
         return (Read::ToolsCall(id, Box::new(params)), weight);
+    }
+    if typed.answers {
+        if let Some((id, result)) = crate::jsonrpc::parse_answer(trimmed) {
+            return (Read::Answer(id, result), weight);
+        }
     }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {
