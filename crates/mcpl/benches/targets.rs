@@ -284,13 +284,16 @@ async fn raw_client(transport: &str) -> RawClient {
 /// `benches/peer.rs`: one connection per side settled in one of two speeds per process).
 const RT_CONNECTIONS: usize = 16;
 
-/// Sequential `tools/call` round trips, `HostSession::request_raw` to a `Server`, against
-/// the bare line echo over the same kind of pipe.
+/// Sequential `tools/call` round trips, `HostSession::request_raw` (and the typed
+/// `HostSession::request::<ToolsCall>`) to a `Server`, against the bare line echo over the
+/// same kind of pipe.
 fn round_trips(c: &mut Criterion, rt: &Runtime, server: &Server, transport: &'static str) {
     let mut g = c.benchmark_group(format!("round_trip/{transport}"));
     g.throughput(Throughput::Elements(1));
     let base_key: &'static str = Box::leak(format!("rt/{transport}/raw").into_boxed_str());
     let sub_key: &'static str = Box::leak(format!("rt/{transport}/session").into_boxed_str());
+    let typed_key: &'static str =
+        Box::leak(format!("rt/{transport}/session_typed").into_boxed_str());
     let mut raw = Vec::new();
     let mut pairs = Vec::new();
     for _ in 0..RT_CONNECTIONS {
@@ -328,6 +331,25 @@ fn round_trips(c: &mut Criterion, rt: &Runtime, server: &Server, transport: &'st
                     );
                 }
                 record(sub_key, iters, t.elapsed())
+            })
+        })
+    });
+    // The typed call (issue #24: no `Value` tree for its params or its result).
+    let typed: mcpl::protocol::handshake::ToolsCallParams =
+        serde_json::from_value(tool_params()).expect("tools/call params");
+    g.bench_function("host_session_tools_call_typed", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let t = Instant::now();
+                for i in 0..iters {
+                    let host = &pairs[i as usize % RT_CONNECTIONS].host;
+                    black_box(
+                        host.request::<mcpl::protocol::handshake::ToolsCall>(&typed)
+                            .await
+                            .expect("tools/call"),
+                    );
+                }
+                record(typed_key, iters, t.elapsed())
             })
         })
     });
@@ -524,6 +546,38 @@ fn allocations(rt: &Runtime, server: &Server) -> u64 {
                 black_box(
                     pair.host
                         .request_raw("tools/call", p)
+                        .await
+                        .expect("tools/call"),
+                );
+            }
+        })
+        .await
+    })
+}
+
+/// Allocations per in-memory round trip through the typed call,
+/// `HostSession::request::<ToolsCall>` (its params written and its result read with no
+/// `Value` tree, issue #24), the params built before counting; `MCPL_BENCH_TYPED_ROUND_TRIPS`
+/// (1,000) sets how many, apart from `MCPL_BENCH_ROUND_TRIPS` so that two counts under
+/// callgrind give either call's instructions alone.
+fn typed_allocations(rt: &Runtime, server: &Server) -> u64 {
+    use mcpl::protocol::handshake::{ToolsCall, ToolsCallParams};
+    let n = count_from_env("MCPL_BENCH_TYPED_ROUND_TRIPS");
+    rt.block_on(async {
+        let pair = memory_pair(server).await;
+        let params: ToolsCallParams =
+            serde_json::from_value(tool_params()).expect("tools/call params");
+        for _ in 0..100 {
+            pair.host
+                .request::<ToolsCall>(&params)
+                .await
+                .expect("tools/call");
+        }
+        allocations_during(n, async {
+            for _ in 0..n {
+                black_box(
+                    pair.host
+                        .request::<ToolsCall>(&params)
                         .await
                         .expect("tools/call"),
                 );
@@ -943,8 +997,10 @@ fn main() {
     if runs("setup") {
         setup(&mut c, &rt);
     }
+    let mut typed_allocs = None;
     if runs("allocs") || runs("round_trip") {
         allocs = Some(allocations(&rt, &server));
+        typed_allocs = Some(typed_allocations(&rt, &server));
     }
     let (mut lifecycle_allocs, mut concurrent_allocs) = (None, None);
     if runs("allocs") || runs("pipelined") {
@@ -970,6 +1026,12 @@ fn main() {
             Ratio {
                 name: "round trip, in-memory: HostSession+Server / raw duplex echo",
                 subject: "rt/memory/session",
+                baseline: "rt/memory/raw",
+                target: Some(3.0),
+            },
+            Ratio {
+                name: "round trip, in-memory, typed call: HostSession+Server / raw duplex echo",
+                subject: "rt/memory/session_typed",
                 baseline: "rt/memory/raw",
                 target: Some(3.0),
             },
@@ -1048,6 +1110,12 @@ fn main() {
     if let Some(a) = allocs {
         println!(
             "allocations per in-memory round trip (HostSession+Server, both sides): {a}  target <= 12  {}",
+            if a <= 12 { "MET" } else { "MISSED" }
+        );
+    }
+    if let Some(a) = typed_allocs {
+        println!(
+            "allocations per in-memory round trip, typed call (HostSession::request::<ToolsCall>): {a}  target <= 12  {}",
             if a <= 12 { "MET" } else { "MISSED" }
         );
     }

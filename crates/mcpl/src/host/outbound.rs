@@ -44,13 +44,39 @@ impl HostSession {
         Ok(session::outbound::gate_form(method, notification)?)
     }
 
-    /// Sends a typed request after outbound gating (refused locally if not granted). The
-    /// params are made a `Value` once, for the gate and the wire alike (`null` params send
-    /// no member, as [`Peer::request`]).
+    /// [`Self::gate_public`] of a typed request naming no channel, its requirement from its
+    /// type (`Method::requirement`): the same decision without a `Value` of its params.
+    fn gate_typed<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
+        if session::outbound::dedicated(M::NAME).is_some() {
+            return self.gate_public(M::NAME, None, false);
+        }
+        let snap = self.snapshot();
+        session::outbound::gate_typed(
+            M::NAME,
+            M::requirement(params),
+            &snap.mode,
+            snap.ready,
+            &snap.grant,
+        )?;
+        Ok(session::outbound::gate_form(M::NAME, false)?)
+    }
+
+    /// Sends a typed request after outbound gating (refused locally if not granted). One
+    /// that names no channel and opens or closes none is gated by its type's requirement
+    /// and goes out as [`Peer::request`] sends it (issue #24: its params written and its
+    /// result read without a `Value` tree); the others are made a `Value` once, for the
+    /// gate and the wire alike, and go as [`Self::request_raw`] sends them.
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
-        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        let value = self.request_raw(M::NAME, v).await?;
-        Ok(crate::peer::decode_result::<M>(value)?)
+        if session::ChannelLifecycle::is_lifecycle(M::NAME)
+            || session::outbound::names_a_channel(M::NAME)
+        {
+            let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+            let value = self.request_raw(M::NAME, v).await?;
+            return Ok(crate::peer::decode_result::<M>(value)?);
+        }
+        self.in_order(M::NAME, true).await?;
+        self.gate_typed::<M>(params)?;
+        Ok(self.inner.peer.request::<M>(params).await?)
     }
 
     /// Sends a typed notification after outbound gating (refused locally if not granted):

@@ -74,6 +74,12 @@ pub fn admit(
         return Err(Refusal::NotReceived);
     }
     let req = protocol::method_requirement(method, params).unwrap_or(Requirement::None);
+    admit_requirement(req, ready, grant)
+}
+
+/// The part of [`admit`] after direction: requirement `req` (the method's, from its params)
+/// under readiness `ready` (§5.3) and the grant in force (§5.4).
+fn admit_requirement(req: Requirement, ready: bool, grant: &Grant) -> Result<Requirement, Refusal> {
     if req == Requirement::None {
         return Ok(req);
     }
@@ -140,6 +146,22 @@ pub fn admit_outbound(
         return Err(Refusal::NotReceived);
     }
     admit(to, method, params, ready, grant)
+}
+
+/// [`admit_outbound`] of a typed message whose requirement its type gave
+/// (`Method::requirement`, which agrees with the requirement read from its params' wire
+/// form): the same decision, without reading the params.
+pub fn admit_outbound_typed(
+    to: Receiver,
+    method: &str,
+    req: Requirement,
+    ready: bool,
+    grant: &Grant,
+) -> Result<Requirement, Refusal> {
+    if protocol::method_info(method).is_none() || !to.receives(method) {
+        return Err(Refusal::NotReceived);
+    }
+    admit_requirement(req, ready, grant)
 }
 
 #[cfg(test)]

@@ -106,7 +106,9 @@ fn cancelled_request(params: Option<&serde_json::Value>) -> Option<crate::jsonrp
         .and_then(crate::jsonrpc::RequestId::from_value)
 }
 
-pub use admission::{admit, admit_at_host, admit_at_server, admit_outbound, Receiver, Refusal};
+pub use admission::{
+    admit, admit_at_host, admit_at_server, admit_outbound, admit_outbound_typed, Receiver, Refusal,
+};
 pub use channels::{ChannelLifecycle, ChannelLimits, ChannelTable};
 pub use host::{ConnectError, HostOutput, HostRules, HostState, RulesError, StateError};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{json, Value};
 
 use super::channels::{ChannelLimits, ChannelTable};
-use super::{admit_outbound, McpOnlyReason, Mode, Receiver, Refusal};
-use crate::capability::{Capability, Grant};
+use super::{admit_outbound, admit_outbound_typed, McpOnlyReason, Mode, Receiver, Refusal};
+use crate::capability::{Capability, Grant, Requirement};
 
 /// Why the host may not send a message (§5.4, §14.1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +129,48 @@ pub fn gate(
     if let Some(Err(kind)) = params.map(crate::jsonrpc::params_shape) {
         return Err(OutboundRefusal::InvalidParams(kind));
     }
-    match admit_outbound(Receiver::Server, method, params, ready, grant) {
+    let admitted = admit_outbound(Receiver::Server, method, params, ready, grant);
+    refuse_unadmitted(method, admitted, mode)?;
+    if keyed(method) {
+        let id = params
+            .and_then(|p| p.get("channelId"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !channels.may_send(method, id, limits) {
+            return Err(OutboundRefusal::ChannelNotPermitted(id.to_owned()));
+        }
+    }
+    Ok(())
+}
+
+/// [`gate`] for a typed message that names no channel ([`names_a_channel`] false), its
+/// requirement given by its type (`Method::requirement` of its params): the same decision
+/// without a `Value` of its params (their shape is the encoder's to refuse).
+pub fn gate_typed(
+    method: &str,
+    req: Requirement,
+    mode: &Mode,
+    ready: bool,
+    grant: &Grant,
+) -> Result<(), OutboundRefusal> {
+    let admitted = admit_outbound_typed(Receiver::Server, method, req, ready, grant);
+    refuse_unadmitted(method, admitted, mode)
+}
+
+/// Whether `method` is addressed to one of the server's channels (`channelId`), which
+/// [`gate`] checks against the channel table and [`gate_typed`] cannot.
+pub fn names_a_channel(method: &str) -> bool {
+    keyed(method)
+}
+
+/// [`gate`]'s reading of the admission rule's answer, then no MCPL method on an MCP-only
+/// connection (§3.2).
+fn refuse_unadmitted(
+    method: &str,
+    admitted: Result<Requirement, Refusal>,
+    mode: &Mode,
+) -> Result<(), OutboundRefusal> {
+    match admitted {
         Ok(_) => {}
         Err(Refusal::NotReceived) => return Err(OutboundRefusal::WrongDirection(method.into())),
         Err(Refusal::NotReady(d) | Refusal::Denied(d)) => {
@@ -139,15 +180,6 @@ pub fn gate(
     if crate::protocol::is_mcpl_method(method) {
         if let Mode::McpOnly(r) = mode {
             return Err(OutboundRefusal::McpOnly(r.clone()));
-        }
-    }
-    if keyed(method) {
-        let id = params
-            .and_then(|p| p.get("channelId"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !channels.may_send(method, id, limits) {
-            return Err(OutboundRefusal::ChannelNotPermitted(id.to_owned()));
         }
     }
     Ok(())
@@ -275,6 +307,41 @@ impl Outgoing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// §5.3, §5.4, §3.2, §4.1: the typed gate decides every method naming no channel as the
+    /// `Value` gate decides it (absent params, read as `{}`: the requirement the type gives
+    /// for params leaving every optional member out), ready or not, under no grant, a part
+    /// of one or all of it, on an MCPL or an MCP-only connection.
+    #[test]
+    fn the_typed_gate_decides_as_the_value_gate() {
+        let grants = [
+            Grant::none(),
+            Grant::from_patterns(["tools", "channels.*", "state"]).expect("patterns parse"),
+            Grant::from_set(crate::capability::CapabilitySet::ALL),
+        ];
+        let modes = [Mode::Mcpl, Mode::McpOnly(McpOnlyReason::NotAdvertised)];
+        let (table, limits) = (ChannelTable::default(), ChannelLimits::default());
+        let mut judged = 0;
+        let names = crate::protocol::METHODS.iter().map(|m| m.name);
+        for method in names.chain(["x/unknown", "tools/call"]) {
+            if names_a_channel(method) {
+                continue;
+            }
+            let req =
+                crate::protocol::method_requirement(method, None).unwrap_or(Requirement::None);
+            for grant in &grants {
+                for mode in &modes {
+                    for ready in [false, true] {
+                        let by_value = gate(method, None, mode, ready, grant, &table, &limits);
+                        let typed = gate_typed(method, req, mode, ready, grant);
+                        assert_eq!(typed, by_value, "{method} {mode:?} ready {ready} {grant:?}");
+                        judged += 1;
+                    }
+                }
+            }
+        }
+        assert!(judged > 100, "{judged}");
+    }
 
     /// §14.3: one index across channels, one `complete` per channel that got chunks, with
     /// its whole text; a completed channel stays closed; a channel without chunks owes none.
