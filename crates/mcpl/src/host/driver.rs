@@ -94,9 +94,13 @@ pub(super) enum Cmd {
     /// Replied to once every call queued before it was carried out and its frames queued
     /// (not merely held by the driver's outbox).
     Barrier(Reply<()>),
-    /// A `channels/open` or `channels/close` of the application's: sent by the state
-    /// machine, whose confirmed answer changes the channels where it is read, in wire order
-    /// ([`HostState::request`], `session::ChannelLifecycle`).
+    /// A notification of the application's (method, params) the peer's queue had no room
+    /// for: gated and queued in one step ([`HostState::notify`]).
+    Notify(String, Value, Reply<Result<(), HostError>>),
+    /// A request of the application's sent by the state machine ([`HostState::request`]):
+    /// a `channels/open` or `channels/close`, whose confirmed answer changes the channels
+    /// where it is read, in wire order (`session::ChannelLifecycle`), or one the peer's
+    /// queue had no room for, gated and queued in one step.
     Request {
         method: String,
         params: Value,
@@ -585,6 +589,10 @@ impl Driver {
             // The frames of the calls before it may still be held: released once they
             // left the outbox (`frames_moved`).
             Cmd::Barrier(reply) => w.barriers.push_back((self.out.sent().0, reply)),
+            Cmd::Notify(_, _, reply) if reply.is_closed() => {}
+            Cmd::Notify(method, params, reply) => {
+                let _ = reply.send(self.state.notify(&method, params).map_err(err));
+            }
             // A caller that gave up (`HostSession::call_bounded`) sends nothing.
             Cmd::Request { reply, .. } if reply.is_closed() => {}
             Cmd::Request {

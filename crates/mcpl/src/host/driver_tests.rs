@@ -333,3 +333,28 @@ async fn a_given_up_answered_request_that_expires_leaves_no_mark() {
     );
     assert!(r.session.channels().iter().all(|c| c != "chat:1"));
 }
+
+/// §5.4: a notification the peer's queue had no room for is gated by the driver where it
+/// queues it (`Cmd::Notify`): one the grant does not allow is refused, nothing written (the
+/// next frame is the request after it).
+#[tokio::test]
+async fn s5_4_a_notification_the_driver_queues_is_gated_there() {
+    let mut r = Rig::up().await;
+    let publish = json!({ "channelId": "c1", "content": "hi" });
+    let (reply, refused) = oneshot::channel();
+    r.take_call(Cmd::Notify("channels/publish".into(), publish, reply));
+    assert_eq!(
+        refused.await.expect("answered"),
+        Err(HostError::NotGranted(Capability::ChannelsPublish))
+    );
+    let (reply, mut answer) = oneshot::channel();
+    r.take_call(Cmd::Request {
+        method: "ping".into(),
+        params: json!({}),
+        call: 9,
+        reply,
+    });
+    assert!(answer.try_recv().is_err(), "{:?}", answer.try_recv());
+    let next = r.recv().await;
+    assert_eq!(next["method"], "ping", "{next}");
+}

@@ -1,17 +1,22 @@
 //! The gated outbound path: what the host sends is checked against the grant first (§5.4).
 //! Plain requests and notifications are gated against the published snapshot and go
 //! straight out through the peer (module docs): the state machine needs neither their
-//! frames nor their answers.
+//! frames nor their answers. The gate and the frame's place on the wire are one step,
+//! taken while the snapshot is held ([`HostSession::gated_now`]): the driver publishes a
+//! narrowed state before it sends the Request that narrows (§6.7), so nothing decided under
+//! the wider grant can follow that Request. A frame the queue has no room for goes through
+//! the driver, which gates it and queues it in one step itself.
 
 use super::*;
 
 impl HostSession {
     /// The gate of the public send paths: methods with a dedicated API are refused here
     /// (the generic path would skip their obligations), then the core outbound gate
-    /// ([`session::outbound::gate`]) under the published state, then the form §4.1 gives
+    /// ([`session::outbound::gate`]) under snapshot `snap`, then the form §4.1 gives
     /// the method ([`session::outbound::gate_form`]; `notification` when sent as one).
-    pub(super) fn gate_public(
+    fn gate_in(
         &self,
+        snap: &Snapshot,
         method: &str,
         params: Option<&Value>,
         notification: bool,
@@ -30,7 +35,6 @@ impl HostSession {
                 instead,
             });
         }
-        let snap = self.snapshot();
         session::outbound::gate(
             method,
             params,
@@ -44,13 +48,12 @@ impl HostSession {
         Ok(session::outbound::gate_form(method, notification)?)
     }
 
-    /// [`Self::gate_public`] of a typed request naming no channel, its requirement from its
+    /// [`Self::gate_in`] of a typed request naming no channel, its requirement from its
     /// type (`Method::requirement`): the same decision without a `Value` of its params.
-    fn gate_typed<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
+    fn gate_typed<M: Method>(&self, snap: &Snapshot, params: &M::Params) -> Result<(), HostError> {
         if session::outbound::dedicated(M::NAME).is_some() {
-            return self.gate_public(M::NAME, None, false);
+            return self.gate_in(snap, M::NAME, None, false);
         }
-        let snap = self.snapshot();
         session::outbound::gate_typed(
             M::NAME,
             M::requirement(params),
@@ -75,8 +78,52 @@ impl HostSession {
             return Ok(crate::peer::decode_result::<M>(value)?);
         }
         self.in_order(M::NAME, true).await?;
-        self.gate_typed::<M>(params)?;
-        Ok(self.inner.peer.request::<M>(params).await?)
+        let started = self.gated_now(|snap| {
+            self.gate_typed::<M>(snap, params)?;
+            Ok(self.inner.peer.start_typed_now::<M>(params)?)
+        })?;
+        if let Some(started) = started {
+            return Ok(started.typed::<M>().await?);
+        }
+        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+        let value = self.request_by_driver(M::NAME, v).await?;
+        Ok(crate::peer::decode_result::<M>(value)?)
+    }
+
+    /// Decides a send and puts its frame on the wire in one step, while the published
+    /// snapshot is held (§5.4, §6.7): the driver publishes a narrowed state before it sends
+    /// what narrowed it, so a message decided under the wider grant is on the wire before
+    /// that Request, and one decided after it is decided under the narrower grant. Before,
+    /// the gate read the snapshot and the frame was written afterwards, and a narrowing
+    /// published and sent in between let a message it revoked follow its Request.
+    /// `send` gates against the snapshot and writes or queues the frame without waiting.
+    fn gated_now<T>(
+        &self,
+        send: impl FnOnce(&Snapshot) -> Result<T, HostError>,
+    ) -> Result<T, HostError> {
+        let snap = self.inner.shared.snapshot_held();
+        send(&snap)
+    }
+
+    /// Sends a request through the driver, which gates it against the state in force and
+    /// queues it in one step ([`session::HostState::request`]), and waits for its answer.
+    async fn request_by_driver(&self, method: &str, params: Value) -> Result<Value, HostError> {
+        let mut give_up = GiveUp::new(self);
+        let call = give_up.call;
+        let method_owned = method.to_owned();
+        let make = |reply| Cmd::Request {
+            method: method_owned,
+            params,
+            call,
+            reply,
+        };
+        let r = self.call_bounded(method, make).await;
+        // Answered by the driver (its outcome, or a refusal): nothing is left to give up.
+        // A call given up unanswered (`call_bounded`'s own bound) is forgotten too.
+        if r.is_ok() {
+            give_up.answered();
+        }
+        r?
     }
 
     /// Sends a typed notification after outbound gating (refused locally if not granted):
@@ -84,9 +131,7 @@ impl HostSession {
     /// `inferenceLifecycle`, and so on through the method table.
     pub async fn notify<M: Method>(&self, params: &M::Params) -> Result<(), HostError> {
         let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        self.in_order(M::NAME, false).await?;
-        self.gate_public(M::NAME, Some(&v), true)?;
-        Ok(self.inner.peer.notify_raw(M::NAME, Some(v)).await?)
+        self.notify_raw(M::NAME, v).await
     }
 
     /// Sends a raw request after outbound gating (`Value::Null` sends no `params` member;
@@ -103,33 +148,31 @@ impl HostSession {
     /// received: the server acted on it, so it is applied and nothing is cancelled.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
         if session::ChannelLifecycle::is_lifecycle(method) {
-            let mut give_up = GiveUp::new(self);
-            let call = give_up.call;
-            let method_owned = method.to_owned();
-            let make = |reply| Cmd::Request {
-                method: method_owned,
-                params,
-                call,
-                reply,
-            };
-            let r = self.call_bounded(method, make).await;
-            // Answered by the driver (its outcome, or a refusal): nothing is left to give up.
-            // A call given up unanswered (`call_bounded`'s own bound) is forgotten too.
-            if r.is_ok() {
-                give_up.answered();
-            }
-            return r?;
+            return self.request_by_driver(method, params).await;
         }
         self.in_order(method, true).await?;
-        self.gate_public(method, Some(&params), false)?;
-        Ok(self.inner.peer.request_raw(method, Some(params)).await?)
+        let started = self.gated_now(|snap| {
+            self.gate_in(snap, method, Some(&params), false)?;
+            Ok(self.inner.peer.start_now(method, &params)?)
+        })?;
+        match started {
+            Some(started) => Ok(started.value(method).await?),
+            None => self.request_by_driver(method, params).await,
+        }
     }
 
     /// Sends a raw notification after outbound gating (`params` as for
-    /// [`Self::request_raw`]).
+    /// [`Self::request_raw`]), gated and put on the wire in one step as a request is.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
         self.in_order(method, false).await?;
-        self.gate_public(method, Some(&params), true)?;
-        Ok(self.inner.peer.notify_raw(method, Some(params)).await?)
+        let sent = self.gated_now(|snap| {
+            self.gate_in(snap, method, Some(&params), true)?;
+            Ok(self.inner.peer.notify_now(method, &params)?)
+        })?;
+        if sent {
+            return Ok(());
+        }
+        let make = |reply| Cmd::Notify(method.to_owned(), params, reply);
+        self.call_bounded(method, make).await?
     }
 }

@@ -53,6 +53,13 @@ impl Shared {
         lock(&self.snapshot).clone()
     }
 
+    /// The snapshot published last, held: [`Self::publish`] waits until it is let go. A
+    /// send decided against it and put on the wire while it is held cannot follow a frame
+    /// the driver sends after publishing the next one (`HostSession::gated_now`, §6.7).
+    pub(super) fn snapshot_held(&self) -> std::sync::MutexGuard<'_, Arc<Snapshot>> {
+        lock(&self.snapshot)
+    }
+
     /// Publishes `st` when it differs from what was published. The review is shared, never
     /// copied here (the state machine copies it before changing one that is published, so
     /// a changed review is a different one); the channel table is copied when `channels`

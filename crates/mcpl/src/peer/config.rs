@@ -24,7 +24,9 @@ pub struct TapEvent<'a> {
 
 /// A callback receiving every text frame in and out, e.g. to log a transcript. It runs where
 /// each frame is read or written (the reader task, the writer task, or a sender writing its
-/// own frame, under the connection's writer lock), so it must be quick.
+/// own frame, under the connection's writer lock, and for a `host::HostSession`'s plain
+/// sends while the session's published state is held), so it must be quick and must not call
+/// back into the peer or the session whose frames it sees.
 #[derive(Clone)]
 pub struct Tap(pub(super) Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
 

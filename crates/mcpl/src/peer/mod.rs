@@ -161,19 +161,84 @@ impl fmt::Debug for Peer {
     }
 }
 
-/// Removes a pending entry if the request future is dropped before its response arrives,
-/// and tells the other side the request was cancelled.
-struct PendingGuard<'a> {
-    shared: &'a Arc<Shared>,
-    id: Option<RequestId>,
+/// A request registered and on its way ([`Peer::start_now`]), waiting for its answer.
+/// Dropped before that, it is given up: its entry removed and, if its frame was sent, the
+/// other side told the request was cancelled.
+pub(crate) struct Started {
+    shared: Arc<Shared>,
+    id: RequestId,
+    rx: oneshot::Receiver<Result<Answer, PeerError>>,
+    timeout: Option<Duration>,
+    /// The frame, while the queue had no room for it.
+    unsent: Option<String>,
+    /// Whether dropping it gives the request up.
+    armed: bool,
 }
 
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            if lock(&self.shared.pending).remove(&id).is_some() {
-                self.shared.abandon(id, "the caller stopped waiting");
+impl Started {
+    /// The started request when its frame took its place on the wire; else it is
+    /// forgotten, never having been sent, and `None`.
+    fn sent(mut self) -> Option<Started> {
+        if self.unsent.is_none() {
+            return Some(self);
+        }
+        self.armed = false;
+        lock(&self.shared.pending).remove(&self.id);
+        None
+    }
+
+    /// Sends the frame if it is still to go, then waits for the answer within the
+    /// request's timeout (`method` names it in a timeout).
+    async fn answer(mut self, method: &str) -> Result<Answer, PeerError> {
+        let shared = self.shared.clone();
+        let unsent = self.unsent.take();
+        let exchange = async {
+            if let Some(line) = unsent {
+                shared.send_frame(line).await?;
             }
+            match (&mut self.rx).await {
+                Ok(r) => r,
+                Err(_) => Err(PeerError::Closed(
+                    shared.close_reason().unwrap_or(CloseReason::Dropped),
+                )),
+            }
+        };
+        let result = match self.timeout {
+            None => exchange.await,
+            Some(after) => match tokio::time::timeout(after, exchange).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.armed = false;
+                    lock(&shared.pending).remove(&self.id);
+                    shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
+                    return Err(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id: self.id.clone(),
+                        after,
+                    });
+                }
+            },
+        };
+        self.armed = false;
+        result
+    }
+
+    /// [`Self::answer`] as a `Value`.
+    pub(crate) async fn value(self, method: &str) -> Result<Value, PeerError> {
+        self.answer(method).await?.into_value()
+    }
+
+    /// [`Self::answer`] decoded into `M`'s result.
+    pub(crate) async fn typed<M: Method>(self) -> Result<M::Result, PeerError> {
+        self.answer(M::NAME).await?.decode::<M>()
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if self.armed && lock(&self.shared.pending).remove(&self.id).is_some() {
+            self.shared
+                .abandon(self.id.clone(), "the caller stopped waiting");
         }
     }
 }
@@ -194,6 +259,17 @@ pub(crate) fn params_for_wire(
         });
     }
     Ok(crate::jsonrpc::params_to_send(params))
+}
+
+/// [`params_for_wire`] of borrowed params: the member to write, `None` for `null`.
+fn params_by_ref<'a>(method: &str, params: &'a Value) -> Result<Option<&'a Value>, PeerError> {
+    if let Err(kind) = crate::jsonrpc::params_shape(params) {
+        return Err(PeerError::Encode {
+            method: method.to_owned(),
+            reason: kind.to_string(),
+        });
+    }
+    Ok(Some(params).filter(|p| !p.is_null()))
 }
 
 /// `M`'s result decoded from the `value` it was answered with; [`PeerError::Decode`] if it
@@ -357,7 +433,20 @@ impl Peer {
         text: bool,
         options: RequestOptions<'_>,
     ) -> Result<Answer, PeerError> {
-        let RequestOptions { timeout, on_id } = options;
+        let on_id = options.on_id;
+        let started = self.start(line, text, options.timeout, on_id)?;
+        started.answer(method).await
+    }
+
+    /// [`Self::call`] up to its first wait: the request registered and its frame written or
+    /// queued, or (`Started::unsent`) handed back when the queue has no room.
+    fn start(
+        &self,
+        line: impl FnOnce(Vec<u8>, &RequestId) -> Result<String, PeerError>,
+        text: bool,
+        timeout: RequestTimeout,
+        on_id: Option<OnId<'_>>,
+    ) -> Result<Started, PeerError> {
         let timeout = match timeout {
             RequestTimeout::Default => self.shared().config.request_timeout,
             RequestTimeout::After(d) => Some(d),
@@ -381,9 +470,13 @@ impl Peer {
         if text && !shared.typed_answers.load(Ordering::Relaxed) {
             shared.typed_answers.store(true, Ordering::Relaxed);
         }
-        let mut guard = PendingGuard {
-            shared,
-            id: Some(id.clone()),
+        let mut started = Started {
+            shared: shared.clone(),
+            id,
+            rx,
+            timeout,
+            unsent: None,
+            armed: true,
         };
         // A close between the check above and the insert must not strand this entry.
         if let Some(reason) = shared.close_reason() {
@@ -394,35 +487,50 @@ impl Peer {
             return Err(PeerError::Closed(CloseReason::Eof));
         }
         if let Some(f) = on_id {
-            f(&id);
+            f(&started.id);
         }
-        let exchange = async {
-            shared.send_frame(line).await?;
-            match rx.await {
-                Ok(r) => r,
-                Err(_) => Err(PeerError::Closed(
-                    shared.close_reason().unwrap_or(CloseReason::Dropped),
-                )),
-            }
-        };
-        let result = match timeout {
-            None => exchange.await,
-            Some(after) => match tokio::time::timeout(after, exchange).await {
-                Ok(r) => r,
-                Err(_) => {
-                    guard.id = None;
-                    lock(&shared.pending).remove(&id);
-                    shared.abandon(id.clone(), &format!("timed out after {after:?}"));
-                    return Err(PeerError::Timeout {
-                        method: method.to_owned(),
-                        id,
-                        after,
-                    });
+        started.unsent = shared.try_send_frame(line)?;
+        Ok(started)
+    }
+
+    /// Starts a request whose frame must take its place on the wire now, never after a
+    /// wait: `Ok(None)`, nothing registered or sent, when the queue has no room (the
+    /// caller sends it another way). For a caller that decides whether to send under a lock
+    /// the frame must be queued under (`host::HostSession`'s gate, §6.7).
+    pub(crate) fn start_now(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<Option<Started>, PeerError> {
+        let params = params_by_ref(method, params)?;
+        let line = |buf, id: &RequestId| Ok(wire::request_in(buf, id, method, params));
+        let started = self.start(line, false, RequestTimeout::Default, None)?;
+        Ok(started.sent())
+    }
+
+    /// [`Self::start_now`] of a typed request, as [`Self::request`] writes it.
+    pub(crate) fn start_typed_now<M: Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<Option<Started>, PeerError> {
+        let line = |buf, id: &RequestId| {
+            crate::jsonrpc::Encoded::typed_request_in(buf, id, M::NAME, params).map_err(|reason| {
+                PeerError::Encode {
+                    method: M::NAME.to_owned(),
+                    reason,
                 }
-            },
+            })
         };
-        guard.id = None;
-        result
+        let started = self.start(line, true, RequestTimeout::Default, None)?;
+        Ok(started.sent())
+    }
+
+    /// Sends a notification now, never after a wait: `Ok(false)`, nothing sent, when the
+    /// queue has no room (as [`Self::start_now`]).
+    pub(crate) fn notify_now(&self, method: &str, params: &Value) -> Result<bool, PeerError> {
+        let params = params_by_ref(method, params)?;
+        let text = wire::notification(method, params);
+        Ok(self.shared().try_send_frame(text)?.is_none())
     }
 
     /// Sends a typed notification.

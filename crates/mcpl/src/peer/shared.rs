@@ -386,29 +386,42 @@ impl Shared {
         }
     }
 
-    pub(super) async fn send_frame(&self, text: String) -> Result<(), PeerError> {
+    /// Writes or queues `text` without waiting: `Ok(None)` when it took its place on the
+    /// wire, `Ok(Some(text))` handed back, nothing taken, when the queue has no room.
+    pub(super) fn try_send_frame(&self, text: String) -> Result<Option<String>, PeerError> {
+        Ok(self.queue_now(text)?.err().map(|(text, _queued)| text))
+    }
+
+    /// [`Self::try_send_frame`], a frame handed back still counted as queued while its
+    /// [`QueuedFrame`] lives.
+    fn queue_now(&self, text: String) -> Result<Result<(), (String, QueuedFrame<'_>)>, PeerError> {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
         let Some(text) = self.send_now(text)? else {
-            return Ok(());
+            return Ok(Ok(()));
         };
         let mut queued = QueuedFrame {
             shared: self,
             armed: true,
         };
-        // Room in the queue: no need to watch for a close while waiting.
-        let text = match self.out.try_send(text) {
+        match self.out.try_send(text) {
             Ok(()) => {
                 queued.armed = false;
-                return Ok(());
+                Ok(Ok(()))
             }
-            Err(queue::TrySendError::Closed(_)) => {
-                return Err(PeerError::Closed(
-                    self.close_reason().unwrap_or(CloseReason::Dropped),
-                ))
-            }
-            Err(queue::TrySendError::Full(text)) => text,
+            Err(queue::TrySendError::Closed(_)) => Err(PeerError::Closed(
+                self.close_reason().unwrap_or(CloseReason::Dropped),
+            )),
+            Err(queue::TrySendError::Full(text)) => Ok(Err((text, queued))),
+        }
+    }
+
+    pub(super) async fn send_frame(&self, text: String) -> Result<(), PeerError> {
+        // Written or queued at once: there is nothing to wait for.
+        let (text, mut queued) = match self.queue_now(text)? {
+            Ok(()) => return Ok(()),
+            Err(full) => full,
         };
         let mut closed = self.closed.subscribe();
         let closed_error =

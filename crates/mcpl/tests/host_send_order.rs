@@ -1,0 +1,166 @@
+//! §5.4, §6.7: after the host sends a narrowing policy Request, nothing needing what it
+//! revoked may follow it on the wire. The application's plain sends
+//! (`HostSession::notify_raw` / `request_raw`) were gated against the state the driver had
+//! published and then written by the caller's task: on a multi-thread runtime a narrowing
+//! the driver applied and wrote between the two let a `channels/publish` needing the revoked
+//! `channels.publish` reach the wire after the reduction Request. They are now gated and put
+//! on the wire in one step, while the published state is held (or, when the peer's queue
+//! has no room, by the driver). The server side here reads
+//! raw lines, so what it checks is the exact wire order; the race needs two worker threads to
+//! show, and many rounds (each publishing as fast as it can while the policy narrows) make it
+//! reliable.
+#![cfg(feature = "runtime")]
+
+use mcpl::capability::Capability;
+use mcpl::host::{HostConfig, HostError, HostSession};
+use mcpl::peer::PeerConfig;
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{init_result, raw_peer_with, Raw};
+
+fn manifest() -> Value {
+    json!({ "version": "0.5", "channels": { "register": true, "publish": true } })
+}
+
+/// A session granted `channels.register` and `channels.publish` over a raw server side,
+/// with outbound channel `c1` registered.
+async fn connected() -> (HostSession, Raw) {
+    connected_with(PeerConfig::default(), 1 << 16).await
+}
+
+/// [`connected`] with this peer configuration, over a pipe of `pipe` bytes.
+async fn connected_with(config: PeerConfig, pipe: usize) -> (HostSession, Raw) {
+    let (peer, incoming, mut raw) = raw_peer_with(config, pipe);
+    let cfg = HostConfig {
+        policy: vec!["channels.register".into(), "channels.publish".into()],
+        ..HostConfig::default()
+    };
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = raw.recv().await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(manifest()))}))
+        .await;
+    let mut policy = raw.recv().await;
+    if policy["method"] == "notifications/initialized" {
+        policy = raw.recv().await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (session, streams) = connect.await.unwrap().unwrap();
+    // The streams are not read here; dropping them changes nothing the test looks at.
+    drop(streams);
+    let register = json!({"jsonrpc": "2.0", "id": "r1", "method": "channels/register",
+        "params": {"channels": [{"id": "c1", "type": "chat", "direction": "outbound"}]}});
+    raw.send_json(register).await;
+    let answer = raw.recv().await;
+    assert_eq!(answer["result"]["results"][0]["accepted"], true, "{answer}");
+    (session, raw)
+}
+
+fn publish() -> Value {
+    publish_text("hi")
+}
+
+fn publish_text(text: &str) -> Value {
+    json!({ "channelId": "c1", "content": [{ "type": "text", "text": text }] })
+}
+
+/// One round: a task publishes until the host refuses it locally while another narrows the
+/// policy to drop `channels.publish`; the server reads every line up to a closing ping and
+/// fails on a `channels/publish` written after the reduction Request.
+async fn one_round() {
+    let (s, mut raw) = connected().await;
+    let p = s.clone();
+    let publisher = tokio::spawn(async move {
+        let mut sent = 0u64;
+        loop {
+            match p.notify_raw("channels/publish", publish()).await {
+                Ok(()) => sent += 1,
+                Err(e) => return (sent, e),
+            }
+        }
+    });
+    // The narrowing starts once the publisher is writing.
+    let first = raw.recv().await;
+    assert_eq!(first["method"], "channels/publish", "{first}");
+    let n = s.clone();
+    let narrow = tokio::spawn(async move { n.set_policy(vec!["channels.register".into()]).await });
+    loop {
+        let line = raw.recv().await;
+        match line["method"].as_str() {
+            Some("featureSets/update") => {
+                raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"],
+                                     "result": {"accepted": true}}))
+                    .await;
+                break;
+            }
+            Some("channels/publish") => {}
+            _ => panic!("unexpected line {line}"),
+        }
+    }
+    narrow.await.unwrap().unwrap();
+    let (_, refused) = publisher.await.unwrap();
+    assert_eq!(
+        refused,
+        HostError::NotGranted(Capability::ChannelsPublish),
+        "{refused}"
+    );
+    // Everything the application sent before the closing ping is on the wire before it.
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    let line = raw.recv().await;
+    assert_ne!(
+        line["method"], "channels/publish",
+        "a channels/publish reached the wire after the reduction Request (§6.7)"
+    );
+    assert_eq!(line["method"], "ping", "{line}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {}}))
+        .await;
+    ping.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_7_nothing_needing_a_revoked_capability_follows_the_reduction_request() {
+    for _ in 0..100 {
+        one_round().await;
+    }
+}
+
+/// A send the peer's queue has no room for (one frame of room, a pipe of 256 bytes, a
+/// server reading behind) is gated and queued by the driver instead: every notification and
+/// the request after them reach the wire, in the order the application made them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_the_full_queue_cannot_take_goes_out_through_the_driver_in_order() {
+    let config = PeerConfig {
+        outgoing_capacity: 1,
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    const SENT: usize = 60;
+    let sender = tokio::spawn(async move {
+        for i in 0..SENT {
+            s.notify_raw("channels/publish", publish_text(&i.to_string()))
+                .await
+                .unwrap();
+        }
+        s.request_raw("ping", json!({})).await
+    });
+    for i in 0..SENT {
+        let line = raw.recv().await;
+        assert_eq!(line["method"], "channels/publish", "{line}");
+        assert_eq!(
+            line["params"]["content"][0]["text"],
+            i.to_string(),
+            "{line}"
+        );
+    }
+    let ping = raw.recv().await;
+    assert_eq!(ping["method"], "ping", "{ping}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": ping["id"], "result": {"ok": true}}))
+        .await;
+    assert_eq!(sender.await.unwrap().unwrap(), json!({"ok": true}));
+}
