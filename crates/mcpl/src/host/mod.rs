@@ -74,7 +74,9 @@
 //!   (a removal narrows), even once `channels.register` is no longer granted: the message is
 //!   then answered item-wise, its additions and updates rejected as `capability_denied`
 //!   rather than the whole message refused with `-32002`; an `updated` descriptor no longer
-//!   permitted removes the channel.
+//!   permitted removes the channel. A `channels/changed` refused whole (`-32602`: past
+//!   `max_channels_per_message` entries, or a list unreadable) still has its removals
+//!   applied, named in the error's `data.removed`.
 //! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
 //!   receipt on the same event stream (§17.7).
 //!

@@ -213,6 +213,11 @@ impl ChannelLifecycle {
     }
 }
 
+/// `removed` of a `channels/changed`'s params, when it is an array.
+fn r_of(p: &serde_json::Map<String, Value>) -> Option<&Vec<Value>> {
+    crate::protocol::given(p, "removed").and_then(Value::as_array)
+}
+
 /// The channels one connection registered and the host accepted, by id.
 #[derive(Debug, Clone, Default)]
 pub struct ChannelTable {
@@ -426,7 +431,8 @@ impl ChannelTable {
     }
 
     /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
-    /// connection registered always apply (a removal narrows); additions and updates need
+    /// connection registered always apply (a removal narrows), even from a message refused
+    /// whole ([`Self::refused_removing`]); additions and updates need
     /// `channels.register` in `judged`, and an update no longer permitted removes the
     /// channel. The caller reports the `channels` surface change (§17.7).
     pub fn changed(
@@ -454,10 +460,18 @@ impl ChannelTable {
                 )),
             }
         };
-        let (added, updated, removed) = (arr("added")?, arr("updated")?, arr("removed")?);
+        let lists = (arr("added"), arr("updated"), arr("removed"));
+        let (added, updated, removed) = match lists {
+            (Ok(a), Ok(u), Ok(r)) => (a, u, r),
+            (a, u, r) => {
+                let e = [a, u, r].into_iter().find_map(Result::err);
+                let e = e.unwrap_or_else(|| rules::bad_params(diags, M, "unreadable lists"));
+                return Err(self.refused_removing(e, r_of(p)));
+            }
+        };
         let count = added.len() + updated.len() + removed.len();
         if let Some(e) = over_limit(diags, M, "channel entries", count, limits.max_per_message) {
-            return Err(e);
+            return Err(self.refused_removing(e, Some(removed)));
         }
         let mut results = Vec::new();
         for r in removed {
@@ -492,6 +506,29 @@ impl ChannelTable {
             }
         }
         Ok(json!({ "results": results }))
+    }
+
+    /// A `channels/changed` refused whole (`e`: a list unreadable, or past
+    /// `max_per_message` entries) still has its removals applied, fail closed (§14.5): a
+    /// removal only narrows what the server may do, and the server no longer holds what it
+    /// removed. The refusal's `data.removed` names the channels dropped (at most the
+    /// channels held, so it stays bounded); nothing is itemized, nothing is added.
+    fn refused_removing(&mut self, e: ErrorObject, removed: Option<&Vec<Value>>) -> ErrorObject {
+        let dropped: Vec<&str> = removed
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|id| self.drop_channel(id))
+            .collect();
+        if dropped.is_empty() {
+            return e;
+        }
+        let mut data = match e.data.clone() {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        data.insert("removed".into(), json!(dropped));
+        e.with_data(Value::Object(data))
     }
 
     /// `channels/incoming` (§14.5): each message validated at receipt (§14.3 shape) against

@@ -189,3 +189,31 @@ fn s14_5_an_open_or_close_answered_before_it_was_given_up_stays_applied() {
     assert_eq!(incoming_on(&mut p, 905, "chat:1")["accepted"], true);
     assert_eq!(incoming_on(&mut p, 906, "c1")["code"], -32023);
 }
+
+/// §14.5, fail closed: a `channels/changed` refused whole for its size (past
+/// `max_per_message` entries, `-32602`) still has its removals applied: a removal only
+/// narrows what the server may do, and the server no longer holds the channels it removed.
+/// The refusal names what was removed (`data.removed`); so does one refused for another
+/// list's shape. Before, the whole message was dropped and the removed channel stayed
+/// usable.
+#[test]
+fn s14_5_removals_of_a_channels_changed_refused_for_its_size_still_apply() {
+    let mut p = with_c1();
+    let limit = ChannelLimits::default().max_per_message;
+    let added: Vec<Value> = (0..limit)
+        .map(|i| json!({ "id": format!("x{i}"), "type": "chat", "direction": "inbound" }))
+        .collect();
+    let changed = json!({ "removed": ["c1", "never"], "added": added });
+    let r = call(&mut p, 910, "channels/changed", changed);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["removed"], json!(["c1"]), "{r}");
+    assert_eq!(incoming_on(&mut p, 911, "c1")["code"], -32023);
+    assert!(p.host.channels().ids().is_empty());
+    // Refused for another list's shape: the same.
+    let mut p = with_c1();
+    let changed = json!({ "removed": ["c1"], "added": "not a list" });
+    let r = call(&mut p, 912, "channels/changed", changed);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["removed"], json!(["c1"]), "{r}");
+    assert!(p.host.channels().ids().is_empty());
+}
