@@ -53,7 +53,8 @@
 //!   channel and a confirmed open adds the channel its answer names (authorized at receipt
 //!   under `channels.lifecycle`, of the `type` asked for, else `ChannelRejected`), applied in
 //!   wire order: those two go through the driver, not straight through the peer. A failed,
-//!   refused or late answer changes nothing ([`session::ChannelLifecycle`]).
+//!   refused or late answer changes nothing, except that a close never answered in time (or
+//!   given up unanswered) takes its channel out, fail closed ([`session::ChannelLifecycle`]).
 //! - A method sent in a form §4.1 does not give it (`channels/register` or
 //!   `channels/incoming` as a Notification) is not applied and is reported
 //!   (`UnexpectedMethod`, [`crate::protocol::Kind::takes`]).

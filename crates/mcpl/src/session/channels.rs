@@ -167,10 +167,12 @@ fn reject_item(
 /// Reading (§14.3 gives the methods, §14.5 validates `channels/incoming` against "the
 /// actually registered channel"): the set the host validates against is the channels
 /// registered plus those a confirmed open named, less those a confirmed close named. Only
-/// a confirmed answer changes it, judged where the answer is read (§5.4): a close answered
-/// with an error, with `closed` not `true`, or never answered leaves the channel as it was
-/// (nothing is widened by a failure), and an open answered late (after its request was
-/// given up) registers nothing.
+/// a confirmed answer adds a channel, judged where the answer is read (§5.4): an open
+/// answered late (after its request was given up or timed out) registers nothing. A close
+/// answered with an error or with `closed` not `true` leaves the channel (the server says it
+/// stays); one never answered in time, or given up unanswered, takes it out, fail closed
+/// ([`ChannelTable::unconfirmed`]: the server may have closed it, and a removal only
+/// narrows).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChannelLifecycle {
     /// `channels/open` of platform `kind` (its `type`).
@@ -404,6 +406,16 @@ impl ChannelTable {
         }
     }
 
+    /// A host's `channels/open` or `channels/close` whose outcome the host never learns (its
+    /// request timed out, or was given up before an answer was read): a close takes the
+    /// channel out all the same, fail closed (§14.5: the server may have closed it, a late
+    /// answer is not read, and a removal only narrows); an open adds nothing.
+    pub fn unconfirmed(&mut self, op: &ChannelLifecycle) {
+        if let ChannelLifecycle::Close { channel_id } = op {
+            self.drop_channel(channel_id);
+        }
+    }
+
     /// `channels/register` (§14.5), item by item under `judged`: the `{results}` answer (for
     /// a Notification, what was applied), or `-32602` for a malformed or oversized message.
     pub fn register(
@@ -432,7 +444,7 @@ impl ChannelTable {
 
     /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
     /// connection registered always apply (a removal narrows), even from a message refused
-    /// whole ([`Self::refused_removing`]); additions and updates need
+    /// whole, `data.removed` naming them); additions and updates need
     /// `channels.register` in `judged`, and an update no longer permitted removes the
     /// channel. The caller reports the `channels` surface change (§17.7).
     pub fn changed(

@@ -11,9 +11,9 @@ impl HostState {
     /// comes out as nothing (no [`HostOutput::Response`] or [`HostOutput::Hook`]), so its
     /// answer, if one comes, is [`HostDiagnostic::UnexpectedResponse`] (a late response), a
     /// hook's is not judged, and a
-    /// `channels/open` or `channels/close` given up never changes the channels (§14.3,
-    /// §14.5: only a confirmed answer read while it waits does; nothing widens on an
-    /// unconfirmed open). The machine writes nothing for it: the driver tells the server
+    /// `channels/open` given up adds no channel (§14.3, §14.5: only a confirmed answer read
+    /// while it waits does; nothing widens on an unconfirmed open), while a `channels/close`
+    /// given up takes its channel out, fail closed ([`ChannelTable::unconfirmed`]). The machine writes nothing for it: the driver tells the server
     /// with MCP's `notifications/cancelled { requestId, reason }` under the id it wrote, as
     /// it does for a request of ours that expired ([`HostOutput::RequestTimedOut`]).
     /// Reading (§14.3, §14.5; MCP's cancellation): an answer already received when the
@@ -25,11 +25,14 @@ impl HostState {
     /// machine's own: a policy exchange or manifest fetch, whose outcome the session needs
     /// whoever waits for it).
     pub fn abandon_request(&mut self, id: u64) -> bool {
-        if !matches!(
-            self.pending.get(&id),
-            Some((Purpose::App(_) | Purpose::Hook, _))
-        ) {
-            return false;
+        match self.pending.get(&id) {
+            Some((Purpose::App(op), _)) => {
+                if let Some(op) = op.clone() {
+                    self.channels.unconfirmed(&op);
+                }
+            }
+            Some((Purpose::Hook, _)) => {}
+            _ => return false,
         }
         self.pending.remove(&id);
         true
@@ -152,7 +155,12 @@ impl HostState {
                         id,
                         outcome: Err(e),
                     },
-                    Answer::Timeout => HostOutput::RequestTimedOut { id },
+                    Answer::Timeout => {
+                        if let Some(op) = lifecycle {
+                            self.channels.unconfirmed(&op);
+                        }
+                        HostOutput::RequestTimedOut { id }
+                    }
                 };
                 self.out.push_back(out);
             }

@@ -218,7 +218,8 @@ enum Purpose {
     Reduction,
     /// The application's own request ([`HostState::request`]); a `channels/open` or
     /// `channels/close` with what it asks for, applied to the channels on its confirmed
-    /// answer ([`ChannelTable::settle`]).
+    /// answer ([`ChannelTable::settle`]), a close also when none comes in time
+    /// ([`ChannelTable::unconfirmed`]).
     App(Option<super::ChannelLifecycle>),
 }
 

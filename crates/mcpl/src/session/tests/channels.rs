@@ -57,8 +57,10 @@ fn s14_5_a_confirmed_close_is_applied_before_the_next_message() {
     assert!(p.host.channels().ids().is_empty());
 }
 
-/// Fail closed: a close or an open whose request timed out is not applied by its late
-/// answer, and an open answer registers its channel only once confirmed in time.
+/// Fail closed: an open whose request timed out is not applied by its late answer, and an
+/// open answer registers its channel only once confirmed in time; a close that timed out
+/// took its channel out already ([`ChannelTable::unconfirmed`]), its late answer changes
+/// nothing more.
 #[test]
 fn s14_5_late_lifecycle_answers_change_nothing() {
     let mut p = with_c1();
@@ -69,16 +71,17 @@ fn s14_5_late_lifecycle_answers_change_nothing() {
     let chat = json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "inbound" } });
     answer(&mut p, open, chat.clone());
     p.drive();
-    assert_eq!(p.host.channels().ids(), ["c1"]);
+    assert!(p.host.channels().ids().is_empty());
     let open = host_asks(&mut p, "channels/open", json!({ "type": "chat" }));
     answer(&mut p, open, chat);
     assert_eq!(incoming_on(&mut p, 902, "chat:1")["accepted"], true);
-    assert_eq!(p.host.channels().ids(), ["c1", "chat:1"]);
+    assert_eq!(p.host.channels().ids(), ["chat:1"]);
 }
 
 /// §14.3, §14.5: an open or close the application gave up ([`HostState::abandon_request`])
 /// is forgotten at once: its answer, read after, is a late response (reported) and changes
-/// no channel, so nothing widens on an unconfirmed open. Only the application's own
+/// no channel, so nothing widens on an unconfirmed open; the close given up took its
+/// channel out when it was given up (fail closed, [`ChannelTable::unconfirmed`]). Only the application's own
 /// requests are given up: the machine's (a hook, a policy Request) are not.
 #[test]
 fn s14_5_a_lifecycle_request_given_up_is_forgotten_and_its_answer_changes_nothing() {
@@ -99,8 +102,8 @@ fn s14_5_a_lifecycle_request_given_up_is_forgotten_and_its_answer_changes_nothin
     let chat = json!({ "channel": { "id": "chat:1", "type": "chat", "direction": "inbound" } });
     answer(&mut p, open, chat);
     assert_eq!(incoming_on(&mut p, 903, "chat:1")["code"], -32023);
-    assert_eq!(incoming_on(&mut p, 904, "c1")["accepted"], true);
-    assert_eq!(p.host.channels().ids(), ["c1"]);
+    assert_eq!(incoming_on(&mut p, 904, "c1")["code"], -32023);
+    assert!(p.host.channels().ids().is_empty());
     let outputs = p.host_outputs_from(from);
     let late = outputs
         .iter()
@@ -215,5 +218,29 @@ fn s14_5_removals_of_a_channels_changed_refused_for_its_size_still_apply() {
     let r = call(&mut p, 912, "channels/changed", changed);
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert_eq!(r["error"]["data"]["removed"], json!(["c1"]), "{r}");
+    assert!(p.host.channels().ids().is_empty());
+}
+
+/// §14.5, fail closed: a `channels/close` the host sent whose outcome it never learns
+/// (its request timed out, or the application gave it up before any answer was read) takes
+/// the channel out of the host's table: the server may have closed it (a late `closed:
+/// true` is not read), and the host asked for it gone, so `channels/incoming` on it is
+/// `-32023` and nothing is published to it. A removal only narrows. Before, the channel
+/// stayed registered and its messages were accepted. An open never confirmed still adds
+/// nothing.
+#[test]
+fn s14_5_a_close_never_confirmed_unregisters_the_channel() {
+    let mut p = with_c1();
+    let close = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    p.host.handle_timeout(p.now + Duration::from_secs(31));
+    p.drive();
+    assert!(!p.host.is_pending(close));
+    assert_eq!(incoming_on(&mut p, 920, "c1")["code"], -32023);
+    assert!(p.host.channels().ids().is_empty());
+    // Given up before its answer was read: the same.
+    let mut p = with_c1();
+    let close = host_asks(&mut p, "channels/close", json!({ "channelId": "c1" }));
+    assert!(p.host.abandon_request(close));
+    assert_eq!(incoming_on(&mut p, 921, "c1")["code"], -32023);
     assert!(p.host.channels().ids().is_empty());
 }
