@@ -138,7 +138,9 @@ impl HostSession {
     /// a scalar is refused, JSON-RPC 2.0 §4.2). A `channels/open` or `channels/close` goes
     /// through the session's state machine, so that its confirmed answer changes the
     /// channels where it is read, before any message the server sends after it
-    /// ([`session::ChannelLifecycle`], §14.3, §14.5).
+    /// ([`session::ChannelLifecycle`], §14.3, §14.5). Any other answer (a `tools/call`
+    /// result …) is returned as it came, not judged at its receipt: the §5.4 reading is at
+    /// [`session::HostState::request`].
     ///
     /// Dropping the returned future before it ends gives the request up, as the bare
     /// [`Peer`] does: the server is sent MCP's `notifications/cancelled { requestId,

@@ -444,7 +444,7 @@ impl ChannelTable {
 
     /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
     /// connection registered always apply (a removal narrows), even from a message refused
-    /// whole, `data.removed` naming them); additions and updates need
+    /// whole (`data.removed` names them); additions and updates need
     /// `channels.register` in `judged`, and an update no longer permitted removes the
     /// channel. The caller reports the `channels` surface change (§17.7).
     pub fn changed(

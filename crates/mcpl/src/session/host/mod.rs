@@ -596,6 +596,14 @@ impl HostState {
     /// refuses it. Returns its id; the answer comes out as [`HostOutput::Response`], or
     /// [`HostOutput::RequestTimedOut`] once `timeout` has passed (a `timeout` past what
     /// `Instant` can hold, such as `Duration::MAX`, never passes).
+    ///
+    /// Reading (§5.4): the answer is handed out as it came, not judged against the grant at
+    /// its receipt. §5.4 enforces at receipt only contribution-bearing responses (today the
+    /// `context/beforeInference` injections, judged where read) and the spec names no MCP
+    /// answer as one: a `tools/call` result answers a request the gate let out under the
+    /// grant of its sending, and contributes nothing the server may place. The one answer
+    /// that changes what the server may do, a `channels/open`'s channel, is authorized at
+    /// receipt ([`ChannelTable::settle`]).
     pub fn request(
         &mut self,
         now: Instant,
