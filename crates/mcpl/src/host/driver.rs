@@ -297,6 +297,9 @@ impl Driver {
     /// as it did), with its outputs: the loop's body, which a test drives in the exact
     /// order it chooses (`driver_tests`).
     fn take(&mut self, w: &mut Waiting, input: Input, taking: bool) {
+        // Whatever changed the channels (the sweep giving a close up, a registration, a
+        // confirmed open or close …), the snapshot's copy of them is renewed.
+        let before = self.state.channels().changes();
         if self
             .shared
             .sweep
@@ -309,9 +312,6 @@ impl Driver {
         self.state.set_event_bytes(self.events.weight(), limit);
         let now = clock_now();
         let mut counted = false;
-        // Whatever input changed the channels (a registration, a confirmed open or
-        // close …), the snapshot's copy of them is renewed.
-        let before = self.state.channels().changes();
         match input {
             Input::Wire(Ordered::Response(r)) => self.on_response(w, now, r),
             Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {

@@ -358,3 +358,35 @@ async fn s5_4_a_notification_the_driver_queues_is_gated_there() {
     let next = r.recv().await;
     assert_eq!(next["method"], "ping", "{next}");
 }
+
+/// §14.5: a `channels/close` given up while the driver's queue is full is given up by the
+/// sweep at the driver's next input, which takes its channel out (fail closed,
+/// `ChannelTable::unconfirmed`); the channels the getters read are renewed with it. Before,
+/// the sweep ran before the driver noted the channels to compare, so
+/// `HostSession::channels` kept showing the channel gone from the state.
+#[tokio::test]
+async fn s14_5_a_close_swept_after_its_caller_gave_up_is_seen_by_the_getters() {
+    let mut r = Rig::up().await;
+    let session = r.session.clone();
+    let give_up = GiveUp::new(&session);
+    let (reply, caller) = oneshot::channel();
+    r.take_call(Cmd::Request {
+        method: "channels/close".into(),
+        params: json!({ "channelId": "c1" }),
+        call: give_up.call,
+        reply,
+    });
+    let sent = r.recv().await;
+    assert_eq!(sent["method"], "channels/close", "{sent}");
+    let _fillers = r.fill_queue();
+    drop((caller, give_up));
+    // The next input is a message of the server's: the sweep gives the close up first.
+    let (before, verdict) = r.incoming(501, "c1").await;
+    assert_eq!(before.len(), 1, "the cancel: {before:?}");
+    assert_eq!(verdict["code"], -32023, "{verdict}");
+    assert!(
+        r.session.channels().is_empty(),
+        "{:?}",
+        r.session.channels()
+    );
+}
