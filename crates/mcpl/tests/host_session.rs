@@ -1015,6 +1015,40 @@ async fn s14_5_a_confirmed_close_unregisters_the_channel_in_wire_order() {
     );
 }
 
+/// §14.5, fail closed, over the wire: a `channels/close` the server never answers in time
+/// fails at the request timeout and takes the channel out (the server may have closed it):
+/// a message on it is `-32023`, publishing to it is refused locally, and the late
+/// `closed: true` is reported, not applied.
+#[tokio::test(start_paused = true)]
+async fn s14_5_a_close_never_answered_in_time_takes_the_channel_out() {
+    let (s, _streams, mut server) = lifecycle_session(lifecycle_config()).await;
+    let s2 = s.clone();
+    let close = tokio::spawn(async move {
+        s2.request_raw("channels/close", json!({ "channelId": "c1" }))
+            .await
+    });
+    let held = server.request("channels/close").await;
+    let r = close.await.unwrap();
+    assert!(
+        matches!(
+            r,
+            Err(HostError::Peer(mcpl::peer::PeerError::Timeout { .. }))
+        ),
+        "{r:?}"
+    );
+    assert!(s.channels().is_empty(), "{:?}", s.channels());
+    let r = incoming_on(&server, "c1").await;
+    assert_eq!(r["code"], -32023, "{r}");
+    let publish = json!({ "channelId": "c1", "content": [{ "type": "text", "text": "hi" }] });
+    assert_eq!(
+        s.notify_raw("channels/publish", publish).await,
+        Err(HostError::ChannelNotPermitted("c1".into()))
+    );
+    held.respond(json!({ "closed": true })).await.unwrap();
+    server.call("ping", json!({})).await.unwrap();
+    assert!(s.channels().is_empty());
+}
+
 /// §14.3, §14.5, §5.4: the channel a confirmed `channels/open` names joins the set the host
 /// validates against, authorized at the answer's receipt like a registered descriptor (its
 /// shape, the host's patterns, the grant's `channels.lifecycle`) and of the `type` asked for;
