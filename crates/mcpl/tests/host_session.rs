@@ -2625,6 +2625,44 @@ async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     assert!(streams.events.try_recv().is_err());
 }
 
+/// §16.5, §17.5: an application reviews a set's `tagOntology` as `HostSession::manifest`
+/// shows it, then accepts it; a manifest change read between the two must not be accepted
+/// in its place (`accept_ontology` accepts what is declared when the driver takes the call:
+/// a server could swap in new `implies` edges mid-review). `accept_reviewed_ontology`
+/// accepts only the ontology whose digest was reviewed; otherwise it names the current one
+/// and accepts nothing. Found by the host hunt (manifests changing mid-review).
+#[tokio::test]
+async fn s16_5_an_ontology_changed_after_review_is_not_accepted_in_its_place() {
+    use mcpl::manifest::digest::ontology_digest;
+    let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    let (shown, _) = s.manifest().unwrap();
+    let reviewed = ontology_digest(&shown["featureSets"]["alerts"]["tagOntology"]).unwrap();
+    let mut next = full_manifest();
+    next["featureSets"]["alerts"]["tagOntology"]["tags"]["acme:alert"]["implies"] =
+        json!(["acme:urgent"]);
+    let current = ontology_digest(&next["featureSets"]["alerts"]["tagOntology"]).unwrap();
+    assert_ne!(current, reviewed);
+    refresh_with(&s, &mut server, next).await.unwrap();
+    let r = s.accept_reviewed_ontology("alerts", &reviewed).await;
+    let changed = HostError::OntologyChanged {
+        name: "alerts".into(),
+        current: Some(current.clone()),
+    };
+    assert_eq!(r, Err(changed));
+    assert_eq!(s.accepted_ontology("alerts"), None);
+    // The one now declared, once reviewed, is accepted.
+    let r = s.accept_reviewed_ontology("alerts", &current).await;
+    assert_eq!(r, Ok(current.clone()));
+    assert_eq!(s.accepted_ontology("alerts"), Some(current));
+    // A set that declares none: nothing to accept.
+    let r = s.accept_reviewed_ontology("assist", &reviewed).await;
+    let none = HostError::OntologyChanged {
+        name: "assist".into(),
+        current: None,
+    };
+    assert_eq!(r, Err(none));
+}
+
 #[tokio::test]
 async fn s5_3_host_disabled_feature_set_refuses_its_events_32001() {
     let mut cfg = config(&["pushEvents"]);

@@ -114,6 +114,8 @@ pub(super) enum Cmd {
     /// (`Driver::give_up`: then applied when read).
     Forget(u64),
     AcceptOntology(String, Reply<Result<String, ReviewError>>),
+    /// A set's name and the digest of the `tagOntology` the application reviewed.
+    AcceptReviewed(String, String, Reply<Result<String, Option<String>>>),
     RevokeOntology(String, Reply<Option<String>>),
     ConsumerPatterns(Vec<String>, Reply<()>),
 }
@@ -631,6 +633,9 @@ impl Driver {
             }
             Cmd::AcceptOntology(name, reply) => {
                 let _ = reply.send(self.state.accept_ontology(&name));
+            }
+            Cmd::AcceptReviewed(name, digest, reply) => {
+                let _ = reply.send(self.state.accept_reviewed_ontology(&name, &digest));
             }
             Cmd::RevokeOntology(name, reply) => {
                 let _ = reply.send(self.state.revoke_ontology(&name));

@@ -742,6 +742,24 @@ impl HostSession {
             .unwrap_or(Err(missing))
     }
 
+    /// [`Self::accept_ontology`] for the `tagOntology` the application reviewed: accepted
+    /// only while feature set `name` still declares the one whose digest
+    /// ([`crate::manifest::digest::ontology_digest`]) is `reviewed`, judged where the driver
+    /// takes the call, so a manifest change read meanwhile (§17.5) is never accepted in its
+    /// place; otherwise [`HostError::OntologyChanged`] names the current one.
+    pub async fn accept_reviewed_ontology(
+        &self,
+        name: &str,
+        reviewed: &str,
+    ) -> Result<String, HostError> {
+        let (n, d) = (name.to_owned(), reviewed.to_owned());
+        let r = self.call_bounded("acceptOntology", |r| Cmd::AcceptReviewed(n, d, r));
+        r.await?.map_err(|current| HostError::OntologyChanged {
+            name: name.to_owned(),
+            current,
+        })
+    }
+
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
     /// edges stop applying to later messages. Returns the digest that was accepted, if any.
     pub async fn revoke_ontology(&self, name: &str) -> Option<String> {

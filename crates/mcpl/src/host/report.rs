@@ -121,6 +121,16 @@ pub enum HostError {
         /// The channel that was completed.
         channel_id: String,
     },
+    /// Nothing accepted: feature set `name` no longer declares the `tagOntology` whose
+    /// digest the application reviewed (a manifest change was read meanwhile, §17.5);
+    /// `current` is the digest of the one it declares now, if any (§16.5).
+    #[error("feature set {name:?} no longer declares the tagOntology you reviewed (a manifest change was read meanwhile, §17.5; current digest: {current:?}); review the current one (HostSession::manifest) and accept that digest")]
+    OntologyChanged {
+        /// The feature set.
+        name: String,
+        /// The digest of the `tagOntology` it declares now, if any.
+        current: Option<String>,
+    },
 }
 
 impl From<session::OutboundRefusal> for HostError {

@@ -692,6 +692,31 @@ impl HostState {
         }
     }
 
+    /// The digest of feature set `name`'s `tagOntology` as the manifest in force declares
+    /// it (§16.5, [`crate::manifest::digest::ontology_digest`]); `None` when it declares
+    /// none the digest takes.
+    pub fn ontology_digest(&self, name: &str) -> Option<String> {
+        let m = self.review()?.manifest_owned();
+        let o = m.get("featureSets")?.get(name)?.get("tagOntology")?;
+        crate::manifest::digest::ontology_digest(o).ok()
+    }
+
+    /// [`Self::accept_ontology`] only while feature set `name` still declares the
+    /// `tagOntology` whose digest is `reviewed` (the one the application reviewed; a manifest
+    /// change may have been read since, §17.5); otherwise nothing is accepted and the
+    /// current digest ([`Self::ontology_digest`]) is the error.
+    pub fn accept_reviewed_ontology(
+        &mut self,
+        name: &str,
+        reviewed: &str,
+    ) -> Result<String, Option<String>> {
+        let current = self.ontology_digest(name);
+        if current.as_deref() != Some(reviewed) {
+            return Err(current);
+        }
+        self.accept_ontology(name).map_err(|_| current)
+    }
+
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5), by
     /// [`ManifestReview::revoke_ontology`]. Returns the digest that was accepted, if any.
     pub fn revoke_ontology(&mut self, name: &str) -> Option<String> {
