@@ -139,6 +139,25 @@ fn methods_received(w: &Wire) -> Vec<String> {
         .collect()
 }
 
+/// The server registers channel `id` (`channels.register` granted) and the host accepts it
+/// (§14.3, §14.5), so the host's channel methods may name it (§14.6); the frames the host
+/// received are forgotten.
+async fn register(host: &mut Host, id: &str) {
+    let session = host.session.clone();
+    let d: mcpl::protocol::channels::ChannelDescriptor =
+        serde_json::from_value(json!({"id": id, "type": "chat"})).unwrap();
+    let task = tokio::spawn(async move { session.channels_register(vec![d]).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/register")
+    };
+    assert_eq!(req.method(), "channels/register");
+    req.respond(json!({"results": [{"id": id, "accepted": true}]}))
+        .await
+        .unwrap();
+    task.await.unwrap().unwrap();
+    host.received.lock().unwrap().clear();
+}
+
 #[tokio::test]
 async fn s5_3_nothing_privileged_before_the_policy_request() {
     let server = builder()
@@ -1267,15 +1286,20 @@ async fn s14_outgoing_stream_is_observed_only_when_streaming_is_granted() {
     let server = builder()
         // The handlers below need these advertised (else build() refuses them: no host
         // could grant them, §5.4); the grant in force decides the rest.
-        .advertise(&[Capability::ChannelsStreaming])
+        .advertise(&[Capability::ChannelsStreaming, Capability::ChannelsRegister])
         .on_outgoing_chunk(move |c| s1.lock().unwrap().push(c.delta.clone()))
         .on_outgoing_complete(move |c| s2.lock().unwrap().push(format!("done {}", c.channel_id)))
         .build()
         .unwrap();
-    let host = connect(&server, true).await;
+    let mut host = connect(&server, true).await;
     let chunk = json!({"inferenceId": "i", "channelId": "c", "index": 0, "delta": "hi"});
     let complete = json!({"inferenceId": "i", "channelId": "c", "content": "hi"});
-    policy(&host, json!({"effectiveCapabilities": ["pushEvents"]})).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["pushEvents", "channels.register"]}),
+    )
+    .await;
+    register(&mut host, "c").await;
     host.peer
         .notify_raw("channels/outgoing/chunk", Some(chunk.clone()))
         .await
@@ -1577,6 +1601,7 @@ async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
             Capability::ChannelsTyping,
             // Advertised with no handler: granted, `channels/open` is still `-32601`.
             Capability::ChannelsLifecycle,
+            Capability::ChannelsRegister,
         ])
         .on_channels_acknowledge(|_s, _p| async { Ok(()) })
         .on_channels_typing(|_s, _p| async { Ok(()) })
@@ -1588,12 +1613,13 @@ async fn s14_1_acknowledge_typing_and_rollback_follow_the_grant() {
         })
         .build()
         .unwrap();
-    let host = connect(&server, true).await;
+    let mut host = connect(&server, true).await;
     policy(
         &host,
-        json!({"effectiveCapabilities": ["channels.acknowledge"]}),
+        json!({"effectiveCapabilities": ["channels.acknowledge", "channels.register"]}),
     )
     .await;
+    register(&mut host, "c").await;
     let ack = json!({"channelId": "c", "messageId": "m"});
     assert_eq!(
         host.peer
@@ -1802,15 +1828,16 @@ async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silent
             codes.push((d.code(), d.detail()));
         }
     };
-    let granted = json!({"effectiveCapabilities": ["channels.streaming"]});
+    let granted = json!({"effectiveCapabilities": ["channels.streaming", "channels.register"]});
 
     // Advertised (§5.4: the server grants only what it advertises), with no handler.
     let server = builder()
-        .advertise(&[Capability::ChannelsStreaming])
+        .advertise(&[Capability::ChannelsStreaming, Capability::ChannelsRegister])
         .build()
         .unwrap();
-    let host = connect(&server, true).await;
+    let mut host = connect(&server, true).await;
     policy(&host, granted.clone()).await;
+    register(&mut host, "c").await;
     let diags = host.session.diagnostics();
     stream(&host).await;
     let codes = codes_until_marker(diags).await;
@@ -1830,24 +1857,26 @@ async fn s14_3_an_outgoing_stream_with_no_handler_is_reported_not_dropped_silent
     let server = builder()
         // The handlers below need these advertised (else build() refuses them: no host
         // could grant them, §5.4); the grant in force decides the rest.
-        .advertise(&[Capability::ChannelsStreaming])
+        .advertise(&[Capability::ChannelsStreaming, Capability::ChannelsRegister])
         .on_outgoing_complete(move |c| d2.lock().unwrap().push(c.channel_id.clone()))
         .build()
         .unwrap();
-    let host = connect(&server, true).await;
+    let mut host = connect(&server, true).await;
     policy(&host, granted.clone()).await;
+    register(&mut host, "c").await;
     let diags = host.session.diagnostics();
     stream(&host).await;
     assert_eq!(codes_until_marker(diags).await, []);
     assert_eq!(*done.lock().unwrap(), ["c"]);
 
     let server = builder()
-        .advertise(&[Capability::ChannelsStreaming])
+        .advertise(&[Capability::ChannelsStreaming, Capability::ChannelsRegister])
         .on_outgoing_chunk(|_| {})
         .build()
         .unwrap();
-    let host = connect(&server, true).await;
+    let mut host = connect(&server, true).await;
     policy(&host, granted).await;
+    register(&mut host, "c").await;
     let diags = host.session.diagnostics();
     stream(&host).await;
     assert_eq!(codes_until_marker(diags).await, []);
@@ -2143,17 +2172,20 @@ async fn s14_3_generic_on_handlers_serve_their_method_behind_its_capability() {
             .await,
     );
     assert_eq!(e.data, Some(json!({"capability": "channels.lifecycle"})));
-    let ack = json!({"channelId": "c", "messageId": "m"});
-    assert_eq!(
+    // §14.6: a channel never registered nor opened is answered by the session.
+    let e = err_of(
         host.peer
-            .request_raw("channels/acknowledge", Some(ack))
-            .await
-            .unwrap(),
-        json!({})
+            .request_raw(
+                "channels/acknowledge",
+                Some(json!({"channelId": "c", "messageId": "m"})),
+            )
+            .await,
     );
+    assert_eq!(e.code, -32023, "{e:?}");
     policy(
         &host,
-        json!({"effectiveCapabilities": ["channels.lifecycle", "channels.register"]}),
+        json!({"effectiveCapabilities": ["channels.lifecycle", "channels.register",
+                                          "channels.acknowledge"]}),
     )
     .await;
     let opened = host
@@ -2162,6 +2194,14 @@ async fn s14_3_generic_on_handlers_serve_their_method_behind_its_capability() {
         .await
         .unwrap();
     assert_eq!(opened["channel"], json!({"id": "opened-1", "type": "chat"}));
+    let ack = json!({"channelId": "opened-1", "messageId": "m"});
+    assert_eq!(
+        host.peer
+            .request_raw("channels/acknowledge", Some(ack))
+            .await
+            .unwrap(),
+        json!({})
+    );
     let listed = host
         .peer
         .request_raw("channels/list", Some(json!({})))

@@ -40,10 +40,15 @@ struct RawHost {
 
 impl RawHost {
     fn start() -> RawHost {
+        RawHost::serving(server())
+    }
+
+    /// The host's end of a pipe to `server`, started.
+    fn serving(server: Server) -> RawHost {
         let (a, b) = tokio::io::duplex(64 * 1024);
         let (ar, aw) = tokio::io::split(a);
         let (br, bw) = tokio::io::split(b);
-        let session = server().start(Transport::lines(br, bw, "test"));
+        let session = server.start(Transport::lines(br, bw, "test"));
         RawHost {
             lines: BufReader::new(ar).lines(),
             write: aw,
@@ -226,4 +231,69 @@ async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
         .await;
     let cancelled = host.recv().await;
     assert_eq!(cancelled["error"]["code"], json!(-32800), "{cancelled}");
+}
+
+/// §14.3, §14.6: a host → server channel method naming a channel the server never
+/// registered nor opened reaches no handler: a Request is answered `-32023` naming the
+/// channel, a Notification is reported (`unknown_channel`). Once the server registered the
+/// channel and the host accepted it, the same methods reach the handler.
+#[tokio::test]
+async fn s14_6_a_channel_the_server_never_registered_reaches_no_handler() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsRegister],
+        )
+        .on_channels_publish(move |_s, p| {
+            log.lock().unwrap().push(p.channel_id);
+            async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    host.send(&initialize(
+        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+    ))
+    .await;
+    host.recv().await;
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["channels.publish","channels.register"]}}"#)
+        .await;
+    assert_eq!(host.recv().await["result"]["accepted"], true);
+    let publish = |id: Option<u64>, channel: &str| {
+        let id = id.map_or(String::new(), |i| format!(r#""id":{i},"#));
+        format!(
+            r#"{{"jsonrpc":"2.0",{id}"method":"channels/publish","params":{{"channelId":"{channel}","content":[{{"type":"text","text":"hi"}}]}}}}"#
+        )
+    };
+    host.send(&publish(Some(2), "ghost")).await;
+    let r = host.recv().await;
+    assert_eq!(r["error"]["code"], -32023, "{r}");
+    assert_eq!(r["error"]["data"]["channelId"], "ghost", "{r}");
+    host.send(&publish(None, "ghost")).await;
+    host.sync(3).await;
+    assert_eq!(host.codes(), ["unknown_channel"]);
+    assert!(seen.lock().unwrap().is_empty());
+
+    let session = host._session.clone();
+    let c = mcpl::protocol::channels::ChannelDescriptor::new("c", "chat");
+    let register = tokio::spawn(async move { session.channels_register(vec![c]).await });
+    let req = host.recv().await;
+    assert_eq!(req["method"], "channels/register", "{req}");
+    let answer = json!({"jsonrpc": "2.0", "id": req["id"],
+                        "result": {"results": [{"id": "c", "accepted": true}]}});
+    host.send(&answer.to_string()).await;
+    register.await.expect("joined").expect("registered");
+    host.send(&publish(Some(4), "c")).await;
+    let r = host.recv().await;
+    assert_eq!(r["result"]["delivered"], true, "{r}");
+    host.send(&publish(None, "c")).await;
+    host.sync(5).await;
+    assert_eq!(host.codes(), Vec::<&str>::new());
+    assert_eq!(*seen.lock().unwrap(), ["c", "c"]);
 }

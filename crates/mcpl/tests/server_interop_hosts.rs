@@ -419,7 +419,7 @@ async fn s14_3_channel_methods_from_other_hosts_are_served() {
     let r = host
         .request(
             "channels/publish",
-            json!({"conversationId": "c", "channelId": "discord:#general", "stream": false,
+            json!({"conversationId": "c", "channelId": "discord:x", "stream": false,
                    "content": [{"type": "text", "text": "hi", "annotations": {"audience": ["user"]},
                                 "_meta": {"k": 1}}],
                    "tags": ["chat:reply"]}),
@@ -429,19 +429,19 @@ async fn s14_3_channel_methods_from_other_hosts_are_served() {
     let r = host
         .request(
             "channels/publish",
-            json!({"content": "plain string", "channelId": "discord:#b", "stream": null,
+            json!({"content": "plain string", "channelId": "zulip:x", "stream": null,
                    "conversationId": null}),
         )
         .await;
     assert_eq!(r["result"]["delivered"], true, "{r}");
     host.send(json!({"jsonrpc": "2.0", "method": "channels/publish",
-                     "params": {"conversationId": "c", "channelId": "discord:#n",
+                     "params": {"conversationId": "c", "channelId": "discord:x",
                                 "content": [{"type": "text", "text": "fire and forget"}]}}))
         .await;
     for i in 0..2 {
         host.send(
             json!({"jsonrpc": "2.0", "method": "channels/outgoing/chunk",
-                         "params": {"delta": "x", "index": i, "channelId": "discord:#general",
+                         "params": {"delta": "x", "index": i, "channelId": "discord:x",
                                     "conversationId": "c", "inferenceId": "i", "seq": i}}),
         )
         .await;
@@ -449,7 +449,7 @@ async fn s14_3_channel_methods_from_other_hosts_are_served() {
     host.send(
         json!({"jsonrpc": "2.0", "method": "channels/outgoing/complete",
                      "params": {"inferenceId": "i", "conversationId": "c",
-                                "channelId": "discord:#general",
+                                "channelId": "discord:x",
                                 "content": [{"type": "text", "text": "xx", "_meta": {}}]}}),
     )
     .await;
@@ -468,10 +468,10 @@ async fn s14_3_channel_methods_from_other_hosts_are_served() {
         [
             "chunk 0",
             "chunk 1",
-            "complete discord:#general",
-            "publish discord:#b",
-            "publish discord:#general",
-            "publish discord:#n"
+            "complete discord:x",
+            "publish discord:x",
+            "publish discord:x",
+            "publish zulip:x"
         ],
         "{codes:?}"
     );
@@ -717,6 +717,9 @@ async fn b1_content_blocks_from_hosts_are_read_as_b1_says() {
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let server = channel_server(log);
     let (mut host, _s) = ready(&server, serde_json::from_str(CHANNEL_GRANT).unwrap()).await;
+    // §14.6: publish names a channel the server opened.
+    let r = host.request("channels/open", json!({"type": "a"})).await;
+    assert_eq!(r["result"]["channel"]["id"], "a:x", "{r}");
     let good = json!([
         {"type": "image", "uri": "https://x/y.png"},
         {"type": "image", "uri": "https://x/y.png", "mimeType": "image/png", "annotations": {}},
@@ -727,7 +730,7 @@ async fn b1_content_blocks_from_hosts_are_read_as_b1_says() {
     let r = host
         .request(
             "channels/publish",
-            json!({"conversationId": "c", "channelId": "a", "content": good}),
+            json!({"conversationId": "c", "channelId": "a:x", "content": good}),
         )
         .await;
     assert_eq!(r["result"]["delivered"], true, "{r}");
@@ -739,7 +742,7 @@ async fn b1_content_blocks_from_hosts_are_read_as_b1_says() {
         let r = host
             .request(
                 "channels/publish",
-                json!({"conversationId": "c", "channelId": "a", "content": [bad]}),
+                json!({"conversationId": "c", "channelId": "a:x", "content": [bad]}),
             )
             .await;
         assert_eq!(r["error"]["code"], -32602, "{bad}: {r}");

@@ -30,7 +30,11 @@ async fn notification_handlers_hold_their_params_within_the_bound_by_their_parse
         let alive = alive.clone();
         let gate = gate.clone();
         Server::builder("weights", "1.0.0")
-            .feature_set("chat", "Chat channels", &[Capability::ChannelsTyping])
+            .feature_set(
+                "chat",
+                "Chat channels",
+                &[Capability::ChannelsTyping, Capability::ChannelsRegister],
+            )
             .on_channels_typing(move |_s, p| {
                 alive.fetch_add(1, Ordering::SeqCst);
                 let gate = gate.clone();
@@ -45,7 +49,7 @@ async fn notification_handlers_hold_their_params_within_the_bound_by_their_parse
             .unwrap()
     };
     let (host_t, server_t) = memory::pair();
-    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let (peer, mut incoming) = Peer::new(host_t, PeerConfig::default());
     let session = server.start(server_t);
     peer.request_raw(
         "initialize",
@@ -61,11 +65,22 @@ async fn notification_handlers_hold_their_params_within_the_bound_by_their_parse
     let receipt = peer
         .request_raw(
             "featureSets/update",
-            Some(json!({ "effectiveCapabilities": ["channels.typing"] })),
+            Some(json!({ "effectiveCapabilities": ["channels.typing", "channels.register"] })),
         )
         .await
         .unwrap();
     assert_eq!(receipt["accepted"], true, "{receipt}");
+    // The server holds channel `c` (§14.6: `channels/typing` names a registered channel).
+    let s = session.clone();
+    let c = mcpl::protocol::channels::ChannelDescriptor::new("c", "chat");
+    let register = tokio::spawn(async move { s.channels_register(vec![c]).await });
+    let Some(mcpl::peer::IncomingMessage::Request(req)) = incoming.recv().await else {
+        panic!("expected channels/register")
+    };
+    req.respond(json!({"results": [{"id": "c", "accepted": true}]}))
+        .await
+        .unwrap();
+    register.await.unwrap().unwrap();
     let mut diags = session.diagnostics();
 
     let pad = Value::Array(vec![json!({"a": 1}); OBJECTS]);

@@ -78,15 +78,15 @@
 //!   answered `-32600`.
 //! - `channels/changed` is always sent as a Request: the host may require that form (§14.5)
 //!   and it is always valid (§4.1), and it yields the itemized result.
-//! - A `channels/publish`, `channels/acknowledge` or `channels/typing` naming a channel this
-//!   connection never registered or opened still reaches the application's handler, which
-//!   answers `-32023` (§14.6) itself, as the reference server's does. Left so deliberately:
-//!   the session knows the channels the host accepted ([`Session::channels`]), but applies
-//!   the itemized results in send order, so a channel the host has accepted can still be
-//!   pending here when its first publish arrives (a host may answer out of order); it sees
-//!   an open only through the handler's answer; and the handler is what `mcpl serve`'s
-//!   published `handler_failed` warning for `-32023` describes. Refusing in the session
-//!   would need the channels proposed and not yet refused counted as known.
+//! - A host method naming a channel (`channels/publish`, `channels/close`,
+//!   `channels/outgoing/chunk`, `channels/outgoing/complete`, `channels/acknowledge`,
+//!   `channels/typing`) this connection does not hold reaches no handler (§14.3, §14.6): a
+//!   Request is answered `-32023` by the session, a Notification is reported
+//!   (`ServerDiagnostic::UnknownChannel`). A channel is held once the host accepted it in an
+//!   itemized result (§14.5) or a `channels/open` handler answered with it, and until the
+//!   server removes it (`channels/changed`) or a `channels/close` handler answers
+//!   `closed: true`; a change still in flight counts as it proposes, since the host may hold
+//!   an addition before its answer arrives.
 //! - A `context/beforeInference` response whose feature set is undeclared or unavailable
 //!   carries no injections (the receipt told the host that set is disabled); injections at a
 //!   position whose inject leaf is not granted when the response is sent are dropped.

@@ -38,6 +38,8 @@ use crate::protocol::Method;
 
 /// Answers to the host requests handed out.
 mod answers;
+/// The channels a host method may name (§14.3, §14.6).
+mod channel_gate;
 mod policy_answer;
 pub use policy_answer::{answer_policy_request, PolicyAnswer};
 /// The connection's deadlines and its end.
@@ -392,7 +394,7 @@ pub fn dedicated_to_host(method: &str) -> Option<&'static str> {
 }
 
 /// What the answer to a host request handed out is made before it is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Handed {
     /// Sent as the application answered.
     Plain,
@@ -404,6 +406,10 @@ enum Handed {
         /// Whether the host advertised MCPL 0.5 (§3.2).
         mcpl: bool,
     },
+    /// A `channels/open`: its result's channel is held ([`ServerState::channels`]' gate).
+    ChannelOpen,
+    /// A `channels/close` of this channel: `closed: true` ends it.
+    ChannelClose(String),
 }
 
 /// The server side of one connection (module docs).
@@ -781,6 +787,10 @@ impl ServerState {
                         return self.respond(r.id, Err(e));
                     }
                 }
+                if let Some(channel) = self.unknown_channel(&r.method, r.params.as_ref()) {
+                    let e = ErrorObject::unknown_channel(channel);
+                    return self.respond(r.id, Err(e));
+                }
                 let mut r = r;
                 if r.method == BeforeInference::NAME {
                     let grant = self.grant();
@@ -811,11 +821,7 @@ impl ServerState {
 
     /// Hands an admitted host request to the application, within the in-flight bound.
     fn hand_out_request(&mut self, r: Request) {
-        let handed = if r.method == BeforeInference::NAME {
-            Handed::Hook
-        } else {
-            Handed::Plain
-        };
+        let handed = ServerState::handed_as(&r.method, r.params.as_ref());
         self.hand_out(r, handed);
     }
 
@@ -905,7 +911,16 @@ impl ServerState {
             }
             NotificationStep::Deliver(n) => {
                 match crate::protocol::check_params(&n.method, n.params.as_ref()) {
-                    Ok(()) => self.out.push_back(ServerOutput::Notification(n)),
+                    Ok(()) => match self.unknown_channel(&n.method, n.params.as_ref()) {
+                        // No response to carry `-32023` (§14.6): reported.
+                        Some(channel) => self.out.push_back(ServerOutput::Diagnostic(
+                            ServerDiagnostic::UnknownChannel {
+                                channel_id: channel.to_owned(),
+                                method: n.method,
+                            },
+                        )),
+                        None => self.out.push_back(ServerOutput::Notification(n)),
+                    },
                     // No response to carry the error: reported (as `server::Server` does).
                     Err(e) => self.out.push_back(ServerOutput::Diagnostic(
                         ServerDiagnostic::InvalidNotification {
@@ -918,50 +933,6 @@ impl ServerState {
             NotificationStep::Untyped(n) if n.method == CANCELLED => self.on_cancelled(n),
             NotificationStep::Untyped(n) => self.out.push_back(ServerOutput::Notification(n)),
         }
-    }
-
-    /// MCP's `notifications/initialized`, taken by the session (no application answers
-    /// `initialize`): it acknowledges the `initialize` answer, once. Reading (MCP is silent
-    /// on a stray one): one before that answer, or a second one, acknowledges nothing and
-    /// changes nothing, and is reported (`ignored_notification`) rather than dropped unseen.
-    fn on_initialized(&mut self, n: Notification) {
-        if self.initialized && !self.acknowledged {
-            self.acknowledged = true;
-        } else {
-            self.out.push_back(ServerOutput::Diagnostic(
-                ServerDiagnostic::IgnoredNotification { method: n.method },
-            ));
-        }
-    }
-
-    fn on_initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
-        let read = read_initialize(self.initialized, params)?;
-        self.generation += 1;
-        let version = read.protocol_version;
-        self.mcpl = read.mcpl;
-        self.out
-            .extend(read.diagnostic.map(ServerOutput::Diagnostic));
-        self.initialized = true;
-        let result = super::server_initialize::initialize_result(
-            version,
-            &self.rules.mcp_capabilities,
-            self.manifest.manifest(),
-            self.rules.server_info.clone(),
-            self.rules.instructions.as_deref(),
-        );
-        self.advertised_as_sent(&result);
-        Ok(result)
-    }
-
-    /// Sets the grant's ceiling (§5.4) from the `initialize` result sent: the manifest in
-    /// force, and `tools` as its MCP capabilities carry it.
-    fn advertised_as_sent(&mut self, result: &Value) {
-        let tools = result
-            .get("capabilities")
-            .and_then(Value::as_object)
-            .is_some_and(super::server_initialize::declares_tools);
-        let advertised = super::server_manifest::advertisement(&self.manifest, tools);
-        self.policy.set_advertised(advertised);
     }
 
     fn on_policy(&mut self, r: Request) {

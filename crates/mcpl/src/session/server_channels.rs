@@ -3,7 +3,7 @@
 //! and what an inbound `channels/list` is answered with (§14.3). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -185,6 +185,9 @@ struct InFlight {
     id: u64,
     change: ChannelChange,
     answer: Option<Settled>,
+    /// What it proposes for each id it names, as the host applies it (removals, additions,
+    /// updates: the last wins): `true` held, `false` removed ([`ChannelLedger::is_known`]).
+    proposed: HashMap<String, bool>,
 }
 
 /// How a channel change in flight was settled.
@@ -202,10 +205,16 @@ enum Settled {
 /// change in the order it reads them, so results are applied in send order whatever order
 /// the responses come in; an answer waits for the answers to the changes sent before it.
 /// `server::Server`'s senders get this order through the `ServerState` its driver runs.
+///
+/// Beside them, the channels the application opened (its successful answers to the host's
+/// `channels/open`, §14.3), until its successful answer to a `channels/close` of the same
+/// id. Bounded as the accepted channels are: by what the application itself registers and
+/// opens, one entry per distinct id.
 #[derive(Debug, Default)]
 pub(crate) struct ChannelLedger {
     accepted: AcceptedChannels,
     in_flight: VecDeque<InFlight>,
+    opened: BTreeSet<String>,
 }
 
 impl ChannelLedger {
@@ -215,14 +224,54 @@ impl ChannelLedger {
     }
 
     /// Request `id` of `method` with `params` was sent: tracked if it is a channel change.
+    /// A channel it removes is no longer one the application opened either.
     pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) {
         if let Some(change) = ChannelChange::of(method, params) {
+            let mut proposed = HashMap::with_capacity(change.entries.len());
+            for (id, entry) in &change.entries {
+                if matches!(entry, Entry::Removed) {
+                    self.opened.remove(id);
+                }
+                proposed.insert(id.clone(), !matches!(entry, Entry::Removed));
+            }
             self.in_flight.push_back(InFlight {
                 id,
                 change,
                 answer: None,
+                proposed,
             });
         }
+    }
+
+    /// Whether channel `id` is this connection's, as a host → server method naming it must
+    /// find it (§14.3, §14.6: `-32023` otherwise). Reading (§14 is silent; fail closed
+    /// where the server cannot know the host holds the channel): a channel is known when
+    /// the host accepted it in an itemized result (§14.5) or the application opened it,
+    /// and not since removed or closed; a change still in flight counts as it proposes
+    /// (the host applies a change before it answers, and may answer out of order, so an
+    /// addition it has not refused may already be held; a removal the server sent ends the
+    /// channel at once), and a refused addition, an unanswered change given up, or a
+    /// channel only proposed in a change the host refused whole is not known once that
+    /// change takes effect, in send order.
+    pub(crate) fn is_known(&self, id: &str) -> bool {
+        let proposed = self.in_flight.iter().rev().find_map(|e| e.proposed.get(id));
+        match proposed {
+            Some(held) => *held,
+            None => self.accepted.0.contains_key(id) || self.opened.contains(id),
+        }
+    }
+
+    /// The application answered the host's `channels/open` with channel `id` (§14.3).
+    pub(crate) fn opened(&mut self, id: String) {
+        self.opened.insert(id);
+    }
+
+    /// The application answered the host's `channels/close` of channel `id` with
+    /// `closed: true` (§14.3): it is gone, whether opened or registered, until the
+    /// application opens or registers it again. Whether the accepted channels changed.
+    pub(crate) fn closed(&mut self, id: &str) -> bool {
+        self.opened.remove(id);
+        self.accepted.0.remove(id).is_some()
     }
 
     /// Request `id` was answered with `outcome`: if it was a channel change, it and every
@@ -254,7 +303,14 @@ impl ChannelLedger {
             match &done.answer {
                 Some(Settled::Answered(Some(result))) => self.accepted.apply(result, &done.change),
                 Some(Settled::GaveUp) => self.accepted.unanswered(&done.change),
-                Some(Settled::Answered(None)) | None => {}
+                // Refused whole: nothing it proposes is held, and what it removes stays
+                // removed (fail closed: the server no longer serves it, §14.3).
+                Some(Settled::Answered(None)) => {
+                    for id in &done.change.removed {
+                        self.accepted.0.remove(id);
+                    }
+                }
+                None => {}
             }
         }
     }

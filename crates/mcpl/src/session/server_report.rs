@@ -153,6 +153,15 @@ pub enum ServerDiagnostic {
         /// The notification.
         method: String,
     },
+    /// `unknown_channel`: a host notification naming a channel this connection never
+    /// registered nor opened, or no longer holds (§14.3; a Request is answered `-32023`,
+    /// §14.6): not handed on.
+    UnknownChannel {
+        /// The notification.
+        method: String,
+        /// The channel it names.
+        channel_id: String,
+    },
     /// `unknown_inference_chunk`: an `inference/chunk` for a request that is not streaming.
     UnknownInferenceChunk {
         /// The request it names.
@@ -278,6 +287,10 @@ impl ServerDiagnostic {
             | D::NotificationDropped { method, .. }
             | D::NotificationDroppedBytes { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
+            D::UnknownChannel { method, channel_id } => {
+                clip_text(method);
+                clip_text(channel_id);
+            }
             D::Policy(p) => clip_text(&mut p.detail),
             D::HostMcplVersion { version } => clip_text(version),
             D::InferenceResultMalformed { defects } => defects.iter_mut().for_each(clip_text),
@@ -323,6 +336,7 @@ impl ServerDiagnostic {
             D::UnknownNotification { .. } => "unknown_notification",
             D::IgnoredNotification { .. } => "ignored_notification",
             D::UnexpectedNotification { .. } => "unexpected_notification",
+            D::UnknownChannel { .. } => "unknown_channel",
             D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
             D::InferenceChunkDropped { .. } => "inference_chunks_dropped",
             D::NotificationDropped { .. } | D::NotificationDroppedBytes { .. } => {
@@ -484,6 +498,11 @@ impl std::fmt::Display for Detail<'_> {
             D::UnexpectedNotification { method } => {
                 write!(f, "{method} is not a host-to-server notification")
             }
+            D::UnknownChannel { method, channel_id } => write!(
+                f,
+                "ignored {method}: channel {channel_id} was never registered or opened on this \
+                 connection, or is no longer (§14.3, §14.6)"
+            ),
             D::UnknownInferenceChunk { request_id } => write!(
                 f,
                 "inference/chunk for request {request_id} that is not streaming"
@@ -828,6 +847,14 @@ mod tests {
             (
                 D::UnexpectedNotification { method: m() },
                 "unexpected_notification",
+                P,
+            ),
+            (
+                D::UnknownChannel {
+                    method: m(),
+                    channel_id: "c".into(),
+                },
+                "unknown_channel",
                 P,
             ),
             (

@@ -1,12 +1,14 @@
 //! Answers to the host requests a [`ServerState`] handed out ([`ServerOutput::Request`]):
 //! a hook's is filtered (§10.8), an `initialize`'s made the session's (§3.2); any other is
-//! written as the application gave it, encoded or not.
+//! written as the application gave it, encoded or not. Also the `initialize` the session
+//! answers itself and the MCP `notifications/initialized` that acknowledges it.
 
 use serde_json::Value;
 
 use super::{Handed, ServerOutput, ServerState};
+use crate::jsonrpc::Notification;
 use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
-use crate::session::{SendRefusal, Transmission};
+use crate::session::{SendRefusal, ServerDiagnostic, Transmission};
 
 impl ServerState {
     /// The host's `notifications/cancelled` (MCP): a request handed out and not yet answered
@@ -65,6 +67,7 @@ impl ServerState {
         handed: Handed,
         outcome: Result<Value, ErrorObject>,
     ) {
+        self.channel_lifecycle_answered(&handed, &outcome);
         let outcome = match (handed, outcome) {
             (Handed::Hook, Ok(v)) => self.hook_answer(v),
             (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
@@ -74,7 +77,7 @@ impl ServerState {
         let (outcome, replaced) = crate::jsonrpc::outcome_to_send(outcome);
         if let Some(error) = replaced {
             self.out.push_back(ServerOutput::Diagnostic(
-                crate::session::ServerDiagnostic::ResultUnencodable {
+                ServerDiagnostic::ResultUnencodable {
                     method: format!("request {}", id.to_value()),
                     error,
                 },
@@ -153,5 +156,49 @@ impl ServerState {
             }
         }
         Ok(())
+    }
+
+    /// MCP's `notifications/initialized`, taken by the session (no application answers
+    /// `initialize`): it acknowledges the `initialize` answer, once. Reading (MCP is silent
+    /// on a stray one): one before that answer, or a second one, acknowledges nothing and
+    /// changes nothing, and is reported (`ignored_notification`) rather than dropped unseen.
+    pub(super) fn on_initialized(&mut self, n: Notification) {
+        if self.initialized && !self.acknowledged {
+            self.acknowledged = true;
+        } else {
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::IgnoredNotification { method: n.method },
+            ));
+        }
+    }
+
+    pub(super) fn on_initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        let read = crate::session::server_initialize::read_initialize(self.initialized, params)?;
+        self.generation += 1;
+        let version = read.protocol_version;
+        self.mcpl = read.mcpl;
+        self.out
+            .extend(read.diagnostic.map(ServerOutput::Diagnostic));
+        self.initialized = true;
+        let result = crate::session::server_initialize::initialize_result(
+            version,
+            &self.rules.mcp_capabilities,
+            self.manifest.manifest(),
+            self.rules.server_info.clone(),
+            self.rules.instructions.as_deref(),
+        );
+        self.advertised_as_sent(&result);
+        Ok(result)
+    }
+
+    /// Sets the grant's ceiling (§5.4) from the `initialize` result sent: the manifest in
+    /// force, and `tools` as its MCP capabilities carry it.
+    pub(super) fn advertised_as_sent(&mut self, result: &Value) {
+        let tools = result
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .is_some_and(crate::session::server_initialize::declares_tools);
+        let advertised = crate::session::server_manifest::advertisement(&self.manifest, tools);
+        self.policy.set_advertised(advertised);
     }
 }

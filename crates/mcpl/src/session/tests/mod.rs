@@ -483,5 +483,6 @@ mod messages;
 mod model;
 mod policy;
 mod requests;
+mod server_channel_gate;
 mod server_eof;
 mod turns;

@@ -130,17 +130,20 @@ fn s14_3_outgoing_streams_index_per_inference_complete_once_and_are_gated() {
     let mut rules = server_rules();
     rules.manifest["channels"] = json!({ "register": {}, "streaming": {} });
     let mut p = Pair::connect(&["channels.register", "channels.streaming"], rules.clone());
-    let r = call(
-        &mut p,
-        300,
-        "channels/register",
-        json!({"channels": [
-            {"id": "a", "type": "chat", "direction": "outbound"},
-            {"id": "b", "type": "chat", "direction": "bidirectional"},
-            {"id": "in", "type": "chat", "direction": "inbound"}
-        ]}),
-    );
-    assert_eq!(r["result"]["results"][2]["accepted"], true, "{r}");
+    // Through the server's own request: a chunk names a channel it registered (§14.6).
+    p.server
+        .request(
+            p.now,
+            "channels/register",
+            json!({"channels": [
+                {"id": "a", "type": "chat", "direction": "outbound"},
+                {"id": "b", "type": "chat", "direction": "bidirectional"},
+                {"id": "in", "type": "chat", "direction": "inbound"}
+            ]}),
+        )
+        .expect("granted");
+    p.drive();
+    assert_eq!(p.server.channels().len(), 3);
     p.host.start_stream("i1", Some("c1")).unwrap();
     assert!(matches!(
         p.host.start_stream("i1", None),

@@ -1,0 +1,82 @@
+//! §14.3, §14.6 at the server: a host → server method naming a channel this connection
+//! does not hold ([`ChannelLedger::is_known`](crate::session::server_channels::ChannelLedger::is_known))
+//! reaches no application, and the application's answers to the host's `channels/open` and
+//! `channels/close` say which channels it holds.
+
+use serde_json::Value;
+
+use super::{Handed, ServerState};
+use crate::jsonrpc::ErrorObject;
+use crate::protocol::channels::{
+    ChannelsAcknowledge, ChannelsClose, ChannelsOpen, ChannelsOutgoingChunk,
+    ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
+};
+use crate::protocol::Method as _;
+
+/// The channel a host → server `method` names in `params` (`channelId`, §14.3), for the
+/// methods that act on a channel the server holds: `channels/publish`, `channels/close`,
+/// `channels/outgoing/chunk`, `channels/outgoing/complete`, `channels/acknowledge`,
+/// `channels/typing`. `None` for any other method, or params naming no channel as a string
+/// (their params check answers those).
+fn named_channel<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    match method {
+        ChannelsPublish::NAME
+        | ChannelsClose::NAME
+        | ChannelsOutgoingChunk::NAME
+        | ChannelsOutgoingComplete::NAME
+        | ChannelsAcknowledge::NAME
+        | ChannelsTyping::NAME => params?.get("channelId")?.as_str(),
+        _ => None,
+    }
+}
+
+impl ServerState {
+    /// The channel `method` with `params` names when this connection does not hold it
+    /// (§14.6 `-32023` for a Request; a Notification is reported `unknown_channel`).
+    pub(super) fn unknown_channel<'a>(
+        &self,
+        method: &str,
+        params: Option<&'a Value>,
+    ) -> Option<&'a str> {
+        named_channel(method, params).filter(|id| !self.channels.is_known(id))
+    }
+
+    /// How a host request of `method` with `params` is handed out: its answer is read when
+    /// it is a hook's (§10.8) or says which channels the server holds (§14.3).
+    pub(super) fn handed_as(method: &str, params: Option<&Value>) -> Handed {
+        match method {
+            crate::protocol::hooks::BeforeInference::NAME => Handed::Hook,
+            ChannelsOpen::NAME => Handed::ChannelOpen,
+            ChannelsClose::NAME => match named_channel(method, params) {
+                Some(id) => Handed::ChannelClose(id.to_owned()),
+                None => Handed::Plain,
+            },
+            _ => Handed::Plain,
+        }
+    }
+
+    /// The application's answer to a `channels/open` or `channels/close` (§14.3): the
+    /// channel of a result's `channel.id` is opened; one answered `closed: true` is gone
+    /// (the rule the host applies to the same answers). An error, or `closed: false`,
+    /// changes nothing.
+    pub(super) fn channel_lifecycle_answered(
+        &mut self,
+        handed: &Handed,
+        outcome: &Result<Value, ErrorObject>,
+    ) {
+        let Ok(result) = outcome else { return };
+        match handed {
+            Handed::ChannelOpen => {
+                let id = result.pointer("/channel/id").and_then(Value::as_str);
+                if let Some(id) = id {
+                    self.channels.opened(id.to_owned());
+                }
+            }
+            Handed::ChannelClose(id) if result.get("closed") == Some(&Value::Bool(true)) => {
+                // What `channels()` lists may change.
+                self.generation += u64::from(self.channels.closed(id));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! §14.3, §14.6 at the server: a host → server channel method naming a channel this
+//! connection never registered (its own `channels/register` / `channels/changed`, as the host
+//! answered them) nor opened (its own answer to `channels/open`) reaches no application: a
+//! Request is answered `-32023` by the session, a Notification is reported
+//! (`unknown_channel`) and not handed on.
+
+use super::*;
+
+fn gate_rules() -> ServerRules {
+    let mut rules = server_rules();
+    rules.manifest["channels"] = json!({
+        "register": {}, "publish": {}, "lifecycle": {}, "streaming": {},
+        "acknowledge": {}, "typing": {}
+    });
+    rules
+}
+
+/// A pair granted every channel method the host sends, whose server registered `c1`.
+fn with_c1() -> Pair {
+    let policy = [
+        "channels.register",
+        "channels.publish",
+        "channels.lifecycle",
+        "channels.streaming",
+        "channels.acknowledge",
+        "channels.typing",
+    ];
+    let mut p = Pair::connect(&policy, gate_rules());
+    p.server
+        .request(
+            p.now,
+            "channels/register",
+            json!({ "channels": [channel("c1", "one")] }),
+        )
+        .expect("granted");
+    p.drive();
+    assert_eq!(
+        labels(&p.server),
+        [("c1".to_owned(), Some("one".to_owned()))]
+    );
+    p
+}
+
+/// The server reads `frame` from the host: the frames it writes back, and its other outputs.
+fn host_sends(p: &mut Pair, frame: Value) -> (Vec<Value>, Vec<ServerOutput>) {
+    p.collect();
+    p.to_host.clear();
+    let from = p.server_out.len();
+    server_reads(p, frame);
+    let frames = p
+        .to_host
+        .drain(..)
+        .map(|t| serde_json::from_str(&t).expect("json"))
+        .collect();
+    (frames, p.server_out[from..].to_vec())
+}
+
+/// Every host → server method that names a channel (§14.3), with valid params on `channel`.
+fn naming(channel: &str) -> Vec<(&'static str, Value, bool)> {
+    let text = json!([{ "type": "text", "text": "hi" }]);
+    vec![
+        (
+            "channels/publish",
+            json!({ "channelId": channel, "content": text }),
+            true,
+        ),
+        ("channels/close", json!({ "channelId": channel }), true),
+        (
+            "channels/acknowledge",
+            json!({ "channelId": channel }),
+            true,
+        ),
+        ("channels/typing", json!({ "channelId": channel }), true),
+        (
+            "channels/publish",
+            json!({ "channelId": channel, "content": text }),
+            false,
+        ),
+        (
+            "channels/outgoing/chunk",
+            json!({ "inferenceId": "i", "channelId": channel, "index": 0, "delta": "x" }),
+            false,
+        ),
+        (
+            "channels/outgoing/complete",
+            json!({ "inferenceId": "i", "channelId": channel, "content": text }),
+            false,
+        ),
+        (
+            "channels/acknowledge",
+            json!({ "channelId": channel }),
+            false,
+        ),
+        ("channels/typing", json!({ "channelId": channel }), false),
+    ]
+}
+
+/// Sends every method of [`naming`] on `channel`: whether each reached the application.
+fn reaches(p: &mut Pair, channel: &str) -> Vec<(&'static str, bool)> {
+    let mut out = Vec::new();
+    for (i, (method, params, request)) in naming(channel).into_iter().enumerate() {
+        let mut frame = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        if request {
+            frame["id"] = json!(7000 + i);
+        }
+        let (frames, outputs) = host_sends(p, frame);
+        let handed = outputs.iter().any(|o| match o {
+            ServerOutput::Request { method: m, .. } => m == method,
+            ServerOutput::Notification(n) => n.method == method,
+            _ => false,
+        });
+        if handed {
+            if let Some(ServerOutput::Request { id, .. }) = outputs.first() {
+                p.server.answer(id.clone(), Ok(json!({}))).expect("handed");
+            }
+            out.push((method, true));
+            continue;
+        }
+        if request {
+            let [answer] = &frames[..] else {
+                panic!("{method}: one answer, got {frames:?}");
+            };
+            assert_eq!(answer["error"]["code"], -32023, "{method}: {answer}");
+            assert_eq!(answer["error"]["data"]["channelId"], channel, "{answer}");
+        } else {
+            assert!(frames.is_empty(), "{method}: {frames:?}");
+            let codes: Vec<_> = outputs
+                .iter()
+                .filter_map(|o| match o {
+                    ServerOutput::Diagnostic(d) => Some(d.code()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(codes, ["unknown_channel"], "{method}");
+        }
+        out.push((method, false));
+    }
+    out
+}
+
+fn all(reached: bool) -> Vec<(&'static str, bool)> {
+    naming("x")
+        .into_iter()
+        .map(|(m, _, _)| (m, reached))
+        .collect()
+}
+
+/// §14.3, §14.6: each method naming a channel never registered nor opened is refused
+/// (`-32023`, or `unknown_channel` for a Notification); the registered one reaches the
+/// application.
+#[test]
+fn s14_6_a_channel_never_registered_reaches_no_application() {
+    let mut p = with_c1();
+    assert_eq!(reaches(&mut p, "ghost"), all(false));
+    assert_eq!(reaches(&mut p, "c1"), all(true));
+}
+
+/// §14.5: a channel the host refused in its itemized result is not this connection's; one
+/// proposed and not yet answered is (the host may hold it already), and its refusal takes
+/// it away.
+#[test]
+fn s14_5_a_refused_registration_is_unknown() {
+    let mut p = with_c1();
+    let id = p
+        .server
+        .request(
+            p.now,
+            "channels/register",
+            json!({ "channels": [channel("c2", "two")] }),
+        )
+        .expect("granted");
+    p.collect();
+    p.to_host.clear();
+    assert_eq!(
+        reaches(&mut p, "c2"),
+        all(true),
+        "proposed, not yet answered"
+    );
+    server_reads(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": id,
+                "result": { "results": [{ "id": "c2", "accepted": false,
+                                          "reason": "capability_denied" }] } }),
+    );
+    assert_eq!(reaches(&mut p, "c2"), all(false));
+    assert_eq!(reaches(&mut p, "c1"), all(true));
+}
+
+/// §14.3: a channel the server removed with `channels/changed` is unknown from the moment
+/// the removal is sent.
+#[test]
+fn s14_3_a_removed_channel_is_unknown() {
+    let mut p = with_c1();
+    p.server
+        .request(p.now, "channels/changed", json!({ "removed": ["c1"] }))
+        .expect("granted");
+    p.collect();
+    let in_flight = std::mem::take(&mut p.to_host);
+    assert_eq!(reaches(&mut p, "c1"), all(false), "removal in flight");
+    p.to_host = in_flight;
+    p.drive();
+    assert!(p.server.channels().is_empty());
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+}
+
+/// §14.3: the channel of the server's successful `channels/open` answer is known; after its
+/// successful `channels/close` answer it is not, and neither is a registered one.
+#[test]
+fn s14_3_opened_channels_are_known_until_closed() {
+    let mut p = with_c1();
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 50, "method": "channels/open",
+                "params": { "type": "chat" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("open handed out: {out:?}");
+    };
+    assert_eq!(reaches(&mut p, "chat:9"), all(false), "not opened yet");
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server.answer(id.clone(), Ok(opened)).expect("handed");
+    assert_eq!(reaches(&mut p, "chat:9"), all(true));
+    for (n, channel) in [(51, "chat:9"), (52, "c1")] {
+        let (_, out) = host_sends(
+            &mut p,
+            json!({ "jsonrpc": "2.0", "id": n, "method": "channels/close",
+                    "params": { "channelId": channel } }),
+        );
+        let Some(ServerOutput::Request { id, .. }) = out.first() else {
+            panic!("close handed out: {out:?}");
+        };
+        p.server
+            .answer(id.clone(), Ok(json!({ "closed": true })))
+            .expect("handed");
+        assert_eq!(reaches(&mut p, channel), all(false), "{channel} closed");
+    }
+    assert!(p.server.channels().is_empty());
+}
+
+/// Fail closed on a refused open or close: an open answered with an error opens nothing;
+/// a close answered `closed: false`, or with an error, leaves the channel open.
+#[test]
+fn s14_3_refused_lifecycle_answers_change_nothing() {
+    let mut p = with_c1();
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 60, "method": "channels/open",
+                "params": { "type": "chat" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("open handed out: {out:?}");
+    };
+    let failed = crate::jsonrpc::ErrorObject::new(-32024, "Channel open failed");
+    p.server.answer(id.clone(), Err(failed)).expect("handed");
+    assert_eq!(reaches(&mut p, "chat:9"), all(false));
+    for (n, answer) in [
+        (61, Ok(json!({ "closed": false }))),
+        (62, Err(crate::jsonrpc::ErrorObject::internal("no"))),
+    ] {
+        let (_, out) = host_sends(
+            &mut p,
+            json!({ "jsonrpc": "2.0", "id": n, "method": "channels/close",
+                    "params": { "channelId": "c1" } }),
+        );
+        let Some(ServerOutput::Request { id, .. }) = out.first() else {
+            panic!("close handed out: {out:?}");
+        };
+        p.server.answer(id.clone(), answer).expect("handed");
+        assert_eq!(reaches(&mut p, "c1"), all(true));
+    }
+}
