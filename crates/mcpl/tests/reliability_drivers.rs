@@ -41,8 +41,26 @@ impl Drop for Alive {
 
 struct Host {
     peer: Peer,
-    _incoming: Incoming,
+    incoming: Incoming,
     session: Session,
+}
+
+impl Host {
+    /// The server registers channel `c` and the host accepts it (§14.3, §14.5): the host's
+    /// channel methods may name it (§14.6).
+    async fn with_channel_c(mut self) -> Host {
+        let session = self.session.clone();
+        let c = mcpl::protocol::channels::ChannelDescriptor::new("c", "chat");
+        let task = tokio::spawn(async move { session.channels_register(vec![c]).await });
+        let Some(mcpl::peer::IncomingMessage::Request(req)) = self.incoming.recv().await else {
+            panic!("expected channels/register")
+        };
+        req.respond(json!({"results": [{"id": "c", "accepted": true}]}))
+            .await
+            .unwrap();
+        task.await.unwrap().unwrap();
+        self
+    }
 }
 
 /// `initialize` as an MCPL 0.5 host, then `notifications/initialized` (no policy yet).
@@ -76,7 +94,7 @@ async fn connect(server: &Server, caps: &[&str]) -> Host {
     assert_eq!(receipt["accepted"], true, "{receipt}");
     Host {
         peer,
-        _incoming: incoming,
+        incoming,
         session,
     }
 }
@@ -85,7 +103,7 @@ fn builder() -> ServerBuilder {
     Server::builder("drivers", "1.0.0").feature_set(
         "chat",
         "Chat channels",
-        &[Capability::ChannelsTyping],
+        &[Capability::ChannelsTyping, Capability::ChannelsRegister],
     )
 }
 
@@ -127,7 +145,10 @@ async fn a_notification_flood_at_a_slow_handler_is_bounded_and_reported() {
             .build()
             .unwrap()
     };
-    let host = connect(&server, &["channels.typing"]).await;
+    let host = connect(&server, &["channels.typing", "channels.register"])
+        .await
+        .with_channel_c()
+        .await;
     let mut diags = host.session.diagnostics();
     let bound = DEFAULT_MAX_IN_FLIGHT_REQUESTS;
     let sent = bound + 100;
@@ -190,7 +211,10 @@ async fn notification_handlers_alive_at_once_are_bounded_in_bytes() {
             .build()
             .unwrap()
     };
-    let host = connect(&server, &["channels.typing"]).await;
+    let host = connect(&server, &["channels.typing", "channels.register"])
+        .await
+        .with_channel_c()
+        .await;
     let mut diags = host.session.diagnostics();
     let sent = 60;
     let pad = "x".repeat(MIB);
