@@ -425,3 +425,47 @@ async fn s5_1_the_derived_tools_fills_in_and_the_authors_tools_wins() {
         assert_eq!(init["capabilities"]["tools"], sent, "{init}");
     }
 }
+
+/// MCP's handshake with a fallback: the one `notifications/initialized` that acknowledges
+/// the fallback's `initialize` answer reaches it; a second one acknowledges nothing and is
+/// reported (`ignored_notification`) without reaching the fallback, as it is without one.
+#[tokio::test]
+async fn a_stray_initialized_notification_is_reported_not_handed_to_the_fallback() {
+    for mcpl in [true, false] {
+        let h = connect(mcpl).await;
+        let mut diags = h.session.diagnostics();
+        h.peer
+            .notify_raw("notifications/initialized", None)
+            .await
+            .unwrap();
+        h.peer.request_raw("ping", None).await.unwrap();
+        let initialized = logged(&h)
+            .iter()
+            .filter(|l| *l == "notification notifications/initialized")
+            .count();
+        assert_eq!(initialized, 1, "mcpl {mcpl}: {:?}", logged(&h));
+        let d = diags.try_recv().expect("reported");
+        assert_eq!(d.code(), "ignored_notification", "{d}");
+        assert!(d.detail().contains("notifications/initialized"), "{d}");
+    }
+}
+
+/// Before the fallback's `initialize` answer, `notifications/initialized` acknowledges
+/// nothing either: reported, not handed to the fallback.
+#[tokio::test]
+async fn an_initialized_notification_before_initialize_is_not_handed_to_the_fallback() {
+    let log: Log = Arc::default();
+    let sessions = Arc::new(Mutex::new(Vec::new()));
+    let server = builder(log.clone(), sessions).build().unwrap();
+    let (host_t, server_t) = memory::pair();
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    let session = server.start(server_t);
+    let mut diags = session.diagnostics();
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    peer.request_raw("ping", None).await.unwrap();
+    assert_eq!(*log.lock().unwrap(), Vec::<String>::new());
+    let d = diags.try_recv().expect("reported");
+    assert_eq!(d.code(), "ignored_notification", "{d}");
+}

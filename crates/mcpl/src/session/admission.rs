@@ -115,6 +115,14 @@ pub fn admit_at_host(
 /// connection whose host does not speak MCPL (`mcpl` false) the MCPL methods do not exist
 /// (`-32601`) and the MCP methods the server receives run ungated (there is no grant to
 /// check them against); otherwise [`admit`] under readiness and the grant.
+///
+/// Reading, for a connection turned MCP-only by the server's own policy refusal
+/// (`fallback: "mcp-only"`, §6.7): §6.7 names that outcome as §3.2's, "disable MCPL, retain
+/// tools, resources and prompts", so `tools/call` runs ungated there too, whatever the
+/// refused grant named; the host decides whether it still calls a tool (its own policy is
+/// the host's to keep), and every MCPL method, the policy Request included, is `-32601`.
+/// This is no widening: no MCPL capability is exercised without a grant, and the MCP
+/// surface is what an MCP host would reach anyway (§3.2).
 pub fn admit_at_server(
     method: &str,
     params: Option<&Value>,

@@ -93,8 +93,8 @@ pub struct ServerRules {
     /// read (§5.1; a host's MCPL version, §3.2) out as [`ServerOutput::Request`], and makes
     /// its answer the session's ([`ServerState::answer`]: the manifest set under
     /// `capabilities.experimental.mcpl`, §17.1); only a result answered makes the
-    /// connection initialized, and the host's `notifications/initialized` is handed out as
-    /// a [`ServerOutput::Notification`] too. `false` (the default) answers it here.
+    /// connection initialized, and the host's `notifications/initialized` acknowledging it
+    /// is handed out as a [`ServerOutput::Notification`] too (a stray one is reported). `false` (the default) answers it here.
     pub initialize_by_application: bool,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
@@ -894,14 +894,8 @@ impl ServerState {
                 self.out
                     .extend(evicted.into_iter().chain(event).map(ServerOutput::Turn))
             }
-            // The MCP handshake's: the application's when it answers `initialize` (an MCP
-            // implementation of its own, as `server::Server` hands it to its fallback).
             NotificationStep::Deliver(n) if n.method == "notifications/initialized" => {
-                if self.rules.initialize_by_application {
-                    self.out.push_back(ServerOutput::Notification(n))
-                } else {
-                    self.on_initialized(n)
-                }
+                self.on_initialized(n)
             }
             NotificationStep::Deliver(n) if n.method == InferenceChunk::NAME => {
                 self.out.push_back(match self.inference.chunk(n.params) {

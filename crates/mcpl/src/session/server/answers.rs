@@ -158,13 +158,19 @@ impl ServerState {
         Ok(())
     }
 
-    /// MCP's `notifications/initialized`, taken by the session (no application answers
-    /// `initialize`): it acknowledges the `initialize` answer, once. Reading (MCP is silent
-    /// on a stray one): one before that answer, or a second one, acknowledges nothing and
-    /// changes nothing, and is reported (`ignored_notification`) rather than dropped unseen.
+    /// MCP's `notifications/initialized`: it acknowledges the `initialize` answer, once,
+    /// and is handed out ([`ServerOutput::Notification`]) when the application answered
+    /// `initialize` (an MCP implementation of its own, as `server::Server` hands it to its
+    /// fallback). Reading (MCP is silent on a stray one): one before that answer, or a
+    /// second one, acknowledges nothing and changes nothing, and is reported
+    /// (`ignored_notification`) rather than dropped unseen or handed on, with or without
+    /// such an application.
     pub(super) fn on_initialized(&mut self, n: Notification) {
         if self.initialized && !self.acknowledged {
             self.acknowledged = true;
+            if self.rules.initialize_by_application {
+                self.out.push_back(ServerOutput::Notification(n));
+            }
         } else {
             self.out.push_back(ServerOutput::Diagnostic(
                 ServerDiagnostic::IgnoredNotification { method: n.method },
