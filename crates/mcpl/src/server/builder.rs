@@ -483,7 +483,8 @@ impl ServerBuilder {
     }
 
     /// Handles an inbound `channels/list` (needs `channels.register`). Without a handler it
-    /// is answered with the channels the host accepted ([`Session::channels`]).
+    /// is answered with the connection's known channels (§14.3): the ones the host accepted
+    /// ([`Session::channels`]), then the ones `on_channels_open` opened and none closed.
     pub fn on_channels_list<F, Fut>(mut self, f: F) -> Self
     where
         F: Fn(Session) -> Fut + Send + Sync + 'static,

@@ -79,7 +79,9 @@ pub struct ServerRules {
     pub answers_manifest_fetch: bool,
     /// Whether the application answers `channels/list` itself (as a
     /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
-    /// it here with [`ServerState::channels`] (§14.3), as `server::Server` does without one.
+    /// it here with the connection's known channels (§14.3): [`ServerState::channels`], then
+    /// those the application opened (its `channels/open` answers) and has not closed, as
+    /// `server::Server` does without one.
     pub channels_list_by_application: bool,
     /// Whether the application reads each request's typed params itself and answers `-32602`
     /// for params that are not its method's (as `server::Server`'s handlers do, after
@@ -770,7 +772,7 @@ impl ServerState {
             Ok(RequestRoute::Admitted)
                 if r.method == ChannelsList::NAME && !self.rules.channels_list_by_application =>
             {
-                let list = self.channels.accepted().list_result();
+                let list = self.channels.list_result();
                 let answer = serde_json::to_value(list).map_err(|e| {
                     ErrorObject::internal(format!("cannot encode the channel list: {e}"))
                 });

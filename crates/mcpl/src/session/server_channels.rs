@@ -3,7 +3,7 @@
 //! and what an inbound `channels/list` is answered with (§14.3). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -214,7 +214,8 @@ enum Settled {
 pub(crate) struct ChannelLedger {
     accepted: AcceptedChannels,
     in_flight: VecDeque<InFlight>,
-    opened: BTreeSet<String>,
+    /// The channels the application opened, by id, as its answers described them.
+    opened: BTreeMap<String, ChannelDescriptor>,
 }
 
 impl ChannelLedger {
@@ -257,13 +258,24 @@ impl ChannelLedger {
         let proposed = self.in_flight.iter().rev().find_map(|e| e.proposed.get(id));
         match proposed {
             Some(held) => *held,
-            None => self.accepted.0.contains_key(id) || self.opened.contains(id),
+            None => self.accepted.0.contains_key(id) || self.opened.contains_key(id),
         }
     }
 
-    /// The application answered the host's `channels/open` with channel `id` (§14.3).
-    pub(crate) fn opened(&mut self, id: String) {
-        self.opened.insert(id);
+    /// The application answered the host's `channels/open` with `channel` (§14.3).
+    pub(crate) fn opened(&mut self, channel: ChannelDescriptor) {
+        self.opened.insert(channel.id.clone(), channel);
+    }
+
+    /// The `channels/list` answer of a server that keeps no list of its own: the known
+    /// channels of the connection (§14.3), the ones the host accepted (§14.5) and then the
+    /// ones the application opened and did not also register, each once, by id.
+    pub(crate) fn list_result(&self) -> ListResult {
+        let mut list = self.accepted.list_result();
+        let opened = self.opened.iter();
+        let only_opened = opened.filter(|(id, _)| !self.accepted.0.contains_key(*id));
+        list.channels.extend(only_opened.map(|(_, d)| d.clone()));
+        list
     }
 
     /// The application answered the host's `channels/close` of channel `id` with

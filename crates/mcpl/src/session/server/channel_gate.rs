@@ -3,12 +3,13 @@
 //! reaches no application, and the application's answers to the host's `channels/open` and
 //! `channels/close` say which channels it holds.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Handed, ServerState};
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
-    ChannelsAcknowledge, ChannelsClose, ChannelsOpen, ChannelsOutgoingChunk,
+    ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen, ChannelsOutgoingChunk,
     ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
 };
 use crate::protocol::Method as _;
@@ -56,7 +57,7 @@ impl ServerState {
     }
 
     /// The application's answer to a `channels/open` or `channels/close` (§14.3): the
-    /// channel of a result's `channel.id` is opened; one answered `closed: true` is gone
+    /// channel a result's `channel` describes is opened; one answered `closed: true` is gone
     /// (the rule the host applies to the same answers). An error, or `closed: false`,
     /// changes nothing.
     pub(super) fn channel_lifecycle_answered(
@@ -67,9 +68,11 @@ impl ServerState {
         let Ok(result) = outcome else { return };
         match handed {
             Handed::ChannelOpen => {
-                let id = result.pointer("/channel/id").and_then(Value::as_str);
-                if let Some(id) = id {
-                    self.channels.opened(id.to_owned());
+                // Reading (fail closed): a result whose `channel` is no descriptor opens
+                // nothing the host could name.
+                let channel = result.get("channel").map(ChannelDescriptor::deserialize);
+                if let Some(Ok(channel)) = channel {
+                    self.channels.opened(channel);
                 }
             }
             Handed::ChannelClose(id) if result.get("closed") == Some(&Value::Bool(true)) => {

@@ -269,3 +269,46 @@ fn s14_3_refused_lifecycle_answers_change_nothing() {
         assert_eq!(reaches(&mut p, "c1"), all(true));
     }
 }
+
+/// §14.3: `channels/list` lists the known channels of the connection: the ones the host
+/// accepted and the ones the application opened (as the host counts them), until closed.
+#[test]
+fn s14_3_channels_list_names_the_opened_channels_too() {
+    let mut p = with_c1();
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 70, "method": "channels/open",
+                "params": { "type": "chat" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("open handed out: {out:?}");
+    };
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server.answer(id.clone(), Ok(opened)).expect("handed");
+    let list = |p: &mut Pair, n: i64| {
+        let (frames, _) = host_sends(
+            p,
+            json!({ "jsonrpc": "2.0", "id": n, "method": "channels/list", "params": {} }),
+        );
+        let ids: Vec<String> = frames[0]["result"]["channels"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|c| c["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        ids
+    };
+    assert_eq!(list(&mut p, 71), ["c1", "chat:9"]);
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 72, "method": "channels/close",
+                "params": { "channelId": "chat:9" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("close handed out: {out:?}");
+    };
+    p.server
+        .answer(id.clone(), Ok(json!({ "closed": true })))
+        .expect("handed");
+    assert_eq!(list(&mut p, 73), ["c1"]);
+}
