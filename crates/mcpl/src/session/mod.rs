@@ -119,6 +119,7 @@ pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,
     ServerState,
 };
+pub use server_channels::MAX_OPENED_CHANNELS;
 pub use server_initialize::ServerRulesError;
 pub use server_manifest::SharedManifest;
 pub use server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};

@@ -14,6 +14,12 @@ use crate::protocol::channels::{
 };
 use crate::protocol::Method;
 
+/// The most channels a server connection holds as opened by the application's answers to
+/// the host's `channels/open` (§14.3), as the host's own `max_channels`: an open answered
+/// past it goes to the host as `-32024` with `data: { channelId, limit }` and opens
+/// nothing, so a host asking for ever more opens does not grow the state without end.
+pub const MAX_OPENED_CHANNELS: usize = 4096;
+
 /// The channels the host has accepted from this connection, by id.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AcceptedChannels(BTreeMap<String, ChannelDescriptor>);
@@ -262,9 +268,15 @@ impl ChannelLedger {
         }
     }
 
-    /// The application answered the host's `channels/open` with `channel` (§14.3).
-    pub(crate) fn opened(&mut self, channel: ChannelDescriptor) {
+    /// The application answered the host's `channels/open` with `channel` (§14.3): held,
+    /// unless [`MAX_OPENED_CHANNELS`] others are already (`Err` with the bound).
+    pub(crate) fn opened(&mut self, channel: ChannelDescriptor) -> Result<(), usize> {
+        let again = self.opened.contains_key(&channel.id);
+        if !again && self.opened.len() >= MAX_OPENED_CHANNELS {
+            return Err(MAX_OPENED_CHANNELS);
+        }
         self.opened.insert(channel.id.clone(), channel);
+        Ok(())
     }
 
     /// The `channels/list` answer of a server that keeps no list of its own: the known

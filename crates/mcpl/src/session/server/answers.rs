@@ -67,7 +67,8 @@ impl ServerState {
         handed: Handed,
         outcome: Result<Value, ErrorObject>,
     ) {
-        self.channel_lifecycle_answered(&handed, &outcome);
+        let mut outcome = outcome;
+        self.channel_lifecycle_answered(&handed, &mut outcome);
         let outcome = match (handed, outcome) {
             (Handed::Hook, Ok(v)) => self.hook_answer(v),
             (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),

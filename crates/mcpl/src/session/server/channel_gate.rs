@@ -59,11 +59,12 @@ impl ServerState {
     /// The application's answer to a `channels/open` or `channels/close` (§14.3): the
     /// channel a result's `channel` describes is opened; one answered `closed: true` is gone
     /// (the rule the host applies to the same answers). An error, or `closed: false`,
-    /// changes nothing.
+    /// changes nothing. An open past [`crate::session::MAX_OPENED_CHANNELS`] becomes a
+    /// `-32024` answer naming the limit.
     pub(super) fn channel_lifecycle_answered(
         &mut self,
         handed: &Handed,
-        outcome: &Result<Value, ErrorObject>,
+        outcome: &mut Result<Value, ErrorObject>,
     ) {
         let Ok(result) = outcome else { return };
         match handed {
@@ -72,7 +73,12 @@ impl ServerState {
                 // nothing the host could name.
                 let channel = result.get("channel").map(ChannelDescriptor::deserialize);
                 if let Some(Ok(channel)) = channel {
-                    self.channels.opened(channel);
+                    let id = channel.id.clone();
+                    if let Err(limit) = self.channels.opened(channel) {
+                        // Past the bound: the host is told the open failed, and why.
+                        let data = serde_json::json!({ "channelId": id, "limit": limit });
+                        *outcome = Err(ErrorObject::channel_open_failed(&id).with_data(data));
+                    }
                 }
             }
             Handed::ChannelClose(id) if result.get("closed") == Some(&Value::Bool(true)) => {

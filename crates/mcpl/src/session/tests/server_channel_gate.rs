@@ -312,3 +312,41 @@ fn s14_3_channels_list_names_the_opened_channels_too() {
         .expect("handed");
     assert_eq!(list(&mut p, 73), ["c1"]);
 }
+
+/// The channels the application opened are bounded
+/// ([`crate::session::MAX_OPENED_CHANNELS`]): a host asking for ever more opens (each
+/// answered, as a naive connector does) does not grow the connection's state without end;
+/// an open answered past the bound goes to the host as `-32024` naming the limit, and opens
+/// nothing. A channel already opened may be opened again.
+#[test]
+fn opened_channels_are_bounded() {
+    let limit = crate::session::MAX_OPENED_CHANNELS;
+    let mut p = with_c1();
+    let open = |p: &mut Pair, n: usize, channel: &str| -> Value {
+        let (_, out) = host_sends(
+            p,
+            json!({ "jsonrpc": "2.0", "id": n, "method": "channels/open",
+                    "params": { "type": "chat" } }),
+        );
+        let Some(ServerOutput::Request { id, .. }) = out.first() else {
+            panic!("open handed out: {out:?}");
+        };
+        p.collect();
+        p.to_host.clear();
+        let opened = json!({ "channel": { "id": channel, "type": "chat" } });
+        p.server.answer(id.clone(), Ok(opened)).expect("handed");
+        p.collect();
+        let frame = p.to_host.pop_back().expect("answered");
+        serde_json::from_str(&frame).expect("json")
+    };
+    for n in 0..limit {
+        let r = open(&mut p, n, &format!("chat:{n}"));
+        assert!(r["result"].is_object(), "{r}");
+    }
+    let r = open(&mut p, limit, "chat:past");
+    assert_eq!(r["error"]["code"], -32024, "{r}");
+    assert_eq!(r["error"]["data"]["limit"], limit, "{r}");
+    assert_eq!(reaches(&mut p, "chat:past"), all(false));
+    let r = open(&mut p, limit + 1, "chat:0");
+    assert!(r["result"].is_object(), "{r}");
+}
