@@ -236,10 +236,18 @@ impl ChannelLedger {
         if let Some(change) = ChannelChange::of(method, params) {
             let mut proposed = HashMap::with_capacity(change.entries.len());
             for (id, entry) in &change.entries {
-                if matches!(entry, Entry::Removed) {
-                    self.opened.remove(id);
-                }
-                proposed.insert(id.clone(), !matches!(entry, Entry::Removed));
+                let held = match entry {
+                    Entry::Removed => {
+                        self.opened.remove(id);
+                        false
+                    }
+                    Entry::Added(Some(_)) | Entry::Updated(Some(_)) => true,
+                    // A descriptor the host cannot read is one it rejects (fail closed): an
+                    // addition proposes nothing, an update drops the channel, as `apply` does.
+                    Entry::Added(None) => continue,
+                    Entry::Updated(None) => false,
+                };
+                proposed.insert(id.clone(), held);
             }
             self.in_flight.push_back(InFlight {
                 id,

@@ -350,3 +350,22 @@ fn opened_channels_are_bounded() {
     let r = open(&mut p, limit + 1, "chat:0");
     assert!(r["result"].is_object(), "{r}");
 }
+
+/// Fail closed on an unreadable proposal: a descriptor in flight that the host cannot read
+/// (no `id`, no `type`) is one it rejects, so the channel it would name (`""`, or its id) is
+/// not counted as proposed.
+#[test]
+fn s14_5_an_unreadable_descriptor_in_flight_proposes_nothing() {
+    let mut p = with_c1();
+    p.server
+        .request(
+            p.now,
+            "channels/register",
+            json!({ "channels": [{ "type": "chat" }, { "id": "typeless" }] }),
+        )
+        .expect("granted");
+    p.collect();
+    p.to_host.clear();
+    assert_eq!(reaches(&mut p, ""), all(false));
+    assert_eq!(reaches(&mut p, "typeless"), all(false));
+}
