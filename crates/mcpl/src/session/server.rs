@@ -100,7 +100,9 @@ pub struct ServerRules {
     pub initialize_by_application: bool,
     /// The most host requests handed out as [`ServerOutput::Request`] and not yet answered;
     /// one past it is answered `-32000` with `data: { limit }` and not handed out (128 by
-    /// default, as the peer's `max_in_flight_requests`).
+    /// default, as the peer's `max_in_flight_requests`). A request the session answers
+    /// itself (`ping`, `initialize`, the policy Request, …) takes no slot: a narrowing
+    /// policy applies at once however many slots are held (§6.7).
     pub max_in_flight: usize,
     /// How long a request sent with [`ServerState::request`] waits for its answer before it
     /// is given up ([`ServerOutput::RequestTimedOut`]); `None` waits until the connection

@@ -699,3 +699,41 @@ fn s6_7_a_push_for_a_set_only_the_widening_enables_read_before_its_receipt_is_re
         json!({ "accepted": true })
     );
 }
+
+/// §6.7 ("Servers MUST immediately respect a reduction"), reading for the handler budget:
+/// the policy Request is answered by the state itself, not by a handler, so it takes none
+/// of [`ServerRules::max_in_flight`]'s slots and is never answered busy by the state: a
+/// narrowing that arrives while every slot is held applies at once. (Over the wire, the
+/// peer's own `max_in_flight_requests` counts every request, this one included.)
+#[test]
+fn s6_7_a_policy_request_past_the_handler_budget_is_applied() {
+    let mut rules = server_rules();
+    rules.max_in_flight = 1;
+    let mut p = Pair::connect(&["pushEvents", "tools"], rules);
+    let call = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "t", "arguments": {}}})
+    };
+    let answer = |p: &Pair, id: i64| -> Value {
+        p.to_host
+            .iter()
+            .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+            .find(|v| v["id"] == json!(id) && v.get("method").is_none())
+            .unwrap_or(Value::Null)
+    };
+    server_reads(&mut p, call(500));
+    server_reads(&mut p, call(501));
+    assert_eq!(
+        answer(&p, 501)["error"]["code"],
+        -32000,
+        "the one slot is held"
+    );
+    server_reads(
+        &mut p,
+        json!({"jsonrpc": "2.0", "id": 502, "method": "featureSets/update",
+               "params": {"effectiveCapabilities": ["tools"]}}),
+    );
+    let receipt = answer(&p, 502);
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    assert!(!p.server.grant().allows(Capability::PushEvents));
+}
