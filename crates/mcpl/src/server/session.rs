@@ -400,8 +400,9 @@ impl Session {
     }
 
     /// The channels the host has accepted from this connection (by the itemized results of
-    /// [`Self::channels_register`] and [`Self::channels_changed`]); what an inbound
-    /// `channels/list` is answered with when no handler is set.
+    /// [`Self::channels_register`] and [`Self::channels_changed`]), less one an
+    /// `on_channels_close` handler since closed; what an inbound `channels/list` is answered
+    /// with when no handler is set, before the channels `on_channels_open` opened.
     pub fn channels(&self) -> Vec<ChannelDescriptor> {
         self.conn.channels.borrow().clone()
     }

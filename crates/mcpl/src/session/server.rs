@@ -509,7 +509,9 @@ impl ServerState {
 
     /// The channels the host accepted from this connection (§14.5): each itemized result of a
     /// `channels/register` or Request-form `channels/changed` sent through [`Self::request`]
-    /// applied in the order the changes were sent. What `channels/list` answers with (§14.3).
+    /// applied in the order the changes were sent, less a channel the application since
+    /// closed (its `closed: true` answer to the host's `channels/close`). What `channels/list`
+    /// answers with (§14.3), before the channels the application opened.
     pub fn channels(&self) -> Vec<crate::protocol::channels::ChannelDescriptor> {
         self.channels.accepted().list()
     }
