@@ -181,3 +181,66 @@ async fn typed_params_that_are_a_scalar_are_refused_unsent() {
     raw.send(&answer_line(&line["id"], "{}")).await;
     assert_eq!(next.await.unwrap().unwrap(), json!({}));
 }
+
+/// An extension method whose result type reads its text itself (`Box<RawValue>`): the
+/// `Value` way handed it the `Value`'s compact text, and a typed caller still gets that.
+#[tokio::test]
+async fn an_extension_result_holding_raw_text_reads_as_the_value_way_read_it() {
+    struct Raw_;
+    impl mcpl::protocol::Method for Raw_ {
+        const NAME: &'static str = "x/raw";
+        const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Request;
+        const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::Either;
+        type Params = Map<String, Value>;
+        type Result = Box<serde_json::value::RawValue>;
+    }
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request::<Raw_>(&Map::new()).await });
+    let request = raw.recv().await;
+    raw.send(&answer_line(&request["id"], r#"{"a": 1.50, "b" :[ ]} "#))
+        .await;
+    let typed = call.await.unwrap().unwrap();
+    assert_eq!(typed.get(), r#"{"a":1.5,"b":[]}"#);
+}
+
+/// An extension method whose result is a `u128`: a number past `u64` is a float in a
+/// `Value`, which a `u128` refuses; a typed caller is refused as before.
+#[tokio::test]
+async fn an_extension_result_past_u64_is_refused_as_the_value_way_refused_it() {
+    struct Wide;
+    impl mcpl::protocol::Method for Wide {
+        const NAME: &'static str = "x/wide";
+        const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Request;
+        const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::Either;
+        type Params = Map<String, Value>;
+        type Result = u128;
+    }
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request::<Wide>(&Map::new()).await });
+    let request = raw.recv().await;
+    raw.send(&answer_line(&request["id"], "18446744073709551616"))
+        .await;
+    match call.await.unwrap() {
+        Err(PeerError::Decode { method, .. }) => assert_eq!(method, "x/wide"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A result read fast that does not fit the type is refused with the `Value` way's own
+/// reason, word for word (no text position the `Value` way never had).
+#[tokio::test]
+async fn a_decode_error_read_fast_gives_the_value_ways_reason() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let result = r#"{"content":5}"#;
+    let (call, request) = typed_call(&peer, &mut raw, "x").await;
+    raw.send(&answer_line(&request["id"], result)).await;
+    let expected = serde_json::from_value::<ToolsCallResult>(serde_json::from_str(result).unwrap())
+        .unwrap_err()
+        .to_string();
+    match call.await.unwrap() {
+        Err(PeerError::Decode { reason, .. }) => assert_eq!(reason, expected),
+        other => panic!("{other:?}"),
+    }
+}

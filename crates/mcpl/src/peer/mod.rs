@@ -393,7 +393,8 @@ impl Peer {
                 }
             })
         };
-        let answer = self.call(M::NAME, line, true, options).await?;
+        let text = crate::protocol::result_reads_from_text::<M::Result>();
+        let answer = self.call(M::NAME, line, text, options).await?;
         answer.decode::<M>()
     }
 
@@ -521,7 +522,8 @@ impl Peer {
                 }
             })
         };
-        let started = self.start(line, true, RequestTimeout::Default, None)?;
+        let text = crate::protocol::result_reads_from_text::<M::Result>();
+        let started = self.start(line, text, RequestTimeout::Default, None)?;
         Ok(started.sent())
     }
 

@@ -21,11 +21,14 @@ impl Answer {
         }
     }
 
-    /// The result decoded into `M`'s result type, from its text when it came as text.
+    /// The result decoded into `M`'s result type, from its text when it came as text. A
+    /// text that does not decode is decoded again from its `Value`, so the refusal is the
+    /// `Value` way's, word for word (a text's error also names a line and column).
     pub(super) fn decode<M: Method>(self) -> Result<M::Result, PeerError> {
         let decoded = match self {
             Answer::Value(v) => serde_json::from_value(v),
-            Answer::Text(t) => serde_json::from_str(&t),
+            Answer::Text(t) => serde_json::from_str(&t)
+                .or_else(|_| serde_json::from_str::<Value>(&t).and_then(serde_json::from_value)),
         };
         decoded.map_err(|e| PeerError::Decode {
             method: M::NAME.to_owned(),

@@ -137,6 +137,18 @@ macro_rules! registry {
             Err(ErrorObject::method_not_found(method))
         }
 
+        /// Whether a typed caller may decode a result of type `R` straight from the result's
+        /// text ([`crate::jsonrpc::parse_answer`]): only a typed method of this crate's result
+        /// type, which reads from the text as from the `Value` parsed from it. Another type
+        /// may not (a `Box<RawValue>` keeps the text's own spelling, a `u128` reads a number
+        /// past `u64` that a `Value` holds as a float): it is decoded from the `Value`, as
+        /// it always was.
+        #[cfg(feature = "runtime")]
+        pub(crate) fn result_reads_from_text<R: 'static>() -> bool {
+            let r = std::any::TypeId::of::<R>();
+            false $(|| r == std::any::TypeId::of::<<$m as Method>::Result>())*
+        }
+
         /// Whether `params` parse as the typed method `method`'s params
         /// ([`crate::jsonrpc::params_of`], read in place): `-32602` where they do not, as a
         /// handler's typed params would refuse them. A method this crate does not type has
