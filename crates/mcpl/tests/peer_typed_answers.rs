@@ -244,3 +244,55 @@ async fn a_decode_error_read_fast_gives_the_value_ways_reason() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Params nested about as deep as a reader reads (JSON-RPC 2.0 §4.2, the reader's nesting
+/// rule): the typed call sends what the raw call sends and refuses what it refuses, with the
+/// same reason, at every depth around the limit.
+#[tokio::test]
+async fn typed_params_near_the_nesting_limit_go_or_are_refused_as_raw_params() {
+    struct Deep;
+    impl mcpl::protocol::Method for Deep {
+        const NAME: &'static str = "x/deep";
+        const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Request;
+        const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::Either;
+        type Params = Value;
+        type Result = Value;
+    }
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    for depth in 120..=132 {
+        let mut params = json!(1);
+        for _ in 0..depth {
+            params = json!([params]);
+        }
+        let mut outcomes = Vec::new();
+        for typed in [true, false] {
+            let (p, v) = (peer.clone(), params.clone());
+            let call = tokio::spawn(async move {
+                if typed {
+                    p.request::<Deep>(&v).await
+                } else {
+                    p.request_raw("x/deep", Some(v)).await
+                }
+            });
+            // A request sent is answered; one refused sends nothing (the ping shows it).
+            let p = peer.clone();
+            let ping = tokio::spawn(async move { p.request_raw("ping", None).await });
+            let mut sent = false;
+            loop {
+                let line = raw.recv().await;
+                raw.send(&answer_line(&line["id"], "{}")).await;
+                if line["method"] == "ping" {
+                    break;
+                }
+                sent = true;
+            }
+            ping.await.unwrap().unwrap();
+            let outcome = match call.await.unwrap() {
+                Ok(_) => "sent".to_owned(),
+                Err(e) => format!("{e}"),
+            };
+            outcomes.push((sent, outcome));
+        }
+        assert_eq!(outcomes[0], outcomes[1], "depth {depth}");
+    }
+}

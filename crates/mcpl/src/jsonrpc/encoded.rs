@@ -269,7 +269,12 @@ impl Encoded {
         let without_params = buf.len();
         buf.extend_from_slice(b",\"params\":");
         let start = buf.len();
-        encode_into(&mut buf, params).map_err(|e| e.to_string())?;
+        // Writing into a `Vec` fails only where the encoder refuses a depth: the refusal is
+        // the one `params_shape` gives the `Value` way, word for word.
+        encode_into(&mut buf, params).map_err(|e| match e.is_io() {
+            true => super::ParamsDefect::TooDeep.to_string(),
+            false => e.to_string(),
+        })?;
         let kind = match buf.get(start) {
             Some(b'{' | b'[') => None,
             Some(b'n') => {
