@@ -64,6 +64,24 @@ impl HostSession {
         Ok(session::outbound::gate_form(M::NAME, false)?)
     }
 
+    /// What the `Value` way ([`Self::gate_in`] of the params made a `Value`) refuses a typed
+    /// request with that the typed way refused with `typed`: the same refusal, word for word,
+    /// whatever the order the two judge in. `typed` when the `Value` way lets it pass.
+    fn refusal_by_value<M: Method>(
+        &self,
+        snap: &Snapshot,
+        params: &M::Params,
+        typed: HostError,
+    ) -> HostError {
+        match serde_json::to_value(params) {
+            Err(e) => HostError::Encode(e.to_string()),
+            Ok(v) => self
+                .gate_in(snap, M::NAME, Some(&v), false)
+                .err()
+                .unwrap_or(typed),
+        }
+    }
+
     /// Sends a typed request after outbound gating (refused locally if not granted). One
     /// that names no channel and opens or closes none is gated by its type's requirement
     /// and goes out as [`Peer::request`] sends it (issue #24: its params written and its
@@ -79,8 +97,12 @@ impl HostSession {
         }
         self.in_order(M::NAME, true).await?;
         let started = self.gated_now(|snap| {
-            self.gate_typed::<M>(snap, params)?;
-            Ok(self.inner.peer.start_typed_now::<M>(params)?)
+            let started = self
+                .gate_typed::<M>(snap, params)
+                .and_then(|()| Ok(self.inner.peer.start_typed_now::<M>(params)?));
+            // A refusal (rare) is the `Value` way's own, in its order: the params' shape is
+            // judged before the grant, and a shape refused is `HostError::Encode`.
+            started.map_err(|e| self.refusal_by_value::<M>(snap, params, e))
         })?;
         if let Some(started) = started {
             return Ok(started.typed::<M>().await?);
