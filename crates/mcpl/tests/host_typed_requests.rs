@@ -85,3 +85,43 @@ async fn too_deep_refused_as_raw(policy: &[&str]) {
         .await;
     ping.await.unwrap().unwrap();
 }
+
+/// §5.4: the sessions gate the typed methods by name. An application's own `Method` type
+/// that spells one of those names (its requirement left at the default, none) is gated as
+/// that method: `tools/call` without `tools` granted is refused unsent, as the raw call is.
+#[tokio::test]
+async fn a_method_type_of_the_applications_under_a_gated_name_is_gated_by_the_name() {
+    struct MyCall;
+    impl mcpl::protocol::Method for MyCall {
+        const NAME: &'static str = "tools/call";
+        const KIND: mcpl::protocol::Kind = mcpl::protocol::Kind::Request;
+        const DIRECTION: mcpl::protocol::Direction = mcpl::protocol::Direction::HostToServer;
+        type Params = Value;
+        type Result = Value;
+    }
+    let (session, mut raw) = connected(&["channels.register"]).await;
+    let params = json!({"name": "echo", "arguments": {}});
+    let by_value = session
+        .request_raw("tools/call", params.clone())
+        .await
+        .expect_err("the raw call is refused");
+    let s = session.clone();
+    let typed = tokio::spawn(async move { s.request::<MyCall>(&params).await });
+    let s = session.clone();
+    let ping = tokio::spawn(async move {
+        // After the typed call has been decided: its refusal, or its line, comes first.
+        s.request_raw("ping", Value::Null).await
+    });
+    let line = raw.recv().await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {}}))
+        .await;
+    if line["method"] == "ping" {
+        ping.await.unwrap().unwrap();
+    }
+    let typed = typed.await.unwrap();
+    assert_eq!(line["method"], "ping", "sent ungated: {line}");
+    assert_eq!(
+        format!("{:?}", typed.expect_err("the typed call is refused")),
+        format!("{by_value:?}")
+    );
+}

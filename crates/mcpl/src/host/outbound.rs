@@ -48,19 +48,18 @@ impl HostSession {
         Ok(session::outbound::gate_form(method, notification)?)
     }
 
-    /// [`Self::gate_in`] of a typed request naming no channel, its requirement from its
-    /// type (`Method::requirement`): the same decision without a `Value` of its params.
-    fn gate_typed<M: Method>(&self, snap: &Snapshot, params: &M::Params) -> Result<(), HostError> {
+    /// [`Self::gate_in`] of a typed request naming no channel, `req` its requirement as the
+    /// method this crate types under its name judges its params
+    /// ([`crate::protocol::typed_requirement`]): the same decision without a `Value` of them.
+    fn gate_typed<M: Method>(
+        &self,
+        snap: &Snapshot,
+        req: crate::capability::Requirement,
+    ) -> Result<(), HostError> {
         if session::outbound::dedicated(M::NAME).is_some() {
             return self.gate_in(snap, M::NAME, None, false);
         }
-        session::outbound::gate_typed(
-            M::NAME,
-            M::requirement(params),
-            &snap.mode,
-            snap.ready,
-            &snap.grant,
-        )?;
+        session::outbound::gate_typed(M::NAME, req, &snap.mode, snap.ready, &snap.grant)?;
         Ok(session::outbound::gate_form(M::NAME, false)?)
     }
 
@@ -88,17 +87,22 @@ impl HostSession {
     /// result read without a `Value` tree); the others are made a `Value` once, for the
     /// gate and the wire alike, and go as [`Self::request_raw`] sends them.
     pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, HostError> {
-        if session::ChannelLifecycle::is_lifecycle(M::NAME)
-            || session::outbound::names_a_channel(M::NAME)
-        {
+        // The requirement of the method this crate types under the name, from the params
+        // when they are its params type; else (a channel's method, one the state machine
+        // sends, an application's own type under any name) the `Value` way decides.
+        let req = crate::protocol::typed_requirement(M::NAME, params).filter(|_| {
+            !session::ChannelLifecycle::is_lifecycle(M::NAME)
+                && !session::outbound::names_a_channel(M::NAME)
+        });
+        let Some(req) = req else {
             let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
             let value = self.request_raw(M::NAME, v).await?;
             return Ok(crate::peer::decode_result::<M>(value)?);
-        }
+        };
         self.in_order(M::NAME, true).await?;
         let started = self.gated_now(|snap| {
             let started = self
-                .gate_typed::<M>(snap, params)
+                .gate_typed::<M>(snap, req)
                 .and_then(|()| Ok(self.inner.peer.start_typed_now::<M>(params)?));
             // A refusal (rare) is the `Value` way's own, in its order: the params' shape is
             // judged before the grant, and a shape refused is `HostError::Encode`.

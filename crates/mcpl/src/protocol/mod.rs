@@ -143,6 +143,25 @@ macro_rules! registry {
         /// may not (a `Box<RawValue>` keeps the text's own spelling, a `u128` reads a number
         /// past `u64` that a `Value` holds as a float): it is decoded from the `Value`, as
         /// it always was.
+        /// The capability a message of the typed method `method` requires (§5.4, §14.1),
+        /// judged from its typed params by the method's own [`Method::requirement`]: the
+        /// decision [`method_requirement`] takes from their `Value`. `None` when `method` is
+        /// not one this crate types or `P` is not its params type (an application's own
+        /// `Method` spelling the name): the sessions gate by name, so those take the `Value`
+        /// way, never the requirement the other type states.
+        #[cfg(feature = "runtime")]
+        pub(crate) fn typed_requirement<P: 'static>(method: &str, params: &P) -> Option<Requirement> {
+            let params: &dyn std::any::Any = params;
+            $(
+                if method == <$m as Method>::NAME {
+                    return params
+                        .downcast_ref::<<$m as Method>::Params>()
+                        .map(<$m as Method>::requirement);
+                }
+            )*
+            None
+        }
+
         #[cfg(feature = "runtime")]
         pub(crate) fn result_reads_from_text<R: 'static>() -> bool {
             let r = std::any::TypeId::of::<R>();
