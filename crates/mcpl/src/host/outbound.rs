@@ -200,7 +200,9 @@ impl HostSession {
         if sent {
             return Ok(());
         }
+        // It waits for the driver as its write would have waited for room: unbounded, as
+        // every notification (a request's wait is bounded by its timeout).
         let make = |reply| Cmd::Notify(method.to_owned(), params, reply);
-        self.call_bounded(method, make).await?
+        self.call_within(method, None, make).await?
     }
 }
