@@ -350,6 +350,29 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
     }
 }
 
+/// §14.2: a descriptor's `id` is unique within the connection, and §14.5's per-descriptor
+/// results key on it, so one message naming an id twice leaves the host's answer ambiguous.
+/// `channels.descriptor-shape` judged each descriptor alone and passed both; the defect has
+/// its own check, whatever the message (`channels/register`, `channels/changed`'s `added`).
+#[test]
+fn s14_2_a_channel_id_named_twice_in_one_message_fails_ids_unique() {
+    for mode in ["duplicate-channel-id", "changed-duplicate-id"] {
+        let doc = fails_exactly(mode, &["channels.ids-unique"]);
+        let d = detail(&doc, "channels.ids-unique");
+        assert!(d.contains("twice"), "{mode}: {d}");
+    }
+    // No descriptor at all: nothing to judge, like its siblings.
+    let (_, doc) = scripted("mcp-only");
+    assert_eq!(
+        doc["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["id"] == "channels.ids-unique"))
+            .map(|c| c["status"].clone()),
+        Some(Value::from("skip")),
+        "{doc:#}"
+    );
+}
+
 /// `oversized` writes a 16 MiB line in every session; one session shows its defect (and
 /// that the connection survives it) without nine processes writing 144 MiB at once.
 fn oversized() -> (i32, Value) {
@@ -1030,6 +1053,8 @@ fn reference_server_passes_every_check() {
             "push.feature-set-declared",
             "featuresets.declaration-matches",
             "channels.descriptor-shape",
+            // §14.2: no channel id named twice in one message.
+            "channels.ids-unique",
             "channels.register-is-request",
             "channels.list-answered",
             "channels.unknown-channel-error",

@@ -9,6 +9,7 @@ use mcpl::protocol::manifest::{ManifestChanged, ManifestFetch};
 use mcpl::protocol::push::PushEvent;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 use super::*;
 use crate::check::inspect;
@@ -405,7 +406,7 @@ impl Session {
             (&PUSH.ids()[..], self.push_seen, PUSH.method),
             (&INFERENCE.ids()[..], self.inference_seen, INFERENCE.method),
             (
-                &["channels.descriptor-shape"][..],
+                &["channels.descriptor-shape", "channels.ids-unique"][..],
                 self.descriptors_seen,
                 "channel descriptor",
             ),
@@ -585,6 +586,43 @@ impl Session {
         }
     }
 }
+
+impl Session {
+    /// Judges `channels.ids-unique` over the descriptor arrays of one message (`(member,
+    /// descriptors)`: `channels` of a `channels/register`; `added` and `updated` of one
+    /// `channels/changed`). §14.2 makes a descriptor's `id` unique within the connection and
+    /// §14.5's per-descriptor results key on it, so one message naming an id in two
+    /// descriptors leaves the host's per-item answer ambiguous. A descriptor without a string
+    /// `id` is `channels.descriptor-shape`'s finding, not this one's. The set held lives as
+    /// long as the message, which the frame limit bounds.
+    pub(super) fn judge_ids_unique(&mut self, arrays: &[(&str, &[Value])], via: &str) {
+        let mut first: HashMap<&str, (&str, usize)> = HashMap::new();
+        for (member, descs) in arrays {
+            for (i, d) in descs.iter().enumerate() {
+                let Some(id) = d.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                if let Some((m, j)) = first.get(id) {
+                    let shown: String = id.chars().take(ID_SHOWN).collect();
+                    let cut = if shown.len() < id.len() { "…" } else { "" };
+                    self.rec.record(
+                        "channels.ids-unique",
+                        Status::Fail,
+                        format!(
+                            "{via} names channel id {shown:?}{cut} twice ({m}[{j}] and \
+                             {member}[{i}]; §14.2: unique within the connection)"
+                        ),
+                    );
+                    return;
+                }
+                first.insert(id, (member, i));
+            }
+        }
+    }
+}
+
+/// The characters of a repeated channel id quoted in `channels.ids-unique`'s detail.
+const ID_SHOWN: usize = 80;
 
 /// The check ids of one kind of feature-set-tagged server request.
 pub(super) struct Tagged {

@@ -470,7 +470,10 @@ impl Session {
                     .and_then(Value::as_array)
                     .cloned();
                 match descs {
-                    Some(d) => self.judge_descriptors(&d, ChannelsRegister::NAME),
+                    Some(d) => {
+                        self.judge_descriptors(&d, ChannelsRegister::NAME);
+                        self.judge_ids_unique(&[("channels", &d)], ChannelsRegister::NAME);
+                    }
                     None => {
                         self.descriptors_seen += 1;
                         self.rec.record(
@@ -482,16 +485,19 @@ impl Session {
                 }
             }
             ChannelsChanged::NAME => {
-                for key in ["added", "updated"] {
-                    if let Some(d) = params
-                        .as_ref()
-                        .and_then(|p| p.get(key))
-                        .and_then(Value::as_array)
-                        .cloned()
-                    {
-                        self.judge_descriptors(&d, ChannelsChanged::NAME);
-                    }
+                let arrays: Vec<(&str, Vec<Value>)> = ["added", "updated"]
+                    .into_iter()
+                    .filter_map(|key| {
+                        let d = params.as_ref()?.get(key)?.as_array()?.clone();
+                        Some((key, d))
+                    })
+                    .collect();
+                for (_, d) in &arrays {
+                    self.judge_descriptors(d, ChannelsChanged::NAME);
                 }
+                let views: Vec<(&str, &[Value])> =
+                    arrays.iter().map(|(k, d)| (*k, &d[..])).collect();
+                self.judge_ids_unique(&views, ChannelsChanged::NAME);
             }
             ChannelsIncoming::NAME => {
                 self.incoming_seen += 1;
