@@ -434,3 +434,41 @@ async fn a_register_repeating_a_channel_id_is_judged() {
         assert_eq!(verdict(&doc, "host.register-itemized").0, "pass", "{name}");
     }
 }
+
+/// §5.3, §5.4: a malformed initial policy (a path both granted and denied) is rejected
+/// `-32602` and grants nothing; the server never becomes ready, exactly as when no policy
+/// comes. A host sending none is probed as one that granted nothing, but one sending a
+/// malformed one had every probe skipped ("never became ready"), so a host that then
+/// accepts a push it must refuse passed where the one that sent nothing failed.
+#[tokio::test]
+async fn a_malformed_policy_is_probed_as_granting_nothing() {
+    let report = report_path("malformed-policy.json");
+    let (transport, ctl) = spawn_checker_watching(&report, "0");
+    // Accepts every push/event: with nothing granted each one is a defect (§5.3, §5.4).
+    let answer = |method: &str, params: &Value| match method {
+        "push/event" => Ok(json!({})),
+        _ => refuse_all(method, params),
+    };
+    let policy = json!({ "effectiveCapabilities": ["pushEvents"],
+                         "deniedCapabilities": ["pushEvents"] });
+    let (host, answer) = host_answering(transport, policy, answer).await;
+    assert_eq!(answer, Err(-32602));
+    let doc = finished_report(ctl, &report).await;
+    drop(host);
+    // The malformed policy keeps its own verdict.
+    assert_eq!(verdict(&doc, "host.grant-not-contradictory").0, "fail");
+    let (status, detail) = verdict(&doc, "host.push-follows-grant");
+    assert_eq!(status, "fail", "{doc:#}");
+    assert!(!detail.contains("never became ready"), "{detail}");
+    // The probes the grant does not decide ran too.
+    assert_eq!(
+        verdict(&doc, "host.survives-junk-line").0,
+        "pass",
+        "{doc:#}"
+    );
+    assert_eq!(
+        verdict(&doc, "host.answers-every-request").0,
+        "pass",
+        "{doc:#}"
+    );
+}

@@ -17,16 +17,6 @@ use super::served::{self, served_advertisement};
 use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
 
-/// How the initial policy exchange ended.
-enum Policy {
-    /// A well-formed Request was answered with a receipt.
-    InForce,
-    /// No Request came in time: the run goes on as for a host that granted nothing.
-    Missing,
-    /// The Request was malformed and refused: the server never becomes ready.
-    Refused,
-}
-
 /// Most `effectiveCapabilities` entries naming no path that a detail gives a hint for.
 const HINTED_ENTRIES: usize = 3;
 
@@ -52,17 +42,13 @@ impl Run {
             }
             return;
         }
-        let policy = self.initial_policy().await;
+        // Whatever the policy's fate (in force, missing, or malformed and refused), the
+        // probes run: a malformed policy is rejected and grants nothing (§5.3, §5.4: fail
+        // closed), and the server never becomes ready, exactly as when none came, so the
+        // host is probed as one that granted nothing; its verdict on the policy stands.
+        self.initial_policy().await;
         if self.closed {
             self.unfinished = self.gone().map(str::to_owned);
-            return;
-        }
-        if let Policy::Refused = policy {
-            // After the push sent before the receipt was judged: it was sent, and answered.
-            self.skip_rest("the policy was malformed: the server never became ready");
-            // Still served for `--watch`, as after the probes.
-            self.listen("the listening after the malformed policy")
-                .await;
             return;
         }
         self.probes().await;
@@ -174,7 +160,7 @@ impl Run {
     /// item 1: without one the run goes on as for a host that granted nothing). Meanwhile a
     /// push goes out once the host said `notifications/initialized` (or sent its policy),
     /// which must be refused whatever the host does with its policy (§5.3).
-    async fn initial_policy(&mut self) -> Policy {
+    async fn initial_policy(&mut self) {
         self.stage = "the wait for the policy";
         let deadline = Instant::now() + self.bounds.step;
         let mut notified = false;
@@ -218,7 +204,7 @@ impl Run {
                 }
             }
         }
-        let outcome = match request {
+        match request {
             Some(req) => self.policy(req, notified).await,
             None => {
                 let discarded = self.discarded();
@@ -245,9 +231,8 @@ impl Run {
                 self.record("host.policy-is-request", Status::Fail, why);
                 let why = "no policy Request arrived: there is no grant to judge";
                 self.record_unset(&GRANT_CHECKS, Status::Skip, why);
-                Policy::Missing
             }
-        };
+        }
 
         self.stage = "the push/event sent before the receipt";
         let reply = match settled {
@@ -266,13 +251,12 @@ impl Run {
                 format!("push/event before the receipt got {}", other.describe()),
             ),
         }
-        outcome
     }
 
     /// Judges the initial policy Request and answers it: the library's receipt for a
     /// well-formed one, `-32602` for a malformed one (§5.4: a path both granted and denied
-    /// is rejected; the server then never becomes ready).
-    async fn policy(&mut self, req: IncomingRequest, notified: bool) -> Policy {
+    /// is rejected; the server then never becomes ready and holds no grant, §5.3).
+    async fn policy(&mut self, req: IncomingRequest, notified: bool) {
         let id = "host.policy-is-request";
         if notified {
             let d = "the grant came first as a Notification (§6.7: grant changes go by Request)";
@@ -292,7 +276,6 @@ impl Run {
                     Err(_) if self.peer.close_reason().is_some() => self.on_closed(),
                     Err(_) => {}
                 }
-                Policy::InForce
             }
             Err(e) => {
                 if req.respond_error(e.to_error()).await.is_err()
@@ -300,7 +283,6 @@ impl Run {
                 {
                     self.on_closed();
                 }
-                Policy::Refused
             }
         }
     }

@@ -5,8 +5,9 @@
 //! belongs to the protocol.
 //!
 //! The run, in order ([`session::Run`]): the host's `initialize` ([`exchange`]), its initial
-//! policy (awaited one step; without one the probes go on as for a host that granted
-//! nothing, §5.3), the probes ([`probes`]), then `--watch` of listening.
+//! policy (awaited one step; without one, or after a malformed one the server refused, the
+//! probes go on as for a host that granted nothing, §5.3, §5.4), the probes ([`probes`]),
+//! then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
 //! - **wall time**: the run ends within [`Bounds::wall`] = 19 × `--timeout` +

@@ -1,5 +1,5 @@
-//! The probes, run once the policy is in force or has failed to come (then judged as for a
-//! host that granted nothing, issue #19 item 1). Each is one request bounded by the step
+//! The probes, run once the policy is in force, has failed to come, or came malformed and
+//! was refused (then judged as for a host that granted nothing, issue #19 item 1; §5.3). Each is one request bounded by the step
 //! timeout (the inference by `--inference-timeout` when granted); the ones a host may answer
 //! slowly carry the head-of-line ping ([`Run::call_paired`]).
 
