@@ -270,3 +270,17 @@ fn readme_reference_scenario_runs() {
     assert_eq!(outcomes[6].1, "slept");
     assert_eq!(run.code, 0);
 }
+
+/// A `tools/list` that never ends (the same `nextCursor` on every page) proves nothing about
+/// which tools exist: the checker read its page bound (20), then took the names read so far
+/// for the whole list and refused `--call remind` as a usage error (exit 2, "the server has
+/// no tool"), without a single check run. An unfinished list is not a list: the call is
+/// sent (the one rule for a server that does not answer `tools/list` at all).
+#[test]
+fn a_tools_list_that_never_ends_does_not_refuse_the_call() {
+    let (code, doc) = scripted("pages-forever", &["--quick", "--call", "remind", "{}"]);
+    assert_ne!(code, 2, "{doc:#}");
+    let steps = doc["scenario"].as_array().expect("scenario steps");
+    assert_eq!(steps[0]["sent"], true, "{doc:#}");
+    assert_eq!(steps[0]["outcome"], "answered: called", "{doc:#}");
+}

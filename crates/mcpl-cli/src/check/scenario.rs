@@ -37,8 +37,11 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 pub const MAX_STEPS: usize = 256;
 /// The longest single `sleep` or `waitFor` (seconds).
 pub const MAX_STEP_SECS: f64 = 600.0;
-/// The most `tools/list` pages followed when checking `--call` tool names.
+/// The most `tools/list` pages followed when checking `--call` tool names; a list that has
+/// not ended by then is not known, and the call is sent.
 const MAX_TOOL_PAGES: usize = 20;
+/// The most bytes of tool names kept from `tools/list`; past it the list is not known.
+const MAX_TOOL_NAME_BYTES: usize = 1 << 20;
 /// Characters of a tool's answer kept in a step outcome.
 const OUTCOME_CHARS: usize = 120;
 
@@ -577,7 +580,8 @@ impl Runner {
     }
 
     /// A tool the server's `tools/list` does not name is a usage error. Asked once; a
-    /// server that does not answer `tools/list` gets the call anyway.
+    /// server that does not answer `tools/list`, or whose list does not end, gets the call
+    /// anyway ([`list_tools`]).
     fn check_tool(&mut self, host: &mut dyn Host, tool: &str) -> Result<(), String> {
         if self.tools.is_none() {
             self.tools = Some(list_tools(host));
@@ -599,10 +603,14 @@ impl Runner {
     }
 }
 
-/// Every tool name `tools/list` gives (following `nextCursor`, bounded), or `None` when the
-/// server does not answer it with a tool list.
+/// Every tool name `tools/list` gives (following `nextCursor`), or `None` when the server
+/// does not answer it with a tool list, or with one that does not end within
+/// [`MAX_TOOL_PAGES`] pages (a `nextCursor` given twice never will) and
+/// [`MAX_TOOL_NAME_BYTES`]: only a whole list shows that a tool is missing.
 fn list_tools(host: &mut dyn Host) -> Option<BTreeSet<String>> {
     let mut names = BTreeSet::new();
+    let mut bytes = 0usize;
+    let mut cursors = BTreeSet::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_TOOL_PAGES {
         let params = match &cursor {
@@ -613,18 +621,28 @@ fn list_tools(host: &mut dyn Host) -> Option<BTreeSet<String>> {
             return None;
         };
         let tools = r.get("tools").and_then(Value::as_array)?;
-        names.extend(
-            tools
-                .iter()
-                .filter_map(|t| t.get("name").and_then(Value::as_str))
-                .map(str::to_owned),
-        );
+        for name in tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+        {
+            bytes = bytes.saturating_add(name.len());
+            if bytes > MAX_TOOL_NAME_BYTES {
+                return None;
+            }
+            names.insert(name.to_owned());
+        }
         match r.get("nextCursor").and_then(Value::as_str) {
-            Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+            Some(c) if !c.is_empty() => {
+                bytes = bytes.saturating_add(c.len());
+                if bytes > MAX_TOOL_NAME_BYTES || !cursors.insert(c.to_owned()) {
+                    return None;
+                }
+                cursor = Some(c.to_owned());
+            }
             _ => return Some(names),
         }
     }
-    Some(names)
+    None
 }
 
 fn describe(a: Answer) -> String {
