@@ -267,6 +267,7 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         (
             "silent",
             &[
+                "rpc.ping-answered",
                 "rpc.unknown-method-errors",
                 "manifest.fetch",
                 "channels.list-answered",
@@ -369,6 +370,18 @@ fn s14_2_a_channel_id_named_twice_in_one_message_fails_ids_unique() {
             .and_then(|c| c.iter().find(|c| c["id"] == "channels.ids-unique"))
             .map(|c| c["status"].clone()),
         Some(Value::from("skip")),
+        "{doc:#}"
+    );
+}
+
+/// §6.6: a request bearing an id is answered, never met with silence. The checker fences its
+/// listening windows with `ping`s whose answers it does not judge, so a server that ignored
+/// every `ping` and answered all else got a clean report (exit 0). Its own check now.
+#[test]
+fn s6_6_a_server_that_never_answers_ping_fails_ping_answered() {
+    let doc = fails_exactly("no-ping", &["rpc.ping-answered"]);
+    assert!(
+        detail(&doc, "rpc.ping-answered").contains("no response"),
         "{doc:#}"
     );
 }
@@ -1038,6 +1051,8 @@ fn reference_server_passes_every_check() {
             "featuresets.narrowed-respected",
             "manifest.fetch",
             "rpc.unknown-method-errors",
+            // §6.6: its ping is answered.
+            "rpc.ping-answered",
             "rpc.unknown-members-ignored",
             "rpc.methods-in-vocabulary",
             "lifecycle.defensive",

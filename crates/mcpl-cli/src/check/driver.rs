@@ -594,6 +594,7 @@ impl Session {
         }
 
         self.fetch_manifest(&mcpl);
+        self.ping_answered();
         self.unknown_method();
         self.before_inference(&host_grant);
         self.channel_probes();
@@ -626,6 +627,7 @@ impl Session {
         self.rec.record("initialize.version", st, d);
         let (st, d) = inspect::advertisement_shape(mcpl);
         self.rec.record("initialize.advertisement-shape", st, d);
+        self.ping_answered();
         self.unknown_method();
         let why = format!(
             "the manifest declares more than {} feature sets, which a library host refuses \
@@ -642,6 +644,7 @@ impl Session {
     /// An MCP-only server: everything MCPL is skipped (§3.3), but what it sends on its own
     /// is still judged, and an unknown method must still get an error.
     pub(super) fn finish_mcp_only(&mut self) {
+        self.ping_answered();
         self.unknown_method();
         let why = "server does not advertise MCPL (§3.3)";
         self.rec.skip_all(

@@ -225,6 +225,26 @@ impl Session {
         }
     }
 
+    /// §6.6: a request bearing an id is answered, never met with silence; MCP answers `ping`
+    /// with an empty result (an error is an answer, and warns). The pings fencing the
+    /// listening windows are not judged, so without this a server ignoring `ping` passed.
+    /// Sent before the unknown method, so no hook that follows it is taken as fenced.
+    pub(super) fn ping_answered(&mut self) {
+        let id = "rpc.ping-answered";
+        match self.request(Ping::NAME, json!({})) {
+            Reply::Result(_) => self.rec.record(id, Status::Pass, "answered with a result"),
+            Reply::Error(e) => self.rec.record(
+                id,
+                Status::Warn,
+                format!(
+                    "answered error {} rather than a result (MCP: an empty result)",
+                    e.code
+                ),
+            ),
+            other => self.rec.record(id, Status::Fail, other.describe()),
+        }
+    }
+
     pub(super) fn unknown_method(&mut self) {
         let id = "rpc.unknown-method-errors";
         match self.request("mcpl-check/no-such-method", json!({})) {
