@@ -534,6 +534,19 @@ fn server_that_never_answers_initialize_gets_a_complete_report() {
     );
 }
 
+/// A server that floods notifications instead of answering `initialize`: the failure said
+/// only "no response within the timeout", as for a server that sent nothing, though what
+/// it sent instead is what a reader needs to tell a flood from a hang. What came meanwhile
+/// is counted and the last method named (those frames are no answer).
+#[test]
+fn a_flood_instead_of_an_initialize_answer_is_said() {
+    let doc = fails_exactly("flood-no-init", &["initialize.answered"]);
+    let d = detail(&doc, "initialize.answered");
+    assert!(d.contains("no response within the timeout"), "{d}");
+    assert!(d.contains("meanwhile it sent"), "{d}");
+    assert!(d.contains("notifications/message"), "{d}");
+}
+
 #[test]
 fn exit_2_when_the_command_does_not_exist() {
     let (code, doc) = check(&["--", "/nonexistent/mcpl-no-such-server"]);

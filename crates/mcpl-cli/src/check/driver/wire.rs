@@ -104,6 +104,8 @@ impl Session {
         }
         self.last_request = Some(msg);
         let marks = (self.junk.count, self.invalid.count);
+        // The requests and notifications that came while waiting (a flood is no answer).
+        let mut others = Others::default();
         let mut deadline = Instant::now() + self.timing.step;
         // §10.7: a judged hook gets a whole step from the first inference request it holds,
         // and, unanswered then, one more once the checker answers it ([`super::hook_path`]).
@@ -123,7 +125,11 @@ impl Session {
                     self.silent_after = Some((method.to_owned(), self.last_answered.clone()));
                     self.silent_unjudged = !judged;
                     self.silent_marks = marks;
-                    let meanwhile = if judged { self.meanwhile() } else { None };
+                    let meanwhile = if judged {
+                        self.meanwhile(&others)
+                    } else {
+                        None
+                    };
                     return Reply::Timeout {
                         note: None,
                         meanwhile,
@@ -139,7 +145,7 @@ impl Session {
                             crate::check::report::NO_RESPONSE,
                             first.as_deref().unwrap_or("request")
                         )),
-                        meanwhile: self.meanwhile(),
+                        meanwhile: self.meanwhile(&others),
                     };
                 }
                 return Reply::Timeout {
@@ -147,6 +153,9 @@ impl Session {
                     meanwhile: None,
                 };
             };
+            if let Event::Frame(v) = &ev {
+                others.note(v);
+            }
             match self.handle_event(ev, Some(&id)) {
                 Handled::Awaited(reply) => {
                     let how = match &reply {
@@ -168,13 +177,20 @@ impl Session {
         }
     }
 
-    /// What came instead of an answer since the silence began (the frames no host could take
-    /// as one: junk, invalid JSON-RPC, responses under ids never sent, counted since
+    /// What came instead of an answer since the silence began (the requests and
+    /// notifications read while waiting, [`Others`]; the frames no host could take as one:
+    /// junk, invalid JSON-RPC, responses under ids never sent, counted since
     /// [`Session::silent_marks`], the last of each quoted), and the line the server left
-    /// without its end, if any; `None` when neither.
-    fn meanwhile(&self) -> Option<String> {
+    /// without its end, if any; `None` when none of these.
+    fn meanwhile(&self, others: &Others) -> Option<String> {
         let (junk, invalid) = self.silent_marks;
         let mut parts = Vec::new();
+        if let Some(last) = &others.last {
+            parts.push(format!(
+                "{} request(s) or notification(s) (the last: {last})",
+                others.count
+            ));
+        }
         for (sample, since, what) in [
             (&self.junk, junk, "not JSON"),
             (&self.invalid, invalid, "not valid JSON-RPC"),
@@ -669,5 +685,33 @@ impl Session {
             &self.decls,
             &self.statuses,
         )
+    }
+}
+
+/// The requests and notifications read while one request waited for its answer: a count
+/// and the last one's method (at most [`OTHER_METHOD_CHARS`] characters of it), so a
+/// timeout under a flood says what came instead of the answer. Holds one short string.
+#[derive(Default)]
+struct Others {
+    count: u64,
+    last: Option<String>,
+}
+
+/// The characters of a method name [`Others`] keeps.
+const OTHER_METHOD_CHARS: usize = 64;
+
+impl Others {
+    /// Notes one frame read (a batch as one; a response is not counted).
+    fn note(&mut self, frame: &Value) {
+        let method = match frame {
+            Value::Array(items) => items.iter().rev().find_map(|m| m.get("method")),
+            other => other.get("method"),
+        };
+        if let Some(m) = method.and_then(Value::as_str) {
+            self.count = self.count.saturating_add(1);
+            let shown: String = m.chars().take(OTHER_METHOD_CHARS).collect();
+            let cut = if shown.len() < m.len() { "…" } else { "" };
+            self.last = Some(format!("{shown:?}{cut}"));
+        }
     }
 }
