@@ -213,16 +213,27 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// `text` kept on one line: a newline or carriage return in it is written as its escape
-/// (`\u{a}`), so text a peer or a file supplies cannot start a line of its own in a
-/// report (a forged `PASS` line, a forged finding). The rest as [`visible`].
+/// Whether Unicode reads `c` as ending a line (UAX #14's mandatory breaks: LF, VT, FF, CR,
+/// NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR): some terminals and log viewers break a line
+/// at each of them, not only at `\n`.
+pub(crate) fn breaks_line(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\u{b}' | '\u{c}' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}
+
+/// `text` kept on one line: every line break in it ([`breaks_line`], U+2028 and NEL as
+/// much as a newline) is written as its escape (`\u{a}`, `\u{2028}`), so text a peer or a
+/// file supplies cannot start a line of its own in a report (a forged `PASS` line, a
+/// forged finding). The rest as [`visible`].
 pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains(['\n', '\r']) {
+    if !text.contains(breaks_line) {
         return text.into();
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c == '\n' || c == '\r' {
+        if breaks_line(c) {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);
@@ -298,6 +309,26 @@ mod tests {
     fn one_line_escapes_line_breaks() {
         assert_eq!(one_line("a\n  PASS  x\rb"), "a\\u{a}  PASS  x\\u{d}b");
         assert_eq!(one_line("plain"), "plain");
+    }
+
+    /// Every character Unicode reads as ending a line (UAX #14 mandatory breaks: LF, VT,
+    /// FF, CR, NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR) is written as its escape: some
+    /// terminals and log viewers break a line at U+2028, U+2029 and U+0085, so a peer's
+    /// text could still start a line of its own (a forged `PASS`).
+    #[test]
+    fn one_line_escapes_every_unicode_line_break() {
+        for (c, escaped) in [
+            ('\u{b}', "\\u{b}"),
+            ('\u{c}', "\\u{c}"),
+            ('\u{85}', "\\u{85}"),
+            ('\u{2028}', "\\u{2028}"),
+            ('\u{2029}', "\\u{2029}"),
+        ] {
+            let text = format!("a{c}  PASS  x");
+            assert_eq!(one_line(&text), format!("a{escaped}  PASS  x"), "{c:?}");
+        }
+        // Other separators stay as they are.
+        assert_eq!(one_line("a\u{2027}b\u{a0}c"), "a\u{2027}b\u{a0}c");
     }
 
     #[test]
