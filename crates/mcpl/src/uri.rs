@@ -34,7 +34,7 @@
 //! - `mcpl:host/x` (no `//`) does not match the §2 grammar and is rejected as
 //!   [`RejectReason::MissingAuthority`]; a special-scheme parser would otherwise invent one.
 //! - When an input has several defects, the reported reason is the first failing check in
-//!   the order: scheme, characters, authority marker, fragment, userinfo, empty authority,
+//!   the order: length, scheme, characters, authority marker, fragment, userinfo, empty authority,
 //!   port, dot segments, then the parser.
 //!
 //! # Authority
@@ -50,6 +50,16 @@ use url::Url;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RejectReason {
+    /// The input, or the form it normalises to, is longer than the bound it was resolved
+    /// within ([`DEFAULT_MAX_URI_BYTES`] by [`resolve`]); RFC-004 sets none, so this is the
+    /// crate's reading. The input is measured first, before any other check.
+    #[error("the URI is {length} bytes long as written or once normalised, over the limit of {limit} bytes (uri::DEFAULT_MAX_URI_BYTES; RFC-004 sets none): shorten it, e.g. move a long token out of the query")]
+    TooLong {
+        /// The longer of the input's length and its normalised form's, in bytes.
+        length: usize,
+        /// The bound in force.
+        limit: usize,
+    },
     /// The scheme is not `mcpl:`, `ws:` or `wss:` (RFC-004 §2, §2.2, §11).
     #[error("unsupported scheme {scheme:?}: write the endpoint as mcpl://, wss:// or ws:// (RFC-004 §2; there is no mcpls://)")]
     UnsupportedScheme {
@@ -110,6 +120,7 @@ impl RejectReason {
     /// The stable snake_case code the CLI and diagnostics print (e.g. `empty_authority`).
     pub fn code(&self) -> &'static str {
         match self {
+            RejectReason::TooLong { .. } => "too_long",
             RejectReason::UnsupportedScheme { .. } => "unsupported_scheme",
             RejectReason::InvalidCharacter { .. } => "invalid_character",
             RejectReason::MissingAuthority => "missing_authority",
@@ -199,11 +210,31 @@ impl fmt::Display for EndpointUri {
     }
 }
 
-/// Resolves a configured endpoint URI per RFC-004 §3 (see the module docs for the readings).
+/// The longest configured URI [`resolve`] takes, in bytes: 8 KiB, the least RFC 9110 §4.1
+/// recommends every recipient support. RFC-004 sets no length; an endpoint is held three
+/// times over ([`EndpointUri`]) and scanned before it is parsed, so a longer one is refused
+/// first ([`RejectReason::TooLong`]). [`resolve_within`] takes another bound.
+pub const DEFAULT_MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Resolves a configured endpoint URI per RFC-004 §3 (see the module docs for the readings),
+/// refusing one longer than [`DEFAULT_MAX_URI_BYTES`].
 ///
 /// A `?token=…` or any other query is passed through as the WHATWG parser serialises it:
 /// order and duplicates kept, nothing sorted or decoded (§3, §4).
 pub fn resolve(configured: &str) -> Result<EndpointUri, RejectReason> {
+    resolve_within(configured, DEFAULT_MAX_URI_BYTES)
+}
+
+/// [`resolve`] with another length bound: a `configured` URI longer than `max_bytes` is
+/// refused ([`RejectReason::TooLong`]) before any other check reads it, and so is one whose
+/// canonical or transport form, once normalised, is longer.
+pub fn resolve_within(configured: &str, max_bytes: usize) -> Result<EndpointUri, RejectReason> {
+    if configured.len() > max_bytes {
+        return Err(RejectReason::TooLong {
+            length: configured.len(),
+            limit: max_bytes,
+        });
+    }
     // Scheme: everything before the first ':' (RFC 3986 scheme characters only).
     let colon = configured.find(':');
     let scheme_str = match colon {
@@ -277,6 +308,15 @@ pub fn resolve(configured: &str) -> Result<EndpointUri, RejectReason> {
         }
         EndpointScheme::Wss | EndpointScheme::Ws => resolved_transport.clone(),
     };
+    // Percent-encoding may lengthen it: an accepted URI's canonical form must resolve again
+    // (its own fixpoint), so the bound holds for what it became as well.
+    let normalised = canonical_uri.len().max(resolved_transport.len());
+    if normalised > max_bytes {
+        return Err(RejectReason::TooLong {
+            length: normalised,
+            limit: max_bytes,
+        });
+    }
     Ok(EndpointUri {
         configured_uri: configured.to_owned(),
         canonical_uri,

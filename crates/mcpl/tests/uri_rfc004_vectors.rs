@@ -191,3 +191,80 @@ fn rfc004_s5_two_spellings_share_one_canonical_uri() {
     assert_eq!(a.canonical_uri(), b.canonical_uri());
     assert_eq!(a.resolved_transport(), b.resolved_transport());
 }
+
+/// RFC-004 sets no length; a configured URI is held three times over (configured,
+/// canonical, transport) and scanned before it is parsed, so one longer than
+/// `uri::DEFAULT_MAX_URI_BYTES` (8 KiB, the least RFC 9110 §4.1 asks every recipient to
+/// take) is refused first, with a code of its own, before any other check reads it.
+#[test]
+fn a_uri_past_the_length_bound_is_refused_with_a_clear_error() {
+    use mcpl::uri::{resolve_within, DEFAULT_MAX_URI_BYTES};
+    let start = "mcpl://h/x?token=";
+    let at_bound = format!("{start}{}", "a".repeat(DEFAULT_MAX_URI_BYTES - start.len()));
+    assert_eq!(at_bound.len(), DEFAULT_MAX_URI_BYTES);
+    let e = resolve(&at_bound).unwrap();
+    assert_eq!(e.configured_uri(), at_bound);
+    let over = format!("{at_bound}a");
+    let refused = resolve(&over).unwrap_err();
+    assert_eq!(refused.code(), "too_long");
+    let said = refused.to_string();
+    assert!(
+        said.contains(&DEFAULT_MAX_URI_BYTES.to_string()) && said.contains(&over.len().to_string()),
+        "{said}"
+    );
+    assert!(said.len() < 400, "the refusal repeats the URI: {said}");
+    // The length is checked before anything else: a long URI with a fragment is too long.
+    assert_eq!(
+        resolve(&format!("{over}#f")).unwrap_err().code(),
+        "too_long"
+    );
+    // Another bound is the caller's to choose.
+    assert_eq!(
+        resolve_within("mcpl://h/x", 9).unwrap_err().code(),
+        "too_long"
+    );
+    assert!(resolve_within("mcpl://h/x", 10).is_ok());
+}
+
+/// Dialling names a URI refused as too long by its start only: the error does not carry
+/// (nor print) the whole input.
+#[cfg(feature = "runtime")]
+#[test]
+fn a_dial_refused_as_too_long_names_the_uri_by_its_start() {
+    use mcpl::transport::endpoint::{resolve_ws, EndpointError, REFUSED_URI_SHOWN_BYTES};
+    let over = format!("mcpl://h/x?t={}", "é".repeat(100_000));
+    match resolve_ws(&over) {
+        Err(e @ EndpointError::Refused { .. }) => {
+            let said = e.to_string();
+            assert!(said.contains("too_long"), "{said}");
+            assert!(
+                said.len() < REFUSED_URI_SHOWN_BYTES + 600,
+                "{} bytes",
+                said.len()
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The bound holds for what the URI becomes too: an input under it whose normalised form
+/// is longer (the WHATWG parser percent-encodes `é` as `%C3%A9`) is refused, so the
+/// canonical URI of every accepted input resolves again (the §5 fixpoint the fuzz body
+/// checks).
+#[test]
+fn a_uri_whose_normalised_form_is_past_the_bound_is_refused() {
+    use mcpl::uri::DEFAULT_MAX_URI_BYTES;
+    let input = format!("mcpl://h/{}", "é".repeat(DEFAULT_MAX_URI_BYTES / 4));
+    assert!(input.len() <= DEFAULT_MAX_URI_BYTES);
+    match resolve(&input) {
+        Ok(e) => {
+            let again = resolve(e.canonical_uri());
+            assert!(
+                again.is_ok(),
+                "the canonical URI no longer resolves: {again:?}"
+            );
+        }
+        Err(r) => assert_eq!(r.code(), "too_long", "{r}"),
+    }
+    assert_eq!(resolve(&input).unwrap_err().code(), "too_long");
+}

@@ -18,7 +18,8 @@ pub enum EndpointError {
     /// The `mcpl://`/`ws(s)://` URI was refused by RFC-004's rules.
     #[error("refused URI {uri:?}: {reason} ({code})", code = reason.code())]
     Refused {
-        /// The URI as given.
+        /// The URI as given; one refused as too long ([`RejectReason::TooLong`]) only up to
+        /// its first [`REFUSED_URI_SHOWN_BYTES`], then `…`, so the error stays readable.
         uri: String,
         /// Why it was refused.
         reason: RejectReason,
@@ -67,11 +68,22 @@ pub fn default_tls_config() -> Arc<rustls::ClientConfig> {
 
 /// Resolves a WebSocket-family URI (`mcpl://`, `ws://`, `wss://`) per RFC-004 without dialling.
 pub fn resolve_ws(uri: &str) -> Result<EndpointUri, EndpointError> {
-    uri::resolve(uri).map_err(|reason| EndpointError::Refused {
-        uri: uri.to_owned(),
-        reason,
+    uri::resolve(uri).map_err(|reason| {
+        let uri = if matches!(reason, RejectReason::TooLong { .. }) {
+            let mut end = uri.len().min(REFUSED_URI_SHOWN_BYTES);
+            while !uri.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", uri.get(..end).unwrap_or_default())
+        } else {
+            uri.to_owned()
+        };
+        EndpointError::Refused { uri, reason }
     })
 }
+
+/// How much of a URI refused as too long [`EndpointError::Refused`] keeps (256 bytes).
+pub const REFUSED_URI_SHOWN_BYTES: usize = 256;
 
 /// Dials `target` and returns its transport. `tls` overrides the root store for `wss:`.
 /// A WebSocket dial gives up after [`ws::CONNECT_TIMEOUT`]; a `tcp://` connect is bounded by
