@@ -32,6 +32,11 @@ pub fn timestamp_millis(t: SystemTime) -> String {
 /// or as no point in time: expanded (`+002026-01-23`) and truncated (`--01-23`) dates,
 /// a time of day without a date, durations and intervals. A space instead of `T` is
 /// RFC 3339's relaxation, not ISO 8601, and is refused; so are epoch numbers.
+/// Years: every four-digit year `0000`–`9999` of the proleptic Gregorian calendar, alike in
+/// every date form (`0000` is 1 BC, a leap year). ISO 8601:2004 §3.2.1 asks the parties'
+/// agreement to use years before 1583, but that is a condition on what the values mean to
+/// them, not another representation (unlike the expanded one, which needs extra digits the
+/// reader must expect), so such a year is not refused here.
 pub fn timestamp_defect(ts: &str) -> Option<&'static str> {
     iso8601(ts.as_bytes()).err()
 }
@@ -309,6 +314,41 @@ mod tests {
         }
         // What this library writes passes its own rule.
         assert_eq!(timestamp_defect(&timestamp_millis(SystemTime::now())), None);
+    }
+
+    /// Year 0000 (1 BC of the proleptic Gregorian calendar, a leap year: divisible by 400)
+    /// is read alike in every form a date takes: calendar, ordinal and week dates, extended
+    /// and basic, with a time and alone, reduced. Its last day is 0000-366 = 0000-12-31, its
+    /// 29 February exists, and it has 52 ISO weeks (it began on a Saturday).
+    #[test]
+    fn s9_2_year_0000_is_read_alike_in_every_date_form() {
+        for ok in [
+            "0000-01-01",
+            "00000101",
+            "0000-01-01T00:00:00Z",
+            "00000101T000000Z",
+            "0000-02-29",
+            "0000-366",
+            "0000366",
+            "0000-366T23:59:59Z",
+            "0000-W52-7",
+            "0000W527",
+            "0000-W52",
+            "0000-12",
+            "0000",
+            "00",
+        ] {
+            assert_eq!(timestamp_defect(ok), None, "{ok}");
+        }
+        for bad in [
+            "0000-367",
+            "0000-W53-1",
+            "0000-W53",
+            "0000-00-01",
+            "0000-12-32",
+        ] {
+            assert!(timestamp_defect(bad).is_some(), "{bad:?} accepted");
+        }
     }
 
     /// §9.2 says only "ISO 8601", and ISO 8601 (2004 §4.1.2.3, §4.1.4.3; 2019-1 §5.2.2.2)
