@@ -128,8 +128,9 @@ pub struct PeerConfig {
     /// keeps the transport's: [`MessageBudget::process`](crate::transport::MessageBudget::process)
     /// (256 MiB for the whole process, [`crate::transport::DEFAULT_MESSAGE_BUDGET`]) unless
     /// the listener set another (`ListenConfig::message_budget`). Past it a partial message
-    /// is refused, answered `-32000` (`id: null`, `data: { limit, reason:
-    /// "message_budget" }`) with a [`Diagnostic::OverBudget`], and discarded unread; the
+    /// is refused, handled as every refused message is (a request answered `-32000` under
+    /// the id its first bytes show, `data: { limit, reason: "message_budget" }`; a response
+    /// fails its request at once) with a [`Diagnostic::OverBudget`], and discarded unread; the
     /// first [`crate::transport::UNBUDGETED_BYTES`] of each message are outside the budget.
     pub message_budget: Option<crate::transport::MessageBudget>,
 }

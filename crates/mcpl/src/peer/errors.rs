@@ -176,9 +176,11 @@ pub enum Diagnostic {
     },
     /// A partial message refused because the shared
     /// [`MessageBudget`](crate::transport::MessageBudget) could not cover it
-    /// ([`PeerConfig::message_budget`]); answered `-32000` with `id: null` and
-    /// `data: { limit, reason: "message_budget" }`, the rest of it discarded unread (over
-    /// WebSocket the connection then ends).
+    /// ([`PeerConfig::message_budget`]); a request answered `-32000` under the id its first
+    /// bytes show (`null` when that id is none or cut), `data: { limit, reason:
+    /// "message_budget" }`, a response of ours failing its request at once, by the rule of
+    /// every refused message; the rest of it discarded unread (over WebSocket the
+    /// connection then ends).
     OverBudget {
         /// Bytes of it read when it was refused.
         bytes: usize,

@@ -1,7 +1,7 @@
 //! Frames discarded by the transport that still carry what a peer needs to answer them or
 //! to end a wait: a message in the wrong encoding that began as a message does
 //! ([`FrameReader::not_text_began_as_json`]), and the first bytes of a message over the
-//! size limit ([`FrameReader::discarded_head`]).
+//! size limit or refused by the budget for partial messages ([`FrameReader::discarded_head`]).
 
 use super::reader::Parsed;
 use super::refused::{refuse, Head, Limit};
@@ -12,8 +12,8 @@ use super::*;
 pub(super) struct Discarded {
     /// A [`Frame::NotText`] that began as a message does: answered `-32700`.
     pub(super) began_as_json: bool,
-    /// What the first bytes of a [`Frame::Oversized`] show ([`Head::read`]); `None` from a
-    /// reader that keeps none.
+    /// What the first bytes of a [`Frame::Oversized`] or [`Frame::OverBudget`] show
+    /// ([`Head::read`]); `None` from a reader that keeps none.
     pub(super) head: Option<Head>,
 }
 
@@ -25,7 +25,7 @@ impl Discarded {
                 began_as_json: reader.not_text_began_as_json(),
                 ..Discarded::default()
             },
-            Frame::Oversized { .. } => Discarded {
+            Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
                 head: reader.discarded_head().map(Head::read),
             },
@@ -48,6 +48,20 @@ impl Discarded {
         replies: &mut Outbox,
     ) -> Option<Parsed> {
         refuse(shared, self.head, Limit::Size { bytes, limit }, replies)
+    }
+
+    /// Handles a message the shared budget for partial messages refused after `bytes`, from
+    /// its first bytes, by the same rule ([`refuse`]): a request whose id they show is
+    /// answered `-32000` under it, `data: { limit, reason: "message_budget" }`; a response of
+    /// ours among them fails its request now.
+    pub(super) fn over_budget(
+        self,
+        shared: &Shared,
+        bytes: usize,
+        limit: usize,
+        replies: &mut Outbox,
+    ) -> Option<Parsed> {
+        refuse(shared, self.head, Limit::Budget { bytes, limit }, replies)
     }
 
     /// Reports a frame that is not text. RFC 8259 §8.1: JSON text is UTF-8, so a message

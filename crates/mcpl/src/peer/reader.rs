@@ -253,6 +253,23 @@ fn deliver_all(
     items.find_map(|p| deliver_now(shared, Some(p), inbound, replies).err())
 }
 
+/// Delivers what a message refused unread left to deliver (the failure of a request of ours
+/// it answered, at its place), waiting only when the incoming queue is full.
+fn deliver_refused(
+    shared: &Arc<Shared>,
+    failed: Option<Parsed>,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Taken {
+    match deliver_now(shared, failed, inbound, replies) {
+        Ok(()) => Taken::Done(true),
+        Err(item) => Taken::Later(Later::Room {
+            item,
+            rest: Vec::new().into_iter(),
+        }),
+    }
+}
+
 /// [`handle_frame`] up to its first wait.
 fn take_frame(
     shared: &Arc<Shared>,
@@ -266,32 +283,14 @@ fn take_frame(
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
             let failed = discarded.oversized(shared, bytes, limit, replies);
-            return match deliver_now(shared, failed, inbound, replies) {
-                Ok(()) => Taken::Done(true),
-                Err(item) => Taken::Later(Later::Room {
-                    item,
-                    rest: Vec::new().into_iter(),
-                }),
-            };
+            return deliver_refused(shared, failed, inbound, replies);
+        }
+        Frame::OverBudget { bytes, limit } => {
+            let failed = discarded.over_budget(shared, bytes, limit, replies);
+            return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {
             discarded.not_text(shared, reason, replies);
-            return Taken::Done(true);
-        }
-        Frame::OverBudget { bytes, limit } => {
-            shared.diagnose(Diagnostic::OverBudget { bytes, limit });
-            let reply = Message::Response(Response {
-                id: None,
-                outcome: Err(ErrorObject::new(
-                    crate::jsonrpc::codes::BUSY,
-                    format!(
-                        "Busy: the budget of {limit} bytes for buffered partial messages is \
-                         exhausted; a message was refused after {bytes} bytes, unread"
-                    ),
-                )
-                .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))),
-            });
-            let _ = replies.send(reply.to_json());
             return Taken::Done(true);
         }
     };

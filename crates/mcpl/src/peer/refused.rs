@@ -1,8 +1,10 @@
 //! A message refused before it is built: over [`PeerConfig::max_message_size`], discarded
 //! unread with only its first bytes kept ([`crate::transport::FrameReader::discarded_head`]),
-//! or over [`PeerConfig::max_parsed_cost`], refused unbuilt (issue #20). One reading of what
-//! it shows ([`Head::read`]) and one rule for what is done with it ([`refuse`]) serve both
-//! limits, so a request is answered under the id it has when taken, whichever it broke.
+//! past the shared budget for partial messages ([`PeerConfig::message_budget`]), refused
+//! part read with its first bytes kept the same way, or over [`PeerConfig::max_parsed_cost`],
+//! refused unbuilt (issue #20). One reading of what it shows ([`Head::read`]) and one rule
+//! for what is done with it ([`refuse`]) serve the three limits, so a request is answered
+//! under the id it has when taken, whichever it broke.
 
 use std::borrow::Cow;
 
@@ -230,6 +232,9 @@ pub(super) enum Limit {
     Size { bytes: usize, limit: usize },
     /// Over [`PeerConfig::max_parsed_cost`]: `cost` units, refused unbuilt.
     Cost { cost: usize, limit: usize },
+    /// Past the shared budget for partial messages ([`PeerConfig::message_budget`]):
+    /// refused after `bytes`, the rest discarded unread.
+    Budget { bytes: usize, limit: usize },
 }
 
 impl Limit {
@@ -251,6 +256,16 @@ impl Limit {
                     }),
                 )
             }
+            // A `-32000`-class error, as for a busy side: the message itself may be valid and
+            // may succeed later (`transport::budget`).
+            Limit::Budget { bytes, limit } => ErrorObject::new(
+                crate::jsonrpc::codes::BUSY,
+                format!(
+                    "Busy: the budget of {limit} bytes for buffered partial messages is \
+                     exhausted; the {what} was refused after {bytes} bytes, unread"
+                ),
+            )
+            .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
         }
     }
 
@@ -265,14 +280,20 @@ impl Limit {
                 "the message would cost {cost} units parsed, over the limit of {limit} \
                  (PeerConfig::max_parsed_cost); send fewer or larger values"
             ),
+            Limit::Budget { bytes, limit } => format!(
+                "the response was refused after {bytes} bytes, unread: the budget of {limit} \
+                 bytes for buffered partial messages is exhausted (message_budget; raise \
+                 PeerConfig::message_budget or the MessageBudget it shares)"
+            ),
         }
     }
 }
 
 /// Handles a message refused for `broke`, from what `head` shows of it (`None`: a transport
 /// that keeps nothing of what it discards), and reports it (`Diagnostic::Oversized`,
-/// `Diagnostic::TooCostly`). The one rule for both limits, which answers as a taken message
-/// is answered (JSON-RPC 2.0 §5, §6; readings where it is silent, failing closed):
+/// `Diagnostic::TooCostly`, `Diagnostic::OverBudget`). The one rule for every limit, which
+/// answers as a taken message is answered (JSON-RPC 2.0 §5, §6; readings where it is silent,
+/// failing closed):
 ///
 /// - A batch: one `-32600` error, `id: null`, as a batch over `max_batch_entries`.
 /// - No text (a discarded message whose first bytes hold a sequence that is no UTF-8), or a
@@ -296,8 +317,10 @@ impl Limit {
 ///   Answering it under an id it shows could name the other side's own request, were it a
 ///   response.
 ///
-/// The data of each answer names the limit (`reason`: `max_message_size`, `parsed_cost`),
-/// so the sender learns why rather than waiting for its own deadline.
+/// The data of each answer names the limit (`reason`: `max_message_size`, `parsed_cost`,
+/// `message_budget`), so the sender learns why rather than waiting for its own deadline.
+/// The budget's refusal is `-32000` (busy: the same message may succeed later), the
+/// others `-32600`.
 pub(super) fn refuse(
     shared: &Shared,
     head: Option<Head>,
@@ -332,6 +355,7 @@ pub(super) fn refuse(
     };
     match broke {
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
+        Limit::Budget { bytes, limit } => shared.diagnose(Diagnostic::OverBudget { bytes, limit }),
         Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
             id: id.clone(),
             method: head.method_name.clone(),

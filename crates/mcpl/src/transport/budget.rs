@@ -10,14 +10,18 @@
 //!
 //! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
 //!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
-//!   line without buffering it; the connection survives. The peer answers it with one
-//!   `-32000` error (`id: null`, `data: { limit, reason: "message_budget" }`) and a
-//!   [`crate::peer::Diagnostic::OverBudget`].
+//!   line without buffering it; the connection survives. The peer handles it by the rule of
+//!   every refused message, from its first [`super::DISCARDED_HEAD_BYTES`] (kept by the
+//!   reader): a request is answered with one `-32000` error under the id they show
+//!   (`data: { limit, reason: "message_budget" }`), a response of ours fails its request at
+//!   once; with a [`crate::peer::Diagnostic::OverBudget`].
 //! - **WebSocket**: tungstenite assembles whole frames and messages itself, so the count is
 //!   kept beneath it, on the bytes it reads: the frame headers are followed,
 //!   and the payload bytes of the data message being assembled (its frames, control frames
 //!   excluded) are what the budget covers. A refused message cannot be skipped (tungstenite
-//!   has already taken its header), so after the same `-32000` answer the connection ends.
+//!   has already taken its header), so after the same handling the connection ends (its first
+//!   payload bytes are kept, unmasked, for a message that may be refused: a first frame over
+//!   [`UNBUDGETED_BYTES`], or a fragmented one).
 //!   tungstenite reads each frame into one buffer sized for the whole frame and keeps it
 //!   for the connection's life (reused, grown for a larger frame, never shrunk), so the
 //!   largest frame a connection has read stays taken from the budget until the connection
@@ -37,8 +41,9 @@
 //!
 //! Reading (the spec is silent): the refusal is a `-32000`-class error, as for a busy
 //! server (`max_in_flight_requests`), since the message itself may be valid and the same
-//! message may succeed later; its id is unknown (the message was never read whole), hence
-//! `id: null`, as JSON-RPC 2.0 answers a message whose id cannot be read.
+//! message may succeed later. It is answered under the id its first bytes show, `id: null`
+//! when that id is none or cut (JSON-RPC 2.0 §5), and not at all when they show no method
+//! (a notification, or nothing known), as `crate::peer`'s rule for refused messages reads it.
 
 use std::future::Future;
 use std::io;
@@ -226,6 +231,9 @@ enum Phase {
         remaining: u64,
         data: bool,
         fin: bool,
+        /// The frame's masking key (RFC 6455 §5.3), and the payload bytes read so far.
+        mask: Option<[u8; 4]>,
+        offset: u64,
     },
 }
 
@@ -249,6 +257,14 @@ pub(crate) struct Meter {
     /// time, so this is what it holds unsent (0 once a write took everything). The
     /// WebSocket reader bounds the pongs held in it ([`super::ws::MAX_UNSENT_PONG_BYTES`]).
     unsent: usize,
+    /// The first payload bytes (at most [`super::DISCARDED_HEAD_BYTES`], unmasked) of the data
+    /// message being assembled, kept only for one the budget may refuse (a first frame over
+    /// [`UNBUDGETED_BYTES`], or a fragmented message): on a refusal the peer reads in them
+    /// which request it is or answers ([`Meter::take_refused_head`]). `None` otherwise, so
+    /// small messages cost nothing; freed when the message ends.
+    head: Option<Vec<u8>>,
+    /// The head of the message last refused, until taken.
+    refused_head: Vec<u8>,
 }
 
 impl Meter {
@@ -260,7 +276,14 @@ impl Meter {
             kept: 0,
             hold: Hold::new(budget),
             unsent: 0,
+            head: None,
+            refused_head: Vec::new(),
         }
+    }
+
+    /// The first bytes of the message the budget last refused ([`Self::head`]), once.
+    pub(crate) fn take_refused_head(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.refused_head)
     }
 
     /// Bytes the last write to the stream left unwritten (see the field).
@@ -308,22 +331,47 @@ impl Meter {
                     let seen = *len;
                     bytes = rest;
                     if let Some(phase) = header_done(header, seen) {
-                        if let Phase::Payload { data: true, .. } = phase {
+                        if let Phase::Payload {
+                            data: true,
+                            fin,
+                            remaining,
+                            ..
+                        } = phase
+                        {
                             self.message += usize::from(seen);
                             self.frame = usize::from(seen);
+                            // Only a message the budget may refuse keeps its first bytes: a
+                            // lone frame within the allowance never grows what is held.
+                            let small = fin && remaining <= UNBUDGETED_BYTES as u64;
+                            if self.head.is_none() && !small {
+                                self.head = Some(Vec::new());
+                            }
                         }
                         self.phase = phase;
                         self.end_of_payload();
                     }
                 }
                 Phase::Payload {
-                    remaining, data, ..
+                    remaining,
+                    data,
+                    mask,
+                    offset,
+                    ..
                 } => {
                     let take = usize::try_from(*remaining)
                         .unwrap_or(usize::MAX)
                         .min(bytes.len());
                     let is_data = *data;
+                    if let (true, Some(head)) = (is_data, self.head.as_mut()) {
+                        let room = super::DISCARDED_HEAD_BYTES.saturating_sub(head.len());
+                        let kept = bytes.get(..take.min(room)).unwrap_or_default();
+                        head.extend(kept.iter().zip(*offset..).map(|(b, i)| match mask {
+                            Some(key) => b ^ key[(i % 4) as usize],
+                            None => *b,
+                        }));
+                    }
                     *remaining -= take as u64;
+                    *offset += take as u64;
                     bytes = bytes.get(take..).unwrap_or_default();
                     if is_data {
                         self.message = self.message.saturating_add(take);
@@ -354,6 +402,7 @@ impl Meter {
         self.hold.clear();
         self.kept = 0;
         self.frame = 0;
+        self.refused_head = self.head.take().unwrap_or_default();
         refused
     }
 
@@ -363,6 +412,7 @@ impl Meter {
             remaining: 0,
             data,
             fin,
+            ..
         } = self.phase
         {
             if data {
@@ -371,6 +421,7 @@ impl Meter {
                 if fin {
                     // Complete: the message goes to the peer; its read buffer stays.
                     self.message = 0;
+                    self.head = None;
                     self.hold.shrink_to(self.kept);
                 }
             }
@@ -407,11 +458,18 @@ fn header_done(header: &[u8; 14], len: u8) -> Option<Phase> {
             .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)),
     };
     let opcode = b0 & 0x0f;
+    let key = 2 + extended;
+    let mask = match header.get(key..key + mask) {
+        Some(&[a, b, c, d]) => Some([a, b, c, d]),
+        _ => None,
+    };
     Some(Phase::Payload {
         remaining: length,
         // Control frames (opcodes 8 and up) may come between a message's frames.
         data: opcode < 8,
         fin: b0 & 0x80 != 0,
+        mask,
+        offset: 0,
     })
 }
 
@@ -652,6 +710,36 @@ mod tests {
         let refused = m.feed(rest).unwrap_err();
         assert_eq!(refused.limit, 4096);
         assert_eq!(budget.used(), 0);
+    }
+
+    /// A message the budget refuses leaves its first payload bytes, unmasked with the
+    /// frame's key, for the peer to read its id in (fed a byte at a time: the key and the
+    /// payload split anywhere); a lone frame within the allowance keeps none.
+    #[test]
+    fn a_refused_message_leaves_its_unmasked_head() {
+        let key = [0x11, 0x22, 0x33, 0x44];
+        let masked = |payload: &[u8], fin: bool| {
+            let mut f = vec![u8::from(fin) << 7 | 1, 0x80 | 127];
+            f.extend_from_slice(&(payload.len() as u64).to_be_bytes());
+            f.extend_from_slice(&key);
+            f.extend(payload.iter().zip(0..).map(|(b, i)| b ^ key[i % 4]));
+            f
+        };
+        let mut text = br#"{"jsonrpc":"2.0","id":42,"method":"m","params":""#.to_vec();
+        text.resize(UNBUDGETED_BYTES + 8192, b'x');
+        let mut m = Meter::new(MessageBudget::new(4096));
+        m.feed(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        // A small message first: nothing kept for it.
+        m.feed(&masked(br#"{"id":1}"#, true)).unwrap();
+        assert!(m.head.is_none());
+        let big = masked(&text, true);
+        let refused = big
+            .iter()
+            .find_map(|b| m.feed(std::slice::from_ref(b)).err());
+        assert!(refused.is_some());
+        let head = m.take_refused_head();
+        assert_eq!(head, text[..crate::transport::DISCARDED_HEAD_BYTES]);
+        assert!(m.take_refused_head().is_empty(), "taken once");
     }
 
     /// A writer that takes at most `0` bytes of each write (vectored ones included, through

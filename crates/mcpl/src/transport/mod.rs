@@ -114,9 +114,10 @@ pub trait FrameReader: Send {
         false
     }
     /// The first bytes (at most [`DISCARDED_HEAD_BYTES`]) of the message the last
-    /// [`Frame::Oversized`] this reader yielded discarded, for the peer to read which request
-    /// it answers: `None` for a reader that does not keep them (the default). Only what the
-    /// reader holds already; a reader wrapping another forwards it.
+    /// [`Frame::Oversized`] or [`Frame::OverBudget`] this reader yielded discarded, for the
+    /// peer to read which request it is or answers: `None` for a reader that does not keep
+    /// them (the default). Only what the reader holds already; a reader wrapping another
+    /// forwards it.
     fn discarded_head(&self) -> Option<&[u8]> {
         None
     }
@@ -254,8 +255,9 @@ pub struct LineReader<R> {
     /// The last line that was not UTF-8 began as a message does
     /// ([`FrameReader::not_text_began_as_json`]).
     not_text_json: bool,
-    /// The first bytes of the oversized line being (or last) discarded
-    /// ([`FrameReader::discarded_head`]); freed when the next line begins.
+    /// The first bytes of the oversized line being (or last) discarded, or of the line the
+    /// budget last refused ([`FrameReader::discarded_head`]); freed when the next line
+    /// begins.
     discard_head: Vec<u8>,
 }
 
@@ -429,6 +431,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                 bytes: self.line.len() + take,
                 limit: self.hold.limit(),
             };
+            // Its first bytes say which request it is, as for an oversized line.
+            self.discard_head = head_of(&self.line, available.get(..take).unwrap_or_default());
             self.line = Vec::new();
             self.hold.clear();
             self.refused = newline.is_none();

@@ -495,7 +495,7 @@ struct WsReader<S> {
     /// The last binary frame began as a JSON-RPC message does
     /// ([`FrameReader::not_text_began_as_json`]).
     binary_json: bool,
-    /// The first bytes of the last message over the limit
+    /// The first bytes of the last message over the limit, or refused by the budget
     /// ([`FrameReader::discarded_head`]); freed at the next read.
     oversized_head: Vec<u8>,
 }
@@ -603,6 +603,12 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                             bytes: refused.bytes,
                             limit: refused.limit,
                         };
+                        // Its first bytes, for the peer to read which request it is.
+                        self.oversized_head = self
+                            .meter
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .take_refused_head();
                         fail_with(&self.failed, CloseCode::Again, "message budget exhausted");
                         self.refused = Some(e.to_string());
                         return Ok(Some(frame));
