@@ -148,6 +148,46 @@ async fn over_websocket_an_oversized_answer_fails_its_request_at_once() {
     );
 }
 
+/// Over WebSocket, an answer over the limit whose id comes after its result (past the first
+/// `DISCARDED_HEAD_BYTES`) fails its request at once too: the whole message is in the
+/// frame, and its envelope is read (`transport::envelope`). Before, only its first bytes
+/// were, and the request waited for ever.
+#[tokio::test]
+async fn over_websocket_an_oversized_answer_with_its_id_last_fails_its_request_at_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        mcpl::transport::ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, _incoming) = mcpl::peer::Peer::new(server.unwrap(), config());
+    let (mut raw, _) = client.unwrap();
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("big", None).await })
+    };
+    let request = match raw.next().await.unwrap().unwrap() {
+        WsMessage::Text(t) => t.as_str().to_owned(),
+        other => panic!("expected the request, got {other:?}"),
+    };
+    let v: Value = serde_json::from_str(&request).unwrap();
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"pad":"{}"}},"id":{}}}"#,
+        "x".repeat(5000),
+        v["id"]
+    );
+    raw.send(WsMessage::text(answer)).await.unwrap();
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    assert!(
+        matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("1024")),
+        "{outcome:?}"
+    );
+}
+
 /// An answer refused for its size (over `max_message_size`, discarded unread) or for its
 /// parsed cost (over `max_parsed_cost`, refused unbuilt) whose id echoes ours written as a
 /// whole float (`3.0`, `3e0`: JSON-RPC 2.0 §5 asks for the same value, which it is) fails

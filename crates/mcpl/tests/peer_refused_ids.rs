@@ -167,9 +167,12 @@ async fn a_refused_request_is_answered_under_the_id_it_has_when_taken() {
     }
 }
 
-/// An id after the params is read over the parsed cost (the whole text is there); over the
-/// size limit it is past the kept head, and the message, which may be a notification, is
-/// reported only.
+/// An id after the params is read over the parsed cost (the whole text is there), and over
+/// the size limit too: the line reader reads the envelope of the line it discards as it
+/// streams past (`transport::envelope`), so the id is found wherever it is. Before, only the
+/// first `DISCARDED_HEAD_BYTES` were read, and such a request was reported only: its
+/// sender waited for its own deadline. A notification (no id anywhere) is still not
+/// answered (§4.1).
 #[tokio::test(start_paused = true)]
 async fn an_id_after_huge_params_is_answered_where_it_is_read() {
     let (_peer, incoming, mut raw) = raw_peer(config());
@@ -190,7 +193,53 @@ async fn an_id_after_huge_params_is_answered_where_it_is_read() {
         &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":11}}"#),
     )
     .await;
-    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 11, "{}", got[0]);
+    assert_eq!(got[0]["error"]["data"]["reason"], "max_message_size");
+    // Far past the limit, split over many reads, behind an `id` nested in the params.
+    let pad = "x".repeat(20 * MAX_SIZE);
+    let got = exchange(
+        &mut raw,
+        &format!(
+            r#"{{"jsonrpc":"2.0","method":"m","params":{{"id":1,"pad":"{pad}"}},"id":"late"}}"#
+        ),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], "late", "{}", got[0]);
+    let got = exchange(
+        &mut raw,
+        &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"id":1,"pad":"{pad}"}}}}"#),
+    )
+    .await;
+    assert!(got.is_empty(), "a notification was answered: {got:?}");
+}
+
+/// A response of the other side whose id comes after its result, past the first
+/// `DISCARDED_HEAD_BYTES` of a line over the size limit, fails its request at once. Before,
+/// the request waited for its deadline (for ever here).
+#[tokio::test(start_paused = true)]
+async fn an_answer_whose_id_comes_after_a_huge_result_fails_its_request_at_once() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+    let request = answer(&mut raw, "a request of ours").await;
+    let pad = "x".repeat(3 * MAX_SIZE);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"pad":"{pad}"}},"id":{}}}"#,
+        request["id"]
+    );
+    let got = exchange(&mut raw, &line).await;
+    assert!(got.is_empty(), "a response was answered: {got:?}");
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    assert!(
+        matches!(&outcome, Err(mcpl::peer::PeerError::InvalidResponse(why)) if why.contains("4096")),
+        "{outcome:?}"
+    );
 }
 
 /// Past `max_in_flight_requests` each form is answered `busy` under the same id, or, for what

@@ -306,7 +306,9 @@ impl Limit {
 ///   is answered `null`). One with no `id` read whole is a notification: reported only. One
 ///   whose `id` may come after the cut of a discarded message is reported only too: nothing
 ///   tells it from a notification (§4.1: a notification is never answered), and a null id
-///   would name no request to its sender anyway.
+///   would name no request to its sender anyway. (A line reader reads the whole envelope of
+///   a line it discards for its size, `crate::transport::envelope`, so there the cut is
+///   only that of a message the budget refused part read, or of a reader keeping less.)
 /// - A response (an outcome and no method, or an object read whole without a method): the
 ///   request of ours its id names fails now ([`fail_response`]; a whole float read by
 ///   [`super::ids::outstanding_integral`]), never answered (answering a response could

@@ -23,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 pub mod budget;
 pub mod child;
 pub mod endpoint;
+pub mod envelope;
 pub mod listen;
 pub mod memory;
 pub mod stdio;
@@ -113,11 +114,13 @@ pub trait FrameReader: Send {
     fn not_text_began_as_json(&self) -> bool {
         false
     }
-    /// The first bytes (at most [`DISCARDED_HEAD_BYTES`]) of the message the last
-    /// [`Frame::Oversized`] or [`Frame::OverBudget`] this reader yielded discarded, for the
-    /// peer to read which request it is or answers: `None` for a reader that does not keep
-    /// them (the default). Only what the reader holds already; a reader wrapping another
-    /// forwards it.
+    /// What this reader kept of the message the last [`Frame::Oversized`] or
+    /// [`Frame::OverBudget`] it yielded discarded, for the peer to read which request it is
+    /// or answers: its first bytes (at most [`DISCARDED_HEAD_BYTES`]), or the summary of its
+    /// envelope read from every byte the reader saw of it ([`envelope::Envelope::summary`],
+    /// a JSON object text of at most about twice [`envelope::MAX_VALUE_BYTES`], read the
+    /// same way). `None` for a reader that keeps nothing (the default). Only what the
+    /// reader holds already; a reader wrapping another forwards it.
     fn discarded_head(&self) -> Option<&[u8]> {
         None
     }
@@ -226,8 +229,9 @@ const READ_CHUNK: usize = 8 * 1024;
 pub(crate) const YIELD_AFTER: usize = 64 * 1024;
 
 /// The most bytes of an oversized line a [`LineReader`] keeps while it discards the rest
-/// ([`FrameReader::discarded_head`]): enough for the envelope members a message begins with
-/// (`jsonrpc`, and an `id` of up to [`crate::jsonrpc::MAX_ID_BYTES`]).
+/// ([`FrameReader::discarded_head`]), for a line that is no JSON object (a batch, junk):
+/// an object's envelope is read from every byte of it instead ([`envelope`]), in bounded
+/// memory, wherever its `id` is.
 pub const DISCARDED_HEAD_BYTES: usize = 2048;
 
 /// The largest frame buffer a [`LineReader`] keeps for the next line
@@ -256,9 +260,12 @@ pub struct LineReader<R> {
     /// ([`FrameReader::not_text_began_as_json`]).
     not_text_json: bool,
     /// The first bytes of the oversized line being (or last) discarded, or of the line the
-    /// budget last refused ([`FrameReader::discarded_head`]); freed when the next line
-    /// begins.
+    /// budget last refused, replaced by the summary of its envelope once that is known
+    /// ([`FrameReader::discarded_head`]); freed when the next line begins.
     discard_head: Vec<u8>,
+    /// The envelope of the oversized line being discarded, read from every byte of it
+    /// ([`envelope`]).
+    envelope: Option<Box<envelope::Envelope>>,
 }
 
 /// What one read of a [`LineReader`] gave.
@@ -286,6 +293,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             ended_mid_line: false,
             not_text_json: false,
             discard_head: Vec::new(),
+            envelope: None,
         }
     }
 
@@ -421,9 +429,18 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             // The rest of a line the budget refused: skipped, reported already.
         } else if let Some(seen) = self.discarding.as_mut() {
             *seen += take;
+            if let Some(envelope) = self.envelope.as_mut() {
+                envelope.feed(available.get(..take).unwrap_or_default());
+            }
         } else if self.line.len() + take > self.limit.saturating_add(1) {
             self.discarding = Some(self.line.len() + take);
             self.discard_head = head_of(&self.line, available.get(..take).unwrap_or_default());
+            // Read as it streams past from here: what is buffered (at most the limit), then
+            // each piece discarded.
+            let mut envelope = Box::new(envelope::Envelope::new());
+            envelope.feed(&self.line);
+            envelope.feed(available.get(..take).unwrap_or_default());
+            self.envelope = Some(envelope);
             self.line = Vec::new();
             self.hold.clear();
         } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
@@ -431,8 +448,15 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                 bytes: self.line.len() + take,
                 limit: self.hold.limit(),
             };
-            // Its first bytes say which request it is, as for an oversized line.
-            self.discard_head = head_of(&self.line, available.get(..take).unwrap_or_default());
+            // What it shows of itself says which request it is, as for an oversized line:
+            // its envelope as far as it was read (its rest is never seen: it is refused now).
+            let part = available.get(..take).unwrap_or_default();
+            let mut envelope = envelope::Envelope::new();
+            envelope.feed(&self.line);
+            envelope.feed(part);
+            self.discard_head = envelope
+                .summary(newline.is_some())
+                .unwrap_or_else(|| head_of(&self.line, part));
             self.line = Vec::new();
             self.hold.clear();
             self.refused = newline.is_none();
@@ -452,6 +476,9 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
 
     fn end_of_line(&mut self) -> Frame {
         if let Some(bytes) = self.discarding.take() {
+            if let Some(summary) = self.envelope.take().and_then(|e| e.summary(true)) {
+                self.discard_head = summary;
+            }
             return Frame::Oversized {
                 bytes,
                 limit: self.limit,
@@ -459,7 +486,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
         let len = self.line.len();
         if len > self.limit && !(len == self.limit + 1 && self.line.ends_with(b"\r")) {
-            self.discard_head = head_of(&self.line, &[]);
+            let mut envelope = envelope::Envelope::new();
+            envelope.feed(&self.line);
+            self.discard_head = envelope
+                .summary(true)
+                .unwrap_or_else(|| head_of(&self.line, &[]));
             self.line = Vec::new();
             self.hold.clear();
             return Frame::Oversized {

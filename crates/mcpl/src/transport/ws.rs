@@ -518,9 +518,14 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             }
             return Some(if part.len() > self.limit {
                 let bytes = part.as_bytes();
-                // `part` is longer than the limit, not necessarily than the head.
-                let head = bytes.get(..DISCARDED_HEAD_BYTES).unwrap_or(bytes);
-                self.oversized_head = head.to_vec();
+                // The whole message is here: its envelope is read wherever its id is
+                // (`super::envelope`); its first bytes for what is no object.
+                let mut envelope = super::envelope::Envelope::new();
+                envelope.feed(bytes);
+                self.oversized_head = envelope.summary(true).unwrap_or_else(|| {
+                    // `part` is longer than the limit, not necessarily than the head.
+                    bytes.get(..DISCARDED_HEAD_BYTES).unwrap_or(bytes).to_vec()
+                });
                 Frame::Oversized {
                     bytes: part.len(),
                     limit: self.limit,

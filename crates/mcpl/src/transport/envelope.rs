@@ -1,0 +1,378 @@
+//! The envelope of a message read as it streams past, in bounded memory: the top-level `id`,
+//! `method`, `result` and `error` members of a JSON object, wherever they are in it. A line
+//! reader discarding a message over the size limit (or refusing one the budget cannot
+//! cover) feeds it every byte it sees of that message, so the peer can tell which request
+//! it is or answers even when its `id` comes after megabytes of `params`
+//! ([`super::FrameReader::discarded_head`]); before, only the first
+//! [`super::DISCARDED_HEAD_BYTES`] were read, and such a request was never answered.
+//!
+//! What it keeps is bounded whatever it is fed: a member name up to [`MAX_KEY_BYTES`], the
+//! last `id` and the last `method` value up to [`MAX_VALUE_BYTES`] each (a longer one is
+//! kept as `null`: no id, no method name), flags, and a few bytes of an unfinished UTF-8
+//! character. Nothing else is buffered.
+//!
+//! [`Envelope::summary`] writes what it found as a JSON object text holding only those
+//! members, in a form the peer reads exactly as it reads the first bytes of a message: a
+//! member cut by the end of what was fed is written last, cut the same way; an object that
+//! ended is closed. Readings (fail closed): the top level is checked as JSON (a name, a
+//! colon, a value, a comma or the end); inside a value only strings and nesting are
+//! followed, so a syntax error there is not seen. Past the first error nothing more is
+//! read, as a parser stops there. A message with bytes that are no UTF-8 anywhere in it is
+//! summarised as such (one byte that is no UTF-8), as a small one is refused. Anything but
+//! an object (a batch, junk) is not summarised: the caller keeps its first bytes instead.
+
+/// The longest member name read (in its bytes as written, escapes included); a longer one
+/// is no envelope member (`"\u006d\u0065thod"` is 24 bytes).
+pub const MAX_KEY_BYTES: usize = 64;
+
+/// The longest `id` or `method` value kept, as written: an id of
+/// [`crate::jsonrpc::MAX_ID_BYTES`] written with a `\uXXXX` escape per byte, and its quotes.
+pub const MAX_VALUE_BYTES: usize = 6 * crate::jsonrpc::MAX_ID_BYTES + 2;
+
+/// Where the scan is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// Before the object: JSON whitespace and a UTF-8 byte order mark are skipped.
+    Start,
+    /// Expecting a member name (or the end, right after `{`).
+    Name { first: bool },
+    /// Inside a member name.
+    InName { escaped: bool },
+    /// Expecting the colon after a name.
+    Colon,
+    /// Expecting a value.
+    Value,
+    /// Inside a value: its nesting, whether inside a string (and after a backslash), and
+    /// whether whitespace followed a top-level scalar (only `,` or `}` may come next).
+    InValue {
+        depth: usize,
+        string: bool,
+        escaped: bool,
+        spaced: bool,
+    },
+    /// The object ended.
+    Closed,
+    /// Not an object: not summarised.
+    NotObject,
+    /// A syntax error: nothing more is read.
+    Broken,
+}
+
+/// Which envelope member a value belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Id,
+    Method,
+    Outcome,
+    Other,
+}
+
+/// A value kept as written, or `None` once it grew past [`MAX_VALUE_BYTES`].
+type Kept = Option<Vec<u8>>;
+
+/// The envelope of one message, fed its bytes in order in any number of pieces.
+#[derive(Debug)]
+pub struct Envelope {
+    at: At,
+    name: Vec<u8>,
+    name_too_long: bool,
+    member: Member,
+    /// The value being read, for an `id` or a `method`.
+    value: Kept,
+    id: Option<Kept>,
+    method: Option<Kept>,
+    outcome: bool,
+    /// Bytes of a UTF-8 character the last piece ended inside.
+    carry: Vec<u8>,
+    not_text: bool,
+}
+
+impl Default for Envelope {
+    fn default() -> Self {
+        Envelope::new()
+    }
+}
+
+impl Envelope {
+    /// An envelope with nothing read.
+    pub fn new() -> Envelope {
+        Envelope {
+            at: At::Start,
+            name: Vec::new(),
+            name_too_long: false,
+            member: Member::Other,
+            value: None,
+            id: None,
+            method: None,
+            outcome: false,
+            carry: Vec::new(),
+            not_text: false,
+        }
+    }
+
+    /// Whether what was fed so far is no object (a batch, junk): nothing is summarised.
+    pub fn is_object(&self) -> bool {
+        !matches!(self.at, At::NotObject)
+    }
+
+    /// Reads the next bytes of the message.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if matches!(self.at, At::NotObject) {
+            return;
+        }
+        self.check_text(bytes);
+        let mut rest = bytes;
+        while let Some((&b, after)) = rest.split_first() {
+            if matches!(self.at, At::Closed | At::Broken | At::NotObject) {
+                return;
+            }
+            // Inside a string nothing but `"` and `\` matters: skip to the next of them.
+            if let At::InValue {
+                string: true,
+                escaped: false,
+                ..
+            } = self.at
+            {
+                let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                self.keep(rest.get(..run).unwrap_or_default());
+                rest = rest.get(run..).unwrap_or_default();
+                if let Some((&b, after)) = rest.split_first() {
+                    self.step(b);
+                    rest = after;
+                }
+                continue;
+            }
+            self.step(b);
+            rest = after;
+        }
+    }
+
+    /// Follows UTF-8 across pieces: a byte sequence no later byte can complete marks the
+    /// message as no text.
+    fn check_text(&mut self, bytes: &[u8]) {
+        if self.not_text {
+            return;
+        }
+        let mut rest = bytes;
+        if !self.carry.is_empty() {
+            let mut joined = std::mem::take(&mut self.carry);
+            let more = rest.len().min(4);
+            joined.extend_from_slice(rest.get(..more).unwrap_or_default());
+            let carried = joined.len() - more;
+            match std::str::from_utf8(&joined) {
+                Ok(_) => rest = rest.get(more..).unwrap_or_default(),
+                Err(e) if e.valid_up_to() > 0 && e.valid_up_to() >= carried => {
+                    rest = rest.get(e.valid_up_to() - carried..).unwrap_or_default();
+                }
+                Err(e) if e.error_len().is_some() => {
+                    self.not_text = true;
+                    return;
+                }
+                Err(_) => {
+                    // Still unfinished (the piece was shorter than the character).
+                    self.carry = joined;
+                    return;
+                }
+            }
+        }
+        if let Err(e) = std::str::from_utf8(rest) {
+            if e.error_len().is_some() {
+                self.not_text = true;
+            } else {
+                self.carry = rest.get(e.valid_up_to()..).unwrap_or_default().to_vec();
+            }
+        }
+    }
+
+    /// Keeps `bytes` of the value being read, if it is an `id` or a `method` still within
+    /// [`MAX_VALUE_BYTES`].
+    fn keep(&mut self, bytes: &[u8]) {
+        if let Some(value) = self.value.as_mut() {
+            if value.len() + bytes.len() > MAX_VALUE_BYTES {
+                self.value = None;
+            } else {
+                value.extend_from_slice(bytes);
+            }
+        }
+    }
+
+    fn step(&mut self, b: u8) {
+        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        self.at = match self.at {
+            At::Start if space => At::Start,
+            // The byte order mark's bytes (EF BB BF): a stray one is no UTF-8 anyway.
+            At::Start if matches!(b, 0xef | 0xbb | 0xbf) => At::Start,
+            At::Start if b == b'{' => At::Name { first: true },
+            At::Start => At::NotObject,
+            At::Name { first } if space => At::Name { first },
+            At::Name { .. } if b == b'"' => {
+                self.name.clear();
+                self.name_too_long = false;
+                At::InName { escaped: false }
+            }
+            At::Name { first: true } if b == b'}' => At::Closed,
+            At::Name { .. } => At::Broken,
+            At::InName { escaped: false } if b == b'"' => At::Colon,
+            At::InName { escaped } => {
+                if self.name.len() < MAX_KEY_BYTES {
+                    self.name.push(b);
+                } else {
+                    self.name_too_long = true;
+                }
+                At::InName {
+                    escaped: !escaped && b == b'\\',
+                }
+            }
+            At::Colon if space => At::Colon,
+            At::Colon if b == b':' => {
+                self.member = self.member_named();
+                self.value = matches!(self.member, Member::Id | Member::Method).then(Vec::new);
+                At::Value
+            }
+            At::Colon => At::Broken,
+            At::Value if space => At::Value,
+            At::Value => self.value_byte(b, 0, false, false, false),
+            At::InValue {
+                depth,
+                string,
+                escaped,
+                spaced,
+            } => self.value_byte(b, depth, string, escaped, spaced),
+            done @ (At::Closed | At::NotObject | At::Broken) => done,
+        };
+    }
+
+    /// One byte of a value (the first, from [`At::Value`], with everything false).
+    fn value_byte(&mut self, b: u8, depth: usize, string: bool, escaped: bool, spaced: bool) -> At {
+        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        if string {
+            self.keep(&[b]);
+            let end = !escaped && b == b'"';
+            return At::InValue {
+                depth,
+                string: !end,
+                escaped: !escaped && b == b'\\',
+                spaced: false,
+            };
+        }
+        if depth == 0 && (b == b',' || b == b'}') {
+            self.end_member();
+            return if b == b',' {
+                At::Name { first: false }
+            } else {
+                At::Closed
+            };
+        }
+        if depth == 0 && space {
+            return At::InValue {
+                depth,
+                string: false,
+                escaped: false,
+                spaced: true,
+            };
+        }
+        if depth == 0 && spaced {
+            return At::Broken;
+        }
+        self.keep(&[b]);
+        let depth = match b {
+            b'{' | b'[' => depth.saturating_add(1),
+            b'}' | b']' if depth == 0 => return At::Broken,
+            b'}' | b']' => depth - 1,
+            _ => depth,
+        };
+        At::InValue {
+            depth,
+            string: b == b'"',
+            escaped: false,
+            spaced: false,
+        }
+    }
+
+    /// The envelope member the name just read is (escapes undone).
+    fn member_named(&self) -> Member {
+        if self.name_too_long {
+            return Member::Other;
+        }
+        let mut quoted = Vec::with_capacity(self.name.len() + 2);
+        quoted.push(b'"');
+        quoted.extend_from_slice(&self.name);
+        quoted.push(b'"');
+        match serde_json::from_slice::<String>(&quoted).as_deref() {
+            Ok("id") => Member::Id,
+            Ok("method") => Member::Method,
+            Ok("result" | "error") => Member::Outcome,
+            _ => Member::Other,
+        }
+    }
+
+    /// A member's value ended: kept as its member's last.
+    fn end_member(&mut self) {
+        match self.member {
+            Member::Id => self.id = Some(self.value.take()),
+            Member::Method => self.method = Some(self.value.take()),
+            Member::Outcome => self.outcome = true,
+            Member::Other => {}
+        }
+        self.member = Member::Other;
+        self.value = None;
+    }
+
+    /// What was read, as a JSON object text of the envelope members (see the module docs),
+    /// once `ended` says whether the message ended there (a whole line) or was cut (refused
+    /// part read). `None` when it is no object: the caller's first bytes tell more.
+    pub fn summary(&self, ended: bool) -> Option<Vec<u8>> {
+        if self.not_text || (ended && !self.carry.is_empty()) {
+            return Some(vec![0xff]);
+        }
+        if matches!(self.at, At::NotObject | At::Start) {
+            return None;
+        }
+        let mut out = b"{".to_vec();
+        let member = |out: &mut Vec<u8>, name: &str, value: &Kept| {
+            out.extend_from_slice(format!("\"{name}\":").as_bytes());
+            match value {
+                Some(v) => out.extend_from_slice(v),
+                None => out.extend_from_slice(b"null"),
+            }
+            out.push(b',');
+        };
+        if let Some(id) = &self.id {
+            member(&mut out, "id", id);
+        }
+        if let Some(method) = &self.method {
+            member(&mut out, "method", method);
+        }
+        if self.outcome {
+            out.extend_from_slice(b"\"result\":0,");
+        }
+        match self.at {
+            At::Closed => {
+                if out.last() == Some(&b',') {
+                    out.pop();
+                }
+                out.push(b'}');
+            }
+            // Cut inside an envelope member's value: written last, as cut (a value too
+            // long to keep is cut inside a string, which reads as cut whatever it was).
+            At::Value | At::InValue { .. } if self.member != Member::Other => {
+                let name = match self.member {
+                    Member::Id => "id",
+                    Member::Method => "method",
+                    _ => "result",
+                };
+                out.extend_from_slice(format!("\"{name}\":").as_bytes());
+                match &self.value {
+                    Some(v) => out.extend_from_slice(v),
+                    None if self.member == Member::Outcome => out.push(b'['),
+                    None => out.push(b'"'),
+                }
+            }
+            _ => {}
+        }
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+use super::*;
+
+fn summary_of(text: &[u8], ended: bool) -> Option<String> {
+    let mut e = Envelope::new();
+    e.feed(text);
+    e.summary(ended)
+        .map(|s| String::from_utf8_lossy(&s).into_owned())
+}
+
+/// The members that say which request a message is or answers are found wherever they
+/// are, past any amount of params, at the top level only, their names unescaped.
+#[test]
+fn the_envelope_members_are_found_anywhere_at_the_top_level() {
+    let pad = "x".repeat(100_000);
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"id":1,"s":"\"id\":2","a":[{{"method":3}}],"p":"{pad}"}},"id":11}}"#
+    );
+    assert_eq!(
+        summary_of(text.as_bytes(), true).as_deref(),
+        Some(r#"{"id":11,"method":"tools/call"}"#)
+    );
+    let text = format!(r#"{{"result":{{"pad":"{pad}"}},"i\u0064" : "a\"b" }}"#);
+    assert_eq!(
+        summary_of(text.as_bytes(), true).as_deref(),
+        Some(r#"{"id":"a\"b","result":0}"#)
+    );
+    // A notification: no id anywhere.
+    let text = format!(r#"{{"method":"n","params":["{pad}"]}}"#);
+    assert_eq!(
+        summary_of(text.as_bytes(), true).as_deref(),
+        Some(r#"{"method":"n"}"#)
+    );
+    // The last of a member named twice; a value too long to be an id is none.
+    let long = "y".repeat(MAX_VALUE_BYTES);
+    let text = format!(r#"{{"id":1,"error":{{}},"id":"{long}"}}"#);
+    assert_eq!(
+        summary_of(text.as_bytes(), true).as_deref(),
+        Some(r#"{"id":null,"result":0}"#)
+    );
+}
+
+/// What is cut is written last, cut as it was; an object not ended is not closed.
+#[test]
+fn a_cut_member_is_written_last_and_cut() {
+    assert_eq!(
+        summary_of(br#"{"id":7,"method":"m","params":{"a":"#, false).as_deref(),
+        Some(r#"{"id":7,"method":"m","#)
+    );
+    assert_eq!(
+        summary_of(br#"{"method":"m","id":12"#, false).as_deref(),
+        Some(r#"{"method":"m","id":12"#)
+    );
+    assert_eq!(
+        summary_of(br#"{"id":7,"result":{"x":"#, false).as_deref(),
+        Some(r#"{"id":7,"result":["#)
+    );
+    let long = "y".repeat(MAX_VALUE_BYTES + 10);
+    assert_eq!(
+        summary_of(format!(r#"{{"method":"m","id":"{long}"#).as_bytes(), false).as_deref(),
+        Some(r#"{"method":"m","id":""#)
+    );
+}
+
+/// Not an object: nothing summarised (the caller keeps the first bytes); bytes that are
+/// no UTF-8 anywhere: one byte that is none; a syntax error at the top level stops the read.
+#[test]
+fn what_is_no_object_no_text_or_broken_reads_as_it_would() {
+    assert_eq!(summary_of(br#"[{"id":1,"method":"m"}]"#, true), None);
+    assert_eq!(summary_of(b"junk", true), None);
+    assert_eq!(summary_of(b"  \t", true), None);
+    let mut bad = br#"{"id":1,"method":"m","p":""#.to_vec();
+    bad.extend_from_slice(&[b'x'; 5000]);
+    bad.extend_from_slice(b"\xc3\x28\"}");
+    assert_eq!(summary_of(&bad, true).as_deref(), Some("\u{fffd}"));
+    // A character cut at the end of a line that ended is none either; cut, it may go on.
+    assert_eq!(
+        summary_of(b"{\"id\":1,\"p\":\"\xc3", true).as_deref(),
+        Some("\u{fffd}")
+    );
+    assert!(summary_of(b"{\"id\":1,\"p\":\"\xc3", false).is_some_and(|s| s.contains("\"id\":1")));
+    assert_eq!(
+        summary_of(br#"{"id":1 "method":"m"}"#, true).as_deref(),
+        Some(r#"{"#)
+    );
+    assert_eq!(
+        summary_of(br#"{"a":1 2,"id":3}"#, true).as_deref(),
+        Some(r#"{"#)
+    );
+    assert_eq!(
+        summary_of(b"\xef\xbb\xbf {\"id\":4}", true).as_deref(),
+        Some(r#"{"id":4}"#)
+    );
+}
+
+/// Fed in pieces split at every byte boundary (and a byte at a time), the summary is the
+/// one of the whole text: nothing depends on where the reads fell.
+#[test]
+fn the_summary_does_not_depend_on_where_the_pieces_split() {
+    let texts: [&[u8]; 6] = [
+        "{\"jsonrpc\":\"2.0\",\"i\\u0064\":\"é\\\"x\",\"method\":\"m\",\"params\":{\"id\":[1,{\"a\":\"}\"}]}}"
+            .as_bytes(),
+        br#"{ "result" : [ "a\\", {"b":"]"} ] , "id" : -12.5e3 }"#,
+        "\u{feff}{\"id\":\"日本\",\"error\":{}}".as_bytes(),
+        b"{\"id\":1,\"p\":\"\xe6\x97\xa5\xff\"}",
+        br#"{"method":"m","id":1"#,
+        br#"{"a":1 2,"id":3}"#,
+    ];
+    for text in texts {
+        for ended in [true, false] {
+            let whole = summary_of(text, ended);
+            for cut in 0..=text.len() {
+                let (a, b) = text.split_at(cut);
+                let mut e = Envelope::new();
+                e.feed(a);
+                e.feed(b);
+                let got = e
+                    .summary(ended)
+                    .map(|s| String::from_utf8_lossy(&s).into_owned());
+                assert_eq!(
+                    got,
+                    whole,
+                    "{:?} cut at {cut}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+            let mut e = Envelope::new();
+            for b in text {
+                e.feed(std::slice::from_ref(b));
+            }
+            let got = e
+                .summary(ended)
+                .map(|s| String::from_utf8_lossy(&s).into_owned());
+            assert_eq!(
+                got,
+                whole,
+                "{:?} byte by byte",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+}
