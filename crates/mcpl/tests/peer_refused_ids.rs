@@ -494,3 +494,51 @@ async fn a_refused_message_that_is_no_json_text_is_answered_as_a_small_one() {
         );
     }
 }
+
+/// A message nested past what the parser reads (serde_json's 128 levels; valid JSON all
+/// the same) is refused by the one rule too, its envelope read past the nesting: a request
+/// is answered under its id (`-32600`, `data: { limit, reason: "nesting" }`), wherever the
+/// id is; a response of ours fails its request at once and is not answered. Before, both
+/// were answered `-32700` with `id: null`: the request's sender could not tell which
+/// request it was, and our request waited for ever while the other side read an answer to
+/// its answer.
+#[tokio::test(start_paused = true)]
+async fn a_message_nested_past_the_parser_is_refused_under_its_id() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let (open, close) = ("[".repeat(300), "]".repeat(300));
+    for line in [
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{open}{close}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","method":"m","params":{open}{close},"id":7}}"#),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0]["id"], 7, "{}", got[0]);
+        assert_eq!(got[0]["error"]["code"], -32600, "{}", got[0]);
+        assert_eq!(got[0]["error"]["data"]["reason"], "nesting", "{}", got[0]);
+    }
+    // A notification so nested is not answered.
+    let got = exchange(
+        &mut raw,
+        &format!(r#"{{"jsonrpc":"2.0","method":"m","params":{open}{close}}}"#),
+    )
+    .await;
+    assert!(got.is_empty(), "{got:?}");
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+    let request = answer(&mut raw, "a request of ours").await;
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{open}{close}}}"#,
+        request["id"]
+    );
+    let got = exchange(&mut raw, &line).await;
+    assert!(got.is_empty(), "a response was answered: {got:?}");
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    assert!(
+        matches!(&outcome, Err(mcpl::peer::PeerError::InvalidResponse(why)) if why.contains("nest")),
+        "{outcome:?}"
+    );
+}

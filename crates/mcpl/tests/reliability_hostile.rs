@@ -39,9 +39,13 @@ enum Segment {
     /// A request over the limit: `Oversized`, and a `-32600` under its id (read from the
     /// line's first bytes).
     Oversized(usize),
-    /// JSON-looking text the parser refuses (nesting, lone surrogate, 1e400, truncation):
+    /// JSON-looking text the parser refuses (lone surrogate, 1e400, truncation):
     /// `ParseError` and a `-32700` reply with a null id.
     Unparseable(String),
+    /// A request whose params nest this deep, past the parser's 128 levels (valid JSON):
+    /// `ParseError` and a `-32600` under its id, `reason: "nesting"` (`peer/refused.rs`;
+    /// before, `-32700` with a null id).
+    TooDeep(usize),
     /// A request with an id but `"jsonrpc": "1.0"`: `InvalidMessage` and a `-32600` reply.
     BadVersion,
     /// Whitespace only: skipped silently.
@@ -92,12 +96,8 @@ fn segment() -> impl Strategy<Value = Segment> {
             Segment::NotUtf8(b)
         }),
         1 => (LIMIT + 2..LIMIT * 3).prop_map(Segment::Oversized),
+        1 => (129usize..2000).prop_map(Segment::TooDeep),
         2 => prop_oneof![
-            (129usize..2000).prop_map(|d| format!(
-                "{{\"jsonrpc\":\"2.0\",\"id\":\"deep\",\"method\":\"echo\",\"params\":{}{}}}",
-                "[".repeat(d),
-                "]".repeat(d)
-            )),
             Just(r#"{"jsonrpc":"2.0","id":"sur","method":"echo","params":["\ud800"]}"#.to_owned()),
             Just(r#"{"jsonrpc":"2.0","id":"sur2","method":"echo","params":["\udc00\ud800"]}"#.to_owned()),
             Just(r#"{"jsonrpc":"2.0","id":"big","method":"echo","params":[1e400]}"#.to_owned()),
@@ -126,7 +126,7 @@ fn expected_diagnostic(s: &Segment) -> Option<&'static str> {
         Segment::Junk(_) => Some("junk"),
         Segment::NotUtf8(_) => Some("not_text"),
         Segment::Oversized(_) => Some("oversized"),
-        Segment::Unparseable(_) => Some("parse"),
+        Segment::Unparseable(_) | Segment::TooDeep(_) => Some("parse"),
         Segment::BadVersion => Some("invalid"),
         _ => None,
     }
@@ -175,6 +175,14 @@ fn render(segments: &[Segment]) -> (Vec<u8>, BTreeMap<String, Value>) {
                 );
             }
             Segment::Unparseable(t) => out.extend_from_slice(t.as_bytes()),
+            Segment::TooDeep(d) => out.extend_from_slice(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":"d{i}","method":"echo","params":{}{}}}"#,
+                    "[".repeat(*d),
+                    "]".repeat(*d)
+                )
+                .as_bytes(),
+            ),
             Segment::BadVersion => out.extend_from_slice(
                 json!({"jsonrpc":"1.0","id":format!("v{i}"),"method":"echo"})
                     .to_string()
@@ -275,6 +283,7 @@ proptest! {
             let mut parse_errors = 0;
             let mut invalid = Vec::new();
             let mut oversized = Vec::new();
+            let mut deep = Vec::new();
             for v in &got {
                 assert_eq!(v["jsonrpc"], "2.0");
                 match &v["id"] {
@@ -291,6 +300,11 @@ proptest! {
                         assert_eq!(v["error"]["code"], json!(codes::INVALID_REQUEST), "{v}");
                         assert_eq!(v["error"]["data"]["reason"], json!("max_message_size"));
                         oversized.push(id.clone());
+                    }
+                    Value::String(id) if id.starts_with('d') => {
+                        assert_eq!(v["error"]["code"], json!(codes::INVALID_REQUEST), "{v}");
+                        assert_eq!(v["error"]["data"]["reason"], json!("nesting"), "{v}");
+                        deep.push(id.clone());
                     }
                     Value::String(id) if id == "end" => {}
                     Value::Null => {
@@ -320,6 +334,13 @@ proptest! {
                 .map(|(i, _)| format!("o{i}"))
                 .collect();
             assert_eq!(oversized, want_oversized, "oversized requests answered once each, in order");
+            let want_deep: Vec<String> = segments
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s, Segment::TooDeep(_)))
+                .map(|(i, _)| format!("d{i}"))
+                .collect();
+            assert_eq!(deep, want_deep, "too deep requests answered once each, in order");
 
             // Every dropped frame: one diagnostic of its kind, in stream order, nothing else.
             let want: Vec<&str> = segments.iter().filter_map(expected_diagnostic).collect();

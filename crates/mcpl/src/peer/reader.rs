@@ -386,6 +386,10 @@ fn take_read(
             },
             replies,
         ),
+        Read::TooDeep { head, error } => {
+            shared.diagnose(Diagnostic::ParseError { error });
+            super::refused::refuse(shared, Some(head), super::refused::Limit::Nesting, replies)
+        }
     };
     match deliver_now(shared, item, inbound, replies) {
         Ok(()) => Ok(true),

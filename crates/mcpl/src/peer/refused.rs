@@ -235,6 +235,10 @@ pub(super) enum Limit {
     /// Past the shared budget for partial messages ([`PeerConfig::message_budget`]):
     /// refused after `bytes`, the rest discarded unread.
     Budget { bytes: usize, limit: usize },
+    /// Nested past what the parser reads (serde_json's 128 levels; the sender's bound is
+    /// [`crate::jsonrpc::MAX_MEMBER_NESTING`]), though it may be valid JSON: refused whole,
+    /// reported as the parse error it is (`Diagnostic::ParseError`, by the caller).
+    Nesting,
 }
 
 impl Limit {
@@ -266,6 +270,14 @@ impl Limit {
                 ),
             )
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
+            Limit::Nesting => ErrorObject::invalid_request(format!(
+                "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
+                 which this peer cannot read: send them flatter",
+                crate::jsonrpc::MAX_MEMBER_NESTING
+            ))
+            .with_data(serde_json::json!({
+                "limit": crate::jsonrpc::MAX_MEMBER_NESTING, "reason": "nesting"
+            })),
         }
     }
 
@@ -284,6 +296,11 @@ impl Limit {
                 "the response was refused after {bytes} bytes, unread: the budget of {limit} \
                  bytes for buffered partial messages is exhausted (message_budget; raise \
                  PeerConfig::message_budget or the MessageBudget it shares)"
+            ),
+            Limit::Nesting => format!(
+                "the response nests arrays and objects deeper than {} levels, which this \
+                 peer cannot read (jsonrpc::MAX_MEMBER_NESTING)",
+                crate::jsonrpc::MAX_MEMBER_NESTING
             ),
         }
     }
@@ -331,7 +348,7 @@ pub(super) fn refuse(
 ) -> Option<Parsed> {
     let head = head.unwrap_or_default();
     // What the diagnostic names, and what is done.
-    let whole_text = matches!(broke, Limit::Cost { .. });
+    let whole_text = matches!(broke, Limit::Cost { .. } | Limit::Nesting);
     let (id, then) = if head.batch || head.not_text {
         // No text is answered as a small one is, under no id (whatever the head showed).
         (None, Then::Answer)
@@ -358,6 +375,8 @@ pub(super) fn refuse(
     match broke {
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
         Limit::Budget { bytes, limit } => shared.diagnose(Diagnostic::OverBudget { bytes, limit }),
+        // Reported by the caller, as the parse error it is.
+        Limit::Nesting => {}
         Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
             id: id.clone(),
             method: head.method_name.clone(),

@@ -35,6 +35,13 @@ pub(super) enum Read {
         cost: usize,
         head: Head,
     },
+    /// A single object nested past what the parser reads (serde_json's recursion limit),
+    /// though it may be valid JSON: refused by the one rule from its envelope
+    /// ([`crate::transport::envelope`], read past the nesting), `error` the parser's.
+    TooDeep {
+        head: Head,
+        error: String,
+    },
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
@@ -90,5 +97,25 @@ pub(super) fn read_text(
     } else {
         serde_json::from_str(trimmed).map(Top::Single)
     };
-    (Read::Top(top), weight)
+    match top {
+        Err(e) if trimmed.starts_with('{') && too_deep(&e) => {
+            let mut envelope = crate::transport::envelope::Envelope::new();
+            envelope.feed(trimmed.as_bytes());
+            let head = match envelope.summary(true) {
+                Some(summary) => Head::read(&summary),
+                None => Head::read_str(trimmed),
+            };
+            let error = e.to_string();
+            (Read::TooDeep { head, error }, weight)
+        }
+        top => (Read::Top(top), weight),
+    }
+}
+
+/// Whether `e` is serde_json's refusal of a value nested past its recursion limit (128
+/// levels), not a syntax error: the text may be valid JSON, and its id readable. serde_json
+/// tells it only by its message.
+fn too_deep(e: &serde_json::Error) -> bool {
+    e.classify() == serde_json::error::Category::Syntax
+        && e.to_string().starts_with("recursion limit exceeded")
 }
