@@ -390,6 +390,13 @@ fn take_read(
             shared.diagnose(Diagnostic::ParseError { error });
             super::refused::refuse(shared, Some(head), super::refused::Limit::Nesting, replies)
         }
+        Read::BrokenResponse { head, error } => {
+            shared.diagnose(Diagnostic::ParseError {
+                error: error.clone(),
+            });
+            let broke = super::refused::Limit::Unparsed { error: &error };
+            super::refused::refuse(shared, Some(head), broke, replies)
+        }
     };
     match deliver_now(shared, item, inbound, replies) {
         Ok(()) => Ok(true),

@@ -63,6 +63,11 @@ fn in_number(b: u8) -> bool {
 }
 
 impl Head {
+    /// Whether it shows a response: an outcome (`result` or `error`) and no method.
+    pub(super) fn is_response(&self) -> bool {
+        self.outcome && !self.method
+    }
+
     /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
     /// (the cut may fall inside a character), then as [`Head::read_str`].
     pub(super) fn read(head: &[u8]) -> Head {
@@ -227,7 +232,7 @@ impl<'de> serde::Deserialize<'de> for Scalar {
 
 /// The bound a refused message broke.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Limit {
+pub(super) enum Limit<'a> {
     /// Over [`PeerConfig::max_message_size`]: `bytes` long, discarded unread.
     Size { bytes: usize, limit: usize },
     /// Over [`PeerConfig::max_parsed_cost`]: `cost` units, refused unbuilt.
@@ -239,9 +244,13 @@ pub(super) enum Limit {
     /// [`crate::jsonrpc::MAX_MEMBER_NESTING`]), though it may be valid JSON: refused whole,
     /// reported as the parse error it is (`Diagnostic::ParseError`, by the caller).
     Nesting,
+    /// Refused by the parser for anything else (`error`, its message): only a response is
+    /// handled by this rule (a request still gets its `-32700`, `id: null`, JSON-RPC 2.0
+    /// §5.1); reported as the parse error it is, by the caller.
+    Unparsed { error: &'a str },
 }
 
-impl Limit {
+impl Limit<'_> {
     /// The error a refused request or batch is answered with.
     fn answer(self, batch: bool) -> ErrorObject {
         let what = if batch { "batch" } else { "request" };
@@ -270,6 +279,7 @@ impl Limit {
                 ),
             )
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
+            Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
             Limit::Nesting => ErrorObject::invalid_request(format!(
                 "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
                  which this peer cannot read: send them flatter",
@@ -297,6 +307,7 @@ impl Limit {
                  bytes for buffered partial messages is exhausted (message_budget; raise \
                  PeerConfig::message_budget or the MessageBudget it shares)"
             ),
+            Limit::Unparsed { error } => format!("the response could not be parsed: {error}"),
             Limit::Nesting => format!(
                 "the response nests arrays and objects deeper than {} levels, which this \
                  peer cannot read (jsonrpc::MAX_MEMBER_NESTING)",
@@ -348,7 +359,10 @@ pub(super) fn refuse(
 ) -> Option<Parsed> {
     let head = head.unwrap_or_default();
     // What the diagnostic names, and what is done.
-    let whole_text = matches!(broke, Limit::Cost { .. } | Limit::Nesting);
+    let whole_text = matches!(
+        broke,
+        Limit::Cost { .. } | Limit::Nesting | Limit::Unparsed { .. }
+    );
     let (id, then) = if head.batch || head.not_text {
         // No text is answered as a small one is, under no id (whatever the head showed).
         (None, Then::Answer)
@@ -376,7 +390,7 @@ pub(super) fn refuse(
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
         Limit::Budget { bytes, limit } => shared.diagnose(Diagnostic::OverBudget { bytes, limit }),
         // Reported by the caller, as the parse error it is.
-        Limit::Nesting => {}
+        Limit::Nesting | Limit::Unparsed { .. } => {}
         Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
             id: id.clone(),
             method: head.method_name.clone(),
