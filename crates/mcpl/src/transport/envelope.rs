@@ -50,7 +50,7 @@ enum At {
         escaped: bool,
         spaced: bool,
     },
-    /// The object ended.
+    /// The object ended (only whitespace may follow).
     Closed,
     /// Not an object: not summarised.
     NotObject,
@@ -123,7 +123,7 @@ impl Envelope {
         self.check_text(bytes);
         let mut rest = bytes;
         while let Some((&b, after)) = rest.split_first() {
-            if matches!(self.at, At::Closed | At::Broken | At::NotObject) {
+            if matches!(self.at, At::Broken | At::NotObject) {
                 return;
             }
             // Inside a string nothing but `"` and `\` matters: skip to the next of them.
@@ -231,18 +231,33 @@ impl Envelope {
             }
             At::Colon => At::Broken,
             At::Value if space => At::Value,
-            At::Value => self.value_byte(b, 0, false, false, false),
+            // A value's first byte: a container, a string, or a scalar.
+            At::Value => match b {
+                b'}' | b']' | b',' | b':' => At::Broken,
+                _ => {
+                    self.keep(&[b]);
+                    At::InValue {
+                        depth: usize::from(matches!(b, b'{' | b'[')),
+                        string: b == b'"',
+                        escaped: false,
+                        spaced: false,
+                    }
+                }
+            },
             At::InValue {
                 depth,
                 string,
                 escaped,
                 spaced,
             } => self.value_byte(b, depth, string, escaped, spaced),
-            done @ (At::Closed | At::NotObject | At::Broken) => done,
+            // Only whitespace may follow the object, as a parser reads it.
+            At::Closed if space => At::Closed,
+            At::Closed => At::Broken,
+            done @ (At::NotObject | At::Broken) => done,
         };
     }
 
-    /// One byte of a value (the first, from [`At::Value`], with everything false).
+    /// One byte of a value after its first.
     fn value_byte(&mut self, b: u8, depth: usize, string: bool, escaped: bool, spaced: bool) -> At {
         let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
         if string {
@@ -271,7 +286,10 @@ impl Envelope {
                 spaced: true,
             };
         }
-        if depth == 0 && spaced {
+        // After a whole top-level value (a scalar with whitespace after it, a string or a
+        // container closed) only `,` or `}` may come; nor does a scalar run into a string or
+        // a container.
+        if depth == 0 && (spaced || matches!(b, b'"' | b'{' | b'[')) {
             return At::Broken;
         }
         self.keep(&[b]);

@@ -90,13 +90,34 @@ fn what_is_no_object_no_text_or_broken_reads_as_it_would() {
         summary_of(b"\xef\xbb\xbf {\"id\":4}", true).as_deref(),
         Some(r#"{"id":4}"#)
     );
+    // What a parser refuses at the top level stops the read there, the object unclosed.
+    for (text, summary) in [
+        (r#"{"id":1,"method":"m"} x"#, r#"{"id":1,"method":"m"}"#),
+        (r#"{"id":1,"method":"m"}  "#, r#"{"id":1,"method":"m"}"#),
+        (r#"{"id":12"x","method":"m"}"#, r#"{"#),
+        (r#"{"a":"x""y","id":1}"#, r#"{"#),
+        (r#"{"a":{}[],"id":1}"#, r#"{"#),
+        (r#"{"id":,"method":"m"}"#, r#"{"#),
+        (r#"{"id":1,}"#, r#"{"id":1,"#),
+    ] {
+        let got = summary_of(text.as_bytes(), true);
+        let want = if text.ends_with("} x") {
+            // Closed, then junk: the members stand, the object no longer reads whole.
+            Some(r#"{"id":1,"method":"m","#.to_owned())
+        } else {
+            Some(summary.to_owned())
+        };
+        assert_eq!(got, want, "{text}");
+    }
 }
 
 /// Fed in pieces split at every byte boundary (and a byte at a time), the summary is the
 /// one of the whole text: nothing depends on where the reads fell.
 #[test]
 fn the_summary_does_not_depend_on_where_the_pieces_split() {
-    let texts: [&[u8]; 6] = [
+    let texts: [&[u8]; 8] = [
+        br#"{"id":1,"method":"m"} x"#,
+        br#"{"a":"x""y","id":1}"#,
         "{\"jsonrpc\":\"2.0\",\"i\\u0064\":\"é\\\"x\",\"method\":\"m\",\"params\":{\"id\":[1,{\"a\":\"}\"}]}}"
             .as_bytes(),
         br#"{ "result" : [ "a\\", {"b":"]"} ] , "id" : -12.5e3 }"#,
