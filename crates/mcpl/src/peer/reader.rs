@@ -387,14 +387,7 @@ fn take_read(
             replies,
         ),
         Read::TooDeep { head, error } => {
-            shared.diagnose(Diagnostic::ParseError { error });
-            super::refused::refuse(shared, Some(head), super::refused::Limit::Nesting, replies)
-        }
-        Read::BrokenResponse { head, error } => {
-            shared.diagnose(Diagnostic::ParseError {
-                error: error.clone(),
-            });
-            let broke = super::refused::Limit::Unparsed { error: &error };
+            let broke = super::refused::Limit::Nesting { error: &error };
             super::refused::refuse(shared, Some(head), broke, replies)
         }
     };

@@ -63,11 +63,6 @@ fn in_number(b: u8) -> bool {
 }
 
 impl Head {
-    /// Whether it shows a response: an outcome (`result` or `error`) and no method.
-    pub(super) fn is_response(&self) -> bool {
-        self.outcome && !self.method
-    }
-
     /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
     /// (the cut may fall inside a character), then as [`Head::read_str`].
     pub(super) fn read(head: &[u8]) -> Head {
@@ -242,12 +237,9 @@ pub(super) enum Limit<'a> {
     Budget { bytes: usize, limit: usize },
     /// Nested past what the parser reads (serde_json's 128 levels; the sender's bound is
     /// [`crate::jsonrpc::MAX_MEMBER_NESTING`]), though it may be valid JSON: refused whole,
-    /// reported as the parse error it is (`Diagnostic::ParseError`, by the caller).
-    Nesting,
-    /// Refused by the parser for anything else (`error`, its message): only a response is
-    /// handled by this rule (a request still gets its `-32700`, `id: null`, JSON-RPC 2.0
-    /// §5.1); reported as the parse error it is, by the caller.
-    Unparsed { error: &'a str },
+    /// reported as the parse error it is (`Diagnostic::ParseError`; `error` the parser's),
+    /// or, for a response naming a request of ours, as an invalid message under its id.
+    Nesting { error: &'a str },
 }
 
 impl Limit<'_> {
@@ -279,8 +271,7 @@ impl Limit<'_> {
                 ),
             )
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
-            Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
-            Limit::Nesting => ErrorObject::invalid_request(format!(
+            Limit::Nesting { .. } => ErrorObject::invalid_request(format!(
                 "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
                  which this peer cannot read: send them flatter",
                 crate::jsonrpc::MAX_MEMBER_NESTING
@@ -307,8 +298,7 @@ impl Limit<'_> {
                  bytes for buffered partial messages is exhausted (message_budget; raise \
                  PeerConfig::message_budget or the MessageBudget it shares)"
             ),
-            Limit::Unparsed { error } => format!("the response could not be parsed: {error}"),
-            Limit::Nesting => format!(
+            Limit::Nesting { .. } => format!(
                 "the response nests arrays and objects deeper than {} levels, which this \
                  peer cannot read (jsonrpc::MAX_MEMBER_NESTING)",
                 crate::jsonrpc::MAX_MEMBER_NESTING
@@ -359,10 +349,7 @@ pub(super) fn refuse(
 ) -> Option<Parsed> {
     let head = head.unwrap_or_default();
     // What the diagnostic names, and what is done.
-    let whole_text = matches!(
-        broke,
-        Limit::Cost { .. } | Limit::Nesting | Limit::Unparsed { .. }
-    );
+    let whole_text = matches!(broke, Limit::Cost { .. } | Limit::Nesting { .. });
     let (id, then) = if head.batch || head.not_text {
         // No text is answered as a small one is, under no id (whatever the head showed).
         (None, Then::Answer)
@@ -389,8 +376,20 @@ pub(super) fn refuse(
     match broke {
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
         Limit::Budget { bytes, limit } => shared.diagnose(Diagnostic::OverBudget { bytes, limit }),
-        // Reported by the caller, as the parse error it is.
-        Limit::Nesting | Limit::Unparsed { .. } => {}
+        // A response that names a request of ours is reported as the invalid message it is,
+        // under its id (as a response taken that is no valid one is: the report is how an
+        // application tells the failure delivered at its place from an answer); anything
+        // else as the parse error it is.
+        Limit::Nesting { error } => shared.diagnose(match (&id, &then) {
+            (Some(id), Then::Fail) => Diagnostic::InvalidMessage {
+                id: Some(id.clone()),
+                reason: broke.why(),
+                answered: false,
+            },
+            _ => Diagnostic::ParseError {
+                error: error.to_owned(),
+            },
+        }),
         Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
             id: id.clone(),
             method: head.method_name.clone(),

@@ -42,14 +42,6 @@ pub(super) enum Read {
         head: Head,
         error: String,
     },
-    /// A single object the parser refuses (a number out of range, a lone surrogate, a text
-    /// cut short) whose envelope shows a response (an outcome, no method): it fails the
-    /// request of ours its id names, by the one rule, and is not answered; `error` the
-    /// parser's.
-    BrokenResponse {
-        head: Head,
-        error: String,
-    },
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
@@ -106,7 +98,7 @@ pub(super) fn read_text(
         serde_json::from_str(trimmed).map(Top::Single)
     };
     match top {
-        Err(e) if trimmed.starts_with('{') => {
+        Err(e) if trimmed.starts_with('{') && too_deep(&e) => {
             let mut envelope = crate::transport::envelope::Envelope::new();
             envelope.feed(trimmed.as_bytes());
             let head = match envelope.summary(true) {
@@ -114,13 +106,7 @@ pub(super) fn read_text(
                 None => Head::read_str(trimmed),
             };
             let error = e.to_string();
-            if too_deep(&e) {
-                (Read::TooDeep { head, error }, weight)
-            } else if head.is_response() {
-                (Read::BrokenResponse { head, error }, weight)
-            } else {
-                (Read::Top(Err(e)), weight)
-            }
+            (Read::TooDeep { head, error }, weight)
         }
         top => (Read::Top(top), weight),
     }
