@@ -454,7 +454,10 @@ async fn partial_frames_of_many_websocket_connections_stay_within_one_budget() {
         frame.extend_from_slice(&(2 * PARTIAL as u64).to_be_bytes());
         frame.extend_from_slice(&[0; 4]);
         frame.extend_from_slice(&endless_ping());
-        ws.get_mut().write_all(&frame).await.unwrap();
+        // A connection refused before all of it was written is closed by the server with
+        // these bytes unread, so the write may end in a reset (more so under load): its
+        // refusal and close frame, already sent, are still read below.
+        let _ = ws.get_mut().write_all(&frame).await;
         let (tx, closes_tx) = (tx.clone(), closes_tx.clone());
         held.push(tokio::spawn(async move {
             while let Some(Ok(msg)) = ws.next().await {
