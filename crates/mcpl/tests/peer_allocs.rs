@@ -12,27 +12,31 @@ use serde_json::json;
 
 const ROUND_TRIPS: u64 = 1_000;
 
+/// A peer whose other end, in memory on this runtime, answers every request with a one-block
+/// `tools/call` result ("hello"); neither side has a request timeout.
+fn echo_peer() -> Peer {
+    let config = PeerConfig {
+        request_timeout: None,
+        ..PeerConfig::default()
+    };
+    let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(config);
+    let result = json!({"content": [{"type": "text", "text": "hello"}]});
+    tokio::spawn(async move {
+        let _keep = server;
+        while let Some(msg) = server_in.recv().await {
+            if let IncomingMessage::Request(req) = msg {
+                req.respond(&result).await.unwrap();
+            }
+        }
+    });
+    host
+}
+
 #[test]
 fn an_in_memory_round_trip_stays_within_its_allocation_budget() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let per_round_trip = rt.block_on(async {
-        let config = PeerConfig {
-            request_timeout: None,
-            ..PeerConfig::default()
-        };
-        let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(config);
-        let result = json!({"content": [{"type": "text", "text": "hello"}]});
-        tokio::spawn(async move {
-            let _keep = server;
-            while let Some(msg) = server_in.recv().await {
-                if let IncomingMessage::Request(req) = msg {
-                    req.respond(&result).await.unwrap();
-                }
-            }
-        });
+        let host = echo_peer();
         let params = json!({"name": "echo", "arguments": {"text": "hello"}});
         // Warm up: buffers and queues reach their steady size.
         for _ in 0..100 {
@@ -69,25 +73,9 @@ fn an_in_memory_round_trip_stays_within_its_allocation_budget() {
 fn a_typed_round_trip_builds_no_value_tree() {
     use mcpl::protocol::handshake::{ToolsCall, ToolsCallParams};
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let per_round_trip = rt.block_on(async {
-        let config = PeerConfig {
-            request_timeout: None,
-            ..PeerConfig::default()
-        };
-        let ((host, _host_in), (server, mut server_in)) = Peer::memory_pair(config);
-        let result = json!({"content": [{"type": "text", "text": "hello"}]});
-        tokio::spawn(async move {
-            let _keep = server;
-            while let Some(msg) = server_in.recv().await {
-                if let IncomingMessage::Request(req) = msg {
-                    req.respond(&result).await.unwrap();
-                }
-            }
-        });
+        let host = echo_peer();
         let params = ToolsCallParams {
             name: "echo".into(),
             arguments: json!({"text": "hello"}).as_object().cloned(),
