@@ -297,3 +297,67 @@ async fn s14_6_a_channel_the_server_never_registered_reaches_no_handler() {
     assert_eq!(host.codes(), Vec::<&str>::new());
     assert_eq!(*seen.lock().unwrap(), ["c", "c"]);
 }
+
+/// §6.7: a server MUST respect a reduction at once, also while every handler slot is taken.
+/// With `max_in_flight_requests` (here 2) requests in flight, the peer answered any further
+/// request busy (`-32000`) before the session saw it, the policy Request included: the
+/// narrowing was never applied. The policy Request, which the session answers itself,
+/// now passes that bound; other requests are still answered busy.
+#[tokio::test]
+async fn s6_7_a_reduction_past_the_in_flight_bound_is_applied() {
+    let peer = mcpl::peer::PeerConfig {
+        max_in_flight_requests: 2,
+        ..mcpl::peer::PeerConfig::default()
+    };
+    let server = Server::builder("busy", "1")
+        .feature_set("work", "Work", &[Capability::Tools])
+        .tool(
+            "wait",
+            "Never finishes by itself",
+            json!({"type": "object"}),
+            |_s: Session, _p| std::future::pending(),
+        )
+        .peer_config(peer)
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    host.send(&initialize(
+        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+    ))
+    .await;
+    host.recv().await;
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
+        .await;
+    let granted = host.recv().await;
+    assert!(granted["result"].is_object(), "{granted}");
+    for id in [10, 11] {
+        host.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"wait"}}}}"#
+        ))
+        .await;
+    }
+    // Both slots are taken: a third call is busy, as before.
+    host.send(r#"{"jsonrpc":"2.0","id":12,"method":"tools/list"}"#)
+        .await;
+    let busy = host.recv().await;
+    assert_eq!(busy["id"], json!(12), "{busy}");
+    assert_eq!(busy["error"]["code"], json!(-32000), "{busy}");
+    // The reduction is taken and answered with its receipt.
+    host.send(r#"{"jsonrpc":"2.0","id":2,"method":"featureSets/update","params":{"effectiveCapabilities":[]}}"#)
+        .await;
+    let receipt = host.recv().await;
+    assert_eq!(receipt["id"], json!(2), "{receipt}");
+    assert!(receipt["result"].is_object(), "{receipt}");
+    // Applied: once a slot is free, a tools/call is refused for want of `tools` (§5.4).
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":10}}"#)
+        .await;
+    let cancelled = host.recv().await;
+    assert_eq!(cancelled["id"], json!(10), "{cancelled}");
+    host.send(r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"wait"}}"#)
+        .await;
+    let refused = host.recv().await;
+    assert_eq!(refused["id"], json!(13), "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32002), "{refused}");
+}

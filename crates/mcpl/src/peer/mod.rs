@@ -329,6 +329,7 @@ impl Peer {
             typed_lifecycle: std::sync::atomic::AtomicBool::new(false),
             typed_tools_call: std::sync::atomic::AtomicBool::new(false),
             typed_answers: std::sync::atomic::AtomicBool::new(false),
+            policy_past_busy: std::sync::atomic::AtomicBool::new(false),
             reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
@@ -611,6 +612,16 @@ impl Peer {
     pub(crate) fn read_tools_call_typed(&self) {
         self.shared()
             .typed_tools_call
+            .store(true, Ordering::Relaxed);
+    }
+
+    /// From now on, a `featureSets/update` request is taken even when
+    /// [`PeerConfig::max_in_flight_requests`] requests are in flight (§6.7: a server MUST
+    /// respect a reduction at once): for a driver that answers it itself, without a handler
+    /// slot (`server::Server`'s). The incoming queue still bounds how many wait to be read.
+    pub(crate) fn take_policy_past_busy(&self) {
+        self.shared()
+            .policy_past_busy
             .store(true, Ordering::Relaxed);
     }
 

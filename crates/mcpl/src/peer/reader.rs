@@ -715,7 +715,13 @@ pub(super) fn accept(
     match msg {
         Message::Request(request) => {
             let limit = shared.config.max_in_flight_requests.max(1);
-            let owed = shared.owed.load(Ordering::SeqCst);
+            // §6.7: the policy Request, answered by the session itself, is never busy.
+            let owed = match shared.policy_past_busy.load(Ordering::Relaxed)
+                && request.method == crate::protocol::feature_sets::FeatureSetsUpdate::NAME
+            {
+                true => 0,
+                false => shared.owed.load(Ordering::SeqCst),
+            };
             let bytes = shared.owed_bytes.load(Ordering::Relaxed);
             let byte_limit = shared.config.max_in_flight_bytes;
             if owed > 0 && owed < limit && bytes >= byte_limit {

@@ -77,6 +77,9 @@ pub(super) struct Shared {
     pub(super) typed_lifecycle: std::sync::atomic::AtomicBool,
     /// The same for a `tools/call` request's params ([`Peer::read_tools_call_typed`]).
     pub(super) typed_tools_call: std::sync::atomic::AtomicBool,
+    /// Whether the policy Request (`featureSets/update`) is taken past
+    /// [`PeerConfig::max_in_flight_requests`] ([`Peer::take_policy_past_busy`]).
+    pub(super) policy_past_busy: std::sync::atomic::AtomicBool,
     /// Whether a caller ever waited for a result as text ([`Waiter::text`]): from then on the
     /// reader reads a result response the fast way when it can ([`Read::Answer`]).
     pub(super) typed_answers: std::sync::atomic::AtomicBool,

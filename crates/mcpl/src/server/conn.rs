@@ -102,8 +102,9 @@ impl Server {
     /// returns its [`Session`]; the session runs until the connection ends.
     pub fn start(&self, transport: Transport) -> Session {
         let (peer, incoming) = Peer::new(transport, self.inner.peer_config.clone());
-        // Its driver reads `Incoming::recv_typed`.
+        // Its driver reads `Incoming::recv_typed`, and answers the policy Request itself.
         peer.read_lifecycle_typed();
+        peer.take_policy_past_busy();
         if self.inner.handlers.fallback.is_none() {
             // No fallback takes `tools/call` as a `Value` (`dispatch::on_request`).
             peer.read_tools_call_typed();
