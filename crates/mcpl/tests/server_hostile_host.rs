@@ -67,6 +67,23 @@ impl RawHost {
         serde_json::from_str(&line).expect("the server writes JSON")
     }
 
+    /// `initialize` as an MCPL 0.5 host, `notifications/initialized`, then the policy Request
+    /// granting `grant` (a JSON list) as id 1: its answer.
+    async fn ready(&mut self, grant: &str) -> Value {
+        self.send(&initialize(
+            r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+        ))
+        .await;
+        self.recv().await;
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{{"effectiveCapabilities":{grant}}}}}"#
+        ))
+        .await;
+        self.recv().await
+    }
+
     /// A `ping` and its answer: everything sent before it has been taken by then.
     async fn sync(&mut self, id: u64) {
         self.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
@@ -198,16 +215,7 @@ async fn an_unknown_protocol_version_is_answered_with_one_the_server_speaks() {
 #[tokio::test]
 async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     let mut host = RawHost::start();
-    host.send(&initialize(
-        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
-    ))
-    .await;
-    host.recv().await;
-    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
-        .await;
-    host.recv().await;
+    host.ready(r#"["tools"]"#).await;
     host.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"wait"}}"#)
         .await;
     for reuse in [
@@ -255,16 +263,10 @@ async fn s14_6_a_channel_the_server_never_registered_reaches_no_handler() {
         .build()
         .expect("server builds");
     let mut host = RawHost::serving(server);
-    host.send(&initialize(
-        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
-    ))
-    .await;
-    host.recv().await;
-    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+    let receipt = host
+        .ready(r#"["channels.publish","channels.register"]"#)
         .await;
-    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["channels.publish","channels.register"]}}"#)
-        .await;
-    assert_eq!(host.recv().await["result"]["accepted"], true);
+    assert_eq!(receipt["result"]["accepted"], true);
     let publish = |id: Option<u64>, channel: &str| {
         let id = id.map_or(String::new(), |i| format!(r#""id":{i},"#));
         format!(
@@ -321,16 +323,7 @@ async fn s6_7_a_reduction_past_the_in_flight_bound_is_applied() {
         .build()
         .expect("server builds");
     let mut host = RawHost::serving(server);
-    host.send(&initialize(
-        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
-    ))
-    .await;
-    host.recv().await;
-    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
-        .await;
-    let granted = host.recv().await;
+    let granted = host.ready(r#"["tools"]"#).await;
     assert!(granted["result"].is_object(), "{granted}");
     for id in [10, 11] {
         host.send(&format!(
