@@ -15,8 +15,23 @@ use super::{ErrorObject, Message, Notification, RequestId, Response};
 /// params), written into its message as it is. [`Encoded::encode`] makes the same text the
 /// `Value` path would write, but for member order: always one complete value on one line,
 /// no object with a member name twice. Two are equal when their texts are.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Encoded(String);
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    /// The value's text, or the response line framed around it ([`Encoded::response_for`]).
+    text: String,
+    /// Where the value is in `text`.
+    value: std::ops::Range<usize>,
+    /// The integer id of the response line `text` is, when it is one (only the runtime's
+    /// senders frame a value ahead).
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    framed: Option<serde_json::Number>,
+}
+
+impl PartialEq for Encoded {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
 
 /// Deepest object nesting whose member names are checked as the value is written; past it
 /// (or past [`KEYS_CHECKED`] members in one object) the value goes the `Value` way.
@@ -243,10 +258,46 @@ impl Encoded {
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         let mut buf = Vec::with_capacity(128);
         encode_into(&mut buf, value)?;
-        // serde_json writes UTF-8 only.
-        String::from_utf8(buf)
-            .map(Encoded)
-            .map_err(<serde_json::Error as serde::ser::Error>::custom)
+        Self::from_written(buf)
+    }
+
+    /// [`Self::encode`], written into `buf` (a spare frame buffer, emptied first) framed as
+    /// the result response line answering `id` when `id` is an integer, so that answering
+    /// that id with it ([`Self::into_response`]) copies nothing (issue #24: the copy was one
+    /// allocation per answered request). A string id gets the value alone.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn response_for<T: Serialize + ?Sized>(
+        mut buf: Vec<u8>,
+        id: &RequestId,
+        value: &T,
+    ) -> Result<Self, serde_json::Error> {
+        buf.clear();
+        let RequestId::Number(n) = id else {
+            encode_into(&mut buf, value)?;
+            return Self::from_written(buf);
+        };
+        buf.reserve(128);
+        buf.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut buf, n)?;
+        buf.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+        let start = buf.len();
+        encode_into(&mut buf, value)?;
+        let end = buf.len();
+        buf.push(b'}');
+        let mut line = Self::from_written(buf)?;
+        line.value = start..end;
+        line.framed = Some(n.clone());
+        Ok(line)
+    }
+
+    /// The result response line answering `id` with this value: the text itself when it was
+    /// framed for that id ([`Self::response_for`]), else written into `buf()`.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn into_response(self, buf: impl FnOnce() -> Vec<u8>, id: &RequestId) -> String {
+        match (&self.framed, id) {
+            (Some(framed), RequestId::Number(n)) if framed == n => self.text,
+            _ => self.response_in(buf(), id),
+        }
     }
 
     /// The request line of `method` numbered `id` with `params` encoded straight from their
@@ -295,19 +346,24 @@ impl Encoded {
     /// Text a caller wrote itself, member by member, as [`Self::encode`] would have: one
     /// complete value on one line, no member named twice (the caller's tests pin it).
     pub(crate) fn from_written(text: Vec<u8>) -> Result<Self, serde_json::Error> {
-        String::from_utf8(text)
-            .map(Encoded)
-            .map_err(<serde_json::Error as serde::ser::Error>::custom)
+        // serde_json writes UTF-8 only.
+        let text =
+            String::from_utf8(text).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        Ok(Encoded {
+            value: 0..text.len(),
+            text,
+            framed: None,
+        })
     }
 
     /// The JSON text.
     pub fn get(&self) -> &str {
-        &self.0
+        self.text.get(self.value.clone()).unwrap_or_default()
     }
 
     /// The value as a `Value` (for a rule that must read it).
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(&self.0)
+        serde_json::from_str(self.get())
     }
 
     /// The notification `method` with these params, as one line of JSON text (members in
@@ -405,11 +461,11 @@ fn line<T: Serialize + ?Sized>(
     value: &Encoded,
 ) -> Option<String> {
     buf.clear();
-    buf.reserve(head.len() + middle.len() + value.0.len() + 32);
+    buf.reserve(head.len() + middle.len() + value.get().len() + 32);
     buf.extend_from_slice(head);
     serde_json::to_writer(&mut buf, member).ok()?;
     buf.extend_from_slice(middle);
-    buf.extend_from_slice(value.0.as_bytes());
+    buf.extend_from_slice(value.get().as_bytes());
     buf.push(b'}');
     String::from_utf8(buf).ok()
 }
@@ -645,5 +701,47 @@ mod tests {
             deep = json!([deep]);
         }
         assert!(Encoded::typed_request_in(Vec::new(), &id, "m/x", &deep).is_err());
+    }
+
+    /// JSON-RPC 2.0 §5: a result framed ahead of time as the response line of its integer id
+    /// is that id's response line, word for word as one framed when answered; answering
+    /// another id (or a string one) frames it anew, and its value reads as unframed.
+    #[cfg(feature = "runtime")]
+    #[test]
+    fn a_result_framed_ahead_answers_its_own_id_only() {
+        let value = json!({"content": [{"type": "text", "text": "a\nb"}], "n": 1.5});
+        let plain = Encoded::encode(&value).unwrap();
+        let seven = RequestId::Number(7.into());
+        let framed = Encoded::response_for(b"old bytes".to_vec(), &seven, &value).unwrap();
+        assert_eq!(framed, plain);
+        assert_eq!(framed.get(), plain.get());
+        assert_eq!(framed.to_value().unwrap(), value);
+        let expected = plain.response_in(Vec::new(), &seven);
+        assert_eq!(expected, response_line(Vec::new(), &seven, &plain).unwrap());
+        let taken = std::cell::Cell::new(false);
+        let buf = || {
+            taken.set(true);
+            Vec::new()
+        };
+        assert_eq!(framed.clone().into_response(buf, &seven), expected);
+        assert!(!taken.get(), "the framed line is written as it is");
+        for other in [RequestId::Number(8.into()), RequestId::String("7".into())] {
+            let line = framed.clone().into_response(Vec::new, &other);
+            assert_eq!(line, plain.response_in(Vec::new(), &other));
+        }
+        let by_name = RequestId::String("s".into());
+        let unframed = Encoded::response_for(Vec::new(), &by_name, &value).unwrap();
+        assert_eq!(unframed.get(), plain.get());
+        assert_eq!(
+            unframed.into_response(Vec::new, &by_name),
+            plain.response_in(Vec::new(), &by_name)
+        );
+        // What does not encode is refused as `encode` refuses it.
+        let mut deep = json!(1);
+        for _ in 0..=super::super::MAX_MEMBER_NESTING {
+            deep = json!([deep]);
+        }
+        assert!(Encoded::encode(&deep).is_err());
+        assert!(Encoded::response_for(Vec::new(), &seven, &deep).is_err());
     }
 }

@@ -13,7 +13,7 @@ use serde::de::{Deserialize, Deserializer, Error as _, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::{read_id, ExactStr, Key, RequestId, JSONRPC_2_0};
-use crate::protocol::handshake::{ToolsCall, ToolsCallParams};
+use crate::protocol::handshake::{ToolContent, ToolsCall, ToolsCallParams, ToolsCallResult};
 use crate::protocol::lifecycle::{InferenceLifecycle, LifecycleParams};
 use crate::protocol::Method as _;
 
@@ -324,6 +324,114 @@ impl<'de> Deserialize<'de> for AnswerLine {
     }
 }
 
+/// A `tools/call` result read from its text (the range [`parse_answer`] found) when it holds
+/// nothing but `content` of text blocks (each exactly `type` and `text`) and `isError`: the
+/// shape a tool's plain answer has. The derived decoding buffers each block twice (for
+/// `ToolContent`'s `untagged` and the `flatten`ed `extra`), most of a typed round trip's
+/// allocations on the host (issue #24); this reads what it would read from that shape, and
+/// declines (`None`, the derived way decides) anything else: another member, a block of
+/// another type or with another member, a member named twice, an escaped member name.
+pub(crate) fn read_tools_call_result(text: &str) -> Option<ToolsCallResult> {
+    let PlainCallResult(result) = serde_json::from_str(text).ok()?;
+    Some(result)
+}
+
+/// A `tools/call` result of the plain shape [`read_tools_call_result`] reads.
+struct PlainCallResult(ToolsCallResult);
+
+impl<'de> Deserialize<'de> for PlainCallResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PlainCallResult;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a plain tools/call result")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let (mut content, mut is_error) = (None, None);
+                while let Some(name) = map.next_key::<&'de str>()? {
+                    match name {
+                        "content" if content.is_none() => {
+                            let TextBlocks(blocks) = map.next_value()?;
+                            content = Some(blocks);
+                        }
+                        "isError" if is_error.is_none() => {
+                            is_error = Some(map.next_value::<Option<bool>>()?)
+                        }
+                        _ => return Err(A::Error::custom("not a plain tools/call result")),
+                    }
+                }
+                Ok(PlainCallResult(ToolsCallResult {
+                    content: content.unwrap_or_default(),
+                    is_error: is_error.flatten(),
+                    state: None,
+                    extra: Default::default(),
+                }))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A `content` array of text blocks, each exactly `{"type":"text","text":…}`.
+struct TextBlocks(Vec<ToolContent>);
+
+impl<'de> Deserialize<'de> for TextBlocks {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TextBlocks;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("text blocks")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<TextBlocks, A::Error> {
+                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(16));
+                while let Some(TextOnly(text)) = seq.next_element()? {
+                    blocks.push(ToolContent::text(text));
+                }
+                Ok(TextBlocks(blocks))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// One block that is exactly `{"type":"text","text":…}` (members in either order).
+struct TextOnly(String);
+
+impl<'de> Deserialize<'de> for TextOnly {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TextOnly;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a text block")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TextOnly, A::Error> {
+                let (mut kind, mut text) = (false, None);
+                while let Some(name) = map.next_key::<&'de str>()? {
+                    match name {
+                        "type" if !kind => {
+                            map.next_value_seed(ExactStr("text"))?;
+                            kind = true;
+                        }
+                        "text" if text.is_none() => text = Some(map.next_value::<String>()?),
+                        _ => return Err(A::Error::custom("not a plain text block")),
+                    }
+                }
+                match (kind, text) {
+                    (true, Some(text)) => Ok(TextOnly(text)),
+                    _ => Err(A::Error::custom("not a text block")),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// A JSON value read through, checked to read from its text as it reads from the `Value`
 /// parsed from it ([`parse_answer`]); nothing is kept.
 struct Checked;
@@ -601,6 +709,44 @@ mod tests {
             r#"{"id":1,"jsonrpc":"2.0","result":{}"#,
         ] {
             assert_eq!(parse_answer(other), None, "{other}");
+        }
+    }
+
+    /// §3.1 (`tools/call` is MCP's): a plain result read without the derive reads what the
+    /// derive reads, and every other shape is left to the derive.
+    #[test]
+    fn a_plain_tools_call_result_reads_as_the_derive_reads_it() {
+        let read = [
+            r#"{"content":[{"type":"text","text":"hello"}]}"#,
+            r#"{"content":[{"text":"a\n\"b\"","type":"text"},{"type":"text","text":""}]}"#,
+            r#"{"isError":true,"content":[{"type":"text","text":"failed"}]}"#,
+            r#"{"content":[],"isError":null}"#,
+            r#"{"content":[ { "type" : "text" , "text" : "é" } ] }"#,
+            r#"{}"#,
+        ];
+        for text in read {
+            let fast = read_tools_call_result(text).unwrap_or_else(|| panic!("declined {text}"));
+            let derived: ToolsCallResult = serde_json::from_str(text).unwrap();
+            assert_eq!(fast, derived, "{text}");
+        }
+        let declined = [
+            r#"{"content":[{"type":"text","text":"a","annotations":{}}]}"#,
+            r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}"#,
+            r#"{"content":[{"type":"resource_link","uri":"x:y","name":"n"}]}"#,
+            r#"{"content":[{"type":"text"}]}"#,
+            r#"{"content":[{"text":"a"}]}"#,
+            r#"{"content":[{"type":"text","text":1}]}"#,
+            r#"{"content":[{"type":"text","type":"text","text":"a"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"structuredContent":{}}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"state":{"data":1}}"#,
+            r#"{"content":null}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"isError":"no"}"#,
+            r#"{"con\u0074ent":[]}"#,
+            r#"{"content":[{"t\u0079pe":"text","text":"a"}]}"#,
+            r#"[]"#,
+        ];
+        for text in declined {
+            assert_eq!(read_tools_call_result(text), None, "{text}");
         }
     }
 }

@@ -822,7 +822,7 @@ pub use cost::{
 };
 pub use encoded::Encoded;
 #[cfg(feature = "runtime")]
-pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call};
+pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools_call_result};
 
 #[cfg(test)]
 mod tests;

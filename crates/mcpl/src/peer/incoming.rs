@@ -164,9 +164,12 @@ impl IncomingRequest {
             // Straight to text, without building a `Value` of the result first, through
             // `Encoded`'s checks: a `RawValue` holding a newline, or a member named twice,
             // goes through `Value`, so the answer stays one line of one message.
-            if let Ok(result) = crate::jsonrpc::Encoded::encode(&result) {
+            let id = &self.request.id;
+            if let Ok(result) =
+                crate::jsonrpc::Encoded::response_for(self.shared.frame_buffer(), id, &result)
+            {
                 self.armed = false;
-                let text = result.response_in(self.shared.frame_buffer(), &self.request.id);
+                let text = result.into_response(|| self.shared.frame_buffer(), id);
                 return self.shared.send_frame(text).await;
             }
         }

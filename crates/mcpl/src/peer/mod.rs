@@ -230,7 +230,8 @@ impl Started {
 
     /// [`Self::answer`] decoded into `M`'s result.
     pub(crate) async fn typed<M: Method>(self) -> Result<M::Result, PeerError> {
-        self.answer(M::NAME).await?.decode::<M>()
+        let shared = self.shared.clone();
+        self.answer(M::NAME).await?.decode::<M>(&shared)
     }
 }
 
@@ -330,6 +331,8 @@ impl Peer {
             typed_tools_call: std::sync::atomic::AtomicBool::new(false),
             typed_answers: std::sync::atomic::AtomicBool::new(false),
             policy_past_busy: std::sync::atomic::AtomicBool::new(false),
+            spare_answer: Mutex::new(String::new()),
+            spare_call: Mutex::new(None),
             reader_stop: futures_util::task::AtomicWaker::new(),
             diagnostics: std::sync::OnceLock::new(),
             first_diagnostics: Mutex::new(None),
@@ -396,7 +399,7 @@ impl Peer {
         };
         let text = crate::protocol::result_reads_from_text::<M::Result>();
         let answer = self.call(M::NAME, line, text, options).await?;
-        answer.decode::<M>()
+        answer.decode::<M>(self.shared())
     }
 
     /// Sends a request by method name; `params: None` (or `null`) omits the member, and a

@@ -323,7 +323,7 @@ impl Outbox {
     pub(crate) fn finish_encoded(
         &mut self,
         mut req: IncomingRequest,
-        result: &crate::jsonrpc::Encoded,
+        result: crate::jsonrpc::Encoded,
     ) -> Result<(), PeerError> {
         if req.batch.is_some() {
             let outcome = result
@@ -333,7 +333,7 @@ impl Outbox {
         }
         req.armed = false;
         let owed = req.owed.take();
-        let text = result.response_in(self.shared.frame_buffer(), &req.request.id);
+        let text = result.into_response(|| self.shared.frame_buffer(), &req.request.id);
         let owed = weighed(owed, &text);
         self.push(text, owed)
     }
@@ -452,7 +452,7 @@ mod tests {
         .unwrap();
         let encoded = Encoded::encode(&Doc { doc }).unwrap();
         let mut out = peer.outbox();
-        out.finish_encoded(req, &encoded).unwrap();
+        out.finish_encoded(req, encoded.clone()).unwrap();
         while !out.is_empty() {
             out.flush().await.unwrap();
         }

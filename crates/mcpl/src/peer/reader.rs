@@ -372,7 +372,7 @@ fn take_read(
             };
             let mut item = accept(shared, Message::Request(request), None);
             if let Some(Parsed::Deliver(IncomingMessage::Request(r))) = &mut item {
-                r.tools_call = Some(params);
+                r.tools_call = Some(shared.boxed_call(params));
             }
             item
         }
@@ -842,7 +842,9 @@ pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Opt
                 outcome,
             }));
         }
-        Waiting::Caller(waiter) if waiter.text => waiter.send(Ok(Answer::Text(result.to_owned()))),
+        Waiting::Caller(waiter) if waiter.text => {
+            waiter.send(Ok(Answer::Text(shared.answer_text(result))))
+        }
         Waiting::Caller(waiter) => waiter.send(
             value()
                 .map(Answer::Value)

@@ -21,14 +21,32 @@ impl Answer {
         }
     }
 
-    /// The result decoded into `M`'s result type, from its text when it came as text. A
-    /// text that does not decode is decoded again from its `Value`, so the refusal is the
-    /// `Value` way's, word for word (a text's error also names a line and column).
-    pub(super) fn decode<M: Method>(self) -> Result<M::Result, PeerError> {
+    /// The result decoded into `M`'s result type, from its text when it came as text (whose
+    /// buffer then goes back to `shared`, [`Shared::spare_answer`]). A text that does not
+    /// decode is decoded again from its `Value`, so the refusal is the `Value` way's, word
+    /// for word (a text's error also names a line and column).
+    pub(super) fn decode<M: Method>(self, shared: &Shared) -> Result<M::Result, PeerError> {
         let decoded = match self {
             Answer::Value(v) => serde_json::from_value(v),
-            Answer::Text(t) => serde_json::from_str(&t)
-                .or_else(|_| serde_json::from_str::<Value>(&t).and_then(serde_json::from_value)),
+            Answer::Text(t) => {
+                // A `tools/call` result of the plain shape is read without the derive's
+                // buffering (`read_tools_call_result`, issue #24).
+                let mut plain: Option<M::Result> = None;
+                let slot: &mut dyn std::any::Any = &mut plain;
+                if let Some(slot) =
+                    slot.downcast_mut::<Option<crate::protocol::handshake::ToolsCallResult>>()
+                {
+                    *slot = crate::jsonrpc::read_tools_call_result(&t);
+                }
+                let decoded = match plain {
+                    Some(result) => Ok(result),
+                    None => serde_json::from_str(&t).or_else(|_| {
+                        serde_json::from_str::<Value>(&t).and_then(serde_json::from_value)
+                    }),
+                };
+                shared.give_back_answer(t);
+                decoded
+            }
         };
         decoded.map_err(|e| PeerError::Decode {
             method: M::NAME.to_owned(),
@@ -83,6 +101,14 @@ pub(super) struct Shared {
     /// Whether a caller ever waited for a result as text ([`Waiter::text`]): from then on the
     /// reader reads a result response the fast way when it can ([`Read::Answer`]).
     pub(super) typed_answers: std::sync::atomic::AtomicBool,
+    /// The buffer the last result handed out as text was in, given back by its caller once
+    /// decoded ([`Answer::decode`]), for the reader to copy the next one into (issue #24:
+    /// one allocation per typed round trip). Empty when none is kept; at most
+    /// [`SPARE_ANSWER_KEEP`] bytes.
+    pub(super) spare_answer: Mutex<String>,
+    /// The box the last `tools/call` params read into their type were handed out in, given
+    /// back by the server once it took them ([`Peer::give_back_call`]; issue #24).
+    pub(super) spare_call: Mutex<Option<Box<ToolsCallParams>>>,
     /// The reader task's wake-up at close ([`Shared::reader_stopped`]): it polls its stop at
     /// every wake, and a watch's `changed` took the watch's lock each time (issue #24).
     pub(super) reader_stop: futures_util::task::AtomicWaker,
@@ -131,6 +157,9 @@ pub(super) struct WriterSlot {
     /// that frame again.
     pub(super) head_tapped: bool,
 }
+
+/// Largest capacity [`Shared::spare_answer`] keeps.
+pub(super) const SPARE_ANSWER_KEEP: usize = 512;
 
 /// Largest capacity [`WriterSlot::spare`] keeps.
 const SPARE_KEEP: usize = 1024;
@@ -224,6 +253,20 @@ impl Peer {
         let shared = self.shared();
         shared.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
         AnswerWeight(shared.clone(), bytes)
+    }
+
+    /// Takes the params out of `call` (a `tools/call`'s, read into their type by this peer's
+    /// reader) and keeps the box for the next such request's.
+    pub(crate) fn give_back_call(&self, mut call: Box<ToolsCallParams>) -> ToolsCallParams {
+        let params = std::mem::replace(&mut *call, ToolsCallParams::new(String::new()));
+        *lock(&self.shared().spare_call) = Some(call);
+        params
+    }
+
+    /// An empty buffer to encode an answer's line into (the last directly written frame's,
+    /// when one was kept): a session answering through this peer reuses it.
+    pub(crate) fn frame_buffer(&self) -> Vec<u8> {
+        self.shared().frame_buffer()
     }
 }
 
@@ -378,6 +421,33 @@ impl Shared {
 
     /// An empty buffer to encode the next frame into: the last directly written frame's, if
     /// one was kept.
+    /// A buffer holding a copy of `result`, for a caller that takes it as text: the one
+    /// the last such caller gave back, if any.
+    pub(super) fn answer_text(&self, result: &str) -> String {
+        let mut text = std::mem::take(&mut *lock(&self.spare_answer));
+        text.clear();
+        text.push_str(result);
+        text
+    }
+
+    /// `params` in a box: the one the server last gave back, if any.
+    pub(super) fn boxed_call(&self, params: ToolsCallParams) -> Box<ToolsCallParams> {
+        match lock(&self.spare_call).take() {
+            Some(mut spare) => {
+                *spare = params;
+                spare
+            }
+            None => Box::new(params),
+        }
+    }
+
+    /// Keeps `text`'s buffer for the next [`Self::answer_text`], when small.
+    pub(super) fn give_back_answer(&self, text: String) {
+        if text.capacity() <= SPARE_ANSWER_KEEP {
+            *lock(&self.spare_answer) = text;
+        }
+    }
+
     pub(super) fn frame_buffer(&self) -> Vec<u8> {
         std::mem::take(&mut lock(&self.slot).spare)
     }

@@ -25,7 +25,7 @@ pub(super) enum Read {
     /// An `inference/lifecycle` notification, its params read straight into their type.
     Lifecycle(Box<LifecycleParams>),
     /// A `tools/call` request, its params read straight into their type.
-    ToolsCall(RequestId, Box<ToolsCallParams>),
+    ToolsCall(RequestId, ToolsCallParams),
     /// A result response, checked; the result is the text's bytes in the range.
     Answer(RequestId, std::ops::Range<usize>),
     /// A [`Read::Answer`] taken ([`settle_answer`]): what is left to deliver, if anything.
@@ -80,7 +80,7 @@ pub(super) fn read_text(
         .then(|| crate::jsonrpc::parse_tools_call(trimmed))
         .flatten()
     {
-        return (Read::ToolsCall(id, Box::new(params)), weight);
+        return (Read::ToolsCall(id, params), weight);
     }
     if typed.answers {
         if let Some((id, result)) = crate::jsonrpc::parse_answer(trimmed) {

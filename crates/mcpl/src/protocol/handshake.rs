@@ -184,6 +184,25 @@ pub struct ToolsCallParams {
     pub extra: Extra,
 }
 
+impl ToolsCallParams {
+    /// A call of tool `name` with no arguments, state or checkpoint.
+    pub fn new(name: impl Into<String>) -> Self {
+        ToolsCallParams {
+            name: name.into(),
+            arguments: None,
+            state: None,
+            checkpoint: None,
+            extra: Extra::new(),
+        }
+    }
+
+    /// Sets the tool's arguments.
+    pub fn with_arguments(mut self, arguments: Map<String, Value>) -> Self {
+        self.arguments = Some(arguments);
+        self
+    }
+}
+
 /// One block of a `tools/call` result. `tools/call` is MCP's, unchanged (§3.1), so its content
 /// is MCP's, not App. B.1's closed set: the blocks MCPL shares are typed, and anything else MCP
 /// defines (`resource_link`, an embedded `resource` nesting its `uri` in a `resource`

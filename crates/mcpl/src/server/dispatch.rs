@@ -102,7 +102,7 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
     let first =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().now_or_never()));
     match first {
-        Ok(Some(out)) => Handled::Now(answer(conn, &method, out, encode)),
+        Ok(Some(out)) => Handled::Now(answer(conn, &id, &method, out, encode)),
         Err(_) => {
             conn.diagnostic(ServerDiagnostic::HandlerPanicked {
                 method: method.into_owned(),
@@ -113,7 +113,7 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
             let conn = conn.clone();
             let task = tokio::spawn(async move {
                 let out = guarded(&conn, &method, fut).await;
-                let outcome = answer(&conn, &method, out, encode);
+                let outcome = answer(&conn, &id, &method, out, encode);
                 // Counted among the bytes in flight while it waits for the driver to take
                 // it: a request arriving meanwhile is weighed against it
                 // (`PeerConfig::max_in_flight_bytes`), as against an answer the driver holds.
@@ -136,7 +136,13 @@ pub(super) fn run_handler<R: Serialize + Send + 'static>(
 
 /// A handler's result as the JSON it is answered with: encoded text with `encode`, else a
 /// `Value`.
-fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode: bool) -> Answer {
+fn answer<R: Serialize>(
+    conn: &Conn,
+    id: &RequestId,
+    method: &str,
+    out: HandlerResult<R>,
+    encode: bool,
+) -> Answer {
     let unencodable = |e: &dyn std::fmt::Display| {
         conn.diagnostic(ServerDiagnostic::ResultUnencodable {
             method: method.to_owned(),
@@ -145,7 +151,8 @@ fn answer<R: Serialize>(conn: &Conn, method: &str, out: HandlerResult<R>, encode
         ErrorObject::internal(format!("cannot encode result: {e}"))
     };
     match out {
-        Ok(r) if encode => match Encoded::encode(&r) {
+        // Framed as the response line answering `id`, which is then written as it is.
+        Ok(r) if encode => match Encoded::response_for(conn.peer.frame_buffer(), id, &r) {
             Ok(result) => Answer::Encoded(result),
             Err(e) => Answer::Value(Err(unencodable(&e))),
         },
@@ -248,7 +255,7 @@ pub(super) enum Params {
 pub(super) fn on_request(conn: &Arc<Conn>, id: RequestId, method: &str, params: Params) -> Handled {
     let params = match params {
         Params::ToolsCall(call) if method == ToolsCall::NAME && conn.fallback().is_none() => {
-            return on_tools_call(conn, id, *call);
+            return on_tools_call(conn, id, conn.peer.give_back_call(call));
         }
         // Not reached (typed reads are off with a fallback): the `Value` the params read
         // into, members the type omits when absent left out.

@@ -491,7 +491,7 @@ impl Driver {
     fn answer(&mut self, req: IncomingRequest, outcome: Answer) {
         let written = match outcome {
             Answer::Value(outcome) => self.out.finish(req, outcome),
-            Answer::Encoded(result) => self.out.finish_encoded(req, &result),
+            Answer::Encoded(result) => self.out.finish_encoded(req, result),
         };
         if let Err(e) = written {
             tracing::debug!("response not sent: {e}");
