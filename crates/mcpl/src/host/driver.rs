@@ -15,7 +15,7 @@
 //!   (as if its deadline had passed): a policy change ends not activated, a hook fails
 //!   open, a fetch fails; `connect` still waiting fails with the close reason.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use tokio::sync::oneshot;
 
@@ -29,6 +29,9 @@ use crate::session::{ConnectError, HostOutput, HostState, StateError, Transmissi
 #[cfg(test)]
 #[path = "driver_tests.rs"]
 mod tests;
+#[path = "driver_waiting.rs"]
+mod waiting;
+use waiting::{ended_of, Waiting};
 
 /// A reply to the application.
 pub(super) type Reply<T> = oneshot::Sender<T>;
@@ -161,36 +164,6 @@ pub(super) struct Driver {
     pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
     /// Requests handed to the application's handlers so far (numbers each hand-out).
     pub(super) handouts: u64,
-}
-
-/// The driver's bookkeeping of what waits on the state machine.
-#[derive(Default)]
-struct Waiting {
-    /// Our requests: the peer's id → the state machine's, and back.
-    by_peer: HashMap<RequestId, u64>,
-    by_state: HashMap<u64, RequestId>,
-    /// Server requests handed to the application and not yet answered, by id.
-    requests: HashMap<RequestId, IncomingRequest>,
-    /// The server request the input being carried out read (a duplicate id is answered
-    /// from here, never in place of the one waiting under it).
-    current: Option<IncomingRequest>,
-    policy: Option<Reply<Result<PolicyChange, HostError>>>,
-    /// Policy calls waiting for the one in flight; at most [`COMMANDS_QUEUED`] (the driver
-    /// takes no more calls past that).
-    queued: VecDeque<PolicyCall>,
-    /// Hooks waiting for their answer, each with its call's number ([`Cmd::Hook`]).
-    hooks: HashMap<u64, (u64, Reply<Option<HookVerdict>>)>,
-    /// The application's requests sent by the state machine ([`Cmd::Request`]), by its id.
-    requests_out: HashMap<u64, RequestCall>,
-    refreshes: Vec<(u64, RefreshReply)>,
-    /// The change receipt the input being carried out handed out, if any.
-    receipt: Option<ChangeReceipt>,
-    /// Requests given up whose answer the peer had already received: applied when read
-    /// (`Driver::give_up`), at most one per request waiting.
-    answered_given_up: std::collections::HashSet<u64>,
-    /// Barriers whose calls' frames the outbox still holds: each with the number of the
-    /// last frame taken before it ([`Outbox::sent`]), in order.
-    barriers: VecDeque<(u64, Reply<()>)>,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -699,13 +672,12 @@ impl Driver {
             self.shared.publish(&self.state, channels);
             channels = false;
             // Requests the state machine gave up on are forgotten by the peer first (a late
-            // answer is reported), before what their expiry made it send.
-            let gone: Vec<u64> = w
-                .by_state
-                .keys()
-                .copied()
-                .filter(|n| !self.state.is_pending(*n))
-                .collect();
+            // answer is reported), before what their expiry made it send. Looked for only
+            // when one ended unanswered (an answered one leaves with its answer).
+            let ended = self.state.requests_ended_unanswered();
+            let changed = ended != w.ended_seen;
+            w.ended_seen = ended;
+            let gone = ended_of(&self.state, changed, w.by_state.keys());
             for n in gone {
                 // Given up with its answer queued, then expired before that was read: the
                 // answer is now late, and nothing waits to apply it.
@@ -728,12 +700,8 @@ impl Driver {
             }
             // The application's requests the state machine forgot unanswered (the server
             // ended its output: nothing can answer them) end now, as closed.
-            let forgotten: Vec<u64> = w
-                .requests_out
-                .keys()
-                .copied()
-                .filter(|n| !self.state.is_pending(*n))
-                .collect();
+            let moved = changed || self.state.requests_ended_unanswered() != ended;
+            let forgotten = ended_of(&self.state, moved, w.requests_out.keys());
             for n in forgotten {
                 if let Some(call) = w.requests_out.remove(&n) {
                     let _ = call.reply.send(Err(closed_error(&self.peer)));

@@ -25,16 +25,16 @@ impl HostState {
     /// machine's own: a policy exchange or manifest fetch, whose outcome the session needs
     /// whoever waits for it).
     pub fn abandon_request(&mut self, id: u64) -> bool {
-        match self.pending.get(&id) {
-            Some((Purpose::App(op), _)) => {
+        match self.pending.get(id) {
+            Some(Purpose::App(op)) => {
                 if let Some(op) = op.clone() {
                     self.channels.unconfirmed(&op);
                 }
             }
-            Some((Purpose::Hook, _)) => {}
+            Some(Purpose::Hook) => {}
             _ => return false,
         }
-        self.pending.remove(&id);
+        self.pending.end(id);
         true
     }
 
@@ -56,9 +56,7 @@ impl HostState {
             Phase::Initializing | Phase::PolicyPending | Phase::Reducing
         );
         self.phase = Phase::Closed;
-        let mut ended: Vec<(u64, Purpose)> =
-            self.pending.drain().map(|(id, (p, _))| (id, p)).collect();
-        ended.sort_unstable_by_key(|(id, _)| *id);
+        let ended = self.pending.end_all();
         for (id, purpose) in ended {
             if let Purpose::Hook = purpose {
                 let verdict = rules::judge_hook_answer(
@@ -103,9 +101,7 @@ impl HostState {
             return self.connected(Err(ConnectError::Closed));
         }
         self.hand_out_event(HostEvent::InputEnded);
-        let mut ended: Vec<(u64, Purpose)> =
-            self.pending.drain().map(|(id, (p, _))| (id, p)).collect();
-        ended.sort_unstable_by_key(|(id, _)| *id);
+        let ended = self.pending.end_all();
         for (id, purpose) in ended {
             match purpose {
                 Purpose::Hook => {
@@ -211,8 +207,8 @@ impl HostState {
                 self.effects(effects);
                 let another = self
                     .pending
-                    .values()
-                    .any(|(p, _)| matches!(p, Purpose::Reduction));
+                    .purposes()
+                    .any(|p| matches!(p, Purpose::Reduction));
                 if !closing && self.phase == Phase::Reducing && !another {
                     self.connected(Ok(()));
                 }

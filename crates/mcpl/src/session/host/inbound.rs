@@ -390,7 +390,7 @@ impl HostState {
     pub(super) fn send_reduction(&mut self, now: Instant) {
         let hg = self.p.reduction();
         // A change in flight activates no more than this tells (§6.7, `ChangePlan::cap`).
-        for (purpose, _) in self.pending.values_mut() {
+        for purpose in self.pending.purposes_mut() {
             if let Purpose::Change(plan) = purpose {
                 plan.cap(&hg.effective);
             }
@@ -410,8 +410,7 @@ impl HostState {
             Some(RequestId::Number(n)) => n.as_u64(),
             _ => None,
         };
-        let Some((id, (purpose, _))) = key.and_then(|k| self.pending.remove(&k).map(|p| (k, p)))
-        else {
+        let Some((id, purpose)) = key.and_then(|k| self.pending.answered(k).map(|p| (k, p))) else {
             self.diag(HostDiagnostic::UnexpectedResponse {
                 id: r
                     .id
