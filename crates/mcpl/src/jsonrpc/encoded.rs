@@ -744,4 +744,64 @@ mod tests {
         assert!(Encoded::encode(&deep).is_err());
         assert!(Encoded::response_for(Vec::new(), &seven, &deep).is_err());
     }
+
+    /// JSON-RPC 2.0 §5, on generated ids and values: a result framed ahead for any id
+    /// (integers across both signs and the ends of 64 bits, strings with escapes) answers
+    /// that id word for word as the unframed result does, whatever the spare buffer held;
+    /// any other id is framed anew, and its line reads back as that id and that value.
+    #[cfg(feature = "runtime")]
+    #[test]
+    fn generated_results_framed_ahead_answer_as_unframed_ones() {
+        use proptest::prelude::*;
+        use proptest::strategy::ValueTree;
+        use proptest::test_runner::{Config, TestRunner};
+        let id = prop_oneof![
+            any::<u64>().prop_map(|n| RequestId::Number(n.into())),
+            any::<i64>().prop_map(|n| RequestId::Number(n.into())),
+            prop::sample::select(vec![0i64, -1, 1, i64::MIN, i64::MAX])
+                .prop_map(|n| RequestId::Number(n.into())),
+            prop::sample::select(vec![0u64, u64::MAX, 1 << 53, (1 << 53) + 1])
+                .prop_map(|n| RequestId::Number(n.into())),
+            "[a0-9\"\\\\é\n-]{0,6}".prop_map(RequestId::String),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a\"\\\\é😀\n\u{1}]{0,5}".prop_map(Value::from),
+        ];
+        let value = leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z\"]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        let junk = prop::collection::vec(any::<u8>(), 0..300);
+        let case = (id.clone(), id, value, junk);
+        let mut runner = TestRunner::new(Config::with_cases(2048));
+        for _ in 0..2048 {
+            let (id, other, value, junk) = case.new_tree(&mut runner).unwrap().current();
+            let plain = Encoded::encode(&value).unwrap();
+            let framed = Encoded::response_for(junk, &id, &value).unwrap();
+            assert_eq!(framed.get(), plain.get(), "{id:?} {value}");
+            assert_eq!(framed.to_value().unwrap(), value);
+            for answered in [&id, &other] {
+                let line = framed.clone().into_response(Vec::new, answered);
+                assert_eq!(
+                    line,
+                    plain.response_in(Vec::new(), answered),
+                    "{answered:?}"
+                );
+                assert!(!line.contains('\n'), "{line}");
+                let Ok(Message::Response(r)) = Message::parse(&line) else {
+                    panic!("not a response: {line}");
+                };
+                assert_eq!(r.id.as_ref(), Some(answered), "{line}");
+                assert_eq!(r.outcome.ok().as_ref(), Some(&value), "{line}");
+            }
+        }
+    }
 }

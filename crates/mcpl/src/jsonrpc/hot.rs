@@ -749,4 +749,208 @@ mod tests {
             assert_eq!(read_tools_call_result(text), None, "{text}");
         }
     }
+
+    /// One JSON string's text holding `chars`, each written raw, by its short escape or as
+    /// `\u` (a surrogate pair past the BMP); `bad` adds a lone surrogate or a raw control
+    /// character, which no reading takes.
+    fn json_string(chars: &[(char, u8)], bad: u8) -> String {
+        let mut s = String::from("\"");
+        for &(c, how) in chars {
+            let short = match c {
+                '"' => Some("\\\""),
+                '\\' => Some("\\\\"),
+                '/' => Some("\\/"),
+                '\n' => Some("\\n"),
+                '\t' => Some("\\t"),
+                _ => None,
+            };
+            match (how % 3, short) {
+                (0, _) if !matches!(c, '"' | '\\') && !c.is_control() => s.push(c),
+                (1, Some(e)) => s.push_str(e),
+                _ => {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        s.push_str(&format!("\\u{u:04x}"));
+                    }
+                }
+            }
+        }
+        match bad {
+            1 => s.push_str("\\ud800"),
+            2 => s.push('\u{1}'),
+            _ => {}
+        }
+        s.push('"');
+        s
+    }
+
+    /// A JSON object's text from members already written (`name` as spelled, `value`),
+    /// spaced by `gap`.
+    fn json_object(members: &[(String, String)], gap: &str) -> String {
+        let body: Vec<String> = members
+            .iter()
+            .map(|(k, v)| format!("{k}{gap}:{gap}{v}"))
+            .collect();
+        format!("{{{gap}{}{gap}}}", body.join(&format!(",{gap}")))
+    }
+
+    /// Texts of `tools/call` results and near misses: the plain shape, its member names
+    /// and `type` spelled with escapes, other members and block types, members named
+    /// twice, `isError` of every JSON type, strings written every way JSON allows.
+    fn call_result_texts() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let chars = prop::collection::vec(
+            (
+                prop::sample::select(vec![
+                    'a', 'é', '😀', '"', '\\', '/', '\n', '\t', ' ', '\u{7f}',
+                ]),
+                any::<u8>(),
+            ),
+            0..5,
+        );
+        let string = (chars, prop::sample::select(vec![0u8, 0, 0, 0, 0, 1, 2]))
+            .prop_map(|(c, bad)| json_string(&c, bad));
+        let gap = prop::sample::select(vec!["", "", " ", "\n "]);
+        let block_name = prop::sample::select(vec![
+            r#""type""#,
+            r#""type""#,
+            r#""text""#,
+            r#""text""#,
+            r#""t\u0079pe""#,
+            r#""te\u0078t""#,
+            r#""annotations""#,
+            r#""_meta""#,
+            r#""data""#,
+            r#""mimeType""#,
+        ]);
+        let type_value = prop::sample::select(vec![
+            r#""text""#,
+            r#""text""#,
+            r#""text""#,
+            r#""t\u0065xt""#,
+            r#""te\/xt""#,
+            r#""image""#,
+            r#""Text""#,
+            "0",
+            "null",
+            r#""text ""#,
+        ]);
+        let other_value = prop::sample::select(vec!["{}", "1", r#""image/png""#, "null", "[]"]);
+        let member = (block_name, type_value, string.clone(), other_value).prop_map(
+            |(name, t, s, other)| {
+                let value = match name {
+                    r#""type""# | r#""t\u0079pe""# => t.to_owned(),
+                    r#""text""# | r#""te\u0078t""# => s,
+                    _ => other.to_owned(),
+                };
+                (name.to_owned(), value)
+            },
+        );
+        let plain_block = (string.clone(), any::<bool>()).prop_map(|(s, flip)| {
+            let t = (r#""type""#.to_owned(), r#""text""#.to_owned());
+            let x = (r#""text""#.to_owned(), s);
+            if flip {
+                vec![x, t]
+            } else {
+                vec![t, x]
+            }
+        });
+        let members = prop_oneof![3 => plain_block, 2 => prop::collection::vec(member, 0..4)];
+        let block = (members, gap.clone()).prop_map(|(m, g)| json_object(&m, g));
+        let element = prop_oneof![
+            6 => block,
+            1 => prop::sample::select(vec!["[]", "\"text\"", "null", "1"]).prop_map(str::to_owned),
+        ];
+        let content = prop_oneof![
+            6 => (prop::collection::vec(element, 0..4), gap.clone())
+                .prop_map(|(e, g)| format!("[{g}{}{g}]", e.join(&format!(",{g}")))),
+            1 => prop::sample::select(vec!["null", "{}", "5", "[[]]", "\"x\""]).prop_map(str::to_owned),
+        ];
+        let is_error = prop::sample::select(vec![
+            "true",
+            "false",
+            "null",
+            "0",
+            "1",
+            "1.0",
+            r#""true""#,
+            "[]",
+            "{}",
+        ]);
+        let top_name = prop::sample::select(vec![
+            r#""content""#,
+            r#""content""#,
+            r#""content""#,
+            r#""isError""#,
+            r#""isError""#,
+            r#""con\u0074ent""#,
+            r#""is\u0045rror""#,
+            r#""is_error""#,
+            r#""state""#,
+            r#""structuredContent""#,
+            r#""_meta""#,
+        ]);
+        let top_member = (top_name, content, is_error).prop_map(|(name, c, e)| {
+            let value = match name {
+                r#""content""# | r#""con\u0074ent""# => c,
+                r#""isError""# | r#""is\u0045rror""# | r#""is_error""# => e.to_owned(),
+                r#""state""# => r#"{"data":1}"#.to_owned(),
+                _ => "{}".to_owned(),
+            };
+            (name.to_owned(), value)
+        });
+        prop_oneof![
+            12 => (prop::collection::vec(top_member, 0..4), gap)
+                .prop_map(|(m, g)| json_object(&m, g)),
+            1 => prop::sample::select(vec!["[]", "null", "\"s\"", "{", "{}}"]).prop_map(str::to_owned),
+        ]
+    }
+
+    /// §3.1 and issue #24: on generated result texts, whatever [`read_tools_call_result`]
+    /// reads is what the derive and the `Value` way read; and a typed caller handed a
+    /// result by [`parse_answer`] gets what the `Value` way gives, result or refusal, whichever
+    /// way `Answer::decode` took. Plenty of the texts are read fast, so the comparison is
+    /// not vacuous.
+    #[test]
+    fn generated_tools_call_results_read_fast_as_the_derive_and_the_value_way_read_them() {
+        use proptest::strategy::{Strategy, ValueTree};
+        use proptest::test_runner::{Config, TestRunner};
+        let mut runner = TestRunner::new(Config::with_cases(4096));
+        let strategy = call_result_texts();
+        let (mut fast, mut handed) = (0, 0);
+        for _ in 0..4096 {
+            let text = strategy.new_tree(&mut runner).unwrap().current();
+            let value_way = serde_json::from_str::<Value>(&text)
+                .and_then(serde_json::from_value::<ToolsCallResult>);
+            if let Some(read) = read_tools_call_result(&text) {
+                fast += 1;
+                let derived = serde_json::from_str::<ToolsCallResult>(&text);
+                assert_eq!(derived.ok().as_ref(), Some(&read), "derive on {text}");
+                assert_eq!(value_way.as_ref().ok(), Some(&read), "Value way on {text}");
+            }
+            let line = format!("{{\"id\":1{ANSWER_AFTER_ID}{text}}}");
+            let Some((_, range)) = parse_answer(&line) else {
+                continue;
+            };
+            handed += 1;
+            let result = &line[range];
+            // As `Answer::decode` takes a `tools/call` result handed as text.
+            let decoded = match read_tools_call_result(result) {
+                Some(read) => Ok(read),
+                None => serde_json::from_str::<ToolsCallResult>(result).or_else(|_| {
+                    serde_json::from_str::<Value>(result).and_then(serde_json::from_value)
+                }),
+            };
+            let Ok(Message::Response(r)) = Message::parse(&line) else {
+                panic!("parse_answer took what the Value way refuses: {line}");
+            };
+            let value_way = r.outcome.map_err(|e| e.message.into_owned()).and_then(|v| {
+                serde_json::from_value::<ToolsCallResult>(v).map_err(|e| e.to_string())
+            });
+            assert_eq!(decoded.is_ok(), value_way.is_ok(), "{line}");
+            assert_eq!(decoded.ok(), value_way.ok(), "{line}");
+        }
+        assert!(fast > 400, "only {fast} of 4096 read fast");
+        assert!(handed > 800, "only {handed} of 4096 handed as text");
+    }
 }
