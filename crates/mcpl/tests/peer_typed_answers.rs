@@ -296,3 +296,63 @@ async fn typed_params_near_the_nesting_limit_go_or_are_refused_as_raw_params() {
         assert_eq!(outcomes[0], outcomes[1], "depth {depth}");
     }
 }
+
+/// Issue #24: the reader copies a result handed as text into the buffer the last typed
+/// caller gave back. With many typed calls outstanding, answered out of order, results
+/// short and long (past the kept buffer's bound), plain (read without the derive) and not,
+/// each caller gets its own result, read as the `Value` way reads it, and nothing of an
+/// earlier, longer one.
+#[tokio::test]
+async fn many_typed_calls_outstanding_each_read_their_own_result() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig::default());
+    let results: Vec<String> = (0..24usize)
+        .map(|i| {
+            let text = match i % 4 {
+                0 => "x".repeat(2000 - i),
+                1 => format!("{i}"),
+                2 => format!("é\\n\\\"{}\\\"", "y".repeat(600 + i)),
+                _ => String::new(),
+            };
+            if i % 3 == 0 {
+                format!(r#"{{"content":[{{"type":"text","text":"{text}"}}],"isError":{}}}"#, i % 2 == 0)
+            } else if i % 3 == 1 {
+                format!(r#"{{"content":[{{"text":"{text}","type":"text"}},{{"type":"text","text":"{i}"}}]}}"#)
+            } else {
+                format!(r#"{{"content":[{{"type":"text","text":"{text}","_meta":{{"i":{i}}}}}],"x":{i}}}"#)
+            }
+        })
+        .collect();
+    for round in 0..2 {
+        let mut calls = Vec::new();
+        for i in 0..results.len() {
+            calls.push(typed_call(&peer, &mut raw, &format!("{round}-{i}")).await);
+        }
+        // Answered last first, then the first of each pair swapped: never in call order.
+        let mut order: Vec<usize> = (0..results.len()).rev().collect();
+        order.swap(0, results.len() / 2);
+        for &i in &order {
+            raw.send(&answer_line(&calls[i].1["id"], &results[i])).await;
+        }
+        for (i, (call, _)) in calls.into_iter().enumerate() {
+            let expected: ToolsCallResult =
+                serde_json::from_value(serde_json::from_str::<Value>(&results[i]).unwrap())
+                    .unwrap();
+            assert_eq!(
+                call.await.unwrap().unwrap(),
+                expected,
+                "round {round} call {i}"
+            );
+        }
+    }
+    // One at a time, each shorter than the last: the kept buffer holds nothing stale.
+    for len in [500usize, 300, 40, 3, 0] {
+        let (call, request) = typed_call(&peer, &mut raw, "s").await;
+        let text = "z".repeat(len);
+        raw.send(&answer_line(
+            &request["id"],
+            &format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#),
+        ))
+        .await;
+        assert_eq!(call.await.unwrap().unwrap(), ToolsCallResult::text(text));
+    }
+}
