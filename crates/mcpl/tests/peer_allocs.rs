@@ -222,8 +222,8 @@ fn a_typed_host_session_round_trip_builds_no_value_tree() {
     // framed as its response line, and the params' box and the result text's buffer
     // reused; 31 when the params were made a `Value` once, for the gate and the wire
     // alike, and the result read into one; 35 before the server read them straight into
-    // their type; 42 when the gate's copy was thrown away and the peer made a second), plus
-    // the budget is the target itself.
+    // their type; 42 when the gate's copy was thrown away and the peer made a second). The
+    // budget is the target itself.
     assert!(
         per_round_trip <= 12,
         "{per_round_trip} allocations per typed HostSession + Server round trip"

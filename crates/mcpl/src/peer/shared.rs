@@ -419,8 +419,6 @@ impl Shared {
         }
     }
 
-    /// An empty buffer to encode the next frame into: the last directly written frame's, if
-    /// one was kept.
     /// A buffer holding a copy of `result`, for a caller that takes it as text: the one
     /// the last such caller gave back, if any.
     pub(super) fn answer_text(&self, result: &str) -> String {
@@ -448,6 +446,8 @@ impl Shared {
         }
     }
 
+    /// An empty buffer to encode the next frame into: the last directly written frame's, if
+    /// one was kept.
     pub(super) fn frame_buffer(&self) -> Vec<u8> {
         std::mem::take(&mut lock(&self.slot).spare)
     }
