@@ -238,3 +238,47 @@ async fn answers_framed_ahead_in_a_batch_are_its_members() {
         assert_eq!(host.recv_line().await, expected(&id, "after"));
     }
 }
+
+/// A handler that finishes as the host cancels its request (MCP cancellation), or after,
+/// its id then used again: whichever came first, the first line for that id is the finished
+/// answer or the cancellation's `-32800`, and the new request's answer is its own, word for
+/// word (an answer framed for the same id is never written for the new request). On a
+/// runtime of two threads, so the handler's end and the cancellation race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_framed_for_a_cancelled_request_is_not_the_answer_of_its_ids_next_request() {
+    let (tx, gate) = watch::channel(0);
+    let (mut host, _session) = connect(gate).await;
+    for round in 0..48u64 {
+        let id = RequestId::from(20 + round % 4);
+        let id_text = serde_json::to_string(&id).expect("id encodes");
+        let cancel = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id_text}}}}}"#
+        );
+        host.send(&call(round % 2 == 0, &id, "wait", "late", round + 1))
+            .await;
+        // Released before the cancellation, or after it.
+        let release_first = round % 3 != 0;
+        if release_first {
+            tx.send_replace(round + 1);
+        }
+        host.send(&cancel).await;
+        host.send(&call(round % 2 == 1, &id, "echo", "new", 0))
+            .await;
+        if !release_first {
+            tx.send_replace(round + 1);
+        }
+        let first = host.recv_line().await;
+        let v: Value = serde_json::from_str(&first).expect("JSON");
+        // (Sent before the release, the cancellation may still be read after the handler
+        // finished: either line may come first in both orders.)
+        if first != expected(&id, "late") {
+            assert_eq!(v["error"]["code"], json!(-32800), "{first}");
+            assert_eq!(v["id"], serde_json::to_value(&id).expect("id"), "{first}");
+        }
+        assert_eq!(
+            host.recv_line().await,
+            expected(&id, "new"),
+            "round {round}"
+        );
+    }
+}
