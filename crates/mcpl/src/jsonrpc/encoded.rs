@@ -745,6 +745,39 @@ mod tests {
         assert!(Encoded::response_for(Vec::new(), &seven, &deep).is_err());
     }
 
+    /// A result whose direct text would be wrong (a pretty-printed `RawValue`, a member
+    /// named twice through a flattened map) goes the `Value` way inside its frame as it does
+    /// alone: the framed line is the unframed one, head kept, one line, one member each.
+    #[cfg(feature = "runtime")]
+    #[test]
+    fn a_result_framed_ahead_goes_the_value_way_where_encode_does() {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Both {
+            doc: Box<serde_json::value::RawValue>,
+            is_error: bool,
+            #[serde(flatten)]
+            extra: serde_json::Map<String, Value>,
+        }
+        let doc = serde_json::value::RawValue::from_string("[\n{\"a\": 1}\n]".into()).unwrap();
+        let mut extra = serde_json::Map::new();
+        extra.insert("isError".into(), json!(true));
+        let both = Both {
+            doc,
+            is_error: false,
+            extra,
+        };
+        let plain = Encoded::encode(&both).unwrap();
+        assert_eq!(plain.get(), r#"{"doc":[{"a":1}],"isError":true}"#);
+        for id in [RequestId::from(3u64), RequestId::String("3".into())] {
+            let framed = Encoded::response_for(b"{\"id\":9".to_vec(), &id, &both).unwrap();
+            assert_eq!(framed.get(), plain.get());
+            let line = framed.into_response(Vec::new, &id);
+            assert_eq!(line, plain.response(&id));
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
     /// JSON-RPC 2.0 §5, on generated ids and values: a result framed ahead for any id
     /// (integers across both signs and the ends of 64 bits, strings with escapes) answers
     /// that id word for word as the unframed result does, whatever the spare buffer held;
