@@ -282,3 +282,84 @@ async fn an_answer_framed_for_a_cancelled_request_is_not_the_answer_of_its_ids_n
         );
     }
 }
+
+/// End to end over a line transport on two threads: a `HostSession`'s typed `tools/call`s,
+/// many at once, to a `Server` answering some at once and some later, some results plain
+/// (read by the host without the derive) and some not (`isError`, a member the fast
+/// reader leaves to the derive, text past the reused buffer's bound). Every caller gets
+/// its own result, as the `Value` way reads the server's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_sessions_typed_calls_at_once_each_get_their_own_result() {
+    use mcpl::capability::Capability;
+    use mcpl::host::{HostConfig, HostSession};
+    use mcpl::protocol::handshake::ToolsCall;
+
+    /// The result `echo2` answers `text` with: shaped by `text`'s length.
+    fn shaped(text: &str) -> ToolsCallResult {
+        let mut r = ToolsCallResult::text(text);
+        match text.len() % 3 {
+            0 => r.is_error = Some(text.len() % 2 == 0),
+            1 => {
+                r.extra
+                    .insert("structuredContent".into(), json!({"n": text.len()}));
+            }
+            _ => {}
+        }
+        r
+    }
+    let (tx, gate) = watch::channel(0);
+    let server = Server::builder("framed", "1")
+        .feature_set("tools", "Tools", &[Capability::Tools])
+        .tool(
+            "echo2",
+            "Echo",
+            json!({"type": "object"}),
+            move |_s: Session, p: ToolsCallParams| {
+                let mut gate = gate.clone();
+                async move {
+                    let text = text_of(&p);
+                    if text.len() % 2 == 1 {
+                        let _ = gate.wait_for(|g| *g >= 1).await;
+                    }
+                    Ok(shaped(&text))
+                }
+            },
+        )
+        .build()
+        .expect("server builds");
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let _session = server.start(mcpl::transport::Transport::lines(sr, sw, "server end"));
+    let (hr, hw) = tokio::io::split(host_end);
+    let config = HostConfig {
+        policy: vec!["tools".into()],
+        ..HostConfig::default()
+    };
+    let (host, _streams) = HostSession::connect(
+        mcpl::transport::Transport::lines(hr, hw, "host end"),
+        config,
+    )
+    .await
+    .expect("connects");
+    let mut calls = tokio::task::JoinSet::new();
+    let texts: Vec<String> = (0..40usize)
+        .map(|i| format!("{i}:{}", "é\"\n".repeat(i * 7)))
+        .collect();
+    for text in texts {
+        let host = host.clone();
+        calls.spawn(async move {
+            let mut arguments = serde_json::Map::new();
+            arguments.insert("text".into(), json!(text));
+            let params = ToolsCallParams::new("echo2").with_arguments(arguments);
+            (text, host.request::<ToolsCall>(&params).await)
+        });
+    }
+    // The even-length ones answer at once; the rest once released.
+    tx.send_replace(1);
+    while let Some(done) = calls.join_next().await {
+        let (text, result) = done.expect("the call's task");
+        let wire = serde_json::to_value(shaped(&text)).expect("encodes");
+        let expected: ToolsCallResult = serde_json::from_value(wire).expect("decodes");
+        assert_eq!(result.expect("answered"), expected, "{text:?}");
+    }
+}
