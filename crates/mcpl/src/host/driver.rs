@@ -389,8 +389,8 @@ impl Driver {
             )
             .collect();
         for id in gone {
-            w.requests_out.remove(&id);
-            w.hooks.remove(&id);
+            w.take_request(id);
+            w.take_hook(id);
             self.give_up(w, id);
         }
     }
@@ -435,7 +435,7 @@ impl Driver {
             Cmd::Hook(_, _, reply) if reply.is_closed() => {}
             Cmd::Hook(params, call, reply) => match self.state.before_inference(now, params) {
                 Some(id) => {
-                    w.hooks.insert(id, (call, reply));
+                    w.add_hook(id, call, reply);
                 }
                 None => {
                     let _ = reply.send(None);
@@ -585,7 +585,7 @@ impl Driver {
                             reply,
                             wire: None,
                         };
-                        w.requests_out.insert(id, call);
+                        w.add_request(id, call);
                     }
                     Err(e) => {
                         let _ = reply.send(Err(err(e)));
@@ -593,14 +593,9 @@ impl Driver {
                 }
             }
             Cmd::Forget(call) => {
-                let request = w.requests_out.iter().find(|(_, c)| c.call == call);
-                let id = request.map(|(id, _)| *id).or_else(|| {
-                    let hook = w.hooks.iter().find(|(_, (c, _))| *c == call);
-                    hook.map(|(id, _)| *id)
-                });
-                if let Some(id) = id {
-                    w.requests_out.remove(&id);
-                    w.hooks.remove(&id);
+                if let Some(id) = w.id_of_call(call) {
+                    w.take_request(id);
+                    w.take_hook(id);
                     self.give_up(w, id);
                 }
             }
@@ -703,7 +698,7 @@ impl Driver {
             let moved = changed || self.state.requests_ended_unanswered() != ended;
             let forgotten = ended_of(&self.state, moved, w.requests_out.keys());
             for n in forgotten {
-                if let Some(call) = w.requests_out.remove(&n) {
+                if let Some(call) = w.take_request(n) {
                     let _ = call.reply.send(Err(closed_error(&self.peer)));
                 }
             }
@@ -772,19 +767,19 @@ impl Driver {
                 }
             }
             HostOutput::Hook { id, verdict } => {
-                if let Some((_, reply)) = w.hooks.remove(&id) {
+                if let Some(reply) = w.take_hook(id) {
                     let _ = reply.send(Some(verdict));
                 }
             }
             // The session's other requests go straight through the peer (`outbound.rs`).
             HostOutput::Response { id, outcome } => {
-                if let Some(call) = w.requests_out.remove(&id) {
+                if let Some(call) = w.take_request(id) {
                     let r = outcome.map_err(|e| HostError::Peer(PeerError::Remote(e)));
                     let _ = call.reply.send(r);
                 }
             }
             HostOutput::RequestTimedOut { id } => {
-                if let Some(call) = w.requests_out.remove(&id) {
+                if let Some(call) = w.take_request(id) {
                     let after = self.shared.config.request_timeout.unwrap_or(Duration::MAX);
                     let _ = call.reply.send(Err(HostError::Peer(PeerError::Timeout {
                         method: call.method,
