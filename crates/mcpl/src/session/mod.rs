@@ -78,6 +78,7 @@ mod admission;
 pub mod channels;
 mod host;
 pub mod outbound;
+mod pending;
 pub(crate) mod policy_state;
 mod report;
 pub mod rules;

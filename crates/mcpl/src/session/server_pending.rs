@@ -5,7 +5,6 @@
 //! `server::Server`'s bounds: the peer's `max_pending_requests` and `request_timeout`,
 //! with the same defaults).
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// How long a request waits for its answer by default: the async sessions' (the peer's
@@ -23,10 +22,8 @@ pub const DEFAULT_MAX_PENDING_REQUESTS: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct OwnRequests {
     next_id: u64,
-    /// Each request's deadline (`None`: it waits until answered or the connection ends).
-    waiting: HashMap<u64, Option<Instant>>,
-    /// The deadlines of `waiting`, earliest first.
-    deadlines: BTreeSet<(Instant, u64)>,
+    /// The requests and their deadlines (`None`: waits until answered or the end).
+    waiting: super::pending::Pending<()>,
 }
 
 impl OwnRequests {
@@ -42,59 +39,43 @@ impl OwnRequests {
         let id = self.next_id;
         // A deadline past what `Instant` can hold is no deadline.
         let deadline = timeout.and_then(|t| now.checked_add(t));
-        self.waiting.insert(id, deadline);
-        if let Some(at) = deadline {
-            self.deadlines.insert((at, id));
-        }
+        self.waiting.insert(id, (), deadline);
         id
     }
 
     /// Request `id` was answered: whether it was waiting (it no longer is).
     pub(crate) fn answered(&mut self, id: u64) -> bool {
-        match self.waiting.remove(&id) {
-            Some(deadline) => {
-                if let Some(at) = deadline {
-                    self.deadlines.remove(&(at, id));
-                }
-                true
-            }
-            None => false,
-        }
+        self.waiting.remove(id).is_some()
     }
 
     /// The earliest deadline of a request still waiting.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(at, _)| *at)
+        self.waiting.next_deadline()
     }
 
     /// Gives up every request whose deadline is at or before `now`, and returns their ids,
     /// earliest deadline first.
     pub(crate) fn expire(&mut self, now: Instant) -> Vec<u64> {
-        let mut due = Vec::new();
-        while let Some(&(at, id)) = self.deadlines.first() {
-            if at > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            self.waiting.remove(&id);
-            due.push(id);
-        }
-        due
+        self.waiting
+            .take_due(now)
+            .into_iter()
+            .map(|(id, ())| id)
+            .collect()
     }
 
     /// Ends every request still waiting (nothing can answer them), and returns their ids
     /// in the order they were sent.
     pub(crate) fn end_all(&mut self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.waiting.drain().map(|(id, _)| id).collect();
-        ids.sort_unstable();
-        self.deadlines.clear();
-        ids
+        self.waiting
+            .take_all()
+            .into_iter()
+            .map(|(id, ())| id)
+            .collect()
     }
 
     /// The connection ended: nothing waits any longer.
     pub(crate) fn clear(&mut self) {
-        self.waiting.clear();
-        self.deadlines.clear();
+        self.waiting.take_all();
     }
 }
 

@@ -426,10 +426,8 @@ impl HostState {
 
     /// Expires every request of ours whose deadline is at or before `now`, in id order.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for id in self.pending.due(now) {
-            if let Some(purpose) = self.pending.end(id) {
-                self.on_answer(now, id, purpose, Answer::Timeout);
-            }
+        for (id, purpose) in self.pending.expire(now) {
+            self.on_answer(now, id, purpose, Answer::Timeout);
         }
     }
 

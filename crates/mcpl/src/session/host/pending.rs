@@ -1,19 +1,15 @@
-//! Our requests waiting for their answer, indexed by deadline: the earliest deadline and the
-//! requests due are found without a scan of every request (issue #24: with 10,000
-//! outstanding, a scan at each input made the host quadratic).
+//! The host state machine's requests waiting for their answer ([`Pending`], deadlines
+//! indexed), counting those that ended without one.
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use super::Purpose;
+use crate::session::pending::Pending;
 
-/// Our requests waiting for their answer, by id, with their deadlines (`None`: a timeout
-/// past what `Instant` holds, so it waits until answered).
+/// Our requests waiting for their answer, by id, with what each is for.
 #[derive(Debug, Default)]
 pub(super) struct PendingRequests {
-    by_id: HashMap<u64, (Purpose, Option<Instant>)>,
-    /// `(deadline, id)` of every request with a deadline.
-    deadlines: BTreeSet<(Instant, u64)>,
+    waiting: Pending<Purpose>,
     /// How many requests ended without their answer: expired, abandoned, or ended by the
     /// connection's end ([`super::HostState::requests_ended_unanswered`]).
     ended_unanswered: u64,
@@ -22,71 +18,55 @@ pub(super) struct PendingRequests {
 impl PendingRequests {
     /// Waits for request `id`'s answer until `deadline`.
     pub(super) fn insert(&mut self, id: u64, purpose: Purpose, deadline: Option<Instant>) {
-        if let Some((_, Some(old))) = self.by_id.insert(id, (purpose, deadline)) {
-            self.deadlines.remove(&(old, id));
-        }
-        if let Some(at) = deadline {
-            self.deadlines.insert((at, id));
-        }
+        self.waiting.insert(id, purpose, deadline);
     }
 
     pub(super) fn get(&self, id: u64) -> Option<&Purpose> {
-        self.by_id.get(&id).map(|(p, _)| p)
+        self.waiting.get(id)
     }
 
     pub(super) fn contains(&self, id: u64) -> bool {
-        self.by_id.contains_key(&id)
+        self.waiting.contains(id)
     }
 
-    /// Every waiting request's purpose.
     pub(super) fn purposes(&self) -> impl Iterator<Item = &Purpose> {
-        self.by_id.values().map(|(p, _)| p)
+        self.waiting.values()
     }
 
     pub(super) fn purposes_mut(&mut self) -> impl Iterator<Item = &mut Purpose> {
-        self.by_id.values_mut().map(|(p, _)| p)
+        self.waiting.values_mut()
     }
 
     /// Request `id`, taken off the books as its answer arrived.
     pub(super) fn answered(&mut self, id: u64) -> Option<Purpose> {
-        let (purpose, deadline) = self.by_id.remove(&id)?;
-        if let Some(at) = deadline {
-            self.deadlines.remove(&(at, id));
-        }
-        Some(purpose)
+        self.waiting.remove(id)
     }
 
-    /// Request `id`, taken off the books without its answer (expired or abandoned).
+    /// Request `id`, taken off the books without its answer (abandoned).
     pub(super) fn end(&mut self, id: u64) -> Option<Purpose> {
-        let purpose = self.answered(id)?;
+        let purpose = self.waiting.remove(id)?;
         self.ended_unanswered += 1;
         Some(purpose)
     }
 
     /// Every waiting request, in id order, taken off the books without its answer.
     pub(super) fn end_all(&mut self) -> Vec<(u64, Purpose)> {
-        self.deadlines.clear();
-        let mut ended: Vec<(u64, Purpose)> =
-            self.by_id.drain().map(|(id, (p, _))| (id, p)).collect();
-        ended.sort_unstable_by_key(|(id, _)| *id);
+        let ended = self.waiting.take_all();
         self.ended_unanswered += ended.len() as u64;
         ended
     }
 
-    /// The ids of the requests whose deadline is at or before `now`, in id order.
-    pub(super) fn due(&self, now: Instant) -> Vec<u64> {
-        let mut due: Vec<u64> = self
-            .deadlines
-            .range(..=(now, u64::MAX))
-            .map(|(_, id)| *id)
-            .collect();
-        due.sort_unstable();
+    /// The requests whose deadline is at or before `now`, in id order, taken off the books
+    /// without their answer.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<(u64, Purpose)> {
+        let mut due = self.waiting.take_due(now);
+        due.sort_unstable_by_key(|(id, _)| *id);
+        self.ended_unanswered += due.len() as u64;
         due
     }
 
-    /// The earliest deadline.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(at, _)| *at)
+        self.waiting.next_deadline()
     }
 
     pub(super) fn ended_unanswered(&self) -> u64 {
@@ -99,36 +79,29 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Only an end without an answer is counted: the driver sweeps its tables when the
+    /// count moves ([`super::super::HostState::requests_ended_unanswered`]).
     #[test]
-    fn deadlines_follow_the_requests_and_unanswered_ends_are_counted() {
+    fn unanswered_ends_are_counted_and_answers_are_not() {
         let t0 = Instant::now();
         let at = |s| Some(t0 + Duration::from_secs(s));
         let mut p = PendingRequests::default();
-        p.insert(3, Purpose::Hook, at(30));
-        p.insert(1, Purpose::Hook, at(10));
-        p.insert(2, Purpose::Hook, None);
-        p.insert(4, Purpose::Hook, at(10));
-        assert_eq!(p.next_deadline(), at(10));
-        assert_eq!(p.due(t0 + Duration::from_secs(10)), vec![1, 4]);
-        assert_eq!(p.due(t0), Vec::<u64>::new());
-        // Answered: not counted, its deadline gone.
-        assert!(p.answered(1).is_some());
-        assert!(p.answered(1).is_none());
-        assert_eq!(p.due(t0 + Duration::from_secs(10)), vec![4]);
+        for (id, deadline) in [(3, at(10)), (1, at(10)), (2, None), (4, at(30))] {
+            p.insert(id, Purpose::Hook, deadline);
+        }
+        assert!(p.answered(2).is_some());
         assert_eq!(p.ended_unanswered(), 0);
-        // Ended without an answer: counted.
-        assert!(p.end(4).is_some());
-        assert!(p.end(4).is_none());
-        assert_eq!(p.ended_unanswered(), 1);
-        assert_eq!(p.next_deadline(), at(30));
-        // A re-inserted id keeps only its new deadline.
-        p.insert(3, Purpose::Hook, at(5));
-        assert_eq!(p.next_deadline(), at(5));
-        assert_eq!(p.due(t0 + Duration::from_secs(40)), vec![3]);
-        let ended: Vec<u64> = p.end_all().into_iter().map(|(id, _)| id).collect();
-        assert_eq!(ended, vec![2, 3]);
+        let due: Vec<u64> = p
+            .expire(t0 + Duration::from_secs(10))
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(due, vec![1, 3], "in id order");
+        assert_eq!(p.ended_unanswered(), 2);
+        assert!(p.end(4).is_some() && p.end(4).is_none());
         assert_eq!(p.ended_unanswered(), 3);
-        assert_eq!(p.next_deadline(), None);
-        assert!(!p.contains(2));
+        p.insert(5, Purpose::Hook, None);
+        assert_eq!(p.end_all().len(), 1);
+        assert_eq!(p.ended_unanswered(), 4);
     }
 }
