@@ -1679,3 +1679,73 @@ async fn a_request_answered_twice_fails_responses_once() {
         "{doc:#}"
     );
 }
+
+/// A host granting nothing that answers every `push/event` and `inference/request` with a
+/// result over the checker's 1 MiB message limit (an acceptance padded past it). The peer
+/// discards such an answer unread and fails the request at once, delivered at its wire
+/// position as a `-32603` error it made up: the report read it as the host's refusal,
+/// blaming the host for a `-32603` it never sent (`host.refusal-code` failed "refused
+/// -32603") and crediting it with refusals (`host.push-follows-grant` only warned, "refused
+/// with error -32603"). Now a failure the checker's own peer made is said as what it is, the
+/// host's answer over the limit and discarded, never as an error object of the host's.
+#[tokio::test]
+async fn an_answer_over_the_limit_is_not_read_as_the_hosts_error() {
+    let report = report_path("oversized-answer.json");
+    let init = initialize(json!(1));
+    let nothing = line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                "params": { "effectiveCapabilities": [] } }),
+    );
+    let head = format!("{init}{INITIALIZED}{nothing}");
+    let pad = "x".repeat(1024 * 1024 + 16);
+    let (_, doc) = raw_scripted_host(&report, head, |m| {
+        Some(match m["method"].as_str().unwrap_or("") {
+            "push/event" | "inference/request" => line(&json!({ "jsonrpc": "2.0",
+                "id": m["id"], "result": { "accepted": true, "pad": pad } })),
+            _ => refusing_answer(m, -32002),
+        })
+    })
+    .await;
+    for id in [
+        "host.refusal-code",
+        "host.push-follows-grant",
+        "host.rejects-with-error",
+        "host.inference-follows-grant",
+        "host.refuses-before-ready",
+    ] {
+        let c = check(&doc, id);
+        let d = c["detail"].as_str().unwrap_or_default();
+        assert!(
+            !d.contains("-32603"),
+            "{id} blames the host for -32603: {doc:#}"
+        );
+    }
+    let push = check(&doc, "host.push-follows-grant");
+    assert_eq!(push["status"], "fail", "{doc:#}");
+    let d = push["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("1048576") && d.contains("discarded"), "{d}");
+
+    // The host's own -32603, even worded as the peer words its failures, stays the host's.
+    let report = report_path("own-32603.json");
+    let init = initialize(json!(1));
+    let nothing = line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                "params": { "effectiveCapabilities": [] } }),
+    );
+    let head = format!("{init}{INITIALIZED}{nothing}");
+    let (_, doc) = raw_scripted_host(&report, head, |m| {
+        Some(match m["method"].as_str().unwrap_or("") {
+            "push/event" | "inference/request" => line(&json!({ "jsonrpc": "2.0",
+                "id": m["id"], "error": { "code": -32603, "message":
+                "invalid response: the response of 1048661 bytes exceeds the limit" } })),
+            _ => refusing_answer(m, -32002),
+        })
+    })
+    .await;
+    let c = check(&doc, "host.refusal-code");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(
+        c["detail"].as_str().unwrap_or_default().contains("-32603"),
+        "{doc:#}"
+    );
+}

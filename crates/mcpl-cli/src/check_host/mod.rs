@@ -30,6 +30,7 @@ mod judge;
 mod junk;
 mod lifecycle;
 mod probes;
+mod reply;
 mod served;
 mod session;
 mod tally;
@@ -291,13 +292,14 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
                 return unreachable_report(label, e);
             }
         };
-        let (transport, left, repeats, integral) = transport;
+        let (transport, left, repeats, integral, unread) = transport;
         let (peer, incoming) = Peer::new(transport, peer_config(step));
         let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
         let mut run = session::Run::new(peer, incoming, rec, bounds);
         run.left = left;
         run.repeats = repeats;
         run.integral = integral;
+        run.unread = unread;
         run.spreads = spreads;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {

@@ -132,7 +132,7 @@ impl Run {
     /// and channels/list hung).
     async fn answers_every_request(&mut self) {
         let id = "host.answers-every-request";
-        let (mut silent, mut invalid) = (Vec::new(), Vec::new());
+        let (mut silent, mut invalid, mut unread) = (Vec::new(), Vec::new(), Vec::new());
         let mut gated = Gated::default();
         for (method, stage, needs) in [
             (
@@ -157,6 +157,7 @@ impl Run {
             match reply {
                 Reply::Timeout { note } => silent.push(format!("{method}{note}")),
                 Reply::Invalid(why) => invalid.push(format!("{method} ({why})")),
+                Reply::Unread(why) => unread.push(format!("{method} ({why})")),
                 Reply::Closed => return,
                 _ => {}
             }
@@ -174,6 +175,13 @@ impl Run {
             let d = format!(
                 "a response that is not valid JSON-RPC: {}",
                 invalid.join(", ")
+            );
+            defects.push(d);
+        }
+        if !unread.is_empty() {
+            let d = format!(
+                "an answer the checker could not read: {}",
+                unread.join(", ")
             );
             defects.push(d);
         }
@@ -242,7 +250,7 @@ impl Run {
                 Status::Fail,
                 format!("scope/elevate got no answer within the timeout{note} (§6.6: must error, not silence)"),
             ),
-            other @ Reply::Invalid(_) => self.record(
+            other @ (Reply::Invalid(_) | Reply::Unread(_)) => self.record(
                 id,
                 Status::Fail,
                 format!("scope/elevate got {}", other.describe()),
@@ -281,7 +289,7 @@ impl Run {
                 Status::Fail,
                 format!("no response within the timeout{note} (§6.6: must error, not silence)"),
             ),
-            other @ Reply::Invalid(_) => self.record(
+            other @ (Reply::Invalid(_) | Reply::Unread(_)) => self.record(
                 id,
                 Status::Fail,
                 format!("channels/incoming got {}", other.describe()),

@@ -29,7 +29,7 @@ use mcpl::session::Refusal;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::judge::{capped, excerpt, DETAIL_LIMIT};
+use super::judge::{capped, DETAIL_LIMIT};
 use super::{served, Bounds};
 use crate::check::report::{Recorder, Report, Status};
 
@@ -42,44 +42,7 @@ const TWICE_KEPT: usize = 3;
 /// The check the paired pings feed.
 pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
 
-/// What an awaited answer came to.
-pub(super) enum Reply {
-    Result(Value),
-    Error(ErrorObject),
-    /// A response that is not valid JSON-RPC (the peer's reading of it).
-    Invalid(String),
-    /// No response within the bound; `note` names responses that came meanwhile under an id
-    /// the checker never sent (empty when none did).
-    Timeout {
-        note: String,
-    },
-    Closed,
-}
-
-impl Reply {
-    fn of(r: Result<Value, PeerError>) -> Reply {
-        match r {
-            Ok(v) => Reply::Result(v),
-            Err(PeerError::Timeout { .. }) => Reply::Timeout {
-                note: String::new(),
-            },
-            Err(PeerError::Remote(e)) => Reply::Error(e),
-            Err(PeerError::Closed(_)) => Reply::Closed,
-            Err(e) => Reply::Invalid(e.to_string()),
-        }
-    }
-
-    /// The answer in a few words, quoting at most an excerpt of what the host sent.
-    pub(super) fn describe(&self) -> String {
-        match self {
-            Reply::Result(v) => format!("a result {}", excerpt(v)),
-            Reply::Error(e) => format!("error {} {:?}", e.code, capped(e.message.to_string(), 120)),
-            Reply::Invalid(why) => format!("an invalid response ({})", capped(why.clone(), 120)),
-            Reply::Timeout { note } => format!("no response within the timeout{note}"),
-            Reply::Closed => "no response: the connection ended".into(),
-        }
-    }
-}
+pub(super) use super::reply::Reply;
 
 /// An outgoing request on its way: owns a peer handle, so it outlives any borrow of the run.
 pub(super) type Call = Pin<Box<dyn Future<Output = Result<Value, PeerError>> + Send>>;
@@ -106,10 +69,10 @@ pub(super) struct Run {
     /// What they told of frames discarded since [`Run::discarded`] last said so: over the
     /// size limit, not valid JSON-RPC, lost uncounted.
     discards: (u64, u64, u64),
-    /// Responses to the checker's requests that were not valid JSON-RPC, by id, newest last
-    /// (at most [`INVALID_KEPT`]): the peer reports them as diagnostics only when the
-    /// request was sent with `send_request`.
-    invalid_answers: Vec<(RequestId, String)>,
+    /// Responses to the checker's requests that were not valid JSON-RPC, or too costly for
+    /// it to read, by id, newest last (at most [`INVALID_KEPT`]): the peer reports them as
+    /// diagnostics only when the request was sent with `send_request`.
+    invalid_answers: Vec<(RequestId, Reply)>,
     /// Responses under an id the checker never sent since a timeout last named them, and
     /// the first one's id (§6.6 / JSON-RPC: a response carries its request's id).
     unmatched: (u64, Option<String>),
@@ -165,6 +128,8 @@ pub(super) struct Run {
     /// The host's responses that wrote a request's integer id with a fraction or an
     /// exponent, read as the answers ([`super::watched::IntegralIds`]).
     pub(super) integral: super::watched::IntegralIds,
+    /// The host's frames the transport discarded unread ([`super::watched::Unread`]).
+    pub(super) unread: super::watched::Unread,
     /// The MCPL messages the host delivered that need a capability, judged against the
     /// grant ([`super::delivered`]).
     pub(super) deliveries: super::delivered::Deliveries,
@@ -217,6 +182,7 @@ impl Run {
             repeats: super::watched::Repeats::default(),
             spreads: crate::check::spread::Spreads::default(),
             integral: super::watched::IntegralIds::default(),
+            unread: super::watched::Unread::default(),
             deliveries: super::delivered::Deliveries::default(),
             refusal_codes: super::judge::RefusalCodes::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
@@ -327,7 +293,7 @@ impl Run {
                     answered: false,
                 } => {
                     *other += 1;
-                    self.keep_invalid(id, reason);
+                    self.keep_invalid(id, Reply::Invalid(capped(reason, 120)));
                 }
                 Diagnostic::TooCostly {
                     id: Some(id),
@@ -336,8 +302,11 @@ impl Run {
                     limit,
                 } => {
                     *other += 1;
-                    let why = format!("it would cost {cost} units parsed, over {limit}");
-                    self.keep_invalid(id, why);
+                    let why = format!(
+                        "the host's answer would cost {cost} units parsed, over the checker's \
+                         {limit}, and was refused unread"
+                    );
+                    self.keep_invalid(id, Reply::Unread(why));
                 }
                 // The id of a request the peer no longer awaits and did not give up on: it
                 // was answered already (JSON-RPC 2.0 §5: one Response per call).
@@ -365,15 +334,16 @@ impl Run {
         }
     }
 
-    fn keep_invalid(&mut self, id: RequestId, why: String) {
+    fn keep_invalid(&mut self, id: RequestId, reply: Reply) {
         if self.invalid_answers.len() >= INVALID_KEPT {
             self.invalid_answers.remove(0);
         }
-        self.invalid_answers.push((id, capped(why, 120)));
+        self.invalid_answers.push((id, reply));
     }
 
-    /// Why the response to `id` was not valid JSON-RPC, if one came so far (once).
-    fn invalid_answer(&mut self, id: &RequestId) -> Option<String> {
+    /// What the response to `id` came to when it was not valid JSON-RPC or too costly to
+    /// read, if one came so far (once).
+    fn invalid_answer(&mut self, id: &RequestId) -> Option<Reply> {
         self.read_diagnostics();
         let i = self.invalid_answers.iter().position(|(i, _)| i == id)?;
         Some(self.invalid_answers.remove(i).1)
@@ -449,7 +419,7 @@ impl Run {
                 Err(_) => {
                     self.peer.forget(&id, "timed out");
                     return match self.invalid_answer(&id) {
-                        Some(why) => Reply::Invalid(why),
+                        Some(reply) => reply,
                         None => self.timeout(),
                     };
                 }
@@ -458,10 +428,16 @@ impl Run {
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
-    /// responses that came meanwhile under ids the checker never sent.
+    /// responses that came meanwhile under ids the checker never sent; a failure the peer
+    /// made for a frame the transport discarded unread is [`Reply::Unread`].
     pub(super) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
         if let Err(PeerError::Closed(reason)) = &r {
             self.closed_for(Some(reason.clone()));
+        }
+        if let Err(PeerError::InvalidResponse(why)) = &r {
+            if let Some(why) = self.unread.claim(why) {
+                return Reply::Unread(why);
+            }
         }
         match Reply::of(r) {
             Reply::Timeout { .. } => self.timeout(),
@@ -470,13 +446,25 @@ impl Run {
     }
 
     /// The reply of a request sent with `send_request`, as delivered at its wire position: a
-    /// response that was not valid JSON-RPC comes as a `-32603` error, which the peer also
-    /// reports as an invalid message; that report makes it [`Reply::Invalid`], no answer.
+    /// response that was not valid JSON-RPC, or could not be read, comes as a `-32603` error
+    /// of the peer's own making. The peer's report of an invalid or too costly one makes it
+    /// [`Reply::Invalid`] or [`Reply::Unread`]; so does a frame the transport discarded
+    /// unread ([`super::watched::Unread`]) of the size the error names, when the error is
+    /// the peer's (`invalid response: …`, no `data`). Never the host's error: the host's own
+    /// `-32603` stays [`Reply::Error`].
     fn ordered_reply(&mut self, id: &RequestId, outcome: Result<Value, PeerError>) -> Reply {
-        match self.invalid_answer(id) {
-            Some(why) => Reply::Invalid(why),
-            None => self.reply(outcome),
+        if let Some(reply) = self.invalid_answer(id) {
+            return reply;
         }
+        if let Err(PeerError::Remote(e)) = &outcome {
+            let local = e.code == mcpl::jsonrpc::codes::INTERNAL_ERROR
+                && e.data.is_none()
+                && e.message.starts_with("invalid response: ");
+            if let Some(why) = local.then(|| self.unread.claim(&e.message)).flatten() {
+                return Reply::Unread(why);
+            }
+        }
+        self.reply(outcome)
     }
 
     /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent
@@ -537,15 +525,15 @@ impl Run {
         pong: &mut Option<Reply>,
     ) {
         if answer.is_none() {
-            if let Some(why) = self.invalid_answer(first) {
+            if let Some(reply) = self.invalid_answer(first) {
                 self.peer.forget(first, "answered invalidly");
-                *answer = Some(Reply::Invalid(why));
+                *answer = Some(reply);
             }
         }
         if let (None, Some(ping)) = (&pong, ping) {
-            if let Some(why) = self.invalid_answer(ping) {
+            if let Some(reply) = self.invalid_answer(ping) {
                 self.peer.forget(ping, "answered invalidly");
-                *pong = Some(Reply::Invalid(why));
+                *pong = Some(reply);
             }
         }
     }
@@ -630,7 +618,9 @@ impl Run {
                 );
                 self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
             }
-            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_)) if ping_first => {
+            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_))
+                if ping_first =>
+            {
                 let d = format!("a ping was answered while {method} was still outstanding");
                 self.record(REQUESTS_INDEPENDENT, Status::Pass, d);
             }
