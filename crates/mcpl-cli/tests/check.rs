@@ -374,6 +374,50 @@ fn s14_2_a_channel_id_named_twice_in_one_message_fails_ids_unique() {
     );
 }
 
+/// §14.2: a channel's `id` is unique within the connection, not only within one message.
+/// A server registering `demo:#general` and, later in the connection, registering it again
+/// as another descriptor (or adding it in a `channels/changed`, where an update belongs in
+/// `updated`) names two channels by one id; neither was caught, as `channels.ids-unique`
+/// judged each message alone. Now both fail it. The same descriptor registered again names
+/// one channel, and an id removed (`channels/changed`) or closed (`channels/close`,
+/// `closed: true`) may be registered anew: these pass.
+#[test]
+fn s14_2_a_channel_id_registered_again_later_in_the_connection_fails_ids_unique() {
+    for mode in ["reregister-id", "changed-adds-registered"] {
+        let doc = fails_exactly(mode, &["channels.ids-unique"]);
+        let d = detail(&doc, "channels.ids-unique");
+        assert!(
+            d.contains("demo:#general") && d.contains("already registered"),
+            "{mode}: {d}"
+        );
+    }
+    for mode in ["reregister-same", "reregister-after-remove"] {
+        let (code, doc) = scripted(mode);
+        assert_eq!(ids_with(&doc, "fail"), set(&[]), "{mode}: {doc:#}");
+        assert_eq!(code, 0, "{mode}");
+    }
+    let scenario = common::temp_file(
+        "reregister-after-close.json",
+        r#"[ { "close": "demo:#general" }, { "sleep": 0.2 } ]"#,
+    );
+    let (_, doc) = check(&[
+        "--scenario",
+        &scenario,
+        "--",
+        FIXTURE,
+        "reregister-after-close",
+    ]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    let steps = doc["scenario"].as_array().expect("scenario steps");
+    assert!(
+        steps[0]["outcome"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(r#""closed":true"#),
+        "{doc:#}"
+    );
+}
+
 /// §6.6: a request bearing an id is answered, never met with silence. The checker fences its
 /// listening windows with `ping`s whose answers it does not judge, so a server that ignored
 /// every `ping` and answered all else got a clean report (exit 0). Its own check now.

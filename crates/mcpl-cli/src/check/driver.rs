@@ -131,6 +131,9 @@ struct Session {
     tagged_uses: usize,
     /// The channels the server registered, as the library host holds them (§14.5).
     channels: mcpl::session::ChannelTable,
+    /// The ids of those the server registered itself (`channels/register`, `channels/changed`
+    /// `added`), not opened by the host: §14.2 across the connection ([`Self::registered_again`]).
+    registered: BTreeSet<String>,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
     /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
@@ -340,6 +343,7 @@ impl Session {
             mismatches: Listed::default(),
             tagged_uses: 0,
             channels: mcpl::session::ChannelTable::default(),
+            registered: BTreeSet::new(),
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,

@@ -146,7 +146,7 @@ catalogue! {
     "inference.feature-set-declared", "§6.5", "inference/request names a declared, available feature set";
     "featuresets.declaration-matches", "§6.4", "a feature set's uses declares what it exercises (SHOULD)";
     "channels.descriptor-shape", "§14.2", "channel descriptors carry id, type and a valid direction";
-    "channels.ids-unique", "§14.2", "no channels/register or channels/changed names one channel id in two descriptors (§14.5 results key on the id)";
+    "channels.ids-unique", "§14.2", "no channels/register or channels/changed names one channel id in two descriptors, nor names as another descriptor an id it registered earlier in the connection, neither removed nor closed since (§14.5 results key on the id)";
     "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
     "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
     "channels.incoming-shape", "§14.3", "incoming messages carry channelId, messageId, content blocks; tags namespaced";

@@ -9,8 +9,12 @@
 //! check is not failed for that when the shaped id reached the check and got `-32023`.
 
 use mcpl::capability::Capability;
+use mcpl::capability::Grant;
 use mcpl::jsonrpc::codes;
-use mcpl::protocol::channels::{ChannelsClose, ChannelsList, ChannelsPublish};
+use mcpl::protocol::channels::{ChannelsClose, ChannelsList, ChannelsPublish, ChannelsRegister};
+use mcpl::session::ChannelLifecycle;
+
+use super::judge::ID_SHOWN;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
 
@@ -166,5 +170,98 @@ impl Session {
         }
         self.rec
             .record(id, worst, format!("{method} {}", parts.join("; ")));
+    }
+}
+
+impl Session {
+    /// `channels.ids-unique` across the connection (§14.2: a descriptor's `id` is unique
+    /// within the connection): a descriptor of `channels/register` or `channels/changed`
+    /// `added` (`arrays`, member and descriptors) naming a channel the server registered
+    /// earlier and still holds (neither removed by `channels/changed` nor closed by the host
+    /// since, [`Self::settle_lifecycle`]) as another descriptor names two channels by one id;
+    /// an update goes in `updated`. Readings (the spec is silent on reuse): the very
+    /// descriptor held, registered again, names the one channel, and passes (the host's
+    /// state cannot disagree); an id this message also `removed` may come back in it; an id
+    /// the host refused was never registered; one the host's `channels/open` answered with
+    /// is the host's, not judged. Judged before the message is applied.
+    pub(super) fn registered_again(
+        &mut self,
+        arrays: &[(&str, &[Value])],
+        removed: &[&str],
+        via: &str,
+    ) {
+        for (member, descs) in arrays {
+            for (i, d) in descs.iter().enumerate() {
+                let Some(id) = d.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                if removed.contains(&id) || !self.registered.contains(id) {
+                    continue;
+                }
+                let Some(held) = self.channels.get(id) else {
+                    continue;
+                };
+                if held == d {
+                    continue;
+                }
+                let shown: String = id.chars().take(ID_SHOWN).collect();
+                let cut = if shown.len() < id.len() { "…" } else { "" };
+                self.rec.record(
+                    "channels.ids-unique",
+                    Status::Fail,
+                    format!(
+                        "{via} {member}[{i}] names channel id {shown:?}{cut}, already registered \
+                         in this connection as another descriptor (neither removed nor closed \
+                         since; §14.2: unique within the connection; an update goes in \
+                         channels/changed updated)"
+                    ),
+                );
+                return;
+            }
+        }
+    }
+
+    /// Notes the ids a `channels/register` or `channels/changed` (`method`, `params`) just
+    /// registered: those of its `channels` or `added` the table now holds; ids no longer
+    /// held are forgotten. Bounded by the table's own limit on channels.
+    pub(super) fn note_registered(&mut self, method: &str, params: Option<&Value>) {
+        let member = if method == ChannelsRegister::NAME {
+            "channels"
+        } else {
+            "added"
+        };
+        let descs = params.and_then(|p| p.get(member)).and_then(Value::as_array);
+        let table = &self.channels;
+        self.registered.retain(|id| table.get(id).is_some());
+        for d in descs.into_iter().flatten() {
+            if let Some(id) = d.get("id").and_then(Value::as_str) {
+                if table.get(id).is_some() {
+                    self.registered.insert(id.to_owned());
+                }
+            }
+        }
+    }
+
+    /// Applies the answer to the checker's `channels/open` or `channels/close` (`op`) to
+    /// the channels held, by the library host's rule ([`mcpl::session::ChannelTable::settle`]: a close
+    /// answered `closed: true` removes the channel; an unanswered one removes it too,
+    /// [`mcpl::session::ChannelTable::unconfirmed`]), so a channel the server closed may be registered
+    /// anew (`channels.ids-unique`).
+    pub(super) fn settle_lifecycle(&mut self, op: &ChannelLifecycle, reply: &Reply) {
+        let grant = if self.ready {
+            self.grant
+        } else {
+            Grant::none()
+        };
+        let limits = mcpl::session::ChannelLimits::default();
+        match reply {
+            Reply::Result(r) => self
+                .channels
+                .settle(&mut Vec::new(), op, r, &grant, &limits),
+            Reply::Timeout { .. } => self.channels.unconfirmed(op),
+            _ => {}
+        }
+        let table = &self.channels;
+        self.registered.retain(|id| table.get(id).is_some());
     }
 }

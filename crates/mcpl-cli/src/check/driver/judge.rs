@@ -622,7 +622,7 @@ impl Session {
 }
 
 /// The characters of a repeated channel id quoted in `channels.ids-unique`'s detail.
-const ID_SHOWN: usize = 80;
+pub(super) const ID_SHOWN: usize = 80;
 
 /// The check ids of one kind of feature-set-tagged server request.
 pub(super) struct Tagged {

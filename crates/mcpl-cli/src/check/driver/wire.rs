@@ -55,7 +55,11 @@ impl Session {
             self.settle();
             self.hook_path.begin();
         }
+        let lifecycle = mcpl::session::ChannelLifecycle::of(method, Some(&params));
         let reply = self.request_as(method, params, true);
+        if let Some(op) = &lifecycle {
+            self.settle_lifecycle(op, &reply);
+        }
         if hook {
             let answered = matches!(
                 reply,
@@ -488,7 +492,9 @@ impl Session {
                 match descs {
                     Some(d) => {
                         self.judge_descriptors(&d, ChannelsRegister::NAME);
-                        self.judge_ids_unique(&[("channels", &d)], ChannelsRegister::NAME);
+                        let arrays = [("channels", &d[..])];
+                        self.judge_ids_unique(&arrays, ChannelsRegister::NAME);
+                        self.registered_again(&arrays, &[], ChannelsRegister::NAME);
                     }
                     None => {
                         self.descriptors_seen += 1;
@@ -514,6 +520,20 @@ impl Session {
                 let views: Vec<(&str, &[Value])> =
                     arrays.iter().map(|(k, d)| (*k, &d[..])).collect();
                 self.judge_ids_unique(&views, ChannelsChanged::NAME);
+                let removed: Vec<&str> = params
+                    .as_ref()
+                    .and_then(|p| p.get("removed"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let added: Vec<(&str, &[Value])> = views
+                    .iter()
+                    .filter(|(k, _)| *k == "added")
+                    .copied()
+                    .collect();
+                self.registered_again(&added, &removed, ChannelsChanged::NAME);
             }
             ChannelsIncoming::NAME => {
                 self.incoming_seen += 1;
@@ -631,7 +651,7 @@ impl Session {
                 } else {
                     Grant::none()
                 };
-                match method {
+                let result = match method {
                     ChannelsRegister::NAME => self
                         .channels
                         .register(&mut diags, params, false, &grant, &limits),
@@ -648,7 +668,11 @@ impl Session {
                         |_| true,
                     ),
                     _ => Ok(self.channels.list()),
+                };
+                if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
+                    self.note_registered(method, params);
                 }
+                result
             }
             // §12.2: the model the checker's (pretend) inference would use.
             ModelInfoRequest::NAME => Ok(checker_model()),
