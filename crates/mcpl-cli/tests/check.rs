@@ -418,6 +418,28 @@ fn s14_2_a_channel_id_registered_again_later_in_the_connection_fails_ids_unique(
     );
 }
 
+/// §4.1's Direction column: `context/beforeInference` and `channels/publish` are the host's
+/// to send. A server sending them to its host was answered `-32601` and passed every check
+/// (both are MCPL 0.5 methods, so `rpc.methods-in-vocabulary` passed too); it now fails
+/// `rpc.methods-direction`, naming them. The well-behaved fixture passes it.
+#[test]
+fn s4_1_a_server_sending_the_hosts_methods_fails_methods_direction() {
+    let doc = fails_exactly("wrong-direction", &["rpc.methods-direction"]);
+    let d = detail(&doc, "rpc.methods-direction");
+    for said in ["context/beforeInference", "channels/publish", "§4.1"] {
+        assert!(d.contains(said), "{said}: {d}");
+    }
+    let (_, doc) = scripted("good");
+    assert_eq!(
+        doc["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["id"] == "rpc.methods-direction"))
+            .map(|c| c["status"].clone()),
+        Some(Value::from("pass")),
+        "{doc:#}"
+    );
+}
+
 /// §6.6: a request bearing an id is answered, never met with silence. The checker fences its
 /// listening windows with `ping`s whose answers it does not judge, so a server that ignored
 /// every `ping` and answered all else got a clean report (exit 0). Its own check now.
@@ -1112,6 +1134,8 @@ fn reference_server_passes_every_check() {
             "rpc.ping-answered",
             "rpc.unknown-members-ignored",
             "rpc.methods-in-vocabulary",
+            // §4.1: it sends only the methods a server sends.
+            "rpc.methods-direction",
             "lifecycle.defensive",
             "hooks.answers-without-observe",
             "hooks.injection-positions",

@@ -7,6 +7,11 @@
 //! Reading (the spec does not grade this): such a method is answered `-32601` by the strict
 //! host, which is correct, but a server that keeps sending it is talking to a host that
 //! cannot hear it, so the check warns; it never fails.
+//!
+//! The same counts keep the methods a side sends that §4.1's Direction column (the library's
+//! registry, [`mcpl::protocol::MethodInfo::direction`]) has only the other side send
+//! ([`wrong_way`]): `rpc.methods-direction` fails them (`mcpl check-host` judges a host's
+//! by the library server's admission rule, under `host.deliveries-within-grant`).
 
 use std::collections::BTreeMap;
 
@@ -48,6 +53,19 @@ pub fn notifications_with_id_detail(with_id: usize, seen: usize, first: &str) ->
     )
 }
 
+/// Whether `method`, sent by the server (`by_server`) or the host, goes against §4.1's
+/// Direction column: a typed method only the other side sends (`context/beforeInference`
+/// or `channels/publish` from a server, `push/event` from a host). An untyped method (MCP's
+/// surface the library does not type) is not judged.
+pub fn wrong_way(method: &str, by_server: bool) -> bool {
+    use mcpl::protocol::Direction;
+    match mcpl::protocol::method_info(method).map(|i| i.direction) {
+        Some(Direction::HostToServer) => by_server,
+        Some(Direction::ServerToHost) => !by_server,
+        _ => false,
+    }
+}
+
 /// What a foreign method is known to be, if anything.
 fn era(method: &str) -> Option<String> {
     if let Some(section) = mcpl::protocol::removed_in(method) {
@@ -57,12 +75,15 @@ fn era(method: &str) -> Option<String> {
     state.then(|| "a state/branch extension shipped ahead of §8 (AUDIT-001 §4.3)".to_owned())
 }
 
-/// The foreign methods a session saw, with counts (bounded: [`MAX_FOREIGN_METHODS`]).
+/// The foreign methods a session saw, with counts (bounded: [`MAX_FOREIGN_METHODS`]), and
+/// apart the methods sent the wrong way ([`wrong_way`], bounded alike).
 #[derive(Debug, Default)]
 pub struct ForeignMethods {
     counts: BTreeMap<String, usize>,
     /// Messages whose method name did not fit in `counts`.
     others: usize,
+    /// The methods sent the wrong way, with counts (a typed name: at most the registry's).
+    wrong: BTreeMap<&'static str, usize>,
 }
 
 impl ForeignMethods {
@@ -79,6 +100,36 @@ impl ForeignMethods {
         } else {
             self.others = self.others.saturating_add(1);
         }
+    }
+
+    /// Counts one request or notification named `method`, sent by the server (`by_server`)
+    /// or the host, when it goes the wrong way ([`wrong_way`]).
+    pub fn note_sent(&mut self, method: &str, by_server: bool) {
+        if !wrong_way(method, by_server) {
+            return;
+        }
+        if let Some(info) = mcpl::protocol::method_info(method) {
+            let n = self.wrong.entry(info.name).or_default();
+            *n = n.saturating_add(1);
+        }
+    }
+
+    /// The failure's detail when a method went the wrong way (`sender`: "server" or "host"),
+    /// or `None`.
+    pub fn describe_wrong_way(&self, sender: &str) -> Option<String> {
+        if self.wrong.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .wrong
+            .iter()
+            .map(|(m, n)| format!("{m:?} ×{n}"))
+            .collect();
+        let other = if sender == "server" { "host" } else { "server" };
+        Some(format!(
+            "the {sender} sent what §4.1 has only the {other} send (answered -32601): {}",
+            parts.join(", ")
+        ))
     }
 
     /// The warning's detail, or `None` when every method was in the vocabulary.
@@ -170,6 +221,32 @@ mod tests {
         );
         assert!(
             d.contains("\"featureSets/changed\" ×1 (0.4-era, removed in 0.5.0, §6.7)"),
+            "{d}"
+        );
+        assert!(!d.contains("push/event"), "{d}");
+    }
+
+    /// §4.1's Direction column: a host-to-server method from a server, or a server-to-host
+    /// one from a host, is the wrong way; `Either` and untyped methods are not judged.
+    #[test]
+    fn methods_sent_the_wrong_way_are_counted_by_direction() {
+        assert!(wrong_way("context/beforeInference", true));
+        assert!(wrong_way("channels/publish", true));
+        assert!(wrong_way("tools/call", true));
+        assert!(!wrong_way("push/event", true));
+        assert!(wrong_way("push/event", false));
+        assert!(wrong_way("channels/register", false));
+        for m in ["channels/list", "ping", "notifications/message", "x/y"] {
+            assert!(!wrong_way(m, true) && !wrong_way(m, false), "{m}");
+        }
+        let mut f = ForeignMethods::default();
+        assert_eq!(f.describe_wrong_way("server"), None);
+        f.note_sent("push/event", true);
+        f.note_sent("channels/publish", true);
+        f.note_sent("channels/publish", true);
+        let d = f.describe_wrong_way("server").unwrap_or_default();
+        assert!(
+            d.contains("\"channels/publish\" ×2") && d.contains("only the host"),
             "{d}"
         );
         assert!(!d.contains("push/event"), "{d}");

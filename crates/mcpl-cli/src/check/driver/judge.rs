@@ -457,6 +457,15 @@ impl Session {
                 "every method the server sent is MCP or MCPL 0.5",
             ),
         }
+        let direction = "rpc.methods-direction";
+        match self.foreign.describe_wrong_way("server") {
+            Some(d) => self.rec.record(direction, Status::Fail, d),
+            None => self.rec.record(
+                direction,
+                Status::Pass,
+                "every typed method the server sent is one §4.1 has a server send",
+            ),
+        }
         self.conclude_narrowed();
         if let Some(why) = self.closed.clone().filter(|_| first) {
             self.rec

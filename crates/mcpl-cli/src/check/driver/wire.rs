@@ -412,6 +412,7 @@ impl Session {
             self.methods_seen.insert(method.to_owned(), 1);
         }
         self.foreign.note(method);
+        self.foreign.note_sent(method, true);
         // §4.1: a notification-only method carries no id (mcpl/manifestChanged has its own
         // check, manifest.changed-is-notification).
         if method != ManifestChanged::NAME && vocabulary::notification_only(method) {
