@@ -440,6 +440,26 @@ fn s4_1_a_server_sending_the_hosts_methods_fails_methods_direction() {
     );
 }
 
+/// MCP (which §4 carries MCPL over): "The request ID MUST NOT have been previously used by
+/// the requestor within the same session". A server sending two `push/event`s under one id
+/// (`s-push`) passed every check; it now warns under `rpc.request-ids-unique`, naming the
+/// id. The fixture's other modes send a fresh id each time, and pass it.
+#[test]
+fn mcp_a_request_id_reused_within_the_session_warns() {
+    let (code, doc) = scripted("reused-ids");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["rpc.request-ids-unique"]),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "rpc.request-ids-unique");
+    assert!(d.contains("s-push") && d.contains("MCP"), "{d}");
+    assert_eq!(code, 0);
+    let (_, doc) = scripted("good");
+    assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+}
+
 /// §6.6: a request bearing an id is answered, never met with silence. The checker fences its
 /// listening windows with `ping`s whose answers it does not judge, so a server that ignored
 /// every `ping` and answered all else got a clean report (exit 0). Its own check now.
@@ -1136,6 +1156,8 @@ fn reference_server_passes_every_check() {
             "rpc.methods-in-vocabulary",
             // §4.1: it sends only the methods a server sends.
             "rpc.methods-direction",
+            // MCP: each of its requests has an id of its own.
+            "rpc.request-ids-unique",
             "lifecycle.defensive",
             "hooks.answers-without-observe",
             "hooks.injection-positions",

@@ -16,6 +16,7 @@ use super::conn::Conn;
 
 mod channels;
 mod hook_path;
+mod ids;
 mod judge;
 mod negotiation;
 mod probes;
@@ -134,6 +135,8 @@ struct Session {
     /// The ids of those the server registered itself (`channels/register`, `channels/changed`
     /// `added`), not opened by the host: §14.2 across the connection ([`Self::registered_again`]).
     registered: BTreeSet<String>,
+    /// The ids of the requests the server sent on this connection (`rpc.request-ids-unique`).
+    request_ids: ids::RequestIds,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
     /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
@@ -344,6 +347,7 @@ impl Session {
             tagged_uses: 0,
             channels: mcpl::session::ChannelTable::default(),
             registered: BTreeSet::new(),
+            request_ids: ids::RequestIds::default(),
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,

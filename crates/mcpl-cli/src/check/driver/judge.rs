@@ -457,6 +457,14 @@ impl Session {
                 "every method the server sent is MCP or MCPL 0.5",
             ),
         }
+        match self.request_ids.verdict() {
+            Some((status, d)) => self.rec.record("rpc.request-ids-unique", status, d),
+            None if first => {
+                let d = "the server sent no request";
+                self.rec.record("rpc.request-ids-unique", Status::Skip, d);
+            }
+            None => {}
+        }
         let direction = "rpc.methods-direction";
         match self.foreign.describe_wrong_way("server") {
             Some(d) => self.rec.record(direction, Status::Fail, d),

@@ -413,6 +413,9 @@ impl Session {
         }
         self.foreign.note(method);
         self.foreign.note_sent(method, true);
+        if let Some(id) = &id {
+            self.request_ids.note(id);
+        }
         // §4.1: a notification-only method carries no id (mcpl/manifestChanged has its own
         // check, manifest.changed-is-notification).
         if method != ManifestChanged::NAME && vocabulary::notification_only(method) {
