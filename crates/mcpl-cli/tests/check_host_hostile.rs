@@ -846,8 +846,10 @@ async fn a_line_the_host_left_unfinished_is_quoted() {
 }
 
 /// A host that answers the unknown-method probe with a line the connection cannot read (an
-/// error whose `data` is `1e400`, past a 64-bit float): the check says the frame was
-/// discarded, where it said only "no response within the timeout" as for a silent host.
+/// error whose `data` is `1e400`, past a 64-bit float): the check says the answer came and
+/// could not be read, naming the parser's error, where it said only "no response within the
+/// timeout" as for a silent host. (The peer fails the request at once now, so the check
+/// names the invalid answer rather than a timeout with the frame discarded meanwhile.)
 #[tokio::test]
 async fn an_answer_that_cannot_be_read_is_not_reported_as_silence() {
     let report = report_path("unreadable-answer.json");
@@ -867,7 +869,11 @@ async fn an_answer_that_cannot_be_read_is_not_reported_as_silence() {
     let unknown = check(&doc, "host.unknown-method-errors");
     assert_eq!(unknown["status"], "fail", "{doc:#}");
     let detail = unknown["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains("discarded meanwhile"), "{detail}");
+    assert!(
+        detail.contains("invalid response") && detail.contains("could not be parsed"),
+        "{detail}"
+    );
+    assert!(!detail.contains("no response"), "{detail}");
 }
 
 /// A host whose answers to the checker's pings repeat a member name (`result` twice; RFC 8259

@@ -390,6 +390,10 @@ fn take_read(
             let broke = super::refused::Limit::Nesting { error: &error };
             super::refused::refuse(shared, Some(head), broke, replies)
         }
+        Read::Unparsed { head, error } => {
+            let broke = super::refused::Limit::Unparsed { error: &error };
+            super::refused::refuse(shared, Some(head), broke, replies)
+        }
     };
     match deliver_now(shared, item, inbound, replies) {
         Ok(()) => Ok(true),

@@ -63,6 +63,11 @@ fn in_number(b: u8) -> bool {
 }
 
 impl Head {
+    /// Whether it shows a response: an outcome (`result` or `error`) and no method.
+    pub(super) fn is_response(&self) -> bool {
+        self.outcome && !self.method
+    }
+
     /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
     /// (the cut may fall inside a character), then as [`Head::read_str`].
     pub(super) fn read(head: &[u8]) -> Head {
@@ -240,6 +245,11 @@ pub(super) enum Limit<'a> {
     /// reported as the parse error it is (`Diagnostic::ParseError`; `error` the parser's),
     /// or, for a response naming a request of ours, as an invalid message under its id.
     Nesting { error: &'a str },
+    /// Refused by the parser for anything else (a number out of a float's range, a lone
+    /// surrogate escape, a text cut short; `error` the parser's). Only a response is refused
+    /// by this rule ([`super::text::Read::Unparsed`]); anything else keeps its `-32700`,
+    /// `id: null` (JSON-RPC 2.0 §5.1). Reported as [`Limit::Nesting`] is.
+    Unparsed { error: &'a str },
 }
 
 impl Limit<'_> {
@@ -271,6 +281,9 @@ impl Limit<'_> {
                 ),
             )
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
+            // As a small text the parser refuses is answered (not reached: only a response
+            // is refused so).
+            Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
             Limit::Nesting { .. } => ErrorObject::invalid_request(format!(
                 "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
                  which this peer cannot read: send them flatter",
@@ -298,6 +311,7 @@ impl Limit<'_> {
                  bytes for buffered partial messages is exhausted (message_budget; raise \
                  PeerConfig::message_budget or the MessageBudget it shares)"
             ),
+            Limit::Unparsed { error } => format!("the response could not be parsed: {error}"),
             Limit::Nesting { .. } => format!(
                 "the response nests arrays and objects deeper than {} levels, which this \
                  peer cannot read (jsonrpc::MAX_MEMBER_NESTING)",
@@ -349,7 +363,10 @@ pub(super) fn refuse(
 ) -> Option<Parsed> {
     let head = head.unwrap_or_default();
     // What the diagnostic names, and what is done.
-    let whole_text = matches!(broke, Limit::Cost { .. } | Limit::Nesting { .. });
+    let whole_text = matches!(
+        broke,
+        Limit::Cost { .. } | Limit::Nesting { .. } | Limit::Unparsed { .. }
+    );
     let (id, then) = if head.batch || head.not_text {
         // No text is answered as a small one is, under no id (whatever the head showed).
         (None, Then::Answer)
@@ -380,16 +397,18 @@ pub(super) fn refuse(
         // under its id (as a response taken that is no valid one is: the report is how an
         // application tells the failure delivered at its place from an answer); anything
         // else as the parse error it is.
-        Limit::Nesting { error } => shared.diagnose(match (&id, &then) {
-            (Some(id), Then::Fail) => Diagnostic::InvalidMessage {
-                id: Some(id.clone()),
-                reason: broke.why(),
-                answered: false,
-            },
-            _ => Diagnostic::ParseError {
-                error: error.to_owned(),
-            },
-        }),
+        Limit::Nesting { error } | Limit::Unparsed { error } => {
+            shared.diagnose(match (&id, &then) {
+                (Some(id), Then::Fail) => Diagnostic::InvalidMessage {
+                    id: Some(id.clone()),
+                    reason: broke.why(),
+                    answered: false,
+                },
+                _ => Diagnostic::ParseError {
+                    error: error.to_owned(),
+                },
+            })
+        }
         Limit::Cost { cost, limit } => shared.diagnose(Diagnostic::TooCostly {
             id: id.clone(),
             method: head.method_name.clone(),

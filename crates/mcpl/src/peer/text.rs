@@ -42,6 +42,14 @@ pub(super) enum Read {
         head: Head,
         error: String,
     },
+    /// A single object the parser refuses for anything else (a number out of a float's
+    /// range, a lone surrogate escape, a text cut short) whose envelope shows a response (an
+    /// outcome, no method): refused by the one rule, which fails the request of ours its id
+    /// names and answers nothing; `error` the parser's.
+    Unparsed {
+        head: Head,
+        error: String,
+    },
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
@@ -98,17 +106,31 @@ pub(super) fn read_text(
         serde_json::from_str(trimmed).map(Top::Single)
     };
     match top {
-        Err(e) if trimmed.starts_with('{') && too_deep(&e) => {
-            let mut envelope = crate::transport::envelope::Envelope::new();
-            envelope.feed(trimmed.as_bytes());
-            let head = match envelope.summary(true) {
-                Some(summary) => Head::read(&summary),
-                None => Head::read_str(trimmed),
-            };
-            let error = e.to_string();
-            (Read::TooDeep { head, error }, weight)
-        }
+        Err(e) if trimmed.starts_with('{') => (refused(trimmed, e), weight),
         top => (Read::Top(top), weight),
+    }
+}
+
+/// A single object's text the parser refused (`e`), read by its envelope
+/// ([`crate::transport::envelope`], past any nesting): [`Read::TooDeep`] when nested past
+/// the parser; [`Read::Unparsed`] when it shows a response (an outcome, no method), whose
+/// request of ours must not wait for its deadline; else the parse error as it is
+/// (`-32700`, `id: null`: JSON-RPC 2.0 §5.1 answers a request it cannot parse so).
+fn refused(trimmed: &str, e: serde_json::Error) -> Read {
+    let mut envelope = crate::transport::envelope::Envelope::new();
+    envelope.feed(trimmed.as_bytes());
+    let head = match envelope.summary(true) {
+        Some(summary) => Head::read(&summary),
+        None => Head::read_str(trimmed),
+    };
+    if too_deep(&e) {
+        let error = e.to_string();
+        Read::TooDeep { head, error }
+    } else if head.is_response() {
+        let error = e.to_string();
+        Read::Unparsed { head, error }
+    } else {
+        Read::Top(Err(e))
     }
 }
 

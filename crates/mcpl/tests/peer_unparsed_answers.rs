@@ -1,0 +1,206 @@
+//! An answer of the other side to a request of ours that the JSON parser refuses (a number
+//! out of a float's range, a lone surrogate escape, a text cut short) fails that request at
+//! once, with a clear [`PeerError::InvalidResponse`], when its envelope shows its id
+//! (`transport::envelope`); it is not answered (JSON-RPC 2.0 §5: a response is never
+//! answered). Before, it was answered `-32700` with `id: null` and our request waited for
+//! its deadline, for ever without one. A request the parser refuses is still answered
+//! `-32700`, `id: null` (JSON-RPC 2.0 §5.1). Over a real line transport (an in-memory pipe),
+//! every byte written by the test.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::peer::{
+    Diagnostic, IncomingMessage, Ordered, PeerConfig, PeerError, RequestOptions, RequestTimeout,
+};
+use serde_json::Value;
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{raw_peer, Raw};
+
+/// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
+/// task waits, which is how a missing answer shows.
+const GUARD: Duration = Duration::from_secs(3600);
+
+fn config() -> PeerConfig {
+    PeerConfig {
+        request_timeout: None,
+        ..PeerConfig::default()
+    }
+}
+
+fn never() -> RequestOptions<'static> {
+    RequestOptions::new().wait(RequestTimeout::Never)
+}
+
+/// The next line from the peer, or a panic naming `what` if none comes.
+async fn answer(raw: &mut Raw, what: &str) -> Value {
+    tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no answer to {what}"))
+}
+
+/// Sends `line`, then a `sync` request the application answers: every line the peer wrote
+/// before that answer (the frames are handled in order, so `line` was handled by then).
+async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
+    raw.send(line).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+        .await;
+    let mut before = Vec::new();
+    loop {
+        let v = answer(raw, "sync").await;
+        if v["id"] == "sync" {
+            return before;
+        }
+        before.push(v);
+    }
+}
+
+/// Answers every request delivered with `"ok"`.
+fn answer_all(mut incoming: mcpl::peer::Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+}
+
+/// Responses the parser refuses, `{id}` standing for the id, each with a word of the
+/// parser's error: out of range, lone surrogate, cut short, and one past the size read off
+/// the worker (256 KiB), its bad number at its end.
+fn broken_answers() -> Vec<(String, &'static str)> {
+    let pad = "x".repeat(300 * 1024);
+    vec![
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"result":1e400}"#.into(),
+            "out of range",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"result":"\ud800"}"#.into(),
+            "escape",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","result":{"a":[1,"b"],"c":"\ud800x"},"id":{id}}"#.into(),
+            "escape",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"a":[1,"#.into(),
+            "EOF",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32601,"message":"no","data":1e400}}"#
+                .into(),
+            "out of range",
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","result":{{"pad":"{pad}","n":-1e999}},"id":{{id}}}}"#),
+            "out of range",
+        ),
+    ]
+}
+
+/// Each answer the parser refuses fails the caller's request at once, naming the parser's
+/// error, is not answered, and is reported under its id as the invalid response it is.
+#[tokio::test(start_paused = true)]
+async fn an_unparseable_answer_fails_the_callers_request_at_once() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let mut diags = peer.diagnostics();
+    for (template, word) in broken_answers() {
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+        let request = answer(&mut raw, "a request of ours").await;
+        let line = template.replace("{id}", &request["id"].to_string());
+        let what = &template[..template.len().min(80)];
+        let got = exchange(&mut raw, &line).await;
+        assert!(got.is_empty(), "{what}: a response was answered: {got:?}");
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the request still waits (deadlock guard)"))
+            .unwrap();
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains(word)),
+            "{what}: {outcome:?}"
+        );
+        let mut named = false;
+        while let Some(d) = diags.try_recv() {
+            named |= matches!(&d, Diagnostic::InvalidMessage { id: Some(id), answered: false, .. }
+                if serde_json::to_value(id).ok().as_ref() == Some(&request["id"]));
+        }
+        assert!(named, "{what}: not reported under its id");
+    }
+    assert_eq!(peer.pending_requests(), 0);
+}
+
+/// A [`mcpl::peer::Peer::send_request`]'s unparseable answer is delivered at its place in
+/// wire order, as a `-32603` naming the parser's error, as an invalid answer taken is.
+#[tokio::test(start_paused = true)]
+async fn an_unparseable_answer_to_an_ordered_request_is_delivered_at_its_place() {
+    let (peer, mut incoming, mut raw) = raw_peer(config());
+    let id = peer.send_request("x", None, |_| {}).await.unwrap();
+    let request = answer(&mut raw, "a request of ours").await;
+    assert_eq!(serde_json::to_value(&id).unwrap(), request["id"]);
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":1e400}}"#,
+        request["id"]
+    ))
+    .await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"after"}"#).await;
+    let first = tokio::time::timeout(GUARD, incoming.recv_ordered())
+        .await
+        .expect("nothing delivered (deadlock guard)");
+    match first {
+        Some(Ordered::Response(r)) => {
+            assert_eq!(r.id.as_ref(), Some(&id));
+            let e = r.outcome.expect_err("an error at its place");
+            assert_eq!(e.code, -32603, "{e:?}");
+            assert!(e.message.contains("out of range"), "{e:?}");
+        }
+        other => panic!("the answer's place: {other:?}"),
+    }
+    let second = incoming.recv_ordered().await;
+    assert!(
+        matches!(&second, Some(Ordered::Message(m)) if m.method() == "after"),
+        "{second:?}"
+    );
+}
+
+/// What the parser refuses and is no response keeps its answer: a request (whatever its
+/// id) `-32700` with `id: null` (JSON-RPC 2.0 §5.1), as does an object with neither a
+/// method nor an outcome; an unparseable response naming no request of ours is not
+/// answered, and fails nothing.
+#[tokio::test(start_paused = true)]
+async fn what_is_no_answer_of_ours_is_handled_as_before() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for line in [
+        r#"{"jsonrpc":"2.0","id":5,"method":"m","params":[1e400]}"#,
+        r#"{"jsonrpc":"2.0","id":5,"x":"\ud800"}"#,
+    ] {
+        let got = exchange(&mut raw, line).await;
+        assert_eq!(got.len(), 1, "{line}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32700, "{line}: {}", got[0]);
+        assert_eq!(got[0]["id"], Value::Null, "{line}: {}", got[0]);
+    }
+    // Our request stays pending while an unparseable answer names another id.
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+    let request = answer(&mut raw, "a request of ours").await;
+    let got = exchange(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":"never-sent","result":1e400}"#,
+    )
+    .await;
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(peer.pending_requests(), 1);
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":2}}"#,
+        request["id"]
+    ))
+    .await;
+    let outcome = tokio::time::timeout(GUARD, call).await.unwrap().unwrap();
+    assert_eq!(outcome.ok(), Some(Value::from(2)));
+}
