@@ -266,7 +266,37 @@ pub struct LineReader<R> {
     /// The envelope of the oversized line being discarded, read from every byte of it
     /// ([`envelope`]).
     envelope: Option<Box<envelope::Envelope>>,
+    /// What was buffered of a line when it was found oversized or refused by the budget
+    /// (over [`SCAN_AT_ONCE`] bytes), read into its envelope [`YIELD_AFTER`] bytes a step
+    /// before anything after it ([`LineReader::scan_step`]).
+    backlog: Option<Box<Backlog>>,
 }
+
+/// Buffered bytes of a line refused (oversized, or past the budget) not yet read into its
+/// envelope.
+struct Backlog {
+    /// The line as buffered, then the bytes of the read that crossed the bound (at most
+    /// [`READ_CHUNK`]); `done` of them read.
+    line: Vec<u8>,
+    tail: Vec<u8>,
+    done: usize,
+    then: Then,
+}
+
+/// What a [`Backlog`] read to its end leads to.
+enum Then {
+    /// An oversized line, discarded: yielded once its newline was seen (`ended`).
+    Oversized { ended: bool },
+    /// A line the budget refused: yielded at once, its envelope's summary as the
+    /// discarded head (`ended`: its newline was seen, the object may be whole).
+    OverBudget { frame: Frame, ended: bool },
+}
+
+/// The most buffered bytes of an oversized line read into its envelope in the poll that
+/// found it oversized; more are read [`YIELD_AFTER`] bytes a step, the reader yielding
+/// between steps as while it buffers (issue #20: 16 MiB of dense numbers read at once held
+/// the worker 237 ms in a debug build).
+const SCAN_AT_ONCE: usize = YIELD_AFTER;
 
 /// What one read of a [`LineReader`] gave.
 enum Read {
@@ -294,6 +324,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             not_text_json: false,
             discard_head: Vec::new(),
             envelope: None,
+            backlog: None,
         }
     }
 
@@ -342,7 +373,9 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
         let mut since_yield = 0usize;
         loop {
-            let read = if self.pos < self.pending.len() {
+            let read = if let Some(step) = self.scan_step() {
+                step
+            } else if self.pos < self.pending.len() {
                 let pending = std::mem::take(&mut self.pending);
                 let (consumed, frame) = self.take(&pending[self.pos..]);
                 self.pending = pending;
@@ -370,7 +403,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                     }
                     // A final line without a terminator still counts as a message.
                     self.ended_mid_line = true;
-                    return Ok(Some(self.end_of_line()));
+                    match self.end_of_line() {
+                        Some(frame) => return Ok(Some(frame)),
+                        // Its buffered part is read first (`scan_step`), then yielded.
+                        None => continue,
+                    }
                 }
                 Read::Partial(n) => {
                     since_yield += n;
@@ -433,34 +470,32 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                 envelope.feed(available.get(..take).unwrap_or_default());
             }
         } else if self.line.len() + take > self.limit.saturating_add(1) {
+            let part = available.get(..take).unwrap_or_default();
             self.discarding = Some(self.line.len() + take);
-            self.discard_head = head_of(&self.line, available.get(..take).unwrap_or_default());
+            self.discard_head = head_of(&self.line, part);
             // Read as it streams past from here: what is buffered (at most the limit), then
             // each piece discarded.
-            let mut envelope = Box::new(envelope::Envelope::new());
-            envelope.feed(&self.line);
-            envelope.feed(available.get(..take).unwrap_or_default());
-            self.envelope = Some(envelope);
-            self.line = Vec::new();
-            self.hold.clear();
+            let line = std::mem::take(&mut self.line);
+            let then = Then::Oversized { ended: false };
+            if let Some(frame) = self.scan(line, part, then) {
+                return (consumed, Some(frame));
+            }
         } else if !grow_line(&mut self.line, &mut self.hold, self.limit, take) {
-            let refused = Frame::OverBudget {
+            let frame = Frame::OverBudget {
                 bytes: self.line.len() + take,
                 limit: self.hold.limit(),
             };
             // What it shows of itself says which request it is, as for an oversized line:
             // its envelope as far as it was read (its rest is never seen: it is refused now).
             let part = available.get(..take).unwrap_or_default();
-            let mut envelope = envelope::Envelope::new();
-            envelope.feed(&self.line);
-            envelope.feed(part);
-            self.discard_head = envelope
-                .summary(newline.is_some())
-                .unwrap_or_else(|| head_of(&self.line, part));
-            self.line = Vec::new();
-            self.hold.clear();
+            self.discard_head = head_of(&self.line, part);
             self.refused = newline.is_none();
-            return (consumed, Some(refused));
+            let line = std::mem::take(&mut self.line);
+            let ended = newline.is_some();
+            return (
+                consumed,
+                self.scan(line, part, Then::OverBudget { frame, ended }),
+            );
         } else {
             self.line
                 .extend_from_slice(available.get(..take).unwrap_or_default());
@@ -471,34 +506,98 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         if std::mem::take(&mut self.refused) {
             return (consumed, None);
         }
-        (consumed, Some(self.end_of_line()))
+        (consumed, self.end_of_line())
     }
 
-    fn end_of_line(&mut self) -> Frame {
+    /// The frame a line's end completes; `None` while the buffered part of an oversized
+    /// line is still to be read into its envelope ([`Self::scan_step`] yields it then).
+    fn end_of_line(&mut self) -> Option<Frame> {
+        if let Some(backlog) = self.backlog.as_mut() {
+            backlog.then = Then::Oversized { ended: true };
+            return None;
+        }
         if let Some(bytes) = self.discarding.take() {
             if let Some(summary) = self.envelope.take().and_then(|e| e.summary(true)) {
                 self.discard_head = summary;
             }
-            return Frame::Oversized {
+            return Some(Frame::Oversized {
                 bytes,
                 limit: self.limit,
-            };
+            });
         }
         let len = self.line.len();
         if len > self.limit && !(len == self.limit + 1 && self.line.ends_with(b"\r")) {
-            let mut envelope = envelope::Envelope::new();
-            envelope.feed(&self.line);
-            self.discard_head = envelope
-                .summary(true)
-                .unwrap_or_else(|| head_of(&self.line, &[]));
-            self.line = Vec::new();
-            self.hold.clear();
-            return Frame::Oversized {
-                bytes: len,
-                limit: self.limit,
-            };
+            // Over the limit by its last byte (the one a `\r` may take): discarded as one
+            // found oversized while it streamed, its envelope read the same way.
+            self.discarding = Some(len);
+            self.discard_head = head_of(&self.line, &[]);
+            let line = std::mem::take(&mut self.line);
+            return self.scan(line, &[], Then::Oversized { ended: true });
         }
-        self.finish_line()
+        Some(self.finish_line())
+    }
+
+    /// Begins reading `line` (the buffered part of a line refused) and `part` (what the
+    /// read that refused it brought) into a new envelope, by [`Self::scan_step`]: all of it
+    /// now when it is at most [`SCAN_AT_ONCE`] bytes (the frame it leads to, if any), else
+    /// nothing yet, kept as the [`Backlog`] (its budget still held) for the reader's next
+    /// steps.
+    fn scan(&mut self, line: Vec<u8>, part: &[u8], then: Then) -> Option<Frame> {
+        self.envelope = Some(Box::new(envelope::Envelope::new()));
+        let small = line.len() + part.len() <= SCAN_AT_ONCE;
+        self.backlog = Some(Box::new(Backlog {
+            line,
+            tail: part.to_vec(),
+            done: 0,
+            then,
+        }));
+        while small && self.backlog.is_some() {
+            if let Some(Read::Frame(frame)) = self.scan_step() {
+                return Some(frame);
+            }
+        }
+        None
+    }
+
+    /// One step of reading the [`Backlog`] into the envelope: at most [`YIELD_AFTER`]
+    /// bytes, counted by the caller towards its next yield; once all is read, the backlog
+    /// and its budget are released and what it leads to is yielded ([`Then`]). `None` when
+    /// there is no backlog.
+    fn scan_step(&mut self) -> Option<Read> {
+        let backlog = self.backlog.as_mut()?;
+        let total = backlog.line.len() + backlog.tail.len();
+        let from = backlog.done;
+        let to = total.min(from.saturating_add(YIELD_AFTER));
+        if let Some(envelope) = self.envelope.as_mut() {
+            let split = backlog.line.len();
+            let line = backlog.line.get(from.min(split)..to.min(split));
+            let tail = backlog
+                .tail
+                .get(from.max(split) - split..to.max(split) - split);
+            envelope.feed(line.unwrap_or_default());
+            envelope.feed(tail.unwrap_or_default());
+        }
+        backlog.done = to;
+        if to < total {
+            return Some(Read::Partial(to - from));
+        }
+        let then = self.backlog.take().map(|b| b.then);
+        self.hold.clear();
+        let frame = match then {
+            Some(Then::Oversized { ended: true }) => self.end_of_line(),
+            Some(Then::OverBudget { frame, ended }) => {
+                let summary = self.envelope.take().and_then(|e| e.summary(ended));
+                if let Some(summary) = summary {
+                    self.discard_head = summary;
+                }
+                Some(frame)
+            }
+            Some(Then::Oversized { ended: false }) | None => None,
+        };
+        Some(match frame {
+            Some(frame) => Read::Frame(frame),
+            None => Read::Partial(to - from),
+        })
     }
 }
 

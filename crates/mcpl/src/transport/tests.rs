@@ -552,3 +552,109 @@ impl Ticker {
         self.ticks.load(std::sync::atomic::Ordering::Relaxed) - self.before
     }
 }
+
+/// The summary of `bytes`' envelope read at once (`ended`: the object may be whole).
+fn summary_at_once(bytes: &[u8], ended: bool) -> Option<Vec<u8>> {
+    let mut e = envelope::Envelope::new();
+    e.feed(bytes);
+    e.summary(ended)
+}
+
+/// Every frame of `r` until EOF, each with what [`FrameReader::discarded_head`] then shows.
+async fn frames_and_heads<R: AsyncRead + Unpin + Send>(
+    r: &mut LineReader<R>,
+) -> Vec<(Frame, Option<Vec<u8>>)> {
+    let mut got = Vec::new();
+    loop {
+        let f = std::future::poll_fn(|cx| r.poll_next_frame(cx).unwrap()).await;
+        match f.unwrap() {
+            Some(f) => got.push((f, r.discarded_head().map(<[u8]>::to_vec))),
+            None => return got,
+        }
+    }
+}
+
+/// A line refused with more than [`SCAN_AT_ONCE`] bytes buffered (the size limit crossed
+/// mid-line, crossed by its last byte, at the end of the stream; the budget refusing a
+/// line past 256 KiB) has its buffered part read into its envelope a step at a time (issue
+/// #20), and the result is the one read at once: the same frames, the same summary, the
+/// line after it intact, however the reads cut the bytes.
+#[tokio::test]
+async fn a_large_refused_lines_envelope_read_in_steps_is_the_one_read_at_once() {
+    const LIMIT: usize = 300 * 1024;
+    let object = |len: usize, id: &str| {
+        let (open, close) = (r#"{"method":"m","params":["#, format!(r#"0],"id":{id}}}"#));
+        let fill = len - open.len() - close.len();
+        format!(
+            "{open}{}{}{close}",
+            "1,".repeat(fill / 2),
+            " ".repeat(fill % 2)
+        )
+        .into_bytes()
+    };
+    let mid = object(LIMIT + 70_000, "1");
+    let by_one = object(LIMIT + 1, "\"two\"");
+    let at_eof = object(LIMIT + 5, "3");
+    let mut input = [mid.as_slice(), b"\n{\"a\":1}\n", &by_one, b"\n"].concat();
+    input.extend_from_slice(&at_eof);
+    for cuts in [
+        vec![],
+        vec![1000],
+        vec![3 * READ_CHUNK - 1],
+        vec![7, 65_536, 333],
+    ] {
+        let mut r = LineReader::new(Chunked::cut(&input, &cuts));
+        r.set_max_message_size(LIMIT);
+        let got = frames_and_heads(&mut r).await;
+        let want = vec![
+            (
+                Frame::Oversized {
+                    bytes: mid.len(),
+                    limit: LIMIT,
+                },
+                summary_at_once(&mid, true),
+            ),
+            (text(r#"{"a":1}"#), None),
+            (
+                Frame::Oversized {
+                    bytes: by_one.len(),
+                    limit: LIMIT,
+                },
+                summary_at_once(&by_one, true),
+            ),
+            (
+                Frame::Oversized {
+                    bytes: at_eof.len(),
+                    limit: LIMIT,
+                },
+                summary_at_once(&at_eof, true),
+            ),
+        ];
+        assert_eq!(got, want, "cuts {cuts:?}");
+        // Each shows its id, which comes after the part buffered.
+        for (i, id) in [(0, "1"), (2, "\"two\""), (3, "3")] {
+            let head =
+                String::from_utf8_lossy(want[i].1.as_deref().unwrap_or_default()).into_owned();
+            assert!(head.contains(&format!(r#""id":{id}"#)), "{head}");
+        }
+    }
+    // The budget refuses the line past 256 KiB: its summary is that of the bytes read.
+    for cuts in [vec![], vec![1000], vec![7, 65_536, 333]] {
+        let input = [mid.as_slice(), b"\n{\"a\":1}\n"].concat();
+        let mut r = LineReader::new(Chunked::cut(&input, &cuts));
+        r.set_max_message_size(1 << 20);
+        r.set_message_budget(MessageBudget::new(256 * 1024));
+        let got = frames_and_heads(&mut r).await;
+        assert_eq!(got.len(), 2, "cuts {cuts:?}: {got:?}");
+        let Frame::OverBudget { bytes, .. } = got[0].0 else {
+            panic!("cuts {cuts:?}: {:?}", got[0].0);
+        };
+        assert!(bytes > SCAN_AT_ONCE, "cuts {cuts:?}: refused after {bytes}");
+        assert_eq!(
+            got[0].1,
+            summary_at_once(&mid[..bytes], false),
+            "cuts {cuts:?}"
+        );
+        assert_eq!(got[1], (text(r#"{"a":1}"#), None), "cuts {cuts:?}");
+    }
+}
