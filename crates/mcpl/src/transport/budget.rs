@@ -11,17 +11,18 @@
 //! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
 //!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
 //!   line without buffering it; the connection survives. The peer handles it by the rule of
-//!   every refused message, from its first [`super::DISCARDED_HEAD_BYTES`] (kept by the
-//!   reader): a request is answered with one `-32000` error under the id they show
+//!   every refused message, from what was read of it ([`super::envelope::Sighted`]: its
+//!   envelope, wherever its id is, or its first [`super::DISCARDED_HEAD_BYTES`] when it is
+//!   no object): a request is answered with one `-32000` error under the id it shows
 //!   (`data: { limit, reason: "message_budget" }`), a response of ours fails its request at
 //!   once; with a [`crate::peer::Diagnostic::OverBudget`].
 //! - **WebSocket**: tungstenite assembles whole frames and messages itself, so the count is
 //!   kept beneath it, on the bytes it reads: the frame headers are followed,
 //!   and the payload bytes of the data message being assembled (its frames, control frames
 //!   excluded) are what the budget covers. A refused message cannot be skipped (tungstenite
-//!   has already taken its header), so after the same handling the connection ends (its first
-//!   payload bytes are kept, unmasked, for a message that may be refused: a first frame over
-//!   [`UNBUDGETED_BYTES`], or a fragmented one).
+//!   has already taken its header), so after the same handling the connection ends (every
+//!   payload byte read of a message that may be refused, a first frame over
+//!   [`UNBUDGETED_BYTES`] or a fragmented one, is read unmasked by the same rule as a line's).
 //!   tungstenite reads each frame into one buffer sized for the whole frame and keeps it
 //!   for the connection's life (reused, grown for a larger frame, never shrunk), so the
 //!   largest frame a connection has read stays taken from the budget until the connection
@@ -257,12 +258,14 @@ pub(crate) struct Meter {
     /// time, so this is what it holds unsent (0 once a write took everything). The
     /// WebSocket reader bounds the pongs held in it ([`super::ws::MAX_UNSENT_PONG_BYTES`]).
     unsent: usize,
-    /// The first payload bytes (at most [`super::DISCARDED_HEAD_BYTES`], unmasked) of the data
-    /// message being assembled, kept only for one the budget may refuse (a first frame over
-    /// [`UNBUDGETED_BYTES`], or a fragmented message): on a refusal the peer reads in them
-    /// which request it is or answers ([`Meter::take_refused_head`]). `None` otherwise, so
-    /// small messages cost nothing; freed when the message ends.
-    head: Option<Vec<u8>>,
+    /// What was read of the data message being assembled (its payload unmasked), as a line
+    /// reader reads a line it refuses ([`super::envelope::Sighted`]: its envelope wherever
+    /// its id is, its first bytes for what is no object), kept only for one the budget may
+    /// refuse (a first frame over [`UNBUDGETED_BYTES`], or a fragmented message): on a
+    /// refusal the peer reads in it which request it is or answers
+    /// ([`Meter::take_refused_head`]). `None` otherwise, so small messages cost nothing;
+    /// freed when the message ends.
+    head: Option<Box<super::envelope::Sighted>>,
     /// The head of the message last refused, until taken.
     refused_head: Vec<u8>,
 }
@@ -344,7 +347,7 @@ impl Meter {
                             // lone frame within the allowance never grows what is held.
                             let small = fin && remaining <= UNBUDGETED_BYTES as u64;
                             if self.head.is_none() && !small {
-                                self.head = Some(Vec::new());
+                                self.head = Some(Box::default());
                             }
                         }
                         self.phase = phase;
@@ -363,12 +366,8 @@ impl Meter {
                         .min(bytes.len());
                     let is_data = *data;
                     if let (true, Some(head)) = (is_data, self.head.as_mut()) {
-                        let room = super::DISCARDED_HEAD_BYTES.saturating_sub(head.len());
-                        let kept = bytes.get(..take.min(room)).unwrap_or_default();
-                        head.extend(kept.iter().zip(*offset..).map(|(b, i)| match mask {
-                            Some(key) => b ^ key[(i % 4) as usize],
-                            None => *b,
-                        }));
+                        let payload = bytes.get(..take).unwrap_or_default();
+                        sight(head, payload, *mask, *offset);
                     }
                     *remaining -= take as u64;
                     *offset += take as u64;
@@ -402,7 +401,17 @@ impl Meter {
         self.hold.clear();
         self.kept = 0;
         self.frame = 0;
-        self.refused_head = self.head.take().unwrap_or_default();
+        // Read to its last byte when that was the last of a final data frame.
+        let ended = matches!(
+            self.phase,
+            Phase::Payload {
+                remaining: 0,
+                data: true,
+                fin: true,
+                ..
+            }
+        );
+        self.refused_head = self.head.take().map(|h| h.head(ended)).unwrap_or_default();
         refused
     }
 
@@ -430,6 +439,25 @@ impl Meter {
                 len: 0,
             };
         }
+    }
+}
+
+/// Reads `payload` (bytes of a data frame from `offset` in it, masked with `mask` if any,
+/// RFC 6455 §5.3) into `head`, unmasked a small piece at a time.
+fn sight(head: &mut super::envelope::Sighted, payload: &[u8], mask: Option<[u8; 4]>, offset: u64) {
+    let Some(key) = mask else {
+        head.feed(payload);
+        return;
+    };
+    let mut buf = [0u8; 512];
+    let mut at = offset;
+    for piece in payload.chunks(buf.len()) {
+        let out = buf.get_mut(..piece.len()).unwrap_or_default();
+        for ((o, b), i) in out.iter_mut().zip(piece).zip(at..) {
+            *o = b ^ key[(i % 4) as usize];
+        }
+        head.feed(out);
+        at += piece.len() as u64;
     }
 }
 
@@ -712,11 +740,15 @@ mod tests {
         assert_eq!(budget.used(), 0);
     }
 
-    /// A message the budget refuses leaves its first payload bytes, unmasked with the
-    /// frame's key, for the peer to read its id in (fed a byte at a time: the key and the
-    /// payload split anywhere); a lone frame within the allowance keeps none.
+    /// A message the budget refuses leaves what a line reader keeps of a line it refuses
+    /// (`envelope::Sighted`), read from every payload byte read of it, unmasked with the
+    /// frame's key: the summary of its envelope, its id wherever it is in what was read
+    /// (before, only the first `DISCARDED_HEAD_BYTES` were kept, and an id after them was
+    /// lost), or its first bytes when it is no object. Fed a byte at a time (the key and the
+    /// payload split anywhere; the refusal comes before a last id is read) and in one read
+    /// (the refusal comes after). A lone frame within the allowance keeps nothing.
     #[test]
-    fn a_refused_message_leaves_its_unmasked_head() {
+    fn a_refused_message_leaves_its_unmasked_envelope() {
         let key = [0x11, 0x22, 0x33, 0x44];
         let masked = |payload: &[u8], fin: bool| {
             let mut f = vec![u8::from(fin) << 7 | 1, 0x80 | 127];
@@ -725,21 +757,49 @@ mod tests {
             f.extend(payload.iter().zip(0..).map(|(b, i)| b ^ key[i % 4]));
             f
         };
-        let mut text = br#"{"jsonrpc":"2.0","id":42,"method":"m","params":""#.to_vec();
-        text.resize(UNBUDGETED_BYTES + 8192, b'x');
-        let mut m = Meter::new(MessageBudget::new(4096));
-        m.feed(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-        // A small message first: nothing kept for it.
-        m.feed(&masked(br#"{"id":1}"#, true)).unwrap();
-        assert!(m.head.is_none());
-        let big = masked(&text, true);
-        let refused = big
-            .iter()
-            .find_map(|b| m.feed(std::slice::from_ref(b)).err());
-        assert!(refused.is_some());
-        let head = m.take_refused_head();
-        assert_eq!(head, text[..crate::transport::DISCARDED_HEAD_BYTES]);
-        assert!(m.take_refused_head().is_empty(), "taken once");
+        let pad = "x".repeat(UNBUDGETED_BYTES + 8192);
+        let first = format!(r#"{{"jsonrpc":"2.0","id":42,"method":"m","params":"{pad}"}}"#);
+        let last = format!(r#"{{"jsonrpc":"2.0","method":"m","params":"{pad}","id":43}}"#);
+        let batch = format!(r#"[{{"jsonrpc":"2.0","method":"m","params":"{pad}","id":44}}]"#);
+        let cases = [
+            (
+                first.as_bytes(),
+                true,
+                br#"{"id":42,"method":"m","#.to_vec(),
+            ),
+            (last.as_bytes(), true, br#"{"method":"m","#.to_vec()),
+            (
+                last.as_bytes(),
+                false,
+                br#"{"id":43,"method":"m"}"#.to_vec(),
+            ),
+            (
+                batch.as_bytes(),
+                false,
+                batch.as_bytes()[..crate::transport::DISCARDED_HEAD_BYTES].to_vec(),
+            ),
+        ];
+        for (text, bytewise, want) in cases {
+            let mut m = Meter::new(MessageBudget::new(4096));
+            m.feed(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            // A small message first: nothing kept for it.
+            m.feed(&masked(br#"{"id":1}"#, true)).unwrap();
+            assert!(m.head.is_none());
+            let big = masked(text, true);
+            let refused = match bytewise {
+                true => big
+                    .iter()
+                    .find_map(|b| m.feed(std::slice::from_ref(b)).err()),
+                false => m.feed(&big).err(),
+            };
+            assert!(refused.is_some());
+            let head = m.take_refused_head();
+            assert_eq!(
+                String::from_utf8_lossy(&head),
+                String::from_utf8_lossy(&want)
+            );
+            assert!(m.take_refused_head().is_empty(), "taken once");
+        }
     }
 
     /// A writer that takes at most `0` bytes of each write (vectored ones included, through

@@ -392,5 +392,31 @@ impl Envelope {
     }
 }
 
+/// What a reader keeps of a message it refuses, read as its bytes stream past: the
+/// envelope, and the first [`super::DISCARDED_HEAD_BYTES`] for a message that is no object
+/// (a batch, junk). The one rule by which a transport that cannot keep the message tells
+/// the peer what it showed ([`super::FrameReader::discarded_head`]).
+#[derive(Debug, Default)]
+pub(crate) struct Sighted {
+    envelope: Envelope,
+    first: Vec<u8>,
+}
+
+impl Sighted {
+    /// Reads the next bytes of the message.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        let room = super::DISCARDED_HEAD_BYTES.saturating_sub(self.first.len());
+        self.first
+            .extend_from_slice(bytes.get(..room).unwrap_or(bytes));
+        self.envelope.feed(bytes);
+    }
+
+    /// What the peer reads of the message: its envelope's summary ([`Envelope::summary`],
+    /// `ended` as there), or its first bytes when it is no object.
+    pub(crate) fn head(self, ended: bool) -> Vec<u8> {
+        self.envelope.summary(ended).unwrap_or(self.first)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -116,10 +116,11 @@ pub trait FrameReader: Send {
     }
     /// What this reader kept of the message the last [`Frame::Oversized`] or
     /// [`Frame::OverBudget`] it yielded discarded, for the peer to read which request it is
-    /// or answers: its first bytes (at most [`DISCARDED_HEAD_BYTES`]), or the summary of its
-    /// envelope read from every byte the reader saw of it ([`envelope::Envelope::summary`],
-    /// a JSON object text of at most about twice [`envelope::MAX_VALUE_BYTES`], read the
-    /// same way). `None` for a reader that keeps nothing (the default). Only what the
+    /// or answers: the summary of its envelope read from every byte the reader saw of it
+    /// ([`envelope::Envelope::summary`], a JSON object text of at most about twice
+    /// [`envelope::MAX_VALUE_BYTES`], read the same way), or its first bytes (at most
+    /// [`DISCARDED_HEAD_BYTES`]) when it is no object; the readers here keep it by one rule
+    /// (`envelope::Sighted`). `None` for a reader that keeps nothing (the default). Only what the
     /// reader holds already; a reader wrapping another forwards it.
     fn discarded_head(&self) -> Option<&[u8]> {
         None
@@ -263,9 +264,9 @@ pub struct LineReader<R> {
     /// budget last refused, replaced by the summary of its envelope once that is known
     /// ([`FrameReader::discarded_head`]); freed when the next line begins.
     discard_head: Vec<u8>,
-    /// The envelope of the oversized line being discarded, read from every byte of it
-    /// ([`envelope`]).
-    envelope: Option<Box<envelope::Envelope>>,
+    /// What is read of the line being refused (its envelope, from every byte of it, and its
+    /// first bytes: [`envelope::Sighted`]), until its frame is yielded.
+    envelope: Option<Box<envelope::Sighted>>,
     /// What was buffered of a line when it was found oversized or refused by the budget
     /// (over [`SCAN_AT_ONCE`] bytes), read into its envelope [`YIELD_AFTER`] bytes a step
     /// before anything after it ([`LineReader::scan_step`]).
@@ -472,7 +473,6 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         } else if self.line.len() + take > self.limit.saturating_add(1) {
             let part = available.get(..take).unwrap_or_default();
             self.discarding = Some(self.line.len() + take);
-            self.discard_head = head_of(&self.line, part);
             // Read as it streams past from here: what is buffered (at most the limit), then
             // each piece discarded.
             let line = std::mem::take(&mut self.line);
@@ -488,7 +488,6 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             // What it shows of itself says which request it is, as for an oversized line:
             // its envelope as far as it was read (its rest is never seen: it is refused now).
             let part = available.get(..take).unwrap_or_default();
-            self.discard_head = head_of(&self.line, part);
             self.refused = newline.is_none();
             let line = std::mem::take(&mut self.line);
             let ended = newline.is_some();
@@ -517,8 +516,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             return None;
         }
         if let Some(bytes) = self.discarding.take() {
-            if let Some(summary) = self.envelope.take().and_then(|e| e.summary(true)) {
-                self.discard_head = summary;
+            if let Some(sighted) = self.envelope.take() {
+                self.discard_head = sighted.head(true);
             }
             return Some(Frame::Oversized {
                 bytes,
@@ -530,7 +529,6 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             // Over the limit by its last byte (the one a `\r` may take): discarded as one
             // found oversized while it streamed, its envelope read the same way.
             self.discarding = Some(len);
-            self.discard_head = head_of(&self.line, &[]);
             let line = std::mem::take(&mut self.line);
             return self.scan(line, &[], Then::Oversized { ended: true });
         }
@@ -543,7 +541,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// nothing yet, kept as the [`Backlog`] (its budget still held) for the reader's next
     /// steps.
     fn scan(&mut self, line: Vec<u8>, part: &[u8], then: Then) -> Option<Frame> {
-        self.envelope = Some(Box::new(envelope::Envelope::new()));
+        self.envelope = Some(Box::default());
         let small = line.len() + part.len() <= SCAN_AT_ONCE;
         self.backlog = Some(Box::new(Backlog {
             line,
@@ -586,9 +584,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         let frame = match then {
             Some(Then::Oversized { ended: true }) => self.end_of_line(),
             Some(Then::OverBudget { frame, ended }) => {
-                let summary = self.envelope.take().and_then(|e| e.summary(ended));
-                if let Some(summary) = summary {
-                    self.discard_head = summary;
+                if let Some(sighted) = self.envelope.take() {
+                    self.discard_head = sighted.head(ended);
                 }
                 Some(frame)
             }
@@ -655,13 +652,6 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
         self.hold.rebind(budget);
         // What the line already holds is taken from the new budget at its next growth.
     }
-}
-
-/// The first [`DISCARDED_HEAD_BYTES`] of `a` followed by `b`.
-fn head_of(a: &[u8], b: &[u8]) -> Vec<u8> {
-    let from_a = a.get(..DISCARDED_HEAD_BYTES).unwrap_or(a);
-    let from_b = b.get(..DISCARDED_HEAD_BYTES - from_a.len()).unwrap_or(b);
-    [from_a, from_b].concat()
 }
 
 /// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after JSON

@@ -59,10 +59,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::budget::{over_budget, MessageBudget, Meter, Metered};
 use super::listen::{Listen, DEFAULT_HANDSHAKE_TIMEOUT};
-use super::{
-    BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE,
-    DISCARDED_HEAD_BYTES,
-};
+use super::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, DEFAULT_MAX_MESSAGE_SIZE};
 
 /// The largest WebSocket message tungstenite will assemble (64 MiB); see the module docs.
 pub const WS_HARD_LIMIT: usize = 4 * DEFAULT_MAX_MESSAGE_SIZE;
@@ -517,15 +514,11 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                 continue;
             }
             return Some(if part.len() > self.limit {
-                let bytes = part.as_bytes();
                 // The whole message is here: its envelope is read wherever its id is
                 // (`super::envelope`); its first bytes for what is no object.
-                let mut envelope = super::envelope::Envelope::new();
-                envelope.feed(bytes);
-                self.oversized_head = envelope.summary(true).unwrap_or_else(|| {
-                    // `part` is longer than the limit, not necessarily than the head.
-                    bytes.get(..DISCARDED_HEAD_BYTES).unwrap_or(bytes).to_vec()
-                });
+                let mut sighted = super::envelope::Sighted::default();
+                sighted.feed(part.as_bytes());
+                self.oversized_head = sighted.head(true);
                 Frame::Oversized {
                     bytes: part.len(),
                     limit: self.limit,
