@@ -374,6 +374,7 @@ where
             failed: failed.clone(),
             binary_json: false,
             oversized_head: Vec::new(),
+            scan: None,
         }),
         writer: Box::new(WsWriter { sink, failed }),
         guard: None,
@@ -495,6 +496,19 @@ struct WsReader<S> {
     /// The first bytes of the last message over the limit, or refused by the budget
     /// ([`FrameReader::discarded_head`]); freed at the next read.
     oversized_head: Vec<u8>,
+    /// A message over the limit in the frame being split, being read into its envelope
+    /// [`super::YIELD_AFTER`] bytes a step ([`WsReader::scan_step`]).
+    scan: Option<Box<Scan>>,
+}
+
+/// A message over the limit, the bytes `at..end` of the frame being split, read into what
+/// is kept of it a step at a time, the reader yielding between steps (issue #20: up to
+/// [`WS_HARD_LIMIT`] read at once held the worker).
+struct Scan {
+    sighted: super::envelope::Sighted,
+    at: usize,
+    end: usize,
+    bytes: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -513,22 +527,43 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             if part.trim().is_empty() {
                 continue;
             }
-            return Some(if part.len() > self.limit {
+            if part.len() > self.limit {
                 // The whole message is here: its envelope is read wherever its id is
-                // (`super::envelope`); its first bytes for what is no object.
-                let mut sighted = super::envelope::Sighted::default();
-                sighted.feed(part.as_bytes());
-                self.oversized_head = sighted.head(true);
-                Frame::Oversized {
+                // (`super::envelope`), its first bytes for what is no object, a step at a
+                // time; the frame is yielded once that is done.
+                let at = *offset - advance;
+                self.scan = Some(Box::new(Scan {
+                    sighted: super::envelope::Sighted::default(),
+                    at,
+                    end: at + part.len(),
                     bytes: part.len(),
-                    limit: self.limit,
-                }
-            } else {
-                Frame::Text(part.to_owned())
-            });
+                }));
+                return None;
+            }
+            return Some(Frame::Text(part.to_owned()));
         }
         self.split = None;
         None
+    }
+
+    /// One step of reading the message over the limit ([`Scan`]): at most
+    /// [`super::YIELD_AFTER`] bytes; its [`Frame::Oversized`] once all was read.
+    fn scan_step(&mut self) -> Option<Frame> {
+        let scan = self.scan.as_mut()?;
+        let whole = self.split.as_ref().map(|(t, ..)| t.as_str().as_bytes());
+        let to = scan.end.min(scan.at.saturating_add(super::YIELD_AFTER));
+        let step = whole.and_then(|w| w.get(scan.at..to)).unwrap_or_default();
+        scan.sighted.feed(step);
+        scan.at = to;
+        if to < scan.end {
+            return None;
+        }
+        let scan = self.scan.take()?;
+        self.oversized_head = scan.sighted.head(true);
+        Some(Frame::Oversized {
+            bytes: scan.bytes,
+            limit: self.limit,
+        })
     }
 
     /// Counts the pong tungstenite queued for a ping of `payload` bytes; the reason to end
@@ -564,8 +599,20 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             return Err(io::Error::other(why.clone()));
         }
         loop {
+            if self.scan.is_some() {
+                match self.scan_step() {
+                    Some(frame) => return Ok(Some(frame)),
+                    None => {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                }
+            }
             if let Some(frame) = self.next_part() {
                 return Ok(Some(frame));
+            }
+            if self.scan.is_some() {
+                continue;
             }
             match self.stream.next().await {
                 None => return Ok(None),
