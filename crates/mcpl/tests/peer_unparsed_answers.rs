@@ -204,3 +204,34 @@ async fn what_is_no_answer_of_ours_is_handled_as_before() {
     let outcome = tokio::time::timeout(GUARD, call).await.unwrap().unwrap();
     assert_eq!(outcome.ok(), Some(Value::from(2)));
 }
+
+/// An answer followed on its line by more text (another message after a space, or after a
+/// lone `\r`, which is no line end here): the answer fails its request at once, and the
+/// line is still answered `-32700`, `id: null`, as before, since what follows it may be a
+/// request (JSON-RPC 2.0 §5.1): nothing that came goes unanswered for being behind it.
+#[tokio::test(start_paused = true)]
+async fn an_answer_with_more_after_it_on_its_line_fails_its_request_and_is_answered_32700() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for sep in [" ", "\r"] {
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+        let request = answer(&mut raw, "a request of ours").await;
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":1}}{sep}{{"jsonrpc":"2.0","id":97,"method":"m"}}"#,
+            request["id"]
+        );
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{sep:?}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32700, "{sep:?}: {}", got[0]);
+        assert_eq!(got[0]["id"], Value::Null, "{sep:?}: {}", got[0]);
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .expect("the request still waits (deadlock guard)")
+            .unwrap();
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("trailing")),
+            "{sep:?}: {outcome:?}"
+        );
+    }
+}

@@ -248,7 +248,9 @@ pub(super) enum Limit<'a> {
     /// Refused by the parser for anything else (a number out of a float's range, a lone
     /// surrogate escape, a text cut short; `error` the parser's). Only a response is refused
     /// by this rule ([`super::text::Read::Unparsed`]); anything else keeps its `-32700`,
-    /// `id: null` (JSON-RPC 2.0 §5.1). Reported as [`Limit::Nesting`] is.
+    /// `id: null` (JSON-RPC 2.0 §5.1). Reported as [`Limit::Nesting`] is. A response whose
+    /// object ended with more text after it on the line ("trailing characters") is also
+    /// still answered `-32700`, `id: null`, for what followed it.
     Unparsed { error: &'a str },
 }
 
@@ -281,8 +283,8 @@ impl Limit<'_> {
                 ),
             )
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
-            // As a small text the parser refuses is answered (not reached: only a response
-            // is refused so).
+            // As a small text the parser refuses is answered (a response with text after
+            // it on its line; `refuse`).
             Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
             Limit::Nesting { .. } => ErrorObject::invalid_request(format!(
                 "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
@@ -426,6 +428,18 @@ pub(super) fn refuse(
             None
         }
         Then::Fail => {
+            if let Limit::Unparsed { error } = broke {
+                // The object ended and more followed on its line (another message after a
+                // space or a lone `\r`): that may be a request, answered as a text that does
+                // not parse is (JSON-RPC 2.0 §5.1), as before.
+                if error.starts_with("trailing characters") {
+                    let reply = Message::Response(Response {
+                        id: None,
+                        outcome: Err(broke.answer(false)),
+                    });
+                    let _ = replies.send(reply.to_json());
+                }
+            }
             let failed = id.and_then(|id| fail_response(shared, &id, &broke.why()))?;
             if let Parsed::Settled(r) = &failed {
                 // It weighs what it holds in the incoming queue: not the frame it stands for
