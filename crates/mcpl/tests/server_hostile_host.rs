@@ -354,3 +354,93 @@ async fn s6_7_a_reduction_past_the_in_flight_bound_is_applied() {
     assert_eq!(refused["id"], json!(13), "{refused}");
     assert_eq!(refused["error"]["code"], json!(-32002), "{refused}");
 }
+
+/// §14.5, fail closed: a hostile host answers the server's two channel changes out of order,
+/// the later one first, refusing the update of channel `c` (which drops it at the host).
+/// The refusal is in, so `c` reaches no handler at once, though that answer is applied after
+/// the earlier change's; the channel the earlier change proposes (`d`) reaches none until
+/// its acceptance is in. It did: a change in flight counted as it proposed, so `c` stayed
+/// reachable until the earlier answer arrived, and `d` was reachable before any answer.
+#[tokio::test]
+async fn s14_5_channel_answers_out_of_order_fail_closed() {
+    use mcpl::protocol::channels::{ChangedParams, ChannelDescriptor};
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsRegister],
+        )
+        .on_channels_publish(move |_s, p| {
+            log.lock().unwrap().push(p.channel_id);
+            async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host
+        .ready(r#"["channels.publish","channels.register"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true);
+    let publish = |id: u64, channel: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"channels/publish","params":{{"channelId":"{channel}","content":[{{"type":"text","text":"hi"}}]}}}}"#
+        )
+    };
+    let answer = |id: &Value, channel: &str, accepted: bool| {
+        json!({"jsonrpc": "2.0", "id": id,
+               "result": {"results": [{"id": channel, "accepted": accepted}]}})
+        .to_string()
+    };
+    let session = host._session.clone();
+    let c = ChannelDescriptor::new("c", "chat");
+    let registered = tokio::spawn(async move { session.channels_register(vec![c]).await });
+    let req = host.recv().await;
+    host.send(&answer(&req["id"], "c", true)).await;
+    registered.await.expect("joined").expect("registered");
+
+    let session = host._session.clone();
+    let d = ChannelDescriptor::new("d", "chat");
+    let first = tokio::spawn(async move { session.channels_register(vec![d]).await });
+    let first_req = host.recv().await;
+    assert_eq!(first_req["method"], "channels/register", "{first_req}");
+    let session = host._session.clone();
+    let change = ChangedParams {
+        updated: Some(vec![
+            ChannelDescriptor::new("c", "chat").with_label("renamed")
+        ]),
+        ..Default::default()
+    };
+    let second = tokio::spawn(async move { session.channels_changed(change).await });
+    let second_req = host.recv().await;
+    assert_eq!(second_req["method"], "channels/changed", "{second_req}");
+    for (n, channel) in [(10, "d"), (11, "c")] {
+        host.send(&publish(n, channel)).await;
+        let r = host.recv().await;
+        assert_eq!(
+            r["error"]["code"], -32023,
+            "{channel} before any answer: {r}"
+        );
+    }
+    // The later change's answer first: `c`'s update refused.
+    host.send(&answer(&second_req["id"], "c", false)).await;
+    host.send(&publish(12, "c")).await;
+    let r = host.recv().await;
+    assert_eq!(r["error"]["code"], -32023, "c refused: {r}");
+    host.send(&answer(&first_req["id"], "d", true)).await;
+    first.await.expect("joined").expect("answered");
+    second.await.expect("joined").expect("answered");
+    for (n, channel, known) in [(13, "d", true), (14, "c", false)] {
+        host.send(&publish(n, channel)).await;
+        let r = host.recv().await;
+        match known {
+            true => assert_eq!(r["result"]["delivered"], true, "{channel}: {r}"),
+            false => assert_eq!(r["error"]["code"], -32023, "{channel}: {r}"),
+        }
+    }
+    assert_eq!(*seen.lock().unwrap(), ["d"]);
+    let ids: Vec<String> = host._session.channels().into_iter().map(|d| d.id).collect();
+    assert_eq!(ids, ["d"]);
+}

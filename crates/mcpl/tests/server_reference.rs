@@ -418,7 +418,18 @@ async fn reference_ask_sends_an_inference_request() {
 /// texts, notes), whatever it sends, and a topic name is a valid identifier (§17.2).
 #[tokio::test]
 async fn reference_state_is_bounded() {
-    let (peer, _incoming) = granted_peer().await;
+    let (peer, mut incoming) = granted_peer().await;
+    // The lobby is the connection's once the host accepts its registration (§14.5).
+    let register = loop {
+        let r = next_request(&mut incoming).await;
+        if r.method() == "channels/register" {
+            break r;
+        }
+    };
+    register
+        .respond(json!({"results": [{"id": "ref:lobby", "accepted": true}]}))
+        .await
+        .unwrap();
     let mut added = 0;
     for i in 0..mcpl::reference::MAX_TOPICS + 4 {
         let out = call_tool(&peer, "add_topic", json!({"name": format!("t{i}")})).await;

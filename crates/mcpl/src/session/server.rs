@@ -510,10 +510,11 @@ impl ServerState {
     /// The channels the host accepted from this connection (§14.5): each itemized result of a
     /// `channels/register` or Request-form `channels/changed` sent through [`Self::request`]
     /// applied in the order the changes were sent, less a channel the application since
-    /// closed (its `closed: true` answer to the host's `channels/close`). What `channels/list`
+    /// closed (its `closed: true` answer to the host's `channels/close`) and less one a change
+    /// in flight names and no answer yet accepts (fail closed, §14.5). What `channels/list`
     /// answers with (§14.3), before the channels the application opened.
     pub fn channels(&self) -> Vec<crate::protocol::channels::ChannelDescriptor> {
-        self.channels.accepted().list()
+        self.channels.held()
     }
 
     /// Whether `initialize` has been answered (before that, whether the host speaks MCPL is
@@ -657,7 +658,8 @@ impl ServerState {
             return Err(SendRefusal::TooManyPending { limit });
         }
         let id = self.pending.sent(now, self.rules.request_timeout);
-        self.channels.sent(id, method, &params);
+        // A channel named by a change in flight is not known until answered (§14.5).
+        self.generation += u64::from(self.channels.sent(id, method, &params));
         self.inference.sent(id, method, &params);
         self.out
             .push_back(ServerOutput::Transmit(Transmission::Message(

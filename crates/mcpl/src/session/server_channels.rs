@@ -3,7 +3,7 @@
 //! and what an inbound `channels/list` is answered with (§14.3). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,78 +26,16 @@ pub(crate) struct AcceptedChannels(BTreeMap<String, ChannelDescriptor>);
 
 impl AcceptedChannels {
     /// The accepted channels, by id.
-    pub(crate) fn list(&self) -> Vec<ChannelDescriptor> {
+    #[cfg(test)]
+    fn list(&self) -> Vec<ChannelDescriptor> {
         self.0.values().cloned().collect()
-    }
-
-    /// The `channels/list` answer of a server that keeps no list of its own: the channels
-    /// the host accepted from this connection (§14.3; the result shape is this crate's
-    /// reading, [`ListResult`]).
-    pub(crate) fn list_result(&self) -> ListResult {
-        ListResult {
-            channels: self.list(),
-            extra: Default::default(),
-        }
     }
 
     /// Applies an itemized `result` the way the host does (§14.5): `removed` ids are
     /// dropped, an accepted descriptor is held, a rejected addition changes nothing, and a
-    /// rejected update drops the channel.
-    ///
-    /// Reading (§14.5 gives one entry per submitted descriptor, not their order): a result
-    /// with one entry per entry of the change, naming the same ids in the order the host
-    /// applies them (removals, additions, updates, as this crate's host answers), is read
-    /// entry by entry, so one id in two lists (removed and re-added, say) takes each of its
-    /// results. Any other result is read by id: the first descriptor sent under it, an
-    /// update before an addition. Linear either way (each list indexed by id once).
+    /// rejected update drops the channel ([`effects`]).
     pub(crate) fn apply(&mut self, result: &ItemizedResult, change: &ChannelChange) {
-        for id in &change.removed {
-            self.0.remove(id);
-        }
-        let aligned = result.results.len() == change.entries.len()
-            && result
-                .results
-                .iter()
-                .zip(&change.entries)
-                .all(|(r, (id, _))| r.id == *id);
-        if aligned {
-            for (r, (id, entry)) in result.results.iter().zip(&change.entries) {
-                let held = match entry {
-                    Entry::Added(i) => i.and_then(|i| change.added.get(i)),
-                    Entry::Updated(i) => i.and_then(|i| change.updated.get(i)),
-                    Entry::Removed => None,
-                };
-                match (r.accepted, held) {
-                    (true, Some(d)) => {
-                        self.0.insert(d.id.clone(), d.clone());
-                    }
-                    (false, _) if matches!(entry, Entry::Updated(_)) => {
-                        self.0.remove(id);
-                    }
-                    _ => {}
-                }
-            }
-            return;
-        }
-        fn index(ds: &[ChannelDescriptor]) -> HashMap<&str, &ChannelDescriptor> {
-            let mut by_id = HashMap::with_capacity(ds.len());
-            for d in ds {
-                by_id.entry(d.id.as_str()).or_insert(d);
-            }
-            by_id
-        }
-        let (added, updated) = (index(&change.added), index(&change.updated));
-        for item in &result.results {
-            let id = item.id.as_str();
-            if item.accepted {
-                // The host applies additions before updates: an id in both ends as updated.
-                if let Some(d) = updated.get(id).or_else(|| added.get(id)) {
-                    self.0.insert(d.id.clone(), (*d).clone());
-                }
-            } else if !added.contains_key(id) && updated.contains_key(id) {
-                self.0.remove(id);
-            }
-        }
+        effects(&mut self.0, result, change);
     }
 
     /// Applies a `change` whose answer never came: reading (§14.5 is silent on a change the
@@ -109,6 +47,89 @@ impl AcceptedChannels {
             if matches!(entry, Entry::Removed | Entry::Updated(_)) {
                 self.0.remove(id);
             }
+        }
+    }
+}
+
+/// Where the effects of an itemized result go: the held channels themselves, or the
+/// verdicts of one change in flight ([`InFlight::verdicts`]).
+trait Effects {
+    /// The host holds `d` (accepted).
+    fn hold(&mut self, d: &ChannelDescriptor);
+    /// The host no longer holds channel `id`.
+    fn drop_id(&mut self, id: &str);
+}
+
+impl Effects for BTreeMap<String, ChannelDescriptor> {
+    fn hold(&mut self, d: &ChannelDescriptor) {
+        self.insert(d.id.clone(), d.clone());
+    }
+    fn drop_id(&mut self, id: &str) {
+        self.remove(id);
+    }
+}
+
+impl Effects for HashMap<String, bool> {
+    fn hold(&mut self, d: &ChannelDescriptor) {
+        self.insert(d.id.clone(), true);
+    }
+    fn drop_id(&mut self, id: &str) {
+        self.insert(id.to_owned(), false);
+    }
+}
+
+/// The effects of `change`'s itemized `result` as the host applies it (§14.5), into `to`:
+/// `removed` ids are dropped, an accepted descriptor is held, a rejected addition changes
+/// nothing, and a rejected update drops the channel.
+///
+/// Reading (§14.5 gives one entry per submitted descriptor, not their order): a result
+/// with one entry per entry of the change, naming the same ids in the order the host
+/// applies them (removals, additions, updates, as this crate's host answers), is read
+/// entry by entry, so one id in two lists (removed and re-added, say) takes each of its
+/// results. Any other result is read by id: the first descriptor sent under it, an
+/// update before an addition. Linear either way (each list indexed by id once).
+fn effects(to: &mut impl Effects, result: &ItemizedResult, change: &ChannelChange) {
+    for id in &change.removed {
+        to.drop_id(id);
+    }
+    let aligned = result.results.len() == change.entries.len()
+        && result
+            .results
+            .iter()
+            .zip(&change.entries)
+            .all(|(r, (id, _))| r.id == *id);
+    if aligned {
+        for (r, (id, entry)) in result.results.iter().zip(&change.entries) {
+            let held = match entry {
+                Entry::Added(i) => i.and_then(|i| change.added.get(i)),
+                Entry::Updated(i) => i.and_then(|i| change.updated.get(i)),
+                Entry::Removed => None,
+            };
+            match (r.accepted, held) {
+                (true, Some(d)) => to.hold(d),
+                (false, _) if matches!(entry, Entry::Updated(_)) => to.drop_id(id),
+                _ => {}
+            }
+        }
+        return;
+    }
+    fn index(ds: &[ChannelDescriptor]) -> HashMap<&str, &ChannelDescriptor> {
+        let mut by_id = HashMap::with_capacity(ds.len());
+        for d in ds {
+            by_id.entry(d.id.as_str()).or_insert(d);
+        }
+        by_id
+    }
+    let (added, updated) = (index(&change.added), index(&change.updated));
+    for item in &result.results {
+        let id = item.id.as_str();
+        if item.accepted {
+            // The host applies additions before updates: an id in both ends as updated.
+            if let Some(d) = updated.get(id).or_else(|| added.get(id)) {
+                to.hold(d);
+            }
+        } else if !added.contains_key(id) && updated.contains_key(id) {
+            to.drop_id(id);
         }
     }
 }
@@ -191,9 +212,12 @@ struct InFlight {
     id: u64,
     change: ChannelChange,
     answer: Option<Settled>,
-    /// What it proposes for each id it names, as the host applies it (removals, additions,
-    /// updates: the last wins): `true` held, `false` removed ([`ChannelLedger::is_known`]).
-    proposed: HashMap<String, bool>,
+    /// What it does to each id, as far as the server can tell now ([`ChannelLedger::is_known`]):
+    /// `false` the channel may be gone (a removal; an update not yet accepted, since a
+    /// refused update drops the channel; a refusal read), `true` an answer read accepts it.
+    /// An addition not yet accepted has no entry: it vouches for nothing, and takes away
+    /// nothing the host already holds.
+    verdicts: HashMap<String, bool>,
 }
 
 /// How a channel change in flight was settled.
@@ -225,55 +249,58 @@ pub(crate) struct ChannelLedger {
 }
 
 impl ChannelLedger {
-    /// The accepted channels now.
-    pub(crate) fn accepted(&self) -> &AcceptedChannels {
-        &self.accepted
-    }
-
-    /// Request `id` of `method` with `params` was sent: tracked if it is a channel change.
-    /// A channel it removes is no longer one the application opened either.
-    pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) {
-        if let Some(change) = ChannelChange::of(method, params) {
-            let mut proposed = HashMap::with_capacity(change.entries.len());
-            for (id, entry) in &change.entries {
-                let held = match entry {
-                    Entry::Removed => {
-                        self.opened.remove(id);
-                        false
-                    }
-                    Entry::Added(Some(_)) | Entry::Updated(Some(_)) => true,
-                    // A descriptor the host cannot read is one it rejects (fail closed): an
-                    // addition proposes nothing, an update drops the channel, as `apply` does.
-                    Entry::Added(None) => continue,
-                    Entry::Updated(None) => false,
-                };
-                proposed.insert(id.clone(), held);
+    /// Request `id` of `method` with `params` was sent: tracked if it is a channel change
+    /// (whether it was). A channel it removes is no longer one the application opened either.
+    pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) -> bool {
+        let Some(change) = ChannelChange::of(method, params) else {
+            return false;
+        };
+        let mut verdicts = HashMap::new();
+        for (id, entry) in &change.entries {
+            match entry {
+                Entry::Removed => {
+                    self.opened.remove(id);
+                }
+                // Not held before an answer accepts it; an unreadable one never is.
+                Entry::Added(_) => continue,
+                // An unreadable update is one the host rejects, which drops the channel.
+                Entry::Updated(_) => {}
             }
-            self.in_flight.push_back(InFlight {
-                id,
-                change,
-                answer: None,
-                proposed,
-            });
+            verdicts.insert(id.clone(), false);
         }
+        self.in_flight.push_back(InFlight {
+            id,
+            change,
+            answer: None,
+            verdicts,
+        });
+        true
     }
 
     /// Whether channel `id` is this connection's, as a host → server method naming it must
     /// find it (§14.3, §14.6: `-32023` otherwise). Reading (§14 is silent; fail closed
     /// where the server cannot know the host holds the channel): a channel is known when
     /// the host accepted it in an itemized result (§14.5) or the application opened it,
-    /// and not since removed or closed; a change still in flight counts as it proposes
-    /// (the host applies a change before it answers, and may answer out of order, so an
-    /// addition it has not refused may already be held; a removal the server sent ends the
-    /// channel at once), and a refused addition, an unanswered change given up, or a
-    /// channel only proposed in a change the host refused whole is not known once that
-    /// change takes effect, in send order.
+    /// and not since removed or closed. A change in flight counts as far as the server can
+    /// tell: an addition only once an answer accepting it is in; an update not yet accepted,
+    /// a removal (from when it is sent) or an answer dropping the channel ends it at once,
+    /// whatever else is in flight (a refusal wins), though answers take effect on the
+    /// accepted channels in send order: a hostile host answering out of order gains nothing.
     pub(crate) fn is_known(&self, id: &str) -> bool {
-        let proposed = self.in_flight.iter().rev().find_map(|e| e.proposed.get(id));
-        match proposed {
-            Some(held) => *held,
-            None => self.accepted.0.contains_key(id) || self.opened.contains_key(id),
+        let (mut held, mut gone) = (false, false);
+        for verdict in self.in_flight.iter().filter_map(|e| e.verdicts.get(id)) {
+            held |= *verdict;
+            gone |= !*verdict;
         }
+        !gone && (held || self.accepted.0.contains_key(id) || self.opened.contains_key(id))
+    }
+
+    /// The channels the host accepted that are known now ([`Self::is_known`]), by id: what
+    /// `ServerState::channels` returns. A channel accepted in an answer that still waits
+    /// for an earlier one is listed once that answer takes effect.
+    pub(crate) fn held(&self) -> Vec<ChannelDescriptor> {
+        let known = self.accepted.0.iter().filter(|(id, _)| self.is_known(id));
+        known.map(|(_, d)| d.clone()).collect()
     }
 
     /// The application answered the host's `channels/open` with `channel` (§14.3): held,
@@ -288,14 +315,19 @@ impl ChannelLedger {
     }
 
     /// The `channels/list` answer of a server that keeps no list of its own: the known
-    /// channels of the connection (§14.3), the ones the host accepted (§14.5) and then the
-    /// ones the application opened and did not also register, each once, by id.
+    /// channels of the connection (§14.3, [`Self::is_known`]), the ones the host accepted
+    /// (§14.5) and then the ones the application opened and did not also register, each
+    /// once, by id.
     pub(crate) fn list_result(&self) -> ListResult {
-        let mut list = self.accepted.list_result();
+        let mut channels = self.held();
         let opened = self.opened.iter();
         let only_opened = opened.filter(|(id, _)| !self.accepted.0.contains_key(*id));
-        list.channels.extend(only_opened.map(|(_, d)| d.clone()));
-        list
+        let known = only_opened.filter(|(id, _)| self.is_known(id));
+        channels.extend(known.map(|(_, d)| d.clone()));
+        ListResult {
+            channels,
+            extra: Default::default(),
+        }
     }
 
     /// The application answered the host's `channels/close` of channel `id` with
@@ -327,6 +359,18 @@ impl ChannelLedger {
         let Some(entry) = self.in_flight.iter_mut().find(|e| e.id == id) else {
             return;
         };
+        // What the answer says of each id it names counts at once (a refusal wins), though
+        // the accepted channels take it in send order.
+        match &how {
+            Settled::Answered(Some(result)) => effects(&mut entry.verdicts, result, &entry.change),
+            // Refused whole: the host applied nothing but the removals (as below).
+            Settled::Answered(None) => {
+                let removed: HashSet<&str> =
+                    entry.change.removed.iter().map(String::as_str).collect();
+                entry.verdicts.retain(|id, _| removed.contains(id.as_str()));
+            }
+            Settled::GaveUp => {}
+        }
         entry.answer = Some(how);
         while self.in_flight.front().is_some_and(|e| e.answer.is_some()) {
             let Some(done) = self.in_flight.pop_front() else {
@@ -390,6 +434,34 @@ mod tests {
         result.results[1].reason = Some("capability_denied".into());
         held.apply(&result, &change);
         assert!(held.list().is_empty(), "{:?}", held.list());
+    }
+
+    /// §14.5 at the ledger, answers out of order: an addition in flight takes away no
+    /// channel the host already holds (here opened), and vouches for none before an answer
+    /// accepts it; an update in flight hides its channel until answered, and a change refused
+    /// whole (the host applied none of it) gives it back, though an earlier change is
+    /// still unanswered.
+    #[test]
+    fn s14_5_changes_in_flight_count_as_far_as_answered() {
+        let mut ledger = ChannelLedger::default();
+        ledger.opened(d("open", "opened")).expect("room");
+        ledger.accepted.0.insert("held".into(), d("held", "old"));
+        let add = json!({ "channels": [d("open", "again"), d("new", "new")] });
+        ledger.sent(1, ChannelsRegister::NAME, &add);
+        ledger.sent(
+            2,
+            ChannelsChanged::NAME,
+            &json!({ "updated": [d("held", "new")] }),
+        );
+        let known = |l: &ChannelLedger| ["open", "new", "held"].map(|id| l.is_known(id));
+        assert_eq!(known(&ledger), [true, false, false]);
+        ledger.answered(2, &Err(ErrorObject::internal("refused")));
+        assert_eq!(known(&ledger), [true, false, true]);
+        ledger.answered(
+            1,
+            &Ok(json!({ "results": [{ "id": "new", "accepted": true }] })),
+        );
+        assert_eq!(known(&ledger), [true, true, true]);
     }
 
     /// Fail closed on an unanswered change: the host rejects an update it cannot read and

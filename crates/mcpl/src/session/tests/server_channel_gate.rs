@@ -155,9 +155,8 @@ fn s14_6_a_channel_never_registered_reaches_no_application() {
     assert_eq!(reaches(&mut p, "c1"), all(true));
 }
 
-/// §14.5: a channel the host refused in its itemized result is not this connection's; one
-/// proposed and not yet answered is (the host may hold it already), and its refusal takes
-/// it away.
+/// §14.5: a channel the host refused in its itemized result is not this connection's, nor
+/// is one proposed and not yet answered (fail closed: the host may yet refuse it).
 #[test]
 fn s14_5_a_refused_registration_is_unknown() {
     let mut p = with_c1();
@@ -173,7 +172,7 @@ fn s14_5_a_refused_registration_is_unknown() {
     p.to_host.clear();
     assert_eq!(
         reaches(&mut p, "c2"),
-        all(true),
+        all(false),
         "proposed, not yet answered"
     );
     server_reads(
@@ -368,4 +367,68 @@ fn s14_5_an_unreadable_descriptor_in_flight_proposes_nothing() {
     p.to_host.clear();
     assert_eq!(reaches(&mut p, ""), all(false));
     assert_eq!(reaches(&mut p, "typeless"), all(false));
+}
+
+/// §14.5, fail closed on out-of-order answers: a hostile host answers the server's channel
+/// changes in another order than they were sent. A channel is this connection's only once
+/// an answer accepting it is in, and a refusal in an answer already in wins at once, though
+/// that answer still waits for the earlier ones to be applied in send order. Found by the
+/// hostile-host hunt: a change in flight counted as it proposed, so a channel whose update
+/// the host refused (dropping it) stayed reachable until the earlier answer came.
+#[test]
+fn s14_5_out_of_order_answers_fail_closed() {
+    let mut p = with_c1();
+    let send = |p: &mut Pair, method: &str, params: Value| {
+        let id = p.server.request(p.now, method, params).expect("granted");
+        p.collect();
+        p.to_host.clear();
+        id
+    };
+    let first = send(
+        &mut p,
+        "channels/register",
+        json!({ "channels": [channel("c2", "two")] }),
+    );
+    let second = send(
+        &mut p,
+        "channels/changed",
+        json!({ "updated": [channel("c1", "one, renamed")] }),
+    );
+    let third = send(
+        &mut p,
+        "channels/register",
+        json!({ "channels": [channel("c3", "three")] }),
+    );
+    assert_eq!(reaches(&mut p, "c2"), all(false), "c2 not yet accepted");
+    assert_eq!(reaches(&mut p, "c1"), all(false), "c1's update in flight");
+    // The later answers first: c1's update refused (the host dropped c1), c3 accepted.
+    server_reads(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": second,
+                "result": { "results": [{ "id": "c1", "accepted": false,
+                                          "reason": "capability_denied" }] } }),
+    );
+    server_reads(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": third,
+                "result": { "results": [{ "id": "c3", "accepted": true }] } }),
+    );
+    assert_eq!(reaches(&mut p, "c1"), all(false), "refused, answer waiting");
+    assert_eq!(reaches(&mut p, "c3"), all(true), "accepted, answer waiting");
+    assert_eq!(reaches(&mut p, "c2"), all(false), "still unanswered");
+    let ids = |p: &Pair| -> Vec<String> { p.server.channels().into_iter().map(|d| d.id).collect() };
+    assert_eq!(
+        ids(&p),
+        Vec::<String>::new(),
+        "c1 refused; c3 waits for c2's answer"
+    );
+    server_reads(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": first,
+                "result": { "results": [{ "id": "c2", "accepted": true }] } }),
+    );
+    assert_eq!(reaches(&mut p, "c2"), all(true));
+    assert_eq!(reaches(&mut p, "c3"), all(true));
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+    assert_eq!(ids(&p), ["c2", "c3"]);
 }
