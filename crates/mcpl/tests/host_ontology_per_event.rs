@@ -75,7 +75,13 @@ fn s16_5_a_tagged_event_under_an_accepted_ontology_does_not_copy_the_ontology() 
         assert_eq!(policy.method(), "featureSets/update");
         policy.respond(json!({ "accepted": true })).await.unwrap();
         let (session, mut streams) = connect.await.unwrap().unwrap();
-        session.accept_ontology("alerts").await.unwrap();
+        let (shown, _) = session.manifest().unwrap();
+        let o = &shown["featureSets"]["alerts"]["tagOntology"];
+        let digest = mcpl::manifest::digest::ontology_digest(o).unwrap();
+        session
+            .accept_reviewed_ontology("alerts", &digest)
+            .await
+            .unwrap();
         let before = live_bytes::total();
         for i in 0..PUSHES {
             let r = server

@@ -235,6 +235,17 @@ async fn set_policy_accepted(
 }
 
 /// A fully connected session whose initial receipt was `{accepted: true}`.
+/// Accepts set `name`'s `tagOntology` as the application reviewed it from
+/// `HostSession::manifest` (§16.5, §17.5): its digest.
+async fn accept_as_shown(s: &HostSession, name: &str) -> String {
+    let (shown, _) = s.manifest().expect("a manifest");
+    let o = &shown["featureSets"][name]["tagOntology"];
+    let digest = mcpl::manifest::digest::ontology_digest(o).expect("an ontology");
+    s.accept_reviewed_ontology(name, &digest)
+        .await
+        .expect("as reviewed")
+}
+
 async fn connected(policy: &[&str], manifest: Value) -> (HostSession, HostStreams, Server) {
     connected_cfg(config(policy), manifest).await
 }
@@ -2607,6 +2618,8 @@ async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
 #[tokio::test]
 async fn s17_5_changed_tag_ontology_invalidates_prior_acceptance() {
     let (s, mut streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    // The deprecated call keeps its meaning for existing callers.
+    #[allow(deprecated)]
     let digest = s.accept_ontology("alerts").await.unwrap();
     assert_eq!(s.accepted_ontology("alerts"), Some(digest));
     let mut next = full_manifest();
@@ -2914,7 +2927,7 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         HostEvent::Push { tags, .. } => assert!(!tags.contains("acme:urgent")),
         other => panic!("unexpected {other:?}"),
     }
-    let digest = s.accept_ontology("alerts").await.unwrap();
+    let digest = accept_as_shown(&s, "alerts").await;
     p["eventId"] = json!("e2");
     server.call("push/event", p.clone()).await.unwrap();
     match streams.events.recv().await.unwrap() {
@@ -3858,7 +3871,7 @@ async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
     ];
     let (s, _streams, mut server) = connected_with(short(&policy), full_manifest(), small).await;
     server.register_outbound("a").await;
-    let digest = s.accept_ontology("alerts").await.unwrap();
+    let digest = accept_as_shown(&s, "alerts").await;
     let mut out = s.outgoing_stream("inf", None).await.unwrap();
     out.chunk("a", "sent ").await.unwrap();
     let _fillers = fill_until_stuck(&s).await;

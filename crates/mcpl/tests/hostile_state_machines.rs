@@ -1122,7 +1122,11 @@ impl HostHarness {
             HostCall::Ontology(s, accept) => {
                 let s = SETS[(*s % 7) as usize];
                 if *accept {
+                    // Both calls: the deprecated one keeps its meaning.
+                    #[allow(deprecated)]
                     drop(h.accept_ontology(s));
+                    let digest = h.ontology_digest(s).unwrap_or_default();
+                    drop(h.accept_reviewed_ontology(s, &digest));
                 } else {
                     drop(h.revoke_ontology(s));
                 }

@@ -600,7 +600,7 @@ impl Driver {
                 }
             }
             Cmd::AcceptOntology(name, reply) => {
-                let _ = reply.send(self.state.accept_ontology(&name));
+                let _ = reply.send(self.state.accept_current_ontology(&name));
             }
             Cmd::AcceptReviewed(name, digest, reply) => {
                 let _ = reply.send(self.state.accept_reviewed_ontology(&name, &digest));

@@ -729,8 +729,14 @@ impl HostSession {
         snap.review.as_ref().and_then(|r| r.last_receipt().cloned())
     }
 
-    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5); a later
-    /// manifest change to it invalidates the acceptance (§17.5). Returns its digest.
+    /// Accepts feature set `name`'s `tagOntology` as declared when the driver takes the call
+    /// (§16.5), which may be a manifest change read after the application reviewed it
+    /// (§17.5); a later change invalidates the acceptance. Returns its digest.
+    #[deprecated(
+        since = "0.1.0",
+        note = "accepts whatever tagOntology is declared when the call is taken, which may not \
+                be the one reviewed (§17.5); use `accept_reviewed_ontology(name, digest)`"
+    )]
     pub async fn accept_ontology(
         &self,
         name: &str,
@@ -742,7 +748,8 @@ impl HostSession {
             .unwrap_or(Err(missing))
     }
 
-    /// [`Self::accept_ontology`] for the `tagOntology` the application reviewed: accepted
+    /// Accepts feature set `name`'s `tagOntology` (§16.5) if it is the one the application
+    /// reviewed: accepted
     /// only while feature set `name` still declares the one whose digest
     /// ([`crate::manifest::digest::ontology_digest`]) is `reviewed`, judged where the driver
     /// takes the call, so a manifest change read meanwhile (§17.5) is never accepted in its

@@ -678,10 +678,25 @@ impl HostState {
         Ok(id)
     }
 
-    /// Accepts feature set `name`'s `tagOntology` as currently declared (§16.5), by
-    /// [`ManifestReview::accept_ontology`]; a later manifest change to it invalidates the
-    /// acceptance (§17.5). Returns its digest.
+    /// Accepts feature set `name`'s `tagOntology` as declared in the manifest in force
+    /// (§16.5), by [`ManifestReview::accept_ontology`], which may be a manifest change read
+    /// after the application reviewed it (§17.5); a later change invalidates the acceptance.
+    /// Returns its digest.
+    #[deprecated(
+        since = "0.1.0",
+        note = "accepts whatever tagOntology is in force, which may not be the one reviewed \
+                (§17.5); use `accept_reviewed_ontology(name, digest)`"
+    )]
     pub fn accept_ontology(
+        &mut self,
+        name: &str,
+    ) -> Result<String, crate::manifest::review::ReviewError> {
+        self.accept_current_ontology(name)
+    }
+
+    /// [`Self::accept_ontology`]'s rule, for the driver's deprecated call and
+    /// [`Self::accept_reviewed_ontology`].
+    pub(crate) fn accept_current_ontology(
         &mut self,
         name: &str,
     ) -> Result<String, crate::manifest::review::ReviewError> {
@@ -702,8 +717,8 @@ impl HostState {
         crate::manifest::digest::ontology_digest(o).ok()
     }
 
-    /// [`Self::accept_ontology`] only while feature set `name` still declares the
-    /// `tagOntology` whose digest is `reviewed` (the one the application reviewed; a manifest
+    /// Accepts feature set `name`'s `tagOntology` (§16.5) only while it still declares the
+    /// one whose digest is `reviewed` (the one the application reviewed; a manifest
     /// change may have been read since, §17.5); otherwise nothing is accepted and the
     /// current digest ([`Self::ontology_digest`]) is the error.
     pub fn accept_reviewed_ontology(
@@ -715,7 +730,7 @@ impl HostState {
         if current.as_deref() != Some(reviewed) {
             return Err(current);
         }
-        self.accept_ontology(name).map_err(|_| current)
+        self.accept_current_ontology(name).map_err(|_| current)
     }
 
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5), by
