@@ -213,10 +213,10 @@ struct InFlight {
     change: ChannelChange,
     answer: Option<Settled>,
     /// What it does to each id, as far as the server can tell now ([`ChannelLedger::is_known`]):
-    /// `false` the channel may be gone (a removal; an update not yet accepted, since a
-    /// refused update drops the channel; a refusal read), `true` an answer read accepts it.
-    /// An addition not yet accepted has no entry: it vouches for nothing, and takes away
-    /// nothing the host already holds.
+    /// `false` the channel is gone (a removal, from when it is sent; an answer read that
+    /// drops it; an update given up unanswered), `true` an answer read accepts it. An
+    /// addition or update not yet answered has no entry: it vouches for nothing new, and
+    /// takes away nothing the host already holds until a refusal is read.
     verdicts: HashMap<String, bool>,
 }
 
@@ -257,16 +257,10 @@ impl ChannelLedger {
         };
         let mut verdicts = HashMap::new();
         for (id, entry) in &change.entries {
-            match entry {
-                Entry::Removed => {
-                    self.opened.remove(id);
-                }
-                // Not held before an answer accepts it; an unreadable one never is.
-                Entry::Added(_) => continue,
-                // An unreadable update is one the host rejects, which drops the channel.
-                Entry::Updated(_) => {}
+            if let Entry::Removed = entry {
+                self.opened.remove(id);
+                verdicts.insert(id.clone(), false);
             }
-            verdicts.insert(id.clone(), false);
         }
         self.in_flight.push_back(InFlight {
             id,
@@ -282,10 +276,11 @@ impl ChannelLedger {
     /// where the server cannot know the host holds the channel): a channel is known when
     /// the host accepted it in an itemized result (§14.5) or the application opened it,
     /// and not since removed or closed. A change in flight counts as far as the server can
-    /// tell: an addition only once an answer accepting it is in; an update not yet accepted,
-    /// a removal (from when it is sent) or an answer dropping the channel ends it at once,
-    /// whatever else is in flight (a refusal wins), though answers take effect on the
-    /// accepted channels in send order: a hostile host answering out of order gains nothing.
+    /// tell: an addition only once an answer accepting it is in (an update not yet answered
+    /// leaves the channel as it was); a removal (from when it is sent) or an answer read
+    /// that drops the channel ends it at once, whatever else is in flight (a refusal wins),
+    /// though answers take effect on the accepted channels in send order: a hostile host
+    /// answering out of order gains nothing.
     pub(crate) fn is_known(&self, id: &str) -> bool {
         let (mut held, mut gone) = (false, false);
         for verdict in self.in_flight.iter().filter_map(|e| e.verdicts.get(id)) {
@@ -369,7 +364,17 @@ impl ChannelLedger {
                     entry.change.removed.iter().map(String::as_str).collect();
                 entry.verdicts.retain(|id, _| removed.contains(id.as_str()));
             }
-            Settled::GaveUp => {}
+            // As `AcceptedChannels::unanswered`: what it removed or updated is gone.
+            Settled::GaveUp => {
+                let InFlight {
+                    change, verdicts, ..
+                } = &mut *entry;
+                for (id, e) in &change.entries {
+                    if matches!(e, Entry::Removed | Entry::Updated(_)) {
+                        verdicts.insert(id.clone(), false);
+                    }
+                }
+            }
         }
         entry.answer = Some(how);
         while self.in_flight.front().is_some_and(|e| e.answer.is_some()) {
@@ -438,9 +443,9 @@ mod tests {
 
     /// §14.5 at the ledger, answers out of order: an addition in flight takes away no
     /// channel the host already holds (here opened), and vouches for none before an answer
-    /// accepts it; an update in flight hides its channel until answered, and a change refused
-    /// whole (the host applied none of it) gives it back, though an earlier change is
-    /// still unanswered.
+    /// accepts it; an update in flight leaves its channel as it was, also once its change is
+    /// refused whole (the host applied none of it), and a refusal of it read ends the
+    /// channel at once, though an earlier change is still unanswered.
     #[test]
     fn s14_5_changes_in_flight_count_as_far_as_answered() {
         let mut ledger = ChannelLedger::default();
@@ -448,20 +453,19 @@ mod tests {
         ledger.accepted.0.insert("held".into(), d("held", "old"));
         let add = json!({ "channels": [d("open", "again"), d("new", "new")] });
         ledger.sent(1, ChannelsRegister::NAME, &add);
-        ledger.sent(
-            2,
-            ChannelsChanged::NAME,
-            &json!({ "updated": [d("held", "new")] }),
-        );
+        let update = |label: &str| json!({ "updated": [d("held", label)] });
+        ledger.sent(2, ChannelsChanged::NAME, &update("new"));
+        ledger.sent(3, ChannelsChanged::NAME, &update("newer"));
         let known = |l: &ChannelLedger| ["open", "new", "held"].map(|id| l.is_known(id));
-        assert_eq!(known(&ledger), [true, false, false]);
+        assert_eq!(known(&ledger), [true, false, true]);
         ledger.answered(2, &Err(ErrorObject::internal("refused")));
         assert_eq!(known(&ledger), [true, false, true]);
-        ledger.answered(
-            1,
-            &Ok(json!({ "results": [{ "id": "new", "accepted": true }] })),
-        );
-        assert_eq!(known(&ledger), [true, true, true]);
+        let refused = json!({ "results": [{ "id": "held", "accepted": false }] });
+        ledger.answered(3, &Ok(refused));
+        assert_eq!(known(&ledger), [true, false, false]);
+        let accepted = json!({ "results": [{ "id": "new", "accepted": true }] });
+        ledger.answered(1, &Ok(accepted));
+        assert_eq!(known(&ledger), [true, true, false]);
     }
 
     /// Fail closed on an unanswered change: the host rejects an update it cannot read and

