@@ -218,6 +218,9 @@ struct InFlight {
     /// addition or update not yet answered has no entry: it vouches for nothing new, and
     /// takes away nothing the host already holds until a refusal is read.
     verdicts: HashMap<String, bool>,
+    /// The ids it adds or updates that the application closed after it was sent
+    /// ([`ChannelLedger::closed`]): its answer no longer holds them, whatever it says.
+    closed_since: HashSet<String>,
 }
 
 /// How a channel change in flight was settled.
@@ -267,6 +270,7 @@ impl ChannelLedger {
             change,
             answer: None,
             verdicts,
+            closed_since: HashSet::new(),
         });
         true
     }
@@ -280,10 +284,15 @@ impl ChannelLedger {
     /// leaves the channel as it was); a removal (from when it is sent) or an answer read
     /// that drops the channel ends it at once, whatever else is in flight (a refusal wins),
     /// though answers take effect on the accepted channels in send order: a hostile host
-    /// answering out of order gains nothing.
+    /// answering out of order gains nothing. A change sent before the application closed
+    /// the channel counts for it no more ([`Self::closed`]).
     pub(crate) fn is_known(&self, id: &str) -> bool {
         let (mut held, mut gone) = (false, false);
-        for verdict in self.in_flight.iter().filter_map(|e| e.verdicts.get(id)) {
+        let live = self
+            .in_flight
+            .iter()
+            .filter(|e| !e.closed_since.contains(id));
+        for verdict in live.filter_map(|e| e.verdicts.get(id)) {
             held |= *verdict;
             gone |= !*verdict;
         }
@@ -328,8 +337,19 @@ impl ChannelLedger {
     /// The application answered the host's `channels/close` of channel `id` with
     /// `closed: true` (§14.3): it is gone, whether opened or registered, until the
     /// application opens or registers it again. Whether the accepted channels changed.
+    ///
+    /// A change sent before the close that adds or updates it is answered for a channel the
+    /// host has since dropped (its close was answered `closed: true`): its answer, read
+    /// before or after, no longer holds the channel (reading, §14.3 is silent; fail closed,
+    /// in send order: a change sent after the close may hold it again).
     pub(crate) fn closed(&mut self, id: &str) -> bool {
         self.opened.remove(id);
+        for e in &mut self.in_flight {
+            let names = |ds: &[ChannelDescriptor]| ds.iter().any(|d| d.id == id);
+            if names(&e.change.added) || names(&e.change.updated) {
+                e.closed_since.insert(id.to_owned());
+            }
+        }
         self.accepted.0.remove(id).is_some()
     }
 
@@ -392,6 +412,9 @@ impl ChannelLedger {
                     }
                 }
                 None => {}
+            }
+            for id in &done.closed_since {
+                self.accepted.0.remove(id);
             }
         }
     }

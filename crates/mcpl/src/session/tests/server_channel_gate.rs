@@ -437,3 +437,56 @@ fn s14_5_out_of_order_answers_fail_closed() {
     assert_eq!(reaches(&mut p, "c1"), all(false));
     assert_eq!(ids(&p), ["c2", "c3"]);
 }
+
+/// §14.3, fail closed: the application's `closed: true` answer to the host's
+/// `channels/close` ends the channel for good, also when a change of the server's naming it
+/// was in flight and the host's answer accepting that change comes after (the host read
+/// the update before its close was answered, then dropped the channel on that answer).
+/// Found by the hostile-host hunt: applying the late answer in send order held the closed
+/// channel again, so the host could reach the application on a channel it had closed.
+#[test]
+fn s14_3_a_channel_closed_meanwhile_is_not_held_again_by_a_later_answer() {
+    let mut p = with_c1();
+    let update = p
+        .server
+        .request(
+            p.now,
+            "channels/changed",
+            json!({ "updated": [channel("c1", "renamed")] }),
+        )
+        .expect("granted");
+    p.collect();
+    p.to_host.clear();
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 80, "method": "channels/close",
+                "params": { "channelId": "c1" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("close handed out: {out:?}");
+    };
+    p.server
+        .answer(id.clone(), Ok(json!({ "closed": true })))
+        .expect("handed");
+    server_reads(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": update,
+                "result": { "results": [{ "id": "c1", "accepted": true }] } }),
+    );
+    assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+    // Registered again after the close, it is held again.
+    p.server
+        .request(
+            p.now,
+            "channels/register",
+            json!({ "channels": [channel("c1", "again")] }),
+        )
+        .expect("granted");
+    p.drive();
+    assert_eq!(
+        labels(&p.server),
+        [("c1".to_owned(), Some("again".to_owned()))]
+    );
+    assert_eq!(reaches(&mut p, "c1"), all(true));
+}
