@@ -296,6 +296,34 @@ impl ChannelLedger {
             held |= *verdict;
             gone |= !*verdict;
         }
+        self.known_given(id, (held, gone))
+    }
+
+    /// What the changes in flight say of each id they name, as [`Self::is_known`] reads
+    /// them: whether an answer read accepts it, whether it is gone. One pass over them, so
+    /// listing every channel stays linear in what the ledger holds.
+    fn in_flight_view(&self) -> HashMap<&str, (bool, bool)> {
+        let mut view: HashMap<&str, (bool, bool)> = HashMap::new();
+        for e in &self.in_flight {
+            for (id, verdict) in &e.verdicts {
+                if !e.closed_since.contains(id) {
+                    let v = view.entry(id.as_str()).or_default();
+                    v.0 |= *verdict;
+                    v.1 |= !*verdict;
+                }
+            }
+        }
+        view
+    }
+
+    /// [`Self::is_known`] under a [`Self::in_flight_view`].
+    fn known_in(&self, view: &HashMap<&str, (bool, bool)>, id: &str) -> bool {
+        self.known_given(id, view.get(id).copied().unwrap_or_default())
+    }
+
+    /// Whether channel `id` is known, given what the changes in flight say of it (whether an
+    /// answer read accepts it, whether it is gone): a refusal wins.
+    fn known_given(&self, id: &str, (held, gone): (bool, bool)) -> bool {
         !gone && (held || self.accepted.0.contains_key(id) || self.opened.contains_key(id))
     }
 
@@ -303,7 +331,12 @@ impl ChannelLedger {
     /// `ServerState::channels` returns. A channel accepted in an answer that still waits
     /// for an earlier one is listed once that answer takes effect.
     pub(crate) fn held(&self) -> Vec<ChannelDescriptor> {
-        let known = self.accepted.0.iter().filter(|(id, _)| self.is_known(id));
+        let view = self.in_flight_view();
+        let known = self
+            .accepted
+            .0
+            .iter()
+            .filter(|(id, _)| self.known_in(&view, id));
         known.map(|(_, d)| d.clone()).collect()
     }
 
@@ -324,9 +357,10 @@ impl ChannelLedger {
     /// once, by id.
     pub(crate) fn list_result(&self) -> ListResult {
         let mut channels = self.held();
+        let view = self.in_flight_view();
         let opened = self.opened.iter();
         let only_opened = opened.filter(|(id, _)| !self.accepted.0.contains_key(*id));
-        let known = only_opened.filter(|(id, _)| self.is_known(id));
+        let known = only_opened.filter(|(id, _)| self.known_in(&view, id));
         channels.extend(known.map(|(_, d)| d.clone()));
         ListResult {
             channels,
