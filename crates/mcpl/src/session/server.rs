@@ -410,8 +410,9 @@ enum Handed {
         /// Whether the host advertised MCPL 0.5 (§3.2).
         mcpl: bool,
     },
-    /// A `channels/open`: its result's channel is held ([`ServerState::channels`]' gate).
-    ChannelOpen,
+    /// A `channels/open` asking for this `type`: its result's channel is held
+    /// ([`ServerState::channels`]' gate) if the host can hold it as asked.
+    ChannelOpen(Option<String>),
     /// A `channels/close` of this channel: `closed: true` ends it.
     ChannelClose(String),
 }

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::{Handed, ServerState};
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
-    ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen, ChannelsOutgoingChunk,
-    ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
+    descriptor_defects, ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen,
+    ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
 };
 use crate::protocol::Method as _;
 
@@ -47,7 +47,10 @@ impl ServerState {
     pub(super) fn handed_as(method: &str, params: Option<&Value>) -> Handed {
         match method {
             crate::protocol::hooks::BeforeInference::NAME => Handed::Hook,
-            ChannelsOpen::NAME => Handed::ChannelOpen,
+            ChannelsOpen::NAME => {
+                let asked = params.and_then(|p| p.get("type")).and_then(Value::as_str);
+                Handed::ChannelOpen(asked.map(str::to_owned))
+            }
             ChannelsClose::NAME => match named_channel(method, params) {
                 Some(id) => Handed::ChannelClose(id.to_owned()),
                 None => Handed::Plain,
@@ -57,9 +60,9 @@ impl ServerState {
     }
 
     /// The application's answer to a `channels/open` or `channels/close` (§14.3): the
-    /// channel a result's `channel` describes is opened; one answered `closed: true` is gone
-    /// (the rule the host applies to the same answers). An error, or `closed: false`,
-    /// changes nothing. An open past [`crate::session::MAX_OPENED_CHANNELS`] becomes a
+    /// channel a result's `channel` describes is opened, if the host can hold it as asked;
+    /// one answered `closed: true` is gone (the rule the host applies to the same answers).
+    /// An error, or `closed: false`, changes nothing. An open past [`crate::session::MAX_OPENED_CHANNELS`] becomes a
     /// `-32024` answer naming the limit.
     pub(super) fn channel_lifecycle_answered(
         &mut self,
@@ -68,11 +71,18 @@ impl ServerState {
     ) {
         let Ok(result) = outcome else { return };
         match handed {
-            Handed::ChannelOpen => {
-                // Reading (fail closed): a result whose `channel` is no descriptor opens
-                // nothing the host could name.
-                let channel = result.get("channel").map(ChannelDescriptor::deserialize);
-                if let Some(Ok(channel)) = channel {
+            Handed::ChannelOpen(asked) => {
+                // Reading (fail closed): a result whose `channel` is no descriptor, or one
+                // the host refuses to hold (§14.2's shape, or another `type` than it asked
+                // for: its `invalid_descriptor`, `type_mismatch`), opens nothing.
+                let Some(d) = result.get("channel") else {
+                    return;
+                };
+                let kind = d.get("type").and_then(Value::as_str);
+                if !descriptor_defects(d).is_empty() || kind.is_none() || kind != asked.as_deref() {
+                    return;
+                }
+                if let Ok(channel) = ChannelDescriptor::deserialize(d) {
                     let id = channel.id.clone();
                     if let Err(limit) = self.channels.opened(channel) {
                         // Past the bound: the host is told the open failed, and why.

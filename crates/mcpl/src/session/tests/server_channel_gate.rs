@@ -490,3 +490,39 @@ fn s14_3_a_channel_closed_meanwhile_is_not_held_again_by_a_later_answer() {
     );
     assert_eq!(reaches(&mut p, "c1"), all(true));
 }
+
+/// §14.3, fail closed: the application's answer to the host's `channels/open` opens a
+/// channel only if the host can hold it as asked: a descriptor of another `type` than the
+/// host asked for, or one §14.2's shape refuses, is one the host refuses (its
+/// `type_mismatch`, `invalid_descriptor`), so the server does not hold it either. Found by
+/// the hostile-host hunt: any `channel` the application answered was held, so the server
+/// listed, and served the host's methods on, a channel the host never held.
+#[test]
+fn s14_3_an_open_answered_with_a_channel_the_host_refuses_opens_nothing() {
+    let mut p = with_c1();
+    let answers = [
+        json!({ "channel": { "id": "d:1", "type": "discord" } }),
+        json!({ "channel": { "id": "chat:2", "type": "chat", "direction": "sideways" } }),
+    ];
+    for (n, answer) in answers.into_iter().enumerate() {
+        let (_, out) = host_sends(
+            &mut p,
+            json!({ "jsonrpc": "2.0", "id": 90 + n, "method": "channels/open",
+                    "params": { "type": "chat" } }),
+        );
+        let Some(ServerOutput::Request { id, .. }) = out.first() else {
+            panic!("open handed out: {out:?}");
+        };
+        p.server.answer(id.clone(), Ok(answer)).expect("handed");
+    }
+    assert_eq!(reaches(&mut p, "d:1"), all(false));
+    assert_eq!(reaches(&mut p, "chat:2"), all(false));
+    let (frames, _) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 99, "method": "channels/list", "params": {} }),
+    );
+    assert_eq!(
+        frames[0]["result"]["channels"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
