@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Handed, ServerState};
+use crate::capability::Capability;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
     descriptor_defects, ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen,
@@ -60,10 +61,10 @@ impl ServerState {
     }
 
     /// The application's answer to a `channels/open` or `channels/close` (§14.3): the
-    /// channel a result's `channel` describes is opened, if the host can hold it as asked;
-    /// one answered `closed: true` is gone (the rule the host applies to the same answers).
-    /// An error, or `closed: false`, changes nothing. An open past [`crate::session::MAX_OPENED_CHANNELS`] becomes a
-    /// `-32024` answer naming the limit.
+    /// channel a result's `channel` describes is opened, if the host can hold it as asked
+    /// under the grant now; one answered `closed: true` is gone (the rule the host applies
+    /// to the same answers). An error, or `closed: false`, changes nothing. An open past
+    /// [`crate::session::MAX_OPENED_CHANNELS`] becomes a `-32024` answer naming the limit.
     pub(super) fn channel_lifecycle_answered(
         &mut self,
         handed: &Handed,
@@ -74,10 +75,15 @@ impl ServerState {
             Handed::ChannelOpen(asked) => {
                 // Reading (fail closed): a result whose `channel` is no descriptor, or one
                 // the host refuses to hold (§14.2's shape, or another `type` than it asked
-                // for: its `invalid_descriptor`, `type_mismatch`), opens nothing.
+                // for: its `invalid_descriptor`, `type_mismatch`; or `channels.lifecycle` no
+                // longer granted, §5.4: judged under the grant current when it reads the
+                // answer, its `capability_denied`), opens nothing.
                 let Some(d) = result.get("channel") else {
                     return;
                 };
+                if !self.grant().allows(Capability::ChannelsLifecycle) {
+                    return;
+                }
                 let kind = d.get("type").and_then(Value::as_str);
                 if !descriptor_defects(d).is_empty() || kind.is_none() || kind != asked.as_deref() {
                     return;

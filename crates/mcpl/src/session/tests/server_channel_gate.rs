@@ -526,3 +526,43 @@ fn s14_3_an_open_answered_with_a_channel_the_host_refuses_opens_nothing() {
         Some(1)
     );
 }
+
+/// §5.4, §14.5, fail closed: an open the application answers after the host revoked
+/// `channels.lifecycle` opens nothing: the host judges the answer under the grant current
+/// when it reads it (its `capability_denied`), so the server does not hold the channel
+/// either. Found by the hostile-host hunt: the channel was held as opened.
+#[test]
+fn s5_4_an_open_answered_after_lifecycle_was_revoked_opens_nothing() {
+    let mut p = with_c1();
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 95, "method": "channels/open",
+                "params": { "type": "chat" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("open handed out: {out:?}");
+    };
+    let narrowed = [
+        "channels.register",
+        "channels.publish",
+        "channels.streaming",
+        "channels.acknowledge",
+        "channels.typing",
+    ];
+    let (frames, _) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 96, "method": "featureSets/update",
+                "params": { "effectiveCapabilities": narrowed } }),
+    );
+    assert_eq!(frames[0]["result"]["accepted"], true, "{frames:?}");
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server.answer(id.clone(), Ok(opened)).expect("handed");
+    let text = json!([{ "type": "text", "text": "x" }]);
+    let (frames, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 97, "method": "channels/publish",
+                "params": { "channelId": "chat:9", "content": text } }),
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(frames[0]["error"]["code"], -32023, "{frames:?}");
+}
