@@ -11,7 +11,7 @@
 //! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
 //!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
 //!   line without buffering it; the connection survives. The peer handles it by the rule of
-//!   every refused message, from what was read of it ([`super::envelope::Sighted`]: its
+//!   every refused message, from what was read of it (the envelope scanner's reading: its
 //!   envelope, wherever its id is, or its first [`super::DISCARDED_HEAD_BYTES`] when it is
 //!   no object): a request is answered with one `-32000` error under the id it shows
 //!   (`data: { limit, reason: "message_budget" }`), a response of ours fails its request at
