@@ -103,6 +103,31 @@ impl RawHost {
 }
 
 /// `initialize` with these `capabilities` (JSON text).
+/// A raw host ready (its policy granting `channels.publish` and `channels.register`) with a
+/// server whose `channels/publish` handler logs the channel each publish names.
+async fn publishing_host() -> (RawHost, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let log = seen.clone();
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsRegister],
+        )
+        .on_channels_publish(move |_s, p| {
+            log.lock().unwrap().push(p.channel_id);
+            async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host
+        .ready(r#"["channels.publish","channels.register"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true);
+    (host, seen)
+}
+
 fn initialize(capabilities: &str) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{capabilities},"clientInfo":{{"name":"raw","version":"1"}}}}}}"#
@@ -247,26 +272,7 @@ async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
 /// channel and the host accepted it, the same methods reach the handler.
 #[tokio::test]
 async fn s14_6_a_channel_the_server_never_registered_reaches_no_handler() {
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let log = seen.clone();
-    let server = Server::builder("channels", "1")
-        .feature_set(
-            "chat",
-            "Chat",
-            &[Capability::ChannelsPublish, Capability::ChannelsRegister],
-        )
-        .on_channels_publish(move |_s, p| {
-            log.lock().unwrap().push(p.channel_id);
-            async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
-        })
-        .build()
-        .expect("server builds");
-    let mut host = RawHost::serving(server);
-    let receipt = host
-        .ready(r#"["channels.publish","channels.register"]"#)
-        .await;
-    assert_eq!(receipt["result"]["accepted"], true);
+    let (mut host, seen) = publishing_host().await;
     let publish = |id: Option<u64>, channel: &str| {
         let id = id.map_or(String::new(), |i| format!(r#""id":{i},"#));
         format!(
@@ -365,26 +371,7 @@ async fn s6_7_a_reduction_past_the_in_flight_bound_is_applied() {
 #[tokio::test]
 async fn s14_5_channel_answers_out_of_order_fail_closed() {
     use mcpl::protocol::channels::{ChangedParams, ChannelDescriptor};
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let log = seen.clone();
-    let server = Server::builder("channels", "1")
-        .feature_set(
-            "chat",
-            "Chat",
-            &[Capability::ChannelsPublish, Capability::ChannelsRegister],
-        )
-        .on_channels_publish(move |_s, p| {
-            log.lock().unwrap().push(p.channel_id);
-            async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
-        })
-        .build()
-        .expect("server builds");
-    let mut host = RawHost::serving(server);
-    let receipt = host
-        .ready(r#"["channels.publish","channels.register"]"#)
-        .await;
-    assert_eq!(receipt["result"]["accepted"], true);
+    let (mut host, seen) = publishing_host().await;
     let publish = |id: u64, channel: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"channels/publish","params":{{"channelId":"{channel}","content":[{{"type":"text","text":"hi"}}]}}}}"#
