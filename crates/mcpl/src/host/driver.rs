@@ -352,9 +352,7 @@ impl Driver {
         // it answered), so the host's channels follow the server's. One read after the
         // cancel never comes here: the peer reports it late.
         if let Some(n) = mapped {
-            let closed = w.requests_out.get(&n).is_some_and(|c| c.reply.is_closed())
-                || w.hooks.get(&n).is_some_and(|(_, r)| r.is_closed());
-            if w.answered_given_up.remove(&n) || closed {
+            if w.answered_given_up.remove(&n) || w.caller_gone(n) {
                 tracing::info!(id = n, "an answer whose caller gave up is applied");
             }
         }
@@ -376,19 +374,7 @@ impl Driver {
     /// Gives up every application request and hook whose caller is gone ([`Shared::sweep`]:
     /// its [`Cmd::Forget`] found the queue full).
     fn sweep_given_up(&mut self, w: &mut Waiting) {
-        let gone: Vec<u64> = w
-            .requests_out
-            .iter()
-            .filter(|(_, c)| c.reply.is_closed())
-            .map(|(id, _)| *id)
-            .chain(
-                w.hooks
-                    .iter()
-                    .filter(|(_, (_, r))| r.is_closed())
-                    .map(|(id, _)| *id),
-            )
-            .collect();
-        for id in gone {
+        for id in w.callers_gone() {
             w.take_request(id);
             w.take_hook(id);
             self.give_up(w, id);
@@ -696,7 +682,7 @@ impl Driver {
             // The application's requests the state machine forgot unanswered (the server
             // ended its output: nothing can answer them) end now, as closed.
             let moved = changed || self.state.requests_ended_unanswered() != ended;
-            let forgotten = ended_of(&self.state, moved, w.requests_out.keys());
+            let forgotten = ended_of(&self.state, moved, w.request_ids());
             for n in forgotten {
                 if let Some(call) = w.take_request(n) {
                     let _ = call.reply.send(Err(closed_error(&self.peer)));
@@ -808,7 +794,7 @@ impl Driver {
                 let sent = self.out.request(&r.method, r.params);
                 match sent {
                     Ok(id) => {
-                        if let Some(call) = w.requests_out.get_mut(&n) {
+                        if let Some(call) = w.request_mut(n) {
                             call.wire = Some(id.clone());
                         }
                         w.by_peer.insert(id.clone(), n);

@@ -21,11 +21,11 @@ pub(super) struct Waiting {
     /// takes no more calls past that).
     pub(super) queued: VecDeque<PolicyCall>,
     /// Hooks waiting for their answer, each with its call's number ([`Cmd::Hook`]).
-    /// Changed only through [`Self::add_hook`] and [`Self::take_hook`].
-    pub(super) hooks: HashMap<u64, (u64, Reply<Option<HookVerdict>>)>,
+    /// Changed only through [`Self::add_hook`] and [`Self::take_hook`] (private: the index).
+    hooks: HashMap<u64, (u64, Reply<Option<HookVerdict>>)>,
     /// The application's requests sent by the state machine ([`Cmd::Request`]), by its id.
     /// Changed only through [`Self::add_request`] and [`Self::take_request`].
-    pub(super) requests_out: HashMap<u64, RequestCall>,
+    requests_out: HashMap<u64, RequestCall>,
     /// The state machine's id of each of those by its call's number: what a
     /// [`Cmd::Forget`] names, found without a scan (10,000 callers giving up at once were
     /// quadratic).
@@ -64,6 +64,29 @@ impl Waiting {
         let (call, reply) = self.hooks.remove(&id)?;
         self.by_call.remove(&call);
         Some(reply)
+    }
+
+    /// The application's requests waiting, by the state machine's id.
+    pub(super) fn request_ids(&self) -> impl Iterator<Item = &u64> {
+        self.requests_out.keys()
+    }
+
+    pub(super) fn request_mut(&mut self, id: u64) -> Option<&mut RequestCall> {
+        self.requests_out.get_mut(&id)
+    }
+
+    /// Whether the caller of request or hook `id` stopped waiting.
+    pub(super) fn caller_gone(&self, id: u64) -> bool {
+        self.requests_out
+            .get(&id)
+            .is_some_and(|c| c.reply.is_closed())
+            || self.hooks.get(&id).is_some_and(|(_, r)| r.is_closed())
+    }
+
+    /// The requests and hooks whose caller stopped waiting.
+    pub(super) fn callers_gone(&self) -> Vec<u64> {
+        let ids = self.requests_out.keys().chain(self.hooks.keys());
+        ids.copied().filter(|id| self.caller_gone(*id)).collect()
     }
 
     /// The state machine's id of the request or hook of call number `call`, if it waits.
