@@ -5,8 +5,13 @@
 //! so that no peer can make its entries collide. This one is only for keys this crate or
 //! the application choose (the peer's request ids we number ourselves, the application's
 //! inference ids); a peer may at most look one up, which costs it a probe among ours.
+//! Every hasher still starts from a seed drawn once per process, so that even an
+//! application passing on ids someone else chose cannot be made to fill one bucket: with a
+//! known start, two keys that collide are a two-line computation (the state after the
+//! first word is known, so the second word can cancel it).
 
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
 
 /// Word at a time: xor the word in, multiply by an odd constant to 128 bits and fold the
 /// halves together, so every bit of the key reaches every bit of the hash (the low ones
@@ -62,8 +67,33 @@ impl Hasher for OwnKeyHasher {
     }
 }
 
-/// The `BuildHasher` of a map only this side inserts into (module docs).
-pub(crate) type OwnKeys = BuildHasherDefault<OwnKeyHasher>;
+/// The `BuildHasher` of a map only this side inserts into (module docs): every hasher
+/// starts from the process's seed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OwnKeys {
+    seed: u64,
+}
+
+impl Default for OwnKeys {
+    fn default() -> Self {
+        OwnKeys { seed: seed() }
+    }
+}
+
+impl BuildHasher for OwnKeys {
+    type Hasher = OwnKeyHasher;
+
+    fn build_hasher(&self) -> OwnKeyHasher {
+        OwnKeyHasher(self.seed)
+    }
+}
+
+/// The process's seed, drawn once from the standard library's random keys (the ones its
+/// keyed SipHash uses), so no new dependency and no clock.
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6d63_706cu64))
+}
 
 #[cfg(test)]
 mod tests {
@@ -95,5 +125,46 @@ mod tests {
         );
         assert_eq!(b.hash_one("x"), b.hash_one(String::from("x")));
         assert_ne!(b.hash_one(&b"a"[..]), b.hash_one(&b"a\0"[..]));
+    }
+
+    /// The two-word collision an unseeded start makes trivial: with the state after the
+    /// first word known, a second word that cancels it makes another key of the same hash.
+    /// From the process's seed that computation misses (module docs); every map of the
+    /// process still agrees on each key.
+    #[test]
+    fn a_known_start_does_not_give_collisions() {
+        let keys = OwnKeys::default();
+        assert_eq!(keys.hash_one("x"), OwnKeys::default().hash_one("x"));
+        let forged = |start: u64| {
+            let after = |first: u64| {
+                let mut h = OwnKeyHasher(start);
+                h.add(first);
+                h.0
+            };
+            let (a, c, b) = (0x6161_6161_6161_6161u64, 0x6363_6363_6363_6363u64, 7u64);
+            let d = b ^ after(a) ^ after(c);
+            let word_pair = |x: u64, y: u64| {
+                let mut v = x.to_le_bytes().to_vec();
+                v.extend_from_slice(&y.to_le_bytes());
+                v
+            };
+            (word_pair(a, b), word_pair(c, d))
+        };
+        // Forged for a start of zero, the keys collide there …
+        let (k1, k2) = forged(0);
+        let hash = |b: &dyn BuildHasher<Hasher = OwnKeyHasher>, k: &[u8]| {
+            let mut h = b.build_hasher();
+            h.write(k);
+            h.finish()
+        };
+        let zero = OwnKeys { seed: 0 };
+        assert_eq!(
+            hash(&zero, &k1),
+            hash(&zero, &k2),
+            "the forgery works on a known start"
+        );
+        // … and not in the process's maps.
+        assert_ne!(keys.seed, 0);
+        assert_ne!(hash(&keys, &k1), hash(&keys, &k2));
     }
 }
