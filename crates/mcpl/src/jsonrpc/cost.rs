@@ -12,15 +12,23 @@ pub const OBJECT_COST: usize = 20;
 /// parsed at worst, ≈ 190,000 one-member objects or 4 million scalars).
 pub const DEFAULT_MAX_PARSED_COST: usize = 4 * 1024 * 1024;
 
+/// Members one map node holds, as [`held_bytes`] counts them: past every this many members
+/// of the text, one more node's [`OBJECT_COST`].
+const MEMBERS_PER_NODE: usize = 6;
+
 /// The parsed cost of `text` in units of one JSON value: each object counts
 /// [`OBJECT_COST`], each array, member and element one more (counted at `[`, `:` and `,`
-/// outside strings), plus one for the top-level value. Linear in the text, no allocation;
-/// the text need not be valid JSON (an invalid one fails to parse later, at a cost within
-/// the bound).
+/// outside strings), every [`MEMBERS_PER_NODE`]th member one more node's [`OBJECT_COST`]
+/// (a wide object fills one node per six members), plus one for the top-level value. The
+/// members are counted across the text, not per object, so the cost is never below what
+/// [`held_bytes`] weighs once the text is built. Linear in the text, no allocation; the
+/// text need not be valid JSON (an invalid one fails to parse later, at a cost within the
+/// bound).
 pub fn parsed_cost(text: &str) -> usize {
     let mut cost: usize = 1;
     let mut in_string = false;
     let mut escaped = false;
+    let mut members = 0usize;
     for &b in text.as_bytes() {
         if in_string {
             if escaped {
@@ -35,7 +43,15 @@ pub fn parsed_cost(text: &str) -> usize {
         match b {
             b'"' => in_string = true,
             b'{' => cost = cost.saturating_add(OBJECT_COST),
-            b'[' | b':' | b',' => cost = cost.saturating_add(1),
+            b':' => {
+                cost = cost.saturating_add(1);
+                members += 1;
+                if members == MEMBERS_PER_NODE {
+                    members = 0;
+                    cost = cost.saturating_add(OBJECT_COST);
+                }
+            }
+            b'[' | b',' => cost = cost.saturating_add(1),
             _ => {}
         }
     }
@@ -79,7 +95,7 @@ pub(crate) fn held_bytes(v: &serde_json::Value) -> usize {
             Value::Object(o) if o.is_empty() => 0,
             Value::Object(o) => {
                 stack.extend(o.values());
-                let nodes = o.len().div_ceil(6);
+                let nodes = o.len().div_ceil(MEMBERS_PER_NODE);
                 let keys: usize = o.keys().map(String::len).sum();
                 nodes.saturating_mul(NODE_BYTES).saturating_add(keys)
             }
@@ -114,7 +130,42 @@ mod tests {
     #[test]
     fn a_flood_of_small_objects_costs_in_proportion_to_what_it_builds() {
         let text = format!("[{}]", vec![r#"{"a":1}"#; 1000].join(","));
-        assert_eq!(parsed_cost(&text), 1 + 1 + 999 + 1000 * (OBJECT_COST + 1));
+        assert_eq!(
+            parsed_cost(&text),
+            1 + 1 + 999 + 1000 * (OBJECT_COST + 1) + 166 * OBJECT_COST
+        );
+    }
+
+    /// A wide object costs a node per six members, as it holds once built: the text's
+    /// estimate is never below what `held_bytes` weighs the parsed value at (it was half of
+    /// it for an object of a thousand members, one node counted for all).
+    #[test]
+    fn wide_objects_cost_what_they_hold_once_built() {
+        for members in [1usize, 5, 6, 7, 12, 100, 1000] {
+            let text = format!(
+                "{{{}}}",
+                (0..members)
+                    .map(|i| format!(r#""k{i}":{i}"#))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let held = held_bytes(&serde_json::from_str(&text).unwrap());
+            let estimated = parsed_bytes(text.len(), parsed_cost(&text));
+            assert!(estimated >= held, "{members} members: {estimated} < {held}");
+            // … and not far above it: the members are counted across the text, so an
+            // object of six members is weighed as two nodes; its text counts what its keys
+            // hold, and each member and comma a value's slot.
+            assert!(
+                estimated <= 3 * held,
+                "{members} members: {estimated} > 3 × {held}"
+            );
+        }
+        // A thousand members in one object, counted across objects alike.
+        let one = format!("{{{}}}", vec![r#""a":1"#; 1000].join(","));
+        assert_eq!(
+            parsed_cost(&one),
+            1 + OBJECT_COST + 1000 + 999 + 166 * OBJECT_COST
+        );
     }
 
     #[test]
