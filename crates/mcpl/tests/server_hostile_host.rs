@@ -430,3 +430,71 @@ async fn s14_5_channel_answers_out_of_order_fail_closed() {
     let ids: Vec<String> = host._session.channels().into_iter().map(|d| d.id).collect();
     assert_eq!(ids, ["d"]);
 }
+
+/// §5.4, §6.7, §14.3 on the wire, fail closed: the server answers the host's `channels/open`
+/// (`chat:9`), then reads a policy Request revoking `channels.lifecycle`. The host narrowed
+/// before it wrote that Request and may have read the answer only after, refusing it
+/// (judged at its receipt); nothing the server read says it read it before. So the server
+/// no longer holds chat:9: the host's publish on it is answered `-32023` and reaches no
+/// handler, and the drop is reported (`opened_channel_dropped`). A host that published on
+/// the channel before it narrowed showed it held it: that channel stays served.
+#[tokio::test]
+async fn s6_7_an_open_answer_crossing_a_lifecycle_revocation_is_not_held() {
+    let opening_host = || async {
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let log = seen.clone();
+        let server = Server::builder("channels", "1")
+            .feature_set(
+                "chat",
+                "Chat",
+                &[Capability::ChannelsPublish, Capability::ChannelsLifecycle],
+            )
+            .on_channels_open(|_s, p| async move {
+                let c = mcpl::protocol::channels::ChannelDescriptor::new("chat:9", &p.kind);
+                Ok(mcpl::protocol::channels::OpenResult::new(c))
+            })
+            .on_channels_publish(move |_s, p| {
+                log.lock().unwrap().push(p.channel_id);
+                async { Ok(mcpl::protocol::channels::PublishResult::delivered(None)) }
+            })
+            .build()
+            .expect("server builds");
+        let mut host = RawHost::serving(server);
+        let receipt = host
+            .ready(r#"["channels.publish","channels.lifecycle"]"#)
+            .await;
+        assert_eq!(receipt["result"]["accepted"], true);
+        host.send(r#"{"jsonrpc":"2.0","id":2,"method":"channels/open","params":{"type":"chat"}}"#)
+            .await;
+        let opened = host.recv().await;
+        assert_eq!(opened["result"]["channel"]["id"], "chat:9", "{opened}");
+        (host, seen)
+    };
+    let publish = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"channels/publish","params":{{"channelId":"chat:9","content":[{{"type":"text","text":"hi"}}]}}}}"#
+        )
+    };
+    let narrow = r#"{"jsonrpc":"2.0","id":3,"method":"featureSets/update","params":{"effectiveCapabilities":["channels.publish"]}}"#;
+
+    let (mut host, seen) = opening_host().await;
+    host.send(narrow).await;
+    let receipt = host.recv().await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    host.send(&publish(4)).await;
+    let r = host.recv().await;
+    assert_eq!(r["error"]["code"], -32023, "{r}");
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(host.codes(), ["opened_channel_dropped"]);
+
+    let (mut host, seen) = opening_host().await;
+    host.send(&publish(4)).await;
+    assert_eq!(host.recv().await["result"]["delivered"], true);
+    host.send(narrow).await;
+    assert_eq!(host.recv().await["result"]["accepted"], true);
+    host.send(&publish(5)).await;
+    let r = host.recv().await;
+    assert_eq!(r["result"]["delivered"], true, "{r}");
+    assert_eq!(*seen.lock().unwrap(), ["chat:9", "chat:9"]);
+    assert_eq!(host.codes(), Vec::<&str>::new());
+}

@@ -947,6 +947,7 @@ impl ServerState {
         }
         let ok = answer.response.is_ok();
         self.respond(r.id, answer.response);
+        self.after_policy();
         match answer.refused {
             Some(Fallback::Close) => self.out.push_back(ServerOutput::Close),
             Some(Fallback::McpOnly) => {

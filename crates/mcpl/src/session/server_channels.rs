@@ -242,19 +242,31 @@ enum Settled {
 /// Beside them, the channels the application opened (its successful answers to the host's
 /// `channels/open`, §14.3), until its successful answer to a `channels/close` of the same
 /// id. Bounded as the accepted channels are: by what the application itself registers and
-/// opens, one entry per distinct id.
+/// opens, one entry per distinct id. An opened channel whose answer the host may have read
+/// only after it revoked `channels.lifecycle` is dropped when the server reads the
+/// revocation ([`ChannelLedger::lifecycle_revoked`], §5.4, §6.7).
 #[derive(Debug, Default)]
 pub(crate) struct ChannelLedger {
     accepted: AcceptedChannels,
     in_flight: VecDeque<InFlight>,
     /// The channels the application opened, by id, as its answers described them.
     opened: BTreeMap<String, ChannelDescriptor>,
+    /// The opened channels whose answer the host may not have read yet, by id: the last
+    /// request id the server had sent when the answer went out ([`Self::lifecycle_revoked`]).
+    /// Bounded by `opened`, whose keys it keeps.
+    unread_opens: HashMap<String, u64>,
+    /// The last request id sent (ids rise from 1, `OwnRequests::sent`).
+    last_sent: u64,
+    /// The highest id of a request of the server's that the host answered: every answer
+    /// the server wrote before sending it, the host had read.
+    read_through: u64,
 }
 
 impl ChannelLedger {
     /// Request `id` of `method` with `params` was sent: tracked if it is a channel change
     /// (whether it was). A channel it removes is no longer one the application opened either.
     pub(crate) fn sent(&mut self, id: u64, method: &str, params: &Value) -> bool {
+        self.last_sent = self.last_sent.max(id);
         let Some(change) = ChannelChange::of(method, params) else {
             return false;
         };
@@ -262,6 +274,7 @@ impl ChannelLedger {
         for (id, entry) in &change.entries {
             if let Entry::Removed = entry {
                 self.opened.remove(id);
+                self.unread_opens.remove(id);
                 verdicts.insert(id.clone(), false);
             }
         }
@@ -347,8 +360,46 @@ impl ChannelLedger {
         if !again && self.opened.len() >= MAX_OPENED_CHANNELS {
             return Err(MAX_OPENED_CHANNELS);
         }
+        if !again {
+            // Opened again, it stays as the first answer left it: a host that held it
+            // keeps it whatever it makes of a second answer.
+            self.unread_opens.insert(channel.id.clone(), self.last_sent);
+        }
         self.opened.insert(channel.id.clone(), channel);
         Ok(())
+    }
+
+    /// The host named channel `id` in a method the server admitted (§14.3): a host names
+    /// only a channel it holds, so it read the answer that opened it.
+    pub(crate) fn named(&mut self, id: &str) {
+        self.unread_opens.remove(id);
+    }
+
+    /// The grant in force no longer has `channels.lifecycle` (§6.7: the host revoked it
+    /// before it wrote the policy Request the server just read). An open answer the host
+    /// read after that is one it refused (§5.4, judged at its receipt); the server cannot
+    /// tell when it read the ones it wrote before reading the Request. Reading (fail
+    /// closed; the host narrows at once and writes its Request right after, §6.7, and reads
+    /// the server's frames in order): the host had read an answer when it has since answered
+    /// a request the server sent after it, or named its channel ([`Self::named`]); every
+    /// other opened channel is no longer held. Returns those that are no longer known
+    /// ([`Self::is_known`]), by id.
+    pub(crate) fn lifecycle_revoked(&mut self) -> Vec<String> {
+        let read_through = self.read_through;
+        let mut dropped = Vec::new();
+        self.unread_opens.retain(|id, after| {
+            if *after < read_through {
+                return false;
+            }
+            dropped.push(id.clone());
+            false
+        });
+        for id in &dropped {
+            self.opened.remove(id);
+        }
+        dropped.retain(|id| !self.is_known(id));
+        dropped.sort();
+        dropped
     }
 
     /// The `channels/list` answer of a server that keeps no list of its own: the known
@@ -378,6 +429,7 @@ impl ChannelLedger {
     /// in send order: a change sent after the close may hold it again).
     pub(crate) fn closed(&mut self, id: &str) -> bool {
         self.opened.remove(id);
+        self.unread_opens.remove(id);
         for e in &mut self.in_flight {
             let names = |ds: &[ChannelDescriptor]| ds.iter().any(|d| d.id == id);
             if names(&e.change.added) || names(&e.change.updated) {
@@ -388,8 +440,10 @@ impl ChannelLedger {
     }
 
     /// Request `id` was answered with `outcome`: if it was a channel change, it and every
-    /// settled change sent before it take effect, in send order.
+    /// settled change sent before it take effect, in send order. Either way the host had
+    /// read every answer written before it ([`Self::lifecycle_revoked`]).
     pub(crate) fn answered(&mut self, id: u64, outcome: &Result<Value, ErrorObject>) {
+        self.read_through = self.read_through.max(id);
         let result = outcome
             .as_ref()
             .ok()

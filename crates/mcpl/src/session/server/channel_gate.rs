@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Handed, ServerState};
+use super::{Handed, ServerOutput, ServerState};
 use crate::capability::Capability;
 use crate::jsonrpc::ErrorObject;
 use crate::protocol::channels::{
@@ -14,6 +14,7 @@ use crate::protocol::channels::{
     ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
 };
 use crate::protocol::Method as _;
+use crate::session::ServerDiagnostic;
 
 /// The channel a host → server `method` names in `params` (`channelId`, §14.3), for the
 /// methods that act on a channel the server holds: `channels/publish`, `channels/close`,
@@ -34,13 +35,35 @@ fn named_channel<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str>
 
 impl ServerState {
     /// The channel `method` with `params` names when this connection does not hold it
-    /// (§14.6 `-32023` for a Request; a Notification is reported `unknown_channel`).
+    /// (§14.6 `-32023` for a Request; a Notification is reported `unknown_channel`). One
+    /// it holds is one the host holds ([`ChannelLedger::named`](crate::session::server_channels::ChannelLedger::named)).
     pub(super) fn unknown_channel<'a>(
-        &self,
+        &mut self,
         method: &str,
         params: Option<&'a Value>,
     ) -> Option<&'a str> {
-        named_channel(method, params).filter(|id| !self.channels.is_known(id))
+        let id = named_channel(method, params)?;
+        if self.channels.is_known(id) {
+            self.channels.named(id);
+            return None;
+        }
+        Some(id)
+    }
+
+    /// A policy Request was read (§6.7): when the grant in force no longer has
+    /// `channels.lifecycle`, the channels opened by answers the host may have read only
+    /// after its narrowing are no longer held, each reported
+    /// ([`ServerDiagnostic::OpenedChannelDropped`]).
+    pub(super) fn after_policy(&mut self) {
+        if self.grant().allows(Capability::ChannelsLifecycle) {
+            return;
+        }
+        for channel_id in self.channels.lifecycle_revoked() {
+            // What `channels()` and the `channels/list` answer say may change.
+            self.generation += 1;
+            let d = ServerDiagnostic::OpenedChannelDropped { channel_id };
+            self.out.push_back(ServerOutput::Diagnostic(d));
+        }
     }
 
     /// How a host request of `method` with `params` is handed out: its answer is read when

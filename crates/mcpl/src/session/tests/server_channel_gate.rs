@@ -566,3 +566,145 @@ fn s5_4_an_open_answered_after_lifecycle_was_revoked_opens_nothing() {
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(frames[0]["error"]["code"], -32023, "{frames:?}");
 }
+
+/// The host's grant of `with_c1` less `channels.lifecycle`, plus `pushEvents`.
+fn without_lifecycle() -> Vec<String> {
+    [
+        "pushEvents",
+        "channels.register",
+        "channels.publish",
+        "channels.streaming",
+        "channels.acknowledge",
+        "channels.typing",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A pair granted `with_c1`'s channel methods and `pushEvents`, whose host asked `channels/open` and whose
+/// application answered it with `chat:9`: the answer is on the wire, the host has not read it.
+fn open_answered_unread() -> Pair {
+    let mut policy: Vec<String> = without_lifecycle();
+    policy.push("channels.lifecycle".into());
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    let mut p = Pair::connect(&policy, gate_rules());
+    p.host
+        .request(
+            p.now,
+            "channels/open",
+            json!({ "type": "chat" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/open" => Some(id.clone()),
+        _ => None,
+    });
+    let id = handed.expect("the open is handed out");
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server.answer(id, Ok(opened)).expect("handed");
+    p.collect();
+    p
+}
+
+/// Whether the server still serves `chat:9`: a raw `channels/publish` on it reaches the
+/// application (else it is answered `-32023`), and `channels/list` names it.
+fn serves_chat9(p: &mut Pair, n: i64) -> (bool, bool) {
+    let text = json!([{ "type": "text", "text": "x" }]);
+    let (frames, out) = host_sends(
+        p,
+        json!({ "jsonrpc": "2.0", "id": n, "method": "channels/publish",
+                "params": { "channelId": "chat:9", "content": text } }),
+    );
+    let handed = out.iter().find_map(|o| match o {
+        ServerOutput::Request { id, .. } => Some(id.clone()),
+        _ => None,
+    });
+    let reached = match handed {
+        Some(id) => {
+            p.server.answer(id, Ok(json!({}))).expect("handed");
+            true
+        }
+        None => {
+            assert_eq!(frames[0]["error"]["code"], -32023, "{frames:?}");
+            false
+        }
+    };
+    let (frames, _) = host_sends(
+        p,
+        json!({ "jsonrpc": "2.0", "id": n + 1, "method": "channels/list", "params": {} }),
+    );
+    let listed = frames[0]["result"]["channels"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["id"] == "chat:9"));
+    (reached, listed)
+}
+
+/// §5.4, §6.7, §14.3, fail closed, the race left open by
+/// `s5_4_an_open_answered_after_lifecycle_was_revoked_opens_nothing`: the application answers
+/// the host's `channels/open` while `channels.lifecycle` is granted; the host then revokes it
+/// (at once, before its Request, §6.7) and reads the answer only after, so it refuses it
+/// (`capability_denied`, judged at its receipt). The server, reading the narrowing after it
+/// sent the answer, cannot tell whether the host read it before: it no longer holds the
+/// channel (the host's methods on it are `-32023`, `channels/list` leaves it out) and
+/// reports it (`opened_channel_dropped`). Found by the server hunt (#24 follow-up): the
+/// server held chat:9 as opened for good.
+#[test]
+fn s6_7_an_open_answer_read_after_the_narrowing_is_not_held() {
+    let mut p = open_answered_unread();
+    p.host
+        .set_policy(p.now, without_lifecycle())
+        .expect("a narrowing");
+    p.collect();
+    // The server reads the narrowing (sent after its answer); the host then reads the answer.
+    assert!(p.step_server());
+    assert!(p.step_host());
+    p.drive();
+    assert!(
+        p.host.channels().ids().is_empty(),
+        "the host refused chat:9"
+    );
+    assert_eq!(p.server_details("opened_channel_dropped").len(), 1);
+    assert!(p.server_details("opened_channel_dropped")[0].contains("chat:9"));
+    assert_eq!(serves_chat9(&mut p, 300), (false, false));
+}
+
+/// The other side of the race: a channel whose open answer the host is known to have read
+/// before its narrowing stays held (the host holds it too; revoking `channels.lifecycle`
+/// closes no channel). Known by the host's answer to a request the server sent after the
+/// open answer (the host reads in order, and narrows right before it writes its Request), or
+/// by a host method naming the channel (a host names only a channel it holds).
+#[test]
+fn s6_7_an_open_answer_the_host_read_before_the_narrowing_stays_held() {
+    // Read before: the host answered a push/event the server sent after the open answer.
+    let mut p = open_answered_unread();
+    let push = json!({
+        "featureSet": "news", "eventId": "e1", "timestamp": "2026-12-02T00:00:00Z",
+        "payload": { "content": [{ "type": "text", "text": "hello" }] }
+    });
+    p.server
+        .request(p.now, "push/event", push)
+        .expect("granted");
+    p.drive();
+    assert_eq!(p.host.channels().ids(), ["chat:9"]);
+    p.host
+        .set_policy(p.now, without_lifecycle())
+        .expect("a narrowing");
+    p.drive();
+    assert!(p.server_details("opened_channel_dropped").is_empty());
+    assert_eq!(p.host.channels().ids(), ["chat:9"]);
+    assert_eq!(serves_chat9(&mut p, 310), (true, true));
+
+    // Named: the host published on it before it narrowed.
+    let mut p = open_answered_unread();
+    assert!(p.step_host());
+    assert_eq!(serves_chat9(&mut p, 320), (true, true));
+    p.host
+        .set_policy(p.now, without_lifecycle())
+        .expect("a narrowing");
+    p.drive();
+    assert!(p.server_details("opened_channel_dropped").is_empty());
+    assert_eq!(serves_chat9(&mut p, 330), (true, true));
+}
