@@ -498,3 +498,53 @@ async fn s6_7_an_open_answer_crossing_a_lifecycle_revocation_is_not_held() {
     assert_eq!(*seen.lock().unwrap(), ["chat:9", "chat:9"]);
     assert_eq!(host.codes(), Vec::<&str>::new());
 }
+
+/// §5.1, §5.2 (the spec gives no version negotiation; the reading is `handshake::host_mcpl`'s):
+/// the host's `experimental.mcpl.version` as each form is served. `"0.5"` (what §5.1, §5.2
+/// and the TypeScript library write) is MCPL 0.5; `"0.5.0"` and `"0.5.0-draft"` name the same
+/// document (its own header says 0.5.0-draft) and are served as MCPL 0.5 too, reported as a
+/// notice (`host_mcpl_version_alias`); any other version (a patch, another pre-release, a
+/// higher minor, a number) is another protocol: served as a plain MCP host and reported
+/// (`host_mcpl_version`). Found by the server hunt: `"0.5.0"` and `"0.5.0-draft"` were served
+/// as plain MCP.
+#[tokio::test]
+async fn s5_2_each_form_of_the_mcpl_version_is_served_as_read() {
+    for (version, mcpl, code) in [
+        (r#""0.5""#, true, None),
+        (r#""0.5.0""#, true, Some("host_mcpl_version_alias")),
+        (r#""0.5.0-draft""#, true, Some("host_mcpl_version_alias")),
+        (r#""0.5.1""#, false, Some("host_mcpl_version")),
+        (r#""0.5.0-rc.1""#, false, Some("host_mcpl_version")),
+        (r#""0.6""#, false, Some("host_mcpl_version")),
+        (r#""0.6.0""#, false, Some("host_mcpl_version")),
+        (r#""1.0""#, false, Some("host_mcpl_version")),
+        (r#""0.4""#, false, Some("host_mcpl_version")),
+        (r#"" 0.5""#, false, Some("host_mcpl_version")),
+        (r#""0.50""#, false, Some("host_mcpl_version")),
+        ("0.5", false, Some("host_mcpl_version")),
+    ] {
+        let mut host = RawHost::start();
+        host.send(&initialize(&format!(
+            r#"{{"experimental":{{"mcpl":{{"version":{version}}}}}}}"#
+        )))
+        .await;
+        let init = host.recv().await;
+        assert!(init["result"].is_object(), "{version}: {init}");
+        host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        host.send(r#"{"jsonrpc":"2.0","id":1,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
+            .await;
+        let policy = host.recv().await;
+        assert_eq!(
+            policy["result"]["accepted"] == json!(true),
+            mcpl,
+            "{version}: {policy}"
+        );
+        if !mcpl {
+            assert_eq!(policy["error"]["code"], -32601, "{version}: {policy}");
+        }
+        host.sync(2).await;
+        let codes = host.codes();
+        assert_eq!(codes, code.into_iter().collect::<Vec<_>>(), "{version}");
+    }
+}

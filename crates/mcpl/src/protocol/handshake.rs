@@ -22,6 +22,11 @@ pub const MCP_PROTOCOL_VERSION: &str = "2025-06-18";
 /// The MCPL version this crate speaks, written into manifests and host advertisements (§5.1).
 pub const MCPL_VERSION: &str = "0.5";
 
+/// The other spellings of MCPL 0.5 a host's `experimental.mcpl.version` may carry: the full
+/// names of the same document (its header calls it 0.5.0-draft), which a server serves as
+/// [`MCPL_VERSION`] ([`HostMcpl::alias`]). Any other spelling names another version.
+pub const MCPL_VERSION_ALIASES: &[&str] = &["0.5.0", "0.5.0-draft"];
+
 /// Every MCP `protocolVersion` this library speaks, newest first (the first is
 /// [`MCP_PROTOCOL_VERSION`]). A peer asking for one of these is answered with the same
 /// version; see [`negotiate_protocol_version`].
@@ -425,15 +430,27 @@ pub enum HostMcpl {
     Unversioned,
     /// No `experimental.mcpl` object.
     Absent,
-    /// An `experimental.mcpl` object with another `version`, as JSON text (e.g. `"0.4"`).
+    /// An `experimental.mcpl` object with another `version`, as JSON text (e.g. `"0.4"`),
+    /// one of [`MCPL_VERSION_ALIASES`] included ([`HostMcpl::alias`]).
     Other(String),
 }
 
 impl HostMcpl {
     /// Whether a server speaks MCPL 0.5 with this host ([`host_mcpl`]'s reading):
-    /// [`HostMcpl::V05`] and [`HostMcpl::Unversioned`].
+    /// [`HostMcpl::V05`], [`HostMcpl::Unversioned`], and an [`HostMcpl::Other`] that is one
+    /// of [`MCPL_VERSION_ALIASES`].
     pub fn is_v05(&self) -> bool {
-        matches!(self, HostMcpl::V05 | HostMcpl::Unversioned)
+        matches!(self, HostMcpl::V05 | HostMcpl::Unversioned) || self.alias().is_some()
+    }
+
+    /// The spelling of [`MCPL_VERSION_ALIASES`] an [`HostMcpl::Other`] version is, if it is
+    /// one (a JSON string of exactly that text).
+    pub fn alias(&self) -> Option<&'static str> {
+        let HostMcpl::Other(text) = self else {
+            return None;
+        };
+        let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+        MCPL_VERSION_ALIASES.iter().copied().find(|a| *a == inner)
     }
 }
 
@@ -461,7 +478,14 @@ pub fn malformed_advertisement(params: &Value) -> Option<&Value> {
 /// Reads the host's MCPL advertisement (§5.2, [`host_advertisement`]).
 ///
 /// Reading (the spec defines no version negotiation): the host speaks MCPL 0.5 when
-/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`. One that names
+/// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`, the spelling
+/// §5.1, §5.2 and §14.1 write (and the TypeScript library sends). `"0.5.0"` and
+/// `"0.5.0-draft"` ([`MCPL_VERSION_ALIASES`]) are the full names of the same document, and
+/// are served as MCPL 0.5 too (kept as [`HostMcpl::Other`], whose [`HostMcpl::alias`] names
+/// them, so `mcpl check-host` still judges the spelling). Every other version is another
+/// protocol: a patch (`"0.5.1"`: the spec's history has a patch removing a member, 0.4.1's
+/// `hostState`, as AUDIT-001 records), another pre-release, a higher minor (`"0.6"`: each 0.x minor
+/// so far removed methods, as 0.5.0's changelog lists), a number. One that names
 /// no version ([`HostMcpl::Unversioned`]) lacks a member the shape requires (§5.2 mirrors
 /// the server's shape, whose App. B.3 schema requires `version`), so `mcpl check-host`
 /// fails it; a server still speaks MCPL 0.5 with it (it claims MCPL, and nothing runs
@@ -499,6 +523,27 @@ mod host_tests {
             HostMcpl::Other("\"0.4\"".into())
         );
         assert!(!host_mcpl(&init(json!({"version": 5}))).is_v05());
+        // §5.2's spelling and the document's full names of the same version (the reading).
+        for (v, alias) in [
+            ("0.5.0", Some("0.5.0")),
+            ("0.5.0-draft", Some("0.5.0-draft")),
+        ] {
+            let read = host_mcpl(&init(json!({ "version": v })));
+            assert_eq!((read.is_v05(), read.alias()), (true, alias), "{v}");
+        }
+        for v in [
+            "0.5.1",
+            "0.5.0-rc.1",
+            "0.6",
+            "1.0",
+            "0.50",
+            " 0.5",
+            "0.5.0-DRAFT",
+        ] {
+            let read = host_mcpl(&init(json!({ "version": v })));
+            assert_eq!((read.is_v05(), read.alias()), (false, None), "{v}");
+        }
+        assert_eq!(HostMcpl::V05.alias(), None);
         assert_eq!(host_mcpl(&init(json!(true))), HostMcpl::Absent);
         assert_eq!(host_mcpl(&json!({"capabilities": {}})), HostMcpl::Absent);
         assert_eq!(host_advertisement(&init(json!(true))), None);

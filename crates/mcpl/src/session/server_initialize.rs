@@ -137,8 +137,9 @@ pub(crate) struct InitializeRead {
 /// The one server rule for the host's `initialize`, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): a second one is
 /// `-32600`; only `protocolVersion` is required (read leniently, §5.1), and answered as MCP
-/// negotiates it (one this library speaks, §3.1); a host advertising
-/// another MCPL version, or an `experimental.mcpl` that is no object
+/// negotiates it (one this library speaks, §3.1); a host writing MCPL 0.5's version
+/// another way ([`handshake::MCPL_VERSION_ALIASES`]) is served as MCPL 0.5 and told; a
+/// host advertising another MCPL version, or an `experimental.mcpl` that is no object
 /// ([`handshake::malformed_advertisement`]), is served as plain MCP and reported (§3.2,
 /// §3.3); one without `version` is served as MCPL 0.5 and reported.
 pub(crate) fn read_initialize(
@@ -160,6 +161,9 @@ pub(crate) fn read_initialize(
     let read = handshake::host_mcpl(params.unwrap_or(&null));
     let mcpl = read.is_v05();
     let diagnostic = match read {
+        handshake::HostMcpl::Other(_) if read.alias().is_some() => read
+            .alias()
+            .map(|version| ServerDiagnostic::HostMcplVersionAlias { version }),
         handshake::HostMcpl::Other(version) => Some(ServerDiagnostic::HostMcplVersion { version }),
         handshake::HostMcpl::Absent => handshake::malformed_advertisement(params.unwrap_or(&null))
             .map(|m| ServerDiagnostic::HostMcplMalformed {

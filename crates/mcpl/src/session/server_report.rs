@@ -232,6 +232,13 @@ pub enum ServerDiagnostic {
         /// The version it advertised.
         version: String,
     },
+    /// `host_mcpl_version_alias`: the host writes MCPL 0.5's version another way than §5.2's
+    /// `"0.5"` (one of `handshake::MCPL_VERSION_ALIASES`, the document's full version
+    /// names): served as MCPL 0.5 (`handshake::host_mcpl`'s reading).
+    HostMcplVersionAlias {
+        /// The spelling it wrote.
+        version: &'static str,
+    },
     /// `host_mcpl_malformed`: the host's `capabilities.experimental.mcpl` is not the object
     /// with a `version` that §5.2 (mirroring the server's shape) gives it. One that is no
     /// object (`true`, `"0.5"` …) advertises no MCPL, so the host is served as a plain MCP
@@ -317,8 +324,9 @@ impl ServerDiagnostic {
             | D::Lifecycle(_)
             | D::UserMessageUnredacted
             | D::GrantBeyondAdvertisement { .. }
-            // A JSON type's name.
+            // A JSON type's name, or one of the crate's own spellings.
             | D::HostMcplMalformed { .. }
+            | D::HostMcplVersionAlias { .. }
             // The crate's own text about the author's rules.
             | D::InvalidRules { .. }
             | D::InputEnded => {}
@@ -359,6 +367,7 @@ impl ServerDiagnostic {
             #[cfg(feature = "runtime")]
             D::Connection(_) => "connection",
             D::HostMcplVersion { .. } => "host_mcpl_version",
+            D::HostMcplVersionAlias { .. } => "host_mcpl_version_alias",
             D::HostMcplMalformed { .. } => "host_mcpl_malformed",
             D::UserMessageUnredacted => "user_message_unredacted",
             D::InvalidRules { .. } => "invalid_rules",
@@ -381,6 +390,7 @@ impl ServerDiagnostic {
             | D::InvalidRules { .. } => DiagnosticKind::AuthorMistake,
             // The server's own bound at work (or its reader gone): no defect of the host.
             D::HostMcplVersion { .. }
+            | D::HostMcplVersionAlias { .. }
             | D::InferenceChunkDropped { .. }
             | D::NotificationDropped { .. }
             | D::NotificationDroppedBytes { .. }
@@ -565,6 +575,12 @@ impl std::fmt::Display for Detail<'_> {
                  host (§3.2): tools work ungated, and the server sends it no MCPL method (each \
                  MCPL send is refused as MCP-only)",
                 crate::protocol::handshake::MCPL_VERSION
+            ),
+            D::HostMcplVersionAlias { version } => write!(
+                f,
+                "the host advertises MCPL version \"{version}\", a full name of version {v}: \
+                 served as MCPL {v} (§5.2 writes it \"{v}\")",
+                v = crate::protocol::handshake::MCPL_VERSION
             ),
             D::HostMcplMalformed { found, mcpl: true } => write!(
                 f,

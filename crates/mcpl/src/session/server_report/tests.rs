@@ -193,6 +193,11 @@ fn each_variant_keeps_its_published_code_and_kind() {
             P,
         ),
         (
+            D::HostMcplVersionAlias { version: "0.5.0" },
+            "host_mcpl_version_alias",
+            N,
+        ),
+        (
             D::OpenedChannelDropped {
                 channel_id: "c".into(),
             },
