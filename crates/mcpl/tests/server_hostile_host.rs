@@ -548,3 +548,47 @@ async fn s5_2_each_form_of_the_mcpl_version_is_served_as_read() {
         assert_eq!(codes, code.into_iter().collect::<Vec<_>>(), "{version}");
     }
 }
+
+/// §14.3 on the wire: an `on_channels_open` handler answering a channel of another type than
+/// the host asked for is the author's mistake, told (`open_answer_refused`, naming the
+/// host's `type_mismatch`), not absorbed; the answer still goes to the host as written, and
+/// the channel is not held (the host's publish on it is `-32023`).
+#[tokio::test]
+async fn s14_3_an_open_handler_answering_another_type_is_reported() {
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsLifecycle],
+        )
+        .on_channels_open(|_s, _p| async {
+            let c = mcpl::protocol::channels::ChannelDescriptor::new("d:1", "discord");
+            Ok(mcpl::protocol::channels::OpenResult::new(c))
+        })
+        .on_channels_publish(|_s, _p| async {
+            Ok(mcpl::protocol::channels::PublishResult::delivered(None))
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host
+        .ready(r#"["channels.publish","channels.lifecycle"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true);
+    host.send(r#"{"jsonrpc":"2.0","id":2,"method":"channels/open","params":{"type":"chat"}}"#)
+        .await;
+    let opened = host.recv().await;
+    assert_eq!(opened["result"]["channel"]["type"], "discord", "{opened}");
+    host.send(r#"{"jsonrpc":"2.0","id":3,"method":"channels/publish","params":{"channelId":"d:1","content":[{"type":"text","text":"hi"}]}}"#)
+        .await;
+    assert_eq!(host.recv().await["error"]["code"], -32023);
+    let mut told = Vec::new();
+    while let Ok(d) = host.diagnostics.try_recv() {
+        told.push((d.code(), d.is_author_mistake(), d.detail()));
+    }
+    let [(code, true, detail)] = &told[..] else {
+        panic!("{told:?}");
+    };
+    assert_eq!(*code, "open_answer_refused");
+    assert!(detail.contains("type_mismatch"), "{detail}");
+}

@@ -171,6 +171,17 @@ pub enum ServerDiagnostic {
         /// The channel.
         channel_id: String,
     },
+    /// `open_answer_refused`: the application answered the host's `channels/open` with a
+    /// channel the host refuses (§14.3; its reason: `invalid_descriptor`, no `channel` or
+    /// not of §14.2's shape; `type_mismatch`, another type than asked: the author's mistake;
+    /// `capability_denied`, `channels.lifecycle` revoked before the answer, §5.4: a notice).
+    /// The answer went as written; the server does not hold the channel.
+    OpenAnswerRefused {
+        /// The id the answer's `channel` names (`""` for none).
+        channel_id: String,
+        /// The host's reason.
+        reason: &'static str,
+    },
     /// `unknown_inference_chunk`: an `inference/chunk` for a request that is not streaming.
     UnknownInferenceChunk {
         /// The request it names.
@@ -303,7 +314,9 @@ impl ServerDiagnostic {
             | D::NotificationDropped { method, .. }
             | D::NotificationDroppedBytes { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
-            D::OpenedChannelDropped { channel_id } => clip_text(channel_id),
+            D::OpenedChannelDropped { channel_id } | D::OpenAnswerRefused { channel_id, .. } => {
+                clip_text(channel_id)
+            }
             D::UnknownChannel { method, channel_id } => {
                 clip_text(method);
                 clip_text(channel_id);
@@ -356,6 +369,7 @@ impl ServerDiagnostic {
             D::UnexpectedNotification { .. } => "unexpected_notification",
             D::UnknownChannel { .. } => "unknown_channel",
             D::OpenedChannelDropped { .. } => "opened_channel_dropped",
+            D::OpenAnswerRefused { .. } => "open_answer_refused",
             D::UnknownInferenceChunk { .. } => "unknown_inference_chunk",
             D::InferenceChunkDropped { .. } => "inference_chunks_dropped",
             D::NotificationDropped { .. } | D::NotificationDroppedBytes { .. } => {
@@ -388,6 +402,11 @@ impl ServerDiagnostic {
             | D::FallbackExperimentalReplaced
             | D::FallbackMcplReplaced
             | D::InvalidRules { .. } => DiagnosticKind::AuthorMistake,
+            D::OpenAnswerRefused { reason, .. } if *reason != "capability_denied" => {
+                DiagnosticKind::AuthorMistake
+            }
+            // A revocation read before the answer was sent: nobody's mistake.
+            D::OpenAnswerRefused { .. } => DiagnosticKind::Notice,
             // The server's own bound at work (or its reader gone): no defect of the host.
             D::HostMcplVersion { .. }
             | D::HostMcplVersionAlias { .. }
@@ -533,6 +552,20 @@ impl std::fmt::Display for Detail<'_> {
                  after, when it refuses it (§5.4, §6.7); its methods on the channel are \
                  answered -32023 until it opens it again"
             ),
+            D::OpenAnswerRefused { channel_id, reason } => {
+                let fix = match *reason {
+                    "capability_denied" => {
+                        "channels.lifecycle was revoked before the answer was sent (§5.4)"
+                    }
+                    "type_mismatch" => "answer a channel of the type the host asked for",
+                    _ => "answer a `channel` descriptor of §14.2's shape",
+                };
+                write!(
+                    f,
+                    "the channels/open answer naming channel {channel_id:?} is one the host \
+                     refuses ({reason}), so the server does not hold it either: {fix}"
+                )
+            }
             D::UnknownInferenceChunk { request_id } => write!(
                 f,
                 "inference/chunk for request {request_id} that is not streaming"

@@ -100,25 +100,30 @@ impl ServerState {
                 // the host refuses to hold (§14.2's shape, or another `type` than it asked
                 // for: its `invalid_descriptor`, `type_mismatch`; or `channels.lifecycle` no
                 // longer granted, §5.4: judged under the grant current when it reads the
-                // answer, its `capability_denied`), opens nothing.
-                let Some(d) = result.get("channel") else {
-                    return;
-                };
-                if !self.grant().allows(Capability::ChannelsLifecycle) {
-                    return;
-                }
+                // answer, its `capability_denied`), opens nothing, and is reported.
+                let d = result.get("channel").unwrap_or(&Value::Null);
                 let kind = d.get("type").and_then(Value::as_str);
-                if !descriptor_defects(d).is_empty() || kind.is_none() || kind != asked.as_deref() {
-                    return;
-                }
-                if let Ok(channel) = ChannelDescriptor::deserialize(d) {
+                let channel = ChannelDescriptor::deserialize(d);
+                let reason = if !descriptor_defects(d).is_empty() || channel.is_err() {
+                    "invalid_descriptor"
+                } else if kind.is_none() || kind != asked.as_deref() {
+                    "type_mismatch"
+                } else if !self.grant().allows(Capability::ChannelsLifecycle) {
+                    "capability_denied"
+                } else if let Ok(channel) = channel {
                     let id = channel.id.clone();
                     if let Err(limit) = self.channels.opened(channel) {
                         // Past the bound: the host is told the open failed, and why.
                         let data = serde_json::json!({ "channelId": id, "limit": limit });
                         *outcome = Err(ErrorObject::channel_open_failed(&id).with_data(data));
                     }
-                }
+                    return;
+                } else {
+                    return;
+                };
+                let channel_id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+                let d = ServerDiagnostic::OpenAnswerRefused { channel_id, reason };
+                self.out.push_back(ServerOutput::Diagnostic(d));
             }
             Handed::ChannelClose(id) if result.get("closed") == Some(&Value::Bool(true)) => {
                 // What `channels()` lists may change.

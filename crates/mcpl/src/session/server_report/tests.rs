@@ -198,6 +198,14 @@ fn each_variant_keeps_its_published_code_and_kind() {
             N,
         ),
         (
+            D::OpenAnswerRefused {
+                channel_id: "c".into(),
+                reason: "type_mismatch",
+            },
+            "open_answer_refused",
+            A,
+        ),
+        (
             D::OpenedChannelDropped {
                 channel_id: "c".into(),
             },

@@ -708,3 +708,91 @@ fn s6_7_an_open_answer_the_host_read_before_the_narrowing_stays_held() {
     assert!(p.server_details("opened_channel_dropped").is_empty());
     assert_eq!(serves_chat9(&mut p, 330), (true, true));
 }
+
+/// The application's answer to the host's `channels/open` that the host refuses is not only
+/// left unheld but told (a handler mistake is reported, not absorbed): no `channel`, one not
+/// of §14.2's shape, or of another type than asked is the author's mistake
+/// (`open_answer_refused`, with the host's reason); one answered once `channels.lifecycle`
+/// is revoked, a notice. A channel the host holds is not reported. Found by the server hunt:
+/// each was dropped in silence.
+#[test]
+fn s14_3_an_open_answer_the_host_refuses_is_reported() {
+    let mut p = with_c1();
+    let answers = [
+        (json!({ "opened": true }), "invalid_descriptor", true),
+        (
+            json!({ "channel": { "id": "chat:2", "type": "chat", "direction": "sideways" } }),
+            "invalid_descriptor",
+            true,
+        ),
+        (
+            json!({ "channel": { "id": "d:1", "type": "discord" } }),
+            "type_mismatch",
+            true,
+        ),
+        (
+            json!({ "channel": { "id": "chat:3", "type": "chat" } }),
+            "",
+            false,
+        ),
+    ];
+    for (n, (answer, reason, author)) in answers.into_iter().enumerate() {
+        let (_, out) = host_sends(
+            &mut p,
+            json!({ "jsonrpc": "2.0", "id": 400 + n, "method": "channels/open",
+                    "params": { "type": "chat" } }),
+        );
+        let Some(ServerOutput::Request { id, .. }) = out.first() else {
+            panic!("open handed out: {out:?}");
+        };
+        let from = p.server_out.len();
+        p.server.answer(id.clone(), Ok(answer)).expect("handed");
+        p.collect();
+        let told: Vec<_> = server_diagnostics(&p, from)
+            .into_iter()
+            .map(|d| (d.code(), d.is_author_mistake(), d.detail()))
+            .collect();
+        if reason.is_empty() {
+            assert!(told.is_empty(), "{told:?}");
+            continue;
+        }
+        let [(code, is_author, detail)] = &told[..] else {
+            panic!("{reason}: {told:?}");
+        };
+        assert_eq!((*code, *is_author), ("open_answer_refused", author));
+        assert!(detail.contains(reason), "{detail}");
+    }
+    let revoked = [
+        "channels.register",
+        "channels.publish",
+        "channels.streaming",
+        "channels.acknowledge",
+        "channels.typing",
+    ];
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 410, "method": "channels/open",
+                "params": { "type": "chat" } }),
+    );
+    let Some(ServerOutput::Request { id, .. }) = out.first() else {
+        panic!("open handed out: {out:?}");
+    };
+    host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 411, "method": "featureSets/update",
+                "params": { "effectiveCapabilities": revoked } }),
+    );
+    let from = p.server_out.len();
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server.answer(id.clone(), Ok(opened)).expect("handed");
+    p.collect();
+    let told: Vec<_> = server_diagnostics(&p, from)
+        .into_iter()
+        .map(|d| (d.code(), d.is_author_mistake(), d.detail()))
+        .collect();
+    let [(code, false, detail)] = &told[..] else {
+        panic!("{told:?}");
+    };
+    assert_eq!(*code, "open_answer_refused");
+    assert!(detail.contains("capability_denied"), "{detail}");
+}
