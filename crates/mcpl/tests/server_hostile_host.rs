@@ -592,3 +592,57 @@ async fn s14_3_an_open_handler_answering_another_type_is_reported() {
     assert_eq!(*code, "open_answer_refused");
     assert!(detail.contains("type_mismatch"), "{detail}");
 }
+
+/// §14.5 and MCP's cancellation on the wire, fail closed: the host cancels its
+/// `channels/close` (it dropped the channel when it gave the close up); the server answers
+/// it `-32800`, and no longer serves the channel though its handler never finished: the
+/// host's publish on it is `-32023`.
+#[tokio::test]
+async fn s14_5_a_cancelled_close_ends_the_channel() {
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsLifecycle],
+        )
+        .on_channels_open(|_s, p| async move {
+            let c = mcpl::protocol::channels::ChannelDescriptor::new("chat:9", &p.kind);
+            Ok(mcpl::protocol::channels::OpenResult::new(c))
+        })
+        .on_channels_close(|_s, _p| std::future::pending())
+        .on_channels_publish(|_s, _p| async {
+            Ok(mcpl::protocol::channels::PublishResult::delivered(None))
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host
+        .ready(r#"["channels.publish","channels.lifecycle"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true);
+    host.send(r#"{"jsonrpc":"2.0","id":2,"method":"channels/open","params":{"type":"chat"}}"#)
+        .await;
+    assert_eq!(host.recv().await["result"]["channel"]["id"], "chat:9");
+    let publish = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"channels/publish","params":{{"channelId":"chat:9","content":[{{"type":"text","text":"hi"}}]}}}}"#
+        )
+    };
+    host.send(&publish(3)).await;
+    assert_eq!(host.recv().await["result"]["delivered"], true);
+    host.send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"channels/close","params":{"channelId":"chat:9"}}"#,
+    )
+    .await;
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"given up"}}"#)
+        .await;
+    let r = host.recv().await;
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(4), json!(-32800)),
+        "{r}"
+    );
+    host.send(&publish(5)).await;
+    let r = host.recv().await;
+    assert_eq!(r["error"]["code"], -32023, "{r}");
+}

@@ -12,7 +12,8 @@ use crate::session::{SendRefusal, ServerDiagnostic, Transmission};
 
 impl ServerState {
     /// The host's `notifications/cancelled` (MCP): a request handed out and not yet answered
-    /// is answered `-32800` now and forgotten, as [`ServerOutput::Cancelled`]; any other
+    /// is answered `-32800` now and forgotten, as [`ServerOutput::Cancelled`] (a
+    /// `channels/close` given up ends its channel here too, as at the host); any other
     /// (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on as it
     /// is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
@@ -23,7 +24,12 @@ impl ServerState {
         });
         match id {
             Some(id) => {
-                self.handed.remove(&id);
+                if let Some(Handed::ChannelClose(channel)) = self.handed.remove(&id) {
+                    // Reading (§14.5; MCP's cancellation), fail closed: a host that gives up
+                    // its close drops the channel (the server may have closed it), so the
+                    // server no longer holds it either.
+                    self.generation += u64::from(self.channels.closed(&channel));
+                }
                 self.respond(id.clone(), Err(ErrorObject::request_cancelled()));
                 self.out.push_back(ServerOutput::Cancelled {
                     id,

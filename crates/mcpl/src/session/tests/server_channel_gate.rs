@@ -796,3 +796,48 @@ fn s14_3_an_open_answer_the_host_refuses_is_reported() {
     assert_eq!(*code, "open_answer_refused");
     assert!(detail.contains("capability_denied"), "{detail}");
 }
+
+/// §14.3, §14.5, MCP's cancellation, fail closed: a host that gives up its `channels/close`
+/// (abandoned, or expired) drops the channel at once (the server may have closed it:
+/// `ChannelTable::unconfirmed`) and tells the server with `notifications/cancelled`. The
+/// server, which answers the close `-32800` and refuses the application's late answer, no
+/// longer holds the channel either: it lists it no more and the host's methods on it are
+/// `-32023`. Found by the server hunt: the server kept serving and listing it.
+#[test]
+fn s14_5_a_close_the_host_cancelled_ends_the_channel_on_the_server_too() {
+    let mut p = with_c1();
+    let close = p
+        .host
+        .request(
+            p.now,
+            "channels/close",
+            json!({ "channelId": "c1" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/close" => Some(id.clone()),
+        _ => None,
+    });
+    let handed = handed.expect("the close is handed out");
+    assert!(p.host.abandon_request(close));
+    assert!(p.host.channels().ids().is_empty(), "the host dropped c1");
+    let (frames, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": close, "reason": "given up" } }),
+    );
+    assert_eq!(frames[0]["error"]["code"], -32800, "{frames:?}");
+    assert!(
+        matches!(out.last(), Some(ServerOutput::Cancelled { .. })),
+        "{out:?}"
+    );
+    assert!(p
+        .server
+        .answer(handed, Ok(json!({ "closed": false })))
+        .is_err());
+    assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+}
