@@ -389,3 +389,107 @@ async fn s14_5_ids_differing_by_case_or_normalization_are_distinct_and_never_per
     assert_eq!(results[1]["code"], -32023, "{a}");
     assert_eq!(results[2]["accepted"], true, "{a}");
 }
+
+/// §14.2 (a channel id is unique within the connection), §14.5: a `channels/register` or a
+/// `channels/changed` `added` naming a channel the connection still holds as another
+/// descriptor is refused item-wise (`duplicate_descriptor`), reported, and the first
+/// registration stays in force; it never silently replaces it (here it would widen an
+/// outbound channel to inbound). The very descriptor held, registered again, is accepted
+/// and changes nothing; an id removed earlier in the same `channels/changed` may come back.
+#[tokio::test]
+async fn s14_2_an_id_registered_again_as_another_descriptor_is_refused_and_reported() {
+    let cfg = config(&["channels.register", "channels.incoming"]);
+    let (s, mut streams, mut raw) = connected(cfg, manifest()).await;
+    let out = json!({ "id": "c:a", "type": "k", "direction": "outbound" });
+    let inb = json!({ "id": "c:a", "type": "k", "direction": "inbound" });
+    let results = |a: &Value| a["result"]["results"].clone();
+    let a = call(
+        &mut raw,
+        json!(1),
+        "channels/register",
+        json!({ "channels": [out] }),
+    )
+    .await;
+    assert_eq!(
+        results(&a),
+        json!([{ "id": "c:a", "accepted": true }]),
+        "{a}"
+    );
+    let a = call(
+        &mut raw,
+        json!(2),
+        "channels/register",
+        json!({ "channels": [inb] }),
+    )
+    .await;
+    assert_eq!(
+        results(&a),
+        json!([{ "id": "c:a", "accepted": false, "reason": "duplicate_descriptor" }]),
+        "{a}"
+    );
+    let a = call(
+        &mut raw,
+        json!(3),
+        "channels/register",
+        json!({ "channels": [out] }),
+    )
+    .await;
+    assert_eq!(
+        results(&a),
+        json!([{ "id": "c:a", "accepted": true }]),
+        "{a}"
+    );
+    raw.send_json(json!({ "jsonrpc": "2.0", "method": "channels/changed",
+        "params": { "added": [inb] } }))
+        .await;
+    let listed = call(&mut raw, json!(4), "channels/list", json!({})).await;
+    assert_eq!(listed["result"]["channels"], json!([out]), "{listed}");
+    let rejected: Vec<_> = drain(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::ChannelRejected {
+                method,
+                id,
+                reason,
+                filtered_notification,
+            } => Some((method, id, reason, filtered_notification)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rejected,
+        [
+            (
+                "channels/register".into(),
+                "c:a".into(),
+                "duplicate_descriptor",
+                false
+            ),
+            (
+                "channels/changed".into(),
+                "c:a".into(),
+                "duplicate_descriptor",
+                true
+            ),
+        ]
+    );
+    let msg = json!({ "messages": [{ "channelId": "c:a", "messageId": "m1", "content": "hi" }] });
+    let a = call(&mut raw, json!(5), "channels/incoming", msg.clone()).await;
+    assert_eq!(a["result"]["results"][0]["code"], -32017, "{a}");
+    // Removed and added again in one message: the removal applies first.
+    let a = call(
+        &mut raw,
+        json!(6),
+        "channels/changed",
+        json!({ "removed": ["c:a"], "added": [inb] }),
+    )
+    .await;
+    assert_eq!(
+        results(&a),
+        json!([{ "id": "c:a", "accepted": true }, { "id": "c:a", "accepted": true }]),
+        "{a}"
+    );
+    let a = call(&mut raw, json!(7), "channels/incoming", msg).await;
+    assert_eq!(a["result"]["results"][0]["accepted"], true, "{a}");
+    assert_eq!(s.channels(), ["c:a"]);
+}

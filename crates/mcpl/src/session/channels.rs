@@ -128,6 +128,18 @@ pub fn authorize_descriptor(
     Ok(id)
 }
 
+/// Whether registering `d` (a `channels/register` descriptor, or one in `channels/changed`
+/// `added`) names a channel already registered in this connection as another descriptor:
+/// `held` is the descriptor held under `d`'s id, if any. The one rule of §14.2 (a channel id
+/// is unique within the connection) that the host's [`ChannelTable`] refuses by and
+/// `mcpl check` judges a server by (`channels.ids-unique`). Readings (§14.2 says no more):
+/// the very descriptor held, registered again, names the one channel and is no duplicate;
+/// descriptors are compared as JSON values (member order aside); an update belongs in
+/// `channels/changed` `updated`, and an id removed (or closed) first is free again.
+pub fn names_another_channel(held: Option<&Value>, d: &Value) -> bool {
+    held.is_some_and(|h| h != d)
+}
+
 /// Refuses a message carrying more items than `limit`: `-32602` with
 /// `data: {limit, count}`, reported as [`HostDiagnostic::BadParams`].
 pub fn over_limit(
@@ -329,6 +341,13 @@ impl ChannelTable {
         for d in descriptors {
             match authorize_descriptor(d, judged, limits) {
                 Ok(id) if seen.insert(id.clone()) => {
+                    // Fail closed: the registration held stays in force, never replaced by
+                    // another descriptor under its id (that could widen its direction).
+                    if names_another_channel(self.get(&id), d) {
+                        let reason = "duplicate_descriptor";
+                        reject_item(diags, method, id, reason, notification, results);
+                        continue;
+                    }
                     let adds = !self.channels.contains_key(id.as_str());
                     if (adds && self.channels.len() >= limits.max_channels)
                         || !self.fits(&id, d, limits)
@@ -418,6 +437,10 @@ impl ChannelTable {
 
     /// `channels/register` (§14.5), item by item under `judged`: the `{results}` answer (for
     /// a Notification, what was applied), or `-32602` for a malformed or oversized message.
+    /// A descriptor whose id this message already named, or that names a channel held as
+    /// another descriptor ([`names_another_channel`], §14.2), is refused item-wise
+    /// `duplicate_descriptor` and reported ([`HostDiagnostic::ChannelRejected`]); the
+    /// channel held stays as it was.
     pub fn register(
         &mut self,
         diags: &mut Diagnostics,
@@ -446,7 +469,9 @@ impl ChannelTable {
     /// connection registered always apply (a removal narrows), even from a message refused
     /// whole (`data.removed` names them); additions and updates need
     /// `channels.register` in `judged`, and an update no longer permitted removes the
-    /// channel. The caller reports the `channels` surface change (§17.7).
+    /// channel. Removals apply first, so an id removed may be added again in the same
+    /// message; an `added` descriptor naming a channel still held as another descriptor is
+    /// refused `duplicate_descriptor` as in [`Self::register`] (an update goes in `updated`). The caller reports the `channels` surface change (§17.7).
     pub fn changed(
         &mut self,
         diags: &mut Diagnostics,

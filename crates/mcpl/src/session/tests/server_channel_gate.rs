@@ -475,18 +475,20 @@ fn s14_3_a_channel_closed_meanwhile_is_not_held_again_by_a_later_answer() {
     );
     assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
     assert_eq!(reaches(&mut p, "c1"), all(false));
-    // Registered again after the close, it is held again.
+    // Registered again after the close, it is held again. The close above went past the
+    // pair's host, which still holds c1 as first registered: the very descriptor is what it
+    // accepts again (another under that id it refuses, §14.2 `duplicate_descriptor`).
     p.server
         .request(
             p.now,
             "channels/register",
-            json!({ "channels": [channel("c1", "again")] }),
+            json!({ "channels": [channel("c1", "one")] }),
         )
         .expect("granted");
     p.drive();
     assert_eq!(
         labels(&p.server),
-        [("c1".to_owned(), Some("again".to_owned()))]
+        [("c1".to_owned(), Some("one".to_owned()))]
     );
     assert_eq!(reaches(&mut p, "c1"), all(true));
 }
