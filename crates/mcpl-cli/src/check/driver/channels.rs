@@ -12,6 +12,7 @@ use mcpl::capability::Capability;
 use mcpl::capability::Grant;
 use mcpl::jsonrpc::codes;
 use mcpl::protocol::channels::{ChannelsClose, ChannelsList, ChannelsPublish, ChannelsRegister};
+use mcpl::session::channels::names_another_channel;
 use mcpl::session::ChannelLifecycle;
 
 use super::judge::ID_SHOWN;
@@ -183,7 +184,8 @@ impl Session {
     /// descriptor held, registered again, names the one channel, and passes (the host's
     /// state cannot disagree); an id this message also `removed` may come back in it; an id
     /// the host refused was never registered; one the host's `channels/open` answered with
-    /// is the host's, not judged. Judged before the message is applied.
+    /// is the host's, not judged. Judged before the message is applied, by the library
+    /// host's own rule ([`names_another_channel`]), under which it refuses such a descriptor.
     pub(super) fn registered_again(
         &mut self,
         arrays: &[(&str, &[Value])],
@@ -198,10 +200,7 @@ impl Session {
                 if removed.contains(&id) || !self.registered.contains(id) {
                     continue;
                 }
-                let Some(held) = self.channels.get(id) else {
-                    continue;
-                };
-                if held == d {
+                if !names_another_channel(self.channels.get(id), d) {
                     continue;
                 }
                 let shown: String = id.chars().take(ID_SHOWN).collect();
