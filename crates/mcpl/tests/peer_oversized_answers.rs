@@ -86,6 +86,42 @@ async fn an_oversized_in_order_answer_is_delivered_as_a_failure_at_its_place() {
     }
 }
 
+/// The failure the peer made for an answer it could not read is marked as its own
+/// (`Peer::failed_here`), once; the other side's `-32603` in the very same words is not.
+#[tokio::test]
+async fn the_peers_own_failure_is_told_from_the_other_sides_same_words() {
+    let (peer, mut incoming, mut raw) = raw_peer(config());
+    let ours = peer.send_request("big", None, |_| {}).await.unwrap();
+    let request = raw.recv_line().await;
+    raw.send(&big_answer(&request, 5000)).await;
+    let made = match tokio::time::timeout(GUARD, incoming.recv_ordered()).await {
+        Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ours) => r.outcome.unwrap_err(),
+        other => panic!("expected the failed response, got {other:?}"),
+    };
+    let theirs = peer.send_request("same", None, |_| {}).await.unwrap();
+    let request = raw.recv_line().await;
+    let v: Value = serde_json::from_str(&request).unwrap();
+    let copied = json!({"jsonrpc": "2.0", "id": v["id"],
+                        "error": {"code": made.code, "message": made.message}});
+    raw.send(&copied.to_string()).await;
+    match tokio::time::timeout(GUARD, incoming.recv_ordered()).await {
+        Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&theirs) => {
+            assert_eq!(
+                r.outcome.unwrap_err(),
+                made,
+                "the same error, word for word"
+            );
+        }
+        other => panic!("expected the other side's error, got {other:?}"),
+    }
+    assert!(
+        !peer.failed_here(&theirs),
+        "the other side's error is its own"
+    );
+    assert!(peer.failed_here(&ours), "the peer's failure is marked");
+    assert!(!peer.failed_here(&ours), "and told once");
+}
+
 /// Only a line that shows it is a response (an id, then `result` or `error`, and no method)
 /// fails a request: the other side's request with the same id does not.
 #[tokio::test]

@@ -343,6 +343,7 @@ impl Peer {
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),
+            failed_here: Mutex::new(VecDeque::new()),
             finished: watch::channel(false).0,
         });
         tracing::debug!("connection opened over {description}");
@@ -683,6 +684,19 @@ impl Peer {
             return Err(e);
         }
         Ok(id)
+    }
+
+    /// Whether the error delivered for `id`, a request sent with [`Peer::send_request`],
+    /// was made by this side because it could not read the answer (over a limit, not valid
+    /// JSON-RPC: a `-32603` worded `invalid response: …`), rather than sent by the other
+    /// side, which may send the same words. `true` once per such id; of those not yet asked
+    /// about, the newest [`PeerConfig::max_pending_requests`] are remembered.
+    pub fn failed_here(&self, id: &RequestId) -> bool {
+        let mut failed = lock(&self.shared().failed_here);
+        match failed.iter().rposition(|f| f == id) {
+            Some(i) => failed.remove(i).is_some(),
+            None => false,
+        }
     }
 
     /// Gives up on a request sent with [`Peer::send_request`] (its deadline passed): a

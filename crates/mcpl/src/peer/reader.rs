@@ -698,10 +698,7 @@ pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Op
         !set.is_empty() && set.remove(id)
     };
     if in_order {
-        return Some(Parsed::Settled(Response {
-            id: Some(id.clone()),
-            outcome: Err(ErrorObject::internal(format!("invalid response: {reason}"))),
-        }));
+        return Some(Parsed::Settled(shared.failed_in_order(id, reason)));
     }
     if let Some(waiter) = lock(&shared.pending).remove(id) {
         waiter.send(Err(PeerError::InvalidResponse(reason.to_owned())));
@@ -839,11 +836,12 @@ pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Opt
     };
     match take_waiting(shared, &id) {
         Waiting::InOrder => {
-            let outcome = value()
-                .map_err(|reason| ErrorObject::internal(format!("invalid response: {reason}")));
-            return Some(Parsed::Settled(Response {
-                id: Some(id),
-                outcome,
+            return Some(Parsed::Settled(match value() {
+                Ok(v) => Response {
+                    id: Some(id),
+                    outcome: Ok(v),
+                },
+                Err(reason) => shared.failed_in_order(&id, &reason),
             }));
         }
         Waiting::Caller(waiter) if waiter.text => {

@@ -134,6 +134,10 @@ pub(super) struct Shared {
     /// Requests sent with [`Peer::send_request`]: their responses are delivered through
     /// [`Incoming::recv_ordered`] at their wire position instead of to a waiting caller.
     pub(super) in_order: Mutex<HashSet<RequestId>>,
+    /// Those of them whose answer this side could not read and failed itself (the `-32603`
+    /// delivered in its place is this side's, not the other side's), until asked
+    /// ([`Peer::failed_here`]): the newest [`PeerConfig::max_pending_requests`] kept.
+    pub(super) failed_here: Mutex<VecDeque<RequestId>>,
     /// `true` once the writer task has written what was queued and shut the transport down.
     pub(super) finished: watch::Sender<bool>,
 }
@@ -275,6 +279,20 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// The `-32603` this side delivers, in wire order, for a [`Peer::send_request`] whose
+    /// answer it could not read (`reason`), noted as its own ([`Peer::failed_here`]).
+    pub(super) fn failed_in_order(&self, id: &RequestId, reason: &str) -> Response {
+        let mut failed = lock(&self.failed_here);
+        if failed.len() >= self.config.max_pending_requests.max(1) {
+            failed.pop_front();
+        }
+        failed.push_back(id.clone());
+        Response {
+            id: Some(id.clone()),
+            outcome: Err(ErrorObject::internal(format!("invalid response: {reason}"))),
+        }
+    }
+
     pub(super) fn close(&self, reason: CloseReason) {
         let first = self.closed.send_if_modified(|state| {
             if state.is_none() {
