@@ -1755,3 +1755,77 @@ async fn an_answer_over_the_limit_is_not_read_as_the_hosts_error() {
         "{doc:#}"
     );
 }
+
+/// A host that first sends a notification over the checker's 1 MiB message limit
+/// (discarded unread: no answer of the host's), then answers every `push/event` and
+/// `inference/request` with its own `-32603` worded exactly as the checker's peer words the
+/// failure it makes for an answer of that size. The checker told its peer's failures from
+/// the host's by those words and the byte count they name, so the host's error to the push
+/// under an undeclared set was read as an answer the checker could not read
+/// (`host.rejects-with-error` failed, blaming a size the host never sent). Now the peer marks the failures it makes itself (`Peer::failed_here`),
+/// and the host's error, whatever its words, is judged as the host's.
+#[tokio::test]
+async fn the_hosts_error_in_the_peers_own_words_is_the_hosts() {
+    let report = report_path("own-words.json");
+    let init = initialize(json!(1));
+    let nothing = line(
+        &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                "params": { "effectiveCapabilities": [] } }),
+    );
+    let oversized = json!({ "jsonrpc": "2.0", "method": "notifications/message",
+                            "params": { "pad": "x".repeat(1024 * 1024 + 16) } })
+    .to_string();
+    let bytes = oversized.len();
+    let head = format!("{init}{INITIALIZED}{nothing}{oversized}\n");
+    let words = format!(
+        "invalid response: the response of {bytes} bytes exceeds the 1048576-byte limit \
+         (PeerConfig::max_message_size) and was discarded unread"
+    );
+    let (_, doc) = raw_scripted_host(&report, head, |m| {
+        Some(match m["method"].as_str().unwrap_or("") {
+            "push/event" | "inference/request" => line(&json!({ "jsonrpc": "2.0",
+                "id": m["id"], "error": { "code": -32603, "message": words } })),
+            _ => refusing_answer(m, -32002),
+        })
+    })
+    .await;
+    // The push under an undeclared set was the one read as unread: said as the host's.
+    let c = check(&doc, "host.rejects-with-error");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("error -32603"), "{doc:#}");
+    for c in doc["checks"].as_array().unwrap() {
+        let d = c["detail"].as_str().unwrap_or_default();
+        assert!(!d.contains("could not read"), "{doc:#}");
+    }
+    let c = check(&doc, "host.refusal-code");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+}
+
+/// A host that answers the early push (sent before its policy receipt) with a result of
+/// 300,000 zeros: 600 KB, within the 1 MiB message limit, but over the checker's parsed-cost
+/// budget (262,144 units). Its peer refuses such an answer unbuilt, and the report said
+/// "an invalid response (… not valid JSON-RPC 2.0 …)", as if the host had broken JSON-RPC.
+/// Now it says the answer was over that budget, naming it, and the verdict stays a
+/// failure: an answer the checker cannot read shows no refusal.
+#[tokio::test]
+async fn a_too_costly_answer_to_the_early_push_is_said_as_over_budget() {
+    let report = report_path("costly-early.json");
+    let zeros = vec![0u8; 300_000];
+    let (_, doc) = raw_answering_host(&report, |m| {
+        Some(if m["params"]["eventId"] == "early" {
+            line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": { "pad": zeros } }))
+        } else {
+            refusing_answer(m, -32023)
+        })
+    })
+    .await;
+    let c = check(&doc, "host.refuses-before-ready");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(!d.contains("not valid JSON-RPC"), "{d}");
+    assert!(
+        d.contains("300") && d.contains("units parsed") && d.contains("budget of 262144"),
+        "{d}"
+    );
+}

@@ -292,14 +292,13 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
                 return unreachable_report(label, e);
             }
         };
-        let (transport, left, repeats, integral, unread) = transport;
+        let (transport, left, repeats, integral) = transport;
         let (peer, incoming) = Peer::new(transport, peer_config(step));
         let rec = Recorder::with(HOST_CATALOGUE, "mcpl check-host", false);
         let mut run = session::Run::new(peer, incoming, rec, bounds);
         run.left = left;
         run.repeats = repeats;
         run.integral = integral;
-        run.unread = unread;
         run.spreads = spreads;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {

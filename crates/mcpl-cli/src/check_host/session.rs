@@ -128,8 +128,6 @@ pub(super) struct Run {
     /// The host's responses that wrote a request's integer id with a fraction or an
     /// exponent, read as the answers ([`super::watched::IntegralIds`]).
     pub(super) integral: super::watched::IntegralIds,
-    /// The host's frames the transport discarded unread ([`super::watched::Unread`]).
-    pub(super) unread: super::watched::Unread,
     /// The MCPL messages the host delivered that need a capability, judged against the
     /// grant ([`super::delivered`]).
     pub(super) deliveries: super::delivered::Deliveries,
@@ -182,7 +180,6 @@ impl Run {
             repeats: super::watched::Repeats::default(),
             spreads: crate::check::spread::Spreads::default(),
             integral: super::watched::IntegralIds::default(),
-            unread: super::watched::Unread::default(),
             deliveries: super::delivered::Deliveries::default(),
             refusal_codes: super::judge::RefusalCodes::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
@@ -429,13 +426,15 @@ impl Run {
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
     /// responses that came meanwhile under ids the checker never sent; a failure the peer
-    /// made for a frame the transport discarded unread is [`Reply::Unread`].
+    /// made for an answer its bounds kept it from reading is [`Reply::Unread`]
+    /// ([`Reply::unread`]).
     pub(super) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
         if let Err(PeerError::Closed(reason)) = &r {
             self.closed_for(Some(reason.clone()));
         }
+        // `InvalidResponse` is never the host's: the peer makes it itself.
         if let Err(PeerError::InvalidResponse(why)) = &r {
-            if let Some(why) = self.unread.claim(why) {
+            if let Some(why) = Reply::unread(why) {
                 return Reply::Unread(why);
             }
         }
@@ -447,24 +446,28 @@ impl Run {
 
     /// The reply of a request sent with `send_request`, as delivered at its wire position: a
     /// response that was not valid JSON-RPC, or could not be read, comes as a `-32603` error
-    /// of the peer's own making. The peer's report of an invalid or too costly one makes it
-    /// [`Reply::Invalid`] or [`Reply::Unread`]; so does a frame the transport discarded
-    /// unread ([`super::watched::Unread`]) of the size the error names, when the error is
-    /// the peer's (`invalid response: …`, no `data`). Never the host's error: the host's own
-    /// `-32603` stays [`Reply::Error`].
+    /// of the peer's own making, which the peer marks as its own (`Peer::failed_here`): it
+    /// is [`Reply::Invalid`], or [`Reply::Unread`] when the peer's bounds kept it from
+    /// reading the answer. Only that mark tells them apart: a host's `-32603`, whatever its
+    /// words and `data`, stays [`Reply::Error`].
     fn ordered_reply(&mut self, id: &RequestId, outcome: Result<Value, PeerError>) -> Reply {
+        let own = matches!(outcome, Err(PeerError::Remote(_))) && self.peer.failed_here(id);
         if let Some(reply) = self.invalid_answer(id) {
             return reply;
         }
-        if let Err(PeerError::Remote(e)) = &outcome {
-            let local = e.code == mcpl::jsonrpc::codes::INTERNAL_ERROR
-                && e.data.is_none()
-                && e.message.starts_with("invalid response: ");
-            if let Some(why) = local.then(|| self.unread.claim(&e.message)).flatten() {
-                return Reply::Unread(why);
+        match outcome {
+            Err(PeerError::Remote(e)) if own => {
+                let why = e
+                    .message
+                    .strip_prefix("invalid response: ")
+                    .unwrap_or(&e.message);
+                match Reply::unread(why) {
+                    Some(why) => Reply::Unread(why),
+                    None => Reply::Invalid(capped(why.to_owned(), 200)),
+                }
             }
+            outcome => self.reply(outcome),
         }
-        self.reply(outcome)
     }
 
     /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent

@@ -17,11 +17,6 @@
 //! integer id and noted in [`IntegralIds`], as `mcpl check` reads it (its
 //! `integral_id_read`): the library's peer refuses a numeric id that is not an integer, so
 //! the answer read as silence.
-//!
-//! A frame the transport discarded unread (over [`super::MAX_MESSAGE`], or refused by the
-//! budget for partial messages) is noted in [`Unread`]: when it answered a request of the
-//! checker's, the peer fails that request itself, and what it delivers (a `-32603` error of
-//! its own making, at the answer's wire position) is no error object of the host's.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -173,68 +168,12 @@ impl Repeats {
     }
 }
 
-/// The host's frames the transport discarded unread, newest last (at most
-/// [`Unread::KEPT`]): each, when it answered a request of the checker's, is what the peer's
-/// failure of that request stands for. Shared between the wrapped reader and the run.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Unread(Arc<Mutex<VecDeque<Discard>>>);
-
-/// One frame discarded unread: its bytes as far as read, the limit it broke, and whether
-/// that limit was the budget for partial messages (else the message size).
-#[derive(Debug, Clone, Copy)]
-struct Discard {
-    bytes: usize,
-    limit: usize,
-    budget: bool,
-}
-
-impl Unread {
-    /// How many discarded frames are remembered (a run's exchanges need none).
-    pub(super) const KEPT: usize = 8;
-
-    fn note(&self, d: Discard) {
-        if let Ok(mut kept) = self.0.lock() {
-            if kept.len() >= Self::KEPT {
-                kept.pop_front();
-            }
-            kept.push_back(d);
-        }
-    }
-
-    /// Why the checker could not read an answer its peer failed with `message` (the
-    /// peer's own words, naming the bytes of the frame it discarded), taking the newest
-    /// discarded frame of that many bytes; `None` when no frame discarded unread was of
-    /// that size: the failure then stands for no discard of the transport's.
-    pub(super) fn claim(&self, message: &str) -> Option<String> {
-        let mut kept = self.0.lock().ok()?;
-        let i = kept
-            .iter()
-            .rposition(|d| message.contains(&format!(" {} bytes", d.bytes)))?;
-        let d = kept.remove(i)?;
-        Some(if d.budget {
-            format!(
-                "the host's answer was refused unread after {} bytes: the checker's budget of \
-                 {} bytes for partial messages ran out",
-                d.bytes, d.limit
-            )
-        } else {
-            format!(
-                "the host's answer of {} bytes is over the checker's {}-byte message limit \
-                 and was discarded unread",
-                d.bytes, d.limit
-            )
-        })
-    }
-}
-
-/// `transport` with its reader noting into the returned [`Left`], [`Repeats`],
-/// [`IntegralIds`] and [`Unread`], and its writer noting the ids of the checker's requests
-/// there.
-pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, IntegralIds, Unread) {
+/// `transport` with its reader noting into the returned [`Left`], [`Repeats`] and
+/// [`IntegralIds`], and its writer noting the ids of the checker's requests there.
+pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, IntegralIds) {
     let left = Left::default();
     let repeats = Repeats::default();
     let integral = IntegralIds::default();
-    let unread = Unread::default();
     let Transport {
         reader,
         writer,
@@ -246,7 +185,6 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, Integr
         left: left.clone(),
         repeats: repeats.clone(),
         integral: integral.clone(),
-        unread: unread.clone(),
     });
     let writer = Box::new(NotingWriter {
         inner: writer,
@@ -258,7 +196,7 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, Integr
         guard,
         description,
     };
-    (transport, left, repeats, integral, unread)
+    (transport, left, repeats, integral)
 }
 
 /// The integer ids of the checker's requests (the newest [`IntegralIds::SENT_KEPT`]), and the
@@ -449,28 +387,14 @@ struct Watched {
     left: Left,
     repeats: Repeats,
     integral: IntegralIds,
-    unread: Unread,
 }
 
 impl Watched {
-    /// Notes what a frame read says: a frame discarded unread ([`Unread`]), a repeated
-    /// member name ([`Repeats::scan`]), the end of the stream inside a line ([`Left::ended`]: the last frame was that line, or the
+    /// Notes what a frame read says: a repeated member name ([`Repeats::scan`]), the end of
+    /// the stream inside a line ([`Left::ended`]: the last frame was that line, or the
     /// reader still holds it).
     fn read(&self, read: &io::Result<Option<Frame>>) {
         let ended_inside = self.inner.ended_mid_line();
-        match read {
-            Ok(Some(Frame::Oversized { bytes, limit })) => self.unread.note(Discard {
-                bytes: *bytes,
-                limit: *limit,
-                budget: false,
-            }),
-            Ok(Some(Frame::OverBudget { bytes, limit })) => self.unread.note(Discard {
-                bytes: *bytes,
-                limit: *limit,
-                budget: true,
-            }),
-            _ => {}
-        }
         match read {
             Ok(Some(Frame::Text(text))) => {
                 if ended_inside {
