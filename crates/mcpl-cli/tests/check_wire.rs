@@ -411,3 +411,36 @@ fn a_spread_message_the_stream_ends_inside_is_quoted_at_the_end() {
     let frames = detail(&doc, "transport.frames-valid");
     assert!(!frames.contains("junk"), "{frames}");
 }
+
+/// A server that answers the policy Request with a result over the checker's 16 MiB
+/// message limit: the line is discarded unread, and the check waiting for that answer said
+/// "no response within the timeout", as if the server were silent. Its envelope (read as
+/// the line streams past) shows the answer's id: the check now says an answer came that it
+/// could not read, naming the bound, and the verdict stays a failure.
+#[test]
+fn an_answer_over_the_size_limit_is_said_as_one_not_as_silence() {
+    // Pings are answered; the first policy Request (with an id) gets 16 MiB and more.
+    const SERVE: &str = r#"
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"featureSets/update"'*) [ -n "$id" ] && {
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"pad":"' "$id"
+      head -c 16777300 /dev/zero | tr '\000' a; printf '"}}\n'; exec sleep 60; } ;;
+    *'"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let doc = check_script(&script);
+    let c = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "policy.request-answered"))
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = detail(&doc, "policy.request-answered");
+    assert!(!d.contains("no response"), "{d}");
+    assert!(
+        d.contains("could not read") && d.contains("16777216-byte limit"),
+        "the bound is named: {d}"
+    );
+}

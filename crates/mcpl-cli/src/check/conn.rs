@@ -45,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
-use classify::{classify, discard, repeated_name};
+use classify::{classify, discard, discard_answer, envelope_of, repeated_name};
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Frame, FrameReader, Transport};
@@ -92,6 +92,13 @@ pub enum Event {
     /// A frame the transport discarded: an over-long line ([`Frame::Oversized`]) or one that
     /// is not text ([`Frame::NotText`]). The connection survives it.
     Invalid(String),
+    /// A frame the checker did not read (over the message size or the budget for partial
+    /// messages, or too costly to parse) whose envelope shows a response: the id it
+    /// answers, and why it was not read.
+    Unread {
+        id: mcpl::jsonrpc::RequestId,
+        why: String,
+    },
     /// End of stream, or a read or write error.
     Closed(String),
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
@@ -608,12 +615,13 @@ async fn pump(
                     let parsed = mcpl::jsonrpc::parsed_cost(text);
                     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
                     if parsed > limit {
-                        discard(
+                        discard_answer(
                             format!(
                                 "a message of {} bytes that would cost {parsed} units parsed, \
                                  over the limit of {limit} (discarded unread)",
                                 text.len()
                             ),
+                            envelope_of(text).as_deref(),
                             transcript.as_ref(),
                         )
                     } else {
@@ -640,17 +648,19 @@ async fn pump(
                         (event, cost)
                     }
                 }
-                Ok(Some(Frame::Oversized { bytes, limit })) => discard(
+                Ok(Some(Frame::Oversized { bytes, limit })) => discard_answer(
                     format!(
                         "a message of {bytes} bytes exceeds the {limit}-byte limit (discarded)"
                     ),
+                    reader.discarded_head(),
                     transcript.as_ref(),
                 ),
-                Ok(Some(Frame::OverBudget { bytes, limit })) => discard(
+                Ok(Some(Frame::OverBudget { bytes, limit })) => discard_answer(
                     format!(
                         "a message refused after {bytes} bytes: the {limit}-byte budget for \
                          buffered partial messages is exhausted (discarded)"
                     ),
+                    reader.discarded_head(),
                     transcript.as_ref(),
                 ),
                 Ok(Some(Frame::NotText { reason })) => discard(

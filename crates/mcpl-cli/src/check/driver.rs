@@ -50,6 +50,12 @@ enum Reply {
     /// error both, neither, a malformed error object): an answer no host can use, said at
     /// once rather than waited out as silence.
     Invalid(String),
+    /// A response under the request's id that the checker did not read, over one of its
+    /// bounds (the message size, the budget for partial messages, the parsed cost), which
+    /// `why` names with its numbers: said as what it is rather than as silence. Reading: the
+    /// spec sets no size; an answer the checker documents it cannot read shows no answer a
+    /// host can use, so it fails where an invalid one does (fail closed).
+    Unread(String),
 }
 
 impl Reply {
@@ -66,6 +72,7 @@ impl Reply {
             }
             Reply::Closed(why) => format!("no response: {why}"),
             Reply::Invalid(why) => format!("an invalid response ({why})"),
+            Reply::Unread(why) => format!("an answer it could not read: {why}"),
         }
     }
 }

@@ -82,6 +82,61 @@ pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
     Some(Event::Repeated(crate::check::repeated::describe(&found, v)))
 }
 
+/// A frame the checker did not read (discarded by the transport, or refused unbuilt for
+/// its parsed cost; `why`), logged as [`discard`] logs it: an [`Event::Unread`] when its
+/// envelope (`summary`, [`mcpl::transport::FrameReader::discarded_head`] or
+/// [`envelope_of`]) shows a response under a usable id, so a wait for that answer ends on
+/// it, said as what it is (issue: an answer over 16 MiB read as silence); else as
+/// [`discard`].
+pub(super) fn discard_answer(
+    why: String,
+    summary: Option<&[u8]>,
+    transcript: Option<&Transcript>,
+) -> (Event, usize) {
+    let Some(id) = summary.and_then(answered_id) else {
+        return discard(why, transcript);
+    };
+    if let Some(t) = transcript {
+        t.write_discarded(&why);
+    }
+    let event = Event::Unread { id, why };
+    let cost = event.held_bytes();
+    (event, cost)
+}
+
+/// The envelope summary of a text the pump holds whole ([`Envelope::summary`], bounded:
+/// the text is read once, nothing of it kept but its envelope members).
+///
+/// [`Envelope::summary`]: mcpl::transport::envelope::Envelope::summary
+pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
+    let mut envelope = mcpl::transport::envelope::Envelope::new();
+    envelope.feed(text.as_bytes());
+    envelope.summary(true)
+}
+
+/// The id a discarded message's envelope summary answers: an object with an `id` that is
+/// a string or an integer, a `result` or `error` (the summary writes either as
+/// `"result":0`), and no `method`. A summary cut inside its outcome (`…"result":[`, a part
+/// the budget refused) is read as having one. Anything else (a request, a batch's first
+/// bytes, an id cut or too long to keep) answers nothing.
+fn answered_id(summary: &[u8]) -> Option<mcpl::jsonrpc::RequestId> {
+    let text = std::str::from_utf8(summary).ok()?;
+    let closed;
+    let text = match text.strip_suffix("\"result\":[") {
+        Some(head) => {
+            closed = format!("{head}\"result\":0}}");
+            closed.as_str()
+        }
+        None => text,
+    };
+    let v: Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.contains_key("method") || !o.contains_key("result") {
+        return None;
+    }
+    serde_json::from_value(o.get("id")?.clone()).ok()
+}
+
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
 pub(super) fn discard(why: String, transcript: Option<&Transcript>) -> (Event, usize) {
     if let Some(t) = transcript {
@@ -101,7 +156,8 @@ impl Event {
             | Event::Invalid(s)
             | Event::Closed(s)
             | Event::Repeated(s)
-            | Event::Spread(s) => s.capacity(),
+            | Event::Spread(s)
+            | Event::Unread { why: s, .. } => s.capacity(),
             Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)

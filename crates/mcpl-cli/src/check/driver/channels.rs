@@ -159,7 +159,7 @@ impl Session {
                     on_result,
                     format!("{described}: answered with a result, not -32023: {r}"),
                 ),
-                r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
+                r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_) | Reply::Unread(_)) => {
                     self.no_answer(id, &format!("{method} {described}: "), r);
                     return;
                 }

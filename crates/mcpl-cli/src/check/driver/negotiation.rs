@@ -258,7 +258,7 @@ impl Session {
                 Status::Fail,
                 format!("{path} both granted and denied: answered as a policy: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
+            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_) | Reply::Unread(_)) => {
                 self.no_answer(id, &format!("{path} both granted and denied: "), r)
             }
         }
@@ -324,9 +324,10 @@ impl Session {
                      full paths with `*` wildcards, so {path} is both granted and denied)"
                 ),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
-                self.no_answer(id, &format!("{first}; {what}: "), r)
-            }
+            r @ (Reply::Closed(_)
+            | Reply::Timeout { .. }
+            | Reply::Invalid(_)
+            | Reply::Unread(_)) => self.no_answer(id, &format!("{first}; {what}: "), r),
         }
     }
 

@@ -117,9 +117,10 @@ impl Session {
                     self.rec.record(id, Status::Fail, d);
                 }
             }
-            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
-                self.no_answer(id, &format!("{what}: "), r)
-            }
+            r @ (Reply::Closed(_)
+            | Reply::Timeout { .. }
+            | Reply::Invalid(_)
+            | Reply::Unread(_)) => self.no_answer(id, &format!("{what}: "), r),
             Reply::Error(e) => self.rec.record(
                 id,
                 Status::Fail,
@@ -175,9 +176,10 @@ impl Session {
                 Status::Fail,
                 format!("{set}: rolled back to a checkpoint it never issued: {r}"),
             ),
-            r @ (Reply::Closed(_) | Reply::Timeout { .. } | Reply::Invalid(_)) => {
-                self.no_answer(id, &format!("{set}: "), r)
-            }
+            r @ (Reply::Closed(_)
+            | Reply::Timeout { .. }
+            | Reply::Invalid(_)
+            | Reply::Unread(_)) => self.no_answer(id, &format!("{set}: "), r),
         }
     }
 
@@ -448,6 +450,11 @@ impl Session {
                 id,
                 Status::Fail,
                 format!("{what}answered with an invalid response ({why})"),
+            ),
+            Reply::Unread(why) => self.rec.record(
+                id,
+                Status::Fail,
+                format!("{what}answered with an answer it could not read: {why}"),
             ),
             Reply::Timeout {
                 note: None,

@@ -63,7 +63,7 @@ impl Session {
         if hook {
             let answered = matches!(
                 reply,
-                Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_)
+                Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_)
             );
             self.release_held(false);
             self.hook_path.end(answered);
@@ -226,6 +226,18 @@ impl Session {
                 return Handled::Continue;
             }
             Event::Invalid(why) => {
+                self.invalid.push(why);
+                return Handled::Continue;
+            }
+            // The awaited answer, not read: said now, not waited out as silence (and a frame
+            // the checker could not take, as any discarded one is).
+            Event::Unread { id, why } if Some(&id) == awaiting => {
+                self.invalid.push(&why);
+                self.unanswered = 0;
+                self.silent_unjudged = false;
+                return Handled::Awaited(Reply::Unread(why));
+            }
+            Event::Unread { why, .. } => {
                 self.invalid.push(why);
                 return Handled::Continue;
             }
