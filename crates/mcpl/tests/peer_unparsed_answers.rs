@@ -4,7 +4,8 @@
 //! (`transport::envelope`); it is not answered (JSON-RPC 2.0 §5: a response is never
 //! answered). Before, it was answered `-32700` with `id: null` and our request waited for
 //! its deadline, for ever without one. A request the parser refuses is still answered
-//! `-32700`, `id: null` (JSON-RPC 2.0 §5.1). Over a real line transport (an in-memory pipe),
+//! `-32700` (JSON-RPC 2.0 §5.1), under its id when that was read before the error without
+//! doubt (`peer_unparsed_requests.rs`), else with `id: null`. Over a real line transport (an in-memory pipe),
 //! every byte written by the test.
 #![cfg(feature = "runtime")]
 
@@ -168,22 +169,26 @@ async fn an_unparseable_answer_to_an_ordered_request_is_delivered_at_its_place()
     );
 }
 
-/// What the parser refuses and is no response keeps its answer: a request (whatever its
-/// id) `-32700` with `id: null` (JSON-RPC 2.0 §5.1), as does an object with neither a
-/// method nor an outcome; an unparseable response naming no request of ours is not
+/// What the parser refuses and is no response keeps its answer: a request `-32700`
+/// (JSON-RPC 2.0 §5.1; under its id when read before the error, `peer_unparsed_requests.rs`;
+/// before, with `id: null`), an object with neither a method nor an outcome `-32700` with
+/// `id: null`; an unparseable response naming no request of ours is not
 /// answered, and fails nothing.
 #[tokio::test(start_paused = true)]
 async fn what_is_no_answer_of_ours_is_handled_as_before() {
     let (peer, incoming, mut raw) = raw_peer(config());
     answer_all(incoming);
-    for line in [
-        r#"{"jsonrpc":"2.0","id":5,"method":"m","params":[1e400]}"#,
-        r#"{"jsonrpc":"2.0","id":5,"x":"\ud800"}"#,
+    for (line, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"m","params":[1e400]}"#,
+            Value::from(5),
+        ),
+        (r#"{"jsonrpc":"2.0","id":5,"x":"\ud800"}"#, Value::Null),
     ] {
         let got = exchange(&mut raw, line).await;
         assert_eq!(got.len(), 1, "{line}: {got:?}");
         assert_eq!(got[0]["error"]["code"], -32700, "{line}: {}", got[0]);
-        assert_eq!(got[0]["id"], Value::Null, "{line}: {}", got[0]);
+        assert_eq!(got[0]["id"], id, "{line}: {}", got[0]);
     }
     // Our request stays pending while an unparseable answer names another id.
     let p = peer.clone();

@@ -40,7 +40,9 @@ enum Segment {
     /// line's first bytes).
     Oversized(usize),
     /// JSON-looking text the parser refuses (lone surrogate, 1e400, truncation):
-    /// `ParseError` and a `-32700` reply with a null id.
+    /// `ParseError` and a `-32700` reply, under the request's id when it was read before
+    /// the parser's error (`peer::text::request_id_before`; before, always a null id), else
+    /// with a null id.
     Unparseable(String),
     /// A request whose params nest this deep, past the parser's 128 levels (valid JSON):
     /// `ParseError` and a `-32600` under its id, `reason: "nesting"` (`peer/refused.rs`;
@@ -109,6 +111,9 @@ fn segment() -> impl Strategy<Value = Segment> {
         1 => "[ \t\r]{0,4}".prop_map(Segment::Blank),
     ]
 }
+
+/// The ids of the [`Segment::Unparseable`] requests, each read before the parser's error.
+const UNPARSED_IDS: [&str; 5] = ["sur", "sur2", "big", "neg", "half"];
 
 /// Whether a line begins as a JSON-RPC message does: `{` or `[` after JSON whitespace and
 /// an optional byte order mark (RFC 8259 §8.1: such a line that is not UTF-8 does not parse).
@@ -307,6 +312,11 @@ proptest! {
                         deep.push(id.clone());
                     }
                     Value::String(id) if id == "end" => {}
+                    // A request the parser refused whose id it read before its error.
+                    Value::String(id) if UNPARSED_IDS.contains(&id.as_str()) => {
+                        assert_eq!(v["error"]["code"], json!(codes::PARSE_ERROR), "{v}");
+                        parse_errors += 1;
+                    }
                     Value::Null => {
                         assert_eq!(v["error"]["code"], json!(codes::PARSE_ERROR));
                         parse_errors += 1;
@@ -351,17 +361,25 @@ proptest! {
             assert_eq!(seen, want);
 
             // A half line, then EOF: the peer reads it as a final (unparseable or junk)
-            // message, reports it, closes with EOF and writes nothing but error replies.
-            if let Some(cut) = tail {
-                let whole = br#"{"jsonrpc":"2.0","id":"tail","method":"echo","params":[]}"#;
-                write.write_all(&whole[..cut.min(whole.len() - 1)]).await.unwrap();
+            // message, reports it, closes with EOF and writes nothing but error replies:
+            // under the id `tail` once the half line shows its `method` member (with its
+            // colon) after the id, before the parser's error at the cut; else a null id.
+            let whole = br#"{"jsonrpc":"2.0","id":"tail","method":"echo","params":[]}"#;
+            let cut = tail.map(|cut| cut.min(whole.len() - 1));
+            if let Some(cut) = cut {
+                write.write_all(&whole[..cut]).await.unwrap();
             }
             write.shutdown().await.unwrap();
             drop(write);
             assert_eq!(peer.closed().await, mcpl::peer::CloseReason::Eof);
+            let method_read = r#"{"jsonrpc":"2.0","id":"tail","method":"#.len();
+            let id = match cut {
+                Some(cut) if cut > method_read => json!("tail"),
+                _ => Value::Null,
+            };
             while let Some(line) = lines.next_line().await.unwrap() {
                 let v: Value = serde_json::from_str(&line).unwrap();
-                assert_eq!(v["id"], Value::Null, "only a -32700 may follow: {v}");
+                assert_eq!(v["id"], id, "only a -32700 may follow: {v}");
                 assert_eq!(v["error"]["code"], json!(codes::PARSE_ERROR));
             }
             assert_eq!(peer.pending_requests(), 0);

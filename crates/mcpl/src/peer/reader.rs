@@ -394,6 +394,17 @@ fn take_read(
             let broke = super::refused::Limit::Unparsed { error: &error };
             super::refused::refuse(shared, Some(head), broke, replies)
         }
+        Read::UnparsedRequest { id, error } => {
+            shared.diagnose(Diagnostic::ParseError {
+                error: error.clone(),
+            });
+            let reply = Message::Response(Response {
+                id: Some(id),
+                outcome: Err(ErrorObject::parse_error(format!("Parse error: {error}"))),
+            });
+            let _ = replies.send(reply.to_json());
+            None
+        }
     };
     match deliver_now(shared, item, inbound, replies) {
         Ok(()) => Ok(true),

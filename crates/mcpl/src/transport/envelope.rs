@@ -64,6 +64,8 @@ enum Member {
     Id,
     Method,
     Outcome,
+    /// `jsonrpc`: kept only to tell whether it is `"2.0"`; never summarised.
+    Jsonrpc,
     Other,
 }
 
@@ -85,6 +87,13 @@ pub struct Envelope {
     /// Bytes of a UTF-8 character the last piece ended inside.
     carry: Vec<u8>,
     not_text: bool,
+    /// A top-level `jsonrpc` member whose value ended as the string `"2.0"` (the last one
+    /// read counts).
+    jsonrpc_2_0: bool,
+    /// A top-level `method` member was named (its value may not have ended).
+    method_named: bool,
+    /// How many top-level `id` members were named, whether or not their values ended.
+    ids: usize,
 }
 
 impl Default for Envelope {
@@ -107,6 +116,9 @@ impl Envelope {
             outcome: false,
             carry: Vec::new(),
             not_text: false,
+            jsonrpc_2_0: false,
+            method_named: false,
+            ids: 0,
         }
     }
 
@@ -226,7 +238,13 @@ impl Envelope {
             At::Colon if space => At::Colon,
             At::Colon if b == b':' => {
                 self.member = self.member_named();
-                self.value = matches!(self.member, Member::Id | Member::Method).then(Vec::new);
+                match self.member {
+                    Member::Id => self.ids = self.ids.saturating_add(1),
+                    Member::Method => self.method_named = true,
+                    _ => {}
+                }
+                self.value = matches!(self.member, Member::Id | Member::Method | Member::Jsonrpc)
+                    .then(Vec::new);
                 At::Value
             }
             At::Colon => At::Broken,
@@ -320,6 +338,7 @@ impl Envelope {
             Ok("id") => Member::Id,
             Ok("method") => Member::Method,
             Ok("result" | "error") => Member::Outcome,
+            Ok("jsonrpc") => Member::Jsonrpc,
             _ => Member::Other,
         }
     }
@@ -330,10 +349,37 @@ impl Envelope {
             Member::Id => self.id = Some(self.value.take()),
             Member::Method => self.method = Some(self.value.take()),
             Member::Outcome => self.outcome = true,
+            Member::Jsonrpc => {
+                self.jsonrpc_2_0 = self
+                    .value
+                    .as_deref()
+                    .is_some_and(|v| serde_json::from_slice::<String>(v).is_ok_and(|s| s == "2.0"));
+            }
             Member::Other => {}
         }
         self.member = Member::Other;
         self.value = None;
+    }
+
+    /// The `id` of a request, as written, when what was fed so far names it without doubt:
+    /// a `"jsonrpc": "2.0"` member and a `method` member were read at the top level, and
+    /// exactly one `id` member, whose value ended (a `,` or the `}` after it) and was kept.
+    /// `None` otherwise: no id, two `id` members (which one the sender meant is not known),
+    /// an id cut or too long to keep. The caller reads the bytes as an id
+    /// ([`crate::jsonrpc::RequestId::from_value`]); they may still be no id (`1.5`, `null`).
+    /// A reader that refuses a text which does not parse feeds it only the bytes before the
+    /// parser's error, so the id it names was read before anything went wrong
+    /// (`peer::text`, JSON-RPC 2.0 §5).
+    pub fn sole_request_id(&self) -> Option<&[u8]> {
+        if !(self.jsonrpc_2_0 && self.method_named && self.ids == 1) || self.not_text {
+            return None;
+        }
+        self.id.as_ref()?.as_deref()
+    }
+
+    /// How many top-level `id` members were named in what was fed so far.
+    pub fn id_members(&self) -> usize {
+        self.ids
     }
 
     /// What was read, as a JSON object text of the envelope members (see the module docs),
@@ -373,7 +419,9 @@ impl Envelope {
             }
             // Cut inside an envelope member's value: written last, as cut (a value too
             // long to keep is cut inside a string, which reads as cut whatever it was).
-            At::Value | At::InValue { .. } if self.member != Member::Other => {
+            At::Value | At::InValue { .. }
+                if !matches!(self.member, Member::Other | Member::Jsonrpc) =>
+            {
                 let name = match self.member {
                     Member::Id => "id",
                     Member::Method => "method",

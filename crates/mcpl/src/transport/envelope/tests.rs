@@ -160,3 +160,39 @@ fn the_summary_does_not_depend_on_where_the_pieces_split() {
         }
     }
 }
+
+/// A request's id is named without doubt only with `"jsonrpc": "2.0"`, a `method` and one
+/// `id` member whose value ended, all at the top level; a `jsonrpc` member is never
+/// summarised, even cut.
+#[test]
+fn a_sole_request_id_needs_the_version_a_method_and_one_ended_id() {
+    let sole = |text: &str| {
+        let mut e = Envelope::new();
+        e.feed(text.as_bytes());
+        e.sole_request_id()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(
+        sole(r#"{"jsonrpc":"2.0","id":"a","method":"m","#).as_deref(),
+        Some(r#""a""#)
+    );
+    assert_eq!(
+        sole(r#"{"method":"m","j\u0073onrpc":"\u0032.0","id":7}"#).as_deref(),
+        Some("7")
+    );
+    for text in [
+        r#"{"jsonrpc":"2.0","method":"m","id":7"#,
+        r#"{"jsonrpc":"2.0","id":7,"id":7,"method":"m","#,
+        r#"{"jsonrpc":"2.0","id":7,"#,
+        r#"{"jsonrpc":"1.0","id":7,"method":"m","#,
+        r#"{"id":7,"method":"m","#,
+        r#"{"jsonrpc":"2.0","params":{"id":7},"method":"m","#,
+        r#"{"jsonrpc":"2.0","x":"\"id\":7,","method":"m","#,
+    ] {
+        assert_eq!(sole(text), None, "{text}");
+    }
+    assert_eq!(
+        summary_of(br#"{"id":1,"jsonrpc":"2."#, false).as_deref(),
+        Some(r#"{"id":1,"#)
+    );
+}

@@ -1,0 +1,175 @@
+//! A request the JSON parser refuses is answered under its id when its id is not in doubt
+//! (JSON-RPC 2.0 §5: the id is Null only when it could not be detected). Before, every
+//! such request was answered `-32700` with `id: null`, so its sender could never match the
+//! error to its request and waited for its own deadline, for ever without one.
+//!
+//! Reading (`peer::text::request_id_before`): before the byte the parser failed at, the
+//! object showed `"jsonrpc": "2.0"`, a `method` member and exactly one `id` member, of
+//! string or integer type, whose value ended; no other top-level `id` member follows.
+//! Anything less keeps `id: null`. Over a real line transport (an in-memory pipe), every
+//! byte written by the test.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::peer::{IncomingMessage, PeerConfig};
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{raw_peer, Raw};
+
+/// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
+/// task waits, which is how a missing answer shows.
+const GUARD: Duration = Duration::from_secs(3600);
+
+/// Answers every request delivered with `"ok"`.
+fn answer_all(mut incoming: mcpl::peer::Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+}
+
+/// Sends `line`, then a `sync` request the application answers: every line the peer wrote
+/// before that answer (the frames are handled in order, so `line` was handled by then).
+async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
+    raw.send(line).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+        .await;
+    let mut before = Vec::new();
+    loop {
+        let v = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("no answer to sync");
+        if v["id"] == "sync" {
+            return before;
+        }
+        before.push(v);
+    }
+}
+
+/// The one answer a line got, which must be a `-32700`.
+async fn parse_error_to(raw: &mut Raw, line: &str) -> Value {
+    let got = exchange(raw, line).await;
+    assert_eq!(got.len(), 1, "{line}: {got:?}");
+    assert_eq!(got[0]["error"]["code"], -32700, "{line}: {}", got[0]);
+    got[0]["id"].clone()
+}
+
+/// A request whose id was read before the parser's error is answered `-32700` under it:
+/// a number out of range, a lone surrogate, a text cut short, text after the object, a
+/// bad token in the params, a control character in a string; string and integer ids,
+/// the id before or after the method, a huge integer id within 64 bits, a long string id.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_id_was_read_before_the_error_is_answered_under_it() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let long = "i".repeat(1024);
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"m","params":[1e400]}"#.to_owned(),
+            json!(5),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"m","id":"s","params":["\ud800"]}"#.to_owned(),
+            json!("s"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"cut","method":"echo","params":[1,2"#.to_owned(),
+            json!("cut"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"m","params":{}} {"x":1}"#.to_owned(),
+            json!(7),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"m","params":[nope]}"#.to_owned(),
+            json!(8),
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"m\",\"params\":[\"a\u{1}\"]}".to_owned(),
+            json!(9),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"m","params":[1e400]}"#
+                .to_owned(),
+            json!(18446744073709551615_u64),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"m","params":[1e400]}"#
+                .to_owned(),
+            json!(-9223372036854775808_i64),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"m","params":[1e400]}}"#),
+            json!(long),
+        ),
+        (
+            r#"{"id":"esc\"aped","j\u0073onrpc":"2.0","method":"m","params":[1e400]}"#.to_owned(),
+            json!("esc\"aped"),
+        ),
+        // An `id` inside the params before the top-level one is not the id.
+        (
+            r#"{"jsonrpc":"2.0","params":{"id":1},"method":"m","id":"top","x":[1e400]}"#.to_owned(),
+            json!("top"),
+        ),
+    ];
+    for (line, id) in cases {
+        assert_eq!(parse_error_to(&mut raw, &line).await, id, "{line}");
+    }
+}
+
+/// Where the id is in doubt the answer keeps `id: null`: two `id` members (whichever
+/// side of the error the second is), an id that is a float, a boolean, null, an object, an
+/// array or a string over the length limit, an id after the error or cut by it, no
+/// `jsonrpc` or another version, no `method`, an `id` only inside the params, a batch.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_id_is_in_doubt_is_answered_under_null() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let long = "i".repeat(1025);
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":2}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":1}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1.0,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1e400,"method":"m"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":true,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":null,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":[1],"method":"m","params":[1e400]}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"m","params":[1e400]}}"#),
+        r#"{"jsonrpc":"2.0","id":"\ud800","method":"m"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"m","params":[1e400],"id":3}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"m","id":"cu"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"m","id":12"#.to_owned(),
+        r#"{"id":4,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"1.0","id":4,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"meth"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"m","params":{"id":5,"x":1e400}}"#.to_owned(),
+        r#"[{"jsonrpc":"2.0","id":6,"method":"m","params":[1e400]}]"#.to_owned(),
+        r#"{"jsonrpc":"2.0" "id":7,"method":"m"}"#.to_owned(),
+    ];
+    for line in lines {
+        assert_eq!(parse_error_to(&mut raw, &line).await, Value::Null, "{line}");
+    }
+}
+
+/// A request that parses but is no valid one keeps its `-32600` under the id the parser
+/// read (unchanged): the id is not in doubt once the text parsed.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_parses_keeps_its_32600_under_its_id() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let got = exchange(&mut raw, r#"{"jsonrpc":"2.0","id":3,"method":42}"#).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["error"]["code"], -32600);
+    assert_eq!(got[0]["id"], 3);
+}
