@@ -211,7 +211,7 @@ impl Later {
             Later::OffWorker(text) => {
                 let max_batch = shared.config.max_batch_entries;
                 let max_cost = shared.config.max_parsed_cost;
-                let read = match read_off_worker(text, max_batch, max_cost).await {
+                let read = match read_off_worker(shared, text, max_batch, max_cost).await {
                     Ok((read, weight)) => {
                         shared.reading.store(weight, Ordering::Relaxed);
                         read
@@ -324,7 +324,7 @@ fn take_frame(
         tools_call: shared.typed_tools_call.load(Ordering::Relaxed),
         answers: shared.typed_answers.load(Ordering::Relaxed),
     };
-    let (read, weight) = read_text(trimmed, max_batch, max_cost, typed);
+    let (read, weight) = read_text(shared, trimmed, max_batch, max_cost, typed);
     shared.reading.store(weight, Ordering::Relaxed);
     // A result read the fast way is taken while its text is at hand.
     let read = match read {
@@ -393,6 +393,17 @@ fn take_read(
         Read::Unparsed { head, error } => {
             let broke = super::refused::Limit::Unparsed { error: &error };
             super::refused::refuse(shared, Some(head), broke, replies)
+        }
+        Read::RefusedBatch { ours, reason, then } => {
+            // The batch's own answer first (it never delivers anything), then each request
+            // of ours it answered fails at its place.
+            let answered = take_read(shared, *then, inbound, replies);
+            let failed = fail_refused(shared, ours, &reason);
+            let mut failed = failed.into_iter();
+            return match deliver_all(shared, &mut failed, inbound, replies) {
+                Some(item) => Err(Box::new((item, failed))),
+                None => answered,
+            };
         }
         Read::UnparsedRequest { id, error } => {
             shared.diagnose(Diagnostic::ParseError {
@@ -515,6 +526,7 @@ fn take_top(
 /// rare path of [`handle_frame`]: the reader task's future is as large as its largest
 /// state, and an idle connection keeps that task (issue #24).
 async fn read_off_worker(
+    shared: &Arc<Shared>,
     text: String,
     max_batch: usize,
     max_cost: usize,
@@ -522,8 +534,10 @@ async fn read_off_worker(
     let Ok(_permit) = parse_permits().acquire().await else {
         return Err(None);
     };
+    let shared = shared.clone();
     tokio::task::spawn_blocking(move || {
         read_text(
+            &shared,
             message_text(&text),
             max_batch,
             max_cost,
@@ -697,6 +711,27 @@ pub(super) fn classify(
             settled
         }
     }
+}
+
+/// Fails each request of ours (`ours`) a batch refused whole answered (`reason`), reported
+/// as the invalid response it was: what is left to deliver (the failures of requests sent
+/// in order), each weighing what it holds, not the batch it stood in.
+fn fail_refused(shared: &Shared, ours: Vec<RequestId>, reason: &str) -> Vec<Parsed> {
+    let mut failed = Vec::new();
+    for id in ours {
+        shared.diagnose(Diagnostic::InvalidMessage {
+            id: Some(id.clone()),
+            reason: reason.to_owned(),
+            answered: false,
+        });
+        failed.extend(fail_response(shared, &id, reason));
+    }
+    if !failed.is_empty() {
+        // As `fail_response` words it: "invalid response: {reason}".
+        let held = std::mem::size_of::<Response>() + "invalid response: ".len() + reason.len();
+        shared.reading.store(held, Ordering::Relaxed);
+    }
+    failed
 }
 
 /// Fails the request of ours a malformed response answers (`reason`), at once rather than

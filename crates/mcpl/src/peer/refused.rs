@@ -68,6 +68,23 @@ impl Head {
         self.outcome && !self.method
     }
 
+    /// The request of ours this message answers, if it is a response (an outcome and no
+    /// method, or an object read whole without a method) whose id names one outstanding
+    /// (a whole float read by [`super::ids::outstanding_integral`]), as [`refuse`] reads it.
+    pub(super) fn names_ours(&self, shared: &Shared) -> Option<RequestId> {
+        if self.method || !(self.outcome || self.whole) {
+            return None;
+        }
+        let id = match &self.id {
+            IdSeen::Id(id) => id.clone(),
+            IdSeen::Number(n) => return super::ids::outstanding_integral(shared, n),
+            IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => return None,
+        };
+        let outstanding =
+            lock(&shared.pending).contains_key(&id) || lock(&shared.in_order).contains(&id);
+        outstanding.then_some(id)
+    }
+
     /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
     /// (the cut may fall inside a character), then as [`Head::read_str`].
     pub(super) fn read(head: &[u8]) -> Head {

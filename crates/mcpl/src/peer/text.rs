@@ -57,6 +57,15 @@ pub(super) enum Read {
         id: RequestId,
         error: String,
     },
+    /// A batch refused whole (it does not parse, holds more entries than
+    /// [`PeerConfig::max_batch_entries`], or costs too much parsed) whose entries answer
+    /// requests of ours (`ours`, [`ours_in_batch`]): each fails at once (`reason`), then
+    /// `then` is handled as before (one error answered under no id).
+    RefusedBatch {
+        ours: Vec<RequestId>,
+        reason: String,
+        then: Box<Read>,
+    },
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
@@ -68,6 +77,7 @@ pub(super) enum Read {
 /// length (the failure of ours it is delivered as weighs what it holds instead,
 /// [`super::refused::refuse`]).
 pub(super) fn read_text(
+    shared: &Shared,
     trimmed: &str,
     max_batch: usize,
     max_cost: usize,
@@ -80,7 +90,14 @@ pub(super) fn read_text(
             weight = crate::jsonrpc::parsed_bytes(trimmed.len(), cost);
         } else {
             let head = Head::read_str(trimmed);
-            return (Read::TooCostly { cost, head }, weight);
+            let read = Read::TooCostly { cost, head };
+            let reason = || {
+                format!(
+                    "the batch holding it would cost {cost} units parsed, over the limit of \
+                     {max_cost} (PeerConfig::max_parsed_cost), and was refused unread"
+                )
+            };
+            return (refused_batch(shared, trimmed, reason, read), weight);
         }
     }
     if let Some(params) = typed
@@ -114,8 +131,70 @@ pub(super) fn read_text(
     };
     match top {
         Err(e) if trimmed.starts_with('{') => (refused(trimmed, e), weight),
+        Err(e) => {
+            let why = e.to_string();
+            let reason = move || format!("the batch holding it could not be parsed: {why}");
+            let read = refused_batch(shared, trimmed, reason, Read::Top(Err(e)));
+            (read, weight)
+        }
+        Ok(Top::Batch(BoundedBatch::Over { count })) => {
+            let reason = || {
+                format!(
+                    "the batch holding it has {count} entries, over the limit of {max_batch} \
+                     (PeerConfig::max_batch_entries), and was refused unread"
+                )
+            };
+            let read = Read::Top(Ok(Top::Batch(BoundedBatch::Over { count })));
+            (refused_batch(shared, trimmed, reason, read), weight)
+        }
         top => (Read::Top(top), weight),
     }
+}
+
+/// `read` of a text refused whole, as [`Read::RefusedBatch`] when it is a batch some of
+/// whose entries answer requests of ours ([`ours_in_batch`]), failed for `reason`.
+fn refused_batch(
+    shared: &Shared,
+    trimmed: &str,
+    reason: impl FnOnce() -> String,
+    read: Read,
+) -> Read {
+    if !trimmed.starts_with('[') {
+        return read;
+    }
+    let ours = ours_in_batch(shared, trimmed);
+    if ours.is_empty() {
+        return read;
+    }
+    Read::RefusedBatch {
+        ours,
+        reason: reason(),
+        then: Box::new(read),
+    }
+}
+
+/// The requests of ours answered by entries of a batch refused whole, each once, in the
+/// order of the batch: a response entry (an outcome and no method, or an object read whole
+/// without a method) whose id names a request outstanding, read by its envelope
+/// ([`crate::transport::envelope::batch_entries`]) as far as the batch reads (to the
+/// first syntax error outside a value). Reading of JSON-RPC 2.0 §6 (silent on a batch of
+/// responses that does not parse): every request of ours an entry names ends now, failed,
+/// rather than waiting for its deadline; the rest of the batch is answered as before
+/// (`-32700` or `-32600`, `id: null`). Bounded by the requests outstanding.
+fn ours_in_batch(shared: &Shared, trimmed: &str) -> Vec<RequestId> {
+    let mut ours = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    crate::transport::envelope::batch_entries(trimmed.as_bytes(), |entry, ended| {
+        let Some(summary) = entry.summary(ended) else {
+            return;
+        };
+        if let Some(id) = Head::read(&summary).names_ours(shared) {
+            if seen.insert(id.clone()) {
+                ours.push(id);
+            }
+        }
+    });
+    ours
 }
 
 /// A single object's text the parser refused (`e`), read by its envelope

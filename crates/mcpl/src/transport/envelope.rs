@@ -159,6 +159,35 @@ impl Envelope {
         }
     }
 
+    /// Reads one object from the start of `bytes` (text the caller knows is UTF-8, so it is
+    /// not checked), up to its closing `}`: the bytes it took when the object ended there;
+    /// `None` when `bytes` ended first or a syntax error stopped the read.
+    fn feed_object(&mut self, bytes: &[u8]) -> Option<usize> {
+        let mut at = 0;
+        while let Some(rest) = bytes.get(at..).filter(|r| !r.is_empty()) {
+            // Inside a string nothing but `"` and `\` matters: skip to the next of them.
+            if let At::InValue {
+                string: true,
+                escaped: false,
+                ..
+            } = self.at
+            {
+                let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                self.keep(rest.get(..run).unwrap_or_default());
+                at += run;
+            }
+            let &b = bytes.get(at)?;
+            self.step(b);
+            at += 1;
+            match self.at {
+                At::Closed => return Some(at),
+                At::Broken | At::NotObject => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// Follows UTF-8 across pieces: a byte sequence no later byte can complete marks the
     /// message as no text.
     fn check_text(&mut self, bytes: &[u8]) {
@@ -464,6 +493,90 @@ impl Sighted {
     pub(crate) fn head(self, ended: bool) -> Vec<u8> {
         self.envelope.summary(ended).unwrap_or(self.first)
     }
+}
+
+/// Reads the entries of a batch (a JSON array) in `text`, which the caller knows is UTF-8:
+/// each object entry's envelope is handed to `each` with whether the entry ended (its `}`
+/// read), in order, one at a time; anything else in the array (a number, a string, an
+/// array) is skipped. The read stops at the end of `text`, at the array's end, or at the
+/// first syntax error between entries or inside an object's top level, after handing
+/// over the entry that error cut. Nothing is buffered but one envelope. Used for a batch
+/// refused whole (one that does not parse, holds too many entries, or costs too much
+/// parsed): the responses in it to requests of the reader's own still end those requests
+/// (`peer::text`).
+pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(&Envelope, bool)) {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let skip_space = |t: &'_ [u8]| -> usize { t.iter().position(|b| !space(b)).unwrap_or(t.len()) };
+    let mut at = skip_space(text);
+    if text.get(at) != Some(&b'[') {
+        return;
+    }
+    at += 1;
+    loop {
+        let rest = text.get(at..).unwrap_or_default();
+        at += skip_space(rest);
+        let rest = text.get(at..).unwrap_or_default();
+        match rest.first() {
+            None | Some(b']') => return,
+            Some(b'{') => {
+                let mut entry = Envelope::new();
+                let ended = entry.feed_object(rest);
+                each(&entry, ended.is_some());
+                match ended {
+                    Some(n) => at += n,
+                    None => return,
+                }
+            }
+            Some(_) => match skip_value(rest) {
+                Some(n) => at += n,
+                None => return,
+            },
+        }
+        let rest = text.get(at..).unwrap_or_default();
+        at += skip_space(rest);
+        if text.get(at) != Some(&b',') {
+            return;
+        }
+        at += 1;
+    }
+}
+
+/// The length of the value (not an object) at the start of `text`, followed as far as its
+/// strings and nesting: up to a `,` or `]` outside it, or its closing bracket. `None` when
+/// `text` ends inside it, or it closes a bracket it did not open.
+fn skip_value(text: &[u8]) -> Option<usize> {
+    let mut depth = 0_usize;
+    let mut string = false;
+    let mut escaped = false;
+    for (i, &b) in text.iter().enumerate() {
+        if string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                string = false;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            continue;
+        }
+        match b {
+            b'"' => string = true,
+            b'[' | b'{' => depth = depth.saturating_add(1),
+            b']' | b'}' if depth == 0 => return (i > 0).then_some(i),
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b',' if depth == 0 => return (i > 0).then_some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 #[cfg(test)]

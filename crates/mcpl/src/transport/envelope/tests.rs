@@ -196,3 +196,35 @@ fn a_sole_request_id_needs_the_version_a_method_and_one_ended_id() {
         Some(r#"{"id":1,"#)
     );
 }
+
+/// A batch's object entries are read one at a time, in order, whatever is between them
+/// (scalars, strings holding brackets and commas, nested arrays); the read stops at the
+/// array's end, at its text's end (the cut entry handed over, not ended), or at a syntax
+/// error between entries.
+#[test]
+fn a_batchs_object_entries_are_read_in_order() {
+    let entries = |text: &str| {
+        let mut seen = Vec::new();
+        batch_entries(text.as_bytes(), |e, ended| {
+            let s = e.summary(ended).unwrap_or_default();
+            seen.push((String::from_utf8_lossy(&s).into_owned(), ended));
+        });
+        seen
+    };
+    let got = entries(
+        r#" [1, "a,]}", [2,{"id":9}], {"id":1,"result":[]} ,null,{"method":"m","id":"x"},{"id":3,"res"#,
+    );
+    let want = [
+        (r#"{"id":1,"result":0}"#, true),
+        (r#"{"id":"x","method":"m"}"#, true),
+        (r#"{"id":3,"#, false),
+    ];
+    let want: Vec<(String, bool)> = want.iter().map(|(s, e)| (s.to_string(), *e)).collect();
+    assert_eq!(got, want);
+    assert_eq!(entries(r#"[{"id":1} {"id":2}]"#).len(), 1);
+    assert_eq!(entries(r#"[{"id":1},]"#).len(), 1);
+    assert_eq!(entries(r#"{"id":1}"#).len(), 0);
+    assert_eq!(entries(r#"[{"id":1,x},{"id":2}]"#).len(), 1);
+    assert_eq!(entries("[]").len(), 0);
+    assert_eq!(entries(r#"[],{"id":1}"#).len(), 0);
+}
