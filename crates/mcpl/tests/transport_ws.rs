@@ -315,6 +315,51 @@ async fn a_frame_with_many_messages_is_split_lazily_in_order() {
     );
 }
 
+/// A message spanning lines in a frame, long enough that finding where it ends reads more
+/// than [`mcpl::transport`]'s 64 KiB step, is read off the worker: the reader waits for it,
+/// so the other tasks of its runtime run meanwhile (here a one-thread runtime, and a task
+/// that only notes it ran). Before, up to the whole frame (`ws::WS_HARD_LIMIT`, 64 MiB) was
+/// parsed in one poll of the reader, and every other connection on its worker waited.
+#[tokio::test]
+async fn a_long_message_spanning_lines_is_read_without_holding_the_worker() {
+    use mcpl::transport::Frame;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let (server_io, client_io) = tokio::io::duplex(4 * 1024 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let mut transport = server.unwrap();
+    let (mut raw, _) = client.unwrap();
+    transport.reader.set_max_message_size(8 * 1024 * 1024);
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\n\"method\":\"n\",\n\"params\":[{}0]}}",
+        "1,".repeat(600_000)
+    );
+    raw.send(WsMessage::text(format!(
+        "{{\"first\":1}}\n{big}\n{{\"last\":1}}"
+    )))
+    .await
+    .unwrap();
+    let first = transport.reader.next_frame().await.unwrap();
+    assert_eq!(first, Some(Frame::Text("{\"first\":1}".into())));
+
+    let ran = Arc::new(AtomicBool::new(false));
+    let noted = ran.clone();
+    tokio::spawn(async move { noted.store(true, Ordering::SeqCst) });
+    let second = transport.reader.next_frame().await.unwrap();
+    assert!(
+        ran.load(Ordering::SeqCst),
+        "the reader held the worker while it read the long message"
+    );
+    assert_eq!(second, Some(Frame::Text(big)));
+    assert_eq!(
+        transport.reader.next_frame().await.unwrap(),
+        Some(Frame::Text("{\"last\":1}".into()))
+    );
+}
+
 /// One JSON-RPC message per text frame: a message whose JSON spans lines (pretty-printed,
 /// its newlines whitespace, RFC 8259 §2) is one message, not one per line. Before, the frame
 /// was split at every newline: the request became a `-32700` (`{` alone) and junk lines, and

@@ -521,7 +521,7 @@ fn take_top(
     }
 }
 
-/// Reads a large text on the blocking pool under a [`parse_permits`] permit; `Err(None)` if
+/// Reads a large text on the blocking pool under a [`crate::transport::parse_permits`] permit; `Err(None)` if
 /// the permits are gone, `Err(Some(_))` if the read did not finish. Awaited boxed, like every
 /// rare path of [`handle_frame`]: the reader task's future is as large as its largest
 /// state, and an idle connection keeps that task (issue #24).
@@ -531,7 +531,7 @@ async fn read_off_worker(
     max_batch: usize,
     max_cost: usize,
 ) -> Result<(Read, usize), Option<tokio::task::JoinError>> {
-    let Ok(_permit) = parse_permits().acquire().await else {
+    let Ok(_permit) = crate::transport::parse_permits().acquire().await else {
         return Err(None);
     };
     let shared = shared.clone();
@@ -566,16 +566,6 @@ pub(super) fn message_start(text: &str) -> &str {
         Some(rest) => rest.trim_start(),
         None => text,
     }
-}
-
-/// The process-wide permits for reading large texts on the blocking pool: one per core
-/// (`std::thread::available_parallelism`, at least 1).
-fn parse_permits() -> &'static tokio::sync::Semaphore {
-    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    PERMITS.get_or_init(|| {
-        let n = std::thread::available_parallelism().map_or(1, usize::from);
-        tokio::sync::Semaphore::new(n)
-    })
 }
 
 /// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool

@@ -229,6 +229,18 @@ const READ_CHUNK: usize = 8 * 1024;
 /// waited for several such rounds (issue #20).
 pub(crate) const YIELD_AFTER: usize = 64 * 1024;
 
+/// The process-wide permits for reading large texts on the blocking pool: one per core
+/// (`std::thread::available_parallelism`, at least 1). Shared by the peer (a large message
+/// parsed) and the WebSocket reader (where a long message spanning lines ends), so at most
+/// that many such reads run at once, whatever the number of connections.
+pub(crate) fn parse_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(n)
+    })
+}
+
 /// The most bytes of an oversized line a [`LineReader`] keeps while it discards the rest
 /// ([`FrameReader::discarded_head`]), for a line that is no JSON object (a batch, junk):
 /// an object's envelope is read from every byte of it instead ([`envelope`]), in bounded

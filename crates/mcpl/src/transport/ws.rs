@@ -11,6 +11,12 @@
 //!   values that parse from each message's start, over lines or not, and, where none does,
 //!   into lines (`part_end`): a junk line costs only itself, whatever brackets it opens or
 //!   closes (a lone `{` line and a lone `}` line around messages no longer make them one).
+//! - Finding where a message spanning lines ends parses it, up to the whole frame: where
+//!   that may read more than 64 KiB (`transport::YIELD_AFTER`; the value's strings and
+//!   nesting run past it), it is done on the blocking pool, one such parse per core for
+//!   the process, while the reader waits; shorter ones are read at once. Before, a frame
+//!   of up to [`WS_HARD_LIMIT`] was parsed in one poll, and the worker's other
+//!   connections waited.
 //! - The peer's size limit applies to each message after a frame is split. A frame is split
 //!   lazily: it is kept whole with an offset and its messages are handed out one at a time,
 //!   so a frame of many small messages costs the frame plus one message, not a copy of each.
@@ -375,6 +381,8 @@ where
             binary_json: false,
             oversized_head: Vec::new(),
             scan: None,
+            long: None,
+            found: None,
         }),
         writer: Box::new(WsWriter { sink, failed }),
         guard: None,
@@ -437,17 +445,10 @@ fn broken_frame(e: &TungError) -> (String, CloseCode, &'static str) {
 /// it read, and once none is left the rest of the frame is split at every newline.
 fn part_end(rest: &str, budget: &mut usize) -> usize {
     let bytes = rest.as_bytes();
-    let Some(line_end) = memchr::memchr(b'\n', bytes) else {
-        return rest.len();
+    let line_end = match to_parse(bytes, *budget) {
+        Ok(line_end) => line_end,
+        Err(end) => return end,
     };
-    // A blank or last line is a part as it is, read by nothing here. The line is tested
-    // first: a blank one never scans what follows it, so each run of whitespace is scanned
-    // by at most the one line before it (linear, however many blank lines a frame holds).
-    let after = bytes.get(line_end + 1..).unwrap_or_default();
-    let blank = |b: &[u8]| b.iter().all(u8::is_ascii_whitespace);
-    if *budget == 0 || blank(bytes.get(..line_end).unwrap_or_default()) || blank(after) {
-        return line_end;
-    }
     let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
     match values.next() {
         Some(Ok(_)) => {
@@ -461,6 +462,75 @@ fn part_end(rest: &str, budget: &mut usize) -> usize {
         }
         None => line_end,
     }
+}
+
+/// Whether [`part_end`] parses at the start of `bytes` (`Ok`, with the end of its first
+/// line), or ends the part without a parse (`Err`, with the part's end): the last line, a
+/// blank line or one before nothing but blanks, or no `budget` left. A blank or last line
+/// is a part as it is, read by nothing here. The line is tested first: a blank one never
+/// scans what follows it, so each run of whitespace is scanned by at most the one line
+/// before it (linear, however many blank lines a frame holds).
+fn to_parse(bytes: &[u8], budget: usize) -> Result<usize, usize> {
+    let Some(line_end) = memchr::memchr(b'\n', bytes) else {
+        return Err(bytes.len());
+    };
+    let after = bytes.get(line_end + 1..).unwrap_or_default();
+    let blank = |b: &[u8]| b.iter().all(u8::is_ascii_whitespace);
+    if budget == 0 || blank(bytes.get(..line_end).unwrap_or_default()) || blank(after) {
+        return Err(line_end);
+    }
+    Ok(line_end)
+}
+
+/// Whether [`part_end`] on `rest` may read more than [`super::YIELD_AFTER`] bytes (64 KiB)
+/// at once: it parses there ([`to_parse`]) and the JSON value at `rest`'s start, followed
+/// by its strings and nesting only ([`value_extent`]), does not end within that many bytes.
+/// A parse stops where the value ends or earlier (at its first error), so anything else is
+/// read in one bounded step; such a part is found on the blocking pool instead
+/// ([`WsReader::part_off_worker`]).
+fn long_part(rest: &str, budget: usize) -> bool {
+    let bytes = rest.as_bytes();
+    to_parse(bytes, budget).is_ok() && value_extent(bytes, super::YIELD_AFTER).is_none()
+}
+
+/// Where the JSON value at the start of `bytes` (after whitespace) ends, exclusive, if
+/// within `max` bytes: followed only by its strings (escapes included) and its nesting
+/// (`[`, `{` against `]`, `}`), a scalar ending at whitespace, `,` or a bracket. Nothing is
+/// checked but that structure; `None` when it runs past `max` or past `bytes`.
+fn value_extent(bytes: &[u8], max: usize) -> Option<usize> {
+    let window = bytes.get(..max.min(bytes.len())).unwrap_or_default();
+    let start = window.iter().position(|b| !b.is_ascii_whitespace())?;
+    let (mut depth, mut string, mut escaped) = (0_usize, false, false);
+    for (i, &b) in window.iter().enumerate().skip(start) {
+        if string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                string = false;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            continue;
+        }
+        match b {
+            b'"' => string = true,
+            b'{' | b'[' => depth = depth.saturating_add(1),
+            b'}' | b']' if depth == 0 => return Some(i),
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b',' if depth == 0 => return Some(i),
+            _ if depth == 0 && b.is_ascii_whitespace() => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// How many bytes of `text` a parse read before it failed with `e` (its line and column).
@@ -499,6 +569,12 @@ struct WsReader<S> {
     /// A message over the limit in the frame being split, being read into its envelope
     /// [`super::YIELD_AFTER`] bytes a step ([`WsReader::scan_step`]).
     scan: Option<Box<Scan>>,
+    /// The offset in the frame being split of a part whose end is to be found on the
+    /// blocking pool ([`long_part`]), before [`WsReader::next_part`] goes on.
+    long: Option<usize>,
+    /// A part's end found there: its offset, its end (from the offset), and the budget
+    /// [`part_end`] left.
+    found: Option<(usize, usize, usize)>,
 }
 
 /// A message over the limit, the bytes `at..end` of the frame being split, read into what
@@ -516,11 +592,24 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// line: [`part_end`]; `\r\n` tolerated, blank parts skipped), checked against the
     /// limit; `None` once the frame is used up.
     fn next_part(&mut self) -> Option<Frame> {
+        let found = self.found.take();
         let (text, offset, budget) = self.split.as_mut()?;
         let whole = text.as_str();
         while *offset < whole.len() {
             let rest = &whole[*offset..];
-            let end = part_end(rest, budget);
+            let end = match found {
+                Some((at, end, left)) if at == *offset => {
+                    *budget = left;
+                    end
+                }
+                // Found on the blocking pool first (issue #20: a parse of up to the whole
+                // frame, `WS_HARD_LIMIT`, held the worker).
+                _ if long_part(rest, *budget) => {
+                    self.long = Some(*offset);
+                    return None;
+                }
+                _ => part_end(rest, budget),
+            };
             let (part, advance) = (&rest[..end], (end + 1).min(rest.len()));
             *offset += advance;
             let part = part.strip_suffix('\r').unwrap_or(part);
@@ -544,6 +633,31 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
         }
         self.split = None;
         None
+    }
+
+    /// Finds where the part at `offset` of the frame being split ends ([`part_end`]) on the
+    /// blocking pool, under one of the process's [`super::parse_permits`], the reader
+    /// waiting for it meanwhile; kept for [`WsReader::next_part`]. Cancelled, it is done
+    /// again at the next read (nothing of it was kept).
+    async fn part_off_worker(&mut self, offset: usize) -> io::Result<()> {
+        let Some((text, _, budget)) = &self.split else {
+            return Ok(());
+        };
+        let (text, budget) = (text.clone(), *budget);
+        let permit = super::parse_permits()
+            .acquire()
+            .await
+            .map_err(|e| io::Error::other(format!("reading a WebSocket message: {e}")))?;
+        let (end, left) = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut budget = budget;
+            let rest = text.as_str().get(offset..).unwrap_or_default();
+            (part_end(rest, &mut budget), budget)
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("reading a WebSocket message failed: {e}")))?;
+        self.found = Some((offset, end, left));
+        Ok(())
     }
 
     /// One step of reading the message over the limit ([`Scan`]): at most
@@ -610,6 +724,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             }
             if let Some(frame) = self.next_part() {
                 return Ok(Some(frame));
+            }
+            if let Some(offset) = self.long.take() {
+                self.part_off_worker(offset).await?;
+                continue;
             }
             if self.scan.is_some() {
                 continue;
@@ -736,7 +854,43 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameWriter for WsWriter<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::part_end;
+    use super::{bytes_read, long_part, part_end, value_extent};
+
+    /// A part whose value's structure runs past 64 KiB is found off the worker; any other
+    /// parse reads no further than where that structure ends (plus the byte it peeks at).
+    #[test]
+    fn a_long_part_is_told_by_its_values_structure() {
+        let pad = "x".repeat(70 * 1024);
+        assert!(long_part(&format!("{{\"a\":\"{pad}\"}}\n1"), usize::MAX));
+        assert!(long_part(
+            &format!("[\n{}", "1,\n".repeat(30_000)),
+            usize::MAX
+        ));
+        assert!(!long_part(&format!("{{\"a\":1}}\n{pad}"), usize::MAX));
+        assert!(
+            !long_part(&format!("\"{pad}"), usize::MAX),
+            "no newline: no parse"
+        );
+        assert!(!long_part(&format!("[\n{pad}]"), 0), "no budget: no parse");
+        for text in [
+            "{\"a\":[}\n{\"b\":2}",
+            "{\"a\":1e400}\n2",
+            "[1,2\n,3] x\n4",
+            "{\"a\":\"\\\"}\"\n}",
+            "  7 8\n9",
+            "{\"a\":\"\\ud800\"}\n1",
+        ] {
+            let extent = value_extent(text.as_bytes(), 1 << 16).unwrap_or(text.len());
+            let read = match serde_json::Deserializer::from_str(text)
+                .into_iter::<serde::de::IgnoredAny>()
+                .next()
+            {
+                Some(Err(e)) => bytes_read(text, &e),
+                _ => extent,
+            };
+            assert!(read <= extent + 1, "{text:?}: read {read}, extent {extent}");
+        }
+    }
 
     fn parts(frame: &str) -> Vec<&str> {
         let mut budget = frame.len();
