@@ -493,3 +493,118 @@ async fn s14_2_an_id_registered_again_as_another_descriptor_is_refused_and_repor
     assert_eq!(a["result"]["results"][0]["accepted"], true, "{a}");
     assert_eq!(s.channels(), ["c:a"]);
 }
+
+/// §14.2, §14.3: the server answering the host's `channels/open` with a channel the
+/// connection already holds as another descriptor names two channels by one id: the host
+/// keeps the channel as held (an open answer never rewrites a registration) and reports the
+/// answer (`ChannelRejected`, `duplicate_descriptor`) rather than absorbing it, since the
+/// application is handed an answer the host does not hold. The very descriptor held is no
+/// mistake and is not reported.
+#[tokio::test]
+async fn s14_2_an_open_answered_with_a_channel_held_as_another_descriptor_is_reported() {
+    let cfg = config(&["channels.register", "channels.lifecycle"]);
+    let mut m = manifest();
+    m["channels"]["lifecycle"] = json!(true);
+    let (s, mut streams, mut raw) = connected(cfg, m).await;
+    let out = json!({ "id": "c:a", "type": "k", "direction": "outbound" });
+    let inb = json!({ "id": "c:a", "type": "k", "direction": "inbound" });
+    let a = call(
+        &mut raw,
+        json!(1),
+        "channels/register",
+        json!({ "channels": [out] }),
+    )
+    .await;
+    assert_eq!(a["result"]["results"][0]["accepted"], true, "{a}");
+    for (answered, reported) in [(&inb, true), (&out, false)] {
+        let open = {
+            let s = s.clone();
+            tokio::spawn(
+                async move { s.request_raw("channels/open", json!({ "type": "k" })).await },
+            )
+        };
+        let req = recv(&mut raw).await;
+        assert_eq!(req["method"], "channels/open", "{req}");
+        raw.send_json(json!({ "jsonrpc": "2.0", "id": req["id"],
+            "result": { "channel": answered } }))
+            .await;
+        assert_eq!(open.await.unwrap().unwrap()["channel"], *answered);
+        let listed = call(&mut raw, json!(2), "channels/list", json!({})).await;
+        assert_eq!(listed["result"]["channels"], json!([out]), "{listed}");
+        let rejected: Vec<_> = drain(&mut streams)
+            .into_iter()
+            .filter_map(|d| match d {
+                HostDiagnostic::ChannelRejected {
+                    method, id, reason, ..
+                } => Some((method, id, reason)),
+                _ => None,
+            })
+            .collect();
+        let expected = match reported {
+            true => vec![(
+                "channels/open".to_owned(),
+                "c:a".to_owned(),
+                "duplicate_descriptor",
+            )],
+            false => vec![],
+        };
+        assert_eq!(rejected, expected, "{answered}");
+    }
+}
+
+/// §14.2, §14.5: one `channels/changed` naming an id in two descriptors (in `added` and
+/// `updated`, or twice in `updated`) leaves its per-item results ambiguous, as two in one
+/// `channels/register` do: the later is refused `duplicate_descriptor` and reported, and the
+/// first stands. Before, each was applied in turn and both answered accepted (the later
+/// silently won). A removal and an addition of one id in one message stay allowed.
+#[tokio::test]
+async fn s14_2_a_channels_changed_naming_an_id_twice_applies_the_first_only() {
+    let cfg = config(&["channels.register"]);
+    let (_s, mut streams, mut raw) = connected(cfg, manifest()).await;
+    let d = |id: &str, dir: &str| json!({ "id": id, "type": "k", "direction": dir });
+    let a = call(
+        &mut raw,
+        json!(1),
+        "channels/register",
+        json!({ "channels": [d("c:a", "outbound")] }),
+    )
+    .await;
+    assert_eq!(a["result"]["results"][0]["accepted"], true, "{a}");
+    let a = call(
+        &mut raw,
+        json!(2),
+        "channels/changed",
+        json!({
+        "added": [d("c:b", "outbound")],
+        "updated": [d("c:b", "inbound"), d("c:a", "bidirectional"), d("c:a", "inbound")] }),
+    )
+    .await;
+    let refused = json!({ "accepted": false, "reason": "duplicate_descriptor" });
+    let mut expect = vec![
+        json!({ "id": "c:b", "accepted": true }),
+        json!({ "id": "c:b" }),
+        json!({ "id": "c:a", "accepted": true }),
+        json!({ "id": "c:a" }),
+    ];
+    for i in [1, 3] {
+        expect[i]
+            .as_object_mut()
+            .unwrap()
+            .extend(refused.as_object().unwrap().clone());
+    }
+    assert_eq!(a["result"]["results"], json!(expect), "{a}");
+    let listed = call(&mut raw, json!(3), "channels/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["channels"],
+        json!([d("c:a", "bidirectional"), d("c:b", "outbound")]),
+        "{listed}"
+    );
+    let rejected = drain(&mut streams)
+        .into_iter()
+        .filter(|d| {
+            matches!(d, HostDiagnostic::ChannelRejected { reason, .. }
+            if *reason == "duplicate_descriptor")
+        })
+        .count();
+    assert_eq!(rejected, 2);
+}

@@ -336,8 +336,8 @@ impl ChannelTable {
         judged: &Grant,
         limits: &ChannelLimits,
         results: &mut Vec<Value>,
+        seen: &mut HashSet<String>,
     ) {
-        let mut seen = HashSet::new();
         for d in descriptors {
             match authorize_descriptor(d, judged, limits) {
                 Ok(id) if seen.insert(id.clone()) => {
@@ -379,7 +379,9 @@ impl ChannelTable {
     /// the capability the open was sent under, and must be of the `type` asked for
     /// (`type_mismatch`); one refused is reported as [`HostDiagnostic::ChannelRejected`] and
     /// registers nothing. An open naming a channel already held leaves it as held (an open
-    /// answer does not rewrite a registration: it could widen its direction).
+    /// answer does not rewrite a registration: it could widen its direction); naming it as
+    /// another descriptor ([`names_another_channel`], §14.2) is reported
+    /// `duplicate_descriptor` too, since the answer handed on disagrees with the channel held.
     pub fn settle(
         &mut self,
         diags: &mut Diagnostics,
@@ -407,6 +409,8 @@ impl ChannelTable {
             Some("type_mismatch")
         } else if !grant.allows(Capability::ChannelsLifecycle) || !limits.permits(&id) {
             Some("capability_denied")
+        } else if names_another_channel(self.get(&id), d) {
+            Some("duplicate_descriptor")
         } else if self.channels.contains_key(id.as_str()) {
             return;
         } else if self.channels.len() >= limits.max_channels || !self.fits(&id, d, limits) {
@@ -461,7 +465,17 @@ impl ChannelTable {
             return Err(e);
         }
         let mut results = Vec::new();
-        self.itemize(diags, M, ds, notification, judged, limits, &mut results);
+        let seen = &mut HashSet::new();
+        self.itemize(
+            diags,
+            M,
+            ds,
+            notification,
+            judged,
+            limits,
+            &mut results,
+            seen,
+        );
         Ok(json!({ "results": results }))
     }
 
@@ -471,7 +485,8 @@ impl ChannelTable {
     /// `channels.register` in `judged`, and an update no longer permitted removes the
     /// channel. Removals apply first, so an id removed may be added again in the same
     /// message; an `added` descriptor naming a channel still held as another descriptor is
-    /// refused `duplicate_descriptor` as in [`Self::register`] (an update goes in `updated`). The caller reports the `channels` surface change (§17.7).
+    /// refused `duplicate_descriptor` as in [`Self::register`] (an update goes in `updated`),
+    /// and so is a descriptor of `added` or `updated` whose id an earlier one of them named. The caller reports the `channels` surface change (§17.7).
     pub fn changed(
         &mut self,
         diags: &mut Diagnostics,
@@ -519,11 +534,29 @@ impl ChannelTable {
                 reject_item(diags, M, id, "unknown_channel", notification, &mut results);
             }
         }
-        self.itemize(diags, M, added, notification, judged, limits, &mut results);
+        // One id in two descriptors of this message (`added` or `updated`): the first
+        // stands, the later is refused, as within `channels/register` (§14.2; §14.5's
+        // results key on the id, so two answers for one id would be ambiguous).
+        let seen = &mut HashSet::new();
+        self.itemize(
+            diags,
+            M,
+            added,
+            notification,
+            judged,
+            limits,
+            &mut results,
+            seen,
+        );
         for u in updated {
             let id = u.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
             if !self.channels.contains_key(id.as_str()) {
                 reject_item(diags, M, id, "unknown_channel", notification, &mut results);
+                continue;
+            }
+            if !seen.insert(id.clone()) {
+                let reason = "duplicate_descriptor";
+                reject_item(diags, M, id, reason, notification, &mut results);
                 continue;
             }
             match authorize_descriptor(u, judged, limits) {
