@@ -804,7 +804,12 @@ impl HostSession {
         self.snapshot().channels.ids()
     }
 
-    /// The underlying peer (for MCP traffic outside MCPL's gating).
+    /// The underlying peer: for MCP traffic outside MCPL's gating and the connection's
+    /// lifecycle (`closed`, `close_reason`, `close`). Nothing sent through it is gated or
+    /// seen by the session: an MCPL method sent here (`channels/publish`,
+    /// `featureSets/update` …) goes out whatever the grant (§5.4) and the session's state
+    /// (§6.7). Send those with [`Self::request_raw`], [`Self::notify_raw`] or their
+    /// dedicated calls, which refuse what the grant does not allow.
     pub fn peer(&self) -> &Peer {
         &self.inner.peer
     }
