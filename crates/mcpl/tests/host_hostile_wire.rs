@@ -608,3 +608,45 @@ async fn s14_2_a_channels_changed_naming_an_id_twice_applies_the_first_only() {
         .count();
     assert_eq!(rejected, 2);
 }
+
+/// A server request reusing the id of one the host still owes an answer (MCP: an id is not
+/// reused by its sender within the session) is answered `-32600` under that id, and now also
+/// reported (`BadParams`, naming the id), rather than answered silently; the request waiting
+/// under the id is left to its handler.
+#[tokio::test]
+async fn a_request_reusing_an_id_in_flight_is_answered_and_reported() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(std::future::pending::<
+            Result<Value, mcpl::jsonrpc::ErrorObject>,
+        >())
+    }));
+    let (_s, mut streams, mut raw) = connected(cfg, manifest()).await;
+    let req = json!({ "jsonrpc": "2.0", "id": 7, "method": "inference/request",
+        "params": { "featureSet": "assist", "messages": [] } });
+    raw.send_json(req.clone()).await;
+    raw.send_json(req).await;
+    let a = recv(&mut raw).await;
+    assert_eq!(
+        (&a["id"], &a["error"]["code"]),
+        (&json!(7), &json!(-32600)),
+        "{a}"
+    );
+    // A deadlock guard, never a synchronisation: the diagnostic is reported with the answer.
+    let reported = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(d) = streams.diagnostics.recv().await {
+            if let HostDiagnostic::BadParams { method, detail } = d {
+                return Some((method, detail));
+            }
+        }
+        None
+    })
+    .await
+    .expect("no BadParams diagnostic");
+    let (method, detail) = reported.expect("diagnostics ended");
+    assert_eq!(method, "inference/request");
+    assert!(
+        detail.contains("id 7") && detail.contains("in flight"),
+        "{detail}"
+    );
+}

@@ -86,7 +86,8 @@ pub enum HostDiagnostic {
         /// The method.
         method: String,
     },
-    /// Params of a server message were malformed.
+    /// Params of a server message were malformed, or (`detail` says so) a server request
+    /// reused the id of one still in flight; a request is answered with an error.
     BadParams {
         /// The method.
         method: String,

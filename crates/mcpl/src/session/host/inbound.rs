@@ -80,7 +80,15 @@ impl HostState {
                     }
                 }
                 if self.app_pending.contains_key(&r.id) {
-                    let e = ErrorObject::invalid_request("a request with this id is in flight");
+                    // The server's mistake (MCP: a sender does not reuse an id within the
+                    // session), so reported as well as answered, as a malformed one is.
+                    let reason = "a request with this id is in flight";
+                    let id = r.id.to_value();
+                    self.diag(HostDiagnostic::BadParams {
+                        method: r.method.clone(),
+                        detail: format!("id {id}: {reason}; answered -32600"),
+                    });
+                    let e = ErrorObject::invalid_request(reason);
                     return self.respond(r.id, Err(e));
                 }
                 // Answers the application still owes count against the same bound as what
