@@ -40,6 +40,13 @@ async fn tapped_send() -> Vec<(Grant, Vec<String>, bool)> {
             }
             let s = slot.lock().unwrap().clone();
             if let Some(s) = s {
+                // Every getter reads the published state; each is read here once.
+                let _ = (s.mode(), s.label(), s.input_ended(), s.last_receipt());
+                let _ = (
+                    s.manifest(),
+                    s.last_change_receipt(),
+                    s.accepted_ontology("x"),
+                );
                 let read = (s.grant(), s.channels(), s.is_ready());
                 seen.lock().unwrap().push(read);
             }
