@@ -646,3 +646,42 @@ async fn s14_5_a_cancelled_close_ends_the_channel() {
     let r = host.recv().await;
     assert_eq!(r["error"]["code"], -32023, "{r}");
 }
+
+/// §14.5 and MCP's cancellation on the wire, fail closed: the host cancels its
+/// `channels/open` after the server answered it (the cancel crossed the answer: the host gave
+/// the open up unread, and never applies the late answer). The server no longer holds the
+/// channel (the host's publish on it is `-32023`) and reports it
+/// (`opened_channel_dropped`).
+#[tokio::test]
+async fn s14_5_an_open_cancelled_across_its_answer_is_not_held() {
+    let server = Server::builder("channels", "1")
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsPublish, Capability::ChannelsLifecycle],
+        )
+        .on_channels_open(|_s, p| async move {
+            let c = mcpl::protocol::channels::ChannelDescriptor::new("chat:9", &p.kind);
+            Ok(mcpl::protocol::channels::OpenResult::new(c))
+        })
+        .on_channels_publish(|_s, _p| async {
+            Ok(mcpl::protocol::channels::PublishResult::delivered(None))
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host
+        .ready(r#"["channels.publish","channels.lifecycle"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true);
+    host.send(r#"{"jsonrpc":"2.0","id":2,"method":"channels/open","params":{"type":"chat"}}"#)
+        .await;
+    assert_eq!(host.recv().await["result"]["channel"]["id"], "chat:9");
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}}"#)
+        .await;
+    host.send(r#"{"jsonrpc":"2.0","id":3,"method":"channels/publish","params":{"channelId":"chat:9","content":[{"type":"text","text":"hi"}]}}"#)
+        .await;
+    let r = host.recv().await;
+    assert_eq!(r["error"]["code"], -32023, "{r}");
+    assert!(host.codes().contains(&"opened_channel_dropped"));
+}

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::protocol::channels::{
     ChannelDescriptor, ChannelsChanged, ChannelsRegister, ItemizedResult, ListResult,
 };
@@ -252,9 +252,10 @@ pub(crate) struct ChannelLedger {
     /// The channels the application opened, by id, as its answers described them.
     opened: BTreeMap<String, ChannelDescriptor>,
     /// The opened channels whose answer the host may not have read yet, by id: the last
-    /// request id the server had sent when the answer went out ([`Self::lifecycle_revoked`]).
-    /// Bounded by `opened`, whose keys it keeps.
-    unread_opens: HashMap<String, u64>,
+    /// request id the server had sent when the answer went out ([`Self::lifecycle_revoked`]),
+    /// and the host's `channels/open` it answered ([`Self::open_cancelled`]). Bounded by
+    /// `opened`, whose keys it keeps.
+    unread_opens: HashMap<String, (u64, RequestId)>,
     /// The last request id sent (ids rise from 1, `OwnRequests::sent`).
     last_sent: u64,
     /// The highest id of a request of the server's that the host answered: every answer
@@ -353,9 +354,13 @@ impl ChannelLedger {
         known.map(|(_, d)| d.clone()).collect()
     }
 
-    /// The application answered the host's `channels/open` with `channel` (§14.3): held,
-    /// unless [`MAX_OPENED_CHANNELS`] others are already (`Err` with the bound).
-    pub(crate) fn opened(&mut self, channel: ChannelDescriptor) -> Result<(), usize> {
+    /// The application answered the host's `channels/open` `via` with `channel` (§14.3):
+    /// held, unless [`MAX_OPENED_CHANNELS`] others are already (`Err` with the bound).
+    pub(crate) fn opened(
+        &mut self,
+        channel: ChannelDescriptor,
+        via: &RequestId,
+    ) -> Result<(), usize> {
         let again = self.opened.contains_key(&channel.id);
         if !again && self.opened.len() >= MAX_OPENED_CHANNELS {
             return Err(MAX_OPENED_CHANNELS);
@@ -363,7 +368,8 @@ impl ChannelLedger {
         if !again {
             // Opened again, it stays as the first answer left it: a host that held it
             // keeps it whatever it makes of a second answer.
-            self.unread_opens.insert(channel.id.clone(), self.last_sent);
+            let unread = (self.last_sent, via.clone());
+            self.unread_opens.insert(channel.id.clone(), unread);
         }
         self.opened.insert(channel.id.clone(), channel);
         Ok(())
@@ -387,7 +393,7 @@ impl ChannelLedger {
     pub(crate) fn lifecycle_revoked(&mut self) -> Vec<String> {
         let read_through = self.read_through;
         let mut dropped = Vec::new();
-        self.unread_opens.retain(|id, after| {
+        self.unread_opens.retain(|id, (after, _)| {
             if *after < read_through {
                 return false;
             }
@@ -507,6 +513,24 @@ impl ChannelLedger {
         }
     }
 
+    /// The host cancelled its request `request`, already answered (MCP's
+    /// `notifications/cancelled`): when that was a `channels/open` whose answer opened a
+    /// channel the host is not known to have read ([`Self::lifecycle_revoked`]), the host gave
+    /// the open up before it read the answer, which it then never applies (a host cancels
+    /// only what it has no answer to): the channel is no longer held (fail closed, §14.5).
+    /// Returns it when that leaves it unknown ([`Self::is_known`]).
+    pub(crate) fn open_cancelled(&mut self, request: &RequestId) -> Option<String> {
+        let read_through = self.read_through;
+        let id = self
+            .unread_opens
+            .iter()
+            .find(|(_, (after, via))| via == request && *after >= read_through)
+            .map(|(id, _)| id.clone())?;
+        self.unread_opens.remove(&id);
+        self.opened.remove(&id);
+        (!self.is_known(&id)).then_some(id)
+    }
+
     /// The connection ended: no change in flight will be answered.
     pub(crate) fn forget_in_flight(&mut self) {
         self.in_flight.clear();
@@ -560,7 +584,8 @@ mod tests {
     #[test]
     fn s14_5_changes_in_flight_count_as_far_as_answered() {
         let mut ledger = ChannelLedger::default();
-        ledger.opened(d("open", "opened")).expect("room");
+        let via = RequestId::from(1i64);
+        ledger.opened(d("open", "opened"), &via).expect("room");
         ledger.accepted.0.insert("held".into(), d("held", "old"));
         let add = json!({ "channels": [d("open", "again"), d("new", "new")] });
         ledger.sent(1, ChannelsRegister::NAME, &add);

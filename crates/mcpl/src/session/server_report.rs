@@ -162,14 +162,17 @@ pub enum ServerDiagnostic {
         /// The channel it names.
         channel_id: String,
     },
-    /// `opened_channel_dropped`: the host revoked `channels.lifecycle` (§6.7) and the
-    /// application's answer to its `channels/open` of this channel may have reached it only
-    /// after, when it refuses the answer (judged at its receipt, §5.4): the channel is no
-    /// longer held as opened (fail closed: its methods are answered `-32023`, §14.6). The
-    /// host opens it again once it grants `channels.lifecycle`.
+    /// `opened_channel_dropped`: the application's answer to the host's `channels/open` of
+    /// this channel may have reached the host only after it revoked `channels.lifecycle`
+    /// (§6.7), when it refuses the answer (judged at its receipt, §5.4), or after it gave the
+    /// open up (`cancelled`: its `notifications/cancelled` named it), when it never applies
+    /// the answer: the channel is no longer held as opened (fail closed: its methods are
+    /// answered `-32023`, §14.6) until the host opens it again.
     OpenedChannelDropped {
         /// The channel.
         channel_id: String,
+        /// Whether the host cancelled the open (else it revoked `channels.lifecycle`).
+        cancelled: bool,
     },
     /// `open_answer_refused`: the application answered the host's `channels/open` with a
     /// channel the host refuses (§14.3; its reason: `invalid_descriptor`, no `channel` or
@@ -314,7 +317,7 @@ impl ServerDiagnostic {
             | D::NotificationDropped { method, .. }
             | D::NotificationDroppedBytes { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
-            D::OpenedChannelDropped { channel_id } | D::OpenAnswerRefused { channel_id, .. } => {
+            D::OpenedChannelDropped { channel_id, .. } | D::OpenAnswerRefused { channel_id, .. } => {
                 clip_text(channel_id)
             }
             D::UnknownChannel { method, channel_id } => {
@@ -545,13 +548,23 @@ impl std::fmt::Display for Detail<'_> {
                 "ignored {method}: channel {channel_id} was never registered or opened on this \
                  connection, or is no longer (§14.3, §14.6)"
             ),
-            D::OpenedChannelDropped { channel_id } => write!(
-                f,
-                "channel {channel_id} is no longer held as opened: the host revoked \
-                 channels.lifecycle and may have read the answer to its channels/open only \
-                 after, when it refuses it (§5.4, §6.7); its methods on the channel are \
-                 answered -32023 until it opens it again"
-            ),
+            D::OpenedChannelDropped {
+                channel_id,
+                cancelled,
+            } => {
+                let why = if *cancelled {
+                    "the host cancelled its channels/open before it read the answer, which \
+                     it then never applies"
+                } else {
+                    "the host revoked channels.lifecycle and may have read the answer to its \
+                     channels/open only after, when it refuses it (§5.4, §6.7)"
+                };
+                write!(
+                    f,
+                    "channel {channel_id} is no longer held as opened: {why}; its methods on \
+                     the channel are answered -32023 until it opens it again"
+                )
+            }
             D::OpenAnswerRefused { channel_id, reason } => {
                 let fix = match *reason {
                     "capability_denied" => {

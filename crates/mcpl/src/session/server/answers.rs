@@ -13,7 +13,9 @@ use crate::session::{SendRefusal, ServerDiagnostic, Transmission};
 impl ServerState {
     /// The host's `notifications/cancelled` (MCP): a request handed out and not yet answered
     /// is answered `-32800` now and forgotten, as [`ServerOutput::Cancelled`] (a
-    /// `channels/close` given up ends its channel here too, as at the host); any other
+    /// `channels/close` given up ends its channel here too, as at the host, and so does a
+    /// `channels/open` already answered whose answer the host had not read,
+    /// [`ChannelLedger::open_cancelled`](crate::session::server_channels::ChannelLedger::open_cancelled)); any other
     /// (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on as it
     /// is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
@@ -36,7 +38,18 @@ impl ServerState {
                     notification: n,
                 });
             }
-            None => self.out.push_back(ServerOutput::Notification(n)),
+            None => {
+                let answered = crate::session::cancelled_request(n.params.as_ref());
+                let dropped = answered.and_then(|id| self.channels.open_cancelled(&id));
+                if let Some(channel_id) = dropped {
+                    let d = ServerDiagnostic::OpenedChannelDropped {
+                        channel_id,
+                        cancelled: true,
+                    };
+                    self.out.push_back(ServerOutput::Diagnostic(d));
+                }
+                self.out.push_back(ServerOutput::Notification(n))
+            }
         }
     }
 
@@ -74,7 +87,7 @@ impl ServerState {
         outcome: Result<Value, ErrorObject>,
     ) {
         let mut outcome = outcome;
-        self.channel_lifecycle_answered(&handed, &mut outcome);
+        self.channel_lifecycle_answered(&id, &handed, &mut outcome);
         let outcome = match (handed, outcome) {
             (Handed::Hook, Ok(v)) => self.hook_answer(v),
             (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),

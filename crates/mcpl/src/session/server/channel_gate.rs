@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{Handed, ServerOutput, ServerState};
 use crate::capability::Capability;
-use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::protocol::channels::{
     descriptor_defects, ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen,
     ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
@@ -61,7 +61,10 @@ impl ServerState {
         for channel_id in self.channels.lifecycle_revoked() {
             // What `channels()` and the `channels/list` answer say may change.
             self.generation += 1;
-            let d = ServerDiagnostic::OpenedChannelDropped { channel_id };
+            let d = ServerDiagnostic::OpenedChannelDropped {
+                channel_id,
+                cancelled: false,
+            };
             self.out.push_back(ServerOutput::Diagnostic(d));
         }
     }
@@ -90,6 +93,7 @@ impl ServerState {
     /// [`crate::session::MAX_OPENED_CHANNELS`] becomes a `-32024` answer naming the limit.
     pub(super) fn channel_lifecycle_answered(
         &mut self,
+        request: &RequestId,
         handed: &Handed,
         outcome: &mut Result<Value, ErrorObject>,
     ) {
@@ -112,7 +116,7 @@ impl ServerState {
                     "capability_denied"
                 } else if let Ok(channel) = channel {
                     let id = channel.id.clone();
-                    if let Err(limit) = self.channels.opened(channel) {
+                    if let Err(limit) = self.channels.opened(channel, request) {
                         // Past the bound: the host is told the open failed, and why.
                         let data = serde_json::json!({ "channelId": id, "limit": limit });
                         *outcome = Err(ErrorObject::channel_open_failed(&id).with_data(data));

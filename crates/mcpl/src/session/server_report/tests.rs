@@ -208,6 +208,7 @@ fn each_variant_keeps_its_published_code_and_kind() {
         (
             D::OpenedChannelDropped {
                 channel_id: "c".into(),
+                cancelled: false,
             },
             "opened_channel_dropped",
             N,

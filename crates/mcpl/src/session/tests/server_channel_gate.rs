@@ -843,3 +843,36 @@ fn s14_5_a_close_the_host_cancelled_ends_the_channel_on_the_server_too() {
     assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
     assert_eq!(reaches(&mut p, "c1"), all(false));
 }
+
+/// §14.3, §14.5, MCP's cancellation, fail closed: the host gives up its `channels/open`
+/// after the application answered it but before it read the answer (the answer, read
+/// after, is a late one it never applies) and tells the server with
+/// `notifications/cancelled`. The server, which had taken the channel as opened, no longer
+/// holds it (`-32023`, left out of `channels/list`) and reports it
+/// (`opened_channel_dropped`). Found by the server hunt: the server held chat:9 for good.
+#[test]
+fn s14_5_an_open_the_host_gave_up_before_reading_its_answer_is_not_held() {
+    let mut p = open_answered_unread();
+    let wrote: Value = serde_json::from_str(p.host_wrote.last().expect("the open")).expect("json");
+    assert_eq!(wrote["method"], "channels/open", "{wrote}");
+    let open = wrote["id"].as_u64().expect("the host's id");
+    assert!(p.host.abandon_request(open));
+    let (frames, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": open, "reason": "given up" } }),
+    );
+    assert!(frames.is_empty(), "{frames:?}");
+    assert!(
+        out.iter().any(
+            |o| matches!(o, ServerOutput::Diagnostic(d) if d.code() == "opened_channel_dropped")
+        ),
+        "{out:?}"
+    );
+    p.drive();
+    assert!(
+        p.host.channels().ids().is_empty(),
+        "the late answer is not applied"
+    );
+    assert_eq!(serves_chat9(&mut p, 340), (false, false));
+}
