@@ -604,6 +604,34 @@ mod tests {
         assert_eq!(known(&ledger), [true, true, false]);
     }
 
+    /// §6.7's race at the ledger: an opened channel counts as read by the host once the host
+    /// answered a request sent after its answer, not one sent before (the boundary), nor a
+    /// later request's answer that never came; a revocation then drops only the unread ones,
+    /// and a channel also registered stays known (not reported).
+    #[test]
+    fn s6_7_a_revocation_drops_the_opens_the_host_is_not_known_to_have_read() {
+        let mut ledger = ChannelLedger::default();
+        let via = |n: i64| RequestId::from(n);
+        let push = json!({ "featureSet": "news" });
+        ledger.sent(1, "push/event", &push);
+        ledger.opened(d("read", "r"), &via(10)).expect("room");
+        ledger.sent(2, "push/event", &push);
+        ledger.answered(2, &Ok(json!({})));
+        ledger.opened(d("unread", "u"), &via(12)).expect("room");
+        ledger.opened(d("also-held", "a"), &via(11)).expect("room");
+        let held = d("also-held", "a");
+        ledger.accepted.0.insert(held.id.clone(), held);
+        ledger.sent(3, "push/event", &push);
+        ledger.answered(1, &Ok(json!({})));
+        ledger.opened(d("named", "n"), &via(13)).expect("room");
+        ledger.named("named");
+        assert_eq!(ledger.lifecycle_revoked(), ["unread"]);
+        let known = ["read", "also-held", "unread", "named"].map(|id| ledger.is_known(id));
+        assert_eq!(known, [true, true, false, true]);
+        assert!(ledger.unread_opens.is_empty(), "{:?}", ledger.unread_opens);
+        assert_eq!(ledger.lifecycle_revoked(), Vec::<String>::new());
+    }
+
     /// Fail closed on an unanswered change: the host rejects an update it cannot read and
     /// so drops the channel, so the server no longer counts it either.
     #[test]
