@@ -107,23 +107,22 @@ impl ServerState {
                 // answer, its `capability_denied`), opens nothing, and is reported.
                 let d = result.get("channel").unwrap_or(&Value::Null);
                 let kind = d.get("type").and_then(Value::as_str);
-                let channel = ChannelDescriptor::deserialize(d);
-                let reason = if !descriptor_defects(d).is_empty() || channel.is_err() {
-                    "invalid_descriptor"
-                } else if kind.is_none() || kind != asked.as_deref() {
-                    "type_mismatch"
-                } else if !self.grant().allows(Capability::ChannelsLifecycle) {
-                    "capability_denied"
-                } else if let Ok(channel) = channel {
-                    let id = channel.id.clone();
-                    if let Err(limit) = self.channels.opened(channel, request) {
-                        // Past the bound: the host is told the open failed, and why.
-                        let data = serde_json::json!({ "channelId": id, "limit": limit });
-                        *outcome = Err(ErrorObject::channel_open_failed(&id).with_data(data));
+                let reason = match ChannelDescriptor::deserialize(d) {
+                    Ok(_) if !descriptor_defects(d).is_empty() => "invalid_descriptor",
+                    Err(_) => "invalid_descriptor",
+                    Ok(_) if kind.is_none() || kind != asked.as_deref() => "type_mismatch",
+                    Ok(_) if !self.grant().allows(Capability::ChannelsLifecycle) => {
+                        "capability_denied"
                     }
-                    return;
-                } else {
-                    return;
+                    Ok(channel) => {
+                        let id = channel.id.clone();
+                        if let Err(limit) = self.channels.opened(channel, request) {
+                            // Past the bound: the host is told the open failed, and why.
+                            let data = serde_json::json!({ "channelId": id, "limit": limit });
+                            *outcome = Err(ErrorObject::channel_open_failed(&id).with_data(data));
+                        }
+                        return;
+                    }
                 };
                 let channel_id = d.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
                 let d = ServerDiagnostic::OpenAnswerRefused { channel_id, reason };
