@@ -80,8 +80,10 @@ pub struct ServerRules {
     /// Whether the application answers `channels/list` itself (as a
     /// `server::ServerBuilder::on_channels_list` handler does): `false` (the default) answers
     /// it here with the connection's known channels (§14.3): [`ServerState::channels`], then
-    /// those the application opened (its `channels/open` answers) and has not closed, as
-    /// `server::Server` does without one.
+    /// those the application opened (its `channels/open` answers) and has not closed, less
+    /// those the host may never have held (`opened_channel_dropped`: a `channels.lifecycle`
+    /// revocation or a cancel crossing the answer, §6.7, §14.5), as `server::Server` does
+    /// without one.
     pub channels_list_by_application: bool,
     /// Whether the application reads each request's typed params itself and answers `-32602`
     /// for params that are not its method's (as `server::Server`'s handlers do, after
