@@ -12,8 +12,9 @@ use super::*;
 pub(super) struct Discarded {
     /// A [`Frame::NotText`] that began as a message does: answered `-32700`.
     pub(super) began_as_json: bool,
-    /// What the first bytes of a [`Frame::Oversized`] or [`Frame::OverBudget`] show
-    /// ([`Head::read`]); `None` from a reader that keeps none.
+    /// What the first bytes of a [`Frame::Oversized`] or [`Frame::OverBudget`] show, or
+    /// the envelope of a [`Frame::NotText`] ([`Head::read`]); `None` from a reader that
+    /// keeps none.
     pub(super) head: Option<Head>,
 }
 
@@ -23,7 +24,7 @@ impl Discarded {
         match frame {
             Frame::NotText { .. } => Discarded {
                 began_as_json: reader.not_text_began_as_json(),
-                ..Discarded::default()
+                head: reader.discarded_head().map(Head::read),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
@@ -67,8 +68,33 @@ impl Discarded {
     /// Reports a frame that is not text. RFC 8259 §8.1: JSON text is UTF-8, so a message
     /// that is not does not parse, and is answered as one that does not parse is (JSON-RPC
     /// 2.0 §5.1: `-32700`, `id: null`); junk that does not begin as a message is reported
-    /// only, as a junk line is.
-    pub(super) fn not_text(&self, shared: &Shared, reason: String, replies: &mut Outbox) {
+    /// only, as a junk line is. A response whose envelope (read past the bytes of another
+    /// encoding, which are never JSON's structural characters) names a request of ours
+    /// fails that request now and is not answered, as a response that does not parse
+    /// ([`super::refused`]): before, it was answered and our request waited for its
+    /// deadline. Returned for delivery at its place, for one sent in order.
+    pub(super) fn not_text(
+        &self,
+        shared: &Shared,
+        reason: String,
+        replies: &mut Outbox,
+    ) -> Option<Parsed> {
+        if let Some(id) = self.head.as_ref().and_then(|h| h.names_ours(shared)) {
+            let why = format!("the response is not valid UTF-8 text ({reason})");
+            shared.diagnose(Diagnostic::NotText { reason });
+            shared.diagnose(Diagnostic::InvalidMessage {
+                id: Some(id.clone()),
+                reason: why.clone(),
+                answered: false,
+            });
+            let failed = super::reader::fail_response(shared, &id, &why);
+            if failed.is_some() {
+                // It weighs what it holds, not the frame it stands for.
+                let held = std::mem::size_of::<Response>() + why.len();
+                shared.reading.store(held, Ordering::Relaxed);
+            }
+            return failed;
+        }
         if self.began_as_json {
             let reply = Message::Response(Response {
                 id: None,
@@ -77,5 +103,6 @@ impl Discarded {
             let _ = replies.send(reply.to_json());
         }
         shared.diagnose(Diagnostic::NotText { reason });
+        None
     }
 }

@@ -290,8 +290,8 @@ fn take_frame(
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {
-            discarded.not_text(shared, reason, replies);
-            return Taken::Done(true);
+            let failed = discarded.not_text(shared, reason, replies);
+            return deliver_refused(shared, failed, inbound, replies);
         }
     };
     shared.tap(FrameDirection::Inbound, &text);

@@ -94,6 +94,8 @@ pub struct Envelope {
     method_named: bool,
     /// How many top-level `id` members were named, whether or not their values ended.
     ids: usize,
+    /// UTF-8 is not checked ([`Envelope::lenient`]).
+    lenient: bool,
 }
 
 impl Default for Envelope {
@@ -119,6 +121,18 @@ impl Envelope {
             jsonrpc_2_0: false,
             method_named: false,
             ids: 0,
+            lenient: false,
+        }
+    }
+
+    /// An envelope that reads bytes which may be no UTF-8 for their structure all the same
+    /// (a byte of another encoding is never one of JSON's structural characters): for a
+    /// message refused for its encoding, whose id still says which request it answers.
+    /// A kept value holding such bytes reads as none.
+    pub fn lenient() -> Envelope {
+        Envelope {
+            lenient: true,
+            ..Envelope::new()
         }
     }
 
@@ -132,7 +146,9 @@ impl Envelope {
         if matches!(self.at, At::NotObject) {
             return;
         }
-        self.check_text(bytes);
+        if !self.lenient {
+            self.check_text(bytes);
+        }
         let mut rest = bytes;
         while let Some((&b, after)) = rest.split_first() {
             if matches!(self.at, At::Broken | At::NotObject) {
@@ -480,6 +496,15 @@ pub(crate) struct Sighted {
 }
 
 impl Sighted {
+    /// What is kept of a message refused for its encoding: its envelope read leniently
+    /// ([`Envelope::lenient`]).
+    pub(crate) fn lenient() -> Sighted {
+        Sighted {
+            envelope: Envelope::lenient(),
+            first: Vec::new(),
+        }
+    }
+
     /// Reads the next bytes of the message.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let room = super::DISCARDED_HEAD_BYTES.saturating_sub(self.first.len());

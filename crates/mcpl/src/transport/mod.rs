@@ -120,8 +120,11 @@ pub trait FrameReader: Send {
     /// ([`envelope::Envelope::summary`], a JSON object text of at most about twice
     /// [`envelope::MAX_VALUE_BYTES`], read the same way), or its first bytes (at most
     /// [`DISCARDED_HEAD_BYTES`]) when it is no object; the readers here keep it by one rule
-    /// (`envelope::Sighted`). `None` for a reader that keeps nothing (the default). Only what the
-    /// reader holds already; a reader wrapping another forwards it.
+    /// (`envelope::Sighted`). After a [`Frame::NotText`], the summary of its envelope read
+    /// past the bytes of another encoding ([`envelope::Envelope::lenient`]; the line
+    /// reader keeps it, a step at a time as for an oversized line), so a response of the
+    /// peer's side still ends its request. `None` for a reader that keeps nothing (the
+    /// default). Only what the reader holds already; a reader wrapping another forwards it.
     fn discarded_head(&self) -> Option<&[u8]> {
         None
     }
@@ -303,6 +306,9 @@ enum Then {
     /// A line the budget refused: yielded at once, its envelope's summary as the
     /// discarded head (`ended`: its newline was seen, the object may be whole).
     OverBudget { frame: Frame, ended: bool },
+    /// A line that is not UTF-8 ([`Frame::NotText`]): yielded once read, its envelope's
+    /// summary, read leniently, as the discarded head.
+    NotText { frame: Frame },
 }
 
 /// The most buffered bytes of an oversized line read into its envelope in the poll that
@@ -358,7 +364,9 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         (self.inner, unframed)
     }
 
-    fn finish_line(&mut self) -> Frame {
+    /// The frame of a whole line; `None` while a line that is not UTF-8 is still to be
+    /// read into its envelope ([`Self::scan_step`] yields it then).
+    fn finish_line(&mut self) -> Option<Frame> {
         let mut bytes = std::mem::take(&mut self.line);
         // Complete: the message goes to the peer and leaves the budget.
         self.hold.clear();
@@ -366,12 +374,16 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             bytes.pop();
         }
         match String::from_utf8(bytes) {
-            Ok(s) => Frame::Text(s),
+            Ok(s) => Some(Frame::Text(s)),
             Err(e) => {
                 self.not_text_json = begins_as_json(e.as_bytes());
-                Frame::NotText {
+                let frame = Frame::NotText {
                     reason: format!("line is not valid UTF-8: {}", e.utf8_error()),
-                }
+                };
+                // Its envelope says which request of ours it may answer, wherever its id
+                // is: read as an oversized line's is, a step at a time past 64 KiB.
+                let then = Then::NotText { frame };
+                self.scan(e.into_bytes(), &[], then)
             }
         }
     }
@@ -544,7 +556,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             let line = std::mem::take(&mut self.line);
             return self.scan(line, &[], Then::Oversized { ended: true });
         }
-        Some(self.finish_line())
+        self.finish_line()
     }
 
     /// Begins reading `line` (the buffered part of a line refused) and `part` (what the
@@ -553,7 +565,10 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// nothing yet, kept as the [`Backlog`] (its budget still held) for the reader's next
     /// steps.
     fn scan(&mut self, line: Vec<u8>, part: &[u8], then: Then) -> Option<Frame> {
-        self.envelope = Some(Box::default());
+        self.envelope = Some(Box::new(match then {
+            Then::NotText { .. } => envelope::Sighted::lenient(),
+            _ => envelope::Sighted::default(),
+        }));
         let small = line.len() + part.len() <= SCAN_AT_ONCE;
         self.backlog = Some(Box::new(Backlog {
             line,
@@ -598,6 +613,12 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             Some(Then::OverBudget { frame, ended }) => {
                 if let Some(sighted) = self.envelope.take() {
                     self.discard_head = sighted.head(ended);
+                }
+                Some(frame)
+            }
+            Some(Then::NotText { frame }) => {
+                if let Some(sighted) = self.envelope.take() {
+                    self.discard_head = sighted.head(true);
                 }
                 Some(frame)
             }
