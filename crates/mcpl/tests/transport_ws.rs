@@ -553,3 +553,59 @@ async fn a_request_in_a_binary_frame_is_answered_32700() {
         ));
     }
 }
+
+/// An answer to a request of ours sent in a binary frame is not read (JSON-RPC over
+/// WebSocket is text), but it fails that request at once, naming why, and is not answered
+/// (JSON-RPC 2.0 §5: a response is never answered), wherever its id is; one past 64 KiB is
+/// read for it a step at a time. Before, it was answered `-32700` and our request waited
+/// for its deadline, for ever without one.
+#[tokio::test]
+async fn an_answer_of_ours_in_a_binary_frame_fails_its_request_at_once() {
+    use mcpl::peer::{PeerError, RequestOptions, RequestTimeout};
+
+    let (server_io, client_io) = tokio::io::duplex(1024 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let config = PeerConfig {
+        request_timeout: None,
+        ..PeerConfig::default()
+    };
+    let (peer, incoming) = Peer::new(server.unwrap(), config);
+    let _served = serve(peer.clone(), incoming);
+    let (mut raw, _) = client.unwrap();
+    let pad = "x".repeat(100 * 1024);
+    for form in [
+        r#"{"jsonrpc":"2.0","id":{id},"result":1}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","result":"{pad}","id":{{id}}}}"#),
+    ] {
+        let p = peer.clone();
+        let never = RequestOptions::new().wait(RequestTimeout::Never);
+        let call = tokio::spawn(async move { p.request_raw_with("x", None, never).await });
+        let request = next_text(&mut raw).await;
+        let answer = form.replace("{id}", &request["id"].to_string());
+        raw.send(WsMessage::binary(answer.into_bytes()))
+            .await
+            .unwrap();
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), call)
+            .await
+            .expect("the request still waits (deadlock guard)")
+            .unwrap();
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("binary")),
+            "{outcome:?}"
+        );
+    }
+    // Nothing was answered: the next thing the peer writes answers this.
+    raw.send(WsMessage::text(
+        json!({"jsonrpc": "2.0", "id": "e", "method": "echo", "params": [1]}).to_string(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": "e", "result": [1]})
+    );
+    assert_eq!(peer.pending_requests(), 0);
+}

@@ -80,7 +80,7 @@ impl Discarded {
         replies: &mut Outbox,
     ) -> Option<Parsed> {
         if let Some(id) = self.head.as_ref().and_then(|h| h.names_ours(shared)) {
-            let why = format!("the response is not valid UTF-8 text ({reason})");
+            let why = format!("the response was refused as no text: {reason}");
             shared.diagnose(Diagnostic::NotText { reason });
             shared.diagnose(Diagnostic::InvalidMessage {
                 id: Some(id.clone()),

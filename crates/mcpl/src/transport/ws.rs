@@ -6,6 +6,9 @@
 //! Readings:
 //! - Binary frames are not JSON-RPC text: each is discarded with a diagnostic (and, when it
 //!   begins as a message does, answered `-32700` by the peer, so its sender learns why).
+//!   One that begins as a message does is read for its envelope first (leniently, 64 KiB a
+//!   step, as a message over the limit), so an answer to a request of the reader's side
+//!   in one fails that request at once rather than leaving it waiting.
 //! - A message's JSON may span lines (pretty-printed: its newlines are whitespace, RFC 8259
 //!   §2), as nothing in a WebSocket frame needs them escaped. A frame is split into the JSON
 //!   values that parse from each message's start, over lines or not, and, where none does,
@@ -585,6 +588,9 @@ struct Scan {
     at: usize,
     end: usize,
     bytes: usize,
+    /// A binary frame that began as a message does, read instead of the frame being
+    /// split (leniently: it may be no UTF-8), with the reason its [`Frame::NotText`] gives.
+    binary: Option<(tokio_tungstenite::tungstenite::Bytes, String)>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
@@ -626,6 +632,7 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                     at,
                     end: at + part.len(),
                     bytes: part.len(),
+                    binary: None,
                 }));
                 return None;
             }
@@ -664,7 +671,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// [`super::YIELD_AFTER`] bytes; its [`Frame::Oversized`] once all was read.
     fn scan_step(&mut self) -> Option<Frame> {
         let scan = self.scan.as_mut()?;
-        let whole = self.split.as_ref().map(|(t, ..)| t.as_str().as_bytes());
+        let whole = match &scan.binary {
+            Some((bytes, _)) => Some(bytes.as_ref()),
+            None => self.split.as_ref().map(|(t, ..)| t.as_str().as_bytes()),
+        };
         let to = scan.end.min(scan.at.saturating_add(super::YIELD_AFTER));
         let step = whole.and_then(|w| w.get(scan.at..to)).unwrap_or_default();
         scan.sighted.feed(step);
@@ -674,6 +684,9 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
         }
         let scan = self.scan.take()?;
         self.oversized_head = scan.sighted.head(true);
+        if let Some((_, reason)) = scan.binary {
+            return Some(Frame::NotText { reason });
+        }
         Some(Frame::Oversized {
             bytes: scan.bytes,
             limit: self.limit,
@@ -740,12 +753,24 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                 }
                 Some(Ok(WsMessage::Binary(bytes))) => {
                     self.binary_json = super::begins_as_json(&bytes);
-                    return Ok(Some(Frame::NotText {
-                        reason: format!(
-                            "binary WebSocket frame of {} bytes (JSON-RPC messages go in \
-                             text frames)",
-                            bytes.len()
-                        ),
+                    let reason = format!(
+                        "binary WebSocket frame of {} bytes (JSON-RPC messages go in text \
+                         frames)",
+                        bytes.len()
+                    );
+                    if !self.binary_json {
+                        return Ok(Some(Frame::NotText { reason }));
+                    }
+                    // Its envelope says which request of ours it may answer
+                    // ([`FrameReader::discarded_head`]): read a step at a time, as a
+                    // message over the limit is, then yielded.
+                    let end = bytes.len();
+                    self.scan = Some(Box::new(Scan {
+                        sighted: super::envelope::Sighted::lenient(),
+                        at: 0,
+                        end,
+                        bytes: end,
+                        binary: Some((bytes, reason)),
                     }));
                 }
                 Some(Ok(WsMessage::Close(_))) => return Ok(None),
