@@ -44,18 +44,29 @@ async fn a_request_that_is_not_utf8_is_answered_32700_and_junk_is_not() {
     spawn_server(incoming);
     let mut diags = peer.diagnostics();
     // A request written in Latin-1 (`é` as one byte), a WTF-8 lone surrogate, a batch after a
-    // byte order mark and blanks: each is answered -32700 with a null id.
-    let json_like: [&[u8]; 3] = [
-        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xe9\"}\n",
-        b"  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":[\"\xed\xa0\x80\"]}\r\n",
-        b"\xef\xbb\xbf \t[{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"\xff\"}]\n",
+    // byte order mark and blanks: each is answered -32700, a request under its id (its
+    // envelope tells it without doubt: `peer_not_text_answers.rs`; before, a null id), the
+    // batch under a null id.
+    let json_like: [(&[u8], Value); 3] = [
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xe9\"}\n",
+            json!(1),
+        ),
+        (
+            b"  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":[\"\xed\xa0\x80\"]}\r\n",
+            json!(2),
+        ),
+        (
+            b"\xef\xbb\xbf \t[{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"\xff\"}]\n",
+            Value::Null,
+        ),
     ];
-    for line in json_like {
+    for (line, id) in json_like {
         raw.write.write_all(line).await.unwrap();
         let v: Value = tokio::time::timeout(GUARD, raw.recv())
             .await
             .unwrap_or_else(|_| panic!("no answer to {line:?} (deadlock guard)"));
-        assert_eq!(v["id"], Value::Null, "{v}");
+        assert_eq!(v["id"], id, "{v}");
         assert_eq!(v["error"]["code"], json!(codes::PARSE_ERROR), "{v}");
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.contains("UTF-8"), "{message}");

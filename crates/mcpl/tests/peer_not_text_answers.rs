@@ -4,7 +4,9 @@
 //! (JSON-RPC 2.0 §5: a response is never answered), as an answer that does not parse is.
 //! Before, the line was reported (`Diagnostic::NotText`) and answered `-32700`, `id: null`,
 //! and our request waited for its deadline, for ever without one. A request in the wrong
-//! encoding is answered as before. Over a real line transport (an in-memory pipe), every
+//! encoding is answered `-32700`, under its id when its envelope tells it without doubt
+//! (as a request that does not parse, `peer_unparsed_requests.rs`; before, always under
+//! `null`). Over a real line transport (an in-memory pipe), every
 //! byte written by the test.
 #![cfg(feature = "runtime")]
 
@@ -155,8 +157,8 @@ async fn an_ordered_requests_answer_that_is_not_utf8_is_delivered_at_its_place()
     );
 }
 
-/// What names no request of ours is handled as before: a request in the wrong encoding is
-/// answered `-32700`, `id: null`; an answer to a request never sent fails nothing.
+/// What names no request of ours ends none: a request in the wrong encoding is answered
+/// `-32700` (under its id, below); an answer to a request never sent fails nothing.
 #[tokio::test(start_paused = true)]
 async fn what_is_no_answer_of_ours_is_handled_as_before() {
     let (peer, incoming, mut raw) = raw_peer(config());
@@ -169,7 +171,7 @@ async fn what_is_no_answer_of_ours_is_handled_as_before() {
     let got = exchange(&mut raw, &line).await;
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0]["error"]["code"], -32700);
-    assert_eq!(got[0]["id"], Value::Null);
+    assert_eq!(got[0]["id"], "q");
     let mut line = br#"{"jsonrpc":"2.0","id":"never-sent","result":"caf"#.to_vec();
     line.extend_from_slice(b"\xe9\"}");
     exchange(&mut raw, &line).await;
@@ -181,4 +183,72 @@ async fn what_is_no_answer_of_ours_is_handled_as_before() {
     .await;
     let outcome = tokio::time::timeout(GUARD, call).await.unwrap().unwrap();
     assert_eq!(outcome.ok(), Some(Value::from(2)));
+}
+
+/// A request in the wrong encoding is answered `-32700` under its id when its envelope
+/// tells it without doubt before the first byte that is no UTF-8 (`"jsonrpc": "2.0"`, a
+/// `method`, exactly one `id`, a string or an integer, ended), as for a text that does not
+/// parse; else under `null`: an id after the bad byte (100 KiB on or not), another `id`
+/// after it, two ids, no version, a method after it, an id holding the bad byte, a float
+/// id, a structural byte that is none, a batch. Before, always `null`.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_is_not_utf8_is_answered_under_its_id_when_not_in_doubt() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(100 * 1024);
+    let cases = [
+        (
+            r##"{"jsonrpc":"2.0","id":"a","method":"caf#"}"##.to_owned(),
+            Value::from("a"),
+        ),
+        (
+            format!(r##"{{"jsonrpc":"2.0","id":9,"method":"m","params":["{pad}#"]}}"##),
+            Value::from(9),
+        ),
+        (
+            r##"{"jsonrpc":"2.0","method":"caf#","id":7}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            format!(r##"{{"jsonrpc":"2.0","method":"m","params":["{pad}#"],"id":8}}"##),
+            Value::Null,
+        ),
+        (
+            r##"{"jsonrpc":"2.0","id":8,"method":"caf#","id":8}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            r##"{"jsonrpc":"2.0","id":8,"x":"#","method":"m"}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            r##"{"jsonrpc":"2.0","id":1,"method":"caf#","id":2}"##.to_owned(),
+            Value::Null,
+        ),
+        (r##"{"id":1,"method":"caf#"}"##.to_owned(), Value::Null),
+        (
+            r##"{"jsonrpc":"2.0","id":"#","method":"m"}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            r##"{"jsonrpc":"2.0","id":1.5,"method":"caf#"}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            r##"{"jsonrpc":"2.0","method":"m",#"id":3}"##.to_owned(),
+            Value::Null,
+        ),
+        (
+            r##"[{"jsonrpc":"2.0","id":4,"method":"caf#"}]"##.to_owned(),
+            Value::Null,
+        ),
+    ];
+    for (template, id) in cases {
+        let line = latin1(&template, "");
+        let got = exchange(&mut raw, &line).await;
+        let what = &template[..template.len().min(60)];
+        assert_eq!(got.len(), 1, "{what}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32700, "{what}: {}", got[0]);
+        assert_eq!(got[0]["id"], id, "{what}: {}", got[0]);
+    }
 }

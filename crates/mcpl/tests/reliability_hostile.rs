@@ -33,8 +33,10 @@ enum Segment {
     Notification,
     /// A non-JSON line: `JunkLine`, no reply.
     Junk(String),
-    /// Bytes that are not UTF-8: `NotText`, and a `-32700` reply with a null id when they
-    /// begin as a message does ([`begins_as_json`]), as text that does not parse gets.
+    /// Bytes that are not UTF-8: `NotText`, and a `-32700` reply when they begin as a
+    /// message does ([`begins_as_json`]), as text that does not parse gets: under the id
+    /// of a request whose envelope tells it without doubt (before, always a null id), else
+    /// a null id.
     NotUtf8(Vec<u8>),
     /// A request over the limit: `Oversized`, and a `-32600` under its id (read from the
     /// line's first bytes).
@@ -112,8 +114,9 @@ fn segment() -> impl Strategy<Value = Segment> {
     ]
 }
 
-/// The ids of the [`Segment::Unparseable`] requests, each read before the parser's error.
-const UNPARSED_IDS: [&str; 5] = ["sur", "sur2", "big", "neg", "half"];
+/// The ids of the [`Segment::Unparseable`] requests, each read before the parser's error,
+/// and of the [`Segment::NotUtf8`] request in Latin-1, whose envelope tells it.
+const UNPARSED_IDS: [&str; 6] = ["sur", "sur2", "big", "neg", "half", "u"];
 
 /// Whether a line begins as a JSON-RPC message does: `{` or `[` after JSON whitespace and
 /// an optional byte order mark (RFC 8259 §8.1: such a line that is not UTF-8 does not parse).

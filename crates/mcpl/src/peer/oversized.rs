@@ -16,6 +16,9 @@ pub(super) struct Discarded {
     /// the envelope of a [`Frame::NotText`] ([`Head::read`]); `None` from a reader that
     /// keeps none.
     pub(super) head: Option<Head>,
+    /// The id of a [`Frame::NotText`] request, when its envelope tells it without doubt
+    /// ([`super::text::request_id_of`]): its `-32700` goes under it.
+    pub(super) id: Option<RequestId>,
 }
 
 impl Discarded {
@@ -25,10 +28,12 @@ impl Discarded {
             Frame::NotText { .. } => Discarded {
                 began_as_json: reader.not_text_began_as_json(),
                 head: reader.discarded_head().map(Head::read),
+                id: reader.discarded_head().and_then(super::text::request_id_of),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
                 head: reader.discarded_head().map(Head::read),
+                id: None,
             },
             _ => Discarded::default(),
         }
@@ -72,7 +77,8 @@ impl Discarded {
     /// encoding, which are never JSON's structural characters) names a request of ours
     /// fails that request now and is not answered, as a response that does not parse
     /// ([`super::refused`]): before, it was answered and our request waited for its
-    /// deadline. Returned for delivery at its place, for one sent in order.
+    /// deadline. Returned for delivery at its place, for one sent in order. A request's
+    /// `-32700` goes under its id when its envelope tells it without doubt.
     pub(super) fn not_text(
         &self,
         shared: &Shared,
@@ -96,8 +102,11 @@ impl Discarded {
             return failed;
         }
         if self.began_as_json {
+            // Under its id when its envelope, read past the bytes of another encoding (which
+            // hide none of its members), tells it without doubt, as for a request that does
+            // not parse (`super::text::request_id_before`); else under none.
             let reply = Message::Response(Response {
-                id: None,
+                id: self.id.clone(),
                 outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),
             });
             let _ = replies.send(reply.to_json());

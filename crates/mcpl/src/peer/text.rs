@@ -234,6 +234,19 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
     }
 }
 
+/// The id of a request its envelope's summary (`summary`, as
+/// [`crate::transport::FrameReader::discarded_head`] gives it) tells without doubt, by the
+/// rule of [`request_id_before`]: `"jsonrpc": "2.0"`, a `method`, exactly one `id`, ended,
+/// a string or an integer. For a message refused for its encoding, whose members the bytes
+/// of another encoding do not hide.
+pub(super) fn request_id_of(summary: &[u8]) -> Option<RequestId> {
+    // Read as it was written: a method's value may hold those bytes (an id holding them
+    // reads as none, `request_id_before`).
+    let mut envelope = crate::transport::envelope::Envelope::lenient(usize::MAX);
+    envelope.feed(summary);
+    request_id_before(envelope.sole_request_id()?)
+}
+
 /// The id of a request the parser refused, from its value as written before the error
 /// (`Envelope::sole_request_id`), when it is one a taken request is answered under: a
 /// string of at most [`crate::jsonrpc::MAX_ID_BYTES`] or an integer within 64 bits.

@@ -765,13 +765,17 @@ mod tests {
             (
                 first.as_bytes(),
                 true,
-                br#"{"id":42,"method":"m","#.to_vec(),
+                br#"{"jsonrpc":"2.0","id":42,"method":"m","#.to_vec(),
             ),
-            (last.as_bytes(), true, br#"{"method":"m","#.to_vec()),
+            (
+                last.as_bytes(),
+                true,
+                br#"{"jsonrpc":"2.0","method":"m","#.to_vec(),
+            ),
             (
                 last.as_bytes(),
                 false,
-                br#"{"id":43,"method":"m"}"#.to_vec(),
+                br#"{"jsonrpc":"2.0","id":43,"method":"m"}"#.to_vec(),
             ),
             (
                 batch.as_bytes(),

@@ -12,7 +12,9 @@
 //! character. Nothing else is buffered.
 //!
 //! [`Envelope::summary`] writes what it found as a JSON object text holding only those
-//! members, in a form the peer reads exactly as it reads the first bytes of a message: a
+//! members (and `"jsonrpc":"2.0"` when read, and an `"id":null` before the id when more
+//! than one `id` member was named, so a summary read again by an envelope tells a
+//! request's id as the message did: [`Envelope::sole_request_id`]), in a form the peer reads exactly as it reads the first bytes of a message: a
 //! member cut by the end of what was fed is written last, cut the same way; an object that
 //! ended is closed. Readings (fail closed): the top level is checked as JSON (a name, a
 //! colon, a value, a comma or the end); inside a value only strings and nesting are
@@ -96,6 +98,12 @@ pub struct Envelope {
     ids: usize,
     /// UTF-8 is not checked ([`Envelope::lenient`]).
     lenient: bool,
+    /// Where the first byte that is no UTF-8 is, for a lenient envelope, and the bytes fed
+    /// so far.
+    bad_at: usize,
+    fed: usize,
+    /// A lenient envelope's [`Envelope::sole_request_id`] was found before `bad_at`.
+    sole_before_bad: bool,
 }
 
 impl Default for Envelope {
@@ -122,16 +130,23 @@ impl Envelope {
             method_named: false,
             ids: 0,
             lenient: false,
+            bad_at: 0,
+            fed: 0,
+            sole_before_bad: false,
         }
     }
 
     /// An envelope that reads bytes which may be no UTF-8 for their structure all the same
     /// (a byte of another encoding is never one of JSON's structural characters): for a
-    /// message refused for its encoding, whose id still says which request it answers.
-    /// A kept value holding such bytes reads as none.
-    pub fn lenient() -> Envelope {
+    /// message refused for its encoding, whose id still says which response it is. A kept
+    /// value holding such bytes reads as none. `bad_at`: where the message's first byte
+    /// that is no UTF-8 is (0 for a message refused whole, a binary frame), the error
+    /// before which a request's id must be told ([`Envelope::sole_request_id`], as for a
+    /// text that does not parse): its summary shows a second `id` otherwise.
+    pub fn lenient(bad_at: usize) -> Envelope {
         Envelope {
             lenient: true,
+            bad_at,
             ..Envelope::new()
         }
     }
@@ -148,7 +163,26 @@ impl Envelope {
         }
         if !self.lenient {
             self.check_text(bytes);
+        } else if (self.fed..=self.fed.saturating_add(bytes.len())).contains(&self.bad_at) {
+            // The error falls in these bytes (or at their end): what was told before it.
+            let (before, after) = bytes.split_at((self.bad_at - self.fed).min(bytes.len()));
+            self.fed = self.fed.saturating_add(before.len());
+            self.read_bytes(before);
+            if self.fed == self.bad_at && !self.sole_before_bad {
+                self.sole_before_bad = self.sole_request_id().is_some();
+                // Past it: never again.
+                self.bad_at = usize::MAX;
+            }
+            self.fed = self.fed.saturating_add(after.len());
+            self.read_bytes(after);
+            return;
         }
+        self.fed = self.fed.saturating_add(bytes.len());
+        self.read_bytes(bytes);
+    }
+
+    /// Steps through `bytes` (see [`Envelope::feed`]).
+    fn read_bytes(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while let Some((&b, after)) = rest.split_first() {
             if matches!(self.at, At::Broken | At::NotObject) {
@@ -446,6 +480,18 @@ impl Envelope {
             }
             out.push(b',');
         };
+        // What tells a request's id without doubt (`sole_request_id`), read again from the
+        // summary: the version, and a second `id` member where the ones written are fewer
+        // than those named (the last one written still counts, as when taken).
+        if self.jsonrpc_2_0 {
+            out.extend_from_slice(br#""jsonrpc":"2.0","#);
+        }
+        let cut_id = matches!(self.at, At::Value | At::InValue { .. }) && self.member == Member::Id;
+        let written = usize::from(self.id.is_some()) + usize::from(cut_id);
+        let after_bad = self.lenient && !self.sole_before_bad && self.ids >= 1;
+        if (self.ids >= 2 || after_bad) && written < 2 {
+            out.extend_from_slice(br#""id":null,"#);
+        }
         if let Some(id) = &self.id {
             member(&mut out, "id", id);
         }
@@ -498,9 +544,9 @@ pub(crate) struct Sighted {
 impl Sighted {
     /// What is kept of a message refused for its encoding: its envelope read leniently
     /// ([`Envelope::lenient`]).
-    pub(crate) fn lenient() -> Sighted {
+    pub(crate) fn lenient(bad_at: usize) -> Sighted {
         Sighted {
-            envelope: Envelope::lenient(),
+            envelope: Envelope::lenient(bad_at),
             first: Vec::new(),
         }
     }

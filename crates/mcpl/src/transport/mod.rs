@@ -308,7 +308,7 @@ enum Then {
     OverBudget { frame: Frame, ended: bool },
     /// A line that is not UTF-8 ([`Frame::NotText`]): yielded once read, its envelope's
     /// summary, read leniently, as the discarded head.
-    NotText { frame: Frame },
+    NotText { frame: Frame, bad_at: usize },
 }
 
 /// The most buffered bytes of an oversized line read into its envelope in the poll that
@@ -382,7 +382,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                 };
                 // Its envelope says which request of ours it may answer, wherever its id
                 // is: read as an oversized line's is, a step at a time past 64 KiB.
-                let then = Then::NotText { frame };
+                let bad_at = e.utf8_error().valid_up_to();
+                let then = Then::NotText { frame, bad_at };
                 self.scan(e.into_bytes(), &[], then)
             }
         }
@@ -566,7 +567,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// steps.
     fn scan(&mut self, line: Vec<u8>, part: &[u8], then: Then) -> Option<Frame> {
         self.envelope = Some(Box::new(match then {
-            Then::NotText { .. } => envelope::Sighted::lenient(),
+            Then::NotText { bad_at, .. } => envelope::Sighted::lenient(bad_at),
             _ => envelope::Sighted::default(),
         }));
         let small = line.len() + part.len() <= SCAN_AT_ONCE;
@@ -616,7 +617,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                 }
                 Some(frame)
             }
-            Some(Then::NotText { frame }) => {
+            Some(Then::NotText { frame, .. }) => {
                 if let Some(sighted) = self.envelope.take() {
                     self.discard_head = sighted.head(true);
                 }

@@ -766,7 +766,8 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
                     // message over the limit is, then yielded.
                     let end = bytes.len();
                     self.scan = Some(Box::new(Scan {
-                        sighted: super::envelope::Sighted::lenient(),
+                        // Refused whole: no request's id is told before its error.
+                        sighted: super::envelope::Sighted::lenient(0),
                         at: 0,
                         end,
                         bytes: end,

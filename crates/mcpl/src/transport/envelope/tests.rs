@@ -17,7 +17,7 @@ fn the_envelope_members_are_found_anywhere_at_the_top_level() {
     );
     assert_eq!(
         summary_of(text.as_bytes(), true).as_deref(),
-        Some(r#"{"id":11,"method":"tools/call"}"#)
+        Some(r#"{"jsonrpc":"2.0","id":11,"method":"tools/call"}"#)
     );
     let text = format!(r#"{{"result":{{"pad":"{pad}"}},"i\u0064" : "a\"b" }}"#);
     assert_eq!(
@@ -30,12 +30,18 @@ fn the_envelope_members_are_found_anywhere_at_the_top_level() {
         summary_of(text.as_bytes(), true).as_deref(),
         Some(r#"{"method":"n"}"#)
     );
-    // The last of a member named twice; a value too long to be an id is none.
+    // The last of a member named twice (a second `id` written, as `null`, so the summary
+    // still shows two); a value too long to be an id is none.
     let long = "y".repeat(MAX_VALUE_BYTES);
     let text = format!(r#"{{"id":1,"error":{{}},"id":"{long}"}}"#);
     assert_eq!(
         summary_of(text.as_bytes(), true).as_deref(),
-        Some(r#"{"id":null,"result":0}"#)
+        Some(r#"{"id":null,"id":null,"result":0}"#)
+    );
+    let text = r#"{"jsonrpc":"2.0","id":1,"method":"m","id":2}"#;
+    assert_eq!(
+        summary_of(text.as_bytes(), true).as_deref(),
+        Some(r#"{"jsonrpc":"2.0","id":null,"id":2,"method":"m"}"#)
     );
 }
 
@@ -227,4 +233,33 @@ fn a_batchs_object_entries_are_read_in_order() {
     assert_eq!(entries(r#"[{"id":1,x},{"id":2}]"#).len(), 1);
     assert_eq!(entries("[]").len(), 0);
     assert_eq!(entries(r#"[],{"id":1}"#).len(), 0);
+}
+
+/// A lenient envelope reads past bytes that are no UTF-8; its summary tells a request's id
+/// only when told before the first of them (`bad_at`), else it shows a second `id`.
+#[test]
+fn a_lenient_envelope_tells_a_requests_id_only_before_the_bad_byte() {
+    let lenient = |text: &[u8], bad_at: usize, pieces: usize| {
+        let mut e = Envelope::lenient(bad_at);
+        for piece in text.chunks(pieces) {
+            e.feed(piece);
+        }
+        String::from_utf8_lossy(&e.summary(true).unwrap_or_default()).into_owned()
+    };
+    let before = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xe9\"}";
+    let after = b"{\"jsonrpc\":\"2.0\",\"method\":\"caf\xe9\",\"id\":1}";
+    for pieces in [1, 3, 64] {
+        assert_eq!(
+            lenient(before, 37, pieces),
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\u{fffd}\"}"
+        );
+        assert_eq!(
+            lenient(after, 30, pieces),
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"id\":1,\"method\":\"caf\u{fffd}\"}"
+        );
+        assert_eq!(
+            lenient(before, 0, pieces),
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"id\":1,\"method\":\"caf\u{fffd}\"}"
+        );
+    }
 }
