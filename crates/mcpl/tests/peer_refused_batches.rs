@@ -225,3 +225,60 @@ async fn an_ordered_requests_answer_in_a_refused_batch_is_delivered_at_its_place
         "{second:?}"
     );
 }
+
+/// A batch the line reader discards unread (over `max_message_size`, or not UTF-8) whose
+/// entries answer requests of ours, past its first 2 KiB or not: each of those requests
+/// fails at once, naming why, and the batch is answered as before (`-32600` over the size,
+/// `-32700` not UTF-8, `id: null`). Before, only the first 2 KiB were kept, read as no
+/// message, and the requests waited for their deadlines, for ever without one.
+#[tokio::test(start_paused = true)]
+async fn a_batch_discarded_unread_ends_each_request_of_ours_it_answers() {
+    let config = PeerConfig {
+        max_message_size: 8 * 1024,
+        ..config()
+    };
+    let (peer, incoming, mut raw) = raw_peer(config);
+    answer_all(incoming);
+    let pad = "x".repeat(20 * 1024);
+    for (over, code, word) in [(true, -32600, "limit"), (false, -32700, "no text")] {
+        let mut calls = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let p = peer.clone();
+            calls.push(tokio::spawn(async move {
+                p.request_raw_with("x", None, never()).await
+            }));
+            ids.push(answer(&mut raw, "a request of ours").await["id"].to_string());
+        }
+        let mut line = format!(
+            r#"[{{"jsonrpc":"2.0","id":{},"result":1}},{{"jsonrpc":"2.0","id":"x","result":"{}"}},{{"jsonrpc":"2.0","method":"m","id":{}}},{{"jsonrpc":"2.0","result":2,"id":{}}}"#,
+            ids[0],
+            if over { pad.as_str() } else { "p" },
+            ids[1],
+            ids[1],
+        )
+        .into_bytes();
+        if !over {
+            line.extend_from_slice(b",\"\xe9\"");
+        }
+        line.push(b']');
+        raw.send_bytes(&line).await;
+        raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+            .await;
+        let refused = answer(&mut raw, "the batch").await;
+        assert_eq!(refused["id"], Value::Null, "{refused}");
+        assert_eq!(refused["error"]["code"], code, "{refused}");
+        assert_eq!(answer(&mut raw, "sync").await["id"], "sync");
+        for call in calls {
+            let outcome = tokio::time::timeout(GUARD, call)
+                .await
+                .expect("the request still waits (deadlock guard)")
+                .unwrap();
+            assert!(
+                matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains(word)),
+                "{outcome:?}"
+            );
+        }
+    }
+    assert_eq!(peer.pending_requests(), 0);
+}

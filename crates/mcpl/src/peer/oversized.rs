@@ -19,6 +19,9 @@ pub(super) struct Discarded {
     /// The id of a [`Frame::NotText`] request, when its envelope tells it without doubt
     /// ([`super::text::request_id_of`]): its `-32700` goes under it.
     pub(super) id: Option<RequestId>,
+    /// What the reader kept of a discarded batch: the summaries of its responses, a JSON
+    /// array (`transport::envelope::batch`).
+    pub(super) batch: Option<Vec<u8>>,
 }
 
 impl Discarded {
@@ -29,18 +32,47 @@ impl Discarded {
                 began_as_json: reader.not_text_began_as_json(),
                 head: reader.discarded_head().map(Head::read),
                 id: reader.discarded_head().and_then(super::text::request_id_of),
+                batch: batch_of(reader),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
                 head: reader.discarded_head().map(Head::read),
                 id: None,
+                batch: batch_of(reader),
             },
             _ => Discarded::default(),
         }
     }
 }
 
+/// The summaries of a discarded batch's responses the reader kept, if it is one.
+fn batch_of(reader: &dyn FrameReader) -> Option<Vec<u8>> {
+    reader
+        .discarded_head()
+        .filter(|head| head.first() == Some(&b'['))
+        .map(<[u8]>::to_vec)
+}
+
 impl Discarded {
+    /// Fails each request of ours a response kept of a discarded batch answers (`why` the
+    /// batch was refused), as for a batch refused whole after it was read
+    /// ([`super::text`]'s `RefusedBatch`): what is left to deliver, at its place. Bounded by
+    /// what the reader keeps (`transport::envelope::batch::MAX_BATCH_SUMMARY_BYTES`).
+    pub(super) fn batch_failures(
+        &self,
+        shared: &Shared,
+        why: impl FnOnce() -> String,
+    ) -> Vec<Parsed> {
+        let Some(batch) = &self.batch else {
+            return Vec::new();
+        };
+        let ours = super::text::ours_in_batch(shared, batch);
+        if ours.is_empty() {
+            return Vec::new();
+        }
+        super::reader::fail_refused(shared, ours, &why())
+    }
+
     /// Handles a message over the size limit from its first bytes, by the rule every
     /// refused message is handled by ([`refuse`]): a request whose id they show is answered
     /// `-32600` under it, `data: { limit, bytes, reason: "max_message_size" }`; a response of

@@ -257,16 +257,14 @@ fn deliver_all(
 /// it answered, at its place), waiting only when the incoming queue is full.
 fn deliver_refused(
     shared: &Arc<Shared>,
-    failed: Option<Parsed>,
+    failed: Vec<Parsed>,
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
 ) -> Taken {
-    match deliver_now(shared, failed, inbound, replies) {
-        Ok(()) => Taken::Done(true),
-        Err(item) => Taken::Later(Later::Room {
-            item,
-            rest: Vec::new().into_iter(),
-        }),
+    let mut failed = failed.into_iter();
+    match deliver_all(shared, &mut failed, inbound, replies) {
+        None => Taken::Done(true),
+        Some(item) => Taken::Later(Later::Room { item, rest: failed }),
     }
 }
 
@@ -282,15 +280,30 @@ fn take_frame(
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
-            let failed = discarded.oversized(shared, bytes, limit, replies);
+            let mut failed = discarded.batch_failures(shared, || {
+                format!(
+                    "the batch holding it, of {bytes} bytes, exceeds the {limit}-byte limit \
+                     (PeerConfig::max_message_size) and was discarded unread"
+                )
+            });
+            failed.extend(discarded.oversized(shared, bytes, limit, replies));
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::OverBudget { bytes, limit } => {
-            let failed = discarded.over_budget(shared, bytes, limit, replies);
+            let mut failed = discarded.batch_failures(shared, || {
+                format!(
+                    "the batch holding it was refused after {bytes} bytes, unread: the budget \
+                     of {limit} bytes for buffered partial messages is exhausted"
+                )
+            });
+            failed.extend(discarded.over_budget(shared, bytes, limit, replies));
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {
-            let failed = discarded.not_text(shared, reason, replies);
+            let mut failed = discarded.batch_failures(shared, || {
+                format!("the batch holding it was refused as no text: {reason}")
+            });
+            failed.extend(discarded.not_text(shared, reason, replies));
             return deliver_refused(shared, failed, inbound, replies);
         }
     };
@@ -706,7 +719,7 @@ pub(super) fn classify(
 /// Fails each request of ours (`ours`) a batch refused whole answered (`reason`), reported
 /// as the invalid response it was: what is left to deliver (the failures of requests sent
 /// in order), each weighing what it holds, not the batch it stood in.
-fn fail_refused(shared: &Shared, ours: Vec<RequestId>, reason: &str) -> Vec<Parsed> {
+pub(super) fn fail_refused(shared: &Shared, ours: Vec<RequestId>, reason: &str) -> Vec<Parsed> {
     let mut failed = Vec::new();
     for id in ours {
         shared.diagnose(Diagnostic::InvalidMessage {

@@ -162,7 +162,7 @@ fn refused_batch(
     if !trimmed.starts_with('[') {
         return read;
     }
-    let ours = ours_in_batch(shared, trimmed);
+    let ours = ours_in_batch(shared, trimmed.as_bytes());
     if ours.is_empty() {
         return read;
     }
@@ -181,10 +181,10 @@ fn refused_batch(
 /// responses that does not parse): every request of ours an entry names ends now, failed,
 /// rather than waiting for its deadline; the rest of the batch is answered as before
 /// (`-32700` or `-32600`, `id: null`). Bounded by the requests outstanding.
-fn ours_in_batch(shared: &Shared, trimmed: &str) -> Vec<RequestId> {
+pub(super) fn ours_in_batch(shared: &Shared, trimmed: &[u8]) -> Vec<RequestId> {
     let mut ours = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    crate::transport::envelope::batch_entries(trimmed.as_bytes(), |entry, ended| {
+    crate::transport::envelope::batch_entries(trimmed, |entry, ended| {
         let Some(summary) = entry.summary(ended) else {
             return;
         };

@@ -539,6 +539,8 @@ impl Envelope {
 pub(crate) struct Sighted {
     envelope: Envelope,
     first: Vec<u8>,
+    /// A batch's responses ([`batch::BatchSighted`]).
+    batch: batch::BatchSighted,
 }
 
 impl Sighted {
@@ -548,6 +550,7 @@ impl Sighted {
         Sighted {
             envelope: Envelope::lenient(bad_at),
             first: Vec::new(),
+            batch: batch::BatchSighted::default(),
         }
     }
 
@@ -557,12 +560,17 @@ impl Sighted {
         self.first
             .extend_from_slice(bytes.get(..room).unwrap_or(bytes));
         self.envelope.feed(bytes);
+        self.batch.feed(bytes);
     }
 
     /// What the peer reads of the message: its envelope's summary ([`Envelope::summary`],
-    /// `ended` as there), or its first bytes when it is no object.
+    /// `ended` as there); for a batch, the summaries of the responses in it, as a JSON
+    /// array ([`batch::BatchSighted::summary`]); else its first bytes.
     pub(crate) fn head(self, ended: bool) -> Vec<u8> {
-        self.envelope.summary(ended).unwrap_or(self.first)
+        self.envelope
+            .summary(ended)
+            .or_else(|| self.batch.summary())
+            .unwrap_or(self.first)
     }
 }
 
@@ -649,6 +657,8 @@ fn skip_value(text: &[u8]) -> Option<usize> {
     }
     None
 }
+
+pub mod batch;
 
 #[cfg(test)]
 mod tests;

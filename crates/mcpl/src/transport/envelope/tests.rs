@@ -263,3 +263,38 @@ fn a_lenient_envelope_tells_a_requests_id_only_before_the_bad_byte() {
         );
     }
 }
+
+/// A refused batch keeps the summaries of its responses only (an outcome, or an id and no
+/// method), as a JSON array, whatever the pieces it is fed in; non-object entries, strings
+/// holding brackets and nested arrays are skipped; a syntax error between entries ends the
+/// read; the summaries kept stay within their bound.
+#[test]
+fn a_batchs_responses_are_kept_in_bounded_memory() {
+    use super::batch::{BatchSighted, MAX_BATCH_SUMMARY_BYTES};
+    let kept = |text: &[u8], piece: usize| {
+        let mut b = BatchSighted::default();
+        for p in text.chunks(piece) {
+            b.feed(p);
+        }
+        b.summary()
+            .map(|s| String::from_utf8_lossy(&s).into_owned())
+    };
+    let text = br#" [1, "a,]}", [2,{"id":9}], {"id":1,"result":[{"x":"]"}]}, {"method":"m","id":2}, {"id":3}, null, {"error":{},"id":"e"} , {"id":4,"res"#;
+    for piece in [1, 2, 7, text.len()] {
+        assert_eq!(
+            kept(text, piece).as_deref(),
+            Some(r#"[{"id":1,"result":0},{"id":3},{"id":"e","result":0},{"id":4,]"#),
+            "pieces of {piece}"
+        );
+    }
+    assert_eq!(
+        kept(br#"[{"id":1,"result":0} x {"id":2,"result":0}]"#, 3).as_deref(),
+        Some(r#"[{"id":1,"result":0}]"#)
+    );
+    assert_eq!(kept(br#"{"id":1,"result":0}"#, 5), None);
+    assert_eq!(kept(br#"[{"method":"m","id":1}]"#, 5), None);
+    let many = format!("[{}0]", r#"{"id":123456,"result":0},"#.repeat(10_000));
+    let got = kept(many.as_bytes(), 4096).unwrap_or_default();
+    assert!(got.len() <= MAX_BATCH_SUMMARY_BYTES + 1, "{}", got.len());
+    assert!(got.len() > MAX_BATCH_SUMMARY_BYTES / 2, "{}", got.len());
+}

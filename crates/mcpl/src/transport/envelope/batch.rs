@@ -1,0 +1,169 @@
+//! A refused batch's responses, read as its bytes stream past (a line over the size limit,
+//! one the budget refused, a message that is not UTF-8): the envelope of each object entry
+//! that shows a response (an outcome, or an id and no method), kept as the summary
+//! [`super::Envelope::summary`] writes, so a peer can still end each request of its own
+//! that an entry answers. Before, only the batch's first
+//! [`crate::transport::DISCARDED_HEAD_BYTES`] were kept, and an answer past them left its
+//! request waiting.
+
+use super::{At, Envelope};
+
+/// The most bytes of entry summaries kept of one refused batch (64 KiB: about 2,500
+/// answers with short ids). Entries past it are not kept (a request they answer waits for
+/// its deadline, as before).
+pub const MAX_BATCH_SUMMARY_BYTES: usize = 64 * 1024;
+
+/// Where the scan of the array is.
+#[derive(Debug)]
+enum Step {
+    /// Before the array: whitespace and a byte order mark skipped.
+    Start,
+    /// Expecting an entry (or the array's end).
+    Before,
+    /// Inside an object entry.
+    Object(Box<Envelope>),
+    /// Inside any other entry: its nesting, and whether inside a string (after a `\`).
+    Other {
+        depth: usize,
+        string: bool,
+        escaped: bool,
+    },
+    /// After an entry: a `,` or the array's end.
+    After,
+    /// The array ended, was no array, or broke: nothing more is read.
+    Done,
+}
+
+/// The responses of a batch, fed its bytes in order in any number of pieces, in bounded
+/// memory: one entry's envelope and at most [`MAX_BATCH_SUMMARY_BYTES`] of summaries.
+#[derive(Debug)]
+pub(crate) struct BatchSighted {
+    step: Step,
+    /// `[` and the summaries kept, each after a `,` but the first.
+    kept: Vec<u8>,
+}
+
+impl Default for BatchSighted {
+    fn default() -> Self {
+        BatchSighted {
+            step: Step::Start,
+            kept: Vec::new(),
+        }
+    }
+}
+
+impl BatchSighted {
+    /// Reads the next bytes of the message.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some((&b, after)) = rest.split_first() {
+            match &mut self.step {
+                Step::Done => return,
+                Step::Object(envelope) => {
+                    let Some(n) = envelope.feed_object(rest) else {
+                        if matches!(envelope.at, At::Broken | At::NotObject) {
+                            self.end_object(false);
+                            self.step = Step::Done;
+                        }
+                        return;
+                    };
+                    self.end_object(true);
+                    self.step = Step::After;
+                    rest = rest.get(n..).unwrap_or_default();
+                }
+                Step::Before if b == b'{' => {
+                    self.step = Step::Object(Box::default());
+                }
+                _ => {
+                    self.step_byte(b);
+                    rest = after;
+                }
+            }
+        }
+    }
+
+    /// One byte outside an object entry.
+    fn step_byte(&mut self, b: u8) {
+        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        let step = std::mem::replace(&mut self.step, Step::Done);
+        self.step = match step {
+            Step::Start if space || matches!(b, 0xef | 0xbb | 0xbf) => Step::Start,
+            Step::Start if b == b'[' => Step::Before,
+            Step::Before if space => Step::Before,
+            Step::After if space => Step::After,
+            Step::Before if b == b']' || b == b',' => Step::Done,
+            Step::Before => Self::other(b, 0),
+            Step::After if b == b',' => Step::Before,
+            Step::Other {
+                depth,
+                string: true,
+                escaped,
+            } => match b {
+                b'"' if !escaped && depth == 0 => Step::After,
+                _ => Step::Other {
+                    depth,
+                    string: escaped || b != b'"',
+                    escaped: !escaped && b == b'\\',
+                },
+            },
+            Step::Other { depth, .. } => match b {
+                b',' if depth == 0 => Step::Before,
+                _ if space && depth == 0 => Step::After,
+                b']' | b'}' if depth == 0 => Step::Done,
+                b']' | b'}' if depth == 1 => Step::After,
+                b']' | b'}' => Step::Other {
+                    depth: depth - 1,
+                    string: false,
+                    escaped: false,
+                },
+                _ => Self::other(b, depth),
+            },
+            _ => Step::Done,
+        };
+    }
+
+    /// The step for byte `b` of a non-object entry at `depth` (its first byte, or one inside).
+    fn other(b: u8, depth: usize) -> Step {
+        Step::Other {
+            depth: match b {
+                b'[' | b'{' => depth.saturating_add(1),
+                _ => depth,
+            },
+            string: b == b'"',
+            escaped: false,
+        }
+    }
+
+    /// Keeps the summary of the object entry just read (`ended`: its `}` was read), if it
+    /// shows a response and there is room for it.
+    fn end_object(&mut self, ended: bool) {
+        let Step::Object(envelope) = &self.step else {
+            return;
+        };
+        let response = envelope.outcome || (!envelope.method_named && envelope.id.is_some());
+        let Some(summary) = response.then(|| envelope.summary(ended)).flatten() else {
+            return;
+        };
+        if self.kept.len() + summary.len() + 2 > MAX_BATCH_SUMMARY_BYTES {
+            return;
+        }
+        self.kept
+            .push(if self.kept.is_empty() { b'[' } else { b',' });
+        self.kept.extend_from_slice(&summary);
+    }
+
+    /// The summaries kept (with the entry being read when the bytes ended, cut), as a JSON
+    /// array text (each entry read by
+    /// [`super::batch_entries`] as its envelope was); `None` when none was.
+    pub(crate) fn summary(mut self) -> Option<Vec<u8>> {
+        // An entry cut by the end of what was fed (a batch refused part read) shows what
+        // it read, cut, as a cut message does.
+        self.end_object(false);
+        let mut kept = self.kept;
+        if kept.is_empty() {
+            return None;
+        }
+        kept.push(b']');
+        Some(kept)
+    }
+}
