@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (36 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (37 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 36 * 6 * 512 + 4096,
+        text.len() < 37 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 36, "{doc:#}");
+    assert_eq!(checks.len(), 37, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1828,4 +1828,37 @@ async fn a_too_costly_answer_to_the_early_push_is_said_as_over_budget() {
         d.contains("300") && d.contains("units parsed") && d.contains("budget of 262144"),
         "{d}"
     );
+}
+
+/// §4: all messages use JSON-RPC 2.0. A host that writes a log line on the protocol stream,
+/// a message that says `"jsonrpc": "1.0"`, and a frame that does not parse had each one
+/// skipped (the junk) or answered (`-32600`, `-32700`) by the checker's peer and counted
+/// only in a "discarded meanwhile" note where a wait timed out: with every probe answered,
+/// no check failed. `host.frames-valid` now fails, counting them and naming the first.
+#[tokio::test]
+async fn frames_that_are_not_json_rpc_fail_frames_valid() {
+    let report = report_path("frames-valid.json");
+    let head = format!(
+        "{}{INITIALIZED}{}{}{}{}",
+        initialize(json!(1)),
+        "starting up: log output on stdout\n",
+        line(
+            &json!({ "jsonrpc": "1.0", "method": "notifications/message",
+                      "params": { "level": "info", "data": "x" } })
+        ),
+        "{\"jsonrpc\":\"2.0\",\"method\":\n",
+        policy_request()
+    );
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.frames-valid");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.starts_with("3 frame(s)"), "{d}");
+    assert!(d.contains("starting up"), "the first is quoted: {d}");
+
+    // A host writing only JSON-RPC 2.0 passes, its frames counted.
+    let report = report_path("frames-valid-ok.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.frames-valid");
+    assert_eq!(c["status"], "pass", "{doc:#}");
 }

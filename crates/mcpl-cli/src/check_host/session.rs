@@ -135,6 +135,8 @@ pub(super) struct Run {
     pub(super) refusal_codes: super::judge::RefusalCodes,
     /// The `inference/lifecycle` signals the host sent, judged ([`super::lifecycle`]).
     pub(super) lifecycles: super::lifecycle::Lifecycles,
+    /// The host's frames that are not JSON-RPC 2.0 ([`super::frames`]).
+    pub(super) not_rpc: super::frames::NotRpc,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -183,6 +185,7 @@ impl Run {
             deliveries: super::delivered::Deliveries::default(),
             refusal_codes: super::judge::RefusalCodes::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
+            not_rpc: super::frames::NotRpc::default(),
         }
     }
 
@@ -280,6 +283,7 @@ impl Run {
     /// invalid responses.
     fn read_diagnostics(&mut self) {
         while let Some(d) = self.diagnostics.try_recv() {
+            self.not_rpc.note(&d);
             let (oversized, other, lost) = &mut self.discards;
             match d {
                 Diagnostic::Oversized { .. } => *oversized += 1,
@@ -864,6 +868,7 @@ impl Run {
         self.conclude_lifecycles();
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
         self.read_diagnostics();
+        self.conclude_frames(self.repeats.summary().0);
         let once = "host.responses-once";
         match &self.twice {
             (0, _) if self.repeats.summary().0 == 0 => {}

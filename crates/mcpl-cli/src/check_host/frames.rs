@@ -1,0 +1,84 @@
+//! `host.frames-valid` (§4: all messages use JSON-RPC 2.0): every frame the host writes is a
+//! JSON-RPC 2.0 message, as `mcpl check`'s `transport.frames-valid` asks of a server. The
+//! checker's peer skips a line that is not JSON, answers a frame that does not parse
+//! (`-32700`) or a request that is no valid JSON-RPC (`-32600`), and reports each on its
+//! diagnostics stream ([`NotRpc::note`] reads them there); such frames had been counted only
+//! in a "discarded meanwhile" note where a wait timed out, so a host answering every probe
+//! with a log line between them failed nothing.
+//!
+//! Readings: a frame the checker refused for its own bounds (over [`super::MAX_MESSAGE`],
+//! the partial-message budget, the parsed cost, the batch size) is no proof the host broke
+//! JSON-RPC, and a response under an id the checker never sent (`id: null` included: the
+//! host's `-32700` to the checker's junk line is one) is valid JSON-RPC; neither counts
+//! here. Diagnostics the stream dropped (its capacity is 16) are not counted either: the
+//! count is of the frames reported, a floor.
+
+use mcpl::peer::Diagnostic;
+
+use super::judge::capped;
+use super::session::Run;
+use super::tally::Tally;
+use crate::check::report::Status;
+
+/// The check's id.
+pub(super) const ID: &str = "host.frames-valid";
+
+/// The host's frames that are not JSON-RPC 2.0: how many, the first [`NotRpc::KEPT`]
+/// described.
+#[derive(Debug, Default)]
+pub(super) struct NotRpc(Tally<{ NotRpc::KEPT }>);
+
+impl NotRpc {
+    /// How many are described in the report.
+    pub(super) const KEPT: usize = 3;
+
+    /// Notes `d` when it reports a frame of the host's that is not JSON-RPC 2.0.
+    pub(super) fn note(&mut self, d: &Diagnostic) {
+        let said = match d {
+            Diagnostic::JunkLine { excerpt } => {
+                format!("a line that is not JSON: {:?}", capped(excerpt.clone(), 80))
+            }
+            Diagnostic::ParseError { error } => {
+                format!(
+                    "a frame that does not parse ({})",
+                    capped(error.clone(), 80)
+                )
+            }
+            Diagnostic::NotText { reason } => {
+                format!("a frame that is not text ({})", capped(reason.clone(), 80))
+            }
+            Diagnostic::InvalidMessage { reason, .. } => {
+                format!("not valid JSON-RPC 2.0 ({})", capped(reason.clone(), 80))
+            }
+            Diagnostic::EmptyBatch => "an empty batch".to_owned(),
+            _ => return,
+        };
+        self.0.note(|| said);
+    }
+}
+
+impl Run {
+    /// Records [`ID`] from the diagnostics read so far, out of `frames` frames read; nothing
+    /// when none was read.
+    pub(super) fn conclude_frames(&mut self, frames: u64) {
+        let seen = &self.not_rpc.0;
+        let detail = match seen.count() {
+            0 if frames == 0 => return,
+            0 => {
+                let d = format!("each of {frames} frame(s) was a JSON-RPC 2.0 message");
+                self.record(ID, Status::Pass, d);
+                return;
+            }
+            n => format!(
+                "{n} frame(s) that are not JSON-RPC 2.0 messages (§4: all messages use \
+                 JSON-RPC 2.0){}: {}",
+                match seen.cut() {
+                    Some(kept) => format!(", the first {kept} shown"),
+                    None => String::new(),
+                },
+                seen.joined()
+            ),
+        };
+        self.record(ID, Status::Fail, detail);
+    }
+}
