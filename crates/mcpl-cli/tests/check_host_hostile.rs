@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (37 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (38 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 37 * 6 * 512 + 4096,
+        text.len() < 38 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 37, "{doc:#}");
+    assert_eq!(checks.len(), 38, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1860,5 +1860,32 @@ async fn frames_that_are_not_json_rpc_fail_frames_valid() {
     let report = report_path("frames-valid-ok.json");
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
     let c = check(&doc, "host.frames-valid");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+}
+
+/// MCP (which §4 carries MCPL over): a request id MUST NOT have been used before by the
+/// requestor within the session. A host that sends its policy Request again under id 2,
+/// the id of its first one, already answered, passed everything; `mcpl check` warns of the
+/// same in a server (`rpc.request-ids-unique`). `host.request-ids-unique` now warns, naming
+/// the id; a host whose requests each have their own id passes.
+#[tokio::test]
+async fn a_request_id_used_again_warns() {
+    let report = report_path("ids-again.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" {
+            out.push_str(&policy_request());
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.request-ids-unique");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("the first 2"), "{d}");
+
+    let report = report_path("ids-own.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.request-ids-unique");
     assert_eq!(c["status"], "pass", "{doc:#}");
 }

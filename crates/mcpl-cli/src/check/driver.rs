@@ -16,7 +16,6 @@ use super::conn::Conn;
 
 mod channels;
 mod hook_path;
-mod ids;
 mod judge;
 mod negotiation;
 mod probes;
@@ -143,7 +142,7 @@ struct Session {
     /// `added`), not opened by the host: §14.2 across the connection ([`Self::registered_again`]).
     registered: BTreeSet<String>,
     /// The ids of the requests the server sent on this connection (`rpc.request-ids-unique`).
-    request_ids: ids::RequestIds,
+    request_ids: crate::check::ids::RequestIds,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
     /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
@@ -354,7 +353,7 @@ impl Session {
             tagged_uses: 0,
             channels: mcpl::session::ChannelTable::default(),
             registered: BTreeSet::new(),
-            request_ids: ids::RequestIds::default(),
+            request_ids: crate::check::ids::RequestIds::default(),
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,

@@ -6,6 +6,7 @@
 
 pub(crate) mod conn;
 mod driver;
+pub(crate) mod ids;
 mod inspect;
 pub(crate) mod repeated;
 pub(crate) mod report;

@@ -88,6 +88,7 @@ catalogue! {
     "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";
     "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";
     "host.frames-valid", "§4", "every frame the host writes is a JSON-RPC 2.0 message (a line that is not JSON, a frame that does not parse, an invalid message fail)";
+    "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.

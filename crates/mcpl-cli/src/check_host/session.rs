@@ -137,6 +137,8 @@ pub(super) struct Run {
     pub(super) lifecycles: super::lifecycle::Lifecycles,
     /// The host's frames that are not JSON-RPC 2.0 ([`super::frames`]).
     pub(super) not_rpc: super::frames::NotRpc,
+    /// The ids of the host's requests (`host.request-ids-unique`, [`crate::check::ids`]).
+    request_ids: crate::check::ids::RequestIds,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -186,6 +188,7 @@ impl Run {
             refusal_codes: super::judge::RefusalCodes::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
             not_rpc: super::frames::NotRpc::default(),
+            request_ids: crate::check::ids::RequestIds::default(),
         }
     }
 
@@ -365,7 +368,7 @@ impl Run {
             return None;
         }
         match tokio::time::timeout_at(deadline, self.incoming.recv()).await {
-            Ok(Some(m)) => Some(m),
+            Ok(Some(m)) => Some(self.arrived(m)),
             Ok(None) => {
                 self.on_closed();
                 None
@@ -415,7 +418,10 @@ impl Run {
                 }
                 // A late answer to a request that timed out before.
                 Ok(Some(Ordered::Response(_))) => {}
-                Ok(Some(Ordered::Message(m))) => self.handle(m).await,
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    self.handle(m).await;
+                }
                 Ok(None) => self.on_closed(),
                 Err(_) => {
                     self.peer.forget(&id, "timed out");
@@ -514,7 +520,10 @@ impl Run {
                 biased;
                 r = call.as_mut() => return self.reply(r),
                 m = self.incoming.recv(), if !self.closed => match m {
-                    Some(m) => self.handle(m).await,
+                    Some(m) => {
+                        let m = self.arrived(m);
+                        self.handle(m).await;
+                    }
                     None => self.on_closed(),
                 },
             }
@@ -599,7 +608,10 @@ impl Run {
                         pong = Some(self.ordered_reply(ping, outcome));
                     }
                 }
-                Ok(Some(Ordered::Message(m))) => self.handle(m).await,
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    self.handle(m).await;
+                }
                 Ok(None) => self.on_closed(),
                 Err(_) => {
                     let now = Instant::now();
@@ -679,6 +691,15 @@ impl Run {
                 self.first_notification_with_id = Some(format!("{method} (id {id})"));
             }
         }
+    }
+
+    /// `m`, as it arrived, its request id noted (`host.request-ids-unique`): every message
+    /// from the host passes here once, whoever then handles it.
+    fn arrived(&mut self, m: IncomingMessage) -> IncomingMessage {
+        if let IncomingMessage::Request(r) = &m {
+            self.request_ids.note(r.id());
+        }
+        m
     }
 
     /// Answers (and judges) anything the host sends outside the awaited steps.
@@ -869,6 +890,9 @@ impl Run {
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
         self.read_diagnostics();
         self.conclude_frames(self.repeats.summary().0);
+        if let Some((status, d)) = self.request_ids.verdict("host") {
+            self.record("host.request-ids-unique", status, d);
+        }
         let once = "host.responses-once";
         match &self.twice {
             (0, _) if self.repeats.summary().0 == 0 => {}

@@ -457,7 +457,7 @@ impl Session {
                 "every method the server sent is MCP or MCPL 0.5",
             ),
         }
-        match self.request_ids.verdict() {
+        match self.request_ids.verdict("server") {
             Some((status, d)) => self.rec.record("rpc.request-ids-unique", status, d),
             None if first => {
                 let d = "the server sent no request";

@@ -1,10 +1,11 @@
-//! `rpc.request-ids-unique`: MCP, over which §4 carries MCPL, says "the request ID MUST NOT
-//! have been previously used by the requestor within the same session". The ids of the
-//! requests a server sends on one connection are remembered, to tell one sent again.
+//! `rpc.request-ids-unique` (`mcpl check`) and `host.request-ids-unique` (`mcpl check-host`):
+//! MCP, over which §4 carries MCPL, says "the request ID MUST NOT have been previously used
+//! by the requestor within the same session". The ids of the requests the other side sends
+//! on one connection are remembered, to tell one sent again.
 //!
 //! Reading: JSON-RPC 2.0 itself asks only that a response carry its request's id, so an id
-//! used again once its first request was answered is MCP's rule broken, not a reply the host
-//! cannot place: the check warns. Bounded: at most [`MAX_IDS_KEPT`] ids, each at most
+//! used again once its first request was answered is MCP's rule broken, not a reply the
+//! receiver cannot place: the check warns. Bounded: at most [`MAX_IDS_KEPT`] ids, each at most
 //! [`MAX_ID_TEXT`] bytes as written (a longer one is not remembered); past the bound further
 //! ids are not remembered, so their reuse goes unseen.
 
@@ -15,17 +16,17 @@ use mcpl::jsonrpc::RequestId;
 use crate::check::report::Status;
 
 /// Most request ids remembered per connection.
-pub(super) const MAX_IDS_KEPT: usize = 4096;
+pub(crate) const MAX_IDS_KEPT: usize = 4096;
 
 /// Longest id remembered, in bytes of its JSON text.
-pub(super) const MAX_ID_TEXT: usize = 256;
+pub(crate) const MAX_ID_TEXT: usize = 256;
 
 /// Characters of the first reused id quoted in the detail.
 const QUOTED_CHARS: usize = 64;
 
-/// The request ids one connection's server used, and those it used again.
+/// The request ids one connection's other side used, and those it used again.
 #[derive(Debug, Default)]
-pub(super) struct RequestIds {
+pub(crate) struct RequestIds {
     seen: HashSet<String>,
     requests: u64,
     reused: u64,
@@ -33,8 +34,8 @@ pub(super) struct RequestIds {
 }
 
 impl RequestIds {
-    /// Notes one request the server sent under `id`.
-    pub(super) fn note(&mut self, id: &RequestId) {
+    /// Notes one request the other side sent under `id`.
+    pub(crate) fn note(&mut self, id: &RequestId) {
         self.requests = self.requests.saturating_add(1);
         let text = id.to_string();
         if text.len() > MAX_ID_TEXT {
@@ -50,14 +51,15 @@ impl RequestIds {
         }
     }
 
-    /// The verdict on the connection: `None` when the server sent no request.
-    pub(super) fn verdict(&self) -> Option<(Status, String)> {
+    /// The verdict on the connection, `who` being the other side (`server`, `host`): `None`
+    /// when it sent no request.
+    pub(crate) fn verdict(&self, who: &str) -> Option<(Status, String)> {
         match (&self.first, self.requests) {
             (_, 0) => None,
             (Some(first), n) => Some((
                 Status::Warn,
                 format!(
-                    "{} of {n} request(s) reused an id the server had sent before in the session \
+                    "{} of {n} request(s) reused an id the {who} had sent before in the session \
                      (MCP: a request id MUST NOT have been previously used within the same \
                      session), the first {first}",
                     self.reused
@@ -80,12 +82,14 @@ mod tests {
     #[test]
     fn a_reused_request_id_is_told_within_the_bound() {
         let mut ids = RequestIds::default();
-        assert_eq!(ids.verdict(), None);
+        assert_eq!(ids.verdict("server"), None);
         ids.note(&RequestId::Number(1.into()));
         ids.note(&RequestId::String("1".into()));
-        assert_eq!(ids.verdict().map(|v| v.0), Some(Status::Pass));
+        assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
         ids.note(&RequestId::String("1".into()));
-        let (status, d) = ids.verdict().unwrap_or((Status::Skip, String::new()));
+        let (status, d) = ids
+            .verdict("server")
+            .unwrap_or((Status::Skip, String::new()));
         assert_eq!(status, Status::Warn);
         assert!(
             d.starts_with("1 of 3 request(s)") && d.contains("\"1\""),
@@ -99,6 +103,6 @@ mod tests {
             ids.note(&RequestId::Number(i.into()));
         }
         assert_eq!(ids.seen.len(), MAX_IDS_KEPT);
-        assert_eq!(ids.verdict().map(|v| v.0), Some(Status::Pass));
+        assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
     }
 }
