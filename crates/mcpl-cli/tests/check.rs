@@ -472,6 +472,23 @@ fn s6_6_a_server_that_never_answers_ping_fails_ping_answered() {
     );
 }
 
+/// MCP answers `ping` with an empty result, an object: a server answering `"pong"`, which a
+/// host decoding MCP's empty result (the library's `Ping`) cannot read, passed
+/// `rpc.ping-answered` as any result did. It now warns, quoting the result, as an error does.
+#[test]
+fn a_ping_answered_with_a_result_that_is_no_object_warns() {
+    let (code, doc) = check(&["--quick", "--", FIXTURE, "ping-pong"]);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["rpc.ping-answered"]),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "rpc.ping-answered");
+    assert!(d.contains("\"pong\""), "{d}");
+    assert_eq!(code, 0);
+}
+
 /// `oversized` writes a 16 MiB line in every session; one session shows its defect (and
 /// that the connection survives it) without nine processes writing 144 MiB at once.
 fn oversized() -> (i32, Value) {

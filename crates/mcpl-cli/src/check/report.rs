@@ -127,7 +127,7 @@ catalogue! {
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
-    "rpc.ping-answered", "§6.6", "a ping gets an answer (MCP: an empty result; an error warns), never silence";
+    "rpc.ping-answered", "§6.6", "a ping gets an answer (MCP: an empty result; an error, or a result that is no object, warns), never silence";
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
     "rpc.notifications-have-no-id", "§4.1", "a notification-only method (MCP's notifications/*, MCPL's; mcpl/manifestChanged is judged by manifest.changed-is-notification) is sent without an id";
     "rpc.methods-in-vocabulary", "§4.1", "every request or notification the server sends is MCP or MCPL 0.5 (warns, naming 0.4-era methods)";

@@ -231,10 +231,31 @@ impl Session {
     /// with an empty result (an error is an answer, and warns). The pings fencing the
     /// listening windows are not judged, so without this a server ignoring `ping` passed.
     /// Sent before the unknown method, so no hook that follows it is taken as fenced.
+    /// Reading: MCP's empty result is an object (its `_meta` and other members allowed); a
+    /// result that is no object (`"pong"`) is an answer a host decoding it cannot read,
+    /// so it warns as an error does.
     pub(super) fn ping_answered(&mut self) {
         let id = "rpc.ping-answered";
         match self.request(Ping::NAME, json!({})) {
-            Reply::Result(_) => self.rec.record(id, Status::Pass, "answered with a result"),
+            Reply::Result(v) if v.is_object() => {
+                self.rec.record(id, Status::Pass, "answered with a result")
+            }
+            Reply::Result(v) => {
+                let mut said = v.to_string();
+                if said.len() > 64 {
+                    let mut end = 64;
+                    while !said.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    said.truncate(end);
+                    said.push('…');
+                }
+                let d = format!(
+                    "answered with the result {said}, which is no object (MCP: an empty \
+                     result, {{}})"
+                );
+                self.rec.record(id, Status::Warn, d)
+            }
             Reply::Error(e) => self.rec.record(
                 id,
                 Status::Warn,
