@@ -444,3 +444,55 @@ done"#;
         "the bound is named: {d}"
     );
 }
+
+/// A server whose `push/event` Request (id 99) is over the checker's 16 MiB message limit:
+/// the line is discarded unread, and the request, whose envelope shows its method and id,
+/// was never answered (a request with an id is always answered, JSON-RPC 2.0 §5: the
+/// library's peer answers such a one `-32600` under its id). The checker now answers it so,
+/// and still counts the frame under `transport.frames-valid`.
+#[test]
+fn a_request_over_the_size_limit_is_answered_under_its_id() {
+    const SERVE: &str = r#"
+read l
+printf '{"jsonrpc":"2.0","id":99,"method":"push/event","params":{"pad":"'
+head -c 16777300 /dev/zero | tr '\000' a; printf '"}}\n'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("oversized-request.jsonl");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .arg("--transcript")
+        .arg(&transcript)
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        detail(&doc, "transport.frames-valid").contains("exceeds the 16777216-byte limit"),
+        "{doc:#}"
+    );
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let answered = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["direction"] == "sent")
+        .any(|v| v["message"]["id"] == 99 && v["message"]["error"]["code"] == -32600);
+    assert!(answered, "request 99 was not answered -32600: {text}");
+}

@@ -99,6 +99,11 @@ pub enum Event {
         id: mcpl::jsonrpc::RequestId,
         why: String,
     },
+    /// The same for a frame whose envelope shows a request under an id: answered `-32600`.
+    Unanswerable {
+        id: mcpl::jsonrpc::RequestId,
+        why: String,
+    },
     /// End of stream, or a read or write error.
     Closed(String),
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its

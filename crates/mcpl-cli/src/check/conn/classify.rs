@@ -86,20 +86,24 @@ pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
 /// its parsed cost; `why`), logged as [`discard`] logs it: an [`Event::Unread`] when its
 /// envelope (`summary`, [`mcpl::transport::FrameReader::discarded_head`] or
 /// [`envelope_of`]) shows a response under a usable id, so a wait for that answer ends on
-/// it, said as what it is (issue: an answer over 16 MiB read as silence); else as
-/// [`discard`].
+/// it, said as what it is (not as silence); an [`Event::Unanswerable`] when it shows a
+/// request under one, so the request is answered; else as [`discard`].
 pub(super) fn discard_answer(
     why: String,
     summary: Option<&[u8]>,
     transcript: Option<&Transcript>,
 ) -> (Event, usize) {
-    let Some(id) = summary.and_then(answered_id) else {
+    let Some((id, request)) = summary.and_then(envelope_id) else {
         return discard(why, transcript);
     };
     if let Some(t) = transcript {
         t.write_discarded(&why);
     }
-    let event = Event::Unread { id, why };
+    let event = if request {
+        Event::Unanswerable { id, why }
+    } else {
+        Event::Unread { id, why }
+    };
     let cost = event.held_bytes();
     (event, cost)
 }
@@ -114,12 +118,13 @@ pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
     envelope.summary(true)
 }
 
-/// The id a discarded message's envelope summary answers: an object with an `id` that is
-/// a string or an integer, a `result` or `error` (the summary writes either as
-/// `"result":0`), and no `method`. A summary cut inside its outcome (`…"result":[`, a part
-/// the budget refused) is read as having one. Anything else (a request, a batch's first
-/// bytes, an id cut or too long to keep) answers nothing.
-fn answered_id(summary: &[u8]) -> Option<mcpl::jsonrpc::RequestId> {
+/// The id a discarded message's envelope summary shows, and whether it is a request's: an
+/// object with an `id` that is a string or an integer, and either a `method` that is a
+/// string (a request) or a `result` or `error` and no `method` (a response; the summary
+/// writes either as `"result":0`). A summary cut inside its outcome (`…"result":[`, a part
+/// the budget refused) is read as having one. Anything else (a batch's first bytes, an id
+/// cut or too long to keep) shows nothing.
+fn envelope_id(summary: &[u8]) -> Option<(mcpl::jsonrpc::RequestId, bool)> {
     let text = std::str::from_utf8(summary).ok()?;
     let closed;
     let text = match text.strip_suffix("\"result\":[") {
@@ -131,10 +136,13 @@ fn answered_id(summary: &[u8]) -> Option<mcpl::jsonrpc::RequestId> {
     };
     let v: Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
-    if o.contains_key("method") || !o.contains_key("result") {
-        return None;
-    }
-    serde_json::from_value(o.get("id")?.clone()).ok()
+    let request = match o.get("method") {
+        Some(Value::String(_)) => true,
+        Some(_) => return None,
+        None if o.contains_key("result") => false,
+        None => return None,
+    };
+    Some((serde_json::from_value(o.get("id")?.clone()).ok()?, request))
 }
 
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
@@ -157,7 +165,8 @@ impl Event {
             | Event::Closed(s)
             | Event::Repeated(s)
             | Event::Spread(s)
-            | Event::Unread { why: s, .. } => s.capacity(),
+            | Event::Unread { why: s, .. }
+            | Event::Unanswerable { why: s, .. } => s.capacity(),
             Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)

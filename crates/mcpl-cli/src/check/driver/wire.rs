@@ -241,6 +241,13 @@ impl Session {
                 self.invalid.push(why);
                 return Handled::Continue;
             }
+            // A request with an id is answered, unread as it is (JSON-RPC 2.0 §5), as the
+            // library's peer answers it: `-32600` under its id.
+            Event::Unanswerable { id, why } => {
+                self.invalid.push(&why);
+                self.answer(&id, Err(ErrorObject::invalid_request(why)));
+                return Handled::Continue;
+            }
             Event::Repeated(what) => {
                 self.repeated.push(what);
                 return Handled::Continue;
