@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (38 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (39 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 38 * 6 * 512 + 4096,
+        text.len() < 39 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 38, "{doc:#}");
+    assert_eq!(checks.len(), 39, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1887,5 +1887,23 @@ async fn a_request_id_used_again_warns() {
     let report = report_path("ids-own.json");
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
     let c = check(&doc, "host.request-ids-unique");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+}
+
+/// MCP (which §4 carries MCPL over): after a successful `initialize` the client MUST send
+/// `notifications/initialized`. A host that went straight from `initialize` to its policy
+/// Request, never sending it, passed everything. `host.initialized-sent` now fails; a host
+/// that sends it passes.
+#[tokio::test]
+async fn a_host_that_never_sends_initialized_fails() {
+    let report = report_path("no-initialized.json");
+    let head = format!("{}{}", initialize(json!(1)), policy_request());
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.initialized-sent");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+
+    let report = report_path("initialized.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.initialized-sent");
     assert_eq!(c["status"], "pass", "{doc:#}");
 }

@@ -32,6 +32,7 @@ mod junk;
 mod lifecycle;
 mod probes;
 mod reply;
+mod seen;
 mod served;
 mod session;
 mod tally;
@@ -89,6 +90,7 @@ catalogue! {
     "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";
     "host.frames-valid", "§4", "every frame the host writes is a JSON-RPC 2.0 message (a line that is not JSON, a frame that does not parse, an invalid message fail)";
     "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
+    "host.initialized-sent", "§4", "after initialize, the host sends notifications/initialized (MCP's lifecycle: the client MUST)";
 }
 
 /// Arguments of `mcpl check-host`.

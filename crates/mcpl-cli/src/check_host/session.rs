@@ -137,8 +137,8 @@ pub(super) struct Run {
     pub(super) lifecycles: super::lifecycle::Lifecycles,
     /// The host's frames that are not JSON-RPC 2.0 ([`super::frames`]).
     pub(super) not_rpc: super::frames::NotRpc,
-    /// The ids of the host's requests (`host.request-ids-unique`, [`crate::check::ids`]).
-    request_ids: crate::check::ids::RequestIds,
+    /// What the host's messages showed as they arrived ([`super::seen`]).
+    pub(super) seen: super::seen::Seen,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -188,7 +188,7 @@ impl Run {
             refusal_codes: super::judge::RefusalCodes::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
             not_rpc: super::frames::NotRpc::default(),
-            request_ids: crate::check::ids::RequestIds::default(),
+            seen: super::seen::Seen::default(),
         }
     }
 
@@ -693,15 +693,6 @@ impl Run {
         }
     }
 
-    /// `m`, as it arrived, its request id noted (`host.request-ids-unique`): every message
-    /// from the host passes here once, whoever then handles it.
-    fn arrived(&mut self, m: IncomingMessage) -> IncomingMessage {
-        if let IncomingMessage::Request(r) = &m {
-            self.request_ids.note(r.id());
-        }
-        m
-    }
-
     /// Answers (and judges) anything the host sends outside the awaited steps.
     pub(super) async fn handle(&mut self, m: IncomingMessage) {
         let (method, params) = match &m {
@@ -890,9 +881,7 @@ impl Run {
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
         self.read_diagnostics();
         self.conclude_frames(self.repeats.summary().0);
-        if let Some((status, d)) = self.request_ids.verdict("host") {
-            self.record("host.request-ids-unique", status, d);
-        }
+        self.conclude_seen();
         let once = "host.responses-once";
         match &self.twice {
             (0, _) if self.repeats.summary().0 == 0 => {}

@@ -1,0 +1,78 @@
+//! What every message from the host shows as it arrives ([`Run::arrived`]), judged once the
+//! run ends ([`Run::conclude_seen`]):
+//!
+//! - `host.request-ids-unique`: MCP, over which §4 carries MCPL, says a request id MUST NOT
+//!   have been used before by the requestor within the session ([`crate::check::ids`], as
+//!   `mcpl check` judges a server; a warning).
+//! - `host.initialized-sent`: MCP's lifecycle has the client send
+//!   `notifications/initialized` after a successful `initialize` (a MUST). Reading: judged
+//!   whenever the host sent `initialize` (the checker answers it with a result), on whether
+//!   the notification came at all during the run, its order left to the other checks; a
+//!   host that sent no `initialize` is not judged here (its run ends there, said once).
+
+use mcpl::jsonrpc::RequestId;
+use mcpl::peer::IncomingMessage;
+use mcpl::protocol::handshake::{Initialize, Initialized};
+use mcpl::protocol::Method;
+
+use super::session::Run;
+use crate::check::ids::RequestIds;
+use crate::check::report::Status;
+
+/// `host.initialized-sent`.
+const INITIALIZED_SENT: &str = "host.initialized-sent";
+
+/// What the host's messages showed as they arrived.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// The ids of the host's requests.
+    request_ids: RequestIds,
+    /// The host sent `initialize` (as a Request).
+    initialize: bool,
+    /// How many `notifications/initialized` the host sent (with or without an id).
+    initialized: u64,
+}
+
+impl Seen {
+    fn note(&mut self, method: &str, id: Option<&RequestId>) {
+        if let Some(id) = id {
+            self.request_ids.note(id);
+            self.initialize |= method == Initialize::NAME;
+        }
+        if method == Initialized::NAME {
+            self.initialized = self.initialized.saturating_add(1);
+        }
+    }
+}
+
+impl Run {
+    /// `m`, as it arrived, noted in [`Seen`]: every message from the host passes here once,
+    /// whoever then handles it.
+    pub(super) fn arrived(&mut self, m: IncomingMessage) -> IncomingMessage {
+        match &m {
+            IncomingMessage::Request(r) => self.seen.note(r.method(), Some(r.id())),
+            IncomingMessage::Notification(n) => self.seen.note(&n.method, None),
+        }
+        m
+    }
+
+    /// Records the checks [`Seen`] judges, from what came during the run.
+    pub(super) fn conclude_seen(&mut self) {
+        if let Some((status, d)) = self.seen.request_ids.verdict("host") {
+            self.record("host.request-ids-unique", status, d);
+        }
+        match (self.seen.initialize, self.seen.initialized) {
+            (false, _) => {}
+            (true, 0) => self.record(
+                INITIALIZED_SENT,
+                Status::Fail,
+                "the host sent initialize and never notifications/initialized (MCP: after a \
+                 successful initialize the client MUST send it)",
+            ),
+            (true, n) => {
+                let d = format!("notifications/initialized sent ({n} time(s))");
+                self.record(INITIALIZED_SENT, Status::Pass, d);
+            }
+        }
+    }
+}
