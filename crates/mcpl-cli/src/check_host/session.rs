@@ -308,7 +308,7 @@ impl Run {
                     *other += 1;
                     let why = format!(
                         "the host's answer would cost {cost} units parsed, over the checker's \
-                         {limit}, and was refused unread"
+                         budget of {limit} units, and was refused unread"
                     );
                     self.keep_invalid(id, Reply::Unread(why));
                 }
