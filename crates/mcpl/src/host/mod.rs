@@ -139,8 +139,12 @@ struct Shared {
     /// The server's label, set once `initialize` is answered; shared with the connection's
     /// diagnostics forwarder.
     label: Arc<std::sync::OnceLock<String>>,
-    /// The state the getters read (see the module docs).
+    /// The state the getters read (see the module docs). Locked only to clone or replace
+    /// the `Arc`, never across anything else: a getter never waits for a send.
     snapshot: Mutex<Arc<Snapshot>>,
+    /// Held by a send gated against the published state while it puts its frame on the wire,
+    /// and by the driver while it publishes (`Shared::snapshot_held`, `Shared::publish`).
+    gate: Mutex<()>,
     /// Application calls queued for the driver and not yet carried out: while any is, a
     /// plain request or notification waits for them ([`HostSession::in_order`]).
     queued: std::sync::atomic::AtomicUsize,
@@ -514,6 +518,7 @@ impl HostSession {
             config: Settings::of(config),
             label: Arc::new(std::sync::OnceLock::new()),
             snapshot: Mutex::new(Arc::new(Snapshot::of(&state))),
+            gate: Mutex::new(()),
             queued: std::sync::atomic::AtomicUsize::new(0),
             held: std::sync::atomic::AtomicUsize::new(0),
             progress: std::sync::atomic::AtomicU64::new(0),

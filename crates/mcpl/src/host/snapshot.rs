@@ -1,8 +1,6 @@
 //! The state the session's getters and its direct send path read: published by the driver
 //! alone, after each input and before that input's outputs are carried out.
 
-use std::cell::RefCell;
-
 use super::*;
 
 /// One published view of the [`HostState`].
@@ -45,76 +43,43 @@ fn same_receipt(a: Option<&Arc<Receipt>>, b: Option<&Arc<Receipt>>) -> bool {
     }
 }
 
-fn lock(m: &Mutex<Arc<Snapshot>>) -> std::sync::MutexGuard<'_, Arc<Snapshot>> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-thread_local! {
-    /// The snapshots this thread holds ([`Shared::snapshot_held`]), by session (the address
-    /// of its [`Shared`]): at most one per session, a few in all.
-    static HELD: RefCell<Vec<(usize, Arc<Snapshot>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A snapshot held ([`Shared::snapshot_held`]); letting it go lets [`Shared::publish`] on.
 pub(super) struct Held<'a> {
-    guard: std::sync::MutexGuard<'a, Arc<Snapshot>>,
-    key: usize,
+    _gate: std::sync::MutexGuard<'a, ()>,
+    snap: Arc<Snapshot>,
 }
 
 impl std::ops::Deref for Held<'_> {
     type Target = Snapshot;
     fn deref(&self) -> &Snapshot {
-        &self.guard
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        let key = self.key;
-        let _ = HELD.try_with(|h| {
-            let mut h = h.borrow_mut();
-            if let Some(i) = h.iter().rposition(|(k, _)| *k == key) {
-                h.swap_remove(i);
-            }
-        });
+        &self.snap
     }
 }
 
 impl Shared {
-    /// This session's key in [`HELD`].
-    fn key(&self) -> usize {
-        self as *const Shared as usize
-    }
-
-    /// The snapshot published last. On a thread holding it ([`Self::snapshot_held`]: a
-    /// `Tap` run by the session's own send, which the peer taps inline) it is the one held,
-    /// read without waiting: the lock is not reentrant, and waiting for it there waited for
-    /// ever (a getter called from the tap hung the send and its thread). It is the state the
-    /// send in progress was decided under, and the one in force until it is let go.
+    /// The snapshot published last. Never waits for a send holding it
+    /// ([`Self::snapshot_held`]): the published one is behind its own lock, taken only to
+    /// clone it, so a getter called from a `Tap` reads it whatever thread holds what. While
+    /// a snapshot is held it is the one published ([`Self::publish`] waits for the hold),
+    /// so a `Tap` run by the session's own send reads the state that send was gated under.
+    /// Before, one lock was both: a getter from the tap of the send holding it waited for
+    /// ever on its own thread, and one from a tap run under the connection's writer lock on
+    /// another thread waited for a hold that waited for that writer lock (both stopped).
     pub(super) fn snapshot(&self) -> Arc<Snapshot> {
-        let key = self.key();
-        let held = HELD
-            .try_with(|h| {
-                h.borrow()
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| *k == key)
-                    .map(|(_, s)| s.clone())
-            })
-            .ok()
-            .flatten();
-        held.unwrap_or_else(|| lock(&self.snapshot).clone())
+        lock(&self.snapshot).clone()
     }
 
     /// The snapshot published last, held: [`Self::publish`] waits until it is let go. A
     /// send decided against it and put on the wire while it is held cannot follow a frame
     /// the driver sends after publishing the next one (`HostSession::gated_now`, §6.7).
-    /// While held, this thread's [`Self::snapshot`] reads it without the lock.
     pub(super) fn snapshot_held(&self) -> Held<'_> {
-        let guard = lock(&self.snapshot);
-        let key = self.key();
-        let _ = HELD.try_with(|h| h.borrow_mut().push((key, guard.clone())));
-        Held { guard, key }
+        let gate = lock(&self.gate);
+        let snap = self.snapshot();
+        Held { _gate: gate, snap }
     }
 
     /// Publishes `st` when it differs from what was published. The review is shared, never
@@ -151,6 +116,9 @@ impl Shared {
             },
             input_ended: st.input_ended(),
         };
+        // Only the driver publishes, so `cur` is still the one published; a send holding
+        // it is on the wire before the next is (§6.7).
+        let _gate = lock(&self.gate);
         *lock(&self.snapshot) = Arc::new(next);
     }
 }
