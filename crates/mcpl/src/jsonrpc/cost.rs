@@ -18,12 +18,12 @@ const MEMBERS_PER_NODE: usize = 6;
 
 /// The parsed cost of `text` in units of one JSON value: each object counts
 /// [`OBJECT_COST`], each array, member and element one more (counted at `[`, `:` and `,`
-/// outside strings), every [`MEMBERS_PER_NODE`]th member one more node's [`OBJECT_COST`]
-/// (a wide object fills one node per six members), plus one for the top-level value. The
-/// members are counted across the text, not per object, so the cost is never below what
-/// [`held_bytes`] weighs once the text is built. Linear in the text, no allocation; the
-/// text need not be valid JSON (an invalid one fails to parse later, at a cost within the
-/// bound).
+/// outside strings), every sixth member one more node's [`OBJECT_COST`] (a wide object
+/// fills one map node per six members), plus one for the top-level value. The members are
+/// counted across the text, not per object, so the cost is never below what the value
+/// built from the text holds, as the crate weighs it. Linear in the text, no allocation;
+/// the text need not be valid JSON (an invalid one fails to parse later, at a cost within
+/// the bound).
 pub fn parsed_cost(text: &str) -> usize {
     let mut cost: usize = 1;
     let mut in_string = false;
