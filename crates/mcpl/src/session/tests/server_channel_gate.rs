@@ -876,3 +876,54 @@ fn s14_5_an_open_the_host_gave_up_before_reading_its_answer_is_not_held() {
     );
     assert_eq!(serves_chat9(&mut p, 340), (false, false));
 }
+
+/// §14.2 (an id is unique within the connection), §14.3: the application answering a second
+/// `channels/open` with a channel it already opened, described another way, leaves the
+/// channel as the first answer described it on both sides. The host keeps the descriptor it
+/// holds (`ChannelTable::settle`: an open answer does not rewrite a registration); the server
+/// listed the second one in its `channels/list` answer, a channel the host does not hold.
+#[test]
+fn s14_2_a_channel_opened_again_stays_as_first_described_on_the_server_too() {
+    let mut p = open_answered_unread();
+    p.drive();
+    let first = json!({ "id": "chat:9", "type": "chat" });
+    assert_eq!(p.host.channels().get("chat:9"), Some(&first));
+    p.host
+        .request(
+            p.now,
+            "channels/open",
+            json!({ "type": "chat" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/open" => Some(id.clone()),
+        _ => None,
+    });
+    let again = json!({ "id": "chat:9", "type": "chat", "direction": "inbound", "label": "x" });
+    p.server
+        .answer(
+            handed.expect("the open is handed out"),
+            Ok(json!({ "channel": again })),
+        )
+        .expect("handed");
+    p.drive();
+    assert_eq!(
+        p.host.channels().get("chat:9"),
+        Some(&first),
+        "the host keeps it"
+    );
+    let (frames, _) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "id": 900, "method": "channels/list", "params": {} }),
+    );
+    let listed: Vec<&Value> = frames[0]["result"]["channels"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|c| c["id"] == "chat:9")
+        .collect();
+    assert_eq!(listed, [&first], "{frames:?}");
+}
