@@ -355,7 +355,8 @@ impl ChannelLedger {
     }
 
     /// The application answered the host's `channels/open` `via` with `channel` (§14.3):
-    /// held, unless [`MAX_OPENED_CHANNELS`] others are already (`Err` with the bound).
+    /// held, unless [`MAX_OPENED_CHANNELS`] others are already (`Err` with the bound). A channel
+    /// opened already keeps the descriptor its first answer gave it.
     pub(crate) fn opened(
         &mut self,
         channel: ChannelDescriptor,
@@ -365,12 +366,14 @@ impl ChannelLedger {
         if !again && self.opened.len() >= MAX_OPENED_CHANNELS {
             return Err(MAX_OPENED_CHANNELS);
         }
-        if !again {
-            // Opened again, it stays as the first answer left it: a host that held it
-            // keeps it whatever it makes of a second answer.
-            let unread = (self.last_sent, via.clone());
-            self.unread_opens.insert(channel.id.clone(), unread);
+        if again {
+            // Opened again, it stays as the first answer left it, descriptor and all: a
+            // host that held it keeps it whatever a second answer says (an open answer does
+            // not rewrite what it holds, `ChannelTable::settle`; §14.2: one id, one channel).
+            return Ok(());
         }
+        let unread = (self.last_sent, via.clone());
+        self.unread_opens.insert(channel.id.clone(), unread);
         self.opened.insert(channel.id.clone(), channel);
         Ok(())
     }
