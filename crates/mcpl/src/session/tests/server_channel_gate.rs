@@ -927,3 +927,81 @@ fn s14_2_a_channel_opened_again_stays_as_first_described_on_the_server_too() {
         .collect();
     assert_eq!(listed, [&first], "{frames:?}");
 }
+
+/// §14.5, MCP's cancellation, the crossing left by the test above: the application answers
+/// the host's `channels/close` `closed: false` (or the host's `channels/open` with a new
+/// channel) while the host gives the request up; the host drops the channel (or opens
+/// nothing) and its `notifications/cancelled` reaches the server after the answer went out.
+/// Read the same way (fail closed: the host no longer holds the channel), the server no longer
+/// holds it either. Before, the cancel named a request already answered and was handed on,
+/// and the server kept listing and serving a channel the host did not hold.
+#[test]
+fn s14_5_a_lifecycle_request_cancelled_across_its_answer_ends_the_channel_on_the_server_too() {
+    // A close answered `closed: false`, given up before the host read the answer.
+    let mut p = with_c1();
+    let close = p
+        .host
+        .request(
+            p.now,
+            "channels/close",
+            json!({ "channelId": "c1" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/close" => Some(id.clone()),
+        _ => None,
+    });
+    p.server
+        .answer(handed.expect("handed"), Ok(json!({ "closed": false })))
+        .expect("handed");
+    p.collect();
+    assert!(p.host.abandon_request(close));
+    assert!(p.host.channels().ids().is_empty(), "the host dropped c1");
+    host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": close, "reason": "given up" } }),
+    );
+    assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+
+    // An open answered with chat:9, given up before the host read the answer.
+    let mut policy: Vec<String> = without_lifecycle();
+    policy.push("channels.lifecycle".into());
+    let policy: Vec<&str> = policy.iter().map(String::as_str).collect();
+    let mut p = Pair::connect(&policy, gate_rules());
+    let open = p
+        .host
+        .request(
+            p.now,
+            "channels/open",
+            json!({ "type": "chat" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/open" => Some(id.clone()),
+        _ => None,
+    });
+    let opened = json!({ "channel": { "id": "chat:9", "type": "chat" } });
+    p.server
+        .answer(handed.expect("handed"), Ok(opened))
+        .expect("handed");
+    p.collect();
+    assert!(p.host.abandon_request(open));
+    assert!(
+        p.host.channels().ids().is_empty(),
+        "the host opened nothing"
+    );
+    host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": open, "reason": "given up" } }),
+    );
+    assert_eq!(serves_chat9(&mut p, 950), (false, false));
+}
