@@ -20,6 +20,11 @@ use crate::protocol::Method;
 /// nothing, so a host asking for ever more opens does not grow the state without end.
 pub const MAX_OPENED_CHANNELS: usize = 4096;
 
+/// The host's `channels/close` requests answered lately and not `closed: true` that a
+/// `notifications/cancelled` crossing the answer still ends the channel of
+/// ([`ChannelLedger::close_answered`]): the newest this many are kept.
+pub(crate) const ANSWERED_CLOSES_KEPT: usize = 64;
+
 /// The channels the host has accepted from this connection, by id.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AcceptedChannels(BTreeMap<String, ChannelDescriptor>);
@@ -256,6 +261,9 @@ pub(crate) struct ChannelLedger {
     /// and the host's `channels/open` it answered ([`Self::open_cancelled`]). Bounded by
     /// `opened`, whose keys it keeps.
     unread_opens: HashMap<String, (u64, RequestId)>,
+    /// The host's `channels/close` requests answered lately other than `closed: true`, and
+    /// their channel ([`Self::close_answered`]): the newest [`ANSWERED_CLOSES_KEPT`].
+    answered_closes: VecDeque<(RequestId, String)>,
     /// The last request id sent (ids rise from 1, `OwnRequests::sent`).
     last_sent: u64,
     /// The highest id of a request of the server's that the host answered: every answer
@@ -276,6 +284,7 @@ impl ChannelLedger {
             if let Entry::Removed = entry {
                 self.opened.remove(id);
                 self.unread_opens.remove(id);
+                self.answered_closes.retain(|(_, c)| c != id);
                 verdicts.insert(id.clone(), false);
             }
         }
@@ -439,6 +448,8 @@ impl ChannelLedger {
     pub(crate) fn closed(&mut self, id: &str) -> bool {
         self.opened.remove(id);
         self.unread_opens.remove(id);
+        // A cancel of a close answered before no longer ends it, if held again since.
+        self.answered_closes.retain(|(_, c)| c != id);
         for e in &mut self.in_flight {
             let names = |ds: &[ChannelDescriptor]| ds.iter().any(|d| d.id == id);
             if names(&e.change.added) || names(&e.change.updated) {
@@ -534,6 +545,31 @@ impl ChannelLedger {
         (!self.is_known(&id)).then_some(id)
     }
 
+    /// The application answered the host's `channels/close` `request` for `channel` other
+    /// than `closed: true`, so the channel stays held; kept for [`Self::close_given_up`].
+    pub(crate) fn close_answered(&mut self, request: RequestId, channel: String) {
+        if self.answered_closes.len() >= ANSWERED_CLOSES_KEPT {
+            self.answered_closes.pop_front();
+        }
+        self.answered_closes.push_back((request, channel));
+    }
+
+    /// The host cancelled its `channels/close` `request` after the application answered
+    /// it. Reading (§14.5, MCP's cancellation; fail closed, as for a close cancelled before
+    /// its answer): the host gave it up before it read the answer and dropped the channel,
+    /// so the server no longer holds it either. Whether a held channel was dropped.
+    pub(crate) fn close_given_up(&mut self, request: &RequestId) -> bool {
+        let Some(i) = self.answered_closes.iter().position(|(r, _)| r == request) else {
+            return false;
+        };
+        let Some((_, channel)) = self.answered_closes.remove(i) else {
+            return false;
+        };
+        let held = self.is_known(&channel);
+        self.closed(&channel);
+        held
+    }
+
     /// The connection ended: no change in flight will be answered.
     pub(crate) fn forget_in_flight(&mut self) {
         self.in_flight.clear();
@@ -547,6 +583,29 @@ mod tests {
 
     fn d(id: &str, label: &str) -> ChannelDescriptor {
         ChannelDescriptor::new(id, "chat").with_label(label)
+    }
+
+    /// §14.5: a cancel of a close answered before ends the channel, once, and no longer
+    /// once that channel was closed and opened again since (the host holds the new one).
+    #[test]
+    fn s14_5_a_late_cancel_of_a_close_ends_only_the_channel_its_answer_left() {
+        let (r1, r2, r3) = (
+            RequestId::String("r1".into()),
+            RequestId::String("r2".into()),
+            RequestId::String("r3".into()),
+        );
+        let mut ledger = ChannelLedger::default();
+        ledger.opened(d("c", "one"), &r1).expect("room");
+        ledger.close_answered(r2.clone(), "c".into());
+        assert!(ledger.close_given_up(&r2));
+        assert!(!ledger.is_known("c"));
+        assert!(!ledger.close_given_up(&r2), "once");
+        ledger.opened(d("c", "one"), &r1).expect("room");
+        ledger.close_answered(r3.clone(), "c".into());
+        ledger.closed("c");
+        ledger.opened(d("c", "two"), &r1).expect("room");
+        assert!(!ledger.close_given_up(&r3));
+        assert!(ledger.is_known("c"), "opened again since");
     }
 
     fn results(items: &[(&str, bool)]) -> ItemizedResult {

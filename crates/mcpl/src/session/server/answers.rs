@@ -15,9 +15,11 @@ impl ServerState {
     /// is answered `-32800` now and forgotten, as [`ServerOutput::Cancelled`] (a
     /// `channels/close` given up ends its channel here too, as at the host, and so does a
     /// `channels/open` already answered whose answer the host had not read,
-    /// [`ChannelLedger::open_cancelled`](crate::session::server_channels::ChannelLedger::open_cancelled)); any other
-    /// (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on as it
-    /// is.
+    /// [`ChannelLedger::open_cancelled`](crate::session::server_channels::ChannelLedger::open_cancelled),
+    /// and a `channels/close` answered lately other than `closed: true`,
+    /// [`ChannelLedger::close_given_up`](crate::session::server_channels::ChannelLedger::close_given_up));
+    /// any other (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on
+    /// as it is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
         let id = crate::session::cancelled_request(n.params.as_ref()).filter(|id| {
             self.handed
@@ -40,13 +42,20 @@ impl ServerState {
             }
             None => {
                 let answered = crate::session::cancelled_request(n.params.as_ref());
-                let dropped = answered.and_then(|id| self.channels.open_cancelled(&id));
+                let dropped = answered
+                    .as_ref()
+                    .and_then(|id| self.channels.open_cancelled(id));
                 if let Some(channel_id) = dropped {
+                    self.generation += 1;
                     let d = ServerDiagnostic::OpenedChannelDropped {
                         channel_id,
                         cancelled: true,
                     };
                     self.out.push_back(ServerOutput::Diagnostic(d));
+                } else if answered.is_some_and(|id| self.channels.close_given_up(&id)) {
+                    // A close answered other than `closed: true`, given up across its
+                    // answer: the host dropped the channel (§14.5, fail closed).
+                    self.generation += 1;
                 }
                 self.out.push_back(ServerOutput::Notification(n))
             }
@@ -88,6 +97,13 @@ impl ServerState {
     ) {
         let mut outcome = outcome;
         self.channel_lifecycle_answered(&id, &handed, &mut outcome);
+        // A close that leaves its channel held: what the host drops if it gave the close
+        // up before it read this answer (`ChannelLedger::close_given_up`).
+        if let Handed::ChannelClose(c) = &handed {
+            if self.channels.is_known(c) {
+                self.channels.close_answered(id.clone(), c.clone());
+            }
+        }
         let outcome = match (handed, outcome) {
             (Handed::Hook, Ok(v)) => self.hook_answer(v),
             (Handed::Initialize { mcpl }, outcome) => self.initialize_answer(mcpl, outcome),
