@@ -26,7 +26,8 @@ pub struct TapEvent<'a> {
 /// each frame is read or written (the reader task, the writer task, or a sender writing its
 /// own frame, under the connection's writer lock, and for a `host::HostSession`'s plain
 /// sends while the session's published state is held), so it must be quick and must not call
-/// back into the peer or the session whose frames it sees.
+/// back into the peer or the session whose frames it sees, but for a `host::HostSession`'s
+/// getters (`grant`, `channels`, `is_ready` …), which never wait for a send.
 #[derive(Clone)]
 pub struct Tap(pub(super) Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
 
