@@ -87,6 +87,9 @@ impl Shared {
     /// a changed review is a different one); the channel table is copied when `channels`
     /// says a channel message was read.
     pub(super) fn publish(&self, st: &HostState, channels: bool) {
+        // A send holding the published state is on the wire before the driver goes on, as
+        // when the one lock was both (§6.7).
+        let _gate = lock(&self.gate);
         let cur = self.snapshot();
         let same_review = match (&cur.review, st.review_shared()) {
             (None, None) => true,
@@ -116,9 +119,6 @@ impl Shared {
             },
             input_ended: st.input_ended(),
         };
-        // Only the driver publishes, so `cur` is still the one published; a send holding
-        // it is on the wire before the next is (§6.7).
-        let _gate = lock(&self.gate);
         *lock(&self.snapshot) = Arc::new(next);
     }
 }
