@@ -56,6 +56,17 @@ impl RawHost {
             }
         }
     }
+
+    /// Reads frames until the server's notification `method`, and returns it.
+    async fn notified(&mut self, method: &str) -> Value {
+        loop {
+            let line = self.lines.next_line().await.unwrap().expect("a frame");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["method"] == method && v.get("id").is_none() {
+                return v;
+            }
+        }
+    }
 }
 
 /// A server advertising `pushEvents` (its one feature set) and `tools` (its one tool), and
@@ -206,7 +217,8 @@ async fn s5_4_excess_reached_only_by_a_pattern_is_a_notice_and_an_exact_grant_is
 /// as advertised only when its MCP capabilities carry it, and keeps the grant in force
 /// within the manifest in force: a manifest change that stops advertising a path takes it
 /// out of the grant at once (§5.4, §6.7: reductions first), and advertising it again
-/// restores what the host's last grant named, nothing more.
+/// grants nothing until a later policy Request does (§17.5 step 3: additions never
+/// auto-grant; this test read the host's last grant as restored before §17.5 was applied).
 #[test]
 fn s5_4_the_sans_io_server_keeps_the_grant_within_the_manifest_in_force() {
     use mcpl::jsonrpc::Message;
@@ -261,10 +273,18 @@ fn s5_4_the_sans_io_server_keeps_the_grant_within_the_manifest_in_force() {
     assert!(server.grant().capabilities().is_empty());
     assert!(!server.feature_sets()["alerts"].is_available());
     server.manifest_changed(manifest(true), change());
+    assert!(server.grant().capabilities().is_empty());
+    assert!(!server.feature_sets()["alerts"].is_available());
+    feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "featureSets/update",
+               "params": {"effectiveCapabilities": ["pushEvents"]}}),
+    );
     assert_eq!(
         server.grant().capabilities(),
         set(&[Capability::PushEvents])
     );
+    assert!(server.feature_sets()["alerts"].is_available());
 }
 
 /// `policy::ServerPolicyState` itself: the ceiling narrows a Request's grant and its
@@ -329,4 +349,155 @@ fn s5_4_the_excess_of_a_grants_entries_over_an_advertisement() {
         "{e:?}"
     );
     assert!(GrantExcess::of(&["pushEvents"], advertised).is_empty());
+}
+
+/// §17.5 step 3 on the sans-I/O `ServerState`: a host grant holding `channels.*` while the
+/// server advertises only `channels.lifecycle` grants that leaf; a manifest change that adds
+/// `channels.publish` puts nothing new in force (the host's `channels/publish` is still
+/// `-32002`), nor does a later change that only narrows (no revival of the old pattern's
+/// reach); removals narrow at once; only the next policy Request grants the addition.
+#[test]
+fn s17_5_an_addition_by_a_manifest_change_is_granted_only_by_a_later_policy_request() {
+    use mcpl::jsonrpc::Message;
+    use mcpl::manifest::ManifestChanged;
+    use mcpl::session::{ServerRules, ServerState};
+    use std::time::Instant;
+
+    let sets = json!({"alerts": {"description": "Alerts", "uses": ["pushEvents"]}});
+    let manifest = |push: bool, channels: Value| json!({"version": "0.5", "pushEvents": push, "channels": channels, "featureSets": sets});
+    let mut server = ServerState::new(
+        ServerRules::new(
+            json!({"name": "s", "version": "1"}),
+            manifest(true, json!({"lifecycle": true})),
+        )
+        .unwrap(),
+    );
+    let now = Instant::now();
+    // Feeds `v`, answers what is handed out `{}`, and returns the frames written.
+    let feed = |server: &mut ServerState, v: Value| {
+        server.handle_message(now, Message::parse(&v.to_string()).unwrap());
+        let mut frames = Vec::new();
+        while let Some(o) = server.poll_output() {
+            if let Some(f) = o.frame() {
+                frames.push(serde_json::from_str::<Value>(&f).unwrap());
+            }
+        }
+        frames
+    };
+    feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18",
+                          "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}}}),
+    );
+    let grant = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+               "params": {"effectiveCapabilities": ["pushEvents", "channels.*"]}})
+    };
+    let publish = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "channels/publish",
+               "params": {"channelId": "c1", "content": [{"type": "text", "text": "hi"}]}})
+    };
+    let code_of = |frames: Vec<Value>, id: u64| {
+        let r = frames
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id} in {frames:?}"));
+        (
+            r["error"]["code"].clone(),
+            r["error"]["data"]["capability"].clone(),
+        )
+    };
+    feed(&mut server, grant(2));
+    assert_eq!(
+        server.grant().capabilities(),
+        set(&[Capability::PushEvents, Capability::ChannelsLifecycle])
+    );
+    let change = || ManifestChanged {
+        revision: "sha256:x".into(),
+        domains: vec![],
+    };
+    server.manifest_changed(
+        manifest(true, json!({"lifecycle": true, "publish": true})),
+        change(),
+    );
+    assert_eq!(
+        server.grant().capabilities(),
+        set(&[Capability::PushEvents, Capability::ChannelsLifecycle])
+    );
+    assert_eq!(
+        code_of(feed(&mut server, publish(3)), 3),
+        (json!(-32002), json!("channels.publish"))
+    );
+    // A removal narrows at once, and revives nothing the old pattern reached.
+    server.manifest_changed(manifest(false, json!({"publish": true})), change());
+    assert!(server.grant().capabilities().is_empty());
+    server.manifest_changed(
+        manifest(true, json!({"lifecycle": true, "publish": true})),
+        change(),
+    );
+    assert!(server.grant().capabilities().is_empty());
+    assert_eq!(
+        code_of(feed(&mut server, publish(4)), 4),
+        (json!(-32002), json!("channels.publish"))
+    );
+    // The policy Request that grants it puts it in force.
+    let receipt = feed(&mut server, grant(5));
+    assert!(receipt
+        .iter()
+        .any(|f| f["id"] == 5 && f["result"]["accepted"] == true));
+    assert_eq!(
+        server.grant().capabilities(),
+        set(&[
+            Capability::PushEvents,
+            Capability::ChannelsLifecycle,
+            Capability::ChannelsPublish
+        ])
+    );
+    assert_eq!(
+        code_of(feed(&mut server, publish(6)), 6),
+        (json!(-32023), Value::Null)
+    );
+}
+
+/// §17.5 step 3 over the wire: the host's grant holds `channels.*` while the server
+/// advertises no channels leaf; after the server's manifest adds `channels.publish` (and
+/// the host has read the `mcpl/manifestChanged`), the host's `channels/publish` is still
+/// refused `-32002` as never granted, until the host sends a policy Request granting it;
+/// then it reaches the channel rule (`-32023`, no such channel held).
+#[tokio::test]
+async fn s17_5_a_host_use_of_a_capability_added_by_a_manifest_change_waits_for_a_policy_request() {
+    let server = server();
+    let (mut host, session) = RawHost::start(&server);
+    host.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+               "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+               "clientInfo": {"name": "raw-host", "version": "0"}}),
+    )
+    .await;
+    host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let grant = json!({"effectiveCapabilities": ["tools", "pushEvents", "channels.*"]});
+    let receipt = host.request("featureSets/update", grant.clone()).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    let publish = json!({"channelId": "c1", "content": [{"type": "text", "text": "hi"}]});
+    let r = host.request("channels/publish", publish.clone()).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+
+    server
+        .tracker()
+        .transaction(|m| m["channels"] = json!({"publish": true}))
+        .unwrap();
+    host.notified("mcpl/manifestChanged").await;
+    let r = host.request("channels/publish", publish.clone()).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["data"]["capability"], "channels.publish", "{r}");
+    assert!(!session.granted(Capability::ChannelsPublish));
+
+    let receipt = host.request("featureSets/update", grant).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    let r = host.request("channels/publish", publish).await;
+    assert_eq!(r["error"]["code"], -32023, "{r}");
+    assert!(session.granted(Capability::ChannelsPublish));
 }

@@ -307,14 +307,17 @@ impl ServerPolicyState {
     /// grants only the advertised part of a Request's `effectiveCapabilities` (§5.4: the
     /// grant is the intersection of the advertisement and host policy; advertisement is
     /// never widened by the host) and reports the rest ([`Outcome::excess`]). The grant in
-    /// force follows at once: always the part of the last Request's grant within the
-    /// advertisement now. Reading (§5.4, §17.5): a path the server stops advertising leaves
-    /// the grant at once; one it advertises (again) is in force only when that Request
-    /// granted it, as the host's own enforcement of that grant allows it; nothing is
-    /// granted that the host did not send.
+    /// force only narrows here: a path the server stops advertising leaves it at once
+    /// (§6.7: removals first), and a path it adds (or advertises again) is granted by no
+    /// earlier Request, even one whose `effectiveCapabilities` reached it (`channels.*`,
+    /// or a path named while unadvertised): §17.5 step 3, additions never auto-grant, and a
+    /// widening follows tell → receipt → activate (§6.7), so only a later Request grants it.
     pub fn set_advertised(&mut self, advertised: CapabilitySet) {
         self.advertised = advertised;
-        self.grant = self.offered.intersect(advertised);
+        // What the last Request offered beyond the grant in force is forgotten, so no
+        // later advertisement revives it.
+        self.offered = self.grant.intersect(advertised);
+        self.grant = self.offered;
     }
 
     /// Takes `offered` as the host's grant: in force within the advertisement.

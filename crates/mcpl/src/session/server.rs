@@ -585,7 +585,9 @@ impl ServerState {
     /// with (§17.10: nothing is announced for it). After it, the changed feature sets are
     /// declared on the session at once (§17.5) and, on an MCPL connection, `change` is
     /// announced, coalesced with any announcement not yet polled (§17.8); an MCP-only
-    /// connection (§3.2) announces nothing.
+    /// connection (§3.2) announces nothing. The grant only narrows: a path it stops
+    /// advertising leaves the grant at once, and one it adds is granted only by a later
+    /// policy Request (§17.5 step 3: additions never auto-grant).
     /// A [`SharedManifest`] shares it with other connections.
     pub fn manifest_changed(
         &mut self,

@@ -66,13 +66,16 @@ pub(crate) fn advertisement(manifest: &SharedManifest, tools: bool) -> Capabilit
 
 /// Declares the changed `manifest`'s feature sets on the live session, and makes its
 /// advertisement the grant's ceiling (§5.4, [`ServerPolicyState::set_advertised`]; `tools`
-/// as it was): a path it no longer advertises leaves the grant in force at once, and one it
-/// adds is in force only if the host's last grant named it. Reading: a set the
-/// change adds is derived like any other under the grant in force (and the host's `enabled`
-/// allowlist, when it sent one), so it may be available at once. The grant is the authority
-/// and a set only names granted capabilities it uses (§6.4), so no capability is widened
-/// (§17.5: additions never auto-grant); a host that has not yet fetched the change refuses a
-/// use of the new name (`-32003`), which fails closed.
+/// as it was). The grant in force only narrows: a path the change no longer advertises
+/// leaves it at once (§6.7: removals first), and a path the change adds is not granted,
+/// even when the host's last grant reached it (a `channels.*` pattern, or a path named
+/// while unadvertised), until a later policy Request grants it (§17.5 step 3: additions
+/// never auto-grant; §6.7: tell → receipt → activate). Reading: a set the change adds is
+/// derived like any other under the grant in force (and the host's `enabled` allowlist,
+/// when it sent one), so a set using only granted paths may be available at once; a set
+/// only names granted capabilities it uses (§6.4), so no capability is widened, and a host
+/// that has not yet fetched the change refuses a use of the new name (`-32003`), which
+/// fails closed.
 pub(crate) fn declare_changed(policy: &mut ServerPolicyState, manifest: &SharedManifest) {
     policy.set_declarations(manifest.declarations().clone());
     let tools = policy.advertised().contains(Capability::Tools);
