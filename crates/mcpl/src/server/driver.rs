@@ -455,6 +455,9 @@ impl Driver {
                 }
                 ServerOutput::RequestTimedOut { id } => self.timed_out(id),
                 ServerOutput::PolicyApplied { first, .. } => self.ready(first),
+                // Its caller is failed where the input ends or the connection closes
+                // (`input_ended`, `finish`), as `waiting` says: nothing to publish.
+                ServerOutput::Diagnostic(ServerDiagnostic::RequestUnanswered { .. }) => {}
                 ServerOutput::Diagnostic(d) => self.conn.diagnostic(d),
                 // Closed in `finish`, after what the outbox holds: closing now would drop it.
                 ServerOutput::Close => self.closing = true,

@@ -254,7 +254,11 @@ pub enum ServerOutput {
         first: bool,
     },
     /// A defect of the host (`policy_malformed`, `unknown_feature_set`, …) or of the
-    /// application's answer (`injection_dropped`), as `server::Server` reports it.
+    /// application's answer (`injection_dropped`), as `server::Server` reports it; or a
+    /// notice, among them the end of each request sent through [`ServerState::request`]
+    /// that nothing can answer any more ([`ServerDiagnostic::RequestUnanswered`], at
+    /// [`ServerState::handle_eof`] and [`ServerState::handle_close`]), which a driver
+    /// routes to that request's caller as it routes [`ServerOutput::RequestTimedOut`].
     Diagnostic(ServerDiagnostic),
     /// Close the connection (after writing what was transmitted before): a policy refused
     /// with `fallback: "close"` (§6.7). The machine does not close itself: it still reads

@@ -72,11 +72,6 @@ impl OwnRequests {
             .map(|(id, ())| id)
             .collect()
     }
-
-    /// The connection ended: nothing waits any longer.
-    pub(crate) fn clear(&mut self) {
-        self.waiting.take_all();
-    }
 }
 
 #[cfg(test)]

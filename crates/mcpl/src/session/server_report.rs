@@ -283,6 +283,19 @@ pub enum ServerDiagnostic {
     /// owed is still written (`ServerState::handle_eof`). Told once, and only for the
     /// host's end of output, not for a close.
     InputEnded,
+    /// `request_unanswered`: a request the application sent through
+    /// `ServerState::request` (`id`, the number it returned) ends without an answer, as
+    /// nothing can answer it now: the host ended its output (`closed: false`, told after
+    /// [`Self::InputEnded`]) or the connection closed (`closed: true`). One for each request
+    /// still waiting then, so a sans-I/O driver fails each caller by its id; nobody's
+    /// mistake. `server::Server` fails its callers itself and does not report it.
+    RequestUnanswered {
+        /// The id `ServerState::request` returned.
+        id: u64,
+        /// Whether the connection closed (`ServerState::handle_close`) rather than the
+        /// host's output ended (`ServerState::handle_eof`).
+        closed: bool,
+    },
 }
 
 impl ServerDiagnostic {
@@ -345,7 +358,8 @@ impl ServerDiagnostic {
             | D::HostMcplVersionAlias { .. }
             // The crate's own text about the author's rules.
             | D::InvalidRules { .. }
-            | D::InputEnded => {}
+            | D::InputEnded
+            | D::RequestUnanswered { .. } => {}
         }
         self
     }
@@ -389,6 +403,7 @@ impl ServerDiagnostic {
             D::UserMessageUnredacted => "user_message_unredacted",
             D::InvalidRules { .. } => "invalid_rules",
             D::InputEnded => "input_ended",
+            D::RequestUnanswered { .. } => "request_unanswered",
         }
     }
 
@@ -418,6 +433,8 @@ impl ServerDiagnostic {
             | D::NotificationDroppedBytes { .. }
             // A host may end its output while it still reads: no defect.
             | D::InputEnded
+            // Nothing can answer it any more: the connection's end, no defect.
+            | D::RequestUnanswered { .. }
             // A race of the two sides' orderings (§6.7), nobody's mistake.
             | D::OpenedChannelDropped { .. } => DiagnosticKind::Notice,
             // Only a `*` pattern reached past the advertisement: narrowed, no path named.
@@ -656,6 +673,15 @@ impl std::fmt::Display for Detail<'_> {
                 "the host ended its output (EOF, a half-close): the server's requests still \
                  waiting failed, as nothing can answer them, and what the host is owed is \
                  still written",
+            ),
+            D::RequestUnanswered { id, closed } => write!(
+                f,
+                "the server's request {id} ends unanswered: {}, so nothing can answer it",
+                if *closed {
+                    "the connection closed"
+                } else {
+                    "the host ended its output"
+                }
             ),
         }
     }

@@ -10,9 +10,10 @@ use crate::lifecycle::TurnEvent;
 impl ServerState {
     /// The connection ended at `now`: every open turn ends (§10.5: no terminal can come
     /// now; [`LifecycleTracker::close_all`](crate::lifecycle::LifecycleTracker::close_all), as `server::Server` ends them) as
-    /// [`ServerOutput::Turn`], and nothing in flight is tracked any longer. Requests the
-    /// application sent are not answered: its driver tells its callers the connection
-    /// closed. [`Self::handle_message`], [`Self::handle_timeout`] and
+    /// [`ServerOutput::Turn`], and nothing in flight is tracked any longer. Each request
+    /// the application sent through [`Self::request`] and still waiting ends unanswered,
+    /// told by its id ([`ServerDiagnostic::RequestUnanswered`], `closed: true`), so its
+    /// driver fails that caller. [`Self::handle_message`], [`Self::handle_timeout`] and
     /// [`Self::manifest_changed`] change nothing after it.
     pub fn handle_close(&mut self, now: Instant) {
         if self.closed {
@@ -24,7 +25,11 @@ impl ServerState {
             self.out
                 .push_back(ServerOutput::Turn(TurnEvent::Ended(end)));
         }
-        self.pending.clear();
+        for id in self.pending.end_all() {
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::RequestUnanswered { id, closed: true },
+            ));
+        }
         self.handed.clear();
         self.initializing = false;
         self.announce.clear();
@@ -37,8 +42,9 @@ impl ServerState {
     /// ([`ServerDiagnostic::InputEnded`]; [`Self::input_ended`] says it either way). Every
     /// request sent through [`Self::request`] and still waiting ends now, as nothing can
     /// answer it: a channel change among them settles unanswered (§14.5), a streaming
-    /// `inference/request` takes no more chunks (§11.4), and all are forgotten, as
-    /// [`Self::handle_close`] forgets them (its driver tells its callers the input ended).
+    /// `inference/request` takes no more chunks (§11.4), and each is told by its id after
+    /// the `InputEnded` ([`ServerDiagnostic::RequestUnanswered`], `closed: false`), so its
+    /// driver fails that caller.
     /// Every open turn ends (§10.5: no terminal can come now). The host's requests handed
     /// out are still answered ([`Self::answer`]), and notifications still sent, while a
     /// request is refused from then on ([`SendRefusal::InputEnded`](super::SendRefusal::InputEnded)). After
@@ -55,6 +61,9 @@ impl ServerState {
         for id in self.pending.end_all() {
             self.channels.gave_up(id);
             self.inference.ended(id);
+            self.out.push_back(ServerOutput::Diagnostic(
+                ServerDiagnostic::RequestUnanswered { id, closed: false },
+            ));
         }
         for end in self.turns.close_all(now) {
             self.out

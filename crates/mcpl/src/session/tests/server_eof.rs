@@ -8,16 +8,20 @@ use super::*;
 /// At the host's EOF the application is told once ([`ServerDiagnostic::InputEnded`], a
 /// notice); every request the server sent and still waits on ends at once (§11.3, a
 /// streaming one's chunks with it, §11.4) rather than at its deadline, so no deadline
-/// stays; a request is refused from then on ([`SendRefusal::InputEnded`]) and nothing more
-/// is written. Before, they waited for their deadline (or the close), and a request sent
-/// after the EOF went out to a host that could no longer answer it.
+/// stays, each told by its id ([`ServerDiagnostic::RequestUnanswered`]) so a sans-I/O
+/// driver fails its caller; a request is refused from then on ([`SendRefusal::InputEnded`])
+/// and nothing more is written. Before, they waited for their deadline (or the close), and
+/// a request sent after the EOF went out to a host that could no longer answer it; later,
+/// they ended with no outcome naming them.
 #[test]
 fn s11_3_at_the_hosts_eof_the_servers_requests_end_at_once_and_the_application_is_told() {
     let mut p = inference_pair();
-    p.server
+    let a = p
+        .server
         .request(p.now, "inference/request", ask(false))
         .expect("granted");
-    p.server
+    let b = p
+        .server
         .request(p.now, "inference/request", ask(true))
         .expect("granted");
     p.collect();
@@ -28,13 +32,22 @@ fn s11_3_at_the_hosts_eof_the_servers_requests_end_at_once_and_the_application_i
 
     p.server.handle_eof(p.now);
     p.collect();
+    let unanswered =
+        |id| ServerOutput::Diagnostic(ServerDiagnostic::RequestUnanswered { id, closed: false });
     assert_eq!(
         p.server_out[from..],
-        [ServerOutput::Diagnostic(ServerDiagnostic::InputEnded)]
+        [
+            ServerOutput::Diagnostic(ServerDiagnostic::InputEnded),
+            unanswered(a),
+            unanswered(b)
+        ]
     );
     let told = server_diagnostics(&p, from);
     assert_eq!(told[0].code(), "input_ended");
     assert_eq!(told[0].kind(), DiagnosticKind::Notice);
+    assert_eq!(told[1].code(), "request_unanswered");
+    assert_eq!(told[1].kind(), DiagnosticKind::Notice);
+    assert!(told[1].to_string().contains("the host ended its output"));
     assert!(p.server.input_ended());
     assert_eq!(p.server.poll_timeout(), None, "no request waits any more");
     assert_eq!(
@@ -43,9 +56,51 @@ fn s11_3_at_the_hosts_eof_the_servers_requests_end_at_once_and_the_application_i
     );
     // A second EOF is nothing new; nothing more is written.
     p.server.handle_eof(p.now);
+    p.server.handle_close(p.now);
     p.collect();
-    assert_eq!(p.server_out.len(), from + 1);
+    assert_eq!(p.server_out.len(), from + 3, "each request is told once");
     assert_eq!(p.to_host.len(), written);
+}
+
+/// At the close, each request the server sent and still waits on is told by its id
+/// ([`ServerDiagnostic::RequestUnanswered`], `closed: true`), once: a sans-I/O driver fails
+/// its caller by it. Before, the close forgot them with no outcome naming them.
+#[test]
+fn at_the_close_each_request_the_server_still_waits_on_is_told_unanswered_by_its_id() {
+    let mut p = inference_pair();
+    let a = p
+        .server
+        .request(p.now, "inference/request", ask(false))
+        .expect("granted");
+    let b = p
+        .server
+        .request(p.now, "inference/request", ask(true))
+        .expect("granted");
+    p.collect();
+    let from = p.server_out.len();
+    p.server.handle_close(p.now);
+    p.server.handle_close(p.now);
+    p.server.handle_eof(p.now);
+    p.collect();
+    let told: Vec<_> = server_diagnostics(&p, from)
+        .into_iter()
+        .filter(|d| d.code() == "request_unanswered")
+        .cloned()
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ServerDiagnostic::RequestUnanswered {
+                id: a,
+                closed: true
+            },
+            ServerDiagnostic::RequestUnanswered {
+                id: b,
+                closed: true
+            }
+        ]
+    );
+    assert!(told[0].to_string().contains("the connection closed"));
 }
 
 /// A host request handed to the application before the host's EOF is still answered, and
