@@ -25,9 +25,13 @@
 //! published.
 //!
 //! The machines take only messages. A line that is none is its driver's to answer
-//! (JSON-RPC 2.0 §5), as the async drivers' peer does: [`ParseError::Json`] with `-32700`
-//! and a null id, [`ParseError::Invalid`] with `-32600` and the id it carries when one
-//! could be read; a driver that drops such a line leaves a request unanswered.
+//! (JSON-RPC 2.0 §5): [`ParseError::Invalid`] with `-32600` and the id it carries when one
+//! could be read, [`ParseError::Json`] with `-32700` and a null id; a driver that drops
+//! such a line leaves a request unanswered. The async drivers' peer reads more for
+//! `-32700`: when the text showed `"jsonrpc": "2.0"`, a `method` and exactly one ended `id`
+//! before the byte the parser failed at, it answers under that id, so the sender ends its
+//! wait. [`ParseError::Json`] carries no id yet, so a driver built on these machines
+//! answers such a request with a null id, and its sender waits for its own deadline.
 //!
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
 //! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid
