@@ -459,6 +459,9 @@ impl HostSession {
     /// Like [`HostSession::connect`] over an existing peer and its incoming queue. The
     /// peer's own configuration is the one in force: it is what is judged (under
     /// `HostConfig.peer.…`) and read (its `request_timeout`), whatever `config.peer` holds.
+    /// Once the configuration is accepted the connection's MCPL is the session's: every
+    /// handle of `peer`, clones the caller kept included, refuses MCPL methods
+    /// ([`Self::peer`]).
     pub async fn connect_peer(
         peer: Peer,
         incoming: crate::peer::Incoming,
@@ -542,6 +545,10 @@ impl HostSession {
                 report_diag(&label, &diags, &lost, HostDiagnostic::Connection(d));
             }
         });
+
+        // From here MCPL on this connection is the session's, for every handle of the peer
+        // (the caller of `connect_peer` may keep clones): §5.4, §6.
+        peer.owned_by_session(outbound::peer_gate);
 
         let (up_tx, up_rx) = tokio::sync::oneshot::channel();
         let driver = Box::new(driver::Driver {
@@ -810,11 +817,11 @@ impl HostSession {
     }
 
     /// The underlying peer: for MCP traffic outside MCPL's gating and the connection's
-    /// lifecycle (`closed`, `close_reason`, `close`). Nothing sent through it is gated or
-    /// seen by the session: an MCPL method sent here (`channels/publish`,
-    /// `featureSets/update` …) goes out whatever the grant (§5.4) and the session's state
-    /// (§6.7). Send those with [`Self::request_raw`], [`Self::notify_raw`] or their
-    /// dedicated calls, which refuse what the grant does not allow.
+    /// lifecycle (`closed`, `close_reason`, `close`). What it sends is not seen by the
+    /// session, so its send methods refuse every MCPL method (`channels/publish`,
+    /// `featureSets/update` …) with [`PeerError::OwnedBySession`], naming the session
+    /// method to use (§5.4, §6): [`Self::request_raw`], [`Self::notify_raw`] or a
+    /// dedicated call, which gate it against the grant.
     pub fn peer(&self) -> &Peer {
         &self.inner.peer
     }

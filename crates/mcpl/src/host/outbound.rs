@@ -9,6 +9,35 @@
 
 use super::*;
 
+/// The session API that sends `method`, a method with a dedicated one (the generic path
+/// would skip its obligations); `None` for the others.
+fn dedicated_api(method: &str) -> Option<&'static str> {
+    use session::outbound::Dedicated;
+    Some(match session::outbound::dedicated(method)? {
+        Dedicated::Hook => "host::before_inference",
+        Dedicated::Policy => "HostSession::set_policy",
+        Dedicated::Lifecycle => "HostSession::start_turn",
+        Dedicated::OutgoingStream => "HostSession::outgoing_stream",
+        Dedicated::InferenceChunk => "ChunkSink::send",
+    })
+}
+
+/// The gate a session puts on its peer's public send methods (§5.4, §6): an MCPL method
+/// goes through the session, which gates it against the grant and keeps its state, so
+/// sent through the `Peer` it is refused, naming the session method to use instead (its
+/// dedicated API, else `HostSession::notify_raw` or `HostSession::request_raw`). MCP and
+/// extension methods pass: they are what `HostSession::peer` is documented for.
+pub(super) fn peer_gate(method: &str, notification: bool) -> Option<&'static str> {
+    if !crate::protocol::is_mcpl_method(method) {
+        return None;
+    }
+    Some(dedicated_api(method).unwrap_or(if notification {
+        "HostSession::notify_raw"
+    } else {
+        "HostSession::request_raw"
+    }))
+}
+
 impl HostSession {
     /// The gate of the public send paths: methods with a dedicated API are refused here
     /// (the generic path would skip their obligations), then the core outbound gate
@@ -21,15 +50,7 @@ impl HostSession {
         params: Option<&Value>,
         notification: bool,
     ) -> Result<(), HostError> {
-        use session::outbound::Dedicated;
-        if let Some(d) = session::outbound::dedicated(method) {
-            let instead = match d {
-                Dedicated::Hook => "host::before_inference",
-                Dedicated::Policy => "HostSession::set_policy",
-                Dedicated::Lifecycle => "HostSession::start_turn",
-                Dedicated::OutgoingStream => "HostSession::outgoing_stream",
-                Dedicated::InferenceChunk => "ChunkSink::send",
-            };
+        if let Some(instead) = dedicated_api(method) {
             return Err(HostError::UseDedicated {
                 method: method.to_owned(),
                 instead,

@@ -76,6 +76,16 @@ pub enum PeerError {
     /// The other side answered with a response that is not valid JSON-RPC.
     #[error("the peer sent a response that is not valid JSON-RPC 2.0: {0}; the fault is the peer's: report it to its author (mcpl check names such defects)")]
     InvalidResponse(String),
+    /// An MCPL method sent through a [`Peer`] handle of a connection a
+    /// `host::HostSession` owns: only the session's own methods gate it against the grant
+    /// (§5.4) and keep its state (§6), so nothing was sent.
+    #[error("{method} is an MCPL method and this connection belongs to a HostSession, which gates it against the grant (§5.4): send it with {instead}, not through the Peer")]
+    OwnedBySession {
+        /// The method refused.
+        method: String,
+        /// The `HostSession` method that sends it.
+        instead: &'static str,
+    },
 }
 
 impl PeerError {

@@ -80,6 +80,12 @@
 //!   with MCP's `notifications/cancelled` `{ requestId, reason }` ([`PeerConfig::cancel_method`])
 //!   and its id is remembered, so a response arriving afterwards is a
 //!   [`Diagnostic::LateResponse`] rather than an unknown one.
+//! - A connection a `host::HostSession` owns (from `connect`, or `connect_peer`, whose
+//!   caller may keep clones) is the session's for MCPL (§5.4, §6): the public send methods
+//!   of every handle ([`Peer::request`], [`Peer::request_raw`], [`Peer::notify`],
+//!   [`Peer::notify_raw`], [`Peer::send_request`] and their `_with` forms) refuse an MCPL
+//!   method ([`crate::protocol::is_mcpl_method`]) with [`PeerError::OwnedBySession`],
+//!   naming the session method that gates it; MCP and extension methods still pass.
 //! - Dropping the last [`Peer`] handle closes the connection; holding only [`Incoming`] does
 //!   not keep it open (handlers that need to send keep a `Peer` clone).
 //! - On close, frames already queued (e.g. final responses) are still written, each within
@@ -348,6 +354,7 @@ impl Peer {
             in_order: Mutex::new(HashSet::new()),
             failed_here: Mutex::new(VecDeque::new()),
             finished: watch::channel(false).0,
+            owner_gate: std::sync::OnceLock::new(),
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));
@@ -390,6 +397,7 @@ impl Peer {
         params: &M::Params,
         options: RequestOptions<'_>,
     ) -> Result<M::Result, PeerError> {
+        self.public_send(M::NAME, false)?;
         // Issue #24: the params are encoded straight from their type into the line, and the
         // result decoded straight from its text where the reader can hand it so
         // ([`crate::jsonrpc::parse_answer`]): no `Value` tree either way.
@@ -426,6 +434,7 @@ impl Peer {
         params: Option<Value>,
         options: RequestOptions<'_>,
     ) -> Result<Value, PeerError> {
+        self.public_send(method, false)?;
         let params = params_for_wire(method, params)?;
         let line = |buf, id: &RequestId| Ok(wire::request_in(buf, id, method, params.as_ref()));
         let answer = self.call(method, line, false, options).await?;
@@ -551,6 +560,7 @@ impl Peer {
 
     /// Sends a notification by method name; `params` as [`Self::request_raw`] takes them.
     pub async fn notify_raw(&self, method: &str, params: Option<Value>) -> Result<(), PeerError> {
+        self.public_send(method, true)?;
         let params = params_for_wire(method, params)?;
         let text = wire::notification(method, params.as_ref());
         self.shared().send_frame(text).await
@@ -677,6 +687,7 @@ impl Peer {
         params: Option<Value>,
         on_id: impl FnOnce(&RequestId),
     ) -> Result<RequestId, PeerError> {
+        self.public_send(method, false)?;
         let params = params_for_wire(method, params)?;
         let shared = self.shared();
         let id = shared.register_in_order()?;

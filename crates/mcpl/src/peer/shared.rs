@@ -140,7 +140,15 @@ pub(super) struct Shared {
     pub(super) failed_here: Mutex<VecDeque<RequestId>>,
     /// `true` once the writer task has written what was queued and shut the transport down.
     pub(super) finished: watch::Sender<bool>,
+    /// Set once a session owns the connection ([`Peer::owned_by_session`]): for a method
+    /// sent through a public send method of [`Peer`] (`notification` when sent as one), the
+    /// session method to send it with instead, `None` for one the peer may send. The crate's
+    /// own send paths (`start_now`, `notify_now`, [`Outbox`]) do not ask it.
+    pub(super) owner_gate: std::sync::OnceLock<OwnerGate>,
 }
+
+/// See [`Shared::owner_gate`].
+pub(crate) type OwnerGate = fn(method: &str, notification: bool) -> Option<&'static str>;
 
 /// Where the transport's writer rests between writes. A sender that finds it here, with no
 /// frame queued ahead, writes its frame itself if the transport takes it without waiting:
@@ -251,6 +259,31 @@ impl Drop for AnswerWeight {
 }
 
 impl Peer {
+    /// Marks the connection as owned by a session whose `gate` decides which methods the
+    /// public send methods of every handle (clones made before included) refuse, with
+    /// [`PeerError::OwnedBySession`] naming the session method to use ([`OwnerGate`]). Set
+    /// once; a second owner's gate is ignored.
+    pub(crate) fn owned_by_session(&self, gate: OwnerGate) {
+        let _ = self.shared().owner_gate.set(gate);
+    }
+
+    /// The public send paths' check ([`Self::owned_by_session`]): `Err` when the session
+    /// owning this connection sends `method` itself.
+    pub(super) fn public_send(&self, method: &str, notification: bool) -> Result<(), PeerError> {
+        match self
+            .shared()
+            .owner_gate
+            .get()
+            .and_then(|g| g(method, notification))
+        {
+            Some(instead) => Err(PeerError::OwnedBySession {
+                method: method.to_owned(),
+                instead,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Counts an answer of `bytes` made and not yet sent among the bytes in flight, until
     /// the guard is dropped ([`AnswerWeight`]).
     pub(crate) fn weigh_answer(&self, bytes: usize) -> AnswerWeight {
