@@ -501,11 +501,13 @@ async fn must_violations_are_still_refused() {
 }
 
 /// §5.1 is silent on a `version` other than `"0.5"`: a server writing the document's own
-/// label (`"0.5.0-draft"`) or a 0.4 string is reported (`unsupported_version`) and still
-/// read as the manifest it is, never refused on the label alone.
+/// label (`"0.5.0-draft"`, `"0.5.0"`: `handshake::MCPL_VERSION_ALIASES`, the server's rule
+/// too) is reported (`unsupported_version`, the spelling) and still read as the manifest it
+/// is, never refused on the label alone. Another version (`"0.4"`) is another protocol:
+/// served as plain MCP (`tests/host_mcpl_version.rs`).
 #[tokio::test]
 async fn another_version_label_is_reported_not_refused() {
-    for version in ["0.5.0-draft", "0.5.0", "0.4"] {
+    for version in ["0.5.0-draft", "0.5.0"] {
         let mut m = library_manifest();
         m["version"] = json!(version);
         let (s, mut st, mut srv) = connect(ALL, m, r#"{"accepted":true}"#).await;

@@ -420,7 +420,8 @@ mod tests {
     }
 }
 
-/// What the host's `initialize` says about MCPL (read by [`host_mcpl`]).
+/// What the host's `initialize` says about MCPL (read by [`host_mcpl`]), or the version a
+/// server's manifest names ([`mcpl_version`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostMcpl {
     /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`.
@@ -496,10 +497,20 @@ pub fn malformed_advertisement(params: &Value) -> Option<&Value> {
 /// it sends answered `-32601`, every MCPL sender refused with `server::SendError::McpOnly`),
 /// with a `host_mcpl_version` diagnostic naming the version.
 pub fn host_mcpl(params: &Value) -> HostMcpl {
-    let Some(m) = host_advertisement(params) else {
-        return HostMcpl::Absent;
-    };
-    match m.get("version") {
+    match host_advertisement(params) {
+        Some(m) => mcpl_version(m),
+        None => HostMcpl::Absent,
+    }
+}
+
+/// The MCPL version an `experimental.mcpl` object names, the host's (§5.2) or the
+/// server's manifest (§5.1): the one version rule of this crate, which the server applies
+/// to the host ([`host_mcpl`]) and `host::HostSession` to the server. The reading is
+/// [`host_mcpl`]'s: [`HostMcpl::is_v05`] for `"0.5"` and [`MCPL_VERSION_ALIASES`] (and a
+/// missing `version`, a defect reported apart); any other version is another protocol,
+/// served as plain MCP (§3.2, §3.3). Never [`HostMcpl::Absent`].
+pub fn mcpl_version(advertisement: &Value) -> HostMcpl {
+    match advertisement.get("version") {
         None => HostMcpl::Unversioned,
         Some(Value::String(v)) if v == MCPL_VERSION => HostMcpl::V05,
         Some(other) => HostMcpl::Other(other.to_string()),

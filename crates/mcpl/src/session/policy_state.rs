@@ -176,6 +176,16 @@ impl HostPolicy {
     /// §3.3: a server without `experimental.mcpl`; `caps` is its `initialize` capabilities.
     /// The grant holds at most `tools` and is final.
     pub(crate) fn not_advertised(&mut self, caps: &Value) -> Result<(), PatternError> {
+        self.mcp_only(caps, McpOnlyReason::NotAdvertised)
+    }
+
+    /// [`Self::not_advertised`] for `reason`: the server is served as plain MCP (§3.3) from
+    /// its `initialize` on, its grant at most `tools` and final.
+    pub(crate) fn mcp_only(
+        &mut self,
+        caps: &Value,
+        reason: McpOnlyReason,
+    ) -> Result<(), PatternError> {
         let mut adv = CapabilitySet::EMPTY;
         if crate::capability::declares_tools(caps.get("tools")) {
             adv.insert(Capability::Tools);
@@ -183,7 +193,7 @@ impl HostPolicy {
         let hg = HostGrant::compute(adv, self.policy.iter().map(String::as_str))?;
         self.ready = true;
         self.grant = hg.effective;
-        self.mode = Mode::McpOnly(McpOnlyReason::NotAdvertised);
+        self.mode = Mode::McpOnly(reason);
         Ok(())
     }
 

@@ -24,6 +24,10 @@ pub enum McpOnlyReason {
     Refused,
     /// Repeated unparseable manifests (§17.5).
     Suspended,
+    /// The server's manifest names another MCPL version (its `version` as JSON text, e.g.
+    /// `"0.4"`): a protocol this host does not speak, so it is served as plain MCP (§3.3;
+    /// the reading is `protocol::handshake::mcpl_version`'s).
+    OtherVersion(String),
 }
 
 impl std::fmt::Display for McpOnlyReason {
@@ -45,6 +49,10 @@ impl std::fmt::Display for McpOnlyReason {
             McpOnlyReason::Suspended => {
                 f.write_str("MCPL was suspended after repeated unparseable manifests, §17.5")
             }
+            McpOnlyReason::OtherVersion(v) => write!(
+                f,
+                "the server speaks MCPL version {v}, not \"0.5\": served as plain MCP, §3.3"
+            ),
         }
     }
 }

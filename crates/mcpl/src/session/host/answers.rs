@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::protocol::feature_sets::FeatureSetsUpdate;
-use crate::protocol::handshake::Initialized;
+use crate::protocol::handshake::{HostMcpl, Initialized};
 
 impl HostState {
     /// Gives up on request `id` of the application's ([`Self::request`], or a hook,
@@ -269,6 +269,14 @@ impl HostState {
                 Err(e) => self.connected(Err(e.into())),
             };
         };
+        // §5.1 (the spec defines no negotiation): a manifest naming another MCPL version is
+        // another protocol, so the server is served as plain MCP, fail closed (§3.3): no
+        // policy Request, no MCPL method sent or admitted. The rule is the server's own
+        // ([`handshake::mcpl_version`]): `"0.5"` and its aliases are MCPL 0.5.
+        let version = crate::protocol::handshake::mcpl_version(manifest);
+        if let (false, HostMcpl::Other(text)) = (version.is_v05(), &version) {
+            return self.other_version(caps, text);
+        }
         let count = crate::manifest::feature_set_count(manifest);
         let limit = self.rules.max_feature_sets;
         if count > limit {
@@ -312,6 +320,29 @@ impl HostState {
             Purpose::InitialPolicy(hg),
             (now, timeout),
         );
+    }
+
+    /// A server whose manifest names MCPL version `text` (JSON text), not 0.5: reported as
+    /// the `unsupported_version` finding a review gives it, and served as plain MCP
+    /// ([`McpOnlyReason::OtherVersion`]).
+    fn other_version(&mut self, caps: &Value, text: &str) {
+        let text = crate::manifest::digest::clipped(text);
+        self.diag(HostDiagnostic::ManifestFinding {
+            code: "unsupported_version",
+            path: "version".into(),
+            message: format!(
+                "`version` is {text}; this host speaks MCPL \"0.5\": the server is served as \
+                 plain MCP (§3.3)"
+            ),
+        });
+        let caps = caps.clone();
+        match self.p.mcp_only(&caps, McpOnlyReason::OtherVersion(text)) {
+            Ok(()) => {
+                self.notify_initialized();
+                self.connected(Ok(()));
+            }
+            Err(e) => self.connected(Err(e.into())),
+        }
     }
 
     pub(super) fn notify_initialized(&mut self) {

@@ -1,0 +1,131 @@
+//! §5.1, §5.2: one MCPL version rule for host and server (`handshake::mcpl_version`).
+//! `"0.5"` and the document's full names of the same version (`"0.5.0"`, `"0.5.0-draft"`,
+//! `handshake::MCPL_VERSION_ALIASES`) are MCPL 0.5; any other version (`"0.4"`, `"0.5.1"`,
+//! `"0.6"`, a number) is another protocol. The spec defines no negotiation, so the host
+//! fails closed: a server advertising another version is served as plain MCP (§3.3) — no
+//! MCPL method sent (not even the policy Request), none of its MCPL methods admitted (refused
+//! as a server advertising no MCPL has them refused) — and
+//! the version is reported. Before, the host reported `unsupported_version` and went on in
+//! MCPL mode. The server is raw lines, so what is checked is exactly the wire.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::host::{HostConfig, HostDiagnostic, HostSession, HostStreams, McpOnlyReason, Mode};
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{init_result, raw_peer, Raw};
+
+fn cfg() -> HostConfig {
+    HostConfig {
+        policy: vec!["*".into(), "*.*".into(), "*.*.*".into()],
+        ..HostConfig::default()
+    }
+}
+
+fn manifest(version: Value) -> Value {
+    json!({ "version": version, "pushEvents": true, "channels": { "register": true },
+            "featureSets": { "alerts": { "description": "Alerts", "uses": ["pushEvents"] } } })
+}
+
+async fn recv(raw: &mut Raw) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), raw.recv())
+        .await
+        .expect("the host sent nothing")
+}
+
+/// Answers `initialize` with a manifest of `version` and returns the first line the host
+/// sends after `notifications/initialized`, with the pending connect.
+async fn start(
+    version: Value,
+) -> (
+    tokio::task::JoinHandle<Result<(HostSession, HostStreams), mcpl::host::HostError>>,
+    Raw,
+    Value,
+) {
+    let (peer, incoming, mut raw) = raw_peer(Default::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+    let init = recv(&mut raw).await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(manifest(version)))}))
+        .await;
+    let mut next = recv(&mut raw).await;
+    if next["method"] == "notifications/initialized" {
+        next = recv(&mut raw).await;
+    }
+    (connect, raw, next)
+}
+
+#[tokio::test]
+async fn s5_1_every_spelling_of_0_5_is_served_as_mcpl() {
+    for v in ["0.5", "0.5.0", "0.5.0-draft"] {
+        let (connect, mut raw, policy) = start(json!(v)).await;
+        assert_eq!(policy["method"], "featureSets/update", "{v}: {policy}");
+        raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"],
+                             "result": {"accepted": true}}))
+            .await;
+        let (s, _streams) = connect.await.unwrap().expect("the host connects");
+        assert_eq!(s.mode(), Mode::Mcpl, "{v}");
+    }
+}
+
+#[tokio::test]
+async fn s5_1_a_server_of_another_mcpl_version_is_served_as_plain_mcp() {
+    for v in [json!("0.4"), json!("0.5.1"), json!("0.6"), json!(5)] {
+        // No `featureSets/update`: the host is up with no MCPL method sent, and the first
+        // line after `notifications/initialized` is the application's ping.
+        let (peer, incoming, mut raw) = raw_peer(Default::default());
+        let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+        let init = recv(&mut raw).await;
+        raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                             "result": init_result(Some(manifest(v.clone())))}))
+            .await;
+        let (s, mut streams) = connect.await.unwrap().expect("the host connects");
+        assert_eq!(
+            s.mode(),
+            Mode::McpOnly(McpOnlyReason::OtherVersion(v.to_string())),
+            "{v}"
+        );
+        assert!(s.is_ready(), "{v}");
+        let line = recv(&mut raw).await;
+        assert_eq!(line["method"], "notifications/initialized", "{v}: {line}");
+        let s2 = s.clone();
+        let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+        let line = recv(&mut raw).await;
+        assert_eq!(
+            line["method"], "ping",
+            "{v}: an MCPL method went out: {line}"
+        );
+        raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {}}))
+            .await;
+        ping.await.unwrap().unwrap();
+        // The application's MCPL sends are refused locally.
+        assert!(
+            s.notify_raw("channels/publish", json!({"channelId": "c", "content": []}))
+                .await
+                .is_err(),
+            "{v}"
+        );
+        // None of the server's MCPL methods is admitted: `push/event` is refused, as from a
+        // server that advertises no MCPL.
+        raw.send_json(json!({"jsonrpc": "2.0", "id": 77, "method": "push/event",
+            "params": { "featureSet": "alerts", "eventId": "e1",
+                        "timestamp": "2026-01-23T10:30:00.123Z",
+                        "payload": { "content": [{ "type": "text", "text": "hi" }] } }}))
+            .await;
+        let answer = recv(&mut raw).await;
+        assert_eq!(answer["id"], 77, "{v}: {answer}");
+        assert!(answer.get("result").is_none(), "{v}: {answer}");
+        assert!(answer["error"]["code"].is_i64(), "{v}: {answer}");
+        // The version is reported.
+        let mut reported = false;
+        while let Ok(d) = streams.diagnostics.try_recv() {
+            reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. }
+                                 if *code == "unsupported_version");
+        }
+        assert!(reported, "{v}");
+    }
+}
