@@ -89,7 +89,9 @@ pub enum HostDiagnostic {
     },
     /// A method the host does not receive: unknown, host → server, or in a form §4.1 does
     /// not give it (a Request-only method such as `channels/register` or `channels/incoming`
-    /// sent as a Notification: not applied, `protocol::Kind::takes`).
+    /// sent as a Notification: not applied, `protocol::Kind::takes`); or a notification it
+    /// receives and does not act on, e.g. an MCP `notifications/tools/list_changed` with no
+    /// reviewed manifest to make a receipt against (MCP-only, §3.3, §17.7).
     UnexpectedMethod {
         /// The method.
         method: String,

@@ -239,9 +239,14 @@ impl HostState {
     pub(super) fn on_notification(&mut self, now: Instant, n: Notification) {
         let method = n.method.as_str();
         if let Some(surface) = crate::manifest::review::announced_surface(method) {
-            // §17.7: an MCP list change is a `surface-changed` receipt.
-            if let Some(r) = self.p.review_mut().and_then(|r| r.surface_changed(surface)) {
-                self.hand_out_event(HostEvent::ManifestChange(r));
+            // §17.7: an MCP list change is a `surface-changed` receipt. Without a reviewed
+            // manifest to make one against (MCP-only, §3.3) it is a notification the host
+            // does not act on: reported, never dropped.
+            match self.p.review_mut().and_then(|r| r.surface_changed(surface)) {
+                Some(r) => self.hand_out_event(HostEvent::ManifestChange(r)),
+                None => self.diag(HostDiagnostic::UnexpectedMethod {
+                    method: n.method.clone(),
+                }),
             }
             return;
         }
