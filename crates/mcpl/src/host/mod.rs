@@ -641,6 +641,11 @@ impl HostSession {
     /// Sends an application call to the driver and waits for its reply; a driver gone (the
     /// connection ended) is the close.
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, HostError> {
+        // From the peer's own tap, waiting for the driver could wait for this thread (the
+        // driver publishes under the snapshot a tapped send holds): refused.
+        if self.inner.peer.in_own_tap() {
+            return Err(PeerError::SentFromTap.into());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         if !self.enqueue(make(tx)).await {
             return Err(driver::closed_error(&self.inner.peer));

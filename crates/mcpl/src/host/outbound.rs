@@ -148,6 +148,11 @@ impl HostSession {
         &self,
         send: impl FnOnce(&Snapshot) -> Result<T, HostError>,
     ) -> Result<T, HostError> {
+        // From the peer's own tap the snapshot may be held by this very thread (the tap of
+        // a send made under it): refused before waiting for it (`PeerError::SentFromTap`).
+        if self.inner.peer.in_own_tap() {
+            return Err(PeerError::SentFromTap.into());
+        }
         let snap = self.inner.shared.snapshot_held();
         send(&snap)
     }

@@ -25,9 +25,13 @@ pub struct TapEvent<'a> {
 /// A callback receiving every text frame in and out, e.g. to log a transcript. It runs where
 /// each frame is read or written (the reader task, the writer task, or a sender writing its
 /// own frame, under the connection's writer lock, and for a `host::HostSession`'s plain
-/// sends while the session's published state is held), so it must be quick and must not call
-/// back into the peer or the session whose frames it sees, but for a `host::HostSession`'s
-/// getters (`grant`, `channels`, `is_ready` …), which never wait for a send.
+/// sends while the session's published state is held), so it must be quick. A send on the
+/// same connection from inside it (through the [`Peer`] or the session, on the thread
+/// running it) is refused at once with [`PeerError::SentFromTap`], never left waiting for
+/// the lock its own thread holds: to answer a frame, hand it to a task that sends. The
+/// session's getters (`grant`, `channels`, `is_ready` …) may be called from it: they never
+/// wait for a send. Anything else it waits for (a lock or channel of the application's that
+/// a sender holds while sending) is the application's to avoid.
 #[derive(Clone)]
 pub struct Tap(pub(super) Arc<dyn Fn(TapEvent<'_>) + Send + Sync>);
 

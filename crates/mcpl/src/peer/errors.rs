@@ -86,6 +86,11 @@ pub enum PeerError {
         /// The `HostSession` method that sends it.
         instead: &'static str,
     },
+    /// A send made from inside the connection's own [`Tap`], on the thread running it: the
+    /// tap runs while the frame it sees is being written (under the writer's lock), so the
+    /// send would wait for itself. Nothing was sent.
+    #[error("a send from inside this connection's own Tap is refused: the tap runs while the frame it sees is being written, so the send would wait for itself; send from a task instead (e.g. tokio::spawn)")]
+    SentFromTap,
 }
 
 impl PeerError {

@@ -474,6 +474,10 @@ impl Peer {
         if let Some(reason) = shared.close_reason() {
             return Err(PeerError::Closed(reason));
         }
+        // Refused before anything is registered (the frame's send would refuse it too).
+        if shared.in_own_tap() {
+            return Err(PeerError::SentFromTap);
+        }
         let id = RequestId::from(shared.next_id.fetch_add(1, Ordering::Relaxed));
         let line = line(shared.frame_buffer(), &id)?;
         let (tx, rx) = oneshot::channel();
@@ -690,6 +694,9 @@ impl Peer {
         self.public_send(method, false)?;
         let params = params_for_wire(method, params)?;
         let shared = self.shared();
+        if shared.in_own_tap() {
+            return Err(PeerError::SentFromTap);
+        }
         let id = shared.register_in_order()?;
         on_id(&id);
         let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());

@@ -267,6 +267,12 @@ impl Peer {
         let _ = self.shared().owner_gate.set(gate);
     }
 
+    /// Whether this thread is running this connection's tap ([`PeerError::SentFromTap`]):
+    /// a session refuses its own sends there before taking its locks.
+    pub(crate) fn in_own_tap(&self) -> bool {
+        self.shared().in_own_tap()
+    }
+
     /// The public send paths' check ([`Self::owned_by_session`]): `Err` when the session
     /// owning this connection sends `method` itself.
     pub(super) fn public_send(&self, method: &str, notification: bool) -> Result<(), PeerError> {
@@ -304,6 +310,21 @@ impl Peer {
     /// when one was kept): a session answering through this peer reuses it.
     pub(crate) fn frame_buffer(&self) -> Vec<u8> {
         self.shared().frame_buffer()
+    }
+}
+
+std::thread_local! {
+    /// The connection ([`Shared::key`]) whose tap this thread is running, 0 for none.
+    static TAPPING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Puts back the connection this thread was tapping before (a tap may send on another
+/// connection, whose tap then runs inside it), also when the tap panics.
+struct RestoreTapping(usize);
+
+impl Drop for RestoreTapping {
+    fn drop(&mut self) {
+        TAPPING.set(self.0);
     }
 }
 
@@ -400,6 +421,9 @@ impl Shared {
     /// frame is written right here if the transport takes it without waiting. Returns the
     /// frame back when it must be queued instead; a write error closes the connection.
     pub(super) fn send_now(&self, text: String) -> Result<Option<String>, PeerError> {
+        if self.in_own_tap() {
+            return Err(PeerError::SentFromTap);
+        }
         // A burst is under way (requests in flight besides at most the sender's own, or
         // received messages still waiting to be handled, whose answers will follow): queue,
         // so the writer task puts many frames in one write. Writing each frame directly
@@ -500,17 +524,40 @@ impl Shared {
     /// An empty buffer to encode the next frame into: the last directly written frame's, if
     /// one was kept.
     pub(super) fn frame_buffer(&self) -> Vec<u8> {
-        std::mem::take(&mut lock(&self.slot).spare)
+        // Never waits: a sender inside the tap (refused later, [`Self::send_now`]) may find
+        // the lock held by its own thread, and a fresh buffer costs only an allocation.
+        match self.slot.try_lock() {
+            Ok(mut slot) => std::mem::take(&mut slot.spare),
+            Err(std::sync::TryLockError::Poisoned(p)) => std::mem::take(&mut p.into_inner().spare),
+            Err(std::sync::TryLockError::WouldBlock) => Vec::new(),
+        }
     }
 
     pub(super) fn tap(&self, direction: FrameDirection, text: &str) {
         if let Some(tap) = &self.config.tap {
+            // While the tap runs, this thread's sends on this connection are refused
+            // ([`Self::in_own_tap`]); a tap sending on another connection is that one's.
+            let before = TAPPING.replace(self.key());
+            let _restore = RestoreTapping(before);
             (tap.0)(TapEvent {
                 direction,
                 at: SystemTime::now(),
                 text,
             });
         }
+    }
+
+    /// This connection's identity for [`TAPPING`].
+    fn key(&self) -> usize {
+        self as *const Shared as usize
+    }
+
+    /// Whether this thread is running this connection's [`Tap`]: a send from there is
+    /// refused ([`PeerError::SentFromTap`]), for the tap may run under the writer's lock
+    /// (and, for a session's plain send, with the session's state held), which the send
+    /// would wait for on the same thread for ever.
+    pub(super) fn in_own_tap(&self) -> bool {
+        TAPPING.get() == self.key()
     }
 
     /// Writes or queues `text` without waiting: `Ok(None)` when it took its place on the
