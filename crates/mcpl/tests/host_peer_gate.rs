@@ -183,3 +183,20 @@ async fn a_peer_no_session_owns_still_sends_mcpl_methods() {
     let line = raw.recv().await;
     assert_eq!(line["method"], "channels/publish", "{line}");
 }
+
+/// §6.7: the surfaces MCPL removed (`featureSets/changed`, `scope/elevate`,
+/// `context/afterInference`) are refused by the session's own send path; through the
+/// session's peer they went out as if they were MCP.
+#[tokio::test]
+async fn removed_mcpl_methods_cannot_be_sent_through_the_sessions_peer() {
+    let (s, _kept, mut raw) = connected().await;
+    for (method, _) in mcpl::protocol::REMOVED_METHODS {
+        assert!(s.notify_raw(method, json!({})).await.is_err(), "{method}");
+        assert_refused(
+            s.peer().notify_raw(method, Some(json!({}))).await,
+            method,
+            "HostSession::notify_raw",
+        );
+    }
+    next_line_is_ping(&s, &mut raw).await;
+}

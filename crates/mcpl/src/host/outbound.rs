@@ -25,10 +25,12 @@ fn dedicated_api(method: &str) -> Option<&'static str> {
 /// The gate a session puts on its peer's public send methods (§5.4, §6): an MCPL method
 /// goes through the session, which gates it against the grant and keeps its state, so
 /// sent through the `Peer` it is refused, naming the session method to use instead (its
-/// dedicated API, else `HostSession::notify_raw` or `HostSession::request_raw`). MCP and
-/// extension methods pass: they are what `HostSession::peer` is documented for.
+/// dedicated API, else `HostSession::notify_raw` or `HostSession::request_raw`). So is a
+/// surface MCPL removed (§6.7, `protocol::REMOVED_METHODS`), which the session refuses
+/// too. MCP and extension methods pass: they are what `HostSession::peer` is documented for.
 pub(super) fn peer_gate(method: &str, notification: bool) -> Option<&'static str> {
-    if !crate::protocol::is_mcpl_method(method) {
+    let mcpl = crate::protocol::is_mcpl_method(method);
+    if !mcpl && crate::protocol::removed_in(method).is_none() {
         return None;
     }
     Some(dedicated_api(method).unwrap_or(if notification {
