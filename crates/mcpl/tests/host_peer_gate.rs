@@ -200,3 +200,25 @@ async fn removed_mcpl_methods_cannot_be_sent_through_the_sessions_peer() {
     }
     next_line_is_ping(&s, &mut raw).await;
 }
+
+/// The session answers every request the server sends it (its handlers, §4.1); an answer
+/// sent by id through the session's peer is a second one for the same request (JSON-RPC:
+/// one response per request) or an answer to a request never made, so it is refused and
+/// nothing is written.
+#[tokio::test]
+async fn an_answer_by_id_through_the_sessions_peer_is_refused() {
+    let (s, kept, mut raw) = connected().await;
+    let id = mcpl::jsonrpc::RequestId::Number(77.into());
+    for peer in [s.peer().clone(), kept] {
+        assert!(matches!(
+            peer.respond(id.clone(), json!({})).await,
+            Err(PeerError::AnswerOwnedBySession { .. })
+        ));
+        assert!(matches!(
+            peer.respond_error(id.clone(), mcpl::jsonrpc::ErrorObject::internal("x"))
+                .await,
+            Err(PeerError::AnswerOwnedBySession { .. })
+        ));
+    }
+    next_line_is_ping(&s, &mut raw).await;
+}

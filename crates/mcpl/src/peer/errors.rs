@@ -91,6 +91,15 @@ pub enum PeerError {
     /// send would wait for itself. Nothing was sent.
     #[error("a send from inside this connection's own Tap is refused: the tap runs while the frame it sees is being written, so the send would wait for itself; send from a task instead (e.g. tokio::spawn)")]
     SentFromTap,
+    /// An answer sent by id ([`Peer::respond`], [`Peer::respond_error`]) through a handle of
+    /// a connection a `host::HostSession` owns: the session answers every request the other
+    /// side sends it, so this would be a second answer, or one to a request never made.
+    /// Nothing was sent.
+    #[error("an answer to request {id} through the Peer of a connection a HostSession owns is refused: the session answers the server's requests itself (its handlers), and a second answer breaks JSON-RPC's one response per request")]
+    AnswerOwnedBySession {
+        /// The id the answer named.
+        id: String,
+    },
 }
 
 impl PeerError {

@@ -572,12 +572,16 @@ impl Peer {
 
     /// Answers request `id` with a result. Prefer [`IncomingRequest::respond`], which also
     /// disarms the request's guard; use this after [`IncomingRequest::into_id`].
+    /// Refused with [`PeerError::AnswerOwnedBySession`] on a connection a
+    /// `host::HostSession` owns, which answers its requests itself.
     pub async fn respond(&self, id: RequestId, result: Value) -> Result<(), PeerError> {
+        self.public_answer(&id)?;
         self.send_response(Some(id), Ok(result)).await
     }
 
-    /// Answers request `id` with an error object.
+    /// Answers request `id` with an error object; refused as [`Self::respond`] is.
     pub async fn respond_error(&self, id: RequestId, error: ErrorObject) -> Result<(), PeerError> {
+        self.public_answer(&id)?;
         self.send_response(Some(id), Err(error)).await
     }
 

@@ -290,6 +290,16 @@ impl Peer {
         }
     }
 
+    /// The public answer-by-id paths' check ([`Self::owned_by_session`]): a session owning
+    /// the connection answers every request it is sent through its own paths, so an answer
+    /// by id through a handle is refused.
+    pub(super) fn public_answer(&self, id: &RequestId) -> Result<(), PeerError> {
+        match self.shared().owner_gate.get() {
+            Some(_) => Err(PeerError::AnswerOwnedBySession { id: id.to_string() }),
+            None => Ok(()),
+        }
+    }
+
     /// Counts an answer of `bytes` made and not yet sent among the bytes in flight, until
     /// the guard is dropped ([`AnswerWeight`]).
     pub(crate) fn weigh_answer(&self, bytes: usize) -> AnswerWeight {
