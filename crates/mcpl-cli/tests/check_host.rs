@@ -228,6 +228,7 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.policy-is-request",
             "host.grant-within-advertisement",
             "host.refuses-before-ready",
+            "host.register-refused-before-ready",
             "host.rejects-with-error",
             "host.unknown-method-errors",
             "host.incoming-unregistered-refused",
@@ -268,7 +269,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 39, "{text}");
+    assert_eq!(text.lines().count(), 40, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -279,7 +280,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 39 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 40 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -299,7 +300,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 39, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 40, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"
@@ -670,8 +671,9 @@ async fn scripted_host_advertising(
 }
 
 /// The probes that mean something without a grant (issue #19 item 1), plus the two new ones.
-const PROBES: [&str; 13] = [
+const PROBES: [&str; 14] = [
     "host.refuses-before-ready",
+    "host.register-refused-before-ready",
     "host.rejects-with-error",
     "host.push-follows-grant",
     "host.answers-every-request",

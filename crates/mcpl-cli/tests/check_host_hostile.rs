@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (39 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (40 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 39 * 6 * 512 + 4096,
+        text.len() < 40 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 39, "{doc:#}");
+    assert_eq!(checks.len(), 40, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1906,4 +1906,36 @@ async fn a_host_that_never_sends_initialized_fails() {
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
     let c = check(&doc, "host.initialized-sent");
     assert_eq!(c["status"], "pass", "{doc:#}");
+}
+
+/// §5.3: a host MUST reject inbound privileged methods until the initial policy exchange
+/// completes. Only the early `push/event` was probed, so a host refusing it yet accepting a
+/// `channels/register` sent before its receipt passed. `host.register-refused-before-ready`
+/// now fails it, while the push's own check still passes.
+#[tokio::test]
+async fn a_register_accepted_before_the_receipt_fails() {
+    let report = report_path("early-register.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let early =
+            m["method"] == "channels/register" && m["params"]["channels"][0]["id"] == "check:early";
+        Some(if early {
+            line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": {
+                "results": [{ "id": "check:early", "accepted": true }] } }))
+        } else {
+            refusing_answer(m, -32023)
+        })
+    })
+    .await;
+    let c = check(&doc, "host.register-refused-before-ready");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("before the receipt") && d.contains("§5.3"),
+        "{d}"
+    );
+    assert_eq!(
+        check(&doc, "host.refuses-before-ready")["status"],
+        "pass",
+        "{doc:#}"
+    );
 }

@@ -4,6 +4,7 @@
 use mcpl::capability::{self, Capability, CapabilitySet, Pattern, PatternError};
 use mcpl::peer::{IncomingMessage, IncomingRequest};
 use mcpl::policy::{Form, PolicyError, UpdateParams};
+use mcpl::protocol::channels::ChannelsRegister;
 use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::{self, HostMcpl};
 use mcpl::protocol::handshake::{Initialize, Initialized};
@@ -189,6 +190,11 @@ impl Run {
         let params = Some(served::push("check.push", "early"));
         let mut early = self.start(PushEvent::NAME, params, self.bounds.step);
         let settled = poll_once(&mut early).await;
+        // The same for a privileged Request of another family (§5.3: every inbound
+        // privileged method), after the push so the push's judgement is as before.
+        let register = Some(served::early_descriptor());
+        let mut early_register = self.start(ChannelsRegister::NAME, register, self.bounds.step);
+        let register_settled = poll_once(&mut early_register).await;
 
         if request.is_none() {
             while let Some(m) = self.next_until(deadline).await {
@@ -249,6 +255,28 @@ impl Run {
                 id,
                 Status::Fail,
                 format!("push/event before the receipt got {}", other.describe()),
+            ),
+        }
+
+        self.stage = "the channels/register sent before the receipt";
+        let reply = match register_settled {
+            Some(r) => self.reply(r),
+            None => self.settle(early_register).await,
+        };
+        let id = "host.register-refused-before-ready";
+        match reply {
+            super::session::Reply::Error(e) => {
+                self.record(id, Status::Pass, format!("refused with error {}", e.code))
+            }
+            super::session::Reply::Closed => {}
+            other => self.record(
+                id,
+                Status::Fail,
+                format!(
+                    "channels/register before the receipt got {} (§5.3: a host rejects \
+                     inbound privileged methods until the policy exchange completes)",
+                    other.describe()
+                ),
             ),
         }
     }

@@ -57,6 +57,7 @@ catalogue! {
     "host.grant-within-advertisement", "§5.4", "effectiveCapabilities, in every policy Request, names only paths the server advertised (an entry naming no §6.2 path fails; a bare parent or a `*` short of the leaves, which grants nothing, warns)";
     "host.grant-not-contradictory", "§5.4", "no policy Request names a path both in effectiveCapabilities and deniedCapabilities";
     "host.refuses-before-ready", "§5.3", "a push/event sent before the receipt is refused with an error";
+    "host.register-refused-before-ready", "§5.3", "a channels/register sent before the receipt is refused with an error";
     "host.rejects-with-error", "§6.6", "a push/event under an undeclared feature set gets an error object (-32003)";
     "host.push-follows-grant", "§5.4", "push/event is accepted when its set is allowed, refused with an error when not";
     "host.answers-every-request", "§6.6", "model/info and channels/list get an answer, never silence";

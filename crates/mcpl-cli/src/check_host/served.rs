@@ -132,6 +132,14 @@ pub(super) fn descriptors() -> Value {
     ] })
 }
 
+/// `channels/register` params sent before the policy receipt (§5.3): one descriptor whose id
+/// no other probe uses, so a host that wrongly accepts it changes no later verdict.
+pub(super) fn early_descriptor() -> Value {
+    json!({ "channels": [
+        { "id": "check:early", "type": "check", "direction": "inbound" }
+    ] })
+}
+
 /// The id [`duplicate_descriptors`] names twice.
 pub(super) const DUPLICATE_ID: &str = "check:dup";
 
