@@ -240,12 +240,42 @@ impl Run {
             }
         }
 
-        self.stage = "the push/event sent before the receipt";
+        let (push, register) = ((settled, early), (register_settled, early_register));
+        self.judge_early("host.refuses-before-ready", PushEvent::NAME, push, "")
+            .await;
+        let why = " (§5.3: a host rejects inbound privileged methods until the policy exchange \
+                   completes)";
+        self.judge_early(
+            "host.register-refused-before-ready",
+            ChannelsRegister::NAME,
+            register,
+            why,
+        )
+        .await;
+    }
+
+    /// Judges under `id` the answer to `method` sent before the receipt (§5.3): passed when
+    /// refused with an error, failed (with `why` after the detail) when answered otherwise;
+    /// nothing when the connection ended.
+    async fn judge_early(
+        &mut self,
+        id: &str,
+        method: &str,
+        (settled, call): (
+            Option<Result<Value, mcpl::peer::PeerError>>,
+            super::session::Call,
+        ),
+        why: &str,
+    ) {
+        self.stage = if method == PushEvent::NAME {
+            "the push/event sent before the receipt"
+        } else {
+            "the channels/register sent before the receipt"
+        };
         let reply = match settled {
             Some(r) => self.reply(r),
-            None => self.settle(early).await,
+            None => self.settle(call).await,
         };
-        let id = "host.refuses-before-ready";
         match reply {
             super::session::Reply::Error(e) => {
                 self.record(id, Status::Pass, format!("refused with error {}", e.code))
@@ -254,29 +284,7 @@ impl Run {
             other => self.record(
                 id,
                 Status::Fail,
-                format!("push/event before the receipt got {}", other.describe()),
-            ),
-        }
-
-        self.stage = "the channels/register sent before the receipt";
-        let reply = match register_settled {
-            Some(r) => self.reply(r),
-            None => self.settle(early_register).await,
-        };
-        let id = "host.register-refused-before-ready";
-        match reply {
-            super::session::Reply::Error(e) => {
-                self.record(id, Status::Pass, format!("refused with error {}", e.code))
-            }
-            super::session::Reply::Closed => {}
-            other => self.record(
-                id,
-                Status::Fail,
-                format!(
-                    "channels/register before the receipt got {} (§5.3: a host rejects \
-                     inbound privileged methods until the policy exchange completes)",
-                    other.describe()
-                ),
+                format!("{method} before the receipt got {}{why}", other.describe()),
             ),
         }
     }
