@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (40 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (41 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 40 * 6 * 512 + 4096,
+        text.len() < 41 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 40, "{doc:#}");
+    assert_eq!(checks.len(), 41, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1938,4 +1938,34 @@ async fn a_register_accepted_before_the_receipt_fails() {
         "pass",
         "{doc:#}"
     );
+}
+
+/// MCP's `ping`: a host answering it `"pong"` (a result that is no object) or with an error
+/// was never judged (the checker's pings only fenced other probes). `host.ping-answered` now
+/// warns for either, as `mcpl check`'s `rpc.ping-answered` does for a server.
+#[tokio::test]
+async fn a_ping_answered_with_no_empty_result_warns() {
+    let report = report_path("ping-pong.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        Some(if m["method"] == "ping" {
+            line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": "pong" }))
+        } else {
+            refusing_answer(m, -32023)
+        })
+    })
+    .await;
+    let c = check(&doc, "host.ping-answered");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("pong") && d.contains("no object"), "{d}");
+    let report = report_path("ping-error.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer_ping_too(m))).await;
+    let c = check(&doc, "host.ping-answered");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+}
+
+/// As `refusing_answer`, but a `ping` is refused too.
+fn refusing_answer_ping_too(m: &Value) -> String {
+    line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                  "error": { "code": -32601, "message": "no ping here" } }))
 }

@@ -61,6 +61,7 @@ catalogue! {
     "host.rejects-with-error", "§6.6", "a push/event under an undeclared feature set gets an error object (-32003)";
     "host.push-follows-grant", "§5.4", "push/event is accepted when its set is allowed, refused with an error when not";
     "host.answers-every-request", "§6.6", "model/info and channels/list get an answer, never silence";
+    "host.ping-answered", "§6.6", "a ping gets an answer (MCP: an empty result; an error, or a result that is no object, warns), never silence";
     "host.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "host.incoming-unregistered-refused", "§14.5", "channels/incoming for a channel never registered is refused";
     "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor";

@@ -81,6 +81,7 @@ impl Run {
         in_order!(
             undeclared_push,
             answers_every_request,
+            ping_answered,
             unknown_method,
             removed_method,
             incoming_unregistered,
@@ -95,6 +96,38 @@ impl Run {
             // answered.
             push_follows_grant
         );
+    }
+
+    /// MCP's `ping`, which a server may send at any time: answered with an empty result.
+    /// Reading (as `mcpl check`'s `rpc.ping-answered`): MCP's empty result is an object (its
+    /// `_meta` and other members allowed); a result that is no object (`"pong"`) is an answer
+    /// a server decoding it cannot read, and an error is an answer but no pong, so both
+    /// warn; silence fails (§6.6). The pings paired with other probes are not judged here.
+    async fn ping_answered(&mut self) {
+        self.stage = "the ping probe";
+        let id = "host.ping-answered";
+        match self.call(Ping::NAME, json!({})).await {
+            Reply::Result(v) if v.is_object() => {
+                self.record(id, Status::Pass, "answered with a result")
+            }
+            Reply::Result(v) => {
+                let d = format!(
+                    "answered with the result {}, which is no object (MCP: an empty result, {{}})",
+                    excerpt(&v)
+                );
+                self.record(id, Status::Warn, d)
+            }
+            Reply::Error(e) => self.record(
+                id,
+                Status::Warn,
+                format!(
+                    "answered error {} rather than a result (MCP: an empty result)",
+                    e.code
+                ),
+            ),
+            Reply::Closed => {}
+            other => self.record(id, Status::Fail, format!("ping got {}", other.describe())),
+        }
     }
 
     /// §6.6 (AUDIT-001 §2.1: a result carrying `accepted: false` instead of an error).
