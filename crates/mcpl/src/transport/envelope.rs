@@ -184,29 +184,33 @@ impl Envelope {
     /// Steps through `bytes` (see [`Envelope::feed`]).
     fn read_bytes(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
-        while let Some((&b, after)) = rest.split_first() {
+        while !rest.is_empty() {
             if matches!(self.at, At::Broken | At::NotObject) {
                 return;
             }
-            // Inside a string nothing but `"` and `\` matters: skip to the next of them.
-            if let At::InValue {
-                string: true,
-                escaped: false,
-                ..
-            } = self.at
-            {
-                let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-                self.keep(rest.get(..run).unwrap_or_default());
-                rest = rest.get(run..).unwrap_or_default();
-                if let Some((&b, after)) = rest.split_first() {
-                    self.step(b);
-                    rest = after;
-                }
-                continue;
-            }
+            rest = rest.get(self.string_run(rest)..).unwrap_or_default();
+            let Some((&b, after)) = rest.split_first() else {
+                return;
+            };
             self.step(b);
             rest = after;
         }
+    }
+
+    /// Inside a string nothing but `"` and `\` matters: the length of the run of `rest` up
+    /// to the next of them, kept ([`Self::keep`]) and to be skipped; 0 outside a string.
+    fn string_run(&mut self, rest: &[u8]) -> usize {
+        let At::InValue {
+            string: true,
+            escaped: false,
+            ..
+        } = self.at
+        else {
+            return 0;
+        };
+        let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+        self.keep(rest.get(..run).unwrap_or_default());
+        run
     }
 
     /// Reads one object from the start of `bytes` (text the caller knows is UTF-8, so it is
@@ -215,17 +219,7 @@ impl Envelope {
     fn feed_object(&mut self, bytes: &[u8]) -> Option<usize> {
         let mut at = 0;
         while let Some(rest) = bytes.get(at..).filter(|r| !r.is_empty()) {
-            // Inside a string nothing but `"` and `\` matters: skip to the next of them.
-            if let At::InValue {
-                string: true,
-                escaped: false,
-                ..
-            } = self.at
-            {
-                let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-                self.keep(rest.get(..run).unwrap_or_default());
-                at += run;
-            }
+            at += self.string_run(rest);
             let &b = bytes.get(at)?;
             self.step(b);
             at += 1;
