@@ -241,12 +241,19 @@ impl Run {
         }
 
         let (push, register) = ((settled, early), (register_settled, early_register));
-        self.judge_early("host.refuses-before-ready", PushEvent::NAME, push, "")
-            .await;
+        let push_stage = "the push/event sent before the receipt";
+        self.judge_early(
+            ("host.refuses-before-ready", push_stage),
+            PushEvent::NAME,
+            push,
+            "",
+        )
+        .await;
         let why = " (§5.3: a host rejects inbound privileged methods until the policy exchange \
                    completes)";
+        let register_stage = "the channels/register sent before the receipt";
         self.judge_early(
-            "host.register-refused-before-ready",
+            ("host.register-refused-before-ready", register_stage),
             ChannelsRegister::NAME,
             register,
             why,
@@ -254,12 +261,12 @@ impl Run {
         .await;
     }
 
-    /// Judges under `id` the answer to `method` sent before the receipt (§5.3): passed when
+    /// Judges under `id` (at `stage`) the answer to `method` sent before the receipt (§5.3): passed when
     /// refused with an error, failed (with `why` after the detail) when answered otherwise;
     /// nothing when the connection ended.
     async fn judge_early(
         &mut self,
-        id: &str,
+        (id, stage): (&str, &'static str),
         method: &str,
         (settled, call): (
             Option<Result<Value, mcpl::peer::PeerError>>,
@@ -267,11 +274,7 @@ impl Run {
         ),
         why: &str,
     ) {
-        self.stage = if method == PushEvent::NAME {
-            "the push/event sent before the receipt"
-        } else {
-            "the channels/register sent before the receipt"
-        };
+        self.stage = stage;
         let reply = match settled {
             Some(r) => self.reply(r),
             None => self.settle(call).await,
