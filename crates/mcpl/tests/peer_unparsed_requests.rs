@@ -3,7 +3,7 @@
 //! such request was answered `-32700` with `id: null`, so its sender could never match the
 //! error to its request and waited for its own deadline, for ever without one.
 //!
-//! Reading (`peer::text::request_id_before`): before the byte the parser failed at, the
+//! Reading (`jsonrpc::refused_request_id`): before the byte the parser failed at, the
 //! object showed `"jsonrpc": "2.0"`, a `method` member and exactly one `id` member, of
 //! string or integer type, whose value ended; no other top-level `id` member follows.
 //! Anything less keeps `id: null`. Over a real line transport (an in-memory pipe), every
@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use mcpl::jsonrpc::Message;
 use mcpl::peer::{IncomingMessage, PeerConfig};
 use serde_json::{json, Value};
 
@@ -57,6 +58,14 @@ async fn parse_error_to(raw: &mut Raw, line: &str) -> Value {
     let got = exchange(raw, line).await;
     assert_eq!(got.len(), 1, "{line}: {got:?}");
     assert_eq!(got[0]["error"]["code"], -32700, "{line}: {}", got[0]);
+    // A driver of the sans-I/O machines answers it by the same rule (one rule, in
+    // `jsonrpc`): the same id.
+    let e = Message::parse(line).expect_err("no message");
+    let driver = e.answer(line).id.map_or(Value::Null, |id| id.to_value());
+    assert_eq!(
+        driver, got[0]["id"],
+        "{line}: the driver's answer and the peer's differ"
+    );
     got[0]["id"].clone()
 }
 
@@ -136,6 +145,7 @@ async fn a_request_whose_id_is_in_doubt_is_answered_under_null() {
         r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":2}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":1}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"i\u0064":2,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1.0,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1e400,"method":"m"}"#.to_owned(),

@@ -43,7 +43,7 @@ enum Segment {
     Oversized(usize),
     /// JSON-looking text the parser refuses (lone surrogate, 1e400, truncation):
     /// `ParseError` and a `-32700` reply, under the request's id when it was read before
-    /// the parser's error (`peer::text::request_id_before`; before, always a null id), else
+    /// the parser's error (`jsonrpc::refused_request_id`; before, always a null id), else
     /// with a null id.
     Unparseable(String),
     /// A request whose params nest this deep, past the parser's 128 levels (valid JSON):

@@ -20,7 +20,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use mcpl::capability::Capability;
-use mcpl::jsonrpc::{ErrorObject, Message, ParseError, RequestId, Response};
+use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
 use mcpl::lifecycle::{LifecycleConfig, TurnEvent, TurnOutcome};
 use mcpl::session::{
     HostDiagnostic, HostEvent, HostOutput, HostRules, HostState, Mode, ServerOutput, ServerRules,
@@ -305,18 +305,9 @@ fn spawn_server(stream: UnixStream, rules: ServerRules) -> ServerDriver {
                 Input::Frame(text) => match Message::parse(&text) {
                     Ok(m) => server.handle_message(now, m),
                     // The machines take only messages: a line that is none is the driver's
-                    // to answer (JSON-RPC 2.0 §5), with the id when one could be read.
+                    // to answer (JSON-RPC 2.0 §5), under the id when one could be read.
                     Err(e) => {
-                        let (id, error) = match e {
-                            ParseError::Json(d) => (None, ErrorObject::parse_error(d)),
-                            ParseError::Invalid(i) => {
-                                (i.id, ErrorObject::invalid_request(i.reason))
-                            }
-                        };
-                        let answer = Message::Response(Response {
-                            id,
-                            outcome: Err(error),
-                        });
+                        let answer = Message::Response(e.answer(&text));
                         let _ = write_line(&mut w, &answer.to_json());
                     }
                 },

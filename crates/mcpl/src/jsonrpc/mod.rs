@@ -660,6 +660,35 @@ pub enum ParseError {
     Invalid(InvalidMessage),
 }
 
+impl ParseError {
+    /// The id a driver answers this error under, `text` being the text [`Message::parse`]
+    /// refused with it (JSON-RPC 2.0 §5): for [`ParseError::Invalid`], the id it carries;
+    /// for [`ParseError::Json`], the id of a request the text showed before the parser's
+    /// error without doubt ([`refused_request_id`], the rule the async peer answers by);
+    /// `None` (a null id) otherwise.
+    pub fn answer_id(&self, text: &str) -> Option<RequestId> {
+        match self {
+            ParseError::Json(_) => refused_request_id(text),
+            ParseError::Invalid(i) => i.id.clone(),
+        }
+    }
+
+    /// The response a driver writes for a `text` [`Message::parse`] refused with this
+    /// error: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`], under
+    /// [`ParseError::answer_id`]. Every such text is answered (a notification's too: its
+    /// id cannot be told from the text, so the answer is under a null id).
+    pub fn answer(&self, text: &str) -> Response {
+        let error = match self {
+            ParseError::Json(detail) => ErrorObject::parse_error(format!("Parse error: {detail}")),
+            ParseError::Invalid(i) => ErrorObject::invalid_request(i.reason.clone()),
+        };
+        Response {
+            id: self.answer_id(text),
+            outcome: Err(error),
+        }
+    }
+}
+
 /// Deepest nesting of arrays and objects a message's `params`, `result` or error `data` may
 /// have: the message around it is one level more, and serde_json (this crate's reader, and
 /// rmcp's) reads no text nested past 127 levels. A peer answers such a request `-32700`
@@ -814,8 +843,13 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 
 mod cost;
 mod encoded;
+// The runtime's transports and peer read it whole; without them only the reading of a
+// refused text's id (`unparsed`) is used.
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+pub(crate) mod envelope;
 #[cfg(feature = "runtime")]
 mod hot;
+pub(crate) mod unparsed;
 pub(crate) use cost::held_bytes;
 pub use cost::{
     may_exceed, parsed_bytes, parsed_cost, DEFAULT_MAX_PARSED_COST, OBJECT_COST, UNIT_BYTES,
@@ -823,6 +857,7 @@ pub use cost::{
 pub use encoded::Encoded;
 #[cfg(feature = "runtime")]
 pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools_call_result};
+pub use unparsed::refused_request_id;
 
 #[cfg(test)]
 mod tests;

@@ -136,7 +136,7 @@ impl Discarded {
         if self.began_as_json {
             // Under its id when its envelope, read past the bytes of another encoding (which
             // hide none of its members), tells it without doubt, as for a request that does
-            // not parse (`super::text::request_id_before`); else under none.
+            // not parse (`jsonrpc::refused_request_id`); else under none.
             let reply = Message::Response(Response {
                 id: self.id.clone(),
                 outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),

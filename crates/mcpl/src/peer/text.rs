@@ -51,7 +51,8 @@ pub(super) enum Read {
         error: String,
     },
     /// A single object the parser refuses that shows, before the parser's error, a request
-    /// whose id is not in doubt ([`request_id_before`]): answered `-32700` under that id,
+    /// whose id is not in doubt
+    /// ([`crate::jsonrpc::refused_request_id`]): answered `-32700` under that id,
     /// so its sender can tell which request failed; `error` the parser's.
     UnparsedRequest {
         id: RequestId,
@@ -201,21 +202,11 @@ pub(super) fn ours_in_batch(shared: &Shared, trimmed: &[u8]) -> Vec<RequestId> {
 /// ([`crate::transport::envelope`], past any nesting): [`Read::TooDeep`] when nested past
 /// the parser; [`Read::Unparsed`] when it shows a response (an outcome, no method), whose
 /// request of ours must not wait for its deadline; [`Read::UnparsedRequest`] when it shows
-/// a request whose id was read before the error ([`request_id_before`]); else the parse
-/// error as it is (`-32700`, `id: null`).
+/// a request whose id was read before the error (the one rule of
+/// [`crate::jsonrpc::refused_request_id`], which a sans-I/O driver answers by too); else
+/// the parse error as it is (`-32700`, `id: null`).
 fn refused(trimmed: &str, e: serde_json::Error) -> Read {
-    let mut envelope = crate::transport::envelope::Envelope::new();
-    let bytes = trimmed.as_bytes();
-    let cut = error_offset(bytes, &e);
-    envelope.feed(bytes.get(..cut).unwrap_or(bytes));
-    let before = envelope.sole_request_id().map(<[u8]>::to_vec);
-    let ids_before = envelope.id_members();
-    envelope.feed(bytes.get(cut..).unwrap_or_default());
-    // Another `id` member past the error (the scanner reads on where only a value was
-    // broken): which one the sender meant is not known.
-    let id = before
-        .filter(|_| envelope.id_members() == ids_before)
-        .and_then(|written| request_id_before(&written));
+    let (id, envelope) = crate::jsonrpc::unparsed::read_refused(trimmed.as_bytes(), &e);
     let head = match envelope.summary(true) {
         Some(summary) => Head::read(&summary),
         None => Head::read_str(trimmed),
@@ -236,52 +227,15 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
 
 /// The id of a request its envelope's summary (`summary`, as
 /// [`crate::transport::FrameReader::discarded_head`] gives it) tells without doubt, by the
-/// rule of [`request_id_before`]: `"jsonrpc": "2.0"`, a `method`, exactly one `id`, ended,
-/// a string or an integer. For a message refused for its encoding, whose members the bytes
-/// of another encoding do not hide.
+/// rule of [`crate::jsonrpc::refused_request_id`]: `"jsonrpc": "2.0"`, a `method`, exactly
+/// one `id`, ended, a string or an integer. For a message refused for its encoding, whose
+/// members the bytes of another encoding do not hide.
 pub(super) fn request_id_of(summary: &[u8]) -> Option<RequestId> {
     // Read as it was written: a method's value may hold those bytes (an id holding them
-    // reads as none, `request_id_before`).
+    // reads as none, `jsonrpc::unparsed::id_written`).
     let mut envelope = crate::transport::envelope::Envelope::lenient(usize::MAX);
     envelope.feed(summary);
-    request_id_before(envelope.sole_request_id()?)
-}
-
-/// The id of a request the parser refused, from its value as written before the error
-/// (`Envelope::sole_request_id`), when it is one a taken request is answered under: a
-/// string of at most [`crate::jsonrpc::MAX_ID_BYTES`] or an integer within 64 bits.
-///
-/// Reading of JSON-RPC 2.0 §5 (its id "MUST be Null" only when "there was an error in
-/// detecting the id"): an id is detected when, before the byte the parser failed at, the
-/// object showed `"jsonrpc": "2.0"`, a `method` member and exactly one `id` member whose
-/// value ended, with no other `id` member anywhere the envelope scanner reads. Such a
-/// request is answered `-32700` under its id, so its sender can end its wait. Anything
-/// less (an id cut by the error, two ids, a float, a boolean, an object, an id over the
-/// length limit, no `jsonrpc`, no `method`, a batch) keeps `id: null` (fail closed: an id
-/// in doubt could name another of the sender's requests).
-fn request_id_before(written: &[u8]) -> Option<RequestId> {
-    let value = serde_json::from_slice::<serde_json::Value>(written).ok()?;
-    match &value {
-        serde_json::Value::String(s) if s.len() > crate::jsonrpc::MAX_ID_BYTES => None,
-        v => RequestId::from_value(v),
-    }
-}
-
-/// The byte offset in `text` strictly before which the parser read without error (`e`'s
-/// line and column, which serde_json counts in bytes from 1; it may point one byte past
-/// the byte it failed at, so that byte is left out too: fail closed).
-fn error_offset(text: &[u8], e: &serde_json::Error) -> usize {
-    let mut start = 0;
-    for _ in 1..e.line() {
-        match memchr::memchr(b'\n', text.get(start..).unwrap_or_default()) {
-            Some(i) => start += i + 1,
-            None => return 0,
-        }
-    }
-    start
-        .saturating_add(e.column())
-        .saturating_sub(1)
-        .min(text.len())
+    crate::jsonrpc::unparsed::id_written(envelope.sole_request_id()?)
 }
 
 /// Whether `e` is serde_json's refusal of a value nested past its recursion limit (128

@@ -25,16 +25,19 @@
 //! published.
 //!
 //! The machines take only messages. A line that is none is its driver's to answer
-//! (JSON-RPC 2.0 §5): [`ParseError::Invalid`] with `-32600` and the id it carries when one
-//! could be read, [`ParseError::Json`] with `-32700` and a null id; a driver that drops
-//! such a line leaves a request unanswered. The async drivers' peer reads more for
-//! `-32700`: when the text showed `"jsonrpc": "2.0"`, a `method` and exactly one ended `id`
-//! before the byte the parser failed at, it answers under that id, so the sender ends its
-//! wait. [`ParseError::Json`] carries no id yet, so a driver built on these machines
-//! answers such a request with a null id, and its sender waits for its own deadline.
+//! (JSON-RPC 2.0 §5): [`ParseError::answer`] is that answer, [`ParseError::Invalid`] with
+//! `-32600` and the id it carries when one could be read, [`ParseError::Json`] with
+//! `-32700` under the id of a request the text showed whole and without doubt before the
+//! byte the parser failed at (`"jsonrpc": "2.0"`, a `method` and exactly one ended `id`, a
+//! string or an integer: [`refused_request_id`]), else a null id. It is the rule the async
+//! drivers' peer answers by, so a sender ends its wait either way (the peer alone answers a
+//! request nested past the parser's depth `-32600` under an id read past the nesting too);
+//! a driver that drops such a line leaves a request unanswered.
 //!
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
 //! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid
+//! [`ParseError::answer`]: crate::jsonrpc::ParseError::answer
+//! [`refused_request_id`]: crate::jsonrpc::refused_request_id
 //!
 //! A host and a server wired back to back, every frame through its JSON text:
 //!

@@ -486,3 +486,4 @@ mod requests;
 mod server_channel_gate;
 mod server_eof;
 mod turns;
+mod unparsed;

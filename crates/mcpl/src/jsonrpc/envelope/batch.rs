@@ -3,7 +3,7 @@
 //! that shows a response (an outcome, or an id and no method), kept as the summary
 //! [`super::Envelope::summary`] writes, so a peer can still end each request of its own
 //! that an entry answers. Before, only the batch's first
-//! [`crate::transport::DISCARDED_HEAD_BYTES`] were kept, and an answer past them left its
+//! `transport::DISCARDED_HEAD_BYTES` were kept, and an answer past them left its
 //! request waiting.
 
 use super::{At, Envelope};

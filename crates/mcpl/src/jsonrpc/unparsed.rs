@@ -1,0 +1,71 @@
+//! The id of a request whose text the JSON parser refused: the one rule by which both the
+//! async peer (`peer::text`) and a driver of the sans-I/O machines
+//! ([`super::ParseError::answer`]) answer such a request, so a text answered by one is
+//! answered under the same id by the other (JSON-RPC 2.0 §5).
+
+use super::envelope::Envelope;
+use super::RequestId;
+
+/// Reads `text`, which the parser refused with `e`, by its envelope: the id of the request
+/// it showed before the parser's error, by the rule of [`refused_request_id`], and the
+/// envelope fed the whole text (read past the error as far as the envelope scanner reads),
+/// for the caller's own reading of what the text shows.
+pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<RequestId>, Envelope) {
+    let mut envelope = Envelope::new();
+    let cut = error_offset(text, e);
+    envelope.feed(text.get(..cut).unwrap_or(text));
+    let before = envelope.sole_request_id().map(<[u8]>::to_vec);
+    let ids_before = envelope.id_members();
+    envelope.feed(text.get(cut..).unwrap_or_default());
+    // Another `id` member past the error (the scanner reads on where only a value was
+    // broken): which one the sender meant is not known.
+    let id = before
+        .filter(|_| envelope.id_members() == ids_before)
+        .and_then(|written| id_written(&written));
+    (id, envelope)
+}
+
+/// The id of a request whose `text` the JSON parser refuses, when it is not in doubt; `None`
+/// for a text that parses, and for every text whose id is in doubt.
+///
+/// Reading of JSON-RPC 2.0 §5 (the id is Null only when there was an error in detecting
+/// it): an id is detected when, before the byte the parser failed at, the object showed
+/// `"jsonrpc": "2.0"`, a `method` member and exactly one top-level `id` member whose value
+/// ended, a string of at most [`super::MAX_ID_BYTES`] or an integer within 64 bits, and no
+/// other top-level `id` member is named anywhere the envelope scanner reads past the error.
+/// Anything less (an id cut by the error, two `id` members, a float, a boolean, `null`, an
+/// object, an id over the length limit, no `jsonrpc` or another version, no `method`, a
+/// batch) is in doubt: fail closed, as an id in doubt could name another of the sender's
+/// requests. Member names are read unescaped (`"i\u0064"` is `id`, and counts as one).
+pub fn refused_request_id(text: &str) -> Option<RequestId> {
+    let e = serde_json::from_str::<serde_json::Value>(text).err()?;
+    read_refused(text.as_bytes(), &e).0
+}
+
+/// An id as written (an envelope's [`Envelope::sole_request_id`]), when it is one a taken
+/// request is answered under: a string of at most [`super::MAX_ID_BYTES`] or an integer
+/// within 64 bits.
+pub(crate) fn id_written(written: &[u8]) -> Option<RequestId> {
+    let value = serde_json::from_slice::<serde_json::Value>(written).ok()?;
+    match &value {
+        serde_json::Value::String(s) if s.len() > super::MAX_ID_BYTES => None,
+        v => RequestId::from_value(v),
+    }
+}
+
+/// The byte offset in `text` strictly before which the parser read without error (`e`'s
+/// line and column, which serde_json counts in bytes from 1; it may point one byte past
+/// the byte it failed at, so that byte is left out too: fail closed).
+fn error_offset(text: &[u8], e: &serde_json::Error) -> usize {
+    let mut start = 0;
+    for _ in 1..e.line() {
+        match memchr::memchr(b'\n', text.get(start..).unwrap_or_default()) {
+            Some(i) => start += i + 1,
+            None => return 0,
+        }
+    }
+    start
+        .saturating_add(e.column())
+        .saturating_sub(1)
+        .min(text.len())
+}
