@@ -334,6 +334,7 @@ impl Peer {
             next_id: AtomicU64::new(1),
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
+            runtime: tokio::runtime::Handle::current(),
             closed: closed_tx,
             is_closed: std::sync::atomic::AtomicBool::new(false),
             typed_lifecycle: std::sync::atomic::AtomicBool::new(false),

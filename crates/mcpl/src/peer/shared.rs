@@ -82,8 +82,12 @@ pub(super) struct Shared {
     pub(super) pending: Mutex<HashMap<RequestId, Waiter, crate::own_keys::OwnKeys>>,
     pub(super) timed_out: Mutex<VecDeque<RequestId>>,
     pub(super) next_id: AtomicU64,
-    /// Frames sent from `Drop` that found the queue full and wait in their own task.
+    /// Frames sent from `Drop` that wait in their own task: they found the queue full, or
+    /// were produced inside this connection's own [`Tap`] ([`Shared::send_frame_detached`]).
     pub(super) detached: AtomicUsize,
+    /// The runtime the connection's tasks run on (`Peer::new` is called inside it): a frame
+    /// sent from `Drop` on a thread outside any runtime still gets its task there.
+    pub(super) runtime: tokio::runtime::Handle,
     /// Signalled each time one of those frames has been queued.
     pub(super) detached_done: Notify,
     pub(super) closed: watch::Sender<Option<CloseReason>>,
@@ -624,7 +628,18 @@ impl Shared {
     /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
     /// wait ([`Shared::detached_backlog_clear`]), so a flood of requests answered from `Drop`
     /// (declined methods, §6.6) cannot pile up answers without bound.
+    ///
+    /// A frame produced inside this connection's own [`Tap`] (a request future or an
+    /// `IncomingRequest` dropped there) cannot be written there ([`Self::in_own_tap`]): it
+    /// is sent from a task too, which the runtime runs once the tap returns. Nothing is
+    /// dropped but for a connection closed, where nothing more is written.
     pub(super) fn send_frame_detached(self: &Arc<Self>, text: String, owed: Option<Owed>) {
+        if self.in_own_tap() {
+            if self.close_reason().is_none() {
+                self.detach(Detached::FromTap(text), owed);
+            }
+            return;
+        }
         let text = match self.send_now(text) {
             Ok(Some(text)) => text,
             Ok(None) | Err(_) => return,
@@ -636,24 +651,34 @@ impl Shared {
         match self.out.try_send(text) {
             Ok(()) => queued.armed = false,
             Err(queue::TrySendError::Full(text)) => {
-                if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                    // The task owns the count from here.
-                    queued.armed = false;
-                    let shared = self.clone();
-                    self.detached.fetch_add(1, Ordering::AcqRel);
-                    handle.spawn(async move {
-                        if shared.out.send(text).await.is_err() {
-                            let mut slot = lock(&shared.slot);
-                            slot.queued = slot.queued.saturating_sub(1);
-                        }
-                        shared.detached.fetch_sub(1, Ordering::AcqRel);
-                        shared.detached_done.notify_waiters();
-                        drop(owed);
-                    });
-                }
+                // The task owns the count from here.
+                queued.armed = false;
+                self.detach(Detached::Counted(text), owed);
             }
             Err(queue::TrySendError::Closed(_)) => {}
         }
+    }
+
+    /// Sends `frame` from a task of the connection's runtime, counted in `detached`; `owed`
+    /// is released once it is queued (or the connection closed).
+    fn detach(self: &Arc<Self>, frame: Detached, owed: Option<Owed>) {
+        let shared = self.clone();
+        self.detached.fetch_add(1, Ordering::AcqRel);
+        self.runtime.spawn(async move {
+            match frame {
+                Detached::Counted(text) => {
+                    if shared.out.send(text).await.is_err() {
+                        let mut slot = lock(&shared.slot);
+                        slot.queued = slot.queued.saturating_sub(1);
+                    }
+                }
+                // Out of the tap now: the one way every frame goes (closed: nothing to do).
+                Detached::FromTap(text) => drop(shared.send_frame(text).await),
+            }
+            shared.detached.fetch_sub(1, Ordering::AcqRel);
+            shared.detached_done.notify_waiters();
+            drop(owed);
+        });
     }
 
     /// One delivered message left the inbox (received, or never enqueued). Saturating: the
@@ -723,6 +748,14 @@ impl Shared {
         }
         q.push_back(id);
     }
+}
+
+/// A frame [`Shared::send_frame_detached`] hands to a task.
+enum Detached {
+    /// Counted as queued already ([`Shared::send_now`] handed it back): it waits for room.
+    Counted(String),
+    /// Produced inside the connection's own tap, not counted: sent as any frame is.
+    FromTap(String),
 }
 
 /// The params of the cancel sent for our request `id` given up (`PeerConfig::cancel_method`,
