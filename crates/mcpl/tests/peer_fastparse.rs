@@ -31,16 +31,18 @@ fn spawn_echo_server(mut incoming: Incoming) {
     });
 }
 
+/// A request naming its `id` twice takes the value path, which refuses it: which request it
+/// is cannot be told (JSON-RPC 2.0 §4, §5; `jsonrpc::DOUBLED_ID`). Before, the last id won
+/// and the request was served under `"two"`.
 #[tokio::test]
-async fn s4_1_a_repeated_id_takes_the_value_path_and_the_last_id_wins() {
+async fn s4_1_a_repeated_id_takes_the_value_path_and_is_refused_under_null() {
     let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
     spawn_echo_server(incoming);
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"a","id":"two"}"#)
         .await;
-    assert_eq!(
-        raw.recv().await,
-        json!({"jsonrpc":"2.0","id":"two","result":{"method":"a","params":null}})
-    );
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], Value::Null, "{reply}");
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
 }
 
 #[tokio::test]

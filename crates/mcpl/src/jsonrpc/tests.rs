@@ -75,6 +75,10 @@ fn invalid_message_keeps_its_id() {
 /// The slow path exactly as `peer::handle_frame` runs it when the fast path declines.
 fn slow(text: &str) -> Result<Message, ParseError> {
     let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
+    // What a `Value` loses: a request naming its `id` more than once is refused.
+    if value.get("method").is_some() && super::doubled_id(text.as_bytes()) {
+        return Err(ParseError::Invalid(invalid(None, super::DOUBLED_ID)));
+    }
     Message::from_value(value).map_err(ParseError::Invalid)
 }
 
@@ -261,12 +265,22 @@ fn s4_fast_path_declines_a_malformed_error_object() {
 
 #[test]
 fn s4_fast_path_declines_duplicate_envelope_members() {
-    // `Value` keeps the last duplicate; the fast path must not pick one of its own.
-    let r = declined(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#).unwrap();
-    let Message::Request(r) = r else {
-        panic!("not a request")
+    // `Value` keeps the last duplicate; the fast path must not pick one of its own. A
+    // request's `id` named twice is refused (`DOUBLED_ID`, JSON-RPC 2.0 §4, §5), under no id.
+    let r = declined(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#);
+    assert!(
+        matches!(
+            &r,
+            Err(ParseError::Invalid(InvalidMessage { id: None, .. }))
+        ),
+        "{r:?}"
+    );
+    // A response's is read as its last, as a parser reads it.
+    let r = declined(r#"{"jsonrpc":"2.0","id":1,"id":2,"result":0}"#).unwrap();
+    let Message::Response(r) = r else {
+        panic!("not a response")
     };
-    assert_eq!(r.id, RequestId::from(2i64));
+    assert_eq!(r.id, Some(RequestId::from(2i64)));
     for text in [
         r#"{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}"#,
         r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"x"}"#,

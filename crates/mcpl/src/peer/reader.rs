@@ -389,7 +389,10 @@ fn take_read(
             }
             item
         }
-        Read::Top(parsed) => return take_top(shared, parsed, inbound, replies),
+        Read::Top(parsed) => return take_top(shared, parsed, inbound, replies, &[]),
+        Read::Doubled(top, doubled) => {
+            return take_top(shared, Ok(top), inbound, replies, &doubled)
+        }
         Read::TooCostly { cost, head } => super::refused::refuse(
             shared,
             Some(head),
@@ -437,11 +440,14 @@ fn take_read(
 }
 
 /// [`take_read`] of a frame read the slow way: a batch, or a value that is no valid message.
+/// `doubled`: the request-shaped objects that name their `id` member more than once (by
+/// index in a batch, 0 for a single one: [`super::text::Read::Doubled`]).
 fn take_top(
     shared: &Arc<Shared>,
     parsed: Result<Top, serde_json::Error>,
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
+    doubled: &[usize],
 ) -> Result<bool, Full> {
     let value = match parsed {
         Ok(v) => v,
@@ -494,8 +500,9 @@ fn take_top(
             let share = shared.reading.load(Ordering::Relaxed) / entries.len();
             shared.reading.store(share.max(1), Ordering::Relaxed);
             let mut refused = Vec::new();
-            for entry in entries {
-                if let Some(p) = classify(shared, entry, Some(&collector)) {
+            for (i, entry) in entries.into_iter().enumerate() {
+                let twice = doubled.contains(&i);
+                if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
                         other => items.push(other),
@@ -522,7 +529,7 @@ fn take_top(
             }
         }
         Top::Single(single) => {
-            if let Some(p) = classify(shared, single, None) {
+            if let Some(p) = classify(shared, single, None, doubled.contains(&0)) {
                 items.push(p);
             }
         }
@@ -673,10 +680,14 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
 
 /// Classifies one JSON value: responses settle pending requests here; requests and
 /// notifications are returned for delivery; invalid requests get a `-32600` reply.
+///
+/// `doubled`: the object names its `id` member more than once, which `value` does not show
+/// (a request-shaped one is an Invalid Request, [`crate::jsonrpc::DOUBLED_ID`]).
 pub(super) fn classify(
     shared: &Arc<Shared>,
     mut value: Value,
     batch: Option<&Arc<BatchCollector>>,
+    doubled: bool,
 ) -> Option<Parsed> {
     // A request gone wrong is answered, with `"id": null` when no id can be read (JSON-RPC
     // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
@@ -686,7 +697,15 @@ pub(super) fn classify(
     if !request_like {
         super::ids::integral_id(shared, &mut value);
     }
-    match Message::from_value(value) {
+    let read = if doubled && value.get("method").is_some() {
+        Err(InvalidMessage {
+            id: None,
+            reason: crate::jsonrpc::DOUBLED_ID.to_owned(),
+        })
+    } else {
+        Message::from_value(value)
+    };
+    match read {
         Ok(msg) => accept(shared, msg, batch),
         Err(InvalidMessage { id, reason }) => {
             if request_like {

@@ -41,8 +41,12 @@ enum IdSeen {
 pub(super) struct Head {
     /// A JSON array: a batch.
     batch: bool,
-    /// The last `id` member read (a member named twice counts as its last, as when taken).
+    /// The last `id` member read (a member named twice counts as its last, as a parser
+    /// keeps it).
     id: IdSeen,
+    /// How many `id` members were read (named): more than one makes a request's id in
+    /// doubt ([`crate::jsonrpc::DOUBLED_ID`]).
+    ids: usize,
     /// A `method` member was read, whatever its value: the message is request-shaped, as
     /// [`super::reader::classify`] reads one.
     method: bool,
@@ -142,6 +146,7 @@ impl<'de> Visitor<'de> for Members<'_> {
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             match key.as_ref() {
                 "id" => {
+                    self.0.ids = self.0.ids.saturating_add(1);
                     // Unreadable until its value is read whole.
                     self.0.id = IdSeen::Cut;
                     self.0.id = map.next_value::<Scalar>()?.id();
@@ -354,8 +359,8 @@ impl Limit<'_> {
 ///   `-32700`/`-32600` under no id.
 /// - Request-shaped (a `method` member, whatever else): `-32600` under its id when it has
 ///   one a taken request would be answered under; `id: null` when its id is none (a fraction,
-///   `1.0`, `null`, a string over `MAX_ID_BYTES`), or cut (§5: an id that cannot be read
-///   is answered `null`). One with no `id` read whole is a notification: reported only. One
+///   `1.0`, `null`, a string over `MAX_ID_BYTES`), cut (§5: an id that cannot be read
+///   is answered `null`), or named more than once (`jsonrpc::DOUBLED_ID`). One with no `id` read whole is a notification: reported only. One
 ///   whose `id` may come after the cut of a discarded message is reported only too: nothing
 ///   tells it from a notification (§4.1: a notification is never answered), and a null id
 ///   would name no request to its sender anyway. (A line reader reads the whole envelope of
@@ -393,6 +398,10 @@ pub(super) fn refuse(
     } else if whole_text && !head.whole && !head.method && !head.outcome {
         // A whole text refused for its cost that is no JSON object (or no JSON): a small
         // one is answered under no id, so is this.
+        (None, Then::Answer)
+    } else if head.method && head.ids > 1 {
+        // Its `id` named more than once: which request it is cannot be told (as a message
+        // taken is refused, `jsonrpc::DOUBLED_ID`).
         (None, Then::Answer)
     } else if head.method {
         match &head.id {

@@ -211,7 +211,7 @@ fn a_sole_request_id_needs_the_version_a_method_and_one_ended_id() {
 fn a_batchs_object_entries_are_read_in_order() {
     let entries = |text: &str| {
         let mut seen = Vec::new();
-        batch_entries(text.as_bytes(), |e, ended| {
+        batch_entries(text.as_bytes(), |_, e, ended| {
             let s = e.summary(ended).unwrap_or_default();
             seen.push((String::from_utf8_lossy(&s).into_owned(), ended));
         });
