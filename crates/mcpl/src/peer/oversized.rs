@@ -58,6 +58,13 @@ impl Discarded {
     /// batch was refused), as for a batch refused whole after it was read
     /// ([`super::text`]'s `RefusedBatch`): what is left to deliver, at its place. Bounded by
     /// what the reader keeps (`transport::envelope::batch::MAX_BATCH_SUMMARY_BYTES`).
+    ///
+    /// When the reader could not keep every response of the batch (its summary begins
+    /// with the `UNKEPT` mark), every other request of ours outstanding fails too: any of
+    /// them may have been answered in what was not kept, and its answer was discarded
+    /// either way. Reading (JSON-RPC 2.0 §6 is silent on a batch of responses that cannot
+    /// be read; fail closed): a request ends, failed, rather than waiting for a deadline it
+    /// may not have; one the other side answers later is then a late response, reported.
     pub(super) fn batch_failures(
         &self,
         shared: &Shared,
@@ -67,10 +74,23 @@ impl Discarded {
             return Vec::new();
         };
         let ours = super::text::ours_in_batch(shared, batch);
-        if ours.is_empty() {
+        let unkept = crate::jsonrpc::envelope::batch::unkept(batch);
+        if ours.is_empty() && !unkept {
             return Vec::new();
         }
-        super::reader::fail_refused(shared, ours, &why())
+        let why = why();
+        let mut failed = super::reader::fail_refused(shared, ours, &why);
+        if unkept {
+            let rest = outstanding(shared);
+            if !rest.is_empty() {
+                let why = format!(
+                    "{why}; its responses past the first {} bytes kept of it were not read,                      and this request may have been answered there",
+                    crate::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES
+                );
+                failed.extend(super::reader::fail_refused(shared, rest, &why));
+            }
+        }
+        failed
     }
 
     /// Handles a message over the size limit from its first bytes, by the rule every
@@ -146,4 +166,18 @@ impl Discarded {
         shared.diagnose(Diagnostic::NotText { reason });
         None
     }
+}
+
+/// Every request of ours outstanding: awaited, and sent in order.
+fn outstanding(shared: &Shared) -> Vec<RequestId> {
+    let mut ids: Vec<RequestId> = lock(&shared.pending).keys().cloned().collect();
+    let in_order = lock(&shared.in_order);
+    let awaited: HashSet<&RequestId> = ids.iter().collect();
+    let more: Vec<RequestId> = in_order
+        .iter()
+        .filter(|id| !awaited.contains(id))
+        .cloned()
+        .collect();
+    ids.extend(more);
+    ids
 }

@@ -8,10 +8,24 @@
 
 use super::{At, Envelope};
 
-/// The most bytes of entry summaries kept of one refused batch (64 KiB: about 2,500
-/// answers with short ids). Entries past it are not kept (a request they answer waits for
-/// its deadline, as before).
+/// The most bytes of entry summaries kept of one refused batch (64 KiB: about 1,400
+/// answers with short ids). Entries past it are not kept: the summary then begins with
+/// the string entry `"responses not kept"`, and the peer fails every request of its own outstanding, as any may have
+/// been answered there.
 pub const MAX_BATCH_SUMMARY_BYTES: usize = 64 * 1024;
+
+/// The first entry of a batch's summary when some of its responses were not kept (past
+/// [`MAX_BATCH_SUMMARY_BYTES`]): a string, where every summary kept is an object, so no
+/// summary reads as it, and the envelope reading of the entries skips it.
+pub(crate) const UNKEPT: &[u8] = b"\"responses not kept\"";
+
+/// Whether `summary` (a batch's, as [`BatchSighted::summary`] writes it) says some of the
+/// batch's responses were not kept ([`UNKEPT`]).
+pub(crate) fn unkept(summary: &[u8]) -> bool {
+    summary
+        .strip_prefix(b"[")
+        .is_some_and(|rest| rest.starts_with(UNKEPT))
+}
 
 /// Where the scan of the array is.
 #[derive(Debug)]
@@ -41,6 +55,8 @@ pub(crate) struct BatchSighted {
     step: Step,
     /// `[` and the summaries kept, each after a `,` but the first.
     kept: Vec<u8>,
+    /// A response's summary found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
+    unkept: bool,
 }
 
 impl Default for BatchSighted {
@@ -48,6 +64,7 @@ impl Default for BatchSighted {
         BatchSighted {
             step: Step::Start,
             kept: Vec::new(),
+            unkept: false,
         }
     }
 }
@@ -145,6 +162,7 @@ impl BatchSighted {
             return;
         };
         if self.kept.len() + summary.len() + 2 > MAX_BATCH_SUMMARY_BYTES {
+            self.unkept = true;
             return;
         }
         self.kept
@@ -154,12 +172,25 @@ impl BatchSighted {
 
     /// The summaries kept (with the entry being read when the bytes ended, cut), as a JSON
     /// array text (each entry read by
-    /// [`super::batch_entries`] as its envelope was); `None` when none was.
+    /// [`super::batch_entries`] as its envelope was), led by [`UNKEPT`] when some found no
+    /// room; `None` when none was found.
     pub(crate) fn summary(mut self) -> Option<Vec<u8>> {
         // An entry cut by the end of what was fed (a batch refused part read) shows what
         // it read, cut, as a cut message does.
         self.end_object(false);
         let mut kept = self.kept;
+        if self.unkept {
+            // `[`, the mark, then the entries kept (after their own `[`).
+            let entries = kept.get(1..).unwrap_or_default();
+            let mut marked = Vec::with_capacity(kept.len() + UNKEPT.len() + 2);
+            marked.push(b'[');
+            marked.extend_from_slice(UNKEPT);
+            if !entries.is_empty() {
+                marked.push(b',');
+                marked.extend_from_slice(entries);
+            }
+            kept = marked;
+        }
         if kept.is_empty() {
             return None;
         }

@@ -295,6 +295,20 @@ fn a_batchs_responses_are_kept_in_bounded_memory() {
     assert_eq!(kept(br#"[{"method":"m","id":1}]"#, 5), None);
     let many = format!("[{}0]", r#"{"id":123456,"result":0},"#.repeat(10_000));
     let got = kept(many.as_bytes(), 4096).unwrap_or_default();
-    assert!(got.len() <= MAX_BATCH_SUMMARY_BYTES + 1, "{}", got.len());
+    let mark = super::batch::UNKEPT.len() + 1;
+    assert!(
+        got.len() <= MAX_BATCH_SUMMARY_BYTES + 1 + mark,
+        "{}",
+        got.len()
+    );
     assert!(got.len() > MAX_BATCH_SUMMARY_BYTES / 2, "{}", got.len());
+    // Some found no room: the summary says so first, and reads as no response.
+    assert!(super::batch::unkept(got.as_bytes()), "{}", &got[..40]);
+    let kept_all = kept(br#"[{"id":1,"result":0}]"#, 3).unwrap_or_default();
+    assert!(!super::batch::unkept(kept_all.as_bytes()));
+    let mut named = 0;
+    super::batch_entries(got.as_bytes(), |_, e, _| {
+        named += usize::from(e.id_members() == 1);
+    });
+    assert!(named > 1000, "{named}");
 }

@@ -1,0 +1,112 @@
+//! A batch of responses discarded unread (over `max_message_size`) whose response summaries
+//! do not all fit the 64 KiB the reader keeps (`MAX_BATCH_SUMMARY_BYTES`): a response of
+//! ours in the unread tail ended nothing, and its request waited for its deadline, for ever
+//! without one. Decided: when the reader could not keep every response of a discarded
+//! batch, every request of ours outstanding then ends, failed (any of them may have been
+//! answered in the tail; the answers were discarded either way). Over a real line
+//! transport (an in-memory pipe), every byte written by the test.
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::peer::{PeerConfig, PeerError, RequestOptions, RequestTimeout};
+use serde_json::Value;
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::raw_peer_with;
+
+/// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
+/// task waits, which is how a request left waiting shows.
+const GUARD: Duration = Duration::from_secs(3600);
+
+fn never() -> RequestOptions<'static> {
+    RequestOptions::new().wait(RequestTimeout::Never)
+}
+
+/// A batch of `others` responses to ids of no request, then `ours` answered, on one line.
+fn batch(others: usize, ours: &[Value]) -> String {
+    let mut entries: Vec<String> = (0..others)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":"other-{i:05}","result":0}}"#))
+        .collect();
+    entries.extend(
+        ours.iter()
+            .map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":1}}"#)),
+    );
+    format!("[{}]", entries.join(","))
+}
+
+/// Our answer past the kept summaries ends its request, and so does every other request of
+/// ours outstanding (it may have been answered there too); within the summaries, only the
+/// request answered ends (as before).
+#[tokio::test(start_paused = true)]
+async fn a_response_of_ours_past_the_summary_cap_still_ends_its_request() {
+    let config = PeerConfig {
+        request_timeout: None,
+        max_message_size: 100_000,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer_with(config, 1024 * 1024);
+    let call = |method: &'static str| {
+        let p = peer.clone();
+        tokio::spawn(async move { p.request_raw_with(method, None, never()).await })
+    };
+    let (answered, other) = (call("answered"), call("other"));
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(raw.recv().await);
+    }
+    let id_of = |method: &str| {
+        ids.iter()
+            .find(|r| r["method"] == method)
+            .map(|r| r["id"].clone())
+            .expect("sent")
+    };
+    // 3,000 responses of ~48 bytes: past the 64 KiB kept, and over the size limit.
+    let line = batch(3000, &[id_of("answered")]);
+    assert!(line.len() > 100_000);
+    raw.send(&line).await;
+    for (what, call) in [("answered", answered), ("other", other)] {
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the request still waits"))
+            .expect("joined");
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("batch")),
+            "{what}: {outcome:?}"
+        );
+    }
+    assert_eq!(peer.pending_requests(), 0);
+
+    // Within the summaries kept: only the request answered ends.
+    let (answered, other) = (call("answered"), call("other"));
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(raw.recv().await);
+    }
+    let id_of = |method: &str| {
+        ids.iter()
+            .find(|r| r["method"] == method)
+            .map(|r| r["id"].clone())
+            .expect("sent")
+    };
+    let pad = format!(
+        r#"{{"jsonrpc":"2.0","id":"pad","result":"{}"}}"#,
+        "p".repeat(120_000)
+    );
+    let line = format!(
+        r#"[{{"jsonrpc":"2.0","id":{},"result":1}},{pad}]"#,
+        id_of("answered")
+    );
+    raw.send(&line).await;
+    let outcome = tokio::time::timeout(GUARD, answered)
+        .await
+        .expect("the request still waits")
+        .expect("joined");
+    assert!(
+        matches!(&outcome, Err(PeerError::InvalidResponse(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(peer.pending_requests(), 1, "the other still waits");
+    other.abort();
+}
