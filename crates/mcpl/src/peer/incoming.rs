@@ -170,7 +170,8 @@ impl IncomingRequest {
             {
                 self.armed = false;
                 let text = result.into_response(|| self.shared.frame_buffer(), id);
-                return self.shared.send_frame(text).await;
+                let owed = self.owed.take();
+                return self.shared.send_answer(text, owed).await;
             }
         }
         let outcome = serde_json::to_value(result)
@@ -197,18 +198,15 @@ impl IncomingRequest {
                     outcome,
                 });
                 match batch.add(response.to_value(), self.owed.take()) {
-                    Some((text, owed)) => {
-                        let sent = self.shared.send_frame(text).await;
-                        drop(owed);
-                        sent
-                    }
+                    Some((text, owed)) => self.shared.send_answer(text, owed).await,
                     None => Ok(()),
                 }
             }
             None => {
                 let text =
                     wire::response_in(self.shared.frame_buffer(), Some(&self.request.id), &outcome);
-                self.shared.send_frame(text).await
+                let owed = self.owed.take();
+                self.shared.send_answer(text, owed).await
             }
         }
     }

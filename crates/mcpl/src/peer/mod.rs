@@ -592,7 +592,7 @@ impl Peer {
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), PeerError> {
         let text = wire::response_in(self.shared().frame_buffer(), id.as_ref(), &outcome);
-        self.shared().send_frame(text).await
+        self.shared().send_answer(text, None).await
     }
 
     /// A stream of this connection's diagnostics. The first call gets every diagnostic since

@@ -623,6 +623,39 @@ impl Shared {
         sent
     }
 
+    /// [`Self::send_frame`] for an answer, which must not be lost: given up while it waits
+    /// for room (its caller's future dropped: a timeout around it, a `select!`), the answer
+    /// is sent from a task instead, as from `Drop` ([`Self::send_frame_detached`]), so the
+    /// request it answers is still answered (JSON-RPC 2.0 §5). `owed`, if any, is released
+    /// once it is queued. Written or queued at once, it costs what `send_frame` does.
+    pub(super) async fn send_answer(
+        self: &Arc<Self>,
+        text: String,
+        owed: Option<Owed>,
+    ) -> Result<(), PeerError> {
+        let (text, mut queued) = match self.queue_now(text)? {
+            Ok(()) => return Ok(()),
+            Err(full) => full,
+        };
+        // Held here until queued: dropped with the future, it goes on from a task.
+        let mut held = HeldAnswer {
+            shared: self,
+            frames: VecDeque::from([text]),
+            owed,
+        };
+        let mut closed = self.closed.subscribe();
+        let closed_error =
+            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
+        let sent = tokio::select! {
+            r = self.out.send_from(&mut held.frames, |t| t) => r.map(drop).map_err(|()| closed_error(self)),
+            _ = until_closed(&mut closed) => Err(closed_error(self)),
+        };
+        queued.armed = sent.is_err();
+        // Queued, or the connection closed: nothing more to send.
+        held.frames.clear();
+        sent
+    }
+
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
     /// `owed`, if any, is released only once the frame is queued.
     /// Such tasks are counted; the reader stops reading while `outgoing_capacity` of them
@@ -747,6 +780,23 @@ impl Shared {
             q.pop_front();
         }
         q.push_back(id);
+    }
+}
+
+/// An answer [`Shared::send_answer`] holds while it waits for room: dropped still holding
+/// it (the future given up), it is sent from a task ([`Shared::send_frame_detached`]).
+struct HeldAnswer<'a> {
+    shared: &'a Arc<Shared>,
+    frames: VecDeque<String>,
+    owed: Option<Owed>,
+}
+
+impl Drop for HeldAnswer<'_> {
+    fn drop(&mut self) {
+        let owed = self.owed.take();
+        if let Some(text) = self.frames.pop_front() {
+            self.shared.send_frame_detached(text, owed);
+        }
     }
 }
 

@@ -1,0 +1,135 @@
+//! An answer whose send is given up while it waits for room in the outgoing queue (the
+//! caller's `respond` future dropped: a timeout around it, a `select!` taking another arm)
+//! is still sent: its request is owed a response (JSON-RPC 2.0 §5). Before, the answer was
+//! dropped with the future and the request was never answered, with no word of it. Over a
+//! real line transport (an in-memory pipe the test reads only once the answer was given up).
+#![cfg(feature = "runtime")]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use mcpl::peer::{IncomingMessage, IncomingRequest, Peer, PeerConfig, PeerError};
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{raw_peer_with, Raw};
+
+/// A deadlock guard, never a synchronisation.
+const GUARD: Duration = Duration::from_secs(3600);
+
+type Send = Pin<Box<dyn Future<Output = Result<(), PeerError>> + std::marker::Send>>;
+
+/// Polls `f` once: whether it finished.
+async fn poll_once(f: &mut Send) -> bool {
+    std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx).is_ready())).await
+}
+
+/// Fills the peer's outgoing queue (the other side reads nothing): notifications until one
+/// must wait, which is then given up (a notification's sender may).
+async fn fill(peer: &Peer) {
+    for _ in 0..10_000 {
+        let p = peer.clone();
+        let mut f: Send = Box::pin(async move {
+            p.notify_raw("fill", Some(json!({ "pad": "x".repeat(512) })))
+                .await
+        });
+        if !poll_once(&mut f).await {
+            return;
+        }
+    }
+    panic!("the queue never filled");
+}
+
+/// The requests `ids` sent by the other side, as the application receives them.
+async fn requests(
+    raw: &mut Raw,
+    incoming: &mut mcpl::peer::Incoming,
+    line: &str,
+    n: usize,
+) -> Vec<IncomingRequest> {
+    raw.send(line).await;
+    let mut got = Vec::new();
+    while got.len() < n {
+        match incoming.recv().await {
+            Some(IncomingMessage::Request(r)) => got.push(r),
+            Some(_) => {}
+            None => panic!("incoming closed"),
+        }
+    }
+    got
+}
+
+/// Reads lines until one satisfies `wanted`, within the guard.
+async fn recv_until(raw: &mut Raw, wanted: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let v = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("the answer never reached the wire");
+        if wanted(&v) {
+            return v;
+        }
+    }
+}
+
+/// `IncomingRequest::respond`, `Peer::respond` (after `into_id`) and a batch's last answer,
+/// each given up while waiting for room: every answer still reaches the wire.
+#[tokio::test(start_paused = true)]
+async fn an_answer_given_up_while_waiting_for_room_is_still_sent() {
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming, mut raw) = raw_peer_with(config, 1024);
+    let mut single = requests(
+        &mut raw,
+        &mut incoming,
+        r#"{"jsonrpc":"2.0","id":"single","method":"m"}"#,
+        1,
+    )
+    .await;
+    let mut by_id = requests(
+        &mut raw,
+        &mut incoming,
+        r#"{"jsonrpc":"2.0","id":"by-id","method":"m"}"#,
+        1,
+    )
+    .await;
+    let mut batch = requests(
+        &mut raw,
+        &mut incoming,
+        r#"[{"jsonrpc":"2.0","id":"b1","method":"m"},{"jsonrpc":"2.0","id":"b2","method":"m"}]"#,
+        2,
+    )
+    .await;
+    fill(&peer).await;
+
+    let r = single.remove(0);
+    let mut f: Send = Box::pin(async move { r.respond("single").await });
+    assert!(!poll_once(&mut f).await, "waits for room");
+    drop(f);
+
+    let id = by_id.remove(0).into_id().expect("not in a batch");
+    let p = peer.clone();
+    let mut f: Send = Box::pin(async move { p.respond(id, json!("by-id")).await });
+    assert!(!poll_once(&mut f).await, "waits for room");
+    drop(f);
+
+    // The batch's first answer is held for its array; the last one sends the array.
+    let b2 = batch.remove(1);
+    let b1 = batch.remove(0);
+    let mut f: Send = Box::pin(async move { b1.respond("b1").await });
+    assert!(poll_once(&mut f).await, "held for the array");
+    let mut f: Send = Box::pin(async move { b2.respond("b2").await });
+    assert!(!poll_once(&mut f).await, "waits for room");
+    drop(f);
+
+    let got = recv_until(&mut raw, |v| v["id"] == "single").await;
+    assert_eq!(got["result"], "single");
+    let got = recv_until(&mut raw, |v| v["id"] == "by-id").await;
+    assert_eq!(got["result"], "by-id");
+    let got = recv_until(&mut raw, Value::is_array).await;
+    assert_eq!(got.as_array().map(Vec::len), Some(2), "{got}");
+}
