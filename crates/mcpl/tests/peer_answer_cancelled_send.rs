@@ -133,3 +133,37 @@ async fn an_answer_given_up_while_waiting_for_room_is_still_sent() {
     let got = recv_until(&mut raw, Value::is_array).await;
     assert_eq!(got.as_array().map(Vec::len), Some(2), "{got}");
 }
+
+/// A request sent in order (`Peer::send_request`) whose send is given up while it waits for
+/// room was never sent: it no longer counts against `max_pending_requests`, and nothing is
+/// left to forget (no `notifications/cancelled` for a request the other side never saw).
+/// Before, its id stayed registered for ever, so with a limit of one no request could be
+/// sent again until the caller forgot an id it had no answer for.
+#[tokio::test(start_paused = true)]
+async fn a_request_in_order_given_up_before_it_was_sent_is_not_left_registered() {
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        max_pending_requests: 1,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, _raw) = raw_peer_with(config, 1024);
+    fill(&peer).await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (p, s) = (peer.clone(), seen.clone());
+    let mut f: Send = Box::pin(async move {
+        p.send_request("a", None, |id| *s.lock().unwrap() = Some(id.clone()))
+            .await
+            .map(drop)
+    });
+    assert!(!poll_once(&mut f).await, "waits for room");
+    drop(f);
+    let id = seen.lock().unwrap().clone().expect("an id was given");
+    assert!(!peer.forget(&id, "given up"), "still registered");
+    let p = peer.clone();
+    let mut f: Send = Box::pin(async move { p.send_request("b", None, |_| {}).await.map(drop) });
+    let outcome = std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx))).await;
+    assert!(
+        outcome.is_pending(),
+        "waits for room, not refused: {outcome:?}"
+    );
+}

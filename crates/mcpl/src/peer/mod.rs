@@ -703,12 +703,17 @@ impl Peer {
             return Err(PeerError::SentFromTap);
         }
         let id = shared.register_in_order()?;
+        // Until its frame is queued, the request is not sent: given up (this future dropped)
+        // or refused, it is no longer registered (nothing to forget, nothing to cancel).
+        let mut unsent = UnsentInOrder {
+            shared,
+            id: Some(&id),
+        };
         on_id(&id);
         let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
-        if let Err(e) = shared.send_frame(text).await {
-            lock(&shared.in_order).remove(&id);
-            return Err(e);
-        }
+        shared.send_frame(text).await?;
+        unsent.id = None;
+        drop(unsent);
         Ok(id)
     }
 
@@ -735,6 +740,21 @@ impl Peer {
         }
         shared.abandon(id.clone(), reason);
         true
+    }
+}
+
+/// A request of [`Peer::send_request`] registered and not yet queued: dropped so, its id
+/// is no longer registered.
+struct UnsentInOrder<'a> {
+    shared: &'a Shared,
+    id: Option<&'a RequestId>,
+}
+
+impl Drop for UnsentInOrder<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            lock(&self.shared.in_order).remove(id);
+        }
     }
 }
 
