@@ -63,7 +63,7 @@ async fn requests(
 }
 
 /// Reads lines until one satisfies `wanted`, within the guard.
-async fn recv_until(raw: &mut Raw, wanted: impl Fn(&Value) -> bool) -> Value {
+async fn recv_until(raw: &mut Raw, mut wanted: impl FnMut(&Value) -> bool) -> Value {
     loop {
         let v = tokio::time::timeout(GUARD, raw.recv())
             .await
@@ -165,5 +165,41 @@ async fn a_request_in_order_given_up_before_it_was_sent_is_not_left_registered()
     assert!(
         outcome.is_pending(),
         "waits for room, not refused: {outcome:?}"
+    );
+}
+
+/// A request of ours given up while its frame still waits for room was never sent: no
+/// `notifications/cancelled` goes out for it (the other side never saw it), so a caller
+/// giving up again and again on a stuck connection does not pile up cancellations. Before,
+/// each such request left a cancellation waiting in a task of its own.
+#[tokio::test(start_paused = true)]
+async fn a_request_given_up_before_it_was_sent_sends_no_cancellation() {
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer_with(config, 1024);
+    fill(&peer).await;
+    for _ in 0..3 {
+        let p = peer.clone();
+        let mut f: Send =
+            Box::pin(async move { p.request_raw("never-sent", None).await.map(drop) });
+        assert!(!poll_once(&mut f).await, "waits for room");
+        drop(f);
+    }
+    assert_eq!(peer.pending_requests(), 0);
+    // Queued behind anything those left waiting: once it is read, all of it was.
+    let p = peer.clone();
+    tokio::spawn(async move { p.notify_raw("marker", None).await });
+    let mut seen = Vec::new();
+    let marker = recv_until(&mut raw, |v| {
+        seen.push(v["method"].clone());
+        v["method"] == "marker"
+    })
+    .await;
+    assert_eq!(marker["method"], "marker");
+    assert!(
+        seen.iter().all(|m| m == "fill" || m == "marker"),
+        "{seen:?}"
     );
 }

@@ -180,6 +180,9 @@ pub(crate) struct Started {
     timeout: Option<Duration>,
     /// The frame, while the queue had no room for it.
     unsent: Option<String>,
+    /// Whether its frame took its place on the wire (written or queued): only then is the
+    /// other side told when it is given up (a request it never saw needs no cancellation).
+    on_wire: bool,
     /// Whether dropping it gives the request up.
     armed: bool,
 }
@@ -201,11 +204,13 @@ impl Started {
     async fn answer(mut self, method: &str) -> Result<Answer, PeerError> {
         let shared = self.shared.clone();
         let unsent = self.unsent.take();
+        let (rx, on_wire) = (&mut self.rx, &mut self.on_wire);
         let exchange = async {
             if let Some(line) = unsent {
                 shared.send_frame(line).await?;
+                *on_wire = true;
             }
-            match (&mut self.rx).await {
+            match rx.await {
                 Ok(r) => r,
                 Err(_) => Err(PeerError::Closed(
                     shared.close_reason().unwrap_or(CloseReason::Dropped),
@@ -219,7 +224,9 @@ impl Started {
                 Err(_) => {
                     self.armed = false;
                     lock(&shared.pending).remove(&self.id);
-                    shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
+                    if self.on_wire {
+                        shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
+                    }
                     return Err(PeerError::Timeout {
                         method: method.to_owned(),
                         id: self.id.clone(),
@@ -246,7 +253,7 @@ impl Started {
 
 impl Drop for Started {
     fn drop(&mut self) {
-        if self.armed && lock(&self.shared.pending).remove(&self.id).is_some() {
+        if self.armed && lock(&self.shared.pending).remove(&self.id).is_some() && self.on_wire {
             self.shared
                 .abandon(self.id.clone(), "the caller stopped waiting");
         }
@@ -499,6 +506,7 @@ impl Peer {
             rx,
             timeout,
             unsent: None,
+            on_wire: false,
             armed: true,
         };
         // A close between the check above and the insert must not strand this entry.
@@ -513,6 +521,7 @@ impl Peer {
             f(&started.id);
         }
         started.unsent = shared.try_send_frame(line)?;
+        started.on_wire = started.unsent.is_none();
         Ok(started)
     }
 
