@@ -110,3 +110,35 @@ async fn a_response_of_ours_past_the_summary_cap_still_ends_its_request() {
     assert_eq!(peer.pending_requests(), 1, "the other still waits");
     other.abort();
 }
+
+/// A batch the budget for partial messages refused part read: the line reader still reads
+/// the rest of its line into its summaries (unbuffered), so a response of ours there ends
+/// its request (pinned: were the rest not read, the summary would have to say so, as past
+/// the cap).
+#[tokio::test(start_paused = true)]
+async fn a_response_of_ours_in_the_unread_rest_of_a_batch_still_ends_its_request() {
+    use mcpl::transport::{MessageBudget, UNBUDGETED_BYTES};
+    let config = PeerConfig {
+        request_timeout: None,
+        message_budget: Some(MessageBudget::new(4096)),
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer_with(config, 1024 * 1024);
+    let p = peer.clone();
+    let call = tokio::spawn(async move { p.request_raw_with("answered", None, never()).await });
+    let id = raw.recv().await["id"].clone();
+    let pad = "p".repeat(UNBUDGETED_BYTES + 4096 + 1000);
+    let line = format!(
+        r#"[{{"jsonrpc":"2.0","id":"pad","result":"{pad}"}},{{"jsonrpc":"2.0","id":{id},"result":1}}]"#
+    );
+    raw.send(&line).await;
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits")
+        .expect("joined");
+    assert!(
+        matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("batch")),
+        "{outcome:?}"
+    );
+    assert_eq!(peer.pending_requests(), 0);
+}
