@@ -203,3 +203,28 @@ async fn a_request_given_up_before_it_was_sent_sends_no_cancellation() {
         "{seen:?}"
     );
 }
+
+/// A request dropped unanswered on a thread outside any runtime while the outgoing queue is
+/// full is still answered (`-32601`, as when dropped anywhere): its answer waits for room in
+/// a task of the connection's own runtime. Before, no runtime was at hand there and the
+/// answer was dropped without a word.
+#[tokio::test(start_paused = true)]
+async fn a_request_dropped_outside_the_runtime_with_the_queue_full_is_still_answered() {
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming, mut raw) = raw_peer_with(config, 1024);
+    let mut got = requests(
+        &mut raw,
+        &mut incoming,
+        r#"{"jsonrpc":"2.0","id":"elsewhere","method":"m"}"#,
+        1,
+    )
+    .await;
+    fill(&peer).await;
+    let r = got.remove(0);
+    std::thread::spawn(move || drop(r)).join().expect("dropped");
+    let answer = recv_until(&mut raw, |v| v["id"] == "elsewhere").await;
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+}
