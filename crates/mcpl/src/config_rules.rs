@@ -17,8 +17,6 @@ pub(crate) fn timeout(out: &mut Vec<String>, field: &str, d: Duration, why: &str
 }
 
 /// [`timeout`] for a timeout `None` turns off: `Some` under [`MIN_TIMEOUT`] is the mistake.
-// Only `PeerConfig` (the runtime's) has such timeouts.
-#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
 pub(crate) fn optional_timeout(out: &mut Vec<String>, field: &str, d: Option<Duration>, why: &str) {
     if let Some(d) = d.filter(|d| *d < MIN_TIMEOUT) {
         out.push(format!(

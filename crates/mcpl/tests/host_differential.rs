@@ -379,10 +379,14 @@ impl StateSide {
                 HostOutput::Close => self.closed = true,
                 // The script makes no application request of its own (`HostState::request`):
                 // an answer to one would be a difference the comparison must show.
-                // Nor is a cancel possible: every request is answered as it is handed out.
+                // Nor is a cancel or an answer's deadline possible: every request is answered
+                // as it is handed out.
                 other @ (HostOutput::Response { .. }
                 | HostOutput::RequestTimedOut { .. }
-                | HostOutput::Cancelled { .. }) => self.diags.push(format!("UNEXPECTED {other:?}")),
+                | HostOutput::Cancelled { .. }
+                | HostOutput::AnswerTimedOut { .. }) => {
+                    self.diags.push(format!("UNEXPECTED {other:?}"))
+                }
             }
         }
     }

@@ -262,6 +262,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Id(id.clone()),
         ),
+        HostDiagnostic::AnswerTimedOut { method, id, after } => (
+            m(
+                "answer_timed_out",
+                "JSON-RPC 2.0",
+                format!("the host's application did not answer {method} {id} within {after:?}; answered -32603"),
+            ),
+            About::Id(id.clone()),
+        ),
         HostDiagnostic::DiagnosticsDropped { count } => (
             m(
                 "diagnostics_dropped",

@@ -131,6 +131,15 @@ pub struct HostConfig {
     pub max_event_id_bytes: usize,
     /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
     pub request_handler: Option<RequestHandler>,
+    /// How long a handler (`request_handler`, `stream_handler`) may take to answer a
+    /// server request: past it the server is answered `-32603` with
+    /// `data: { reason: "answer_timeout", timeoutMs }`, the handler is stopped (at its next
+    /// `.await`, as for a request the server cancels) and
+    /// [`HostDiagnostic::AnswerTimedOut`] is reported. 120 s by default
+    /// ([`crate::session::DEFAULT_ANSWER_TIMEOUT`]); `None` sets no deadline (a handler
+    /// that never answers then holds the request, and its slot in `event_capacity`, until
+    /// the server cancels it or the connection ends); `Some` is at least 1 ms.
+    pub answer_timeout: Option<Duration>,
     /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
     /// is granted; without one such a request goes to `request_handler`, and its final text
     /// is sent as a single chunk before the response.
@@ -208,6 +217,7 @@ impl Default for HostConfig {
             dedupe_window: r.dedupe_window,
             max_event_id_bytes: r.max_event_id_bytes,
             request_handler: None,
+            answer_timeout: r.answer_timeout,
             stream_handler: None,
             max_channels_per_message: r.channels.max_per_message,
             max_incoming_per_batch: r.channels.max_incoming_per_batch,
@@ -299,6 +309,7 @@ impl HostConfig {
             hook_timeout: self.hook_timeout,
             max_injections_per_hook: self.max_injections_per_hook,
             max_pending_outputs: self.event_capacity,
+            answer_timeout: self.answer_timeout,
         }
     }
 }

@@ -776,7 +776,8 @@ impl Driver {
             }
             // Answered by the state machine (written just before): the handler stops at its
             // next `.await`.
-            HostOutput::Cancelled { id } => {
+            // Likewise when the handler did not answer in time (`HostConfig::answer_timeout`).
+            HostOutput::Cancelled { id } | HostOutput::AnswerTimedOut { id } => {
                 if let Some((_, task)) = self.tasks.remove(&id) {
                     task.abort();
                 }

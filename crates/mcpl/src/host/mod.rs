@@ -63,6 +63,11 @@
 //!   is not delivered, judged where it is sent, as each `inference/chunk` is): the server is
 //!   answered `-32002` naming the capability and [`HostDiagnostic::CapabilityDenied`] is
 //!   reported.
+//! - A server request the application's handler does not answer within
+//!   [`HostConfig::answer_timeout`] (120 s by default) is answered `-32603` by the session
+//!   (`data.reason: "answer_timeout"`), the handler stopped and
+//!   [`HostDiagnostic::AnswerTimedOut`] reported (JSON-RPC 2.0: a request with an id gets a
+//!   response; the spec sets no time).
 //! - A lifecycle terminal of a turn whose `inferenceLifecycle` grant was revoked meanwhile is
 //!   not sent (outbound gating wins) and reported; the server's safety timeout covers it.
 //! - A refusal (`accepted: false`) to a later policy Request applies its `fallback` too;

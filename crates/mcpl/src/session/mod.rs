@@ -118,7 +118,9 @@ pub use admission::{
     admit, admit_at_host, admit_at_server, admit_outbound, admit_outbound_typed, Receiver, Refusal,
 };
 pub use channels::{ChannelLifecycle, ChannelLimits, ChannelTable};
-pub use host::{ConnectError, HostOutput, HostRules, HostState, RulesError, StateError};
+pub use host::{
+    ConnectError, HostOutput, HostRules, HostState, RulesError, StateError, DEFAULT_ANSWER_TIMEOUT,
+};
 pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{
     clip_text, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, DIAGNOSTIC_TEXT_BYTES,

@@ -228,6 +228,19 @@ pub enum HostDiagnostic {
         /// The request's method.
         method: String,
     },
+    /// The application did not answer a server's request handed to it (`inference/request`,
+    /// `model/info`) within its deadline (`host::HostConfig::answer_timeout`,
+    /// [`HostRules::answer_timeout`](super::HostRules::answer_timeout)): the request was
+    /// answered `-32603` with `data.reason: "answer_timeout"` (the application's mistake,
+    /// not the server's), and the application's work on it stopped.
+    AnswerTimedOut {
+        /// The request's method.
+        method: String,
+        /// The request's id as JSON text.
+        id: String,
+        /// The deadline that passed.
+        after: std::time::Duration,
+    },
     /// The application's answer to a server's request could not be sent as it was: an
     /// `inference/request` result is malformed (§11.3), or the answer nests past what a peer
     /// reads ([`crate::jsonrpc::outcome_defect`]). The request was answered `-32603` saying
@@ -324,6 +337,11 @@ impl HostDiagnostic {
             | D::AnswerReplaced {
                 id: server,
                 reason: detail,
+            }
+            | D::AnswerTimedOut {
+                method: server,
+                id: detail,
+                ..
             } => {
                 clip_text(server);
                 clip_text(detail);

@@ -34,7 +34,8 @@ impl HostRules {
     /// `host::HostSession::connect` refuses a `HostConfig` by the same rule.
     ///
     /// Readings (the spec sets none of these numbers unless cited):
-    /// - A zero timeout would end every wait at once; each is at least 1 ms.
+    /// - A zero timeout would end every wait at once; each is at least 1 ms
+    ///   (`answer_timeout` too when `Some`; `None` is no deadline).
     /// - `suspend_after_failures` is at least 2 (§17.5: never suspend on a single failure).
     /// - `manifest_fetch_burst` is at least 1 and `manifest_fetch_per_sec` a finite rate of
     ///   at least 0 (§17.8 bounds the rate; NaN, a negative or an infinite one was read as
@@ -75,6 +76,12 @@ impl HostRules {
         ] {
             crate::config_rules::timeout(&mut out, &name(field), d, "every wait would end at once");
         }
+        crate::config_rules::optional_timeout(
+            &mut out,
+            &name("answer_timeout"),
+            self.answer_timeout,
+            "every server request would be answered -32603 before the application could",
+        );
         let mut at_least = |field: &'static str, value: u128, min: u128, why: &str| {
             if value < min {
                 out.push(format!(

@@ -54,7 +54,7 @@ impl HostState {
         }
     }
 
-    pub(super) fn on_request(&mut self, r: Request) {
+    pub(super) fn on_request(&mut self, now: Instant, r: Request) {
         let judged = match self.admit(&r.method, r.params.as_ref()) {
             Ok(g) => g,
             Err(e) => return self.respond(r.id, Err(e)),
@@ -79,7 +79,7 @@ impl HostState {
                         return self.respond(r.id, Err(e));
                     }
                 }
-                if self.app_pending.contains_key(&r.id) {
+                if self.app_pending.contains(&r.id) {
                     // The server's mistake (MCP: a sender does not reuse an id within the
                     // session), so reported as well as answered, as a malformed one is.
                     let reason = "a request with this id is in flight";
@@ -105,18 +105,16 @@ impl HostState {
                     let requirement =
                         crate::protocol::method_requirement(&r.method, r.params.as_ref())
                             .unwrap_or(crate::capability::Requirement::None);
-                    let req = AppRequest {
-                        method: if inference {
-                            InferenceRequest::NAME
-                        } else {
-                            ModelInfoRequest::NAME
-                        },
-                        requirement,
-                        inference,
-                        streamed: inference && rules::is_streamed(r.params.as_ref()),
-                        chunks: 0,
+                    let method = if inference {
+                        InferenceRequest::NAME
+                    } else {
+                        ModelInfoRequest::NAME
                     };
-                    self.app_pending.insert(r.id, req);
+                    let streamed = inference && rules::is_streamed(r.params.as_ref());
+                    let req = AppRequest::new(method, requirement, inference, streamed);
+                    // A deadline past what `Instant` holds is none.
+                    let due = self.rules.answer_timeout.and_then(|t| now.checked_add(t));
+                    self.app_pending.insert(r.id, req, due);
                 } else {
                     let limit = self.rules.max_pending_outputs;
                     self.respond(r.id, Err(ErrorObject::busy(limit)));
@@ -285,8 +283,7 @@ impl HostState {
     /// naming nothing handed out is ignored, as MCP lets a receiver (it may have just been
     /// answered).
     fn on_cancelled(&mut self, params: Option<&Value>) {
-        let id =
-            super::super::cancelled_request(params).filter(|id| self.app_pending.contains_key(id));
+        let id = super::super::cancelled_request(params).filter(|id| self.app_pending.contains(id));
         let Some(id) = id else { return };
         self.app_pending.remove(&id);
         self.respond(id.clone(), Err(ErrorObject::request_cancelled()));

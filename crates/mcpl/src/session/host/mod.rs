@@ -28,6 +28,7 @@ use crate::protocol::manifest::ManifestFetch;
 use crate::protocol::Method as _;
 
 mod answers;
+mod app_requests;
 mod defects;
 mod errors;
 mod inbound;
@@ -35,6 +36,8 @@ mod pending;
 mod streams;
 mod turns;
 
+pub use app_requests::DEFAULT_ANSWER_TIMEOUT;
+use app_requests::{AppRequest, AppRequests};
 pub(crate) use defects::check_set_patterns;
 pub use errors::{ConnectError, RulesError, StateError};
 
@@ -85,6 +88,13 @@ pub struct HostRules {
     /// and not yet answered ([`HostState::answer`]); past it a `push/event` is answered
     /// `host_busy` and a request `-32000` (default 1,024; at least 1).
     pub max_pending_outputs: usize,
+    /// How long the application may take to answer a server request handed out as
+    /// [`HostOutput::Request`]: past it the machine answers `-32603` itself
+    /// (`data.reason: "answer_timeout"`), reports [`HostDiagnostic::AnswerTimedOut`] and
+    /// hands out [`HostOutput::AnswerTimedOut`] (default [`DEFAULT_ANSWER_TIMEOUT`], 120 s;
+    /// `None`: no deadline, an unanswered request waits until the server cancels it or the
+    /// connection ends; `Some` at least 1 ms).
+    pub answer_timeout: Option<Duration>,
 }
 
 impl HostRules {
@@ -110,6 +120,7 @@ impl HostRules {
             hook_timeout: Duration::from_secs(5),
             max_injections_per_hook: 1024,
             max_pending_outputs: 1024,
+            answer_timeout: Some(DEFAULT_ANSWER_TIMEOUT),
         }
     }
 }
@@ -174,6 +185,15 @@ pub enum HostOutput {
         /// The id [`HostState::request`] returned.
         id: u64,
     },
+    /// The application did not answer a request handed out as [`HostOutput::Request`]
+    /// within [`HostRules::answer_timeout`]: the machine has answered it `-32603` (written
+    /// before this output) and reported [`HostDiagnostic::AnswerTimedOut`]; as after
+    /// [`HostOutput::Cancelled`], the application's work on it may stop and its answer is
+    /// refused until the server reuses the id.
+    AnswerTimedOut {
+        /// The request's id.
+        id: RequestId,
+    },
     /// Close the connection (after writing what was transmitted before).
     Close,
 }
@@ -187,22 +207,6 @@ impl HostOutput {
             _ => None,
         }
     }
-}
-
-/// A server request handed out to the application ([`HostOutput::Request`]).
-#[derive(Debug, Clone, Copy)]
-struct AppRequest {
-    /// The method (`inference/request` or `model/info`).
-    method: &'static str,
-    /// What its admission required (§5.4): its answer is delivered only while the grant in
-    /// force still satisfies it ([`HostState::answer`]).
-    requirement: Requirement,
-    /// An `inference/request`: its result is checked before it is sent (§11.3).
-    inference: bool,
-    /// With `stream: true` (§11.4): chunks may go out before the answer.
-    streamed: bool,
-    /// Chunks sent so far.
-    chunks: u64,
 }
 
 /// What a request of ours is for.
@@ -267,8 +271,9 @@ pub struct HostState {
     next_id: u64,
     /// Our requests waiting for their answer, with their deadlines.
     pending: pending::PendingRequests,
-    /// Server requests handed out to the application and not yet answered.
-    app_pending: HashMap<RequestId, AppRequest>,
+    /// Server requests handed out to the application and not yet answered, with their
+    /// deadlines ([`HostRules::answer_timeout`]).
+    app_pending: AppRequests,
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
@@ -323,7 +328,7 @@ impl HostState {
             dedupe: Dedupe::default(),
             next_id: 1,
             pending: pending::PendingRequests::default(),
-            app_pending: HashMap::new(),
+            app_pending: AppRequests::default(),
             out: VecDeque::new(),
             handed_out: 0,
             events_out: 0,
@@ -419,16 +424,27 @@ impl HostState {
         Some(o)
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) is next due, if anything waits.
+    /// When [`handle_timeout`](Self::handle_timeout) is next due, if anything waits: a
+    /// request of ours, or a server request the application has not answered
+    /// ([`HostRules::answer_timeout`]).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.pending.next_deadline()
+        match (
+            self.pending.next_deadline(),
+            self.app_pending.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Expires every request of ours whose deadline is at or before `now`, in id order.
+    /// Expires every request of ours whose deadline is at or before `now`, in id order;
+    /// then answers every server request the application has not answered by its deadline
+    /// (earliest first, [`HostOutput::AnswerTimedOut`]).
     pub fn handle_timeout(&mut self, now: Instant) {
         for (id, purpose) in self.pending.expire(now) {
             self.on_answer(now, id, purpose, Answer::Timeout);
         }
+        self.expire_answers(now);
     }
 
     /// Tells how many more events the application's queue can take, before the next input:
@@ -474,7 +490,7 @@ impl HostState {
             return;
         }
         match msg {
-            Message::Request(r) => self.on_request(r),
+            Message::Request(r) => self.on_request(now, r),
             Message::Notification(n) => self.on_notification(now, n),
             Message::Response(r) => self.on_response(now, r),
         }
@@ -507,87 +523,6 @@ impl HostState {
             method: method.to_owned(),
             params: crate::jsonrpc::params_to_send(Some(params)),
         }));
-    }
-
-    /// Answers a request handed out as [`HostOutput::Request`]. An answer is a message the
-    /// request's capability governs (§5.4: the host MUST NOT deliver a message requiring a
-    /// denied capability), judged where it is sent, as each `inference/chunk` is: when the
-    /// grant in force no longer satisfies what the request's admission required (revoked
-    /// meanwhile, §6.7: a reduction takes effect first), the server is answered `-32002`
-    /// naming the capability in its place and [`HostDiagnostic::CapabilityDenied`] is
-    /// reported; what the application answered is not sent.
-    pub fn answer(
-        &mut self,
-        id: RequestId,
-        outcome: Result<Value, ErrorObject>,
-    ) -> Result<(), StateError> {
-        self.open()?;
-        let Some(req) = self.app_pending.remove(&id) else {
-            return Err(StateError::UnknownRequest(
-                serde_json::to_string(&id).unwrap_or_default(),
-            ));
-        };
-        let mut malformed = None;
-        let outcome = match (self.p.grant.check(req.requirement), outcome) {
-            (Err(denied), _) => {
-                self.diag(HostDiagnostic::CapabilityDenied {
-                    method: req.method.to_owned(),
-                    capability: denied.capability,
-                });
-                Err(denied.to_error())
-            }
-            (Ok(()), Ok(v)) if req.inference => {
-                rules::checked_inference_result(v).inspect_err(|e| {
-                    malformed = Some(e.message.to_string());
-                })
-            }
-            (Ok(()), other) => other,
-        };
-        // An answer the server could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
-        let (outcome, too_deep) = crate::jsonrpc::outcome_to_send(outcome);
-        if let Some(reason) = malformed.or(too_deep) {
-            self.diag(HostDiagnostic::AnswerReplaced {
-                id: serde_json::to_string(&id).unwrap_or_default(),
-                reason,
-            });
-        }
-        if let (true, Ok(result)) = (req.streamed, &outcome) {
-            if let Some(text) = rules::owed_chunk(req.chunks, result) {
-                let params = rules::chunk_params(&id, 0, &text);
-                // Gated like every chunk: a grant narrowed meanwhile sends none.
-                if self.gate(InferenceChunk::NAME, &params).is_ok() {
-                    self.write_notification(InferenceChunk::NAME, params);
-                }
-            }
-        }
-        self.transmit(Message::Response(Response {
-            id: Some(id),
-            outcome,
-        }));
-        Ok(())
-    }
-
-    /// Sends the next `inference/chunk` (§11.4) of a streamed `inference/request` handed out
-    /// and not yet answered; gated per chunk (`inference.streaming`, §5.4), so a grant
-    /// narrowed mid-stream stops it. The answer ([`Self::answer`]) follows the chunks.
-    pub fn inference_chunk(&mut self, id: &RequestId, delta: &str) -> Result<(), StateError> {
-        self.open()?;
-        let index = match self.app_pending.get(id) {
-            Some(r) if r.streamed => r.chunks,
-            _ => {
-                return Err(StateError::Stream(format!(
-                    "no streamed inference/request {} is waiting for its answer",
-                    serde_json::to_string(id).unwrap_or_default()
-                )))
-            }
-        };
-        let params = rules::chunk_params(id, index, delta);
-        self.gate(InferenceChunk::NAME, &params)?;
-        if let Some(r) = self.app_pending.get_mut(id) {
-            r.chunks = index + 1;
-        }
-        self.write_notification(InferenceChunk::NAME, params);
-        Ok(())
     }
 
     /// Sends request `method` on the application's behalf once the connection is up, after

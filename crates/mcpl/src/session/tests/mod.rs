@@ -471,6 +471,7 @@ fn hook_params() -> Value {
     json!({"inferenceId": "i", "conversationId": "c", "turnIndex": 0, "userMessage": "hi"})
 }
 
+mod answer_deadline;
 mod cancel;
 mod channels;
 mod close;

@@ -1,0 +1,243 @@
+//! The server's requests handed to the application ([`HostOutput::Request`]) and not yet
+//! answered, each with its deadline ([`HostRules::answer_timeout`]) indexed, so the earliest
+//! and the ones due are found without a scan (as [`crate::session::pending`] does for ours).
+//!
+//! Reading (JSON-RPC 2.0 §4: a request with an id gets a response; MCPL §11 and §12 set no
+//! time for the host's): an application that never answers must not leave the server's
+//! request unanswered and its slot ([`HostRules::max_pending_outputs`]) taken for the life
+//! of the connection, so past the deadline the machine answers it itself, `-32603` with
+//! `data: { reason: "answer_timeout", timeoutMs }`, reports
+//! [`HostDiagnostic::AnswerTimedOut`] (the application's mistake, not the server's) and
+//! hands out [`HostOutput::AnswerTimedOut`] for the driver to stop the work. A streamed
+//! `inference/request` (§11.4) counts from its hand-out too: its chunks do not move it.
+//! The application's side lives here as well: [`HostState::answer`] and
+//! [`HostState::inference_chunk`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::*;
+
+/// How long the application may take to answer a server request by default
+/// ([`HostRules::answer_timeout`]): 120 s, long enough for a long generation, past the
+/// 30 s a server of this crate waits by default ([`crate::session::DEFAULT_REQUEST_TIMEOUT`]).
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A server request handed out to the application ([`HostOutput::Request`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AppRequest {
+    /// The method (`inference/request` or `model/info`).
+    pub(super) method: &'static str,
+    /// What its admission required (§5.4): its answer is delivered only while the grant in
+    /// force still satisfies it ([`HostState::answer`]).
+    pub(super) requirement: Requirement,
+    /// An `inference/request`: its result is checked before it is sent (§11.3).
+    pub(super) inference: bool,
+    /// With `stream: true` (§11.4): chunks may go out before the answer.
+    pub(super) streamed: bool,
+    /// Chunks sent so far.
+    pub(super) chunks: u64,
+    /// Its deadline and the number that orders equal deadlines ([`AppRequests::insert`]).
+    due: Option<(Instant, u64)>,
+}
+
+impl AppRequest {
+    /// A request handed out now, with no deadline yet ([`AppRequests::insert`] sets it).
+    pub(super) fn new(
+        method: &'static str,
+        requirement: Requirement,
+        inference: bool,
+        streamed: bool,
+    ) -> AppRequest {
+        AppRequest {
+            method,
+            requirement,
+            inference,
+            streamed,
+            chunks: 0,
+            due: None,
+        }
+    }
+}
+
+/// The requests handed out and not yet answered, by id, with their deadlines.
+#[derive(Debug, Default)]
+pub(super) struct AppRequests {
+    by_id: HashMap<RequestId, AppRequest>,
+    /// `(deadline, number)` of every request with a deadline, earliest first.
+    deadlines: BTreeMap<(Instant, u64), RequestId>,
+    /// Numbers the deadlines, so two of the same instant both stay.
+    numbered: u64,
+}
+
+impl AppRequests {
+    /// Request `id` handed out, to be answered by `deadline` (`None`: no deadline).
+    pub(super) fn insert(&mut self, id: RequestId, mut req: AppRequest, deadline: Option<Instant>) {
+        req.due = deadline.map(|at| {
+            self.numbered += 1;
+            (at, self.numbered)
+        });
+        if let Some(key) = req.due {
+            self.deadlines.insert(key, id.clone());
+        }
+        if let Some(old) = self.by_id.insert(id, req).and_then(|old| old.due) {
+            self.deadlines.remove(&old);
+        }
+    }
+
+    pub(super) fn get(&self, id: &RequestId) -> Option<&AppRequest> {
+        self.by_id.get(id)
+    }
+
+    pub(super) fn get_mut(&mut self, id: &RequestId) -> Option<&mut AppRequest> {
+        self.by_id.get_mut(id)
+    }
+
+    pub(super) fn contains(&self, id: &RequestId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Request `id`, answered or cancelled: no longer waiting, its deadline gone.
+    pub(super) fn remove(&mut self, id: &RequestId) -> Option<AppRequest> {
+        let req = self.by_id.remove(id)?;
+        if let Some(key) = req.due {
+            self.deadlines.remove(&key);
+        }
+        Some(req)
+    }
+
+    /// Forgets every request (the connection closed).
+    pub(super) fn clear(&mut self) {
+        self.by_id.clear();
+        self.deadlines.clear();
+    }
+
+    /// The earliest deadline of a request still waiting.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first_key_value().map(|((at, _), _)| *at)
+    }
+
+    /// Every request whose deadline is at or before `now`, earliest first, no longer
+    /// waiting.
+    fn take_due(&mut self, now: Instant) -> Vec<(RequestId, AppRequest)> {
+        let mut due = Vec::new();
+        while let Some(entry) = self.deadlines.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let id = entry.remove();
+            if let Some(req) = self.by_id.remove(&id) {
+                due.push((id, req));
+            }
+        }
+        due
+    }
+}
+
+impl HostState {
+    /// Answers a request handed out as [`HostOutput::Request`]. An answer is a message the
+    /// request's capability governs (§5.4: the host MUST NOT deliver a message requiring a
+    /// denied capability), judged where it is sent, as each `inference/chunk` is: when the
+    /// grant in force no longer satisfies what the request's admission required (revoked
+    /// meanwhile, §6.7: a reduction takes effect first), the server is answered `-32002`
+    /// naming the capability in its place and [`HostDiagnostic::CapabilityDenied`] is
+    /// reported; what the application answered is not sent.
+    pub fn answer(
+        &mut self,
+        id: RequestId,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), StateError> {
+        self.open()?;
+        let Some(req) = self.app_pending.remove(&id) else {
+            return Err(StateError::UnknownRequest(
+                serde_json::to_string(&id).unwrap_or_default(),
+            ));
+        };
+        let mut malformed = None;
+        let outcome = match (self.p.grant.check(req.requirement), outcome) {
+            (Err(denied), _) => {
+                self.diag(HostDiagnostic::CapabilityDenied {
+                    method: req.method.to_owned(),
+                    capability: denied.capability,
+                });
+                Err(denied.to_error())
+            }
+            (Ok(()), Ok(v)) if req.inference => {
+                rules::checked_inference_result(v).inspect_err(|e| {
+                    malformed = Some(e.message.to_string());
+                })
+            }
+            (Ok(()), other) => other,
+        };
+        // An answer the server could not read goes as `-32603` (`jsonrpc::outcome_to_send`).
+        let (outcome, too_deep) = crate::jsonrpc::outcome_to_send(outcome);
+        if let Some(reason) = malformed.or(too_deep) {
+            self.diag(HostDiagnostic::AnswerReplaced {
+                id: serde_json::to_string(&id).unwrap_or_default(),
+                reason,
+            });
+        }
+        if let (true, Ok(result)) = (req.streamed, &outcome) {
+            if let Some(text) = rules::owed_chunk(req.chunks, result) {
+                let params = rules::chunk_params(&id, 0, &text);
+                // Gated like every chunk: a grant narrowed meanwhile sends none.
+                if self.gate(InferenceChunk::NAME, &params).is_ok() {
+                    self.write_notification(InferenceChunk::NAME, params);
+                }
+            }
+        }
+        self.transmit(Message::Response(Response {
+            id: Some(id),
+            outcome,
+        }));
+        Ok(())
+    }
+
+    /// Sends the next `inference/chunk` (§11.4) of a streamed `inference/request` handed out
+    /// and not yet answered; gated per chunk (`inference.streaming`, §5.4), so a grant
+    /// narrowed mid-stream stops it. The answer ([`Self::answer`]) follows the chunks.
+    pub fn inference_chunk(&mut self, id: &RequestId, delta: &str) -> Result<(), StateError> {
+        self.open()?;
+        let index = match self.app_pending.get(id) {
+            Some(r) if r.streamed => r.chunks,
+            _ => {
+                return Err(StateError::Stream(format!(
+                    "no streamed inference/request {} is waiting for its answer",
+                    serde_json::to_string(id).unwrap_or_default()
+                )))
+            }
+        };
+        let params = rules::chunk_params(id, index, delta);
+        self.gate(InferenceChunk::NAME, &params)?;
+        if let Some(r) = self.app_pending.get_mut(id) {
+            r.chunks = index + 1;
+        }
+        self.write_notification(InferenceChunk::NAME, params);
+        Ok(())
+    }
+
+    /// Answers every request handed out whose deadline is at or before `now` (module docs).
+    pub(super) fn expire_answers(&mut self, now: Instant) {
+        let Some(after) = self.rules.answer_timeout else {
+            return;
+        };
+        for (id, req) in self.app_pending.take_due(now) {
+            let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+            let e = ErrorObject::internal(format!(
+                "the host's application did not answer {} within {after:?}",
+                req.method
+            ))
+            .with_data(json!({ "reason": "answer_timeout", "timeoutMs": ms }));
+            self.respond(id.clone(), Err(e));
+            self.diag(HostDiagnostic::AnswerTimedOut {
+                method: req.method.to_owned(),
+                id: serde_json::to_string(&id).unwrap_or_default(),
+                after,
+            });
+            self.out.push_back(HostOutput::AnswerTimedOut { id });
+        }
+    }
+}

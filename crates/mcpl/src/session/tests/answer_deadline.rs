@@ -1,0 +1,184 @@
+//! A server request handed to the application ([`HostOutput::Request`]) that the
+//! application never answers: a request with an id always gets a response (JSON-RPC 2.0
+//! §4), so past [`HostRules::answer_timeout`] the machine answers it `-32603` itself
+//! (`data.reason: "answer_timeout"`), reports [`HostDiagnostic::AnswerTimedOut`] and hands
+//! out [`HostOutput::AnswerTimedOut`] so a driver stops the work. The deadline is the
+//! machine's: it is in [`HostState::poll_timeout`] and applied by
+//! [`HostState::handle_timeout`].
+
+use super::*;
+
+/// A host whose rules take `answer_timeout`, connected to a server that may ask for
+/// inference (`assist`, streaming too).
+fn connect_with(answer_timeout: Option<Duration>) -> Pair {
+    let mut p = Pair::new(
+        &["inferenceRequest", "inferenceRequest.*"],
+        inference_rules(),
+    );
+    let rules = HostRules {
+        answer_timeout,
+        ..HostRules::new(["inferenceRequest", "inferenceRequest.*"])
+    };
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).unwrap();
+    p.host.start(p.now);
+    p.drive();
+    assert!(matches!(p.connected()[..], [Ok(())]), "{:?}", p.host_out);
+    assert_eq!(p.host.poll_timeout(), None, "nothing of ours waits");
+    p
+}
+
+fn ask(p: &mut Pair, id: i64) {
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": id, "method": "inference/request",
+        "params": {"featureSet": "assist", "messages": [{"role": "user", "content": "hi"}]}}),
+    );
+    p.drive();
+}
+
+fn timed_out(p: &Pair) -> Vec<RequestId> {
+    p.host_out
+        .iter()
+        .filter_map(|o| match o {
+            HostOutput::AnswerTimedOut { id } => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_application_that_never_answers_is_answered_at_the_deadline() {
+    let after = Duration::from_secs(40);
+    let mut p = connect_with(Some(after));
+    ask(&mut p, 90);
+    assert_eq!(handed_inference(&p), RequestId::from(90i64));
+    let due = p.now + after;
+    assert_eq!(
+        p.host.poll_timeout(),
+        Some(due),
+        "the deadline is the machine's"
+    );
+    p.host.handle_timeout(due - Duration::from_millis(1));
+    p.collect();
+    assert_eq!(p.host_answer(90), None, "not before the deadline");
+    p.host.handle_timeout(due);
+    p.collect();
+    let answer = p.host_answer(90).expect("answered at the deadline");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["reason"], "answer_timeout",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["data"]["timeoutMs"], 40_000, "{answer}");
+    assert_eq!(timed_out(&p), [RequestId::from(90i64)]);
+    assert!(p.host_out.iter().any(|o| matches!(o,
+        HostOutput::Diagnostic(HostDiagnostic::AnswerTimedOut { method, id, after: a })
+            if method == "inference/request" && id == "90" && *a == after)));
+    // The application's late answer is refused, nothing more is written, nothing waits.
+    assert!(matches!(
+        p.host
+            .answer(RequestId::from(90i64), Ok(json!({"content": "late"}))),
+        Err(StateError::UnknownRequest(_))
+    ));
+    assert!(p
+        .host
+        .inference_chunk(&RequestId::from(90i64), "x")
+        .is_err());
+    let written = p.host_wrote.len();
+    p.collect();
+    assert_eq!(p.host_wrote.len(), written);
+    assert_eq!(p.host.poll_timeout(), None);
+    // The id is free again (JSON-RPC 2.0): a new request under it is handed out.
+    ask(&mut p, 90);
+    assert_eq!(
+        p.host_out
+            .iter()
+            .filter(|o| matches!(o, HostOutput::Request { .. }))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn deadlines_leave_with_the_answer_and_the_cancel_and_expire_in_order() {
+    let after = Duration::from_secs(10);
+    let mut p = connect_with(Some(after));
+    ask(&mut p, 1);
+    p.now += Duration::from_secs(3);
+    ask(&mut p, 2);
+    p.now += Duration::from_secs(3);
+    ask(&mut p, 3);
+    let t0 = p.now - Duration::from_secs(6);
+    assert_eq!(p.host.poll_timeout(), Some(t0 + after));
+    // Answered: its deadline goes with it.
+    p.host
+        .answer(
+            RequestId::from(1i64),
+            Ok(json!({"content": "ok", "finishReason": "end_turn"})),
+        )
+        .unwrap();
+    assert_eq!(p.host.poll_timeout(), Some(t0 + Duration::from_secs(13)));
+    // Cancelled by the server: likewise.
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 2}}),
+    );
+    p.drive();
+    assert_eq!(p.host.poll_timeout(), Some(t0 + Duration::from_secs(16)));
+    p.host.handle_timeout(t0 + Duration::from_secs(100));
+    p.collect();
+    assert_eq!(timed_out(&p), [RequestId::from(3i64)]);
+    assert_eq!(p.host_answer(1).unwrap()["result"]["content"], "ok");
+    assert_eq!(p.host_answer(2).unwrap()["error"]["code"], -32800);
+    assert_eq!(p.host_answer(3).unwrap()["error"]["code"], -32603);
+    assert_eq!(p.host.poll_timeout(), None);
+}
+
+#[test]
+fn no_answer_timeout_means_no_deadline() {
+    let mut p = connect_with(None);
+    ask(&mut p, 5);
+    assert_eq!(handed_inference(&p), RequestId::from(5i64));
+    assert_eq!(p.host.poll_timeout(), None);
+    p.host
+        .handle_timeout(p.now + Duration::from_secs(86_400 * 365));
+    p.collect();
+    assert_eq!(p.host_answer(5), None);
+    assert!(timed_out(&p).is_empty());
+    p.host
+        .answer(
+            RequestId::from(5i64),
+            Ok(json!({"content": "ok", "finishReason": "end_turn"})),
+        )
+        .unwrap();
+    p.collect();
+    assert_eq!(p.host_answer(5).unwrap()["result"]["content"], "ok");
+}
+
+/// The default is bounded, and a rule of a deadline under 1 ms is a mistake reported by
+/// name ([`HostRules::defects`]).
+#[test]
+fn the_default_answer_timeout_is_bounded_and_a_tiny_one_is_refused() {
+    let rules = HostRules::new(["inferenceRequest"]);
+    assert_eq!(rules.answer_timeout, Some(DEFAULT_ANSWER_TIMEOUT));
+    let tiny = HostRules {
+        answer_timeout: Some(Duration::ZERO),
+        ..rules
+    };
+    let defects = tiny.defects();
+    assert!(
+        defects
+            .iter()
+            .any(|d| d.contains("HostRules.answer_timeout")),
+        "{defects:?}"
+    );
+}
+
+/// After the close nothing waits: the deadline of a request handed out goes with it.
+#[test]
+fn the_close_ends_the_deadlines() {
+    let mut p = connect_with(Some(Duration::from_secs(5)));
+    ask(&mut p, 7);
+    assert!(p.host.poll_timeout().is_some());
+    p.host.handle_close(p.now);
+    assert_eq!(p.host.poll_timeout(), None);
+}
