@@ -89,6 +89,10 @@ impl Run {
                 self.deliveries
                     .outside(format!("{name}, a method a server does not receive (§4.1)"));
             }
+            // A refusal of a kind added later (`Refusal` is non-exhaustive): still outside.
+            Err(other) => self
+                .deliveries
+                .outside(format!("{name}, which the grant refuses ({other:?})")),
         }
     }
 

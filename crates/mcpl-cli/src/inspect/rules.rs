@@ -279,6 +279,8 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             About::Nothing,
         ),
         HostDiagnostic::Connection(c) => connection(c),
+        // A diagnostic of a kind added later (`HostDiagnostic` is non-exhaustive).
+        other => (m("host_diagnostic", "host", format!("{other:?}")), About::Nothing),
     }
 }
 

@@ -17,6 +17,7 @@ pub struct HostStreams {
 
 /// Why a host operation failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// The host's own policy patterns are malformed.
     #[error("HostConfig.policy is malformed: {0}; fix the pattern (an exact capability path, or `prefix.*`, §5.4)")]

@@ -34,6 +34,7 @@ impl fmt::Display for CloseReason {
 
 /// Why an outgoing request or notification failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PeerError {
     /// The connection is closed (or closed while waiting).
     #[error("the connection is closed ({0}); reconnect to send more")]

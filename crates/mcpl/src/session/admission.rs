@@ -40,6 +40,7 @@ impl Receiver {
 
 /// Why [`admit`] refused a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// This side does not receive the method (unknown, or sent the wrong way): `-32601`.
     NotReceived,

@@ -13,6 +13,7 @@ use crate::capability::{Capability, Grant, Requirement};
 
 /// Why the host may not send a message (§5.4, §14.1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OutboundRefusal {
     /// The server never receives this method (its direction is host-bound, or it is not a
     /// method the tables know).

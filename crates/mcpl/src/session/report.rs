@@ -11,6 +11,7 @@ use crate::tags::ExpandedTags;
 
 /// Why the session runs without MCPL.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum McpOnlyReason {
     /// The server did not advertise `experimental.mcpl` (§3.3).
     NotAdvertised,
@@ -72,6 +73,7 @@ pub enum Mode {
 /// ([`HostOutput::Diagnostic`](super::HostOutput::Diagnostic)), so a driver of its own logs
 /// them itself or they go unseen.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum HostDiagnostic {
     /// A privileged method arrived before the initial receipt (§5.3).
     PrivilegedBeforeReady {

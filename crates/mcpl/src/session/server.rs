@@ -282,6 +282,7 @@ impl ServerOutput {
 /// Why [`ServerState::request`], [`ServerState::notify`] or [`ServerState::answer`] sent
 /// nothing: the host would refuse it, or there was nothing to answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SendRefusal {
     /// The host is MCP-only (§3.2): no MCPL method is sent.
     #[error("the host does not speak MCPL 0.5 (§3.2): no MCPL method is sent")]

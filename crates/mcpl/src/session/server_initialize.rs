@@ -49,6 +49,7 @@ pub(crate) fn initialize_result(
 /// Why [`ServerRules::new`](super::ServerRules::new) refused its `server_info` (MCP's
 /// `serverInfo`, §5.1, needs a name and a version): nothing was built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerRulesError {
     /// `server_info` is no object, or its `name` or `version` is missing or no string.
     #[error("the server_info has no {what} string: MCP's initialize result carries it in serverInfo (§5.1), which needs a name and a version; pass {{\"name\": …, \"version\": …}}")]

@@ -5,6 +5,7 @@ use super::*;
 
 /// Why [`HostState::new`] refused its [`HostRules`]: nothing was started.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RulesError {
     /// The host's own policy does not parse.
     #[error("{0}")]
@@ -17,6 +18,7 @@ pub enum RulesError {
 
 /// Why the handshake did not bring the connection up.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The `initialize` result is unusable.
     #[error("bad initialize result: {0}; the server must answer initialize with a capabilities object (MCP lifecycle)")]
@@ -51,6 +53,7 @@ pub enum ConnectError {
 
 /// Why an application call on a [`HostState`] was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// The connection is MCP-only: there is no MCPL policy to change (§3.2).
     #[error("the connection is MCP-only ({0}): there is no MCPL policy to change")]
