@@ -129,3 +129,39 @@ async fn s5_1_a_server_of_another_mcpl_version_is_served_as_plain_mcp() {
         assert!(reported, "{v}");
     }
 }
+
+/// §5.1, App. B.3: the manifest's schema requires `version`. A manifest without one does not
+/// say it is MCPL 0.5, so the host fails closed as for another version: served as plain MCP
+/// (`McpOnlyReason::Unversioned`), no policy Request, its MCPL methods refused, and the
+/// `missing_version` finding reported. Before, a missing `version` was read as 0.5
+/// (`HostMcpl::is_v05`) and the server was spoken to as MCPL.
+#[tokio::test]
+async fn s5_1_a_manifest_without_version_is_served_as_plain_mcp() {
+    let mut m = manifest(json!("0.5"));
+    m.as_object_mut().unwrap().remove("version");
+    let (peer, incoming, mut raw) = raw_peer(Default::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+    let init = recv(&mut raw).await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(m))}))
+        .await;
+    let (s, mut streams) = connect.await.unwrap().expect("the host connects");
+    assert_eq!(s.mode(), Mode::McpOnly(McpOnlyReason::Unversioned));
+    assert!(s.is_ready());
+    assert_eq!(recv(&mut raw).await["method"], "notifications/initialized");
+    // No policy Request went out: the next line is the answer to a refused `push/event`.
+    raw.send_json(json!({"jsonrpc": "2.0", "id": 78, "method": "push/event",
+        "params": { "featureSet": "alerts", "eventId": "e1",
+                    "timestamp": "2026-01-23T10:30:00.123Z",
+                    "payload": { "content": [{ "type": "text", "text": "hi" }] } }}))
+        .await;
+    let answer = recv(&mut raw).await;
+    assert_eq!(answer["id"], 78, "a policy Request went out: {answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
+    let mut reported = false;
+    while let Ok(d) = streams.diagnostics.try_recv() {
+        reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. }
+                             if *code == "missing_version");
+    }
+    assert!(reported);
+}

@@ -426,8 +426,9 @@ mod tests {
 pub enum HostMcpl {
     /// `capabilities.experimental.mcpl` is an object whose `version` is `"0.5"`.
     V05,
-    /// An `experimental.mcpl` object with no `version`: served as [`HostMcpl::V05`] (see
-    /// [`host_mcpl`]), but a defect of the host's advertisement.
+    /// An `experimental.mcpl` object with no `version`: a host's is served as
+    /// [`HostMcpl::V05`] (see [`host_mcpl`]), but a defect of its advertisement; a server's
+    /// manifest is served as plain MCP by the host ([`mcpl_version`]).
     Unversioned,
     /// No `experimental.mcpl` object.
     Absent,
@@ -508,7 +509,11 @@ pub fn host_mcpl(params: &Value) -> HostMcpl {
 /// to the host ([`host_mcpl`]) and `host::HostSession` to the server. The reading is
 /// [`host_mcpl`]'s: [`HostMcpl::is_v05`] for `"0.5"` and [`MCPL_VERSION_ALIASES`] (and a
 /// missing `version`, a defect reported apart); any other version is another protocol,
-/// served as plain MCP (§3.2, §3.3). Never [`HostMcpl::Absent`].
+/// served as plain MCP (§3.2, §3.3). Never [`HostMcpl::Absent`]. One difference: a server's
+/// manifest without `version` ([`HostMcpl::Unversioned`]) is served as plain MCP by the
+/// host (App. B.3's manifest schema requires `version`; `McpOnlyReason::Unversioned`),
+/// where the server serves a host's unversioned advertisement as 0.5 (§5.2 gives the
+/// host's shape no schema of its own).
 pub fn mcpl_version(advertisement: &Value) -> HostMcpl {
     match advertisement.get("version") {
         None => HostMcpl::Unversioned,

@@ -29,6 +29,9 @@ pub enum McpOnlyReason {
     /// `"0.4"`): a protocol this host does not speak, so it is served as plain MCP (§3.3;
     /// the reading is `protocol::handshake::mcpl_version`'s).
     OtherVersion(String),
+    /// The server's manifest has no `version` (App. B.3's schema requires one, §5.1): it
+    /// does not say it is MCPL 0.5, so it is served as plain MCP (§3.3), fail closed.
+    Unversioned,
 }
 
 impl std::fmt::Display for McpOnlyReason {
@@ -53,6 +56,10 @@ impl std::fmt::Display for McpOnlyReason {
             McpOnlyReason::OtherVersion(v) => write!(
                 f,
                 "the server speaks MCPL version {v}, not \"0.5\": served as plain MCP, §3.3"
+            ),
+            McpOnlyReason::Unversioned => f.write_str(
+                "the server's manifest has no `version` (App. B.3 requires one): served as \
+                 plain MCP, §3.3",
             ),
         }
     }

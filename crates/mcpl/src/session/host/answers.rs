@@ -273,9 +273,19 @@ impl HostState {
         // another protocol, so the server is served as plain MCP, fail closed (§3.3): no
         // policy Request, no MCPL method sent or admitted. The rule is the server's own
         // ([`handshake::mcpl_version`]): `"0.5"` and its aliases are MCPL 0.5.
+        //
+        // A manifest object without `version` names none (App. B.3's schema requires it):
+        // unlike the server, which serves a host's unversioned advertisement as 0.5
+        // (`handshake::host_mcpl`), the host fails closed here too and serves it as plain
+        // MCP ([`McpOnlyReason::Unversioned`]), with the `missing_version` finding. A
+        // manifest that is no object is left to the review, which refuses it.
         let version = crate::protocol::handshake::mcpl_version(manifest);
-        if let (false, HostMcpl::Other(text)) = (version.is_v05(), &version) {
-            return self.other_version(caps, text);
+        match (&version, manifest.is_object()) {
+            (HostMcpl::Unversioned, true) => return self.unversioned(caps),
+            (HostMcpl::Other(text), _) if !version.is_v05() => {
+                return self.other_version(caps, text)
+            }
+            _ => {}
         }
         let count = crate::manifest::feature_set_count(manifest);
         let limit = self.rules.max_feature_sets;
@@ -327,16 +337,38 @@ impl HostState {
     /// ([`McpOnlyReason::OtherVersion`]).
     fn other_version(&mut self, caps: &Value, text: &str) {
         let text = crate::manifest::digest::clipped(text);
+        let message = format!(
+            "`version` is {text}; this host speaks MCPL \"0.5\": the server is served as \
+             plain MCP (§3.3)"
+        );
+        let reason = McpOnlyReason::OtherVersion(text);
+        self.served_as_mcp(caps, reason, "unsupported_version", message);
+    }
+
+    /// A server whose manifest has no `version`: reported as the `missing_version` finding
+    /// a review gives it, and served as plain MCP ([`McpOnlyReason::Unversioned`]).
+    fn unversioned(&mut self, caps: &Value) {
+        let message = "the manifest has no `version` (App. B.3 requires one; add \
+                       \"version\": \"0.5\"): the server is served as plain MCP (§3.3)";
+        let reason = McpOnlyReason::Unversioned;
+        self.served_as_mcp(caps, reason, "missing_version", message.to_owned());
+    }
+
+    /// Serves the server as plain MCP for `reason`, reporting finding `code` at `version`.
+    fn served_as_mcp(
+        &mut self,
+        caps: &Value,
+        reason: McpOnlyReason,
+        code: &'static str,
+        message: String,
+    ) {
         self.diag(HostDiagnostic::ManifestFinding {
-            code: "unsupported_version",
+            code,
             path: "version".into(),
-            message: format!(
-                "`version` is {text}; this host speaks MCPL \"0.5\": the server is served as \
-                 plain MCP (§3.3)"
-            ),
+            message,
         });
         let caps = caps.clone();
-        match self.p.mcp_only(&caps, McpOnlyReason::OtherVersion(text)) {
+        match self.p.mcp_only(&caps, reason) {
             Ok(()) => {
                 self.notify_initialized();
                 self.connected(Ok(()));
