@@ -281,10 +281,26 @@ impl HostState {
     /// The server's `notifications/cancelled` (MCP): a request handed out and not yet
     /// answered is answered `-32800` now and forgotten ([`HostOutput::Cancelled`]); one
     /// naming nothing handed out is ignored, as MCP lets a receiver (it may have just been
-    /// answered).
+    /// answered). One whose `requestId` (required by MCP) is missing or no request id
+    /// names nothing the host could ever tell apart: the server's mistake, reported
+    /// ([`HostDiagnostic::BadParams`]), never dropped unseen.
     fn on_cancelled(&mut self, params: Option<&Value>) {
-        let id = super::super::cancelled_request(params).filter(|id| self.app_pending.contains(id));
-        let Some(id) = id else { return };
+        let Some(id) = super::super::cancelled_request(params) else {
+            let found = params.and_then(|p| p.get("requestId"));
+            let detail = match found {
+                None => "no requestId: nothing was cancelled".to_owned(),
+                Some(v) => format!(
+                    "requestId is a JSON {}, not a request id (a string or an integer): \
+                     nothing was cancelled",
+                    crate::jsonrpc::json_type_name(v)
+                ),
+            };
+            let method = crate::session::CANCELLED.into();
+            return self.diag(HostDiagnostic::BadParams { method, detail });
+        };
+        if !self.app_pending.contains(&id) {
+            return;
+        }
         self.app_pending.remove(&id);
         self.respond(id.clone(), Err(ErrorObject::request_cancelled()));
         self.out.push_back(HostOutput::Cancelled { id });

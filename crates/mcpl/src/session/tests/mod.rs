@@ -477,6 +477,7 @@ mod channels;
 mod close;
 mod eof;
 mod hooks;
+mod host_cancel;
 mod hostile;
 mod initialize;
 mod manifest;
