@@ -975,7 +975,12 @@ impl HostHarness {
             }
             match o {
                 HostOutput::Request { id, .. } => self.ledger.handed_out(&id)?,
-                HostOutput::Cancelled { id } => self.ledger.cancelled(&id)?,
+                // Answered by the machine (its frame came just before): no longer owed by
+                // the application, whether the server cancelled it or its answer's deadline
+                // (`HostRules::answer_timeout`) passed.
+                HostOutput::Cancelled { id } | HostOutput::AnswerTimedOut { id } => {
+                    self.ledger.cancelled(&id)?
+                }
                 HostOutput::Close => self.closed = true,
                 _ => {}
             }
