@@ -65,6 +65,12 @@
 //!   message still goes through the gated senders above.
 //!
 //! Readings where the spec is silent (each fails closed):
+//! - A handler has no deadline of its own: a request runs until its handler answers, the
+//!   host cancels it (MCP's `notifications/cancelled`: answered `-32800` at once, its slot
+//!   freed, its handler stopped at its next `.await`, whatever the kind of handler) or the
+//!   connection ends. §10.6 puts the hook timeout at the host; a host that gives requests up
+//!   without cancelling them holds at most `PeerConfig::max_in_flight_requests` slots of its
+//!   own connection, each request past them answered busy.
 //! - Requests other than `initialize` and `ping` before `initialize` are answered `-32600`;
 //!   senders used before `initialize` refuse with [`SendError::NotReady`].
 //! - With [`ServerBuilder::require`], a policy Request whose grant lacks a required path is
