@@ -373,3 +373,50 @@ async fn a_cancel_ends_a_hung_handler_of_every_kind_and_frees_its_slot() {
         );
     }
 }
+
+/// A host that sends far more slow `tools/call`s than the server runs at once (and reads its
+/// answers): at most `max_in_flight_requests` handlers are alive, every call past them is
+/// answered busy (`-32000`) without reaching the tool, so what the connection holds does not
+/// grow with the number of calls.
+#[tokio::test(start_paused = true)]
+async fn slow_calls_past_the_in_flight_bound_are_answered_busy_unrun() {
+    const CALLS: u64 = 5_000;
+    let live = Arc::new(Live::default());
+    let l = live.clone();
+    let server = Server::builder("hung", "1.0.0")
+        .feature_set("t", "Tools", &[Capability::Tools])
+        .tool(
+            "hang",
+            "Never returns",
+            json!({"type": "object"}),
+            move |_s, _p| hang(&l),
+        )
+        .build()
+        .unwrap();
+    let mut host = RawHost::start(&server);
+    host.ready(&["tools"]).await;
+    let bound = mcpl::peer::DEFAULT_MAX_IN_FLIGHT_REQUESTS;
+    let (mut write, mut lines) = (host.write, host.lines);
+    let writer = tokio::spawn(async move {
+        for id in 0..CALLS {
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": {"name": "hang", "arguments": {}}});
+            write
+                .write_all(format!("{call}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        write
+    });
+    let mut busy = 0;
+    while busy < CALLS - bound as u64 {
+        let line = lines.next_line().await.unwrap().expect("the server is up");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["error"]["code"], -32000, "only busy answers: {v}");
+        busy += 1;
+        assert!(live.now.load(Ordering::SeqCst) <= bound);
+    }
+    let _write = writer.await.unwrap();
+    assert_eq!(live.now.load(Ordering::SeqCst), bound);
+    assert_eq!(live.called.load(Ordering::SeqCst), bound);
+}
