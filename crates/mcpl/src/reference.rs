@@ -153,8 +153,26 @@ fn error_result(text: impl Into<String>) -> ToolsCallResult {
     ToolsCallResult::error(text)
 }
 
-fn arg(p: &ToolsCallParams, key: &str) -> Option<String> {
-    p.arguments.as_ref()?.get(key)?.as_str().map(str::to_owned)
+/// The string argument `key`, which every reference tool's `inputSchema` requires
+/// ([`string_schema`]): absent (or no `arguments` at all) or of another type, the call is the
+/// host's mistake, answered `-32602` naming the argument (as a typed tool's would be), and the
+/// tool does not run on a made-up value.
+fn arg(p: &ToolsCallParams, key: &str) -> Result<String, ErrorObject> {
+    match p.arguments.as_ref().and_then(|a| a.get(key)) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        found => {
+            let why = if found.is_some() {
+                "is not a string"
+            } else {
+                "is missing"
+            };
+            let message = format!(
+                "tools/call {}: argument `{key}` {why}; its inputSchema requires a string",
+                p.name
+            );
+            Err(ErrorObject::invalid_params(message).with_data(json!({"path": key})))
+        }
+    }
 }
 
 fn lobby() -> ChannelDescriptor {
@@ -308,14 +326,14 @@ pub fn server() -> Server {
             }
         })
         .tool("echo", "Echo the text back", string_schema(&["text"]), |_s, p| async move {
-            Ok(text_result(arg(&p, "text").unwrap_or_default()))
+            Ok(text_result(arg(&p, "text")?))
         })
         .tool(
             "schedule_event",
             "Schedule a push/event carrying the text",
             string_schema(&["text"]),
             |session: Session, p| async move {
-                let text = arg(&p, "text").unwrap_or_else(|| "scheduled event".into());
+                let text = arg(&p, "text")?;
                 if !session.feature_available("ref.events") {
                     return Ok(error_result("ref.events is not available on this connection"));
                 }
@@ -338,9 +356,7 @@ pub fn server() -> Server {
             string_schema(&["name"]),
             |session: Session, p| async move {
                 {
-                let Some(name) = arg(&p, "name") else {
-                    return Err(ErrorObject::invalid_params("name is required"));
-                };
+                let name = arg(&p, "name")?;
                 if !valid_topic(&name) {
                     return Ok(error_result("a topic name is 1 to 32 of [a-z0-9-]"));
                 }
@@ -378,7 +394,7 @@ pub fn server() -> Server {
             string_schema(&["text"]),
             |session: Session, p| async move {
                 {
-                    let text = arg(&p, "text").unwrap_or_default();
+                    let text = arg(&p, "text")?;
                     let seq = {
                         let shared = state(&session)?;
                         let mut st = lock(&shared);
@@ -432,7 +448,7 @@ pub fn server() -> Server {
             "Ask the host's model (inference/request) and return its answer",
             string_schema(&["text"]),
             |session: Session, p| async move {
-                let text = arg(&p, "text").unwrap_or_else(|| "Hello".into());
+                let text = arg(&p, "text")?;
                 let params = InferenceRequestParams::new(
                     "ref.ask",
                     [InferenceMessage::user(kept(&text))],
@@ -451,7 +467,7 @@ pub fn server() -> Server {
             string_schema(&["text"]),
             |session, p| async move {
                 {
-                    let text = arg(&p, "text").unwrap_or_default();
+                    let text = arg(&p, "text")?;
                     let shared = state(&session)?;
                     let mut st = lock(&shared);
                     if st.notes.len() >= MAX_NOTES {

@@ -607,3 +607,48 @@ async fn reference_connections_do_not_share_state() {
     second.close();
     third.close();
 }
+
+/// A tool whose `inputSchema` requires a string argument, called without it (no
+/// `arguments`, `null`, `{}`) or with another type, is the host's mistake: answered
+/// `-32602` naming the argument, the tool not run (no note kept, no event pushed, no
+/// message delivered, no inference asked). Before, each one ran with a made-up value (an
+/// empty text, "Hello", "scheduled event"), absorbing the mistake.
+#[tokio::test]
+async fn reference_tools_refuse_a_missing_or_mistyped_required_argument() {
+    let (peer, _incoming) = granted_peer().await;
+    let tools = peer.request_raw("tools/list", None).await.unwrap();
+    let mut required = Vec::new();
+    for t in tools["tools"].as_array().unwrap() {
+        for arg in t["inputSchema"]["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            required.push((
+                t["name"].as_str().unwrap().to_owned(),
+                arg.as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    assert!(required.len() >= 6, "{required:?}");
+    for (tool, arg) in &required {
+        for params in [
+            json!({"name": tool}),
+            json!({"name": tool, "arguments": null}),
+            json!({"name": tool, "arguments": {}}),
+            json!({"name": tool, "arguments": {arg.as_str(): 5}}),
+            json!({"name": tool, "arguments": {arg.as_str(): null}}),
+        ] {
+            let e = peer
+                .request_raw("tools/call", Some(params.clone()))
+                .await
+                .expect_err(&format!("{params} is refused"));
+            let e = e.remote().unwrap();
+            assert_eq!(e.code, -32602, "{params}: {e:?}");
+            assert!(e.message.contains(arg.as_str()), "{params}: {e:?}");
+        }
+    }
+    // Nothing ran: no note was kept.
+    let turns = call_tool(&peer, "turns", json!({})).await;
+    assert_eq!(tool_json(&turns)["notes"], json!([]), "{turns}");
+}
