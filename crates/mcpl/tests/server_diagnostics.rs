@@ -476,6 +476,11 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
                 "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
                 "clientInfo": {"name": "raw-host", "version": "0"}}}),
     );
+    // As the host above: a request before it is a defect of its own.
+    feed(
+        &mut state,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
     feed(
         &mut state,
         json!({"jsonrpc": "2.0", "id": 2, "method": "featureSets/update",

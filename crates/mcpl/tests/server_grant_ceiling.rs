@@ -192,6 +192,8 @@ async fn s5_4_excess_reached_only_by_a_pattern_is_a_notice_and_an_exact_grant_is
                "clientInfo": {"name": "raw-host", "version": "0"}}),
     )
     .await;
+    host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
     host.request(
         "featureSets/update",
         json!({"effectiveCapabilities": ["tools", "pushEvents", "channels.*"]}),
@@ -247,6 +249,10 @@ fn s5_4_the_sans_io_server_keeps_the_grant_within_the_manifest_in_force() {
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": "2025-06-18",
                           "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}}}),
+    );
+    feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     );
     let diags = feed(
         &mut server,
@@ -390,6 +396,10 @@ fn s17_5_an_addition_by_a_manifest_change_is_granted_only_by_a_later_policy_requ
                "params": {"protocolVersion": "2025-06-18",
                           "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}}}),
     );
+    feed(
+        &mut server,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
     let grant = |id: u64| {
         json!({"jsonrpc": "2.0", "id": id, "method": "featureSets/update",
                "params": {"effectiveCapabilities": ["pushEvents", "channels.*"]}})
@@ -476,6 +486,8 @@ async fn s17_5_a_host_use_of_a_capability_added_by_a_manifest_change_waits_for_a
                "clientInfo": {"name": "raw-host", "version": "0"}}),
     )
     .await;
+    host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
     host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
     let grant = json!({"effectiveCapabilities": ["tools", "pushEvents", "channels.*"]});

@@ -208,6 +208,51 @@ async fn an_initialized_notification_out_of_turn_is_reported() {
     assert_eq!(host.codes(), ["ignored_notification"], "a second one");
 }
 
+/// MCP's lifecycle: once `initialize` is answered the host MUST send
+/// `notifications/initialized` before normal operation, and MCPL's policy Request comes
+/// "after initialization" (§5.3). A request other than `ping` read before it is a host
+/// defect: served (reading: refusing it would strand a host that merely omits the
+/// notification, and nothing it asks for depends on it) and reported once per connection
+/// (`request_before_initialized`, naming the method). Before, it was served unseen.
+#[tokio::test]
+async fn a_request_before_the_initialized_notification_is_served_and_reported_once() {
+    let mut host = RawHost::start();
+    host.send(&initialize(
+        r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#,
+    ))
+    .await;
+    host.recv().await;
+    host.sync(1).await;
+    assert_eq!(host.codes(), Vec::<&str>::new(), "a ping may come first");
+    host.send(r#"{"jsonrpc":"2.0","id":2,"method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#)
+        .await;
+    let receipt = host.recv().await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    host.send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+    )
+    .await;
+    let echo = host.recv().await;
+    assert_eq!(echo["result"]["content"][0]["text"], "echo", "{echo}");
+    host.sync(4).await;
+    let mut d = Vec::new();
+    while let Ok(x) = host.diagnostics.try_recv() {
+        d.push(x);
+    }
+    assert_eq!(d.len(), 1, "reported once: {d:?}");
+    assert_eq!(d[0].code(), "request_before_initialized");
+    assert!(d[0].detail().contains("featureSets/update"), "{}", d[0]);
+    host.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    host.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+    )
+    .await;
+    host.recv().await;
+    host.sync(6).await;
+    assert_eq!(host.codes(), Vec::<&str>::new(), "after it, nothing");
+}
+
 /// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
 /// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
 /// newest). A host asking for a version this server does not know (older, newer, or no date

@@ -433,8 +433,11 @@ pub struct ServerState {
     manifest: SharedManifest,
     initialized: bool,
     /// MCP's `notifications/initialized` arrived after `initialize` was answered
-    /// ([`Self::on_initialized`]).
+    /// ([`Self::on_initialized`]), or a request came first and was reported
+    /// ([`ServerDiagnostic::RequestBeforeInitialized`]): nothing more to tell either way.
     acknowledged: bool,
+    /// The host's `notifications/initialized` arrived after `initialize` was answered.
+    initialized_told: bool,
     mcpl: bool,
     policy: ServerPolicyState,
     /// The application's requests waiting for the host's answer, with their deadlines.
@@ -493,6 +496,7 @@ impl ServerState {
             manifest,
             initialized: false,
             acknowledged: false,
+            initialized_told: false,
             mcpl: false,
             policy,
             pending: Default::default(),
@@ -754,6 +758,9 @@ impl ServerState {
     }
 
     fn on_request(&mut self, r: Request) {
+        if !self.acknowledged && self.initialized {
+            self.before_initialized(&r.method);
+        }
         if self.handed.contains_key(&r.id) {
             // JSON-RPC ids are unique among requests in flight: its answer would answer
             // both, whatever its method (a `ping`, the policy Request …), so it is not

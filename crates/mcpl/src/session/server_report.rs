@@ -146,6 +146,15 @@ pub enum ServerDiagnostic {
         /// The notification.
         method: String,
     },
+    /// `request_before_initialized`: a request other than `ping` read after `initialize`
+    /// was answered and before MCP's `notifications/initialized`, which the host MUST send
+    /// first (MCP's lifecycle; MCPL's policy Request comes after initialization, §5.3).
+    /// Reading (fail safe, as nothing it asks for depends on the notification): the request
+    /// is served as sent; told once per connection, for the first one.
+    RequestBeforeInitialized {
+        /// The request's method.
+        method: String,
+    },
     /// `unexpected_notification`: a notification the server sends, not receives, or a method
     /// §4.1 gives only the Request form (`channels/open` …) sent as a Notification: not
     /// applied ([`crate::protocol::Kind::takes`]).
@@ -326,6 +335,7 @@ impl ServerDiagnostic {
             | D::NotificationDenied { method, .. }
             | D::UnknownNotification { method, .. }
             | D::IgnoredNotification { method }
+            | D::RequestBeforeInitialized { method }
             | D::UnexpectedNotification { method }
             | D::NotificationDropped { method, .. }
             | D::NotificationDroppedBytes { method, .. } => clip_text(method),
@@ -383,6 +393,7 @@ impl ServerDiagnostic {
             D::InvalidNotification { .. } => "invalid_notification",
             D::UnknownNotification { .. } => "unknown_notification",
             D::IgnoredNotification { .. } => "ignored_notification",
+            D::RequestBeforeInitialized { .. } => "request_before_initialized",
             D::UnexpectedNotification { .. } => "unexpected_notification",
             D::UnknownChannel { .. } => "unknown_channel",
             D::OpenedChannelDropped { .. } => "opened_channel_dropped",
@@ -560,6 +571,12 @@ impl std::fmt::Display for Detail<'_> {
             D::UnexpectedNotification { method } => {
                 write!(f, "{method} is not a host-to-server notification")
             }
+            D::RequestBeforeInitialized { method } => write!(
+                f,
+                "the host sent {method} after initialize was answered but before \
+                 notifications/initialized, which MCP's lifecycle requires first; served as \
+                 sent (told once per connection)"
+            ),
             D::UnknownChannel { method, channel_id } => write!(
                 f,
                 "ignored {method}: channel {channel_id} was never registered or opened on this \

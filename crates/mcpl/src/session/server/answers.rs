@@ -202,8 +202,9 @@ impl ServerState {
     /// (`ignored_notification`) rather than dropped unseen or handed on, with or without
     /// such an application.
     pub(super) fn on_initialized(&mut self, n: Notification) {
-        if self.initialized && !self.acknowledged {
+        if self.initialized && !self.initialized_told {
             self.acknowledged = true;
+            self.initialized_told = true;
             if self.rules.initialize_by_application {
                 self.out.push_back(ServerOutput::Notification(n));
             }
@@ -212,6 +213,22 @@ impl ServerState {
                 ServerDiagnostic::IgnoredNotification { method: n.method },
             ));
         }
+    }
+
+    /// A host request `method` read after `initialize` was answered and before
+    /// `notifications/initialized`: reported once ([`ServerDiagnostic::RequestBeforeInitialized`]),
+    /// then served as sent; `ping` is no defect (MCP allows it at any time), and a second
+    /// `initialize` is answered `-32600` as it is.
+    pub(super) fn before_initialized(&mut self, method: &str) {
+        if method == "ping" || method == "initialize" {
+            return;
+        }
+        self.acknowledged = true;
+        self.out.push_back(ServerOutput::Diagnostic(
+            ServerDiagnostic::RequestBeforeInitialized {
+                method: method.to_owned(),
+            },
+        ));
     }
 
     pub(super) fn on_initialize(&mut self, params: Option<&Value>) -> Result<Value, ErrorObject> {

@@ -180,6 +180,11 @@ fn each_variant_keeps_its_published_code_and_kind() {
             P,
         ),
         (
+            D::RequestBeforeInitialized { method: m() },
+            "request_before_initialized",
+            P,
+        ),
+        (
             D::UnexpectedNotification { method: m() },
             "unexpected_notification",
             P,
