@@ -536,7 +536,22 @@ impl std::fmt::Display for Detail<'_> {
                 "malformed featureSets/update notification; grant cleared: {error}"
             ),
             D::PolicyMalformed { error, .. } => f.write_str(error),
-            D::Policy(d) => f.write_str(&d.detail),
+            D::Policy(d) => match d.code {
+                "unknown_feature_set" => write!(
+                    f,
+                    "featureSets/update lists {:?} in enabled or disabled, which matches no \
+                     feature set this server declares, so it selects or disables nothing \
+                     (§6.3)",
+                    d.detail
+                ),
+                "notification_field_discarded" => write!(
+                    f,
+                    "a featureSets/update Notification carried {}, which only a Request may \
+                     change (§6.7): discarded, only its disabled list applied",
+                    d.detail
+                ),
+                _ => f.write_str(&d.detail),
+            },
             D::GrantBeyondAdvertisement { named, by_pattern } => {
                 grant_beyond_advertisement(f, *named, *by_pattern)
             }

@@ -341,3 +341,25 @@ fn each_variant_keeps_its_published_code_and_kind() {
         assert!(!d.detail().is_empty(), "{d:?}");
     }
 }
+
+/// The policy Request's own host defects say what the host wrote and what came of it, not
+/// only the entry: an `enabled`/`disabled` entry matching no declared set selects or
+/// disables nothing (§6.3), and a grant field in a Notification is discarded (§6.7). Before,
+/// the text was the bare entry (`nope`, `effectiveCapabilities`).
+#[test]
+fn policy_defects_say_what_the_host_wrote_and_what_came_of_it() {
+    let d = |code: &'static str, detail: &str| {
+        ServerDiagnostic::Policy(crate::policy::PolicyDiagnostic {
+            code,
+            detail: detail.into(),
+        })
+    };
+    let unknown = d("unknown_feature_set", "nope").to_string();
+    for needle in ["\"nope\"", "declares", "§6.3"] {
+        assert!(unknown.contains(needle), "{needle:?} not in {unknown}");
+    }
+    let discarded = d("notification_field_discarded", "enabled").to_string();
+    for needle in ["enabled", "Notification", "Request", "§6.7"] {
+        assert!(discarded.contains(needle), "{needle:?} not in {discarded}");
+    }
+}
