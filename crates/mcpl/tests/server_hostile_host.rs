@@ -253,6 +253,63 @@ async fn a_request_before_the_initialized_notification_is_served_and_reported_on
     assert_eq!(host.codes(), Vec::<&str>::new(), "after it, nothing");
 }
 
+/// §5.4, §6.2: a policy Request whose `effectiveCapabilities` lists entries naming no
+/// capability path (a case variant `Tools`, a typo `pushEvent`, a bare parent `channels`,
+/// `contextHooks.*` short of the leaves' depth) grants nothing for them (absence is denial),
+/// and the host's mistake is reported once per Request (`grant_names_no_path`, each entry
+/// with what to write instead), not absorbed. Before, it was absorbed silently: the host
+/// operator learnt only that tools were refused. A grant naming paths only reports nothing.
+#[tokio::test]
+async fn s5_4_grant_entries_naming_no_path_are_reported_with_what_to_write() {
+    let mut host = RawHost::start();
+    let receipt = host
+        .ready(r#"["Tools","pushEvent","channels","contextHooks.*","nope.*.x"]"#)
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    host.send(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+    )
+    .await;
+    let refused = host.recv().await;
+    assert_eq!(
+        refused["error"]["code"], -32002,
+        "nothing granted: {refused}"
+    );
+    host.sync(3).await;
+    let mut d = Vec::new();
+    while let Ok(x) = host.diagnostics.try_recv() {
+        d.push(x);
+    }
+    let found: Vec<_> = d
+        .iter()
+        .filter(|d| d.code() == "grant_names_no_path")
+        .collect();
+    assert_eq!(found.len(), 1, "{d:?}");
+    let text = found[0].to_string();
+    for needle in [
+        "Tools",
+        "`tools`",
+        "pushEvent",
+        "`pushEvents`",
+        "channels",
+        "contextHooks.*",
+        "nope.*.x",
+        "§5.4",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    assert_eq!(found[0].kind(), mcpl::server::DiagnosticKind::PeerDefect);
+
+    let mut host = RawHost::start();
+    let receipt = host.ready(r#"["tools","channels.*"]"#).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    host.sync(2).await;
+    assert!(
+        !host.codes().contains(&"grant_names_no_path"),
+        "paths and patterns reaching paths are no defect"
+    );
+}
+
 /// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
 /// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
 /// newest). A host asking for a version this server does not know (older, newer, or no date

@@ -146,6 +146,16 @@ pub enum ServerDiagnostic {
         /// The notification.
         method: String,
     },
+    /// `grant_names_no_path`: a policy Request's `effectiveCapabilities` lists entries that
+    /// name no capability path (§5.4, §6.2: a typo, a case variant, a bare parent such as
+    /// `channels`, a pattern short of the paths' depth such as `contextHooks.*`), which grant
+    /// nothing: told once per Request, so the host's mistake is not absorbed.
+    GrantNamesNoPath {
+        /// The first few such entries as written (each clipped), with what to write instead.
+        entries: Vec<(String, String)>,
+        /// How many there were.
+        count: usize,
+    },
     /// `request_before_initialized`: a request other than `ping` read after `initialize`
     /// was answered and before MCP's `notifications/initialized`, which the host MUST send
     /// first (MCP's lifecycle; MCPL's policy Request comes after initialization, §5.3).
@@ -363,6 +373,8 @@ impl ServerDiagnostic {
             | D::Lifecycle(_)
             | D::UserMessageUnredacted
             | D::GrantBeyondAdvertisement { .. }
+            // Clipped where they are read (`policy_answer::names_no_path`).
+            | D::GrantNamesNoPath { .. }
             // A JSON type's name, or one of the crate's own spellings.
             | D::HostMcplMalformed { .. }
             | D::HostMcplVersionAlias { .. }
@@ -389,6 +401,7 @@ impl ServerDiagnostic {
             D::PolicyMalformed { .. } => "policy_malformed",
             D::Policy(d) => d.code,
             D::GrantBeyondAdvertisement { .. } => "grant_beyond_advertisement",
+            D::GrantNamesNoPath { .. } => "grant_names_no_path",
             D::NotificationDenied { .. } => "notification_denied",
             D::InvalidNotification { .. } => "invalid_notification",
             D::UnknownNotification { .. } => "unknown_notification",
@@ -585,6 +598,22 @@ impl std::fmt::Display for Detail<'_> {
             }
             D::UnexpectedNotification { method } => {
                 write!(f, "{method} is not a host-to-server notification")
+            }
+            D::GrantNamesNoPath { entries, count } => {
+                write!(
+                    f,
+                    "the policy Request's effectiveCapabilities lists {count} entr{} naming no \
+                     capability path, which grant nothing (§5.4, §6.2): ",
+                    if *count == 1 { "y" } else { "ies" }
+                )?;
+                for (i, (entry, hint)) in entries.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "; " };
+                    write!(f, "{sep}{entry:?} ({hint})")?;
+                }
+                match count.saturating_sub(entries.len()) {
+                    0 => Ok(()),
+                    more => write!(f, "; and {more} more"),
+                }
             }
             D::RequestBeforeInitialized { method } => write!(
                 f,

@@ -54,6 +54,7 @@ pub fn answer_policy_request(
     });
     let diagnostics = beyond
         .into_iter()
+        .chain(names_no_path(params))
         .chain(
             outcome
                 .diagnostics
@@ -83,4 +84,50 @@ pub fn answer_policy_request(
         diagnostics,
         refused: None,
     }
+}
+
+/// How many entries naming no path a `grant_names_no_path` diagnostic quotes, each with what
+/// to write instead.
+const NAMELESS_QUOTED: usize = 8;
+
+/// The longest entry given a "did you mean" hint (ranking the paths by edit distance costs
+/// in the entry's length; a longer one is no typo of a path).
+const HINTED_ENTRY_BYTES: usize = 64;
+
+/// §5.4, §6.2: the `effectiveCapabilities` entries of an applied policy Request that name no
+/// capability path (a typo, a case variant, a bare parent such as `channels`, a pattern short
+/// of the paths' depth such as `contextHooks.*`): they grant nothing, as absence is denial,
+/// and that the host wrote them is reported once per Request
+/// ([`ServerDiagnostic::GrantNamesNoPath`]) rather than absorbed. The entries were read
+/// (and bounded, `policy::MAX_POLICY_LIST_ENTRIES`) by the apply before this runs.
+fn names_no_path(params: &Value) -> Option<ServerDiagnostic> {
+    let entries = params.get("effectiveCapabilities")?.as_array()?;
+    let mut quoted = Vec::new();
+    let mut count = 0usize;
+    for e in entries.iter().filter_map(Value::as_str) {
+        let Ok(p) = crate::capability::Pattern::parse(e) else {
+            continue;
+        };
+        if !p.resolved().is_empty() {
+            continue;
+        }
+        count += 1;
+        if quoted.len() < NAMELESS_QUOTED {
+            let hint = if e.len() <= HINTED_ENTRY_BYTES {
+                match crate::capability::Grant::from_policy([e]) {
+                    Err(crate::capability::PatternError::NoPath { hint, .. }) => hint,
+                    _ => String::new(),
+                }
+            } else {
+                "name a capability path".to_owned()
+            };
+            let mut entry = e.to_owned();
+            crate::session::clip_text(&mut entry);
+            quoted.push((entry, hint));
+        }
+    }
+    (count > 0).then_some(ServerDiagnostic::GrantNamesNoPath {
+        entries: quoted,
+        count,
+    })
 }

@@ -180,6 +180,14 @@ fn each_variant_keeps_its_published_code_and_kind() {
             P,
         ),
         (
+            D::GrantNamesNoPath {
+                entries: vec![("Tools".into(), "did you mean `tools`?".into())],
+                count: 2,
+            },
+            "grant_names_no_path",
+            P,
+        ),
+        (
             D::RequestBeforeInitialized { method: m() },
             "request_before_initialized",
             P,
