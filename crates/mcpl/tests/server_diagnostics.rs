@@ -372,6 +372,62 @@ async fn repeated_mistakes_warn_once_and_host_defects_stay_below_warn() {
         .any(|i| i.contains("code=unknown_notification")));
 }
 
+/// An author mistake whose text the host chooses (here a refused push to the feature set a
+/// tool call names) is a new message each time: past the distinct messages a connection
+/// remembers (64), each was logged at `warn` again, so a host could write one `warn` line
+/// per call for as long as it liked (`mcpl serve` shows `warn` by default). Now the `warn`
+/// lines of one connection are bounded: past the bound one more says the rest go to `debug`;
+/// every mistake is still counted and sent to subscribers.
+#[tokio::test]
+async fn the_warnings_of_one_connection_are_bounded_whatever_the_host_makes_them_say() {
+    const CALLS: usize = 150;
+    let (capture, _guard) = Capture::install();
+    let server = Server::builder("pinger", "1.0.0")
+        .feature_set("pings", "Pings", &[Capability::PushEvents])
+        .tool(
+            "push_to",
+            "Push to the set the host names",
+            json!({"type": "object"}),
+            |s: Session, p| async move {
+                let set = p
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("set"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("none")
+                    .to_owned();
+                let pushed = s.push_event(PushEvent::text(set, "ping")).await.is_ok();
+                Ok(ToolsCallResult::text(format!("pushed: {pushed}")))
+            },
+        )
+        .build()
+        .unwrap();
+    let (mut host, session) = RawHost::start(&server);
+    host.ready(&["tools", "pushEvents"]).await;
+    for i in 0..CALLS {
+        host.request(
+            "tools/call",
+            json!({"name": "push_to", "arguments": {"set": format!("set{i}")}}),
+        )
+        .await;
+    }
+    assert_eq!(session.author_mistakes(), CALLS as u64);
+    let warnings = capture.at(tracing::Level::WARN);
+    let refused = warnings
+        .iter()
+        .filter(|w| w.contains("code=send_refused"))
+        .count();
+    assert!(refused <= 64, "{refused} warn lines for {CALLS} mistakes");
+    assert_eq!(
+        warnings
+            .iter()
+            .filter(|w| w.contains("logged at debug"))
+            .count(),
+        1,
+        "{warnings:#?}"
+    );
+}
+
 /// Issue #24 item 5: the server's diagnostics are typed values, and `Server` and the
 /// sans-I/O `ServerState` report the same value for the same host defect: a notification
 /// the grant does not allow (§5.4), a malformed `featureSets/update` Notification (§6.7),

@@ -124,7 +124,7 @@ impl Server {
             own_tracker: std::sync::OnceLock::new(),
             attached: Mutex::new(Attachment::default()),
             author_mistakes: AtomicU64::new(0),
-            warned: Mutex::new(Vec::new()),
+            warned: Mutex::new(Some(Vec::new())),
             notification_slots: Arc::new(tokio::sync::Semaphore::new(
                 self.inner.peer_config.max_in_flight_requests.max(1),
             )),
@@ -255,8 +255,10 @@ pub(super) struct Conn {
     /// How many [`DiagnosticKind::AuthorMistake`] diagnostics this connection reported.
     pub(super) author_mistakes: AtomicU64,
     /// Digests of the author mistakes already logged at `warn` (repeats go to `debug`);
-    /// at most [`WARNED_BOUND`], after which every new one is logged at `warn`.
-    pub(super) warned: Mutex<Vec<u64>>,
+    /// at most [`WARNED_BOUND`], after which one more `warn` says so and every new one goes
+    /// to `debug` too (`None` once said): a mistake's text may be the host's choice (a
+    /// feature set a call names), and it must not buy one `warn` line per message.
+    pub(super) warned: Mutex<Option<Vec<u64>>>,
     /// The notification handlers that may run at once on this connection
     /// ([`PeerConfig::max_in_flight_requests`], 128 by default): each admitted host
     /// notification with a handler takes one for as long as its handler runs; one that finds
@@ -287,8 +289,18 @@ pub(super) struct ReadyRunState {
     pub(super) again: bool,
 }
 
-/// How many distinct author-mistake messages a connection remembers having logged.
+/// How many distinct author-mistake messages a connection logs at `warn`.
 const WARNED_BOUND: usize = 64;
+
+/// How [`Conn::first_warning`] logs an author mistake.
+enum Warning {
+    /// At `warn`: not logged there on this connection yet.
+    First,
+    /// At `debug`, after one `warn` saying the connection's bound is reached.
+    Bounded,
+    /// At `debug`: logged at `warn` before, or past the bound.
+    Repeat,
+}
 
 impl Conn {
     /// The tracker this connection's manifest comes from: its own after a fork
@@ -382,11 +394,22 @@ impl Conn {
         match kind {
             DiagnosticKind::AuthorMistake => {
                 self.author_mistakes.fetch_add(1, Ordering::Relaxed);
-                if self.first_warning(code, &detail) {
-                    tracing::warn!(server, code, "{detail}");
-                    unrouted_warning(format_args!("{server}: {code}: {detail}"));
-                } else {
-                    tracing::debug!(server, code, "{detail}");
+                match self.first_warning(code, &detail) {
+                    Warning::First => {
+                        tracing::warn!(server, code, "{detail}");
+                        unrouted_warning(format_args!("{server}: {code}: {detail}"));
+                    }
+                    Warning::Bounded => {
+                        let more = format!(
+                            "more than {WARNED_BOUND} distinct author mistakes on this \
+                             connection: the rest are logged at debug (each is counted, \
+                             Session::author_mistakes, and sent to Session::diagnostics)"
+                        );
+                        tracing::warn!(server, "{more}");
+                        unrouted_warning(format_args!("{server}: {more}"));
+                        tracing::debug!(server, code, "{detail}");
+                    }
+                    Warning::Repeat => tracing::debug!(server, code, "{detail}"),
                 }
             }
             DiagnosticKind::PeerDefect | DiagnosticKind::Notice => {
@@ -403,21 +426,27 @@ impl Conn {
         }
     }
 
-    /// Whether this author mistake has not been logged at `warn` on this connection yet
-    /// (and remembers it, within [`WARNED_BOUND`]).
-    fn first_warning(&self, code: &str, detail: &str) -> bool {
+    /// Whether this author mistake is logged at `warn` on this connection: the first time
+    /// (remembered, within [`WARNED_BOUND`]), never again, and, once that many were, no new
+    /// one either ([`Warning::Bounded`] the first time, to say so).
+    fn first_warning(&self, code: &str, detail: &str) -> Warning {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (code, detail).hash(&mut h);
         let digest = h.finish();
-        let mut warned = lock(&self.warned);
+        let mut slot = lock(&self.warned);
+        let Some(warned) = slot.as_mut() else {
+            return Warning::Repeat;
+        };
         if warned.contains(&digest) {
-            return false;
-        }
-        if warned.len() < WARNED_BOUND {
+            Warning::Repeat
+        } else if warned.len() < WARNED_BOUND {
             warned.push(digest);
+            Warning::First
+        } else {
+            *slot = None;
+            Warning::Bounded
         }
-        true
     }
 
     pub(super) fn grant_state(&self) -> GrantState {
