@@ -310,6 +310,99 @@ async fn s5_4_grant_entries_naming_no_path_are_reported_with_what_to_write() {
     );
 }
 
+/// MCP's lifecycle has one `initialize` per connection; the spec is silent on a second.
+/// Reading (fail closed): it is answered `-32600` under its own id and changes nothing, a
+/// second one advertising no MCPL (or another version) neither turns the connection MCP-only
+/// nor resets its grant, and one before the first was answered is no different.
+#[tokio::test]
+async fn a_second_initialize_is_refused_and_changes_nothing() {
+    let mut host = RawHost::start();
+    let receipt = host.ready(r#"["tools"]"#).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    for (id, caps) in [
+        (5, "{}"),
+        (6, r#"{"experimental":{"mcpl":{"version":"0.4"}}}"#),
+        (7, r#"{"experimental":{"mcpl":{"version":"0.5"}}}"#),
+    ] {
+        let again = initialize(caps).replace(r#""id":0"#, &format!(r#""id":{id}"#));
+        host.send(&again).await;
+        let refused = host.recv().await;
+        assert_eq!(refused["id"], id, "{refused}");
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    }
+    // Still MCPL, still granted `tools`.
+    host.send(
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+    )
+    .await;
+    let echo = host.recv().await;
+    assert_eq!(echo["result"]["content"][0]["text"], "echo", "{echo}");
+    host.send(r#"{"jsonrpc":"2.0","id":9,"method":"featureSets/update","params":{"effectiveCapabilities":[]}}"#)
+        .await;
+    let narrowed = host.recv().await;
+    assert_eq!(narrowed["result"]["accepted"], true, "{narrowed}");
+    host.send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#)
+        .await;
+    let refused = host.recv().await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+}
+
+/// JSON-RPC 2.0 §4, §5: ids of every JSON type, through each way a request is read (the
+/// `tools/call` read straight into its type, `ping` the session answers, a policy Request):
+/// a string or an integer within 64 bits is echoed exactly as written; `null`, a fraction,
+/// `1e3`, `1.0`, an integer past 64 bits, a boolean, an object or an array is no id this
+/// server can echo exactly, answered `-32600` with `id: null` (never run, never silent).
+#[tokio::test]
+async fn s4_ids_of_every_json_type_are_echoed_exactly_or_refused_with_a_null_id() {
+    let mut host = RawHost::start();
+    let receipt = host.ready(r#"["tools"]"#).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    let long = format!("\"{}\"", "i".repeat(1024));
+    let echoed = [
+        "-1",
+        "0",
+        "18446744073709551615",
+        "-9223372036854775808",
+        r#""""#,
+        r#""\u0000""#,
+        r#""a\"b""#,
+        r#""é🙂""#,
+        long.as_str(),
+    ];
+    let refused = [
+        "null",
+        "1.5",
+        "1e3",
+        "1.0",
+        "18446744073709551616",
+        "true",
+        r#"{"a":1}"#,
+        "[1]",
+    ];
+    let bodies = [
+        r#""method":"tools/call","params":{"name":"echo","arguments":{}}"#,
+        r#""method":"ping""#,
+        r#""method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}"#,
+    ];
+    for body in bodies {
+        for id in echoed {
+            host.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#))
+                .await;
+            let answer = host.recv().await;
+            let want: Value = serde_json::from_str(id).unwrap();
+            assert_eq!(answer["id"], want, "{body} {id}: {answer}");
+            assert!(answer.get("result").is_some(), "{body} {id}: {answer}");
+        }
+        for id in refused {
+            host.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},{body}}}"#))
+                .await;
+            let answer = host.recv().await;
+            assert_eq!(answer["id"], Value::Null, "{body} {id}: {answer}");
+            assert_eq!(answer["error"]["code"], -32600, "{body} {id}: {answer}");
+        }
+    }
+}
+
 /// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
 /// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
 /// newest). A host asking for a version this server does not know (older, newer, or no date
