@@ -62,6 +62,8 @@ impl Run {
             }
             return;
         }
+        // A tools/list answered from here on is not judged (`host.unknown-fields-tolerated`).
+        self.tolerance.close();
         self.listen("the listening after the probes").await;
     }
 
@@ -145,6 +147,9 @@ impl Run {
         };
         let written = init.respond(served::initialize_result(version)).await;
         self.initialized = true;
+        if written.is_ok() && advertises {
+            self.answered_unknown(Initialize::NAME);
+        }
         if written.is_err() && self.peer.close_reason().is_some() {
             self.on_closed();
             self.unfinished = self.gone().map(str::to_owned);

@@ -36,6 +36,7 @@ mod seen;
 mod served;
 mod session;
 mod tally;
+mod tolerance;
 mod watched;
 
 use std::path::PathBuf;
@@ -93,6 +94,7 @@ catalogue! {
     "host.frames-valid", "§4", "every frame the host writes is a JSON-RPC 2.0 message (a line that is not JSON, a frame that does not parse, an invalid message fail)";
     "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
     "host.initialized-sent", "§4", "after initialize, the host sends notifications/initialized (MCP's lifecycle: the client MUST)";
+    "host.unknown-fields-tolerated", "§8", "the host goes on after the checker's initialize (and tools/list) answer carries members no spec defines: it does not end the connection, answer an error under id null, or fall silent (§8: hosts MUST tolerate unknown response fields)";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -55,6 +55,9 @@ impl Run {
     /// Every probe, in order, then `host.refusal-code`'s verdict on what they were refused
     /// with (judged even when the host went away before the last of them).
     pub(super) async fn probes(&mut self) {
+        // An id-null error read from here on may answer the junk line: not the host's word
+        // on the answers carrying unknown members (`host.unknown-fields-tolerated`).
+        self.tolerance_errors_closed();
         self.each_probe().await;
         match self.refusal_codes.verdict() {
             Some((status, detail)) => self.record(REFUSAL_CODE, status, detail),

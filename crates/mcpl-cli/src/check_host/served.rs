@@ -6,6 +6,8 @@ use mcpl::capability::{self, CapabilitySet};
 use mcpl::protocol::handshake::{negotiate_protocol_version, MCP_PROTOCOL_VERSION};
 use serde_json::{json, Value};
 
+use super::tolerance::{unknown_value, with_unknown, UNKNOWN_MEMBER};
+
 /// The version `initialize` is answered with (issue #19 item 7): the one the host asked for
 /// when the library speaks it, else the newest it does (MCP's version negotiation: the host
 /// decides whether it can go on with it). A `protocolVersion` that is not a string asks for
@@ -63,13 +65,27 @@ pub(super) fn manifest() -> Value {
     m
 }
 
-/// The `initialize` result, answering with `protocol_version`.
+/// The `initialize` result, answering with `protocol_version`: with a member no spec
+/// defines in the result, in `capabilities` and in `serverInfo`, which the host must
+/// tolerate (§8, `host.unknown-fields-tolerated`, [`super::tolerance`]). The manifest has
+/// none: its members are the host's to diff (§17.1).
 pub(super) fn initialize_result(protocol_version: &str) -> Value {
-    json!({
+    let unknown = unknown_value();
+    with_unknown(json!({
         "protocolVersion": protocol_version,
-        "capabilities": { "tools": {}, "experimental": { "mcpl": manifest() } },
-        "serverInfo": { "name": "mcpl-check-host", "version": env!("CARGO_PKG_VERSION") }
-    })
+        "capabilities": {
+            "tools": {}, "experimental": { "mcpl": manifest() }, UNKNOWN_MEMBER: unknown.clone()
+        },
+        "serverInfo": {
+            "name": "mcpl-check-host", "version": env!("CARGO_PKG_VERSION"),
+            UNKNOWN_MEMBER: unknown
+        }
+    }))
+}
+
+/// The `tools/list` result: no tools, and a member no spec defines beside them (§8).
+pub(super) fn tools_list_result() -> Value {
+    with_unknown(json!({ "tools": [] }))
 }
 
 /// The paths this checker's own `initialize` advertises (§5.1).

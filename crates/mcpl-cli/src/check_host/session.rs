@@ -139,6 +139,8 @@ pub(super) struct Run {
     pub(super) not_rpc: super::frames::NotRpc,
     /// What the host's messages showed as they arrived ([`super::seen`]).
     pub(super) seen: super::seen::Seen,
+    /// What the host did after answers carrying unknown members ([`super::tolerance`]).
+    pub(super) tolerance: super::tolerance::Tolerance,
 }
 
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
@@ -189,6 +191,7 @@ impl Run {
             lifecycles: super::lifecycle::Lifecycles::default(),
             not_rpc: super::frames::NotRpc::default(),
             seen: super::seen::Seen::default(),
+            tolerance: super::tolerance::Tolerance::default(),
         }
     }
 
@@ -284,7 +287,7 @@ impl Run {
 
     /// Reads the diagnostics that came so far: counts the frames discarded, keeps the ids of
     /// invalid responses.
-    fn read_diagnostics(&mut self) {
+    pub(super) fn read_diagnostics(&mut self) {
         while let Some(d) = self.diagnostics.try_recv() {
             self.not_rpc.note(&d);
             let (oversized, other, lost) = &mut self.discards;
@@ -326,6 +329,10 @@ impl Run {
                     *count = count.saturating_add(1);
                     first.get_or_insert_with(|| capped(id.to_string(), 60));
                 }
+                Diagnostic::UnknownResponse {
+                    id: None,
+                    error: Some(e),
+                } => self.tolerance.null_error(e.code, &e.message),
                 Diagnostic::JunkLine { .. }
                 | Diagnostic::ParseError { .. }
                 | Diagnostic::NotText { .. }
@@ -754,7 +761,7 @@ impl Run {
                 }
                 Err(mcpl::session::rules::before_initialize(other))
             }
-            ToolsList::NAME => Ok(json!({ "tools": [] })),
+            ToolsList::NAME => Ok(served::tools_list_result()),
             other if self.mcp_only && other != Initialize::NAME => {
                 Err(ErrorObject::method_not_found(other))
             }
@@ -778,12 +785,16 @@ impl Run {
             }
             other => Err(ErrorObject::method_not_found(other)),
         };
+        let tools = result.is_ok() && req.method() == ToolsList::NAME;
         let written = match result {
             Ok(v) => req.respond(v).await,
             Err(e) => req.respond_error(e).await,
         };
-        if self.after_write(written) && receipt {
-            self.ready = true;
+        if self.after_write(written) {
+            self.ready |= receipt;
+            if tools {
+                self.answered_unknown(ToolsList::NAME);
+            }
         }
     }
 
@@ -882,6 +893,7 @@ impl Run {
         self.read_diagnostics();
         self.conclude_frames(self.repeats.summary().0);
         self.conclude_seen();
+        self.conclude_tolerance();
         let once = "host.responses-once";
         match &self.twice {
             (0, _) if self.repeats.summary().0 == 0 => {}
