@@ -496,3 +496,65 @@ done"#;
         .any(|v| v["message"]["id"] == 99 && v["message"]["error"]["code"] == -32600);
     assert!(answered, "request 99 was not answered -32600: {text}");
 }
+
+/// The same request with `"id": null` (or any id that cannot be used): JSON-RPC 2.0 §5 has a
+/// request whose id cannot be read answered with an error under id null, as the library's
+/// peer answers it (`peer::refused`: an unusable id is answered `-32600` with `id: null`).
+/// `mcpl check` read no usable id from its envelope and left it unanswered; it now answers
+/// it, and still counts the frame under `transport.frames-valid`.
+#[test]
+fn a_request_over_the_size_limit_with_a_null_id_is_answered_under_null() {
+    const SERVE: &str = r#"
+read l
+printf '{"jsonrpc":"2.0","id":null,"method":"push/event","params":{"pad":"'
+head -c 16777300 /dev/zero | tr '\000' a; printf '"}}\n'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("oversized-null-request.jsonl");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .arg("--transcript")
+        .arg(&transcript)
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        detail(&doc, "transport.frames-valid").contains("exceeds the 16777216-byte limit"),
+        "{doc:#}"
+    );
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let answered = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["direction"] == "sent")
+        .any(|v| {
+            let m = &v["message"];
+            m.get("id") == Some(&Value::Null)
+                && m["error"]["code"] == -32600
+                && m["error"]["message"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("16777216-byte limit"))
+        });
+    assert!(
+        answered,
+        "the null-id request was not answered -32600: {text}"
+    );
+}
