@@ -99,9 +99,11 @@ pub enum Event {
         id: mcpl::jsonrpc::RequestId,
         why: String,
     },
-    /// The same for a frame whose envelope shows a request under an id: answered `-32600`.
+    /// The same for a frame whose envelope shows a request with an `id` member: answered
+    /// `-32600` under that id, or under id null when it is no usable one (`None`: `null`, a
+    /// fraction, an object; JSON-RPC 2.0 §5).
     Unanswerable {
-        id: mcpl::jsonrpc::RequestId,
+        id: Option<mcpl::jsonrpc::RequestId>,
         why: String,
     },
     /// End of stream, or a read or write error.

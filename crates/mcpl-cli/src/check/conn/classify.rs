@@ -87,22 +87,22 @@ pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
 /// envelope (`summary`, [`mcpl::transport::FrameReader::discarded_head`] or
 /// [`envelope_of`]) shows a response under a usable id, so a wait for that answer ends on
 /// it, said as what it is (not as silence); an [`Event::Unanswerable`] when it shows a
-/// request under one, so the request is answered; else as [`discard`].
+/// request with an `id` member, so the request is answered (under id null when that id is
+/// no usable one: `null`, a fraction, an object, JSON-RPC 2.0 §5); else as [`discard`].
 pub(super) fn discard_answer(
     why: String,
     summary: Option<&[u8]>,
     transcript: Option<&Transcript>,
 ) -> (Event, usize) {
-    let Some((id, request)) = summary.and_then(envelope_id) else {
-        return discard(why, transcript);
-    };
     if let Some(t) = transcript {
         t.write_discarded(&why);
     }
-    let event = if request {
-        Event::Unanswerable { id, why }
-    } else {
-        Event::Unread { id, why }
+    let event = match summary.and_then(envelope_id) {
+        Some((id, true)) => Event::Unanswerable { id, why },
+        Some((Some(id), false)) => Event::Unread { id, why },
+        // A response under no usable id (it answers nothing of the checker's), or no
+        // envelope: discarded, as [`discard`] says it.
+        Some((None, false)) | None => Event::Invalid(why),
     };
     let cost = event.held_bytes();
     (event, cost)
@@ -119,12 +119,15 @@ pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
 }
 
 /// The id a discarded message's envelope summary shows, and whether it is a request's: an
-/// object with an `id` that is a string or an integer, and either a `method` that is a
-/// string (a request) or a `result` or `error` and no `method` (a response; the summary
-/// writes either as `"result":0`). A summary cut inside its outcome (`…"result":[`, a part
-/// the budget refused) is read as having one. Anything else (a batch's first bytes, an id
-/// cut or too long to keep) shows nothing.
-fn envelope_id(summary: &[u8]) -> Option<(mcpl::jsonrpc::RequestId, bool)> {
+/// object with an `id` member, and either a `method` that is a string (a request) or a
+/// `result` or `error` and no `method` (a response; the summary writes either as
+/// `"result":0`). The id is `None` when it is no string or integer (`null`, a fraction, an
+/// object; one too long to keep, which the summary writes `null`): such a request is still
+/// answered, under id null, as the library's peer answers it (JSON-RPC 2.0 §5). A summary
+/// cut inside its outcome (`…"result":[`, a part the budget refused) is read as having one.
+/// Anything else (a batch's first bytes, no `id` member: a notification, a summary cut
+/// inside its id) shows nothing.
+fn envelope_id(summary: &[u8]) -> Option<(Option<mcpl::jsonrpc::RequestId>, bool)> {
     let text = std::str::from_utf8(summary).ok()?;
     let closed;
     let text = match text.strip_suffix("\"result\":[") {
@@ -136,13 +139,22 @@ fn envelope_id(summary: &[u8]) -> Option<(mcpl::jsonrpc::RequestId, bool)> {
     };
     let v: Value = serde_json::from_str(text).ok()?;
     let o = v.as_object()?;
+    // Any `method` member makes it a request, as the library's peer reads one (a method
+    // name too long to keep is summarised `null`, and its request still answered).
     let request = match o.get("method") {
-        Some(Value::String(_)) => true,
-        Some(_) => return None,
+        Some(_) => true,
         None if o.contains_key("result") => false,
         None => return None,
     };
-    Some((serde_json::from_value(o.get("id")?.clone()).ok()?, request))
+    // A request's id as the library's peer reads a discarded one (`peer::refused`): the
+    // last `id` member, a string or an integer; anything else is none.
+    let id = o.get("id")?;
+    let id = if request {
+        mcpl::jsonrpc::RequestId::from_value(id)
+    } else {
+        serde_json::from_value(id.clone()).ok()
+    };
+    Some((id, request))
 }
 
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
@@ -176,6 +188,42 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// JSON-RPC 2.0 §5: a request the checker discarded unread is answered even when its id
+    /// cannot be used (`null`, a fraction, an object, an id or method name too long to keep,
+    /// which the summary writes `null`): under id null, as the library's peer answers it.
+    /// A notification (no `id` member) is not; a response under no usable id answers
+    /// nothing of the checker's.
+    #[test]
+    fn a_discarded_request_under_an_unusable_id_is_answered_under_null() {
+        let answered =
+            |text: &str| match discard_answer("why".into(), envelope_of(text).as_deref(), None).0 {
+                Event::Unanswerable { id, .. } => Some(id),
+                _ => None,
+            };
+        let long = "m".repeat(2 * mcpl::transport::envelope::MAX_VALUE_BYTES);
+        let long_method = format!(r#"{{"jsonrpc":"2.0","id":4,"method":"{long}"}}"#);
+        let long_id = format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"x"}}"#);
+        for (text, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":9,"method":"x","params":{}}"#,
+                Some(9_i64.into()),
+            ),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#, None),
+            (&long_id, None),
+            (&long_method, Some(4_i64.into())),
+        ] {
+            assert_eq!(answered(text), Some(id), "{text}");
+        }
+        assert_eq!(answered(r#"{"jsonrpc":"2.0","method":"x"}"#), None);
+        let response = r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#;
+        assert!(matches!(
+            discard_answer("why".into(), envelope_of(response).as_deref(), None).0,
+            Event::Invalid(_)
+        ));
+    }
 
     /// A frame that is JSON but nested past what a parser takes is an invalid message,
     /// reported as such, not "junk (not JSON)"; text that is no JSON stays junk.

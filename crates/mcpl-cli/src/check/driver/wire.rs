@@ -242,10 +242,12 @@ impl Session {
                 return Handled::Continue;
             }
             // A request with an id is answered, unread as it is (JSON-RPC 2.0 §5), as the
-            // library's peer answers it: `-32600` under its id.
+            // library's peer answers it: `-32600` under its id, or under id null when its id
+            // cannot be used.
             Event::Unanswerable { id, why } => {
                 self.invalid.push(&why);
-                self.answer(&id, Err(ErrorObject::invalid_request(why)));
+                let id = id.map_or(Value::Null, |id| id.to_value());
+                self.answer_as(id, Err(ErrorObject::invalid_request(why)));
                 return Handled::Continue;
             }
             Event::Repeated(what) => {
