@@ -558,3 +558,78 @@ done"#;
         "the null-id request was not answered -32600: {text}"
     );
 }
+
+/// Server requests the checker reads but cannot parse (JSON-RPC 2.0 §5.1: a parse error is
+/// answered `-32700`): one whose id is `null`, one whose id `7` came before the error, one
+/// nested past the parser with id `8`. The library's peer answers each, under id null when
+/// its id cannot be told without doubt, else under that id (`peer::text`, `peer::refused`);
+/// `mcpl check` read them as junk or an invalid frame and answered none. It now answers
+/// them as the library does, and still reports each under `transport.frames-valid`. A
+/// response that does not parse is never answered.
+#[test]
+fn a_request_that_does_not_parse_is_answered() {
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"push/event\",\"params\":{}{}}}",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let serve = format!(
+        r#"
+read l
+printf '%s\n' '{{"jsonrpc":"2.0","id":null,"method":"push/event","params":{{"a":'
+printf '%s\n' '{{"jsonrpc":"2.0","id":7,"method":"push/event","params":{{"a":}}}}'
+printf '%s\n' '{deep}'
+printf '%s\n' '{{"jsonrpc":"2.0","id":1234,"result":{{"a":}}}}'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"ping"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id" ;;
+  esac
+done"#
+    );
+    let script = format!("read l; printf '%s\\n' '{INIT}'{serve}");
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("unparsed-request.jsonl");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .arg("--transcript")
+        .arg(&transcript)
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frames = detail(&doc, "transport.frames-valid");
+    assert!(
+        frames.contains("3 frames of junk") && frames.contains("1 frames of invalid"),
+        "{frames}"
+    );
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let sent: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["direction"] == "sent")
+        .map(|v| v["message"].clone())
+        .filter(|m| m.get("method").is_none())
+        .collect();
+    let answered = |id: Value, code: i64| {
+        sent.iter()
+            .any(|m| m.get("id") == Some(&id) && m["error"]["code"] == code)
+    };
+    assert!(answered(Value::Null, -32700), "id null: {text}");
+    assert!(answered(serde_json::json!(7), -32700), "id 7: {text}");
+    assert!(answered(serde_json::json!(8), -32600), "id 8: {text}");
+    assert!(!answered(serde_json::json!(1234), -32700), "a response: {text}");
+    let nulls = sent.iter().filter(|m| m.get("id") == Some(&Value::Null)).count();
+    assert_eq!(nulls, 1, "one answer under id null: {text}");
+}
