@@ -34,6 +34,7 @@
 //! wins) arrives as an [`Event::Repeated`] just before the frame.
 
 mod classify;
+mod event;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -45,7 +46,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
-use classify::{classify, discard, discard_answer, envelope_of, repeated_name};
+use classify::{classify_answered, discard, discard_answer, envelope_of, repeated_name};
+pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Frame, FrameReader, Transport};
@@ -81,44 +83,6 @@ pub const UNFINISHED_WAIT: Duration = Duration::from_secs(1);
 /// two-byte lines that are not UTF-8 had been counted as nothing, so the queue grew without
 /// bound while the checker was slower than the server.
 pub const EVENT_BYTES: usize = std::mem::size_of::<(Event, usize)>() + 32;
-
-/// What the pump saw.
-#[derive(Debug)]
-pub enum Event {
-    /// A frame that parsed as JSON.
-    Frame(Value),
-    /// A text frame that is not JSON: its first [`JUNK_CHARS`] characters, for the report.
-    Junk(String),
-    /// A frame the transport discarded: an over-long line ([`Frame::Oversized`]) or one that
-    /// is not text ([`Frame::NotText`]). The connection survives it.
-    Invalid(String),
-    /// A frame the checker did not read (over the message size or the budget for partial
-    /// messages, or too costly to parse) whose envelope shows a response: the id it
-    /// answers, and why it was not read.
-    Unread {
-        id: mcpl::jsonrpc::RequestId,
-        why: String,
-    },
-    /// The same for a frame whose envelope shows a request with an `id` member: answered
-    /// `-32600` under that id, or under id null when it is no usable one (`None`: `null`, a
-    /// fraction, an object; JSON-RPC 2.0 §5).
-    Unanswerable {
-        id: Option<mcpl::jsonrpc::RequestId>,
-        why: String,
-    },
-    /// End of stream, or a read or write error.
-    Closed(String),
-    /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
-    /// objects: what and where ([`super::repeated::describe`]).
-    Repeated(String),
-    /// The frame that follows (a [`Event::Frame`]) was one message spread over several
-    /// lines, joined ([`super::spread`]): how many, and its start quoted.
-    Spread(String),
-    /// The frame that follows (a [`Event::Frame`]) began with a UTF-8 byte order mark
-    /// (U+FEFF), read past (RFC 8259 §8.1: a writer must not add one, a parser may ignore
-    /// it, and the library's peer does).
-    ByteOrderMark,
-}
 
 /// A JSON Lines transcript: `{direction, time, session, message}` per frame, one file for
 /// every session of a run. Bounded: [`TRANSCRIPT_BYTES`] in all and [`TRANSCRIPT_JUNK`]
@@ -632,13 +596,14 @@ async fn pump(
                             transcript.as_ref(),
                         )
                     } else {
-                        let event = classify(text, transcript.as_ref());
+                        let (event, refused) = classify_answered(text, transcript.as_ref());
                         // Said before the frame it is about, so it is judged with it.
                         let marked = (marked && matches!(event, Event::Frame(_)))
                             .then_some(Event::ByteOrderMark);
                         let spread = spread.filter(|_| matches!(event, Event::Frame(_)));
                         let notes = spread.into_iter().chain(marked);
-                        for note in notes.chain(repeated_name(text, &event)) {
+                        let notes = notes.chain(repeated_name(text, &event)).chain(refused);
+                        for note in notes {
                             let cost = note.held_bytes();
                             queued.fetch_add(cost, Ordering::Relaxed);
                             if events.send((note, cost, Instant::now())).is_err() {

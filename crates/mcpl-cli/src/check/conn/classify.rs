@@ -8,17 +8,38 @@ use super::{Event, Transcript, EVENT_BYTES, JUNK_CHARS};
 
 /// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
 /// a JSON string).
+#[cfg(test)]
 pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
+    classify_answered(text, transcript).0
+}
+
+/// [`classify`], with the [`Event::Refused`] a text that begins as a message and does not
+/// parse is owed ([`refusal`]), to be said after it.
+pub(super) fn classify_answered(
+    text: &str,
+    transcript: Option<&Transcript>,
+) -> (Event, Option<Event>) {
     match serde_json::from_str::<Value>(text) {
         Ok(v) => {
             if let Some(t) = transcript {
                 t.write("received", v.clone());
             }
-            Event::Frame(v)
+            (Event::Frame(v), None)
         }
+        Err(e) => {
+            let refused = refusal(text, &e);
+            (unparsed(text, e, transcript), refused)
+        }
+    }
+}
+
+/// A text the parser refused (`e`): an invalid message when it is JSON the parser cannot
+/// hold, else junk.
+fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -> Event {
+    match e {
         // JSON, but nested past what a parser takes (serde_json's 128 levels): not junk, an
         // invalid message, said so.
-        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+        e if e.to_string().starts_with("recursion limit exceeded") => {
             discard(
                 format!(
                     "a JSON text of {} bytes nested deeper than 128 levels (not parsed)",
@@ -30,9 +51,8 @@ pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
         }
         // JSON with a number past a 64-bit float (RFC 8259 §6 lets a reader limit the
         // range): read as JSON by its grammar alone, it is an invalid message, said so.
-        Err(e)
-            if e.to_string().starts_with("number out of range")
-                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
+        e if e.to_string().starts_with("number out of range")
+            && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
         {
             discard(
                 format!(
@@ -47,11 +67,10 @@ pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
         // JSON by its grammar alone (RFC 8259 §7 takes any `\uXXXX`), with a string holding
         // an escaped surrogate that pairs with nothing (§8.2 leaves such strings to the
         // reader, I-JSON, RFC 7493 §2.1, forbids them): an invalid message, said so.
-        Err(e)
-            if ["surrogate", "unicode code point", "hex escape"]
-                .iter()
-                .any(|m| e.to_string().contains(m))
-                && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
+        e if ["surrogate", "unicode code point", "hex escape"]
+            .iter()
+            .any(|m| e.to_string().contains(m))
+            && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() =>
         {
             discard(
                 format!(
@@ -63,13 +82,114 @@ pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
             )
             .0
         }
-        Err(_) => {
+        _ => {
             if let Some(t) = transcript {
                 t.write_junk(text);
             }
             Event::Junk(text.chars().take(JUNK_CHARS).collect())
         }
     }
+}
+
+/// What the library's peer answers a text that does not parse (`e`), as an
+/// [`Event::Refused`]; `None` when it answers nothing. Its reading (`peer::reader`,
+/// `peer::text`, `peer::refused`), JSON-RPC 2.0 §5.1:
+/// - a text that does not begin as a message (`{` or `[`) is a junk line, reported only;
+/// - one showing a response (an outcome, no `method`) is never answered (answering a
+///   response can loop);
+/// - one nested past the parser is refused `-32600` from its envelope: under its id when
+///   it shows a request with a usable one, id null when its id is unusable or it shows
+///   neither a request nor a response, nothing for a request with no id (a notification);
+/// - any other is answered `-32700` (a parse error): under the id of a request told
+///   without doubt before the parser's error (`"jsonrpc": "2.0"`, a `method`, exactly one
+///   `id`, ended, a string or an integer, no other `id` after the error), else id null.
+pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
+    use mcpl::jsonrpc::{ErrorObject, RequestId};
+    let bytes = text.as_bytes();
+    match bytes.first() {
+        Some(b'[') => {
+            let error = ErrorObject::parse_error(format!("Parse error: {e}"));
+            return Some(Event::Refused { id: None, error });
+        }
+        Some(b'{') => {}
+        _ => return None,
+    }
+    let mut envelope = mcpl::transport::envelope::Envelope::new();
+    let cut = error_offset(bytes, e);
+    envelope.feed(bytes.get(..cut).unwrap_or(bytes));
+    let before = envelope.sole_request_id().map(<[u8]>::to_vec);
+    let ids_before = envelope.id_members();
+    envelope.feed(bytes.get(cut..).unwrap_or_default());
+    let summary = envelope.summary(true);
+    let (request, response) = match summary.as_deref().and_then(summary_object) {
+        Some(o) => (
+            o.contains_key("method"),
+            !o.contains_key("method") && o.contains_key("result"),
+        ),
+        None => (false, false),
+    };
+    if response {
+        return None;
+    }
+    if e.to_string().starts_with("recursion limit exceeded") {
+        let id = match summary.as_deref().and_then(summary_object) {
+            Some(o) if request => Some(RequestId::from_value(o.get("id")?)),
+            _ => Some(None),
+        }?;
+        let error = ErrorObject::invalid_request(format!(
+            "Invalid Request: a message nested deeper than the parser reads ({e})"
+        ));
+        return Some(Event::Refused { id, error });
+    }
+    let id = before
+        .filter(|_| envelope.id_members() == ids_before)
+        .and_then(|written| serde_json::from_slice::<Value>(&written).ok())
+        .filter(|v| {
+            v.as_str()
+                .map_or(true, |s| s.len() <= mcpl::jsonrpc::MAX_ID_BYTES)
+        })
+        .and_then(|v| RequestId::from_value(&v));
+    let error = ErrorObject::parse_error(format!("Parse error: {e}"));
+    Some(Event::Refused { id, error })
+}
+
+/// An envelope summary read as a JSON object (one cut inside its outcome, `…"result":[`,
+/// read as having one).
+fn summary_object(summary: &[u8]) -> Option<serde_json::Map<String, Value>> {
+    let text = std::str::from_utf8(summary).ok()?;
+    let closed;
+    let text = match text.strip_suffix("\"result\":[") {
+        Some(head) => {
+            closed = format!("{head}\"result\":0}}");
+            closed.as_str()
+        }
+        None => text,
+    };
+    match serde_json::from_str(text).ok()? {
+        Value::Object(o) => Some(o),
+        _ => None,
+    }
+}
+
+/// The byte offset in `text` strictly before which the parser read without error (`e`'s
+/// line and column, which serde_json counts in bytes from 1; it may point one byte past
+/// the byte it failed at, so that byte is left out too: fail closed), as the library's
+/// peer reads it.
+fn error_offset(text: &[u8], e: &serde_json::Error) -> usize {
+    let mut start = 0;
+    for _ in 1..e.line() {
+        match text
+            .get(start..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+        {
+            Some(i) => start += i + 1,
+            None => return 0,
+        }
+    }
+    start
+        .saturating_add(e.column())
+        .saturating_sub(1)
+        .min(text.len())
 }
 
 /// The note that `text`, parsed into `event`, repeats a member name
@@ -179,6 +299,7 @@ impl Event {
             | Event::Spread(s)
             | Event::Unread { why: s, .. }
             | Event::Unanswerable { why: s, .. } => s.capacity(),
+            Event::Refused { error, .. } => error.message.len(),
             Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)
@@ -188,6 +309,65 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// JSON-RPC 2.0 §5.1, as the library's peer reads a text that does not parse: a request
+    /// whose id was told before the error is answered `-32700` under it; one whose id is
+    /// `null`, cut by the error, doubled past it, or no request at all, under id null; one
+    /// nested past the parser `-32600` from its envelope; a response, or a line that does
+    /// not begin as a message, never.
+    #[test]
+    fn a_text_that_does_not_parse_is_answered_as_the_library_answers_it() {
+        let refused = |text: &str| {
+            let e = serde_json::from_str::<Value>(text).unwrap_err();
+            match refusal(text, &e) {
+                Some(Event::Refused { id, error }) => Some((id, error.code)),
+                _ => None,
+            }
+        };
+        let parse = mcpl::jsonrpc::codes::PARSE_ERROR;
+        let invalid = mcpl::jsonrpc::codes::INVALID_REQUEST;
+        let deep = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0",{id}"method":"x","params":{}{}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            )
+        };
+        for (text, want) in [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":}}"#.to_owned(),
+                Some((Some(7_i64.into()), parse)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"x","params":{"#.to_owned(),
+                Some((None, parse)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":},"id":8}"#.to_owned(),
+                Some((None, parse)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"x","params":{"a":},"id":7}"#.to_owned(),
+                Some((None, parse)),
+            ),
+            (
+                r#"{"id":7,"method":"x","params":{"a":}}"#.to_owned(),
+                Some((None, parse)),
+            ),
+            ("{oops".to_owned(), Some((None, parse))),
+            ("[1,".to_owned(), Some((None, parse))),
+            (deep(r#""id":8,"#), Some((Some(8_i64.into()), invalid))),
+            (deep(r#""id":null,"#), Some((None, invalid))),
+            (deep(""), None),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"a":}}"#.to_owned(),
+                None,
+            ),
+            ("not json".to_owned(), None),
+        ] {
+            assert_eq!(refused(&text), want, "{text}");
+        }
+    }
 
     /// JSON-RPC 2.0 §5: a request the checker discarded unread is answered even when its id
     /// cannot be used (`null`, a fraction, an object, an id or method name too long to keep,

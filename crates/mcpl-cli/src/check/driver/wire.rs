@@ -250,6 +250,12 @@ impl Session {
                 self.answer_as(id, Err(ErrorObject::invalid_request(why)));
                 return Handled::Continue;
             }
+            // A request that does not parse, answered as the library's peer answers it
+            // (JSON-RPC 2.0 §5.1); the frame itself was said as junk or an invalid one.
+            Event::Refused { id, error } => {
+                self.answer_as(id.map_or(Value::Null, |id| id.to_value()), Err(error));
+                return Handled::Continue;
+            }
             Event::Repeated(what) => {
                 self.repeated.push(what);
                 return Handled::Continue;

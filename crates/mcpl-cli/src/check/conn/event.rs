@@ -1,0 +1,44 @@
+//! What the pump hands the driver ([`Event`]): a frame, or what it saw instead.
+
+use mcpl::jsonrpc::{ErrorObject, RequestId};
+use serde_json::Value;
+
+/// What the pump saw.
+#[derive(Debug)]
+pub enum Event {
+    /// A frame that parsed as JSON.
+    Frame(Value),
+    /// A text frame that is not JSON: its first [`super::JUNK_CHARS`] characters, for the report.
+    Junk(String),
+    /// A frame the transport discarded: an over-long line ([`mcpl::transport::Frame::Oversized`]) or one that
+    /// is not text ([`mcpl::transport::Frame::NotText`]). The connection survives it.
+    Invalid(String),
+    /// A frame the checker did not read (over the message size or the budget for partial
+    /// messages, or too costly to parse) whose envelope shows a response: the id it
+    /// answers, and why it was not read.
+    Unread { id: RequestId, why: String },
+    /// The same for a frame whose envelope shows a request with an `id` member: answered
+    /// `-32600` under that id, or under id null when it is no usable one (`None`: `null`, a
+    /// fraction, an object; JSON-RPC 2.0 §5).
+    Unanswerable { id: Option<RequestId>, why: String },
+    /// A text that begins as a message (`{` or `[`) yet does not parse, or nests past the
+    /// parser, and shows no response: said first as [`Event::Junk`] or [`Event::Invalid`],
+    /// then this, answered as the library's peer answers it (JSON-RPC 2.0 §5.1), `error`
+    /// under `id` (`None`: id null) ([`super::classify::refusal`]).
+    Refused {
+        id: Option<RequestId>,
+        error: ErrorObject,
+    },
+    /// End of stream, or a read or write error.
+    Closed(String),
+    /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
+    /// objects: what and where ([`super::repeated::describe`]).
+    Repeated(String),
+    /// The frame that follows (a [`Event::Frame`]) was one message spread over several
+    /// lines, joined ([`super::spread`]): how many, and its start quoted.
+    Spread(String),
+    /// The frame that follows (a [`Event::Frame`]) began with a UTF-8 byte order mark
+    /// (U+FEFF), read past (RFC 8259 §8.1: a writer must not add one, a parser may ignore
+    /// it, and the library's peer does).
+    ByteOrderMark,
+}
