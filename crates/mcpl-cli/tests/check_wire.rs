@@ -629,7 +629,13 @@ done"#
     assert!(answered(Value::Null, -32700), "id null: {text}");
     assert!(answered(serde_json::json!(7), -32700), "id 7: {text}");
     assert!(answered(serde_json::json!(8), -32600), "id 8: {text}");
-    assert!(!answered(serde_json::json!(1234), -32700), "a response: {text}");
-    let nulls = sent.iter().filter(|m| m.get("id") == Some(&Value::Null)).count();
+    assert!(
+        !answered(serde_json::json!(1234), -32700),
+        "a response: {text}"
+    );
+    let nulls = sent
+        .iter()
+        .filter(|m| m.get("id") == Some(&Value::Null))
+        .count();
     assert_eq!(nulls, 1, "one answer under id null: {text}");
 }
