@@ -251,6 +251,21 @@ fn well_behaved_server_passes_every_check() {
     assert_eq!(doc["target"], format!("{FIXTURE} good"));
 }
 
+/// §8: a host MUST tolerate unknown response fields (MCP: a receiver ignores members it
+/// does not know). A server as `good` but whose every result object and content block
+/// carries a member no spec defines is judged exactly as `good`: nothing fails or warns,
+/// and every check `good` passes passes.
+#[test]
+fn unknown_members_in_a_servers_answers_are_tolerated() {
+    let (_, good) = scripted("good");
+    let (code, doc) = scripted("extra-members");
+    assert_complete(&doc);
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
+    assert_eq!(ids_with(&doc, "pass"), ids_with(&good, "pass"), "{doc:#}");
+    assert_eq!(code, 0);
+}
+
 /// Each misbehaviour fails exactly its checks (and the run still completes).
 #[test]
 fn misbehaving_servers_fail_exactly_the_right_checks() {
