@@ -300,3 +300,29 @@ async fn a_host_that_goes_on_after_unknown_members_passes() {
         "{detail}"
     );
 }
+
+/// MCP's version negotiation: a host asking for a protocol version the checker does not
+/// speak is answered with another, and a host that does not support that one SHOULD
+/// disconnect. Such a host ending the connection after the answer is no sign it refused the
+/// unknown members: `host.unknown-fields-tolerated` is skipped, saying why, not failed.
+#[tokio::test]
+async fn a_drop_after_another_protocol_version_is_not_blamed_on_unknown_members() {
+    let report = report_path("version.json");
+    let (child, mut stdin, mut lines) = spawn(&report);
+    let mut init = initialize();
+    init["params"]["protocolVersion"] = json!("2099-01-01");
+    send(&mut stdin, init).await;
+    let answer = next(&mut lines).await;
+    assert_ne!(
+        answer["result"]["protocolVersion"], "2099-01-01",
+        "{answer:#}"
+    );
+    drop(stdin);
+    let (_, doc) = finished(child, &report).await;
+    let (status, detail) = verdict(&doc);
+    assert_eq!(status, "skip", "{doc:#}");
+    assert!(
+        detail.contains("2099-01-01") && detail.contains("protocol version"),
+        "{detail}"
+    );
+}

@@ -97,7 +97,9 @@ impl Run {
             }
         };
         let params = init.request().params.as_ref();
-        let version = served::negotiated_version(params.and_then(|p| p.get("protocolVersion")));
+        let requested = params.and_then(|p| p.get("protocolVersion"));
+        let version = served::negotiated_version(requested);
+        self.tolerance.versions(requested, version);
         let null = Value::Null;
         let params = params.unwrap_or(&null);
         let mcpl = handshake::host_advertisement(params);

@@ -16,6 +16,11 @@
 //!   the answer, not even the `notifications/initialized` MCP's lifecycle requires after
 //!   `initialize`, or an answer to a probe after `tools/list`): fails.
 //!
+//! A host that asked for a protocol version the checker does not speak was answered with
+//! another (MCP's version negotiation), and MCP has a host that does not support it
+//! disconnect: its ending the connection, or its silence, after `initialize` is then no
+//! sign of the unknown members, and the check is skipped, saying so.
+//!
 //! A `tools/list` answered while listening after the probes is not judged: nothing the
 //! checker sends afterwards would show the host going on, and its ending the connection
 //! then is the end of the run. An MCP-only host is not judged (§3.2: every check is skipped).
@@ -66,6 +71,9 @@ pub(super) struct Tolerance {
     errors_open: bool,
     /// The first such error, as quoted, once one came.
     null_error: Option<String>,
+    /// The protocol version the host asked for, when `initialize` was answered with
+    /// another (quoted, bounded).
+    other_version: Option<(String, &'static str)>,
 }
 
 impl Default for Tolerance {
@@ -76,6 +84,7 @@ impl Default for Tolerance {
             open: true,
             errors_open: true,
             null_error: None,
+            other_version: None,
         }
     }
 }
@@ -92,6 +101,23 @@ impl Tolerance {
     /// From now on an id-null error is no longer read as the host's word on the answers.
     pub(super) fn close_errors(&mut self) {
         self.errors_open = false;
+    }
+
+    /// Notes that `initialize` asked for `requested` (when a string) and was answered with
+    /// `answered`.
+    pub(super) fn versions(
+        &mut self,
+        requested: Option<&serde_json::Value>,
+        answered: &'static str,
+    ) {
+        let requested = match requested {
+            Some(serde_json::Value::String(s)) => s.chars().take(40).collect(),
+            Some(other) => other.to_string().chars().take(40).collect(),
+            None => return,
+        };
+        if requested != answered {
+            self.other_version = Some((requested, answered));
+        }
     }
 
     /// From now on no answer is judged.
@@ -160,6 +186,13 @@ impl Run {
             return;
         }
         if let Some((what, _)) = self.tolerance.pending {
+            if let (Some((asked, answered)), "initialize") = (&self.tolerance.other_version, what) {
+                let d = format!(
+                    "the host asked for protocol version {asked:?} and was answered {answered:?},                      which the checker speaks; it sent nothing more, which MCP's version                      negotiation asks of a host that does not support the answered version:                      no sign of how it treats unknown members"
+                );
+                self.record(UNKNOWN_FIELDS_TOLERATED, Status::Skip, d);
+                return;
+            }
             let d = match self.gone() {
                 Some(gone) => format!(
                     "after {}, the host sent nothing more: {gone}{why}",
