@@ -252,9 +252,10 @@ fn well_behaved_server_passes_every_check() {
 }
 
 /// §8: a host MUST tolerate unknown response fields (MCP: a receiver ignores members it
-/// does not know). A server as `good` but whose every result object and content block
-/// carries a member no spec defines is judged exactly as `good`: nothing fails or warns,
-/// and every check `good` passes passes.
+/// does not know). A server as `good` but whose every result object, content block, hook
+/// injection, request's params, channel descriptor and incoming message carries a member no
+/// spec defines is judged exactly as `good`: nothing fails or warns, and every check `good`
+/// passes passes.
 #[test]
 fn unknown_members_in_a_servers_answers_are_tolerated() {
     let (_, good) = scripted("good");
