@@ -639,3 +639,58 @@ done"#
         .count();
     assert_eq!(nulls, 1, "one answer under id null: {text}");
 }
+
+/// JSON-RPC 2.0 §6: each entry of a batch that is no object (`1`, `"x"`) is an invalid
+/// Request, answered `-32600` under id null within the batch's answer, as the library's
+/// peer answers it (`peer::reader`: a value that is no object counts as a request). `mcpl
+/// check` reported them under `transport.frames-valid` and answered only the `ping` beside
+/// them; it now answers all three, and still reports the two.
+#[test]
+fn a_batch_entry_that_is_no_object_is_answered() {
+    let script = format!(
+        r#"read l; printf '%s\n' '{INIT}'; read l
+printf '%s\n' '[1,{{"jsonrpc":"2.0","id":"p","method":"ping"}},"x"]'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  [ -n "$id" ] && printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id"
+done"#
+    );
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("batch-no-object.jsonl");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .arg("--transcript")
+        .arg(&transcript)
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frames = detail(&doc, "transport.frames-valid");
+    assert!(frames.contains("2 frames of invalid"), "{frames}");
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let answer = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["direction"] == "sent")
+        .map(|v| v["message"].clone())
+        .find(|m| m.is_array())
+        .unwrap_or_else(|| panic!("no batch answer: {text}"));
+    let answers = answer.as_array().unwrap();
+    assert_eq!(answers.len(), 3, "{answer}");
+    let nulls = answers
+        .iter()
+        .filter(|a| a.get("id") == Some(&Value::Null) && a["error"]["code"] == -32600)
+        .count();
+    assert_eq!(nulls, 2, "{answer}");
+}
