@@ -331,9 +331,13 @@ impl Session {
         }
         // A request gone wrong is answered `-32600` under its id; a response gone wrong
         // (no `method`) never is, as the library's peer reads it (JSON-RPC 2.0 answers
-        // requests only, and answering a response can loop).
-        let request_like = v.get("method").is_some();
-        let has_id = v.get("id").is_some();
+        // requests only, and answering a response can loop). A batch entry that is no
+        // object (`1`) is an invalid Request, answered under id null (JSON-RPC 2.0 §6, as
+        // the library's peer reads it); a whole frame that is a scalar is junk to the
+        // library, reported only.
+        let entry = self.batch.is_some() && !v.is_object();
+        let request_like = v.get("method").is_some() || entry;
+        let has_id = v.get("id").is_some() || entry;
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
