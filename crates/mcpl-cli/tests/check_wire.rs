@@ -694,3 +694,62 @@ done"#
         .count();
     assert_eq!(nulls, 2, "{answer}");
 }
+
+/// RFC 8259 §8.1: JSON text is UTF-8, so a server request with a byte that is no UTF-8 does
+/// not parse, and is answered as one that does not parse is (JSON-RPC 2.0 §5.1: `-32700`),
+/// as the library's peer answers it (`peer::oversized`, `Discarded::not_text`): under its
+/// id when its envelope, read past the bad byte, tells it without doubt (`9`), else under
+/// id null (`"id": null`). `mcpl check` reported each as "a frame that is not text" and
+/// answered none; it now answers both. A line of no UTF-8 that does not begin as a message
+/// is still reported only.
+#[test]
+fn a_request_that_is_no_utf8_is_answered() {
+    let script = format!(
+        r#"read l; printf '%s\n' '{INIT}'; read l
+printf '{{"jsonrpc":"2.0","id":9,"method":"push/event","params":{{"a":"\377"}}}}\n'
+printf '{{"jsonrpc":"2.0","id":null,"method":"push/event","params":{{"a":"\377"}}}}\n'
+printf '\377\376 not a message\n'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  [ -n "$id" ] && printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id"
+done"#
+    );
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let transcript = dir.join("not-utf8.jsonl");
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .arg("--transcript")
+        .arg(&transcript)
+        .args(["--", "sh", "-c", &script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frames = detail(&doc, "transport.frames-valid");
+    assert!(frames.contains("3 frames of invalid"), "{frames}");
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let sent: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["direction"] == "sent")
+        .map(|v| v["message"].clone())
+        .filter(|m| m.get("method").is_none())
+        .collect();
+    let parse_errors = |id: &Value| {
+        sent.iter()
+            .filter(|m| m.get("id") == Some(id) && m["error"]["code"] == -32700)
+            .count()
+    };
+    assert_eq!(parse_errors(&serde_json::json!(9)), 1, "id 9: {text}");
+    assert_eq!(parse_errors(&Value::Null), 1, "id null: {text}");
+}
