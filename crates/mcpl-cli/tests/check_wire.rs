@@ -711,7 +711,9 @@ printf '{{"jsonrpc":"2.0","id":null,"method":"push/event","params":{{"a":"\377"}
 printf '\377\376 not a message\n'
 while read l; do
   id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
-  [ -n "$id" ] && printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id"
+  case "$l" in
+    *'"method"'*) [ -n "$id" ] && printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id" ;;
+  esac
 done"#
     );
     let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));

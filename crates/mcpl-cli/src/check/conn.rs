@@ -46,7 +46,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
-use classify::{classify_answered, discard, discard_answer, envelope_of, repeated_name};
+use classify::{
+    classify_answered, discard, discard_answer, envelope_of, not_text_refusal, repeated_name,
+};
 pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
@@ -635,10 +637,22 @@ async fn pump(
                     reader.discarded_head(),
                     transcript.as_ref(),
                 ),
-                Ok(Some(Frame::NotText { reason })) => discard(
-                    format!("a frame that is not text: {reason}"),
-                    transcript.as_ref(),
-                ),
+                Ok(Some(Frame::NotText { reason })) => {
+                    // A message in another encoding is answered as one that does not parse.
+                    let began = reader.not_text_began_as_json();
+                    if let Some(refused) = not_text_refusal(&reason, began, reader.discarded_head())
+                    {
+                        let cost = refused.held_bytes();
+                        queued.fetch_add(cost, Ordering::Relaxed);
+                        if events.send((refused, cost, Instant::now())).is_err() {
+                            break;
+                        }
+                    }
+                    discard(
+                        format!("a frame that is not text: {reason}"),
+                        transcript.as_ref(),
+                    )
+                }
                 Ok(None) => {
                     // Inside a line: the last frame was that line, or (a child's pipe held
                     // past its exit) the reader still holds it.

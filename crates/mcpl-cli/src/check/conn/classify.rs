@@ -143,13 +143,49 @@ pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
     }
     let id = before
         .filter(|_| envelope.id_members() == ids_before)
-        .and_then(|written| serde_json::from_slice::<Value>(&written).ok())
+        .and_then(|written| id_written(&written));
+    let error = ErrorObject::parse_error(format!("Parse error: {e}"));
+    Some(Event::Refused { id, error })
+}
+
+/// A request id as written, when it is one an answer goes under: a string of at most
+/// [`mcpl::jsonrpc::MAX_ID_BYTES`] or an integer (the library's `request_id_before`).
+fn id_written(written: &[u8]) -> Option<mcpl::jsonrpc::RequestId> {
+    serde_json::from_slice::<Value>(written)
+        .ok()
         .filter(|v| {
             v.as_str()
                 .map_or(true, |s| s.len() <= mcpl::jsonrpc::MAX_ID_BYTES)
         })
-        .and_then(|v| RequestId::from_value(&v));
-    let error = ErrorObject::parse_error(format!("Parse error: {e}"));
+        .and_then(|v| mcpl::jsonrpc::RequestId::from_value(&v))
+}
+
+/// What the library's peer answers a frame that is not text (`reason`; RFC 8259 §8.1: JSON
+/// text is UTF-8, so it does not parse), as an [`Event::Refused`] (`Discarded::not_text`):
+/// `-32700` when it `began_as_json` (`{` or `[`), under the id its envelope summary
+/// (`head`, read past the bytes of another encoding) tells without doubt, else id null;
+/// nothing for junk that does not begin as a message. Reading (fail closed, as for a text
+/// that does not parse): one whose summary shows a response is never answered.
+pub(super) fn not_text_refusal(
+    reason: &str,
+    began_as_json: bool,
+    head: Option<&[u8]>,
+) -> Option<Event> {
+    if !began_as_json {
+        return None;
+    }
+    let response = head
+        .and_then(summary_object)
+        .is_some_and(|o| !o.contains_key("method") && o.contains_key("result"));
+    if response {
+        return None;
+    }
+    let id = head.and_then(|h| {
+        let mut envelope = mcpl::transport::envelope::Envelope::lenient(usize::MAX);
+        envelope.feed(h);
+        envelope.sole_request_id().and_then(id_written)
+    });
+    let error = mcpl::jsonrpc::ErrorObject::parse_error(format!("Parse error: {reason}"));
     Some(Event::Refused { id, error })
 }
 
