@@ -755,3 +755,39 @@ done"#
     assert_eq!(parse_errors(&serde_json::json!(9)), 1, "id 9: {text}");
     assert_eq!(parse_errors(&Value::Null), 1, "id null: {text}");
 }
+
+/// MCP reserves `_meta` for metadata a party attaches to a message, not the result itself:
+/// a server whose `tools/list` result carries `_meta` with a value of its own each time (the
+/// id it answers, as a server tracing its answers writes it) answers the request with an
+/// unknown params member as without it. `rpc.unknown-members-ignored` compared the two
+/// results whole, `_meta` included, and failed this conforming server (§8).
+#[test]
+fn meta_of_its_own_per_answer_is_not_another_result() {
+    let init = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"experimental":{"mcpl":{"version":"0.5"}}},"serverInfo":{"name":"s","version":"1"}}}"#;
+    let script = format!(
+        r#"read l; printf '%s\n' '{init}'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  [ -z "$id" ] && continue
+  case "$l" in
+    *'"tools/list"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"tools":[],"_meta":{{"answers":%s}}}}}}\n' "$id" "$id" ;;
+    *'"featureSets/update"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{"accepted":true}}}}\n' "$id" ;;
+    *'"ping"'*) printf '{{"jsonrpc":"2.0","id":%s,"result":{{}}}}\n' "$id" ;;
+    *) printf '{{"jsonrpc":"2.0","id":%s,"error":{{"code":-32601,"message":"no"}}}}\n' "$id" ;;
+  esac
+done"#
+    );
+    let doc = check_script(&script);
+    let c = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "rpc.unknown-members-ignored"))
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(c["status"], "pass", "{c:#}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tools/list"),
+        "{c:#}"
+    );
+}
