@@ -82,7 +82,9 @@ impl Session {
     /// §8: servers tolerate and ignore request members they do not know. A request the
     /// server has answered is sent again with an extra params member and must be answered
     /// as without it: `mcpl/manifest` (the same manifest), else `tools/list` (the same
-    /// tools), else `channels/list` (the same channels), else `ping` (a result).
+    /// tools), else `channels/list` (the same channels), else `ping` (a result). Reading:
+    /// MCP's `_meta`, wherever it is, is metadata a party attaches to a message (a trace
+    /// id per answer, say), not the result: the two are compared without it.
     pub(super) fn unknown_member(&mut self) {
         let id = "rpc.unknown-members-ignored";
         let probe = json!({ "xMcplCheckProbe": { "ignore": "me" } });
@@ -106,7 +108,7 @@ impl Session {
                     Some(b) if method == ManifestFetch::NAME => {
                         same_manifest(&r, b) || self.changed_seen > 0
                     }
-                    Some(b) => r == *b,
+                    Some(b) => without_meta(&r) == without_meta(b),
                     None => true,
                 };
                 if same {
@@ -528,5 +530,19 @@ impl Session {
         });
         policy::redact_before_inference(&self.grant, &mut params);
         params
+    }
+}
+
+/// `v` without MCP's `_meta` members, at any depth (metadata, not content).
+fn without_meta(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| k.as_str() != "_meta")
+                .map(|(k, v)| (k.clone(), without_meta(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_meta).collect()),
+        other => other.clone(),
     }
 }
