@@ -326,3 +326,79 @@ async fn a_drop_after_another_protocol_version_is_not_blamed_on_unknown_members(
         "{detail}"
     );
 }
+
+/// The mirror, the checker as a server (§8: servers MUST tolerate and ignore unknown request
+/// fields; MCP: a receiver ignores members it does not know): a host whose `initialize`
+/// and policy Request carry members no spec defines (and MCP's `_meta`), and whose every
+/// answer carries one in its result or error object, is judged exactly as the same host
+/// without them.
+#[tokio::test]
+async fn unknown_members_in_a_hosts_messages_are_tolerated() {
+    async fn run(name: &str, extra: bool) -> Value {
+        let add = |mut v: Value| {
+            if extra {
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("x-extra".into(), json!({ "unknown": true }));
+                    o.insert("_meta".into(), json!({ "trace": name }));
+                }
+            }
+            v
+        };
+        let report = report_path(name);
+        let (child, mut stdin, mut lines) = spawn(&report);
+        let mut init = initialize();
+        init["params"] = add(init["params"].clone());
+        send(&mut stdin, init).await;
+        let _ = next(&mut lines).await;
+        send(
+            &mut stdin,
+            json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        )
+        .await;
+        let policy = add(json!({ "effectiveCapabilities": ["pushEvents"] }));
+        send(
+            &mut stdin,
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update", "params": policy }),
+        )
+        .await;
+        while let Ok(Some(l)) = lines.next_line().await {
+            let Ok(m) = serde_json::from_str::<Value>(&l) else {
+                continue;
+            };
+            if m.get("method").is_none() || m.get("id").is_none() {
+                continue;
+            }
+            let a = match m["method"].as_str() {
+                Some("ping") => {
+                    json!({ "jsonrpc": "2.0", "id": m["id"], "result": add(json!({})) })
+                }
+                Some("push/event") if m["params"]["featureSet"] == "check.push" => {
+                    json!({ "jsonrpc": "2.0", "id": m["id"], "result": add(json!({ "accepted": true })) })
+                }
+                _ => json!({ "jsonrpc": "2.0", "id": m["id"],
+                    "error": add(json!({ "code": -32001, "message": "denied" })) }),
+            };
+            if stdin.write_all(line(&a).as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        drop(stdin);
+        finished(child, &report).await.1
+    }
+    let plain = run("plain.json", false).await;
+    let extra = run("extra.json", true).await;
+    let statuses = |doc: &Value| -> Vec<(String, String)> {
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let id = c["id"].as_str().unwrap_or_default().to_owned();
+                (id, c["status"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    };
+    assert_eq!(statuses(&extra), statuses(&plain), "{extra:#}\n{plain:#}");
+    let (status, _) = verdict(&extra);
+    assert_eq!(status, "pass", "{extra:#}");
+}
