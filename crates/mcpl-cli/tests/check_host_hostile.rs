@@ -1969,3 +1969,31 @@ fn refusing_answer_ping_too(m: &Value) -> String {
     line(&json!({ "jsonrpc": "2.0", "id": m["id"],
                   "error": { "code": -32601, "message": "no ping here" } }))
 }
+
+/// §5.2: the host advertises its support mirroring the server's shape (§5.1: `channels` an
+/// object of leaves). A host flattening `channels` to `true` (AUDIT-001 §2.4, §4.2 item 2:
+/// both libraries did, so no server could see `channels.streaming`) or advertising a member
+/// outside the vocabulary was judged by nothing: `mcpl check` warns for such a server
+/// (`initialize.advertisement-shape`), check-host said nothing of the host. It now warns
+/// (`host.advertisement-shape`), in `mcpl validate`'s words; the mirroring host passes.
+#[tokio::test]
+async fn a_flattened_or_odd_advertisement_warns() {
+    let report = report_path("flat-channels.json");
+    let params = json!({ "protocolVersion": "2025-06-18",
+        "capabilities": { "experimental": { "mcpl": {
+            "version": "0.5", "pushEvents": true, "channels": true, "pushEvent": true } } },
+        "clientInfo": { "name": "flat", "version": "0" } });
+    let init =
+        line(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params }));
+    let head = format!("{init}{INITIALIZED}{}", policy_request());
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.advertisement-shape");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("channels") && d.contains("pushEvent"), "{d}");
+
+    let report = report_path("mirroring.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.advertisement-shape");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+}
