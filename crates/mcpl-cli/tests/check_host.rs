@@ -157,6 +157,8 @@ async fn the_library_host_passes_every_check() {
         "host.initialized-sent",
         // §8: it goes on after an initialize answer carrying members no spec defines.
         "host.unknown-fields-tolerated",
+        // §5.2: its advertisement mirrors the server's shape.
+        "host.advertisement-shape",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -271,7 +273,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 42, "{text}");
+    assert_eq!(text.lines().count(), 43, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -282,7 +284,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 42 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 43 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -302,7 +304,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 42, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 43, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"
@@ -739,8 +741,10 @@ async fn a_host_without_a_policy_gets_every_probe_judged() {
     passed.insert("host.initialized-sent".to_owned());
     // Its ping answered with an empty result, as MCP asks.
     passed.insert("host.ping-answered".to_owned());
-    // It went on after the initialize answer's unknown members (§8).
+    // It went on after the initialize answer's unknown members (§8); its advertisement
+    // ({version: "0.4"}) holds nothing out of shape (§5.2).
     passed.insert("host.unknown-fields-tolerated".to_owned());
+    passed.insert("host.advertisement-shape".to_owned());
     assert_eq!(ids_with(&doc, "pass"), passed, "{doc:#}");
     assert_eq!(code, 1);
 }

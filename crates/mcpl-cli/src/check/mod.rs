@@ -7,7 +7,7 @@
 pub(crate) mod conn;
 mod driver;
 pub(crate) mod ids;
-mod inspect;
+pub(crate) mod inspect;
 pub(crate) mod repeated;
 pub(crate) mod report;
 mod scenario;

@@ -147,6 +147,13 @@ impl Run {
                 }
             },
         };
+        // §5.2: the host's advertisement mirrors the server's shape (§5.1), read as `mcpl
+        // check` reads a server's (`initialize.advertisement-shape`; AUDIT-001 §2.4:
+        // `channels` flattened to `true`); an MCP-only host's is skipped with the rest.
+        if let (true, Some(m)) = (advertises, mcpl) {
+            let (status, detail) = crate::check::inspect::advertisement_shape(m);
+            self.record("host.advertisement-shape", status, detail);
+        }
         let written = init.respond(served::initialize_result(version)).await;
         self.initialized = true;
         if written.is_ok() && advertises {
