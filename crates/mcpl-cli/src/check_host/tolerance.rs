@@ -103,16 +103,12 @@ impl Tolerance {
         self.errors_open = false;
     }
 
-    /// Notes that `initialize` asked for `requested` (when a string) and was answered with
-    /// `answered`.
-    pub(super) fn versions(
-        &mut self,
-        requested: Option<&serde_json::Value>,
-        answered: &'static str,
-    ) {
+    /// Notes that `initialize` asked for the protocol version `requested` (a value that is
+    /// no string asks for none the checker speaks) and was answered with `answered`.
+    pub(super) fn versions(&mut self, requested: Option<&Value>, answered: &'static str) {
         let requested = match requested {
-            Some(serde_json::Value::String(s)) => s.chars().take(40).collect(),
-            Some(other) => other.to_string().chars().take(40).collect(),
+            Some(Value::String(s)) => s.chars().take(40).collect(),
+            Some(_) => "a value that is no string".to_owned(),
             None => return,
         };
         if requested != answered {
@@ -188,7 +184,10 @@ impl Run {
         if let Some((what, _)) = self.tolerance.pending {
             if let (Some((asked, answered)), "initialize") = (&self.tolerance.other_version, what) {
                 let d = format!(
-                    "the host asked for protocol version {asked:?} and was answered {answered:?},                      which the checker speaks; it sent nothing more, which MCP's version                      negotiation asks of a host that does not support the answered version:                      no sign of how it treats unknown members"
+                    "the host asked for protocol version {asked:?} and was answered \
+                     {answered:?}, which the checker speaks; it sent nothing more, which \
+                     MCP's version negotiation asks of a host that does not support the \
+                     answered version: no sign of how it treats unknown members"
                 );
                 self.record(UNKNOWN_FIELDS_TOLERATED, Status::Skip, d);
                 return;
