@@ -245,7 +245,7 @@ impl IntegralIds {
         }
     }
 
-    /// `text` with each response's id written as the integer it names ([`Self::integral`]),
+    /// `text` with each response's id written as the integer it names ([`IntegralSeen::integral`]),
     /// whether `text` is one message or a JSON-RPC batch of them (JSON-RPC 2.0 §6, which the
     /// library's peer reads): `None` when no id was so rewritten, and the text is left as
     /// it came.

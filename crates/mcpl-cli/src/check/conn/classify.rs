@@ -1,6 +1,7 @@
-//! How the pump reads one received text ([`classify`]): a JSON frame, an invalid one (JSON
-//! the checker cannot read: nested too deep, a number out of range) or junk; and the notes
-//! said before a frame ([`repeated_name`]).
+//! How the pump reads one received text ([`classify_answered`]): a JSON frame, an invalid
+//! one (JSON the checker cannot read: nested too deep, a number out of range) or junk, and
+//! the answer a request that does not parse is owed ([`refusal`]); and the notes said
+//! before a frame ([`repeated_name`]).
 
 use serde_json::Value;
 
@@ -13,8 +14,9 @@ pub(super) fn classify(text: &str, transcript: Option<&Transcript>) -> Event {
     classify_answered(text, transcript).0
 }
 
-/// [`classify`], with the [`Event::Refused`] a text that begins as a message and does not
-/// parse is owed ([`refusal`]), to be said after it.
+/// One received text read: a JSON frame, junk or an invalid one (logged to the transcript
+/// either way, junk as a JSON string), with the [`Event::Refused`] a text that begins as a
+/// message and does not parse is owed ([`refusal`]), to be said after it.
 pub(super) fn classify_answered(
     text: &str,
     transcript: Option<&Transcript>,

@@ -32,10 +32,10 @@ pub enum Event {
     /// End of stream, or a read or write error.
     Closed(String),
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
-    /// objects: what and where ([`super::repeated::describe`]).
+    /// objects: what and where ([`crate::check::repeated::describe`]).
     Repeated(String),
     /// The frame that follows (a [`Event::Frame`]) was one message spread over several
-    /// lines, joined ([`super::spread`]): how many, and its start quoted.
+    /// lines, joined ([`crate::check::spread`]): how many, and its start quoted.
     Spread(String),
     /// The frame that follows (a [`Event::Frame`]) began with a UTF-8 byte order mark
     /// (U+FEFF), read past (RFC 8259 §8.1: a writer must not add one, a parser may ignore
