@@ -330,8 +330,8 @@ async fn a_drop_after_another_protocol_version_is_not_blamed_on_unknown_members(
 /// The mirror, the checker as a server (§8: servers MUST tolerate and ignore unknown request
 /// fields; MCP: a receiver ignores members it does not know): a host whose `initialize`
 /// and policy Request carry members no spec defines (and MCP's `_meta`), and whose every
-/// answer carries one in its result or error object, is judged exactly as the same host
-/// without them.
+/// answer carries one in its result or error object and beside its envelope members, is
+/// judged exactly as the same host without them.
 #[tokio::test]
 async fn unknown_members_in_a_hosts_messages_are_tolerated() {
     async fn run(name: &str, extra: bool) -> Value {
@@ -377,6 +377,14 @@ async fn unknown_members_in_a_hosts_messages_are_tolerated() {
                 }
                 _ => json!({ "jsonrpc": "2.0", "id": m["id"],
                     "error": add(json!({ "code": -32001, "message": "denied" })) }),
+            };
+            // A member beside the envelope's, too.
+            let a = match (extra, a) {
+                (true, Value::Object(mut o)) => {
+                    o.insert("x-envelope".into(), json!(1));
+                    Value::Object(o)
+                }
+                (_, a) => a,
             };
             if stdin.write_all(line(&a).as_bytes()).await.is_err() {
                 break;
