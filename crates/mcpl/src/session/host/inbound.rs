@@ -366,6 +366,20 @@ impl HostState {
                         ),
                     });
                     self.p.review_past_bound(&v, wall, threshold)
+                } else if let Some((code, text)) = foreign_version(&v) {
+                    // §5.1, App. B.3: not a 0.5 manifest, so nothing it adds is taken; it
+                    // parses, so its removals apply (§17.5 step 1), as past the bound.
+                    let message = format!(
+                        "the fetched manifest's `version` is {text}; this host speaks MCPL \
+                         \"0.5\": only its removals were applied (§17.5)"
+                    );
+                    let path = "version".into();
+                    self.diag(HostDiagnostic::ManifestFinding {
+                        code,
+                        path,
+                        message,
+                    });
+                    self.p.review_past_bound(&v, wall, threshold)
                 } else {
                     self.p
                         .review_fetched(&v, announced.as_deref(), wall, threshold)
@@ -450,5 +464,25 @@ impl HostState {
             Err(e) => Answer::Error(e),
         };
         self.on_answer(now, id, purpose, answer);
+    }
+}
+
+/// The finding code and the version (JSON text, clipped) of a fetched manifest object that
+/// does not name MCPL 0.5 (`"0.5"` or an alias, [`crate::protocol::handshake::mcpl_version`]):
+/// `unsupported_version`, or `missing_version` for one with no `version` (App. B.3 requires
+/// it). `None` for a 0.5 manifest, and for one that is no object (the review refuses it).
+fn foreign_version(fetched: &Value) -> Option<(&'static str, String)> {
+    use crate::protocol::handshake::HostMcpl;
+    if !fetched.is_object() {
+        return None;
+    }
+    let version = crate::protocol::handshake::mcpl_version(fetched);
+    match &version {
+        HostMcpl::Unversioned => Some(("missing_version", "missing".to_owned())),
+        HostMcpl::Other(text) if !version.is_v05() => Some((
+            "unsupported_version",
+            crate::manifest::digest::clipped(text),
+        )),
+        _ => None,
     }
 }

@@ -478,6 +478,7 @@ mod close;
 mod eof;
 mod hooks;
 mod host_cancel;
+mod host_fetched_version;
 mod hostile;
 mod initialize;
 mod manifest;
