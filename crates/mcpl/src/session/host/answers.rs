@@ -253,11 +253,15 @@ impl HostState {
             let e = ConnectError::BadInitialize("no capabilities object".into());
             return self.connected(Err(e));
         };
+        // Text the server chose, kept for the connection and the `source` of every tag
+        // expansion (copied per event under an accepted ontology, §16.5): kept cut to
+        // `DIAGNOSTIC_TEXT_BYTES`, its length said, as every other such text.
         self.label = result
             .pointer("/serverInfo/name")
             .and_then(Value::as_str)
             .unwrap_or("server")
             .to_owned();
+        crate::session::clip_text(&mut self.label);
         let Some(manifest) = caps.pointer("/experimental/mcpl") else {
             // §3.3: MCP-only; the grant holds at most `tools` and is final.
             let caps = caps.clone();

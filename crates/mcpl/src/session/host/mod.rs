@@ -355,7 +355,8 @@ impl HostState {
         self.p.grant
     }
 
-    /// The server's label (`serverInfo.name`; empty before `initialize` is answered).
+    /// The server's label (`serverInfo.name`, cut to [`super::DIAGNOSTIC_TEXT_BYTES`] with
+    /// its length said, [`super::clip_text`]; empty before `initialize` is answered).
     pub fn label(&self) -> &str {
         &self.label
     }

@@ -479,6 +479,7 @@ mod eof;
 mod hooks;
 mod host_cancel;
 mod host_fetched_version;
+mod host_label;
 mod hostile;
 mod initialize;
 mod manifest;
