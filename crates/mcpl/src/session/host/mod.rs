@@ -138,7 +138,8 @@ pub enum HostOutput {
     /// see [`HostState::mode`]); `Err` when the connection must close.
     Connected(Result<(), ConnectError>),
     /// A server request the application answers with [`HostState::answer`]
-    /// (`inference/request`, `model/info`; §11), already admitted.
+    /// (`inference/request`, `model/info`; §11), already admitted; unanswered past
+    /// [`HostRules::answer_timeout`], the machine answers it ([`HostOutput::AnswerTimedOut`]).
     Request {
         /// Its id.
         id: RequestId,
