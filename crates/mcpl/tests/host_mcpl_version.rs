@@ -165,3 +165,70 @@ async fn s5_1_a_manifest_without_version_is_served_as_plain_mcp() {
     }
     assert!(reported);
 }
+
+/// §5.1, §17.5 step 1 over the wire: a manifest fetched on a live MCPL 0.5 connection that
+/// names another version only narrows. Its removal (`channels.register`) is applied and told
+/// by Request; its addition (`inferenceRequest`) is not advertised, so a policy change the
+/// server accepts does not grant it. Before, the fetched manifest was adopted whole and the
+/// change granted `inferenceRequest` on its word.
+#[tokio::test]
+async fn s17_5_a_fetched_manifest_of_another_version_only_narrows() {
+    let mut config = cfg();
+    config.policy = vec!["pushEvents".into(), "channels.register".into()];
+    let (peer, incoming, mut raw) = raw_peer(Default::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, config));
+    let init = recv(&mut raw).await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                         "result": init_result(Some(manifest(json!("0.5"))))}))
+        .await;
+    assert_eq!(recv(&mut raw).await["method"], "notifications/initialized");
+    let policy = recv(&mut raw).await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}}))
+        .await;
+    let (s, mut streams) = connect.await.unwrap().expect("the host connects");
+    let register = mcpl::capability::Capability::ChannelsRegister;
+    let inference = mcpl::capability::Capability::InferenceRequest;
+    assert!(s.grant().allows(register));
+
+    let s2 = s.clone();
+    let refresh = tokio::spawn(async move { s2.refresh_manifest().await });
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest", "{fetch}");
+    let fetched = json!({ "version": "0.6", "pushEvents": true, "inferenceRequest": true,
+        "featureSets": { "alerts": { "description": "Alerts", "uses": ["pushEvents"] },
+                         "assist": { "description": "Assist", "uses": ["inferenceRequest"] } } });
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": fetched}))
+        .await;
+    // The removal is told by Request (§6.7).
+    let told = recv(&mut raw).await;
+    assert_eq!(told["method"], "featureSets/update", "{told}");
+    assert!(!told["params"]["effectiveCapabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("channels.register")));
+    raw.send_json(json!({"jsonrpc": "2.0", "id": told["id"], "result": {"accepted": true}}))
+        .await;
+    refresh.await.unwrap().expect("reviewed");
+    assert!(!s.grant().allows(register));
+
+    let s2 = s.clone();
+    let widen = tokio::spawn(async move {
+        s2.set_policy(vec!["pushEvents".into(), "inferenceRequest".into()])
+            .await
+    });
+    let asked = recv(&mut raw).await;
+    assert_eq!(asked["method"], "featureSets/update", "{asked}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"accepted": true}}))
+        .await;
+    widen.await.unwrap().expect("a policy change");
+    assert!(
+        !s.grant().allows(inference),
+        "granted on the word of a manifest of another version"
+    );
+    let mut reported = false;
+    while let Ok(d) = streams.diagnostics.try_recv() {
+        reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. }
+                             if *code == "unsupported_version");
+    }
+    assert!(reported);
+}
