@@ -64,6 +64,7 @@ pub fn gate_form(method: &str, notification: bool) -> Result<(), OutboundRefusal
 ///
 /// [`HostState`]: super::HostState
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Dedicated {
     /// `featureSets/update`: the policy exchange narrows first and widens on the receipt
     /// (§5.3, §6.7).

@@ -608,6 +608,7 @@ pub fn judge_hook_answer(
 
 /// What a server's hook answer lost before it was sent ([`hook_answer_to_send`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum DroppedInjections {
     /// Every injection: the answer's feature set is missing, undeclared or unavailable
     /// (§6.5, §6.6); the answer then names the hook's own set.
