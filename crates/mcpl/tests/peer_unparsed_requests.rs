@@ -183,3 +183,36 @@ async fn a_request_that_parses_keeps_its_32600_under_its_id() {
     assert_eq!(got[0]["error"]["code"], -32600);
     assert_eq!(got[0]["id"], 3);
 }
+
+/// A request nested past what the parser reads is answered by the peer and by a driver of
+/// the sans-I/O machines alike (`ParseError::answer`, one rule): `-32600` with `reason:
+/// "nesting"`, under its id wherever it is, or `null` when in doubt.
+#[tokio::test(start_paused = true)]
+async fn a_request_nested_too_deep_is_answered_alike_by_the_peer_and_a_driver() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for (line, id) in [
+        (
+            format!(r#"{{"jsonrpc":"2.0","method":"m","params":{deep},"id":"after"}}"#),
+            json!("after"),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{deep}}}"#),
+            json!(3),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{deep},"id":4}}"#),
+            Value::Null,
+        ),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        let e = Message::parse(&line).expect_err("too deep");
+        let driver = Message::Response(e.answer(&line)).to_value();
+        let peer = &got[0];
+        assert_eq!(peer["id"], id, "{peer}");
+        assert_eq!(driver["id"], id, "{driver}");
+        assert_eq!(peer["error"], driver["error"], "{peer} / {driver}");
+    }
+}

@@ -37,9 +37,50 @@ pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<Reques
 /// object, an id over the length limit, no `jsonrpc` or another version, no `method`, a
 /// batch) is in doubt: fail closed, as an id in doubt could name another of the sender's
 /// requests. Member names are read unescaped (`"i\u0064"` is `id`, and counts as one).
+///
+/// A text nested past the parser's depth (serde_json's 128 levels) may be valid JSON: the
+/// parser's error says nothing of the rest, so its envelope is read whole, past the
+/// nesting, as the peer reads it, by the same doubts (`"jsonrpc": "2.0"`, a `method`,
+/// exactly one ended `id`); it is answered `-32600` ([`super::ParseError::answer`]).
 pub fn refused_request_id(text: &str) -> Option<RequestId> {
     let e = serde_json::from_str::<serde_json::Value>(text).err()?;
+    if too_deep(&e) {
+        let mut envelope = Envelope::new();
+        envelope.feed(text.as_bytes());
+        return envelope.sole_request_id().and_then(id_written);
+    }
     read_refused(text.as_bytes(), &e).0
+}
+
+/// The start of serde_json's message for a value nested past its recursion limit.
+const RECURSION_LIMIT: &str = "recursion limit exceeded";
+
+/// Whether `e` is serde_json's refusal of a value nested past its recursion limit (128
+/// levels), not a syntax error: the text may be valid JSON, and its id readable. serde_json
+/// tells it only by its message.
+pub(crate) fn too_deep(e: &serde_json::Error) -> bool {
+    e.classify() == serde_json::error::Category::Syntax
+        && e.to_string().starts_with(RECURSION_LIMIT)
+}
+
+/// Whether a [`super::ParseError::Json`]'s text (`detail`) is [`too_deep`]'s refusal.
+pub(crate) fn too_deep_detail(detail: &str) -> bool {
+    detail.starts_with(RECURSION_LIMIT)
+}
+
+/// The `-32600` a request (or a batch, `batch`) nested past what the parser reads is
+/// answered with, `data: { limit, reason: "nesting" }`: the one answer of the peer and of a
+/// sans-I/O driver ([`super::ParseError::answer`]).
+pub(crate) fn nesting_refused(batch: bool) -> super::ErrorObject {
+    let what = if batch { "batch" } else { "request" };
+    super::ErrorObject::invalid_request(format!(
+        "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
+         which this peer cannot read: send them flatter",
+        super::MAX_MEMBER_NESTING
+    ))
+    .with_data(serde_json::json!({
+        "limit": super::MAX_MEMBER_NESTING, "reason": "nesting"
+    }))
 }
 
 /// An id as written (an envelope's [`Envelope::sole_request_id`]), when it is one a taken

@@ -309,14 +309,7 @@ impl Limit<'_> {
             // As a small text the parser refuses is answered (a response with text after
             // it on its line; `refuse`).
             Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
-            Limit::Nesting { .. } => ErrorObject::invalid_request(format!(
-                "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
-                 which this peer cannot read: send them flatter",
-                crate::jsonrpc::MAX_MEMBER_NESTING
-            ))
-            .with_data(serde_json::json!({
-                "limit": crate::jsonrpc::MAX_MEMBER_NESTING, "reason": "nesting"
-            })),
+            Limit::Nesting { .. } => crate::jsonrpc::unparsed::nesting_refused(batch),
         }
     }
 

@@ -241,7 +241,7 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
         Some(summary) => Head::read(&summary),
         None => Head::read_str(trimmed),
     };
-    if too_deep(&e) {
+    if crate::jsonrpc::unparsed::too_deep(&e) {
         let error = e.to_string();
         Read::TooDeep { head, error }
     } else if head.is_response() {
@@ -266,12 +266,4 @@ pub(super) fn request_id_of(summary: &[u8]) -> Option<RequestId> {
     let mut envelope = crate::transport::envelope::Envelope::lenient(usize::MAX);
     envelope.feed(summary);
     crate::jsonrpc::unparsed::id_written(envelope.sole_request_id()?)
-}
-
-/// Whether `e` is serde_json's refusal of a value nested past its recursion limit (128
-/// levels), not a syntax error: the text may be valid JSON, and its id readable. serde_json
-/// tells it only by its message.
-fn too_deep(e: &serde_json::Error) -> bool {
-    e.classify() == serde_json::error::Category::Syntax
-        && e.to_string().starts_with("recursion limit exceeded")
 }

@@ -30,9 +30,10 @@
 //! `-32700` under the id of a request the text showed whole and without doubt before the
 //! byte the parser failed at (`"jsonrpc": "2.0"`, a `method` and exactly one ended `id`, a
 //! string or an integer: [`refused_request_id`]), else a null id. It is the rule the async
-//! drivers' peer answers by, so a sender ends its wait either way (the peer alone answers a
-//! request nested past the parser's depth `-32600` under an id read past the nesting too);
-//! a driver that drops such a line leaves a request unanswered.
+//! drivers' peer answers by, so a sender ends its wait either way. A request nested past the
+//! parser's depth (possibly valid JSON) is answered `-32600` (`reason: "nesting"`) under
+//! the id read past the nesting, by both. A driver that drops such a line leaves a request
+//! unanswered.
 //!
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
 //! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid

@@ -126,3 +126,39 @@ fn an_invalid_message_keeps_its_32600_under_its_id() {
     assert_eq!(answer.id, Some(RequestId::from(3_i64)));
     assert!(matches!(&answer.outcome, Err(err) if err.code == codes::INVALID_REQUEST));
 }
+
+/// A request nested past what the parser reads may be valid JSON: a driver answers it as
+/// the peer does, `-32600` (`reason: "nesting"`) under its id read past the nesting, or
+/// under a null id when that id is in doubt (two of them).
+#[test]
+fn a_request_nested_too_deep_is_answered_32600_under_its_id() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for (line, id) in [
+        (
+            format!(r#"{{"jsonrpc":"2.0","method":"m","params":{deep},"id":"after"}}"#),
+            Some(RequestId::from("after")),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{deep}}}"#),
+            Some(RequestId::from(3_i64)),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{deep},"id":4}}"#),
+            None,
+        ),
+    ] {
+        let Err(e) = Message::parse(&line) else {
+            panic!("parsed");
+        };
+        let answer = e.answer(&line);
+        assert_eq!(answer.id, id, "{}", &line[..40]);
+        let Err(error) = &answer.outcome else {
+            panic!("no error");
+        };
+        assert_eq!(error.code, codes::INVALID_REQUEST);
+        assert_eq!(
+            error.data.as_ref().map(|d| &d["reason"]),
+            Some(&json!("nesting"))
+        );
+    }
+}
