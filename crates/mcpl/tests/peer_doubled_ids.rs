@@ -101,6 +101,54 @@ async fn a_request_naming_its_id_twice_is_refused_under_null() {
     );
 }
 
+/// A request naming its `method` or `params` twice (one name possibly escaped) is refused
+/// under its id and reported, never handled: which method, or which params, the sender
+/// meant is in doubt (and a validator in between may have read the first). In a batch too.
+#[tokio::test(start_paused = true)]
+async fn a_request_naming_its_method_or_params_twice_is_refused_under_its_id() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    answer_all(incoming);
+    for (line, member) in [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"read","method":"delete"}"#,
+            "method",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"m\u0065thod":"read","method":"delete"}"#,
+            "method",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":{"a":2}}"#,
+            "params",
+        ),
+    ] {
+        let got = exchange(&mut raw, line).await;
+        assert_eq!(got.len(), 1, "{line}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32600, "{line}: {}", got[0]);
+        assert_eq!(got[0]["id"], 1, "{line}: {}", got[0]);
+        match diags.recv().await {
+            Some(Diagnostic::InvalidMessage {
+                id: Some(_),
+                answered: true,
+                reason,
+            }) => assert!(reason.contains(member), "{reason}"),
+            other => panic!("{line}: {other:?}"),
+        }
+        let Err(ParseError::Invalid(e)) = Message::parse(line) else {
+            panic!("{line}: Message::parse took it");
+        };
+        assert_eq!(e.id, Some(1_i64.into()), "{line}");
+    }
+    let line = r#"[{"jsonrpc":"2.0","id":2,"method":"x"},{"jsonrpc":"2.0","id":3,"method":"a","method":"b"}]"#;
+    let got = exchange(&mut raw, line).await;
+    let answers = got[0].as_array().expect("a batch answer");
+    let three: Vec<_> = answers.iter().filter(|a| a["id"] == 3).collect();
+    assert_eq!(three.len(), 1, "{answers:?}");
+    assert_eq!(three[0]["error"]["code"], -32600, "{answers:?}");
+    assert!(answers.iter().any(|a| a["id"] == 2 && a["result"] == "ok"));
+}
+
 /// In a batch, the entry naming its id twice is refused under a null id; the others are
 /// handled as before.
 #[tokio::test(start_paused = true)]

@@ -454,11 +454,6 @@ impl Envelope {
         self.id.as_ref()?.as_deref()
     }
 
-    /// Whether a top-level `method` member was named in what was fed so far.
-    pub fn names_method(&self) -> bool {
-        self.method_named
-    }
-
     /// How many top-level `id` members were named in what was fed so far.
     pub fn id_members(&self) -> usize {
         self.ids
@@ -535,15 +530,15 @@ impl Envelope {
 }
 
 /// Reads the entries of a batch (a JSON array) in `text`, which the caller knows is UTF-8:
-/// each object entry's envelope is handed to `each` with its index in the batch (every
-/// entry counts) and whether the entry ended (its `}` read), in order, one at a time; anything else in the array (a number, a string, an
+/// each object entry's envelope is handed to `each` with whether the entry ended (its `}`
+/// read), in order, one at a time; anything else in the array (a number, a string, an
 /// array) is skipped. The read stops at the end of `text`, at the array's end, or at the
 /// first syntax error between entries or inside an object's top level, after handing
 /// over the entry that error cut. Nothing is buffered but one envelope. Used for a batch
 /// refused whole (one that does not parse, holds too many entries, or costs too much
 /// parsed): the responses in it to requests of the reader's own still end those requests
 /// (`peer::text`).
-pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(usize, &Envelope, bool)) {
+pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(&Envelope, bool)) {
     let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
     let skip_space = |t: &'_ [u8]| -> usize { t.iter().position(|b| !space(b)).unwrap_or(t.len()) };
     let mut at = skip_space(text);
@@ -551,7 +546,6 @@ pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(usize, &Envelope, 
         return;
     }
     at += 1;
-    let mut index = 0;
     loop {
         let rest = text.get(at..).unwrap_or_default();
         at += skip_space(rest);
@@ -561,7 +555,7 @@ pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(usize, &Envelope, 
             Some(b'{') => {
                 let mut entry = Envelope::new();
                 let ended = entry.feed_object(rest);
-                each(index, &entry, ended.is_some());
+                each(&entry, ended.is_some());
                 match ended {
                     Some(n) => at += n,
                     None => return,
@@ -572,7 +566,6 @@ pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(usize, &Envelope, 
                 None => return,
             },
         }
-        index += 1;
         let rest = text.get(at..).unwrap_or_default();
         at += skip_space(rest);
         if text.get(at) != Some(&b',') {

@@ -592,10 +592,13 @@ impl Message {
         }
         let value: Value =
             serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
-        if value.get("method").is_some() && doubled_id(text.as_bytes()) {
-            return Err(ParseError::Invalid(invalid(None, DOUBLED_ID)));
-        }
-        Message::from_value(value).map_err(ParseError::Invalid)
+        // What a `Value` loses: a request's member named twice (only a request-shaped
+        // object is read again).
+        let doubled = match value.get("method") {
+            Some(_) => doubled::doubled_member(text),
+            None => None,
+        };
+        doubled::from_value_read(value, doubled).map_err(ParseError::Invalid)
     }
 
     /// The message as a JSON value, exactly as it goes on the wire.
@@ -650,28 +653,6 @@ impl Message {
             Message::Response(_) => None,
         }
     }
-}
-
-/// Why a request-shaped object (a `method` member) whose `id` member is named more than once
-/// is no valid request. Reading of JSON-RPC 2.0 §4 and §5 (RFC 8259 §4 leaves an object's
-/// duplicate names to the reader): a parser keeps one of them (serde_json the last), so
-/// which request the sender meant, and so which id an answer names, is in doubt. Fail
-/// closed: an Invalid Request, answered `-32600` under a null id, never handled, as every
-/// request whose id cannot be told is (a response with two ids is read as its last, as a
-/// parser reads it: only the side that sent the request writes its id back).
-pub(crate) const DOUBLED_ID: &str =
-    "the id member is named more than once, so which request it is cannot be told";
-
-/// Whether the JSON object in `text` names its top-level `id` member more than once
-/// (member names unescaped, `"i\u0064"` is `id`): read by its envelope
-/// ([`envelope::Envelope`]), as a `Value` keeps only one. The caller knows the text is one
-/// object that parses, and calls this only for one with a `method` member ([`DOUBLED_ID`]);
-/// the fast reader ([`Message::parse_object`]) declines any duplicated envelope member, so
-/// this runs only on the slow path.
-pub(crate) fn doubled_id(text: &[u8]) -> bool {
-    let mut envelope = envelope::Envelope::new();
-    envelope.feed(text);
-    envelope.id_members() > 1
 }
 
 /// Why a text is not a message: not JSON at all, or JSON of the wrong shape.
@@ -872,6 +853,7 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 }
 
 mod cost;
+pub(crate) mod doubled;
 mod encoded;
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.

@@ -75,11 +75,9 @@ fn invalid_message_keeps_its_id() {
 /// The slow path exactly as `peer::handle_frame` runs it when the fast path declines.
 fn slow(text: &str) -> Result<Message, ParseError> {
     let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
-    // What a `Value` loses: a request naming its `id` more than once is refused.
-    if value.get("method").is_some() && super::doubled_id(text.as_bytes()) {
-        return Err(ParseError::Invalid(invalid(None, super::DOUBLED_ID)));
-    }
-    Message::from_value(value).map_err(ParseError::Invalid)
+    // What a `Value` loses: a request naming a member more than once is refused.
+    let doubled = super::doubled::doubled_member(text);
+    super::doubled::from_value_read(value, doubled).map_err(ParseError::Invalid)
 }
 
 /// Runs both paths and asserts the contract: a fast `Some(m)` means a slow `Ok(m)`, down to
@@ -282,16 +280,25 @@ fn s4_fast_path_declines_duplicate_envelope_members() {
     };
     assert_eq!(r.id, Some(RequestId::from(2i64)));
     for text in [
-        r#"{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}"#,
         r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"x"}"#,
         r#"{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"method":"x"}"#,
-        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":1,"params":{}}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#,
         r#"{"jsonrpc":"2.0","id":1,"error":null,"error":{"code":1,"message":"m"}}"#,
-        // The same member spelled once plainly and once with an escape.
-        r#"{"jsonrpc":"2.0","id":1,"method":"x","m\u0065thod":"y"}"#,
     ] {
         assert!(declined(text).is_ok(), "{text}");
+    }
+    // A request's `method` or `params` named twice is refused under its id (`doubled`):
+    // which one the sender meant is in doubt; also spelled once with an escape.
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","method":"y"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","params":1,"params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"x","m\u0065thod":"y"}"#,
+    ] {
+        let r = declined(text);
+        assert!(
+            matches!(&r, Err(ParseError::Invalid(InvalidMessage { id: Some(id), .. })) if *id == RequestId::from(1_i64)),
+            "{text}: {r:?}"
+        );
     }
 }
 

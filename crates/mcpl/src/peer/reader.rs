@@ -440,14 +440,14 @@ fn take_read(
 }
 
 /// [`take_read`] of a frame read the slow way: a batch, or a value that is no valid message.
-/// `doubled`: the request-shaped objects that name their `id` member more than once (by
-/// index in a batch, 0 for a single one: [`super::text::Read::Doubled`]).
+/// `doubled`: the request-shaped objects that name `id`, `method` or `params` more than
+/// once (by index in a batch, 0 for a single one: [`super::text::Read::Doubled`]).
 fn take_top(
     shared: &Arc<Shared>,
     parsed: Result<Top, serde_json::Error>,
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
-    doubled: &[usize],
+    doubled: &[(usize, crate::jsonrpc::doubled::Doubled)],
 ) -> Result<bool, Full> {
     let value = match parsed {
         Ok(v) => v,
@@ -501,7 +501,7 @@ fn take_top(
             shared.reading.store(share.max(1), Ordering::Relaxed);
             let mut refused = Vec::new();
             for (i, entry) in entries.into_iter().enumerate() {
-                let twice = doubled.contains(&i);
+                let twice = doubled.iter().find(|(at, _)| *at == i).map(|(_, d)| *d);
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
@@ -529,7 +529,8 @@ fn take_top(
             }
         }
         Top::Single(single) => {
-            if let Some(p) = classify(shared, single, None, doubled.contains(&0)) {
+            let twice = doubled.first().map(|(_, d)| *d);
+            if let Some(p) = classify(shared, single, None, twice) {
                 items.push(p);
             }
         }
@@ -681,13 +682,13 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
 /// Classifies one JSON value: responses settle pending requests here; requests and
 /// notifications are returned for delivery; invalid requests get a `-32600` reply.
 ///
-/// `doubled`: the object names its `id` member more than once, which `value` does not show
-/// (a request-shaped one is an Invalid Request, [`crate::jsonrpc::DOUBLED_ID`]).
+/// `doubled`: the member the object names more than once, which `value` does not show (a
+/// request-shaped one is an Invalid Request, `jsonrpc::doubled`).
 pub(super) fn classify(
     shared: &Arc<Shared>,
     mut value: Value,
     batch: Option<&Arc<BatchCollector>>,
-    doubled: bool,
+    doubled: Option<crate::jsonrpc::doubled::Doubled>,
 ) -> Option<Parsed> {
     // A request gone wrong is answered, with `"id": null` when no id can be read (JSON-RPC
     // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
@@ -697,14 +698,7 @@ pub(super) fn classify(
     if !request_like {
         super::ids::integral_id(shared, &mut value);
     }
-    let read = if doubled && value.get("method").is_some() {
-        Err(InvalidMessage {
-            id: None,
-            reason: crate::jsonrpc::DOUBLED_ID.to_owned(),
-        })
-    } else {
-        Message::from_value(value)
-    };
+    let read = crate::jsonrpc::doubled::from_value_read(value, doubled);
     match read {
         Ok(msg) => accept(shared, msg, batch),
         Err(InvalidMessage { id, reason }) => {

@@ -45,7 +45,7 @@ pub(super) struct Head {
     /// keeps it).
     id: IdSeen,
     /// How many `id` members were read (named): more than one makes a request's id in
-    /// doubt ([`crate::jsonrpc::DOUBLED_ID`]).
+    /// doubt (`jsonrpc::doubled::DOUBLED_ID`).
     ids: usize,
     /// A `method` member was read, whatever its value: the message is request-shaped, as
     /// [`super::reader::classify`] reads one.
@@ -353,7 +353,7 @@ impl Limit<'_> {
 /// - Request-shaped (a `method` member, whatever else): `-32600` under its id when it has
 ///   one a taken request would be answered under; `id: null` when its id is none (a fraction,
 ///   `1.0`, `null`, a string over `MAX_ID_BYTES`), cut (§5: an id that cannot be read
-///   is answered `null`), or named more than once (`jsonrpc::DOUBLED_ID`). One with no `id` read whole is a notification: reported only. One
+///   is answered `null`), or named more than once (`jsonrpc::doubled::DOUBLED_ID`). One with no `id` read whole is a notification: reported only. One
 ///   whose `id` may come after the cut of a discarded message is reported only too: nothing
 ///   tells it from a notification (§4.1: a notification is never answered), and a null id
 ///   would name no request to its sender anyway. (A line reader reads the whole envelope of
@@ -394,7 +394,7 @@ pub(super) fn refuse(
         (None, Then::Answer)
     } else if head.method && head.ids > 1 {
         // Its `id` named more than once: which request it is cannot be told (as a message
-        // taken is refused, `jsonrpc::DOUBLED_ID`).
+        // taken is refused, `jsonrpc::doubled::DOUBLED_ID`).
         (None, Then::Answer)
     } else if head.method {
         match &head.id {

@@ -5,6 +5,7 @@
 
 use super::refused::Head;
 use super::*;
+use crate::jsonrpc::doubled::Doubled;
 
 /// Which hot messages a frame's text is read straight into their types (issue #24); each
 /// only for a driver that takes them so.
@@ -32,9 +33,9 @@ pub(super) enum Read {
     Settled(Option<Parsed>),
     Top(Result<Top, serde_json::Error>),
     /// [`Read::Top`] with the request-shaped objects (by their index in a batch; 0 for a
-    /// single one) that name their `id` member more than once
-    /// ([`crate::jsonrpc::doubled_id`]): each refused as an Invalid Request under a null id.
-    Doubled(Top, Vec<usize>),
+    /// single one) that name `id`, `method` or `params` more than once, and which
+    /// (`jsonrpc::doubled`): each refused as an Invalid Request.
+    Doubled(Top, Vec<(usize, Doubled)>),
     TooCostly {
         cost: usize,
         head: Head,
@@ -152,31 +153,25 @@ pub(super) fn read_text(
             let read = Read::Top(Ok(Top::Batch(BoundedBatch::Over { count })));
             (refused_batch(shared, trimmed, reason, read), weight)
         }
-        Ok(top) => match doubled_ids(trimmed, &top) {
+        Ok(top) => match doubled_members(trimmed, &top) {
             doubled if doubled.is_empty() => (Read::Top(Ok(top)), weight),
             doubled => (Read::Doubled(top, doubled), weight),
         },
     }
 }
 
-/// The request-shaped objects of `top` (read from `trimmed`) whose `id` member is named
-/// more than once, which a `Value` does not show ([`crate::jsonrpc::doubled_id`]): 0 for a
+/// The request-shaped objects of `top` (read from `trimmed`) that name `id`, `method` or
+/// `params` more than once, which a `Value` does not show (`jsonrpc::doubled`): 0 for a
 /// single one, their indices for a batch's entries. The text is read again only when an
 /// object has a `method` member.
-fn doubled_ids(trimmed: &str, top: &Top) -> Vec<usize> {
+fn doubled_members(trimmed: &str, top: &Top) -> Vec<(usize, Doubled)> {
     let request = |v: &serde_json::Value| v.get("method").is_some();
     match top {
-        Top::Single(v) if request(v) && crate::jsonrpc::doubled_id(trimmed.as_bytes()) => {
-            vec![0]
-        }
+        Top::Single(v) if request(v) => crate::jsonrpc::doubled::doubled_member(trimmed)
+            .map(|d| vec![(0, d)])
+            .unwrap_or_default(),
         Top::Batch(BoundedBatch::Within(entries)) if entries.iter().any(request) => {
-            let mut doubled = Vec::new();
-            crate::transport::envelope::batch_entries(trimmed.as_bytes(), |i, entry, _| {
-                if entry.names_method() && entry.id_members() > 1 {
-                    doubled.push(i);
-                }
-            });
-            doubled
+            crate::jsonrpc::doubled::doubled_in_batch(trimmed)
         }
         _ => Vec::new(),
     }
@@ -215,7 +210,7 @@ fn refused_batch(
 pub(super) fn ours_in_batch(shared: &Shared, trimmed: &[u8]) -> Vec<RequestId> {
     let mut ours = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    crate::transport::envelope::batch_entries(trimmed, |_, entry, ended| {
+    crate::transport::envelope::batch_entries(trimmed, |entry, ended| {
         let Some(summary) = entry.summary(ended) else {
             return;
         };

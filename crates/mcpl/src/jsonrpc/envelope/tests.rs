@@ -211,7 +211,7 @@ fn a_sole_request_id_needs_the_version_a_method_and_one_ended_id() {
 fn a_batchs_object_entries_are_read_in_order() {
     let entries = |text: &str| {
         let mut seen = Vec::new();
-        batch_entries(text.as_bytes(), |_, e, ended| {
+        batch_entries(text.as_bytes(), |e, ended| {
             let s = e.summary(ended).unwrap_or_default();
             seen.push((String::from_utf8_lossy(&s).into_owned(), ended));
         });
@@ -307,7 +307,7 @@ fn a_batchs_responses_are_kept_in_bounded_memory() {
     let kept_all = kept(br#"[{"id":1,"result":0}]"#, 3).unwrap_or_default();
     assert!(!super::batch::unkept(kept_all.as_bytes()));
     let mut named = 0;
-    super::batch_entries(got.as_bytes(), |_, e, _| {
+    super::batch_entries(got.as_bytes(), |e, _| {
         named += usize::from(e.id_members() == 1);
     });
     assert!(named > 1000, "{named}");

@@ -1,0 +1,175 @@
+//! What a `Value` loses that decides a request: a top-level member named more than once.
+//! serde_json keeps the last of them, so a request naming `id`, `method` or `params` twice
+//! would be handled as one the sender may not have meant (and one a validator in between,
+//! reading the first, did not see).
+//!
+//! Reading of JSON-RPC 2.0 §4 and §5 (RFC 8259 §4 leaves an object's duplicate names to the
+//! reader; fail closed): such a request is an Invalid Request, answered `-32600` and never
+//! handled: under a null id when `id` is named twice (which request it is cannot be told,
+//! [`DOUBLED_ID`]), under its id when `method` or `params` is. A response naming a member
+//! twice is read as its last, as a parser reads it: only the side that sent the request
+//! writes its id back, and the answer is that side's to give.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::{invalid, InvalidMessage, Message};
+
+/// Why a request-shaped object whose `id` member is named more than once is no valid
+/// request: which request the sender meant, and so which id an answer names, is in doubt.
+pub(crate) const DOUBLED_ID: &str =
+    "the id member is named more than once, so which request it is cannot be told";
+
+/// The request envelope member an object names more than once: `id` first, then `method`,
+/// then `params` (the first of them that is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doubled {
+    Id,
+    Method,
+    Params,
+}
+
+impl Doubled {
+    fn name(self) -> &'static str {
+        match self {
+            Doubled::Id => "id",
+            Doubled::Method => "method",
+            Doubled::Params => "params",
+        }
+    }
+}
+
+/// [`Message::from_value`] of a request-shaped `value` read from a text that names
+/// `doubled` more than once (see the module docs): an Invalid Request; anything else as
+/// `from_value` reads it.
+pub(crate) fn from_value_read(
+    value: Value,
+    doubled: Option<Doubled>,
+) -> Result<Message, InvalidMessage> {
+    let Some(doubled) = doubled.filter(|_| value.get("method").is_some()) else {
+        return Message::from_value(value);
+    };
+    if doubled == Doubled::Id {
+        return Err(invalid(None, DOUBLED_ID));
+    }
+    let reason = format!(
+        "the {} member is named more than once, so which one the sender meant cannot be told",
+        doubled.name()
+    );
+    match Message::from_value(value)? {
+        Message::Request(r) => Err(invalid(Some(r.id), reason)),
+        _ => Err(invalid(None, reason)),
+    }
+}
+
+/// The member the JSON object in `text` names more than once at its top level (names
+/// unescaped: `"i\u0064"` is `id`), read again from the text, as a `Value` keeps only one;
+/// `None` for a text that is no object or does not parse. Only the slow path reads it: the
+/// fast reader ([`Message::parse_object`]) declines any duplicated envelope member.
+pub(crate) fn doubled_member(text: &str) -> Option<Doubled> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    Members.deserialize(&mut de).ok().flatten()
+}
+
+/// [`doubled_member`] for each object entry of a batch in `text`: its index in the batch
+/// (every entry counts) and the member it names more than once (the peer's reading; a
+/// sans-I/O driver splits a batch itself).
+#[cfg(feature = "runtime")]
+pub(crate) fn doubled_in_batch(text: &str) -> Vec<(usize, Doubled)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    Entries.deserialize(&mut de).unwrap_or_default()
+}
+
+/// Counts an object's top-level `id`, `method` and `params` members.
+struct Members;
+
+impl<'de> DeserializeSeed<'de> for Members {
+    type Value = Option<Doubled>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Members {
+    type Value = Option<Doubled>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut ids, mut methods, mut params) = (0_usize, 0_usize, 0_usize);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "id" => ids += 1,
+                "method" => methods += 1,
+                "params" => params += 1,
+                _ => {}
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(if ids > 1 {
+            Some(Doubled::Id)
+        } else if methods > 1 {
+            Some(Doubled::Method)
+        } else if params > 1 {
+            Some(Doubled::Params)
+        } else {
+            None
+        })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// [`Members`] of each entry of an array.
+#[cfg(feature = "runtime")]
+struct Entries;
+
+#[cfg(feature = "runtime")]
+impl<'de> DeserializeSeed<'de> for Entries {
+    type Value = Vec<(usize, Doubled)>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+#[cfg(feature = "runtime")]
+impl<'de> Visitor<'de> for Entries {
+    type Value = Vec<(usize, Doubled)>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut doubled = Vec::new();
+        let mut index = 0;
+        while let Some(entry) = seq.next_element_seed(Members)? {
+            if let Some(d) = entry {
+                doubled.push((index, d));
+            }
+            index += 1;
+        }
+        Ok(doubled)
+    }
+}
