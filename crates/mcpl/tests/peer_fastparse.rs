@@ -32,7 +32,7 @@ fn spawn_echo_server(mut incoming: Incoming) {
 }
 
 /// A request naming its `id` twice takes the value path, which refuses it: which request it
-/// is cannot be told (JSON-RPC 2.0 §4, §5; `jsonrpc::DOUBLED_ID`). Before, the last id won
+/// is cannot be told (JSON-RPC 2.0 §4, §5; `jsonrpc::doubled::DOUBLED_ID`). Before, the last id won
 /// and the request was served under `"two"`.
 #[tokio::test]
 async fn s4_1_a_repeated_id_takes_the_value_path_and_is_refused_under_null() {

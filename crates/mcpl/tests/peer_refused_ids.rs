@@ -113,7 +113,7 @@ async fn a_refused_request_is_answered_under_the_id_it_has_when_taken() {
         r#""method":"m","x":{"id":9,"y":["id",9]},"z":"\"id\":9,","id":12"#.into(),
         json!(12),
     ));
-    // An id named twice: in doubt, so a null id, taken or refused (`jsonrpc::DOUBLED_ID`,
+    // An id named twice: in doubt, so a null id, taken or refused (`jsonrpc::doubled::DOUBLED_ID`,
     // JSON-RPC 2.0 §4, §5; before, the last counted).
     shapes.push((r#""id":1,"id":10,"method":"m""#.into(), Value::Null));
     // A string id over `MAX_ID_BYTES` and longer than the kept head: no id either way.
