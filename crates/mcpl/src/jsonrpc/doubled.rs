@@ -4,7 +4,8 @@
 //! reading the first, did not see).
 //!
 //! Reading of JSON-RPC 2.0 §4 and §5 (RFC 8259 §4 leaves an object's duplicate names to the
-//! reader; fail closed): such a request is an Invalid Request, answered `-32600` and never
+//! reader, I-JSON forbids them, RFC 7493 §2.3, as `mcpl-cli` does for manifests; fail
+//! closed): such a request is an Invalid Request, answered `-32600` and never
 //! handled: under a null id when `id` is named twice (which request it is cannot be told,
 //! [`DOUBLED_ID`]), under its id when `method` or `params` is. A response naming a member
 //! twice is read as its last, as a parser reads it: only the side that sent the request
