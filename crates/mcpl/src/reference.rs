@@ -74,8 +74,8 @@ use crate::jsonrpc::ErrorObject;
 use crate::peer::CloseReason;
 use crate::policy::FeatureSetDeclaration;
 use crate::protocol::channels::{
-    Author, ChannelDescriptor, ChannelDirection, CloseResult, IncomingMessage, ListResult,
-    OpenResult, PublishResult,
+    Author, ChannelDescriptor, ChannelDirection, CloseResult, IncomingMessage, OpenResult,
+    PublishResult,
 };
 use crate::protocol::content::{Content, ContentBlock};
 use crate::protocol::handshake::{ToolsCallParams, ToolsCallResult};
@@ -295,9 +295,9 @@ pub fn server() -> Server {
                 ))))
             }
         })
-        .on_channels_list(|_s| async {
-            Ok(ListResult::new(vec![lobby()]))
-        })
+        // No `channels/list` handler: the session answers with the channels this connection
+        // holds (§14.3: those known for this connection), which a fixed list was not once the
+        // host closed the lobby or refused its registration.
         .on_channels_open(|_s, p| async move {
             if p.kind != lobby().kind {
                 return Err(ErrorObject::invalid_params(format!(

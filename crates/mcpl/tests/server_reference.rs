@@ -652,3 +652,65 @@ async fn reference_tools_refuse_a_missing_or_mistyped_required_argument() {
     let turns = call_tool(&peer, "turns", json!({})).await;
     assert_eq!(tool_json(&turns)["notes"], json!([]), "{turns}");
 }
+
+/// §14.3: `channels/list` lists the channels known *for this connection*: the lobby once the
+/// host accepted its registration or opened it, not after the host closed it (its methods are
+/// then `-32023`, §14.6), nor when the host refused its registration. Before, the reference
+/// answered with the lobby whatever happened, so the list named a channel the server no
+/// longer held.
+#[tokio::test]
+async fn reference_channel_list_follows_the_connection() {
+    for accept in [true, false] {
+        let (host_t, server_t) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_t));
+        let (peer, mut incoming) = Peer::new(host_t, PeerConfig::default());
+        peer.request_raw(
+            "initialize",
+            Some(json!({"protocolVersion": "2025-06-18",
+                        "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}})),
+        )
+        .await
+        .unwrap();
+        peer.notify_raw("notifications/initialized", None)
+            .await
+            .unwrap();
+        let receipt = peer
+            .request_raw(
+                "featureSets/update",
+                Some(json!({"effectiveCapabilities": ["channels.*"]})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(receipt["accepted"], true, "{receipt}");
+        let reg = next_request(&mut incoming).await;
+        assert_eq!(reg.method(), "channels/register");
+        reg.respond(json!({"results": [{"id": "ref:lobby", "accepted": accept}]}))
+            .await
+            .unwrap();
+        let listed = |v: Value| -> Vec<String> {
+            v["channels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let list = peer.request_raw("channels/list", None).await.unwrap();
+        let want: &[&str] = if accept { &["ref:lobby"] } else { &[] };
+        assert_eq!(listed(list), want, "registration accepted: {accept}");
+        if accept {
+            let closed = peer
+                .request_raw("channels/close", Some(json!({"channelId": "ref:lobby"})))
+                .await
+                .unwrap();
+            assert_eq!(closed["closed"], true);
+            let list = peer.request_raw("channels/list", None).await.unwrap();
+            assert_eq!(listed(list), Vec::<String>::new(), "after the close");
+        }
+        peer.request_raw("channels/open", Some(json!({"type": "reference-chat"})))
+            .await
+            .unwrap();
+        let list = peer.request_raw("channels/list", None).await.unwrap();
+        assert_eq!(listed(list), ["ref:lobby"], "opened again");
+    }
+}
