@@ -403,6 +403,44 @@ async fn s4_ids_of_every_json_type_are_echoed_exactly_or_refused_with_a_null_id(
     }
 }
 
+/// §6.3, §6.7: `enabled`/`disabled` entries naming no declared feature set select or
+/// disable nothing and are reported, once per message for all of them (the first few named,
+/// the rest counted). Before, one diagnostic per entry: a policy Request of 300 such entries
+/// made 300, past what a `Session::diagnostics` subscriber holds (256), so one message could
+/// push every other report out of the application's view.
+#[tokio::test]
+async fn s6_3_unknown_feature_set_entries_are_reported_once_per_message() {
+    let mut host = RawHost::start();
+    let names: Vec<String> = (0..300).map(|i| format!("ghost{i}")).collect();
+    let receipt = host
+        .ready(&format!(
+            r#"["tools"],"enabled":{},"disabled":["ghost-d"]"#,
+            serde_json::to_string(&names).unwrap()
+        ))
+        .await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    host.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"featureSets/update","params":{{"disabled":{}}}}}"#,
+        serde_json::to_string(&names).unwrap()
+    ))
+    .await;
+    host.sync(2).await;
+    let mut d = Vec::new();
+    while let Ok(x) = host.diagnostics.try_recv() {
+        d.push(x);
+    }
+    let unknown: Vec<_> = d
+        .iter()
+        .filter(|d| d.code() == "unknown_feature_set")
+        .collect();
+    assert_eq!(unknown.len(), 2, "one per message: {}", d.len());
+    let text = unknown[0].to_string();
+    for needle in ["\"ghost0\"", "\"ghost7\"", "293 more", "§6.3"] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    assert!(!text.contains("ghost299"), "{text}");
+}
+
 /// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
 /// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
 /// newest). A host asking for a version this server does not know (older, newer, or no date

@@ -100,7 +100,7 @@ pub(crate) fn host_notification(
         "featureSets/update" => {
             let params = n.params.unwrap_or(Value::Null);
             match policy.apply(Form::Notification, &params) {
-                Ok(o) => diags.extend(o.diagnostics.into_iter().map(ServerDiagnostic::Policy)),
+                Ok(o) => diags.extend(super::server_report::from_policy(o.diagnostics)),
                 Err(e) => diags.push(ServerDiagnostic::PolicyMalformed {
                     form: Form::Notification,
                     error: e.to_string(),

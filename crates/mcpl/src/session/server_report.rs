@@ -552,9 +552,8 @@ impl std::fmt::Display for Detail<'_> {
             D::Policy(d) => match d.code {
                 "unknown_feature_set" => write!(
                     f,
-                    "featureSets/update lists {:?} in enabled or disabled, which matches no \
-                     feature set this server declares, so it selects or disables nothing \
-                     (§6.3)",
+                    "featureSets/update lists {} in enabled or disabled, matching no feature \
+                     set this server declares, so selecting or disabling nothing (§6.3)",
                     d.detail
                 ),
                 "notification_field_discarded" => write!(
@@ -746,6 +745,44 @@ impl std::fmt::Display for Detail<'_> {
             ),
         }
     }
+}
+
+/// How many `unknown_feature_set` entries of one policy message are named; the rest are
+/// counted.
+const UNKNOWN_SETS_NAMED: usize = 8;
+
+/// The policy module's diagnostics for one `featureSets/update` (§6.3, §6.7) as the
+/// server reports them: every `unknown_feature_set` entry of the message in one diagnostic
+/// (its `detail` names the first [`UNKNOWN_SETS_NAMED`] entries, each quoted, and counts
+/// the rest), the others as they are. One per entry let a single message of a thousand
+/// misnamed entries push everything else out of what a `Session::diagnostics` subscriber
+/// holds.
+pub(crate) fn from_policy(
+    diagnostics: Vec<crate::policy::PolicyDiagnostic>,
+) -> Vec<ServerDiagnostic> {
+    let (unknown, rest): (Vec<_>, Vec<_>) = diagnostics
+        .into_iter()
+        .partition(|d| d.code == "unknown_feature_set");
+    let mut out: Vec<ServerDiagnostic> = rest.into_iter().map(ServerDiagnostic::Policy).collect();
+    if !unknown.is_empty() {
+        let mut named: Vec<String> = unknown
+            .iter()
+            .take(UNKNOWN_SETS_NAMED)
+            .map(|d| {
+                let mut entry = d.detail.clone();
+                super::clip_text(&mut entry);
+                format!("{entry:?}")
+            })
+            .collect();
+        if unknown.len() > UNKNOWN_SETS_NAMED {
+            named.push(format!("{} more", unknown.len() - UNKNOWN_SETS_NAMED));
+        }
+        out.push(ServerDiagnostic::Policy(crate::policy::PolicyDiagnostic {
+            code: "unknown_feature_set",
+            detail: named.join(", "),
+        }));
+    }
+    out
 }
 
 /// The `grant_beyond_advertisement` detail: what was granted beyond the advertisement, and

@@ -55,12 +55,9 @@ pub fn answer_policy_request(
     let diagnostics = beyond
         .into_iter()
         .chain(names_no_path(params))
-        .chain(
-            outcome
-                .diagnostics
-                .into_iter()
-                .map(ServerDiagnostic::Policy),
-        )
+        .chain(crate::session::server_report::from_policy(
+            outcome.diagnostics,
+        ))
         .collect();
     if let Some((required, fallback)) = required {
         let missing = required.difference(policy.grant().capabilities());

@@ -362,7 +362,7 @@ fn policy_defects_say_what_the_host_wrote_and_what_came_of_it() {
             detail: detail.into(),
         })
     };
-    let unknown = d("unknown_feature_set", "nope").to_string();
+    let unknown = d("unknown_feature_set", "\"nope\"").to_string();
     for needle in ["\"nope\"", "declares", "§6.3"] {
         assert!(unknown.contains(needle), "{needle:?} not in {unknown}");
     }
