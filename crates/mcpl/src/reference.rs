@@ -175,6 +175,33 @@ fn arg(p: &ToolsCallParams, key: &str) -> Result<String, ErrorObject> {
     }
 }
 
+/// The feature set a tool serves, unless it is available on this connection now: the
+/// refusal to answer with (§6.7: a reduction, a `disabled` entry included, is respected at
+/// once, even while the capabilities the set uses stay granted).
+fn unavailable(session: &Session, set: &str) -> Option<ToolsCallResult> {
+    if session.feature_available(set) {
+        return None;
+    }
+    // Why, as the receipt said it (§6.7): its reason, and the capabilities not granted.
+    let why = match session.grant_state().feature_sets.get(set) {
+        Some(crate::policy::FeatureSetStatus::Unavailable { reason, missing }) => {
+            let missing: Vec<&str> = missing.iter().map(|c| c.as_str()).collect();
+            if missing.is_empty() {
+                format!(" ({reason})")
+            } else {
+                format!(" ({reason}: {})", missing.join(", "))
+            }
+        }
+        _ => String::new(),
+    };
+    Some(error_result(format!(
+        "{set} is not available on this connection{why}"
+    )))
+}
+
+/// The feature set that keeps checkpoints (§8.1: `rollback: true`).
+const NOTES: &str = "ref.notes";
+
 fn lobby() -> ChannelDescriptor {
     let mut lobby = ChannelDescriptor::new(LOBBY, "reference-chat");
     lobby.label = Some("Reference lobby".into());
@@ -316,6 +343,21 @@ pub fn server() -> Server {
         })
         .on_rollback(|session, p| async move {
             {
+                // §8.1: only `ref.notes` declares `rollback: true`; an undeclared set is
+                // `-32003` (§6.6). A disabled `ref.notes` is respected (§6.7): `-32001`.
+                match p.feature_set.as_deref() {
+                    None | Some(NOTES) => {}
+                    Some(other) if session.grant_state().feature_sets.contains_key(other) => {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "feature set {other:?} keeps no checkpoints (only {NOTES} \
+                             declares rollback, §8.1)"
+                        )))
+                    }
+                    Some(other) => return Err(ErrorObject::unknown_feature_set(other)),
+                }
+                if !session.feature_available(NOTES) {
+                    return Err(ErrorObject::feature_set_not_enabled(NOTES));
+                }
                 let shared = state(&session)?;
                 let mut st = lock(&shared);
                 let Some(i) = st.checkpoints.iter().position(|(id, _)| *id == p.checkpoint)
@@ -337,8 +379,8 @@ pub fn server() -> Server {
             string_schema(&["text"]),
             |session: Session, p| async move {
                 let text = arg(&p, "text")?;
-                if !session.feature_available("ref.events") {
-                    return Ok(error_result("ref.events is not available on this connection"));
+                if let Some(refused) = unavailable(&session, "ref.events") {
+                    return Ok(refused);
                 }
                 let ev = PushEvent::text("ref.events", text).tags(["ref:scheduled"]);
                 let id = ev.stable_event_id();
@@ -398,6 +440,9 @@ pub fn server() -> Server {
             |session: Session, p| async move {
                 {
                     let text = arg(&p, "text")?;
+                    if let Some(refused) = unavailable(&session, "ref.chat") {
+                        return Ok(refused);
+                    }
                     let seq = {
                         let shared = state(&session)?;
                         let mut st = lock(&shared);
@@ -438,6 +483,9 @@ pub fn server() -> Server {
             "Ask the host for model/info",
             json!({"type": "object"}),
             |session: Session, _p| async move {
+                if let Some(refused) = unavailable(&session, "ref.model") {
+                    return Ok(refused);
+                }
                 match session.model_info().await {
                     Ok(m) => Ok(text_result(
                         serde_json::to_string(&m).unwrap_or_else(|_| "{}".into()),
@@ -471,6 +519,9 @@ pub fn server() -> Server {
             |session, p| async move {
                 {
                     let text = arg(&p, "text")?;
+                    if let Some(refused) = unavailable(&session, NOTES) {
+                        return Ok(refused);
+                    }
                     let shared = state(&session)?;
                     let mut st = lock(&shared);
                     if st.notes.len() >= MAX_NOTES {

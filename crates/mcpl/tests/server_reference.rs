@@ -714,3 +714,60 @@ async fn reference_channel_list_follows_the_connection() {
         assert_eq!(listed(list), ["ref:lobby"], "opened again");
     }
 }
+
+/// §6.7: "Servers MUST immediately respect a reduction", and a feature set the host
+/// disables (`disabled`, in a Notification too) is one: the reference's tools stop serving
+/// the sets they belong to (`note` and `state/rollback`: `ref.notes`; `say`: `ref.chat`;
+/// `model`: `ref.model`) while the capabilities they use stay granted. A rollback naming
+/// another set is refused (§8.1: only a set declaring `rollback: true` keeps checkpoints;
+/// an undeclared one is `-32003`, §6.6). Before, `note` and `state/rollback` went on under
+/// a disabled `ref.notes`, and a rollback naming any set rolled `ref.notes` back.
+#[tokio::test]
+async fn reference_tools_respect_a_disabled_feature_set() {
+    let (peer, _incoming) = granted_peer().await;
+    let note = call_tool(&peer, "note", json!({"text": "a"})).await;
+    let checkpoint = note["state"]["checkpoint"].as_str().unwrap().to_owned();
+    for (set, code) in [("ghost", -32003), ("ref.tools", -32602)] {
+        let e = peer
+            .request_raw(
+                "state/rollback",
+                Some(json!({"featureSet": set, "checkpoint": checkpoint})),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.remote().unwrap().code, code, "{set}");
+    }
+    peer.notify_raw(
+        "featureSets/update",
+        Some(json!({"disabled": ["ref.notes", "ref.chat", "ref.model"]})),
+    )
+    .await
+    .unwrap();
+    for (tool, args) in [
+        ("note", json!({"text": "b"})),
+        ("say", json!({"text": "hi"})),
+        ("model", json!({})),
+    ] {
+        let r = call_tool(&peer, tool, args).await;
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("not available"),
+            "{tool}: {r}"
+        );
+    }
+    for params in [
+        json!({"featureSet": "ref.notes", "checkpoint": checkpoint}),
+        json!({"checkpoint": checkpoint}),
+    ] {
+        let e = peer
+            .request_raw("state/rollback", Some(params.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.remote().unwrap().code, -32001, "{params}");
+    }
+    let turns = call_tool(&peer, "turns", json!({})).await;
+    assert_eq!(tool_json(&turns)["notes"], json!(["a"]), "{turns}");
+}
