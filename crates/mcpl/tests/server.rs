@@ -2239,3 +2239,60 @@ async fn s6_7_a_flood_of_alternating_policy_requests_ends_in_the_last_grant() {
     assert!(host.session.granted(Capability::PushEvents));
     assert!(!host.session.granted(Capability::InjectBeforeUser));
 }
+
+/// §14.5: the host validates `channels/incoming` at receipt against the channel actually
+/// registered (or opened) on the connection, so a message for a channel this connection does
+/// not hold (never registered, refused, or closed by the host) is refused before the wire,
+/// naming the channel (`SendError::UnknownChannel`), as the host's inbound methods naming
+/// such a channel are `-32023` (§14.6). Before, it was sent for the host to refuse.
+#[tokio::test]
+async fn s14_5_incoming_for_a_channel_not_held_is_refused_before_the_wire() {
+    use mcpl::protocol::channels::IncomingMessage as ChannelMessage;
+    let server = builder()
+        .feature_set(
+            "chat",
+            "Chat",
+            &[Capability::ChannelsRegister, Capability::ChannelsIncoming],
+        )
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["channels.register", "channels.incoming"]}),
+    )
+    .await;
+    register(&mut host, "c1").await;
+    for ids in [vec!["c2"], vec!["c1", "c2"]] {
+        let messages: Vec<ChannelMessage> = ids
+            .iter()
+            .map(|id| ChannelMessage::new(*id, "m", "hi"))
+            .collect();
+        let e = host.session.channels_incoming(messages).await.unwrap_err();
+        assert!(
+            matches!(&e, SendError::UnknownChannel(id) if id == "c2"),
+            "{ids:?}: {e:?}"
+        );
+    }
+    sync(&host).await;
+    assert!(
+        methods_received(&host.received).is_empty(),
+        "nothing sent: {:?}",
+        methods_received(&host.received)
+    );
+    // The one held is sent.
+    let session = host.session.clone();
+    let send = tokio::spawn(async move {
+        session
+            .channels_incoming(vec![ChannelMessage::new("c1", "m", "hi")])
+            .await
+    });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected channels/incoming")
+    };
+    assert_eq!(req.method(), "channels/incoming");
+    req.respond(json!({"results": [{"messageId": "m", "accepted": true}]}))
+        .await
+        .unwrap();
+    send.await.unwrap().unwrap();
+}

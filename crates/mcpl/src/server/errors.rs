@@ -187,6 +187,12 @@ pub enum SendError {
     /// through the typed, gated senders.
     #[error("{0:?} is not a plain MCP method: send MCPL messages with the session's typed senders (Session::push_event, …), which check the grant")]
     NotMcp(String),
+    /// A `channels/incoming` message names a channel this connection does not hold (never
+    /// registered or opened, refused, or closed by the host): the host validates it against
+    /// the channel actually registered and refuses it (§14.5, `-32023` §14.6), so nothing is
+    /// sent.
+    #[error("channel {0:?} is not held on this connection (§14.5): register it with Session::channels_register (the host must accept it) or wait for the host to open it; Session::channels lists the ones the host accepted")]
+    UnknownChannel(String),
     /// The message went out and failed (closed, timeout, remote error …).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -206,6 +212,7 @@ impl SendError {
             SendError::InvalidTimestamp { .. } => "invalid_timestamp",
             SendError::InvalidContent(_) => "invalid_content",
             SendError::NotMcp(_) => "not_mcp",
+            SendError::UnknownChannel(_) => "unknown_channel",
             SendError::Peer(_) => "peer",
         }
     }

@@ -64,6 +64,7 @@ pub(super) fn refused(method: &str, refusal: SendRefusal) -> SendError {
             capability: d.capability,
         },
         SendRefusal::FeatureSet(SetRefusal::Unknown, name) => SendError::UnknownFeatureSet(name),
+        SendRefusal::UnknownChannel(id) => SendError::UnknownChannel(id),
         SendRefusal::FeatureSet(SetRefusal::Unavailable(reason), name) => {
             SendError::FeatureSetUnavailable {
                 name,

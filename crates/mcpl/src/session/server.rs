@@ -329,6 +329,11 @@ pub enum SendRefusal {
         /// The form §4.1 gives it.
         kind: crate::protocol::Kind,
     },
+    /// A `channels/incoming` message names this channel, which the connection does not hold
+    /// (§14.5: the host validates it against the channel actually registered): nothing is
+    /// sent.
+    #[error("channel {0:?} is not held on this connection (§14.5): nothing is sent")]
+    UnknownChannel(String),
     /// The connection ended ([`ServerState::handle_close`]): nothing is sent, and no
     /// outcome would ever come for a request.
     #[error("the connection is closed: nothing more is sent on it")]
@@ -667,6 +672,7 @@ impl ServerState {
             return Err(SendRefusal::InputEnded);
         }
         self.gate_outbound(method, &params, false)?;
+        self.incoming_channels_held(method, &params)?;
         let limit = self.rules.max_pending;
         if self.pending.len() >= limit {
             return Err(SendRefusal::TooManyPending { limit });

@@ -10,11 +10,11 @@ use super::{Handed, ServerOutput, ServerState};
 use crate::capability::Capability;
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::protocol::channels::{
-    descriptor_defects, ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsOpen,
-    ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
+    descriptor_defects, ChannelDescriptor, ChannelsAcknowledge, ChannelsClose, ChannelsIncoming,
+    ChannelsOpen, ChannelsOutgoingChunk, ChannelsOutgoingComplete, ChannelsPublish, ChannelsTyping,
 };
 use crate::protocol::Method as _;
-use crate::session::ServerDiagnostic;
+use crate::session::{SendRefusal, ServerDiagnostic};
 
 /// The channel a host → server `method` names in `params` (`channelId`, §14.3), for the
 /// methods that act on a channel the server holds: `channels/publish`, `channels/close`,
@@ -34,6 +34,30 @@ fn named_channel<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str>
 }
 
 impl ServerState {
+    /// §14.5 for the server's own `channels/incoming`: every message's `channelId` is a
+    /// channel this connection holds (or a change in flight proposes), as the host validates
+    /// it against the channel actually registered; the first that is not refuses the whole
+    /// request ([`SendRefusal::UnknownChannel`]), before the wire. Reading (fail closed):
+    /// a host answers such a message refused at best, so it is never sent.
+    pub(super) fn incoming_channels_held(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<(), SendRefusal> {
+        if method != ChannelsIncoming::NAME {
+            return Ok(());
+        }
+        let messages = params.get("messages").and_then(Value::as_array);
+        for m in messages.into_iter().flatten() {
+            if let Some(id) = m.get("channelId").and_then(Value::as_str) {
+                if !self.channels.is_known(id) {
+                    return Err(SendRefusal::UnknownChannel(id.to_owned()));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The channel `method` with `params` names when this connection does not hold it
     /// (§14.6 `-32023` for a Request; a Notification is reported `unknown_channel`). One
     /// it holds is one the host holds ([`ChannelLedger::named`](crate::session::server_channels::ChannelLedger::named)).
