@@ -441,6 +441,57 @@ async fn s6_3_unknown_feature_set_entries_are_reported_once_per_message() {
     assert!(!text.contains("ghost299"), "{text}");
 }
 
+/// §8.1, §8.5, §6.6, §6.7: a host's `state/rollback` naming a feature set reaches the
+/// application's handler only when that set is declared with `rollback: true` and available
+/// now: an undeclared one is `-32003`, one declaring no rollback `-32602`, one the host
+/// disabled (a reduction the server respects at once) or that is otherwise unavailable
+/// `-32001`. Before, every one was handed to the handler, which rolled back whatever it held.
+/// A rollback naming no set is the handler's to judge.
+#[tokio::test]
+async fn s8_5_a_rollback_reaches_the_handler_only_for_an_available_rollback_set() {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let notes: mcpl::policy::FeatureSetDeclaration = serde_json::from_value(
+        json!({"description": "Notes", "uses": ["tools"], "rollback": true}),
+    )
+    .unwrap();
+    let server = Server::builder("rollback", "1")
+        .feature_set("plain", "No checkpoints", &[Capability::Tools])
+        .feature_set_declaration("notes", notes)
+        .on_rollback(move |_s, p| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                Ok(mcpl::protocol::state::RollbackResult::rolled_back(
+                    p.checkpoint,
+                ))
+            }
+        })
+        .build()
+        .expect("server builds");
+    let mut host = RawHost::serving(server);
+    let receipt = host.ready(r#"["tools"]"#).await;
+    assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
+    let rollback = |id: u64, set: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"state/rollback","params":{{"featureSet":"{set}","checkpoint":"k"}}}}"#
+        )
+    };
+    for (id, set, code) in [(2, "ghost", -32003), (3, "plain", -32602)] {
+        host.send(&rollback(id, set)).await;
+        let answer = host.recv().await;
+        assert_eq!(answer["error"]["code"], code, "{set}: {answer}");
+    }
+    host.send(&rollback(4, "notes")).await;
+    let answer = host.recv().await;
+    assert_eq!(answer["result"]["success"], true, "{answer}");
+    host.send(r#"{"jsonrpc":"2.0","method":"featureSets/update","params":{"disabled":["notes"]}}"#)
+        .await;
+    host.send(&rollback(5, "notes")).await;
+    let answer = host.recv().await;
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 /// MCP's lifecycle, which MCPL keeps intact (§3.1): a server answers `initialize` with the
 /// `protocolVersion` asked for when it speaks it, otherwise with one it does speak (the
 /// newest). A host asking for a version this server does not know (older, newer, or no date

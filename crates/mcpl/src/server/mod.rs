@@ -77,6 +77,10 @@
 //!   answered `accepted: false` with the configured `fallback` (§6.7); after `mcp-only` MCPL
 //!   stays off for the rest of the connection (a later `featureSets/update` is `-32601`).
 //! - A second `initialize` is answered `-32600`.
+//! - A `state/rollback` naming a feature set reaches [`ServerBuilder::on_rollback`] only when
+//!   the set declares `rollback: true` (§8.1) and is available now (§6.7: a reduction is
+//!   respected at once): undeclared `-32003`, no rollback `-32602`, unavailable `-32001`.
+//!   One naming no set is the handler's to judge.
 //! - In MCP-only mode `tools/list` and `tools/call` are not gated (there is no MCPL grant;
 //!   §3.2 says the server functions as a normal MCP server). With an MCPL host, `tools/call`
 //!   needs `tools` (§5.4 table) and is refused before the policy Request.

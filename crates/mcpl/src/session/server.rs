@@ -41,6 +41,7 @@ mod answers;
 /// The channels a host method may name (§14.3, §14.6).
 mod channel_gate;
 mod policy_answer;
+mod rollback;
 pub use policy_answer::{answer_policy_request, PolicyAnswer};
 /// The connection's deadlines and its end.
 mod ends;
@@ -817,6 +818,9 @@ impl ServerState {
                         // further (`server::Server`'s typed handlers refuse them alike).
                         return self.respond(r.id, Err(e));
                     }
+                }
+                if let Some(e) = self.rollback_refused(&r.method, r.params.as_ref()) {
+                    return self.respond(r.id, Err(e));
                 }
                 if let Some(channel) = self.unknown_channel(&r.method, r.params.as_ref()) {
                     let e = ErrorObject::unknown_channel(channel);
