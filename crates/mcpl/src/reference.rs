@@ -309,7 +309,12 @@ pub fn server() -> Server {
                     .filter_map(|v| v.get("text").and_then(Value::as_str).map(str::to_owned))
                     .collect::<Vec<_>>()
                     .join("");
-                let shared = state(&session)?;
+                // The connection ended while this ran (a Notification read just before the
+                // host's end): nothing holds the surface any more, and no answer is read.
+                // Not an error, which the Notification form would report as the author's.
+                let Some(shared) = session.state::<State>() else {
+                    return Ok(PublishResult::not_delivered());
+                };
                 let mut st = lock(&shared);
                 st.published_count += 1;
                 if st.published.len() >= KEPT_PUBLISHED {
@@ -500,6 +505,9 @@ pub fn server() -> Server {
             string_schema(&["text"]),
             |session: Session, p| async move {
                 let text = arg(&p, "text")?;
+                if let Some(refused) = unavailable(&session, "ref.ask") {
+                    return Ok(refused);
+                }
                 let params = InferenceRequestParams::new(
                     "ref.ask",
                     [InferenceMessage::user(kept(&text))],

@@ -69,3 +69,41 @@ async fn a_host_refusing_the_ready_sends_writes_no_warning_per_policy_request() 
     peer.request_raw("ping", None).await.unwrap();
     assert_eq!(*warns.0.lock().unwrap(), 0, "warn lines");
 }
+
+/// A host calling `ask` without granting `inferenceRequest` (or `model` without `modelInfo`)
+/// is refused by the tool, an `isError` result naming why, not by the session's gate after
+/// the tool tried to send: that refusal is the server author's mistake, a `warn` line the
+/// host could trigger on every connection. Before, `ask` sent and was refused so.
+#[tokio::test(flavor = "current_thread")]
+async fn tools_of_an_unavailable_set_refuse_without_a_warning() {
+    let warns = Warns::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(warns.clone()));
+    let (host_t, server_t) = mcpl::transport::memory::pair();
+    let _server = tokio::spawn(mcpl::reference::serve(server_t));
+    let (peer, _incoming) = Peer::new(host_t, PeerConfig::default());
+    peer.request_raw(
+        "initialize",
+        Some(json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}}})),
+    )
+    .await
+    .unwrap();
+    peer.notify_raw("notifications/initialized", None)
+        .await
+        .unwrap();
+    peer.request_raw(
+        "featureSets/update",
+        Some(json!({"effectiveCapabilities": ["tools"]})),
+    )
+    .await
+    .unwrap();
+    for (tool, args) in [("ask", json!({"text": "hi"})), ("model", json!({}))] {
+        let r = peer
+            .request_raw("tools/call", Some(json!({"name": tool, "arguments": args})))
+            .await
+            .unwrap();
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+    }
+    assert_eq!(*warns.0.lock().unwrap(), 0, "warn lines");
+}
