@@ -40,6 +40,7 @@ fn s3_2_mcp_only_says_why_and_what_to_check() {
         (McpOnlyReason::PolicyTimeout, "policy_timeout"),
         (McpOnlyReason::Refused, "mcp-only"),
         (McpOnlyReason::Suspended, "§17.5"),
+        (McpOnlyReason::NotAnObject("null".into()), "not an object"),
     ] {
         let e = HostError::McpOnly(reason);
         says(&e, &[why, "HostSession::mode()"]);

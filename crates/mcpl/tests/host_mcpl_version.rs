@@ -232,3 +232,48 @@ async fn s17_5_a_fetched_manifest_of_another_version_only_narrows() {
     }
     assert!(reported);
 }
+
+/// §5.1, §3.3: a server whose `experimental.mcpl` is no object (`null`, `true`, a number,
+/// a string, an array) advertises no manifest the host can read. It is still a valid MCP
+/// server, so the host fails closed on MCPL only: served as plain MCP
+/// (`McpOnlyReason::NotAnObject`, the value as JSON text), no policy Request, its MCPL
+/// methods refused, and the `mcpl_not_object` finding reported. Before, the connect failed
+/// with `BadInitialize` and the MCP connection was lost with it.
+#[tokio::test]
+async fn s5_1_an_mcpl_member_that_is_no_object_is_served_as_plain_mcp() {
+    for m in [json!(null), json!(true), json!(1), json!("0.5"), json!([])] {
+        let (peer, incoming, mut raw) = raw_peer(Default::default());
+        let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+        let init = recv(&mut raw).await;
+        raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                             "result": init_result(Some(m.clone()))}))
+            .await;
+        let (s, mut streams) = connect
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{m}: the host refused a valid MCP server: {e}"));
+        assert_eq!(
+            s.mode(),
+            Mode::McpOnly(McpOnlyReason::NotAnObject(m.to_string())),
+            "{m}"
+        );
+        assert!(s.is_ready(), "{m}");
+        assert!(s.grant().allows(mcpl::capability::Capability::Tools), "{m}");
+        assert_eq!(recv(&mut raw).await["method"], "notifications/initialized");
+        // No policy Request went out: the next line answers a refused `push/event`.
+        raw.send_json(json!({"jsonrpc": "2.0", "id": 79, "method": "push/event",
+            "params": { "featureSet": "alerts", "eventId": "e1",
+                        "timestamp": "2026-01-23T10:30:00.123Z",
+                        "payload": { "content": [{ "type": "text", "text": "hi" }] } }}))
+            .await;
+        let answer = recv(&mut raw).await;
+        assert_eq!(answer["id"], 79, "{m}: a policy Request went out: {answer}");
+        assert!(answer["error"]["code"].is_i64(), "{m}: {answer}");
+        let mut reported = false;
+        while let Ok(d) = streams.diagnostics.try_recv() {
+            reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. }
+                                 if *code == "mcpl_not_object");
+        }
+        assert!(reported, "{m}");
+    }
+}

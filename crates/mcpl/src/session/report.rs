@@ -32,6 +32,10 @@ pub enum McpOnlyReason {
     /// The server's manifest has no `version` (App. B.3's schema requires one, §5.1): it
     /// does not say it is MCPL 0.5, so it is served as plain MCP (§3.3), fail closed.
     Unversioned,
+    /// The server's `experimental.mcpl` is no object (its value as JSON text, e.g. `null`,
+    /// `true`, `[]`): no manifest can be read from it (§5.1 shows only an object), so it is
+    /// served as plain MCP (§3.3), fail closed, its MCP connection kept.
+    NotAnObject(String),
 }
 
 impl std::fmt::Display for McpOnlyReason {
@@ -60,6 +64,11 @@ impl std::fmt::Display for McpOnlyReason {
             McpOnlyReason::Unversioned => f.write_str(
                 "the server's manifest has no `version` (App. B.3 requires one): served as \
                  plain MCP, §3.3",
+            ),
+            McpOnlyReason::NotAnObject(v) => write!(
+                f,
+                "the server's experimental.mcpl is {v}, not an object (§5.1): served as plain \
+                 MCP, §3.3"
             ),
         }
     }

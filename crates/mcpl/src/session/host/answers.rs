@@ -281,14 +281,20 @@ impl HostState {
         // A manifest object without `version` names none (App. B.3's schema requires it):
         // unlike the server, which serves a host's unversioned advertisement as 0.5
         // (`handshake::host_mcpl`), the host fails closed here too and serves it as plain
-        // MCP ([`McpOnlyReason::Unversioned`]), with the `missing_version` finding. A
-        // manifest that is no object is left to the review, which refuses it.
+        // MCP ([`McpOnlyReason::Unversioned`]), with the `missing_version` finding.
+        //
+        // A member that is no object (`null`, `true`, `1`, `[]`) carries no manifest (§5.1
+        // shows only an object). The server is still a valid MCP server, so only MCPL is
+        // refused (§3.3, fail closed): served as plain MCP ([`McpOnlyReason::NotAnObject`]),
+        // with the `mcpl_not_object` finding. `null` is reported too rather than read as
+        // absence: the server wrote the member, and what it meant by it is not knowable.
+        if !manifest.is_object() {
+            return self.not_an_object(caps, manifest);
+        }
         let version = crate::protocol::handshake::mcpl_version(manifest);
-        match (&version, manifest.is_object()) {
-            (HostMcpl::Unversioned, true) => return self.unversioned(caps),
-            (HostMcpl::Other(text), _) if !version.is_v05() => {
-                return self.other_version(caps, text)
-            }
+        match &version {
+            HostMcpl::Unversioned => return self.unversioned(caps),
+            HostMcpl::Other(text) if !version.is_v05() => return self.other_version(caps, text),
             _ => {}
         }
         let count = crate::manifest::feature_set_count(manifest);
@@ -346,7 +352,7 @@ impl HostState {
              plain MCP (§3.3)"
         );
         let reason = McpOnlyReason::OtherVersion(text);
-        self.served_as_mcp(caps, reason, "unsupported_version", message);
+        self.served_as_mcp(caps, reason, ("unsupported_version", "version"), message);
     }
 
     /// A server whose manifest has no `version`: reported as the `missing_version` finding
@@ -355,20 +361,33 @@ impl HostState {
         let message = "the manifest has no `version` (App. B.3 requires one; add \
                        \"version\": \"0.5\"): the server is served as plain MCP (§3.3)";
         let reason = McpOnlyReason::Unversioned;
-        self.served_as_mcp(caps, reason, "missing_version", message.to_owned());
+        self.served_as_mcp(caps, reason, ("missing_version", "version"), message.into());
     }
 
-    /// Serves the server as plain MCP for `reason`, reporting finding `code` at `version`.
+    /// A server whose `experimental.mcpl` is no object: reported as the `mcpl_not_object`
+    /// finding a review gives it (at the manifest's root, path `""`), and served as plain
+    /// MCP ([`McpOnlyReason::NotAnObject`]).
+    fn not_an_object(&mut self, caps: &Value, manifest: &Value) {
+        let text = crate::manifest::digest::clipped(&manifest.to_string());
+        let message = format!(
+            "experimental.mcpl is {text}; it must be an object (§5.1): the server is served \
+             as plain MCP (§3.3)"
+        );
+        let reason = McpOnlyReason::NotAnObject(text);
+        self.served_as_mcp(caps, reason, ("mcpl_not_object", ""), message);
+    }
+
+    /// Serves the server as plain MCP for `reason`, reporting finding `code` at `path`.
     fn served_as_mcp(
         &mut self,
         caps: &Value,
         reason: McpOnlyReason,
-        code: &'static str,
+        (code, path): (&'static str, &str),
         message: String,
     ) {
         self.diag(HostDiagnostic::ManifestFinding {
             code,
-            path: "version".into(),
+            path: path.into(),
             message,
         });
         let caps = caps.clone();
