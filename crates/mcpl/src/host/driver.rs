@@ -90,9 +90,10 @@ pub(super) enum Cmd {
         /// The hand-out of `id` whose handler answers ([`Driver::tasks`]).
         handout: u64,
         outcome: Result<Value, ErrorObject>,
-        /// The method, when the handler panicked (reported as
-        /// [`HostDiagnostic::HandlerPanicked`]).
-        panicked: Option<String>,
+        /// The request's method.
+        method: String,
+        /// Whether the handler panicked (reported as [`HostDiagnostic::HandlerPanicked`]).
+        panicked: bool,
     },
     /// Replied to once every call queued before it was carried out and its frames queued
     /// (not merely held by the driver's outbox).
@@ -531,15 +532,23 @@ impl Driver {
                 id,
                 handout,
                 outcome,
+                method,
                 panicked,
             } => {
-                if let Some(method) = panicked {
+                if panicked {
+                    let method = method.clone();
                     self.diag(HostDiagnostic::HandlerPanicked { method });
                 }
                 if !self.is_current(&id, handout) {
-                    // Its request was cancelled (answered `-32800`): the id may be another
-                    // request's now.
-                    tracing::debug!(?id, "an answer to a cancelled request is dropped");
+                    // Its request was answered already (the id may be another request's
+                    // now): by its deadline, which the application is told; or cancelled
+                    // by the server, which asked for no answer.
+                    if w.late(handout) {
+                        let id = serde_json::to_string(&id).unwrap_or_default();
+                        self.diag(HostDiagnostic::LateAnswer { method, id });
+                    } else {
+                        tracing::debug!(?id, "an answer to a cancelled request is dropped");
+                    }
                     return;
                 }
                 self.tasks.remove(&id);
@@ -777,9 +786,15 @@ impl Driver {
             // Answered by the state machine (written just before): the handler stops at its
             // next `.await`.
             // Likewise when the handler did not answer in time (`HostConfig::answer_timeout`).
-            HostOutput::Cancelled { id } | HostOutput::AnswerTimedOut { id } => {
+            HostOutput::Cancelled { id } => {
                 if let Some((_, task)) = self.tasks.remove(&id) {
                     task.abort();
+                }
+            }
+            HostOutput::AnswerTimedOut { id } => {
+                if let Some((handout, task)) = self.tasks.remove(&id) {
+                    task.abort();
+                    w.timed_out(handout);
                 }
             }
             HostOutput::Close => self.peer.close(),
@@ -918,10 +933,10 @@ async fn answer_with(
 ) {
     use futures_util::FutureExt;
     let (outcome, panicked) = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(outcome) => (outcome, None),
+        Ok(outcome) => (outcome, false),
         Err(_) => {
             let answer = ErrorObject::internal(format!("the host's handler for {method} panicked"));
-            (Err(answer), Some(method))
+            (Err(answer), true)
         }
     };
     let _ = tx
@@ -929,6 +944,7 @@ async fn answer_with(
             id,
             handout,
             outcome,
+            method,
             panicked,
         })
         .await;

@@ -15,7 +15,7 @@ struct Rig {
     d: Box<Driver>,
     w: Waiting,
     session: HostSession,
-    _streams: HostStreams,
+    streams: HostStreams,
     lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     write: WriteHalf<DuplexStream>,
 }
@@ -32,21 +32,24 @@ impl Rig {
     /// Connected (handshake and initial policy exchange answered), with channel `c1`
     /// registered.
     async fn up() -> Rig {
+        Rig::up_with(HostConfig::default()).await
+    }
+
+    /// [`Rig::up`] under `config` (its policy replaced by the channels', plus `modelInfo`).
+    async fn up_with(mut config: HostConfig) -> Rig {
         let (a, b) = tokio::io::duplex(64 * 1024);
         let (ar, aw) = tokio::io::split(a);
         let (br, bw) = tokio::io::split(b);
         let (peer, incoming) = Peer::new(Transport::lines(ar, aw, "test"), PeerConfig::default());
-        let config = HostConfig {
-            policy: [
-                "channels.register",
-                "channels.lifecycle",
-                "channels.incoming",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            ..HostConfig::default()
-        };
+        config.policy = [
+            "channels.register",
+            "channels.lifecycle",
+            "channels.incoming",
+            "modelInfo",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let Ok((d, session, streams, _connected)) = HostSession::prepare(peer, incoming, config)
         else {
             panic!("a usable configuration");
@@ -55,7 +58,7 @@ impl Rig {
             d,
             w: Waiting::default(),
             session,
-            _streams: streams,
+            streams,
             lines: BufReader::new(br).lines(),
             write: bw,
         };
@@ -66,6 +69,7 @@ impl Rig {
         let manifest = json!({
             "version": "0.5",
             "channels": { "register": true, "lifecycle": true, "incoming": true },
+            "modelInfo": true,
         });
         let caps = json!({ "tools": {}, "experimental": { "mcpl": manifest } });
         let result = json!({ "protocolVersion": "2024-11-05", "capabilities": caps,
@@ -388,5 +392,55 @@ async fn s14_5_a_close_swept_after_its_caller_gave_up_is_seen_by_the_getters() {
         r.session.channels().is_empty(),
         "{:?}",
         r.session.channels()
+    );
+}
+
+/// JSON-RPC 2.0 §4, `HostConfig::answer_timeout`: a handler's answer already queued when
+/// the deadline fires (the driver takes the deadline first) comes too late, since the server
+/// was answered `-32603` (`answer_timeout`). It is dropped, and reported as
+/// [`HostDiagnostic::LateAnswer`] with the request's method and id, so the application
+/// sees that its answer never reached the server. Before, it was dropped with a debug log
+/// only. Time is tokio's paused clock.
+#[tokio::test(start_paused = true)]
+async fn an_answer_queued_when_its_deadline_fires_is_reported_late() {
+    let config = HostConfig {
+        answer_timeout: Some(Duration::from_secs(40)),
+        request_handler: Some(Arc::new(|_m: &str, _p: Value| {
+            Box::pin(async { Ok(json!({ "model": "late" })) })
+        })),
+        ..HostConfig::default()
+    };
+    let mut r = Rig::up_with(config).await;
+    r.send(json!({ "jsonrpc": "2.0", "id": 9, "method": "model/info", "params": {} }))
+        .await;
+    r.read_and_take().await;
+    // The handler's answer, queued: the driver has not taken it.
+    let answer = guard(r.d.cmds.recv()).await.expect("the handler answers");
+    assert!(matches!(answer, Cmd::Answer { .. }));
+    tokio::time::advance(Duration::from_secs(41)).await;
+    r.take(Input::Tick);
+    let timed_out = r.recv().await;
+    assert_eq!(timed_out["id"], 9, "{timed_out}");
+    assert_eq!(
+        timed_out["error"]["data"]["reason"], "answer_timeout",
+        "{timed_out}"
+    );
+    r.take(Input::Cmd(answer));
+    let mut diags = Vec::new();
+    while let Ok(d) = r.streams.diagnostics.try_recv() {
+        diags.push(d);
+    }
+    assert!(
+        diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::AnswerTimedOut { .. })),
+        "{diags:?}"
+    );
+    assert!(
+        diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::LateAnswer { method, id }
+            if method == "model/info" && id == "9")),
+        "the late answer was dropped unseen: {diags:?}"
     );
 }

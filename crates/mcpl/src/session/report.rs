@@ -259,6 +259,16 @@ pub enum HostDiagnostic {
         /// The deadline that passed.
         after: std::time::Duration,
     },
+    /// The application's handler answered a server's request after its deadline had
+    /// already answered it ([`HostDiagnostic::AnswerTimedOut`]): the answer was ready but
+    /// came too late, so it was dropped and never reached the server. Raise
+    /// `host::HostConfig::answer_timeout`, or answer sooner.
+    LateAnswer {
+        /// The request's method.
+        method: String,
+        /// The request's id as JSON text.
+        id: String,
+    },
     /// The application's answer to a server's request could not be sent as it was: an
     /// `inference/request` result is malformed (§11.3), or the answer nests past what a peer
     /// reads ([`crate::jsonrpc::outcome_defect`]). The request was answered `-32603` saying
@@ -360,6 +370,10 @@ impl HostDiagnostic {
                 method: server,
                 id: detail,
                 ..
+            }
+            | D::LateAnswer {
+                method: server,
+                id: detail,
             } => {
                 clip_text(server);
                 clip_text(detail);
