@@ -181,3 +181,29 @@ async fn a_streamed_request_is_bounded_too_and_none_sets_no_deadline() {
     .await;
     assert_eq!(recv(&mut raw).await["error"]["code"], -32800);
 }
+
+/// JSON-RPC 2.0 §4: once the application drops its last `HostSession` (and its streams), a
+/// server's `model/info` is never left waiting on a live connection: the driver ends the
+/// connection (the server reads EOF), answering first (`-32603`) a request it took before
+/// it found its command queue closed. No line but that answer comes before the EOF.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_the_application_left_is_answered_or_the_connection_ends() {
+    let mut cfg = config();
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(async { Ok(json!({ "model": "m" })) })
+    }));
+    let (s, streams, mut raw) = connect(cfg).await;
+    drop((s, streams));
+    raw.send_json(json!({"jsonrpc": "2.0", "id": 11, "method": "model/info", "params": {}}))
+        .await;
+    loop {
+        let line = tokio::time::timeout(NEVER, raw.lines.next_line())
+            .await
+            .expect("the connection stayed open with the request unanswered")
+            .unwrap_or(None);
+        let Some(line) = line else { break };
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], 11, "{v}");
+        assert_eq!(v["error"]["code"], -32603, "{v}");
+    }
+}

@@ -848,8 +848,18 @@ impl Driver {
 
     /// An admitted `inference/request` or `model/info` (§11, §12) goes to the application's
     /// handler in a task of its own; its answer re-enters as [`Cmd::Answer`].
+    ///
+    /// With every command sender gone (no `HostSession` handle, no handler running) no
+    /// handler's answer could come back: the request is answered `-32603` at once (JSON-RPC
+    /// 2.0 §4), and the driver ends the connection when it next finds the queue closed.
     fn hand_to_handler(&mut self, id: RequestId, method: String, params: Option<Value>) {
         let Some(tx) = self.cmd_tx.upgrade() else {
+            let gone = ErrorObject::internal(format!(
+                "the host's application has ended its session: {method} cannot be answered"
+            ));
+            if let Err(e) = self.state.answer(id, Err(gone)) {
+                tracing::debug!(error = %e, "a request to an ended session found no request");
+            }
             return;
         };
         let cfg = &self.shared.config;

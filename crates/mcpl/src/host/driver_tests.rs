@@ -444,3 +444,31 @@ async fn an_answer_queued_when_its_deadline_fires_is_reported_late() {
         "the late answer was dropped unseen: {diags:?}"
     );
 }
+
+/// JSON-RPC 2.0 §4: a server's request taken when every command sender is gone (the
+/// application dropped its last `HostSession`, and no handler runs) cannot reach a handler,
+/// whose answer would come back through the command queue. It is answered `-32603` at
+/// once, before the driver ends the connection (it does at its next look at the queue,
+/// which is closed), so the server learns why rather than only seeing the connection end.
+/// Before, it was dropped: unanswered until the connection ended, and for good on a
+/// connection whose queue the driver could not look at (its writer backed up).
+#[tokio::test]
+async fn a_request_taken_when_every_sender_is_gone_is_answered() {
+    let config = HostConfig {
+        request_handler: Some(Arc::new(|_m: &str, _p: Value| {
+            Box::pin(async { Ok(json!({ "model": "m" })) })
+        })),
+        ..HostConfig::default()
+    };
+    let mut r = Rig::up_with(config).await;
+    // Every sender gone: the driver's weak one upgrades to nothing.
+    let (tx, _rx) = crate::peer::queue::channel::<Cmd>(1);
+    r.d.cmd_tx = tx.downgrade();
+    drop(tx);
+    r.send(json!({ "jsonrpc": "2.0", "id": 9, "method": "model/info", "params": {} }))
+        .await;
+    r.read_and_take().await;
+    let answer = r.recv().await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
