@@ -225,6 +225,7 @@ fn norm_event(e: &HostEvent) -> String {
         HostEvent::ManifestChange(r) => format!("manifest {r:?}"),
         HostEvent::ModeChanged(m) => format!("mode {}", norm_mode(m)),
         HostEvent::InputEnded => "input ended".into(),
+        other => format!("{other:?}"),
     }
 }
 

@@ -748,6 +748,8 @@ impl Engine {
             }
             HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
             HostEvent::InputEnded => json!({ "kind": "end" }),
+            // An event of a kind added later (`HostEvent` is non-exhaustive): shown whole.
+            other => json!({ "kind": "other", "event": format!("{other:?}") }),
         };
         // Cut before the lock: serializing a 16 MiB event takes a while.
         bound_bytes(&mut v, EVENT_CUT);

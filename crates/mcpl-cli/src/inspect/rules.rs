@@ -303,6 +303,8 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::UnknownResponse { .. } => "unknown_response",
         Diagnostic::UnhandledNotification { .. } => "unhandled_notification",
         Diagnostic::Dropped { .. } => "diagnostics_dropped",
+        // A diagnostic of a kind added later (`peer::Diagnostic` is non-exhaustive).
+        _ => "connection_diagnostic",
     };
     let about = match d {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,

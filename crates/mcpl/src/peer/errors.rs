@@ -116,6 +116,7 @@ impl PeerError {
 /// A defect of the other side or of the connection, never fatal, reported on the
 /// diagnostics stream and through `tracing`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Diagnostic {
     /// A line that is not JSON at all (e.g. log output); skipped without a reply.
     JunkLine {

@@ -407,6 +407,7 @@ impl HostDiagnostic {
 
 /// Something the application should act on.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum HostEvent {
     /// An admitted `push/event` (§9) with its closure-expanded tags (§16.3).
     Push {
