@@ -881,8 +881,12 @@ impl Driver {
             return;
         }
         match cfg.request_handler.clone() {
+            // Granted, so the server was told it is served (§5.4): the application's
+            // mistake, reported before the answer goes out.
             None => {
                 let outcome = Err(ErrorObject::method_not_found(&method));
+                let shown = serde_json::to_string(&id).unwrap_or_default();
+                self.diag(HostDiagnostic::NoHandler { method, id: shown });
                 let _ = self.state.answer(id, outcome);
             }
             Some(h) => {

@@ -269,6 +269,17 @@ pub enum HostDiagnostic {
         /// The request's id as JSON text.
         id: String,
     },
+    /// A server's request the grant admits (`inference/request`, `model/info`) found no
+    /// handler to answer it (`host::HostConfig::request_handler` is `None`): it was answered
+    /// `-32601`, though the policy Request told the server the capability is granted (§5.4;
+    /// the application's mistake, not the server's). Set a handler, or leave the capability
+    /// out of `host::HostConfig::policy`.
+    NoHandler {
+        /// The request's method.
+        method: String,
+        /// The request's id as JSON text.
+        id: String,
+    },
     /// The application's answer to a server's request could not be sent as it was: an
     /// `inference/request` result is malformed (§11.3), or the answer nests past what a peer
     /// reads ([`crate::jsonrpc::outcome_defect`]). The request was answered `-32603` saying
@@ -372,6 +383,10 @@ impl HostDiagnostic {
                 ..
             }
             | D::LateAnswer {
+                method: server,
+                id: detail,
+            }
+            | D::NoHandler {
                 method: server,
                 id: detail,
             } => {
