@@ -237,7 +237,7 @@ async fn s17_5_a_fetched_manifest_of_another_version_only_narrows() {
 /// a string, an array) advertises no manifest the host can read. It is still a valid MCP
 /// server, so the host fails closed on MCPL only: served as plain MCP
 /// (`McpOnlyReason::NotAnObject`, the value as JSON text), no policy Request, its MCPL
-/// methods refused, and the `mcpl_not_object` finding reported. Before, the connect failed
+/// methods refused, and the `manifest_not_object` finding reported. Before, the connect failed
 /// with `BadInitialize` and the MCP connection was lost with it.
 #[tokio::test]
 async fn s5_1_an_mcpl_member_that_is_no_object_is_served_as_plain_mcp() {
@@ -272,7 +272,7 @@ async fn s5_1_an_mcpl_member_that_is_no_object_is_served_as_plain_mcp() {
         let mut reported = false;
         while let Ok(d) = streams.diagnostics.try_recv() {
             reported |= matches!(&d, HostDiagnostic::ManifestFinding { code, .. }
-                                 if *code == "mcpl_not_object");
+                                 if *code == "manifest_not_object");
         }
         assert!(reported, "{m}");
     }

@@ -286,7 +286,7 @@ impl HostState {
         // A member that is no object (`null`, `true`, `1`, `[]`) carries no manifest (§5.1
         // shows only an object). The server is still a valid MCP server, so only MCPL is
         // refused (§3.3, fail closed): served as plain MCP ([`McpOnlyReason::NotAnObject`]),
-        // with the `mcpl_not_object` finding. `null` is reported too rather than read as
+        // with the `manifest_not_object` finding. `null` is reported too rather than read as
         // absence: the server wrote the member, and what it meant by it is not knowable.
         if !manifest.is_object() {
             return self.not_an_object(caps, manifest);
@@ -364,17 +364,18 @@ impl HostState {
         self.served_as_mcp(caps, reason, ("missing_version", "version"), message.into());
     }
 
-    /// A server whose `experimental.mcpl` is no object: reported as the `mcpl_not_object`
-    /// finding a review gives it (at the manifest's root, path `""`), and served as plain
-    /// MCP ([`McpOnlyReason::NotAnObject`]).
+    /// A server whose `experimental.mcpl` is no object: reported as the `manifest_not_object`
+    /// finding a review gives a fetched one (at the manifest's root, path `""`), and served
+    /// as plain MCP ([`McpOnlyReason::NotAnObject`]).
     fn not_an_object(&mut self, caps: &Value, manifest: &Value) {
         let text = crate::manifest::digest::clipped(&manifest.to_string());
+        let kind = crate::jsonrpc::json_type_name(manifest);
         let message = format!(
-            "experimental.mcpl is {text}; it must be an object (§5.1): the server is served \
-             as plain MCP (§3.3)"
+            "the manifest is a JSON {kind}; experimental.mcpl must be an object (§5.1): the \
+             server is served as plain MCP (§3.3)"
         );
         let reason = McpOnlyReason::NotAnObject(text);
-        self.served_as_mcp(caps, reason, ("mcpl_not_object", ""), message);
+        self.served_as_mcp(caps, reason, ("manifest_not_object", ""), message);
     }
 
     /// Serves the server as plain MCP for `reason`, reporting finding `code` at `path`.
