@@ -277,3 +277,28 @@ async fn s5_1_an_mcpl_member_that_is_no_object_is_served_as_plain_mcp() {
         assert!(reported, "{m}");
     }
 }
+
+/// §17.4, §3.3: a server served as plain MCP has no manifest to fetch, so
+/// `refresh_manifest` is refused with the reason the session records (`HostSession::mode`),
+/// whatever it is. Before, every such refusal said `NotAdvertised`, also for a server that
+/// advertised a manifest of another version or one that is no object.
+#[tokio::test]
+async fn s17_4_a_refresh_on_a_plain_mcp_server_names_the_recorded_reason() {
+    for m in [manifest(json!("0.4")), json!(null)] {
+        let (peer, incoming, mut raw) = raw_peer(Default::default());
+        let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+        let init = recv(&mut raw).await;
+        raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"],
+                             "result": init_result(Some(m.clone()))}))
+            .await;
+        let (s, _streams) = connect.await.unwrap().expect("the host connects");
+        let Mode::McpOnly(reason) = s.mode() else {
+            panic!("{m}: served as MCPL");
+        };
+        assert_ne!(reason, McpOnlyReason::NotAdvertised, "{m}");
+        match s.refresh_manifest().await {
+            Err(mcpl::host::HostError::McpOnly(r)) => assert_eq!(r, reason, "{m}"),
+            other => panic!("{m}: {other:?}"),
+        }
+    }
+}

@@ -593,7 +593,8 @@ impl HostState {
     /// Fetches `mcpl/manifest` now (§17.4: a host may fetch at any time, outside the
     /// announcement rate limit of §17.8) and reviews the answer where it is read, like an
     /// announced change (§17.5): its receipt, a revocation told by Request. Refused before
-    /// the connection is up and on a connection whose server advertised no MCPL.
+    /// the connection is up and on a connection served as plain MCP from `initialize` on
+    /// (no manifest reviewed), with the [`McpOnlyReason`] the session recorded.
     /// Returns the fetch's id: its answer (or its timeout) is applied by the input that
     /// ends [`Self::is_pending`] for it.
     pub fn refresh_manifest(&mut self, now: Instant) -> Result<u64, StateError> {
@@ -602,7 +603,12 @@ impl HostState {
         }
         self.answerable()?;
         if self.p.review.is_none() {
-            return Err(StateError::McpOnly(McpOnlyReason::NotAdvertised));
+            // Served as plain MCP from `initialize` on: refused for the reason recorded.
+            let reason = match &self.p.mode {
+                Mode::McpOnly(r) => r.clone(),
+                Mode::Mcpl => McpOnlyReason::NotAdvertised,
+            };
+            return Err(StateError::McpOnly(reason));
         }
         let id = self.next_id;
         let timeout = self.rules.manifest_timeout;
