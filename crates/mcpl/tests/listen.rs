@@ -450,3 +450,89 @@ async fn a_listen_config_that_cannot_work_is_refused_by_serve() {
     }
     assert_eq!(e.defects.len(), 2, "{message}");
 }
+
+/// A connection that never sends `initialize` holds its place only until
+/// `ServeConfig::initialize_timeout` (the default, 10 s): at `max_connections: 1` a silent
+/// first connection is closed at its deadline (on the paused clock, not before), which
+/// frees the place for a second one waiting in the backlog; the close is reported through
+/// `ListenConfig::report` (before, only a `tracing` line said it, so a caller watching the
+/// loop's reports never learnt why its connections ended); the second one initializes and
+/// is not closed when its own deadline passes.
+#[tokio::test(start_paused = true)]
+async fn a_silent_connection_frees_its_place_at_the_initialize_deadline_and_is_reported() {
+    use mcpl::server::listen::DEFAULT_INITIALIZE_TIMEOUT;
+    let listener = Arc::new(tcp::Listener::bind("127.0.0.1:0").await.unwrap());
+    let addr = listener.local_addr().unwrap();
+    let (report_tx, mut reports) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let config = ServeConfig {
+        listen: ListenConfig {
+            max_connections: 1,
+            report: Some(Arc::new(move |l: &str| {
+                let _ = report_tx.send(l.to_owned());
+            })),
+            ..ListenConfig::default()
+        },
+        ..ServeConfig::default()
+    };
+    let start = tokio::time::Instant::now();
+    tokio::spawn(mcpl::reference::serve_on(listener, config));
+
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    // The second one waits in the backlog, its initialize already sent.
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (r, mut w) = stream.into_split();
+    let mut lines = BufReader::new(r).lines();
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "listen", "version": "0"}});
+    w.write_all(request(1, "initialize", init).as_bytes())
+        .await
+        .unwrap();
+
+    assert_eq!(read_to_eof(&mut silent).await, b"");
+    assert!(
+        start.elapsed() >= DEFAULT_INITIALIZE_TIMEOUT,
+        "closed before its deadline: {:?}",
+        start.elapsed()
+    );
+    let answer = tokio::time::timeout(GUARD, lines.next_line())
+        .await
+        .expect("the waiting connection was not served once the silent one closed")
+        .unwrap()
+        .unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+
+    // Said through the loop's reporter, naming the connection and the limit.
+    let said = loop {
+        let line = tokio::time::timeout(GUARD, reports.recv())
+            .await
+            .expect("the close was not reported (hang guard)")
+            .unwrap();
+        if line.contains("initialize") {
+            break line;
+        }
+    };
+    assert!(
+        said.contains(&silent_addr.to_string()) && said.contains("initialize_timeout"),
+        "{said}"
+    );
+
+    // The initialized one outlives its own deadline: a ping is still answered.
+    tokio::time::sleep(DEFAULT_INITIALIZE_TIMEOUT * 2).await;
+    w.write_all(request(2, "ping", json!({})).as_bytes())
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(GUARD, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the initialized connection was closed");
+    let pong: Value = serde_json::from_str(&pong).unwrap();
+    assert_eq!(pong["id"], 2, "{pong}");
+    let more: Vec<String> = std::iter::from_fn(|| reports.try_recv().ok()).collect();
+    assert!(
+        more.iter().all(|l| !l.contains("initialize")),
+        "only the silent one is reported: {more:?}"
+    );
+}

@@ -9,8 +9,10 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::throttle::Throttle;
 
 use crate::transport::listen::{self, Listen, ListenConfig};
 use crate::transport::Transport;
@@ -23,8 +25,12 @@ pub struct ServeConfig {
     /// The accept loop's limits (handshake timeout, backoff, reports).
     pub listen: ListenConfig,
     /// Longest a connection may take from its transport handshake to a handled
-    /// `initialize` request (10 s); a slower one is closed. At least 1 ms ([`serve`]
-    /// refuses less, [`ServeConfig::defects`]).
+    /// `initialize` request (10 s); a slower one is closed, freeing its place under
+    /// [`ListenConfig::max_connections`], and said through [`ListenConfig::report`] and
+    /// `tracing` (at most once per [`listen::REPORT_INTERVAL`], the rest counted). At least
+    /// 1 ms ([`serve`] refuses less, [`ServeConfig::defects`]). There is no "off": a
+    /// connection that never initializes would hold its place for ever (fail closed); a
+    /// caller wanting a long wait sets a long one.
     pub initialize_timeout: Duration,
     /// Hand the heap memory freed by ended connections back to the operating system
     /// ([`RELEASE_DELAY`] after the first of them ends; on by default). See
@@ -171,8 +177,12 @@ where
     }
     let initialize_timeout = config.initialize_timeout;
     let release = config.release_memory.then(Arc::<Release>::default);
+    let closed = Arc::new(InitializeClosed {
+        report: config.listen.report.clone(),
+        throttle: Mutex::new(Throttle::new(listen::REPORT_INTERVAL)),
+    });
     listen::serve(listener, config.listen, move |transport, addr| {
-        let served = serve_one(make(), transport, addr, initialize_timeout);
+        let served = serve_one(make(), transport, addr, initialize_timeout, closed.clone());
         let release = release.clone();
         async move {
             served.await;
@@ -185,7 +195,42 @@ where
     Ok(())
 }
 
-async fn serve_one(server: Server, transport: Transport, addr: SocketAddr, init: Duration) {
+/// Says that connections were closed for want of `initialize`: through `tracing` and the
+/// listener's [`ListenConfig::report`], at most once per [`listen::REPORT_INTERVAL`] (the
+/// others counted in the next line), as the accept loop says its refused handshakes, so a
+/// flood of silent connections makes a bounded number of lines.
+struct InitializeClosed {
+    report: Option<listen::Reporter>,
+    throttle: Mutex<Throttle>,
+}
+
+impl InitializeClosed {
+    fn say(&self, addr: SocketAddr, init: Duration) {
+        let now = tokio::time::Instant::now().into_std();
+        let line = {
+            let mut throttle = self.throttle.lock().unwrap_or_else(|e| e.into_inner());
+            throttle.line_at(now, || {
+                format!(
+                    "{addr}: no initialize within {init:?} \
+                     (ServeConfig.initialize_timeout); connection closed"
+                )
+            })
+        };
+        let Some(line) = line else { return };
+        tracing::warn!(target: "mcpl::listen", "{line}");
+        if let Some(report) = &self.report {
+            report(&line);
+        }
+    }
+}
+
+async fn serve_one(
+    server: Server,
+    transport: Transport,
+    addr: SocketAddr,
+    init: Duration,
+    closed: Arc<InitializeClosed>,
+) {
     let session = server.start(transport);
     let mut state = session.grant_changes();
     let initialized = tokio::time::timeout(init, async {
@@ -194,7 +239,7 @@ async fn serve_one(server: Server, transport: Transport, addr: SocketAddr, init:
     .await;
     drop(state);
     if initialized != Ok(true) {
-        tracing::info!("{addr}: no initialize within {init:?}; closing");
+        closed.say(addr, init);
         session.close();
     }
     let reason = session.closed().await;
