@@ -227,19 +227,45 @@ impl Session {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Reports a send refused before the wire as the author's mistake (`send_refused`);
-    /// a failure on the wire ([`SendError::Peer`]) is the caller's to handle, not reported.
-    pub(super) fn reported<T>(
+    /// Runs the send `out` and reports a refusal before the wire as the author's mistake
+    /// (`send_refused`); a failure on the wire ([`SendError::Peer`]) is the caller's to
+    /// handle, not reported.
+    ///
+    /// Reading (§6.7: the host may reduce the policy at any time, a Notification applied
+    /// before anything else is read): a refusal by the policy (not ready, capability
+    /// denied, feature set unavailable) after the negotiated state changed since the call
+    /// began is a race the caller could not win, checking [`Self::granted`] or
+    /// [`Self::feature_available`] first or not: it is reported as
+    /// `send_refused_policy_changed`, a notice. "Changed" is any change the driver
+    /// published (a `watch` version), so a refusal the caller's view already held is a
+    /// notice too when an unrelated change came between; the call still fails as before.
+    pub(super) async fn reported<T>(
         &self,
         method: &str,
-        r: Result<T, SendError>,
+        out: impl std::future::Future<Output = Result<T, SendError>>,
     ) -> Result<T, SendError> {
+        let seen = self.conn.grant_tx.subscribe();
+        let r = out.await;
         if let Err(e) = &r {
-            if !matches!(e, SendError::Peer(_)) {
+            let by_policy = matches!(
+                e,
+                SendError::NotReady { .. }
+                    | SendError::CapabilityDenied { .. }
+                    | SendError::FeatureSetUnavailable { .. }
+            );
+            let (method, reason, detail) = (method.to_owned(), e.code(), e.to_string());
+            if by_policy && seen.has_changed().unwrap_or(false) {
+                self.conn
+                    .diagnostic(ServerDiagnostic::SendRefusedPolicyChanged {
+                        method,
+                        reason,
+                        detail,
+                    });
+            } else if !matches!(e, SendError::Peer(_)) {
                 self.conn.diagnostic(ServerDiagnostic::SendRefused {
-                    method: method.to_owned(),
-                    reason: e.code(),
-                    detail: e.to_string(),
+                    method,
+                    reason,
+                    detail,
                 });
             }
         }
@@ -337,7 +363,7 @@ impl Session {
                 .await?;
             Ok(self.conn.peer.request_raw(method, params).await?)
         };
-        self.reported(method, out.await)
+        self.reported(method, out).await
     }
 
     /// Sends a plain MCP notification to the host (`notifications/message`,
@@ -355,7 +381,7 @@ impl Session {
             self.in_order(method, None).await?;
             Ok(self.conn.peer.notify_raw(method, params).await?)
         };
-        self.reported(method, out.await)
+        self.reported(method, out).await
     }
 
     /// Sends `push/event` (§9): needs `pushEvents` and an available `featureSet`; stamps
@@ -379,7 +405,7 @@ impl Session {
             };
             self.request::<push::PushEvent>(&params).await
         };
-        self.reported(push::PushEvent::NAME, out.await)
+        self.reported(push::PushEvent::NAME, out).await
     }
 
     /// Sends `channels/register` (§14.3; needs `channels.register`); the host answers per
@@ -396,7 +422,7 @@ impl Session {
             };
             self.request::<ChannelsRegister>(&params).await
         };
-        self.reported(ChannelsRegister::NAME, out.await)
+        self.reported(ChannelsRegister::NAME, out).await
     }
 
     /// The channels the host has accepted from this connection (by the itemized results of
@@ -414,7 +440,7 @@ impl Session {
         change: ChangedParams,
     ) -> Result<ItemizedResult, SendError> {
         let out = async { self.request::<ChannelsChanged>(&change).await };
-        self.reported(ChannelsChanged::NAME, out.await)
+        self.reported(ChannelsChanged::NAME, out).await
     }
 
     /// Sends `channels/incoming` (§14.3; needs `channels.incoming`); a message's `timestamp`
@@ -436,7 +462,7 @@ impl Session {
             };
             self.request::<ChannelsIncoming>(&params).await
         };
-        self.reported(ChannelsIncoming::NAME, out.await)
+        self.reported(ChannelsIncoming::NAME, out).await
     }
 
     /// Sends a non-streaming `inference/request` (§11; needs `inferenceRequest` and an
@@ -450,7 +476,7 @@ impl Session {
             inference_content(&params)?;
             self.request::<InferenceRequest>(&params).await
         };
-        self.reported(InferenceRequest::NAME, out.await)
+        self.reported(InferenceRequest::NAME, out).await
     }
 
     /// Sends a streaming `inference/request` (§11.4; needs `inferenceRequest` and
@@ -477,7 +503,7 @@ impl Session {
                 done: None,
             })
         };
-        self.reported(InferenceRequest::NAME, out.await)
+        self.reported(InferenceRequest::NAME, out).await
     }
 
     /// Sends `model/info` (§12; needs `modelInfo`).
@@ -486,7 +512,7 @@ impl Session {
             let params = EmptyObject::default();
             self.request::<ModelInfoRequest>(&params).await
         };
-        self.reported(ModelInfoRequest::NAME, out.await)
+        self.reported(ModelInfoRequest::NAME, out).await
     }
 }
 

@@ -48,6 +48,19 @@ pub enum ServerDiagnostic {
         /// The refusal's message.
         detail: String,
     },
+    /// `send_refused_policy_changed`: a typed sender refused before the wire, as
+    /// [`Self::SendRefused`], by the policy (not ready, capability denied, feature set
+    /// unavailable: §5.3, §5.4, §6.4) after the host changed it between the call and the
+    /// refusal (a `featureSets/update` applied while the call waited to be taken, §6.7).
+    /// The caller could not have known: nobody's mistake, a [`DiagnosticKind::Notice`].
+    SendRefusedPolicyChanged {
+        /// The method not sent.
+        method: String,
+        /// The refusal's own code (`server::SendError::code`).
+        reason: &'static str,
+        /// The refusal's message.
+        detail: String,
+    },
     /// `injection_dropped`: a `context/beforeInference` answer injected under an undeclared
     /// or unavailable feature set, or at a position not granted or not in the set's `uses`
     /// (§5.4, §6.4, §10.8); the host would have refused it, so it was not sent.
@@ -328,6 +341,7 @@ impl ServerDiagnostic {
         use ServerDiagnostic as D;
         match &mut self {
             D::SendRefused { method, detail, .. }
+            | D::SendRefusedPolicyChanged { method, detail, .. }
             | D::ResultUnencodable {
                 method,
                 error: detail,
@@ -391,6 +405,7 @@ impl ServerDiagnostic {
         use ServerDiagnostic as D;
         match self {
             D::SendRefused { .. } => "send_refused",
+            D::SendRefusedPolicyChanged { .. } => "send_refused_policy_changed",
             D::InjectionDropped { .. } => "injection_dropped",
             D::HandlerPanicked { .. } => "handler_panicked",
             D::ResultUnencodable { .. } => "result_unencodable",
@@ -460,7 +475,8 @@ impl ServerDiagnostic {
             // Nothing can answer it any more: the connection's end, no defect.
             | D::RequestUnanswered { .. }
             // A race of the two sides' orderings (§6.7), nobody's mistake.
-            | D::OpenedChannelDropped { .. } => DiagnosticKind::Notice,
+            | D::OpenedChannelDropped { .. }
+            | D::SendRefusedPolicyChanged { .. } => DiagnosticKind::Notice,
             // Only a `*` pattern reached past the advertisement: narrowed, no path named.
             D::GrantBeyondAdvertisement { named, .. } if named.is_empty() => {
                 DiagnosticKind::Notice
@@ -508,6 +524,11 @@ impl std::fmt::Display for Detail<'_> {
         use ServerDiagnostic as D;
         match self.0 {
             D::SendRefused { method, detail, .. } => write!(f, "{method} not sent: {detail}"),
+            D::SendRefusedPolicyChanged { method, detail, .. } => write!(
+                f,
+                "{method} not sent: {detail} (the host changed its policy after the call was \
+                 made: nobody's mistake)"
+            ),
             D::InjectionDropped { hook_set, dropped } => injection_dropped(f, hook_set, dropped),
             D::HandlerPanicked { method } => write!(
                 f,

@@ -93,6 +93,15 @@ fn each_variant_keeps_its_published_code_and_kind() {
             A,
         ),
         (
+            D::SendRefusedPolicyChanged {
+                method: m(),
+                reason: "feature_set_unavailable",
+                detail: "no".into(),
+            },
+            "send_refused_policy_changed",
+            N,
+        ),
+        (
             D::InjectionDropped {
                 hook_set: None,
                 dropped: DroppedInjections::All {

@@ -1,0 +1,125 @@
+//! A send the application made while the grant allowed it, refused because the host's
+//! reduction (§6.7) was applied before the driver took it, is nobody's mistake: it is
+//! reported as a notice, not as the author's mistake (`Session::author_mistakes`, a `warn`
+//! line). A send the grant refused as the caller saw it still is the author's. Over a real
+//! transport (JSON lines on a pipe); the clock is paused, so "every task has gone as far as
+//! it can" is `tokio::time::sleep` returning, never a timing.
+#![cfg(feature = "runtime")]
+
+use mcpl::capability::Capability;
+use mcpl::protocol::handshake::ToolsCallResult;
+use mcpl::server::{DiagnosticKind, PushEvent, SendError, Server, ServerDiagnostic};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Bytes of each `big` answer: 60 of them back the connection up past where its driver
+/// takes the application's calls (the outbox's bound), while it still reads.
+const BIG: usize = 256 * 1024;
+
+fn server() -> Server {
+    Server::builder("race", "1.0.0")
+        .feature_set("t", "Tools", &[Capability::Tools])
+        .feature_set("e", "Events", &[Capability::PushEvents])
+        .tool(
+            "big",
+            "A large answer",
+            json!({"type": "object"}),
+            |_s, _p| async { Ok(ToolsCallResult::text("x".repeat(BIG))) },
+        )
+        .build()
+        .unwrap()
+}
+
+fn line(v: Value) -> Vec<u8> {
+    format!("{v}\n").into_bytes()
+}
+
+fn settle() -> tokio::time::Sleep {
+    tokio::time::sleep(std::time::Duration::from_millis(1))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_refused_by_a_reduction_applied_after_the_call_is_a_notice() {
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let session = server().start(mcpl::transport::Transport::lines(sr, sw, "host"));
+    let mut diagnostics = session.diagnostics();
+    let (host_read, mut host_write) = tokio::io::split(host_end);
+    let mut lines = BufReader::new(host_read).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "host", "version": "0"}}});
+    let policy = json!({"jsonrpc": "2.0", "id": 1, "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools", "pushEvents"]}});
+    for (id, frame) in [(0, init), (1, policy)] {
+        host_write.write_all(&line(frame)).await.unwrap();
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(v["id"], id, "{v}");
+        if id == 0 {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            host_write.write_all(&line(initialized)).await.unwrap();
+        }
+    }
+    // The host calls `big` 60 times (15 MiB) and reads nothing: the driver takes no more calls.
+    for id in 2..62 {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "big", "arguments": {}}});
+        host_write.write_all(&line(call)).await.unwrap();
+    }
+    settle().await;
+
+    // The application pushes while the grant allows it; the call waits to be taken.
+    assert!(session.granted(Capability::PushEvents) && session.feature_available("e"));
+    let push = {
+        let s = session.clone();
+        tokio::spawn(async move { s.push_event(PushEvent::text("e", "hello")).await })
+    };
+    settle().await;
+    assert!(
+        !push.is_finished(),
+        "the call is taken only once the host reads"
+    );
+
+    // The host disables the set (a Notification only narrows, §6.7); the driver still reads.
+    let reduce = json!({"jsonrpc": "2.0", "method": "featureSets/update",
+        "params": {"disabled": ["e"]}});
+    host_write.write_all(&line(reduce)).await.unwrap();
+    settle().await;
+    assert!(!session.feature_available("e"), "the reduction is applied");
+
+    // The host reads again: the call is taken, and refused by the policy now in force.
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let refused = push.await.unwrap();
+    assert!(
+        matches!(&refused, Err(e) if !matches!(e, SendError::Peer(_))),
+        "{refused:?}"
+    );
+    let said = loop {
+        match diagnostics.recv().await.unwrap() {
+            d if d.code().starts_with("send_refused") => break d,
+            _ => {}
+        }
+    };
+    assert_eq!(said.kind(), DiagnosticKind::Notice, "{said}");
+    assert!(said.to_string().contains("push/event"), "{said}");
+    assert_eq!(session.author_mistakes(), 0, "{said}");
+
+    // Refused as the caller saw the policy: still the author's mistake.
+    let again = session.push_event(PushEvent::text("e", "again")).await;
+    assert!(again.is_err(), "{again:?}");
+    let said = loop {
+        match diagnostics.recv().await.unwrap() {
+            d if d.code().starts_with("send_refused") => break d,
+            _ => {}
+        }
+    };
+    assert!(
+        matches!(said, ServerDiagnostic::SendRefused { .. }),
+        "{said:?}"
+    );
+    assert_eq!(said.kind(), DiagnosticKind::AuthorMistake);
+    assert_eq!(session.author_mistakes(), 1);
+    drop(host_write);
+    drop(drain);
+}
