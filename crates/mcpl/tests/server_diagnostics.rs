@@ -556,8 +556,11 @@ async fn host_defects_are_typed_values_the_sans_io_server_reports_alike() {
 
 /// §4.1 (JSON-RPC forms), §5.3, §5.4: where a host request goes is one rule, so `Server`
 /// and `ServerState` answer the same requests alike: a notification method sent with an id
-/// is `-32600`, a request before `initialize` is `-32600`, an ungranted one is `-32002`, a
-/// method of the other direction is `-32601`.
+/// is `-32601` (JSON-RPC 2.0 §4, §5.1: a valid Request object for a method not available
+/// as a request; `-32600` before, which names a malformed Request object), whichever
+/// direction it has (`mcpl/manifestChanged` is the server's), a request before
+/// `initialize` is `-32600`, an ungranted one is `-32002`, a method of the other direction
+/// is `-32601`.
 #[tokio::test]
 async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
     use mcpl::session::{ServerOutput, ServerRules, ServerState};
@@ -570,6 +573,8 @@ async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
         json!({"jsonrpc": "2.0", "id": 93, "method": "context/beforeInference",
             "params": {"featureSet": "pings", "inferenceId": "i1", "conversationId": "c",
                 "turnIndex": 0, "userMessage": "hi"}}),
+        json!({"jsonrpc": "2.0", "id": 95, "method": "mcpl/manifestChanged",
+            "params": {"revision": "r1", "changed": ["tools"]}}),
         json!({"jsonrpc": "2.0", "id": 94, "method": "push/event",
             "params": {"featureSet": "pings", "eventId": "e", "timestamp": "2026-01-01T00:00:00Z",
                 "payload": {"content": [{"type": "text", "text": "x"}]}}}),
@@ -633,7 +638,15 @@ async fn misrouted_requests_are_answered_alike_by_server_and_server_state() {
 
     let wire = errors(&wire);
     let codes: Vec<i64> = wire.iter().map(|e| e.1).collect();
-    assert_eq!(codes, [-32600, -32600, -32600, -32002, -32601], "{wire:?}");
+    assert_eq!(
+        codes,
+        [-32600, -32601, -32601, -32002, -32601, -32601],
+        "{wire:?}"
+    );
+    for (id, _, message) in &wire[1..3] {
+        assert!(message.contains("is a notification"), "{id}: {message}");
+    }
+    assert!(wire[4].2.contains("is a notification"), "{wire:?}");
     assert_eq!(wire, errors(&sans_io));
 }
 
