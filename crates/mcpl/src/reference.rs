@@ -287,7 +287,8 @@ pub fn server() -> Server {
         .on_before_inference("ref.hints", |_grant, p| async move {
             let hint = format!(
                 "Reference hint for turn {} of {}.",
-                p.turn_index, p.conversation_id
+                p.turn_index,
+                quoted_conversation(&p.conversation_id)
             );
             // The session names the hook's feature set, ref.hints, in the answer (§6.5).
             Ok(BeforeInferenceResult::with_injections([
@@ -571,6 +572,30 @@ pub async fn serve_tcp(
     listener: crate::transport::tcp::Listener,
 ) -> Result<(), crate::server::listen::ServeConfigError> {
     serve_on(Arc::new(listener), ServeConfig::default()).await
+}
+
+/// Most bytes of the host's `conversationId` the reference's `context/beforeInference` hint
+/// quotes (64); a longer one is cut at a character boundary and its length said, so a host
+/// sending a long id (§10.1 sets no length) does not get it back whole in every
+/// answer.
+pub const HINT_CONVERSATION_ID_BYTES: usize = 64;
+
+/// `id` as the hint quotes it: whole within [`HINT_CONVERSATION_ID_BYTES`], else its first
+/// bytes up to a character boundary, then `… (N bytes)`.
+fn quoted_conversation(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.len() <= HINT_CONVERSATION_ID_BYTES {
+        return id.into();
+    }
+    let mut cut = HINT_CONVERSATION_ID_BYTES;
+    while !id.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}… ({} bytes)",
+        id.get(..cut).unwrap_or_default(),
+        id.len()
+    )
+    .into()
 }
 
 /// Serves every connection `listener` accepts (TCP or WebSocket) with one reference server,

@@ -120,6 +120,33 @@ async fn reference_server_full_session_over_tcp() {
         .unwrap();
     assert_eq!(r["featureSet"], "ref.hints");
     assert_eq!(r["contextInjections"][0]["position"], "beforeUser");
+    assert!(
+        r["contextInjections"][0]["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("turn 3 of conv.")),
+        "{r}"
+    );
+    // The hint quotes the host's conversationId cut to `HINT_CONVERSATION_ID_BYTES`, its
+    // length said: a 64 KiB id does not come back whole in every answer.
+    let long = "c".repeat(64 * 1024);
+    let r = peer
+        .request_raw(
+            "context/beforeInference",
+            Some(
+                json!({"inferenceId": "inf_2", "conversationId": long, "turnIndex": 4,
+                        "userMessage": null}),
+            ),
+        )
+        .await
+        .unwrap();
+    let hint = r["contextInjections"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        hint.len() < 2 * mcpl::reference::HINT_CONVERSATION_ID_BYTES
+            && hint.contains("(65536 bytes)"),
+        "{} bytes: {}",
+        hint.len(),
+        hint.get(..200).unwrap_or(hint)
+    );
 
     // Lifecycle consumer: a duplicate terminal is counted once.
     for phase in ["started", "completed", "completed"] {
