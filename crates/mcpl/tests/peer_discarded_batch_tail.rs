@@ -75,6 +75,11 @@ async fn a_response_of_ours_past_the_summary_cap_still_ends_its_request() {
             matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("batch")),
             "{what}: {outcome:?}"
         );
+        // Said in one sentence, without the run of spaces a lost line continuation leaves.
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if !why.contains("  ")),
+            "{what}: {outcome:?}"
+        );
     }
     assert_eq!(peer.pending_requests(), 0);
 

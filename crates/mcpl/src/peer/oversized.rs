@@ -84,7 +84,8 @@ impl Discarded {
             let rest = outstanding(shared);
             if !rest.is_empty() {
                 let why = format!(
-                    "{why}; its responses past the first {} bytes kept of it were not read,                      and this request may have been answered there",
+                    "{why}; its responses past the first {} bytes kept of it were not read, \
+                     and this request may have been answered there",
                     crate::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES
                 );
                 failed.extend(super::reader::fail_refused(shared, rest, &why));
