@@ -99,31 +99,21 @@ fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -
 /// - a text that does not begin as a message (`{` or `[`) is a junk line, reported only;
 /// - one showing a response (an outcome, no `method`) is never answered (answering a
 ///   response can loop);
-/// - one nested past the parser is refused `-32600` from its envelope: under its id when
-///   it shows a request with a usable one, id null when its id is unusable or it shows
-///   neither a request nor a response, nothing for a request with no id (a notification);
-/// - any other is answered `-32700` (a parse error): under the id of a request told
-///   without doubt before the parser's error (`"jsonrpc": "2.0"`, a `method`, exactly one
-///   `id`, ended, a string or an integer, no other `id` after the error), else id null.
+/// - one nested past the parser showing a request with no `id` member (a notification) is
+///   reported only;
+/// - any other is answered as the library answers it, by its one rule
+///   ([`mcpl::jsonrpc::ParseError::answer`], [`mcpl::jsonrpc::refused_request_id`]):
+///   `-32600` (`reason: "nesting"`) when nested past the parser, else `-32700`, under the
+///   id of a request told without doubt (`"jsonrpc": "2.0"`, a `method`, exactly one `id`,
+///   ended, a string or an integer, no other `id`), else id null.
 pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
-    use mcpl::jsonrpc::{ErrorObject, RequestId};
-    let bytes = text.as_bytes();
-    match bytes.first() {
-        Some(b'[') => {
-            let error = ErrorObject::parse_error(format!("Parse error: {e}"));
-            return Some(Event::Refused { id: None, error });
-        }
-        Some(b'{') => {}
+    match text.as_bytes().first() {
+        Some(b'{' | b'[') => {}
         _ => return None,
     }
     let mut envelope = mcpl::transport::envelope::Envelope::new();
-    let cut = error_offset(bytes, e);
-    envelope.feed(bytes.get(..cut).unwrap_or(bytes));
-    let before = envelope.sole_request_id().map(<[u8]>::to_vec);
-    let ids_before = envelope.id_members();
-    envelope.feed(bytes.get(cut..).unwrap_or_default());
-    let summary = envelope.summary(true);
-    let (request, response) = match summary.as_deref().and_then(summary_object) {
+    envelope.feed(text.as_bytes());
+    let (request, response) = match envelope.summary(true).as_deref().and_then(summary_object) {
         Some(o) => (
             o.contains_key("method"),
             !o.contains_key("method") && o.contains_key("result"),
@@ -133,21 +123,16 @@ pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
     if response {
         return None;
     }
-    if e.to_string().starts_with("recursion limit exceeded") {
-        let id = match summary.as_deref().and_then(summary_object) {
-            Some(o) if request => Some(RequestId::from_value(o.get("id")?)),
-            _ => Some(None),
-        }?;
-        let error = ErrorObject::invalid_request(format!(
-            "Invalid Request: a message nested deeper than the parser reads ({e})"
-        ));
-        return Some(Event::Refused { id, error });
+    let deep = e.to_string().starts_with("recursion limit exceeded");
+    if deep && request && envelope.id_members() == 0 {
+        return None;
     }
-    let id = before
-        .filter(|_| envelope.id_members() == ids_before)
-        .and_then(|written| id_written(&written));
-    let error = ErrorObject::parse_error(format!("Parse error: {e}"));
-    Some(Event::Refused { id, error })
+    let answer = mcpl::jsonrpc::ParseError::Json(e.to_string()).answer(text);
+    let error = answer.outcome.err()?;
+    Some(Event::Refused {
+        id: answer.id,
+        error,
+    })
 }
 
 /// A request id as written, when it is one an answer goes under: a string of at most
@@ -207,27 +192,6 @@ fn summary_object(summary: &[u8]) -> Option<serde_json::Map<String, Value>> {
         Value::Object(o) => Some(o),
         _ => None,
     }
-}
-
-/// The byte offset in `text` strictly before which the parser read without error (`e`'s
-/// line and column, which serde_json counts in bytes from 1; it may point one byte past
-/// the byte it failed at, so that byte is left out too: fail closed), as the library's
-/// peer reads it.
-fn error_offset(text: &[u8], e: &serde_json::Error) -> usize {
-    let mut start = 0;
-    for _ in 1..e.line() {
-        match text
-            .get(start..)
-            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
-        {
-            Some(i) => start += i + 1,
-            None => return 0,
-        }
-    }
-    start
-        .saturating_add(e.column())
-        .saturating_sub(1)
-        .min(text.len())
 }
 
 /// The note that `text`, parsed into `event`, repeats a member name
@@ -396,6 +360,9 @@ mod tests {
             ("[1,".to_owned(), Some((None, parse))),
             (deep(r#""id":8,"#), Some((Some(8_i64.into()), invalid))),
             (deep(r#""id":null,"#), Some((None, invalid))),
+            // Two ids: which request it is cannot be told (`jsonrpc::doubled::DOUBLED_ID`),
+            // as the peer and `refused_request_id` read it: under id null.
+            (deep(r#""id":7,"id":8,"#), Some((None, invalid))),
             (deep(""), None),
             (
                 r#"{"jsonrpc":"2.0","id":7,"result":{"a":}}"#.to_owned(),
