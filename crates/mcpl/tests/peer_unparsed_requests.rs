@@ -205,6 +205,14 @@ async fn a_request_nested_too_deep_is_answered_alike_by_the_peer_and_a_driver() 
             format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{deep},"id":4}}"#),
             Value::Null,
         ),
+        // No `jsonrpc` member: an Invalid Request whose id is read all the same, as it is
+        // in a request that parses (only a parse error makes the version a doubt).
+        (
+            format!(r#"{{"id":8,"method":"m","params":{deep}}}"#),
+            json!(8),
+        ),
+        // A batch nested past the parser: one `-32700` under null (RELIABILITY.md), by both.
+        (format!("[{deep}]"), Value::Null),
     ] {
         let got = exchange(&mut raw, &line).await;
         assert_eq!(got.len(), 1, "{got:?}");

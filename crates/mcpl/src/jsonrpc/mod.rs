@@ -682,12 +682,16 @@ impl ParseError {
     /// The response a driver writes for a `text` [`Message::parse`] refused with this
     /// error: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`] and for
     /// a text nested past what the parser reads (`data: { limit, reason: "nesting" }`, as the
-    /// peer answers it), under [`ParseError::answer_id`]. Every such text is answered under
+    /// peer answers it; a batch nested so is `-32700`, as the peer answers it too), under
+    /// [`ParseError::answer_id`]. Every such text is answered under
     /// a null id when no id is told (the peer only reports a too-deep text that shows a
     /// method and no `id`, a notification).
     pub fn answer(&self, text: &str) -> Response {
         let error = match self {
-            ParseError::Json(detail) if unparsed::too_deep_detail(detail) => {
+            // A batch nested so is one `-32700`, as the peer answers it.
+            ParseError::Json(detail)
+                if unparsed::too_deep_detail(detail) && !text.trim_start().starts_with('[') =>
+            {
                 unparsed::nesting_refused(false)
             }
             ParseError::Json(detail) => ErrorObject::parse_error(format!("Parse error: {detail}")),

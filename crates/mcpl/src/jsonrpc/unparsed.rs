@@ -40,14 +40,16 @@ pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<Reques
 ///
 /// A text nested past the parser's depth (serde_json's 128 levels) may be valid JSON: the
 /// parser's error says nothing of the rest, so its envelope is read whole, past the
-/// nesting, as the peer reads it, by the same doubts (`"jsonrpc": "2.0"`, a `method`,
-/// exactly one ended `id`); it is answered `-32600` ([`super::ParseError::answer`]).
+/// nesting, as the peer reads it (`peer::refused`): a `method` and exactly one ended `id`,
+/// a string or an integer. No `"jsonrpc": "2.0"` is asked of it: that makes it an Invalid
+/// Request, answered under its id as one that parses is, not an id in doubt. It is
+/// answered `-32600` ([`super::ParseError::answer`]).
 pub fn refused_request_id(text: &str) -> Option<RequestId> {
     let e = serde_json::from_str::<serde_json::Value>(text).err()?;
     if too_deep(&e) {
         let mut envelope = Envelope::new();
         envelope.feed(text.as_bytes());
-        return envelope.sole_request_id().and_then(id_written);
+        return envelope.sole_id_of_method().and_then(id_written);
     }
     read_refused(text.as_bytes(), &e).0
 }

@@ -358,6 +358,12 @@ mod tests {
             ),
             ("{oops".to_owned(), Some((None, parse))),
             ("[1,".to_owned(), Some((None, parse))),
+            // A batch nested past the parser: one `-32700` under id null, as the peer and
+            // `ParseError::answer` answer it.
+            (
+                format!("[{}{}]", "[".repeat(200), "]".repeat(200)),
+                Some((None, parse)),
+            ),
             (deep(r#""id":8,"#), Some((Some(8_i64.into()), invalid))),
             (deep(r#""id":null,"#), Some((None, invalid))),
             // Two ids: which request it is cannot be told (`jsonrpc::doubled::DOUBLED_ID`),
