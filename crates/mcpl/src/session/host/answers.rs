@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::protocol::feature_sets::FeatureSetsUpdate;
-use crate::protocol::handshake::{HostMcpl, Initialized};
+use crate::protocol::handshake::Initialized;
 
 impl HostState {
     /// Gives up on request `id` of the application's ([`Self::request`], or a hook,
@@ -291,11 +291,12 @@ impl HostState {
         if !manifest.is_object() {
             return self.not_an_object(caps, manifest);
         }
-        let version = crate::protocol::handshake::mcpl_version(manifest);
-        match &version {
-            HostMcpl::Unversioned => return self.unversioned(caps),
-            HostMcpl::Other(text) if !version.is_v05() => return self.other_version(caps, text),
-            _ => {}
+        match super::inbound::foreign_version(manifest) {
+            Some(super::inbound::ForeignVersion::Missing) => return self.unversioned(caps),
+            Some(super::inbound::ForeignVersion::Other(text)) => {
+                return self.other_version(caps, text)
+            }
+            None => {}
         }
         let count = crate::manifest::feature_set_count(manifest);
         let limit = self.rules.max_feature_sets;
@@ -342,11 +343,10 @@ impl HostState {
         );
     }
 
-    /// A server whose manifest names MCPL version `text` (JSON text), not 0.5: reported as
+    /// A server whose manifest names MCPL version `text` (JSON text, clipped), not 0.5: reported as
     /// the `unsupported_version` finding a review gives it, and served as plain MCP
     /// ([`McpOnlyReason::OtherVersion`]).
-    fn other_version(&mut self, caps: &Value, text: &str) {
-        let text = crate::manifest::digest::clipped(text);
+    fn other_version(&mut self, caps: &Value, text: String) {
         let message = format!(
             "`version` is {text}; this host speaks MCPL \"0.5\": the server is served as \
              plain MCP (§3.3)"

@@ -366,9 +366,14 @@ impl HostState {
                         ),
                     });
                     self.p.review_past_bound(&v, wall, threshold)
-                } else if let Some((code, text)) = foreign_version(&v) {
+                } else if let Some(foreign) = foreign_version(&v) {
                     // §5.1, App. B.3: not a 0.5 manifest, so nothing it adds is taken; it
                     // parses, so its removals apply (§17.5 step 1), as past the bound.
+                    let code = foreign.code();
+                    let text = match foreign {
+                        ForeignVersion::Missing => "missing".to_owned(),
+                        ForeignVersion::Other(text) => text,
+                    };
                     let message = format!(
                         "the fetched manifest's `version` is {text}; this host speaks MCPL \
                          \"0.5\": only its removals were applied (§17.5)"
@@ -467,20 +472,38 @@ impl HostState {
     }
 }
 
-/// The finding code and the version (JSON text, clipped) of a fetched manifest object that
-/// does not name MCPL 0.5 (`"0.5"` or an alias, [`crate::protocol::handshake::mcpl_version`]):
-/// `unsupported_version`, or `missing_version` for one with no `version` (App. B.3 requires
-/// it). `None` for a 0.5 manifest, and for one that is no object (the review refuses it).
-fn foreign_version(fetched: &Value) -> Option<(&'static str, String)> {
+/// How a server's manifest object fails to name MCPL 0.5 (`"0.5"` or an alias,
+/// [`crate::protocol::handshake::mcpl_version`]): the host's one reading of a manifest's
+/// version, for the one `initialize` answered with ([`HostState`]'s `other_version`,
+/// `unversioned`) and for a fetched one (§17.5) alike.
+pub(super) enum ForeignVersion {
+    /// No `version` member (App. B.3 requires it): `missing_version`.
+    Missing,
+    /// Another version, as JSON text, clipped: `unsupported_version`.
+    Other(String),
+}
+
+impl ForeignVersion {
+    /// The manifest finding code it is reported under.
+    fn code(&self) -> &'static str {
+        match self {
+            ForeignVersion::Missing => "missing_version",
+            ForeignVersion::Other(_) => "unsupported_version",
+        }
+    }
+}
+
+/// How `manifest` fails to name MCPL 0.5 ([`ForeignVersion`]); `None` for a 0.5 manifest,
+/// and for one that is no object (the review refuses it).
+pub(super) fn foreign_version(manifest: &Value) -> Option<ForeignVersion> {
     use crate::protocol::handshake::HostMcpl;
-    if !fetched.is_object() {
+    if !manifest.is_object() {
         return None;
     }
-    let version = crate::protocol::handshake::mcpl_version(fetched);
+    let version = crate::protocol::handshake::mcpl_version(manifest);
     match &version {
-        HostMcpl::Unversioned => Some(("missing_version", "missing".to_owned())),
-        HostMcpl::Other(text) if !version.is_v05() => Some((
-            "unsupported_version",
+        HostMcpl::Unversioned => Some(ForeignVersion::Missing),
+        HostMcpl::Other(text) if !version.is_v05() => Some(ForeignVersion::Other(
             crate::manifest::digest::clipped(text),
         )),
         _ => None,
