@@ -174,7 +174,10 @@ async fn what_is_no_answer_of_ours_is_handled_as_before() {
     assert_eq!(got[0]["id"], "q");
     let mut line = br#"{"jsonrpc":"2.0","id":"never-sent","result":"caf"#.to_vec();
     line.extend_from_slice(b"\xe9\"}");
-    exchange(&mut raw, &line).await;
+    // A response all the same: never answered (JSON-RPC 2.0 §5), as one that does not
+    // parse is not (`peer::refused`), whatever request it names.
+    let got = exchange(&mut raw, &line).await;
+    assert!(got.is_empty(), "a response was answered: {got:?}");
     assert_eq!(peer.pending_requests(), 1);
     raw.send(&format!(
         r#"{{"jsonrpc":"2.0","id":{},"result":2}}"#,

@@ -130,8 +130,10 @@ impl Discarded {
     /// encoding, which are never JSON's structural characters) names a request of ours
     /// fails that request now and is not answered, as a response that does not parse
     /// ([`super::refused`]): before, it was answered and our request waited for its
-    /// deadline. Returned for delivery at its place, for one sent in order. A request's
-    /// `-32700` goes under its id when its envelope tells it without doubt.
+    /// deadline. Returned for delivery at its place, for one sent in order. A response
+    /// naming no request of ours is reported only, never answered either (answering a
+    /// response can loop; `refuse`'s rule, and `mcpl check`'s). A request's `-32700` goes
+    /// under its id when its envelope tells it without doubt.
     pub(super) fn not_text(
         &self,
         shared: &Shared,
@@ -154,7 +156,7 @@ impl Discarded {
             }
             return failed;
         }
-        if self.began_as_json {
+        if self.began_as_json && !self.head.as_ref().is_some_and(Head::is_response) {
             // Under its id when its envelope, read past the bytes of another encoding (which
             // hide none of its members), tells it without doubt, as for a request that does
             // not parse (`jsonrpc::refused_request_id`); else under none.
