@@ -54,6 +54,19 @@ pub fn refused_request_id(text: &str) -> Option<RequestId> {
     read_refused(text.as_bytes(), &e).0
 }
 
+/// The id of a request whose text is no UTF-8 (RFC 8259 §8.1: it does not parse), told by
+/// its envelope summary (`summary`, as `transport::FrameReader::discarded_head`
+/// gives it) without doubt, by the rule of [`refused_request_id`]: `"jsonrpc": "2.0"`, a
+/// `method`, exactly one `id`, ended, a string or an integer. The bytes of another encoding
+/// hide none of its members. The one rule of the peer (`peer::oversized`) and `mcpl check`.
+pub fn not_text_request_id(summary: &[u8]) -> Option<RequestId> {
+    // Read as it was written: a method's value may hold those bytes (an id holding them
+    // reads as none, [`id_written`]).
+    let mut envelope = Envelope::lenient(usize::MAX);
+    envelope.feed(summary);
+    id_written(envelope.sole_request_id()?)
+}
+
 /// The start of serde_json's message for a value nested past its recursion limit.
 const RECURSION_LIMIT: &str = "recursion limit exceeded";
 

@@ -17,7 +17,7 @@ pub(super) struct Discarded {
     /// keeps none.
     pub(super) head: Option<Head>,
     /// The id of a [`Frame::NotText`] request, when its envelope tells it without doubt
-    /// ([`super::text::request_id_of`]): its `-32700` goes under it.
+    /// ([`crate::jsonrpc::not_text_request_id`]): its `-32700` goes under it.
     pub(super) id: Option<RequestId>,
     /// What the reader kept of a discarded batch: the summaries of its responses, a JSON
     /// array (`transport::envelope::batch`).
@@ -31,7 +31,9 @@ impl Discarded {
             Frame::NotText { .. } => Discarded {
                 began_as_json: reader.not_text_began_as_json(),
                 head: reader.discarded_head().map(Head::read),
-                id: reader.discarded_head().and_then(super::text::request_id_of),
+                id: reader
+                    .discarded_head()
+                    .and_then(crate::jsonrpc::not_text_request_id),
                 batch: batch_of(reader),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {

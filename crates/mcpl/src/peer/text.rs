@@ -249,16 +249,3 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
         Read::Top(Err(e))
     }
 }
-
-/// The id of a request its envelope's summary (`summary`, as
-/// [`crate::transport::FrameReader::discarded_head`] gives it) tells without doubt, by the
-/// rule of [`crate::jsonrpc::refused_request_id`]: `"jsonrpc": "2.0"`, a `method`, exactly
-/// one `id`, ended, a string or an integer. For a message refused for its encoding, whose
-/// members the bytes of another encoding do not hide.
-pub(super) fn request_id_of(summary: &[u8]) -> Option<RequestId> {
-    // Read as it was written: a method's value may hold those bytes (an id holding them
-    // reads as none, `jsonrpc::unparsed::id_written`).
-    let mut envelope = crate::transport::envelope::Envelope::lenient(usize::MAX);
-    envelope.feed(summary);
-    crate::jsonrpc::unparsed::id_written(envelope.sole_request_id()?)
-}

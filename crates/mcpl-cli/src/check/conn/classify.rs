@@ -135,22 +135,11 @@ pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
     })
 }
 
-/// A request id as written, when it is one an answer goes under: a string of at most
-/// [`mcpl::jsonrpc::MAX_ID_BYTES`] or an integer (the library's `request_id_before`).
-fn id_written(written: &[u8]) -> Option<mcpl::jsonrpc::RequestId> {
-    serde_json::from_slice::<Value>(written)
-        .ok()
-        .filter(|v| {
-            v.as_str()
-                .map_or(true, |s| s.len() <= mcpl::jsonrpc::MAX_ID_BYTES)
-        })
-        .and_then(|v| mcpl::jsonrpc::RequestId::from_value(&v))
-}
-
 /// What the library's peer answers a frame that is not text (`reason`; RFC 8259 §8.1: JSON
 /// text is UTF-8, so it does not parse), as an [`Event::Refused`] (`Discarded::not_text`):
 /// `-32700` when it `began_as_json` (`{` or `[`), under the id its envelope summary
-/// (`head`, read past the bytes of another encoding) tells without doubt, else id null;
+/// (`head`, read past the bytes of another encoding) tells without doubt
+/// ([`mcpl::jsonrpc::not_text_request_id`], the library's one rule), else id null;
 /// nothing for junk that does not begin as a message. Reading (fail closed, as for a text
 /// that does not parse): one whose summary shows a response is never answered.
 pub(super) fn not_text_refusal(
@@ -167,11 +156,7 @@ pub(super) fn not_text_refusal(
     if response {
         return None;
     }
-    let id = head.and_then(|h| {
-        let mut envelope = mcpl::transport::envelope::Envelope::lenient(usize::MAX);
-        envelope.feed(h);
-        envelope.sole_request_id().and_then(id_written)
-    });
+    let id = head.and_then(mcpl::jsonrpc::not_text_request_id);
     let error = mcpl::jsonrpc::ErrorObject::parse_error(format!("Parse error: {reason}"));
     Some(Event::Refused { id, error })
 }
