@@ -224,3 +224,40 @@ async fn a_request_nested_too_deep_is_answered_alike_by_the_peer_and_a_driver() 
         assert_eq!(peer["error"], driver["error"], "{peer} / {driver}");
     }
 }
+
+/// What the peer never answers a driver of the sans-I/O machines is not owed either
+/// (`ParseError::owed_answer`, the peer's reading, JSON-RPC 2.0 §4.1 and §5): a response
+/// that does not parse, or nested past the parser, or naming `result` and `error` both
+/// (answering a response can loop); a notification nested past the parser; an object
+/// nested so with no `method`; a junk line or a scalar. A request that does not parse still is, as the peer
+/// answers it. Before, `ParseError::answer` was the only rule a driver had, and it answered
+/// every one of them (the sans-I/O example driver wrote each answer).
+#[tokio::test(start_paused = true)]
+async fn what_the_peer_never_answers_a_driver_owes_no_answer_either() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for line in [
+        r#"{"jsonrpc":"2.0","id":"nobody","result":{"a":}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","id":"nobody","result":{deep}}}"#),
+        r#"{"jsonrpc":"2.0","id":"nobody","result":1,"error":{"code":1,"message":"m"}}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","method":"m","params":{deep}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","x":{deep}}}"#),
+        // Junk and a scalar: junk lines, reported only.
+        "not json".to_owned(),
+        "5".to_owned(),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        let at = line.len().min(40);
+        assert!(got.is_empty(), "{}: the peer answered {got:?}", &line[..at]);
+        let e = Message::parse(&line).expect_err("no message");
+        assert_eq!(e.owed_answer(&line), None, "{}", &line[..at]);
+    }
+    // Owed as the peer answers it: a request whose text does not parse.
+    let line = r#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"a":}}"#;
+    let got = exchange(&mut raw, line).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let e = Message::parse(line).expect_err("no message");
+    let owed = e.owed_answer(line).map(|r| Message::Response(r).to_value());
+    assert_eq!(owed.as_ref(), Some(&got[0]));
+}

@@ -305,10 +305,13 @@ fn spawn_server(stream: UnixStream, rules: ServerRules) -> ServerDriver {
                 Input::Frame(text) => match Message::parse(&text) {
                     Ok(m) => server.handle_message(now, m),
                     // The machines take only messages: a line that is none is the driver's
-                    // to answer (JSON-RPC 2.0 §5), under the id when one could be read.
+                    // to answer (JSON-RPC 2.0 §5), under the id when one could be read, when
+                    // it is owed one (never a response's or a notification's).
                     Err(e) => {
-                        let answer = Message::Response(e.answer(&text));
-                        let _ = write_line(&mut w, &answer.to_json());
+                        if let Some(answer) = e.owed_answer(&text) {
+                            let answer = Message::Response(answer);
+                            let _ = write_line(&mut w, &answer.to_json());
+                        }
                     }
                 },
                 Input::Eof => {

@@ -465,6 +465,16 @@ impl Envelope {
         self.id.as_ref()?.as_deref()
     }
 
+    /// Whether a top-level `method` member was named in what was fed so far.
+    pub(crate) fn names_method(&self) -> bool {
+        self.method_named
+    }
+
+    /// Whether a top-level `result` or `error` member was read in what was fed so far.
+    pub(crate) fn shows_outcome(&self) -> bool {
+        self.outcome
+    }
+
     /// How many top-level `id` members were named in what was fed so far.
     pub fn id_members(&self) -> usize {
         self.ids

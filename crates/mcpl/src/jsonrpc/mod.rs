@@ -679,6 +679,42 @@ impl ParseError {
         }
     }
 
+    /// [`Self::answer`] when `text` is owed one, by the async peer's reading
+    /// (`peer::text`, `peer::refused`, `peer::reader`), so a driver that writes what this
+    /// gives answers a text exactly when the peer does: `None` for a text that does not
+    /// begin as a message does (`{` or `[`, past whitespace and a byte order mark: a junk
+    /// line, a scalar, a blank line), for a text that shows a response (an outcome and no
+    /// `method`; answering a response can loop, JSON-RPC 2.0 §5), for an object nested past
+    /// the parser that names no `method` (read as the peer reads one, a response) or names
+    /// a `method` and no `id` (a notification, §4.1), and for an invalid message that is an
+    /// object with no `method`.
+    pub fn owed_answer(&self, text: &str) -> Option<Response> {
+        let start = text.trim_start();
+        let start = start.strip_prefix('\u{feff}').unwrap_or(start).trim_start();
+        if !(start.starts_with('{') || start.starts_with('[')) {
+            return None;
+        }
+        let owed = match self {
+            ParseError::Json(detail) => {
+                let mut envelope = envelope::Envelope::new();
+                envelope.feed(text.as_bytes());
+                let (method, outcome) = (envelope.names_method(), envelope.shows_outcome());
+                if !envelope.is_object() {
+                    true
+                } else if unparsed::too_deep_detail(detail) {
+                    method && envelope.id_members() > 0
+                } else {
+                    method || !outcome
+                }
+            }
+            ParseError::Invalid(_) => match serde_json::from_str::<Value>(text) {
+                Ok(v) => v.get("method").is_some() || !v.is_object(),
+                Err(_) => true,
+            },
+        };
+        owed.then(|| self.answer(text))
+    }
+
     /// The response a driver writes for a `text` [`Message::parse`] refused with this
     /// error: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`] and for
     /// a text nested past what the parser reads (`data: { limit, reason: "nesting" }`, as the

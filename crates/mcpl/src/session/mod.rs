@@ -33,8 +33,12 @@
 //! drivers' peer answers by, so a sender ends its wait either way. A request nested past the
 //! parser's depth (possibly valid JSON) is answered `-32600` (`reason: "nesting"`) under
 //! the id read past the nesting, by both. A driver that drops such a line leaves a request
-//! unanswered.
+//! unanswered. [`ParseError::owed_answer`] is that answer when the line is owed one, by the
+//! peer's reading: none for a junk line, a response (answering one can loop), or a
+//! notification nested past the parser; a driver writes what it gives, so it answers a
+//! line exactly when the peer does.
 //!
+//! [`ParseError::owed_answer`]: crate::jsonrpc::ParseError::owed_answer
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
 //! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid
 //! [`ParseError::answer`]: crate::jsonrpc::ParseError::answer

@@ -94,40 +94,14 @@ fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -
 }
 
 /// What the library's peer answers a text that does not parse (`e`), as an
-/// [`Event::Refused`]; `None` when it answers nothing. Its reading (`peer::reader`,
-/// `peer::text`, `peer::refused`), JSON-RPC 2.0 §5.1:
-/// - a text that does not begin as a message (`{` or `[`) is a junk line, reported only;
-/// - one showing a response (an outcome, no `method`) is never answered (answering a
-///   response can loop);
-/// - one nested past the parser showing a request with no `id` member (a notification) is
-///   reported only;
-/// - any other is answered as the library answers it, by its one rule
-///   ([`mcpl::jsonrpc::ParseError::answer`], [`mcpl::jsonrpc::refused_request_id`]):
-///   `-32600` (`reason: "nesting"`) when nested past the parser, else `-32700`, under the
-///   id of a request told without doubt (`"jsonrpc": "2.0"`, a `method`, exactly one `id`,
-///   ended, a string or an integer, no other `id`), else id null.
+/// [`Event::Refused`]; `None` when it answers nothing: the library's one rule,
+/// [`mcpl::jsonrpc::ParseError::owed_answer`] (JSON-RPC 2.0 §5.1). A junk line, a response,
+/// and a notification or an object with no `method` nested past the parser are never
+/// answered; a text nested past the parser is refused `-32600` (`reason: "nesting"`), any
+/// other `-32700`, under the id of a request told without doubt
+/// ([`mcpl::jsonrpc::refused_request_id`]), else id null.
 pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
-    match text.as_bytes().first() {
-        Some(b'{' | b'[') => {}
-        _ => return None,
-    }
-    let mut envelope = mcpl::transport::envelope::Envelope::new();
-    envelope.feed(text.as_bytes());
-    let (request, response) = match envelope.summary(true).as_deref().and_then(summary_object) {
-        Some(o) => (
-            o.contains_key("method"),
-            !o.contains_key("method") && o.contains_key("result"),
-        ),
-        None => (false, false),
-    };
-    if response {
-        return None;
-    }
-    let deep = e.to_string().starts_with("recursion limit exceeded");
-    if deep && request && envelope.id_members() == 0 {
-        return None;
-    }
-    let answer = mcpl::jsonrpc::ParseError::Json(e.to_string()).answer(text);
+    let answer = mcpl::jsonrpc::ParseError::Json(e.to_string()).owed_answer(text)?;
     let error = answer.outcome.err()?;
     Some(Event::Refused {
         id: answer.id,
@@ -355,6 +329,16 @@ mod tests {
             // as the peer and `refused_request_id` read it: under id null.
             (deep(r#""id":7,"id":8,"#), Some((None, invalid))),
             (deep(""), None),
+            // An object with no `method` nested past the parser: read as the peer reads
+            // it (a response), never answered.
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","x":{}{}}}"#,
+                    "[".repeat(200),
+                    "]".repeat(200)
+                ),
+                None,
+            ),
             (
                 r#"{"jsonrpc":"2.0","id":7,"result":{"a":}}"#.to_owned(),
                 None,
