@@ -147,3 +147,74 @@ async fn a_response_of_ours_in_the_unread_rest_of_a_batch_still_ends_its_request
     );
     assert_eq!(peer.pending_requests(), 0);
 }
+
+/// A request of ours whose frame had not yet taken its place on the wire (the outgoing queue
+/// full) when such a batch failed every request outstanding is never sent afterwards: its
+/// caller was told it failed, so the other side must not run it. Before, the frame went
+/// out once the queue had room, after the caller's error.
+#[tokio::test(start_paused = true)]
+async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
+    use std::future::Future;
+    use std::task::Poll;
+    let config = PeerConfig {
+        request_timeout: None,
+        max_message_size: 100_000,
+        outgoing_capacity: 1,
+        ..PeerConfig::default()
+    };
+    // A 64-byte pipe the test does not read yet: the first frame is written in part, the
+    // rest of it fills the one place in the outgoing queue.
+    let (peer, incoming, mut raw) = raw_peer_with(config, 64);
+    tokio::spawn(async move {
+        let mut incoming = incoming;
+        while let Some(msg) = incoming.recv().await {
+            if let mcpl::peer::IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+    let fill = serde_json::json!({ "pad": "f".repeat(1024) });
+    peer.notify_raw("fill", Some(fill))
+        .await
+        .expect("written in part");
+    let p = peer.clone();
+    let mut call = Box::pin(async move { p.request_raw_with("unsent", None, never()).await });
+    // Polled once: registered, its frame held (no room in the queue).
+    std::future::poll_fn(|cx| {
+        assert!(call.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+    assert_eq!(peer.pending_requests(), 1);
+    raw.send(&batch(3000, &[])).await;
+    // The reader fails every request outstanding once it has read the whole batch.
+    for _ in 0..100_000 {
+        if peer.pending_requests() == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(peer.pending_requests(), 0, "never failed");
+    let outcome = tokio::time::timeout(GUARD, call).await.expect("ended");
+    assert!(
+        matches!(&outcome, Err(PeerError::InvalidResponse(_))),
+        "{outcome:?}"
+    );
+    // Every request and notification the peer wrote, up to its answer to a request sent now.
+    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+        .await;
+    let mut methods = Vec::new();
+    loop {
+        let v = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("no answer to sync");
+        if v["id"] == "sync" {
+            break;
+        }
+        // Its answer to the batch (`-32600`, id null) aside: the frames that carry a method.
+        if let Some(method) = v.get("method") {
+            methods.push(method.clone());
+        }
+    }
+    assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
+}

@@ -207,7 +207,19 @@ impl Started {
         let (rx, on_wire) = (&mut self.rx, &mut self.on_wire);
         let exchange = async {
             if let Some(line) = unsent {
-                shared.send_frame(line).await?;
+                // Ended before its frame took its place on the wire (failed by a batch that
+                // failed every request outstanding, a close): it is not sent, so the other
+                // side never runs a request its caller was told failed.
+                tokio::select! {
+                    biased;
+                    ended = &mut *rx => return match ended {
+                        Ok(r) => r,
+                        Err(_) => Err(PeerError::Closed(
+                            shared.close_reason().unwrap_or(CloseReason::Dropped),
+                        )),
+                    },
+                    sent = shared.send_frame(line) => sent?,
+                }
                 *on_wire = true;
             }
             match rx.await {
