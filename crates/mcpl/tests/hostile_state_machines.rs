@@ -1120,7 +1120,7 @@ impl HostHarness {
             HostCall::InferenceChunk(k) => {
                 if !self.ledger.handed.is_empty() {
                     let id = self.ledger.handed[k % self.ledger.handed.len()].clone();
-                    drop(h.inference_chunk(&id, "chunk"));
+                    drop(h.inference_chunk(now, &id, "chunk"));
                 }
             }
             HostCall::EventRoom(n) => h.set_event_room(*n),

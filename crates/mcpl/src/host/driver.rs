@@ -521,7 +521,7 @@ impl Driver {
             } => {
                 let r = self
                     .state
-                    .inference_chunk(&id, &delta)
+                    .inference_chunk(clock_now(), &id, &delta)
                     .map_err(|e| match e {
                         StateError::Stream(_) => HostError::StreamEnded,
                         other => err(other),

@@ -9,7 +9,9 @@
 //! `data: { reason: "answer_timeout", timeoutMs }`, reports
 //! [`HostDiagnostic::AnswerTimedOut`] (the application's mistake, not the server's) and
 //! hands out [`HostOutput::AnswerTimedOut`] for the driver to stop the work. A streamed
-//! `inference/request` (§11.4) counts from its hand-out too: its chunks do not move it.
+//! `inference/request` (§11.4) counts from its hand-out, and each chunk the application
+//! sends starts the count again: the deadline bounds silence, not the length of a
+//! generation (a stream longer than the timeout is not cut while chunks flow).
 //! The application's side lives here as well: [`HostState::answer`] and
 //! [`HostState::inference_chunk`].
 
@@ -109,6 +111,22 @@ impl AppRequests {
         Some(req)
     }
 
+    /// Request `id`'s deadline moved to `deadline` (a chunk showed the work goes on); a
+    /// request without a deadline keeps none.
+    pub(super) fn extend(&mut self, id: &RequestId, deadline: Option<Instant>) {
+        let Some(req) = self.by_id.get_mut(id) else {
+            return;
+        };
+        let (Some(old), Some(at)) = (req.due, deadline) else {
+            return;
+        };
+        self.deadlines.remove(&old);
+        self.numbered += 1;
+        let key = (at, self.numbered);
+        req.due = Some(key);
+        self.deadlines.insert(key, id.clone());
+    }
+
     /// Forgets every request (the connection closed).
     pub(super) fn clear(&mut self) {
         self.by_id.clear();
@@ -199,7 +217,13 @@ impl HostState {
     /// Sends the next `inference/chunk` (§11.4) of a streamed `inference/request` handed out
     /// and not yet answered; gated per chunk (`inference.streaming`, §5.4), so a grant
     /// narrowed mid-stream stops it. The answer ([`Self::answer`]) follows the chunks.
-    pub fn inference_chunk(&mut self, id: &RequestId, delta: &str) -> Result<(), StateError> {
+    /// `now` restarts the request's answer deadline ([`HostRules::answer_timeout`]).
+    pub fn inference_chunk(
+        &mut self,
+        now: Instant,
+        id: &RequestId,
+        delta: &str,
+    ) -> Result<(), StateError> {
         self.open()?;
         let index = match self.app_pending.get(id) {
             Some(r) if r.streamed => r.chunks,
@@ -215,6 +239,9 @@ impl HostState {
         if let Some(r) = self.app_pending.get_mut(id) {
             r.chunks = index + 1;
         }
+        // The work goes on: its answer's deadline counts from this chunk (module docs).
+        let due = self.rules.answer_timeout.and_then(|t| now.checked_add(t));
+        self.app_pending.extend(id, due);
         self.write_notification(InferenceChunk::NAME, params);
         Ok(())
     }

@@ -81,7 +81,7 @@ fn an_application_that_never_answers_is_answered_at_the_deadline() {
     ));
     assert!(p
         .host
-        .inference_chunk(&RequestId::from(90i64), "x")
+        .inference_chunk(p.now, &RequestId::from(90i64), "x")
         .is_err());
     let written = p.host_wrote.len();
     p.collect();
@@ -181,4 +181,51 @@ fn the_close_ends_the_deadlines() {
     assert!(p.host.poll_timeout().is_some());
     p.host.handle_close(p.now);
     assert_eq!(p.host.poll_timeout(), None);
+}
+
+/// A streamed `inference/request` (§11.4) whose application keeps sending chunks is not cut
+/// at the deadline: each chunk restarts the count (the deadline bounds silence, not the
+/// length of a generation); silence after the last chunk is still answered at the deadline.
+#[test]
+fn each_chunk_of_a_streamed_request_restarts_its_deadline() {
+    let after = Duration::from_secs(40);
+    let mut p = connect_with(Some(after));
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 91, "method": "inference/request",
+        "params": {"featureSet": "assist", "stream": true,
+                   "messages": [{"role": "user", "content": "hi"}]}}),
+    );
+    p.drive();
+    let id = handed_inference(&p);
+    let start = p.now;
+    // A generation three times the timeout, a chunk every 30 s.
+    for step in 1..=4u32 {
+        p.now = start + Duration::from_secs(30) * step;
+        p.host.handle_timeout(p.now);
+        p.collect();
+        assert_eq!(p.host_answer(91), None, "cut at {step} × 30 s");
+        p.host
+            .inference_chunk(p.now, &id, "more")
+            .expect("still streaming");
+        assert_eq!(p.host.poll_timeout(), Some(p.now + after));
+    }
+    let last = p.now;
+    p.host
+        .handle_timeout(last + after - Duration::from_millis(1));
+    p.collect();
+    assert_eq!(
+        p.host_answer(91),
+        None,
+        "not before the silence reached the timeout"
+    );
+    p.host.handle_timeout(last + after);
+    p.collect();
+    let answer = p
+        .host_answer(91)
+        .expect("silence is answered at the deadline");
+    assert_eq!(
+        answer["error"]["data"]["reason"], "answer_timeout",
+        "{answer}"
+    );
+    assert_eq!(timed_out(&p), [RequestId::from(91i64)]);
 }

@@ -97,7 +97,7 @@ fn every_sending_call_is_refused_after_close() {
     refused(p.host.end_stream("s"));
     refused(p.host.notify("notifications/roots/list_changed", json!({})));
     refused(p.host.answer(RequestId::from(1u64), Ok(json!({}))));
-    refused(p.host.inference_chunk(&RequestId::from(1u64), "x"));
+    refused(p.host.inference_chunk(p.now, &RequestId::from(1u64), "x"));
     refused(p.host.set_policy(p.now, vec![]));
     refused(p.host.disable_by_notification(&["news".into()]));
     assert_eq!(
@@ -128,7 +128,7 @@ fn s11_a_server_request_handed_out_is_not_answered_after_close() {
     let written = p.host_wrote.len();
     p.host.handle_close(p.now);
     assert_eq!(
-        p.host.inference_chunk(&id, "late"),
+        p.host.inference_chunk(p.now, &id, "late"),
         Err(StateError::NotConnected)
     );
     assert_eq!(

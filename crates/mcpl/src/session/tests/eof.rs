@@ -94,7 +94,9 @@ fn s11_a_request_handed_out_before_the_servers_eof_is_still_answered() {
         p.host_outputs_from(from),
         vec![HostOutput::Event(HostEvent::InputEnded)]
     );
-    p.host.inference_chunk(&id, "one").expect("still open");
+    p.host
+        .inference_chunk(p.now, &id, "one")
+        .expect("still open");
     p.host
         .answer(id, Ok(json!({"content": "one", "model": "m"})))
         .expect("still waiting");

@@ -184,10 +184,10 @@ fn s11_4_chunks_go_before_the_answer_and_a_stream_without_any_owes_one() {
     let id = handed_inference(&p);
     let from = p.host_wrote.len();
     p.host
-        .inference_chunk(&id, "Hel")
+        .inference_chunk(p.now, &id, "Hel")
         .expect("streamed, waiting");
     p.host
-        .inference_chunk(&id, "lo")
+        .inference_chunk(p.now, &id, "lo")
         .expect("streamed, waiting");
     p.host
         .answer(id.clone(), Ok(result.clone()))
@@ -208,7 +208,7 @@ fn s11_4_chunks_go_before_the_answer_and_a_stream_without_any_owes_one() {
     );
     assert_eq!(wrote[2]["result"], result);
     assert!(matches!(
-        p.host.inference_chunk(&id, "late"),
+        p.host.inference_chunk(p.now, &id, "late"),
         Err(StateError::Stream(_))
     ));
 
@@ -242,7 +242,7 @@ fn s11_4_chunks_go_before_the_answer_and_a_stream_without_any_owes_one() {
     p.drive();
     let id = handed_inference(&p);
     assert!(matches!(
-        p.host.inference_chunk(&id, "x"),
+        p.host.inference_chunk(p.now, &id, "x"),
         Err(StateError::Stream(_))
     ));
     let from = p.host_wrote.len();
@@ -651,8 +651,8 @@ fn s14_5_a_refused_or_malformed_channel_answer_accepts_nothing() {
 #[test]
 fn s11_4_the_hosts_chunks_reach_the_streaming_request_before_its_response() {
     let (mut p, asked, id) = streaming_asked();
-    p.host.inference_chunk(&id, "Hel").expect("streamed");
-    p.host.inference_chunk(&id, "lo").expect("streamed");
+    p.host.inference_chunk(p.now, &id, "Hel").expect("streamed");
+    p.host.inference_chunk(p.now, &id, "lo").expect("streamed");
     let result = json!({ "content": "Hello", "finishReason": "end_turn" });
     p.host.answer(id, Ok(result.clone())).expect("handed out");
     let from = p.server_out.len();

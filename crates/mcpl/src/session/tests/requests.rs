@@ -138,7 +138,9 @@ fn s11_4_a_stream_given_up_takes_no_more_chunks() {
     p.collect();
     assert_eq!(timed_out(&p, 0), vec![asked]);
     let from = p.server_out.len();
-    p.host.inference_chunk(&id, "late").expect("streamed");
+    p.host
+        .inference_chunk(p.now, &id, "late")
+        .expect("streamed");
     p.drive();
     assert!(!p.server_out[from..]
         .iter()
