@@ -107,8 +107,14 @@ async fn a_host_that_never_reads_holds_up_no_other_connection_of_the_server() {
         let s = session_a.clone();
         tokio::spawn(async move { s.push_event(PushEvent::text("e", "to a")).await })
     };
-    // Every task goes as far as it can: A's connection is backed up.
-    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    // A's calls start running (a condition, not a time: yield until one has run); its
+    // connection backs up, as A reads nothing.
+    for _ in 0..1_000_000 {
+        if calls.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
     let backed_up = calls.load(Ordering::SeqCst);
     // Some ran, the rest were answered busy unrun (`max_in_flight_bytes`) or wait unread.
     assert!(
