@@ -650,3 +650,38 @@ async fn a_request_reusing_an_id_in_flight_is_answered_and_reported() {
         "{detail}"
     );
 }
+
+/// JSON-RPC 2.0 §4, §5.1, §4.1's table: a server request naming a method that is a
+/// notification only (`mcpl/manifestChanged`, the server's own; `inference/lifecycle`,
+/// `notifications/initialized`, the host's) is a well-formed Request for a method with no
+/// request form: answered `-32601` with `data: {method}`, saying it is a notification, as
+/// the server session answers the host (one rule, `session::notification_as_request`), and
+/// reported (`UnexpectedMethod`): the server's mistake, never absorbed. `mcpl/manifestChanged`
+/// sent so fetches nothing.
+#[tokio::test]
+async fn s4_1_a_notification_only_method_sent_with_an_id_is_answered_32601_and_reported() {
+    let (_s, mut streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    let methods = [
+        "mcpl/manifestChanged",
+        "inference/lifecycle",
+        "notifications/initialized",
+    ];
+    for (i, method) in methods.into_iter().enumerate() {
+        let a = call(&mut raw, json!(i + 1), method, json!({})).await;
+        assert_eq!(a["error"]["code"], -32601, "{a}");
+        assert_eq!(a["error"]["data"], json!({ "method": method }), "{a}");
+        let message = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("is a notification"), "{a}");
+    }
+    // The host's next line answers this ping: no manifest/fetch was sent before it.
+    let a = call(&mut raw, json!(9), "ping", json!({})).await;
+    assert_eq!(a["result"], json!({}), "{a}");
+    let reported: Vec<String> = drain(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::UnexpectedMethod { method } => Some(method),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, methods, "{reported:?}");
+}

@@ -61,6 +61,25 @@ impl Refusal {
     }
 }
 
+/// The one rule, at host and server alike, for a Request (a message with an `id`) naming a
+/// method §4.1's table gives the Notification form only (`protocol::form_refused`): the
+/// error answering it, `-32601` with `data: {method}`; `None` for any other method (an
+/// untyped one has no form to hold it to). Reading (JSON-RPC 2.0 §4, §4.1, §5.1): such a
+/// Request object is well formed, so `-32600` does not fit; the method has no request form,
+/// so as a request it "is not available", as a method of the other direction is. Whichever
+/// direction the notification has (`mcpl/manifestChanged` is the server's,
+/// `inference/lifecycle` the host's). Judged before direction and grant.
+pub(crate) fn notification_as_request(method: &str) -> Option<ErrorObject> {
+    protocol::form_refused(method, false)?;
+    Some(
+        ErrorObject::new(
+            crate::jsonrpc::codes::METHOD_NOT_FOUND,
+            format!("{method} is a notification: it has no request form (send it without an id)"),
+        )
+        .with_data(serde_json::json!({ "method": method })),
+    )
+}
+
 /// Admits `method` with `params` at `receiver`, under readiness `ready` and grant `grant`:
 /// `Ok` carries the method's requirement (`Requirement::None` for the unprivileged and the
 /// untyped MCP methods), for a later feature-set gate.
@@ -340,5 +359,32 @@ mod tests {
             ),
             Err(Refusal::Denied(_))
         ));
+    }
+
+    /// §4.1's table, JSON-RPC 2.0 §5.1: exactly the notification-only methods, in either
+    /// direction, are refused as Requests by the one rule, `-32601` with `data: {method}`;
+    /// the methods of either form, the requests and the untyped ones are not its to judge.
+    #[test]
+    fn s4_1_a_notification_only_method_as_a_request_is_32601_naming_it() {
+        let only = protocol::METHODS
+            .iter()
+            .filter(|m| m.kind == protocol::Kind::Notification)
+            .map(|m| m.name);
+        for method in only {
+            let e = notification_as_request(method).expect(method);
+            assert_eq!(e.code, crate::jsonrpc::codes::METHOD_NOT_FOUND, "{method}");
+            assert_eq!(e.data, Some(serde_json::json!({ "method": method })));
+            assert!(e.message.contains("is a notification"), "{method}");
+        }
+        for method in [
+            "channels/changed",
+            "featureSets/update",
+            "push/event",
+            "ping",
+            "notifications/tools/list_changed",
+            "acme/own",
+        ] {
+            assert!(notification_as_request(method).is_none(), "{method}");
+        }
     }
 }

@@ -180,8 +180,8 @@ pub(crate) enum RequestRoute {
 /// The one server rule for where a host request goes, applied by
 /// [`ServerState`](super::ServerState) (which `server::Server` drives): `initialize` and
 /// `ping` at any time; nothing else before `initialize` (`-32600`); a notification method
-/// sent with an id is `-32601` (it has no request form); a surface MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is
-/// `-32601`; any other method this crate does not type is the application's; every typed
+/// sent with an id is `-32601` (the rule the host keeps too, `notification_as_request`); a
+/// surface MCPL 0.5 removed (`protocol::REMOVED_METHODS`) is `-32601`; any other method this crate does not type is the application's; every typed
 /// one passes [`admit_at_server`] (`-32601`, or `-32002` naming the capability).
 pub(crate) fn route_host_request(
     method: &str,
@@ -203,18 +203,8 @@ pub(crate) fn route_host_request(
         }
         return Ok(RequestRoute::Untyped);
     };
-    if info.kind == crate::protocol::Kind::Notification {
-        // Reading (JSON-RPC 2.0 §4, §4.1, §5.1; MCP routes a message with an id as a
-        // request): a message with an `id` is a Request object, and this one is well
-        // formed, so `-32600` ("not a valid Request object") does not fit; the method has
-        // no request form (§4.1's table, MCP's own notifications), so as a request it
-        // "is not available": `-32601`, as a method of the other direction is. Whichever
-        // direction the notification has (`mcpl/manifestChanged` is the server's).
-        return Err(ErrorObject::new(
-            crate::jsonrpc::codes::METHOD_NOT_FOUND,
-            format!("{method} is a notification: it has no request form (send it without an id)"),
-        )
-        .with_data(serde_json::json!({ "method": method })));
+    if let Some(e) = super::admission::notification_as_request(info.name) {
+        return Err(e);
     }
     admit_under(policy, mcpl, method, params).map_err(|r| r.to_error(method))?;
     Ok(if method == "featureSets/update" {

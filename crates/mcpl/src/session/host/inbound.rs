@@ -55,6 +55,14 @@ impl HostState {
     }
 
     pub(super) fn on_request(&mut self, now: Instant, r: Request) {
+        // §4.1, JSON-RPC 2.0 §5.1: a notification-only method sent with an id is answered
+        // as the server answers one (the one rule), and reported: the server's mistake.
+        if let Some(e) = crate::session::admission::notification_as_request(&r.method) {
+            self.diag(HostDiagnostic::UnexpectedMethod {
+                method: r.method.clone(),
+            });
+            return self.respond(r.id, Err(e));
+        }
         let judged = match self.admit(&r.method, r.params.as_ref()) {
             Ok(g) => g,
             Err(e) => return self.respond(r.id, Err(e)),
@@ -124,9 +132,8 @@ impl HostState {
                 let answer = self.on_channels(&r.method, r.params.as_ref(), false, &judged);
                 self.respond(r.id, answer);
             }
-            // Admitted, but a method the host receives only as a Notification (§17.3
-            // `mcpl/manifestChanged`, MCP's `notifications/*`): the spec names no answer;
-            // refused as a method this side does not serve, as `host::HostSession` does.
+            // Admitted, but no request the host serves (a notification-only one was answered
+            // above): refused as a method this side does not serve.
             _ => {
                 let e = ErrorObject::method_not_found(&r.method);
                 self.respond(r.id, Err(e));
