@@ -123,3 +123,146 @@ async fn a_send_refused_by_a_reduction_applied_after_the_call_is_a_notice() {
     drop(host_write);
     drop(drain);
 }
+
+/// §14.3, §14.5: a `channels/incoming` the application made while its connection held the
+/// channel, refused (`unknown_channel`) because the host's `channels/close` was answered and
+/// taken before the call, is a race the caller could not win, as a reduction is (§6.7): a
+/// notice, `send_refused_channels_changed`, not the author's mistake. A message for a
+/// channel the caller's view already lacked still is the author's.
+#[tokio::test(start_paused = true)]
+async fn an_incoming_refused_by_a_close_taken_after_the_call_is_a_notice() {
+    use mcpl::protocol::channels::{ChannelDescriptor, CloseResult, IncomingMessage};
+    let server = Server::builder("race", "1.0.0")
+        .feature_set("t", "Tools", &[Capability::Tools])
+        .feature_set(
+            "c",
+            "Chat",
+            &[
+                Capability::ChannelsRegister,
+                Capability::ChannelsIncoming,
+                Capability::ChannelsLifecycle,
+            ],
+        )
+        .tool(
+            "big",
+            "A large answer",
+            json!({"type": "object"}),
+            |_s, _p| async { Ok(ToolsCallResult::text("x".repeat(BIG))) },
+        )
+        // Pending at its first poll, so its answer reaches the driver as a command, behind
+        // what waits to be taken (one that finishes at once is answered as it is read).
+        .on_channels_close(|_s, _p| async {
+            tokio::task::yield_now().await;
+            Ok(CloseResult::new(true))
+        })
+        .build()
+        .unwrap();
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let session = server.start(mcpl::transport::Transport::lines(sr, sw, "host"));
+    let mut diagnostics = session.diagnostics();
+    let (host_read, mut host_write) = tokio::io::split(host_end);
+    let mut lines = BufReader::new(host_read).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "host", "version": "0"}}});
+    let policy = json!({"jsonrpc": "2.0", "id": 1, "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools", "channels.register",
+            "channels.incoming", "channels.lifecycle"]}});
+    for (id, frame) in [(0, init), (1, policy)] {
+        host_write.write_all(&line(frame)).await.unwrap();
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(v["id"], id, "{v}");
+        if id == 0 {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            host_write.write_all(&line(initialized)).await.unwrap();
+        }
+    }
+    // The connection registers `lobby`; the host accepts it.
+    let register = {
+        let s = session.clone();
+        tokio::spawn(async move {
+            s.channels_register(vec![ChannelDescriptor::new("lobby", "chat")])
+                .await
+        })
+    };
+    let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(v["method"], "channels/register", "{v}");
+    let accepted = json!({"jsonrpc": "2.0", "id": v["id"],
+        "result": {"results": [{"id": "lobby", "accepted": true}]}});
+    host_write.write_all(&line(accepted)).await.unwrap();
+    register.await.unwrap().unwrap();
+    assert_eq!(session.channels().len(), 1);
+
+    // The host calls `big` 60 times (15 MiB) and reads nothing: the driver takes no more calls.
+    for id in 2..62 {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "big", "arguments": {}}});
+        host_write.write_all(&line(call)).await.unwrap();
+    }
+    settle().await;
+    // The host closes `lobby`; the handler's answer waits to be taken, so the connection
+    // still holds it as the application sees it.
+    let close = json!({"jsonrpc": "2.0", "id": 70, "method": "channels/close",
+        "params": {"channelId": "lobby"}});
+    host_write.write_all(&line(close)).await.unwrap();
+    settle().await;
+    assert_eq!(session.channels().len(), 1, "the close is not taken yet");
+
+    // The application says something in `lobby`; the call waits behind the close's answer.
+    let say = {
+        let s = session.clone();
+        tokio::spawn(async move {
+            s.channels_incoming(vec![IncomingMessage::new("lobby", "m1", "hello")])
+                .await
+        })
+    };
+    settle().await;
+    assert!(
+        !say.is_finished(),
+        "the call is taken only once the host reads"
+    );
+
+    // The host reads again: the close is taken, then the call, refused: `lobby` is gone.
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let refused = say.await.unwrap();
+    assert!(
+        matches!(&refused, Err(SendError::UnknownChannel(c)) if c == "lobby"),
+        "{refused:?}"
+    );
+    let said = loop {
+        match diagnostics.recv().await.unwrap() {
+            d if d.code().starts_with("send_refused") => break d,
+            _ => {}
+        }
+    };
+    assert_eq!(said.code(), "send_refused_channels_changed", "{said}");
+    assert_eq!(said.kind(), DiagnosticKind::Notice, "{said}");
+    assert!(said.to_string().contains("lobby"), "{said}");
+    assert_eq!(session.author_mistakes(), 0, "{said}");
+
+    // Refused as the caller saw the channels: still the author's mistake.
+    assert!(session.channels().is_empty());
+    let again = session
+        .channels_incoming(vec![IncomingMessage::new("lobby", "m2", "again")])
+        .await;
+    assert!(
+        matches!(again, Err(SendError::UnknownChannel(_))),
+        "{again:?}"
+    );
+    let said = loop {
+        match diagnostics.recv().await.unwrap() {
+            d if d.code().starts_with("send_refused") => break d,
+            _ => {}
+        }
+    };
+    assert!(
+        matches!(said, ServerDiagnostic::SendRefused { .. }),
+        "{said:?}"
+    );
+    assert_eq!(said.kind(), DiagnosticKind::AuthorMistake);
+    assert_eq!(session.author_mistakes(), 1);
+    drop(host_write);
+    drop(drain);
+}

@@ -239,12 +239,19 @@ impl Session {
     /// `send_refused_policy_changed`, a notice. "Changed" is any change the driver
     /// published (a `watch` version), so a refusal the caller's view already held is a
     /// notice too when an unrelated change came between; the call still fails as before.
+    ///
+    /// The same reading for the channels (§14.3, §14.5: the host may close a channel, or
+    /// answer a change, while the call waits to be taken): a `channels/incoming` refused
+    /// naming a channel no longer held ([`SendError::UnknownChannel`]) after the channels
+    /// the driver published ([`Self::channels`]) changed since the call began is reported
+    /// as `send_refused_channels_changed`, a notice.
     pub(super) async fn reported<T>(
         &self,
         method: &str,
         out: impl std::future::Future<Output = Result<T, SendError>>,
     ) -> Result<T, SendError> {
         let seen = self.conn.grant_tx.subscribe();
+        let seen_channels = self.conn.channels.subscribe();
         let r = out.await;
         if let Err(e) = &r {
             let by_policy = matches!(
@@ -254,20 +261,32 @@ impl Session {
                     | SendError::FeatureSetUnavailable { .. }
             );
             let (method, reason, detail) = (method.to_owned(), e.code(), e.to_string());
-            if by_policy && seen.has_changed().unwrap_or(false) {
-                self.conn
-                    .diagnostic(ServerDiagnostic::SendRefusedPolicyChanged {
+            let d = match e {
+                SendError::UnknownChannel(channel_id)
+                    if seen_channels.has_changed().unwrap_or(false) =>
+                {
+                    let channel_id = channel_id.clone();
+                    ServerDiagnostic::SendRefusedChannelsChanged {
+                        method,
+                        channel_id,
+                        detail,
+                    }
+                }
+                _ if by_policy && seen.has_changed().unwrap_or(false) => {
+                    ServerDiagnostic::SendRefusedPolicyChanged {
                         method,
                         reason,
                         detail,
-                    });
-            } else if !matches!(e, SendError::Peer(_)) {
-                self.conn.diagnostic(ServerDiagnostic::SendRefused {
+                    }
+                }
+                SendError::Peer(_) => return r,
+                _ => ServerDiagnostic::SendRefused {
                     method,
                     reason,
                     detail,
-                });
-            }
+                },
+            };
+            self.conn.diagnostic(d);
         }
         r
     }

@@ -61,6 +61,20 @@ pub enum ServerDiagnostic {
         /// The refusal's message.
         detail: String,
     },
+    /// `send_refused_channels_changed`: a `channels/incoming` refused before the wire, as
+    /// [`Self::SendRefused`], naming a channel this connection no longer holds (§14.5) after
+    /// the channels it holds changed between the call and the refusal (the host's
+    /// `channels/close` answered `closed: true`, a change's answer, a reduction taken while
+    /// the call waited to be taken, §14.3, §6.7). The caller could not have known: nobody's
+    /// mistake, a [`DiagnosticKind::Notice`].
+    SendRefusedChannelsChanged {
+        /// The method not sent.
+        method: String,
+        /// The channel it named that is no longer held.
+        channel_id: String,
+        /// The refusal's message.
+        detail: String,
+    },
     /// `injection_dropped`: a `context/beforeInference` answer injected under an undeclared
     /// or unavailable feature set, or at a position not granted or not in the set's `uses`
     /// (§5.4, §6.4, §10.8); the host would have refused it, so it was not sent.
@@ -371,6 +385,15 @@ impl ServerDiagnostic {
                 clip_text(method);
                 clip_text(channel_id);
             }
+            D::SendRefusedChannelsChanged {
+                method,
+                channel_id,
+                detail,
+            } => {
+                clip_text(method);
+                clip_text(channel_id);
+                clip_text(detail);
+            }
             D::Policy(p) => clip_text(&mut p.detail),
             D::HostMcplVersion { version } => clip_text(version),
             D::InferenceResultMalformed { defects } => defects.iter_mut().for_each(clip_text),
@@ -406,6 +429,7 @@ impl ServerDiagnostic {
         match self {
             D::SendRefused { .. } => "send_refused",
             D::SendRefusedPolicyChanged { .. } => "send_refused_policy_changed",
+            D::SendRefusedChannelsChanged { .. } => "send_refused_channels_changed",
             D::InjectionDropped { .. } => "injection_dropped",
             D::HandlerPanicked { .. } => "handler_panicked",
             D::ResultUnencodable { .. } => "result_unencodable",
@@ -476,7 +500,9 @@ impl ServerDiagnostic {
             | D::RequestUnanswered { .. }
             // A race of the two sides' orderings (§6.7), nobody's mistake.
             | D::OpenedChannelDropped { .. }
-            | D::SendRefusedPolicyChanged { .. } => DiagnosticKind::Notice,
+            | D::SendRefusedPolicyChanged { .. }
+            // The host changed the connection's channels while the call waited (§14.3).
+            | D::SendRefusedChannelsChanged { .. } => DiagnosticKind::Notice,
             // Only a `*` pattern reached past the advertisement: narrowed, no path named.
             D::GrantBeyondAdvertisement { named, .. } if named.is_empty() => {
                 DiagnosticKind::Notice
@@ -528,6 +554,11 @@ impl std::fmt::Display for Detail<'_> {
                 f,
                 "{method} not sent: {detail} (the host changed its policy after the call was \
                  made: nobody's mistake)"
+            ),
+            D::SendRefusedChannelsChanged { method, detail, .. } => write!(
+                f,
+                "{method} not sent: {detail} (the connection's channels changed after the call \
+                 was made, e.g. the host closed it: nobody's mistake)"
             ),
             D::InjectionDropped { hook_set, dropped } => injection_dropped(f, hook_set, dropped),
             D::HandlerPanicked { method } => write!(

@@ -102,6 +102,15 @@ fn each_variant_keeps_its_published_code_and_kind() {
             N,
         ),
         (
+            D::SendRefusedChannelsChanged {
+                method: m(),
+                channel_id: "lobby".into(),
+                detail: "no".into(),
+            },
+            "send_refused_channels_changed",
+            N,
+        ),
+        (
             D::InjectionDropped {
                 hook_set: None,
                 dropped: DroppedInjections::All {
