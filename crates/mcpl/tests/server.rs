@@ -463,7 +463,9 @@ async fn s6_6_unknown_and_removed_methods_are_minus_32601() {
         let e = err_of(host.peer.request_raw(m, Some(json!({}))).await);
         assert_eq!(e.code, -32601, "{m}");
     }
-    // A notification-only method sent as a request still gets exactly one answer.
+    // A notification-only method sent as a request still gets exactly one answer: `-32601`
+    // naming it (JSON-RPC 2.0 §5.1: a well-formed Request for a method with no request form;
+    // the rule the host keeps too).
     let e = err_of(
         host.peer
             .request_raw(
@@ -472,7 +474,9 @@ async fn s6_6_unknown_and_removed_methods_are_minus_32601() {
             )
             .await,
     );
-    assert_eq!(e.code, -32600);
+    assert_eq!(e.code, -32601, "{e:?}");
+    assert_eq!(e.data, Some(json!({"method": "inference/lifecycle"})));
+    assert!(e.message.contains("is a notification"), "{e:?}");
 }
 
 #[tokio::test]
