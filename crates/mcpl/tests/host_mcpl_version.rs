@@ -278,6 +278,67 @@ async fn s5_1_an_mcpl_member_that_is_no_object_is_served_as_plain_mcp() {
     }
 }
 
+/// §5.1, §3.3: a server whose `capabilities.experimental` itself is no object (`5`, `true`,
+/// a string, an array; MCP gives it as an object of experimental capabilities) advertises
+/// no `experimental.mcpl`: still served as plain MCP (`McpOnlyReason::NotAdvertised`, its
+/// MCP connection kept), and now the defect is reported (`experimental_not_object`, naming
+/// the JSON type) rather than read as silence. `null` is read as absent (the reading of
+/// `protocol::given`): not reported, as a server that leaves the member out is not.
+#[tokio::test]
+async fn s5_1_an_experimental_member_that_is_no_object_is_reported_and_served_as_plain_mcp() {
+    for (experimental, reported) in [
+        (json!(5), true),
+        (json!(true), true),
+        (json!("mcpl"), true),
+        (json!([{"mcpl": {"version": "0.5"}}]), true),
+        (json!(null), false),
+    ] {
+        let (peer, incoming, mut raw) = raw_peer(Default::default());
+        let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg()));
+        let init = recv(&mut raw).await;
+        let mut result = init_result(None);
+        result["capabilities"]["experimental"] = experimental.clone();
+        raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"], "result": result}))
+            .await;
+        let (s, mut streams) = connect
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{experimental}: the host refused an MCP server: {e}"));
+        assert_eq!(
+            s.mode(),
+            Mode::McpOnly(McpOnlyReason::NotAdvertised),
+            "{experimental}"
+        );
+        assert!(s.grant().allows(mcpl::capability::Capability::Tools));
+        assert_eq!(recv(&mut raw).await["method"], "notifications/initialized");
+        let found: Vec<(String, String)> =
+            std::iter::from_fn(|| streams.diagnostics.try_recv().ok())
+                .filter_map(|d| match d {
+                    HostDiagnostic::ManifestFinding {
+                        code: "experimental_not_object",
+                        path,
+                        message,
+                    } => Some((path, message)),
+                    _ => None,
+                })
+                .collect();
+        if reported {
+            assert_eq!(found.len(), 1, "{experimental}: {found:?}");
+            let (path, message) = &found[0];
+            assert_eq!(path, "capabilities.experimental");
+            let kind = match &experimental {
+                Value::Number(_) => "number",
+                Value::Bool(_) => "boolean",
+                Value::String(_) => "string",
+                _ => "array",
+            };
+            assert!(message.contains(kind), "{experimental}: {message}");
+        } else {
+            assert!(found.is_empty(), "{experimental}: {found:?}");
+        }
+    }
+}
+
 /// §17.4, §3.3: a server served as plain MCP has no manifest to fetch, so
 /// `refresh_manifest` is refused with the reason the session records (`HostSession::mode`),
 /// whatever it is. Before, every such refusal said `NotAdvertised`, also for a server that

@@ -264,6 +264,7 @@ impl HostState {
         crate::session::clip_text(&mut self.label);
         let Some(manifest) = caps.pointer("/experimental/mcpl") else {
             // §3.3: MCP-only; the grant holds at most `tools` and is final.
+            self.experimental_not_object(caps);
             let caps = caps.clone();
             return match self.p.not_advertised(&caps) {
                 Ok(()) => {
@@ -376,6 +377,32 @@ impl HostState {
         );
         let reason = McpOnlyReason::NotAnObject(text);
         self.served_as_mcp(caps, reason, ("manifest_not_object", ""), message);
+    }
+
+    /// A server whose `capabilities.experimental` is there and no object (MCP gives it as an
+    /// object of experimental capabilities; §5.1 puts `mcpl` in it) advertises nothing, and
+    /// is still served as plain MCP ([`McpOnlyReason::NotAdvertised`]); the defect is
+    /// reported as the `experimental_not_object` finding, not read as silence. Reading
+    /// (`protocol::given`): `null` is absence, as a serializer writing it for "not set"
+    /// means, so it is not reported.
+    fn experimental_not_object(&mut self, caps: &Value) {
+        let Some(found) = caps
+            .get("experimental")
+            .filter(|x| !x.is_null() && !x.is_object())
+        else {
+            return;
+        };
+        let kind = crate::jsonrpc::json_type_name(found);
+        let message = format!(
+            "capabilities.experimental is a JSON {kind}, not an object (MCP; §5.1 advertises \
+             MCPL in it as experimental.mcpl): no MCPL is advertised, the server is served as \
+             plain MCP (§3.3)"
+        );
+        self.diag(HostDiagnostic::ManifestFinding {
+            code: "experimental_not_object",
+            path: "capabilities.experimental".into(),
+            message,
+        });
     }
 
     /// Serves the server as plain MCP for `reason`, reporting finding `code` at `path`.
