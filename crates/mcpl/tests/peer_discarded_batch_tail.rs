@@ -218,3 +218,83 @@ async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
     }
     assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
 }
+
+/// The same for a request sent in order (`Peer::send_request`, whose answer comes by
+/// `Incoming::recv_ordered`): failed while its frame waits for room, its failure is
+/// delivered in order under its id and the frame is never sent afterwards. Before, the
+/// frame went out once the queue had room, after the failure was delivered.
+#[tokio::test(start_paused = true)]
+async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sent() {
+    use mcpl::peer::{IncomingMessage, Ordered};
+    use std::future::Future;
+    use std::task::Poll;
+    let config = PeerConfig {
+        request_timeout: None,
+        max_message_size: 100_000,
+        outgoing_capacity: 1,
+        ..PeerConfig::default()
+    };
+    // A 64-byte pipe the test does not read yet: the first frame is written in part, the
+    // rest of it fills the one place in the outgoing queue.
+    let (peer, mut incoming, mut raw) = raw_peer_with(config, 64);
+    let fill = serde_json::json!({ "pad": "f".repeat(1024) });
+    peer.notify_raw("fill", Some(fill))
+        .await
+        .expect("written in part");
+    let p = peer.clone();
+    let (id_tx, id_rx) = std::sync::mpsc::channel();
+    let mut call = Box::pin(async move {
+        p.send_request("unsent", None, move |id| {
+            let _ = id_tx.send(id.clone());
+        })
+        .await
+    });
+    // Polled once: registered, its frame held (no room in the queue).
+    std::future::poll_fn(|cx| {
+        assert!(call.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+    let id = id_rx.try_recv().expect("registered, its id told");
+    raw.send(&batch(3000, &[])).await;
+    // Its failure, delivered in order under its id.
+    let failed = tokio::time::timeout(GUARD, async {
+        loop {
+            match incoming.recv_ordered().await {
+                Some(Ordered::Response(r)) => break r,
+                Some(_) => continue,
+                None => panic!("the connection ended"),
+            }
+        }
+    })
+    .await
+    .expect("never failed");
+    assert_eq!(failed.id.as_ref(), Some(&id));
+    assert!(failed.outcome.is_err(), "{failed:?}");
+    // The send ends without sending it: its id stands, the failure named it.
+    let sent = tokio::time::timeout(GUARD, call).await.expect("ended");
+    assert_eq!(sent.ok(), Some(id));
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+    // Every request and notification the peer wrote, up to its answer to a request sent now.
+    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+        .await;
+    let mut methods = Vec::new();
+    loop {
+        let v = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("no answer to sync");
+        if v["id"] == "sync" {
+            break;
+        }
+        if let Some(method) = v.get("method") {
+            methods.push(method.clone());
+        }
+    }
+    assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
+}

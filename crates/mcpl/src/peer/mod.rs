@@ -710,7 +710,9 @@ impl Peer {
     /// [`Ordered::Response`]). A session that must apply an answer before it handles what
     /// was read after it (a policy receipt, §5.3, §6.7) sends with this. `on_id` runs with
     /// the id before the frame goes out. Counts against
-    /// [`PeerConfig::max_pending_requests`]; give up on one with [`Peer::forget`].
+    /// [`PeerConfig::max_pending_requests`]; give up on one with [`Peer::forget`]. One
+    /// failed by this side while its frame waits for room (its failure delivered in order)
+    /// is not sent: its id is returned, the frame dropped.
     pub async fn send_request(
         &self,
         method: &str,
@@ -732,7 +734,12 @@ impl Peer {
         };
         on_id(&id);
         let text = wire::request_in(self.shared().frame_buffer(), &id, method, params.as_ref());
-        shared.send_frame(text).await?;
+        // Failed while its frame waits for room (a discarded batch failing every request
+        // outstanding, whose failure was delivered in order): not sent afterwards, so the
+        // other side never runs a request reported failed; its id stands, as that failure
+        // names it.
+        let in_order = || lock(&shared.in_order).contains(&id);
+        shared.send_frame_while(text, in_order).await?;
         unsent.id = None;
         drop(unsent);
         Ok(id)

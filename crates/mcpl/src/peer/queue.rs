@@ -225,6 +225,13 @@ impl<T> Sender<T> {
     /// Queues `item`, waiting for room; hands it back if the receiver is closed or gone.
     /// Cancel-safe: dropped while waiting, nothing was queued.
     pub(crate) async fn send(&self, item: T) -> Result<(), T> {
+        self.send_while(item, || true).await.map(drop)
+    }
+
+    /// [`Self::send`] while `keep()` holds, asked before each attempt to queue: `Ok(false)`,
+    /// nothing queued (the item dropped), once it no longer does while the item waits for
+    /// room.
+    pub(crate) async fn send_while(&self, item: T, keep: impl Fn() -> bool) -> Result<bool, T> {
         let mut item = item;
         // A first attempt queues behind senders already waiting (fairness, as
         // [`Sender::try_send`]); a woken one takes the room its wake-up was for.
@@ -234,6 +241,9 @@ impl<T> Sender<T> {
             tokio::pin!(room);
             // Registered before looking, so room made in between is not missed.
             room.as_mut().enable();
+            if !keep() {
+                return Ok(false);
+            }
             let waiting = {
                 let mut st = self.chan.state();
                 let attempt = if st.waiting > 0 && !woken && !st.rx_closed {
@@ -245,7 +255,7 @@ impl<T> Sender<T> {
                     Ok(()) => {
                         drop(st);
                         self.chan.ready.wake();
-                        return Ok(());
+                        return Ok(true);
                     }
                     Err(TrySendError::Closed(back)) => return Err(back),
                     Err(TrySendError::Full(back)) => item = back,

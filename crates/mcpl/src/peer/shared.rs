@@ -606,9 +606,22 @@ impl Shared {
     }
 
     pub(super) async fn send_frame(&self, text: String) -> Result<(), PeerError> {
+        self.send_frame_while(text, || true).await.map(drop)
+    }
+
+    /// [`Self::send_frame`] of a frame that must go only while `keep()` holds, asked
+    /// whenever it waits for room: `Ok(false)`, the frame dropped unsent, once it no longer
+    /// does (a request failed before it took its place on the wire, [`Peer::send_request`]).
+    ///
+    /// [`Peer::send_request`]: super::Peer::send_request
+    pub(super) async fn send_frame_while(
+        &self,
+        text: String,
+        keep: impl Fn() -> bool,
+    ) -> Result<bool, PeerError> {
         // Written or queued at once: there is nothing to wait for.
         let (text, mut queued) = match self.queue_now(text)? {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(true),
             Err(full) => full,
         };
         let mut closed = self.closed.subscribe();
@@ -616,10 +629,10 @@ impl Shared {
             |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
         // A full queue in front of a stuck writer must not hold the sender past a close.
         let sent = tokio::select! {
-            r = self.out.send(text) => r.map_err(|_| closed_error(self)),
+            r = self.out.send_while(text, keep) => r.map_err(|_| closed_error(self)),
             _ = until_closed(&mut closed) => Err(closed_error(self)),
         };
-        queued.armed = sent.is_err();
+        queued.armed = !matches!(sent, Ok(true));
         sent
     }
 
