@@ -3393,11 +3393,14 @@ async fn s14_5_a_registration_of_100000_descriptors_is_refused_at_the_default_bo
     assert!(s.channels().is_empty());
 }
 
-/// §6.1, §17.5: the same bound holds for the manifest in the `initialize` result: 100,000
-/// feature sets make `connect` fail with `TooManyFeatureSets {count, limit}` before any
-/// review, and no policy Request is sent.
+/// §6.1, §17.5, §3.3: the same bound holds for the manifest in the `initialize` result:
+/// 100,000 feature sets are refused before any review, nothing of MCPL is granted and no
+/// policy Request is sent, but the server, a valid MCP server, keeps its MCP connection:
+/// served as plain MCP (`McpOnlyReason::TooManyFeatureSets {count, limit}`), with the
+/// `too_many_feature_sets` finding reported. Before, `connect` failed whole
+/// (`HostError::TooManyFeatureSets`), so the server's tools were lost with its manifest.
 #[tokio::test]
-async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_refused() {
+async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_served_as_plain_mcp() {
     let mut m = full_manifest();
     let sets: serde_json::Map<String, Value> = (0..100_000)
         .map(|i| {
@@ -3412,21 +3415,40 @@ async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_refused() {
     let task = tokio::spawn(HostSession::connect_peer(hp, hin, config(&["pushEvents"])));
     let init = server.request("initialize").await;
     init.respond(init_result(Some(m))).await.unwrap();
-    let Err(err) = task.await.unwrap() else {
-        panic!("connect accepted a manifest of 100,000 feature sets")
+    let (s, mut streams) = task.await.unwrap().expect("served as plain MCP");
+    let reason = McpOnlyReason::TooManyFeatureSets {
+        count: 100_000,
+        limit: 1024,
     };
-    assert_eq!(
-        err,
-        HostError::TooManyFeatureSets {
-            count: 100_000,
-            limit: 1024
-        }
+    assert_eq!(s.mode(), Mode::McpOnly(reason.clone()));
+    assert!(
+        reason
+            .to_string()
+            .contains("declares 100000 feature sets, past this host's limit of 1024"),
+        "{reason}"
     );
     assert!(
-        err.to_string()
-            .contains("100000 feature sets exceed the limit of 1024"),
-        "{err}"
+        !s.grant().allows(Capability::PushEvents),
+        "nothing of MCPL granted"
     );
+    // `initialized`, then nothing before the answer to our ping (read in wire order, a
+    // policy Request sent before it would be queued here first): no policy Request.
+    match server.incoming.recv().await.expect("initialized") {
+        IncomingMessage::Notification(n) => assert_eq!(n.method, "notifications/initialized"),
+        other => panic!("{other:?}"),
+    }
+    let pong = server.peer.request_raw("ping", None).await;
+    assert!(pong.is_ok(), "{pong:?}");
+    let next = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::future::Future::poll(
+            std::pin::pin!(server.incoming.recv()),
+            cx,
+        ))
+    })
+    .await;
+    assert!(next.is_pending(), "a policy Request went out: {next:?}");
+    assert!(drain_diags(&mut streams).iter().any(|d| matches!(d,
+        HostDiagnostic::ManifestFinding { code, .. } if *code == "too_many_feature_sets")));
 }
 
 /// Issue #24: `HostConfig`'s defaults are the core's `HostRules` (one place), so a

@@ -94,7 +94,8 @@ fn join_or_none(items: &[&str]) -> String {
 /// library host reads ([`manifest::DEFAULT_MAX_FEATURE_SETS`], 1,024); the verdict, and
 /// whether the count is within the bound. Past it the verdict is a `warn`, not a `fail`:
 /// §6.1 sets no number, so the manifest may conform, but library hosts refuse such a
-/// manifest whole at `initialize` (`HostError::TooManyFeatureSets`, nothing granted), and
+/// manifest whole at `initialize` (served as plain MCP,
+/// `McpOnlyReason::TooManyFeatureSets`, nothing granted), and
 /// the checker, acting as such a host, then judges no feature set of it (issue #20: a
 /// manifest of 100,000 sets had taken the checker to 755 MB and 48 s, debug build).
 pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
@@ -111,8 +112,8 @@ pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
     let d = format!(
         "{count} feature sets declared, past the {limit} a library host reads \
          (manifest::DEFAULT_MAX_FEATURE_SETS; §6.1 sets no number): library hosts refuse \
-         this manifest at initialize (HostError::TooManyFeatureSets) and grant nothing, so \
-         no feature set and no MCPL behaviour was judged"
+         this manifest at initialize (served as plain MCP, McpOnlyReason::TooManyFeatureSets) \
+         and grant nothing, so no feature set and no MCPL behaviour was judged"
     );
     ((Status::Warn, d), false)
 }

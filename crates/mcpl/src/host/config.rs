@@ -165,8 +165,10 @@ pub struct HostConfig {
     /// Most feature sets (`featureSets` entries, §6.1) a server's manifest may carry,
     /// wherever the host reads one (1,024 by default,
     /// [`crate::manifest::DEFAULT_MAX_FEATURE_SETS`]); a larger one is refused before it is
-    /// copied or reviewed. In the `initialize` result, [`HostSession::connect`] fails with
-    /// [`HostError::TooManyFeatureSets`] (nothing reviewed, nothing granted: fail closed);
+    /// copied or reviewed. In the `initialize` result, the server is served as plain MCP
+    /// ([`McpOnlyReason::TooManyFeatureSets`](crate::session::McpOnlyReason::TooManyFeatureSets),
+    /// the `too_many_feature_sets` finding reported:
+    /// nothing reviewed, nothing granted, fail closed, its MCP connection kept);
     /// in an `mcpl/manifest` answer, a [`HostDiagnostic::ManifestFetchFailed`] names the
     /// count and the limit and only the manifest's removals are applied (§17.5 step 1: it
     /// parses, so a capability or set it drops is revoked; of its sets only those in force

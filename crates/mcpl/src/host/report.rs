@@ -38,9 +38,10 @@ pub enum HostError {
     #[error("the server's initialize result is unusable: {0}; the server must answer with a result carrying `capabilities` (MCP, §5.1)")]
     BadInitialize(String),
     /// The server's manifest carries more feature sets than
-    /// [`HostConfig::max_feature_sets`]: refused before review. At `initialize` the
-    /// connection is not set up (nothing was reviewed, nothing granted); for an
-    /// `mcpl/manifest` answer it is reported as [`HostDiagnostic::ManifestFetchFailed`] and
+    /// [`HostConfig::max_feature_sets`]: refused before review. `connect` no longer fails
+    /// with it: at `initialize` the server is served as plain MCP
+    /// ([`McpOnlyReason::TooManyFeatureSets`], nothing reviewed, nothing granted); for an
+    /// `mcpl/manifest` answer it is named in a [`HostDiagnostic::ManifestFetchFailed`] and
     /// only the manifest's removals are applied (§17.5 step 1).
     #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostConfig::max_feature_sets if this server is trusted to declare that many")]
     TooManyFeatureSets {

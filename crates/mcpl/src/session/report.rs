@@ -36,6 +36,16 @@ pub enum McpOnlyReason {
     /// `true`, `[]`): no manifest can be read from it (§5.1 shows only an object), so it is
     /// served as plain MCP (§3.3), fail closed, its MCP connection kept.
     NotAnObject(String),
+    /// The server's manifest declares more feature sets (`count`) than
+    /// `HostRules::max_feature_sets` (`limit`): it is refused before it is copied or
+    /// reviewed (§6.1 sets no number), so nothing of MCPL is granted and the server is
+    /// served as plain MCP (§3.3), fail closed, its MCP connection kept.
+    TooManyFeatureSets {
+        /// How many sets the manifest declares.
+        count: usize,
+        /// The host's bound.
+        limit: usize,
+    },
 }
 
 impl std::fmt::Display for McpOnlyReason {
@@ -69,6 +79,11 @@ impl std::fmt::Display for McpOnlyReason {
                 f,
                 "the server's experimental.mcpl is {v}, not an object (§5.1): served as plain \
                  MCP, §3.3"
+            ),
+            McpOnlyReason::TooManyFeatureSets { count, limit } => write!(
+                f,
+                "the server's manifest declares {count} feature sets, past this host's limit \
+                 of {limit} (HostConfig.max_feature_sets): served as plain MCP, §3.3"
             ),
         }
     }

@@ -302,7 +302,7 @@ impl HostState {
         let count = crate::manifest::feature_set_count(manifest);
         let limit = self.rules.max_feature_sets;
         if count > limit {
-            return self.connected(Err(ConnectError::TooManyFeatureSets { count, limit }));
+            return self.too_many_feature_sets(caps, count, limit);
         }
         let wall = self.wall(now);
         let reviewed = ManifestReview::initial(
@@ -363,6 +363,25 @@ impl HostState {
                        \"version\": \"0.5\"): the server is served as plain MCP (§3.3)";
         let reason = McpOnlyReason::Unversioned;
         self.served_as_mcp(caps, reason, ("missing_version", "version"), message.into());
+    }
+
+    /// A server whose manifest declares more feature sets than
+    /// [`HostRules::max_feature_sets`]: refused before it is copied or reviewed (§6.1 sets no
+    /// number), reported as the `too_many_feature_sets` finding, and served as plain MCP
+    /// ([`McpOnlyReason::TooManyFeatureSets`]): a valid MCP server keeps its MCP connection,
+    /// and nothing of MCPL is granted (fail closed, §3.3). Before, `connect` failed whole.
+    fn too_many_feature_sets(&mut self, caps: &Value, count: usize, limit: usize) {
+        let message = format!(
+            "{}; nothing of it was reviewed: the server is served as plain MCP (§3.3)",
+            ConnectError::TooManyFeatureSets { count, limit }
+        );
+        let reason = McpOnlyReason::TooManyFeatureSets { count, limit };
+        self.served_as_mcp(
+            caps,
+            reason,
+            ("too_many_feature_sets", "featureSets"),
+            message,
+        );
     }
 
     /// A server whose `experimental.mcpl` is no object: reported as the `manifest_not_object`

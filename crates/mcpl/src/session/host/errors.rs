@@ -29,7 +29,9 @@ pub enum ConnectError {
     /// `initialize` was not answered within [`HostRules::initialize_timeout`].
     #[error("initialize was not answered in time: raise HostRules.initialize_timeout or check the server")]
     Timeout,
-    /// The manifest declares more feature sets than [`HostRules::max_feature_sets`].
+    /// The manifest declares more feature sets than [`HostRules::max_feature_sets`]; no
+    /// longer a connect failure (the server is served as plain MCP,
+    /// [`McpOnlyReason::TooManyFeatureSets`]), its text names the bound in diagnostics.
     #[error("the manifest's {count} feature sets exceed the limit of {limit}, so it was not reviewed; raise HostRules.max_feature_sets if this server is trusted to declare that many")]
     TooManyFeatureSets {
         /// Sets declared.
