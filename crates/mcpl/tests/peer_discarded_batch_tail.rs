@@ -14,7 +14,7 @@ use serde_json::Value;
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::raw_peer_with;
+use raw::{answer_all, raw_peer_with};
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a request left waiting shows.
@@ -165,14 +165,7 @@ async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
     // A 64-byte pipe the test does not read yet: the first frame is written in part, the
     // rest of it fills the one place in the outgoing queue.
     let (peer, incoming, mut raw) = raw_peer_with(config, 64);
-    tokio::spawn(async move {
-        let mut incoming = incoming;
-        while let Some(msg) = incoming.recv().await {
-            if let mcpl::peer::IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
+    answer_all(incoming);
     let fill = serde_json::json!({ "pad": "f".repeat(1024) });
     peer.notify_raw("fill", Some(fill))
         .await
@@ -201,21 +194,12 @@ async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
         "{outcome:?}"
     );
     // Every request and notification the peer wrote, up to its answer to a request sent now.
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut methods = Vec::new();
-    loop {
-        let v = tokio::time::timeout(GUARD, raw.recv())
-            .await
-            .expect("no answer to sync");
-        if v["id"] == "sync" {
-            break;
-        }
-        // Its answer to the batch (`-32600`, id null) aside: the frames that carry a method.
-        if let Some(method) = v.get("method") {
-            methods.push(method.clone());
-        }
-    }
+    let methods: Vec<Value> = raw
+        .before_sync()
+        .await
+        .into_iter()
+        .filter_map(|v| v.get("method").cloned())
+        .collect();
     assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
 }
 
@@ -225,7 +209,7 @@ async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
 /// frame went out once the queue had room, after the failure was delivered.
 #[tokio::test(start_paused = true)]
 async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sent() {
-    use mcpl::peer::{IncomingMessage, Ordered};
+    use mcpl::peer::Ordered;
     use std::future::Future;
     use std::task::Poll;
     let config = PeerConfig {
@@ -274,27 +258,13 @@ async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sen
     // The send ends without sending it: its id stands, the failure named it.
     let sent = tokio::time::timeout(GUARD, call).await.expect("ended");
     assert_eq!(sent.ok(), Some(id));
-    tokio::spawn(async move {
-        while let Some(msg) = incoming.recv().await {
-            if let IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
+    answer_all(incoming);
     // Every request and notification the peer wrote, up to its answer to a request sent now.
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut methods = Vec::new();
-    loop {
-        let v = tokio::time::timeout(GUARD, raw.recv())
-            .await
-            .expect("no answer to sync");
-        if v["id"] == "sync" {
-            break;
-        }
-        if let Some(method) = v.get("method") {
-            methods.push(method.clone());
-        }
-    }
+    let methods: Vec<Value> = raw
+        .before_sync()
+        .await
+        .into_iter()
+        .filter_map(|v| v.get("method").cloned())
+        .collect();
     assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
 }

@@ -12,14 +12,12 @@
 
 use std::time::Duration;
 
-use mcpl::peer::{
-    Diagnostic, IncomingMessage, Ordered, PeerConfig, PeerError, RequestOptions, RequestTimeout,
-};
+use mcpl::peer::{Diagnostic, Ordered, PeerConfig, PeerError, RequestOptions, RequestTimeout};
 use serde_json::Value;
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{raw_peer, Raw};
+use raw::{answer_all, raw_peer, Raw};
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a missing answer shows.
@@ -46,26 +44,7 @@ async fn answer(raw: &mut Raw, what: &str) -> Value {
 /// before that answer.
 async fn exchange(raw: &mut Raw, line: &[u8]) -> Vec<Value> {
     raw.send_bytes(line).await;
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut before = Vec::new();
-    loop {
-        let v = answer(raw, "sync").await;
-        if v["id"] == "sync" {
-            return before;
-        }
-        before.push(v);
-    }
-}
-
-fn answer_all(mut incoming: mcpl::peer::Incoming) {
-    tokio::spawn(async move {
-        while let Some(msg) = incoming.recv().await {
-            if let IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
+    raw.before_sync().await
 }
 
 /// Answers in the wrong encoding, `{id}` standing for the id and `#` for a Latin-1 `é`

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{raw_peer, Raw};
+use raw::{answer_all, raw_peer, Raw};
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a missing answer shows.
@@ -43,28 +43,7 @@ fn pad() -> String {
 /// before that answer.
 async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
     raw.send(line).await;
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut before = Vec::new();
-    loop {
-        let v = tokio::time::timeout(GUARD, raw.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no answer to sync after {line:.60}"));
-        if v["id"] == "sync" {
-            return before;
-        }
-        before.push(v);
-    }
-}
-
-fn answer_all(mut incoming: mcpl::peer::Incoming) {
-    tokio::spawn(async move {
-        while let Some(msg) = incoming.recv().await {
-            if let mcpl::peer::IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
+    raw.before_sync().await
 }
 
 /// A request over the budget whose first bytes show its id is answered `-32000` under

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{raw_peer, Raw};
+use raw::{answer_all, raw_peer, Raw};
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a missing answer shows.
@@ -48,27 +48,7 @@ async fn answer(raw: &mut Raw, what: &str) -> Value {
 /// before that answer (the frames are handled in order, so `line` was handled by then).
 async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
     raw.send(line).await;
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut before = Vec::new();
-    loop {
-        let v = answer(raw, line).await;
-        if v["id"] == "sync" {
-            return before;
-        }
-        before.push(v);
-    }
-}
-
-/// Answers every request delivered with `"ok"`.
-fn answer_all(mut incoming: mcpl::peer::Incoming) {
-    tokio::spawn(async move {
-        while let Some(msg) = incoming.recv().await {
-            if let IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
+    raw.before_sync().await
 }
 
 /// Each id form the other side may write (as JSON text) and the id its request is answered

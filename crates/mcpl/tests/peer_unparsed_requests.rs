@@ -10,47 +10,19 @@
 //! byte written by the test.
 #![cfg(feature = "runtime")]
 
-use std::time::Duration;
-
 use mcpl::jsonrpc::Message;
-use mcpl::peer::{IncomingMessage, PeerConfig};
+use mcpl::peer::PeerConfig;
 use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{raw_peer, Raw};
-
-/// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
-/// task waits, which is how a missing answer shows.
-const GUARD: Duration = Duration::from_secs(3600);
-
-/// Answers every request delivered with `"ok"`.
-fn answer_all(mut incoming: mcpl::peer::Incoming) {
-    tokio::spawn(async move {
-        while let Some(msg) = incoming.recv().await {
-            if let IncomingMessage::Request(r) = msg {
-                let _ = r.respond("ok").await;
-            }
-        }
-    });
-}
+use raw::{answer_all, raw_peer, Raw};
 
 /// Sends `line`, then a `sync` request the application answers: every line the peer wrote
 /// before that answer (the frames are handled in order, so `line` was handled by then).
 async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
     raw.send(line).await;
-    raw.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
-        .await;
-    let mut before = Vec::new();
-    loop {
-        let v = tokio::time::timeout(GUARD, raw.recv())
-            .await
-            .expect("no answer to sync");
-        if v["id"] == "sync" {
-            return before;
-        }
-        before.push(v);
-    }
+    raw.before_sync().await
 }
 
 /// The one answer a line got, which must be a `-32700`.

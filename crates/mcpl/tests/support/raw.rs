@@ -2,12 +2,30 @@
 //! peer tests so every byte is under test.
 #![allow(dead_code)] // each test file uses a different part
 
-use mcpl::peer::{Incoming, Peer, PeerConfig};
+use std::time::Duration;
+
+use mcpl::peer::{Incoming, IncomingMessage, Peer, PeerConfig};
 use mcpl::transport::Transport;
 use serde_json::{json, Value};
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
 };
+
+/// A deadlock guard for the raw side's waits, never a synchronisation: with the clock
+/// paused it is reached only once every task waits, which is how a line never written shows.
+pub const GUARD: Duration = Duration::from_secs(3600);
+
+/// Answers every request `incoming` delivers with `"ok"` (the `sync` of [`Raw::before_sync`]
+/// among them), from a task.
+pub fn answer_all(mut incoming: Incoming) {
+    tokio::spawn(async move {
+        while let Some(msg) = incoming.recv().await {
+            if let IncomingMessage::Request(r) = msg {
+                let _ = r.respond("ok").await;
+            }
+        }
+    });
+}
 
 /// The raw side: writes lines, reads lines as JSON.
 pub struct Raw {
@@ -36,6 +54,23 @@ impl Raw {
     /// Reads the next line as JSON.
     pub async fn recv(&mut self) -> Value {
         serde_json::from_str(&self.recv_line().await).unwrap()
+    }
+
+    /// Sends a `sync` request (answered by [`answer_all`]) and returns every line the peer
+    /// wrote before its answer, in order: what the lines sent before it were answered with.
+    pub async fn before_sync(&mut self) -> Vec<Value> {
+        self.send(r#"{"jsonrpc":"2.0","id":"sync","method":"sync"}"#)
+            .await;
+        let mut before = Vec::new();
+        loop {
+            let v = tokio::time::timeout(GUARD, self.recv())
+                .await
+                .expect("no answer to sync");
+            if v["id"] == "sync" {
+                return before;
+            }
+            before.push(v);
+        }
     }
 
     /// Reads the next line as text, exactly as written.
