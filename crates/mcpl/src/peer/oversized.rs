@@ -173,16 +173,10 @@ impl Discarded {
     }
 }
 
-/// Every request of ours outstanding: awaited, and sent in order.
+/// Every request of ours outstanding: awaited, and sent in order (the two never share an
+/// id: both draw from one counter, and each request is registered in one of them).
 fn outstanding(shared: &Shared) -> Vec<RequestId> {
     let mut ids: Vec<RequestId> = lock(&shared.pending).keys().cloned().collect();
-    let in_order = lock(&shared.in_order);
-    let awaited: HashSet<&RequestId> = ids.iter().collect();
-    let more: Vec<RequestId> = in_order
-        .iter()
-        .filter(|id| !awaited.contains(id))
-        .cloned()
-        .collect();
-    ids.extend(more);
+    ids.extend(lock(&shared.in_order).iter().cloned());
     ids
 }

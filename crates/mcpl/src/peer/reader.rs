@@ -500,8 +500,11 @@ fn take_top(
             let share = shared.reading.load(Ordering::Relaxed) / entries.len();
             shared.reading.store(share.max(1), Ordering::Relaxed);
             let mut refused = Vec::new();
+            // `doubled` is in entry order (`jsonrpc::doubled`): walked beside the entries,
+            // not searched once per entry (linear in the batch, whatever the peer sends).
+            let mut doubled = doubled.iter().peekable();
             for (i, entry) in entries.into_iter().enumerate() {
-                let twice = doubled.iter().find(|(at, _)| *at == i).map(|(_, d)| *d);
+                let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| *d);
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
