@@ -543,7 +543,8 @@ impl Driver {
                     // Its request was answered already (the id may be another request's
                     // now): by its deadline, which the application is told; or cancelled
                     // by the server, which asked for no answer.
-                    if w.late(handout) {
+                    // A panic is no answer: reported above, not as a late one.
+                    if w.late(handout) && !panicked {
                         let id = serde_json::to_string(&id).unwrap_or_default();
                         self.diag(HostDiagnostic::LateAnswer { method, id });
                     } else {

@@ -251,8 +251,8 @@ impl HostState {
         let Some(after) = self.rules.answer_timeout else {
             return;
         };
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         for (id, req) in self.app_pending.take_due(now) {
-            let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
             let e = ErrorObject::internal(format!(
                 "the host's application did not answer {} within {after:?}",
                 req.method
