@@ -270,6 +270,22 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Id(id.clone()),
         ),
+        HostDiagnostic::LateAnswer { method, id } => (
+            m(
+                "late_answer",
+                "JSON-RPC 2.0",
+                format!("the host's application answered {method} {id} after its deadline had answered it; the late answer was dropped"),
+            ),
+            About::Id(id.clone()),
+        ),
+        HostDiagnostic::NoHandler { method, id } => (
+            m(
+                "no_handler",
+                "§5.4",
+                format!("{method} {id} is granted but the host has no request_handler; answered -32601"),
+            ),
+            About::Id(id.clone()),
+        ),
         HostDiagnostic::DiagnosticsDropped { count } => (
             m(
                 "diagnostics_dropped",
