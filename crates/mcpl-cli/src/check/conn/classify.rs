@@ -209,17 +209,7 @@ pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
 /// Anything else (a batch's first bytes, no `id` member: a notification, a summary cut
 /// inside its id) shows nothing.
 fn envelope_id(summary: &[u8]) -> Option<(Option<mcpl::jsonrpc::RequestId>, bool)> {
-    let text = std::str::from_utf8(summary).ok()?;
-    let closed;
-    let text = match text.strip_suffix("\"result\":[") {
-        Some(head) => {
-            closed = format!("{head}\"result\":0}}");
-            closed.as_str()
-        }
-        None => text,
-    };
-    let v: Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
+    let o = summary_object(summary)?;
     // Any `method` member makes it a request, as the library's peer reads one (a method
     // name too long to keep is summarised `null`, and its request still answered).
     let request = match o.get("method") {
