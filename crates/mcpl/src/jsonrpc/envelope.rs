@@ -446,7 +446,7 @@ impl Envelope {
     /// ([`crate::jsonrpc::RequestId::from_value`]); they may still be no id (`1.5`, `null`).
     /// A reader that refuses a text which does not parse feeds it only the bytes before the
     /// parser's error, so the id it names was read before anything went wrong
-    /// (`peer::text`, JSON-RPC 2.0 §5).
+    /// (`jsonrpc::unparsed`, the peer's and a driver's one reading, JSON-RPC 2.0 §5).
     pub fn sole_request_id(&self) -> Option<&[u8]> {
         if !(self.jsonrpc_2_0 && self.method_named && self.ids == 1) || self.not_text {
             return None;

@@ -689,8 +689,7 @@ impl ParseError {
     /// a `method` and no `id` (a notification, §4.1), and for an invalid message that is an
     /// object with no `method`.
     pub fn owed_answer(&self, text: &str) -> Option<Response> {
-        let start = text.trim_start();
-        let start = start.strip_prefix('\u{feff}').unwrap_or(start).trim_start();
+        let start = message_start(text);
         if !(start.starts_with('{') || start.starts_with('[')) {
             return None;
         }
@@ -913,3 +912,15 @@ pub use unparsed::{not_text_request_id, refused_request_id};
 
 #[cfg(test)]
 mod tests;
+
+/// `text` from where its message starts: past the whitespace and the UTF-8 byte order mark
+/// (U+FEFF, which RFC 8259 §8.1 lets a parser ignore) before it. The one reading of what
+/// precedes a message: the peer's, for a text read whole and for the first bytes of one
+/// discarded, and [`ParseError::owed_answer`]'s.
+pub(crate) fn message_start(text: &str) -> &str {
+    let text = text.trim_start();
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.trim_start(),
+        None => text,
+    }
+}

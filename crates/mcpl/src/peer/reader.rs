@@ -581,16 +581,7 @@ fn message_text(text: &str) -> &str {
     message_start(text).trim_end()
 }
 
-/// `text` from where its message starts: past the whitespace and the byte order mark that
-/// [`message_text`] takes away before it. The one reading of what precedes a message, for a
-/// text read whole and for the first bytes of one discarded ([`super::refused::Head::read`]).
-pub(super) fn message_start(text: &str) -> &str {
-    let text = text.trim_start();
-    match text.strip_prefix('\u{feff}') {
-        Some(rest) => rest.trim_start(),
-        None => text,
-    }
-}
+pub(super) use crate::jsonrpc::message_start;
 
 /// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool
 /// rather than on the worker running the connection (see `handle_frame`).
