@@ -233,3 +233,50 @@ async fn what_the_peer_never_answers_a_driver_owes_no_answer_either() {
     let owed = e.owed_answer(line).map(|r| Message::Response(r).to_value());
     assert_eq!(owed.as_ref(), Some(&got[0]));
 }
+
+/// The peer answers a text the parser refuses exactly when a driver of the sans-I/O
+/// machines is owed an answer for it (`ParseError::owed_answer`), and with the same answer:
+/// one rule (`jsonrpc::unparsed`), not two copies. Before, they disagreed on an object
+/// whose top level breaks after a value nested past the parser (no `method`: the peer
+/// answered it `-32600`, `id: null`, as the text that does not parse it is; a driver owed
+/// nothing), and on a response followed by more text on its line (the peer answered the
+/// text after it `-32700`, `id: null`, as it may be a request; a driver owed nothing).
+/// A notification nested past the parser, its `method` named twice or not, is owed nothing
+/// by either (JSON-RPC 2.0 §4.1), whatever `ParseError::answer` would write.
+#[tokio::test(start_paused = true)]
+async fn the_peer_answers_a_refused_text_exactly_when_a_driver_is_owed_one() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for line in [
+        format!(r#"{{"jsonrpc":"2.0","x":{deep} "y":1}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":"nobody","result":{deep} "y":1}}"#),
+        r#"{"jsonrpc":"2.0","id":"nobody","result":1} {"jsonrpc":"2.0","id":5,"method":"m"}"#
+            .to_owned(),
+        r#"{"jsonrpc":"2.0","id":"nobody","error":{"code":1,"message":"m"}}x"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","method":"a","method":"b","params":{deep}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","method":"a","params":{deep}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"id":2,"method":"b","params":{deep}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"a","params":{deep} "y":1}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":"nobody","result":{deep}}}"#),
+        format!("[{deep}]"),
+        r#"{"jsonrpc":"2.0","id":"nobody","result":{"a":}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"m","params":[1e400]}"#.to_owned(),
+    ] {
+        let peer = exchange(&mut raw, &line).await;
+        let e = Message::parse(&line).expect_err("no message");
+        let owed: Vec<Value> = e
+            .owed_answer(&line)
+            .map(|r| Message::Response(r).to_value())
+            .into_iter()
+            .collect();
+        let at = line.len().min(60);
+        assert_eq!(
+            peer,
+            owed,
+            "{}: the peer's answer and a driver's differ",
+            &line[..at]
+        );
+    }
+}
