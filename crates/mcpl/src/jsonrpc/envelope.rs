@@ -454,27 +454,6 @@ impl Envelope {
         self.id.as_ref()?.as_deref()
     }
 
-    /// [`Self::sole_request_id`] without the `"jsonrpc": "2.0"` member: for a text fed whole
-    /// that may be valid JSON (nested past the parser), whose version is a defect of the
-    /// message, answered under its id as one that parses is, not a doubt about that id (the
-    /// peer's reading, `peer::refused`).
-    pub(crate) fn sole_id_of_method(&self) -> Option<&[u8]> {
-        if !(self.method_named && self.ids == 1) || self.not_text {
-            return None;
-        }
-        self.id.as_ref()?.as_deref()
-    }
-
-    /// Whether a top-level `method` member was named in what was fed so far.
-    pub(crate) fn names_method(&self) -> bool {
-        self.method_named
-    }
-
-    /// Whether a top-level `result` or `error` member was read in what was fed so far.
-    pub(crate) fn shows_outcome(&self) -> bool {
-        self.outcome
-    }
-
     /// How many top-level `id` members were named in what was fed so far.
     pub fn id_members(&self) -> usize {
         self.ids

@@ -679,53 +679,51 @@ impl ParseError {
         }
     }
 
-    /// [`Self::answer`] when `text` is owed one, by the async peer's reading
-    /// (`peer::text`, `peer::refused`, `peer::reader`), so a driver that writes what this
-    /// gives answers a text exactly when the peer does: `None` for a text that does not
-    /// begin as a message does (`{` or `[`, past whitespace and a byte order mark: a junk
-    /// line, a scalar, a blank line), for a text that shows a response (an outcome and no
-    /// `method`; answering a response can loop, JSON-RPC 2.0 §5), for an object nested past
-    /// the parser that names no `method` (read as the peer reads one, a response) or names
-    /// a `method` and no `id` (a notification, §4.1), and for an invalid message that is an
-    /// object with no `method`.
+    /// [`Self::answer`] when `text` is owed one, by the async peer's rule (one rule, in
+    /// `jsonrpc`: the peer refuses by it too), so a driver that writes what this gives
+    /// answers a text exactly when the peer does: `None` for a text that does not begin as
+    /// a message does (`{` or `[`, past whitespace and a byte order mark: a junk line, a
+    /// scalar, a blank line), for a text that shows a response (an outcome and no
+    /// `method`; answering a response can loop, JSON-RPC 2.0 §5) save the text after its
+    /// object on its line (which may be a request: `-32700`, `id: null`), for an object
+    /// nested past the parser read whole with no `method` (read as the peer reads one, a
+    /// response) or with a `method` and no `id` (a notification, §4.1), and for an invalid
+    /// message that is an object with no `method`. A driver writes this, not
+    /// [`Self::answer`], which gives an answer for every text.
     pub fn owed_answer(&self, text: &str) -> Option<Response> {
         let start = message_start(text);
         if !(start.starts_with('{') || start.starts_with('[')) {
             return None;
         }
         let owed = match self {
-            ParseError::Json(detail) => {
-                let mut envelope = envelope::Envelope::new();
-                envelope.feed(text.as_bytes());
-                let (method, outcome) = (envelope.names_method(), envelope.shows_outcome());
-                if !envelope.is_object() {
-                    true
-                } else if unparsed::too_deep_detail(detail) {
-                    method && envelope.id_members() > 0
-                } else {
-                    method || !outcome
-                }
-            }
+            ParseError::Json(_) => match unparsed::refusal(text) {
+                Some((then, _)) => matches!(
+                    then,
+                    head::Then::Answer(_) | head::Then::Fail { trailing: true }
+                ),
+                // Not the text this error came from: answered, failing closed.
+                None => true,
+            },
             ParseError::Invalid(_) => match serde_json::from_str::<Value>(text) {
-                Ok(v) => v.get("method").is_some() || !v.is_object(),
+                Ok(v) => request_like(&v),
                 Err(_) => true,
             },
         };
         owed.then(|| self.answer(text))
     }
 
-    /// The response a driver writes for a `text` [`Message::parse`] refused with this
-    /// error: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`] and for
-    /// a text nested past what the parser reads (`data: { limit, reason: "nesting" }`, as the
-    /// peer answers it; a batch nested so is `-32700`, as the peer answers it too), under
-    /// [`ParseError::answer_id`]. Every such text is answered under
-    /// a null id when no id is told (the peer only reports a too-deep text that shows a
-    /// method and no `id`, a notification).
+    /// The response for a `text` [`Message::parse`] refused with this error, were it
+    /// answered: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`] and
+    /// for an object nested past what the parser reads (`data: { limit, reason: "nesting"
+    /// }`, as the peer answers it; a batch nested so is `-32700`, as the peer answers it
+    /// too), under [`ParseError::answer_id`], else a null id. Whether it is owed at all is
+    /// [`Self::owed_answer`]'s to say (the peer answers no notification nested past the
+    /// parser, nor a response): a driver writes that.
     pub fn answer(&self, text: &str) -> Response {
         let error = match self {
             // A batch nested so is one `-32700`, as the peer answers it.
             ParseError::Json(detail)
-                if unparsed::too_deep_detail(detail) && !text.trim_start().starts_with('[') =>
+                if unparsed::too_deep_detail(detail) && message_start(text).starts_with('{') =>
             {
                 unparsed::nesting_refused(false)
             }
@@ -737,6 +735,15 @@ impl ParseError {
             outcome: Err(error),
         }
     }
+}
+
+/// Whether a message read as `value` that is no valid one is answered (`-32600`): one with
+/// a `method` member, or no object at all (JSON-RPC 2.0 §5, whose own example answers
+/// `{"jsonrpc":"2.0","method":1,"params":"bar"}` under a null id). A response gone wrong is
+/// never answered (that could loop), nor an object with no `method` (a log line, say). The
+/// one rule of the peer and [`ParseError::owed_answer`].
+pub(crate) fn request_like(value: &Value) -> bool {
+    value.get("method").is_some() || !value.is_object()
 }
 
 /// Deepest nesting of arrays and objects a message's `params`, `result` or error `data` may
@@ -894,6 +901,7 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 mod cost;
 pub(crate) mod doubled;
 mod encoded;
+pub(crate) mod head;
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.
 #[cfg_attr(not(feature = "runtime"), allow(dead_code))]

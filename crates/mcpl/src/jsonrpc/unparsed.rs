@@ -1,10 +1,73 @@
-//! The id of a request whose text the JSON parser refused: the one rule by which both the
-//! async peer (`peer::text`) and a driver of the sans-I/O machines
-//! ([`super::ParseError::answer`]) answer such a request, so a text answered by one is
-//! answered under the same id by the other (JSON-RPC 2.0 §5).
+//! A text the JSON parser refused, read by its envelope ([`read_unparsed`]): whether it is
+//! answered, and under which id, by the one rule ([`Unparsed::then`], [`Head::then`]) by
+//! which both the async peer (`peer::text`) and a driver of the sans-I/O machines
+//! ([`super::ParseError::owed_answer`]) answer it, so a text answered by one is answered,
+//! under the same id, by the other, and one left unanswered by one is by the other
+//! (JSON-RPC 2.0 §5).
 
 use super::envelope::Envelope;
+use super::head::{Head, Then};
 use super::RequestId;
+
+/// A single object's text the parser refused, read by its envelope
+/// ([`read_unparsed`]), for the one rule ([`Unparsed::then`]).
+#[derive(Debug)]
+pub(crate) enum Unparsed {
+    /// Nested past what the parser reads (serde_json's 128 levels), though it may be valid
+    /// JSON: what its envelope, read whole past the nesting, shows. Answered (`-32600`,
+    /// `reason: "nesting"`) by [`Head::then`] as any whole text refused unbuilt is.
+    TooDeep(Head),
+    /// A response (an outcome and no `method`): never answered; the request of the
+    /// reader's own its id names fails now.
+    Response(Head),
+    /// Anything else: answered `-32700`, under the id of a request read before the
+    /// parser's error without doubt (the rule of [`refused_request_id`]), else `id: null`.
+    Request(Option<RequestId>),
+}
+
+/// Reads `text`, a single object's text (it begins with `{`) the parser refused with `e`,
+/// by its envelope, read past the error as far as the envelope scanner reads and past any
+/// nesting (what it shows as [`Head::read`] reads the envelope's summary).
+pub(crate) fn read_unparsed(text: &str, e: &serde_json::Error) -> Unparsed {
+    let (id, envelope) = read_refused(text.as_bytes(), e);
+    let head = match envelope.summary(true) {
+        Some(summary) => Head::read(&summary),
+        None => Head::read_str(text),
+    };
+    if too_deep(e) {
+        Unparsed::TooDeep(head)
+    } else if head.is_response() {
+        Unparsed::Response(head)
+    } else {
+        Unparsed::Request(id)
+    }
+}
+
+impl Unparsed {
+    /// What is done with it (`e` the parser's error): the one rule of the peer and of a
+    /// driver. A response is never answered, save the text that followed its object on
+    /// its line (`trailing characters`, which may be a request: `-32700`, `id: null`).
+    pub(crate) fn then(&self, e: &serde_json::Error) -> Then {
+        match self {
+            Unparsed::TooDeep(head) => head.then(true, false),
+            Unparsed::Response(head) => head.then(true, trailing_detail(&e.to_string())),
+            Unparsed::Request(id) => Then::Answer(id.clone()),
+        }
+    }
+}
+
+/// What is done with `text`, which the parser refuses, by the one rule of the peer
+/// ([`Unparsed::then`]), with whether it was refused for its depth; `None` for a text that
+/// parses. A text that is no object (a batch, a scalar, junk) is answered under no id (the
+/// caller skips what does not begin as a message, a junk line).
+pub(crate) fn refusal(text: &str) -> Option<(Then, bool)> {
+    let e = serde_json::from_str::<serde_json::Value>(text).err()?;
+    let deep = too_deep(&e);
+    if !super::message_start(text).starts_with('{') {
+        return Some((Then::Answer(None), deep));
+    }
+    Some((read_unparsed(text, &e).then(&e), deep))
+}
 
 /// Reads `text`, which the parser refused with `e`, by its envelope: the id of the request
 /// it showed before the parser's error, by the rule of [`refused_request_id`], and the
@@ -40,18 +103,16 @@ pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<Reques
 ///
 /// A text nested past the parser's depth (serde_json's 128 levels) may be valid JSON: the
 /// parser's error says nothing of the rest, so its envelope is read whole, past the
-/// nesting, as the peer reads it (`peer::refused`): a `method` and exactly one ended `id`,
-/// a string or an integer. No `"jsonrpc": "2.0"` is asked of it: that makes it an Invalid
-/// Request, answered under its id as one that parses is, not an id in doubt. It is
-/// answered `-32600` ([`super::ParseError::answer`]).
+/// nesting, as the peer reads it: a `method` and exactly one ended `id`, a string or an
+/// integer. No `"jsonrpc": "2.0"` is asked of it: that makes it an Invalid Request,
+/// answered under its id as one that parses is, not an id in doubt. It is answered
+/// `-32600` ([`super::ParseError::answer`]). A text that shows a response (an outcome and
+/// no `method`) names no request. The one rule of the peer and a driver.
 pub fn refused_request_id(text: &str) -> Option<RequestId> {
-    let e = serde_json::from_str::<serde_json::Value>(text).err()?;
-    if too_deep(&e) {
-        let mut envelope = Envelope::new();
-        envelope.feed(text.as_bytes());
-        return envelope.sole_id_of_method().and_then(id_written);
+    match refusal(text)?.0 {
+        Then::Answer(id) => id,
+        Then::Fail { .. } | Then::Report => None,
     }
-    read_refused(text.as_bytes(), &e).0
 }
 
 /// The id of a request whose text is no UTF-8 (RFC 8259 §8.1: it does not parse), told by
@@ -81,6 +142,12 @@ pub(crate) fn too_deep(e: &serde_json::Error) -> bool {
 /// Whether a [`super::ParseError::Json`]'s text (`detail`) is [`too_deep`]'s refusal.
 pub(crate) fn too_deep_detail(detail: &str) -> bool {
     detail.starts_with(RECURSION_LIMIT)
+}
+
+/// Whether the parser's error (its text, `detail`) refused an object for the text after
+/// it on its line (serde_json's `trailing characters`).
+pub(crate) fn trailing_detail(detail: &str) -> bool {
+    detail.starts_with("trailing characters")
 }
 
 /// The `-32600` a request (or a batch, `batch`) nested past what the parser reads is

@@ -4,7 +4,7 @@
 //! size limit or refused by the budget for partial messages ([`FrameReader::discarded_head`]).
 
 use super::reader::Parsed;
-use super::refused::{refuse, Head, Limit};
+use super::refused::{names_ours, refuse, Head, Limit};
 use super::*;
 
 /// What the reader knows of a discarded frame, read from the transport as it was yielded.
@@ -142,7 +142,7 @@ impl Discarded {
         reason: String,
         replies: &mut Outbox,
     ) -> Option<Parsed> {
-        if let Some(id) = self.head.as_ref().and_then(|h| h.names_ours(shared)) {
+        if let Some(id) = self.head.as_ref().and_then(|h| names_ours(h, shared)) {
             let why = format!("the response was refused as no text: {reason}");
             shared.diagnose(Diagnostic::NotText { reason });
             shared.diagnose(Diagnostic::InvalidMessage {

@@ -688,7 +688,7 @@ pub(super) fn classify(
     // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
     // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
     // with no `method` (a log line on stdout, say), which is reported instead.
-    let request_like = value.get("method").is_some() || !value.is_object();
+    let request_like = crate::jsonrpc::request_like(&value);
     if !request_like {
         super::ids::integral_id(shared, &mut value);
     }

@@ -214,7 +214,7 @@ pub(super) fn ours_in_batch(shared: &Shared, trimmed: &[u8]) -> Vec<RequestId> {
         let Some(summary) = entry.summary(ended) else {
             return;
         };
-        if let Some(id) = Head::read(&summary).names_ours(shared) {
+        if let Some(id) = super::refused::names_ours(&Head::read(&summary), shared) {
             if seen.insert(id.clone()) {
                 ours.push(id);
             }
@@ -224,28 +224,28 @@ pub(super) fn ours_in_batch(shared: &Shared, trimmed: &[u8]) -> Vec<RequestId> {
 }
 
 /// A single object's text the parser refused (`e`), read by its envelope
-/// ([`crate::transport::envelope`], past any nesting): [`Read::TooDeep`] when nested past
-/// the parser; [`Read::Unparsed`] when it shows a response (an outcome, no method), whose
+/// ([`crate::jsonrpc::unparsed::read_unparsed`], past any nesting), for the one rule a
+/// sans-I/O driver is owed its answers by too: [`Read::TooDeep`] when nested past the
+/// parser; [`Read::Unparsed`] when it shows a response (an outcome, no method), whose
 /// request of ours must not wait for its deadline; [`Read::UnparsedRequest`] when it shows
-/// a request whose id was read before the error (the one rule of
-/// [`crate::jsonrpc::refused_request_id`], which a sans-I/O driver answers by too); else
-/// the parse error as it is (`-32700`, `id: null`).
+/// a request whose id was read before the error (the rule of
+/// [`crate::jsonrpc::refused_request_id`]); else the parse error as it is (`-32700`,
+/// `id: null`).
 fn refused(trimmed: &str, e: serde_json::Error) -> Read {
-    let (id, envelope) = crate::jsonrpc::unparsed::read_refused(trimmed.as_bytes(), &e);
-    let head = match envelope.summary(true) {
-        Some(summary) => Head::read(&summary),
-        None => Head::read_str(trimmed),
-    };
-    if crate::jsonrpc::unparsed::too_deep(&e) {
-        let error = e.to_string();
-        Read::TooDeep { head, error }
-    } else if head.is_response() {
-        let error = e.to_string();
-        Read::Unparsed { head, error }
-    } else if let Some(id) = id {
-        let error = e.to_string();
-        Read::UnparsedRequest { id, error }
-    } else {
-        Read::Top(Err(e))
+    use crate::jsonrpc::unparsed::Unparsed;
+    match crate::jsonrpc::unparsed::read_unparsed(trimmed, &e) {
+        Unparsed::TooDeep(head) => Read::TooDeep {
+            head,
+            error: e.to_string(),
+        },
+        Unparsed::Response(head) => Read::Unparsed {
+            head,
+            error: e.to_string(),
+        },
+        Unparsed::Request(Some(id)) => Read::UnparsedRequest {
+            id,
+            error: e.to_string(),
+        },
+        Unparsed::Request(None) => Read::Top(Err(e)),
     }
 }

@@ -1,0 +1,384 @@
+//! What a message refused before it is built shows of itself ([`Head`]), and the one rule
+//! for what is done with it ([`Head::then`]): answered (under which id), failed as the
+//! response it is, or reported only. The async peer refuses by it whatever the message broke
+//! (its size, the budget for partial messages, its parsed cost, the parser's depth, the
+//! parser), and a driver of the sans-I/O machines is owed an answer by it
+//! ([`super::ParseError::owed_answer`]), so the two answer a text alike (JSON-RPC 2.0 §5).
+//! Here, not in the runtime, so it builds without it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::RequestId;
+
+/// The `id` member of a refused message, as far as it was read.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) enum IdSeen {
+    /// No `id` member was read.
+    #[default]
+    Absent,
+    /// An id as a taken message has it ([`RequestId::from_value`], at most
+    /// [`super::MAX_ID_BYTES`] for a string).
+    Id(RequestId),
+    /// A number that is no integer id (`1.0`, `2.5`, `1e2`, an integer past 64 bits): no id
+    /// for a request, as when taken; a response's is read against the requests outstanding
+    /// (the peer's `ids::outstanding_integral`).
+    Number(serde_json::Number),
+    /// A value read whole that is no id (`null`, a boolean, an array, an object, a string
+    /// over [`super::MAX_ID_BYTES`]).
+    Unusable,
+    /// A value not whole in what was read: cut by the end of a discarded message's head
+    /// (a number whose last digit is the head's last byte included: `"id":12` may be the
+    /// start of `"id":123`), a string or a literal cut inside. Unreadable.
+    Cut,
+}
+
+/// What a refused message shows of itself, read member by member in order, up to its end or
+/// to the first byte that cannot be read (a discarded message's head ends in the middle).
+#[derive(Debug, Default)]
+pub(crate) struct Head {
+    /// A JSON array: a batch.
+    pub(crate) batch: bool,
+    /// The last `id` member read (a member named twice counts as its last, as a parser
+    /// keeps it).
+    pub(crate) id: IdSeen,
+    /// How many `id` members were read (named): more than one makes a request's id in
+    /// doubt (`jsonrpc::doubled::DOUBLED_ID`).
+    pub(crate) ids: usize,
+    /// A `method` member was read, whatever its value: the message is request-shaped, as
+    /// the peer's `reader::classify` reads one.
+    pub(crate) method: bool,
+    /// The method, if a string (at most 64 characters of it), for the diagnostic.
+    pub(crate) method_name: Option<String>,
+    /// A `result` or `error` member was read.
+    pub(crate) outcome: bool,
+    /// The object was read to its end: nothing of it is unknown.
+    pub(crate) whole: bool,
+    /// The bytes read hold a byte sequence that is no UTF-8 (not a character the cut
+    /// split): the message is no text, as a small one would be refused.
+    pub(crate) not_text: bool,
+}
+
+/// Bytes a JSON number can end with: one that is the last byte read may go on past it.
+fn in_number(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+}
+
+impl Head {
+    /// Whether it shows a response: an outcome (`result` or `error`) and no method.
+    pub(crate) fn is_response(&self) -> bool {
+        self.outcome && !self.method
+    }
+
+    /// Reads the first bytes of a message discarded for its size: as far as they are UTF-8
+    /// (the cut may fall inside a character), then as [`Head::read_str`].
+    pub(crate) fn read(head: &[u8]) -> Head {
+        match std::str::from_utf8(head) {
+            Ok(text) => Head::read_str(text),
+            // A sequence no more bytes could complete: not a character split by the cut.
+            Err(e) if e.error_len().is_some() => Head {
+                not_text: true,
+                ..Head::default()
+            },
+            Err(e) => Head::read_str(
+                head.get(..e.valid_up_to())
+                    .and_then(|valid| std::str::from_utf8(valid).ok())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// Reads `text`: a whole message (refused for its cost) or the first bytes of one
+    /// (discarded for its size). What may come before a message is skipped as the reader
+    /// skips it from a frame's text ([`super::message_start`]). Member names are
+    /// read unescaped (`"i\u0064"` is `id`); only top-level members count (an `id` inside
+    /// `params`, or inside a string, is skipped). Reading: a number that runs to the end of
+    /// `text` is not known to end there, so it is not read (JSON-RPC 2.0 §5: an id that
+    /// cannot be read is none, and must not name another request).
+    pub(crate) fn read_str(text: &str) -> Head {
+        let text = super::message_start(text).as_bytes();
+        let text = match text.iter().rposition(|&b| !in_number(b)) {
+            Some(last) => text.get(..=last).unwrap_or(text),
+            None => &[],
+        };
+        let mut head = Head::default();
+        if text.first() == Some(&b'[') {
+            head.batch = true;
+            return head;
+        }
+        // Cut only after an ASCII byte, so still UTF-8; read as bytes all the same.
+        let mut de = serde_json::Deserializer::from_slice(text);
+        // What was read before an error (the end of a head) is kept in `head`.
+        let read = Members(&mut head).deserialize(&mut de).is_ok();
+        head.whole = read && de.end().is_ok();
+        head
+    }
+}
+
+/// Records each top-level member of a message into a [`Head`] as it is read.
+struct Members<'a>(&'a mut Head);
+
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "id" => {
+                    self.0.ids = self.0.ids.saturating_add(1);
+                    // Unreadable until its value is read whole.
+                    self.0.id = IdSeen::Cut;
+                    self.0.id = map.next_value::<Scalar>()?.id();
+                }
+                "method" => {
+                    self.0.method = true;
+                    self.0.method_name = None;
+                    self.0.method_name = map.next_value::<Scalar>()?.text();
+                }
+                "result" | "error" => {
+                    self.0.outcome = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Members<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+/// A member's value, read only if it is a number or a string; anything else is skipped
+/// unbuilt, and a string too long to be an id is kept only as far as a diagnostic shows it.
+enum Scalar {
+    Int(RequestId),
+    /// A string of at most [`super::MAX_ID_BYTES`].
+    Text(String),
+    /// A longer string: its first 64 characters.
+    Long(String),
+    /// A number that is no integer within 64 bits.
+    Float(f64),
+    Other,
+}
+
+impl Scalar {
+    fn id(self) -> IdSeen {
+        match self {
+            Scalar::Int(id) => IdSeen::Id(id),
+            Scalar::Text(s) => IdSeen::Id(RequestId::from(s)),
+            Scalar::Float(f) => {
+                serde_json::Number::from_f64(f).map_or(IdSeen::Unusable, IdSeen::Number)
+            }
+            Scalar::Long(_) | Scalar::Other => IdSeen::Unusable,
+        }
+    }
+
+    fn text(self) -> Option<String> {
+        match self {
+            Scalar::Text(s) | Scalar::Long(s) => Some(s.chars().take(64).collect()),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(RequestId::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(if v.len() > super::MAX_ID_BYTES {
+                    Scalar::Long(v.chars().take(64).collect())
+                } else {
+                    Scalar::Text(v.to_owned())
+                })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What is done with a refused message ([`Head::then`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Then {
+    /// Answered with an error, under this id (`None`: `id: null`).
+    Answer(Option<RequestId>),
+    /// A response: never answered (answering a response could loop); the request of the
+    /// reader's own its id names fails now. `trailing`: more text followed its object on
+    /// its line, which may be a request: that text is answered `-32700`, `id: null`, as a
+    /// text that does not parse is (JSON-RPC 2.0 §5.1).
+    Fail { trailing: bool },
+    /// Reported only.
+    Report,
+}
+
+impl Head {
+    /// The one rule for what is done with a refused message that shows this head
+    /// (JSON-RPC 2.0 §5, §6; readings where it is silent, failing closed). `whole_text`:
+    /// the head is of a whole text (refused for its cost, its depth, or by the parser), not
+    /// the first bytes of one discarded. `trailing`: the parser refused an object for the
+    /// text after it on its line.
+    ///
+    /// - A batch: answered under no id.
+    /// - No text (bytes that are no UTF-8), or a whole text that shows no `method`, `result`
+    ///   or `error` and is no object read whole (no JSON object, or no JSON, its error
+    ///   before any of them): answered under no id, as a small one is.
+    /// - Request-shaped (a `method` member, whatever else): answered under its id when it
+    ///   has one a taken request is answered under; under no id when its id is none (a
+    ///   fraction, `1.0`, `null`, a string over [`super::MAX_ID_BYTES`]), cut (§5: an id
+    ///   that cannot be read is answered `null`), or named more than once
+    ///   (`jsonrpc::doubled::DOUBLED_ID`). One with no `id` read is a notification (§4.1:
+    ///   never answered): reported only, as is one whose `id` may come past the cut of a
+    ///   discarded message (nothing tells it from a notification).
+    /// - A response (an outcome and no method, or an object read whole without a method):
+    ///   [`Then::Fail`], never answered.
+    /// - Anything else (a cut head showing neither a method nor an outcome): reported only;
+    ///   answering it under an id it shows could name the other side's own request.
+    pub(crate) fn then(&self, whole_text: bool, trailing: bool) -> Then {
+        // No text, a whole text that is no object read whole and shows nothing of a
+        // message, and a request whose `id` is named more than once: under no id.
+        let no_id = self.batch
+            || self.not_text
+            || (whole_text && !self.whole && !self.method && !self.outcome)
+            || (self.method && self.ids > 1);
+        if no_id {
+            Then::Answer(None)
+        } else if self.method {
+            match &self.id {
+                IdSeen::Id(id) => Then::Answer(Some(id.clone())),
+                IdSeen::Absent => Then::Report,
+                IdSeen::Number(_) | IdSeen::Unusable | IdSeen::Cut => Then::Answer(None),
+            }
+        } else if self.outcome || self.whole {
+            Then::Fail { trailing }
+        } else {
+            Then::Report
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Head {
+        Head::read(text.as_bytes())
+    }
+
+    /// A cut head keeps what it read before the cut: an id, a method, an outcome (its value
+    /// cut anywhere); whitespace and a byte order mark before it are skipped.
+    #[test]
+    fn a_cut_head_keeps_what_precedes_the_cut() {
+        let h = read(r#"{"jsonrpc":"2.0","id":7,"result":{"pad":"xx"#);
+        assert_eq!(h.id, IdSeen::Id(RequestId::from(7_i64)));
+        assert!(h.outcome && !h.method && !h.whole);
+        let h = read("\u{feff} {\"id\":\"a\",\"error\":{\"co");
+        assert_eq!(h.id, IdSeen::Id("a".into()));
+        let h = read(r#"{"method":"tools/call","id":"a","params":["#);
+        assert_eq!(h.id, IdSeen::Id("a".into()));
+        assert_eq!(h.method_name.as_deref(), Some("tools/call"));
+        let one = serde_json::Number::from_f64(1.0).unwrap_or(0.into());
+        assert_eq!(read(r#"{"id":1.0,"result":{"#).id, IdSeen::Number(one));
+        assert!(read("[{\"id\":7,\"result\":1").batch);
+        assert!(read(r#"{"id":7,"method":"m"}"#).whole);
+        assert_eq!(read("").id, IdSeen::Absent);
+    }
+
+    /// An id not whole in what was read is cut, whatever its kind: a number running to the
+    /// end of the text (`12` of `123`), a string cut inside.
+    #[test]
+    fn an_id_not_whole_in_the_head_is_cut() {
+        for head in [
+            r#"{"result":1,"id":12"#,
+            r#"{"result":1,"id":-1"#,
+            r#"{"result":1,"id":12."#,
+            r#"{"result":1,"id":1.5"#,
+            r#"{"result":1,"id":1e"#,
+            r#"{"result":1,"id":1e1"#,
+            r#"{"result":1,"id":"ab"#,
+            r#"{"result":1,"id":tru"#,
+            r#"{"result":1,"id":"#,
+            r#"{"id":7,"result":1,"id":12"#,
+        ] {
+            assert_eq!(read(head).id, IdSeen::Cut, "{head}");
+        }
+        assert_eq!(
+            read(r#"{"result":1,"id":12 "#).id,
+            IdSeen::Id(RequestId::from(12_i64)),
+            "whitespace ends it"
+        );
+        assert_eq!(
+            read(r#"{"result":1,"id":12,"#).id,
+            IdSeen::Id(RequestId::from(12_i64))
+        );
+    }
+
+    /// An `id` named twice in a message reads as the taken message would: the last one
+    /// counts (serde_json keeps the last duplicate), whatever kinds they are.
+    #[test]
+    fn an_id_named_twice_reads_as_its_last() {
+        let two = serde_json::Number::from_f64(2.0).unwrap_or(0.into());
+        assert_eq!(
+            read(r#"{"id":"x","id":2.0,"result":1}"#).id,
+            IdSeen::Number(two)
+        );
+        assert_eq!(
+            read(r#"{"id":2.0,"id":null,"result":1}"#).id,
+            IdSeen::Unusable
+        );
+        assert_eq!(
+            read(r#"{"id":2.0,"id":3,"result":1}"#).id,
+            IdSeen::Id(RequestId::from(3_u64))
+        );
+    }
+
+    /// Only top-level members count, their names unescaped.
+    #[test]
+    fn only_top_level_members_count() {
+        let h = read(r#"{"result":{"id":1,"method":"m"},"x":"\"id\":2"}"#);
+        assert_eq!(h.id, IdSeen::Absent);
+        assert!(!h.method && h.outcome && h.whole);
+        let h = read(r#"{"i\u0064":3,"m\u0065thod":"m"}"#);
+        assert_eq!(h.id, IdSeen::Id(RequestId::from(3_u64)));
+        assert!(h.method);
+        let long = format!(r#"{{"id":"{}","method":"m"}}"#, "x".repeat(1025));
+        assert_eq!(read(&long).id, IdSeen::Unusable);
+    }
+}
