@@ -128,6 +128,46 @@ pub fn not_text_request_id(summary: &[u8]) -> Option<RequestId> {
     id_written(envelope.sole_request_id()?)
 }
 
+/// The answer a frame that is no text is owed (RFC 8259 §8.1: JSON text is UTF-8, so it does
+/// not parse; `reason` says why), by the async peer's rule, from what the transport kept of
+/// it: whether it began as a message does (`{` or `[`,
+/// `transport::FrameReader::not_text_began_as_json`) and its envelope `summary`
+/// (`transport::FrameReader::discarded_head`). `-32700` (JSON-RPC 2.0 §5.1) under the id of
+/// a request the summary tells without doubt ([`not_text_request_id`]), else `id: null`;
+/// `None` for junk that does not begin as a message (reported only, as a junk line is) and
+/// for a summary that shows a response (an outcome and no `method`, whole or cut short):
+/// answering a response can loop. (The peer also fails, unanswered, a request of its own
+/// that a summary read whole with no `method` names by its id; a caller that keeps no such
+/// requests answers that one.) So `mcpl check` answers such a frame as the peer does.
+pub fn not_text_answer(
+    reason: &str,
+    began_as_json: bool,
+    summary: Option<&[u8]>,
+) -> Option<super::Response> {
+    let head = summary.map(Head::read);
+    let id = summary.and_then(not_text_request_id);
+    not_text_answer_read(reason, began_as_json, head.as_ref(), id)
+}
+
+/// [`not_text_answer`] from its summary read: `head` ([`Head::read`]) and `id`
+/// ([`not_text_request_id`]). The peer's, which reads them once for its other uses.
+pub(crate) fn not_text_answer_read(
+    reason: &str,
+    began_as_json: bool,
+    head: Option<&Head>,
+    id: Option<RequestId>,
+) -> Option<super::Response> {
+    if !began_as_json || head.is_some_and(Head::is_response) {
+        return None;
+    }
+    Some(super::Response {
+        id,
+        outcome: Err(super::ErrorObject::parse_error(format!(
+            "Parse error: {reason}"
+        ))),
+    })
+}
+
 /// The start of serde_json's message for a value nested past its recursion limit.
 const RECURSION_LIMIT: &str = "recursion limit exceeded";
 

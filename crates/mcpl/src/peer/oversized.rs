@@ -158,15 +158,18 @@ impl Discarded {
             }
             return failed;
         }
-        if self.began_as_json && !self.head.as_ref().is_some_and(Head::is_response) {
-            // Under its id when its envelope, read past the bytes of another encoding (which
-            // hide none of its members), tells it without doubt, as for a request that does
-            // not parse (`jsonrpc::refused_request_id`); else under none.
-            let reply = Message::Response(Response {
-                id: self.id.clone(),
-                outcome: Err(ErrorObject::parse_error(format!("Parse error: {reason}"))),
-            });
-            let _ = replies.send(reply.to_json());
+        // The one rule `mcpl check` answers by too (`jsonrpc::not_text_answer`): under its
+        // id when its envelope, read past the bytes of another encoding (which hide none of
+        // its members), tells it without doubt, as for a request that does not parse; else
+        // under none; a response never.
+        let answer = crate::jsonrpc::unparsed::not_text_answer_read(
+            &reason,
+            self.began_as_json,
+            self.head.as_ref(),
+            self.id.clone(),
+        );
+        if let Some(answer) = answer {
+            let _ = replies.send(Message::Response(answer).to_json());
         }
         shared.diagnose(Diagnostic::NotText { reason });
         None

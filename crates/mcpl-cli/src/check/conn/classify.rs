@@ -110,29 +110,22 @@ pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
 }
 
 /// What the library's peer answers a frame that is not text (`reason`; RFC 8259 §8.1: JSON
-/// text is UTF-8, so it does not parse), as an [`Event::Refused`] (`Discarded::not_text`):
-/// `-32700` when it `began_as_json` (`{` or `[`), under the id its envelope summary
-/// (`head`, read past the bytes of another encoding) tells without doubt
-/// ([`mcpl::jsonrpc::not_text_request_id`], the library's one rule), else id null;
-/// nothing for junk that does not begin as a message. Reading (fail closed, as for a text
-/// that does not parse): one whose summary shows a response is never answered.
+/// text is UTF-8, so it does not parse), as an [`Event::Refused`]: the library's one rule,
+/// [`mcpl::jsonrpc::not_text_answer`], from whether it `began_as_json` (`{` or `[`) and its
+/// envelope summary (`head`, read past the bytes of another encoding): `-32700` under the
+/// id a request's summary tells without doubt, else id null; nothing for junk that does not
+/// begin as a message, nor for a response (whole or cut short).
 pub(super) fn not_text_refusal(
     reason: &str,
     began_as_json: bool,
     head: Option<&[u8]>,
 ) -> Option<Event> {
-    if !began_as_json {
-        return None;
-    }
-    let response = head
-        .and_then(summary_object)
-        .is_some_and(|o| !o.contains_key("method") && o.contains_key("result"));
-    if response {
-        return None;
-    }
-    let id = head.and_then(mcpl::jsonrpc::not_text_request_id);
-    let error = mcpl::jsonrpc::ErrorObject::parse_error(format!("Parse error: {reason}"));
-    Some(Event::Refused { id, error })
+    let answer = mcpl::jsonrpc::not_text_answer(reason, began_as_json, head)?;
+    let error = answer.outcome.err()?;
+    Some(Event::Refused {
+        id: answer.id,
+        error,
+    })
 }
 
 /// An envelope summary read as a JSON object (one cut inside its outcome, `…"result":[`,
@@ -336,6 +329,54 @@ mod tests {
             ("not json".to_owned(), None),
         ] {
             assert_eq!(refused(&text), want, "{text}");
+        }
+    }
+
+    /// A frame that is no text is answered as the library's peer answers it
+    /// (`Discarded::not_text`): from the envelope summary the transport keeps of it (read
+    /// past the bytes of another encoding, here by the library's own envelope), a response
+    /// is never answered, its summary cut short or not (a line ending inside its `id`);
+    /// a request is answered `-32700` under its id, or under id null; junk that does not
+    /// begin as a message never. Before, a summary cut short did not read as an object,
+    /// so `mcpl check` answered a response `-32700` where the peer stays silent.
+    #[test]
+    fn a_frame_that_is_no_text_is_answered_as_the_library_answers_it() {
+        // `~` stands for a byte that is no UTF-8.
+        let answered = |line: &str| {
+            let line: Vec<u8> = line
+                .bytes()
+                .map(|b| if b == b'~' { 0xff } else { b })
+                .collect();
+            let line = line.as_slice();
+            let bad = line.iter().position(|b| *b >= 0x80).unwrap_or(line.len());
+            let mut envelope = mcpl::transport::envelope::Envelope::lenient(bad);
+            envelope.feed(line);
+            let summary = envelope.summary(true);
+            let began = line.first() == Some(&b'{');
+            match not_text_refusal("no UTF-8", began, summary.as_deref()) {
+                Some(Event::Refused { id, error }) => Some((id, error.code)),
+                _ => None,
+            }
+        };
+        let parse = mcpl::jsonrpc::codes::PARSE_ERROR;
+        for (line, want) in [
+            (r#"{"jsonrpc":"2.0","x":"~","result":1,"id":"ab"#, None),
+            (
+                r#"{"jsonrpc":"2.0","x":"~","error":{"code":1},"id":1"#,
+                None,
+            ),
+            (r#"{"jsonrpc":"2.0","id":"a","result":["~"]}"#, None),
+            (
+                r#"{"jsonrpc":"2.0","id":9,"method":"m","params":["~"]}"#,
+                Some((Some(9_i64.into()), parse)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"m","params":["~"]}"#,
+                Some((None, parse)),
+            ),
+            ("~~ not a message", None),
+        ] {
+            assert_eq!(answered(line), want, "{line}");
         }
     }
 
