@@ -214,9 +214,7 @@ impl Started {
                     biased;
                     ended = &mut *rx => return match ended {
                         Ok(r) => r,
-                        Err(_) => Err(PeerError::Closed(
-                            shared.close_reason().unwrap_or(CloseReason::Dropped),
-                        )),
+                        Err(_) => Err(shared.closed_error()),
                     },
                     sent = shared.send_frame(line) => sent?,
                 }
@@ -224,9 +222,7 @@ impl Started {
             }
             match rx.await {
                 Ok(r) => r,
-                Err(_) => Err(PeerError::Closed(
-                    shared.close_reason().unwrap_or(CloseReason::Dropped),
-                )),
+                Err(_) => Err(shared.closed_error()),
             }
         };
         let result = match self.timeout {

@@ -150,9 +150,7 @@ impl Outbox {
             Err(queue::TrySendError::Closed(_)) => {
                 let mut slot = lock(&shared.slot);
                 slot.queued = slot.queued.saturating_sub(1);
-                Err(PeerError::Closed(
-                    shared.close_reason().unwrap_or(CloseReason::Dropped),
-                ))
+                Err(shared.closed_error())
             }
         }
     }
@@ -173,9 +171,7 @@ impl Outbox {
             .await;
         if moved.is_err() {
             self.drop_held();
-            return Err(PeerError::Closed(
-                shared.close_reason().unwrap_or(CloseReason::Dropped),
-            ));
+            return Err(shared.closed_error());
         }
         Ok(())
     }

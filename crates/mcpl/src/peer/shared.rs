@@ -493,9 +493,7 @@ impl Shared {
                     Err(queue::TrySendError::Full(text)) => Ok(Some(text)),
                     Err(queue::TrySendError::Closed(_)) => {
                         slot.queued -= 1;
-                        Err(PeerError::Closed(
-                            self.close_reason().unwrap_or(CloseReason::Dropped),
-                        ))
+                        Err(self.closed_error())
                     }
                 }
             }
@@ -598,9 +596,7 @@ impl Shared {
                 queued.armed = false;
                 Ok(Ok(()))
             }
-            Err(queue::TrySendError::Closed(_)) => Err(PeerError::Closed(
-                self.close_reason().unwrap_or(CloseReason::Dropped),
-            )),
+            Err(queue::TrySendError::Closed(_)) => Err(self.closed_error()),
             Err(queue::TrySendError::Full(text)) => Ok(Err((text, queued))),
         }
     }
@@ -620,20 +616,12 @@ impl Shared {
         keep: impl Fn() -> bool,
     ) -> Result<bool, PeerError> {
         // Written or queued at once: there is nothing to wait for.
-        let (text, mut queued) = match self.queue_now(text)? {
+        let (text, queued) = match self.queue_now(text)? {
             Ok(()) => return Ok(true),
             Err(full) => full,
         };
-        let mut closed = self.closed.subscribe();
-        let closed_error =
-            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
-        // A full queue in front of a stuck writer must not hold the sender past a close.
-        let sent = tokio::select! {
-            r = self.out.send_while(text, keep) => r.map_err(|_| closed_error(self)),
-            _ = until_closed(&mut closed) => Err(closed_error(self)),
-        };
-        queued.armed = !matches!(sent, Ok(true));
-        sent
+        let send = self.out.send_while(text, keep);
+        self.wait_for_room(queued, send, |taken| *taken).await
     }
 
     /// [`Self::send_frame`] for an answer, which must not be lost: given up while it waits
@@ -646,7 +634,7 @@ impl Shared {
         text: String,
         owed: Option<Owed>,
     ) -> Result<(), PeerError> {
-        let (text, mut queued) = match self.queue_now(text)? {
+        let (text, queued) = match self.queue_now(text)? {
             Ok(()) => return Ok(()),
             Err(full) => full,
         };
@@ -656,17 +644,37 @@ impl Shared {
             frames: VecDeque::from([text]),
             owed,
         };
-        let mut closed = self.closed.subscribe();
-        let closed_error =
-            |s: &Self| PeerError::Closed(s.close_reason().unwrap_or(CloseReason::Dropped));
-        let sent = tokio::select! {
-            r = self.out.send_from(&mut held.frames, |t| t) => r.map(drop).map_err(|()| closed_error(self)),
-            _ = until_closed(&mut closed) => Err(closed_error(self)),
-        };
-        queued.armed = sent.is_err();
+        let send = self.out.send_from(&mut held.frames, |t| t);
+        let sent = self.wait_for_room(queued, send, |_| true).await;
         // Queued, or the connection closed: nothing more to send.
         held.frames.clear();
+        sent.map(drop)
+    }
+
+    /// The one wait of [`Self::send_frame_while`] and [`Self::send_answer`]: for `send` to
+    /// put a frame [`Self::queue_now`] handed back (counted as queued while `queued` lives)
+    /// in the full outgoing queue, given up at the close (a full queue in front of a stuck
+    /// writer must not hold the sender past it). `taken` tells from what `send` gave
+    /// whether the frame took its place; one that did not is no longer counted.
+    async fn wait_for_room<T, E>(
+        &self,
+        mut queued: QueuedFrame<'_>,
+        send: impl std::future::Future<Output = Result<T, E>>,
+        taken: impl FnOnce(&T) -> bool,
+    ) -> Result<T, PeerError> {
+        let mut closed = self.closed.subscribe();
+        let sent = tokio::select! {
+            r = send => r.map_err(|_| self.closed_error()),
+            _ = until_closed(&mut closed) => Err(self.closed_error()),
+        };
+        queued.armed = !sent.as_ref().is_ok_and(taken);
         sent
+    }
+
+    /// The error a send to a closed connection gets: [`PeerError::Closed`] with the close's
+    /// reason ([`CloseReason::Dropped`] before one is set).
+    pub(super) fn closed_error(&self) -> PeerError {
+        PeerError::Closed(self.close_reason().unwrap_or(CloseReason::Dropped))
     }
 
     /// Sends without waiting (from `Drop`): directly if there is room, else from a task.
