@@ -561,9 +561,9 @@ pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(&Envelope, bool)) 
                     None => return,
                 }
             }
-            Some(_) => match skip_value(rest) {
-                Some(n) => at += n,
-                None => return,
+            Some(_) => match value_extent(rest, usize::MAX) {
+                Some(n) if n > 0 => at += n,
+                _ => return,
             },
         }
         let rest = text.get(at..).unwrap_or_default();
@@ -575,14 +575,24 @@ pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(&Envelope, bool)) 
     }
 }
 
-/// The length of the value (not an object) at the start of `text`, followed as far as its
-/// strings and nesting: up to a `,` or `]` outside it, or its closing bracket. `None` when
-/// `text` ends inside it, or it closes a bracket it did not open.
-fn skip_value(text: &[u8]) -> Option<usize> {
-    let mut depth = 0_usize;
-    let mut string = false;
-    let mut escaped = false;
-    for (i, &b) in text.iter().enumerate() {
+/// Where the JSON value at the start of `bytes` (after JSON whitespace) ends, exclusive, if
+/// within `max` bytes: followed only by its strings (escapes included) and its nesting
+/// (`[`, `{` against `]`, `}`), a scalar ending at the first byte that cannot be part of it
+/// (whitespace, a structural character, a quote). Nothing else is checked (a syntax error
+/// inside a container, bytes that are no UTF-8 inside a string, are not seen); the depth
+/// is a counter, so any nesting is followed in constant memory. `None` when it runs past
+/// `max` or past `bytes` (a scalar that reaches the end of `bytes` may go on past it);
+/// the start (nothing of a value) when a byte that begins no value (`,`, `:`, `]`, `}`)
+/// comes first. Where serde_json reads one whole value from `bytes`, this ends where it
+/// does (pinned by a property test). The one scanner of the envelope's batch reading
+/// ([`batch_entries`]) and the WebSocket transport's splitting of a frame into messages.
+pub(crate) fn value_extent(bytes: &[u8], max: usize) -> Option<usize> {
+    let window = bytes.get(..max.min(bytes.len())).unwrap_or_default();
+    let start = window
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    let (mut depth, mut string, mut escaped) = (0_usize, false, false);
+    for (i, &b) in window.iter().enumerate().skip(start) {
         if string {
             if escaped {
                 escaped = false;
@@ -596,17 +606,20 @@ fn skip_value(text: &[u8]) -> Option<usize> {
             }
             continue;
         }
+        let scalar = depth == 0 && i > start;
         match b {
+            // A scalar ends where a string or a container would begin.
+            b'"' | b'{' | b'[' if scalar => return Some(i),
             b'"' => string = true,
-            b'[' | b'{' => depth = depth.saturating_add(1),
-            b']' | b'}' if depth == 0 => return (i > 0).then_some(i),
-            b']' | b'}' => {
+            b'{' | b'[' => depth = depth.saturating_add(1),
+            b'}' | b']' if depth == 0 => return Some(i),
+            b'}' | b']' => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(i + 1);
                 }
             }
-            b',' if depth == 0 => return (i > 0).then_some(i),
+            b',' | b':' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(i),
             _ => {}
         }
     }

@@ -57,6 +57,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use crate::jsonrpc::envelope::value_extent;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -487,53 +488,14 @@ fn to_parse(bytes: &[u8], budget: usize) -> Result<usize, usize> {
 
 /// Whether [`part_end`] on `rest` may read more than [`super::YIELD_AFTER`] bytes (64 KiB)
 /// at once: it parses there ([`to_parse`]) and the JSON value at `rest`'s start, followed
-/// by its strings and nesting only ([`value_extent`]), does not end within that many bytes.
+/// by its strings and nesting only ([`value_extent`], the envelope's one scanner), does not
+/// end within that many bytes.
 /// A parse stops where the value ends or earlier (at its first error), so anything else is
 /// read in one bounded step; such a part is found on the blocking pool instead
 /// ([`WsReader::part_off_worker`]).
 fn long_part(rest: &str, budget: usize) -> bool {
     let bytes = rest.as_bytes();
     to_parse(bytes, budget).is_ok() && value_extent(bytes, super::YIELD_AFTER).is_none()
-}
-
-/// Where the JSON value at the start of `bytes` (after whitespace) ends, exclusive, if
-/// within `max` bytes: followed only by its strings (escapes included) and its nesting
-/// (`[`, `{` against `]`, `}`), a scalar ending at whitespace, `,` or a bracket. Nothing is
-/// checked but that structure; `None` when it runs past `max` or past `bytes`.
-fn value_extent(bytes: &[u8], max: usize) -> Option<usize> {
-    let window = bytes.get(..max.min(bytes.len())).unwrap_or_default();
-    let start = window.iter().position(|b| !b.is_ascii_whitespace())?;
-    let (mut depth, mut string, mut escaped) = (0_usize, false, false);
-    for (i, &b) in window.iter().enumerate().skip(start) {
-        if string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                string = false;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            continue;
-        }
-        match b {
-            b'"' => string = true,
-            b'{' | b'[' => depth = depth.saturating_add(1),
-            b'}' | b']' if depth == 0 => return Some(i),
-            b'}' | b']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            b',' if depth == 0 => return Some(i),
-            _ if depth == 0 && b.is_ascii_whitespace() => return Some(i),
-            _ => {}
-        }
-    }
-    None
 }
 
 /// How many bytes of `text` a parse read before it failed with `e` (its line and column).

@@ -312,3 +312,121 @@ fn a_batchs_responses_are_kept_in_bounded_memory() {
     });
     assert!(named > 1000, "{named}");
 }
+
+/// The one structural scanner ([`value_extent`]) against serde_json: wherever serde_json
+/// reads one whole value from the start of the bytes, the scanner ends where it does (but
+/// for a scalar that runs to the end of the bytes, which may go on past them), and never
+/// past its bound; on anything else (hostile bytes: unterminated strings, stray escapes,
+/// bytes that are no UTF-8, brackets that do not pair) it ends, within its bound.
+mod extent {
+    use super::value_extent;
+    use proptest::prelude::*;
+    use serde::de::IgnoredAny;
+    use serde_json::Value;
+
+    /// Where serde_json's first value read from `bytes` ends, if it reads one whole.
+    fn serde_end(bytes: &[u8]) -> Option<usize> {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<IgnoredAny>();
+        match values.next() {
+            Some(Ok(_)) => Some(values.byte_offset()),
+            _ => None,
+        }
+    }
+
+    fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let got = value_extent(bytes, usize::MAX);
+        prop_assert!(got.is_none_or(|end| end <= bytes.len()));
+        for max in [0, bytes.len() / 2, bytes.len().saturating_sub(1)] {
+            let bounded = value_extent(bytes, max);
+            prop_assert!(bounded.is_none_or(|end| end <= max), "{max}: {bounded:?}");
+            prop_assert!(bounded.is_none() || bounded == got);
+        }
+        if let Some(end) = serde_end(bytes) {
+            let last = end.checked_sub(1).and_then(|i| bytes.get(i));
+            if end == bytes.len() && !matches!(last, Some(b'"' | b']' | b'}')) {
+                prop_assert_eq!(got, None, "a scalar to the end may go on");
+            } else {
+                prop_assert_eq!(got, Some(end));
+            }
+        }
+        Ok(())
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[\"\\\\{}\\[\\], :]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(6, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z\"\\\\]{0,3}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Bytes a hostile peer writes around and inside values: structure, quotes and
+    /// escapes, scalars' letters and digits, whitespace, and bytes that are no UTF-8.
+    fn hostile() -> impl Strategy<Value = Vec<u8>> {
+        let byte =
+            prop::sample::select(b"[]{}\",:\\ \t\r\n0123456789-+.eEtrufalsn\xff\xc3\x80u".to_vec());
+        prop::collection::vec(byte, 0..48)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn a_value_followed_by_anything_ends_where_serde_json_ends_it(
+            space in "[ \t\r\n]{0,3}",
+            value in json(),
+            pretty in any::<bool>(),
+            tail in hostile(),
+        ) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&value)
+            } else {
+                serde_json::to_string(&value)
+            };
+            let mut bytes = space.into_bytes();
+            bytes.extend_from_slice(text.unwrap_or_default().as_bytes());
+            bytes.extend_from_slice(&tail);
+            check(&bytes)?;
+        }
+
+        #[test]
+        fn hostile_bytes_end_within_the_bound(bytes in hostile()) {
+            check(&bytes)?;
+        }
+    }
+
+    /// Nesting far past serde_json's 128 levels is followed in constant memory: a closed
+    /// one ends after its last bracket, an unclosed one (or one cut by the bound) nowhere.
+    #[test]
+    fn deep_nesting_is_followed_to_its_end() {
+        let n = 100_000;
+        let deep = format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(value_extent(deep.as_bytes(), usize::MAX), Some(2 * n));
+        assert_eq!(value_extent(deep.as_bytes(), 2 * n - 1), None);
+        assert_eq!(
+            value_extent(&deep.as_bytes()[..2 * n - 1], usize::MAX),
+            None
+        );
+        // Brackets inside strings are no nesting: `n` arrays opened, one closed.
+        let strings = format!("{}1]", "[\"]\",".repeat(n));
+        assert_eq!(value_extent(strings.as_bytes(), usize::MAX), None);
+        assert_eq!(value_extent(b"\"\\\"\\\\\"x", usize::MAX), Some(6));
+        assert_eq!(value_extent(b"\"unterminated \\\"", usize::MAX), None);
+        assert_eq!(
+            value_extent(b"  ,1", usize::MAX),
+            Some(2),
+            "no value: its start"
+        );
+        assert_eq!(value_extent(b"\xff\xfe,", usize::MAX), Some(2));
+    }
+}
