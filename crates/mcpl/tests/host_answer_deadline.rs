@@ -208,19 +208,20 @@ async fn a_request_after_the_application_left_is_answered_or_the_connection_ends
     }
 }
 
-/// §5.4, §11, §12: a host whose policy grants `modelInfo` (and `inferenceRequest`) told the
-/// server so, yet without `HostConfig::request_handler` it can only answer `-32601`. The
-/// answer stays (the method is not served), and the application's mistake is reported as
-/// `HostDiagnostic::NoHandler` naming the method and the id, so it learns why the server's
-/// requests fail. Before, nothing was reported.
+/// §5.4, §11, §12: a host whose policy names `modelInfo` (and `inferenceRequest`) without
+/// `HostConfig::request_handler` once told the server it may send them, then answered
+/// `-32601` and reported `HostDiagnostic::NoHandler`. Now nothing unserved is granted: the
+/// request is refused as not granted (`-32002`), and the policy entries naming only what
+/// no handler serves are reported at connect (`HostDiagnostic::NotServed`,
+/// `tests/host_unserved.rs`).
 #[tokio::test(start_paused = true)]
-async fn a_granted_request_without_a_handler_is_reported() {
+async fn a_request_no_handler_serves_is_refused_as_not_granted() {
     let (_s, mut streams, mut raw) = connect(config()).await;
     raw.send_json(json!({"jsonrpc": "2.0", "id": 12, "method": "model/info", "params": {}}))
         .await;
     let answer = recv(&mut raw).await;
     assert_eq!(answer["id"], 12, "{answer}");
-    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
     let mut diags = Vec::new();
     while let Ok(d) = streams.diagnostics.try_recv() {
         diags.push(d);
@@ -228,8 +229,14 @@ async fn a_granted_request_without_a_handler_is_reported() {
     assert!(
         diags
             .iter()
-            .any(|d| matches!(d, HostDiagnostic::NoHandler { method, id }
-            if method == "model/info" && id == "12")),
+            .any(|d| matches!(d, HostDiagnostic::NotServed { entries, .. }
+            if entries.len() == 3)),
+        "{diags:?}"
+    );
+    assert!(
+        !diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::NoHandler { .. })),
         "{diags:?}"
     );
 }

@@ -21,6 +21,12 @@ fn config(policy: &[&str]) -> HostConfig {
         policy_timeout: Duration::from_secs(30),
         hook_timeout: Duration::from_secs(30),
         manifest_timeout: Duration::from_secs(30),
+        // Served, so grantable (`HostConfig::request_handler`, §5.4).
+        request_handler: Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+            Box::pin(async {
+                Ok(json!({"content": "x", "model": "m", "finishReason": "end_turn"}))
+            })
+        })),
         ..HostConfig::default()
     }
 }

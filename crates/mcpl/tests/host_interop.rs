@@ -62,6 +62,10 @@ fn cfg(policy: &[&str]) -> HostConfig {
         policy: policy.iter().map(|s| s.to_string()).collect(),
         policy_timeout: Duration::from_secs(30),
         hook_timeout: Duration::from_secs(30),
+        // Served, so grantable (`HostConfig::request_handler`, §5.4).
+        request_handler: Some(std::sync::Arc::new(|_m: &str, _p: serde_json::Value| {
+            Box::pin(async { Ok(serde_json::json!({"model": "m"})) })
+        })),
         ..HostConfig::default()
     }
 }

@@ -167,8 +167,19 @@ fn config(policy: &[&str]) -> HostConfig {
         policy: policy.iter().map(|s| s.to_string()).collect(),
         policy_timeout: Duration::from_secs(30),
         hook_timeout: Duration::from_secs(30),
+        request_handler: Some(declining()),
         ..HostConfig::default()
     }
+}
+
+/// A request handler that declines every request `-32601`: with it `modelInfo` and
+/// `inferenceRequest` are grantable (a host with no handler grants neither, §5.4,
+/// `tests/host_unserved.rs`), and what reaches it is told apart from a refusal.
+fn declining() -> mcpl::host::RequestHandler {
+    std::sync::Arc::new(|method: &str, _p: Value| {
+        let e = ErrorObject::method_not_found(method);
+        Box::pin(async move { Err(e) })
+    })
 }
 
 /// Short timeouts, for the tests where the server never answers: the host's own timeout
@@ -780,7 +791,7 @@ async fn s9_push_event_shape_and_feature_set_checked() {
 }
 
 #[tokio::test]
-async fn s11_inference_request_gated_and_minus_32601_without_handler() {
+async fn s11_inference_request_gated_and_minus_32601_from_a_declining_handler() {
     let (_s, _streams, server) = connected(&["inferenceRequest"], full_manifest()).await;
     let p = json!({ "featureSet": "assist", "messages": [] });
     assert_eq!(
@@ -821,7 +832,7 @@ async fn s11_inference_request_gated_and_minus_32601_without_handler() {
 /// §11.2 types every member: a request whose messages or optional members are mistyped is
 /// `-32602` by the one rule `mcpl check` reports (`inference.request-shape`). The host used
 /// to check only `messages` and `featureSet` and passed such a request to its inference
-/// handler (here: no handler, `-32601`).
+/// handler (here: one declining every request, `-32601`).
 #[tokio::test]
 async fn s11_2_a_mistyped_inference_request_is_invalid_params() {
     let (_s, _streams, server) = connected(&["inferenceRequest"], full_manifest()).await;
@@ -3455,9 +3466,19 @@ async fn s6_1_an_initialize_manifest_past_the_feature_set_bound_is_served_as_pla
 /// `HostSession` and a `HostState` built with defaults decide under the same bounds.
 #[test]
 fn host_config_defaults_are_the_cores_rules() {
+    // But for what no handler serves: a default `HostConfig` has none (§11, §12), a
+    // `HostState`'s application answers what it is handed.
+    let unserved = [
+        Capability::ModelInfo,
+        Capability::InferenceRequest,
+        Capability::InferenceRequestStreaming,
+    ];
     assert_eq!(
         HostConfig::default().rules(),
-        mcpl::session::HostRules::new(Vec::<String>::new())
+        mcpl::session::HostRules {
+            unserved: unserved.into_iter().collect(),
+            ..mcpl::session::HostRules::new(Vec::<String>::new())
+        }
     );
     let limits = HostConfig::default().channel_limits();
     assert_eq!(limits, mcpl::session::ChannelLimits::default());

@@ -102,6 +102,12 @@ proptest! {
                 policy: policy.sorted_paths().into_iter().map(str::to_owned).collect(),
                 policy_timeout: Duration::from_secs(5),
                 manifest_timeout: Duration::from_secs(5),
+                // Served, so granted (`HostConfig::request_handler`, §5.4).
+                request_handler: Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+                    Box::pin(async {
+                        Ok(json!({"content": "x", "model": "m", "finishReason": "end_turn"}))
+                    })
+                })),
                 ..HostConfig::default()
             };
             let task = tokio::spawn(HostSession::connect_peer(hp, hin, cfg));

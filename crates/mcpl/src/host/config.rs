@@ -18,6 +18,9 @@ pub struct ChunkSink {
     /// The hand-out of the request it streams for (`driver::Driver::tasks`).
     pub(super) handout: u64,
     pub(super) sent: u64,
+    /// Whether the request asked for a stream (`stream: true`, §11.4): a sink of one that
+    /// did not (answered by a `stream_handler` alone) sends nothing.
+    pub(super) streamed: bool,
 }
 
 impl std::fmt::Debug for ChunkSink {
@@ -31,7 +34,13 @@ impl std::fmt::Debug for ChunkSink {
 
 impl ChunkSink {
     /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
+    /// For a request without `stream: true` (§11.4: chunks only when asked for) nothing is
+    /// sent, and the delta is counted as if it were.
     pub async fn send(&mut self, delta: &str) -> Result<(), HostError> {
+        if !self.streamed {
+            self.sent += 1;
+            return Ok(());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cmd = Cmd::Chunk {
             id: self.request_id.clone(),
@@ -129,7 +138,11 @@ pub struct HostConfig {
     /// length open; this bounds what deduplication remembers to `dedupe_window` × this.
     /// At least 1: 0 would refuse every `push/event` (§9.2 requires an `eventId`).
     pub max_event_id_bytes: usize,
-    /// Handler for `inference/request` and `model/info`; `None` answers `-32601`.
+    /// Handler for `inference/request` and `model/info`. `None` serves neither (§11, §12):
+    /// `modelInfo`, and without a `stream_handler` `inferenceRequest` and its `streaming`
+    /// leaf, are then left out of what the host advertises and grants whatever `policy`
+    /// says (§5.4), a policy entry naming only them reported
+    /// ([`HostDiagnostic::NotServed`]).
     pub request_handler: Option<RequestHandler>,
     /// How long a handler (`request_handler`, `stream_handler`) may take to answer a
     /// server request: past it the server is answered `-32603` with
@@ -142,7 +155,9 @@ pub struct HostConfig {
     pub answer_timeout: Option<Duration>,
     /// Handler for `inference/request` with `stream: true` (§11.4), once the streaming leaf
     /// is granted; without one such a request goes to `request_handler`, and its final text
-    /// is sent as a single chunk before the response.
+    /// is sent as a single chunk before the response. Without a `request_handler` it
+    /// answers every `inference/request`: one without `stream: true` gets its final result
+    /// and none of its chunks (its [`ChunkSink`] sends nothing).
     pub stream_handler: Option<StreamHandler>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and
@@ -312,6 +327,24 @@ impl HostConfig {
             max_injections_per_hook: self.max_injections_per_hook,
             max_pending_outputs: self.event_capacity,
             answer_timeout: self.answer_timeout,
+            unserved: self.unserved(),
+        }
+    }
+
+    /// What no handler of this configuration answers (§11, §12), left out of every grant
+    /// ([`crate::session::HostRules::unserved`]): `modelInfo` without a `request_handler`;
+    /// `inferenceRequest` and `inferenceRequest.streaming` without it and without a
+    /// `stream_handler` (which alone answers every `inference/request`, one without
+    /// `stream: true` getting its final result and no chunk).
+    fn unserved(&self) -> crate::capability::CapabilitySet {
+        use crate::capability::{Capability as C, CapabilitySet};
+        match (&self.request_handler, &self.stream_handler) {
+            (Some(_), _) => CapabilitySet::EMPTY,
+            (None, Some(_)) => CapabilitySet::EMPTY.with(C::ModelInfo),
+            (None, None) => CapabilitySet::EMPTY
+                .with(C::ModelInfo)
+                .with(C::InferenceRequest)
+                .with(C::InferenceRequestStreaming),
         }
     }
 }

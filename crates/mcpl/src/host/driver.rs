@@ -869,12 +869,16 @@ impl Driver {
         let handout = self.handouts;
         let streamed = method == crate::protocol::inference::InferenceRequest::NAME
             && rules::is_streamed(Some(&p));
-        if let (true, Some(h)) = (streamed, cfg.stream_handler.clone()) {
+        // A stream handler alone answers every `inference/request` (`HostConfig::unserved`).
+        let inference = method == crate::protocol::inference::InferenceRequest::NAME;
+        let to_stream = streamed || (inference && cfg.request_handler.is_none());
+        if let (true, Some(h)) = (to_stream, cfg.stream_handler.clone()) {
             let sink = ChunkSink {
                 cmds: tx.clone(),
                 request_id: id.clone(),
                 handout,
                 sent: 0,
+                streamed,
             };
             let answer = (tx, id.clone(), handout, method);
             let task = tokio::spawn(answer_with(answer, async move { h(p, sink).await }));

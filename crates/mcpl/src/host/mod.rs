@@ -88,7 +88,8 @@
 //!
 //! The application answers server-initiated `inference/request` and `model/info` through
 //! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and
-//! a [`ChunkSink`]); [`before_inference`] fans a hook out over several
+//! a [`ChunkSink`]); what no handler serves is neither advertised nor granted (§5.4,
+//! [`HostDiagnostic::NotServed`]); [`before_inference`] fans a hook out over several
 //! sessions; [`HostSession::start_turn`] returns a [`Turn`] guard for §10.5 lifecycle
 //! emission and [`HostSession::outgoing_stream`] an [`OutgoingStream`] for §14.3;
 //! [`HostSession::request`]/[`HostSession::notify`] are the gated outbound path; a

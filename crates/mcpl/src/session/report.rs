@@ -295,6 +295,22 @@ pub enum HostDiagnostic {
         /// The request's id as JSON text.
         id: String,
     },
+    /// Entries of the host's policy that grant nothing the application can serve: each
+    /// names only capabilities it has no one to answer for (`modelInfo` with no
+    /// `host::HostConfig::request_handler`; `inferenceRequest` and its `streaming` leaf
+    /// with neither `request_handler` nor `stream_handler`; for a
+    /// [`HostState`](super::HostState), [`HostRules::unserved`](super::HostRules::unserved)),
+    /// which are therefore neither advertised in `initialize` nor granted (§5.4: absence is
+    /// denial), so a server's request needing one is refused `-32002`. Reported when the
+    /// policy is applied (at connect, or by `set_policy`), never a refusal to connect: set
+    /// the handler, or take the entries out of the policy. An entry that grants something
+    /// served as well (`*`) is not reported; its unserved paths are left out all the same.
+    NotServed {
+        /// The policy entries, as written.
+        entries: Vec<String>,
+        /// The capabilities they name and the application cannot serve, sorted.
+        capabilities: Vec<&'static str>,
+    },
     /// The application's answer to a server's request could not be sent as it was: an
     /// `inference/request` result is malformed (§11.3), or the answer nests past what a peer
     /// reads ([`crate::jsonrpc::outcome_defect`]). The request was answered `-32603` saying
@@ -426,7 +442,9 @@ impl HostDiagnostic {
             }
             #[cfg(feature = "runtime")]
             D::Connection(d) => d.clip(clip_text),
-            D::ManifestUnparseable { .. }
+            // The application's own text, not the server's.
+            D::NotServed { .. }
+            | D::ManifestUnparseable { .. }
             | D::ManifestFetchDropped { .. }
             | D::EventDropped { .. }
             | D::DiagnosticsDropped { .. } => {}

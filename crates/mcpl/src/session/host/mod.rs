@@ -33,6 +33,7 @@ mod defects;
 mod errors;
 mod inbound;
 mod pending;
+mod served;
 mod streams;
 mod turns;
 
@@ -95,6 +96,14 @@ pub struct HostRules {
     /// `None`: no deadline, an unanswered request waits until the server cancels it or the
     /// connection ends; `Some` at least 1 ms).
     pub answer_timeout: Option<Duration>,
+    /// The capabilities the application has no one to answer for (§11, §12: `modelInfo`,
+    /// `inferenceRequest`, `inferenceRequest.streaming`): taken out of `policy` and of
+    /// every later [`HostState::set_policy`], so they are neither advertised nor granted
+    /// (§5.4, absence is denial), and a policy entry naming only them is reported
+    /// ([`HostDiagnostic::NotServed`]). Empty by default (an application driving the
+    /// machine answers what it is handed); `host::HostConfig::rules` fills it from the
+    /// handlers it is given.
+    pub unserved: crate::capability::CapabilitySet,
 }
 
 impl HostRules {
@@ -121,6 +130,7 @@ impl HostRules {
             max_injections_per_hook: 1024,
             max_pending_outputs: 1024,
             answer_timeout: Some(DEFAULT_ANSWER_TIMEOUT),
+            unserved: crate::capability::CapabilitySet::EMPTY,
         }
     }
 }
@@ -298,19 +308,23 @@ impl HostState {
     /// [`RulesError::Invalid`], the rule `host::HostSession::connect` applies to a
     /// `HostConfig`). `now` and `wall` are the same moment on the monotonic and the wall
     /// clock (the wall clock dates the manifest review's grant records).
+    /// What [`HostRules::unserved`] names is taken out of the policy here; a policy entry
+    /// naming only such paths is the first output ([`HostDiagnostic::NotServed`]).
     pub fn new(
         mut rules: HostRules,
         now: Instant,
         wall: SystemTime,
     ) -> Result<HostState, RulesError> {
-        let host_allows = Grant::from_policy(rules.policy.iter().map(String::as_str))?;
+        Grant::from_policy(rules.policy.iter().map(String::as_str))?;
         let defects = rules.defects();
         if !defects.is_empty() {
             return Err(RulesError::Invalid(defects));
         }
-        Ok(HostState {
+        let served = served::served(std::mem::take(&mut rules.policy), rules.unserved);
+        let host_allows = Grant::from_policy(served.policy.iter().map(String::as_str))?;
+        let mut state = HostState {
             p: HostPolicy::new(
-                std::mem::take(&mut rules.policy),
+                served.policy,
                 rules.enabled.take(),
                 std::mem::take(&mut rules.disabled),
             ),
@@ -338,7 +352,11 @@ impl HostState {
             event_weights: VecDeque::new(),
             event_bytes_out: 0,
             input_ended: false,
-        })
+        };
+        if let Some(d) = served.mistake {
+            state.diag(d);
+        }
+        Ok(state)
     }
 
     /// The session's mode.
@@ -695,7 +713,9 @@ impl HostState {
 
     /// Changes the host's policy (§6.7 orderings): a narrowing applies at once, before the
     /// Request is written; a widening activates only on an accepting receipt. The outcome
-    /// comes out as [`HostOutput::PolicyChanged`].
+    /// comes out as [`HostOutput::PolicyChanged`]. What [`HostRules::unserved`] names is
+    /// taken out of `patterns` as out of the configured policy; an entry naming only such
+    /// paths is reported ([`HostDiagnostic::NotServed`]) once the Request is written.
     pub fn set_policy(&mut self, now: Instant, patterns: Vec<String>) -> Result<(), StateError> {
         self.open()?;
         self.answerable()?;
@@ -707,13 +727,18 @@ impl HostState {
         if self.phase != Phase::Up || self.policy_in_flight() {
             return Err(StateError::PolicyInFlight);
         }
-        // The host's own patterns, held to the rule `new` holds the configured ones to.
+        // The host's own patterns, held to the rule `new` holds the configured ones to,
+        // less what the application cannot serve (`HostRules::unserved`).
         Grant::from_policy(patterns.iter().map(String::as_str)).map_err(StateError::Policy)?;
+        let served = served::served(patterns, self.rules.unserved);
         let wall = self.wall(now);
-        let plan = self.p.begin_change(patterns, wall).map_err(|e| match e {
-            ChangeRefused::McpOnly(r) => StateError::McpOnly(r),
-            ChangeRefused::Policy(p) => StateError::Policy(p),
-        })?;
+        let plan = self
+            .p
+            .begin_change(served.policy, wall)
+            .map_err(|e| match e {
+                ChangeRefused::McpOnly(r) => StateError::McpOnly(r),
+                ChangeRefused::Policy(p) => StateError::Policy(p),
+            })?;
         let params = self.p.update_params(&plan.hg);
         let timeout = self.rules.policy_timeout;
         self.send_request(
@@ -722,6 +747,9 @@ impl HostState {
             Purpose::Change(plan),
             (now, timeout),
         );
+        if let Some(d) = served.mistake {
+            self.diag(d);
+        }
         Ok(())
     }
 
