@@ -1,46 +1,76 @@
-//! Requests of ours waiting for their answer, by id, with their deadlines indexed: the
-//! earliest deadline and the requests due are found without a scan of every request
-//! (issue #24: with 10,000 outstanding, a scan at each input made a session quadratic).
-//! The host's and the server's state machines both keep theirs here.
+//! Requests waiting for their answer, by id, with their deadlines indexed: the earliest
+//! deadline and the requests due are found without a scan of every request (issue #24:
+//! with 10,000 outstanding, a scan at each input made a session quadratic). The host's and
+//! the server's state machines both keep their own requests here (`u64` ids), and the host
+//! keeps the server's requests handed to its application here too (keyed by the server's
+//! [`RequestId`](crate::jsonrpc::RequestId)).
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 use std::time::Instant;
 
-/// Requests waiting for their answer, each with what it is for (`V`) and its deadline
-/// (`None`: it waits until answered or the connection ends).
+/// One request waiting: what it is for, and its deadline with the number that orders it.
 #[derive(Debug)]
-pub(crate) struct Pending<V> {
-    by_id: HashMap<u64, (V, Option<Instant>)>,
-    /// `(deadline, id)` of every request with a deadline, earliest first.
-    deadlines: BTreeSet<(Instant, u64)>,
+struct Waiting<V> {
+    value: V,
+    /// The order it was inserted in (a re-inserted or rescheduled id is numbered anew).
+    number: u64,
+    deadline: Option<Instant>,
 }
 
-impl<V> Default for Pending<V> {
+/// Requests waiting for their answer, by id `K`, each with what it is for (`V`) and its
+/// deadline (`None`: it waits until answered or the connection ends). Requests of the same
+/// deadline come out in the order they were inserted.
+#[derive(Debug)]
+pub(crate) struct Pending<V, K = u64> {
+    by_id: HashMap<K, Waiting<V>>,
+    /// `(deadline, number)` of every request with a deadline, earliest first.
+    deadlines: BTreeMap<(Instant, u64), K>,
+    /// Numbers the insertions, so two requests of the same deadline both stay.
+    numbered: u64,
+}
+
+impl<V, K> Default for Pending<V, K> {
     fn default() -> Self {
         Pending {
             by_id: HashMap::new(),
-            deadlines: BTreeSet::new(),
+            deadlines: BTreeMap::new(),
+            numbered: 0,
         }
     }
 }
 
-impl<V> Pending<V> {
+impl<V, K: Hash + Eq + Clone> Pending<V, K> {
     /// Waits for request `id`'s answer until `deadline` (replacing any request of that id).
-    pub(crate) fn insert(&mut self, id: u64, value: V, deadline: Option<Instant>) {
-        if let Some((_, Some(old))) = self.by_id.insert(id, (value, deadline)) {
-            self.deadlines.remove(&(old, id));
-        }
+    pub(crate) fn insert(&mut self, id: K, value: V, deadline: Option<Instant>) {
+        self.numbered += 1;
+        let number = self.numbered;
         if let Some(at) = deadline {
-            self.deadlines.insert((at, id));
+            self.deadlines.insert((at, number), id.clone());
+        }
+        let waiting = Waiting {
+            value,
+            number,
+            deadline,
+        };
+        if let Some(old) = self.by_id.insert(id, waiting) {
+            if let Some(at) = old.deadline {
+                self.deadlines.remove(&(at, old.number));
+            }
         }
     }
 
-    pub(crate) fn get(&self, id: u64) -> Option<&V> {
-        self.by_id.get(&id).map(|(v, _)| v)
+    pub(crate) fn get<Q: Borrow<K>>(&self, id: Q) -> Option<&V> {
+        self.by_id.get(id.borrow()).map(|w| &w.value)
     }
 
-    pub(crate) fn contains(&self, id: u64) -> bool {
-        self.by_id.contains_key(&id)
+    pub(crate) fn get_mut<Q: Borrow<K>>(&mut self, id: Q) -> Option<&mut V> {
+        self.by_id.get_mut(id.borrow()).map(|w| &mut w.value)
+    }
+
+    pub(crate) fn contains<Q: Borrow<K>>(&self, id: Q) -> bool {
+        self.by_id.contains_key(id.borrow())
     }
 
     /// How many wait.
@@ -49,49 +79,78 @@ impl<V> Pending<V> {
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
-        self.by_id.values().map(|(v, _)| v)
+        self.by_id.values().map(|w| &w.value)
     }
 
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.by_id.values_mut().map(|(v, _)| v)
+        self.by_id.values_mut().map(|w| &mut w.value)
     }
 
     /// Request `id`, no longer waiting.
-    pub(crate) fn remove(&mut self, id: u64) -> Option<V> {
-        let (value, deadline) = self.by_id.remove(&id)?;
-        if let Some(at) = deadline {
-            self.deadlines.remove(&(at, id));
+    pub(crate) fn remove<Q: Borrow<K>>(&mut self, id: Q) -> Option<V> {
+        let w = self.by_id.remove(id.borrow())?;
+        if let Some(at) = w.deadline {
+            self.deadlines.remove(&(at, w.number));
         }
-        Some(value)
+        Some(w.value)
+    }
+
+    /// Request `id`'s deadline moved to `deadline` (the work on it goes on); a request
+    /// without a deadline keeps none, and `None` leaves the one it has.
+    pub(crate) fn extend<Q: Borrow<K>>(&mut self, id: Q, deadline: Option<Instant>) {
+        let Some(w) = self.by_id.get_mut(id.borrow()) else {
+            return;
+        };
+        let (Some(old), Some(at)) = (w.deadline, deadline) else {
+            return;
+        };
+        let Some(key) = self.deadlines.remove(&(old, w.number)) else {
+            return;
+        };
+        self.numbered += 1;
+        w.number = self.numbered;
+        w.deadline = Some(at);
+        self.deadlines.insert((at, w.number), key);
+    }
+
+    /// Forgets every request.
+    pub(crate) fn clear(&mut self) {
+        self.by_id.clear();
+        self.deadlines.clear();
     }
 
     /// The earliest deadline of a request still waiting.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(at, _)| *at)
+        self.deadlines.first_key_value().map(|((at, _), _)| *at)
     }
 
     /// Every request whose deadline is at or before `now`, no longer waiting, earliest
     /// deadline first.
-    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<(u64, V)> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<(K, V)> {
         let mut due = Vec::new();
-        while let Some(&(at, id)) = self.deadlines.first() {
-            if at > now {
+        while let Some(entry) = self.deadlines.first_entry() {
+            if entry.key().0 > now {
                 break;
             }
-            self.deadlines.pop_first();
-            if let Some((value, _)) = self.by_id.remove(&id) {
-                due.push((id, value));
+            let id = entry.remove();
+            if let Some(w) = self.by_id.remove(&id) {
+                due.push((id, w.value));
             }
         }
         due
     }
 
-    /// Every request, no longer waiting, in id order.
-    pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
+    /// Every request, no longer waiting, in the order they were inserted (for ids numbered
+    /// as they are sent, id order).
+    pub(crate) fn take_all(&mut self) -> Vec<(K, V)> {
         self.deadlines.clear();
-        let mut all: Vec<(u64, V)> = self.by_id.drain().map(|(id, (v, _))| (id, v)).collect();
-        all.sort_unstable_by_key(|(id, _)| *id);
-        all
+        let mut all: Vec<(u64, K, V)> = self
+            .by_id
+            .drain()
+            .map(|(id, w)| (w.number, id, w.value))
+            .collect();
+        all.sort_unstable_by_key(|(number, _, _)| *number);
+        all.into_iter().map(|(_, id, v)| (id, v)).collect()
     }
 }
 
@@ -124,6 +183,28 @@ mod tests {
         assert_eq!((p.len(), p.get(2), p.contains(3)), (1, Some(&'b'), false));
         p.insert(7, 'g', at(1));
         assert_eq!(p.take_all(), vec![(2, 'b'), (7, 'g')]);
+        assert_eq!((p.len(), p.next_deadline()), (0, None));
+    }
+
+    /// Keyed by anything hashable (the server's request ids): equal deadlines come out in
+    /// insertion order, and a deadline moves only from one to another.
+    #[test]
+    fn equal_deadlines_keep_their_order_and_a_deadline_moves() {
+        let t0 = Instant::now();
+        let at = |s| Some(t0 + Duration::from_secs(s));
+        let mut p: Pending<u8, String> = Pending::default();
+        p.insert("b".into(), 2, at(10));
+        p.insert("a".into(), 1, at(10));
+        p.insert("n".into(), 0, None);
+        p.extend("n".to_owned(), at(1));
+        p.extend("b".to_owned(), None);
+        assert_eq!(p.next_deadline(), at(10));
+        p.extend("a".to_owned(), at(20));
+        let due = p.take_due(t0 + Duration::from_secs(15));
+        assert_eq!(due, vec![("b".to_owned(), 2)]);
+        assert_eq!(p.next_deadline(), at(20));
+        *p.get_mut("n".to_owned()).unwrap() = 9;
+        p.clear();
         assert_eq!((p.len(), p.next_deadline()), (0, None));
     }
 }

@@ -1,6 +1,7 @@
 //! The server's requests handed to the application ([`HostOutput::Request`]) and not yet
 //! answered, each with its deadline ([`HostRules::answer_timeout`]) indexed, so the earliest
-//! and the ones due are found without a scan (as [`crate::session::pending`] does for ours).
+//! and the ones due are found without a scan: kept in [`crate::session::pending`], as ours
+//! are.
 //!
 //! Reading (JSON-RPC 2.0 §4: a request with an id gets a response; MCPL §11 and §12 set no
 //! time for the host's): an application that never answers must not leave the server's
@@ -14,8 +15,6 @@
 //! generation (a stream longer than the timeout is not cut while chunks flow).
 //! The application's side lives here as well: [`HostState::answer`] and
 //! [`HostState::inference_chunk`].
-
-use std::collections::{BTreeMap, HashMap};
 
 use super::*;
 
@@ -38,12 +37,10 @@ pub(super) struct AppRequest {
     pub(super) streamed: bool,
     /// Chunks sent so far.
     pub(super) chunks: u64,
-    /// Its deadline and the number that orders equal deadlines ([`AppRequests::insert`]).
-    due: Option<(Instant, u64)>,
 }
 
 impl AppRequest {
-    /// A request handed out now, with no deadline yet ([`AppRequests::insert`] sets it).
+    /// A request handed out now.
     pub(super) fn new(
         method: &'static str,
         requirement: Requirement,
@@ -56,104 +53,14 @@ impl AppRequest {
             inference,
             streamed,
             chunks: 0,
-            due: None,
         }
     }
 }
 
-/// The requests handed out and not yet answered, by id, with their deadlines.
-#[derive(Debug, Default)]
-pub(super) struct AppRequests {
-    by_id: HashMap<RequestId, AppRequest>,
-    /// `(deadline, number)` of every request with a deadline, earliest first.
-    deadlines: BTreeMap<(Instant, u64), RequestId>,
-    /// Numbers the deadlines, so two of the same instant both stay.
-    numbered: u64,
-}
-
-impl AppRequests {
-    /// Request `id` handed out, to be answered by `deadline` (`None`: no deadline).
-    pub(super) fn insert(&mut self, id: RequestId, mut req: AppRequest, deadline: Option<Instant>) {
-        req.due = deadline.map(|at| {
-            self.numbered += 1;
-            (at, self.numbered)
-        });
-        if let Some(key) = req.due {
-            self.deadlines.insert(key, id.clone());
-        }
-        if let Some(old) = self.by_id.insert(id, req).and_then(|old| old.due) {
-            self.deadlines.remove(&old);
-        }
-    }
-
-    pub(super) fn get(&self, id: &RequestId) -> Option<&AppRequest> {
-        self.by_id.get(id)
-    }
-
-    pub(super) fn get_mut(&mut self, id: &RequestId) -> Option<&mut AppRequest> {
-        self.by_id.get_mut(id)
-    }
-
-    pub(super) fn contains(&self, id: &RequestId) -> bool {
-        self.by_id.contains_key(id)
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    /// Request `id`, answered or cancelled: no longer waiting, its deadline gone.
-    pub(super) fn remove(&mut self, id: &RequestId) -> Option<AppRequest> {
-        let req = self.by_id.remove(id)?;
-        if let Some(key) = req.due {
-            self.deadlines.remove(&key);
-        }
-        Some(req)
-    }
-
-    /// Request `id`'s deadline moved to `deadline` (a chunk showed the work goes on); a
-    /// request without a deadline keeps none.
-    pub(super) fn extend(&mut self, id: &RequestId, deadline: Option<Instant>) {
-        let Some(req) = self.by_id.get_mut(id) else {
-            return;
-        };
-        let (Some(old), Some(at)) = (req.due, deadline) else {
-            return;
-        };
-        self.deadlines.remove(&old);
-        self.numbered += 1;
-        let key = (at, self.numbered);
-        req.due = Some(key);
-        self.deadlines.insert(key, id.clone());
-    }
-
-    /// Forgets every request (the connection closed).
-    pub(super) fn clear(&mut self) {
-        self.by_id.clear();
-        self.deadlines.clear();
-    }
-
-    /// The earliest deadline of a request still waiting.
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first_key_value().map(|((at, _), _)| *at)
-    }
-
-    /// Every request whose deadline is at or before `now`, earliest first, no longer
-    /// waiting.
-    fn take_due(&mut self, now: Instant) -> Vec<(RequestId, AppRequest)> {
-        let mut due = Vec::new();
-        while let Some(entry) = self.deadlines.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let id = entry.remove();
-            if let Some(req) = self.by_id.remove(&id) {
-                due.push((id, req));
-            }
-        }
-        due
-    }
-}
+/// The requests handed out and not yet answered, by the server's id, with their deadlines:
+/// the one structure every waiting request of the host lives in
+/// ([`crate::session::pending::Pending`]).
+pub(super) type AppRequests = crate::session::pending::Pending<AppRequest, RequestId>;
 
 impl HostState {
     /// Answers a request handed out as [`HostOutput::Request`]. An answer is a message the
