@@ -173,14 +173,8 @@ impl HostPolicy {
         receipt
     }
 
-    /// §3.3: a server without `experimental.mcpl`; `caps` is its `initialize` capabilities.
-    /// The grant holds at most `tools` and is final.
-    pub(crate) fn not_advertised(&mut self, caps: &Value) -> Result<(), PatternError> {
-        self.mcp_only(caps, McpOnlyReason::NotAdvertised)
-    }
-
-    /// [`Self::not_advertised`] for `reason`: the server is served as plain MCP (§3.3) from
-    /// its `initialize` on, its grant at most `tools` and final.
+    /// The server is served as plain MCP (§3.3) for `reason` from its `initialize` on
+    /// (`caps` its `initialize` capabilities): its grant at most `tools` and final.
     pub(crate) fn mcp_only(
         &mut self,
         caps: &Value,

@@ -265,14 +265,7 @@ impl HostState {
         let Some(manifest) = caps.pointer("/experimental/mcpl") else {
             // §3.3: MCP-only; the grant holds at most `tools` and is final.
             self.experimental_not_object(caps);
-            let caps = caps.clone();
-            return match self.p.not_advertised(&caps) {
-                Ok(()) => {
-                    self.notify_initialized();
-                    self.connected(Ok(()));
-                }
-                Err(e) => self.connected(Err(e.into())),
-            };
+            return self.serve_as_mcp(caps, McpOnlyReason::NotAdvertised);
         };
         // §5.1 (the spec defines no negotiation): a manifest naming another MCPL version is
         // another protocol, so the server is served as plain MCP, fail closed (§3.3): no
@@ -437,8 +430,14 @@ impl HostState {
             path: path.into(),
             message,
         });
-        let caps = caps.clone();
-        match self.p.mcp_only(&caps, reason) {
+        self.serve_as_mcp(caps, reason);
+    }
+
+    /// Serves the server as plain MCP for `reason` from its `initialize` on (§3.3): the
+    /// grant at most `tools` and final, `notifications/initialized` sent, connected. The
+    /// one path of every server so served, advertising MCPL or not.
+    fn serve_as_mcp(&mut self, caps: &Value, reason: McpOnlyReason) {
+        match self.p.mcp_only(caps, reason) {
             Ok(()) => {
                 self.notify_initialized();
                 self.connected(Ok(()));
