@@ -205,6 +205,7 @@ impl UpdateParams {
 }
 
 /// A non-fatal observation while applying an update, for the session's diagnostics stream.
+/// `Display` says what the host wrote and what came of it (the server's diagnostic text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyDiagnostic {
     /// `notification_field_discarded` (a grant field on a Notification, §6.7) or
@@ -212,6 +213,77 @@ pub struct PolicyDiagnostic {
     pub code: &'static str,
     /// The field name or entry concerned.
     pub detail: String,
+}
+
+/// The kinds of [`PolicyDiagnostic`] the policy state machine makes: [`Self::code`] is the
+/// one place each code is spelt and [`Self::describe`] the one place its text is written,
+/// so the state machine and the server's diagnostics cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PolicyCode {
+    /// An `enabled`/`disabled` entry that matches no declared feature set (§6.3).
+    UnknownFeatureSet,
+    /// A grant field a Notification may not change (§6.7).
+    NotificationFieldDiscarded,
+}
+
+impl PolicyCode {
+    /// Every kind, for reading a code back ([`Self::of`]).
+    const ALL: [Self; 2] = [Self::UnknownFeatureSet, Self::NotificationFieldDiscarded];
+
+    /// The stable machine code.
+    pub(crate) const fn code(self) -> &'static str {
+        match self {
+            Self::UnknownFeatureSet => "unknown_feature_set",
+            Self::NotificationFieldDiscarded => "notification_field_discarded",
+        }
+    }
+
+    /// The kind a code names, if it is one of the policy module's.
+    fn of(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// What a diagnostic of this kind about `detail` says.
+    fn describe(self, detail: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownFeatureSet => write!(
+                f,
+                "featureSets/update lists {detail} in enabled or disabled, matching no feature \
+                 set this server declares, so selecting or disabling nothing (§6.3)"
+            ),
+            Self::NotificationFieldDiscarded => write!(
+                f,
+                "a featureSets/update Notification carried {detail}, which only a Request may \
+                 change (§6.7): discarded, only its disabled list applied"
+            ),
+        }
+    }
+}
+
+impl PolicyDiagnostic {
+    /// A diagnostic of `kind` about `detail`.
+    pub(crate) fn new(kind: PolicyCode, detail: String) -> Self {
+        Self {
+            code: kind.code(),
+            detail,
+        }
+    }
+
+    /// Whether this diagnostic is of `kind`.
+    pub(crate) fn is(&self, kind: PolicyCode) -> bool {
+        self.code == kind.code()
+    }
+}
+
+impl std::fmt::Display for PolicyDiagnostic {
+    /// The text for a code of the policy module's; a code it does not know (a diagnostic
+    /// built by hand) shows its detail as it is.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match PolicyCode::of(self.code) {
+            Some(kind) => kind.describe(&self.detail, f),
+            None => f.write_str(&self.detail),
+        }
+    }
 }
 
 /// What applying an update produced.
@@ -446,10 +518,10 @@ impl ServerPolicyState {
                         }
                     });
                     if !hit {
-                        diagnostics.push(PolicyDiagnostic {
-                            code: "unknown_feature_set",
-                            detail: p.as_str().to_owned(),
-                        });
+                        diagnostics.push(PolicyDiagnostic::new(
+                            PolicyCode::UnknownFeatureSet,
+                            p.as_str().to_owned(),
+                        ));
                     }
                 }
                 Ok(Outcome {
@@ -462,10 +534,10 @@ impl ServerPolicyState {
                 let obj = params.as_object();
                 for field in ["effectiveCapabilities", "deniedCapabilities", "enabled"] {
                     if obj.is_some_and(|o| o.contains_key(field)) {
-                        diagnostics.push(PolicyDiagnostic {
-                            code: "notification_field_discarded",
-                            detail: field.to_owned(),
-                        });
+                        diagnostics.push(PolicyDiagnostic::new(
+                            PolicyCode::NotificationFieldDiscarded,
+                            field.to_owned(),
+                        ));
                     }
                 }
                 // Linear: repeats are found in a set, and the accumulated list is bounded.
@@ -505,10 +577,10 @@ impl ServerPolicyState {
                     // As for a Request: an entry that disables nothing declared (a misspelt
                     // name, a partial `*` like `memory*`) is reported, never a silent no-op.
                     if !self.declarations.sets.keys().any(|n| p.covers(n)) {
-                        diagnostics.push(PolicyDiagnostic {
-                            code: "unknown_feature_set",
-                            detail: p.as_str().to_owned(),
-                        });
+                        diagnostics.push(PolicyDiagnostic::new(
+                            PolicyCode::UnknownFeatureSet,
+                            p.as_str().to_owned(),
+                        ));
                     }
                     if known.insert(p.as_str().to_owned()) {
                         self.selection.disabled.push(p);

@@ -4,7 +4,7 @@
 
 use crate::jsonrpc::{ErrorObject, RequestId};
 use crate::lifecycle::LifecycleDiagnostic;
-use crate::policy::{Form, InjectionDenied, PolicyDiagnostic};
+use crate::policy::{Form, InjectionDenied, PolicyCode, PolicyDiagnostic};
 
 use super::rules::DroppedInjections;
 use super::Refusal;
@@ -601,21 +601,7 @@ impl std::fmt::Display for Detail<'_> {
                 "malformed featureSets/update notification; grant cleared: {error}"
             ),
             D::PolicyMalformed { error, .. } => f.write_str(error),
-            D::Policy(d) => match d.code {
-                "unknown_feature_set" => write!(
-                    f,
-                    "featureSets/update lists {} in enabled or disabled, matching no feature \
-                     set this server declares, so selecting or disabling nothing (§6.3)",
-                    d.detail
-                ),
-                "notification_field_discarded" => write!(
-                    f,
-                    "a featureSets/update Notification carried {}, which only a Request may \
-                     change (§6.7): discarded, only its disabled list applied",
-                    d.detail
-                ),
-                _ => f.write_str(&d.detail),
-            },
+            D::Policy(d) => std::fmt::Display::fmt(d, f),
             D::GrantBeyondAdvertisement { named, by_pattern } => {
                 grant_beyond_advertisement(f, *named, *by_pattern)
             }
@@ -814,7 +800,7 @@ pub(crate) fn from_policy(
 ) -> Vec<ServerDiagnostic> {
     let (unknown, rest): (Vec<_>, Vec<_>) = diagnostics
         .into_iter()
-        .partition(|d| d.code == "unknown_feature_set");
+        .partition(|d| d.is(PolicyCode::UnknownFeatureSet));
     let mut out: Vec<ServerDiagnostic> = rest.into_iter().map(ServerDiagnostic::Policy).collect();
     if !unknown.is_empty() {
         let mut named: Vec<String> = unknown
@@ -829,10 +815,9 @@ pub(crate) fn from_policy(
         if unknown.len() > UNKNOWN_SETS_NAMED {
             named.push(format!("{} more", unknown.len() - UNKNOWN_SETS_NAMED));
         }
-        out.push(ServerDiagnostic::Policy(crate::policy::PolicyDiagnostic {
-            code: "unknown_feature_set",
-            detail: named.join(", "),
-        }));
+        out.push(ServerDiagnostic::Policy(
+            crate::policy::PolicyDiagnostic::new(PolicyCode::UnknownFeatureSet, named.join(", ")),
+        ));
     }
     out
 }
