@@ -1,0 +1,287 @@
+//! The checker's requests and their answers: bounded by the step timeout, what the host
+//! sends meanwhile handled in wire order, an answer that is not valid JSON-RPC told from
+//! silence, and the head-of-line ping (`host.requests-independent`, issue #19 item 2).
+
+use super::*;
+
+impl Run {
+    /// A request on its way, bounded by `bound`.
+    pub(in crate::check_host) fn start(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        bound: Duration,
+    ) -> Call {
+        let (peer, method) = (self.peer.clone(), method.to_owned());
+        Box::pin(async move {
+            let options = RequestOptions::new().timeout(bound);
+            peer.request_raw_with(&method, params, options).await
+        })
+    }
+
+    /// Sends a request and waits for its answer (within the step timeout), handling what the
+    /// host sends meanwhile in wire order: a policy Request the host sent before its answer
+    /// is applied before the answer comes back (§5.4, §6.7).
+    pub(in crate::check_host) async fn call(&mut self, method: &str, params: Value) -> Reply {
+        self.call_within(method, params, self.bounds.step).await
+    }
+
+    /// [`Self::call`] with its own bound.
+    pub(in crate::check_host) async fn call_within(
+        &mut self,
+        method: &str,
+        params: Value,
+        bound: Duration,
+    ) -> Reply {
+        if self.closed {
+            return Reply::Closed;
+        }
+        let id = match self.peer.send_request(method, Some(params), |_| {}).await {
+            Ok(id) => id,
+            Err(e) => return self.reply(Err(e)),
+        };
+        let deadline = Instant::now() + bound;
+        loop {
+            if self.closed {
+                return Reply::Closed;
+            }
+            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
+                    return self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
+                }
+                // A late answer to a request that timed out before.
+                Ok(Some(Ordered::Response(_))) => {}
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    self.handle(m).await;
+                }
+                Ok(None) => self.on_closed(),
+                Err(_) => {
+                    self.peer.forget(&id, "timed out");
+                    return match self.invalid_answer(&id) {
+                        Some(reply) => reply,
+                        None => self.timeout(),
+                    };
+                }
+            }
+        }
+    }
+
+    /// The reply of a settled call, noting a closed connection, and on a timeout the
+    /// responses that came meanwhile under ids the checker never sent; a failure the peer
+    /// made for an answer its bounds kept it from reading is [`Reply::Unread`]
+    /// ([`Reply::unread`]).
+    pub(in crate::check_host) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
+        if let Err(PeerError::Closed(reason)) = &r {
+            self.closed_for(Some(reason.clone()));
+        }
+        // `InvalidResponse` is never the host's: the peer makes it itself.
+        if let Err(PeerError::InvalidResponse(why)) = &r {
+            if let Some(why) = Reply::unread(why) {
+                return Reply::Unread(why);
+            }
+        }
+        match Reply::of(r) {
+            Reply::Timeout { .. } => self.timeout(),
+            other => other,
+        }
+    }
+
+    /// The reply of a request sent with `send_request`, as delivered at its wire position: a
+    /// response that was not valid JSON-RPC, or could not be read, comes as a `-32603` error
+    /// of the peer's own making, which the peer marks as its own (`Peer::failed_here`): it
+    /// is [`Reply::Invalid`], or [`Reply::Unread`] when the peer's bounds kept it from
+    /// reading the answer. Only that mark tells them apart: a host's `-32603`, whatever its
+    /// words and `data`, stays [`Reply::Error`].
+    pub(super) fn ordered_reply(
+        &mut self,
+        id: &RequestId,
+        outcome: Result<Value, PeerError>,
+    ) -> Reply {
+        let own = matches!(outcome, Err(PeerError::Remote(_))) && self.peer.failed_here(id);
+        if let Some(reply) = self.invalid_answer(id) {
+            return reply;
+        }
+        match outcome {
+            Err(PeerError::Remote(e)) if own => {
+                let why = e
+                    .message
+                    .strip_prefix("invalid response: ")
+                    .unwrap_or(&e.message);
+                match Reply::unread(why) {
+                    Some(why) => Reply::Unread(why),
+                    None => Reply::Invalid(capped(why.to_owned(), 200)),
+                }
+            }
+            outcome => self.reply(outcome),
+        }
+    }
+
+    /// [`Reply::Timeout`], naming the responses that came under ids the checker never sent
+    /// since the last one did (they were dropped unreported: a host answering under the
+    /// wrong id read as a silent one), and the frames the connection discarded meanwhile
+    /// ([`Self::discarded`]: an answer it could not read read as no answer).
+    pub(in crate::check_host) fn timeout(&mut self) -> Reply {
+        self.read_diagnostics();
+        let mut note = match std::mem::take(&mut self.unmatched) {
+            (0, _) => String::new(),
+            (n, first) => format!(
+                " ({n} response(s) came meanwhile under an id the checker never sent, the first {})",
+                first.unwrap_or_default()
+            ),
+        };
+        // What came and could not be read is no silence: said where the wait ends.
+        note.push_str(&self.discarded());
+        note.push_str(&self.left_unfinished());
+        Reply::Timeout { note }
+    }
+
+    /// `; it left N bytes of a line unfinished (no newline): "…"` when the host's reader
+    /// holds a line without its end (§4), or `; it began one message over N line(s) … and
+    /// has not ended it: "…"` when the lines of a message begun spread over several are
+    /// held ([`crate::check::spread::Spreads::holding`]), else empty: said where a wait ends.
+    pub(in crate::check_host) fn left_unfinished(&self) -> String {
+        self.left
+            .describe()
+            .or_else(|| self.spreads.holding())
+            .map(|l| format!("; {l}"))
+            .unwrap_or_default()
+    }
+
+    /// Drives an outstanding request to its answer while handling incoming messages. The
+    /// request comes first (`biased`), so a host flooding the checker cannot keep it from
+    /// seeing its timeout.
+    pub(in crate::check_host) async fn settle(&mut self, mut call: Call) -> Reply {
+        loop {
+            tokio::select! {
+                biased;
+                r = call.as_mut() => return self.reply(r),
+                m = self.incoming.recv(), if !self.closed => match m {
+                    Some(m) => {
+                        let m = self.arrived(m);
+                        self.handle(m).await;
+                    }
+                    None => self.on_closed(),
+                },
+            }
+        }
+    }
+
+    /// Settles `first` (and the ping) as invalid when the peer reported its response as not
+    /// valid JSON-RPC: such a response to a request sent with `send_request` is only a
+    /// diagnostic, and had read as no answer at all.
+    pub(super) fn settle_invalid(
+        &mut self,
+        first: &RequestId,
+        ping: Option<&RequestId>,
+        answer: &mut Option<Reply>,
+        pong: &mut Option<Reply>,
+    ) {
+        if answer.is_none() {
+            if let Some(reply) = self.invalid_answer(first) {
+                self.peer.forget(first, "answered invalidly");
+                *answer = Some(reply);
+            }
+        }
+        if let (None, Some(ping)) = (&pong, ping) {
+            if let Some(reply) = self.invalid_answer(ping) {
+                self.peer.forget(ping, "answered invalidly");
+                *pong = Some(reply);
+            }
+        }
+    }
+
+    /// [`Self::call_within`], with a `ping` sent right behind the request (issue #19 item 2,
+    /// `host.requests-independent`): the ping must be answered within the step timeout even
+    /// while the request is outstanding. Read by wire order, not by timing: the ping's answer
+    /// coming before the request's (or with the request never answered) shows the two
+    /// independent; no answer to the ping within the timeout fails; the request answered
+    /// first shows nothing either way.
+    pub(in crate::check_host) async fn call_paired(
+        &mut self,
+        method: &str,
+        params: Value,
+        bound: Duration,
+    ) -> Reply {
+        if self.closed {
+            return Reply::Closed;
+        }
+        // Both go out with `send_request`: their answers come through `recv_ordered` at their
+        // wire position among the host's messages, so which came first is read off the wire.
+        // A send that fails on a connection already gone notes it here, so the report names
+        // this probe, and the probes after it are not run for nothing.
+        let first_id = match self.peer.send_request(method, Some(params), |_| {}).await {
+            Ok(id) => id,
+            Err(e) => return self.reply(Err(e)),
+        };
+        let first_deadline = Instant::now() + bound;
+        let ping_id = self.peer.send_request(Ping::NAME, None, |_| {}).await.ok();
+        let ping_deadline = Instant::now() + self.bounds.step;
+        let (mut answer, mut pong) = (None, ping_id.is_none().then_some(Reply::Closed));
+        let mut ping_first = false;
+        while answer.is_none() || pong.is_none() {
+            if self.closed {
+                answer.get_or_insert(Reply::Closed);
+                pong.get_or_insert(Reply::Closed);
+                break;
+            }
+            let deadline = match (answer.is_none(), pong.is_none()) {
+                (true, true) => first_deadline.min(ping_deadline),
+                (true, false) => first_deadline,
+                _ => ping_deadline,
+            };
+            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) => {
+                    let outcome = r.outcome.map_err(PeerError::Remote);
+                    if r.id.as_ref() == Some(&first_id) {
+                        answer = Some(self.ordered_reply(&first_id, outcome));
+                    } else if let Some(ping) = ping_id.as_ref().filter(|p| r.id.as_ref() == Some(p))
+                    {
+                        // An invalid answer to the request, reported meanwhile, may have come
+                        // before this one or after: it counts as first, so no order is read
+                        // from it.
+                        self.settle_invalid(&first_id, None, &mut answer, &mut pong);
+                        ping_first = answer.is_none();
+                        pong = Some(self.ordered_reply(ping, outcome));
+                    }
+                }
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    self.handle(m).await;
+                }
+                Ok(None) => self.on_closed(),
+                Err(_) => {
+                    let now = Instant::now();
+                    self.settle_invalid(&first_id, ping_id.as_ref(), &mut answer, &mut pong);
+                    if answer.is_none() && now >= first_deadline {
+                        self.peer.forget(&first_id, "timed out");
+                        answer = Some(self.timeout());
+                    }
+                    if pong.is_none() && now >= ping_deadline {
+                        if let Some(id) = &ping_id {
+                            self.peer.forget(id, "timed out");
+                        }
+                        pong = Some(self.timeout());
+                    }
+                }
+            }
+        }
+        match pong {
+            Some(Reply::Timeout { note }) => {
+                let d = format!(
+                    "a ping sent while {method} was outstanding got no answer within {}{note}",
+                    secs(self.bounds.step)
+                );
+                self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
+            }
+            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_))
+                if ping_first =>
+            {
+                let d = format!("a ping was answered while {method} was still outstanding");
+                self.record(REQUESTS_INDEPENDENT, Status::Pass, d);
+            }
+            _ => {}
+        }
+        answer.unwrap_or(Reply::Closed)
+    }
+}

@@ -1,0 +1,149 @@
+//! The report: the checks judged on everything that came (hooks, forms, frames, ids), the
+//! head-of-line check settled, every check not reached saying why.
+
+use super::*;
+
+impl Run {
+    /// The report: hooks judged by what arrived, the head-of-line check settled, every check
+    /// not reached saying why.
+    pub(in crate::check_host) fn finish(mut self, label: String) -> Report {
+        let hook_ids = ["host.hooks-after-ready", "host.user-message-redacted"];
+        let form = "host.hook-is-request";
+        if self.hooks == 0 {
+            let why = "the host sent no context/beforeInference during the run";
+            self.record_unset(&hook_ids, Status::Skip, why);
+            self.record_unset(&[form], Status::Skip, why);
+        } else {
+            let d = format!("{} context/beforeInference message(s) conform", self.hooks);
+            self.record_unset(&hook_ids, Status::Pass, &d);
+            if self.hooks_notified > 0 {
+                let d = format!(
+                    "{} of {} context/beforeInference sent as a Notification (§4.1: a Request, \
+                     whose answer carries the injections: a Notification gets none)",
+                    self.hooks_notified, self.hooks
+                );
+                self.record(form, Status::Fail, d);
+            } else {
+                let d = format!("{} context/beforeInference, each a Request", self.hooks);
+                self.record(form, Status::Pass, d);
+            }
+        }
+        let form = "host.notifications-have-no-id";
+        if let Some(first) = &self.first_notification_with_id {
+            let d = crate::check::vocabulary::notifications_with_id_detail(
+                self.notifications_with_id,
+                self.notifications,
+                first,
+            );
+            self.record(form, Status::Fail, d);
+        } else if self.notifications > 0 {
+            let d = format!(
+                "{} message(s) of a notification-only method, each without an id",
+                self.notifications
+            );
+            self.record(form, Status::Pass, d);
+        } else {
+            let why = "the host sent no notification-only method (§4.1) during the run";
+            self.record_unset(&[form], Status::Skip, why);
+        }
+        self.conclude_deliveries();
+        self.conclude_lifecycles();
+        // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
+        self.read_diagnostics();
+        self.conclude_frames(self.repeats.summary().0);
+        self.conclude_seen();
+        self.conclude_tolerance();
+        let once = "host.responses-once";
+        match &self.twice {
+            (0, _) if self.repeats.summary().0 == 0 => {}
+            (0, _) => {
+                let d = "no request of the checker's was answered twice";
+                self.record(once, Status::Pass, d);
+            }
+            (n, kept) => {
+                let d = format!(
+                    "{n} response(s) came under the id of a request already answered (JSON-RPC \
+                     2.0 §5: one Response per call; the second is dropped unread, so whatever \
+                     it said, an acceptance after a refusal, never counts): request id(s) {}",
+                    kept.join(", ")
+                );
+                self.record(once, Status::Fail, d);
+            }
+        }
+        if self.unfinished.is_none() && self.gone.is_none() {
+            let why = "every request was answered before the ping sent right behind it: none \
+                       was outstanding for another to wait behind";
+            self.record_unset(&[REQUESTS_INDEPENDENT], Status::Skip, why);
+        }
+        // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3): judged on every message that came,
+        // however the run ended.
+        let unique = "host.member-names-unique";
+        match self.repeats.summary() {
+            (_, Some(said)) => self.record(unique, Status::Warn, said),
+            (0, None) => {}
+            (n, None) => {
+                let d = format!("no object repeated a member name in {n} frame(s)");
+                self.record(unique, Status::Pass, d);
+            }
+        }
+        // §4: one message per line over line framing (MCP's stdio transport: no embedded
+        // newline); judged on every message that came, however the run ended.
+        let one_line = "host.messages-one-line";
+        match self.spreads.seen() {
+            (0, _) if self.repeats.summary().0 == 0 => {}
+            (0, _) => {
+                let d = "no message was spread over several lines";
+                self.record(one_line, Status::Pass, d);
+            }
+            (n, kept) => {
+                let d = format!(
+                    "{n} message(s) spread over several lines, where a message must be one line \
+                     (§4: JSON-RPC as MCP carries it, whose stdio transport delimits messages \
+                     by newlines and forbids embedded ones; each was read whole, so the run \
+                     went on){}: {}",
+                    if n > kept.len() as u64 {
+                        format!(", the first {} shown", kept.len())
+                    } else {
+                        String::new()
+                    },
+                    kept.join("; ")
+                );
+                self.record(one_line, Status::Fail, d);
+            }
+        }
+        // JSON-RPC 2.0 §5: the same value, written otherwise; judged however the run ended.
+        let ids = "host.response-ids-as-sent";
+        match self.integral.summary() {
+            Some(said) => self.record(ids, Status::Warn, said),
+            None if self.repeats.summary().0 == 0 => {}
+            None => {
+                let d = "no response wrote a request's id with a fraction or an exponent";
+                self.record(ids, Status::Pass, d);
+            }
+        }
+        // RFC 8259 §8.1: a writer must not add a byte order mark (a parser may ignore it).
+        let mark = "host.no-byte-order-mark";
+        match self.repeats.marks() {
+            (_, Some(said)) => self.record(mark, Status::Warn, said),
+            (0, None) => {}
+            (n, None) => {
+                let d = format!("none of {n} frame(s) began with a byte order mark");
+                self.record(mark, Status::Pass, d);
+            }
+        }
+        match (&self.unfinished, &self.gone) {
+            (Some(why), _) => {
+                let why = format!("not reached: {why}");
+                self.skip_rest(&why);
+            }
+            (None, Some(gone)) => {
+                let why = format!("not reached: {gone}");
+                self.skip_rest(&why);
+            }
+            (None, None) => {}
+        }
+        let mut report = self.rec.finish(label);
+        report.error = self.unfinished.map(|e| capped(e, DETAIL_LIMIT));
+        report
+    }
+}

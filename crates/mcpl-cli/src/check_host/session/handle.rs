@@ -1,0 +1,185 @@
+//! What the host sends outside the awaited steps: answered as the library server answers
+//! it, and judged (a notification-only method's form, §4.1; hooks, §5.3, §5.4, §10.1; a
+//! grant change by Notification, §6.7).
+
+use super::*;
+
+impl Run {
+    /// Handles what the host sends for `watch` (named `stage` in the report), then ends the
+    /// connection.
+    pub(in crate::check_host) async fn listen(&mut self, stage: &'static str) {
+        self.stage = stage;
+        let deadline = Instant::now() + self.bounds.watch;
+        while let Some(m) = self.next_until(deadline).await {
+            self.handle(m).await;
+        }
+        self.peer.close();
+    }
+
+    /// Notes a `featureSets/update` Notification (the library state applies what a
+    /// Notification may carry: `disabled` only); `true` when it carried grant fields, which
+    /// the library discards with a diagnostic (§6.7: only descriptive metadata may come as a
+    /// Notification). A malformed one counts as carrying them.
+    pub(in crate::check_host) fn policy_notification(&mut self, params: Option<&Value>) -> bool {
+        match self
+            .policy
+            .apply(Form::Notification, params.unwrap_or(&Value::Null))
+        {
+            Ok(outcome) => outcome
+                .diagnostics
+                .iter()
+                .any(|d| d.code == "notification_field_discarded"),
+            Err(_) => true,
+        }
+    }
+
+    /// Notes the form of a message of `method` the host sent (`id` for a Request): a
+    /// notification-only method (§4.1, by the library's method table:
+    /// [`crate::check::vocabulary::notification_only`]) carries no id.
+    pub(in crate::check_host) fn note_form(&mut self, method: &str, id: Option<&RequestId>) {
+        if !crate::check::vocabulary::notification_only(method) {
+            return;
+        }
+        self.notifications = self.notifications.saturating_add(1);
+        if let Some(id) = id {
+            self.notifications_with_id = self.notifications_with_id.saturating_add(1);
+            if self.first_notification_with_id.is_none() {
+                let id: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                self.first_notification_with_id = Some(format!("{method} (id {id})"));
+            }
+        }
+    }
+
+    /// Answers (and judges) anything the host sends outside the awaited steps.
+    pub(in crate::check_host) async fn handle(&mut self, m: IncomingMessage) {
+        let (method, params) = match &m {
+            IncomingMessage::Request(r) => {
+                self.note_form(r.method(), Some(r.id()));
+                (r.method(), r.request().params.as_ref())
+            }
+            IncomingMessage::Notification(n) => {
+                self.note_form(&n.method, None);
+                (n.method.as_str(), n.params.as_ref())
+            }
+        };
+        self.judge_delivery(method, params);
+        if method == InferenceLifecycle::NAME {
+            self.judge_lifecycle(params);
+        }
+        let req = match m {
+            IncomingMessage::Request(r) => r,
+            IncomingMessage::Notification(n) => {
+                // §4.1: a hook is a Request (its answer carries the injections); one sent as
+                // a Notification is still a hook, judged as one.
+                if n.method == BeforeInference::NAME {
+                    self.hooks_notified = self.hooks_notified.saturating_add(1);
+                    self.judge_hook(n.params.as_ref());
+                    return;
+                }
+                // MCP's initialize is a Request: one without an id is said where the wait
+                // for it ends.
+                if n.method == Initialize::NAME {
+                    self.initialize_notified = true;
+                    return;
+                }
+                // §6.7: a grant change goes by Request, at any point of the session.
+                if n.method == FeatureSetsUpdate::NAME
+                    && self.policy_notification(n.params.as_ref())
+                {
+                    self.record(
+                        "host.policy-is-request",
+                        Status::Fail,
+                        "a grant change came as a featureSets/update Notification (§6.7)",
+                    );
+                }
+                return;
+            }
+        };
+        let mut receipt = false;
+        let result = match req.method() {
+            Ping::NAME => Ok(json!({})),
+            // The library server's rule: `initialize` and `ping` at any time, nothing else
+            // before `initialize` (`-32600`); a policy applied then had made the server ready
+            // before it was initialized, and the report say no policy came.
+            other if !self.initialized => {
+                if other == FeatureSetsUpdate::NAME {
+                    self.policy_before_initialize = true;
+                }
+                if other == BeforeInference::NAME {
+                    // Refused, and judged: a hook this early is one before the receipt.
+                    self.judge_hook(req.request().params.as_ref());
+                }
+                Err(mcpl::session::rules::before_initialize(other))
+            }
+            ToolsList::NAME => Ok(served::tools_list_result()),
+            other if self.mcp_only && other != Initialize::NAME => {
+                Err(ErrorObject::method_not_found(other))
+            }
+            ManifestFetch::NAME => Ok(served::manifest()),
+            ChannelsList::NAME => Ok(json!({ "channels": [] })),
+            Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
+            // A later policy change: applied and answered by the library server's own rule
+            // (`session::answer_policy_request`); its receipt puts a policy in force (a
+            // host that sent none in time is late, not ignored).
+            FeatureSetsUpdate::NAME => {
+                let params = req.request().params.as_ref().unwrap_or(&Value::Null);
+                // §5.4, §6.7: each Request replaces the grant, so each is judged.
+                self.judge_policy_grant(params, "a later policy Request: ");
+                let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
+                receipt = answer.response.is_ok();
+                answer.response
+            }
+            BeforeInference::NAME => {
+                self.judge_hook(req.request().params.as_ref());
+                Ok(json!({ "featureSet": "check.hints", "contextInjections": [] }))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        };
+        let tools = result.is_ok() && req.method() == ToolsList::NAME;
+        let written = match result {
+            Ok(v) => req.respond(v).await,
+            Err(e) => req.respond_error(e).await,
+        };
+        if self.after_write(written) {
+            self.ready |= receipt;
+            if tools {
+                self.answered_unknown(ToolsList::NAME);
+            }
+        }
+    }
+
+    /// §5.3, §5.4 and §10.1: a hook comes only once ready and under a granted hook leaf,
+    /// and carries the user message only when observe is granted.
+    pub(super) fn judge_hook(&mut self, params: Option<&Value>) {
+        self.hooks = self.hooks.saturating_add(1);
+        // The library server's admission rule (readiness §5.3, the grant §5.4).
+        let grant = *self.policy.grant();
+        let method = BeforeInference::NAME;
+        match mcpl::session::admit_at_server(method, params, true, self.ready, &grant) {
+            Err(Refusal::NotReady(_)) => self.record(
+                "host.hooks-after-ready",
+                Status::Fail,
+                "context/beforeInference before the policy receipt",
+            ),
+            Err(_) => self.record(
+                "host.hooks-after-ready",
+                Status::Fail,
+                "context/beforeInference though no beforeInference leaf is granted (§5.4)",
+            ),
+            Ok(_) => {}
+        }
+        // The library host's redaction rule, under the grant in force (none before ready).
+        let in_force = if self.policy.is_ready() {
+            grant
+        } else {
+            Grant::none()
+        };
+        if mcpl::policy::unredacted_user_message(&in_force, params) {
+            self.record(
+                "host.user-message-redacted",
+                Status::Fail,
+                "userMessage sent though observe is not granted",
+            );
+        }
+    }
+}
