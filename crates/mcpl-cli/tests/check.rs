@@ -871,6 +871,8 @@ fn quick_answer_to(mode: &str, id: &str) -> (Value, Value) {
 /// §16.6: admission is decided before tags are read. A push whose only defect is a bare tag
 /// fails `push.event-shape` (§16.1), but the strict host, answering by the library host's
 /// rule (`mcpl::protocol::push::push_event_defects`), admits it; it used to answer `-32602`.
+/// The detail cites §16.1 once: the library's tag error already names it, and the checker
+/// appended it again (`… (§16.1) (§16.1)`).
 #[test]
 fn s16_6_a_bad_tag_fails_the_shape_check_but_does_not_refuse_the_push() {
     let (doc, answer) = quick_answer_to("bare-tag-push", "s-push");
@@ -879,6 +881,15 @@ fn s16_6_a_bad_tag_fails_the_shape_check_but_does_not_refuse_the_push() {
         set(&["push.event-shape"]),
         "{doc:#}"
     );
+    let detail = doc["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["id"] == "push.event-shape")
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_default();
+    assert!(detail.contains("not namespaced"), "{detail}");
+    assert_eq!(detail.matches("§16.1").count(), 1, "{detail}");
     assert_eq!(
         answer["result"],
         serde_json::json!({ "accepted": true }),

@@ -338,7 +338,15 @@ fn tag_defects(tags: &Value, out: &mut Vec<String>) {
     for i in issues {
         out.push(match i.error {
             TagError::NotAString | TagError::NotAnArray => "tags is not an array of strings".into(),
-            e => format!("{e} (§16.1)"),
+            // The library's text names §16.1 itself in most cases: cited once.
+            e => {
+                let text = e.to_string();
+                if text.contains("§16.1") {
+                    text
+                } else {
+                    format!("{text} (§16.1)")
+                }
+            }
         });
     }
 }
