@@ -294,6 +294,41 @@ impl Head {
     }
 }
 
+/// What the async peer does with a message its transport discarded unread (over the size
+/// limit, or refused part read by the budget for partial messages), by the one rule it
+/// refuses every message by (`Head::then`): [`discarded_refusal`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// A request (a batch, bytes that are no UTF-8): answered with an error under this id
+    /// (`None`: `id: null`, when its id is none, named twice or cut; JSON-RPC 2.0 §5).
+    Answer(Option<RequestId>),
+    /// A response: never answered (that could loop); the request of the reader's own its
+    /// id names, when it reads as one, ends now.
+    Response(Option<RequestId>),
+    /// A notification (§4.1), or first bytes that show too little: reported only.
+    Report,
+}
+
+/// What the async peer does with a message discarded unread, from what its transport kept
+/// of it (`kept`: the envelope summary, or the first bytes of what is no object,
+/// `transport::FrameReader::discarded_head`), so another reader (`mcpl check`) answers
+/// such a message exactly as the peer does. A response's id is read as an id
+/// ([`RequestId`]'s reading; the peer also reads a whole float against its own requests
+/// outstanding).
+pub fn discarded_refusal(kept: &[u8]) -> Refusal {
+    let head = Head::read(kept);
+    match head.then(false, false) {
+        Then::Answer(id) => Refusal::Answer(id),
+        Then::Fail { .. } => Refusal::Response(match head.id {
+            IdSeen::Id(id) => Some(id),
+            IdSeen::Number(n) => serde_json::from_value(serde_json::Value::Number(n)).ok(),
+            IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => None,
+        }),
+        Then::Report => Refusal::Report,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

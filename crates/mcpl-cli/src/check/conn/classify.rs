@@ -128,24 +128,6 @@ pub(super) fn not_text_refusal(
     })
 }
 
-/// An envelope summary read as a JSON object (one cut inside its outcome, `…"result":[`,
-/// read as having one).
-fn summary_object(summary: &[u8]) -> Option<serde_json::Map<String, Value>> {
-    let text = std::str::from_utf8(summary).ok()?;
-    let closed;
-    let text = match text.strip_suffix("\"result\":[") {
-        Some(head) => {
-            closed = format!("{head}\"result\":0}}");
-            closed.as_str()
-        }
-        None => text,
-    };
-    match serde_json::from_str(text).ok()? {
-        Value::Object(o) => Some(o),
-        _ => None,
-    }
-}
-
 /// The note that `text`, parsed into `event`, repeats a member name
 /// ([`crate::check::repeated::first_repeated`]); `None` for a frame that does not, or no frame.
 pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
@@ -157,12 +139,13 @@ pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
 }
 
 /// A frame the checker did not read (discarded by the transport, or refused unbuilt for
-/// its parsed cost; `why`), logged as [`discard`] logs it: an [`Event::Unread`] when its
-/// envelope (`summary`, [`mcpl::transport::FrameReader::discarded_head`] or
-/// [`envelope_of`]) shows a response under a usable id, so a wait for that answer ends on
-/// it, said as what it is (not as silence); an [`Event::Unanswerable`] when it shows a
-/// request with an `id` member, so the request is answered (under id null when that id is
-/// no usable one: `null`, a fraction, an object, JSON-RPC 2.0 §5); else as [`discard`].
+/// its parsed cost; `why`), logged as [`discard`] logs it, and told by the library's peer's
+/// one rule ([`mcpl::jsonrpc::discarded_refusal`]) from what was kept of it (`summary`,
+/// [`mcpl::transport::FrameReader::discarded_head`] or [`envelope_of`]): an
+/// [`Event::Unread`] when it shows a response under a usable id, so a wait for that answer
+/// ends on it, said as what it is (not as silence); an [`Event::Unanswerable`] when the
+/// peer answers it (a request, under id null when its id is none, named twice or cut:
+/// JSON-RPC 2.0 §5; a batch; bytes that are no UTF-8); else as [`discard`].
 pub(super) fn discard_answer(
     why: String,
     summary: Option<&[u8]>,
@@ -171,54 +154,31 @@ pub(super) fn discard_answer(
     if let Some(t) = transcript {
         t.write_discarded(&why);
     }
-    let event = match summary.and_then(envelope_id) {
-        Some((id, true)) => Event::Unanswerable { id, why },
-        Some((Some(id), false)) => Event::Unread { id, why },
-        // A response under no usable id (it answers nothing of the checker's), or no
-        // envelope: discarded, as [`discard`] says it.
-        Some((None, false)) | None => Event::Invalid(why),
+    use mcpl::jsonrpc::Refusal;
+    let event = match summary.map(mcpl::jsonrpc::discarded_refusal) {
+        Some(Refusal::Answer(id)) => Event::Unanswerable { id, why },
+        Some(Refusal::Response(Some(id))) => Event::Unread { id, why },
+        // A response under no usable id (it answers nothing of the checker's), a
+        // notification, or nothing kept: discarded, as [`discard`] says it.
+        _ => Event::Invalid(why),
     };
     let cost = event.held_bytes();
     (event, cost)
 }
 
 /// The envelope summary of a text the pump holds whole ([`Envelope::summary`], bounded:
-/// the text is read once, nothing of it kept but its envelope members).
+/// the text is read once, nothing of it kept but its envelope members); for a text that is
+/// no object, its first bytes, as a transport keeps them
+/// ([`mcpl::transport::FrameReader::discarded_head`]).
 ///
 /// [`Envelope::summary`]: mcpl::transport::envelope::Envelope::summary
 pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
     let mut envelope = mcpl::transport::envelope::Envelope::new();
     envelope.feed(text.as_bytes());
-    envelope.summary(true)
-}
-
-/// The id a discarded message's envelope summary shows, and whether it is a request's: an
-/// object with an `id` member, and either a `method` that is a string (a request) or a
-/// `result` or `error` and no `method` (a response; the summary writes either as
-/// `"result":0`). The id is `None` when it is no string or integer (`null`, a fraction, an
-/// object; one too long to keep, which the summary writes `null`): such a request is still
-/// answered, under id null, as the library's peer answers it (JSON-RPC 2.0 §5). A summary
-/// cut inside its outcome (`…"result":[`, a part the budget refused) is read as having one.
-/// Anything else (a batch's first bytes, no `id` member: a notification, a summary cut
-/// inside its id) shows nothing.
-fn envelope_id(summary: &[u8]) -> Option<(Option<mcpl::jsonrpc::RequestId>, bool)> {
-    let o = summary_object(summary)?;
-    // Any `method` member makes it a request, as the library's peer reads one (a method
-    // name too long to keep is summarised `null`, and its request still answered).
-    let request = match o.get("method") {
-        Some(_) => true,
-        None if o.contains_key("result") => false,
-        None => return None,
-    };
-    // A request's id as the library's peer reads a discarded one (`peer::refused`): the
-    // last `id` member, a string or an integer; anything else is none.
-    let id = o.get("id")?;
-    let id = if request {
-        mcpl::jsonrpc::RequestId::from_value(id)
-    } else {
-        serde_json::from_value(id.clone()).ok()
-    };
-    Some((id, request))
+    envelope.summary(true).or_else(|| {
+        let head = text.as_bytes();
+        Some(head.get(..head.len().min(64)).unwrap_or(head).to_vec())
+    })
 }
 
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
@@ -378,6 +338,52 @@ mod tests {
         ] {
             assert_eq!(answered(line), want, "{line}");
         }
+    }
+
+    /// A message the checker discarded unread is answered as the library's peer answers it
+    /// (`peer::refused`, one rule: `jsonrpc::discarded_refusal`), from its envelope summary:
+    /// a request naming `id` twice under id null, as the peer refuses it (which request it
+    /// is cannot be told), not under the last one; a request refused part read whose `id`
+    /// the cut split (`"id":12` may be `"id":123`) under id null, not left unanswered; a
+    /// response's id, cut so, names nothing; a notification is not answered.
+    #[test]
+    fn a_discarded_message_is_answered_as_the_library_answers_it() {
+        let read =
+            |summary: Option<Vec<u8>>| match discard_answer("why".into(), summary.as_deref(), None)
+                .0
+            {
+                Event::Unanswerable { id, .. } => Some(Ok(id)),
+                Event::Unread { id, .. } => Some(Err(id)),
+                _ => None,
+            };
+        let part = |text: &str| {
+            let mut envelope = mcpl::transport::envelope::Envelope::new();
+            envelope.feed(text.as_bytes());
+            envelope.summary(false)
+        };
+        let whole = |text: &str| envelope_of(text);
+        assert_eq!(
+            read(whole(r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"m"}"#)),
+            Some(Ok(None))
+        );
+        assert_eq!(
+            read(part(r#"{"jsonrpc":"2.0","method":"m","id":12"#)),
+            Some(Ok(None))
+        );
+        assert_eq!(
+            read(part(r#"{"jsonrpc":"2.0","method":"m","id":"ab"#)),
+            Some(Ok(None))
+        );
+        assert_eq!(read(part(r#"{"jsonrpc":"2.0","result":1,"id":12"#)), None);
+        assert_eq!(
+            read(part(r#"{"jsonrpc":"2.0","id":12,"result":["#)),
+            Some(Err(12_i64.into()))
+        );
+        assert_eq!(
+            read(part(r#"{"jsonrpc":"2.0","method":"m","params":["#)),
+            None
+        );
+        assert_eq!(read(whole(r#"{"jsonrpc":"2.0","method":"m"}"#)), None);
     }
 
     /// JSON-RPC 2.0 §5: a request the checker discarded unread is answered even when its id
