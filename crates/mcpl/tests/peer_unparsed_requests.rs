@@ -280,3 +280,34 @@ async fn the_peer_answers_a_refused_text_exactly_when_a_driver_is_owed_one() {
         );
     }
 }
+
+/// A text that parses but is no valid message is answered by the peer and by a driver of
+/// the sans-I/O machines with the same error, word for word (`InvalidMessage::answer_error`,
+/// one rule): before, the peer wrote `Invalid Request: {reason}` and
+/// `ParseError::answer` the bare reason.
+#[tokio::test(start_paused = true)]
+async fn an_invalid_message_is_answered_alike_by_the_peer_and_a_driver() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    for line in [
+        r#"{"jsonrpc":"2.0","id":3,"method":42}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"m","params":5}"#,
+        r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","id":4,"i\u0064":5,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","method":"m","id":20,"method":"n"}"#,
+        r#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#,
+    ] {
+        let peer = exchange(&mut raw, line).await;
+        let e = Message::parse(line).expect_err("no message");
+        let owed: Vec<Value> = e
+            .owed_answer(line)
+            .map(|r| Message::Response(r).to_value())
+            .into_iter()
+            .collect();
+        assert_eq!(peer.len(), 1, "{line}: {peer:?}");
+        assert_eq!(
+            peer, owed,
+            "{line}: the peer's answer and a driver's differ"
+        );
+    }
+}

@@ -335,6 +335,14 @@ pub struct InvalidMessage {
     pub reason: String,
 }
 
+impl InvalidMessage {
+    /// The `-32600` error it is answered with (`Invalid Request: {reason}`): the one text of
+    /// the peer and of a driver of the sans-I/O machines ([`ParseError::answer`]).
+    pub fn answer_error(&self) -> ErrorObject {
+        ErrorObject::invalid_request(format!("Invalid Request: {}", self.reason))
+    }
+}
+
 fn invalid(id: Option<RequestId>, reason: impl Into<String>) -> InvalidMessage {
     InvalidMessage {
         id,
@@ -728,7 +736,7 @@ impl ParseError {
                 unparsed::nesting_refused(false)
             }
             ParseError::Json(detail) => ErrorObject::parse_error(format!("Parse error: {detail}")),
-            ParseError::Invalid(i) => ErrorObject::invalid_request(i.reason.clone()),
+            ParseError::Invalid(i) => i.answer_error(),
         };
         Response {
             id: self.answer_id(text),

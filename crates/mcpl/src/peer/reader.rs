@@ -695,21 +695,20 @@ pub(super) fn classify(
     let read = crate::jsonrpc::doubled::from_value_read(value, doubled);
     match read {
         Ok(msg) => accept(shared, msg, batch),
-        Err(InvalidMessage { id, reason }) => {
+        Err(invalid) => {
             if request_like {
                 shared.diagnose(Diagnostic::InvalidMessage {
-                    id: id.clone(),
-                    reason: reason.clone(),
+                    id: invalid.id.clone(),
+                    reason: invalid.reason.clone(),
                     answered: true,
                 });
                 let reply = Message::Response(Response {
-                    id,
-                    outcome: Err(ErrorObject::invalid_request(format!(
-                        "Invalid Request: {reason}"
-                    ))),
+                    outcome: Err(invalid.answer_error()),
+                    id: invalid.id,
                 });
                 return Some(Parsed::Reply(reply.to_value()));
             }
+            let InvalidMessage { id, reason } = invalid;
             let settled = id
                 .as_ref()
                 .and_then(|id| fail_response(shared, id, &reason));
