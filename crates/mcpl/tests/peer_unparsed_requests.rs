@@ -311,3 +311,41 @@ async fn an_invalid_message_is_answered_alike_by_the_peer_and_a_driver() {
         );
     }
 }
+
+/// What the peer reads past before and after a message (whitespace, a UTF-8 byte order
+/// mark, RFC 8259 §8.1) a driver of the sans-I/O machines reads past too
+/// (`jsonrpc::message_start`, one reading, now also `Message::parse`'s): a request after a
+/// byte order mark is taken by both, and one that does not parse after it is answered by
+/// both under its id. Before, `Message::parse` refused every such line, so a driver
+/// answered `-32700` under id null a request the peer takes and answers.
+#[tokio::test(start_paused = true)]
+async fn what_precedes_a_message_is_read_past_alike_by_the_peer_and_a_driver() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    for line in [
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}",
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"m\",\"params\":[1e400]}",
+        " \u{feff} {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"m\"}",
+        "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}",
+        "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"m\"}\u{a0}",
+        "\u{feff}[{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"m\",\"params\":{\"a\":}}]",
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":\"nobody\",\"result\":{\"a\":}}",
+    ] {
+        let peer = exchange(&mut raw, line).await;
+        let driver: Vec<Value> = match Message::parse(line) {
+            Ok(Message::Request(r)) => {
+                vec![json!({"jsonrpc": "2.0", "id": r.id.to_value(), "result": "ok"})]
+            }
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .owed_answer(line)
+                .map(|r| Message::Response(r).to_value())
+                .into_iter()
+                .collect(),
+        };
+        assert_eq!(
+            peer, driver,
+            "{line:?}: the peer's answer and a driver's differ"
+        );
+    }
+}

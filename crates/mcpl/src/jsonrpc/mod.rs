@@ -593,8 +593,12 @@ impl Message {
         parts.into_message().ok()
     }
 
-    /// Parses one JSON text as a single message (the fast path first, then the slow one).
+    /// Parses one JSON text as a single message (the fast path first, then the slow one),
+    /// read past what precedes and follows it as the async peer reads a frame's text
+    /// (whitespace and a UTF-8 byte order mark before it, RFC 8259 §8.1; whitespace after
+    /// it): one reading, so a driver of the sans-I/O machines takes what the peer takes.
     pub fn parse(text: &str) -> Result<Message, ParseError> {
+        let text = message_text(text);
         if let Some(m) = Message::parse_object(text) {
             return Ok(m);
         }
@@ -682,7 +686,7 @@ impl ParseError {
     /// `None` (a null id) otherwise.
     pub fn answer_id(&self, text: &str) -> Option<RequestId> {
         match self {
-            ParseError::Json(_) => refused_request_id(text),
+            ParseError::Json(_) => refused_request_id(message_text(text)),
             ParseError::Invalid(i) => i.id.clone(),
         }
     }
@@ -704,7 +708,7 @@ impl ParseError {
             return None;
         }
         let owed = match self {
-            ParseError::Json(_) => match unparsed::refusal(text) {
+            ParseError::Json(_) => match unparsed::refusal(message_text(text)) {
                 Some((then, _)) => matches!(
                     then,
                     head::Then::Answer(_) | head::Then::Fail { trailing: true }
@@ -712,7 +716,7 @@ impl ParseError {
                 // Not the text this error came from: answered, failing closed.
                 None => true,
             },
-            ParseError::Invalid(_) => match serde_json::from_str::<Value>(text) {
+            ParseError::Invalid(_) => match serde_json::from_str::<Value>(message_text(text)) {
                 Ok(v) => request_like(&v),
                 Err(_) => true,
             },
@@ -940,4 +944,11 @@ pub(crate) fn message_start(text: &str) -> &str {
         Some(rest) => rest.trim_start(),
         None => text,
     }
+}
+
+/// The message in a frame's text: from [`message_start`], without the whitespace after it.
+/// The one reading of the peer's reader and of [`Message::parse`] (and so of the answers
+/// [`ParseError`] gives, read from the same text).
+pub(crate) fn message_text(text: &str) -> &str {
+    message_start(text).trim_end()
 }

@@ -576,12 +576,8 @@ async fn read_off_worker(
 /// order mark (U+FEFF) before it, which RFC 8259 §8.1 lets a parser ignore and some
 /// writers (Windows tools, at the start of a stream) put there. `str::trim` keeps the mark
 /// (it is no whitespace), so the line was skipped as junk and a request in it, with its
-/// id, never answered.
-fn message_text(text: &str) -> &str {
-    message_start(text).trim_end()
-}
-
-pub(super) use crate::jsonrpc::message_start;
+/// id, never answered. The one reading `Message::parse` reads a text by too.
+use crate::jsonrpc::message_text;
 
 /// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool
 /// rather than on the worker running the connection (see `handle_frame`).
