@@ -417,14 +417,7 @@ impl Peer {
         // Issue #24: the params are encoded straight from their type into the line, and the
         // result decoded straight from its text where the reader can hand it so
         // ([`crate::jsonrpc::parse_answer`]): no `Value` tree either way.
-        let line = |buf, id: &RequestId| {
-            crate::jsonrpc::Encoded::typed_request_in(buf, id, M::NAME, params).map_err(|reason| {
-                PeerError::Encode {
-                    method: M::NAME.to_owned(),
-                    reason,
-                }
-            })
-        };
+        let line = |buf, id: &RequestId| typed_line::<M>(buf, id, params);
         let text = crate::protocol::result_reads_from_text::<M::Result>();
         let answer = self.call(M::NAME, line, text, options).await?;
         answer.decode::<M>(self.shared())
@@ -553,14 +546,7 @@ impl Peer {
         &self,
         params: &M::Params,
     ) -> Result<Option<Started>, PeerError> {
-        let line = |buf, id: &RequestId| {
-            crate::jsonrpc::Encoded::typed_request_in(buf, id, M::NAME, params).map_err(|reason| {
-                PeerError::Encode {
-                    method: M::NAME.to_owned(),
-                    reason,
-                }
-            })
-        };
+        let line = |buf, id: &RequestId| typed_line::<M>(buf, id, params);
         let text = crate::protocol::result_reads_from_text::<M::Result>();
         let started = self.start(line, text, RequestTimeout::Default, None)?;
         Ok(started.sent())
@@ -797,4 +783,20 @@ async fn wait_closed(shared: &Shared) -> CloseReason {
         Ok(Some(reason)) => reason.clone(),
         _ => CloseReason::Dropped,
     }
+}
+
+/// The line of a typed request `M` under `id`, its `params` encoded straight from their
+/// type into `buf` (issue #24): the one writer of [`Peer::request_with`] and
+/// `Peer::start_typed_now`, an encoding failure reported as [`PeerError::Encode`].
+fn typed_line<M: Method>(
+    buf: Vec<u8>,
+    id: &RequestId,
+    params: &M::Params,
+) -> Result<String, PeerError> {
+    crate::jsonrpc::Encoded::typed_request_in(buf, id, M::NAME, params).map_err(|reason| {
+        PeerError::Encode {
+            method: M::NAME.to_owned(),
+            reason,
+        }
+    })
 }
