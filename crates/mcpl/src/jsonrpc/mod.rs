@@ -739,7 +739,7 @@ impl ParseError {
             {
                 unparsed::nesting_refused(false)
             }
-            ParseError::Json(detail) => ErrorObject::parse_error(format!("Parse error: {detail}")),
+            ParseError::Json(detail) => unparsed::parse_refused(detail),
             ParseError::Invalid(i) => i.answer_error(),
         };
         Response {

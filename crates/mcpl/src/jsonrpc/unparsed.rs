@@ -162,10 +162,15 @@ pub(crate) fn not_text_answer_read(
     }
     Some(super::Response {
         id,
-        outcome: Err(super::ErrorObject::parse_error(format!(
-            "Parse error: {reason}"
-        ))),
+        outcome: Err(parse_refused(reason)),
     })
+}
+
+/// The `-32700` a text that does not parse is answered with (`Parse error: {detail}`, the
+/// parser's or the transport's words): the one text of the peer and of a driver of the
+/// sans-I/O machines ([`super::ParseError::answer`]).
+pub(crate) fn parse_refused(detail: impl std::fmt::Display) -> super::ErrorObject {
+    super::ErrorObject::parse_error(format!("Parse error: {detail}"))
 }
 
 /// The start of serde_json's message for a value nested past its recursion limit.

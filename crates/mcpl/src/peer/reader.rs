@@ -427,7 +427,7 @@ fn take_read(
             });
             let reply = Message::Response(Response {
                 id: Some(id),
-                outcome: Err(ErrorObject::parse_error(format!("Parse error: {error}"))),
+                outcome: Err(crate::jsonrpc::unparsed::parse_refused(&error)),
             });
             let _ = replies.send(reply.to_json());
             None
@@ -457,7 +457,7 @@ fn take_top(
             });
             let reply = Message::Response(Response {
                 id: None,
-                outcome: Err(ErrorObject::parse_error(format!("Parse error: {e}"))),
+                outcome: Err(crate::jsonrpc::unparsed::parse_refused(&e)),
             });
             let _ = replies.send(reply.to_json());
             return Ok(true);

@@ -85,7 +85,7 @@ impl Limit<'_> {
             .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
             // As a small text the parser refuses is answered (a response with text after
             // it on its line; `refuse`).
-            Limit::Unparsed { error } => ErrorObject::parse_error(format!("Parse error: {error}")),
+            Limit::Unparsed { error } => crate::jsonrpc::unparsed::parse_refused(error),
             Limit::Nesting { .. } => crate::jsonrpc::unparsed::nesting_refused(batch),
         }
     }
