@@ -84,7 +84,8 @@
 //!   `max_channels_per_message` entries, or a list unreadable) still has its removals
 //!   applied, named in the error's `data.removed`.
 //! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`
-//!   receipt on the same event stream (§17.7).
+//!   receipt on the same event stream (§17.7); with no manifest reviewed (MCP-only, §3.3),
+//!   a `list_changed` is [`HostEvent::ListChanged`] naming the list to fetch again.
 //!
 //! The application answers server-initiated `inference/request` and `model/info` through
 //! [`HostConfig::request_handler`] (streamed ones through [`HostConfig::stream_handler`] and

@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub use crate::session::{HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange};
+pub use crate::session::{HostDiagnostic, HostEvent, McpList, McpOnlyReason, Mode, PolicyChange};
 
 /// The application's side of a session: events and diagnostics, each a bounded queue
 /// ([`HostConfig::event_capacity`], [`HostConfig::diagnostics_capacity`]) that holds memory

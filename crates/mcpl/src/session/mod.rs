@@ -128,7 +128,8 @@ pub use host::{
 };
 pub use outbound::{Completed, OutboundRefusal, Outgoing};
 pub use report::{
-    clip_text, HostDiagnostic, HostEvent, McpOnlyReason, Mode, PolicyChange, DIAGNOSTIC_TEXT_BYTES,
+    clip_text, HostDiagnostic, HostEvent, McpList, McpOnlyReason, Mode, PolicyChange,
+    DIAGNOSTIC_TEXT_BYTES,
 };
 pub use server::{
     answer_policy_request, dedicated_to_host, PolicyAnswer, SendRefusal, ServerOutput, ServerRules,

@@ -123,8 +123,8 @@ pub enum HostDiagnostic {
     /// A method the host does not receive: unknown, host → server, or in a form §4.1 does
     /// not give it (a Request-only method such as `channels/register` or `channels/incoming`
     /// sent as a Notification: not applied, `protocol::Kind::takes`); or a notification it
-    /// receives and does not act on, e.g. an MCP `notifications/tools/list_changed` with no
-    /// reviewed manifest to make a receipt against (MCP-only, §3.3, §17.7).
+    /// receives and does not act on (an MCP `notifications/*/list_changed` is acted on:
+    /// [`HostEvent::ListChanged`], or a receipt under MCPL, §17.7).
     UnexpectedMethod {
         /// The method.
         method: String,
@@ -252,7 +252,8 @@ pub enum HostDiagnostic {
     /// change or a manifest change receipt, not delivered. (A push or channel message that
     /// finds the queue full is answered `host_busy` instead.)
     EventDropped {
-        /// Which event: `ModeChanged` or `ManifestChange`.
+        /// Which event ([`HostEvent::name`]): `ModeChanged`, `ManifestChange`,
+        /// `ListChanged` or `InputEnded`.
         event: &'static str,
     },
     /// The application's request handler panicked: the server's request was answered
@@ -486,6 +487,52 @@ pub enum HostEvent {
     /// application still answers are written all the same (the server may still read) until
     /// the connection closes.
     InputEnded,
+    /// The server's list of `tools`, `resources` or `prompts` changed (MCP 2024-11-05's
+    /// `notifications/{tools,resources,prompts}/list_changed`, §17.7 leaves them
+    /// unchanged): re-list it. Handed out where no manifest is reviewed (an MCP-only server,
+    /// §3.3, or an MCPL server served as plain MCP); on an MCPL connection the same news is
+    /// the `surface-changed` [`HostEvent::ManifestChange`] receipt naming the list, the one
+    /// account of what changed (§17.7), and no `ListChanged` besides. One per message, as
+    /// any event bounded by the application's queue (reported as
+    /// [`HostDiagnostic::EventDropped`] when it has no room).
+    ListChanged(McpList),
+}
+
+/// A list a server announces the change of with MCP's `notifications/*/list_changed`
+/// ([`HostEvent::ListChanged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum McpList {
+    /// `tools/list` (`notifications/tools/list_changed`).
+    Tools,
+    /// `resources/list` (`notifications/resources/list_changed`).
+    Resources,
+    /// `prompts/list` (`notifications/prompts/list_changed`).
+    Prompts,
+}
+
+impl McpList {
+    /// The list a server's notification `method` announces a change of, by the host's one
+    /// table of them ([`crate::manifest::review::announced_surface`]); `None` for any other
+    /// method.
+    pub fn of_method(method: &str) -> Option<McpList> {
+        match crate::manifest::review::announced_surface(method)? {
+            "tools" => Some(McpList::Tools),
+            "resources" => Some(McpList::Resources),
+            "prompts" => Some(McpList::Prompts),
+            _ => None,
+        }
+    }
+
+    /// The list's name (`tools`, `resources`, `prompts`): the surface a `surface-changed`
+    /// receipt names (§17.7).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpList::Tools => "tools",
+            McpList::Resources => "resources",
+            McpList::Prompts => "prompts",
+        }
+    }
 }
 
 impl HostEvent {
@@ -522,7 +569,7 @@ impl HostEvent {
                     .sum();
                 revisions + impacts + r.domains.len()
             }
-            HostEvent::ModeChanged(_) | HostEvent::InputEnded => 0,
+            HostEvent::ModeChanged(_) | HostEvent::InputEnded | HostEvent::ListChanged(_) => 0,
         };
         held.saturating_add(std::mem::size_of::<HostEvent>())
     }
@@ -535,6 +582,7 @@ impl HostEvent {
             HostEvent::ManifestChange(_) => "ManifestChange",
             HostEvent::ModeChanged(_) => "ModeChanged",
             HostEvent::InputEnded => "InputEnded",
+            HostEvent::ListChanged(_) => "ListChanged",
         }
     }
 }

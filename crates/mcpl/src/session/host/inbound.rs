@@ -243,17 +243,20 @@ impl HostState {
 
     pub(super) fn on_notification(&mut self, now: Instant, n: Notification) {
         let method = n.method.as_str();
-        if let Some(surface) = crate::manifest::review::announced_surface(method) {
-            // §17.7: an MCP list change is a `surface-changed` receipt. Without a reviewed
-            // manifest to make one against (MCP-only, §3.3) it is a notification the host
-            // does not act on: reported, never dropped.
-            match self.p.review_mut().and_then(|r| r.surface_changed(surface)) {
-                Some(r) => self.hand_out_event(HostEvent::ManifestChange(r)),
-                None => self.diag(HostDiagnostic::UnexpectedMethod {
-                    method: n.method.clone(),
-                }),
-            }
-            return;
+        if let Some(list) = super::super::McpList::of_method(method) {
+            // §17.7: an MCP list change is a `surface-changed` receipt, the one account of
+            // what changed. Without a reviewed manifest to make one against (MCP-only, §3.3,
+            // or served as plain MCP) it is still normal MCP: the application is told which
+            // list to fetch again (`HostEvent::ListChanged`).
+            let event = match self
+                .p
+                .review_mut()
+                .and_then(|r| r.surface_changed(list.as_str()))
+            {
+                Some(r) => HostEvent::ManifestChange(r),
+                None => HostEvent::ListChanged(list),
+            };
+            return self.hand_out_event(event);
         }
         if method == ManifestChanged::NAME {
             return self.on_manifest_changed(now, n.params.as_ref());
