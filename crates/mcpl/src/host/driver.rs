@@ -543,11 +543,9 @@ impl Driver {
                     // Its request was answered already (the id may be another request's
                     // now): by its deadline, which the application is told; or cancelled
                     // by the server, which asked for no answer.
-                    // A panic is no answer: reported above, not as a late one.
-                    if w.late(handout) && !panicked {
-                        let id = serde_json::to_string(&id).unwrap_or_default();
-                        self.diag(HostDiagnostic::LateAnswer { method, id });
-                    } else {
+                    // The state machine's rule (`HostState::late_answer`), which reports
+                    // it; a panic is no answer: reported above, not as a late one.
+                    if !self.state.late_answer(&id, !panicked) {
                         tracing::debug!(?id, "an answer to a cancelled request is dropped");
                     }
                     return;
@@ -793,9 +791,8 @@ impl Driver {
                 }
             }
             HostOutput::AnswerTimedOut { id } => {
-                if let Some((handout, task)) = self.tasks.remove(&id) {
+                if let Some((_, task)) = self.tasks.remove(&id) {
                     task.abort();
-                    w.timed_out(handout);
                 }
             }
             HostOutput::Close => self.peer.close(),
@@ -886,8 +883,9 @@ impl Driver {
             return;
         }
         match cfg.request_handler.clone() {
-            // Granted, so the server was told it is served (§5.4): the application's
-            // mistake, reported before the answer goes out.
+            // Not reached: what no handler serves is never granted (the state machine's
+            // decision, `HostRules::unserved`, §5.4), so the request was refused `-32002`.
+            // Kept fail-safe: answered, and reported as the application's mistake.
             None => {
                 let outcome = Err(ErrorObject::method_not_found(&method));
                 let shown = serde_json::to_string(&id).unwrap_or_default();

@@ -41,35 +41,6 @@ pub(super) struct Waiting {
     pub(super) barriers: VecDeque<(u64, Reply<()>)>,
     /// [`HostState::requests_ended_unanswered`] when the tables above were last swept.
     pub(super) ended_seen: u64,
-    /// The hand-outs whose deadline answered them (`HostOutput::AnswerTimedOut`), newest
-    /// last, at most [`LATE_ANSWERS_WATCHED`]: a handler's answer that was already queued
-    /// (or raced the stop) is reported as [`HostDiagnostic::LateAnswer`] when it arrives.
-    pub(super) timed_out: VecDeque<u64>,
-}
-
-/// How many timed-out hand-outs the driver remembers, to tell a late answer from one to a
-/// cancelled request: the oldest is forgotten past it, so an answer that a handler queued
-/// before its deadline fired is reported unless 64 other deadlines fired before it was
-/// read (then it is logged at debug level, as an answer to a cancelled request is).
-pub(super) const LATE_ANSWERS_WATCHED: usize = 64;
-
-impl Waiting {
-    /// Hand-out `handout` was answered by its deadline: an answer from it is late.
-    pub(super) fn timed_out(&mut self, handout: u64) {
-        if self.timed_out.len() == LATE_ANSWERS_WATCHED {
-            self.timed_out.pop_front();
-        }
-        self.timed_out.push_back(handout);
-    }
-
-    /// Whether an answer from `handout` is late (its deadline answered it): forgotten then.
-    pub(super) fn late(&mut self, handout: u64) -> bool {
-        let Some(at) = self.timed_out.iter().position(|h| *h == handout) else {
-            return false;
-        };
-        self.timed_out.remove(at);
-        true
-    }
 }
 
 impl Waiting {

@@ -278,7 +278,8 @@ pub enum HostDiagnostic {
     /// The application's handler answered a server's request after its deadline had
     /// already answered it ([`HostDiagnostic::AnswerTimedOut`]): the answer was ready but
     /// came too late, so it was dropped and never reached the server. Raise
-    /// `host::HostConfig::answer_timeout`, or answer sooner.
+    /// `host::HostConfig::answer_timeout`, or answer sooner. The state machine's rule
+    /// ([`HostState::answer`](super::HostState::answer) of such a request reports it too).
     LateAnswer {
         /// The request's method.
         method: String,
@@ -286,10 +287,11 @@ pub enum HostDiagnostic {
         id: String,
     },
     /// A server's request the grant admits (`inference/request`, `model/info`) found no
-    /// handler to answer it (`host::HostConfig::request_handler` is `None`): it was answered
-    /// `-32601`, though the policy Request told the server the capability is granted (§5.4;
-    /// the application's mistake, not the server's). Set a handler, or leave the capability
-    /// out of `host::HostConfig::policy`.
+    /// handler to answer it: it was answered `-32601`. No longer reached through
+    /// `host::HostConfig`: what no handler serves is neither advertised nor granted
+    /// ([`HostRules::unserved`](super::HostRules::unserved)), so such a request is refused
+    /// `-32002` and the policy's mistake reported as [`HostDiagnostic::NotServed`]; kept
+    /// for callers that match it.
     NoHandler {
         /// The request's method.
         method: String,

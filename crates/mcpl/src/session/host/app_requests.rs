@@ -57,6 +57,36 @@ impl AppRequest {
     }
 }
 
+/// How many requests the deadline answered the machine remembers, to tell the
+/// application's late answer ([`HostDiagnostic::LateAnswer`]) from one to a request the
+/// server cancelled: the oldest is forgotten past it, so a late answer is reported unless 64
+/// other deadlines fired before it came (then it is refused unreported, as one to a
+/// cancelled request is).
+pub(crate) const LATE_ANSWERS_WATCHED: usize = 64;
+
+/// The requests the deadline answered, newest last, at most [`LATE_ANSWERS_WATCHED`]: by
+/// the server's id and method. Reading (JSON-RPC 2.0 lets the server reuse an id once it is
+/// answered): an id is remembered once per request the deadline answered, whatever the
+/// server does with the id afterwards, so each late answer under it is reported once; which
+/// of two hand-outs of one id an answer came from is the driver's to know, not the id's.
+#[derive(Debug, Default)]
+pub(super) struct LateAnswers(std::collections::VecDeque<(RequestId, &'static str)>);
+
+impl LateAnswers {
+    fn timed_out(&mut self, id: RequestId, method: &'static str) {
+        if self.0.len() == LATE_ANSWERS_WATCHED {
+            self.0.pop_front();
+        }
+        self.0.push_back((id, method));
+    }
+
+    /// The method of a request under `id` the deadline answered, forgotten now.
+    fn take(&mut self, id: &RequestId) -> Option<&'static str> {
+        let at = self.0.iter().position(|(i, _)| i == id)?;
+        self.0.remove(at).map(|(_, method)| method)
+    }
+}
+
 /// The requests handed out and not yet answered, by the server's id, with their deadlines:
 /// the one structure every waiting request of the host lives in
 /// ([`crate::session::pending::Pending`]).
@@ -77,6 +107,7 @@ impl HostState {
     ) -> Result<(), StateError> {
         self.open()?;
         let Some(req) = self.app_pending.remove(&id) else {
+            self.late_answer(&id, true);
             return Err(StateError::UnknownRequest(
                 serde_json::to_string(&id).unwrap_or_default(),
             ));
@@ -153,6 +184,26 @@ impl HostState {
         Ok(())
     }
 
+    /// The application answered `id` after its deadline answered it: reported
+    /// ([`HostDiagnostic::LateAnswer`]) when `report`, and `true`; `false` (nothing
+    /// reported) when no request under `id` was answered by its deadline (one the server
+    /// cancelled asked for no answer). Each request the deadline answered is late once
+    /// ([`LateAnswers`]). [`Self::answer`] applies it to an id no longer waiting; a driver
+    /// that knows the answer comes from a hand-out that ended (the id may be waiting again,
+    /// reused by the server) applies it directly, `report: false` for an answer that is no
+    /// answer (a handler's panic, reported as such).
+    pub(crate) fn late_answer(&mut self, id: &RequestId, report: bool) -> bool {
+        let Some(method) = self.late.take(id) else {
+            return false;
+        };
+        if report {
+            let id = serde_json::to_string(id).unwrap_or_default();
+            let method = method.to_owned();
+            self.diag(HostDiagnostic::LateAnswer { method, id });
+        }
+        true
+    }
+
     /// Answers every request handed out whose deadline is at or before `now` (module docs).
     pub(super) fn expire_answers(&mut self, now: Instant) {
         let Some(after) = self.rules.answer_timeout else {
@@ -171,6 +222,7 @@ impl HostState {
                 id: serde_json::to_string(&id).unwrap_or_default(),
                 after,
             });
+            self.late.timed_out(id.clone(), req.method);
             self.out.push_back(HostOutput::AnswerTimedOut { id });
         }
     }

@@ -285,6 +285,8 @@ pub struct HostState {
     /// Server requests handed out to the application and not yet answered, with their
     /// deadlines ([`HostRules::answer_timeout`]).
     app_pending: AppRequests,
+    /// Those the deadline answered, for the application's late answer.
+    late: app_requests::LateAnswers,
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
@@ -344,6 +346,7 @@ impl HostState {
             next_id: 1,
             pending: pending::PendingRequests::default(),
             app_pending: AppRequests::default(),
+            late: app_requests::LateAnswers::default(),
             out: VecDeque::new(),
             handed_out: 0,
             events_out: 0,

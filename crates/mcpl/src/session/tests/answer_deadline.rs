@@ -229,3 +229,52 @@ fn each_chunk_of_a_streamed_request_restarts_its_deadline() {
     );
     assert_eq!(timed_out(&p), [RequestId::from(91i64)]);
 }
+
+/// The application's answer after the deadline answered its request is reported by the
+/// machine ([`HostDiagnostic::LateAnswer`], once, naming the method and the id), so a
+/// sans-I/O host learns why it was refused, as `host::HostSession`'s application does; an
+/// answer to a request the server cancelled is not late (the server asked for none), and
+/// neither is one to an id never handed out.
+#[test]
+fn an_answer_after_the_deadline_is_reported_late_once() {
+    let after = Duration::from_secs(40);
+    let mut p = connect_with(Some(after));
+    ask(&mut p, 91);
+    ask(&mut p, 92);
+    p.host.handle_timeout(p.now + after);
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 93}}),
+    );
+    ask(&mut p, 93);
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 93}}),
+    );
+    p.drive();
+    let late = |p: &Pair| -> Vec<(String, String)> {
+        p.host_out
+            .iter()
+            .filter_map(|o| match o {
+                HostOutput::Diagnostic(HostDiagnostic::LateAnswer { method, id }) => {
+                    Some((method.clone(), id.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    for id in [91i64, 91, 93, 94] {
+        let answered = p
+            .host
+            .answer(RequestId::from(id), Ok(json!({"content": "x"})));
+        assert!(
+            matches!(answered, Err(StateError::UnknownRequest(_))),
+            "{answered:?}"
+        );
+    }
+    p.collect();
+    assert_eq!(
+        late(&p),
+        [("inference/request".to_owned(), "91".to_owned())]
+    );
+}
