@@ -1448,6 +1448,15 @@ fn s8_unknown_members_are_probed_on_a_method_the_server_answers() {
     fails_exactly("no-manifest-strict", &["rpc.unknown-members-ignored"]);
 }
 
+/// §8 and MCP's pagination: a `nextCursor` is an opaque token, which a server may issue
+/// afresh for every request of the first page. The unknown-member probe compared the two
+/// `tools/list` answers whole, so such a server, answering the probe exactly as without the
+/// member, failed `rpc.unknown-members-ignored` ("returned another result").
+#[test]
+fn s8_a_fresh_opaque_cursor_is_not_another_result() {
+    passes_cleanly("no-manifest-paged", &["rpc.unknown-members-ignored"]);
+}
+
 /// §14.6: the unknown-channel probes also use an id shaped like the server's own, and say
 /// which: a server that delivers to any id of its own shape fails; one that refuses a
 /// foreign shape with -32602 but an unknown channel of its shape with -32023 passes.

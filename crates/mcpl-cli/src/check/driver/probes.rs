@@ -84,7 +84,8 @@ impl Session {
     /// as without it: `mcpl/manifest` (the same manifest), else `tools/list` (the same
     /// tools), else `channels/list` (the same channels), else `ping` (a result). Reading:
     /// MCP's `_meta`, wherever it is, is metadata a party attaches to a message (a trace
-    /// id per answer, say), not the result: the two are compared without it.
+    /// id per answer, say), not the result: the two are compared without it. A list's
+    /// `nextCursor` is compared by its presence only ([`compared`]).
     pub(super) fn unknown_member(&mut self) {
         let id = "rpc.unknown-members-ignored";
         let probe = json!({ "xMcplCheckProbe": { "ignore": "me" } });
@@ -108,7 +109,7 @@ impl Session {
                     Some(b) if method == ManifestFetch::NAME => {
                         same_manifest(&r, b) || self.changed_seen > 0
                     }
-                    Some(b) => without_meta(&r) == without_meta(b),
+                    Some(b) => compared(&r) == compared(b),
                     None => true,
                 };
                 if same {
@@ -531,6 +532,19 @@ impl Session {
         policy::redact_before_inference(&self.grant, &mut params);
         params
     }
+}
+
+/// A list answer as the unknown-member probe compares it: without `_meta`
+/// ([`without_meta`]), and a `nextCursor` string read for its presence only. Reading (MCP
+/// pagination): a cursor is an opaque token, which a server may issue afresh on every
+/// request of the first page, so its text does not tell two answers apart; whether there is
+/// a next page does.
+fn compared(v: &Value) -> Value {
+    let mut v = without_meta(v);
+    if let Some(cursor) = v.get_mut("nextCursor").filter(|c| c.is_string()) {
+        *cursor = Value::String(String::new());
+    }
+    v
 }
 
 /// `v` without MCP's `_meta` members, at any depth (metadata, not content).
