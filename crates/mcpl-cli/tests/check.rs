@@ -1457,6 +1457,15 @@ fn s8_a_fresh_opaque_cursor_is_not_another_result() {
     passes_cleanly("no-manifest-paged", &["rpc.unknown-members-ignored"]);
 }
 
+/// §8: MCP gives `tools/list` no order, and a server listing its tools from a hash map
+/// names them in another order from one call to the next. The unknown-member probe compared
+/// the arrays in order, so such a server, answering the probe with the same tools, failed
+/// `rpc.unknown-members-ignored`.
+#[test]
+fn s8_the_same_tools_in_another_order_are_not_another_result() {
+    passes_cleanly("no-manifest-shuffled", &["rpc.unknown-members-ignored"]);
+}
+
 /// §14.6: the unknown-channel probes also use an id shaped like the server's own, and say
 /// which: a server that delivers to any id of its own shape fails; one that refuses a
 /// foreign shape with -32602 but an unknown channel of its shape with -32023 passes.

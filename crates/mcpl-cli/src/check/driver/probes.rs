@@ -85,7 +85,7 @@ impl Session {
     /// tools), else `channels/list` (the same channels), else `ping` (a result). Reading:
     /// MCP's `_meta`, wherever it is, is metadata a party attaches to a message (a trace
     /// id per answer, say), not the result: the two are compared without it. A list's
-    /// `nextCursor` is compared by its presence only ([`compared`]).
+    /// `nextCursor` is compared by its presence only, its items in no order ([`compared`]).
     pub(super) fn unknown_member(&mut self) {
         let id = "rpc.unknown-members-ignored";
         let probe = json!({ "xMcplCheckProbe": { "ignore": "me" } });
@@ -535,14 +535,21 @@ impl Session {
 }
 
 /// A list answer as the unknown-member probe compares it: without `_meta`
-/// ([`without_meta`]), and a `nextCursor` string read for its presence only. Reading (MCP
-/// pagination): a cursor is an opaque token, which a server may issue afresh on every
-/// request of the first page, so its text does not tell two answers apart; whether there is
-/// a next page does.
+/// ([`without_meta`]), a `nextCursor` string read for its presence only, and the `tools`
+/// or `channels` listed in no particular order. Readings: MCP's cursor is an opaque token,
+/// which a server may issue afresh on every request of the first page, so its text does not
+/// tell two answers apart (whether there is a next page does); and neither MCP's
+/// `tools/list` nor §14.3's `channels/list` gives its items an order, which a server
+/// listing them from a hash map changes from one call to the next.
 fn compared(v: &Value) -> Value {
     let mut v = without_meta(v);
     if let Some(cursor) = v.get_mut("nextCursor").filter(|c| c.is_string()) {
         *cursor = Value::String(String::new());
+    }
+    for list in ["tools", "channels"] {
+        if let Some(Value::Array(items)) = v.get_mut(list) {
+            items.sort_by_cached_key(Value::to_string);
+        }
     }
     v
 }
@@ -558,5 +565,28 @@ fn without_meta(v: &Value) -> Value {
         ),
         Value::Array(items) => Value::Array(items.iter().map(without_meta).collect()),
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compared;
+    use serde_json::json;
+
+    /// §8's probe tells answers apart by what they list, not by the order of the items or
+    /// the text of an opaque cursor: another tool, or a next page where there was none, is
+    /// still another result.
+    #[test]
+    fn s8_list_answers_compare_by_what_they_list() {
+        let a = json!({ "tools": [ { "name": "a" }, { "name": "b" } ], "nextCursor": "x1" });
+        let reordered =
+            json!({ "tools": [ { "name": "b" }, { "name": "a" } ], "nextCursor": "x2" });
+        assert_eq!(compared(&a), compared(&reordered));
+        let other = json!({ "tools": [ { "name": "a" }, { "name": "c" } ], "nextCursor": "x1" });
+        assert_ne!(compared(&a), compared(&other));
+        let last_page = json!({ "tools": [ { "name": "a" }, { "name": "b" } ] });
+        assert_ne!(compared(&a), compared(&last_page));
+        let fewer = json!({ "tools": [ { "name": "a" } ], "nextCursor": "x1" });
+        assert_ne!(compared(&a), compared(&fewer));
     }
 }
