@@ -600,9 +600,10 @@ fn the_check_button_runs_the_check_suite_against_the_same_target() {
     );
 }
 
-/// A server of the test's own with a manifest: one tool until the host has listed it, then
-/// a second one announced with MCP's `notifications/tools/list_changed`.
-fn tool_adding_server(listener: TcpListener) {
+/// A server of the test's own, with a manifest when `mcpl` (else plain MCP): one tool until
+/// the host has listed it, then a second one announced with MCP's
+/// `notifications/tools/list_changed`.
+fn tool_adding_server(listener: TcpListener, mcpl: bool) {
     let (stream, _) = listener.accept().unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
@@ -622,10 +623,14 @@ fn tool_adding_server(listener: TcpListener) {
             continue;
         };
         let result = match msg["method"].as_str().unwrap_or("") {
-            "initialize" => json!({ "protocolVersion": "2025-06-18",
-                "capabilities": { "tools": { "listChanged": true },
-                                  "experimental": { "mcpl": manifest } },
-                "serverInfo": { "name": "adder", "version": "1" } }),
+            "initialize" => {
+                let mut caps = json!({ "tools": { "listChanged": true } });
+                if mcpl {
+                    caps["experimental"] = json!({ "mcpl": manifest });
+                }
+                json!({ "protocolVersion": "2025-06-18", "capabilities": caps,
+                    "serverInfo": { "name": "adder", "version": "1" } })
+            }
             "featureSets/update" => json!({ "accepted": true }),
             "mcpl/manifest" => manifest.clone(),
             "tools/list" => {
@@ -659,9 +664,29 @@ fn tool_adding_server(listener: TcpListener) {
 /// up in the Tools panel without the user asking for the list again.
 #[test]
 fn a_tools_list_changed_refreshes_the_tools_panel() {
+    tools_panel_follows_list_changed(true);
+}
+
+/// The same from a plain MCP server (no manifest, §3.3): the change is a `list_changed`
+/// event naming the list, and the Tools panel re-lists as under MCPL.
+#[test]
+fn a_plain_mcp_servers_list_changed_refreshes_the_tools_panel() {
+    let state = tools_panel_follows_list_changed(false);
+    let events = state["events"].as_array().cloned().unwrap_or_default();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "list_changed" && e["list"] == "tools"),
+        "a list_changed event naming tools: {events:?}"
+    );
+}
+
+/// Runs [`tool_adding_server`] and waits until the Tools panel shows both tools; the state
+/// then.
+fn tools_panel_follows_list_changed(mcpl: bool) -> Value {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    thread::spawn(move || tool_adding_server(listener));
+    thread::spawn(move || tool_adding_server(listener, mcpl));
     let insp = Inspect::start(&[&format!("tcp://{addr}")]);
     let mut events = insp.events();
     insp.ready(&mut events);
@@ -679,7 +704,7 @@ fn a_tools_list_changed_refreshes_the_tools_panel() {
     loop {
         let state = insp.get("/api/state");
         if names(&state) == ["first", "second"] {
-            break;
+            return state;
         }
         events
             .next(deadline)

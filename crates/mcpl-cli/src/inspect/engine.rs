@@ -726,17 +726,13 @@ impl Engine {
                 "treatment": treat(None, Some(&channel_id), &tags), "message": message,
             }),
             HostEvent::ManifestChange(receipt) => {
-                // MCP's notifications/tools/list_changed (§17.7 surface change): the Tools
-                // panel re-lists, so a tool added or removed at runtime shows up.
+                // MCP's notifications/tools/list_changed (§17.7 surface change).
                 let tools_changed = receipt.impacts.iter().any(|i| {
                     i.impact == mcpl::manifest::domains::ChangeImpact::SurfaceChanged
                         && i.subject == "tools"
                 });
                 if tools_changed {
-                    let me = self.clone();
-                    tokio::spawn(async move {
-                        let _ = me.tools_list().await;
-                    });
+                    self.relist_tools();
                 }
                 let manifest = self.session().and_then(|s| s.manifest());
                 json!({
@@ -745,6 +741,13 @@ impl Engine {
                     "manifest": manifest.as_ref().map(|m| &m.0),
                     "revision": manifest.as_ref().and_then(|m| m.1.clone()),
                 })
+            }
+            // Plain MCP's `notifications/*/list_changed` (no manifest reviewed, §3.3).
+            HostEvent::ListChanged(list) => {
+                if list == mcpl::session::McpList::Tools {
+                    self.relist_tools();
+                }
+                json!({ "kind": "list_changed", "list": list.as_str() })
             }
             HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
             HostEvent::InputEnded => json!({ "kind": "end" }),

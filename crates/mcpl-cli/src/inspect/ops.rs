@@ -292,6 +292,16 @@ impl Engine {
         Ok(r)
     }
 
+    /// `tools/list` again in the background, when the server announced a change of its
+    /// tools (§17.7's surface change, or plain MCP's `list_changed`): the Tools panel
+    /// follows without the user asking.
+    pub fn relist_tools(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _ = me.tools_list().await;
+        });
+    }
+
     /// `tools/call` (gated on `tools`, §5.4).
     pub async fn tools_call(&self, name: &str, arguments: Value) -> OpResult {
         let s = self.live()?;

@@ -417,6 +417,8 @@ function renderEvents(s) {
       head.append(el('span', { class: 'mono', text: e.receipt ? e.receipt.revision : '' }));
     } else if (e.kind === 'mode') {
       head.append(el('span', { text: e.mode }));
+    } else if (e.kind === 'list_changed') {
+      head.append(el('span', { class: 'mono', text: e.list }));
     }
     const meta = el('div', { class: 'meta' }, tagNodes(e),
       e.treatment ? el('span', { text: fmt` → ${typeof e.treatment.behavior === 'string' ? e.treatment.behavior : JSON.stringify(e.treatment.behavior)} (rule ${e.treatment.rule})` }) : null,
