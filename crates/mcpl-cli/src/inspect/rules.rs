@@ -286,6 +286,19 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Id(id.clone()),
         ),
+        HostDiagnostic::NotServed {
+            entries,
+            capabilities,
+        } => (
+            m(
+                "not_served",
+                "§5.4",
+                format!(
+                    "policy entries {entries:?} grant only {capabilities:?}, which no handler of the host serves: neither advertised nor granted"
+                ),
+            ),
+            About::Nothing,
+        ),
         HostDiagnostic::DiagnosticsDropped { count } => (
             m(
                 "diagnostics_dropped",
@@ -378,5 +391,21 @@ mod tests {
             error_mark(-32023, "Unknown channel").rule,
             "unknown_channel"
         );
+    }
+
+    /// Diagnostics added to the non-exhaustive enum get their own mark, not the catch-all's
+    /// debug text.
+    #[test]
+    fn newer_host_diagnostics_have_their_own_marks() {
+        let (mark, _) = diagnostic(&HostDiagnostic::NotServed {
+            entries: vec!["modelInfo".into()],
+            capabilities: vec!["modelInfo"],
+        });
+        assert_eq!((mark.rule.as_str(), mark.section), ("not_served", "§5.4"));
+        let (mark, _) = diagnostic(&HostDiagnostic::NoHandler {
+            method: "model/info".into(),
+            id: "1".into(),
+        });
+        assert_eq!(mark.rule, "no_handler");
     }
 }
