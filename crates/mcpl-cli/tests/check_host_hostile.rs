@@ -1997,3 +1997,46 @@ async fn a_flattened_or_odd_advertisement_warns() {
     let c = check(&doc, "host.advertisement-shape");
     assert_eq!(c["status"], "pass", "{doc:#}");
 }
+
+/// §11.3, read as the shape rules read every optional member (`protocol::given`): a
+/// `model`, `finishReason` or `usage` written `null` is absent, as a host whose serializer
+/// writes `null` for "not set" means it. The result rule (`inference::result_defects`, which
+/// `mcpl check-host` reports and the server library reports as `inference_result_malformed`)
+/// failed such a host: "model is not a string", "finishReason is a JSON null", "usage is
+/// not an object". A `content` written `null` is still missing (it is required).
+#[tokio::test]
+async fn s11_3_optional_result_members_written_null_are_absent() {
+    for (content, status) in [(json!("OK"), "pass"), (Value::Null, "fail")] {
+        let report = report_path(&format!("inference-nulls-{status}.json"));
+        let mcpl = json!({ "version": "0.5", "inferenceRequest": true });
+        let init = line(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18",
+                        "capabilities": { "experimental": { "mcpl": mcpl } },
+                        "clientInfo": { "name": "scripted", "version": "0" } } }));
+        let grant = line(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                                  "params": { "effectiveCapabilities": ["inferenceRequest"] } }),
+        );
+        let head = format!("{init}{INITIALIZED}{grant}");
+        let result = json!({ "content": content, "model": null, "finishReason": null,
+                             "usage": { "inputTokens": null, "outputTokens": 1 } });
+        let (_, doc) = raw_scripted_host(&report, head, |m| {
+            Some(match m["method"].as_str().unwrap_or("") {
+                "inference/request" => {
+                    line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": result }))
+                }
+                _ => refusing_answer(m, -32002),
+            })
+        })
+        .await;
+        let c = check(&doc, "host.inference-result-shape");
+        assert_eq!(c["status"], status, "{doc:#}");
+        let d = c["detail"].as_str().unwrap_or_default();
+        if status == "fail" {
+            assert!(d.contains("content"), "{d}");
+        }
+        for said in ["model", "finishReason", "usage"] {
+            assert!(!d.contains(said), "{said}: {d}");
+        }
+    }
+}

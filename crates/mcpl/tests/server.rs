@@ -1227,6 +1227,42 @@ async fn s11_3_a_hosts_malformed_inference_result_is_reported() {
     );
 }
 
+/// §11.3, with optional members read as everywhere (`protocol::given`): a host whose
+/// serializer writes `null` for "not set" (`model`, `finishReason`, `usage` and its counts)
+/// is no defect. The server reported it as `inference_result_malformed` ("model is not a
+/// string"), a host defect the host never made.
+#[tokio::test]
+async fn s11_3_optional_result_members_written_null_are_no_defect() {
+    let server = builder()
+        .feature_set("digest", "Summaries", &[Capability::InferenceRequest])
+        .build()
+        .unwrap();
+    let mut host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceRequest"]}),
+    )
+    .await;
+    let session = host.session.clone();
+    let call =
+        tokio::spawn(async move { session.inference_request(inference_params("digest")).await });
+    let Some(IncomingMessage::Request(req)) = host.incoming.recv().await else {
+        panic!("expected inference/request")
+    };
+    req.respond(
+        json!({"content": "Hello", "model": null, "finishReason": null,
+                       "usage": {"inputTokens": null, "outputTokens": 3}}),
+    )
+    .await
+    .unwrap();
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(serde_json::to_value(&result.content).unwrap(), "Hello");
+    if let Ok(d) = diags.try_recv() {
+        panic!("a result with null optional members reported: {d}");
+    }
+}
+
 /// §11.3 / §11.4: the final result of a streamed `inference/request` is held to the same
 /// rule as an unstreamed one: a malformed one is reported, what could be read is returned.
 #[tokio::test]

@@ -192,8 +192,10 @@ pub struct InferenceChunkParams {
 /// Defects of an `inference/request` result against §11.3: `content` the generated text as
 /// a string (a content-block array only warns: the library host's reading accepts it, the
 /// table says string); `model` a string, `finishReason` one of App. B.4's and `usage` an
-/// object, each when present. Reading: the table marks nothing optional or required; without
-/// `content` there is no inference to return, so only it is required. A `finishReason`
+/// object, each when present (`null` read as absent, [`super::given`], as for every optional
+/// member: a serializer writing `null` for "not set" means absent). Reading: the table marks
+/// nothing optional or required; without `content` there is no inference to return, so only
+/// it is required (written `null`, it is no string). A `finishReason`
 /// outside the enum fails like a `model` that is not a string: the table gives the enum as
 /// its type. `usage` members are not typed by the spec; §11.3's example counts tokens, so
 /// `inputTokens`/`outputTokens` that are not non-negative integers only warn.
@@ -216,10 +218,10 @@ pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
         Some(_) => fail.push("content is not a string".into()),
         None => fail.push("content missing".into()),
     }
-    if o.get("model").is_some_and(|m| !m.is_string()) {
+    if super::given(o, "model").is_some_and(|m| !m.is_string()) {
         fail.push("model is not a string".into());
     }
-    match o.get("finishReason") {
+    match super::given(o, "finishReason") {
         None => {}
         Some(Value::String(f)) if FinishReason::from_wire(f).is_app_b4() => {}
         Some(Value::String(f)) => {
@@ -235,11 +237,11 @@ pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
             crate::jsonrpc::json_type_name(f)
         )),
     }
-    match o.get("usage") {
+    match super::given(o, "usage") {
         None => {}
         Some(Value::Object(u)) => {
             for key in ["inputTokens", "outputTokens"] {
-                if u.get(key).is_some_and(|n| !super::int::is_count(n)) {
+                if super::given(u, key).is_some_and(|n| !super::int::is_count(n)) {
                     warn.push(format!("usage.{key} is not a token count"));
                 }
             }
@@ -406,6 +408,19 @@ mod tests {
             fail,
             ["finishReason is a JSON number, not one of App. B.4's strings"]
         );
+    }
+
+    /// §11.3's optional members written `null` are absent (`super::given`), as everywhere;
+    /// the required `content` written `null` is still no string.
+    #[test]
+    fn s11_3_optional_result_members_written_null_are_absent() {
+        let nulls = json!({"content": "OK", "model": null, "finishReason": null,
+                           "usage": {"inputTokens": null, "outputTokens": 1}});
+        assert_eq!(result_defects(&nulls), (vec![], vec![]));
+        let usage = json!({"content": "OK", "usage": null});
+        assert_eq!(result_defects(&usage), (vec![], vec![]));
+        let content = json!({"content": null, "model": null});
+        assert_eq!(result_defects(&content).0, ["content is not a string"]);
     }
 
     #[test]
