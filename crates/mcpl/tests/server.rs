@@ -724,6 +724,48 @@ async fn s10_5_lifecycle_without_grant_is_ignored() {
     assert_eq!(*started.lock().unwrap(), 0);
 }
 
+/// §10.5 forbids message content in `inference/lifecycle`; a content-like member written
+/// `null` carries none, and is read as absent (`protocol::given`), as a host whose serializer
+/// writes `null` for "not set" means it. The server reported it as
+/// `lifecycle_content_members`, a host defect the host never made; a member with a value is
+/// still reported.
+#[tokio::test]
+async fn s10_5_content_like_members_written_null_carry_no_content() {
+    let server = builder().on_turn_start(|_| {}).build().unwrap();
+    let host = connect(&server, true).await;
+    let mut diags = host.session.diagnostics();
+    policy(
+        &host,
+        json!({"effectiveCapabilities": ["inferenceLifecycle"]}),
+    )
+    .await;
+    host.peer
+        .notify_raw(
+            "inference/lifecycle",
+            Some(json!({"inferenceId": "i", "phase": "started",
+                        "userMessage": null, "content": null})),
+        )
+        .await
+        .unwrap();
+    host.peer
+        .notify_raw(
+            "inference/lifecycle",
+            Some(json!({"inferenceId": "i", "phase": "completed",
+                        "assistantMessage": "secret", "messages": null})),
+        )
+        .await
+        .unwrap();
+    sync(&host).await;
+    let mut codes = Vec::new();
+    while let Ok(d) = diags.try_recv() {
+        codes.push((d.code(), d.detail()));
+    }
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert_eq!(codes[0].0, "lifecycle_content_members", "{codes:?}");
+    assert!(codes[0].1.contains("assistantMessage"), "{codes:?}");
+    assert!(!codes[0].1.contains("\"messages\""), "{codes:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn s10_5_safety_timeout_ends_a_turn_without_terminal() {
     let ends = Arc::new(Mutex::new(Vec::new()));

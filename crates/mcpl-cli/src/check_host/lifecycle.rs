@@ -208,6 +208,18 @@ mod tests {
         assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
     }
 
+    /// §10.5: members written `null` carry nothing (`protocol::given`'s reading): a host
+    /// serializing "not set" as `null` sends metadata only.
+    #[test]
+    fn s10_5_members_written_null_carry_no_content() {
+        let l = judged(&[
+            json!({"inferenceId": "i1", "phase": "started", "userMessage": null,
+                   "content": null, "model": null, "usage": null}),
+            json!({"inferenceId": "i1", "phase": "completed", "assistantMessage": null}),
+        ]);
+        assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
+    }
+
     /// §10.5: content members, a model without modelInfo, usage on started and an unknown
     /// phase break the metadata rule; an orphan and a second terminal break the pairing.
     #[test]

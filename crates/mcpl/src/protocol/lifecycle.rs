@@ -88,12 +88,14 @@ pub struct LifecycleParams {
 
 impl LifecycleParams {
     /// Names of received members that look like message content (see
-    /// [`CONTENT_LIKE_MEMBERS`]); non-empty means the sender violated §10.5.
+    /// [`CONTENT_LIKE_MEMBERS`]); non-empty means the sender violated §10.5. A member
+    /// written `null` carries no content and is read as absent ([`super::given`]'s reading
+    /// of every optional member: a serializer writing `null` for "not set" means absent).
     pub fn content_like_members(&self) -> Vec<&str> {
         self.extra
-            .keys()
-            .map(String::as_str)
-            .filter(|k| CONTENT_LIKE_MEMBERS.contains(k))
+            .iter()
+            .filter(|(k, v)| !v.is_null() && CONTENT_LIKE_MEMBERS.contains(&k.as_str()))
+            .map(|(k, _)| k.as_str())
             .collect()
     }
 }
