@@ -929,7 +929,7 @@ pub use cost::{
 pub use encoded::Encoded;
 #[cfg(feature = "runtime")]
 pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools_call_result};
-pub use unparsed::{not_text_answer, not_text_request_id, refused_request_id};
+pub use unparsed::{not_text_answer, not_text_request_id, refused_request_id, too_deep};
 
 #[cfg(test)]
 mod tests;

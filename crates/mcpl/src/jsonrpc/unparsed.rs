@@ -178,8 +178,9 @@ const RECURSION_LIMIT: &str = "recursion limit exceeded";
 
 /// Whether `e` is serde_json's refusal of a value nested past its recursion limit (128
 /// levels), not a syntax error: the text may be valid JSON, and its id readable. serde_json
-/// tells it only by its message.
-pub(crate) fn too_deep(e: &serde_json::Error) -> bool {
+/// tells it only by its message. The one reading of the peer, a driver
+/// ([`super::ParseError::answer`]) and `mcpl check`.
+pub fn too_deep(e: &serde_json::Error) -> bool {
     e.classify() == serde_json::error::Category::Syntax
         && e.to_string().starts_with(RECURSION_LIMIT)
 }

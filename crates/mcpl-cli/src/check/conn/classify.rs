@@ -41,7 +41,7 @@ fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -
     match e {
         // JSON, but nested past what a parser takes (serde_json's 128 levels): not junk, an
         // invalid message, said so.
-        e if e.to_string().starts_with("recursion limit exceeded") => {
+        e if mcpl::jsonrpc::too_deep(&e) => {
             discard(
                 format!(
                     "a JSON text of {} bytes nested deeper than 128 levels (not parsed)",
@@ -177,7 +177,8 @@ pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
     envelope.feed(text.as_bytes());
     envelope.summary(true).or_else(|| {
         let head = text.as_bytes();
-        Some(head.get(..head.len().min(64)).unwrap_or(head).to_vec())
+        let kept = head.len().min(mcpl::transport::DISCARDED_HEAD_BYTES);
+        Some(head.get(..kept).unwrap_or(head).to_vec())
     })
 }
 
