@@ -234,3 +234,24 @@ async fn a_request_that_is_not_utf8_is_answered_under_its_id_when_not_in_doubt()
         assert_eq!(got[0]["id"], id, "{what}: {}", got[0]);
     }
 }
+
+/// What the peer reads past before a text's message (any whitespace `str::trim_start`
+/// takes, a byte order mark: `jsonrpc::message_start`) it reads past before a frame in the
+/// wrong encoding too (`transport::begins_as_json`, one reading): a request after a
+/// no-break space with a byte of another encoding in its params is answered `-32700`, as
+/// the same request in UTF-8 is taken. Before, `begins_as_json` skipped only JSON
+/// whitespace, so that request was reported as junk and never answered.
+#[tokio::test(start_paused = true)]
+async fn a_request_in_the_wrong_encoding_after_unicode_whitespace_is_answered() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for before in ["\u{a0}", "\u{feff}\u{2028}", " \u{3000}"] {
+        let mut line = before.as_bytes().to_vec();
+        line.extend_from_slice(br#"{"jsonrpc":"2.0","id":9,"method":"m","params":[""#);
+        line.push(0xe9);
+        line.extend_from_slice(br#""]}"#);
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{before:?}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32700, "{before:?}: {}", got[0]);
+    }
+}

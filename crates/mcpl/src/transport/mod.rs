@@ -688,19 +688,20 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     }
 }
 
-/// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after JSON
-/// whitespace and an optional UTF-8 byte order mark (as the peer reads a frame's text).
+/// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after what the
+/// peer reads past before a frame's text's message (`jsonrpc::message_start`: whitespace
+/// and a UTF-8 byte order mark), read in the UTF-8 the bytes begin with: one reading, so a
+/// request in the wrong encoding is answered wherever the same request in UTF-8 is taken.
 pub(crate) fn begins_as_json(bytes: &[u8]) -> bool {
-    fn skip_whitespace(b: &[u8]) -> &[u8] {
-        let start = b
-            .iter()
-            .position(|c| !matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
-            .unwrap_or(b.len());
-        b.get(start..).unwrap_or_default()
-    }
-    let rest = skip_whitespace(bytes);
-    let rest = skip_whitespace(rest.strip_prefix(b"\xef\xbb\xbf").unwrap_or(rest));
-    matches!(rest.first(), Some(b'{' | b'['))
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => bytes
+            .get(..e.valid_up_to())
+            .and_then(|valid| std::str::from_utf8(valid).ok())
+            .unwrap_or_default(),
+    };
+    let start = crate::jsonrpc::message_start(text);
+    start.starts_with('{') || start.starts_with('[')
 }
 
 /// Makes room for `more` bytes in `line`, its capacity covered by `hold` (grown by doubling,
