@@ -535,3 +535,24 @@ async fn a_message_nested_past_the_parser_is_refused_under_its_id() {
         "{outcome:?}"
     );
 }
+
+/// A request over the size limit whose `id` comes after its huge params is answered under
+/// that id after whatever the peer reads past before a message (`jsonrpc::message_start`:
+/// any whitespace `str::trim_start` takes, one byte order mark), as after JSON whitespace:
+/// the line's envelope reads past the same (one reading). Before, a no-break space or an
+/// ideographic space before it made the envelope read no object, only the first bytes were
+/// kept, the `id` was past them, and the request was never answered.
+#[tokio::test(start_paused = true)]
+async fn an_id_after_huge_params_is_answered_after_unicode_whitespace_too() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(4 * MAX_SIZE);
+    for before in [" \t", "\u{a0}", "\u{feff}\u{3000}", "\u{2028} \u{feff}"] {
+        let line = format!(
+            r#"{before}{{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":12}}"#
+        );
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{before:?}: {got:?}");
+        assert_eq!(got[0]["id"], 12, "{before:?}: {}", got[0]);
+    }
+}

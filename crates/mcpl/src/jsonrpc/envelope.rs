@@ -38,7 +38,8 @@ pub const MAX_VALUE_BYTES: usize = 6 * crate::jsonrpc::MAX_ID_BYTES + 2;
 /// Where the scan is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
-    /// Before the object: JSON whitespace and a UTF-8 byte order mark are skipped.
+    /// Before the object: what the peer reads past before a message is skipped (any
+    /// whitespace `str::trim_start` takes, one UTF-8 byte order mark).
     Start,
     /// Expecting a member name (or the end, right after `{`).
     Name { first: bool },
@@ -108,6 +109,10 @@ pub struct Envelope {
     fed: usize,
     /// A lenient envelope's [`Envelope::sole_request_id`] was found before `bad_at`.
     sole_before_bad: bool,
+    /// Before the object: the bytes of a character not yet whole, and whether the byte
+    /// order mark was read past ([`Envelope::start_byte`]).
+    lead: Vec<u8>,
+    bom: bool,
 }
 
 impl Default for Envelope {
@@ -137,6 +142,8 @@ impl Envelope {
             bad_at: 0,
             fed: 0,
             sole_before_bad: false,
+            lead: Vec::new(),
+            bom: false,
         }
     }
 
@@ -288,11 +295,7 @@ impl Envelope {
     fn step(&mut self, b: u8) {
         let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
         self.at = match self.at {
-            At::Start if space => At::Start,
-            // The byte order mark's bytes (EF BB BF): a stray one is no UTF-8 anyway.
-            At::Start if matches!(b, 0xef | 0xbb | 0xbf) => At::Start,
-            At::Start if b == b'{' => At::Name { first: true },
-            At::Start => At::NotObject,
+            At::Start => self.start_byte(b),
             At::Name { first } if space => At::Name { first },
             At::Name { .. } if b == b'"' => {
                 self.name.clear();
@@ -350,6 +353,39 @@ impl Envelope {
             At::Closed => At::Broken,
             done @ (At::NotObject | At::Broken) => done,
         };
+    }
+
+    /// One byte before the object: what the peer reads past before a frame's text's
+    /// message ([`super::message_start`]: any whitespace `str::trim_start` takes, one
+    /// UTF-8 byte order mark) is read past here too, a character at a time (its bytes held
+    /// in `lead` until it is whole), so a line's envelope is read wherever its text's
+    /// message is. Anything else but `{` is no object.
+    fn start_byte(&mut self, b: u8) -> At {
+        if self.lead.is_empty() && b.is_ascii() {
+            return match b {
+                b'{' => At::Name { first: true },
+                _ if char::from(b).is_whitespace() => At::Start,
+                _ => At::NotObject,
+            };
+        }
+        self.lead.push(b);
+        match std::str::from_utf8(&self.lead) {
+            Ok(c) => {
+                let c = c.chars().next();
+                self.lead.clear();
+                match c {
+                    Some('\u{feff}') if !self.bom => {
+                        self.bom = true;
+                        At::Start
+                    }
+                    Some(c) if c.is_whitespace() => At::Start,
+                    _ => At::NotObject,
+                }
+            }
+            // A character still to be completed by the next bytes.
+            Err(e) if e.error_len().is_none() => At::Start,
+            Err(_) => At::NotObject,
+        }
     }
 
     /// One byte of a value after its first.
